@@ -1,0 +1,1353 @@
+//! One test per transition and rule of SPEC §3-§5, on the bare coordinator.
+//!
+//! The harness plays host: it runs hardware steps on a `SimHca`, keeps timers in virtual
+//! time and records deliveries instead of calling clients, so each test states exactly which
+//! client calls happen when. Re-entrant callbacks are tested on the real hosts (tests crate).
+
+use std::vec::Vec;
+
+use super::*;
+use crate::hca::{execute, Identity};
+use crate::sim::hca::{SimHca, SimHcaConfig};
+
+struct H {
+    c: Coordinator,
+    hca: SimHca,
+    now: Instant,
+    timers: [Option<(Instant, u32)>; TimerId::COUNT],
+    delivered: Vec<(ClientId, Event)>,
+    hw_steps: Vec<HwStep>,
+    pnp: Vec<PnpOp>,
+    concluded: u32,
+}
+
+fn policy() -> Policy {
+    Policy {
+        quiesce_deadline_ms: 1_000,
+        hw_ready_timeout_ms: 2_000,
+        auto_restart_window_ms: 60_000,
+        ..Policy::default()
+    }
+}
+
+impl H {
+    fn new() -> H {
+        H::with(policy(), 8)
+    }
+
+    fn with(policy: Policy, max_clients: u16) -> H {
+        let hca = SimHca::new(SimHcaConfig::default());
+        let c = Coordinator::new(
+            Config {
+                max_clients,
+                recorder_capacity: 1024,
+                policy,
+            },
+            hca.current_identity(),
+            Instant::ZERO,
+        )
+        .expect("valid policy");
+        let mut h = H {
+            c,
+            hca,
+            now: Instant::ZERO,
+            timers: [None; TimerId::COUNT],
+            delivered: Vec::new(),
+            hw_steps: Vec::new(),
+            pnp: Vec::new(),
+            concluded: 0,
+        };
+        h.pump();
+        h
+    }
+
+    fn reg(&mut self, name: &str) -> ClientId {
+        self.reg_flags(name, ClientFlags::empty())
+    }
+
+    fn reg_flags(&mut self, name: &str, flags: ClientFlags) -> ClientId {
+        let d = ClientDesc::new(name, ClientKind::Custom, flags).expect("name fits");
+        let r = self.c.register(self.now, d).expect("register");
+        self.pump();
+        r.id
+    }
+
+    fn pump(&mut self) {
+        while let Some(a) = self.c.pop_action() {
+            match a {
+                Action::Deliver { client, event } => {
+                    self.delivered.push((client, event));
+                    self.c.event_delivered(self.now, client, event.kind());
+                }
+                Action::ArmTimer { timer, at, token } => {
+                    self.timers[timer as usize] = Some((at, token))
+                }
+                Action::CancelTimer { timer } => self.timers[timer as usize] = None,
+                Action::Hw(step) => {
+                    self.hw_steps.push(step);
+                    self.hca.set_now(self.now);
+                    let done = execute(&mut self.hca, step);
+                    self.c.hw_complete(self.now, done);
+                }
+                Action::Pnp(op) => self.pnp.push(op),
+                Action::ResetConcluded { .. } => self.concluded += 1,
+            }
+        }
+    }
+
+    /// Moves time forward `ms`, firing timers in order as they come due.
+    fn advance(&mut self, ms: u64) {
+        let end = self.now + Duration::from_ms(ms);
+        loop {
+            let next = self
+                .timers
+                .iter()
+                .enumerate()
+                .filter_map(|(i, t)| t.map(|(at, tok)| (at, i, tok)))
+                .filter(|(at, _, _)| *at <= end)
+                .min();
+            let Some((at, i, tok)) = next else {
+                break;
+            };
+            self.now = self.now.max(at);
+            self.timers[i] = None;
+            self.c.timer_expired(self.now, TimerId::ALL[i], tok);
+            self.pump();
+        }
+        self.now = end;
+    }
+
+    fn events_of(&self, id: ClientId) -> Vec<EventKind> {
+        self.delivered
+            .iter()
+            .filter(|(c, _)| *c == id)
+            .map(|(_, e)| e.kind())
+            .collect()
+    }
+
+    fn reset_epoch_of(&self, id: ClientId) -> Epoch {
+        self.delivered
+            .iter()
+            .rev()
+            .find_map(|(c, e)| match e {
+                Event::Reset { epoch, .. } if *c == id => Some(*epoch),
+                _ => None,
+            })
+            .expect("client got RESET")
+    }
+
+    fn request(&mut self, id: ClientId) -> Result<Epoch, RequestError> {
+        let r = self.c.reset_request(self.now, id);
+        self.pump();
+        r
+    }
+
+    fn execute(&mut self, id: ClientId) -> Result<ExecuteOutcome, ExecuteError> {
+        let e = self.reset_epoch_of(id);
+        let r = self.c.reset_execute(self.now, id, e);
+        self.pump();
+        r
+    }
+
+    fn admin(&mut self, kind: AdminReset) -> Result<Epoch, AdminResetError> {
+        let r = self.c.admin_reset(self.now, kind);
+        self.pump();
+        r
+    }
+
+    fn asserts(&self) -> usize {
+        self.hw_steps
+            .iter()
+            .filter(|s| matches!(s, HwStep::AssertReset | HwStep::FunctionLevelReset))
+            .count()
+    }
+
+    fn transitions(&self) -> Vec<(State, State)> {
+        self.c
+            .recorder()
+            .iter()
+            .filter_map(|r| match r.kind {
+                RecordKind::Transition { from, to } => Some((from, to)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Executes every quiescing client and lets the hardware come back.
+    fn complete(&mut self, ids: &[ClientId]) {
+        for id in ids {
+            let _ = self.execute(*id);
+        }
+        self.advance(5_000);
+    }
+}
+
+use crate::recorder::RecordKind;
+use EventKind::*;
+
+// ----- transitions ---------------------------------------------------------------------------
+
+#[test]
+fn transition_table_is_exactly_spec_section_5() {
+    use State::*;
+    let all = [
+        Operational,
+        Quiescing,
+        Resetting,
+        Restoring,
+        Failed,
+        Removed,
+    ];
+    let allowed = [
+        (Operational, Quiescing),
+        (Quiescing, Resetting),
+        (Quiescing, Operational),
+        (Quiescing, Failed),
+        (Resetting, Restoring),
+        (Resetting, Failed),
+        (Restoring, Operational),
+        (Failed, Resetting),
+        (Operational, Removed),
+        (Quiescing, Removed),
+        (Resetting, Removed),
+        (Restoring, Removed),
+        (Failed, Removed),
+    ];
+    for from in all {
+        for to in all {
+            assert_eq!(
+                from.may_become(to),
+                allowed.contains(&(from, to)),
+                "{from} -> {to}"
+            );
+        }
+    }
+}
+
+#[test]
+fn operational_to_quiescing_on_client_request_sends_reset_to_everyone() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let b = h.reg("b");
+    assert_eq!(h.request(a), Ok(Epoch(1)));
+    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(h.events_of(a), [Reset]);
+    assert_eq!(h.events_of(b), [Reset]);
+    let Some((
+        _,
+        Event::Reset {
+            epoch,
+            reason,
+            planned,
+            deadline,
+        },
+    )) = h.delivered.first()
+    else {
+        panic!("RESET first");
+    };
+    assert_eq!(*epoch, Epoch(1));
+    assert_eq!(*reason, ResetReason::ClientRequest);
+    assert!(!planned);
+    assert_eq!(*deadline, Instant::from_ms(1_000));
+}
+
+#[test]
+fn full_cycle_quiescing_resetting_restoring_operational() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let b = h.reg("b");
+    h.request(a).expect("request");
+    h.execute(a).expect("a ready");
+    assert_eq!(h.c.state(), State::Quiescing, "b still holds hardware");
+    h.execute(b).expect("b ready");
+    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.hw_steps[..2], [HwStep::SaveConfig, HwStep::AssertReset]);
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.events_of(a), [Reset, ResetEnd]);
+    assert_eq!(h.events_of(b), [Reset, ResetEnd]);
+    assert!(h.delivered.iter().any(|(_, e)| *e
+        == Event::ResetEnd {
+            epoch: Epoch(2),
+            outcome: ResetOutcome::Restored
+        }));
+    assert_eq!(
+        h.transitions(),
+        [
+            (State::Operational, State::Quiescing),
+            (State::Quiescing, State::Resetting),
+            (State::Resetting, State::Restoring),
+            (State::Restoring, State::Operational),
+        ]
+    );
+    // The hardware sequence of SPEC §5, in order.
+    let seq: Vec<HwStep> = h
+        .hw_steps
+        .iter()
+        .copied()
+        .filter(|s| *s != HwStep::ProbeReady && *s != HwStep::ReadHealth)
+        .collect();
+    assert_eq!(
+        seq,
+        [
+            HwStep::SaveConfig,
+            HwStep::AssertReset,
+            HwStep::RestoreConfig,
+            HwStep::InitCommandInterface,
+            HwStep::ReadIdentity
+        ]
+    );
+    let r = h.c.last_reset().expect("record");
+    assert_eq!(
+        r.result,
+        Some(ResetResult::Restored(ResetOutcome::Restored))
+    );
+    assert_eq!(r.new_epoch, Some(Epoch(2)));
+    assert!(r.hw_reset().expect("hw time") >= Duration::from_ms(200));
+    assert_eq!(h.concluded, 1);
+}
+
+#[test]
+fn reset_in_reverse_and_reset_end_in_registration_order_with_reused_slots() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let b = h.reg("b");
+    let c = h.reg("c");
+    // b leaves and d takes b's slot: slot order (a, d, c) differs from registration order.
+    h.c.unregister(h.now, b).expect("unregister");
+    let d = h.reg("d");
+    assert_eq!(d.index, b.index);
+    h.request(a).expect("request");
+    let resets: Vec<ClientId> = h
+        .delivered
+        .iter()
+        .filter(|(_, e)| e.kind() == Reset)
+        .map(|(c, _)| *c)
+        .collect();
+    assert_eq!(resets, [d, c, a]);
+    h.complete(&[a, c, d]);
+    let ends: Vec<ClientId> = h
+        .delivered
+        .iter()
+        .filter(|(_, e)| e.kind() == ResetEnd)
+        .map(|(c, _)| *c)
+        .collect();
+    assert_eq!(ends, [a, c, d]);
+}
+
+#[test]
+fn quiescing_to_resetting_at_deadline_marks_unresponsive_and_names_it() {
+    let mut h = H::new();
+    let good = h.reg("good");
+    let wedged = h.reg("wedged");
+    h.request(good).expect("request");
+    h.execute(good).expect("ready");
+    h.advance(999);
+    assert_eq!(h.c.state(), State::Quiescing, "deadline not yet passed");
+    h.advance(1);
+    assert_ne!(h.c.state(), State::Quiescing);
+    assert_eq!(
+        h.c.client(wedged).expect("registered").state,
+        ClientState::Unresponsive
+    );
+    let named = h.c.recorder().iter().any(|r| {
+        matches!(r.kind, RecordKind::Unresponsive { client, name } if client == wedged && name.as_str() == "wedged")
+    });
+    assert!(named, "flight recorder names the unresponsive client");
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(
+        h.events_of(wedged),
+        [Reset, ResetEnd],
+        "still gets RESET_END"
+    );
+    assert_eq!(h.c.last_reset().expect("record").forced, [wedged]);
+    // Its execute after the deadline changes nothing.
+    let r = h.c.reset_execute(h.now, wedged, Epoch(1));
+    assert_eq!(r, Err(ExecuteError::NoResetPending));
+}
+
+#[test]
+fn unresponsive_client_executing_after_deadline_is_too_late() {
+    let mut h = H::with(
+        Policy {
+            hw_ready_timeout_ms: 5_000,
+            ..policy()
+        },
+        8,
+    );
+    h.hca = SimHca::new(SimHcaConfig {
+        hw_reset: Duration::from_ms(3_000),
+        ..SimHcaConfig::default()
+    });
+    let slow = h.reg("slow");
+    h.request(slow).expect("request");
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.execute(slow), Ok(ExecuteOutcome::TooLate));
+}
+
+#[test]
+fn planned_reset_with_abort_on_unresponsive_aborts_at_deadline() {
+    let mut h = H::with(
+        Policy {
+            abort_on_unresponsive: true,
+            ..policy()
+        },
+        8,
+    );
+    let a = h.reg("a");
+    let wedged = h.reg("wedged");
+    h.admin(AdminReset::Planned).expect("planned");
+    h.execute(a).expect("a ready");
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.asserts(), 0, "no hardware reset");
+    assert_eq!(h.c.epoch(), Epoch(1));
+    assert_eq!(h.events_of(a), [Reset, ResetAborted]);
+    assert!(h.delivered.iter().any(|(_, e)| matches!(e,
+        Event::ResetAborted { vetoed_by, cause: AbortCause::Unresponsive, .. } if *vetoed_by == wedged)));
+}
+
+#[test]
+fn forced_reset_ignores_abort_on_unresponsive() {
+    let mut h = H::with(
+        Policy {
+            abort_on_unresponsive: true,
+            ..policy()
+        },
+        8,
+    );
+    let _wedged = h.reg("wedged");
+    h.admin(AdminReset::Forced).expect("forced");
+    h.advance(3_000);
+    assert_eq!(h.c.epoch(), Epoch(2), "forced reset went through");
+}
+
+#[test]
+fn planned_reset_vetoed_aborts_everyone_no_hardware_reset_same_epoch() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    h.admin(AdminReset::Planned).expect("planned");
+    h.execute(a).expect("a ready");
+    let e = h.reset_epoch_of(v);
+    assert_eq!(h.c.reset_veto(h.now, v, e), Ok(()));
+    h.pump();
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.events_of(a), [Reset, ResetAborted]);
+    assert_eq!(h.events_of(v), [Reset, ResetAborted]);
+    assert_eq!(h.asserts(), 0);
+    assert_eq!(h.c.epoch(), Epoch(1));
+    let r = h.c.last_reset().expect("record");
+    assert_eq!(
+        r.result,
+        Some(ResetResult::Aborted {
+            by: v,
+            cause: AbortCause::Veto
+        })
+    );
+    assert_eq!(h.c.client(a).expect("a").state, ClientState::Active);
+}
+
+#[test]
+fn veto_refusals() {
+    let mut h = H::new();
+    let plain = h.reg("plain");
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    assert_eq!(
+        h.c.reset_veto(h.now, v, Epoch(1)),
+        Err(VetoError::NoResetPending)
+    );
+    // A fatal reset cannot be vetoed.
+    h.c.catastrophic_error(h.now);
+    h.pump();
+    assert_eq!(
+        h.c.reset_veto(h.now, v, Epoch(1)),
+        Err(VetoError::NotPlanned)
+    );
+    assert_eq!(
+        h.c.reset_veto(h.now, plain, Epoch(1)),
+        Err(VetoError::NotAllowed)
+    );
+    assert_eq!(
+        h.c.reset_veto(h.now, v, Epoch(0)),
+        Err(VetoError::StaleEpoch)
+    );
+    h.execute(plain).expect("ready");
+    h.execute(v).expect("ready");
+    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c.reset_veto(h.now, v, Epoch(1)), Err(VetoError::TooLate));
+    h.advance(1_000);
+    assert_eq!(h.c.epoch(), Epoch(2), "the refused vetoes changed nothing");
+}
+
+#[test]
+fn late_vetoer_outside_barrier_is_refused() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.admin(AdminReset::Planned).expect("planned");
+    let late = h.reg_flags("late", ClientFlags::CAN_VETO);
+    assert_eq!(
+        h.c.reset_veto(h.now, late, Epoch(1)),
+        Err(VetoError::NotInBarrier)
+    );
+    h.complete(&[a]);
+    assert_eq!(h.c.epoch(), Epoch(2));
+}
+
+#[test]
+fn catastrophic_joining_a_planned_reset_makes_it_unvetoable() {
+    let mut h = H::new();
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    h.admin(AdminReset::Planned).expect("planned");
+    h.c.catastrophic_error(h.now);
+    h.pump();
+    assert_eq!(
+        h.c.reset_veto(h.now, v, Epoch(1)),
+        Err(VetoError::NotPlanned)
+    );
+    h.complete(&[v]);
+    let r = h.c.last_reset().expect("record");
+    assert_eq!(r.reason, ResetReason::Catastrophic);
+    assert_eq!(r.requests, 2);
+    assert_eq!(h.c.counters().resets_started, 1, "no second reset raised");
+    assert_eq!(h.asserts(), 1);
+}
+
+#[test]
+fn health_catastrophic_word_starts_a_fatal_reset() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.hca.inject_catastrophic(0xdead);
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(
+        h.c.last_reset().expect("record").reason,
+        ResetReason::Catastrophic
+    );
+    h.complete(&[a]);
+    assert_eq!(h.c.state(), State::Operational);
+    // The reset cleared the error: no second reset at the next polls.
+    h.advance(5_000);
+    assert_eq!(h.c.counters().resets_started, 1);
+}
+
+#[test]
+fn health_counter_stalled_for_three_polls_starts_a_hang_reset() {
+    let mut h = H::new();
+    let _a = h.reg("a");
+    h.hca.set_now(h.now);
+    h.hca.stall_health();
+    h.advance(3_000);
+    assert_eq!(
+        h.c.state(),
+        State::Operational,
+        "three equal samples are not yet a hang"
+    );
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(
+        h.c.last_reset().expect("record").reason,
+        ResetReason::HealthStall
+    );
+}
+
+#[test]
+fn command_timeout_starts_a_reset() {
+    let mut h = H::new();
+    let _a = h.reg("a");
+    h.c.command_timeout(h.now);
+    h.pump();
+    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(
+        h.c.last_reset().expect("record").reason,
+        ResetReason::CommandTimeout
+    );
+}
+
+#[test]
+fn health_is_not_polled_during_a_reset() {
+    let mut h = H::new();
+    let wedged = h.reg("wedged");
+    h.admin(AdminReset::Planned).expect("planned");
+    let polls_before = h
+        .hw_steps
+        .iter()
+        .filter(|s| **s == HwStep::ReadHealth)
+        .count();
+    h.advance(900);
+    let polls_after = h
+        .hw_steps
+        .iter()
+        .filter(|s| **s == HwStep::ReadHealth)
+        .count();
+    assert_eq!(polls_before, polls_after);
+    h.complete(&[wedged]);
+    assert_eq!(h.c.counters().resets_started, 1);
+}
+
+// ----- SPEC §3 calls ---------------------------------------------------------------------------
+
+#[test]
+fn idle_client_gets_reset_and_is_in_the_barrier() {
+    let mut h = H::new();
+    let busy = h.reg("busy");
+    let idle = h.reg("idle");
+    h.request(busy).expect("request");
+    assert_eq!(h.events_of(idle), [Reset]);
+    let info = h.c.client(idle).expect("registered");
+    assert!(info.in_barrier);
+    h.execute(busy).expect("ready");
+    assert_eq!(
+        h.c.state(),
+        State::Quiescing,
+        "the idle client holds the barrier"
+    );
+    h.execute(idle).expect("ready");
+    assert_eq!(h.c.state(), State::Resetting);
+}
+
+#[test]
+fn late_registrant_is_not_in_barrier_gets_no_reset_and_first_event_is_reset_end() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.request(a).expect("request");
+    let d = ClientDesc::new("late", ClientKind::Ipoib, ClientFlags::empty()).expect("fits");
+    let reg = h.c.register(h.now, d).expect("register during quiesce");
+    h.pump();
+    assert!(reg.late);
+    assert_eq!(reg.state, State::Quiescing);
+    let late = reg.id;
+    assert_eq!(h.c.client(late).expect("late").state, ClientState::Late);
+    assert_eq!(
+        h.c.reset_execute(h.now, late, Epoch(1)),
+        Err(ExecuteError::NotInBarrier)
+    );
+    h.complete(&[a]);
+    assert_eq!(h.events_of(late), [ResetEnd]);
+}
+
+#[test]
+fn late_registrant_during_resetting_and_restoring() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.request(a).expect("request");
+    h.execute(a).expect("ready");
+    assert_eq!(h.c.state(), State::Resetting);
+    let during_reset = h.reg("during-reset");
+    h.advance(1_000);
+    assert_eq!(h.events_of(during_reset), [ResetEnd]);
+
+    // Register while RESET_END deliveries are still outstanding (Restoring).
+    h.request(a).expect("request");
+    h.execute(a).expect("ready");
+    h.execute(during_reset).expect("ready");
+    // Drive to Restoring without reporting deliveries.
+    let mut saw_restoring = false;
+    for _ in 0..400 {
+        h.now = h.now + Duration::from_ms(10);
+        for (i, t) in h.timers.clone().iter().enumerate() {
+            if let Some((at, tok)) = t {
+                if *at <= h.now {
+                    h.timers[i] = None;
+                    h.c.timer_expired(h.now, TimerId::ALL[i], *tok);
+                }
+            }
+        }
+        // Pump everything except deliveries.
+        let mut held = Vec::new();
+        while let Some(a) = h.c.pop_action() {
+            match a {
+                Action::Deliver { .. } => held.push(a),
+                Action::ArmTimer { timer, at, token } => {
+                    h.timers[timer as usize] = Some((at, token))
+                }
+                Action::CancelTimer { timer } => h.timers[timer as usize] = None,
+                Action::Hw(step) => {
+                    h.hca.set_now(h.now);
+                    let done = execute(&mut h.hca, step);
+                    h.c.hw_complete(h.now, done);
+                }
+                _ => {}
+            }
+        }
+        if h.c.state() == State::Restoring {
+            saw_restoring = true;
+            let reg =
+                h.c.register(
+                    h.now,
+                    ClientDesc::new("in-restore", ClientKind::Srp, ClientFlags::empty())
+                        .expect("fits"),
+                )
+                .expect("register");
+            assert!(reg.late);
+            // Deliver everything held, then the new one's RESET_END.
+            for a in held {
+                if let Action::Deliver { client, event } = a {
+                    h.delivered.push((client, event));
+                    h.c.event_delivered(h.now, client, event.kind());
+                }
+            }
+            assert_eq!(
+                h.c.state(),
+                State::Restoring,
+                "waits for the late RESET_END too"
+            );
+            h.pump();
+            assert_eq!(h.c.state(), State::Operational);
+            assert_eq!(h.events_of(reg.id), [ResetEnd]);
+            break;
+        }
+        assert!(
+            held.is_empty(),
+            "no delivery expected outside Restoring here"
+        );
+    }
+    assert!(saw_restoring);
+}
+
+#[test]
+fn execute_with_no_reset_pending_is_refused_and_changes_nothing() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let seq = h.c.recorder().next_seq();
+    assert_eq!(
+        h.c.reset_execute(h.now, a, Epoch(1)),
+        Err(ExecuteError::NoResetPending)
+    );
+    assert_eq!(h.c.pending_actions(), 0);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c.epoch(), Epoch(1));
+    // Only the refusal is recorded.
+    let new: Vec<_> = h.c.recorder().since(seq).collect();
+    assert_eq!(new.len(), 1);
+    assert!(matches!(
+        new[0].kind,
+        RecordKind::Refused {
+            code: RefusalCode::NoResetPending,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn execute_twice_is_a_no_op() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let b = h.reg("b");
+    h.request(a).expect("request");
+    assert_eq!(h.execute(a), Ok(ExecuteOutcome::Accepted));
+    assert_eq!(h.execute(a), Ok(ExecuteOutcome::AlreadyReady));
+    assert_eq!(
+        h.c.state(),
+        State::Quiescing,
+        "a second execute does not count twice"
+    );
+    assert_eq!(h.execute(b), Ok(ExecuteOutcome::Accepted));
+    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.execute(a), Ok(ExecuteOutcome::AlreadyReady));
+}
+
+#[test]
+fn execute_with_stale_epoch_or_from_outside_the_barrier_is_refused() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.request(a).expect("request");
+    h.complete(&[a]);
+    assert_eq!(h.c.epoch(), Epoch(2));
+    h.request(a).expect("second reset");
+    assert_eq!(
+        h.c.reset_execute(h.now, a, Epoch(1)),
+        Err(ExecuteError::StaleEpoch)
+    );
+    let outsider = h.reg("outsider");
+    assert_eq!(
+        h.c.reset_execute(h.now, outsider, Epoch(2)),
+        Err(ExecuteError::NotInBarrier)
+    );
+    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(h.execute(a), Ok(ExecuteOutcome::Accepted));
+}
+
+#[test]
+fn unregister_during_quiesce_counts_as_ready() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let leaver = h.reg("leaver");
+    h.request(a).expect("request");
+    h.execute(a).expect("ready");
+    h.c.unregister(h.now, leaver).expect("unregister");
+    h.pump();
+    assert_eq!(h.c.state(), State::Resetting);
+    h.advance(1_000);
+    assert_eq!(h.events_of(leaver), [Reset], "gone: no RESET_END");
+}
+
+#[test]
+fn stale_ids_are_refused_after_their_slot_is_reused() {
+    let mut h = H::new();
+    let old = h.reg("old");
+    h.c.unregister(h.now, old).expect("unregister");
+    let new = h.reg("new");
+    assert_eq!(new.index, old.index, "slot reused");
+    assert_ne!(new, old);
+    assert_eq!(
+        h.c.unregister(h.now, old),
+        Err(UnregisterError::StaleClient)
+    );
+    assert_eq!(
+        h.c.reset_request(h.now, old),
+        Err(RequestError::StaleClient)
+    );
+    assert_eq!(
+        h.c.reset_execute(h.now, old, Epoch(1)),
+        Err(ExecuteError::StaleClient)
+    );
+    assert_eq!(h.c.state(), State::Operational);
+    assert!(h.c.client(new).is_ok(), "the new occupant is untouched");
+    let never = ClientId {
+        index: 7,
+        generation: 0,
+    };
+    assert_eq!(
+        h.c.unregister(h.now, never),
+        Err(UnregisterError::UnknownClient)
+    );
+    let out_of_range = ClientId {
+        index: 900,
+        generation: 0,
+    };
+    assert_eq!(
+        h.c.reset_request(h.now, out_of_range),
+        Err(RequestError::UnknownClient)
+    );
+}
+
+#[test]
+fn registration_beyond_capacity_fails_cleanly_and_harms_nobody() {
+    let mut h = H::with(policy(), 3);
+    let ids: Vec<ClientId> = ["a", "b", "c"].iter().map(|n| h.reg(n)).collect();
+    let d = ClientDesc::new("d", ClientKind::Custom, ClientFlags::empty()).expect("fits");
+    assert_eq!(h.c.register(h.now, d), Err(RegisterError::CapacityFull));
+    assert_eq!(h.c.client_count(), 3);
+    h.request(ids[0]).expect("request");
+    h.complete(&ids);
+    for id in ids {
+        assert_eq!(h.events_of(id), [Reset, ResetEnd]);
+    }
+}
+
+#[test]
+fn request_during_quiesce_and_hardware_reset_joins() {
+    let mut h = H::with(
+        Policy {
+            hw_ready_timeout_ms: 5_000,
+            ..policy()
+        },
+        8,
+    );
+    let a = h.reg("a");
+    let b = h.reg("b");
+    assert_eq!(h.request(a), Ok(Epoch(1)));
+    assert_eq!(h.request(b), Ok(Epoch(1)), "joins during quiesce");
+    h.complete(&[a, b]);
+    assert_eq!(h.c.counters().resets_started, 1);
+    h.request(a).expect("second");
+    h.execute(a).expect("ready");
+    h.execute(b).expect("ready");
+    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.request(b), Ok(Epoch(2)), "joins the hardware reset");
+    h.advance(3_000);
+    assert_eq!(h.c.counters().resets_started, 2);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.asserts(), 2);
+    assert_eq!(h.c.last_reset().expect("record").requests, 2);
+}
+
+#[test]
+fn requests_during_restore_cause_exactly_one_follow_up() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let b = h.reg("b");
+    h.request(a).expect("request");
+    h.execute(a).expect("ready");
+    h.execute(b).expect("ready");
+    // Bring the hardware back but hold the RESET_END deliveries: the bus is Restoring.
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        h.now = h.now + Duration::from_ms(10);
+        for (i, t) in h.timers.clone().iter().enumerate() {
+            if let Some((at, tok)) = t {
+                if *at <= h.now {
+                    h.timers[i] = None;
+                    h.c.timer_expired(h.now, TimerId::ALL[i], *tok);
+                }
+            }
+        }
+        while let Some(act) = h.c.pop_action() {
+            match act {
+                Action::Deliver { .. } => held.push(act),
+                Action::ArmTimer { timer, at, token } => {
+                    h.timers[timer as usize] = Some((at, token))
+                }
+                Action::CancelTimer { timer } => h.timers[timer as usize] = None,
+                Action::Hw(step) => {
+                    h.hca.set_now(h.now);
+                    let done = execute(&mut h.hca, step);
+                    h.c.hw_complete(h.now, done);
+                }
+                _ => {}
+            }
+        }
+        if h.c.state() == State::Restoring {
+            break;
+        }
+    }
+    assert_eq!(h.c.state(), State::Restoring);
+    assert_eq!(h.c.reset_request(h.now, a), Ok(Epoch(2)));
+    assert_eq!(h.c.reset_request(h.now, b), Ok(Epoch(2)));
+    h.c.command_timeout(h.now);
+    for act in held {
+        if let Action::Deliver { client, event } = act {
+            h.delivered.push((client, event));
+            h.c.event_delivered(h.now, client, event.kind());
+        }
+    }
+    h.pump();
+    assert_eq!(h.c.state(), State::Quiescing, "the follow-up started");
+    h.complete(&[a, b]);
+    assert_eq!(h.c.counters().resets_started, 2, "exactly one follow-up");
+    assert_eq!(h.c.epoch(), Epoch(3));
+    assert_eq!(h.events_of(a), [Reset, ResetEnd, Reset, ResetEnd]);
+    assert_eq!(
+        h.c.last_reset().expect("record").reason,
+        ResetReason::CommandTimeout,
+        "the follow-up carries the most severe reason"
+    );
+}
+
+#[test]
+fn request_and_catastrophic_at_the_same_instant_make_one_hardware_reset() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let b = h.reg("b");
+    h.c.reset_request(h.now, a).expect("request");
+    h.c.catastrophic_error(h.now);
+    h.pump();
+    h.complete(&[a, b]);
+    assert_eq!(h.asserts(), 1);
+    let r = h.c.last_reset().expect("record");
+    assert_eq!(r.reason, ResetReason::Catastrophic, "fatal reason recorded");
+    assert_eq!(r.requests, 2);
+    // Both the requester and everyone else see the outcome.
+    assert_eq!(h.events_of(a), [Reset, ResetEnd]);
+    assert_eq!(h.events_of(b), [Reset, ResetEnd]);
+}
+
+// ----- hardware reset ----------------------------------------------------------------------------
+
+#[test]
+fn hardware_reset_fails_twice_then_succeeds() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.hca.fail_next_resets(2);
+    h.request(a).expect("request");
+    h.complete(&[a]);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.asserts(), 3);
+    let r = h.c.last_reset().expect("record");
+    assert_eq!(r.soft_attempts, 3);
+    assert!(!r.flr_used);
+    assert_eq!(h.events_of(a), [Reset, ResetEnd]);
+}
+
+#[test]
+fn hardware_reset_failing_always_tries_flr_then_fails_hardware_dead_then_admin_restart() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.hca.fail_next_resets(4);
+    h.request(a).expect("request");
+    h.complete(&[a]);
+    assert_eq!(h.c.state(), State::Failed);
+    assert_eq!(
+        h.hw_steps
+            .iter()
+            .filter(|s| **s == HwStep::FunctionLevelReset)
+            .count(),
+        1
+    );
+    assert_eq!(h.hca.stats().soft_resets, 3);
+    assert!(h.delivered.contains(&(
+        a,
+        Event::ResetFailed {
+            epoch: Epoch(1),
+            error: FailReason::HardwareDead
+        }
+    )));
+    assert_eq!(h.c.client(a).expect("a").state, ClientState::Failed);
+    assert_eq!(h.request(a), Err(RequestError::DeviceFailed));
+    // An administrator restart succeeds: RESET_END with no RESET before it.
+    assert_eq!(h.c.admin_restart(h.now), Ok(Epoch(1)));
+    h.pump();
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.events_of(a), [Reset, ResetFailed, ResetEnd]);
+    assert!(h.c.last_reset().expect("record").restart);
+    assert!(h.transitions().contains(&(State::Failed, State::Resetting)));
+}
+
+#[test]
+fn admin_restart_of_a_healthy_device_is_refused() {
+    let mut h = H::new();
+    assert_eq!(h.c.admin_restart(h.now), Err(RestartError::NotFailed));
+    assert_eq!(h.c.state(), State::Operational);
+}
+
+#[test]
+fn device_that_never_returns_is_failed_when_the_auto_restart_window_ends() {
+    let mut h = H::with(
+        Policy {
+            auto_restart_window_ms: 30_000,
+            ..policy()
+        },
+        8,
+    );
+    let a = h.reg("a");
+    h.hca.never_return();
+    h.request(a).expect("request");
+    h.execute(a).expect("ready");
+    // Three soft attempts and the FLR each wait hw_ready_timeout (2 s), then it keeps probing.
+    h.advance(8_500);
+    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.asserts(), 4);
+    h.advance(21_000);
+    assert_eq!(h.c.state(), State::Resetting, "window not over at 29.5 s");
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Failed);
+    assert!(h.delivered.contains(&(
+        a,
+        Event::ResetFailed {
+            epoch: Epoch(1),
+            error: FailReason::AutoRestartExpired
+        }
+    )));
+    assert!(h.timers.iter().all(Option::is_none), "every wait ended");
+}
+
+#[test]
+fn device_returning_late_within_the_window_is_restored() {
+    let mut h = H::new();
+    h.hca = SimHca::new(SimHcaConfig {
+        hw_reset: Duration::from_ms(20_000),
+        ..SimHcaConfig::default()
+    });
+    let a = h.reg("a");
+    h.request(a).expect("request");
+    h.execute(a).expect("ready");
+    h.advance(30_000);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.events_of(a), [Reset, ResetEnd]);
+}
+
+#[test]
+fn another_node_guid_after_reset_fails_device_replaced_with_pnp() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.hca.replace_on_next_reset();
+    h.request(a).expect("request");
+    h.complete(&[a]);
+    assert_eq!(h.c.state(), State::Failed);
+    assert!(h.delivered.contains(&(
+        a,
+        Event::ResetFailed {
+            epoch: Epoch(1),
+            error: FailReason::DeviceReplaced
+        }
+    )));
+    assert_eq!(
+        h.pnp,
+        [PnpOp::ReportChildrenMissing, PnpOp::ReenumerateChildren]
+    );
+    assert_eq!(h.c.last_reset().expect("record").pnp_operations, 2);
+    assert_eq!(h.c.epoch(), Epoch(1), "no restore happened");
+    assert!(!h.events_of(a).contains(&ResetEnd));
+}
+
+#[test]
+fn firmware_change_on_activation_is_firmware_changed() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let new_fw = Identity::fw_version(2, 43, 0);
+    h.hca.stage_firmware(new_fw);
+    h.admin(AdminReset::FirmwareActivate).expect("fw activate");
+    h.complete(&[a]);
+    assert_eq!(h.c.state(), State::Operational);
+    assert!(h.delivered.contains(&(
+        a,
+        Event::ResetEnd {
+            epoch: Epoch(2),
+            outcome: ResetOutcome::FirmwareChanged
+        }
+    )));
+    assert_eq!(h.c.identity().fw_version, new_fw);
+    assert!(h.pnp.is_empty());
+}
+
+#[test]
+fn firmware_change_without_activation_is_treated_as_another_device() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.hca.stage_firmware(Identity::fw_version(9, 0, 0));
+    h.request(a).expect("request");
+    h.complete(&[a]);
+    assert_eq!(h.c.state(), State::Failed);
+    assert!(h.delivered.contains(&(
+        a,
+        Event::ResetFailed {
+            epoch: Epoch(1),
+            error: FailReason::DeviceReplaced
+        }
+    )));
+}
+
+#[test]
+fn soft_reset_performs_zero_pnp_operations() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.request(a).expect("request");
+    h.complete(&[a]);
+    assert_eq!(h.c.epoch(), Epoch(2));
+    assert!(h.pnp.is_empty());
+    assert_eq!(h.c.counters().pnp_operations, 0);
+    assert_eq!(h.c.last_reset().expect("record").pnp_operations, 0);
+}
+
+// ----- storm control -------------------------------------------------------------------------
+
+#[test]
+fn fourth_automatic_reset_in_the_storm_window_fails_storm_limit() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    for i in 0..3 {
+        assert!(h.request(a).is_ok(), "reset {i} allowed");
+        h.complete(&[a]);
+        assert_eq!(h.c.state(), State::Operational);
+    }
+    assert_eq!(h.request(a), Err(RequestError::StormLimit));
+    assert_eq!(h.c.state(), State::Quiescing, "clients still release first");
+    h.complete(&[a]);
+    assert_eq!(h.c.state(), State::Failed);
+    assert_eq!(h.asserts(), 3, "no hardware reset for the refused one");
+    assert_eq!(
+        h.delivered.last(),
+        Some(&(
+            a,
+            Event::ResetFailed {
+                epoch: Epoch(4),
+                error: FailReason::StormLimit
+            }
+        ))
+    );
+    // An administrator reset is still accepted (here it restarts the failed device).
+    assert_eq!(h.admin(AdminReset::Forced), Ok(Epoch(4)));
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Operational);
+}
+
+#[test]
+fn administrator_reset_is_never_refused_by_storm_control() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    for _ in 0..3 {
+        h.request(a).expect("automatic");
+        h.complete(&[a]);
+    }
+    assert_eq!(h.admin(AdminReset::Forced), Ok(Epoch(4)));
+    h.complete(&[a]);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c.epoch(), Epoch(5));
+    assert_eq!(h.c.counters().admin_resets, 1);
+}
+
+#[test]
+fn storm_window_forgets_old_resets() {
+    let mut h = H::with(
+        Policy {
+            storm_window_ms: 10_000,
+            ..policy()
+        },
+        8,
+    );
+    let a = h.reg("a");
+    for _ in 0..6 {
+        h.request(a).expect("spaced resets are not a storm");
+        h.complete(&[a]);
+        h.advance(6_000);
+    }
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c.epoch(), Epoch(7));
+}
+
+// ----- surprise removal ------------------------------------------------------------------------
+
+fn removal_in(state: State) {
+    let mut h = H::new();
+    let a = h.reg("a");
+    let b = h.reg("b");
+    match state {
+        State::Operational => {}
+        State::Quiescing => {
+            h.request(a).expect("request");
+        }
+        State::Resetting => {
+            h.request(a).expect("request");
+            h.execute(a).expect("ready");
+            h.execute(b).expect("ready");
+        }
+        State::Failed => {
+            h.hca.fail_next_resets(10);
+            h.request(a).expect("request");
+            h.complete(&[a, b]);
+        }
+        _ => unreachable!(),
+    }
+    assert_eq!(h.c.state(), state);
+    h.hca.remove();
+    h.c.surprise_removal(h.now);
+    h.pump();
+    assert_eq!(h.c.state(), State::Removed);
+    assert!(
+        h.timers.iter().all(Option::is_none),
+        "every wait ended at once"
+    );
+    assert_eq!(h.events_of(a).last(), Some(&DeviceFatal));
+    assert_eq!(h.events_of(b).last(), Some(&DeviceFatal));
+    assert!(h.pnp.contains(&PnpOp::ReportChildrenMissing));
+    // Later calls fail cleanly; time passing changes nothing.
+    let d = ClientDesc::new("new", ClientKind::Custom, ClientFlags::empty()).expect("fits");
+    assert_eq!(h.c.register(h.now, d), Err(RegisterError::DeviceRemoved));
+    assert_eq!(
+        h.c.reset_request(h.now, a),
+        Err(RequestError::DeviceRemoved)
+    );
+    assert_eq!(
+        h.c.reset_execute(h.now, a, Epoch(1)),
+        Err(ExecuteError::DeviceRemoved)
+    );
+    assert_eq!(
+        h.c.admin_reset(h.now, AdminReset::Forced),
+        Err(AdminResetError::DeviceRemoved)
+    );
+    assert_eq!(h.c.admin_restart(h.now), Err(RestartError::DeviceRemoved));
+    assert_eq!(h.c.unregister(h.now, a), Ok(()), "clients can still leave");
+    let before = h.delivered.len();
+    h.advance(120_000);
+    assert_eq!(h.delivered.len(), before);
+    assert_eq!(h.c.state(), State::Removed);
+}
+
+#[test]
+fn surprise_removal_while_operational() {
+    removal_in(State::Operational);
+}
+
+#[test]
+fn surprise_removal_during_quiesce() {
+    removal_in(State::Quiescing);
+}
+
+#[test]
+fn surprise_removal_during_hardware_reset() {
+    removal_in(State::Resetting);
+}
+
+#[test]
+fn surprise_removal_of_a_failed_device() {
+    removal_in(State::Failed);
+}
+
+// ----- misc ------------------------------------------------------------------------------------
+
+#[test]
+fn stale_timer_expiry_is_ignored() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.request(a).expect("request");
+    let (_, token) = h.timers[TimerId::QuiesceDeadline as usize].expect("deadline armed");
+    h.execute(a).expect("ready");
+    // The deadline was cancelled; a late expiry with its token must not do anything.
+    let state = h.c.state();
+    h.c.timer_expired(h.now, TimerId::QuiesceDeadline, token);
+    assert_eq!(h.c.state(), state);
+    assert_eq!(h.c.pending_actions(), 0);
+}
+
+#[test]
+fn invalid_policy_is_refused_and_the_old_one_kept() {
+    let mut h = H::new();
+    let bad = Policy {
+        quiesce_deadline_ms: 0,
+        ..policy()
+    };
+    let err = h.c.set_policy(h.now, bad).expect_err("zero deadline");
+    assert_eq!(err.field, "quiesce_deadline_ms");
+    assert_eq!(h.c.policy(), &policy());
+    let good = Policy {
+        quiesce_deadline_ms: 300,
+        ..policy()
+    };
+    h.c.set_policy(h.now, good).expect("valid");
+    let a = h.reg("a");
+    h.request(a).expect("request");
+    h.advance(300);
+    assert_ne!(h.c.state(), State::Quiescing, "new deadline applies");
+}
+
+#[test]
+fn coordinator_refuses_an_invalid_initial_policy() {
+    let hca = SimHca::new(SimHcaConfig::default());
+    let r = Coordinator::new(
+        Config {
+            policy: Policy {
+                max_auto_resets: 0,
+                ..Policy::default()
+            },
+            ..Config::default()
+        },
+        hca.current_identity(),
+        Instant::ZERO,
+    );
+    assert_eq!(r.map(|_| ()).map_err(|e| e.field), Err("max_auto_resets"));
+}
+
+#[test]
+fn no_clients_reset_goes_straight_through() {
+    let mut h = H::new();
+    h.admin(AdminReset::Forced).expect("forced");
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c.epoch(), Epoch(2));
+}
+
+#[test]
+fn reset_path_stays_within_reserved_capacity() {
+    // Max out the table and make the queue hold a RESET fan-out, an abort and a removal
+    // without draining in between: the worst case the queue is sized for.
+    let mut h = H::with(policy(), 16);
+    let mut ids = Vec::new();
+    for i in 0..15 {
+        ids.push(h.reg(&std::format!("c{i}")));
+    }
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    h.c.admin_reset(h.now, AdminReset::Planned)
+        .expect("planned");
+    h.c.reset_veto(h.now, v, Epoch(1)).expect("veto");
+    h.c.surprise_removal(h.now);
+    assert!(h.c.pending_actions() >= 48);
+    h.pump();
+    assert_eq!(h.c.counters().actions_overflowed, 0);
+    assert_eq!(h.events_of(v), [Reset, ResetAborted, DeviceFatal]);
+}

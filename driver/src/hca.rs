@@ -1,0 +1,274 @@
+//! The hardware as the coordinator needs it, and the health monitor.
+//!
+//! The coordinator never touches the device: it emits [`HwStep`]s, a host runs each on its
+//! [`Hca`] with [`execute`] and hands back the [`HwCompletion`]. That keeps the core sans-IO
+//! and lets the same sequence drive `SimHca`, a fake in a unit test, or real registers.
+
+use core::fmt;
+
+/// What identifies one physical adapter across a reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Identity {
+    pub node_guid: u64,
+    pub vendor_id: u16,
+    pub device_id: u16,
+    pub subsys_vendor_id: u16,
+    pub subsys_id: u16,
+    /// PCIe Device Serial Number.
+    pub serial: u64,
+    /// major << 32 | minor << 16 | subminor.
+    pub fw_version: u64,
+}
+
+impl Identity {
+    /// Same adapter, ignoring the firmware version.
+    pub fn same_adapter(&self, other: &Identity) -> bool {
+        self.node_guid == other.node_guid
+            && self.vendor_id == other.vendor_id
+            && self.device_id == other.device_id
+            && self.subsys_vendor_id == other.subsys_vendor_id
+            && self.subsys_id == other.subsys_id
+            && self.serial == other.serial
+    }
+
+    pub const fn fw_version(major: u16, minor: u16, subminor: u16) -> u64 {
+        ((major as u64) << 32) | ((minor as u64) << 16) | subminor as u64
+    }
+}
+
+/// A hardware operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HwError {
+    /// The device answered with an error or all-ones.
+    DeviceError,
+    /// The device is not on the bus.
+    Absent,
+    /// The operation is not available on this device.
+    Unsupported,
+}
+
+impl fmt::Display for HwError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HwError::DeviceError => "device error",
+            HwError::Absent => "device absent",
+            HwError::Unsupported => "not supported",
+        })
+    }
+}
+
+impl core::error::Error for HwError {}
+
+/// Result of a readiness probe after reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// Vendor id readable and firmware ready.
+    Ready,
+    /// Still in reset (config reads return all-ones, or firmware not yet up).
+    NotReady,
+}
+
+/// One sample of the health buffer and counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HealthSample {
+    /// Non-zero when the firmware reports a catastrophic error.
+    pub catastrophic: u32,
+    /// Advances while the firmware is alive.
+    pub counter: u32,
+}
+
+/// The hardware interface. Every method is short and non-blocking: waiting is the
+/// coordinator's business, done with timers between probes.
+pub trait Hca {
+    fn save_config(&mut self) -> Result<(), HwError>;
+    fn restore_config(&mut self) -> Result<(), HwError>;
+    /// Start a device reset (the vendor's soft reset).
+    fn assert_reset(&mut self) -> Result<(), HwError>;
+    /// PCIe function-level reset, the stronger remedy after soft resets failed.
+    fn function_level_reset(&mut self) -> Result<(), HwError>;
+    fn probe_ready(&mut self) -> Result<Readiness, HwError>;
+    fn init_command_interface(&mut self) -> Result<(), HwError>;
+    fn identity(&mut self) -> Result<Identity, HwError>;
+    fn read_health(&mut self) -> Result<HealthSample, HwError>;
+}
+
+/// A hardware operation the coordinator asks its host to perform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum HwStep {
+    SaveConfig = 1,
+    AssertReset = 2,
+    FunctionLevelReset = 3,
+    ProbeReady = 4,
+    RestoreConfig = 5,
+    InitCommandInterface = 6,
+    ReadIdentity = 7,
+    ReadHealth = 8,
+}
+
+impl HwStep {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HwStep::SaveConfig => "save_config",
+            HwStep::AssertReset => "assert_reset",
+            HwStep::FunctionLevelReset => "function_level_reset",
+            HwStep::ProbeReady => "probe_ready",
+            HwStep::RestoreConfig => "restore_config",
+            HwStep::InitCommandInterface => "init_command_interface",
+            HwStep::ReadIdentity => "read_identity",
+            HwStep::ReadHealth => "read_health",
+        }
+    }
+
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => HwStep::SaveConfig,
+            2 => HwStep::AssertReset,
+            3 => HwStep::FunctionLevelReset,
+            4 => HwStep::ProbeReady,
+            5 => HwStep::RestoreConfig,
+            6 => HwStep::InitCommandInterface,
+            7 => HwStep::ReadIdentity,
+            8 => HwStep::ReadHealth,
+            _ => return None,
+        })
+    }
+}
+
+/// What came back from a [`HwStep`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HwResult {
+    Done,
+    Readiness(Readiness),
+    Identity(Identity),
+    Health(HealthSample),
+    Failed(HwError),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HwCompletion {
+    pub step: HwStep,
+    pub result: HwResult,
+}
+
+/// Runs one step on a device. Every host (simulator, threaded host, KMDF glue) uses this, so
+/// the mapping from step to hardware call exists once.
+pub fn execute<H: Hca + ?Sized>(hca: &mut H, step: HwStep) -> HwCompletion {
+    fn done(r: Result<(), HwError>) -> HwResult {
+        match r {
+            Ok(()) => HwResult::Done,
+            Err(e) => HwResult::Failed(e),
+        }
+    }
+    let result = match step {
+        HwStep::SaveConfig => done(hca.save_config()),
+        HwStep::AssertReset => done(hca.assert_reset()),
+        HwStep::FunctionLevelReset => done(hca.function_level_reset()),
+        HwStep::RestoreConfig => done(hca.restore_config()),
+        HwStep::InitCommandInterface => done(hca.init_command_interface()),
+        HwStep::ProbeReady => match hca.probe_ready() {
+            Ok(r) => HwResult::Readiness(r),
+            Err(e) => HwResult::Failed(e),
+        },
+        HwStep::ReadIdentity => match hca.identity() {
+            Ok(id) => HwResult::Identity(id),
+            Err(e) => HwResult::Failed(e),
+        },
+        HwStep::ReadHealth => match hca.read_health() {
+            Ok(s) => HwResult::Health(s),
+            Err(e) => HwResult::Failed(e),
+        },
+    };
+    HwCompletion { step, result }
+}
+
+/// Polls that must see the same counter before the firmware is declared hung.
+pub const STALL_POLLS: u8 = 3;
+
+/// What the health monitor concluded from one sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthVerdict {
+    Healthy,
+    Catastrophic,
+    Stalled,
+}
+
+/// Judges health samples. It only runs while the device is operational: during a reset the
+/// counter stops by design, and judging it then would raise a second, spurious reset.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HealthMonitor {
+    last_counter: Option<u32>,
+    unchanged_polls: u8,
+}
+
+impl HealthMonitor {
+    /// Forget history: called whenever the device (re)enters Operational.
+    pub fn rearm(&mut self) {
+        *self = HealthMonitor::default();
+    }
+
+    pub fn observe(&mut self, sample: HealthSample) -> HealthVerdict {
+        if sample.catastrophic != 0 {
+            return HealthVerdict::Catastrophic;
+        }
+        match self.last_counter {
+            Some(last) if last == sample.counter => {
+                self.unchanged_polls = self.unchanged_polls.saturating_add(1);
+            }
+            _ => self.unchanged_polls = 0,
+        }
+        self.last_counter = Some(sample.counter);
+        if self.unchanged_polls >= STALL_POLLS {
+            HealthVerdict::Stalled
+        } else {
+            HealthVerdict::Healthy
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(catastrophic: u32, counter: u32) -> HealthSample {
+        HealthSample {
+            catastrophic,
+            counter,
+        }
+    }
+
+    #[test]
+    fn catastrophic_word_is_fatal_at_once() {
+        let mut m = HealthMonitor::default();
+        assert_eq!(m.observe(s(0, 1)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(s(0xdead, 2)), HealthVerdict::Catastrophic);
+    }
+
+    #[test]
+    fn counter_unchanged_for_three_polls_is_a_hang() {
+        let mut m = HealthMonitor::default();
+        assert_eq!(m.observe(s(0, 7)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(s(0, 7)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(s(0, 7)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(s(0, 7)), HealthVerdict::Stalled);
+    }
+
+    #[test]
+    fn an_advancing_counter_resets_the_stall_count() {
+        let mut m = HealthMonitor::default();
+        for c in [1, 1, 1, 2, 2, 2, 3] {
+            assert_eq!(m.observe(s(0, c)), HealthVerdict::Healthy);
+        }
+    }
+
+    #[test]
+    fn rearm_forgets_the_last_counter() {
+        let mut m = HealthMonitor::default();
+        m.observe(s(0, 5));
+        m.observe(s(0, 5));
+        m.observe(s(0, 5));
+        m.rearm();
+        assert_eq!(m.observe(s(0, 5)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(s(0, 5)), HealthVerdict::Healthy);
+    }
+}

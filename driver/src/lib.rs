@@ -1,0 +1,29 @@
+//! hcabus: the soft-reset coordinator of an InfiniBand HCA bus driver.
+//!
+//! The core ([`coordinator`], [`hca`], [`policy`], [`recorder`]) is `no_std` + `alloc` and
+//! sans-IO: it never reads a clock, spawns a thread or takes a lock. Feature `sim` adds the
+//! simulated HCA and the two hosts (virtual time and real threads) that run it.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod coordinator;
+mod errors;
+pub mod hca;
+pub mod policy;
+pub mod recorder;
+pub mod time;
+pub mod types;
+
+#[cfg(feature = "sim")]
+pub mod sim;
+
+pub use coordinator::{
+    Action, AdminReset, ClientInfo, ClientState, Config, Coordinator, ExecuteOutcome, Registration,
+    ResetRecord, ResetResult, State, TimerId,
+};
+pub use hca::{Hca, HwCompletion, HwStep, Identity};
+pub use policy::{Policy, PolicyError};
+pub use time::{Duration, Instant};
+pub use types::*;

@@ -1,0 +1,225 @@
+//! Reset policy: deadlines, windows and limits, with the defaults of SPEC §5.
+
+use core::fmt;
+
+use crate::time::Duration;
+
+/// Upper bound of `max_auto_resets`: the storm window keeps one start time per allowed reset
+/// in a fixed array, so the bound is what keeps storm control allocation-free.
+pub const MAX_AUTO_RESETS_LIMIT: u8 = 16;
+/// Upper bound of `reset_retries`: more soft retries than this only delay the function-level
+/// reset that actually helps a wedged device.
+pub const RESET_RETRIES_LIMIT: u8 = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// How long a client in the barrier has to execute; it cannot extend it.
+    pub quiesce_deadline_ms: u64,
+    /// Bound of one wait for the device to come back after asserting reset.
+    pub hw_ready_timeout_ms: u64,
+    /// Interval of readiness probes while waiting for the device.
+    pub hw_poll_interval_ms: u64,
+    /// Soft-reset retries after the first attempt, before the function-level reset.
+    pub reset_retries: u8,
+    /// A device not back within this window after the hardware reset began is left Failed.
+    pub auto_restart_window_ms: u64,
+    /// Automatic resets allowed within `storm_window_ms`.
+    pub max_auto_resets: u8,
+    pub storm_window_ms: u64,
+    /// How long a client may hold I/O during a reset before failing it upward (SRP's
+    /// fast_io_fail). The coordinator only carries it to the clients.
+    pub io_hold_timeout_ms: u64,
+    /// A planned reset with an unresponsive client aborts instead of forcing it.
+    pub abort_on_unresponsive: bool,
+    /// Interval of the health monitor's polls of the catastrophic buffer and counter.
+    pub health_poll_interval_ms: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            quiesce_deadline_ms: 5_000,
+            hw_ready_timeout_ms: 10_000,
+            hw_poll_interval_ms: 10,
+            reset_retries: 2,
+            auto_restart_window_ms: 600_000,
+            max_auto_resets: 3,
+            storm_window_ms: 60_000,
+            io_hold_timeout_ms: 30_000,
+            abort_on_unresponsive: false,
+            health_poll_interval_ms: 1_000,
+        }
+    }
+}
+
+/// A policy value that was refused; names the field so a person can fix it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyError {
+    pub field: &'static str,
+    pub problem: &'static str,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "policy field `{}`: {}", self.field, self.problem)
+    }
+}
+
+impl core::error::Error for PolicyError {}
+
+impl Policy {
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let nonzero: [(&'static str, u64); 7] = [
+            ("quiesce_deadline_ms", self.quiesce_deadline_ms),
+            ("hw_ready_timeout_ms", self.hw_ready_timeout_ms),
+            ("hw_poll_interval_ms", self.hw_poll_interval_ms),
+            ("auto_restart_window_ms", self.auto_restart_window_ms),
+            ("storm_window_ms", self.storm_window_ms),
+            ("io_hold_timeout_ms", self.io_hold_timeout_ms),
+            ("health_poll_interval_ms", self.health_poll_interval_ms),
+        ];
+        for (field, value) in nonzero {
+            if value == 0 {
+                return Err(PolicyError {
+                    field,
+                    problem: "must be greater than zero",
+                });
+            }
+        }
+        // Ten days: anything longer is a typo, and it keeps every sum of deadlines far from
+        // overflow in microseconds.
+        const MAX_MS: u64 = 10 * 24 * 3600 * 1000;
+        for (field, value) in nonzero {
+            if value > MAX_MS {
+                return Err(PolicyError {
+                    field,
+                    problem: "must be at most 864000000 (ten days)",
+                });
+            }
+        }
+        if self.max_auto_resets == 0 {
+            return Err(PolicyError {
+                field: "max_auto_resets",
+                problem: "must be greater than zero",
+            });
+        }
+        if self.max_auto_resets > MAX_AUTO_RESETS_LIMIT {
+            return Err(PolicyError {
+                field: "max_auto_resets",
+                problem: "must be at most 16",
+            });
+        }
+        if self.reset_retries > RESET_RETRIES_LIMIT {
+            return Err(PolicyError {
+                field: "reset_retries",
+                problem: "must be at most 8",
+            });
+        }
+        if self.hw_poll_interval_ms >= self.hw_ready_timeout_ms {
+            return Err(PolicyError {
+                field: "hw_poll_interval_ms",
+                problem: "must be shorter than hw_ready_timeout_ms",
+            });
+        }
+        if self.auto_restart_window_ms < self.hw_ready_timeout_ms {
+            return Err(PolicyError {
+                field: "auto_restart_window_ms",
+                problem: "must be at least hw_ready_timeout_ms, or no reset could ever finish",
+            });
+        }
+        Ok(())
+    }
+
+    pub fn quiesce_deadline(&self) -> Duration {
+        Duration::from_ms(self.quiesce_deadline_ms)
+    }
+    pub fn hw_ready_timeout(&self) -> Duration {
+        Duration::from_ms(self.hw_ready_timeout_ms)
+    }
+    pub fn hw_poll_interval(&self) -> Duration {
+        Duration::from_ms(self.hw_poll_interval_ms)
+    }
+    pub fn auto_restart_window(&self) -> Duration {
+        Duration::from_ms(self.auto_restart_window_ms)
+    }
+    pub fn storm_window(&self) -> Duration {
+        Duration::from_ms(self.storm_window_ms)
+    }
+    pub fn health_poll_interval(&self) -> Duration {
+        Duration::from_ms(self.health_poll_interval_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_those_of_the_spec_and_valid() {
+        let p = Policy::default();
+        assert_eq!(p.quiesce_deadline_ms, 5_000);
+        assert_eq!(p.hw_ready_timeout_ms, 10_000);
+        assert_eq!(p.reset_retries, 2);
+        assert_eq!(p.auto_restart_window_ms, 600_000);
+        assert_eq!(p.max_auto_resets, 3);
+        assert_eq!(p.storm_window_ms, 60_000);
+        assert_eq!(p.io_hold_timeout_ms, 30_000);
+        assert!(!p.abort_on_unresponsive);
+        assert_eq!(p.validate(), Ok(()));
+    }
+
+    #[test]
+    fn zero_values_are_refused_by_name() {
+        let fields: [(&str, fn(&mut Policy)); 8] = [
+            ("quiesce_deadline_ms", |p| p.quiesce_deadline_ms = 0),
+            ("hw_ready_timeout_ms", |p| p.hw_ready_timeout_ms = 0),
+            ("hw_poll_interval_ms", |p| p.hw_poll_interval_ms = 0),
+            ("auto_restart_window_ms", |p| p.auto_restart_window_ms = 0),
+            ("storm_window_ms", |p| p.storm_window_ms = 0),
+            ("io_hold_timeout_ms", |p| p.io_hold_timeout_ms = 0),
+            ("health_poll_interval_ms", |p| p.health_poll_interval_ms = 0),
+            ("max_auto_resets", |p| p.max_auto_resets = 0),
+        ];
+        for (name, spoil) in fields {
+            let mut p = Policy::default();
+            spoil(&mut p);
+            let err = p.validate().expect_err(name);
+            assert_eq!(err.field, name);
+        }
+    }
+
+    #[test]
+    fn contradictions_are_refused_by_name() {
+        let p = Policy {
+            hw_poll_interval_ms: 20_000,
+            ..Policy::default()
+        };
+        assert_eq!(
+            p.validate().map_err(|e| e.field),
+            Err("hw_poll_interval_ms")
+        );
+        let p = Policy {
+            auto_restart_window_ms: 1_000,
+            ..Policy::default()
+        };
+        assert_eq!(
+            p.validate().map_err(|e| e.field),
+            Err("auto_restart_window_ms")
+        );
+        let p = Policy {
+            max_auto_resets: 17,
+            ..Policy::default()
+        };
+        assert_eq!(p.validate().map_err(|e| e.field), Err("max_auto_resets"));
+        let p = Policy {
+            reset_retries: 9,
+            ..Policy::default()
+        };
+        assert_eq!(p.validate().map_err(|e| e.field), Err("reset_retries"));
+        let p = Policy {
+            storm_window_ms: u64::MAX,
+            ..Policy::default()
+        };
+        assert_eq!(p.validate().map_err(|e| e.field), Err("storm_window_ms"));
+    }
+}

@@ -1,0 +1,357 @@
+//! The flight recorder: a fixed-capacity ring of what the coordinator did and why.
+//!
+//! Reserved at start and overwritten oldest-first when full, so recording never allocates
+//! and never stops the reset path; `dropped` says how much history was overwritten.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::coordinator::{Call, PnpOp, RefusalCode, State};
+use crate::hca::HwStep;
+use crate::time::Instant;
+use crate::types::{ClientId, ClientName, Epoch, EventKind, FailReason, ResetOutcome, ResetReason};
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    Transition {
+        from: State,
+        to: State,
+    },
+    ResetStarted {
+        epoch: Epoch,
+        reason: ResetReason,
+        planned: bool,
+    },
+    /// A request or fault met a reset already under way and joined it.
+    ResetJoined {
+        reason: ResetReason,
+    },
+    /// A request during restore: exactly one more reset will follow.
+    FollowUpScheduled {
+        reason: ResetReason,
+    },
+    ResetFinished {
+        epoch: Epoch,
+        outcome: ResetOutcome,
+    },
+    ResetFailed {
+        epoch: Epoch,
+        error: FailReason,
+    },
+    Event {
+        client: ClientId,
+        event: EventKind,
+        epoch: Epoch,
+    },
+    Call {
+        client: Option<ClientId>,
+        call: Call,
+    },
+    Refused {
+        client: Option<ClientId>,
+        call: Call,
+        code: RefusalCode,
+    },
+    /// A barrier member passed its deadline; the name survives the client's unregister.
+    Unresponsive {
+        client: ClientId,
+        name: ClientName,
+    },
+    Hw {
+        step: HwStep,
+        ok: bool,
+    },
+    Pnp {
+        op: PnpOp,
+    },
+}
+
+/// One timestamped, sequence-numbered record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    pub seq: u64,
+    pub at: Instant,
+    pub kind: RecordKind,
+}
+
+/// Size of one encoded record (see [`Record::encode`]).
+pub const RECORD_BYTES: usize = 64;
+
+impl Record {
+    /// Little-endian, fixed-size encoding, the same on every host: `seq u64, at_us u64,
+    /// tag u8, a u8, b u8, c u8, reserved u32, client u64, value u64, name [u8; 24]`.
+    pub fn encode(&self) -> [u8; RECORD_BYTES] {
+        let mut out = [0u8; RECORD_BYTES];
+        let (tag, a, b, c, client, value, name): (u8, u8, u8, u8, u64, u64, Option<&ClientName>) =
+            match &self.kind {
+                RecordKind::Transition { from, to } => (1, *from as u8, *to as u8, 0, 0, 0, None),
+                RecordKind::ResetStarted {
+                    epoch,
+                    reason,
+                    planned,
+                } => (2, *reason as u8, *planned as u8, 0, 0, epoch.0, None),
+                RecordKind::ResetJoined { reason } => (3, *reason as u8, 0, 0, 0, 0, None),
+                RecordKind::FollowUpScheduled { reason } => (4, *reason as u8, 0, 0, 0, 0, None),
+                RecordKind::ResetFinished { epoch, outcome } => {
+                    (5, *outcome as u8, 0, 0, 0, epoch.0, None)
+                }
+                RecordKind::ResetFailed { epoch, error } => {
+                    (6, *error as u8, 0, 0, 0, epoch.0, None)
+                }
+                RecordKind::Event {
+                    client,
+                    event,
+                    epoch,
+                } => (7, *event as u8, 0, 0, client.to_raw(), epoch.0, None),
+                RecordKind::Call { client, call } => (
+                    8,
+                    *call as u8,
+                    client.is_some() as u8,
+                    0,
+                    client.map_or(0, ClientId::to_raw),
+                    0,
+                    None,
+                ),
+                RecordKind::Refused { client, call, code } => (
+                    9,
+                    *call as u8,
+                    client.is_some() as u8,
+                    *code as u8,
+                    client.map_or(0, ClientId::to_raw),
+                    0,
+                    None,
+                ),
+                RecordKind::Unresponsive { client, name } => {
+                    (10, 0, 0, 0, client.to_raw(), 0, Some(name))
+                }
+                RecordKind::Hw { step, ok } => (11, *step as u8, *ok as u8, 0, 0, 0, None),
+                RecordKind::Pnp { op } => (12, *op as u8, 0, 0, 0, 0, None),
+            };
+        out[0..8].copy_from_slice(&self.seq.to_le_bytes());
+        out[8..16].copy_from_slice(&self.at.as_us().to_le_bytes());
+        out[16] = tag;
+        out[17] = a;
+        out[18] = b;
+        out[19] = c;
+        out[24..32].copy_from_slice(&client.to_le_bytes());
+        out[32..40].copy_from_slice(&value.to_le_bytes());
+        if let Some(name) = name {
+            out[40..64].copy_from_slice(&name.as_bytes()[..24]);
+        }
+        out
+    }
+}
+
+impl fmt::Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{:<5} {:>14}  ", self.seq, self.at)?;
+        match &self.kind {
+            RecordKind::Transition { from, to } => write!(f, "state {from} -> {to}"),
+            RecordKind::ResetStarted {
+                epoch,
+                reason,
+                planned,
+            } => write!(
+                f,
+                "reset of {epoch} started: {reason}{}",
+                if *planned { " (planned)" } else { "" }
+            ),
+            RecordKind::ResetJoined { reason } => write!(f, "{reason} joined the current reset"),
+            RecordKind::FollowUpScheduled { reason } => {
+                write!(f, "{reason} during restore: one follow-up reset scheduled")
+            }
+            RecordKind::ResetFinished { epoch, outcome } => {
+                write!(f, "reset finished: {epoch} {}", outcome.as_str())
+            }
+            RecordKind::ResetFailed { epoch, error } => {
+                write!(f, "reset of {epoch} failed: {}", error.as_str())
+            }
+            RecordKind::Event {
+                client,
+                event,
+                epoch,
+            } => write!(f, "{event} -> {client} ({epoch})"),
+            RecordKind::Call { client, call } => match client {
+                Some(c) => write!(f, "{} by {c}", call.as_str()),
+                None => write!(f, "{}", call.as_str()),
+            },
+            RecordKind::Refused { client, call, code } => match client {
+                Some(c) => write!(f, "{} by {c} refused: {}", call.as_str(), code.as_str()),
+                None => write!(f, "{} refused: {}", call.as_str(), code.as_str()),
+            },
+            RecordKind::Unresponsive { client, name } => {
+                write!(
+                    f,
+                    "client {client} '{name}' unresponsive at deadline: forced"
+                )
+            }
+            RecordKind::Hw { step, ok } => write!(
+                f,
+                "hw {} {}",
+                step.as_str(),
+                if *ok { "ok" } else { "failed" }
+            ),
+            RecordKind::Pnp { op } => write!(f, "pnp {}", op.as_str()),
+        }
+    }
+}
+
+/// Fixed-capacity ring of records.
+#[derive(Debug)]
+pub struct FlightRecorder {
+    ring: Vec<Record>,
+    capacity: usize,
+    /// Index the next record is written to once the ring is full.
+    head: usize,
+    next_seq: u64,
+    dropped: u64,
+}
+
+impl FlightRecorder {
+    /// Reserves every slot now; `capacity` of zero is raised to one.
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        FlightRecorder {
+            ring: Vec::with_capacity(capacity),
+            capacity,
+            head: 0,
+            next_seq: 0,
+            dropped: 0,
+        }
+    }
+
+    pub fn record(&mut self, at: Instant, kind: RecordKind) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let rec = Record { seq, at, kind };
+        if self.ring.len() < self.capacity {
+            // Within the reserved capacity: never reallocates.
+            self.ring.push(rec);
+        } else {
+            self.ring[self.head] = rec;
+            self.dropped += 1;
+        }
+        self.head = (self.head + 1) % self.capacity;
+        log::trace!("{rec}");
+        seq
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn len(&self) -> usize {
+        self.ring.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ring.is_empty()
+    }
+
+    /// Records overwritten because the ring was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Sequence number the next record will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Oldest to newest.
+    pub fn iter(&self) -> impl Iterator<Item = &Record> + '_ {
+        let split = if self.ring.len() < self.capacity {
+            0
+        } else {
+            self.head
+        };
+        self.ring[split..].iter().chain(self.ring[..split].iter())
+    }
+
+    /// Records with `seq >= from`, oldest first; what was overwritten is simply absent.
+    pub fn since(&self, from: u64) -> impl Iterator<Item = &Record> + '_ {
+        self.iter().filter(move |r| r.seq >= from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hw(ok: bool) -> RecordKind {
+        RecordKind::Hw {
+            step: HwStep::ProbeReady,
+            ok,
+        }
+    }
+
+    #[test]
+    fn keeps_everything_until_full() {
+        let mut r = FlightRecorder::new(4);
+        for i in 0..3 {
+            r.record(Instant::from_ms(i), hw(true));
+        }
+        assert_eq!(r.len(), 3);
+        assert_eq!(r.dropped(), 0);
+        let seqs: Vec<u64> = r.iter().map(|x| x.seq).collect();
+        assert_eq!(seqs, [0, 1, 2]);
+    }
+
+    #[test]
+    fn wraps_with_drop_count_and_monotonic_sequence() {
+        let mut r = FlightRecorder::new(4);
+        for i in 0..11 {
+            r.record(Instant::from_ms(i), hw(i % 2 == 0));
+        }
+        assert_eq!(r.len(), 4);
+        assert_eq!(r.dropped(), 7);
+        assert_eq!(r.next_seq(), 11);
+        let seqs: Vec<u64> = r.iter().map(|x| x.seq).collect();
+        assert_eq!(seqs, [7, 8, 9, 10]);
+        let times: Vec<u64> = r.iter().map(|x| x.at.as_ms()).collect();
+        assert_eq!(times, [7, 8, 9, 10]);
+        let since: Vec<u64> = r.since(9).map(|x| x.seq).collect();
+        assert_eq!(since, [9, 10]);
+        // Asking for overwritten history yields what is left, not an error.
+        assert_eq!(r.since(0).count(), 4);
+    }
+
+    #[test]
+    fn recording_never_grows_the_ring() {
+        let mut r = FlightRecorder::new(8);
+        let cap_before = r.ring.capacity();
+        for i in 0..100 {
+            r.record(Instant::from_us(i), hw(true));
+        }
+        assert_eq!(r.ring.capacity(), cap_before);
+    }
+
+    #[test]
+    fn encoding_is_fixed_size_and_distinguishes_records() {
+        let a = Record {
+            seq: 1,
+            at: Instant::from_us(5),
+            kind: hw(true),
+        };
+        let b = Record {
+            kind: hw(false),
+            ..a
+        };
+        assert_ne!(a.encode(), b.encode());
+        assert_eq!(&a.encode()[0..8], &1u64.to_le_bytes());
+        let name = ClientName::new("wedged").expect("fits");
+        let u = Record {
+            seq: 2,
+            at: Instant::ZERO,
+            kind: RecordKind::Unresponsive {
+                client: ClientId {
+                    index: 3,
+                    generation: 9,
+                },
+                name,
+            },
+        };
+        assert_eq!(&u.encode()[40..46], b"wedged");
+    }
+}

@@ -1,0 +1,947 @@
+//! The virtual-time host: runs the coordinator, a `SimHca` and scripted clients from a seed.
+//!
+//! Single-threaded and driven by a virtual clock, so a run is a pure function of its
+//! scenario and seed: the same inputs give the same flight record, byte for byte. Callbacks
+//! run with the coordinator free (they get a [`Bus`] on it), so a client may call any bus
+//! function from inside its callback, exactly as on the threaded and KMDF hosts.
+
+use std::boxed::Box;
+use std::fmt;
+use std::string::{String, ToString};
+use std::vec::Vec;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::coordinator::*;
+use crate::hca::execute;
+use crate::policy::{Policy, PolicyError};
+use crate::sim::hca::{SimHca, SimHcaConfig};
+use crate::time::{Duration, Instant};
+use crate::types::*;
+
+/// A fault or administrator action applied at a point in virtual time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    Catastrophic,
+    CommandTimeout,
+    HealthStall,
+    /// Firmware stops: the health counter stalls and commands time out.
+    Hang,
+    AdminReset,
+    PlannedReset,
+    FwActivate,
+    SurpriseRemoval,
+    /// The next `n` reset assertions fail.
+    ResetFails(u32),
+    DeviceReplaced,
+    NeverReturns,
+    AdminRestart,
+}
+
+impl Fault {
+    pub fn parse(name: &str, count: u32) -> Option<Fault> {
+        Some(match name {
+            "catastrophic" => Fault::Catastrophic,
+            "command_timeout" => Fault::CommandTimeout,
+            "health_stall" => Fault::HealthStall,
+            "hang" => Fault::Hang,
+            "admin_reset" => Fault::AdminReset,
+            "planned_reset" => Fault::PlannedReset,
+            "fw_activate" => Fault::FwActivate,
+            "surprise_removal" => Fault::SurpriseRemoval,
+            "reset_fails" => Fault::ResetFails(count.max(1)),
+            "device_replaced" => Fault::DeviceReplaced,
+            "never_returns" => Fault::NeverReturns,
+            "admin_restart" => Fault::AdminRestart,
+            _ => return None,
+        })
+    }
+}
+
+/// How long a hung firmware takes to be noticed by a command that never completes.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_ms(2_500);
+
+/// What a client in the simulation can do to the bus from a callback or a wake-up.
+#[derive(Debug)]
+pub struct Bus<'a> {
+    coord: &'a mut Coordinator,
+    bindings: &'a mut [Option<(ClientId, usize)>],
+    agent: usize,
+    now: Instant,
+}
+
+impl Bus<'_> {
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+    /// Registers; later events for the new id come to the calling agent.
+    pub fn register(&mut self, desc: ClientDesc) -> Result<Registration, RegisterError> {
+        let reg = self.coord.register(self.now, desc)?;
+        self.bindings[usize::from(reg.id.index)] = Some((reg.id, self.agent));
+        Ok(reg)
+    }
+    pub fn unregister(&mut self, id: ClientId) -> Result<(), UnregisterError> {
+        self.coord.unregister(self.now, id)
+    }
+    pub fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError> {
+        self.coord.reset_request(self.now, id)
+    }
+    pub fn reset_execute(
+        &mut self,
+        id: ClientId,
+        epoch: Epoch,
+    ) -> Result<ExecuteOutcome, ExecuteError> {
+        self.coord.reset_execute(self.now, id, epoch)
+    }
+    pub fn reset_veto(&mut self, id: ClientId, epoch: Epoch) -> Result<(), VetoError> {
+        self.coord.reset_veto(self.now, id, epoch)
+    }
+    pub fn state(&self) -> State {
+        self.coord.state()
+    }
+    pub fn epoch(&self) -> Epoch {
+        self.coord.epoch()
+    }
+}
+
+/// A client living in the simulation.
+pub trait Agent: fmt::Debug {
+    fn name(&self) -> &str;
+    /// Called once when the host starts (typically: register).
+    fn start(&mut self, bus: &mut Bus<'_>);
+    fn on_event(&mut self, bus: &mut Bus<'_>, id: ClientId, event: Event);
+    /// When the agent next wants [`Agent::wake`]; `None` for never.
+    fn next_wake(&self) -> Option<Instant>;
+    fn wake(&mut self, bus: &mut Bus<'_>);
+    /// Events received, in order (for reports).
+    fn events(&self) -> &[EventKind];
+    /// Current id, if registered.
+    fn id(&self) -> Option<ClientId>;
+}
+
+/// How a scripted client behaves (the `[[clients]]` keys of SPEC §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Behavior {
+    /// Execute this long after RESET (zero: from inside the callback).
+    pub ack_delay: Duration,
+    pub never_ack: bool,
+    pub veto_planned: bool,
+    pub unregister_on_reset: bool,
+    pub reregister_on_reset: bool,
+    pub request_reset_at: Option<Instant>,
+    pub request_every: Option<Duration>,
+}
+
+/// Events a scripted client keeps; reserved at creation so receiving never allocates.
+pub const AGENT_EVENT_CAPACITY: usize = 512;
+
+/// A client driven by a [`Behavior`].
+#[derive(Debug, Clone)]
+pub struct ScriptedAgent {
+    desc: ClientDesc,
+    behavior: Behavior,
+    id: Option<ClientId>,
+    pending_ack: Option<(Instant, Epoch)>,
+    next_request: Option<Instant>,
+    events: Vec<EventKind>,
+    events_dropped: u64,
+    pub refusals: u32,
+}
+
+impl ScriptedAgent {
+    pub fn new(desc: ClientDesc, behavior: Behavior) -> Self {
+        let next_request = match (behavior.request_reset_at, behavior.request_every) {
+            (Some(at), _) => Some(at),
+            (None, Some(every)) => Some(Instant::ZERO + every),
+            (None, None) => None,
+        };
+        ScriptedAgent {
+            desc,
+            behavior,
+            id: None,
+            pending_ack: None,
+            next_request,
+            events: Vec::with_capacity(AGENT_EVENT_CAPACITY),
+            events_dropped: 0,
+            refusals: 0,
+        }
+    }
+
+    pub fn desc(&self) -> &ClientDesc {
+        &self.desc
+    }
+
+    fn execute(&mut self, bus: &mut Bus<'_>, epoch: Epoch) {
+        if let Some(id) = self.id {
+            if bus.reset_execute(id, epoch).is_err() {
+                self.refusals += 1;
+            }
+        }
+    }
+}
+
+impl Agent for ScriptedAgent {
+    fn name(&self) -> &str {
+        self.desc.name.as_str()
+    }
+
+    fn start(&mut self, bus: &mut Bus<'_>) {
+        match bus.register(self.desc) {
+            Ok(r) => self.id = Some(r.id),
+            Err(_) => self.refusals += 1,
+        }
+    }
+
+    fn on_event(&mut self, bus: &mut Bus<'_>, _id: ClientId, event: Event) {
+        if self.events.len() < self.events.capacity() {
+            self.events.push(event.kind());
+        } else {
+            self.events_dropped += 1;
+        }
+        let Event::Reset { epoch, planned, .. } = event else {
+            return;
+        };
+        let b = self.behavior;
+        if b.veto_planned && planned {
+            if let Some(id) = self.id {
+                if bus.reset_veto(id, epoch).is_ok() {
+                    return;
+                }
+                self.refusals += 1;
+            }
+        }
+        if b.never_ack {
+            return;
+        }
+        if b.unregister_on_reset || b.reregister_on_reset {
+            if let Some(id) = self.id.take() {
+                if bus.unregister(id).is_err() {
+                    self.refusals += 1;
+                }
+            }
+            if b.reregister_on_reset {
+                match bus.register(self.desc) {
+                    Ok(r) => self.id = Some(r.id),
+                    Err(_) => self.refusals += 1,
+                }
+            }
+            return;
+        }
+        if b.ack_delay == Duration::ZERO {
+            self.execute(bus, epoch);
+        } else {
+            self.pending_ack = Some((bus.now() + b.ack_delay, epoch));
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        match (self.pending_ack.map(|(t, _)| t), self.next_request) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn wake(&mut self, bus: &mut Bus<'_>) {
+        let now = bus.now();
+        if let Some((at, epoch)) = self.pending_ack {
+            if at <= now {
+                self.pending_ack = None;
+                self.execute(bus, epoch);
+            }
+        }
+        if let Some(at) = self.next_request {
+            if at <= now {
+                self.next_request = self.behavior.request_every.map(|every| now + every);
+                if let Some(id) = self.id {
+                    if bus.reset_request(id).is_err() {
+                        self.refusals += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    fn events(&self) -> &[EventKind] {
+        &self.events
+    }
+
+    fn id(&self) -> Option<ClientId> {
+        self.id
+    }
+}
+
+/// Checks the event guarantees of SPEC §4 on every delivery, without allocating.
+#[derive(Debug, Clone)]
+pub struct InvariantChecker {
+    /// Per slot: the client id it tracks, whether a RESET awaits its terminal event, and the
+    /// registration sequence (to check fan-out order).
+    slots: Vec<SlotWatch>,
+    reg_seq: u64,
+    last_fanout: Option<(EventKind, Epoch, u64)>,
+    pub checked: u64,
+    pub violations: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct SlotWatch {
+    id: Option<ClientId>,
+    awaiting_terminal: bool,
+    late: bool,
+    zombie: bool,
+    reg_seq: u64,
+}
+
+/// At most this many violation messages are kept (the count keeps going).
+const MAX_VIOLATION_TEXTS: usize = 32;
+
+impl InvariantChecker {
+    pub fn new(max_clients: usize) -> Self {
+        InvariantChecker {
+            slots: std::vec![SlotWatch::default(); max_clients],
+            reg_seq: 0,
+            last_fanout: None,
+            checked: 0,
+            violations: Vec::with_capacity(MAX_VIOLATION_TEXTS),
+        }
+    }
+
+    fn violate(&mut self, what: fmt::Arguments<'_>) {
+        // Formatting allocates; a violating run is a failing run, so the cost is moot.
+        if self.violations.len() < MAX_VIOLATION_TEXTS {
+            self.violations.push(what.to_string());
+        }
+    }
+
+    /// A client registered; `late` when it registered during a reset.
+    pub fn on_register(&mut self, id: ClientId, late: bool, zombie: bool) {
+        self.reg_seq += 1;
+        if let Some(w) = self.slots.get_mut(usize::from(id.index)) {
+            *w = SlotWatch {
+                id: Some(id),
+                awaiting_terminal: false,
+                late,
+                zombie,
+                reg_seq: self.reg_seq,
+            };
+        }
+    }
+
+    pub fn on_deliver(&mut self, client: ClientId, event: Event) {
+        self.checked += 1;
+        let kind = event.kind();
+        let Some(w) = self.slots.get(usize::from(client.index)).copied() else {
+            return self.violate(format_args!("{kind} to {client}: no such slot"));
+        };
+        if w.id != Some(client) {
+            return self.violate(format_args!(
+                "{kind} to {client}: not the registered client"
+            ));
+        }
+        let epoch = match event {
+            Event::Reset { epoch, .. }
+            | Event::ResetEnd { epoch, .. }
+            | Event::ResetFailed { epoch, .. }
+            | Event::ResetAborted { epoch, .. } => epoch,
+            Event::DeviceFatal { .. } => Epoch(0),
+        };
+        // RESET in reverse registration order, RESET_END in registration order.
+        match (self.last_fanout, kind) {
+            (Some((EventKind::Reset, e, seq)), EventKind::Reset)
+                if e == epoch && w.reg_seq > seq =>
+            {
+                self.violate(format_args!(
+                    "RESET of {epoch} not in reverse registration order"
+                ))
+            }
+            (Some((EventKind::ResetEnd, e, seq)), EventKind::ResetEnd)
+                if e == epoch && w.reg_seq < seq =>
+            {
+                self.violate(format_args!(
+                    "RESET_END of {epoch} not in registration order"
+                ))
+            }
+            _ => {}
+        }
+        self.last_fanout = Some((kind, epoch, w.reg_seq));
+        let mut next = w;
+        match kind {
+            EventKind::Reset => {
+                if w.awaiting_terminal {
+                    self.violate(format_args!(
+                        "{client} got a second RESET before the outcome"
+                    ));
+                }
+                next.awaiting_terminal = true;
+                next.late = false;
+            }
+            EventKind::ResetEnd | EventKind::ResetFailed | EventKind::ResetAborted => {
+                // Without a RESET first, an outcome is only right for a late registrant or
+                // for a zombie of a failed device (an administrator restart has no RESET).
+                if !w.awaiting_terminal && !w.late && !w.zombie {
+                    self.violate(format_args!("{client} got {kind} without RESET"));
+                }
+                next.awaiting_terminal = false;
+                next.late = false;
+                next.zombie = kind == EventKind::ResetFailed;
+            }
+            EventKind::DeviceFatal => next.awaiting_terminal = false,
+        }
+        self.slots[usize::from(client.index)] = next;
+    }
+
+    pub fn on_unregister(&mut self, id: ClientId) {
+        if let Some(w) = self.slots.get_mut(usize::from(id.index)) {
+            if w.id == Some(id) {
+                *w = SlotWatch::default();
+            }
+        }
+    }
+
+    /// At the end of a reset every barrier member must have had its outcome.
+    pub fn on_reset_concluded(&mut self, coord: &Coordinator) {
+        self.checked += 1;
+        for c in coord.clients() {
+            let w = self.slots[usize::from(c.id.index)];
+            if w.id == Some(c.id) && w.awaiting_terminal {
+                self.violate(format_args!(
+                    "{} '{}' got RESET but no outcome",
+                    c.id, c.desc.name
+                ));
+            }
+        }
+    }
+}
+
+/// What one reset did, as the report shows it (SPEC §9 `resets[]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetReport {
+    pub epoch: Epoch,
+    pub reason: ResetReason,
+    pub outcome: String,
+    pub restart: bool,
+    pub quiesce_us: Option<u64>,
+    pub hw_reset_us: Option<u64>,
+    pub restore_us: Option<u64>,
+    pub total_us: Option<u64>,
+    pub started_at: Instant,
+    pub forced_clients: Vec<String>,
+    pub vetoed_by: Option<String>,
+    /// Allocations from the reset's first RESET to its last event; `None` without a probe.
+    pub allocations: Option<u64>,
+    pub pnp_operations: u32,
+    pub requests: u32,
+    pub soft_attempts: u8,
+    pub flr_used: bool,
+}
+
+/// A scenario the host can run.
+#[derive(Debug, Clone)]
+pub struct SimSetup {
+    pub name: String,
+    pub seed: u64,
+    pub duration: Duration,
+    pub hca: SimHcaConfig,
+    pub policy: Policy,
+    pub max_clients: u16,
+    pub recorder_capacity: usize,
+    pub clients: Vec<(ClientDesc, Behavior)>,
+    pub faults: Vec<(Instant, Fault)>,
+}
+
+impl Default for SimSetup {
+    fn default() -> Self {
+        SimSetup {
+            name: "unnamed".into(),
+            seed: 1,
+            duration: Duration::from_ms(5_000),
+            hca: SimHcaConfig::default(),
+            policy: Policy::default(),
+            max_clients: 64,
+            recorder_capacity: 8192,
+            clients: Vec::new(),
+            faults: Vec::new(),
+        }
+    }
+}
+
+/// Counts of what the host did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HostStats {
+    pub deliveries: u64,
+    pub hw_steps: u64,
+    pub pnp_operations: u64,
+    pub timer_expiries: u64,
+}
+
+/// Reads a global allocation counter (a counting allocator lives in the binary).
+pub type AllocProbe = fn() -> u64;
+
+/// Most resets a run reports; reserved so that reporting never grows a vector mid-run.
+const MAX_REPORTED_RESETS: usize = 256;
+
+/// The deterministic virtual-time host.
+#[derive(Debug)]
+pub struct SimHost {
+    now: Instant,
+    end: Instant,
+    coord: Coordinator,
+    hca: SimHca,
+    agents: Vec<Box<dyn Agent>>,
+    bindings: Vec<Option<(ClientId, usize)>>,
+    timers: [Option<(Instant, u32)>; TimerId::COUNT],
+    faults: Vec<(Instant, Fault)>,
+    next_fault: usize,
+    rng: ChaCha8Rng,
+    stats: HostStats,
+    checker: InvariantChecker,
+    alloc_probe: Option<AllocProbe>,
+    window_start: Option<u64>,
+    resets: Vec<ResetReport>,
+    name: String,
+    seed: u64,
+}
+
+impl SimHost {
+    /// Builds the host with scripted clients from `setup`.
+    pub fn new(setup: &SimSetup) -> Result<Self, PolicyError> {
+        let agents = setup
+            .clients
+            .iter()
+            .map(|(d, b)| Box::new(ScriptedAgent::new(*d, *b)) as Box<dyn Agent>)
+            .collect();
+        Self::with_agents(setup, agents)
+    }
+
+    /// Builds the host with any agents (the access layer's clients, for instance).
+    pub fn with_agents(setup: &SimSetup, agents: Vec<Box<dyn Agent>>) -> Result<Self, PolicyError> {
+        let mut hca = SimHca::new(setup.hca);
+        let identity = hca.current_identity();
+        hca.set_now(Instant::ZERO);
+        let coord = Coordinator::new(
+            Config {
+                max_clients: setup.max_clients,
+                recorder_capacity: setup.recorder_capacity,
+                policy: setup.policy,
+            },
+            identity,
+            Instant::ZERO,
+        )?;
+        let max = coord.max_clients();
+        let mut faults = setup.faults.clone();
+        // Stable sort keeps the scenario's order for faults at the same instant.
+        faults.sort_by_key(|(at, _)| *at);
+        let mut host = SimHost {
+            now: Instant::ZERO,
+            end: Instant::ZERO + setup.duration,
+            coord,
+            hca,
+            agents,
+            bindings: std::vec![None; max],
+            timers: [None; TimerId::COUNT],
+            faults,
+            next_fault: 0,
+            rng: ChaCha8Rng::seed_from_u64(setup.seed),
+            stats: HostStats::default(),
+            checker: InvariantChecker::new(max),
+            alloc_probe: None,
+            window_start: None,
+            resets: Vec::with_capacity(MAX_REPORTED_RESETS),
+            name: setup.name.clone(),
+            seed: setup.seed,
+        };
+        for i in 0..host.agents.len() {
+            let mut bus = Bus {
+                coord: &mut host.coord,
+                bindings: &mut host.bindings,
+                agent: i,
+                now: host.now,
+            };
+            host.agents[i].start(&mut bus);
+        }
+        host.sync_checker_registrations();
+        host.drain();
+        Ok(host)
+    }
+
+    /// Counts allocations per reset with `probe` (see [`ResetReport::allocations`]).
+    pub fn set_alloc_probe(&mut self, probe: AllocProbe) {
+        self.alloc_probe = Some(probe);
+    }
+
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+    pub fn end(&self) -> Instant {
+        self.end
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    pub fn coordinator(&self) -> &Coordinator {
+        &self.coord
+    }
+    pub fn hca(&self) -> &SimHca {
+        &self.hca
+    }
+    pub fn hca_mut(&mut self) -> &mut SimHca {
+        &mut self.hca
+    }
+    pub fn agents(&self) -> &[Box<dyn Agent>] {
+        &self.agents
+    }
+    pub fn stats(&self) -> &HostStats {
+        &self.stats
+    }
+    pub fn checker(&self) -> &InvariantChecker {
+        &self.checker
+    }
+    pub fn resets(&self) -> &[ResetReport] {
+        &self.resets
+    }
+    /// The seeded generator, for workloads that want randomness inside the run.
+    pub fn rng(&mut self) -> &mut ChaCha8Rng {
+        &mut self.rng
+    }
+
+    /// Name of the agent a client id belongs (or belonged) to.
+    pub fn client_name(&self, id: ClientId) -> String {
+        match self.bindings.get(usize::from(id.index)).copied().flatten() {
+            Some((bound, agent)) if bound == id => self.agents[agent].name().to_string(),
+            _ => id.to_string(),
+        }
+    }
+
+    /// The flight record, encoded: the byte-for-byte fingerprint of a run.
+    pub fn flight_record_bytes(&self) -> Vec<u8> {
+        self.coord
+            .recorder()
+            .iter()
+            .flat_map(|r| r.encode())
+            .collect()
+    }
+
+    /// Runs a call against the coordinator as the host (an administrator, a test).
+    pub fn with_coordinator<R>(&mut self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
+        let now = self.now;
+        let r = f(&mut self.coord, now);
+        self.sync_checker_registrations();
+        self.drain();
+        r
+    }
+
+    /// Applies a fault now.
+    pub fn inject(&mut self, fault: Fault) {
+        let now = self.now;
+        match fault {
+            Fault::Catastrophic => self.hca.inject_catastrophic(0x0bad_0001),
+            Fault::CommandTimeout => self.coord.command_timeout(now),
+            Fault::HealthStall => self.hca.stall_health(),
+            Fault::Hang => {
+                self.hca.stall_health();
+                self.insert_fault(now + COMMAND_TIMEOUT, Fault::CommandTimeout);
+            }
+            Fault::AdminReset => {
+                let _ = self.coord.admin_reset(now, AdminReset::Forced);
+            }
+            Fault::PlannedReset => {
+                let _ = self.coord.admin_reset(now, AdminReset::Planned);
+            }
+            Fault::FwActivate => {
+                let fw = self.hca.current_identity().fw_version + 1;
+                self.hca.stage_firmware(fw);
+                let _ = self.coord.admin_reset(now, AdminReset::FirmwareActivate);
+            }
+            Fault::SurpriseRemoval => {
+                self.hca.remove();
+                self.coord.surprise_removal(now);
+            }
+            Fault::ResetFails(n) => self.hca.fail_next_resets(n),
+            Fault::DeviceReplaced => self.hca.replace_on_next_reset(),
+            Fault::NeverReturns => self.hca.never_return(),
+            Fault::AdminRestart => {
+                let _ = self.coord.admin_restart(now);
+            }
+        }
+        self.drain();
+    }
+
+    fn insert_fault(&mut self, at: Instant, fault: Fault) {
+        let pos = self.faults[self.next_fault..]
+            .iter()
+            .position(|(t, _)| *t > at)
+            .map_or(self.faults.len(), |p| p + self.next_fault);
+        self.faults.insert(pos, (at, fault));
+    }
+
+    /// Runs to the scenario's end.
+    pub fn run(&mut self) {
+        let end = self.end;
+        self.run_until(end);
+    }
+
+    /// Advances virtual time to `until`, processing everything due on the way, in a fixed
+    /// order (faults, timers, agents) so that a run is deterministic.
+    pub fn run_until(&mut self, until: Instant) {
+        loop {
+            self.drain();
+            let next = [
+                self.faults.get(self.next_fault).map(|(t, _)| *t),
+                self.timers.iter().flatten().map(|(t, _)| *t).min(),
+                self.agents.iter().filter_map(|a| a.next_wake()).min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let Some(next) = next.filter(|t| *t <= until) else {
+                self.set_now(until.max(self.now));
+                self.drain();
+                return;
+            };
+            self.set_now(next.max(self.now));
+            self.step_due();
+        }
+    }
+
+    fn set_now(&mut self, now: Instant) {
+        self.now = now;
+        self.hca.set_now(now);
+    }
+
+    fn step_due(&mut self) {
+        let now = self.now;
+        while let Some(&(at, fault)) = self.faults.get(self.next_fault) {
+            if at > now {
+                break;
+            }
+            self.next_fault += 1;
+            log::info!("[{now}] inject {fault:?}");
+            self.inject(fault);
+        }
+        for t in TimerId::ALL {
+            if let Some((at, token)) = self.timers[t as usize] {
+                if at <= now {
+                    self.timers[t as usize] = None;
+                    self.stats.timer_expiries += 1;
+                    self.coord.timer_expired(now, t, token);
+                    self.drain();
+                }
+            }
+        }
+        for i in 0..self.agents.len() {
+            if self.agents[i].next_wake().is_some_and(|w| w <= now) {
+                let mut bus = Bus {
+                    coord: &mut self.coord,
+                    bindings: &mut self.bindings,
+                    agent: i,
+                    now,
+                };
+                self.agents[i].wake(&mut bus);
+                self.sync_checker_registrations();
+                self.drain();
+            }
+        }
+    }
+
+    /// Keeps the checker's view of registrations in step with the coordinator's.
+    fn sync_checker_registrations(&mut self) {
+        for c in self.coord.clients() {
+            let w = self.checker.slots[usize::from(c.id.index)];
+            if w.id != Some(c.id) {
+                self.checker.on_register(
+                    c.id,
+                    c.state == ClientState::Late,
+                    c.state == ClientState::Failed,
+                );
+            }
+        }
+        for i in 0..self.checker.slots.len() {
+            if let Some(id) = self.checker.slots[i].id {
+                if self.coord.client(id).is_err() {
+                    self.checker.on_unregister(id);
+                }
+            }
+        }
+    }
+
+    /// Executes every queued action, in order.
+    fn drain(&mut self) {
+        let now = self.now;
+        loop {
+            if self.window_start.is_none() && self.coord.reset_in_progress() {
+                self.window_start = Some(self.alloc_probe.map_or(0, |p| p()));
+            }
+            let Some(action) = self.coord.pop_action() else {
+                return;
+            };
+            match action {
+                Action::Deliver { client, event } => {
+                    self.stats.deliveries += 1;
+                    self.checker.on_deliver(client, event);
+                    let bound = self.bindings[usize::from(client.index)];
+                    if let Some((id, agent)) = bound.filter(|(id, _)| *id == client) {
+                        let mut bus = Bus {
+                            coord: &mut self.coord,
+                            bindings: &mut self.bindings,
+                            agent,
+                            now,
+                        };
+                        self.agents[agent].on_event(&mut bus, id, event);
+                        self.sync_checker_registrations();
+                    }
+                    self.coord.event_delivered(now, client, event.kind());
+                }
+                Action::ArmTimer { timer, at, token } => {
+                    self.timers[timer as usize] = Some((at, token))
+                }
+                Action::CancelTimer { timer } => self.timers[timer as usize] = None,
+                Action::Hw(step) => {
+                    self.stats.hw_steps += 1;
+                    let done = execute(&mut self.hca, step);
+                    self.coord.hw_complete(now, done);
+                }
+                Action::Pnp(_) => self.stats.pnp_operations += 1,
+                Action::ResetConcluded { .. } => {
+                    let allocations = match (self.window_start.take(), self.alloc_probe) {
+                        (Some(start), Some(p)) => Some(p().saturating_sub(start)),
+                        _ => None,
+                    };
+                    self.checker.on_reset_concluded(&self.coord);
+                    self.report_reset(allocations);
+                }
+            }
+        }
+    }
+
+    fn report_reset(&mut self, allocations: Option<u64>) {
+        let Some(r) = self.coord.last_reset().cloned() else {
+            return;
+        };
+        let (outcome, vetoed_by) = match r.result {
+            Some(ResetResult::Restored(o)) => (o.as_str().to_string(), None),
+            Some(ResetResult::Failed(e)) => (e.as_str().to_string(), None),
+            Some(ResetResult::Aborted { by, cause }) => (
+                match cause {
+                    AbortCause::Veto => "Aborted",
+                    AbortCause::Unresponsive => "AbortedUnresponsive",
+                }
+                .to_string(),
+                Some(self.client_name(by)),
+            ),
+            Some(ResetResult::Removed) => ("Removed".to_string(), None),
+            None => ("Unfinished".to_string(), None),
+        };
+        let report = ResetReport {
+            epoch: r.epoch,
+            reason: r.reason,
+            outcome,
+            restart: r.restart,
+            quiesce_us: r.quiesce().map(Duration::as_us),
+            hw_reset_us: r.hw_reset().map(Duration::as_us),
+            restore_us: r.restore().map(Duration::as_us),
+            total_us: r.total().map(Duration::as_us),
+            started_at: r.started_at,
+            forced_clients: r.forced.iter().map(|id| self.client_name(*id)).collect(),
+            vetoed_by,
+            allocations,
+            pnp_operations: r.pnp_operations,
+            requests: r.requests,
+            soft_attempts: r.soft_attempts,
+            flr_used: r.flr_used,
+        };
+        if self.resets.len() < MAX_REPORTED_RESETS {
+            self.resets.push(report);
+        }
+    }
+}
+
+/// A random scenario from a seed: clients with random behaviours and a random fault plan.
+/// Used to hunt for invariant violations; any failure replays from its seed.
+pub fn random_setup(seed: u64) -> SimSetup {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n_clients = rng.gen_range(1..=12);
+    let kinds = [
+        ClientKind::Ibal,
+        ClientKind::Ipoib,
+        ClientKind::Srp,
+        ClientKind::BootDisk,
+        ClientKind::Uverbs,
+        ClientKind::Custom,
+    ];
+    let mut clients = Vec::new();
+    for i in 0..n_clients {
+        let kind = kinds[rng.gen_range(0..kinds.len())];
+        let mut flags = ClientFlags::empty();
+        if rng.gen_bool(0.3) {
+            flags |= ClientFlags::CAN_VETO;
+        }
+        let behavior = Behavior {
+            ack_delay: Duration::from_ms(if rng.gen_bool(0.5) {
+                0
+            } else {
+                rng.gen_range(1..800)
+            }),
+            never_ack: rng.gen_bool(0.1),
+            veto_planned: rng.gen_bool(0.15),
+            unregister_on_reset: rng.gen_bool(0.05),
+            reregister_on_reset: rng.gen_bool(0.1),
+            request_reset_at: rng
+                .gen_bool(0.2)
+                .then(|| Instant::from_ms(rng.gen_range(0..20_000))),
+            request_every: None,
+        };
+        let name = std::format!("{}{}", kind.as_str(), i);
+        if let Some(desc) = ClientDesc::new(&name, kind, flags) {
+            clients.push((desc, behavior));
+        }
+    }
+    let fault_kinds = [
+        Fault::Catastrophic,
+        Fault::CommandTimeout,
+        Fault::HealthStall,
+        Fault::Hang,
+        Fault::AdminReset,
+        Fault::PlannedReset,
+        Fault::FwActivate,
+        Fault::ResetFails(1),
+        Fault::ResetFails(5),
+        Fault::DeviceReplaced,
+        Fault::NeverReturns,
+        Fault::AdminRestart,
+        Fault::SurpriseRemoval,
+    ];
+    let mut faults = Vec::new();
+    for _ in 0..rng.gen_range(1..8) {
+        let f = fault_kinds[rng.gen_range(0..fault_kinds.len())];
+        // Removal ends everything; make it rare so that the rest gets exercised.
+        if f == Fault::SurpriseRemoval && rng.gen_bool(0.7) {
+            continue;
+        }
+        faults.push((Instant::from_ms(rng.gen_range(0..30_000)), f));
+    }
+    let policy = Policy {
+        quiesce_deadline_ms: rng.gen_range(100..3_000),
+        hw_ready_timeout_ms: rng.gen_range(500..3_000),
+        auto_restart_window_ms: rng.gen_range(3_000..60_000),
+        abort_on_unresponsive: rng.gen_bool(0.3),
+        storm_window_ms: rng.gen_range(1_000..60_000),
+        ..Policy::default()
+    };
+    SimSetup {
+        name: std::format!("random-{seed}"),
+        seed,
+        duration: Duration::from_ms(40_000),
+        hca: SimHcaConfig {
+            hw_reset: Duration::from_ms(rng.gen_range(10..2_000)),
+            ..SimHcaConfig::default()
+        },
+        policy,
+        max_clients: 16,
+        recorder_capacity: 1 << 14,
+        clients,
+        faults,
+    }
+}

@@ -1,0 +1,12 @@
+//! Feature `sim`: the simulated HCA and the hosts that run the coordinator on Linux.
+
+pub mod hca;
+pub mod host;
+pub mod threaded;
+
+pub use hca::{SimHca, SimHcaConfig, SimHcaStats};
+pub use host::{
+    random_setup, Agent, Behavior, Bus, Fault, InvariantChecker, ResetReport, ScriptedAgent,
+    SimHost, SimSetup,
+};
+pub use threaded::{BusClient, StartError, ThreadedBus, ThreadedHost};

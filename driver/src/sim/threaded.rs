@@ -1,0 +1,323 @@
+//! A host over real threads: the model of the KMDF glue.
+//!
+//! The coordinator sits behind one mutex (the spin lock of the kernel version). Actions are
+//! executed by whichever thread finds no one else draining; it drops the lock around every
+//! callback and hardware step, so a callback may call any bus function, `reset_execute`,
+//! `unregister` and `register` included, from its own thread or another, without deadlock:
+//! a call made while someone else drains only queues its actions for that drainer (as a
+//! kernel would queue a DPC). A timer thread plays the role of the WDFTIMER objects.
+//!
+//! Nothing here allocates after [`ThreadedHost::start`], except the caller's own
+//! `Arc<dyn BusClient>` built before it registers.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::vec::Vec;
+
+use crate::coordinator::*;
+use crate::hca::{execute, Hca, HwError};
+use crate::policy::PolicyError;
+use crate::time::Instant;
+use crate::types::*;
+
+/// A client of the threaded bus. Called with no bus lock held; must not block.
+pub trait BusClient: Send + Sync {
+    fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event);
+}
+
+/// Why the threaded host could not start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartError {
+    Policy(PolicyError),
+    /// The device did not give its identity.
+    Hardware(HwError),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Policy(e) => write!(f, "invalid policy: {e}"),
+            StartError::Hardware(e) => write!(f, "cannot read the device identity: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+type Callback = Arc<dyn BusClient>;
+
+struct Core {
+    coord: Coordinator,
+    callbacks: Vec<Option<(ClientId, Callback)>>,
+    draining: bool,
+    timers: [Option<(Instant, u32)>; TimerId::COUNT],
+    shutdown: bool,
+    pnp_operations: u64,
+    deliveries: u64,
+}
+
+struct Shared {
+    core: Mutex<Core>,
+    hca: Mutex<Box<dyn Hca + Send>>,
+    timer_cv: Condvar,
+    epoch_start: std::time::Instant,
+}
+
+/// A handle on the threaded bus, cheap to clone, handed to every callback.
+#[derive(Clone)]
+pub struct ThreadedBus {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ThreadedBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadedBus").finish_non_exhaustive()
+    }
+}
+
+/// Owns the timer thread; dropping it stops the thread.
+#[derive(Debug)]
+pub struct ThreadedHost {
+    bus: ThreadedBus,
+    timer_thread: Option<JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Callbacks never run under these locks, so a poisoned lock means a bug in this file,
+    // after which the data is still consistent enough to report from.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ThreadedHost {
+    pub fn start<H: Hca + Send + 'static>(config: Config, mut hca: H) -> Result<Self, StartError> {
+        let identity = hca.identity().map_err(StartError::Hardware)?;
+        let epoch_start = std::time::Instant::now();
+        let coord =
+            Coordinator::new(config, identity, Instant::ZERO).map_err(StartError::Policy)?;
+        let max = coord.max_clients();
+        let shared = Arc::new(Shared {
+            core: Mutex::new(Core {
+                coord,
+                callbacks: (0..max).map(|_| None).collect(),
+                draining: false,
+                timers: [None; TimerId::COUNT],
+                shutdown: false,
+                pnp_operations: 0,
+                deliveries: 0,
+            }),
+            hca: Mutex::new(Box::new(hca)),
+            timer_cv: Condvar::new(),
+            epoch_start,
+        });
+        let bus = ThreadedBus { shared };
+        bus.drain();
+        let timer_bus = bus.clone();
+        let timer_thread = thread::Builder::new()
+            .name("hcabus-timers".into())
+            .spawn(move || timer_bus.timer_loop())
+            .map_err(|_| StartError::Hardware(HwError::Unsupported))?;
+        Ok(ThreadedHost {
+            bus,
+            timer_thread: Some(timer_thread),
+        })
+    }
+
+    pub fn bus(&self) -> &ThreadedBus {
+        &self.bus
+    }
+}
+
+impl Drop for ThreadedHost {
+    fn drop(&mut self) {
+        lock(&self.bus.shared.core).shutdown = true;
+        self.bus.shared.timer_cv.notify_all();
+        if let Some(t) = self.timer_thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl ThreadedBus {
+    pub fn now(&self) -> Instant {
+        let us = self.shared.epoch_start.elapsed().as_micros();
+        Instant::from_us(u64::try_from(us).unwrap_or(u64::MAX))
+    }
+
+    pub fn register(
+        &self,
+        desc: ClientDesc,
+        client: Callback,
+    ) -> Result<Registration, RegisterError> {
+        let old;
+        let reg = {
+            let mut core = lock(&self.shared.core);
+            let now = self.now();
+            let reg = core.coord.register(now, desc)?;
+            old = core.callbacks[usize::from(reg.id.index)].replace((reg.id, client));
+            reg
+        };
+        // A previous occupant's callback is dropped outside the lock: its Drop may do anything.
+        drop(old);
+        self.drain();
+        Ok(reg)
+    }
+
+    pub fn unregister(&self, id: ClientId) -> Result<(), UnregisterError> {
+        let old;
+        {
+            let mut core = lock(&self.shared.core);
+            let now = self.now();
+            core.coord.unregister(now, id)?;
+            old = core.callbacks[usize::from(id.index)].take();
+        }
+        drop(old);
+        self.drain();
+        Ok(())
+    }
+
+    pub fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError> {
+        self.call(|c, now| c.reset_request(now, id))
+    }
+
+    pub fn reset_execute(
+        &self,
+        id: ClientId,
+        epoch: Epoch,
+    ) -> Result<ExecuteOutcome, ExecuteError> {
+        self.call(|c, now| c.reset_execute(now, id, epoch))
+    }
+
+    pub fn reset_veto(&self, id: ClientId, epoch: Epoch) -> Result<(), VetoError> {
+        self.call(|c, now| c.reset_veto(now, id, epoch))
+    }
+
+    pub fn admin_reset(&self, kind: AdminReset) -> Result<Epoch, AdminResetError> {
+        self.call(|c, now| c.admin_reset(now, kind))
+    }
+
+    pub fn admin_restart(&self) -> Result<Epoch, RestartError> {
+        self.call(|c, now| c.admin_restart(now))
+    }
+
+    pub fn surprise_removal(&self) {
+        self.call(|c, now| c.surprise_removal(now))
+    }
+
+    pub fn command_timeout(&self) {
+        self.call(|c, now| c.command_timeout(now))
+    }
+
+    /// Reads the coordinator (state, clients, flight recorder) under the lock.
+    pub fn inspect<R>(&self, f: impl FnOnce(&Coordinator) -> R) -> R {
+        f(&lock(&self.shared.core).coord)
+    }
+
+    pub fn state(&self) -> State {
+        self.inspect(Coordinator::state)
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        self.inspect(Coordinator::epoch)
+    }
+
+    pub fn pnp_operations(&self) -> u64 {
+        lock(&self.shared.core).pnp_operations
+    }
+
+    pub fn deliveries(&self) -> u64 {
+        lock(&self.shared.core).deliveries
+    }
+
+    fn call<R>(&self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
+        let r = {
+            let mut core = lock(&self.shared.core);
+            let now = self.now();
+            f(&mut core.coord, now)
+        };
+        self.drain();
+        r
+    }
+
+    /// Executes queued actions unless another thread already does (it will see ours).
+    fn drain(&self) {
+        let mut core = lock(&self.shared.core);
+        if core.draining {
+            return;
+        }
+        core.draining = true;
+        loop {
+            let Some(action) = core.coord.pop_action() else {
+                core.draining = false;
+                return;
+            };
+            match action {
+                Action::Deliver { client, event } => {
+                    core.deliveries += 1;
+                    let cb = match &core.callbacks[usize::from(client.index)] {
+                        Some((id, cb)) if *id == client => Some(Arc::clone(cb)),
+                        _ => None,
+                    };
+                    drop(core);
+                    if let Some(cb) = cb {
+                        cb.on_event(self, client, event);
+                    }
+                    core = lock(&self.shared.core);
+                    let now = self.now();
+                    core.coord.event_delivered(now, client, event.kind());
+                }
+                Action::ArmTimer { timer, at, token } => {
+                    core.timers[timer as usize] = Some((at, token));
+                    self.shared.timer_cv.notify_all();
+                }
+                Action::CancelTimer { timer } => core.timers[timer as usize] = None,
+                Action::Hw(step) => {
+                    drop(core);
+                    let done = execute(&mut **lock(&self.shared.hca), step);
+                    core = lock(&self.shared.core);
+                    let now = self.now();
+                    core.coord.hw_complete(now, done);
+                }
+                Action::Pnp(_) => core.pnp_operations += 1,
+                Action::ResetConcluded { .. } => {}
+            }
+        }
+    }
+
+    fn timer_loop(&self) {
+        let mut core = lock(&self.shared.core);
+        loop {
+            if core.shutdown {
+                return;
+            }
+            let now = self.now();
+            let due = TimerId::ALL
+                .into_iter()
+                .find(|t| core.timers[*t as usize].is_some_and(|(at, _)| at <= now));
+            if let Some(t) = due {
+                if let Some((_, token)) = core.timers[t as usize].take() {
+                    core.coord.timer_expired(now, t, token);
+                }
+                drop(core);
+                self.drain();
+                core = lock(&self.shared.core);
+                continue;
+            }
+            let next = core.timers.iter().flatten().map(|(at, _)| *at).min();
+            core = match next {
+                Some(at) => {
+                    let wait = std::time::Duration::from_micros(at.saturating_since(now).as_us());
+                    self.shared
+                        .timer_cv
+                        .wait_timeout(core, wait)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => self
+                    .shared
+                    .timer_cv
+                    .wait(core)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+    }
+}
