@@ -170,7 +170,8 @@ mod tests {
 
     #[test]
     fn zero_values_are_refused_by_name() {
-        let fields: [(&str, fn(&mut Policy)); 8] = [
+        type Spoil = fn(&mut Policy);
+        let fields: [(&str, Spoil); 8] = [
             ("quiesce_deadline_ms", |p| p.quiesce_deadline_ms = 0),
             ("hw_ready_timeout_ms", |p| p.hw_ready_timeout_ms = 0),
             ("hw_poll_interval_ms", |p| p.hw_poll_interval_ms = 0),

@@ -67,6 +67,8 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_ms(2_500);
 pub struct Bus<'a> {
     coord: &'a mut Coordinator,
     bindings: &'a mut [Option<(ClientId, usize)>],
+    history: &'a mut Vec<(ClientId, usize)>,
+    rng: &'a mut ChaCha8Rng,
     agent: usize,
     now: Instant,
 }
@@ -75,10 +77,18 @@ impl Bus<'_> {
     pub fn now(&self) -> Instant {
         self.now
     }
+    /// The run's seeded generator: the only source of randomness an agent may use.
+    pub fn rng(&mut self) -> &mut ChaCha8Rng {
+        self.rng
+    }
     /// Registers; later events for the new id come to the calling agent.
     pub fn register(&mut self, desc: ClientDesc) -> Result<Registration, RegisterError> {
         let reg = self.coord.register(self.now, desc)?;
         self.bindings[usize::from(reg.id.index)] = Some((reg.id, self.agent));
+        // Reserved at start; a run that registers more often than that loses only names.
+        if self.history.len() < self.history.capacity() {
+            self.history.push((reg.id, self.agent));
+        }
         Ok(reg)
     }
     pub fn unregister(&mut self, id: ClientId) -> Result<(), UnregisterError> {
@@ -231,7 +241,12 @@ impl Agent for ScriptedAgent {
         if b.ack_delay == Duration::ZERO {
             self.execute(bus, epoch);
         } else {
-            self.pending_ack = Some((bus.now() + b.ack_delay, epoch));
+            // Up to half again as long: real quiesce work varies, and the seed decides how.
+            let jitter_us = bus.rng().gen_range(0..=b.ack_delay.as_us() / 2);
+            self.pending_ack = Some((
+                bus.now() + b.ack_delay + Duration::from_us(jitter_us),
+                epoch,
+            ));
         }
     }
 
@@ -489,6 +504,8 @@ pub struct SimHost {
     hca: SimHca,
     agents: Vec<Box<dyn Agent>>,
     bindings: Vec<Option<(ClientId, usize)>>,
+    /// Every id ever bound, with its agent: names ids after they were reused.
+    history: Vec<(ClientId, usize)>,
     timers: [Option<(Instant, u32)>; TimerId::COUNT],
     faults: Vec<(Instant, Fault)>,
     next_fault: usize,
@@ -538,6 +555,7 @@ impl SimHost {
             hca,
             agents,
             bindings: std::vec![None; max],
+            history: Vec::with_capacity(64 * max),
             timers: [None; TimerId::COUNT],
             faults,
             next_fault: 0,
@@ -554,6 +572,8 @@ impl SimHost {
             let mut bus = Bus {
                 coord: &mut host.coord,
                 bindings: &mut host.bindings,
+                history: &mut host.history,
+                rng: &mut host.rng,
                 agent: i,
                 now: host.now,
             };
@@ -607,11 +627,20 @@ impl SimHost {
         &mut self.rng
     }
 
+    /// Index of the agent a client id belongs (or belonged) to.
+    pub fn agent_of(&self, id: ClientId) -> Option<usize> {
+        self.history
+            .iter()
+            .rev()
+            .find(|(bound, _)| *bound == id)
+            .map(|(_, agent)| *agent)
+    }
+
     /// Name of the agent a client id belongs (or belonged) to.
     pub fn client_name(&self, id: ClientId) -> String {
-        match self.bindings.get(usize::from(id.index)).copied().flatten() {
-            Some((bound, agent)) if bound == id => self.agents[agent].name().to_string(),
-            _ => id.to_string(),
+        match self.agent_of(id) {
+            Some(agent) => self.agents[agent].name().to_string(),
+            None => id.to_string(),
         }
     }
 
@@ -736,6 +765,8 @@ impl SimHost {
                 let mut bus = Bus {
                     coord: &mut self.coord,
                     bindings: &mut self.bindings,
+                    history: &mut self.history,
+                    rng: &mut self.rng,
                     agent: i,
                     now,
                 };
@@ -779,13 +810,22 @@ impl SimHost {
             };
             match action {
                 Action::Deliver { client, event } => {
-                    self.stats.deliveries += 1;
-                    self.checker.on_deliver(client, event);
-                    let bound = self.bindings[usize::from(client.index)];
-                    if let Some((id, agent)) = bound.filter(|(id, _)| *id == client) {
+                    // An event queued for a client that unregistered before its turn (from
+                    // an earlier callback, say) has nobody to go to: dropped, as in the
+                    // threaded and kernel hosts, but still reported delivered.
+                    let live = self.coord.client(client).is_ok();
+                    let bound = self.bindings[usize::from(client.index)]
+                        .filter(|(id, _)| live && *id == client);
+                    if live {
+                        self.stats.deliveries += 1;
+                        self.checker.on_deliver(client, event);
+                    }
+                    if let Some((id, agent)) = bound {
                         let mut bus = Bus {
                             coord: &mut self.coord,
                             bindings: &mut self.bindings,
+                            history: &mut self.history,
+                            rng: &mut self.rng,
                             agent,
                             now,
                         };

@@ -2,6 +2,7 @@
 
 pub mod hca;
 pub mod host;
+pub mod scenarios;
 pub mod threaded;
 
 pub use hca::{SimHca, SimHcaConfig, SimHcaStats};
@@ -9,4 +10,4 @@ pub use host::{
     random_setup, Agent, Behavior, Bus, Fault, InvariantChecker, ResetReport, ScriptedAgent,
     SimHost, SimSetup,
 };
-pub use threaded::{BusClient, StartError, ThreadedBus, ThreadedHost};
+pub use threaded::{BusClient, SharedSimHca, StartError, ThreadedBus, ThreadedHost};

@@ -16,7 +16,9 @@ use std::vec::Vec;
 
 use crate::coordinator::*;
 use crate::hca::{execute, Hca, HwError};
+use crate::hca::{HealthSample, Identity, Readiness};
 use crate::policy::PolicyError;
+use crate::sim::hca::SimHca;
 use crate::time::Instant;
 use crate::types::*;
 
@@ -253,6 +255,8 @@ impl ThreadedBus {
             match action {
                 Action::Deliver { client, event } => {
                     core.deliveries += 1;
+                    // A client that unregistered after this event was queued has no
+                    // callback any more: the event is dropped, still reported delivered.
                     let cb = match &core.callbacks[usize::from(client.index)] {
                         Some((id, cb)) if *id == client => Some(Arc::clone(cb)),
                         _ => None,
@@ -319,5 +323,57 @@ impl ThreadedBus {
                     .unwrap_or_else(PoisonError::into_inner),
             };
         }
+    }
+}
+
+/// A `SimHca` on the wall clock, shared so that a test can inject faults while the threaded
+/// host drives it.
+#[derive(Debug, Clone)]
+pub struct SharedSimHca {
+    inner: Arc<Mutex<SimHca>>,
+    start: std::time::Instant,
+}
+
+impl SharedSimHca {
+    pub fn new(hca: SimHca) -> Self {
+        SharedSimHca {
+            inner: Arc::new(Mutex::new(hca)),
+            start: std::time::Instant::now(),
+        }
+    }
+
+    /// Runs `f` on the device at the current wall-clock time.
+    pub fn with<R>(&self, f: impl FnOnce(&mut SimHca) -> R) -> R {
+        let mut hca = lock(&self.inner);
+        let us = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        hca.set_now(Instant::from_us(us));
+        f(&mut hca)
+    }
+}
+
+impl Hca for SharedSimHca {
+    fn save_config(&mut self) -> Result<(), HwError> {
+        self.with(|h| h.save_config())
+    }
+    fn restore_config(&mut self) -> Result<(), HwError> {
+        self.with(|h| h.restore_config())
+    }
+    fn assert_reset(&mut self) -> Result<(), HwError> {
+        self.with(|h| h.assert_reset())
+    }
+    fn function_level_reset(&mut self) -> Result<(), HwError> {
+        self.with(|h| h.function_level_reset())
+    }
+    fn probe_ready(&mut self) -> Result<Readiness, HwError> {
+        self.with(|h| h.probe_ready())
+    }
+    fn init_command_interface(&mut self) -> Result<(), HwError> {
+        self.with(|h| h.init_command_interface())
+    }
+    fn identity(&mut self) -> Result<Identity, HwError> {
+        self.with(|h| h.identity())
+    }
+    fn read_health(&mut self) -> Result<HealthSample, HwError> {
+        self.with(|h| h.read_health())
     }
 }

@@ -1,0 +1,77 @@
+//! Built-in scenarios.
+
+use std::vec::Vec;
+
+use crate::policy::Policy;
+use crate::sim::hca::SimHcaConfig;
+use crate::sim::host::{Behavior, Fault, SimSetup};
+use crate::time::{Duration, Instant};
+use crate::types::{ClientDesc, ClientFlags, ClientKind};
+
+fn desc(name: &str, kind: ClientKind, flags: ClientFlags) -> ClientDesc {
+    // The names below are short literals; a failure here is a typo caught by every test.
+    ClientDesc::new(name, kind, flags)
+        .unwrap_or_else(|| panic!("built-in client name {name:?} too long"))
+}
+
+fn acks_after(ms: u64) -> Behavior {
+    Behavior {
+        ack_delay: Duration::from_ms(ms),
+        ..Behavior::default()
+    }
+}
+
+/// The embedded default (SPEC §9): a boot-from-SAN host — the access layer, IPoIB on two
+/// ports, the boot disk on the paging path and a data LUN, plus a user-verbs context — that
+/// hits a catastrophic firmware error at 1 s and recovers.
+///
+/// Each client's acknowledgement delay stands for its own quiesce work (completing or
+/// parking in-flight I/O, destroying QPs); the boot disk executes from inside its callback,
+/// as a paging-path client must.
+pub fn boot_from_san() -> SimSetup {
+    let clients: Vec<(ClientDesc, Behavior)> = std::vec![
+        (
+            desc("ibal", ClientKind::Ibal, ClientFlags::BOOT_CRITICAL),
+            acks_after(2)
+        ),
+        (
+            desc("ipoib-port1", ClientKind::Ipoib, ClientFlags::empty()),
+            acks_after(1)
+        ),
+        (
+            desc("ipoib-port2", ClientKind::Ipoib, ClientFlags::empty()),
+            acks_after(1)
+        ),
+        (
+            desc(
+                "bootdisk",
+                ClientKind::BootDisk,
+                ClientFlags::BOOT_CRITICAL | ClientFlags::PAGING_PATH
+            ),
+            acks_after(0)
+        ),
+        (
+            desc("data-lun", ClientKind::Srp, ClientFlags::empty()),
+            acks_after(4)
+        ),
+        (
+            desc("uverbs", ClientKind::Uverbs, ClientFlags::USER_MODE),
+            acks_after(0)
+        ),
+    ];
+    SimSetup {
+        name: "boot-from-san".into(),
+        seed: 1,
+        duration: Duration::from_ms(5_000),
+        hca: SimHcaConfig {
+            ports: 2,
+            hw_reset: Duration::from_ms(200),
+            ..SimHcaConfig::default()
+        },
+        policy: Policy::default(),
+        max_clients: 64,
+        recorder_capacity: 8192,
+        clients,
+        faults: std::vec![(Instant::from_ms(1_000), Fault::Catastrophic)],
+    }
+}

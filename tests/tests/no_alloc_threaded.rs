@@ -1,0 +1,164 @@
+//! SPEC §6 on the threaded host: at least 16 clients, executes from callbacks and from other
+//! threads, timers on their own thread; zero allocations from the first RESET to the last
+//! RESET_END, every thread counted. One test in this binary so nothing else is counted.
+
+use std::alloc::System;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use hcabus::coordinator::{AdminReset, Config, State};
+use hcabus::sim::{BusClient, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
+use hcabus::types::*;
+use hcabus::{Duration, Policy};
+use hcabus_tests::desc;
+use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn allocations() -> u64 {
+    let s = GLOBAL.stats();
+    (s.allocations + s.reallocations) as u64
+}
+
+const CLIENTS: u32 = 18;
+const REMOTE: u32 = 4;
+
+static FIRST_RESET_ALLOCS: AtomicU64 = AtomicU64::new(u64::MAX);
+static LAST_END_ALLOCS: AtomicU64 = AtomicU64::new(0);
+static ENDS: AtomicU32 = AtomicU32::new(0);
+
+struct Probe {
+    /// Execute from another thread instead of inside the callback.
+    remote: bool,
+    pending: AtomicU64,
+}
+
+impl BusClient for Probe {
+    fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
+        match event {
+            Event::Reset { epoch, .. } => {
+                let _ = FIRST_RESET_ALLOCS.compare_exchange(
+                    u64::MAX,
+                    allocations(),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
+                if self.remote {
+                    self.pending.store(epoch.0, Ordering::SeqCst);
+                } else {
+                    bus.reset_execute(id, epoch).expect("execute");
+                }
+            }
+            Event::ResetEnd { .. } if ENDS.fetch_add(1, Ordering::SeqCst) + 1 == CLIENTS => {
+                LAST_END_ALLOCS.store(allocations(), Ordering::SeqCst);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let until = StdInstant::now() + StdDuration::from_secs(30);
+    while !cond() {
+        assert!(StdInstant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(StdDuration::from_millis(1));
+    }
+}
+
+#[test]
+fn no_allocation_from_first_reset_to_last_reset_end_on_real_threads() {
+    let hca = SharedSimHca::new(SimHca::new(SimHcaConfig {
+        hw_reset: Duration::from_ms(20),
+        ..SimHcaConfig::default()
+    }));
+    let host = ThreadedHost::start(
+        Config {
+            max_clients: 32,
+            recorder_capacity: 4096,
+            policy: Policy {
+                hw_poll_interval_ms: 1,
+                health_poll_interval_ms: 5,
+                ..Policy::default()
+            },
+        },
+        hca,
+    )
+    .expect("start");
+    let bus = host.bus().clone();
+    let mut remotes = Vec::new();
+    for i in 0..CLIENTS {
+        let probe = Arc::new(Probe {
+            remote: i < REMOTE,
+            pending: AtomicU64::new(0),
+        });
+        let id = bus
+            .register(
+                desc(
+                    &format!("p{i:02}"),
+                    ClientKind::Custom,
+                    ClientFlags::empty(),
+                ),
+                probe.clone(),
+            )
+            .expect("register")
+            .id;
+        if probe.remote {
+            remotes.push((id, probe));
+        }
+    }
+    // Worker threads that execute for the remote clients, spawned before any measurement.
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = remotes
+        .into_iter()
+        .map(|(id, probe)| {
+            let (bus, stop) = (bus.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let e = probe.pending.swap(0, Ordering::SeqCst);
+                    if e != 0 {
+                        bus.reset_execute(id, Epoch(e)).expect("remote execute");
+                    }
+                    std::thread::yield_now();
+                }
+            })
+        })
+        .collect();
+
+    // Warm-up reset: every path runs once before the measured one.
+    bus.admin_reset(AdminReset::Forced).expect("warm-up");
+    wait_for("warm-up", || ENDS.load(Ordering::SeqCst) == CLIENTS);
+    wait_for("operational", || bus.state() == State::Operational);
+    ENDS.store(0, Ordering::SeqCst);
+    FIRST_RESET_ALLOCS.store(u64::MAX, Ordering::SeqCst);
+
+    let before = allocations();
+    bus.admin_reset(AdminReset::Forced).expect("measured reset");
+    wait_for("measured reset", || ENDS.load(Ordering::SeqCst) == CLIENTS);
+    let after = allocations();
+
+    let first = FIRST_RESET_ALLOCS.load(Ordering::SeqCst);
+    let last = LAST_END_ALLOCS.load(Ordering::SeqCst);
+    assert_ne!(first, u64::MAX, "RESET was observed");
+    assert_eq!(
+        last - first,
+        0,
+        "allocations from first RESET to last RESET_END"
+    );
+    assert_eq!(
+        after - before,
+        0,
+        "allocations from the request to the last RESET_END"
+    );
+    assert_eq!(bus.epoch(), Epoch(3));
+    assert_eq!(bus.pnp_operations(), 0);
+
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.join().expect("worker");
+    }
+    // The counter is live: tearing down and this formatting allocate.
+    let _ = format!("{:?}", bus.state());
+    assert!(allocations() > after);
+}

@@ -1,0 +1,281 @@
+//! The virtual-time host: callbacks that call back into the bus, and whole scenarios.
+
+use hcabus::coordinator::{ClientState, State};
+use hcabus::recorder::RecordKind;
+use hcabus::sim::{scenarios, Agent, Behavior, Bus, Fault, SimHost, SimSetup};
+use hcabus::types::*;
+use hcabus::{Duration, Instant, Policy};
+use hcabus_tests::{acks_after, desc, events_of, run};
+use EventKind::*;
+
+fn setup(clients: Vec<(ClientDesc, Behavior)>, faults: Vec<(u64, Fault)>) -> SimSetup {
+    SimSetup {
+        name: "test".into(),
+        duration: Duration::from_ms(10_000),
+        policy: Policy {
+            quiesce_deadline_ms: 1_000,
+            ..Policy::default()
+        },
+        clients,
+        faults: faults
+            .into_iter()
+            .map(|(ms, f)| (Instant::from_ms(ms), f))
+            .collect(),
+        ..SimSetup::default()
+    }
+}
+
+fn custom(name: &str) -> ClientDesc {
+    desc(name, ClientKind::Custom, ClientFlags::empty())
+}
+
+#[test]
+fn default_scenario_recovers_with_every_client_back() {
+    let host = run(&scenarios::boot_from_san());
+    let c = host.coordinator();
+    assert_eq!(c.state(), State::Operational);
+    assert_eq!(c.epoch(), Epoch(2));
+    assert_eq!(host.resets().len(), 1);
+    let r = &host.resets()[0];
+    assert_eq!(r.reason, ResetReason::Catastrophic);
+    assert_eq!(r.outcome, "Restored");
+    assert_eq!(r.pnp_operations, 0);
+    assert!(r.forced_clients.is_empty());
+    for a in host.agents() {
+        assert_eq!(a.events(), [Reset, ResetEnd], "{}", a.name());
+    }
+    assert!(
+        host.checker().violations.is_empty(),
+        "{:?}",
+        host.checker().violations
+    );
+    assert!(host.checker().checked >= 12);
+}
+
+#[test]
+fn execute_from_inside_the_reset_callback() {
+    let host = run(&setup(
+        vec![
+            (custom("inline"), acks_after(0)),
+            (custom("other"), acks_after(0)),
+        ],
+        vec![(500, Fault::AdminReset)],
+    ));
+    let r = &host.resets()[0];
+    assert_eq!(
+        r.quiesce_us,
+        Some(0),
+        "both executed inside their callbacks"
+    );
+    assert_eq!(events_of(&host, "inline"), [Reset, ResetEnd]);
+}
+
+#[test]
+fn unregister_from_inside_the_reset_callback_counts_as_ready() {
+    let leaver = Behavior {
+        unregister_on_reset: true,
+        ..Behavior::default()
+    };
+    let host = run(&setup(
+        vec![(custom("stays"), acks_after(0)), (custom("leaver"), leaver)],
+        vec![(500, Fault::AdminReset)],
+    ));
+    let r = &host.resets()[0];
+    assert_eq!(r.outcome, "Restored");
+    assert_eq!(r.quiesce_us, Some(0), "no wait for the deadline");
+    assert_eq!(events_of(&host, "leaver"), [Reset]);
+    assert_eq!(host.coordinator().client_count(), 1);
+}
+
+#[test]
+fn reregister_from_inside_the_reset_callback_is_late_and_gets_reset_end() {
+    let rereg = Behavior {
+        reregister_on_reset: true,
+        ..Behavior::default()
+    };
+    let host = run(&setup(
+        vec![(custom("stays"), acks_after(0)), (custom("rereg"), rereg)],
+        vec![(500, Fault::AdminReset)],
+    ));
+    // Old id: RESET; new (late) id: RESET_END, without a RESET of its own.
+    assert_eq!(events_of(&host, "rereg"), [Reset, ResetEnd]);
+    let a = host
+        .agents()
+        .iter()
+        .find(|a| a.name() == "rereg")
+        .expect("agent");
+    let id = a.id().expect("registered again");
+    assert_eq!(
+        host.coordinator().client(id).expect("new id").state,
+        ClientState::Active
+    );
+    assert!(
+        host.checker().violations.is_empty(),
+        "{:?}",
+        host.checker().violations
+    );
+}
+
+/// An agent that, from its RESET callback, registers a helper, unregisters the helper,
+/// executes, and checks the bus state: everything a callback may do.
+#[derive(Debug)]
+struct Acrobat {
+    id: Option<ClientId>,
+    events: Vec<EventKind>,
+    helper_results: Vec<&'static str>,
+}
+
+impl Agent for Acrobat {
+    fn name(&self) -> &str {
+        "acrobat"
+    }
+    fn start(&mut self, bus: &mut Bus<'_>) {
+        self.id = Some(bus.register(custom("acrobat")).expect("register").id);
+    }
+    fn on_event(&mut self, bus: &mut Bus<'_>, id: ClientId, event: Event) {
+        self.events.push(event.kind());
+        if let Event::Reset { epoch, .. } = event {
+            assert_eq!(bus.state(), State::Quiescing);
+            let helper = bus
+                .register(custom("helper"))
+                .expect("register inside callback");
+            assert!(helper.late);
+            self.helper_results.push("registered");
+            bus.unregister(helper.id)
+                .expect("unregister inside callback");
+            self.helper_results.push("unregistered");
+            bus.reset_execute(id, epoch)
+                .expect("execute inside callback");
+            self.helper_results.push("executed");
+            // A second request from inside the callback joins the reset under way.
+            assert_eq!(bus.reset_request(id), Ok(epoch));
+        }
+    }
+    fn next_wake(&self) -> Option<Instant> {
+        None
+    }
+    fn wake(&mut self, _bus: &mut Bus<'_>) {}
+    fn events(&self) -> &[EventKind] {
+        &self.events
+    }
+    fn id(&self) -> Option<ClientId> {
+        self.id
+    }
+}
+
+#[test]
+fn register_unregister_execute_and_request_from_inside_a_callback() {
+    let s = setup(vec![], vec![(500, Fault::AdminReset)]);
+    let acrobat = Acrobat {
+        id: None,
+        events: Vec::new(),
+        helper_results: Vec::new(),
+    };
+    let mut host = SimHost::with_agents(&s, vec![Box::new(acrobat)]).expect("setup");
+    host.run();
+    assert_eq!(host.agents()[0].events(), [Reset, ResetEnd]);
+    assert_eq!(host.coordinator().state(), State::Operational);
+    assert_eq!(host.coordinator().counters().resets_started, 1);
+    assert_eq!(host.resets()[0].requests, 2);
+}
+
+#[test]
+fn stuck_client_is_forced_named_and_still_restarted() {
+    let wedged = Behavior {
+        never_ack: true,
+        ..Behavior::default()
+    };
+    let host = run(&setup(
+        vec![(custom("good"), acks_after(3)), (custom("wedged"), wedged)],
+        vec![(500, Fault::Catastrophic)],
+    ));
+    let r = &host.resets()[0];
+    assert_eq!(r.outcome, "Restored");
+    assert_eq!(r.forced_clients, ["wedged"]);
+    let quiesce = r.quiesce_us.expect("quiesce ended");
+    assert!(
+        quiesce >= 1_000_000,
+        "waited the full deadline: {quiesce}us"
+    );
+    assert_eq!(events_of(&host, "wedged"), [Reset, ResetEnd]);
+    let named = host.coordinator().recorder().iter().any(|rec| {
+        matches!(rec.kind, RecordKind::Unresponsive { name, .. } if name.as_str() == "wedged")
+    });
+    assert!(named);
+}
+
+#[test]
+fn vetoed_planned_reset_changes_nothing_in_hardware() {
+    let vetoer = Behavior {
+        veto_planned: true,
+        ..Behavior::default()
+    };
+    let host = run(&setup(
+        vec![
+            (custom("a"), acks_after(0)),
+            (
+                desc("db", ClientKind::Custom, ClientFlags::CAN_VETO),
+                vetoer,
+            ),
+        ],
+        vec![(500, Fault::PlannedReset)],
+    ));
+    let r = &host.resets()[0];
+    assert_eq!(r.outcome, "Aborted");
+    assert_eq!(r.vetoed_by.as_deref(), Some("db"));
+    assert_eq!(host.hca().stats().soft_resets, 0);
+    assert_eq!(host.coordinator().epoch(), Epoch(1));
+    assert_eq!(events_of(&host, "a"), [Reset, ResetAborted]);
+}
+
+#[test]
+fn client_requests_beyond_the_storm_limit_fail_the_device() {
+    let stormy = Behavior {
+        request_every: Some(Duration::from_ms(1_000)),
+        ..acks_after(0)
+    };
+    let host = run(&setup(vec![(custom("stormy"), stormy)], vec![]));
+    assert_eq!(host.coordinator().state(), State::Failed);
+    let outcomes: Vec<&str> = host.resets().iter().map(|r| r.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["Restored", "Restored", "Restored", "StormLimit"]);
+}
+
+#[test]
+fn hang_is_detected_and_recovered() {
+    let host = run(&setup(
+        vec![(custom("a"), acks_after(1))],
+        vec![(500, Fault::Hang)],
+    ));
+    let r = &host.resets()[0];
+    assert!(
+        matches!(
+            r.reason,
+            ResetReason::CommandTimeout | ResetReason::HealthStall
+        ),
+        "{:?}",
+        r.reason
+    );
+    assert_eq!(r.outcome, "Restored");
+    assert_eq!(
+        host.coordinator().counters().resets_started,
+        1,
+        "one reset for one hang"
+    );
+}
+
+#[test]
+fn surprise_removal_mid_reset_ends_everything() {
+    let host = run(&setup(
+        vec![(custom("a"), acks_after(0)), (custom("b"), acks_after(0))],
+        vec![(500, Fault::Catastrophic), (1_100, Fault::SurpriseRemoval)],
+    ));
+    // 1000: health poll sees the error; 1100: removed during the 200 ms hardware reset.
+    assert_eq!(host.coordinator().state(), State::Removed);
+    assert_eq!(events_of(&host, "a"), [Reset, DeviceFatal]);
+    assert_eq!(host.resets()[0].outcome, "Removed");
+    assert!(
+        host.checker().violations.is_empty(),
+        "{:?}",
+        host.checker().violations
+    );
+}

@@ -1,0 +1,3 @@
+//! Shared pieces of the hcabus command-line tools.
+
+pub mod timeline;

@@ -1,0 +1,256 @@
+//! A readable timeline of a simulated run: one lane per client, rebuilt from the flight
+//! recorder, and a summary of each reset.
+
+use std::fmt::Write as _;
+
+use hcabus::coordinator::Call;
+use hcabus::hca::HwStep;
+use hcabus::recorder::{Record, RecordKind};
+use hcabus::sim::SimHost;
+use hcabus::types::ClientId;
+
+const TIME_W: usize = 10;
+const BUS_W: usize = 34;
+
+fn us(v: Option<u64>) -> String {
+    match v {
+        Some(v) if v >= 1000 => format!("{}.{:03}ms", v / 1000, v % 1000),
+        Some(v) => format!("{v}us"),
+        None => "-".into(),
+    }
+}
+
+/// Cuts `text` to `width` characters so that lanes stay aligned.
+fn fit(text: String, width: usize) -> String {
+    if text.chars().count() <= width {
+        text
+    } else {
+        let mut t: String = text.chars().take(width.saturating_sub(1)).collect();
+        t.push('~');
+        t
+    }
+}
+
+/// Where a record goes: the bus column (`None`) or a client lane, and its text.
+fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
+    let lane = |id: ClientId| host.agent_of(id);
+    Some(match &rec.kind {
+        RecordKind::Transition { from, to } => (None, format!("{from} -> {to}")),
+        RecordKind::ResetStarted {
+            epoch,
+            reason,
+            planned,
+        } => (
+            None,
+            format!(
+                "reset of {epoch}: {reason}{}",
+                if *planned { " (planned)" } else { "" }
+            ),
+        ),
+        RecordKind::ResetJoined { reason } => (None, format!("{reason} joins")),
+        RecordKind::FollowUpScheduled { reason } => (None, format!("{reason}: follow-up")),
+        RecordKind::ResetFinished { epoch, outcome } => {
+            (None, format!("{} in {epoch}", outcome.as_str()))
+        }
+        RecordKind::ResetFailed { error, .. } => (None, format!("FAILED: {}", error.as_str())),
+        RecordKind::Event { client, event, .. } => (lane(*client), event.as_str().to_string()),
+        RecordKind::Call {
+            client: Some(c),
+            call,
+        } => match call {
+            Call::ResetExecute => (lane(*c), "execute".into()),
+            Call::Unregister => (lane(*c), "unregister".into()),
+            Call::Register => (lane(*c), "register".into()),
+            Call::ResetRequest => (lane(*c), "request".into()),
+            Call::ResetVeto => (lane(*c), "VETO".into()),
+            _ => return None,
+        },
+        RecordKind::Call { client: None, call } => (None, call.as_str().to_string()),
+        RecordKind::Refused { client, call, code } => (
+            client.and_then(lane),
+            format!("{} refused: {}", call.as_str(), code.as_str()),
+        ),
+        RecordKind::Unresponsive { client, .. } => (lane(*client), "FORCED".into()),
+        RecordKind::Hw { step, ok } => match step {
+            HwStep::ReadHealth | HwStep::ProbeReady if *ok => return None,
+            _ => (
+                None,
+                format!("hw {}{}", step.as_str(), if *ok { "" } else { " FAILED" }),
+            ),
+        },
+        RecordKind::Pnp { op } => (None, format!("PnP {}", op.as_str())),
+    })
+}
+
+/// Renders the run: header, timeline and summary.
+pub fn render(host: &SimHost) -> String {
+    let mut out = String::new();
+    let coord = host.coordinator();
+    let agents = host.agents();
+    let widths: Vec<usize> = agents.iter().map(|a| a.name().len().max(13)).collect();
+    let _ = writeln!(
+        out,
+        "hcasim: scenario '{}', seed {}, {} ms of virtual time, {} clients",
+        host.name(),
+        host.seed(),
+        host.end().as_ms(),
+        agents.len()
+    );
+    let _ = writeln!(out);
+
+    // Header.
+    let mut line = format!("{:>TIME_W$} | {:<BUS_W$}", "time ms", "bus");
+    for (a, w) in agents.iter().zip(&widths) {
+        let _ = write!(line, " | {:<w$}", a.name());
+    }
+    let _ = writeln!(out, "{}", line.trim_end());
+    let _ = writeln!(out, "{}", "-".repeat(line.trim_end().len()));
+
+    // Rows: records at the same instant share a row while their cells are free.
+    let mut row: Option<(u64, Vec<String>)> = None;
+    let lanes = agents.len() + 1;
+    let flush = |out: &mut String, row: &Option<(u64, Vec<String>)>| {
+        if let Some((t, cells)) = row {
+            let mut line = format!(
+                "{:>TIME_W$} | {:<BUS_W$}",
+                format!("{}.{:03}", t / 1000, t % 1000),
+                cells[0]
+            );
+            for (c, w) in cells[1..].iter().zip(&widths) {
+                let _ = write!(line, " | {c:<w$}");
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    };
+    for rec in coord.recorder().iter() {
+        // Registrations at start are noise in a timeline.
+        if matches!(
+            rec.kind,
+            RecordKind::Call {
+                call: Call::Register,
+                ..
+            }
+        ) && rec.at.as_us() == 0
+        {
+            continue;
+        }
+        let Some((lane, text)) = cell(host, rec) else {
+            continue;
+        };
+        let col = lane.map_or(0, |l| l + 1);
+        let t = rec.at.as_us();
+        let fits = matches!(&row, Some((rt, cells)) if *rt == t && cells[col].is_empty());
+        if !fits {
+            flush(&mut out, &row);
+            row = Some((t, vec![String::new(); lanes]));
+        }
+        if let Some((_, cells)) = row.as_mut() {
+            let w = if col == 0 { BUS_W } else { widths[col - 1] };
+            cells[col] = fit(text, w);
+        }
+    }
+    flush(&mut out, &row);
+    if coord.recorder().dropped() > 0 {
+        let _ = writeln!(
+            out,
+            "({} older records were overwritten in the flight recorder)",
+            coord.recorder().dropped()
+        );
+    }
+    let _ = writeln!(out);
+    out.push_str(&summary(host));
+    out
+}
+
+/// The reset table, clients, invariants and final state.
+pub fn summary(host: &SimHost) -> String {
+    let mut out = String::new();
+    let coord = host.coordinator();
+    let _ = writeln!(out, "resets:");
+    let _ = writeln!(
+        out,
+        "  {:<5} {:<15} {:<19} {:>11} {:>11} {:>11} {:>11} {:>6} {:>4}  forced / vetoed by",
+        "epoch", "reason", "outcome", "quiesce", "hw reset", "restore", "total", "allocs", "pnp"
+    );
+    for r in host.resets() {
+        let forced = if r.forced_clients.is_empty() {
+            r.vetoed_by.clone().unwrap_or_else(|| "-".into())
+        } else {
+            r.forced_clients.join(",")
+        };
+        let _ = writeln!(
+            out,
+            "  {:<5} {:<15} {:<19} {:>11} {:>11} {:>11} {:>11} {:>6} {:>4}  {}",
+            r.epoch.to_string(),
+            if r.restart {
+                "admin_restart"
+            } else {
+                r.reason.as_str()
+            },
+            r.outcome,
+            us(r.quiesce_us),
+            us(r.hw_reset_us),
+            us(r.restore_us),
+            us(r.total_us),
+            r.allocations.map_or("-".into(), |a| a.to_string()),
+            r.pnp_operations,
+            forced
+        );
+    }
+    if host.resets().is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    let _ = writeln!(out, "clients:");
+    for a in host.agents() {
+        let state = a
+            .id()
+            .and_then(|id| coord.client(id).ok())
+            .map_or("unregistered", |c| c.state.as_str());
+        let events: Vec<&str> = a.events().iter().map(|e| e.as_str()).collect();
+        let _ = writeln!(out, "  {:<14} {:<13} {}", a.name(), state, events.join(" "));
+    }
+    let checker = host.checker();
+    let _ = writeln!(
+        out,
+        "invariants: {} checked, {} violated",
+        checker.checked,
+        checker.violations.len()
+    );
+    for v in &checker.violations {
+        let _ = writeln!(out, "  VIOLATED: {v}");
+    }
+    let _ = writeln!(
+        out,
+        "final state: {}, epoch {}, pnp operations {}",
+        coord.state(),
+        coord.epoch(),
+        host.stats().pnp_operations
+    );
+    out
+}
+
+/// Every flight-recorder record, with client names.
+pub fn flight_record(host: &SimHost) -> String {
+    let mut out = String::new();
+    for rec in host.coordinator().recorder().iter() {
+        let _ = write!(out, "{rec}");
+        let id = match rec.kind {
+            RecordKind::Event { client, .. }
+            | RecordKind::Unresponsive { client, .. }
+            | RecordKind::Call {
+                client: Some(client),
+                ..
+            }
+            | RecordKind::Refused {
+                client: Some(client),
+                ..
+            } => Some(client),
+            _ => None,
+        };
+        if let Some(id) = id {
+            let _ = write!(out, "  [{}]", host.client_name(id));
+        }
+        let _ = writeln!(out);
+    }
+    out
+}
