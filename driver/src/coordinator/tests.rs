@@ -173,6 +173,52 @@ impl H {
             .collect()
     }
 
+    /// Runs timers and hardware in 10 ms steps, holding back deliveries, until the bus is
+    /// Restoring (RESET_END queued, not yet delivered). Returns the held deliveries.
+    fn drive_to_restoring(&mut self) -> Vec<(ClientId, Event)> {
+        let mut held = Vec::new();
+        for _ in 0..1_000 {
+            self.now = self.now + Duration::from_ms(10);
+            for i in 0..TimerId::COUNT {
+                if let Some((at, tok)) = self.timers[i] {
+                    if at <= self.now {
+                        self.timers[i] = None;
+                        self.c.timer_expired(self.now, TimerId::ALL[i], tok);
+                    }
+                }
+            }
+            while let Some(a) = self.c.pop_action() {
+                match a {
+                    Action::Deliver { client, event } => held.push((client, event)),
+                    Action::ArmTimer { timer, at, token } => {
+                        self.timers[timer as usize] = Some((at, token))
+                    }
+                    Action::CancelTimer { timer } => self.timers[timer as usize] = None,
+                    Action::Hw(step) => {
+                        self.hca.set_now(self.now);
+                        let done = execute(&mut self.hca, step);
+                        self.c.hw_complete(self.now, done);
+                    }
+                    Action::Pnp(op) => self.pnp.push(op),
+                    Action::ResetConcluded { .. } => self.concluded += 1,
+                }
+            }
+            if self.c.state() == State::Restoring {
+                return held;
+            }
+        }
+        panic!("never reached Restoring; state {}", self.c.state());
+    }
+
+    /// Delivers deliveries held back by [`H::drive_to_restoring`].
+    fn deliver_held(&mut self, held: Vec<(ClientId, Event)>) {
+        for (client, event) in held {
+            self.delivered.push((client, event));
+            self.c.event_delivered(self.now, client, event.kind());
+        }
+        self.pump();
+    }
+
     /// Executes every quiescing client and lets the hardware come back.
     fn complete(&mut self, ids: &[ClientId]) {
         for id in ids {
@@ -644,68 +690,23 @@ fn late_registrant_during_resetting_and_restoring() {
     h.request(a).expect("request");
     h.execute(a).expect("ready");
     h.execute(during_reset).expect("ready");
-    // Drive to Restoring without reporting deliveries.
-    let mut saw_restoring = false;
-    for _ in 0..400 {
-        h.now = h.now + Duration::from_ms(10);
-        for (i, t) in h.timers.clone().iter().enumerate() {
-            if let Some((at, tok)) = t {
-                if *at <= h.now {
-                    h.timers[i] = None;
-                    h.c.timer_expired(h.now, TimerId::ALL[i], *tok);
-                }
-            }
-        }
-        // Pump everything except deliveries.
-        let mut held = Vec::new();
-        while let Some(a) = h.c.pop_action() {
-            match a {
-                Action::Deliver { .. } => held.push(a),
-                Action::ArmTimer { timer, at, token } => {
-                    h.timers[timer as usize] = Some((at, token))
-                }
-                Action::CancelTimer { timer } => h.timers[timer as usize] = None,
-                Action::Hw(step) => {
-                    h.hca.set_now(h.now);
-                    let done = execute(&mut h.hca, step);
-                    h.c.hw_complete(h.now, done);
-                }
-                _ => {}
-            }
-        }
-        if h.c.state() == State::Restoring {
-            saw_restoring = true;
-            let reg =
-                h.c.register(
-                    h.now,
-                    ClientDesc::new("in-restore", ClientKind::Srp, ClientFlags::empty())
-                        .expect("fits"),
-                )
-                .expect("register");
-            assert!(reg.late);
-            // Deliver everything held, then the new one's RESET_END.
-            for a in held {
-                if let Action::Deliver { client, event } = a {
-                    h.delivered.push((client, event));
-                    h.c.event_delivered(h.now, client, event.kind());
-                }
-            }
-            assert_eq!(
-                h.c.state(),
-                State::Restoring,
-                "waits for the late RESET_END too"
-            );
-            h.pump();
-            assert_eq!(h.c.state(), State::Operational);
-            assert_eq!(h.events_of(reg.id), [ResetEnd]);
-            break;
-        }
-        assert!(
-            held.is_empty(),
-            "no delivery expected outside Restoring here"
-        );
+    let held = h.drive_to_restoring();
+    let d = ClientDesc::new("in-restore", ClientKind::Srp, ClientFlags::empty()).expect("fits");
+    let reg = h.c.register(h.now, d).expect("register");
+    assert!(reg.late);
+    assert_eq!(reg.state, State::Restoring);
+    for (client, event) in held {
+        h.delivered.push((client, event));
+        h.c.event_delivered(h.now, client, event.kind());
     }
-    assert!(saw_restoring);
+    assert_eq!(
+        h.c.state(),
+        State::Restoring,
+        "waits for the late RESET_END too"
+    );
+    h.pump();
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.events_of(reg.id), [ResetEnd]);
 }
 
 #[test]
@@ -875,47 +876,11 @@ fn requests_during_restore_cause_exactly_one_follow_up() {
     h.execute(a).expect("ready");
     h.execute(b).expect("ready");
     // Bring the hardware back but hold the RESET_END deliveries: the bus is Restoring.
-    let mut held = Vec::new();
-    for _ in 0..100 {
-        h.now = h.now + Duration::from_ms(10);
-        for (i, t) in h.timers.clone().iter().enumerate() {
-            if let Some((at, tok)) = t {
-                if *at <= h.now {
-                    h.timers[i] = None;
-                    h.c.timer_expired(h.now, TimerId::ALL[i], *tok);
-                }
-            }
-        }
-        while let Some(act) = h.c.pop_action() {
-            match act {
-                Action::Deliver { .. } => held.push(act),
-                Action::ArmTimer { timer, at, token } => {
-                    h.timers[timer as usize] = Some((at, token))
-                }
-                Action::CancelTimer { timer } => h.timers[timer as usize] = None,
-                Action::Hw(step) => {
-                    h.hca.set_now(h.now);
-                    let done = execute(&mut h.hca, step);
-                    h.c.hw_complete(h.now, done);
-                }
-                _ => {}
-            }
-        }
-        if h.c.state() == State::Restoring {
-            break;
-        }
-    }
-    assert_eq!(h.c.state(), State::Restoring);
+    let held = h.drive_to_restoring();
     assert_eq!(h.c.reset_request(h.now, a), Ok(Epoch(2)));
     assert_eq!(h.c.reset_request(h.now, b), Ok(Epoch(2)));
     h.c.command_timeout(h.now);
-    for act in held {
-        if let Action::Deliver { client, event } = act {
-            h.delivered.push((client, event));
-            h.c.event_delivered(h.now, client, event.kind());
-        }
-    }
-    h.pump();
+    h.deliver_held(held);
     assert_eq!(h.c.state(), State::Quiescing, "the follow-up started");
     h.complete(&[a, b]);
     assert_eq!(h.c.counters().resets_started, 2, "exactly one follow-up");
@@ -1262,6 +1227,24 @@ fn surprise_removal_during_quiesce() {
 #[test]
 fn surprise_removal_during_hardware_reset() {
     removal_in(State::Resetting);
+}
+
+#[test]
+fn surprise_removal_during_restore() {
+    let mut h = H::new();
+    let a = h.reg("a");
+    h.request(a).expect("request");
+    h.execute(a).expect("ready");
+    let held = h.drive_to_restoring();
+    h.c.surprise_removal(h.now);
+    h.deliver_held(held);
+    assert_eq!(h.c.state(), State::Removed);
+    assert_eq!(h.events_of(a), [Reset, ResetEnd, DeviceFatal]);
+    assert_eq!(
+        h.c.last_reset().expect("record").result,
+        Some(ResetResult::Removed)
+    );
+    assert!(h.timers.iter().all(Option::is_none));
 }
 
 #[test]

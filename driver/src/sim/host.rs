@@ -17,6 +17,7 @@ use crate::coordinator::*;
 use crate::hca::execute;
 use crate::policy::{Policy, PolicyError};
 use crate::sim::hca::{SimHca, SimHcaConfig};
+use crate::sim::verifier;
 use crate::time::{Duration, Instant};
 use crate::types::*;
 
@@ -321,7 +322,8 @@ impl InvariantChecker {
         }
     }
 
-    fn violate(&mut self, what: fmt::Arguments<'_>) {
+    /// Records a violation found by the host itself (the verifier, say).
+    pub fn violate(&mut self, what: fmt::Arguments<'_>) {
         // Formatting allocates; a violating run is a failing run, so the cost is moot.
         if self.violations.len() < MAX_VIOLATION_TEXTS {
             self.violations.push(what.to_string());
@@ -487,6 +489,8 @@ pub struct HostStats {
     pub hw_steps: u64,
     pub pnp_operations: u64,
     pub timer_expiries: u64,
+    /// Allocations made by callbacks at DISPATCH_LEVEL (needs an allocation probe).
+    pub dispatch_allocations: u64,
 }
 
 /// Reads a global allocation counter (a counting allocator lives in the binary).
@@ -821,6 +825,8 @@ impl SimHost {
                         self.checker.on_deliver(client, event);
                     }
                     if let Some((id, agent)) = bound {
+                        let _irql = verifier::raise_to_dispatch();
+                        let before = self.alloc_probe.map(|p| p());
                         let mut bus = Bus {
                             coord: &mut self.coord,
                             bindings: &mut self.bindings,
@@ -830,6 +836,17 @@ impl SimHost {
                             now,
                         };
                         self.agents[agent].on_event(&mut bus, id, event);
+                        if let (Some(before), Some(p)) = (before, self.alloc_probe) {
+                            let n = p().saturating_sub(before);
+                            if n > 0 {
+                                self.stats.dispatch_allocations += n;
+                                let name = self.agents[agent].name();
+                                self.checker.violate(format_args!(
+                                    "{name} allocated {n} times in its {} callback (DISPATCH_LEVEL)",
+                                    event.kind()
+                                ));
+                            }
+                        }
                         self.sync_checker_registrations();
                     }
                     self.coord.event_delivered(now, client, event.kind());

@@ -4,6 +4,7 @@ pub mod hca;
 pub mod host;
 pub mod scenarios;
 pub mod threaded;
+pub mod verifier;
 
 pub use hca::{SimHca, SimHcaConfig, SimHcaStats};
 pub use host::{

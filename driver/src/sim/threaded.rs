@@ -19,6 +19,7 @@ use crate::hca::{execute, Hca, HwError};
 use crate::hca::{HealthSample, Identity, Readiness};
 use crate::policy::PolicyError;
 use crate::sim::hca::SimHca;
+use crate::sim::verifier::{self, BlockAtDispatch};
 use crate::time::Instant;
 use crate::types::*;
 
@@ -62,6 +63,8 @@ struct Shared {
     core: Mutex<Core>,
     hca: Mutex<Box<dyn Hca + Send>>,
     timer_cv: Condvar,
+    /// Signalled whenever a drain ends, for [`ThreadedBus::wait_idle`].
+    idle_cv: Condvar,
     epoch_start: std::time::Instant,
 }
 
@@ -109,6 +112,7 @@ impl ThreadedHost {
             }),
             hca: Mutex::new(Box::new(hca)),
             timer_cv: Condvar::new(),
+            idle_cv: Condvar::new(),
             epoch_start,
         });
         let bus = ThreadedBus { shared };
@@ -222,6 +226,33 @@ impl ThreadedBus {
         self.inspect(Coordinator::epoch)
     }
 
+    /// Blocks until no reset is in progress and every action has been executed, or until
+    /// `timeout`; `Ok(false)` on timeout. A blocking call: refused at DISPATCH_LEVEL (from a
+    /// callback, where waiting for the reset would wait for itself).
+    pub fn wait_idle(&self, timeout: std::time::Duration) -> Result<bool, BlockAtDispatch> {
+        verifier::check_may_block("ThreadedBus::wait_idle")?;
+        let until = std::time::Instant::now() + timeout;
+        let mut core = lock(&self.shared.core);
+        loop {
+            if !core.draining
+                && core.coord.pending_actions() == 0
+                && !core.coord.reset_in_progress()
+            {
+                return Ok(true);
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            core = self
+                .shared
+                .idle_cv
+                .wait_timeout(core, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
     pub fn pnp_operations(&self) -> u64 {
         lock(&self.shared.core).pnp_operations
     }
@@ -250,6 +281,7 @@ impl ThreadedBus {
         loop {
             let Some(action) = core.coord.pop_action() else {
                 core.draining = false;
+                self.shared.idle_cv.notify_all();
                 return;
             };
             match action {
@@ -263,6 +295,8 @@ impl ThreadedBus {
                     };
                     drop(core);
                     if let Some(cb) = cb {
+                        // Callbacks run under DISPATCH_LEVEL rules: no blocking.
+                        let _irql = verifier::raise_to_dispatch();
                         cb.on_event(self, client, event);
                     }
                     core = lock(&self.shared.core);

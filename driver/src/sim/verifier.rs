@@ -1,0 +1,110 @@
+//! A small Driver Verifier for the hosts: IRQL discipline of SPEC §4 and §6.
+//!
+//! Callbacks and the coordinator's DPC-like work run "at DISPATCH_LEVEL": they may not
+//! block and may not allocate. Hosts raise the current thread's IRQL around that work with
+//! [`raise_to_dispatch`]; blocking primitives call [`check_may_block`] and refuse at raised
+//! IRQL (where a kernel would bugcheck with IRQL_NOT_LESS_OR_EQUAL); the virtual-time host
+//! compares an allocation probe before and after each raised section.
+
+use core::cell::Cell;
+use core::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The interrupt request levels the model distinguishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Irql {
+    Passive = 0,
+    Dispatch = 2,
+}
+
+std::thread_local! {
+    static IRQL: Cell<Irql> = const { Cell::new(Irql::Passive) };
+}
+
+static BLOCK_VIOLATIONS: AtomicU64 = AtomicU64::new(0);
+
+/// The current thread's IRQL.
+pub fn current() -> Irql {
+    IRQL.with(Cell::get)
+}
+
+/// Restores the previous IRQL when dropped.
+#[derive(Debug)]
+#[must_use = "the IRQL is lowered again when the guard is dropped"]
+pub struct Raised {
+    previous: Irql,
+}
+
+impl Drop for Raised {
+    fn drop(&mut self) {
+        IRQL.with(|c| c.set(self.previous));
+    }
+}
+
+/// Raises the current thread to DISPATCH_LEVEL until the guard is dropped.
+pub fn raise_to_dispatch() -> Raised {
+    let previous = IRQL.with(|c| c.replace(Irql::Dispatch));
+    Raised { previous }
+}
+
+/// A blocking call was attempted at DISPATCH_LEVEL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockAtDispatch {
+    pub what: &'static str,
+}
+
+impl fmt::Display for BlockAtDispatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} would block at DISPATCH_LEVEL", self.what)
+    }
+}
+
+impl std::error::Error for BlockAtDispatch {}
+
+/// Called by every blocking primitive of the hosts before it blocks.
+pub fn check_may_block(what: &'static str) -> Result<(), BlockAtDispatch> {
+    if current() >= Irql::Dispatch {
+        BLOCK_VIOLATIONS.fetch_add(1, Ordering::SeqCst);
+        log::error!("verifier: {what} called at DISPATCH_LEVEL");
+        return Err(BlockAtDispatch { what });
+    }
+    Ok(())
+}
+
+/// Blocking calls refused at DISPATCH_LEVEL since the process started, all threads.
+pub fn block_violations() -> u64 {
+    BLOCK_VIOLATIONS.load(Ordering::SeqCst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raising_and_lowering_nests() {
+        assert_eq!(current(), Irql::Passive);
+        assert!(check_may_block("test wait").is_ok());
+        {
+            let _outer = raise_to_dispatch();
+            assert_eq!(current(), Irql::Dispatch);
+            {
+                let _inner = raise_to_dispatch();
+            }
+            assert_eq!(current(), Irql::Dispatch, "inner guard restores DISPATCH");
+            let before = block_violations();
+            assert_eq!(
+                check_may_block("test wait"),
+                Err(BlockAtDispatch { what: "test wait" })
+            );
+            assert!(block_violations() > before);
+        }
+        assert_eq!(current(), Irql::Passive);
+    }
+
+    #[test]
+    fn irql_is_per_thread() {
+        let _raised = raise_to_dispatch();
+        let other = std::thread::spawn(current).join().expect("thread");
+        assert_eq!(other, Irql::Passive);
+    }
+}
