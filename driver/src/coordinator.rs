@@ -392,6 +392,8 @@ impl ResetRecord {
 /// Running totals since the bus started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counters {
+    pub registrations: u64,
+    pub unregistrations: u64,
     pub resets_started: u64,
     pub resets_restored: u64,
     pub resets_failed: u64,
@@ -698,6 +700,7 @@ impl Coordinator {
             last_ack_latency: None,
         });
         self.order.push(index as u16);
+        self.counters.registrations += 1;
         self.record(RecordKind::Call {
             client: Some(id),
             call: Call::Register,
@@ -732,6 +735,7 @@ impl Coordinator {
             client: Some(id),
             call: Call::Unregister,
         });
+        self.counters.unregistrations += 1;
         let entry = self.slots[index].entry.take();
         self.slots[index].generation = self.slots[index].generation.wrapping_add(1);
         if let Some(pos) = self.order.iter().position(|&i| usize::from(i) == index) {

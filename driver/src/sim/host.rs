@@ -518,6 +518,7 @@ pub struct SimHost {
     checker: InvariantChecker,
     alloc_probe: Option<AllocProbe>,
     window_start: Option<u64>,
+    membership_seen: u64,
     resets: Vec<ResetReport>,
     name: String,
     seed: u64,
@@ -568,6 +569,7 @@ impl SimHost {
             checker: InvariantChecker::new(max),
             alloc_probe: None,
             window_start: None,
+            membership_seen: 0,
             resets: Vec::with_capacity(MAX_REPORTED_RESETS),
             name: setup.name.clone(),
             seed: setup.seed,
@@ -783,6 +785,14 @@ impl SimHost {
 
     /// Keeps the checker's view of registrations in step with the coordinator's.
     fn sync_checker_registrations(&mut self) {
+        // Only when membership changed: scanning after every callback would make a reset
+        // quadratic in the number of clients.
+        let c = self.coord.counters();
+        let membership = c.registrations + c.unregistrations;
+        if membership == self.membership_seen {
+            return;
+        }
+        self.membership_seen = membership;
         for c in self.coord.clients() {
             let w = self.checker.slots[usize::from(c.id.index)];
             if w.id != Some(c.id) {

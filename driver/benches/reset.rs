@@ -1,0 +1,70 @@
+//! CPU cost of the reset path: one full reset (RESET fan-out, every execute, the hardware
+//! sequence on SimHca, RESET_END fan-out) on the virtual-time host, by client count; and the
+//! flight recorder's cost per record. Virtual time makes the 200 ms hardware wait free, so
+//! these figures are the coordinator's and the host's own work.
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use hcabus::recorder::{FlightRecorder, RecordKind};
+use hcabus::sim::{Behavior, Fault, SimHost, SimSetup};
+use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
+use hcabus::{Duration, HwStep, Instant};
+
+fn setup(clients: usize) -> SimSetup {
+    SimSetup {
+        name: "bench".into(),
+        duration: Duration::from_ms(2_000),
+        max_clients: 256,
+        recorder_capacity: 8192,
+        clients: (0..clients)
+            .map(|i| {
+                let d = ClientDesc::new(&format!("c{i}"), ClientKind::Custom, ClientFlags::empty())
+                    .expect("fits");
+                (d, Behavior::default())
+            })
+            .collect(),
+        ..SimSetup::default()
+    }
+}
+
+fn reset_cycle(c: &mut Criterion) {
+    let mut g = c.benchmark_group("reset_cycle");
+    for n in [1usize, 16, 64, 256] {
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
+            let s = setup(n);
+            b.iter_batched(
+                || {
+                    let mut host = SimHost::new(&s).expect("setup");
+                    host.run_until(Instant::from_ms(100));
+                    host
+                },
+                |mut host| {
+                    host.inject(Fault::AdminReset);
+                    host.run_until(Instant::from_ms(1_000));
+                    assert_eq!(host.coordinator().epoch().0, 2);
+                    host
+                },
+                BatchSize::SmallInput,
+            );
+        });
+    }
+    g.finish();
+}
+
+fn recorder(c: &mut Criterion) {
+    let mut r = FlightRecorder::new(4096);
+    let kind = RecordKind::Hw {
+        step: HwStep::ProbeReady,
+        ok: true,
+    };
+    let mut t = 0u64;
+    c.bench_function("flight_recorder/record", |b| {
+        b.iter(|| {
+            t += 1;
+            r.record(Instant::from_us(t), kind)
+        })
+    });
+}
+
+criterion_group!(benches, reset_cycle, recorder);
+criterion_main!(benches);
