@@ -63,6 +63,15 @@ pub enum ClientKind {
 }
 
 impl ClientKind {
+    pub const ALL: [ClientKind; 6] = [
+        ClientKind::Ibal,
+        ClientKind::Ipoib,
+        ClientKind::Srp,
+        ClientKind::BootDisk,
+        ClientKind::Uverbs,
+        ClientKind::Custom,
+    ];
+
     pub const fn as_str(self) -> &'static str {
         match self {
             ClientKind::Ibal => "ibal",

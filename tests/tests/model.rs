@@ -2,10 +2,9 @@
 //! never panics the coordinator and never breaks its invariants or the event guarantees.
 
 use hcabus::coordinator::*;
-use hcabus::hca::execute;
-use hcabus::sim::{InvariantChecker, SimHca, SimHcaConfig};
+use hcabus::sim::{SimHca, SimHcaConfig, Stepper};
 use hcabus::types::*;
-use hcabus::{Duration, Instant, Policy};
+use hcabus::Policy;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -50,40 +49,26 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 struct Model {
-    c: Coordinator,
-    hca: SimHca,
-    now: Instant,
-    timers: [Option<(Instant, u32)>; TimerId::COUNT],
+    s: Stepper,
     ids: Vec<ClientId>,
-    checker: InvariantChecker,
     epoch_seen: Epoch,
 }
 
 impl Model {
     fn new() -> Model {
-        let hca = SimHca::new(SimHcaConfig::default());
-        let c = Coordinator::new(
-            Config {
-                max_clients: 6,
-                recorder_capacity: 256,
-                policy: Policy {
-                    quiesce_deadline_ms: 800,
-                    hw_ready_timeout_ms: 1_000,
-                    auto_restart_window_ms: 20_000,
-                    storm_window_ms: 10_000,
-                    ..Policy::default()
-                },
+        let config = Config {
+            max_clients: 6,
+            recorder_capacity: 256,
+            policy: Policy {
+                quiesce_deadline_ms: 800,
+                hw_ready_timeout_ms: 1_000,
+                auto_restart_window_ms: 20_000,
+                storm_window_ms: 10_000,
+                ..Policy::default()
             },
-            hca.current_identity(),
-            Instant::ZERO,
-        )
-        .expect("policy");
+        };
         Model {
-            checker: InvariantChecker::new(c.max_clients()),
-            c,
-            hca,
-            now: Instant::ZERO,
-            timers: [None; TimerId::COUNT],
+            s: Stepper::new(config, SimHca::new(SimHcaConfig::default())).expect("policy"),
             ids: Vec::new(),
             epoch_seen: Epoch(1),
         }
@@ -93,54 +78,8 @@ impl Model {
         (!self.ids.is_empty()).then(|| self.ids[k % self.ids.len()])
     }
 
-    fn pump(&mut self) {
-        while let Some(a) = self.c.pop_action() {
-            match a {
-                Action::Deliver { client, event } => {
-                    if self.c.client(client).is_ok() {
-                        self.checker.on_deliver(client, event);
-                    }
-                    self.c.event_delivered(self.now, client, event.kind());
-                }
-                Action::ArmTimer { timer, at, token } => {
-                    self.timers[timer as usize] = Some((at, token))
-                }
-                Action::CancelTimer { timer } => self.timers[timer as usize] = None,
-                Action::Hw(step) => {
-                    self.hca.set_now(self.now);
-                    let done = execute(&mut self.hca, step);
-                    self.c.hw_complete(self.now, done);
-                }
-                Action::Pnp(_) => {}
-                Action::ResetConcluded { .. } => self.checker.on_reset_concluded(&self.c),
-            }
-        }
-    }
-
-    fn advance(&mut self, ms: u64) {
-        let end = self.now + Duration::from_ms(ms);
-        while let Some((at, i, tok)) = self
-            .timers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| t.map(|(at, tok)| (at, i, tok)))
-            .filter(|(at, _, _)| *at <= end)
-            .min()
-        {
-            self.now = self.now.max(at);
-            self.timers[i] = None;
-            self.c.timer_expired(self.now, TimerId::ALL[i], tok);
-            self.pump();
-        }
-        self.now = end;
-    }
-
-    fn last_reset_epoch(&self) -> Epoch {
-        self.c.last_reset().map_or(self.c.epoch(), |r| r.epoch)
-    }
-
     fn apply(&mut self, op: &Op) {
-        let now = self.now;
+        let now = self.s.now;
         match *op {
             Op::Register { veto } => {
                 let flags = if veto {
@@ -149,34 +88,31 @@ impl Model {
                     ClientFlags::empty()
                 };
                 let d = ClientDesc::new("c", ClientKind::Custom, flags).expect("fits");
-                if let Ok(r) = self.c.register(now, d) {
-                    self.checker
-                        .on_register(r.id, r.late, r.state == State::Failed);
+                if let Ok(r) = self.s.c.register(now, d) {
                     self.ids.push(r.id);
                 }
             }
             Op::Unregister(k) => {
                 if let Some(id) = self.pick(k) {
-                    if self.c.unregister(now, id).is_ok() {
-                        self.checker.on_unregister(id);
-                    }
+                    let _ = self.s.c.unregister(now, id);
                 }
             }
             Op::Request(k) => {
                 if let Some(id) = self.pick(k) {
-                    let _ = self.c.reset_request(now, id);
+                    let _ = self.s.c.reset_request(now, id);
                 }
             }
             Op::Execute(k, d) => {
                 if let Some(id) = self.pick(k) {
-                    let e = Epoch(self.last_reset_epoch().0.saturating_add_signed(d.into()));
-                    let _ = self.c.reset_execute(now, id, e);
+                    let base = self.s.c.last_reset().map_or(self.s.c.epoch(), |r| r.epoch);
+                    let e = Epoch(base.0.saturating_add_signed(d.into()));
+                    let _ = self.s.c.reset_execute(now, id, e);
                 }
             }
             Op::Veto(k) => {
                 if let Some(id) = self.pick(k) {
-                    let e = self.last_reset_epoch();
-                    let _ = self.c.reset_veto(now, id, e);
+                    let e = self.s.c.last_reset().map_or(self.s.c.epoch(), |r| r.epoch);
+                    let _ = self.s.c.reset_veto(now, id, e);
                 }
             }
             Op::Admin(kind) => {
@@ -186,47 +122,48 @@ impl Model {
                     AdminReset::FirmwareActivate,
                 ][kind as usize];
                 if kind == AdminReset::FirmwareActivate {
-                    let fw = self.hca.current_identity().fw_version + 1;
-                    self.hca.stage_firmware(fw);
+                    let fw = self.s.hca.current_identity().fw_version + 1;
+                    self.s.hca.stage_firmware(fw);
                 }
-                let _ = self.c.admin_reset(now, kind);
+                let _ = self.s.c.admin_reset(now, kind);
             }
             Op::Restart => {
-                let _ = self.c.admin_restart(now);
+                let _ = self.s.c.admin_restart(now);
             }
-            Op::Advance(ms) => self.advance(ms.into()),
-            Op::Catastrophic => self.c.catastrophic_error(now),
-            Op::CommandTimeout => self.c.command_timeout(now),
-            Op::HwFails(n) => self.hca.fail_next_resets(n.into()),
-            Op::NeverReturns => self.hca.never_return(),
-            Op::Replace => self.hca.replace_on_next_reset(),
+            Op::Advance(ms) => self.s.advance(ms.into()),
+            Op::Catastrophic => self.s.c.catastrophic_error(now),
+            Op::CommandTimeout => self.s.c.command_timeout(now),
+            Op::HwFails(n) => self.s.hca.fail_next_resets(n.into()),
+            Op::NeverReturns => self.s.hca.never_return(),
+            Op::Replace => self.s.hca.replace_on_next_reset(),
             Op::Removal => {
-                self.hca.remove();
-                self.c.surprise_removal(now);
+                self.s.hca.remove();
+                self.s.c.surprise_removal(now);
             }
             Op::BogusId(index, generation) => {
                 let id = ClientId { index, generation };
-                if self.c.client(id).is_err() {
-                    assert!(self.c.unregister(now, id).is_err());
-                    assert!(self.c.reset_request(now, id).is_err());
-                    assert!(self.c.reset_execute(now, id, self.c.epoch()).is_err());
-                    assert!(self.c.reset_veto(now, id, self.c.epoch()).is_err());
+                if self.s.c.client(id).is_err() {
+                    let e = self.s.c.epoch();
+                    assert!(self.s.c.unregister(now, id).is_err());
+                    assert!(self.s.c.reset_request(now, id).is_err());
+                    assert!(self.s.c.reset_execute(now, id, e).is_err());
+                    assert!(self.s.c.reset_veto(now, id, e).is_err());
                 }
             }
             Op::SetDeadline(ms) => {
                 let p = Policy {
                     quiesce_deadline_ms: ms,
-                    ..*self.c.policy()
+                    ..*self.s.c.policy()
                 };
-                let r = self.c.set_policy(now, p);
+                let r = self.s.c.set_policy(now, p);
                 assert_eq!(r.is_ok(), ms > 0);
             }
         }
-        self.pump();
+        self.s.pump();
     }
 
     fn check(&mut self) -> Result<(), TestCaseError> {
-        let c = &self.c;
+        let c = &self.s.c;
         let busy = matches!(
             c.state(),
             State::Quiescing | State::Resetting | State::Restoring
@@ -258,9 +195,9 @@ impl Model {
             }
         }
         prop_assert!(
-            self.checker.violations.is_empty(),
+            self.s.checker.violations.is_empty(),
             "{:?}",
-            self.checker.violations
+            self.s.checker.violations
         );
         Ok(())
     }
@@ -272,14 +209,13 @@ proptest! {
     #[test]
     fn any_call_sequence_keeps_the_invariants(ops in prop::collection::vec(op(), 1..80)) {
         let mut m = Model::new();
-        m.pump();
         for op in &ops {
             m.apply(op);
             m.check()?;
         }
         // Let every pending wait run out: the bus must settle.
-        m.advance(700_000);
+        m.s.advance(700_000);
         m.check()?;
-        prop_assert!(!m.c.reset_in_progress(), "stuck in {}", m.c.state());
+        prop_assert!(!m.s.c.reset_in_progress(), "stuck in {}", m.s.c.state());
     }
 }

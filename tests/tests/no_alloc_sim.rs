@@ -20,14 +20,7 @@ fn allocations() -> u64 {
 
 #[test]
 fn no_allocation_from_first_reset_to_last_reset_end() {
-    let kinds = [
-        ClientKind::Ibal,
-        ClientKind::Ipoib,
-        ClientKind::Srp,
-        ClientKind::BootDisk,
-        ClientKind::Uverbs,
-        ClientKind::Custom,
-    ];
+    let kinds = ClientKind::ALL;
     let mut clients = Vec::new();
     for i in 0..20u64 {
         let behavior = match i {

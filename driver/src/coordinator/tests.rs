@@ -7,19 +7,11 @@
 use std::vec::Vec;
 
 use super::*;
-use crate::hca::{execute, Identity};
+use crate::hca::Identity;
 use crate::sim::hca::{SimHca, SimHcaConfig};
+use crate::sim::Stepper;
 
-struct H {
-    c: Coordinator,
-    hca: SimHca,
-    now: Instant,
-    timers: [Option<(Instant, u32)>; TimerId::COUNT],
-    delivered: Vec<(ClientId, Event)>,
-    hw_steps: Vec<HwStep>,
-    pnp: Vec<PnpOp>,
-    concluded: u32,
-}
+type H = Stepper;
 
 fn policy() -> Policy {
     Policy {
@@ -30,37 +22,35 @@ fn policy() -> Policy {
     }
 }
 
-impl H {
-    fn new() -> H {
-        H::with(policy(), 8)
-    }
+fn harness() -> H {
+    harness_with(policy(), 8)
+}
 
-    fn with(policy: Policy, max_clients: u16) -> H {
-        let hca = SimHca::new(SimHcaConfig::default());
-        let c = Coordinator::new(
-            Config {
-                max_clients,
-                recorder_capacity: 1024,
-                policy,
-            },
-            hca.current_identity(),
-            Instant::ZERO,
-        )
-        .expect("valid policy");
-        let mut h = H {
-            c,
-            hca,
-            now: Instant::ZERO,
-            timers: [None; TimerId::COUNT],
-            delivered: Vec::new(),
-            hw_steps: Vec::new(),
-            pnp: Vec::new(),
-            concluded: 0,
-        };
-        h.pump();
-        h
-    }
+fn harness_with(policy: Policy, max_clients: u16) -> H {
+    let config = Config {
+        max_clients,
+        recorder_capacity: 1024,
+        policy,
+    };
+    let mut s = Stepper::new(config, SimHca::new(SimHcaConfig::default())).expect("valid policy");
+    s.strict = true;
+    s
+}
 
+/// Shorthands for the calls these tests make.
+trait Shorthand {
+    fn reg(&mut self, name: &str) -> ClientId;
+    fn reg_flags(&mut self, name: &str, flags: ClientFlags) -> ClientId;
+    fn reset_epoch_of(&self, id: ClientId) -> Epoch;
+    fn request(&mut self, id: ClientId) -> Result<Epoch, RequestError>;
+    fn execute(&mut self, id: ClientId) -> Result<ExecuteOutcome, ExecuteError>;
+    fn admin(&mut self, kind: AdminReset) -> Result<Epoch, AdminResetError>;
+    fn asserts(&self) -> usize;
+    fn transitions(&self) -> Vec<(State, State)>;
+    fn complete(&mut self, ids: &[ClientId]);
+}
+
+impl Shorthand for H {
     fn reg(&mut self, name: &str) -> ClientId {
         self.reg_flags(name, ClientFlags::empty())
     }
@@ -70,59 +60,6 @@ impl H {
         let r = self.c.register(self.now, d).expect("register");
         self.pump();
         r.id
-    }
-
-    fn pump(&mut self) {
-        while let Some(a) = self.c.pop_action() {
-            match a {
-                Action::Deliver { client, event } => {
-                    self.delivered.push((client, event));
-                    self.c.event_delivered(self.now, client, event.kind());
-                }
-                Action::ArmTimer { timer, at, token } => {
-                    self.timers[timer as usize] = Some((at, token))
-                }
-                Action::CancelTimer { timer } => self.timers[timer as usize] = None,
-                Action::Hw(step) => {
-                    self.hw_steps.push(step);
-                    self.hca.set_now(self.now);
-                    let done = execute(&mut self.hca, step);
-                    self.c.hw_complete(self.now, done);
-                }
-                Action::Pnp(op) => self.pnp.push(op),
-                Action::ResetConcluded { .. } => self.concluded += 1,
-            }
-        }
-    }
-
-    /// Moves time forward `ms`, firing timers in order as they come due.
-    fn advance(&mut self, ms: u64) {
-        let end = self.now + Duration::from_ms(ms);
-        loop {
-            let next = self
-                .timers
-                .iter()
-                .enumerate()
-                .filter_map(|(i, t)| t.map(|(at, tok)| (at, i, tok)))
-                .filter(|(at, _, _)| *at <= end)
-                .min();
-            let Some((at, i, tok)) = next else {
-                break;
-            };
-            self.now = self.now.max(at);
-            self.timers[i] = None;
-            self.c.timer_expired(self.now, TimerId::ALL[i], tok);
-            self.pump();
-        }
-        self.now = end;
-    }
-
-    fn events_of(&self, id: ClientId) -> Vec<EventKind> {
-        self.delivered
-            .iter()
-            .filter(|(c, _)| *c == id)
-            .map(|(_, e)| e.kind())
-            .collect()
     }
 
     fn reset_epoch_of(&self, id: ClientId) -> Epoch {
@@ -171,52 +108,6 @@ impl H {
                 _ => None,
             })
             .collect()
-    }
-
-    /// Runs timers and hardware in 10 ms steps, holding back deliveries, until the bus is
-    /// Restoring (RESET_END queued, not yet delivered). Returns the held deliveries.
-    fn drive_to_restoring(&mut self) -> Vec<(ClientId, Event)> {
-        let mut held = Vec::new();
-        for _ in 0..1_000 {
-            self.now = self.now + Duration::from_ms(10);
-            for i in 0..TimerId::COUNT {
-                if let Some((at, tok)) = self.timers[i] {
-                    if at <= self.now {
-                        self.timers[i] = None;
-                        self.c.timer_expired(self.now, TimerId::ALL[i], tok);
-                    }
-                }
-            }
-            while let Some(a) = self.c.pop_action() {
-                match a {
-                    Action::Deliver { client, event } => held.push((client, event)),
-                    Action::ArmTimer { timer, at, token } => {
-                        self.timers[timer as usize] = Some((at, token))
-                    }
-                    Action::CancelTimer { timer } => self.timers[timer as usize] = None,
-                    Action::Hw(step) => {
-                        self.hca.set_now(self.now);
-                        let done = execute(&mut self.hca, step);
-                        self.c.hw_complete(self.now, done);
-                    }
-                    Action::Pnp(op) => self.pnp.push(op),
-                    Action::ResetConcluded { .. } => self.concluded += 1,
-                }
-            }
-            if self.c.state() == State::Restoring {
-                return held;
-            }
-        }
-        panic!("never reached Restoring; state {}", self.c.state());
-    }
-
-    /// Delivers deliveries held back by [`H::drive_to_restoring`].
-    fn deliver_held(&mut self, held: Vec<(ClientId, Event)>) {
-        for (client, event) in held {
-            self.delivered.push((client, event));
-            self.c.event_delivered(self.now, client, event.kind());
-        }
-        self.pump();
     }
 
     /// Executes every quiescing client and lets the hardware come back.
@@ -272,7 +163,7 @@ fn transition_table_is_exactly_spec_section_5() {
 
 #[test]
 fn operational_to_quiescing_on_client_request_sends_reset_to_everyone() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let b = h.reg("b");
     assert_eq!(h.request(a), Ok(Epoch(1)));
@@ -299,7 +190,7 @@ fn operational_to_quiescing_on_client_request_sends_reset_to_everyone() {
 
 #[test]
 fn full_cycle_quiescing_resetting_restoring_operational() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let b = h.reg("b");
     h.request(a).expect("request");
@@ -356,7 +247,7 @@ fn full_cycle_quiescing_resetting_restoring_operational() {
 
 #[test]
 fn reset_in_reverse_and_reset_end_in_registration_order_with_reused_slots() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let b = h.reg("b");
     let c = h.reg("c");
@@ -384,7 +275,7 @@ fn reset_in_reverse_and_reset_end_in_registration_order_with_reused_slots() {
 
 #[test]
 fn quiescing_to_resetting_at_deadline_marks_unresponsive_and_names_it() {
-    let mut h = H::new();
+    let mut h = harness();
     let good = h.reg("good");
     let wedged = h.reg("wedged");
     h.request(good).expect("request");
@@ -416,7 +307,7 @@ fn quiescing_to_resetting_at_deadline_marks_unresponsive_and_names_it() {
 
 #[test]
 fn unresponsive_client_executing_after_deadline_is_too_late() {
-    let mut h = H::with(
+    let mut h = harness_with(
         Policy {
             hw_ready_timeout_ms: 5_000,
             ..policy()
@@ -436,7 +327,7 @@ fn unresponsive_client_executing_after_deadline_is_too_late() {
 
 #[test]
 fn planned_reset_with_abort_on_unresponsive_aborts_at_deadline() {
-    let mut h = H::with(
+    let mut h = harness_with(
         Policy {
             abort_on_unresponsive: true,
             ..policy()
@@ -458,7 +349,7 @@ fn planned_reset_with_abort_on_unresponsive_aborts_at_deadline() {
 
 #[test]
 fn forced_reset_ignores_abort_on_unresponsive() {
-    let mut h = H::with(
+    let mut h = harness_with(
         Policy {
             abort_on_unresponsive: true,
             ..policy()
@@ -473,7 +364,7 @@ fn forced_reset_ignores_abort_on_unresponsive() {
 
 #[test]
 fn planned_reset_vetoed_aborts_everyone_no_hardware_reset_same_epoch() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     h.admin(AdminReset::Planned).expect("planned");
@@ -499,7 +390,7 @@ fn planned_reset_vetoed_aborts_everyone_no_hardware_reset_same_epoch() {
 
 #[test]
 fn veto_refusals() {
-    let mut h = H::new();
+    let mut h = harness();
     let plain = h.reg("plain");
     let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     assert_eq!(
@@ -531,7 +422,7 @@ fn veto_refusals() {
 
 #[test]
 fn late_vetoer_outside_barrier_is_refused() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.admin(AdminReset::Planned).expect("planned");
     let late = h.reg_flags("late", ClientFlags::CAN_VETO);
@@ -545,7 +436,7 @@ fn late_vetoer_outside_barrier_is_refused() {
 
 #[test]
 fn catastrophic_joining_a_planned_reset_makes_it_unvetoable() {
-    let mut h = H::new();
+    let mut h = harness();
     let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     h.admin(AdminReset::Planned).expect("planned");
     h.c.catastrophic_error(h.now);
@@ -564,7 +455,7 @@ fn catastrophic_joining_a_planned_reset_makes_it_unvetoable() {
 
 #[test]
 fn health_catastrophic_word_starts_a_fatal_reset() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.hca.inject_catastrophic(0xdead);
     h.advance(1_000);
@@ -582,7 +473,7 @@ fn health_catastrophic_word_starts_a_fatal_reset() {
 
 #[test]
 fn health_counter_stalled_for_three_polls_starts_a_hang_reset() {
-    let mut h = H::new();
+    let mut h = harness();
     let _a = h.reg("a");
     h.hca.set_now(h.now);
     h.hca.stall_health();
@@ -602,7 +493,7 @@ fn health_counter_stalled_for_three_polls_starts_a_hang_reset() {
 
 #[test]
 fn command_timeout_starts_a_reset() {
-    let mut h = H::new();
+    let mut h = harness();
     let _a = h.reg("a");
     h.c.command_timeout(h.now);
     h.pump();
@@ -615,7 +506,7 @@ fn command_timeout_starts_a_reset() {
 
 #[test]
 fn health_is_not_polled_during_a_reset() {
-    let mut h = H::new();
+    let mut h = harness();
     let wedged = h.reg("wedged");
     h.admin(AdminReset::Planned).expect("planned");
     let polls_before = h
@@ -638,7 +529,7 @@ fn health_is_not_polled_during_a_reset() {
 
 #[test]
 fn idle_client_gets_reset_and_is_in_the_barrier() {
-    let mut h = H::new();
+    let mut h = harness();
     let busy = h.reg("busy");
     let idle = h.reg("idle");
     h.request(busy).expect("request");
@@ -657,7 +548,7 @@ fn idle_client_gets_reset_and_is_in_the_barrier() {
 
 #[test]
 fn late_registrant_is_not_in_barrier_gets_no_reset_and_first_event_is_reset_end() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.request(a).expect("request");
     let d = ClientDesc::new("late", ClientKind::Ipoib, ClientFlags::empty()).expect("fits");
@@ -677,7 +568,7 @@ fn late_registrant_is_not_in_barrier_gets_no_reset_and_first_event_is_reset_end(
 
 #[test]
 fn late_registrant_during_resetting_and_restoring() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.request(a).expect("request");
     h.execute(a).expect("ready");
@@ -690,14 +581,13 @@ fn late_registrant_during_resetting_and_restoring() {
     h.request(a).expect("request");
     h.execute(a).expect("ready");
     h.execute(during_reset).expect("ready");
-    let held = h.drive_to_restoring();
+    let held = h.drive_to_restoring().expect("reaches Restoring");
     let d = ClientDesc::new("in-restore", ClientKind::Srp, ClientFlags::empty()).expect("fits");
     let reg = h.c.register(h.now, d).expect("register");
     assert!(reg.late);
     assert_eq!(reg.state, State::Restoring);
     for (client, event) in held {
-        h.delivered.push((client, event));
-        h.c.event_delivered(h.now, client, event.kind());
+        h.deliver(client, event);
     }
     assert_eq!(
         h.c.state(),
@@ -711,7 +601,7 @@ fn late_registrant_during_resetting_and_restoring() {
 
 #[test]
 fn execute_with_no_reset_pending_is_refused_and_changes_nothing() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let seq = h.c.recorder().next_seq();
     assert_eq!(
@@ -735,7 +625,7 @@ fn execute_with_no_reset_pending_is_refused_and_changes_nothing() {
 
 #[test]
 fn execute_twice_is_a_no_op() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let b = h.reg("b");
     h.request(a).expect("request");
@@ -753,7 +643,7 @@ fn execute_twice_is_a_no_op() {
 
 #[test]
 fn execute_with_stale_epoch_or_from_outside_the_barrier_is_refused() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.request(a).expect("request");
     h.complete(&[a]);
@@ -774,7 +664,7 @@ fn execute_with_stale_epoch_or_from_outside_the_barrier_is_refused() {
 
 #[test]
 fn unregister_during_quiesce_counts_as_ready() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let leaver = h.reg("leaver");
     h.request(a).expect("request");
@@ -788,7 +678,7 @@ fn unregister_during_quiesce_counts_as_ready() {
 
 #[test]
 fn stale_ids_are_refused_after_their_slot_is_reused() {
-    let mut h = H::new();
+    let mut h = harness();
     let old = h.reg("old");
     h.c.unregister(h.now, old).expect("unregister");
     let new = h.reg("new");
@@ -828,7 +718,7 @@ fn stale_ids_are_refused_after_their_slot_is_reused() {
 
 #[test]
 fn registration_beyond_capacity_fails_cleanly_and_harms_nobody() {
-    let mut h = H::with(policy(), 3);
+    let mut h = harness_with(policy(), 3);
     let ids: Vec<ClientId> = ["a", "b", "c"].iter().map(|n| h.reg(n)).collect();
     let d = ClientDesc::new("d", ClientKind::Custom, ClientFlags::empty()).expect("fits");
     assert_eq!(h.c.register(h.now, d), Err(RegisterError::CapacityFull));
@@ -842,7 +732,7 @@ fn registration_beyond_capacity_fails_cleanly_and_harms_nobody() {
 
 #[test]
 fn request_during_quiesce_and_hardware_reset_joins() {
-    let mut h = H::with(
+    let mut h = harness_with(
         Policy {
             hw_ready_timeout_ms: 5_000,
             ..policy()
@@ -869,14 +759,14 @@ fn request_during_quiesce_and_hardware_reset_joins() {
 
 #[test]
 fn requests_during_restore_cause_exactly_one_follow_up() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let b = h.reg("b");
     h.request(a).expect("request");
     h.execute(a).expect("ready");
     h.execute(b).expect("ready");
     // Bring the hardware back but hold the RESET_END deliveries: the bus is Restoring.
-    let held = h.drive_to_restoring();
+    let held = h.drive_to_restoring().expect("reaches Restoring");
     assert_eq!(h.c.reset_request(h.now, a), Ok(Epoch(2)));
     assert_eq!(h.c.reset_request(h.now, b), Ok(Epoch(2)));
     h.c.command_timeout(h.now);
@@ -895,7 +785,7 @@ fn requests_during_restore_cause_exactly_one_follow_up() {
 
 #[test]
 fn request_and_catastrophic_at_the_same_instant_make_one_hardware_reset() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let b = h.reg("b");
     h.c.reset_request(h.now, a).expect("request");
@@ -915,7 +805,7 @@ fn request_and_catastrophic_at_the_same_instant_make_one_hardware_reset() {
 
 #[test]
 fn hardware_reset_fails_twice_then_succeeds() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.hca.fail_next_resets(2);
     h.request(a).expect("request");
@@ -930,7 +820,7 @@ fn hardware_reset_fails_twice_then_succeeds() {
 
 #[test]
 fn hardware_reset_failing_always_tries_flr_then_fails_hardware_dead_then_admin_restart() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.hca.fail_next_resets(4);
     h.request(a).expect("request");
@@ -966,14 +856,14 @@ fn hardware_reset_failing_always_tries_flr_then_fails_hardware_dead_then_admin_r
 
 #[test]
 fn admin_restart_of_a_healthy_device_is_refused() {
-    let mut h = H::new();
+    let mut h = harness();
     assert_eq!(h.c.admin_restart(h.now), Err(RestartError::NotFailed));
     assert_eq!(h.c.state(), State::Operational);
 }
 
 #[test]
 fn device_that_never_returns_is_failed_when_the_auto_restart_window_ends() {
-    let mut h = H::with(
+    let mut h = harness_with(
         Policy {
             auto_restart_window_ms: 30_000,
             ..policy()
@@ -1004,7 +894,7 @@ fn device_that_never_returns_is_failed_when_the_auto_restart_window_ends() {
 
 #[test]
 fn device_returning_late_within_the_window_is_restored() {
-    let mut h = H::new();
+    let mut h = harness();
     h.hca = SimHca::new(SimHcaConfig {
         hw_reset: Duration::from_ms(20_000),
         ..SimHcaConfig::default()
@@ -1019,7 +909,7 @@ fn device_returning_late_within_the_window_is_restored() {
 
 #[test]
 fn another_node_guid_after_reset_fails_device_replaced_with_pnp() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.hca.replace_on_next_reset();
     h.request(a).expect("request");
@@ -1043,7 +933,7 @@ fn another_node_guid_after_reset_fails_device_replaced_with_pnp() {
 
 #[test]
 fn firmware_change_on_activation_is_firmware_changed() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let new_fw = Identity::fw_version(2, 43, 0);
     h.hca.stage_firmware(new_fw);
@@ -1063,7 +953,7 @@ fn firmware_change_on_activation_is_firmware_changed() {
 
 #[test]
 fn firmware_change_without_activation_is_treated_as_another_device() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.hca.stage_firmware(Identity::fw_version(9, 0, 0));
     h.request(a).expect("request");
@@ -1080,7 +970,7 @@ fn firmware_change_without_activation_is_treated_as_another_device() {
 
 #[test]
 fn soft_reset_performs_zero_pnp_operations() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.request(a).expect("request");
     h.complete(&[a]);
@@ -1094,7 +984,7 @@ fn soft_reset_performs_zero_pnp_operations() {
 
 #[test]
 fn fourth_automatic_reset_in_the_storm_window_fails_storm_limit() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     for i in 0..3 {
         assert!(h.request(a).is_ok(), "reset {i} allowed");
@@ -1124,7 +1014,7 @@ fn fourth_automatic_reset_in_the_storm_window_fails_storm_limit() {
 
 #[test]
 fn administrator_reset_is_never_refused_by_storm_control() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     for _ in 0..3 {
         h.request(a).expect("automatic");
@@ -1139,7 +1029,7 @@ fn administrator_reset_is_never_refused_by_storm_control() {
 
 #[test]
 fn storm_window_forgets_old_resets() {
-    let mut h = H::with(
+    let mut h = harness_with(
         Policy {
             storm_window_ms: 10_000,
             ..policy()
@@ -1159,7 +1049,7 @@ fn storm_window_forgets_old_resets() {
 // ----- surprise removal ------------------------------------------------------------------------
 
 fn removal_in(state: State) {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     let b = h.reg("b");
     match state {
@@ -1231,11 +1121,11 @@ fn surprise_removal_during_hardware_reset() {
 
 #[test]
 fn surprise_removal_during_restore() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.request(a).expect("request");
     h.execute(a).expect("ready");
-    let held = h.drive_to_restoring();
+    let held = h.drive_to_restoring().expect("reaches Restoring");
     h.c.surprise_removal(h.now);
     h.deliver_held(held);
     assert_eq!(h.c.state(), State::Removed);
@@ -1256,7 +1146,7 @@ fn surprise_removal_of_a_failed_device() {
 
 #[test]
 fn stale_timer_expiry_is_ignored() {
-    let mut h = H::new();
+    let mut h = harness();
     let a = h.reg("a");
     h.request(a).expect("request");
     let (_, token) = h.timers[TimerId::QuiesceDeadline as usize].expect("deadline armed");
@@ -1270,7 +1160,7 @@ fn stale_timer_expiry_is_ignored() {
 
 #[test]
 fn invalid_policy_is_refused_and_the_old_one_kept() {
-    let mut h = H::new();
+    let mut h = harness();
     let bad = Policy {
         quiesce_deadline_ms: 0,
         ..policy()
@@ -1308,7 +1198,7 @@ fn coordinator_refuses_an_invalid_initial_policy() {
 
 #[test]
 fn no_clients_reset_goes_straight_through() {
-    let mut h = H::new();
+    let mut h = harness();
     h.admin(AdminReset::Forced).expect("forced");
     h.advance(1_000);
     assert_eq!(h.c.state(), State::Operational);
@@ -1319,7 +1209,7 @@ fn no_clients_reset_goes_straight_through() {
 fn reset_path_stays_within_reserved_capacity() {
     // Max out the table and make the queue hold a RESET fan-out, an abort and a removal
     // without draining in between: the worst case the queue is sized for.
-    let mut h = H::with(policy(), 16);
+    let mut h = harness_with(policy(), 16);
     let mut ids = Vec::new();
     for i in 0..15 {
         ids.push(h.reg(&std::format!("c{i}")));

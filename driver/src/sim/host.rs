@@ -295,6 +295,8 @@ pub struct InvariantChecker {
     slots: Vec<SlotWatch>,
     reg_seq: u64,
     last_fanout: Option<(EventKind, Epoch, u64)>,
+    /// Registrations + unregistrations last seen, to sync only on change.
+    membership_seen: u64,
     pub checked: u64,
     pub violations: Vec<String>,
 }
@@ -317,6 +319,7 @@ impl InvariantChecker {
             slots: std::vec![SlotWatch::default(); max_clients],
             reg_seq: 0,
             last_fanout: None,
+            membership_seen: 0,
             checked: 0,
             violations: Vec::with_capacity(MAX_VIOLATION_TEXTS),
         }
@@ -327,6 +330,35 @@ impl InvariantChecker {
         // Formatting allocates; a violating run is a failing run, so the cost is moot.
         if self.violations.len() < MAX_VIOLATION_TEXTS {
             self.violations.push(what.to_string());
+        }
+    }
+
+    /// Catches up with registrations and unregistrations made on `coord` since the last
+    /// call. Cheap when nothing changed, so hosts call it after every callback.
+    pub fn sync(&mut self, coord: &Coordinator) {
+        // Only when membership changed: scanning after every callback would make a reset
+        // quadratic in the number of clients.
+        let c = coord.counters();
+        let membership = c.registrations + c.unregistrations;
+        if membership == self.membership_seen {
+            return;
+        }
+        self.membership_seen = membership;
+        for c in coord.clients() {
+            let w = self.slots[usize::from(c.id.index)];
+            if w.id != Some(c.id) {
+                // Outside the barrier of a reset under way means late, whatever the state
+                // (a registrant during restore is already Active: its RESET_END is queued).
+                let late = coord.reset_in_progress() && !c.in_barrier;
+                self.on_register(c.id, late, c.state == ClientState::Failed);
+            }
+        }
+        for i in 0..self.slots.len() {
+            if let Some(id) = self.slots[i].id {
+                if coord.client(id).is_err() {
+                    self.on_unregister(id);
+                }
+            }
         }
     }
 
@@ -518,7 +550,6 @@ pub struct SimHost {
     checker: InvariantChecker,
     alloc_probe: Option<AllocProbe>,
     window_start: Option<u64>,
-    membership_seen: u64,
     resets: Vec<ResetReport>,
     name: String,
     seed: u64,
@@ -569,7 +600,6 @@ impl SimHost {
             checker: InvariantChecker::new(max),
             alloc_probe: None,
             window_start: None,
-            membership_seen: 0,
             resets: Vec::with_capacity(MAX_REPORTED_RESETS),
             name: setup.name.clone(),
             seed: setup.seed,
@@ -585,7 +615,7 @@ impl SimHost {
             };
             host.agents[i].start(&mut bus);
         }
-        host.sync_checker_registrations();
+        host.checker.sync(&host.coord);
         host.drain();
         Ok(host)
     }
@@ -663,7 +693,7 @@ impl SimHost {
     pub fn with_coordinator<R>(&mut self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
         let now = self.now;
         let r = f(&mut self.coord, now);
-        self.sync_checker_registrations();
+        self.checker.sync(&self.coord);
         self.drain();
         r
     }
@@ -777,37 +807,8 @@ impl SimHost {
                     now,
                 };
                 self.agents[i].wake(&mut bus);
-                self.sync_checker_registrations();
+                self.checker.sync(&self.coord);
                 self.drain();
-            }
-        }
-    }
-
-    /// Keeps the checker's view of registrations in step with the coordinator's.
-    fn sync_checker_registrations(&mut self) {
-        // Only when membership changed: scanning after every callback would make a reset
-        // quadratic in the number of clients.
-        let c = self.coord.counters();
-        let membership = c.registrations + c.unregistrations;
-        if membership == self.membership_seen {
-            return;
-        }
-        self.membership_seen = membership;
-        for c in self.coord.clients() {
-            let w = self.checker.slots[usize::from(c.id.index)];
-            if w.id != Some(c.id) {
-                self.checker.on_register(
-                    c.id,
-                    c.state == ClientState::Late,
-                    c.state == ClientState::Failed,
-                );
-            }
-        }
-        for i in 0..self.checker.slots.len() {
-            if let Some(id) = self.checker.slots[i].id {
-                if self.coord.client(id).is_err() {
-                    self.checker.on_unregister(id);
-                }
             }
         }
     }
@@ -857,7 +858,7 @@ impl SimHost {
                                 ));
                             }
                         }
-                        self.sync_checker_registrations();
+                        self.checker.sync(&self.coord);
                     }
                     self.coord.event_delivered(now, client, event.kind());
                 }
@@ -930,14 +931,7 @@ impl SimHost {
 pub fn random_setup(seed: u64) -> SimSetup {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let n_clients = rng.gen_range(1..=12);
-    let kinds = [
-        ClientKind::Ibal,
-        ClientKind::Ipoib,
-        ClientKind::Srp,
-        ClientKind::BootDisk,
-        ClientKind::Uverbs,
-        ClientKind::Custom,
-    ];
+    let kinds = ClientKind::ALL;
     let mut clients = Vec::new();
     for i in 0..n_clients {
         let kind = kinds[rng.gen_range(0..kinds.len())];

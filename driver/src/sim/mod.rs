@@ -3,6 +3,7 @@
 pub mod hca;
 pub mod host;
 pub mod scenarios;
+pub mod stepper;
 pub mod threaded;
 pub mod verifier;
 
@@ -11,4 +12,5 @@ pub use host::{
     random_setup, Agent, Behavior, Bus, Fault, InvariantChecker, ResetReport, ScriptedAgent,
     SimHost, SimSetup,
 };
+pub use stepper::Stepper;
 pub use threaded::{BusClient, SharedSimHca, StartError, ThreadedBus, ThreadedHost};

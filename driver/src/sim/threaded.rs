@@ -34,6 +34,8 @@ pub enum StartError {
     Policy(PolicyError),
     /// The device did not give its identity.
     Hardware(HwError),
+    /// The timer thread could not be spawned.
+    TimerThread,
 }
 
 impl std::fmt::Display for StartError {
@@ -41,6 +43,7 @@ impl std::fmt::Display for StartError {
         match self {
             StartError::Policy(e) => write!(f, "invalid policy: {e}"),
             StartError::Hardware(e) => write!(f, "cannot read the device identity: {e}"),
+            StartError::TimerThread => f.write_str("cannot spawn the timer thread"),
         }
     }
 }
@@ -121,7 +124,7 @@ impl ThreadedHost {
         let timer_thread = thread::Builder::new()
             .name("hcabus-timers".into())
             .spawn(move || timer_bus.timer_loop())
-            .map_err(|_| StartError::Hardware(HwError::Unsupported))?;
+            .map_err(|_| StartError::TimerThread)?;
         Ok(ThreadedHost {
             bus,
             timer_thread: Some(timer_thread),

@@ -1,0 +1,176 @@
+//! `Stepper`: the coordinator driven by hand, for tests and model checking.
+//!
+//! No clients run here: the caller makes every bus call itself between steps, and
+//! deliveries are collected rather than delivered. Hardware steps run on a `SimHca`, timers
+//! in virtual time, and every delivery goes through the [`InvariantChecker`].
+
+use std::vec::Vec;
+
+use crate::coordinator::{Action, Config, Coordinator, PnpOp, State, TimerId};
+use crate::hca::{execute, HwStep};
+use crate::policy::PolicyError;
+use crate::sim::hca::SimHca;
+use crate::sim::host::InvariantChecker;
+use crate::time::{Duration, Instant};
+use crate::types::{ClientId, Event, EventKind};
+
+#[derive(Debug)]
+pub struct Stepper {
+    pub c: Coordinator,
+    pub hca: SimHca,
+    pub now: Instant,
+    /// Armed timers: deadline and token, by [`TimerId`].
+    pub timers: [Option<(Instant, u32)>; TimerId::COUNT],
+    /// Every delivery, in order.
+    pub delivered: Vec<(ClientId, Event)>,
+    pub hw_steps: Vec<HwStep>,
+    pub pnp: Vec<PnpOp>,
+    /// `ResetConcluded` actions seen.
+    pub concluded: u32,
+    pub checker: InvariantChecker,
+    /// Panic at the first violated guarantee (for unit tests) instead of only recording it.
+    pub strict: bool,
+}
+
+impl Stepper {
+    pub fn new(config: Config, hca: SimHca) -> Result<Self, PolicyError> {
+        let c = Coordinator::new(config, hca.current_identity(), Instant::ZERO)?;
+        let mut s = Stepper {
+            checker: InvariantChecker::new(c.max_clients()),
+            c,
+            hca,
+            now: Instant::ZERO,
+            timers: [None; TimerId::COUNT],
+            delivered: Vec::new(),
+            hw_steps: Vec::new(),
+            pnp: Vec::new(),
+            concluded: 0,
+            strict: false,
+        };
+        s.pump();
+        Ok(s)
+    }
+
+    /// Executes every queued action; deliveries are recorded, checked and acknowledged.
+    pub fn pump(&mut self) {
+        self.checker.sync(&self.c);
+        while let Some(a) = self.c.pop_action() {
+            if let Action::Deliver { client, event } = a {
+                self.deliver(client, event);
+            } else {
+                self.execute(a);
+            }
+        }
+    }
+
+    /// Delivers one event (recorded, checked, acknowledged) without pumping.
+    pub fn deliver(&mut self, client: ClientId, event: Event) {
+        // A client that unregistered after the event was queued: dropped, as hosts do.
+        if self.c.client(client).is_ok() {
+            self.checker.on_deliver(client, event);
+            self.delivered.push((client, event));
+            self.enforce();
+        }
+        self.c.event_delivered(self.now, client, event.kind());
+    }
+
+    /// Everything but a delivery.
+    fn execute(&mut self, a: Action) {
+        match a {
+            Action::Deliver { .. } => {}
+            Action::ArmTimer { timer, at, token } => {
+                self.timers[timer as usize] = Some((at, token))
+            }
+            Action::CancelTimer { timer } => self.timers[timer as usize] = None,
+            Action::Hw(step) => {
+                self.hw_steps.push(step);
+                self.hca.set_now(self.now);
+                let done = execute(&mut self.hca, step);
+                self.c.hw_complete(self.now, done);
+            }
+            Action::Pnp(op) => self.pnp.push(op),
+            Action::ResetConcluded { .. } => {
+                self.concluded += 1;
+                self.checker.on_reset_concluded(&self.c);
+                self.enforce();
+            }
+        }
+    }
+
+    /// Fires timers due at or before `until`, in deadline order, moving time with them.
+    fn fire_due(&mut self, until: Instant, mut after_each: impl FnMut(&mut Self)) {
+        while let Some((at, i, token)) = self
+            .timers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.map(|(at, token)| (at, i, token)))
+            .filter(|(at, _, _)| *at <= until)
+            .min()
+        {
+            self.now = self.now.max(at);
+            self.timers[i] = None;
+            self.c.timer_expired(self.now, TimerId::ALL[i], token);
+            after_each(self);
+        }
+    }
+
+    fn enforce(&self) {
+        if self.strict {
+            assert!(
+                self.checker.violations.is_empty(),
+                "event guarantee violated: {:?}",
+                self.checker.violations
+            );
+        }
+    }
+
+    /// Moves time forward by `ms`, firing timers as they come due.
+    pub fn advance(&mut self, ms: u64) {
+        let end = self.now + Duration::from_ms(ms);
+        self.fire_due(end, Self::pump);
+        self.now = end;
+    }
+
+    /// Runs timers and hardware in 10 ms steps, holding deliveries back, until the bus is
+    /// Restoring (RESET_END queued, not yet delivered). Returns the held deliveries, or
+    /// `None` if Restoring was not reached within 10 s.
+    pub fn drive_to_restoring(&mut self) -> Option<Vec<(ClientId, Event)>> {
+        let mut held = Vec::new();
+        let mut hold = |s: &mut Self| {
+            while let Some(a) = s.c.pop_action() {
+                match a {
+                    Action::Deliver { client, event } => held.push((client, event)),
+                    other => s.execute(other),
+                }
+            }
+        };
+        for _ in 0..1_000 {
+            let until = self.now + Duration::from_ms(10);
+            hold(self);
+            self.fire_due(until, &mut hold);
+            self.now = until;
+            if self.c.state() == State::Restoring {
+                return Some(held);
+            }
+        }
+        None
+    }
+
+    /// Delivers what [`Stepper::drive_to_restoring`] held back, then pumps.
+    pub fn deliver_held(&mut self, held: Vec<(ClientId, Event)>) {
+        self.checker.sync(&self.c);
+        for (client, event) in held {
+            self.deliver(client, event);
+        }
+        self.pump();
+    }
+
+    /// Kinds of the events delivered to `id`, in order.
+    pub fn events_of(&self, id: ClientId) -> Vec<EventKind> {
+        self.delivered
+            .iter()
+            .filter(|(c, _)| *c == id)
+            .map(|(_, e)| e.kind())
+            .collect()
+    }
+}
