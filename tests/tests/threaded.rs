@@ -57,6 +57,8 @@ enum Mode {
     OtherThread,
     /// Never execute.
     Never,
+    /// Panic in the RESET callback (a client bug).
+    Panic,
 }
 
 struct Client {
@@ -90,6 +92,7 @@ impl BusClient for Client {
             }
             Mode::OtherThread => self.pending.store(epoch.0, Ordering::SeqCst),
             Mode::Never => {}
+            Mode::Panic => panic!("client bug in the RESET callback"),
         }
     }
 }
@@ -293,4 +296,34 @@ fn many_threads_hammering_the_bus_keep_it_consistent() {
         c.self_ref.lock().expect("ref").take();
     }
     assert!(requests.load(Ordering::SeqCst) > 0);
+}
+
+#[test]
+fn a_panicking_callback_does_not_stall_the_others() {
+    let (host, _hca) = start(5);
+    let bus = host.bus();
+    let good = client(Mode::Inline);
+    let buggy = client(Mode::Panic);
+    bus.register(
+        desc("good", ClientKind::Ipoib, ClientFlags::empty()),
+        good.clone(),
+    )
+    .expect("register");
+    bus.register(
+        desc("buggy", ClientKind::Custom, ClientFlags::empty()),
+        buggy.clone(),
+    )
+    .expect("register");
+    bus.admin_reset(AdminReset::Forced).expect("reset");
+    // The buggy client never executes: forced at the 200 ms deadline; the reset completes.
+    assert_eq!(bus.wait_idle(StdDuration::from_secs(20)), Ok(true));
+    assert_eq!(bus.epoch(), Epoch(2));
+    assert_eq!(bus.callback_panics(), 1);
+    assert_eq!(kinds(&good), [EventKind::Reset, EventKind::ResetEnd]);
+    assert_eq!(kinds(&buggy), [EventKind::Reset, EventKind::ResetEnd]);
+    // And the bus still serves calls afterwards.
+    assert_eq!(bus.state(), State::Operational);
+    for c in [&good, &buggy] {
+        c.self_ref.lock().expect("ref").take();
+    }
 }

@@ -10,6 +10,7 @@
 //! Nothing here allocates after [`ThreadedHost::start`], except the caller's own
 //! `Arc<dyn BusClient>` built before it registers.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::vec::Vec;
@@ -60,6 +61,7 @@ struct Core {
     shutdown: bool,
     pnp_operations: u64,
     deliveries: u64,
+    callback_panics: u64,
 }
 
 struct Shared {
@@ -112,6 +114,7 @@ impl ThreadedHost {
                 shutdown: false,
                 pnp_operations: 0,
                 deliveries: 0,
+                callback_panics: 0,
             }),
             hca: Mutex::new(Box::new(hca)),
             timer_cv: Condvar::new(),
@@ -264,6 +267,11 @@ impl ThreadedBus {
         lock(&self.shared.core).deliveries
     }
 
+    /// Callbacks that panicked (contained: the event counts as delivered).
+    pub fn callback_panics(&self) -> u64 {
+        lock(&self.shared.core).callback_panics
+    }
+
     fn call<R>(&self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
         let r = {
             let mut core = lock(&self.shared.core);
@@ -297,12 +305,22 @@ impl ThreadedBus {
                         _ => None,
                     };
                     drop(core);
+                    let mut panicked = false;
                     if let Some(cb) = cb {
                         // Callbacks run under DISPATCH_LEVEL rules: no blocking.
                         let _irql = verifier::raise_to_dispatch();
-                        cb.on_event(self, client, event);
+                        // A client that panics must not stall everyone else: without this the
+                        // unwind would leave `draining` set and the delivery unreported.
+                        panicked = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                            cb.on_event(self, client, event)
+                        }))
+                        .is_err();
                     }
                     core = lock(&self.shared.core);
+                    if panicked {
+                        core.callback_panics += 1;
+                        log::error!("callback of {client} panicked on {}", event.kind());
+                    }
                     let now = self.now();
                     core.coord.event_delivered(now, client, event.kind());
                 }
