@@ -542,7 +542,6 @@ pub struct Coordinator {
     reset: ResetRecord,
     reset_active: bool,
     barrier_pending: u16,
-    deadline: Instant,
     /// This reset quiesces the clients and then fails the device (storm limit).
     storm_fail: bool,
     fw_change_allowed: bool,
@@ -588,7 +587,6 @@ impl Coordinator {
             reset: ResetRecord::with_capacity(max),
             reset_active: false,
             barrier_pending: 0,
-            deadline: now,
             storm_fail: false,
             fw_change_allowed: false,
             hw: HwPhase::Idle,
@@ -665,18 +663,20 @@ impl Coordinator {
     ) -> Result<Registration, RegisterError> {
         self.advance(now);
         if self.state == State::Removed {
-            return Err(
-                self.refused(None, Call::Register, RegisterError::DeviceRemoved, |e| {
-                    e.code()
-                }),
-            );
+            return Err(self.refused(
+                None,
+                Call::Register,
+                RegisterError::DeviceRemoved,
+                RegisterError::code,
+            ));
         }
         let Some(index) = self.slots.iter().position(|s| s.entry.is_none()) else {
-            return Err(
-                self.refused(None, Call::Register, RegisterError::CapacityFull, |e| {
-                    e.code()
-                }),
-            );
+            return Err(self.refused(
+                None,
+                Call::Register,
+                RegisterError::CapacityFull,
+                RegisterError::code,
+            ));
         };
         let id = ClientId {
             index: index as u16,
@@ -1299,12 +1299,12 @@ impl Coordinator {
         self.cancel(TimerId::HealthPoll);
 
         // Snapshot the barrier: everyone registered now, idle or not.
-        self.deadline = now + self.policy.quiesce_deadline();
+        let deadline = now + self.policy.quiesce_deadline();
         let event = Event::Reset {
             epoch: self.epoch,
             reason,
             planned: self.reset.planned,
-            deadline: self.deadline,
+            deadline,
         };
         let mut members: u16 = 0;
         for i in (0..self.order.len()).rev() {
@@ -1320,7 +1320,7 @@ impl Coordinator {
         }
         self.reset.barrier_size = members;
         self.barrier_pending = members;
-        self.arm(TimerId::QuiesceDeadline, self.deadline);
+        self.arm(TimerId::QuiesceDeadline, deadline);
         if members == 0 {
             self.barrier_complete();
         }
