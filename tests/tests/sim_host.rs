@@ -151,10 +151,6 @@ impl Agent for Acrobat {
             assert_eq!(bus.reset_request(id), Ok(epoch));
         }
     }
-    fn next_wake(&self) -> Option<Instant> {
-        None
-    }
-    fn wake(&mut self, _bus: &mut Bus<'_>) {}
     fn events(&self) -> &[EventKind] {
         &self.events
     }

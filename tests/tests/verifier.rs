@@ -49,10 +49,6 @@ impl Agent for Careless {
             bus.reset_execute(id, epoch).expect("execute");
         }
     }
-    fn next_wake(&self) -> Option<Instant> {
-        None
-    }
-    fn wake(&mut self, _bus: &mut Bus<'_>) {}
     fn events(&self) -> &[EventKind] {
         &self.events
     }

@@ -40,26 +40,6 @@ pub enum Fault {
     AdminRestart,
 }
 
-impl Fault {
-    pub fn parse(name: &str, count: u32) -> Option<Fault> {
-        Some(match name {
-            "catastrophic" => Fault::Catastrophic,
-            "command_timeout" => Fault::CommandTimeout,
-            "health_stall" => Fault::HealthStall,
-            "hang" => Fault::Hang,
-            "admin_reset" => Fault::AdminReset,
-            "planned_reset" => Fault::PlannedReset,
-            "fw_activate" => Fault::FwActivate,
-            "surprise_removal" => Fault::SurpriseRemoval,
-            "reset_fails" => Fault::ResetFails(count.max(1)),
-            "device_replaced" => Fault::DeviceReplaced,
-            "never_returns" => Fault::NeverReturns,
-            "admin_restart" => Fault::AdminRestart,
-            _ => return None,
-        })
-    }
-}
-
 /// How long a hung firmware takes to be noticed by a command that never completes.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_ms(2_500);
 
@@ -122,9 +102,11 @@ pub trait Agent: fmt::Debug {
     /// Called once when the host starts (typically: register).
     fn start(&mut self, bus: &mut Bus<'_>);
     fn on_event(&mut self, bus: &mut Bus<'_>, id: ClientId, event: Event);
-    /// When the agent next wants [`Agent::wake`]; `None` for never.
-    fn next_wake(&self) -> Option<Instant>;
-    fn wake(&mut self, bus: &mut Bus<'_>);
+    /// When the agent next wants [`Agent::wake`]; `None` (the default) for never.
+    fn next_wake(&self) -> Option<Instant> {
+        None
+    }
+    fn wake(&mut self, _bus: &mut Bus<'_>) {}
     /// Events received, in order (for reports).
     fn events(&self) -> &[EventKind];
     /// Current id, if registered.
@@ -156,7 +138,6 @@ pub struct ScriptedAgent {
     pending_ack: Option<(Instant, Epoch)>,
     next_request: Option<Instant>,
     events: Vec<EventKind>,
-    events_dropped: u64,
     pub refusals: u32,
 }
 
@@ -174,7 +155,6 @@ impl ScriptedAgent {
             pending_ack: None,
             next_request,
             events: Vec::with_capacity(AGENT_EVENT_CAPACITY),
-            events_dropped: 0,
             refusals: 0,
         }
     }
@@ -205,10 +185,9 @@ impl Agent for ScriptedAgent {
     }
 
     fn on_event(&mut self, bus: &mut Bus<'_>, _id: ClientId, event: Event) {
+        // Within the reserved capacity only: receiving must never allocate.
         if self.events.len() < self.events.capacity() {
             self.events.push(event.kind());
-        } else {
-            self.events_dropped += 1;
         }
         let Event::Reset { epoch, planned, .. } = event else {
             return;
@@ -363,7 +342,7 @@ impl InvariantChecker {
     }
 
     /// A client registered; `late` when it registered during a reset.
-    pub fn on_register(&mut self, id: ClientId, late: bool, zombie: bool) {
+    fn on_register(&mut self, id: ClientId, late: bool, zombie: bool) {
         self.reg_seq += 1;
         if let Some(w) = self.slots.get_mut(usize::from(id.index)) {
             *w = SlotWatch {
@@ -439,7 +418,7 @@ impl InvariantChecker {
         self.slots[usize::from(client.index)] = next;
     }
 
-    pub fn on_unregister(&mut self, id: ClientId) {
+    fn on_unregister(&mut self, id: ClientId) {
         if let Some(w) = self.slots.get_mut(usize::from(id.index)) {
             if w.id == Some(id) {
                 *w = SlotWatch::default();
@@ -657,10 +636,6 @@ impl SimHost {
     }
     pub fn resets(&self) -> &[ResetReport] {
         &self.resets
-    }
-    /// The seeded generator, for workloads that want randomness inside the run.
-    pub fn rng(&mut self) -> &mut ChaCha8Rng {
-        &mut self.rng
     }
 
     /// Index of the agent a client id belongs (or belonged) to.

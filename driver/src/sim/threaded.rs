@@ -60,7 +60,6 @@ struct Core {
     timers: [Option<(Instant, u32)>; TimerId::COUNT],
     shutdown: bool,
     pnp_operations: u64,
-    deliveries: u64,
     callback_panics: u64,
 }
 
@@ -113,7 +112,6 @@ impl ThreadedHost {
                 timers: [None; TimerId::COUNT],
                 shutdown: false,
                 pnp_operations: 0,
-                deliveries: 0,
                 callback_panics: 0,
             }),
             hca: Mutex::new(Box::new(hca)),
@@ -263,10 +261,6 @@ impl ThreadedBus {
         lock(&self.shared.core).pnp_operations
     }
 
-    pub fn deliveries(&self) -> u64 {
-        lock(&self.shared.core).deliveries
-    }
-
     /// Callbacks that panicked (contained: the event counts as delivered).
     pub fn callback_panics(&self) -> u64 {
         lock(&self.shared.core).callback_panics
@@ -297,7 +291,6 @@ impl ThreadedBus {
             };
             match action {
                 Action::Deliver { client, event } => {
-                    core.deliveries += 1;
                     // A client that unregistered after this event was queued has no
                     // callback any more: the event is dropped, still reported delivered.
                     let cb = match &core.callbacks[usize::from(client.index)] {
