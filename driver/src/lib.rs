@@ -15,6 +15,7 @@ pub mod policy;
 pub mod recorder;
 pub mod time;
 pub mod types;
+pub mod verbs;
 
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -50,6 +50,7 @@ pub struct Bus<'a> {
     bindings: &'a mut [Option<(ClientId, usize)>],
     history: &'a mut Vec<(ClientId, usize)>,
     rng: &'a mut ChaCha8Rng,
+    hca: &'a mut SimHca,
     agent: usize,
     now: Instant,
 }
@@ -93,6 +94,14 @@ impl Bus<'_> {
     }
     pub fn epoch(&self) -> Epoch {
         self.coord.epoch()
+    }
+    pub fn policy(&self) -> &Policy {
+        self.coord.policy()
+    }
+    /// The adapter: its verbs for the access layer, its wire and memory for remote peers.
+    /// The bus driver hands its children the same interface.
+    pub fn hca(&mut self) -> &mut SimHca {
+        self.hca
     }
 }
 
@@ -589,6 +598,7 @@ impl SimHost {
                 bindings: &mut host.bindings,
                 history: &mut host.history,
                 rng: &mut host.rng,
+                hca: &mut host.hca,
                 agent: i,
                 now: host.now,
             };
@@ -778,6 +788,7 @@ impl SimHost {
                     bindings: &mut self.bindings,
                     history: &mut self.history,
                     rng: &mut self.rng,
+                    hca: &mut self.hca,
                     agent: i,
                     now,
                 };
@@ -818,6 +829,7 @@ impl SimHost {
                             bindings: &mut self.bindings,
                             history: &mut self.history,
                             rng: &mut self.rng,
+                            hca: &mut self.hca,
                             agent,
                             now,
                         };

@@ -5,6 +5,7 @@ pub mod host;
 pub mod scenarios;
 pub mod stepper;
 pub mod threaded;
+pub mod verbs;
 pub mod verifier;
 
 pub use hca::{SimHca, SimHcaConfig, SimHcaStats};
@@ -14,3 +15,4 @@ pub use host::{
 };
 pub use stepper::Stepper;
 pub use threaded::{BusClient, SharedSimHca, StartError, ThreadedBus, ThreadedHost};
+pub use verbs::{RemoteError, SimVerbs, VerbsLimits, VerbsStats, WireMsg, WIRE_MTU};
