@@ -61,6 +61,13 @@ impl IbalClient {
     }
 }
 
+impl IbalClient {
+    /// The access layer itself, for consumers that are not agents (tests, tools).
+    pub fn shared(&self) -> &SharedIbal {
+        &self.ibal
+    }
+}
+
 impl Agent for IbalClient {
     fn name(&self) -> &str {
         self.desc.name.as_str()

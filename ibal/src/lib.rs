@@ -7,9 +7,15 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod block;
+pub mod disk;
 pub mod errors;
 pub mod handle;
 pub mod ibal_client;
+pub mod ipoib;
+pub mod srp;
+pub mod stack;
+pub mod uverbs;
 
 pub use access::{Dest, Ibal, IbalConfig, IbalStats, Lower, MrFlags, MrSpec, Phase, QpSpec, Send};
 pub use errors::{CreateError, DestroyError, OpenError, PollError, PostError};

@@ -80,7 +80,7 @@ fn no_allocation_from_first_reset_to_last_reset_end() {
     );
     let resets = host.resets();
     assert_eq!(resets.len(), 4, "{resets:#?}");
-    for r in resets {
+    for r in &resets {
         assert!(
             r.outcome == "Restored" || r.outcome == "FirmwareChanged",
             "{r:#?}"

@@ -232,7 +232,7 @@ fn client_requests_beyond_the_storm_limit_fail_the_device() {
     };
     let host = run(&setup(vec![(custom("stormy"), stormy)], vec![]));
     assert_eq!(host.coordinator().state(), State::Failed);
-    let outcomes: Vec<&str> = host.resets().iter().map(|r| r.outcome.as_str()).collect();
+    let outcomes: Vec<String> = host.resets().into_iter().map(|r| r.outcome).collect();
     assert_eq!(outcomes, ["Restored", "Restored", "Restored", "StormLimit"]);
 }
 

@@ -103,10 +103,15 @@ impl Bus<'_> {
     pub fn hca(&mut self) -> &mut SimHca {
         self.hca
     }
+    /// The adapter and the run's generator at once (a remote peer needs both).
+    pub fn hca_and_rng(&mut self) -> (&mut SimHca, &mut ChaCha8Rng) {
+        (self.hca, self.rng)
+    }
 }
 
-/// A client living in the simulation.
-pub trait Agent: fmt::Debug {
+/// A client living in the simulation. `Any` lets a test find its own agent type again
+/// ([`SimHost::agent`]).
+pub trait Agent: core::any::Any + fmt::Debug {
     fn name(&self) -> &str;
     /// Called once when the host starts (typically: register).
     fn start(&mut self, bus: &mut Bus<'_>);
@@ -472,6 +477,26 @@ pub struct ResetReport {
     pub flr_used: bool,
 }
 
+/// A finished reset as kept during the run: no strings, nothing that allocates.
+#[derive(Debug, Clone)]
+struct RawReset {
+    epoch: Epoch,
+    reason: ResetReason,
+    result: Option<ResetResult>,
+    restart: bool,
+    quiesce_us: Option<u64>,
+    hw_reset_us: Option<u64>,
+    restore_us: Option<u64>,
+    total_us: Option<u64>,
+    started_at: Instant,
+    forced: core::ops::Range<usize>,
+    allocations: Option<u64>,
+    pnp_operations: u32,
+    requests: u32,
+    soft_attempts: u8,
+    flr_used: bool,
+}
+
 /// A scenario the host can run.
 #[derive(Debug, Clone)]
 pub struct SimSetup {
@@ -538,7 +563,9 @@ pub struct SimHost {
     checker: InvariantChecker,
     alloc_probe: Option<AllocProbe>,
     window_start: Option<u64>,
-    resets: Vec<ResetReport>,
+    resets: Vec<RawReset>,
+    /// Ids forced through their deadline, for every reset in `resets`.
+    forced_log: Vec<ClientId>,
     name: String,
     seed: u64,
 }
@@ -589,6 +616,7 @@ impl SimHost {
             alloc_probe: None,
             window_start: None,
             resets: Vec::with_capacity(MAX_REPORTED_RESETS),
+            forced_log: Vec::with_capacity(4 * max),
             name: setup.name.clone(),
             seed: setup.seed,
         };
@@ -644,8 +672,45 @@ impl SimHost {
     pub fn checker(&self) -> &InvariantChecker {
         &self.checker
     }
-    pub fn resets(&self) -> &[ResetReport] {
-        &self.resets
+
+    /// The first agent of type `T`, for tests and reports that know what they built.
+    pub fn agent<T: Agent>(&self) -> Option<&T> {
+        self.agents
+            .iter()
+            .find_map(|a| (&**a as &dyn core::any::Any).downcast_ref::<T>())
+    }
+
+    /// Every agent of type `T`, in registration order.
+    pub fn agents_of<T: Agent>(&self) -> impl Iterator<Item = &T> {
+        self.agents
+            .iter()
+            .filter_map(|a| (&**a as &dyn core::any::Any).downcast_ref::<T>())
+    }
+
+    /// Runs `f` on the first agent of type `T` with a bus, as if the agent woke up: the
+    /// way a test plays the part of a client's user (a process, the layer above).
+    pub fn with_agent<T: Agent, R>(
+        &mut self,
+        f: impl FnOnce(&mut T, &mut Bus<'_>) -> R,
+    ) -> Option<R> {
+        let i = self
+            .agents
+            .iter()
+            .position(|a| (&**a as &dyn core::any::Any).is::<T>())?;
+        let mut bus = Bus {
+            coord: &mut self.coord,
+            bindings: &mut self.bindings,
+            history: &mut self.history,
+            rng: &mut self.rng,
+            hca: &mut self.hca,
+            agent: i,
+            now: self.now,
+        };
+        let agent = (&mut *self.agents[i] as &mut dyn core::any::Any).downcast_mut::<T>()?;
+        let r = f(agent, &mut bus);
+        self.checker.sync(&self.coord);
+        self.drain();
+        Some(r)
     }
 
     /// Index of the agent a client id belongs (or belonged) to.
@@ -871,45 +936,81 @@ impl SimHost {
         }
     }
 
+    /// Keeps what the finished reset did, without allocating: names are looked up when
+    /// someone asks for [`SimHost::resets`], after the run.
     fn report_reset(&mut self, allocations: Option<u64>) {
-        let Some(r) = self.coord.last_reset().cloned() else {
+        let Some(r) = self.coord.last_reset() else {
             return;
         };
-        let (outcome, vetoed_by) = match r.result {
-            Some(ResetResult::Restored(o)) => (o.as_str().to_string(), None),
-            Some(ResetResult::Failed(e)) => (e.as_str().to_string(), None),
-            Some(ResetResult::Aborted { by, cause }) => (
-                match cause {
-                    AbortCause::Veto => "Aborted",
-                    AbortCause::Unresponsive => "AbortedUnresponsive",
-                }
-                .to_string(),
-                Some(self.client_name(by)),
-            ),
-            Some(ResetResult::Removed) => ("Removed".to_string(), None),
-            None => ("Unfinished".to_string(), None),
-        };
-        let report = ResetReport {
+        if self.resets.len() >= self.resets.capacity() {
+            return;
+        }
+        let first = self.forced_log.len();
+        for id in &r.forced {
+            if self.forced_log.len() < self.forced_log.capacity() {
+                self.forced_log.push(*id);
+            }
+        }
+        self.resets.push(RawReset {
             epoch: r.epoch,
             reason: r.reason,
-            outcome,
+            result: r.result,
             restart: r.restart,
             quiesce_us: r.quiesce().map(Duration::as_us),
             hw_reset_us: r.hw_reset().map(Duration::as_us),
             restore_us: r.restore().map(Duration::as_us),
             total_us: r.total().map(Duration::as_us),
             started_at: r.started_at,
-            forced_clients: r.forced.iter().map(|id| self.client_name(*id)).collect(),
-            vetoed_by,
+            forced: first..self.forced_log.len(),
             allocations,
             pnp_operations: r.pnp_operations,
             requests: r.requests,
             soft_attempts: r.soft_attempts,
             flr_used: r.flr_used,
-        };
-        if self.resets.len() < MAX_REPORTED_RESETS {
-            self.resets.push(report);
-        }
+        });
+    }
+
+    /// Every finished reset, as the report shows it.
+    pub fn resets(&self) -> Vec<ResetReport> {
+        self.resets
+            .iter()
+            .map(|r| {
+                let (outcome, vetoed_by) = match r.result {
+                    Some(ResetResult::Restored(o)) => (o.as_str(), None),
+                    Some(ResetResult::Failed(e)) => (e.as_str(), None),
+                    Some(ResetResult::Aborted { by, cause }) => (
+                        match cause {
+                            AbortCause::Veto => "Aborted",
+                            AbortCause::Unresponsive => "AbortedUnresponsive",
+                        },
+                        Some(self.client_name(by)),
+                    ),
+                    Some(ResetResult::Removed) => ("Removed", None),
+                    None => ("Unfinished", None),
+                };
+                ResetReport {
+                    epoch: r.epoch,
+                    reason: r.reason,
+                    outcome: outcome.to_string(),
+                    restart: r.restart,
+                    quiesce_us: r.quiesce_us,
+                    hw_reset_us: r.hw_reset_us,
+                    restore_us: r.restore_us,
+                    total_us: r.total_us,
+                    started_at: r.started_at,
+                    forced_clients: self.forced_log[r.forced.clone()]
+                        .iter()
+                        .map(|id| self.client_name(*id))
+                        .collect(),
+                    vetoed_by,
+                    allocations: r.allocations,
+                    pnp_operations: r.pnp_operations,
+                    requests: r.requests,
+                    soft_attempts: r.soft_attempts,
+                    flr_used: r.flr_used,
+                }
+            })
+            .collect()
     }
 }
 

@@ -15,4 +15,4 @@ pub use host::{
 };
 pub use stepper::Stepper;
 pub use threaded::{BusClient, SharedSimHca, StartError, ThreadedBus, ThreadedHost};
-pub use verbs::{RemoteError, SimVerbs, VerbsLimits, VerbsStats, WireMsg, WIRE_MTU};
+pub use verbs::{RemoteError, SimVerbs, VerbsLimits, VerbsStats, WireMsg, HOST_LID_BASE, WIRE_MTU};

@@ -1,0 +1,390 @@
+//! Block I/O as the layer above a disk sees it: a workload that issues reads and writes at
+//! a rate, and the accounting that makes loss, duplication and corruption visible.
+//!
+//! Every I/O has an id and a payload derived from it, so its checksum is known without
+//! keeping the data. The workload remembers the checksum each block should have; a read
+//! that returns anything else is corruption, a completion for an id not outstanding is a
+//! duplicate, and an outstanding id the disk no longer tracks is lost.
+
+use std::vec::Vec;
+
+use hcabus::{Duration, Instant};
+use rand::Rng;
+
+use crate::srp::{SrpStatus, BLOCK_SIZE};
+
+/// FNV-1a, 64 bits: enough to tell one block's contents from another's.
+pub fn checksum(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Fills `buf` with the byte stream of `seed`.
+pub fn fill_pattern(seed: u64, buf: &mut [u8]) {
+    let mut state = seed;
+    for chunk in buf.chunks_mut(8) {
+        let v = splitmix(&mut state).to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+}
+
+/// Seed of a block's contents before anyone wrote it.
+pub fn initial_seed(lun_id: u32, lba: u64) -> u64 {
+    0xb10c_0000_0000_0000 ^ (u64::from(lun_id) << 40) ^ lba
+}
+
+/// Seed of the data written by I/O `id` at `lba`.
+pub fn write_seed(id: u64, lba: u64) -> u64 {
+    0x5eed_0000_0000_0000 ^ (id << 24) ^ lba
+}
+
+/// How an I/O completed upward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IoStatus {
+    Ok,
+    /// Held past `io_hold_timeout`: the layer above may retry it.
+    Retryable,
+    /// The device failed; nothing more will complete on it.
+    DeviceFailed,
+    /// The device is gone.
+    DeviceRemoved,
+    /// The target answered with an error.
+    Target(SrpStatus),
+}
+
+impl IoStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            IoStatus::Ok => "ok",
+            IoStatus::Retryable => "retryable (device resetting)",
+            IoStatus::DeviceFailed => "device failed",
+            IoStatus::DeviceRemoved => "device removed",
+            IoStatus::Target(_) => "target error",
+        }
+    }
+}
+
+/// One I/O handed to a disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoRequest {
+    pub id: u64,
+    pub lba: u64,
+    pub write: bool,
+    /// Checksum of the data a write carries.
+    pub checksum: u64,
+    pub submitted_at: Instant,
+}
+
+/// One I/O completed upward by a disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoCompletion {
+    pub id: u64,
+    pub status: IoStatus,
+    /// Checksum of the data a successful read returned.
+    pub checksum: u64,
+}
+
+/// The `io` fields of the report (SPEC §9) and the evidence behind them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IoStats {
+    pub submitted: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub max_latency_us: u64,
+    /// Failures that were retryable (held past `io_hold_timeout`).
+    pub retryable: u64,
+    /// Reads whose data did not match what was last written.
+    pub read_mismatches: u64,
+    pub reads_verified: u64,
+    /// Submissions the disk turned away as busy (never accepted, so never owed).
+    pub busy: u64,
+}
+
+impl IoStats {
+    pub fn add(&mut self, o: &IoStats) {
+        self.submitted += o.submitted;
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.lost += o.lost;
+        self.duplicated += o.duplicated;
+        self.max_latency_us = self.max_latency_us.max(o.max_latency_us);
+        self.retryable += o.retryable;
+        self.read_mismatches += o.read_mismatches;
+        self.reads_verified += o.reads_verified;
+        self.busy += o.busy;
+    }
+}
+
+/// What the workload asks of a disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkloadConfig {
+    pub iops: u32,
+    /// Percentage of reads, 0..=100.
+    pub read_pct: u8,
+    pub lun_id: u32,
+    pub n_blocks: u64,
+    /// Most I/Os outstanding at once (the disk's slots).
+    pub max_outstanding: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Outstanding {
+    req: IoRequest,
+    /// Completed once already: a second completion is a duplicate.
+    done: bool,
+}
+
+/// Issues I/O at a steady rate and checks every completion.
+#[derive(Debug, Clone)]
+pub struct BlockWorkload {
+    config: WorkloadConfig,
+    next_at: Option<Instant>,
+    next_id: u64,
+    /// Refused as busy: tried again before anything new.
+    retry: Option<IoRequest>,
+    outstanding: Vec<Outstanding>,
+    /// What each block should hold; `None` after a failed write (old or new data).
+    expected: Vec<Option<u64>>,
+    busy_lba: Vec<bool>,
+    scratch: Vec<u8>,
+    stats: IoStats,
+}
+
+impl BlockWorkload {
+    pub fn new(config: WorkloadConfig) -> Self {
+        let mut scratch = std::vec![0u8; BLOCK_SIZE];
+        let expected = (0..config.n_blocks)
+            .map(|lba| {
+                fill_pattern(initial_seed(config.lun_id, lba), &mut scratch);
+                Some(checksum(&scratch))
+            })
+            .collect();
+        BlockWorkload {
+            config,
+            next_at: (config.iops > 0).then_some(Instant::ZERO),
+            next_id: 1,
+            retry: None,
+            outstanding: Vec::with_capacity(config.max_outstanding),
+            expected,
+            busy_lba: std::vec![false; config.n_blocks as usize],
+            scratch,
+            stats: IoStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &IoStats {
+        &self.stats
+    }
+
+    pub fn next_at(&self) -> Option<Instant> {
+        self.next_at
+    }
+
+    /// Stops issuing (the run is over, or the test wants quiet).
+    pub fn stop(&mut self) {
+        self.next_at = None;
+    }
+
+    /// I/Os accepted and not yet completed.
+    pub fn outstanding(&self) -> impl Iterator<Item = &IoRequest> {
+        self.outstanding.iter().filter(|o| !o.done).map(|o| &o.req)
+    }
+
+    fn interval(&self) -> Duration {
+        Duration::from_us(1_000_000 / u64::from(self.config.iops.max(1)))
+    }
+
+    /// The next I/O, if one is due at `now`.
+    pub fn next_request(&mut self, now: Instant, rng: &mut impl Rng) -> Option<IoRequest> {
+        if let Some(r) = self.retry.take() {
+            return Some(r);
+        }
+        let at = self.next_at.filter(|t| *t <= now)?;
+        // The tick passes whether or not an I/O can be issued in it: a full queue
+        // throttles the rate, as it does for a real caller.
+        self.next_at = Some(at + self.interval());
+        if self.outstanding.iter().filter(|o| !o.done).count() >= self.config.max_outstanding {
+            return None;
+        }
+        // A free block: two I/Os to one block at once would make the expected data
+        // ambiguous.
+        let n = self.config.n_blocks;
+        let start = rng.gen_range(0..n);
+        let lba = (0..n)
+            .map(|k| (start + k) % n)
+            .find(|l| !self.busy_lba[*l as usize])?;
+        let write = rng.gen_range(0..100u8) >= self.config.read_pct;
+        let id = self.next_id;
+        self.next_id += 1;
+        let checksum = if write {
+            fill_pattern(write_seed(id, lba), &mut self.scratch);
+            checksum(&self.scratch)
+        } else {
+            0
+        };
+        Some(IoRequest {
+            id,
+            lba,
+            write,
+            checksum,
+            submitted_at: now,
+        })
+    }
+
+    /// The disk took `req`: it now owes exactly one completion.
+    pub fn accepted(&mut self, req: IoRequest) {
+        self.stats.submitted += 1;
+        self.busy_lba[req.lba as usize] = true;
+        // Completed entries make room first; the vector never grows past its reserve.
+        if self.outstanding.len() >= self.outstanding.capacity() {
+            self.outstanding.retain(|o| !o.done);
+        }
+        if self.outstanding.len() < self.outstanding.capacity() {
+            self.outstanding.push(Outstanding { req, done: false });
+        }
+    }
+
+    /// The disk was busy: try `req` again next.
+    pub fn refused(&mut self, req: IoRequest) {
+        self.stats.busy += 1;
+        self.retry = Some(req);
+    }
+
+    /// Checks one upward completion.
+    pub fn complete(&mut self, c: IoCompletion, now: Instant) {
+        let Some(i) = self
+            .outstanding
+            .iter()
+            .position(|o| o.req.id == c.id && !o.done)
+        else {
+            self.stats.duplicated += 1;
+            return;
+        };
+        let req = self.outstanding[i].req;
+        self.outstanding.swap_remove(i);
+        self.busy_lba[req.lba as usize] = false;
+        let lba = req.lba as usize;
+        match c.status {
+            IoStatus::Ok => {
+                self.stats.completed += 1;
+                let latency = now.saturating_since(req.submitted_at).as_us();
+                self.stats.max_latency_us = self.stats.max_latency_us.max(latency);
+                if req.write {
+                    self.expected[lba] = Some(req.checksum);
+                } else if let Some(want) = self.expected[lba] {
+                    self.stats.reads_verified += 1;
+                    if want != c.checksum {
+                        self.stats.read_mismatches += 1;
+                    }
+                }
+            }
+            status => {
+                self.stats.failed += 1;
+                if status == IoStatus::Retryable {
+                    self.stats.retryable += 1;
+                }
+                if req.write {
+                    // The target may or may not have written it.
+                    self.expected[lba] = None;
+                }
+            }
+        }
+    }
+
+    /// Counts as lost every outstanding I/O that `tracked` says the disk has forgotten.
+    pub fn count_lost(&mut self, tracked: impl Fn(u64) -> bool) -> u64 {
+        let lost = self
+            .outstanding
+            .iter()
+            .filter(|o| !o.done && !tracked(o.req.id))
+            .count() as u64;
+        self.stats.lost = lost;
+        lost
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn workload() -> BlockWorkload {
+        BlockWorkload::new(WorkloadConfig {
+            iops: 1000,
+            read_pct: 50,
+            lun_id: 1,
+            n_blocks: 8,
+            max_outstanding: 4,
+        })
+    }
+
+    #[test]
+    fn a_second_completion_is_a_duplicate_and_a_forgotten_io_is_lost() {
+        let mut w = workload();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let a = w.next_request(Instant::ZERO, &mut rng).expect("due");
+        w.accepted(a);
+        let b = w
+            .next_request(Instant::from_ms(1), &mut rng)
+            .expect("due again");
+        w.accepted(b);
+        let ok = IoCompletion {
+            id: a.id,
+            status: IoStatus::Ok,
+            checksum: 0,
+        };
+        w.complete(ok, Instant::from_ms(3));
+        w.complete(ok, Instant::from_ms(4));
+        assert_eq!(w.stats().completed, 1);
+        assert_eq!(w.stats().duplicated, 1);
+        assert_eq!(w.stats().max_latency_us, 3_000);
+        assert_eq!(w.count_lost(|_| false), 1, "b is owed and nobody has it");
+        assert_eq!(w.count_lost(|id| id == b.id), 0);
+    }
+
+    #[test]
+    fn reads_are_checked_against_what_was_written() {
+        let mut w = BlockWorkload::new(WorkloadConfig {
+            read_pct: 100,
+            ..workload().config
+        });
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
+        let r = w.next_request(Instant::ZERO, &mut rng).expect("due");
+        assert!(!r.write);
+        w.accepted(r);
+        let mut block = std::vec![0u8; BLOCK_SIZE];
+        fill_pattern(initial_seed(1, r.lba), &mut block);
+        let good = IoCompletion {
+            id: r.id,
+            status: IoStatus::Ok,
+            checksum: checksum(&block),
+        };
+        w.complete(good, Instant::from_ms(1));
+        assert_eq!(
+            (w.stats().reads_verified, w.stats().read_mismatches),
+            (1, 0)
+        );
+        let r2 = w.next_request(Instant::from_ms(1), &mut rng).expect("due");
+        w.accepted(r2);
+        w.complete(
+            IoCompletion {
+                checksum: 0xbad,
+                id: r2.id,
+                ..good
+            },
+            Instant::from_ms(2),
+        );
+        assert_eq!(w.stats().read_mismatches, 1);
+    }
+}

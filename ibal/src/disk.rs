@@ -1,0 +1,787 @@
+//! The SRP initiator as a disk: a data LUN (`srp`) or the boot disk on the paging path
+//! (`bootdisk`), each with its workload and the remote target it talks to.
+//!
+//! Through a reset the disk never fails I/O it was given: on RESET it blocks, takes every
+//! in-flight command back for re-issue, holds new I/O in its reserved slots, releases its
+//! resources and executes. On RESET_END it logs in again and re-issues in submission
+//! order. Only past `io_hold_timeout` does held I/O fail upward, once, as retryable; only a
+//! failed or removed device fails it for good. Nothing here allocates after start.
+
+use std::collections::VecDeque;
+use std::vec::Vec;
+
+use hcabus::sim::{Agent, Bus, HOST_LID_BASE};
+use hcabus::types::*;
+use hcabus::verbs::*;
+use hcabus::{Duration, Instant};
+
+use crate::access::{Dest, MrFlags, MrSpec, QpSpec, Send};
+use crate::block::*;
+use crate::handle::*;
+use crate::ibal_client::{EventLog, SharedIbal};
+use crate::srp::*;
+
+/// How a disk is set up (the `[[clients]]` keys of SPEC §9 for `srp` and `bootdisk`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskConfig {
+    /// The boot disk: paging path, executes from inside its RESET callback.
+    pub boot: bool,
+    pub iops: u32,
+    /// Commands on the wire at once (the SRP request limit).
+    pub queue_depth: u16,
+    /// Further I/Os the disk accepts and holds while the queue or the link is busy.
+    pub hold_capacity: u16,
+    pub read_pct: u8,
+    pub n_blocks: u64,
+    pub port: u8,
+    pub target_lid: Lid,
+    pub lun_id: u32,
+    /// The CM exchange and SRP login.
+    pub login_delay: Duration,
+    /// A data LUN finishes its quiesce as deferred work, this long after RESET.
+    pub ack_delay: Duration,
+}
+
+impl Default for DiskConfig {
+    fn default() -> Self {
+        DiskConfig {
+            boot: false,
+            iops: 2_000,
+            queue_depth: 32,
+            hold_capacity: 224,
+            read_pct: 70,
+            n_blocks: 1024,
+            port: 1,
+            target_lid: 0x100,
+            lun_id: 0,
+            login_delay: Duration::from_us(500),
+            ack_delay: Duration::ZERO,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    Free,
+    /// Waiting to be sent: new, held during a reset, or taken back for re-issue.
+    Queued,
+    InFlight,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    state: SlotState,
+    req: IoRequest,
+    /// Bumped on every send: a response carries it, so a late answer to an earlier send
+    /// of the same slot is recognised and ignored.
+    generation: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Down,
+    LoggingIn { ready_at: Instant },
+    Up,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Resources {
+    pd: Option<PdHandle>,
+    cq: Option<CqHandle>,
+    qp: Option<QpHandle>,
+    mr: Option<(MrHandle, MrKeys)>,
+}
+
+const NO_RESOURCES: Resources = Resources {
+    pd: None,
+    cq: None,
+    qp: None,
+    mr: None,
+};
+
+/// What the disk did, beyond the workload's accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DiskStats {
+    pub commands_sent: u64,
+    /// In-flight commands taken back for re-issue, over all resets.
+    pub taken_back: u64,
+    /// The most in flight at one RESET.
+    pub max_in_flight_at_reset: u64,
+    /// The most I/Os held (queued, link down) at once.
+    pub max_held: u64,
+    pub logins: u32,
+    pub login_retries: u32,
+    pub stale_responses: u64,
+    pub hold_timeouts: u32,
+}
+
+/// The initiator side of one LUN.
+#[derive(Debug, Clone)]
+pub struct SrpDisk {
+    config: DiskConfig,
+    consumer: Option<crate::handle::ConsumerId>,
+    res: Resources,
+    link: Link,
+    /// A reset is under way (from RESET until the login after it).
+    blocked: bool,
+    /// The device failed or left: every I/O fails with this.
+    failed: Option<IoStatus>,
+    hold_deadline: Option<Instant>,
+    fast_fail: bool,
+    slots: Vec<Slot>,
+    queue: VecDeque<u16>,
+    in_flight: u16,
+    upward: VecDeque<IoCompletion>,
+    scratch: Vec<u16>,
+    data_base: u64,
+    send_iu_base: u64,
+    recv_iu_base: u64,
+    dma_len: u64,
+    stats: DiskStats,
+}
+
+impl SrpDisk {
+    fn new(config: DiskConfig) -> Self {
+        let n = usize::from(config.queue_depth) + usize::from(config.hold_capacity);
+        let blank = Slot {
+            state: SlotState::Free,
+            req: IoRequest {
+                id: 0,
+                lba: 0,
+                write: false,
+                checksum: 0,
+                submitted_at: Instant::ZERO,
+            },
+            generation: 0,
+        };
+        SrpDisk {
+            config,
+            consumer: None,
+            res: NO_RESOURCES,
+            link: Link::Down,
+            blocked: false,
+            failed: None,
+            hold_deadline: None,
+            fast_fail: false,
+            slots: std::vec![blank; n],
+            queue: VecDeque::with_capacity(n),
+            in_flight: 0,
+            upward: VecDeque::with_capacity(2 * n),
+            scratch: Vec::with_capacity(n),
+            data_base: 0,
+            send_iu_base: 0,
+            recv_iu_base: 0,
+            dma_len: 0,
+            stats: DiskStats::default(),
+        }
+    }
+
+    /// Reserves the disk's DMA memory: a data block and a command IU per slot, a
+    /// response IU per request-limit credit.
+    fn reserve(&mut self, bus: &mut Bus<'_>) -> bool {
+        let n = self.slots.len() as u64;
+        let qd = u64::from(self.config.queue_depth);
+        let len = n * BLOCK_SIZE as u64 + n * IU_SIZE as u64 + qd * IU_SIZE as u64;
+        let Some(base) = bus.hca().verbs_mut().dma_alloc(len) else {
+            return false;
+        };
+        self.data_base = base;
+        self.send_iu_base = base + n * BLOCK_SIZE as u64;
+        self.recv_iu_base = self.send_iu_base + n * IU_SIZE as u64;
+        self.dma_len = len;
+        true
+    }
+
+    fn data_addr(&self, slot: usize) -> u64 {
+        self.data_base + (slot * BLOCK_SIZE) as u64
+    }
+
+    /// Whether the disk still owes a completion for `id`.
+    pub fn tracks(&self, id: u64) -> bool {
+        self.slots
+            .iter()
+            .any(|s| s.state != SlotState::Free && s.req.id == id)
+            || self.upward.iter().any(|c| c.id == id)
+    }
+
+    pub fn stats(&self) -> &DiskStats {
+        &self.stats
+    }
+
+    pub fn in_flight(&self) -> u16 {
+        self.in_flight
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.link == Link::Up && !self.blocked
+    }
+
+    /// Hands an I/O to the disk. `Err` means busy: not accepted, nothing owed.
+    fn submit(&mut self, bus: &mut Bus<'_>, req: IoRequest) -> Result<(), IoRequest> {
+        if self.upward.len() >= self.upward.capacity() {
+            return Err(req);
+        }
+        if let Some(status) = self.failed {
+            self.complete_upward(req.id, status, 0);
+            return Ok(());
+        }
+        if self.fast_fail {
+            self.complete_upward(req.id, IoStatus::Retryable, 0);
+            return Ok(());
+        }
+        let Some(i) = self.slots.iter().position(|s| s.state == SlotState::Free) else {
+            return Err(req);
+        };
+        if req.write {
+            // The caller's data, in the slot's DMA buffer.
+            let addr = self.data_addr(i);
+            if let Some(buf) = bus.hca().verbs_mut().mem_mut(addr, BLOCK_SIZE as u64) {
+                fill_pattern(write_seed(req.id, req.lba), buf);
+            }
+        }
+        self.slots[i].state = SlotState::Queued;
+        self.slots[i].req = req;
+        self.queue.push_back(i as u16);
+        if self.blocked {
+            self.stats.max_held = self.stats.max_held.max(self.queue.len() as u64);
+        }
+        Ok(())
+    }
+
+    fn complete_upward(&mut self, id: u64, status: IoStatus, checksum: u64) {
+        // Reserved for every slot twice over; submit refuses before it could overflow.
+        if self.upward.len() < self.upward.capacity() {
+            self.upward.push_back(IoCompletion {
+                id,
+                status,
+                checksum,
+            });
+        }
+    }
+
+    /// Sends queued commands while the link is up and credits remain.
+    fn pump(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>) {
+        let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
+            return;
+        };
+        while self.is_up() && self.in_flight < self.config.queue_depth {
+            let Some(&i) = self.queue.front() else {
+                break;
+            };
+            let slot = usize::from(i);
+            let generation = self.slots[slot].generation.wrapping_add(1);
+            let req = self.slots[slot].req;
+            let cmd = SrpCmd {
+                tag: (u64::from(i) << 32) | u64::from(generation),
+                write: req.write,
+                lba: req.lba,
+                addr: self.data_addr(slot),
+                rkey: keys.rkey,
+                len: BLOCK_SIZE as u32,
+                checksum: req.checksum,
+            };
+            let mut iu = [0u8; IU_SIZE];
+            let n = cmd.encode(&mut iu);
+            let iu_addr = self.send_iu_base + (slot * IU_SIZE) as u64;
+            if let Some(buf) = bus.hca().verbs_mut().mem_mut(iu_addr, n as u64) {
+                buf.copy_from_slice(&iu[..n]);
+            }
+            let wr = Send {
+                wr_id: u64::from(i),
+                sge: Sge {
+                    addr: iu_addr,
+                    len: n as u32,
+                    lkey: keys.lkey,
+                },
+                dest: Dest::Connected,
+            };
+            if ibal.borrow_mut().post_send(bus, c, qp, &wr).is_err() {
+                // A reset is coming (or here): the command stays queued for it.
+                break;
+            }
+            self.queue.pop_front();
+            self.slots[slot].state = SlotState::InFlight;
+            self.slots[slot].generation = generation;
+            self.in_flight += 1;
+            self.stats.commands_sent += 1;
+        }
+    }
+
+    /// Reaps completions: responses complete I/O upward and give their IU back.
+    fn poll(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>) {
+        let (Some(c), Some(cq)) = (self.consumer, self.res.cq) else {
+            return;
+        };
+        loop {
+            let Ok(Some(cqe)) = ibal.borrow_mut().poll_cq(bus, c, cq) else {
+                break;
+            };
+            if cqe.opcode != WcOpcode::Recv || cqe.status != WcStatus::Success {
+                // Send completions carry nothing; flushed ones are what the take-back
+                // at RESET already accounted for.
+                continue;
+            }
+            let iu_addr = self.recv_iu_base + cqe.wr_id * IU_SIZE as u64;
+            let mut iu = [0u8; IU_SIZE];
+            if let Some(buf) = bus.hca().verbs().mem(iu_addr, IU_SIZE as u64) {
+                iu.copy_from_slice(buf);
+            }
+            self.post_recv(ibal, bus, cqe.wr_id);
+            match SrpRsp::decode(&iu[..cqe.byte_len as usize]) {
+                Some(rsp) => self.response(bus, rsp),
+                None => self.stats.stale_responses += 1,
+            }
+        }
+    }
+
+    fn response(&mut self, bus: &mut Bus<'_>, rsp: SrpRsp) {
+        let slot = (rsp.tag >> 32) as usize;
+        let generation = rsp.tag as u32;
+        let current = self
+            .slots
+            .get(slot)
+            .is_some_and(|s| s.state == SlotState::InFlight && s.generation == generation);
+        if !current {
+            self.stats.stale_responses += 1;
+            return;
+        }
+        let req = self.slots[slot].req;
+        let (status, sum) = match rsp.status {
+            SrpStatus::Good if !req.write => {
+                // The disk checks the data it hands up, not the target's word for it.
+                let addr = self.data_addr(slot);
+                let sum = bus
+                    .hca()
+                    .verbs()
+                    .mem(addr, BLOCK_SIZE as u64)
+                    .map_or(0, checksum);
+                (IoStatus::Ok, sum)
+            }
+            SrpStatus::Good => (IoStatus::Ok, 0),
+            other => (IoStatus::Target(other), 0),
+        };
+        self.slots[slot].state = SlotState::Free;
+        self.in_flight -= 1;
+        self.complete_upward(req.id, status, sum);
+    }
+
+    fn post_recv(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>, index: u64) {
+        let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
+            return;
+        };
+        let wr = RecvWr {
+            wr_id: index,
+            sge: Sge {
+                addr: self.recv_iu_base + index * IU_SIZE as u64,
+                len: IU_SIZE as u32,
+                lkey: keys.lkey,
+            },
+        };
+        // Refused during a reset: the login after it posts every receive again.
+        let _ = ibal.borrow_mut().post_recv(bus, c, qp, &wr);
+    }
+
+    /// Creates the resources and logs in to `target`. On a refusal, tears down what it
+    /// made and reports it; the caller retries.
+    fn connect(
+        &mut self,
+        ibal: &SharedIbal,
+        bus: &mut Bus<'_>,
+        target: &mut SrpTarget,
+    ) -> Result<(), crate::errors::CreateError> {
+        let Some(c) = self.consumer else {
+            return Ok(());
+        };
+        self.teardown(ibal, bus);
+        let qd = u32::from(self.config.queue_depth);
+        let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+        let result = (|| {
+            let mut al = ibal.borrow_mut();
+            let pd = al.alloc_pd(bus, c)?;
+            self.res.pd = Some(pd);
+            let cq = al.create_cq(bus, c, 2 * qd + 8)?;
+            self.res.cq = Some(cq);
+            let qp = al.create_qp(
+                bus,
+                c,
+                QpSpec {
+                    pd,
+                    qp_type: QpType::Rc,
+                    send_cq: cq,
+                    recv_cq: cq,
+                    port: self.config.port,
+                    max_send_wr: qd,
+                    max_recv_wr: qd,
+                },
+            )?;
+            self.res.qp = Some(qp);
+            let mr = al.reg_mr(
+                bus,
+                c,
+                MrSpec {
+                    pd,
+                    addr: self.data_base,
+                    len: self.dma_len,
+                    access: all,
+                    flags: MrFlags::empty(),
+                },
+            )?;
+            self.res.mr = Some(mr);
+            al.modify_qp(bus, c, qp, QpState::Init, None)?;
+            let qpn = al
+                .qpn(c, qp)
+                .ok_or(crate::errors::CreateError::InvalidHandle)?;
+            let me = RemoteQp {
+                lid: HOST_LID_BASE + Lid::from(self.config.port - 1),
+                qpn,
+            };
+            let peer = target.login(me);
+            al.modify_qp(bus, c, qp, QpState::Rtr, Some(peer))?;
+            al.modify_qp(bus, c, qp, QpState::Rts, None)?;
+            Ok(())
+        })();
+        if let Err(e) = result {
+            self.teardown(ibal, bus);
+            return Err(e);
+        }
+        for i in 0..u64::from(self.config.queue_depth) {
+            self.post_recv(ibal, bus, i);
+        }
+        self.stats.logins += 1;
+        self.link = Link::LoggingIn {
+            ready_at: bus.now() + self.config.login_delay,
+        };
+        Ok(())
+    }
+
+    /// Destroys every resource. Software only during a reset: it never fails.
+    fn teardown(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>) {
+        let Some(c) = self.consumer else {
+            return;
+        };
+        let mut al = ibal.borrow_mut();
+        let r = core::mem::replace(&mut self.res, NO_RESOURCES);
+        // Our own handles, in dependency order: these can only fail on a programming
+        // error, which the log names.
+        let results = [
+            r.qp.map(|h| al.destroy_qp(bus, c, h)),
+            r.mr.map(|(h, _)| al.dereg_mr(bus, c, h)),
+            r.cq.map(|h| al.destroy_cq(bus, c, h)),
+            r.pd.map(|h| al.dealloc_pd(bus, c, h)),
+        ];
+        for e in results.into_iter().flatten().filter_map(Result::err) {
+            log::error!("disk teardown: {e}");
+        }
+        self.link = Link::Down;
+    }
+
+    /// RESET: block, take in-flight commands back (oldest first), release.
+    fn on_reset(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>) {
+        let now = bus.now();
+        // Responses already in the CQ are real: complete them instead of re-issuing.
+        self.poll(ibal, bus);
+        self.blocked = true;
+        if self.hold_deadline.is_none() {
+            self.hold_deadline = Some(now + Duration::from_ms(bus.policy().io_hold_timeout_ms));
+        }
+        self.take_back();
+        self.teardown(ibal, bus);
+    }
+
+    fn take_back(&mut self) {
+        self.stats.max_in_flight_at_reset = self
+            .stats
+            .max_in_flight_at_reset
+            .max(u64::from(self.in_flight));
+        self.scratch.clear();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if s.state == SlotState::InFlight {
+                s.state = SlotState::Queued;
+                self.scratch.push(i as u16);
+            }
+        }
+        let slots = &self.slots;
+        self.scratch
+            .sort_unstable_by_key(|i| slots[usize::from(*i)].req.id);
+        for &i in self.scratch.iter().rev() {
+            self.queue.push_front(i);
+        }
+        self.stats.taken_back += self.scratch.len() as u64;
+        self.in_flight = 0;
+        self.stats.max_held = self.stats.max_held.max(self.queue.len() as u64);
+    }
+
+    /// Past `io_hold_timeout`: fail what is held, once, as retryable; fail new I/O at
+    /// once until the disk is back.
+    fn hold_expired(&mut self) {
+        self.fast_fail = true;
+        self.stats.hold_timeouts += 1;
+        self.fail_queued(IoStatus::Retryable);
+    }
+
+    fn fail_queued(&mut self, status: IoStatus) {
+        while let Some(i) = self.queue.pop_front() {
+            let slot = &mut self.slots[usize::from(i)];
+            slot.state = SlotState::Free;
+            let id = slot.req.id;
+            self.complete_upward(id, status, 0);
+        }
+    }
+
+    /// RESET_FAILED or DEVICE_FATAL: fail everything held, once, and whatever comes.
+    fn on_failed(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>, status: IoStatus) {
+        self.blocked = true;
+        self.take_back();
+        self.teardown(ibal, bus);
+        self.failed = Some(status);
+        self.fail_queued(status);
+    }
+
+    /// The login is done: unblock and re-issue in order.
+    fn up(&mut self) {
+        self.link = Link::Up;
+        self.blocked = false;
+        self.fast_fail = false;
+        self.hold_deadline = None;
+    }
+}
+
+/// The bus client of one disk, with its workload and its remote target.
+#[derive(Debug)]
+pub struct SrpClient {
+    desc: ClientDesc,
+    ibal: SharedIbal,
+    disk: SrpDisk,
+    workload: BlockWorkload,
+    target: SrpTarget,
+    id: Option<ClientId>,
+    events: EventLog,
+    /// Deferred work: connect (after start, RESET_END or RESET_ABORTED, or a retry).
+    connect_at: Option<Instant>,
+    /// Deferred execute of a data LUN's quiesce.
+    execute_at: Option<(Instant, Epoch)>,
+    pub refusals: u32,
+}
+
+impl SrpClient {
+    pub fn new(name: &str, config: DiskConfig, ibal: SharedIbal) -> Option<Self> {
+        let (kind, flags) = if config.boot {
+            (
+                ClientKind::BootDisk,
+                ClientFlags::BOOT_CRITICAL | ClientFlags::PAGING_PATH,
+            )
+        } else {
+            (ClientKind::Srp, ClientFlags::empty())
+        };
+        let disk = SrpDisk::new(config);
+        let workload = BlockWorkload::new(WorkloadConfig {
+            iops: config.iops,
+            read_pct: config.read_pct.min(100),
+            lun_id: config.lun_id,
+            n_blocks: config.n_blocks,
+            max_outstanding: disk.slots.len(),
+        });
+        Some(SrpClient {
+            desc: ClientDesc::new(name, kind, flags)?,
+            ibal,
+            disk,
+            workload,
+            target: SrpTarget::new(config.target_lid, config.lun_id, config.n_blocks),
+            id: None,
+            events: EventLog::new(),
+            connect_at: None,
+            execute_at: None,
+            refusals: 0,
+        })
+    }
+
+    pub fn disk(&self) -> &SrpDisk {
+        &self.disk
+    }
+
+    pub fn target(&self) -> &SrpTarget {
+        &self.target
+    }
+
+    pub fn workload(&self) -> &BlockWorkload {
+        &self.workload
+    }
+
+    /// The I/O accounting with `lost` computed against what the disk still tracks.
+    pub fn io_stats(&self) -> IoStats {
+        let mut w = self.workload.clone();
+        w.count_lost(|id| self.disk.tracks(id));
+        *w.stats()
+    }
+
+    /// Stops issuing new I/O from `at` on (the end of a run, so in-flight I/O drains).
+    pub fn stop_workload(&mut self) {
+        self.workload.stop();
+    }
+
+    fn execute(&mut self, bus: &mut Bus<'_>, epoch: Epoch) {
+        if let Some(id) = self.id {
+            if bus.reset_execute(id, epoch).is_err() {
+                self.refusals += 1;
+            }
+        }
+    }
+
+    fn deliver_upward(&mut self, now: Instant) {
+        while let Some(c) = self.disk.upward.pop_front() {
+            self.workload.complete(c, now);
+        }
+    }
+}
+
+impl Agent for SrpClient {
+    fn name(&self) -> &str {
+        self.desc.name.as_str()
+    }
+
+    fn start(&mut self, bus: &mut Bus<'_>) {
+        if !self.disk.reserve(bus) {
+            log::error!("{}: no DMA memory for the disk", self.name());
+            self.refusals += 1;
+            return;
+        }
+        match self.ibal.borrow_mut().open(self.desc.name.as_str()) {
+            Ok(c) => self.disk.consumer = Some(c),
+            Err(e) => {
+                log::error!("{}: {e}", self.desc.name.as_str());
+                self.refusals += 1;
+                return;
+            }
+        }
+        match bus.register(self.desc) {
+            Ok(r) => {
+                self.id = Some(r.id);
+                if r.state == hcabus::State::Operational {
+                    self.connect_at = Some(bus.now());
+                } else {
+                    // Late: hold everything until RESET_END.
+                    self.disk.blocked = true;
+                }
+            }
+            Err(_) => self.refusals += 1,
+        }
+    }
+
+    fn on_event(&mut self, bus: &mut Bus<'_>, _id: ClientId, event: Event) {
+        self.events.push(event.kind());
+        let now = bus.now();
+        match event {
+            Event::Reset { epoch, .. } => {
+                self.disk.on_reset(&self.ibal, bus);
+                self.connect_at = None;
+                if self.disk.config.boot {
+                    // The paging path cannot wait for a worker thread.
+                    self.execute(bus, epoch);
+                } else {
+                    self.execute_at = Some((now + self.disk.config.ack_delay, epoch));
+                }
+            }
+            Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
+                self.disk.failed = None;
+                self.connect_at = Some(now);
+            }
+            Event::ResetFailed { .. } => {
+                self.disk.on_failed(&self.ibal, bus, IoStatus::DeviceFailed);
+                self.connect_at = None;
+                self.deliver_upward(now);
+            }
+            Event::DeviceFatal { .. } => {
+                self.disk
+                    .on_failed(&self.ibal, bus, IoStatus::DeviceRemoved);
+                self.connect_at = None;
+                self.deliver_upward(now);
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        let login = match self.disk.link {
+            Link::LoggingIn { ready_at } => Some(ready_at),
+            _ => None,
+        };
+        let hold = self
+            .disk
+            .hold_deadline
+            .filter(|_| self.disk.blocked && !self.disk.fast_fail);
+        [
+            self.target.next_due(),
+            self.workload.next_at(),
+            self.connect_at,
+            self.execute_at.map(|(t, _)| t),
+            login,
+            hold,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn wake(&mut self, bus: &mut Bus<'_>) {
+        let now = bus.now();
+        // The remote side first: it answers what was sent before.
+        {
+            let (hca, rng) = bus.hca_and_rng();
+            self.target.intake(hca, now, rng);
+            self.target.process(hca, now);
+        }
+        self.disk.poll(&self.ibal, bus);
+        if let Some((_, epoch)) = self.execute_at.filter(|(t, _)| *t <= now) {
+            self.execute_at = None;
+            self.execute(bus, epoch);
+        }
+        if self.connect_at.is_some_and(|t| t <= now) {
+            self.connect_at = None;
+            if self
+                .disk
+                .connect(&self.ibal, bus, &mut self.target)
+                .is_err()
+            {
+                // Refused (the device is not back yet): try again shortly.
+                self.disk.stats.login_retries += 1;
+                if self.disk.failed.is_none() {
+                    self.connect_at = Some(now + Duration::from_ms(1));
+                }
+            }
+        }
+        if let Link::LoggingIn { ready_at } = self.disk.link {
+            if ready_at <= now {
+                self.disk.up();
+            }
+        }
+        let held_too_long = self.disk.hold_deadline.is_some_and(|d| d <= now);
+        if self.disk.blocked && !self.disk.fast_fail && held_too_long {
+            self.disk.hold_expired();
+        }
+        self.deliver_upward(now);
+        while let Some(req) = self.workload.next_request(now, bus.rng()) {
+            match self.disk.submit(bus, req) {
+                Ok(()) => self.workload.accepted(req),
+                Err(req) => {
+                    self.workload.refused(req);
+                    break;
+                }
+            }
+        }
+        self.disk.pump(&self.ibal, bus);
+        self.deliver_upward(now);
+        let (hca, rng) = bus.hca_and_rng();
+        self.target.intake(hca, now, rng);
+    }
+
+    fn events(&self) -> &[EventKind] {
+        self.events.as_slice()
+    }
+
+    fn id(&self) -> Option<ClientId> {
+        self.id
+    }
+}

@@ -1,0 +1,626 @@
+//! IPoIB: a network interface over a UD queue pair, with a remote IPoIB peer.
+//!
+//! On RESET it pauses like an NDIS miniport in RESET_START: the send queue stops, sends
+//! the hardware has not completed go back to the stack as resubmittable, multicast groups
+//! are left, the queue pair destroyed and the link reported down. On RESET_END (as
+//! deferred work) it re-creates the queue pair, re-joins the broadcast and multicast
+//! groups, restores its receive filter, announces its new QPN with a gratuitous ARP and
+//! reports link up; the stack resubmits what came back.
+
+use std::collections::VecDeque;
+
+use bitflags::bitflags;
+use hcabus::sim::{Agent, Bus, SimHca, HOST_LID_BASE};
+use hcabus::types::*;
+use hcabus::verbs::*;
+use hcabus::{Duration, Instant};
+
+use crate::access::{Dest, MrFlags, MrSpec, QpSpec, Send};
+use crate::handle::*;
+use crate::ibal_client::{EventLog, SharedIbal};
+
+/// The IPv4 broadcast group of partition 0xffff.
+pub const BROADCAST_MGID: Mgid = 0xff12_401b_ffff_0000_0000_0000_ffff_ffff;
+pub const BROADCAST_MLID: Lid = 0xc000;
+/// Most extra multicast groups an interface joins.
+pub const MAX_GROUPS: usize = 4;
+/// The peer's fixed UD queue pair number.
+pub const PEER_QPN: Qpn = Qpn(0x00ab_cd00);
+
+const FRAME: usize = 32;
+/// Packets the stack queues above the interface (Linux's default txqueuelen).
+const STACK_QUEUE: usize = 1000;
+const RING: usize = 64;
+const KIND_DATA: u8 = 1;
+const KIND_MCAST: u8 = 2;
+const KIND_ARP: u8 = 3;
+
+/// The `i`th extra multicast group of a port.
+pub fn group_mgid(port: u8, i: usize) -> Mgid {
+    0xff12_601b_ffff_0000_0000_0001_ff00_0000 | (u128::from(port) << 8) | i as u128
+}
+
+fn group_mlid(i: usize) -> Lid {
+    BROADCAST_MLID + 1 + i as Lid
+}
+
+bitflags! {
+    /// The receive filter the stack set (NDIS packet filter).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct PacketFilter: u32 {
+        const DIRECTED = 1 << 0;
+        const MULTICAST = 1 << 1;
+        const BROADCAST = 1 << 2;
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpoibConfig {
+    pub port: u8,
+    /// Packets per second the stack sends.
+    pub pps: u32,
+    /// Extra multicast groups joined besides broadcast.
+    pub groups: u8,
+    pub peer_lid: Lid,
+    /// Unicast packets per second the peer sends to us (multicast: one tenth as many).
+    pub peer_pps: u32,
+    /// IPoIB finishes its quiesce as deferred work, this long after RESET.
+    pub ack_delay: Duration,
+}
+
+impl Default for IpoibConfig {
+    fn default() -> Self {
+        IpoibConfig {
+            port: 1,
+            pps: 1_000,
+            groups: 2,
+            peer_lid: 0x200,
+            peer_pps: 500,
+            ack_delay: Duration::from_ms(1),
+        }
+    }
+}
+
+/// The `net` fields of the report (SPEC §9) and what else the interface saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NetStats {
+    /// Sends the hardware completed.
+    pub sent: u64,
+    /// Sends handed back to the stack as resubmittable during a reset.
+    pub completed_back: u64,
+    /// Packets lost: the stack's queue overflowed or a send failed for good.
+    pub dropped: u64,
+    pub received_unicast: u64,
+    pub received_multicast: u64,
+    pub link_downs: u32,
+    pub link_ups: u32,
+    pub group_joins: u32,
+    pub filters_restored: u32,
+    /// Packets the peer received from us.
+    pub peer_received: u64,
+}
+
+impl NetStats {
+    pub fn add(&mut self, o: &NetStats) {
+        self.sent += o.sent;
+        self.completed_back += o.completed_back;
+        self.dropped += o.dropped;
+        self.received_unicast += o.received_unicast;
+        self.received_multicast += o.received_multicast;
+        self.link_downs += o.link_downs;
+        self.link_ups += o.link_ups;
+        self.group_joins += o.group_joins;
+        self.filters_restored += o.filters_restored;
+        self.peer_received += o.peer_received;
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Res {
+    pd: Option<PdHandle>,
+    cq: Option<CqHandle>,
+    qp: Option<QpHandle>,
+    mr: Option<(MrHandle, MrKeys)>,
+    peer_ah: Option<AhHandle>,
+    bcast_ah: Option<AhHandle>,
+}
+
+const NO_RES: Res = Res {
+    pd: None,
+    cq: None,
+    qp: None,
+    mr: None,
+    peer_ah: None,
+    bcast_ah: None,
+};
+
+/// The remote IPoIB endpoint: learns our QPN from ARP, sends unicast and multicast.
+#[derive(Debug, Clone)]
+pub struct IpoibPeer {
+    lid: Lid,
+    /// Our QPN as last announced.
+    host_qpn: Option<Qpn>,
+    next_unicast: Option<Instant>,
+    next_mcast: Option<Instant>,
+    interval: Duration,
+    pub received: u64,
+    pub sent_ok: u64,
+    pub send_failures: u64,
+}
+
+impl IpoibPeer {
+    fn new(lid: Lid, pps: u32) -> Self {
+        let interval = Duration::from_us(1_000_000 / u64::from(pps.max(1)));
+        IpoibPeer {
+            lid,
+            host_qpn: None,
+            next_unicast: (pps > 0).then_some(Instant::ZERO + interval),
+            next_mcast: (pps > 0).then_some(Instant::ZERO + interval),
+            interval,
+            received: 0,
+            sent_ok: 0,
+            send_failures: 0,
+        }
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        [self.next_unicast, self.next_mcast]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn run(&mut self, hca: &mut SimHca, now: Instant, port: u8, groups: u8) {
+        let lid = self.lid;
+        // Broadcasts only from our own subnet: the other port's go to its own peer.
+        let host = port_lid(port);
+        while let Some(m) = hca.verbs_mut().wire_take(|m| {
+            m.dlid == lid || (m.dlid == BROADCAST_MLID && m.dqpn == PEER_QPN && m.src_lid == host)
+        }) {
+            match m.payload().first() {
+                Some(&KIND_ARP) => self.host_qpn = Some(m.src_qpn),
+                Some(&KIND_DATA) => self.received += 1,
+                _ => {}
+            }
+        }
+        let me = RemoteQp { lid, qpn: PEER_QPN };
+        let mut frame = [0u8; FRAME];
+        while let Some(t) = self.next_unicast.filter(|t| *t <= now) {
+            self.next_unicast = Some(t + self.interval);
+            let Some(to) = self.host_qpn else {
+                continue;
+            };
+            frame[0] = KIND_DATA;
+            match hca.remote_send(me, to, &frame) {
+                Ok(()) => self.sent_ok += 1,
+                Err(_) => self.send_failures += 1,
+            }
+        }
+        while let Some(t) = self.next_mcast.filter(|t| *t <= now) {
+            self.next_mcast = Some(t + Duration::from_us(self.interval.as_us() * 10));
+            frame[0] = KIND_MCAST;
+            for i in 0..usize::from(groups) {
+                if hca.remote_send_mcast(group_mgid(port, i), &frame).is_ok() {
+                    self.sent_ok += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The bus client of one IPoIB interface, with the stack above it and its peer.
+#[derive(Debug)]
+pub struct IpoibClient {
+    desc: ClientDesc,
+    config: IpoibConfig,
+    ibal: SharedIbal,
+    consumer: Option<ConsumerId>,
+    id: Option<ClientId>,
+    events: EventLog,
+    res: Res,
+    link_up: bool,
+    filter: PacketFilter,
+    /// The stack's packets waiting to go (new, or handed back during a reset).
+    stack_queue: VecDeque<u64>,
+    /// Posted, not yet completed, oldest first.
+    posted: VecDeque<u64>,
+    next_packet: Option<Instant>,
+    next_seq: u64,
+    connect_at: Option<Instant>,
+    execute_at: Option<(Instant, Epoch)>,
+    buf_base: u64,
+    peer: IpoibPeer,
+    stats: NetStats,
+    pub refusals: u32,
+}
+
+impl IpoibClient {
+    pub fn new(name: &str, config: IpoibConfig, ibal: SharedIbal) -> Option<Self> {
+        let interval = Duration::from_us(1_000_000 / u64::from(config.pps.max(1)));
+        Some(IpoibClient {
+            desc: ClientDesc::new(name, ClientKind::Ipoib, ClientFlags::empty())?,
+            config: IpoibConfig {
+                groups: config.groups.min(MAX_GROUPS as u8),
+                ..config
+            },
+            ibal,
+            consumer: None,
+            id: None,
+            events: EventLog::new(),
+            res: NO_RES,
+            link_up: false,
+            filter: PacketFilter::all(),
+            stack_queue: VecDeque::with_capacity(STACK_QUEUE),
+            posted: VecDeque::with_capacity(RING),
+            next_packet: (config.pps > 0).then_some(Instant::ZERO + interval),
+            next_seq: 1,
+            connect_at: None,
+            execute_at: None,
+            buf_base: 0,
+            peer: IpoibPeer::new(config.peer_lid, config.peer_pps),
+            stats: NetStats::default(),
+            refusals: 0,
+        })
+    }
+
+    pub fn stats(&self) -> &NetStats {
+        &self.stats
+    }
+
+    pub fn peer(&self) -> &IpoibPeer {
+        &self.peer
+    }
+
+    pub fn link_up(&self) -> bool {
+        self.link_up
+    }
+
+    pub fn filter(&self) -> PacketFilter {
+        self.filter
+    }
+
+    /// The device QPN of the interface's queue pair, while it has one.
+    pub fn qpn(&self) -> Option<Qpn> {
+        let (c, qp) = (self.consumer?, self.res.qp?);
+        self.ibal.borrow().qpn(c, qp)
+    }
+
+    /// The multicast groups the interface belongs to.
+    pub fn groups(&self) -> impl Iterator<Item = Mgid> + '_ {
+        core::iter::once(BROADCAST_MGID)
+            .chain((0..usize::from(self.config.groups)).map(|i| group_mgid(self.config.port, i)))
+    }
+
+    fn slot_addr(&self, send: bool, i: usize) -> u64 {
+        self.buf_base + ((if send { 0 } else { RING }) + i) as u64 * FRAME as u64
+    }
+
+    fn connect(&mut self, bus: &mut Bus<'_>) -> Result<(), crate::errors::CreateError> {
+        let Some(c) = self.consumer else {
+            return Ok(());
+        };
+        self.teardown(bus);
+        let port = self.config.port;
+        let result = (|| {
+            let mut al = self.ibal.borrow_mut();
+            let pd = al.alloc_pd(bus, c)?;
+            self.res.pd = Some(pd);
+            let cq = al.create_cq(bus, c, 2 * RING as u32)?;
+            self.res.cq = Some(cq);
+            let qp = al.create_qp(
+                bus,
+                c,
+                QpSpec {
+                    pd,
+                    qp_type: QpType::Ud,
+                    send_cq: cq,
+                    recv_cq: cq,
+                    port,
+                    max_send_wr: RING as u32,
+                    max_recv_wr: RING as u32,
+                },
+            )?;
+            self.res.qp = Some(qp);
+            self.res.mr = Some(al.reg_mr(
+                bus,
+                c,
+                MrSpec {
+                    pd,
+                    addr: self.buf_base,
+                    len: (2 * RING * FRAME) as u64,
+                    access: Access::LOCAL_WRITE,
+                    flags: MrFlags::empty(),
+                },
+            )?);
+            self.res.peer_ah = Some(al.create_ah(bus, c, pd, port, self.config.peer_lid)?);
+            self.res.bcast_ah = Some(al.create_ah(bus, c, pd, port, BROADCAST_MLID)?);
+            al.modify_qp(bus, c, qp, QpState::Init, None)?;
+            al.modify_qp(bus, c, qp, QpState::Rtr, None)?;
+            al.modify_qp(bus, c, qp, QpState::Rts, None)?;
+            al.attach_mcast(bus, c, qp, BROADCAST_MGID, BROADCAST_MLID)?;
+            for i in 0..usize::from(self.config.groups) {
+                al.attach_mcast(bus, c, qp, group_mgid(port, i), group_mlid(i))?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            self.teardown(bus);
+            return Err(e);
+        }
+        self.stats.group_joins += 1 + u32::from(self.config.groups);
+        // The filter the stack set survives in software; the new QP gets it again.
+        self.stats.filters_restored += 1;
+        for i in 0..RING {
+            self.post_recv(bus, i as u64);
+        }
+        self.link_up = true;
+        self.stats.link_ups += 1;
+        self.send_frame(bus, KIND_ARP, 0, true);
+        Ok(())
+    }
+
+    fn teardown(&mut self, bus: &mut Bus<'_>) {
+        let Some(c) = self.consumer else {
+            return;
+        };
+        let r = core::mem::replace(&mut self.res, NO_RES);
+        let mut al = self.ibal.borrow_mut();
+        if let Some(qp) = r.qp {
+            let _ = al.detach_mcast(bus, c, qp, BROADCAST_MGID);
+            for i in 0..usize::from(self.config.groups) {
+                let _ = al.detach_mcast(bus, c, qp, group_mgid(self.config.port, i));
+            }
+        }
+        let results = [
+            r.qp.map(|h| al.destroy_qp(bus, c, h)),
+            r.peer_ah.map(|h| al.destroy_ah(bus, c, h)),
+            r.bcast_ah.map(|h| al.destroy_ah(bus, c, h)),
+            r.mr.map(|(h, _)| al.dereg_mr(bus, c, h)),
+            r.cq.map(|h| al.destroy_cq(bus, c, h)),
+            r.pd.map(|h| al.dealloc_pd(bus, c, h)),
+        ];
+        for e in results.into_iter().flatten().filter_map(Result::err) {
+            log::error!("ipoib teardown: {e}");
+        }
+    }
+
+    fn post_recv(&mut self, bus: &mut Bus<'_>, i: u64) {
+        let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
+            return;
+        };
+        let wr = RecvWr {
+            wr_id: i,
+            sge: Sge {
+                addr: self.slot_addr(false, i as usize),
+                len: FRAME as u32,
+                lkey: keys.lkey,
+            },
+        };
+        let _ = self.ibal.borrow_mut().post_recv(bus, c, qp, &wr);
+    }
+
+    /// Posts one frame; `false` if it could not go now.
+    fn send_frame(&mut self, bus: &mut Bus<'_>, kind: u8, seq: u64, broadcast: bool) -> bool {
+        let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
+            return false;
+        };
+        let ah = if broadcast {
+            self.res.bcast_ah
+        } else {
+            self.res.peer_ah
+        };
+        let Some(ah) = ah else {
+            return false;
+        };
+        let slot = (seq as usize) % RING;
+        let addr = self.slot_addr(true, slot);
+        if let Some(buf) = bus.hca().verbs_mut().mem_mut(addr, FRAME as u64) {
+            buf.fill(0);
+            buf[0] = kind;
+            buf[8..16].copy_from_slice(&seq.to_le_bytes());
+        }
+        let wr = Send {
+            wr_id: seq,
+            sge: Sge {
+                addr,
+                len: FRAME as u32,
+                lkey: keys.lkey,
+            },
+            dest: Dest::Datagram { ah, qpn: PEER_QPN },
+        };
+        self.ibal.borrow_mut().post_send(bus, c, qp, &wr).is_ok()
+    }
+
+    fn poll(&mut self, bus: &mut Bus<'_>) {
+        let (Some(c), Some(cq)) = (self.consumer, self.res.cq) else {
+            return;
+        };
+        loop {
+            let Ok(Some(cqe)) = self.ibal.borrow_mut().poll_cq(bus, c, cq) else {
+                break;
+            };
+            match (cqe.opcode, cqe.status) {
+                (WcOpcode::Send, status) => {
+                    // Completions come in order; ARP frames (seq 0) are not the stack's.
+                    if cqe.wr_id == 0 {
+                        continue;
+                    }
+                    if self.posted.front() == Some(&cqe.wr_id) {
+                        self.posted.pop_front();
+                    }
+                    match status {
+                        WcStatus::Success => self.stats.sent += 1,
+                        WcStatus::Flushed => self.hand_back(cqe.wr_id),
+                        _ => self.stats.dropped += 1,
+                    }
+                }
+                (WcOpcode::Recv, WcStatus::Success) => {
+                    let addr = self.slot_addr(false, cqe.wr_id as usize);
+                    let kind = bus.hca().verbs().mem(addr, 1).map_or(0, |b| b[0]);
+                    match kind {
+                        KIND_MCAST if self.filter.contains(PacketFilter::MULTICAST) => {
+                            self.stats.received_multicast += 1
+                        }
+                        KIND_DATA if self.filter.contains(PacketFilter::DIRECTED) => {
+                            self.stats.received_unicast += 1
+                        }
+                        _ => {}
+                    }
+                    self.post_recv(bus, cqe.wr_id);
+                }
+                (WcOpcode::Recv, _) => {}
+            }
+        }
+    }
+
+    /// A send goes back to the stack, resubmittable (NDIS_STATUS_PAUSED).
+    fn hand_back(&mut self, seq: u64) {
+        self.stats.completed_back += 1;
+        if self.stack_queue.len() < self.stack_queue.capacity() {
+            self.stack_queue.push_front(seq);
+        } else {
+            self.stats.dropped += 1;
+        }
+    }
+
+    fn on_reset(&mut self, bus: &mut Bus<'_>) {
+        // Real completions first, then every send still out goes back to the stack.
+        self.poll(bus);
+        while let Some(seq) = self.posted.pop_back() {
+            self.hand_back(seq);
+        }
+        self.teardown(bus);
+        if self.link_up {
+            self.link_up = false;
+            self.stats.link_downs += 1;
+        }
+    }
+
+    fn transmit(&mut self, bus: &mut Bus<'_>) {
+        while self.link_up && self.posted.len() < RING {
+            let Some(&seq) = self.stack_queue.front() else {
+                break;
+            };
+            if !self.send_frame(bus, KIND_DATA, seq, false) {
+                break;
+            }
+            self.stack_queue.pop_front();
+            self.posted.push_back(seq);
+        }
+    }
+}
+
+impl Agent for IpoibClient {
+    fn name(&self) -> &str {
+        self.desc.name.as_str()
+    }
+
+    fn start(&mut self, bus: &mut Bus<'_>) {
+        let Some(base) = bus.hca().verbs_mut().dma_alloc((2 * RING * FRAME) as u64) else {
+            self.refusals += 1;
+            return;
+        };
+        self.buf_base = base;
+        match self.ibal.borrow_mut().open(self.desc.name.as_str()) {
+            Ok(c) => self.consumer = Some(c),
+            Err(_) => {
+                self.refusals += 1;
+                return;
+            }
+        }
+        match bus.register(self.desc) {
+            Ok(r) => {
+                self.id = Some(r.id);
+                if r.state == hcabus::State::Operational {
+                    self.connect_at = Some(bus.now());
+                }
+            }
+            Err(_) => self.refusals += 1,
+        }
+    }
+
+    fn on_event(&mut self, bus: &mut Bus<'_>, id: ClientId, event: Event) {
+        self.events.push(event.kind());
+        let now = bus.now();
+        match event {
+            Event::Reset { epoch, .. } => {
+                self.on_reset(bus);
+                self.connect_at = None;
+                if self.config.ack_delay == Duration::ZERO {
+                    if bus.reset_execute(id, epoch).is_err() {
+                        self.refusals += 1;
+                    }
+                } else {
+                    self.execute_at = Some((now + self.config.ack_delay, epoch));
+                }
+            }
+            Event::ResetEnd { .. } | Event::ResetAborted { .. } => self.connect_at = Some(now),
+            Event::ResetFailed { .. } | Event::DeviceFatal { .. } => {
+                self.on_reset(bus);
+                self.connect_at = None;
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        [
+            self.next_packet,
+            self.connect_at,
+            self.execute_at.map(|(t, _)| t),
+            self.peer.next_due(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn wake(&mut self, bus: &mut Bus<'_>) {
+        let now = bus.now();
+        self.peer
+            .run(bus.hca(), now, self.config.port, self.config.groups);
+        self.poll(bus);
+        if let Some((_, epoch)) = self.execute_at.filter(|(t, _)| *t <= now) {
+            self.execute_at = None;
+            if let Some(id) = self.id {
+                if bus.reset_execute(id, epoch).is_err() {
+                    self.refusals += 1;
+                }
+            }
+        }
+        if self.connect_at.is_some_and(|t| t <= now) {
+            self.connect_at = None;
+            if self.connect(bus).is_err() && bus.state() != hcabus::State::Failed {
+                self.connect_at = Some(now + Duration::from_ms(1));
+            }
+        }
+        let interval = Duration::from_us(1_000_000 / u64::from(self.config.pps.max(1)));
+        while let Some(t) = self.next_packet.filter(|t| *t <= now) {
+            self.next_packet = Some(t + interval);
+            // The stack queues while the link is down; past its queue it drops.
+            if self.stack_queue.len() < self.stack_queue.capacity() {
+                self.stack_queue.push_back(self.next_seq);
+            } else {
+                self.stats.dropped += 1;
+            }
+            self.next_seq += 1;
+        }
+        self.transmit(bus);
+        // The peer hears what was just sent.
+        self.peer
+            .run(bus.hca(), now, self.config.port, self.config.groups);
+        self.stats.peer_received = self.peer.received;
+    }
+
+    fn events(&self) -> &[EventKind] {
+        self.events.as_slice()
+    }
+
+    fn id(&self) -> Option<ClientId> {
+        self.id
+    }
+}
+
+/// Host LID of a port, as the peer addresses it.
+pub fn port_lid(port: u8) -> Lid {
+    HOST_LID_BASE + Lid::from(port.saturating_sub(1))
+}

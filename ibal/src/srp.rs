@@ -1,0 +1,372 @@
+//! SRP on the simulated fabric: the information units, and a target with LUNs that hold
+//! real block contents.
+//!
+//! The initiator sends an SRP_CMD naming its data buffer (address, R-Key, length); the
+//! target moves the data with RDMA (READ for a write command, WRITE for a read command)
+//! and answers with an SRP_RSP. Only the connection setup is compressed: the CM REQ/REP
+//! and SRP_LOGIN exchange is one call, [`SrpTarget::login`], which the initiator pays for
+//! with a login delay.
+
+use std::collections::VecDeque;
+use std::vec::Vec;
+
+use hcabus::sim::{RemoteError, SimHca};
+use hcabus::verbs::{Lid, Qpn, RemoteQp};
+use hcabus::{Duration, Instant};
+use rand::Rng;
+
+use crate::block::{checksum, fill_pattern, initial_seed};
+
+/// Bytes of one logical block.
+pub const BLOCK_SIZE: usize = 4096;
+/// Bytes of one information unit buffer.
+pub const IU_SIZE: usize = 64;
+
+const IU_CMD: u8 = 0x02;
+const IU_RSP: u8 = 0xC1;
+
+/// SRP_CMD, reduced to what the model moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrpCmd {
+    pub tag: u64,
+    pub write: bool,
+    pub lba: u64,
+    /// The initiator's data buffer, reachable through `rkey`.
+    pub addr: u64,
+    pub rkey: u32,
+    pub len: u32,
+    /// Checksum of the data a write carries (the target verifies it).
+    pub checksum: u64,
+}
+
+/// Status of a command at the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum SrpStatus {
+    Good = 0,
+    /// The data the target read did not match the command's checksum.
+    DataMismatch = 1,
+    LbaOutOfRange = 2,
+    /// The target could not move the data (remote access error on the initiator's key).
+    TransferFailed = 3,
+}
+
+impl SrpStatus {
+    fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            0 => SrpStatus::Good,
+            1 => SrpStatus::DataMismatch,
+            2 => SrpStatus::LbaOutOfRange,
+            3 => SrpStatus::TransferFailed,
+            _ => return None,
+        })
+    }
+}
+
+/// SRP_RSP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrpRsp {
+    pub tag: u64,
+    pub status: SrpStatus,
+    /// Checksum of the data a read delivered.
+    pub checksum: u64,
+}
+
+fn put(buf: &mut [u8], at: usize, v: &[u8]) {
+    buf[at..at + v.len()].copy_from_slice(v);
+}
+
+fn u64_at(buf: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(buf.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(buf.get(at..at + 4)?.try_into().ok()?))
+}
+
+impl SrpCmd {
+    pub const LEN: usize = 48;
+
+    pub fn encode(&self, buf: &mut [u8; IU_SIZE]) -> usize {
+        buf[0] = IU_CMD;
+        buf[1] = u8::from(self.write);
+        put(buf, 8, &self.tag.to_le_bytes());
+        put(buf, 16, &self.lba.to_le_bytes());
+        put(buf, 24, &self.addr.to_le_bytes());
+        put(buf, 32, &self.rkey.to_le_bytes());
+        put(buf, 36, &self.len.to_le_bytes());
+        put(buf, 40, &self.checksum.to_le_bytes());
+        Self::LEN
+    }
+
+    /// `None` for anything that is not a well-formed SRP_CMD.
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        if buf.len() < Self::LEN || buf[0] != IU_CMD || buf[1] > 1 {
+            return None;
+        }
+        Some(SrpCmd {
+            write: buf[1] == 1,
+            tag: u64_at(buf, 8)?,
+            lba: u64_at(buf, 16)?,
+            addr: u64_at(buf, 24)?,
+            rkey: u32_at(buf, 32)?,
+            len: u32_at(buf, 36)?,
+            checksum: u64_at(buf, 40)?,
+        })
+    }
+}
+
+impl SrpRsp {
+    pub const LEN: usize = 24;
+
+    pub fn encode(&self, buf: &mut [u8; IU_SIZE]) -> usize {
+        buf[0] = IU_RSP;
+        buf[1] = self.status as u8;
+        put(buf, 8, &self.tag.to_le_bytes());
+        put(buf, 16, &self.checksum.to_le_bytes());
+        Self::LEN
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        if buf.len() < Self::LEN || buf[0] != IU_RSP {
+            return None;
+        }
+        Some(SrpRsp {
+            status: SrpStatus::from_u8(buf[1])?,
+            tag: u64_at(buf, 8)?,
+            checksum: u64_at(buf, 16)?,
+        })
+    }
+}
+
+/// Counts kept by the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TargetStats {
+    pub logins: u32,
+    pub commands: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Writes whose data did not match their checksum: corruption on the path.
+    pub write_mismatches: u64,
+    /// Commands or responses the host never got (its adapter was down, the QP gone).
+    pub undeliverable: u64,
+    /// Messages for a connection that no longer exists.
+    pub stale_messages: u64,
+    pub malformed: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    due: Instant,
+    /// The target QP the command came in on.
+    via: Qpn,
+    cmd: SrpCmd,
+}
+
+/// Most commands the target holds at once.
+const TARGET_QUEUE: usize = 1024;
+
+/// A remote SRP target with one LUN of real blocks.
+#[derive(Debug, Clone)]
+pub struct SrpTarget {
+    lid: Lid,
+    lun_id: u32,
+    blocks: Vec<u8>,
+    /// The live connection: the target's QP and the initiator's.
+    conn: Option<(Qpn, RemoteQp)>,
+    next_qpn: u32,
+    queue: VecDeque<Pending>,
+    scratch: Vec<u8>,
+    service_min: Duration,
+    service_max: Duration,
+    stats: TargetStats,
+}
+
+impl SrpTarget {
+    /// A target at `lid` whose LUN has `n_blocks` blocks, each filled with a pattern the
+    /// initiator's workload can predict.
+    pub fn new(lid: Lid, lun_id: u32, n_blocks: u64) -> Self {
+        let mut blocks = std::vec![0u8; n_blocks as usize * BLOCK_SIZE];
+        for (lba, b) in blocks.chunks_exact_mut(BLOCK_SIZE).enumerate() {
+            fill_pattern(initial_seed(lun_id, lba as u64), b);
+        }
+        SrpTarget {
+            lid,
+            lun_id,
+            blocks,
+            conn: None,
+            next_qpn: 0x40_0000 | (u32::from(lid) << 8),
+            queue: VecDeque::with_capacity(TARGET_QUEUE),
+            scratch: std::vec![0u8; BLOCK_SIZE],
+            service_min: Duration::from_us(60),
+            service_max: Duration::from_us(250),
+            stats: TargetStats::default(),
+        }
+    }
+
+    pub fn lid(&self) -> Lid {
+        self.lid
+    }
+
+    pub fn lun_id(&self) -> u32 {
+        self.lun_id
+    }
+
+    pub fn n_blocks(&self) -> u64 {
+        (self.blocks.len() / BLOCK_SIZE) as u64
+    }
+
+    pub fn stats(&self) -> &TargetStats {
+        &self.stats
+    }
+
+    /// Checksum of a block as the target holds it.
+    pub fn block_checksum(&self, lba: u64) -> Option<u64> {
+        let start = usize::try_from(lba).ok()?.checked_mul(BLOCK_SIZE)?;
+        self.blocks.get(start..start + BLOCK_SIZE).map(checksum)
+    }
+
+    /// The CM exchange and SRP_LOGIN: a new target QP connected to `initiator`. The old
+    /// connection, if any, is gone: whatever still arrives on it is dropped.
+    pub fn login(&mut self, initiator: RemoteQp) -> RemoteQp {
+        self.next_qpn = (self.next_qpn + 1) & 0x00ff_ffff;
+        let qpn = Qpn(self.next_qpn);
+        self.conn = Some((qpn, initiator));
+        // Commands of the old connection die with it.
+        self.queue.clear();
+        self.stats.logins += 1;
+        RemoteQp { lid: self.lid, qpn }
+    }
+
+    /// When the target next has work due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.queue.iter().map(|p| p.due).min()
+    }
+
+    /// Takes every command on the wire for this target and schedules it.
+    pub fn intake(&mut self, hca: &mut SimHca, now: Instant, rng: &mut impl Rng) {
+        let lid = self.lid;
+        while let Some(msg) = hca.verbs_mut().wire_take(|m| m.dlid == lid) {
+            let current = self
+                .conn
+                .filter(|(q, i)| *q == msg.dqpn && i.qpn == msg.src_qpn && i.lid == msg.src_lid);
+            if current.is_none() {
+                self.stats.stale_messages += 1;
+                continue;
+            }
+            let Some(cmd) = SrpCmd::decode(msg.payload()) else {
+                self.stats.malformed += 1;
+                continue;
+            };
+            let span = self.service_max.as_us() - self.service_min.as_us();
+            let due = now + self.service_min + Duration::from_us(rng.gen_range(0..=span));
+            if self.queue.len() < self.queue.capacity() {
+                self.queue.push_back(Pending {
+                    due,
+                    via: msg.dqpn,
+                    cmd,
+                });
+            }
+        }
+    }
+
+    /// Executes every command that is due: moves the data, answers.
+    pub fn process(&mut self, hca: &mut SimHca, now: Instant) {
+        while let Some(i) = self.queue.iter().position(|p| p.due <= now) {
+            let Some(p) = self.queue.remove(i) else {
+                break;
+            };
+            let Some((qpn, initiator)) = self.conn.filter(|(q, _)| *q == p.via) else {
+                self.stats.stale_messages += 1;
+                continue;
+            };
+            let me = RemoteQp { lid: self.lid, qpn };
+            self.stats.commands += 1;
+            let rsp = self.execute(hca, me, initiator, &p.cmd);
+            let mut iu = [0u8; IU_SIZE];
+            let n = rsp.encode(&mut iu);
+            if hca.remote_send(me, initiator.qpn, &iu[..n]).is_err() {
+                self.stats.undeliverable += 1;
+            }
+        }
+    }
+
+    fn execute(
+        &mut self,
+        hca: &mut SimHca,
+        me: RemoteQp,
+        initiator: RemoteQp,
+        cmd: &SrpCmd,
+    ) -> SrpRsp {
+        let rsp = |status, checksum| SrpRsp {
+            tag: cmd.tag,
+            status,
+            checksum,
+        };
+        let Some(start) = usize::try_from(cmd.lba)
+            .ok()
+            .and_then(|l| l.checked_mul(BLOCK_SIZE))
+            .filter(|s| s + BLOCK_SIZE <= self.blocks.len())
+        else {
+            return rsp(SrpStatus::LbaOutOfRange, 0);
+        };
+        if cmd.len as usize != BLOCK_SIZE {
+            return rsp(SrpStatus::LbaOutOfRange, 0);
+        }
+        let moved: Result<u64, RemoteError> = if cmd.write {
+            self.stats.writes += 1;
+            hca.remote_rdma_read(me, initiator.qpn, cmd.rkey, cmd.addr, &mut self.scratch)
+                .map(|()| checksum(&self.scratch))
+        } else {
+            self.stats.reads += 1;
+            let block = &self.blocks[start..start + BLOCK_SIZE];
+            hca.remote_rdma_write(me, initiator.qpn, cmd.rkey, cmd.addr, block)
+                .map(|()| checksum(block))
+        };
+        match moved {
+            Ok(sum) if cmd.write && sum != cmd.checksum => {
+                self.stats.write_mismatches += 1;
+                rsp(SrpStatus::DataMismatch, sum)
+            }
+            Ok(sum) => {
+                if cmd.write {
+                    self.blocks[start..start + BLOCK_SIZE].copy_from_slice(&self.scratch);
+                }
+                rsp(SrpStatus::Good, sum)
+            }
+            Err(_) => rsp(SrpStatus::TransferFailed, 0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn information_units_round_trip_and_garbage_is_refused() {
+        let cmd = SrpCmd {
+            tag: 0x1234_0000_0007,
+            write: true,
+            lba: 99,
+            addr: 0x10_2000,
+            rkey: 0x1f03,
+            len: BLOCK_SIZE as u32,
+            checksum: 0xfeed,
+        };
+        let mut iu = [0u8; IU_SIZE];
+        let n = cmd.encode(&mut iu);
+        assert_eq!(SrpCmd::decode(&iu[..n]), Some(cmd));
+        assert_eq!(SrpCmd::decode(&iu[..n - 1]), None, "truncated");
+        assert_eq!(SrpRsp::decode(&iu[..n]), None, "not a response");
+        let rsp = SrpRsp {
+            tag: 5,
+            status: SrpStatus::DataMismatch,
+            checksum: 9,
+        };
+        let n = rsp.encode(&mut iu);
+        assert_eq!(SrpRsp::decode(&iu[..n]), Some(rsp));
+        iu[1] = 200;
+        assert_eq!(SrpRsp::decode(&iu[..n]), None, "unknown status");
+    }
+}

@@ -1,0 +1,194 @@
+//! Assembles a host: the access layer first (so it gets RESET last and RESET_END first),
+//! then the clients a scenario names, and sums up their I/O and network accounting.
+
+use std::boxed::Box;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::string::String;
+use std::vec::Vec;
+
+use hcabus::sim::{Agent, Behavior, ScriptedAgent, SimHost, SimSetup};
+use hcabus::types::ClientDesc;
+use hcabus::PolicyError;
+
+use crate::access::{Ibal, IbalConfig};
+use crate::block::IoStats;
+use crate::disk::{DiskConfig, SrpClient};
+use crate::ibal_client::{IbalClient, SharedIbal};
+use crate::ipoib::{IpoibClient, IpoibConfig, NetStats};
+use crate::uverbs::{UverbsClient, UverbsConfig};
+
+/// One client of a stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientSpec {
+    /// An SRP data LUN or the boot disk, with its workload and target.
+    Disk {
+        name: String,
+        config: DiskConfig,
+    },
+    Ipoib {
+        name: String,
+        config: IpoibConfig,
+    },
+    Uverbs {
+        name: String,
+        config: UverbsConfig,
+    },
+    /// A scripted client (kind `custom`, or any kind the scenario only scripts).
+    Scripted {
+        desc: ClientDesc,
+        behavior: Behavior,
+    },
+}
+
+impl ClientSpec {
+    pub fn name(&self) -> &str {
+        match self {
+            ClientSpec::Disk { name, .. }
+            | ClientSpec::Ipoib { name, .. }
+            | ClientSpec::Uverbs { name, .. } => name,
+            ClientSpec::Scripted { desc, .. } => desc.name.as_str(),
+        }
+    }
+}
+
+/// A host to build: the run (name, seed, duration, adapter, policy, faults) and its
+/// clients. `sim.clients` is ignored: clients come from `clients`.
+#[derive(Debug, Clone)]
+pub struct StackSetup {
+    pub sim: SimSetup,
+    pub ibal: IbalConfig,
+    pub clients: Vec<ClientSpec>,
+}
+
+/// Why a stack could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildError {
+    Policy(PolicyError),
+    /// A client name is empty or longer than the bus allows.
+    BadName(String),
+}
+
+impl core::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BuildError::Policy(e) => write!(f, "policy: {e}"),
+            BuildError::BadName(n) => write!(f, "client name {n:?} is empty or too long"),
+        }
+    }
+}
+
+impl core::error::Error for BuildError {}
+
+/// Builds the host with IBAL and every client of `setup`.
+pub fn build(setup: &StackSetup) -> Result<SimHost, BuildError> {
+    let ibal: SharedIbal = Rc::new(RefCell::new(Ibal::new(setup.ibal)));
+    let mut agents: Vec<Box<dyn Agent>> = Vec::with_capacity(setup.clients.len() + 1);
+    agents.push(Box::new(IbalClient::new(ibal.clone())));
+    for spec in &setup.clients {
+        let bad = || BuildError::BadName(spec.name().into());
+        let agent: Box<dyn Agent> = match spec {
+            ClientSpec::Disk { name, config } => {
+                Box::new(SrpClient::new(name, *config, ibal.clone()).ok_or_else(bad)?)
+            }
+            ClientSpec::Ipoib { name, config } => {
+                Box::new(IpoibClient::new(name, *config, ibal.clone()).ok_or_else(bad)?)
+            }
+            ClientSpec::Uverbs { name, config } => {
+                Box::new(UverbsClient::new(name, *config, ibal.clone()).ok_or_else(bad)?)
+            }
+            ClientSpec::Scripted { desc, behavior } => {
+                Box::new(ScriptedAgent::new(*desc, *behavior))
+            }
+        };
+        agents.push(agent);
+    }
+    SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
+}
+
+/// The I/O accounting of every disk of `host`, summed.
+pub fn io_stats(host: &SimHost) -> IoStats {
+    let mut total = IoStats::default();
+    for d in host.agents_of::<SrpClient>() {
+        total.add(&d.io_stats());
+    }
+    total
+}
+
+/// The network accounting of every IPoIB interface of `host`, summed.
+pub fn net_stats(host: &SimHost) -> NetStats {
+    let mut total = NetStats::default();
+    for n in host.agents_of::<IpoibClient>() {
+        total.add(n.stats());
+    }
+    total
+}
+
+/// The access layer of `host`.
+pub fn ibal_of(host: &SimHost) -> Option<&IbalClient> {
+    host.agent::<IbalClient>()
+}
+
+/// The embedded default of SPEC §9: a boot-from-SAN host under load — the access layer,
+/// IPoIB on both ports, the boot disk on the paging path and a data LUN, both busy, and a
+/// user-verbs process — that hits a catastrophic firmware error at 1.4 s (between two health polls, so
+/// I/O piles up on the dead device before anyone knows) and recovers.
+pub fn boot_from_san() -> StackSetup {
+    use hcabus::sim::{Fault, SimHcaConfig};
+    use hcabus::{Duration, Instant, Policy};
+
+    let disk = |boot, port, target_lid, lun_id, iops, ack_ms| DiskConfig {
+        boot,
+        iops,
+        port,
+        target_lid,
+        lun_id,
+        ack_delay: Duration::from_ms(ack_ms),
+        ..DiskConfig::default()
+    };
+    let ipoib = |port, peer_lid| IpoibConfig {
+        port,
+        peer_lid,
+        ..IpoibConfig::default()
+    };
+    StackSetup {
+        sim: SimSetup {
+            name: "boot-from-san".into(),
+            seed: 1,
+            duration: Duration::from_ms(5_000),
+            hca: SimHcaConfig {
+                ports: 2,
+                hw_reset: Duration::from_ms(200),
+                ..SimHcaConfig::default()
+            },
+            policy: Policy::default(),
+            max_clients: 64,
+            recorder_capacity: 8192,
+            clients: Vec::new(),
+            faults: std::vec![(Instant::from_ms(1_400), Fault::Catastrophic)],
+        },
+        ibal: IbalConfig::default(),
+        clients: std::vec![
+            ClientSpec::Ipoib {
+                name: "ipoib-port1".into(),
+                config: ipoib(1, 0x200),
+            },
+            ClientSpec::Ipoib {
+                name: "ipoib-port2".into(),
+                config: ipoib(2, 0x201),
+            },
+            ClientSpec::Disk {
+                name: "bootdisk".into(),
+                config: disk(true, 1, 0x100, 0, 2_000, 0),
+            },
+            ClientSpec::Disk {
+                name: "data-lun".into(),
+                config: disk(false, 2, 0x101, 1, 1_500, 2),
+            },
+            ClientSpec::Uverbs {
+                name: "uverbs".into(),
+                config: UverbsConfig::default(),
+            },
+        ],
+    }
+}

@@ -1,0 +1,389 @@
+//! User verbs: contexts opened by user processes, through IBAL.
+//!
+//! On RESET every open context is disassociated: its resources are destroyed and every
+//! later call on it returns EIO (`DeviceReset`), but the process keeps running. After
+//! RESET_END a fresh open gives a new context on the new epoch. Opening a device known to
+//! be gone fails; it never hands out a stale instance.
+
+use std::vec::Vec;
+
+use hcabus::sim::{Agent, Bus};
+use hcabus::types::*;
+use hcabus::verbs::*;
+use hcabus::{Duration, Instant, State};
+
+use crate::access::{MrFlags, MrSpec, QpSpec};
+use crate::errors::CreateError;
+use crate::handle::*;
+use crate::ibal_client::{EventLog, SharedIbal};
+
+/// Contexts open at once.
+pub const MAX_CONTEXTS: usize = 4;
+const CTX_BUF: u64 = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UverbsConfig {
+    /// Verbs calls per second the user process makes.
+    pub ops_per_sec: u32,
+    /// How long the process waits before reopening after EIO.
+    pub reopen_delay: Duration,
+}
+
+impl Default for UverbsConfig {
+    fn default() -> Self {
+        UverbsConfig {
+            ops_per_sec: 200,
+            reopen_delay: Duration::from_ms(5),
+        }
+    }
+}
+
+/// A user context, as the process holds it (a file descriptor, in effect).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CtxHandle {
+    index: u16,
+    generation: u32,
+}
+
+/// What a user-verbs call returns instead of success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UverbsError {
+    /// EIO: the context was disassociated by a reset; close it and open a new one.
+    DeviceReset,
+    /// EAGAIN: a reset is under way; open again later.
+    Resetting,
+    /// ENODEV: the device failed or is gone.
+    DeviceGone,
+    /// EMFILE: every context slot is taken.
+    NoResources,
+    /// EBADF: not an open context.
+    BadHandle,
+}
+
+impl core::fmt::Display for UverbsError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            UverbsError::DeviceReset => "EIO: context disassociated by a device reset",
+            UverbsError::Resetting => "EAGAIN: device resetting",
+            UverbsError::DeviceGone => "ENODEV: device failed or removed",
+            UverbsError::NoResources => "EMFILE: no context slot free",
+            UverbsError::BadHandle => "EBADF: not an open context",
+        })
+    }
+}
+
+impl core::error::Error for UverbsError {}
+
+fn open_error(e: CreateError) -> UverbsError {
+    match e {
+        CreateError::Resetting => UverbsError::Resetting,
+        CreateError::DeviceFailed => UverbsError::DeviceGone,
+        CreateError::NoResources => UverbsError::NoResources,
+        // The device refused a command: treat it as a reset in the making.
+        _ => UverbsError::Resetting,
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Context {
+    live: bool,
+    generation: u32,
+    epoch: Epoch,
+    disassociated: bool,
+    consumer: Option<ConsumerId>,
+    pd: Option<PdHandle>,
+    cq: Option<CqHandle>,
+}
+
+/// What the simulated user process experienced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProcessStats {
+    pub opens: u32,
+    pub ops_ok: u64,
+    /// Calls that returned EIO on a disassociated context.
+    pub eio: u32,
+    pub refused_resetting: u32,
+    pub refused_gone: u32,
+    /// Epoch of the context opened last.
+    pub last_epoch: Option<Epoch>,
+}
+
+/// The user-verbs provider on the bus, with one user process using it.
+#[derive(Debug)]
+pub struct UverbsClient {
+    desc: ClientDesc,
+    config: UverbsConfig,
+    ibal: SharedIbal,
+    id: Option<ClientId>,
+    events: EventLog,
+    contexts: Vec<Context>,
+    /// The device failed or left: opens fail until a RESET_END.
+    gone: bool,
+    buf_base: u64,
+    process_ctx: Option<CtxHandle>,
+    next_op: Option<Instant>,
+    reopen_at: Instant,
+    stats: ProcessStats,
+    pub refusals: u32,
+}
+
+impl UverbsClient {
+    pub fn new(name: &str, config: UverbsConfig, ibal: SharedIbal) -> Option<Self> {
+        let blank = Context {
+            live: false,
+            generation: 0,
+            epoch: Epoch(0),
+            disassociated: false,
+            consumer: None,
+            pd: None,
+            cq: None,
+        };
+        Some(UverbsClient {
+            desc: ClientDesc::new(name, ClientKind::Uverbs, ClientFlags::USER_MODE)?,
+            config,
+            ibal,
+            id: None,
+            events: EventLog::new(),
+            contexts: std::vec![blank; MAX_CONTEXTS],
+            gone: false,
+            buf_base: 0,
+            process_ctx: None,
+            next_op: (config.ops_per_sec > 0).then_some(Instant::ZERO),
+            reopen_at: Instant::ZERO,
+            stats: ProcessStats::default(),
+            refusals: 0,
+        })
+    }
+
+    pub fn process(&self) -> &ProcessStats {
+        &self.stats
+    }
+
+    /// The context the process holds now.
+    pub fn process_context(&self) -> Option<CtxHandle> {
+        self.process_ctx
+    }
+
+    /// Stops the simulated process (tests that drive the interface themselves).
+    pub fn stop_process(&mut self) {
+        self.next_op = None;
+    }
+
+    /// The epoch a context was opened in, while it is open.
+    pub fn context_epoch(&self, ctx: CtxHandle) -> Option<Epoch> {
+        self.context(ctx).ok().map(|c| c.epoch)
+    }
+
+    fn context(&self, ctx: CtxHandle) -> Result<&Context, UverbsError> {
+        self.contexts
+            .get(usize::from(ctx.index))
+            .filter(|c| c.live && c.generation == ctx.generation)
+            .ok_or(UverbsError::BadHandle)
+    }
+
+    /// Opens a context: an IBAL consumer with a PD, a CQ and a registered buffer.
+    pub fn open(&mut self, bus: &mut Bus<'_>) -> Result<CtxHandle, UverbsError> {
+        if self.gone || matches!(bus.state(), State::Failed | State::Removed) {
+            return Err(UverbsError::DeviceGone);
+        }
+        let i = self
+            .contexts
+            .iter()
+            .position(|c| !c.live)
+            .ok_or(UverbsError::NoResources)?;
+        let mut ibal = self.ibal.borrow_mut();
+        let c = ibal
+            .open(self.desc.name.as_str())
+            .map_err(|_| UverbsError::NoResources)?;
+        let addr = self.buf_base + i as u64 * CTX_BUF;
+        let made = (|| {
+            let pd = ibal.alloc_pd(bus, c)?;
+            let cq = ibal.create_cq(bus, c, 16)?;
+            ibal.reg_mr(
+                bus,
+                c,
+                MrSpec {
+                    pd,
+                    addr,
+                    len: CTX_BUF,
+                    access: Access::LOCAL_WRITE,
+                    flags: MrFlags::empty(),
+                },
+            )?;
+            Ok((pd, cq))
+        })();
+        let (pd, cq) = match made {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = ibal.close(bus, c);
+                return Err(open_error(e));
+            }
+        };
+        let epoch = ibal.epoch();
+        let slot = &mut self.contexts[i];
+        slot.live = true;
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.epoch = epoch;
+        slot.disassociated = false;
+        slot.consumer = Some(c);
+        slot.pd = Some(pd);
+        slot.cq = Some(cq);
+        Ok(CtxHandle {
+            index: i as u16,
+            generation: slot.generation,
+        })
+    }
+
+    /// One unit of user work: create and destroy a queue pair, poll the CQ.
+    pub fn work(&mut self, bus: &mut Bus<'_>, ctx: CtxHandle) -> Result<(), UverbsError> {
+        let cx = *self.context(ctx)?;
+        if cx.disassociated {
+            return Err(UverbsError::DeviceReset);
+        }
+        let (Some(c), Some(pd), Some(cq)) = (cx.consumer, cx.pd, cx.cq) else {
+            return Err(UverbsError::BadHandle);
+        };
+        let mut ibal = self.ibal.borrow_mut();
+        let qp = ibal
+            .create_qp(
+                bus,
+                c,
+                QpSpec {
+                    pd,
+                    qp_type: QpType::Ud,
+                    send_cq: cq,
+                    recv_cq: cq,
+                    port: 1,
+                    max_send_wr: 4,
+                    max_recv_wr: 4,
+                },
+            )
+            .map_err(|e| match e {
+                CreateError::DeviceFailed => UverbsError::DeviceGone,
+                _ => UverbsError::DeviceReset,
+            })?;
+        let _ = ibal.destroy_qp(bus, c, qp);
+        ibal.poll_cq(bus, c, cq)
+            .map_err(|_| UverbsError::DeviceReset)?;
+        Ok(())
+    }
+
+    /// Closes a context. Always succeeds for an open one, disassociated or not.
+    pub fn close(&mut self, bus: &mut Bus<'_>, ctx: CtxHandle) -> Result<(), UverbsError> {
+        self.context(ctx)?;
+        let slot = &mut self.contexts[usize::from(ctx.index)];
+        slot.live = false;
+        if let Some(c) = slot.consumer.take() {
+            let _ = self.ibal.borrow_mut().close(bus, c);
+        }
+        Ok(())
+    }
+
+    /// RESET (or failure): every open context loses its resources and answers EIO.
+    fn disassociate_all(&mut self, bus: &mut Bus<'_>) {
+        let mut ibal = self.ibal.borrow_mut();
+        for cx in self
+            .contexts
+            .iter_mut()
+            .filter(|c| c.live && !c.disassociated)
+        {
+            if let Some(c) = cx.consumer {
+                let _ = ibal.destroy_all(bus, c);
+            }
+            cx.disassociated = true;
+            cx.pd = None;
+            cx.cq = None;
+        }
+    }
+
+    fn run_process(&mut self, bus: &mut Bus<'_>) {
+        let now = bus.now();
+        match self.process_ctx {
+            Some(ctx) => match self.work(bus, ctx) {
+                Ok(()) => self.stats.ops_ok += 1,
+                Err(_) => {
+                    self.stats.eio += 1;
+                    let _ = self.close(bus, ctx);
+                    self.process_ctx = None;
+                    self.reopen_at = now + self.config.reopen_delay;
+                }
+            },
+            None if now >= self.reopen_at => match self.open(bus) {
+                Ok(ctx) => {
+                    self.stats.opens += 1;
+                    self.stats.last_epoch = self.context_epoch(ctx);
+                    self.process_ctx = Some(ctx);
+                }
+                Err(UverbsError::DeviceGone) => {
+                    self.stats.refused_gone += 1;
+                    self.reopen_at = now + Duration::from_us(self.config.reopen_delay.as_us() * 20);
+                }
+                Err(_) => {
+                    self.stats.refused_resetting += 1;
+                    self.reopen_at = now + self.config.reopen_delay;
+                }
+            },
+            None => {}
+        }
+    }
+}
+
+impl Agent for UverbsClient {
+    fn name(&self) -> &str {
+        self.desc.name.as_str()
+    }
+
+    fn start(&mut self, bus: &mut Bus<'_>) {
+        let Some(base) = bus
+            .hca()
+            .verbs_mut()
+            .dma_alloc(CTX_BUF * MAX_CONTEXTS as u64)
+        else {
+            self.refusals += 1;
+            return;
+        };
+        self.buf_base = base;
+        match bus.register(self.desc) {
+            Ok(r) => self.id = Some(r.id),
+            Err(_) => self.refusals += 1,
+        }
+    }
+
+    fn on_event(&mut self, bus: &mut Bus<'_>, id: ClientId, event: Event) {
+        self.events.push(event.kind());
+        match event {
+            Event::Reset { epoch, .. } => {
+                self.disassociate_all(bus);
+                if bus.reset_execute(id, epoch).is_err() {
+                    self.refusals += 1;
+                }
+            }
+            Event::ResetEnd { .. } | Event::ResetAborted { .. } => self.gone = false,
+            Event::ResetFailed { .. } | Event::DeviceFatal { .. } => {
+                self.gone = true;
+                self.disassociate_all(bus);
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        self.next_op
+    }
+
+    fn wake(&mut self, bus: &mut Bus<'_>) {
+        let now = bus.now();
+        if let Some(t) = self.next_op.filter(|t| *t <= now) {
+            let interval = 1_000_000 / u64::from(self.config.ops_per_sec.max(1));
+            self.next_op = Some(t + Duration::from_us(interval));
+            self.run_process(bus);
+        }
+    }
+
+    fn events(&self) -> &[EventKind] {
+        self.events.as_slice()
+    }
+
+    fn id(&self) -> Option<ClientId> {
+        self.id
+    }
+}
