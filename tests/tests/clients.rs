@@ -1,0 +1,458 @@
+//! The access layer and its clients through resets (issue: boot-from-SAN rides through).
+
+use hcabus::sim::{Agent, Behavior, Fault, RemoteError, SimHost};
+use hcabus::types::*;
+use hcabus::verbs::*;
+use hcabus::{Duration, Instant, State};
+use hcabus_tests::desc;
+use ibal::disk::SrpClient;
+use ibal::ipoib::IpoibClient;
+use ibal::stack::{self, ClientSpec, StackSetup};
+use ibal::uverbs::{UverbsClient, UverbsError};
+use ibal::*;
+
+fn run(setup: &StackSetup) -> SimHost {
+    let mut host = stack::build(setup).expect("valid stack");
+    host.run();
+    host
+}
+
+fn disk<'a>(host: &'a SimHost, name: &str) -> &'a SrpClient {
+    host.agents_of::<SrpClient>()
+        .find(|d| d.name() == name)
+        .unwrap_or_else(|| panic!("no disk {name}"))
+}
+
+#[test]
+fn a_catastrophic_error_under_load_loses_no_io() {
+    let host = run(&stack::boot_from_san());
+    let resets = host.resets();
+    assert_eq!(resets.len(), 1);
+    assert_eq!(resets[0].outcome, "Restored");
+    assert_eq!(host.coordinator().epoch(), Epoch(2));
+    for name in ["bootdisk", "data-lun"] {
+        let d = disk(&host, name);
+        let s = d.disk().stats();
+        assert!(
+            s.max_in_flight_at_reset >= 32,
+            "{name}: {} in flight at RESET",
+            s.max_in_flight_at_reset
+        );
+        assert_eq!(
+            s.taken_back, s.max_in_flight_at_reset,
+            "{name}: all taken back"
+        );
+        assert_eq!(
+            d.target().stats().write_mismatches,
+            0,
+            "{name}: target verified writes"
+        );
+        assert!(d.disk().is_up(), "{name} works again");
+        assert_eq!(d.events(), [EventKind::Reset, EventKind::ResetEnd]);
+    }
+    let io = stack::io_stats(&host);
+    assert!(io.submitted > 10_000, "{io:?}");
+    assert_eq!(io.lost, 0, "{io:?}");
+    assert_eq!(io.duplicated, 0, "{io:?}");
+    assert_eq!(io.failed, 0, "{io:?}");
+    assert_eq!(io.read_mismatches, 0, "{io:?}");
+    assert!(io.reads_verified > 5_000, "{io:?}");
+    // Whatever is not completed is still in flight at the end of the run, and tracked.
+    let outstanding: u64 = host
+        .agents_of::<SrpClient>()
+        .map(|d| d.workload().outstanding().count() as u64)
+        .sum();
+    assert_eq!(io.completed + outstanding, io.submitted);
+    assert!(outstanding <= 64, "nothing stuck: {outstanding}");
+    assert!(
+        io.max_latency_us >= resets[0].total_us.expect("finished"),
+        "held I/O waited out the reset"
+    );
+    assert!(
+        host.checker().violations.is_empty(),
+        "{:?}",
+        host.checker().violations
+    );
+    assert_eq!(host.stats().pnp_operations, 0);
+}
+
+#[test]
+fn io_completes_after_the_reset_not_only_before() {
+    let setup = stack::boot_from_san();
+    let mut host = stack::build(&setup).expect("stack");
+    host.run_until(Instant::from_ms(2_300));
+    let at_recovery = stack::io_stats(&host).completed;
+    host.run();
+    let io = stack::io_stats(&host);
+    assert!(
+        io.completed > at_recovery + 5_000,
+        "{} completed after recovery",
+        io.completed - at_recovery
+    );
+}
+
+#[test]
+fn held_io_fails_once_as_retryable_past_io_hold_timeout_and_the_disk_comes_back() {
+    let mut setup = stack::boot_from_san();
+    setup.sim.policy.io_hold_timeout_ms = 100;
+    setup.sim.hca.hw_reset = Duration::from_ms(800);
+    let host = run(&setup);
+    assert_eq!(host.resets()[0].outcome, "Restored");
+    let io = stack::io_stats(&host);
+    assert!(io.failed > 0, "{io:?}");
+    assert_eq!(
+        io.retryable, io.failed,
+        "every failure is retryable: {io:?}"
+    );
+    assert_eq!(io.duplicated, 0, "each failed exactly once: {io:?}");
+    assert_eq!(io.lost, 0);
+    assert_eq!(io.read_mismatches, 0);
+    for name in ["bootdisk", "data-lun"] {
+        let d = disk(&host, name);
+        assert_eq!(d.disk().stats().hold_timeouts, 1, "{name}");
+        assert!(d.disk().is_up(), "{name} works after RESET_END");
+    }
+    // Well past the reset, new I/O completes normally again.
+    let mut host = stack::build(&setup).expect("stack");
+    host.run_until(Instant::from_ms(3_200));
+    let before = stack::io_stats(&host);
+    host.run();
+    let after = stack::io_stats(&host);
+    assert!(after.completed > before.completed + 3_000);
+    assert_eq!(after.failed, before.failed, "no failures once it is back");
+}
+
+#[test]
+fn a_reset_that_ends_in_failed_fails_held_io_once_and_nothing_hangs() {
+    let mut setup = stack::boot_from_san();
+    // Every reset assertion fails: retries, then the FLR, then Failed.
+    setup
+        .sim
+        .faults
+        .insert(0, (Instant::from_ms(500), Fault::ResetFails(100)));
+    let host = run(&setup);
+    assert_eq!(host.coordinator().state(), State::Failed);
+    assert_eq!(host.resets()[0].outcome, "HardwareDead");
+    let io = stack::io_stats(&host);
+    assert!(
+        io.failed >= 64,
+        "held and in-flight I/O failed upward: {io:?}"
+    );
+    assert_eq!(io.retryable, 0, "a dead device is not retryable: {io:?}");
+    assert_eq!((io.lost, io.duplicated), (0, 0), "{io:?}");
+    for d in host.agents_of::<SrpClient>() {
+        assert_eq!(
+            d.workload().outstanding().count(),
+            0,
+            "{}: nothing hangs",
+            d.name()
+        );
+        assert_eq!(
+            d.events(),
+            [EventKind::Reset, EventKind::ResetFailed],
+            "{}",
+            d.name()
+        );
+    }
+    let u = host.agent::<UverbsClient>().expect("uverbs");
+    assert!(
+        u.process().refused_gone > 0,
+        "opens fail on a failed device"
+    );
+}
+
+#[test]
+fn ipoib_hands_sends_back_and_rejoins_its_groups() {
+    let setup = stack::boot_from_san();
+    let mut host = stack::build(&setup).expect("stack");
+    host.run_until(Instant::from_ms(1_300));
+    let before: Vec<_> = host
+        .agents_of::<IpoibClient>()
+        .map(|n| (*n.stats(), n.qpn()))
+        .collect();
+    host.run();
+    for (n, (was, old_qpn)) in host.agents_of::<IpoibClient>().zip(before) {
+        let s = n.stats();
+        assert!(s.completed_back > 0, "{}: {s:?}", n.name());
+        assert_eq!(s.dropped, 0, "{}: {s:?}", n.name());
+        assert_eq!((s.link_downs, s.link_ups), (1, 2), "{}", n.name());
+        assert!(n.link_up());
+        let qpn = n.qpn().expect("a queue pair again");
+        assert_ne!(Some(qpn), old_qpn, "a new queue pair");
+        for g in n.groups() {
+            assert!(
+                host.hca().verbs().is_attached(qpn, g),
+                "{} joined {g:#x}",
+                n.name()
+            );
+        }
+        assert!(
+            s.received_multicast > was.received_multicast + 100,
+            "multicast flows again"
+        );
+        assert!(s.sent > was.sent + 2_000, "sends flow again");
+        assert!(n.peer().received >= s.sent - 1, "the peer got what we sent");
+    }
+}
+
+#[test]
+fn user_contexts_get_eio_then_reopen_on_the_new_epoch_and_not_after_removal() {
+    let setup = StackSetup {
+        clients: vec![ClientSpec::Uverbs {
+            name: "uverbs".into(),
+            config: Default::default(),
+        }],
+        ..stack::boot_from_san()
+    };
+    let mut setup = setup;
+    setup.sim.faults.clear();
+    let mut host = stack::build(&setup).expect("stack");
+    host.with_agent::<UverbsClient, _>(|u, _| u.stop_process());
+    let old = host
+        .with_agent::<UverbsClient, _>(|u, bus| u.open(bus))
+        .expect("agent")
+        .expect("open");
+    assert_eq!(
+        host.with_agent::<UverbsClient, _>(|u, bus| u.work(bus, old)),
+        Some(Ok(()))
+    );
+    host.inject(Fault::AdminReset);
+    host.run_until(Instant::from_ms(1_000));
+    assert_eq!(host.coordinator().epoch(), Epoch(2));
+    let (eio, new, epoch) = host
+        .with_agent::<UverbsClient, _>(|u, bus| {
+            let eio = u.work(bus, old);
+            let new = u.open(bus).expect("reopen");
+            (eio, new, u.context_epoch(new))
+        })
+        .expect("agent");
+    assert_eq!(
+        eio,
+        Err(UverbsError::DeviceReset),
+        "the old context answers EIO"
+    );
+    assert_eq!(epoch, Some(Epoch(2)), "the new context is on the new epoch");
+    let ok = host.with_agent::<UverbsClient, _>(|u, bus| (u.work(bus, new), u.close(bus, old)));
+    assert_eq!(ok, Some((Ok(()), Ok(()))));
+    host.inject(Fault::SurpriseRemoval);
+    let after = host
+        .with_agent::<UverbsClient, _>(|u, bus| (u.open(bus), u.work(bus, new)))
+        .expect("agent");
+    assert_eq!(
+        after,
+        (Err(UverbsError::DeviceGone), Err(UverbsError::DeviceReset))
+    );
+}
+
+#[test]
+fn the_default_user_process_sees_eio_once_and_keeps_running_on_the_new_epoch() {
+    let host = run(&stack::boot_from_san());
+    let p = *host.agent::<UverbsClient>().expect("uverbs").process();
+    assert_eq!(p.eio, 1, "{p:?}");
+    assert_eq!(p.opens, 2, "{p:?}");
+    assert_eq!(p.last_epoch, Some(Epoch(2)));
+    assert!(p.ops_ok > 500, "{p:?}");
+}
+
+const PEER: RemoteQp = RemoteQp {
+    lid: 0x77,
+    qpn: Qpn(0x42),
+};
+
+/// An RC queue pair in `pd` connected to `PEER`, ready to answer RDMA.
+fn connected_qp(
+    ibal: &mut Ibal,
+    bus: &mut hcabus::sim::Bus<'_>,
+    c: ConsumerId,
+    pd: PdHandle,
+) -> QpHandle {
+    let cq = ibal.create_cq(bus, c, 8).expect("cq");
+    let qp = ibal
+        .create_qp(
+            bus,
+            c,
+            QpSpec {
+                pd,
+                qp_type: QpType::Rc,
+                send_cq: cq,
+                recv_cq: cq,
+                port: 1,
+                max_send_wr: 4,
+                max_recv_wr: 4,
+            },
+        )
+        .expect("qp");
+    ibal.modify_qp(bus, c, qp, QpState::Init, None)
+        .expect("init");
+    ibal.modify_qp(bus, c, qp, QpState::Rtr, Some(PEER))
+        .expect("rtr");
+    qp
+}
+
+fn region(
+    ibal: &mut Ibal,
+    bus: &mut hcabus::sim::Bus<'_>,
+    c: ConsumerId,
+    pd: PdHandle,
+    addr: u64,
+    flags: MrFlags,
+) -> MrKeys {
+    let spec = MrSpec {
+        pd,
+        addr,
+        len: 4096,
+        access: Access::LOCAL_WRITE | Access::REMOTE_READ,
+        flags,
+    };
+    ibal.reg_mr(bus, c, spec).expect("mr").1
+}
+
+#[test]
+fn a_peer_s_rdma_read_with_an_old_r_key_works_only_for_a_preserved_region() {
+    let mut setup = stack::boot_from_san();
+    setup.clients.clear();
+    setup.sim.faults.clear();
+    let mut host = stack::build(&setup).expect("stack");
+    let (c, pd, kept, plain, kept_addr, plain_addr) = host
+        .with_agent::<IbalClient, _>(|client, bus| {
+            let shared = client.shared().clone();
+            let mut ibal = shared.borrow_mut();
+            let c = ibal.open("exporter").expect("consumer");
+            let pd = ibal.alloc_pd(bus, c).expect("pd");
+            connected_qp(&mut ibal, bus, c, pd);
+            let kept_addr = bus.hca().verbs_mut().dma_alloc(4096).expect("dma");
+            let plain_addr = bus.hca().verbs_mut().dma_alloc(4096).expect("dma");
+            for (addr, text) in [(kept_addr, b"kept"), (plain_addr, b"lost")] {
+                bus.hca()
+                    .verbs_mut()
+                    .mem_mut(addr, 4)
+                    .expect("mem")
+                    .copy_from_slice(text);
+            }
+            let kept = region(&mut ibal, bus, c, pd, kept_addr, MrFlags::PRESERVE_KEYS);
+            let plain = region(&mut ibal, bus, c, pd, plain_addr, MrFlags::empty());
+            (c, pd, kept, plain, kept_addr, plain_addr)
+        })
+        .expect("ibal");
+    host.inject(Fault::Catastrophic);
+    host.run_until(Instant::from_ms(3_000));
+    assert_eq!(host.coordinator().epoch(), Epoch(2));
+    // After RESET_END the consumer reconnects (a new QP in its preserved PD) and
+    // re-registers its ordinary region; the peer keeps the R-Keys it was told before.
+    let (qpn, fresh) = host
+        .with_agent::<IbalClient, _>(|client, bus| {
+            let shared = client.shared().clone();
+            let mut ibal = shared.borrow_mut();
+            let qp = connected_qp(&mut ibal, bus, c, pd);
+            let fresh = region(&mut ibal, bus, c, pd, plain_addr, MrFlags::empty());
+            (ibal.qpn(c, qp).expect("qpn"), fresh)
+        })
+        .expect("ibal");
+    let mut out = [0u8; 4];
+    let hca = host.hca_mut();
+    assert_eq!(
+        hca.remote_rdma_read(PEER, qpn, kept.rkey, kept_addr, &mut out),
+        Ok(())
+    );
+    assert_eq!(&out, b"kept");
+    assert_eq!(
+        hca.remote_rdma_read(PEER, qpn, plain.rkey, plain_addr, &mut out),
+        Err(RemoteError::AccessError),
+        "an ordinary region's old R-Key is refused"
+    );
+    assert_ne!(fresh.rkey, plain.rkey);
+    assert_eq!(
+        hca.remote_rdma_read(PEER, qpn, fresh.rkey, plain_addr, &mut out),
+        Ok(()),
+        "its new R-Key works, once renegotiated"
+    );
+    let stats = *host
+        .agent::<IbalClient>()
+        .expect("ibal")
+        .shared()
+        .borrow()
+        .stats();
+    assert_eq!(stats.preserved_restored, 1);
+}
+
+#[test]
+fn an_unresponsive_client_keeps_stale_handles_that_never_reach_the_new_epoch() {
+    let mut setup = stack::boot_from_san();
+    setup.sim.faults.clear();
+    setup.sim.policy.quiesce_deadline_ms = 100;
+    setup.clients = vec![ClientSpec::Scripted {
+        desc: desc("wedged", ClientKind::Custom, ClientFlags::empty()),
+        behavior: Behavior {
+            never_ack: true,
+            ..Behavior::default()
+        },
+    }];
+    let mut host = stack::build(&setup).expect("stack");
+    // The wedged client's verbs resources, made before the reset.
+    let (wedged, old_qp, keys, addr) = host
+        .with_agent::<IbalClient, _>(|client, bus| {
+            let shared = client.shared().clone();
+            let mut ibal = shared.borrow_mut();
+            let c = ibal.open("wedged").expect("consumer");
+            let pd = ibal.alloc_pd(bus, c).expect("pd");
+            let qp = connected_qp(&mut ibal, bus, c, pd);
+            ibal.modify_qp(bus, c, qp, QpState::Rts, None).expect("rts");
+            let addr = bus.hca().verbs_mut().dma_alloc(4096).expect("dma");
+            let keys = region(&mut ibal, bus, c, pd, addr, MrFlags::empty());
+            (c, qp, keys, addr)
+        })
+        .expect("ibal");
+    host.inject(Fault::AdminReset);
+    host.run_until(Instant::from_ms(2_000));
+    let r = &host.resets()[0];
+    assert_eq!(r.outcome, "Restored");
+    assert_eq!(r.forced_clients, ["wedged"]);
+    // Someone else makes a QP after the reset: it takes the wedged client's old slot.
+    let (err, other_qpn, zombie_kept) = host
+        .with_agent::<IbalClient, _>(|client, bus| {
+            let shared = client.shared().clone();
+            let mut ibal = shared.borrow_mut();
+            let other = ibal.open("other").expect("consumer");
+            let pd = ibal.alloc_pd(bus, other).expect("pd");
+            let qp = connected_qp(&mut ibal, bus, other, pd);
+            ibal.modify_qp(bus, other, qp, QpState::Rts, None)
+                .expect("rts");
+            let send = Send {
+                wr_id: 1,
+                sge: Sge {
+                    addr,
+                    len: 8,
+                    lkey: keys.lkey,
+                },
+                dest: Dest::Connected,
+            };
+            let err = ibal.post_send(bus, wedged, old_qp, &send);
+            // Its released objects stay as zombies, holding their slots, until it
+            // destroys them: a stale handle can never name someone else's object.
+            let zombie_slot_kept = qp.index != old_qp.index;
+            let destroyed = ibal.destroy_qp(bus, wedged, old_qp);
+            (
+                err,
+                ibal.qpn(other, qp).expect("qpn"),
+                zombie_slot_kept && destroyed.is_ok(),
+            )
+        })
+        .expect("ibal");
+    assert!(
+        zombie_kept,
+        "zombie kept its slot; destroying it later succeeds"
+    );
+    assert_eq!(
+        err,
+        Err(PostError::StaleHandle(StaleHandle {
+            made_in: Epoch(1),
+            current: Epoch(2)
+        }))
+    );
+    assert_eq!(
+        host.hca().verbs().qp_sends(other_qpn),
+        Some(0),
+        "the stale call never touched the new epoch's QP"
+    );
+    assert_eq!(host.hca().verbs().stats().sends_posted, 0);
+}

@@ -1,0 +1,60 @@
+//! SPEC §6 with the access layer and every client under load: from the first RESET to the
+//! end of the run (re-creation, re-login, re-issue and steady traffic after it included)
+//! nothing allocates. One test in this binary so no other test's allocations are counted.
+
+use std::alloc::System;
+
+use hcabus::sim::SimHost;
+use hcabus::Instant;
+use ibal::disk::SrpClient;
+use ibal::stack;
+use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn allocations() -> u64 {
+    let s = GLOBAL.stats();
+    (s.allocations + s.reallocations) as u64
+}
+
+fn in_flight(host: &SimHost) -> u64 {
+    host.agents_of::<SrpClient>()
+        .map(|d| u64::from(d.disk().in_flight()))
+        .sum()
+}
+
+#[test]
+fn ibal_and_every_client_under_load_allocate_nothing_from_reset_on() {
+    let setup = stack::boot_from_san();
+    let mut host = stack::build(&setup).expect("stack");
+    host.set_alloc_probe(allocations);
+    // Just before the health poll that finds the catastrophic error of 1.4 s.
+    host.run_until(Instant::from_ms(1_999));
+    assert!(
+        in_flight(&host) >= 64,
+        "both disks have their queue full on the dead device: {}",
+        in_flight(&host)
+    );
+    assert!(!host.coordinator().reset_in_progress());
+    let before = allocations();
+    host.run();
+    let during_and_after = allocations() - before;
+
+    let resets = host.resets();
+    assert_eq!(resets.len(), 1);
+    assert_eq!(resets[0].outcome, "Restored");
+    assert_eq!(resets[0].allocations, Some(0), "RESET to last RESET_END");
+    assert_eq!(
+        during_and_after, 0,
+        "RESET through re-login, re-issue and 3 s of traffic after it"
+    );
+    assert_eq!(host.stats().dispatch_allocations, 0);
+    assert!(
+        host.checker().violations.is_empty(),
+        "{:?}",
+        host.checker().violations
+    );
+    let io = stack::io_stats(&host);
+    assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
+}
