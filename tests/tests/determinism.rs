@@ -5,7 +5,7 @@ use hcabus::sim::{random_setup, scenarios, SimHost};
 use hcabus_tests::run;
 
 fn record_of(seed: u64) -> Vec<u8> {
-    let mut setup = scenarios::boot_from_san();
+    let mut setup = scenarios::scripted_boot_from_san();
     setup.seed = seed;
     run(&setup).flight_record_bytes()
 }
@@ -78,4 +78,23 @@ fn random_scenarios_keep_every_invariant() {
             "no random run ended {o}: {outcomes:?}"
         );
     }
+}
+
+#[test]
+fn the_stack_under_load_replays_from_its_seed() {
+    let run = |seed| {
+        let mut setup = ibal::stack::boot_from_san();
+        setup.sim.seed = seed;
+        let mut host = ibal::stack::build(&setup).expect("stack");
+        host.run();
+        (
+            host.flight_record_bytes(),
+            ibal::stack::io_stats(&host),
+            ibal::stack::net_stats(&host),
+        )
+    };
+    let a = run(7);
+    assert_eq!(a, run(7), "same seed, same run");
+    let b = run(8);
+    assert_ne!(a.1, b.1, "the seed drives the workload");
 }

@@ -31,7 +31,7 @@ fn custom(name: &str) -> ClientDesc {
 
 #[test]
 fn default_scenario_recovers_with_every_client_back() {
-    let host = run(&scenarios::boot_from_san());
+    let host = run(&scenarios::scripted_boot_from_san());
     let c = host.coordinator();
     assert_eq!(c.state(), State::Operational);
     assert_eq!(c.epoch(), Epoch(2));

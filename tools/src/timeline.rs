@@ -122,7 +122,19 @@ pub fn render(host: &SimHost) -> String {
             let _ = writeln!(out, "{}", line.trim_end());
         }
     };
+    let faults = host.faults_applied();
+    let mut next_fault = 0;
+    let mut fault_row = |out: &mut String, row: &mut Option<(u64, Vec<String>)>, upto: u64| {
+        while let Some((at, fault)) = faults.get(next_fault).filter(|(at, _)| at.as_us() <= upto) {
+            flush(out, row);
+            let mut cells = vec![String::new(); lanes];
+            cells[0] = fit(format!("FAULT: {fault:?}"), BUS_W);
+            *row = Some((at.as_us(), cells));
+            next_fault += 1;
+        }
+    };
     for rec in coord.recorder().iter() {
+        fault_row(&mut out, &mut row, rec.at.as_us());
         // Registrations at start are noise in a timeline.
         if matches!(
             rec.kind,
@@ -149,6 +161,7 @@ pub fn render(host: &SimHost) -> String {
             cells[col] = fit(text, w);
         }
     }
+    fault_row(&mut out, &mut row, u64::MAX);
     flush(&mut out, &row);
     if coord.recorder().dropped() > 0 {
         let _ = writeln!(
@@ -251,6 +264,78 @@ pub fn flight_record(host: &SimHost) -> String {
             let _ = write!(out, "  [{}]", host.client_name(id));
         }
         let _ = writeln!(out);
+    }
+    out
+}
+
+/// The I/O and network summary of a run with the access layer's clients.
+pub fn workload(host: &SimHost) -> String {
+    use ibal::disk::SrpClient;
+    use ibal::stack;
+    let mut out = String::new();
+    let disks: Vec<&SrpClient> = host.agents_of::<SrpClient>().collect();
+    if !disks.is_empty() {
+        let io = stack::io_stats(host);
+        let _ = writeln!(
+            out,
+            "io: {} submitted, {} completed, {} failed ({} retryable), {} lost, {} duplicated, \
+             max latency {}",
+            io.submitted,
+            io.completed,
+            io.failed,
+            io.retryable,
+            io.lost,
+            io.duplicated,
+            us(Some(io.max_latency_us))
+        );
+        let _ = writeln!(
+            out,
+            "    {} reads verified against the data last written, {} mismatched",
+            io.reads_verified, io.read_mismatches
+        );
+        for d in disks {
+            let s = d.disk().stats();
+            let w = d.io_stats();
+            let _ = writeln!(
+                out,
+                "    {:<10} {:>6} done, max latency {:>10}, {:>3} in flight at RESET, {:>3} taken \
+                 back, {:>3} held at most, {} logins",
+                hcabus::sim::Agent::name(d),
+                w.completed,
+                us(Some(w.max_latency_us)),
+                s.max_in_flight_at_reset,
+                s.taken_back,
+                s.max_held,
+                s.logins
+            );
+        }
+    }
+    let nets: Vec<_> = host.agents_of::<ibal::ipoib::IpoibClient>().collect();
+    if !nets.is_empty() {
+        let n = stack::net_stats(host);
+        let _ = writeln!(
+            out,
+            "net: {} sent, {} completed back (resubmitted), {} dropped; {} unicast and {} \
+             multicast received; links down {} / up {}",
+            n.sent,
+            n.completed_back,
+            n.dropped,
+            n.received_unicast,
+            n.received_multicast,
+            n.link_downs,
+            n.link_ups
+        );
+    }
+    if let Some(u) = host.agent::<ibal::uverbs::UverbsClient>() {
+        let p = u.process();
+        let _ = writeln!(
+            out,
+            "uverbs: {} opens, {} EIO, {} calls ok, last context on {}",
+            p.opens,
+            p.eio,
+            p.ops_ok,
+            p.last_epoch.map_or("-".into(), |e| e.to_string())
+        );
     }
     out
 }

@@ -673,6 +673,11 @@ impl SimHost {
         &self.checker
     }
 
+    /// Faults applied so far, in order, with when.
+    pub fn faults_applied(&self) -> &[(Instant, Fault)] {
+        &self.faults[..self.next_fault]
+    }
+
     /// The first agent of type `T`, for tests and reports that know what they built.
     pub fn agent<T: Agent>(&self) -> Option<&T> {
         self.agents

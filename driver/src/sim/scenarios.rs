@@ -21,14 +21,16 @@ fn acks_after(ms: u64) -> Behavior {
     }
 }
 
-/// The embedded default (SPEC §9): a boot-from-SAN host — the access layer, IPoIB on two
-/// ports, the boot disk on the paging path and a data LUN, plus a user-verbs context — that
-/// hits a catastrophic firmware error at 1 s and recovers.
+/// The boot-from-SAN host with scripted stand-ins for its clients — the access layer, IPoIB
+/// on two ports, the boot disk on the paging path, a data LUN and a user-verbs context — that
+/// hits a catastrophic firmware error at 1 s and recovers. The coordinator's own suites use
+/// it; `ibal::stack::boot_from_san` is the same host with the real clients under load (the
+/// `hcasim` default).
 ///
 /// Each client's acknowledgement delay stands for its own quiesce work (completing or
 /// parking in-flight I/O, destroying QPs); the boot disk executes from inside its callback,
 /// as a paging-path client must.
-pub fn boot_from_san() -> SimSetup {
+pub fn scripted_boot_from_san() -> SimSetup {
     let clients: Vec<(ClientDesc, Behavior)> = std::vec![
         (
             desc("ibal", ClientKind::Ibal, ClientFlags::BOOT_CRITICAL),

@@ -4,7 +4,7 @@ use std::alloc::System;
 use std::process::ExitCode;
 
 use clap::Parser;
-use hcabus::sim::{random_setup, scenarios, SimHost};
+use hcabus::sim::{random_setup, SimHost};
 use hcabus_tools::timeline;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -20,7 +20,8 @@ fn allocations() -> u64 {
 /// Run the hcabus soft-reset coordinator on a simulated HCA.
 ///
 /// With no arguments: the embedded boot-from-SAN scenario (IBAL, IPoIB on two ports, a boot
-/// disk, a data LUN, a user-verbs context) hits a catastrophic error and recovers.
+/// disk and a data LUN under load, a user-verbs process) hits a catastrophic error and
+/// recovers.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
@@ -41,29 +42,41 @@ fn main() -> ExitCode {
         // Logging formats text, which allocates: only when asked for.
         env_logger::init();
     }
-    let mut setup = match cli.random {
-        Some(seed) => random_setup(seed),
-        None => scenarios::boot_from_san(),
+    let built = match cli.random {
+        Some(seed) => {
+            let mut setup = random_setup(seed);
+            if let Some(seed) = cli.seed {
+                setup.seed = seed;
+            }
+            SimHost::new(&setup).map_err(|e| format!("scenario '{}': {e}", setup.name))
+        }
+        None => {
+            let mut setup = ibal::stack::boot_from_san();
+            if let Some(seed) = cli.seed {
+                setup.sim.seed = seed;
+            }
+            ibal::stack::build(&setup).map_err(|e| format!("scenario '{}': {e}", setup.sim.name))
+        }
     };
-    if let Some(seed) = cli.seed {
-        setup.seed = seed;
-    }
-    let mut host = match SimHost::new(&setup) {
+    let mut host = match built {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("hcasim: scenario '{}': {e}", setup.name);
+            eprintln!("hcasim: {e}");
             return ExitCode::from(2);
         }
     };
     host.set_alloc_probe(allocations);
     host.run();
     print!("{}", timeline::render(&host));
+    print!("{}", timeline::workload(&host));
     if cli.flight_record {
         println!();
         println!("flight record:");
         print!("{}", timeline::flight_record(&host));
     }
-    if host.checker().violations.is_empty() {
+    let io = ibal::stack::io_stats(&host);
+    let io_broken = io.lost > 0 || io.duplicated > 0 || io.read_mismatches > 0;
+    if host.checker().violations.is_empty() && !io_broken {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
