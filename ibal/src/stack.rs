@@ -192,3 +192,87 @@ pub fn boot_from_san() -> StackSetup {
         ],
     }
 }
+
+/// The default host under a random fault plan and policy from `seed`: used to hunt for
+/// lost, duplicated or corrupted I/O under every fault; any failure replays from its seed.
+pub fn random_stack(seed: u64) -> StackSetup {
+    use hcabus::sim::Fault;
+    use hcabus::types::{ClientFlags, ClientKind};
+    use hcabus::{Duration, Instant};
+    use rand::{Rng, SeedableRng};
+
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut setup = boot_from_san();
+    setup.sim.name = std::format!("random-stack-{seed}");
+    setup.sim.seed = seed;
+    setup.sim.duration = Duration::from_ms(8_000);
+    let kinds = [
+        Fault::Catastrophic,
+        Fault::CommandTimeout,
+        Fault::Hang,
+        Fault::AdminReset,
+        Fault::PlannedReset,
+        Fault::FwActivate,
+        Fault::ResetFails(1),
+        Fault::ResetFails(5),
+        Fault::DeviceReplaced,
+        Fault::NeverReturns,
+        Fault::AdminRestart,
+        Fault::SurpriseRemoval,
+    ];
+    setup.sim.faults.clear();
+    for _ in 0..rng.gen_range(1..5) {
+        let f = kinds[rng.gen_range(0..kinds.len())];
+        if f == Fault::SurpriseRemoval && rng.gen_bool(0.7) {
+            continue;
+        }
+        setup
+            .sim
+            .faults
+            .push((Instant::from_ms(rng.gen_range(300..6_000)), f));
+    }
+    let p = &mut setup.sim.policy;
+    p.quiesce_deadline_ms = rng.gen_range(50..3_000);
+    p.hw_ready_timeout_ms = rng.gen_range(500..3_000);
+    p.io_hold_timeout_ms = if rng.gen_bool(0.3) {
+        rng.gen_range(20..500)
+    } else {
+        30_000
+    };
+    p.auto_restart_window_ms = rng.gen_range(3_000..20_000);
+    p.abort_on_unresponsive = rng.gen_bool(0.3);
+    setup.sim.hca.hw_reset = Duration::from_ms(rng.gen_range(10..1_500));
+    for c in &mut setup.clients {
+        if let ClientSpec::Disk { config, .. } = c {
+            config.iops = rng.gen_range(200..4_000);
+            config.read_pct = rng.gen_range(0..=100);
+            if !config.boot {
+                config.ack_delay = Duration::from_ms(rng.gen_range(0..50));
+            }
+        }
+    }
+    // Sometimes a client that vetoes planned resets, or one that never answers.
+    if rng.gen_bool(0.4) {
+        let veto = rng.gen_bool(0.5);
+        let desc = ClientDesc::new(
+            if veto { "vetoer" } else { "wedged" },
+            ClientKind::Custom,
+            if veto {
+                ClientFlags::CAN_VETO
+            } else {
+                ClientFlags::empty()
+            },
+        );
+        if let Some(desc) = desc {
+            setup.clients.push(ClientSpec::Scripted {
+                desc,
+                behavior: Behavior {
+                    veto_planned: veto,
+                    never_ack: !veto,
+                    ..Behavior::default()
+                },
+            });
+        }
+    }
+    setup
+}

@@ -456,3 +456,55 @@ fn an_unresponsive_client_keeps_stale_handles_that_never_reach_the_new_epoch() {
     );
     assert_eq!(host.hca().verbs().stats().sends_posted, 0);
 }
+
+/// Random fault plans and policies against the whole stack under load: whatever happens to
+/// the device, no I/O is lost, duplicated or corrupted, and the event guarantees hold.
+/// `HCABUS_RANDOM_SEEDS=N` runs more (the default keeps the suite quick in debug builds).
+#[test]
+fn random_faults_never_lose_duplicate_or_corrupt_io() {
+    let seeds: u64 = std::env::var("HCABUS_RANDOM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
+    let mut outcomes = std::collections::BTreeMap::new();
+    let mut failed_io_runs = 0;
+    for seed in 0..seeds {
+        let setup = stack::random_stack(seed);
+        let host = run(&setup);
+        let io = stack::io_stats(&host);
+        for r in host.resets() {
+            *outcomes.entry(r.outcome).or_insert(0u32) += 1;
+        }
+        failed_io_runs += u32::from(io.failed > 0);
+        let why = || format!("seed {seed}: faults {:?}, {io:?}", setup.sim.faults);
+        assert_eq!(io.lost, 0, "{}", why());
+        assert_eq!(io.duplicated, 0, "{}", why());
+        assert_eq!(io.read_mismatches, 0, "{}", why());
+        for d in host.agents_of::<SrpClient>() {
+            assert_eq!(d.target().stats().write_mismatches, 0, "{}", why());
+        }
+        assert!(
+            host.checker().violations.is_empty(),
+            "{}: {:?}",
+            why(),
+            host.checker().violations
+        );
+        // A device that is working at the end, with its last reset well behind, has every
+        // disk working too.
+        let settled = host
+            .resets()
+            .last()
+            .and_then(|r| r.total_us.map(|t| r.started_at.as_us() + t))
+            .is_none_or(|end| end + 1_000_000 < host.end().as_us());
+        if host.coordinator().state() == State::Operational && settled {
+            for d in host.agents_of::<SrpClient>() {
+                assert!(d.disk().is_up(), "{}: {} is not back", why(), d.name());
+            }
+        }
+    }
+    eprintln!("outcomes over {seeds} seeds: {outcomes:?}; runs with failed I/O: {failed_io_runs}");
+    assert!(
+        outcomes.len() >= 3,
+        "the plans reach several outcomes: {outcomes:?}"
+    );
+}
