@@ -221,7 +221,20 @@ pub fn random_stack(seed: u64) -> StackSetup {
         Fault::SurpriseRemoval,
     ];
     setup.sim.faults.clear();
-    for _ in 0..rng.gen_range(1..5) {
+    // At least one fault that starts a reset; the others may change how it goes.
+    let triggers = [
+        Fault::Catastrophic,
+        Fault::Hang,
+        Fault::CommandTimeout,
+        Fault::AdminReset,
+        Fault::PlannedReset,
+        Fault::FwActivate,
+    ];
+    setup.sim.faults.push((
+        Instant::from_ms(rng.gen_range(300..5_000)),
+        triggers[rng.gen_range(0..triggers.len())],
+    ));
+    for _ in 0..rng.gen_range(0..4) {
         let f = kinds[rng.gen_range(0..kinds.len())];
         if f == Fault::SurpriseRemoval && rng.gen_bool(0.7) {
             continue;
