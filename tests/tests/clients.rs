@@ -508,3 +508,48 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
         "the plans reach several outcomes: {outcomes:?}"
     );
 }
+
+#[test]
+fn a_vetoed_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothing() {
+    let mut setup = stack::boot_from_san();
+    setup.sim.faults = vec![(Instant::from_ms(1_000), Fault::PlannedReset)];
+    // Registered right after IBAL, the vetoer hears RESET after every other client has
+    // released its resources (in software: a reset was under way), so the veto leaves
+    // hardware objects nobody owns, which IBAL must destroy.
+    setup.clients.insert(
+        0,
+        ClientSpec::Scripted {
+            desc: desc("vetoer", ClientKind::Custom, ClientFlags::CAN_VETO),
+            behavior: Behavior {
+                veto_planned: true,
+                ..Behavior::default()
+            },
+        },
+    );
+    let mut host = stack::build(&setup).expect("stack");
+    host.run_until(Instant::from_ms(900));
+    let objects_before = host.hca().verbs().live_objects();
+    host.run();
+    let r = &host.resets()[0];
+    assert_eq!(r.outcome, "Aborted");
+    assert_eq!(r.vetoed_by.as_deref(), Some("vetoer"));
+    assert_eq!(host.coordinator().epoch(), Epoch(1), "same epoch");
+    let ibal = *host
+        .agent::<IbalClient>()
+        .expect("ibal")
+        .shared()
+        .borrow()
+        .stats();
+    assert!(ibal.orphans_destroyed > 0, "{ibal:?}");
+    assert_eq!(
+        host.hca().verbs().live_objects(),
+        objects_before,
+        "everything re-created once, every orphan destroyed in the device"
+    );
+    for d in host.agents_of::<SrpClient>() {
+        assert!(d.disk().is_up(), "{}", d.name());
+        assert_eq!(d.events(), [EventKind::Reset, EventKind::ResetAborted]);
+    }
+    let io = stack::io_stats(&host);
+    assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
+}
