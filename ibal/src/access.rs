@@ -950,6 +950,23 @@ impl Ibal {
         Ok(Handle::new(index, generation, self.epoch))
     }
 
+    /// The device QP behind `qp` for a modify-class call, once every check of the table
+    /// has passed.
+    fn qp_for_modify<L: Lower>(
+        &mut self,
+        lower: &L,
+        c: ConsumerId,
+        qp: QpHandle,
+    ) -> Result<Qpn, CreateError> {
+        if !self.known(c) {
+            return Err(CreateError::UnknownConsumer);
+        }
+        self.failed(lower)?;
+        let i = current!(self, qps, qp, c, CreateError);
+        self.resetting(lower)?;
+        self.qps.slots[i].data.hw.ok_or(CreateError::InvalidHandle)
+    }
+
     pub fn modify_qp<L: Lower>(
         &mut self,
         lower: &mut L,
@@ -958,16 +975,7 @@ impl Ibal {
         to: QpState,
         remote: Option<RemoteQp>,
     ) -> Result<(), CreateError> {
-        if !self.known(c) {
-            return Err(CreateError::UnknownConsumer);
-        }
-        self.failed(lower)?;
-        let i = current!(self, qps, qp, c, CreateError);
-        self.resetting(lower)?;
-        let qpn = self.qps.slots[i]
-            .data
-            .hw
-            .ok_or(CreateError::InvalidHandle)?;
+        let qpn = self.qp_for_modify(lower, c, qp)?;
         lower
             .hw()
             .modify_qp(qpn, to, remote)
@@ -982,16 +990,7 @@ impl Ibal {
         mgid: Mgid,
         mlid: Lid,
     ) -> Result<(), CreateError> {
-        if !self.known(c) {
-            return Err(CreateError::UnknownConsumer);
-        }
-        self.failed(lower)?;
-        let i = current!(self, qps, qp, c, CreateError);
-        self.resetting(lower)?;
-        let qpn = self.qps.slots[i]
-            .data
-            .hw
-            .ok_or(CreateError::InvalidHandle)?;
+        let qpn = self.qp_for_modify(lower, c, qp)?;
         lower
             .hw()
             .attach_mcast(qpn, mgid, mlid)

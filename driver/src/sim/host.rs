@@ -109,6 +109,22 @@ impl Bus<'_> {
     }
 }
 
+/// A [`Bus`] on the host's parts for `agent`: built from fields, not a method, so that the
+/// borrow of the agents themselves stays separate.
+macro_rules! bus {
+    ($host:expr, $agent:expr, $now:expr) => {
+        Bus {
+            coord: &mut $host.coord,
+            bindings: &mut $host.bindings,
+            history: &mut $host.history,
+            rng: &mut $host.rng,
+            hca: &mut $host.hca,
+            agent: $agent,
+            now: $now,
+        }
+    };
+}
+
 /// A client living in the simulation. `Any` lets a test find its own agent type again
 /// ([`SimHost::agent`]).
 pub trait Agent: core::any::Any + fmt::Debug {
@@ -621,15 +637,7 @@ impl SimHost {
             seed: setup.seed,
         };
         for i in 0..host.agents.len() {
-            let mut bus = Bus {
-                coord: &mut host.coord,
-                bindings: &mut host.bindings,
-                history: &mut host.history,
-                rng: &mut host.rng,
-                hca: &mut host.hca,
-                agent: i,
-                now: host.now,
-            };
+            let mut bus = bus!(host, i, host.now);
             host.agents[i].start(&mut bus);
         }
         host.checker.sync(&host.coord);
@@ -702,15 +710,7 @@ impl SimHost {
             .agents
             .iter()
             .position(|a| (&**a as &dyn core::any::Any).is::<T>())?;
-        let mut bus = Bus {
-            coord: &mut self.coord,
-            bindings: &mut self.bindings,
-            history: &mut self.history,
-            rng: &mut self.rng,
-            hca: &mut self.hca,
-            agent: i,
-            now: self.now,
-        };
+        let mut bus = bus!(self, i, self.now);
         let agent = (&mut *self.agents[i] as &mut dyn core::any::Any).downcast_mut::<T>()?;
         let r = f(agent, &mut bus);
         self.checker.sync(&self.coord);
@@ -853,15 +853,7 @@ impl SimHost {
         }
         for i in 0..self.agents.len() {
             if self.agents[i].next_wake().is_some_and(|w| w <= now) {
-                let mut bus = Bus {
-                    coord: &mut self.coord,
-                    bindings: &mut self.bindings,
-                    history: &mut self.history,
-                    rng: &mut self.rng,
-                    hca: &mut self.hca,
-                    agent: i,
-                    now,
-                };
+                let mut bus = bus!(self, i, now);
                 self.agents[i].wake(&mut bus);
                 self.checker.sync(&self.coord);
                 self.drain();
@@ -894,15 +886,7 @@ impl SimHost {
                     if let Some((id, agent)) = bound {
                         let _irql = verifier::raise_to_dispatch();
                         let before = self.alloc_probe.map(|p| p());
-                        let mut bus = Bus {
-                            coord: &mut self.coord,
-                            bindings: &mut self.bindings,
-                            history: &mut self.history,
-                            rng: &mut self.rng,
-                            hca: &mut self.hca,
-                            agent,
-                            now,
-                        };
+                        let mut bus = bus!(self, agent, now);
                         self.agents[agent].on_event(&mut bus, id, event);
                         if let (Some(before), Some(p)) = (before, self.alloc_probe) {
                             let n = p().saturating_sub(before);
