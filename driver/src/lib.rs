@@ -11,6 +11,7 @@ extern crate alloc;
 pub mod coordinator;
 mod errors;
 pub mod hca;
+pub mod ioctl;
 pub mod policy;
 pub mod recorder;
 pub mod time;

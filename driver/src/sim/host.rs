@@ -15,6 +15,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::coordinator::*;
 use crate::hca::execute;
+use crate::ioctl::{self, FaultCode, IoctlDevice, NtStatus, Reply, Rights};
 use crate::policy::{Policy, PolicyError};
 use crate::sim::hca::{SimHca, SimHcaConfig};
 use crate::sim::verifier;
@@ -753,6 +754,15 @@ impl SimHost {
         r
     }
 
+    /// Serves one IOCTL (SPEC §8) as the bus driver would, then executes whatever it set
+    /// in motion.
+    pub fn ioctl(&mut self, code: u32, input: &[u8], output: &mut [u8], rights: Rights) -> Reply {
+        let reply = ioctl::dispatch(self, code, input, output, rights);
+        self.checker.sync(&self.coord);
+        self.drain();
+        reply
+    }
+
     /// Applies a fault now.
     pub fn inject(&mut self, fault: Fault) {
         let now = self.now;
@@ -1000,6 +1010,35 @@ impl SimHost {
                 }
             })
             .collect()
+    }
+}
+
+impl IoctlDevice for SimHost {
+    fn coordinator(&mut self) -> &mut Coordinator {
+        &mut self.coord
+    }
+
+    fn now(&self) -> Instant {
+        self.now
+    }
+
+    fn inject(&mut self, fault: FaultCode, count: u32) -> Result<(), NtStatus> {
+        let fault = match fault {
+            FaultCode::Catastrophic => Fault::Catastrophic,
+            FaultCode::CommandTimeout => Fault::CommandTimeout,
+            FaultCode::HealthStall => Fault::HealthStall,
+            FaultCode::Hang => Fault::Hang,
+            FaultCode::ResetFails => Fault::ResetFails(count),
+            FaultCode::DeviceReplaced => Fault::DeviceReplaced,
+            FaultCode::NeverReturns => Fault::NeverReturns,
+            FaultCode::SurpriseRemoval => Fault::SurpriseRemoval,
+        };
+        SimHost::inject(self, fault);
+        Ok(())
+    }
+
+    fn note_reason(&mut self, reason: &str) {
+        log::info!("[{}] administrator reset: {reason}", self.now);
     }
 }
 

@@ -1,0 +1,435 @@
+//! The IOCTL ABI and dispatcher: every code's happy path, and every malformed input refused
+//! with its NTSTATUS while changing nothing.
+
+use super::*;
+use crate::coordinator::Config;
+use crate::hca::Identity;
+use crate::sim::{SimHca, SimHcaConfig};
+use crate::types::*;
+use std::vec;
+use std::vec::Vec;
+
+/// A coordinator with two clients, served as a device; `injected` records injections.
+struct Dev {
+    coord: Coordinator,
+    now: Instant,
+    simulator: bool,
+    injected: Vec<(FaultCode, u32)>,
+}
+
+impl IoctlDevice for Dev {
+    fn coordinator(&mut self) -> &mut Coordinator {
+        &mut self.coord
+    }
+    fn now(&self) -> Instant {
+        self.now
+    }
+    fn inject(&mut self, fault: FaultCode, count: u32) -> Result<(), NtStatus> {
+        if !self.simulator {
+            return Err(NtStatus::NOT_SUPPORTED);
+        }
+        self.injected.push((fault, count));
+        Ok(())
+    }
+}
+
+fn dev() -> Dev {
+    let identity: Identity = SimHca::new(SimHcaConfig::default()).current_identity();
+    let mut coord = Coordinator::new(
+        Config {
+            max_clients: 8,
+            recorder_capacity: 64,
+            policy: Policy::default(),
+        },
+        identity,
+        Instant::ZERO,
+    )
+    .expect("valid");
+    for (name, kind) in [
+        ("ibal", ClientKind::Ibal),
+        ("bootdisk", ClientKind::BootDisk),
+    ] {
+        let d = ClientDesc::new(name, kind, ClientFlags::empty()).expect("name");
+        coord.register(Instant::ZERO, d).expect("room");
+    }
+    while coord.pop_action().is_some() {}
+    Dev {
+        coord,
+        now: Instant::from_ms(5),
+        simulator: true,
+        injected: Vec::new(),
+    }
+}
+
+const ALL: Rights = Rights::READ.union(Rights::WRITE);
+
+fn call(d: &mut Dev, code: u32, input: &[u8], cap: usize, rights: Rights) -> (Reply, Vec<u8>) {
+    let mut out = vec![0u8; cap];
+    let r = dispatch(d, code, input, &mut out, rights);
+    out.truncate(r.bytes);
+    (r, out)
+}
+
+fn empty() -> Vec<u8> {
+    let mut b = vec![0u8; 8];
+    encode_empty(&mut b);
+    b
+}
+
+fn reset_in(mode: u32) -> Vec<u8> {
+    let mut b = vec![0u8; size_of::<RequestResetIn>()];
+    RequestResetIn::new(ResetMode::Forced, "test").encode(&mut b);
+    put_u32(&mut b, offset_of!(RequestResetIn, mode), mode);
+    b
+}
+
+/// What a refused request must leave alone.
+fn fingerprint(d: &Dev) -> (State, Epoch, u64, Policy, usize) {
+    (
+        d.coord.state(),
+        d.coord.epoch(),
+        d.coord.counters().resets_started,
+        *d.coord.policy(),
+        d.coord.pending_actions(),
+    )
+}
+
+#[test]
+fn codes_follow_ctl_code() {
+    assert_eq!(
+        ctl_code(0x3B, 0x900, 0, 1),
+        (0x3B << 16) | (1 << 14) | (0x900 << 2)
+    );
+    let want = [
+        (IOCTL_HCABUS_QUERY_STATE, 0x900, 1),
+        (IOCTL_HCABUS_LIST_CLIENTS, 0x901, 1),
+        (IOCTL_HCABUS_READ_LOG, 0x902, 1),
+        (IOCTL_HCABUS_GET_POLICY, 0x903, 1),
+        (IOCTL_HCABUS_REQUEST_RESET, 0x910, 3),
+        (IOCTL_HCABUS_RESTART, 0x911, 3),
+        (IOCTL_HCABUS_SET_POLICY, 0x912, 3),
+        (IOCTL_HCABUS_INJECT_FAULT, 0x9F0, 3),
+    ];
+    for (code, function, access) in want {
+        assert_eq!(code, (0x3B << 16) | (access << 14) | (function << 2));
+        assert_eq!(needs_write(code), access == 3);
+    }
+    assert_eq!(
+        NtStatus::DEVICE_BUSY.to_string(),
+        "STATUS_DEVICE_BUSY (0x80000011)"
+    );
+}
+
+#[test]
+fn query_state_reports_state_identity_and_counters() {
+    let mut d = dev();
+    let (r, out) = call(
+        &mut d,
+        IOCTL_HCABUS_QUERY_STATE,
+        &empty(),
+        4096,
+        Rights::READ,
+    );
+    assert_eq!(r, Reply::ok(160));
+    let s = StateOut::decode(&out).expect("decodes");
+    assert_eq!(state_name(s.state), "Operational");
+    assert_eq!((s.epoch, s.clients, s.max_clients), (1, 2, 8));
+    assert_eq!(s.vendor_id, 0x15b3);
+    assert_eq!(s.last_epoch, NONE_U64, "no reset yet");
+    assert_eq!(s, state_out(&d.coord));
+}
+
+#[test]
+fn list_clients_pages_through_what_fits() {
+    let mut d = dev();
+    let mut input = vec![0u8; 16];
+    encode_list_clients(0, &mut input);
+    let (r, out) = call(
+        &mut d,
+        IOCTL_HCABUS_LIST_CLIENTS,
+        &input,
+        8 + 64,
+        Rights::READ,
+    );
+    assert_eq!(r, Reply::ok(72));
+    assert_eq!(get_u32(&out, 0), Some(2), "total");
+    assert_eq!(get_u32(&out, 4), Some(1), "one fits");
+    let first = ClientEntry::decode(&out[8..]).expect("entry");
+    assert_eq!(first.name(), "ibal");
+    assert_eq!(first.last_ack_latency_us, NONE_U64);
+    encode_list_clients(1, &mut input);
+    let (_, out) = call(
+        &mut d,
+        IOCTL_HCABUS_LIST_CLIENTS,
+        &input,
+        4096,
+        Rights::READ,
+    );
+    let second = ClientEntry::decode(&out[8..]).expect("entry");
+    assert_eq!(second.name(), "bootdisk");
+    assert_eq!(second.kind, ClientKind::BootDisk as u32);
+    assert_eq!(client_state_name(second.state), "active");
+}
+
+#[test]
+fn read_log_returns_records_from_a_sequence_number() {
+    let mut d = dev();
+    let mut input = vec![0u8; 24];
+    encode_read_log(0, 0, &mut input);
+    let (r, out) = call(&mut d, IOCTL_HCABUS_READ_LOG, &input, 4096, Rights::READ);
+    let count = get_u32(&out, 0).expect("count") as usize;
+    assert!(count >= 2, "the two registrations");
+    assert_eq!(r.bytes, 24 + count * 64);
+    let next = get_u64(&out, 8).expect("next");
+    assert_eq!(next, d.coord.recorder().next_seq());
+    let first: Vec<_> = d
+        .coord
+        .recorder()
+        .iter()
+        .next()
+        .expect("one")
+        .encode()
+        .to_vec();
+    assert_eq!(&out[24..88], &first[..]);
+    encode_read_log(next, 0, &mut input);
+    let (r, out) = call(&mut d, IOCTL_HCABUS_READ_LOG, &input, 4096, Rights::READ);
+    assert_eq!((r.bytes, get_u32(&out, 0)), (24, Some(0)), "nothing new");
+    encode_read_log(0, 1, &mut input);
+    let (_, out) = call(&mut d, IOCTL_HCABUS_READ_LOG, &input, 4096, Rights::READ);
+    assert_eq!(get_u32(&out, 0), Some(1), "max_records");
+}
+
+#[test]
+fn policy_round_trips_and_an_invalid_one_is_refused_and_changes_nothing() {
+    let mut d = dev();
+    let (r, out) = call(&mut d, IOCTL_HCABUS_GET_POLICY, &empty(), 72, Rights::READ);
+    assert_eq!(r, Reply::ok(72));
+    let mut abi = PolicyAbi::decode(&out).expect("policy");
+    assert_eq!(abi.to_policy(), Some(Policy::default()));
+    abi.quiesce_deadline_ms = 1_234;
+    let mut input = vec![0u8; 80];
+    encode_set_policy(&abi, &mut input);
+    let (r, _) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &input, 0, ALL);
+    assert_eq!(r, Reply::ok(0));
+    assert_eq!(d.coord.policy().quiesce_deadline_ms, 1_234);
+    for bad in [
+        PolicyAbi {
+            quiesce_deadline_ms: 0,
+            ..abi
+        },
+        PolicyAbi {
+            abort_on_unresponsive: 2,
+            ..abi
+        },
+        PolicyAbi {
+            reset_retries: 300,
+            ..abi
+        },
+        PolicyAbi { reserved: 1, ..abi },
+    ] {
+        let before = fingerprint(&d);
+        encode_set_policy(&bad, &mut input);
+        let (r, _) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &input, 0, ALL);
+        assert_eq!(r.status, NtStatus::INVALID_PARAMETER, "{bad:?}");
+        assert_eq!(fingerprint(&d), before);
+    }
+}
+
+#[test]
+fn request_reset_starts_one_and_returns_its_epoch() {
+    let mut d = dev();
+    let mut input = vec![0u8; 80];
+    RequestResetIn::new(ResetMode::Planned, "maintenance window").encode(&mut input);
+    let (r, out) = call(&mut d, IOCTL_HCABUS_REQUEST_RESET, &input, 8, ALL);
+    assert_eq!(r, Reply::ok(8));
+    assert_eq!(get_u64(&out, 0), Some(1));
+    assert_eq!(d.coord.state(), State::Quiescing);
+    assert_eq!(d.coord.last_reset().map(|r| r.planned), Some(true));
+}
+
+#[test]
+fn restart_is_refused_when_healthy_and_busy_during_a_reset() {
+    let mut d = dev();
+    let (r, _) = call(&mut d, IOCTL_HCABUS_RESTART, &empty(), 8, ALL);
+    assert_eq!(
+        r.status,
+        NtStatus::INVALID_DEVICE_REQUEST,
+        "nothing to restart"
+    );
+    let (_, _) = call(&mut d, IOCTL_HCABUS_REQUEST_RESET, &reset_in(0), 8, ALL);
+    let (r, _) = call(&mut d, IOCTL_HCABUS_RESTART, &empty(), 8, ALL);
+    assert_eq!(r.status, NtStatus::DEVICE_BUSY, "a reset is under way");
+}
+
+#[test]
+fn inject_fault_reaches_the_simulator_and_not_real_hardware() {
+    let mut d = dev();
+    let mut input = vec![0u8; 16];
+    encode_inject_fault(FaultCode::ResetFails, 3, &mut input);
+    let (r, _) = call(&mut d, IOCTL_HCABUS_INJECT_FAULT, &input, 0, ALL);
+    assert_eq!(r, Reply::ok(0));
+    assert_eq!(d.injected, [(FaultCode::ResetFails, 3)]);
+    d.simulator = false;
+    encode_inject_fault(FaultCode::Catastrophic, 0, &mut input);
+    let (r, _) = call(&mut d, IOCTL_HCABUS_INJECT_FAULT, &input, 0, ALL);
+    assert_eq!(r.status, NtStatus::NOT_SUPPORTED);
+    for (fault, count) in [(FaultCode::Catastrophic as u32, 1), (99, 0), (5, 0)] {
+        d.simulator = true;
+        put_u32(&mut input, 8, fault);
+        put_u32(&mut input, 12, count);
+        let (r, _) = call(&mut d, IOCTL_HCABUS_INJECT_FAULT, &input, 0, ALL);
+        assert_eq!(r.status, NtStatus::INVALID_PARAMETER, "{fault} {count}");
+    }
+    assert_eq!(d.injected.len(), 1);
+}
+
+/// What, code, input, output capacity, rights, expected status.
+type Case = (&'static str, u32, Vec<u8>, usize, Rights, NtStatus);
+
+#[test]
+fn malformed_requests_get_their_status_and_change_nothing() {
+    let mut d = dev();
+    let good = reset_in(0);
+    let with = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = good.clone();
+        f(&mut b);
+        b
+    };
+    let cases: Vec<Case> = vec![
+        (
+            "unknown code",
+            code(0x9AB, 3),
+            good.clone(),
+            8,
+            ALL,
+            NtStatus::INVALID_DEVICE_REQUEST,
+        ),
+        (
+            "another device type",
+            ctl_code(0x22, 0x910, 0, 3),
+            good.clone(),
+            8,
+            ALL,
+            NtStatus::INVALID_DEVICE_REQUEST,
+        ),
+        (
+            "write code, read-only caller",
+            IOCTL_HCABUS_REQUEST_RESET,
+            good.clone(),
+            8,
+            Rights::READ,
+            NtStatus::ACCESS_DENIED,
+        ),
+        (
+            "truncated header",
+            IOCTL_HCABUS_REQUEST_RESET,
+            good[..6].to_vec(),
+            8,
+            ALL,
+            NtStatus::INVALID_BUFFER_SIZE,
+        ),
+        (
+            "truncated body",
+            IOCTL_HCABUS_REQUEST_RESET,
+            good[..40].to_vec(),
+            8,
+            ALL,
+            NtStatus::INVALID_BUFFER_SIZE,
+        ),
+        (
+            "longer than the structure",
+            IOCTL_HCABUS_REQUEST_RESET,
+            with(&|b| b.push(0)),
+            8,
+            ALL,
+            NtStatus::INVALID_BUFFER_SIZE,
+        ),
+        (
+            "wrong size field",
+            IOCTL_HCABUS_REQUEST_RESET,
+            with(&|b| put_u32(b, 0, 72)),
+            8,
+            ALL,
+            NtStatus::INVALID_BUFFER_SIZE,
+        ),
+        (
+            "wrong version",
+            IOCTL_HCABUS_REQUEST_RESET,
+            with(&|b| put_u16(b, 4, 2)),
+            8,
+            ALL,
+            NtStatus::REVISION_MISMATCH,
+        ),
+        (
+            "reserved header bits",
+            IOCTL_HCABUS_REQUEST_RESET,
+            with(&|b| put_u16(b, 6, 1)),
+            8,
+            ALL,
+            NtStatus::INVALID_PARAMETER,
+        ),
+        (
+            "unknown mode",
+            IOCTL_HCABUS_REQUEST_RESET,
+            reset_in(7),
+            8,
+            ALL,
+            NtStatus::INVALID_PARAMETER,
+        ),
+        (
+            "reason not UTF-8",
+            IOCTL_HCABUS_REQUEST_RESET,
+            with(&|b| b[16] = 0xff),
+            8,
+            ALL,
+            NtStatus::INVALID_PARAMETER,
+        ),
+        (
+            "garbage after the reason's NUL",
+            IOCTL_HCABUS_REQUEST_RESET,
+            with(&|b| b[78] = b'x'),
+            8,
+            ALL,
+            NtStatus::INVALID_PARAMETER,
+        ),
+        (
+            "output too small",
+            IOCTL_HCABUS_REQUEST_RESET,
+            good.clone(),
+            7,
+            ALL,
+            NtStatus::BUFFER_TOO_SMALL,
+        ),
+        (
+            "query with no output room",
+            IOCTL_HCABUS_QUERY_STATE,
+            empty(),
+            159,
+            Rights::READ,
+            NtStatus::BUFFER_TOO_SMALL,
+        ),
+        (
+            "no rights at all",
+            IOCTL_HCABUS_QUERY_STATE,
+            empty(),
+            160,
+            Rights::empty(),
+            NtStatus::ACCESS_DENIED,
+        ),
+        (
+            "empty input",
+            IOCTL_HCABUS_QUERY_STATE,
+            Vec::new(),
+            160,
+            Rights::READ,
+            NtStatus::INVALID_BUFFER_SIZE,
+        ),
+    ];
+    for (what, code, input, cap, rights, want) in cases {
+        let before = fingerprint(&d);
+        let (r, out) = call(&mut d, code, &input, cap, rights);
+        assert_eq!(r.status, want, "{what}");
+        assert!(out.is_empty(), "{what}: no output on a refusal");
+        assert_eq!(fingerprint(&d), before, "{what}: nothing changed");
+    }
+}
