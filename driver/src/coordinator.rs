@@ -327,6 +327,19 @@ pub struct ResetRecord {
 }
 
 impl ResetRecord {
+    /// Becomes a copy of `other` within its own reserved capacity: no allocation (a
+    /// derived `clone_from` would allocate a new `forced` list).
+    fn copy_from(&mut self, other: &ResetRecord) {
+        let mut forced = core::mem::take(&mut self.forced);
+        forced.clear();
+        forced.extend_from_slice(&other.forced[..other.forced.len().min(forced.capacity())]);
+        *self = ResetRecord {
+            forced: Vec::new(),
+            ..*other
+        };
+        self.forced = forced;
+    }
+
     fn with_capacity(max_clients: usize) -> Self {
         ResetRecord {
             epoch: Epoch(0),
@@ -540,6 +553,9 @@ pub struct Coordinator {
     timers: [Option<u32>; TimerId::COUNT],
     next_token: u32,
     reset: ResetRecord,
+    /// A copy of the last reset that concluded: a follow-up may start before a host has
+    /// handled the `ResetConcluded` of the one before.
+    concluded: ResetRecord,
     reset_active: bool,
     barrier_pending: u16,
     /// This reset quiesces the clients and then fails the device (storm limit).
@@ -585,6 +601,7 @@ impl Coordinator {
             timers: [None; TimerId::COUNT],
             next_token: 1,
             reset: ResetRecord::with_capacity(max),
+            concluded: ResetRecord::with_capacity(max),
             reset_active: false,
             barrier_pending: 0,
             storm_fail: false,
@@ -630,6 +647,11 @@ impl Coordinator {
     /// The current reset's record while one runs, else the last one's; `None` before any.
     pub fn last_reset(&self) -> Option<&ResetRecord> {
         (self.reset.requests > 0).then_some(&self.reset)
+    }
+    /// The last reset whose outcome is final (what `ResetConcluded` announced); `None`
+    /// before any.
+    pub fn concluded_reset(&self) -> Option<&ResetRecord> {
+        (self.concluded.requests > 0).then_some(&self.concluded)
     }
     /// Registered clients in registration order.
     pub fn clients(&self) -> impl Iterator<Item = ClientInfo> + '_ {
@@ -1583,6 +1605,7 @@ impl Coordinator {
         self.reset.result = Some(result);
         self.reset.finished_at = Some(self.now);
         self.reset_active = false;
+        self.concluded.copy_from(&self.reset);
         self.push(Action::ResetConcluded {
             epoch: self.reset.epoch,
         });

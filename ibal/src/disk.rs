@@ -784,4 +784,8 @@ impl Agent for SrpClient {
     fn id(&self) -> Option<ClientId> {
         self.id
     }
+
+    fn kind(&self) -> ClientKind {
+        self.desc.kind
+    }
 }

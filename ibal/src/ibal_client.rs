@@ -126,4 +126,8 @@ impl Agent for IbalClient {
     fn id(&self) -> Option<ClientId> {
         self.id
     }
+
+    fn kind(&self) -> ClientKind {
+        self.desc.kind
+    }
 }

@@ -618,6 +618,10 @@ impl Agent for IpoibClient {
     fn id(&self) -> Option<ClientId> {
         self.id
     }
+
+    fn kind(&self) -> ClientKind {
+        self.desc.kind
+    }
 }
 
 /// Host LID of a port, as the peer addresses it.

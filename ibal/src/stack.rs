@@ -57,7 +57,8 @@ impl ClientSpec {
 #[derive(Debug, Clone)]
 pub struct StackSetup {
     pub sim: SimSetup,
-    pub ibal: IbalConfig,
+    /// The access layer; `None` only for a host of scripted clients alone.
+    pub ibal: Option<IbalConfig>,
     pub clients: Vec<ClientSpec>,
 }
 
@@ -67,6 +68,8 @@ pub enum BuildError {
     Policy(PolicyError),
     /// A client name is empty or longer than the bus allows.
     BadName(String),
+    /// A client that uses verbs, in a host without the access layer.
+    NeedsIbal(String),
 }
 
 impl core::fmt::Display for BuildError {
@@ -74,6 +77,7 @@ impl core::fmt::Display for BuildError {
         match self {
             BuildError::Policy(e) => write!(f, "policy: {e}"),
             BuildError::BadName(n) => write!(f, "client name {n:?} is empty or too long"),
+            BuildError::NeedsIbal(n) => write!(f, "client {n:?} needs the access layer (ibal)"),
         }
     }
 }
@@ -82,9 +86,17 @@ impl core::error::Error for BuildError {}
 
 /// Builds the host with IBAL and every client of `setup`.
 pub fn build(setup: &StackSetup) -> Result<SimHost, BuildError> {
-    let ibal: SharedIbal = Rc::new(RefCell::new(Ibal::new(setup.ibal)));
+    let ibal: SharedIbal = Rc::new(RefCell::new(Ibal::new(setup.ibal.unwrap_or_default())));
     let mut agents: Vec<Box<dyn Agent>> = Vec::with_capacity(setup.clients.len() + 1);
-    agents.push(Box::new(IbalClient::new(ibal.clone())));
+    if setup.ibal.is_some() {
+        agents.push(Box::new(IbalClient::new(ibal.clone())));
+    } else if let Some(spec) = setup
+        .clients
+        .iter()
+        .find(|c| !matches!(c, ClientSpec::Scripted { .. }))
+    {
+        return Err(BuildError::NeedsIbal(spec.name().into()));
+    }
     for spec in &setup.clients {
         let bad = || BuildError::BadName(spec.name().into());
         let agent: Box<dyn Agent> = match spec {
@@ -167,7 +179,7 @@ pub fn boot_from_san() -> StackSetup {
             clients: Vec::new(),
             faults: std::vec![(Instant::from_ms(1_400), Fault::Catastrophic)],
         },
-        ibal: IbalConfig::default(),
+        ibal: Some(IbalConfig::default()),
         clients: std::vec![
             ClientSpec::Ipoib {
                 name: "ipoib-port1".into(),

@@ -386,4 +386,8 @@ impl Agent for UverbsClient {
     fn id(&self) -> Option<ClientId> {
         self.id
     }
+
+    fn kind(&self) -> ClientKind {
+        self.desc.kind
+    }
 }

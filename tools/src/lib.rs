@@ -1,3 +1,5 @@
 //! Shared pieces of the hcabus command-line tools.
 
+pub mod report;
+pub mod scenario;
 pub mod timeline;

@@ -772,7 +772,20 @@ fn requests_during_restore_cause_exactly_one_follow_up() {
     h.c.command_timeout(h.now);
     h.deliver_held(held);
     assert_eq!(h.c.state(), State::Quiescing, "the follow-up started");
+    // The first reset's outcome stays readable for hosts that handle its
+    // ResetConcluded after the follow-up began.
+    let first = h.c.concluded_reset().expect("concluded");
+    assert_eq!(
+        (first.epoch, first.reason, first.result),
+        (
+            Epoch(1),
+            ResetReason::ClientRequest,
+            Some(ResetResult::Restored(ResetOutcome::Restored))
+        )
+    );
+    assert_eq!(h.c.last_reset().map(|r| r.epoch), Some(Epoch(2)));
     h.complete(&[a, b]);
+    assert_eq!(h.c.concluded_reset().map(|r| r.epoch), Some(Epoch(2)));
     assert_eq!(h.c.counters().resets_started, 2, "exactly one follow-up");
     assert_eq!(h.c.epoch(), Epoch(3));
     assert_eq!(h.events_of(a), [Reset, ResetEnd, Reset, ResetEnd]);

@@ -39,6 +39,10 @@ pub enum Fault {
     DeviceReplaced,
     NeverReturns,
     AdminRestart,
+    /// The client of agent `agent` (index in the host's agents) asks for a reset.
+    ClientRequest {
+        agent: u16,
+    },
 }
 
 /// How long a hung firmware takes to be noticed by a command that never completes.
@@ -142,6 +146,10 @@ pub trait Agent: core::any::Any + fmt::Debug {
     fn events(&self) -> &[EventKind];
     /// Current id, if registered.
     fn id(&self) -> Option<ClientId>;
+    /// What kind of client it registers as.
+    fn kind(&self) -> ClientKind {
+        ClientKind::Custom
+    }
 }
 
 /// How a scripted client behaves (the `[[clients]]` keys of SPEC §9).
@@ -155,6 +163,8 @@ pub struct Behavior {
     pub reregister_on_reset: bool,
     pub request_reset_at: Option<Instant>,
     pub request_every: Option<Duration>,
+    /// Asks for another reset from inside its first RESET_END callback (during Restoring).
+    pub request_on_reset_end: bool,
 }
 
 /// Events a scripted client keeps; reserved at creation so receiving never allocates.
@@ -169,6 +179,7 @@ pub struct ScriptedAgent {
     pending_ack: Option<(Instant, Epoch)>,
     next_request: Option<Instant>,
     events: Vec<EventKind>,
+    requested_on_end: bool,
     pub refusals: u32,
 }
 
@@ -186,6 +197,7 @@ impl ScriptedAgent {
             pending_ack: None,
             next_request,
             events: Vec::with_capacity(AGENT_EVENT_CAPACITY),
+            requested_on_end: false,
             refusals: 0,
         }
     }
@@ -219,6 +231,13 @@ impl Agent for ScriptedAgent {
         // Within the reserved capacity only: receiving must never allocate.
         if self.events.len() < self.events.capacity() {
             self.events.push(event.kind());
+        }
+        let wants = self.behavior.request_on_reset_end && !self.requested_on_end;
+        if let (Event::ResetEnd { .. }, true, Some(id)) = (event, wants, self.id) {
+            self.requested_on_end = true;
+            if bus.reset_request(id).is_err() {
+                self.refusals += 1;
+            }
         }
         let Event::Reset { epoch, planned, .. } = event else {
             return;
@@ -294,6 +313,10 @@ impl Agent for ScriptedAgent {
 
     fn id(&self) -> Option<ClientId> {
         self.id
+    }
+
+    fn kind(&self) -> ClientKind {
+        self.desc.kind
     }
 }
 
@@ -795,6 +818,12 @@ impl SimHost {
             Fault::AdminRestart => {
                 let _ = self.coord.admin_restart(now);
             }
+            Fault::ClientRequest { agent } => {
+                let id = self.agents.get(usize::from(agent)).and_then(|a| a.id());
+                if let Some(id) = id {
+                    let _ = self.coord.reset_request(now, id);
+                }
+            }
         }
         self.drain();
     }
@@ -938,7 +967,7 @@ impl SimHost {
     /// Keeps what the finished reset did, without allocating: names are looked up when
     /// someone asks for [`SimHost::resets`], after the run.
     fn report_reset(&mut self, allocations: Option<u64>) {
-        let Some(r) = self.coord.last_reset() else {
+        let Some(r) = self.coord.concluded_reset() else {
             return;
         };
         if self.resets.len() >= self.resets.capacity() {
@@ -1069,6 +1098,7 @@ pub fn random_setup(seed: u64) -> SimSetup {
                 .gen_bool(0.2)
                 .then(|| Instant::from_ms(rng.gen_range(0..20_000))),
             request_every: None,
+            request_on_reset_end: false,
         };
         let name = std::format!("{}{}", kind.as_str(), i);
         if let Some(desc) = ClientDesc::new(&name, kind, flags) {

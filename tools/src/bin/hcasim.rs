@@ -1,11 +1,12 @@
 //! hcasim: runs the bus driver, a simulated HCA and its clients in virtual time.
 
 use std::alloc::System;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use hcabus::sim::{random_setup, SimHost};
-use hcabus_tools::timeline;
+use hcabus_tools::{report, scenario, timeline};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -25,7 +26,7 @@ fn allocations() -> u64 {
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
-    /// Seed of the run (the default scenario's own seed otherwise).
+    /// Seed of the default run (its own seed otherwise).
     #[arg(long)]
     seed: Option<u64>,
     /// Run a random scenario generated from this seed instead (clients, faults, policy).
@@ -34,6 +35,22 @@ struct Cli {
     /// Also print every flight-recorder record.
     #[arg(long)]
     flight_record: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a scenario file (TOML, the format of docs/hcasim.md).
+    Run {
+        file: PathBuf,
+        /// Print the JSON report instead of the timeline.
+        #[arg(long)]
+        json: bool,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -42,21 +59,54 @@ fn main() -> ExitCode {
         // Logging formats text, which allocates: only when asked for.
         env_logger::init();
     }
-    let built = match cli.random {
-        Some(seed) => {
-            let mut setup = random_setup(seed);
-            if let Some(seed) = cli.seed {
-                setup.seed = seed;
+    let (built, json) = match &cli.command {
+        Some(Command::Run { file, json, seed }) => {
+            let text = match std::fs::read_to_string(file) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("hcasim: cannot read {}: {e}", file.display());
+                    return ExitCode::from(2);
+                }
+            };
+            let mut setup = match scenario::parse(&text) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("hcasim: {}: {e}", file.display());
+                    return ExitCode::from(2);
+                }
+            };
+            if let Some(seed) = seed {
+                setup.sim.seed = *seed;
             }
-            SimHost::new(&setup).map_err(|e| format!("scenario '{}': {e}", setup.name))
+            let name = setup.sim.name.clone();
+            (
+                ibal::stack::build(&setup).map_err(|e| format!("scenario '{name}': {e}")),
+                *json,
+            )
         }
-        None => {
-            let mut setup = ibal::stack::boot_from_san();
-            if let Some(seed) = cli.seed {
-                setup.sim.seed = seed;
+        None => match cli.random {
+            Some(seed) => {
+                let mut setup = random_setup(seed);
+                if let Some(seed) = cli.seed {
+                    setup.seed = seed;
+                }
+                (
+                    SimHost::new(&setup).map_err(|e| format!("scenario '{}': {e}", setup.name)),
+                    false,
+                )
             }
-            ibal::stack::build(&setup).map_err(|e| format!("scenario '{}': {e}", setup.sim.name))
-        }
+            None => {
+                let mut setup = ibal::stack::boot_from_san();
+                if let Some(seed) = cli.seed {
+                    setup.sim.seed = seed;
+                }
+                let name = setup.sim.name.clone();
+                (
+                    ibal::stack::build(&setup).map_err(|e| format!("scenario '{name}': {e}")),
+                    false,
+                )
+            }
+        },
     };
     let mut host = match built {
         Ok(h) => h,
@@ -67,12 +117,16 @@ fn main() -> ExitCode {
     };
     host.set_alloc_probe(allocations);
     host.run();
-    print!("{}", timeline::render(&host));
-    print!("{}", timeline::workload(&host));
-    if cli.flight_record {
-        println!();
-        println!("flight record:");
-        print!("{}", timeline::flight_record(&host));
+    if json {
+        println!("{}", report::to_json(&host));
+    } else {
+        print!("{}", timeline::render(&host));
+        print!("{}", timeline::workload(&host));
+        if cli.flight_record {
+            println!();
+            println!("flight record:");
+            print!("{}", timeline::flight_record(&host));
+        }
     }
     let io = ibal::stack::io_stats(&host);
     let io_broken = io.lost > 0 || io.duplicated > 0 || io.read_mismatches > 0;

@@ -1,0 +1,256 @@
+//! Every scenario in tests/scenarios runs through `hcasim run FILE --json`, and its expected
+//! outcome is asserted from the JSON report. Bad scenario files are refused by key.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios")
+}
+
+fn hcasim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hcasim"))
+        .args(args)
+        .output()
+        .expect("hcasim runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn report(file: &str) -> Value {
+    let path = scenarios_dir().join(file);
+    let (code, stdout, stderr) = hcasim(&["run", path.to_str().expect("utf-8 path"), "--json"]);
+    assert_eq!(code, 0, "{file}: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{file}: not JSON ({e}): {stdout}"))
+}
+
+fn outcomes(r: &Value) -> Vec<&str> {
+    r["resets"]
+        .as_array()
+        .expect("resets")
+        .iter()
+        .map(|x| x["outcome"].as_str().expect("outcome"))
+        .collect()
+}
+
+/// What every run must show: no event order violated, no I/O lost or duplicated, and
+/// every soft reset without allocation or PnP.
+fn common(file: &str, r: &Value) {
+    assert_eq!(r["invariants"]["violated"], Value::Array(vec![]), "{file}");
+    assert!(
+        r["invariants"]["checked"].as_u64().expect("checked") > 0,
+        "{file}"
+    );
+    assert_eq!(r["io"]["lost"], 0, "{file}");
+    assert_eq!(r["io"]["duplicated"], 0, "{file}");
+    for reset in r["resets"].as_array().expect("resets") {
+        assert_eq!(reset["allocations"], 0, "{file}: {reset}");
+        let soft = matches!(
+            reset["outcome"].as_str(),
+            Some("Restored" | "FirmwareChanged" | "Aborted" | "AbortedUnresponsive")
+        );
+        if soft {
+            assert_eq!(reset["pnp_operations"], 0, "{file}: {reset}");
+        }
+    }
+    // Every field of SPEC §9 is there, with its type.
+    for key in [
+        "scenario",
+        "seed",
+        "final_state",
+        "epoch",
+        "resets",
+        "clients",
+        "io",
+        "net",
+    ] {
+        assert!(r.get(key).is_some(), "{file}: no {key}");
+    }
+    for key in [
+        "submitted",
+        "completed",
+        "failed",
+        "lost",
+        "duplicated",
+        "max_latency_us",
+    ] {
+        assert!(r["io"][key].is_u64(), "{file}: io.{key}");
+    }
+    for key in ["sent", "completed_back", "dropped"] {
+        assert!(r["net"][key].is_u64(), "{file}: net.{key}");
+    }
+    for c in r["clients"].as_array().expect("clients") {
+        for key in ["name", "kind", "state"] {
+            assert!(c[key].is_string(), "{file}: clients[].{key}");
+        }
+        assert!(c["events"].is_array());
+    }
+}
+
+#[test]
+fn every_scenario_file_has_its_expected_outcome() {
+    let mut files: Vec<String> = std::fs::read_dir(scenarios_dir())
+        .expect("tests/scenarios")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    files.sort();
+    let expected = [
+        "default-boot-from-san.toml",
+        "device-never-returns.toml",
+        "device-replaced.toml",
+        "firmware-activation.toml",
+        "io-hold-timeout.toml",
+        "planned-vetoed.toml",
+        "request-during-restore.toml",
+        "storm.toml",
+        "stuck-client.toml",
+        "surprise-removal-mid-reset.toml",
+    ];
+    assert_eq!(
+        files, expected,
+        "every scenario file has an expectation below"
+    );
+    for file in expected {
+        let r = report(file);
+        common(file, &r);
+        let (state, epoch) = (r["final_state"].as_str().expect("state"), &r["epoch"]);
+        match file {
+            "default-boot-from-san.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["Restored"]);
+                assert_eq!(r["io"]["failed"], 0);
+                assert!(r["io"]["completed"].as_u64() > Some(10_000));
+                assert!(r["net"]["completed_back"].as_u64() > Some(0));
+                assert_eq!(r["net"]["dropped"], 0);
+                assert_eq!(r["resets"][0]["total_us"], 202_000);
+            }
+            "stuck-client.toml" => {
+                assert_eq!(outcomes(&r), ["Restored"]);
+                assert_eq!(
+                    r["resets"][0]["forced_clients"],
+                    serde_json::json!(["wedged"])
+                );
+                assert!(r["resets"][0]["quiesce_us"].as_u64() >= Some(2_000_000));
+                assert_eq!(r["io"]["failed"], 0);
+            }
+            "planned-vetoed.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(1)));
+                assert_eq!(outcomes(&r), ["Aborted"]);
+                assert_eq!(r["resets"][0]["vetoed_by"], "db");
+                assert_eq!(r["resets"][0]["hw_reset_us"], Value::Null);
+                assert_eq!(r["io"]["failed"], 0);
+            }
+            "storm.toml" => {
+                assert_eq!(state, "Failed");
+                assert_eq!(
+                    outcomes(&r),
+                    ["Restored", "Restored", "Restored", "StormLimit"]
+                );
+            }
+            "device-replaced.toml" => {
+                assert_eq!(state, "Failed");
+                assert_eq!(outcomes(&r), ["DeviceReplaced"]);
+                assert!(r["resets"][0]["pnp_operations"].as_u64() > Some(0));
+            }
+            "device-never-returns.toml" => {
+                assert_eq!(state, "Failed");
+                assert_eq!(outcomes(&r), ["AutoRestartExpired"]);
+                assert!(
+                    r["io"]["failed"].as_u64() > Some(0),
+                    "held I/O failed upward"
+                );
+            }
+            "surprise-removal-mid-reset.toml" => {
+                assert_eq!(state, "Removed");
+                assert_eq!(outcomes(&r), ["Removed"]);
+                for c in r["clients"].as_array().expect("clients") {
+                    let events = c["events"].as_array().expect("events");
+                    assert_eq!(events.last(), Some(&Value::from("DEVICE_FATAL")), "{c}");
+                }
+            }
+            "firmware-activation.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["FirmwareChanged"]);
+                assert_eq!(r["resets"][0]["reason"], "fw_activate");
+            }
+            "request-during-restore.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(3)));
+                assert_eq!(outcomes(&r), ["Restored", "Restored"]);
+                assert_eq!(r["resets"][1]["reason"], "client_request");
+            }
+            "io-hold-timeout.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["Restored"]);
+                assert!(
+                    r["io"]["failed"].as_u64() > Some(0),
+                    "held I/O failed, retryable"
+                );
+                assert!(
+                    r["io"]["completed"].as_u64() > Some(5_000),
+                    "and the disks came back"
+                );
+            }
+            other => unreachable!("{other}"),
+        }
+    }
+}
+
+#[test]
+fn the_seed_flag_overrides_the_scenario_seed() {
+    let path = scenarios_dir().join("default-boot-from-san.toml");
+    let p = path.to_str().expect("utf-8");
+    let (_, a, _) = hcasim(&["run", p, "--json", "--seed", "42"]);
+    let a: Value = serde_json::from_str(&a).expect("json");
+    assert_eq!(a["seed"], 42);
+    let b = report("default-boot-from-san.toml");
+    assert_ne!(a["io"], b["io"], "another seed, another run");
+}
+
+#[test]
+fn the_default_scenario_file_matches_the_embedded_default() {
+    let (code, embedded, _) = hcasim(&[]);
+    assert_eq!(code, 0);
+    let path = scenarios_dir().join("default-boot-from-san.toml");
+    let (_, from_file, _) = hcasim(&["run", path.to_str().expect("utf-8")]);
+    assert_eq!(embedded, from_file);
+}
+
+#[test]
+fn bad_scenarios_are_refused_naming_the_key() {
+    let dir = std::env::temp_dir().join(format!("hcasim-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let base = "name = \"x\"\nduration_ms = 1000\n";
+    let cases = [
+        ("unknown top-level key", format!("{base}colour = 3\n"), "colour"),
+        ("unknown client key", format!("{base}[[clients]]\nname = \"a\"\nkind = \"custom\"\nspeed = 1\n"), "speed"),
+        ("bad kind", format!("{base}[[clients]]\nname = \"a\"\nkind = \"nvme\"\n"), "clients[0].kind"),
+        ("bad value type", format!("{base}[policy]\nquiesce_deadline_ms = \"soon\"\n"), "quiesce_deadline_ms"),
+        ("invalid policy", format!("{base}[policy]\nquiesce_deadline_ms = 0\n"), "policy.quiesce_deadline_ms"),
+        ("iops on a custom client", format!("{base}[[clients]]\nname = \"a\"\nkind = \"custom\"\niops = 5\n"), "clients[0].iops"),
+        ("never_ack on the boot disk", format!("{base}[[clients]]\nname = \"a\"\nkind = \"bootdisk\"\nnever_ack = true\n"), "clients[0].never_ack"),
+        ("a port the adapter lacks", format!("{base}[hca]\nports = 1\n[[clients]]\nname = \"a\"\nkind = \"ipoib\"\nport = 2\n"), "clients[0].port"),
+        ("unknown fault", format!("{base}[[events]]\nat_ms = 5\nfault = \"meteor\"\n"), "events[0].fault"),
+        ("event after the end", format!("{base}[[events]]\nat_ms = 5000\nfault = \"hang\"\n"), "events[0].at_ms"),
+        ("count on a fault without one", format!("{base}[[events]]\nat_ms = 5\nfault = \"hang\"\ncount = 2\n"), "events[0].count"),
+        ("duplicate names", format!("{base}[[clients]]\nname = \"a\"\nkind = \"custom\"\n[[clients]]\nname = \"a\"\nkind = \"custom\"\n"), "clients[1].name"),
+        ("not TOML", "name = \n".to_string(), "line 1"),
+    ];
+    for (what, text, key) in cases {
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, text).expect("write");
+        let (code, stdout, stderr) = hcasim(&["run", path.to_str().expect("utf-8"), "--json"]);
+        assert_eq!(code, 2, "{what}: {stderr}");
+        assert!(stdout.is_empty(), "{what}: nothing on stdout");
+        assert!(stderr.contains(key), "{what}: {stderr:?} should name {key}");
+    }
+    let (code, _, stderr) = hcasim(&["run", "/nonexistent/x.toml"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot read"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
