@@ -157,7 +157,7 @@ pub const FAULTS: [&str; 11] = [
 pub fn parse(text: &str) -> Result<StackSetup, ScenarioError> {
     let file: File = toml::from_str(text).map_err(|e| {
         // toml names the unknown or mistyped key and its line; keep its words.
-        err("", e.to_string().trim_end().replace('\n', " "))
+        err("", e.to_string().trim_end().to_string())
     })?;
     build(file)
 }
