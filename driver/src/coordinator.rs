@@ -130,6 +130,14 @@ pub enum PnpOp {
 }
 
 impl PnpOp {
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            1 => Some(PnpOp::ReportChildrenMissing),
+            2 => Some(PnpOp::ReenumerateChildren),
+            _ => None,
+        }
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             PnpOp::ReportChildrenMissing => "report_children_missing",
@@ -156,6 +164,23 @@ pub enum Call {
 }
 
 impl Call {
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => Call::Register,
+            2 => Call::Unregister,
+            3 => Call::ResetRequest,
+            4 => Call::ResetExecute,
+            5 => Call::ResetVeto,
+            6 => Call::AdminReset,
+            7 => Call::AdminRestart,
+            8 => Call::SetPolicy,
+            9 => Call::SurpriseRemoval,
+            10 => Call::CommandTimeout,
+            11 => Call::Catastrophic,
+            _ => return None,
+        })
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Call::Register => "register",

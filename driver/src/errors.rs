@@ -24,6 +24,26 @@ pub enum RefusalCode {
 }
 
 impl RefusalCode {
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => RefusalCode::CapacityFull,
+            2 => RefusalCode::DeviceRemoved,
+            3 => RefusalCode::UnknownClient,
+            4 => RefusalCode::StaleClient,
+            5 => RefusalCode::NoResetPending,
+            6 => RefusalCode::StaleEpoch,
+            7 => RefusalCode::NotInBarrier,
+            8 => RefusalCode::StormLimit,
+            9 => RefusalCode::DeviceFailed,
+            10 => RefusalCode::NotPlanned,
+            11 => RefusalCode::NotAllowed,
+            12 => RefusalCode::TooLate,
+            13 => RefusalCode::NotFailed,
+            14 => RefusalCode::InvalidPolicy,
+            _ => return None,
+        })
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             RefusalCode::CapacityFull => "capacity full",

@@ -143,6 +143,92 @@ impl Record {
     }
 }
 
+impl Record {
+    /// The inverse of [`Record::encode`]; `None` for bytes no record encodes to. A name
+    /// comes back cut to the 24 bytes the encoding keeps.
+    pub fn decode(b: &[u8; RECORD_BYTES]) -> Option<Record> {
+        let u64_at = |at: usize| {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(&b[at..at + 8]);
+            u64::from_le_bytes(v)
+        };
+        let (tag, a, bb, c) = (b[16], b[17], b[18], b[19]);
+        let client = ClientId::from_raw(u64_at(24));
+        // Only calls and refusals say whether they carry a client.
+        let some_client = || match bb {
+            0 => Some(None),
+            1 => Some(Some(client)),
+            _ => None,
+        };
+        let value = u64_at(32);
+        let flag = |v: u8| match v {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        };
+        let kind = match tag {
+            1 => RecordKind::Transition {
+                from: State::from_u8(a)?,
+                to: State::from_u8(bb)?,
+            },
+            2 => RecordKind::ResetStarted {
+                epoch: Epoch(value),
+                reason: ResetReason::from_u8(a)?,
+                planned: flag(bb)?,
+            },
+            3 => RecordKind::ResetJoined {
+                reason: ResetReason::from_u8(a)?,
+            },
+            4 => RecordKind::FollowUpScheduled {
+                reason: ResetReason::from_u8(a)?,
+            },
+            5 => RecordKind::ResetFinished {
+                epoch: Epoch(value),
+                outcome: ResetOutcome::from_u8(a)?,
+            },
+            6 => RecordKind::ResetFailed {
+                epoch: Epoch(value),
+                error: FailReason::from_u8(a)?,
+            },
+            7 => RecordKind::Event {
+                client,
+                event: EventKind::from_u8(a)?,
+                epoch: Epoch(value),
+            },
+            8 => RecordKind::Call {
+                client: some_client()?,
+                call: Call::from_u8(a)?,
+            },
+            9 => RecordKind::Refused {
+                client: some_client()?,
+                call: Call::from_u8(a)?,
+                code: RefusalCode::from_u8(c)?,
+            },
+            10 => {
+                let raw = &b[40..64];
+                let end = raw.iter().position(|x| *x == 0).unwrap_or(raw.len());
+                RecordKind::Unresponsive {
+                    client,
+                    name: ClientName::new(core::str::from_utf8(&raw[..end]).ok()?)?,
+                }
+            }
+            11 => RecordKind::Hw {
+                step: HwStep::from_u8(a)?,
+                ok: flag(bb)?,
+            },
+            12 => RecordKind::Pnp {
+                op: PnpOp::from_u8(a)?,
+            },
+            _ => return None,
+        };
+        Some(Record {
+            seq: u64_at(0),
+            at: Instant::from_us(u64_at(8)),
+            kind,
+        })
+    }
+}
+
 impl fmt::Display for Record {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{:<5} {:>14}  ", self.seq, self.at)?;
@@ -277,6 +363,93 @@ impl FlightRecorder {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_kind_of_record_decodes_to_itself_and_garbage_does_not_decode() {
+        use crate::coordinator::{Call, PnpOp, RefusalCode, State};
+        use crate::hca::HwStep;
+        use crate::types::*;
+        let id = ClientId {
+            index: 3,
+            generation: 9,
+        };
+        let kinds = [
+            RecordKind::Transition {
+                from: State::Operational,
+                to: State::Quiescing,
+            },
+            RecordKind::ResetStarted {
+                epoch: Epoch(4),
+                reason: ResetReason::Catastrophic,
+                planned: false,
+            },
+            RecordKind::ResetJoined {
+                reason: ResetReason::ClientRequest,
+            },
+            RecordKind::FollowUpScheduled {
+                reason: ResetReason::HealthStall,
+            },
+            RecordKind::ResetFinished {
+                epoch: Epoch(5),
+                outcome: ResetOutcome::FirmwareChanged,
+            },
+            RecordKind::ResetFailed {
+                epoch: Epoch(5),
+                error: FailReason::AutoRestartExpired,
+            },
+            RecordKind::Event {
+                client: id,
+                event: EventKind::ResetAborted,
+                epoch: Epoch(2),
+            },
+            RecordKind::Call {
+                client: None,
+                call: Call::AdminReset,
+            },
+            RecordKind::Refused {
+                client: Some(id),
+                call: Call::ResetVeto,
+                code: RefusalCode::TooLate,
+            },
+            RecordKind::Unresponsive {
+                client: id,
+                name: ClientName::new("wedged").expect("name"),
+            },
+            RecordKind::Hw {
+                step: HwStep::FunctionLevelReset,
+                ok: false,
+            },
+            RecordKind::Pnp {
+                op: PnpOp::ReenumerateChildren,
+            },
+        ];
+        for (n, kind) in kinds.into_iter().enumerate() {
+            let r = Record {
+                seq: n as u64 + 100,
+                at: Instant::from_us(1_234_567),
+                kind,
+            };
+            assert_eq!(Record::decode(&r.encode()), Some(r));
+        }
+        let mut bad = kinds_bytes();
+        bad[16] = 99;
+        assert_eq!(Record::decode(&bad), None, "unknown tag");
+        let mut bad = kinds_bytes();
+        bad[17] = 200;
+        assert_eq!(Record::decode(&bad), None, "unknown state");
+    }
+
+    fn kinds_bytes() -> [u8; RECORD_BYTES] {
+        Record {
+            seq: 1,
+            at: Instant::ZERO,
+            kind: RecordKind::Transition {
+                from: crate::coordinator::State::Failed,
+                to: crate::coordinator::State::Resetting,
+            },
+        }
+        .encode()
+    }
     use super::*;
 
     fn hw(ok: bool) -> RecordKind {

@@ -255,6 +255,14 @@ pub enum ResetOutcome {
 }
 
 impl ResetOutcome {
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            1 => Some(ResetOutcome::Restored),
+            2 => Some(ResetOutcome::FirmwareChanged),
+            _ => None,
+        }
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             ResetOutcome::Restored => "Restored",
@@ -274,6 +282,16 @@ pub enum FailReason {
 }
 
 impl FailReason {
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            1 => Some(FailReason::HardwareDead),
+            2 => Some(FailReason::DeviceReplaced),
+            3 => Some(FailReason::StormLimit),
+            4 => Some(FailReason::AutoRestartExpired),
+            _ => None,
+        }
+    }
+
     pub const fn as_str(self) -> &'static str {
         match self {
             FailReason::HardwareDead => "HardwareDead",
