@@ -2,4 +2,8 @@
 
 pub mod report;
 pub mod scenario;
+#[cfg(unix)]
+pub mod serve;
 pub mod timeline;
+#[cfg(unix)]
+pub mod transport;

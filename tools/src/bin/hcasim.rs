@@ -51,6 +51,60 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Run a live host in real time and serve the IOCTL interface on a Unix socket.
+    #[cfg(unix)]
+    Serve {
+        /// Where to listen (created with mode 0600).
+        #[arg(long)]
+        socket: PathBuf,
+        /// Start from this scenario (its clients and policy; its events fire at their
+        /// times); the default host with no faults otherwise.
+        #[arg(long)]
+        scenario: Option<PathBuf>,
+    },
+}
+
+#[cfg(unix)]
+fn serve(socket: &std::path::Path, scenario: Option<&std::path::Path>) -> ExitCode {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let setup = match scenario {
+        Some(file) => match read_scenario(file) {
+            Ok(s) => s,
+            Err(code) => return code,
+        },
+        None => {
+            let mut s = ibal::stack::boot_from_san();
+            s.sim.faults.clear();
+            s
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
+            eprintln!("hcasim: cannot handle signal {signal}: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    match hcabus_tools::serve::serve(setup, socket, stop) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hcasim: serve {}: {e}", socket.display());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Reads and parses a scenario file, or says why not (exit code 2).
+fn read_scenario(file: &std::path::Path) -> Result<ibal::stack::StackSetup, ExitCode> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        eprintln!("hcasim: cannot read {}: {e}", file.display());
+        ExitCode::from(2)
+    })?;
+    scenario::parse(&text).map_err(|e| {
+        eprintln!("hcasim: {}: {e}", file.display());
+        ExitCode::from(2)
+    })
 }
 
 fn main() -> ExitCode {
@@ -61,19 +115,9 @@ fn main() -> ExitCode {
     }
     let (built, json) = match &cli.command {
         Some(Command::Run { file, json, seed }) => {
-            let text = match std::fs::read_to_string(file) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("hcasim: cannot read {}: {e}", file.display());
-                    return ExitCode::from(2);
-                }
-            };
-            let mut setup = match scenario::parse(&text) {
+            let mut setup = match read_scenario(file) {
                 Ok(s) => s,
-                Err(e) => {
-                    eprintln!("hcasim: {}: {e}", file.display());
-                    return ExitCode::from(2);
-                }
+                Err(code) => return code,
             };
             if let Some(seed) = seed {
                 setup.sim.seed = *seed;
@@ -84,6 +128,8 @@ fn main() -> ExitCode {
                 *json,
             )
         }
+        #[cfg(unix)]
+        Some(Command::Serve { socket, scenario }) => return serve(socket, scenario.as_deref()),
         None => match cli.random {
             Some(seed) => {
                 let mut setup = random_setup(seed);

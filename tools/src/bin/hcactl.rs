@@ -1,0 +1,603 @@
+//! hcactl: the administrator's tool for the hcabus IOCTL interface.
+//!
+//! Exit status: 0 success; 1 a request the bus refused (its NTSTATUS printed by name and
+//! value), or a reset that ended badly under `--wait`; 2 a usage or connection error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration as WallDuration, Instant as WallInstant};
+
+use clap::{Parser, Subcommand};
+use hcabus::ioctl::*;
+use hcabus::recorder::{Record, RECORD_BYTES};
+use serde_json::json;
+
+/// Query and control the hcabus soft-reset coordinator.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// The simulator's socket (`hcasim serve --socket PATH`). On Windows the default is the
+    /// bus device; that transport is not built yet.
+    #[arg(long, global = true, env = "HCABUS_SOCKET")]
+    socket: Option<PathBuf>,
+    /// Print JSON for scripts instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// State, epoch, identity, counters and the last reset.
+    Status,
+    /// Every registered client.
+    Clients,
+    /// Flight-recorder records.
+    Log {
+        /// First sequence number.
+        #[arg(long, default_value_t = 0)]
+        since: u64,
+        /// Keep printing new records until interrupted.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Show or change the policy.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
+    /// Ask for a reset.
+    Reset {
+        /// A planned reset (clients with CAN_VETO may refuse it).
+        #[arg(long, conflicts_with_all = ["forced", "firmware"])]
+        planned: bool,
+        /// A forced reset (the default).
+        #[arg(long)]
+        forced: bool,
+        /// A firmware-activation reset.
+        #[arg(long, conflicts_with = "forced")]
+        firmware: bool,
+        /// Why, for the log.
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Wait for the reset to end and report its outcome.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Restart a Failed device.
+    Restart {
+        /// Wait for the restart to end and report its outcome.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Inject a fault (simulator only): catastrophic, command_timeout, health_stall, hang,
+    /// reset_fails, device_replaced, never_returns, surprise_removal.
+    Inject {
+        fault: String,
+        /// For reset_fails: how many reset assertions fail.
+        #[arg(long)]
+        count: Option<u32>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyAction {
+    Get,
+    /// Change keys, e.g. `quiesce_deadline_ms=2000 abort_on_unresponsive=true`.
+    Set {
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+    },
+}
+
+/// Why hcactl stops early.
+enum Failure {
+    /// Usage or connection: exit 2.
+    Usage(String),
+    /// The bus refused: exit 1.
+    Refused(NtStatus),
+    /// A waited-for reset ended badly: exit 1.
+    Outcome(String),
+}
+
+type Outcome = Result<(), Failure>;
+
+struct Bus {
+    #[cfg(unix)]
+    client: hcabus_tools::transport::Client,
+}
+
+impl Bus {
+    fn open(socket: Option<&PathBuf>) -> Result<Self, Failure> {
+        #[cfg(unix)]
+        {
+            let path = socket.ok_or_else(|| {
+                Failure::Usage("no --socket given (or HCABUS_SOCKET): which simulator?".into())
+            })?;
+            let client = hcabus_tools::transport::Client::connect(path).map_err(|e| {
+                Failure::Usage(format!("cannot connect to {}: {e}", path.display()))
+            })?;
+            Ok(Bus { client })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = socket;
+            Err(Failure::Usage(
+                "the DeviceIoControl transport to the bus device is not built yet".into(),
+            ))
+        }
+    }
+
+    fn call(&mut self, code: u32, input: &[u8], capacity: usize) -> Result<Vec<u8>, Failure> {
+        #[cfg(unix)]
+        {
+            let (status, out) = self
+                .client
+                .call(code, input, capacity as u32)
+                .map_err(|e| Failure::Usage(format!("connection: {e}")))?;
+            if status.is_success() {
+                Ok(out)
+            } else {
+                Err(Failure::Refused(status))
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (code, input, capacity);
+            Err(Failure::Usage("no transport".into()))
+        }
+    }
+
+    fn state(&mut self) -> Result<StateOut, Failure> {
+        let mut input = [0u8; 8];
+        encode_empty(&mut input);
+        let out = self.call(IOCTL_HCABUS_QUERY_STATE, &input, 160)?;
+        StateOut::decode(&out).ok_or_else(|| Failure::Usage("short QUERY_STATE answer".into()))
+    }
+
+    fn policy(&mut self) -> Result<PolicyAbi, Failure> {
+        let mut input = [0u8; 8];
+        encode_empty(&mut input);
+        let out = self.call(IOCTL_HCABUS_GET_POLICY, &input, 72)?;
+        PolicyAbi::decode(&out).ok_or_else(|| Failure::Usage("short GET_POLICY answer".into()))
+    }
+}
+
+fn us(v: u64) -> String {
+    if v == NONE_U64 {
+        "-".into()
+    } else if v >= 1000 {
+        format!("{}.{:03} ms", v / 1000, v % 1000)
+    } else {
+        format!("{v} us")
+    }
+}
+
+fn result_name(code: u32) -> &'static str {
+    match code {
+        0 => "unfinished",
+        1 => "Restored",
+        2 => "FirmwareChanged",
+        0x11 => "HardwareDead",
+        0x12 => "DeviceReplaced",
+        0x13 => "StormLimit",
+        0x14 => "AutoRestartExpired",
+        0x20 => "Aborted",
+        0x21 => "AbortedUnresponsive",
+        0x30 => "Removed",
+        _ => "?",
+    }
+}
+
+fn reason_name(code: u32) -> &'static str {
+    u8::try_from(code)
+        .ok()
+        .and_then(hcabus::types::ResetReason::from_u8)
+        .map_or("-", |r| r.as_str())
+}
+
+fn status(bus: &mut Bus, as_json: bool) -> Outcome {
+    let s = bus.state()?;
+    let fw = (
+        s.fw_version >> 32,
+        (s.fw_version >> 16) & 0xffff,
+        s.fw_version & 0xffff,
+    );
+    if as_json {
+        let v = json!({
+            "state": state_name(s.state),
+            "reset_in_progress": s.flags & 1 == 1,
+            "epoch": s.epoch,
+            "identity": {
+                "node_guid": format!("0x{:016x}", s.node_guid),
+                "serial": format!("0x{:016x}", s.serial),
+                "fw_version": format!("{}.{}.{}", fw.0, fw.1, fw.2),
+                "vendor_id": s.vendor_id, "device_id": s.device_id,
+                "subsys_vendor_id": s.subsys_vendor_id, "subsys_id": s.subsys_id,
+            },
+            "clients": s.clients, "max_clients": s.max_clients,
+            "counters": {
+                "resets_started": s.resets_started, "resets_restored": s.resets_restored,
+                "resets_failed": s.resets_failed, "resets_aborted": s.resets_aborted,
+                "refusals": s.refusals, "pnp_operations": s.pnp_operations,
+            },
+            "last_reset": (s.last_epoch != NONE_U64).then(|| json!({
+                "epoch": s.last_epoch,
+                "reason": reason_name(s.last_reason),
+                "outcome": result_name(s.last_result),
+                "quiesce_us": (s.last_quiesce_us != NONE_U64).then_some(s.last_quiesce_us),
+                "hw_reset_us": (s.last_hw_reset_us != NONE_U64).then_some(s.last_hw_reset_us),
+                "restore_us": (s.last_restore_us != NONE_U64).then_some(s.last_restore_us),
+                "total_us": (s.last_total_us != NONE_U64).then_some(s.last_total_us),
+            })),
+            "log_next_seq": s.log_next_seq,
+        });
+        println!("{v:#}");
+        return Ok(());
+    }
+    println!(
+        "state        {}{}",
+        state_name(s.state),
+        if s.flags & 1 == 1 {
+            " (reset in progress)"
+        } else {
+            ""
+        }
+    );
+    println!("epoch        e{}", s.epoch);
+    println!(
+        "device       {:04x}:{:04x} subsystem {:04x}:{:04x}, node GUID 0x{:016x}, serial 0x{:016x}, firmware {}.{}.{}",
+        s.vendor_id, s.device_id, s.subsys_vendor_id, s.subsys_id, s.node_guid, s.serial, fw.0, fw.1, fw.2
+    );
+    println!("clients      {} of {}", s.clients, s.max_clients);
+    println!(
+        "resets       {} started, {} restored, {} failed, {} aborted; {} refusals; {} PnP operations",
+        s.resets_started, s.resets_restored, s.resets_failed, s.resets_aborted, s.refusals, s.pnp_operations
+    );
+    if s.last_epoch == NONE_U64 {
+        println!("last reset   none");
+    } else {
+        println!(
+            "last reset   e{} {}: {}, total {} (quiesce {}, hardware {}, restore {})",
+            s.last_epoch,
+            reason_name(s.last_reason),
+            result_name(s.last_result),
+            us(s.last_total_us),
+            us(s.last_quiesce_us),
+            us(s.last_hw_reset_us),
+            us(s.last_restore_us)
+        );
+    }
+    println!("log          next sequence {}", s.log_next_seq);
+    Ok(())
+}
+
+fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
+    let mut all = Vec::new();
+    loop {
+        let mut input = [0u8; 16];
+        encode_list_clients(all.len() as u32, &mut input);
+        let out = bus.call(IOCTL_HCABUS_LIST_CLIENTS, &input, 8 + 64 * 64)?;
+        let count = u32::from_le_bytes([out[4], out[5], out[6], out[7]]) as usize;
+        let total = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
+        for i in 0..count {
+            if let Some(e) = ClientEntry::decode(&out[8 + i * 64..]) {
+                all.push(e);
+            }
+        }
+        if count == 0 || all.len() >= total {
+            break;
+        }
+    }
+    let kind = |k: u32| {
+        ["?", "ibal", "ipoib", "srp", "bootdisk", "uverbs", "custom"]
+            .get(k as usize)
+            .copied()
+            .unwrap_or("?")
+    };
+    let flags = |f: u32| {
+        let names = ["BOOT_CRITICAL", "PAGING_PATH", "USER_MODE", "CAN_VETO"];
+        let v: Vec<&str> = (0..4)
+            .filter(|b| f & (1 << b) != 0)
+            .map(|b| names[b])
+            .collect();
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join("|")
+        }
+    };
+    let id = |raw: u64| {
+        let c = hcabus::types::ClientId::from_raw(raw);
+        format!("#{}.{}", c.index, c.generation)
+    };
+    if as_json {
+        let v: Vec<_> = all
+            .iter()
+            .map(|e| {
+                json!({
+                    "id": id(e.id), "name": e.name(), "kind": kind(e.kind),
+                    "flags": flags(e.flags), "state": client_state_name(e.state),
+                    "in_barrier": e.in_barrier == 1,
+                    "last_ack_latency_us": (e.last_ack_latency_us != NONE_U64).then_some(e.last_ack_latency_us),
+                })
+            })
+            .collect();
+        println!("{:#}", serde_json::Value::Array(v));
+        return Ok(());
+    }
+    println!(
+        "{:<8} {:<16} {:<9} {:<26} {:<13} {:<8} last ack",
+        "id", "name", "kind", "flags", "state", "barrier"
+    );
+    for e in &all {
+        println!(
+            "{:<8} {:<16} {:<9} {:<26} {:<13} {:<8} {}",
+            id(e.id),
+            e.name(),
+            kind(e.kind),
+            flags(e.flags),
+            client_state_name(e.state),
+            if e.in_barrier == 1 { "yes" } else { "no" },
+            us(e.last_ack_latency_us)
+        );
+    }
+    Ok(())
+}
+
+/// Prints records from `since`; returns the next sequence number.
+fn log_once(bus: &mut Bus, since: u64, as_json: bool) -> Result<u64, Failure> {
+    let mut next = since;
+    loop {
+        let mut input = [0u8; 24];
+        encode_read_log(next, 0, &mut input);
+        let out = bus.call(IOCTL_HCABUS_READ_LOG, &input, 24 + 256 * RECORD_BYTES)?;
+        let count = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
+        let mut seq = [0u8; 8];
+        seq.copy_from_slice(&out[8..16]);
+        let new_next = u64::from_le_bytes(seq);
+        for i in 0..count {
+            let mut raw = [0u8; RECORD_BYTES];
+            raw.copy_from_slice(&out[24 + i * RECORD_BYTES..24 + (i + 1) * RECORD_BYTES]);
+            match Record::decode(&raw) {
+                Some(r) if as_json => println!(
+                    "{}",
+                    json!({ "seq": r.seq, "at_us": r.at.as_us(), "text": r.to_string() })
+                ),
+                Some(r) => println!("{r}"),
+                None => println!("(a record this hcactl cannot decode)"),
+            }
+        }
+        if count == 0 || new_next == next {
+            return Ok(new_next.max(next));
+        }
+        next = new_next;
+    }
+}
+
+fn set_policy(bus: &mut Bus, pairs: &[String]) -> Outcome {
+    let mut p = bus.policy()?;
+    for pair in pairs {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| Failure::Usage(format!("{pair:?}: expected KEY=VALUE")))?;
+        let num = || {
+            value
+                .parse::<u64>()
+                .map_err(|_| Failure::Usage(format!("{key}: {value:?} is not a number")))
+        };
+        let small = || {
+            num().and_then(|v| {
+                u32::try_from(v).map_err(|_| Failure::Usage(format!("{key}: too large")))
+            })
+        };
+        match key {
+            "quiesce_deadline_ms" => p.quiesce_deadline_ms = num()?,
+            "hw_ready_timeout_ms" => p.hw_ready_timeout_ms = num()?,
+            "hw_poll_interval_ms" => p.hw_poll_interval_ms = num()?,
+            "auto_restart_window_ms" => p.auto_restart_window_ms = num()?,
+            "storm_window_ms" => p.storm_window_ms = num()?,
+            "io_hold_timeout_ms" => p.io_hold_timeout_ms = num()?,
+            "health_poll_interval_ms" => p.health_poll_interval_ms = num()?,
+            "reset_retries" => p.reset_retries = small()?,
+            "max_auto_resets" => p.max_auto_resets = small()?,
+            "abort_on_unresponsive" => {
+                p.abort_on_unresponsive = match value {
+                    "true" | "1" => 1,
+                    "false" | "0" => 0,
+                    _ => return Err(Failure::Usage(format!("{key}: expected true or false"))),
+                }
+            }
+            _ => return Err(Failure::Usage(format!("unknown policy key {key:?}"))),
+        }
+    }
+    let mut input = [0u8; 80];
+    encode_set_policy(&p, &mut input);
+    bus.call(IOCTL_HCABUS_SET_POLICY, &input, 0)?;
+    Ok(())
+}
+
+fn print_policy(p: &PolicyAbi, as_json: bool) {
+    let rows: [(&str, serde_json::Value); 10] = [
+        ("quiesce_deadline_ms", p.quiesce_deadline_ms.into()),
+        ("hw_ready_timeout_ms", p.hw_ready_timeout_ms.into()),
+        ("hw_poll_interval_ms", p.hw_poll_interval_ms.into()),
+        ("reset_retries", p.reset_retries.into()),
+        ("auto_restart_window_ms", p.auto_restart_window_ms.into()),
+        ("max_auto_resets", p.max_auto_resets.into()),
+        ("storm_window_ms", p.storm_window_ms.into()),
+        ("io_hold_timeout_ms", p.io_hold_timeout_ms.into()),
+        (
+            "abort_on_unresponsive",
+            (p.abort_on_unresponsive == 1).into(),
+        ),
+        ("health_poll_interval_ms", p.health_poll_interval_ms.into()),
+    ];
+    if as_json {
+        let map: serde_json::Map<String, serde_json::Value> =
+            rows.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        println!("{:#}", serde_json::Value::Object(map));
+    } else {
+        for (k, v) in rows {
+            println!("{k} = {v}");
+        }
+    }
+}
+
+/// Waits until the reset of `epoch` has an outcome; fails unless the device came back.
+fn wait_for(bus: &mut Bus, epoch: u64, as_json: bool) -> Outcome {
+    let deadline = WallInstant::now() + WallDuration::from_secs(120);
+    loop {
+        let s = bus.state()?;
+        let done = s.flags & 1 == 0 && s.last_epoch != NONE_U64 && s.last_epoch >= epoch;
+        if done {
+            let outcome = result_name(s.last_result);
+            if as_json {
+                println!(
+                    "{}",
+                    json!({ "epoch": s.last_epoch, "outcome": outcome, "total_us": s.last_total_us, "new_epoch": s.epoch, "state": state_name(s.state) })
+                );
+            } else {
+                println!(
+                    "reset of e{}: {outcome} in {}; now {} on e{}",
+                    s.last_epoch,
+                    us(s.last_total_us),
+                    state_name(s.state),
+                    s.epoch
+                );
+            }
+            return match s.last_result {
+                1 | 2 | 0x20 | 0x21 => Ok(()),
+                _ => Err(Failure::Outcome(format!("the reset ended {outcome}"))),
+            };
+        }
+        if WallInstant::now() > deadline {
+            return Err(Failure::Usage("no outcome within 120 s".into()));
+        }
+        std::thread::sleep(WallDuration::from_millis(20));
+    }
+}
+
+fn run(cli: Cli) -> Outcome {
+    let mut bus = Bus::open(cli.socket.as_ref())?;
+    let js = cli.json;
+    match cli.command {
+        Command::Status => status(&mut bus, js),
+        Command::Clients => clients(&mut bus, js),
+        Command::Log { since, follow } => {
+            let mut next = log_once(&mut bus, since, js)?;
+            if follow {
+                // Until interrupted: Ctrl-C ends the process.
+                loop {
+                    std::thread::sleep(WallDuration::from_millis(200));
+                    next = log_once(&mut bus, next, js)?;
+                }
+            }
+            Ok(())
+        }
+        Command::Policy {
+            action: PolicyAction::Get,
+        } => {
+            let p = bus.policy()?;
+            print_policy(&p, js);
+            Ok(())
+        }
+        Command::Policy {
+            action: PolicyAction::Set { pairs },
+        } => set_policy(&mut bus, &pairs),
+        Command::Reset {
+            planned,
+            firmware,
+            reason,
+            wait,
+            ..
+        } => {
+            let mode = if planned {
+                ResetMode::Planned
+            } else if firmware {
+                ResetMode::FirmwareActivate
+            } else {
+                ResetMode::Forced
+            };
+            if reason.len() > 64 {
+                return Err(Failure::Usage("--reason: at most 64 bytes".into()));
+            }
+            let mut input = [0u8; 80];
+            RequestResetIn::new(mode, &reason).encode(&mut input);
+            let out = bus.call(IOCTL_HCABUS_REQUEST_RESET, &input, 8)?;
+            let epoch = u64::from_le_bytes(
+                out[..8]
+                    .try_into()
+                    .map_err(|_| Failure::Usage("short REQUEST_RESET answer".into()))?,
+            );
+            if !wait {
+                println!(
+                    "{}",
+                    if js {
+                        json!({ "epoch": epoch }).to_string()
+                    } else {
+                        format!("reset of e{epoch} requested")
+                    }
+                );
+                return Ok(());
+            }
+            wait_for(&mut bus, epoch, js)
+        }
+        Command::Restart { wait } => {
+            let mut input = [0u8; 8];
+            encode_empty(&mut input);
+            let out = bus.call(IOCTL_HCABUS_RESTART, &input, 8)?;
+            let epoch = u64::from_le_bytes(
+                out[..8]
+                    .try_into()
+                    .map_err(|_| Failure::Usage("short RESTART answer".into()))?,
+            );
+            if wait {
+                wait_for(&mut bus, epoch, js)
+            } else {
+                println!("restart of e{epoch} requested");
+                Ok(())
+            }
+        }
+        Command::Inject { fault, count } => {
+            let f = FaultCode::parse(&fault).ok_or_else(|| {
+                let names: Vec<&str> = FaultCode::ALL.iter().map(|f| f.as_str()).collect();
+                Failure::Usage(format!(
+                    "unknown fault {fault:?}; one of {}",
+                    names.join(", ")
+                ))
+            })?;
+            let count = match (f, count) {
+                (FaultCode::ResetFails, c) => c.unwrap_or(1),
+                (_, None) => 0,
+                (_, Some(_)) => {
+                    return Err(Failure::Usage("--count applies to reset_fails only".into()))
+                }
+            };
+            let mut input = [0u8; 16];
+            encode_inject_fault(f, count, &mut input);
+            bus.call(IOCTL_HCABUS_INJECT_FAULT, &input, 0)?;
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(m)) => {
+            eprintln!("hcactl: {m}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Refused(s)) => {
+            eprintln!("hcactl: refused: {s}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Outcome(m)) => {
+            eprintln!("hcactl: {m}");
+            ExitCode::from(1)
+        }
+    }
+}

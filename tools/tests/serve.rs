@@ -1,0 +1,385 @@
+//! `hcactl` against a live `hcasim serve` over the real socket, and malformed frames from a
+//! raw client: each gets its status or a closed connection, and the server keeps serving.
+#![cfg(unix)]
+
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use hcabus::ioctl::*;
+use serde_json::Value;
+
+/// A running `hcasim serve`, stopped with SIGTERM when dropped.
+struct Server {
+    child: Child,
+    socket: PathBuf,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start(tag: &str) -> Server {
+        let dir = std::env::temp_dir().join(format!("hcasim-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let socket = dir.join("hcabus.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_hcasim"))
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("hcasim serve starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "the socket never appeared");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server { child, socket, dir }
+    }
+
+    fn ctl(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_hcactl"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("hcactl runs")
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal");
+        let status = self.child.wait().expect("exits");
+        let _ = std::fs::remove_dir_all(&self.dir);
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(o: &Output) -> Value {
+    assert_eq!(o.status.code(), Some(0), "{}", text(o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+#[test]
+fn hcactl_drives_a_live_simulator_through_resets() {
+    let server = Server::start("ctl");
+    let mode = std::fs::metadata(&server.socket)
+        .expect("socket")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "socket mode");
+
+    let s = json(&server.ctl(&["--json", "status"]));
+    assert_eq!(
+        (s["state"].as_str(), s["epoch"].as_u64()),
+        (Some("Operational"), Some(1))
+    );
+    assert_eq!(s["last_reset"], Value::Null);
+    let human = server.ctl(&["status"]);
+    assert!(
+        text(&human).contains("state        Operational"),
+        "{}",
+        text(&human)
+    );
+
+    let clients = json(&server.ctl(&["--json", "clients"]));
+    let names: Vec<&str> = clients
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "ibal",
+            "ipoib-port1",
+            "ipoib-port2",
+            "bootdisk",
+            "data-lun",
+            "uverbs"
+        ]
+    );
+
+    let reset = server.ctl(&["reset", "--forced", "--reason", "test", "--wait"]);
+    assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
+    assert!(text(&reset).contains("Restored"), "{}", text(&reset));
+    let s = json(&server.ctl(&["--json", "status"]));
+    assert_eq!(s["epoch"], 2);
+    assert_eq!(s["last_reset"]["outcome"], "Restored");
+    assert_eq!(s["last_reset"]["reason"], "admin_forced");
+
+    let log = server.ctl(&["log"]);
+    assert!(
+        text(&log).contains("reset of e1 started: admin_forced"),
+        "{}",
+        text(&log)
+    );
+    let since = s["log_next_seq"].as_u64().expect("seq").to_string();
+    let later = server.ctl(&["log", "--since", &since]);
+    assert!(!text(&later).contains("started"), "only newer records");
+
+    assert_eq!(
+        server
+            .ctl(&["policy", "set", "quiesce_deadline_ms=1234"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let p = json(&server.ctl(&["--json", "policy", "get"]));
+    assert_eq!(p["quiesce_deadline_ms"], 1234);
+    let refused = server.ctl(&["policy", "set", "quiesce_deadline_ms=0"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused).contains("STATUS_INVALID_PARAMETER (0xC000000D)"));
+    let usage = server.ctl(&["policy", "set", "colour=3"]);
+    assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
+    assert_eq!(
+        json(&server.ctl(&["--json", "policy", "get"]))["quiesce_deadline_ms"],
+        1234
+    );
+
+    // A device whose reset fails for good, then restarted by the administrator.
+    assert_eq!(
+        server
+            .ctl(&["inject", "reset_fails", "--count", "4"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let failed = server.ctl(&["reset", "--wait"]);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
+    assert!(text(&failed).contains("HardwareDead"));
+    assert_eq!(json(&server.ctl(&["--json", "status"]))["state"], "Failed");
+    let restarted = server.ctl(&["restart", "--wait"]);
+    assert_eq!(restarted.status.code(), Some(0), "{}", text(&restarted));
+    let s = json(&server.ctl(&["--json", "status"]));
+    assert_eq!(
+        (s["state"].as_str(), s["epoch"].as_u64()),
+        (Some("Operational"), Some(3))
+    );
+    let again = server.ctl(&["restart"]);
+    assert_eq!(again.status.code(), Some(1), "nothing to restart");
+    assert!(text(&again).contains("STATUS_INVALID_DEVICE_REQUEST"));
+
+    let socket = server.socket.clone();
+    let status = server.stop();
+    assert!(status.success(), "clean exit on SIGTERM: {status:?}");
+    assert!(!socket.exists(), "socket removed on shutdown");
+}
+
+#[test]
+fn hcactl_reports_usage_and_connection_errors_with_exit_2() {
+    let missing = Command::new(env!("CARGO_BIN_EXE_hcactl"))
+        .args(["--socket", "/nonexistent/hcabus.sock", "status"])
+        .env_remove("HCABUS_SOCKET")
+        .output()
+        .expect("runs");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        text(&missing).contains("cannot connect"),
+        "{}",
+        text(&missing)
+    );
+    let none = Command::new(env!("CARGO_BIN_EXE_hcactl"))
+        .arg("status")
+        .env_remove("HCABUS_SOCKET")
+        .output()
+        .expect("runs");
+    assert_eq!(none.status.code(), Some(2));
+    let bad = Command::new(env!("CARGO_BIN_EXE_hcactl"))
+        .args(["frobnicate"])
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+fn frame(code: u32, input: &[u8], cap: u32) -> Vec<u8> {
+    let mut f = Vec::new();
+    for v in [0x4241_4348u32, code, input.len() as u32, cap] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    f.extend_from_slice(input);
+    f
+}
+
+/// Sends raw bytes, then reads a response; `None` if the server closed the connection.
+fn exchange(socket: &Path, bytes: &[u8], close_write: bool) -> Option<(u32, Vec<u8>)> {
+    let mut s = UnixStream::connect(socket).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    s.write_all(bytes).expect("write");
+    if close_write {
+        s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    }
+    let mut head = [0u8; 12];
+    match s.read(&mut head) {
+        Ok(0) | Err(_) => return None,
+        Ok(n) if n < 12 => s.read_exact(&mut head[n..]).ok()?,
+        Ok(_) => {}
+    }
+    let status = u32::from_le_bytes(head[4..8].try_into().expect("4"));
+    let len = u32::from_le_bytes(head[8..12].try_into().expect("4")) as usize;
+    let mut out = vec![0u8; len];
+    s.read_exact(&mut out).ok()?;
+    Some((status, out))
+}
+
+fn query() -> Vec<u8> {
+    let mut input = vec![0u8; 8];
+    encode_empty(&mut input);
+    input
+}
+
+#[test]
+fn malformed_frames_get_their_status_or_a_closed_connection_and_the_server_keeps_serving() {
+    let server = Server::start("frames");
+    let socket = server.socket.clone();
+    // A client that opens, sends half a frame and goes silent must not stall anyone.
+    let mut slow = UnixStream::connect(&socket).expect("connect");
+    slow.write_all(&frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160)[..10])
+        .expect("half");
+    let ok = |s: &Path| {
+        let r = exchange(s, &frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160), false);
+        assert_eq!(
+            r.map(|(st, out)| (st, out.len())),
+            Some((0, 160)),
+            "still serving"
+        );
+    };
+    ok(&socket);
+
+    let mut wrong_magic = frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160);
+    wrong_magic[0] = b'X';
+    assert_eq!(
+        exchange(&socket, &wrong_magic, false),
+        None,
+        "wrong magic: closed"
+    );
+    ok(&socket);
+
+    let truncated = frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160);
+    assert_eq!(
+        exchange(&socket, &truncated[..20], true),
+        None,
+        "truncated: closed"
+    );
+    ok(&socket);
+
+    let mut oversized = frame(IOCTL_HCABUS_QUERY_STATE, &[], 160);
+    oversized[8..12].copy_from_slice(&(64 * 1024 + 1u32).to_le_bytes());
+    assert_eq!(
+        exchange(&socket, &oversized, false),
+        None,
+        "oversized: closed"
+    );
+    ok(&socket);
+
+    let status = |bytes: Vec<u8>| exchange(&socket, &bytes, false).map(|(s, _)| NtStatus(s));
+    assert_eq!(
+        status(frame(0x003B_6500, &query(), 160)),
+        Some(NtStatus::INVALID_DEVICE_REQUEST),
+        "unknown code"
+    );
+    assert_eq!(
+        status(frame(IOCTL_HCABUS_QUERY_STATE, &query(), 100)),
+        Some(NtStatus::BUFFER_TOO_SMALL),
+        "short output capacity"
+    );
+    let mut wrong_version = query();
+    wrong_version[4] = 9;
+    assert_eq!(
+        status(frame(IOCTL_HCABUS_QUERY_STATE, &wrong_version, 160)),
+        Some(NtStatus::REVISION_MISMATCH)
+    );
+    let mut wrong_size = query();
+    wrong_size[0] = 12;
+    assert_eq!(
+        status(frame(IOCTL_HCABUS_QUERY_STATE, &wrong_size, 160)),
+        Some(NtStatus::INVALID_BUFFER_SIZE)
+    );
+    // Several requests on one connection, and many connections at once.
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let mut s = UnixStream::connect(&socket).expect("connect");
+                for _ in 0..20 {
+                    s.write_all(&frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160))
+                        .expect("write");
+                    let mut head = [0u8; 12];
+                    s.read_exact(&mut head).expect("head");
+                    let mut body = [0u8; 160];
+                    s.read_exact(&mut body).expect("body");
+                    assert_eq!(&head[4..8], &[0, 0, 0, 0]);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("client thread");
+    }
+    drop(slow);
+    ok(&socket);
+    assert!(server.stop().success());
+}
+
+#[test]
+fn write_codes_are_refused_to_another_user() {
+    // Needs root to act as another uid; elsewhere the check cannot be arranged here.
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: not root");
+        return;
+    }
+    let server = Server::start("uid");
+    // The socket is 0600: open it up so that another user can reach the server at all.
+    std::fs::set_permissions(&server.socket, std::fs::Permissions::from_mode(0o666))
+        .expect("chmod");
+    std::fs::set_permissions(&server.dir, std::fs::Permissions::from_mode(0o755))
+        .expect("chmod dir");
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_hcactl"))
+            .arg("--socket")
+            .arg(&server.socket)
+            .args(args)
+            .output()
+    };
+    let Ok(read) = as_nobody(&["status"]) else {
+        eprintln!("skipped: no setpriv");
+        return;
+    };
+    assert_eq!(
+        read.status.code(),
+        Some(0),
+        "reads are allowed: {}",
+        text(&read)
+    );
+    let write = as_nobody(&["reset"]).expect("runs");
+    assert_eq!(write.status.code(), Some(1), "{}", text(&write));
+    assert!(
+        text(&write).contains("STATUS_ACCESS_DENIED (0xC0000022)"),
+        "{}",
+        text(&write)
+    );
+    assert!(server.stop().success());
+}
