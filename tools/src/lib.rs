@@ -4,6 +4,7 @@ pub mod report;
 pub mod scenario;
 #[cfg(unix)]
 pub mod serve;
+pub mod svg;
 pub mod timeline;
 #[cfg(unix)]
 pub mod transport;

@@ -254,3 +254,44 @@ fn bad_scenarios_are_refused_naming_the_key() {
     assert!(stderr.contains("cannot read"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_timeline_option_draws_the_resets_as_svg() {
+    let out = std::env::temp_dir().join(format!("hcasim-timeline-{}.svg", std::process::id()));
+    let path = scenarios_dir().join("stuck-client.toml");
+    let (code, stdout, stderr) = hcasim(&[
+        "run",
+        path.to_str().expect("utf-8"),
+        "--timeline",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("final state"),
+        "the text timeline still prints"
+    );
+    let svg = std::fs::read_to_string(&out).expect("written");
+    let _ = std::fs::remove_file(&out);
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(svg.trim_end().ends_with("</svg>"));
+    for lane in ["bus", "ibal", "boot", "wedged"] {
+        assert!(svg.contains(&format!(">{lane}</text>")), "lane {lane}");
+    }
+    assert!(
+        svg.contains("<title>FORCED at"),
+        "the forced client is marked"
+    );
+    assert!(
+        svg.contains("e1 catastrophic \u{2192} Restored"),
+        "the reset is captioned"
+    );
+    assert!(svg.contains("quiesce: 2000000 us"), "the 2 s quiesce band");
+    let (code, _, stderr) = hcasim(&[
+        "run",
+        path.to_str().expect("utf-8"),
+        "--timeline",
+        "/nonexistent/dir/x.svg",
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot write"), "{stderr}");
+}

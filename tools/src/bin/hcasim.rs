@@ -50,6 +50,9 @@ enum Command {
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// Also draw the reset timeline as an SVG picture into this file.
+        #[arg(long, value_name = "OUT.svg")]
+        timeline: Option<PathBuf>,
     },
     /// Run a live host in real time and serve the IOCTL interface on a Unix socket.
     #[cfg(unix)]
@@ -107,6 +110,34 @@ fn read_scenario(file: &std::path::Path) -> Result<ibal::stack::StackSetup, Exit
     })
 }
 
+/// Runs to the end; a long run shows a progress bar when stdout is a terminal. The run is
+/// the same either way: stepping to intermediate instants changes nothing.
+fn run_with_progress(host: &mut SimHost) {
+    use std::io::IsTerminal;
+    let end = host.end();
+    const LONG_US: u64 = 60_000_000;
+    if end.as_us() < LONG_US || !std::io::stdout().is_terminal() {
+        host.run();
+        return;
+    }
+    let bar = indicatif::ProgressBar::new(end.as_ms());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} ms of virtual time")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let step = (end.as_us() / 200).max(1);
+    let mut t = 0;
+    while t < end.as_us() {
+        t = (t + step).min(end.as_us());
+        host.run_until(hcabus::Instant::from_us(t));
+        // Drawing allocates: never inside a reset, whose allocations are being counted.
+        if !host.coordinator().reset_in_progress() {
+            bar.set_position(t / 1000);
+        }
+    }
+    bar.finish_and_clear();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if std::env::var_os("RUST_LOG").is_some() {
@@ -114,7 +145,9 @@ fn main() -> ExitCode {
         env_logger::init();
     }
     let (built, json) = match &cli.command {
-        Some(Command::Run { file, json, seed }) => {
+        Some(Command::Run {
+            file, json, seed, ..
+        }) => {
             let mut setup = match read_scenario(file) {
                 Ok(s) => s,
                 Err(code) => return code,
@@ -162,7 +195,17 @@ fn main() -> ExitCode {
         }
     };
     host.set_alloc_probe(allocations);
-    host.run();
+    run_with_progress(&mut host);
+    if let Some(Command::Run {
+        timeline: Some(out),
+        ..
+    }) = &cli.command
+    {
+        if let Err(e) = std::fs::write(out, hcabus_tools::svg::render(&host)) {
+            eprintln!("hcasim: cannot write {}: {e}", out.display());
+            return ExitCode::from(2);
+        }
+    }
     if json {
         println!("{}", report::to_json(&host));
     } else {
