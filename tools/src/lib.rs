@@ -8,3 +8,5 @@ pub mod svg;
 pub mod timeline;
 #[cfg(unix)]
 pub mod transport;
+#[cfg(windows)]
+pub mod windows;

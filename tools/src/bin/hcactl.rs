@@ -2,6 +2,7 @@
 //!
 //! Exit status: 0 success; 1 a request the bus refused (its NTSTATUS printed by name and
 //! value), or a reset that ended badly under `--wait`; 2 a usage or connection error.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,8 +17,8 @@ use serde_json::json;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
-    /// The simulator's socket (`hcasim serve --socket PATH`). On Windows the default is the
-    /// bus device; that transport is not built yet.
+    /// The simulator's socket (`hcasim serve --socket PATH`). On Windows hcactl talks to
+    /// the bus device through DeviceIoControl instead.
     #[arg(long, global = true, env = "HCABUS_SOCKET")]
     socket: Option<PathBuf>,
     /// Print JSON for scripts instead of tables.
@@ -106,6 +107,8 @@ type Outcome = Result<(), Failure>;
 struct Bus {
     #[cfg(unix)]
     client: hcabus_tools::transport::Client,
+    #[cfg(windows)]
+    device: hcabus_tools::windows::Device,
 }
 
 impl Bus {
@@ -120,32 +123,42 @@ impl Bus {
             })?;
             Ok(Bus { client })
         }
-        #[cfg(not(unix))]
+        #[cfg(windows)]
+        {
+            if socket.is_some() {
+                return Err(Failure::Usage(
+                    "--socket: the simulator's socket is a Unix transport; on Windows hcactl \
+                     talks to the bus device"
+                        .into(),
+                ));
+            }
+            let path = hcabus_tools::windows::DEFAULT_DEVICE;
+            let device = hcabus_tools::windows::Device::open(path)
+                .map_err(|e| Failure::Usage(format!("cannot open {path}: {e}")))?;
+            Ok(Bus { device })
+        }
+        #[cfg(not(any(unix, windows)))]
         {
             let _ = socket;
-            Err(Failure::Usage(
-                "the DeviceIoControl transport to the bus device is not built yet".into(),
-            ))
+            Err(Failure::Usage("no transport on this platform".into()))
         }
     }
 
     fn call(&mut self, code: u32, input: &[u8], capacity: usize) -> Result<Vec<u8>, Failure> {
         #[cfg(unix)]
-        {
-            let (status, out) = self
-                .client
-                .call(code, input, capacity as u32)
-                .map_err(|e| Failure::Usage(format!("connection: {e}")))?;
-            if status.is_success() {
-                Ok(out)
-            } else {
-                Err(Failure::Refused(status))
-            }
-        }
-        #[cfg(not(unix))]
-        {
+        let answer = self.client.call(code, input, capacity as u32);
+        #[cfg(windows)]
+        let answer = self.device.call(code, input, capacity as u32);
+        #[cfg(not(any(unix, windows)))]
+        let answer: std::io::Result<(NtStatus, Vec<u8>)> = {
             let _ = (code, input, capacity);
-            Err(Failure::Usage("no transport".into()))
+            Err(std::io::Error::other("no transport"))
+        };
+        let (status, out) = answer.map_err(|e| Failure::Usage(format!("connection: {e}")))?;
+        if status.is_success() {
+            Ok(out)
+        } else {
+            Err(Failure::Refused(status))
         }
     }
 

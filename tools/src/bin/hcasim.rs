@@ -1,4 +1,5 @@
 //! hcasim: runs the bus driver, a simulated HCA and its clients in virtual time.
+#![forbid(unsafe_code)]
 
 use std::alloc::System;
 use std::path::PathBuf;
