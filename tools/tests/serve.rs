@@ -21,6 +21,10 @@ struct Server {
 
 impl Server {
     fn start(tag: &str) -> Server {
+        Self::start_with(tag, &[])
+    }
+
+    fn start_with(tag: &str, extra: &[&str]) -> Server {
         let dir = std::env::temp_dir().join(format!("hcasim-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
@@ -28,6 +32,7 @@ impl Server {
         let child = Command::new(env!("CARGO_BIN_EXE_hcasim"))
             .args(["serve", "--socket"])
             .arg(&socket)
+            .args(extra)
             .stderr(Stdio::null())
             .spawn()
             .expect("hcasim serve starts");
@@ -380,6 +385,46 @@ fn write_codes_are_refused_to_another_user() {
         text(&write).contains("STATUS_ACCESS_DENIED (0xC0000022)"),
         "{}",
         text(&write)
+    );
+    assert!(server.stop().success());
+}
+
+#[test]
+fn serve_runs_a_scenario_whose_events_fire_in_real_time() {
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/stuck-client.toml");
+    let server = Server::start_with(
+        "scenario",
+        &["--scenario", scenario.to_str().expect("utf-8")],
+    );
+    let clients = json(&server.ctl(&["--json", "clients"]));
+    let names: Vec<&str> = clients
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["ibal", "boot", "wedged"]);
+    // The catastrophic error at 1 s, a 2 s deadline for the wedged client, 200 ms of
+    // hardware reset: epoch 2 a little after 3.2 s of wall time.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = json(&server.ctl(&["--json", "status"]));
+        if s["epoch"] == 2 && s["reset_in_progress"] == false {
+            assert_eq!(s["last_reset"]["reason"], "catastrophic");
+            assert!(s["last_reset"]["quiesce_us"].as_u64() >= Some(2_000_000));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the scenario's reset never finished: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let forced = json(&server.ctl(&["--json", "clients"]));
+    assert_eq!(
+        forced[2]["state"], "active",
+        "the forced client got RESET_END too"
     );
     assert!(server.stop().success());
 }
