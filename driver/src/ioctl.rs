@@ -4,9 +4,9 @@
 //!
 //! The structures are the contract with outside tools. Their sizes and field offsets are
 //! asserted at compile time, and encoding writes each field at `offset_of!` of its
-//! structure, so the bytes on the wire cannot drift from the declared layout. The crate
-//! forbids `unsafe`, so nothing is transmuted: every field is read and written little-endian
-//! by hand.
+//! structure, so the bytes on the wire cannot drift from the declared layout. Nothing is
+//! transmuted (the crate forbids it): every field is read and written little-endian by
+//! hand.
 //!
 //! A malformed request is refused with its NTSTATUS before anything is done: the
 //! dispatcher decodes and validates completely, then acts.

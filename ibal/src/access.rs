@@ -466,10 +466,6 @@ impl Ibal {
         &self.stats
     }
 
-    pub fn config(&self) -> &IbalConfig {
-        &self.config
-    }
-
     /// Live software objects of `c`, of every kind (released ones included).
     pub fn objects_of(&self, c: ConsumerId) -> usize {
         let of = |consumer: u16| consumer == c.index;

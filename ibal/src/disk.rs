@@ -212,10 +212,6 @@ impl SrpDisk {
         self.in_flight
     }
 
-    pub fn queued(&self) -> usize {
-        self.queue.len()
-    }
-
     pub fn is_up(&self) -> bool {
         self.link == Link::Up && !self.blocked
     }
@@ -616,11 +612,6 @@ impl SrpClient {
         let mut w = self.workload.clone();
         w.count_lost(|id| self.disk.tracks(id));
         *w.stats()
-    }
-
-    /// Stops issuing new I/O from `at` on (the end of a run, so in-flight I/O drains).
-    pub fn stop_workload(&mut self) {
-        self.workload.stop();
     }
 
     fn execute(&mut self, bus: &mut Bus<'_>, epoch: Epoch) {

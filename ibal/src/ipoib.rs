@@ -275,10 +275,6 @@ impl IpoibClient {
         self.link_up
     }
 
-    pub fn filter(&self) -> PacketFilter {
-        self.filter
-    }
-
     /// The device QPN of the interface's queue pair, while it has one.
     pub fn qpn(&self) -> Option<Qpn> {
         let (c, qp) = (self.consumer?, self.res.qp?);

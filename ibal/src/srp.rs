@@ -170,7 +170,6 @@ const TARGET_QUEUE: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct SrpTarget {
     lid: Lid,
-    lun_id: u32,
     blocks: Vec<u8>,
     /// The live connection: the target's QP and the initiator's.
     conn: Option<(Qpn, RemoteQp)>,
@@ -192,7 +191,6 @@ impl SrpTarget {
         }
         SrpTarget {
             lid,
-            lun_id,
             blocks,
             conn: None,
             next_qpn: 0x40_0000 | (u32::from(lid) << 8),
@@ -204,26 +202,8 @@ impl SrpTarget {
         }
     }
 
-    pub fn lid(&self) -> Lid {
-        self.lid
-    }
-
-    pub fn lun_id(&self) -> u32 {
-        self.lun_id
-    }
-
-    pub fn n_blocks(&self) -> u64 {
-        (self.blocks.len() / BLOCK_SIZE) as u64
-    }
-
     pub fn stats(&self) -> &TargetStats {
         &self.stats
-    }
-
-    /// Checksum of a block as the target holds it.
-    pub fn block_checksum(&self, lba: u64) -> Option<u64> {
-        let start = usize::try_from(lba).ok()?.checked_mul(BLOCK_SIZE)?;
-        self.blocks.get(start..start + BLOCK_SIZE).map(checksum)
     }
 
     /// The CM exchange and SRP_LOGIN: a new target QP connected to `initiator`. The old

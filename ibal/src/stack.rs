@@ -136,11 +136,6 @@ pub fn net_stats(host: &SimHost) -> NetStats {
     total
 }
 
-/// The access layer of `host`.
-pub fn ibal_of(host: &SimHost) -> Option<&IbalClient> {
-    host.agent::<IbalClient>()
-}
-
 /// The embedded default of SPEC §9: a boot-from-SAN host under load — the access layer,
 /// IPoIB on both ports, the boot disk on the paging path and a data LUN, both busy, and a
 /// user-verbs process — that hits a catastrophic firmware error at 1.4 s (between two health polls, so

@@ -159,11 +159,6 @@ impl UverbsClient {
         &self.stats
     }
 
-    /// The context the process holds now.
-    pub fn process_context(&self) -> Option<CtxHandle> {
-        self.process_ctx
-    }
-
     /// Stops the simulated process (tests that drive the interface themselves).
     pub fn stop_process(&mut self) {
         self.next_op = None;

@@ -300,10 +300,6 @@ impl SimVerbs {
         self.qp(qp).map(|q| q.sends)
     }
 
-    pub fn qp_state(&self, qp: Qpn) -> Option<QpState> {
-        self.qp(qp).map(|q| q.state)
-    }
-
     /// Whether `mgid` has `qp` attached.
     pub fn is_attached(&self, qp: Qpn, mgid: Mgid) -> bool {
         self.qp(qp)
