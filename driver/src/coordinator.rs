@@ -558,6 +558,28 @@ impl StormWindow {
     }
 }
 
+/// A firmware activation's allowance for a new firmware version: it lasts until a hardware
+/// reset asserted after the request has verified the device, whatever happens in between
+/// (a failed reset, a restart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FwAllowance {
+    None,
+    /// Requested; no reset has been asserted since.
+    Requested,
+    /// A reset was asserted after the request: its verification may see new firmware.
+    Asserted,
+}
+
+/// How a quiesce ends once the health read that closes it is back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QuiesceEnd {
+    /// Barrier complete (or forced through): on to the hardware reset.
+    Proceed,
+    /// A planned reset's deadline passed with an unresponsive client: abort, unless the
+    /// read finds a fatal cause, which makes the reset fatal instead.
+    Abort(ClientId),
+}
+
 /// The reset coordinator of one HCA.
 #[derive(Debug)]
 pub struct Coordinator {
@@ -585,7 +607,12 @@ pub struct Coordinator {
     barrier_pending: u16,
     /// This reset quiesces the clients and then fails the device (storm limit).
     storm_fail: bool,
-    fw_change_allowed: bool,
+    /// Where a requested firmware activation stands (SPEC §5 "Firmware activation").
+    fw: FwAllowance,
+    /// The barrier is done; a last health read decides how the quiesce ends.
+    quiesce_end: Option<QuiesceEnd>,
+    /// The other adapter found after a reset, once PnP has been told about it.
+    replacement: Option<Identity>,
     hw: HwPhase,
     /// Resets asserted in this reset, soft and FLR.
     attempts: u8,
@@ -630,7 +657,9 @@ impl Coordinator {
             reset_active: false,
             barrier_pending: 0,
             storm_fail: false,
-            fw_change_allowed: false,
+            fw: FwAllowance::None,
+            quiesce_end: None,
+            replacement: None,
             hw: HwPhase::Idle,
             attempts: 0,
             config_saved: false,
@@ -928,7 +957,11 @@ impl Coordinator {
                 AdminResetError::code,
             )),
             State::Failed => {
-                self.restart();
+                if kind == AdminReset::FirmwareActivate {
+                    // The restart carries the allowance: the staged firmware may come up.
+                    self.fw = FwAllowance::Requested;
+                }
+                self.restart(kind.reason());
                 Ok(self.epoch)
             }
             _ => {
@@ -949,7 +982,7 @@ impl Coordinator {
         });
         match self.state {
             State::Failed => {
-                self.restart();
+                self.restart(ResetReason::AdminForced);
                 Ok(self.epoch)
             }
             State::Removed => Err(self.refused(
@@ -1030,6 +1063,7 @@ impl Coordinator {
         self.cancel_all_timers();
         self.hw = HwPhase::Idle;
         self.follow_up = None;
+        self.quiesce_end = None;
         self.pending_end = 0;
         self.transition(State::Removed);
         self.pnp(PnpOp::ReportChildrenMissing);
@@ -1060,7 +1094,9 @@ impl Coordinator {
         }
         self.timers[timer as usize] = None;
         match (timer, self.state) {
-            (TimerId::HealthPoll, State::Operational) => self.hw_step(HwStep::ReadHealth),
+            (TimerId::HealthPoll, State::Operational | State::Quiescing) => {
+                self.hw_step(HwStep::ReadHealth)
+            }
             (TimerId::QuiesceDeadline, State::Quiescing) => self.deadline_passed(),
             (TimerId::HwPoll, State::Resetting)
                 if matches!(self.hw, HwPhase::WaitingReady | HwPhase::LongWait) =>
@@ -1271,9 +1307,12 @@ impl Coordinator {
         self.push(Action::Pnp(op));
     }
 
+    /// Judges one health read. Health is watched while Operational and while Quiescing
+    /// (SPEC §5 "Health"): a fatal cause found during a quiesce joins the reset and makes it
+    /// fatal. A read that closes a quiesce ([`QuiesceEnd`]) then decides how it ends.
     fn health_sample(&mut self, result: HwResult) {
-        if self.state != State::Operational {
-            // A sample taken before a reset began: the reset already deals with the device.
+        if !matches!(self.state, State::Operational | State::Quiescing) {
+            // A sample taken before the hardware reset began: the reset deals with the device.
             return;
         }
         let verdict = match result {
@@ -1281,13 +1320,44 @@ impl Coordinator {
             // An unreadable health buffer is a device that fell off its PCI link.
             _ => HealthVerdict::Catastrophic,
         };
-        match verdict {
-            HealthVerdict::Healthy => self.arm(
-                TimerId::HealthPoll,
-                self.now + self.policy.health_poll_interval(),
-            ),
-            HealthVerdict::Catastrophic => self.fault(ResetReason::Catastrophic),
-            HealthVerdict::Stalled => self.fault(ResetReason::HealthStall),
+        let cause = match verdict {
+            HealthVerdict::Healthy => None,
+            HealthVerdict::Catastrophic => Some(ResetReason::Catastrophic),
+            HealthVerdict::Stalled => Some(ResetReason::HealthStall),
+        };
+        if self.state == State::Operational {
+            match cause {
+                Some(reason) => self.fault(reason),
+                None => self.arm(
+                    TimerId::HealthPoll,
+                    self.now + self.policy.health_poll_interval(),
+                ),
+            }
+            return;
+        }
+        if let Some(reason) = cause {
+            // Join only what is news: a stalled counter read again changes nothing.
+            if reason > self.reset.reason || self.reset.planned {
+                log::warn!(
+                    "{} found while quiescing: the reset is fatal",
+                    reason.as_str()
+                );
+                let _ = self.start_or_join(reason);
+            }
+        }
+        match self.quiesce_end.take() {
+            Some(QuiesceEnd::Abort(by)) if self.reset.planned => {
+                self.abort(by, AbortCause::Unresponsive)
+            }
+            Some(_) => self.quiesce_done(),
+            None => {
+                if self.timers[TimerId::HealthPoll as usize].is_none() {
+                    self.arm(
+                        TimerId::HealthPoll,
+                        self.now + self.policy.health_poll_interval(),
+                    );
+                }
+            }
         }
     }
 
@@ -1306,12 +1376,16 @@ impl Coordinator {
                     self.reset.planned = false;
                 }
                 if reason == ResetReason::FirmwareActivate {
-                    self.fw_change_allowed = true;
+                    // Joining after the assert: verification schedules a follow-up.
+                    self.fw = FwAllowance::Requested;
                 }
                 self.record(RecordKind::ResetJoined { reason });
                 Ok(self.reset.epoch)
             }
             State::Restoring => {
+                if reason == ResetReason::FirmwareActivate {
+                    self.fw = FwAllowance::Requested;
+                }
                 self.counters.joined_requests += 1;
                 self.follow_up = Some(self.follow_up.map_or(reason, |r| r.max(reason)));
                 self.record(RecordKind::FollowUpScheduled { reason });
@@ -1335,7 +1409,9 @@ impl Coordinator {
         self.counters.resets_started += 1;
         self.reset.begin(self.epoch, reason, now, false);
         self.reset_active = true;
-        self.fw_change_allowed = reason == ResetReason::FirmwareActivate;
+        if reason == ResetReason::FirmwareActivate {
+            self.fw = FwAllowance::Requested;
+        }
         self.config_saved = false;
         self.record(RecordKind::ResetStarted {
             epoch: self.epoch,
@@ -1343,7 +1419,6 @@ impl Coordinator {
             planned: self.reset.planned,
         });
         self.transition(State::Quiescing);
-        self.cancel(TimerId::HealthPoll);
 
         // Snapshot the barrier: everyone registered now, idle or not.
         let deadline = now + self.policy.quiesce_deadline();
@@ -1406,19 +1481,31 @@ impl Coordinator {
                 self.record(RecordKind::Unresponsive { client: id, name });
             }
         }
+        self.barrier_pending = 0;
         match first_forced {
             Some(by) if self.reset.planned && self.policy.abort_on_unresponsive => {
-                self.abort(by, AbortCause::Unresponsive)
+                self.close_quiesce(QuiesceEnd::Abort(by))
             }
-            _ => {
-                self.barrier_pending = 0;
-                self.barrier_complete();
-            }
+            _ => self.close_quiesce(QuiesceEnd::Proceed),
         }
     }
 
     fn barrier_complete(&mut self) {
+        self.close_quiesce(QuiesceEnd::Proceed);
+    }
+
+    /// Ends the quiesce with one last health read: a fatal cause raised since the last poll
+    /// (or at the same instant as the reset's own cause) joins this reset instead of being
+    /// found after it, and an abort for an unresponsive client stops if one is found.
+    fn close_quiesce(&mut self, end: QuiesceEnd) {
         self.cancel(TimerId::QuiesceDeadline);
+        if self.quiesce_end.replace(end).is_none() {
+            self.hw_step(HwStep::ReadHealth);
+        }
+    }
+
+    fn quiesce_done(&mut self) {
+        self.cancel(TimerId::HealthPoll);
         self.reset.quiesce_done_at = Some(self.now);
         if self.storm_fail {
             self.fail(FailReason::StormLimit);
@@ -1427,18 +1514,16 @@ impl Coordinator {
         }
     }
 
-    fn restart(&mut self) {
+    fn restart(&mut self, reason: ResetReason) {
         self.counters.resets_started += 1;
         self.counters.admin_resets += 1;
-        self.reset
-            .begin(self.epoch, ResetReason::AdminForced, self.now, true);
+        self.reset.begin(self.epoch, reason, self.now, true);
         self.reset.quiesce_done_at = Some(self.now);
         self.reset_active = true;
         self.storm_fail = false;
-        self.fw_change_allowed = false;
         self.record(RecordKind::ResetStarted {
             epoch: self.epoch,
-            reason: ResetReason::AdminForced,
+            reason,
             planned: false,
         });
         self.enter_resetting();
@@ -1462,6 +1547,9 @@ impl Coordinator {
     /// Soft resets first, `reset_retries` times after the first, then one FLR.
     fn assert_next(&mut self) {
         self.hw = HwPhase::Asserting;
+        if self.fw == FwAllowance::Requested {
+            self.fw = FwAllowance::Asserted;
+        }
         let step = if self.attempts <= self.policy.reset_retries {
             self.reset.soft_attempts += 1;
             HwStep::AssertReset
@@ -1488,25 +1576,43 @@ impl Coordinator {
     fn verify(&mut self, found: Identity) {
         if !self.identity.same_adapter(&found) {
             log::error!("another device answered after reset: {found:?}");
-            self.device_replaced();
-        } else if found.fw_version != self.identity.fw_version {
-            if self.fw_change_allowed {
-                self.identity.fw_version = found.fw_version;
-                self.hw_done(ResetOutcome::FirmwareChanged);
-            } else {
-                // New firmware nobody activated: its capabilities cannot be trusted, so it
-                // is treated as another device.
-                log::error!("firmware changed outside a firmware activation");
-                self.device_replaced();
-            }
+            self.device_replaced(found);
+            return;
+        }
+        let fw = self.fw;
+        if fw == FwAllowance::Requested {
+            // The activation came after this reset's assert: the firmware it staged is not
+            // running yet, so one more reset is owed (SPEC §5).
+            self.follow_up = Some(self.follow_up.map_or(ResetReason::FirmwareActivate, |r| {
+                r.max(ResetReason::FirmwareActivate)
+            }));
+            self.record(RecordKind::FollowUpScheduled {
+                reason: ResetReason::FirmwareActivate,
+            });
         } else {
+            self.fw = FwAllowance::None;
+        }
+        if found.fw_version == self.identity.fw_version {
             self.hw_done(ResetOutcome::Restored);
+        } else if fw != FwAllowance::None {
+            self.identity.fw_version = found.fw_version;
+            self.hw_done(ResetOutcome::FirmwareChanged);
+        } else {
+            // New firmware nobody activated: its capabilities cannot be trusted, so it is
+            // treated as another device.
+            log::error!("firmware changed outside a firmware activation");
+            self.device_replaced(found);
         }
     }
 
-    fn device_replaced(&mut self) {
-        self.pnp(PnpOp::ReportChildrenMissing);
-        self.pnp(PnpOp::ReenumerateChildren);
+    /// Another device answered: PnP takes over, once per replacement. A restart that finds
+    /// the same replacement again fails the same way without telling PnP twice.
+    fn device_replaced(&mut self, found: Identity) {
+        if self.replacement != Some(found) {
+            self.replacement = Some(found);
+            self.pnp(PnpOp::ReportChildrenMissing);
+            self.pnp(PnpOp::ReenumerateChildren);
+        }
         self.fail(FailReason::DeviceReplaced);
     }
 
@@ -1576,11 +1682,13 @@ impl Coordinator {
             TimerId::HwPoll,
             TimerId::HwReadyTimeout,
             TimerId::AutoRestartWindow,
+            TimerId::HealthPoll,
         ] {
             self.cancel(t);
         }
         self.hw = HwPhase::Idle;
         self.follow_up = None;
+        self.quiesce_end = None;
         let epoch = self.reset.epoch;
         self.record(RecordKind::ResetFailed { epoch, error });
         self.counters.resets_failed += 1;
@@ -1599,6 +1707,7 @@ impl Coordinator {
 
     fn abort(&mut self, by: ClientId, cause: AbortCause) {
         self.cancel(TimerId::QuiesceDeadline);
+        self.quiesce_end = None;
         self.counters.resets_aborted += 1;
         self.transition(State::Operational);
         let epoch = self.reset.epoch;

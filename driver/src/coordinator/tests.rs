@@ -198,7 +198,11 @@ fn full_cycle_quiescing_resetting_restoring_operational() {
     assert_eq!(h.c.state(), State::Quiescing, "b still holds hardware");
     h.execute(b).expect("b ready");
     assert_eq!(h.c.state(), State::Resetting);
-    assert_eq!(h.hw_steps[..2], [HwStep::SaveConfig, HwStep::AssertReset]);
+    assert_eq!(
+        h.hw_steps[..3],
+        [HwStep::ReadHealth, HwStep::SaveConfig, HwStep::AssertReset],
+        "a last health read closes the quiesce"
+    );
     h.advance(1_000);
     assert_eq!(h.c.state(), State::Operational);
     assert_eq!(h.c.epoch(), Epoch(2));
@@ -505,24 +509,143 @@ fn command_timeout_starts_a_reset() {
 }
 
 #[test]
-fn health_is_not_polled_during_a_reset() {
-    let mut h = harness();
+fn health_is_polled_while_quiescing_and_not_during_the_hardware_reset() {
+    let mut h = harness_with(
+        Policy {
+            quiesce_deadline_ms: 5_000,
+            ..policy()
+        },
+        8,
+    );
     let wedged = h.reg("wedged");
     h.admin(AdminReset::Planned).expect("planned");
-    let polls_before = h
-        .hw_steps
-        .iter()
-        .filter(|s| **s == HwStep::ReadHealth)
-        .count();
-    h.advance(900);
-    let polls_after = h
-        .hw_steps
-        .iter()
-        .filter(|s| **s == HwStep::ReadHealth)
-        .count();
-    assert_eq!(polls_before, polls_after);
-    h.complete(&[wedged]);
+    let reads = |h: &H| {
+        h.hw_steps
+            .iter()
+            .filter(|s| **s == HwStep::ReadHealth)
+            .count()
+    };
+    let before = reads(&h);
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(
+        reads(&h),
+        before + 1,
+        "the 1 s poll runs on while quiescing"
+    );
+    h.execute(wedged).expect("ready");
+    assert_eq!(reads(&h), before + 2, "one read closes the quiesce");
+    assert_eq!(h.c.state(), State::Resetting);
+    let at_assert = reads(&h);
+    h.advance(150);
+    assert_eq!(reads(&h), at_assert, "no poll while the device is in reset");
+    h.advance(5_000);
     assert_eq!(h.c.counters().resets_started, 1);
+}
+
+// ----- health while quiescing, and the device's error state (SPEC §5 "Health") -------------
+
+fn planned_with_wedged_client(quiesce_deadline_ms: u64) -> (H, ClientId, ClientId) {
+    let mut h = harness_with(
+        Policy {
+            abort_on_unresponsive: true,
+            quiesce_deadline_ms,
+            ..policy()
+        },
+        8,
+    );
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    let wedged = h.reg("wedged");
+    h.admin(AdminReset::Planned).expect("planned");
+    h.execute(v).expect("vetoer ready");
+    (h, v, wedged)
+}
+
+#[test]
+fn catastrophic_found_by_the_poll_while_quiescing_makes_a_planned_reset_fatal() {
+    let (mut h, v, wedged) = planned_with_wedged_client(3_000);
+    h.advance(100);
+    h.hca.inject_catastrophic(0xbad);
+    h.advance(900);
+    let r = h.c.last_reset().expect("record");
+    assert_eq!(r.reason, ResetReason::Catastrophic);
+    assert!(!r.planned, "the poll made it fatal before the deadline");
+    assert_eq!(
+        h.c.reset_veto(h.now, v, Epoch(1)),
+        Err(VetoError::NotPlanned)
+    );
+    h.advance(2_000 + 5_000);
+    assert_eq!(h.c.counters().resets_started, 1, "one reset");
+    assert_eq!(h.c.counters().resets_aborted, 0, "no abort");
+    assert_eq!(h.asserts(), 1);
+    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.events_of(wedged), [Reset, ResetEnd]);
+    assert_eq!(h.c.last_reset().expect("record").forced, [wedged]);
+}
+
+#[test]
+fn catastrophic_between_polls_is_found_by_the_read_that_closes_the_quiesce() {
+    // The deadline comes before the next poll: only the closing read can see the error.
+    let (mut h, _v, wedged) = planned_with_wedged_client(500);
+    h.advance(100);
+    h.hca.inject_catastrophic(0xbad);
+    h.advance(400 + 5_000);
+    assert_eq!(h.c.counters().resets_started, 1);
+    assert_eq!(h.c.counters().resets_aborted, 0);
+    assert_eq!(
+        h.c.last_reset().expect("record").reason,
+        ResetReason::Catastrophic
+    );
+    assert_eq!(h.events_of(wedged), [Reset, ResetEnd]);
+    assert_eq!(h.c.state(), State::Operational);
+}
+
+#[test]
+fn unresponsive_abort_goes_ahead_when_the_closing_read_is_healthy() {
+    let (mut h, v, wedged) = planned_with_wedged_client(500);
+    h.advance(500);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.asserts(), 0);
+    assert_eq!(h.events_of(v), [Reset, ResetAborted]);
+    assert_eq!(h.events_of(wedged), [Reset, ResetAborted]);
+}
+
+#[test]
+fn two_causes_at_one_instant_make_one_reset_with_the_graver_reason() {
+    let mut h = harness();
+    let a = h.reg("a");
+    // The command times out and the firmware writes its catastrophic word at one instant;
+    // the client releases at once, so the quiesce takes no time at all.
+    h.c.command_timeout(h.now);
+    h.hca.inject_catastrophic(0xbad);
+    h.pump();
+    h.execute(a).expect("ready");
+    h.advance(10_000);
+    assert_eq!(
+        h.c.counters().resets_started,
+        1,
+        "the error is not found again"
+    );
+    assert_eq!(h.asserts(), 1);
+    assert_eq!(
+        h.c.last_reset().expect("record").reason,
+        ResetReason::Catastrophic
+    );
+    assert_eq!(h.events_of(a), [Reset, ResetEnd]);
+}
+
+#[test]
+fn a_hardware_reset_clears_the_device_error_state() {
+    let mut h = harness();
+    let a = h.reg("a");
+    h.hca.inject_catastrophic(0xbad);
+    h.advance(1_000);
+    assert_eq!(h.c.state(), State::Quiescing);
+    h.execute(a).expect("ready");
+    h.advance(30_000);
+    assert_eq!(h.c.counters().resets_started, 1);
+    assert_eq!(h.c.state(), State::Operational);
+    assert!(h.hca.is_running());
 }
 
 // ----- SPEC §3 calls ---------------------------------------------------------------------------
@@ -979,6 +1102,119 @@ fn firmware_change_without_activation_is_treated_as_another_device() {
             error: FailReason::DeviceReplaced
         }
     )));
+}
+
+/// Runs `h` until the reset's assert is done and the device is in reset.
+fn into_hardware_reset(h: &mut H, ids: &[ClientId]) {
+    for id in ids {
+        h.execute(*id).expect("ready");
+    }
+    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.asserts(), 1);
+    h.advance(100);
+}
+
+#[test]
+fn firmware_activation_joining_after_the_assert_schedules_one_follow_up() {
+    let mut h = harness();
+    let a = h.reg("a");
+    h.admin(AdminReset::Forced).expect("forced");
+    into_hardware_reset(&mut h, &[a]);
+    let new_fw = Identity::fw_version(2, 43, 0);
+    h.hca.stage_firmware(new_fw);
+    h.admin(AdminReset::FirmwareActivate).expect("joins");
+    // The running reset ends on the old firmware, the follow-up activates the new one.
+    h.advance(200);
+    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.c.state(), State::Quiescing, "follow-up started");
+    assert_eq!(
+        h.c.last_reset().expect("record").reason,
+        ResetReason::FirmwareActivate
+    );
+    h.complete(&[a]);
+    assert_eq!(h.c.epoch(), Epoch(3));
+    assert_eq!(h.c.identity().fw_version, new_fw);
+    assert!(h.delivered.contains(&(
+        a,
+        Event::ResetEnd {
+            epoch: Epoch(3),
+            outcome: ResetOutcome::FirmwareChanged
+        }
+    )));
+    // The allowance is spent: an ordinary reset later is just a reset.
+    h.request(a).expect("request");
+    h.complete(&[a]);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c.epoch(), Epoch(4));
+    assert!(h.pnp.is_empty(), "never taken for a replaced device");
+    assert_eq!(h.c.counters().resets_started, 3);
+}
+
+#[test]
+fn firmware_activation_before_the_assert_needs_no_follow_up() {
+    let mut h = harness();
+    let a = h.reg("a");
+    h.admin(AdminReset::Forced).expect("forced");
+    h.hca.stage_firmware(Identity::fw_version(2, 43, 0));
+    h.admin(AdminReset::FirmwareActivate)
+        .expect("joins while quiescing");
+    h.complete(&[a]);
+    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c.counters().resets_started, 1);
+    assert_eq!(h.c.identity().fw_version, Identity::fw_version(2, 43, 0));
+}
+
+#[test]
+fn firmware_activation_on_a_failed_device_restarts_it_with_the_allowance() {
+    let mut h = harness_with(
+        Policy {
+            reset_retries: 0,
+            ..policy()
+        },
+        8,
+    );
+    let a = h.reg("a");
+    h.hca.fail_next_resets(2);
+    h.request(a).expect("request");
+    h.complete(&[a]);
+    assert_eq!(h.c.state(), State::Failed);
+    let new_fw = Identity::fw_version(3, 0, 0);
+    h.hca.stage_firmware(new_fw);
+    h.admin(AdminReset::FirmwareActivate).expect("restart");
+    h.advance(5_000);
+    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c.identity().fw_version, new_fw);
+    assert!(h.pnp.is_empty());
+    assert!(h.delivered.contains(&(
+        a,
+        Event::ResetEnd {
+            epoch: Epoch(2),
+            outcome: ResetOutcome::FirmwareChanged
+        }
+    )));
+}
+
+#[test]
+fn a_replacement_is_reported_to_pnp_once_however_often_it_is_restarted() {
+    let mut h = harness();
+    let a = h.reg("a");
+    h.hca.replace_on_next_reset();
+    h.request(a).expect("request");
+    h.complete(&[a]);
+    assert_eq!(h.pnp.len(), 2);
+    for _ in 0..3 {
+        h.c.admin_restart(h.now).expect("restart");
+        h.pump();
+        h.advance(5_000);
+        assert_eq!(h.c.state(), State::Failed);
+    }
+    assert_eq!(
+        h.pnp,
+        [PnpOp::ReportChildrenMissing, PnpOp::ReenumerateChildren]
+    );
+    assert_eq!(h.c.counters().pnp_operations, 2);
+    assert_eq!(h.c.last_reset().expect("record").pnp_operations, 0);
 }
 
 #[test]

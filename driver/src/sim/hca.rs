@@ -130,8 +130,13 @@ impl SimHca {
     // ----- fault injection -----
 
     /// Firmware writes a catastrophic error into the health buffer.
+    /// A device held in reset runs no firmware, so it cannot raise one: ignored then.
     pub fn inject_catastrophic(&mut self, syndrome: u32) {
-        self.catastrophic = syndrome.max(1);
+        if self.phase == Phase::Running {
+            self.catastrophic = syndrome.max(1);
+        } else {
+            log::info!("catastrophic error on a device in reset or removed: nothing runs");
+        }
     }
 
     /// The firmware health counter stops advancing.
