@@ -936,6 +936,11 @@ pub fn dispatch<D: IoctlDevice + ?Sized>(
     if output.len() < min_output(code) {
         return Reply::status(NtStatus::BUFFER_TOO_SMALL);
     }
+    // A removed device takes no orders: every write code is refused alike (docs/ioctl.md),
+    // so no policy or fault lands on a device that is gone.
+    if needs_write(code) && dev.coordinator().state() == State::Removed {
+        return Reply::status(NtStatus::INVALID_DEVICE_REQUEST);
+    }
     act(dev, request, output)
 }
 

@@ -283,6 +283,35 @@ fn inject_fault_reaches_the_simulator_and_not_real_hardware() {
     assert_eq!(d.injected.len(), 1);
 }
 
+#[test]
+fn every_write_code_on_a_removed_device_is_an_invalid_device_request_and_changes_nothing() {
+    let mut d = dev();
+    d.coord.surprise_removal(d.now);
+    while d.coord.pop_action().is_some() {}
+    let mut policy = vec![0u8; size_of::<SetPolicyIn>()];
+    let mut changed = PolicyAbi::from_policy(&Policy::default());
+    changed.quiesce_deadline_ms = 1_234;
+    encode_set_policy(&changed, &mut policy);
+    let mut inject = vec![0u8; 16];
+    encode_inject_fault(FaultCode::Catastrophic, 0, &mut inject);
+    let before = fingerprint(&d);
+    for (what, code, input, cap) in [
+        ("SET_POLICY", IOCTL_HCABUS_SET_POLICY, policy, 0),
+        ("INJECT_FAULT", IOCTL_HCABUS_INJECT_FAULT, inject, 0),
+        ("REQUEST_RESET", IOCTL_HCABUS_REQUEST_RESET, reset_in(0), 8),
+        ("RESTART", IOCTL_HCABUS_RESTART, empty(), 8),
+    ] {
+        let (r, _) = call(&mut d, code, &input, cap, ALL);
+        assert_eq!(r.status, NtStatus::INVALID_DEVICE_REQUEST, "{what}");
+    }
+    assert_eq!(fingerprint(&d), before);
+    assert!(d.injected.is_empty(), "nothing reached the simulator");
+    // Reading still works: an administrator can see what happened.
+    let (r, out) = call(&mut d, IOCTL_HCABUS_QUERY_STATE, &empty(), 160, ALL);
+    assert!(r.status.is_success());
+    assert_eq!(get_u32(&out, 0), Some(State::Removed as u32));
+}
+
 /// What, code, input, output capacity, rights, expected status.
 type Case = (&'static str, u32, Vec<u8>, usize, Rights, NtStatus);
 

@@ -122,10 +122,12 @@ pub struct ClientName {
 impl ClientName {
     pub const CAPACITY: usize = 32;
 
-    /// `None` when the name is empty or longer than [`ClientName::CAPACITY`] bytes.
+    /// `None` when the name is empty, longer than [`ClientName::CAPACITY`] bytes, or holds
+    /// a control character: a NUL would cut it short in the IOCTL listing and a newline
+    /// would forge lines in every log and timeline it appears in.
     pub fn new(name: &str) -> Option<Self> {
         let src = name.as_bytes();
-        if src.is_empty() || src.len() > Self::CAPACITY {
+        if src.is_empty() || src.len() > Self::CAPACITY || name.chars().any(char::is_control) {
             return None;
         }
         let mut bytes = [0u8; Self::CAPACITY];

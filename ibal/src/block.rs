@@ -99,7 +99,12 @@ pub struct IoStats {
     pub submitted: u64,
     pub completed: u64,
     pub failed: u64,
+    /// Owed at the end of the run and still held by a disk on a live path.
+    pub in_flight: u64,
+    /// Owed at the end of the run with nobody to complete it (SPEC §9).
     pub lost: u64,
+    /// Of `failed`, those of a paging-path disk (a bugcheck 0x7A on Windows).
+    pub paging_failed: u64,
     pub duplicated: u64,
     pub max_latency_us: u64,
     /// Failures that were retryable (held past `io_hold_timeout`).
@@ -116,7 +121,9 @@ impl IoStats {
         self.submitted += o.submitted;
         self.completed += o.completed;
         self.failed += o.failed;
+        self.in_flight += o.in_flight;
         self.lost += o.lost;
+        self.paging_failed += o.paging_failed;
         self.duplicated += o.duplicated;
         self.max_latency_us = self.max_latency_us.max(o.max_latency_us);
         self.retryable += o.retryable;
@@ -302,13 +309,18 @@ impl BlockWorkload {
         }
     }
 
-    /// Counts as lost every outstanding I/O that `tracked` says the disk has forgotten.
-    pub fn count_lost(&mut self, tracked: impl Fn(u64) -> bool) -> u64 {
-        let lost = self
-            .outstanding
-            .iter()
-            .filter(|o| !o.done && !tracked(o.req.id))
-            .count() as u64;
+    /// Splits every outstanding I/O into `in_flight` (`live` says a live path still holds
+    /// it) and `lost` (nobody will complete it), and returns `lost`.
+    pub fn count_outstanding(&mut self, live: impl Fn(u64) -> bool) -> u64 {
+        let (mut in_flight, mut lost) = (0, 0);
+        for o in self.outstanding.iter().filter(|o| !o.done) {
+            if live(o.req.id) {
+                in_flight += 1;
+            } else {
+                lost += 1;
+            }
+        }
+        self.stats.in_flight = in_flight;
         self.stats.lost = lost;
         lost
     }
@@ -349,8 +361,16 @@ mod tests {
         assert_eq!(w.stats().completed, 1);
         assert_eq!(w.stats().duplicated, 1);
         assert_eq!(w.stats().max_latency_us, 3_000);
-        assert_eq!(w.count_lost(|_| false), 1, "b is owed and nobody has it");
-        assert_eq!(w.count_lost(|id| id == b.id), 0);
+        assert_eq!(
+            w.count_outstanding(|_| false),
+            1,
+            "b is owed and nobody has it"
+        );
+        assert_eq!((w.stats().in_flight, w.stats().lost), (0, 1));
+        assert_eq!(w.count_outstanding(|id| id == b.id), 0);
+        assert_eq!((w.stats().in_flight, w.stats().lost), (1, 0));
+        let s = w.stats();
+        assert_eq!(s.submitted, s.completed + s.failed + s.in_flight + s.lost);
     }
 
     #[test]

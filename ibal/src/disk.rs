@@ -19,6 +19,7 @@ use crate::access::{Dest, MrFlags, MrSpec, QpSpec, Send};
 use crate::block::*;
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
+use crate::retry::{Backoff, ClientProblem, Next};
 use crate::srp::*;
 
 /// How a disk is set up (the `[[clients]]` keys of SPEC §9 for `srp` and `bootdisk`).
@@ -40,6 +41,25 @@ pub struct DiskConfig {
     pub login_delay: Duration,
     /// A data LUN finishes its quiesce as deferred work, this long after RESET.
     pub ack_delay: Duration,
+}
+
+impl DiskConfig {
+    /// Command slots: the queue depth plus the hold capacity.
+    pub fn slots(&self) -> u64 {
+        u64::from(self.queue_depth) + u64::from(self.hold_capacity)
+    }
+
+    /// DMA memory the disk reserves at start: a data block and a command IU per slot, a
+    /// response IU per request-limit credit.
+    pub fn dma_bytes(&self) -> u64 {
+        let n = self.slots();
+        n * BLOCK_SIZE as u64 + n * IU_SIZE as u64 + u64::from(self.queue_depth) * IU_SIZE as u64
+    }
+
+    /// Its completion queue: a send and a receive completion per credit, and some slack.
+    pub fn cq_entries(&self) -> u32 {
+        2 * u32::from(self.queue_depth) + 8
+    }
 }
 
 impl Default for DiskConfig {
@@ -180,8 +200,7 @@ impl SrpDisk {
     /// response IU per request-limit credit.
     fn reserve(&mut self, bus: &mut Bus<'_>) -> bool {
         let n = self.slots.len() as u64;
-        let qd = u64::from(self.config.queue_depth);
-        let len = n * BLOCK_SIZE as u64 + n * IU_SIZE as u64 + qd * IU_SIZE as u64;
+        let len = self.config.dma_bytes();
         let Some(base) = bus.hca().verbs_mut().dma_alloc(len) else {
             return false;
         };
@@ -399,7 +418,7 @@ impl SrpDisk {
             let mut al = ibal.borrow_mut();
             let pd = al.alloc_pd(bus, c)?;
             self.res.pd = Some(pd);
-            let cq = al.create_cq(bus, c, 2 * qd + 8)?;
+            let cq = al.create_cq(bus, c, self.config.cq_entries())?;
             self.res.cq = Some(cq);
             let qp = al.create_qp(
                 bus,
@@ -560,6 +579,9 @@ pub struct SrpClient {
     connect_at: Option<Instant>,
     /// Deferred execute of a data LUN's quiesce.
     execute_at: Option<(Instant, Epoch)>,
+    /// Refused logins back off up to `io_hold_timeout`.
+    login: Backoff,
+    problem: Option<ClientProblem>,
     pub refusals: u32,
 }
 
@@ -591,6 +613,8 @@ impl SrpClient {
             events: EventLog::new(),
             connect_at: None,
             execute_at: None,
+            login: Backoff::default(),
+            problem: None,
             refusals: 0,
         })
     }
@@ -607,11 +631,65 @@ impl SrpClient {
         &self.workload
     }
 
-    /// The I/O accounting with `lost` computed against what the disk still tracks.
+    /// Why the disk is not serving I/O, if it is not.
+    pub fn problem(&self) -> Option<ClientProblem> {
+        self.problem
+    }
+
+    /// Whether the disk is a live path: registered, logged in at least once, not given up.
+    /// I/O it still holds then is in flight (it will complete), not lost (SPEC §9).
+    pub fn is_live_path(&self) -> bool {
+        let given_up = self
+            .problem
+            .is_some_and(|p| !matches!(p, ClientProblem::Retrying { .. }));
+        self.id.is_some() && self.disk.stats.logins > 0 && !given_up
+    }
+
+    /// The I/O accounting: every I/O the workload is owed counts `in_flight` when this disk
+    /// tracks it on a live path, `lost` otherwise.
     pub fn io_stats(&self) -> IoStats {
         let mut w = self.workload.clone();
-        w.count_lost(|id| self.disk.tracks(id));
-        *w.stats()
+        let live = self.is_live_path();
+        w.count_outstanding(|id| live && self.disk.tracks(id));
+        let mut stats = *w.stats();
+        if self.desc.flags.contains(ClientFlags::PAGING_PATH) {
+            stats.paging_failed = stats.failed;
+        }
+        stats
+    }
+
+    /// The login was refused: back off and try again, or give up for good (until the next
+    /// RESET_END), failing what is held as retryable so nothing waits on a dead path.
+    fn login_refused(&mut self, bus: &mut Bus<'_>, e: crate::errors::CreateError) {
+        self.disk.stats.login_retries += 1;
+        if self.disk.failed.is_some() || e == crate::errors::CreateError::DeviceFailed {
+            // RESET_FAILED or DEVICE_FATAL fails the disk; nothing to retry.
+            return;
+        }
+        let now = bus.now();
+        let limit = Duration::from_ms(bus.policy().io_hold_timeout_ms);
+        match self.login.refused(now, limit, e.is_transient(), bus.rng()) {
+            Next::RetryAt(t) => {
+                self.connect_at = Some(t);
+                self.problem = Some(ClientProblem::Retrying {
+                    what: "SRP login",
+                    attempts: self.login.refusals(),
+                    last: e,
+                });
+            }
+            Next::GiveUp { attempts } => {
+                log::error!(
+                    "{}: login gave up after {attempts} refusals: {e}",
+                    self.name()
+                );
+                self.problem = Some(ClientProblem::GaveUp {
+                    what: "SRP login",
+                    attempts,
+                    last: e,
+                });
+                self.disk.hold_expired();
+            }
+        }
     }
 
     fn execute(&mut self, bus: &mut Bus<'_>, epoch: Epoch) {
@@ -638,6 +716,9 @@ impl Agent for SrpClient {
         if !self.disk.reserve(bus) {
             log::error!("{}: no DMA memory for the disk", self.name());
             self.refusals += 1;
+            self.problem = Some(ClientProblem::NoDmaMemory {
+                bytes: self.disk.config.dma_bytes(),
+            });
             return;
         }
         match self.ibal.borrow_mut().open(self.desc.name.as_str()) {
@@ -645,6 +726,7 @@ impl Agent for SrpClient {
             Err(e) => {
                 log::error!("{}: {e}", self.desc.name.as_str());
                 self.refusals += 1;
+                self.problem = Some(ClientProblem::NoConsumer(e));
                 return;
             }
         }
@@ -658,7 +740,10 @@ impl Agent for SrpClient {
                     self.disk.blocked = true;
                 }
             }
-            Err(_) => self.refusals += 1,
+            Err(e) => {
+                self.refusals += 1;
+                self.problem = Some(ClientProblem::NotRegistered(e));
+            }
         }
     }
 
@@ -679,6 +764,14 @@ impl Agent for SrpClient {
             Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
                 self.disk.failed = None;
                 self.connect_at = Some(now);
+                // A fresh device: a login that gave up before gets another chance.
+                self.login.reset();
+                if matches!(
+                    self.problem,
+                    Some(ClientProblem::GaveUp { .. } | ClientProblem::Retrying { .. })
+                ) {
+                    self.problem = None;
+                }
             }
             Event::ResetFailed { .. } => {
                 self.disk.on_failed(&self.ibal, bus, IoStatus::DeviceFailed);
@@ -731,16 +824,14 @@ impl Agent for SrpClient {
         }
         if self.connect_at.is_some_and(|t| t <= now) {
             self.connect_at = None;
-            if self
-                .disk
-                .connect(&self.ibal, bus, &mut self.target)
-                .is_err()
-            {
-                // Refused (the device is not back yet): try again shortly.
-                self.disk.stats.login_retries += 1;
-                if self.disk.failed.is_none() {
-                    self.connect_at = Some(now + Duration::from_ms(1));
+            match self.disk.connect(&self.ibal, bus, &mut self.target) {
+                Ok(()) => {
+                    self.login.reset();
+                    if matches!(self.problem, Some(ClientProblem::Retrying { .. })) {
+                        self.problem = None;
+                    }
                 }
+                Err(e) => self.login_refused(bus, e),
             }
         }
         if let Link::LoggingIn { ready_at } = self.disk.link {
@@ -778,5 +869,9 @@ impl Agent for SrpClient {
 
     fn kind(&self) -> ClientKind {
         self.desc.kind
+    }
+
+    fn error(&self) -> Option<String> {
+        self.problem.map(|p| p.to_string())
     }
 }

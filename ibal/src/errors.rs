@@ -25,6 +25,19 @@ pub enum CreateError {
     Hardware(VerbsError),
 }
 
+impl CreateError {
+    /// Whether trying again later may succeed: the device is resetting or busy, or a table
+    /// is full for now. The rest (a bad argument, a bad handle) will be refused forever.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            CreateError::Resetting
+                | CreateError::NoResources
+                | CreateError::Hardware(VerbsError::DeviceError | VerbsError::NoResources)
+        )
+    }
+}
+
 impl fmt::Display for CreateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -68,6 +68,21 @@ pub struct IpoibConfig {
     pub ack_delay: Duration,
 }
 
+impl IpoibConfig {
+    /// DMA memory for the send and receive rings.
+    pub const fn dma_bytes() -> u64 {
+        (2 * RING * FRAME) as u64
+    }
+
+    pub const fn cq_entries() -> u32 {
+        2 * RING as u32
+    }
+
+    pub const fn work_requests() -> u32 {
+        RING as u32
+    }
+}
+
 impl Default for IpoibConfig {
     fn default() -> Self {
         IpoibConfig {
@@ -231,6 +246,9 @@ pub struct IpoibClient {
     buf_base: u64,
     peer: IpoibPeer,
     stats: NetStats,
+    /// Refused connects back off up to `io_hold_timeout`.
+    reconnect: crate::retry::Backoff,
+    problem: Option<crate::retry::ClientProblem>,
     pub refusals: u32,
 }
 
@@ -259,8 +277,50 @@ impl IpoibClient {
             buf_base: 0,
             peer: IpoibPeer::new(config.peer_lid, config.peer_pps),
             stats: NetStats::default(),
+            reconnect: crate::retry::Backoff::default(),
+            problem: None,
             refusals: 0,
         })
+    }
+
+    /// Why the interface is not passing traffic, if it is not.
+    pub fn problem(&self) -> Option<crate::retry::ClientProblem> {
+        self.problem
+    }
+
+    /// A refused connect backs off; past the deadline the interface stays down, recorded,
+    /// until the next RESET_END.
+    fn connect_refused(&mut self, bus: &mut Bus<'_>, e: crate::errors::CreateError) {
+        use crate::retry::{ClientProblem, Next};
+        if bus.state() == hcabus::State::Failed || e == crate::errors::CreateError::DeviceFailed {
+            return;
+        }
+        let now = bus.now();
+        let limit = Duration::from_ms(bus.policy().io_hold_timeout_ms);
+        match self
+            .reconnect
+            .refused(now, limit, e.is_transient(), bus.rng())
+        {
+            Next::RetryAt(t) => {
+                self.connect_at = Some(t);
+                self.problem = Some(ClientProblem::Retrying {
+                    what: "IPoIB connect",
+                    attempts: self.reconnect.refusals(),
+                    last: e,
+                });
+            }
+            Next::GiveUp { attempts } => {
+                log::error!(
+                    "{}: connect gave up after {attempts} refusals: {e}",
+                    self.name()
+                );
+                self.problem = Some(ClientProblem::GaveUp {
+                    what: "IPoIB connect",
+                    attempts,
+                    last: e,
+                });
+            }
+        }
     }
 
     pub fn stats(&self) -> &NetStats {
@@ -301,7 +361,7 @@ impl IpoibClient {
             let mut al = self.ibal.borrow_mut();
             let pd = al.alloc_pd(bus, c)?;
             self.res.pd = Some(pd);
-            let cq = al.create_cq(bus, c, 2 * RING as u32)?;
+            let cq = al.create_cq(bus, c, IpoibConfig::cq_entries())?;
             self.res.cq = Some(cq);
             let qp = al.create_qp(
                 bus,
@@ -512,15 +572,20 @@ impl Agent for IpoibClient {
     }
 
     fn start(&mut self, bus: &mut Bus<'_>) {
-        let Some(base) = bus.hca().verbs_mut().dma_alloc((2 * RING * FRAME) as u64) else {
+        use crate::retry::ClientProblem;
+        let Some(base) = bus.hca().verbs_mut().dma_alloc(IpoibConfig::dma_bytes()) else {
             self.refusals += 1;
+            self.problem = Some(ClientProblem::NoDmaMemory {
+                bytes: IpoibConfig::dma_bytes(),
+            });
             return;
         };
         self.buf_base = base;
         match self.ibal.borrow_mut().open(self.desc.name.as_str()) {
             Ok(c) => self.consumer = Some(c),
-            Err(_) => {
+            Err(e) => {
                 self.refusals += 1;
+                self.problem = Some(ClientProblem::NoConsumer(e));
                 return;
             }
         }
@@ -531,7 +596,10 @@ impl Agent for IpoibClient {
                     self.connect_at = Some(bus.now());
                 }
             }
-            Err(_) => self.refusals += 1,
+            Err(e) => {
+                self.refusals += 1;
+                self.problem = Some(ClientProblem::NotRegistered(e));
+            }
         }
     }
 
@@ -550,7 +618,19 @@ impl Agent for IpoibClient {
                     self.execute_at = Some((now + self.config.ack_delay, epoch));
                 }
             }
-            Event::ResetEnd { .. } | Event::ResetAborted { .. } => self.connect_at = Some(now),
+            Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
+                self.connect_at = Some(now);
+                self.reconnect.reset();
+                if matches!(
+                    self.problem,
+                    Some(
+                        crate::retry::ClientProblem::GaveUp { .. }
+                            | crate::retry::ClientProblem::Retrying { .. }
+                    )
+                ) {
+                    self.problem = None;
+                }
+            }
             Event::ResetFailed { .. } | Event::DeviceFatal { .. } => {
                 self.on_reset(bus);
                 self.connect_at = None;
@@ -585,8 +665,17 @@ impl Agent for IpoibClient {
         }
         if self.connect_at.is_some_and(|t| t <= now) {
             self.connect_at = None;
-            if self.connect(bus).is_err() && bus.state() != hcabus::State::Failed {
-                self.connect_at = Some(now + Duration::from_ms(1));
+            match self.connect(bus) {
+                Ok(()) => {
+                    self.reconnect.reset();
+                    if matches!(
+                        self.problem,
+                        Some(crate::retry::ClientProblem::Retrying { .. })
+                    ) {
+                        self.problem = None;
+                    }
+                }
+                Err(e) => self.connect_refused(bus, e),
             }
         }
         let interval = Duration::from_us(1_000_000 / u64::from(self.config.pps.max(1)));
@@ -605,6 +694,10 @@ impl Agent for IpoibClient {
         self.peer
             .run(bus.hca(), now, self.config.port, self.config.groups);
         self.stats.peer_received = self.peer.received;
+    }
+
+    fn error(&self) -> Option<String> {
+        self.problem.map(|p| p.to_string())
     }
 
     fn events(&self) -> &[EventKind] {

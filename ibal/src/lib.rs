@@ -8,11 +8,13 @@
 
 pub mod access;
 pub mod block;
+pub mod budget;
 pub mod disk;
 pub mod errors;
 pub mod handle;
 pub mod ibal_client;
 pub mod ipoib;
+pub mod retry;
 pub mod srp;
 pub mod stack;
 pub mod uverbs;

@@ -70,6 +70,8 @@ pub enum BuildError {
     BadName(String),
     /// A client that uses verbs, in a host without the access layer.
     NeedsIbal(String),
+    /// A client the adapter or the access layer cannot serve.
+    Budget(crate::budget::BudgetError),
 }
 
 impl core::fmt::Display for BuildError {
@@ -78,6 +80,7 @@ impl core::fmt::Display for BuildError {
             BuildError::Policy(e) => write!(f, "policy: {e}"),
             BuildError::BadName(n) => write!(f, "client name {n:?} is empty or too long"),
             BuildError::NeedsIbal(n) => write!(f, "client {n:?} needs the access layer (ibal)"),
+            BuildError::Budget(e) => write!(f, "{e}"),
         }
     }
 }
@@ -86,6 +89,13 @@ impl core::error::Error for BuildError {}
 
 /// Builds the host with IBAL and every client of `setup`.
 pub fn build(setup: &StackSetup) -> Result<SimHost, BuildError> {
+    crate::budget::check(setup).map_err(BuildError::Budget)?;
+    build_unchecked(setup)
+}
+
+/// Builds without the budget check: for tests that show what a stack the budget refuses
+/// would do at run time (a client that cannot come up, recorded).
+pub fn build_unchecked(setup: &StackSetup) -> Result<SimHost, BuildError> {
     let ibal: SharedIbal = Rc::new(RefCell::new(Ibal::new(setup.ibal.unwrap_or_default())));
     let mut agents: Vec<Box<dyn Agent>> = Vec::with_capacity(setup.clients.len() + 1);
     if setup.ibal.is_some() {

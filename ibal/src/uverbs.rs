@@ -20,6 +20,15 @@ use crate::ibal_client::{EventLog, SharedIbal};
 /// Contexts open at once.
 pub const MAX_CONTEXTS: usize = 4;
 const CTX_BUF: u64 = 1024;
+/// Each context's completion queue.
+pub const CQ_ENTRIES: u32 = 16;
+/// Each work queue a context's work creates.
+pub const WORK_REQUESTS: u32 = 4;
+
+/// DMA memory the process reserves at start: a buffer per context.
+pub const fn dma_bytes() -> u64 {
+    CTX_BUF * MAX_CONTEXTS as u64
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UverbsConfig {
@@ -124,6 +133,7 @@ pub struct UverbsClient {
     next_op: Option<Instant>,
     reopen_at: Instant,
     stats: ProcessStats,
+    problem: Option<crate::retry::ClientProblem>,
     pub refusals: u32,
 }
 
@@ -151,6 +161,7 @@ impl UverbsClient {
             next_op: (config.ops_per_sec > 0).then_some(Instant::ZERO),
             reopen_at: Instant::ZERO,
             stats: ProcessStats::default(),
+            problem: None,
             refusals: 0,
         })
     }
@@ -193,7 +204,7 @@ impl UverbsClient {
         let addr = self.buf_base + i as u64 * CTX_BUF;
         let made = (|| {
             let pd = ibal.alloc_pd(bus, c)?;
-            let cq = ibal.create_cq(bus, c, 16)?;
+            let cq = ibal.create_cq(bus, c, CQ_ENTRIES)?;
             ibal.reg_mr(
                 bus,
                 c,
@@ -249,8 +260,8 @@ impl UverbsClient {
                     send_cq: cq,
                     recv_cq: cq,
                     port: 1,
-                    max_send_wr: 4,
-                    max_recv_wr: 4,
+                    max_send_wr: WORK_REQUESTS,
+                    max_recv_wr: WORK_REQUESTS,
                 },
             )
             .map_err(|e| match e {
@@ -329,18 +340,18 @@ impl Agent for UverbsClient {
     }
 
     fn start(&mut self, bus: &mut Bus<'_>) {
-        let Some(base) = bus
-            .hca()
-            .verbs_mut()
-            .dma_alloc(CTX_BUF * MAX_CONTEXTS as u64)
-        else {
+        let Some(base) = bus.hca().verbs_mut().dma_alloc(dma_bytes()) else {
             self.refusals += 1;
+            self.problem = Some(crate::retry::ClientProblem::NoDmaMemory { bytes: dma_bytes() });
             return;
         };
         self.buf_base = base;
         match bus.register(self.desc) {
             Ok(r) => self.id = Some(r.id),
-            Err(_) => self.refusals += 1,
+            Err(e) => {
+                self.refusals += 1;
+                self.problem = Some(crate::retry::ClientProblem::NotRegistered(e));
+            }
         }
     }
 
@@ -372,6 +383,10 @@ impl Agent for UverbsClient {
             self.next_op = Some(t + Duration::from_us(interval));
             self.run_process(bus);
         }
+    }
+
+    fn error(&self) -> Option<String> {
+        self.problem.map(|p| p.to_string())
     }
 
     fn events(&self) -> &[EventKind] {

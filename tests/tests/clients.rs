@@ -478,6 +478,12 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
         failed_io_runs += u32::from(io.failed > 0);
         let why = || format!("seed {seed}: faults {:?}, {io:?}", setup.sim.faults);
         assert_eq!(io.lost, 0, "{}", why());
+        assert_eq!(
+            io.submitted,
+            io.completed + io.failed + io.in_flight + io.lost,
+            "the accounting closes: {}",
+            why()
+        );
         assert_eq!(io.duplicated, 0, "{}", why());
         assert_eq!(io.read_mismatches, 0, "{}", why());
         for d in host.agents_of::<SrpClient>() {

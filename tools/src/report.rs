@@ -39,6 +39,8 @@ pub struct ClientJson {
     pub kind: String,
     pub events: Vec<String>,
     pub state: String,
+    /// Why the client is not doing its job (could not start, gave up a login); else null.
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -49,6 +51,8 @@ pub struct IoJson {
     pub lost: u64,
     pub duplicated: u64,
     pub max_latency_us: u64,
+    pub in_flight: u64,
+    pub paging_failed: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -98,6 +102,7 @@ pub fn build(host: &SimHost) -> Report {
                 kind: a.kind().as_str().into(),
                 events: a.events().iter().map(|e| e.as_str().into()).collect(),
                 state: info.map_or("unregistered", |c| c.state.as_str()).into(),
+                error: a.error(),
             }
         })
         .collect();
@@ -118,6 +123,8 @@ pub fn build(host: &SimHost) -> Report {
             lost: io.lost,
             duplicated: io.duplicated,
             max_latency_us: io.max_latency_us,
+            in_flight: io.in_flight,
+            paging_failed: io.paging_failed,
         },
         net: NetJson {
             sent: net.sent,

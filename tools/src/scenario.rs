@@ -138,6 +138,9 @@ struct EventKeys {
     client: Option<String>,
 }
 
+/// What a client name must be (the bus's [`hcabus::types::ClientName`] rule).
+const NAME_RULE: &str = "must be 1 to 32 bytes of UTF-8 with no control character (NUL, newline)";
+
 /// Fault names of the `[[events]]` table.
 pub const FAULTS: [&str; 11] = [
     "catastrophic",
@@ -221,6 +224,8 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
 
     let mut names = std::collections::HashSet::new();
     let mut specs = Vec::new();
+    // The file's index of each spec: the access layer has none.
+    let mut file_index = Vec::new();
     let mut has_ibal = false;
     let mut needs_ibal = false;
     let (mut disks, mut nets) = (0u16, 0u16);
@@ -352,13 +357,16 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
                 needs_ibal = true;
                 let config = IpoibConfig {
                     port: port(1 + (nets % 2) as u8)?,
-                    pps: c.pps.unwrap_or(IpoibConfig::default().pps).min(100_000),
+                    pps: c.pps.unwrap_or(IpoibConfig::default().pps),
                     peer_lid: 0x200 + nets,
                     ack_delay: c
                         .ack_delay_ms
                         .map_or(IpoibConfig::default().ack_delay, Duration::from_ms),
                     ..IpoibConfig::default()
                 };
+                if config.pps > 100_000 {
+                    return Err(err(at("pps"), "at most 100000"));
+                }
                 nets += 1;
                 ClientSpec::Ipoib {
                     name: c.name.clone(),
@@ -380,7 +388,7 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
                     ClientFlags::empty()
                 };
                 let desc = ClientDesc::new(&c.name, kind, flags)
-                    .ok_or_else(|| err(at("name"), "must be 1 to 32 bytes of UTF-8"))?;
+                    .ok_or_else(|| err(at("name"), NAME_RULE))?;
                 if c.request_every_ms == Some(0) {
                     return Err(err(at("request_every_ms"), "must be positive"));
                 }
@@ -400,14 +408,24 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
             }
         };
         if ClientDesc::new(&c.name, kind, ClientFlags::empty()).is_none() {
-            return Err(err(at("name"), "must be 1 to 32 bytes of UTF-8"));
+            return Err(err(at("name"), NAME_RULE));
         }
         specs.push(spec);
+        file_index.push(i);
     }
     if specs.len() > 60 {
         return Err(err("clients", "at most 60 clients"));
     }
     let with_ibal = has_ibal || needs_ibal;
+    if with_ibal && !has_ibal {
+        // The access layer joins implicitly under its own name: nobody else may take it.
+        if let Some(i) = file.clients.iter().position(|c| c.name == "ibal") {
+            return Err(err(
+                format!("clients[{i}].name"),
+                "\"ibal\" is the access layer's name (it joins because other clients need it)",
+            ));
+        }
+    }
 
     let mut faults = Vec::new();
     for (i, e) in file.events.iter().enumerate() {
@@ -470,7 +488,7 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
         faults.push((Instant::from_ms(e.at_ms), fault));
     }
 
-    Ok(StackSetup {
+    let setup = StackSetup {
         sim: SimSetup {
             name: file.name,
             seed: file.seed,
@@ -484,5 +502,14 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
         },
         ibal: with_ibal.then(IbalConfig::default),
         clients: specs,
-    })
+    };
+    ibal::budget::check(&setup).map_err(|e| {
+        let i = file_index[e.client];
+        let key = match e.key {
+            Some(k) => format!("clients[{i}].{k}"),
+            None => format!("clients[{i}]"),
+        };
+        err(key, e.message)
+    })?;
+    Ok(setup)
 }

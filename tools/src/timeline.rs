@@ -221,6 +221,9 @@ pub fn summary(host: &SimHost) -> String {
             .map_or("unregistered", |c| c.state.as_str());
         let events: Vec<&str> = a.events().iter().map(|e| e.as_str()).collect();
         let _ = writeln!(out, "  {:<14} {:<13} {}", a.name(), state, events.join(" "));
+        if let Some(e) = a.error() {
+            let _ = writeln!(out, "  {:<14} ERROR: {e}", "");
+        }
     }
     let checker = host.checker();
     let _ = writeln!(
@@ -278,12 +281,13 @@ pub fn workload(host: &SimHost) -> String {
         let io = stack::io_stats(host);
         let _ = writeln!(
             out,
-            "io: {} submitted, {} completed, {} failed ({} retryable), {} lost, {} duplicated, \
-             max latency {}",
+            "io: {} submitted, {} completed, {} failed ({} retryable), {} in flight, {} lost, {} \
+             duplicated, max latency {}",
             io.submitted,
             io.completed,
             io.failed,
             io.retryable,
+            io.in_flight,
             io.lost,
             io.duplicated,
             us(Some(io.max_latency_us))
@@ -293,6 +297,21 @@ pub fn workload(host: &SimHost) -> String {
             "    {} reads verified against the data last written, {} mismatched",
             io.reads_verified, io.read_mismatches
         );
+        if io.paging_failed > 0 {
+            let _ = writeln!(
+                out,
+                "    PAGING I/O FAILED: {} (on Windows, bugcheck 0x7A)",
+                io.paging_failed
+            );
+        }
+        if io.lost > 0 {
+            let _ = writeln!(
+                out,
+                "    LOST: {} I/Os nobody will complete (a disk that never came up, or \
+                 gave up)",
+                io.lost
+            );
+        }
         for d in disks {
             let s = d.disk().stats();
             let w = d.io_stats();

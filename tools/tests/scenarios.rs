@@ -78,9 +78,12 @@ fn common(file: &str, r: &Value) {
         "lost",
         "duplicated",
         "max_latency_us",
+        "in_flight",
+        "paging_failed",
     ] {
         assert!(r["io"][key].is_u64(), "{file}: io.{key}");
     }
+    assert_accounting_closes(file, r);
     for key in ["sent", "completed_back", "dropped"] {
         assert!(r["net"][key].is_u64(), "{file}: net.{key}");
     }
@@ -89,7 +92,26 @@ fn common(file: &str, r: &Value) {
             assert!(c[key].is_string(), "{file}: clients[].{key}");
         }
         assert!(c["events"].is_array());
+        assert!(
+            c["error"].is_null() || c["error"].is_string(),
+            "{file}: clients[].error"
+        );
     }
+}
+
+/// SPEC §9: every I/O submitted is completed, failed, in flight on a live path, or lost.
+fn assert_accounting_closes(file: &str, r: &Value) {
+    let n = |k: &str| {
+        r["io"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{file}: io.{k}"))
+    };
+    assert_eq!(
+        n("submitted"),
+        n("completed") + n("failed") + n("in_flight") + n("lost"),
+        "{file}: {}",
+        r["io"]
+    );
 }
 
 #[test]
@@ -240,6 +262,14 @@ fn bad_scenarios_are_refused_naming_the_key() {
         ("count on a fault without one", format!("{base}[[events]]\nat_ms = 5\nfault = \"hang\"\ncount = 2\n"), "events[0].count"),
         ("duplicate names", format!("{base}[[clients]]\nname = \"a\"\nkind = \"custom\"\n[[clients]]\nname = \"a\"\nkind = \"custom\"\n"), "clients[1].name"),
         ("not TOML", "name = \n".to_string(), "line 1"),
+        // What the adapter cannot serve is refused too, naming the key that asks for it.
+        ("a queue depth whose CQ exceeds the adapter's", format!("{base}[[clients]]\nname = \"b\"\nkind = \"bootdisk\"\nqueue_depth = 256\n"), "clients[0].queue_depth"),
+        ("disks that exhaust the DMA memory", format!("{base}{}", ["d1", "d2", "d3"].map(|n| format!("[[clients]]\nname = \"{n}\"\nkind = \"srp\"\nqueue_depth = 128\n")).concat()), "clients[2].queue_depth"),
+        ("more consumers than the access layer has", format!("{base}{}", (0..20).map(|i| format!("[[clients]]\nname = \"n{i}\"\nkind = \"ipoib\"\n")).collect::<String>()), "clients[16]"),
+        ("pps over its limit", format!("{base}[[clients]]\nname = \"n\"\nkind = \"ipoib\"\npps = 200000\n"), "clients[0].pps"),
+        ("a NUL in a name", format!("{base}[[clients]]\nname = \"a\\u0000b\"\nkind = \"custom\"\n"), "clients[0].name"),
+        ("a newline in a name", format!("{base}[[clients]]\nname = \"a\\nb\"\nkind = \"srp\"\n"), "clients[0].name"),
+        ("another client called ibal", format!("{base}[[clients]]\nname = \"ibal\"\nkind = \"custom\"\n[[clients]]\nname = \"d\"\nkind = \"srp\"\n"), "clients[0].name"),
     ];
     for (what, text, key) in cases {
         let path = dir.join("bad.toml");

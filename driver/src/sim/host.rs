@@ -150,6 +150,11 @@ pub trait Agent: core::any::Any + fmt::Debug {
     fn kind(&self) -> ClientKind {
         ClientKind::Custom
     }
+    /// Why the client is not doing its job (it could not start, its login gave up), for
+    /// the report; `None` while it is fine. Called after a run, so it may allocate.
+    fn error(&self) -> Option<String> {
+        None
+    }
 }
 
 /// How a scripted client behaves (the `[[clients]]` keys of SPEC §9).

@@ -1,7 +1,9 @@
 //! hcactl: the administrator's tool for the hcabus IOCTL interface.
 //!
-//! Exit status: 0 success; 1 a request the bus refused (its NTSTATUS printed by name and
-//! value), or a reset that ended badly under `--wait`; 2 a usage or connection error.
+//! Exit status: 0 success (also when whoever reads stdout closed it early: `| head`); 1 a
+//! request the bus refused (its NTSTATUS printed by name and value), a reset that `--wait`
+//! saw end badly (failed, vetoed, aborted) or did not see end within `--timeout`; 2 a usage
+//! or connection error, a short or malformed answer from the server included.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -65,12 +67,19 @@ enum Command {
         /// Wait for the reset to end and report its outcome.
         #[arg(long)]
         wait: bool,
+        /// With --wait: give up after this many seconds (default: the policy's worst case,
+        /// quiesce deadline plus auto-restart window, plus a minute).
+        #[arg(long, value_name = "SECONDS", requires = "wait")]
+        timeout: Option<u64>,
     },
     /// Restart a Failed device.
     Restart {
         /// Wait for the restart to end and report its outcome.
         #[arg(long)]
         wait: bool,
+        /// With --wait: give up after this many seconds (default as for `reset`).
+        #[arg(long, value_name = "SECONDS", requires = "wait")]
+        timeout: Option<u64>,
     },
     /// Inject a fault (simulator only): catastrophic, command_timeout, health_stall, hang,
     /// reset_fails, device_replaced, never_returns, surprise_removal.
@@ -98,11 +107,73 @@ enum Failure {
     Usage(String),
     /// The bus refused: exit 1.
     Refused(NtStatus),
-    /// A waited-for reset ended badly: exit 1.
+    /// A waited-for reset ended badly, or not in time: exit 1.
     Outcome(String),
+    /// Whoever reads stdout closed it: stop quietly, exit 0.
+    Closed,
 }
 
 type Outcome = Result<(), Failure>;
+
+/// Writes one line to stdout; a closed pipe ends hcactl quietly instead of a panic.
+fn emit(args: std::fmt::Arguments<'_>) -> Outcome {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::Closed),
+        Err(e) => Err(Failure::Usage(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+/// `println!` that stops on a closed stdout (inside functions returning `Result<_, Failure>`).
+macro_rules! say {
+    ($($arg:tt)*) => { emit(format_args!($($arg)*))? };
+}
+
+/// Reads a server's answer field by field; anything short or out of range is a connection
+/// error naming the request, never an index out of bounds.
+struct Answer<'a> {
+    what: &'static str,
+    bytes: &'a [u8],
+}
+
+impl<'a> Answer<'a> {
+    fn new(what: &'static str, bytes: &'a [u8]) -> Self {
+        Answer { what, bytes }
+    }
+
+    fn short(&self, need: usize) -> Failure {
+        Failure::Usage(format!(
+            "connection: a short {} answer from the server ({} bytes, {need} needed)",
+            self.what,
+            self.bytes.len()
+        ))
+    }
+
+    fn slice(&self, at: usize, len: usize) -> Result<&'a [u8], Failure> {
+        let end = at.checked_add(len).ok_or_else(|| self.short(usize::MAX))?;
+        self.bytes.get(at..end).ok_or_else(|| self.short(end))
+    }
+
+    fn u32(&self, at: usize) -> Result<u32, Failure> {
+        let b = self.slice(at, 4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&self, at: usize) -> Result<u64, Failure> {
+        let mut v = [0u8; 8];
+        v.copy_from_slice(self.slice(at, 8)?);
+        Ok(u64::from_le_bytes(v))
+    }
+
+    fn malformed(&self, why: &str) -> Failure {
+        Failure::Usage(format!(
+            "connection: a malformed {} answer from the server: {why}",
+            self.what
+        ))
+    }
+}
 
 struct Bus {
     #[cfg(unix)]
@@ -246,10 +317,10 @@ fn status(bus: &mut Bus, as_json: bool) -> Outcome {
             })),
             "log_next_seq": s.log_next_seq,
         });
-        println!("{v:#}");
+        say!("{v:#}");
         return Ok(());
     }
-    println!(
+    say!(
         "state        {}{}",
         state_name(s.state),
         if s.flags & 1 == 1 {
@@ -258,20 +329,20 @@ fn status(bus: &mut Bus, as_json: bool) -> Outcome {
             ""
         }
     );
-    println!("epoch        e{}", s.epoch);
-    println!(
+    say!("epoch        e{}", s.epoch);
+    say!(
         "device       {:04x}:{:04x} subsystem {:04x}:{:04x}, node GUID 0x{:016x}, serial 0x{:016x}, firmware {}.{}.{}",
         s.vendor_id, s.device_id, s.subsys_vendor_id, s.subsys_id, s.node_guid, s.serial, fw.0, fw.1, fw.2
     );
-    println!("clients      {} of {}", s.clients, s.max_clients);
-    println!(
+    say!("clients      {} of {}", s.clients, s.max_clients);
+    say!(
         "resets       {} started, {} restored, {} failed, {} aborted; {} refusals; {} PnP operations",
         s.resets_started, s.resets_restored, s.resets_failed, s.resets_aborted, s.refusals, s.pnp_operations
     );
     if s.last_epoch == NONE_U64 {
-        println!("last reset   none");
+        say!("last reset   none");
     } else {
-        println!(
+        say!(
             "last reset   e{} {}: {}, total {} (quiesce {}, hardware {}, restore {})",
             s.last_epoch,
             reason_name(s.last_reason),
@@ -282,25 +353,33 @@ fn status(bus: &mut Bus, as_json: bool) -> Outcome {
             us(s.last_restore_us)
         );
     }
-    println!("log          next sequence {}", s.log_next_seq);
+    say!("log          next sequence {}", s.log_next_seq);
     Ok(())
 }
 
 fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
+    const PAGE: usize = 64;
     let mut all = Vec::new();
     loop {
         let mut input = [0u8; 16];
         encode_list_clients(all.len() as u32, &mut input);
-        let out = bus.call(IOCTL_HCABUS_LIST_CLIENTS, &input, 8 + 64 * 64)?;
-        let count = u32::from_le_bytes([out[4], out[5], out[6], out[7]]) as usize;
-        let total = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
+        let out = bus.call(IOCTL_HCABUS_LIST_CLIENTS, &input, 8 + PAGE * 64)?;
+        let a = Answer::new("LIST_CLIENTS", &out);
+        let total = a.u32(0)? as usize;
+        let count = a.u32(4)? as usize;
+        if count > PAGE {
+            return Err(a.malformed(&format!("{count} entries in a page of {PAGE}")));
+        }
         for i in 0..count {
-            if let Some(e) = ClientEntry::decode(&out[8 + i * 64..]) {
-                all.push(e);
-            }
+            let e = ClientEntry::decode(a.slice(8 + i * 64, 64)?)
+                .ok_or_else(|| a.malformed("an entry that does not decode"))?;
+            all.push(e);
         }
         if count == 0 || all.len() >= total {
             break;
+        }
+        if all.len() > usize::from(u16::MAX) {
+            return Err(a.malformed("more clients than any bus holds"));
         }
     }
     let kind = |k: u32| {
@@ -337,15 +416,20 @@ fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
                 })
             })
             .collect();
-        println!("{:#}", serde_json::Value::Array(v));
+        say!("{:#}", serde_json::Value::Array(v));
         return Ok(());
     }
-    println!(
+    say!(
         "{:<8} {:<16} {:<9} {:<26} {:<13} {:<8} last ack",
-        "id", "name", "kind", "flags", "state", "barrier"
+        "id",
+        "name",
+        "kind",
+        "flags",
+        "state",
+        "barrier"
     );
     for e in &all {
-        println!(
+        say!(
             "{:<8} {:<16} {:<9} {:<26} {:<13} {:<8} {}",
             id(e.id),
             e.name(),
@@ -366,20 +450,25 @@ fn log_once(bus: &mut Bus, since: u64, as_json: bool) -> Result<u64, Failure> {
         let mut input = [0u8; 24];
         encode_read_log(next, 0, &mut input);
         let out = bus.call(IOCTL_HCABUS_READ_LOG, &input, 24 + 256 * RECORD_BYTES)?;
-        let count = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
-        let mut seq = [0u8; 8];
-        seq.copy_from_slice(&out[8..16]);
-        let new_next = u64::from_le_bytes(seq);
+        let a = Answer::new("READ_LOG", &out);
+        let count = a.u32(0)? as usize;
+        let new_next = a.u64(8)?;
+        if count > 256 {
+            return Err(a.malformed(&format!("{count} records in a page of 256")));
+        }
+        if count > 0 && new_next <= next {
+            return Err(a.malformed("records without progress in the sequence"));
+        }
         for i in 0..count {
             let mut raw = [0u8; RECORD_BYTES];
-            raw.copy_from_slice(&out[24 + i * RECORD_BYTES..24 + (i + 1) * RECORD_BYTES]);
+            raw.copy_from_slice(a.slice(24 + i * RECORD_BYTES, RECORD_BYTES)?);
             match Record::decode(&raw) {
-                Some(r) if as_json => println!(
+                Some(r) if as_json => say!(
                     "{}",
                     json!({ "seq": r.seq, "at_us": r.at.as_us(), "text": r.to_string() })
                 ),
-                Some(r) => println!("{r}"),
-                None => println!("(a record this hcactl cannot decode)"),
+                Some(r) => say!("{r}"),
+                None => say!("(a record this hcactl cannot decode)"),
             }
         }
         if count == 0 || new_next == next {
@@ -431,7 +520,7 @@ fn set_policy(bus: &mut Bus, pairs: &[String]) -> Outcome {
     Ok(())
 }
 
-fn print_policy(p: &PolicyAbi, as_json: bool) {
+fn print_policy(p: &PolicyAbi, as_json: bool) -> Outcome {
     let rows: [(&str, serde_json::Value); 10] = [
         ("quiesce_deadline_ms", p.quiesce_deadline_ms.into()),
         ("hw_ready_timeout_ms", p.hw_ready_timeout_ms.into()),
@@ -450,29 +539,60 @@ fn print_policy(p: &PolicyAbi, as_json: bool) {
     if as_json {
         let map: serde_json::Map<String, serde_json::Value> =
             rows.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        println!("{:#}", serde_json::Value::Object(map));
+        say!("{:#}", serde_json::Value::Object(map));
     } else {
         for (k, v) in rows {
-            println!("{k} = {v}");
+            say!("{k} = {v}");
         }
+    }
+    Ok(())
+}
+
+/// How long `--wait` waits by default: the longest a reset can take under the bus's policy
+/// (the whole quiesce deadline, then the hardware phase up to the auto-restart window, which
+/// bounds every retry), and a minute for the restore and the polling.
+fn worst_case(bus: &mut Bus) -> Result<WallDuration, Failure> {
+    let p = bus.policy()?;
+    let ms = p
+        .quiesce_deadline_ms
+        .saturating_add(p.auto_restart_window_ms)
+        .saturating_add(60_000);
+    Ok(WallDuration::from_millis(ms))
+}
+
+/// Why a waited-for reset did not bring the device back, in words.
+fn why_not(result: u32) -> &'static str {
+    match result {
+        0x20 => "a client vetoed it; nothing was reset",
+        0x21 => "a client did not answer in time; nothing was reset",
+        0x11 => "the hardware did not come back from reset",
+        0x12 => "another device answered after the reset",
+        0x13 => "too many automatic resets: storm control failed the device",
+        0x14 => "the device did not come back within the auto-restart window",
+        0x30 => "the device was removed",
+        _ => "unknown outcome",
     }
 }
 
 /// Waits until the reset of `epoch` has an outcome; fails unless the device came back.
-fn wait_for(bus: &mut Bus, epoch: u64, as_json: bool) -> Outcome {
-    let deadline = WallInstant::now() + WallDuration::from_secs(120);
+fn wait_for(bus: &mut Bus, epoch: u64, timeout: Option<u64>, as_json: bool) -> Outcome {
+    let limit = match timeout {
+        Some(s) => WallDuration::from_secs(s),
+        None => worst_case(bus)?,
+    };
+    let deadline = WallInstant::now() + limit;
     loop {
         let s = bus.state()?;
         let done = s.flags & 1 == 0 && s.last_epoch != NONE_U64 && s.last_epoch >= epoch;
         if done {
             let outcome = result_name(s.last_result);
             if as_json {
-                println!(
+                say!(
                     "{}",
                     json!({ "epoch": s.last_epoch, "outcome": outcome, "total_us": s.last_total_us, "new_epoch": s.epoch, "state": state_name(s.state) })
                 );
             } else {
-                println!(
+                say!(
                     "reset of e{}: {outcome} in {}; now {} on e{}",
                     s.last_epoch,
                     us(s.last_total_us),
@@ -481,12 +601,18 @@ fn wait_for(bus: &mut Bus, epoch: u64, as_json: bool) -> Outcome {
                 );
             }
             return match s.last_result {
-                1 | 2 | 0x20 | 0x21 => Ok(()),
-                _ => Err(Failure::Outcome(format!("the reset ended {outcome}"))),
+                1 | 2 => Ok(()),
+                r => Err(Failure::Outcome(format!(
+                    "the reset ended {outcome}: {}",
+                    why_not(r)
+                ))),
             };
         }
         if WallInstant::now() > deadline {
-            return Err(Failure::Usage("no outcome within 120 s".into()));
+            return Err(Failure::Outcome(format!(
+                "no outcome within {} s (--timeout); the reset of e{epoch} may still be running",
+                limit.as_secs()
+            )));
         }
         std::thread::sleep(WallDuration::from_millis(20));
     }
@@ -513,8 +639,7 @@ fn run(cli: Cli) -> Outcome {
             action: PolicyAction::Get,
         } => {
             let p = bus.policy()?;
-            print_policy(&p, js);
-            Ok(())
+            print_policy(&p, js)
         }
         Command::Policy {
             action: PolicyAction::Set { pairs },
@@ -524,6 +649,7 @@ fn run(cli: Cli) -> Outcome {
             firmware,
             reason,
             wait,
+            timeout,
             ..
         } => {
             let mode = if planned {
@@ -539,13 +665,9 @@ fn run(cli: Cli) -> Outcome {
             let mut input = [0u8; 80];
             RequestResetIn::new(mode, &reason).encode(&mut input);
             let out = bus.call(IOCTL_HCABUS_REQUEST_RESET, &input, 8)?;
-            let epoch = u64::from_le_bytes(
-                out[..8]
-                    .try_into()
-                    .map_err(|_| Failure::Usage("short REQUEST_RESET answer".into()))?,
-            );
+            let epoch = Answer::new("REQUEST_RESET", &out).u64(0)?;
             if !wait {
-                println!(
+                say!(
                     "{}",
                     if js {
                         json!({ "epoch": epoch }).to_string()
@@ -555,21 +677,17 @@ fn run(cli: Cli) -> Outcome {
                 );
                 return Ok(());
             }
-            wait_for(&mut bus, epoch, js)
+            wait_for(&mut bus, epoch, timeout, js)
         }
-        Command::Restart { wait } => {
+        Command::Restart { wait, timeout } => {
             let mut input = [0u8; 8];
             encode_empty(&mut input);
             let out = bus.call(IOCTL_HCABUS_RESTART, &input, 8)?;
-            let epoch = u64::from_le_bytes(
-                out[..8]
-                    .try_into()
-                    .map_err(|_| Failure::Usage("short RESTART answer".into()))?,
-            );
+            let epoch = Answer::new("RESTART", &out).u64(0)?;
             if wait {
-                wait_for(&mut bus, epoch, js)
+                wait_for(&mut bus, epoch, timeout, js)
             } else {
-                println!("restart of e{epoch} requested");
+                say!("restart of e{epoch} requested");
                 Ok(())
             }
         }
@@ -612,5 +730,6 @@ fn main() -> ExitCode {
             eprintln!("hcactl: {m}");
             ExitCode::from(1)
         }
+        Err(Failure::Closed) => ExitCode::SUCCESS,
     }
 }

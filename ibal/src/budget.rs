@@ -1,0 +1,222 @@
+//! What each client of a stack needs from the adapter and the access layer, checked before
+//! anything runs (SPEC §9: a client the stack cannot honour is refused with the key named,
+//! never silently degraded).
+//!
+//! The figures come from the same functions the clients size themselves with
+//! ([`DiskConfig::dma_bytes`] and friends), so the check and the run cannot disagree.
+
+use std::string::String;
+
+use hcabus::sim::VerbsLimits;
+
+use crate::access::IbalConfig;
+use crate::disk::DiskConfig;
+use crate::ipoib::IpoibConfig;
+use crate::stack::{ClientSpec, StackSetup};
+use crate::uverbs;
+
+/// One client's share of the adapter at its peak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Needs {
+    /// Access-layer consumers (`Ibal::open`).
+    pub consumers: u32,
+    pub pds: u32,
+    pub cqs: u32,
+    pub qps: u32,
+    pub mrs: u32,
+    pub ahs: u32,
+    /// DMA-able host memory, each reservation rounded up as `dma_alloc` aligns it.
+    pub dma_bytes: u64,
+    /// The largest single completion queue.
+    pub cq_entries: u32,
+    /// The largest single work queue.
+    pub wr: u32,
+}
+
+/// `dma_alloc` starts every reservation on a 64-byte boundary.
+const DMA_ALIGN: u64 = 64;
+
+fn aligned(len: u64) -> u64 {
+    len.next_multiple_of(DMA_ALIGN)
+}
+
+impl Needs {
+    /// What the spec's client takes; `None` for a scripted client, which uses no verbs.
+    pub fn of(spec: &ClientSpec) -> Option<Needs> {
+        match spec {
+            ClientSpec::Disk { config, .. } => Some(disk(config)),
+            ClientSpec::Ipoib { config, .. } => Some(ipoib(config)),
+            ClientSpec::Uverbs { .. } => Some(user_verbs()),
+            ClientSpec::Scripted { .. } => None,
+        }
+    }
+}
+
+fn disk(c: &DiskConfig) -> Needs {
+    Needs {
+        consumers: 1,
+        pds: 1,
+        cqs: 1,
+        qps: 1,
+        mrs: 1,
+        ahs: 0,
+        dma_bytes: aligned(c.dma_bytes()),
+        cq_entries: c.cq_entries(),
+        wr: u32::from(c.queue_depth),
+    }
+}
+
+fn ipoib(_c: &IpoibConfig) -> Needs {
+    Needs {
+        consumers: 1,
+        pds: 1,
+        cqs: 1,
+        qps: 1,
+        mrs: 1,
+        ahs: 2,
+        dma_bytes: aligned(IpoibConfig::dma_bytes()),
+        cq_entries: IpoibConfig::cq_entries(),
+        wr: IpoibConfig::work_requests(),
+    }
+}
+
+fn user_verbs() -> Needs {
+    // Every context may be open at once (an old one disassociated, a fresh one reopened),
+    // each with its PD, CQ, MR and the queue pair its work creates.
+    let n = uverbs::MAX_CONTEXTS as u32;
+    Needs {
+        consumers: n,
+        pds: n,
+        cqs: n,
+        qps: n,
+        mrs: n,
+        ahs: 0,
+        dma_bytes: aligned(uverbs::dma_bytes()),
+        cq_entries: uverbs::CQ_ENTRIES,
+        wr: uverbs::WORK_REQUESTS,
+    }
+}
+
+/// A client the stack cannot serve, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetError {
+    /// Index into [`StackSetup::clients`].
+    pub client: usize,
+    /// The client's key that sizes what is missing (`queue_depth`), or `None` when the
+    /// client as a whole does not fit.
+    pub key: Option<&'static str>,
+    pub message: String,
+}
+
+impl core::fmt::Display for BudgetError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.key {
+            Some(k) => write!(f, "client {} `{k}`: {}", self.client, self.message),
+            None => write!(f, "client {}: {}", self.client, self.message),
+        }
+    }
+}
+
+impl core::error::Error for BudgetError {}
+
+/// Checks that every client of `setup` fits the adapter and the access layer, in the order
+/// they start (what runs out is charged to the first client that would not get it).
+pub fn check(setup: &StackSetup) -> Result<(), BudgetError> {
+    let dev = setup.sim.hca.verbs;
+    let al = setup.ibal.unwrap_or_default();
+    let mut used = Needs::default();
+    for (i, spec) in setup.clients.iter().enumerate() {
+        let Some(n) = Needs::of(spec) else {
+            continue;
+        };
+        // What a disk's queue depth sizes is charged to that key; anything else is the
+        // client's as a whole.
+        let sized = matches!(spec, ClientSpec::Disk { .. }).then_some("queue_depth");
+        let refuse = |key: Option<&'static str>, message: String| BudgetError {
+            client: i,
+            key,
+            message,
+        };
+        let cq_max = dev.max_cq_entries.min(al.max_cq_entries);
+        if n.cq_entries > cq_max {
+            return Err(refuse(
+                sized,
+                format!(
+                    "needs a completion queue of {} entries; the adapter's largest is {cq_max}",
+                    n.cq_entries
+                ),
+            ));
+        }
+        let wr_max = dev.max_wr.min(al.max_wr);
+        if n.wr > wr_max {
+            return Err(refuse(
+                sized,
+                format!(
+                    "needs a work queue of {} requests; the adapter's largest is {wr_max}",
+                    n.wr
+                ),
+            ));
+        }
+        used = add(used, n);
+        if used.dma_bytes > u64::from(dev.dma_bytes) {
+            let left = u64::from(dev.dma_bytes).saturating_sub(used.dma_bytes - n.dma_bytes);
+            return Err(refuse(
+                sized,
+                format!(
+                    "needs {} bytes of DMA memory; the adapter has {} bytes, {left} left by \
+                     the clients before it",
+                    n.dma_bytes, dev.dma_bytes
+                ),
+            ));
+        }
+        if let Some(what) = over(&used, &dev, &al) {
+            return Err(refuse(
+                None,
+                format!("the adapter runs out of {what} with this client"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn add(a: Needs, b: Needs) -> Needs {
+    Needs {
+        consumers: a.consumers + b.consumers,
+        pds: a.pds + b.pds,
+        cqs: a.cqs + b.cqs,
+        qps: a.qps + b.qps,
+        mrs: a.mrs + b.mrs,
+        ahs: a.ahs + b.ahs,
+        dma_bytes: a.dma_bytes + b.dma_bytes,
+        cq_entries: a.cq_entries.max(b.cq_entries),
+        wr: a.wr.max(b.wr),
+    }
+}
+
+/// The first object count past what the device or the access layer can hold, named.
+fn over(used: &Needs, dev: &VerbsLimits, al: &IbalConfig) -> Option<String> {
+    let limit = |d: u16, a: u16| u32::from(d.min(a));
+    [
+        (
+            "access-layer consumers",
+            used.consumers,
+            u32::from(al.max_consumers),
+        ),
+        (
+            "protection domains",
+            used.pds,
+            limit(dev.max_pds, al.max_pds),
+        ),
+        (
+            "completion queues",
+            used.cqs,
+            limit(dev.max_cqs, al.max_cqs),
+        ),
+        ("queue pairs", used.qps, limit(dev.max_qps, al.max_qps)),
+        ("memory regions", used.mrs, limit(dev.max_mrs, al.max_mrs)),
+        ("address handles", used.ahs, limit(dev.max_ahs, al.max_ahs)),
+    ]
+    .into_iter()
+    .find(|(_, n, max)| n > max)
+    .map(|(what, n, max)| format!("{what} ({n} needed, {max} there)"))
+}

@@ -1,0 +1,169 @@
+//! Bounded retries and the record of a client that could not do its job.
+//!
+//! No client retries forever or in silence: a refused connect or login backs off
+//! exponentially with jitter (so a thousand hosts coming back at once do not stampede one
+//! target, SPEC §7), up to a deadline, and giving up leaves a [`ClientProblem`] that the
+//! report shows next to the client.
+
+use core::fmt;
+
+use hcabus::coordinator::RegisterError;
+use hcabus::{Duration, Instant};
+use rand::Rng;
+
+use crate::errors::{CreateError, OpenError};
+
+/// The first retry waits this long; each refusal doubles it.
+pub const BACKOFF_FIRST: Duration = Duration::from_ms(1);
+/// No wait between two attempts is longer than this (before jitter).
+pub const BACKOFF_CAP: Duration = Duration::from_ms(1_000);
+
+/// What to do after a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Try again then.
+    RetryAt(Instant),
+    /// The deadline has passed: stop, after this many attempts.
+    GiveUp { attempts: u32 },
+}
+
+/// Capped exponential backoff with jitter, bounded by a deadline from the first refusal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backoff {
+    first_refused_at: Option<Instant>,
+    refusals: u32,
+}
+
+impl Backoff {
+    /// Refusals since the last success (or reset).
+    pub fn refusals(&self) -> u32 {
+        self.refusals
+    }
+
+    /// Starts over: the next refusal is a first one.
+    pub fn reset(&mut self) {
+        *self = Backoff::default();
+    }
+
+    /// One more refusal at `now`; gives up at once on a refusal that cannot change
+    /// (`transient` false), else once `limit` has passed since the first.
+    pub fn refused(
+        &mut self,
+        now: Instant,
+        limit: Duration,
+        transient: bool,
+        rng: &mut impl Rng,
+    ) -> Next {
+        let first = *self.first_refused_at.get_or_insert(now);
+        self.refusals = self.refusals.saturating_add(1);
+        if !transient || now.saturating_since(first) >= limit {
+            return Next::GiveUp {
+                attempts: self.refusals,
+            };
+        }
+        let shift = (self.refusals - 1).min(20);
+        let wait_us = (BACKOFF_FIRST.as_us() << shift).min(BACKOFF_CAP.as_us());
+        let jitter_us = rng.gen_range(0..=wait_us / 2);
+        Next::RetryAt(now + Duration::from_us(wait_us + jitter_us))
+    }
+}
+
+/// Why a client is not doing its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientProblem {
+    /// The adapter's DMA memory was spent before this client reserved its own.
+    NoDmaMemory { bytes: u64 },
+    /// The access layer refused to open a consumer for it.
+    NoConsumer(OpenError),
+    /// The bus refused its registration.
+    NotRegistered(RegisterError),
+    /// Its connect or login is being refused; it backs off and tries again.
+    Retrying {
+        what: &'static str,
+        attempts: u32,
+        last: CreateError,
+    },
+    /// Its connect or login was refused for good, or until the deadline passed.
+    GaveUp {
+        what: &'static str,
+        attempts: u32,
+        last: CreateError,
+    },
+}
+
+impl fmt::Display for ClientProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientProblem::NoDmaMemory { bytes } => {
+                write!(f, "no DMA memory left for its {bytes} bytes")
+            }
+            ClientProblem::NoConsumer(e) => write!(f, "the access layer refused it: {e}"),
+            ClientProblem::NotRegistered(e) => write!(f, "the bus refused its registration: {e}"),
+            ClientProblem::Retrying {
+                what,
+                attempts,
+                last,
+            } => write!(
+                f,
+                "{what} refused {attempts} times, retrying (last: {last})"
+            ),
+            ClientProblem::GaveUp {
+                what,
+                attempts,
+                last,
+            } => write!(f, "{what} gave up after {attempts} refusals (last: {last})"),
+        }
+    }
+}
+
+impl core::error::Error for ClientProblem {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn waits_grow_to_the_cap_with_bounded_jitter_then_give_up_at_the_deadline() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut b = Backoff::default();
+        let limit = Duration::from_ms(10_000);
+        let mut now = Instant::ZERO;
+        let mut waits = std::vec::Vec::new();
+        loop {
+            match b.refused(now, limit, true, &mut rng) {
+                Next::RetryAt(t) => {
+                    waits.push(t.saturating_since(now).as_us());
+                    now = t;
+                }
+                Next::GiveUp { attempts } => {
+                    assert_eq!(attempts, b.refusals());
+                    break;
+                }
+            }
+        }
+        assert!(
+            now >= Instant::ZERO + limit,
+            "gave up only past the deadline"
+        );
+        assert!(waits.len() < 40, "bounded: {} attempts", waits.len());
+        assert!(
+            (1_000..=1_500).contains(&waits[0]),
+            "first wait {}",
+            waits[0]
+        );
+        let cap = BACKOFF_CAP.as_us();
+        assert!(waits.iter().all(|w| *w <= cap + cap / 2));
+        assert!(
+            waits.iter().rev().take(3).all(|w| *w >= cap),
+            "reached the cap"
+        );
+        b.reset();
+        assert_eq!(b.refusals(), 0);
+        assert_eq!(
+            b.refused(now, limit, false, &mut rng),
+            Next::GiveUp { attempts: 1 },
+            "a refusal that cannot change is not retried"
+        );
+    }
+}
