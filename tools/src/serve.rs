@@ -1,15 +1,19 @@
 //! `hcasim serve`: a live host in real time, serving the IOCTL interface over a Unix socket.
 //!
 //! One thread owns the host (it is single-threaded by design) and advances its virtual
-//! clock with the wall clock, so the workload keeps running; it serves requests from a
-//! channel between steps. Each connection has its own thread that reads frames, asks the
-//! host thread, and writes answers: a slow or broken client blocks only its own thread.
+//! clock with the wall clock, so the workload keeps running. Between steps it answers every
+//! request waiting in its channel, and no step simulates more than [`MAX_STEP`] of virtual
+//! time, so a scenario heavier than the machine falls behind real time (said on stderr)
+//! without ever making an IOCTL wait on a long catch-up, and shutdown is prompt. Each
+//! connection has its own thread that reads frames, asks the host thread, and writes
+//! answers: a slow or broken client blocks only its own thread, and there are at most
+//! [`MAX_CONNECTIONS`] of them.
 
-use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
@@ -31,101 +35,224 @@ struct Job {
     reply: mpsc::SyncSender<(NtStatus, Vec<u8>)>,
 }
 
-/// How long a connection may sit in the middle of a frame, or wait for its answer to be
-/// taken, before the server drops it.
-const STALL: Duration = Duration::from_secs(10);
+/// A frame, once its first byte is in, must be complete within this; and an answer must be
+/// taken by the client within it.
+pub const FRAME_DEADLINE: Duration = Duration::from_secs(10);
+/// A connection silent between frames this long is closed.
+pub const IDLE: Duration = Duration::from_secs(60);
+/// Connections served at once; more are accepted and closed at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// The most virtual time one step of the host simulates before it answers requests again.
+pub const MAX_STEP: hcabus::Duration = hcabus::Duration::from_ms(10);
 
 /// Serves `setup` on `socket` until `stop` is set (by SIGINT or SIGTERM in `hcasim`).
 pub fn serve(setup: StackSetup, socket: &Path, stop: Arc<AtomicBool>) -> io::Result<()> {
-    let listener = bind_private(socket)?;
-    listener.set_nonblocking(true)?;
     let (jobs, inbox) = mpsc::channel::<Job>();
     let host_stop = stop.clone();
-    let host = thread::Builder::new()
-        .name("host".into())
-        .spawn(move || run_host(setup, inbox, host_stop))?;
+    // The host is not Send: its thread builds it and says whether it could, before anything
+    // is bound.
+    let (built, ready) = mpsc::sync_channel::<Result<(), String>>(1);
+    let host =
+        thread::Builder::new().name("host".into()).spawn(move || {
+            match ibal::stack::build(&setup) {
+                Ok(host) => {
+                    let _ = built.send(Ok(()));
+                    run_host(host, inbox, host_stop);
+                }
+                Err(e) => {
+                    let _ = built.send(Err(e.to_string()));
+                }
+            }
+        })?;
+    match ready.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            let _ = host.join();
+            return Err(io::Error::other(e));
+        }
+        Err(_) => return Err(io::Error::other("the host thread died while building")),
+    }
+    let (listener, ours) = match bind_private(socket) {
+        Ok(l) => l,
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            drop(jobs);
+            let _ = host.join();
+            return Err(e);
+        }
+    };
+    listener.set_nonblocking(true)?;
     let server_uid = nix::unistd::getuid().as_raw();
     eprintln!(
         "hcasim: serving on {} (pid {})",
         socket.display(),
         std::process::id()
     );
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                let jobs = jobs.clone();
-                let _ = thread::Builder::new()
-                    .name("connection".into())
-                    .spawn(move || connection(stream, jobs, server_uid));
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                thread::sleep(Duration::from_millis(20))
-            }
-            Err(e) => log::warn!("accept: {e}"),
-        }
+    accept_loop(&listener, &jobs, server_uid, &stop);
+    // Remove the socket only if it is still the one we made.
+    if std::fs::symlink_metadata(socket).is_ok_and(|m| (m.dev(), m.ino()) == ours) {
+        let _ = std::fs::remove_file(socket);
     }
-    let _ = std::fs::remove_file(socket);
     drop(jobs);
     match host.join() {
-        Ok(r) => r,
+        Ok(()) => Ok(()),
         Err(_) => Err(io::Error::other("the host thread panicked")),
     }
 }
 
-/// Binds under a temporary name, makes it 0600, then renames it into place, so the socket
-/// is never reachable with looser rights. A stale socket (nobody listening) is replaced; a
-/// live one is an error.
-fn bind_private(socket: &Path) -> io::Result<UnixListener> {
-    if socket.exists() {
-        if UnixStream::connect(socket).is_ok() {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!("{} is already being served", socket.display()),
-            ));
+/// Accepts until `stop`: at most [`MAX_CONNECTIONS`] at once; accept errors (out of file
+/// descriptors, say) back off instead of spinning, and are logged once per burst.
+fn accept_loop(listener: &UnixListener, jobs: &mpsc::Sender<Job>, uid: u32, stop: &AtomicBool) {
+    let live = Arc::new(AtomicUsize::new(0));
+    let mut backoff = Duration::ZERO;
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                backoff = Duration::ZERO;
+                if live.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                    log::warn!("{MAX_CONNECTIONS} connections already: closing a new one");
+                    continue;
+                }
+                live.fetch_add(1, Ordering::Relaxed);
+                let (jobs, live2) = (jobs.clone(), live.clone());
+                let spawned = thread::Builder::new()
+                    .name("connection".into())
+                    .spawn(move || {
+                        connection(stream, jobs, uid);
+                        live2.fetch_sub(1, Ordering::Relaxed);
+                    });
+                if let Err(e) = spawned {
+                    live.fetch_sub(1, Ordering::Relaxed);
+                    eprintln!("hcasim: cannot start a connection thread: {e}");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => {
+                if backoff.is_zero() {
+                    eprintln!("hcasim: accept: {e}; backing off");
+                }
+                backoff = (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(1));
+                thread::sleep(backoff);
+            }
         }
-        std::fs::remove_file(socket)?;
     }
-    let mut tmp = PathBuf::from(socket);
-    tmp.set_file_name(format!(
-        ".{}.{}.tmp",
-        socket
-            .file_name()
-            .map_or("hcasim".into(), |n| n.to_string_lossy()),
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&tmp);
-    let listener = UnixListener::bind(&tmp)?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
-    std::fs::rename(&tmp, socket)?;
-    Ok(listener)
 }
 
-fn run_host(
-    setup: StackSetup,
-    inbox: mpsc::Receiver<Job>,
-    stop: Arc<AtomicBool>,
-) -> io::Result<()> {
-    let mut host = ibal::stack::build(&setup).map_err(|e| io::Error::other(e.to_string()))?;
-    let start = WallInstant::now();
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        let now = Instant::from_us(start.elapsed().as_micros() as u64);
-        host.run_until(now);
-        match inbox.recv_timeout(Duration::from_millis(2)) {
-            Ok(job) => {
-                let cap = job.output_capacity.min(MAX_OUTPUT) as usize;
-                let mut out = vec![0u8; cap];
-                let reply = host.ioctl(job.code, &job.input, &mut out, job.rights);
-                out.truncate(reply.bytes);
-                // The connection may be gone; that is its business.
-                let _ = job.reply.try_send((reply.status, out));
+/// Binds under a temporary name, makes it 0600, then links it into place, so the socket is
+/// never reachable with looser rights. Only a socket nobody answers on is replaced: a live
+/// one, a regular file, a symlink or anything else at `socket` is refused and left alone.
+/// Returns the listener and the socket's (device, inode), to remove only it at the end.
+fn bind_private(socket: &Path) -> io::Result<(UnixListener, (u64, u64))> {
+    match std::fs::symlink_metadata(socket) {
+        Ok(m) if m.file_type().is_socket() => match UnixStream::connect(socket) {
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{} is already being served", socket.display()),
+                ))
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(socket)?,
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot tell whether {} is in use: {e}", socket.display()),
+                ))
+            }
+        },
+        Ok(m) => {
+            let what = if m.file_type().is_symlink() {
+                "a symbolic link"
+            } else if m.is_dir() {
+                "a directory"
+            } else {
+                "a file"
+            };
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists and is {what}, not a socket: not replacing it",
+                    socket.display()
+                ),
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let (listener, tmp) = bind_temporary(socket)?;
+    let linked = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        // A hard link fails if anything appeared at `socket` meanwhile: nothing is replaced.
+        .and_then(|()| std::fs::hard_link(&tmp, socket));
+    let _ = std::fs::remove_file(&tmp);
+    linked?;
+    let m = std::fs::symlink_metadata(socket)?;
+    Ok((listener, (m.dev(), m.ino())))
+}
+
+/// Binds a fresh name beside `socket`; a name already taken is never removed, another is
+/// tried (a bounded number of times).
+fn bind_temporary(socket: &Path) -> io::Result<(UnixListener, PathBuf)> {
+    let base = socket
+        .file_name()
+        .map_or("hcasim".into(), |n| n.to_string_lossy().into_owned());
+    let mut last = None;
+    for attempt in 0..16 {
+        let mut tmp = PathBuf::from(socket);
+        tmp.set_file_name(format!(".{base}.{}.{attempt}.tmp", std::process::id()));
+        match UnixListener::bind(&tmp) {
+            Ok(l) => return Ok((l, tmp)),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some(e),
+            Err(e) => return Err(e),
         }
     }
+    Err(last.unwrap_or_else(|| io::Error::other("no temporary name")))
+}
+
+fn run_host(mut host: hcabus::sim::SimHost, inbox: mpsc::Receiver<Job>, stop: Arc<AtomicBool>) {
+    let start = WallInstant::now();
+    let mut said_behind = WallInstant::now();
+    loop {
+        // Every request already waiting is answered before the next step.
+        loop {
+            match inbox.try_recv() {
+                Ok(job) => answer(&mut host, job),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => return,
+            }
+        }
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let wall = Instant::from_us(start.elapsed().as_micros() as u64);
+        if host.now() < wall {
+            host.run_until(wall.min(host.now() + MAX_STEP));
+            let behind = wall.saturating_since(host.now());
+            if behind.as_ms() >= 1_000 && said_behind.elapsed() >= Duration::from_secs(5) {
+                said_behind = WallInstant::now();
+                eprintln!(
+                    "hcasim: behind real time by {} ms (this scenario needs more than the \
+                     machine gives); IOCTLs are still answered",
+                    behind.as_ms()
+                );
+            }
+            continue;
+        }
+        match inbox.recv_timeout(Duration::from_millis(2)) {
+            Ok(job) => answer(&mut host, job),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+fn answer(host: &mut hcabus::sim::SimHost, job: Job) {
+    let cap = job.output_capacity.min(MAX_OUTPUT) as usize;
+    let mut out = vec![0u8; cap];
+    let reply = host.ioctl(job.code, &job.input, &mut out, job.rights);
+    out.truncate(reply.bytes);
+    // The connection may be gone; that is its business.
+    let _ = job.reply.try_send((reply.status, out));
 }
 
 /// What the peer may do: everything if it is this server's user or root, else read only.
@@ -138,14 +265,40 @@ fn rights_of(stream: &UnixStream, server_uid: u32) -> Rights {
     }
 }
 
-fn connection(mut stream: UnixStream, jobs: mpsc::Sender<Job>, server_uid: u32) {
+/// Reads a stream with two limits: [`IDLE`] for the first byte of a frame, then one
+/// deadline, [`FRAME_DEADLINE`], for the whole rest of it (not a timeout per byte).
+struct FrameReader<'a> {
+    stream: &'a UnixStream,
+    frame_started: Option<WallInstant>,
+}
+
+impl Read for FrameReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let timeout = match self.frame_started {
+            None => IDLE,
+            Some(t) => FRAME_DEADLINE
+                .checked_sub(t.elapsed())
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "frame deadline"))?,
+        };
+        self.stream.set_read_timeout(Some(timeout))?;
+        let n = (&mut &*self.stream).read(buf)?;
+        if n > 0 {
+            self.frame_started.get_or_insert_with(WallInstant::now);
+        }
+        Ok(n)
+    }
+}
+
+fn connection(stream: UnixStream, jobs: mpsc::Sender<Job>, server_uid: u32) {
     let rights = rights_of(&stream, server_uid);
-    // A slow or silent client holds only this thread; after ten minutes without a byte
-    // it is dropped.
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(600)));
-    let _ = stream.set_write_timeout(Some(STALL));
+    let _ = stream.set_write_timeout(Some(FRAME_DEADLINE));
     loop {
-        let frame = match read_request(&mut stream) {
+        let mut reader = FrameReader {
+            stream: &stream,
+            frame_started: None,
+        };
+        let frame = match read_request(&mut reader) {
             Ok(Some(f)) => f,
             Ok(None) => return,
             Err(FrameError::Io(e)) => {
@@ -168,10 +321,12 @@ fn connection(mut stream: UnixStream, jobs: mpsc::Sender<Job>, server_uid: u32) 
         if jobs.send(job).is_err() {
             return;
         }
-        let Ok((status, out)) = answer.recv_timeout(STALL) else {
+        // No clock here: the host answers every job before its next step, and a host that
+        // stops drops the job, which ends this wait.
+        let Ok((status, out)) = answer.recv() else {
             return;
         };
-        if write_response(&mut stream, status, &out).is_err() {
+        if write_response(&mut &stream, status, &out).is_err() {
             return;
         }
     }

@@ -123,16 +123,21 @@ fn every_scenario_file_has_its_expected_outcome() {
         .collect();
     files.sort();
     let expected = [
+        "catastrophic-while-quiescing.toml",
         "default-boot-from-san.toml",
         "device-never-returns.toml",
         "device-replaced.toml",
         "firmware-activation.toml",
+        "fw-activate-after-assert.toml",
+        "fw-activate-on-failed.toml",
+        "hang-mid-reset.toml",
         "io-hold-timeout.toml",
         "planned-vetoed.toml",
         "request-during-restore.toml",
         "storm.toml",
         "stuck-client.toml",
         "surprise-removal-mid-reset.toml",
+        "two-causes-one-instant.toml",
     ];
     assert_eq!(
         files, expected,
@@ -218,6 +223,33 @@ fn every_scenario_file_has_its_expected_outcome() {
                     "and the disks came back"
                 );
             }
+            "two-causes-one-instant.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["Restored"], "one reset, not two");
+                assert_eq!(r["resets"][0]["reason"], "catastrophic");
+            }
+            "catastrophic-while-quiescing.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["Restored"], "no abort, no second reset");
+                assert_eq!(r["resets"][0]["reason"], "catastrophic");
+                assert_eq!(r["resets"][0]["forced_clients"][0], "wedged");
+            }
+            "fw-activate-after-assert.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(4)));
+                assert_eq!(outcomes(&r), ["Restored", "FirmwareChanged", "Restored"]);
+                assert_eq!(r["resets"][1]["reason"], "fw_activate");
+                assert_eq!(r["io"]["failed"], 0);
+            }
+            "fw-activate-on-failed.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["HardwareDead", "FirmwareChanged"]);
+                assert_eq!(r["resets"][1]["pnp_operations"], 0);
+            }
+            "hang-mid-reset.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(3)));
+                assert_eq!(outcomes(&r), ["Restored", "Restored"]);
+                // `common` holds every reset to zero allocations.
+            }
             other => unreachable!("{other}"),
         }
     }
@@ -232,6 +264,51 @@ fn the_seed_flag_overrides_the_scenario_seed() {
     assert_eq!(a["seed"], 42);
     let b = report("default-boot-from-san.toml");
     assert_ne!(a["io"], b["io"], "another seed, another run");
+    // The global flag means the same, and is never silently dropped.
+    let (code, g, _) = hcasim(&["--seed", "42", "run", p, "--json"]);
+    assert_eq!(code, 0);
+    let g: Value = serde_json::from_str(&g).expect("json");
+    assert_eq!(g, a, "--seed before run is honoured");
+    let (code, _, err) = hcasim(&["--seed", "41", "run", p, "--seed", "42"]);
+    assert_eq!(code, 2, "two different seeds: {err}");
+    let (code, out, err) = hcasim(&["--random", "3", "run", p]);
+    assert_eq!(code, 2, "--random with a file is refused: {err}");
+    assert!(out.is_empty() && err.contains("--random"), "{err}");
+}
+
+/// SPEC §9: a disk that never comes up makes its I/O lost, and a run that loses I/O exits 1
+/// with the accounting still closed.
+#[test]
+fn a_run_that_loses_io_says_so_and_exits_1() {
+    let dir = std::env::temp_dir().join(format!("hcasim-lost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("dead-from-the-start.toml");
+    // Dead from the first instant; the health poll finds it at 1 s, after the run's end.
+    std::fs::write(
+        &path,
+        "name = \"dead\"\nduration_ms = 500\n[[clients]]\nname = \"boot\"\nkind = \"bootdisk\"\n\
+         [[events]]\nat_ms = 0\nfault = \"catastrophic\"\n",
+    )
+    .expect("write");
+    let p = path.to_str().expect("utf-8");
+    let (code, out, _) = hcasim(&["run", p, "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let r: Value = serde_json::from_str(&out).expect("json");
+    assert!(r["io"]["lost"].as_u64() > Some(0), "{}", r["io"]);
+    assert_eq!(r["io"]["in_flight"], 0, "{}", r["io"]);
+    assert_accounting_closes("dead-from-the-start", &r);
+    let boot = &r["clients"][1];
+    assert_eq!(boot["name"], "boot");
+    assert!(
+        boot["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("SRP login")),
+        "the disk says why it is down: {boot}"
+    );
+    let (code, text, _) = hcasim(&["run", p]);
+    assert_eq!(code, 1);
+    assert!(text.contains("LOST:"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

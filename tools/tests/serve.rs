@@ -5,84 +5,15 @@
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hcabus::ioctl::*;
 use serde_json::Value;
 
-/// A running `hcasim serve`, stopped with SIGTERM when dropped.
-struct Server {
-    child: Child,
-    socket: PathBuf,
-    dir: PathBuf,
-}
-
-impl Server {
-    fn start(tag: &str) -> Server {
-        Self::start_with(tag, &[])
-    }
-
-    fn start_with(tag: &str, extra: &[&str]) -> Server {
-        let dir = std::env::temp_dir().join(format!("hcasim-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let socket = dir.join("hcabus.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_hcasim"))
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .args(extra)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("hcasim serve starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "the socket never appeared");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Server { child, socket, dir }
-    }
-
-    fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_hcactl"))
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("hcactl runs")
-    }
-
-    fn stop(mut self) -> std::process::ExitStatus {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal");
-        let status = self.child.wait().expect("exits");
-        let _ = std::fs::remove_dir_all(&self.dir);
-        std::mem::forget(self);
-        status
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn json(o: &Output) -> Value {
-    assert_eq!(o.status.code(), Some(0), "{}", text(o));
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
-}
+mod common;
+use common::{json, text, Server};
 
 #[test]
 fn hcactl_drives_a_live_simulator_through_resets() {
@@ -427,4 +358,199 @@ fn serve_runs_a_scenario_whose_events_fire_in_real_time() {
         "the forced client got RESET_END too"
     );
     assert!(server.stop().success());
+}
+
+/// `hcasim serve --socket PATH` at `path`, expected to refuse: its exit code and stderr.
+fn serve_refused(path: &Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hcasim"))
+        .args(["serve", "--socket"])
+        .arg(path)
+        .output()
+        .expect("hcasim runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn serve_replaces_only_a_stale_socket_and_never_a_file_a_link_or_a_live_socket() {
+    let dir = std::env::temp_dir().join(format!("hcasim-paths-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("notes.txt");
+    std::fs::write(&file, "precious").expect("write");
+    let (code, err) = serve_refused(&file);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not a socket"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("still there"),
+        "precious"
+    );
+
+    let link = dir.join("link.sock");
+    std::os::unix::fs::symlink(&file, &link).expect("symlink");
+    let (code, err) = serve_refused(&link);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(std::fs::symlink_metadata(&link)
+        .expect("link kept")
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("target kept"),
+        "precious"
+    );
+
+    let (code, _) = serve_refused(&dir);
+    assert_eq!(code, Some(2), "a directory");
+    assert!(dir.is_dir());
+
+    // A socket nobody listens on any more is stale: it is replaced and served.
+    let stale = dir.join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).expect("bind"));
+    let mut server = Command::new(env!("CARGO_BIN_EXE_hcasim"))
+        .args(["serve", "--socket"])
+        .arg(&stale)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while UnixStream::connect(&stale).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the stale socket was never replaced"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // And a live one is refused, still served afterwards.
+    let (code, err) = serve_refused(&stale);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("already being served"), "{err}");
+    assert!(
+        UnixStream::connect(&stale).is_ok(),
+        "the first server is untouched"
+    );
+    let pid = nix::unistd::Pid::from_raw(server.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal");
+    assert!(server.wait().expect("exits").success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Threads of a process, from /proc.
+fn threads_of(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn connections_past_the_cap_are_closed_and_the_server_keeps_serving() {
+    let server = Server::start("cap");
+    let held: Vec<UnixStream> = (0..100)
+        .map(|_| UnixStream::connect(&server.socket).expect("connect"))
+        .collect();
+    // Each held connection asks once; past the cap the server closes instead of answering.
+    let mut answered = 0;
+    let mut closed = 0;
+    for mut s in held.iter() {
+        s.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let _ = s.write_all(&frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160));
+        let mut head = [0u8; 12];
+        match s.read_exact(&mut head) {
+            Ok(()) => {
+                let mut body = [0u8; 160];
+                s.read_exact(&mut body).expect("body");
+                answered += 1;
+            }
+            Err(e) => {
+                assert_ne!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock,
+                    "no answer, no close"
+                );
+                closed += 1;
+            }
+        }
+    }
+    assert_eq!(answered, 64, "{answered} answered, {closed} closed");
+    assert_eq!(closed, 36);
+    let threads = threads_of(server.child.id());
+    assert!(threads <= 64 + 8, "{threads} threads for 100 connections");
+    drop(held);
+    // Capacity comes back as connections close.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = exchange(
+            &server.socket,
+            &frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160),
+            false,
+        );
+        if r.is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never served again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(server.stop().success());
+}
+
+/// A client that drips a frame one byte at a time is dropped at the frame's deadline, not
+/// held for a timeout per byte.
+#[test]
+fn a_frame_dripped_byte_by_byte_is_dropped_at_its_deadline() {
+    let server = Server::start("drip");
+    let mut s = UnixStream::connect(&server.socket).expect("connect");
+    let bytes = frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160);
+    // 15 bytes a second apart: longer than the server's 10 s for a whole frame.
+    for b in &bytes[..15] {
+        if s.write_all(std::slice::from_ref(b)).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    s.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let mut buf = [0u8; 12];
+    match s.read(&mut buf) {
+        Ok(0) => {}
+        Ok(n) => panic!("{n} bytes of an answer to half a frame"),
+        Err(e) => assert!(
+            !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "still held: {e}"
+        ),
+    }
+    assert!(server.stop().success());
+}
+
+/// A scenario heavier than real time: every IOCTL is still answered, and SIGTERM ends the
+/// server (the test waits for the exit, it does not time it).
+#[test]
+fn a_scenario_heavier_than_real_time_is_still_served_and_stops_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("hcasim-heavy-scenario-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let scenario = dir.join("heavy.toml");
+    let disks: String = ["d1", "d2", "d3"]
+        .map(|n| format!("[[clients]]\nname = \"{n}\"\nkind = \"srp\"\niops = 100000\n"))
+        .concat();
+    std::fs::write(
+        &scenario,
+        format!("name = \"heavy\"\nduration_ms = 3600000\n{disks}"),
+    )
+    .expect("write");
+    let server = Server::start_with("heavy", &["--scenario", scenario.to_str().expect("utf-8")]);
+    for _ in 0..20 {
+        let s = json(&server.ctl(&["--json", "status"]));
+        assert_eq!(s["state"], "Operational");
+    }
+    let reset = server.ctl(&["reset", "--wait"]);
+    assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
+    assert!(server.stop().success());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -69,7 +69,11 @@ enum Command {
 }
 
 #[cfg(unix)]
-fn serve(socket: &std::path::Path, scenario: Option<&std::path::Path>) -> ExitCode {
+fn serve(
+    socket: &std::path::Path,
+    scenario: Option<&std::path::Path>,
+    seed: Option<u64>,
+) -> ExitCode {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
     let setup = match scenario {
@@ -83,6 +87,10 @@ fn serve(socket: &std::path::Path, scenario: Option<&std::path::Path>) -> ExitCo
             s
         }
     };
+    let mut setup = setup;
+    if let Some(seed) = seed {
+        setup.sim.seed = seed;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
@@ -145,6 +153,12 @@ fn main() -> ExitCode {
         // Logging formats text, which allocates: only when asked for.
         env_logger::init();
     }
+    if cli.command.is_some() && cli.random.is_some() {
+        eprintln!(
+            "hcasim: --random generates its own scenario; it does not apply to `run` or `serve`"
+        );
+        return ExitCode::from(2);
+    }
     let (built, json) = match &cli.command {
         Some(Command::Run {
             file, json, seed, ..
@@ -153,8 +167,17 @@ fn main() -> ExitCode {
                 Ok(s) => s,
                 Err(code) => return code,
             };
+            // `hcasim --seed N run FILE` means what `hcasim run FILE --seed N` does.
+            let seed = match (seed, cli.seed) {
+                (Some(a), Some(b)) if *a != b => {
+                    eprintln!("hcasim: two different seeds given ({b} and {a})");
+                    return ExitCode::from(2);
+                }
+                (Some(s), _) => Some(*s),
+                (None, global) => global,
+            };
             if let Some(seed) = seed {
-                setup.sim.seed = *seed;
+                setup.sim.seed = seed;
             }
             let name = setup.sim.name.clone();
             (
@@ -163,7 +186,9 @@ fn main() -> ExitCode {
             )
         }
         #[cfg(unix)]
-        Some(Command::Serve { socket, scenario }) => return serve(socket, scenario.as_deref()),
+        Some(Command::Serve { socket, scenario }) => {
+            return serve(socket, scenario.as_deref(), cli.seed)
+        }
         None => match cli.random {
             Some(seed) => {
                 let mut setup = random_setup(seed);
@@ -207,22 +232,38 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    if json {
-        println!("{}", report::to_json(&host));
+    let text = if json {
+        format!("{}\n", report::to_json(&host))
     } else {
-        print!("{}", timeline::render(&host));
-        print!("{}", timeline::workload(&host));
+        let mut t = timeline::render(&host);
+        t.push_str(&timeline::workload(&host));
         if cli.flight_record {
-            println!();
-            println!("flight record:");
-            print!("{}", timeline::flight_record(&host));
+            t.push_str("\nflight record:\n");
+            t.push_str(&timeline::flight_record(&host));
         }
-    }
+        t
+    };
     let io = ibal::stack::io_stats(&host);
     let io_broken = io.lost > 0 || io.duplicated > 0 || io.read_mismatches > 0;
-    if host.checker().violations.is_empty() && !io_broken {
+    let verdict = if host.checker().violations.is_empty() && !io_broken {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    };
+    emit(&text).unwrap_or(verdict)
+}
+
+/// Writes the report to stdout. A reader that closed it early (`| head`) has taken what it
+/// wanted: that is not an error, and the run's verdict stands. Any other write error is.
+fn emit(text: &str) -> Option<ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => None,
+        Err(e) => {
+            eprintln!("hcasim: cannot write the report: {e}");
+            Some(ExitCode::from(2))
+        }
     }
 }

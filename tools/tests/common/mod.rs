@@ -1,0 +1,84 @@
+//! What the socket suites share: a live `hcasim serve` and reading hcactl's output.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A running `hcasim serve`, stopped with SIGTERM when dropped.
+pub struct Server {
+    pub child: Child,
+    pub socket: PathBuf,
+    pub dir: PathBuf,
+}
+
+impl Server {
+    pub fn start(tag: &str) -> Server {
+        Self::start_with(tag, &[])
+    }
+
+    pub fn start_with(tag: &str, extra: &[&str]) -> Server {
+        let dir = std::env::temp_dir().join(format!("hcasim-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let socket = dir.join("hcabus.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_hcasim"))
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .args(extra)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("hcasim serve starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut child = child;
+        while !socket.exists() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("hcasim serve exited before serving: {status}");
+            }
+            assert!(Instant::now() < deadline, "the socket never appeared");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server { child, socket, dir }
+    }
+
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_hcactl"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("hcactl runs")
+    }
+
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal");
+        let status = self.child.wait().expect("exits");
+        let _ = std::fs::remove_dir_all(&self.dir);
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+pub fn json(o: &Output) -> Value {
+    assert_eq!(o.status.code(), Some(0), "{}", text(o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
