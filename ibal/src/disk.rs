@@ -19,7 +19,7 @@ use crate::access::{Dest, MrFlags, MrSpec, QpSpec, Send};
 use crate::block::*;
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
-use crate::retry::{Backoff, ClientProblem, Next};
+use crate::retry::{ClientProblem, Connector};
 use crate::srp::*;
 
 /// How a disk is set up (the `[[clients]]` keys of SPEC §9 for `srp` and `bootdisk`).
@@ -580,8 +580,7 @@ pub struct SrpClient {
     /// Deferred execute of a data LUN's quiesce.
     execute_at: Option<(Instant, Epoch)>,
     /// Refused logins back off up to `io_hold_timeout`.
-    login: Backoff,
-    problem: Option<ClientProblem>,
+    login: Connector,
     pub refusals: u32,
 }
 
@@ -613,8 +612,7 @@ impl SrpClient {
             events: EventLog::new(),
             connect_at: None,
             execute_at: None,
-            login: Backoff::default(),
-            problem: None,
+            login: Connector::new("SRP login"),
             refusals: 0,
         })
     }
@@ -633,16 +631,13 @@ impl SrpClient {
 
     /// Why the disk is not serving I/O, if it is not.
     pub fn problem(&self) -> Option<ClientProblem> {
-        self.problem
+        self.login.problem()
     }
 
     /// Whether the disk is a live path: registered, logged in at least once, not given up.
     /// I/O it still holds then is in flight (it will complete), not lost (SPEC §9).
     pub fn is_live_path(&self) -> bool {
-        let given_up = self
-            .problem
-            .is_some_and(|p| !matches!(p, ClientProblem::Retrying { .. }));
-        self.id.is_some() && self.disk.stats.logins > 0 && !given_up
+        self.id.is_some() && self.disk.stats.logins > 0 && !self.login.given_up()
     }
 
     /// The I/O accounting: every I/O the workload is owed counts `in_flight` when this disk
@@ -668,27 +663,10 @@ impl SrpClient {
         }
         let now = bus.now();
         let limit = Duration::from_ms(bus.policy().io_hold_timeout_ms);
-        match self.login.refused(now, limit, e.is_transient(), bus.rng()) {
-            Next::RetryAt(t) => {
-                self.connect_at = Some(t);
-                self.problem = Some(ClientProblem::Retrying {
-                    what: "SRP login",
-                    attempts: self.login.refusals(),
-                    last: e,
-                });
-            }
-            Next::GiveUp { attempts } => {
-                log::error!(
-                    "{}: login gave up after {attempts} refusals: {e}",
-                    self.name()
-                );
-                self.problem = Some(ClientProblem::GaveUp {
-                    what: "SRP login",
-                    attempts,
-                    last: e,
-                });
-                self.disk.hold_expired();
-            }
+        let name = self.desc.name;
+        match self.login.refused(name.as_str(), now, limit, e, bus.rng()) {
+            Some(t) => self.connect_at = Some(t),
+            None => self.disk.hold_expired(),
         }
     }
 
@@ -716,7 +694,7 @@ impl Agent for SrpClient {
         if !self.disk.reserve(bus) {
             log::error!("{}: no DMA memory for the disk", self.name());
             self.refusals += 1;
-            self.problem = Some(ClientProblem::NoDmaMemory {
+            self.login.start_failed(ClientProblem::NoDmaMemory {
                 bytes: self.disk.config.dma_bytes(),
             });
             return;
@@ -726,7 +704,7 @@ impl Agent for SrpClient {
             Err(e) => {
                 log::error!("{}: {e}", self.desc.name.as_str());
                 self.refusals += 1;
-                self.problem = Some(ClientProblem::NoConsumer(e));
+                self.login.start_failed(ClientProblem::NoConsumer(e));
                 return;
             }
         }
@@ -742,7 +720,7 @@ impl Agent for SrpClient {
             }
             Err(e) => {
                 self.refusals += 1;
-                self.problem = Some(ClientProblem::NotRegistered(e));
+                self.login.start_failed(ClientProblem::NotRegistered(e));
             }
         }
     }
@@ -765,13 +743,7 @@ impl Agent for SrpClient {
                 self.disk.failed = None;
                 self.connect_at = Some(now);
                 // A fresh device: a login that gave up before gets another chance.
-                self.login.reset();
-                if matches!(
-                    self.problem,
-                    Some(ClientProblem::GaveUp { .. } | ClientProblem::Retrying { .. })
-                ) {
-                    self.problem = None;
-                }
+                self.login.fresh_device();
             }
             Event::ResetFailed { .. } => {
                 self.disk.on_failed(&self.ibal, bus, IoStatus::DeviceFailed);
@@ -825,12 +797,7 @@ impl Agent for SrpClient {
         if self.connect_at.is_some_and(|t| t <= now) {
             self.connect_at = None;
             match self.disk.connect(&self.ibal, bus, &mut self.target) {
-                Ok(()) => {
-                    self.login.reset();
-                    if matches!(self.problem, Some(ClientProblem::Retrying { .. })) {
-                        self.problem = None;
-                    }
-                }
+                Ok(()) => self.login.connected(),
                 Err(e) => self.login_refused(bus, e),
             }
         }
@@ -872,6 +839,6 @@ impl Agent for SrpClient {
     }
 
     fn error(&self) -> Option<String> {
-        self.problem.map(|p| p.to_string())
+        self.login.problem().map(|p| p.to_string())
     }
 }

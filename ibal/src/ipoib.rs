@@ -18,6 +18,7 @@ use hcabus::{Duration, Instant};
 use crate::access::{Dest, MrFlags, MrSpec, QpSpec, Send};
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
+use crate::retry::{ClientProblem, Connector};
 
 /// The IPv4 broadcast group of partition 0xffff.
 pub const BROADCAST_MGID: Mgid = 0xff12_401b_ffff_0000_0000_0000_ffff_ffff;
@@ -247,8 +248,7 @@ pub struct IpoibClient {
     peer: IpoibPeer,
     stats: NetStats,
     /// Refused connects back off up to `io_hold_timeout`.
-    reconnect: crate::retry::Backoff,
-    problem: Option<crate::retry::ClientProblem>,
+    reconnect: Connector,
     pub refusals: u32,
 }
 
@@ -277,50 +277,28 @@ impl IpoibClient {
             buf_base: 0,
             peer: IpoibPeer::new(config.peer_lid, config.peer_pps),
             stats: NetStats::default(),
-            reconnect: crate::retry::Backoff::default(),
-            problem: None,
+            reconnect: Connector::new("IPoIB connect"),
             refusals: 0,
         })
     }
 
     /// Why the interface is not passing traffic, if it is not.
-    pub fn problem(&self) -> Option<crate::retry::ClientProblem> {
-        self.problem
+    pub fn problem(&self) -> Option<ClientProblem> {
+        self.reconnect.problem()
     }
 
     /// A refused connect backs off; past the deadline the interface stays down, recorded,
     /// until the next RESET_END.
     fn connect_refused(&mut self, bus: &mut Bus<'_>, e: crate::errors::CreateError) {
-        use crate::retry::{ClientProblem, Next};
         if bus.state() == hcabus::State::Failed || e == crate::errors::CreateError::DeviceFailed {
             return;
         }
         let now = bus.now();
         let limit = Duration::from_ms(bus.policy().io_hold_timeout_ms);
-        match self
+        let name = self.desc.name;
+        self.connect_at = self
             .reconnect
-            .refused(now, limit, e.is_transient(), bus.rng())
-        {
-            Next::RetryAt(t) => {
-                self.connect_at = Some(t);
-                self.problem = Some(ClientProblem::Retrying {
-                    what: "IPoIB connect",
-                    attempts: self.reconnect.refusals(),
-                    last: e,
-                });
-            }
-            Next::GiveUp { attempts } => {
-                log::error!(
-                    "{}: connect gave up after {attempts} refusals: {e}",
-                    self.name()
-                );
-                self.problem = Some(ClientProblem::GaveUp {
-                    what: "IPoIB connect",
-                    attempts,
-                    last: e,
-                });
-            }
-        }
+            .refused(name.as_str(), now, limit, e, bus.rng());
     }
 
     pub fn stats(&self) -> &NetStats {
@@ -572,10 +550,9 @@ impl Agent for IpoibClient {
     }
 
     fn start(&mut self, bus: &mut Bus<'_>) {
-        use crate::retry::ClientProblem;
         let Some(base) = bus.hca().verbs_mut().dma_alloc(IpoibConfig::dma_bytes()) else {
             self.refusals += 1;
-            self.problem = Some(ClientProblem::NoDmaMemory {
+            self.reconnect.start_failed(ClientProblem::NoDmaMemory {
                 bytes: IpoibConfig::dma_bytes(),
             });
             return;
@@ -585,7 +562,7 @@ impl Agent for IpoibClient {
             Ok(c) => self.consumer = Some(c),
             Err(e) => {
                 self.refusals += 1;
-                self.problem = Some(ClientProblem::NoConsumer(e));
+                self.reconnect.start_failed(ClientProblem::NoConsumer(e));
                 return;
             }
         }
@@ -598,7 +575,7 @@ impl Agent for IpoibClient {
             }
             Err(e) => {
                 self.refusals += 1;
-                self.problem = Some(ClientProblem::NotRegistered(e));
+                self.reconnect.start_failed(ClientProblem::NotRegistered(e));
             }
         }
     }
@@ -620,16 +597,7 @@ impl Agent for IpoibClient {
             }
             Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
                 self.connect_at = Some(now);
-                self.reconnect.reset();
-                if matches!(
-                    self.problem,
-                    Some(
-                        crate::retry::ClientProblem::GaveUp { .. }
-                            | crate::retry::ClientProblem::Retrying { .. }
-                    )
-                ) {
-                    self.problem = None;
-                }
+                self.reconnect.fresh_device();
             }
             Event::ResetFailed { .. } | Event::DeviceFatal { .. } => {
                 self.on_reset(bus);
@@ -666,15 +634,7 @@ impl Agent for IpoibClient {
         if self.connect_at.is_some_and(|t| t <= now) {
             self.connect_at = None;
             match self.connect(bus) {
-                Ok(()) => {
-                    self.reconnect.reset();
-                    if matches!(
-                        self.problem,
-                        Some(crate::retry::ClientProblem::Retrying { .. })
-                    ) {
-                        self.problem = None;
-                    }
-                }
+                Ok(()) => self.reconnect.connected(),
                 Err(e) => self.connect_refused(bus, e),
             }
         }
@@ -697,7 +657,7 @@ impl Agent for IpoibClient {
     }
 
     fn error(&self) -> Option<String> {
-        self.problem.map(|p| p.to_string())
+        self.reconnect.problem().map(|p| p.to_string())
     }
 
     fn events(&self) -> &[EventKind] {

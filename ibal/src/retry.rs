@@ -68,6 +68,91 @@ impl Backoff {
     }
 }
 
+/// A client's connect or login, retried with a [`Backoff`], and what keeps it from working.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connector {
+    /// What is retried, for the record ("SRP login").
+    what: &'static str,
+    backoff: Backoff,
+    problem: Option<ClientProblem>,
+}
+
+impl Connector {
+    pub fn new(what: &'static str) -> Self {
+        Connector {
+            what,
+            backoff: Backoff::default(),
+            problem: None,
+        }
+    }
+
+    pub fn problem(&self) -> Option<ClientProblem> {
+        self.problem
+    }
+
+    /// The client could not start: it stays down, and says why.
+    pub fn start_failed(&mut self, problem: ClientProblem) {
+        self.problem = Some(problem);
+    }
+
+    /// Down for good: it could not start, or it gave up (a retry still in progress is not).
+    pub fn given_up(&self) -> bool {
+        self.problem
+            .is_some_and(|p| !matches!(p, ClientProblem::Retrying { .. }))
+    }
+
+    /// Connected: the retries are over.
+    pub fn connected(&mut self) {
+        self.backoff.reset();
+        if matches!(self.problem, Some(ClientProblem::Retrying { .. })) {
+            self.problem = None;
+        }
+    }
+
+    /// A fresh device (RESET_END, RESET_ABORTED): one that gave up tries again.
+    pub fn fresh_device(&mut self) {
+        self.backoff.reset();
+        if matches!(
+            self.problem,
+            Some(ClientProblem::Retrying { .. } | ClientProblem::GaveUp { .. })
+        ) {
+            self.problem = None;
+        }
+    }
+
+    /// A refusal `e` at `now`: when to try again, or `None` for given up (recorded and
+    /// logged under `name`).
+    pub fn refused(
+        &mut self,
+        name: &str,
+        now: Instant,
+        limit: Duration,
+        e: CreateError,
+        rng: &mut impl Rng,
+    ) -> Option<Instant> {
+        let what = self.what;
+        match self.backoff.refused(now, limit, e.is_transient(), rng) {
+            Next::RetryAt(t) => {
+                self.problem = Some(ClientProblem::Retrying {
+                    what,
+                    attempts: self.backoff.refusals(),
+                    last: e,
+                });
+                Some(t)
+            }
+            Next::GiveUp { attempts } => {
+                log::error!("{name}: {what} gave up after {attempts} refusals: {e}");
+                self.problem = Some(ClientProblem::GaveUp {
+                    what,
+                    attempts,
+                    last: e,
+                });
+                None
+            }
+        }
+    }
+}
+
 /// Why a client is not doing its job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientProblem {
