@@ -1,5 +1,6 @@
 //! Shared pieces of the hcabus command-line tools.
 
+pub mod answer;
 pub mod report;
 pub mod scenario;
 #[cfg(unix)]

@@ -13,6 +13,7 @@ use std::time::{Duration as WallDuration, Instant as WallInstant};
 use clap::{Parser, Subcommand};
 use hcabus::ioctl::*;
 use hcabus::recorder::{Record, RECORD_BYTES};
+use hcabus_tools::answer::Answer;
 use serde_json::json;
 
 /// Query and control the hcabus soft-reset coordinator.
@@ -101,6 +102,12 @@ enum PolicyAction {
     },
 }
 
+impl From<hcabus_tools::answer::BadAnswer> for Failure {
+    fn from(e: hcabus_tools::answer::BadAnswer) -> Self {
+        Failure::Usage(format!("connection: {e}"))
+    }
+}
+
 /// Why hcactl stops early.
 enum Failure {
     /// Usage or connection: exit 2.
@@ -129,50 +136,6 @@ fn emit(args: std::fmt::Arguments<'_>) -> Outcome {
 /// `println!` that stops on a closed stdout (inside functions returning `Result<_, Failure>`).
 macro_rules! say {
     ($($arg:tt)*) => { emit(format_args!($($arg)*))? };
-}
-
-/// Reads a server's answer field by field; anything short or out of range is a connection
-/// error naming the request, never an index out of bounds.
-struct Answer<'a> {
-    what: &'static str,
-    bytes: &'a [u8],
-}
-
-impl<'a> Answer<'a> {
-    fn new(what: &'static str, bytes: &'a [u8]) -> Self {
-        Answer { what, bytes }
-    }
-
-    fn short(&self, need: usize) -> Failure {
-        Failure::Usage(format!(
-            "connection: a short {} answer from the server ({} bytes, {need} needed)",
-            self.what,
-            self.bytes.len()
-        ))
-    }
-
-    fn slice(&self, at: usize, len: usize) -> Result<&'a [u8], Failure> {
-        let end = at.checked_add(len).ok_or_else(|| self.short(usize::MAX))?;
-        self.bytes.get(at..end).ok_or_else(|| self.short(end))
-    }
-
-    fn u32(&self, at: usize) -> Result<u32, Failure> {
-        let b = self.slice(at, 4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64(&self, at: usize) -> Result<u64, Failure> {
-        let mut v = [0u8; 8];
-        v.copy_from_slice(self.slice(at, 8)?);
-        Ok(u64::from_le_bytes(v))
-    }
-
-    fn malformed(&self, why: &str) -> Failure {
-        Failure::Usage(format!(
-            "connection: a malformed {} answer from the server: {why}",
-            self.what
-        ))
-    }
 }
 
 struct Bus {
@@ -368,7 +331,9 @@ fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
         let total = a.u32(0)? as usize;
         let count = a.u32(4)? as usize;
         if count > PAGE {
-            return Err(a.malformed(&format!("{count} entries in a page of {PAGE}")));
+            return Err(a
+                .malformed(&format!("{count} entries in a page of {PAGE}"))
+                .into());
         }
         for i in 0..count {
             let e = ClientEntry::decode(a.slice(8 + i * 64, 64)?)
@@ -379,7 +344,7 @@ fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
             break;
         }
         if all.len() > usize::from(u16::MAX) {
-            return Err(a.malformed("more clients than any bus holds"));
+            return Err(a.malformed("more clients than any bus holds").into());
         }
     }
     let kind = |k: u32| {
@@ -454,10 +419,14 @@ fn log_once(bus: &mut Bus, since: u64, as_json: bool) -> Result<u64, Failure> {
         let count = a.u32(0)? as usize;
         let new_next = a.u64(8)?;
         if count > 256 {
-            return Err(a.malformed(&format!("{count} records in a page of 256")));
+            return Err(a
+                .malformed(&format!("{count} records in a page of 256"))
+                .into());
         }
         if count > 0 && new_next <= next {
-            return Err(a.malformed("records without progress in the sequence"));
+            return Err(a
+                .malformed("records without progress in the sequence")
+                .into());
         }
         for i in 0..count {
             let mut raw = [0u8; RECORD_BYTES];
