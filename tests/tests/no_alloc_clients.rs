@@ -1,6 +1,7 @@
 //! SPEC §6 with the access layer and every client under load: from the first RESET to the
 //! end of the run (re-creation, re-login, re-issue and steady traffic after it included)
-//! nothing allocates. One test in this binary so no other test's allocations are counted.
+//! nothing allocates. It runs as its own `main` (no libtest harness) so that no other
+//! thread's allocations are counted.
 
 use std::alloc::System;
 
