@@ -8,8 +8,10 @@
 
 extern crate alloc;
 
+pub mod bus;
 pub mod coordinator;
-mod errors;
+pub mod errors;
+pub mod fabric;
 pub mod hca;
 pub mod ioctl;
 pub mod policy;

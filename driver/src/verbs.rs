@@ -227,3 +227,46 @@ pub trait Verbs {
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), VerbsError>;
     fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), VerbsError>;
 }
+
+/// Capacities of the device's tables and memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerbsLimits {
+    pub max_pds: u16,
+    pub max_cqs: u16,
+    pub max_cq_entries: u32,
+    pub max_qps: u16,
+    pub max_wr: u32,
+    pub max_mrs: u16,
+    pub max_ahs: u16,
+    /// Host memory the device can reach by DMA, carved up at start with `dma_alloc`.
+    pub dma_bytes: u32,
+    /// Messages in flight on the wire.
+    pub wire_capacity: u32,
+}
+
+impl Default for VerbsLimits {
+    fn default() -> Self {
+        VerbsLimits {
+            max_pds: 64,
+            max_cqs: 64,
+            max_cq_entries: 512,
+            max_qps: 64,
+            max_wr: 512,
+            max_mrs: 128,
+            max_ahs: 64,
+            dma_bytes: 4 << 20,
+            wire_capacity: 4096,
+        }
+    }
+}
+
+/// Host memory the device reaches by DMA (a common buffer on Windows), carved up at start.
+///
+/// Access goes through a closure rather than a returned slice so that a device shared
+/// between threads can hold its lock for exactly the access and no longer.
+pub trait DmaMemory {
+    /// Reserves `len` bytes; `None` when the memory is spent. Setup only: it never grows.
+    fn dma_alloc(&mut self, len: u64) -> Option<u64>;
+    /// Runs `f` on `[addr, addr + len)`; `None` when the range is not the device's memory.
+    fn with_dma<R>(&mut self, addr: u64, len: u64, f: impl FnOnce(&mut [u8]) -> R) -> Option<R>;
+}

@@ -15,7 +15,8 @@ use std::collections::VecDeque;
 use std::vec::Vec;
 
 use bitflags::bitflags;
-use hcabus::sim::{Bus, SimHca};
+use hcabus::bus::BusHandle;
+use hcabus::fabric::Fabric;
 use hcabus::types::{ClientName, Epoch};
 use hcabus::verbs::*;
 use hcabus::State;
@@ -23,22 +24,19 @@ use hcabus::State;
 use crate::errors::*;
 use crate::handle::*;
 
-/// What IBAL needs from below: the device's verbs and the bus's state.
-pub trait Lower {
-    type Hw: Verbs;
-    fn device_state(&self) -> State;
-    fn hw(&mut self) -> &mut Self::Hw;
-}
+/// What IBAL drives: any host's bus handle whose device speaks [`Verbs`]. IBAL reads the
+/// bus's state to gate commands and drives the device through it; it never calls the bus
+/// itself (its client does, in [`crate::IbalClient`]).
+pub trait VerbsBus: BusHandle<Device: Verbs> {}
 
-impl Lower for Bus<'_> {
-    type Hw = SimHca;
-    fn device_state(&self) -> State {
-        self.state()
-    }
-    fn hw(&mut self) -> &mut SimHca {
-        self.hca()
-    }
-}
+impl<B: BusHandle<Device: Verbs> + ?Sized> VerbsBus for B {}
+
+/// What the clients drive: a bus whose device also has DMA memory for their buffers and the
+/// far side of the wire for the peers they carry (the SRP target, the IPoIB peer). The
+/// simulated adapter is one on every host.
+pub trait ClientBus: BusHandle<Device: Verbs + DmaMemory + Fabric> {}
+
+impl<B: BusHandle<Device: Verbs + DmaMemory + Fabric> + ?Sized> ClientBus for B {}
 
 /// Sizes of IBAL's tables, reserved at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -508,7 +506,7 @@ impl Ibal {
     /// RESET: release every consumer's hardware resources, keeping what the hardware has
     /// already completed and flushing the rest. Software objects stay until their
     /// consumers destroy them.
-    pub fn release_all<L: Lower>(&mut self, lower: &mut L) {
+    pub fn release_all<L: VerbsBus + ?Sized>(&mut self, lower: &mut L) {
         if self.phase == Phase::Running {
             self.drain_hardware(lower);
         }
@@ -578,13 +576,13 @@ impl Ibal {
     }
 
     /// Completions the hardware already made are real: keep them for the consumer.
-    fn drain_hardware<L: Lower>(&mut self, lower: &mut L) {
+    fn drain_hardware<L: VerbsBus + ?Sized>(&mut self, lower: &mut L) {
         for c in 0..self.cqs.slots.len() {
             let s = &self.cqs.slots[c];
             let Some(cqn) = s.data.hw.filter(|_| s.live && !s.released) else {
                 continue;
             };
-            while let Ok(Some(cqe)) = lower.hw().poll_cq(cqn) {
+            while let Ok(Some(cqe)) = lower.device().poll_cq(cqn) {
                 self.account(&cqe);
                 let ready = &mut self.cqs.slots[c].data.ready;
                 if ready.len() < ready.capacity() {
@@ -618,7 +616,7 @@ impl Ibal {
 
     /// RESET_END: the hardware is back in `epoch`, empty. Bring back preserved regions
     /// (and their PDs) with their keys, then accept calls again.
-    pub fn restore<L: Lower>(&mut self, lower: &mut L, epoch: Epoch) {
+    pub fn restore<L: VerbsBus + ?Sized>(&mut self, lower: &mut L, epoch: Epoch) {
         // Whatever IBAL orphaned, the reset destroyed.
         self.orphans.clear();
         if self.phase == Phase::Running {
@@ -632,7 +630,7 @@ impl Ibal {
             if !(s.live && !s.released && s.data.pins > 0) {
                 continue;
             }
-            match lower.hw().alloc_pd() {
+            match lower.device().alloc_pd() {
                 Ok(pdn) => {
                     self.pds.slots[p].data.hw = Some(pdn);
                     self.pds.slots[p].epoch = epoch;
@@ -651,7 +649,7 @@ impl Ibal {
             }
             let pd = &self.pds.slots[s.data.pd];
             let result = match pd.data.hw.filter(|_| !pd.released) {
-                Some(pdn) => lower.hw().reg_mr(
+                Some(pdn) => lower.device().reg_mr(
                     pdn,
                     s.data.addr,
                     s.data.len,
@@ -700,13 +698,13 @@ impl Ibal {
 
     /// Destroys in the device what an aborted reset left behind (firmware commands:
     /// deferred work, never from a callback).
-    pub fn destroy_orphans<L: Lower>(&mut self, lower: &mut L) {
+    pub fn destroy_orphans<L: VerbsBus + ?Sized>(&mut self, lower: &mut L) {
         if self.phase != Phase::Running {
             return;
         }
         for rank in 0..5 {
             for &o in self.orphans.iter().filter(|o| o.rank() == rank) {
-                let hw = lower.hw();
+                let hw = lower.device();
                 let r = match o {
                     Orphan::Qp(q) => hw.destroy_qp(q),
                     Orphan::Ah(a) => hw.destroy_ah(a),
@@ -723,7 +721,7 @@ impl Ibal {
     }
 
     /// RESET_FAILED or DEVICE_FATAL: nothing will come back.
-    pub fn fail<L: Lower>(&mut self, lower: &mut L, removed: bool) {
+    pub fn fail<L: VerbsBus + ?Sized>(&mut self, lower: &mut L, removed: bool) {
         if self.phase == Phase::Running {
             self.release_all(lower);
         }
@@ -769,14 +767,18 @@ impl Ibal {
     }
 
     /// Destroys everything `c` holds, then forgets it. Never fails for a known consumer.
-    pub fn close<L: Lower>(&mut self, lower: &mut L, c: ConsumerId) -> Result<(), DestroyError> {
+    pub fn close<L: VerbsBus + ?Sized>(
+        &mut self,
+        lower: &mut L,
+        c: ConsumerId,
+    ) -> Result<(), DestroyError> {
         self.destroy_all(lower, c)?;
         self.consumers[usize::from(c.index)].live = false;
         Ok(())
     }
 
     /// Destroys every object of `c` in dependency order (user-verbs disassociation).
-    pub fn destroy_all<L: Lower>(
+    pub fn destroy_all<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -815,9 +817,9 @@ impl Ibal {
 
     // ----- gates -----
 
-    fn failed(&mut self, lower: &impl Lower) -> Result<(), Gate> {
+    fn failed(&mut self, lower: &(impl VerbsBus + ?Sized)) -> Result<(), Gate> {
         let failed = matches!(self.phase, Phase::Failed | Phase::Removed)
-            || matches!(lower.device_state(), State::Failed | State::Removed);
+            || matches!(lower.state(), State::Failed | State::Removed);
         if failed {
             self.stats.refused_failed += 1;
             Err(Gate::DeviceFailed)
@@ -826,9 +828,9 @@ impl Ibal {
         }
     }
 
-    fn resetting(&mut self, lower: &impl Lower) -> Result<(), Gate> {
+    fn resetting(&mut self, lower: &(impl VerbsBus + ?Sized)) -> Result<(), Gate> {
         let open = self.phase == Phase::Running
-            && matches!(lower.device_state(), State::Operational | State::Restoring);
+            && matches!(lower.state(), State::Operational | State::Restoring);
         if open {
             Ok(())
         } else {
@@ -839,11 +841,11 @@ impl Ibal {
 
     /// Firmware commands are issued only on a running device outside any reset; during a
     /// reset destroys are software only (the reset destroys the hardware object).
-    fn can_command(&self, lower: &impl Lower) -> bool {
-        self.phase == Phase::Running && lower.device_state() == State::Operational
+    fn can_command(&self, lower: &(impl VerbsBus + ?Sized)) -> bool {
+        self.phase == Phase::Running && lower.state() == State::Operational
     }
 
-    fn gates<L: Lower, E: From<Gate>>(&mut self, lower: &L) -> Result<(), E> {
+    fn gates<L: VerbsBus + ?Sized, E: From<Gate>>(&mut self, lower: &L) -> Result<(), E> {
         self.failed(lower)?;
         self.resetting(lower)?;
         Ok(())
@@ -851,7 +853,7 @@ impl Ibal {
 
     // ----- creates -----
 
-    pub fn alloc_pd<L: Lower>(
+    pub fn alloc_pd<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -861,7 +863,7 @@ impl Ibal {
         }
         self.gates::<_, CreateError>(lower)?;
         let i = self.pds.free().ok_or(CreateError::NoResources)?;
-        let pdn = lower.hw().alloc_pd().map_err(CreateError::Hardware)?;
+        let pdn = lower.device().alloc_pd().map_err(CreateError::Hardware)?;
         let (index, generation) = self.pds.occupy(i, c.index, self.epoch);
         self.pds.slots[i].data = PdData {
             hw: Some(pdn),
@@ -870,7 +872,7 @@ impl Ibal {
         Ok(Handle::new(index, generation, self.epoch))
     }
 
-    pub fn create_cq<L: Lower>(
+    pub fn create_cq<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -885,7 +887,7 @@ impl Ibal {
         }
         let i = self.cqs.free().ok_or(CreateError::NoResources)?;
         let cqn = lower
-            .hw()
+            .device()
             .create_cq(entries)
             .map_err(CreateError::Hardware)?;
         let (index, generation) = self.cqs.occupy(i, c.index, self.epoch);
@@ -896,7 +898,7 @@ impl Ibal {
         Ok(Handle::new(index, generation, self.epoch))
     }
 
-    pub fn create_qp<L: Lower>(
+    pub fn create_qp<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -922,7 +924,7 @@ impl Ibal {
             return Err(CreateError::StaleHandle(self.stale(spec.pd.epoch)));
         };
         let qpn = lower
-            .hw()
+            .device()
             .create_qp(QpAttr {
                 pd: pdn,
                 qp_type: spec.qp_type,
@@ -948,7 +950,7 @@ impl Ibal {
 
     /// The device QP behind `qp` for a modify-class call, once every check of the table
     /// has passed.
-    fn qp_for_modify<L: Lower>(
+    fn qp_for_modify<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &L,
         c: ConsumerId,
@@ -963,7 +965,7 @@ impl Ibal {
         self.qps.slots[i].data.hw.ok_or(CreateError::InvalidHandle)
     }
 
-    pub fn modify_qp<L: Lower>(
+    pub fn modify_qp<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -973,12 +975,12 @@ impl Ibal {
     ) -> Result<(), CreateError> {
         let qpn = self.qp_for_modify(lower, c, qp)?;
         lower
-            .hw()
+            .device()
             .modify_qp(qpn, to, remote)
             .map_err(CreateError::Hardware)
     }
 
-    pub fn attach_mcast<L: Lower>(
+    pub fn attach_mcast<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -988,14 +990,14 @@ impl Ibal {
     ) -> Result<(), CreateError> {
         let qpn = self.qp_for_modify(lower, c, qp)?;
         lower
-            .hw()
+            .device()
             .attach_mcast(qpn, mgid, mlid)
             .map_err(CreateError::Hardware)
     }
 
     /// Leaves a multicast group. Like a destroy, it always succeeds: during a reset, or on
     /// a stale queue pair, the membership is gone with the hardware anyway.
-    pub fn detach_mcast<L: Lower>(
+    pub fn detach_mcast<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -1011,7 +1013,7 @@ impl Ibal {
             Found::At(i) => {
                 if let Some(qpn) = self.qps.slots[i].data.hw {
                     if !self.qps.slots[i].released && self.can_command(lower) {
-                        let _ = lower.hw().detach_mcast(qpn, mgid);
+                        let _ = lower.device().detach_mcast(qpn, mgid);
                     }
                 }
                 Ok(())
@@ -1019,7 +1021,7 @@ impl Ibal {
         }
     }
 
-    pub fn reg_mr<L: Lower>(
+    pub fn reg_mr<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -1044,7 +1046,7 @@ impl Ibal {
             ..
         } = spec;
         let keys = lower
-            .hw()
+            .device()
             .reg_mr(pdn, addr, len, access, None)
             .map_err(CreateError::Hardware)?;
         let preserve = flags.contains(MrFlags::PRESERVE_KEYS);
@@ -1064,7 +1066,7 @@ impl Ibal {
         Ok((Handle::new(index, generation, self.epoch), keys))
     }
 
-    pub fn create_ah<L: Lower>(
+    pub fn create_ah<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -1084,7 +1086,7 @@ impl Ibal {
             .hw
             .ok_or(CreateError::InvalidHandle)?;
         let ahn = lower
-            .hw()
+            .device()
             .create_ah(pdn, port, dlid)
             .map_err(CreateError::Hardware)?;
         let (index, generation) = self.ahs.occupy(i, c.index, self.epoch);
@@ -1097,7 +1099,7 @@ impl Ibal {
 
     // ----- posts and polls -----
 
-    pub fn post_send<L: Lower>(
+    pub fn post_send<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -1126,7 +1128,7 @@ impl Ibal {
         }
         let qpn = d.hw.ok_or(PostError::InvalidHandle)?;
         lower
-            .hw()
+            .device()
             .post_send(
                 qpn,
                 &SendWr {
@@ -1140,7 +1142,7 @@ impl Ibal {
         Ok(())
     }
 
-    pub fn post_recv<L: Lower>(
+    pub fn post_recv<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -1158,14 +1160,17 @@ impl Ibal {
             return Err(PostError::QueueFull);
         }
         let qpn = d.hw.ok_or(PostError::InvalidHandle)?;
-        lower.hw().post_recv(qpn, wr).map_err(PostError::Hardware)?;
+        lower
+            .device()
+            .post_recv(qpn, wr)
+            .map_err(PostError::Hardware)?;
         self.qps.slots[i].data.recvs.push_back(wr.wr_id);
         Ok(())
     }
 
     /// The next completion: flushed or drained ones first, then the hardware's while the
     /// CQ is current. A stale CQ gives its flushed completions, then `None`.
-    pub fn poll_cq<L: Lower>(
+    pub fn poll_cq<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -1188,7 +1193,7 @@ impl Ibal {
         let Some(cqn) = s.data.hw.filter(|_| !s.released) else {
             return Ok(None);
         };
-        match lower.hw().poll_cq(cqn) {
+        match lower.device().poll_cq(cqn) {
             Ok(Some(cqe)) => {
                 self.account(&cqe);
                 Ok(Some(cqe))
@@ -1216,10 +1221,10 @@ impl Ibal {
 
     // ----- destroys -----
 
-    fn drop_qp<L: Lower>(&mut self, lower: &mut L, i: usize, hw_ok: bool) {
+    fn drop_qp<L: VerbsBus + ?Sized>(&mut self, lower: &mut L, i: usize, hw_ok: bool) {
         let s = &mut self.qps.slots[i];
         if let Some(q) = s.data.hw.take().filter(|_| !s.released) {
-            if !hw_ok || lower.hw().destroy_qp(q).is_err() {
+            if !hw_ok || lower.device().destroy_qp(q).is_err() {
                 self.orphan(Orphan::Qp(q));
             }
         }
@@ -1228,21 +1233,21 @@ impl Ibal {
         self.qps.vacate(i);
     }
 
-    fn drop_ah<L: Lower>(&mut self, lower: &mut L, i: usize, hw_ok: bool) {
+    fn drop_ah<L: VerbsBus + ?Sized>(&mut self, lower: &mut L, i: usize, hw_ok: bool) {
         let s = &mut self.ahs.slots[i];
         if let Some(a) = s.data.hw.take().filter(|_| !s.released) {
-            if !hw_ok || lower.hw().destroy_ah(a).is_err() {
+            if !hw_ok || lower.device().destroy_ah(a).is_err() {
                 self.orphan(Orphan::Ah(a));
             }
         }
         self.ahs.vacate(i);
     }
 
-    fn drop_mr<L: Lower>(&mut self, lower: &mut L, i: usize, hw_ok: bool) {
+    fn drop_mr<L: VerbsBus + ?Sized>(&mut self, lower: &mut L, i: usize, hw_ok: bool) {
         let s = &mut self.mrs.slots[i];
         let (preserve, pd) = (s.data.preserve, s.data.pd);
         if let Some(k) = s.data.hw.take().filter(|_| !s.released) {
-            if !hw_ok || lower.hw().dereg_mr(k.lkey).is_err() {
+            if !hw_ok || lower.device().dereg_mr(k.lkey).is_err() {
                 self.orphan(Orphan::Mr(k.lkey));
             }
         }
@@ -1253,10 +1258,10 @@ impl Ibal {
         self.mrs.vacate(i);
     }
 
-    fn drop_cq<L: Lower>(&mut self, lower: &mut L, i: usize, hw_ok: bool) {
+    fn drop_cq<L: VerbsBus + ?Sized>(&mut self, lower: &mut L, i: usize, hw_ok: bool) {
         let s = &mut self.cqs.slots[i];
         if let Some(q) = s.data.hw.take().filter(|_| !s.released) {
-            if !hw_ok || lower.hw().destroy_cq(q).is_err() {
+            if !hw_ok || lower.device().destroy_cq(q).is_err() {
                 self.orphan(Orphan::Cq(q));
             }
         }
@@ -1264,10 +1269,10 @@ impl Ibal {
         self.cqs.vacate(i);
     }
 
-    fn drop_pd<L: Lower>(&mut self, lower: &mut L, i: usize, hw_ok: bool) {
+    fn drop_pd<L: VerbsBus + ?Sized>(&mut self, lower: &mut L, i: usize, hw_ok: bool) {
         let s = &mut self.pds.slots[i];
         if let Some(p) = s.data.hw.take().filter(|_| !s.released) {
-            if !hw_ok || lower.hw().dealloc_pd(p).is_err() {
+            if !hw_ok || lower.device().dealloc_pd(p).is_err() {
                 self.orphan(Orphan::Pd(p));
             }
         }
@@ -1287,7 +1292,7 @@ impl Ibal {
         }
     }
 
-    pub fn destroy_qp<L: Lower>(
+    pub fn destroy_qp<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -1303,7 +1308,7 @@ impl Ibal {
         Ok(())
     }
 
-    pub fn destroy_ah<L: Lower>(
+    pub fn destroy_ah<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -1319,7 +1324,7 @@ impl Ibal {
         Ok(())
     }
 
-    pub fn dereg_mr<L: Lower>(
+    pub fn dereg_mr<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -1335,7 +1340,7 @@ impl Ibal {
         Ok(())
     }
 
-    pub fn destroy_cq<L: Lower>(
+    pub fn destroy_cq<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,
@@ -1358,7 +1363,7 @@ impl Ibal {
         Ok(())
     }
 
-    pub fn dealloc_pd<L: Lower>(
+    pub fn dealloc_pd<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,
         c: ConsumerId,

@@ -1,23 +1,63 @@
 //! One test per cell of the behaviour table of SPEC §7, plus the reset paths around it.
 
 use super::*;
+use hcabus::coordinator::{ExecuteOutcome, Registration};
+use hcabus::errors::{ExecuteError, RegisterError, RequestError, UnregisterError, VetoError};
 use hcabus::hca::Hca;
-use hcabus::sim::{RemoteError, SimHcaConfig};
-use hcabus::Instant;
+use hcabus::sim::{RemoteError, SimHca, SimHcaConfig};
+use hcabus::types::{ClientDesc, ClientId};
+use hcabus::{Instant, Policy};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
-/// The access layer's view from below, without a bus: a state and a device.
+/// The access layer's view from below, without a coordinator: a state and a device. IBAL
+/// never calls the bus itself (its client does), so every call here fails the test.
 struct Rig {
     state: State,
     hca: SimHca,
+    rng: ChaCha8Rng,
 }
 
-impl Lower for Rig {
-    type Hw = SimHca;
-    fn device_state(&self) -> State {
+const NO_BUS: &str = "IBAL called the bus: only its client may";
+
+impl BusHandle for Rig {
+    type Device = SimHca;
+    type Rng = ChaCha8Rng;
+    fn now(&self) -> Instant {
+        Instant::ZERO
+    }
+    fn state(&self) -> State {
         self.state
     }
-    fn hw(&mut self) -> &mut SimHca {
+    fn epoch(&self) -> Epoch {
+        Epoch(1)
+    }
+    fn policy(&self) -> Policy {
+        Policy::default()
+    }
+    fn register(&mut self, _: ClientDesc) -> Result<Registration, RegisterError> {
+        panic!("{NO_BUS}")
+    }
+    fn unregister(&mut self, _: ClientId) -> Result<(), UnregisterError> {
+        panic!("{NO_BUS}")
+    }
+    fn reset_request(&mut self, _: ClientId) -> Result<Epoch, RequestError> {
+        panic!("{NO_BUS}")
+    }
+    fn reset_execute(&mut self, _: ClientId, _: Epoch) -> Result<ExecuteOutcome, ExecuteError> {
+        panic!("{NO_BUS}")
+    }
+    fn reset_veto(&mut self, _: ClientId, _: Epoch) -> Result<(), VetoError> {
+        panic!("{NO_BUS}")
+    }
+    fn device(&mut self) -> &mut SimHca {
         &mut self.hca
+    }
+    fn rng(&mut self) -> &mut ChaCha8Rng {
+        &mut self.rng
+    }
+    fn device_and_rng(&mut self) -> (&mut SimHca, &mut ChaCha8Rng) {
+        (&mut self.hca, &mut self.rng)
     }
 }
 
@@ -40,6 +80,7 @@ fn setup() -> (Ibal, Rig, ConsumerId, Res) {
     let mut rig = Rig {
         state: State::Operational,
         hca: SimHca::new(SimHcaConfig::default()),
+        rng: ChaCha8Rng::seed_from_u64(1),
     };
     let mut ibal = Ibal::new(IbalConfig::default());
     ibal.attach(Epoch(1), State::Operational);

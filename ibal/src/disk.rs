@@ -10,12 +10,13 @@
 use std::collections::VecDeque;
 use std::vec::Vec;
 
-use hcabus::sim::{Agent, Bus, HOST_LID_BASE};
+use hcabus::bus::{Client, ClientReport};
+use hcabus::fabric::HOST_LID_BASE;
 use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant};
 
-use crate::access::{Dest, MrFlags, MrSpec, QpSpec, Send};
+use crate::access::{ClientBus, Dest, MrFlags, MrSpec, QpSpec, Send};
 use crate::block::*;
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
@@ -198,10 +199,10 @@ impl SrpDisk {
 
     /// Reserves the disk's DMA memory: a data block and a command IU per slot, a
     /// response IU per request-limit credit.
-    fn reserve(&mut self, bus: &mut Bus<'_>) -> bool {
+    fn reserve<B: ClientBus + ?Sized>(&mut self, bus: &mut B) -> bool {
         let n = self.slots.len() as u64;
         let len = self.config.dma_bytes();
-        let Some(base) = bus.hca().verbs_mut().dma_alloc(len) else {
+        let Some(base) = bus.device().dma_alloc(len) else {
             return false;
         };
         self.data_base = base;
@@ -236,7 +237,11 @@ impl SrpDisk {
     }
 
     /// Hands an I/O to the disk. `Err` means busy: not accepted, nothing owed.
-    fn submit(&mut self, bus: &mut Bus<'_>, req: IoRequest) -> Result<(), IoRequest> {
+    fn submit<B: ClientBus + ?Sized>(
+        &mut self,
+        bus: &mut B,
+        req: IoRequest,
+    ) -> Result<(), IoRequest> {
         if self.upward.len() >= self.upward.capacity() {
             return Err(req);
         }
@@ -254,9 +259,9 @@ impl SrpDisk {
         if req.write {
             // The caller's data, in the slot's DMA buffer.
             let addr = self.data_addr(i);
-            if let Some(buf) = bus.hca().verbs_mut().mem_mut(addr, BLOCK_SIZE as u64) {
+            bus.device().with_dma(addr, BLOCK_SIZE as u64, |buf| {
                 fill_pattern(write_seed(req.id, req.lba), buf);
-            }
+            });
         }
         self.slots[i].state = SlotState::Queued;
         self.slots[i].req = req;
@@ -279,7 +284,7 @@ impl SrpDisk {
     }
 
     /// Sends queued commands while the link is up and credits remain.
-    fn pump(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>) {
+    fn pump<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
         let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
             return;
         };
@@ -302,9 +307,9 @@ impl SrpDisk {
             let mut iu = [0u8; IU_SIZE];
             let n = cmd.encode(&mut iu);
             let iu_addr = self.send_iu_base + (slot * IU_SIZE) as u64;
-            if let Some(buf) = bus.hca().verbs_mut().mem_mut(iu_addr, n as u64) {
+            bus.device().with_dma(iu_addr, n as u64, |buf| {
                 buf.copy_from_slice(&iu[..n]);
-            }
+            });
             let wr = Send {
                 wr_id: u64::from(i),
                 sge: Sge {
@@ -314,7 +319,7 @@ impl SrpDisk {
                 },
                 dest: Dest::Connected,
             };
-            if ibal.borrow_mut().post_send(bus, c, qp, &wr).is_err() {
+            if ibal.lock().post_send(bus, c, qp, &wr).is_err() {
                 // A reset is coming (or here): the command stays queued for it.
                 break;
             }
@@ -327,12 +332,12 @@ impl SrpDisk {
     }
 
     /// Reaps completions: responses complete I/O upward and give their IU back.
-    fn poll(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>) {
+    fn poll<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
         let (Some(c), Some(cq)) = (self.consumer, self.res.cq) else {
             return;
         };
         loop {
-            let Ok(Some(cqe)) = ibal.borrow_mut().poll_cq(bus, c, cq) else {
+            let Ok(Some(cqe)) = ibal.lock().poll_cq(bus, c, cq) else {
                 break;
             };
             if cqe.opcode != WcOpcode::Recv || cqe.status != WcStatus::Success {
@@ -342,9 +347,9 @@ impl SrpDisk {
             }
             let iu_addr = self.recv_iu_base + cqe.wr_id * IU_SIZE as u64;
             let mut iu = [0u8; IU_SIZE];
-            if let Some(buf) = bus.hca().verbs().mem(iu_addr, IU_SIZE as u64) {
+            bus.device().with_dma(iu_addr, IU_SIZE as u64, |buf| {
                 iu.copy_from_slice(buf);
-            }
+            });
             self.post_recv(ibal, bus, cqe.wr_id);
             match SrpRsp::decode(&iu[..cqe.byte_len as usize]) {
                 Some(rsp) => self.response(bus, rsp),
@@ -353,7 +358,7 @@ impl SrpDisk {
         }
     }
 
-    fn response(&mut self, bus: &mut Bus<'_>, rsp: SrpRsp) {
+    fn response<B: ClientBus + ?Sized>(&mut self, bus: &mut B, rsp: SrpRsp) {
         let slot = (rsp.tag >> 32) as usize;
         let generation = rsp.tag as u32;
         let current = self
@@ -370,10 +375,9 @@ impl SrpDisk {
                 // The disk checks the data it hands up, not the target's word for it.
                 let addr = self.data_addr(slot);
                 let sum = bus
-                    .hca()
-                    .verbs()
-                    .mem(addr, BLOCK_SIZE as u64)
-                    .map_or(0, checksum);
+                    .device()
+                    .with_dma(addr, BLOCK_SIZE as u64, |b| checksum(b))
+                    .unwrap_or(0);
                 (IoStatus::Ok, sum)
             }
             SrpStatus::Good => (IoStatus::Ok, 0),
@@ -384,7 +388,7 @@ impl SrpDisk {
         self.complete_upward(req.id, status, sum);
     }
 
-    fn post_recv(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>, index: u64) {
+    fn post_recv<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B, index: u64) {
         let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
             return;
         };
@@ -397,15 +401,15 @@ impl SrpDisk {
             },
         };
         // Refused during a reset: the login after it posts every receive again.
-        let _ = ibal.borrow_mut().post_recv(bus, c, qp, &wr);
+        let _ = ibal.lock().post_recv(bus, c, qp, &wr);
     }
 
     /// Creates the resources and logs in to `target`. On a refusal, tears down what it
     /// made and reports it; the caller retries.
-    fn connect(
+    fn connect<B: ClientBus + ?Sized>(
         &mut self,
         ibal: &SharedIbal,
-        bus: &mut Bus<'_>,
+        bus: &mut B,
         target: &mut SrpTarget,
     ) -> Result<(), crate::errors::CreateError> {
         let Some(c) = self.consumer else {
@@ -415,7 +419,7 @@ impl SrpDisk {
         let qd = u32::from(self.config.queue_depth);
         let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
         let result = (|| {
-            let mut al = ibal.borrow_mut();
+            let mut al = ibal.lock();
             let pd = al.alloc_pd(bus, c)?;
             self.res.pd = Some(pd);
             let cq = al.create_cq(bus, c, self.config.cq_entries())?;
@@ -474,11 +478,11 @@ impl SrpDisk {
     }
 
     /// Destroys every resource. Software only during a reset: it never fails.
-    fn teardown(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>) {
+    fn teardown<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
         let Some(c) = self.consumer else {
             return;
         };
-        let mut al = ibal.borrow_mut();
+        let mut al = ibal.lock();
         let r = core::mem::replace(&mut self.res, NO_RESOURCES);
         // Our own handles, in dependency order: these can only fail on a programming
         // error, which the log names.
@@ -495,7 +499,7 @@ impl SrpDisk {
     }
 
     /// RESET: block, take in-flight commands back (oldest first), release.
-    fn on_reset(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>) {
+    fn on_reset<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
         let now = bus.now();
         // Responses already in the CQ are real: complete them instead of re-issuing.
         self.poll(ibal, bus);
@@ -548,7 +552,12 @@ impl SrpDisk {
     }
 
     /// RESET_FAILED or DEVICE_FATAL: fail everything held, once, and whatever comes.
-    fn on_failed(&mut self, ibal: &SharedIbal, bus: &mut Bus<'_>, status: IoStatus) {
+    fn on_failed<B: ClientBus + ?Sized>(
+        &mut self,
+        ibal: &SharedIbal,
+        bus: &mut B,
+        status: IoStatus,
+    ) {
         self.blocked = true;
         self.take_back();
         self.teardown(ibal, bus);
@@ -655,7 +664,7 @@ impl SrpClient {
 
     /// The login was refused: back off and try again, or give up for good (until the next
     /// RESET_END), failing what is held as retryable so nothing waits on a dead path.
-    fn login_refused(&mut self, bus: &mut Bus<'_>, e: crate::errors::CreateError) {
+    fn login_refused<B: ClientBus + ?Sized>(&mut self, bus: &mut B, e: crate::errors::CreateError) {
         self.disk.stats.login_retries += 1;
         if self.disk.failed.is_some() || e == crate::errors::CreateError::DeviceFailed {
             // RESET_FAILED or DEVICE_FATAL fails the disk; nothing to retry.
@@ -670,7 +679,7 @@ impl SrpClient {
         }
     }
 
-    fn execute(&mut self, bus: &mut Bus<'_>, epoch: Epoch) {
+    fn execute<B: ClientBus + ?Sized>(&mut self, bus: &mut B, epoch: Epoch) {
         if let Some(id) = self.id {
             if bus.reset_execute(id, epoch).is_err() {
                 self.refusals += 1;
@@ -685,12 +694,8 @@ impl SrpClient {
     }
 }
 
-impl Agent for SrpClient {
-    fn name(&self) -> &str {
-        self.desc.name.as_str()
-    }
-
-    fn start(&mut self, bus: &mut Bus<'_>) {
+impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
+    fn start(&mut self, bus: &mut B) {
         if !self.disk.reserve(bus) {
             log::error!("{}: no DMA memory for the disk", self.name());
             self.refusals += 1;
@@ -699,7 +704,7 @@ impl Agent for SrpClient {
             });
             return;
         }
-        match self.ibal.borrow_mut().open(self.desc.name.as_str()) {
+        match self.ibal.lock().open(self.desc.name.as_str()) {
             Ok(c) => self.disk.consumer = Some(c),
             Err(e) => {
                 log::error!("{}: {e}", self.desc.name.as_str());
@@ -725,7 +730,7 @@ impl Agent for SrpClient {
         }
     }
 
-    fn on_event(&mut self, bus: &mut Bus<'_>, _id: ClientId, event: Event) {
+    fn on_event(&mut self, bus: &mut B, _id: ClientId, event: Event) {
         self.events.push(event.kind());
         let now = bus.now();
         match event {
@@ -781,11 +786,11 @@ impl Agent for SrpClient {
         .min()
     }
 
-    fn wake(&mut self, bus: &mut Bus<'_>) {
+    fn wake(&mut self, bus: &mut B) {
         let now = bus.now();
         // The remote side first: it answers what was sent before.
         {
-            let (hca, rng) = bus.hca_and_rng();
+            let (hca, rng) = bus.device_and_rng();
             self.target.intake(hca, now, rng);
             self.target.process(hca, now);
         }
@@ -822,8 +827,14 @@ impl Agent for SrpClient {
         }
         self.disk.pump(&self.ibal, bus);
         self.deliver_upward(now);
-        let (hca, rng) = bus.hca_and_rng();
+        let (hca, rng) = bus.device_and_rng();
         self.target.intake(hca, now, rng);
+    }
+}
+
+impl ClientReport for SrpClient {
+    fn name(&self) -> &str {
+        self.desc.name.as_str()
     }
 
     fn events(&self) -> &[EventKind] {

@@ -2,17 +2,31 @@
 //! consumer has had its chance to release) and RESET_END first (so that preserved memory
 //! regions are back before any consumer restarts).
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use hcabus::sim::{Agent, Bus};
+use hcabus::bus::{Client, ClientReport};
 use hcabus::types::*;
 
-use crate::access::Ibal;
+use crate::access::{Ibal, VerbsBus};
 
-/// The access layer, shared by its bus client and its consumers. The simulator runs one
-/// callback at a time, so a `RefCell` borrow never meets another.
-pub type SharedIbal = Rc<RefCell<Ibal>>;
+/// The access layer, shared by its bus client and its consumers, on any host: behind a
+/// mutex, since on the threaded host they run on different threads. Lock order: a client's
+/// own lock, then this one, then the device's (never the other way round).
+#[derive(Debug, Clone)]
+pub struct SharedIbal(Arc<Mutex<Ibal>>);
+
+impl SharedIbal {
+    pub fn new(ibal: Ibal) -> Self {
+        SharedIbal(Arc::new(Mutex::new(ibal)))
+    }
+
+    /// Locks the access layer. Nothing panics while holding it on purpose; after a client
+    /// panicked with it held, its tables are still whole (every method leaves them so
+    /// between statements), so the lock is taken over rather than poisoning every client.
+    pub fn lock(&self) -> MutexGuard<'_, Ibal> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// Most events a client keeps for the report; reserved at creation.
 pub(crate) const EVENT_LOG: usize = 256;
@@ -68,16 +82,12 @@ impl IbalClient {
     }
 }
 
-impl Agent for IbalClient {
-    fn name(&self) -> &str {
-        self.desc.name.as_str()
-    }
-
-    fn start(&mut self, bus: &mut Bus<'_>) {
+impl<B: VerbsBus + ?Sized> Client<B> for IbalClient {
+    fn start(&mut self, bus: &mut B) {
         match bus.register(self.desc) {
             Ok(r) => {
                 self.id = Some(r.id);
-                self.ibal.borrow_mut().attach(r.epoch, r.state);
+                self.ibal.lock().attach(r.epoch, r.state);
             }
             Err(e) => {
                 log::error!("ibal: cannot register: {e}");
@@ -86,9 +96,9 @@ impl Agent for IbalClient {
         }
     }
 
-    fn on_event(&mut self, bus: &mut Bus<'_>, id: ClientId, event: Event) {
+    fn on_event(&mut self, bus: &mut B, id: ClientId, event: Event) {
         self.events.push(event.kind());
-        let mut ibal = self.ibal.borrow_mut();
+        let mut ibal = self.ibal.lock();
         match event {
             Event::Reset { epoch, .. } => {
                 ibal.release_all(bus);
@@ -112,11 +122,17 @@ impl Agent for IbalClient {
         self.cleanup.then_some(hcabus::Instant::ZERO)
     }
 
-    fn wake(&mut self, bus: &mut Bus<'_>) {
+    fn wake(&mut self, bus: &mut B) {
         if self.cleanup {
             self.cleanup = false;
-            self.ibal.borrow_mut().destroy_orphans(bus);
+            self.ibal.lock().destroy_orphans(bus);
         }
+    }
+}
+
+impl ClientReport for IbalClient {
+    fn name(&self) -> &str {
+        self.desc.name.as_str()
     }
 
     fn events(&self) -> &[EventKind] {

@@ -10,12 +10,13 @@
 use std::collections::VecDeque;
 
 use bitflags::bitflags;
-use hcabus::sim::{Agent, Bus, SimHca, HOST_LID_BASE};
+use hcabus::bus::{Client, ClientReport};
+use hcabus::fabric::{Fabric, HOST_LID_BASE};
 use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant};
 
-use crate::access::{Dest, MrFlags, MrSpec, QpSpec, Send};
+use crate::access::{ClientBus, Dest, MrFlags, MrSpec, QpSpec, Send};
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
 use crate::retry::{ClientProblem, Connector};
@@ -186,11 +187,11 @@ impl IpoibPeer {
             .min()
     }
 
-    fn run(&mut self, hca: &mut SimHca, now: Instant, port: u8, groups: u8) {
+    fn run(&mut self, hca: &mut impl Fabric, now: Instant, port: u8, groups: u8) {
         let lid = self.lid;
         // Broadcasts only from our own subnet: the other port's go to its own peer.
         let host = port_lid(port);
-        while let Some(m) = hca.verbs_mut().wire_take(|m| {
+        while let Some(m) = hca.wire_take(|m| {
             m.dlid == lid || (m.dlid == BROADCAST_MLID && m.dqpn == PEER_QPN && m.src_lid == host)
         }) {
             match m.payload().first() {
@@ -289,7 +290,11 @@ impl IpoibClient {
 
     /// A refused connect backs off; past the deadline the interface stays down, recorded,
     /// until the next RESET_END.
-    fn connect_refused(&mut self, bus: &mut Bus<'_>, e: crate::errors::CreateError) {
+    fn connect_refused<B: ClientBus + ?Sized>(
+        &mut self,
+        bus: &mut B,
+        e: crate::errors::CreateError,
+    ) {
         if bus.state() == hcabus::State::Failed || e == crate::errors::CreateError::DeviceFailed {
             return;
         }
@@ -316,7 +321,7 @@ impl IpoibClient {
     /// The device QPN of the interface's queue pair, while it has one.
     pub fn qpn(&self) -> Option<Qpn> {
         let (c, qp) = (self.consumer?, self.res.qp?);
-        self.ibal.borrow().qpn(c, qp)
+        self.ibal.lock().qpn(c, qp)
     }
 
     /// The multicast groups the interface belongs to.
@@ -329,14 +334,17 @@ impl IpoibClient {
         self.buf_base + ((if send { 0 } else { RING }) + i) as u64 * FRAME as u64
     }
 
-    fn connect(&mut self, bus: &mut Bus<'_>) -> Result<(), crate::errors::CreateError> {
+    fn connect<B: ClientBus + ?Sized>(
+        &mut self,
+        bus: &mut B,
+    ) -> Result<(), crate::errors::CreateError> {
         let Some(c) = self.consumer else {
             return Ok(());
         };
         self.teardown(bus);
         let port = self.config.port;
         let result = (|| {
-            let mut al = self.ibal.borrow_mut();
+            let mut al = self.ibal.lock();
             let pd = al.alloc_pd(bus, c)?;
             self.res.pd = Some(pd);
             let cq = al.create_cq(bus, c, IpoibConfig::cq_entries())?;
@@ -393,12 +401,12 @@ impl IpoibClient {
         Ok(())
     }
 
-    fn teardown(&mut self, bus: &mut Bus<'_>) {
+    fn teardown<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
         let Some(c) = self.consumer else {
             return;
         };
         let r = core::mem::replace(&mut self.res, NO_RES);
-        let mut al = self.ibal.borrow_mut();
+        let mut al = self.ibal.lock();
         if let Some(qp) = r.qp {
             let _ = al.detach_mcast(bus, c, qp, BROADCAST_MGID);
             for i in 0..usize::from(self.config.groups) {
@@ -418,7 +426,7 @@ impl IpoibClient {
         }
     }
 
-    fn post_recv(&mut self, bus: &mut Bus<'_>, i: u64) {
+    fn post_recv<B: ClientBus + ?Sized>(&mut self, bus: &mut B, i: u64) {
         let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
             return;
         };
@@ -430,11 +438,17 @@ impl IpoibClient {
                 lkey: keys.lkey,
             },
         };
-        let _ = self.ibal.borrow_mut().post_recv(bus, c, qp, &wr);
+        let _ = self.ibal.lock().post_recv(bus, c, qp, &wr);
     }
 
     /// Posts one frame; `false` if it could not go now.
-    fn send_frame(&mut self, bus: &mut Bus<'_>, kind: u8, seq: u64, broadcast: bool) -> bool {
+    fn send_frame<B: ClientBus + ?Sized>(
+        &mut self,
+        bus: &mut B,
+        kind: u8,
+        seq: u64,
+        broadcast: bool,
+    ) -> bool {
         let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
             return false;
         };
@@ -448,11 +462,11 @@ impl IpoibClient {
         };
         let slot = (seq as usize) % RING;
         let addr = self.slot_addr(true, slot);
-        if let Some(buf) = bus.hca().verbs_mut().mem_mut(addr, FRAME as u64) {
+        bus.device().with_dma(addr, FRAME as u64, |buf| {
             buf.fill(0);
             buf[0] = kind;
             buf[8..16].copy_from_slice(&seq.to_le_bytes());
-        }
+        });
         let wr = Send {
             wr_id: seq,
             sge: Sge {
@@ -462,15 +476,15 @@ impl IpoibClient {
             },
             dest: Dest::Datagram { ah, qpn: PEER_QPN },
         };
-        self.ibal.borrow_mut().post_send(bus, c, qp, &wr).is_ok()
+        self.ibal.lock().post_send(bus, c, qp, &wr).is_ok()
     }
 
-    fn poll(&mut self, bus: &mut Bus<'_>) {
+    fn poll<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
         let (Some(c), Some(cq)) = (self.consumer, self.res.cq) else {
             return;
         };
         loop {
-            let Ok(Some(cqe)) = self.ibal.borrow_mut().poll_cq(bus, c, cq) else {
+            let Ok(Some(cqe)) = self.ibal.lock().poll_cq(bus, c, cq) else {
                 break;
             };
             match (cqe.opcode, cqe.status) {
@@ -490,7 +504,7 @@ impl IpoibClient {
                 }
                 (WcOpcode::Recv, WcStatus::Success) => {
                     let addr = self.slot_addr(false, cqe.wr_id as usize);
-                    let kind = bus.hca().verbs().mem(addr, 1).map_or(0, |b| b[0]);
+                    let kind = bus.device().with_dma(addr, 1, |b| b[0]).unwrap_or(0);
                     match kind {
                         KIND_MCAST if self.filter.contains(PacketFilter::MULTICAST) => {
                             self.stats.received_multicast += 1
@@ -517,7 +531,7 @@ impl IpoibClient {
         }
     }
 
-    fn on_reset(&mut self, bus: &mut Bus<'_>) {
+    fn on_reset<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
         // Real completions first, then every send still out goes back to the stack.
         self.poll(bus);
         while let Some(seq) = self.posted.pop_back() {
@@ -530,7 +544,7 @@ impl IpoibClient {
         }
     }
 
-    fn transmit(&mut self, bus: &mut Bus<'_>) {
+    fn transmit<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
         while self.link_up && self.posted.len() < RING {
             let Some(&seq) = self.stack_queue.front() else {
                 break;
@@ -544,13 +558,9 @@ impl IpoibClient {
     }
 }
 
-impl Agent for IpoibClient {
-    fn name(&self) -> &str {
-        self.desc.name.as_str()
-    }
-
-    fn start(&mut self, bus: &mut Bus<'_>) {
-        let Some(base) = bus.hca().verbs_mut().dma_alloc(IpoibConfig::dma_bytes()) else {
+impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
+    fn start(&mut self, bus: &mut B) {
+        let Some(base) = bus.device().dma_alloc(IpoibConfig::dma_bytes()) else {
             self.refusals += 1;
             self.reconnect.start_failed(ClientProblem::NoDmaMemory {
                 bytes: IpoibConfig::dma_bytes(),
@@ -558,7 +568,7 @@ impl Agent for IpoibClient {
             return;
         };
         self.buf_base = base;
-        match self.ibal.borrow_mut().open(self.desc.name.as_str()) {
+        match self.ibal.lock().open(self.desc.name.as_str()) {
             Ok(c) => self.consumer = Some(c),
             Err(e) => {
                 self.refusals += 1;
@@ -580,7 +590,7 @@ impl Agent for IpoibClient {
         }
     }
 
-    fn on_event(&mut self, bus: &mut Bus<'_>, id: ClientId, event: Event) {
+    fn on_event(&mut self, bus: &mut B, id: ClientId, event: Event) {
         self.events.push(event.kind());
         let now = bus.now();
         match event {
@@ -618,10 +628,10 @@ impl Agent for IpoibClient {
         .min()
     }
 
-    fn wake(&mut self, bus: &mut Bus<'_>) {
+    fn wake(&mut self, bus: &mut B) {
         let now = bus.now();
         self.peer
-            .run(bus.hca(), now, self.config.port, self.config.groups);
+            .run(bus.device(), now, self.config.port, self.config.groups);
         self.poll(bus);
         if let Some((_, epoch)) = self.execute_at.filter(|(t, _)| *t <= now) {
             self.execute_at = None;
@@ -652,8 +662,14 @@ impl Agent for IpoibClient {
         self.transmit(bus);
         // The peer hears what was just sent.
         self.peer
-            .run(bus.hca(), now, self.config.port, self.config.groups);
+            .run(bus.device(), now, self.config.port, self.config.groups);
         self.stats.peer_received = self.peer.received;
+    }
+}
+
+impl ClientReport for IpoibClient {
+    fn name(&self) -> &str {
+        self.desc.name.as_str()
     }
 
     fn error(&self) -> Option<String> {

@@ -19,7 +19,9 @@ pub mod srp;
 pub mod stack;
 pub mod uverbs;
 
-pub use access::{Dest, Ibal, IbalConfig, IbalStats, Lower, MrFlags, MrSpec, Phase, QpSpec, Send};
+pub use access::{
+    Dest, Ibal, IbalConfig, IbalStats, MrFlags, MrSpec, Phase, QpSpec, Send, VerbsBus,
+};
 pub use errors::{CreateError, DestroyError, OpenError, PollError, PostError};
 pub use handle::{
     kind, AhHandle, ConsumerId, CqHandle, Handle, MrHandle, PdHandle, QpHandle, StaleHandle,

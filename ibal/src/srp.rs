@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::vec::Vec;
 
-use hcabus::sim::{RemoteError, SimHca};
+use hcabus::fabric::{Fabric, RemoteError};
 use hcabus::verbs::{Lid, Qpn, RemoteQp};
 use hcabus::{Duration, Instant};
 use rand::Rng;
@@ -224,9 +224,9 @@ impl SrpTarget {
     }
 
     /// Takes every command on the wire for this target and schedules it.
-    pub fn intake(&mut self, hca: &mut SimHca, now: Instant, rng: &mut impl Rng) {
+    pub fn intake(&mut self, hca: &mut impl Fabric, now: Instant, rng: &mut impl Rng) {
         let lid = self.lid;
-        while let Some(msg) = hca.verbs_mut().wire_take(|m| m.dlid == lid) {
+        while let Some(msg) = hca.wire_take(|m| m.dlid == lid) {
             let current = self
                 .conn
                 .filter(|(q, i)| *q == msg.dqpn && i.qpn == msg.src_qpn && i.lid == msg.src_lid);
@@ -251,7 +251,7 @@ impl SrpTarget {
     }
 
     /// Executes every command that is due: moves the data, answers.
-    pub fn process(&mut self, hca: &mut SimHca, now: Instant) {
+    pub fn process(&mut self, hca: &mut impl Fabric, now: Instant) {
         while let Some(i) = self.queue.iter().position(|p| p.due <= now) {
             let Some(p) = self.queue.remove(i) else {
                 break;
@@ -273,7 +273,7 @@ impl SrpTarget {
 
     fn execute(
         &mut self,
-        hca: &mut SimHca,
+        hca: &mut impl Fabric,
         me: RemoteQp,
         initiator: RemoteQp,
         cmd: &SrpCmd,

@@ -2,8 +2,6 @@
 //! then the clients a scenario names, and sums up their I/O and network accounting.
 
 use std::boxed::Box;
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::string::String;
 use std::vec::Vec;
 
@@ -96,7 +94,7 @@ pub fn build(setup: &StackSetup) -> Result<SimHost, BuildError> {
 /// Builds without the budget check: for tests that show what a stack the budget refuses
 /// would do at run time (a client that cannot come up, recorded).
 pub fn build_unchecked(setup: &StackSetup) -> Result<SimHost, BuildError> {
-    let ibal: SharedIbal = Rc::new(RefCell::new(Ibal::new(setup.ibal.unwrap_or_default())));
+    let ibal = SharedIbal::new(Ibal::new(setup.ibal.unwrap_or_default()));
     let mut agents: Vec<Box<dyn Agent>> = Vec::with_capacity(setup.clients.len() + 1);
     if setup.ibal.is_some() {
         agents.push(Box::new(IbalClient::new(ibal.clone())));

@@ -7,12 +7,12 @@
 
 use std::vec::Vec;
 
-use hcabus::sim::{Agent, Bus};
+use hcabus::bus::{Client, ClientReport};
 use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant, State};
 
-use crate::access::{MrFlags, MrSpec, QpSpec};
+use crate::access::{ClientBus, MrFlags, MrSpec, QpSpec};
 use crate::errors::CreateError;
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
@@ -188,7 +188,7 @@ impl UverbsClient {
     }
 
     /// Opens a context: an IBAL consumer with a PD, a CQ and a registered buffer.
-    pub fn open(&mut self, bus: &mut Bus<'_>) -> Result<CtxHandle, UverbsError> {
+    pub fn open<B: ClientBus + ?Sized>(&mut self, bus: &mut B) -> Result<CtxHandle, UverbsError> {
         if self.gone || matches!(bus.state(), State::Failed | State::Removed) {
             return Err(UverbsError::DeviceGone);
         }
@@ -197,7 +197,7 @@ impl UverbsClient {
             .iter()
             .position(|c| !c.live)
             .ok_or(UverbsError::NoResources)?;
-        let mut ibal = self.ibal.borrow_mut();
+        let mut ibal = self.ibal.lock();
         let c = ibal
             .open(self.desc.name.as_str())
             .map_err(|_| UverbsError::NoResources)?;
@@ -241,7 +241,11 @@ impl UverbsClient {
     }
 
     /// One unit of user work: create and destroy a queue pair, poll the CQ.
-    pub fn work(&mut self, bus: &mut Bus<'_>, ctx: CtxHandle) -> Result<(), UverbsError> {
+    pub fn work<B: ClientBus + ?Sized>(
+        &mut self,
+        bus: &mut B,
+        ctx: CtxHandle,
+    ) -> Result<(), UverbsError> {
         let cx = *self.context(ctx)?;
         if cx.disassociated {
             return Err(UverbsError::DeviceReset);
@@ -249,7 +253,7 @@ impl UverbsClient {
         let (Some(c), Some(pd), Some(cq)) = (cx.consumer, cx.pd, cx.cq) else {
             return Err(UverbsError::BadHandle);
         };
-        let mut ibal = self.ibal.borrow_mut();
+        let mut ibal = self.ibal.lock();
         let qp = ibal
             .create_qp(
                 bus,
@@ -275,19 +279,23 @@ impl UverbsClient {
     }
 
     /// Closes a context. Always succeeds for an open one, disassociated or not.
-    pub fn close(&mut self, bus: &mut Bus<'_>, ctx: CtxHandle) -> Result<(), UverbsError> {
+    pub fn close<B: ClientBus + ?Sized>(
+        &mut self,
+        bus: &mut B,
+        ctx: CtxHandle,
+    ) -> Result<(), UverbsError> {
         self.context(ctx)?;
         let slot = &mut self.contexts[usize::from(ctx.index)];
         slot.live = false;
         if let Some(c) = slot.consumer.take() {
-            let _ = self.ibal.borrow_mut().close(bus, c);
+            let _ = self.ibal.lock().close(bus, c);
         }
         Ok(())
     }
 
     /// RESET (or failure): every open context loses its resources and answers EIO.
-    fn disassociate_all(&mut self, bus: &mut Bus<'_>) {
-        let mut ibal = self.ibal.borrow_mut();
+    fn disassociate_all<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
+        let mut ibal = self.ibal.lock();
         for cx in self
             .contexts
             .iter_mut()
@@ -302,7 +310,7 @@ impl UverbsClient {
         }
     }
 
-    fn run_process(&mut self, bus: &mut Bus<'_>) {
+    fn run_process<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
         let now = bus.now();
         match self.process_ctx {
             Some(ctx) => match self.work(bus, ctx) {
@@ -334,13 +342,9 @@ impl UverbsClient {
     }
 }
 
-impl Agent for UverbsClient {
-    fn name(&self) -> &str {
-        self.desc.name.as_str()
-    }
-
-    fn start(&mut self, bus: &mut Bus<'_>) {
-        let Some(base) = bus.hca().verbs_mut().dma_alloc(dma_bytes()) else {
+impl<B: ClientBus + ?Sized> Client<B> for UverbsClient {
+    fn start(&mut self, bus: &mut B) {
+        let Some(base) = bus.device().dma_alloc(dma_bytes()) else {
             self.refusals += 1;
             self.problem = Some(crate::retry::ClientProblem::NoDmaMemory { bytes: dma_bytes() });
             return;
@@ -355,7 +359,7 @@ impl Agent for UverbsClient {
         }
     }
 
-    fn on_event(&mut self, bus: &mut Bus<'_>, id: ClientId, event: Event) {
+    fn on_event(&mut self, bus: &mut B, id: ClientId, event: Event) {
         self.events.push(event.kind());
         match event {
             Event::Reset { epoch, .. } => {
@@ -376,13 +380,19 @@ impl Agent for UverbsClient {
         self.next_op
     }
 
-    fn wake(&mut self, bus: &mut Bus<'_>) {
+    fn wake(&mut self, bus: &mut B) {
         let now = bus.now();
         if let Some(t) = self.next_op.filter(|t| *t <= now) {
             let interval = 1_000_000 / u64::from(self.config.ops_per_sec.max(1));
             self.next_op = Some(t + Duration::from_us(interval));
             self.run_process(bus);
         }
+    }
+}
+
+impl ClientReport for UverbsClient {
+    fn name(&self) -> &str {
+        self.desc.name.as_str()
     }
 
     fn error(&self) -> Option<String> {

@@ -2,7 +2,8 @@
 //! client that cannot come up says so, no retry is unbounded, and the I/O accounting closes
 //! (SPEC §9: submitted = completed + failed + in flight + lost).
 
-use hcabus::sim::{Agent, Fault, SimHost};
+use hcabus::bus::ClientReport;
+use hcabus::sim::{Fault, SimHost};
 use hcabus::{Duration, Instant, State};
 use ibal::block::IoStats;
 use ibal::budget;

@@ -1,6 +1,8 @@
 //! The access layer and its clients through resets (issue: boot-from-SAN rides through).
 
-use hcabus::sim::{Agent, Behavior, Fault, RemoteError, SimHost};
+use hcabus::bus::{BusHandle, ClientReport};
+use hcabus::fabric::Fabric;
+use hcabus::sim::{Behavior, Fault, RemoteError, SimHost};
 use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant, State};
@@ -316,18 +318,16 @@ fn a_peer_s_rdma_read_with_an_old_r_key_works_only_for_a_preserved_region() {
     let (c, pd, kept, plain, kept_addr, plain_addr) = host
         .with_agent::<IbalClient, _>(|client, bus| {
             let shared = client.shared().clone();
-            let mut ibal = shared.borrow_mut();
+            let mut ibal = shared.lock();
             let c = ibal.open("exporter").expect("consumer");
             let pd = ibal.alloc_pd(bus, c).expect("pd");
             connected_qp(&mut ibal, bus, c, pd);
-            let kept_addr = bus.hca().verbs_mut().dma_alloc(4096).expect("dma");
-            let plain_addr = bus.hca().verbs_mut().dma_alloc(4096).expect("dma");
+            let kept_addr = bus.device().dma_alloc(4096).expect("dma");
+            let plain_addr = bus.device().dma_alloc(4096).expect("dma");
             for (addr, text) in [(kept_addr, b"kept"), (plain_addr, b"lost")] {
-                bus.hca()
-                    .verbs_mut()
-                    .mem_mut(addr, 4)
-                    .expect("mem")
-                    .copy_from_slice(text);
+                bus.device()
+                    .with_dma(addr, 4, |m| m.copy_from_slice(text))
+                    .expect("mem");
             }
             let kept = region(&mut ibal, bus, c, pd, kept_addr, MrFlags::PRESERVE_KEYS);
             let plain = region(&mut ibal, bus, c, pd, plain_addr, MrFlags::empty());
@@ -342,7 +342,7 @@ fn a_peer_s_rdma_read_with_an_old_r_key_works_only_for_a_preserved_region() {
     let (qpn, fresh) = host
         .with_agent::<IbalClient, _>(|client, bus| {
             let shared = client.shared().clone();
-            let mut ibal = shared.borrow_mut();
+            let mut ibal = shared.lock();
             let qp = connected_qp(&mut ibal, bus, c, pd);
             let fresh = region(&mut ibal, bus, c, pd, plain_addr, MrFlags::empty());
             (ibal.qpn(c, qp).expect("qpn"), fresh)
@@ -370,7 +370,7 @@ fn a_peer_s_rdma_read_with_an_old_r_key_works_only_for_a_preserved_region() {
         .agent::<IbalClient>()
         .expect("ibal")
         .shared()
-        .borrow()
+        .lock()
         .stats();
     assert_eq!(stats.preserved_restored, 1);
 }
@@ -392,12 +392,12 @@ fn an_unresponsive_client_keeps_stale_handles_that_never_reach_the_new_epoch() {
     let (wedged, old_qp, keys, addr) = host
         .with_agent::<IbalClient, _>(|client, bus| {
             let shared = client.shared().clone();
-            let mut ibal = shared.borrow_mut();
+            let mut ibal = shared.lock();
             let c = ibal.open("wedged").expect("consumer");
             let pd = ibal.alloc_pd(bus, c).expect("pd");
             let qp = connected_qp(&mut ibal, bus, c, pd);
             ibal.modify_qp(bus, c, qp, QpState::Rts, None).expect("rts");
-            let addr = bus.hca().verbs_mut().dma_alloc(4096).expect("dma");
+            let addr = bus.device().dma_alloc(4096).expect("dma");
             let keys = region(&mut ibal, bus, c, pd, addr, MrFlags::empty());
             (c, qp, keys, addr)
         })
@@ -411,7 +411,7 @@ fn an_unresponsive_client_keeps_stale_handles_that_never_reach_the_new_epoch() {
     let (err, other_qpn, zombie_kept) = host
         .with_agent::<IbalClient, _>(|client, bus| {
             let shared = client.shared().clone();
-            let mut ibal = shared.borrow_mut();
+            let mut ibal = shared.lock();
             let other = ibal.open("other").expect("consumer");
             let pd = ibal.alloc_pd(bus, other).expect("pd");
             let qp = connected_qp(&mut ibal, bus, other, pd);
@@ -544,7 +544,7 @@ fn a_vetoed_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothing(
         .agent::<IbalClient>()
         .expect("ibal")
         .shared()
-        .borrow()
+        .lock()
         .stats();
     assert!(ibal.orphans_destroyed > 0, "{ibal:?}");
     assert_eq!(

@@ -1,8 +1,9 @@
 //! The virtual-time host: callbacks that call back into the bus, and whole scenarios.
 
+use hcabus::bus::{BusHandle, Client, ClientReport};
 use hcabus::coordinator::{ClientState, State};
 use hcabus::recorder::RecordKind;
-use hcabus::sim::{scenarios, Agent, Behavior, Bus, Fault, SimHost, SimSetup};
+use hcabus::sim::{scenarios, Behavior, Fault, SimHost, SimSetup};
 use hcabus::types::*;
 use hcabus::{Duration, Instant, Policy};
 use hcabus_tests::{acks_after, desc, events_of, run};
@@ -125,14 +126,12 @@ struct Acrobat {
     helper_results: Vec<&'static str>,
 }
 
-impl Agent for Acrobat {
-    fn name(&self) -> &str {
-        "acrobat"
-    }
-    fn start(&mut self, bus: &mut Bus<'_>) {
+impl<B: BusHandle + ?Sized> Client<B> for Acrobat {
+    fn start(&mut self, bus: &mut B) {
         self.id = Some(bus.register(custom("acrobat")).expect("register").id);
     }
-    fn on_event(&mut self, bus: &mut Bus<'_>, id: ClientId, event: Event) {
+
+    fn on_event(&mut self, bus: &mut B, id: ClientId, event: Event) {
         self.events.push(event.kind());
         if let Event::Reset { epoch, .. } = event {
             assert_eq!(bus.state(), State::Quiescing);
@@ -151,9 +150,17 @@ impl Agent for Acrobat {
             assert_eq!(bus.reset_request(id), Ok(epoch));
         }
     }
+}
+
+impl ClientReport for Acrobat {
+    fn name(&self) -> &str {
+        "acrobat"
+    }
+
     fn events(&self) -> &[EventKind] {
         &self.events
     }
+
     fn id(&self) -> Option<ClientId> {
         self.id
     }

@@ -5,10 +5,11 @@ use std::alloc::System;
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
+use hcabus::bus::{BusHandle, Client, ClientReport};
 use hcabus::coordinator::{AdminReset, Config};
 use hcabus::sim::verifier::{self, BlockAtDispatch, Irql};
 use hcabus::sim::{
-    Agent, Behavior, Bus, BusClient, Fault, SharedSimHca, SimHca, SimHcaConfig, SimHost, SimSetup,
+    Agent, Behavior, BusClient, Fault, SharedSimHca, SimHca, SimHcaConfig, SimHost, SimSetup,
     ThreadedBus, ThreadedHost,
 };
 use hcabus::types::*;
@@ -32,15 +33,13 @@ struct Careless {
     irql_in_callback: Vec<Irql>,
 }
 
-impl Agent for Careless {
-    fn name(&self) -> &str {
-        "careless"
-    }
-    fn start(&mut self, bus: &mut Bus<'_>) {
+impl<B: BusHandle + ?Sized> Client<B> for Careless {
+    fn start(&mut self, bus: &mut B) {
         let d = desc("careless", ClientKind::Custom, ClientFlags::empty());
         self.id = Some(bus.register(d).expect("register").id);
     }
-    fn on_event(&mut self, bus: &mut Bus<'_>, id: ClientId, event: Event) {
+
+    fn on_event(&mut self, bus: &mut B, id: ClientId, event: Event) {
         self.events.push(event.kind());
         self.irql_in_callback.push(verifier::current());
         if let Event::Reset { epoch, .. } = event {
@@ -49,9 +48,17 @@ impl Agent for Careless {
             bus.reset_execute(id, epoch).expect("execute");
         }
     }
+}
+
+impl ClientReport for Careless {
+    fn name(&self) -> &str {
+        "careless"
+    }
+
     fn events(&self) -> &[EventKind] {
         &self.events
     }
+
     fn id(&self) -> Option<ClientId> {
         self.id
     }

@@ -319,7 +319,7 @@ pub fn workload(host: &SimHost) -> String {
                 out,
                 "    {:<10} {:>6} done, max latency {:>10}, {:>3} in flight at RESET, {:>3} taken \
                  back, {:>3} held at most, {} logins",
-                hcabus::sim::Agent::name(d),
+                hcabus::bus::ClientReport::name(d),
                 w.completed,
                 us(Some(w.max_latency_us)),
                 s.max_in_flight_at_reset,

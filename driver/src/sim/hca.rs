@@ -1,7 +1,8 @@
 //! `SimHca`: a ConnectX-like device in virtual time with injectable faults.
 
+use crate::fabric::{Fabric, RemoteError, WireMsg};
 use crate::hca::{Hca, HealthSample, HwError, Identity, Readiness};
-use crate::sim::verbs::{RemoteError, SimVerbs, VerbsLimits};
+use crate::sim::verbs::SimVerbs;
 use crate::time::{Duration, Instant};
 use crate::verbs::*;
 
@@ -246,20 +247,30 @@ impl SimHca {
         }
     }
 
-    /// A remote peer sends `data` to host queue pair `to`.
-    pub fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError> {
+    fn running(&self) -> Result<(), HwError> {
+        match self.phase {
+            Phase::Running => Ok(()),
+            Phase::InReset { .. } => Err(HwError::DeviceError),
+            Phase::Removed => Err(HwError::Absent),
+        }
+    }
+}
+
+impl Fabric for SimHca {
+    fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
+        self.verbs.wire_take(wanted)
+    }
+    fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError> {
         self.reachable()?;
         self.verbs.remote_send(from, to, data)
     }
 
-    /// A remote peer sends to multicast group `mgid`; returns the host queue pairs reached.
-    pub fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError> {
+    fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError> {
         self.reachable()?;
         Ok(self.verbs.remote_send_mcast(mgid, data))
     }
 
-    /// A remote peer's RDMA WRITE into host memory through `rkey`.
-    pub fn remote_rdma_write(
+    fn remote_rdma_write(
         &mut self,
         from: RemoteQp,
         to: Qpn,
@@ -271,8 +282,7 @@ impl SimHca {
         self.verbs.remote_rdma_write(from, to, rkey, addr, data)
     }
 
-    /// A remote peer's RDMA READ from host memory through `rkey`.
-    pub fn remote_rdma_read(
+    fn remote_rdma_read(
         &mut self,
         from: RemoteQp,
         to: Qpn,
@@ -283,13 +293,14 @@ impl SimHca {
         self.reachable()?;
         self.verbs.remote_rdma_read(from, to, rkey, addr, out)
     }
+}
 
-    fn running(&self) -> Result<(), HwError> {
-        match self.phase {
-            Phase::Running => Ok(()),
-            Phase::InReset { .. } => Err(HwError::DeviceError),
-            Phase::Removed => Err(HwError::Absent),
-        }
+impl DmaMemory for SimHca {
+    fn dma_alloc(&mut self, len: u64) -> Option<u64> {
+        self.verbs.dma_alloc(len)
+    }
+    fn with_dma<R>(&mut self, addr: u64, len: u64, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
+        self.verbs.mem_mut(addr, len).map(f)
     }
 }
 

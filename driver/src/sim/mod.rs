@@ -1,18 +1,27 @@
 //! Feature `sim`: the simulated HCA and the hosts that run the coordinator on Linux.
 
+pub mod agent;
+pub mod bus;
 pub mod hca;
 pub mod host;
+pub mod invariants;
+pub mod report;
 pub mod scenarios;
+pub mod setup;
 pub mod stepper;
 pub mod threaded;
 pub mod verbs;
 pub mod verifier;
 
+pub use crate::fabric::{Fabric, RemoteError, WireMsg, HOST_LID_BASE, WIRE_MTU};
+pub use crate::verbs::{DmaMemory, VerbsLimits};
+pub use agent::{Agent, Behavior, ScriptedAgent, AGENT_EVENT_CAPACITY};
+pub use bus::Bus;
 pub use hca::{SimHca, SimHcaConfig, SimHcaStats};
-pub use host::{
-    random_setup, Agent, Behavior, Bus, Fault, InvariantChecker, ResetReport, ScriptedAgent,
-    SimHost, SimSetup,
-};
+pub use host::{AllocProbe, HostStats, SimHost};
+pub use invariants::InvariantChecker;
+pub use report::ResetReport;
+pub use setup::{random_setup, Fault, SimSetup, COMMAND_TIMEOUT};
 pub use stepper::Stepper;
 pub use threaded::{BusClient, SharedSimHca, StartError, ThreadedBus, ThreadedHost};
-pub use verbs::{RemoteError, SimVerbs, VerbsLimits, VerbsStats, WireMsg, HOST_LID_BASE, WIRE_MTU};
+pub use verbs::{SimVerbs, VerbsStats};

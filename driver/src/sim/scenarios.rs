@@ -3,8 +3,9 @@
 use std::vec::Vec;
 
 use crate::policy::Policy;
+use crate::sim::agent::Behavior;
 use crate::sim::hca::SimHcaConfig;
-use crate::sim::host::{Behavior, Fault, SimSetup};
+use crate::sim::setup::{Fault, SimSetup};
 use crate::time::{Duration, Instant};
 use crate::types::{ClientDesc, ClientFlags, ClientKind};
 

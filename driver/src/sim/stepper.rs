@@ -10,7 +10,7 @@ use crate::coordinator::{Action, Config, Coordinator, PnpOp, State, TimerId};
 use crate::hca::{execute, HwStep};
 use crate::policy::PolicyError;
 use crate::sim::hca::SimHca;
-use crate::sim::host::InvariantChecker;
+use crate::sim::invariants::InvariantChecker;
 use crate::time::{Duration, Instant};
 use crate::types::{ClientId, Event, EventKind};
 

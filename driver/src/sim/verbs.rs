@@ -10,43 +10,8 @@
 use std::collections::VecDeque;
 use std::vec::Vec;
 
+use crate::fabric::*;
 use crate::verbs::*;
-
-/// Largest message the simulated wire carries: enough for an SRP command or an IPoIB frame
-/// of the model.
-pub const WIRE_MTU: usize = 256;
-
-/// Capacities of the device's tables and memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VerbsLimits {
-    pub max_pds: u16,
-    pub max_cqs: u16,
-    pub max_cq_entries: u32,
-    pub max_qps: u16,
-    pub max_wr: u32,
-    pub max_mrs: u16,
-    pub max_ahs: u16,
-    /// Host memory the device can reach by DMA, carved up at start with `dma_alloc`.
-    pub dma_bytes: u32,
-    /// Messages in flight on the wire.
-    pub wire_capacity: u32,
-}
-
-impl Default for VerbsLimits {
-    fn default() -> Self {
-        VerbsLimits {
-            max_pds: 64,
-            max_cqs: 64,
-            max_cq_entries: 512,
-            max_qps: 64,
-            max_wr: 512,
-            max_mrs: 128,
-            max_ahs: 64,
-            dma_bytes: 4 << 20,
-            wire_capacity: 4096,
-        }
-    }
-}
 
 /// Multicast groups one queue pair may be attached to.
 const MCAST_PER_QP: usize = 8;
@@ -55,64 +20,6 @@ const INDEX_BITS: u32 = 8;
 const INDEX_MASK: u32 = (1 << INDEX_BITS) - 1;
 /// Addresses of host memory start here, so that address 0 is never valid.
 const DMA_BASE: u64 = 0x10_0000;
-/// The first port's LID; port `n` has `HOST_LID_BASE + n - 1`.
-pub const HOST_LID_BASE: Lid = 1;
-
-/// A message on the wire, from a host queue pair to a remote peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WireMsg {
-    pub src_lid: Lid,
-    pub src_qpn: Qpn,
-    pub dlid: Lid,
-    /// The destination queue pair (the connected peer's for RC).
-    pub dqpn: Qpn,
-    pub len: u16,
-    pub data: [u8; WIRE_MTU],
-}
-
-impl WireMsg {
-    pub fn payload(&self) -> &[u8] {
-        &self.data[..usize::from(self.len)]
-    }
-}
-
-/// Why a remote peer's operation on this host failed, as the peer's own HCA reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RemoteError {
-    /// The host's adapter does not answer (in reset, dead, or removed): the peer times out.
-    HostDown,
-    /// No such queue pair on the host (destroyed, or forgotten by a reset).
-    NoSuchQp,
-    /// The queue pair is connected to someone else, or not ready to receive.
-    NotConnected,
-    /// Remote access error: bad R-Key, range or rights.
-    AccessError,
-    /// Receiver not ready: no receive posted.
-    ReceiverNotReady,
-    /// The message did not fit the posted receive buffer.
-    LengthError,
-}
-
-impl RemoteError {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RemoteError::HostDown => "host down",
-            RemoteError::NoSuchQp => "no such queue pair",
-            RemoteError::NotConnected => "not connected",
-            RemoteError::AccessError => "remote access error",
-            RemoteError::ReceiverNotReady => "receiver not ready",
-            RemoteError::LengthError => "length error",
-        }
-    }
-}
-
-impl core::fmt::Display for RemoteError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl core::error::Error for RemoteError {}
 
 /// Counts of data-path activity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,0 +1,87 @@
+//! The bus interface as a client sees it (SPEC §3), as traits every host implements.
+//!
+//! [`BusHandle`] is what a child of the bus driver is handed: the calls of SPEC §3, the
+//! clock, the device's state and epoch, and the adapter itself (its verbs and DMA memory).
+//! The virtual-time host hands a client a handle on its parts for the length of a callback;
+//! the threaded host (the model of the KMDF glue) hands it a handle whose calls are queued
+//! for the thread that drains the coordinator. A client written against these traits, the
+//! access layer and every client of `ibal`, runs on either, unchanged.
+//!
+//! [`Client`] is the other direction: what a host calls on a client. Callbacks run at
+//! DISPATCH_LEVEL on the kernel host: they must not block, and on the reset path they must
+//! not allocate (SPEC §6).
+
+use alloc::string::String;
+
+use rand_core::RngCore;
+
+use crate::coordinator::{ExecuteOutcome, Registration, State};
+use crate::errors::{ExecuteError, RegisterError, RequestError, UnregisterError, VetoError};
+use crate::policy::Policy;
+use crate::time::Instant;
+use crate::types::{ClientDesc, ClientId, ClientKind, Epoch, Event, EventKind};
+
+/// What a client can do to the bus, from a callback or from its own work.
+///
+/// A call made from inside a callback takes effect before the callback's event counts as
+/// delivered, but what it sets in motion (other clients' events, hardware steps) runs after
+/// the callback returns: no host calls a client back from inside one of its own calls.
+pub trait BusHandle {
+    /// The adapter as the access layer drives it (verbs, DMA memory; on the simulator also
+    /// the far side of the wire).
+    type Device;
+    /// The host's source of randomness (back-off jitter, workloads): seeded on the
+    /// simulator, so that a run replays.
+    type Rng: RngCore;
+
+    fn now(&self) -> Instant;
+    fn state(&self) -> State;
+    fn epoch(&self) -> Epoch;
+    /// The bus's policy (a client sizes its own hold timeout from it).
+    fn policy(&self) -> Policy;
+
+    /// Registers; the host routes later events for the new id to the calling client.
+    fn register(&mut self, desc: ClientDesc) -> Result<Registration, RegisterError>;
+    fn unregister(&mut self, id: ClientId) -> Result<(), UnregisterError>;
+    fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError>;
+    fn reset_execute(&mut self, id: ClientId, epoch: Epoch)
+        -> Result<ExecuteOutcome, ExecuteError>;
+    fn reset_veto(&mut self, id: ClientId, epoch: Epoch) -> Result<(), VetoError>;
+
+    fn device(&mut self) -> &mut Self::Device;
+    fn rng(&mut self) -> &mut Self::Rng;
+    /// The device and the generator at once (a simulated remote peer needs both).
+    fn device_and_rng(&mut self) -> (&mut Self::Device, &mut Self::Rng);
+}
+
+/// A client of the bus, as a host drives it.
+pub trait Client<B: BusHandle + ?Sized> {
+    /// Called once when the host starts the client (typically: register).
+    fn start(&mut self, bus: &mut B);
+    fn on_event(&mut self, bus: &mut B, id: ClientId, event: Event);
+    /// When the client next wants [`Client::wake`]; `None` (the default) for never.
+    fn next_wake(&self) -> Option<Instant> {
+        None
+    }
+    /// The client's own work, at PASSIVE_LEVEL: it may block and, off the reset path,
+    /// allocate.
+    fn wake(&mut self, _bus: &mut B) {}
+}
+
+/// What a client says of itself, for hosts and reports; needs no bus.
+pub trait ClientReport {
+    fn name(&self) -> &str;
+    /// Events received, in order.
+    fn events(&self) -> &[EventKind];
+    /// Current id, if registered.
+    fn id(&self) -> Option<ClientId>;
+    /// What kind of client it registers as.
+    fn kind(&self) -> ClientKind {
+        ClientKind::Custom
+    }
+    /// Why the client is not doing its job (it could not start, its login gave up), for
+    /// the report; `None` while it is fine. Called after a run, so it may allocate.
+    fn error(&self) -> Option<String> {
+        None
+    }
+}

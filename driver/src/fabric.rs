@@ -1,0 +1,101 @@
+//! The far side of the wire: what a remote peer (an SRP target, an IPoIB host) does to this
+//! host's adapter, for a device that can play both sides.
+//!
+//! Real hardware has no use for it: its peers are across a real fabric. The simulated
+//! adapter implements [`Fabric`] so that the clients' peers (which live beside the clients in
+//! the simulation) reach the host's queue pairs and memory the way the wire would, and
+//! nothing here needs `std`: a host that runs the clients only needs a device that is
+//! [`crate::verbs::Verbs`], [`crate::verbs::DmaMemory`] and `Fabric`.
+
+use crate::verbs::{Lid, Mgid, Qpn, RemoteQp};
+
+/// Largest message the simulated wire carries: enough for an SRP command or an IPoIB frame
+/// of the model.
+pub const WIRE_MTU: usize = 256;
+
+/// The first port's LID; port `n` has `HOST_LID_BASE + n - 1`.
+pub const HOST_LID_BASE: Lid = 1;
+
+/// A message on the wire, from a host queue pair to a remote peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireMsg {
+    pub src_lid: Lid,
+    pub src_qpn: Qpn,
+    pub dlid: Lid,
+    /// The destination queue pair (the connected peer's for RC).
+    pub dqpn: Qpn,
+    pub len: u16,
+    pub data: [u8; WIRE_MTU],
+}
+
+impl WireMsg {
+    pub fn payload(&self) -> &[u8] {
+        &self.data[..usize::from(self.len)]
+    }
+}
+
+/// Why a remote peer's operation on this host failed, as the peer's own HCA reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RemoteError {
+    /// The host's adapter does not answer (in reset, dead, or removed): the peer times out.
+    HostDown,
+    /// No such queue pair on the host (destroyed, or forgotten by a reset).
+    NoSuchQp,
+    /// The queue pair is connected to someone else, or not ready to receive.
+    NotConnected,
+    /// Remote access error: bad R-Key, range or rights.
+    AccessError,
+    /// Receiver not ready: no receive posted.
+    ReceiverNotReady,
+    /// The message did not fit the posted receive buffer.
+    LengthError,
+}
+
+impl RemoteError {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RemoteError::HostDown => "host down",
+            RemoteError::NoSuchQp => "no such queue pair",
+            RemoteError::NotConnected => "not connected",
+            RemoteError::AccessError => "remote access error",
+            RemoteError::ReceiverNotReady => "receiver not ready",
+            RemoteError::LengthError => "length error",
+        }
+    }
+}
+
+impl core::fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl core::error::Error for RemoteError {}
+
+/// What a remote peer can do to the host's adapter over the fabric.
+pub trait Fabric {
+    /// Takes the oldest message on the wire that `wanted` accepts.
+    fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg>;
+    /// A remote peer sends `data` to host queue pair `to`.
+    fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError>;
+    /// A remote peer sends to multicast group `mgid`; returns the host queue pairs reached.
+    fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError>;
+    /// A remote peer's RDMA WRITE into host memory through `rkey`.
+    fn remote_rdma_write(
+        &mut self,
+        from: RemoteQp,
+        to: Qpn,
+        rkey: u32,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<(), RemoteError>;
+    /// A remote peer's RDMA READ from host memory through `rkey`.
+    fn remote_rdma_read(
+        &mut self,
+        from: RemoteQp,
+        to: Qpn,
+        rkey: u32,
+        addr: u64,
+        out: &mut [u8],
+    ) -> Result<(), RemoteError>;
+}

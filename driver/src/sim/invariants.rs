@@ -1,0 +1,183 @@
+//! The event guarantees of SPEC §4, checked on every delivery by every host.
+
+use std::fmt;
+use std::string::{String, ToString};
+use std::vec::Vec;
+
+use crate::coordinator::*;
+use crate::types::*;
+
+/// Checks the event guarantees of SPEC §4 on every delivery, without allocating.
+#[derive(Debug, Clone)]
+pub struct InvariantChecker {
+    /// Per slot: the client id it tracks, whether a RESET awaits its terminal event, and the
+    /// registration sequence (to check fan-out order).
+    slots: Vec<SlotWatch>,
+    reg_seq: u64,
+    last_fanout: Option<(EventKind, Epoch, u64)>,
+    /// Registrations + unregistrations last seen, to sync only on change.
+    membership_seen: u64,
+    pub checked: u64,
+    pub violations: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct SlotWatch {
+    id: Option<ClientId>,
+    awaiting_terminal: bool,
+    late: bool,
+    zombie: bool,
+    reg_seq: u64,
+}
+
+/// At most this many violation messages are kept (the count keeps going).
+const MAX_VIOLATION_TEXTS: usize = 32;
+
+impl InvariantChecker {
+    pub fn new(max_clients: usize) -> Self {
+        InvariantChecker {
+            slots: std::vec![SlotWatch::default(); max_clients],
+            reg_seq: 0,
+            last_fanout: None,
+            membership_seen: 0,
+            checked: 0,
+            violations: Vec::with_capacity(MAX_VIOLATION_TEXTS),
+        }
+    }
+
+    /// Records a violation found by the host itself (the verifier, say).
+    pub fn violate(&mut self, what: fmt::Arguments<'_>) {
+        // Formatting allocates; a violating run is a failing run, so the cost is moot.
+        if self.violations.len() < MAX_VIOLATION_TEXTS {
+            self.violations.push(what.to_string());
+        }
+    }
+
+    /// Catches up with registrations and unregistrations made on `coord` since the last
+    /// call. Cheap when nothing changed, so hosts call it after every callback.
+    pub fn sync(&mut self, coord: &Coordinator) {
+        // Only when membership changed: scanning after every callback would make a reset
+        // quadratic in the number of clients.
+        let c = coord.counters();
+        let membership = c.registrations + c.unregistrations;
+        if membership == self.membership_seen {
+            return;
+        }
+        self.membership_seen = membership;
+        for c in coord.clients() {
+            let w = self.slots[usize::from(c.id.index)];
+            if w.id != Some(c.id) {
+                // Outside the barrier of a reset under way means late, whatever the state
+                // (a registrant during restore is already Active: its RESET_END is queued).
+                let late = coord.reset_in_progress() && !c.in_barrier;
+                self.on_register(c.id, late, c.state == ClientState::Failed);
+            }
+        }
+        for i in 0..self.slots.len() {
+            if let Some(id) = self.slots[i].id {
+                if coord.client(id).is_err() {
+                    self.on_unregister(id);
+                }
+            }
+        }
+    }
+
+    /// A client registered; `late` when it registered during a reset.
+    fn on_register(&mut self, id: ClientId, late: bool, zombie: bool) {
+        self.reg_seq += 1;
+        if let Some(w) = self.slots.get_mut(usize::from(id.index)) {
+            *w = SlotWatch {
+                id: Some(id),
+                awaiting_terminal: false,
+                late,
+                zombie,
+                reg_seq: self.reg_seq,
+            };
+        }
+    }
+
+    pub fn on_deliver(&mut self, client: ClientId, event: Event) {
+        self.checked += 1;
+        let kind = event.kind();
+        let Some(w) = self.slots.get(usize::from(client.index)).copied() else {
+            return self.violate(format_args!("{kind} to {client}: no such slot"));
+        };
+        if w.id != Some(client) {
+            return self.violate(format_args!(
+                "{kind} to {client}: not the registered client"
+            ));
+        }
+        let epoch = match event {
+            Event::Reset { epoch, .. }
+            | Event::ResetEnd { epoch, .. }
+            | Event::ResetFailed { epoch, .. }
+            | Event::ResetAborted { epoch, .. } => epoch,
+            Event::DeviceFatal { .. } => Epoch(0),
+        };
+        // RESET in reverse registration order, RESET_END in registration order.
+        match (self.last_fanout, kind) {
+            (Some((EventKind::Reset, e, seq)), EventKind::Reset)
+                if e == epoch && w.reg_seq > seq =>
+            {
+                self.violate(format_args!(
+                    "RESET of {epoch} not in reverse registration order"
+                ))
+            }
+            (Some((EventKind::ResetEnd, e, seq)), EventKind::ResetEnd)
+                if e == epoch && w.reg_seq < seq =>
+            {
+                self.violate(format_args!(
+                    "RESET_END of {epoch} not in registration order"
+                ))
+            }
+            _ => {}
+        }
+        self.last_fanout = Some((kind, epoch, w.reg_seq));
+        let mut next = w;
+        match kind {
+            EventKind::Reset => {
+                if w.awaiting_terminal {
+                    self.violate(format_args!(
+                        "{client} got a second RESET before the outcome"
+                    ));
+                }
+                next.awaiting_terminal = true;
+                next.late = false;
+            }
+            EventKind::ResetEnd | EventKind::ResetFailed | EventKind::ResetAborted => {
+                // Without a RESET first, an outcome is only right for a late registrant or
+                // for a zombie of a failed device (an administrator restart has no RESET).
+                if !w.awaiting_terminal && !w.late && !w.zombie {
+                    self.violate(format_args!("{client} got {kind} without RESET"));
+                }
+                next.awaiting_terminal = false;
+                next.late = false;
+                next.zombie = kind == EventKind::ResetFailed;
+            }
+            EventKind::DeviceFatal => next.awaiting_terminal = false,
+        }
+        self.slots[usize::from(client.index)] = next;
+    }
+
+    fn on_unregister(&mut self, id: ClientId) {
+        if let Some(w) = self.slots.get_mut(usize::from(id.index)) {
+            if w.id == Some(id) {
+                *w = SlotWatch::default();
+            }
+        }
+    }
+
+    /// At the end of a reset every barrier member must have had its outcome.
+    pub fn on_reset_concluded(&mut self, coord: &Coordinator) {
+        self.checked += 1;
+        for c in coord.clients() {
+            let w = self.slots[usize::from(c.id.index)];
+            if w.id == Some(c.id) && w.awaiting_terminal {
+                self.violate(format_args!(
+                    "{} '{}' got RESET but no outcome",
+                    c.id, c.desc.name
+                ));
+            }
+        }
+    }
+}

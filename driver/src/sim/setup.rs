@@ -1,0 +1,152 @@
+//! What a run is made of: the fault vocabulary, the scenario a host runs, and random
+//! scenarios for hunting violations.
+
+use std::string::String;
+use std::vec::Vec;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::policy::Policy;
+use crate::sim::agent::Behavior;
+use crate::sim::hca::SimHcaConfig;
+use crate::time::{Duration, Instant};
+use crate::types::*;
+
+/// A fault or administrator action applied at a point in virtual time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    Catastrophic,
+    CommandTimeout,
+    HealthStall,
+    /// Firmware stops: the health counter stalls and commands time out.
+    Hang,
+    AdminReset,
+    PlannedReset,
+    FwActivate,
+    SurpriseRemoval,
+    /// The next `n` reset assertions fail.
+    ResetFails(u32),
+    DeviceReplaced,
+    NeverReturns,
+    AdminRestart,
+    /// The client of agent `agent` (index in the host's agents) asks for a reset.
+    ClientRequest {
+        agent: u16,
+    },
+}
+
+/// How long a hung firmware takes to be noticed by a command that never completes.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_ms(2_500);
+
+/// A scenario the host can run.
+#[derive(Debug, Clone)]
+pub struct SimSetup {
+    pub name: String,
+    pub seed: u64,
+    pub duration: Duration,
+    pub hca: SimHcaConfig,
+    pub policy: Policy,
+    pub max_clients: u16,
+    pub recorder_capacity: usize,
+    pub clients: Vec<(ClientDesc, Behavior)>,
+    pub faults: Vec<(Instant, Fault)>,
+}
+
+impl Default for SimSetup {
+    fn default() -> Self {
+        SimSetup {
+            name: "unnamed".into(),
+            seed: 1,
+            duration: Duration::from_ms(5_000),
+            hca: SimHcaConfig::default(),
+            policy: Policy::default(),
+            max_clients: 64,
+            recorder_capacity: 8192,
+            clients: Vec::new(),
+            faults: Vec::new(),
+        }
+    }
+}
+
+/// A random scenario from a seed: clients with random behaviours and a random fault plan.
+/// Used to hunt for invariant violations; any failure replays from its seed.
+pub fn random_setup(seed: u64) -> SimSetup {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n_clients = rng.gen_range(1..=12);
+    let kinds = ClientKind::ALL;
+    let mut clients = Vec::new();
+    for i in 0..n_clients {
+        let kind = kinds[rng.gen_range(0..kinds.len())];
+        let mut flags = ClientFlags::empty();
+        if rng.gen_bool(0.3) {
+            flags |= ClientFlags::CAN_VETO;
+        }
+        let behavior = Behavior {
+            ack_delay: Duration::from_ms(if rng.gen_bool(0.5) {
+                0
+            } else {
+                rng.gen_range(1..800)
+            }),
+            never_ack: rng.gen_bool(0.1),
+            veto_planned: rng.gen_bool(0.15),
+            unregister_on_reset: rng.gen_bool(0.05),
+            reregister_on_reset: rng.gen_bool(0.1),
+            request_reset_at: rng
+                .gen_bool(0.2)
+                .then(|| Instant::from_ms(rng.gen_range(0..20_000))),
+            request_every: None,
+            request_on_reset_end: false,
+        };
+        let name = std::format!("{}{}", kind.as_str(), i);
+        if let Some(desc) = ClientDesc::new(&name, kind, flags) {
+            clients.push((desc, behavior));
+        }
+    }
+    let fault_kinds = [
+        Fault::Catastrophic,
+        Fault::CommandTimeout,
+        Fault::HealthStall,
+        Fault::Hang,
+        Fault::AdminReset,
+        Fault::PlannedReset,
+        Fault::FwActivate,
+        Fault::ResetFails(1),
+        Fault::ResetFails(5),
+        Fault::DeviceReplaced,
+        Fault::NeverReturns,
+        Fault::AdminRestart,
+        Fault::SurpriseRemoval,
+    ];
+    let mut faults = Vec::new();
+    for _ in 0..rng.gen_range(1..8) {
+        let f = fault_kinds[rng.gen_range(0..fault_kinds.len())];
+        // Removal ends everything; make it rare so that the rest gets exercised.
+        if f == Fault::SurpriseRemoval && rng.gen_bool(0.7) {
+            continue;
+        }
+        faults.push((Instant::from_ms(rng.gen_range(0..30_000)), f));
+    }
+    let policy = Policy {
+        quiesce_deadline_ms: rng.gen_range(100..3_000),
+        hw_ready_timeout_ms: rng.gen_range(500..3_000),
+        auto_restart_window_ms: rng.gen_range(3_000..60_000),
+        abort_on_unresponsive: rng.gen_bool(0.3),
+        storm_window_ms: rng.gen_range(1_000..60_000),
+        ..Policy::default()
+    };
+    SimSetup {
+        name: std::format!("random-{seed}"),
+        seed,
+        duration: Duration::from_ms(40_000),
+        hca: SimHcaConfig {
+            hw_reset: Duration::from_ms(rng.gen_range(10..2_000)),
+            ..SimHcaConfig::default()
+        },
+        policy,
+        max_clients: 16,
+        recorder_capacity: 1 << 14,
+        clients,
+        faults,
+    }
+}
