@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use hcabus::coordinator::{AdminReset, Config, State};
-use hcabus::sim::{BusClient, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
+use hcabus::sim::{EventCallback, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
 use hcabus::types::*;
 use hcabus::{Duration, Policy};
 use hcabus_tests::desc;
@@ -35,7 +35,7 @@ struct Probe {
     pending: AtomicU64,
 }
 
-impl BusClient for Probe {
+impl EventCallback for Probe {
     fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
         match event {
             Event::Reset { epoch, .. } => {

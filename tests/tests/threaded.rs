@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use hcabus::coordinator::{AdminReset, Config, State};
-use hcabus::sim::{BusClient, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
+use hcabus::sim::{EventCallback, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
 use hcabus::types::*;
 use hcabus::{Duration, Policy};
 use hcabus_tests::desc;
@@ -69,7 +69,7 @@ struct Client {
     self_ref: Mutex<Option<Arc<Client>>>,
 }
 
-impl BusClient for Client {
+impl EventCallback for Client {
     fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
         self.log.lock().expect("log").push((id, event.kind()));
         let Event::Reset { epoch, .. } = event else {

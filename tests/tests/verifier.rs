@@ -9,7 +9,7 @@ use hcabus::bus::{BusHandle, Client, ClientReport};
 use hcabus::coordinator::{AdminReset, Config};
 use hcabus::sim::verifier::{self, BlockAtDispatch, Irql};
 use hcabus::sim::{
-    Agent, Behavior, BusClient, Fault, SharedSimHca, SimHca, SimHcaConfig, SimHost, SimSetup,
+    Agent, Behavior, EventCallback, Fault, SharedSimHca, SimHca, SimHcaConfig, SimHost, SimSetup,
     ThreadedBus, ThreadedHost,
 };
 use hcabus::types::*;
@@ -68,7 +68,7 @@ struct Impatient {
     result: Mutex<Option<Result<bool, BlockAtDispatch>>>,
 }
 
-impl BusClient for Impatient {
+impl EventCallback for Impatient {
     fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
         if let Event::Reset { epoch, .. } = event {
             // Waiting for the reset from inside its own callback would deadlock a kernel.

@@ -8,7 +8,7 @@
 //! kernel would queue a DPC). A timer thread plays the role of the WDFTIMER objects.
 //!
 //! Nothing here allocates after [`ThreadedHost::start`], except the caller's own
-//! `Arc<dyn BusClient>` built before it registers.
+//! `Arc<dyn EventCallback>` built before it registers.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -17,15 +17,16 @@ use std::vec::Vec;
 
 use crate::coordinator::*;
 use crate::hca::{execute, Hca, HwError};
-use crate::hca::{HealthSample, Identity, Readiness};
-use crate::policy::PolicyError;
-use crate::sim::hca::SimHca;
+use crate::policy::{Policy, PolicyError};
 use crate::sim::verifier::{self, BlockAtDispatch};
 use crate::time::Instant;
 use crate::types::*;
 
-/// A client of the threaded bus. Called with no bus lock held; must not block.
-pub trait BusClient: Send + Sync {
+/// The event callback a client gives at register time: the model of the C ABI's
+/// `void (*)(void *client_context, const HCABUS_EVENT *event)` (SPEC §3). Called with no
+/// bus lock held; must not block. [`crate::sim::Hosted`] makes any [`crate::bus::Client`]
+/// one.
+pub trait EventCallback: Send + Sync {
     fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event);
 }
 
@@ -51,7 +52,7 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-type Callback = Arc<dyn BusClient>;
+pub(crate) type Callback = Arc<dyn EventCallback>;
 
 struct Core {
     coord: Coordinator,
@@ -158,6 +159,17 @@ impl ThreadedBus {
         desc: ClientDesc,
         client: Callback,
     ) -> Result<Registration, RegisterError> {
+        let reg = self.register_queued(desc, client)?;
+        self.drain();
+        Ok(reg)
+    }
+
+    /// Registers without running what it sets in motion: for a caller that drains later.
+    pub(crate) fn register_queued(
+        &self,
+        desc: ClientDesc,
+        client: Callback,
+    ) -> Result<Registration, RegisterError> {
         let old;
         let reg = {
             let mut core = lock(&self.shared.core);
@@ -168,11 +180,17 @@ impl ThreadedBus {
         };
         // A previous occupant's callback is dropped outside the lock: its Drop may do anything.
         drop(old);
-        self.drain();
         Ok(reg)
     }
 
     pub fn unregister(&self, id: ClientId) -> Result<(), UnregisterError> {
+        self.unregister_queued(id)?;
+        self.drain();
+        Ok(())
+    }
+
+    /// Unregisters without running what it sets in motion.
+    pub(crate) fn unregister_queued(&self, id: ClientId) -> Result<(), UnregisterError> {
         let old;
         {
             let mut core = lock(&self.shared.core);
@@ -181,7 +199,6 @@ impl ThreadedBus {
             old = core.callbacks[usize::from(id.index)].take();
         }
         drop(old);
-        self.drain();
         Ok(())
     }
 
@@ -230,6 +247,10 @@ impl ThreadedBus {
         self.inspect(Coordinator::epoch)
     }
 
+    pub fn policy(&self) -> Policy {
+        self.inspect(|c| *c.policy())
+    }
+
     /// Blocks until no reset is in progress and every action has been executed, or until
     /// `timeout`; `Ok(false)` on timeout. A blocking call: refused at DISPATCH_LEVEL (from a
     /// callback, where waiting for the reset would wait for itself).
@@ -267,17 +288,20 @@ impl ThreadedBus {
     }
 
     fn call<R>(&self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
-        let r = {
-            let mut core = lock(&self.shared.core);
-            let now = self.now();
-            f(&mut core.coord, now)
-        };
+        let r = self.call_queued(f);
         self.drain();
         r
     }
 
+    /// A call whose actions wait for the next [`ThreadedBus::drain`].
+    pub(crate) fn call_queued<R>(&self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
+        let mut core = lock(&self.shared.core);
+        let now = self.now();
+        f(&mut core.coord, now)
+    }
+
     /// Executes queued actions unless another thread already does (it will see ours).
-    fn drain(&self) {
+    pub fn drain(&self) {
         let mut core = lock(&self.shared.core);
         if core.draining {
             return;
@@ -371,57 +395,5 @@ impl ThreadedBus {
                     .unwrap_or_else(PoisonError::into_inner),
             };
         }
-    }
-}
-
-/// A `SimHca` on the wall clock, shared so that a test can inject faults while the threaded
-/// host drives it.
-#[derive(Debug, Clone)]
-pub struct SharedSimHca {
-    inner: Arc<Mutex<SimHca>>,
-    start: std::time::Instant,
-}
-
-impl SharedSimHca {
-    pub fn new(hca: SimHca) -> Self {
-        SharedSimHca {
-            inner: Arc::new(Mutex::new(hca)),
-            start: std::time::Instant::now(),
-        }
-    }
-
-    /// Runs `f` on the device at the current wall-clock time.
-    pub fn with<R>(&self, f: impl FnOnce(&mut SimHca) -> R) -> R {
-        let mut hca = lock(&self.inner);
-        let us = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        hca.set_now(Instant::from_us(us));
-        f(&mut hca)
-    }
-}
-
-impl Hca for SharedSimHca {
-    fn save_config(&mut self) -> Result<(), HwError> {
-        self.with(|h| h.save_config())
-    }
-    fn restore_config(&mut self) -> Result<(), HwError> {
-        self.with(|h| h.restore_config())
-    }
-    fn assert_reset(&mut self) -> Result<(), HwError> {
-        self.with(|h| h.assert_reset())
-    }
-    fn function_level_reset(&mut self) -> Result<(), HwError> {
-        self.with(|h| h.function_level_reset())
-    }
-    fn probe_ready(&mut self) -> Result<Readiness, HwError> {
-        self.with(|h| h.probe_ready())
-    }
-    fn init_command_interface(&mut self) -> Result<(), HwError> {
-        self.with(|h| h.init_command_interface())
-    }
-    fn identity(&mut self) -> Result<Identity, HwError> {
-        self.with(|h| h.identity())
-    }
-    fn read_health(&mut self) -> Result<HealthSample, HwError> {
-        self.with(|h| h.read_health())
     }
 }
