@@ -7,7 +7,7 @@
 
 use std::string::String;
 
-use hcabus::sim::VerbsLimits;
+use hcabus::verbs::VerbsLimits;
 
 use crate::access::IbalConfig;
 use crate::disk::DiskConfig;

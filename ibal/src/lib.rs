@@ -2,12 +2,15 @@
 //! ride through a reset on it: IPoIB, the SRP initiator, the boot disk and user verbs
 //! (SPEC §7).
 //!
-//! Everything here runs in the simulator: the access layer drives `SimHca`'s verbs through
-//! [`access::Lower`], and each client is an [`hcabus::sim::Agent`] of the virtual-time host.
+//! Everything here is generic over [`hcabus::bus::BusHandle`]: the access layer and its
+//! clients run unchanged on the virtual-time host and on the threaded host (the model of
+//! the KMDF glue), and need only `hcabus`'s `std` feature. Feature `sim` adds [`stack`] and
+//! [`budget`], which assemble a virtual-time host from a scenario.
 #![forbid(unsafe_code)]
 
 pub mod access;
 pub mod block;
+#[cfg(feature = "sim")]
 pub mod budget;
 pub mod disk;
 pub mod errors;
@@ -16,6 +19,7 @@ pub mod ibal_client;
 pub mod ipoib;
 pub mod retry;
 pub mod srp;
+#[cfg(feature = "sim")]
 pub mod stack;
 pub mod uverbs;
 
