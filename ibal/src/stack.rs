@@ -221,20 +221,11 @@ pub fn random_stack(seed: u64) -> StackSetup {
     setup.sim.name = std::format!("random-stack-{seed}");
     setup.sim.seed = seed;
     setup.sim.duration = Duration::from_ms(8_000);
-    let kinds = [
-        Fault::Catastrophic,
-        Fault::CommandTimeout,
-        Fault::Hang,
-        Fault::AdminReset,
-        Fault::PlannedReset,
-        Fault::FwActivate,
-        Fault::ResetFails(1),
-        Fault::ResetFails(5),
-        Fault::DeviceReplaced,
-        Fault::NeverReturns,
-        Fault::AdminRestart,
-        Fault::SurpriseRemoval,
-    ];
+    // Every kind but a health stall, which on its own only delays the next reset.
+    let kinds: Vec<Fault> = Fault::DRAWN
+        .into_iter()
+        .filter(|f| *f != Fault::HealthStall)
+        .collect();
     setup.sim.faults.clear();
     // At least one fault that starts a reset; the others may change how it goes.
     let triggers = [

@@ -282,3 +282,28 @@ fn surprise_removal_mid_reset_ends_everything() {
         host.checker().violations
     );
 }
+
+#[test]
+fn every_fault_has_one_name_and_every_ioctl_code_one_fault() {
+    use hcabus::ioctl::FaultCode;
+    for f in Fault::ALL {
+        let count = if f.takes_count() { 3 } else { 1 };
+        let expect = match f {
+            Fault::ResetFails(_) => Fault::ResetFails(3),
+            other => other,
+        };
+        let parsed = Fault::parse(f.name(), count);
+        assert_eq!(parsed, f.in_scenarios().then_some(expect), "{}", f.name());
+        if let Some(code) = f.code() {
+            assert_eq!(code.as_str(), f.name());
+            assert_eq!(Fault::from_code(code, count), expect);
+        }
+    }
+    for code in FaultCode::ALL {
+        let f = Fault::from_code(code, 1);
+        assert_eq!(f.code(), Some(code), "{}", code.as_str());
+    }
+    let names: std::collections::HashSet<_> = Fault::ALL.iter().map(|f| f.name()).collect();
+    assert_eq!(names.len(), Fault::ALL.len(), "names are unique");
+    assert_eq!(Fault::DRAWN.len(), Fault::ALL.len() + 1);
+}

@@ -141,21 +141,6 @@ struct EventKeys {
 /// What a client name must be (the bus's [`hcabus::types::ClientName`] rule).
 const NAME_RULE: &str = "must be 1 to 32 bytes of UTF-8 with no control character (NUL, newline)";
 
-/// Fault names of the `[[events]]` table.
-pub const FAULTS: [&str; 11] = [
-    "catastrophic",
-    "command_timeout",
-    "health_stall",
-    "hang",
-    "admin_reset",
-    "planned_reset",
-    "fw_activate",
-    "surprise_removal",
-    "reset_fails",
-    "device_replaced",
-    "never_returns",
-];
-
 /// Parses a scenario.
 pub fn parse(text: &str) -> Result<StackSetup, ScenarioError> {
     let file: File = toml::from_str(text).map_err(|e| {
@@ -439,29 +424,22 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
                 ),
             ));
         }
-        let fault = match e.fault.as_str() {
-            "catastrophic" => Fault::Catastrophic,
-            "command_timeout" => Fault::CommandTimeout,
-            "health_stall" => Fault::HealthStall,
-            "hang" => Fault::Hang,
-            "admin_reset" => Fault::AdminReset,
-            "planned_reset" => Fault::PlannedReset,
-            "fw_activate" => Fault::FwActivate,
-            "surprise_removal" => Fault::SurpriseRemoval,
-            "reset_fails" => Fault::ResetFails(e.count.unwrap_or(1)),
-            "device_replaced" => Fault::DeviceReplaced,
-            "never_returns" => Fault::NeverReturns,
-            other => {
-                return Err(err(
-                    at("fault"),
-                    format!(
-                        "unknown fault {other:?}; expected one of {}",
-                        FAULTS.join(", ")
-                    ),
-                ))
-            }
+        let Some(fault) = Fault::parse(&e.fault, e.count.unwrap_or(1)) else {
+            let names: Vec<&str> = Fault::ALL
+                .into_iter()
+                .filter(|f| f.in_scenarios())
+                .map(Fault::name)
+                .collect();
+            return Err(err(
+                at("fault"),
+                format!(
+                    "unknown fault {:?}; expected one of {}",
+                    e.fault,
+                    names.join(", ")
+                ),
+            ));
         };
-        if e.count.is_some() && !matches!(fault, Fault::ResetFails(_)) {
+        if e.count.is_some() && !fault.takes_count() {
             return Err(err(at("count"), "only reset_fails takes a count"));
         }
         if matches!(fault, Fault::ResetFails(0)) {

@@ -479,16 +479,7 @@ impl IoctlDevice for SimHost {
     }
 
     fn inject(&mut self, fault: FaultCode, count: u32) -> Result<(), NtStatus> {
-        let fault = match fault {
-            FaultCode::Catastrophic => Fault::Catastrophic,
-            FaultCode::CommandTimeout => Fault::CommandTimeout,
-            FaultCode::HealthStall => Fault::HealthStall,
-            FaultCode::Hang => Fault::Hang,
-            FaultCode::ResetFails => Fault::ResetFails(count),
-            FaultCode::DeviceReplaced => Fault::DeviceReplaced,
-            FaultCode::NeverReturns => Fault::NeverReturns,
-            FaultCode::SurpriseRemoval => Fault::SurpriseRemoval,
-        };
+        let fault = Fault::from_code(fault, count);
         SimHost::inject(self, fault);
         Ok(())
     }

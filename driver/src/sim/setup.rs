@@ -7,6 +7,7 @@ use std::vec::Vec;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::ioctl::FaultCode;
 use crate::policy::Policy;
 use crate::sim::agent::Behavior;
 use crate::sim::hca::SimHcaConfig;
@@ -34,6 +35,111 @@ pub enum Fault {
     ClientRequest {
         agent: u16,
     },
+}
+
+impl Fault {
+    /// Every kind of fault, once: the one list the scenario parser, the IOCTL fault codes
+    /// and the random generators draw on. `ResetFails` stands for its family (count 1).
+    /// A new fault is added here, in [`Fault::name`] (or [`FaultCode`] if the device can be
+    /// given it by IOCTL) and in the host's `apply`.
+    pub const ALL: [Fault; 12] = [
+        Fault::Catastrophic,
+        Fault::CommandTimeout,
+        Fault::HealthStall,
+        Fault::Hang,
+        Fault::AdminReset,
+        Fault::PlannedReset,
+        Fault::FwActivate,
+        Fault::ResetFails(1),
+        Fault::DeviceReplaced,
+        Fault::NeverReturns,
+        Fault::AdminRestart,
+        Fault::SurpriseRemoval,
+    ];
+
+    /// What the random generators draw from: [`Fault::ALL`] with `ResetFails` twice, once
+    /// failing one assertion (a retry recovers) and once five (past every retry).
+    pub const DRAWN: [Fault; 13] = {
+        let mut out = [Fault::Catastrophic; 13];
+        let (mut i, mut j) = (0, 0);
+        while i < Fault::ALL.len() {
+            out[j] = Fault::ALL[i];
+            j += 1;
+            if let Fault::ResetFails(_) = Fault::ALL[i] {
+                out[j] = Fault::ResetFails(5);
+                j += 1;
+            }
+            i += 1;
+        }
+        out
+    };
+
+    /// The INJECT_FAULT code of a fault the device itself can be given (SPEC §8); `None`
+    /// for administrator actions, which have IOCTLs of their own.
+    pub const fn code(self) -> Option<FaultCode> {
+        Some(match self {
+            Fault::Catastrophic => FaultCode::Catastrophic,
+            Fault::CommandTimeout => FaultCode::CommandTimeout,
+            Fault::HealthStall => FaultCode::HealthStall,
+            Fault::Hang => FaultCode::Hang,
+            Fault::ResetFails(_) => FaultCode::ResetFails,
+            Fault::DeviceReplaced => FaultCode::DeviceReplaced,
+            Fault::NeverReturns => FaultCode::NeverReturns,
+            Fault::SurpriseRemoval => FaultCode::SurpriseRemoval,
+            Fault::AdminReset
+            | Fault::PlannedReset
+            | Fault::FwActivate
+            | Fault::AdminRestart
+            | Fault::ClientRequest { .. } => return None,
+        })
+    }
+
+    /// The fault given by IOCTL as `code` with `count`.
+    pub fn from_code(code: FaultCode, count: u32) -> Fault {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.code() == Some(code))
+            .map_or(Fault::Catastrophic, |f| f.with_count(count))
+    }
+
+    /// Its name in scenario files (SPEC §9) and in `hcactl inject`.
+    pub const fn name(self) -> &'static str {
+        if let Some(code) = self.code() {
+            return code.as_str();
+        }
+        match self {
+            Fault::AdminReset => "admin_reset",
+            Fault::PlannedReset => "planned_reset",
+            Fault::FwActivate => "fw_activate",
+            Fault::AdminRestart => "admin_restart",
+            _ => "client_request",
+        }
+    }
+
+    /// Whether a scenario file may name it: an administrator restart is not in the format.
+    pub const fn in_scenarios(self) -> bool {
+        !matches!(self, Fault::AdminRestart | Fault::ClientRequest { .. })
+    }
+
+    /// Whether it takes a count (`reset_fails`).
+    pub const fn takes_count(self) -> bool {
+        matches!(self, Fault::ResetFails(_))
+    }
+
+    /// The fault called `name` in a scenario file, with `count` where it takes one.
+    pub fn parse(name: &str, count: u32) -> Option<Fault> {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.in_scenarios() && f.name() == name)
+            .map(|f| f.with_count(count))
+    }
+
+    fn with_count(self, count: u32) -> Fault {
+        match self {
+            Fault::ResetFails(_) => Fault::ResetFails(count),
+            f => f,
+        }
+    }
 }
 
 /// How long a hung firmware takes to be noticed by a command that never completes.
@@ -103,21 +209,7 @@ pub fn random_setup(seed: u64) -> SimSetup {
             clients.push((desc, behavior));
         }
     }
-    let fault_kinds = [
-        Fault::Catastrophic,
-        Fault::CommandTimeout,
-        Fault::HealthStall,
-        Fault::Hang,
-        Fault::AdminReset,
-        Fault::PlannedReset,
-        Fault::FwActivate,
-        Fault::ResetFails(1),
-        Fault::ResetFails(5),
-        Fault::DeviceReplaced,
-        Fault::NeverReturns,
-        Fault::AdminRestart,
-        Fault::SurpriseRemoval,
-    ];
+    let fault_kinds = Fault::DRAWN;
     let mut faults = Vec::new();
     for _ in 0..rng.gen_range(1..8) {
         let f = fault_kinds[rng.gen_range(0..fault_kinds.len())];
