@@ -17,6 +17,7 @@ pub mod ioctl;
 pub mod policy;
 pub mod recorder;
 pub mod time;
+pub mod timers;
 pub mod types;
 pub mod verbs;
 

@@ -1025,7 +1025,7 @@ fn device_that_never_returns_is_failed_when_the_auto_restart_window_ends() {
             error: FailReason::AutoRestartExpired
         }
     )));
-    assert!(h.timers.iter().all(Option::is_none), "every wait ended");
+    assert!(h.timers.is_empty(), "every wait ended");
 }
 
 #[test]
@@ -1323,10 +1323,7 @@ fn removal_in(state: State) {
     h.c.surprise_removal(h.now);
     h.pump();
     assert_eq!(h.c.state(), State::Removed);
-    assert!(
-        h.timers.iter().all(Option::is_none),
-        "every wait ended at once"
-    );
+    assert!(h.timers.is_empty(), "every wait ended at once");
     assert_eq!(h.events_of(a).last(), Some(&DeviceFatal));
     assert_eq!(h.events_of(b).last(), Some(&DeviceFatal));
     assert!(h.pnp.contains(&PnpOp::ReportChildrenMissing));
@@ -1383,7 +1380,7 @@ fn surprise_removal_during_restore() {
         h.c.last_reset().expect("record").result,
         Some(ResetResult::Removed)
     );
-    assert!(h.timers.iter().all(Option::is_none));
+    assert!(h.timers.is_empty());
 }
 
 #[test]
@@ -1398,7 +1395,10 @@ fn stale_timer_expiry_is_ignored() {
     let mut h = harness();
     let a = h.reg("a");
     h.request(a).expect("request");
-    let (_, token) = h.timers[TimerId::QuiesceDeadline as usize].expect("deadline armed");
+    let (_, token) = h
+        .timers
+        .armed(TimerId::QuiesceDeadline)
+        .expect("deadline armed");
     h.execute(a).expect("ready");
     // The deadline was cancelled; a late expiry with its token must not do anything.
     let state = h.c.state();

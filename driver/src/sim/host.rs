@@ -24,6 +24,7 @@ use crate::sim::report::{ResetLog, ResetReport};
 use crate::sim::setup::{Fault, SimSetup, COMMAND_TIMEOUT};
 use crate::sim::verifier;
 use crate::time::Instant;
+use crate::timers::TimerTable;
 use crate::types::*;
 
 /// A [`Bus`] on the host's parts for `agent`: built from fields, not a method, so that the
@@ -72,7 +73,7 @@ pub struct SimHost {
     bindings: Vec<Option<(ClientId, usize)>>,
     /// Every id ever bound, with its agent: names ids after they were reused.
     history: Vec<(ClientId, usize)>,
-    timers: [Option<(Instant, u32)>; TimerId::COUNT],
+    timers: TimerTable,
     faults: Vec<(Instant, Fault)>,
     next_fault: usize,
     rng: ChaCha8Rng,
@@ -128,7 +129,7 @@ impl SimHost {
             agents,
             bindings: std::vec![None; max],
             history: Vec::with_capacity(64 * max),
-            timers: [None; TimerId::COUNT],
+            timers: TimerTable::default(),
             faults,
             next_fault: 0,
             rng: ChaCha8Rng::seed_from_u64(setup.seed),
@@ -345,7 +346,7 @@ impl SimHost {
             self.drain();
             let next = [
                 self.faults.get(self.next_fault).map(|(t, _)| *t),
-                self.timers.iter().flatten().map(|(t, _)| *t).min(),
+                self.timers.next_deadline(),
                 self.agents.iter().filter_map(|a| a.next_wake()).min(),
             ]
             .into_iter()
@@ -378,13 +379,10 @@ impl SimHost {
         }
         self.drain();
         for t in TimerId::ALL {
-            if let Some((at, token)) = self.timers[t as usize] {
-                if at <= now {
-                    self.timers[t as usize] = None;
-                    self.stats.timer_expiries += 1;
-                    self.coord.timer_expired(now, t, token);
-                    self.drain();
-                }
+            if let Some(token) = self.timers.take_if_due(t, now) {
+                self.stats.timer_expiries += 1;
+                self.coord.timer_expired(now, t, token);
+                self.drain();
             }
         }
         for i in 0..self.agents.len() {
@@ -439,10 +437,9 @@ impl SimHost {
                     }
                     self.coord.event_delivered(now, client, event.kind());
                 }
-                Action::ArmTimer { timer, at, token } => {
-                    self.timers[timer as usize] = Some((at, token))
+                Action::ArmTimer { .. } | Action::CancelTimer { .. } => {
+                    self.timers.apply(&action);
                 }
-                Action::CancelTimer { timer } => self.timers[timer as usize] = None,
                 Action::Hw(step) => {
                     self.stats.hw_steps += 1;
                     let done = execute(&mut self.hca, step);

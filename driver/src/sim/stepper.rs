@@ -6,12 +6,13 @@
 
 use std::vec::Vec;
 
-use crate::coordinator::{Action, Config, Coordinator, PnpOp, State, TimerId};
+use crate::coordinator::{Action, Config, Coordinator, PnpOp, State};
 use crate::hca::{execute, HwStep};
 use crate::policy::PolicyError;
 use crate::sim::hca::SimHca;
 use crate::sim::invariants::InvariantChecker;
 use crate::time::{Duration, Instant};
+use crate::timers::TimerTable;
 use crate::types::{ClientId, Event, EventKind};
 
 #[derive(Debug)]
@@ -19,8 +20,8 @@ pub struct Stepper {
     pub c: Coordinator,
     pub hca: SimHca,
     pub now: Instant,
-    /// Armed timers: deadline and token, by [`TimerId`].
-    pub timers: [Option<(Instant, u32)>; TimerId::COUNT],
+    /// Armed timers.
+    pub timers: TimerTable,
     /// Every delivery, in order.
     pub delivered: Vec<(ClientId, Event)>,
     pub hw_steps: Vec<HwStep>,
@@ -40,7 +41,7 @@ impl Stepper {
             c,
             hca,
             now: Instant::ZERO,
-            timers: [None; TimerId::COUNT],
+            timers: TimerTable::default(),
             delivered: Vec::new(),
             hw_steps: Vec::new(),
             pnp: Vec::new(),
@@ -78,10 +79,9 @@ impl Stepper {
     fn execute(&mut self, a: Action) {
         match a {
             Action::Deliver { .. } => {}
-            Action::ArmTimer { timer, at, token } => {
-                self.timers[timer as usize] = Some((at, token))
+            Action::ArmTimer { .. } | Action::CancelTimer { .. } => {
+                self.timers.apply(&a);
             }
-            Action::CancelTimer { timer } => self.timers[timer as usize] = None,
             Action::Hw(step) => {
                 self.hw_steps.push(step);
                 self.hca.set_now(self.now);
@@ -99,17 +99,9 @@ impl Stepper {
 
     /// Fires timers due at or before `until`, in deadline order, moving time with them.
     fn fire_due(&mut self, until: Instant, mut after_each: impl FnMut(&mut Self)) {
-        while let Some((at, i, token)) = self
-            .timers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| t.map(|(at, token)| (at, i, token)))
-            .filter(|(at, _, _)| *at <= until)
-            .min()
-        {
+        while let Some((at, timer, token)) = self.timers.take_earliest(until) {
             self.now = self.now.max(at);
-            self.timers[i] = None;
-            self.c.timer_expired(self.now, TimerId::ALL[i], token);
+            self.c.timer_expired(self.now, timer, token);
             after_each(self);
         }
     }

@@ -20,6 +20,7 @@ use crate::hca::{execute, Hca, HwError};
 use crate::policy::{Policy, PolicyError};
 use crate::sim::verifier::{self, BlockAtDispatch};
 use crate::time::Instant;
+use crate::timers::TimerTable;
 use crate::types::*;
 
 /// The event callback a client gives at register time: the model of the C ABI's
@@ -58,7 +59,7 @@ struct Core {
     coord: Coordinator,
     callbacks: Vec<Option<(ClientId, Callback)>>,
     draining: bool,
-    timers: [Option<(Instant, u32)>; TimerId::COUNT],
+    timers: TimerTable,
     shutdown: bool,
     pnp_operations: u64,
     callback_panics: u64,
@@ -110,7 +111,7 @@ impl ThreadedHost {
                 coord,
                 callbacks: (0..max).map(|_| None).collect(),
                 draining: false,
-                timers: [None; TimerId::COUNT],
+                timers: TimerTable::default(),
                 shutdown: false,
                 pnp_operations: 0,
                 callback_panics: 0,
@@ -341,11 +342,13 @@ impl ThreadedBus {
                     let now = self.now();
                     core.coord.event_delivered(now, client, event.kind());
                 }
-                Action::ArmTimer { timer, at, token } => {
-                    core.timers[timer as usize] = Some((at, token));
+                Action::ArmTimer { .. } => {
+                    core.timers.apply(&action);
                     self.shared.timer_cv.notify_all();
                 }
-                Action::CancelTimer { timer } => core.timers[timer as usize] = None,
+                Action::CancelTimer { .. } => {
+                    core.timers.apply(&action);
+                }
                 Action::Hw(step) => {
                     drop(core);
                     let done = execute(&mut **lock(&self.shared.hca), step);
@@ -366,19 +369,14 @@ impl ThreadedBus {
                 return;
             }
             let now = self.now();
-            let due = TimerId::ALL
-                .into_iter()
-                .find(|t| core.timers[*t as usize].is_some_and(|(at, _)| at <= now));
-            if let Some(t) = due {
-                if let Some((_, token)) = core.timers[t as usize].take() {
-                    core.coord.timer_expired(now, t, token);
-                }
+            if let Some((t, token)) = core.timers.take_first_due(now) {
+                core.coord.timer_expired(now, t, token);
                 drop(core);
                 self.drain();
                 core = lock(&self.shared.core);
                 continue;
             }
-            let next = core.timers.iter().flatten().map(|(at, _)| *at).min();
+            let next = core.timers.next_deadline();
             core = match next {
                 Some(at) => {
                     let wait = std::time::Duration::from_micros(at.saturating_since(now).as_us());
