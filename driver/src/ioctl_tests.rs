@@ -2,7 +2,7 @@
 //! with its NTSTATUS while changing nothing.
 
 use super::*;
-use crate::coordinator::Config;
+use crate::coordinator::{Config, Coordinator, State};
 use crate::hca::Identity;
 use crate::sim::{SimHca, SimHcaConfig};
 use crate::types::*;

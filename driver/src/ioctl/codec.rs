@@ -1,0 +1,370 @@
+//! The little-endian encoding of the IOCTL structures: every field written and read at
+//! `offset_of!` of its structure, by hand (nothing is transmuted).
+
+use core::mem::offset_of;
+
+use super::*;
+use crate::policy::Policy;
+use crate::time::Duration;
+
+pub(super) fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(dst) = buf.get_mut(at..at + bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+pub(super) fn put_u16(buf: &mut [u8], at: usize, v: u16) {
+    put(buf, at, &v.to_le_bytes());
+}
+
+pub(super) fn put_u32(buf: &mut [u8], at: usize, v: u32) {
+    put(buf, at, &v.to_le_bytes());
+}
+
+pub(super) fn put_u64(buf: &mut [u8], at: usize, v: u64) {
+    put(buf, at, &v.to_le_bytes());
+}
+
+pub(super) fn get<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
+    buf.get(at..at + N)?.try_into().ok()
+}
+
+pub(super) fn get_u16(buf: &[u8], at: usize) -> Option<u16> {
+    get(buf, at).map(u16::from_le_bytes)
+}
+
+pub(super) fn get_u32(buf: &[u8], at: usize) -> Option<u32> {
+    get(buf, at).map(u32::from_le_bytes)
+}
+
+pub(super) fn get_u64(buf: &[u8], at: usize) -> Option<u64> {
+    get(buf, at).map(u64::from_le_bytes)
+}
+
+pub(super) fn us(d: Option<Duration>) -> u64 {
+    d.map_or(NONE_U64, Duration::as_us)
+}
+
+impl InputHeader {
+    /// The header a well-formed input of type `T` carries.
+    pub const fn for_input<T>() -> Self {
+        InputHeader {
+            size: size_of::<T>() as u32,
+            version: ABI_VERSION,
+            reserved: 0,
+        }
+    }
+
+    pub fn encode(&self, buf: &mut [u8]) {
+        put_u32(buf, offset_of!(InputHeader, size), self.size);
+        put_u16(buf, offset_of!(InputHeader, version), self.version);
+        put_u16(buf, offset_of!(InputHeader, reserved), self.reserved);
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        Some(InputHeader {
+            size: get_u32(buf, offset_of!(InputHeader, size))?,
+            version: get_u16(buf, offset_of!(InputHeader, version))?,
+            reserved: get_u16(buf, offset_of!(InputHeader, reserved))?,
+        })
+    }
+}
+
+impl PolicyAbi {
+    pub fn from_policy(p: &Policy) -> Self {
+        PolicyAbi {
+            quiesce_deadline_ms: p.quiesce_deadline_ms,
+            hw_ready_timeout_ms: p.hw_ready_timeout_ms,
+            hw_poll_interval_ms: p.hw_poll_interval_ms,
+            auto_restart_window_ms: p.auto_restart_window_ms,
+            storm_window_ms: p.storm_window_ms,
+            io_hold_timeout_ms: p.io_hold_timeout_ms,
+            health_poll_interval_ms: p.health_poll_interval_ms,
+            reset_retries: u32::from(p.reset_retries),
+            max_auto_resets: u32::from(p.max_auto_resets),
+            abort_on_unresponsive: u32::from(p.abort_on_unresponsive),
+            reserved: 0,
+        }
+    }
+
+    /// The policy this names, or `None` if a field cannot be one (validation of the
+    /// values themselves is `Policy::validate`'s).
+    pub fn to_policy(&self) -> Option<Policy> {
+        Some(Policy {
+            quiesce_deadline_ms: self.quiesce_deadline_ms,
+            hw_ready_timeout_ms: self.hw_ready_timeout_ms,
+            hw_poll_interval_ms: self.hw_poll_interval_ms,
+            reset_retries: u8::try_from(self.reset_retries).ok()?,
+            auto_restart_window_ms: self.auto_restart_window_ms,
+            max_auto_resets: u8::try_from(self.max_auto_resets).ok()?,
+            storm_window_ms: self.storm_window_ms,
+            io_hold_timeout_ms: self.io_hold_timeout_ms,
+            abort_on_unresponsive: match self.abort_on_unresponsive {
+                0 => false,
+                1 => true,
+                _ => return None,
+            },
+            health_poll_interval_ms: self.health_poll_interval_ms,
+        })
+        .filter(|_| self.reserved == 0)
+    }
+
+    pub fn encode(&self, buf: &mut [u8]) {
+        put_u64(
+            buf,
+            offset_of!(PolicyAbi, quiesce_deadline_ms),
+            self.quiesce_deadline_ms,
+        );
+        put_u64(
+            buf,
+            offset_of!(PolicyAbi, hw_ready_timeout_ms),
+            self.hw_ready_timeout_ms,
+        );
+        put_u64(
+            buf,
+            offset_of!(PolicyAbi, hw_poll_interval_ms),
+            self.hw_poll_interval_ms,
+        );
+        put_u64(
+            buf,
+            offset_of!(PolicyAbi, auto_restart_window_ms),
+            self.auto_restart_window_ms,
+        );
+        put_u64(
+            buf,
+            offset_of!(PolicyAbi, storm_window_ms),
+            self.storm_window_ms,
+        );
+        put_u64(
+            buf,
+            offset_of!(PolicyAbi, io_hold_timeout_ms),
+            self.io_hold_timeout_ms,
+        );
+        put_u64(
+            buf,
+            offset_of!(PolicyAbi, health_poll_interval_ms),
+            self.health_poll_interval_ms,
+        );
+        put_u32(
+            buf,
+            offset_of!(PolicyAbi, reset_retries),
+            self.reset_retries,
+        );
+        put_u32(
+            buf,
+            offset_of!(PolicyAbi, max_auto_resets),
+            self.max_auto_resets,
+        );
+        put_u32(
+            buf,
+            offset_of!(PolicyAbi, abort_on_unresponsive),
+            self.abort_on_unresponsive,
+        );
+        put_u32(buf, offset_of!(PolicyAbi, reserved), self.reserved);
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        Some(PolicyAbi {
+            quiesce_deadline_ms: get_u64(buf, offset_of!(PolicyAbi, quiesce_deadline_ms))?,
+            hw_ready_timeout_ms: get_u64(buf, offset_of!(PolicyAbi, hw_ready_timeout_ms))?,
+            hw_poll_interval_ms: get_u64(buf, offset_of!(PolicyAbi, hw_poll_interval_ms))?,
+            auto_restart_window_ms: get_u64(buf, offset_of!(PolicyAbi, auto_restart_window_ms))?,
+            storm_window_ms: get_u64(buf, offset_of!(PolicyAbi, storm_window_ms))?,
+            io_hold_timeout_ms: get_u64(buf, offset_of!(PolicyAbi, io_hold_timeout_ms))?,
+            health_poll_interval_ms: get_u64(buf, offset_of!(PolicyAbi, health_poll_interval_ms))?,
+            reset_retries: get_u32(buf, offset_of!(PolicyAbi, reset_retries))?,
+            max_auto_resets: get_u32(buf, offset_of!(PolicyAbi, max_auto_resets))?,
+            abort_on_unresponsive: get_u32(buf, offset_of!(PolicyAbi, abort_on_unresponsive))?,
+            reserved: get_u32(buf, offset_of!(PolicyAbi, reserved))?,
+        })
+    }
+}
+
+impl StateOut {
+    pub fn encode(&self, buf: &mut [u8]) {
+        put_u32(buf, offset_of!(StateOut, state), self.state);
+        put_u32(buf, offset_of!(StateOut, flags), self.flags);
+        for (at, v) in [
+            (offset_of!(StateOut, epoch), self.epoch),
+            (offset_of!(StateOut, node_guid), self.node_guid),
+            (offset_of!(StateOut, serial), self.serial),
+            (offset_of!(StateOut, fw_version), self.fw_version),
+            (offset_of!(StateOut, resets_started), self.resets_started),
+            (offset_of!(StateOut, resets_restored), self.resets_restored),
+            (offset_of!(StateOut, resets_failed), self.resets_failed),
+            (offset_of!(StateOut, resets_aborted), self.resets_aborted),
+            (offset_of!(StateOut, refusals), self.refusals),
+            (offset_of!(StateOut, pnp_operations), self.pnp_operations),
+            (offset_of!(StateOut, last_epoch), self.last_epoch),
+            (offset_of!(StateOut, last_quiesce_us), self.last_quiesce_us),
+            (
+                offset_of!(StateOut, last_hw_reset_us),
+                self.last_hw_reset_us,
+            ),
+            (offset_of!(StateOut, last_restore_us), self.last_restore_us),
+            (offset_of!(StateOut, last_total_us), self.last_total_us),
+            (offset_of!(StateOut, log_next_seq), self.log_next_seq),
+        ] {
+            put_u64(buf, at, v);
+        }
+        put_u16(buf, offset_of!(StateOut, vendor_id), self.vendor_id);
+        put_u16(buf, offset_of!(StateOut, device_id), self.device_id);
+        put_u16(
+            buf,
+            offset_of!(StateOut, subsys_vendor_id),
+            self.subsys_vendor_id,
+        );
+        put_u16(buf, offset_of!(StateOut, subsys_id), self.subsys_id);
+        put_u32(buf, offset_of!(StateOut, clients), self.clients);
+        put_u32(buf, offset_of!(StateOut, max_clients), self.max_clients);
+        put_u32(buf, offset_of!(StateOut, last_reason), self.last_reason);
+        put_u32(buf, offset_of!(StateOut, last_result), self.last_result);
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        let u64_at = |at| get_u64(buf, at);
+        Some(StateOut {
+            state: get_u32(buf, offset_of!(StateOut, state))?,
+            flags: get_u32(buf, offset_of!(StateOut, flags))?,
+            epoch: u64_at(offset_of!(StateOut, epoch))?,
+            node_guid: u64_at(offset_of!(StateOut, node_guid))?,
+            serial: u64_at(offset_of!(StateOut, serial))?,
+            fw_version: u64_at(offset_of!(StateOut, fw_version))?,
+            vendor_id: get_u16(buf, offset_of!(StateOut, vendor_id))?,
+            device_id: get_u16(buf, offset_of!(StateOut, device_id))?,
+            subsys_vendor_id: get_u16(buf, offset_of!(StateOut, subsys_vendor_id))?,
+            subsys_id: get_u16(buf, offset_of!(StateOut, subsys_id))?,
+            clients: get_u32(buf, offset_of!(StateOut, clients))?,
+            max_clients: get_u32(buf, offset_of!(StateOut, max_clients))?,
+            resets_started: u64_at(offset_of!(StateOut, resets_started))?,
+            resets_restored: u64_at(offset_of!(StateOut, resets_restored))?,
+            resets_failed: u64_at(offset_of!(StateOut, resets_failed))?,
+            resets_aborted: u64_at(offset_of!(StateOut, resets_aborted))?,
+            refusals: u64_at(offset_of!(StateOut, refusals))?,
+            pnp_operations: u64_at(offset_of!(StateOut, pnp_operations))?,
+            last_epoch: u64_at(offset_of!(StateOut, last_epoch))?,
+            last_reason: get_u32(buf, offset_of!(StateOut, last_reason))?,
+            last_result: get_u32(buf, offset_of!(StateOut, last_result))?,
+            last_quiesce_us: u64_at(offset_of!(StateOut, last_quiesce_us))?,
+            last_hw_reset_us: u64_at(offset_of!(StateOut, last_hw_reset_us))?,
+            last_restore_us: u64_at(offset_of!(StateOut, last_restore_us))?,
+            last_total_us: u64_at(offset_of!(StateOut, last_total_us))?,
+            log_next_seq: u64_at(offset_of!(StateOut, log_next_seq))?,
+        })
+    }
+}
+
+impl ClientEntry {
+    pub fn encode(&self, buf: &mut [u8]) {
+        put_u64(buf, offset_of!(ClientEntry, id), self.id);
+        put_u32(buf, offset_of!(ClientEntry, kind), self.kind);
+        put_u32(buf, offset_of!(ClientEntry, flags), self.flags);
+        put_u32(buf, offset_of!(ClientEntry, state), self.state);
+        put_u32(buf, offset_of!(ClientEntry, in_barrier), self.in_barrier);
+        put_u64(
+            buf,
+            offset_of!(ClientEntry, last_ack_latency_us),
+            self.last_ack_latency_us,
+        );
+        put(buf, offset_of!(ClientEntry, name), &self.name);
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        Some(ClientEntry {
+            id: get_u64(buf, offset_of!(ClientEntry, id))?,
+            kind: get_u32(buf, offset_of!(ClientEntry, kind))?,
+            flags: get_u32(buf, offset_of!(ClientEntry, flags))?,
+            state: get_u32(buf, offset_of!(ClientEntry, state))?,
+            in_barrier: get_u32(buf, offset_of!(ClientEntry, in_barrier))?,
+            last_ack_latency_us: get_u64(buf, offset_of!(ClientEntry, last_ack_latency_us))?,
+            name: get(buf, offset_of!(ClientEntry, name))?,
+        })
+    }
+
+    /// The name, up to its first NUL.
+    pub fn name(&self) -> &str {
+        let end = self.name.iter().position(|b| *b == 0).unwrap_or(32);
+        core::str::from_utf8(&self.name[..end]).unwrap_or("?")
+    }
+}
+
+impl RequestResetIn {
+    pub fn new(mode: ResetMode, reason: &str) -> Self {
+        let mut r = [0u8; 64];
+        // Cut at a character boundary so the field stays valid UTF-8.
+        let mut n = reason.len().min(64);
+        while !reason.is_char_boundary(n) {
+            n -= 1;
+        }
+        r[..n].copy_from_slice(&reason.as_bytes()[..n]);
+        RequestResetIn {
+            header: InputHeader::for_input::<Self>(),
+            mode: mode as u32,
+            reserved: 0,
+            reason: r,
+        }
+    }
+
+    pub fn encode(&self, buf: &mut [u8]) {
+        self.header.encode(buf);
+        put_u32(buf, offset_of!(RequestResetIn, mode), self.mode);
+        put_u32(buf, offset_of!(RequestResetIn, reserved), self.reserved);
+        put(buf, offset_of!(RequestResetIn, reason), &self.reason);
+    }
+}
+
+/// Encodes an input structure whose fields after the header are all `u32`/`u64`.
+pub fn encode_list_clients(start: u32, buf: &mut [u8]) {
+    InputHeader::for_input::<ListClientsIn>().encode(buf);
+    put_u32(buf, offset_of!(ListClientsIn, start), start);
+    put_u32(buf, offset_of!(ListClientsIn, reserved), 0);
+}
+
+pub fn encode_read_log(since_seq: u64, max_records: u32, buf: &mut [u8]) {
+    InputHeader::for_input::<ReadLogIn>().encode(buf);
+    put_u64(buf, offset_of!(ReadLogIn, since_seq), since_seq);
+    put_u32(buf, offset_of!(ReadLogIn, max_records), max_records);
+    put_u32(buf, offset_of!(ReadLogIn, reserved), 0);
+}
+
+pub fn encode_set_policy(policy: &PolicyAbi, buf: &mut [u8]) {
+    InputHeader::for_input::<SetPolicyIn>().encode(buf);
+    policy.encode(&mut buf[offset_of!(SetPolicyIn, policy)..]);
+}
+
+pub fn encode_inject_fault(fault: FaultCode, count: u32, buf: &mut [u8]) {
+    InputHeader::for_input::<InjectFaultIn>().encode(buf);
+    put_u32(buf, offset_of!(InjectFaultIn, fault), fault as u32);
+    put_u32(buf, offset_of!(InjectFaultIn, count), count);
+}
+
+pub fn encode_empty(buf: &mut [u8]) {
+    InputHeader::for_input::<EmptyIn>().encode(buf);
+}
+
+/// The input size each code takes (exactly).
+pub fn input_size(code: u32) -> Option<usize> {
+    Some(match code {
+        IOCTL_HCABUS_QUERY_STATE | IOCTL_HCABUS_GET_POLICY | IOCTL_HCABUS_RESTART => {
+            size_of::<EmptyIn>()
+        }
+        IOCTL_HCABUS_LIST_CLIENTS => size_of::<ListClientsIn>(),
+        IOCTL_HCABUS_READ_LOG => size_of::<ReadLogIn>(),
+        IOCTL_HCABUS_REQUEST_RESET => size_of::<RequestResetIn>(),
+        IOCTL_HCABUS_SET_POLICY => size_of::<SetPolicyIn>(),
+        IOCTL_HCABUS_INJECT_FAULT => size_of::<InjectFaultIn>(),
+        _ => return None,
+    })
+}
+
+/// The smallest output buffer each code accepts.
+pub fn min_output(code: u32) -> usize {
+    match code {
+        IOCTL_HCABUS_QUERY_STATE => size_of::<StateOut>(),
+        IOCTL_HCABUS_LIST_CLIENTS => size_of::<ListClientsOut>(),
+        IOCTL_HCABUS_READ_LOG => size_of::<ReadLogOut>(),
+        IOCTL_HCABUS_GET_POLICY => size_of::<PolicyAbi>(),
+        IOCTL_HCABUS_REQUEST_RESET | IOCTL_HCABUS_RESTART => size_of::<EpochOut>(),
+        _ => 0,
+    }
+}

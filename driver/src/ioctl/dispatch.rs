@@ -1,0 +1,337 @@
+//! The one IOCTL dispatcher every host uses (the KMDF queue, the simulator's socket server,
+//! tests): decodes and validates a request completely, then acts.
+
+use core::mem::offset_of;
+
+use super::codec::*;
+use super::*;
+use crate::coordinator::{AdminReset, Coordinator, State};
+
+/// What the dispatcher acts on: the coordinator, the time, and (in the simulator) the
+/// fault injector. A host drains the coordinator's actions after each call.
+pub trait IoctlDevice {
+    fn coordinator(&mut self) -> &mut Coordinator;
+    fn now(&self) -> Instant;
+    /// Simulator only: real hardware answers NOT_SUPPORTED.
+    fn inject(&mut self, fault: FaultCode, count: u32) -> Result<(), NtStatus> {
+        let _ = (fault, count);
+        Err(NtStatus::NOT_SUPPORTED)
+    }
+    /// A reset was requested with this reason text (for the log).
+    fn note_reason(&mut self, reason: &str) {
+        let _ = reason;
+    }
+}
+
+/// The outcome of one request: a status and the bytes written to the output buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reply {
+    pub status: NtStatus,
+    pub bytes: usize,
+}
+
+impl Reply {
+    const fn status(status: NtStatus) -> Self {
+        Reply { status, bytes: 0 }
+    }
+
+    pub(crate) const fn ok(bytes: usize) -> Self {
+        Reply {
+            status: NtStatus::SUCCESS,
+            bytes,
+        }
+    }
+}
+
+/// A request, decoded and validated: nothing has been done yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decoded<'a> {
+    QueryState,
+    ListClients { start: u32 },
+    ReadLog { since: u64, max: u32 },
+    GetPolicy,
+    Reset { mode: AdminReset, reason: &'a str },
+    Restart,
+    SetPolicy(Policy),
+    InjectFault { fault: FaultCode, count: u32 },
+}
+
+fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
+    let expected = input_size(code).ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
+    let header = InputHeader::decode(input).ok_or(NtStatus::INVALID_BUFFER_SIZE)?;
+    if header.version != ABI_VERSION {
+        return Err(NtStatus::REVISION_MISMATCH);
+    }
+    if header.size as usize != expected || input.len() != expected {
+        return Err(NtStatus::INVALID_BUFFER_SIZE);
+    }
+    if header.reserved != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let bad = NtStatus::INVALID_PARAMETER;
+    let size = NtStatus::INVALID_BUFFER_SIZE;
+    Ok(match code {
+        IOCTL_HCABUS_QUERY_STATE => Decoded::QueryState,
+        IOCTL_HCABUS_GET_POLICY => Decoded::GetPolicy,
+        IOCTL_HCABUS_RESTART => Decoded::Restart,
+        IOCTL_HCABUS_LIST_CLIENTS => {
+            if get_u32(input, offset_of!(ListClientsIn, reserved)).ok_or(size)? != 0 {
+                return Err(bad);
+            }
+            Decoded::ListClients {
+                start: get_u32(input, offset_of!(ListClientsIn, start)).ok_or(size)?,
+            }
+        }
+        IOCTL_HCABUS_READ_LOG => {
+            if get_u32(input, offset_of!(ReadLogIn, reserved)).ok_or(size)? != 0 {
+                return Err(bad);
+            }
+            Decoded::ReadLog {
+                since: get_u64(input, offset_of!(ReadLogIn, since_seq)).ok_or(size)?,
+                max: get_u32(input, offset_of!(ReadLogIn, max_records)).ok_or(size)?,
+            }
+        }
+        IOCTL_HCABUS_REQUEST_RESET => {
+            let mode = match get_u32(input, offset_of!(RequestResetIn, mode)).ok_or(size)? {
+                0 => AdminReset::Forced,
+                1 => AdminReset::Planned,
+                2 => AdminReset::FirmwareActivate,
+                _ => return Err(bad),
+            };
+            if get_u32(input, offset_of!(RequestResetIn, reserved)).ok_or(size)? != 0 {
+                return Err(bad);
+            }
+            let at = offset_of!(RequestResetIn, reason);
+            let raw = input.get(at..at + 64).ok_or(size)?;
+            let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+            if raw[end..].iter().any(|b| *b != 0) {
+                return Err(bad);
+            }
+            let reason = core::str::from_utf8(&raw[..end]).map_err(|_| bad)?;
+            Decoded::Reset { mode, reason }
+        }
+        IOCTL_HCABUS_SET_POLICY => {
+            let abi = PolicyAbi::decode(&input[offset_of!(SetPolicyIn, policy)..]).ok_or(size)?;
+            let policy = abi.to_policy().ok_or(bad)?;
+            policy.validate().map_err(|_| bad)?;
+            Decoded::SetPolicy(policy)
+        }
+        IOCTL_HCABUS_INJECT_FAULT => {
+            let raw = get_u32(input, offset_of!(InjectFaultIn, fault)).ok_or(size)?;
+            let fault = FaultCode::from_u32(raw).ok_or(bad)?;
+            let count = get_u32(input, offset_of!(InjectFaultIn, count)).ok_or(size)?;
+            let count_ok = match fault {
+                FaultCode::ResetFails => (1..=64).contains(&count),
+                _ => count == 0,
+            };
+            if !count_ok {
+                return Err(bad);
+            }
+            Decoded::InjectFault { fault, count }
+        }
+        _ => return Err(NtStatus::INVALID_DEVICE_REQUEST),
+    })
+}
+
+/// Serves one request: decode, validate, act, encode. `rights` are the caller's; `output`
+/// is the caller's output buffer (its length is the output capacity).
+pub fn dispatch<D: IoctlDevice + ?Sized>(
+    dev: &mut D,
+    code: u32,
+    input: &[u8],
+    output: &mut [u8],
+    rights: Rights,
+) -> Reply {
+    if input_size(code).is_none() {
+        return Reply::status(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    let needed = if needs_write(code) {
+        Rights::READ | Rights::WRITE
+    } else {
+        Rights::READ
+    };
+    if !rights.contains(needed) {
+        return Reply::status(NtStatus::ACCESS_DENIED);
+    }
+    let request = match decode(code, input) {
+        Ok(r) => r,
+        Err(s) => return Reply::status(s),
+    };
+    if output.len() < min_output(code) {
+        return Reply::status(NtStatus::BUFFER_TOO_SMALL);
+    }
+    // A removed device takes no orders: every write code is refused alike (docs/ioctl.md),
+    // so no policy or fault lands on a device that is gone.
+    if needs_write(code) && dev.coordinator().state() == State::Removed {
+        return Reply::status(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    act(dev, request, output)
+}
+
+fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8]) -> Reply {
+    let now = dev.now();
+    match request {
+        Decoded::QueryState => {
+            state_out(dev.coordinator()).encode(out);
+            Reply::ok(size_of::<StateOut>())
+        }
+        Decoded::ListClients { start } => list_clients(dev.coordinator(), start, out),
+        Decoded::ReadLog { since, max } => read_log(dev.coordinator(), since, max, out),
+        Decoded::GetPolicy => {
+            PolicyAbi::from_policy(dev.coordinator().policy()).encode(out);
+            Reply::ok(size_of::<PolicyAbi>())
+        }
+        Decoded::SetPolicy(p) => match dev.coordinator().set_policy(now, p) {
+            Ok(()) => Reply::ok(0),
+            Err(_) => Reply::status(NtStatus::INVALID_PARAMETER),
+        },
+        Decoded::Reset { mode, reason } => {
+            if !reason.is_empty() {
+                dev.note_reason(reason);
+            }
+            match dev.coordinator().admin_reset(now, mode) {
+                Ok(epoch) => {
+                    put_u64(out, offset_of!(EpochOut, epoch), epoch.0);
+                    Reply::ok(size_of::<EpochOut>())
+                }
+                Err(_) => Reply::status(NtStatus::INVALID_DEVICE_REQUEST),
+            }
+        }
+        Decoded::Restart => {
+            let coord = dev.coordinator();
+            let busy = coord.reset_in_progress();
+            match coord.admin_restart(now) {
+                Ok(epoch) => {
+                    put_u64(out, offset_of!(EpochOut, epoch), epoch.0);
+                    Reply::ok(size_of::<EpochOut>())
+                }
+                Err(_) if busy => Reply::status(NtStatus::DEVICE_BUSY),
+                Err(_) => Reply::status(NtStatus::INVALID_DEVICE_REQUEST),
+            }
+        }
+        Decoded::InjectFault { fault, count } => match dev.inject(fault, count) {
+            Ok(()) => Reply::ok(0),
+            Err(s) => Reply::status(s),
+        },
+    }
+}
+
+/// QUERY_STATE's answer for `coord`.
+pub fn state_out(coord: &Coordinator) -> StateOut {
+    let id = *coord.identity();
+    let c = *coord.counters();
+    let last = coord.last_reset();
+    StateOut {
+        state: coord.state() as u32,
+        flags: u32::from(coord.reset_in_progress()),
+        epoch: coord.epoch().0,
+        node_guid: id.node_guid,
+        serial: id.serial,
+        fw_version: id.fw_version,
+        vendor_id: id.vendor_id,
+        device_id: id.device_id,
+        subsys_vendor_id: id.subsys_vendor_id,
+        subsys_id: id.subsys_id,
+        clients: coord.client_count() as u32,
+        max_clients: coord.max_clients() as u32,
+        resets_started: c.resets_started,
+        resets_restored: c.resets_restored,
+        resets_failed: c.resets_failed,
+        resets_aborted: c.resets_aborted,
+        refusals: c.refusals,
+        pnp_operations: c.pnp_operations,
+        last_epoch: last.map_or(NONE_U64, |r| r.epoch.0),
+        last_reason: last.map_or(0, |r| r.reason as u32),
+        last_result: result_code(last.and_then(|r| r.result)),
+        last_quiesce_us: us(last.and_then(|r| r.quiesce())),
+        last_hw_reset_us: us(last.and_then(|r| r.hw_reset())),
+        last_restore_us: us(last.and_then(|r| r.restore())),
+        last_total_us: us(last.and_then(|r| r.total())),
+        log_next_seq: coord.recorder().next_seq(),
+    }
+}
+
+fn list_clients(coord: &Coordinator, start: u32, out: &mut [u8]) -> Reply {
+    let head = size_of::<ListClientsOut>();
+    let entry = size_of::<ClientEntry>();
+    let room = (out.len() - head) / entry;
+    let mut count = 0usize;
+    for c in coord.clients().skip(start as usize).take(room) {
+        let mut name = [0u8; 32];
+        let n = c.desc.name.as_str().len().min(ClientName::CAPACITY).min(32);
+        name[..n].copy_from_slice(&c.desc.name.as_str().as_bytes()[..n]);
+        ClientEntry {
+            id: c.id.to_raw(),
+            kind: c.desc.kind as u32,
+            flags: c.desc.flags.bits(),
+            state: c.state as u32,
+            in_barrier: u32::from(c.in_barrier),
+            last_ack_latency_us: us(c.last_ack_latency),
+            name,
+        }
+        .encode(&mut out[head + count * entry..]);
+        count += 1;
+    }
+    put_u32(
+        out,
+        offset_of!(ListClientsOut, total),
+        coord.client_count() as u32,
+    );
+    put_u32(out, offset_of!(ListClientsOut, count), count as u32);
+    Reply::ok(head + count * entry)
+}
+
+fn read_log(coord: &Coordinator, since: u64, max: u32, out: &mut [u8]) -> Reply {
+    let head = size_of::<ReadLogOut>();
+    let room = (out.len() - head) / RECORD_BYTES;
+    let limit = if max == 0 {
+        room
+    } else {
+        room.min(max as usize)
+    };
+    let rec = coord.recorder();
+    let mut count = 0usize;
+    let mut next = since.max(rec.next_seq() - rec.len() as u64);
+    for r in rec.since(since).take(limit) {
+        put(out, head + count * RECORD_BYTES, &r.encode());
+        count += 1;
+        next = r.seq + 1;
+    }
+    if count == 0 {
+        next = next.min(rec.next_seq());
+    }
+    put_u32(out, offset_of!(ReadLogOut, count), count as u32);
+    put_u32(out, offset_of!(ReadLogOut, reserved), 0);
+    put_u64(out, offset_of!(ReadLogOut, next_seq), next);
+    put_u64(out, offset_of!(ReadLogOut, dropped), rec.dropped());
+    Reply::ok(head + count * RECORD_BYTES)
+}
+
+/// Names of `State` numbers, for tools.
+pub fn state_name(v: u32) -> &'static str {
+    match v {
+        1 => State::Operational.as_str(),
+        2 => State::Quiescing.as_str(),
+        3 => State::Resetting.as_str(),
+        4 => State::Restoring.as_str(),
+        5 => State::Failed.as_str(),
+        6 => State::Removed.as_str(),
+        _ => "?",
+    }
+}
+
+/// Names of `ClientState` numbers, for tools.
+pub fn client_state_name(v: u32) -> &'static str {
+    [
+        ClientState::Active,
+        ClientState::Quiescing,
+        ClientState::Ready,
+        ClientState::Unresponsive,
+        ClientState::Late,
+        ClientState::Failed,
+        ClientState::Fatal,
+    ]
+    .into_iter()
+    .find(|s| *s as u32 == v)
+    .map_or("?", |s| s.as_str())
+}
