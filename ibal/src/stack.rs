@@ -146,11 +146,10 @@ pub fn net_stats(host: &SimHost) -> NetStats {
 
 /// The embedded default of SPEC §9: a boot-from-SAN host under load — the access layer,
 /// IPoIB on both ports, the boot disk on the paging path and a data LUN, both busy, and a
-/// user-verbs process — that hits a catastrophic firmware error at 1.4 s (between two health polls, so
-/// I/O piles up on the dead device before anyone knows) and recovers.
+/// user-verbs process — on the run of [`hcabus::sim::scenarios::boot_from_san_run`]
+/// (a catastrophic firmware error at 1.4 s), which it rides through.
 pub fn boot_from_san() -> StackSetup {
-    use hcabus::sim::{Fault, SimHcaConfig};
-    use hcabus::{Duration, Instant, Policy};
+    use hcabus::Duration;
 
     let disk = |boot, port, target_lid, lun_id, iops, ack_ms| DiskConfig {
         boot,
@@ -167,21 +166,7 @@ pub fn boot_from_san() -> StackSetup {
         ..IpoibConfig::default()
     };
     StackSetup {
-        sim: SimSetup {
-            name: "boot-from-san".into(),
-            seed: 1,
-            duration: Duration::from_ms(5_000),
-            hca: SimHcaConfig {
-                ports: 2,
-                hw_reset: Duration::from_ms(200),
-                ..SimHcaConfig::default()
-            },
-            policy: Policy::default(),
-            max_clients: 64,
-            recorder_capacity: 8192,
-            clients: Vec::new(),
-            faults: std::vec![(Instant::from_ms(1_400), Fault::Catastrophic)],
-        },
+        sim: hcabus::sim::scenarios::boot_from_san_run(),
         ibal: Some(IbalConfig::default()),
         clients: std::vec![
             ClientSpec::Ipoib {
