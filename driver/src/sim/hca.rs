@@ -124,10 +124,6 @@ impl SimHca {
         self.phase == Phase::Running
     }
 
-    pub fn is_removed(&self) -> bool {
-        self.phase == Phase::Removed
-    }
-
     // ----- fault injection -----
 
     /// Firmware writes a catastrophic error into the health buffer.

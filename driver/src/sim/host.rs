@@ -249,15 +249,6 @@ impl SimHost {
             .collect()
     }
 
-    /// Runs a call against the coordinator as the host (an administrator, a test).
-    pub fn with_coordinator<R>(&mut self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
-        let now = self.now;
-        let r = f(&mut self.coord, now);
-        self.checker.sync(&self.coord);
-        self.drain();
-        r
-    }
-
     /// Serves one IOCTL (SPEC §8) as the bus driver would, then executes whatever it set
     /// in motion.
     pub fn ioctl(&mut self, code: u32, input: &[u8], output: &mut [u8], rights: Rights) -> Reply {
