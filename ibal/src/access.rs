@@ -89,6 +89,22 @@ pub struct QpSpec {
     pub max_recv_wr: u32,
 }
 
+impl QpSpec {
+    /// A queue pair whose sends and receives complete on one CQ, `wr` deep each way: the
+    /// shape every client here uses.
+    pub fn on_one_cq(pd: PdHandle, qp_type: QpType, cq: CqHandle, port: u8, wr: u32) -> Self {
+        QpSpec {
+            pd,
+            qp_type,
+            send_cq: cq,
+            recv_cq: cq,
+            port,
+            max_send_wr: wr,
+            max_recv_wr: wr,
+        }
+    }
+}
+
 /// A memory region to register.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MrSpec {

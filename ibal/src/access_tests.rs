@@ -93,19 +93,7 @@ fn resources(ibal: &mut Ibal, rig: &mut Rig, c: ConsumerId, flags: MrFlags) -> R
     let pd = ibal.alloc_pd(rig, c).expect("pd");
     let cq = ibal.create_cq(rig, c, 64).expect("cq");
     let qp = ibal
-        .create_qp(
-            rig,
-            c,
-            QpSpec {
-                pd,
-                qp_type: QpType::Rc,
-                send_cq: cq,
-                recv_cq: cq,
-                port: 1,
-                max_send_wr: 16,
-                max_recv_wr: 16,
-            },
-        )
+        .create_qp(rig, c, QpSpec::on_one_cq(pd, QpType::Rc, cq, 1, 16))
         .expect("qp");
     ibal.modify_qp(rig, c, qp, QpState::Init, None)
         .expect("init");

@@ -52,32 +52,33 @@ impl Needs {
     }
 }
 
-fn disk(c: &DiskConfig) -> Needs {
+/// One consumer with one connection: a PD, a CQ, a QP and an MR, and `ahs` address handles.
+fn one_connection(ahs: u32, dma_bytes: u64, cq_entries: u32, wr: u32) -> Needs {
     Needs {
         consumers: 1,
         pds: 1,
         cqs: 1,
         qps: 1,
         mrs: 1,
-        ahs: 0,
-        dma_bytes: aligned(c.dma_bytes()),
-        cq_entries: c.cq_entries(),
-        wr: u32::from(c.queue_depth),
+        ahs,
+        dma_bytes: aligned(dma_bytes),
+        cq_entries,
+        wr,
     }
 }
 
+fn disk(c: &DiskConfig) -> Needs {
+    one_connection(0, c.dma_bytes(), c.cq_entries(), u32::from(c.queue_depth))
+}
+
 fn ipoib(_c: &IpoibConfig) -> Needs {
-    Needs {
-        consumers: 1,
-        pds: 1,
-        cqs: 1,
-        qps: 1,
-        mrs: 1,
-        ahs: 2,
-        dma_bytes: aligned(IpoibConfig::dma_bytes()),
-        cq_entries: IpoibConfig::cq_entries(),
-        wr: IpoibConfig::work_requests(),
-    }
+    // Two address handles: the peer's and the broadcast group's.
+    one_connection(
+        2,
+        IpoibConfig::dma_bytes(),
+        IpoibConfig::cq_entries(),
+        IpoibConfig::work_requests(),
+    )
 }
 
 fn user_verbs() -> Needs {

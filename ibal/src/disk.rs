@@ -832,24 +832,4 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
     }
 }
 
-impl ClientReport for SrpClient {
-    fn name(&self) -> &str {
-        self.desc.name.as_str()
-    }
-
-    fn events(&self) -> &[EventKind] {
-        self.events.as_slice()
-    }
-
-    fn id(&self) -> Option<ClientId> {
-        self.id
-    }
-
-    fn kind(&self) -> ClientKind {
-        self.desc.kind
-    }
-
-    fn error(&self) -> Option<String> {
-        self.login.problem().map(|p| p.to_string())
-    }
-}
+crate::ibal_client::report_fields!(SrpClient, |c| c.login.problem().map(|p| p.to_string()));

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use hcabus::bus::{Client, ClientReport};
+use hcabus::bus::Client;
 use hcabus::types::*;
 
 use crate::access::{Ibal, VerbsBus};
@@ -48,6 +48,35 @@ impl EventLog {
         &self.0
     }
 }
+
+/// Implements [`ClientReport`] for a client with the usual fields (`desc`, `events`, `id`),
+/// and optionally the closure that says what is wrong with it.
+macro_rules! report_fields {
+    ($ty:ty) => {
+        $crate::ibal_client::report_fields!($ty, |_c| None);
+    };
+    ($ty:ty, |$c:ident| $error:expr) => {
+        impl hcabus::bus::ClientReport for $ty {
+            fn name(&self) -> &str {
+                self.desc.name.as_str()
+            }
+            fn events(&self) -> &[EventKind] {
+                self.events.as_slice()
+            }
+            fn id(&self) -> Option<ClientId> {
+                self.id
+            }
+            fn kind(&self) -> ClientKind {
+                self.desc.kind
+            }
+            fn error(&self) -> Option<std::string::String> {
+                let $c = self;
+                $error
+            }
+        }
+    };
+}
+pub(crate) use report_fields;
 
 /// The bus client of the access layer.
 #[derive(Debug)]
@@ -130,20 +159,4 @@ impl<B: VerbsBus + ?Sized> Client<B> for IbalClient {
     }
 }
 
-impl ClientReport for IbalClient {
-    fn name(&self) -> &str {
-        self.desc.name.as_str()
-    }
-
-    fn events(&self) -> &[EventKind] {
-        self.events.as_slice()
-    }
-
-    fn id(&self) -> Option<ClientId> {
-        self.id
-    }
-
-    fn kind(&self) -> ClientKind {
-        self.desc.kind
-    }
-}
+crate::ibal_client::report_fields!(IbalClient);

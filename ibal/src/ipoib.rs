@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use bitflags::bitflags;
-use hcabus::bus::{Client, ClientReport};
+use hcabus::bus::Client;
 use hcabus::fabric::{Fabric, HOST_LID_BASE};
 use hcabus::types::*;
 use hcabus::verbs::*;
@@ -352,15 +352,7 @@ impl IpoibClient {
             let qp = al.create_qp(
                 bus,
                 c,
-                QpSpec {
-                    pd,
-                    qp_type: QpType::Ud,
-                    send_cq: cq,
-                    recv_cq: cq,
-                    port,
-                    max_send_wr: RING as u32,
-                    max_recv_wr: RING as u32,
-                },
+                QpSpec::on_one_cq(pd, QpType::Ud, cq, port, RING as u32),
             )?;
             self.res.qp = Some(qp);
             self.res.mr = Some(al.reg_mr(
@@ -667,27 +659,10 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
     }
 }
 
-impl ClientReport for IpoibClient {
-    fn name(&self) -> &str {
-        self.desc.name.as_str()
-    }
-
-    fn error(&self) -> Option<String> {
-        self.reconnect.problem().map(|p| p.to_string())
-    }
-
-    fn events(&self) -> &[EventKind] {
-        self.events.as_slice()
-    }
-
-    fn id(&self) -> Option<ClientId> {
-        self.id
-    }
-
-    fn kind(&self) -> ClientKind {
-        self.desc.kind
-    }
-}
+crate::ibal_client::report_fields!(IpoibClient, |c| c
+    .reconnect
+    .problem()
+    .map(|p| p.to_string()));
 
 /// Host LID of a port, as the peer addresses it.
 pub fn port_lid(port: u8) -> Lid {

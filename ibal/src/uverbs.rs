@@ -7,7 +7,7 @@
 
 use std::vec::Vec;
 
-use hcabus::bus::{Client, ClientReport};
+use hcabus::bus::Client;
 use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant, State};
@@ -258,15 +258,7 @@ impl UverbsClient {
             .create_qp(
                 bus,
                 c,
-                QpSpec {
-                    pd,
-                    qp_type: QpType::Ud,
-                    send_cq: cq,
-                    recv_cq: cq,
-                    port: 1,
-                    max_send_wr: WORK_REQUESTS,
-                    max_recv_wr: WORK_REQUESTS,
-                },
+                QpSpec::on_one_cq(pd, QpType::Ud, cq, 1, WORK_REQUESTS),
             )
             .map_err(|e| match e {
                 CreateError::DeviceFailed => UverbsError::DeviceGone,
@@ -390,24 +382,4 @@ impl<B: ClientBus + ?Sized> Client<B> for UverbsClient {
     }
 }
 
-impl ClientReport for UverbsClient {
-    fn name(&self) -> &str {
-        self.desc.name.as_str()
-    }
-
-    fn error(&self) -> Option<String> {
-        self.problem.map(|p| p.to_string())
-    }
-
-    fn events(&self) -> &[EventKind] {
-        self.events.as_slice()
-    }
-
-    fn id(&self) -> Option<ClientId> {
-        self.id
-    }
-
-    fn kind(&self) -> ClientKind {
-        self.desc.kind
-    }
-}
+crate::ibal_client::report_fields!(UverbsClient, |c| c.problem.map(|p| p.to_string()));

@@ -33,3 +33,17 @@ pub fn events_of(host: &SimHost, name: &str) -> Vec<EventKind> {
         .events()
         .to_vec()
 }
+
+/// Waits on real threads until `cond` holds. The deadline only turns a hang into a failure
+/// (no test asserts how fast anything happens); waiting never allocates, so the
+/// allocation-counting suites may wait inside their measured windows.
+pub fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < until,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}

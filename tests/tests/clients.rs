@@ -270,19 +270,7 @@ fn connected_qp(
 ) -> QpHandle {
     let cq = ibal.create_cq(bus, c, 8).expect("cq");
     let qp = ibal
-        .create_qp(
-            bus,
-            c,
-            QpSpec {
-                pd,
-                qp_type: QpType::Rc,
-                send_cq: cq,
-                recv_cq: cq,
-                port: 1,
-                max_send_wr: 4,
-                max_recv_wr: 4,
-            },
-        )
+        .create_qp(bus, c, QpSpec::on_one_cq(pd, QpType::Rc, cq, 1, 4))
         .expect("qp");
     ibal.modify_qp(bus, c, qp, QpState::Init, None)
         .expect("init");

@@ -5,13 +5,12 @@
 use std::alloc::System;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use hcabus::coordinator::{AdminReset, Config, State};
 use hcabus::sim::{EventCallback, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
 use hcabus::types::*;
 use hcabus::{Duration, Policy};
-use hcabus_tests::desc;
+use hcabus_tests::{desc, wait_for};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -56,14 +55,6 @@ impl EventCallback for Probe {
             }
             _ => {}
         }
-    }
-}
-
-fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let until = StdInstant::now() + StdDuration::from_secs(30);
-    while !cond() {
-        assert!(StdInstant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(StdDuration::from_millis(1));
     }
 }
 

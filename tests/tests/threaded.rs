@@ -8,7 +8,7 @@ use hcabus::coordinator::{AdminReset, Config, State};
 use hcabus::sim::{EventCallback, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
 use hcabus::types::*;
 use hcabus::{Duration, Policy};
-use hcabus_tests::desc;
+use hcabus_tests::{desc, wait_for};
 
 fn policy() -> Policy {
     Policy {
@@ -37,14 +37,6 @@ fn start(hw_reset_ms: u64) -> (ThreadedHost, SharedSimHca) {
 }
 
 /// Waits (bounded) until `cond` holds; the bound only turns a hang into a failure.
-fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let until = StdInstant::now() + StdDuration::from_secs(20);
-    while !cond() {
-        assert!(StdInstant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(StdDuration::from_millis(1));
-    }
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     /// Execute from inside the RESET callback.

@@ -11,7 +11,6 @@
 use std::alloc::System;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use hcabus::bus::ClientReport;
 use hcabus::coordinator::{Config, State};
@@ -20,7 +19,7 @@ use hcabus::sim::{
 };
 use hcabus::types::*;
 use hcabus::Policy;
-use hcabus_tests::desc;
+use hcabus_tests::{desc, wait_for};
 use ibal::block::IoStats;
 use ibal::disk::SrpClient;
 use ibal::ipoib::IpoibClient;
@@ -58,14 +57,6 @@ impl EventCallback for Probe {
             }
             _ => {}
         }
-    }
-}
-
-fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let until = StdInstant::now() + StdDuration::from_secs(60);
-    while !cond() {
-        assert!(StdInstant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(StdDuration::from_millis(1));
     }
 }
 

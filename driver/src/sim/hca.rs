@@ -252,42 +252,27 @@ impl SimHca {
     }
 }
 
+/// Fabric operations of a remote peer: refused with `HostDown` while the adapter does not
+/// answer, otherwise carried out by the verbs model. One line per operation.
+macro_rules! peer_ops {
+    ($(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        $(fn $name(&mut self, $($arg: $ty),*) -> Result<$ret, RemoteError> {
+            self.reachable()?;
+            self.verbs.$name($($arg),*)
+        })*
+    };
+}
+
 impl Fabric for SimHca {
     fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
         self.verbs.wire_take(wanted)
     }
-    fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError> {
-        self.reachable()?;
-        self.verbs.remote_send(from, to, data)
-    }
 
-    fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError> {
-        self.reachable()?;
-        Ok(self.verbs.remote_send_mcast(mgid, data))
-    }
-
-    fn remote_rdma_write(
-        &mut self,
-        from: RemoteQp,
-        to: Qpn,
-        rkey: u32,
-        addr: u64,
-        data: &[u8],
-    ) -> Result<(), RemoteError> {
-        self.reachable()?;
-        self.verbs.remote_rdma_write(from, to, rkey, addr, data)
-    }
-
-    fn remote_rdma_read(
-        &mut self,
-        from: RemoteQp,
-        to: Qpn,
-        rkey: u32,
-        addr: u64,
-        out: &mut [u8],
-    ) -> Result<(), RemoteError> {
-        self.reachable()?;
-        self.verbs.remote_rdma_read(from, to, rkey, addr, out)
+    peer_ops! {
+        fn remote_send(from: RemoteQp, to: Qpn, data: &[u8]) -> ();
+        fn remote_send_mcast(mgid: Mgid, data: &[u8]) -> u32;
+        fn remote_rdma_write(from: RemoteQp, to: Qpn, rkey: u32, addr: u64, data: &[u8]) -> ();
+        fn remote_rdma_read(from: RemoteQp, to: Qpn, rkey: u32, addr: u64, out: &mut [u8]) -> ();
     }
 }
 

@@ -43,95 +43,48 @@ impl SharedSimHca {
     }
 }
 
-impl Hca for SharedSimHca {
-    fn save_config(&mut self) -> Result<(), HwError> {
-        self.with(|h| h.save_config())
-    }
-    fn restore_config(&mut self) -> Result<(), HwError> {
-        self.with(|h| h.restore_config())
-    }
-    fn assert_reset(&mut self) -> Result<(), HwError> {
-        self.with(|h| h.assert_reset())
-    }
-    fn function_level_reset(&mut self) -> Result<(), HwError> {
-        self.with(|h| h.function_level_reset())
-    }
-    fn probe_ready(&mut self) -> Result<Readiness, HwError> {
-        self.with(|h| h.probe_ready())
-    }
-    fn init_command_interface(&mut self) -> Result<(), HwError> {
-        self.with(|h| h.init_command_interface())
-    }
-    fn identity(&mut self) -> Result<Identity, HwError> {
-        self.with(|h| h.identity())
-    }
-    fn read_health(&mut self) -> Result<HealthSample, HwError> {
-        self.with(|h| h.read_health())
-    }
+/// Implements a device trait for `SharedSimHca` by running each method on the locked
+/// adapter: one line per method, so the forwarding cannot drift from the trait.
+macro_rules! forward {
+    ($trait:ident { $(fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)* } $($extra:item)*) => {
+        impl $trait for SharedSimHca {
+            $(fn $name(&mut self, $($arg: $ty),*) -> $ret {
+                self.with(|h| h.$name($($arg),*))
+            })*
+            $($extra)*
+        }
+    };
 }
 
-impl Verbs for SharedSimHca {
-    fn alloc_pd(&mut self) -> Result<Pdn, VerbsError> {
-        self.with(|h| h.alloc_pd())
-    }
-    fn dealloc_pd(&mut self, pd: Pdn) -> Result<(), VerbsError> {
-        self.with(|h| h.dealloc_pd(pd))
-    }
-    fn create_cq(&mut self, entries: u32) -> Result<Cqn, VerbsError> {
-        self.with(|h| h.create_cq(entries))
-    }
-    fn destroy_cq(&mut self, cq: Cqn) -> Result<(), VerbsError> {
-        self.with(|h| h.destroy_cq(cq))
-    }
-    fn poll_cq(&mut self, cq: Cqn) -> Result<Option<Cqe>, VerbsError> {
-        self.with(|h| h.poll_cq(cq))
-    }
-    fn create_qp(&mut self, attr: QpAttr) -> Result<Qpn, VerbsError> {
-        self.with(|h| h.create_qp(attr))
-    }
-    fn modify_qp(
-        &mut self,
-        qp: Qpn,
-        to: QpState,
-        remote: Option<RemoteQp>,
-    ) -> Result<(), VerbsError> {
-        self.with(|h| h.modify_qp(qp, to, remote))
-    }
-    fn destroy_qp(&mut self, qp: Qpn) -> Result<(), VerbsError> {
-        self.with(|h| h.destroy_qp(qp))
-    }
-    fn reg_mr(
-        &mut self,
-        pd: Pdn,
-        addr: u64,
-        len: u64,
-        access: Access,
-        keys: Option<MrKeys>,
-    ) -> Result<MrKeys, VerbsError> {
-        self.with(|h| h.reg_mr(pd, addr, len, access, keys))
-    }
-    fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
-        self.with(|h| h.dereg_mr(lkey))
-    }
-    fn create_ah(&mut self, pd: Pdn, port: u8, dlid: Lid) -> Result<Ahn, VerbsError> {
-        self.with(|h| h.create_ah(pd, port, dlid))
-    }
-    fn destroy_ah(&mut self, ah: Ahn) -> Result<(), VerbsError> {
-        self.with(|h| h.destroy_ah(ah))
-    }
-    fn attach_mcast(&mut self, qp: Qpn, mgid: Mgid, mlid: Lid) -> Result<(), VerbsError> {
-        self.with(|h| h.attach_mcast(qp, mgid, mlid))
-    }
-    fn detach_mcast(&mut self, qp: Qpn, mgid: Mgid) -> Result<(), VerbsError> {
-        self.with(|h| h.detach_mcast(qp, mgid))
-    }
-    fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), VerbsError> {
-        self.with(|h| h.post_send(qp, wr))
-    }
-    fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), VerbsError> {
-        self.with(|h| h.post_recv(qp, wr))
-    }
-}
+forward!(Verbs {
+    fn alloc_pd() -> Result<Pdn, VerbsError>;
+    fn dealloc_pd(pd: Pdn) -> Result<(), VerbsError>;
+    fn create_cq(entries: u32) -> Result<Cqn, VerbsError>;
+    fn destroy_cq(cq: Cqn) -> Result<(), VerbsError>;
+    fn poll_cq(cq: Cqn) -> Result<Option<Cqe>, VerbsError>;
+    fn create_qp(attr: QpAttr) -> Result<Qpn, VerbsError>;
+    fn modify_qp(qp: Qpn, to: QpState, remote: Option<RemoteQp>) -> Result<(), VerbsError>;
+    fn destroy_qp(qp: Qpn) -> Result<(), VerbsError>;
+    fn reg_mr(pd: Pdn, addr: u64, len: u64, access: Access, keys: Option<MrKeys>) -> Result<MrKeys, VerbsError>;
+    fn dereg_mr(lkey: u32) -> Result<(), VerbsError>;
+    fn create_ah(pd: Pdn, port: u8, dlid: Lid) -> Result<Ahn, VerbsError>;
+    fn destroy_ah(ah: Ahn) -> Result<(), VerbsError>;
+    fn attach_mcast(qp: Qpn, mgid: Mgid, mlid: Lid) -> Result<(), VerbsError>;
+    fn detach_mcast(qp: Qpn, mgid: Mgid) -> Result<(), VerbsError>;
+    fn post_send(qp: Qpn, wr: &SendWr) -> Result<(), VerbsError>;
+    fn post_recv(qp: Qpn, wr: &RecvWr) -> Result<(), VerbsError>;
+});
+
+forward!(Hca {
+    fn save_config() -> Result<(), HwError>;
+    fn restore_config() -> Result<(), HwError>;
+    fn assert_reset() -> Result<(), HwError>;
+    fn function_level_reset() -> Result<(), HwError>;
+    fn probe_ready() -> Result<Readiness, HwError>;
+    fn init_command_interface() -> Result<(), HwError>;
+    fn identity() -> Result<Identity, HwError>;
+    fn read_health() -> Result<HealthSample, HwError>;
+});
 
 impl DmaMemory for SharedSimHca {
     fn dma_alloc(&mut self, len: u64) -> Option<u64> {
@@ -142,34 +95,13 @@ impl DmaMemory for SharedSimHca {
     }
 }
 
-impl Fabric for SharedSimHca {
+forward!(Fabric {
+    fn remote_send(from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError>;
+    fn remote_send_mcast(mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError>;
+    fn remote_rdma_write(from: RemoteQp, to: Qpn, rkey: u32, addr: u64, data: &[u8]) -> Result<(), RemoteError>;
+    fn remote_rdma_read(from: RemoteQp, to: Qpn, rkey: u32, addr: u64, out: &mut [u8]) -> Result<(), RemoteError>;
+}
     fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
         self.with(|h| h.wire_take(wanted))
     }
-    fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError> {
-        self.with(|h| h.remote_send(from, to, data))
-    }
-    fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError> {
-        self.with(|h| h.remote_send_mcast(mgid, data))
-    }
-    fn remote_rdma_write(
-        &mut self,
-        from: RemoteQp,
-        to: Qpn,
-        rkey: u32,
-        addr: u64,
-        data: &[u8],
-    ) -> Result<(), RemoteError> {
-        self.with(|h| h.remote_rdma_write(from, to, rkey, addr, data))
-    }
-    fn remote_rdma_read(
-        &mut self,
-        from: RemoteQp,
-        to: Qpn,
-        rkey: u32,
-        addr: u64,
-        out: &mut [u8],
-    ) -> Result<(), RemoteError> {
-        self.with(|h| h.remote_rdma_read(from, to, rkey, addr, out))
-    }
-}
+);

@@ -347,7 +347,12 @@ impl SimVerbs {
 
     /// A remote peer sends to a multicast group: every attached queue pair gets a copy.
     /// Returns how many did.
-    pub(crate) fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> u32 {
+    /// Never fails: a group without members simply reaches nobody (`Ok(0)`).
+    pub(crate) fn remote_send_mcast(
+        &mut self,
+        mgid: Mgid,
+        data: &[u8],
+    ) -> Result<u32, RemoteError> {
         let mut delivered = 0;
         for i in 0..self.qps.len() {
             let q = &self.qps[i];
@@ -358,7 +363,7 @@ impl SimVerbs {
                 delivered += 1;
             }
         }
-        delivered
+        Ok(delivered)
     }
 
     fn deliver(&mut self, i: usize, data: &[u8]) -> Result<(), RemoteError> {
