@@ -1,0 +1,271 @@
+//! Unit tests of `SimHca`, in a file of their own as the coordinator's are.
+
+use super::*;
+
+#[test]
+fn comes_back_after_its_reset_time() {
+    let mut h = SimHca::new(SimHcaConfig::default());
+    h.set_now(Instant::from_ms(10));
+    h.assert_reset().expect("reset");
+    assert_eq!(h.probe_ready(), Ok(Readiness::NotReady));
+    assert!(h.identity().is_err(), "no identity while in reset");
+    h.set_now(Instant::from_ms(210));
+    assert_eq!(h.probe_ready(), Ok(Readiness::Ready));
+    assert!(h.identity().is_ok());
+}
+
+#[test]
+fn faults_behave_as_named() {
+    let mut h = SimHca::new(SimHcaConfig::default());
+    let before = h.current_identity();
+    h.fail_next_resets(1);
+    assert_eq!(h.assert_reset(), Err(HwError::DeviceError));
+    h.replace_on_next_reset();
+    h.stage_firmware(7);
+    h.assert_reset().expect("second reset works");
+    h.set_now(Instant::from_ms(1000));
+    assert_eq!(h.probe_ready(), Ok(Readiness::Ready));
+    let after = h.identity().expect("running");
+    assert!(!before.same_adapter(&after));
+    assert_eq!(after.fw_version, 7);
+
+    h.stall_health();
+    let a = h.read_health().expect("running").counter;
+    h.set_now(Instant::from_ms(5000));
+    assert_eq!(h.read_health().expect("running").counter, a);
+
+    h.never_return();
+    h.assert_reset().expect("reset");
+    h.set_now(Instant::from_ms(60_000));
+    assert_eq!(h.probe_ready(), Ok(Readiness::NotReady));
+    h.remove();
+    assert_eq!(h.probe_ready(), Err(HwError::Absent));
+}
+
+#[test]
+fn catastrophic_error_shows_in_health_and_clears_on_reset() {
+    let mut h = SimHca::new(SimHcaConfig::default());
+    h.inject_catastrophic(0xbad);
+    assert_eq!(h.read_health().expect("running").catastrophic, 0xbad);
+    h.assert_reset().expect("reset");
+    h.set_now(Instant::from_ms(500));
+    h.probe_ready().expect("probe");
+    assert_eq!(h.read_health().expect("running").catastrophic, 0);
+}
+
+// ----- the verbs model -----
+
+const PEER: RemoteQp = RemoteQp {
+    lid: 0x20,
+    qpn: Qpn(0x77),
+};
+
+/// A running device with an RC queue pair connected to `PEER`, a region with every
+/// right over 4 KiB of host memory, and one receive posted.
+fn connected() -> (SimHca, Qpn, Cqn, MrKeys, u64) {
+    let mut h = SimHca::new(SimHcaConfig::default());
+    let pd = h.alloc_pd().expect("pd");
+    let cq = h.create_cq(16).expect("cq");
+    let qp = h
+        .create_qp(QpAttr {
+            pd,
+            qp_type: QpType::Rc,
+            send_cq: cq,
+            recv_cq: cq,
+            port: 1,
+            max_send_wr: 8,
+            max_recv_wr: 8,
+        })
+        .expect("qp");
+    h.modify_qp(qp, QpState::Init, None).expect("init");
+    h.modify_qp(qp, QpState::Rtr, Some(PEER)).expect("rtr");
+    h.modify_qp(qp, QpState::Rts, None).expect("rts");
+    let addr = h.verbs_mut().dma_alloc(4096).expect("dma");
+    let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let keys = h.reg_mr(pd, addr, 4096, all, None).expect("mr");
+    let sge = Sge {
+        addr,
+        len: 256,
+        lkey: keys.lkey,
+    };
+    h.post_recv(qp, &RecvWr { wr_id: 1, sge }).expect("recv");
+    (h, qp, cq, keys, addr)
+}
+
+#[test]
+fn a_send_reaches_the_wire_and_a_remote_send_lands_in_a_posted_receive() {
+    let (mut h, qp, cq, keys, addr) = connected();
+    h.verbs_mut()
+        .mem_mut(addr + 1024, 5)
+        .expect("mem")
+        .copy_from_slice(b"hello");
+    let sge = Sge {
+        addr: addr + 1024,
+        len: 5,
+        lkey: keys.lkey,
+    };
+    h.post_send(
+        qp,
+        &SendWr {
+            wr_id: 9,
+            sge,
+            dest: SendDest::Connected,
+        },
+    )
+    .expect("send");
+    let msg = h
+        .verbs_mut()
+        .wire_take(|m| m.dlid == PEER.lid)
+        .expect("on wire");
+    assert_eq!(
+        (msg.payload(), msg.dqpn, msg.src_qpn),
+        (&b"hello"[..], PEER.qpn, qp)
+    );
+    let sent = h.poll_cq(cq).expect("poll").expect("cqe");
+    assert_eq!((sent.wr_id, sent.status), (9, WcStatus::Success));
+
+    h.remote_send(PEER, qp, b"reply").expect("delivered");
+    let got = h.poll_cq(cq).expect("poll").expect("cqe");
+    assert_eq!(
+        (got.wr_id, got.opcode, got.byte_len),
+        (1, WcOpcode::Recv, 5)
+    );
+    assert_eq!(h.verbs().mem(addr, 5), Some(&b"reply"[..]));
+    assert_eq!(
+        h.remote_send(PEER, qp, b"again"),
+        Err(RemoteError::ReceiverNotReady),
+        "one receive was posted"
+    );
+    let stranger = RemoteQp {
+        lid: 0x21,
+        qpn: Qpn(5),
+    };
+    assert_eq!(
+        h.remote_send(stranger, qp, b"x"),
+        Err(RemoteError::NotConnected)
+    );
+}
+
+#[test]
+fn remote_rdma_checks_key_range_and_rights() {
+    let (mut h, qp, _, keys, addr) = connected();
+    h.remote_rdma_write(PEER, qp, keys.rkey, addr + 100, b"data")
+        .expect("write");
+    let mut out = [0u8; 4];
+    h.remote_rdma_read(PEER, qp, keys.rkey, addr + 100, &mut out)
+        .expect("read");
+    assert_eq!(&out, b"data");
+    let bad = keys.rkey ^ 0x1;
+    assert_eq!(
+        h.remote_rdma_read(PEER, qp, bad, addr, &mut out),
+        Err(RemoteError::AccessError)
+    );
+    assert_eq!(
+        h.remote_rdma_read(PEER, qp, keys.rkey, addr + 4094, &mut out),
+        Err(RemoteError::AccessError),
+        "past the end of the region"
+    );
+    assert_eq!(h.verbs().stats().remote_access_errors, 2);
+}
+
+#[test]
+fn a_reset_forgets_every_resource_and_preserved_keys_come_back_on_request() {
+    let (mut h, qp, _, keys, addr) = connected();
+    assert!(h.verbs().live_objects() >= 4);
+    h.assert_reset().expect("reset");
+    assert_eq!(h.verbs().live_objects(), 0);
+    h.set_now(Instant::from_ms(500));
+    assert_eq!(h.probe_ready(), Ok(Readiness::Ready));
+    assert_eq!(h.alloc_pd(), Err(VerbsError::DeviceError), "before init");
+    h.init_command_interface().expect("init");
+    let mut out = [0u8; 4];
+    assert_eq!(
+        h.remote_rdma_read(PEER, qp, keys.rkey, addr, &mut out),
+        Err(RemoteError::NoSuchQp)
+    );
+    let pd = h.alloc_pd().expect("pd");
+    let fresh = h
+        .reg_mr(pd, addr, 4096, Access::REMOTE_READ, None)
+        .expect("fresh");
+    assert_ne!(fresh, keys, "an ordinary registration gets new keys");
+    h.dereg_mr(fresh.lkey).expect("dereg");
+    let again = h
+        .reg_mr(pd, addr, 4096, Access::REMOTE_READ, Some(keys))
+        .expect("same keys");
+    assert_eq!(again, keys);
+    assert_eq!(
+        h.reg_mr(pd, addr, 4096, Access::REMOTE_READ, Some(keys)),
+        Err(VerbsError::KeyUnavailable),
+        "the entry is taken"
+    );
+}
+
+#[test]
+fn a_device_in_catastrophic_error_takes_doorbells_and_does_nothing() {
+    let (mut h, qp, cq, keys, addr) = connected();
+    h.inject_catastrophic(1);
+    assert_eq!(h.alloc_pd(), Err(VerbsError::DeviceError));
+    let sge = Sge {
+        addr,
+        len: 8,
+        lkey: keys.lkey,
+    };
+    let wr = SendWr {
+        wr_id: 3,
+        sge,
+        dest: SendDest::Connected,
+    };
+    assert_eq!(h.post_send(qp, &wr), Ok(()), "the doorbell is just a write");
+    assert_eq!(h.poll_cq(cq), Ok(None), "and nothing completes");
+    assert_eq!(h.verbs().wire_len(), 0);
+    assert_eq!(h.verbs().stats().lost_doorbells, 1);
+    assert_eq!(h.remote_send(PEER, qp, b"x"), Err(RemoteError::HostDown));
+    h.remove();
+    assert_eq!(h.post_send(qp, &wr), Err(VerbsError::Absent));
+}
+
+#[test]
+fn multicast_reaches_attached_datagram_queue_pairs_only() {
+    let mut h = SimHca::new(SimHcaConfig::default());
+    let pd = h.alloc_pd().expect("pd");
+    let cq = h.create_cq(16).expect("cq");
+    let addr = h.verbs_mut().dma_alloc(1024).expect("dma");
+    let keys = h
+        .reg_mr(pd, addr, 1024, Access::LOCAL_WRITE, None)
+        .expect("mr");
+    let mut qps = [Qpn(0); 2];
+    for (n, q) in qps.iter_mut().enumerate() {
+        *q = h
+            .create_qp(QpAttr {
+                pd,
+                qp_type: QpType::Ud,
+                send_cq: cq,
+                recv_cq: cq,
+                port: 1,
+                max_send_wr: 4,
+                max_recv_wr: 4,
+            })
+            .expect("qp");
+        h.modify_qp(*q, QpState::Init, None).expect("init");
+        h.modify_qp(*q, QpState::Rtr, None).expect("rtr");
+        let sge = Sge {
+            addr: addr + 512 * n as u64,
+            len: 512,
+            lkey: keys.lkey,
+        };
+        h.post_recv(
+            *q,
+            &RecvWr {
+                wr_id: n as u64,
+                sge,
+            },
+        )
+        .expect("recv");
+    }
+    const GROUP: Mgid = 0xff12_401b_ffff_0000_0000_0000_ffff_ffff;
+    h.attach_mcast(qps[0], GROUP, 0xc000).expect("attach");
+    assert_eq!(h.remote_send_mcast(GROUP, b"arp"), Ok(1));
+    h.detach_mcast(qps[0], GROUP).expect("detach");
+    assert_eq!(h.remote_send_mcast(GROUP, b"arp"), Ok(0));
+    assert!(!h.verbs().is_attached(qps[0], GROUP));
+}
