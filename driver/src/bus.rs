@@ -15,10 +15,11 @@ use alloc::string::String;
 
 use rand_core::RngCore;
 
-use crate::coordinator::{ExecuteOutcome, Registration, State};
+use crate::coordinator::{ExecuteOutcome, Registration};
 use crate::errors::{ExecuteError, RegisterError, RequestError, UnregisterError, VetoError};
 use crate::policy::Policy;
 use crate::time::Instant;
+use crate::types::State;
 use crate::types::{ClientDesc, ClientId, ClientKind, Epoch, Event, EventKind};
 
 /// What a client can do to the bus, from a callback or from its own work.

@@ -3,70 +3,24 @@
 
 use core::fmt;
 
-/// Why a call was refused, as recorded; stable numbers (they are encoded in records).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum RefusalCode {
-    CapacityFull = 1,
-    DeviceRemoved = 2,
-    UnknownClient = 3,
-    StaleClient = 4,
-    NoResetPending = 5,
-    StaleEpoch = 6,
-    NotInBarrier = 7,
-    StormLimit = 8,
-    DeviceFailed = 9,
-    NotPlanned = 10,
-    NotAllowed = 11,
-    TooLate = 12,
-    NotFailed = 13,
-    InvalidPolicy = 14,
-}
-
-impl RefusalCode {
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            1 => RefusalCode::CapacityFull,
-            2 => RefusalCode::DeviceRemoved,
-            3 => RefusalCode::UnknownClient,
-            4 => RefusalCode::StaleClient,
-            5 => RefusalCode::NoResetPending,
-            6 => RefusalCode::StaleEpoch,
-            7 => RefusalCode::NotInBarrier,
-            8 => RefusalCode::StormLimit,
-            9 => RefusalCode::DeviceFailed,
-            10 => RefusalCode::NotPlanned,
-            11 => RefusalCode::NotAllowed,
-            12 => RefusalCode::TooLate,
-            13 => RefusalCode::NotFailed,
-            14 => RefusalCode::InvalidPolicy,
-            _ => return None,
-        })
-    }
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RefusalCode::CapacityFull => "capacity full",
-            RefusalCode::DeviceRemoved => "device removed",
-            RefusalCode::UnknownClient => "unknown client",
-            RefusalCode::StaleClient => "stale client id",
-            RefusalCode::NoResetPending => "no reset pending",
-            RefusalCode::StaleEpoch => "stale epoch",
-            RefusalCode::NotInBarrier => "client not in this reset's barrier",
-            RefusalCode::StormLimit => "storm limit",
-            RefusalCode::DeviceFailed => "device failed",
-            RefusalCode::NotPlanned => "reset is not planned",
-            RefusalCode::NotAllowed => "client may not veto",
-            RefusalCode::TooLate => "quiesce is over",
-            RefusalCode::NotFailed => "device is not failed",
-            RefusalCode::InvalidPolicy => "invalid policy",
-        }
-    }
-}
-
-impl fmt::Display for RefusalCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+wire_enum! {
+    /// Why a call was refused, as recorded; stable numbers (they are encoded in records).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum RefusalCode {
+        CapacityFull = 1 => "capacity full",
+        DeviceRemoved = 2 => "device removed",
+        UnknownClient = 3 => "unknown client",
+        StaleClient = 4 => "stale client id",
+        NoResetPending = 5 => "no reset pending",
+        StaleEpoch = 6 => "stale epoch",
+        NotInBarrier = 7 => "client not in this reset's barrier",
+        StormLimit = 8 => "storm limit",
+        DeviceFailed = 9 => "device failed",
+        NotPlanned = 10 => "reset is not planned",
+        NotAllowed = 11 => "client may not veto",
+        TooLate = 12 => "quiesce is over",
+        NotFailed = 13 => "device is not failed",
+        InvalidPolicy = 14 => "invalid policy",
     }
 }
 

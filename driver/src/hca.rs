@@ -92,46 +92,18 @@ pub trait Hca {
     fn read_health(&mut self) -> Result<HealthSample, HwError>;
 }
 
-/// A hardware operation the coordinator asks its host to perform.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum HwStep {
-    SaveConfig = 1,
-    AssertReset = 2,
-    FunctionLevelReset = 3,
-    ProbeReady = 4,
-    RestoreConfig = 5,
-    InitCommandInterface = 6,
-    ReadIdentity = 7,
-    ReadHealth = 8,
-}
-
-impl HwStep {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            HwStep::SaveConfig => "save_config",
-            HwStep::AssertReset => "assert_reset",
-            HwStep::FunctionLevelReset => "function_level_reset",
-            HwStep::ProbeReady => "probe_ready",
-            HwStep::RestoreConfig => "restore_config",
-            HwStep::InitCommandInterface => "init_command_interface",
-            HwStep::ReadIdentity => "read_identity",
-            HwStep::ReadHealth => "read_health",
-        }
-    }
-
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            1 => HwStep::SaveConfig,
-            2 => HwStep::AssertReset,
-            3 => HwStep::FunctionLevelReset,
-            4 => HwStep::ProbeReady,
-            5 => HwStep::RestoreConfig,
-            6 => HwStep::InitCommandInterface,
-            7 => HwStep::ReadIdentity,
-            8 => HwStep::ReadHealth,
-            _ => return None,
-        })
+wire_enum! {
+    /// A hardware operation the coordinator asks its host to perform.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum HwStep {
+        SaveConfig = 1 => "save_config",
+        AssertReset = 2 => "assert_reset",
+        FunctionLevelReset = 3 => "function_level_reset",
+        ProbeReady = 4 => "probe_ready",
+        RestoreConfig = 5 => "restore_config",
+        InitCommandInterface = 6 => "init_command_interface",
+        ReadIdentity = 7 => "read_identity",
+        ReadHealth = 8 => "read_health",
     }
 }
 

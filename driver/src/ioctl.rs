@@ -17,7 +17,7 @@ use core::mem::{offset_of, size_of};
 use bitflags::bitflags;
 use static_assertions::const_assert_eq;
 
-use crate::coordinator::{ClientState, ResetResult};
+use crate::coordinator::ResetResult;
 use crate::policy::Policy;
 use crate::recorder::RECORD_BYTES;
 use crate::time::Instant;
@@ -25,7 +25,7 @@ use crate::time::Instant;
 mod codec;
 mod dispatch;
 
-use crate::types::{AbortCause, ClientName};
+use crate::types::{AbortCause, AdminReset, ClientName, ClientState};
 pub use codec::*;
 pub use dispatch::*;
 
@@ -307,15 +307,26 @@ pub struct SetPolicyIn {
 const_assert_eq!(size_of::<SetPolicyIn>(), 80);
 const_assert_eq!(offset_of!(SetPolicyIn, policy), 8);
 
-/// How REQUEST_RESET resets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum ResetMode {
-    Forced = 0,
-    /// Clients with CAN_VETO may refuse it.
-    Planned = 1,
-    /// The firmware version may change.
-    FirmwareActivate = 2,
+wire_enum! {
+    /// How REQUEST_RESET resets.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ResetMode {
+        Forced = 0 => "forced",
+        /// Clients with CAN_VETO may refuse it.
+        Planned = 1 => "planned",
+        /// The firmware version may change.
+        FirmwareActivate = 2 => "fw_activate",
+    }
+}
+
+impl ResetMode {
+    pub const fn admin(self) -> AdminReset {
+        match self {
+            ResetMode::Forced => AdminReset::Forced,
+            ResetMode::Planned => AdminReset::Planned,
+            ResetMode::FirmwareActivate => AdminReset::FirmwareActivate,
+        }
+    }
 }
 
 /// Input of REQUEST_RESET.
@@ -342,52 +353,19 @@ pub struct EpochOut {
 }
 const_assert_eq!(size_of::<EpochOut>(), 8);
 
-/// Faults the simulator can inject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum FaultCode {
-    Catastrophic = 1,
-    CommandTimeout = 2,
-    HealthStall = 3,
-    Hang = 4,
-    /// The next `count` reset assertions fail.
-    ResetFails = 5,
-    DeviceReplaced = 6,
-    NeverReturns = 7,
-    SurpriseRemoval = 8,
-}
-
-impl FaultCode {
-    pub const ALL: [FaultCode; 8] = [
-        FaultCode::Catastrophic,
-        FaultCode::CommandTimeout,
-        FaultCode::HealthStall,
-        FaultCode::Hang,
-        FaultCode::ResetFails,
-        FaultCode::DeviceReplaced,
-        FaultCode::NeverReturns,
-        FaultCode::SurpriseRemoval,
-    ];
-
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| *f as u32 == v)
-    }
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            FaultCode::Catastrophic => "catastrophic",
-            FaultCode::CommandTimeout => "command_timeout",
-            FaultCode::HealthStall => "health_stall",
-            FaultCode::Hang => "hang",
-            FaultCode::ResetFails => "reset_fails",
-            FaultCode::DeviceReplaced => "device_replaced",
-            FaultCode::NeverReturns => "never_returns",
-            FaultCode::SurpriseRemoval => "surprise_removal",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.as_str() == s)
+wire_enum! {
+    /// Faults the simulator can inject.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum FaultCode {
+        Catastrophic = 1 => "catastrophic",
+        CommandTimeout = 2 => "command_timeout",
+        HealthStall = 3 => "health_stall",
+        Hang = 4 => "hang",
+        /// The next `count` reset assertions fail.
+        ResetFails = 5 => "reset_fails",
+        DeviceReplaced = 6 => "device_replaced",
+        NeverReturns = 7 => "never_returns",
+        SurpriseRemoval = 8 => "surprise_removal",
     }
 }
 

@@ -2,9 +2,10 @@
 //! with its NTSTATUS while changing nothing.
 
 use super::*;
-use crate::coordinator::{Config, Coordinator, State};
+use crate::coordinator::{Config, Coordinator};
 use crate::hca::Identity;
 use crate::sim::{SimHca, SimHcaConfig};
+use crate::types::State;
 use crate::types::*;
 use std::vec;
 use std::vec::Vec;

@@ -8,6 +8,9 @@
 
 extern crate alloc;
 
+#[macro_use]
+pub mod wire;
+
 pub mod bus;
 pub mod coordinator;
 pub mod errors;
@@ -25,8 +28,7 @@ pub mod verbs;
 pub mod sim;
 
 pub use coordinator::{
-    Action, AdminReset, ClientInfo, ClientState, Config, Coordinator, ExecuteOutcome, Registration,
-    ResetRecord, ResetResult, State, TimerId,
+    Action, ClientInfo, Config, Coordinator, ExecuteOutcome, Registration, ResetRecord, ResetResult,
 };
 pub use hca::{Hca, HwCompletion, HwStep, Identity};
 pub use policy::{Policy, PolicyError};

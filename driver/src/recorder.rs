@@ -6,9 +6,10 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::coordinator::{Call, PnpOp, RefusalCode, State};
+use crate::errors::RefusalCode;
 use crate::hca::HwStep;
 use crate::time::Instant;
+use crate::types::{Call, PnpOp, State};
 use crate::types::{ClientId, ClientName, Epoch, EventKind, FailReason, ResetOutcome, ResetReason};
 
 /// What happened.
@@ -366,9 +367,10 @@ mod tests {
 
     #[test]
     fn every_kind_of_record_decodes_to_itself_and_garbage_does_not_decode() {
-        use crate::coordinator::{Call, PnpOp, RefusalCode, State};
+        use crate::errors::RefusalCode;
         use crate::hca::HwStep;
         use crate::types::*;
+        use crate::types::{Call, PnpOp, State};
         let id = ClientId {
             index: 3,
             generation: 9,
@@ -444,8 +446,8 @@ mod tests {
             seq: 1,
             at: Instant::ZERO,
             kind: RecordKind::Transition {
-                from: crate::coordinator::State::Failed,
-                to: crate::coordinator::State::Resetting,
+                from: State::Failed,
+                to: State::Resetting,
             },
         }
         .encode()

@@ -7,8 +7,9 @@
 //! be recognised and ignored (docs/protocol.md). Every host (virtual time, stepper,
 //! threads; the KMDF glue would mirror it with its WDFTIMERs) keeps them in this table.
 
-use crate::coordinator::{Action, TimerId};
+use crate::coordinator::Action;
 use crate::time::Instant;
+use crate::types::TimerId;
 
 /// Armed timers: deadline and token, by [`TimerId`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

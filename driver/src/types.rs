@@ -50,49 +50,16 @@ impl fmt::Display for ClientId {
     }
 }
 
-/// What a client is; decides nothing in the protocol but appears in every listing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum ClientKind {
-    Ibal = 1,
-    Ipoib = 2,
-    Srp = 3,
-    BootDisk = 4,
-    Uverbs = 5,
-    Custom = 6,
-}
-
-impl ClientKind {
-    pub const ALL: [ClientKind; 6] = [
-        ClientKind::Ibal,
-        ClientKind::Ipoib,
-        ClientKind::Srp,
-        ClientKind::BootDisk,
-        ClientKind::Uverbs,
-        ClientKind::Custom,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ClientKind::Ibal => "ibal",
-            ClientKind::Ipoib => "ipoib",
-            ClientKind::Srp => "srp",
-            ClientKind::BootDisk => "bootdisk",
-            ClientKind::Uverbs => "uverbs",
-            ClientKind::Custom => "custom",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "ibal" => ClientKind::Ibal,
-            "ipoib" => ClientKind::Ipoib,
-            "srp" => ClientKind::Srp,
-            "bootdisk" => ClientKind::BootDisk,
-            "uverbs" => ClientKind::Uverbs,
-            "custom" => ClientKind::Custom,
-            _ => return None,
-        })
+wire_enum! {
+    /// What a client is; decides nothing in the protocol but appears in every listing.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ClientKind {
+        Ibal = 1 => "ibal",
+        Ipoib = 2 => "ipoib",
+        Srp = 3 => "srp",
+        BootDisk = 4 => "bootdisk",
+        Uverbs = 5 => "uverbs",
+        Custom = 6 => "custom",
     }
 }
 
@@ -179,25 +146,26 @@ impl ClientDesc {
     }
 }
 
-/// Why a reset happens. Ordered by severity: when several causes meet in one reset the most
-/// severe one is the reset's reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum ResetReason {
-    /// An administrator's planned reset (clients with CAN_VETO may refuse it).
-    AdminPlanned = 1,
-    /// A planned reset that activates new firmware: the firmware version may change.
-    FirmwareActivate = 2,
-    /// An administrator's forced reset.
-    AdminForced = 3,
-    /// A client saw the hardware misbehave and asked for a reset.
-    ClientRequest = 4,
-    /// The firmware health counter stopped advancing (3 polls unchanged).
-    HealthStall = 5,
-    /// A command to the firmware never completed.
-    CommandTimeout = 6,
-    /// The catastrophic-error buffer reported an error.
-    Catastrophic = 7,
+wire_enum! {
+    /// Why a reset happens. Ordered by severity: when several causes meet in one reset the
+    /// most severe one is the reset's reason.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum ResetReason {
+        /// An administrator's planned reset (clients with CAN_VETO may refuse it).
+        AdminPlanned = 1 => "admin_planned",
+        /// A planned reset that activates new firmware: the firmware version may change.
+        FirmwareActivate = 2 => "fw_activate",
+        /// An administrator's forced reset.
+        AdminForced = 3 => "admin_forced",
+        /// A client saw the hardware misbehave and asked for a reset.
+        ClientRequest = 4 => "client_request",
+        /// The firmware health counter stopped advancing (3 polls unchanged).
+        HealthStall = 5 => "health_stall",
+        /// A command to the firmware never completed.
+        CommandTimeout = 6 => "command_timeout",
+        /// The catastrophic-error buffer reported an error.
+        Catastrophic = 7 => "catastrophic",
+    }
 }
 
 impl ResetReason {
@@ -215,110 +183,45 @@ impl ResetReason {
             ResetReason::AdminPlanned | ResetReason::FirmwareActivate | ResetReason::AdminForced
         )
     }
+}
 
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ResetReason::AdminPlanned => "admin_planned",
-            ResetReason::FirmwareActivate => "fw_activate",
-            ResetReason::AdminForced => "admin_forced",
-            ResetReason::ClientRequest => "client_request",
-            ResetReason::HealthStall => "health_stall",
-            ResetReason::CommandTimeout => "command_timeout",
-            ResetReason::Catastrophic => "catastrophic",
-        }
-    }
-
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            1 => ResetReason::AdminPlanned,
-            2 => ResetReason::FirmwareActivate,
-            3 => ResetReason::AdminForced,
-            4 => ResetReason::ClientRequest,
-            5 => ResetReason::HealthStall,
-            6 => ResetReason::CommandTimeout,
-            7 => ResetReason::Catastrophic,
-            _ => return None,
-        })
+wire_enum! {
+    /// How a successful reset ended.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ResetOutcome {
+        Restored = 1 => "Restored",
+        FirmwareChanged = 2 => "FirmwareChanged",
     }
 }
 
-impl fmt::Display for ResetReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+wire_enum! {
+    /// Why a reset left the device failed.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum FailReason {
+        HardwareDead = 1 => "HardwareDead",
+        DeviceReplaced = 2 => "DeviceReplaced",
+        StormLimit = 3 => "StormLimit",
+        AutoRestartExpired = 4 => "AutoRestartExpired",
     }
 }
 
-/// How a successful reset ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum ResetOutcome {
-    Restored = 1,
-    FirmwareChanged = 2,
-}
-
-impl ResetOutcome {
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            1 => Some(ResetOutcome::Restored),
-            2 => Some(ResetOutcome::FirmwareChanged),
-            _ => None,
-        }
-    }
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ResetOutcome::Restored => "Restored",
-            ResetOutcome::FirmwareChanged => "FirmwareChanged",
-        }
+wire_enum! {
+    /// Why a planned reset was called off.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum AbortCause {
+        /// A CAN_VETO client refused it.
+        Veto = 1 => "veto",
+        /// A client passed its deadline and the policy says `abort_on_unresponsive`.
+        Unresponsive = 2 => "unresponsive",
     }
 }
 
-/// Why a reset left the device failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum FailReason {
-    HardwareDead = 1,
-    DeviceReplaced = 2,
-    StormLimit = 3,
-    AutoRestartExpired = 4,
-}
-
-impl FailReason {
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            1 => Some(FailReason::HardwareDead),
-            2 => Some(FailReason::DeviceReplaced),
-            3 => Some(FailReason::StormLimit),
-            4 => Some(FailReason::AutoRestartExpired),
-            _ => None,
-        }
+wire_enum! {
+    /// Why the device is gone for good.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum FatalReason {
+        SurpriseRemoval = 1 => "surprise_removal",
     }
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            FailReason::HardwareDead => "HardwareDead",
-            FailReason::DeviceReplaced => "DeviceReplaced",
-            FailReason::StormLimit => "StormLimit",
-            FailReason::AutoRestartExpired => "AutoRestartExpired",
-        }
-    }
-}
-
-/// Why a planned reset was called off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum AbortCause {
-    /// A CAN_VETO client refused it.
-    Veto = 1,
-    /// A client passed its deadline and the policy says `abort_on_unresponsive`.
-    Unresponsive = 2,
-}
-
-/// Why the device is gone for good.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum FatalReason {
-    SurpriseRemoval = 1,
 }
 
 /// Events the bus delivers to a client (SPEC §4).
@@ -357,41 +260,134 @@ impl Event {
     }
 }
 
+wire_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum EventKind {
+        Reset = 1 => "RESET",
+        ResetEnd = 2 => "RESET_END",
+        ResetFailed = 3 => "RESET_FAILED",
+        ResetAborted = 4 => "RESET_ABORTED",
+        DeviceFatal = 5 => "DEVICE_FATAL",
+    }
+}
+
+wire_enum! {
+    /// The coordinator's state (SPEC §5). The numbers are those of the IOCTL ABI and the
+    /// flight recorder; the data a state carries lives in the coordinator.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum State {
+        Operational = 1 => "Operational",
+        Quiescing = 2 => "Quiescing",
+        Resetting = 3 => "Resetting",
+        Restoring = 4 => "Restoring",
+        Failed = 5 => "Failed",
+        Removed = 6 => "Removed",
+    }
+}
+
+impl State {
+    /// The edges of SPEC §5, and nothing else.
+    pub const fn may_become(self, to: State) -> bool {
+        use State::*;
+        matches!(
+            (self, to),
+            (Operational, Quiescing)
+                | (Quiescing, Resetting)
+                | (Quiescing, Operational)
+                | (Quiescing, Failed)
+                | (Resetting, Restoring)
+                | (Resetting, Failed)
+                | (Restoring, Operational)
+                | (Failed, Resetting)
+                | (
+                    Operational | Quiescing | Resetting | Restoring | Failed,
+                    Removed
+                )
+        )
+    }
+
+    /// A reset is under way: RESET went out and its outcome is not final.
+    pub const fn in_reset(self) -> bool {
+        matches!(self, State::Quiescing | State::Resetting | State::Restoring)
+    }
+}
+
+wire_enum! {
+    /// A client's state as seen by the coordinator.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum ClientState {
+        /// Operating on the current epoch.
+        Active = 1 => "active",
+        /// Received RESET (or is about to), has not executed.
+        Quiescing = 2 => "quiescing",
+        /// Executed: holds no hardware resource.
+        Ready = 3 => "ready",
+        /// Passed the quiesce deadline without executing; its old handles are stale.
+        Unresponsive = 4 => "unresponsive",
+        /// Registered during a reset: not in the barrier, waits for RESET_END.
+        Late = 5 => "late",
+        /// Received RESET_FAILED: a zombie until an administrator restart.
+        Failed = 6 => "failed",
+        /// Received DEVICE_FATAL.
+        Fatal = 7 => "fatal",
+    }
+}
+
+wire_enum! {
+    /// The coordinator's timers; at most one of each is armed at a time.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum TimerId {
+        QuiesceDeadline = 0 => "quiesce_deadline",
+        HwPoll = 1 => "hw_poll",
+        HwReadyTimeout = 2 => "hw_ready_timeout",
+        AutoRestartWindow = 3 => "auto_restart_window",
+        HealthPoll = 4 => "health_poll",
+    }
+}
+
+wire_enum! {
+    /// Plug-and-Play operations: only a replaced or removed device causes them.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum PnpOp {
+        /// Report the bus's children missing (IoInvalidateDeviceRelations with none of them).
+        ReportChildrenMissing = 1 => "report_children_missing",
+        /// Enumerate the children again, against the device that is there now.
+        ReenumerateChildren = 2 => "reenumerate_children",
+    }
+}
+
+wire_enum! {
+    /// Calls and inputs, as recorded.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Call {
+        Register = 1 => "register",
+        Unregister = 2 => "unregister",
+        ResetRequest = 3 => "reset_request",
+        ResetExecute = 4 => "reset_execute",
+        ResetVeto = 5 => "reset_veto",
+        AdminReset = 6 => "admin_reset",
+        AdminRestart = 7 => "admin_restart",
+        SetPolicy = 8 => "set_policy",
+        SurpriseRemoval = 9 => "surprise_removal",
+        CommandTimeout = 10 => "command_timeout",
+        Catastrophic = 11 => "catastrophic_error",
+    }
+}
+
+/// An administrator's kind of reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum EventKind {
-    Reset = 1,
-    ResetEnd = 2,
-    ResetFailed = 3,
-    ResetAborted = 4,
-    DeviceFatal = 5,
+pub enum AdminReset {
+    Forced,
+    Planned,
+    FirmwareActivate,
 }
 
-impl EventKind {
-    pub const fn as_str(self) -> &'static str {
+impl AdminReset {
+    pub const fn reason(self) -> ResetReason {
         match self {
-            EventKind::Reset => "RESET",
-            EventKind::ResetEnd => "RESET_END",
-            EventKind::ResetFailed => "RESET_FAILED",
-            EventKind::ResetAborted => "RESET_ABORTED",
-            EventKind::DeviceFatal => "DEVICE_FATAL",
+            AdminReset::Forced => ResetReason::AdminForced,
+            AdminReset::Planned => ResetReason::AdminPlanned,
+            AdminReset::FirmwareActivate => ResetReason::FirmwareActivate,
         }
-    }
-
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            1 => EventKind::Reset,
-            2 => EventKind::ResetEnd,
-            3 => EventKind::ResetFailed,
-            4 => EventKind::ResetAborted,
-            5 => EventKind::DeviceFatal,
-            _ => return None,
-        })
-    }
-}
-
-impl fmt::Display for EventKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }

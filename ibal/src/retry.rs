@@ -7,7 +7,7 @@
 
 use core::fmt;
 
-use hcabus::coordinator::RegisterError;
+use hcabus::errors::RegisterError;
 use hcabus::{Duration, Instant};
 use rand::Rng;
 

@@ -6,9 +6,10 @@ use std::alloc::System;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hcabus::coordinator::{AdminReset, Config, State};
+use hcabus::coordinator::Config;
 use hcabus::sim::{EventCallback, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
 use hcabus::types::*;
+use hcabus::types::{AdminReset, State};
 use hcabus::{Duration, Policy};
 use hcabus_tests::{desc, wait_for};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};

@@ -1,10 +1,10 @@
 //! The virtual-time host: callbacks that call back into the bus, and whole scenarios.
 
 use hcabus::bus::{BusHandle, Client, ClientReport};
-use hcabus::coordinator::{ClientState, State};
 use hcabus::recorder::RecordKind;
 use hcabus::sim::{scenarios, Behavior, Fault, SimHost, SimSetup};
 use hcabus::types::*;
+use hcabus::types::{ClientState, State};
 use hcabus::{Duration, Instant, Policy};
 use hcabus_tests::{acks_after, desc, events_of, run};
 use EventKind::*;

@@ -4,9 +4,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use hcabus::coordinator::{AdminReset, Config, State};
+use hcabus::coordinator::Config;
 use hcabus::sim::{EventCallback, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
 use hcabus::types::*;
+use hcabus::types::{AdminReset, State};
 use hcabus::{Duration, Policy};
 use hcabus_tests::{desc, wait_for};
 

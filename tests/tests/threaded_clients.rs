@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hcabus::bus::ClientReport;
-use hcabus::coordinator::{Config, State};
+use hcabus::coordinator::Config;
 use hcabus::sim::{
     EventCallback, Hosted, SharedSimHca, SimHca, ThreadedBus, ThreadedHost, Wake, Workers,
 };
+use hcabus::types::State;
 use hcabus::types::*;
 use hcabus::Policy;
 use hcabus_tests::{desc, wait_for};

@@ -6,12 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use hcabus::bus::{BusHandle, Client, ClientReport};
-use hcabus::coordinator::{AdminReset, Config};
+use hcabus::coordinator::Config;
 use hcabus::sim::verifier::{self, BlockAtDispatch, Irql};
 use hcabus::sim::{
     Agent, Behavior, EventCallback, Fault, SharedSimHca, SimHca, SimHcaConfig, SimHost, SimSetup,
     ThreadedBus, ThreadedHost,
 };
+use hcabus::types::AdminReset;
 use hcabus::types::*;
 use hcabus::{Duration, Instant, Policy};
 use hcabus_tests::desc;

@@ -4,10 +4,10 @@
 
 use std::fmt::Write as _;
 
-use hcabus::coordinator::{Call, State};
 use hcabus::recorder::RecordKind;
 use hcabus::sim::SimHost;
 use hcabus::types::EventKind;
+use hcabus::types::{Call, State};
 
 const LEFT: f64 = 150.0;
 const WIDTH: f64 = 1100.0;

@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-use hcabus::coordinator::Call;
 use hcabus::hca::HwStep;
 use hcabus::recorder::{Record, RecordKind};
 use hcabus::sim::SimHost;
+use hcabus::types::Call;
 use hcabus::types::ClientId;
 
 const TIME_W: usize = 10;

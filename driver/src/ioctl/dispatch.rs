@@ -5,7 +5,8 @@ use core::mem::offset_of;
 
 use super::codec::*;
 use super::*;
-use crate::coordinator::{AdminReset, Coordinator, State};
+use crate::coordinator::Coordinator;
+use crate::types::State;
 
 /// What the dispatcher acts on: the coordinator, the time, and (in the simulator) the
 /// fault injector. A host drains the coordinator's actions after each call.
@@ -92,12 +93,8 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
             }
         }
         IOCTL_HCABUS_REQUEST_RESET => {
-            let mode = match get_u32(input, offset_of!(RequestResetIn, mode)).ok_or(size)? {
-                0 => AdminReset::Forced,
-                1 => AdminReset::Planned,
-                2 => AdminReset::FirmwareActivate,
-                _ => return Err(bad),
-            };
+            let raw = get_u32(input, offset_of!(RequestResetIn, mode)).ok_or(size)?;
+            let mode = ResetMode::try_from(raw).map_err(|_| bad)?.admin();
             if get_u32(input, offset_of!(RequestResetIn, reserved)).ok_or(size)? != 0 {
                 return Err(bad);
             }
@@ -118,7 +115,7 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
         }
         IOCTL_HCABUS_INJECT_FAULT => {
             let raw = get_u32(input, offset_of!(InjectFaultIn, fault)).ok_or(size)?;
-            let fault = FaultCode::from_u32(raw).ok_or(bad)?;
+            let fault = FaultCode::try_from(raw).map_err(|_| bad)?;
             let count = get_u32(input, offset_of!(InjectFaultIn, count)).ok_or(size)?;
             let count_ok = match fault {
                 FaultCode::ResetFails => (1..=64).contains(&count),
@@ -309,29 +306,10 @@ fn read_log(coord: &Coordinator, since: u64, max: u32, out: &mut [u8]) -> Reply 
 
 /// Names of `State` numbers, for tools.
 pub fn state_name(v: u32) -> &'static str {
-    match v {
-        1 => State::Operational.as_str(),
-        2 => State::Quiescing.as_str(),
-        3 => State::Resetting.as_str(),
-        4 => State::Restoring.as_str(),
-        5 => State::Failed.as_str(),
-        6 => State::Removed.as_str(),
-        _ => "?",
-    }
+    State::try_from(v).map_or("?", State::as_str)
 }
 
 /// Names of `ClientState` numbers, for tools.
 pub fn client_state_name(v: u32) -> &'static str {
-    [
-        ClientState::Active,
-        ClientState::Quiescing,
-        ClientState::Ready,
-        ClientState::Unresponsive,
-        ClientState::Late,
-        ClientState::Failed,
-        ClientState::Fatal,
-    ]
-    .into_iter()
-    .find(|s| *s as u32 == v)
-    .map_or("?", |s| s.as_str())
+    ClientState::try_from(v).map_or("?", ClientState::as_str)
 }

@@ -7,6 +7,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::bus::BusHandle;
 use crate::coordinator::*;
+use crate::errors::*;
 use crate::policy::Policy;
 use crate::sim::hca::SimHca;
 use crate::time::Instant;

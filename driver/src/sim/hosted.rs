@@ -19,6 +19,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::bus::{BusHandle, Client};
 use crate::coordinator::*;
+use crate::errors::*;
 use crate::policy::Policy;
 use crate::sim::threaded::{Callback, EventCallback, ThreadedBus};
 use crate::time::Instant;

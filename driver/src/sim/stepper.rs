@@ -6,7 +6,7 @@
 
 use std::vec::Vec;
 
-use crate::coordinator::{Action, Config, Coordinator, PnpOp, State};
+use crate::coordinator::{Action, Config, Coordinator};
 use crate::hca::{execute, HwStep};
 use crate::policy::PolicyError;
 use crate::sim::hca::SimHca;
@@ -14,6 +14,7 @@ use crate::sim::invariants::InvariantChecker;
 use crate::time::{Duration, Instant};
 use crate::timers::TimerTable;
 use crate::types::{ClientId, Event, EventKind};
+use crate::types::{PnpOp, State};
 
 #[derive(Debug)]
 pub struct Stepper {

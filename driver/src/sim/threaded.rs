@@ -16,6 +16,7 @@ use std::thread::{self, JoinHandle};
 use std::vec::Vec;
 
 use crate::coordinator::*;
+use crate::errors::*;
 use crate::hca::{execute, Hca, HwError};
 use crate::policy::{Policy, PolicyError};
 use crate::sim::verifier::{self, BlockAtDispatch};
