@@ -98,7 +98,7 @@ mod tests {
             assert_eq!(Sample::parse(v.as_str()), Some(v));
         }
         assert_eq!(Sample::COUNT, 2);
-        let e = Sample::try_from(2).unwrap_err();
+        let e = Sample::try_from(2).expect_err("2 names no variant");
         assert_eq!((e.enum_name, e.value), ("Sample", 2));
         assert!(Sample::try_from(0x103).is_err(), "no truncation to u8");
         assert_eq!(Sample::parse("two"), None);
