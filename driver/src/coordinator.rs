@@ -15,13 +15,20 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use crate::errors::*;
-use crate::hca::{
-    HealthMonitor, HealthVerdict, HwCompletion, HwResult, HwStep, Identity, Readiness,
-};
-use crate::policy::{Policy, PolicyError, MAX_AUTO_RESETS_LIMIT};
+use crate::hca::{HealthMonitor, HwStep, Identity};
+use crate::policy::{Policy, PolicyError};
 use crate::recorder::{FlightRecorder, RecordKind};
 use crate::time::{Duration, Instant};
 use crate::types::*;
+
+mod hardware;
+mod inputs;
+mod record;
+mod reset;
+mod stage;
+
+pub use record::{ResetRecord, ResetResult};
+use stage::{Entry, FwAllowance, Slot, Stage, StormWindow, Walk};
 
 /// What the host must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,123 +90,6 @@ pub struct ClientInfo {
     pub last_ack_latency: Option<Duration>,
 }
 
-/// How a reset ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResetResult {
-    Restored(ResetOutcome),
-    Failed(FailReason),
-    Aborted {
-        by: ClientId,
-        cause: AbortCause,
-    },
-    /// The device was surprise-removed during the reset.
-    Removed,
-}
-
-/// What one reset did; reused in place, so keeping it costs no allocation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResetRecord {
-    /// Epoch torn down (the one RESET carried).
-    pub epoch: Epoch,
-    pub reason: ResetReason,
-    /// False once a forced cause joined a planned reset.
-    pub planned: bool,
-    /// An administrator restart of a Failed device (no quiesce).
-    pub restart: bool,
-    /// Requests and faults served by this reset, the first included.
-    pub requests: u32,
-    pub barrier_size: u16,
-    pub started_at: Instant,
-    pub quiesce_done_at: Option<Instant>,
-    pub hw_done_at: Option<Instant>,
-    pub finished_at: Option<Instant>,
-    /// Barrier members forced through their deadline.
-    pub forced: Vec<ClientId>,
-    /// Soft resets asserted, retries included.
-    pub soft_attempts: u8,
-    pub flr_used: bool,
-    pub pnp_operations: u32,
-    pub result: Option<ResetResult>,
-    /// Epoch after a successful reset.
-    pub new_epoch: Option<Epoch>,
-}
-
-impl ResetRecord {
-    /// Becomes a copy of `other` within its own reserved capacity: no allocation (a
-    /// derived `clone_from` would allocate a new `forced` list).
-    fn copy_from(&mut self, other: &ResetRecord) {
-        let mut forced = core::mem::take(&mut self.forced);
-        forced.clear();
-        forced.extend_from_slice(&other.forced[..other.forced.len().min(forced.capacity())]);
-        *self = ResetRecord {
-            forced: Vec::new(),
-            ..*other
-        };
-        self.forced = forced;
-    }
-
-    fn with_capacity(max_clients: usize) -> Self {
-        ResetRecord {
-            epoch: Epoch(0),
-            reason: ResetReason::AdminForced,
-            planned: false,
-            restart: false,
-            requests: 0,
-            barrier_size: 0,
-            started_at: Instant::ZERO,
-            quiesce_done_at: None,
-            hw_done_at: None,
-            finished_at: None,
-            forced: Vec::with_capacity(max_clients),
-            soft_attempts: 0,
-            flr_used: false,
-            pnp_operations: 0,
-            result: None,
-            new_epoch: None,
-        }
-    }
-
-    fn begin(&mut self, epoch: Epoch, reason: ResetReason, now: Instant, restart: bool) {
-        self.epoch = epoch;
-        self.reason = reason;
-        self.planned = reason.is_planned() && !restart;
-        self.restart = restart;
-        self.requests = 1;
-        self.barrier_size = 0;
-        self.started_at = now;
-        self.quiesce_done_at = None;
-        self.hw_done_at = None;
-        self.finished_at = None;
-        self.forced.clear();
-        self.soft_attempts = 0;
-        self.flr_used = false;
-        self.pnp_operations = 0;
-        self.result = None;
-        self.new_epoch = None;
-    }
-
-    /// Quiesce duration (RESET dispatched to barrier complete).
-    pub fn quiesce(&self) -> Option<Duration> {
-        self.quiesce_done_at
-            .map(|t| t.saturating_since(self.started_at))
-    }
-
-    /// Hardware reset duration (barrier complete to device verified).
-    pub fn hw_reset(&self) -> Option<Duration> {
-        Some(self.hw_done_at?.saturating_since(self.quiesce_done_at?))
-    }
-
-    /// Restore duration (device verified to last RESET_END delivered).
-    pub fn restore(&self) -> Option<Duration> {
-        Some(self.finished_at?.saturating_since(self.hw_done_at?))
-    }
-
-    pub fn total(&self) -> Option<Duration> {
-        self.finished_at
-            .map(|t| t.saturating_since(self.started_at))
-    }
-}
-
 /// Running totals since the bus started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counters {
@@ -239,124 +129,10 @@ impl Default for Config {
     }
 }
 
-/// The poll interval once retries are exhausted but the device may still reappear.
-const LONG_WAIT_POLL: Duration = Duration::from_ms(1_000);
-
-/// Progress of the hardware reset while in `Resetting`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HwPhase {
-    Idle,
-    SavingConfig,
-    Asserting,
-    WaitingReady,
-    /// Retries and the FLR are spent on a device that stays silent: keep probing until the
-    /// auto-restart window closes, in case it is being re-plugged or re-flashed.
-    LongWait,
-    RestoringConfig,
-    InitCommandInterface,
-    ReadingIdentity,
-}
-
-impl HwPhase {
-    fn expects(self, step: HwStep) -> bool {
-        matches!(
-            (self, step),
-            (HwPhase::SavingConfig, HwStep::SaveConfig)
-                | (
-                    HwPhase::Asserting,
-                    HwStep::AssertReset | HwStep::FunctionLevelReset
-                )
-                | (
-                    HwPhase::WaitingReady | HwPhase::LongWait,
-                    HwStep::ProbeReady
-                )
-                | (HwPhase::RestoringConfig, HwStep::RestoreConfig)
-                | (HwPhase::InitCommandInterface, HwStep::InitCommandInterface)
-                | (HwPhase::ReadingIdentity, HwStep::ReadIdentity)
-        )
-    }
-}
-
-/// Why one hardware attempt failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AttemptFailure {
-    /// The device reported an error.
-    Error,
-    /// The device did not come back within `hw_ready_timeout`.
-    Silent,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    id: ClientId,
-    desc: ClientDesc,
-    state: ClientState,
-    in_barrier: bool,
-    reset_sent_at: Instant,
-    last_ack_latency: Option<Duration>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    generation: u32,
-    entry: Option<Entry>,
-}
-
-/// Start times of recent resets, for storm control; fixed size.
-#[derive(Debug, Clone, Copy)]
-struct StormWindow {
-    starts: [Option<Instant>; MAX_AUTO_RESETS_LIMIT as usize],
-    next: usize,
-}
-
-impl StormWindow {
-    fn new() -> Self {
-        StormWindow {
-            starts: [None; MAX_AUTO_RESETS_LIMIT as usize],
-            next: 0,
-        }
-    }
-
-    fn count_within(&self, now: Instant, window: Duration) -> usize {
-        self.starts
-            .iter()
-            .flatten()
-            .filter(|t| now.saturating_since(**t) < window)
-            .count()
-    }
-
-    fn push(&mut self, at: Instant) {
-        self.starts[self.next] = Some(at);
-        self.next = (self.next + 1) % self.starts.len();
-    }
-}
-
-/// A firmware activation's allowance for a new firmware version: it lasts until a hardware
-/// reset asserted after the request has verified the device, whatever happens in between
-/// (a failed reset, a restart).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FwAllowance {
-    None,
-    /// Requested; no reset has been asserted since.
-    Requested,
-    /// A reset was asserted after the request: its verification may see new firmware.
-    Asserted,
-}
-
-/// How a quiesce ends once the health read that closes it is back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum QuiesceEnd {
-    /// Barrier complete (or forced through): on to the hardware reset.
-    Proceed,
-    /// A planned reset's deadline passed with an unresponsive client: abort, unless the
-    /// read finds a fatal cause, which makes the reset fatal instead.
-    Abort(ClientId),
-}
-
 /// The reset coordinator of one HCA.
 #[derive(Debug)]
 pub struct Coordinator {
-    state: State,
+    stage: Stage,
     policy: Policy,
     now: Instant,
     epoch: Epoch,
@@ -372,27 +148,15 @@ pub struct Coordinator {
     storm: StormWindow,
     timers: [Option<u32>; TimerId::COUNT],
     next_token: u32,
+    /// The current reset while one runs (open), else the last one.
     reset: ResetRecord,
     /// A copy of the last reset that concluded: a follow-up may start before a host has
     /// handled the `ResetConcluded` of the one before.
     concluded: ResetRecord,
-    reset_active: bool,
-    barrier_pending: u16,
-    /// This reset quiesces the clients and then fails the device (storm limit).
-    storm_fail: bool,
     /// Where a requested firmware activation stands (SPEC §5 "Firmware activation").
     fw: FwAllowance,
-    /// The barrier is done; a last health read decides how the quiesce ends.
-    quiesce_end: Option<QuiesceEnd>,
     /// The other adapter found after a reset, once PnP has been told about it.
     replacement: Option<Identity>,
-    hw: HwPhase,
-    /// Resets asserted in this reset, soft and FLR.
-    attempts: u8,
-    config_saved: bool,
-    /// RESET_END events queued in Restoring whose delivery is not yet reported.
-    pending_end: u32,
-    follow_up: Option<ResetReason>,
     counters: Counters,
 }
 
@@ -405,7 +169,7 @@ impl Coordinator {
         // to everyone, then a removal's DEVICE_FATAL to everyone, plus timers and steps.
         let action_capacity = 4 * max + 32;
         let mut c = Coordinator {
-            state: State::Operational,
+            stage: Stage::Operational,
             policy: config.policy,
             now,
             epoch: Epoch(1),
@@ -427,17 +191,8 @@ impl Coordinator {
             next_token: 1,
             reset: ResetRecord::with_capacity(max),
             concluded: ResetRecord::with_capacity(max),
-            reset_active: false,
-            barrier_pending: 0,
-            storm_fail: false,
             fw: FwAllowance::None,
-            quiesce_end: None,
             replacement: None,
-            hw: HwPhase::Idle,
-            attempts: 0,
-            config_saved: false,
-            pending_end: 0,
-            follow_up: None,
             counters: Counters::default(),
         };
         c.arm(TimerId::HealthPoll, now + c.policy.health_poll_interval());
@@ -447,7 +202,7 @@ impl Coordinator {
     // ----- queries -------------------------------------------------------------------------
 
     pub fn state(&self) -> State {
-        self.state
+        self.stage.state()
     }
     pub fn epoch(&self) -> Epoch {
         self.epoch
@@ -469,7 +224,7 @@ impl Coordinator {
     }
     /// True from the first RESET of a reset until its outcome is final.
     pub fn reset_in_progress(&self) -> bool {
-        self.reset_active
+        self.reset.is_open()
     }
     /// The current reset's record while one runs, else the last one's; `None` before any.
     pub fn last_reset(&self) -> Option<&ResetRecord> {
@@ -511,7 +266,7 @@ impl Coordinator {
         desc: ClientDesc,
     ) -> Result<Registration, RegisterError> {
         self.advance(now);
-        if self.state == State::Removed {
+        if self.state() == State::Removed {
             return Err(self.refused(
                 None,
                 Call::Register,
@@ -532,10 +287,10 @@ impl Coordinator {
             generation: self.slots[index].generation,
         };
         let late = matches!(
-            self.state,
+            self.state(),
             State::Quiescing | State::Resetting | State::Restoring
         );
-        let state = match self.state {
+        let state = match self.state() {
             State::Operational => ClientState::Active,
             State::Failed => ClientState::Failed,
             _ => ClientState::Late,
@@ -555,13 +310,13 @@ impl Coordinator {
             call: Call::Register,
         });
         // During restore the RESET_END fan-out is under way: a late registrant gets its own.
-        if self.state == State::Restoring {
+        if self.state() == State::Restoring {
             self.send_reset_end(index);
         }
         Ok(Registration {
             id,
             epoch: self.epoch,
-            state: self.state,
+            state: self.state(),
             late,
         })
     }
@@ -591,7 +346,8 @@ impl Coordinator {
             self.order.remove(pos);
         }
         if let Some(e) = entry {
-            if self.state == State::Quiescing && e.in_barrier && e.state == ClientState::Quiescing {
+            if self.state() == State::Quiescing && e.in_barrier && e.state == ClientState::Quiescing
+            {
                 self.barrier_member_done();
             }
         }
@@ -634,7 +390,7 @@ impl Coordinator {
                     ClientState::Quiescing => {
                         e.state = ClientState::Ready;
                         e.last_ack_latency = Some(now.saturating_since(e.reset_sent_at));
-                        if self.state == State::Quiescing {
+                        if self.state() == State::Quiescing {
                             self.barrier_member_done();
                         }
                         Ok(ExecuteOutcome::Accepted)
@@ -648,7 +404,7 @@ impl Coordinator {
 
     fn check_execute(&self, id: ClientId, epoch: Epoch) -> Result<usize, ExecuteError> {
         let index = self.lookup(id)?;
-        match self.state {
+        match self.state() {
             State::Removed => return Err(ExecuteError::DeviceRemoved),
             State::Quiescing | State::Resetting => {}
             State::Restoring if epoch == self.reset.epoch => return Err(ExecuteError::StaleEpoch),
@@ -686,7 +442,7 @@ impl Coordinator {
 
     fn check_veto(&self, id: ClientId, epoch: Epoch) -> Result<(), VetoError> {
         let index = self.lookup(id)?;
-        match self.state {
+        match self.state() {
             State::Removed => return Err(VetoError::DeviceRemoved),
             State::Quiescing => {}
             State::Resetting | State::Restoring => return Err(VetoError::TooLate),
@@ -706,258 +462,6 @@ impl Coordinator {
             return Err(VetoError::NotPlanned);
         }
         Ok(())
-    }
-
-    // ----- administrator -------------------------------------------------------------------
-
-    /// An administrator's reset: counted by storm control, never refused by it. On a Failed
-    /// device it restarts it.
-    pub fn admin_reset(
-        &mut self,
-        now: Instant,
-        kind: AdminReset,
-    ) -> Result<Epoch, AdminResetError> {
-        self.advance(now);
-        self.record(RecordKind::Call {
-            client: None,
-            call: Call::AdminReset,
-        });
-        match self.state {
-            State::Removed => Err(self.refused(
-                None,
-                Call::AdminReset,
-                AdminResetError::DeviceRemoved,
-                AdminResetError::code,
-            )),
-            State::Failed => {
-                if kind == AdminReset::FirmwareActivate {
-                    // The restart carries the allowance: the staged firmware may come up.
-                    self.fw = FwAllowance::Requested;
-                }
-                self.restart(kind.reason());
-                Ok(self.epoch)
-            }
-            _ => {
-                self.counters.admin_resets += 1;
-                // Administrator reasons are never automatic, so storm control cannot refuse.
-                Ok(self.start_or_join(kind.reason()).unwrap_or(self.epoch))
-            }
-        }
-    }
-
-    /// Restart a Failed device: straight to the hardware reset, no quiesce (nobody holds
-    /// hardware), RESET_END to every client on success.
-    pub fn admin_restart(&mut self, now: Instant) -> Result<Epoch, RestartError> {
-        self.advance(now);
-        self.record(RecordKind::Call {
-            client: None,
-            call: Call::AdminRestart,
-        });
-        match self.state {
-            State::Failed => {
-                self.restart(ResetReason::AdminForced);
-                Ok(self.epoch)
-            }
-            State::Removed => Err(self.refused(
-                None,
-                Call::AdminRestart,
-                RestartError::DeviceRemoved,
-                RestartError::code,
-            )),
-            _ => Err(self.refused(
-                None,
-                Call::AdminRestart,
-                RestartError::NotFailed,
-                RestartError::code,
-            )),
-        }
-    }
-
-    /// Validated; takes effect from the next timer armed.
-    pub fn set_policy(&mut self, now: Instant, policy: Policy) -> Result<(), PolicyError> {
-        self.advance(now);
-        if let Err(e) = policy.validate() {
-            self.counters.refusals += 1;
-            self.record(RecordKind::Refused {
-                client: None,
-                call: Call::SetPolicy,
-                code: RefusalCode::InvalidPolicy,
-            });
-            return Err(e);
-        }
-        self.record(RecordKind::Call {
-            client: None,
-            call: Call::SetPolicy,
-        });
-        self.policy = policy;
-        Ok(())
-    }
-
-    // ----- hardware and host inputs --------------------------------------------------------
-
-    /// A firmware command never completed.
-    pub fn command_timeout(&mut self, now: Instant) {
-        self.advance(now);
-        self.record(RecordKind::Call {
-            client: None,
-            call: Call::CommandTimeout,
-        });
-        self.fault(ResetReason::CommandTimeout);
-    }
-
-    /// A catastrophic error reported by interrupt rather than by the health poll.
-    pub fn catastrophic_error(&mut self, now: Instant) {
-        self.advance(now);
-        self.record(RecordKind::Call {
-            client: None,
-            call: Call::Catastrophic,
-        });
-        self.fault(ResetReason::Catastrophic);
-    }
-
-    fn fault(&mut self, reason: ResetReason) {
-        if matches!(self.state, State::Failed | State::Removed) {
-            return;
-        }
-        // A refusal here is storm control failing the device; it is recorded and acted on.
-        let _ = self.start_or_join(reason);
-    }
-
-    /// The device is gone. Every wait ends now; DEVICE_FATAL to everyone; later calls fail.
-    pub fn surprise_removal(&mut self, now: Instant) {
-        self.advance(now);
-        if self.state == State::Removed {
-            return;
-        }
-        self.record(RecordKind::Call {
-            client: None,
-            call: Call::SurpriseRemoval,
-        });
-        self.cancel_all_timers();
-        self.hw = HwPhase::Idle;
-        self.follow_up = None;
-        self.quiesce_end = None;
-        self.pending_end = 0;
-        self.transition(State::Removed);
-        self.pnp(PnpOp::ReportChildrenMissing);
-        for i in (0..self.order.len()).rev() {
-            let index = usize::from(self.order[i]);
-            if let Some(e) = self.slots[index].entry.as_mut() {
-                e.state = ClientState::Fatal;
-                let id = e.id;
-                self.deliver(
-                    id,
-                    Event::DeviceFatal {
-                        reason: FatalReason::SurpriseRemoval,
-                    },
-                );
-            }
-        }
-        if self.reset_active {
-            self.conclude(ResetResult::Removed);
-        }
-    }
-
-    pub fn timer_expired(&mut self, now: Instant, timer: TimerId, token: u32) {
-        self.advance(now);
-        if self.timers[timer as usize] != Some(token) {
-            // Cancelled or re-armed while the expiry was on its way: not ours any more.
-            log::debug!("stale expiry of timer {} ignored", timer.as_str());
-            return;
-        }
-        self.timers[timer as usize] = None;
-        match (timer, self.state) {
-            (TimerId::HealthPoll, State::Operational | State::Quiescing) => {
-                self.hw_step(HwStep::ReadHealth)
-            }
-            (TimerId::QuiesceDeadline, State::Quiescing) => self.deadline_passed(),
-            (TimerId::HwPoll, State::Resetting)
-                if matches!(self.hw, HwPhase::WaitingReady | HwPhase::LongWait) =>
-            {
-                self.hw_step(HwStep::ProbeReady)
-            }
-            (TimerId::HwReadyTimeout, State::Resetting) if self.hw == HwPhase::WaitingReady => {
-                self.cancel(TimerId::HwPoll);
-                self.attempt_failed(AttemptFailure::Silent);
-            }
-            (TimerId::AutoRestartWindow, State::Resetting) => {
-                self.fail(FailReason::AutoRestartExpired)
-            }
-            _ => log::debug!("timer {} in {} ignored", timer.as_str(), self.state),
-        }
-    }
-
-    pub fn hw_complete(&mut self, now: Instant, done: HwCompletion) {
-        self.advance(now);
-        let ok = !matches!(done.result, HwResult::Failed(_));
-        self.record(RecordKind::Hw {
-            step: done.step,
-            ok,
-        });
-        if done.step == HwStep::ReadHealth {
-            self.health_sample(done.result);
-            return;
-        }
-        if self.state != State::Resetting || !self.hw.expects(done.step) {
-            log::debug!(
-                "completion of {} in {} ignored",
-                done.step.as_str(),
-                self.state
-            );
-            return;
-        }
-        match (done.step, done.result) {
-            (HwStep::SaveConfig, HwResult::Done) => {
-                self.config_saved = true;
-                self.assert_next();
-            }
-            // Without saved config space there is nothing to restore the device to.
-            (HwStep::SaveConfig, _) => self.fail(FailReason::HardwareDead),
-            (HwStep::AssertReset | HwStep::FunctionLevelReset, HwResult::Done) => {
-                self.hw = HwPhase::WaitingReady;
-                self.arm(
-                    TimerId::HwReadyTimeout,
-                    self.now + self.policy.hw_ready_timeout(),
-                );
-                self.arm(TimerId::HwPoll, self.now + self.policy.hw_poll_interval());
-            }
-            (HwStep::ProbeReady, HwResult::Readiness(Readiness::Ready)) => {
-                self.cancel(TimerId::HwReadyTimeout);
-                self.cancel(TimerId::HwPoll);
-                self.hw = HwPhase::RestoringConfig;
-                self.hw_step(HwStep::RestoreConfig);
-            }
-            // Still in reset: config reads fail or return all-ones until it is back.
-            (HwStep::ProbeReady, _) => {
-                let interval = if self.hw == HwPhase::LongWait {
-                    LONG_WAIT_POLL
-                } else {
-                    self.policy.hw_poll_interval()
-                };
-                self.arm(TimerId::HwPoll, self.now + interval);
-            }
-            (HwStep::RestoreConfig, HwResult::Done) => {
-                self.hw = HwPhase::InitCommandInterface;
-                self.hw_step(HwStep::InitCommandInterface);
-            }
-            (HwStep::InitCommandInterface, HwResult::Done) => {
-                self.hw = HwPhase::ReadingIdentity;
-                self.hw_step(HwStep::ReadIdentity);
-            }
-            (HwStep::ReadIdentity, HwResult::Identity(found)) => self.verify(found),
-            _ => self.attempt_failed(AttemptFailure::Error),
-        }
-    }
-
-    /// The host delivered (or, for a client gone meanwhile, dropped) an event.
-    pub fn event_delivered(&mut self, now: Instant, _client: ClientId, kind: EventKind) {
-        self.advance(now);
-        if kind == EventKind::ResetEnd && self.state == State::Restoring && self.pending_end > 0 {
-            self.pending_end -= 1;
-            if self.pending_end == 0 {
-                self.finish_restore();
-            }
-        }
     }
 
     // ----- internals -----------------------------------------------------------------------
@@ -1011,13 +515,50 @@ impl Coordinator {
         }
     }
 
-    /// The one place the state changes: checked against SPEC §5, logged, recorded.
-    fn transition(&mut self, to: State) {
-        let from = self.state;
-        assert!(from.may_become(to), "illegal transition {from} -> {to}");
-        log::info!("[{}] {from} -> {to}", self.now);
-        self.record(RecordKind::Transition { from, to });
-        self.state = to;
+    /// The one place the state changes: checked against SPEC §5, logged, recorded. The new
+    /// stage arrives with its data whole; the old stage's data ends here.
+    fn transition(&mut self, to: Stage) {
+        let (from, to_state) = (self.state(), to.state());
+        assert!(
+            from.may_become(to_state),
+            "illegal transition {from} -> {to_state}"
+        );
+        log::info!("[{}] {from} -> {to_state}", self.now);
+        self.record(RecordKind::Transition { from, to: to_state });
+        self.stage = to;
+    }
+
+    /// Visits the registered clients in `walk` order; for each client `visit` returns
+    /// something, `then` runs with the coordinator. Returns how many clients that was.
+    fn fan_out<T>(
+        &mut self,
+        walk: Walk,
+        mut visit: impl FnMut(&mut Entry) -> Option<T>,
+        mut then: impl FnMut(&mut Self, ClientId, T),
+    ) -> u16 {
+        let n = self.order.len();
+        let mut count = 0;
+        for k in 0..n {
+            let i = match walk {
+                Walk::OldestFirst => k,
+                Walk::NewestFirst => n - 1 - k,
+            };
+            let index = usize::from(self.order[i]);
+            let Some(e) = self.slots[index].entry.as_mut() else {
+                continue;
+            };
+            if let Some(out) = visit(e) {
+                let id = e.id;
+                count += 1;
+                then(self, id, out);
+            }
+        }
+        count
+    }
+
+    /// The common fan-out: an event to every client `visit` picks.
+    fn deliver_each(&mut self, walk: Walk, visit: impl FnMut(&mut Entry) -> Option<Event>) -> u16 {
+        self.fan_out(walk, visit, Self::deliver)
     }
 
     fn push(&mut self, action: Action) {
@@ -1073,449 +614,11 @@ impl Coordinator {
 
     fn pnp(&mut self, op: PnpOp) {
         self.counters.pnp_operations += 1;
-        if self.reset_active {
+        if self.reset.is_open() {
             self.reset.pnp_operations += 1;
         }
         self.record(RecordKind::Pnp { op });
         self.push(Action::Pnp(op));
-    }
-
-    /// Judges one health read. Health is watched while Operational and while Quiescing
-    /// (SPEC §5 "Health"): a fatal cause found during a quiesce joins the reset and makes it
-    /// fatal. A read that closes a quiesce ([`QuiesceEnd`]) then decides how it ends.
-    fn health_sample(&mut self, result: HwResult) {
-        if !matches!(self.state, State::Operational | State::Quiescing) {
-            // A sample taken before the hardware reset began: the reset deals with the device.
-            return;
-        }
-        let verdict = match result {
-            HwResult::Health(s) => self.health.observe(s),
-            // An unreadable health buffer is a device that fell off its PCI link.
-            _ => HealthVerdict::Catastrophic,
-        };
-        let cause = match verdict {
-            HealthVerdict::Healthy => None,
-            HealthVerdict::Catastrophic => Some(ResetReason::Catastrophic),
-            HealthVerdict::Stalled => Some(ResetReason::HealthStall),
-        };
-        if self.state == State::Operational {
-            match cause {
-                Some(reason) => self.fault(reason),
-                None => self.arm(
-                    TimerId::HealthPoll,
-                    self.now + self.policy.health_poll_interval(),
-                ),
-            }
-            return;
-        }
-        if let Some(reason) = cause {
-            // Join only what is news: a stalled counter read again changes nothing.
-            if reason > self.reset.reason || self.reset.planned {
-                log::warn!(
-                    "{} found while quiescing: the reset is fatal",
-                    reason.as_str()
-                );
-                let _ = self.start_or_join(reason);
-            }
-        }
-        match self.quiesce_end.take() {
-            Some(QuiesceEnd::Abort(by)) if self.reset.planned => {
-                self.abort(by, AbortCause::Unresponsive)
-            }
-            Some(_) => self.quiesce_done(),
-            None => {
-                if self.timers[TimerId::HealthPoll as usize].is_none() {
-                    self.arm(
-                        TimerId::HealthPoll,
-                        self.now + self.policy.health_poll_interval(),
-                    );
-                }
-            }
-        }
-    }
-
-    /// Starts a reset, or lets the request join the one under way (SPEC §3 coalescing).
-    fn start_or_join(&mut self, reason: ResetReason) -> Result<Epoch, RequestError> {
-        match self.state {
-            State::Operational => self.start_reset(reason),
-            State::Quiescing | State::Resetting => {
-                self.counters.joined_requests += 1;
-                self.reset.requests += 1;
-                if reason > self.reset.reason {
-                    self.reset.reason = reason;
-                }
-                if !reason.is_planned() {
-                    // A forced cause met a planned reset: nobody may veto or abort it now.
-                    self.reset.planned = false;
-                }
-                if reason == ResetReason::FirmwareActivate {
-                    // Joining after the assert: verification schedules a follow-up.
-                    self.fw = FwAllowance::Requested;
-                }
-                self.record(RecordKind::ResetJoined { reason });
-                Ok(self.reset.epoch)
-            }
-            State::Restoring => {
-                if reason == ResetReason::FirmwareActivate {
-                    self.fw = FwAllowance::Requested;
-                }
-                self.counters.joined_requests += 1;
-                self.follow_up = Some(self.follow_up.map_or(reason, |r| r.max(reason)));
-                self.record(RecordKind::FollowUpScheduled { reason });
-                Ok(self.epoch)
-            }
-            State::Failed => Err(RequestError::DeviceFailed),
-            State::Removed => Err(RequestError::DeviceRemoved),
-        }
-    }
-
-    fn start_reset(&mut self, reason: ResetReason) -> Result<Epoch, RequestError> {
-        debug_assert_eq!(self.state, State::Operational);
-        let now = self.now;
-        self.storm_fail = reason.is_automatic()
-            && self.storm.count_within(now, self.policy.storm_window())
-                >= usize::from(self.policy.max_auto_resets);
-        self.storm.push(now);
-        if reason.is_automatic() {
-            self.counters.auto_resets += 1;
-        }
-        self.counters.resets_started += 1;
-        self.reset.begin(self.epoch, reason, now, false);
-        self.reset_active = true;
-        if reason == ResetReason::FirmwareActivate {
-            self.fw = FwAllowance::Requested;
-        }
-        self.config_saved = false;
-        self.record(RecordKind::ResetStarted {
-            epoch: self.epoch,
-            reason,
-            planned: self.reset.planned,
-        });
-        self.transition(State::Quiescing);
-
-        // Snapshot the barrier: everyone registered now, idle or not.
-        let deadline = now + self.policy.quiesce_deadline();
-        let event = Event::Reset {
-            epoch: self.epoch,
-            reason,
-            planned: self.reset.planned,
-            deadline,
-        };
-        let mut members: u16 = 0;
-        for i in (0..self.order.len()).rev() {
-            let index = usize::from(self.order[i]);
-            if let Some(e) = self.slots[index].entry.as_mut() {
-                e.in_barrier = true;
-                e.state = ClientState::Quiescing;
-                e.reset_sent_at = now;
-                let id = e.id;
-                members += 1;
-                self.deliver(id, event);
-            }
-        }
-        self.reset.barrier_size = members;
-        self.barrier_pending = members;
-        self.arm(TimerId::QuiesceDeadline, deadline);
-        if members == 0 {
-            self.barrier_complete();
-        }
-        if self.storm_fail {
-            Err(RequestError::StormLimit)
-        } else {
-            Ok(self.reset.epoch)
-        }
-    }
-
-    fn barrier_member_done(&mut self) {
-        debug_assert!(self.barrier_pending > 0);
-        self.barrier_pending = self.barrier_pending.saturating_sub(1);
-        if self.barrier_pending == 0 {
-            self.barrier_complete();
-        }
-    }
-
-    fn deadline_passed(&mut self) {
-        let mut first_forced = None;
-        for i in 0..self.order.len() {
-            let index = usize::from(self.order[i]);
-            let Some(e) = self.slots[index].entry.as_mut() else {
-                continue;
-            };
-            if e.in_barrier && e.state == ClientState::Quiescing {
-                e.state = ClientState::Unresponsive;
-                let (id, name) = (e.id, e.desc.name);
-                log::warn!("client {id} '{name}' unresponsive at the quiesce deadline");
-                first_forced.get_or_insert(id);
-                self.counters.unresponsive_clients += 1;
-                // Capacity is max_clients: cannot grow.
-                if self.reset.forced.len() < self.reset.forced.capacity() {
-                    self.reset.forced.push(id);
-                }
-                self.record(RecordKind::Unresponsive { client: id, name });
-            }
-        }
-        self.barrier_pending = 0;
-        match first_forced {
-            Some(by) if self.reset.planned && self.policy.abort_on_unresponsive => {
-                self.close_quiesce(QuiesceEnd::Abort(by))
-            }
-            _ => self.close_quiesce(QuiesceEnd::Proceed),
-        }
-    }
-
-    fn barrier_complete(&mut self) {
-        self.close_quiesce(QuiesceEnd::Proceed);
-    }
-
-    /// Ends the quiesce with one last health read: a fatal cause raised since the last poll
-    /// (or at the same instant as the reset's own cause) joins this reset instead of being
-    /// found after it, and an abort for an unresponsive client stops if one is found.
-    fn close_quiesce(&mut self, end: QuiesceEnd) {
-        self.cancel(TimerId::QuiesceDeadline);
-        if self.quiesce_end.replace(end).is_none() {
-            self.hw_step(HwStep::ReadHealth);
-        }
-    }
-
-    fn quiesce_done(&mut self) {
-        self.cancel(TimerId::HealthPoll);
-        self.reset.quiesce_done_at = Some(self.now);
-        if self.storm_fail {
-            self.fail(FailReason::StormLimit);
-        } else {
-            self.enter_resetting();
-        }
-    }
-
-    fn restart(&mut self, reason: ResetReason) {
-        self.counters.resets_started += 1;
-        self.counters.admin_resets += 1;
-        self.reset.begin(self.epoch, reason, self.now, true);
-        self.reset.quiesce_done_at = Some(self.now);
-        self.reset_active = true;
-        self.storm_fail = false;
-        self.record(RecordKind::ResetStarted {
-            epoch: self.epoch,
-            reason,
-            planned: false,
-        });
-        self.enter_resetting();
-    }
-
-    fn enter_resetting(&mut self) {
-        self.transition(State::Resetting);
-        self.attempts = 0;
-        self.arm(
-            TimerId::AutoRestartWindow,
-            self.now + self.policy.auto_restart_window(),
-        );
-        if self.config_saved {
-            self.assert_next();
-        } else {
-            self.hw = HwPhase::SavingConfig;
-            self.hw_step(HwStep::SaveConfig);
-        }
-    }
-
-    /// Soft resets first, `reset_retries` times after the first, then one FLR.
-    fn assert_next(&mut self) {
-        self.hw = HwPhase::Asserting;
-        if self.fw == FwAllowance::Requested {
-            self.fw = FwAllowance::Asserted;
-        }
-        let step = if self.attempts <= self.policy.reset_retries {
-            self.reset.soft_attempts += 1;
-            HwStep::AssertReset
-        } else {
-            self.reset.flr_used = true;
-            HwStep::FunctionLevelReset
-        };
-        self.attempts += 1;
-        self.hw_step(step);
-    }
-
-    fn attempt_failed(&mut self, why: AttemptFailure) {
-        log::warn!("hardware reset attempt {} failed: {why:?}", self.attempts);
-        if self.attempts <= self.policy.reset_retries + 1 {
-            self.assert_next();
-        } else if why == AttemptFailure::Silent {
-            self.hw = HwPhase::LongWait;
-            self.arm(TimerId::HwPoll, self.now + LONG_WAIT_POLL);
-        } else {
-            self.fail(FailReason::HardwareDead);
-        }
-    }
-
-    fn verify(&mut self, found: Identity) {
-        if !self.identity.same_adapter(&found) {
-            log::error!("another device answered after reset: {found:?}");
-            self.device_replaced(found);
-            return;
-        }
-        let fw = self.fw;
-        if fw == FwAllowance::Requested {
-            // The activation came after this reset's assert: the firmware it staged is not
-            // running yet, so one more reset is owed (SPEC §5).
-            self.follow_up = Some(self.follow_up.map_or(ResetReason::FirmwareActivate, |r| {
-                r.max(ResetReason::FirmwareActivate)
-            }));
-            self.record(RecordKind::FollowUpScheduled {
-                reason: ResetReason::FirmwareActivate,
-            });
-        } else {
-            self.fw = FwAllowance::None;
-        }
-        if found.fw_version == self.identity.fw_version {
-            self.hw_done(ResetOutcome::Restored);
-        } else if fw != FwAllowance::None {
-            self.identity.fw_version = found.fw_version;
-            self.hw_done(ResetOutcome::FirmwareChanged);
-        } else {
-            // New firmware nobody activated: its capabilities cannot be trusted, so it is
-            // treated as another device.
-            log::error!("firmware changed outside a firmware activation");
-            self.device_replaced(found);
-        }
-    }
-
-    /// Another device answered: PnP takes over, once per replacement. A restart that finds
-    /// the same replacement again fails the same way without telling PnP twice.
-    fn device_replaced(&mut self, found: Identity) {
-        if self.replacement != Some(found) {
-            self.replacement = Some(found);
-            self.pnp(PnpOp::ReportChildrenMissing);
-            self.pnp(PnpOp::ReenumerateChildren);
-        }
-        self.fail(FailReason::DeviceReplaced);
-    }
-
-    fn hw_done(&mut self, outcome: ResetOutcome) {
-        self.cancel(TimerId::AutoRestartWindow);
-        self.hw = HwPhase::Idle;
-        self.reset.hw_done_at = Some(self.now);
-        self.reset.result = Some(ResetResult::Restored(outcome));
-        self.epoch = self.epoch.next();
-        self.reset.new_epoch = Some(self.epoch);
-        self.transition(State::Restoring);
-        self.pending_end = 0;
-        for i in 0..self.order.len() {
-            self.send_reset_end(usize::from(self.order[i]));
-        }
-        if self.pending_end == 0 {
-            self.finish_restore();
-        }
-    }
-
-    fn send_reset_end(&mut self, index: usize) {
-        let outcome = match self.reset.result {
-            Some(ResetResult::Restored(o)) => o,
-            _ => ResetOutcome::Restored,
-        };
-        let epoch = self.epoch;
-        if let Some(e) = self.slots[index].entry.as_mut() {
-            e.state = ClientState::Active;
-            let id = e.id;
-            self.pending_end += 1;
-            self.deliver(id, Event::ResetEnd { epoch, outcome });
-        }
-    }
-
-    fn finish_restore(&mut self) {
-        let outcome = match self.reset.result {
-            Some(ResetResult::Restored(o)) => o,
-            _ => ResetOutcome::Restored,
-        };
-        self.record(RecordKind::ResetFinished {
-            epoch: self.epoch,
-            outcome,
-        });
-        self.counters.resets_restored += 1;
-        self.transition(State::Operational);
-        for slot in self.slots.iter_mut() {
-            if let Some(e) = slot.entry.as_mut() {
-                e.in_barrier = false;
-            }
-        }
-        self.conclude(ResetResult::Restored(outcome));
-        self.health.rearm();
-        self.arm(
-            TimerId::HealthPoll,
-            self.now + self.policy.health_poll_interval(),
-        );
-        if let Some(reason) = self.follow_up.take() {
-            self.counters.follow_ups += 1;
-            // A storm refusal is recorded and acted on inside.
-            let _ = self.start_reset(reason);
-        }
-    }
-
-    fn fail(&mut self, error: FailReason) {
-        for t in [
-            TimerId::QuiesceDeadline,
-            TimerId::HwPoll,
-            TimerId::HwReadyTimeout,
-            TimerId::AutoRestartWindow,
-            TimerId::HealthPoll,
-        ] {
-            self.cancel(t);
-        }
-        self.hw = HwPhase::Idle;
-        self.follow_up = None;
-        self.quiesce_end = None;
-        let epoch = self.reset.epoch;
-        self.record(RecordKind::ResetFailed { epoch, error });
-        self.counters.resets_failed += 1;
-        self.transition(State::Failed);
-        for i in 0..self.order.len() {
-            let index = usize::from(self.order[i]);
-            if let Some(e) = self.slots[index].entry.as_mut() {
-                e.state = ClientState::Failed;
-                e.in_barrier = false;
-                let id = e.id;
-                self.deliver(id, Event::ResetFailed { epoch, error });
-            }
-        }
-        self.conclude(ResetResult::Failed(error));
-    }
-
-    fn abort(&mut self, by: ClientId, cause: AbortCause) {
-        self.cancel(TimerId::QuiesceDeadline);
-        self.quiesce_end = None;
-        self.counters.resets_aborted += 1;
-        self.transition(State::Operational);
-        let epoch = self.reset.epoch;
-        for i in 0..self.order.len() {
-            let index = usize::from(self.order[i]);
-            if let Some(e) = self.slots[index].entry.as_mut() {
-                e.state = ClientState::Active;
-                e.in_barrier = false;
-                let id = e.id;
-                self.deliver(
-                    id,
-                    Event::ResetAborted {
-                        epoch,
-                        vetoed_by: by,
-                        cause,
-                    },
-                );
-            }
-        }
-        self.conclude(ResetResult::Aborted { by, cause });
-        self.health.rearm();
-        self.arm(
-            TimerId::HealthPoll,
-            self.now + self.policy.health_poll_interval(),
-        );
-    }
-
-    fn conclude(&mut self, result: ResetResult) {
-        self.reset.result = Some(result);
-        self.reset.finished_at = Some(self.now);
-        self.reset_active = false;
-        self.concluded.copy_from(&self.reset);
-        self.push(Action::ResetConcluded {
-            epoch: self.reset.epoch,
-        });
     }
 }
 

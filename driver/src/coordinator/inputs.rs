@@ -1,0 +1,197 @@
+//! Inputs that are not client calls: the administrator's (SPEC §7), the hardware's
+//! (errors, removal) and the host's (timer expiries, deliveries).
+
+use super::stage::{AttemptFailure, FwAllowance, HwPhase, Stage, Walk};
+use super::{Coordinator, ResetResult};
+use crate::errors::*;
+use crate::hca::HwStep;
+use crate::policy::{Policy, PolicyError};
+use crate::recorder::RecordKind;
+use crate::time::Instant;
+use crate::types::*;
+
+impl Coordinator {
+    // ----- administrator -------------------------------------------------------------------
+
+    /// An administrator's reset: counted by storm control, never refused by it. On a Failed
+    /// device it restarts it.
+    pub fn admin_reset(
+        &mut self,
+        now: Instant,
+        kind: AdminReset,
+    ) -> Result<Epoch, AdminResetError> {
+        self.advance(now);
+        self.record(RecordKind::Call {
+            client: None,
+            call: Call::AdminReset,
+        });
+        match self.state() {
+            State::Removed => Err(self.refused(
+                None,
+                Call::AdminReset,
+                AdminResetError::DeviceRemoved,
+                AdminResetError::code,
+            )),
+            State::Failed => {
+                if kind == AdminReset::FirmwareActivate {
+                    // The restart carries the allowance: the staged firmware may come up.
+                    self.fw = FwAllowance::Requested;
+                }
+                self.restart(kind.reason());
+                Ok(self.epoch)
+            }
+            _ => {
+                self.counters.admin_resets += 1;
+                // Administrator reasons are never automatic, so storm control cannot refuse.
+                Ok(self.start_or_join(kind.reason()).unwrap_or(self.epoch))
+            }
+        }
+    }
+
+    /// Restart a Failed device: straight to the hardware reset, no quiesce (nobody holds
+    /// hardware), RESET_END to every client on success.
+    pub fn admin_restart(&mut self, now: Instant) -> Result<Epoch, RestartError> {
+        self.advance(now);
+        self.record(RecordKind::Call {
+            client: None,
+            call: Call::AdminRestart,
+        });
+        match self.state() {
+            State::Failed => {
+                self.restart(ResetReason::AdminForced);
+                Ok(self.epoch)
+            }
+            State::Removed => Err(self.refused(
+                None,
+                Call::AdminRestart,
+                RestartError::DeviceRemoved,
+                RestartError::code,
+            )),
+            _ => Err(self.refused(
+                None,
+                Call::AdminRestart,
+                RestartError::NotFailed,
+                RestartError::code,
+            )),
+        }
+    }
+
+    /// Validated; takes effect from the next timer armed.
+    pub fn set_policy(&mut self, now: Instant, policy: Policy) -> Result<(), PolicyError> {
+        self.advance(now);
+        if let Err(e) = policy.validate() {
+            self.counters.refusals += 1;
+            self.record(RecordKind::Refused {
+                client: None,
+                call: Call::SetPolicy,
+                code: RefusalCode::InvalidPolicy,
+            });
+            return Err(e);
+        }
+        self.record(RecordKind::Call {
+            client: None,
+            call: Call::SetPolicy,
+        });
+        self.policy = policy;
+        Ok(())
+    }
+
+    // ----- hardware and host inputs --------------------------------------------------------
+
+    /// A firmware command never completed.
+    pub fn command_timeout(&mut self, now: Instant) {
+        self.advance(now);
+        self.record(RecordKind::Call {
+            client: None,
+            call: Call::CommandTimeout,
+        });
+        self.fault(ResetReason::CommandTimeout);
+    }
+
+    /// A catastrophic error reported by interrupt rather than by the health poll.
+    pub fn catastrophic_error(&mut self, now: Instant) {
+        self.advance(now);
+        self.record(RecordKind::Call {
+            client: None,
+            call: Call::Catastrophic,
+        });
+        self.fault(ResetReason::Catastrophic);
+    }
+
+    pub(super) fn fault(&mut self, reason: ResetReason) {
+        if matches!(self.state(), State::Failed | State::Removed) {
+            return;
+        }
+        // A refusal here is storm control failing the device; it is recorded and acted on.
+        let _ = self.start_or_join(reason);
+    }
+
+    /// The device is gone. Every wait ends now; DEVICE_FATAL to everyone; later calls fail.
+    pub fn surprise_removal(&mut self, now: Instant) {
+        self.advance(now);
+        if self.state() == State::Removed {
+            return;
+        }
+        self.record(RecordKind::Call {
+            client: None,
+            call: Call::SurpriseRemoval,
+        });
+        self.cancel_all_timers();
+        self.transition(Stage::Removed);
+        self.pnp(PnpOp::ReportChildrenMissing);
+        let fatal = Event::DeviceFatal {
+            reason: FatalReason::SurpriseRemoval,
+        };
+        self.deliver_each(Walk::NewestFirst, |e| {
+            e.state = ClientState::Fatal;
+            Some(fatal)
+        });
+        if self.reset.is_open() {
+            self.conclude(ResetResult::Removed);
+        }
+    }
+
+    pub fn timer_expired(&mut self, now: Instant, timer: TimerId, token: u32) {
+        self.advance(now);
+        if self.timers[timer as usize] != Some(token) {
+            // Cancelled or re-armed while the expiry was on its way: not ours any more.
+            log::debug!("stale expiry of timer {} ignored", timer.as_str());
+            return;
+        }
+        self.timers[timer as usize] = None;
+        let phase = self.hw_phase();
+        match (timer, self.state()) {
+            (TimerId::HealthPoll, State::Operational | State::Quiescing) => {
+                self.hw_step(HwStep::ReadHealth)
+            }
+            (TimerId::QuiesceDeadline, State::Quiescing) => self.deadline_passed(),
+            (TimerId::HwPoll, State::Resetting)
+                if matches!(phase, Some(HwPhase::WaitingReady | HwPhase::LongWait)) =>
+            {
+                self.hw_step(HwStep::ProbeReady)
+            }
+            (TimerId::HwReadyTimeout, State::Resetting) if phase == Some(HwPhase::WaitingReady) => {
+                self.cancel(TimerId::HwPoll);
+                self.attempt_failed(AttemptFailure::Silent);
+            }
+            (TimerId::AutoRestartWindow, State::Resetting) => {
+                self.fail(FailReason::AutoRestartExpired)
+            }
+            _ => log::debug!("timer {} in {} ignored", timer.as_str(), self.state()),
+        }
+    }
+
+    /// The host delivered (or, for a client gone meanwhile, dropped) an event.
+    pub fn event_delivered(&mut self, now: Instant, _client: ClientId, kind: EventKind) {
+        self.advance(now);
+        if kind != EventKind::ResetEnd {
+            return;
+        }
+        if let Some(restore) = self.restore_mut().filter(|r| r.pending_end > 0) {
+            restore.pending_end -= 1;
+            if restore.pending_end == 0 {
+                self.finish_restore();
+            }
+        }
+    }
+}

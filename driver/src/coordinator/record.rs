@@ -1,0 +1,130 @@
+//! The record of one reset: what happened and how long each phase took. It is reused in
+//! place from one reset to the next so that keeping it costs no allocation.
+
+use alloc::vec::Vec;
+
+use crate::time::{Duration, Instant};
+use crate::types::*;
+
+/// How a reset ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetResult {
+    Restored(ResetOutcome),
+    Failed(FailReason),
+    Aborted {
+        by: ClientId,
+        cause: AbortCause,
+    },
+    /// The device was surprise-removed during the reset.
+    Removed,
+}
+
+/// What one reset did; reused in place, so keeping it costs no allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetRecord {
+    /// Epoch torn down (the one RESET carried).
+    pub epoch: Epoch,
+    pub reason: ResetReason,
+    /// False once a forced cause joined a planned reset.
+    pub planned: bool,
+    /// An administrator restart of a Failed device (no quiesce).
+    pub restart: bool,
+    /// Requests and faults served by this reset, the first included.
+    pub requests: u32,
+    pub barrier_size: u16,
+    pub started_at: Instant,
+    pub quiesce_done_at: Option<Instant>,
+    pub hw_done_at: Option<Instant>,
+    pub finished_at: Option<Instant>,
+    /// Barrier members forced through their deadline.
+    pub forced: Vec<ClientId>,
+    /// Soft resets asserted, retries included.
+    pub soft_attempts: u8,
+    pub flr_used: bool,
+    pub pnp_operations: u32,
+    pub result: Option<ResetResult>,
+    /// Epoch after a successful reset.
+    pub new_epoch: Option<Epoch>,
+}
+
+impl ResetRecord {
+    /// Becomes a copy of `other` within its own reserved capacity: no allocation (a
+    /// derived `clone_from` would allocate a new `forced` list).
+    pub(super) fn copy_from(&mut self, other: &ResetRecord) {
+        let mut forced = core::mem::take(&mut self.forced);
+        forced.clear();
+        forced.extend_from_slice(&other.forced[..other.forced.len().min(forced.capacity())]);
+        *self = ResetRecord {
+            forced: Vec::new(),
+            ..*other
+        };
+        self.forced = forced;
+    }
+
+    pub(super) fn with_capacity(max_clients: usize) -> Self {
+        ResetRecord {
+            epoch: Epoch(0),
+            reason: ResetReason::AdminForced,
+            planned: false,
+            restart: false,
+            requests: 0,
+            barrier_size: 0,
+            started_at: Instant::ZERO,
+            quiesce_done_at: None,
+            hw_done_at: None,
+            finished_at: None,
+            forced: Vec::with_capacity(max_clients),
+            soft_attempts: 0,
+            flr_used: false,
+            pnp_operations: 0,
+            result: None,
+            new_epoch: None,
+        }
+    }
+
+    pub(super) fn begin(&mut self, epoch: Epoch, reason: ResetReason, now: Instant, restart: bool) {
+        self.epoch = epoch;
+        self.reason = reason;
+        self.planned = reason.is_planned() && !restart;
+        self.restart = restart;
+        self.requests = 1;
+        self.barrier_size = 0;
+        self.started_at = now;
+        self.quiesce_done_at = None;
+        self.hw_done_at = None;
+        self.finished_at = None;
+        self.forced.clear();
+        self.soft_attempts = 0;
+        self.flr_used = false;
+        self.pnp_operations = 0;
+        self.result = None;
+        self.new_epoch = None;
+    }
+
+    /// Quiesce duration (RESET dispatched to barrier complete).
+    pub fn quiesce(&self) -> Option<Duration> {
+        self.quiesce_done_at
+            .map(|t| t.saturating_since(self.started_at))
+    }
+
+    /// Hardware reset duration (barrier complete to device verified).
+    pub fn hw_reset(&self) -> Option<Duration> {
+        Some(self.hw_done_at?.saturating_since(self.quiesce_done_at?))
+    }
+
+    /// Restore duration (device verified to last RESET_END delivered).
+    pub fn restore(&self) -> Option<Duration> {
+        Some(self.finished_at?.saturating_since(self.hw_done_at?))
+    }
+
+    /// From RESET (or a restart) until the outcome is final; the record is reused, so
+    /// an open record is one whose reset has not concluded.
+    pub fn is_open(&self) -> bool {
+        self.requests > 0 && self.finished_at.is_none()
+    }
+
+    pub fn total(&self) -> Option<Duration> {
+        self.finished_at
+            .map(|t| t.saturating_since(self.started_at))
+    }
+}

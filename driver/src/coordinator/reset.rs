@@ -1,0 +1,381 @@
+//! The client side of a reset (SPEC §4-§5): starting or joining one, the quiesce barrier,
+//! the RESET_END fan-out, and the three ways a reset ends badly (fail, abort, removal).
+
+use super::stage::{Quiesce, QuiesceEnd, Restore, Stage, Walk};
+use super::{Coordinator, ResetResult};
+use crate::errors::RequestError;
+use crate::hca::{HealthVerdict, HwResult, HwStep};
+use crate::recorder::RecordKind;
+use crate::types::*;
+
+use super::Action;
+
+impl Coordinator {
+    pub(super) fn quiesce_mut(&mut self) -> Option<&mut Quiesce> {
+        match &mut self.stage {
+            Stage::Quiescing(q) => Some(q),
+            _ => None,
+        }
+    }
+
+    pub(super) fn restore_mut(&mut self) -> Option<&mut Restore> {
+        match &mut self.stage {
+            Stage::Restoring(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Judges one health read. Health is watched while Operational and while Quiescing
+    /// (SPEC §5 "Health"): a fatal cause found during a quiesce joins the reset and makes it
+    /// fatal. A read that closes a quiesce ([`QuiesceEnd`]) then decides how it ends.
+    pub(super) fn health_sample(&mut self, result: HwResult) {
+        if !matches!(self.state(), State::Operational | State::Quiescing) {
+            // A sample taken before the hardware reset began: the reset deals with the device.
+            return;
+        }
+        let verdict = match result {
+            HwResult::Health(s) => self.health.observe(s),
+            // An unreadable health buffer is a device that fell off its PCI link.
+            _ => HealthVerdict::Catastrophic,
+        };
+        let cause = match verdict {
+            HealthVerdict::Healthy => None,
+            HealthVerdict::Catastrophic => Some(ResetReason::Catastrophic),
+            HealthVerdict::Stalled => Some(ResetReason::HealthStall),
+        };
+        if self.state() == State::Operational {
+            match cause {
+                Some(reason) => self.fault(reason),
+                None => self.arm(
+                    TimerId::HealthPoll,
+                    self.now + self.policy.health_poll_interval(),
+                ),
+            }
+            return;
+        }
+        if let Some(reason) = cause {
+            // Join only what is news: a stalled counter read again changes nothing.
+            if reason > self.reset.reason || self.reset.planned {
+                log::warn!(
+                    "{} found while quiescing: the reset is fatal",
+                    reason.as_str()
+                );
+                let _ = self.start_or_join(reason);
+            }
+        }
+        match self.quiesce_mut().and_then(|q| q.end.take()) {
+            Some(QuiesceEnd::Abort(by)) if self.reset.planned => {
+                self.abort(by, AbortCause::Unresponsive)
+            }
+            Some(_) => self.quiesce_done(),
+            None => {
+                if self.timers[TimerId::HealthPoll as usize].is_none() {
+                    self.arm(
+                        TimerId::HealthPoll,
+                        self.now + self.policy.health_poll_interval(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Starts a reset, or lets the request join the one under way (SPEC §3 coalescing).
+    pub(super) fn start_or_join(&mut self, reason: ResetReason) -> Result<Epoch, RequestError> {
+        match self.state() {
+            State::Operational => self.start_reset(reason),
+            State::Quiescing | State::Resetting => {
+                self.counters.joined_requests += 1;
+                self.reset.requests += 1;
+                if reason > self.reset.reason {
+                    self.reset.reason = reason;
+                }
+                if !reason.is_planned() {
+                    // A forced cause met a planned reset: nobody may veto or abort it now.
+                    self.reset.planned = false;
+                }
+                if reason == ResetReason::FirmwareActivate {
+                    // Joining after the assert: verification schedules a follow-up.
+                    self.fw = super::FwAllowance::Requested;
+                }
+                self.record(RecordKind::ResetJoined { reason });
+                Ok(self.reset.epoch)
+            }
+            State::Restoring => {
+                if reason == ResetReason::FirmwareActivate {
+                    self.fw = super::FwAllowance::Requested;
+                }
+                self.counters.joined_requests += 1;
+                if let Some(r) = self.restore_mut() {
+                    r.follow_up = Some(r.follow_up.map_or(reason, |f| f.max(reason)));
+                }
+                self.record(RecordKind::FollowUpScheduled { reason });
+                Ok(self.epoch)
+            }
+            State::Failed => Err(RequestError::DeviceFailed),
+            State::Removed => Err(RequestError::DeviceRemoved),
+        }
+    }
+
+    pub(super) fn start_reset(&mut self, reason: ResetReason) -> Result<Epoch, RequestError> {
+        debug_assert_eq!(self.state(), State::Operational);
+        let now = self.now;
+        let storm_fail = reason.is_automatic()
+            && self.storm.count_within(now, self.policy.storm_window())
+                >= usize::from(self.policy.max_auto_resets);
+        self.storm.push(now);
+        if reason.is_automatic() {
+            self.counters.auto_resets += 1;
+        }
+        self.counters.resets_started += 1;
+        self.reset.begin(self.epoch, reason, now, false);
+        if reason == ResetReason::FirmwareActivate {
+            self.fw = super::FwAllowance::Requested;
+        }
+        self.record(RecordKind::ResetStarted {
+            epoch: self.epoch,
+            reason,
+            planned: self.reset.planned,
+        });
+        self.transition(Stage::Quiescing(Quiesce::new(storm_fail)));
+
+        // Snapshot the barrier: everyone registered now, idle or not.
+        let deadline = now + self.policy.quiesce_deadline();
+        let event = Event::Reset {
+            epoch: self.epoch,
+            reason,
+            planned: self.reset.planned,
+            deadline,
+        };
+        let members = self.deliver_each(Walk::NewestFirst, |e| {
+            e.in_barrier = true;
+            e.state = ClientState::Quiescing;
+            e.reset_sent_at = now;
+            Some(event)
+        });
+        self.reset.barrier_size = members;
+        if let Some(q) = self.quiesce_mut() {
+            q.pending = members;
+        }
+        self.arm(TimerId::QuiesceDeadline, deadline);
+        if members == 0 {
+            self.close_quiesce(QuiesceEnd::Proceed);
+        }
+        if storm_fail {
+            Err(RequestError::StormLimit)
+        } else {
+            Ok(self.reset.epoch)
+        }
+    }
+
+    /// A barrier member executed or left.
+    pub(super) fn barrier_member_done(&mut self) {
+        let Some(q) = self.quiesce_mut() else {
+            return;
+        };
+        debug_assert!(q.pending > 0);
+        q.pending = q.pending.saturating_sub(1);
+        if q.pending == 0 {
+            self.close_quiesce(QuiesceEnd::Proceed);
+        }
+    }
+
+    pub(super) fn deadline_passed(&mut self) {
+        let mut first_forced = None;
+        self.fan_out(
+            Walk::OldestFirst,
+            |e| {
+                let late = e.in_barrier && e.state == ClientState::Quiescing;
+                if late {
+                    e.state = ClientState::Unresponsive;
+                }
+                late.then_some(e.desc.name)
+            },
+            |c, id, name| {
+                log::warn!("client {id} '{name}' unresponsive at the quiesce deadline");
+                first_forced.get_or_insert(id);
+                c.counters.unresponsive_clients += 1;
+                // Capacity is max_clients: cannot grow.
+                if c.reset.forced.len() < c.reset.forced.capacity() {
+                    c.reset.forced.push(id);
+                }
+                c.record(RecordKind::Unresponsive { client: id, name });
+            },
+        );
+        if let Some(q) = self.quiesce_mut() {
+            q.pending = 0;
+        }
+        match first_forced {
+            Some(by) if self.reset.planned && self.policy.abort_on_unresponsive => {
+                self.close_quiesce(QuiesceEnd::Abort(by))
+            }
+            _ => self.close_quiesce(QuiesceEnd::Proceed),
+        }
+    }
+
+    /// Ends the quiesce with one last health read: a fatal cause raised since the last poll
+    /// (or at the same instant as the reset's own cause) joins this reset instead of being
+    /// found after it, and an abort for an unresponsive client stops if one is found.
+    fn close_quiesce(&mut self, end: QuiesceEnd) {
+        self.cancel(TimerId::QuiesceDeadline);
+        let first = self
+            .quiesce_mut()
+            .is_some_and(|q| q.end.replace(end).is_none());
+        if first {
+            self.hw_step(HwStep::ReadHealth);
+        }
+    }
+
+    fn quiesce_done(&mut self) {
+        let storm_fail = self.quiesce_mut().is_some_and(|q| q.storm_fail);
+        self.cancel(TimerId::HealthPoll);
+        self.reset.quiesce_done_at = Some(self.now);
+        if storm_fail {
+            self.fail(FailReason::StormLimit);
+        } else {
+            // A quiesce always comes from Operational: nothing was saved yet.
+            self.enter_resetting(false);
+        }
+    }
+
+    /// A Failed device restarts: straight to the hardware reset, no quiesce (nobody holds
+    /// hardware), restoring to the config space the failed reset saved if it did.
+    pub(super) fn restart(&mut self, reason: ResetReason) {
+        let config_saved = matches!(self.stage, Stage::Failed { config_saved: true });
+        self.counters.resets_started += 1;
+        self.counters.admin_resets += 1;
+        self.reset.begin(self.epoch, reason, self.now, true);
+        self.reset.quiesce_done_at = Some(self.now);
+        self.record(RecordKind::ResetStarted {
+            epoch: self.epoch,
+            reason,
+            planned: false,
+        });
+        self.enter_resetting(config_saved);
+    }
+
+    /// The RESET_END every client gets when the device is back.
+    fn reset_end_event(&self) -> Event {
+        let outcome = match self.reset.result {
+            Some(ResetResult::Restored(o)) => o,
+            _ => ResetOutcome::Restored,
+        };
+        Event::ResetEnd {
+            epoch: self.epoch,
+            outcome,
+        }
+    }
+
+    /// Restoring: RESET_END to every client, oldest first (the lower layers come back
+    /// first); the reset is over once every one of them is delivered.
+    pub(super) fn enter_restoring(&mut self, follow_up: Option<ResetReason>) {
+        self.transition(Stage::Restoring(Restore {
+            pending_end: 0,
+            follow_up,
+        }));
+        let event = self.reset_end_event();
+        let sent = self.deliver_each(Walk::OldestFirst, |e| {
+            e.state = ClientState::Active;
+            Some(event)
+        });
+        match self.restore_mut() {
+            Some(r) if sent > 0 => r.pending_end = u32::from(sent),
+            _ => self.finish_restore(),
+        }
+    }
+
+    /// A client that registers while RESET_END goes out gets its own.
+    pub(super) fn send_reset_end(&mut self, index: usize) {
+        let event = self.reset_end_event();
+        let Some(e) = self.slots[index].entry.as_mut() else {
+            return;
+        };
+        e.state = ClientState::Active;
+        let id = e.id;
+        if let Some(r) = self.restore_mut() {
+            r.pending_end += 1;
+        }
+        self.deliver(id, event);
+    }
+
+    pub(super) fn finish_restore(&mut self) {
+        let follow_up = self.restore_mut().and_then(|r| r.follow_up.take());
+        let outcome = match self.reset.result {
+            Some(ResetResult::Restored(o)) => o,
+            _ => ResetOutcome::Restored,
+        };
+        self.record(RecordKind::ResetFinished {
+            epoch: self.epoch,
+            outcome,
+        });
+        self.counters.resets_restored += 1;
+        self.transition(Stage::Operational);
+        for slot in self.slots.iter_mut() {
+            if let Some(e) = slot.entry.as_mut() {
+                e.in_barrier = false;
+            }
+        }
+        self.conclude(ResetResult::Restored(outcome));
+        self.health.rearm();
+        self.arm(
+            TimerId::HealthPoll,
+            self.now + self.policy.health_poll_interval(),
+        );
+        if let Some(reason) = follow_up {
+            self.counters.follow_ups += 1;
+            // A storm refusal is recorded and acted on inside.
+            let _ = self.start_reset(reason);
+        }
+    }
+
+    pub(super) fn fail(&mut self, error: FailReason) {
+        let config_saved = matches!(
+            self.stage,
+            Stage::Resetting(super::stage::HwReset {
+                config_saved: true,
+                ..
+            })
+        );
+        self.cancel_all_timers();
+        let epoch = self.reset.epoch;
+        self.record(RecordKind::ResetFailed { epoch, error });
+        self.counters.resets_failed += 1;
+        self.transition(Stage::Failed { config_saved });
+        self.deliver_each(Walk::OldestFirst, |e| {
+            e.state = ClientState::Failed;
+            e.in_barrier = false;
+            Some(Event::ResetFailed { epoch, error })
+        });
+        self.conclude(ResetResult::Failed(error));
+    }
+
+    pub(super) fn abort(&mut self, by: ClientId, cause: AbortCause) {
+        self.cancel(TimerId::QuiesceDeadline);
+        self.counters.resets_aborted += 1;
+        self.transition(Stage::Operational);
+        let event = Event::ResetAborted {
+            epoch: self.reset.epoch,
+            vetoed_by: by,
+            cause,
+        };
+        self.deliver_each(Walk::OldestFirst, |e| {
+            e.state = ClientState::Active;
+            e.in_barrier = false;
+            Some(event)
+        });
+        self.conclude(ResetResult::Aborted { by, cause });
+        self.health.rearm();
+        self.arm(
+            TimerId::HealthPoll,
+            self.now + self.policy.health_poll_interval(),
+        );
+    }
+
+    pub(super) fn conclude(&mut self, result: ResetResult) {
+        self.reset.result = Some(result);
+        self.reset.finished_at = Some(self.now);
+        self.concluded.copy_from(&self.reset);
+        self.push(Action::ResetConcluded {
+            epoch: self.reset.epoch,
+        });
+    }
+}

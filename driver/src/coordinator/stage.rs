@@ -1,0 +1,199 @@
+//! The coordinator's state with the data that means something in that state only, and the
+//! small types the reset path keeps between calls.
+//!
+//! [`State`] is the public tag (its numbers are in the IOCTL ABI and the flight recorder);
+//! [`Stage`] is the same state carrying its data, so a barrier count cannot outlive its
+//! quiesce nor a hardware phase its reset: a transition builds the next stage whole and the
+//! previous one's data is gone with it. Nothing is cleared by hand.
+
+use crate::hca::HwStep;
+use crate::policy::MAX_AUTO_RESETS_LIMIT;
+use crate::time::{Duration, Instant};
+use crate::types::*;
+
+/// The coordinator's state and its per-state data. Changed only by
+/// `Coordinator::transition`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stage {
+    Operational,
+    Quiescing(Quiesce),
+    Resetting(HwReset),
+    Restoring(Restore),
+    Failed {
+        /// Config space saved by the reset that failed: a restart restores to it.
+        config_saved: bool,
+    },
+    Removed,
+}
+
+impl Stage {
+    pub(super) const fn state(&self) -> State {
+        match self {
+            Stage::Operational => State::Operational,
+            Stage::Quiescing(_) => State::Quiescing,
+            Stage::Resetting(_) => State::Resetting,
+            Stage::Restoring(_) => State::Restoring,
+            Stage::Failed { .. } => State::Failed,
+            Stage::Removed => State::Removed,
+        }
+    }
+}
+
+/// While Quiescing: the barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Quiesce {
+    /// Barrier members that have neither executed nor left.
+    pub(super) pending: u16,
+    /// This reset quiesces the clients and then fails the device (storm limit).
+    pub(super) storm_fail: bool,
+    /// The barrier is done; a last health read decides how the quiesce ends.
+    pub(super) end: Option<QuiesceEnd>,
+}
+
+impl Quiesce {
+    pub(super) const fn new(storm_fail: bool) -> Self {
+        Quiesce {
+            pending: 0,
+            storm_fail,
+            end: None,
+        }
+    }
+}
+
+/// While Resetting: the hardware reset's progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct HwReset {
+    pub(super) phase: HwPhase,
+    /// Resets asserted in this reset, soft and FLR.
+    pub(super) attempts: u8,
+    /// Config space is saved: every attempt restores to it.
+    pub(super) config_saved: bool,
+}
+
+/// While Restoring: the RESET_END fan-out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Restore {
+    /// RESET_END events queued whose delivery is not yet reported.
+    pub(super) pending_end: u32,
+    /// A reset asked for while restoring: it starts once this one has finished.
+    pub(super) follow_up: Option<ResetReason>,
+}
+
+/// Progress of the hardware reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HwPhase {
+    SavingConfig,
+    Asserting,
+    WaitingReady,
+    /// Retries and the FLR are spent on a device that stays silent: keep probing until the
+    /// auto-restart window closes, in case it is being re-plugged or re-flashed.
+    LongWait,
+    RestoringConfig,
+    InitCommandInterface,
+    ReadingIdentity,
+}
+
+impl HwPhase {
+    pub(super) fn expects(self, step: HwStep) -> bool {
+        matches!(
+            (self, step),
+            (HwPhase::SavingConfig, HwStep::SaveConfig)
+                | (
+                    HwPhase::Asserting,
+                    HwStep::AssertReset | HwStep::FunctionLevelReset
+                )
+                | (
+                    HwPhase::WaitingReady | HwPhase::LongWait,
+                    HwStep::ProbeReady
+                )
+                | (HwPhase::RestoringConfig, HwStep::RestoreConfig)
+                | (HwPhase::InitCommandInterface, HwStep::InitCommandInterface)
+                | (HwPhase::ReadingIdentity, HwStep::ReadIdentity)
+        )
+    }
+}
+
+/// Why one hardware attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AttemptFailure {
+    /// The device reported an error.
+    Error,
+    /// The device did not come back within `hw_ready_timeout`.
+    Silent,
+}
+
+/// How a quiesce ends once the health read that closes it is back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum QuiesceEnd {
+    /// Barrier complete (or forced through): on to the hardware reset.
+    Proceed,
+    /// A planned reset's deadline passed with an unresponsive client: abort, unless the
+    /// read finds a fatal cause, which makes the reset fatal instead.
+    Abort(ClientId),
+}
+
+/// A firmware activation's allowance for a new firmware version: it lasts until a hardware
+/// reset asserted after the request has verified the device, whatever happens in between
+/// (a failed reset, a restart), so it is not per-state data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FwAllowance {
+    None,
+    /// Requested; no reset has been asserted since.
+    Requested,
+    /// A reset was asserted after the request: its verification may see new firmware.
+    Asserted,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Entry {
+    pub(super) id: ClientId,
+    pub(super) desc: ClientDesc,
+    pub(super) state: ClientState,
+    pub(super) in_barrier: bool,
+    pub(super) reset_sent_at: Instant,
+    pub(super) last_ack_latency: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Slot {
+    pub(super) generation: u32,
+    pub(super) entry: Option<Entry>,
+}
+
+/// Which way a fan-out walks the registration order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Walk {
+    /// RESET and DEVICE_FATAL: a client that registered on top of another stops first.
+    NewestFirst,
+    /// Everything else: the lower layers come back first.
+    OldestFirst,
+}
+
+/// Start times of recent resets, for storm control; fixed size.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StormWindow {
+    starts: [Option<Instant>; MAX_AUTO_RESETS_LIMIT as usize],
+    next: usize,
+}
+
+impl StormWindow {
+    pub(super) fn new() -> Self {
+        StormWindow {
+            starts: [None; MAX_AUTO_RESETS_LIMIT as usize],
+            next: 0,
+        }
+    }
+
+    pub(super) fn count_within(&self, now: Instant, window: Duration) -> usize {
+        self.starts
+            .iter()
+            .flatten()
+            .filter(|t| now.saturating_since(**t) < window)
+            .count()
+    }
+
+    pub(super) fn push(&mut self, at: Instant) {
+        self.starts[self.next] = Some(at);
+        self.next = (self.next + 1) % self.starts.len();
+    }
+}
