@@ -20,6 +20,7 @@ use crate::access::{ClientBus, Dest, MrFlags, MrSpec, QpSpec, Send};
 use crate::block::*;
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
+use crate::pattern::{checksum, fill_pattern, write_seed, BLOCK_SIZE};
 use crate::retry::{ClientProblem, Connector};
 use crate::srp::*;
 

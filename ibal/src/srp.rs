@@ -15,10 +15,8 @@ use hcabus::verbs::{Lid, Qpn, RemoteQp};
 use hcabus::{Duration, Instant};
 use rand::Rng;
 
-use crate::block::{checksum, fill_pattern, initial_seed};
+use crate::pattern::{checksum, fill_pattern, initial_seed, BLOCK_SIZE};
 
-/// Bytes of one logical block.
-pub const BLOCK_SIZE: usize = 4096;
 /// Bytes of one information unit buffer.
 pub const IU_SIZE: usize = 64;
 

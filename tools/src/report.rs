@@ -1,7 +1,7 @@
 //! The JSON report of SPEC §9. Field names and their order are a contract with outside
 //! tools: keep them exactly.
 
-use hcabus::sim::SimHost;
+use hcabus::sim::{ResetReport, SimHost};
 use ibal::stack;
 use serde::Serialize;
 
@@ -11,26 +11,11 @@ pub struct Report {
     pub seed: u64,
     pub final_state: String,
     pub epoch: u64,
-    pub resets: Vec<ResetJson>,
+    pub resets: Vec<ResetReport>,
     pub clients: Vec<ClientJson>,
     pub io: IoJson,
     pub net: NetJson,
     pub invariants: InvariantsJson,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ResetJson {
-    pub epoch: u64,
-    pub reason: String,
-    pub outcome: String,
-    pub quiesce_us: Option<u64>,
-    pub hw_reset_us: Option<u64>,
-    pub restore_us: Option<u64>,
-    pub total_us: Option<u64>,
-    pub forced_clients: Vec<String>,
-    pub vetoed_by: Option<String>,
-    pub allocations: Option<u64>,
-    pub pnp_operations: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -71,27 +56,7 @@ pub struct InvariantsJson {
 /// The report of a finished run.
 pub fn build(host: &SimHost) -> Report {
     let coord = host.coordinator();
-    let resets = host
-        .resets()
-        .into_iter()
-        .map(|r| ResetJson {
-            epoch: r.epoch.0,
-            reason: if r.restart {
-                "admin_restart".into()
-            } else {
-                r.reason.as_str().into()
-            },
-            outcome: r.outcome,
-            quiesce_us: r.quiesce_us,
-            hw_reset_us: r.hw_reset_us,
-            restore_us: r.restore_us,
-            total_us: r.total_us,
-            forced_clients: r.forced_clients,
-            vetoed_by: r.vetoed_by,
-            allocations: r.allocations,
-            pnp_operations: r.pnp_operations,
-        })
-        .collect();
+    let resets = host.resets();
     let clients = host
         .agents()
         .iter()

@@ -195,11 +195,7 @@ pub fn summary(host: &SimHost) -> String {
             out,
             "  {:<5} {:<15} {:<19} {:>11} {:>11} {:>11} {:>11} {:>6} {:>4}  {}",
             r.epoch.to_string(),
-            if r.restart {
-                "admin_restart"
-            } else {
-                r.reason.as_str()
-            },
+            r.reason_name(),
             r.outcome,
             us(r.quiesce_us),
             us(r.hw_reset_us),

@@ -50,7 +50,7 @@ pub struct ResetRecord {
 impl ResetRecord {
     /// Becomes a copy of `other` within its own reserved capacity: no allocation (a
     /// derived `clone_from` would allocate a new `forced` list).
-    pub(super) fn copy_from(&mut self, other: &ResetRecord) {
+    pub(crate) fn copy_from(&mut self, other: &ResetRecord) {
         let mut forced = core::mem::take(&mut self.forced);
         forced.clear();
         forced.extend_from_slice(&other.forced[..other.forced.len().min(forced.capacity())]);
@@ -61,7 +61,7 @@ impl ResetRecord {
         self.forced = forced;
     }
 
-    pub(super) fn with_capacity(max_clients: usize) -> Self {
+    pub(crate) fn with_capacity(max_clients: usize) -> Self {
         ResetRecord {
             epoch: Epoch(0),
             reason: ResetReason::AdminForced,

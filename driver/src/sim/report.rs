@@ -29,116 +29,118 @@ pub struct ResetReport {
     pub flr_used: bool,
 }
 
-/// A finished reset as kept during the run: no strings, nothing that allocates.
-#[derive(Debug, Clone)]
-struct RawReset {
-    epoch: Epoch,
-    reason: ResetReason,
-    result: Option<ResetResult>,
-    restart: bool,
-    quiesce_us: Option<u64>,
-    hw_reset_us: Option<u64>,
-    restore_us: Option<u64>,
-    total_us: Option<u64>,
-    started_at: Instant,
-    forced: core::ops::Range<usize>,
-    allocations: Option<u64>,
-    pnp_operations: u32,
-    requests: u32,
-    soft_attempts: u8,
-    flr_used: bool,
-}
-
 /// Most resets a run reports; reserved so that reporting never grows a vector mid-run.
 const MAX_REPORTED_RESETS: usize = 256;
 
-/// The finished resets of a run, kept in space reserved at start.
+/// The finished resets of a run, kept as the coordinator's own records in space reserved at
+/// start: [`ResetRecord::copy_from`] reuses each record's forced list, so keeping one never
+/// allocates. Names are looked up when someone asks for [`ResetLog::reports`], after the run.
 #[derive(Debug, Clone)]
 pub(crate) struct ResetLog {
-    resets: Vec<RawReset>,
-    /// Ids forced through their deadline, for every reset in `resets`.
-    forced_log: Vec<ClientId>,
+    records: Vec<ResetRecord>,
+    allocations: Vec<Option<u64>>,
+    len: usize,
 }
 
 impl ResetLog {
     pub(crate) fn new(max_clients: usize) -> Self {
         ResetLog {
-            resets: Vec::with_capacity(MAX_REPORTED_RESETS),
-            forced_log: Vec::with_capacity(4 * max_clients),
+            records: (0..MAX_REPORTED_RESETS)
+                .map(|_| ResetRecord::with_capacity(max_clients))
+                .collect(),
+            allocations: Vec::with_capacity(MAX_REPORTED_RESETS),
+            len: 0,
         }
     }
 
-    /// Keeps what the finished reset did, without allocating: names are looked up when
-    /// someone asks for [`ResetLog::reports`], after the run.
+    /// Keeps what the finished reset did; `allocations` is what a probe counted during it.
     pub(crate) fn record(&mut self, r: &ResetRecord, allocations: Option<u64>) {
-        if self.resets.len() >= self.resets.capacity() {
-            return;
-        }
-        let first = self.forced_log.len();
-        for id in &r.forced {
-            if self.forced_log.len() < self.forced_log.capacity() {
-                self.forced_log.push(*id);
+        let Some(slot) = self.records.get_mut(self.len) else {
+            if self.len == self.records.len() {
+                log::warn!(
+                    "more than {MAX_REPORTED_RESETS} resets: the report shows the first ones"
+                );
+                self.len += 1;
             }
-        }
-        self.resets.push(RawReset {
+            return;
+        };
+        slot.copy_from(r);
+        self.allocations.push(allocations);
+        self.len += 1;
+    }
+
+    /// Every finished reset, as the report shows it, with clients named by `name`.
+    pub(crate) fn reports(&self, name: impl Fn(ClientId) -> String) -> Vec<ResetReport> {
+        self.records[..self.len.min(self.records.len())]
+            .iter()
+            .zip(&self.allocations)
+            .map(|(r, &allocations)| ResetReport::new(r, allocations, &name))
+            .collect()
+    }
+}
+
+impl ResetReport {
+    fn new(r: &ResetRecord, allocations: Option<u64>, name: impl Fn(ClientId) -> String) -> Self {
+        let (outcome, vetoed_by) = match r.result {
+            Some(ResetResult::Restored(o)) => (o.as_str(), None),
+            Some(ResetResult::Failed(e)) => (e.as_str(), None),
+            Some(ResetResult::Aborted { by, cause }) => (
+                match cause {
+                    AbortCause::Veto => "Aborted",
+                    AbortCause::Unresponsive => "AbortedUnresponsive",
+                },
+                Some(name(by)),
+            ),
+            Some(ResetResult::Removed) => ("Removed", None),
+            None => ("Unfinished", None),
+        };
+        ResetReport {
             epoch: r.epoch,
             reason: r.reason,
-            result: r.result,
+            outcome: outcome.to_string(),
             restart: r.restart,
             quiesce_us: r.quiesce().map(Duration::as_us),
             hw_reset_us: r.hw_reset().map(Duration::as_us),
             restore_us: r.restore().map(Duration::as_us),
             total_us: r.total().map(Duration::as_us),
             started_at: r.started_at,
-            forced: first..self.forced_log.len(),
+            forced_clients: r.forced.iter().map(|id| name(*id)).collect(),
+            vetoed_by,
             allocations,
             pnp_operations: r.pnp_operations,
             requests: r.requests,
             soft_attempts: r.soft_attempts,
             flr_used: r.flr_used,
-        });
+        }
     }
 
-    /// Every finished reset, as the report shows it, with clients named by `name`.
-    pub(crate) fn reports(&self, name: impl Fn(ClientId) -> String) -> Vec<ResetReport> {
-        self.resets
-            .iter()
-            .map(|r| {
-                let (outcome, vetoed_by) = match r.result {
-                    Some(ResetResult::Restored(o)) => (o.as_str(), None),
-                    Some(ResetResult::Failed(e)) => (e.as_str(), None),
-                    Some(ResetResult::Aborted { by, cause }) => (
-                        match cause {
-                            AbortCause::Veto => "Aborted",
-                            AbortCause::Unresponsive => "AbortedUnresponsive",
-                        },
-                        Some(name(by)),
-                    ),
-                    Some(ResetResult::Removed) => ("Removed", None),
-                    None => ("Unfinished", None),
-                };
-                ResetReport {
-                    epoch: r.epoch,
-                    reason: r.reason,
-                    outcome: outcome.to_string(),
-                    restart: r.restart,
-                    quiesce_us: r.quiesce_us,
-                    hw_reset_us: r.hw_reset_us,
-                    restore_us: r.restore_us,
-                    total_us: r.total_us,
-                    started_at: r.started_at,
-                    forced_clients: self.forced_log[r.forced.clone()]
-                        .iter()
-                        .map(|id| name(*id))
-                        .collect(),
-                    vetoed_by,
-                    allocations: r.allocations,
-                    pnp_operations: r.pnp_operations,
-                    requests: r.requests,
-                    soft_attempts: r.soft_attempts,
-                    flr_used: r.flr_used,
-                }
-            })
-            .collect()
+    /// The reason as reports name it: a restart of a Failed device is `admin_restart`.
+    pub fn reason_name(&self) -> &'static str {
+        if self.restart {
+            "admin_restart"
+        } else {
+            self.reason.as_str()
+        }
+    }
+}
+
+/// The `resets[]` entry of the JSON report (SPEC §9). The field names and their order are a
+/// contract with outside tools: this is the one place they are written.
+impl serde::Serialize for ResetReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut m = s.serialize_struct("ResetReport", 11)?;
+        m.serialize_field("epoch", &self.epoch.0)?;
+        m.serialize_field("reason", self.reason_name())?;
+        m.serialize_field("outcome", &self.outcome)?;
+        m.serialize_field("quiesce_us", &self.quiesce_us)?;
+        m.serialize_field("hw_reset_us", &self.hw_reset_us)?;
+        m.serialize_field("restore_us", &self.restore_us)?;
+        m.serialize_field("total_us", &self.total_us)?;
+        m.serialize_field("forced_clients", &self.forced_clients)?;
+        m.serialize_field("vetoed_by", &self.vetoed_by)?;
+        m.serialize_field("allocations", &self.allocations)?;
+        m.serialize_field("pnp_operations", &self.pnp_operations)?;
+        m.end()
     }
 }
