@@ -402,5 +402,4 @@ pub fn result_code(r: Option<ResetResult>) -> u32 {
 }
 
 #[cfg(all(test, feature = "sim"))]
-#[path = "ioctl_tests.rs"]
 mod tests;
