@@ -163,21 +163,53 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
     if file.duration_ms == 0 || file.duration_ms > 24 * 3_600_000 {
         return Err(err("duration_ms", "must be between 1 and 86400000"));
     }
+    let hca = hca_config(&file.hca)?;
+    let policy = policy(&file.policy)?;
+    let clients = Clients::build(&file.clients, hca.ports)?;
+    let with_ibal = clients.with_ibal();
+    let faults = faults(&file, &clients.specs, with_ibal)?;
+    let setup = StackSetup {
+        sim: SimSetup {
+            name: file.name,
+            seed: file.seed,
+            duration: Duration::from_ms(file.duration_ms),
+            hca,
+            policy,
+            max_clients: 64,
+            recorder_capacity: 1 << 14,
+            clients: Vec::new(),
+            faults,
+        },
+        ibal: with_ibal.then(IbalConfig::default),
+        clients: clients.specs,
+    };
+    ibal::budget::check(&setup).map_err(|e| {
+        let i = clients.file_index[e.client];
+        let key = match e.key {
+            Some(k) => format!("clients[{i}].{k}"),
+            None => format!("clients[{i}]"),
+        };
+        err(key, e.message)
+    })?;
+    Ok(setup)
+}
+
+fn hca_config(keys: &Hca) -> Result<SimHcaConfig, ScenarioError> {
     let mut hca = SimHcaConfig::default();
-    if let Some(p) = file.hca.ports {
+    if let Some(p) = keys.ports {
         if !(1..=2).contains(&p) {
             return Err(err("hca.ports", "the simulated adapter has 1 or 2 ports"));
         }
         hca.ports = p;
     }
-    if let Some(ms) = file.hca.hw_reset_ms {
+    if let Some(ms) = keys.hw_reset_ms {
         hca.hw_reset = Duration::from_ms(ms);
     }
-    if let Some(v) = &file.hca.fw_version {
+    if let Some(v) = &keys.fw_version {
         hca.identity.fw_version = fw_version(v)
             .ok_or_else(|| err("hca.fw_version", "expected \"major.minor.subminor\""))?;
     }
-    if let Some(g) = &file.hca.node_guid {
+    if let Some(g) = &keys.node_guid {
         hca.identity.node_guid = match g {
             NumOrText::Num(n) => *n,
             NumOrText::Text(t) => {
@@ -187,7 +219,10 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
             }
         };
     }
-    let p = &file.policy;
+    Ok(hca)
+}
+
+fn policy(p: &PolicyKeys) -> Result<Policy, ScenarioError> {
     let d = Policy::default();
     let policy = Policy {
         quiesce_deadline_ms: p.quiesce_deadline_ms.unwrap_or(d.quiesce_deadline_ms),
@@ -206,94 +241,148 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
     policy
         .validate()
         .map_err(|e| err(format!("policy.{}", e.field), e.problem))?;
+    Ok(policy)
+}
 
-    let mut names = std::collections::HashSet::new();
-    let mut specs = Vec::new();
-    // The file's index of each spec: the access layer has none.
-    let mut file_index = Vec::new();
-    let mut has_ibal = false;
-    let mut needs_ibal = false;
-    let (mut disks, mut nets) = (0u16, 0u16);
-    for (i, c) in file.clients.iter().enumerate() {
-        let at = |key: &str| format!("clients[{i}].{key}");
-        if !names.insert(c.name.clone()) {
-            return Err(err(
-                at("name"),
-                format!("two clients are called {:?}", c.name),
-            ));
-        }
-        let kind = ClientKind::parse(&c.kind).ok_or_else(|| {
-            err(
-                at("kind"),
-                format!(
-                    "unknown kind {:?}; expected ibal, ipoib, srp, bootdisk, uverbs or custom",
-                    c.kind
-                ),
-            )
-        })?;
-        // Which keys each kind takes: anything else set is an impossible combination.
-        let set: [(&str, bool); 16] = [
-            ("iops", c.iops.is_some()),
-            ("queue_depth", c.queue_depth.is_some()),
-            ("read_pct", c.read_pct.is_some()),
-            ("blocks", c.blocks.is_some()),
-            ("port", c.port.is_some()),
-            ("pps", c.pps.is_some()),
-            ("ack_delay_ms", c.ack_delay_ms.is_some()),
-            ("never_ack", c.never_ack.is_some()),
-            ("veto_planned", c.veto_planned.is_some()),
-            ("unregister_on_reset", c.unregister_on_reset.is_some()),
-            ("reregister_on_reset", c.reregister_on_reset.is_some()),
-            ("request_reset_at_ms", c.request_reset_at_ms.is_some()),
-            ("request_every_ms", c.request_every_ms.is_some()),
-            ("request_on_reset_end", c.request_on_reset_end.is_some()),
-            ("kind", true),
-            ("name", true),
+/// The keys a client of `kind` takes besides `name` and `kind`: anything else set is an
+/// impossible combination.
+fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
+    match kind {
+        ClientKind::Ibal | ClientKind::Uverbs => &[],
+        ClientKind::BootDisk => &["iops", "queue_depth", "read_pct", "blocks", "port"],
+        ClientKind::Srp => &[
+            "iops",
+            "queue_depth",
+            "read_pct",
+            "blocks",
+            "port",
+            "ack_delay_ms",
+        ],
+        ClientKind::Ipoib => &["port", "pps", "ack_delay_ms"],
+        ClientKind::Custom => &[
+            "ack_delay_ms",
+            "never_ack",
+            "veto_planned",
+            "unregister_on_reset",
+            "reregister_on_reset",
+            "request_reset_at_ms",
+            "request_every_ms",
+            "request_on_reset_end",
+        ],
+    }
+}
+
+impl Client {
+    /// The first key set that a client of `kind` does not take.
+    fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
+        let set: [(&str, bool); 14] = [
+            ("iops", self.iops.is_some()),
+            ("queue_depth", self.queue_depth.is_some()),
+            ("read_pct", self.read_pct.is_some()),
+            ("blocks", self.blocks.is_some()),
+            ("port", self.port.is_some()),
+            ("pps", self.pps.is_some()),
+            ("ack_delay_ms", self.ack_delay_ms.is_some()),
+            ("never_ack", self.never_ack.is_some()),
+            ("veto_planned", self.veto_planned.is_some()),
+            ("unregister_on_reset", self.unregister_on_reset.is_some()),
+            ("reregister_on_reset", self.reregister_on_reset.is_some()),
+            ("request_reset_at_ms", self.request_reset_at_ms.is_some()),
+            ("request_every_ms", self.request_every_ms.is_some()),
+            ("request_on_reset_end", self.request_on_reset_end.is_some()),
         ];
-        let allowed: &[&str] = match kind {
-            ClientKind::Ibal => &[],
-            ClientKind::BootDisk => &["iops", "queue_depth", "read_pct", "blocks", "port"],
-            ClientKind::Srp => &[
-                "iops",
-                "queue_depth",
-                "read_pct",
-                "blocks",
-                "port",
-                "ack_delay_ms",
-            ],
-            ClientKind::Ipoib => &["port", "pps", "ack_delay_ms"],
-            ClientKind::Uverbs => &[],
-            ClientKind::Custom => &[
-                "ack_delay_ms",
-                "never_ack",
-                "veto_planned",
-                "unregister_on_reset",
-                "reregister_on_reset",
-                "request_reset_at_ms",
-                "request_every_ms",
-                "request_on_reset_end",
-            ],
+        let allowed = allowed_keys(kind);
+        set.into_iter()
+            .find(|(k, on)| *on && !allowed.contains(k))
+            .map(|(k, _)| k)
+    }
+}
+
+/// The `clients` section, built into the stack's client specs.
+struct Clients {
+    specs: Vec<ClientSpec>,
+    /// The file's index of each spec: the access layer has none.
+    file_index: Vec<usize>,
+    has_ibal: bool,
+    needs_ibal: bool,
+    disks: u16,
+    nets: u16,
+    ports: u8,
+}
+
+impl Clients {
+    fn build(clients: &[Client], ports: u8) -> Result<Self, ScenarioError> {
+        let mut out = Clients {
+            specs: Vec::new(),
+            file_index: Vec::new(),
+            has_ibal: false,
+            needs_ibal: false,
+            disks: 0,
+            nets: 0,
+            ports,
         };
-        if let Some((key, _)) = set
-            .iter()
-            .find(|(k, on)| *on && *k != "kind" && *k != "name" && !allowed.contains(k))
-        {
-            return Err(err(
-                at(key),
-                format!("does not apply to a client of kind {}", kind.as_str()),
-            ));
-        }
-        let port = |default: u8| -> Result<u8, ScenarioError> {
-            let p = c.port.unwrap_or(default.min(hca.ports));
-            if p == 0 || p > hca.ports {
+        let mut names = std::collections::HashSet::new();
+        for (i, c) in clients.iter().enumerate() {
+            let at = |key: &str| format!("clients[{i}].{key}");
+            if !names.insert(c.name.clone()) {
                 return Err(err(
-                    at("port"),
-                    format!("the adapter has {} port(s)", hca.ports),
+                    at("name"),
+                    format!("two clients are called {:?}", c.name),
                 ));
             }
-            Ok(p)
-        };
-        let spec = match kind {
+            let kind = ClientKind::parse(&c.kind).ok_or_else(|| {
+                err(
+                    at("kind"),
+                    format!(
+                        "unknown kind {:?}; expected ibal, ipoib, srp, bootdisk, uverbs or custom",
+                        c.kind
+                    ),
+                )
+            })?;
+            if let Some(key) = c.stray_key(kind) {
+                return Err(err(
+                    at(key),
+                    format!("does not apply to a client of kind {}", kind.as_str()),
+                ));
+            }
+            let Some(spec) = out.spec(i, c, kind)? else {
+                continue;
+            };
+            if ClientDesc::new(&c.name, kind, ClientFlags::empty()).is_none() {
+                return Err(err(at("name"), NAME_RULE));
+            }
+            out.specs.push(spec);
+            out.file_index.push(i);
+        }
+        if out.specs.len() > 60 {
+            return Err(err("clients", "at most 60 clients"));
+        }
+        if out.needs_ibal && !out.has_ibal {
+            // The access layer joins implicitly under its own name: nobody else may take it.
+            if let Some(i) = clients.iter().position(|c| c.name == "ibal") {
+                return Err(err(
+                    format!("clients[{i}].name"),
+                    "\"ibal\" is the access layer's name (it joins because other clients need it)",
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    fn with_ibal(&self) -> bool {
+        self.has_ibal || self.needs_ibal
+    }
+
+    /// The spec of client `i`; `None` for the access layer, which the stack adds itself.
+    fn spec(
+        &mut self,
+        i: usize,
+        c: &Client,
+        kind: ClientKind,
+    ) -> Result<Option<ClientSpec>, ScenarioError> {
+        let at = |key: &str| format!("clients[{i}].{key}");
+        let name = c.name.clone();
+        Ok(Some(match kind {
             ClientKind::Ibal => {
                 if c.name != "ibal" {
                     return Err(err(
@@ -301,117 +390,124 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
                         "the access layer is always called \"ibal\"",
                     ));
                 }
-                has_ibal = true;
-                continue;
+                self.has_ibal = true;
+                return Ok(None);
             }
             ClientKind::BootDisk | ClientKind::Srp => {
-                needs_ibal = true;
-                let boot = kind == ClientKind::BootDisk;
-                let d = DiskConfig::default();
-                let config = DiskConfig {
-                    boot,
-                    iops: c.iops.unwrap_or(d.iops),
-                    queue_depth: c.queue_depth.unwrap_or(d.queue_depth),
-                    read_pct: c.read_pct.unwrap_or(d.read_pct),
-                    n_blocks: c.blocks.unwrap_or(d.n_blocks),
-                    port: port(if boot { 1 } else { 2 })?,
-                    target_lid: 0x100 + disks,
-                    lun_id: u32::from(disks),
-                    ack_delay: Duration::from_ms(c.ack_delay_ms.unwrap_or(0)),
-                    ..d
-                };
-                if !(1..=256).contains(&config.queue_depth) {
-                    return Err(err(at("queue_depth"), "must be between 1 and 256"));
-                }
-                if config.iops > 100_000 {
-                    return Err(err(at("iops"), "at most 100000"));
-                }
-                if config.read_pct > 100 {
-                    return Err(err(at("read_pct"), "a percentage: 0 to 100"));
-                }
-                if !(64..=4096).contains(&config.n_blocks) {
-                    return Err(err(at("blocks"), "must be between 64 and 4096"));
-                }
-                disks += 1;
-                ClientSpec::Disk {
-                    name: c.name.clone(),
-                    config,
-                }
+                let config = self.disk(i, c, kind == ClientKind::BootDisk)?;
+                ClientSpec::Disk { name, config }
             }
             ClientKind::Ipoib => {
-                needs_ibal = true;
-                let config = IpoibConfig {
-                    port: port(1 + (nets % 2) as u8)?,
-                    pps: c.pps.unwrap_or(IpoibConfig::default().pps),
-                    peer_lid: 0x200 + nets,
-                    ack_delay: c
-                        .ack_delay_ms
-                        .map_or(IpoibConfig::default().ack_delay, Duration::from_ms),
-                    ..IpoibConfig::default()
-                };
-                if config.pps > 100_000 {
-                    return Err(err(at("pps"), "at most 100000"));
-                }
-                nets += 1;
-                ClientSpec::Ipoib {
-                    name: c.name.clone(),
-                    config,
-                }
+                let config = self.ipoib(i, c)?;
+                ClientSpec::Ipoib { name, config }
             }
             ClientKind::Uverbs => {
-                needs_ibal = true;
-                ClientSpec::Uverbs {
-                    name: c.name.clone(),
-                    config: UverbsConfig::default(),
-                }
+                self.needs_ibal = true;
+                let config = UverbsConfig::default();
+                ClientSpec::Uverbs { name, config }
             }
-            ClientKind::Custom => {
-                let veto = c.veto_planned.unwrap_or(false);
-                let flags = if veto {
-                    ClientFlags::CAN_VETO
-                } else {
-                    ClientFlags::empty()
-                };
-                let desc = ClientDesc::new(&c.name, kind, flags)
-                    .ok_or_else(|| err(at("name"), NAME_RULE))?;
-                if c.request_every_ms == Some(0) {
-                    return Err(err(at("request_every_ms"), "must be positive"));
-                }
-                ClientSpec::Scripted {
-                    desc,
-                    behavior: Behavior {
-                        ack_delay: Duration::from_ms(c.ack_delay_ms.unwrap_or(0)),
-                        never_ack: c.never_ack.unwrap_or(false),
-                        veto_planned: veto,
-                        unregister_on_reset: c.unregister_on_reset.unwrap_or(false),
-                        reregister_on_reset: c.reregister_on_reset.unwrap_or(false),
-                        request_reset_at: c.request_reset_at_ms.map(Instant::from_ms),
-                        request_every: c.request_every_ms.map(Duration::from_ms),
-                        request_on_reset_end: c.request_on_reset_end.unwrap_or(false),
-                    },
-                }
-            }
-        };
-        if ClientDesc::new(&c.name, kind, ClientFlags::empty()).is_none() {
-            return Err(err(at("name"), NAME_RULE));
-        }
-        specs.push(spec);
-        file_index.push(i);
-    }
-    if specs.len() > 60 {
-        return Err(err("clients", "at most 60 clients"));
-    }
-    let with_ibal = has_ibal || needs_ibal;
-    if with_ibal && !has_ibal {
-        // The access layer joins implicitly under its own name: nobody else may take it.
-        if let Some(i) = file.clients.iter().position(|c| c.name == "ibal") {
-            return Err(err(
-                format!("clients[{i}].name"),
-                "\"ibal\" is the access layer's name (it joins because other clients need it)",
-            ));
-        }
+            ClientKind::Custom => custom(i, c)?,
+        }))
     }
 
+    /// The port a client asks for (`default` when it does not), checked against the adapter.
+    fn port(&self, i: usize, c: &Client, default: u8) -> Result<u8, ScenarioError> {
+        let p = c.port.unwrap_or(default.min(self.ports));
+        if p == 0 || p > self.ports {
+            return Err(err(
+                format!("clients[{i}].port"),
+                format!("the adapter has {} port(s)", self.ports),
+            ));
+        }
+        Ok(p)
+    }
+
+    fn disk(&mut self, i: usize, c: &Client, boot: bool) -> Result<DiskConfig, ScenarioError> {
+        let at = |key: &str| format!("clients[{i}].{key}");
+        self.needs_ibal = true;
+        let d = DiskConfig::default();
+        let config = DiskConfig {
+            boot,
+            iops: c.iops.unwrap_or(d.iops),
+            queue_depth: c.queue_depth.unwrap_or(d.queue_depth),
+            read_pct: c.read_pct.unwrap_or(d.read_pct),
+            n_blocks: c.blocks.unwrap_or(d.n_blocks),
+            port: self.port(i, c, if boot { 1 } else { 2 })?,
+            target_lid: 0x100 + self.disks,
+            lun_id: u32::from(self.disks),
+            ack_delay: Duration::from_ms(c.ack_delay_ms.unwrap_or(0)),
+            ..d
+        };
+        if !(1..=256).contains(&config.queue_depth) {
+            return Err(err(at("queue_depth"), "must be between 1 and 256"));
+        }
+        if config.iops > 100_000 {
+            return Err(err(at("iops"), "at most 100000"));
+        }
+        if config.read_pct > 100 {
+            return Err(err(at("read_pct"), "a percentage: 0 to 100"));
+        }
+        if !(64..=4096).contains(&config.n_blocks) {
+            return Err(err(at("blocks"), "must be between 64 and 4096"));
+        }
+        self.disks += 1;
+        Ok(config)
+    }
+
+    fn ipoib(&mut self, i: usize, c: &Client) -> Result<IpoibConfig, ScenarioError> {
+        self.needs_ibal = true;
+        let d = IpoibConfig::default();
+        let config = IpoibConfig {
+            port: self.port(i, c, 1 + (self.nets % 2) as u8)?,
+            pps: c.pps.unwrap_or(d.pps),
+            peer_lid: 0x200 + self.nets,
+            ack_delay: c.ack_delay_ms.map_or(d.ack_delay, Duration::from_ms),
+            ..d
+        };
+        if config.pps > 100_000 {
+            return Err(err(format!("clients[{i}].pps"), "at most 100000"));
+        }
+        self.nets += 1;
+        Ok(config)
+    }
+}
+
+/// A scripted client of kind `custom`.
+fn custom(i: usize, c: &Client) -> Result<ClientSpec, ScenarioError> {
+    let at = |key: &str| format!("clients[{i}].{key}");
+    let veto = c.veto_planned.unwrap_or(false);
+    let flags = if veto {
+        ClientFlags::CAN_VETO
+    } else {
+        ClientFlags::empty()
+    };
+    let desc = ClientDesc::new(&c.name, ClientKind::Custom, flags)
+        .ok_or_else(|| err(at("name"), NAME_RULE))?;
+    if c.request_every_ms == Some(0) {
+        return Err(err(at("request_every_ms"), "must be positive"));
+    }
+    Ok(ClientSpec::Scripted {
+        desc,
+        behavior: Behavior {
+            ack_delay: Duration::from_ms(c.ack_delay_ms.unwrap_or(0)),
+            never_ack: c.never_ack.unwrap_or(false),
+            veto_planned: veto,
+            unregister_on_reset: c.unregister_on_reset.unwrap_or(false),
+            reregister_on_reset: c.reregister_on_reset.unwrap_or(false),
+            request_reset_at: c.request_reset_at_ms.map(Instant::from_ms),
+            request_every: c.request_every_ms.map(Duration::from_ms),
+            request_on_reset_end: c.request_on_reset_end.unwrap_or(false),
+        },
+    })
+}
+
+/// The `events` section: when each fault strikes. A client-made reset names its client,
+/// which becomes the agent index the host gives it (after the access layer, if any).
+fn faults(
+    file: &File,
+    specs: &[ClientSpec],
+    with_ibal: bool,
+) -> Result<Vec<(Instant, Fault)>, ScenarioError> {
     let mut faults = Vec::new();
     for (i, e) in file.events.iter().enumerate() {
         let at = |key: &str| format!("events[{i}].{key}");
@@ -424,27 +520,7 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
                 ),
             ));
         }
-        let Some(fault) = Fault::parse(&e.fault, e.count.unwrap_or(1)) else {
-            let names: Vec<&str> = Fault::ALL
-                .into_iter()
-                .filter(|f| f.in_scenarios())
-                .map(Fault::name)
-                .collect();
-            return Err(err(
-                at("fault"),
-                format!(
-                    "unknown fault {:?}; expected one of {}",
-                    e.fault,
-                    names.join(", ")
-                ),
-            ));
-        };
-        if e.count.is_some() && !fault.takes_count() {
-            return Err(err(at("count"), "only reset_fails takes a count"));
-        }
-        if matches!(fault, Fault::ResetFails(0)) {
-            return Err(err(at("count"), "must be at least 1"));
-        }
+        let fault = event_fault(i, e)?;
         let fault = match &e.client {
             None => fault,
             Some(name) => {
@@ -465,29 +541,32 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
         };
         faults.push((Instant::from_ms(e.at_ms), fault));
     }
+    Ok(faults)
+}
 
-    let setup = StackSetup {
-        sim: SimSetup {
-            name: file.name,
-            seed: file.seed,
-            duration: Duration::from_ms(file.duration_ms),
-            hca,
-            policy,
-            max_clients: 64,
-            recorder_capacity: 1 << 14,
-            clients: Vec::new(),
-            faults,
-        },
-        ibal: with_ibal.then(IbalConfig::default),
-        clients: specs,
+/// The fault an event names, with its count checked.
+fn event_fault(i: usize, e: &EventKeys) -> Result<Fault, ScenarioError> {
+    let at = |key: &str| format!("events[{i}].{key}");
+    let Some(fault) = Fault::parse(&e.fault, e.count.unwrap_or(1)) else {
+        let names: Vec<&str> = Fault::ALL
+            .into_iter()
+            .filter(|f| f.in_scenarios())
+            .map(Fault::name)
+            .collect();
+        return Err(err(
+            at("fault"),
+            format!(
+                "unknown fault {:?}; expected one of {}",
+                e.fault,
+                names.join(", ")
+            ),
+        ));
     };
-    ibal::budget::check(&setup).map_err(|e| {
-        let i = file_index[e.client];
-        let key = match e.key {
-            Some(k) => format!("clients[{i}].{k}"),
-            None => format!("clients[{i}]"),
-        };
-        err(key, e.message)
-    })?;
-    Ok(setup)
+    if e.count.is_some() && !fault.takes_count() {
+        return Err(err(at("count"), "only reset_fails takes a count"));
+    }
+    if matches!(fault, Fault::ResetFails(0)) {
+        return Err(err(at("count"), "must be at least 1"));
+    }
+    Ok(fault)
 }
