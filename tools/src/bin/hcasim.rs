@@ -159,66 +159,9 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let (built, json) = match &cli.command {
-        Some(Command::Run {
-            file, json, seed, ..
-        }) => {
-            let mut setup = match read_scenario(file) {
-                Ok(s) => s,
-                Err(code) => return code,
-            };
-            // `hcasim --seed N run FILE` means what `hcasim run FILE --seed N` does.
-            let seed = match (seed, cli.seed) {
-                (Some(a), Some(b)) if *a != b => {
-                    eprintln!("hcasim: two different seeds given ({b} and {a})");
-                    return ExitCode::from(2);
-                }
-                (Some(s), _) => Some(*s),
-                (None, global) => global,
-            };
-            if let Some(seed) = seed {
-                setup.sim.seed = seed;
-            }
-            let name = setup.sim.name.clone();
-            (
-                ibal::stack::build(&setup).map_err(|e| format!("scenario '{name}': {e}")),
-                *json,
-            )
-        }
-        #[cfg(unix)]
-        Some(Command::Serve { socket, scenario }) => {
-            return serve(socket, scenario.as_deref(), cli.seed)
-        }
-        None => match cli.random {
-            Some(seed) => {
-                let mut setup = random_setup(seed);
-                if let Some(seed) = cli.seed {
-                    setup.seed = seed;
-                }
-                (
-                    SimHost::new(&setup).map_err(|e| format!("scenario '{}': {e}", setup.name)),
-                    false,
-                )
-            }
-            None => {
-                let mut setup = ibal::stack::boot_from_san();
-                if let Some(seed) = cli.seed {
-                    setup.sim.seed = seed;
-                }
-                let name = setup.sim.name.clone();
-                (
-                    ibal::stack::build(&setup).map_err(|e| format!("scenario '{name}': {e}")),
-                    false,
-                )
-            }
-        },
-    };
-    let mut host = match built {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("hcasim: {e}");
-            return ExitCode::from(2);
-        }
+    let (mut host, json) = match host_for(&cli) {
+        Ok(built) => built,
+        Err(code) => return code,
     };
     host.set_alloc_probe(allocations);
     run_with_progress(&mut host);
@@ -251,6 +194,65 @@ fn main() -> ExitCode {
         ExitCode::from(1)
     };
     emit(&text).unwrap_or(verdict)
+}
+
+/// The host a command line runs (a scenario file, a random scenario or the embedded
+/// default) and whether it wants JSON. `Err` is the exit code of a command that is over:
+/// `serve`, or a refusal already reported.
+fn host_for(cli: &Cli) -> Result<(SimHost, bool), ExitCode> {
+    let built = |name: &str, host: Result<SimHost, String>| {
+        host.map_err(|e| {
+            eprintln!("hcasim: scenario '{name}': {e}");
+            ExitCode::from(2)
+        })
+    };
+    let stack = |setup: &ibal::stack::StackSetup| {
+        built(
+            &setup.sim.name,
+            ibal::stack::build(setup).map_err(|e| e.to_string()),
+        )
+    };
+    match &cli.command {
+        Some(Command::Run {
+            file, json, seed, ..
+        }) => {
+            let mut setup = read_scenario(file)?;
+            // `hcasim --seed N run FILE` means what `hcasim run FILE --seed N` does.
+            let seed = match (seed, cli.seed) {
+                (Some(a), Some(b)) if *a != b => {
+                    eprintln!("hcasim: two different seeds given ({b} and {a})");
+                    return Err(ExitCode::from(2));
+                }
+                (Some(s), _) => Some(*s),
+                (None, global) => global,
+            };
+            if let Some(seed) = seed {
+                setup.sim.seed = seed;
+            }
+            Ok((stack(&setup)?, *json))
+        }
+        #[cfg(unix)]
+        Some(Command::Serve { socket, scenario }) => {
+            Err(serve(socket, scenario.as_deref(), cli.seed))
+        }
+        None => match cli.random {
+            Some(seed) => {
+                let mut setup = random_setup(seed);
+                if let Some(seed) = cli.seed {
+                    setup.seed = seed;
+                }
+                let host = SimHost::new(&setup).map_err(|e| e.to_string());
+                Ok((built(&setup.name, host)?, false))
+            }
+            None => {
+                let mut setup = ibal::stack::boot_from_san();
+                if let Some(seed) = cli.seed {
+                    setup.sim.seed = seed;
+                }
+                Ok((stack(&setup)?, false))
+            }
+        },
+    }
 }
 
 /// Writes the report to stdout. A reader that closed it early (`| head`) has taken what it
