@@ -25,7 +25,9 @@ use crate::time::Instant;
 mod codec;
 mod dispatch;
 
-use crate::types::{AbortCause, AdminReset, ClientName, ClientState};
+use crate::types::{
+    AbortCause, AdminReset, ClientId, ClientName, ClientState, FailReason, ResetOutcome,
+};
 pub use codec::*;
 pub use dispatch::*;
 
@@ -383,22 +385,33 @@ const_assert_eq!(size_of::<InjectFaultIn>(), 16);
 const_assert_eq!(offset_of!(InjectFaultIn, fault), 8);
 const_assert_eq!(offset_of!(InjectFaultIn, count), 12);
 
-/// Result code of a reset in `StateOut::last_result`.
+/// Result code of a reset in `StateOut::last_result`: 0 none yet, the `ResetOutcome`
+/// number, `0x10 |` the `FailReason` number, `0x20 |` the `AbortCause` number less one,
+/// 0x30 removed.
 pub fn result_code(r: Option<ResetResult>) -> u32 {
     match r {
         None => 0,
         Some(ResetResult::Restored(o)) => o as u32,
         Some(ResetResult::Failed(e)) => 0x10 | e as u32,
-        Some(ResetResult::Aborted {
-            cause: AbortCause::Veto,
-            ..
-        }) => 0x20,
-        Some(ResetResult::Aborted {
-            cause: AbortCause::Unresponsive,
-            ..
-        }) => 0x21,
+        Some(ResetResult::Aborted { cause, .. }) => 0x20 | (cause as u32 - 1),
         Some(ResetResult::Removed) => 0x30,
     }
+}
+
+/// The name of a `last_result` code, as reports give it ([`ResetResult::as_str`]); the
+/// inverse of [`result_code`]. `None` for a number no result has.
+pub fn result_name(code: u32) -> Option<&'static str> {
+    let result = match code {
+        0 => return Some("unfinished"),
+        0x10..=0x1F => ResetResult::Failed(FailReason::try_from(code & 0xF).ok()?),
+        0x20..=0x2F => ResetResult::Aborted {
+            by: ClientId::from_raw(0),
+            cause: AbortCause::try_from((code & 0xF) + 1).ok()?,
+        },
+        0x30 => ResetResult::Removed,
+        _ => ResetResult::Restored(ResetOutcome::try_from(code).ok()?),
+    };
+    Some(result.as_str())
 }
 
 #[cfg(all(test, feature = "sim"))]

@@ -19,6 +19,25 @@ pub enum ResetResult {
     Removed,
 }
 
+impl ResetResult {
+    /// The name reports and tools give it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ResetResult::Restored(o) => o.as_str(),
+            ResetResult::Failed(e) => e.as_str(),
+            ResetResult::Aborted {
+                cause: AbortCause::Veto,
+                ..
+            } => "Aborted",
+            ResetResult::Aborted {
+                cause: AbortCause::Unresponsive,
+                ..
+            } => "AbortedUnresponsive",
+            ResetResult::Removed => "Removed",
+        }
+    }
+}
+
 /// What one reset did; reused in place, so keeping it costs no allocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResetRecord {

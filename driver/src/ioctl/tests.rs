@@ -463,3 +463,29 @@ fn malformed_requests_get_their_status_and_change_nothing() {
         assert_eq!(fingerprint(&d), before, "{what}: nothing changed");
     }
 }
+
+#[test]
+fn every_reset_result_code_names_the_result_it_encodes() {
+    let by = ClientId::from_raw(7);
+    let mut results: Vec<ResetResult> = ResetOutcome::ALL
+        .into_iter()
+        .map(ResetResult::Restored)
+        .collect();
+    results.extend(FailReason::ALL.into_iter().map(ResetResult::Failed));
+    results.extend(
+        AbortCause::ALL
+            .into_iter()
+            .map(|cause| ResetResult::Aborted { by, cause }),
+    );
+    results.push(ResetResult::Removed);
+    let mut codes = std::collections::HashSet::new();
+    for r in results {
+        let code = result_code(Some(r));
+        assert!(codes.insert(code), "{r:?}: code {code:#x} taken twice");
+        assert_eq!(result_name(code), Some(r.as_str()), "{r:?}");
+    }
+    assert_eq!(result_name(result_code(None)), Some("unfinished"));
+    for stranger in [3, 0x10, 0x15, 0x22, 0x31, u32::MAX] {
+        assert_eq!(result_name(stranger), None, "{stranger:#x}");
+    }
+}

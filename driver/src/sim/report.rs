@@ -81,18 +81,10 @@ impl ResetLog {
 
 impl ResetReport {
     fn new(r: &ResetRecord, allocations: Option<u64>, name: impl Fn(ClientId) -> String) -> Self {
-        let (outcome, vetoed_by) = match r.result {
-            Some(ResetResult::Restored(o)) => (o.as_str(), None),
-            Some(ResetResult::Failed(e)) => (e.as_str(), None),
-            Some(ResetResult::Aborted { by, cause }) => (
-                match cause {
-                    AbortCause::Veto => "Aborted",
-                    AbortCause::Unresponsive => "AbortedUnresponsive",
-                },
-                Some(name(by)),
-            ),
-            Some(ResetResult::Removed) => ("Removed", None),
-            None => ("Unfinished", None),
+        let outcome = r.result.map_or("Unfinished", ResetResult::as_str);
+        let vetoed_by = match r.result {
+            Some(ResetResult::Aborted { by, .. }) => Some(name(by)),
+            _ => None,
         };
         ResetReport {
             epoch: r.epoch,

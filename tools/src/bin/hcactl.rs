@@ -221,27 +221,12 @@ fn us(v: u64) -> String {
     }
 }
 
-fn result_name(code: u32) -> &'static str {
-    match code {
-        0 => "unfinished",
-        1 => "Restored",
-        2 => "FirmwareChanged",
-        0x11 => "HardwareDead",
-        0x12 => "DeviceReplaced",
-        0x13 => "StormLimit",
-        0x14 => "AutoRestartExpired",
-        0x20 => "Aborted",
-        0x21 => "AbortedUnresponsive",
-        0x30 => "Removed",
-        _ => "?",
-    }
+fn result(code: u32) -> &'static str {
+    result_name(code).unwrap_or("?")
 }
 
 fn reason_name(code: u32) -> &'static str {
-    u8::try_from(code)
-        .ok()
-        .and_then(hcabus::types::ResetReason::from_u8)
-        .map_or("-", |r| r.as_str())
+    hcabus::types::ResetReason::try_from(code).map_or("-", |r| r.as_str())
 }
 
 fn status(bus: &mut Bus, as_json: bool) -> Outcome {
@@ -272,7 +257,7 @@ fn status(bus: &mut Bus, as_json: bool) -> Outcome {
             "last_reset": (s.last_epoch != NONE_U64).then(|| json!({
                 "epoch": s.last_epoch,
                 "reason": reason_name(s.last_reason),
-                "outcome": result_name(s.last_result),
+                "outcome": result(s.last_result),
                 "quiesce_us": (s.last_quiesce_us != NONE_U64).then_some(s.last_quiesce_us),
                 "hw_reset_us": (s.last_hw_reset_us != NONE_U64).then_some(s.last_hw_reset_us),
                 "restore_us": (s.last_restore_us != NONE_U64).then_some(s.last_restore_us),
@@ -309,7 +294,7 @@ fn status(bus: &mut Bus, as_json: bool) -> Outcome {
             "last reset   e{} {}: {}, total {} (quiesce {}, hardware {}, restore {})",
             s.last_epoch,
             reason_name(s.last_reason),
-            result_name(s.last_result),
+            result(s.last_result),
             us(s.last_total_us),
             us(s.last_quiesce_us),
             us(s.last_hw_reset_us),
@@ -554,7 +539,7 @@ fn wait_for(bus: &mut Bus, epoch: u64, timeout: Option<u64>, as_json: bool) -> O
         let s = bus.state()?;
         let done = s.flags & 1 == 0 && s.last_epoch != NONE_U64 && s.last_epoch >= epoch;
         if done {
-            let outcome = result_name(s.last_result);
+            let outcome = result(s.last_result);
             if as_json {
                 say!(
                     "{}",
@@ -628,25 +613,16 @@ fn run(cli: Cli) -> Outcome {
             } else {
                 ResetMode::Forced
             };
-            if reason.len() > 64 {
-                return Err(Failure::Usage("--reason: at most 64 bytes".into()));
+            let epoch = request_reset(&mut bus, mode, &reason)?;
+            if wait {
+                wait_for(&mut bus, epoch, timeout, js)
+            } else if js {
+                say!("{}", json!({ "epoch": epoch }));
+                Ok(())
+            } else {
+                say!("reset of e{epoch} requested");
+                Ok(())
             }
-            let mut input = [0u8; 80];
-            RequestResetIn::new(mode, &reason).encode(&mut input);
-            let out = bus.call(IOCTL_HCABUS_REQUEST_RESET, &input, 8)?;
-            let epoch = Answer::new("REQUEST_RESET", &out).u64(0)?;
-            if !wait {
-                say!(
-                    "{}",
-                    if js {
-                        json!({ "epoch": epoch }).to_string()
-                    } else {
-                        format!("reset of e{epoch} requested")
-                    }
-                );
-                return Ok(());
-            }
-            wait_for(&mut bus, epoch, timeout, js)
         }
         Command::Restart { wait, timeout } => {
             let mut input = [0u8; 8];
@@ -660,27 +636,38 @@ fn run(cli: Cli) -> Outcome {
                 Ok(())
             }
         }
-        Command::Inject { fault, count } => {
-            let f = FaultCode::parse(&fault).ok_or_else(|| {
-                let names: Vec<&str> = FaultCode::ALL.iter().map(|f| f.as_str()).collect();
-                Failure::Usage(format!(
-                    "unknown fault {fault:?}; one of {}",
-                    names.join(", ")
-                ))
-            })?;
-            let count = match (f, count) {
-                (FaultCode::ResetFails, c) => c.unwrap_or(1),
-                (_, None) => 0,
-                (_, Some(_)) => {
-                    return Err(Failure::Usage("--count applies to reset_fails only".into()))
-                }
-            };
-            let mut input = [0u8; 16];
-            encode_inject_fault(f, count, &mut input);
-            bus.call(IOCTL_HCABUS_INJECT_FAULT, &input, 0)?;
-            Ok(())
-        }
+        Command::Inject { fault, count } => inject(&mut bus, &fault, count),
     }
+}
+
+/// REQUEST_RESET; returns the epoch the reset tears down.
+fn request_reset(bus: &mut Bus, mode: ResetMode, reason: &str) -> Result<u64, Failure> {
+    if reason.len() > 64 {
+        return Err(Failure::Usage("--reason: at most 64 bytes".into()));
+    }
+    let mut input = [0u8; 80];
+    RequestResetIn::new(mode, reason).encode(&mut input);
+    let out = bus.call(IOCTL_HCABUS_REQUEST_RESET, &input, 8)?;
+    Ok(Answer::new("REQUEST_RESET", &out).u64(0)?)
+}
+
+fn inject(bus: &mut Bus, fault: &str, count: Option<u32>) -> Outcome {
+    let f = FaultCode::parse(fault).ok_or_else(|| {
+        let names: Vec<&str> = FaultCode::ALL.iter().map(|f| f.as_str()).collect();
+        Failure::Usage(format!(
+            "unknown fault {fault:?}; one of {}",
+            names.join(", ")
+        ))
+    })?;
+    let count = match (f, count) {
+        (FaultCode::ResetFails, c) => c.unwrap_or(1),
+        (_, None) => 0,
+        (_, Some(_)) => return Err(Failure::Usage("--count applies to reset_fails only".into())),
+    };
+    let mut input = [0u8; 16];
+    encode_inject_fault(f, count, &mut input);
+    bus.call(IOCTL_HCABUS_INJECT_FAULT, &input, 0)?;
+    Ok(())
 }
 
 fn main() -> ExitCode {
