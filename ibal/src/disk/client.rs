@@ -1,0 +1,274 @@
+//! The bus client of one disk: the initiator ([`SrpDisk`]), the workload above it and the
+//! remote target it logs in to, driven by the bus's events and its own deferred work.
+
+use hcabus::bus::{Client, ClientReport};
+use hcabus::types::*;
+use hcabus::{Duration, Instant};
+
+use crate::block::*;
+use crate::ibal_client::{EventLog, SharedIbal};
+use crate::retry::{ClientProblem, Connector};
+use crate::srp::*;
+
+use super::{DiskConfig, Link, SrpDisk};
+use crate::access::ClientBus;
+
+/// The bus client of one disk, with its workload and its remote target.
+#[derive(Debug)]
+pub struct SrpClient {
+    desc: ClientDesc,
+    ibal: SharedIbal,
+    disk: SrpDisk,
+    workload: BlockWorkload,
+    target: SrpTarget,
+    id: Option<ClientId>,
+    events: EventLog,
+    /// Deferred work: connect (after start, RESET_END or RESET_ABORTED, or a retry).
+    connect_at: Option<Instant>,
+    /// Deferred execute of a data LUN's quiesce.
+    execute_at: Option<(Instant, Epoch)>,
+    /// Refused logins back off up to `io_hold_timeout`.
+    login: Connector,
+    pub refusals: u32,
+}
+
+impl SrpClient {
+    pub fn new(name: &str, config: DiskConfig, ibal: SharedIbal) -> Option<Self> {
+        let (kind, flags) = if config.boot {
+            (
+                ClientKind::BootDisk,
+                ClientFlags::BOOT_CRITICAL | ClientFlags::PAGING_PATH,
+            )
+        } else {
+            (ClientKind::Srp, ClientFlags::empty())
+        };
+        let disk = SrpDisk::new(config);
+        let workload = BlockWorkload::new(WorkloadConfig {
+            iops: config.iops,
+            read_pct: config.read_pct.min(100),
+            lun_id: config.lun_id,
+            n_blocks: config.n_blocks,
+            max_outstanding: disk.slots.len(),
+        });
+        Some(SrpClient {
+            desc: ClientDesc::new(name, kind, flags)?,
+            ibal,
+            disk,
+            workload,
+            target: SrpTarget::new(config.target_lid, config.lun_id, config.n_blocks),
+            id: None,
+            events: EventLog::new(),
+            connect_at: None,
+            execute_at: None,
+            login: Connector::new("SRP login"),
+            refusals: 0,
+        })
+    }
+
+    pub fn disk(&self) -> &SrpDisk {
+        &self.disk
+    }
+
+    pub fn target(&self) -> &SrpTarget {
+        &self.target
+    }
+
+    pub fn workload(&self) -> &BlockWorkload {
+        &self.workload
+    }
+
+    /// Why the disk is not serving I/O, if it is not.
+    pub fn problem(&self) -> Option<ClientProblem> {
+        self.login.problem()
+    }
+
+    /// Whether the disk is a live path: registered, logged in at least once, not given up.
+    /// I/O it still holds then is in flight (it will complete), not lost (SPEC §9).
+    pub fn is_live_path(&self) -> bool {
+        self.id.is_some() && self.disk.stats.logins > 0 && !self.login.given_up()
+    }
+
+    /// The I/O accounting: every I/O the workload is owed counts `in_flight` when this disk
+    /// tracks it on a live path, `lost` otherwise.
+    pub fn io_stats(&self) -> IoStats {
+        let mut w = self.workload.clone();
+        let live = self.is_live_path();
+        w.count_outstanding(|id| live && self.disk.tracks(id));
+        let mut stats = *w.stats();
+        if self.desc.flags.contains(ClientFlags::PAGING_PATH) {
+            stats.paging_failed = stats.failed;
+        }
+        stats
+    }
+
+    /// The login was refused: back off and try again, or give up for good (until the next
+    /// RESET_END), failing what is held as retryable so nothing waits on a dead path.
+    fn login_refused<B: ClientBus + ?Sized>(&mut self, bus: &mut B, e: crate::errors::CreateError) {
+        self.disk.stats.login_retries += 1;
+        if self.disk.failed.is_some() || e == crate::errors::CreateError::DeviceFailed {
+            // RESET_FAILED or DEVICE_FATAL fails the disk; nothing to retry.
+            return;
+        }
+        let now = bus.now();
+        let limit = Duration::from_ms(bus.policy().io_hold_timeout_ms);
+        let name = self.desc.name;
+        match self.login.refused(name.as_str(), now, limit, e, bus.rng()) {
+            Some(t) => self.connect_at = Some(t),
+            None => self.disk.hold_expired(),
+        }
+    }
+
+    fn execute<B: ClientBus + ?Sized>(&mut self, bus: &mut B, epoch: Epoch) {
+        if let Some(id) = self.id {
+            if bus.reset_execute(id, epoch).is_err() {
+                self.refusals += 1;
+            }
+        }
+    }
+
+    fn deliver_upward(&mut self, now: Instant) {
+        while let Some(c) = self.disk.upward.pop_front() {
+            self.workload.complete(c, now);
+        }
+    }
+}
+
+impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
+    fn start(&mut self, bus: &mut B) {
+        if !self.disk.reserve(bus) {
+            log::error!("{}: no DMA memory for the disk", self.name());
+            self.refusals += 1;
+            self.login.start_failed(ClientProblem::NoDmaMemory {
+                bytes: self.disk.config.dma_bytes(),
+            });
+            return;
+        }
+        match self.ibal.lock().open(self.desc.name.as_str()) {
+            Ok(c) => self.disk.consumer = Some(c),
+            Err(e) => {
+                log::error!("{}: {e}", self.desc.name.as_str());
+                self.refusals += 1;
+                self.login.start_failed(ClientProblem::NoConsumer(e));
+                return;
+            }
+        }
+        match bus.register(self.desc) {
+            Ok(r) => {
+                self.id = Some(r.id);
+                if r.state == hcabus::State::Operational {
+                    self.connect_at = Some(bus.now());
+                } else {
+                    // Late: hold everything until RESET_END.
+                    self.disk.blocked = true;
+                }
+            }
+            Err(e) => {
+                self.refusals += 1;
+                self.login.start_failed(ClientProblem::NotRegistered(e));
+            }
+        }
+    }
+
+    fn on_event(&mut self, bus: &mut B, _id: ClientId, event: Event) {
+        self.events.push(event.kind());
+        let now = bus.now();
+        match event {
+            Event::Reset { epoch, .. } => {
+                self.disk.on_reset(&self.ibal, bus);
+                self.connect_at = None;
+                if self.disk.config.boot {
+                    // The paging path cannot wait for a worker thread.
+                    self.execute(bus, epoch);
+                } else {
+                    self.execute_at = Some((now + self.disk.config.ack_delay, epoch));
+                }
+            }
+            Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
+                self.disk.failed = None;
+                self.connect_at = Some(now);
+                // A fresh device: a login that gave up before gets another chance.
+                self.login.fresh_device();
+            }
+            Event::ResetFailed { .. } => {
+                self.disk.on_failed(&self.ibal, bus, IoStatus::DeviceFailed);
+                self.connect_at = None;
+                self.deliver_upward(now);
+            }
+            Event::DeviceFatal { .. } => {
+                self.disk
+                    .on_failed(&self.ibal, bus, IoStatus::DeviceRemoved);
+                self.connect_at = None;
+                self.deliver_upward(now);
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        let login = match self.disk.link {
+            Link::LoggingIn { ready_at } => Some(ready_at),
+            _ => None,
+        };
+        let hold = self
+            .disk
+            .hold_deadline
+            .filter(|_| self.disk.blocked && !self.disk.fast_fail);
+        [
+            self.target.next_due(),
+            self.workload.next_at(),
+            self.connect_at,
+            self.execute_at.map(|(t, _)| t),
+            login,
+            hold,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn wake(&mut self, bus: &mut B) {
+        let now = bus.now();
+        // The remote side first: it answers what was sent before.
+        {
+            let (hca, rng) = bus.device_and_rng();
+            self.target.intake(hca, now, rng);
+            self.target.process(hca, now);
+        }
+        self.disk.poll(&self.ibal, bus);
+        if let Some((_, epoch)) = self.execute_at.filter(|(t, _)| *t <= now) {
+            self.execute_at = None;
+            self.execute(bus, epoch);
+        }
+        if self.connect_at.is_some_and(|t| t <= now) {
+            self.connect_at = None;
+            match self.disk.connect(&self.ibal, bus, &mut self.target) {
+                Ok(()) => self.login.connected(),
+                Err(e) => self.login_refused(bus, e),
+            }
+        }
+        if let Link::LoggingIn { ready_at } = self.disk.link {
+            if ready_at <= now {
+                self.disk.up();
+            }
+        }
+        let held_too_long = self.disk.hold_deadline.is_some_and(|d| d <= now);
+        if self.disk.blocked && !self.disk.fast_fail && held_too_long {
+            self.disk.hold_expired();
+        }
+        self.deliver_upward(now);
+        while let Some(req) = self.workload.next_request(now, bus.rng()) {
+            match self.disk.submit(bus, req) {
+                Ok(()) => self.workload.accepted(req),
+                Err(req) => {
+                    self.workload.refused(req);
+                    break;
+                }
+            }
+        }
+        self.disk.pump(&self.ibal, bus);
+        self.deliver_upward(now);
+        let (hca, rng) = bus.device_and_rng();
+        self.target.intake(hca, now, rng);
+    }
+}
+
+crate::ibal_client::report_fields!(SrpClient, |c| c.login.problem().map(|p| p.to_string()));
