@@ -79,7 +79,6 @@ impl Model {
     }
 
     fn apply(&mut self, op: &Op) {
-        let now = self.s.now;
         match *op {
             Op::Register { veto } => {
                 let flags = if veto {
@@ -88,31 +87,39 @@ impl Model {
                     ClientFlags::empty()
                 };
                 let d = ClientDesc::new("c", ClientKind::Custom, flags).expect("fits");
-                if let Ok(r) = self.s.c.register(now, d) {
+                if let Ok(r) = self.s.call(|c, now| c.register(now, d)) {
                     self.ids.push(r.id);
                 }
             }
             Op::Unregister(k) => {
                 if let Some(id) = self.pick(k) {
-                    let _ = self.s.c.unregister(now, id);
+                    let _ = self.s.call(|c, now| c.unregister(now, id));
                 }
             }
             Op::Request(k) => {
                 if let Some(id) = self.pick(k) {
-                    let _ = self.s.c.reset_request(now, id);
+                    let _ = self.s.call(|c, now| c.reset_request(now, id));
                 }
             }
             Op::Execute(k, d) => {
                 if let Some(id) = self.pick(k) {
-                    let base = self.s.c.last_reset().map_or(self.s.c.epoch(), |r| r.epoch);
+                    let base = self
+                        .s
+                        .c()
+                        .last_reset()
+                        .map_or(self.s.c().epoch(), |r| r.epoch);
                     let e = Epoch(base.0.saturating_add_signed(d.into()));
-                    let _ = self.s.c.reset_execute(now, id, e);
+                    let _ = self.s.call(|c, now| c.reset_execute(now, id, e));
                 }
             }
             Op::Veto(k) => {
                 if let Some(id) = self.pick(k) {
-                    let e = self.s.c.last_reset().map_or(self.s.c.epoch(), |r| r.epoch);
-                    let _ = self.s.c.reset_veto(now, id, e);
+                    let e = self
+                        .s
+                        .c()
+                        .last_reset()
+                        .map_or(self.s.c().epoch(), |r| r.epoch);
+                    let _ = self.s.call(|c, now| c.reset_veto(now, id, e));
                 }
             }
             Op::Admin(kind) => {
@@ -122,40 +129,40 @@ impl Model {
                     AdminReset::FirmwareActivate,
                 ][kind as usize];
                 if kind == AdminReset::FirmwareActivate {
-                    let fw = self.s.hca.current_identity().fw_version + 1;
-                    self.s.hca.stage_firmware(fw);
+                    let fw = self.s.hca().current_identity().fw_version + 1;
+                    self.s.hca_mut().stage_firmware(fw);
                 }
-                let _ = self.s.c.admin_reset(now, kind);
+                let _ = self.s.call(|c, now| c.admin_reset(now, kind));
             }
             Op::Restart => {
-                let _ = self.s.c.admin_restart(now);
+                let _ = self.s.call(|c, now| c.admin_restart(now));
             }
             Op::Advance(ms) => self.s.advance(ms.into()),
-            Op::Catastrophic => self.s.c.catastrophic_error(now),
-            Op::CommandTimeout => self.s.c.command_timeout(now),
-            Op::HwFails(n) => self.s.hca.fail_next_resets(n.into()),
-            Op::NeverReturns => self.s.hca.never_return(),
-            Op::Replace => self.s.hca.replace_on_next_reset(),
+            Op::Catastrophic => self.s.call(|c, now| c.catastrophic_error(now)),
+            Op::CommandTimeout => self.s.call(|c, now| c.command_timeout(now)),
+            Op::HwFails(n) => self.s.hca_mut().fail_next_resets(n.into()),
+            Op::NeverReturns => self.s.hca_mut().never_return(),
+            Op::Replace => self.s.hca_mut().replace_on_next_reset(),
             Op::Removal => {
-                self.s.hca.remove();
-                self.s.c.surprise_removal(now);
+                self.s.hca_mut().remove();
+                self.s.call(|c, now| c.surprise_removal(now));
             }
             Op::BogusId(index, generation) => {
                 let id = ClientId { index, generation };
-                if self.s.c.client(id).is_err() {
-                    let e = self.s.c.epoch();
-                    assert!(self.s.c.unregister(now, id).is_err());
-                    assert!(self.s.c.reset_request(now, id).is_err());
-                    assert!(self.s.c.reset_execute(now, id, e).is_err());
-                    assert!(self.s.c.reset_veto(now, id, e).is_err());
+                if self.s.c().client(id).is_err() {
+                    let e = self.s.c().epoch();
+                    assert!(self.s.call(|c, now| c.unregister(now, id)).is_err());
+                    assert!(self.s.call(|c, now| c.reset_request(now, id)).is_err());
+                    assert!(self.s.call(|c, now| c.reset_execute(now, id, e)).is_err());
+                    assert!(self.s.call(|c, now| c.reset_veto(now, id, e)).is_err());
                 }
             }
             Op::SetDeadline(ms) => {
                 let p = Policy {
                     quiesce_deadline_ms: ms,
-                    ..*self.s.c.policy()
+                    ..*self.s.c().policy()
                 };
-                let r = self.s.c.set_policy(now, p);
+                let r = self.s.call(|c, now| c.set_policy(now, p));
                 assert_eq!(r.is_ok(), ms > 0);
             }
         }
@@ -163,7 +170,7 @@ impl Model {
     }
 
     fn check(&mut self) -> Result<(), TestCaseError> {
-        let c = &self.s.c;
+        let c = &self.s.c();
         let busy = matches!(
             c.state(),
             State::Quiescing | State::Resetting | State::Restoring
@@ -195,9 +202,9 @@ impl Model {
             }
         }
         prop_assert!(
-            self.s.checker.violations.is_empty(),
+            self.s.checker().violations.is_empty(),
             "{:?}",
-            self.s.checker.violations
+            self.s.checker().violations
         );
         Ok(())
     }
@@ -216,6 +223,6 @@ proptest! {
         // Let every pending wait run out: the bus must settle.
         m.s.advance(700_000);
         m.check()?;
-        prop_assert!(!m.s.c.reset_in_progress(), "stuck in {}", m.s.c.state());
+        prop_assert!(!m.s.c().reset_in_progress(), "stuck in {}", m.s.c().state());
     }
 }

@@ -33,7 +33,7 @@ fn harness_with(policy: Policy, max_clients: u16) -> H {
         policy,
     };
     let mut s = Stepper::new(config, SimHca::new(SimHcaConfig::default())).expect("valid policy");
-    s.strict = true;
+    s.set_strict(true);
     s
 }
 
@@ -57,13 +57,13 @@ impl Shorthand for H {
 
     fn reg_flags(&mut self, name: &str, flags: ClientFlags) -> ClientId {
         let d = ClientDesc::new(name, ClientKind::Custom, flags).expect("name fits");
-        let r = self.c.register(self.now, d).expect("register");
+        let r = self.call(|c, now| c.register(now, d)).expect("register");
         self.pump();
         r.id
     }
 
     fn reset_epoch_of(&self, id: ClientId) -> Epoch {
-        self.delivered
+        self.delivered()
             .iter()
             .rev()
             .find_map(|(c, e)| match e {
@@ -74,33 +74,33 @@ impl Shorthand for H {
     }
 
     fn request(&mut self, id: ClientId) -> Result<Epoch, RequestError> {
-        let r = self.c.reset_request(self.now, id);
+        let r = self.call(|c, now| c.reset_request(now, id));
         self.pump();
         r
     }
 
     fn execute(&mut self, id: ClientId) -> Result<ExecuteOutcome, ExecuteError> {
         let e = self.reset_epoch_of(id);
-        let r = self.c.reset_execute(self.now, id, e);
+        let r = self.call(|c, now| c.reset_execute(now, id, e));
         self.pump();
         r
     }
 
     fn admin(&mut self, kind: AdminReset) -> Result<Epoch, AdminResetError> {
-        let r = self.c.admin_reset(self.now, kind);
+        let r = self.call(|c, now| c.admin_reset(now, kind));
         self.pump();
         r
     }
 
     fn asserts(&self) -> usize {
-        self.hw_steps
+        self.hw_steps()
             .iter()
             .filter(|s| matches!(s, HwStep::AssertReset | HwStep::FunctionLevelReset))
             .count()
     }
 
     fn transitions(&self) -> Vec<(State, State)> {
-        self.c
+        self.c()
             .recorder()
             .iter()
             .filter_map(|r| match r.kind {
@@ -167,7 +167,7 @@ fn operational_to_quiescing_on_client_request_sends_reset_to_everyone() {
     let a = h.reg("a");
     let b = h.reg("b");
     assert_eq!(h.request(a), Ok(Epoch(1)));
-    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(h.c().state(), State::Quiescing);
     assert_eq!(h.events_of(a), [Reset]);
     assert_eq!(h.events_of(b), [Reset]);
     let Some((
@@ -178,7 +178,7 @@ fn operational_to_quiescing_on_client_request_sends_reset_to_everyone() {
             planned,
             deadline,
         },
-    )) = h.delivered.first()
+    )) = h.delivered().first()
     else {
         panic!("RESET first");
     };
@@ -195,20 +195,20 @@ fn full_cycle_quiescing_resetting_restoring_operational() {
     let b = h.reg("b");
     h.request(a).expect("request");
     h.execute(a).expect("a ready");
-    assert_eq!(h.c.state(), State::Quiescing, "b still holds hardware");
+    assert_eq!(h.c().state(), State::Quiescing, "b still holds hardware");
     h.execute(b).expect("b ready");
-    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c().state(), State::Resetting);
     assert_eq!(
-        h.hw_steps[..3],
+        h.hw_steps()[..3],
         [HwStep::ReadHealth, HwStep::SaveConfig, HwStep::AssertReset],
         "a last health read closes the quiesce"
     );
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Operational);
-    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().epoch(), Epoch(2));
     assert_eq!(h.events_of(a), [Reset, ResetEnd]);
     assert_eq!(h.events_of(b), [Reset, ResetEnd]);
-    assert!(h.delivered.iter().any(|(_, e)| *e
+    assert!(h.delivered().iter().any(|(_, e)| *e
         == Event::ResetEnd {
             epoch: Epoch(2),
             outcome: ResetOutcome::Restored
@@ -224,7 +224,7 @@ fn full_cycle_quiescing_resetting_restoring_operational() {
     );
     // The hardware sequence of SPEC §5, in order.
     let seq: Vec<HwStep> = h
-        .hw_steps
+        .hw_steps()
         .iter()
         .copied()
         .filter(|s| *s != HwStep::ProbeReady && *s != HwStep::ReadHealth)
@@ -239,14 +239,14 @@ fn full_cycle_quiescing_resetting_restoring_operational() {
             HwStep::ReadIdentity
         ]
     );
-    let r = h.c.last_reset().expect("record");
+    let r = h.c().last_reset().expect("record");
     assert_eq!(
         r.result,
         Some(ResetResult::Restored(ResetOutcome::Restored))
     );
     assert_eq!(r.new_epoch, Some(Epoch(2)));
     assert!(r.hw_reset().expect("hw time") >= Duration::from_ms(200));
-    assert_eq!(h.concluded, 1);
+    assert_eq!(h.concluded(), 1);
 }
 
 #[test]
@@ -256,12 +256,12 @@ fn reset_in_reverse_and_reset_end_in_registration_order_with_reused_slots() {
     let b = h.reg("b");
     let c = h.reg("c");
     // b leaves and d takes b's slot: slot order (a, d, c) differs from registration order.
-    h.c.unregister(h.now, b).expect("unregister");
+    h.call(|c, now| c.unregister(now, b)).expect("unregister");
     let d = h.reg("d");
     assert_eq!(d.index, b.index);
     h.request(a).expect("request");
     let resets: Vec<ClientId> = h
-        .delivered
+        .delivered()
         .iter()
         .filter(|(_, e)| e.kind() == Reset)
         .map(|(c, _)| *c)
@@ -269,7 +269,7 @@ fn reset_in_reverse_and_reset_end_in_registration_order_with_reused_slots() {
     assert_eq!(resets, [d, c, a]);
     h.complete(&[a, c, d]);
     let ends: Vec<ClientId> = h
-        .delivered
+        .delivered()
         .iter()
         .filter(|(_, e)| e.kind() == ResetEnd)
         .map(|(c, _)| *c)
@@ -285,27 +285,27 @@ fn quiescing_to_resetting_at_deadline_marks_unresponsive_and_names_it() {
     h.request(good).expect("request");
     h.execute(good).expect("ready");
     h.advance(999);
-    assert_eq!(h.c.state(), State::Quiescing, "deadline not yet passed");
+    assert_eq!(h.c().state(), State::Quiescing, "deadline not yet passed");
     h.advance(1);
-    assert_ne!(h.c.state(), State::Quiescing);
+    assert_ne!(h.c().state(), State::Quiescing);
     assert_eq!(
-        h.c.client(wedged).expect("registered").state,
+        h.c().client(wedged).expect("registered").state,
         ClientState::Unresponsive
     );
-    let named = h.c.recorder().iter().any(|r| {
+    let named = h.c().recorder().iter().any(|r| {
         matches!(r.kind, RecordKind::Unresponsive { client, name } if client == wedged && name.as_str() == "wedged")
     });
     assert!(named, "flight recorder names the unresponsive client");
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().state(), State::Operational);
     assert_eq!(
         h.events_of(wedged),
         [Reset, ResetEnd],
         "still gets RESET_END"
     );
-    assert_eq!(h.c.last_reset().expect("record").forced, [wedged]);
+    assert_eq!(h.c().last_reset().expect("record").forced, [wedged]);
     // Its execute after the deadline changes nothing.
-    let r = h.c.reset_execute(h.now, wedged, Epoch(1));
+    let r = h.call(|c, now| c.reset_execute(now, wedged, Epoch(1)));
     assert_eq!(r, Err(ExecuteError::NoResetPending));
 }
 
@@ -318,14 +318,14 @@ fn unresponsive_client_executing_after_deadline_is_too_late() {
         },
         8,
     );
-    h.hca = SimHca::new(SimHcaConfig {
+    *h.hca_mut() = SimHca::new(SimHcaConfig {
         hw_reset: Duration::from_ms(3_000),
         ..SimHcaConfig::default()
     });
     let slow = h.reg("slow");
     h.request(slow).expect("request");
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c().state(), State::Resetting);
     assert_eq!(h.execute(slow), Ok(ExecuteOutcome::TooLate));
 }
 
@@ -343,11 +343,11 @@ fn planned_reset_with_abort_on_unresponsive_aborts_at_deadline() {
     h.admin(AdminReset::Planned).expect("planned");
     h.execute(a).expect("a ready");
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().state(), State::Operational);
     assert_eq!(h.asserts(), 0, "no hardware reset");
-    assert_eq!(h.c.epoch(), Epoch(1));
+    assert_eq!(h.c().epoch(), Epoch(1));
     assert_eq!(h.events_of(a), [Reset, ResetAborted]);
-    assert!(h.delivered.iter().any(|(_, e)| matches!(e,
+    assert!(h.delivered().iter().any(|(_, e)| matches!(e,
         Event::ResetAborted { vetoed_by, cause: AbortCause::Unresponsive, .. } if *vetoed_by == wedged)));
 }
 
@@ -363,7 +363,7 @@ fn forced_reset_ignores_abort_on_unresponsive() {
     let _wedged = h.reg("wedged");
     h.admin(AdminReset::Forced).expect("forced");
     h.advance(3_000);
-    assert_eq!(h.c.epoch(), Epoch(2), "forced reset went through");
+    assert_eq!(h.c().epoch(), Epoch(2), "forced reset went through");
 }
 
 #[test]
@@ -374,14 +374,14 @@ fn planned_reset_vetoed_aborts_everyone_no_hardware_reset_same_epoch() {
     h.admin(AdminReset::Planned).expect("planned");
     h.execute(a).expect("a ready");
     let e = h.reset_epoch_of(v);
-    assert_eq!(h.c.reset_veto(h.now, v, e), Ok(()));
+    assert_eq!(h.call(|c, now| c.reset_veto(now, v, e)), Ok(()));
     h.pump();
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().state(), State::Operational);
     assert_eq!(h.events_of(a), [Reset, ResetAborted]);
     assert_eq!(h.events_of(v), [Reset, ResetAborted]);
     assert_eq!(h.asserts(), 0);
-    assert_eq!(h.c.epoch(), Epoch(1));
-    let r = h.c.last_reset().expect("record");
+    assert_eq!(h.c().epoch(), Epoch(1));
+    let r = h.c().last_reset().expect("record");
     assert_eq!(
         r.result,
         Some(ResetResult::Aborted {
@@ -389,7 +389,7 @@ fn planned_reset_vetoed_aborts_everyone_no_hardware_reset_same_epoch() {
             cause: AbortCause::Veto
         })
     );
-    assert_eq!(h.c.client(a).expect("a").state, ClientState::Active);
+    assert_eq!(h.c().client(a).expect("a").state, ClientState::Active);
 }
 
 #[test]
@@ -398,30 +398,37 @@ fn veto_refusals() {
     let plain = h.reg("plain");
     let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     assert_eq!(
-        h.c.reset_veto(h.now, v, Epoch(1)),
+        h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
         Err(VetoError::NoResetPending)
     );
     // A fatal reset cannot be vetoed.
-    h.c.catastrophic_error(h.now);
+    h.call(|c, now| c.catastrophic_error(now));
     h.pump();
     assert_eq!(
-        h.c.reset_veto(h.now, v, Epoch(1)),
+        h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
         Err(VetoError::NotPlanned)
     );
     assert_eq!(
-        h.c.reset_veto(h.now, plain, Epoch(1)),
+        h.call(|c, now| c.reset_veto(now, plain, Epoch(1))),
         Err(VetoError::NotAllowed)
     );
     assert_eq!(
-        h.c.reset_veto(h.now, v, Epoch(0)),
+        h.call(|c, now| c.reset_veto(now, v, Epoch(0))),
         Err(VetoError::StaleEpoch)
     );
     h.execute(plain).expect("ready");
     h.execute(v).expect("ready");
-    assert_eq!(h.c.state(), State::Resetting);
-    assert_eq!(h.c.reset_veto(h.now, v, Epoch(1)), Err(VetoError::TooLate));
+    assert_eq!(h.c().state(), State::Resetting);
+    assert_eq!(
+        h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
+        Err(VetoError::TooLate)
+    );
     h.advance(1_000);
-    assert_eq!(h.c.epoch(), Epoch(2), "the refused vetoes changed nothing");
+    assert_eq!(
+        h.c().epoch(),
+        Epoch(2),
+        "the refused vetoes changed nothing"
+    );
 }
 
 #[test]
@@ -431,11 +438,11 @@ fn late_vetoer_outside_barrier_is_refused() {
     h.admin(AdminReset::Planned).expect("planned");
     let late = h.reg_flags("late", ClientFlags::CAN_VETO);
     assert_eq!(
-        h.c.reset_veto(h.now, late, Epoch(1)),
+        h.call(|c, now| c.reset_veto(now, late, Epoch(1))),
         Err(VetoError::NotInBarrier)
     );
     h.complete(&[a]);
-    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.c().epoch(), Epoch(2));
 }
 
 #[test]
@@ -443,17 +450,17 @@ fn catastrophic_joining_a_planned_reset_makes_it_unvetoable() {
     let mut h = harness();
     let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     h.admin(AdminReset::Planned).expect("planned");
-    h.c.catastrophic_error(h.now);
+    h.call(|c, now| c.catastrophic_error(now));
     h.pump();
     assert_eq!(
-        h.c.reset_veto(h.now, v, Epoch(1)),
+        h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
         Err(VetoError::NotPlanned)
     );
     h.complete(&[v]);
-    let r = h.c.last_reset().expect("record");
+    let r = h.c().last_reset().expect("record");
     assert_eq!(r.reason, ResetReason::Catastrophic);
     assert_eq!(r.requests, 2);
-    assert_eq!(h.c.counters().resets_started, 1, "no second reset raised");
+    assert_eq!(h.c().counters().resets_started, 1, "no second reset raised");
     assert_eq!(h.asserts(), 1);
 }
 
@@ -461,36 +468,37 @@ fn catastrophic_joining_a_planned_reset_makes_it_unvetoable() {
 fn health_catastrophic_word_starts_a_fatal_reset() {
     let mut h = harness();
     let a = h.reg("a");
-    h.hca.inject_catastrophic(0xdead);
+    h.hca_mut().inject_catastrophic(0xdead);
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(h.c().state(), State::Quiescing);
     assert_eq!(
-        h.c.last_reset().expect("record").reason,
+        h.c().last_reset().expect("record").reason,
         ResetReason::Catastrophic
     );
     h.complete(&[a]);
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().state(), State::Operational);
     // The reset cleared the error: no second reset at the next polls.
     h.advance(5_000);
-    assert_eq!(h.c.counters().resets_started, 1);
+    assert_eq!(h.c().counters().resets_started, 1);
 }
 
 #[test]
 fn health_counter_stalled_for_three_polls_starts_a_hang_reset() {
     let mut h = harness();
     let _a = h.reg("a");
-    h.hca.set_now(h.now);
-    h.hca.stall_health();
+    let now = h.now();
+    h.hca_mut().set_now(now);
+    h.hca_mut().stall_health();
     h.advance(3_000);
     assert_eq!(
-        h.c.state(),
+        h.c().state(),
         State::Operational,
         "three equal samples are not yet a hang"
     );
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(h.c().state(), State::Quiescing);
     assert_eq!(
-        h.c.last_reset().expect("record").reason,
+        h.c().last_reset().expect("record").reason,
         ResetReason::HealthStall
     );
 }
@@ -499,11 +507,11 @@ fn health_counter_stalled_for_three_polls_starts_a_hang_reset() {
 fn command_timeout_starts_a_reset() {
     let mut h = harness();
     let _a = h.reg("a");
-    h.c.command_timeout(h.now);
+    h.call(|c, now| c.command_timeout(now));
     h.pump();
-    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(h.c().state(), State::Quiescing);
     assert_eq!(
-        h.c.last_reset().expect("record").reason,
+        h.c().last_reset().expect("record").reason,
         ResetReason::CommandTimeout
     );
 }
@@ -520,14 +528,14 @@ fn health_is_polled_while_quiescing_and_not_during_the_hardware_reset() {
     let wedged = h.reg("wedged");
     h.admin(AdminReset::Planned).expect("planned");
     let reads = |h: &H| {
-        h.hw_steps
+        h.hw_steps()
             .iter()
             .filter(|s| **s == HwStep::ReadHealth)
             .count()
     };
     let before = reads(&h);
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(h.c().state(), State::Quiescing);
     assert_eq!(
         reads(&h),
         before + 1,
@@ -535,12 +543,12 @@ fn health_is_polled_while_quiescing_and_not_during_the_hardware_reset() {
     );
     h.execute(wedged).expect("ready");
     assert_eq!(reads(&h), before + 2, "one read closes the quiesce");
-    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c().state(), State::Resetting);
     let at_assert = reads(&h);
     h.advance(150);
     assert_eq!(reads(&h), at_assert, "no poll while the device is in reset");
     h.advance(5_000);
-    assert_eq!(h.c.counters().resets_started, 1);
+    assert_eq!(h.c().counters().resets_started, 1);
 }
 
 // ----- health while quiescing, and the device's error state (SPEC §5 "Health") -------------
@@ -565,22 +573,22 @@ fn planned_with_wedged_client(quiesce_deadline_ms: u64) -> (H, ClientId, ClientI
 fn catastrophic_found_by_the_poll_while_quiescing_makes_a_planned_reset_fatal() {
     let (mut h, v, wedged) = planned_with_wedged_client(3_000);
     h.advance(100);
-    h.hca.inject_catastrophic(0xbad);
+    h.hca_mut().inject_catastrophic(0xbad);
     h.advance(900);
-    let r = h.c.last_reset().expect("record");
+    let r = h.c().last_reset().expect("record");
     assert_eq!(r.reason, ResetReason::Catastrophic);
     assert!(!r.planned, "the poll made it fatal before the deadline");
     assert_eq!(
-        h.c.reset_veto(h.now, v, Epoch(1)),
+        h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
         Err(VetoError::NotPlanned)
     );
     h.advance(2_000 + 5_000);
-    assert_eq!(h.c.counters().resets_started, 1, "one reset");
-    assert_eq!(h.c.counters().resets_aborted, 0, "no abort");
+    assert_eq!(h.c().counters().resets_started, 1, "one reset");
+    assert_eq!(h.c().counters().resets_aborted, 0, "no abort");
     assert_eq!(h.asserts(), 1);
-    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.c().epoch(), Epoch(2));
     assert_eq!(h.events_of(wedged), [Reset, ResetEnd]);
-    assert_eq!(h.c.last_reset().expect("record").forced, [wedged]);
+    assert_eq!(h.c().last_reset().expect("record").forced, [wedged]);
 }
 
 #[test]
@@ -588,23 +596,23 @@ fn catastrophic_between_polls_is_found_by_the_read_that_closes_the_quiesce() {
     // The deadline comes before the next poll: only the closing read can see the error.
     let (mut h, _v, wedged) = planned_with_wedged_client(500);
     h.advance(100);
-    h.hca.inject_catastrophic(0xbad);
+    h.hca_mut().inject_catastrophic(0xbad);
     h.advance(400 + 5_000);
-    assert_eq!(h.c.counters().resets_started, 1);
-    assert_eq!(h.c.counters().resets_aborted, 0);
+    assert_eq!(h.c().counters().resets_started, 1);
+    assert_eq!(h.c().counters().resets_aborted, 0);
     assert_eq!(
-        h.c.last_reset().expect("record").reason,
+        h.c().last_reset().expect("record").reason,
         ResetReason::Catastrophic
     );
     assert_eq!(h.events_of(wedged), [Reset, ResetEnd]);
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().state(), State::Operational);
 }
 
 #[test]
 fn unresponsive_abort_goes_ahead_when_the_closing_read_is_healthy() {
     let (mut h, v, wedged) = planned_with_wedged_client(500);
     h.advance(500);
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().state(), State::Operational);
     assert_eq!(h.asserts(), 0);
     assert_eq!(h.events_of(v), [Reset, ResetAborted]);
     assert_eq!(h.events_of(wedged), [Reset, ResetAborted]);
@@ -616,19 +624,19 @@ fn two_causes_at_one_instant_make_one_reset_with_the_graver_reason() {
     let a = h.reg("a");
     // The command times out and the firmware writes its catastrophic word at one instant;
     // the client releases at once, so the quiesce takes no time at all.
-    h.c.command_timeout(h.now);
-    h.hca.inject_catastrophic(0xbad);
+    h.call(|c, now| c.command_timeout(now));
+    h.hca_mut().inject_catastrophic(0xbad);
     h.pump();
     h.execute(a).expect("ready");
     h.advance(10_000);
     assert_eq!(
-        h.c.counters().resets_started,
+        h.c().counters().resets_started,
         1,
         "the error is not found again"
     );
     assert_eq!(h.asserts(), 1);
     assert_eq!(
-        h.c.last_reset().expect("record").reason,
+        h.c().last_reset().expect("record").reason,
         ResetReason::Catastrophic
     );
     assert_eq!(h.events_of(a), [Reset, ResetEnd]);
@@ -638,14 +646,14 @@ fn two_causes_at_one_instant_make_one_reset_with_the_graver_reason() {
 fn a_hardware_reset_clears_the_device_error_state() {
     let mut h = harness();
     let a = h.reg("a");
-    h.hca.inject_catastrophic(0xbad);
+    h.hca_mut().inject_catastrophic(0xbad);
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(h.c().state(), State::Quiescing);
     h.execute(a).expect("ready");
     h.advance(30_000);
-    assert_eq!(h.c.counters().resets_started, 1);
-    assert_eq!(h.c.state(), State::Operational);
-    assert!(h.hca.is_running());
+    assert_eq!(h.c().counters().resets_started, 1);
+    assert_eq!(h.c().state(), State::Operational);
+    assert!(h.hca().is_running());
 }
 
 // ----- SPEC §3 calls ---------------------------------------------------------------------------
@@ -657,16 +665,16 @@ fn idle_client_gets_reset_and_is_in_the_barrier() {
     let idle = h.reg("idle");
     h.request(busy).expect("request");
     assert_eq!(h.events_of(idle), [Reset]);
-    let info = h.c.client(idle).expect("registered");
+    let info = h.c().client(idle).expect("registered");
     assert!(info.in_barrier);
     h.execute(busy).expect("ready");
     assert_eq!(
-        h.c.state(),
+        h.c().state(),
         State::Quiescing,
         "the idle client holds the barrier"
     );
     h.execute(idle).expect("ready");
-    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c().state(), State::Resetting);
 }
 
 #[test]
@@ -675,14 +683,16 @@ fn late_registrant_is_not_in_barrier_gets_no_reset_and_first_event_is_reset_end(
     let a = h.reg("a");
     h.request(a).expect("request");
     let d = ClientDesc::new("late", ClientKind::Ipoib, ClientFlags::empty()).expect("fits");
-    let reg = h.c.register(h.now, d).expect("register during quiesce");
+    let reg = h
+        .call(|c, now| c.register(now, d))
+        .expect("register during quiesce");
     h.pump();
     assert!(reg.late);
     assert_eq!(reg.state, State::Quiescing);
     let late = reg.id;
-    assert_eq!(h.c.client(late).expect("late").state, ClientState::Late);
+    assert_eq!(h.c().client(late).expect("late").state, ClientState::Late);
     assert_eq!(
-        h.c.reset_execute(h.now, late, Epoch(1)),
+        h.call(|c, now| c.reset_execute(now, late, Epoch(1))),
         Err(ExecuteError::NotInBarrier)
     );
     h.complete(&[a]);
@@ -695,7 +705,7 @@ fn late_registrant_during_resetting_and_restoring() {
     let a = h.reg("a");
     h.request(a).expect("request");
     h.execute(a).expect("ready");
-    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c().state(), State::Resetting);
     let during_reset = h.reg("during-reset");
     h.advance(1_000);
     assert_eq!(h.events_of(during_reset), [ResetEnd]);
@@ -706,19 +716,19 @@ fn late_registrant_during_resetting_and_restoring() {
     h.execute(during_reset).expect("ready");
     let held = h.drive_to_restoring().expect("reaches Restoring");
     let d = ClientDesc::new("in-restore", ClientKind::Srp, ClientFlags::empty()).expect("fits");
-    let reg = h.c.register(h.now, d).expect("register");
+    let reg = h.call(|c, now| c.register(now, d)).expect("register");
     assert!(reg.late);
     assert_eq!(reg.state, State::Restoring);
     for (client, event) in held {
         h.deliver(client, event);
     }
     assert_eq!(
-        h.c.state(),
+        h.c().state(),
         State::Restoring,
         "waits for the late RESET_END too"
     );
     h.pump();
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().state(), State::Operational);
     assert_eq!(h.events_of(reg.id), [ResetEnd]);
 }
 
@@ -726,16 +736,16 @@ fn late_registrant_during_resetting_and_restoring() {
 fn execute_with_no_reset_pending_is_refused_and_changes_nothing() {
     let mut h = harness();
     let a = h.reg("a");
-    let seq = h.c.recorder().next_seq();
+    let seq = h.c().recorder().next_seq();
     assert_eq!(
-        h.c.reset_execute(h.now, a, Epoch(1)),
+        h.call(|c, now| c.reset_execute(now, a, Epoch(1))),
         Err(ExecuteError::NoResetPending)
     );
-    assert_eq!(h.c.pending_actions(), 0);
-    assert_eq!(h.c.state(), State::Operational);
-    assert_eq!(h.c.epoch(), Epoch(1));
+    assert_eq!(h.c().pending_actions(), 0);
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().epoch(), Epoch(1));
     // Only the refusal is recorded.
-    let new: Vec<_> = h.c.recorder().since(seq).collect();
+    let new: Vec<_> = h.c().recorder().since(seq).collect();
     assert_eq!(new.len(), 1);
     assert!(matches!(
         new[0].kind,
@@ -755,12 +765,12 @@ fn execute_twice_is_a_no_op() {
     assert_eq!(h.execute(a), Ok(ExecuteOutcome::Accepted));
     assert_eq!(h.execute(a), Ok(ExecuteOutcome::AlreadyReady));
     assert_eq!(
-        h.c.state(),
+        h.c().state(),
         State::Quiescing,
         "a second execute does not count twice"
     );
     assert_eq!(h.execute(b), Ok(ExecuteOutcome::Accepted));
-    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c().state(), State::Resetting);
     assert_eq!(h.execute(a), Ok(ExecuteOutcome::AlreadyReady));
 }
 
@@ -770,18 +780,18 @@ fn execute_with_stale_epoch_or_from_outside_the_barrier_is_refused() {
     let a = h.reg("a");
     h.request(a).expect("request");
     h.complete(&[a]);
-    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.c().epoch(), Epoch(2));
     h.request(a).expect("second reset");
     assert_eq!(
-        h.c.reset_execute(h.now, a, Epoch(1)),
+        h.call(|c, now| c.reset_execute(now, a, Epoch(1))),
         Err(ExecuteError::StaleEpoch)
     );
     let outsider = h.reg("outsider");
     assert_eq!(
-        h.c.reset_execute(h.now, outsider, Epoch(2)),
+        h.call(|c, now| c.reset_execute(now, outsider, Epoch(2))),
         Err(ExecuteError::NotInBarrier)
     );
-    assert_eq!(h.c.state(), State::Quiescing);
+    assert_eq!(h.c().state(), State::Quiescing);
     assert_eq!(h.execute(a), Ok(ExecuteOutcome::Accepted));
 }
 
@@ -792,9 +802,10 @@ fn unregister_during_quiesce_counts_as_ready() {
     let leaver = h.reg("leaver");
     h.request(a).expect("request");
     h.execute(a).expect("ready");
-    h.c.unregister(h.now, leaver).expect("unregister");
+    h.call(|c, now| c.unregister(now, leaver))
+        .expect("unregister");
     h.pump();
-    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c().state(), State::Resetting);
     h.advance(1_000);
     assert_eq!(h.events_of(leaver), [Reset], "gone: no RESET_END");
 }
@@ -803,30 +814,30 @@ fn unregister_during_quiesce_counts_as_ready() {
 fn stale_ids_are_refused_after_their_slot_is_reused() {
     let mut h = harness();
     let old = h.reg("old");
-    h.c.unregister(h.now, old).expect("unregister");
+    h.call(|c, now| c.unregister(now, old)).expect("unregister");
     let new = h.reg("new");
     assert_eq!(new.index, old.index, "slot reused");
     assert_ne!(new, old);
     assert_eq!(
-        h.c.unregister(h.now, old),
+        h.call(|c, now| c.unregister(now, old)),
         Err(UnregisterError::StaleClient)
     );
     assert_eq!(
-        h.c.reset_request(h.now, old),
+        h.call(|c, now| c.reset_request(now, old)),
         Err(RequestError::StaleClient)
     );
     assert_eq!(
-        h.c.reset_execute(h.now, old, Epoch(1)),
+        h.call(|c, now| c.reset_execute(now, old, Epoch(1))),
         Err(ExecuteError::StaleClient)
     );
-    assert_eq!(h.c.state(), State::Operational);
-    assert!(h.c.client(new).is_ok(), "the new occupant is untouched");
+    assert_eq!(h.c().state(), State::Operational);
+    assert!(h.c().client(new).is_ok(), "the new occupant is untouched");
     let never = ClientId {
         index: 7,
         generation: 0,
     };
     assert_eq!(
-        h.c.unregister(h.now, never),
+        h.call(|c, now| c.unregister(now, never)),
         Err(UnregisterError::UnknownClient)
     );
     let out_of_range = ClientId {
@@ -834,7 +845,7 @@ fn stale_ids_are_refused_after_their_slot_is_reused() {
         generation: 0,
     };
     assert_eq!(
-        h.c.reset_request(h.now, out_of_range),
+        h.call(|c, now| c.reset_request(now, out_of_range)),
         Err(RequestError::UnknownClient)
     );
 }
@@ -844,8 +855,11 @@ fn registration_beyond_capacity_fails_cleanly_and_harms_nobody() {
     let mut h = harness_with(policy(), 3);
     let ids: Vec<ClientId> = ["a", "b", "c"].iter().map(|n| h.reg(n)).collect();
     let d = ClientDesc::new("d", ClientKind::Custom, ClientFlags::empty()).expect("fits");
-    assert_eq!(h.c.register(h.now, d), Err(RegisterError::CapacityFull));
-    assert_eq!(h.c.client_count(), 3);
+    assert_eq!(
+        h.call(|c, now| c.register(now, d)),
+        Err(RegisterError::CapacityFull)
+    );
+    assert_eq!(h.c().client_count(), 3);
     h.request(ids[0]).expect("request");
     h.complete(&ids);
     for id in ids {
@@ -867,17 +881,17 @@ fn request_during_quiesce_and_hardware_reset_joins() {
     assert_eq!(h.request(a), Ok(Epoch(1)));
     assert_eq!(h.request(b), Ok(Epoch(1)), "joins during quiesce");
     h.complete(&[a, b]);
-    assert_eq!(h.c.counters().resets_started, 1);
+    assert_eq!(h.c().counters().resets_started, 1);
     h.request(a).expect("second");
     h.execute(a).expect("ready");
     h.execute(b).expect("ready");
-    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c().state(), State::Resetting);
     assert_eq!(h.request(b), Ok(Epoch(2)), "joins the hardware reset");
     h.advance(3_000);
-    assert_eq!(h.c.counters().resets_started, 2);
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().counters().resets_started, 2);
+    assert_eq!(h.c().state(), State::Operational);
     assert_eq!(h.asserts(), 2);
-    assert_eq!(h.c.last_reset().expect("record").requests, 2);
+    assert_eq!(h.c().last_reset().expect("record").requests, 2);
 }
 
 #[test]
@@ -890,14 +904,14 @@ fn requests_during_restore_cause_exactly_one_follow_up() {
     h.execute(b).expect("ready");
     // Bring the hardware back but hold the RESET_END deliveries: the bus is Restoring.
     let held = h.drive_to_restoring().expect("reaches Restoring");
-    assert_eq!(h.c.reset_request(h.now, a), Ok(Epoch(2)));
-    assert_eq!(h.c.reset_request(h.now, b), Ok(Epoch(2)));
-    h.c.command_timeout(h.now);
+    assert_eq!(h.call(|c, now| c.reset_request(now, a)), Ok(Epoch(2)));
+    assert_eq!(h.call(|c, now| c.reset_request(now, b)), Ok(Epoch(2)));
+    h.call(|c, now| c.command_timeout(now));
     h.deliver_held(held);
-    assert_eq!(h.c.state(), State::Quiescing, "the follow-up started");
+    assert_eq!(h.c().state(), State::Quiescing, "the follow-up started");
     // The first reset's outcome stays readable for hosts that handle its
     // ResetConcluded after the follow-up began.
-    let first = h.c.concluded_reset().expect("concluded");
+    let first = h.c().concluded_reset().expect("concluded");
     assert_eq!(
         (first.epoch, first.reason, first.result),
         (
@@ -906,14 +920,14 @@ fn requests_during_restore_cause_exactly_one_follow_up() {
             Some(ResetResult::Restored(ResetOutcome::Restored))
         )
     );
-    assert_eq!(h.c.last_reset().map(|r| r.epoch), Some(Epoch(2)));
+    assert_eq!(h.c().last_reset().map(|r| r.epoch), Some(Epoch(2)));
     h.complete(&[a, b]);
-    assert_eq!(h.c.concluded_reset().map(|r| r.epoch), Some(Epoch(2)));
-    assert_eq!(h.c.counters().resets_started, 2, "exactly one follow-up");
-    assert_eq!(h.c.epoch(), Epoch(3));
+    assert_eq!(h.c().concluded_reset().map(|r| r.epoch), Some(Epoch(2)));
+    assert_eq!(h.c().counters().resets_started, 2, "exactly one follow-up");
+    assert_eq!(h.c().epoch(), Epoch(3));
     assert_eq!(h.events_of(a), [Reset, ResetEnd, Reset, ResetEnd]);
     assert_eq!(
-        h.c.last_reset().expect("record").reason,
+        h.c().last_reset().expect("record").reason,
         ResetReason::CommandTimeout,
         "the follow-up carries the most severe reason"
     );
@@ -924,12 +938,12 @@ fn request_and_catastrophic_at_the_same_instant_make_one_hardware_reset() {
     let mut h = harness();
     let a = h.reg("a");
     let b = h.reg("b");
-    h.c.reset_request(h.now, a).expect("request");
-    h.c.catastrophic_error(h.now);
+    h.call(|c, now| c.reset_request(now, a)).expect("request");
+    h.call(|c, now| c.catastrophic_error(now));
     h.pump();
     h.complete(&[a, b]);
     assert_eq!(h.asserts(), 1);
-    let r = h.c.last_reset().expect("record");
+    let r = h.c().last_reset().expect("record");
     assert_eq!(r.reason, ResetReason::Catastrophic, "fatal reason recorded");
     assert_eq!(r.requests, 2);
     // Both the requester and everyone else see the outcome.
@@ -943,12 +957,12 @@ fn request_and_catastrophic_at_the_same_instant_make_one_hardware_reset() {
 fn hardware_reset_fails_twice_then_succeeds() {
     let mut h = harness();
     let a = h.reg("a");
-    h.hca.fail_next_resets(2);
+    h.hca_mut().fail_next_resets(2);
     h.request(a).expect("request");
     h.complete(&[a]);
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().state(), State::Operational);
     assert_eq!(h.asserts(), 3);
-    let r = h.c.last_reset().expect("record");
+    let r = h.c().last_reset().expect("record");
     assert_eq!(r.soft_attempts, 3);
     assert!(!r.flr_used);
     assert_eq!(h.events_of(a), [Reset, ResetEnd]);
@@ -958,43 +972,46 @@ fn hardware_reset_fails_twice_then_succeeds() {
 fn hardware_reset_failing_always_tries_flr_then_fails_hardware_dead_then_admin_restart() {
     let mut h = harness();
     let a = h.reg("a");
-    h.hca.fail_next_resets(4);
+    h.hca_mut().fail_next_resets(4);
     h.request(a).expect("request");
     h.complete(&[a]);
-    assert_eq!(h.c.state(), State::Failed);
+    assert_eq!(h.c().state(), State::Failed);
     assert_eq!(
-        h.hw_steps
+        h.hw_steps()
             .iter()
             .filter(|s| **s == HwStep::FunctionLevelReset)
             .count(),
         1
     );
-    assert_eq!(h.hca.stats().soft_resets, 3);
-    assert!(h.delivered.contains(&(
+    assert_eq!(h.hca().stats().soft_resets, 3);
+    assert!(h.delivered().contains(&(
         a,
         Event::ResetFailed {
             epoch: Epoch(1),
             error: FailReason::HardwareDead
         }
     )));
-    assert_eq!(h.c.client(a).expect("a").state, ClientState::Failed);
+    assert_eq!(h.c().client(a).expect("a").state, ClientState::Failed);
     assert_eq!(h.request(a), Err(RequestError::DeviceFailed));
     // An administrator restart succeeds: RESET_END with no RESET before it.
-    assert_eq!(h.c.admin_restart(h.now), Ok(Epoch(1)));
+    assert_eq!(h.call(|c, now| c.admin_restart(now)), Ok(Epoch(1)));
     h.pump();
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Operational);
-    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().epoch(), Epoch(2));
     assert_eq!(h.events_of(a), [Reset, ResetFailed, ResetEnd]);
-    assert!(h.c.last_reset().expect("record").restart);
+    assert!(h.c().last_reset().expect("record").restart);
     assert!(h.transitions().contains(&(State::Failed, State::Resetting)));
 }
 
 #[test]
 fn admin_restart_of_a_healthy_device_is_refused() {
     let mut h = harness();
-    assert_eq!(h.c.admin_restart(h.now), Err(RestartError::NotFailed));
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(
+        h.call(|c, now| c.admin_restart(now)),
+        Err(RestartError::NotFailed)
+    );
+    assert_eq!(h.c().state(), State::Operational);
 }
 
 #[test]
@@ -1007,31 +1024,31 @@ fn device_that_never_returns_is_failed_when_the_auto_restart_window_ends() {
         8,
     );
     let a = h.reg("a");
-    h.hca.never_return();
+    h.hca_mut().never_return();
     h.request(a).expect("request");
     h.execute(a).expect("ready");
     // Three soft attempts and the FLR each wait hw_ready_timeout (2 s), then it keeps probing.
     h.advance(8_500);
-    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c().state(), State::Resetting);
     assert_eq!(h.asserts(), 4);
     h.advance(21_000);
-    assert_eq!(h.c.state(), State::Resetting, "window not over at 29.5 s");
+    assert_eq!(h.c().state(), State::Resetting, "window not over at 29.5 s");
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Failed);
-    assert!(h.delivered.contains(&(
+    assert_eq!(h.c().state(), State::Failed);
+    assert!(h.delivered().contains(&(
         a,
         Event::ResetFailed {
             epoch: Epoch(1),
             error: FailReason::AutoRestartExpired
         }
     )));
-    assert!(h.timers.is_empty(), "every wait ended");
+    assert!(h.timers().is_empty(), "every wait ended");
 }
 
 #[test]
 fn device_returning_late_within_the_window_is_restored() {
     let mut h = harness();
-    h.hca = SimHca::new(SimHcaConfig {
+    *h.hca_mut() = SimHca::new(SimHcaConfig {
         hw_reset: Duration::from_ms(20_000),
         ..SimHcaConfig::default()
     });
@@ -1039,7 +1056,7 @@ fn device_returning_late_within_the_window_is_restored() {
     h.request(a).expect("request");
     h.execute(a).expect("ready");
     h.advance(30_000);
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().state(), State::Operational);
     assert_eq!(h.events_of(a), [Reset, ResetEnd]);
 }
 
@@ -1047,11 +1064,11 @@ fn device_returning_late_within_the_window_is_restored() {
 fn another_node_guid_after_reset_fails_device_replaced_with_pnp() {
     let mut h = harness();
     let a = h.reg("a");
-    h.hca.replace_on_next_reset();
+    h.hca_mut().replace_on_next_reset();
     h.request(a).expect("request");
     h.complete(&[a]);
-    assert_eq!(h.c.state(), State::Failed);
-    assert!(h.delivered.contains(&(
+    assert_eq!(h.c().state(), State::Failed);
+    assert!(h.delivered().contains(&(
         a,
         Event::ResetFailed {
             epoch: Epoch(1),
@@ -1059,11 +1076,11 @@ fn another_node_guid_after_reset_fails_device_replaced_with_pnp() {
         }
     )));
     assert_eq!(
-        h.pnp,
+        h.pnp(),
         [PnpOp::ReportChildrenMissing, PnpOp::ReenumerateChildren]
     );
-    assert_eq!(h.c.last_reset().expect("record").pnp_operations, 2);
-    assert_eq!(h.c.epoch(), Epoch(1), "no restore happened");
+    assert_eq!(h.c().last_reset().expect("record").pnp_operations, 2);
+    assert_eq!(h.c().epoch(), Epoch(1), "no restore happened");
     assert!(!h.events_of(a).contains(&ResetEnd));
 }
 
@@ -1072,30 +1089,30 @@ fn firmware_change_on_activation_is_firmware_changed() {
     let mut h = harness();
     let a = h.reg("a");
     let new_fw = Identity::fw_version(2, 43, 0);
-    h.hca.stage_firmware(new_fw);
+    h.hca_mut().stage_firmware(new_fw);
     h.admin(AdminReset::FirmwareActivate).expect("fw activate");
     h.complete(&[a]);
-    assert_eq!(h.c.state(), State::Operational);
-    assert!(h.delivered.contains(&(
+    assert_eq!(h.c().state(), State::Operational);
+    assert!(h.delivered().contains(&(
         a,
         Event::ResetEnd {
             epoch: Epoch(2),
             outcome: ResetOutcome::FirmwareChanged
         }
     )));
-    assert_eq!(h.c.identity().fw_version, new_fw);
-    assert!(h.pnp.is_empty());
+    assert_eq!(h.c().identity().fw_version, new_fw);
+    assert!(h.pnp().is_empty());
 }
 
 #[test]
 fn firmware_change_without_activation_is_treated_as_another_device() {
     let mut h = harness();
     let a = h.reg("a");
-    h.hca.stage_firmware(Identity::fw_version(9, 0, 0));
+    h.hca_mut().stage_firmware(Identity::fw_version(9, 0, 0));
     h.request(a).expect("request");
     h.complete(&[a]);
-    assert_eq!(h.c.state(), State::Failed);
-    assert!(h.delivered.contains(&(
+    assert_eq!(h.c().state(), State::Failed);
+    assert!(h.delivered().contains(&(
         a,
         Event::ResetFailed {
             epoch: Epoch(1),
@@ -1109,7 +1126,7 @@ fn into_hardware_reset(h: &mut H, ids: &[ClientId]) {
     for id in ids {
         h.execute(*id).expect("ready");
     }
-    assert_eq!(h.c.state(), State::Resetting);
+    assert_eq!(h.c().state(), State::Resetting);
     assert_eq!(h.asserts(), 1);
     h.advance(100);
 }
@@ -1121,20 +1138,20 @@ fn firmware_activation_joining_after_the_assert_schedules_one_follow_up() {
     h.admin(AdminReset::Forced).expect("forced");
     into_hardware_reset(&mut h, &[a]);
     let new_fw = Identity::fw_version(2, 43, 0);
-    h.hca.stage_firmware(new_fw);
+    h.hca_mut().stage_firmware(new_fw);
     h.admin(AdminReset::FirmwareActivate).expect("joins");
     // The running reset ends on the old firmware, the follow-up activates the new one.
     h.advance(200);
-    assert_eq!(h.c.epoch(), Epoch(2));
-    assert_eq!(h.c.state(), State::Quiescing, "follow-up started");
+    assert_eq!(h.c().epoch(), Epoch(2));
+    assert_eq!(h.c().state(), State::Quiescing, "follow-up started");
     assert_eq!(
-        h.c.last_reset().expect("record").reason,
+        h.c().last_reset().expect("record").reason,
         ResetReason::FirmwareActivate
     );
     h.complete(&[a]);
-    assert_eq!(h.c.epoch(), Epoch(3));
-    assert_eq!(h.c.identity().fw_version, new_fw);
-    assert!(h.delivered.contains(&(
+    assert_eq!(h.c().epoch(), Epoch(3));
+    assert_eq!(h.c().identity().fw_version, new_fw);
+    assert!(h.delivered().contains(&(
         a,
         Event::ResetEnd {
             epoch: Epoch(3),
@@ -1144,10 +1161,10 @@ fn firmware_activation_joining_after_the_assert_schedules_one_follow_up() {
     // The allowance is spent: an ordinary reset later is just a reset.
     h.request(a).expect("request");
     h.complete(&[a]);
-    assert_eq!(h.c.state(), State::Operational);
-    assert_eq!(h.c.epoch(), Epoch(4));
-    assert!(h.pnp.is_empty(), "never taken for a replaced device");
-    assert_eq!(h.c.counters().resets_started, 3);
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().epoch(), Epoch(4));
+    assert!(h.pnp().is_empty(), "never taken for a replaced device");
+    assert_eq!(h.c().counters().resets_started, 3);
 }
 
 #[test]
@@ -1155,14 +1172,14 @@ fn firmware_activation_before_the_assert_needs_no_follow_up() {
     let mut h = harness();
     let a = h.reg("a");
     h.admin(AdminReset::Forced).expect("forced");
-    h.hca.stage_firmware(Identity::fw_version(2, 43, 0));
+    h.hca_mut().stage_firmware(Identity::fw_version(2, 43, 0));
     h.admin(AdminReset::FirmwareActivate)
         .expect("joins while quiescing");
     h.complete(&[a]);
-    assert_eq!(h.c.epoch(), Epoch(2));
-    assert_eq!(h.c.state(), State::Operational);
-    assert_eq!(h.c.counters().resets_started, 1);
-    assert_eq!(h.c.identity().fw_version, Identity::fw_version(2, 43, 0));
+    assert_eq!(h.c().epoch(), Epoch(2));
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().counters().resets_started, 1);
+    assert_eq!(h.c().identity().fw_version, Identity::fw_version(2, 43, 0));
 }
 
 #[test]
@@ -1175,18 +1192,18 @@ fn firmware_activation_on_a_failed_device_restarts_it_with_the_allowance() {
         8,
     );
     let a = h.reg("a");
-    h.hca.fail_next_resets(2);
+    h.hca_mut().fail_next_resets(2);
     h.request(a).expect("request");
     h.complete(&[a]);
-    assert_eq!(h.c.state(), State::Failed);
+    assert_eq!(h.c().state(), State::Failed);
     let new_fw = Identity::fw_version(3, 0, 0);
-    h.hca.stage_firmware(new_fw);
+    h.hca_mut().stage_firmware(new_fw);
     h.admin(AdminReset::FirmwareActivate).expect("restart");
     h.advance(5_000);
-    assert_eq!(h.c.state(), State::Operational);
-    assert_eq!(h.c.identity().fw_version, new_fw);
-    assert!(h.pnp.is_empty());
-    assert!(h.delivered.contains(&(
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().identity().fw_version, new_fw);
+    assert!(h.pnp().is_empty());
+    assert!(h.delivered().contains(&(
         a,
         Event::ResetEnd {
             epoch: Epoch(2),
@@ -1199,22 +1216,22 @@ fn firmware_activation_on_a_failed_device_restarts_it_with_the_allowance() {
 fn a_replacement_is_reported_to_pnp_once_however_often_it_is_restarted() {
     let mut h = harness();
     let a = h.reg("a");
-    h.hca.replace_on_next_reset();
+    h.hca_mut().replace_on_next_reset();
     h.request(a).expect("request");
     h.complete(&[a]);
-    assert_eq!(h.pnp.len(), 2);
+    assert_eq!(h.pnp().len(), 2);
     for _ in 0..3 {
-        h.c.admin_restart(h.now).expect("restart");
+        h.call(|c, now| c.admin_restart(now)).expect("restart");
         h.pump();
         h.advance(5_000);
-        assert_eq!(h.c.state(), State::Failed);
+        assert_eq!(h.c().state(), State::Failed);
     }
     assert_eq!(
-        h.pnp,
+        h.pnp(),
         [PnpOp::ReportChildrenMissing, PnpOp::ReenumerateChildren]
     );
-    assert_eq!(h.c.counters().pnp_operations, 2);
-    assert_eq!(h.c.last_reset().expect("record").pnp_operations, 0);
+    assert_eq!(h.c().counters().pnp_operations, 2);
+    assert_eq!(h.c().last_reset().expect("record").pnp_operations, 0);
 }
 
 #[test]
@@ -1223,10 +1240,10 @@ fn soft_reset_performs_zero_pnp_operations() {
     let a = h.reg("a");
     h.request(a).expect("request");
     h.complete(&[a]);
-    assert_eq!(h.c.epoch(), Epoch(2));
-    assert!(h.pnp.is_empty());
-    assert_eq!(h.c.counters().pnp_operations, 0);
-    assert_eq!(h.c.last_reset().expect("record").pnp_operations, 0);
+    assert_eq!(h.c().epoch(), Epoch(2));
+    assert!(h.pnp().is_empty());
+    assert_eq!(h.c().counters().pnp_operations, 0);
+    assert_eq!(h.c().last_reset().expect("record").pnp_operations, 0);
 }
 
 // ----- storm control -------------------------------------------------------------------------
@@ -1238,15 +1255,19 @@ fn fourth_automatic_reset_in_the_storm_window_fails_storm_limit() {
     for i in 0..3 {
         assert!(h.request(a).is_ok(), "reset {i} allowed");
         h.complete(&[a]);
-        assert_eq!(h.c.state(), State::Operational);
+        assert_eq!(h.c().state(), State::Operational);
     }
     assert_eq!(h.request(a), Err(RequestError::StormLimit));
-    assert_eq!(h.c.state(), State::Quiescing, "clients still release first");
+    assert_eq!(
+        h.c().state(),
+        State::Quiescing,
+        "clients still release first"
+    );
     h.complete(&[a]);
-    assert_eq!(h.c.state(), State::Failed);
+    assert_eq!(h.c().state(), State::Failed);
     assert_eq!(h.asserts(), 3, "no hardware reset for the refused one");
     assert_eq!(
-        h.delivered.last(),
+        h.delivered().last(),
         Some(&(
             a,
             Event::ResetFailed {
@@ -1258,7 +1279,7 @@ fn fourth_automatic_reset_in_the_storm_window_fails_storm_limit() {
     // An administrator reset is still accepted (here it restarts the failed device).
     assert_eq!(h.admin(AdminReset::Forced), Ok(Epoch(4)));
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Operational);
+    assert_eq!(h.c().state(), State::Operational);
 }
 
 #[test]
@@ -1271,9 +1292,9 @@ fn administrator_reset_is_never_refused_by_storm_control() {
     }
     assert_eq!(h.admin(AdminReset::Forced), Ok(Epoch(4)));
     h.complete(&[a]);
-    assert_eq!(h.c.state(), State::Operational);
-    assert_eq!(h.c.epoch(), Epoch(5));
-    assert_eq!(h.c.counters().admin_resets, 1);
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().epoch(), Epoch(5));
+    assert_eq!(h.c().counters().admin_resets, 1);
 }
 
 #[test]
@@ -1291,8 +1312,8 @@ fn storm_window_forgets_old_resets() {
         h.complete(&[a]);
         h.advance(6_000);
     }
-    assert_eq!(h.c.state(), State::Operational);
-    assert_eq!(h.c.epoch(), Epoch(7));
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().epoch(), Epoch(7));
 }
 
 // ----- surprise removal ------------------------------------------------------------------------
@@ -1312,42 +1333,52 @@ fn removal_in(state: State) {
             h.execute(b).expect("ready");
         }
         State::Failed => {
-            h.hca.fail_next_resets(10);
+            h.hca_mut().fail_next_resets(10);
             h.request(a).expect("request");
             h.complete(&[a, b]);
         }
         _ => unreachable!(),
     }
-    assert_eq!(h.c.state(), state);
-    h.hca.remove();
-    h.c.surprise_removal(h.now);
+    assert_eq!(h.c().state(), state);
+    h.hca_mut().remove();
+    h.call(|c, now| c.surprise_removal(now));
     h.pump();
-    assert_eq!(h.c.state(), State::Removed);
-    assert!(h.timers.is_empty(), "every wait ended at once");
+    assert_eq!(h.c().state(), State::Removed);
+    assert!(h.timers().is_empty(), "every wait ended at once");
     assert_eq!(h.events_of(a).last(), Some(&DeviceFatal));
     assert_eq!(h.events_of(b).last(), Some(&DeviceFatal));
-    assert!(h.pnp.contains(&PnpOp::ReportChildrenMissing));
+    assert!(h.pnp().contains(&PnpOp::ReportChildrenMissing));
     // Later calls fail cleanly; time passing changes nothing.
     let d = ClientDesc::new("new", ClientKind::Custom, ClientFlags::empty()).expect("fits");
-    assert_eq!(h.c.register(h.now, d), Err(RegisterError::DeviceRemoved));
     assert_eq!(
-        h.c.reset_request(h.now, a),
+        h.call(|c, now| c.register(now, d)),
+        Err(RegisterError::DeviceRemoved)
+    );
+    assert_eq!(
+        h.call(|c, now| c.reset_request(now, a)),
         Err(RequestError::DeviceRemoved)
     );
     assert_eq!(
-        h.c.reset_execute(h.now, a, Epoch(1)),
+        h.call(|c, now| c.reset_execute(now, a, Epoch(1))),
         Err(ExecuteError::DeviceRemoved)
     );
     assert_eq!(
-        h.c.admin_reset(h.now, AdminReset::Forced),
+        h.call(|c, now| c.admin_reset(now, AdminReset::Forced)),
         Err(AdminResetError::DeviceRemoved)
     );
-    assert_eq!(h.c.admin_restart(h.now), Err(RestartError::DeviceRemoved));
-    assert_eq!(h.c.unregister(h.now, a), Ok(()), "clients can still leave");
-    let before = h.delivered.len();
+    assert_eq!(
+        h.call(|c, now| c.admin_restart(now)),
+        Err(RestartError::DeviceRemoved)
+    );
+    assert_eq!(
+        h.call(|c, now| c.unregister(now, a)),
+        Ok(()),
+        "clients can still leave"
+    );
+    let before = h.delivered().len();
     h.advance(120_000);
-    assert_eq!(h.delivered.len(), before);
-    assert_eq!(h.c.state(), State::Removed);
+    assert_eq!(h.delivered().len(), before);
+    assert_eq!(h.c().state(), State::Removed);
 }
 
 #[test]
@@ -1372,15 +1403,15 @@ fn surprise_removal_during_restore() {
     h.request(a).expect("request");
     h.execute(a).expect("ready");
     let held = h.drive_to_restoring().expect("reaches Restoring");
-    h.c.surprise_removal(h.now);
+    h.call(|c, now| c.surprise_removal(now));
     h.deliver_held(held);
-    assert_eq!(h.c.state(), State::Removed);
+    assert_eq!(h.c().state(), State::Removed);
     assert_eq!(h.events_of(a), [Reset, ResetEnd, DeviceFatal]);
     assert_eq!(
-        h.c.last_reset().expect("record").result,
+        h.c().last_reset().expect("record").result,
         Some(ResetResult::Removed)
     );
-    assert!(h.timers.is_empty());
+    assert!(h.timers().is_empty());
 }
 
 #[test]
@@ -1396,15 +1427,15 @@ fn stale_timer_expiry_is_ignored() {
     let a = h.reg("a");
     h.request(a).expect("request");
     let (_, token) = h
-        .timers
+        .timers()
         .armed(TimerId::QuiesceDeadline)
         .expect("deadline armed");
     h.execute(a).expect("ready");
     // The deadline was cancelled; a late expiry with its token must not do anything.
-    let state = h.c.state();
-    h.c.timer_expired(h.now, TimerId::QuiesceDeadline, token);
-    assert_eq!(h.c.state(), state);
-    assert_eq!(h.c.pending_actions(), 0);
+    let state = h.c().state();
+    h.call(|c, now| c.timer_expired(now, TimerId::QuiesceDeadline, token));
+    assert_eq!(h.c().state(), state);
+    assert_eq!(h.c().pending_actions(), 0);
 }
 
 #[test]
@@ -1414,18 +1445,20 @@ fn invalid_policy_is_refused_and_the_old_one_kept() {
         quiesce_deadline_ms: 0,
         ..policy()
     };
-    let err = h.c.set_policy(h.now, bad).expect_err("zero deadline");
+    let err = h
+        .call(|c, now| c.set_policy(now, bad))
+        .expect_err("zero deadline");
     assert_eq!(err.field, "quiesce_deadline_ms");
-    assert_eq!(h.c.policy(), &policy());
+    assert_eq!(h.c().policy(), &policy());
     let good = Policy {
         quiesce_deadline_ms: 300,
         ..policy()
     };
-    h.c.set_policy(h.now, good).expect("valid");
+    h.call(|c, now| c.set_policy(now, good)).expect("valid");
     let a = h.reg("a");
     h.request(a).expect("request");
     h.advance(300);
-    assert_ne!(h.c.state(), State::Quiescing, "new deadline applies");
+    assert_ne!(h.c().state(), State::Quiescing, "new deadline applies");
 }
 
 #[test]
@@ -1450,8 +1483,8 @@ fn no_clients_reset_goes_straight_through() {
     let mut h = harness();
     h.admin(AdminReset::Forced).expect("forced");
     h.advance(1_000);
-    assert_eq!(h.c.state(), State::Operational);
-    assert_eq!(h.c.epoch(), Epoch(2));
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().epoch(), Epoch(2));
 }
 
 #[test]
@@ -1464,12 +1497,13 @@ fn reset_path_stays_within_reserved_capacity() {
         ids.push(h.reg(&std::format!("c{i}")));
     }
     let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
-    h.c.admin_reset(h.now, AdminReset::Planned)
+    h.call(|c, now| c.admin_reset(now, AdminReset::Planned))
         .expect("planned");
-    h.c.reset_veto(h.now, v, Epoch(1)).expect("veto");
-    h.c.surprise_removal(h.now);
-    assert!(h.c.pending_actions() >= 48);
+    h.call(|c, now| c.reset_veto(now, v, Epoch(1)))
+        .expect("veto");
+    h.call(|c, now| c.surprise_removal(now));
+    assert!(h.c().pending_actions() >= 48);
     h.pump();
-    assert_eq!(h.c.counters().actions_overflowed, 0);
+    assert_eq!(h.c().counters().actions_overflowed, 0);
     assert_eq!(h.events_of(v), [Reset, ResetAborted, DeviceFatal]);
 }

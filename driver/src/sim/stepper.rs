@@ -18,20 +18,20 @@ use crate::types::{PnpOp, State};
 
 #[derive(Debug)]
 pub struct Stepper {
-    pub c: Coordinator,
-    pub hca: SimHca,
-    pub now: Instant,
+    c: Coordinator,
+    hca: SimHca,
+    now: Instant,
     /// Armed timers.
-    pub timers: TimerTable,
+    timers: TimerTable,
     /// Every delivery, in order.
-    pub delivered: Vec<(ClientId, Event)>,
-    pub hw_steps: Vec<HwStep>,
-    pub pnp: Vec<PnpOp>,
+    delivered: Vec<(ClientId, Event)>,
+    hw_steps: Vec<HwStep>,
+    pnp: Vec<PnpOp>,
     /// `ResetConcluded` actions seen.
-    pub concluded: u32,
-    pub checker: InvariantChecker,
+    concluded: u32,
+    checker: InvariantChecker,
     /// Panic at the first violated guarantee (for unit tests) instead of only recording it.
-    pub strict: bool,
+    strict: bool,
 }
 
 impl Stepper {
@@ -51,6 +51,64 @@ impl Stepper {
         };
         s.pump();
         Ok(s)
+    }
+
+    /// Panics at the first violated event guarantee (for unit tests) instead of only
+    /// recording it in [`Stepper::checker`].
+    pub fn set_strict(&mut self, strict: bool) {
+        self.strict = strict;
+    }
+
+    /// One input to the coordinator at the current virtual time. Its actions stay queued
+    /// until [`Stepper::pump`], so a test can look between the call and its effects.
+    pub fn call<R>(&mut self, input: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
+        input(&mut self.c, self.now)
+    }
+
+    pub fn c(&self) -> &Coordinator {
+        &self.c
+    }
+
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    pub fn hca(&self) -> &SimHca {
+        &self.hca
+    }
+
+    /// The adapter, to inject faults into (or to replace before anything ran).
+    pub fn hca_mut(&mut self) -> &mut SimHca {
+        &mut self.hca
+    }
+
+    /// Armed timers.
+    pub fn timers(&self) -> &TimerTable {
+        &self.timers
+    }
+
+    /// Every delivery, in order.
+    pub fn delivered(&self) -> &[(ClientId, Event)] {
+        &self.delivered
+    }
+
+    /// Every hardware step executed, in order.
+    pub fn hw_steps(&self) -> &[HwStep] {
+        &self.hw_steps
+    }
+
+    /// Every PnP operation asked for, in order.
+    pub fn pnp(&self) -> &[PnpOp] {
+        &self.pnp
+    }
+
+    /// `ResetConcluded` actions seen.
+    pub fn concluded(&self) -> u32 {
+        self.concluded
+    }
+
+    pub fn checker(&self) -> &InvariantChecker {
+        &self.checker
     }
 
     /// Executes every queued action; deliveries are recorded, checked and acknowledged.
