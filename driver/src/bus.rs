@@ -16,7 +16,9 @@ use alloc::string::String;
 use rand_core::RngCore;
 
 use crate::coordinator::{ExecuteOutcome, Registration};
-use crate::errors::{ExecuteError, RegisterError, RequestError, UnregisterError, VetoError};
+use crate::errors::{
+    ConsentError, ExecuteError, RegisterError, RequestError, UnregisterError, VetoError,
+};
 use crate::policy::Policy;
 use crate::time::Instant;
 use crate::types::State;
@@ -47,6 +49,9 @@ pub trait BusHandle {
     fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError>;
     fn reset_execute(&mut self, id: ClientId, epoch: Epoch)
         -> Result<ExecuteOutcome, ExecuteError>;
+    /// Answers RESET_QUERY: the planned reset may go ahead.
+    fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError>;
+    /// Answers RESET_QUERY: refuses the planned reset (CAN_VETO clients only).
     fn reset_veto(&mut self, id: ClientId, epoch: Epoch) -> Result<(), VetoError>;
 
     fn device(&mut self) -> &mut Self::Device;

@@ -23,12 +23,13 @@ use crate::types::*;
 
 mod hardware;
 mod inputs;
+mod query;
 mod record;
 mod reset;
 mod stage;
 
 pub use record::{ResetRecord, ResetResult};
-use stage::{Entry, FwAllowance, Slot, Stage, StormWindow, Walk};
+use stage::{Entry, FwAllowance, Slot, Stage, Walk, Window};
 
 /// What the host must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +106,8 @@ pub struct Counters {
     pub follow_ups: u64,
     pub unresponsive_clients: u64,
     pub refusals: u64,
+    /// Reset requests refused by a client's `client_request_limit` (also in `refusals`).
+    pub throttled: u64,
     pub pnp_operations: u64,
     pub hw_steps: u64,
     /// Actions that did not fit the reserved queue: always zero unless the sizing is wrong.
@@ -145,7 +148,7 @@ pub struct Coordinator {
     action_capacity: usize,
     recorder: FlightRecorder,
     health: HealthMonitor,
-    storm: StormWindow,
+    storm: Window,
     timers: [Option<u32>; TimerId::COUNT],
     next_token: u32,
     /// The current reset while one runs (open), else the last one.
@@ -186,7 +189,7 @@ impl Coordinator {
             action_capacity,
             recorder: FlightRecorder::new(config.recorder_capacity),
             health: HealthMonitor::default(),
-            storm: StormWindow::new(),
+            storm: Window::new(),
             timers: [None; TimerId::COUNT],
             next_token: 1,
             reset: ResetRecord::with_capacity(max),
@@ -291,7 +294,8 @@ impl Coordinator {
             State::Quiescing | State::Resetting | State::Restoring
         );
         let state = match self.state() {
-            State::Operational => ClientState::Active,
+            // A planned reset only being asked about: the newcomer joins its barrier.
+            State::Operational | State::Preparing => ClientState::Active,
             State::Failed => ClientState::Failed,
             _ => ClientState::Late,
         };
@@ -300,7 +304,9 @@ impl Coordinator {
             desc,
             state,
             in_barrier: false,
+            queried: false,
             reset_sent_at: now,
+            requests: Window::new(),
             last_ack_latency: None,
         });
         self.order.push(index as u16);
@@ -345,20 +351,35 @@ impl Coordinator {
         if let Some(pos) = self.order.iter().position(|&i| usize::from(i) == index) {
             self.order.remove(pos);
         }
-        if let Some(e) = entry {
-            if self.state() == State::Quiescing && e.in_barrier && e.state == ClientState::Quiescing
-            {
-                self.barrier_member_done();
+        match entry.map(|e| e.state) {
+            Some(ClientState::Quiescing) if self.state() == State::Quiescing => {
+                self.barrier_member_done()
             }
+            // Leaving without an answer is not a veto.
+            Some(ClientState::Queried) => self.query_answered(),
+            _ => {}
         }
         Ok(())
     }
 
-    /// A client asks for a reset; it joins a reset under way (SPEC §3).
+    /// A client asks for a reset; it joins a reset under way (SPEC §3). Each client may ask
+    /// `client_request_limit` times per storm window: one noisy client is throttled, the
+    /// device is not failed for it.
     pub fn reset_request(&mut self, now: Instant, id: ClientId) -> Result<Epoch, RequestError> {
         self.advance(now);
-        if let Err(e) = self.lookup(id) {
-            return Err(self.refused(Some(id), Call::ResetRequest, e.into(), RequestError::code));
+        let index = match self.lookup(id) {
+            Ok(i) => i,
+            Err(e) => {
+                return Err(self.refused(
+                    Some(id),
+                    Call::ResetRequest,
+                    e.into(),
+                    RequestError::code,
+                ))
+            }
+        };
+        if self.throttled(index) {
+            return Err(RequestError::Throttled);
         }
         self.record(RecordKind::Call {
             client: Some(id),
@@ -366,6 +387,29 @@ impl Coordinator {
         });
         self.start_or_join(ResetReason::ClientRequest)
             .map_err(|e| self.refused(Some(id), Call::ResetRequest, e, RequestError::code))
+    }
+
+    /// Counts a request of client `index` against its limit; true (recorded with its name)
+    /// when it is over. A device that is Failed or Removed refuses for its own reason.
+    fn throttled(&mut self, index: usize) -> bool {
+        if !matches!(self.state(), State::Failed | State::Removed) {
+            let (now, window) = (self.now, self.policy.storm_window());
+            let limit = usize::from(self.policy.client_request_limit);
+            let Some(e) = self.slots[index].entry.as_mut() else {
+                return false;
+            };
+            if e.requests.count_within(now, window) < limit {
+                e.requests.push(now);
+                return false;
+            }
+            let (client, name) = (e.id, e.desc.name);
+            log::warn!("client {client} '{name}' throttled: over its reset request limit");
+            self.counters.refusals += 1;
+            self.counters.throttled += 1;
+            self.record(RecordKind::Throttled { client, name });
+            return true;
+        }
+        false
     }
 
     /// "I have stopped and released every hardware resource." Idempotent.
@@ -417,51 +461,6 @@ impl Coordinator {
             return Err(ExecuteError::NotInBarrier);
         }
         Ok(index)
-    }
-
-    /// Refuses a planned reset (clients with CAN_VETO only).
-    pub fn reset_veto(
-        &mut self,
-        now: Instant,
-        id: ClientId,
-        epoch: Epoch,
-    ) -> Result<(), VetoError> {
-        self.advance(now);
-        match self.check_veto(id, epoch) {
-            Err(e) => Err(self.refused(Some(id), Call::ResetVeto, e, VetoError::code)),
-            Ok(()) => {
-                self.record(RecordKind::Call {
-                    client: Some(id),
-                    call: Call::ResetVeto,
-                });
-                self.abort(id, AbortCause::Veto);
-                Ok(())
-            }
-        }
-    }
-
-    fn check_veto(&self, id: ClientId, epoch: Epoch) -> Result<(), VetoError> {
-        let index = self.lookup(id)?;
-        match self.state() {
-            State::Removed => return Err(VetoError::DeviceRemoved),
-            State::Quiescing => {}
-            State::Resetting | State::Restoring => return Err(VetoError::TooLate),
-            _ => return Err(VetoError::NoResetPending),
-        }
-        if epoch != self.reset.epoch {
-            return Err(VetoError::StaleEpoch);
-        }
-        let entry = self.entry(index).ok_or(VetoError::UnknownClient)?;
-        if !entry.desc.flags.contains(ClientFlags::CAN_VETO) {
-            return Err(VetoError::NotAllowed);
-        }
-        if !entry.in_barrier {
-            return Err(VetoError::NotInBarrier);
-        }
-        if !self.reset.planned {
-            return Err(VetoError::NotPlanned);
-        }
-        Ok(())
     }
 
     // ----- internals -----------------------------------------------------------------------
@@ -577,7 +576,8 @@ impl Coordinator {
             Event::Reset { epoch, .. }
             | Event::ResetEnd { epoch, .. }
             | Event::ResetFailed { epoch, .. }
-            | Event::ResetAborted { epoch, .. } => epoch,
+            | Event::ResetAborted { epoch, .. }
+            | Event::ResetQuery { epoch, .. } => epoch,
             Event::DeviceFatal { .. } => self.epoch,
         };
         self.record(RecordKind::Event {

@@ -21,6 +21,9 @@ wire_enum! {
         TooLate = 12 => "quiesce is over",
         NotFailed = 13 => "device is not failed",
         InvalidPolicy = 14 => "invalid policy",
+        Throttled = 15 => "client request limit reached",
+        NotQueried = 16 => "client was not queried for this reset",
+        NoQueryPending = 17 => "no reset query is pending",
     }
 }
 
@@ -89,6 +92,9 @@ op_error! {
     RequestError {
         UnknownClient => (UnknownClient, "unknown client id"),
         StaleClient => (StaleClient, "stale client id (already unregistered)"),
+        /// This client asked `client_request_limit` times within the storm window: nothing
+        /// happens (the device is not failed for one noisy client).
+        Throttled => (Throttled, "client request limit reached: request ignored"),
         /// Too many automatic resets in the storm window: the device is being failed.
         StormLimit => (StormLimit, "storm limit reached: the device is being failed"),
         DeviceFailed => (DeviceFailed, "device has failed; an administrator restart is needed"),
@@ -109,16 +115,29 @@ op_error! {
 }
 
 op_error! {
+    /// `reset_consent` refused.
+    ConsentError {
+        UnknownClient => (UnknownClient, "unknown client id"),
+        StaleClient => (StaleClient, "stale client id (already unregistered)"),
+        NoQueryPending => (NoQueryPending, "no reset query is pending"),
+        StaleEpoch => (StaleEpoch, "epoch is not the queried reset's"),
+        NotQueried => (NotQueried, "client was not queried for this reset"),
+        DeviceRemoved => (DeviceRemoved, "device has been removed"),
+    }
+}
+
+op_error! {
     /// `reset_veto` refused.
     VetoError {
         UnknownClient => (UnknownClient, "unknown client id"),
         StaleClient => (StaleClient, "stale client id (already unregistered)"),
+        /// No reset is under way at all.
         NoResetPending => (NoResetPending, "no reset is pending"),
-        StaleEpoch => (StaleEpoch, "epoch is not the pending reset's"),
-        NotInBarrier => (NotInBarrier, "client is not in this reset's barrier"),
+        /// The reset is past its query (or never had one: a forced or fatal reset).
+        NoQueryPending => (NoQueryPending, "no reset query is pending: the reset can no longer be vetoed"),
+        StaleEpoch => (StaleEpoch, "epoch is not the queried reset's"),
+        NotQueried => (NotQueried, "client was not queried for this reset"),
         NotAllowed => (NotAllowed, "client did not register with CAN_VETO"),
-        NotPlanned => (NotPlanned, "only a planned reset can be vetoed"),
-        TooLate => (TooLate, "quiesce is over: the reset can no longer be vetoed"),
         DeviceRemoved => (DeviceRemoved, "device has been removed"),
     }
 }
@@ -138,4 +157,10 @@ op_error! {
     }
 }
 
-from_lookup!(UnregisterError, RequestError, ExecuteError, VetoError);
+from_lookup!(
+    UnregisterError,
+    RequestError,
+    ExecuteError,
+    ConsentError,
+    VetoError
+);

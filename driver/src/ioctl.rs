@@ -18,7 +18,6 @@ use bitflags::bitflags;
 use static_assertions::const_assert_eq;
 
 use crate::coordinator::ResetResult;
-use crate::policy::Policy;
 use crate::recorder::RECORD_BYTES;
 use crate::time::Instant;
 
@@ -126,8 +125,14 @@ bitflags! {
     }
 }
 
-/// The only version of every structure so far.
-pub const ABI_VERSION: u16 = 1;
+/// The version of the ABI this build speaks. Version 2 grew the policy structure (RESET_QUERY's
+/// deadline, the client request limit, auto_recover, the paging hold); every other structure
+/// is the same in both.
+pub const ABI_VERSION: u16 = 2;
+/// The oldest version still served: a version-1 request gets the version-1 layout.
+pub const ABI_VERSION_MIN: u16 = 1;
+/// Bytes of the policy structure in version 1 (its first 72 bytes in version 2).
+pub const POLICY_V1_BYTES: usize = 72;
 /// "None" in a `u64` field (no last reset, no latency yet).
 pub const NONE_U64: u64 = u64::MAX;
 
@@ -293,8 +298,19 @@ pub struct PolicyAbi {
     /// 0 or 1.
     pub abort_on_unresponsive: u32,
     pub reserved: u32,
+    // Version 2: appended, so that a version-1 layout is this one's first 72 bytes.
+    pub query_deadline_ms: u64,
+    /// 0: hold until the device is Failed or Removed.
+    pub paging_io_hold_timeout_ms: u64,
+    pub client_request_limit: u32,
+    /// 0 or 1.
+    pub auto_recover: u32,
 }
-const_assert_eq!(size_of::<PolicyAbi>(), 72);
+const_assert_eq!(size_of::<PolicyAbi>(), 96);
+const_assert_eq!(offset_of!(PolicyAbi, query_deadline_ms), POLICY_V1_BYTES);
+const_assert_eq!(offset_of!(PolicyAbi, paging_io_hold_timeout_ms), 80);
+const_assert_eq!(offset_of!(PolicyAbi, client_request_limit), 88);
+const_assert_eq!(offset_of!(PolicyAbi, auto_recover), 92);
 const_assert_eq!(offset_of!(PolicyAbi, io_hold_timeout_ms), 40);
 const_assert_eq!(offset_of!(PolicyAbi, reset_retries), 56);
 const_assert_eq!(offset_of!(PolicyAbi, abort_on_unresponsive), 64);
@@ -306,7 +322,7 @@ pub struct SetPolicyIn {
     pub header: InputHeader,
     pub policy: PolicyAbi,
 }
-const_assert_eq!(size_of::<SetPolicyIn>(), 80);
+const_assert_eq!(size_of::<SetPolicyIn>(), 104);
 const_assert_eq!(offset_of!(SetPolicyIn, policy), 8);
 
 wire_enum! {

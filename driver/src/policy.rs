@@ -10,6 +10,9 @@ pub const MAX_AUTO_RESETS_LIMIT: u8 = 16;
 /// Upper bound of `reset_retries`: more soft retries than this only delay the function-level
 /// reset that actually helps a wedged device.
 pub const RESET_RETRIES_LIMIT: u8 = 8;
+/// Upper bound of `client_request_limit`: each client keeps one request time per allowed
+/// request in a fixed array.
+pub const CLIENT_REQUEST_LIMIT_MAX: u8 = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
@@ -33,6 +36,19 @@ pub struct Policy {
     pub abort_on_unresponsive: bool,
     /// Interval of the health monitor's polls of the catastrophic buffer and counter.
     pub health_poll_interval_ms: u64,
+    /// How long the CAN_VETO clients have to answer RESET_QUERY; silence is consent.
+    pub query_deadline_ms: u64,
+    /// Reset requests one client may make within `storm_window_ms`; past it a request is
+    /// refused with `Throttled` and nothing happens.
+    pub client_request_limit: u8,
+    /// Reset automatically on a fatal error (catastrophic error, hang, command timeout).
+    /// When false the device is quiesced and left Failed for the administrator (devlink
+    /// health's `auto_recover`).
+    pub auto_recover: bool,
+    /// How long a PAGING_PATH client holds I/O instead of `io_hold_timeout_ms`; 0 holds until
+    /// the device is Failed or Removed (a failed paging I/O is a bugcheck on Windows). The
+    /// coordinator only carries it to the clients.
+    pub paging_io_hold_timeout_ms: u64,
 }
 
 impl Default for Policy {
@@ -48,6 +64,10 @@ impl Default for Policy {
             io_hold_timeout_ms: 30_000,
             abort_on_unresponsive: false,
             health_poll_interval_ms: 1_000,
+            query_deadline_ms: 1_000,
+            client_request_limit: 2,
+            auto_recover: true,
+            paging_io_hold_timeout_ms: 0,
         }
     }
 }
@@ -69,7 +89,7 @@ impl core::error::Error for PolicyError {}
 
 impl Policy {
     pub fn validate(&self) -> Result<(), PolicyError> {
-        let nonzero: [(&'static str, u64); 7] = [
+        let nonzero: [(&'static str, u64); 8] = [
             ("quiesce_deadline_ms", self.quiesce_deadline_ms),
             ("hw_ready_timeout_ms", self.hw_ready_timeout_ms),
             ("hw_poll_interval_ms", self.hw_poll_interval_ms),
@@ -77,6 +97,7 @@ impl Policy {
             ("storm_window_ms", self.storm_window_ms),
             ("io_hold_timeout_ms", self.io_hold_timeout_ms),
             ("health_poll_interval_ms", self.health_poll_interval_ms),
+            ("query_deadline_ms", self.query_deadline_ms),
         ];
         for (field, value) in nonzero {
             if value == 0 {
@@ -89,7 +110,10 @@ impl Policy {
         // Ten days: anything longer is a typo, and it keeps every sum of deadlines far from
         // overflow in microseconds.
         const MAX_MS: u64 = 10 * 24 * 3600 * 1000;
-        for (field, value) in nonzero {
+        let bounded = nonzero
+            .into_iter()
+            .chain([("paging_io_hold_timeout_ms", self.paging_io_hold_timeout_ms)]);
+        for (field, value) in bounded {
             if value > MAX_MS {
                 return Err(PolicyError {
                     field,
@@ -106,6 +130,18 @@ impl Policy {
         if self.max_auto_resets > MAX_AUTO_RESETS_LIMIT {
             return Err(PolicyError {
                 field: "max_auto_resets",
+                problem: "must be at most 16",
+            });
+        }
+        if self.client_request_limit == 0 {
+            return Err(PolicyError {
+                field: "client_request_limit",
+                problem: "must be greater than zero",
+            });
+        }
+        if self.client_request_limit > CLIENT_REQUEST_LIMIT_MAX {
+            return Err(PolicyError {
+                field: "client_request_limit",
                 problem: "must be at most 16",
             });
         }
@@ -148,6 +184,9 @@ impl Policy {
     pub fn health_poll_interval(&self) -> Duration {
         Duration::from_ms(self.health_poll_interval_ms)
     }
+    pub fn query_deadline(&self) -> Duration {
+        Duration::from_ms(self.query_deadline_ms)
+    }
 }
 
 #[cfg(test)]
@@ -165,13 +204,20 @@ mod tests {
         assert_eq!(p.storm_window_ms, 60_000);
         assert_eq!(p.io_hold_timeout_ms, 30_000);
         assert!(!p.abort_on_unresponsive);
+        assert_eq!(p.query_deadline_ms, 1_000);
+        assert_eq!(p.client_request_limit, 2);
+        assert!(p.auto_recover);
+        assert_eq!(
+            p.paging_io_hold_timeout_ms, 0,
+            "hold until Failed or Removed"
+        );
         assert_eq!(p.validate(), Ok(()));
     }
 
     #[test]
     fn zero_values_are_refused_by_name() {
         type Spoil = fn(&mut Policy);
-        let fields: [(&str, Spoil); 8] = [
+        let fields: [(&str, Spoil); 10] = [
             ("quiesce_deadline_ms", |p| p.quiesce_deadline_ms = 0),
             ("hw_ready_timeout_ms", |p| p.hw_ready_timeout_ms = 0),
             ("hw_poll_interval_ms", |p| p.hw_poll_interval_ms = 0),
@@ -180,6 +226,8 @@ mod tests {
             ("io_hold_timeout_ms", |p| p.io_hold_timeout_ms = 0),
             ("health_poll_interval_ms", |p| p.health_poll_interval_ms = 0),
             ("max_auto_resets", |p| p.max_auto_resets = 0),
+            ("query_deadline_ms", |p| p.query_deadline_ms = 0),
+            ("client_request_limit", |p| p.client_request_limit = 0),
         ];
         for (name, spoil) in fields {
             let mut p = Policy::default();
@@ -222,5 +270,21 @@ mod tests {
             ..Policy::default()
         };
         assert_eq!(p.validate().map_err(|e| e.field), Err("storm_window_ms"));
+        let p = Policy {
+            client_request_limit: 17,
+            ..Policy::default()
+        };
+        assert_eq!(
+            p.validate().map_err(|e| e.field),
+            Err("client_request_limit")
+        );
+        let p = Policy {
+            paging_io_hold_timeout_ms: u64::MAX,
+            ..Policy::default()
+        };
+        assert_eq!(
+            p.validate().map_err(|e| e.field),
+            Err("paging_io_hold_timeout_ms")
+        );
     }
 }

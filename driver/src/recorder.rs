@@ -59,6 +59,11 @@ pub enum RecordKind {
         client: ClientId,
         name: ClientName,
     },
+    /// A client's reset request refused by its `client_request_limit`: nothing happened.
+    Throttled {
+        client: ClientId,
+        name: ClientName,
+    },
     Hw {
         step: HwStep,
         ok: bool,
@@ -126,6 +131,9 @@ impl Record {
                 RecordKind::Unresponsive { client, name } => {
                     (10, 0, 0, 0, client.to_raw(), 0, Some(name))
                 }
+                RecordKind::Throttled { client, name } => {
+                    (13, 0, 0, 0, client.to_raw(), 0, Some(name))
+                }
                 RecordKind::Hw { step, ok } => (11, *step as u8, *ok as u8, 0, 0, 0, None),
                 RecordKind::Pnp { op } => (12, *op as u8, 0, 0, 0, 0, None),
             };
@@ -142,6 +150,13 @@ impl Record {
         }
         out
     }
+}
+
+/// The name a record carries in its last 24 bytes.
+fn name_at(b: &[u8; RECORD_BYTES]) -> Option<ClientName> {
+    let raw = &b[40..64];
+    let end = raw.iter().position(|x| *x == 0).unwrap_or(raw.len());
+    ClientName::new(core::str::from_utf8(&raw[..end]).ok()?)
 }
 
 impl Record {
@@ -205,14 +220,14 @@ impl Record {
                 call: Call::from_u8(a)?,
                 code: RefusalCode::from_u8(c)?,
             },
-            10 => {
-                let raw = &b[40..64];
-                let end = raw.iter().position(|x| *x == 0).unwrap_or(raw.len());
-                RecordKind::Unresponsive {
-                    client,
-                    name: ClientName::new(core::str::from_utf8(&raw[..end]).ok()?)?,
-                }
-            }
+            10 => RecordKind::Unresponsive {
+                client,
+                name: name_at(b)?,
+            },
+            13 => RecordKind::Throttled {
+                client,
+                name: name_at(b)?,
+            },
             11 => RecordKind::Hw {
                 step: HwStep::from_u8(a)?,
                 ok: flag(bb)?,
@@ -273,6 +288,10 @@ impl fmt::Display for Record {
                     "client {client} '{name}' unresponsive at deadline: forced"
                 )
             }
+            RecordKind::Throttled { client, name } => write!(
+                f,
+                "client {client} '{name}' over its request limit: reset request ignored"
+            ),
             RecordKind::Hw { step, ok } => write!(
                 f,
                 "hw {} {}",
@@ -416,6 +435,10 @@ mod tests {
             RecordKind::Unresponsive {
                 client: id,
                 name: ClientName::new("wedged").expect("name"),
+            },
+            RecordKind::Throttled {
+                client: id,
+                name: ClientName::new("noisy").expect("name"),
             },
             RecordKind::Hw {
                 step: HwStep::FunctionLevelReset,

@@ -176,6 +176,14 @@ impl ResetReason {
         )
     }
 
+    /// Errors the device itself raised: the causes `auto_recover` decides about.
+    pub const fn is_fatal(self) -> bool {
+        matches!(
+            self,
+            ResetReason::Catastrophic | ResetReason::HealthStall | ResetReason::CommandTimeout
+        )
+    }
+
     /// Automatic resets are the ones storm control may refuse.
     pub const fn is_automatic(self) -> bool {
         !matches!(
@@ -202,6 +210,8 @@ wire_enum! {
         DeviceReplaced = 2 => "DeviceReplaced",
         StormLimit = 3 => "StormLimit",
         AutoRestartExpired = 4 => "AutoRestartExpired",
+        /// `auto_recover` is off: a fatal error leaves the device to the administrator.
+        AutoRecoverOff = 5 => "AutoRecoverOff",
     }
 }
 
@@ -246,6 +256,13 @@ pub enum Event {
     },
     /// The device is gone: release everything, expect no RESET_END.
     DeviceFatal { reason: FatalReason },
+    /// A planned reset asks first (CAN_VETO clients only): answer `reset_consent` or
+    /// `reset_veto(epoch)` before `deadline`; silence is consent. Nothing is torn down yet.
+    ResetQuery {
+        epoch: Epoch,
+        reason: ResetReason,
+        deadline: Instant,
+    },
 }
 
 impl Event {
@@ -256,6 +273,7 @@ impl Event {
             Event::ResetFailed { .. } => EventKind::ResetFailed,
             Event::ResetAborted { .. } => EventKind::ResetAborted,
             Event::DeviceFatal { .. } => EventKind::DeviceFatal,
+            Event::ResetQuery { .. } => EventKind::ResetQuery,
         }
     }
 }
@@ -268,6 +286,7 @@ wire_enum! {
         ResetFailed = 3 => "RESET_FAILED",
         ResetAborted = 4 => "RESET_ABORTED",
         DeviceFatal = 5 => "DEVICE_FATAL",
+        ResetQuery = 6 => "RESET_QUERY",
     }
 }
 
@@ -282,6 +301,8 @@ wire_enum! {
         Restoring = 4 => "Restoring",
         Failed = 5 => "Failed",
         Removed = 6 => "Removed",
+        /// A planned reset asks the CAN_VETO clients first; nothing is torn down yet.
+        Preparing = 7 => "Preparing",
     }
 }
 
@@ -292,6 +313,9 @@ impl State {
         matches!(
             (self, to),
             (Operational, Quiescing)
+                | (Operational, Preparing)
+                | (Preparing, Quiescing)
+                | (Preparing, Operational)
                 | (Quiescing, Resetting)
                 | (Quiescing, Operational)
                 | (Quiescing, Failed)
@@ -300,15 +324,25 @@ impl State {
                 | (Restoring, Operational)
                 | (Failed, Resetting)
                 | (
-                    Operational | Quiescing | Resetting | Restoring | Failed,
+                    Operational | Preparing | Quiescing | Resetting | Restoring | Failed,
                     Removed
                 )
         )
     }
 
-    /// A reset is under way: RESET went out and its outcome is not final.
+    /// A reset is under way: it has started (a query or RESET went out) and its outcome is
+    /// not final.
     pub const fn in_reset(self) -> bool {
-        matches!(self, State::Quiescing | State::Resetting | State::Restoring)
+        matches!(
+            self,
+            State::Preparing | State::Quiescing | State::Resetting | State::Restoring
+        )
+    }
+
+    /// The hardware is in service: Operational, or Preparing (a planned reset is only being
+    /// asked about; nothing is torn down until RESET).
+    pub const fn in_service(self) -> bool {
+        matches!(self, State::Operational | State::Preparing)
     }
 }
 
@@ -330,6 +364,8 @@ wire_enum! {
         Failed = 6 => "failed",
         /// Received DEVICE_FATAL.
         Fatal = 7 => "fatal",
+        /// Received RESET_QUERY and has not answered yet.
+        Queried = 8 => "queried",
     }
 }
 
@@ -342,6 +378,7 @@ wire_enum! {
         HwReadyTimeout = 2 => "hw_ready_timeout",
         AutoRestartWindow = 3 => "auto_restart_window",
         HealthPoll = 4 => "health_poll",
+        QueryDeadline = 5 => "query_deadline",
     }
 }
 
@@ -371,6 +408,7 @@ wire_enum! {
         SurpriseRemoval = 9 => "surprise_removal",
         CommandTimeout = 10 => "command_timeout",
         Catastrophic = 11 => "catastrophic_error",
+        ResetConsent = 12 => "reset_consent",
     }
 }
 

@@ -366,7 +366,10 @@ impl Ibal {
 
     fn resetting(&mut self, lower: &(impl VerbsBus + ?Sized)) -> Result<(), Gate> {
         let open = self.phase == Phase::Running
-            && matches!(lower.state(), State::Operational | State::Restoring);
+            && matches!(
+                lower.state(),
+                State::Operational | State::Preparing | State::Restoring
+            );
         if open {
             Ok(())
         } else {
@@ -378,7 +381,8 @@ impl Ibal {
     /// Firmware commands are issued only on a running device outside any reset; during a
     /// reset destroys are software only (the reset destroys the hardware object).
     fn can_command(&self, lower: &(impl VerbsBus + ?Sized)) -> bool {
-        self.phase == Phase::Running && lower.state() == State::Operational
+        // Preparing is still in service: a planned reset is only being asked about.
+        self.phase == Phase::Running && lower.state().in_service()
     }
 
     fn gates<L: VerbsBus + ?Sized, E: From<Gate>>(&mut self, lower: &L) -> Result<(), E> {

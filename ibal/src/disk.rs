@@ -4,7 +4,8 @@
 //! Through a reset the disk never fails I/O it was given: on RESET it blocks, takes every
 //! in-flight command back for re-issue, holds new I/O in its reserved slots, releases its
 //! resources and executes. On RESET_END it logs in again and re-issues in submission
-//! order. Only past `io_hold_timeout` does held I/O fail upward, once, as retryable; only a
+//! order. Only past `io_hold_timeout` (the paging path: `paging_io_hold_timeout`, by default
+//! never) does held I/O fail upward, once, as retryable; only a
 //! failed or removed device fails it for good. Nothing here allocates after start.
 
 use std::collections::VecDeque;
@@ -47,6 +48,19 @@ pub struct DiskConfig {
 }
 
 impl DiskConfig {
+    /// How long this disk holds I/O through a reset before failing it upward (retryable):
+    /// `io_hold_timeout`, or for the paging path `paging_io_hold_timeout`, where `None`
+    /// (0) holds until the device is Failed or Removed: failing a paging I/O is a bugcheck
+    /// on Windows, so the disk holds while recovery is possible.
+    pub fn hold_timeout(&self, policy: &hcabus::Policy) -> Option<Duration> {
+        if self.boot {
+            let ms = policy.paging_io_hold_timeout_ms;
+            (ms > 0).then(|| Duration::from_ms(ms))
+        } else {
+            Some(Duration::from_ms(policy.io_hold_timeout_ms))
+        }
+    }
+
     /// Command slots: the queue depth plus the hold capacity.
     pub fn slots(&self) -> u64 {
         u64::from(self.queue_depth) + u64::from(self.hold_capacity)
@@ -507,7 +521,7 @@ impl SrpDisk {
         self.poll(ibal, bus);
         self.blocked = true;
         if self.hold_deadline.is_none() {
-            self.hold_deadline = Some(now + Duration::from_ms(bus.policy().io_hold_timeout_ms));
+            self.hold_deadline = self.config.hold_timeout(&bus.policy()).map(|t| now + t);
         }
         self.take_back();
         self.teardown(ibal, bus);
@@ -536,7 +550,7 @@ impl SrpDisk {
         self.stats.max_held = self.stats.max_held.max(self.queue.len() as u64);
     }
 
-    /// Past `io_hold_timeout`: fail what is held, once, as retryable; fail new I/O at
+    /// Past its hold timeout: fail what is held, once, as retryable; fail new I/O at
     /// once until the disk is back.
     fn hold_expired(&mut self) {
         self.fast_fail = true;

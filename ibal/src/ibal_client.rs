@@ -142,6 +142,8 @@ impl<B: VerbsBus + ?Sized> Client<B> for IbalClient {
                 self.cleanup = ibal.has_orphans();
             }
             Event::ResetFailed { .. } => ibal.fail(bus, false),
+            // Not CAN_VETO, so never asked; were it, silence would be consent.
+            Event::ResetQuery { .. } => {}
             Event::DeviceFatal { .. } => ibal.fail(bus, true),
         }
     }

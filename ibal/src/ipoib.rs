@@ -571,7 +571,7 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
         match bus.register(self.desc) {
             Ok(r) => {
                 self.id = Some(r.id);
-                if r.state == hcabus::State::Operational {
+                if r.state.in_service() {
                     self.connect_at = Some(bus.now());
                 }
             }
@@ -601,6 +601,8 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
                 self.connect_at = Some(now);
                 self.reconnect.fresh_device();
             }
+            // Not CAN_VETO, so never asked; were it, silence would be consent.
+            Event::ResetQuery { .. } => {}
             Event::ResetFailed { .. } | Event::DeviceFatal { .. } => {
                 self.on_reset(bus);
                 self.connect_at = None;

@@ -361,6 +361,8 @@ impl<B: ClientBus + ?Sized> Client<B> for UverbsClient {
                 }
             }
             Event::ResetEnd { .. } | Event::ResetAborted { .. } => self.gone = false,
+            // Not CAN_VETO, so never asked; were it, silence would be consent.
+            Event::ResetQuery { .. } => {}
             Event::ResetFailed { .. } | Event::DeviceFatal { .. } => {
                 self.gone = true;
                 self.disassociate_all(bus);

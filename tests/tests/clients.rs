@@ -109,11 +109,22 @@ fn held_io_fails_once_as_retryable_past_io_hold_timeout_and_the_disk_comes_back(
     assert_eq!(io.duplicated, 0, "each failed exactly once: {io:?}");
     assert_eq!(io.lost, 0);
     assert_eq!(io.read_mismatches, 0);
-    for name in ["bootdisk", "data-lun"] {
+    // The data LUN gives up at io_hold_timeout; the boot disk is on the paging path and
+    // holds (paging_io_hold_timeout = 0: until Failed or Removed).
+    for (name, timeouts) in [("bootdisk", 0), ("data-lun", 1)] {
         let d = disk(&host, name);
-        assert_eq!(d.disk().stats().hold_timeouts, 1, "{name}");
+        assert_eq!(d.disk().stats().hold_timeouts, timeouts, "{name}");
         assert!(d.disk().is_up(), "{name} works after RESET_END");
     }
+    assert_eq!(io.paging_failed, 0, "{io:?}");
+    // A paging hold the administrator bounded is honoured, and its failures are flagged.
+    let mut bounded = setup.clone();
+    bounded.sim.policy.paging_io_hold_timeout_ms = 100;
+    let host = run(&bounded);
+    let io = stack::io_stats(&host);
+    assert_eq!(disk(&host, "bootdisk").disk().stats().hold_timeouts, 1);
+    assert!(io.paging_failed > 0, "{io:?}");
+    assert_eq!(io.retryable, io.failed);
     // Well past the reset, new I/O completes normally again.
     let mut host = stack::build(&setup).expect("stack");
     host.run_until(Instant::from_ms(3_200));
@@ -504,12 +515,9 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
 }
 
 #[test]
-fn a_vetoed_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothing() {
+fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
     let mut setup = stack::boot_from_san();
     setup.sim.faults = vec![(Instant::from_ms(1_000), Fault::PlannedReset)];
-    // Registered right after IBAL, the vetoer hears RESET after every other client has
-    // released its resources (in software: a reset was under way), so the veto leaves
-    // hardware objects nobody owns, which IBAL must destroy.
     setup.clients.insert(
         0,
         ClientSpec::Scripted {
@@ -527,6 +535,50 @@ fn a_vetoed_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothing(
     let r = &host.resets()[0];
     assert_eq!(r.outcome, "Aborted");
     assert_eq!(r.vetoed_by.as_deref(), Some("vetoer"));
+    assert_eq!(host.coordinator().epoch(), Epoch(1), "same epoch");
+    let ibal = *host
+        .agent::<IbalClient>()
+        .expect("ibal")
+        .shared()
+        .lock()
+        .stats();
+    assert_eq!((ibal.released, ibal.orphans_destroyed), (0, 0), "{ibal:?}");
+    assert_eq!(host.hca().verbs().live_objects(), objects_before);
+    for d in host.agents_of::<SrpClient>() {
+        assert!(d.disk().is_up(), "{}", d.name());
+        assert!(d.events().is_empty(), "{} heard {:?}", d.name(), d.events());
+        assert_eq!(d.disk().stats().logins, 1, "{} logged in once", d.name());
+    }
+    let io = stack::io_stats(&host);
+    assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
+}
+
+#[test]
+fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothing() {
+    let mut setup = stack::boot_from_san();
+    setup.sim.faults = vec![(Instant::from_ms(1_000), Fault::PlannedReset)];
+    setup.sim.policy.abort_on_unresponsive = true;
+    setup.sim.policy.quiesce_deadline_ms = 500;
+    // Registered right after IBAL, the wedged client hears RESET after every other client
+    // has released its resources (in software: a reset was under way), so the abort at the
+    // deadline leaves hardware objects nobody owns, which IBAL must destroy.
+    setup.clients.insert(
+        0,
+        ClientSpec::Scripted {
+            desc: desc("wedged", ClientKind::Custom, ClientFlags::empty()),
+            behavior: Behavior {
+                never_ack: true,
+                ..Behavior::default()
+            },
+        },
+    );
+    let mut host = stack::build(&setup).expect("stack");
+    host.run_until(Instant::from_ms(900));
+    let objects_before = host.hca().verbs().live_objects();
+    host.run();
+    let r = &host.resets()[0];
+    assert_eq!(r.outcome, "AbortedUnresponsive");
+    assert_eq!(r.vetoed_by.as_deref(), Some("wedged"));
     assert_eq!(host.coordinator().epoch(), Epoch(1), "same epoch");
     let ibal = *host
         .agent::<IbalClient>()

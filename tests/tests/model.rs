@@ -14,6 +14,7 @@ enum Op {
     Request(usize),
     Execute(usize, i8),
     Veto(usize),
+    Consent(usize),
     Admin(u8),
     Restart,
     Advance(u16),
@@ -34,6 +35,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => any::<usize>().prop_map(Op::Request),
         8 => (any::<usize>(), -1i8..=1).prop_map(|(k, d)| Op::Execute(k, d)),
         2 => any::<usize>().prop_map(Op::Veto),
+        2 => any::<usize>().prop_map(Op::Consent),
         2 => (0u8..3).prop_map(Op::Admin),
         1 => Just(Op::Restart),
         8 => (1u16..3000).prop_map(Op::Advance),
@@ -122,6 +124,16 @@ impl Model {
                     let _ = self.s.call(|c, now| c.reset_veto(now, id, e));
                 }
             }
+            Op::Consent(k) => {
+                if let Some(id) = self.pick(k) {
+                    let e = self
+                        .s
+                        .c()
+                        .last_reset()
+                        .map_or(self.s.c().epoch(), |r| r.epoch);
+                    let _ = self.s.call(|c, now| c.reset_consent(now, id, e));
+                }
+            }
             Op::Admin(kind) => {
                 let kind = [
                     AdminReset::Forced,
@@ -173,7 +185,7 @@ impl Model {
         let c = &self.s.c();
         let busy = matches!(
             c.state(),
-            State::Quiescing | State::Resetting | State::Restoring
+            State::Preparing | State::Quiescing | State::Resetting | State::Restoring
         );
         prop_assert_eq!(c.reset_in_progress(), busy, "state {}", c.state());
         prop_assert!(c.epoch() >= self.epoch_seen, "epoch went backwards");
@@ -184,6 +196,10 @@ impl Model {
             let s = info.state;
             match c.state() {
                 State::Operational => prop_assert_eq!(s, ClientState::Active),
+                State::Preparing => prop_assert!(
+                    matches!(s, ClientState::Active | ClientState::Queried),
+                    "{s} while Preparing"
+                ),
                 State::Failed => prop_assert_eq!(s, ClientState::Failed),
                 State::Removed => prop_assert_eq!(s, ClientState::Fatal),
                 State::Quiescing | State::Resetting => prop_assert!(
@@ -196,6 +212,9 @@ impl Model {
                     ) || (s == ClientState::Failed && c.last_reset().is_some_and(|r| r.restart))
                 ),
                 State::Restoring => {}
+            }
+            if c.state() != State::Preparing {
+                prop_assert!(s != ClientState::Queried, "a query outlived Preparing");
             }
             if c.state() == State::Resetting {
                 prop_assert!(s != ClientState::Quiescing, "barrier complete in Resetting");

@@ -228,19 +228,46 @@ fn vetoed_planned_reset_changes_nothing_in_hardware() {
     assert_eq!(r.vetoed_by.as_deref(), Some("db"));
     assert_eq!(host.hca().stats().soft_resets, 0);
     assert_eq!(host.coordinator().epoch(), Epoch(1));
-    assert_eq!(events_of(&host, "a"), [Reset, ResetAborted]);
+    assert_eq!(events_of(&host, "a"), [], "a veto disturbs nobody");
+    assert_eq!(events_of(&host, "db"), [ResetQuery, ResetAborted]);
 }
 
 #[test]
-fn client_requests_beyond_the_storm_limit_fail_the_device() {
+fn one_noisy_client_is_throttled_and_never_fails_the_device() {
     let stormy = Behavior {
         request_every: Some(Duration::from_ms(1_000)),
         ..acks_after(0)
     };
     let host = run(&setup(vec![(custom("stormy"), stormy)], vec![]));
+    assert_eq!(host.coordinator().state(), State::Operational);
+    let outcomes: Vec<String> = host.resets().into_iter().map(|r| r.outcome).collect();
+    assert_eq!(
+        outcomes,
+        ["Restored", "Restored"],
+        "client_request_limit = 2"
+    );
+    assert!(host.coordinator().counters().throttled >= 2);
+}
+
+#[test]
+fn requests_from_many_clients_beyond_the_storm_limit_fail_the_device() {
+    let at = |ms| Behavior {
+        request_reset_at: Some(Instant::from_ms(ms)),
+        ..acks_after(0)
+    };
+    let host = run(&setup(
+        vec![
+            (custom("a"), at(500)),
+            (custom("b"), at(1_500)),
+            (custom("c"), at(2_500)),
+            (custom("d"), at(3_500)),
+        ],
+        vec![],
+    ));
     assert_eq!(host.coordinator().state(), State::Failed);
     let outcomes: Vec<String> = host.resets().into_iter().map(|r| r.outcome).collect();
     assert_eq!(outcomes, ["Restored", "Restored", "Restored", "StormLimit"]);
+    assert_eq!(host.coordinator().counters().throttled, 0);
 }
 
 #[test]

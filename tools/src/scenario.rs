@@ -101,6 +101,10 @@ struct PolicyKeys {
     io_hold_timeout_ms: Option<u64>,
     abort_on_unresponsive: Option<bool>,
     health_poll_interval_ms: Option<u64>,
+    query_deadline_ms: Option<u64>,
+    client_request_limit: Option<u8>,
+    auto_recover: Option<bool>,
+    paging_io_hold_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -121,6 +125,9 @@ struct Client {
     ack_delay_ms: Option<u64>,
     // custom
     never_ack: Option<bool>,
+    /// Registers with CAN_VETO: it is asked before a planned reset (and consents unless
+    /// `veto_planned`, or stays silent with `never_ack`).
+    can_veto: Option<bool>,
     veto_planned: Option<bool>,
     unregister_on_reset: Option<bool>,
     reregister_on_reset: Option<bool>,
@@ -237,6 +244,12 @@ fn policy(p: &PolicyKeys) -> Result<Policy, ScenarioError> {
         health_poll_interval_ms: p
             .health_poll_interval_ms
             .unwrap_or(d.health_poll_interval_ms),
+        query_deadline_ms: p.query_deadline_ms.unwrap_or(d.query_deadline_ms),
+        client_request_limit: p.client_request_limit.unwrap_or(d.client_request_limit),
+        auto_recover: p.auto_recover.unwrap_or(d.auto_recover),
+        paging_io_hold_timeout_ms: p
+            .paging_io_hold_timeout_ms
+            .unwrap_or(d.paging_io_hold_timeout_ms),
     };
     policy
         .validate()
@@ -262,6 +275,7 @@ fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
         ClientKind::Custom => &[
             "ack_delay_ms",
             "never_ack",
+            "can_veto",
             "veto_planned",
             "unregister_on_reset",
             "reregister_on_reset",
@@ -275,7 +289,7 @@ fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
 impl Client {
     /// The first key set that a client of `kind` does not take.
     fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
-        let set: [(&str, bool); 14] = [
+        let set: [(&str, bool); 15] = [
             ("iops", self.iops.is_some()),
             ("queue_depth", self.queue_depth.is_some()),
             ("read_pct", self.read_pct.is_some()),
@@ -284,6 +298,7 @@ impl Client {
             ("pps", self.pps.is_some()),
             ("ack_delay_ms", self.ack_delay_ms.is_some()),
             ("never_ack", self.never_ack.is_some()),
+            ("can_veto", self.can_veto.is_some()),
             ("veto_planned", self.veto_planned.is_some()),
             ("unregister_on_reset", self.unregister_on_reset.is_some()),
             ("reregister_on_reset", self.reregister_on_reset.is_some()),
@@ -476,7 +491,7 @@ impl Clients {
 fn custom(i: usize, c: &Client) -> Result<ClientSpec, ScenarioError> {
     let at = |key: &str| format!("clients[{i}].{key}");
     let veto = c.veto_planned.unwrap_or(false);
-    let flags = if veto {
+    let flags = if veto || c.can_veto.unwrap_or(false) {
         ClientFlags::CAN_VETO
     } else {
         ClientFlags::empty()

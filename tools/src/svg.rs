@@ -23,6 +23,7 @@ fn escape(s: &str) -> String {
 
 fn phase_colour(state: State) -> Option<(&'static str, &'static str)> {
     match state {
+        State::Preparing => Some(("#e9c46a", "query")),
         State::Quiescing => Some(("#f4a261", "quiesce")),
         State::Resetting => Some(("#e76f51", "hardware reset")),
         State::Restoring => Some(("#2a9d8f", "restore")),
@@ -38,6 +39,7 @@ fn marker(kind: EventKind) -> (&'static str, &'static str) {
         EventKind::ResetFailed => ("#6c757d", "RESET_FAILED"),
         EventKind::ResetAborted => ("#8d99ae", "RESET_ABORTED"),
         EventKind::DeviceFatal => ("#000000", "DEVICE_FATAL"),
+        EventKind::ResetQuery => ("#e9c46a", "RESET_QUERY"),
     }
 }
 
@@ -243,7 +245,12 @@ impl Canvas {
                     client: Some(client),
                     call: Call::ResetVeto,
                 } => (client, "#9b2226", "VETO", true),
+                RecordKind::Call {
+                    client: Some(client),
+                    call: Call::ResetConsent,
+                } => (client, "#264653", "consent", true),
                 RecordKind::Unresponsive { client, .. } => (client, "#9b2226", "FORCED", true),
+                RecordKind::Throttled { client, .. } => (client, "#9b2226", "THROTTLED", true),
                 _ => continue,
             };
             let Some(lane) = host.agent_of(client) else {
@@ -290,6 +297,7 @@ impl Canvas {
         let ly = axis_y + 34.0;
         let mut lx = LEFT;
         for (colour, label) in [
+            ("#e9c46a", "query / RESET_QUERY"),
             ("#f4a261", "quiesce"),
             ("#e76f51", "hardware reset / RESET"),
             ("#2a9d8f", "restore / RESET_END"),
@@ -303,7 +311,7 @@ impl Canvas {
                 ly - 10.0,
                 lx + 16.0
             );
-            lx += 175.0;
+            lx += 155.0;
         }
     }
 }

@@ -63,6 +63,7 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
             Call::Register => (lane(*c), "register".into()),
             Call::ResetRequest => (lane(*c), "request".into()),
             Call::ResetVeto => (lane(*c), "VETO".into()),
+            Call::ResetConsent => (lane(*c), "consent".into()),
             _ => return None,
         },
         RecordKind::Call { client: None, call } => (None, call.as_str().to_string()),
@@ -71,6 +72,7 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
             format!("{} refused: {}", call.as_str(), code.as_str()),
         ),
         RecordKind::Unresponsive { client, .. } => (lane(*client), "FORCED".into()),
+        RecordKind::Throttled { client, .. } => (lane(*client), "THROTTLED".into()),
         RecordKind::Hw { step, ok } => match step {
             HwStep::ReadHealth | HwStep::ProbeReady if *ok => return None,
             _ => (

@@ -29,6 +29,21 @@ fn report(file: &str) -> Value {
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{file}: not JSON ({e}): {stdout}"))
 }
 
+/// The events one client heard, by name.
+fn events<'a>(r: &'a Value, client: &str) -> Vec<&'a str> {
+    r["clients"]
+        .as_array()
+        .expect("clients")
+        .iter()
+        .find(|c| c["name"] == client)
+        .unwrap_or_else(|| panic!("no client {client}"))["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e.as_str().expect("event"))
+        .collect()
+}
+
 fn outcomes(r: &Value) -> Vec<&str> {
     r["resets"]
         .as_array()
@@ -123,17 +138,22 @@ fn every_scenario_file_has_its_expected_outcome() {
         .collect();
     files.sort();
     let expected = [
+        "auto-recover-off.toml",
         "catastrophic-while-quiescing.toml",
         "default-boot-from-san.toml",
         "device-never-returns.toml",
         "device-replaced.toml",
+        "fatal-while-preparing.toml",
         "firmware-activation.toml",
         "fw-activate-after-assert.toml",
         "fw-activate-on-failed.toml",
         "hang-mid-reset.toml",
         "io-hold-timeout.toml",
+        "paging-long-outage.toml",
+        "planned-consented.toml",
         "planned-vetoed.toml",
         "request-during-restore.toml",
+        "storm-limit.toml",
         "storm.toml",
         "stuck-client.toml",
         "surprise-removal-mid-reset.toml",
@@ -172,12 +192,60 @@ fn every_scenario_file_has_its_expected_outcome() {
                 assert_eq!(r["resets"][0]["vetoed_by"], "db");
                 assert_eq!(r["resets"][0]["hw_reset_us"], Value::Null);
                 assert_eq!(r["io"]["failed"], 0);
+                // The veto came before anything was torn down: only the vetoer heard.
+                assert_eq!(events(&r, "db"), ["RESET_QUERY", "RESET_ABORTED"]);
+                for quiet in ["ibal", "bootdisk"] {
+                    assert!(events(&r, quiet).is_empty(), "{quiet} heard nothing");
+                }
+            }
+            "planned-consented.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["Restored"]);
+                assert_eq!(r["resets"][0]["reason"], "admin_planned");
+                assert_eq!(events(&r, "db"), ["RESET_QUERY", "RESET", "RESET_END"]);
+                assert_eq!(events(&r, "bootdisk"), ["RESET", "RESET_END"]);
+                assert_eq!(r["io"]["failed"], 0);
+            }
+            "fatal-while-preparing.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["Restored"], "one reset, not two");
+                assert_eq!(r["resets"][0]["reason"], "catastrophic");
+                assert_eq!(r["resets"][0]["forced_clients"][0], "slow-voter");
+                assert_eq!(
+                    events(&r, "slow-voter"),
+                    ["RESET_QUERY", "RESET", "RESET_END"]
+                );
+                assert_eq!(r["io"]["failed"], 0);
             }
             "storm.toml" => {
+                // One noisy client is throttled; the device is never failed for it.
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(3)));
+                assert_eq!(outcomes(&r), ["Restored", "Restored"]);
+                assert_eq!(r["io"]["failed"], 0);
+                assert_eq!(r["io"]["paging_failed"], 0);
+            }
+            "storm-limit.toml" => {
                 assert_eq!(state, "Failed");
                 assert_eq!(
                     outcomes(&r),
                     ["Restored", "Restored", "Restored", "StormLimit"]
+                );
+            }
+            "auto-recover-off.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["AutoRecoverOff", "Restored"]);
+                assert_eq!(r["resets"][0]["hw_reset_us"], Value::Null, "no reset");
+                assert_eq!(r["resets"][1]["reason"], "admin_restart");
+                assert_eq!(events(&r, "app"), ["RESET", "RESET_FAILED", "RESET_END"]);
+            }
+            "paging-long-outage.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["Restored"]);
+                assert!(r["resets"][0]["hw_reset_us"].as_u64() >= Some(40_000_000));
+                assert_eq!(r["io"]["paging_failed"], 0, "the paging path held");
+                assert!(
+                    r["io"]["failed"].as_u64() > Some(0),
+                    "the data LUN gave up at io_hold_timeout"
                 );
             }
             "device-replaced.toml" => {

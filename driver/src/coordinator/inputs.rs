@@ -161,9 +161,11 @@ impl Coordinator {
         self.timers[timer as usize] = None;
         let phase = self.hw_phase();
         match (timer, self.state()) {
-            (TimerId::HealthPoll, State::Operational | State::Quiescing) => {
+            (TimerId::HealthPoll, State::Operational | State::Preparing | State::Quiescing) => {
                 self.hw_step(HwStep::ReadHealth)
             }
+            // Silence is consent.
+            (TimerId::QueryDeadline, State::Preparing) => self.end_query(None),
             (TimerId::QuiesceDeadline, State::Quiescing) => self.deadline_passed(),
             (TimerId::HwPoll, State::Resetting)
                 if matches!(phase, Some(HwPhase::WaitingReady | HwPhase::LongWait)) =>

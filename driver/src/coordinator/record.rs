@@ -52,6 +52,8 @@ pub struct ResetRecord {
     pub requests: u32,
     pub barrier_size: u16,
     pub started_at: Instant,
+    /// When RESET went out: later than `started_at` by the query of a planned reset.
+    pub reset_sent_at: Option<Instant>,
     pub quiesce_done_at: Option<Instant>,
     pub hw_done_at: Option<Instant>,
     pub finished_at: Option<Instant>,
@@ -89,6 +91,7 @@ impl ResetRecord {
             requests: 0,
             barrier_size: 0,
             started_at: Instant::ZERO,
+            reset_sent_at: None,
             quiesce_done_at: None,
             hw_done_at: None,
             finished_at: None,
@@ -109,6 +112,7 @@ impl ResetRecord {
         self.requests = 1;
         self.barrier_size = 0;
         self.started_at = now;
+        self.reset_sent_at = None;
         self.quiesce_done_at = None;
         self.hw_done_at = None;
         self.finished_at = None;
@@ -120,10 +124,10 @@ impl ResetRecord {
         self.new_epoch = None;
     }
 
-    /// Quiesce duration (RESET dispatched to barrier complete).
+    /// Quiesce duration (RESET dispatched to barrier complete; a restart has none).
     pub fn quiesce(&self) -> Option<Duration> {
-        self.quiesce_done_at
-            .map(|t| t.saturating_since(self.started_at))
+        let from = self.reset_sent_at.unwrap_or(self.started_at);
+        self.quiesce_done_at.map(|t| t.saturating_since(from))
     }
 
     /// Hardware reset duration (barrier complete to device verified).

@@ -25,11 +25,16 @@ impl Coordinator {
         }
     }
 
-    /// Judges one health read. Health is watched while Operational and while Quiescing
-    /// (SPEC §5 "Health"): a fatal cause found during a quiesce joins the reset and makes it
-    /// fatal. A read that closes a quiesce ([`QuiesceEnd`]) then decides how it ends.
+    /// Judges one health read. Health is watched while Operational, Preparing and
+    /// Quiescing (SPEC §5 "Health"): a fatal cause found during a planned reset's query or
+    /// any quiesce joins the reset and makes it fatal. A read that closes a quiesce
+    /// ([`QuiesceEnd`]) then decides how it ends.
     pub(super) fn health_sample(&mut self, result: HwResult) {
-        if !matches!(self.state(), State::Operational | State::Quiescing) {
+        let was = self.state();
+        if !matches!(
+            was,
+            State::Operational | State::Preparing | State::Quiescing
+        ) {
             // A sample taken before the hardware reset began: the reset deals with the device.
             return;
         }
@@ -43,7 +48,7 @@ impl Coordinator {
             HealthVerdict::Catastrophic => Some(ResetReason::Catastrophic),
             HealthVerdict::Stalled => Some(ResetReason::HealthStall),
         };
-        if self.state() == State::Operational {
+        if was == State::Operational {
             match cause {
                 Some(reason) => self.fault(reason),
                 None => self.arm(
@@ -56,14 +61,16 @@ impl Coordinator {
         if let Some(reason) = cause {
             // Join only what is news: a stalled counter read again changes nothing.
             if reason > self.reset.reason || self.reset.planned {
-                log::warn!(
-                    "{} found while quiescing: the reset is fatal",
-                    reason.as_str()
-                );
+                log::warn!("{} found while {was}: the reset is fatal", reason.as_str());
                 let _ = self.start_or_join(reason);
             }
         }
-        match self.quiesce_mut().and_then(|q| q.end.take()) {
+        let end = match was {
+            State::Quiescing => self.quiesce_mut().and_then(|q| q.end.take()),
+            // A query's health read never closes a quiesce, even one a fatal cause just began.
+            _ => None,
+        };
+        match end {
             Some(QuiesceEnd::Abort(by)) if self.reset.planned => {
                 self.abort(by, AbortCause::Unresponsive)
             }
@@ -83,21 +90,20 @@ impl Coordinator {
     pub(super) fn start_or_join(&mut self, reason: ResetReason) -> Result<Epoch, RequestError> {
         match self.state() {
             State::Operational => self.start_reset(reason),
+            State::Preparing => {
+                self.join(reason);
+                if !self.reset.planned {
+                    // A forced or fatal cause: nobody may veto it now, on to the quiesce.
+                    let fail = self.recovery_off(reason);
+                    self.end_query(fail);
+                }
+                Ok(self.reset.epoch)
+            }
             State::Quiescing | State::Resetting => {
-                self.counters.joined_requests += 1;
-                self.reset.requests += 1;
-                if reason > self.reset.reason {
-                    self.reset.reason = reason;
+                self.join(reason);
+                if let (Some(off), Some(q)) = (self.recovery_off(reason), self.quiesce_mut()) {
+                    q.fail.get_or_insert(off);
                 }
-                if !reason.is_planned() {
-                    // A forced cause met a planned reset: nobody may veto or abort it now.
-                    self.reset.planned = false;
-                }
-                if reason == ResetReason::FirmwareActivate {
-                    // Joining after the assert: verification schedules a follow-up.
-                    self.fw = super::FwAllowance::Requested;
-                }
-                self.record(RecordKind::ResetJoined { reason });
                 Ok(self.reset.epoch)
             }
             State::Restoring => {
@@ -114,6 +120,30 @@ impl Coordinator {
             State::Failed => Err(RequestError::DeviceFailed),
             State::Removed => Err(RequestError::DeviceRemoved),
         }
+    }
+
+    /// A request or fault joins the reset under way: the graver reason wins.
+    fn join(&mut self, reason: ResetReason) {
+        self.counters.joined_requests += 1;
+        self.reset.requests += 1;
+        if reason > self.reset.reason {
+            self.reset.reason = reason;
+        }
+        if !reason.is_planned() {
+            // A forced cause met a planned reset: nobody may veto or abort it now.
+            self.reset.planned = false;
+        }
+        if reason == ResetReason::FirmwareActivate {
+            // Joining after the assert: verification schedules a follow-up.
+            self.fw = super::FwAllowance::Requested;
+        }
+        self.record(RecordKind::ResetJoined { reason });
+    }
+
+    /// With `auto_recover` off a fatal error is not reset: the device is quiesced and left
+    /// Failed for the administrator.
+    fn recovery_off(&self, reason: ResetReason) -> Option<FailReason> {
+        (!self.policy.auto_recover && reason.is_fatal()).then_some(FailReason::AutoRecoverOff)
     }
 
     pub(super) fn start_reset(&mut self, reason: ResetReason) -> Result<Epoch, RequestError> {
@@ -136,13 +166,32 @@ impl Coordinator {
             reason,
             planned: self.reset.planned,
         });
-        self.transition(Stage::Quiescing(Quiesce::new(storm_fail)));
+        if self.reset.planned {
+            self.enter_preparing();
+        } else {
+            let fail = if storm_fail {
+                Some(FailReason::StormLimit)
+            } else {
+                self.recovery_off(reason)
+            };
+            self.enter_quiescing(fail);
+        }
+        if storm_fail {
+            Err(RequestError::StormLimit)
+        } else {
+            Ok(self.reset.epoch)
+        }
+    }
 
-        // Snapshot the barrier: everyone registered now, idle or not.
+    /// Quiescing: RESET to every client registered now, idle or not (the barrier).
+    pub(super) fn enter_quiescing(&mut self, fail: Option<FailReason>) {
+        let now = self.now;
+        self.reset.reset_sent_at = Some(now);
+        self.transition(Stage::Quiescing(Quiesce::new(fail)));
         let deadline = now + self.policy.quiesce_deadline();
         let event = Event::Reset {
             epoch: self.epoch,
-            reason,
+            reason: self.reset.reason,
             planned: self.reset.planned,
             deadline,
         };
@@ -159,11 +208,6 @@ impl Coordinator {
         self.arm(TimerId::QuiesceDeadline, deadline);
         if members == 0 {
             self.close_quiesce(QuiesceEnd::Proceed);
-        }
-        if storm_fail {
-            Err(RequestError::StormLimit)
-        } else {
-            Ok(self.reset.epoch)
         }
     }
 
@@ -226,11 +270,11 @@ impl Coordinator {
     }
 
     fn quiesce_done(&mut self) {
-        let storm_fail = self.quiesce_mut().is_some_and(|q| q.storm_fail);
+        let fail = self.quiesce_mut().and_then(|q| q.fail);
         self.cancel(TimerId::HealthPoll);
         self.reset.quiesce_done_at = Some(self.now);
-        if storm_fail {
-            self.fail(FailReason::StormLimit);
+        if let Some(reason) = fail {
+            self.fail(reason);
         } else {
             // A quiesce always comes from Operational: nothing was saved yet.
             self.enter_resetting(false);
@@ -241,6 +285,12 @@ impl Coordinator {
     /// hardware), restoring to the config space the failed reset saved if it did.
     pub(super) fn restart(&mut self, reason: ResetReason) {
         let config_saved = matches!(self.stage, Stage::Failed { config_saved: true });
+        // The administrator has looked: the storm and every client's request budget start
+        // afresh.
+        self.storm = super::Window::new();
+        for e in self.slots.iter_mut().filter_map(|s| s.entry.as_mut()) {
+            e.requests = super::Window::new();
+        }
         self.counters.resets_started += 1;
         self.counters.admin_resets += 1;
         self.reset.begin(self.epoch, reason, self.now, true);

@@ -7,7 +7,7 @@
 //! previous one's data is gone with it. Nothing is cleared by hand.
 
 use crate::hca::HwStep;
-use crate::policy::MAX_AUTO_RESETS_LIMIT;
+use crate::policy::{CLIENT_REQUEST_LIMIT_MAX, MAX_AUTO_RESETS_LIMIT};
 use crate::time::{Duration, Instant};
 use crate::types::*;
 
@@ -16,6 +16,7 @@ use crate::types::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Stage {
     Operational,
+    Preparing(Prepare),
     Quiescing(Quiesce),
     Resetting(HwReset),
     Restoring(Restore),
@@ -30,6 +31,7 @@ impl Stage {
     pub(super) const fn state(&self) -> State {
         match self {
             Stage::Operational => State::Operational,
+            Stage::Preparing(_) => State::Preparing,
             Stage::Quiescing(_) => State::Quiescing,
             Stage::Resetting(_) => State::Resetting,
             Stage::Restoring(_) => State::Restoring,
@@ -39,22 +41,30 @@ impl Stage {
     }
 }
 
+/// While Preparing: the query of a planned reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Prepare {
+    /// Queried clients that have neither answered nor left.
+    pub(super) pending: u16,
+}
+
 /// While Quiescing: the barrier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Quiesce {
     /// Barrier members that have neither executed nor left.
     pub(super) pending: u16,
-    /// This reset quiesces the clients and then fails the device (storm limit).
-    pub(super) storm_fail: bool,
+    /// This reset quiesces the clients and then fails the device with this reason (storm
+    /// limit, or a fatal error with `auto_recover` off) instead of resetting it.
+    pub(super) fail: Option<FailReason>,
     /// The barrier is done; a last health read decides how the quiesce ends.
     pub(super) end: Option<QuiesceEnd>,
 }
 
 impl Quiesce {
-    pub(super) const fn new(storm_fail: bool) -> Self {
+    pub(super) const fn new(fail: Option<FailReason>) -> Self {
         Quiesce {
             pending: 0,
-            storm_fail,
+            fail,
             end: None,
         }
     }
@@ -150,7 +160,11 @@ pub(super) struct Entry {
     pub(super) desc: ClientDesc,
     pub(super) state: ClientState,
     pub(super) in_barrier: bool,
+    /// Received this reset's RESET_QUERY (it hears RESET_ABORTED if the reset is vetoed).
+    pub(super) queried: bool,
     pub(super) reset_sent_at: Instant,
+    /// Its recent reset requests, for `client_request_limit`.
+    pub(super) requests: Window,
     pub(super) last_ack_latency: Option<Duration>,
 }
 
@@ -169,17 +183,30 @@ pub(super) enum Walk {
     OldestFirst,
 }
 
-/// Start times of recent resets, for storm control; fixed size.
+/// Times of recent resets (storm control) or of one client's recent requests (its
+/// request limit); fixed size: the policy's limits are bounded by it.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct StormWindow {
-    starts: [Option<Instant>; MAX_AUTO_RESETS_LIMIT as usize],
+pub(super) struct Window {
+    starts: [Option<Instant>; WINDOW_SLOTS],
     next: usize,
 }
 
-impl StormWindow {
-    pub(super) fn new() -> Self {
-        StormWindow {
-            starts: [None; MAX_AUTO_RESETS_LIMIT as usize],
+const WINDOW_SLOTS: usize = {
+    let (a, b) = (
+        MAX_AUTO_RESETS_LIMIT as usize,
+        CLIENT_REQUEST_LIMIT_MAX as usize,
+    );
+    if a > b {
+        a
+    } else {
+        b
+    }
+};
+
+impl Window {
+    pub(super) const fn new() -> Self {
+        Window {
+            starts: [None; WINDOW_SLOTS],
             next: 0,
         }
     }

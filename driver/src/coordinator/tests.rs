@@ -44,6 +44,8 @@ trait Shorthand {
     fn reset_epoch_of(&self, id: ClientId) -> Epoch;
     fn request(&mut self, id: ClientId) -> Result<Epoch, RequestError>;
     fn execute(&mut self, id: ClientId) -> Result<ExecuteOutcome, ExecuteError>;
+    fn query_epoch_of(&self, id: ClientId) -> Epoch;
+    fn consent(&mut self, id: ClientId) -> Result<(), ConsentError>;
     fn admin(&mut self, kind: AdminReset) -> Result<Epoch, AdminResetError>;
     fn asserts(&self) -> usize;
     fn transitions(&self) -> Vec<(State, State)>;
@@ -88,6 +90,24 @@ impl Shorthand for H {
 
     fn admin(&mut self, kind: AdminReset) -> Result<Epoch, AdminResetError> {
         let r = self.call(|c, now| c.admin_reset(now, kind));
+        self.pump();
+        r
+    }
+
+    fn query_epoch_of(&self, id: ClientId) -> Epoch {
+        self.delivered()
+            .iter()
+            .rev()
+            .find_map(|(c, e)| match e {
+                Event::ResetQuery { epoch, .. } if *c == id => Some(*epoch),
+                _ => None,
+            })
+            .expect("client got RESET_QUERY")
+    }
+
+    fn consent(&mut self, id: ClientId) -> Result<(), ConsentError> {
+        let e = self.query_epoch_of(id);
+        let r = self.call(|c, now| c.reset_consent(now, id, e));
         self.pump();
         r
     }
@@ -366,19 +386,25 @@ fn forced_reset_ignores_abort_on_unresponsive() {
     assert_eq!(h.c().epoch(), Epoch(2), "forced reset went through");
 }
 
+// ----- Preparing: the query of a planned reset (SPEC §5) -------------------------------------
+
 #[test]
-fn planned_reset_vetoed_aborts_everyone_no_hardware_reset_same_epoch() {
+fn a_veto_stops_a_planned_reset_before_anything_is_torn_down() {
     let mut h = harness();
     let a = h.reg("a");
     let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     h.admin(AdminReset::Planned).expect("planned");
-    h.execute(a).expect("a ready");
-    let e = h.reset_epoch_of(v);
+    assert_eq!(h.c().state(), State::Preparing);
+    assert!(h.c().reset_in_progress());
+    assert_eq!(h.events_of(a), [], "only CAN_VETO clients are asked");
+    assert_eq!(h.events_of(v), [ResetQuery]);
+    assert_eq!(h.c().client(v).expect("v").state, ClientState::Queried);
+    let e = h.query_epoch_of(v);
     assert_eq!(h.call(|c, now| c.reset_veto(now, v, e)), Ok(()));
     h.pump();
     assert_eq!(h.c().state(), State::Operational);
-    assert_eq!(h.events_of(a), [Reset, ResetAborted]);
-    assert_eq!(h.events_of(v), [Reset, ResetAborted]);
+    assert_eq!(h.events_of(a), [], "a veto disturbs nobody");
+    assert_eq!(h.events_of(v), [ResetQuery, ResetAborted]);
     assert_eq!(h.asserts(), 0);
     assert_eq!(h.c().epoch(), Epoch(1));
     let r = h.c().last_reset().expect("record");
@@ -389,7 +415,77 @@ fn planned_reset_vetoed_aborts_everyone_no_hardware_reset_same_epoch() {
             cause: AbortCause::Veto
         })
     );
-    assert_eq!(h.c().client(a).expect("a").state, ClientState::Active);
+    assert_eq!(r.barrier_size, 0, "no RESET went out");
+    assert_eq!(h.c().counters().resets_aborted, 1);
+    assert!(h.timers().is_empty() || !h.c().reset_in_progress());
+    for id in [a, v] {
+        assert_eq!(h.c().client(id).expect("client").state, ClientState::Active);
+    }
+    assert_eq!(
+        h.transitions(),
+        [
+            (State::Operational, State::Preparing),
+            (State::Preparing, State::Operational)
+        ]
+    );
+}
+
+#[test]
+fn consent_from_every_queried_client_sends_reset_to_the_whole_barrier() {
+    let mut h = harness();
+    let a = h.reg("a");
+    let v1 = h.reg_flags("v1", ClientFlags::CAN_VETO);
+    let v2 = h.reg_flags("v2", ClientFlags::CAN_VETO);
+    h.admin(AdminReset::Planned).expect("planned");
+    assert_eq!(h.consent(v1), Ok(()));
+    assert_eq!(h.consent(v1), Ok(()), "consent is idempotent");
+    assert_eq!(h.c().state(), State::Preparing, "v2 has not answered");
+    assert_eq!(h.consent(v2), Ok(()));
+    assert_eq!(h.c().state(), State::Quiescing);
+    assert_eq!(h.events_of(a), [Reset]);
+    assert_eq!(h.events_of(v1), [ResetQuery, Reset]);
+    assert!(h.c().last_reset().expect("record").planned);
+    h.complete(&[a, v1, v2]);
+    assert_eq!(h.c().epoch(), Epoch(2));
+    assert_eq!(h.events_of(v2), [ResetQuery, Reset, ResetEnd]);
+}
+
+#[test]
+fn silence_is_consent_at_the_query_deadline() {
+    let mut h = harness();
+    let v = h.reg_flags("silent", ClientFlags::CAN_VETO);
+    h.admin(AdminReset::Planned).expect("planned");
+    h.advance(999);
+    assert_eq!(h.c().state(), State::Preparing);
+    h.advance(1);
+    assert_eq!(h.c().state(), State::Quiescing, "query_deadline_ms = 1000");
+    assert_eq!(h.events_of(v), [ResetQuery, Reset]);
+    let e = h.query_epoch_of(v);
+    assert_eq!(
+        h.call(|c, now| c.reset_veto(now, v, e)),
+        Err(VetoError::NoQueryPending),
+        "too late to veto once RESET is out"
+    );
+}
+
+#[test]
+fn a_planned_reset_with_nobody_to_ask_goes_straight_to_its_quiesce() {
+    let mut h = harness();
+    let a = h.reg("a");
+    h.admin(AdminReset::Planned).expect("planned");
+    assert_eq!(h.c().state(), State::Quiescing);
+    assert_eq!(h.transitions(), [(State::Operational, State::Quiescing)]);
+    h.complete(&[a]);
+    assert_eq!(h.c().epoch(), Epoch(2));
+}
+
+#[test]
+fn a_forced_reset_asks_nobody() {
+    let mut h = harness();
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    h.admin(AdminReset::Forced).expect("forced");
+    assert_eq!(h.c().state(), State::Quiescing);
+    assert_eq!(h.events_of(v), [Reset]);
 }
 
 #[test]
@@ -401,13 +497,8 @@ fn veto_refusals() {
         h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
         Err(VetoError::NoResetPending)
     );
-    // A fatal reset cannot be vetoed.
-    h.call(|c, now| c.catastrophic_error(now));
-    h.pump();
-    assert_eq!(
-        h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
-        Err(VetoError::NotPlanned)
-    );
+    h.admin(AdminReset::Planned).expect("planned");
+    let late = h.reg_flags("late", ClientFlags::CAN_VETO);
     assert_eq!(
         h.call(|c, now| c.reset_veto(now, plain, Epoch(1))),
         Err(VetoError::NotAllowed)
@@ -416,52 +507,239 @@ fn veto_refusals() {
         h.call(|c, now| c.reset_veto(now, v, Epoch(0))),
         Err(VetoError::StaleEpoch)
     );
-    h.execute(plain).expect("ready");
-    h.execute(v).expect("ready");
-    assert_eq!(h.c().state(), State::Resetting);
+    assert_eq!(
+        h.call(|c, now| c.reset_veto(now, late, Epoch(1))),
+        Err(VetoError::NotQueried),
+        "registered after the query went out"
+    );
+    // A fatal cause ends the query: the reset cannot be vetoed any more.
+    h.call(|c, now| c.catastrophic_error(now));
+    h.pump();
+    assert_eq!(h.c().state(), State::Quiescing);
     assert_eq!(
         h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
-        Err(VetoError::TooLate)
+        Err(VetoError::NoQueryPending)
     );
-    h.advance(1_000);
+    h.complete(&[plain, v, late]);
     assert_eq!(
         h.c().epoch(),
         Epoch(2),
         "the refused vetoes changed nothing"
     );
+    assert_eq!(
+        h.events_of(late),
+        [Reset, ResetEnd],
+        "it joined the barrier"
+    );
 }
 
 #[test]
-fn late_vetoer_outside_barrier_is_refused() {
+fn consent_refusals() {
+    let mut h = harness();
+    let plain = h.reg("plain");
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    assert_eq!(
+        h.call(|c, now| c.reset_consent(now, v, Epoch(1))),
+        Err(ConsentError::NoQueryPending)
+    );
+    h.admin(AdminReset::Planned).expect("planned");
+    assert_eq!(
+        h.call(|c, now| c.reset_consent(now, plain, Epoch(1))),
+        Err(ConsentError::NotQueried)
+    );
+    assert_eq!(
+        h.call(|c, now| c.reset_consent(now, v, Epoch(7))),
+        Err(ConsentError::StaleEpoch)
+    );
+    let gone = ClientId {
+        index: 5,
+        generation: 0,
+    };
+    assert_eq!(
+        h.call(|c, now| c.reset_consent(now, gone, Epoch(1))),
+        Err(ConsentError::UnknownClient)
+    );
+    assert_eq!(h.c().state(), State::Preparing, "refusals changed nothing");
+    assert_eq!(h.c().counters().refusals, 4);
+}
+
+#[test]
+fn a_queried_client_that_leaves_counts_as_consent() {
     let mut h = harness();
     let a = h.reg("a");
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     h.admin(AdminReset::Planned).expect("planned");
-    let late = h.reg_flags("late", ClientFlags::CAN_VETO);
-    assert_eq!(
-        h.call(|c, now| c.reset_veto(now, late, Epoch(1))),
-        Err(VetoError::NotInBarrier)
-    );
+    h.call(|c, now| c.unregister(now, v)).expect("unregister");
+    h.pump();
+    assert_eq!(h.c().state(), State::Quiescing);
     h.complete(&[a]);
     assert_eq!(h.c().epoch(), Epoch(2));
 }
 
 #[test]
-fn catastrophic_joining_a_planned_reset_makes_it_unvetoable() {
+fn catastrophic_while_preparing_makes_the_reset_fatal_and_proceeds() {
     let mut h = harness();
+    let a = h.reg("a");
     let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     h.admin(AdminReset::Planned).expect("planned");
     h.call(|c, now| c.catastrophic_error(now));
     h.pump();
-    assert_eq!(
-        h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
-        Err(VetoError::NotPlanned)
-    );
-    h.complete(&[v]);
+    assert_eq!(h.c().state(), State::Quiescing);
+    assert_eq!(h.events_of(v), [ResetQuery, Reset]);
     let r = h.c().last_reset().expect("record");
     assert_eq!(r.reason, ResetReason::Catastrophic);
+    assert!(!r.planned);
     assert_eq!(r.requests, 2);
+    h.complete(&[a, v]);
     assert_eq!(h.c().counters().resets_started, 1, "no second reset raised");
     assert_eq!(h.asserts(), 1);
+    assert_eq!(h.c().epoch(), Epoch(2));
+}
+
+#[test]
+fn the_health_poll_watches_a_query_and_makes_the_reset_fatal() {
+    let mut h = harness_with(
+        Policy {
+            query_deadline_ms: 5_000,
+            ..policy()
+        },
+        8,
+    );
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    h.admin(AdminReset::Planned).expect("planned");
+    h.hca_mut().inject_catastrophic(0xbad);
+    h.advance(1_000);
+    assert_eq!(h.c().state(), State::Quiescing, "the poll found it");
+    assert_eq!(
+        h.c().last_reset().expect("record").reason,
+        ResetReason::Catastrophic
+    );
+    h.complete(&[v]);
+    assert_eq!(h.c().epoch(), Epoch(2));
+}
+
+#[test]
+fn another_planned_request_joins_the_query() {
+    let mut h = harness();
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    h.admin(AdminReset::Planned).expect("planned");
+    h.admin(AdminReset::Planned).expect("planned again");
+    assert_eq!(h.c().state(), State::Preparing);
+    assert_eq!(h.events_of(v), [ResetQuery], "asked once");
+    assert_eq!(h.c().last_reset().expect("record").requests, 2);
+}
+
+#[test]
+fn surprise_removal_while_preparing_ends_the_query_with_device_fatal() {
+    let mut h = harness();
+    let a = h.reg("a");
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    h.admin(AdminReset::Planned).expect("planned");
+    h.hca_mut().remove();
+    h.call(|c, now| c.surprise_removal(now));
+    h.pump();
+    assert_eq!(h.c().state(), State::Removed);
+    assert_eq!(h.events_of(v), [ResetQuery, DeviceFatal]);
+    assert_eq!(h.events_of(a), [DeviceFatal]);
+    assert_eq!(
+        h.c().last_reset().expect("record").result,
+        Some(ResetResult::Removed)
+    );
+    assert!(h.timers().is_empty());
+}
+
+// ----- throttles and auto_recover (SPEC §5 "Storm control") ---------------------------------
+
+#[test]
+fn a_noisy_client_is_throttled_and_the_device_stays_up() {
+    let mut h = harness();
+    let noisy = h.reg("noisy");
+    for _ in 0..2 {
+        h.request(noisy).expect("within its limit");
+        h.complete(&[noisy]);
+    }
+    assert_eq!(h.c().epoch(), Epoch(3));
+    assert_eq!(h.request(noisy), Err(RequestError::Throttled));
+    assert_eq!(h.c().state(), State::Operational, "nothing happened");
+    assert_eq!(h.c().counters().resets_started, 2);
+    assert_eq!(h.c().counters().throttled, 1);
+    let name = h.c().recorder().iter().find_map(|r| match r.kind {
+        RecordKind::Throttled { client, name } if client == noisy => Some(name),
+        _ => None,
+    });
+    assert_eq!(name.map(|n| n.to_string()), Some("noisy".to_string()));
+    // Another client is not throttled for it.
+    let other = h.reg("other");
+    assert!(h.request(other).is_ok());
+    h.complete(&[noisy, other]);
+    // The window moves on.
+    h.advance(60_000);
+    assert!(
+        h.request(noisy).is_ok(),
+        "a minute later its budget is back"
+    );
+}
+
+#[test]
+fn an_administrator_restart_clears_the_storm_window() {
+    let mut h = harness_with(
+        Policy {
+            max_auto_resets: 1,
+            ..policy()
+        },
+        8,
+    );
+    let a = h.reg("a");
+    h.call(|c, now| c.catastrophic_error(now));
+    h.pump();
+    h.complete(&[a]);
+    h.call(|c, now| c.catastrophic_error(now));
+    h.pump();
+    h.complete(&[a]);
+    assert_eq!(h.c().state(), State::Failed, "storm limit");
+    h.call(|c, now| c.admin_restart(now)).expect("restart");
+    h.pump();
+    h.advance(5_000);
+    assert_eq!(h.c().state(), State::Operational);
+    // Within the old window, but the restart cleared it: one more is allowed.
+    h.call(|c, now| c.catastrophic_error(now));
+    h.pump();
+    h.complete(&[a]);
+    assert_eq!(h.c().state(), State::Operational);
+}
+
+#[test]
+fn auto_recover_off_quiesces_and_leaves_the_device_failed_for_the_administrator() {
+    let mut h = harness_with(
+        Policy {
+            auto_recover: false,
+            ..policy()
+        },
+        8,
+    );
+    let a = h.reg("a");
+    h.call(|c, now| c.catastrophic_error(now));
+    h.pump();
+    assert_eq!(h.c().state(), State::Quiescing, "clients release first");
+    h.complete(&[a]);
+    assert_eq!(h.c().state(), State::Failed);
+    assert_eq!(h.asserts(), 0, "no hardware reset");
+    assert_eq!(h.events_of(a), [Reset, ResetFailed]);
+    assert!(h.delivered().contains(&(
+        a,
+        Event::ResetFailed {
+            epoch: Epoch(1),
+            error: FailReason::AutoRecoverOff
+        }
+    )));
+    // A client's own request still resets: auto_recover is about errors the device raised.
+    h.call(|c, now| c.admin_restart(now)).expect("restart");
+    h.pump();
+    h.advance(5_000);
+    assert_eq!(h.c().state(), State::Operational);
+    assert!(h.request(a).is_ok());
+    h.complete(&[a]);
+    assert_eq!(h.c().state(), State::Operational);
 }
 
 #[test]
@@ -565,6 +843,7 @@ fn planned_with_wedged_client(quiesce_deadline_ms: u64) -> (H, ClientId, ClientI
     let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     let wedged = h.reg("wedged");
     h.admin(AdminReset::Planned).expect("planned");
+    h.consent(v).expect("consent");
     h.execute(v).expect("vetoer ready");
     (h, v, wedged)
 }
@@ -580,7 +859,7 @@ fn catastrophic_found_by_the_poll_while_quiescing_makes_a_planned_reset_fatal() 
     assert!(!r.planned, "the poll made it fatal before the deadline");
     assert_eq!(
         h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
-        Err(VetoError::NotPlanned)
+        Err(VetoError::NoQueryPending)
     );
     h.advance(2_000 + 5_000);
     assert_eq!(h.c().counters().resets_started, 1, "one reset");
@@ -614,7 +893,7 @@ fn unresponsive_abort_goes_ahead_when_the_closing_read_is_healthy() {
     h.advance(500);
     assert_eq!(h.c().state(), State::Operational);
     assert_eq!(h.asserts(), 0);
-    assert_eq!(h.events_of(v), [Reset, ResetAborted]);
+    assert_eq!(h.events_of(v), [ResetQuery, Reset, ResetAborted]);
     assert_eq!(h.events_of(wedged), [Reset, ResetAborted]);
 }
 
@@ -1248,9 +1527,20 @@ fn soft_reset_performs_zero_pnp_operations() {
 
 // ----- storm control -------------------------------------------------------------------------
 
+/// Storm control alone: the per-client request limit out of the way.
+fn unthrottled() -> H {
+    harness_with(
+        Policy {
+            client_request_limit: 16,
+            ..policy()
+        },
+        8,
+    )
+}
+
 #[test]
 fn fourth_automatic_reset_in_the_storm_window_fails_storm_limit() {
-    let mut h = harness();
+    let mut h = unthrottled();
     let a = h.reg("a");
     for i in 0..3 {
         assert!(h.request(a).is_ok(), "reset {i} allowed");
@@ -1284,7 +1574,7 @@ fn fourth_automatic_reset_in_the_storm_window_fails_storm_limit() {
 
 #[test]
 fn administrator_reset_is_never_refused_by_storm_control() {
-    let mut h = harness();
+    let mut h = unthrottled();
     let a = h.reg("a");
     for _ in 0..3 {
         h.request(a).expect("automatic");
@@ -1493,17 +1783,15 @@ fn reset_path_stays_within_reserved_capacity() {
     // without draining in between: the worst case the queue is sized for.
     let mut h = harness_with(policy(), 16);
     let mut ids = Vec::new();
-    for i in 0..15 {
-        ids.push(h.reg(&std::format!("c{i}")));
+    for i in 0..16 {
+        ids.push(h.reg_flags(&std::format!("c{i}"), ClientFlags::CAN_VETO));
     }
-    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     h.call(|c, now| c.admin_reset(now, AdminReset::Planned))
         .expect("planned");
-    h.call(|c, now| c.reset_veto(now, v, Epoch(1)))
-        .expect("veto");
+    h.call(|c, now| c.catastrophic_error(now));
     h.call(|c, now| c.surprise_removal(now));
     assert!(h.c().pending_actions() >= 48);
     h.pump();
     assert_eq!(h.c().counters().actions_overflowed, 0);
-    assert_eq!(h.events_of(v), [Reset, ResetAborted, DeviceFatal]);
+    assert_eq!(h.events_of(ids[0]), [ResetQuery, Reset, DeviceFatal]);
 }

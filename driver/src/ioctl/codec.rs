@@ -25,6 +25,15 @@ pub(super) fn put_u64(buf: &mut [u8], at: usize, v: u64) {
     put(buf, at, &v.to_le_bytes());
 }
 
+/// A boolean field: 0 or 1, anything else is not one.
+fn flag(v: u32) -> Option<bool> {
+    match v {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
+}
+
 pub(super) fn get<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
     buf.get(at..at + N)?.try_into().ok()
 }
@@ -84,6 +93,22 @@ impl PolicyAbi {
             max_auto_resets: u32::from(p.max_auto_resets),
             abort_on_unresponsive: u32::from(p.abort_on_unresponsive),
             reserved: 0,
+            query_deadline_ms: p.query_deadline_ms,
+            paging_io_hold_timeout_ms: p.paging_io_hold_timeout_ms,
+            client_request_limit: u32::from(p.client_request_limit),
+            auto_recover: u32::from(p.auto_recover),
+        }
+    }
+
+    /// A version-1 structure carries no version-2 field: those keep `current`'s values.
+    pub fn with_v2_fields_of(self, current: &Policy) -> Self {
+        let now = PolicyAbi::from_policy(current);
+        PolicyAbi {
+            query_deadline_ms: now.query_deadline_ms,
+            paging_io_hold_timeout_ms: now.paging_io_hold_timeout_ms,
+            client_request_limit: now.client_request_limit,
+            auto_recover: now.auto_recover,
+            ..self
         }
     }
 
@@ -99,16 +124,18 @@ impl PolicyAbi {
             max_auto_resets: u8::try_from(self.max_auto_resets).ok()?,
             storm_window_ms: self.storm_window_ms,
             io_hold_timeout_ms: self.io_hold_timeout_ms,
-            abort_on_unresponsive: match self.abort_on_unresponsive {
-                0 => false,
-                1 => true,
-                _ => return None,
-            },
+            abort_on_unresponsive: flag(self.abort_on_unresponsive)?,
             health_poll_interval_ms: self.health_poll_interval_ms,
+            query_deadline_ms: self.query_deadline_ms,
+            client_request_limit: u8::try_from(self.client_request_limit).ok()?,
+            auto_recover: flag(self.auto_recover)?,
+            paging_io_hold_timeout_ms: self.paging_io_hold_timeout_ms,
         })
         .filter(|_| self.reserved == 0)
     }
 
+    /// Writes the whole (version-2) structure; a version-1 reply is its first
+    /// [`POLICY_V1_BYTES`].
     pub fn encode(&self, buf: &mut [u8]) {
         put_u64(
             buf,
@@ -161,6 +188,33 @@ impl PolicyAbi {
             self.abort_on_unresponsive,
         );
         put_u32(buf, offset_of!(PolicyAbi, reserved), self.reserved);
+        put_u64(
+            buf,
+            offset_of!(PolicyAbi, query_deadline_ms),
+            self.query_deadline_ms,
+        );
+        put_u64(
+            buf,
+            offset_of!(PolicyAbi, paging_io_hold_timeout_ms),
+            self.paging_io_hold_timeout_ms,
+        );
+        put_u32(
+            buf,
+            offset_of!(PolicyAbi, client_request_limit),
+            self.client_request_limit,
+        );
+        put_u32(buf, offset_of!(PolicyAbi, auto_recover), self.auto_recover);
+    }
+
+    /// Reads a version-2 structure, or with `version` 1 the version-1 one (its version-2
+    /// fields zero: see [`PolicyAbi::with_v2_fields_of`]).
+    pub fn decode_version(buf: &[u8], version: u16) -> Option<Self> {
+        if version == 1 {
+            let mut full = [0u8; size_of::<PolicyAbi>()];
+            full[..POLICY_V1_BYTES].copy_from_slice(buf.get(..POLICY_V1_BYTES)?);
+            return Self::decode(&full);
+        }
+        Self::decode(buf)
     }
 
     pub fn decode(buf: &[u8]) -> Option<Self> {
@@ -176,6 +230,13 @@ impl PolicyAbi {
             max_auto_resets: get_u32(buf, offset_of!(PolicyAbi, max_auto_resets))?,
             abort_on_unresponsive: get_u32(buf, offset_of!(PolicyAbi, abort_on_unresponsive))?,
             reserved: get_u32(buf, offset_of!(PolicyAbi, reserved))?,
+            query_deadline_ms: get_u64(buf, offset_of!(PolicyAbi, query_deadline_ms))?,
+            paging_io_hold_timeout_ms: get_u64(
+                buf,
+                offset_of!(PolicyAbi, paging_io_hold_timeout_ms),
+            )?,
+            client_request_limit: get_u32(buf, offset_of!(PolicyAbi, client_request_limit))?,
+            auto_recover: get_u32(buf, offset_of!(PolicyAbi, auto_recover))?,
         })
     }
 }
@@ -343,6 +404,32 @@ pub fn encode_empty(buf: &mut [u8]) {
 }
 
 /// The input size each code takes (exactly).
+/// Bytes of the policy structure in ABI `version`.
+pub const fn policy_bytes(version: u16) -> usize {
+    if version == 1 {
+        POLICY_V1_BYTES
+    } else {
+        size_of::<PolicyAbi>()
+    }
+}
+
+/// The input size of `code` in ABI `version`.
+pub fn input_size_of(code: u32, version: u16) -> Option<usize> {
+    match code {
+        IOCTL_HCABUS_SET_POLICY => Some(size_of::<InputHeader>() + policy_bytes(version)),
+        _ => input_size(code),
+    }
+}
+
+/// The smallest output buffer `code` accepts in ABI `version`.
+pub fn min_output_of(code: u32, version: u16) -> usize {
+    match code {
+        IOCTL_HCABUS_GET_POLICY => policy_bytes(version),
+        _ => min_output(code),
+    }
+}
+
+/// The input size of `code` in the current ABI.
 pub fn input_size(code: u32) -> Option<usize> {
     Some(match code {
         IOCTL_HCABUS_QUERY_STATE | IOCTL_HCABUS_GET_POLICY | IOCTL_HCABUS_RESTART => {
@@ -357,7 +444,7 @@ pub fn input_size(code: u32) -> Option<usize> {
     })
 }
 
-/// The smallest output buffer each code accepts.
+/// The smallest output buffer each code accepts in the current ABI.
 pub fn min_output(code: u32) -> usize {
     match code {
         IOCTL_HCABUS_QUERY_STATE => size_of::<StateOut>(),

@@ -48,21 +48,39 @@ impl Reply {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Decoded<'a> {
     QueryState,
-    ListClients { start: u32 },
-    ReadLog { since: u64, max: u32 },
-    GetPolicy,
-    Reset { mode: AdminReset, reason: &'a str },
+    ListClients {
+        start: u32,
+    },
+    ReadLog {
+        since: u64,
+        max: u32,
+    },
+    GetPolicy {
+        version: u16,
+    },
+    Reset {
+        mode: AdminReset,
+        reason: &'a str,
+    },
     Restart,
-    SetPolicy(Policy),
-    InjectFault { fault: FaultCode, count: u32 },
+    /// The structure as sent; a version-1 one is completed from the current policy.
+    SetPolicy {
+        abi: PolicyAbi,
+        version: u16,
+    },
+    InjectFault {
+        fault: FaultCode,
+        count: u32,
+    },
 }
 
 fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
-    let expected = input_size(code).ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
+    input_size(code).ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
     let header = InputHeader::decode(input).ok_or(NtStatus::INVALID_BUFFER_SIZE)?;
-    if header.version != ABI_VERSION {
+    if !(ABI_VERSION_MIN..=ABI_VERSION).contains(&header.version) {
         return Err(NtStatus::REVISION_MISMATCH);
     }
+    let expected = input_size_of(code, header.version).ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
     if header.size as usize != expected || input.len() != expected {
         return Err(NtStatus::INVALID_BUFFER_SIZE);
     }
@@ -73,7 +91,9 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
     let size = NtStatus::INVALID_BUFFER_SIZE;
     Ok(match code {
         IOCTL_HCABUS_QUERY_STATE => Decoded::QueryState,
-        IOCTL_HCABUS_GET_POLICY => Decoded::GetPolicy,
+        IOCTL_HCABUS_GET_POLICY => Decoded::GetPolicy {
+            version: header.version,
+        },
         IOCTL_HCABUS_RESTART => Decoded::Restart,
         IOCTL_HCABUS_LIST_CLIENTS => {
             if get_u32(input, offset_of!(ListClientsIn, reserved)).ok_or(size)? != 0 {
@@ -108,10 +128,14 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
             Decoded::Reset { mode, reason }
         }
         IOCTL_HCABUS_SET_POLICY => {
-            let abi = PolicyAbi::decode(&input[offset_of!(SetPolicyIn, policy)..]).ok_or(size)?;
-            let policy = abi.to_policy().ok_or(bad)?;
-            policy.validate().map_err(|_| bad)?;
-            Decoded::SetPolicy(policy)
+            let at = offset_of!(SetPolicyIn, policy);
+            let abi = PolicyAbi::decode_version(&input[at..], header.version).ok_or(size)?;
+            // What can be checked without the current policy is checked now.
+            abi.to_policy().ok_or(bad)?;
+            Decoded::SetPolicy {
+                abi,
+                version: header.version,
+            }
         }
         IOCTL_HCABUS_INJECT_FAULT => {
             let raw = get_u32(input, offset_of!(InjectFaultIn, fault)).ok_or(size)?;
@@ -154,7 +178,9 @@ pub fn dispatch<D: IoctlDevice + ?Sized>(
         Ok(r) => r,
         Err(s) => return Reply::status(s),
     };
-    if output.len() < min_output(code) {
+    // Decoded, so the header is there and its version served.
+    let version = InputHeader::decode(input).map_or(ABI_VERSION, |h| h.version);
+    if output.len() < min_output_of(code, version) {
         return Reply::status(NtStatus::BUFFER_TOO_SMALL);
     }
     // A removed device takes no orders: every write code is refused alike (docs/ioctl.md),
@@ -174,14 +200,25 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
         }
         Decoded::ListClients { start } => list_clients(dev.coordinator(), start, out),
         Decoded::ReadLog { since, max } => read_log(dev.coordinator(), since, max, out),
-        Decoded::GetPolicy => {
-            PolicyAbi::from_policy(dev.coordinator().policy()).encode(out);
-            Reply::ok(size_of::<PolicyAbi>())
+        Decoded::GetPolicy { version } => {
+            let mut full = [0u8; size_of::<PolicyAbi>()];
+            PolicyAbi::from_policy(dev.coordinator().policy()).encode(&mut full);
+            let n = policy_bytes(version);
+            out[..n].copy_from_slice(&full[..n]);
+            Reply::ok(n)
         }
-        Decoded::SetPolicy(p) => match dev.coordinator().set_policy(now, p) {
-            Ok(()) => Reply::ok(0),
-            Err(_) => Reply::status(NtStatus::INVALID_PARAMETER),
-        },
+        Decoded::SetPolicy { abi, version } => {
+            let coord = dev.coordinator();
+            let abi = if version == 1 {
+                abi.with_v2_fields_of(coord.policy())
+            } else {
+                abi
+            };
+            match abi.to_policy().map(|p| coord.set_policy(now, p)) {
+                Some(Ok(())) => Reply::ok(0),
+                _ => Reply::status(NtStatus::INVALID_PARAMETER),
+            }
+        }
         Decoded::Reset { mode, reason } => {
             if !reason.is_empty() {
                 dev.note_reason(reason);

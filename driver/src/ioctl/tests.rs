@@ -4,6 +4,7 @@
 use super::*;
 use crate::coordinator::{Config, Coordinator};
 use crate::hca::Identity;
+use crate::policy::Policy;
 use crate::sim::{SimHca, SimHcaConfig};
 use crate::types::State;
 use crate::types::*;
@@ -203,16 +204,18 @@ fn read_log_returns_records_from_a_sequence_number() {
 #[test]
 fn policy_round_trips_and_an_invalid_one_is_refused_and_changes_nothing() {
     let mut d = dev();
-    let (r, out) = call(&mut d, IOCTL_HCABUS_GET_POLICY, &empty(), 72, Rights::READ);
-    assert_eq!(r, Reply::ok(72));
+    let (r, out) = call(&mut d, IOCTL_HCABUS_GET_POLICY, &empty(), 96, Rights::READ);
+    assert_eq!(r, Reply::ok(96));
     let mut abi = PolicyAbi::decode(&out).expect("policy");
     assert_eq!(abi.to_policy(), Some(Policy::default()));
     abi.quiesce_deadline_ms = 1_234;
-    let mut input = vec![0u8; 80];
+    abi.client_request_limit = 5;
+    let mut input = vec![0u8; 104];
     encode_set_policy(&abi, &mut input);
     let (r, _) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &input, 0, ALL);
     assert_eq!(r, Reply::ok(0));
     assert_eq!(d.coord.policy().quiesce_deadline_ms, 1_234);
+    assert_eq!(d.coord.policy().client_request_limit, 5);
     for bad in [
         PolicyAbi {
             quiesce_deadline_ms: 0,
@@ -227,6 +230,18 @@ fn policy_round_trips_and_an_invalid_one_is_refused_and_changes_nothing() {
             ..abi
         },
         PolicyAbi { reserved: 1, ..abi },
+        PolicyAbi {
+            auto_recover: 2,
+            ..abi
+        },
+        PolicyAbi {
+            client_request_limit: 0,
+            ..abi
+        },
+        PolicyAbi {
+            query_deadline_ms: 0,
+            ..abi
+        },
     ] {
         let before = fingerprint(&d);
         encode_set_policy(&bad, &mut input);
@@ -383,9 +398,17 @@ fn malformed_requests_get_their_status_and_change_nothing() {
             NtStatus::INVALID_BUFFER_SIZE,
         ),
         (
-            "wrong version",
+            "a version from the future",
             IOCTL_HCABUS_REQUEST_RESET,
-            with(&|b| put_u16(b, 4, 2)),
+            with(&|b| put_u16(b, 4, ABI_VERSION + 1)),
+            8,
+            ALL,
+            NtStatus::REVISION_MISMATCH,
+        ),
+        (
+            "version zero",
+            IOCTL_HCABUS_REQUEST_RESET,
+            with(&|b| put_u16(b, 4, 0)),
             8,
             ALL,
             NtStatus::REVISION_MISMATCH,
@@ -485,7 +508,68 @@ fn every_reset_result_code_names_the_result_it_encodes() {
         assert_eq!(result_name(code), Some(r.as_str()), "{r:?}");
     }
     assert_eq!(result_name(result_code(None)), Some("unfinished"));
-    for stranger in [3, 0x10, 0x15, 0x22, 0x31, u32::MAX] {
+    for stranger in [3, 0x10, 0x16, 0x22, 0x31, u32::MAX] {
         assert_eq!(result_name(stranger), None, "{stranger:#x}");
     }
+}
+
+#[test]
+fn a_version_1_caller_gets_the_version_1_policy_and_keeps_the_newer_keys() {
+    let mut d = dev();
+    let custom = Policy {
+        client_request_limit: 7,
+        auto_recover: false,
+        ..Policy::default()
+    };
+    d.coord.set_policy(d.now, custom).expect("valid");
+    let mut v1 = empty();
+    put_u16(&mut v1, 4, 1);
+    // GET_POLICY in version 1: 72 bytes, which a 72-byte buffer takes.
+    let (r, out) = call(&mut d, IOCTL_HCABUS_GET_POLICY, &v1, 72, Rights::READ);
+    assert_eq!(r, Reply::ok(POLICY_V1_BYTES));
+    let mut abi = PolicyAbi::decode_version(&out, 1).expect("v1 policy");
+    assert_eq!(abi.quiesce_deadline_ms, custom.quiesce_deadline_ms);
+    // A version-2 caller's buffer of 72 bytes is too small.
+    let (r, _) = call(&mut d, IOCTL_HCABUS_GET_POLICY, &empty(), 72, Rights::READ);
+    assert_eq!(r.status, NtStatus::BUFFER_TOO_SMALL);
+    // SET_POLICY in version 1: 80 bytes; the keys it cannot name keep their values.
+    abi.quiesce_deadline_ms = 4_321;
+    let mut input = vec![0u8; 104];
+    encode_set_policy(&abi, &mut input);
+    put_u32(&mut input, 0, 80);
+    put_u16(&mut input, 4, 1);
+    input.truncate(80);
+    let (r, _) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &input, 0, ALL);
+    assert_eq!(r, Reply::ok(0));
+    let p = *d.coord.policy();
+    assert_eq!(p.quiesce_deadline_ms, 4_321);
+    assert_eq!((p.client_request_limit, p.auto_recover), (7, false));
+    // The version-2 size under a version-1 header is refused.
+    let mut wrong = vec![0u8; 104];
+    encode_set_policy(&abi, &mut wrong);
+    put_u16(&mut wrong, 4, 1);
+    let (r, _) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &wrong, 0, ALL);
+    assert_eq!(r.status, NtStatus::INVALID_BUFFER_SIZE);
+}
+
+#[test]
+fn query_state_reports_preparing_as_state_7() {
+    let mut d = dev();
+    let v = ClientDesc::new("vetoer", ClientKind::Custom, ClientFlags::CAN_VETO).expect("name");
+    d.coord.register(d.now, v).expect("room");
+    let mut input = [0u8; 80];
+    RequestResetIn::new(ResetMode::Planned, "maintenance").encode(&mut input);
+    let (r, _) = call(&mut d, IOCTL_HCABUS_REQUEST_RESET, &input, 8, ALL);
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    let (_, out) = call(
+        &mut d,
+        IOCTL_HCABUS_QUERY_STATE,
+        &empty(),
+        160,
+        Rights::READ,
+    );
+    let s = StateOut::decode(&out).expect("state");
+    assert_eq!(s.state, 7);
+    assert_eq!(state_name(s.state), "Preparing");
+    assert_eq!(s.flags & 1, 1, "a reset is in progress");
 }

@@ -72,6 +72,24 @@ impl ScriptedAgent {
         &self.desc
     }
 
+    /// RESET_QUERY: a vetoer vetoes, a client that never answers stays silent (silence is
+    /// consent at the deadline), everyone else consents at once.
+    fn answer_query<B: BusHandle + ?Sized>(&mut self, bus: &mut B, epoch: Epoch) {
+        let Some(id) = self.id else {
+            return;
+        };
+        let answered = if self.behavior.veto_planned {
+            bus.reset_veto(id, epoch).is_ok()
+        } else if self.behavior.never_ack {
+            return;
+        } else {
+            bus.reset_consent(id, epoch).is_ok()
+        };
+        if !answered {
+            self.refusals += 1;
+        }
+    }
+
     fn execute<B: BusHandle + ?Sized>(&mut self, bus: &mut B, epoch: Epoch) {
         if let Some(id) = self.id {
             if bus.reset_execute(id, epoch).is_err() {
@@ -101,18 +119,13 @@ impl<B: BusHandle + ?Sized> Client<B> for ScriptedAgent {
                 self.refusals += 1;
             }
         }
-        let Event::Reset { epoch, planned, .. } = event else {
+        if let Event::ResetQuery { epoch, .. } = event {
+            return self.answer_query(bus, epoch);
+        }
+        let Event::Reset { epoch, .. } = event else {
             return;
         };
         let b = self.behavior;
-        if b.veto_planned && planned {
-            if let Some(id) = self.id {
-                if bus.reset_veto(id, epoch).is_ok() {
-                    return;
-                }
-                self.refusals += 1;
-            }
-        }
         if b.never_ack {
             return;
         }

@@ -65,6 +65,9 @@ impl BusHandle for Bus<'_> {
     ) -> Result<ExecuteOutcome, ExecuteError> {
         self.coord.reset_execute(self.now, id, epoch)
     }
+    fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
+        self.coord.reset_consent(self.now, id, epoch)
+    }
     fn reset_veto(&mut self, id: ClientId, epoch: Epoch) -> Result<(), VetoError> {
         self.coord.reset_veto(self.now, id, epoch)
     }

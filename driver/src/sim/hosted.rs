@@ -81,6 +81,11 @@ impl<D> BusHandle for ThreadCtx<'_, D> {
         self.bus
             .call_queued(|c, now| c.reset_execute(now, id, epoch))
     }
+    fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
+        self.queued = true;
+        self.bus
+            .call_queued(|c, now| c.reset_consent(now, id, epoch))
+    }
     fn reset_veto(&mut self, id: ClientId, epoch: Epoch) -> Result<(), VetoError> {
         self.queued = true;
         self.bus.call_queued(|c, now| c.reset_veto(now, id, epoch))

@@ -25,6 +25,8 @@ pub struct InvariantChecker {
 struct SlotWatch {
     id: Option<ClientId>,
     awaiting_terminal: bool,
+    /// Got RESET_QUERY: RESET or RESET_ABORTED must follow.
+    queried: bool,
     late: bool,
     zombie: bool,
     reg_seq: u64,
@@ -89,6 +91,7 @@ impl InvariantChecker {
             *w = SlotWatch {
                 id: Some(id),
                 awaiting_terminal: false,
+                queried: false,
                 late,
                 zombie,
                 reg_seq: self.reg_seq,
@@ -111,7 +114,8 @@ impl InvariantChecker {
             Event::Reset { epoch, .. }
             | Event::ResetEnd { epoch, .. }
             | Event::ResetFailed { epoch, .. }
-            | Event::ResetAborted { epoch, .. } => epoch,
+            | Event::ResetAborted { epoch, .. }
+            | Event::ResetQuery { epoch, .. } => epoch,
             Event::DeviceFatal { .. } => Epoch(0),
         };
         // RESET in reverse registration order, RESET_END in registration order.
@@ -135,6 +139,14 @@ impl InvariantChecker {
         self.last_fanout = Some((kind, epoch, w.reg_seq));
         let mut next = w;
         match kind {
+            EventKind::ResetQuery => {
+                if w.queried || w.awaiting_terminal {
+                    self.violate(format_args!(
+                        "{client} got RESET_QUERY while a reset was already under way for it"
+                    ));
+                }
+                next.queried = true;
+            }
             EventKind::Reset => {
                 if w.awaiting_terminal {
                     self.violate(format_args!(
@@ -142,7 +154,12 @@ impl InvariantChecker {
                     ));
                 }
                 next.awaiting_terminal = true;
+                next.queried = false;
                 next.late = false;
+            }
+            EventKind::ResetAborted if w.queried && !w.awaiting_terminal => {
+                // A veto: the queried clients hear RESET_ABORTED, and nothing else.
+                next.queried = false;
             }
             EventKind::ResetEnd | EventKind::ResetFailed | EventKind::ResetAborted => {
                 // Without a RESET first, an outcome is only right for a late registrant or
@@ -150,11 +167,17 @@ impl InvariantChecker {
                 if !w.awaiting_terminal && !w.late && !w.zombie {
                     self.violate(format_args!("{client} got {kind} without RESET"));
                 }
+                if w.queried {
+                    self.violate(format_args!("{client} got {kind} with its query open"));
+                }
                 next.awaiting_terminal = false;
                 next.late = false;
                 next.zombie = kind == EventKind::ResetFailed;
             }
-            EventKind::DeviceFatal => next.awaiting_terminal = false,
+            EventKind::DeviceFatal => {
+                next.awaiting_terminal = false;
+                next.queried = false;
+            }
         }
         self.slots[usize::from(client.index)] = next;
     }
@@ -167,7 +190,8 @@ impl InvariantChecker {
         }
     }
 
-    /// At the end of a reset every barrier member must have had its outcome.
+    /// At the end of a reset every barrier member must have had its outcome, every queried
+    /// client its RESET or RESET_ABORTED, and a vetoed reset must have sent no RESET.
     pub fn on_reset_concluded(&mut self, coord: &Coordinator) {
         self.checked += 1;
         for c in coord.clients() {
@@ -176,6 +200,27 @@ impl InvariantChecker {
                 self.violate(format_args!(
                     "{} '{}' got RESET but no outcome",
                     c.id, c.desc.name
+                ));
+            }
+            if w.id == Some(c.id) && w.queried {
+                self.violate(format_args!(
+                    "{} '{}' got RESET_QUERY but neither RESET nor RESET_ABORTED",
+                    c.id, c.desc.name
+                ));
+            }
+        }
+        if let Some(r) = coord.concluded_reset() {
+            let vetoed = matches!(
+                r.result,
+                Some(ResetResult::Aborted {
+                    cause: AbortCause::Veto,
+                    ..
+                })
+            );
+            if vetoed && r.barrier_size > 0 {
+                self.violate(format_args!(
+                    "the vetoed reset of {} sent RESET to {} clients",
+                    r.epoch, r.barrier_size
                 ));
             }
         }

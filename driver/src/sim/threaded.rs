@@ -216,6 +216,10 @@ impl ThreadedBus {
         self.call(|c, now| c.reset_execute(now, id, epoch))
     }
 
+    pub fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
+        self.call(|c, now| c.reset_consent(now, id, epoch))
+    }
+
     pub fn reset_veto(&self, id: ClientId, epoch: Epoch) -> Result<(), VetoError> {
         self.call(|c, now| c.reset_veto(now, id, epoch))
     }

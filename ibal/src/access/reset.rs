@@ -15,7 +15,7 @@ impl Ibal {
         self.phase = match state {
             State::Failed => Phase::Failed,
             State::Removed => Phase::Removed,
-            State::Operational => Phase::Running,
+            State::Operational | State::Preparing => Phase::Running,
             // Registered late, during a reset: nothing to release, wait for RESET_END.
             _ => Phase::Quiesced,
         };

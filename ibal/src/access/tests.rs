@@ -2,7 +2,9 @@
 
 use super::*;
 use hcabus::coordinator::{ExecuteOutcome, Registration};
-use hcabus::errors::{ExecuteError, RegisterError, RequestError, UnregisterError, VetoError};
+use hcabus::errors::{
+    ConsentError, ExecuteError, RegisterError, RequestError, UnregisterError, VetoError,
+};
 use hcabus::hca::Hca;
 use hcabus::sim::{RemoteError, SimHca, SimHcaConfig};
 use hcabus::types::{ClientDesc, ClientId};
@@ -45,6 +47,9 @@ impl BusHandle for Rig {
         panic!("{NO_BUS}")
     }
     fn reset_execute(&mut self, _: ClientId, _: Epoch) -> Result<ExecuteOutcome, ExecuteError> {
+        panic!("{NO_BUS}")
+    }
+    fn reset_consent(&mut self, _: ClientId, _: Epoch) -> Result<(), ConsentError> {
         panic!("{NO_BUS}")
     }
     fn reset_veto(&mut self, _: ClientId, _: Epoch) -> Result<(), VetoError> {

@@ -110,7 +110,12 @@ impl SrpClient {
             return;
         }
         let now = bus.now();
-        let limit = Duration::from_ms(bus.policy().io_hold_timeout_ms);
+        // The paging path keeps trying as long as it holds: until Failed or Removed.
+        let limit = self
+            .disk
+            .config
+            .hold_timeout(&bus.policy())
+            .unwrap_or(Duration::from_ms(u64::MAX / 1_000));
         let name = self.desc.name;
         match self.login.refused(name.as_str(), now, limit, e, bus.rng()) {
             Some(t) => self.connect_at = Some(t),
@@ -155,7 +160,7 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
         match bus.register(self.desc) {
             Ok(r) => {
                 self.id = Some(r.id);
-                if r.state == hcabus::State::Operational {
+                if r.state.in_service() {
                     self.connect_at = Some(bus.now());
                 } else {
                     // Late: hold everything until RESET_END.
@@ -194,6 +199,8 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
                 self.connect_at = None;
                 self.deliver_upward(now);
             }
+            // Not CAN_VETO, so never asked; were it, silence would be consent.
+            Event::ResetQuery { .. } => {}
             Event::DeviceFatal { .. } => {
                 self.disk
                     .on_failed(&self.ibal, bus, IoStatus::DeviceRemoved);

@@ -206,7 +206,7 @@ impl Bus {
     fn policy(&mut self) -> Result<PolicyAbi, Failure> {
         let mut input = [0u8; 8];
         encode_empty(&mut input);
-        let out = self.call(IOCTL_HCABUS_GET_POLICY, &input, 72)?;
+        let out = self.call(IOCTL_HCABUS_GET_POLICY, &input, size_of::<PolicyAbi>())?;
         PolicyAbi::decode(&out).ok_or_else(|| Failure::Usage("short GET_POLICY answer".into()))
     }
 }
@@ -448,6 +448,11 @@ fn set_policy(bus: &mut Bus, pairs: &[String]) -> Outcome {
                 u32::try_from(v).map_err(|_| Failure::Usage(format!("{key}: too large")))
             })
         };
+        let boolean = || match value {
+            "true" | "1" => Ok(1),
+            "false" | "0" => Ok(0),
+            _ => Err(Failure::Usage(format!("{key}: expected true or false"))),
+        };
         match key {
             "quiesce_deadline_ms" => p.quiesce_deadline_ms = num()?,
             "hw_ready_timeout_ms" => p.hw_ready_timeout_ms = num()?,
@@ -456,26 +461,24 @@ fn set_policy(bus: &mut Bus, pairs: &[String]) -> Outcome {
             "storm_window_ms" => p.storm_window_ms = num()?,
             "io_hold_timeout_ms" => p.io_hold_timeout_ms = num()?,
             "health_poll_interval_ms" => p.health_poll_interval_ms = num()?,
+            "query_deadline_ms" => p.query_deadline_ms = num()?,
+            "paging_io_hold_timeout_ms" => p.paging_io_hold_timeout_ms = num()?,
+            "client_request_limit" => p.client_request_limit = small()?,
             "reset_retries" => p.reset_retries = small()?,
             "max_auto_resets" => p.max_auto_resets = small()?,
-            "abort_on_unresponsive" => {
-                p.abort_on_unresponsive = match value {
-                    "true" | "1" => 1,
-                    "false" | "0" => 0,
-                    _ => return Err(Failure::Usage(format!("{key}: expected true or false"))),
-                }
-            }
+            "abort_on_unresponsive" => p.abort_on_unresponsive = boolean()?,
+            "auto_recover" => p.auto_recover = boolean()?,
             _ => return Err(Failure::Usage(format!("unknown policy key {key:?}"))),
         }
     }
-    let mut input = [0u8; 80];
+    let mut input = [0u8; size_of::<SetPolicyIn>()];
     encode_set_policy(&p, &mut input);
     bus.call(IOCTL_HCABUS_SET_POLICY, &input, 0)?;
     Ok(())
 }
 
 fn print_policy(p: &PolicyAbi, as_json: bool) -> Outcome {
-    let rows: [(&str, serde_json::Value); 10] = [
+    let rows: [(&str, serde_json::Value); 14] = [
         ("quiesce_deadline_ms", p.quiesce_deadline_ms.into()),
         ("hw_ready_timeout_ms", p.hw_ready_timeout_ms.into()),
         ("hw_poll_interval_ms", p.hw_poll_interval_ms.into()),
@@ -489,6 +492,13 @@ fn print_policy(p: &PolicyAbi, as_json: bool) -> Outcome {
             (p.abort_on_unresponsive == 1).into(),
         ),
         ("health_poll_interval_ms", p.health_poll_interval_ms.into()),
+        ("query_deadline_ms", p.query_deadline_ms.into()),
+        ("client_request_limit", p.client_request_limit.into()),
+        ("auto_recover", (p.auto_recover == 1).into()),
+        (
+            "paging_io_hold_timeout_ms",
+            p.paging_io_hold_timeout_ms.into(),
+        ),
     ];
     if as_json {
         let map: serde_json::Map<String, serde_json::Value> =
@@ -523,6 +533,7 @@ fn why_not(result: u32) -> &'static str {
         0x12 => "another device answered after the reset",
         0x13 => "too many automatic resets: storm control failed the device",
         0x14 => "the device did not come back within the auto-restart window",
+        0x15 => "auto_recover is off: the device is left failed for the administrator",
         0x30 => "the device was removed",
         _ => "unknown outcome",
     }

@@ -187,6 +187,14 @@ fn main() -> ExitCode {
         t
     };
     let io = ibal::stack::io_stats(&host);
+    if io.paging_failed > 0 {
+        // Loud in every mode, JSON included: on Windows the machine would have died.
+        eprintln!(
+            "hcasim: WARNING: {} paging I/Os failed upward; on Windows each is bugcheck \
+             0x7A (KERNEL_DATA_INPAGE_ERROR)",
+            io.paging_failed
+        );
+    }
     let io_broken = io.lost > 0 || io.duplicated > 0 || io.read_mismatches > 0;
     let verdict = if host.checker().violations.is_empty() && !io_broken {
         ExitCode::SUCCESS
