@@ -330,17 +330,7 @@ impl Coordinator {
     /// Leaves the bus. Safe from inside a callback; during quiesce it counts as ready.
     pub fn unregister(&mut self, now: Instant, id: ClientId) -> Result<(), UnregisterError> {
         self.advance(now);
-        let index = match self.lookup(id) {
-            Ok(i) => i,
-            Err(e) => {
-                return Err(self.refused(
-                    Some(id),
-                    Call::Unregister,
-                    e.into(),
-                    UnregisterError::code,
-                ))
-            }
-        };
+        let index = self.lookup_for(id, Call::Unregister, UnregisterError::code)?;
         self.record(RecordKind::Call {
             client: Some(id),
             call: Call::Unregister,
@@ -367,17 +357,7 @@ impl Coordinator {
     /// device is not failed for it.
     pub fn reset_request(&mut self, now: Instant, id: ClientId) -> Result<Epoch, RequestError> {
         self.advance(now);
-        let index = match self.lookup(id) {
-            Ok(i) => i,
-            Err(e) => {
-                return Err(self.refused(
-                    Some(id),
-                    Call::ResetRequest,
-                    e.into(),
-                    RequestError::code,
-                ))
-            }
-        };
+        let index = self.lookup_for(id, Call::ResetRequest, RequestError::code)?;
         if self.throttled(index) {
             return Err(RequestError::Throttled);
         }
@@ -490,6 +470,17 @@ impl Coordinator {
         e
     }
 
+    /// The slot of `id` for `call`; an unknown or stale id is refused (and recorded).
+    fn lookup_for<E: Copy + From<LookupError>>(
+        &mut self,
+        id: ClientId,
+        call: Call,
+        code: impl Fn(E) -> RefusalCode,
+    ) -> Result<usize, E> {
+        self.lookup(id)
+            .map_err(|e| self.refused(Some(id), call, e.into(), code))
+    }
+
     fn lookup(&self, id: ClientId) -> Result<usize, LookupError> {
         let index = usize::from(id.index);
         let slot = self.slots.get(index).ok_or(LookupError::Unknown)?;
@@ -572,14 +563,7 @@ impl Coordinator {
     }
 
     fn deliver(&mut self, client: ClientId, event: Event) {
-        let epoch = match event {
-            Event::Reset { epoch, .. }
-            | Event::ResetEnd { epoch, .. }
-            | Event::ResetFailed { epoch, .. }
-            | Event::ResetAborted { epoch, .. }
-            | Event::ResetQuery { epoch, .. } => epoch,
-            Event::DeviceFatal { .. } => self.epoch,
-        };
+        let epoch = event.epoch().unwrap_or(self.epoch);
         self.record(RecordKind::Event {
             client,
             event: event.kind(),

@@ -121,29 +121,26 @@ impl Policy {
                 });
             }
         }
-        if self.max_auto_resets == 0 {
-            return Err(PolicyError {
-                field: "max_auto_resets",
-                problem: "must be greater than zero",
-            });
-        }
-        if self.max_auto_resets > MAX_AUTO_RESETS_LIMIT {
-            return Err(PolicyError {
-                field: "max_auto_resets",
-                problem: "must be at most 16",
-            });
-        }
-        if self.client_request_limit == 0 {
-            return Err(PolicyError {
-                field: "client_request_limit",
-                problem: "must be greater than zero",
-            });
-        }
-        if self.client_request_limit > CLIENT_REQUEST_LIMIT_MAX {
-            return Err(PolicyError {
-                field: "client_request_limit",
-                problem: "must be at most 16",
-            });
+        // Both are kept in fixed arrays of 16 slots.
+        let counts = [
+            (
+                "max_auto_resets",
+                self.max_auto_resets,
+                MAX_AUTO_RESETS_LIMIT,
+            ),
+            (
+                "client_request_limit",
+                self.client_request_limit,
+                CLIENT_REQUEST_LIMIT_MAX,
+            ),
+        ];
+        for (field, value, max) in counts {
+            let problem = match value {
+                0 => "must be greater than zero",
+                v if v > max => "must be at most 16",
+                _ => continue,
+            };
+            return Err(PolicyError { field, problem });
         }
         if self.reset_retries > RESET_RETRIES_LIMIT {
             return Err(PolicyError {

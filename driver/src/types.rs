@@ -266,6 +266,18 @@ pub enum Event {
 }
 
 impl Event {
+    /// The epoch the event is about; DEVICE_FATAL carries none.
+    pub const fn epoch(&self) -> Option<Epoch> {
+        match *self {
+            Event::Reset { epoch, .. }
+            | Event::ResetEnd { epoch, .. }
+            | Event::ResetFailed { epoch, .. }
+            | Event::ResetAborted { epoch, .. }
+            | Event::ResetQuery { epoch, .. } => Some(epoch),
+            Event::DeviceFatal { .. } => None,
+        }
+    }
+
     pub const fn kind(&self) -> EventKind {
         match self {
             Event::Reset { .. } => EventKind::Reset,

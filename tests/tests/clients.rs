@@ -514,34 +514,47 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
     );
 }
 
-#[test]
-fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
-    let mut setup = stack::boot_from_san();
+/// The default stack with a planned reset at 1 s and `first` registered right after IBAL;
+/// returns the host run to 0.9 s and the adapter's live objects then.
+fn planned_with(mut setup: StackSetup, first: (&str, ClientFlags, Behavior)) -> (SimHost, usize) {
     setup.sim.faults = vec![(Instant::from_ms(1_000), Fault::PlannedReset)];
+    let (name, flags, behavior) = first;
     setup.clients.insert(
         0,
         ClientSpec::Scripted {
-            desc: desc("vetoer", ClientKind::Custom, ClientFlags::CAN_VETO),
-            behavior: Behavior {
-                veto_planned: true,
-                ..Behavior::default()
-            },
+            desc: desc(name, ClientKind::Custom, flags),
+            behavior,
         },
     );
     let mut host = stack::build(&setup).expect("stack");
     host.run_until(Instant::from_ms(900));
-    let objects_before = host.hca().verbs().live_objects();
+    let objects = host.hca().verbs().live_objects();
+    (host, objects)
+}
+
+fn ibal_stats(host: &SimHost) -> IbalStats {
+    *host
+        .agent::<IbalClient>()
+        .expect("ibal")
+        .shared()
+        .lock()
+        .stats()
+}
+
+#[test]
+fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
+    let vetoer = Behavior {
+        veto_planned: true,
+        ..Behavior::default()
+    };
+    let first = ("vetoer", ClientFlags::CAN_VETO, vetoer);
+    let (mut host, objects_before) = planned_with(stack::boot_from_san(), first);
     host.run();
     let r = &host.resets()[0];
     assert_eq!(r.outcome, "Aborted");
     assert_eq!(r.vetoed_by.as_deref(), Some("vetoer"));
     assert_eq!(host.coordinator().epoch(), Epoch(1), "same epoch");
-    let ibal = *host
-        .agent::<IbalClient>()
-        .expect("ibal")
-        .shared()
-        .lock()
-        .stats();
+    let ibal = ibal_stats(&host);
     assert_eq!((ibal.released, ibal.orphans_destroyed), (0, 0), "{ibal:?}");
     assert_eq!(host.hca().verbs().live_objects(), objects_before);
     for d in host.agents_of::<SrpClient>() {
@@ -556,36 +569,22 @@ fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
 #[test]
 fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothing() {
     let mut setup = stack::boot_from_san();
-    setup.sim.faults = vec![(Instant::from_ms(1_000), Fault::PlannedReset)];
     setup.sim.policy.abort_on_unresponsive = true;
     setup.sim.policy.quiesce_deadline_ms = 500;
     // Registered right after IBAL, the wedged client hears RESET after every other client
     // has released its resources (in software: a reset was under way), so the abort at the
     // deadline leaves hardware objects nobody owns, which IBAL must destroy.
-    setup.clients.insert(
-        0,
-        ClientSpec::Scripted {
-            desc: desc("wedged", ClientKind::Custom, ClientFlags::empty()),
-            behavior: Behavior {
-                never_ack: true,
-                ..Behavior::default()
-            },
-        },
-    );
-    let mut host = stack::build(&setup).expect("stack");
-    host.run_until(Instant::from_ms(900));
-    let objects_before = host.hca().verbs().live_objects();
+    let wedged = Behavior {
+        never_ack: true,
+        ..Behavior::default()
+    };
+    let (mut host, objects_before) = planned_with(setup, ("wedged", ClientFlags::empty(), wedged));
     host.run();
     let r = &host.resets()[0];
     assert_eq!(r.outcome, "AbortedUnresponsive");
     assert_eq!(r.vetoed_by.as_deref(), Some("wedged"));
     assert_eq!(host.coordinator().epoch(), Epoch(1), "same epoch");
-    let ibal = *host
-        .agent::<IbalClient>()
-        .expect("ibal")
-        .shared()
-        .lock()
-        .stats();
+    let ibal = ibal_stats(&host);
     assert!(ibal.orphans_destroyed > 0, "{ibal:?}");
     assert_eq!(
         host.hca().verbs().live_objects(),

@@ -76,6 +76,12 @@ impl Model {
         }
     }
 
+    /// The epoch the current (or last) reset tears down: what its answers must name.
+    fn reset_epoch(&self) -> Epoch {
+        let c = self.s.c();
+        c.last_reset().map_or(c.epoch(), |r| r.epoch)
+    }
+
     fn pick(&self, k: usize) -> Option<ClientId> {
         (!self.ids.is_empty()).then(|| self.ids[k % self.ids.len()])
     }
@@ -116,21 +122,13 @@ impl Model {
             }
             Op::Veto(k) => {
                 if let Some(id) = self.pick(k) {
-                    let e = self
-                        .s
-                        .c()
-                        .last_reset()
-                        .map_or(self.s.c().epoch(), |r| r.epoch);
+                    let e = self.reset_epoch();
                     let _ = self.s.call(|c, now| c.reset_veto(now, id, e));
                 }
             }
             Op::Consent(k) => {
                 if let Some(id) = self.pick(k) {
-                    let e = self
-                        .s
-                        .c()
-                        .last_reset()
-                        .map_or(self.s.c().epoch(), |r| r.epoch);
+                    let e = self.reset_epoch();
                     let _ = self.s.call(|c, now| c.reset_consent(now, id, e));
                 }
             }

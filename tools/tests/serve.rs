@@ -38,12 +38,7 @@ fn hcactl_drives_a_live_simulator_through_resets() {
     );
 
     let clients = json(&server.ctl(&["--json", "clients"]));
-    let names: Vec<&str> = clients
-        .as_array()
-        .expect("list")
-        .iter()
-        .map(|c| c["name"].as_str().expect("name"))
-        .collect();
+    let names = names_of(&clients);
     assert_eq!(
         names,
         [
@@ -329,12 +324,7 @@ fn serve_runs_a_scenario_whose_events_fire_in_real_time() {
         &["--scenario", scenario.to_str().expect("utf-8")],
     );
     let clients = json(&server.ctl(&["--json", "clients"]));
-    let names: Vec<&str> = clients
-        .as_array()
-        .expect("list")
-        .iter()
-        .map(|c| c["name"].as_str().expect("name"))
-        .collect();
+    let names = names_of(&clients);
     assert_eq!(names, ["ibal", "boot", "wedged"]);
     // The catastrophic error at 1 s, a 2 s deadline for the wedged client, 200 ms of
     // hardware reset: epoch 2 a little after 3.2 s of wall time.
@@ -553,4 +543,14 @@ fn a_scenario_heavier_than_real_time_is_still_served_and_stops_on_sigterm() {
     assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
     assert!(server.stop().success());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The names in a `hcactl --json clients` listing, in order.
+fn names_of(clients: &Value) -> Vec<&str> {
+    clients
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name"))
+        .collect()
 }

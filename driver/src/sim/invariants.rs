@@ -110,14 +110,7 @@ impl InvariantChecker {
                 "{kind} to {client}: not the registered client"
             ));
         }
-        let epoch = match event {
-            Event::Reset { epoch, .. }
-            | Event::ResetEnd { epoch, .. }
-            | Event::ResetFailed { epoch, .. }
-            | Event::ResetAborted { epoch, .. }
-            | Event::ResetQuery { epoch, .. } => epoch,
-            Event::DeviceFatal { .. } => Epoch(0),
-        };
+        let epoch = event.epoch().unwrap_or(Epoch(0));
         // RESET in reverse registration order, RESET_END in registration order.
         match (self.last_fanout, kind) {
             (Some((EventKind::Reset, e, seq)), EventKind::Reset)
