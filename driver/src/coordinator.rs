@@ -168,8 +168,9 @@ impl Coordinator {
     pub fn new(config: Config, identity: Identity, now: Instant) -> Result<Self, PolicyError> {
         config.policy.validate()?;
         let max = usize::from(config.max_clients.max(1));
-        // Worst case between two drains: a full fan-out of RESET, then a veto's RESET_ABORTED
-        // to everyone, then a removal's DEVICE_FATAL to everyone, plus timers and steps.
+        // Worst case between two drains: RESET_QUERY to everyone, a fatal cause's RESET to
+        // everyone, then a removal's DEVICE_FATAL to everyone (or a RESET and an abort's
+        // RESET_ABORTED), plus timers and steps.
         let action_capacity = 4 * max + 32;
         let mut c = Coordinator {
             stage: Stage::Operational,
