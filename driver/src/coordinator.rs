@@ -373,24 +373,24 @@ impl Coordinator {
     /// Counts a request of client `index` against its limit; true (recorded with its name)
     /// when it is over. A device that is Failed or Removed refuses for its own reason.
     fn throttled(&mut self, index: usize) -> bool {
-        if !matches!(self.state(), State::Failed | State::Removed) {
-            let (now, window) = (self.now, self.policy.storm_window());
-            let limit = usize::from(self.policy.client_request_limit);
-            let Some(e) = self.slots[index].entry.as_mut() else {
-                return false;
-            };
-            if e.requests.count_within(now, window) < limit {
-                e.requests.push(now);
-                return false;
-            }
-            let (client, name) = (e.id, e.desc.name);
-            log::warn!("client {client} '{name}' throttled: over its reset request limit");
-            self.counters.refusals += 1;
-            self.counters.throttled += 1;
-            self.record(RecordKind::Throttled { client, name });
-            return true;
+        if matches!(self.state(), State::Failed | State::Removed) {
+            return false;
         }
-        false
+        let (now, window) = (self.now, self.policy.storm_window());
+        let limit = usize::from(self.policy.client_request_limit);
+        let Some(e) = self.slots[index].entry.as_mut() else {
+            return false;
+        };
+        if e.requests.count_within(now, window) < limit {
+            e.requests.push(now);
+            return false;
+        }
+        let (client, name) = (e.id, e.desc.name);
+        log::warn!("client {client} '{name}' throttled: over its reset request limit");
+        self.counters.refusals += 1;
+        self.counters.throttled += 1;
+        self.record(RecordKind::Throttled { client, name });
+        true
     }
 
     /// "I have stopped and released every hardware resource." Idempotent.

@@ -59,6 +59,8 @@ pub struct Duration {
 
 impl Duration {
     pub const ZERO: Duration = Duration { micros: 0 };
+    /// Longer than anything waits: a bound that never passes.
+    pub const MAX: Duration = Duration { micros: u64::MAX };
 
     pub const fn from_us(micros: u64) -> Self {
         Duration { micros }

@@ -19,12 +19,9 @@ impl Coordinator {
         epoch: Epoch,
     ) -> Result<(), ConsentError> {
         self.advance(now);
-        let index = match self.check_consent(id, epoch) {
-            Ok(i) => i,
-            Err(e) => {
-                return Err(self.refused(Some(id), Call::ResetConsent, e, ConsentError::code))
-            }
-        };
+        let index = self
+            .check_consent(id, epoch)
+            .map_err(|e| self.refused(Some(id), Call::ResetConsent, e, ConsentError::code))?;
         self.record(RecordKind::Call {
             client: Some(id),
             call: Call::ResetConsent,

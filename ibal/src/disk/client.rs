@@ -115,7 +115,7 @@ impl SrpClient {
             .disk
             .config
             .hold_timeout(&bus.policy())
-            .unwrap_or(Duration::from_ms(u64::MAX / 1_000));
+            .unwrap_or(Duration::MAX);
         let name = self.desc.name;
         match self.login.refused(name.as_str(), now, limit, e, bus.rng()) {
             Some(t) => self.connect_at = Some(t),
