@@ -22,7 +22,7 @@ use crate::errors::{
 use crate::policy::Policy;
 use crate::time::Instant;
 use crate::types::State;
-use crate::types::{ClientDesc, ClientId, ClientKind, Epoch, Event, EventKind};
+use crate::types::{ClientDesc, ClientId, ClientKind, Epoch, Event, EventKind, VetoReason};
 
 /// What a client can do to the bus, from a callback or from its own work.
 ///
@@ -51,8 +51,14 @@ pub trait BusHandle {
         -> Result<ExecuteOutcome, ExecuteError>;
     /// Answers RESET_QUERY: the planned reset may go ahead.
     fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError>;
-    /// Answers RESET_QUERY: refuses the planned reset (CAN_VETO clients only).
-    fn reset_veto(&mut self, id: ClientId, epoch: Epoch) -> Result<(), VetoError>;
+    /// Answers RESET_QUERY: refuses the planned reset (CAN_VETO clients only), saying why
+    /// for the administrator.
+    fn reset_veto(
+        &mut self,
+        id: ClientId,
+        epoch: Epoch,
+        reason: VetoReason,
+    ) -> Result<(), VetoError>;
 
     fn device(&mut self) -> &mut Self::Device;
     fn rng(&mut self) -> &mut Self::Rng;

@@ -11,6 +11,7 @@ use crate::hca::HwStep;
 use crate::time::Instant;
 use crate::types::{Call, PnpOp, State};
 use crate::types::{ClientId, ClientName, Epoch, EventKind, FailReason, ResetOutcome, ResetReason};
+use crate::types::{ShortText, VetoReason};
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +65,11 @@ pub enum RecordKind {
         client: ClientId,
         name: ClientName,
     },
+    /// A queried client refused a planned reset, and why.
+    Vetoed {
+        client: ClientId,
+        reason: VetoReason,
+    },
     Hw {
         step: HwStep,
         ok: bool,
@@ -86,57 +92,61 @@ pub const RECORD_BYTES: usize = 64;
 
 impl Record {
     /// Little-endian, fixed-size encoding, the same on every host: `seq u64, at_us u64,
-    /// tag u8, a u8, b u8, c u8, reserved u32, client u64, value u64, name [u8; 24]`.
+    /// tag u8, a u8, b u8, c u8, reserved u32, client u64, value u64, name [u8; 24]`; a
+    /// veto's reason takes the 32 bytes of value and name.
     pub fn encode(&self) -> [u8; RECORD_BYTES] {
         let mut out = [0u8; RECORD_BYTES];
-        let (tag, a, b, c, client, value, name): (u8, u8, u8, u8, u64, u64, Option<&ClientName>) =
-            match &self.kind {
-                RecordKind::Transition { from, to } => (1, *from as u8, *to as u8, 0, 0, 0, None),
-                RecordKind::ResetStarted {
-                    epoch,
-                    reason,
-                    planned,
-                } => (2, *reason as u8, *planned as u8, 0, 0, epoch.0, None),
-                RecordKind::ResetJoined { reason } => (3, *reason as u8, 0, 0, 0, 0, None),
-                RecordKind::FollowUpScheduled { reason } => (4, *reason as u8, 0, 0, 0, 0, None),
-                RecordKind::ResetFinished { epoch, outcome } => {
-                    (5, *outcome as u8, 0, 0, 0, epoch.0, None)
-                }
-                RecordKind::ResetFailed { epoch, error } => {
-                    (6, *error as u8, 0, 0, 0, epoch.0, None)
-                }
-                RecordKind::Event {
-                    client,
-                    event,
-                    epoch,
-                } => (7, *event as u8, 0, 0, client.to_raw(), epoch.0, None),
-                RecordKind::Call { client, call } => (
-                    8,
-                    *call as u8,
-                    client.is_some() as u8,
-                    0,
-                    client.map_or(0, ClientId::to_raw),
-                    0,
-                    None,
-                ),
-                RecordKind::Refused { client, call, code } => (
-                    9,
-                    *call as u8,
-                    client.is_some() as u8,
-                    *code as u8,
-                    client.map_or(0, ClientId::to_raw),
-                    0,
-                    None,
-                ),
-                RecordKind::Unresponsive { client, name } => {
-                    (10, 0, 0, 0, client.to_raw(), 0, Some(name))
-                }
-                RecordKind::Throttled { client, name } => {
-                    (13, 0, 0, 0, client.to_raw(), 0, Some(name))
-                }
-                RecordKind::Hw { step, ok } => (11, *step as u8, *ok as u8, 0, 0, 0, None),
-                RecordKind::Pnp { op } => (12, *op as u8, 0, 0, 0, 0, None),
-            };
+        type Text<'a> = Option<(&'a ShortText, usize)>;
+        let (tag, a, b, c, client, value, text): (u8, u8, u8, u8, u64, u64, Text<'_>) = match &self
+            .kind
+        {
+            RecordKind::Transition { from, to } => (1, *from as u8, *to as u8, 0, 0, 0, None),
+            RecordKind::ResetStarted {
+                epoch,
+                reason,
+                planned,
+            } => (2, *reason as u8, *planned as u8, 0, 0, epoch.0, None),
+            RecordKind::ResetJoined { reason } => (3, *reason as u8, 0, 0, 0, 0, None),
+            RecordKind::FollowUpScheduled { reason } => (4, *reason as u8, 0, 0, 0, 0, None),
+            RecordKind::ResetFinished { epoch, outcome } => {
+                (5, *outcome as u8, 0, 0, 0, epoch.0, None)
+            }
+            RecordKind::ResetFailed { epoch, error } => (6, *error as u8, 0, 0, 0, epoch.0, None),
+            RecordKind::Event {
+                client,
+                event,
+                epoch,
+            } => (7, *event as u8, 0, 0, client.to_raw(), epoch.0, None),
+            RecordKind::Call { client, call } => (
+                8,
+                *call as u8,
+                client.is_some() as u8,
+                0,
+                client.map_or(0, ClientId::to_raw),
+                0,
+                None,
+            ),
+            RecordKind::Refused { client, call, code } => (
+                9,
+                *call as u8,
+                client.is_some() as u8,
+                *code as u8,
+                client.map_or(0, ClientId::to_raw),
+                0,
+                None,
+            ),
+            RecordKind::Unresponsive { client, name } => {
+                (10, 0, 0, 0, client.to_raw(), 0, Some((name, NAME_AT)))
+            }
+            RecordKind::Throttled { client, name } => {
+                (13, 0, 0, 0, client.to_raw(), 0, Some((name, NAME_AT)))
+            }
+            RecordKind::Vetoed { client, reason } => {
+                (14, 0, 0, 0, client.to_raw(), 0, Some((reason, REASON_AT)))
+            }
+            RecordKind::Hw { step, ok } => (11, *step as u8, *ok as u8, 0, 0, 0, None),
+            RecordKind::Pnp { op } => (12, *op as u8, 0, 0, 0, 0, None),
+        };
         out[0..8].copy_from_slice(&self.seq.to_le_bytes());
         out[8..16].copy_from_slice(&self.at.as_us().to_le_bytes());
         out[16] = tag;
@@ -145,18 +155,27 @@ impl Record {
         out[19] = c;
         out[24..32].copy_from_slice(&client.to_le_bytes());
         out[32..40].copy_from_slice(&value.to_le_bytes());
-        if let Some(name) = name {
-            out[40..64].copy_from_slice(&name.as_bytes()[..24]);
+        if let Some((text, at)) = text {
+            out[at..].copy_from_slice(&text.as_bytes()[..RECORD_BYTES - at]);
         }
         out
     }
 }
 
-/// The name a record carries in its last 24 bytes.
-fn name_at(b: &[u8; RECORD_BYTES]) -> Option<ClientName> {
-    let raw = &b[40..64];
+/// Where a record's client name starts: it keeps the first 24 bytes.
+const NAME_AT: usize = 40;
+/// Where a veto's reason starts: all 32 bytes fit.
+const REASON_AT: usize = 32;
+
+/// The text a record carries from `at` to its end, up to the first NUL.
+fn text_at(b: &[u8; RECORD_BYTES], at: usize) -> Option<&str> {
+    let raw = &b[at..];
     let end = raw.iter().position(|x| *x == 0).unwrap_or(raw.len());
-    ClientName::new(core::str::from_utf8(&raw[..end]).ok()?)
+    core::str::from_utf8(&raw[..end]).ok()
+}
+
+fn name_at(b: &[u8; RECORD_BYTES]) -> Option<ClientName> {
+    ClientName::new(text_at(b, NAME_AT)?)
 }
 
 impl Record {
@@ -228,6 +247,10 @@ impl Record {
                 client,
                 name: name_at(b)?,
             },
+            14 => RecordKind::Vetoed {
+                client,
+                reason: VetoReason::cut(text_at(b, REASON_AT)?),
+            },
             11 => RecordKind::Hw {
                 step: HwStep::from_u8(a)?,
                 ok: flag(bb)?,
@@ -292,6 +315,9 @@ impl fmt::Display for Record {
                 f,
                 "client {client} '{name}' over its request limit: reset request ignored"
             ),
+            RecordKind::Vetoed { client, reason } => {
+                write!(f, "client {client} vetoed the planned reset: {reason}")
+            }
             RecordKind::Hw { step, ok } => write!(
                 f,
                 "hw {} {}",
@@ -439,6 +465,15 @@ mod tests {
             RecordKind::Throttled {
                 client: id,
                 name: ClientName::new("noisy").expect("name"),
+            },
+            // A reason fills all 32 bytes it is given, the multi-byte character included.
+            RecordKind::Vetoed {
+                client: id,
+                reason: VetoReason::cut("backup running: 4 TB left, né, ok"),
+            },
+            RecordKind::Vetoed {
+                client: id,
+                reason: VetoReason::cut(""),
             },
             RecordKind::Hw {
                 step: HwStep::FunctionLevelReset,

@@ -78,18 +78,24 @@ bitflags::bitflags! {
     }
 }
 
-/// A client's name, stored inline so that the client table and the flight recorder never
-/// allocate. Longer names are refused at registration rather than silently cut.
+/// Short text stored inline so that the client table, the reset record and the flight
+/// recorder never allocate: a client's name, or the reason a client gave for a veto.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ClientName {
+pub struct ShortText {
     len: u8,
-    bytes: [u8; ClientName::CAPACITY],
+    bytes: [u8; ShortText::CAPACITY],
 }
 
-impl ClientName {
+/// A client's name. Longer names are refused at registration rather than silently cut.
+pub type ClientName = ShortText;
+
+/// Why a client vetoed a planned reset (SPEC §3), kept for the administrator to read.
+pub type VetoReason = ShortText;
+
+impl ShortText {
     pub const CAPACITY: usize = 32;
 
-    /// `None` when the name is empty, longer than [`ClientName::CAPACITY`] bytes, or holds
+    /// `None` when the text is empty, longer than [`ShortText::CAPACITY`] bytes, or holds
     /// a control character: a NUL would cut it short in the IOCTL listing and a newline
     /// would forge lines in every log and timeline it appears in.
     pub fn new(name: &str) -> Option<Self> {
@@ -99,10 +105,31 @@ impl ClientName {
         }
         let mut bytes = [0u8; Self::CAPACITY];
         bytes[..src.len()].copy_from_slice(src);
-        Some(ClientName {
+        Some(ShortText {
             len: src.len() as u8,
             bytes,
         })
+    }
+
+    /// Never refuses: cut at a character boundary to [`ShortText::CAPACITY`] bytes, each
+    /// control character made a space. For text whose refusal would cost more than its
+    /// shortening: a veto is not refused because its reason is long.
+    pub fn cut(text: &str) -> Self {
+        let mut bytes = [0u8; Self::CAPACITY];
+        let mut len = 0;
+        for ch in text.chars() {
+            let ch = if ch.is_control() { ' ' } else { ch };
+            let width = ch.len_utf8();
+            if len + width > Self::CAPACITY {
+                break;
+            }
+            ch.encode_utf8(&mut bytes[len..len + width]);
+            len += width;
+        }
+        ShortText {
+            len: len as u8,
+            bytes,
+        }
     }
 
     pub fn as_str(&self) -> &str {
@@ -115,13 +142,13 @@ impl ClientName {
     }
 }
 
-impl fmt::Debug for ClientName {
+impl fmt::Debug for ShortText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.as_str())
     }
 }
 
-impl fmt::Display for ClientName {
+impl fmt::Display for ShortText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -439,5 +466,27 @@ impl AdminReset {
             AdminReset::Planned => ResetReason::AdminPlanned,
             AdminReset::FirmwareActivate => ResetReason::FirmwareActivate,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_that_does_not_fit_is_refused_but_a_reason_is_cut() {
+        let long = "a reason far longer than thirty-two bytes";
+        assert_eq!(ShortText::new(long), None);
+        assert_eq!(ShortText::cut(long).as_str(), &long[..ShortText::CAPACITY]);
+        assert_eq!(ShortText::new("two\nlines"), None);
+        assert_eq!(ShortText::cut("two\nlines").as_str(), "two lines");
+        assert_eq!(ShortText::new(""), None);
+        assert_eq!(ShortText::cut("").as_str(), "");
+        // 31 ASCII bytes, then a two-byte character that would end past the capacity.
+        let edge = format!("{}é", "x".repeat(31));
+        assert_eq!(ShortText::cut(&edge).as_str(), "x".repeat(31));
+        let fits = format!("{}é", "x".repeat(30));
+        assert_eq!(ShortText::cut(&fits).as_str(), fits);
+        assert_eq!(ShortText::new(&fits).map(|t| t.to_string()), Some(fits));
     }
 }

@@ -197,7 +197,6 @@ pub fn boot_from_san() -> StackSetup {
 /// lost, duplicated or corrupted I/O under every fault; any failure replays from its seed.
 pub fn random_stack(seed: u64) -> StackSetup {
     use hcabus::sim::Fault;
-    use hcabus::types::{ClientFlags, ClientKind};
     use hcabus::{Duration, Instant};
     use rand::{Rng, SeedableRng};
 
@@ -245,6 +244,7 @@ pub fn random_stack(seed: u64) -> StackSetup {
     };
     p.auto_restart_window_ms = rng.gen_range(3_000..20_000);
     p.abort_on_unresponsive = rng.gen_bool(0.3);
+    hcabus::sim::draw_recovery_policy(&mut rng, p);
     setup.sim.hca.hw_reset = Duration::from_ms(rng.gen_range(10..1_500));
     for c in &mut setup.clients {
         if let ClientSpec::Disk { config, .. } = c {
@@ -257,26 +257,25 @@ pub fn random_stack(seed: u64) -> StackSetup {
     }
     // Sometimes a client that vetoes planned resets, or one that never answers.
     if rng.gen_bool(0.4) {
-        let veto = rng.gen_bool(0.5);
-        let desc = ClientDesc::new(
-            if veto { "vetoer" } else { "wedged" },
-            ClientKind::Custom,
-            if veto {
-                ClientFlags::CAN_VETO
-            } else {
-                ClientFlags::empty()
-            },
-        );
-        if let Some(desc) = desc {
-            setup.clients.push(ClientSpec::Scripted {
-                desc,
-                behavior: Behavior {
-                    veto_planned: veto,
-                    never_ack: !veto,
-                    ..Behavior::default()
-                },
-            });
-        }
+        setup.clients.extend(awkward_client(rng.gen_bool(0.5)));
     }
     setup
+}
+
+/// A scripted client that vetoes every planned reset, or one that never answers anything.
+fn awkward_client(veto: bool) -> Option<ClientSpec> {
+    use hcabus::types::{ClientFlags, ClientKind};
+    let (name, flags) = if veto {
+        ("vetoer", ClientFlags::CAN_VETO)
+    } else {
+        ("wedged", ClientFlags::empty())
+    };
+    Some(ClientSpec::Scripted {
+        desc: ClientDesc::new(name, ClientKind::Custom, flags)?,
+        behavior: Behavior {
+            veto_planned: veto,
+            never_ack: !veto,
+            ..Behavior::default()
+        },
+    })
 }

@@ -485,6 +485,26 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
         );
         assert_eq!(io.duplicated, 0, "{}", why());
         assert_eq!(io.read_mismatches, 0, "{}", why());
+        // A paging I/O that fails is a bugcheck: with the hold unbounded the paging path fails
+        // only on a device that failed or went away.
+        if setup.sim.policy.paging_io_hold_timeout_ms == 0 && io.paging_failed > 0 {
+            let gave_up = host.resets().iter().any(|r| {
+                matches!(
+                    r.outcome.as_str(),
+                    "HardwareDead"
+                        | "DeviceReplaced"
+                        | "StormLimit"
+                        | "AutoRestartExpired"
+                        | "AutoRecoverOff"
+                        | "Removed"
+                )
+            });
+            assert!(
+                gave_up || host.coordinator().state() == State::Removed,
+                "paging I/O failed on a device that could still recover: {}",
+                why()
+            );
+        }
         for d in host.agents_of::<SrpClient>() {
             assert_eq!(d.target().stats().write_mismatches, 0, "{}", why());
         }

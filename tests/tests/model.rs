@@ -123,7 +123,9 @@ impl Model {
             Op::Veto(k) => {
                 if let Some(id) = self.pick(k) {
                     let e = self.reset_epoch();
-                    let _ = self.s.call(|c, now| c.reset_veto(now, id, e));
+                    let _ = self
+                        .s
+                        .call(|c, now| c.reset_veto(now, id, e, VetoReason::cut("model")));
                 }
             }
             Op::Consent(k) => {
@@ -164,7 +166,10 @@ impl Model {
                     assert!(self.s.call(|c, now| c.unregister(now, id)).is_err());
                     assert!(self.s.call(|c, now| c.reset_request(now, id)).is_err());
                     assert!(self.s.call(|c, now| c.reset_execute(now, id, e)).is_err());
-                    assert!(self.s.call(|c, now| c.reset_veto(now, id, e)).is_err());
+                    assert!(self
+                        .s
+                        .call(|c, now| c.reset_veto(now, id, e, VetoReason::cut("model")))
+                        .is_err());
                 }
             }
             Op::SetDeadline(ms) => {

@@ -232,6 +232,7 @@ impl Canvas {
     /// Events and calls on client lanes.
     fn markers(&mut self, host: &SimHost, records: &[&Record]) {
         for r in records {
+            let vetoed;
             let (client, colour, label, round) = match r.kind {
                 RecordKind::Event { client, event, .. } => {
                     let (c, l) = marker(event);
@@ -243,21 +244,22 @@ impl Canvas {
                 } => (client, "#264653", "execute", true),
                 RecordKind::Call {
                     client: Some(client),
-                    call: Call::ResetVeto,
-                } => (client, "#9b2226", "VETO", true),
-                RecordKind::Call {
-                    client: Some(client),
                     call: Call::ResetConsent,
                 } => (client, "#264653", "consent", true),
                 RecordKind::Unresponsive { client, .. } => (client, "#9b2226", "FORCED", true),
                 RecordKind::Throttled { client, .. } => (client, "#9b2226", "THROTTLED", true),
+                RecordKind::Vetoed { client, reason } => {
+                    vetoed = format!("VETO ({reason})");
+                    (client, "#9b2226", vetoed.as_str(), true)
+                }
                 _ => continue,
             };
             let Some(lane) = host.agent_of(client) else {
                 continue;
             };
             let (cx, cy) = (self.x(r.at.as_us()), Self::lane_y(lane + 1) + LANE / 2.0);
-            let title = format!("{label} at {} us", r.at.as_us());
+            // A veto's reason is the client's own text.
+            let title = escape(&format!("{label} at {} us", r.at.as_us()));
             if round {
                 let _ = writeln!(
                     self.s,

@@ -62,7 +62,8 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
             Call::Unregister => (lane(*c), "unregister".into()),
             Call::Register => (lane(*c), "register".into()),
             Call::ResetRequest => (lane(*c), "request".into()),
-            Call::ResetVeto => (lane(*c), "VETO".into()),
+            // Its Vetoed record, with the reason, follows at the same instant.
+            Call::ResetVeto => return None,
             Call::ResetConsent => (lane(*c), "consent".into()),
             _ => return None,
         },
@@ -73,6 +74,7 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
         ),
         RecordKind::Unresponsive { client, .. } => (lane(*client), "FORCED".into()),
         RecordKind::Throttled { client, .. } => (lane(*client), "THROTTLED".into()),
+        RecordKind::Vetoed { client, .. } => (lane(*client), "VETO".into()),
         RecordKind::Hw { step, ok } => match step {
             HwStep::ReadHealth | HwStep::ProbeReady if *ok => return None,
             _ => (
@@ -82,6 +84,52 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
         },
         RecordKind::Pnp { op } => (None, format!("PnP {}", op.as_str())),
     })
+}
+
+/// The timeline's rows: records at the same instant share a row while their cells are free.
+struct Grid<'a> {
+    out: String,
+    /// Width of each client lane; the bus lane is `BUS_W`.
+    widths: &'a [usize],
+    row: Option<(u64, Vec<String>)>,
+}
+
+impl Grid<'_> {
+    /// Writes `text` into column `col` (0 is the bus) of the row at `t_us`.
+    fn put(&mut self, t_us: u64, col: usize, text: String) {
+        let fits = matches!(&self.row, Some((rt, cells)) if *rt == t_us && cells[col].is_empty());
+        if !fits {
+            self.fresh_row(t_us);
+        }
+        if let Some((_, cells)) = self.row.as_mut() {
+            let w = if col == 0 {
+                BUS_W
+            } else {
+                self.widths[col - 1]
+            };
+            cells[col] = fit(text, w);
+        }
+    }
+
+    fn fresh_row(&mut self, t_us: u64) {
+        self.flush();
+        self.row = Some((t_us, vec![String::new(); self.widths.len() + 1]));
+    }
+
+    fn flush(&mut self) {
+        let Some((t, cells)) = self.row.take() else {
+            return;
+        };
+        let mut line = format!(
+            "{:>TIME_W$} | {:<BUS_W$}",
+            format!("{}.{:03}", t / 1000, t % 1000),
+            cells[0]
+        );
+        for (c, w) in cells[1..].iter().zip(self.widths) {
+            let _ = write!(line, " | {c:<w$}");
+        }
+        let _ = writeln!(self.out, "{}", line.trim_end());
+    }
 }
 
 /// Renders the run: header, timeline and summary.
@@ -108,35 +156,22 @@ pub fn render(host: &SimHost) -> String {
     let _ = writeln!(out, "{}", line.trim_end());
     let _ = writeln!(out, "{}", "-".repeat(line.trim_end().len()));
 
-    // Rows: records at the same instant share a row while their cells are free.
-    let mut row: Option<(u64, Vec<String>)> = None;
-    let lanes = agents.len() + 1;
-    let flush = |out: &mut String, row: &Option<(u64, Vec<String>)>| {
-        if let Some((t, cells)) = row {
-            let mut line = format!(
-                "{:>TIME_W$} | {:<BUS_W$}",
-                format!("{}.{:03}", t / 1000, t % 1000),
-                cells[0]
-            );
-            for (c, w) in cells[1..].iter().zip(&widths) {
-                let _ = write!(line, " | {c:<w$}");
-            }
-            let _ = writeln!(out, "{}", line.trim_end());
-        }
+    let mut grid = Grid {
+        out,
+        widths: &widths,
+        row: None,
     };
     let faults = host.faults_applied();
     let mut next_fault = 0;
-    let mut fault_row = |out: &mut String, row: &mut Option<(u64, Vec<String>)>, upto: u64| {
+    let mut faults_upto = |grid: &mut Grid<'_>, upto: u64| {
         while let Some((at, fault)) = faults.get(next_fault).filter(|(at, _)| at.as_us() <= upto) {
-            flush(out, row);
-            let mut cells = vec![String::new(); lanes];
-            cells[0] = fit(format!("FAULT: {fault:?}"), BUS_W);
-            *row = Some((at.as_us(), cells));
+            grid.fresh_row(at.as_us());
+            grid.put(at.as_us(), 0, format!("FAULT: {fault:?}"));
             next_fault += 1;
         }
     };
     for rec in coord.recorder().iter() {
-        fault_row(&mut out, &mut row, rec.at.as_us());
+        faults_upto(&mut grid, rec.at.as_us());
         // Registrations at start are noise in a timeline.
         if matches!(
             rec.kind,
@@ -148,23 +183,13 @@ pub fn render(host: &SimHost) -> String {
         {
             continue;
         }
-        let Some((lane, text)) = cell(host, rec) else {
-            continue;
-        };
-        let col = lane.map_or(0, |l| l + 1);
-        let t = rec.at.as_us();
-        let fits = matches!(&row, Some((rt, cells)) if *rt == t && cells[col].is_empty());
-        if !fits {
-            flush(&mut out, &row);
-            row = Some((t, vec![String::new(); lanes]));
-        }
-        if let Some((_, cells)) = row.as_mut() {
-            let w = if col == 0 { BUS_W } else { widths[col - 1] };
-            cells[col] = fit(text, w);
+        if let Some((lane, text)) = cell(host, rec) {
+            grid.put(rec.at.as_us(), lane.map_or(0, |l| l + 1), text);
         }
     }
-    fault_row(&mut out, &mut row, u64::MAX);
-    flush(&mut out, &row);
+    faults_upto(&mut grid, u64::MAX);
+    grid.flush();
+    let mut out = grid.out;
     if coord.recorder().dropped() > 0 {
         let _ = writeln!(
             out,
@@ -189,7 +214,11 @@ pub fn summary(host: &SimHost) -> String {
     );
     for r in host.resets() {
         let forced = if r.forced_clients.is_empty() {
-            r.vetoed_by.clone().unwrap_or_else(|| "-".into())
+            match (&r.vetoed_by, &r.veto_reason) {
+                (Some(by), Some(why)) => format!("{by} ({why})"),
+                (Some(by), None) => by.clone(),
+                _ => "-".into(),
+            }
         } else {
             r.forced_clients.join(",")
         };
@@ -269,14 +298,12 @@ pub fn flight_record(host: &SimHost) -> String {
     out
 }
 
-/// The I/O and network summary of a run with the access layer's clients.
-pub fn workload(host: &SimHost) -> String {
+/// The disks' lines of the workload: the I/O totals, the loud ones, then one per disk.
+fn disks(host: &SimHost, out: &mut String) {
     use ibal::disk::SrpClient;
-    use ibal::stack;
-    let mut out = String::new();
     let disks: Vec<&SrpClient> = host.agents_of::<SrpClient>().collect();
     if !disks.is_empty() {
-        let io = stack::io_stats(host);
+        let io = ibal::stack::io_stats(host);
         let _ = writeln!(
             out,
             "io: {} submitted, {} completed, {} failed ({} retryable), {} in flight, {} lost, {} \
@@ -327,9 +354,15 @@ pub fn workload(host: &SimHost) -> String {
             );
         }
     }
+}
+
+/// The I/O and network summary of a run with the access layer's clients.
+pub fn workload(host: &SimHost) -> String {
+    let mut out = String::new();
+    disks(host, &mut out);
     let nets: Vec<_> = host.agents_of::<ibal::ipoib::IpoibClient>().collect();
     if !nets.is_empty() {
-        let n = stack::net_stats(host);
+        let n = ibal::stack::net_stats(host);
         let _ = writeln!(
             out,
             "net: {} sent, {} completed back (resubmitted), {} dropped; {} unicast and {} \

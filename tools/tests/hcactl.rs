@@ -121,6 +121,16 @@ fn wait_fails_when_a_planned_reset_is_vetoed_and_gives_up_at_its_timeout() {
     let out = server.ctl(&["reset", "--planned", "--wait"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("vetoed"), "says why: {}", text(&out));
+    assert!(
+        text(&out).contains("said: scenario: veto_planned"),
+        "gives the vetoer's own reason: {}",
+        text(&out)
+    );
+    let log = text(&server.ctl(&["log"]));
+    assert!(
+        log.contains("vetoed the planned reset: scenario: veto_planned"),
+        "the flight recorder keeps it: {log}"
+    );
     assert!(server.stop().success());
 
     // A wedged client holds the quiesce for its 2 s deadline (virtual time never runs ahead

@@ -190,6 +190,7 @@ fn every_scenario_file_has_its_expected_outcome() {
                 assert_eq!((state, epoch.as_u64()), ("Operational", Some(1)));
                 assert_eq!(outcomes(&r), ["Aborted"]);
                 assert_eq!(r["resets"][0]["vetoed_by"], "db");
+                assert_eq!(r["resets"][0]["veto_reason"], "scenario: veto_planned");
                 assert_eq!(r["resets"][0]["hw_reset_us"], Value::Null);
                 assert_eq!(r["io"]["failed"], 0);
                 // The veto came before anything was torn down: only the vetoer heard.

@@ -52,12 +52,14 @@ impl Coordinator {
     }
 
     /// Answers RESET_QUERY: refuses the planned reset (clients with CAN_VETO only), before
-    /// anything is torn down.
+    /// anything is torn down. The reason is kept in the reset record and the flight
+    /// recorder for the administrator.
     pub fn reset_veto(
         &mut self,
         now: Instant,
         id: ClientId,
         epoch: Epoch,
+        reason: VetoReason,
     ) -> Result<(), VetoError> {
         self.advance(now);
         if let Err(e) = self.check_veto(id, epoch) {
@@ -67,6 +69,9 @@ impl Coordinator {
             client: Some(id),
             call: Call::ResetVeto,
         });
+        log::info!("client {id} vetoed the planned reset of {epoch}: {reason}");
+        self.record(RecordKind::Vetoed { client: id, reason });
+        self.reset.veto_reason = Some(reason);
         self.vetoed(id);
         Ok(())
     }

@@ -64,6 +64,8 @@ pub struct ResetRecord {
     pub flr_used: bool,
     pub pnp_operations: u32,
     pub result: Option<ResetResult>,
+    /// What the vetoer said, for a vetoed reset.
+    pub veto_reason: Option<VetoReason>,
     /// Epoch after a successful reset.
     pub new_epoch: Option<Epoch>,
 }
@@ -100,6 +102,7 @@ impl ResetRecord {
             flr_used: false,
             pnp_operations: 0,
             result: None,
+            veto_reason: None,
             new_epoch: None,
         }
     }
@@ -121,6 +124,7 @@ impl ResetRecord {
         self.flr_used = false;
         self.pnp_operations = 0;
         self.result = None;
+        self.veto_reason = None;
         self.new_epoch = None;
     }
 

@@ -142,6 +142,10 @@ impl Shorthand for H {
 use crate::recorder::RecordKind;
 use EventKind::*;
 
+fn busy() -> VetoReason {
+    VetoReason::cut("backup window: job 7 running")
+}
+
 // ----- transitions ---------------------------------------------------------------------------
 
 #[test]
@@ -400,7 +404,7 @@ fn a_veto_stops_a_planned_reset_before_anything_is_torn_down() {
     assert_eq!(h.events_of(v), [ResetQuery]);
     assert_eq!(h.c().client(v).expect("v").state, ClientState::Queried);
     let e = h.query_epoch_of(v);
-    assert_eq!(h.call(|c, now| c.reset_veto(now, v, e)), Ok(()));
+    assert_eq!(h.call(|c, now| c.reset_veto(now, v, e, busy())), Ok(()));
     h.pump();
     assert_eq!(h.c().state(), State::Operational);
     assert_eq!(h.events_of(a), [], "a veto disturbs nobody");
@@ -416,6 +420,19 @@ fn a_veto_stops_a_planned_reset_before_anything_is_torn_down() {
         })
     );
     assert_eq!(r.barrier_size, 0, "no RESET went out");
+    assert_eq!(
+        r.veto_reason,
+        Some(busy()),
+        "the administrator can read why"
+    );
+    let said = h.c().recorder().iter().filter(|r| {
+        r.kind
+            == RecordKind::Vetoed {
+                client: v,
+                reason: busy(),
+            }
+    });
+    assert_eq!(said.count(), 1, "the flight recorder keeps the reason");
     assert_eq!(h.c().counters().resets_aborted, 1);
     assert!(h.timers().is_empty() || !h.c().reset_in_progress());
     for id in [a, v] {
@@ -462,7 +479,7 @@ fn silence_is_consent_at_the_query_deadline() {
     assert_eq!(h.events_of(v), [ResetQuery, Reset]);
     let e = h.query_epoch_of(v);
     assert_eq!(
-        h.call(|c, now| c.reset_veto(now, v, e)),
+        h.call(|c, now| c.reset_veto(now, v, e, busy())),
         Err(VetoError::NoQueryPending),
         "too late to veto once RESET is out"
     );
@@ -494,21 +511,21 @@ fn veto_refusals() {
     let plain = h.reg("plain");
     let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
     assert_eq!(
-        h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
+        h.call(|c, now| c.reset_veto(now, v, Epoch(1), busy())),
         Err(VetoError::NoResetPending)
     );
     h.admin(AdminReset::Planned).expect("planned");
     let late = h.reg_flags("late", ClientFlags::CAN_VETO);
     assert_eq!(
-        h.call(|c, now| c.reset_veto(now, plain, Epoch(1))),
+        h.call(|c, now| c.reset_veto(now, plain, Epoch(1), busy())),
         Err(VetoError::NotAllowed)
     );
     assert_eq!(
-        h.call(|c, now| c.reset_veto(now, v, Epoch(0))),
+        h.call(|c, now| c.reset_veto(now, v, Epoch(0), busy())),
         Err(VetoError::StaleEpoch)
     );
     assert_eq!(
-        h.call(|c, now| c.reset_veto(now, late, Epoch(1))),
+        h.call(|c, now| c.reset_veto(now, late, Epoch(1), busy())),
         Err(VetoError::NotQueried),
         "registered after the query went out"
     );
@@ -517,7 +534,7 @@ fn veto_refusals() {
     h.pump();
     assert_eq!(h.c().state(), State::Quiescing);
     assert_eq!(
-        h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
+        h.call(|c, now| c.reset_veto(now, v, Epoch(1), busy())),
         Err(VetoError::NoQueryPending)
     );
     h.complete(&[plain, v, late]);
@@ -858,7 +875,7 @@ fn catastrophic_found_by_the_poll_while_quiescing_makes_a_planned_reset_fatal() 
     assert_eq!(r.reason, ResetReason::Catastrophic);
     assert!(!r.planned, "the poll made it fatal before the deadline");
     assert_eq!(
-        h.call(|c, now| c.reset_veto(now, v, Epoch(1))),
+        h.call(|c, now| c.reset_veto(now, v, Epoch(1), busy())),
         Err(VetoError::NoQueryPending)
     );
     h.advance(2_000 + 5_000);

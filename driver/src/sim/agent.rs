@@ -79,7 +79,8 @@ impl ScriptedAgent {
             return;
         };
         let answered = if self.behavior.veto_planned {
-            bus.reset_veto(id, epoch).is_ok()
+            let reason = VetoReason::cut("scenario: veto_planned");
+            bus.reset_veto(id, epoch, reason).is_ok()
         } else if self.behavior.never_ack {
             return;
         } else {

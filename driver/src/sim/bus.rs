@@ -68,8 +68,13 @@ impl BusHandle for Bus<'_> {
     fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
         self.coord.reset_consent(self.now, id, epoch)
     }
-    fn reset_veto(&mut self, id: ClientId, epoch: Epoch) -> Result<(), VetoError> {
-        self.coord.reset_veto(self.now, id, epoch)
+    fn reset_veto(
+        &mut self,
+        id: ClientId,
+        epoch: Epoch,
+        reason: VetoReason,
+    ) -> Result<(), VetoError> {
+        self.coord.reset_veto(self.now, id, epoch, reason)
     }
     /// The adapter: its verbs for the access layer, its wire and memory for remote peers.
     fn device(&mut self) -> &mut SimHca {

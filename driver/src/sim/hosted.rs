@@ -86,9 +86,15 @@ impl<D> BusHandle for ThreadCtx<'_, D> {
         self.bus
             .call_queued(|c, now| c.reset_consent(now, id, epoch))
     }
-    fn reset_veto(&mut self, id: ClientId, epoch: Epoch) -> Result<(), VetoError> {
+    fn reset_veto(
+        &mut self,
+        id: ClientId,
+        epoch: Epoch,
+        reason: VetoReason,
+    ) -> Result<(), VetoError> {
         self.queued = true;
-        self.bus.call_queued(|c, now| c.reset_veto(now, id, epoch))
+        self.bus
+            .call_queued(|c, now| c.reset_veto(now, id, epoch, reason))
     }
     fn device(&mut self) -> &mut D {
         self.device

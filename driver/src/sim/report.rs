@@ -21,6 +21,8 @@ pub struct ResetReport {
     pub started_at: Instant,
     pub forced_clients: Vec<String>,
     pub vetoed_by: Option<String>,
+    /// What the vetoer said.
+    pub veto_reason: Option<String>,
     /// Allocations from the reset's first RESET to its last event; `None` without a probe.
     pub allocations: Option<u64>,
     pub pnp_operations: u32,
@@ -98,6 +100,7 @@ impl ResetReport {
             started_at: r.started_at,
             forced_clients: r.forced.iter().map(|id| name(*id)).collect(),
             vetoed_by,
+            veto_reason: r.veto_reason.map(|t| t.to_string()),
             allocations,
             pnp_operations: r.pnp_operations,
             requests: r.requests,
@@ -121,7 +124,7 @@ impl ResetReport {
 impl serde::Serialize for ResetReport {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut m = s.serialize_struct("ResetReport", 11)?;
+        let mut m = s.serialize_struct("ResetReport", 12)?;
         m.serialize_field("epoch", &self.epoch.0)?;
         m.serialize_field("reason", self.reason_name())?;
         m.serialize_field("outcome", &self.outcome)?;
@@ -131,6 +134,7 @@ impl serde::Serialize for ResetReport {
         m.serialize_field("total_us", &self.total_us)?;
         m.serialize_field("forced_clients", &self.forced_clients)?;
         m.serialize_field("vetoed_by", &self.vetoed_by)?;
+        m.serialize_field("veto_reason", &self.veto_reason)?;
         m.serialize_field("allocations", &self.allocations)?;
         m.serialize_field("pnp_operations", &self.pnp_operations)?;
         m.end()

@@ -175,6 +175,23 @@ impl Default for SimSetup {
     }
 }
 
+/// Draws the keys that decide whether and how a device comes back: the query of a planned
+/// reset, the throttles, `auto_recover` and the paging path's hold. Every random generator
+/// draws them here, so none of them leaves one at its default.
+pub fn draw_recovery_policy(rng: &mut impl Rng, p: &mut Policy) {
+    p.query_deadline_ms = rng.gen_range(20..2_000);
+    p.client_request_limit = rng.gen_range(1..=4);
+    p.max_auto_resets = rng.gen_range(1..=5);
+    // Off now and then: the device is left Failed for an administrator who never comes.
+    p.auto_recover = rng.gen_bool(0.85);
+    p.paging_io_hold_timeout_ms = if rng.gen_bool(0.7) {
+        0
+    } else {
+        rng.gen_range(200..10_000)
+    };
+    debug_assert!(p.validate().is_ok(), "drawn policy out of range: {p:?}");
+}
+
 /// A random scenario from a seed: clients with random behaviours and a random fault plan.
 /// Used to hunt for invariant violations; any failure replays from its seed.
 pub fn random_setup(seed: u64) -> SimSetup {
@@ -219,7 +236,7 @@ pub fn random_setup(seed: u64) -> SimSetup {
         }
         faults.push((Instant::from_ms(rng.gen_range(0..30_000)), f));
     }
-    let policy = Policy {
+    let mut policy = Policy {
         quiesce_deadline_ms: rng.gen_range(100..3_000),
         hw_ready_timeout_ms: rng.gen_range(500..3_000),
         auto_restart_window_ms: rng.gen_range(3_000..60_000),
@@ -227,6 +244,7 @@ pub fn random_setup(seed: u64) -> SimSetup {
         storm_window_ms: rng.gen_range(1_000..60_000),
         ..Policy::default()
     };
+    draw_recovery_policy(&mut rng, &mut policy);
     SimSetup {
         name: std::format!("random-{seed}"),
         seed,

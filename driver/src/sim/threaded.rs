@@ -220,8 +220,13 @@ impl ThreadedBus {
         self.call(|c, now| c.reset_consent(now, id, epoch))
     }
 
-    pub fn reset_veto(&self, id: ClientId, epoch: Epoch) -> Result<(), VetoError> {
-        self.call(|c, now| c.reset_veto(now, id, epoch))
+    pub fn reset_veto(
+        &self,
+        id: ClientId,
+        epoch: Epoch,
+        reason: VetoReason,
+    ) -> Result<(), VetoError> {
+        self.call(|c, now| c.reset_veto(now, id, epoch, reason))
     }
 
     pub fn admin_reset(&self, kind: AdminReset) -> Result<Epoch, AdminResetError> {

@@ -7,7 +7,7 @@ use hcabus::errors::{
 };
 use hcabus::hca::Hca;
 use hcabus::sim::{RemoteError, SimHca, SimHcaConfig};
-use hcabus::types::{ClientDesc, ClientId};
+use hcabus::types::{ClientDesc, ClientId, VetoReason};
 use hcabus::{Instant, Policy};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -52,7 +52,7 @@ impl BusHandle for Rig {
     fn reset_consent(&mut self, _: ClientId, _: Epoch) -> Result<(), ConsentError> {
         panic!("{NO_BUS}")
     }
-    fn reset_veto(&mut self, _: ClientId, _: Epoch) -> Result<(), VetoError> {
+    fn reset_veto(&mut self, _: ClientId, _: Epoch, _: VetoReason) -> Result<(), VetoError> {
         panic!("{NO_BUS}")
     }
     fn device(&mut self) -> &mut SimHca {

@@ -12,7 +12,8 @@ use std::time::{Duration as WallDuration, Instant as WallInstant};
 
 use clap::{Parser, Subcommand};
 use hcabus::ioctl::*;
-use hcabus::recorder::{Record, RECORD_BYTES};
+use hcabus::recorder::{Record, RecordKind, RECORD_BYTES};
+use hcabus::types::{ClientFlags, ClientId, ClientKind};
 use hcabus_tools::answer::Answer;
 use serde_json::json;
 
@@ -216,7 +217,8 @@ fn status(bus: &mut Bus, as_json: bool) -> Outcome {
     Ok(())
 }
 
-fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
+/// Every registered client, page by page.
+fn fetch_clients(bus: &mut Bus) -> Result<Vec<ClientEntry>, Failure> {
     const PAGE: usize = 64;
     let mut all = Vec::new();
     loop {
@@ -237,34 +239,35 @@ fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
             all.push(e);
         }
         if count == 0 || all.len() >= total {
-            break;
+            return Ok(all);
         }
         if all.len() > usize::from(u16::MAX) {
             return Err(a.malformed("more clients than any bus holds").into());
         }
     }
+}
+
+fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
+    let all = fetch_clients(bus)?;
     let kind = |k: u32| {
-        ["?", "ibal", "ipoib", "srp", "bootdisk", "uverbs", "custom"]
-            .get(k as usize)
-            .copied()
-            .unwrap_or("?")
+        u8::try_from(k)
+            .ok()
+            .and_then(ClientKind::from_u8)
+            .map_or("?", ClientKind::as_str)
     };
-    let flags = |f: u32| {
-        let names = ["BOOT_CRITICAL", "PAGING_PATH", "USER_MODE", "CAN_VETO"];
-        let v: Vec<&str> = (0..4)
-            .filter(|b| f & (1 << b) != 0)
-            .map(|b| names[b])
-            .collect();
+    let flags = |bits: u32| {
+        let f = ClientFlags::from_bits_retain(bits);
+        let mut v: Vec<String> = f.iter_names().map(|(name, _)| name.to_string()).collect();
+        if f.bits() & !ClientFlags::all().bits() != 0 {
+            v.push(format!("{:#x}", f.bits() & !ClientFlags::all().bits()));
+        }
         if v.is_empty() {
             "-".to_string()
         } else {
             v.join("|")
         }
     };
-    let id = |raw: u64| {
-        let c = hcabus::types::ClientId::from_raw(raw);
-        format!("#{}.{}", c.index, c.generation)
-    };
+    let id = |raw: u64| ClientId::from_raw(raw).to_string();
     if as_json {
         let v: Vec<_> = all
             .iter()
@@ -306,6 +309,35 @@ fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
 
 /// Prints records from `since`; returns the next sequence number.
 fn log_once(bus: &mut Bus, since: u64, as_json: bool) -> Result<u64, Failure> {
+    each_record(bus, since, |record| match record {
+        Some(r) if as_json => emit(format_args!(
+            "{}",
+            json!({ "seq": r.seq, "at_us": r.at.as_us(), "text": r.to_string() })
+        )),
+        Some(r) => emit(format_args!("{r}")),
+        None => emit(format_args!("(a record this hcactl cannot decode)")),
+    })
+}
+
+/// What the last veto in the flight recorder said, if the ring still holds it.
+fn last_veto(bus: &mut Bus) -> Result<Option<String>, Failure> {
+    let mut last = None;
+    each_record(bus, 0, |record| {
+        if let Some(RecordKind::Vetoed { client, reason }) = record.map(|r| r.kind) {
+            last = Some(format!("client {client} said: {reason}"));
+        }
+        Ok(())
+    })?;
+    Ok(last)
+}
+
+/// Hands every record from `since` to `each`, page by page (`None` for one this hcactl
+/// cannot decode); returns the next sequence number.
+fn each_record(
+    bus: &mut Bus,
+    since: u64,
+    mut each: impl FnMut(Option<Record>) -> Outcome,
+) -> Result<u64, Failure> {
     let mut next = since;
     loop {
         let mut input = [0u8; 24];
@@ -327,14 +359,7 @@ fn log_once(bus: &mut Bus, since: u64, as_json: bool) -> Result<u64, Failure> {
         for i in 0..count {
             let mut raw = [0u8; RECORD_BYTES];
             raw.copy_from_slice(a.slice(24 + i * RECORD_BYTES, RECORD_BYTES)?);
-            match Record::decode(&raw) {
-                Some(r) if as_json => say!(
-                    "{}",
-                    json!({ "seq": r.seq, "at_us": r.at.as_us(), "text": r.to_string() })
-                ),
-                Some(r) => say!("{r}"),
-                None => say!("(a record this hcactl cannot decode)"),
-            }
+            each(Record::decode(&raw))?;
         }
         if count == 0 || new_next == next {
             return Ok(new_next.max(next));
@@ -476,13 +501,16 @@ fn wait_for(bus: &mut Bus, epoch: u64, timeout: Option<u64>, as_json: bool) -> O
                     s.epoch
                 );
             }
-            return match s.last_result {
-                1 | 2 => Ok(()),
-                r => Err(Failure::Outcome(format!(
-                    "the reset ended {outcome}: {}",
-                    why_not(r)
-                ))),
+            let said = match s.last_result {
+                1 | 2 => return Ok(()),
+                0x20 => last_veto(bus)?.map(|s| format!(" ({s})")),
+                _ => None,
             };
+            return Err(Failure::Outcome(format!(
+                "the reset ended {outcome}: {}{}",
+                why_not(s.last_result),
+                said.unwrap_or_default()
+            )));
         }
         if WallInstant::now() > deadline {
             return Err(Failure::Outcome(format!(
