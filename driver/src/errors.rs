@@ -55,6 +55,12 @@ macro_rules! op_error {
         }
 
         impl core::error::Error for $name {}
+
+        impl From<$name> for RefusalCode {
+            fn from(e: $name) -> Self {
+                e.code()
+            }
+        }
     };
 }
 

@@ -12,6 +12,7 @@ extern crate alloc;
 pub mod wire;
 
 pub mod bus;
+pub mod bus_abi;
 pub mod coordinator;
 pub mod errors;
 pub mod fabric;

@@ -1,0 +1,678 @@
+//! The bus interface as a C ABI (SPEC §3, "The C ABI"): what a child driver written in C
+//! gets through `IRP_MN_QUERY_INTERFACE` with [`GUID_HCABUS_BUS_INTERFACE`].
+//!
+//! Only the layout and the conversions live here, in the no_std core, so the KMDF glue and
+//! the Linux library (`driver/capi`) export the same thing. Every structure is `#[repr(C)]`,
+//! its size and every field's offset asserted below for 64-bit targets; `driver/include/hcabus.h`
+//! declares the same layout for C, and a test compiles C against it and compares.
+//!
+//! Conventions, as WDM's: every call returns an NTSTATUS (an `i32`, success when not
+//! negative); structures a caller fills start with their size so that a later version can
+//! grow them; ids and epochs are `u64`.
+
+use core::ffi::{c_char, c_void};
+use core::mem::{offset_of, size_of};
+
+use static_assertions::const_assert_eq;
+
+use crate::errors::RefusalCode;
+use crate::ioctl::NtStatus;
+use crate::types::*;
+
+/// `{94C1064B-33E7-419F-9DD5-142076BB0D32}`: the interface type a child asks its parent for.
+pub const GUID_HCABUS_BUS_INTERFACE: Guid = Guid {
+    data1: 0x94C1_064B,
+    data2: 0x33E7,
+    data3: 0x419F,
+    data4: [0x9D, 0xD5, 0x14, 0x20, 0x76, 0xBB, 0x0D, 0x32],
+};
+
+/// The one version of [`HcabusBusInterfaceV1`].
+pub const HCABUS_BUS_INTERFACE_VERSION: u16 = 1;
+
+/// A GUID as Windows lays it out.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Guid {
+    pub data1: u32,
+    pub data2: u16,
+    pub data3: u16,
+    pub data4: [u8; 8],
+}
+
+/// An NTSTATUS as C sees it.
+pub type HcabusStatus = i32;
+
+/// The status of every refusal of SPEC §3, and of bad input at the C boundary.
+pub mod status {
+    use super::*;
+
+    const fn nt(s: NtStatus) -> HcabusStatus {
+        s.0 as HcabusStatus
+    }
+
+    pub const SUCCESS: HcabusStatus = 0;
+    /// Success: `reset_execute` by a client that had already executed (idempotent).
+    pub const ALREADY_READY: HcabusStatus = 0x60AB_0001_u32 as HcabusStatus;
+    /// Success: `reset_execute` after the client's deadline; the reset went on without it.
+    pub const PAST_DEADLINE: HcabusStatus = 0x60AB_0002_u32 as HcabusStatus;
+    /// A null pointer, a context that is not this bus's, a name that is not 1..=32 bytes of
+    /// text, a kind or flag the ABI does not define.
+    pub const INVALID_PARAMETER: HcabusStatus = nt(NtStatus::INVALID_PARAMETER);
+    /// A structure whose `size` is not the one this version defines.
+    pub const INFO_LENGTH_MISMATCH: HcabusStatus = 0xC000_0004_u32 as HcabusStatus;
+    /// An interface buffer smaller than the interface.
+    pub const BUFFER_TOO_SMALL: HcabusStatus = nt(NtStatus::BUFFER_TOO_SMALL);
+    /// An interface version this bus does not provide (0).
+    pub const REVISION_MISMATCH: HcabusStatus = nt(NtStatus::REVISION_MISMATCH);
+    /// An interface type other than [`GUID_HCABUS_BUS_INTERFACE`].
+    pub const NOT_SUPPORTED: HcabusStatus = nt(NtStatus::NOT_SUPPORTED);
+    /// A fault inside the bus, contained before it reached the caller.
+    pub const INTERNAL_ERROR: HcabusStatus = 0xC000_00E5_u32 as HcabusStatus;
+    /// Refused while someone still holds a reference (an interface, say).
+    pub const DEVICE_BUSY: HcabusStatus = nt(NtStatus::DEVICE_BUSY);
+    /// A wait ran out first.
+    pub const TIMEOUT: HcabusStatus = 0x0000_0102;
+
+    /// Error severity, customer bit, facility 0x0AB: `0xE0AB0000 | refusal code`.
+    pub const REFUSAL_BASE: u32 = 0xE0AB_0000;
+
+    /// The status of a refusal: `0xE0AB0000` plus its [`RefusalCode`].
+    pub const fn of_refusal(code: RefusalCode) -> HcabusStatus {
+        (REFUSAL_BASE | code as u32) as HcabusStatus
+    }
+
+    /// The refusal a status stands for, if it is one.
+    pub fn refusal(status: HcabusStatus) -> Option<RefusalCode> {
+        let raw = status as u32;
+        if raw & 0xFFFF_0000 != REFUSAL_BASE {
+            return None;
+        }
+        RefusalCode::try_from(raw & 0xFFFF).ok()
+    }
+
+    /// A name for a status, for logs and test messages.
+    pub fn name(status: HcabusStatus) -> &'static str {
+        if let Some(code) = refusal(status) {
+            return code.as_str();
+        }
+        match status {
+            SUCCESS => "success",
+            ALREADY_READY => "already ready",
+            PAST_DEADLINE => "past its deadline: the reset went on without this client",
+            INVALID_PARAMETER => "invalid parameter",
+            INFO_LENGTH_MISMATCH => "structure size mismatch",
+            BUFFER_TOO_SMALL => "buffer too small",
+            REVISION_MISMATCH => "revision mismatch",
+            NOT_SUPPORTED => "not supported",
+            INTERNAL_ERROR => "internal error",
+            DEVICE_BUSY => "device busy",
+            TIMEOUT => "timeout",
+            _ => "unknown status",
+        }
+    }
+}
+
+/// `void (*)(void *client_context, const HCABUS_EVENT *event)`: called with no bus lock held,
+/// under DISPATCH_LEVEL rules (must not block; may call any bus function).
+pub type HcabusEventCallback = Option<unsafe extern "C" fn(*mut c_void, *const HcabusEvent)>;
+
+/// What a client hands to `register`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct HcabusClientDesc {
+    /// `sizeof(HCABUS_CLIENT_DESC)`.
+    pub size: u16,
+    /// A [`ClientKind`] value.
+    pub kind: u16,
+    /// [`ClientFlags`] bits.
+    pub flags: u32,
+    /// NUL-terminated UTF-8, 1..=32 bytes, read during the call only.
+    pub name: *const c_char,
+    pub event_callback: HcabusEventCallback,
+    /// Handed back to every callback; the bus never reads it.
+    pub client_context: *mut c_void,
+}
+
+/// What `register` returns.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HcabusRegistration {
+    /// The client's id ([`ClientId::to_raw`]): every later call names it.
+    pub client_id: u64,
+    pub epoch: u64,
+    /// A [`State`] value.
+    pub state: u32,
+    /// 1 when registered while a reset runs: hold nothing until RESET_END (or RESET_FAILED).
+    pub late: u32,
+}
+
+/// What `query_state` returns.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HcabusBusState {
+    /// `sizeof(HCABUS_BUS_STATE)`, set by the caller.
+    pub size: u32,
+    /// A [`State`] value.
+    pub state: u32,
+    pub epoch: u64,
+    /// The bus's clock, in microseconds: the time base of every event's deadline.
+    pub now_us: u64,
+}
+
+/// RESET and RESET_QUERY.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HcabusResetData {
+    pub epoch: u64,
+    /// On the bus's clock ([`HcabusBusState::now_us`]).
+    pub deadline_us: u64,
+    /// A [`ResetReason`] value.
+    pub reason: u32,
+    /// 1 for a planned reset (RESET_QUERY is only ever planned).
+    pub planned: u32,
+}
+
+/// RESET_END and RESET_FAILED.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HcabusResetEndData {
+    /// RESET_END: the new epoch; RESET_FAILED: the epoch whose reset failed.
+    pub epoch: u64,
+    /// A [`ResetOutcome`] (RESET_END) or a [`FailReason`] (RESET_FAILED) value.
+    pub result: u32,
+    pub reserved: u32,
+}
+
+/// RESET_ABORTED.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HcabusResetAbortedData {
+    pub epoch: u64,
+    /// The vetoer, or the client that did not answer.
+    pub vetoed_by: u64,
+    /// An [`AbortCause`] value.
+    pub cause: u32,
+    pub reserved: u32,
+}
+
+/// DEVICE_FATAL.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HcabusDeviceFatalData {
+    /// A [`FatalReason`] value.
+    pub reason: u32,
+    pub reserved: u32,
+}
+
+/// What an event carries, chosen by [`HcabusEvent::kind`].
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union HcabusEventData {
+    /// RESET, RESET_QUERY.
+    pub reset: HcabusResetData,
+    /// RESET_END, RESET_FAILED.
+    pub reset_end: HcabusResetEndData,
+    pub reset_aborted: HcabusResetAbortedData,
+    pub device_fatal: HcabusDeviceFatalData,
+    /// Room for later events (ports) without changing the size.
+    pub raw: [u64; 4],
+}
+
+impl core::fmt::Debug for HcabusEventData {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("HcabusEventData { .. }")
+    }
+}
+
+/// One event of SPEC §4, tagged by `kind`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct HcabusEvent {
+    /// `sizeof(HCABUS_EVENT)`.
+    pub size: u16,
+    /// An [`EventKind`] value.
+    pub kind: u16,
+    pub reserved: u32,
+    /// The client it is delivered to.
+    pub client_id: u64,
+    pub data: HcabusEventData,
+}
+
+impl HcabusEvent {
+    /// The C form of `event`, delivered to `client`.
+    pub fn new(client: ClientId, event: Event) -> Self {
+        let mut raw = HcabusEventData { raw: [0; 4] };
+        match event {
+            Event::Reset {
+                epoch,
+                reason,
+                planned,
+                deadline,
+            } => {
+                raw.reset = HcabusResetData {
+                    epoch: epoch.0,
+                    deadline_us: deadline.as_us(),
+                    reason: reason as u32,
+                    planned: planned.into(),
+                }
+            }
+            Event::ResetQuery {
+                epoch,
+                reason,
+                deadline,
+            } => {
+                raw.reset = HcabusResetData {
+                    epoch: epoch.0,
+                    deadline_us: deadline.as_us(),
+                    reason: reason as u32,
+                    planned: 1,
+                }
+            }
+            Event::ResetEnd { epoch, outcome } => {
+                raw.reset_end = HcabusResetEndData {
+                    epoch: epoch.0,
+                    result: outcome as u32,
+                    reserved: 0,
+                }
+            }
+            Event::ResetFailed { epoch, error } => {
+                raw.reset_end = HcabusResetEndData {
+                    epoch: epoch.0,
+                    result: error as u32,
+                    reserved: 0,
+                }
+            }
+            Event::ResetAborted {
+                epoch,
+                vetoed_by,
+                cause,
+            } => {
+                raw.reset_aborted = HcabusResetAbortedData {
+                    epoch: epoch.0,
+                    vetoed_by: vetoed_by.to_raw(),
+                    cause: cause as u32,
+                    reserved: 0,
+                }
+            }
+            Event::DeviceFatal { reason } => {
+                raw.device_fatal = HcabusDeviceFatalData {
+                    reason: reason as u32,
+                    reserved: 0,
+                }
+            }
+        }
+        HcabusEvent {
+            size: size_of::<HcabusEvent>() as u16,
+            kind: event.kind() as u16,
+            reserved: 0,
+            client_id: client.to_raw(),
+            data: raw,
+        }
+    }
+}
+
+/// The standard INTERFACE header's reference / dereference: `void (*)(PVOID Context)`.
+pub type InterfaceRefFn = Option<unsafe extern "C" fn(*mut c_void)>;
+pub type RegisterFn = Option<
+    unsafe extern "C" fn(*mut c_void, *const HcabusClientDesc, *mut HcabusRegistration) -> i32,
+>;
+pub type UnregisterFn = Option<unsafe extern "C" fn(*mut c_void, u64) -> i32>;
+/// The epoch the request joined is written through the last argument when it is not null.
+pub type ResetRequestFn = Option<unsafe extern "C" fn(*mut c_void, u64, *mut u64) -> i32>;
+/// `(context, client_id, epoch)`: reset_execute and reset_consent.
+pub type EpochCallFn = Option<unsafe extern "C" fn(*mut c_void, u64, u64) -> i32>;
+/// `(context, client_id, epoch, reason)`: the reason is NUL-terminated text or null; longer
+/// than 32 bytes it is cut, never refused.
+pub type ResetVetoFn = Option<unsafe extern "C" fn(*mut c_void, u64, u64, *const c_char) -> i32>;
+pub type QueryStateFn = Option<unsafe extern "C" fn(*mut c_void, *mut HcabusBusState) -> i32>;
+
+/// `HCABUS_BUS_INTERFACE_V1`: the INTERFACE header (`size` .. `interface_dereference`), then
+/// every call of SPEC §3. Each call takes `context` first.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct HcabusBusInterfaceV1 {
+    pub size: u16,
+    pub version: u16,
+    pub context: *mut c_void,
+    pub interface_reference: InterfaceRefFn,
+    pub interface_dereference: InterfaceRefFn,
+    pub register: RegisterFn,
+    pub unregister: UnregisterFn,
+    pub reset_request: ResetRequestFn,
+    pub reset_execute: EpochCallFn,
+    pub reset_consent: EpochCallFn,
+    pub reset_veto: ResetVetoFn,
+    pub query_state: QueryStateFn,
+}
+
+impl HcabusBusInterfaceV1 {
+    /// Every pointer null: what a caller hands in to be filled.
+    pub const EMPTY: HcabusBusInterfaceV1 = HcabusBusInterfaceV1 {
+        size: 0,
+        version: 0,
+        context: core::ptr::null_mut(),
+        interface_reference: None,
+        interface_dereference: None,
+        register: None,
+        unregister: None,
+        reset_request: None,
+        reset_execute: None,
+        reset_consent: None,
+        reset_veto: None,
+        query_state: None,
+    };
+}
+
+/// Why a C client descriptor was refused, as its status.
+pub fn client_desc(
+    size: u16,
+    kind: u16,
+    flags: u32,
+    name: &[u8],
+) -> Result<ClientDesc, HcabusStatus> {
+    if usize::from(size) != size_of::<HcabusClientDesc>() {
+        return Err(status::INFO_LENGTH_MISMATCH);
+    }
+    let kind = u8::try_from(kind)
+        .ok()
+        .and_then(ClientKind::from_u8)
+        .ok_or(status::INVALID_PARAMETER)?;
+    let flags = ClientFlags::from_bits(flags).ok_or(status::INVALID_PARAMETER)?;
+    let name = core::str::from_utf8(name).map_err(|_| status::INVALID_PARAMETER)?;
+    ClientDesc::new(name, kind, flags).ok_or(status::INVALID_PARAMETER)
+}
+
+/// The status of a bus call's result.
+pub fn status_of<T, E: Into<RefusalCode>>(r: Result<T, E>) -> HcabusStatus {
+    match r {
+        Ok(_) => status::SUCCESS,
+        Err(e) => status::of_refusal(e.into()),
+    }
+}
+
+// The layout, for 64-bit targets (Windows x64 and arm64, Linux x86_64): the numbers the C
+// header asserts too.
+#[cfg(target_pointer_width = "64")]
+mod layout {
+    use super::*;
+
+    const_assert_eq!(size_of::<Guid>(), 16);
+    const_assert_eq!(size_of::<HcabusClientDesc>(), 32);
+    const_assert_eq!(offset_of!(HcabusClientDesc, kind), 2);
+    const_assert_eq!(offset_of!(HcabusClientDesc, flags), 4);
+    const_assert_eq!(offset_of!(HcabusClientDesc, name), 8);
+    const_assert_eq!(offset_of!(HcabusClientDesc, event_callback), 16);
+    const_assert_eq!(offset_of!(HcabusClientDesc, client_context), 24);
+    const_assert_eq!(size_of::<HcabusRegistration>(), 24);
+    const_assert_eq!(offset_of!(HcabusRegistration, epoch), 8);
+    const_assert_eq!(offset_of!(HcabusRegistration, state), 16);
+    const_assert_eq!(offset_of!(HcabusRegistration, late), 20);
+    const_assert_eq!(size_of::<HcabusBusState>(), 24);
+    const_assert_eq!(offset_of!(HcabusBusState, state), 4);
+    const_assert_eq!(offset_of!(HcabusBusState, epoch), 8);
+    const_assert_eq!(offset_of!(HcabusBusState, now_us), 16);
+    const_assert_eq!(size_of::<HcabusResetData>(), 24);
+    const_assert_eq!(offset_of!(HcabusResetData, deadline_us), 8);
+    const_assert_eq!(offset_of!(HcabusResetData, reason), 16);
+    const_assert_eq!(offset_of!(HcabusResetData, planned), 20);
+    const_assert_eq!(size_of::<HcabusResetEndData>(), 16);
+    const_assert_eq!(offset_of!(HcabusResetEndData, result), 8);
+    const_assert_eq!(size_of::<HcabusResetAbortedData>(), 24);
+    const_assert_eq!(offset_of!(HcabusResetAbortedData, vetoed_by), 8);
+    const_assert_eq!(offset_of!(HcabusResetAbortedData, cause), 16);
+    const_assert_eq!(size_of::<HcabusDeviceFatalData>(), 8);
+    const_assert_eq!(size_of::<HcabusEventData>(), 32);
+    const_assert_eq!(size_of::<HcabusEvent>(), 48);
+    const_assert_eq!(offset_of!(HcabusEvent, kind), 2);
+    const_assert_eq!(offset_of!(HcabusEvent, client_id), 8);
+    const_assert_eq!(offset_of!(HcabusEvent, data), 16);
+    const_assert_eq!(size_of::<HcabusBusInterfaceV1>(), 88);
+    // The standard INTERFACE header is 32 bytes on x64.
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, version), 2);
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, context), 8);
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, interface_reference), 16);
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, interface_dereference), 24);
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, register), 32);
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, unregister), 40);
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, reset_request), 48);
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, reset_execute), 56);
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, reset_consent), 64);
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, reset_veto), 72);
+    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, query_state), 80);
+}
+
+/// Every field's offset and every structure's size, by its C name: what the layout test
+/// compares with the same table computed by a C compiler from `hcabus.h`.
+pub fn layout_table() -> [(&'static str, usize); 46] {
+    macro_rules! o {
+        ($t:ident, $c:literal, $f:ident, $cf:literal) => {
+            (concat!($c, ".", $cf), offset_of!($t, $f))
+        };
+    }
+    [
+        ("sizeof(GUID)", size_of::<Guid>()),
+        ("sizeof(HCABUS_CLIENT_DESC)", size_of::<HcabusClientDesc>()),
+        o!(HcabusClientDesc, "HCABUS_CLIENT_DESC", size, "Size"),
+        o!(HcabusClientDesc, "HCABUS_CLIENT_DESC", kind, "Kind"),
+        o!(HcabusClientDesc, "HCABUS_CLIENT_DESC", flags, "Flags"),
+        o!(HcabusClientDesc, "HCABUS_CLIENT_DESC", name, "Name"),
+        o!(
+            HcabusClientDesc,
+            "HCABUS_CLIENT_DESC",
+            event_callback,
+            "EventCallback"
+        ),
+        o!(
+            HcabusClientDesc,
+            "HCABUS_CLIENT_DESC",
+            client_context,
+            "ClientContext"
+        ),
+        (
+            "sizeof(HCABUS_REGISTRATION)",
+            size_of::<HcabusRegistration>(),
+        ),
+        o!(
+            HcabusRegistration,
+            "HCABUS_REGISTRATION",
+            client_id,
+            "ClientId"
+        ),
+        o!(HcabusRegistration, "HCABUS_REGISTRATION", epoch, "Epoch"),
+        o!(HcabusRegistration, "HCABUS_REGISTRATION", state, "State"),
+        o!(HcabusRegistration, "HCABUS_REGISTRATION", late, "Late"),
+        ("sizeof(HCABUS_BUS_STATE)", size_of::<HcabusBusState>()),
+        o!(HcabusBusState, "HCABUS_BUS_STATE", size, "Size"),
+        o!(HcabusBusState, "HCABUS_BUS_STATE", state, "State"),
+        o!(HcabusBusState, "HCABUS_BUS_STATE", epoch, "Epoch"),
+        o!(HcabusBusState, "HCABUS_BUS_STATE", now_us, "NowUs"),
+        ("sizeof(HCABUS_RESET_DATA)", size_of::<HcabusResetData>()),
+        o!(HcabusResetData, "HCABUS_RESET_DATA", epoch, "Epoch"),
+        o!(
+            HcabusResetData,
+            "HCABUS_RESET_DATA",
+            deadline_us,
+            "DeadlineUs"
+        ),
+        o!(HcabusResetData, "HCABUS_RESET_DATA", reason, "Reason"),
+        o!(HcabusResetData, "HCABUS_RESET_DATA", planned, "Planned"),
+        (
+            "sizeof(HCABUS_RESET_END_DATA)",
+            size_of::<HcabusResetEndData>(),
+        ),
+        o!(HcabusResetEndData, "HCABUS_RESET_END_DATA", epoch, "Epoch"),
+        o!(
+            HcabusResetEndData,
+            "HCABUS_RESET_END_DATA",
+            result,
+            "Result"
+        ),
+        (
+            "sizeof(HCABUS_RESET_ABORTED_DATA)",
+            size_of::<HcabusResetAbortedData>(),
+        ),
+        o!(
+            HcabusResetAbortedData,
+            "HCABUS_RESET_ABORTED_DATA",
+            epoch,
+            "Epoch"
+        ),
+        o!(
+            HcabusResetAbortedData,
+            "HCABUS_RESET_ABORTED_DATA",
+            vetoed_by,
+            "VetoedBy"
+        ),
+        o!(
+            HcabusResetAbortedData,
+            "HCABUS_RESET_ABORTED_DATA",
+            cause,
+            "Cause"
+        ),
+        (
+            "sizeof(HCABUS_DEVICE_FATAL_DATA)",
+            size_of::<HcabusDeviceFatalData>(),
+        ),
+        ("sizeof(HCABUS_EVENT)", size_of::<HcabusEvent>()),
+        o!(HcabusEvent, "HCABUS_EVENT", kind, "Kind"),
+        o!(HcabusEvent, "HCABUS_EVENT", client_id, "ClientId"),
+        o!(HcabusEvent, "HCABUS_EVENT", data, "Data"),
+        (
+            "sizeof(HCABUS_BUS_INTERFACE_V1)",
+            size_of::<HcabusBusInterfaceV1>(),
+        ),
+        o!(
+            HcabusBusInterfaceV1,
+            "HCABUS_BUS_INTERFACE_V1",
+            context,
+            "Context"
+        ),
+        o!(
+            HcabusBusInterfaceV1,
+            "HCABUS_BUS_INTERFACE_V1",
+            interface_reference,
+            "InterfaceReference"
+        ),
+        o!(
+            HcabusBusInterfaceV1,
+            "HCABUS_BUS_INTERFACE_V1",
+            interface_dereference,
+            "InterfaceDereference"
+        ),
+        o!(
+            HcabusBusInterfaceV1,
+            "HCABUS_BUS_INTERFACE_V1",
+            register,
+            "Register"
+        ),
+        o!(
+            HcabusBusInterfaceV1,
+            "HCABUS_BUS_INTERFACE_V1",
+            unregister,
+            "Unregister"
+        ),
+        o!(
+            HcabusBusInterfaceV1,
+            "HCABUS_BUS_INTERFACE_V1",
+            reset_request,
+            "ResetRequest"
+        ),
+        o!(
+            HcabusBusInterfaceV1,
+            "HCABUS_BUS_INTERFACE_V1",
+            reset_execute,
+            "ResetExecute"
+        ),
+        o!(
+            HcabusBusInterfaceV1,
+            "HCABUS_BUS_INTERFACE_V1",
+            reset_consent,
+            "ResetConsent"
+        ),
+        o!(
+            HcabusBusInterfaceV1,
+            "HCABUS_BUS_INTERFACE_V1",
+            reset_veto,
+            "ResetVeto"
+        ),
+        o!(
+            HcabusBusInterfaceV1,
+            "HCABUS_BUS_INTERFACE_V1",
+            query_state,
+            "QueryState"
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refusal_has_its_own_status_and_comes_back_from_it() {
+        for code in RefusalCode::ALL {
+            let s = status::of_refusal(code);
+            assert!(s < 0, "{code:?} is an error status");
+            assert_eq!(status::refusal(s), Some(code));
+            assert_eq!(status::name(s), code.as_str());
+        }
+        for s in [
+            status::SUCCESS,
+            status::ALREADY_READY,
+            status::PAST_DEADLINE,
+        ] {
+            assert!(s >= 0, "NT_SUCCESS({})", status::name(s));
+            assert_eq!(status::refusal(s), None);
+        }
+        assert_eq!(
+            status::refusal(status::of_refusal(RefusalCode::Throttled) + 100),
+            None
+        );
+    }
+
+    #[test]
+    fn an_event_is_tagged_with_its_kind_and_client() {
+        let id = ClientId {
+            index: 2,
+            generation: 7,
+        };
+        let e = HcabusEvent::new(
+            id,
+            Event::ResetAborted {
+                epoch: Epoch(4),
+                vetoed_by: id,
+                cause: AbortCause::Veto,
+            },
+        );
+        assert_eq!(usize::from(e.size), size_of::<HcabusEvent>());
+        assert_eq!(e.kind, EventKind::ResetAborted as u16);
+        assert_eq!(e.client_id, id.to_raw());
+        // The data is read back (a union read) in driver/capi, where unsafe code may live.
+    }
+
+    #[test]
+    fn a_bad_descriptor_is_refused_with_its_status() {
+        let size = size_of::<HcabusClientDesc>() as u16;
+        let ok = client_desc(size, ClientKind::Ipoib as u16, 0, b"ipoib0");
+        assert_eq!(ok.map(|d| d.kind), Ok(ClientKind::Ipoib));
+        assert_eq!(
+            client_desc(size - 8, 2, 0, b"x").err(),
+            Some(status::INFO_LENGTH_MISMATCH)
+        );
+        for (kind, flags, name) in [
+            (0u16, 0u32, &b"x"[..]),
+            (99, 0, b"x"),
+            (2, 1 << 9, b"x"),
+            (2, 0, b""),
+            (2, 0, &[0xFF, 0xFE]),
+            (2, 0, &[b'a'; 33]),
+        ] {
+            assert_eq!(
+                client_desc(size, kind, flags, name).err(),
+                Some(status::INVALID_PARAMETER),
+                "kind {kind} flags {flags:#x} name {name:?}"
+            );
+        }
+    }
+}
