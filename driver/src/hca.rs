@@ -6,6 +6,8 @@
 
 use core::fmt;
 
+use crate::time::Duration;
+
 /// What identifies one physical adapter across a reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Identity {
@@ -45,6 +47,8 @@ pub enum HwError {
     Absent,
     /// The operation is not available on this device.
     Unsupported,
+    /// A bounded wait inside one step ran out (a semaphore never free, a command never done).
+    Timeout,
 }
 
 impl fmt::Display for HwError {
@@ -53,6 +57,7 @@ impl fmt::Display for HwError {
             HwError::DeviceError => "device error",
             HwError::Absent => "device absent",
             HwError::Unsupported => "not supported",
+            HwError::Timeout => "bounded wait ran out",
         })
     }
 }
@@ -90,6 +95,12 @@ pub trait Hca {
     fn init_command_interface(&mut self) -> Result<(), HwError>;
     fn identity(&mut self) -> Result<Identity, HwError>;
     fn read_health(&mut self) -> Result<HealthSample, HwError>;
+    /// How long the device must be left alone after the last assert (or FLR) before the
+    /// first readiness probe: mlx4 waits 1 s after its soft reset, PCIe 100 ms after an FLR.
+    /// The coordinator waits it with a timer; the bounded poll starts after it.
+    fn settle_after_reset(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 wire_enum! {
@@ -111,6 +122,8 @@ wire_enum! {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HwResult {
     Done,
+    /// Asserted; leave the device alone this long before probing it.
+    Settle(Duration),
     Readiness(Readiness),
     Identity(Identity),
     Health(HealthSample),
@@ -132,10 +145,23 @@ pub fn execute<H: Hca + ?Sized>(hca: &mut H, step: HwStep) -> HwCompletion {
             Err(e) => HwResult::Failed(e),
         }
     }
+    fn asserted<H: Hca + ?Sized>(hca: &H, r: Result<(), HwError>) -> HwResult {
+        match (r, hca.settle_after_reset()) {
+            (Ok(()), Duration::ZERO) => HwResult::Done,
+            (Ok(()), settle) => HwResult::Settle(settle),
+            (Err(e), _) => HwResult::Failed(e),
+        }
+    }
     let result = match step {
         HwStep::SaveConfig => done(hca.save_config()),
-        HwStep::AssertReset => done(hca.assert_reset()),
-        HwStep::FunctionLevelReset => done(hca.function_level_reset()),
+        HwStep::AssertReset => {
+            let r = hca.assert_reset();
+            asserted(hca, r)
+        }
+        HwStep::FunctionLevelReset => {
+            let r = hca.function_level_reset();
+            asserted(hca, r)
+        }
         HwStep::RestoreConfig => done(hca.restore_config()),
         HwStep::InitCommandInterface => done(hca.init_command_interface()),
         HwStep::ProbeReady => match hca.probe_ready() {

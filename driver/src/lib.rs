@@ -18,6 +18,7 @@ pub mod errors;
 pub mod fabric;
 pub mod hca;
 pub mod ioctl;
+pub mod mmio;
 pub mod policy;
 pub mod recorder;
 pub mod time;

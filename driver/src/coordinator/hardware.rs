@@ -63,12 +63,10 @@ impl Coordinator {
             // Without saved config space there is nothing to restore the device to.
             (HwStep::SaveConfig, _) => self.fail(FailReason::HardwareDead),
             (HwStep::AssertReset | HwStep::FunctionLevelReset, HwResult::Done) => {
-                self.set_phase(HwPhase::WaitingReady);
-                self.arm(
-                    TimerId::HwReadyTimeout,
-                    self.now + self.policy.hw_ready_timeout(),
-                );
-                self.arm(TimerId::HwPoll, self.now + self.policy.hw_poll_interval());
+                self.wait_ready(Duration::ZERO);
+            }
+            (HwStep::AssertReset | HwStep::FunctionLevelReset, HwResult::Settle(settle)) => {
+                self.wait_ready(settle);
             }
             (HwStep::ProbeReady, HwResult::Readiness(Readiness::Ready)) => {
                 self.cancel(TimerId::HwReadyTimeout);
@@ -96,6 +94,19 @@ impl Coordinator {
             (HwStep::ReadIdentity, HwResult::Identity(found)) => self.verify(found),
             _ => self.attempt_failed(AttemptFailure::Error),
         }
+    }
+
+    /// After an assert: nothing touches the device for `settle`, then probes every poll
+    /// interval, bounded by `hw_ready_timeout` counted from the end of the settle.
+    fn wait_ready(&mut self, settle: Duration) {
+        self.set_phase(HwPhase::WaitingReady);
+        let probing_from = self.now + settle;
+        self.arm(
+            TimerId::HwReadyTimeout,
+            probing_from + self.policy.hw_ready_timeout(),
+        );
+        let first = settle.max(self.policy.hw_poll_interval());
+        self.arm(TimerId::HwPoll, self.now + first);
     }
 
     /// Resetting: config space is saved once per reset (a restart after a failure reuses

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod bus;
+pub mod fake_connectx;
 pub mod hca;
 pub mod host;
 pub mod hosted;
@@ -19,6 +20,7 @@ pub use crate::fabric::{Fabric, RemoteError, WireMsg, HOST_LID_BASE, WIRE_MTU};
 pub use crate::verbs::{DmaMemory, VerbsLimits};
 pub use agent::{Agent, Behavior, ScriptedAgent, AGENT_EVENT_CAPACITY};
 pub use bus::Bus;
+pub use fake_connectx::{FakeConnectX, FakeFaults};
 pub use hca::{SimHca, SimHcaConfig, SimHcaStats};
 pub use host::{AllocProbe, HostStats, SimHost};
 pub use hosted::{Hosted, ThreadCtx, Wake, Workers};
@@ -26,6 +28,6 @@ pub use invariants::InvariantChecker;
 pub use report::ResetReport;
 pub use setup::{draw_recovery_policy, random_setup, Fault, SimSetup, COMMAND_TIMEOUT};
 pub use shared::SharedSimHca;
-pub use stepper::Stepper;
+pub use stepper::{SimDevice, Stepper, StepperError};
 pub use threaded::{EventCallback, StartError, ThreadedBus, ThreadedHost};
 pub use verbs::{SimVerbs, VerbsStats};

@@ -1,14 +1,17 @@
 //! `Stepper`: the coordinator driven by hand, for tests and model checking.
 //!
 //! No clients run here: the caller makes every bus call itself between steps, and
-//! deliveries are collected rather than delivered. Hardware steps run on a `SimHca`, timers
-//! in virtual time, and every delivery goes through the [`InvariantChecker`].
+//! deliveries are collected rather than delivered. Hardware steps run on a [`SimDevice`]
+//! (`SimHca`, or `MmioHca` on the fake register file), timers in virtual time, and every
+//! delivery goes through the [`InvariantChecker`].
 
 use std::vec::Vec;
 
 use crate::coordinator::{Action, Config, Coordinator};
-use crate::hca::{execute, HwStep};
+use crate::hca::{execute, Hca, HwError, HwStep};
+use crate::mmio::MmioHca;
 use crate::policy::PolicyError;
+use crate::sim::fake_connectx::FakeConnectX;
 use crate::sim::hca::SimHca;
 use crate::sim::invariants::InvariantChecker;
 use crate::time::{Duration, Instant};
@@ -16,10 +19,46 @@ use crate::timers::TimerTable;
 use crate::types::{ClientId, Event, EventKind};
 use crate::types::{PnpOp, State};
 
+/// A device on virtual time: the host tells it the time before each step.
+pub trait SimDevice: Hca {
+    fn set_now(&mut self, now: Instant);
+}
+
+impl SimDevice for SimHca {
+    fn set_now(&mut self, now: Instant) {
+        SimHca::set_now(self, now);
+    }
+}
+
+impl SimDevice for MmioHca<FakeConnectX> {
+    fn set_now(&mut self, now: Instant) {
+        self.regs_mut().set_now(now);
+    }
+}
+
+/// Why a stepper could not start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepperError {
+    Policy(PolicyError),
+    /// The device did not give its identity.
+    Hardware(HwError),
+}
+
+impl std::fmt::Display for StepperError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepperError::Policy(e) => write!(f, "invalid policy: {e}"),
+            StepperError::Hardware(e) => write!(f, "cannot read the device identity: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StepperError {}
+
 #[derive(Debug)]
-pub struct Stepper {
+pub struct Stepper<H: SimDevice = SimHca> {
     c: Coordinator,
-    hca: SimHca,
+    hca: H,
     now: Instant,
     /// Armed timers.
     timers: TimerTable,
@@ -35,8 +74,18 @@ pub struct Stepper {
 }
 
 impl Stepper {
-    pub fn new(config: Config, hca: SimHca) -> Result<Self, PolicyError> {
-        let c = Coordinator::new(config, hca.current_identity(), Instant::ZERO)?;
+    pub fn new(config: Config, hca: SimHca) -> Result<Self, StepperError> {
+        Stepper::with_device(config, hca)
+    }
+}
+
+impl<H: SimDevice> Stepper<H> {
+    /// A stepper over any simulated device; its identity is read as a driver reads it at
+    /// start.
+    pub fn with_device(config: Config, mut hca: H) -> Result<Self, StepperError> {
+        hca.set_now(Instant::ZERO);
+        let identity = hca.identity().map_err(StepperError::Hardware)?;
+        let c = Coordinator::new(config, identity, Instant::ZERO).map_err(StepperError::Policy)?;
         let mut s = Stepper {
             checker: InvariantChecker::new(c.max_clients()),
             c,
@@ -73,12 +122,12 @@ impl Stepper {
         self.now
     }
 
-    pub fn hca(&self) -> &SimHca {
+    pub fn hca(&self) -> &H {
         &self.hca
     }
 
     /// The adapter, to inject faults into (or to replace before anything ran).
-    pub fn hca_mut(&mut self) -> &mut SimHca {
+    pub fn hca_mut(&mut self) -> &mut H {
         &mut self.hca
     }
 

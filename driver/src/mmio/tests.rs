@@ -1,0 +1,176 @@
+//! `MmioHca` step by step on the fake register file: the mlx4 sequence on a device that
+//! behaves, and every bounded wait proved bounded on one that does not.
+
+use std::vec::Vec;
+
+use super::*;
+use crate::hca::{Identity, Readiness};
+use crate::sim::fake_connectx::{FakeConnectX, FakeFaults};
+use crate::time::Instant;
+
+fn identity() -> Identity {
+    Identity {
+        node_guid: 0x0002_c903_00ab_cdef,
+        vendor_id: 0x15B3,
+        device_id: 0x1003,
+        subsys_vendor_id: 0x15B3,
+        subsys_id: 0x0050,
+        serial: 0x1122_3344_5566_7788,
+        fw_version: Identity::fw_version(2, 42, 5000),
+    }
+}
+
+fn device(faults: FakeFaults) -> MmioHca<FakeConnectX> {
+    MmioHca::new(FakeConnectX::with_faults(identity(), faults))
+}
+
+fn at(hca: &mut MmioHca<FakeConnectX>, ms: u64) {
+    hca.regs_mut().set_now(Instant::from_ms(ms));
+}
+
+#[test]
+fn identity_is_read_from_config_space_the_serial_capability_and_bar0() {
+    let mut hca = device(FakeFaults::default());
+    assert_eq!(hca.identity(), Ok(identity()));
+}
+
+#[test]
+fn a_behaving_device_goes_through_the_mlx4_sequence_and_comes_back_as_it_was() {
+    let mut hca = device(FakeFaults::default());
+    let before: Vec<u32> = (0..16).map(|i| hca.regs().config_word(i)).collect();
+    assert_eq!(hca.save_config(), Ok(()));
+    assert_eq!(hca.assert_reset(), Ok(()));
+    assert_eq!(hca.regs().resets_asserted, 1);
+    assert_eq!(hca.settle_after_reset(), SOFT_RESET_SETTLE);
+    // Within the settle and while the device is away, the vendor id reads 0xffff.
+    at(&mut hca, 10);
+    assert_eq!(hca.probe_ready(), Ok(Readiness::NotReady));
+    assert!(
+        hca.regs().touched_while_settling > 0,
+        "the fake sees an early probe"
+    );
+    at(&mut hca, 1_000);
+    assert_eq!(hca.probe_ready(), Ok(Readiness::Ready));
+    // Back at power-on: no memory decoding until the restore.
+    assert_eq!(hca.regs().config_word(1) & 0x2, 0);
+    let writes_before = hca.regs().config_writes.len();
+    assert_eq!(hca.restore_config(), Ok(()));
+    let writes = &hca.regs().config_writes[writes_before..];
+    let cap = 0x60u16;
+    assert_eq!(writes[0].0, cap + regs::PCIE_DEVCTL, "Device Control first");
+    assert_eq!(writes[1].0, cap + regs::PCIE_LNKCTL, "then Link Control");
+    assert_eq!(
+        writes.last().map(|w| w.0),
+        Some(regs::CFG_COMMAND),
+        "COMMAND last"
+    );
+    assert!(
+        writes.iter().all(|(o, _)| *o != 22 * 4 && *o != 23 * 4),
+        "dwords 22 and 23 are never written"
+    );
+    let after: Vec<u32> = (0..16).map(|i| hca.regs().config_word(i)).collect();
+    assert_eq!(after, before, "the header is what was saved");
+    assert_eq!(hca.init_command_interface(), Ok(()));
+    assert_eq!(hca.identity(), Ok(identity()));
+}
+
+#[test]
+fn a_semaphore_never_released_fails_the_assert_after_a_bounded_number_of_reads() {
+    let mut hca = device(FakeFaults {
+        semaphore_stuck: true,
+        ..FakeFaults::default()
+    });
+    assert_eq!(hca.save_config(), Ok(()));
+    assert_eq!(hca.assert_reset(), Err(HwError::Timeout));
+    assert_eq!(hca.regs().semaphore_reads, SEMAPHORE_TRIES);
+    assert_eq!(
+        hca.regs().resets_asserted,
+        0,
+        "no reset without the semaphore"
+    );
+}
+
+#[test]
+fn a_device_that_never_returns_stays_not_ready_and_each_probe_is_one_read() {
+    let mut hca = device(FakeFaults {
+        never_returns: true,
+        ..FakeFaults::default()
+    });
+    assert_eq!(hca.save_config(), Ok(()));
+    assert_eq!(hca.assert_reset(), Ok(()));
+    // The bound of the wait is the coordinator's hw_ready_timeout (tests/tests/mmio.rs):
+    // here, that one probe never spins.
+    for ms in [1_000, 5_000, 60_000] {
+        at(&mut hca, ms);
+        assert_eq!(hca.probe_ready(), Ok(Readiness::NotReady));
+    }
+}
+
+#[test]
+fn a_command_that_never_completes_times_out_after_a_bounded_number_of_reads() {
+    let mut hca = device(FakeFaults {
+        command_stuck: true,
+        ..FakeFaults::default()
+    });
+    assert_eq!(hca.init_command_interface(), Err(HwError::Timeout));
+    assert_eq!(hca.regs().command_reads, COMMAND_TRIES);
+}
+
+#[test]
+fn another_adapter_after_the_reset_shows_in_its_identity() {
+    let mut hca = device(FakeFaults {
+        guid_after_reset: Some(0xBAD),
+        ..FakeFaults::default()
+    });
+    assert_eq!(hca.save_config(), Ok(()));
+    assert_eq!(hca.assert_reset(), Ok(()));
+    at(&mut hca, 1_000);
+    assert_eq!(hca.probe_ready(), Ok(Readiness::Ready));
+    assert_eq!(hca.restore_config(), Ok(()));
+    let found = hca.identity().expect("identity");
+    assert_eq!(found.node_guid, 0xBAD);
+    assert!(!found.same_adapter(&identity()));
+}
+
+#[test]
+fn the_catastrophic_buffer_and_the_health_counter_are_read() {
+    let mut hca = device(FakeFaults {
+        catastrophic: 0x0000_0301,
+        ..FakeFaults::default()
+    });
+    let first = hca.read_health().expect("health");
+    assert_eq!(first.catastrophic, 0x301);
+    at(&mut hca, 1_000);
+    let later = hca.read_health().expect("health");
+    assert!(later.counter > first.counter, "the counter advances");
+}
+
+#[test]
+fn a_function_level_reset_goes_through_the_pcie_capability_when_there_is_one() {
+    let mut hca = device(FakeFaults::default());
+    assert_eq!(hca.save_config(), Ok(()));
+    assert_eq!(hca.function_level_reset(), Ok(()));
+    assert_eq!(hca.regs().flrs, 1);
+    assert_eq!(hca.settle_after_reset(), FLR_SETTLE);
+
+    let mut without = device(FakeFaults {
+        no_flr: true,
+        ..FakeFaults::default()
+    });
+    assert_eq!(without.save_config(), Ok(()));
+    assert_eq!(without.function_level_reset(), Err(HwError::Unsupported));
+    assert_eq!(without.regs().flrs, 0);
+}
+
+#[test]
+fn a_device_off_the_bus_is_absent() {
+    let mut hca = device(FakeFaults {
+        never_returns: true,
+        ..FakeFaults::default()
+    });
+    assert_eq!(hca.save_config(), Ok(()));
+    assert_eq!(hca.assert_reset(), Ok(()));
+    at(&mut hca, 2_000);
+    assert_eq!(hca.save_config(), Err(HwError::Absent));
+    assert_eq!(hca.read_health(), Err(HwError::Absent));
+}
