@@ -632,26 +632,6 @@ mod tests {
     }
 
     #[test]
-    fn an_event_is_tagged_with_its_kind_and_client() {
-        let id = ClientId {
-            index: 2,
-            generation: 7,
-        };
-        let e = HcabusEvent::new(
-            id,
-            Event::ResetAborted {
-                epoch: Epoch(4),
-                vetoed_by: id,
-                cause: AbortCause::Veto,
-            },
-        );
-        assert_eq!(usize::from(e.size), size_of::<HcabusEvent>());
-        assert_eq!(e.kind, EventKind::ResetAborted as u16);
-        assert_eq!(e.client_id, id.to_raw());
-        // The data is read back (a union read) in driver/capi, where unsafe code may live.
-    }
-
-    #[test]
     fn a_bad_descriptor_is_refused_with_its_status() {
         let size = size_of::<HcabusClientDesc>() as u16;
         let ok = client_desc(size, ClientKind::Ipoib as u16, 0, b"ipoib0");

@@ -69,7 +69,10 @@ pub unsafe extern "C" fn hcabus_sim_query_interface(
 }
 
 /// Runs a call on the bus behind `context`.
-fn with_bus(context: *mut c_void, call: impl FnOnce(&HcabusSim) -> HcabusStatus) -> HcabusStatus {
+pub(crate) fn with_bus(
+    context: *mut c_void,
+    call: impl FnOnce(&HcabusSim) -> HcabusStatus,
+) -> HcabusStatus {
     guard(|| {
         // SAFETY: every function below is reached only through an interface whose context
         // is a live bus (the header's contract); a null or foreign context is refused.

@@ -1,6 +1,6 @@
 use super::*;
 use hcabus::bus_abi::*;
-use hcabus::types::{AbortCause, ClientId, Epoch, Event, EventKind};
+use hcabus::types::{AbortCause, ClientId, Epoch, Event, EventKind, State};
 
 #[test]
 fn a_panic_inside_an_export_becomes_a_status_and_never_reaches_c() {
@@ -23,7 +23,9 @@ fn the_union_a_c_client_reads_holds_what_the_event_said() {
             cause: AbortCause::Veto,
         },
     );
+    assert_eq!(usize::from(e.size), size_of::<HcabusEvent>());
     assert_eq!(e.kind, EventKind::ResetAborted as u16);
+    assert_eq!(e.client_id, id.to_raw());
     // SAFETY: `new` zeroes the whole union before writing the variant `kind` names, and
     // every variant is plain integers: any field may be read.
     let aborted = unsafe { e.data.reset_aborted };
@@ -46,4 +48,34 @@ fn a_null_or_foreign_context_is_refused() {
     // SAFETY: readable memory larger than the magic the check reads first.
     let refused = unsafe { sim_from(foreign.cast()) }.err();
     assert_eq!(refused, Some(status::INVALID_PARAMETER));
+}
+
+#[test]
+fn a_panic_under_a_live_bus_is_contained_and_the_bus_still_answers() {
+    let mut sim: *mut HcabusSim = std::ptr::null_mut();
+    // SAFETY: null config (defaults) and a writable out pointer.
+    let created = unsafe { hcabus_sim_create(std::ptr::null(), &mut sim) };
+    assert_eq!(created, status::SUCCESS);
+    let mut bus = HcabusBusInterfaceV1::EMPTY;
+    let size = size_of::<HcabusBusInterfaceV1>() as u16;
+    // SAFETY: a live bus, the interface GUID and a buffer of `size` bytes.
+    let got =
+        unsafe { hcabus_sim_query_interface(sim, &GUID_HCABUS_BUS_INTERFACE, size, 1, &mut bus) };
+    assert_eq!(got, status::SUCCESS);
+    // The wrapper every interface function runs in, with a body that panics.
+    let caught = interface::with_bus(bus.context, |_| panic!("a bug behind the interface"));
+    assert_eq!(caught, status::INTERNAL_ERROR);
+    let mut state = HcabusBusState {
+        size: size_of::<HcabusBusState>() as u32,
+        ..HcabusBusState::default()
+    };
+    let query = bus.query_state.expect("filled");
+    // SAFETY: the interface's own function, its context and a sized state to fill.
+    assert_eq!(unsafe { query(bus.context, &mut state) }, status::SUCCESS);
+    assert_eq!(state.state, State::Operational as u32);
+    let deref = bus.interface_dereference.expect("filled");
+    // SAFETY: the interface's own function and context, dereferenced once as referenced.
+    unsafe { deref(bus.context) };
+    // SAFETY: a live bus with no reference left, destroyed once.
+    assert_eq!(unsafe { hcabus_sim_destroy(sim) }, status::SUCCESS);
 }
