@@ -74,7 +74,8 @@ impl FakeConnectX {
             reset_at: None,
             touched_while_settling: 0,
             settle: Duration::ZERO,
-            config_writes: Vec::new(),
+            // Reserved: recording a reset's writes never allocates (tests count allocations).
+            config_writes: Vec::with_capacity(1024),
             resets_asserted: 0,
             flrs: 0,
             semaphore_reads: 0,

@@ -1,0 +1,93 @@
+//! DriverEntry and EvtDriverDeviceAdd, as decisions: which PCI functions the driver takes,
+//! how its FDO and its control device are set up, and what a caller's handle may do.
+
+use hcabus::ioctl::Rights;
+
+/// Mellanox / NVIDIA.
+pub const PCI_VENDOR_MELLANOX: u16 = 0x15B3;
+
+/// ConnectX functions this bus driver takes (the INF lists the same hardware ids).
+pub const SUPPORTED_DEVICES: [(u16, &str); 6] = [
+    (0x1003, "ConnectX-3"),
+    (0x1007, "ConnectX-3 Pro"),
+    (0x1013, "ConnectX-4"),
+    (0x1015, "ConnectX-4 Lx"),
+    (0x1017, "ConnectX-5"),
+    (0x101B, "ConnectX-6"),
+];
+
+/// FILE_DEVICE_BUS_EXTENDER: the FDO's device type, as a bus driver's.
+pub const FILE_DEVICE_BUS_EXTENDER: u32 = 0x0000_002A;
+
+/// The control device's SDDL: SYSTEM and Administrators only (SPEC §8).
+pub const CONTROL_DEVICE_SDDL: &str = "D:P(A;;GA;;;SY)(A;;GA;;;BA)";
+
+/// How the FDO and the control device are set up for one HCA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FdoSetup {
+    pub device_type: u32,
+    /// `\Device\HcaBus<n>`, the control device (`\\.\HcaBus<n>` for hcactl).
+    pub control_device: alloc::string::String,
+    pub symbolic_link: alloc::string::String,
+    pub sddl: &'static str,
+    pub model: &'static str,
+}
+
+/// Why EvtDriverDeviceAdd refused a function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddError {
+    /// Not a ConnectX function this driver knows.
+    Unsupported { vendor_id: u16, device_id: u16 },
+}
+
+impl core::fmt::Display for AddError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            AddError::Unsupported {
+                vendor_id,
+                device_id,
+            } => write!(
+                f,
+                "PCI {vendor_id:04x}:{device_id:04x} is not a supported ConnectX"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for AddError {}
+
+/// EvtDriverDeviceAdd: the FDO of the `instance`th HCA with these PCI ids.
+pub fn device_add(vendor_id: u16, device_id: u16, instance: u32) -> Result<FdoSetup, AddError> {
+    let model = SUPPORTED_DEVICES
+        .iter()
+        .find(|(id, _)| vendor_id == PCI_VENDOR_MELLANOX && *id == device_id)
+        .map(|(_, m)| *m)
+        .ok_or(AddError::Unsupported {
+            vendor_id,
+            device_id,
+        })?;
+    Ok(FdoSetup {
+        device_type: FILE_DEVICE_BUS_EXTENDER,
+        control_device: alloc::format!("\\Device\\HcaBus{instance}"),
+        symbolic_link: alloc::format!("\\DosDevices\\HcaBus{instance}"),
+        sddl: CONTROL_DEVICE_SDDL,
+        model,
+    })
+}
+
+/// FILE_READ_DATA and FILE_WRITE_DATA in a handle's granted access.
+const FILE_READ_DATA: u32 = 0x0001;
+const FILE_WRITE_DATA: u32 = 0x0002;
+
+/// What a request's handle may do, from the access the I/O manager granted it when it was
+/// opened (the IOCTL codes' access bits are checked against these by the dispatcher).
+pub fn rights_of(granted_access: u32) -> Rights {
+    let mut rights = Rights::empty();
+    if granted_access & FILE_READ_DATA != 0 {
+        rights |= Rights::READ;
+    }
+    if granted_access & FILE_WRITE_DATA != 0 {
+        rights |= Rights::WRITE;
+    }
+    rights
+}

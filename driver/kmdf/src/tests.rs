@@ -1,0 +1,407 @@
+//! The driver's logic on the fake kernel: every decision of EvtDriverDeviceAdd and
+//! EvtDevicePrepareHardware, the coordinator's actions on KMDF objects at the IRQLs the SPEC
+//! allows, the child list, the IOCTL queue, removal and the event log.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::{Arc, Mutex, Weak};
+
+use hcabus::bus_abi::HcabusEvent;
+use hcabus::coordinator::Config;
+use hcabus::hca::Identity;
+use hcabus::ioctl::{self, NtStatus, Rights};
+use hcabus::sim::{FakeConnectX, FakeFaults};
+use hcabus::types::*;
+use hcabus::Policy;
+
+use crate::bus::{Bus, BusConfig, PrepareError};
+use crate::device::*;
+use crate::fake::*;
+use crate::platform::{ChildFunction, EventLogEntry, Irql};
+
+struct Counting;
+
+// SAFETY: forwards to the system allocator unchanged; counting touches only thread-locals
+// that need no allocation.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_allocation();
+        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from System.alloc with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+        count_allocation();
+        // SAFETY: as GlobalAlloc::realloc requires, forwarded.
+        unsafe { System.realloc(ptr, layout, size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn identity() -> Identity {
+    Identity {
+        node_guid: 0x0002_c903_0044_5566,
+        vendor_id: 0x15B3,
+        device_id: 0x1003,
+        subsys_vendor_id: 0x15B3,
+        subsys_id: 0x0050,
+        serial: 0x5EED,
+        fw_version: Identity::fw_version(2, 42, 5000),
+    }
+}
+
+fn config() -> BusConfig {
+    BusConfig {
+        coordinator: Config {
+            max_clients: 16,
+            recorder_capacity: 1024,
+            policy: Policy {
+                quiesce_deadline_ms: 1_000,
+                hw_ready_timeout_ms: 2_000,
+                ..Policy::default()
+            },
+        },
+        ports: 2,
+    }
+}
+
+fn prepared(faults: FakeFaults) -> Arc<Bus<FakePlatform>> {
+    let platform = FakePlatform::new(FakeConnectX::with_faults(identity(), faults));
+    let bus = at_irql(Irql::Passive, || Bus::prepare(platform, config())).expect("prepared");
+    let bus = Arc::new(bus);
+    settle(&bus);
+    bus
+}
+
+/// How a test client answers RESET.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// reset_execute from inside the callback.
+    Inline,
+    /// Later, from a thread at PASSIVE_LEVEL (the test calls [`Client::execute_pending`]).
+    Later,
+}
+
+/// A child driver: what it heard (reserved, so hearing never allocates) and its RESET to
+/// answer later.
+struct Client {
+    id: Mutex<Option<ClientId>>,
+    heard: Mutex<Vec<(EventKind, u64)>>,
+    pending: Mutex<Option<Epoch>>,
+}
+
+impl Client {
+    fn register(bus: &Arc<Bus<FakePlatform>>, name: &str, answer: Answer) -> Arc<Client> {
+        let client = Arc::new(Client {
+            id: Mutex::new(None),
+            heard: Mutex::new(Vec::with_capacity(64)),
+            pending: Mutex::new(None),
+        });
+        let weak_bus: Weak<Bus<FakePlatform>> = Arc::downgrade(bus);
+        let me = Arc::downgrade(&client);
+        let callback: FakeCallback = Arc::new(move |e: &HcabusEvent| {
+            let (Some(bus), Some(me)) = (weak_bus.upgrade(), me.upgrade()) else {
+                return;
+            };
+            me.on_event(&bus, e, answer);
+        });
+        let desc = ClientDesc::new(name, ClientKind::Custom, ClientFlags::empty()).expect("fits");
+        let reg = bus.register(desc, callback).expect("register");
+        *client.id.lock().expect("id") = Some(reg.id);
+        client
+    }
+
+    fn id(&self) -> ClientId {
+        self.id.lock().expect("id").expect("registered")
+    }
+
+    fn on_event(&self, bus: &Bus<FakePlatform>, e: &HcabusEvent, answer: Answer) {
+        let epoch = event_epoch(e);
+        if let Ok(mut heard) = self.heard.lock() {
+            if heard.len() < heard.capacity() {
+                heard.push((EventKind::try_from(u32::from(e.kind)).expect("kind"), epoch));
+            }
+        }
+        if e.kind == EventKind::Reset as u16 {
+            match answer {
+                Answer::Inline => {
+                    let _ = bus.reset_execute(self.id(), Epoch(epoch));
+                }
+                Answer::Later => *self.pending.lock().expect("pending") = Some(Epoch(epoch)),
+            }
+        }
+    }
+
+    fn execute_pending(&self, bus: &Bus<FakePlatform>) {
+        if let Some(epoch) = self.pending.lock().expect("pending").take() {
+            at_irql(Irql::Passive, || bus.reset_execute(self.id(), epoch)).expect("execute");
+        }
+    }
+
+    fn heard(&self) -> Vec<EventKind> {
+        self.heard
+            .lock()
+            .expect("heard")
+            .iter()
+            .map(|h| h.0)
+            .collect()
+    }
+}
+
+/// The epoch an event carries, read as a C client reads it: every epoch event's data starts
+/// with it.
+fn event_epoch(e: &HcabusEvent) -> u64 {
+    // SAFETY: every member of the union is plain integers, and `HcabusEvent::new` zeroes the
+    // whole union before writing one: its `raw` view is always initialised.
+    unsafe { e.data.raw[0] }
+}
+
+/// A forced reset by IOCTL, with read and write access.
+fn forced_reset(bus: &Bus<FakePlatform>, rights: Rights) -> NtStatus {
+    let mut input = [0u8; 80];
+    ioctl::RequestResetIn::new(ioctl::ResetMode::Forced, "test").encode(&mut input);
+    let mut out = [0u8; 8];
+    let code = ioctl::IOCTL_HCABUS_REQUEST_RESET;
+    bus.device_control(code, &input, &mut out, rights).status
+}
+
+fn violations(bus: &Bus<FakePlatform>) -> Vec<String> {
+    bus.platform().kernel.with(|k| k.violations.clone())
+}
+
+#[test]
+fn device_add_takes_connectx_functions_as_a_bus_extender_with_an_admin_only_control_device() {
+    let setup = device_add(0x15B3, 0x1003, 0).expect("ConnectX-3");
+    assert_eq!(setup.device_type, FILE_DEVICE_BUS_EXTENDER);
+    assert_eq!(setup.sddl, "D:P(A;;GA;;;SY)(A;;GA;;;BA)");
+    assert_eq!(setup.control_device, "\\Device\\HcaBus0");
+    assert_eq!(setup.symbolic_link, "\\DosDevices\\HcaBus0");
+    assert_eq!(
+        device_add(0x8086, 0x1003, 0),
+        Err(AddError::Unsupported {
+            vendor_id: 0x8086,
+            device_id: 0x1003
+        })
+    );
+    assert!(device_add(0x15B3, 0xFFFF, 0).is_err());
+    assert_eq!(rights_of(0x0001), Rights::READ);
+    assert_eq!(rights_of(0x0003), Rights::READ | Rights::WRITE);
+    assert_eq!(rights_of(0x0000), Rights::empty());
+}
+
+#[test]
+fn prepare_hardware_maps_the_registers_reserves_everything_and_reports_each_child() {
+    let before = allocations().0;
+    let bus = prepared(FakeFaults::default());
+    assert!(allocations().0 > before, "the coordinator is built here");
+    let k = &bus.platform().kernel;
+    k.with(|k| {
+        assert_eq!(
+            k.children,
+            [
+                ChildFunction::Ipoib { port: 1 },
+                ChildFunction::Ipoib { port: 2 },
+                ChildFunction::Srp
+            ]
+        );
+        let map = k.calls.iter().find(|(n, _)| *n == "MmMapIoSpaceEx");
+        assert_eq!(map, Some(&("MmMapIoSpaceEx", Irql::Passive)));
+    });
+    assert_eq!(bus.inspect(|c| c.state()), State::Operational);
+    let too_many = BusConfig {
+        ports: 3,
+        ..config()
+    };
+    let platform = FakePlatform::new(FakeConnectX::new(identity()));
+    assert_eq!(
+        Bus::prepare(platform, too_many).err(),
+        Some(PrepareError::Ports(3))
+    );
+}
+
+#[test]
+fn a_reset_runs_on_kmdf_objects_at_the_right_irql_and_allocates_nothing_after_prepare() {
+    let bus = prepared(FakeFaults::default());
+    let inline = Client::register(&bus, "ipoib0", Answer::Inline);
+    let later = Client::register(&bus, "bootdisk", Answer::Later);
+    settle(&bus);
+    let (before, dispatch_before) = allocations();
+    assert_eq!(
+        forced_reset(&bus, Rights::READ | Rights::WRITE),
+        NtStatus::SUCCESS
+    );
+    advance(&bus, 10);
+    later.execute_pending(&bus);
+    advance(&bus, 3_000);
+    let (after, dispatch_after) = allocations();
+    assert_eq!(after - before, 0, "nothing allocates after prepare");
+    assert_eq!(dispatch_after - dispatch_before, 0);
+    assert_eq!(
+        bus.inspect(|c| (c.state(), c.epoch())),
+        (State::Operational, Epoch(2))
+    );
+    for c in [&inline, &later] {
+        assert_eq!(c.heard(), [EventKind::Reset, EventKind::ResetEnd]);
+    }
+    assert_eq!(violations(&bus), Vec::<String>::new());
+    bus.platform().kernel.with(|k| {
+        assert!(k.config_accesses > 0, "the reset went through config space");
+        let callbacks: Vec<_> = k
+            .calls
+            .iter()
+            .filter(|(n, _)| *n == "client callback")
+            .collect();
+        assert!(callbacks.iter().all(|(_, irql)| *irql == Irql::Dispatch));
+        assert_eq!(callbacks.len(), 4);
+        assert_eq!(
+            k.children_missing + k.reenumerations,
+            0,
+            "a soft reset: no PnP"
+        );
+    });
+}
+
+#[test]
+fn the_event_log_hears_a_reset_start_and_its_restore() {
+    let bus = prepared(FakeFaults::default());
+    let _c = Client::register(&bus, "ipoib0", Answer::Inline);
+    assert_eq!(
+        forced_reset(&bus, Rights::READ | Rights::WRITE),
+        NtStatus::SUCCESS
+    );
+    advance(&bus, 3_000);
+    let log = bus.platform().kernel.with(|k| k.event_log.clone());
+    assert_eq!(
+        log,
+        [
+            EventLogEntry::ResetStarted {
+                epoch: 1,
+                reason: ResetReason::AdminForced as u8
+            },
+            EventLogEntry::ResetRestored { epoch: 2 }
+        ]
+    );
+    let logged_at: Vec<Irql> = bus.platform().kernel.with(|k| {
+        k.calls
+            .iter()
+            .filter(|(n, _)| *n == "IoWriteErrorLogEntry")
+            .map(|(_, i)| *i)
+            .collect()
+    });
+    assert!(
+        logged_at.iter().all(|i| *i == Irql::Passive),
+        "from the work item"
+    );
+}
+
+#[test]
+fn a_replaced_adapter_reports_the_children_missing_and_re_enumerates_once() {
+    let bus = prepared(FakeFaults {
+        guid_after_reset: Some(0xBAD),
+        ..FakeFaults::default()
+    });
+    let c = Client::register(&bus, "srp", Answer::Inline);
+    assert!(bus.reset_request(c.id()).is_ok());
+    advance(&bus, 3_000);
+    assert_eq!(bus.inspect(|c| c.state()), State::Failed);
+    bus.platform().kernel.with(|k| {
+        assert_eq!((k.children_missing, k.reenumerations), (1, 1));
+        assert!(k
+            .event_log
+            .contains(&EventLogEntry::DeviceReplaced { epoch: 1 }));
+    });
+    assert_eq!(c.heard(), [EventKind::Reset, EventKind::ResetFailed]);
+}
+
+#[test]
+fn a_device_that_never_returns_fails_and_the_event_log_says_so() {
+    let bus = prepared(FakeFaults {
+        never_returns: true,
+        ..FakeFaults::default()
+    });
+    let c = Client::register(&bus, "ipoib0", Answer::Inline);
+    assert!(bus.reset_request(c.id()).is_ok());
+    advance(&bus, 20_000);
+    assert_eq!(bus.inspect(|c| c.state()), State::Failed);
+    let failed = bus.platform().kernel.with(|k| {
+        k.event_log
+            .iter()
+            .any(|e| matches!(e, EventLogEntry::ResetFailed { epoch: 1, .. }))
+    });
+    assert!(failed);
+    assert_eq!(violations(&bus), Vec::<String>::new());
+}
+
+#[test]
+fn the_ioctl_queue_serves_the_dispatcher_with_the_handles_rights() {
+    let bus = prepared(FakeFaults::default());
+    let read_only = rights_of(0x0001);
+    assert_eq!(forced_reset(&bus, read_only), NtStatus::ACCESS_DENIED);
+    assert!(!bus.inspect(|c| c.reset_in_progress()), "nothing happened");
+    let mut state_in = [0u8; 8];
+    ioctl::encode_empty(&mut state_in);
+    let mut state_out = [0u8; 512];
+    let reply = bus.device_control(
+        ioctl::IOCTL_HCABUS_QUERY_STATE,
+        &state_in,
+        &mut state_out,
+        read_only,
+    );
+    assert_eq!(reply.status, NtStatus::SUCCESS);
+    assert!(reply.bytes > 0);
+}
+
+#[test]
+fn surprise_removal_and_the_final_d0_exit_end_the_bus_with_device_fatal() {
+    let bus = prepared(FakeFaults::default());
+    let c = Client::register(&bus, "ipoib0", Answer::Inline);
+    bus.d0_exit(false);
+    settle(&bus);
+    assert_eq!(
+        bus.inspect(|c| c.state()),
+        State::Operational,
+        "sleep: nothing"
+    );
+    at_irql(Irql::Passive, || bus.surprise_removal());
+    settle(&bus);
+    assert_eq!(bus.inspect(|c| c.state()), State::Removed);
+    assert_eq!(c.heard(), [EventKind::DeviceFatal]);
+
+    let bus = prepared(FakeFaults::default());
+    let c = Client::register(&bus, "ipoib0", Answer::Inline);
+    bus.d0_exit(true);
+    settle(&bus);
+    assert_eq!(bus.inspect(|c| c.state()), State::Removed);
+    assert_eq!(c.heard(), [EventKind::DeviceFatal]);
+}
+
+#[test]
+fn a_timer_stopped_before_it_fires_is_ignored() {
+    let bus = prepared(FakeFaults::default());
+    let polls = |bus: &Bus<FakePlatform>| {
+        bus.inspect(|c| {
+            c.recorder()
+                .iter()
+                .filter(|r| {
+                    matches!(
+                        r.kind,
+                        hcabus::recorder::RecordKind::Hw {
+                            step: hcabus::hca::HwStep::ReadHealth,
+                            ..
+                        }
+                    )
+                })
+                .count()
+        })
+    };
+    let before = polls(&bus);
+    // The health poll's WDFTIMER fires although nothing armed it now: a stale expiry.
+    at_irql(Irql::Dispatch, || bus.timer_fired(TimerId::QuiesceDeadline));
+    settle(&bus);
+    assert_eq!(polls(&bus), before);
+    assert_eq!(bus.inspect(|c| c.state()), State::Operational);
+}
