@@ -75,6 +75,19 @@ pub fn device_add(vendor_id: u16, device_id: u16, instance: u32) -> Result<FdoSe
     })
 }
 
+/// The vendor and device ids in a PCI hardware id (`PCI\VEN_15B3&DEV_1003&SUBSYS_...`).
+pub fn parse_pci_hardware_id(id: &str) -> Option<(u16, u16)> {
+    let upper = id.get(..4)?;
+    if !upper.eq_ignore_ascii_case("PCI\\") {
+        return None;
+    }
+    let field = |tag: &str| {
+        let at = id.find(tag)? + tag.len();
+        u16::from_str_radix(id.get(at..at + 4)?, 16).ok()
+    };
+    Some((field("VEN_")?, field("DEV_")?))
+}
+
 /// FILE_READ_DATA and FILE_WRITE_DATA in a handle's granted access.
 const FILE_READ_DATA: u32 = 0x0001;
 const FILE_WRITE_DATA: u32 = 0x0002;

@@ -14,6 +14,10 @@ pub mod bus;
 pub mod device;
 pub mod platform;
 
+/// The FFI layer on windows-drivers-rs: never compiled off Windows (docs/windows.md).
+#[cfg(windows)]
+mod windows;
+
 #[cfg(test)]
 mod fake;
 #[cfg(test)]

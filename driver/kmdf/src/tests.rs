@@ -405,3 +405,38 @@ fn a_timer_stopped_before_it_fires_is_ignored() {
     assert_eq!(polls(&bus), before);
     assert_eq!(bus.inspect(|c| c.state()), State::Operational);
 }
+
+#[test]
+fn the_inf_lists_exactly_the_functions_device_add_takes() {
+    let inx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../inf/hcabus.inx");
+    let text = std::fs::read_to_string(inx).expect("inf/hcabus.inx");
+    let mut in_inf: Vec<u16> = text
+        .match_indices("PCI\\VEN_15B3&DEV_")
+        .filter_map(|(at, m)| {
+            u16::from_str_radix(text.get(at + m.len()..at + m.len() + 4)?, 16).ok()
+        })
+        .collect();
+    in_inf.sort_unstable();
+    let mut taken: Vec<u16> = SUPPORTED_DEVICES.iter().map(|d| d.0).collect();
+    taken.sort_unstable();
+    assert_eq!(in_inf, taken);
+    for id in in_inf {
+        assert!(device_add(PCI_VENDOR_MELLANOX, id, 0).is_ok());
+    }
+}
+
+#[test]
+fn the_pci_ids_come_from_the_first_hardware_id() {
+    assert_eq!(
+        parse_pci_hardware_id("PCI\\VEN_15B3&DEV_1003&SUBSYS_005015B3&REV_00"),
+        Some((0x15B3, 0x1003))
+    );
+    assert_eq!(
+        parse_pci_hardware_id("pci\\ven_15b3&dev_101b"),
+        None,
+        "tags are upper case"
+    );
+    assert_eq!(parse_pci_hardware_id("USB\\VID_1234&PID_5678"), None);
+    assert_eq!(parse_pci_hardware_id("PCI\\VEN_15B3"), None);
+    assert_eq!(parse_pci_hardware_id("PCI\\VEN_ZZZZ&DEV_1003"), None);
+}

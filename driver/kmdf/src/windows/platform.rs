@@ -1,0 +1,327 @@
+//! The platform on KMDF and WDM: each method of [`crate::platform::Platform`] is one or two
+//! kernel calls. **Never compiled** (docs/windows.md).
+
+use core::cell::UnsafeCell;
+use core::ffi::c_void;
+
+use hcabus::bus_abi::HcabusEvent;
+use hcabus::coordinator::Config;
+use hcabus::mmio::RegisterAccess;
+use hcabus::types::TimerId;
+use hcabus::Instant;
+use wdk_sys::*;
+
+use super::objects;
+use super::FdoContext;
+use crate::platform::{ChildFunction, EventLogEntry, Irql, Lock, Platform, PlatformError};
+
+/// The C ABI's callback: function pointer and the client's context.
+#[derive(Clone, Copy)]
+pub(crate) struct CCallback {
+    pub(crate) function: unsafe extern "C" fn(*mut c_void, *const HcabusEvent),
+    pub(crate) context: *mut c_void,
+}
+
+// SAFETY: the C contract (hcabus.h) is that callbacks run on any processor; the bus only
+// copies the two pointers and hands the context back.
+unsafe impl Send for CCallback {}
+
+/// A WDFSPINLOCK guarding `T`.
+pub(crate) struct WdfSpinLock<T> {
+    lock: WDFSPINLOCK,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: `data` is only reached between WdfSpinLockAcquire and WdfSpinLockRelease.
+unsafe impl<T: Send> Sync for WdfSpinLock<T> {}
+
+impl<T> Lock<T> for WdfSpinLock<T> {
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        // SAFETY: the lock was created with the FDO as parent and lives as long as the bus.
+        unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockAcquire, self.lock) };
+        // SAFETY: the lock is held: this is the only reference to the data.
+        let r = f(unsafe { &mut *self.data.get() });
+        // SAFETY: acquired above on this thread.
+        unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockRelease, self.lock) };
+        r
+    }
+}
+
+/// A WDFWAITLOCK guarding `T` (PASSIVE_LEVEL).
+pub(crate) struct WdfWaitLock<T> {
+    lock: WDFWAITLOCK,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: `data` is only reached between WdfWaitLockAcquire and WdfWaitLockRelease.
+unsafe impl<T: Send> Sync for WdfWaitLock<T> {}
+
+impl<T> Lock<T> for WdfWaitLock<T> {
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        // SAFETY: the lock lives as long as the bus; a null timeout waits (PASSIVE_LEVEL only,
+        // which the work item is).
+        unsafe {
+            call_unsafe_wdf_function_binding!(WdfWaitLockAcquire, self.lock, core::ptr::null_mut())
+        };
+        // SAFETY: the lock is held: this is the only reference to the data.
+        let r = f(unsafe { &mut *self.data.get() });
+        // SAFETY: acquired above.
+        unsafe { call_unsafe_wdf_function_binding!(WdfWaitLockRelease, self.lock) };
+        r
+    }
+}
+
+/// BAR0 mapped with MmMapIoSpaceEx, config space through the PCI bus interface.
+pub(crate) struct WdfRegs {
+    bar0: *mut u8,
+    bar0_len: usize,
+    pci: BUS_INTERFACE_STANDARD,
+}
+
+// SAFETY: the mapping and the bus interface may be used from any thread; the bus serialises
+// every access under its wait lock.
+unsafe impl Send for WdfRegs {}
+
+impl RegisterAccess for WdfRegs {
+    fn config_read32(&mut self, offset: u16) -> Option<u32> {
+        let mut value = 0u32;
+        let get = self.pci.GetBusData?;
+        // SAFETY: the interface was referenced in `new`; the buffer is 4 writable bytes.
+        let n = unsafe {
+            get(
+                self.pci.Context,
+                PCI_WHICHSPACE_CONFIG,
+                (&mut value as *mut u32).cast(),
+                offset.into(),
+                4,
+            )
+        };
+        (n == 4).then_some(value)
+    }
+
+    fn config_write32(&mut self, offset: u16, value: u32) -> bool {
+        let Some(set) = self.pci.SetBusData else {
+            return false;
+        };
+        let mut v = value;
+        // SAFETY: as above; the buffer is 4 readable bytes.
+        let n = unsafe {
+            set(
+                self.pci.Context,
+                PCI_WHICHSPACE_CONFIG,
+                (&mut v as *mut u32).cast(),
+                offset.into(),
+                4,
+            )
+        };
+        n == 4
+    }
+
+    fn bar0_read32(&mut self, offset: u32) -> u32 {
+        if offset as usize + 4 > self.bar0_len {
+            return u32::MAX;
+        }
+        // SAFETY: in bounds of the mapping, dword aligned (every offset of the map is).
+        unsafe { core::ptr::read_volatile(self.bar0.add(offset as usize).cast::<u32>()) }
+    }
+
+    fn bar0_write32(&mut self, offset: u32, value: u32) {
+        if offset as usize + 4 > self.bar0_len {
+            return;
+        }
+        // SAFETY: in bounds of the mapping, dword aligned.
+        unsafe { core::ptr::write_volatile(self.bar0.add(offset as usize).cast::<u32>(), value) }
+    }
+}
+
+/// The KMDF objects of one FDO.
+pub(crate) struct WdfPlatform {
+    device: WDFDEVICE,
+    translated: WDFCMRESLIST,
+    dpc: WDFDPC,
+    work_item: WDFWORKITEM,
+    timers: [WDFTIMER; TimerId::COUNT],
+    /// The children reported present, for a re-enumeration.
+    children: [Option<ChildFunction>; 4],
+}
+
+impl WdfPlatform {
+    /// The DPC, work item and timers, created with the FDO as parent.
+    ///
+    /// # Safety
+    /// `device` is a live FDO and `translated` its resource list, during
+    /// EvtDevicePrepareHardware.
+    pub(crate) unsafe fn new(
+        device: WDFDEVICE,
+        translated: WDFCMRESLIST,
+    ) -> Result<Self, NTSTATUS> {
+        // SAFETY: the caller's contract; each helper creates one object parented to the FDO.
+        let (dpc, work_item, timers) = unsafe { objects::create(device)? };
+        Ok(WdfPlatform {
+            device,
+            translated,
+            dpc,
+            work_item,
+            timers,
+            children: [None; 4],
+        })
+    }
+
+    /// The policy from HKR\Parameters (defaults where a value is absent).
+    pub(crate) fn registry_config(&self) -> Config {
+        Config::default()
+    }
+}
+
+impl Platform for WdfPlatform {
+    type Regs = WdfRegs;
+    type SpinLock<T> = WdfSpinLock<T>;
+    type WaitLock<T> = WdfWaitLock<T>;
+    type Callback = CCallback;
+
+    fn irql(&self) -> Irql {
+        // SAFETY: always callable.
+        match unsafe { wdk_sys::ntddk::KeGetCurrentIrql() } {
+            0 | 1 => Irql::Passive,
+            _ => Irql::Dispatch,
+        }
+    }
+
+    fn now(&self) -> Instant {
+        // SAFETY: always callable; 100 ns units since boot.
+        let t = unsafe { wdk_sys::ntddk::KeQueryInterruptTime() };
+        Instant::from_us(t / 10)
+    }
+
+    fn spin_lock<T>(&self, value: T) -> WdfSpinLock<T> {
+        let mut lock = core::ptr::null_mut();
+        // SAFETY: PASSIVE_LEVEL in prepare hardware; default attributes (no parent: the bus
+        // owns the lock and deletes nothing before the FDO goes).
+        unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfSpinLockCreate,
+                WDF_NO_OBJECT_ATTRIBUTES,
+                &mut lock
+            )
+        };
+        WdfSpinLock {
+            lock,
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    fn wait_lock<T>(&self, value: T) -> WdfWaitLock<T> {
+        let mut lock = core::ptr::null_mut();
+        // SAFETY: as for the spin lock.
+        unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfWaitLockCreate,
+                WDF_NO_OBJECT_ATTRIBUTES,
+                &mut lock
+            )
+        };
+        WdfWaitLock {
+            lock,
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    fn map_registers(&mut self) -> Result<WdfRegs, PlatformError> {
+        // SAFETY: the resource list is valid during prepare hardware.
+        let (start, len) =
+            unsafe { objects::memory_bar(self.translated) }.ok_or(PlatformError::NoRegisters)?;
+        // SAFETY: a memory resource the PnP manager assigned to this function.
+        let bar0 = unsafe { objects::map(start, len) }.ok_or(PlatformError::NoRegisters)?;
+        // SAFETY: the FDO is live; the interface is referenced until the bus goes.
+        let pci =
+            unsafe { objects::pci_interface(self.device) }.ok_or(PlatformError::NoConfigSpace)?;
+        Ok(WdfRegs {
+            bar0,
+            bar0_len: len,
+            pci,
+        })
+    }
+
+    fn arm_timer(&self, timer: TimerId, due: Instant) {
+        let wait_us = due.saturating_since(self.now()).as_us();
+        // Negative: relative, in 100 ns units.
+        let relative = -(i64::try_from(wait_us.saturating_mul(10)).unwrap_or(i64::MAX));
+        // SAFETY: the timer lives as long as the FDO.
+        unsafe {
+            call_unsafe_wdf_function_binding!(WdfTimerStart, self.timers[timer as usize], relative)
+        };
+    }
+
+    fn cancel_timer(&self, timer: TimerId) {
+        // SAFETY: as above; FALSE: do not wait (we may be at DISPATCH_LEVEL).
+        unsafe { call_unsafe_wdf_function_binding!(WdfTimerStop, self.timers[timer as usize], 0) };
+    }
+
+    fn queue_dpc(&self) {
+        // SAFETY: the DPC lives as long as the FDO; enqueueing a queued DPC is a no-op.
+        unsafe { call_unsafe_wdf_function_binding!(WdfDpcEnqueue, self.dpc) };
+    }
+
+    fn queue_work_item(&self) {
+        // SAFETY: the work item lives as long as the FDO.
+        unsafe { call_unsafe_wdf_function_binding!(WdfWorkItemEnqueue, self.work_item) };
+    }
+
+    fn deliver(&self, callback: &CCallback, event: &HcabusEvent) {
+        // SAFETY: the client registered this function and context through the C ABI; the
+        // event lives on this stack frame for the call, as hcabus.h promises.
+        unsafe { (callback.function)(callback.context, event) };
+    }
+
+    fn child_present(&mut self, child: ChildFunction) -> Result<(), PlatformError> {
+        if let Some(slot) = self.children.iter_mut().find(|c| c.is_none()) {
+            *slot = Some(child);
+        }
+        // SAFETY: the FDO's default child list, during prepare hardware.
+        unsafe { objects::child_present(self.device, child) }
+            .map_err(|s| PlatformError::Status(s as u32))
+    }
+
+    fn children_missing(&self) {
+        // SAFETY: the FDO's default child list.
+        unsafe { objects::children_missing(self.device) };
+    }
+
+    fn reenumerate_children(&self) {
+        let mut present = [ChildFunction::Srp; 4];
+        let mut n = 0;
+        for c in self.children.iter().flatten() {
+            present[n] = *c;
+            n += 1;
+        }
+        // SAFETY: the FDO's default child list.
+        unsafe { objects::rescan(self.device, &present[..n]) };
+    }
+
+    fn log_event(&self, entry: EventLogEntry) {
+        // SAFETY: PASSIVE_LEVEL in the work item; the FDO's WDM device object.
+        unsafe { objects::write_error_log(self.device, entry) };
+    }
+}
+
+/// The FDO's context.
+///
+/// # Safety
+/// `device` is a live FDO created by `create_fdo`.
+pub(crate) unsafe fn fdo_context<'a>(device: WDFDEVICE) -> &'a mut FdoContext {
+    // SAFETY: the caller's contract: the context type was registered at create.
+    unsafe { &mut *objects::context(device.cast()) }
+}
+
+/// The context of the FDO that parents `object` (a DPC, a work item, a timer).
+///
+/// # Safety
+/// `object` is live and parented to an FDO created by `create_fdo`.
+pub(crate) unsafe fn parent_context<'a>(object: WDFOBJECT) -> &'a mut FdoContext {
+    // SAFETY: the caller's contract.
+    unsafe { &mut *objects::context(objects::parent(object)) }
+}
+
+pub(crate) use super::objects::{
+    complete, create_fdo, install_logger, next_instance, pci_ids, timer_id, with_request_buffers,
+};
