@@ -1,13 +1,17 @@
 //! `HCABUS_BUS_INTERFACE_V1`: the query interface and every function it points to.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use hcabus::bus_abi::*;
-use hcabus::types::{ClientId, Epoch, VetoReason};
+use hcabus::coordinator::{ExecuteOutcome, Registration};
+use hcabus::errors::*;
+use hcabus::types::*;
+use hcabus::Instant;
+use hcabus_cabi::{self as cabi, CBus, CCallback};
 
-use crate::callback::CCallback;
+use crate::callback::Deliver;
 use crate::{guard, sim_from, HcabusSim};
 
 /// IRP_MN_QUERY_INTERFACE for this bus: fills `*out` with `HCABUS_BUS_INTERFACE_V1` and
@@ -103,54 +107,51 @@ unsafe extern "C" fn interface_dereference(context: *mut c_void) {
     });
 }
 
+impl CBus for HcabusSim {
+    fn register(
+        &self,
+        desc: ClientDesc,
+        callback: CCallback,
+    ) -> Result<Registration, RegisterError> {
+        self.host.bus().register(desc, Arc::new(Deliver(callback)))
+    }
+    fn unregister(&self, id: ClientId) -> Result<(), UnregisterError> {
+        self.host.bus().unregister(id)
+    }
+    fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError> {
+        self.host.bus().reset_request(id)
+    }
+    fn reset_execute(&self, id: ClientId, epoch: Epoch) -> Result<ExecuteOutcome, ExecuteError> {
+        self.host.bus().reset_execute(id, epoch)
+    }
+    fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
+        self.host.bus().reset_consent(id, epoch)
+    }
+    fn reset_veto(&self, id: ClientId, epoch: Epoch, reason: VetoReason) -> Result<(), VetoError> {
+        self.host.bus().reset_veto(id, epoch, reason)
+    }
+    fn state(&self) -> (State, Epoch, Instant) {
+        let bus = self.host.bus();
+        let (state, epoch) = bus.inspect(|c| (c.state(), c.epoch()));
+        (state, epoch, bus.now())
+    }
+}
+
+// The interface's functions: find the bus behind `Context`, then the shared marshalling.
+// SAFETY (for each): the pointers are the C caller's, under hcabus.h's contract, which is
+// what each hcabus_cabi function asks.
+
 unsafe extern "C" fn register(
     context: *mut c_void,
     desc: *const HcabusClientDesc,
     out: *mut HcabusRegistration,
 ) -> HcabusStatus {
-    with_bus(context, |sim| {
-        if desc.is_null() || out.is_null() {
-            return status::INVALID_PARAMETER;
-        }
-        // SAFETY: non-null, an HCABUS_CLIENT_DESC by the caller's contract.
-        let d = unsafe { desc.read_unaligned() };
-        if d.name.is_null() {
-            return status::INVALID_PARAMETER;
-        }
-        let Some(function) = d.event_callback else {
-            return status::INVALID_PARAMETER;
-        };
-        // SAFETY: non-null and NUL-terminated by the caller's contract; read now only.
-        let name = unsafe { CStr::from_ptr(d.name) }.to_bytes();
-        let client = match client_desc(d.size, d.kind, d.flags, name) {
-            Ok(client) => client,
-            Err(e) => return e,
-        };
-        let callback = Arc::new(CCallback {
-            function,
-            context: d.client_context,
-        });
-        match sim.host.bus().register(client, callback) {
-            Ok(r) => {
-                let registration = HcabusRegistration {
-                    client_id: r.id.to_raw(),
-                    epoch: r.epoch.0,
-                    state: r.state as u32,
-                    late: r.late.into(),
-                };
-                // SAFETY: non-null and writable by the caller's contract.
-                unsafe { out.write_unaligned(registration) };
-                status::SUCCESS
-            }
-            Err(e) => status::of_refusal(e.code()),
-        }
-    })
+    // SAFETY: see above.
+    with_bus(context, |sim| unsafe { cabi::register(sim, desc, out) })
 }
 
 unsafe extern "C" fn unregister(context: *mut c_void, client: u64) -> HcabusStatus {
-    with_bus(context, |sim| {
-        status_of(sim.host.bus().unregister(ClientId::from_raw(client)))
-    })
+    with_bus(context, |sim| cabi::unregister(sim, client))
 }
 
 unsafe extern "C" fn reset_request(
@@ -158,41 +159,18 @@ unsafe extern "C" fn reset_request(
     client: u64,
     epoch: *mut u64,
 ) -> HcabusStatus {
-    with_bus(context, |sim| {
-        match sim.host.bus().reset_request(ClientId::from_raw(client)) {
-            Ok(e) => {
-                if !epoch.is_null() {
-                    // SAFETY: non-null and writable by the caller's contract.
-                    unsafe { epoch.write_unaligned(e.0) };
-                }
-                status::SUCCESS
-            }
-            Err(e) => status::of_refusal(e.code()),
-        }
+    // SAFETY: see above.
+    with_bus(context, |sim| unsafe {
+        cabi::reset_request(sim, client, epoch)
     })
 }
 
 unsafe extern "C" fn reset_execute(context: *mut c_void, client: u64, epoch: u64) -> HcabusStatus {
-    use hcabus::ExecuteOutcome;
-    with_bus(context, |sim| {
-        let id = ClientId::from_raw(client);
-        match sim.host.bus().reset_execute(id, Epoch(epoch)) {
-            Ok(ExecuteOutcome::Accepted) => status::SUCCESS,
-            Ok(ExecuteOutcome::AlreadyReady) => status::ALREADY_READY,
-            Ok(ExecuteOutcome::TooLate) => status::PAST_DEADLINE,
-            Err(e) => status::of_refusal(e.code()),
-        }
-    })
+    with_bus(context, |sim| cabi::reset_execute(sim, client, epoch))
 }
 
 unsafe extern "C" fn reset_consent(context: *mut c_void, client: u64, epoch: u64) -> HcabusStatus {
-    with_bus(context, |sim| {
-        status_of(
-            sim.host
-                .bus()
-                .reset_consent(ClientId::from_raw(client), Epoch(epoch)),
-        )
-    })
+    with_bus(context, |sim| cabi::reset_consent(sim, client, epoch))
 }
 
 unsafe extern "C" fn reset_veto(
@@ -201,40 +179,13 @@ unsafe extern "C" fn reset_veto(
     epoch: u64,
     reason: *const c_char,
 ) -> HcabusStatus {
-    with_bus(context, |sim| {
-        let reason = if reason.is_null() {
-            VetoReason::cut("")
-        } else {
-            // SAFETY: non-null and NUL-terminated by the caller's contract; read now only.
-            let text = unsafe { CStr::from_ptr(reason) }.to_string_lossy();
-            VetoReason::cut(&text)
-        };
-        let id = ClientId::from_raw(client);
-        status_of(sim.host.bus().reset_veto(id, Epoch(epoch), reason))
+    // SAFETY: see above.
+    with_bus(context, |sim| unsafe {
+        cabi::reset_veto(sim, client, epoch, reason)
     })
 }
 
 unsafe extern "C" fn query_state(context: *mut c_void, out: *mut HcabusBusState) -> HcabusStatus {
-    with_bus(context, |sim| {
-        if out.is_null() {
-            return status::INVALID_PARAMETER;
-        }
-        // SAFETY: non-null; `size` is the first field of the HCABUS_BUS_STATE the caller
-        // owns, so only those four bytes are read before the size is known.
-        let size = unsafe { out.cast::<u32>().read_unaligned() };
-        if size as usize != size_of::<HcabusBusState>() {
-            return status::INFO_LENGTH_MISMATCH;
-        }
-        let bus = sim.host.bus();
-        let (state, epoch) = bus.inspect(|c| (c.state(), c.epoch()));
-        let answer = HcabusBusState {
-            size,
-            state: state as u32,
-            epoch: epoch.0,
-            now_us: bus.now().as_us(),
-        };
-        // SAFETY: non-null and writable, checked to be an HCABUS_BUS_STATE by its size.
-        unsafe { out.write_unaligned(answer) };
-        status::SUCCESS
-    })
+    // SAFETY: see above.
+    with_bus(context, |sim| unsafe { cabi::query_state(sim, out) })
 }

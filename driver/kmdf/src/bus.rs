@@ -29,6 +29,7 @@ use hcabus::types::*;
 use hcabus::{Instant, PolicyError};
 
 use crate::platform::{ChildFunction, EventLogEntry, Lock, Platform, PlatformError};
+use hcabus_cabi::{CBus, CCallback};
 
 /// Hardware steps waiting for the work item: the coordinator has at most one reset step and
 /// one health read outstanding; the rest is margin, and overflow is logged, never silent.
@@ -429,4 +430,34 @@ fn scan_for_log_entries<C>(c: &mut Core<C>) -> bool {
         }
     }
     queued
+}
+
+/// The C ABI's functions drive the bus through the shared marshalling of hcabus-cabi, so the
+/// driver's PDOs run exactly what the C tests exercise on Linux.
+impl<P: Platform<Callback = CCallback>> CBus for Bus<P> {
+    fn register(
+        &self,
+        desc: ClientDesc,
+        callback: CCallback,
+    ) -> Result<Registration, RegisterError> {
+        Bus::register(self, desc, callback)
+    }
+    fn unregister(&self, id: ClientId) -> Result<(), UnregisterError> {
+        Bus::unregister(self, id)
+    }
+    fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError> {
+        Bus::reset_request(self, id)
+    }
+    fn reset_execute(&self, id: ClientId, epoch: Epoch) -> Result<ExecuteOutcome, ExecuteError> {
+        Bus::reset_execute(self, id, epoch)
+    }
+    fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
+        Bus::reset_consent(self, id, epoch)
+    }
+    fn reset_veto(&self, id: ClientId, epoch: Epoch, reason: VetoReason) -> Result<(), VetoError> {
+        Bus::reset_veto(self, id, epoch, reason)
+    }
+    fn state(&self) -> (State, Epoch, Instant) {
+        Bus::state(self)
+    }
 }

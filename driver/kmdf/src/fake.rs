@@ -113,22 +113,42 @@ impl Shared {
 /// A client's callback in the fake: any Rust closure.
 pub type FakeCallback = Arc<dyn Fn(&HcabusEvent) + Send + Sync>;
 
-pub struct FakePlatform {
-    pub kernel: Shared,
-    device: Option<FakeConnectX>,
+/// What the fake can call: a Rust closure, or a C ABI callback (function and context).
+pub trait FakeDeliver: Clone + Send {
+    fn call(&self, event: &HcabusEvent);
 }
 
-impl std::fmt::Debug for FakePlatform {
+impl FakeDeliver for FakeCallback {
+    fn call(&self, event: &HcabusEvent) {
+        self(event);
+    }
+}
+
+impl FakeDeliver for hcabus_cabi::CCallback {
+    fn call(&self, event: &HcabusEvent) {
+        // SAFETY: the test registered this function and context; the event outlives the call.
+        unsafe { (self.function)(self.context, event) };
+    }
+}
+
+pub struct FakePlatform<C = FakeCallback> {
+    pub kernel: Shared,
+    device: Option<FakeConnectX>,
+    callback: std::marker::PhantomData<C>,
+}
+
+impl<C> std::fmt::Debug for FakePlatform<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FakePlatform").finish_non_exhaustive()
     }
 }
 
-impl FakePlatform {
+impl<C> FakePlatform<C> {
     pub fn new(device: FakeConnectX) -> Self {
         FakePlatform {
             kernel: Shared::default(),
             device: Some(device),
+            callback: std::marker::PhantomData,
         }
     }
 }
@@ -218,11 +238,11 @@ impl RegisterAccess for FakeRegs {
     }
 }
 
-impl Platform for FakePlatform {
+impl<C: FakeDeliver> Platform for FakePlatform<C> {
     type Regs = FakeRegs;
     type SpinLock<T> = FakeSpinLock<T>;
     type WaitLock<T> = FakeWaitLock<T>;
-    type Callback = FakeCallback;
+    type Callback = C;
 
     fn irql(&self) -> Irql {
         irql()
@@ -277,7 +297,7 @@ impl Platform for FakePlatform {
         self.kernel.with(|k| k.work_queued = true);
     }
 
-    fn deliver(&self, callback: &FakeCallback, event: &HcabusEvent) {
+    fn deliver(&self, callback: &C, event: &HcabusEvent) {
         self.kernel.call("client callback", Irql::Dispatch);
         if irql() != Irql::Dispatch {
             self.kernel
@@ -287,7 +307,7 @@ impl Platform for FakePlatform {
             self.kernel
                 .with(|k| k.violations.push("callback with the bus lock held".into()));
         }
-        callback(event);
+        callback.call(event);
     }
 
     fn child_present(&mut self, child: ChildFunction) -> Result<(), PlatformError> {
@@ -321,7 +341,7 @@ impl Platform for FakePlatform {
 
 /// The kernel's scheduler, run by the test: DPCs at DISPATCH_LEVEL, work items at
 /// PASSIVE_LEVEL, until nothing is queued. Bounded: a livelock fails the test.
-pub fn settle(bus: &Bus<FakePlatform>) {
+pub fn settle<C: FakeDeliver>(bus: &Bus<FakePlatform<C>>) {
     let kernel = bus.platform().kernel.clone();
     for _ in 0..100_000 {
         let (dpc, work) = kernel.with(|k| {
@@ -343,7 +363,7 @@ pub fn settle(bus: &Bus<FakePlatform>) {
 
 /// Moves virtual time forward by `ms`, firing each timer when due (at DISPATCH_LEVEL) and
 /// settling after each.
-pub fn advance(bus: &Bus<FakePlatform>, ms: u64) {
+pub fn advance<C: FakeDeliver>(bus: &Bus<FakePlatform<C>>, ms: u64) {
     let kernel = bus.platform().kernel.clone();
     let end = kernel.with(|k| k.now) + Duration::from_ms(ms);
     settle(bus);

@@ -70,7 +70,7 @@ fn config() -> BusConfig {
 }
 
 fn prepared(faults: FakeFaults) -> Arc<Bus<FakePlatform>> {
-    let platform = FakePlatform::new(FakeConnectX::with_faults(identity(), faults));
+    let platform = FakePlatform::<FakeCallback>::new(FakeConnectX::with_faults(identity(), faults));
     let bus = at_irql(Irql::Passive, || Bus::prepare(platform, config())).expect("prepared");
     let bus = Arc::new(bus);
     settle(&bus);
@@ -216,7 +216,7 @@ fn prepare_hardware_maps_the_registers_reserves_everything_and_reports_each_chil
         ports: 3,
         ..config()
     };
-    let platform = FakePlatform::new(FakeConnectX::new(identity()));
+    let platform = FakePlatform::<FakeCallback>::new(FakeConnectX::new(identity()));
     assert_eq!(
         Bus::prepare(platform, too_many).err(),
         Some(PrepareError::Ports(3))
@@ -468,5 +468,96 @@ fn the_message_table_defines_every_event_log_entry_with_its_id() {
             id & 0xFFFF
         );
         assert!(text.contains(&block), "{e:?}: {block:?} not in messages.mc");
+    }
+}
+
+/// A C child as the driver's PDO serves it: through hcabus-cabi's marshalling (what
+/// src/windows/interface.rs calls) with a C ABI callback that executes from inside itself.
+mod through_the_c_abi {
+    use core::ffi::c_void;
+
+    use hcabus::bus_abi::*;
+    use hcabus_cabi::{self as cabi, CCallback};
+
+    use super::*;
+
+    struct CChild {
+        bus: *const Bus<FakePlatform<CCallback>>,
+        id: u64,
+        kinds: [u16; 8],
+        heard: usize,
+        end_epoch: u64,
+    }
+
+    unsafe extern "C" fn on_event(context: *mut c_void, event: *const HcabusEvent) {
+        // SAFETY: the context is the test's CChild, alive for the whole test.
+        let child = unsafe { &mut *context.cast::<CChild>() };
+        // SAFETY: the event lives for the call.
+        let event = unsafe { &*event };
+        if child.heard < child.kinds.len() {
+            child.kinds[child.heard] = event.kind;
+            child.heard += 1;
+        }
+        // SAFETY: every member of the union is plain integers, all initialised.
+        let epoch = unsafe { event.data.raw[0] };
+        if event.kind == EventKind::Reset as u16 {
+            // SAFETY: the bus outlives the child.
+            let bus = unsafe { &*child.bus };
+            assert_eq!(cabi::reset_execute(bus, child.id, epoch), status::SUCCESS);
+        } else if event.kind == EventKind::ResetEnd as u16 {
+            child.end_epoch = epoch;
+        }
+    }
+
+    #[test]
+    fn a_c_child_registers_executes_from_its_callback_and_hears_the_new_epoch() {
+        let platform = FakePlatform::<CCallback>::new(FakeConnectX::new(identity()));
+        let bus = at_irql(Irql::Passive, || Bus::prepare(platform, config())).expect("prepared");
+        settle(&bus);
+        let mut child = Box::new(CChild {
+            bus: &bus,
+            id: 0,
+            kinds: [0; 8],
+            heard: 0,
+            end_epoch: 0,
+        });
+        let desc = HcabusClientDesc {
+            size: core::mem::size_of::<HcabusClientDesc>() as u16,
+            kind: ClientKind::Ipoib as u16,
+            flags: 0,
+            name: c"ipoib0".as_ptr(),
+            event_callback: Some(on_event),
+            client_context: (&mut *child as *mut CChild).cast(),
+        };
+        let mut reg = HcabusRegistration::default();
+        // SAFETY: a complete descriptor with a NUL-terminated name, and a registration to fill.
+        let registered = unsafe { cabi::register(&bus, &desc, &mut reg) };
+        assert_eq!(registered, status::SUCCESS);
+        child.id = reg.client_id;
+        let mut epoch = 0u64;
+        // SAFETY: a writable epoch.
+        let asked = unsafe { cabi::reset_request(&bus, reg.client_id, &mut epoch) };
+        assert_eq!((asked, epoch), (status::SUCCESS, 1));
+        advance(&bus, 3_000);
+        let mut state = HcabusBusState {
+            size: core::mem::size_of::<HcabusBusState>() as u32,
+            ..HcabusBusState::default()
+        };
+        // SAFETY: a sized state to fill.
+        let queried = unsafe { cabi::query_state(&bus, &mut state) };
+        assert_eq!(queried, status::SUCCESS);
+        assert_eq!((state.state, state.epoch), (State::Operational as u32, 2));
+        let heard = &child.kinds[..child.heard];
+        assert_eq!(heard, [EventKind::Reset as u16, EventKind::ResetEnd as u16]);
+        assert_eq!(child.end_epoch, 2);
+        assert_eq!(cabi::unregister(&bus, reg.client_id), status::SUCCESS);
+        assert_eq!(
+            cabi::unregister(&bus, reg.client_id),
+            status::of_refusal(hcabus::errors::RefusalCode::StaleClient)
+        );
+        assert_eq!(
+            bus.platform().kernel.with(|k| k.violations.clone()),
+            Vec::<String>::new()
+        );
     }
 }

@@ -2,14 +2,15 @@
 //! bound to the FDO's bus. **Never compiled** (docs/windows.md). The Linux twin of these
 //! functions, over the threaded host, is driver/capi/src/interface.rs, tested from C.
 
-use core::ffi::{c_char, c_void, CStr};
+use core::ffi::{c_char, c_void};
 
 use hcabus::bus_abi::*;
-use hcabus::types::{ClientId, Epoch, VetoReason};
+use hcabus_cabi as cabi;
 use wdk_sys::*;
 
-use super::platform::{fdo_context, CCallback};
+use super::platform::{fdo_context, WdfPlatform};
 use super::FdoContext;
+use crate::bus::Bus;
 
 /// The interface the PDO of a child publishes; `Context` is the FDO.
 pub(crate) fn interface_for(fdo: WDFDEVICE) -> HcabusBusInterfaceV1 {
@@ -50,11 +51,11 @@ pub(crate) unsafe fn publish(pdo: WDFDEVICE, fdo: WDFDEVICE) -> NTSTATUS {
 
 unsafe extern "C" fn reference_no_op(_context: *mut c_void) {}
 
-/// Runs a call on the bus of the FDO behind `context`; never unwinds (panic=abort in the
-/// driver profile), refuses a null context or a device with no bus.
+/// Runs a call on the bus of the FDO behind `context`; refuses a null context or a device
+/// with no bus (never unwinds: the driver profile aborts on panic).
 fn with_bus(
     context: *mut c_void,
-    call: impl FnOnce(&crate::bus::Bus<super::platform::WdfPlatform>) -> HcabusStatus,
+    call: impl FnOnce(&Bus<WdfPlatform>) -> HcabusStatus,
 ) -> HcabusStatus {
     if context.is_null() {
         return status::INVALID_PARAMETER;
@@ -68,51 +69,22 @@ fn with_bus(
     }
 }
 
+// The interface's functions: the bus behind `Context`, then hcabus-cabi's marshalling (the
+// same the Linux library runs and the C tests exercise).
+// SAFETY (for each): the pointers are the C caller's, under hcabus.h's contract, which is
+// what each hcabus_cabi function asks.
+
 unsafe extern "C" fn register(
     context: *mut c_void,
     desc: *const HcabusClientDesc,
     out: *mut HcabusRegistration,
 ) -> HcabusStatus {
-    with_bus(context, |bus| {
-        if desc.is_null() || out.is_null() {
-            return status::INVALID_PARAMETER;
-        }
-        // SAFETY: non-null, an HCABUS_CLIENT_DESC by the caller's contract.
-        let d = unsafe { desc.read_unaligned() };
-        let (Some(function), false) = (d.event_callback, d.name.is_null()) else {
-            return status::INVALID_PARAMETER;
-        };
-        // SAFETY: non-null and NUL-terminated by the caller's contract; read now only.
-        let name = unsafe { CStr::from_ptr(d.name) }.to_bytes();
-        let client = match client_desc(d.size, d.kind, d.flags, name) {
-            Ok(c) => c,
-            Err(e) => return e,
-        };
-        let callback = CCallback {
-            function,
-            context: d.client_context,
-        };
-        match bus.register(client, callback) {
-            Ok(r) => {
-                let reg = HcabusRegistration {
-                    client_id: r.id.to_raw(),
-                    epoch: r.epoch.0,
-                    state: r.state as u32,
-                    late: r.late.into(),
-                };
-                // SAFETY: non-null and writable by the caller's contract.
-                unsafe { out.write_unaligned(reg) };
-                status::SUCCESS
-            }
-            Err(e) => status::of_refusal(e.code()),
-        }
-    })
+    // SAFETY: see above.
+    with_bus(context, |bus| unsafe { cabi::register(bus, desc, out) })
 }
 
 unsafe extern "C" fn unregister(context: *mut c_void, client: u64) -> HcabusStatus {
-    with_bus(context, |bus| {
-        status_of(bus.unregister(ClientId::from_raw(client)))
-    })
+    with_bus(context, |bus| cabi::unregister(bus, client))
 }
 
 unsafe extern "C" fn reset_request(
@@ -120,36 +92,18 @@ unsafe extern "C" fn reset_request(
     client: u64,
     epoch: *mut u64,
 ) -> HcabusStatus {
-    with_bus(context, |bus| {
-        match bus.reset_request(ClientId::from_raw(client)) {
-            Ok(e) => {
-                if !epoch.is_null() {
-                    // SAFETY: non-null and writable by the caller's contract.
-                    unsafe { epoch.write_unaligned(e.0) };
-                }
-                status::SUCCESS
-            }
-            Err(e) => status::of_refusal(e.code()),
-        }
+    // SAFETY: see above.
+    with_bus(context, |bus| unsafe {
+        cabi::reset_request(bus, client, epoch)
     })
 }
 
 unsafe extern "C" fn reset_execute(context: *mut c_void, client: u64, epoch: u64) -> HcabusStatus {
-    use hcabus::ExecuteOutcome;
-    with_bus(context, |bus| {
-        match bus.reset_execute(ClientId::from_raw(client), Epoch(epoch)) {
-            Ok(ExecuteOutcome::Accepted) => status::SUCCESS,
-            Ok(ExecuteOutcome::AlreadyReady) => status::ALREADY_READY,
-            Ok(ExecuteOutcome::TooLate) => status::PAST_DEADLINE,
-            Err(e) => status::of_refusal(e.code()),
-        }
-    })
+    with_bus(context, |bus| cabi::reset_execute(bus, client, epoch))
 }
 
 unsafe extern "C" fn reset_consent(context: *mut c_void, client: u64, epoch: u64) -> HcabusStatus {
-    with_bus(context, |bus| {
-        status_of(bus.reset_consent(ClientId::from_raw(client), Epoch(epoch)))
-    })
+    with_bus(context, |bus| cabi::reset_consent(bus, client, epoch))
 }
 
 unsafe extern "C" fn reset_veto(
@@ -158,37 +112,13 @@ unsafe extern "C" fn reset_veto(
     epoch: u64,
     reason: *const c_char,
 ) -> HcabusStatus {
-    with_bus(context, |bus| {
-        let reason = if reason.is_null() {
-            VetoReason::cut("")
-        } else {
-            // SAFETY: NUL-terminated by the caller's contract; read now only.
-            let bytes = unsafe { CStr::from_ptr(reason) }.to_bytes();
-            VetoReason::cut(core::str::from_utf8(bytes).unwrap_or("(not UTF-8)"))
-        };
-        status_of(bus.reset_veto(ClientId::from_raw(client), Epoch(epoch), reason))
+    // SAFETY: see above.
+    with_bus(context, |bus| unsafe {
+        cabi::reset_veto(bus, client, epoch, reason)
     })
 }
 
 unsafe extern "C" fn query_state(context: *mut c_void, out: *mut HcabusBusState) -> HcabusStatus {
-    with_bus(context, |bus| {
-        if out.is_null() {
-            return status::INVALID_PARAMETER;
-        }
-        // SAFETY: non-null; only the first field, the size, is read before it is checked.
-        let size = unsafe { out.cast::<u32>().read_unaligned() };
-        if size as usize != core::mem::size_of::<HcabusBusState>() {
-            return status::INFO_LENGTH_MISMATCH;
-        }
-        let (state, epoch, now) = bus.state();
-        let answer = HcabusBusState {
-            size,
-            state: state as u32,
-            epoch: epoch.0,
-            now_us: now.as_us(),
-        };
-        // SAFETY: writable, its size checked.
-        unsafe { out.write_unaligned(answer) };
-        status::SUCCESS
-    })
+    // SAFETY: see above.
+    with_bus(context, |bus| unsafe { cabi::query_state(bus, out) })
 }

@@ -9,22 +9,12 @@ use hcabus::coordinator::Config;
 use hcabus::mmio::RegisterAccess;
 use hcabus::types::TimerId;
 use hcabus::Instant;
+use hcabus_cabi::CCallback;
 use wdk_sys::*;
 
 use super::objects;
 use super::FdoContext;
 use crate::platform::{ChildFunction, EventLogEntry, Irql, Lock, Platform, PlatformError};
-
-/// The C ABI's callback: function pointer and the client's context.
-#[derive(Clone, Copy)]
-pub(crate) struct CCallback {
-    pub(crate) function: unsafe extern "C" fn(*mut c_void, *const HcabusEvent),
-    pub(crate) context: *mut c_void,
-}
-
-// SAFETY: the C contract (hcabus.h) is that callbacks run on any processor; the bus only
-// copies the two pointers and hands the context back.
-unsafe impl Send for CCallback {}
 
 /// A WDFSPINLOCK guarding `T`.
 pub(crate) struct WdfSpinLock<T> {

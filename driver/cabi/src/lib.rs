@@ -1,0 +1,192 @@
+//! The C ABI of the bus interface, marshalled once: what each function of
+//! `HCABUS_BUS_INTERFACE_V1` does with the raw pointers a C child hands it, over any bus that
+//! implements [`CBus`].
+//!
+//! Both exports of the interface use it: the Linux library over the threaded host
+//! (driver/capi, tested from C) and the KMDF driver's PDOs (driver/kmdf/src/windows). So the
+//! marshalling the Windows driver runs is the marshalling the C tests exercise here; only the
+//! `extern "C"` shims that find the bus behind `Context` differ. `no_std`, no allocation.
+#![no_std]
+
+use core::ffi::{c_char, c_void, CStr};
+
+use hcabus::bus_abi::*;
+use hcabus::coordinator::{ExecuteOutcome, Registration};
+use hcabus::errors::*;
+use hcabus::types::*;
+use hcabus::Instant;
+
+/// A client's callback as C gave it: `void (*)(void *client_context, const HCABUS_EVENT *)`.
+#[derive(Debug, Clone, Copy)]
+pub struct CCallback {
+    pub function: unsafe extern "C" fn(*mut c_void, *const HcabusEvent),
+    pub context: *mut c_void,
+}
+
+// SAFETY: the C contract (hcabus.h, docs/bus-interface.md) is that a callback may run on any
+// processor; the bus never dereferences the context, it only hands it back.
+unsafe impl Send for CCallback {}
+// SAFETY: as above; the bus only copies the two pointers.
+unsafe impl Sync for CCallback {}
+
+impl CCallback {
+    /// Calls the client with `event`.
+    pub fn deliver(&self, client: ClientId, event: Event) {
+        let event = HcabusEvent::new(client, event);
+        // SAFETY: the function and context are what the client registered; the event lives on
+        // this stack frame for the whole call, which is all hcabus.h promises.
+        unsafe { (self.function)(self.context, &event) };
+    }
+}
+
+/// A bus the C ABI can drive: the calls of SPEC §3 and the state.
+pub trait CBus {
+    fn register(
+        &self,
+        desc: ClientDesc,
+        callback: CCallback,
+    ) -> Result<Registration, RegisterError>;
+    fn unregister(&self, id: ClientId) -> Result<(), UnregisterError>;
+    fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError>;
+    fn reset_execute(&self, id: ClientId, epoch: Epoch) -> Result<ExecuteOutcome, ExecuteError>;
+    fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError>;
+    fn reset_veto(&self, id: ClientId, epoch: Epoch, reason: VetoReason) -> Result<(), VetoError>;
+    /// State, epoch and the bus clock.
+    fn state(&self) -> (State, Epoch, Instant);
+}
+
+/// `Register(ctx, desc, registration)`.
+///
+/// # Safety
+/// `desc` is null or an `HCABUS_CLIENT_DESC` whose `Name` is null or NUL-terminated; `out` is
+/// null or writable for an `HCABUS_REGISTRATION`.
+pub unsafe fn register<B: CBus + ?Sized>(
+    bus: &B,
+    desc: *const HcabusClientDesc,
+    out: *mut HcabusRegistration,
+) -> HcabusStatus {
+    if desc.is_null() || out.is_null() {
+        return status::INVALID_PARAMETER;
+    }
+    // SAFETY: non-null, an HCABUS_CLIENT_DESC by the caller's contract.
+    let d = unsafe { desc.read_unaligned() };
+    let (Some(function), false) = (d.event_callback, d.name.is_null()) else {
+        return status::INVALID_PARAMETER;
+    };
+    // SAFETY: non-null and NUL-terminated by the caller's contract; read now only.
+    let name = unsafe { CStr::from_ptr(d.name) }.to_bytes();
+    let client = match client_desc(d.size, d.kind, d.flags, name) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let callback = CCallback {
+        function,
+        context: d.client_context,
+    };
+    match bus.register(client, callback) {
+        Ok(r) => {
+            let registration = HcabusRegistration {
+                client_id: r.id.to_raw(),
+                epoch: r.epoch.0,
+                state: r.state as u32,
+                late: r.late.into(),
+            };
+            // SAFETY: non-null and writable by the caller's contract.
+            unsafe { out.write_unaligned(registration) };
+            status::SUCCESS
+        }
+        Err(e) => status::of_refusal(e.code()),
+    }
+}
+
+/// `Unregister(ctx, id)`.
+pub fn unregister<B: CBus + ?Sized>(bus: &B, client: u64) -> HcabusStatus {
+    status_of(bus.unregister(ClientId::from_raw(client)))
+}
+
+/// `ResetRequest(ctx, id, &epoch)`.
+///
+/// # Safety
+/// `epoch` is null or writable for a `uint64_t`.
+pub unsafe fn reset_request<B: CBus + ?Sized>(
+    bus: &B,
+    client: u64,
+    epoch: *mut u64,
+) -> HcabusStatus {
+    match bus.reset_request(ClientId::from_raw(client)) {
+        Ok(e) => {
+            if !epoch.is_null() {
+                // SAFETY: non-null and writable by the caller's contract.
+                unsafe { epoch.write_unaligned(e.0) };
+            }
+            status::SUCCESS
+        }
+        Err(e) => status::of_refusal(e.code()),
+    }
+}
+
+/// `ResetExecute(ctx, id, epoch)`: idempotent and late answers succeed informationally.
+pub fn reset_execute<B: CBus + ?Sized>(bus: &B, client: u64, epoch: u64) -> HcabusStatus {
+    match bus.reset_execute(ClientId::from_raw(client), Epoch(epoch)) {
+        Ok(ExecuteOutcome::Accepted) => status::SUCCESS,
+        Ok(ExecuteOutcome::AlreadyReady) => status::ALREADY_READY,
+        Ok(ExecuteOutcome::TooLate) => status::PAST_DEADLINE,
+        Err(e) => status::of_refusal(e.code()),
+    }
+}
+
+/// `ResetConsent(ctx, id, epoch)`.
+pub fn reset_consent<B: CBus + ?Sized>(bus: &B, client: u64, epoch: u64) -> HcabusStatus {
+    status_of(bus.reset_consent(ClientId::from_raw(client), Epoch(epoch)))
+}
+
+/// `ResetVeto(ctx, id, epoch, reason)`: a reason is cut to 32 bytes, never refused.
+///
+/// # Safety
+/// `reason` is null or NUL-terminated.
+pub unsafe fn reset_veto<B: CBus + ?Sized>(
+    bus: &B,
+    client: u64,
+    epoch: u64,
+    reason: *const c_char,
+) -> HcabusStatus {
+    let reason = if reason.is_null() {
+        VetoReason::cut("")
+    } else {
+        // SAFETY: non-null and NUL-terminated by the caller's contract; read now only.
+        let bytes = unsafe { CStr::from_ptr(reason) }.to_bytes();
+        // Only the valid prefix of text that is not UTF-8: no allocation to repair it.
+        let text = match core::str::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => core::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or(""),
+        };
+        VetoReason::cut(text)
+    };
+    status_of(bus.reset_veto(ClientId::from_raw(client), Epoch(epoch), reason))
+}
+
+/// `QueryState(ctx, &state)`.
+///
+/// # Safety
+/// `out` is null or an `HCABUS_BUS_STATE` whose first field the caller set; it is written
+/// only once that field says it is the right size.
+pub unsafe fn query_state<B: CBus + ?Sized>(bus: &B, out: *mut HcabusBusState) -> HcabusStatus {
+    if out.is_null() {
+        return status::INVALID_PARAMETER;
+    }
+    // SAFETY: non-null; only the first field, the size, is read before it is checked.
+    let size = unsafe { out.cast::<u32>().read_unaligned() };
+    if size as usize != core::mem::size_of::<HcabusBusState>() {
+        return status::INFO_LENGTH_MISMATCH;
+    }
+    let (state, epoch, now) = bus.state();
+    let answer = HcabusBusState {
+        size,
+        state: state as u32,
+        epoch: epoch.0,
+        now_us: now.as_us(),
+    };
+    // SAFETY: writable, and checked to be an HCABUS_BUS_STATE by its size.
+    unsafe { out.write_unaligned(answer) };
+    status::SUCCESS
+}
