@@ -16,6 +16,10 @@ use hcabus::errors::*;
 use hcabus::types::*;
 use hcabus::Instant;
 
+// For the macro's expansions elsewhere.
+#[doc(hidden)]
+pub use hcabus::bus_abi::{HcabusBusState, HcabusClientDesc, HcabusRegistration, HcabusStatus};
+
 /// A client's callback as C gave it: `void (*)(void *client_context, const HCABUS_EVENT *)`.
 #[derive(Debug, Clone, Copy)]
 pub struct CCallback {
@@ -189,4 +193,78 @@ pub unsafe fn query_state<B: CBus + ?Sized>(bus: &B, out: *mut HcabusBusState) -
     // SAFETY: writable, and checked to be an HCABUS_BUS_STATE by its size.
     unsafe { out.write_unaligned(answer) };
     status::SUCCESS
+}
+
+/// Defines the seven `extern "C"` functions of the interface (`register` .. `query_state`),
+/// each finding its bus with `$with_bus(context, |bus| ..)` and calling the marshalling above.
+/// Both exports expand it, so their functions cannot drift apart.
+#[macro_export]
+macro_rules! interface_functions {
+    ($with_bus:path) => {
+        // SAFETY (for each unsafe block below): the pointers are the C caller's, under
+        // hcabus.h's contract, which is what each hcabus_cabi function asks.
+
+        unsafe extern "C" fn register(
+            context: *mut ::core::ffi::c_void,
+            desc: *const $crate::HcabusClientDesc,
+            out: *mut $crate::HcabusRegistration,
+        ) -> $crate::HcabusStatus {
+            // SAFETY: see above.
+            $with_bus(context, |bus| unsafe { $crate::register(bus, desc, out) })
+        }
+
+        unsafe extern "C" fn unregister(
+            context: *mut ::core::ffi::c_void,
+            client: u64,
+        ) -> $crate::HcabusStatus {
+            $with_bus(context, |bus| $crate::unregister(bus, client))
+        }
+
+        unsafe extern "C" fn reset_request(
+            context: *mut ::core::ffi::c_void,
+            client: u64,
+            epoch: *mut u64,
+        ) -> $crate::HcabusStatus {
+            // SAFETY: see above.
+            $with_bus(context, |bus| unsafe {
+                $crate::reset_request(bus, client, epoch)
+            })
+        }
+
+        unsafe extern "C" fn reset_execute(
+            context: *mut ::core::ffi::c_void,
+            client: u64,
+            epoch: u64,
+        ) -> $crate::HcabusStatus {
+            $with_bus(context, |bus| $crate::reset_execute(bus, client, epoch))
+        }
+
+        unsafe extern "C" fn reset_consent(
+            context: *mut ::core::ffi::c_void,
+            client: u64,
+            epoch: u64,
+        ) -> $crate::HcabusStatus {
+            $with_bus(context, |bus| $crate::reset_consent(bus, client, epoch))
+        }
+
+        unsafe extern "C" fn reset_veto(
+            context: *mut ::core::ffi::c_void,
+            client: u64,
+            epoch: u64,
+            reason: *const ::core::ffi::c_char,
+        ) -> $crate::HcabusStatus {
+            // SAFETY: see above.
+            $with_bus(context, |bus| unsafe {
+                $crate::reset_veto(bus, client, epoch, reason)
+            })
+        }
+
+        unsafe extern "C" fn query_state(
+            context: *mut ::core::ffi::c_void,
+            out: *mut $crate::HcabusBusState,
+        ) -> $crate::HcabusStatus {
+            // SAFETY: see above.
+            $with_bus(context, |bus| unsafe { $crate::query_state(bus, out) })
+        }
+    };
 }

@@ -1,6 +1,6 @@
 //! `HCABUS_BUS_INTERFACE_V1`: the query interface and every function it points to.
 
-use std::ffi::{c_char, c_void};
+use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use hcabus::coordinator::{ExecuteOutcome, Registration};
 use hcabus::errors::*;
 use hcabus::types::*;
 use hcabus::Instant;
-use hcabus_cabi::{self as cabi, CBus, CCallback};
+use hcabus_cabi::{CBus, CCallback};
 
 use crate::callback::Deliver;
 use crate::{guard, sim_from, HcabusSim};
@@ -137,55 +137,5 @@ impl CBus for HcabusSim {
     }
 }
 
-// The interface's functions: find the bus behind `Context`, then the shared marshalling.
-// SAFETY (for each): the pointers are the C caller's, under hcabus.h's contract, which is
-// what each hcabus_cabi function asks.
-
-unsafe extern "C" fn register(
-    context: *mut c_void,
-    desc: *const HcabusClientDesc,
-    out: *mut HcabusRegistration,
-) -> HcabusStatus {
-    // SAFETY: see above.
-    with_bus(context, |sim| unsafe { cabi::register(sim, desc, out) })
-}
-
-unsafe extern "C" fn unregister(context: *mut c_void, client: u64) -> HcabusStatus {
-    with_bus(context, |sim| cabi::unregister(sim, client))
-}
-
-unsafe extern "C" fn reset_request(
-    context: *mut c_void,
-    client: u64,
-    epoch: *mut u64,
-) -> HcabusStatus {
-    // SAFETY: see above.
-    with_bus(context, |sim| unsafe {
-        cabi::reset_request(sim, client, epoch)
-    })
-}
-
-unsafe extern "C" fn reset_execute(context: *mut c_void, client: u64, epoch: u64) -> HcabusStatus {
-    with_bus(context, |sim| cabi::reset_execute(sim, client, epoch))
-}
-
-unsafe extern "C" fn reset_consent(context: *mut c_void, client: u64, epoch: u64) -> HcabusStatus {
-    with_bus(context, |sim| cabi::reset_consent(sim, client, epoch))
-}
-
-unsafe extern "C" fn reset_veto(
-    context: *mut c_void,
-    client: u64,
-    epoch: u64,
-    reason: *const c_char,
-) -> HcabusStatus {
-    // SAFETY: see above.
-    with_bus(context, |sim| unsafe {
-        cabi::reset_veto(sim, client, epoch, reason)
-    })
-}
-
-unsafe extern "C" fn query_state(context: *mut c_void, out: *mut HcabusBusState) -> HcabusStatus {
-    // SAFETY: see above.
-    with_bus(context, |sim| unsafe { cabi::query_state(sim, out) })
-}
+// The interface's functions: the bus behind `Context`, then hcabus-cabi's marshalling.
+hcabus_cabi::interface_functions!(with_bus);

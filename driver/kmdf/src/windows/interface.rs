@@ -2,10 +2,9 @@
 //! bound to the FDO's bus. **Never compiled** (docs/windows.md). The Linux twin of these
 //! functions, over the threaded host, is driver/capi/src/interface.rs, tested from C.
 
-use core::ffi::{c_char, c_void};
+use core::ffi::c_void;
 
 use hcabus::bus_abi::*;
-use hcabus_cabi as cabi;
 use wdk_sys::*;
 
 use super::platform::{fdo_context, WdfPlatform};
@@ -69,56 +68,5 @@ fn with_bus(
     }
 }
 
-// The interface's functions: the bus behind `Context`, then hcabus-cabi's marshalling (the
-// same the Linux library runs and the C tests exercise).
-// SAFETY (for each): the pointers are the C caller's, under hcabus.h's contract, which is
-// what each hcabus_cabi function asks.
-
-unsafe extern "C" fn register(
-    context: *mut c_void,
-    desc: *const HcabusClientDesc,
-    out: *mut HcabusRegistration,
-) -> HcabusStatus {
-    // SAFETY: see above.
-    with_bus(context, |bus| unsafe { cabi::register(bus, desc, out) })
-}
-
-unsafe extern "C" fn unregister(context: *mut c_void, client: u64) -> HcabusStatus {
-    with_bus(context, |bus| cabi::unregister(bus, client))
-}
-
-unsafe extern "C" fn reset_request(
-    context: *mut c_void,
-    client: u64,
-    epoch: *mut u64,
-) -> HcabusStatus {
-    // SAFETY: see above.
-    with_bus(context, |bus| unsafe {
-        cabi::reset_request(bus, client, epoch)
-    })
-}
-
-unsafe extern "C" fn reset_execute(context: *mut c_void, client: u64, epoch: u64) -> HcabusStatus {
-    with_bus(context, |bus| cabi::reset_execute(bus, client, epoch))
-}
-
-unsafe extern "C" fn reset_consent(context: *mut c_void, client: u64, epoch: u64) -> HcabusStatus {
-    with_bus(context, |bus| cabi::reset_consent(bus, client, epoch))
-}
-
-unsafe extern "C" fn reset_veto(
-    context: *mut c_void,
-    client: u64,
-    epoch: u64,
-    reason: *const c_char,
-) -> HcabusStatus {
-    // SAFETY: see above.
-    with_bus(context, |bus| unsafe {
-        cabi::reset_veto(bus, client, epoch, reason)
-    })
-}
-
-unsafe extern "C" fn query_state(context: *mut c_void, out: *mut HcabusBusState) -> HcabusStatus {
-    // SAFETY: see above.
-    with_bus(context, |bus| unsafe { cabi::query_state(bus, out) })
-}
+// The interface's functions: the bus behind `Context`, then hcabus-cabi's marshalling.
+hcabus_cabi::interface_functions!(with_bus);
