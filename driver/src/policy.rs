@@ -87,7 +87,75 @@ impl fmt::Display for PolicyError {
 
 impl core::error::Error for PolicyError {}
 
+/// A `key=value` that does not set a policy field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetKeyError {
+    /// Not one of [`Policy::KEYS`].
+    UnknownKey,
+    /// Too large for the field (a count above 255, a flag other than 0 or 1).
+    OutOfRange,
+}
+
+impl fmt::Display for SetKeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SetKeyError::UnknownKey => "unknown policy key",
+            SetKeyError::OutOfRange => "value out of range for this key",
+        })
+    }
+}
+
+impl core::error::Error for SetKeyError {}
+
 impl Policy {
+    /// Every key, as the scenario format, hcactl and the driver's registry Parameters name
+    /// them.
+    pub const KEYS: [&'static str; 14] = [
+        "quiesce_deadline_ms",
+        "hw_ready_timeout_ms",
+        "hw_poll_interval_ms",
+        "reset_retries",
+        "auto_restart_window_ms",
+        "max_auto_resets",
+        "storm_window_ms",
+        "io_hold_timeout_ms",
+        "abort_on_unresponsive",
+        "health_poll_interval_ms",
+        "query_deadline_ms",
+        "client_request_limit",
+        "auto_recover",
+        "paging_io_hold_timeout_ms",
+    ];
+
+    /// Sets the field `key` names (flags take 0 or 1). Nothing is validated as a whole here:
+    /// [`Policy::validate`] does that once every key is set.
+    pub fn set(&mut self, key: &str, value: u64) -> Result<(), SetKeyError> {
+        let count = || u8::try_from(value).map_err(|_| SetKeyError::OutOfRange);
+        let flag = || match value {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(SetKeyError::OutOfRange),
+        };
+        match key {
+            "quiesce_deadline_ms" => self.quiesce_deadline_ms = value,
+            "hw_ready_timeout_ms" => self.hw_ready_timeout_ms = value,
+            "hw_poll_interval_ms" => self.hw_poll_interval_ms = value,
+            "reset_retries" => self.reset_retries = count()?,
+            "auto_restart_window_ms" => self.auto_restart_window_ms = value,
+            "max_auto_resets" => self.max_auto_resets = count()?,
+            "storm_window_ms" => self.storm_window_ms = value,
+            "io_hold_timeout_ms" => self.io_hold_timeout_ms = value,
+            "abort_on_unresponsive" => self.abort_on_unresponsive = flag()?,
+            "health_poll_interval_ms" => self.health_poll_interval_ms = value,
+            "query_deadline_ms" => self.query_deadline_ms = value,
+            "client_request_limit" => self.client_request_limit = count()?,
+            "auto_recover" => self.auto_recover = flag()?,
+            "paging_io_hold_timeout_ms" => self.paging_io_hold_timeout_ms = value,
+            _ => return Err(SetKeyError::UnknownKey),
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), PolicyError> {
         let nonzero: [(&'static str, u64); 8] = [
             ("quiesce_deadline_ms", self.quiesce_deadline_ms),
@@ -189,6 +257,26 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_key_sets_its_field_and_nothing_else_is_a_key() {
+        for key in Policy::KEYS {
+            let mut p = Policy::default();
+            let flag = matches!(key, "abort_on_unresponsive" | "auto_recover");
+            let value = if flag {
+                u64::from(!matches!(key, "auto_recover"))
+            } else {
+                7
+            };
+            assert_eq!(p.set(key, value), Ok(()), "{key}");
+            assert_ne!(p, Policy::default(), "{key} changed nothing");
+        }
+        let mut p = Policy::default();
+        assert_eq!(p.set("quiesce_deadline", 1), Err(SetKeyError::UnknownKey));
+        assert_eq!(p.set("max_auto_resets", 256), Err(SetKeyError::OutOfRange));
+        assert_eq!(p.set("auto_recover", 2), Err(SetKeyError::OutOfRange));
+        assert_eq!(p, Policy::default(), "a refused key changes nothing");
+    }
 
     #[test]
     fn defaults_are_those_of_the_spec_and_valid() {

@@ -41,8 +41,8 @@ const BREAKS: [(&str, &str, &str); 16] = [
     ),
     (
         "registry-hkr",
-        "HKR,Parameters,PagingIoHoldTimeoutMs",
-        "HKLM,System\\Parameters,PagingIoHoldTimeoutMs",
+        "HKR,Parameters,paging_io_hold_timeout_ms",
+        "HKLM,System\\Parameters,paging_io_hold_timeout_ms",
     ),
     (
         "forbidden-directive",

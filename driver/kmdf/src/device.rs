@@ -2,6 +2,7 @@
 //! how its FDO and its control device are set up, and what a caller's handle may do.
 
 use hcabus::ioctl::Rights;
+use hcabus::{Policy, PolicyError};
 
 /// Mellanox / NVIDIA.
 pub const PCI_VENDOR_MELLANOX: u16 = 0x15B3;
@@ -103,4 +104,30 @@ pub fn rights_of(granted_access: u32) -> Rights {
         rights |= Rights::WRITE;
     }
     rights
+}
+
+/// The policy from the service's Parameters key: each value named as [`Policy::KEYS`] names
+/// it (REG_DWORD; flags 0 or 1), the default for each value absent. A value that cannot be
+/// taken is refused by name, and the whole policy falls back to the defaults: a boot driver
+/// that refused to start would take the boot disk with it.
+pub fn policy_from_registry(
+    mut read: impl FnMut(&str) -> Option<u32>,
+) -> (Policy, Option<PolicyError>) {
+    let mut policy = Policy::default();
+    for key in Policy::KEYS {
+        let Some(value) = read(key) else {
+            continue;
+        };
+        if policy.set(key, value.into()).is_err() {
+            let refused = PolicyError {
+                field: key,
+                problem: "out of range for this key",
+            };
+            return (Policy::default(), Some(refused));
+        }
+    }
+    match policy.validate() {
+        Ok(()) => (policy, None),
+        Err(e) => (Policy::default(), Some(e)),
+    }
 }

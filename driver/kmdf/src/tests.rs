@@ -561,3 +561,69 @@ mod through_the_c_abi {
         );
     }
 }
+
+#[test]
+fn the_registry_sets_the_policy_by_key_and_a_bad_value_falls_back_to_defaults_by_name() {
+    let values = |pairs: &'static [(&'static str, u32)]| {
+        move |key: &str| pairs.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    };
+    let (p, refused) = policy_from_registry(values(&[
+        ("paging_io_hold_timeout_ms", 0),
+        ("quiesce_deadline_ms", 2_500),
+        ("auto_recover", 1),
+    ]));
+    assert_eq!(refused, None);
+    assert_eq!(p.quiesce_deadline_ms, 2_500);
+    let (p, refused) = policy_from_registry(values(&[("quiesce_deadline_ms", 0)]));
+    assert_eq!(refused.map(|e| e.field), Some("quiesce_deadline_ms"));
+    assert_eq!(p, Policy::default());
+    let (_, refused) = policy_from_registry(values(&[("auto_recover", 2)]));
+    assert_eq!(refused.map(|e| e.field), Some("auto_recover"));
+    let (p, refused) = policy_from_registry(|_| None);
+    assert_eq!((p, refused), (Policy::default(), None));
+}
+
+#[test]
+fn the_inf_seeds_only_policy_keys_the_driver_reads() {
+    let inx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../inf/hcabus.inx");
+    let text = std::fs::read_to_string(inx).expect("inf/hcabus.inx");
+    let seeded: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("HKR,Parameters,"))
+        .filter_map(|l| l.split(',').next())
+        .collect();
+    assert!(!seeded.is_empty());
+    for key in seeded {
+        assert!(Policy::KEYS.contains(&key), "{key} is not a policy key");
+    }
+}
+
+#[test]
+fn event_log_insertion_strings_are_the_epoch_and_the_reason() {
+    let text = |e: EventLogEntry, room: usize| {
+        let mut out = vec![0u16; room];
+        let (count, used) = e.insertion_strings(&mut out);
+        (count, String::from_utf16_lossy(&out[..used]))
+    };
+    let started = EventLogEntry::ResetStarted {
+        epoch: 42,
+        reason: ResetReason::Catastrophic as u8,
+    };
+    assert_eq!(text(started, 64), (2, "e42\0catastrophic\0".to_string()));
+    let failed = EventLogEntry::ResetFailed {
+        epoch: u64::MAX,
+        error: FailReason::StormLimit as u8,
+    };
+    let max = format!("e{}\0StormLimit\0", u64::MAX);
+    assert_eq!(text(failed, 64), (2, max));
+    assert_eq!(
+        text(EventLogEntry::ResetRestored { epoch: 0 }, 64),
+        (1, "e0\0".to_string())
+    );
+    assert_eq!(
+        text(started, 5),
+        (1, "e42\0".to_string()),
+        "no string is cut"
+    );
+    assert_eq!(text(started, 2), (0, String::new()));
+}

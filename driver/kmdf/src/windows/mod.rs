@@ -8,6 +8,7 @@
 #![allow(unsafe_code)]
 
 mod interface;
+mod io;
 mod objects;
 mod platform;
 

@@ -1,18 +1,15 @@
 //! The kernel calls behind the Windows platform, one small function each, written against
 //! wdk-sys 0.5 and the KMDF 1.33 headers. **Never compiled** (docs/windows.md).
 
-use core::ffi::c_void;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use hcabus::ioctl::{NtStatus, Reply, Rights};
 use hcabus::types::TimerId;
 use wdk_sys::*;
 
 use super::{evt_d0_exit, evt_dpc, evt_io_device_control, evt_prepare_hardware};
 use super::{evt_release_hardware, evt_surprise_removal, evt_timer, evt_work_item, FdoContext};
-use crate::bus::Bus;
-use crate::device::{rights_of, FdoSetup};
-use crate::platform::{ChildFunction, EventLogEntry};
+use crate::device::FdoSetup;
+use crate::platform::ChildFunction;
 
 static INSTANCES: AtomicU32 = AtomicU32::new(0);
 
@@ -176,32 +173,90 @@ pub(crate) unsafe fn create_pdo(init: PWDFDEVICE_INIT, fdo: WDFDEVICE, serial: u
     unsafe { super::interface::publish(pdo, fdo) }
 }
 
-/// The control device (admin-only SDDL) and its sequential IOCTL queue.
+/// `text` as a UNICODE_STRING over `buffer` (ASCII text: names, SDDL).
+fn unicode(text: &str, buffer: &mut [u16; 128]) -> UNICODE_STRING {
+    let n = text.len().min(buffer.len());
+    for (w, b) in buffer.iter_mut().zip(text.bytes()) {
+        *w = u16::from(b);
+    }
+    UNICODE_STRING {
+        Length: (n * 2) as u16,
+        MaximumLength: (buffer.len() * 2) as u16,
+        Buffer: buffer.as_mut_ptr(),
+    }
+}
+
+/// The control device: admin-only SDDL, `\Device\HcaBus<n>` and its symbolic link, a
+/// sequential IOCTL queue. Its context names the FDO, whose bus serves the requests.
 ///
 /// # Safety
-/// `fdo` is live.
+/// `fdo` is live, at PASSIVE_LEVEL.
 unsafe fn control_device(fdo: WDFDEVICE, setup: &FdoSetup) -> NTSTATUS {
-    let _ = (fdo, setup.sddl, &setup.control_device, &setup.symbolic_link);
+    let (mut sddl_buf, mut name_buf, mut link_buf) = ([0u16; 128], [0u16; 128], [0u16; 128]);
+    let sddl = unicode(setup.sddl, &mut sddl_buf);
+    let mut name = unicode(&setup.control_device, &mut name_buf);
+    let mut link = unicode(&setup.symbolic_link, &mut link_buf);
+    // SAFETY: the FDO is live.
+    let driver = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceGetDriver, fdo) };
+    // SAFETY: the SDDL string lives for the call; KMDF copies it.
+    let mut init =
+        unsafe { call_unsafe_wdf_function_binding!(WdfControlDeviceInitAllocate, driver, &sddl) };
+    if init.is_null() {
+        return STATUS_INSUFFICIENT_RESOURCES;
+    }
+    // SAFETY: `init` is ours until WdfDeviceCreate; the name lives for the call.
+    let s = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitAssignName, init, &mut name) };
+    if s < 0 {
+        // SAFETY: not consumed by a create: freed here, once.
+        unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitFree, init) };
+        return s;
+    }
+    let mut attributes = context_attributes();
+    let mut control: WDFDEVICE = core::ptr::null_mut();
+    // SAFETY: `init` is consumed (and freed by KMDF on failure).
+    let s = unsafe {
+        call_unsafe_wdf_function_binding!(WdfDeviceCreate, &mut init, &mut attributes, &mut control)
+    };
+    if s < 0 {
+        return s;
+    }
+    // SAFETY: the context was allocated with the control device; it names the FDO.
+    unsafe {
+        context(control.cast()).write(FdoContext {
+            bus: None,
+            device: fdo,
+        })
+    };
+    // SAFETY: the control device is live; the link lives for the call.
+    let s = unsafe {
+        call_unsafe_wdf_function_binding!(WdfDeviceCreateSymbolicLink, control, &mut link)
+    };
+    if s < 0 {
+        return s;
+    }
     let mut queue_config = WDF_IO_QUEUE_CONFIG {
         Size: core::mem::size_of::<WDF_IO_QUEUE_CONFIG>() as ULONG,
         DispatchType: _WDF_IO_QUEUE_DISPATCH_TYPE::WdfIoQueueDispatchSequential,
+        DefaultQueue: 1,
         EvtIoDeviceControl: Some(evt_io_device_control),
         ..WDF_IO_QUEUE_CONFIG::default()
     };
-    // WdfControlDeviceInitAllocate with SDDL_DEVOBJ_SYS_ALL_ADM_ALL, WdfDeviceInitAssignName,
-    // WdfDeviceCreate, WdfDeviceCreateSymbolicLink, then the queue on it; abbreviated here to
-    // the queue on the FDO (docs/windows.md: the control device is one of the uncompiled steps
-    // to finish on Windows).
-    // SAFETY: the FDO is live; the config outlives the call.
-    unsafe {
+    // SAFETY: the control device is live; the config outlives the call.
+    let s = unsafe {
         call_unsafe_wdf_function_binding!(
             WdfIoQueueCreate,
-            fdo,
+            control,
             &mut queue_config,
             WDF_NO_OBJECT_ATTRIBUTES,
             core::ptr::null_mut(),
         )
+    };
+    if s < 0 {
+        return s;
     }
+    // SAFETY: the control device is fully set up.
+    unsafe { call_unsafe_wdf_function_binding!(WdfControlFinishInitializing, control) };
+    STATUS_SUCCESS
 }
 
 fn context_attributes() -> WDF_OBJECT_ATTRIBUTES {
@@ -453,118 +508,4 @@ pub(crate) unsafe fn rescan(device: WDFDEVICE, children: &[ChildFunction]) {
     }
     // SAFETY: ends the scan begun above.
     unsafe { call_unsafe_wdf_function_binding!(WdfChildListEndScan, list) };
-}
-
-/// IoAllocateErrorLogEntry + IoWriteErrorLogEntry with the message id of messages.mc.
-///
-/// # Safety
-/// `device` is live; PASSIVE_LEVEL or DISPATCH_LEVEL.
-pub(crate) unsafe fn write_error_log(device: WDFDEVICE, entry: EventLogEntry) {
-    // SAFETY: the device is live.
-    let wdm = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceWdmGetDeviceObject, device) };
-    let size = core::mem::size_of::<IO_ERROR_LOG_PACKET>() as u8;
-    // SAFETY: a size the I/O manager accepts; null when its pool is short (the entry is lost
-    // and logged by `log` instead).
-    let packet = unsafe { wdk_sys::ntddk::IoAllocateErrorLogEntry(wdm.cast(), size) }
-        .cast::<IO_ERROR_LOG_PACKET>();
-    if packet.is_null() {
-        log::warn!("event log entry not written: {entry:?}");
-        return;
-    }
-    // SAFETY: a zeroed packet of `size` bytes we own until written.
-    unsafe {
-        (*packet).ErrorCode = entry.message_id() as i32;
-    }
-    // SAFETY: the packet is ours; the I/O manager frees it.
-    unsafe { wdk_sys::ntddk::IoWriteErrorLogEntry(packet.cast()) };
-}
-
-/// Runs `f` on the request's METHOD_BUFFERED buffers with the handle's rights; the status
-/// and byte count go back through the request.
-///
-/// # Safety
-/// `queue` and `request` are KMDF's for an EvtIoDeviceControl call.
-pub(crate) unsafe fn with_request_buffers(
-    queue: WDFQUEUE,
-    request: WDFREQUEST,
-    input_len: usize,
-    output_len: usize,
-    f: impl FnOnce(&Bus<super::platform::WdfPlatform>, &[u8], &mut [u8], Rights) -> Reply,
-) -> (NtStatus, usize) {
-    // SAFETY: the queue's device is the FDO.
-    let device = unsafe { call_unsafe_wdf_function_binding!(WdfIoQueueGetDevice, queue) };
-    // SAFETY: the FDO carries its context.
-    let Some(bus) = (unsafe { &*context(device.cast()) }).bus.as_ref() else {
-        return (NtStatus::INVALID_DEVICE_REQUEST, 0);
-    };
-    let mut buffer: *mut c_void = core::ptr::null_mut();
-    let mut len = 0usize;
-    // SAFETY: METHOD_BUFFERED: one system buffer, max(input, output) bytes.
-    let s = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfRequestRetrieveInputBuffer,
-            request,
-            0,
-            &mut buffer,
-            &mut len
-        )
-    };
-    if s < 0 || buffer.is_null() {
-        return (NtStatus::INVALID_BUFFER_SIZE, 0);
-    }
-    // The dispatcher decodes the input fully before it writes a byte of output, so one copy
-    // of the input keeps both views apart.
-    let mut input = [0u8; 512];
-    let n = input_len.min(input.len()).min(len);
-    // SAFETY: the system buffer has at least `len` bytes.
-    input[..n].copy_from_slice(unsafe { core::slice::from_raw_parts(buffer.cast::<u8>(), n) });
-    // SAFETY: the system buffer has room for the output length KMDF checked.
-    let output =
-        unsafe { core::slice::from_raw_parts_mut(buffer.cast::<u8>(), output_len.min(len)) };
-    // SAFETY: the request's file object is live for the request.
-    let granted = unsafe { granted_access(request) };
-    let reply = f(bus, &input[..n], output, rights_of(granted));
-    (reply.status, reply.bytes)
-}
-
-/// The access the handle behind `request` was granted.
-///
-/// # Safety
-/// `request` is live.
-unsafe fn granted_access(request: WDFREQUEST) -> u32 {
-    // SAFETY: the caller's contract.
-    let irp = unsafe { call_unsafe_wdf_function_binding!(WdfRequestWdmGetIrp, request) };
-    // SAFETY: a device-control IRP carries its stack location and file object.
-    let stack = unsafe {
-        (*irp)
-            .Tail
-            .Overlay
-            .__bindgen_anon_2
-            .__bindgen_anon_1
-            .CurrentStackLocation
-    };
-    // SAFETY: as above.
-    let file = unsafe { (*stack).FileObject };
-    if file.is_null() {
-        return 0;
-    }
-    // SAFETY: the file object is live for the request.
-    let (read, write) = unsafe { ((*file).ReadAccess, (*file).WriteAccess) };
-    u32::from(read != 0) | (u32::from(write != 0) << 1)
-}
-
-/// Completes the request with its status and bytes.
-///
-/// # Safety
-/// `request` is live and not yet completed.
-pub(crate) unsafe fn complete(request: WDFREQUEST, (status, bytes): (NtStatus, usize)) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfRequestCompleteWithInformation,
-            request,
-            status.0 as i32,
-            bytes as u64
-        )
-    };
 }

@@ -157,9 +157,28 @@ impl WdfPlatform {
         })
     }
 
-    /// The policy from HKR\Parameters (defaults where a value is absent).
+    /// The policy from the service's Parameters key (`device::policy_from_registry`: the
+    /// defaults where a value is absent, all defaults when one is refused, by name).
     pub(crate) fn registry_config(&self) -> Config {
-        Config::default()
+        // SAFETY: PASSIVE_LEVEL, in prepare hardware.
+        let key = unsafe { super::io::open_parameters() };
+        let (policy, refused) = crate::device::policy_from_registry(|name| {
+            // SAFETY: the key (or null, which reads nothing) is open for this call.
+            unsafe { super::io::query_ulong(key, name) }
+        });
+        // SAFETY: opened above (a null key is not closed).
+        unsafe { super::io::close_key(key) };
+        if let Some(e) = refused {
+            log::error!(
+                "Parameters\\{}: {}; the default policy is used",
+                e.field,
+                e.problem
+            );
+        }
+        Config {
+            policy,
+            ..Config::default()
+        }
     }
 }
 
@@ -290,7 +309,7 @@ impl Platform for WdfPlatform {
 
     fn log_event(&self, entry: EventLogEntry) {
         // SAFETY: PASSIVE_LEVEL in the work item; the FDO's WDM device object.
-        unsafe { objects::write_error_log(self.device, entry) };
+        unsafe { super::io::write_error_log(self.device, entry) };
     }
 }
 
@@ -312,6 +331,5 @@ pub(crate) unsafe fn parent_context<'a>(object: WDFOBJECT) -> &'a mut FdoContext
     unsafe { &mut *objects::context(objects::parent(object)) }
 }
 
-pub(crate) use super::objects::{
-    complete, create_fdo, install_logger, next_instance, pci_ids, timer_id, with_request_buffers,
-};
+pub(crate) use super::io::{complete, with_request_buffers};
+pub(crate) use super::objects::{create_fdo, install_logger, next_instance, pci_ids, timer_id};

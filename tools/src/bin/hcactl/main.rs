@@ -12,8 +12,10 @@ use std::time::{Duration as WallDuration, Instant as WallInstant};
 
 use clap::{Parser, Subcommand};
 use hcabus::ioctl::*;
+use hcabus::policy::SetKeyError;
 use hcabus::recorder::{Record, RecordKind, RECORD_BYTES};
 use hcabus::types::{ClientFlags, ClientId, ClientKind};
+use hcabus::Policy;
 use hcabus_tools::answer::Answer;
 use serde_json::json;
 
@@ -369,46 +371,33 @@ fn each_record(
 }
 
 fn set_policy(bus: &mut Bus, pairs: &[String]) -> Outcome {
-    let mut p = bus.policy()?;
+    let abi = bus.policy()?;
+    let mut p = abi
+        .to_policy()
+        .ok_or_else(|| Failure::Outcome("the bus answered a policy no field can hold".into()))?;
     for pair in pairs {
         let (key, value) = pair
             .split_once('=')
             .ok_or_else(|| Failure::Usage(format!("{pair:?}: expected KEY=VALUE")))?;
-        let num = || {
-            value
-                .parse::<u64>()
-                .map_err(|_| Failure::Usage(format!("{key}: {value:?} is not a number")))
+        let flag = matches!(key, "abort_on_unresponsive" | "auto_recover");
+        let number = match value {
+            "true" if flag => 1,
+            "false" if flag => 0,
+            v => v.parse::<u64>().map_err(|_| {
+                let want = if flag { "true or false" } else { "a number" };
+                Failure::Usage(format!("{key}: {value:?} is not {want}"))
+            })?,
         };
-        let small = || {
-            num().and_then(|v| {
-                u32::try_from(v).map_err(|_| Failure::Usage(format!("{key}: too large")))
-            })
-        };
-        let boolean = || match value {
-            "true" | "1" => Ok(1),
-            "false" | "0" => Ok(0),
-            _ => Err(Failure::Usage(format!("{key}: expected true or false"))),
-        };
-        match key {
-            "quiesce_deadline_ms" => p.quiesce_deadline_ms = num()?,
-            "hw_ready_timeout_ms" => p.hw_ready_timeout_ms = num()?,
-            "hw_poll_interval_ms" => p.hw_poll_interval_ms = num()?,
-            "auto_restart_window_ms" => p.auto_restart_window_ms = num()?,
-            "storm_window_ms" => p.storm_window_ms = num()?,
-            "io_hold_timeout_ms" => p.io_hold_timeout_ms = num()?,
-            "health_poll_interval_ms" => p.health_poll_interval_ms = num()?,
-            "query_deadline_ms" => p.query_deadline_ms = num()?,
-            "paging_io_hold_timeout_ms" => p.paging_io_hold_timeout_ms = num()?,
-            "client_request_limit" => p.client_request_limit = small()?,
-            "reset_retries" => p.reset_retries = small()?,
-            "max_auto_resets" => p.max_auto_resets = small()?,
-            "abort_on_unresponsive" => p.abort_on_unresponsive = boolean()?,
-            "auto_recover" => p.auto_recover = boolean()?,
-            _ => return Err(Failure::Usage(format!("unknown policy key {key:?}"))),
-        }
+        p.set(key, number).map_err(|e| match e {
+            SetKeyError::UnknownKey => Failure::Usage(format!(
+                "unknown policy key {key:?} (keys: {})",
+                Policy::KEYS.join(", ")
+            )),
+            SetKeyError::OutOfRange => Failure::Usage(format!("{key}: {value} is out of range")),
+        })?;
     }
     let mut input = [0u8; size_of::<SetPolicyIn>()];
-    encode_set_policy(&p, &mut input);
+    encode_set_policy(&PolicyAbi::from_policy(&p), &mut input);
     bus.call(IOCTL_HCABUS_SET_POLICY, &input, 0)?;
     Ok(())
 }
