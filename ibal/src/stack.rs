@@ -246,6 +246,14 @@ pub fn random_stack(seed: u64) -> StackSetup {
     p.abort_on_unresponsive = rng.gen_bool(0.3);
     hcabus::sim::draw_recovery_policy(&mut rng, p);
     setup.sim.hca.hw_reset = Duration::from_ms(rng.gen_range(10..1_500));
+    // One run in three also gets a shaped pair aimed at the phases of one reset.
+    if rng.gen_bool(1.0 / 3.0) {
+        let start = Instant::from_ms(rng.gen_range(300..4_000));
+        let quiesce_ms = setup.sim.policy.quiesce_deadline_ms;
+        let hw_reset_ms = setup.sim.hca.hw_reset.as_ms();
+        let pair = hcabus::sim::shaped_faults(&mut rng, start, quiesce_ms, hw_reset_ms);
+        setup.sim.faults.extend(pair);
+    }
     for c in &mut setup.clients {
         if let ClientSpec::Disk { config, .. } = c {
             config.iops = rng.gen_range(200..4_000);

@@ -26,7 +26,9 @@ pub use host::{AllocProbe, HostStats, SimHost};
 pub use hosted::{Hosted, ThreadCtx, Wake, Workers};
 pub use invariants::InvariantChecker;
 pub use report::ResetReport;
-pub use setup::{draw_recovery_policy, random_setup, Fault, SimSetup, COMMAND_TIMEOUT};
+pub use setup::{
+    draw_recovery_policy, random_setup, shaped_faults, Fault, SimSetup, COMMAND_TIMEOUT,
+};
 pub use shared::SharedSimHca;
 pub use stepper::{SimDevice, Stepper, StepperError};
 pub use threaded::{EventCallback, StartError, ThreadedBus, ThreadedHost};

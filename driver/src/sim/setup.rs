@@ -175,6 +175,49 @@ impl Default for SimSetup {
     }
 }
 
+/// A reset's trigger and a second cause aimed at one phase of it: the shapes hand-made
+/// scenarios found bugs with and uniform draws rarely reach (two causes at one instant, a
+/// fault inside the query, the quiesce, the hardware reset or the restore, planned + fatal,
+/// firmware activation during a reset). `quiesce_ms` and `hw_reset_ms` are the plan's own.
+pub fn shaped_faults(
+    rng: &mut impl Rng,
+    start: Instant,
+    quiesce_ms: u64,
+    hw_reset_ms: u64,
+) -> [(Instant, Fault); 2] {
+    const TRIGGERS: [Fault; 6] = [
+        Fault::Catastrophic,
+        Fault::Hang,
+        Fault::CommandTimeout,
+        Fault::AdminReset,
+        Fault::PlannedReset,
+        Fault::FwActivate,
+    ];
+    const SECOND: [Fault; 8] = [
+        Fault::Catastrophic,
+        Fault::CommandTimeout,
+        Fault::AdminReset,
+        Fault::PlannedReset,
+        Fault::FwActivate,
+        Fault::ResetFails(1),
+        Fault::DeviceReplaced,
+        Fault::SurpriseRemoval,
+    ];
+    // Same instant; inside the query or early quiesce; late quiesce; the hardware reset;
+    // just after it (the restore).
+    let offsets_ms = [
+        0,
+        1,
+        quiesce_ms / 2,
+        quiesce_ms + hw_reset_ms / 2,
+        quiesce_ms + hw_reset_ms + 1,
+    ];
+    let trigger = TRIGGERS[rng.gen_range(0..TRIGGERS.len())];
+    let second = SECOND[rng.gen_range(0..SECOND.len())];
+    let at = start + Duration::from_ms(offsets_ms[rng.gen_range(0..offsets_ms.len())]);
+    [(start, trigger), (at, second)]
+}
+
 /// Draws the keys that decide whether and how a device comes back: the query of a planned
 /// reset, the throttles, `auto_recover` and the paging path's hold. Every random generator
 /// draws them here, so none of them leaves one at its default.
@@ -245,12 +288,23 @@ pub fn random_setup(seed: u64) -> SimSetup {
         ..Policy::default()
     };
     draw_recovery_policy(&mut rng, &mut policy);
+    let hw_reset_ms = rng.gen_range(10..2_000);
+    // One run in three also gets a shaped pair aimed at the phases of one reset.
+    if rng.gen_bool(1.0 / 3.0) {
+        let start = Instant::from_ms(rng.gen_range(0..20_000));
+        faults.extend(shaped_faults(
+            &mut rng,
+            start,
+            policy.quiesce_deadline_ms,
+            hw_reset_ms,
+        ));
+    }
     SimSetup {
         name: std::format!("random-{seed}"),
         seed,
         duration: Duration::from_ms(40_000),
         hca: SimHcaConfig {
-            hw_reset: Duration::from_ms(rng.gen_range(10..2_000)),
+            hw_reset: Duration::from_ms(hw_reset_ms),
             ..SimHcaConfig::default()
         },
         policy,

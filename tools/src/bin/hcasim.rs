@@ -55,6 +55,19 @@ enum Command {
         #[arg(long, value_name = "OUT.svg")]
         timeline: Option<PathBuf>,
     },
+    /// Run random scenarios on every core, hunting for broken guarantees or lost I/O; each
+    /// failure is printed with the command that replays it. Exit 1 when any failed.
+    Hunt {
+        /// Seeds to run, `A..B` (B excluded).
+        #[arg(long, default_value = "0..1000")]
+        seeds: String,
+        /// Threads (default: every core).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Every this many seeds also runs the full stack under load (0: never).
+        #[arg(long, default_value_t = 50)]
+        stack_every: u64,
+    },
     /// Run a live host in real time and serve the IOCTL interface on a Unix socket.
     #[cfg(unix)]
     Serve {
@@ -147,6 +160,62 @@ fn run_with_progress(host: &mut SimHost) {
     bar.finish_and_clear();
 }
 
+/// `hcasim hunt`: the summary on stdout, a progress bar on a terminal's stderr.
+fn hunt(seeds: &str, jobs: Option<usize>, stack_every: u64) -> ExitCode {
+    use hcabus_tools::hunt::{hunt, parse_seeds, HuntConfig};
+    let seeds = match parse_seeds(seeds) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("hcasim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let jobs = jobs
+        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+        .unwrap_or(1);
+    let config = HuntConfig {
+        seeds: seeds.clone(),
+        jobs,
+        stack_every,
+    };
+    let bar = indicatif::ProgressBar::new(seeds.end - seeds.start);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} seeds {elapsed} (eta {eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let started = std::time::Instant::now();
+    let report = hunt(&config, &|_| bar.inc(1));
+    bar.finish_and_clear();
+    let mut out = format!(
+        "hunt: seeds {}..{} on {jobs} threads in {:.1} s: {} runs ({} of the full stack), {} failed\n",
+        seeds.start,
+        seeds.end,
+        started.elapsed().as_secs_f64(),
+        report.runs,
+        report.stack_runs,
+        report.failures.len()
+    );
+    for f in &report.failures {
+        out.push_str(&format!(
+            "FAILED seed {}: {}\n  replay: {}\n",
+            f.seed,
+            f.what,
+            f.replay()
+        ));
+    }
+    out.push_str("outcomes reached:");
+    for (outcome, n) in &report.outcomes {
+        out.push_str(&format!(" {outcome} {n};"));
+    }
+    out.push('\n');
+    let verdict = if report.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    emit(&out).unwrap_or(verdict)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if std::env::var_os("RUST_LOG").is_some() {
@@ -155,7 +224,7 @@ fn main() -> ExitCode {
     }
     if cli.command.is_some() && cli.random.is_some() {
         eprintln!(
-            "hcasim: --random generates its own scenario; it does not apply to `run` or `serve`"
+            "hcasim: --random generates its own scenario; it does not apply to `run`, `serve` or `hunt`"
         );
         return ExitCode::from(2);
     }
@@ -206,7 +275,7 @@ fn main() -> ExitCode {
 
 /// The host a command line runs (a scenario file, a random scenario or the embedded
 /// default) and whether it wants JSON. `Err` is the exit code of a command that is over:
-/// `serve`, or a refusal already reported.
+/// `serve`, `hunt`, or a refusal already reported.
 fn host_for(cli: &Cli) -> Result<(SimHost, bool), ExitCode> {
     let built = |name: &str, host: Result<SimHost, String>| {
         host.map_err(|e| {
@@ -243,6 +312,11 @@ fn host_for(cli: &Cli) -> Result<(SimHost, bool), ExitCode> {
         Some(Command::Serve { socket, scenario }) => {
             Err(serve(socket, scenario.as_deref(), cli.seed))
         }
+        Some(Command::Hunt {
+            seeds,
+            jobs,
+            stack_every,
+        }) => Err(hunt(seeds, *jobs, *stack_every)),
         None => match cli.random {
             Some(seed) => {
                 let mut setup = random_setup(seed);
