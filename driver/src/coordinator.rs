@@ -133,7 +133,10 @@ impl Default for Config {
 }
 
 /// The reset coordinator of one HCA.
-#[derive(Debug)]
+///
+/// `Clone` is for model checking and tests: a clone's queues are not reserved to their
+/// capacity again, so a clone is not for the reset path of a host.
+#[derive(Debug, Clone)]
 pub struct Coordinator {
     stage: Stage,
     policy: Policy,
@@ -148,6 +151,9 @@ pub struct Coordinator {
     action_capacity: usize,
     recorder: FlightRecorder,
     health: HealthMonitor,
+    /// A health read was issued and has not answered: the next poll that finds it so treats
+    /// the device as unreadable (a read that never returns is a hung device).
+    health_outstanding: bool,
     storm: Window,
     timers: [Option<u32>; TimerId::COUNT],
     next_token: u32,
@@ -190,6 +196,7 @@ impl Coordinator {
             action_capacity,
             recorder: FlightRecorder::new(config.recorder_capacity),
             health: HealthMonitor::default(),
+            health_outstanding: false,
             storm: Window::new(),
             timers: [None; TimerId::COUNT],
             next_token: 1,
@@ -604,6 +611,55 @@ impl Coordinator {
         }
         self.record(RecordKind::Pnp { op });
         self.push(Action::Pnp(op));
+    }
+}
+
+/// Feeds everything `fmt::Debug` prints to a hasher, without allocating.
+struct HashWriter<'a, H>(&'a mut H);
+
+impl<H: core::hash::Hasher> core::fmt::Write for HashWriter<'_, H> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        self.0.write(s.as_bytes());
+        Ok(())
+    }
+}
+
+impl Coordinator {
+    /// Feeds the protocol state to `h`: stage, epoch, clients, queued actions, timers armed,
+    /// the reset record, health, storm window, firmware allowance. Not the flight recorder,
+    /// the counters or the clock: runs that reach one protocol state by different histories
+    /// hash alike (what a model checker needs to stop exploring a state twice).
+    pub fn fingerprint(&self, h: &mut impl core::hash::Hasher) {
+        use core::fmt::Write;
+        let armed = self.timers.map(|t| t.is_some());
+        // Tokens count every arm ever made: only whether an action arms matters here.
+        let actions = self.actions.iter().map(|a| match *a {
+            Action::ArmTimer { timer, at, .. } => Action::ArmTimer {
+                timer,
+                at,
+                token: 0,
+            },
+            other => other,
+        });
+        let mut w = HashWriter(h);
+        let _ = write!(
+            w,
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            self.stage,
+            self.epoch,
+            self.slots,
+            self.order,
+            armed,
+            self.reset,
+            self.health.unchanged_polls(),
+            self.health_outstanding,
+            self.storm,
+            self.fw,
+            self.replacement
+        );
+        for a in actions {
+            let _ = write!(w, "{a:?}");
+        }
     }
 }
 

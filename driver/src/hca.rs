@@ -200,6 +200,12 @@ pub struct HealthMonitor {
 }
 
 impl HealthMonitor {
+    /// Polls in a row that found the counter unchanged (what the verdict depends on; the
+    /// counter's own value only has to differ from the last).
+    pub fn unchanged_polls(&self) -> u8 {
+        self.unchanged_polls
+    }
+
     /// Forget history: called whenever the device (re)enters Operational.
     pub fn rearm(&mut self) {
         *self = HealthMonitor::default();

@@ -340,6 +340,21 @@ pub struct FlightRecorder {
     dropped: u64,
 }
 
+/// A clone reserves the whole ring again, as [`FlightRecorder::new`] does.
+impl Clone for FlightRecorder {
+    fn clone(&self) -> Self {
+        let mut ring = Vec::with_capacity(self.capacity);
+        ring.extend_from_slice(&self.ring);
+        FlightRecorder {
+            ring,
+            capacity: self.capacity,
+            head: self.head,
+            next_seq: self.next_seq,
+            dropped: self.dropped,
+        }
+    }
+}
+
 impl FlightRecorder {
     /// Reserves every slot now; `capacity` of zero is raised to one.
     pub fn new(capacity: usize) -> Self {

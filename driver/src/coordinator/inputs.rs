@@ -162,7 +162,7 @@ impl Coordinator {
         let phase = self.hw_phase();
         match (timer, self.state()) {
             (TimerId::HealthPoll, State::Operational | State::Preparing | State::Quiescing) => {
-                self.hw_step(HwStep::ReadHealth)
+                self.poll_health()
             }
             // Silence is consent.
             (TimerId::QueryDeadline, State::Preparing) => self.end_query(None),

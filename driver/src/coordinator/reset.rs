@@ -4,7 +4,7 @@
 use super::stage::{Quiesce, QuiesceEnd, Restore, Stage, Walk};
 use super::{Coordinator, ResetResult};
 use crate::errors::RequestError;
-use crate::hca::{HealthVerdict, HwResult, HwStep};
+use crate::hca::{HealthVerdict, HwError, HwResult, HwStep};
 use crate::recorder::RecordKind;
 use crate::types::*;
 
@@ -30,6 +30,7 @@ impl Coordinator {
     /// any quiesce joins the reset and makes it fatal. A read that closes a quiesce
     /// ([`QuiesceEnd`]) then decides how it ends.
     pub(super) fn health_sample(&mut self, result: HwResult) {
+        self.health_outstanding = false;
         let was = self.state();
         if !matches!(
             was,
@@ -51,6 +52,8 @@ impl Coordinator {
         if was == State::Operational {
             match cause {
                 Some(reason) => self.fault(reason),
+                // The poll that issued this read armed the next one already.
+                None if self.timers[TimerId::HealthPoll as usize].is_some() => {}
                 None => self.arm(
                     TimerId::HealthPoll,
                     self.now + self.policy.health_poll_interval(),
@@ -256,6 +259,29 @@ impl Coordinator {
         }
     }
 
+    /// A health poll: reads the device, and arms the next poll now, so that a read that never
+    /// answers is found by the next one instead of silencing the monitor (or, for the read
+    /// that closes a quiesce, holding the reset for ever).
+    pub(super) fn poll_health(&mut self) {
+        if self.health_outstanding {
+            log::warn!("the last health read never answered: the device is unreadable");
+            self.health_sample(HwResult::Failed(HwError::Timeout));
+            return;
+        }
+        self.read_health();
+    }
+
+    fn read_health(&mut self) {
+        self.health_outstanding = true;
+        self.hw_step(HwStep::ReadHealth);
+        if self.timers[TimerId::HealthPoll as usize].is_none() {
+            self.arm(
+                TimerId::HealthPoll,
+                self.now + self.policy.health_poll_interval(),
+            );
+        }
+    }
+
     /// Ends the quiesce with one last health read: a fatal cause raised since the last poll
     /// (or at the same instant as the reset's own cause) joins this reset instead of being
     /// found after it, and an abort for an unresponsive client stops if one is found.
@@ -265,7 +291,7 @@ impl Coordinator {
             .quiesce_mut()
             .is_some_and(|q| q.end.replace(end).is_none());
         if first {
-            self.hw_step(HwStep::ReadHealth);
+            self.read_health();
         }
     }
 

@@ -47,6 +47,17 @@ impl InvariantChecker {
         }
     }
 
+    /// Feeds what the checker still expects of each client to `h` (not its counts): the part
+    /// of its state a model checker must tell apart.
+    pub fn fingerprint(&self, h: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        for s in &self.slots {
+            (s.id, s.awaiting_terminal, s.queried, s.late, s.zombie).hash(h);
+        }
+        self.last_fanout.map(|(k, e, _)| (k, e)).hash(h);
+        self.violations.len().hash(h);
+    }
+
     /// Records a violation found by the host itself (the verifier, say).
     pub fn violate(&mut self, what: fmt::Arguments<'_>) {
         // Formatting allocates; a violating run is a failing run, so the cost is moot.
