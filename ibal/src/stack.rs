@@ -212,14 +212,7 @@ pub fn random_stack(seed: u64) -> StackSetup {
         .collect();
     setup.sim.faults.clear();
     // At least one fault that starts a reset; the others may change how it goes.
-    let triggers = [
-        Fault::Catastrophic,
-        Fault::Hang,
-        Fault::CommandTimeout,
-        Fault::AdminReset,
-        Fault::PlannedReset,
-        Fault::FwActivate,
-    ];
+    let triggers = Fault::TRIGGERS;
     setup.sim.faults.push((
         Instant::from_ms(rng.gen_range(300..5_000)),
         triggers[rng.gen_range(0..triggers.len())],

@@ -57,6 +57,16 @@ impl Fault {
         Fault::SurpriseRemoval,
     ];
 
+    /// The faults that start a reset on their own.
+    pub const TRIGGERS: [Fault; 6] = [
+        Fault::Catastrophic,
+        Fault::Hang,
+        Fault::CommandTimeout,
+        Fault::AdminReset,
+        Fault::PlannedReset,
+        Fault::FwActivate,
+    ];
+
     /// What the random generators draw from: [`Fault::ALL`] with `ResetFails` twice, once
     /// failing one assertion (a retry recovers) and once five (past every retry).
     pub const DRAWN: [Fault; 13] = {
@@ -185,14 +195,6 @@ pub fn shaped_faults(
     quiesce_ms: u64,
     hw_reset_ms: u64,
 ) -> [(Instant, Fault); 2] {
-    const TRIGGERS: [Fault; 6] = [
-        Fault::Catastrophic,
-        Fault::Hang,
-        Fault::CommandTimeout,
-        Fault::AdminReset,
-        Fault::PlannedReset,
-        Fault::FwActivate,
-    ];
     const SECOND: [Fault; 8] = [
         Fault::Catastrophic,
         Fault::CommandTimeout,
@@ -212,7 +214,7 @@ pub fn shaped_faults(
         quiesce_ms + hw_reset_ms / 2,
         quiesce_ms + hw_reset_ms + 1,
     ];
-    let trigger = TRIGGERS[rng.gen_range(0..TRIGGERS.len())];
+    let trigger = Fault::TRIGGERS[rng.gen_range(0..Fault::TRIGGERS.len())];
     let second = SECOND[rng.gen_range(0..SECOND.len())];
     let at = start + Duration::from_ms(offsets_ms[rng.gen_range(0..offsets_ms.len())]);
     [(start, trigger), (at, second)]
