@@ -18,7 +18,10 @@ use hcabus::Instant;
 
 // For the macro's expansions elsewhere.
 #[doc(hidden)]
-pub use hcabus::bus_abi::{HcabusBusState, HcabusClientDesc, HcabusRegistration, HcabusStatus};
+pub use hcabus::bus_abi::{
+    HcabusBusInterfaceV1, HcabusBusState, HcabusClientDesc, HcabusRegistration, HcabusStatus,
+    InterfaceRefFn, HCABUS_BUS_INTERFACE_VERSION,
+};
 
 /// A client's callback as C gave it: `void (*)(void *client_context, const HCABUS_EVENT *)`.
 #[derive(Debug, Clone, Copy)]
@@ -196,11 +199,34 @@ pub unsafe fn query_state<B: CBus + ?Sized>(bus: &B, out: *mut HcabusBusState) -
 }
 
 /// Defines the seven `extern "C"` functions of the interface (`register` .. `query_state`),
-/// each finding its bus with `$with_bus(context, |bus| ..)` and calling the marshalling above.
-/// Both exports expand it, so their functions cannot drift apart.
+/// each finding its bus with `$with_bus(context, |bus| ..)` and calling the marshalling above,
+/// and `interface(context, reference, dereference)`, the structure that points to them. Both
+/// exports expand it, so their functions cannot drift apart.
 #[macro_export]
 macro_rules! interface_functions {
     ($with_bus:path) => {
+        /// `HCABUS_BUS_INTERFACE_V1` for `context`, with the export's reference counting.
+        fn interface(
+            context: *mut ::core::ffi::c_void,
+            reference: $crate::InterfaceRefFn,
+            dereference: $crate::InterfaceRefFn,
+        ) -> $crate::HcabusBusInterfaceV1 {
+            $crate::HcabusBusInterfaceV1 {
+                size: ::core::mem::size_of::<$crate::HcabusBusInterfaceV1>() as u16,
+                version: $crate::HCABUS_BUS_INTERFACE_VERSION,
+                context,
+                interface_reference: reference,
+                interface_dereference: dereference,
+                register: Some(register),
+                unregister: Some(unregister),
+                reset_request: Some(reset_request),
+                reset_execute: Some(reset_execute),
+                reset_consent: Some(reset_consent),
+                reset_veto: Some(reset_veto),
+                query_state: Some(query_state),
+            }
+        }
+
         // SAFETY (for each unsafe block below): the pointers are the C caller's, under
         // hcabus.h's contract, which is what each hcabus_cabi function asks.
 

@@ -51,20 +51,11 @@ pub unsafe extern "C" fn hcabus_sim_query_interface(
         if usize::from(size) < size_of::<HcabusBusInterfaceV1>() {
             return status::BUFFER_TOO_SMALL;
         }
-        let interface = HcabusBusInterfaceV1 {
-            size: size_of::<HcabusBusInterfaceV1>() as u16,
-            version: HCABUS_BUS_INTERFACE_VERSION,
-            context: sim.cast(),
-            interface_reference: Some(interface_reference),
-            interface_dereference: Some(interface_dereference),
-            register: Some(register),
-            unregister: Some(unregister),
-            reset_request: Some(reset_request),
-            reset_execute: Some(reset_execute),
-            reset_consent: Some(reset_consent),
-            reset_veto: Some(reset_veto),
-            query_state: Some(query_state),
-        };
+        let interface = interface(
+            sim.cast(),
+            Some(interface_reference),
+            Some(interface_dereference),
+        );
         live.references.fetch_add(1, Ordering::AcqRel);
         // SAFETY: non-null and writable for `size` bytes, at least the interface's.
         unsafe { out.write_unaligned(interface) };

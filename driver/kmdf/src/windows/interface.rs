@@ -13,21 +13,8 @@ use crate::bus::Bus;
 
 /// The interface the PDO of a child publishes; `Context` is the FDO.
 pub(crate) fn interface_for(fdo: WDFDEVICE) -> HcabusBusInterfaceV1 {
-    HcabusBusInterfaceV1 {
-        size: core::mem::size_of::<HcabusBusInterfaceV1>() as u16,
-        version: HCABUS_BUS_INTERFACE_VERSION,
-        context: fdo.cast(),
-        // KMDF counts references on the PDO itself.
-        interface_reference: Some(reference_no_op),
-        interface_dereference: Some(reference_no_op),
-        register: Some(register),
-        unregister: Some(unregister),
-        reset_request: Some(reset_request),
-        reset_execute: Some(reset_execute),
-        reset_consent: Some(reset_consent),
-        reset_veto: Some(reset_veto),
-        query_state: Some(query_state),
-    }
+    // KMDF counts references on the PDO itself.
+    interface(fdo.cast(), Some(reference_no_op), Some(reference_no_op))
 }
 
 /// Publishes the interface on a child's PDO.
