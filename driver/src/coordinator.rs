@@ -23,11 +23,13 @@ use crate::types::*;
 
 mod hardware;
 mod inputs;
+mod mutants;
 mod query;
 mod record;
 mod reset;
 mod stage;
 
+pub use mutants::Mutant;
 pub use record::{ResetRecord, ResetResult};
 use stage::{Entry, FwAllowance, Slot, Stage, Walk, Window};
 
@@ -167,6 +169,8 @@ pub struct Coordinator {
     /// The other adapter found after a reset, once PnP has been told about it.
     replacement: Option<Identity>,
     counters: Counters,
+    #[cfg(feature = "mutants")]
+    mutant: Option<Mutant>,
 }
 
 impl Coordinator {
@@ -205,6 +209,8 @@ impl Coordinator {
             fw: FwAllowance::None,
             replacement: None,
             counters: Counters::default(),
+            #[cfg(feature = "mutants")]
+            mutant: None,
         };
         c.arm(TimerId::HealthPoll, now + c.policy.health_poll_interval());
         Ok(c)

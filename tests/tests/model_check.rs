@@ -101,6 +101,11 @@ fn identity() -> Identity {
 
 impl World {
     fn new() -> World {
+        World::with_mutant(None)
+    }
+
+    /// The start state, with `mutant` planted in the coordinator before anyone registers.
+    fn with_mutant(mutant: Option<Mutant>) -> World {
         let policy = Policy {
             quiesce_deadline_ms: 100,
             hw_ready_timeout_ms: 100,
@@ -114,7 +119,10 @@ impl World {
             recorder_capacity: 64,
             policy,
         };
-        let c = Coordinator::new(config, identity(), Instant::ZERO).expect("policy");
+        let mut c = Coordinator::new(config, identity(), Instant::ZERO).expect("policy");
+        if let Some(m) = mutant {
+            c.plant(m);
+        }
         let mut w = World {
             checker: InvariantChecker::new(c.max_clients()),
             c,
@@ -260,6 +268,7 @@ impl World {
     /// A hardware step, at once (the device is fast next to the protocol): it succeeds
     /// unless a fault was armed for it.
     fn run_step(&mut self, step: HwStep) {
+        self.checker.on_hw_step(&self.c, step);
         if std::mem::take(&mut self.hang_next) {
             self.hung.push(step);
             return;
@@ -444,8 +453,8 @@ struct Explored {
 /// Depth-first to `depth` moves; a state is explored again only when reached in fewer moves
 /// than before (so the bound holds for every state), which keeps memory to one fingerprint
 /// per state and the current path.
-fn explore(depth: usize) -> Explored {
-    let start = World::new();
+fn explore(depth: usize, mutant: Option<Mutant>) -> Explored {
+    let start = World::with_mutant(mutant);
     let mut best: HashMap<u64, usize> = HashMap::new();
     best.insert(start.fingerprint(), 0);
     // Path nodes: (parent, move), for the counterexample.
@@ -502,7 +511,7 @@ fn the_real_coordinator_keeps_every_guarantee_in_every_reachable_state() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(6);
     let started = std::time::Instant::now();
-    let found = explore(depth);
+    let found = explore(depth, None);
     eprintln!(
         "model check to depth {depth}: {} states, {} transitions, epochs up to {}, {:.1} s",
         found.states,
@@ -557,4 +566,57 @@ fn a_health_read_that_never_answers_cannot_hold_a_reset() {
         ResetReason::Catastrophic,
         "an unreadable device is a fatal cause"
     );
+}
+
+/// How deep the search for a planted bug may go: a veto after RESET needs the query heard, its
+/// deadline, the veto and a RESET delivered (7 moves with two clients gone).
+const MUTANT_DEPTH: usize = 8;
+
+/// The shortest counterexample to `mutant`, by iterative deepening up to `max_depth`.
+fn counterexample_to(mutant: Mutant, max_depth: usize) -> Option<(Vec<Move>, String, usize)> {
+    (1..=max_depth).find_map(|d| {
+        let found = explore(d, Some(mutant));
+        found
+            .counterexample
+            .map(|(trace, why)| (trace, why, found.states))
+    })
+}
+
+/// Replays `trace` from the start; the first property broken, with the step that broke it.
+fn replay(trace: &[Move], mutant: Option<Mutant>) -> Option<(usize, String)> {
+    let mut w = World::with_mutant(mutant);
+    for (i, mv) in trace.iter().enumerate() {
+        let before = w.clone();
+        w.apply(*mv);
+        if let Err(why) = w.check(&before, *mv) {
+            return Some((i, why));
+        }
+    }
+    None
+}
+
+/// Each planted protocol bug is caught, with a counterexample trace that breaks a property on
+/// the mutant and none on the real coordinator.
+#[test]
+fn every_planted_protocol_bug_is_caught_with_a_counterexample() {
+    for mutant in Mutant::ALL {
+        let Some((trace, why, states)) = counterexample_to(mutant, MUTANT_DEPTH) else {
+            panic!("{mutant:?} survived the model check to depth {MUTANT_DEPTH}");
+        };
+        eprintln!(
+            "{mutant:?}: caught after {states} states, {} moves: {trace:?}\n  {why}",
+            trace.len()
+        );
+        let broken = replay(&trace, Some(mutant));
+        assert_eq!(
+            broken.map(|b| b.0),
+            Some(trace.len() - 1),
+            "{mutant:?}: the trace breaks a property at its last move"
+        );
+        assert_eq!(
+            replay(&trace, None),
+            None,
+            "{mutant:?}: the real coordinator keeps every property on the same trace"
+        );
+    }
 }

@@ -4,6 +4,7 @@
 //! clients only, nobody else hears of it, and the epoch stays.
 
 use super::stage::{Prepare, Stage, Walk};
+use super::Mutant;
 use super::{Coordinator, ResetResult};
 use crate::errors::{ConsentError, VetoError};
 use crate::recorder::RecordKind;
@@ -81,6 +82,7 @@ impl Coordinator {
         match self.state() {
             State::Removed => return Err(VetoError::DeviceRemoved),
             State::Preparing => {}
+            State::Quiescing if self.planted(Mutant::VetoAfterReset) => {}
             // Past its query, or a forced reset that never had one.
             State::Quiescing | State::Resetting | State::Restoring => {
                 return Err(VetoError::NoQueryPending)
@@ -94,7 +96,7 @@ impl Coordinator {
         if !entry.desc.flags.contains(ClientFlags::CAN_VETO) {
             return Err(VetoError::NotAllowed);
         }
-        if !entry.queried {
+        if !entry.queried && !self.planted(Mutant::VetoAfterReset) {
             return Err(VetoError::NotQueried);
         }
         Ok(())

@@ -2,7 +2,7 @@
 //! the RESET_END fan-out, and the three ways a reset ends badly (fail, abort, removal).
 
 use super::stage::{Quiesce, QuiesceEnd, Restore, Stage, Walk};
-use super::{Coordinator, ResetResult};
+use super::{Coordinator, Mutant, ResetResult};
 use crate::errors::RequestError;
 use crate::hca::{HealthVerdict, HwError, HwResult, HwStep};
 use crate::recorder::RecordKind;
@@ -198,7 +198,11 @@ impl Coordinator {
             planned: self.reset.planned,
             deadline,
         };
+        let skip_idle = self.planted(Mutant::SkipIdleInBarrier);
         let members = self.deliver_each(Walk::NewestFirst, |e| {
+            if skip_idle && e.requests.is_empty() {
+                return None;
+            }
             e.in_barrier = true;
             e.state = ClientState::Quiescing;
             e.reset_sent_at = now;
@@ -216,12 +220,13 @@ impl Coordinator {
 
     /// A barrier member executed or left.
     pub(super) fn barrier_member_done(&mut self) {
+        let close_at = u16::from(self.planted(Mutant::EndBeforeLastExecute));
         let Some(q) = self.quiesce_mut() else {
             return;
         };
         debug_assert!(q.pending > 0);
         q.pending = q.pending.saturating_sub(1);
-        if q.pending == 0 {
+        if q.pending <= close_at {
             self.close_quiesce(QuiesceEnd::Proceed);
         }
     }

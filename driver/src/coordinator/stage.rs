@@ -219,6 +219,10 @@ impl Window {
             .count()
     }
 
+    pub(super) fn is_empty(&self) -> bool {
+        self.starts.iter().all(Option::is_none)
+    }
+
     pub(super) fn push(&mut self, at: Instant) {
         self.starts[self.next] = Some(at);
         self.next = (self.next + 1) % self.starts.len();

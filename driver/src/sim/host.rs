@@ -433,6 +433,7 @@ impl SimHost {
                 }
                 Action::Hw(step) => {
                     self.stats.hw_steps += 1;
+                    self.checker.on_hw_step(&self.coord, step);
                     let done = execute(&mut self.hca, step);
                     self.coord.hw_complete(now, done);
                 }

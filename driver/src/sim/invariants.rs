@@ -5,6 +5,7 @@ use std::string::{String, ToString};
 use std::vec::Vec;
 
 use crate::coordinator::*;
+use crate::hca::HwStep;
 use crate::types::*;
 
 /// Checks the event guarantees of SPEC §4 on every delivery, without allocating.
@@ -190,6 +191,26 @@ impl InvariantChecker {
         if let Some(w) = self.slots.get_mut(usize::from(id.index)) {
             if w.id == Some(id) {
                 *w = SlotWatch::default();
+            }
+        }
+    }
+
+    /// Called as the host executes a hardware step: the device is reset only when no barrier
+    /// member is still quiescing. Each has executed, left, or been declared unresponsive at
+    /// its deadline; pulling the device from under a client that may still be using it is
+    /// exactly what the barrier is for (SPEC §4, RESET: "release every hardware resource,
+    /// then reset_execute").
+    pub fn on_hw_step(&mut self, coord: &Coordinator, step: HwStep) {
+        if !matches!(step, HwStep::AssertReset | HwStep::FunctionLevelReset) {
+            return;
+        }
+        self.checked += 1;
+        for c in coord.clients() {
+            if c.in_barrier && c.state == ClientState::Quiescing {
+                self.violate(format_args!(
+                    "{step} while {} '{}' has neither executed nor reached its deadline",
+                    c.id, c.desc.name
+                ));
             }
         }
     }

@@ -191,6 +191,7 @@ impl<H: SimDevice> Stepper<H> {
                 self.timers.apply(&a);
             }
             Action::Hw(step) => {
+                self.checker.on_hw_step(&self.c, step);
                 self.hw_steps.push(step);
                 self.hca.set_now(self.now);
                 let done = execute(&mut self.hca, step);
