@@ -1,0 +1,4 @@
+#![no_main]
+//! See hcabus_fuzz::ioctl::check for what this target checks.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| hcabus_fuzz::ioctl::check(data));
