@@ -1,23 +1,26 @@
-//! An exhaustive breadth-first model check of the real `Coordinator` (not a copy of it).
+//! An exhaustive depth-first model check of the real `Coordinator` (not a copy of it).
 //!
 //! The state is the coordinator, three abstract clients (the third CAN_VETO), the host's
 //! queue of deliveries, its armed timers and the hardware steps issued and not completed. A
 //! move is any bus call a client may make, the delivery of the next queued event (the host
 //! contract: in queue order, with calls interleaving between deliveries), the earliest timer
-//! firing, a hardware step completing or failing (a step that never completes is every path
-//! that never picks it), a catastrophic health read, a command timeout, surprise removal, an
+//! firing, a hardware step completing at once, failing, completing later (after any other
+//! moves) or never, a catastrophic health read, a command timeout, surprise removal, an
 //! administrator's reset, restart or policy change. Budgets bound it: each client registers at
-//! most twice, and nothing starts a reset once the epoch is 3 (two resets deep).
+//! most twice, two faults, two administrator actions, and nothing starts a reset once the
+//! epoch is 3 (two resets deep).
 //!
 //! Hand-rolled rather than stateright: the fingerprint must leave out history (the flight
-//! recorder, counters, tokens) that the real coordinator carries, and a breadth-first search
-//! with parent links gives the shortest counterexample trace in ~100 lines.
+//! recorder, counters, tokens) that the real coordinator carries, and a search with parent
+//! links gives the counterexample trace in ~100 lines; iterative deepening makes it shortest.
 //!
 //! Properties, checked in every state reached: every guarantee of SPEC §4 (the invariant
-//! checker, strict); every state edge is one SPEC §5 allows; the epoch only grows, and only on
-//! a verified hardware reset; no reset is stuck (in progress with nothing left that could
-//! move it: no delivery, no timer, no hardware step); the action queue never overflowed.
-//! `HCABUS_MODEL_DEPTH=N` explores deeper than the suite's bound.
+//! checker, strict, with the hardware reset only once no barrier member is quiescing); every
+//! state edge is one SPEC §5 allows; the epoch only grows, and only on a verified hardware
+//! reset; no reset is stuck (in progress with nothing left that could move it: no delivery,
+//! no timer, no hardware step to come); the action queue never overflowed.
+//! `HCABUS_MODEL_DEPTH=N` explores deeper than the suite's bound. Planted bugs (feature
+//! `mutants`) show the properties bite: see the last test.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hasher;
@@ -47,6 +50,11 @@ enum Move {
     FailNextStep,
     /// The next hardware step never completes.
     HangNextStep,
+    /// The next hardware step completes later, after whatever else happens first (a KMDF
+    /// host runs steps in a work item, deliveries in a DPC: either may go first).
+    DelayNextStep,
+    /// The delayed step completes, successfully.
+    CompleteDelayed,
     /// The next health read finds the catastrophic-error buffer set.
     CatastrophicNextRead,
     CommandTimeout,
@@ -74,8 +82,11 @@ struct World {
     timers: TimerTable,
     /// Hardware steps that will never complete.
     hung: Vec<HwStep>,
+    /// A step issued and not yet completed, that will complete.
+    delayed: Option<HwStep>,
     fail_next: bool,
     hang_next: bool,
+    delay_next: bool,
     catastrophic_next: bool,
     /// Deliveries in queue order, each `None` a ResetConcluded between them (the checker
     /// looks at a concluded reset once everything queued before it is delivered).
@@ -129,8 +140,10 @@ impl World {
             now: Instant::ZERO,
             timers: TimerTable::default(),
             hung: Vec::new(),
+            delayed: None,
             fail_next: false,
             hang_next: false,
+            delay_next: false,
             catastrophic_next: false,
             inbox: VecDeque::new(),
             clients: [Client::default(); CLIENTS],
@@ -154,7 +167,13 @@ impl World {
             .iter()
             .map(|t| self.timers.armed(*t).map(|a| a.0))
             .collect();
-        let flags = (self.fail_next, self.hang_next, self.catastrophic_next);
+        let flags = (
+            self.fail_next,
+            self.hang_next,
+            self.delay_next,
+            self.catastrophic_next,
+            self.delayed,
+        );
         h.write(
             format!(
                 "{armed:?}{:?}{:?}{:?}{flags:?}{}{}",
@@ -223,9 +242,15 @@ impl World {
         if self.timers.next_deadline().is_some() {
             m.push(Move::Timer);
         }
-        let armed = self.fail_next || self.hang_next || self.catastrophic_next;
+        if self.delayed.is_some() {
+            m.push(Move::CompleteDelayed);
+        }
+        let armed = self.fail_next || self.hang_next || self.delay_next || self.catastrophic_next;
         if self.faults_left > 0 && !armed {
             m.extend([Move::FailNextStep, Move::HangNextStep]);
+            if self.delayed.is_none() {
+                m.push(Move::DelayNextStep);
+            }
             if self.may_start_resets() {
                 m.extend([
                     Move::CatastrophicNextRead,
@@ -273,6 +298,14 @@ impl World {
             self.hung.push(step);
             return;
         }
+        if std::mem::take(&mut self.delay_next) {
+            self.delayed = Some(step);
+            return;
+        }
+        self.complete(step);
+    }
+
+    fn complete(&mut self, step: HwStep) {
         let fail = std::mem::take(&mut self.fail_next) && step != HwStep::ReadHealth;
         let result = if fail {
             HwResult::Failed(HwError::DeviceError)
@@ -361,6 +394,15 @@ impl World {
                 self.faults_left -= 1;
                 self.hang_next = true;
             }
+            Move::DelayNextStep => {
+                self.faults_left -= 1;
+                self.delay_next = true;
+            }
+            Move::CompleteDelayed => {
+                if let Some(step) = self.delayed.take() {
+                    self.complete(step);
+                }
+            }
             Move::CatastrophicNextRead => {
                 self.faults_left -= 1;
                 self.catastrophic_next = true;
@@ -431,6 +473,7 @@ impl World {
         let stuck = self.c.reset_in_progress()
             && self.inbox.is_empty()
             && self.timers.is_empty()
+            && self.delayed.is_none()
             && self.c.state() != State::Failed;
         if stuck {
             return Err("a reset is in progress and nothing can ever move it".into());
