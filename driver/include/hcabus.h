@@ -77,6 +77,8 @@ static const HCABUS_GUID GUID_HCABUS_BUS_INTERFACE = HCABUS_BUS_INTERFACE_GUID_I
 #define HCABUS_EVENT_RESET_ABORTED 4
 #define HCABUS_EVENT_DEVICE_FATAL 5
 #define HCABUS_EVENT_RESET_QUERY 6
+#define HCABUS_EVENT_PORT_ACTIVE 7
+#define HCABUS_EVENT_PORT_DOWN 8
 
 /* Reset reasons (HCABUS_RESET_DATA.Reason), least to most severe. */
 #define HCABUS_REASON_ADMIN_PLANNED 1
@@ -165,6 +167,14 @@ typedef struct HCABUS_DEVICE_FATAL_DATA {
     uint32_t Reserved;
 } HCABUS_DEVICE_FATAL_DATA;
 
+/* PORT_ACTIVE (Lid: the LID the subnet manager assigned) and PORT_DOWN (Lid 0). After every
+ * RESET every port counts as down until its PORT_ACTIVE. */
+typedef struct HCABUS_PORT_DATA {
+    uint64_t Epoch;
+    uint32_t Port; /* 1 or 2 */
+    uint32_t Lid;
+} HCABUS_PORT_DATA;
+
 typedef struct HCABUS_EVENT {
     uint16_t Size; /* sizeof(HCABUS_EVENT) */
     uint16_t Kind; /* HCABUS_EVENT_* */
@@ -175,6 +185,7 @@ typedef struct HCABUS_EVENT {
         HCABUS_RESET_END_DATA ResetEnd;        /* RESET_END, RESET_FAILED */
         HCABUS_RESET_ABORTED_DATA ResetAborted;
         HCABUS_DEVICE_FATAL_DATA DeviceFatal;
+        HCABUS_PORT_DATA Port;                 /* PORT_ACTIVE, PORT_DOWN */
         uint64_t Raw[4];
     } Data;
 } HCABUS_EVENT;

@@ -205,6 +205,17 @@ pub struct HcabusDeviceFatalData {
     pub reserved: u32,
 }
 
+/// PORT_ACTIVE and PORT_DOWN.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HcabusPortData {
+    pub epoch: u64,
+    /// 1 or 2.
+    pub port: u32,
+    /// PORT_ACTIVE: the LID the subnet manager assigned; PORT_DOWN: 0.
+    pub lid: u32,
+}
+
 /// What an event carries, chosen by [`HcabusEvent::kind`].
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -215,7 +226,9 @@ pub union HcabusEventData {
     pub reset_end: HcabusResetEndData,
     pub reset_aborted: HcabusResetAbortedData,
     pub device_fatal: HcabusDeviceFatalData,
-    /// Room for later events (ports) without changing the size.
+    /// PORT_ACTIVE, PORT_DOWN.
+    pub port: HcabusPortData,
+    /// Room for later events without changing the size.
     pub raw: [u64; 4],
 }
 
@@ -293,6 +306,20 @@ impl HcabusEvent {
                     vetoed_by: vetoed_by.to_raw(),
                     cause: cause as u32,
                     reserved: 0,
+                }
+            }
+            Event::PortActive { epoch, port, lid } => {
+                raw.port = HcabusPortData {
+                    epoch: epoch.0,
+                    port: port.into(),
+                    lid: lid.into(),
+                }
+            }
+            Event::PortDown { epoch, port } => {
+                raw.port = HcabusPortData {
+                    epoch: epoch.0,
+                    port: port.into(),
+                    lid: 0,
                 }
             }
             Event::DeviceFatal { reason } => {
@@ -422,6 +449,9 @@ mod layout {
     const_assert_eq!(offset_of!(HcabusResetAbortedData, vetoed_by), 8);
     const_assert_eq!(offset_of!(HcabusResetAbortedData, cause), 16);
     const_assert_eq!(size_of::<HcabusDeviceFatalData>(), 8);
+    const_assert_eq!(size_of::<HcabusPortData>(), 16);
+    const_assert_eq!(offset_of!(HcabusPortData, port), 8);
+    const_assert_eq!(offset_of!(HcabusPortData, lid), 12);
     const_assert_eq!(size_of::<HcabusEventData>(), 32);
     const_assert_eq!(size_of::<HcabusEvent>(), 48);
     const_assert_eq!(offset_of!(HcabusEvent, kind), 2);
@@ -444,7 +474,7 @@ mod layout {
 
 /// Every field's offset and every structure's size, by its C name: what the layout test
 /// compares with the same table computed by a C compiler from `hcabus.h`.
-pub fn layout_table() -> [(&'static str, usize); 46] {
+pub fn layout_table() -> [(&'static str, usize); 50] {
     macro_rules! o {
         ($t:ident, $c:literal, $f:ident, $cf:literal) => {
             (concat!($c, ".", $cf), offset_of!($t, $f))
@@ -534,6 +564,10 @@ pub fn layout_table() -> [(&'static str, usize); 46] {
             "sizeof(HCABUS_DEVICE_FATAL_DATA)",
             size_of::<HcabusDeviceFatalData>(),
         ),
+        ("sizeof(HCABUS_PORT_DATA)", size_of::<HcabusPortData>()),
+        o!(HcabusPortData, "HCABUS_PORT_DATA", epoch, "Epoch"),
+        o!(HcabusPortData, "HCABUS_PORT_DATA", port, "Port"),
+        o!(HcabusPortData, "HCABUS_PORT_DATA", lid, "Lid"),
         ("sizeof(HCABUS_EVENT)", size_of::<HcabusEvent>()),
         o!(HcabusEvent, "HCABUS_EVENT", kind, "Kind"),
         o!(HcabusEvent, "HCABUS_EVENT", client_id, "ClientId"),

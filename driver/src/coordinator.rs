@@ -24,12 +24,14 @@ use crate::types::*;
 mod hardware;
 mod inputs;
 mod mutants;
+mod ports;
 mod query;
 mod record;
 mod reset;
 mod stage;
 
 pub use mutants::Mutant;
+pub use ports::PortView;
 pub use record::{ResetRecord, ResetResult};
 use stage::{Entry, FwAllowance, Slot, Stage, Walk, Window};
 
@@ -169,6 +171,8 @@ pub struct Coordinator {
     /// The other adapter found after a reset, once PnP has been told about it.
     replacement: Option<Identity>,
     counters: Counters,
+    /// What the hardware last reported of each port (`None`: never reported).
+    ports: [Option<PortView>; MAX_PORTS as usize],
     #[cfg(feature = "mutants")]
     mutant: Option<Mutant>,
 }
@@ -209,6 +213,7 @@ impl Coordinator {
             fw: FwAllowance::None,
             replacement: None,
             counters: Counters::default(),
+            ports: [None; MAX_PORTS as usize],
             #[cfg(feature = "mutants")]
             mutant: None,
         };
@@ -322,6 +327,7 @@ impl Coordinator {
             reset_sent_at: now,
             requests: Window::new(),
             last_ack_latency: None,
+            ports: if late { 0 } else { ports::ALL_PORTS },
         });
         self.order.push(index as u16);
         self.counters.registrations += 1;
@@ -333,6 +339,8 @@ impl Coordinator {
         if self.state() == State::Restoring {
             self.send_reset_end(index);
         }
+        // A newcomer on a running bus hears of any port that is not Active.
+        self.sync_ports();
         Ok(Registration {
             id,
             epoch: self.epoch,

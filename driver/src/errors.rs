@@ -170,3 +170,20 @@ from_lookup!(
     ConsentError,
     VetoError
 );
+
+/// Why a port report from the hardware was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortError {
+    /// Ports are numbered 1..=MAX_PORTS.
+    NoSuchPort,
+}
+
+impl fmt::Display for PortError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PortError::NoSuchPort => write!(f, "ports are numbered 1 to {}", crate::MAX_PORTS),
+        }
+    }
+}
+
+impl core::error::Error for PortError {}

@@ -11,7 +11,7 @@ use crate::hca::HwStep;
 use crate::time::Instant;
 use crate::types::{Call, PnpOp, State};
 use crate::types::{ClientId, ClientName, Epoch, EventKind, FailReason, ResetOutcome, ResetReason};
-use crate::types::{ShortText, VetoReason};
+use crate::types::{PortState, ShortText, VetoReason, MAX_PORTS};
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +76,12 @@ pub enum RecordKind {
     },
     Pnp {
         op: PnpOp,
+    },
+    /// The hardware reported a port's new state (and, Active, its LID).
+    Port {
+        port: u8,
+        state: PortState,
+        lid: u16,
     },
 }
 
@@ -146,6 +152,9 @@ impl Record {
             }
             RecordKind::Hw { step, ok } => (11, *step as u8, *ok as u8, 0, 0, 0, None),
             RecordKind::Pnp { op } => (12, *op as u8, 0, 0, 0, 0, None),
+            RecordKind::Port { port, state, lid } => {
+                (15, *port, *state as u8, 0, 0, u64::from(*lid), None)
+            }
         };
         out[0..8].copy_from_slice(&self.seq.to_le_bytes());
         out[8..16].copy_from_slice(&self.at.as_us().to_le_bytes());
@@ -258,6 +267,11 @@ impl Record {
             12 => RecordKind::Pnp {
                 op: PnpOp::from_u8(a)?,
             },
+            15 if (1..=MAX_PORTS).contains(&a) => RecordKind::Port {
+                port: a,
+                state: PortState::from_u8(bb)?,
+                lid: u16::try_from(value).ok()?,
+            },
             _ => return None,
         };
         Some(Record {
@@ -325,6 +339,10 @@ impl fmt::Display for Record {
                 if *ok { "ok" } else { "failed" }
             ),
             RecordKind::Pnp { op } => write!(f, "pnp {}", op.as_str()),
+            RecordKind::Port { port, state, lid } => match state {
+                PortState::Active => write!(f, "port {port} active, lid {lid}"),
+                _ => write!(f, "port {port} {}", state.as_str()),
+            },
         }
     }
 }
@@ -496,6 +514,16 @@ mod tests {
             },
             RecordKind::Pnp {
                 op: PnpOp::ReenumerateChildren,
+            },
+            RecordKind::Port {
+                port: 2,
+                state: PortState::Active,
+                lid: 0xBFFF,
+            },
+            RecordKind::Port {
+                port: 1,
+                state: PortState::Down,
+                lid: 0,
             },
         ];
         for (n, kind) in kinds.into_iter().enumerate() {

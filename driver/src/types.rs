@@ -290,6 +290,11 @@ pub enum Event {
         reason: ResetReason,
         deadline: Instant,
     },
+    /// `port` reached Active: the subnet manager gave it `lid` (which may differ from the
+    /// one before a reset). IPoIB and SRP (re)connect only on an Active port.
+    PortActive { epoch: Epoch, port: u8, lid: u16 },
+    /// `port` left Active (cable pulled, link lost, subnet manager gone).
+    PortDown { epoch: Epoch, port: u8 },
 }
 
 impl Event {
@@ -300,7 +305,9 @@ impl Event {
             | Event::ResetEnd { epoch, .. }
             | Event::ResetFailed { epoch, .. }
             | Event::ResetAborted { epoch, .. }
-            | Event::ResetQuery { epoch, .. } => Some(epoch),
+            | Event::ResetQuery { epoch, .. }
+            | Event::PortActive { epoch, .. }
+            | Event::PortDown { epoch, .. } => Some(epoch),
             Event::DeviceFatal { .. } => None,
         }
     }
@@ -313,6 +320,8 @@ impl Event {
             Event::ResetAborted { .. } => EventKind::ResetAborted,
             Event::DeviceFatal { .. } => EventKind::DeviceFatal,
             Event::ResetQuery { .. } => EventKind::ResetQuery,
+            Event::PortActive { .. } => EventKind::PortActive,
+            Event::PortDown { .. } => EventKind::PortDown,
         }
     }
 }
@@ -326,8 +335,31 @@ wire_enum! {
         ResetAborted = 4 => "RESET_ABORTED",
         DeviceFatal = 5 => "DEVICE_FATAL",
         ResetQuery = 6 => "RESET_QUERY",
+        PortActive = 7 => "PORT_ACTIVE",
+        PortDown = 8 => "PORT_DOWN",
     }
 }
+
+impl EventKind {
+    /// PORT_ACTIVE and PORT_DOWN: news about the fabric, outside the reset protocol.
+    pub const fn is_port(self) -> bool {
+        matches!(self, EventKind::PortActive | EventKind::PortDown)
+    }
+}
+
+wire_enum! {
+    /// An InfiniBand port's logical state (IBA PortInfo:PortState).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum PortState {
+        Down = 1 => "down",
+        Init = 2 => "init",
+        Armed = 3 => "armed",
+        Active = 4 => "active",
+    }
+}
+
+/// Ports an adapter may have (ConnectX: 1 or 2).
+pub const MAX_PORTS: u8 = 2;
 
 wire_enum! {
     /// The coordinator's state (SPEC §5). The numbers are those of the IOCTL ABI and the

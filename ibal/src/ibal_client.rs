@@ -145,6 +145,8 @@ impl<B: VerbsBus + ?Sized> Client<B> for IbalClient {
             // Not CAN_VETO, so never asked; were it, silence would be consent.
             Event::ResetQuery { .. } => {}
             Event::DeviceFatal { .. } => ibal.fail(bus, true),
+            // The access layer's verbs do not depend on a port's state.
+            Event::PortActive { .. } | Event::PortDown { .. } => {}
         }
     }
 

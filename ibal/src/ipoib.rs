@@ -607,6 +607,9 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
                 self.on_reset(bus);
                 self.connect_at = None;
             }
+            // Not yet waited for: IPoIB reports link up at RESET_END as if its port were
+            // Active (docs/clients.md, "Ports").
+            Event::PortActive { .. } | Event::PortDown { .. } => {}
         }
     }
 

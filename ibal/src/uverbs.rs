@@ -367,6 +367,8 @@ impl<B: ClientBus + ?Sized> Client<B> for UverbsClient {
                 self.gone = true;
                 self.disassociate_all(bus);
             }
+            // A user process sees port changes through its own verbs (ibv_query_port).
+            Event::PortActive { .. } | Event::PortDown { .. } => {}
         }
     }
 

@@ -40,6 +40,8 @@ fn marker(kind: EventKind) -> (&'static str, &'static str) {
         EventKind::ResetAborted => ("#8d99ae", "RESET_ABORTED"),
         EventKind::DeviceFatal => ("#000000", "DEVICE_FATAL"),
         EventKind::ResetQuery => ("#e9c46a", "RESET_QUERY"),
+        EventKind::PortActive => ("#52b788", "PORT_ACTIVE"),
+        EventKind::PortDown => ("#9d0208", "PORT_DOWN"),
     }
 }
 

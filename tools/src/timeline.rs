@@ -7,7 +7,7 @@ use hcabus::hca::HwStep;
 use hcabus::recorder::{Record, RecordKind};
 use hcabus::sim::SimHost;
 use hcabus::types::Call;
-use hcabus::types::ClientId;
+use hcabus::types::{ClientId, PortState};
 
 const TIME_W: usize = 10;
 const BUS_W: usize = 34;
@@ -83,6 +83,10 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
             ),
         },
         RecordKind::Pnp { op } => (None, format!("PnP {}", op.as_str())),
+        RecordKind::Port { port, state, lid } => match state {
+            PortState::Active => (None, format!("port {port} active, lid {lid}")),
+            _ => (None, format!("port {port} {}", state.as_str())),
+        },
     })
 }
 

@@ -146,6 +146,7 @@ impl Coordinator {
             self.reset.flr_used = true;
             HwStep::FunctionLevelReset
         };
+        self.ports_reset();
         self.hw_step(step);
     }
 

@@ -205,6 +205,8 @@ impl Coordinator {
             }
             e.in_barrier = true;
             e.state = ClientState::Quiescing;
+            // After the hardware reset every port starts Down: PORT_ACTIVE will say when.
+            e.ports = 0;
             e.reset_sent_at = now;
             Some(event)
         });
@@ -424,6 +426,7 @@ impl Coordinator {
         self.deliver_each(Walk::OldestFirst, |e| {
             e.state = ClientState::Failed;
             e.in_barrier = false;
+            e.ports = 0;
             Some(Event::ResetFailed { epoch, error })
         });
         self.conclude(ResetResult::Failed(error));
@@ -458,5 +461,8 @@ impl Coordinator {
         self.push(Action::ResetConcluded {
             epoch: self.reset.epoch,
         });
+        // Running again: PORT_ACTIVE for the ports already back (and PORT_DOWN after an
+        // aborted reset for any that went down meanwhile).
+        self.sync_ports();
     }
 }

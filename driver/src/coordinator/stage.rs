@@ -166,6 +166,8 @@ pub(super) struct Entry {
     /// Its recent reset requests, for `client_request_limit`.
     pub(super) requests: Window,
     pub(super) last_ack_latency: Option<Duration>,
+    /// The ports it believes Active (bit n-1 for port n): what it last heard.
+    pub(super) ports: u8,
 }
 
 #[derive(Debug, Clone, Copy)]

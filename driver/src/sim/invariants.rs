@@ -122,6 +122,15 @@ impl InvariantChecker {
                 "{kind} to {client}: not the registered client"
             ));
         }
+        if kind.is_port() {
+            // Fabric news goes only to a client that is running: never between its RESET and
+            // that reset's outcome (after RESET every port counts as down until PORT_ACTIVE
+            // follows RESET_END), never to a zombie, never to a late registrant before its end.
+            if w.awaiting_terminal || w.queried || w.late || w.zombie {
+                self.violate(format_args!("{client} got {kind} in the middle of a reset"));
+            }
+            return;
+        }
         let epoch = event.epoch().unwrap_or(Epoch(0));
         // RESET in reverse registration order, RESET_END in registration order.
         match (self.last_fanout, kind) {
@@ -183,6 +192,7 @@ impl InvariantChecker {
                 next.awaiting_terminal = false;
                 next.queried = false;
             }
+            EventKind::PortActive | EventKind::PortDown => {}
         }
         self.slots[usize::from(client.index)] = next;
     }

@@ -207,6 +207,9 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
                 self.connect_at = None;
                 self.deliver_upward(now);
             }
+            // Not yet waited for: the initiator logs in at RESET_END as if its port were
+            // Active (docs/clients.md, "Ports").
+            Event::PortActive { .. } | Event::PortDown { .. } => {}
         }
     }
 
