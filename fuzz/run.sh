@@ -11,11 +11,14 @@ target=${1:?usage: fuzz/run.sh TARGET|all [SECONDS]}
 seconds=${2:-600}
 targets=(ioctl frame scenario record cabi)
 [[ $target == all ]] || targets=("$target")
+# Built once, before any target runs: a source edited meanwhile cannot break a later target.
+cargo +nightly fuzz build --fuzz-dir fuzz/libfuzzer -O
+bin=fuzz/libfuzzer/target/x86_64-unknown-linux-gnu/release
 failed=()
 for t in "${targets[@]}"; do
-    mkdir -p "fuzz/corpus/$t"
-    cargo +nightly fuzz run --fuzz-dir fuzz/libfuzzer -O "$t" "fuzz/corpus/$t" -- \
-        -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 ||
+    mkdir -p "fuzz/corpus/$t" "fuzz/libfuzzer/artifacts/$t"
+    "$bin/$t" -artifact_prefix="fuzz/libfuzzer/artifacts/$t/" -max_total_time="$seconds" \
+        -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 "fuzz/corpus/$t" ||
         failed+=("$t")
 done
 if ((${#failed[@]})); then

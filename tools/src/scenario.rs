@@ -82,6 +82,10 @@ enum NumOrText {
 struct Hca {
     ports: Option<u8>,
     hw_reset_ms: Option<u64>,
+    /// Link training after the device is back (or a cable is plugged in).
+    link_up_ms: Option<u64>,
+    /// The subnet manager's sweep, from Init to Active.
+    sm_sweep_ms: Option<u64>,
     /// "major.minor.subminor".
     fw_version: Option<String>,
     /// An integer or a string ("0x0002c9030010f5e0").
@@ -143,7 +147,15 @@ struct EventKeys {
     fault: String,
     count: Option<u32>,
     client: Option<String>,
+    /// `port_down`: which port.
+    port: Option<u8>,
+    /// `port_down`: how long the cable stays out.
+    duration_ms: Option<u64>,
 }
+
+/// The longest link training, subnet-manager sweep or cable pull a scenario may ask for
+/// (an hour: longer is a dead fabric, which `duration_ms` of the run says better).
+const MAX_FABRIC_MS: u64 = 3_600_000;
 
 /// What a client name must be (the bus's [`hcabus::types::ClientName`] rule).
 const NAME_RULE: &str = "must be 1 to 32 bytes of UTF-8 with no control character (NUL, newline)";
@@ -174,7 +186,7 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
     let policy = policy(&file.policy)?;
     let clients = Clients::build(&file.clients, hca.ports)?;
     let with_ibal = clients.with_ibal();
-    let faults = faults(&file, &clients.specs, with_ibal)?;
+    let faults = faults(&file, &clients.specs, with_ibal, hca.ports)?;
     let setup = StackSetup {
         sim: SimSetup {
             name: file.name,
@@ -211,6 +223,17 @@ fn hca_config(keys: &Hca) -> Result<SimHcaConfig, ScenarioError> {
     }
     if let Some(ms) = keys.hw_reset_ms {
         hca.hw_reset = Duration::from_ms(ms);
+    }
+    for (key, value, to) in [
+        ("hca.link_up_ms", keys.link_up_ms, &mut hca.link_up),
+        ("hca.sm_sweep_ms", keys.sm_sweep_ms, &mut hca.sm_sweep),
+    ] {
+        if let Some(ms) = value {
+            if ms > MAX_FABRIC_MS {
+                return Err(err(key, format!("must be at most {MAX_FABRIC_MS}")));
+            }
+            *to = Duration::from_ms(ms);
+        }
     }
     if let Some(v) = &keys.fw_version {
         hca.identity.fw_version = fw_version(v)
@@ -522,6 +545,7 @@ fn faults(
     file: &File,
     specs: &[ClientSpec],
     with_ibal: bool,
+    ports: u8,
 ) -> Result<Vec<(Instant, Fault)>, ScenarioError> {
     let mut faults = Vec::new();
     for (i, e) in file.events.iter().enumerate() {
@@ -535,7 +559,22 @@ fn faults(
                 ),
             ));
         }
-        let fault = event_fault(i, e)?;
+        let fault = if e.fault == "port_down" {
+            port_down(i, e, ports)?
+        } else {
+            for (key, set) in [
+                ("port", e.port.is_some()),
+                ("duration_ms", e.duration_ms.is_some()),
+            ] {
+                if set {
+                    return Err(err(
+                        at(key),
+                        "only a port_down takes a port and a duration_ms",
+                    ));
+                }
+            }
+            event_fault(i, e)?
+        };
         let fault = match &e.client {
             None => fault,
             Some(name) => {
@@ -559,15 +598,46 @@ fn faults(
     Ok(faults)
 }
 
+/// A `port_down` event: its port and duration, both required.
+fn port_down(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioError> {
+    let at = |key: &str| format!("events[{i}].{key}");
+    if e.count.is_some() {
+        return Err(err(at("count"), "only reset_fails takes a count"));
+    }
+    let port = e
+        .port
+        .ok_or_else(|| err(at("port"), "a port_down names its port"))?;
+    if port == 0 || port > ports {
+        return Err(err(at("port"), format!("the adapter has {ports} port(s)")));
+    }
+    let ms = e.duration_ms.ok_or_else(|| {
+        err(
+            at("duration_ms"),
+            "a port_down says how long the cable is out",
+        )
+    })?;
+    if ms > MAX_FABRIC_MS {
+        return Err(err(
+            at("duration_ms"),
+            format!("must be at most {MAX_FABRIC_MS}"),
+        ));
+    }
+    Ok(Fault::PortDown {
+        port,
+        duration: Duration::from_ms(ms),
+    })
+}
+
 /// The fault an event names, with its count checked.
 fn event_fault(i: usize, e: &EventKeys) -> Result<Fault, ScenarioError> {
     let at = |key: &str| format!("events[{i}].{key}");
     let Some(fault) = Fault::parse(&e.fault, e.count.unwrap_or(1)) else {
-        let names: Vec<&str> = Fault::ALL
+        let mut names: Vec<&str> = Fault::ALL
             .into_iter()
             .filter(|f| f.in_scenarios())
             .map(Fault::name)
             .collect();
+        names.push("port_down");
         return Err(err(
             at("fault"),
             format!(

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use hcabus::hca::HwStep;
 use hcabus::recorder::{Record, RecordKind};
-use hcabus::sim::SimHost;
+use hcabus::sim::{Fault, SimHost};
 use hcabus::types::Call;
 use hcabus::types::{ClientId, PortState};
 
@@ -170,7 +170,13 @@ pub fn render(host: &SimHost) -> String {
     let mut faults_upto = |grid: &mut Grid<'_>, upto: u64| {
         while let Some((at, fault)) = faults.get(next_fault).filter(|(at, _)| at.as_us() <= upto) {
             grid.fresh_row(at.as_us());
-            grid.put(at.as_us(), 0, format!("FAULT: {fault:?}"));
+            let text = match fault {
+                Fault::PortDown { port, duration } => {
+                    format!("FAULT: port {port} cable out {duration}")
+                }
+                other => format!("FAULT: {other:?}"),
+            };
+            grid.put(at.as_us(), 0, text);
             next_fault += 1;
         }
     };

@@ -152,7 +152,9 @@ fn every_scenario_file_has_its_expected_outcome() {
         "paging-long-outage.toml",
         "planned-consented.toml",
         "planned-vetoed.toml",
+        "port-flap.toml",
         "request-during-restore.toml",
+        "sm-slow.toml",
         "storm-limit.toml",
         "storm.toml",
         "stuck-client.toml",
@@ -314,6 +316,25 @@ fn every_scenario_file_has_its_expected_outcome() {
                 assert_eq!(outcomes(&r), ["HardwareDead", "FirmwareChanged"]);
                 assert_eq!(r["resets"][1]["pnp_operations"], 0);
             }
+            "port-flap.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(1)));
+                assert!(outcomes(&r).is_empty(), "a cable pull resets nothing");
+                for c in ["ibal", "boot", "ipoib-port2"] {
+                    assert_eq!(events(&r, c), ["PORT_DOWN", "PORT_ACTIVE"], "{c}");
+                }
+                assert_eq!(r["io"]["failed"], 0);
+            }
+            "sm-slow.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["Restored"]);
+                for c in ["ibal", "boot", "ipoib-port1"] {
+                    assert_eq!(
+                        events(&r, c),
+                        ["RESET", "RESET_END", "PORT_ACTIVE", "PORT_ACTIVE"],
+                        "{c}"
+                    );
+                }
+            }
             "hang-mid-reset.toml" => {
                 assert_eq!((state, epoch.as_u64()), ("Operational", Some(3)));
                 assert_eq!(outcomes(&r), ["Restored", "Restored"]);
@@ -415,6 +436,11 @@ fn bad_scenarios_are_refused_naming_the_key() {
         ("pps over its limit", format!("{base}[[clients]]\nname = \"n\"\nkind = \"ipoib\"\npps = 200000\n"), "clients[0].pps"),
         ("a NUL in a name", format!("{base}[[clients]]\nname = \"a\\u0000b\"\nkind = \"custom\"\n"), "clients[0].name"),
         ("a newline in a name", format!("{base}[[clients]]\nname = \"a\\nb\"\nkind = \"srp\"\n"), "clients[0].name"),
+        ("a port_down without its port", format!("{base}[[events]]\nat_ms = 5\nfault = \"port_down\"\nduration_ms = 10\n"), "events[0].port"),
+        ("a port_down on a port the adapter lacks", format!("{base}[hca]\nports = 1\n[[events]]\nat_ms = 5\nfault = \"port_down\"\nport = 2\nduration_ms = 10\n"), "events[0].port"),
+        ("a port_down without its duration", format!("{base}[[events]]\nat_ms = 5\nfault = \"port_down\"\nport = 1\n"), "events[0].duration_ms"),
+        ("a port on another fault", format!("{base}[[events]]\nat_ms = 5\nfault = \"hang\"\nport = 1\n"), "events[0].port"),
+        ("a subnet manager slower than an hour", format!("{base}[hca]\nsm_sweep_ms = 3600001\n"), "hca.sm_sweep_ms"),
         ("another client called ibal", format!("{base}[[clients]]\nname = \"ibal\"\nkind = \"custom\"\n[[clients]]\nname = \"d\"\nkind = \"srp\"\n"), "clients[0].name"),
     ];
     for (what, text, key) in cases {

@@ -4,6 +4,7 @@ use crate::fabric::{Fabric, RemoteError, WireMsg};
 use crate::hca::{Hca, HealthSample, HwError, Identity, Readiness};
 use crate::sim::verbs::SimVerbs;
 use crate::time::{Duration, Instant};
+use crate::types::PortState;
 use crate::verbs::*;
 
 /// What the simulated adapter is.
@@ -13,6 +14,10 @@ pub struct SimHcaConfig {
     pub ports: u8,
     /// Time the device takes to come back after a reset is asserted.
     pub hw_reset: Duration,
+    /// Link training, from the device back (or a cable plugged in) to the port in Init.
+    pub link_up: Duration,
+    /// The subnet manager's sweep, from Init to Active with a LID.
+    pub sm_sweep: Duration,
     pub verbs: VerbsLimits,
 }
 
@@ -30,6 +35,8 @@ impl Default for SimHcaConfig {
             },
             ports: 2,
             hw_reset: Duration::from_ms(200),
+            link_up: Duration::ZERO,
+            sm_sweep: Duration::ZERO,
             verbs: VerbsLimits::default(),
         }
     }
@@ -71,6 +78,7 @@ pub struct SimHca {
     cmd_ready: bool,
     stats: SimHcaStats,
     verbs: SimVerbs,
+    ports: SimPorts,
 }
 
 impl SimHca {
@@ -90,6 +98,7 @@ impl SimHca {
             cmd_ready: true,
             stats: SimHcaStats::default(),
             verbs: SimVerbs::new(config.verbs),
+            ports: SimPorts::new(config.ports, config.link_up, config.sm_sweep),
         }
     }
 
@@ -151,6 +160,10 @@ impl SimHca {
     /// After the next reset the device never becomes ready again.
     pub fn never_return(&mut self) {
         self.never_returns = true;
+        // Already in reset: the ports that were to train stay dark.
+        if matches!(self.phase, Phase::InReset { .. }) {
+            self.ports.reset(None);
+        }
     }
 
     /// After the next reset another adapter answers (another node GUID and serial).
@@ -169,6 +182,23 @@ impl SimHca {
     /// The device leaves the bus.
     pub fn remove(&mut self) {
         self.phase = Phase::Removed;
+        self.ports.remove();
+    }
+
+    /// A cable pulled from `port` now, plugged back after `duration`; `false` for a port
+    /// the adapter does not have.
+    pub fn pull_cable(&mut self, port: u8, duration: Duration) -> bool {
+        self.ports.pull_cable(port, self.now, duration)
+    }
+
+    /// The ports, for the host to poll for changes.
+    pub fn ports(&self) -> &SimPorts {
+        &self.ports
+    }
+
+    /// Hands every port change since the last call to `report(port, state, lid)`.
+    pub fn poll_ports(&mut self, report: impl FnMut(u8, PortState, u16)) {
+        self.ports.poll(self.now, report);
     }
 
     fn counter(&self) -> u32 {
@@ -197,9 +227,9 @@ impl SimHca {
         if let Some(fw) = self.staged_fw.take() {
             self.identity.fw_version = fw;
         }
-        self.phase = Phase::InReset {
-            ready_at: self.now + self.config.hw_reset,
-        };
+        let ready_at = self.now + self.config.hw_reset;
+        self.phase = Phase::InReset { ready_at };
+        self.ports.reset((!self.never_returns).then_some(ready_at));
         Ok(())
     }
 
@@ -443,6 +473,10 @@ impl Verbs for SimHca {
         }
     }
 }
+
+mod ports;
+
+pub use ports::SimPorts;
 
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@ use crate::sim::invariants::InvariantChecker;
 use crate::sim::report::{ResetLog, ResetReport};
 use crate::sim::setup::{Fault, SimSetup, COMMAND_TIMEOUT};
 use crate::sim::verifier;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::timers::TimerTable;
 use crate::types::*;
 
@@ -84,6 +84,10 @@ pub struct SimHost {
     resets: ResetLog,
     name: String,
     seed: u64,
+    /// Whether the run models the fabric (link training, the subnet manager, cable pulls):
+    /// only then are ports reported to the bus, so a scenario without fabric keys runs as
+    /// it always did (SPEC §9: ports active at once).
+    ports_modelled: bool,
 }
 
 impl SimHost {
@@ -121,7 +125,14 @@ impl SimHost {
         faults.extend_from_slice(&setup.faults);
         // Stable sort keeps the scenario's order for faults at the same instant.
         faults.sort_by_key(|(at, _)| *at);
+        let ports_modelled = setup.hca.link_up > Duration::ZERO
+            || setup.hca.sm_sweep > Duration::ZERO
+            || setup
+                .faults
+                .iter()
+                .any(|(_, f)| matches!(f, Fault::PortDown { .. }));
         let mut host = SimHost {
+            ports_modelled,
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
             coord,
@@ -141,6 +152,8 @@ impl SimHost {
             name: setup.name.clone(),
             seed: setup.seed,
         };
+        // The adapter's ports as it starts, before anyone registers.
+        host.report_ports();
         for i in 0..host.agents.len() {
             let mut bus = bus!(host, i, host.now);
             host.agents[i].start(&mut bus);
@@ -297,6 +310,12 @@ impl SimHost {
             Fault::AdminRestart => {
                 let _ = self.coord.admin_restart(now);
             }
+            Fault::PortDown { port, duration } => {
+                if !self.hca.pull_cable(port, duration) {
+                    log::warn!("[{now}] port_down: the adapter has no port {port}");
+                }
+                self.report_ports();
+            }
             Fault::ClientRequest { agent } => {
                 let id = self.agents.get(usize::from(agent)).and_then(|a| a.id());
                 if let Some(id) = id {
@@ -339,6 +358,9 @@ impl SimHost {
                 self.faults.get(self.next_fault).map(|(t, _)| *t),
                 self.timers.next_deadline(),
                 self.agents.iter().filter_map(|a| a.next_wake()).min(),
+                self.ports_modelled
+                    .then(|| self.hca.ports().next_change(self.now))
+                    .flatten(),
             ]
             .into_iter()
             .flatten()
@@ -358,7 +380,22 @@ impl SimHost {
         self.hca.set_now(now);
     }
 
+    /// Hands the adapter's port changes to the bus, as a driver's port-change event does.
+    fn report_ports(&mut self) {
+        if !self.ports_modelled {
+            return;
+        }
+        let (coord, now) = (&mut self.coord, self.now);
+        self.hca.poll_ports(|port, state, lid| {
+            // The adapter numbers its ports 1..=MAX_PORTS: a refusal is a bug in SimPorts.
+            if let Err(e) = coord.port_changed(now, port, state, lid) {
+                log::error!("[{now}] port {port} report refused: {e}");
+            }
+        });
+    }
+
     fn step_due(&mut self) {
+        self.report_ports();
         let now = self.now;
         while let Some(&(at, fault)) = self.faults.get(self.next_fault) {
             if at > now {

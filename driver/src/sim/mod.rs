@@ -22,7 +22,7 @@ pub use crate::verbs::{DmaMemory, VerbsLimits};
 pub use agent::{Agent, Behavior, ScriptedAgent, AGENT_EVENT_CAPACITY};
 pub use bus::Bus;
 pub use fake_connectx::{FakeConnectX, FakeFaults};
-pub use hca::{SimHca, SimHcaConfig, SimHcaStats};
+pub use hca::{SimHca, SimHcaConfig, SimHcaStats, SimPorts};
 pub use host::{AllocProbe, HostStats, SimHost};
 pub use hosted::{Hosted, ThreadCtx, Wake, Workers};
 pub use invariants::InvariantChecker;

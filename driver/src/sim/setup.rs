@@ -35,6 +35,12 @@ pub enum Fault {
     ClientRequest {
         agent: u16,
     },
+    /// A cable pulled from `port` and plugged back after `duration` (no reset): not in
+    /// [`Fault::ALL`], since it takes a port and a duration rather than a count.
+    PortDown {
+        port: u8,
+        duration: Duration,
+    },
 }
 
 impl Fault {
@@ -100,7 +106,8 @@ impl Fault {
             | Fault::PlannedReset
             | Fault::FwActivate
             | Fault::AdminRestart
-            | Fault::ClientRequest { .. } => return None,
+            | Fault::ClientRequest { .. }
+            | Fault::PortDown { .. } => return None,
         })
     }
 
@@ -122,6 +129,7 @@ impl Fault {
             Fault::PlannedReset => "planned_reset",
             Fault::FwActivate => "fw_activate",
             Fault::AdminRestart => "admin_restart",
+            Fault::PortDown { .. } => "port_down",
             _ => "client_request",
         }
     }
