@@ -184,8 +184,9 @@ impl Coordinator {
         let max = usize::from(config.max_clients.max(1));
         // Worst case between two drains: RESET_QUERY to everyone, a fatal cause's RESET to
         // everyone, then a removal's DEVICE_FATAL to everyone (or a RESET and an abort's
-        // RESET_ABORTED), plus timers and steps.
-        let action_capacity = 4 * max + 32;
+        // RESET_ABORTED), or RESET_END, a PORT_ACTIVE per port and a follow-up's RESET to
+        // everyone, plus timers and steps.
+        let action_capacity = (3 + usize::from(MAX_PORTS)) * max + 32;
         let mut c = Coordinator {
             stage: Stage::Operational,
             policy: config.policy,

@@ -5,7 +5,7 @@
 
 use std::alloc::System;
 
-use hcabus::sim::{Behavior, Fault, SimHost, SimSetup};
+use hcabus::sim::{Behavior, Fault, SimHcaConfig, SimHost, SimSetup};
 use hcabus::types::*;
 use hcabus::{Duration, Instant, Policy};
 use hcabus_tests::{acks_after, desc};
@@ -103,10 +103,85 @@ fn no_allocation_from_first_reset_to_last_reset_end() {
     assert!(allocations() > 0);
 }
 
+/// Ports too (issue 14): a cable pull, then a reset on a fabric that takes time to come back,
+/// with every PORT_DOWN and PORT_ACTIVE delivered. Measured over the whole stretch, not only
+/// the reset windows: nothing from the first fault to the last PORT_ACTIVE allocates.
+fn no_allocation_through_port_changes() {
+    let clients = (0..8u64)
+        .map(|i| {
+            let name = format!("client{i}");
+            (
+                desc(&name, ClientKind::Custom, ClientFlags::empty()),
+                acks_after(i),
+            )
+        })
+        .collect();
+    let setup = SimSetup {
+        name: "no-alloc-ports".into(),
+        duration: Duration::from_ms(20_000),
+        hca: SimHcaConfig {
+            link_up: Duration::from_ms(300),
+            sm_sweep: Duration::from_ms(700),
+            ..SimHcaConfig::default()
+        },
+        clients,
+        faults: vec![
+            (
+                Instant::from_ms(3_000),
+                Fault::PortDown {
+                    port: 2,
+                    duration: Duration::from_ms(500),
+                },
+            ),
+            (Instant::from_ms(6_000), Fault::Catastrophic),
+            (
+                Instant::from_ms(12_000),
+                Fault::PortDown {
+                    port: 1,
+                    duration: Duration::from_ms(100),
+                },
+            ),
+        ],
+        ..SimSetup::default()
+    };
+    let mut host = SimHost::new(&setup).expect("setup");
+    host.run_until(Instant::from_ms(2_000));
+    let before = allocations();
+    host.run_until(Instant::from_ms(15_000));
+    let during = allocations() - before;
+    host.run();
+    assert!(
+        host.checker().violations.is_empty(),
+        "{:?}",
+        host.checker().violations
+    );
+    let resets = host.resets();
+    assert_eq!(resets.len(), 1, "{resets:#?}");
+    assert_eq!(resets[0].outcome, "Restored");
+    let ports = |name: &str| {
+        host.agents()
+            .iter()
+            .find(|a| a.name() == name)
+            .expect("agent")
+            .events()
+            .iter()
+            .filter(|e| e.is_port())
+            .count()
+    };
+    // Port 2 down and back, both ports back after the reset, port 1 down and back.
+    assert_eq!(ports("client0"), 6);
+    assert_eq!(
+        during, 0,
+        "allocations from the first fault to the last PORT_ACTIVE"
+    );
+}
+
 /// The suite's entry point (`harness = false`, see tests/Cargo.toml): a failed check panics,
 /// which fails `cargo test`; the closing line is in libtest's form so totals count it.
 fn main() {
     no_allocation_from_first_reset_to_last_reset_end();
     println!("test no_allocation_from_first_reset_to_last_reset_end ... ok");
-    println!("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
+    no_allocation_through_port_changes();
+    println!("test no_allocation_through_port_changes ... ok");
+    println!("test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
 }
