@@ -15,7 +15,7 @@ use alloc::string::String;
 
 use rand_core::RngCore;
 
-use crate::coordinator::{ExecuteOutcome, Registration};
+use crate::coordinator::{ExecuteOutcome, PortView, Registration};
 use crate::errors::{
     ConsentError, ExecuteError, RegisterError, RequestError, UnregisterError, VetoError,
 };
@@ -42,6 +42,9 @@ pub trait BusHandle {
     fn epoch(&self) -> Epoch;
     /// The bus's policy (a client sizes its own hold timeout from it).
     fn policy(&self) -> Policy;
+    /// What the bus knows of `port`; `None` when the hardware never reported it (a bus that
+    /// does not model ports: take it as Active).
+    fn port(&self, port: u8) -> Option<PortView>;
 
     /// Registers; the host routes later events for the new id to the calling client.
     fn register(&mut self, desc: ClientDesc) -> Result<Registration, RegisterError>;

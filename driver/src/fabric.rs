@@ -74,6 +74,11 @@ impl core::error::Error for RemoteError {}
 
 /// What a remote peer can do to the host's adapter over the fabric.
 pub trait Fabric {
+    /// Whether the remote target an initiator logs in to refuses this login as busy (a
+    /// thousand hosts logging in at once). Only the simulator's fabric is ever busy.
+    fn remote_login_refused(&mut self) -> bool {
+        false
+    }
     /// Takes the oldest message on the wire that `wanted` accepts.
     fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg>;
     /// A remote peer sends `data` to host queue pair `to`.

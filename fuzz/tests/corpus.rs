@@ -20,7 +20,12 @@ fn check(target: &str) {
     files.sort();
     assert!(!files.is_empty(), "{}: an empty corpus", dir.display());
     for f in &files {
-        let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let bytes = match std::fs::read(f) {
+            Ok(b) => b,
+            // A fuzzer running in this tree replaces inputs with smaller ones as it goes.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("{}: {e}", f.display()),
+        };
         eprintln!("{target}: {}", f.display());
         run(&bytes);
     }

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::vec::Vec;
 
-use hcabus::fabric::HOST_LID_BASE;
+use hcabus::fabric::{Fabric, HOST_LID_BASE};
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant};
 
@@ -146,8 +146,14 @@ pub struct DiskStats {
     pub max_in_flight_at_reset: u64,
     /// The most I/Os held (queued, link down) at once.
     pub max_held: u64,
+    /// Logins that succeeded.
     pub logins: u32,
+    /// Logins refused (target busy, or the device not ready), each retried after a backoff.
     pub login_retries: u32,
+    /// Of those, refused by the target as busy.
+    pub logins_refused_busy: u32,
+    /// Times its port went down under a logged-in disk (a transport loss, no reset).
+    pub port_losses: u32,
     pub stale_responses: u64,
     pub hold_timeouts: u32,
 }
@@ -246,6 +252,11 @@ impl SrpDisk {
 
     pub fn in_flight(&self) -> u16 {
         self.in_flight
+    }
+
+    /// Logged in or logging in: holds a connection a port loss would break.
+    pub fn is_connected(&self) -> bool {
+        !matches!(self.link, Link::Down)
     }
 
     pub fn is_up(&self) -> bool {
@@ -474,6 +485,9 @@ impl SrpDisk {
                 lid: HOST_LID_BASE + Lid::from(self.config.port - 1),
                 qpn,
             };
+            if bus.device().remote_login_refused() {
+                return Err(crate::errors::CreateError::TargetBusy);
+            }
             let peer = target.login(me);
             al.modify_qp(bus, c, qp, QpState::Rtr, Some(peer))?;
             al.modify_qp(bus, c, qp, QpState::Rts, None)?;

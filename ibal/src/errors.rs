@@ -23,6 +23,8 @@ pub enum CreateError {
     NoResources,
     /// The device refused the command.
     Hardware(VerbsError),
+    /// The remote target refused the login as busy: try again later.
+    TargetBusy,
 }
 
 impl CreateError {
@@ -32,6 +34,7 @@ impl CreateError {
         matches!(
             self,
             CreateError::Resetting
+                | CreateError::TargetBusy
                 | CreateError::NoResources
                 | CreateError::Hardware(VerbsError::DeviceError | VerbsError::NoResources)
         )
@@ -49,6 +52,7 @@ impl fmt::Display for CreateError {
             CreateError::UnknownConsumer => f.write_str("unknown consumer"),
             CreateError::NoResources => f.write_str("access-layer table full"),
             CreateError::Hardware(e) => write!(f, "device refused the command: {e}"),
+            CreateError::TargetBusy => f.write_str("the target refused the login: busy"),
         }
     }
 }

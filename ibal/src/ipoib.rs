@@ -250,6 +250,8 @@ pub struct IpoibClient {
     stats: NetStats,
     /// Refused connects back off up to `io_hold_timeout`.
     reconnect: Connector,
+    /// Its port is usable: Active, or never reported (a bus that does not model ports).
+    port_up: bool,
     pub refusals: u32,
 }
 
@@ -279,6 +281,7 @@ impl IpoibClient {
             peer: IpoibPeer::new(config.peer_lid, config.peer_pps),
             stats: NetStats::default(),
             reconnect: Connector::new("IPoIB connect"),
+            port_up: true,
             refusals: 0,
         })
     }
@@ -571,8 +574,11 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
         match bus.register(self.desc) {
             Ok(r) => {
                 self.id = Some(r.id);
+                self.port_up = bus
+                    .port(self.config.port)
+                    .is_none_or(|p| p.state == PortState::Active);
                 if r.state.in_service() {
-                    self.connect_at = Some(bus.now());
+                    self.connect_at = self.port_up.then(|| bus.now());
                 }
             }
             Err(e) => {
@@ -589,6 +595,8 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
             Event::Reset { epoch, .. } => {
                 self.on_reset(bus);
                 self.connect_at = None;
+                // Down until PORT_ACTIVE, if the bus knows the port at all.
+                self.port_up = bus.port(self.config.port).is_none();
                 if self.config.ack_delay == Duration::ZERO {
                     if bus.reset_execute(id, epoch).is_err() {
                         self.refusals += 1;
@@ -598,7 +606,8 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
                 }
             }
             Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
-                self.connect_at = Some(now);
+                // Link up (and the multicast joins) only on an Active port.
+                self.connect_at = self.port_up.then_some(now);
                 self.reconnect.fresh_device();
             }
             // Not CAN_VETO, so never asked; were it, silence would be consent.
@@ -607,8 +616,19 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
                 self.on_reset(bus);
                 self.connect_at = None;
             }
-            // Not yet waited for: IPoIB reports link up at RESET_END as if its port were
-            // Active (docs/clients.md, "Ports").
+            Event::PortActive { port, .. } if port == self.config.port => {
+                self.port_up = true;
+                if self.res.qp.is_none() && self.execute_at.is_none() {
+                    self.connect_at = Some(now);
+                }
+            }
+            Event::PortDown { port, .. } if port == self.config.port => {
+                // Link down: sends go back to the stack, the groups are gone; all of it is
+                // made again on PORT_ACTIVE, as after a reset.
+                self.port_up = false;
+                self.connect_at = None;
+                self.on_reset(bus);
+            }
             Event::PortActive { .. } | Event::PortDown { .. } => {}
         }
     }

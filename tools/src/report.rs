@@ -38,6 +38,10 @@ pub struct IoJson {
     pub max_latency_us: u64,
     pub in_flight: u64,
     pub paging_failed: u64,
+    /// SRP logins that succeeded, over every disk.
+    pub logins: u64,
+    /// Login attempts refused (target busy, device not ready), each retried after a backoff.
+    pub logins_refused: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -72,6 +76,12 @@ pub fn build(host: &SimHost) -> Report {
         })
         .collect();
     let io = stack::io_stats(host);
+    let (logins, logins_refused) = host
+        .agents_of::<ibal::disk::SrpClient>()
+        .map(|d| d.disk().stats())
+        .fold((0, 0), |(l, r), s| {
+            (l + u64::from(s.logins), r + u64::from(s.login_retries))
+        });
     let net = stack::net_stats(host);
     let checker = host.checker();
     Report {
@@ -90,6 +100,8 @@ pub fn build(host: &SimHost) -> Report {
             max_latency_us: io.max_latency_us,
             in_flight: io.in_flight,
             paging_failed: io.paging_failed,
+            logins,
+            logins_refused,
         },
         net: NetJson {
             sent: net.sent,

@@ -602,7 +602,10 @@ fn faults(
 fn port_down(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioError> {
     let at = |key: &str| format!("events[{i}].{key}");
     if e.count.is_some() {
-        return Err(err(at("count"), "only reset_fails takes a count"));
+        return Err(err(
+            at("count"),
+            "only reset_fails and target_busy take a count",
+        ));
     }
     let port = e
         .port
@@ -631,13 +634,18 @@ fn port_down(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioError>
 /// The fault an event names, with its count checked.
 fn event_fault(i: usize, e: &EventKeys) -> Result<Fault, ScenarioError> {
     let at = |key: &str| format!("events[{i}].{key}");
-    let Some(fault) = Fault::parse(&e.fault, e.count.unwrap_or(1)) else {
+    let parsed = match e.fault.as_str() {
+        // Not in Fault::ALL: a fault of the fabric, not of the adapter.
+        "target_busy" => Some(Fault::TargetBusy(e.count.unwrap_or(1))),
+        name => Fault::parse(name, e.count.unwrap_or(1)),
+    };
+    let Some(fault) = parsed else {
         let mut names: Vec<&str> = Fault::ALL
             .into_iter()
             .filter(|f| f.in_scenarios())
             .map(Fault::name)
             .collect();
-        names.push("port_down");
+        names.extend(["port_down", "target_busy"]);
         return Err(err(
             at("fault"),
             format!(
@@ -648,9 +656,12 @@ fn event_fault(i: usize, e: &EventKeys) -> Result<Fault, ScenarioError> {
         ));
     };
     if e.count.is_some() && !fault.takes_count() {
-        return Err(err(at("count"), "only reset_fails takes a count"));
+        return Err(err(
+            at("count"),
+            "only reset_fails and target_busy take a count",
+        ));
     }
-    if matches!(fault, Fault::ResetFails(0)) {
+    if matches!(fault, Fault::ResetFails(0) | Fault::TargetBusy(0)) {
         return Err(err(at("count"), "must be at least 1"));
     }
     Ok(fault)

@@ -353,16 +353,26 @@ fn disks(host: &SimHost, out: &mut String) {
             let _ = writeln!(
                 out,
                 "    {:<10} {:>6} done, max latency {:>10}, {:>3} in flight at RESET, {:>3} taken \
-                 back, {:>3} held at most, {} logins",
+                 back, {:>3} held at most, {} logins{}",
                 hcabus::bus::ClientReport::name(d),
                 w.completed,
                 us(Some(w.max_latency_us)),
                 s.max_in_flight_at_reset,
                 s.taken_back,
                 s.max_held,
-                s.logins
+                s.logins,
+                refused_logins(s)
             );
         }
+    }
+}
+
+/// ", N refused (M busy)" when logins were refused, else nothing.
+fn refused_logins(s: &ibal::disk::DiskStats) -> String {
+    match (s.login_retries, s.logins_refused_busy) {
+        (0, _) => String::new(),
+        (n, 0) => format!(", {n} refused"),
+        (n, busy) => format!(", {n} refused ({busy} busy)"),
     }
 }
 

@@ -95,6 +95,8 @@ fn common(file: &str, r: &Value) {
         "max_latency_us",
         "in_flight",
         "paging_failed",
+        "logins",
+        "logins_refused",
     ] {
         assert!(r["io"][key].is_u64(), "{file}: io.{key}");
     }
@@ -159,6 +161,7 @@ fn every_scenario_file_has_its_expected_outcome() {
         "storm.toml",
         "stuck-client.toml",
         "surprise-removal-mid-reset.toml",
+        "target-busy.toml",
         "two-causes-one-instant.toml",
     ];
     assert_eq!(
@@ -324,6 +327,17 @@ fn every_scenario_file_has_its_expected_outcome() {
                 }
                 assert_eq!(r["io"]["failed"], 0);
             }
+            "target-busy.toml" => {
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
+                assert_eq!(outcomes(&r), ["Restored"]);
+                assert_eq!(r["io"]["logins_refused"], 5, "every busy refusal retried");
+                assert_eq!(r["io"]["logins"], 2, "the first login and the one after");
+                assert_eq!(r["io"]["failed"], 0, "held, not failed");
+                assert_eq!(
+                    events(&r, "boot"),
+                    ["RESET", "RESET_END", "PORT_ACTIVE", "PORT_ACTIVE"]
+                );
+            }
             "sm-slow.toml" => {
                 assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
                 assert_eq!(outcomes(&r), ["Restored"]);
@@ -440,6 +454,7 @@ fn bad_scenarios_are_refused_naming_the_key() {
         ("a port_down on a port the adapter lacks", format!("{base}[hca]\nports = 1\n[[events]]\nat_ms = 5\nfault = \"port_down\"\nport = 2\nduration_ms = 10\n"), "events[0].port"),
         ("a port_down without its duration", format!("{base}[[events]]\nat_ms = 5\nfault = \"port_down\"\nport = 1\n"), "events[0].duration_ms"),
         ("a port on another fault", format!("{base}[[events]]\nat_ms = 5\nfault = \"hang\"\nport = 1\n"), "events[0].port"),
+        ("a busy target refusing no login", format!("{base}[[events]]\nat_ms = 5\nfault = \"target_busy\"\ncount = 0\n"), "events[0].count"),
         ("a subnet manager slower than an hour", format!("{base}[hca]\nsm_sweep_ms = 3600001\n"), "hca.sm_sweep_ms"),
         ("another client called ibal", format!("{base}[[clients]]\nname = \"ibal\"\nkind = \"custom\"\n[[clients]]\nname = \"d\"\nkind = \"srp\"\n"), "clients[0].name"),
     ];

@@ -43,6 +43,9 @@ impl BusHandle for Bus<'_> {
     fn policy(&self) -> Policy {
         *self.coord.policy()
     }
+    fn port(&self, port: u8) -> Option<PortView> {
+        self.coord.port(port)
+    }
     fn register(&mut self, desc: ClientDesc) -> Result<Registration, RegisterError> {
         let reg = self.coord.register(self.now, desc)?;
         self.bindings[usize::from(reg.id.index)] = Some((reg.id, self.agent));

@@ -58,6 +58,8 @@ pub struct SimHcaStats {
     pub probes: u32,
     pub config_saves: u32,
     pub config_restores: u32,
+    /// Logins the remote targets refused as busy (`target_busy`).
+    pub logins_refused: u32,
 }
 
 /// The simulated adapter. Time is handed in by the host with [`SimHca::set_now`].
@@ -79,6 +81,8 @@ pub struct SimHca {
     stats: SimHcaStats,
     verbs: SimVerbs,
     ports: SimPorts,
+    /// Logins the remote targets still refuse as busy.
+    busy_logins: u32,
 }
 
 impl SimHca {
@@ -99,6 +103,7 @@ impl SimHca {
             stats: SimHcaStats::default(),
             verbs: SimVerbs::new(config.verbs),
             ports: SimPorts::new(config.ports, config.link_up, config.sm_sweep),
+            busy_logins: 0,
         }
     }
 
@@ -189,6 +194,11 @@ impl SimHca {
     /// the adapter does not have.
     pub fn pull_cable(&mut self, port: u8, duration: Duration) -> bool {
         self.ports.pull_cable(port, self.now, duration)
+    }
+
+    /// The remote targets refuse the next `count` logins as busy.
+    pub fn refuse_logins(&mut self, count: u32) {
+        self.busy_logins = self.busy_logins.saturating_add(count);
     }
 
     /// The ports, for the host to poll for changes.
@@ -294,6 +304,15 @@ macro_rules! peer_ops {
 }
 
 impl Fabric for SimHca {
+    fn remote_login_refused(&mut self) -> bool {
+        if self.busy_logins == 0 {
+            return false;
+        }
+        self.busy_logins -= 1;
+        self.stats.logins_refused += 1;
+        true
+    }
+
     fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
         self.verbs.wire_take(wanted)
     }

@@ -316,6 +316,7 @@ impl SimHost {
                 }
                 self.report_ports();
             }
+            Fault::TargetBusy(count) => self.hca.refuse_logins(count),
             Fault::ClientRequest { agent } => {
                 let id = self.agents.get(usize::from(agent)).and_then(|a| a.id());
                 if let Some(id) = id {

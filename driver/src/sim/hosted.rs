@@ -60,6 +60,9 @@ impl<D> BusHandle for ThreadCtx<'_, D> {
     fn policy(&self) -> Policy {
         self.bus.policy()
     }
+    fn port(&self, port: u8) -> Option<PortView> {
+        self.bus.inspect(|c| c.port(port))
+    }
     fn register(&mut self, desc: ClientDesc) -> Result<Registration, RegisterError> {
         self.queued = true;
         self.bus.register_queued(desc, Arc::clone(self.me))

@@ -41,6 +41,8 @@ pub enum Fault {
         port: u8,
         duration: Duration,
     },
+    /// The remote targets refuse the next `count` logins as busy.
+    TargetBusy(u32),
 }
 
 impl Fault {
@@ -107,7 +109,8 @@ impl Fault {
             | Fault::FwActivate
             | Fault::AdminRestart
             | Fault::ClientRequest { .. }
-            | Fault::PortDown { .. } => return None,
+            | Fault::PortDown { .. }
+            | Fault::TargetBusy(_) => return None,
         })
     }
 
@@ -130,6 +133,7 @@ impl Fault {
             Fault::FwActivate => "fw_activate",
             Fault::AdminRestart => "admin_restart",
             Fault::PortDown { .. } => "port_down",
+            Fault::TargetBusy(_) => "target_busy",
             _ => "client_request",
         }
     }
@@ -141,7 +145,7 @@ impl Fault {
 
     /// Whether it takes a count (`reset_fails`).
     pub const fn takes_count(self) -> bool {
-        matches!(self, Fault::ResetFails(_))
+        matches!(self, Fault::ResetFails(_) | Fault::TargetBusy(_))
     }
 
     /// The fault called `name` in a scenario file, with `count` where it takes one.

@@ -104,4 +104,7 @@ forward!(Fabric {
     fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
         self.with(|h| h.wire_take(wanted))
     }
+    fn remote_login_refused(&mut self) -> bool {
+        self.with(|h| h.remote_login_refused())
+    }
 );

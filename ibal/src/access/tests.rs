@@ -37,6 +37,9 @@ impl BusHandle for Rig {
     fn policy(&self) -> Policy {
         Policy::default()
     }
+    fn port(&self, _: u8) -> Option<hcabus::coordinator::PortView> {
+        None
+    }
     fn register(&mut self, _: ClientDesc) -> Result<Registration, RegisterError> {
         panic!("{NO_BUS}")
     }

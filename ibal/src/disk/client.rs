@@ -29,6 +29,9 @@ pub struct SrpClient {
     execute_at: Option<(Instant, Epoch)>,
     /// Refused logins back off up to `io_hold_timeout`.
     login: Connector,
+    /// Its port is usable: Active, or never reported (a bus that does not model ports).
+    /// After RESET it counts as down until PORT_ACTIVE (SPEC §4).
+    port_up: bool,
     pub refusals: u32,
 }
 
@@ -61,6 +64,7 @@ impl SrpClient {
             connect_at: None,
             execute_at: None,
             login: Connector::new("SRP login"),
+            port_up: true,
             refusals: 0,
         })
     }
@@ -116,11 +120,20 @@ impl SrpClient {
             .config
             .hold_timeout(&bus.policy())
             .unwrap_or(Duration::MAX);
+        if e == crate::errors::CreateError::TargetBusy {
+            self.disk.stats.logins_refused_busy += 1;
+        }
         let name = self.desc.name;
         match self.login.refused(name.as_str(), now, limit, e, bus.rng()) {
             Some(t) => self.connect_at = Some(t),
             None => self.disk.hold_expired(),
         }
+    }
+
+    /// Whether its port is usable now: Active, or not known to the bus.
+    fn port_usable<B: ClientBus + ?Sized>(&self, bus: &B) -> bool {
+        bus.port(self.disk.config.port)
+            .is_none_or(|p| p.state == PortState::Active)
     }
 
     fn execute<B: ClientBus + ?Sized>(&mut self, bus: &mut B, epoch: Epoch) {
@@ -160,8 +173,9 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
         match bus.register(self.desc) {
             Ok(r) => {
                 self.id = Some(r.id);
+                self.port_up = self.port_usable(bus);
                 if r.state.in_service() {
-                    self.connect_at = Some(bus.now());
+                    self.connect_at = self.port_up.then(|| bus.now());
                 } else {
                     // Late: hold everything until RESET_END.
                     self.disk.blocked = true;
@@ -181,6 +195,9 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
             Event::Reset { epoch, .. } => {
                 self.disk.on_reset(&self.ibal, bus);
                 self.connect_at = None;
+                // After the hardware reset every port the bus knows is down until
+                // PORT_ACTIVE; one it never reported is taken as up.
+                self.port_up = bus.port(self.disk.config.port).is_none();
                 if self.disk.config.boot {
                     // The paging path cannot wait for a worker thread.
                     self.execute(bus, epoch);
@@ -190,7 +207,8 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
             }
             Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
                 self.disk.failed = None;
-                self.connect_at = Some(now);
+                // Logs in only on an Active port: otherwise its PORT_ACTIVE will.
+                self.connect_at = self.port_up.then_some(now);
                 // A fresh device: a login that gave up before gets another chance.
                 self.login.fresh_device();
             }
@@ -207,8 +225,25 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
                 self.connect_at = None;
                 self.deliver_upward(now);
             }
-            // Not yet waited for: the initiator logs in at RESET_END as if its port were
-            // Active (docs/clients.md, "Ports").
+            Event::PortActive { port, .. } if port == self.disk.config.port => {
+                self.port_up = true;
+                // Down and not failed: log in now (RESET_END may have come first).
+                let waiting = !self.disk.is_up() && self.disk.failed.is_none();
+                if waiting && self.execute_at.is_none() && self.connect_at.is_none() {
+                    self.connect_at = Some(now);
+                }
+            }
+            Event::PortDown { port, .. } if port == self.disk.config.port => {
+                self.port_up = false;
+                self.connect_at = None;
+                if self.disk.is_connected() {
+                    // A transport loss: take the commands in flight back, as at RESET, and
+                    // log in again when the port is back.
+                    self.disk.stats.port_losses += 1;
+                    self.disk.on_reset(&self.ibal, bus);
+                }
+            }
+            // Another port's news.
             Event::PortActive { .. } | Event::PortDown { .. } => {}
         }
     }
