@@ -126,13 +126,15 @@ bitflags! {
 }
 
 /// The version of the ABI this build speaks. Version 2 grew the policy structure (RESET_QUERY's
-/// deadline, the client request limit, auto_recover, the paging hold); every other structure
-/// is the same in both.
-pub const ABI_VERSION: u16 = 2;
+/// deadline, the client request limit, auto_recover, the paging hold); version 3 grew
+/// QUERY_STATE's answer by each port's state and LID. Every other structure is the same in all.
+pub const ABI_VERSION: u16 = 3;
 /// The oldest version still served: a version-1 request gets the version-1 layout.
 pub const ABI_VERSION_MIN: u16 = 1;
 /// Bytes of the policy structure in version 1 (its first 72 bytes in version 2).
 pub const POLICY_V1_BYTES: usize = 72;
+/// Bytes of QUERY_STATE's answer before version 3 (its first 160 bytes in version 3).
+pub const STATE_V2_BYTES: usize = 160;
 /// "None" in a `u64` field (no last reset, no latency yet).
 pub const NONE_U64: u64 = u64::MAX;
 
@@ -194,8 +196,11 @@ pub struct StateOut {
     pub last_total_us: u64,
     /// The flight recorder's next sequence number.
     pub log_next_seq: u64,
+    /// Version 3: port 1 and port 2.
+    pub ports: [PortOut; 2],
 }
-const_assert_eq!(size_of::<StateOut>(), 160);
+const_assert_eq!(size_of::<StateOut>(), 176);
+const_assert_eq!(offset_of!(StateOut, ports), STATE_V2_BYTES);
 const_assert_eq!(offset_of!(StateOut, epoch), 8);
 const_assert_eq!(offset_of!(StateOut, vendor_id), 40);
 const_assert_eq!(offset_of!(StateOut, clients), 48);
@@ -204,6 +209,18 @@ const_assert_eq!(offset_of!(StateOut, last_epoch), 104);
 const_assert_eq!(offset_of!(StateOut, last_reason), 112);
 const_assert_eq!(offset_of!(StateOut, last_quiesce_us), 120);
 const_assert_eq!(offset_of!(StateOut, log_next_seq), 152);
+
+/// One port in QUERY_STATE (version 3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortOut {
+    /// `PortState` as its number (1 Down .. 4 Active); 0: the hardware never reported it.
+    pub state: u32,
+    /// The LID while Active, else 0.
+    pub lid: u32,
+}
+const_assert_eq!(size_of::<PortOut>(), 8);
+const_assert_eq!(offset_of!(PortOut, lid), 4);
 
 /// Input of LIST_CLIENTS.
 #[repr(C)]

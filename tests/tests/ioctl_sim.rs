@@ -18,7 +18,12 @@ fn ioctl(host: &mut SimHost, code: u32, input: &[u8], cap: usize) -> (Reply, Vec
 fn state(host: &mut SimHost) -> StateOut {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
-    let (r, out) = ioctl(host, IOCTL_HCABUS_QUERY_STATE, &input, 160);
+    let (r, out) = ioctl(
+        host,
+        IOCTL_HCABUS_QUERY_STATE,
+        &input,
+        size_of::<StateOut>(),
+    );
     assert_eq!(r.status, NtStatus::SUCCESS);
     StateOut::decode(&out).expect("state")
 }

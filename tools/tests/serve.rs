@@ -15,6 +15,9 @@ use serde_json::Value;
 mod common;
 use common::{json, text, Server};
 
+/// QUERY_STATE's answer in the ABI version this build speaks.
+const STATE_BYTES: u32 = size_of::<StateOut>() as u32;
+
 #[test]
 fn hcactl_drives_a_live_simulator_through_resets() {
     let server = Server::start("ctl");
@@ -186,19 +189,23 @@ fn malformed_frames_get_their_status_or_a_closed_connection_and_the_server_keeps
     let socket = server.socket.clone();
     // A client that opens, sends half a frame and goes silent must not stall anyone.
     let mut slow = UnixStream::connect(&socket).expect("connect");
-    slow.write_all(&frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160)[..10])
+    slow.write_all(&frame(IOCTL_HCABUS_QUERY_STATE, &query(), STATE_BYTES)[..10])
         .expect("half");
     let ok = |s: &Path| {
-        let r = exchange(s, &frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160), false);
+        let r = exchange(
+            s,
+            &frame(IOCTL_HCABUS_QUERY_STATE, &query(), STATE_BYTES),
+            false,
+        );
         assert_eq!(
             r.map(|(st, out)| (st, out.len())),
-            Some((0, 160)),
+            Some((0, STATE_BYTES as usize)),
             "still serving"
         );
     };
     ok(&socket);
 
-    let mut wrong_magic = frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160);
+    let mut wrong_magic = frame(IOCTL_HCABUS_QUERY_STATE, &query(), STATE_BYTES);
     wrong_magic[0] = b'X';
     assert_eq!(
         exchange(&socket, &wrong_magic, false),
@@ -207,7 +214,7 @@ fn malformed_frames_get_their_status_or_a_closed_connection_and_the_server_keeps
     );
     ok(&socket);
 
-    let truncated = frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160);
+    let truncated = frame(IOCTL_HCABUS_QUERY_STATE, &query(), STATE_BYTES);
     assert_eq!(
         exchange(&socket, &truncated[..20], true),
         None,
@@ -215,7 +222,7 @@ fn malformed_frames_get_their_status_or_a_closed_connection_and_the_server_keeps
     );
     ok(&socket);
 
-    let mut oversized = frame(IOCTL_HCABUS_QUERY_STATE, &[], 160);
+    let mut oversized = frame(IOCTL_HCABUS_QUERY_STATE, &[], STATE_BYTES);
     oversized[8..12].copy_from_slice(&(64 * 1024 + 1u32).to_le_bytes());
     assert_eq!(
         exchange(&socket, &oversized, false),
@@ -238,13 +245,13 @@ fn malformed_frames_get_their_status_or_a_closed_connection_and_the_server_keeps
     let mut wrong_version = query();
     wrong_version[4] = 9;
     assert_eq!(
-        status(frame(IOCTL_HCABUS_QUERY_STATE, &wrong_version, 160)),
+        status(frame(IOCTL_HCABUS_QUERY_STATE, &wrong_version, STATE_BYTES)),
         Some(NtStatus::REVISION_MISMATCH)
     );
     let mut wrong_size = query();
     wrong_size[0] = 12;
     assert_eq!(
-        status(frame(IOCTL_HCABUS_QUERY_STATE, &wrong_size, 160)),
+        status(frame(IOCTL_HCABUS_QUERY_STATE, &wrong_size, STATE_BYTES)),
         Some(NtStatus::INVALID_BUFFER_SIZE)
     );
     // Several requests on one connection, and many connections at once.
@@ -254,11 +261,11 @@ fn malformed_frames_get_their_status_or_a_closed_connection_and_the_server_keeps
             std::thread::spawn(move || {
                 let mut s = UnixStream::connect(&socket).expect("connect");
                 for _ in 0..20 {
-                    s.write_all(&frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160))
+                    s.write_all(&frame(IOCTL_HCABUS_QUERY_STATE, &query(), STATE_BYTES))
                         .expect("write");
                     let mut head = [0u8; 12];
                     s.read_exact(&mut head).expect("head");
-                    let mut body = [0u8; 160];
+                    let mut body = [0u8; STATE_BYTES as usize];
                     s.read_exact(&mut body).expect("body");
                     assert_eq!(&head[4..8], &[0, 0, 0, 0]);
                 }
@@ -448,11 +455,11 @@ fn connections_past_the_cap_are_closed_and_the_server_keeps_serving() {
     for mut s in held.iter() {
         s.set_read_timeout(Some(Duration::from_secs(30)))
             .expect("timeout");
-        let _ = s.write_all(&frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160));
+        let _ = s.write_all(&frame(IOCTL_HCABUS_QUERY_STATE, &query(), STATE_BYTES));
         let mut head = [0u8; 12];
         match s.read_exact(&mut head) {
             Ok(()) => {
-                let mut body = [0u8; 160];
+                let mut body = [0u8; STATE_BYTES as usize];
                 s.read_exact(&mut body).expect("body");
                 answered += 1;
             }
@@ -476,7 +483,7 @@ fn connections_past_the_cap_are_closed_and_the_server_keeps_serving() {
     loop {
         let r = exchange(
             &server.socket,
-            &frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160),
+            &frame(IOCTL_HCABUS_QUERY_STATE, &query(), STATE_BYTES),
             false,
         );
         if r.is_some() {
@@ -494,7 +501,7 @@ fn connections_past_the_cap_are_closed_and_the_server_keeps_serving() {
 fn a_frame_dripped_byte_by_byte_is_dropped_at_its_deadline() {
     let server = Server::start("drip");
     let mut s = UnixStream::connect(&server.socket).expect("connect");
-    let bytes = frame(IOCTL_HCABUS_QUERY_STATE, &query(), 160);
+    let bytes = frame(IOCTL_HCABUS_QUERY_STATE, &query(), STATE_BYTES);
     // 15 bytes a second apart: longer than the server's 10 s for a whole frame.
     for b in &bytes[..15] {
         if s.write_all(std::slice::from_ref(b)).is_err() {

@@ -280,6 +280,11 @@ impl StateOut {
         put_u32(buf, offset_of!(StateOut, max_clients), self.max_clients);
         put_u32(buf, offset_of!(StateOut, last_reason), self.last_reason);
         put_u32(buf, offset_of!(StateOut, last_result), self.last_result);
+        for (i, p) in self.ports.iter().enumerate() {
+            let at = offset_of!(StateOut, ports) + i * size_of::<PortOut>();
+            put_u32(buf, at + offset_of!(PortOut, state), p.state);
+            put_u32(buf, at + offset_of!(PortOut, lid), p.lid);
+        }
     }
 
     pub fn decode(buf: &[u8]) -> Option<Self> {
@@ -311,6 +316,14 @@ impl StateOut {
             last_restore_us: u64_at(offset_of!(StateOut, last_restore_us))?,
             last_total_us: u64_at(offset_of!(StateOut, last_total_us))?,
             log_next_seq: u64_at(offset_of!(StateOut, log_next_seq))?,
+            // A version-2 answer stops before the ports: none reported.
+            ports: core::array::from_fn(|i| {
+                let at = offset_of!(StateOut, ports) + i * size_of::<PortOut>();
+                PortOut {
+                    state: get_u32(buf, at).unwrap_or(0),
+                    lid: get_u32(buf, at + offset_of!(PortOut, lid)).unwrap_or(0),
+                }
+            }),
         })
     }
 }
@@ -413,6 +426,15 @@ pub const fn policy_bytes(version: u16) -> usize {
     }
 }
 
+/// Bytes of QUERY_STATE's answer in ABI `version`.
+pub const fn state_bytes(version: u16) -> usize {
+    if version < 3 {
+        STATE_V2_BYTES
+    } else {
+        size_of::<StateOut>()
+    }
+}
+
 /// The input size of `code` in ABI `version`.
 pub fn input_size_of(code: u32, version: u16) -> Option<usize> {
     match code {
@@ -425,6 +447,7 @@ pub fn input_size_of(code: u32, version: u16) -> Option<usize> {
 pub fn min_output_of(code: u32, version: u16) -> usize {
     match code {
         IOCTL_HCABUS_GET_POLICY => policy_bytes(version),
+        IOCTL_HCABUS_QUERY_STATE => state_bytes(version),
         _ => min_output(code),
     }
 }

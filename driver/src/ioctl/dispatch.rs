@@ -47,7 +47,9 @@ impl Reply {
 /// A request, decoded and validated: nothing has been done yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Decoded<'a> {
-    QueryState,
+    QueryState {
+        version: u16,
+    },
     ListClients {
         start: u32,
     },
@@ -90,7 +92,9 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
     let bad = NtStatus::INVALID_PARAMETER;
     let size = NtStatus::INVALID_BUFFER_SIZE;
     Ok(match code {
-        IOCTL_HCABUS_QUERY_STATE => Decoded::QueryState,
+        IOCTL_HCABUS_QUERY_STATE => Decoded::QueryState {
+            version: InputHeader::decode(input).map_or(ABI_VERSION, |h| h.version),
+        },
         IOCTL_HCABUS_GET_POLICY => Decoded::GetPolicy {
             version: header.version,
         },
@@ -194,9 +198,12 @@ pub fn dispatch<D: IoctlDevice + ?Sized>(
 fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8]) -> Reply {
     let now = dev.now();
     match request {
-        Decoded::QueryState => {
-            state_out(dev.coordinator()).encode(out);
-            Reply::ok(size_of::<StateOut>())
+        Decoded::QueryState { version } => {
+            let mut full = [0u8; size_of::<StateOut>()];
+            state_out(dev.coordinator()).encode(&mut full);
+            let n = state_bytes(version);
+            out[..n].copy_from_slice(&full[..n]);
+            Reply::ok(n)
         }
         Decoded::ListClients { start } => list_clients(dev.coordinator(), start, out),
         Decoded::ReadLog { since, max } => read_log(dev.coordinator(), since, max, out),
@@ -282,6 +289,14 @@ pub fn state_out(coord: &Coordinator) -> StateOut {
         last_restore_us: us(last.and_then(|r| r.restore())),
         last_total_us: us(last.and_then(|r| r.total())),
         log_next_seq: coord.recorder().next_seq(),
+        ports: core::array::from_fn(|i| {
+            coord
+                .port(i as u8 + 1)
+                .map_or(PortOut::default(), |p| PortOut {
+                    state: p.state as u32,
+                    lid: p.lid.into(),
+                })
+        }),
     }
 }
 

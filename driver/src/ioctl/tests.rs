@@ -132,7 +132,7 @@ fn query_state_reports_state_identity_and_counters() {
         4096,
         Rights::READ,
     );
-    assert_eq!(r, Reply::ok(160));
+    assert_eq!(r, Reply::ok(size_of::<StateOut>()));
     let s = StateOut::decode(&out).expect("decodes");
     assert_eq!(state_name(s.state), "Operational");
     assert_eq!((s.epoch, s.clients, s.max_clients), (1, 2, 8));
@@ -323,7 +323,13 @@ fn every_write_code_on_a_removed_device_is_an_invalid_device_request_and_changes
     assert_eq!(fingerprint(&d), before);
     assert!(d.injected.is_empty(), "nothing reached the simulator");
     // Reading still works: an administrator can see what happened.
-    let (r, out) = call(&mut d, IOCTL_HCABUS_QUERY_STATE, &empty(), 160, ALL);
+    let (r, out) = call(
+        &mut d,
+        IOCTL_HCABUS_QUERY_STATE,
+        &empty(),
+        size_of::<StateOut>(),
+        ALL,
+    );
     assert!(r.status.is_success());
     assert_eq!(get_u32(&out, 0), Some(State::Removed as u32));
 }
@@ -457,7 +463,7 @@ fn malformed_requests_get_their_status_and_change_nothing() {
             "query with no output room",
             IOCTL_HCABUS_QUERY_STATE,
             empty(),
-            159,
+            size_of::<StateOut>() - 1,
             Rights::READ,
             NtStatus::BUFFER_TOO_SMALL,
         ),
@@ -565,11 +571,61 @@ fn query_state_reports_preparing_as_state_7() {
         &mut d,
         IOCTL_HCABUS_QUERY_STATE,
         &empty(),
-        160,
+        size_of::<StateOut>(),
         Rights::READ,
     );
     let s = StateOut::decode(&out).expect("state");
     assert_eq!(s.state, 7);
     assert_eq!(state_name(s.state), "Preparing");
     assert_eq!(s.flags & 1, 1, "a reset is in progress");
+}
+
+#[test]
+fn query_state_answers_each_version_in_its_own_size_and_version_3_carries_the_ports() {
+    let mut d = dev();
+    d.coord
+        .port_changed(d.now, 2, crate::types::PortState::Active, 0x21)
+        .expect("port 2 exists");
+    let mut v2 = empty();
+    put_u16(&mut v2, offset_of!(InputHeader, version), 2);
+    let (r, out) = call(&mut d, IOCTL_HCABUS_QUERY_STATE, &v2, STATE_V2_BYTES, ALL);
+    assert_eq!((r.status, r.bytes), (NtStatus::SUCCESS, STATE_V2_BYTES));
+    let s = StateOut::decode(&out).expect("a version-2 answer decodes");
+    assert_eq!(
+        s.ports,
+        [PortOut::default(); 2],
+        "no ports before version 3"
+    );
+    let (r, _) = call(
+        &mut d,
+        IOCTL_HCABUS_QUERY_STATE,
+        &empty(),
+        STATE_V2_BYTES,
+        ALL,
+    );
+    assert_eq!(
+        r.status,
+        NtStatus::BUFFER_TOO_SMALL,
+        "version 3 needs the ports' room"
+    );
+    let (r, out) = call(
+        &mut d,
+        IOCTL_HCABUS_QUERY_STATE,
+        &empty(),
+        size_of::<StateOut>(),
+        ALL,
+    );
+    assert_eq!(
+        (r.status, r.bytes),
+        (NtStatus::SUCCESS, size_of::<StateOut>())
+    );
+    let s = StateOut::decode(&out).expect("state");
+    assert_eq!(s.ports[0], PortOut::default(), "port 1 never reported");
+    assert_eq!(
+        s.ports[1],
+        PortOut {
+            state: crate::types::PortState::Active as u32,
+            lid: 0x21
+        }
+    );
 }

@@ -91,7 +91,7 @@ impl Bus {
     pub(crate) fn state(&mut self) -> Result<StateOut, Failure> {
         let mut input = [0u8; 8];
         encode_empty(&mut input);
-        let out = self.call(IOCTL_HCABUS_QUERY_STATE, &input, 160)?;
+        let out = self.call(IOCTL_HCABUS_QUERY_STATE, &input, size_of::<StateOut>())?;
         StateOut::decode(&out).ok_or_else(|| Failure::Usage("short QUERY_STATE answer".into()))
     }
 

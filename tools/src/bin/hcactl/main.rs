@@ -143,6 +143,15 @@ fn reason_name(code: u32) -> &'static str {
     hcabus::types::ResetReason::try_from(code).map_or("-", |r| r.as_str())
 }
 
+/// The ports the bus knows (state 0: never reported), as (number, state, LID while Active).
+fn ports(s: &StateOut) -> impl Iterator<Item = (u8, &'static str, Option<u32>)> + '_ {
+    s.ports.iter().zip(1u8..).filter_map(|(p, port)| {
+        let state = hcabus::types::PortState::from_u8(u8::try_from(p.state).ok()?)?;
+        let lid = (state == hcabus::types::PortState::Active).then_some(p.lid);
+        Some((port, state.as_str(), lid))
+    })
+}
+
 fn status(bus: &mut Bus, as_json: bool) -> Outcome {
     let s = bus.state()?;
     let fw = (
@@ -178,6 +187,9 @@ fn status(bus: &mut Bus, as_json: bool) -> Outcome {
                 "total_us": (s.last_total_us != NONE_U64).then_some(s.last_total_us),
             })),
             "log_next_seq": s.log_next_seq,
+            "ports": ports(&s).map(|(port, state, lid)| json!({
+                "port": port, "state": state, "lid": lid,
+            })).collect::<Vec<_>>(),
         });
         say!("{v:#}");
         return Ok(());
@@ -197,6 +209,15 @@ fn status(bus: &mut Bus, as_json: bool) -> Outcome {
         s.vendor_id, s.device_id, s.subsys_vendor_id, s.subsys_id, s.node_guid, s.serial, fw.0, fw.1, fw.2
     );
     say!("clients      {} of {}", s.clients, s.max_clients);
+    let listed: Vec<String> = ports(&s)
+        .map(|(port, state, lid)| match lid {
+            Some(lid) => format!("{port} {state} (LID 0x{lid:x})"),
+            None => format!("{port} {state}"),
+        })
+        .collect();
+    if !listed.is_empty() {
+        say!("ports        {}", listed.join(", "));
+    }
     say!(
         "resets       {} started, {} restored, {} failed, {} aborted; {} refusals; {} PnP operations",
         s.resets_started, s.resets_restored, s.resets_failed, s.resets_aborted, s.refusals, s.pnp_operations
