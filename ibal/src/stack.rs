@@ -260,7 +260,36 @@ pub fn random_stack(seed: u64) -> StackSetup {
     if rng.gen_bool(0.4) {
         setup.clients.extend(awkward_client(rng.gen_bool(0.5)));
     }
+    // One run in three models the fabric: slow links and subnet manager, cables pulled, a
+    // busy target. Drawn last, so the draws above give the setups they always gave.
+    if rng.gen_bool(1.0 / 3.0) {
+        random_fabric(&mut rng, &mut setup);
+    }
     setup
+}
+
+fn random_fabric(rng: &mut impl rand::Rng, setup: &mut StackSetup) {
+    use hcabus::sim::Fault;
+    use hcabus::{Duration, Instant};
+    let hca = &mut setup.sim.hca;
+    hca.link_up = Duration::from_ms(rng.gen_range(0..1_500));
+    hca.sm_sweep = Duration::from_ms(rng.gen_range(0..3_000));
+    let ports = hca.ports;
+    for _ in 0..rng.gen_range(0..3) {
+        let fault = Fault::PortDown {
+            port: rng.gen_range(1..=ports),
+            duration: Duration::from_ms(rng.gen_range(10..2_000)),
+        };
+        let at = Instant::from_ms(rng.gen_range(300..7_000));
+        setup.sim.faults.push((at, fault));
+    }
+    if rng.gen_bool(0.5) {
+        let at = Instant::from_ms(rng.gen_range(300..6_000));
+        setup
+            .sim
+            .faults
+            .push((at, Fault::TargetBusy(rng.gen_range(1..20))));
+    }
 }
 
 /// A scripted client that vetoes every planned reset, or one that never answers anything.
