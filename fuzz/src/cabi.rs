@@ -96,13 +96,15 @@ fn assert_documented(s: HcabusStatus) {
 
 fn config(r: &mut Reader<'_>) -> HcabusSimConfig {
     let shape = r.u8();
-    // Deadlines are kept short so that every program's resets end within its wait.
+    // Deadlines are kept short (never 0, which means the multi-second default) so that every
+    // program's resets end within moments: a client that never executes waits them out in
+    // real time.
     let mut c = HcabusSimConfig {
         size: size_of::<HcabusSimConfig>() as u32,
         max_clients: u32::from(r.u8() % 8),
-        quiesce_deadline_ms: u32::from(r.u8() % 64),
-        query_deadline_ms: u32::from(r.u8() % 32),
-        hw_reset_ms: u32::from(r.u8() % 16),
+        quiesce_deadline_ms: 1 + u32::from(r.u8() % 32),
+        query_deadline_ms: 1 + u32::from(r.u8() % 16),
+        hw_reset_ms: u32::from(r.u8() % 8),
         reserved: 0,
     };
     if shape & 1 != 0 {
