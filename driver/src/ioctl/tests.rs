@@ -72,6 +72,17 @@ fn call(d: &mut Dev, code: u32, input: &[u8], cap: usize, rights: Rights) -> (Re
     (r, out)
 }
 
+/// QUERY_STATE in the current ABI, with room for all of it.
+fn query_state(d: &mut Dev) -> (Reply, Vec<u8>) {
+    call(
+        d,
+        IOCTL_HCABUS_QUERY_STATE,
+        &empty(),
+        size_of::<StateOut>(),
+        ALL,
+    )
+}
+
 fn empty() -> Vec<u8> {
     let mut b = vec![0u8; 8];
     encode_empty(&mut b);
@@ -323,13 +334,7 @@ fn every_write_code_on_a_removed_device_is_an_invalid_device_request_and_changes
     assert_eq!(fingerprint(&d), before);
     assert!(d.injected.is_empty(), "nothing reached the simulator");
     // Reading still works: an administrator can see what happened.
-    let (r, out) = call(
-        &mut d,
-        IOCTL_HCABUS_QUERY_STATE,
-        &empty(),
-        size_of::<StateOut>(),
-        ALL,
-    );
+    let (r, out) = query_state(&mut d);
     assert!(r.status.is_success());
     assert_eq!(get_u32(&out, 0), Some(State::Removed as u32));
 }
@@ -608,13 +613,7 @@ fn query_state_answers_each_version_in_its_own_size_and_version_3_carries_the_po
         NtStatus::BUFFER_TOO_SMALL,
         "version 3 needs the ports' room"
     );
-    let (r, out) = call(
-        &mut d,
-        IOCTL_HCABUS_QUERY_STATE,
-        &empty(),
-        size_of::<StateOut>(),
-        ALL,
-    );
+    let (r, out) = query_state(&mut d);
     assert_eq!(
         (r.status, r.bytes),
         (NtStatus::SUCCESS, size_of::<StateOut>())

@@ -33,8 +33,8 @@ fn port(s: &mut Stepper, port: u8, state: PortState, lid: u16) {
     s.pump();
 }
 
-/// Runs a forced reset in which every client executes at once, to its end.
-fn reset(s: &mut Stepper, ids: &[ClientId]) {
+/// Starts a forced reset in which every client of `ids` executes at once.
+fn reset_executed(s: &mut Stepper, ids: &[ClientId]) {
     s.call(|c, now| c.admin_reset(now, AdminReset::Forced))
         .expect("reset");
     s.pump();
@@ -44,6 +44,11 @@ fn reset(s: &mut Stepper, ids: &[ClientId]) {
             .expect("execute");
         s.pump();
     }
+}
+
+/// Runs a forced reset in which every client executes at once, to its end.
+fn reset(s: &mut Stepper, ids: &[ClientId]) {
+    reset_executed(s, ids);
     s.advance(1_000);
     assert_eq!(s.c().state(), State::Operational);
 }
@@ -165,12 +170,7 @@ fn a_port_back_before_the_restore_ends_is_announced_right_after_reset_end() {
     let mut s = stepper();
     port(&mut s, 1, PortState::Active, 7);
     let a = reg(&mut s, "a");
-    s.call(|c, now| c.admin_reset(now, AdminReset::Forced))
-        .expect("reset");
-    s.pump();
-    let e = reset_epoch_of(&s, a);
-    s.call(|c, now| c.reset_execute(now, a, e))
-        .expect("execute");
+    reset_executed(&mut s, &[a]);
     let held = s.drive_to_restoring().expect("restoring");
     // Reported during the reset: recorded, told to nobody yet.
     port(&mut s, 1, PortState::Active, 12);
@@ -203,13 +203,7 @@ fn a_failed_device_tells_its_zombies_nothing_of_ports() {
     port(&mut s, 1, PortState::Active, 7);
     let a = reg(&mut s, "a");
     s.hca_mut().never_return();
-    s.call(|c, now| c.admin_reset(now, AdminReset::Forced))
-        .expect("reset");
-    s.pump();
-    let e = reset_epoch_of(&s, a);
-    s.call(|c, now| c.reset_execute(now, a, e))
-        .expect("execute");
-    s.pump();
+    reset_executed(&mut s, &[a]);
     for _ in 0..120 {
         s.advance(10_000);
     }
