@@ -659,7 +659,7 @@ impl Coordinator {
         let mut w = HashWriter(h);
         let _ = write!(
             w,
-            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
             self.stage,
             self.epoch,
             self.slots,
@@ -670,7 +670,8 @@ impl Coordinator {
             self.health_outstanding,
             self.storm,
             self.fw,
-            self.replacement
+            self.replacement,
+            self.ports
         );
         for a in actions {
             let _ = write!(w, "{a:?}");

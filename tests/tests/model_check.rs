@@ -6,7 +6,7 @@
 //! contract: in queue order, with calls interleaving between deliveries), the earliest timer
 //! firing, a hardware step completing at once, failing, completing later (after any other
 //! moves) or never, a catastrophic health read, a command timeout, surprise removal, an
-//! administrator's reset, restart or policy change. Budgets bound it: each client registers at
+//! administrator's reset, restart or policy change, port 1 reported Active or Down. Budgets bound it: each client registers at
 //! most twice, two faults, two administrator actions, and nothing starts a reset once the
 //! epoch is 3 (two resets deep).
 //!
@@ -63,6 +63,9 @@ enum Move {
     AdminPlanned,
     AdminRestart,
     PolicyAbortOnUnresponsive,
+    /// The hardware reports port 1 Active (with a new LID) or Down.
+    PortActive,
+    PortDown,
 }
 
 #[derive(Debug, Clone, Copy, Default, Hash)]
@@ -96,6 +99,8 @@ struct World {
     health_counter: u32,
     faults_left: u8,
     admin_left: u8,
+    port_reports_left: u8,
+    next_lid: u16,
 }
 
 fn identity() -> Identity {
@@ -150,7 +155,12 @@ impl World {
             health_counter: 0,
             faults_left: 2,
             admin_left: 2,
+            port_reports_left: 2,
+            next_lid: 1,
         };
+        // The adapter's port 1 is up as the bus starts, before anyone registers.
+        w.c.port_changed(Instant::ZERO, 1, PortState::Active, 1)
+            .expect("port 1 exists");
         w.drain();
         // Everyone registered; each may leave and come back once.
         for i in 0..CLIENTS {
@@ -176,8 +186,14 @@ impl World {
         );
         h.write(
             format!(
-                "{armed:?}{:?}{:?}{:?}{flags:?}{}{}",
-                self.hung, self.inbox, self.clients, self.faults_left, self.admin_left
+                "{armed:?}{:?}{:?}{:?}{flags:?}{}{}{}{}",
+                self.hung,
+                self.inbox,
+                self.clients,
+                self.faults_left,
+                self.admin_left,
+                self.port_reports_left,
+                self.next_lid
             )
             .as_bytes(),
         );
@@ -264,6 +280,9 @@ impl World {
         }
         if self.admin_left > 0 {
             m.push(Move::PolicyAbortOnUnresponsive);
+        }
+        if self.port_reports_left > 0 {
+            m.extend([Move::PortActive, Move::PortDown]);
         }
         m
     }
@@ -427,6 +446,16 @@ impl World {
             Move::AdminRestart => {
                 self.admin_left -= 1;
                 let _ = self.c.admin_restart(now);
+            }
+            Move::PortActive | Move::PortDown => {
+                self.port_reports_left -= 1;
+                let (state, lid) = if mv == Move::PortActive {
+                    self.next_lid += 1;
+                    (PortState::Active, self.next_lid)
+                } else {
+                    (PortState::Down, 0)
+                };
+                self.c.port_changed(now, 1, state, lid).expect("port 1");
             }
             Move::PolicyAbortOnUnresponsive => {
                 self.admin_left -= 1;
