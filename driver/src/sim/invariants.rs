@@ -83,7 +83,10 @@ impl InvariantChecker {
             if w.id != Some(c.id) {
                 // Outside the barrier of a reset under way means late, whatever the state
                 // (a registrant during restore is already Active: its RESET_END is queued).
-                let late = coord.reset_in_progress() && !c.in_barrier;
+                // While Preparing nothing is torn down yet: a newcomer is running, and joins
+                // the barrier if the reset goes ahead.
+                let late =
+                    coord.reset_in_progress() && !c.in_barrier && coord.state() != State::Preparing;
                 self.on_register(c.id, late, c.state == ClientState::Failed);
             }
         }
@@ -126,7 +129,8 @@ impl InvariantChecker {
             // Fabric news goes only to a client that is running: never between its RESET and
             // that reset's outcome (after RESET every port counts as down until PORT_ACTIVE
             // follows RESET_END), never to a zombie, never to a late registrant before its end.
-            if w.awaiting_terminal || w.queried || w.late || w.zombie {
+            // A client asked about a planned reset (RESET_QUERY) still runs: it may hear it.
+            if w.awaiting_terminal || w.late || w.zombie {
                 self.violate(format_args!("{client} got {kind} in the middle of a reset"));
             }
             return;
