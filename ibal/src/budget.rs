@@ -44,7 +44,9 @@ impl Needs {
     /// What the spec's client takes; `None` for a scripted client, which uses no verbs.
     pub fn of(spec: &ClientSpec) -> Option<Needs> {
         match spec {
-            ClientSpec::Disk { config, .. } => Some(disk(config)),
+            ClientSpec::Disk { config, .. } | ClientSpec::DiskPath { config, .. } => {
+                Some(disk(config))
+            }
             ClientSpec::Ipoib { config, .. } => Some(ipoib(config)),
             ClientSpec::Uverbs { .. } => Some(user_verbs()),
             ClientSpec::Scripted { .. } => None,
@@ -132,7 +134,8 @@ pub fn check(setup: &StackSetup) -> Result<(), BudgetError> {
         };
         // What a disk's queue depth sizes is charged to that key; anything else is the
         // client's as a whole.
-        let sized = matches!(spec, ClientSpec::Disk { .. }).then_some("queue_depth");
+        let sized = matches!(spec, ClientSpec::Disk { .. } | ClientSpec::DiskPath { .. })
+            .then_some("queue_depth");
         let refuse = |key: Option<&'static str>, message: String| BudgetError {
             client: i,
             key,

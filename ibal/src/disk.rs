@@ -259,6 +259,19 @@ impl SrpDisk {
         !matches!(self.link, Link::Down)
     }
 
+    /// A free slot: room for one more I/O.
+    pub fn has_room(&self) -> bool {
+        self.slots.iter().any(|s| s.state == SlotState::Free)
+    }
+
+    /// The newest I/O waiting to be sent, taken out of the disk (for another path).
+    fn pop_queued_back(&mut self) -> Option<IoRequest> {
+        let i = self.queue.pop_back()?;
+        let slot = &mut self.slots[usize::from(i)];
+        slot.state = SlotState::Free;
+        Some(slot.req)
+    }
+
     pub fn is_up(&self) -> bool {
         self.link == Link::Up && !self.blocked
     }

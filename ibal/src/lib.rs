@@ -17,6 +17,7 @@ pub mod errors;
 pub mod handle;
 pub mod ibal_client;
 pub mod ipoib;
+pub mod multipath;
 pub mod pattern;
 pub mod retry;
 pub mod srp;

@@ -8,6 +8,7 @@
 //! with a login delay.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
 use hcabus::fabric::{Fabric, RemoteError};
@@ -164,11 +165,33 @@ struct Pending {
 /// Most commands the target holds at once.
 const TARGET_QUEUE: usize = 1024;
 
-/// A remote SRP target with one LUN of real blocks.
+/// The blocks of one LUN, shared by the target ports every path to it reaches: what one
+/// path writes, another reads.
+#[derive(Debug, Clone)]
+pub struct Lun(Arc<Mutex<Vec<u8>>>);
+
+impl Lun {
+    /// `n_blocks` blocks, each filled with a pattern the initiator's workload can predict.
+    pub fn new(lun_id: u32, n_blocks: u64) -> Self {
+        let mut blocks = std::vec![0u8; n_blocks as usize * BLOCK_SIZE];
+        for (lba, b) in blocks.chunks_exact_mut(BLOCK_SIZE).enumerate() {
+            fill_pattern(initial_seed(lun_id, lba as u64), b);
+        }
+        Lun(Arc::new(Mutex::new(blocks)))
+    }
+
+    /// The blocks; a port that panicked with them held left them whole (a block is
+    /// written by one copy), so the lock is taken over.
+    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A remote SRP target port with one LUN of real blocks.
 #[derive(Debug, Clone)]
 pub struct SrpTarget {
     lid: Lid,
-    blocks: Vec<u8>,
+    blocks: Lun,
     /// The live connection: the target's QP and the initiator's.
     conn: Option<(Qpn, RemoteQp)>,
     next_qpn: u32,
@@ -183,13 +206,14 @@ impl SrpTarget {
     /// A target at `lid` whose LUN has `n_blocks` blocks, each filled with a pattern the
     /// initiator's workload can predict.
     pub fn new(lid: Lid, lun_id: u32, n_blocks: u64) -> Self {
-        let mut blocks = std::vec![0u8; n_blocks as usize * BLOCK_SIZE];
-        for (lba, b) in blocks.chunks_exact_mut(BLOCK_SIZE).enumerate() {
-            fill_pattern(initial_seed(lun_id, lba as u64), b);
-        }
+        Self::with_lun(lid, Lun::new(lun_id, n_blocks))
+    }
+
+    /// A target port at `lid` onto `lun`, which other ports may share.
+    pub fn with_lun(lid: Lid, lun: Lun) -> Self {
         SrpTarget {
             lid,
-            blocks,
+            blocks: lun,
             conn: None,
             next_qpn: 0x40_0000 | (u32::from(lid) << 8),
             queue: VecDeque::with_capacity(TARGET_QUEUE),
@@ -281,10 +305,11 @@ impl SrpTarget {
             status,
             checksum,
         };
+        let mut blocks = self.blocks.lock();
         let Some(start) = usize::try_from(cmd.lba)
             .ok()
             .and_then(|l| l.checked_mul(BLOCK_SIZE))
-            .filter(|s| s + BLOCK_SIZE <= self.blocks.len())
+            .filter(|s| s + BLOCK_SIZE <= blocks.len())
         else {
             return rsp(SrpStatus::LbaOutOfRange, 0);
         };
@@ -297,7 +322,7 @@ impl SrpTarget {
                 .map(|()| checksum(&self.scratch))
         } else {
             self.stats.reads += 1;
-            let block = &self.blocks[start..start + BLOCK_SIZE];
+            let block = &blocks[start..start + BLOCK_SIZE];
             hca.remote_rdma_write(me, initiator.qpn, cmd.rkey, cmd.addr, block)
                 .map(|()| checksum(block))
         };
@@ -308,7 +333,7 @@ impl SrpTarget {
             }
             Ok(sum) => {
                 if cmd.write {
-                    self.blocks[start..start + BLOCK_SIZE].copy_from_slice(&self.scratch);
+                    blocks[start..start + BLOCK_SIZE].copy_from_slice(&self.scratch);
                 }
                 rsp(SrpStatus::Good, sum)
             }

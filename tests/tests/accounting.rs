@@ -16,7 +16,7 @@ fn closes(io: &IoStats) -> bool {
 
 /// A stack of `n` data disks at queue depth `qd`, nothing else but the access layer.
 fn disks(n: usize, qd: u16) -> StackSetup {
-    let mut setup = stack::boot_from_san();
+    let mut setup = stack::boot_from_san_fast();
     setup.sim.faults.clear();
     setup.sim.duration = Duration::from_ms(300);
     setup.clients = (0..n)
@@ -138,7 +138,7 @@ fn the_io_of_a_disk_that_never_came_up_is_lost_not_in_flight() {
 
 #[test]
 fn the_default_run_accounts_for_every_io() {
-    let mut host = stack::build(&stack::boot_from_san()).expect("valid");
+    let mut host = stack::build(&stack::boot_from_san_fast()).expect("valid");
     host.run();
     let io = stack::io_stats(&host);
     assert!(closes(&io), "{io:?}");

@@ -27,7 +27,7 @@ fn disk<'a>(host: &'a SimHost, name: &str) -> &'a SrpClient {
 
 #[test]
 fn a_catastrophic_error_under_load_loses_no_io() {
-    let host = run(&stack::boot_from_san());
+    let host = run(&stack::boot_from_san_fast());
     let resets = host.resets();
     assert_eq!(resets.len(), 1);
     assert_eq!(resets[0].outcome, "Restored");
@@ -80,7 +80,7 @@ fn a_catastrophic_error_under_load_loses_no_io() {
 
 #[test]
 fn io_completes_after_the_reset_not_only_before() {
-    let setup = stack::boot_from_san();
+    let setup = stack::boot_from_san_fast();
     let mut host = stack::build(&setup).expect("stack");
     host.run_until(Instant::from_ms(2_300));
     let at_recovery = stack::io_stats(&host).completed;
@@ -95,7 +95,7 @@ fn io_completes_after_the_reset_not_only_before() {
 
 #[test]
 fn held_io_fails_once_as_retryable_past_io_hold_timeout_and_the_disk_comes_back() {
-    let mut setup = stack::boot_from_san();
+    let mut setup = stack::boot_from_san_fast();
     setup.sim.policy.io_hold_timeout_ms = 100;
     setup.sim.hca.hw_reset = Duration::from_ms(800);
     let host = run(&setup);
@@ -137,7 +137,7 @@ fn held_io_fails_once_as_retryable_past_io_hold_timeout_and_the_disk_comes_back(
 
 #[test]
 fn a_reset_that_ends_in_failed_fails_held_io_once_and_nothing_hangs() {
-    let mut setup = stack::boot_from_san();
+    let mut setup = stack::boot_from_san_fast();
     // Every reset assertion fails: retries, then the FLR, then Failed.
     setup
         .sim
@@ -176,7 +176,7 @@ fn a_reset_that_ends_in_failed_fails_held_io_once_and_nothing_hangs() {
 
 #[test]
 fn ipoib_hands_sends_back_and_rejoins_its_groups() {
-    let setup = stack::boot_from_san();
+    let setup = stack::boot_from_san_fast();
     let mut host = stack::build(&setup).expect("stack");
     host.run_until(Instant::from_ms(1_300));
     let before: Vec<_> = host
@@ -215,7 +215,7 @@ fn user_contexts_get_eio_then_reopen_on_the_new_epoch_and_not_after_removal() {
             name: "uverbs".into(),
             config: Default::default(),
         }],
-        ..stack::boot_from_san()
+        ..stack::boot_from_san_fast()
     };
     let mut setup = setup;
     setup.sim.faults.clear();
@@ -259,7 +259,7 @@ fn user_contexts_get_eio_then_reopen_on_the_new_epoch_and_not_after_removal() {
 
 #[test]
 fn the_default_user_process_sees_eio_once_and_keeps_running_on_the_new_epoch() {
-    let host = run(&stack::boot_from_san());
+    let host = run(&stack::boot_from_san_fast());
     let p = *host.agent::<UverbsClient>().expect("uverbs").process();
     assert_eq!(p.eio, 1, "{p:?}");
     assert_eq!(p.opens, 2, "{p:?}");
@@ -310,7 +310,7 @@ fn region(
 
 #[test]
 fn a_peer_s_rdma_read_with_an_old_r_key_works_only_for_a_preserved_region() {
-    let mut setup = stack::boot_from_san();
+    let mut setup = stack::boot_from_san_fast();
     setup.clients.clear();
     setup.sim.faults.clear();
     let mut host = stack::build(&setup).expect("stack");
@@ -376,7 +376,7 @@ fn a_peer_s_rdma_read_with_an_old_r_key_works_only_for_a_preserved_region() {
 
 #[test]
 fn an_unresponsive_client_keeps_stale_handles_that_never_reach_the_new_epoch() {
-    let mut setup = stack::boot_from_san();
+    let mut setup = stack::boot_from_san_fast();
     setup.sim.faults.clear();
     setup.sim.policy.quiesce_deadline_ms = 100;
     setup.clients = vec![ClientSpec::Scripted {
@@ -575,7 +575,7 @@ fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
         ..Behavior::default()
     };
     let first = ("vetoer", ClientFlags::CAN_VETO, vetoer);
-    let (mut host, objects_before) = planned_with(stack::boot_from_san(), first);
+    let (mut host, objects_before) = planned_with(stack::boot_from_san_fast(), first);
     host.run();
     let r = &host.resets()[0];
     assert_eq!(r.outcome, "Aborted");
@@ -595,7 +595,7 @@ fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
 
 #[test]
 fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothing() {
-    let mut setup = stack::boot_from_san();
+    let mut setup = stack::boot_from_san_fast();
     setup.sim.policy.abort_on_unresponsive = true;
     setup.sim.policy.quiesce_deadline_ms = 500;
     // Registered right after IBAL, the wedged client hears RESET after every other client

@@ -83,7 +83,7 @@ fn random_scenarios_keep_every_invariant() {
 #[test]
 fn the_stack_under_load_replays_from_its_seed() {
     let run = |seed| {
-        let mut setup = ibal::stack::boot_from_san();
+        let mut setup = ibal::stack::boot_from_san_fast();
         setup.sim.seed = seed;
         let mut host = ibal::stack::build(&setup).expect("stack");
         host.run();

@@ -29,7 +29,7 @@ fn state(host: &mut SimHost) -> StateOut {
 }
 
 fn quiet_host() -> SimHost {
-    let mut setup = stack::boot_from_san();
+    let mut setup = stack::boot_from_san_fast();
     setup.sim.faults.clear();
     setup.sim.duration = hcabus::Duration::from_ms(60_000);
     stack::build(&setup).expect("stack")

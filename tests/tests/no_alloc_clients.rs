@@ -1,7 +1,7 @@
 //! SPEC §6 with the access layer and every client under load: from the first RESET to the
 //! end of the run (re-creation, re-login, re-issue and steady traffic after it included)
-//! nothing allocates. It runs as its own `main` (no libtest harness) so that no other
-//! thread's allocations are counted.
+//! nothing allocates, on one adapter and with a multipath boot disk on two. It runs as its
+//! own `main` (no libtest harness) so that no other thread's allocations are counted.
 
 use std::alloc::System;
 
@@ -59,10 +59,47 @@ fn ibal_and_every_client_under_load_allocate_nothing_from_reset_on() {
     assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
 }
 
+/// The same with two adapters and the boot disk on a path through each: the failover at
+/// RESET (commands taken back and given to the other adapter's path), the seconds of one
+/// path carrying everything, the ports coming back and both paths in use again.
+fn multipath_failover_allocates_nothing_from_reset_on() {
+    let setup = stack::boot_from_san_multipath();
+    let mut world = stack::build_multi(&setup).expect("host");
+    world.set_alloc_probe(allocations);
+    world.run_until(Instant::from_ms(1_999));
+    assert!(!world.reset_in_progress());
+    let before = allocations();
+    world.run();
+    let during_and_after = allocations() - before;
+
+    let resets = world.resets();
+    assert_eq!(resets.len(), 1);
+    assert_eq!(resets[0].outcome, "Restored");
+    assert_eq!(resets[0].allocations, Some(0), "RESET to last RESET_END");
+    assert_eq!(
+        during_and_after, 0,
+        "RESET, failover, re-login, the ports and both paths after it"
+    );
+    let disks = stack::multipath_disks(&world);
+    let mp = disks[0].0.lock();
+    assert_eq!(
+        mp.path_stats(0).map(|p| p.failovers),
+        Some(1),
+        "it failed over"
+    );
+    drop(mp);
+    let (_, violated) = world.invariants();
+    assert!(violated.is_empty(), "{violated:?}");
+    let io = stack::io_stats_all(&world);
+    assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
+}
+
 /// The suite's entry point (`harness = false`, see tests/Cargo.toml): a failed check panics,
 /// which fails `cargo test`; the closing line is in libtest's form so totals count it.
 fn main() {
     ibal_and_every_client_under_load_allocate_nothing_from_reset_on();
     println!("test ibal_and_every_client_under_load_allocate_nothing_from_reset_on ... ok");
-    println!("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
+    multipath_failover_allocates_nothing_from_reset_on();
+    println!("test multipath_failover_allocates_nothing_from_reset_on ... ok");
+    println!("test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
 }

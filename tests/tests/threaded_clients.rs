@@ -15,11 +15,12 @@ use std::sync::Arc;
 use hcabus::bus::ClientReport;
 use hcabus::coordinator::Config;
 use hcabus::sim::{
-    EventCallback, Hosted, SharedSimHca, SimHca, ThreadedBus, ThreadedHost, Wake, Workers,
+    EventCallback, Hosted, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost, Wake,
+    Workers,
 };
 use hcabus::types::State;
 use hcabus::types::*;
-use hcabus::Policy;
+use hcabus::{Duration, Policy};
 use hcabus_tests::{desc, wait_for};
 use ibal::block::IoStats;
 use ibal::disk::SrpClient;
@@ -99,7 +100,9 @@ impl Stack {
                     let c = UverbsClient::new(name, *config, shared.clone()).expect("name fits");
                     s.uverbs.push(Hosted::start(bus, c, hca.clone(), seed));
                 }
-                ClientSpec::Scripted { .. } => unreachable!("the default has no scripted client"),
+                ClientSpec::Scripted { .. } | ClientSpec::DiskPath { .. } => {
+                    unreachable!("the default has no scripted client and one adapter")
+                }
             }
         }
         s
@@ -143,7 +146,14 @@ fn named(c: &impl ClientReport) -> (String, Vec<EventKind>) {
 }
 
 fn ibal_ipoib_and_the_boot_disk_ride_through_a_catastrophic_error_on_real_threads() {
-    let hca = SharedSimHca::new(SimHca::new(stack::boot_from_san().sim.hca));
+    // The default's adapter with a quick device and fabric: this host runs in real time.
+    let config = SimHcaConfig {
+        hw_reset: Duration::from_ms(200),
+        link_up: Duration::ZERO,
+        sm_sweep: Duration::ZERO,
+        ..stack::boot_from_san().sim.hca
+    };
+    let hca = SharedSimHca::new(SimHca::new(config));
     let host = ThreadedHost::start(
         Config {
             max_clients: 64,

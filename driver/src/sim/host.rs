@@ -199,6 +199,11 @@ impl SimHost {
         &self.checker
     }
 
+    /// Records a violation the host's harness found (a host of several adapters, say).
+    pub fn violate(&mut self, what: core::fmt::Arguments<'_>) {
+        self.checker.violate(what);
+    }
+
     /// Faults applied so far, in order, with when.
     pub fn faults_applied(&self) -> &[(Instant, Fault)] {
         &self.faults[..self.next_fault]
@@ -355,18 +360,7 @@ impl SimHost {
     pub fn run_until(&mut self, until: Instant) {
         loop {
             self.drain();
-            let next = [
-                self.faults.get(self.next_fault).map(|(t, _)| *t),
-                self.timers.next_deadline(),
-                self.agents.iter().filter_map(|a| a.next_wake()).min(),
-                self.ports_modelled
-                    .then(|| self.hca.ports().next_change(self.now))
-                    .flatten(),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            let Some(next) = next.filter(|t| *t <= until) else {
+            let Some(next) = self.next_due().filter(|t| *t <= until) else {
                 self.set_now(until.max(self.now));
                 self.drain();
                 return;
@@ -374,6 +368,22 @@ impl SimHost {
             self.set_now(next.max(self.now));
             self.step_due();
         }
+    }
+
+    /// When something is next due (a fault, a timer, an agent's work, a port change), or
+    /// `None` when nothing ever will be: what a host of several adapters steps them by.
+    pub fn next_due(&self) -> Option<Instant> {
+        [
+            self.faults.get(self.next_fault).map(|(t, _)| *t),
+            self.timers.next_deadline(),
+            self.agents.iter().filter_map(|a| a.next_wake()).min(),
+            self.ports_modelled
+                .then(|| self.hca.ports().next_change(self.now))
+                .flatten(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn set_now(&mut self, now: Instant) {

@@ -7,6 +7,7 @@ pub mod hca;
 pub mod host;
 pub mod hosted;
 pub mod invariants;
+pub mod multi;
 pub mod report;
 pub mod scenarios;
 pub mod setup;
@@ -26,6 +27,7 @@ pub use hca::{SimHca, SimHcaConfig, SimHcaStats, SimPorts};
 pub use host::{AllocProbe, HostStats, SimHost};
 pub use hosted::{Hosted, ThreadCtx, Wake, Workers};
 pub use invariants::InvariantChecker;
+pub use multi::{MultiHost, MultiHostError};
 pub use report::ResetReport;
 pub use setup::{
     draw_recovery_policy, random_setup, shaped_faults, Fault, SimSetup, COMMAND_TIMEOUT,

@@ -29,6 +29,8 @@ pub struct ResetReport {
     pub requests: u32,
     pub soft_attempts: u8,
     pub flr_used: bool,
+    /// The adapter, in a host of several (SPEC §9); `None` (and not reported) with one.
+    pub hca: Option<String>,
 }
 
 /// Most resets a run reports; reserved so that reporting never grows a vector mid-run.
@@ -106,6 +108,7 @@ impl ResetReport {
             requests: r.requests,
             soft_attempts: r.soft_attempts,
             flr_used: r.flr_used,
+            hca: None,
         }
     }
 
@@ -124,7 +127,7 @@ impl ResetReport {
 impl serde::Serialize for ResetReport {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut m = s.serialize_struct("ResetReport", 12)?;
+        let mut m = s.serialize_struct("ResetReport", 13)?;
         m.serialize_field("epoch", &self.epoch.0)?;
         m.serialize_field("reason", self.reason_name())?;
         m.serialize_field("outcome", &self.outcome)?;
@@ -137,6 +140,10 @@ impl serde::Serialize for ResetReport {
         m.serialize_field("veto_reason", &self.veto_reason)?;
         m.serialize_field("allocations", &self.allocations)?;
         m.serialize_field("pnp_operations", &self.pnp_operations)?;
+        match &self.hca {
+            Some(hca) => m.serialize_field("hca", hca)?,
+            None => m.skip_field("hca")?,
+        }
         m.end()
     }
 }

@@ -7,6 +7,7 @@ use hcabus::{Duration, Instant};
 
 use crate::block::*;
 use crate::ibal_client::{EventLog, SharedIbal};
+use crate::multipath::SharedMultipath;
 use crate::retry::{ClientProblem, Connector};
 use crate::srp::*;
 
@@ -32,7 +33,16 @@ pub struct SrpClient {
     /// Its port is usable: Active, or never reported (a bus that does not model ports).
     /// After RESET it counts as down until PORT_ACTIVE (SPEC §4).
     port_up: bool,
+    /// One path of a multipath disk: I/O comes from, and goes back to, the disk's queue.
+    path: Option<PathOf>,
     pub refusals: u32,
+}
+
+/// Which disk a path belongs to, and which of its paths it is.
+#[derive(Debug, Clone)]
+struct PathOf {
+    mp: SharedMultipath,
+    index: usize,
 }
 
 impl SrpClient {
@@ -65,8 +75,36 @@ impl SrpClient {
             execute_at: None,
             login: Connector::new("SRP login"),
             port_up: true,
+            path: None,
             refusals: 0,
         })
+    }
+
+    /// Path `index` of the multipath disk `mp`, on the adapter whose access layer is
+    /// `ibal`: its own initiator, QP and target port onto the disk's shared LUN; `config`
+    /// gives its port and queue depth, the workload is the disk's.
+    pub fn new_path(
+        name: &str,
+        config: DiskConfig,
+        ibal: SharedIbal,
+        mp: SharedMultipath,
+        index: usize,
+    ) -> Option<Self> {
+        let config = DiskConfig {
+            iops: 0,
+            // Waiting I/O waits in the disk's queue, not on a path.
+            hold_capacity: 0,
+            ..config
+        };
+        let mut client = Self::new(name, config, ibal)?;
+        client.target = SrpTarget::with_lun(config.target_lid, mp.lock().lun().clone());
+        client.path = Some(PathOf { mp, index });
+        Some(client)
+    }
+
+    /// The multipath disk this client is a path of, and which path.
+    pub fn multipath(&self) -> Option<(&SharedMultipath, usize)> {
+        self.path.as_ref().map(|p| (&p.mp, p.index))
     }
 
     pub fn disk(&self) -> &SrpDisk {
@@ -95,6 +133,10 @@ impl SrpClient {
     /// The I/O accounting: every I/O the workload is owed counts `in_flight` when this disk
     /// tracks it on a live path, `lost` otherwise.
     pub fn io_stats(&self) -> IoStats {
+        if self.path.is_some() {
+            // The disk's queue accounts for it (see `Multipath::io_stats`).
+            return IoStats::default();
+        }
         let mut w = self.workload.clone();
         let live = self.is_live_path();
         w.count_outstanding(|id| live && self.disk.tracks(id));
@@ -126,6 +168,8 @@ impl SrpClient {
         let name = self.desc.name;
         match self.login.refused(name.as_str(), now, limit, e, bus.rng()) {
             Some(t) => self.connect_at = Some(t),
+            // A path holds nothing: the disk's queue times out on its own.
+            None if self.path.is_some() => {}
             None => self.disk.hold_expired(),
         }
     }
@@ -145,8 +189,92 @@ impl SrpClient {
     }
 
     fn deliver_upward(&mut self, now: Instant) {
-        while let Some(c) = self.disk.upward.pop_front() {
-            self.workload.complete(c, now);
+        match &self.path {
+            Some(p) => {
+                let mut mp = p.mp.lock();
+                while let Some(c) = self.disk.upward.pop_front() {
+                    mp.complete(p.index, c, now);
+                }
+            }
+            None => {
+                while let Some(c) = self.disk.upward.pop_front() {
+                    self.workload.complete(c, now);
+                }
+            }
+        }
+    }
+
+    /// Tells the disk's queue whether this path serves; a path that does not gives every
+    /// command it still has back to the queue, for another path to re-issue at once.
+    fn sync_path<B: ClientBus + ?Sized>(&mut self, bus: &B) {
+        let Some(p) = &self.path else {
+            return;
+        };
+        let now = bus.now();
+        let mut mp = p.mp.lock();
+        if self.disk.is_up() {
+            if !mp.path_up(p.index) {
+                mp.path_is_up(p.index, now);
+            }
+            return;
+        }
+        let mut moved = false;
+        while let Some(req) = self.disk.pop_queued_back() {
+            mp.give_back(p.index, req);
+            moved = true;
+        }
+        if moved {
+            mp.failed_over(p.index);
+        }
+        match self.disk.failed {
+            Some(status) if !mp.path_dead(p.index) => mp.path_is_dead(p.index, now, status),
+            Some(_) => {}
+            None => {
+                let hold = self.disk.config.hold_timeout(&bus.policy());
+                mp.path_is_down(p.index, now, hold);
+            }
+        }
+    }
+
+    /// The device of this disk failed (`DeviceFailed`) or left (`DeviceRemoved`).
+    fn device_lost<B: ClientBus + ?Sized>(&mut self, bus: &mut B, status: IoStatus) {
+        if self.path.is_some() {
+            // Another path may still serve what this one held: give it back, not fail it.
+            self.disk.on_reset(&self.ibal, bus);
+            self.disk.failed = Some(status);
+        } else {
+            self.disk.on_failed(&self.ibal, bus, status);
+        }
+        self.connect_at = None;
+        self.deliver_upward(bus.now());
+    }
+
+    /// New I/O from the workload: its own, or for a path the disk's queue's.
+    fn take_work<B: ClientBus + ?Sized>(&mut self, bus: &mut B, now: Instant) {
+        let Some(p) = &self.path else {
+            while let Some(req) = self.workload.next_request(now, bus.rng()) {
+                match self.disk.submit(bus, req) {
+                    Ok(()) => self.workload.accepted(req),
+                    Err(req) => {
+                        self.workload.refused(req);
+                        break;
+                    }
+                }
+            }
+            return;
+        };
+        let mut mp = p.mp.lock();
+        mp.generate(now, bus.rng());
+        mp.check_hold(now);
+        while self.disk.is_up() && self.disk.has_room() {
+            let Some(req) = mp.take(p.index) else {
+                break;
+            };
+            if let Err(req) = self.disk.submit(bus, req) {
+                // Room was checked: only a full upward queue refuses; try again later.
+                mp.give_back(p.index, req);
+                break;
+            }
         }
     }
 }
@@ -212,19 +340,10 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
                 // A fresh device: a login that gave up before gets another chance.
                 self.login.fresh_device();
             }
-            Event::ResetFailed { .. } => {
-                self.disk.on_failed(&self.ibal, bus, IoStatus::DeviceFailed);
-                self.connect_at = None;
-                self.deliver_upward(now);
-            }
+            Event::ResetFailed { .. } => self.device_lost(bus, IoStatus::DeviceFailed),
             // Not CAN_VETO, so never asked; were it, silence would be consent.
             Event::ResetQuery { .. } => {}
-            Event::DeviceFatal { .. } => {
-                self.disk
-                    .on_failed(&self.ibal, bus, IoStatus::DeviceRemoved);
-                self.connect_at = None;
-                self.deliver_upward(now);
-            }
+            Event::DeviceFatal { .. } => self.device_lost(bus, IoStatus::DeviceRemoved),
             Event::PortActive { port, .. } if port == self.disk.config.port => {
                 self.port_up = true;
                 // Down and not failed: log in now (RESET_END may have come first).
@@ -246,6 +365,7 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
             // Another port's news.
             Event::PortActive { .. } | Event::PortDown { .. } => {}
         }
+        self.sync_path(bus);
     }
 
     fn next_wake(&self) -> Option<Instant> {
@@ -253,13 +373,21 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
             Link::LoggingIn { ready_at } => Some(ready_at),
             _ => None,
         };
-        let hold = self
-            .disk
-            .hold_deadline
-            .filter(|_| self.disk.blocked && !self.disk.fast_fail);
+        let (work, hold) = match &self.path {
+            Some(p) => {
+                let room = self.disk.is_up() && self.disk.has_room();
+                (p.mp.lock().next_wake(p.index, room), None)
+            }
+            None => (
+                self.workload.next_at(),
+                self.disk
+                    .hold_deadline
+                    .filter(|_| self.disk.blocked && !self.disk.fast_fail),
+            ),
+        };
         [
             self.target.next_due(),
-            self.workload.next_at(),
+            work,
             self.connect_at,
             self.execute_at.map(|(t, _)| t),
             login,
@@ -296,21 +424,16 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
             }
         }
         let held_too_long = self.disk.hold_deadline.is_some_and(|d| d <= now);
-        if self.disk.blocked && !self.disk.fast_fail && held_too_long {
+        if self.path.is_none() && self.disk.blocked && !self.disk.fast_fail && held_too_long {
             self.disk.hold_expired();
         }
         self.deliver_upward(now);
-        while let Some(req) = self.workload.next_request(now, bus.rng()) {
-            match self.disk.submit(bus, req) {
-                Ok(()) => self.workload.accepted(req),
-                Err(req) => {
-                    self.workload.refused(req);
-                    break;
-                }
-            }
-        }
+        self.sync_path(bus);
+        self.take_work(bus, now);
         self.disk.pump(&self.ibal, bus);
         self.deliver_upward(now);
+        // A command the link refused to post stays with a path that is going down.
+        self.sync_path(bus);
         let (hca, rng) = bus.device_and_rng();
         self.target.intake(hca, now, rng);
     }

@@ -1,0 +1,373 @@
+//! A disk with several paths, each through its own adapter (SPEC §7 "Multipath"): one I/O
+//! queue above one SRP initiator per path.
+//!
+//! Each path is an [`SrpClient`](crate::disk::SrpClient) on its adapter's bus that pulls its
+//! share of I/O from the queue here and hands every completion back. When a path's adapter
+//! resets (or its port goes down, or its device fails) the path takes its in-flight
+//! commands back, as a single-path disk does, and gives them straight back to this queue,
+//! where another Active path re-issues them at once: the queue is a hold queue only while no
+//! path is up. Every I/O still completes exactly once, which the workload here checks.
+//!
+//! Shared by the paths' clients across adapters (behind a mutex, as the access layer is);
+//! everything is reserved at creation, so nothing here allocates after start.
+
+use std::collections::VecDeque;
+use std::string::String;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::vec::Vec;
+
+use hcabus::{Duration, Instant};
+use rand::Rng;
+
+use crate::block::*;
+use crate::disk::DiskConfig;
+use crate::srp::Lun;
+
+/// Most paths one disk may have.
+pub const MAX_PATHS: usize = 4;
+
+/// What one path did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PathStats {
+    /// I/Os this path completed upward.
+    pub ios: u64,
+    /// Times the path went down with commands on it that the other paths took over.
+    pub failovers: u32,
+    /// Commands taken back from this path and given to the queue for another path.
+    pub moved: u64,
+    /// Time the path was down after it first came up.
+    pub down_us: u64,
+}
+
+/// What the disk as a whole did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MultipathStats {
+    /// Time with no path up, after the first one came up: the only time I/O waits.
+    pub no_path_us: u64,
+    /// The most I/Os waiting in the queue while no path was up.
+    pub max_held: u64,
+    pub hold_timeouts: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PathState {
+    up: bool,
+    /// The device of this path failed or left: it will not come back by itself.
+    dead: Option<IoStatus>,
+    down_since: Option<Instant>,
+    stats: PathStats,
+}
+
+/// The queue and workload above the paths of one disk.
+#[derive(Debug)]
+pub struct Multipath {
+    name: String,
+    config: DiskConfig,
+    lun: Lun,
+    workload: BlockWorkload,
+    /// I/Os on no path: new ones, and those taken back from a path that went down.
+    queue: VecDeque<IoRequest>,
+    paths: Vec<PathState>,
+    /// The path whose turn it is to take the next I/O (round robin over the up paths).
+    turn: usize,
+    /// The latest instant a path reported: "now" for [`Multipath::next_wake`].
+    now: Instant,
+    ever_up: bool,
+    no_path_since: Option<Instant>,
+    hold_deadline: Option<Instant>,
+    /// Past the hold timeout with no path: I/O fails at once (retryable) until one is up.
+    fast_fail: bool,
+    stats: MultipathStats,
+}
+
+/// The disk's queue, shared by its paths' clients.
+#[derive(Debug, Clone)]
+pub struct SharedMultipath(Arc<Mutex<Multipath>>);
+
+impl SharedMultipath {
+    /// A disk named `name` with `paths` paths; `config` is the workload and the LUN (its
+    /// `port` and `hold_capacity` are each path's business).
+    pub fn new(name: &str, config: DiskConfig, paths: usize) -> Self {
+        let paths = paths.clamp(1, MAX_PATHS);
+        let capacity = usize::from(config.hold_capacity) + paths * usize::from(config.queue_depth);
+        let workload = BlockWorkload::new(WorkloadConfig {
+            iops: config.iops,
+            read_pct: config.read_pct.min(100),
+            lun_id: config.lun_id,
+            n_blocks: config.n_blocks,
+            max_outstanding: capacity,
+        });
+        let path = PathState {
+            up: false,
+            dead: None,
+            down_since: None,
+            stats: PathStats::default(),
+        };
+        SharedMultipath(Arc::new(Mutex::new(Multipath {
+            name: name.into(),
+            config,
+            lun: Lun::new(config.lun_id, config.n_blocks),
+            workload,
+            queue: VecDeque::with_capacity(capacity),
+            paths: std::vec![path; paths],
+            turn: 0,
+            now: Instant::ZERO,
+            ever_up: false,
+            no_path_since: None,
+            hold_deadline: None,
+            fast_fail: false,
+            stats: MultipathStats::default(),
+        })))
+    }
+
+    /// Locks the queue. Its methods leave it whole between statements, so a lock held by
+    /// a client that panicked is taken over rather than poisoning every path.
+    pub fn lock(&self) -> MutexGuard<'_, Multipath> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `other` is this same disk.
+    pub fn same(&self, other: &SharedMultipath) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Multipath {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn config(&self) -> &DiskConfig {
+        &self.config
+    }
+    /// The LUN every path's target port serves.
+    pub fn lun(&self) -> &Lun {
+        &self.lun
+    }
+    pub fn workload(&self) -> &BlockWorkload {
+        &self.workload
+    }
+    pub fn stats(&self) -> &MultipathStats {
+        &self.stats
+    }
+    pub fn paths(&self) -> usize {
+        self.paths.len()
+    }
+    pub fn path_stats(&self, path: usize) -> Option<PathStats> {
+        self.paths.get(path).map(|p| p.stats)
+    }
+    pub fn path_up(&self, path: usize) -> bool {
+        self.paths.get(path).is_some_and(|p| p.up)
+    }
+    pub fn path_dead(&self, path: usize) -> bool {
+        self.paths.get(path).is_some_and(|p| p.dead.is_some())
+    }
+    /// I/Os waiting on no path.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn any_up(&self) -> bool {
+        self.paths.iter().any(|p| p.up)
+    }
+
+    /// The queue holds `id` (it is owed, and a path will take it).
+    pub fn tracks(&self, id: u64) -> bool {
+        self.queue.iter().any(|r| r.id == id)
+    }
+
+    fn see(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+    }
+
+    /// Takes the workload's I/O due at `now` into the queue: held there while no path is
+    /// up, failed at once past the hold timeout or when every path's device is gone.
+    pub fn generate(&mut self, now: Instant, rng: &mut impl Rng) {
+        self.see(now);
+        while let Some(req) = self.workload.next_request(now, rng) {
+            let dead = self.paths.iter().all(|p| p.dead.is_some());
+            if let Some(status) = dead.then(|| self.paths[0].dead).flatten() {
+                self.workload.accepted(req);
+                self.fail_one(req, status, now);
+            } else if self.fast_fail {
+                self.workload.accepted(req);
+                self.fail_one(req, IoStatus::Retryable, now);
+            } else if self.queue.len() < self.queue.capacity() {
+                self.queue.push_back(req);
+                self.workload.accepted(req);
+                if !self.any_up() && self.ever_up {
+                    self.stats.max_held = self.stats.max_held.max(self.queue.len() as u64);
+                }
+            } else {
+                self.workload.refused(req);
+                break;
+            }
+        }
+    }
+
+    fn fail_one(&mut self, req: IoRequest, status: IoStatus, now: Instant) {
+        let c = IoCompletion {
+            id: req.id,
+            status,
+            checksum: 0,
+        };
+        self.workload.complete(c, now);
+    }
+
+    /// Whether `path` may take the next I/O: it is up, and it is its turn or the path
+    /// whose turn it is cannot take it.
+    fn may_take(&self, path: usize) -> bool {
+        let turn_up = self.paths.get(self.turn).is_some_and(|p| p.up);
+        self.path_up(path) && !self.queue.is_empty() && (self.turn == path || !turn_up)
+    }
+
+    /// The next I/O for `path`, if it may take one; the turn passes to the next up path.
+    pub fn take(&mut self, path: usize) -> Option<IoRequest> {
+        if !self.may_take(path) {
+            return None;
+        }
+        let req = self.queue.pop_front()?;
+        let n = self.paths.len();
+        self.turn = (1..=n)
+            .map(|k| (path + k) % n)
+            .find(|&p| self.paths[p].up)
+            .unwrap_or(path);
+        Some(req)
+    }
+
+    /// When `path` next has work here: at once when it may take an I/O and has room for
+    /// it, else the workload's next tick or the hold deadline.
+    pub fn next_wake(&self, path: usize, has_room: bool) -> Option<Instant> {
+        let now = (has_room && self.may_take(path)).then_some(self.now);
+        let hold = self.hold_deadline.filter(|_| !self.fast_fail);
+        [now, self.workload.next_at(), hold]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// `path` is logged in and serving.
+    pub fn path_is_up(&mut self, path: usize, now: Instant) {
+        self.see(now);
+        let Some(p) = self.paths.get_mut(path) else {
+            return;
+        };
+        if let Some(since) = p.down_since.take() {
+            p.stats.down_us += now.saturating_since(since).as_us();
+        }
+        p.up = true;
+        p.dead = None;
+        if let Some(since) = self.no_path_since.take() {
+            self.stats.no_path_us += now.saturating_since(since).as_us();
+        }
+        self.ever_up = true;
+        self.hold_deadline = None;
+        self.fast_fail = false;
+    }
+
+    /// `path` went down (RESET, its port, its device): no more I/O for it. With no path
+    /// left, the queue holds until `hold` (the disk's hold timeout; `None`: for ever).
+    pub fn path_is_down(&mut self, path: usize, now: Instant, hold: Option<Duration>) {
+        self.see(now);
+        let Some(p) = self.paths.get_mut(path) else {
+            return;
+        };
+        if p.up && self.ever_up {
+            p.down_since = Some(now);
+        }
+        p.up = false;
+        // Down but not dead: its device is back (RESET_END), or was never gone.
+        p.dead = None;
+        if self.turn == path {
+            self.turn = (path + 1) % self.paths.len();
+        }
+        if !self.any_up() && self.ever_up && self.no_path_since.is_none() {
+            self.no_path_since = Some(now);
+            self.stats.max_held = self.stats.max_held.max(self.queue.len() as u64);
+            if self.hold_deadline.is_none() {
+                self.hold_deadline = hold.map(|t| now + t);
+            }
+        }
+    }
+
+    /// `path`'s device failed (`DeviceFailed`) or left (`DeviceRemoved`). When that leaves
+    /// no path that may come back, everything queued fails with it.
+    pub fn path_is_dead(&mut self, path: usize, now: Instant, status: IoStatus) {
+        self.path_is_down(path, now, None);
+        if let Some(p) = self.paths.get_mut(path) {
+            p.dead = Some(status);
+        }
+        if self.paths.iter().all(|p| p.dead.is_some()) {
+            self.fail_queued(status, now);
+        }
+    }
+
+    /// A command `path` took back: it goes first (the caller hands them over newest
+    /// first, so the oldest ends up at the front).
+    pub fn give_back(&mut self, path: usize, req: IoRequest) {
+        if self.queue.len() < self.queue.capacity() {
+            self.queue.push_front(req);
+        } else {
+            // Cannot happen: the queue has room for every path's commands at once.
+            log::error!(
+                "{}: the queue is full; command {} dropped",
+                self.name,
+                req.id
+            );
+        }
+        if let Some(p) = self.paths.get_mut(path) {
+            p.stats.moved += 1;
+        }
+    }
+
+    /// `path` went down with commands on it, which it gave back: a failover.
+    pub fn failed_over(&mut self, path: usize) {
+        if let Some(p) = self.paths.get_mut(path) {
+            p.stats.failovers += 1;
+        }
+    }
+
+    /// One completion `path` delivered.
+    pub fn complete(&mut self, path: usize, c: IoCompletion, now: Instant) {
+        self.see(now);
+        if c.status == IoStatus::Ok {
+            if let Some(p) = self.paths.get_mut(path) {
+                p.stats.ios += 1;
+            }
+        }
+        self.workload.complete(c, now);
+    }
+
+    /// Past the hold deadline with no path: fail what is held, once, as retryable.
+    pub fn check_hold(&mut self, now: Instant) {
+        self.see(now);
+        if self.fast_fail || !self.hold_deadline.is_some_and(|d| d <= now) {
+            return;
+        }
+        self.fast_fail = true;
+        self.stats.hold_timeouts += 1;
+        self.fail_queued(IoStatus::Retryable, now);
+    }
+
+    fn fail_queued(&mut self, status: IoStatus, now: Instant) {
+        while let Some(req) = self.queue.pop_front() {
+            self.fail_one(req, status, now);
+        }
+    }
+
+    /// Stops the workload (the run is over, or a test wants quiet).
+    pub fn stop(&mut self) {
+        self.workload.stop();
+    }
+
+    /// The I/O accounting: an owed I/O is in flight when the queue or a path still has it
+    /// and some path is live (`live` says which paths are), else lost.
+    pub fn io_stats(&self, live: bool, on_a_path: impl Fn(u64) -> bool) -> IoStats {
+        let mut w = self.workload.clone();
+        w.count_outstanding(|id| live && (self.tracks(id) || on_a_path(id)));
+        let mut stats = *w.stats();
+        if self.config.boot {
+            stats.paging_failed = stats.failed;
+        }
+        stats
+    }
+}

@@ -1,0 +1,100 @@
+//! A host of several adapters (SPEC §9 `[[hcas]]`): one stack per adapter, the paths of
+//! multipath disks spread over them, all on one clock ([`MultiHost`]).
+
+use std::string::String;
+use std::vec::Vec;
+
+use hcabus::sim::MultiHost;
+
+use super::{build_with, io_stats, net_stats, BuildError, StackSetup};
+use crate::block::IoStats;
+use crate::disk::{DiskConfig, SrpClient};
+use crate::ipoib::NetStats;
+use crate::multipath::{SharedMultipath, MAX_PATHS};
+
+/// One adapter: its name and its stack (adapter, policy, faults, clients).
+#[derive(Debug, Clone)]
+pub struct AdapterSetup {
+    pub name: String,
+    pub stack: StackSetup,
+}
+
+/// A disk with paths through several adapters: its workload and LUN, and how many paths
+/// (one [`ClientSpec::DiskPath`] on each adapter it names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultipathSpec {
+    pub name: String,
+    pub config: DiskConfig,
+    pub paths: usize,
+}
+
+/// A host of several adapters.
+#[derive(Debug, Clone)]
+pub struct MultiSetup {
+    pub name: String,
+    pub seed: u64,
+    pub adapters: Vec<AdapterSetup>,
+    pub disks: Vec<MultipathSpec>,
+}
+
+/// Adapter `i`'s seed: the run's seed for the first, a different stream for each other.
+pub fn adapter_seed(seed: u64, i: usize) -> u64 {
+    seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Builds every adapter's stack, checked against its budget, on one clock.
+pub fn build_multi(setup: &MultiSetup) -> Result<MultiHost, BuildError> {
+    let disks: Vec<SharedMultipath> = setup
+        .disks
+        .iter()
+        .map(|d| SharedMultipath::new(&d.name, d.config, d.paths.min(MAX_PATHS)))
+        .collect();
+    let mut hosts = Vec::with_capacity(setup.adapters.len());
+    for (i, a) in setup.adapters.iter().enumerate() {
+        crate::budget::check(&a.stack).map_err(BuildError::Budget)?;
+        let mut stack = a.stack.clone();
+        stack.sim.seed = adapter_seed(setup.seed, i);
+        hosts.push((a.name.clone(), build_with(&stack, &disks)?));
+    }
+    MultiHost::new(&setup.name, setup.seed, hosts).map_err(BuildError::Adapters)
+}
+
+/// The multipath disks of `world`, each with its paths' clients and their adapters.
+pub fn multipath_disks(world: &MultiHost) -> Vec<(SharedMultipath, Vec<(&str, &SrpClient)>)> {
+    let mut out: Vec<(SharedMultipath, Vec<(&str, &SrpClient)>)> = Vec::new();
+    for (hca, host) in world.hosts() {
+        for c in host.agents_of::<SrpClient>() {
+            let Some((mp, _)) = c.multipath() else {
+                continue;
+            };
+            match out.iter_mut().find(|(m, _)| m.same(mp)) {
+                Some((_, paths)) => paths.push((hca.as_str(), c)),
+                None => out.push((mp.clone(), std::vec![(hca.as_str(), c)])),
+            }
+        }
+    }
+    out
+}
+
+/// The I/O accounting of every disk of every adapter, multipath disks once each.
+pub fn io_stats_all(world: &MultiHost) -> IoStats {
+    let mut total = IoStats::default();
+    for (_, host) in world.hosts() {
+        total.add(&io_stats(host));
+    }
+    for (mp, paths) in multipath_disks(world) {
+        let live = paths.iter().any(|(_, c)| c.is_live_path());
+        let on_a_path = |id| paths.iter().any(|(_, c)| c.disk().tracks(id));
+        total.add(&mp.lock().io_stats(live, on_a_path));
+    }
+    total
+}
+
+/// The network accounting of every adapter.
+pub fn net_stats_all(world: &MultiHost) -> NetStats {
+    let mut total = NetStats::default();
+    for (_, host) in world.hosts() {
+        total.add(&net_stats(host));
+    }
+    total
+}

@@ -1,0 +1,171 @@
+//! Several adapters in one host and a boot disk with a path through each (SPEC §7
+//! "Multipath", §9 `[[hcas]]`): failover at RESET, the hold queue only with no path, every
+//! I/O exactly once.
+
+use hcabus::bus::ClientReport;
+use hcabus::sim::{Fault, MultiHost};
+use hcabus::types::EventKind;
+use hcabus::Instant;
+use ibal::disk::SrpClient;
+use ibal::stack::{self, MultiSetup};
+
+fn run(setup: &MultiSetup) -> MultiHost {
+    let mut world = stack::build_multi(setup).expect("valid host");
+    world.run();
+    world
+}
+
+fn boot_paths(world: &MultiHost) -> Vec<(&str, &SrpClient)> {
+    let disks = stack::multipath_disks(world);
+    assert_eq!(disks.len(), 1, "one multipath disk");
+    disks.into_iter().next().expect("one").1
+}
+
+/// The boot disk's own accounting, and its queue's statistics.
+fn boot_disk(world: &MultiHost) -> (ibal::block::IoStats, ibal::multipath::MultipathStats) {
+    let disks = stack::multipath_disks(world);
+    let (mp, paths) = &disks[0];
+    let live = paths.iter().any(|(_, c)| c.is_live_path());
+    let mp = mp.lock();
+    let io = mp.io_stats(live, |id| paths.iter().any(|(_, c)| c.disk().tracks(id)));
+    (io, *mp.stats())
+}
+
+fn assert_exactly_once(world: &MultiHost) {
+    let io = stack::io_stats_all(world);
+    assert_eq!(io.lost, 0, "{io:?}");
+    assert_eq!(io.duplicated, 0, "{io:?}");
+    assert_eq!(io.read_mismatches, 0, "{io:?}");
+    assert_eq!(
+        io.submitted,
+        io.completed + io.failed + io.in_flight + io.lost,
+        "{io:?}"
+    );
+    let (checked, violated) = world.invariants();
+    assert!(checked > 0);
+    assert_eq!(violated, Vec::<String>::new());
+}
+
+#[test]
+fn the_boot_disk_fails_over_at_reset_and_uses_both_paths_again() {
+    let world = run(&stack::boot_from_san_multipath());
+    assert_exactly_once(&world);
+    let resets = world.resets();
+    assert_eq!(resets.len(), 1, "only hca0 resets");
+    assert_eq!(resets[0].hca.as_deref(), Some("hca0"));
+    assert_eq!(resets[0].outcome, "Restored");
+    let paths = boot_paths(&world);
+    let [(a, p0), (b, p1)] = paths[..] else {
+        panic!("two paths: {paths:?}");
+    };
+    assert_eq!((a, b), ("hca0", "hca1"));
+    assert_eq!(
+        p0.events(),
+        [
+            EventKind::Reset,
+            EventKind::ResetEnd,
+            EventKind::PortActive,
+            EventKind::PortActive
+        ]
+    );
+    assert!(
+        p1.events().is_empty(),
+        "hca1 never reset: {:?}",
+        p1.events()
+    );
+    let disks = stack::multipath_disks(&world);
+    let mp = disks[0].0.lock();
+    let (s0, s1) = (
+        mp.path_stats(0).expect("path 0"),
+        mp.path_stats(1).expect("1"),
+    );
+    assert_eq!(s0.failovers, 1, "{s0:?}");
+    assert!(s0.moved >= 1, "commands moved off hca0: {s0:?}");
+    assert_eq!(s1.failovers, 0, "{s1:?}");
+    assert!(
+        s0.down_us > 3_000_000,
+        "hca0's path was down for seconds: {s0:?}"
+    );
+    assert!(
+        mp.path_up(0) && mp.path_up(1),
+        "both paths serve at the end"
+    );
+    assert_eq!(mp.stats().no_path_us, 0, "never without a path");
+    drop(mp);
+    // Both paths carried I/O after the reset too: the last second of I/O is shared.
+    let (io, _) = boot_disk(&world);
+    assert_eq!(io.failed, 0, "{io:?}");
+    assert!(s0.ios > 1_000 && s1.ios > 1_000, "{s0:?} {s1:?}");
+}
+
+#[test]
+fn the_multipath_boot_disk_waits_far_less_than_the_single_path_one() {
+    let single = {
+        let mut host = stack::build(&stack::boot_from_san()).expect("valid");
+        host.run();
+        let boot = host
+            .agents_of::<SrpClient>()
+            .find(|d| d.name() == "bootdisk");
+        let latency_us = boot.expect("boot disk").io_stats().max_latency_us;
+        latency_us
+    };
+    let multi = boot_disk(&run(&stack::boot_from_san_multipath()))
+        .0
+        .max_latency_us;
+    // The single path waits for detection, the device, the link and the subnet manager;
+    // the multipath one only for detection, after which its commands move at once.
+    assert!(single > 4_000_000, "single path: {single} us");
+    assert!(multi < 1_000_000, "multipath: {multi} us");
+}
+
+#[test]
+fn both_adapters_reset_at_once_hold_the_io_until_a_path_is_back() {
+    let mut setup = stack::boot_from_san_multipath();
+    setup.adapters[1]
+        .stack
+        .sim
+        .faults
+        .push((Instant::from_ms(1_400), Fault::Catastrophic));
+    let world = run(&setup);
+    assert_exactly_once(&world);
+    assert_eq!(world.resets().len(), 2);
+    let (io, stats) = boot_disk(&world);
+    assert_eq!(io.failed, 0, "the paging path holds: {io:?}");
+    assert!(stats.no_path_us > 3_000_000, "{stats:?}");
+    assert!(stats.max_held > 0, "the hold queue was used: {stats:?}");
+}
+
+#[test]
+fn a_path_whose_adapter_is_replaced_is_dropped_and_nothing_fails() {
+    let mut setup = stack::boot_from_san_multipath();
+    setup.adapters[0]
+        .stack
+        .sim
+        .faults
+        .insert(0, (Instant::from_ms(1_000), Fault::DeviceReplaced));
+    let world = run(&setup);
+    assert_exactly_once(&world);
+    let resets = world.resets();
+    assert_eq!(resets.len(), 1);
+    assert_eq!(resets[0].outcome, "DeviceReplaced");
+    // The new adapter is PnP's to bring up as a new device; the disk carries on through
+    // hca1 and fails nothing, where a single path would fail everything it held.
+    let (io, _) = boot_disk(&world);
+    assert_eq!(io.failed, 0, "{io:?}");
+    assert!(io.completed > 10_000, "{io:?}");
+    let disks = stack::multipath_disks(&world);
+    let mp = disks[0].0.lock();
+    assert!(mp.path_dead(0), "hca0's path is gone");
+    assert!(mp.path_up(1), "hca1's path serves");
+    assert_eq!(mp.path_stats(0).expect("path 0").failovers, 1);
+}
+
+#[test]
+fn a_run_is_the_same_for_a_seed() {
+    let a = run(&stack::boot_from_san_multipath());
+    let b = run(&stack::boot_from_san_multipath());
+    for ((_, x), (_, y)) in a.hosts().iter().zip(b.hosts()) {
+        assert_eq!(x.flight_record_bytes(), y.flight_record_bytes());
+    }
+    assert_eq!(boot_disk(&a), boot_disk(&b));
+}
