@@ -146,14 +146,27 @@ impl Multipath {
     pub fn workload(&self) -> &BlockWorkload {
         &self.workload
     }
-    pub fn stats(&self) -> &MultipathStats {
-        &self.stats
+    /// What the disk did, a time with no path still running counted up to the latest
+    /// instant a path reported.
+    pub fn stats(&self) -> MultipathStats {
+        let mut s = self.stats;
+        if let Some(since) = self.no_path_since {
+            s.no_path_us += self.now.saturating_since(since).as_us();
+        }
+        s
     }
     pub fn paths(&self) -> usize {
         self.paths.len()
     }
+    /// What `path` did, a time down still running counted as [`Multipath::stats`] does.
     pub fn path_stats(&self, path: usize) -> Option<PathStats> {
-        self.paths.get(path).map(|p| p.stats)
+        self.paths.get(path).map(|p| {
+            let mut s = p.stats;
+            if let Some(since) = p.down_since {
+                s.down_us += self.now.saturating_since(since).as_us();
+            }
+            s
+        })
     }
     pub fn path_up(&self, path: usize) -> bool {
         self.paths.get(path).is_some_and(|p| p.up)

@@ -28,7 +28,7 @@ fn boot_disk(world: &MultiHost) -> (ibal::block::IoStats, ibal::multipath::Multi
     let live = paths.iter().any(|(_, c)| c.is_live_path());
     let mp = mp.lock();
     let io = mp.io_stats(live, |id| paths.iter().any(|(_, c)| c.disk().tracks(id)));
-    (io, *mp.stats())
+    (io, mp.stats())
 }
 
 fn assert_exactly_once(world: &MultiHost) {

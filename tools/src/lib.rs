@@ -13,3 +13,4 @@ pub mod timeline;
 pub mod transport;
 #[cfg(windows)]
 pub mod windows;
+pub mod world;

@@ -1,7 +1,7 @@
 //! The JSON report of SPEC §9. Field names and their order are a contract with outside
 //! tools: keep them exactly.
 
-use hcabus::sim::{ResetReport, SimHost};
+use hcabus::sim::{MultiHost, ResetReport, SimHost};
 use ibal::stack;
 use serde::Serialize;
 
@@ -16,6 +16,42 @@ pub struct Report {
     pub io: IoJson,
     pub net: NetJson,
     pub invariants: InvariantsJson,
+    /// Each adapter's state, in a host of several (`final_state` and `epoch` are the first's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hcas: Option<Vec<HcaJson>>,
+    /// Each multipath disk: its paths and how long it had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multipath: Option<Vec<MultipathJson>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HcaJson {
+    pub name: String,
+    pub final_state: String,
+    pub epoch: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MultipathJson {
+    pub name: String,
+    pub max_latency_us: u64,
+    /// Time with no path up: the only time its I/O waited for the device.
+    pub no_path_us: u64,
+    /// The most I/Os its hold queue held at once (while no path was up).
+    pub max_held: u64,
+    pub paths: Vec<PathJson>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PathJson {
+    pub hca: String,
+    /// I/Os completed through this path.
+    pub ios: u64,
+    /// Times it went down with commands that another path took over.
+    pub failovers: u32,
+    /// Commands taken back from it and re-issued on another path.
+    pub moved: u64,
+    pub down_us: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -26,9 +62,12 @@ pub struct ClientJson {
     pub state: String,
     /// Why the client is not doing its job (could not start, gave up a login); else null.
     pub error: Option<String>,
+    /// Its adapter, in a host of several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hca: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct IoJson {
     pub submitted: u64,
     pub completed: u64,
@@ -44,7 +83,7 @@ pub struct IoJson {
     pub logins_refused: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct NetJson {
     pub sent: u64,
     pub completed_back: u64,
@@ -57,12 +96,10 @@ pub struct InvariantsJson {
     pub violated: Vec<String>,
 }
 
-/// The report of a finished run.
-pub fn build(host: &SimHost) -> Report {
+fn clients(host: &SimHost, hca: Option<&str>) -> Vec<ClientJson> {
     let coord = host.coordinator();
-    let resets = host.resets();
-    let clients = host
-        .agents()
+    let hca = hca.map(String::from);
+    host.agents()
         .iter()
         .map(|a| {
             let info = a.id().and_then(|id| coord.client(id).ok());
@@ -72,25 +109,131 @@ pub fn build(host: &SimHost) -> Report {
                 events: a.events().iter().map(|e| e.as_str().into()).collect(),
                 state: info.map_or("unregistered", |c| c.state.as_str()).into(),
                 error: a.error(),
+                hca: hca.clone(),
             }
         })
-        .collect();
-    let io = stack::io_stats(host);
-    let (logins, logins_refused) = host
-        .agents_of::<ibal::disk::SrpClient>()
+        .collect()
+}
+
+/// SRP logins that succeeded and were refused, over every disk of `host`.
+fn logins(host: &SimHost) -> (u64, u64) {
+    host.agents_of::<ibal::disk::SrpClient>()
         .map(|d| d.disk().stats())
         .fold((0, 0), |(l, r), s| {
             (l + u64::from(s.logins), r + u64::from(s.login_retries))
-        });
-    let net = stack::net_stats(host);
+        })
+}
+
+/// The report of a finished run.
+pub fn build(host: &SimHost) -> Report {
+    let coord = host.coordinator();
     let checker = host.checker();
+    totals(
+        Report {
+            scenario: host.name().into(),
+            seed: host.seed(),
+            final_state: coord.state().as_str().into(),
+            epoch: coord.epoch().0,
+            resets: host.resets(),
+            clients: clients(host, None),
+            io: IoJson::default(),
+            net: NetJson::default(),
+            invariants: InvariantsJson {
+                checked: checker.checked,
+                violated: checker.violations.clone(),
+            },
+            hcas: None,
+            multipath: None,
+        },
+        &stack::io_stats(host),
+        &stack::net_stats(host),
+        logins(host),
+    )
+}
+
+/// The report of a finished run of several adapters.
+pub fn build_many(world: &MultiHost) -> Report {
+    let several = world.hosts().len() > 1;
+    let hca = |name: &str| several.then_some(name.to_string());
+    let first = world.hosts().first().map(|(_, h)| h.coordinator());
+    let (checked, violated) = world.invariants();
+    let login_totals = world.hosts().iter().fold((0, 0), |(l, r), (_, h)| {
+        let (a, b) = logins(h);
+        (l + a, r + b)
+    });
+    totals(
+        Report {
+            scenario: world.name().into(),
+            seed: world.seed(),
+            final_state: first.map_or("-", |c| c.state().as_str()).into(),
+            epoch: first.map_or(0, |c| c.epoch().0),
+            resets: world.resets(),
+            clients: world
+                .hosts()
+                .iter()
+                .flat_map(|(name, h)| clients(h, hca(name).as_deref()))
+                .collect(),
+            io: IoJson::default(),
+            net: NetJson::default(),
+            invariants: InvariantsJson { checked, violated },
+            hcas: Some(
+                world
+                    .hosts()
+                    .iter()
+                    .map(|(name, h)| HcaJson {
+                        name: name.clone(),
+                        final_state: h.coordinator().state().as_str().into(),
+                        epoch: h.coordinator().epoch().0,
+                    })
+                    .collect(),
+            ),
+            multipath: Some(multipath(world)).filter(|m| !m.is_empty()),
+        },
+        &stack::io_stats_all(world),
+        &stack::net_stats_all(world),
+        login_totals,
+    )
+}
+
+/// Each multipath disk of `world`, as the report shows it.
+pub fn multipath(world: &MultiHost) -> Vec<MultipathJson> {
+    stack::multipath_disks(world)
+        .into_iter()
+        .map(|(mp, paths)| {
+            let live = paths.iter().any(|(_, c)| c.is_live_path());
+            let mp = mp.lock();
+            let io = mp.io_stats(live, |id| paths.iter().any(|(_, c)| c.disk().tracks(id)));
+            MultipathJson {
+                name: mp.name().into(),
+                max_latency_us: io.max_latency_us,
+                no_path_us: mp.stats().no_path_us,
+                max_held: mp.stats().max_held,
+                paths: paths
+                    .iter()
+                    .filter_map(|(hca, c)| {
+                        let s = mp.path_stats(c.multipath()?.1)?;
+                        Some(PathJson {
+                            hca: (*hca).into(),
+                            ios: s.ios,
+                            failovers: s.failovers,
+                            moved: s.moved,
+                            down_us: s.down_us,
+                        })
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// `report` with its I/O and network totals filled in.
+fn totals(
+    report: Report,
+    io: &ibal::block::IoStats,
+    net: &ibal::ipoib::NetStats,
+    (logins, logins_refused): (u64, u64),
+) -> Report {
     Report {
-        scenario: host.name().into(),
-        seed: host.seed(),
-        final_state: coord.state().as_str().into(),
-        epoch: coord.epoch().0,
-        resets,
-        clients,
         io: IoJson {
             submitted: io.submitted,
             completed: io.completed,
@@ -108,15 +251,17 @@ pub fn build(host: &SimHost) -> Report {
             completed_back: net.completed_back,
             dropped: net.dropped,
         },
-        invariants: InvariantsJson {
-            checked: checker.checked,
-            violated: checker.violations.clone(),
-        },
+        ..report
     }
 }
 
 /// The report as pretty-printed JSON.
 pub fn to_json(host: &SimHost) -> String {
+    json(&build(host))
+}
+
+/// `report` as pretty-printed JSON.
+pub fn json(report: &Report) -> String {
     // Serializing plain structs of strings and numbers cannot fail.
-    serde_json::to_string_pretty(&build(host)).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }

@@ -16,6 +16,8 @@ use ibal::uverbs::UverbsConfig;
 use ibal::IbalConfig;
 use serde::Deserialize;
 
+mod multi;
+
 /// A scenario the format refused, with the key at fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioError {
@@ -51,8 +53,10 @@ struct File {
     seed: u64,
     #[serde(default = "five_seconds")]
     duration_ms: u64,
+    hca: Option<Hca>,
+    /// Several adapters, instead of `hca` (SPEC §9).
     #[serde(default)]
-    hca: Hca,
+    hcas: Vec<HcaEntry>,
     #[serde(default)]
     policy: PolicyKeys,
     #[serde(default)]
@@ -77,7 +81,7 @@ enum NumOrText {
     Text(String),
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Hca {
     ports: Option<u8>,
@@ -90,6 +94,33 @@ struct Hca {
     fw_version: Option<String>,
     /// An integer or a string ("0x0002c9030010f5e0").
     node_guid: Option<NumOrText>,
+}
+
+/// One of several adapters: its name and the `[hca]` keys. (serde cannot flatten `Hca`
+/// into it and still refuse unknown keys, hence the copy of its fields.)
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HcaEntry {
+    name: String,
+    ports: Option<u8>,
+    hw_reset_ms: Option<u64>,
+    link_up_ms: Option<u64>,
+    sm_sweep_ms: Option<u64>,
+    fw_version: Option<String>,
+    node_guid: Option<NumOrText>,
+}
+
+impl HcaEntry {
+    fn keys(&self) -> Hca {
+        Hca {
+            ports: self.ports,
+            hw_reset_ms: self.hw_reset_ms,
+            link_up_ms: self.link_up_ms,
+            sm_sweep_ms: self.sm_sweep_ms,
+            fw_version: self.fw_version.clone(),
+            node_guid: self.node_guid.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -138,6 +169,10 @@ struct Client {
     request_reset_at_ms: Option<u64>,
     request_every_ms: Option<u64>,
     request_on_reset_end: Option<bool>,
+    /// Its adapter, with several (`[[hcas]]`).
+    hca: Option<String>,
+    /// srp and bootdisk with several adapters: one path through each adapter named.
+    paths: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,6 +186,8 @@ struct EventKeys {
     port: Option<u8>,
     /// `port_down`: how long the cable stays out.
     duration_ms: Option<u64>,
+    /// The adapter it strikes, with several (`[[hcas]]`).
+    hca: Option<String>,
 }
 
 /// The longest link training, subnet-manager sweep or cable pull a scenario may ask for
@@ -160,13 +197,35 @@ const MAX_FABRIC_MS: u64 = 3_600_000;
 /// What a client name must be (the bus's [`hcabus::types::ClientName`] rule).
 const NAME_RULE: &str = "must be 1 to 32 bytes of UTF-8 with no control character (NUL, newline)";
 
-/// Parses a scenario.
-pub fn parse(text: &str) -> Result<StackSetup, ScenarioError> {
+/// A scenario: one adapter (`[hca]` or none) or several (`[[hcas]]`).
+#[derive(Debug, Clone)]
+pub enum Scenario {
+    One(StackSetup),
+    Many(ibal::stack::MultiSetup),
+}
+
+/// Parses a scenario of one adapter or several.
+pub fn parse_any(text: &str) -> Result<Scenario, ScenarioError> {
     let file: File = toml::from_str(text).map_err(|e| {
         // toml names the unknown or mistyped key and its line; keep its words.
         err("", e.to_string().trim_end().to_string())
     })?;
-    build(file)
+    if file.hcas.is_empty() {
+        build(file).map(Scenario::One)
+    } else {
+        multi::build(file).map(Scenario::Many)
+    }
+}
+
+/// Parses a scenario of one adapter; one of several (`[[hcas]]`) is refused by key.
+pub fn parse(text: &str) -> Result<StackSetup, ScenarioError> {
+    match parse_any(text)? {
+        Scenario::One(setup) => Ok(setup),
+        Scenario::Many(_) => Err(err(
+            "hcas",
+            "several adapters: this command runs a host of one (`[hca]`)",
+        )),
+    }
 }
 
 fn fw_version(text: &str) -> Option<u64> {
@@ -175,18 +234,43 @@ fn fw_version(text: &str) -> Option<u64> {
     parts.next().is_none().then_some(v)
 }
 
-fn build(file: File) -> Result<StackSetup, ScenarioError> {
+/// The checks of the run's own keys, whatever its adapters.
+fn check_run(file: &File) -> Result<(), ScenarioError> {
     if file.name.is_empty() {
         return Err(err("name", "must not be empty"));
     }
     if file.duration_ms == 0 || file.duration_ms > 24 * 3_600_000 {
         return Err(err("duration_ms", "must be between 1 and 86400000"));
     }
-    let hca = hca_config(&file.hca)?;
+    Ok(())
+}
+
+fn build(file: File) -> Result<StackSetup, ScenarioError> {
+    check_run(&file)?;
+    // The keys that name adapters mean nothing in a host of one.
+    for (i, c) in file.clients.iter().enumerate() {
+        for (key, set) in [("hca", c.hca.is_some()), ("paths", c.paths.is_some())] {
+            if set {
+                return Err(err(
+                    format!("clients[{i}].{key}"),
+                    "names adapters, but the scenario has none ([[hcas]])",
+                ));
+            }
+        }
+    }
+    if let Some(i) = file.events.iter().position(|e| e.hca.is_some()) {
+        return Err(err(
+            format!("events[{i}].hca"),
+            "names an adapter, but the scenario has none ([[hcas]])",
+        ));
+    }
+    let hca = hca_config(&file.hca.clone().unwrap_or_default(), "hca")?;
     let policy = policy(&file.policy)?;
-    let clients = Clients::build(&file.clients, hca.ports)?;
+    let clients: Vec<(usize, &Client)> = file.clients.iter().enumerate().collect();
+    let clients = Clients::build(&clients, hca.ports)?;
     let with_ibal = clients.with_ibal();
-    let faults = faults(&file, &clients.specs, with_ibal, hca.ports)?;
+    let events: Vec<(usize, &EventKeys)> = file.events.iter().enumerate().collect();
+    let faults = faults(&file, &events, &clients.specs, with_ibal, hca.ports)?;
     let setup = StackSetup {
         sim: SimSetup {
             name: file.name,
@@ -202,22 +286,31 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
         ibal: with_ibal.then(IbalConfig::default),
         clients: clients.specs,
     };
-    ibal::budget::check(&setup).map_err(|e| {
-        let i = clients.file_index[e.client];
+    budget(&setup, &clients.file_index)?;
+    Ok(setup)
+}
+
+/// The budget check of one adapter's stack, its refusal keyed by the file's client index.
+fn budget(setup: &StackSetup, file_index: &[usize]) -> Result<(), ScenarioError> {
+    ibal::budget::check(setup).map_err(|e| {
+        let i = file_index[e.client];
         let key = match e.key {
             Some(k) => format!("clients[{i}].{k}"),
             None => format!("clients[{i}]"),
         };
         err(key, e.message)
-    })?;
-    Ok(setup)
+    })
 }
 
-fn hca_config(keys: &Hca) -> Result<SimHcaConfig, ScenarioError> {
+/// The adapter of `keys`, whose keys are named under `at` (`hca`, `hcas[1]`).
+fn hca_config(keys: &Hca, at: &str) -> Result<SimHcaConfig, ScenarioError> {
     let mut hca = SimHcaConfig::default();
     if let Some(p) = keys.ports {
         if !(1..=2).contains(&p) {
-            return Err(err("hca.ports", "the simulated adapter has 1 or 2 ports"));
+            return Err(err(
+                format!("{at}.ports"),
+                "the simulated adapter has 1 or 2 ports",
+            ));
         }
         hca.ports = p;
     }
@@ -225,19 +318,26 @@ fn hca_config(keys: &Hca) -> Result<SimHcaConfig, ScenarioError> {
         hca.hw_reset = Duration::from_ms(ms);
     }
     for (key, value, to) in [
-        ("hca.link_up_ms", keys.link_up_ms, &mut hca.link_up),
-        ("hca.sm_sweep_ms", keys.sm_sweep_ms, &mut hca.sm_sweep),
+        ("link_up_ms", keys.link_up_ms, &mut hca.link_up),
+        ("sm_sweep_ms", keys.sm_sweep_ms, &mut hca.sm_sweep),
     ] {
         if let Some(ms) = value {
             if ms > MAX_FABRIC_MS {
-                return Err(err(key, format!("must be at most {MAX_FABRIC_MS}")));
+                return Err(err(
+                    format!("{at}.{key}"),
+                    format!("must be at most {MAX_FABRIC_MS}"),
+                ));
             }
             *to = Duration::from_ms(ms);
         }
     }
     if let Some(v) = &keys.fw_version {
-        hca.identity.fw_version = fw_version(v)
-            .ok_or_else(|| err("hca.fw_version", "expected \"major.minor.subminor\""))?;
+        hca.identity.fw_version = fw_version(v).ok_or_else(|| {
+            err(
+                format!("{at}.fw_version"),
+                "expected \"major.minor.subminor\"",
+            )
+        })?;
     }
     if let Some(g) = &keys.node_guid {
         hca.identity.node_guid = match g {
@@ -245,7 +345,7 @@ fn hca_config(keys: &Hca) -> Result<SimHcaConfig, ScenarioError> {
             NumOrText::Text(t) => {
                 let hex = t.strip_prefix("0x").unwrap_or(t);
                 u64::from_str_radix(hex, 16)
-                    .map_err(|_| err("hca.node_guid", "expected a hexadecimal GUID"))?
+                    .map_err(|_| err(format!("{at}.node_guid"), "expected a hexadecimal GUID"))?
             }
         };
     }
@@ -285,8 +385,9 @@ fn policy(p: &PolicyKeys) -> Result<Policy, ScenarioError> {
 fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
     match kind {
         ClientKind::Ibal | ClientKind::Uverbs => &[],
-        ClientKind::BootDisk => &["iops", "queue_depth", "read_pct", "blocks", "port"],
+        ClientKind::BootDisk => &["iops", "queue_depth", "read_pct", "blocks", "port", "paths"],
         ClientKind::Srp => &[
+            "paths",
             "iops",
             "queue_depth",
             "read_pct",
@@ -312,7 +413,7 @@ fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
 impl Client {
     /// The first key set that a client of `kind` does not take.
     fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
-        let set: [(&str, bool); 15] = [
+        let set: [(&str, bool); 16] = [
             ("iops", self.iops.is_some()),
             ("queue_depth", self.queue_depth.is_some()),
             ("read_pct", self.read_pct.is_some()),
@@ -328,6 +429,7 @@ impl Client {
             ("request_reset_at_ms", self.request_reset_at_ms.is_some()),
             ("request_every_ms", self.request_every_ms.is_some()),
             ("request_on_reset_end", self.request_on_reset_end.is_some()),
+            ("paths", self.paths.is_some()),
         ];
         let allowed = allowed_keys(kind);
         set.into_iter()
@@ -349,7 +451,8 @@ struct Clients {
 }
 
 impl Clients {
-    fn build(clients: &[Client], ports: u8) -> Result<Self, ScenarioError> {
+    /// The clients of one adapter, each with its index in the file.
+    fn build(clients: &[(usize, &Client)], ports: u8) -> Result<Self, ScenarioError> {
         let mut out = Clients {
             specs: Vec::new(),
             file_index: Vec::new(),
@@ -360,7 +463,7 @@ impl Clients {
             ports,
         };
         let mut names = std::collections::HashSet::new();
-        for (i, c) in clients.iter().enumerate() {
+        for &(i, c) in clients {
             let at = |key: &str| format!("clients[{i}].{key}");
             if !names.insert(c.name.clone()) {
                 return Err(err(
@@ -397,7 +500,7 @@ impl Clients {
         }
         if out.needs_ibal && !out.has_ibal {
             // The access layer joins implicitly under its own name: nobody else may take it.
-            if let Some(i) = clients.iter().position(|c| c.name == "ibal") {
+            if let Some((i, _)) = clients.iter().find(|(_, c)| c.name == "ibal") {
                 return Err(err(
                     format!("clients[{i}].name"),
                     "\"ibal\" is the access layer's name (it joins because other clients need it)",
@@ -543,12 +646,13 @@ fn custom(i: usize, c: &Client) -> Result<ClientSpec, ScenarioError> {
 /// which becomes the agent index the host gives it (after the access layer, if any).
 fn faults(
     file: &File,
+    events: &[(usize, &EventKeys)],
     specs: &[ClientSpec],
     with_ibal: bool,
     ports: u8,
 ) -> Result<Vec<(Instant, Fault)>, ScenarioError> {
     let mut faults = Vec::new();
-    for (i, e) in file.events.iter().enumerate() {
+    for &(i, e) in events {
         let at = |key: &str| format!("events[{i}].{key}");
         if e.at_ms >= file.duration_ms {
             return Err(err(
@@ -584,10 +688,12 @@ fn faults(
                         "only an admin_reset can come from a client (its reset_request)",
                     ));
                 }
-                let pos = specs
-                    .iter()
-                    .position(|s| s.name() == name)
-                    .ok_or_else(|| err(at("client"), format!("no client called {name:?}")))?;
+                let pos = specs.iter().position(|s| s.name() == name).ok_or_else(|| {
+                    err(
+                        at("client"),
+                        format!("no client called {name:?} on this adapter"),
+                    )
+                })?;
                 Fault::ClientRequest {
                     agent: (pos + usize::from(with_ibal)) as u16,
                 }

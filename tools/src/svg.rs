@@ -48,14 +48,49 @@ fn marker(kind: EventKind) -> (&'static str, &'static str) {
 /// The picture of `host`'s run, focused on its resets.
 pub fn render(host: &SimHost) -> String {
     let records: Vec<&Record> = host.coordinator().recorder().iter().collect();
-    let (lo, hi) = window(host, &records);
+    render_in(host, window(host, &records), None).0
+}
+
+/// The picture of a run of several adapters: one lane group per adapter, one above the
+/// other on one time axis (the window spans every adapter's resets).
+pub fn render_many(hosts: &[(String, SimHost)]) -> String {
+    let windows: Vec<(u64, u64)> = hosts
+        .iter()
+        .map(|(_, h)| {
+            let records: Vec<&Record> = h.coordinator().recorder().iter().collect();
+            window(h, &records)
+        })
+        .collect();
+    let lo = windows.iter().map(|w| w.0).min().unwrap_or(0);
+    let hi = windows.iter().map(|w| w.1).max().unwrap_or(1);
+    let w = LEFT + WIDTH + 30.0;
+    let mut body = String::new();
+    let mut y = 0.0;
+    for (name, host) in hosts {
+        let (svg, height) = render_in(host, (lo, hi), Some(name));
+        let _ = writeln!(body, r#"<g transform="translate(0 {y})">"#);
+        // The group's own <svg> element nests as is: SVG allows it inside another.
+        body.push_str(&svg);
+        body.push_str("</g>\n");
+        y += height;
+    }
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{y}\" viewBox=\"0 0 {w} {y}\">\n{body}</svg>\n"
+    )
+}
+
+/// The picture of one adapter over `lo..hi`, titled with its adapter's name in a host of
+/// several; with its height.
+fn render_in(host: &SimHost, (lo, hi): (u64, u64), adapter: Option<&str>) -> (String, f64) {
+    let records: Vec<&Record> = host.coordinator().recorder().iter().collect();
     let mut c = Canvas {
         s: String::new(),
         lo,
         hi,
         lanes: host.agents().len() + 1,
     };
-    c.header(host);
+    let height = TOP + c.lanes_height() + 70.0;
+    c.header(host, adapter);
     c.lanes(host);
     c.phase_bands(&records);
     c.captions(&records);
@@ -64,7 +99,7 @@ pub fn render(host: &SimHost) -> String {
     let axis_y = c.axis();
     c.legend(axis_y);
     c.s.push_str("</svg>\n");
-    c.s
+    (c.s, height)
 }
 
 /// The window: from a little before the first fault or reset to a little after the last
@@ -112,7 +147,7 @@ impl Canvas {
         self.lanes as f64 * LANE
     }
 
-    fn header(&mut self, host: &SimHost) {
+    fn header(&mut self, host: &SimHost, adapter: Option<&str>) {
         let coord = host.coordinator();
         let height = TOP + self.lanes_height() + 70.0;
         let _ = writeln!(
@@ -123,7 +158,8 @@ impl Canvas {
         let _ = writeln!(self.s, r#"<rect width="100%" height="100%" fill="white"/>"#);
         let _ = writeln!(
             self.s,
-            r#"<text x="10" y="22" font-size="15" font-weight="bold">{} (seed {}): final state {}, epoch {}</text>"#,
+            r#"<text x="10" y="22" font-size="15" font-weight="bold">{}{} (seed {}): final state {}, epoch {}</text>"#,
+            adapter.map_or(String::new(), |a| format!("{}: ", escape(a))),
             escape(host.name()),
             host.seed(),
             coord.state(),

@@ -12,7 +12,8 @@ use hcabus::types::{ClientId, PortState};
 const TIME_W: usize = 10;
 const BUS_W: usize = 34;
 
-fn us(v: Option<u64>) -> String {
+/// A duration in microseconds as the timeline prints it ("1.250ms", "80us", "-").
+pub fn us(v: Option<u64>) -> String {
     match v {
         Some(v) if v >= 1000 => format!("{}.{:03}ms", v / 1000, v % 1000),
         Some(v) => format!("{v}us"),
@@ -138,19 +139,23 @@ impl Grid<'_> {
 
 /// Renders the run: header, timeline and summary.
 pub fn render(host: &SimHost) -> String {
+    let mut out = format!(
+        "hcasim: scenario '{}', seed {}, {} ms of virtual time, {} clients\n\n",
+        host.name(),
+        host.seed(),
+        host.end().as_ms(),
+        host.agents().len()
+    );
+    out.push_str(&lanes(host));
+    out
+}
+
+/// The timeline of one adapter, one lane per client, and its summary.
+pub fn lanes(host: &SimHost) -> String {
     let mut out = String::new();
     let coord = host.coordinator();
     let agents = host.agents();
     let widths: Vec<usize> = agents.iter().map(|a| a.name().len().max(13)).collect();
-    let _ = writeln!(
-        out,
-        "hcasim: scenario '{}', seed {}, {} ms of virtual time, {} clients",
-        host.name(),
-        host.seed(),
-        host.end().as_ms(),
-        agents.len()
-    );
-    let _ = writeln!(out);
 
     // Header.
     let mut line = format!("{:>TIME_W$} | {:<BUS_W$}", "time ms", "bus");
@@ -313,58 +318,67 @@ fn disks(host: &SimHost, out: &mut String) {
     use ibal::disk::SrpClient;
     let disks: Vec<&SrpClient> = host.agents_of::<SrpClient>().collect();
     if !disks.is_empty() {
-        let io = ibal::stack::io_stats(host);
-        let _ = writeln!(
-            out,
-            "io: {} submitted, {} completed, {} failed ({} retryable), {} in flight, {} lost, {} \
-             duplicated, max latency {}",
-            io.submitted,
-            io.completed,
-            io.failed,
-            io.retryable,
-            io.in_flight,
-            io.lost,
-            io.duplicated,
-            us(Some(io.max_latency_us))
-        );
-        let _ = writeln!(
-            out,
-            "    {} reads verified against the data last written, {} mismatched",
-            io.reads_verified, io.read_mismatches
-        );
-        if io.paging_failed > 0 {
-            let _ = writeln!(
-                out,
-                "    PAGING I/O FAILED: {} (on Windows, bugcheck 0x7A)",
-                io.paging_failed
-            );
-        }
-        if io.lost > 0 {
-            let _ = writeln!(
-                out,
-                "    LOST: {} I/Os nobody will complete (a disk that never came up, or \
-                 gave up)",
-                io.lost
-            );
-        }
+        io_lines(&ibal::stack::io_stats(host), out);
         for d in disks {
-            let s = d.disk().stats();
-            let w = d.io_stats();
-            let _ = writeln!(
-                out,
-                "    {:<10} {:>6} done, max latency {:>10}, {:>3} in flight at RESET, {:>3} taken \
-                 back, {:>3} held at most, {} logins{}",
-                hcabus::bus::ClientReport::name(d),
-                w.completed,
-                us(Some(w.max_latency_us)),
-                s.max_in_flight_at_reset,
-                s.taken_back,
-                s.max_held,
-                s.logins,
-                refused_logins(s)
-            );
+            disk_line(hcabus::bus::ClientReport::name(d), d, out);
         }
     }
+}
+
+/// The I/O totals of a run, and the loud lines: paging I/O failed, I/O lost.
+pub fn io_lines(io: &ibal::block::IoStats, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "io: {} submitted, {} completed, {} failed ({} retryable), {} in flight, {} lost, {} \
+         duplicated, max latency {}",
+        io.submitted,
+        io.completed,
+        io.failed,
+        io.retryable,
+        io.in_flight,
+        io.lost,
+        io.duplicated,
+        us(Some(io.max_latency_us))
+    );
+    let _ = writeln!(
+        out,
+        "    {} reads verified against the data last written, {} mismatched",
+        io.reads_verified, io.read_mismatches
+    );
+    if io.paging_failed > 0 {
+        let _ = writeln!(
+            out,
+            "    PAGING I/O FAILED: {} (on Windows, bugcheck 0x7A)",
+            io.paging_failed
+        );
+    }
+    if io.lost > 0 {
+        let _ = writeln!(
+            out,
+            "    LOST: {} I/Os nobody will complete (a disk that never came up, or \
+             gave up)",
+            io.lost
+        );
+    }
+}
+
+/// One disk's line: what it completed and how it rode through resets.
+pub fn disk_line(label: &str, d: &ibal::disk::SrpClient, out: &mut String) {
+    let s = d.disk().stats();
+    let w = d.io_stats();
+    let _ = writeln!(
+        out,
+        "    {:<10} {:>6} done, max latency {:>10}, {:>3} in flight at RESET, {:>3} taken \
+         back, {:>3} held at most, {} logins{}",
+        label,
+        w.completed,
+        us(Some(w.max_latency_us)),
+        s.max_in_flight_at_reset,
+        s.taken_back,
+        s.max_held,
+        s.logins,
+        refused_logins(s)
+    );
 }
 
 /// ", N refused (M busy)" when logins were refused, else nothing.
@@ -380,22 +394,35 @@ fn refused_logins(s: &ibal::disk::DiskStats) -> String {
 pub fn workload(host: &SimHost) -> String {
     let mut out = String::new();
     disks(host, &mut out);
-    let nets: Vec<_> = host.agents_of::<ibal::ipoib::IpoibClient>().collect();
-    if !nets.is_empty() {
-        let n = ibal::stack::net_stats(host);
-        let _ = writeln!(
-            out,
-            "net: {} sent, {} completed back (resubmitted), {} dropped; {} unicast and {} \
-             multicast received; links down {} / up {}",
-            n.sent,
-            n.completed_back,
-            n.dropped,
-            n.received_unicast,
-            n.received_multicast,
-            n.link_downs,
-            n.link_ups
-        );
+    if host
+        .agents_of::<ibal::ipoib::IpoibClient>()
+        .next()
+        .is_some()
+    {
+        net_line(&ibal::stack::net_stats(host), &mut out);
     }
+    uverbs_line(host, &mut out);
+    out
+}
+
+/// The network totals.
+pub fn net_line(n: &ibal::ipoib::NetStats, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "net: {} sent, {} completed back (resubmitted), {} dropped; {} unicast and {} \
+         multicast received; links down {} / up {}",
+        n.sent,
+        n.completed_back,
+        n.dropped,
+        n.received_unicast,
+        n.received_multicast,
+        n.link_downs,
+        n.link_ups
+    );
+}
+
+/// The user-verbs process's line, when the host has one.
+pub fn uverbs_line(host: &SimHost, out: &mut String) {
     if let Some(u) = host.agent::<ibal::uverbs::UverbsClient>() {
         let p = u.process();
         let _ = writeln!(
@@ -407,5 +434,4 @@ pub fn workload(host: &SimHost) -> String {
             p.last_epoch.map_or("-".into(), |e| e.to_string())
         );
     }
-    out
 }

@@ -151,6 +151,9 @@ fn every_scenario_file_has_its_expected_outcome() {
         "fw-activate-on-failed.toml",
         "hang-mid-reset.toml",
         "io-hold-timeout.toml",
+        "multipath-adapter-replaced.toml",
+        "multipath-both-reset.toml",
+        "multipath-failover.toml",
         "paging-long-outage.toml",
         "planned-consented.toml",
         "planned-vetoed.toml",
@@ -179,8 +182,52 @@ fn every_scenario_file_has_its_expected_outcome() {
                 assert_eq!(r["io"]["failed"], 0);
                 assert!(r["io"]["completed"].as_u64() > Some(10_000));
                 assert!(r["net"]["completed_back"].as_u64() > Some(0));
-                assert_eq!(r["net"]["dropped"], 0);
-                assert_eq!(r["resets"][0]["total_us"], 202_000);
+                // The device is back 1 s after the reset; the fabric takes 3.5 s more,
+                // and the boot disk waits for both.
+                assert_eq!(r["resets"][0]["total_us"], 1_002_000);
+                assert!(r["io"]["max_latency_us"].as_u64() > Some(4_500_000));
+            }
+            "multipath-failover.toml" | "multipath-both-reset.toml" => {
+                let both = file == "multipath-both-reset.toml";
+                assert_eq!(
+                    r["resets"].as_array().map(Vec::len),
+                    Some(1 + usize::from(both))
+                );
+                assert_eq!(r["resets"][0]["hca"], "hca0");
+                assert_eq!(r["hcas"][0]["epoch"], 2);
+                assert_eq!(r["hcas"][1]["epoch"], if both { 2 } else { 1 });
+                assert_eq!(r["io"]["failed"], 0);
+                let m = &r["multipath"][0];
+                assert_eq!(m["name"], "bootdisk");
+                assert_eq!(m["paths"][0]["failovers"], 1);
+                assert_eq!(m["paths"][0]["moved"], 32, "a full queue depth moved");
+                let latency = m["max_latency_us"].as_u64().expect("latency");
+                if both {
+                    // No path for the device's second and the fabric's 3.5: the queue holds.
+                    assert!(m["no_path_us"].as_u64() > Some(4_000_000), "{m}");
+                    assert!(m["max_held"].as_u64() > Some(0), "{m}");
+                    assert!(latency > 4_500_000, "{m}");
+                } else {
+                    assert_eq!(m["no_path_us"], 0, "{m}");
+                    assert_eq!(m["max_held"], 0, "the hold queue is never used: {m}");
+                    // Only the wait for the error to be noticed (the health poll).
+                    assert!(latency < 1_000_000, "{m}");
+                    assert!(m["paths"][0]["ios"].as_u64() > Some(1_000), "{m}");
+                    assert!(m["paths"][0]["down_us"].as_u64() > Some(4_000_000), "{m}");
+                }
+                for c in r["clients"].as_array().expect("clients") {
+                    assert!(c["hca"].is_string(), "{file}: {c}");
+                }
+            }
+            "multipath-adapter-replaced.toml" => {
+                assert_eq!(outcomes(&r), ["DeviceReplaced"]);
+                assert_eq!(r["hcas"][0]["final_state"], "Failed");
+                assert_eq!(r["hcas"][1]["final_state"], "Operational");
+                assert_eq!(r["io"]["failed"], 0, "one path is enough");
+                let m = &r["multipath"][0];
+                assert_eq!(m["paths"][0]["failovers"], 1);
+                assert_eq!(m["no_path_us"], 0, "{m}");
+                assert!(m["paths"][1]["ios"].as_u64() > Some(5_000), "{m}");
             }
             "stuck-client.toml" => {
                 assert_eq!(outcomes(&r), ["Restored"]);
@@ -429,6 +476,7 @@ fn bad_scenarios_are_refused_naming_the_key() {
     let dir = std::env::temp_dir().join(format!("hcasim-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let base = "name = \"x\"\nduration_ms = 1000\n";
+    let two = "[[hcas]]\nname = \"h0\"\n[[hcas]]\nname = \"h1\"\n";
     let cases = [
         ("unknown top-level key", format!("{base}colour = 3\n"), "colour"),
         ("unknown client key", format!("{base}[[clients]]\nname = \"a\"\nkind = \"custom\"\nspeed = 1\n"), "speed"),
@@ -457,6 +505,20 @@ fn bad_scenarios_are_refused_naming_the_key() {
         ("a busy target refusing no login", format!("{base}[[events]]\nat_ms = 5\nfault = \"target_busy\"\ncount = 0\n"), "events[0].count"),
         ("a subnet manager slower than an hour", format!("{base}[hca]\nsm_sweep_ms = 3600001\n"), "hca.sm_sweep_ms"),
         ("another client called ibal", format!("{base}[[clients]]\nname = \"ibal\"\nkind = \"custom\"\n[[clients]]\nname = \"d\"\nkind = \"srp\"\n"), "clients[0].name"),
+        // Several adapters: every name must lead somewhere, once.
+        ("[hca] beside [[hcas]]", format!("{base}[hca]\nports = 1\n{two}"), "hca"),
+        ("two adapters of one name", format!("{base}[[hcas]]\nname = \"a\"\n[[hcas]]\nname = \"a\"\n"), "hcas[1].name"),
+        ("a bad key of the second adapter", format!("{base}{two}sm_sweep_ms = 3600001\n"), "hcas[1].sm_sweep_ms"),
+        ("a client without its adapter", format!("{base}{two}[[clients]]\nname = \"n\"\nkind = \"ipoib\"\n"), "clients[0].hca"),
+        ("a client on an adapter that does not exist", format!("{base}{two}[[clients]]\nname = \"n\"\nkind = \"ipoib\"\nhca = \"hca9\"\n"), "clients[0].hca"),
+        ("paths on a client that is no disk", format!("{base}{two}[[clients]]\nname = \"n\"\nkind = \"ipoib\"\npaths = [\"h0\", \"h1\"]\n"), "clients[0].paths"),
+        ("one adapter twice in paths", format!("{base}{two}[[clients]]\nname = \"d\"\nkind = \"srp\"\npaths = [\"h0\", \"h0\"]\n"), "clients[0].paths[1]"),
+        ("a single path", format!("{base}{two}[[clients]]\nname = \"d\"\nkind = \"srp\"\npaths = [\"h0\"]\n"), "clients[0].paths"),
+        ("both hca and paths", format!("{base}{two}[[clients]]\nname = \"d\"\nkind = \"srp\"\nhca = \"h0\"\npaths = [\"h0\", \"h1\"]\n"), "clients[0].paths"),
+        ("an event without its adapter", format!("{base}{two}[[events]]\nat_ms = 5\nfault = \"hang\"\n"), "events[0].hca"),
+        ("a client reset from another adapter's client", format!("{base}{two}[[clients]]\nname = \"c\"\nkind = \"custom\"\nhca = \"h1\"\n[[events]]\nat_ms = 5\nfault = \"admin_reset\"\nclient = \"c\"\nhca = \"h0\"\n"), "events[0].client"),
+        ("an adapter named with one adapter", format!("{base}[[clients]]\nname = \"n\"\nkind = \"ipoib\"\nhca = \"h0\"\n"), "clients[0].hca"),
+        ("a port a path's adapter lacks", format!("{base}[[hcas]]\nname = \"h0\"\n[[hcas]]\nname = \"h1\"\nports = 1\n[[clients]]\nname = \"d\"\nkind = \"srp\"\nport = 2\npaths = [\"h0\", \"h1\"]\n"), "clients[0].port"),
     ];
     for (what, text, key) in cases {
         let path = dir.join("bad.toml");
@@ -511,4 +573,41 @@ fn the_timeline_option_draws_the_resets_as_svg() {
     ]);
     assert_eq!(code, 2);
     assert!(stderr.contains("cannot write"), "{stderr}");
+}
+
+#[test]
+fn the_multipath_default_shows_a_lane_group_per_adapter_and_each_path() {
+    let (code, stdout, stderr) = hcasim(&["--multipath"]);
+    assert_eq!(code, 0, "{stderr}");
+    for want in [
+        "2 adapters (hca0, hca1)",
+        "== adapter hca0: 6 clients ==",
+        "== adapter hca1: 2 clients ==",
+        "data-lun@hca0",
+        "1 failover(s), 32 commands moved off it",
+    ] {
+        assert!(stdout.contains(want), "no {want:?} in:\n{stdout}");
+    }
+    let (code, _, stderr) = hcasim(&["--multipath", "run", "x.toml"]);
+    assert_eq!(code, 2, "--multipath is a host of its own");
+    assert!(stderr.contains("--multipath"), "{stderr}");
+    let out = std::env::temp_dir().join(format!("hcasim-mp-{}.svg", std::process::id()));
+    let path = scenarios_dir().join("multipath-both-reset.toml");
+    let (code, _, stderr) = hcasim(&[
+        "run",
+        path.to_str().expect("utf-8"),
+        "--timeline",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let svg = std::fs::read_to_string(&out).expect("written");
+    let _ = std::fs::remove_file(&out);
+    for group in ["hca0: multipath-both-reset", "hca1: multipath-both-reset"] {
+        assert!(svg.contains(group), "no lane group {group}");
+    }
+    assert_eq!(
+        svg.matches("e1 catastrophic").count(),
+        2,
+        "one reset per group"
+    );
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use hcabus::sim::{random_setup, SimHost};
+use hcabus::sim::{random_setup, MultiHost, SimHost};
 use hcabus_tools::{report, scenario, timeline};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -36,6 +36,10 @@ struct Cli {
     /// Also print every flight-recorder record.
     #[arg(long)]
     flight_record: bool,
+    /// Run the default host with a second adapter and the boot disk on a path through
+    /// each (the catastrophic error strikes one of them).
+    #[arg(long)]
+    multipath: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -120,26 +124,122 @@ fn serve(
     }
 }
 
-/// Reads and parses a scenario file, or says why not (exit code 2).
+/// Reads and parses a scenario file of one adapter, or says why not (exit code 2).
+#[cfg(unix)]
 fn read_scenario(file: &std::path::Path) -> Result<ibal::stack::StackSetup, ExitCode> {
+    match read_any_scenario(file)? {
+        scenario::Scenario::One(setup) => Ok(setup),
+        scenario::Scenario::Many(_) => {
+            eprintln!(
+                "hcasim: {}: several adapters ([[hcas]]): `serve` runs a host of one",
+                file.display()
+            );
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// Reads and parses a scenario file of one adapter or several.
+fn read_any_scenario(file: &std::path::Path) -> Result<scenario::Scenario, ExitCode> {
     let text = std::fs::read_to_string(file).map_err(|e| {
         eprintln!("hcasim: cannot read {}: {e}", file.display());
         ExitCode::from(2)
     })?;
-    scenario::parse(&text).map_err(|e| {
+    scenario::parse_any(&text).map_err(|e| {
         eprintln!("hcasim: {}: {e}", file.display());
         ExitCode::from(2)
     })
 }
 
+/// A run: one adapter's host, or several adapters' on one clock.
+enum World {
+    One(SimHost),
+    Many(MultiHost),
+}
+
+impl World {
+    fn end(&self) -> hcabus::Instant {
+        match self {
+            World::One(h) => h.end(),
+            World::Many(w) => w.end(),
+        }
+    }
+    fn run_until(&mut self, t: hcabus::Instant) {
+        match self {
+            World::One(h) => h.run_until(t),
+            World::Many(w) => w.run_until(t),
+        }
+    }
+    fn reset_in_progress(&self) -> bool {
+        match self {
+            World::One(h) => h.coordinator().reset_in_progress(),
+            World::Many(w) => w.reset_in_progress(),
+        }
+    }
+    fn set_alloc_probe(&mut self, probe: hcabus::sim::AllocProbe) {
+        match self {
+            World::One(h) => h.set_alloc_probe(probe),
+            World::Many(w) => w.set_alloc_probe(probe),
+        }
+    }
+    fn svg(&self) -> String {
+        match self {
+            World::One(h) => hcabus_tools::svg::render(h),
+            World::Many(w) => hcabus_tools::svg::render_many(w.hosts()),
+        }
+    }
+    fn json(&self) -> String {
+        match self {
+            World::One(h) => report::to_json(h),
+            World::Many(w) => report::json(&report::build_many(w)),
+        }
+    }
+    fn text(&self, flight_record: bool) -> String {
+        let mut t = match self {
+            World::One(h) => {
+                let mut t = timeline::render(h);
+                t.push_str(&timeline::workload(h));
+                t
+            }
+            World::Many(w) => hcabus_tools::world::render(w),
+        };
+        if flight_record {
+            t.push_str("\nflight record:\n");
+            let hosts: Vec<(&str, &SimHost)> = match self {
+                World::One(h) => std::vec![("", h)],
+                World::Many(w) => w.hosts().iter().map(|(n, h)| (n.as_str(), h)).collect(),
+            };
+            for (name, h) in hosts {
+                if !name.is_empty() {
+                    t.push_str(&format!("adapter {name}:\n"));
+                }
+                t.push_str(&timeline::flight_record(h));
+            }
+        }
+        t
+    }
+    fn io(&self) -> ibal::block::IoStats {
+        match self {
+            World::One(h) => ibal::stack::io_stats(h),
+            World::Many(w) => ibal::stack::io_stats_all(w),
+        }
+    }
+    fn violated(&self) -> bool {
+        match self {
+            World::One(h) => !h.checker().violations.is_empty(),
+            World::Many(w) => !w.invariants().1.is_empty(),
+        }
+    }
+}
+
 /// Runs to the end; a long run shows a progress bar when stdout is a terminal. The run is
 /// the same either way: stepping to intermediate instants changes nothing.
-fn run_with_progress(host: &mut SimHost) {
+fn run_with_progress(host: &mut World) {
     use std::io::IsTerminal;
     let end = host.end();
     const LONG_US: u64 = 60_000_000;
     if end.as_us() < LONG_US || !std::io::stdout().is_terminal() {
-        host.run();
+        host.run_until(end);
         return;
     }
     let bar = indicatif::ProgressBar::new(end.as_ms());
@@ -153,7 +253,7 @@ fn run_with_progress(host: &mut SimHost) {
         t = (t + step).min(end.as_us());
         host.run_until(hcabus::Instant::from_us(t));
         // Drawing allocates: never inside a reset, whose allocations are being counted.
-        if !host.coordinator().reset_in_progress() {
+        if !host.reset_in_progress() {
             bar.set_position(t / 1000);
         }
     }
@@ -228,6 +328,13 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if cli.multipath && (cli.command.is_some() || cli.random.is_some()) {
+        eprintln!(
+            "hcasim: --multipath is an embedded host of its own; it does not apply to `run`, \
+             `serve`, `hunt` or --random"
+        );
+        return ExitCode::from(2);
+    }
     let (mut host, json) = match host_for(&cli) {
         Ok(built) => built,
         Err(code) => return code,
@@ -239,23 +346,17 @@ fn main() -> ExitCode {
         ..
     }) = &cli.command
     {
-        if let Err(e) = std::fs::write(out, hcabus_tools::svg::render(&host)) {
+        if let Err(e) = std::fs::write(out, host.svg()) {
             eprintln!("hcasim: cannot write {}: {e}", out.display());
             return ExitCode::from(2);
         }
     }
     let text = if json {
-        format!("{}\n", report::to_json(&host))
+        format!("{}\n", host.json())
     } else {
-        let mut t = timeline::render(&host);
-        t.push_str(&timeline::workload(&host));
-        if cli.flight_record {
-            t.push_str("\nflight record:\n");
-            t.push_str(&timeline::flight_record(&host));
-        }
-        t
+        host.text(cli.flight_record)
     };
-    let io = ibal::stack::io_stats(&host);
+    let io = host.io();
     if io.paging_failed > 0 {
         // Loud in every mode, JSON included: on Windows the machine would have died.
         eprintln!(
@@ -265,7 +366,7 @@ fn main() -> ExitCode {
         );
     }
     let io_broken = io.lost > 0 || io.duplicated > 0 || io.read_mismatches > 0;
-    let verdict = if host.checker().violations.is_empty() && !io_broken {
+    let verdict = if !host.violated() && !io_broken {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -276,24 +377,32 @@ fn main() -> ExitCode {
 /// The host a command line runs (a scenario file, a random scenario or the embedded
 /// default) and whether it wants JSON. `Err` is the exit code of a command that is over:
 /// `serve`, `hunt`, or a refusal already reported.
-fn host_for(cli: &Cli) -> Result<(SimHost, bool), ExitCode> {
-    let built = |name: &str, host: Result<SimHost, String>| {
+fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
+    fn built<T>(name: &str, host: Result<T, String>) -> Result<T, ExitCode> {
         host.map_err(|e| {
             eprintln!("hcasim: scenario '{name}': {e}");
             ExitCode::from(2)
         })
-    };
+    }
     let stack = |setup: &ibal::stack::StackSetup| {
         built(
             &setup.sim.name,
             ibal::stack::build(setup).map_err(|e| e.to_string()),
         )
+        .map(World::One)
+    };
+    let many = |setup: &ibal::stack::MultiSetup| {
+        built(
+            &setup.name,
+            ibal::stack::build_multi(setup).map_err(|e| e.to_string()),
+        )
+        .map(World::Many)
     };
     match &cli.command {
         Some(Command::Run {
             file, json, seed, ..
         }) => {
-            let mut setup = read_scenario(file)?;
+            let setup = read_any_scenario(file)?;
             // `hcasim --seed N run FILE` means what `hcasim run FILE --seed N` does.
             let seed = match (seed, cli.seed) {
                 (Some(a), Some(b)) if *a != b => {
@@ -303,10 +412,20 @@ fn host_for(cli: &Cli) -> Result<(SimHost, bool), ExitCode> {
                 (Some(s), _) => Some(*s),
                 (None, global) => global,
             };
-            if let Some(seed) = seed {
-                setup.sim.seed = seed;
+            match setup {
+                scenario::Scenario::One(mut setup) => {
+                    if let Some(seed) = seed {
+                        setup.sim.seed = seed;
+                    }
+                    Ok((stack(&setup)?, *json))
+                }
+                scenario::Scenario::Many(mut setup) => {
+                    if let Some(seed) = seed {
+                        setup.seed = seed;
+                    }
+                    Ok((many(&setup)?, *json))
+                }
             }
-            Ok((stack(&setup)?, *json))
         }
         #[cfg(unix)]
         Some(Command::Serve { socket, scenario }) => {
@@ -324,7 +443,14 @@ fn host_for(cli: &Cli) -> Result<(SimHost, bool), ExitCode> {
                     setup.seed = seed;
                 }
                 let host = SimHost::new(&setup).map_err(|e| e.to_string());
-                Ok((built(&setup.name, host)?, false))
+                Ok((World::One(built(&setup.name, host)?), false))
+            }
+            None if cli.multipath => {
+                let mut setup = ibal::stack::boot_from_san_multipath();
+                if let Some(seed) = cli.seed {
+                    setup.seed = seed;
+                }
+                Ok((many(&setup)?, false))
             }
             None => {
                 let mut setup = ibal::stack::boot_from_san();
