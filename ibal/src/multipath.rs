@@ -353,7 +353,7 @@ impl Multipath {
     /// Past the hold deadline with no path: fail what is held, once, as retryable.
     pub fn check_hold(&mut self, now: Instant) {
         self.see(now);
-        if self.fast_fail || !self.hold_deadline.is_some_and(|d| d <= now) {
+        if self.fast_fail || self.hold_deadline.is_none_or(|d| d > now) {
             return;
         }
         self.fast_fail = true;

@@ -100,15 +100,10 @@ fn the_boot_disk_fails_over_at_reset_and_uses_both_paths_again() {
 
 #[test]
 fn the_multipath_boot_disk_waits_far_less_than_the_single_path_one() {
-    let single = {
-        let mut host = stack::build(&stack::boot_from_san()).expect("valid");
-        host.run();
-        let boot = host
-            .agents_of::<SrpClient>()
-            .find(|d| d.name() == "bootdisk");
-        let latency_us = boot.expect("boot disk").io_stats().max_latency_us;
-        latency_us
-    };
+    let mut host = stack::build(&stack::boot_from_san()).expect("valid");
+    host.run();
+    let boot = host.agents_of::<SrpClient>().find(|d| d.name() == "bootdisk");
+    let single = boot.expect("boot disk").io_stats().max_latency_us;
     let multi = boot_disk(&run(&stack::boot_from_san_multipath()))
         .0
         .max_latency_us;

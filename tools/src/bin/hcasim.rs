@@ -152,6 +152,8 @@ fn read_any_scenario(file: &std::path::Path) -> Result<scenario::Scenario, ExitC
 }
 
 /// A run: one adapter's host, or several adapters' on one clock.
+// One per process, built once: boxing the large variant buys nothing.
+#[allow(clippy::large_enum_variant)]
 enum World {
     One(SimHost),
     Many(MultiHost),
