@@ -21,7 +21,8 @@ mod embedded;
 mod multi;
 
 pub use embedded::{
-    boot_from_san, boot_from_san_fast, boot_from_san_multipath, random_stack, REALISTIC,
+    boot_from_san, boot_from_san_fast, boot_from_san_multipath, random_multipath, random_stack,
+    REALISTIC,
 };
 
 pub use multi::{

@@ -102,7 +102,9 @@ fn the_boot_disk_fails_over_at_reset_and_uses_both_paths_again() {
 fn the_multipath_boot_disk_waits_far_less_than_the_single_path_one() {
     let mut host = stack::build(&stack::boot_from_san()).expect("valid");
     host.run();
-    let boot = host.agents_of::<SrpClient>().find(|d| d.name() == "bootdisk");
+    let boot = host
+        .agents_of::<SrpClient>()
+        .find(|d| d.name() == "bootdisk");
     let single = boot.expect("boot disk").io_stats().max_latency_us;
     let multi = boot_disk(&run(&stack::boot_from_san_multipath()))
         .0
@@ -163,4 +165,45 @@ fn a_run_is_the_same_for_a_seed() {
         assert_eq!(x.flight_record_bytes(), y.flight_record_bytes());
     }
     assert_eq!(boot_disk(&a), boot_disk(&b));
+}
+
+/// Random faults on both adapters (every kind, cables pulled, slow fabrics, short hold
+/// timeouts): every I/O exactly once, no invariant broken. `HCABUS_RANDOM_SEEDS` runs more.
+#[test]
+fn random_faults_on_both_adapters_never_lose_duplicate_or_corrupt_io() {
+    let seeds: u64 = std::env::var("HCABUS_RANDOM_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let mut failovers = 0;
+    for seed in 0..seeds {
+        let world = run(&stack::random_multipath(seed));
+        let io = stack::io_stats_all(&world);
+        let what = format!("seed {seed}: {io:?}");
+        assert_eq!(
+            (io.lost, io.duplicated, io.read_mismatches),
+            (0, 0, 0),
+            "{what}"
+        );
+        assert_eq!(
+            io.submitted,
+            io.completed + io.failed + io.in_flight + io.lost,
+            "{what}"
+        );
+        let (_, violated) = world.invariants();
+        assert!(violated.is_empty(), "seed {seed}: {violated:?}");
+        for r in world.resets() {
+            assert_eq!(r.allocations, None, "no probe in this suite");
+        }
+        let disks = stack::multipath_disks(&world);
+        let mp = disks[0].0.lock();
+        failovers += (0..2)
+            .filter_map(|p| mp.path_stats(p))
+            .map(|s| s.failovers)
+            .sum::<u32>();
+    }
+    assert!(
+        failovers > seeds as u32 / 2,
+        "the faults made paths fail over: {failovers}"
+    );
 }

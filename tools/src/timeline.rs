@@ -262,7 +262,8 @@ pub fn summary(host: &SimHost) -> String {
             .and_then(|id| coord.client(id).ok())
             .map_or("unregistered", |c| c.state.as_str());
         let events: Vec<&str> = a.events().iter().map(|e| e.as_str()).collect();
-        let _ = writeln!(out, "  {:<14} {:<13} {}", a.name(), state, events.join(" "));
+        let line = format!("  {:<14} {:<13} {}", a.name(), state, events.join(" "));
+        let _ = writeln!(out, "{}", line.trim_end());
         if let Some(e) = a.error() {
             let _ = writeln!(out, "  {:<14} ERROR: {e}", "");
         }

@@ -162,6 +162,64 @@ pub fn boot_from_san_multipath() -> MultiSetup {
     }
 }
 
+/// The multipath host under random faults on both adapters, from `seed`: the hunt for
+/// lost, duplicated or corrupted I/O across failovers. Any failure replays from its seed.
+pub fn random_multipath(seed: u64) -> MultiSetup {
+    use hcabus::sim::Fault;
+    use hcabus::Instant;
+    use rand::{Rng, SeedableRng};
+
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut setup = boot_from_san_multipath();
+    setup.name = std::format!("random-multipath-{seed}");
+    setup.seed = seed;
+    let kinds: Vec<Fault> = Fault::DRAWN
+        .into_iter()
+        .filter(|f| !matches!(f, Fault::HealthStall | Fault::SurpriseRemoval))
+        .collect();
+    let io_hold_timeout_ms = if rng.gen_bool(0.3) {
+        rng.gen_range(20..2_000)
+    } else {
+        30_000
+    };
+    let trigger_on = rng.gen_range(0..setup.adapters.len());
+    for (i, a) in setup.adapters.iter_mut().enumerate() {
+        let sim = &mut a.stack.sim;
+        sim.duration = Duration::from_ms(8_000);
+        sim.faults.clear();
+        sim.policy.io_hold_timeout_ms = io_hold_timeout_ms;
+        sim.hca.hw_reset = Duration::from_ms(rng.gen_range(10..1_500));
+        sim.hca.link_up = Duration::from_ms(rng.gen_range(0..1_500));
+        sim.hca.sm_sweep = Duration::from_ms(rng.gen_range(0..2_500));
+        if i == trigger_on {
+            let triggers = Fault::TRIGGERS;
+            let f = triggers[rng.gen_range(0..triggers.len())];
+            sim.faults
+                .push((Instant::from_ms(rng.gen_range(300..5_000)), f));
+        }
+        for _ in 0..rng.gen_range(0..3) {
+            let f = kinds[rng.gen_range(0..kinds.len())];
+            sim.faults
+                .push((Instant::from_ms(rng.gen_range(300..6_000)), f));
+        }
+        if rng.gen_bool(1.0 / 3.0) {
+            let fault = Fault::PortDown {
+                port: 1,
+                duration: Duration::from_ms(rng.gen_range(10..2_000)),
+            };
+            sim.faults
+                .push((Instant::from_ms(rng.gen_range(300..7_000)), fault));
+        }
+        if rng.gen_bool(0.02) {
+            sim.faults.push((
+                Instant::from_ms(rng.gen_range(300..7_000)),
+                Fault::SurpriseRemoval,
+            ));
+        }
+    }
+    setup
+}
+
 /// The default host under a random fault plan and policy from `seed`: used to hunt for
 /// lost, duplicated or corrupted I/O under every fault; any failure replays from its seed.
 pub fn random_stack(seed: u64) -> StackSetup {
