@@ -56,7 +56,7 @@ struct File {
     hca: Option<Hca>,
     /// Several adapters, instead of `hca` (SPEC §9).
     #[serde(default)]
-    hcas: Vec<HcaEntry>,
+    hcas: Vec<Hca>,
     #[serde(default)]
     policy: PolicyKeys,
     #[serde(default)]
@@ -84,6 +84,8 @@ enum NumOrText {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Hca {
+    /// An adapter of several (`[[hcas]]`) only: its name.
+    name: Option<String>,
     ports: Option<u8>,
     hw_reset_ms: Option<u64>,
     /// Link training after the device is back (or a cable is plugged in).
@@ -94,33 +96,6 @@ struct Hca {
     fw_version: Option<String>,
     /// An integer or a string ("0x0002c9030010f5e0").
     node_guid: Option<NumOrText>,
-}
-
-/// One of several adapters: its name and the `[hca]` keys. (serde cannot flatten `Hca`
-/// into it and still refuse unknown keys, hence the copy of its fields.)
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HcaEntry {
-    name: String,
-    ports: Option<u8>,
-    hw_reset_ms: Option<u64>,
-    link_up_ms: Option<u64>,
-    sm_sweep_ms: Option<u64>,
-    fw_version: Option<String>,
-    node_guid: Option<NumOrText>,
-}
-
-impl HcaEntry {
-    fn keys(&self) -> Hca {
-        Hca {
-            ports: self.ports,
-            hw_reset_ms: self.hw_reset_ms,
-            link_up_ms: self.link_up_ms,
-            sm_sweep_ms: self.sm_sweep_ms,
-            fw_version: self.fw_version.clone(),
-            node_guid: self.node_guid.clone(),
-        }
-    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -266,16 +241,37 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
             "names an adapter, but the scenario has none ([[hcas]])",
         ));
     }
-    let hca = hca_config(&file.hca.clone().unwrap_or_default(), "hca")?;
+    let keys = file.hca.clone().unwrap_or_default();
+    if keys.name.is_some() {
+        return Err(err(
+            "hca.name",
+            "only an adapter of several ([[hcas]]) has a name",
+        ));
+    }
+    let hca = hca_config(&keys, "hca")?;
     let policy = policy(&file.policy)?;
     let clients: Vec<(usize, &Client)> = file.clients.iter().enumerate().collect();
     let clients = Clients::build(&clients, hca.ports)?;
     let with_ibal = clients.with_ibal();
     let events: Vec<(usize, &EventKeys)> = file.events.iter().enumerate().collect();
     let faults = faults(&file, &events, &clients.specs, with_ibal, hca.ports)?;
-    let setup = StackSetup {
+    let setup = stack(&file, hca, policy, faults, with_ibal, clients.specs);
+    budget(&setup, &clients.file_index)?;
+    Ok(setup)
+}
+
+/// One adapter's stack: the run's keys, the adapter, its faults and its clients.
+fn stack(
+    file: &File,
+    hca: SimHcaConfig,
+    policy: Policy,
+    faults: Vec<(Instant, Fault)>,
+    with_ibal: bool,
+    clients: Vec<ClientSpec>,
+) -> StackSetup {
+    StackSetup {
         sim: SimSetup {
-            name: file.name,
+            name: file.name.clone(),
             seed: file.seed,
             duration: Duration::from_ms(file.duration_ms),
             hca,
@@ -286,10 +282,8 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
             faults,
         },
         ibal: with_ibal.then(IbalConfig::default),
-        clients: clients.specs,
-    };
-    budget(&setup, &clients.file_index)?;
-    Ok(setup)
+        clients,
+    }
 }
 
 /// The budget check of one adapter's stack, its refusal keyed by the file's client index.

@@ -507,6 +507,8 @@ fn bad_scenarios_are_refused_naming_the_key() {
         ("another client called ibal", format!("{base}[[clients]]\nname = \"ibal\"\nkind = \"custom\"\n[[clients]]\nname = \"d\"\nkind = \"srp\"\n"), "clients[0].name"),
         // Several adapters: every name must lead somewhere, once.
         ("[hca] beside [[hcas]]", format!("{base}[hca]\nports = 1\n{two}"), "hca"),
+        ("a name on the one [hca]", format!("{base}[hca]\nname = \"h0\"\n"), "hca.name"),
+        ("an adapter without a name", format!("{base}[[hcas]]\nports = 1\n"), "hcas[0].name"),
         ("two adapters of one name", format!("{base}[[hcas]]\nname = \"a\"\n[[hcas]]\nname = \"a\"\n"), "hcas[1].name"),
         ("a bad key of the second adapter", format!("{base}{two}sm_sweep_ms = 3600001\n"), "hcas[1].sm_sweep_ms"),
         ("a client without its adapter", format!("{base}{two}[[clients]]\nname = \"n\"\nkind = \"ipoib\"\n"), "clients[0].hca"),

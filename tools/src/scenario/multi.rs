@@ -33,7 +33,7 @@ pub(super) fn build(file: File) -> Result<MultiSetup, ScenarioError> {
         .hcas
         .iter()
         .enumerate()
-        .map(|(i, h)| hca_config(&h.keys(), &format!("hcas[{i}]")))
+        .map(|(i, h)| hca_config(h, &format!("hcas[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
     let policy = policy(&file.policy)?;
     let placed = place(&file, &names)?;
@@ -84,21 +84,7 @@ pub(super) fn build(file: File) -> Result<MultiSetup, ScenarioError> {
             };
         }
         let faults = faults(&file, &placed.events[a], &specs, with_ibal, hcas[a].ports)?;
-        let stack = StackSetup {
-            sim: SimSetup {
-                name: file.name.clone(),
-                seed: file.seed,
-                duration: Duration::from_ms(file.duration_ms),
-                hca: hcas[a],
-                policy,
-                max_clients: 64,
-                recorder_capacity: 1 << 14,
-                clients: Vec::new(),
-                faults,
-            },
-            ibal: with_ibal.then(IbalConfig::default),
-            clients: specs,
-        };
+        let stack = stack(&file, hcas[a], policy, faults, with_ibal, specs);
         budget(&stack, &file_index)?;
         adapters.push(AdapterSetup {
             name: name.to_string(),
@@ -117,16 +103,17 @@ pub(super) fn build(file: File) -> Result<MultiSetup, ScenarioError> {
 fn adapter_names(file: &File) -> Result<Vec<&str>, ScenarioError> {
     let mut names: Vec<&str> = Vec::with_capacity(file.hcas.len());
     for (i, h) in file.hcas.iter().enumerate() {
-        if h.name.is_empty() || h.name.len() > 32 {
+        let name = h.name.as_deref().unwrap_or_default();
+        if name.is_empty() || name.len() > 32 {
             return Err(err(format!("hcas[{i}].name"), "must be 1 to 32 bytes"));
         }
-        if names.contains(&h.name.as_str()) {
+        if names.contains(&name) {
             return Err(err(
                 format!("hcas[{i}].name"),
-                format!("two adapters are called {:?}", h.name),
+                format!("two adapters are called {name:?}"),
             ));
         }
-        names.push(&h.name);
+        names.push(name);
     }
     Ok(names)
 }
