@@ -79,12 +79,16 @@ pub fn scenario(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let setup = match hcabus_tools::scenario::parse(text) {
+    let setup = match hcabus_tools::scenario::parse_any(text) {
         Ok(s) => s,
         Err(e) => {
             assert!(!e.message.is_empty(), "a refusal says why");
             return;
         }
+    };
+    let setup = match setup {
+        hcabus_tools::scenario::Scenario::One(s) => s,
+        hcabus_tools::scenario::Scenario::Many(m) => return several_adapters(&m),
     };
     let built = ibal::stack::build(&setup);
     let mut host = built.unwrap_or_else(|e| panic!("an accepted scenario does not build: {e}"));
@@ -95,6 +99,23 @@ pub fn scenario(data: &[u8]) {
     host.run();
     assert_eq!(host.checker().violations, Vec::<String>::new());
     let io = ibal::stack::io_stats(&host);
+    check_io(&io);
+}
+
+/// An accepted scenario of several adapters builds, and a short one runs as one does.
+fn several_adapters(setup: &ibal::stack::MultiSetup) {
+    let built = ibal::stack::build_multi(setup);
+    let mut world = built.unwrap_or_else(|e| panic!("an accepted scenario does not build: {e}"));
+    if world.end() > hcabus::Instant::from_ms(2_000) {
+        return;
+    }
+    world.run();
+    assert_eq!(world.invariants().1, Vec::<String>::new());
+    check_io(&ibal::stack::io_stats_all(&world));
+}
+
+/// The I/O accounting closes, and nothing is lost, duplicated or corrupted.
+fn check_io(io: &ibal::block::IoStats) {
     assert_eq!(
         io.submitted,
         io.completed + io.failed + io.in_flight + io.lost,

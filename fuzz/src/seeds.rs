@@ -69,6 +69,8 @@ fn scenario_seeds(out: &mut Vec<Seed>) -> std::io::Result<()> {
     }
     let short = "name = \"short\"\nduration_ms = 1500\n\n[[clients]]\nname = \"ipoib0\"\nkind = \"ipoib\"\n\n[[events]]\nat_ms = 200\nfault = \"catastrophic\"\n";
     out.push(("scenario", "seed-short-run".into(), short.into()));
+    let multipath = "name = \"short-multipath\"\nduration_ms = 1500\n\n[[hcas]]\nname = \"a\"\n\n[[hcas]]\nname = \"b\"\n\n[[clients]]\nname = \"d\"\nkind = \"bootdisk\"\npaths = [\"a\", \"b\"]\n\n[[events]]\nat_ms = 200\nfault = \"catastrophic\"\nhca = \"a\"\n";
+    out.push(("scenario", "seed-short-multipath".into(), multipath.into()));
     Ok(())
 }
 
