@@ -14,9 +14,11 @@ use ibal::ipoib::IpoibConfig;
 use ibal::stack::{ClientSpec, StackSetup};
 use ibal::uverbs::UverbsConfig;
 use ibal::IbalConfig;
-use serde::Deserialize;
 
+mod keys;
 mod multi;
+
+use keys::{Client, EventKeys, File, Hca, NumOrText, PolicyKeys};
 
 /// A scenario the format refused, with the key at fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,126 +45,6 @@ fn err(key: impl Into<String>, message: impl Into<String>) -> ScenarioError {
         key: key.into(),
         message: message.into(),
     }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    name: String,
-    #[serde(default = "one")]
-    seed: u64,
-    #[serde(default = "five_seconds")]
-    duration_ms: u64,
-    hca: Option<Hca>,
-    /// Several adapters, instead of `hca` (SPEC §9).
-    #[serde(default)]
-    hcas: Vec<Hca>,
-    #[serde(default)]
-    policy: PolicyKeys,
-    #[serde(default)]
-    clients: Vec<Client>,
-    #[serde(default)]
-    events: Vec<EventKeys>,
-}
-
-fn one() -> u64 {
-    1
-}
-
-fn five_seconds() -> u64 {
-    5_000
-}
-
-/// A number, or a string for values TOML's signed integers cannot hold (a GUID).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum NumOrText {
-    Num(u64),
-    Text(String),
-}
-
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Hca {
-    /// An adapter of several (`[[hcas]]`) only: its name.
-    name: Option<String>,
-    ports: Option<u8>,
-    hw_reset_ms: Option<u64>,
-    /// Link training after the device is back (or a cable is plugged in).
-    link_up_ms: Option<u64>,
-    /// The subnet manager's sweep, from Init to Active.
-    sm_sweep_ms: Option<u64>,
-    /// "major.minor.subminor".
-    fw_version: Option<String>,
-    /// An integer or a string ("0x0002c9030010f5e0").
-    node_guid: Option<NumOrText>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PolicyKeys {
-    quiesce_deadline_ms: Option<u64>,
-    hw_ready_timeout_ms: Option<u64>,
-    hw_poll_interval_ms: Option<u64>,
-    reset_retries: Option<u8>,
-    auto_restart_window_ms: Option<u64>,
-    max_auto_resets: Option<u8>,
-    storm_window_ms: Option<u64>,
-    io_hold_timeout_ms: Option<u64>,
-    abort_on_unresponsive: Option<bool>,
-    health_poll_interval_ms: Option<u64>,
-    query_deadline_ms: Option<u64>,
-    client_request_limit: Option<u8>,
-    auto_recover: Option<bool>,
-    paging_io_hold_timeout_ms: Option<u64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Client {
-    name: String,
-    kind: String,
-    // srp and bootdisk
-    iops: Option<u32>,
-    queue_depth: Option<u16>,
-    read_pct: Option<u8>,
-    blocks: Option<u64>,
-    // srp, bootdisk, ipoib
-    port: Option<u8>,
-    // ipoib
-    pps: Option<u32>,
-    // srp, ipoib, custom
-    ack_delay_ms: Option<u64>,
-    // custom
-    never_ack: Option<bool>,
-    /// Registers with CAN_VETO: it is asked before a planned reset (and consents unless
-    /// `veto_planned`, or stays silent with `never_ack`).
-    can_veto: Option<bool>,
-    veto_planned: Option<bool>,
-    unregister_on_reset: Option<bool>,
-    reregister_on_reset: Option<bool>,
-    request_reset_at_ms: Option<u64>,
-    request_every_ms: Option<u64>,
-    request_on_reset_end: Option<bool>,
-    /// Its adapter, with several (`[[hcas]]`).
-    hca: Option<String>,
-    /// srp and bootdisk with several adapters: one path through each adapter named.
-    paths: Option<Vec<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EventKeys {
-    at_ms: u64,
-    fault: String,
-    count: Option<u32>,
-    client: Option<String>,
-    /// `port_down`: which port.
-    port: Option<u8>,
-    /// `port_down`: how long the cable stays out.
-    duration_ms: Option<u64>,
-    /// The adapter it strikes, with several (`[[hcas]]`).
-    hca: Option<String>,
 }
 
 /// The longest link training, subnet-manager sweep or cable pull a scenario may ask for
@@ -374,64 +256,6 @@ fn policy(p: &PolicyKeys) -> Result<Policy, ScenarioError> {
         .validate()
         .map_err(|e| err(format!("policy.{}", e.field), e.problem))?;
     Ok(policy)
-}
-
-/// The keys a client of `kind` takes besides `name` and `kind`: anything else set is an
-/// impossible combination.
-fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
-    match kind {
-        ClientKind::Ibal | ClientKind::Uverbs => &[],
-        ClientKind::BootDisk => &["iops", "queue_depth", "read_pct", "blocks", "port", "paths"],
-        ClientKind::Srp => &[
-            "paths",
-            "iops",
-            "queue_depth",
-            "read_pct",
-            "blocks",
-            "port",
-            "ack_delay_ms",
-        ],
-        ClientKind::Ipoib => &["port", "pps", "ack_delay_ms"],
-        ClientKind::Custom => &[
-            "ack_delay_ms",
-            "never_ack",
-            "can_veto",
-            "veto_planned",
-            "unregister_on_reset",
-            "reregister_on_reset",
-            "request_reset_at_ms",
-            "request_every_ms",
-            "request_on_reset_end",
-        ],
-    }
-}
-
-impl Client {
-    /// The first key set that a client of `kind` does not take.
-    fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
-        let set: [(&str, bool); 16] = [
-            ("iops", self.iops.is_some()),
-            ("queue_depth", self.queue_depth.is_some()),
-            ("read_pct", self.read_pct.is_some()),
-            ("blocks", self.blocks.is_some()),
-            ("port", self.port.is_some()),
-            ("pps", self.pps.is_some()),
-            ("ack_delay_ms", self.ack_delay_ms.is_some()),
-            ("never_ack", self.never_ack.is_some()),
-            ("can_veto", self.can_veto.is_some()),
-            ("veto_planned", self.veto_planned.is_some()),
-            ("unregister_on_reset", self.unregister_on_reset.is_some()),
-            ("reregister_on_reset", self.reregister_on_reset.is_some()),
-            ("request_reset_at_ms", self.request_reset_at_ms.is_some()),
-            ("request_every_ms", self.request_every_ms.is_some()),
-            ("request_on_reset_end", self.request_on_reset_end.is_some()),
-            ("paths", self.paths.is_some()),
-        ];
-        let allowed = allowed_keys(kind);
-        set.into_iter()
-            .find(|(k, on)| *on && !allowed.contains(k))
-            .map(|(k, _)| k)
-    }
 }
 
 /// The `clients` section, built into the stack's client specs.

@@ -1,0 +1,183 @@
+//! The keys of a scenario file as serde reads them, and which keys each client kind takes.
+//! Every table refuses an unknown key by name (`deny_unknown_fields`).
+
+use hcabus::types::ClientKind;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct File {
+    pub(super) name: String,
+    #[serde(default = "one")]
+    pub(super) seed: u64,
+    #[serde(default = "five_seconds")]
+    pub(super) duration_ms: u64,
+    pub(super) hca: Option<Hca>,
+    /// Several adapters, instead of `hca` (SPEC §9).
+    #[serde(default)]
+    pub(super) hcas: Vec<Hca>,
+    #[serde(default)]
+    pub(super) policy: PolicyKeys,
+    #[serde(default)]
+    pub(super) clients: Vec<Client>,
+    #[serde(default)]
+    pub(super) events: Vec<EventKeys>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn five_seconds() -> u64 {
+    5_000
+}
+
+/// A number, or a string for values TOML's signed integers cannot hold (a GUID).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum NumOrText {
+    Num(u64),
+    Text(String),
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Hca {
+    /// An adapter of several (`[[hcas]]`) only: its name.
+    pub(super) name: Option<String>,
+    pub(super) ports: Option<u8>,
+    pub(super) hw_reset_ms: Option<u64>,
+    /// Link training after the device is back (or a cable is plugged in).
+    pub(super) link_up_ms: Option<u64>,
+    /// The subnet manager's sweep, from Init to Active.
+    pub(super) sm_sweep_ms: Option<u64>,
+    /// "major.minor.subminor".
+    pub(super) fw_version: Option<String>,
+    /// An integer or a string ("0x0002c9030010f5e0").
+    pub(super) node_guid: Option<NumOrText>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PolicyKeys {
+    pub(super) quiesce_deadline_ms: Option<u64>,
+    pub(super) hw_ready_timeout_ms: Option<u64>,
+    pub(super) hw_poll_interval_ms: Option<u64>,
+    pub(super) reset_retries: Option<u8>,
+    pub(super) auto_restart_window_ms: Option<u64>,
+    pub(super) max_auto_resets: Option<u8>,
+    pub(super) storm_window_ms: Option<u64>,
+    pub(super) io_hold_timeout_ms: Option<u64>,
+    pub(super) abort_on_unresponsive: Option<bool>,
+    pub(super) health_poll_interval_ms: Option<u64>,
+    pub(super) query_deadline_ms: Option<u64>,
+    pub(super) client_request_limit: Option<u8>,
+    pub(super) auto_recover: Option<bool>,
+    pub(super) paging_io_hold_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Client {
+    pub(super) name: String,
+    pub(super) kind: String,
+    // srp and bootdisk
+    pub(super) iops: Option<u32>,
+    pub(super) queue_depth: Option<u16>,
+    pub(super) read_pct: Option<u8>,
+    pub(super) blocks: Option<u64>,
+    // srp, bootdisk, ipoib
+    pub(super) port: Option<u8>,
+    // ipoib
+    pub(super) pps: Option<u32>,
+    // srp, ipoib, custom
+    pub(super) ack_delay_ms: Option<u64>,
+    // custom
+    pub(super) never_ack: Option<bool>,
+    /// Registers with CAN_VETO: it is asked before a planned reset (and consents unless
+    /// `veto_planned`, or stays silent with `never_ack`).
+    pub(super) can_veto: Option<bool>,
+    pub(super) veto_planned: Option<bool>,
+    pub(super) unregister_on_reset: Option<bool>,
+    pub(super) reregister_on_reset: Option<bool>,
+    pub(super) request_reset_at_ms: Option<u64>,
+    pub(super) request_every_ms: Option<u64>,
+    pub(super) request_on_reset_end: Option<bool>,
+    /// Its adapter, with several (`[[hcas]]`).
+    pub(super) hca: Option<String>,
+    /// srp and bootdisk with several adapters: one path through each adapter named.
+    pub(super) paths: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EventKeys {
+    pub(super) at_ms: u64,
+    pub(super) fault: String,
+    pub(super) count: Option<u32>,
+    pub(super) client: Option<String>,
+    /// `port_down`: which port.
+    pub(super) port: Option<u8>,
+    /// `port_down`: how long the cable stays out.
+    pub(super) duration_ms: Option<u64>,
+    /// The adapter it strikes, with several (`[[hcas]]`).
+    pub(super) hca: Option<String>,
+}
+
+/// The keys a client of `kind` takes besides `name` and `kind`: anything else set is an
+/// impossible combination.
+fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
+    match kind {
+        ClientKind::Ibal | ClientKind::Uverbs => &[],
+        ClientKind::BootDisk => &["iops", "queue_depth", "read_pct", "blocks", "port", "paths"],
+        ClientKind::Srp => &[
+            "paths",
+            "iops",
+            "queue_depth",
+            "read_pct",
+            "blocks",
+            "port",
+            "ack_delay_ms",
+        ],
+        ClientKind::Ipoib => &["port", "pps", "ack_delay_ms"],
+        ClientKind::Custom => &[
+            "ack_delay_ms",
+            "never_ack",
+            "can_veto",
+            "veto_planned",
+            "unregister_on_reset",
+            "reregister_on_reset",
+            "request_reset_at_ms",
+            "request_every_ms",
+            "request_on_reset_end",
+        ],
+    }
+}
+
+impl Client {
+    /// The first key set that a client of `kind` does not take.
+    pub(super) fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
+        let set: [(&str, bool); 16] = [
+            ("iops", self.iops.is_some()),
+            ("queue_depth", self.queue_depth.is_some()),
+            ("read_pct", self.read_pct.is_some()),
+            ("blocks", self.blocks.is_some()),
+            ("port", self.port.is_some()),
+            ("pps", self.pps.is_some()),
+            ("ack_delay_ms", self.ack_delay_ms.is_some()),
+            ("never_ack", self.never_ack.is_some()),
+            ("can_veto", self.can_veto.is_some()),
+            ("veto_planned", self.veto_planned.is_some()),
+            ("unregister_on_reset", self.unregister_on_reset.is_some()),
+            ("reregister_on_reset", self.reregister_on_reset.is_some()),
+            ("request_reset_at_ms", self.request_reset_at_ms.is_some()),
+            ("request_every_ms", self.request_every_ms.is_some()),
+            ("request_on_reset_end", self.request_on_reset_end.is_some()),
+            ("paths", self.paths.is_some()),
+        ];
+        let allowed = allowed_keys(kind);
+        set.into_iter()
+            .find(|(k, on)| *on && !allowed.contains(k))
+            .map(|(k, _)| k)
+    }
+}
