@@ -136,15 +136,9 @@ impl Multipath {
     pub fn name(&self) -> &str {
         &self.name
     }
-    pub fn config(&self) -> &DiskConfig {
-        &self.config
-    }
     /// The LUN every path's target port serves.
     pub fn lun(&self) -> &Lun {
         &self.lun
-    }
-    pub fn workload(&self) -> &BlockWorkload {
-        &self.workload
     }
     /// What the disk did, a time with no path still running counted up to the latest
     /// instant a path reported.
@@ -154,9 +148,6 @@ impl Multipath {
             s.no_path_us += self.now.saturating_since(since).as_us();
         }
         s
-    }
-    pub fn paths(&self) -> usize {
-        self.paths.len()
     }
     /// What `path` did, a time down still running counted as [`Multipath::stats`] does.
     pub fn path_stats(&self, path: usize) -> Option<PathStats> {
@@ -173,10 +164,6 @@ impl Multipath {
     }
     pub fn path_dead(&self, path: usize) -> bool {
         self.paths.get(path).is_some_and(|p| p.dead.is_some())
-    }
-    /// I/Os waiting on no path.
-    pub fn queued(&self) -> usize {
-        self.queue.len()
     }
 
     fn any_up(&self) -> bool {
@@ -365,11 +352,6 @@ impl Multipath {
         while let Some(req) = self.queue.pop_front() {
             self.fail_one(req, status, now);
         }
-    }
-
-    /// Stops the workload (the run is over, or a test wants quiet).
-    pub fn stop(&mut self) {
-        self.workload.stop();
     }
 
     /// The I/O accounting: an owed I/O is in flight when the queue or a path still has it

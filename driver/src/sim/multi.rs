@@ -84,9 +84,6 @@ impl MultiHost {
     pub fn end(&self) -> Instant {
         self.end
     }
-    pub fn now(&self) -> Instant {
-        self.hosts.first().map_or(Instant::ZERO, |(_, h)| h.now())
-    }
     pub fn livelocks(&self) -> u32 {
         self.livelocks
     }
@@ -94,18 +91,6 @@ impl MultiHost {
     /// Every adapter with its name, in the scenario's order.
     pub fn hosts(&self) -> &[(String, SimHost)] {
         &self.hosts
-    }
-
-    /// The adapter called `name`.
-    pub fn host(&self, name: &str) -> Option<&SimHost> {
-        self.hosts.iter().find(|(n, _)| n == name).map(|(_, h)| h)
-    }
-
-    pub fn host_mut(&mut self, name: &str) -> Option<&mut SimHost> {
-        self.hosts
-            .iter_mut()
-            .find(|(n, _)| n == name)
-            .map(|(_, h)| h)
     }
 
     /// Whether any adapter is inside a reset (the allocation counters are running).
