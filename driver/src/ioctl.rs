@@ -127,8 +127,9 @@ bitflags! {
 
 /// The version of the ABI this build speaks. Version 2 grew the policy structure (RESET_QUERY's
 /// deadline, the client request limit, auto_recover, the paging hold); version 3 grew
-/// QUERY_STATE's answer by each port's state and LID. Every other structure is the same in all.
-pub const ABI_VERSION: u16 = 3;
+/// QUERY_STATE's answer by each port's state and LID; version 4 grew INJECT_FAULT's input by
+/// a port and a duration (the cable pull). Every other structure is the same in all.
+pub const ABI_VERSION: u16 = 4;
 /// The oldest version still served: a version-1 request gets the version-1 layout.
 pub const ABI_VERSION_MIN: u16 = 1;
 /// Bytes of the policy structure in version 1 (its first 72 bytes in version 2).
@@ -401,22 +402,91 @@ wire_enum! {
         DeviceReplaced = 6 => "device_replaced",
         NeverReturns = 7 => "never_returns",
         SurpriseRemoval = 8 => "surprise_removal",
+        /// A cable pulled from `port` for `duration_ms`, without a reset (version 4).
+        PortDown = 9 => "port_down",
+        /// The remote targets refuse the next `count` logins as busy.
+        TargetBusy = 10 => "target_busy",
     }
 }
 
-/// Input of INJECT_FAULT.
+/// Input of INJECT_FAULT (24 bytes; the first 16 before version 4).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct InjectFaultIn {
     pub header: InputHeader,
     /// `FaultCode` number.
     pub fault: u32,
-    /// For `ResetFails`: how many; otherwise 0.
+    /// For `ResetFails` (1..=64) and `TargetBusy` (1..=[`MAX_BUSY_LOGINS`]): how many;
+    /// otherwise 0.
     pub count: u32,
+    /// For `PortDown`: the port, from 1; otherwise 0 (version 4).
+    pub port: u32,
+    /// For `PortDown`: how long the cable stays out, 1..=[`MAX_FAULT_DURATION_MS`];
+    /// otherwise 0 (version 4).
+    pub duration_ms: u32,
 }
-const_assert_eq!(size_of::<InjectFaultIn>(), 16);
+const_assert_eq!(size_of::<InjectFaultIn>(), 24);
 const_assert_eq!(offset_of!(InjectFaultIn, fault), 8);
 const_assert_eq!(offset_of!(InjectFaultIn, count), 12);
+const_assert_eq!(offset_of!(InjectFaultIn, port), 16);
+const_assert_eq!(offset_of!(InjectFaultIn, duration_ms), 20);
+
+/// Bytes of INJECT_FAULT's input before version 4 (its first 16 bytes in version 4).
+pub const INJECT_V3_BYTES: usize = 16;
+/// Longest cable pull INJECT_FAULT takes: an hour.
+pub const MAX_FAULT_DURATION_MS: u32 = 3_600_000;
+/// Most busy logins one INJECT_FAULT asks the targets to refuse.
+pub const MAX_BUSY_LOGINS: u32 = 10_000;
+
+/// A fault as INJECT_FAULT asks for it, checked against every rule that needs no device:
+/// each field the fault does not take is 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultRequest {
+    pub code: FaultCode,
+    pub count: u32,
+    pub port: u8,
+    pub duration_ms: u32,
+}
+
+impl FaultRequest {
+    /// A fault that takes no argument, or `ResetFails` / `TargetBusy` with its count.
+    pub const fn new(code: FaultCode, count: u32) -> Self {
+        FaultRequest {
+            code,
+            count,
+            port: 0,
+            duration_ms: 0,
+        }
+    }
+
+    /// A cable pulled from `port` for `duration_ms`.
+    pub const fn port_down(port: u8, duration_ms: u32) -> Self {
+        FaultRequest {
+            code: FaultCode::PortDown,
+            count: 0,
+            port,
+            duration_ms,
+        }
+    }
+
+    /// Whether every field is one the fault takes, within its range. The device checks
+    /// what only it knows (whether it has the port).
+    pub fn is_valid(&self) -> bool {
+        let args = (self.count, self.port, self.duration_ms);
+        match self.code {
+            FaultCode::ResetFails => (1..=64).contains(&args.0) && (args.1, args.2) == (0, 0),
+            FaultCode::TargetBusy => {
+                (1..=MAX_BUSY_LOGINS).contains(&args.0) && (args.1, args.2) == (0, 0)
+            }
+            FaultCode::PortDown => {
+                args.0 == 0
+                    && (1..=crate::types::MAX_PORTS).contains(&args.1)
+                    && (1..=MAX_FAULT_DURATION_MS).contains(&args.2)
+            }
+            _ => args == (0, 0, 0),
+        }
+    }
+}
 
 /// Result code of a reset in `StateOut::last_result`: 0 none yet, the `ResetOutcome`
 /// number, `0x10 |` the `FailReason` number, `0x20 |` the `AbortCause` number less one,

@@ -65,7 +65,9 @@ fn valid_input(code: u32) -> Vec<u8> {
         IOCTL_HCABUS_SET_POLICY => {
             encode_set_policy(&PolicyAbi::from_policy(&Policy::default()), &mut buf)
         }
-        IOCTL_HCABUS_INJECT_FAULT => encode_inject_fault(FaultCode::Catastrophic, 0, &mut buf),
+        IOCTL_HCABUS_INJECT_FAULT => {
+            encode_inject_fault(&FaultRequest::new(FaultCode::Catastrophic, 0), &mut buf)
+        }
         _ if buf.is_empty() => {}
         _ => encode_empty(&mut buf),
     }

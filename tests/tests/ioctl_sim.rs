@@ -80,16 +80,16 @@ fn an_administrator_reset_through_the_dispatcher_restores_the_host_under_load() 
 #[test]
 fn a_failed_device_is_restarted_through_the_dispatcher() {
     let mut host = quiet_host();
-    let mut input = [0u8; 16];
+    let mut input = [0u8; size_of::<InjectFaultIn>()];
     // Three soft resets and the FLR fail: the device is Failed; the restart then works.
-    encode_inject_fault(FaultCode::ResetFails, 4, &mut input);
+    encode_inject_fault(&FaultRequest::new(FaultCode::ResetFails, 4), &mut input);
     assert_eq!(
         ioctl(&mut host, IOCTL_HCABUS_INJECT_FAULT, &input, 0)
             .0
             .status,
         NtStatus::SUCCESS
     );
-    encode_inject_fault(FaultCode::Catastrophic, 0, &mut input);
+    encode_inject_fault(&FaultRequest::new(FaultCode::Catastrophic, 0), &mut input);
     assert_eq!(
         ioctl(&mut host, IOCTL_HCABUS_INJECT_FAULT, &input, 0)
             .0
@@ -112,4 +112,65 @@ fn a_failed_device_is_restarted_through_the_dispatcher() {
     let io = stack::io_stats(&host);
     assert!(io.completed > before + 1_000, "{io:?}");
     assert_eq!((io.lost, io.duplicated), (0, 0), "{io:?}");
+}
+
+fn inject(host: &mut SimHost, fault: FaultRequest) -> NtStatus {
+    let mut input = [0u8; size_of::<InjectFaultIn>()];
+    encode_inject_fault(&fault, &mut input);
+    ioctl(host, IOCTL_HCABUS_INJECT_FAULT, &input, 0).0.status
+}
+
+/// `(state, lid)` of ports 1 and 2 as QUERY_STATE gives them.
+fn ports(host: &mut SimHost) -> [(u32, u32); 2] {
+    state(host).ports.map(|p| (p.state, p.lid))
+}
+
+#[test]
+fn a_cable_pull_by_ioctl_on_a_host_without_a_modelled_fabric_is_reported_and_ridden_through() {
+    let mut host = quiet_host();
+    host.run_until(Instant::from_ms(500));
+    assert_eq!(ports(&mut host), [(0, 0); 2], "the fabric is not modelled");
+    let busy = FaultRequest::new(FaultCode::TargetBusy, 2);
+    assert_eq!(inject(&mut host, busy), NtStatus::SUCCESS);
+    let pull = FaultRequest::port_down(1, 2_000);
+    assert_eq!(inject(&mut host, pull), NtStatus::SUCCESS);
+    // From this request on the ports are reported: port 1 Down, port 2 as it was.
+    let [p1, p2] = ports(&mut host);
+    assert_eq!((p1, p2.0), ((1, 0), 4), "Down; Active");
+    host.run_until(Instant::from_ms(10_000));
+    let [p1, _] = ports(&mut host);
+    assert_eq!(p1.0, 4, "port 1 Active again after the cable is back");
+    assert_eq!(state(&mut host).epoch, 1, "no reset");
+    let io = stack::io_stats(&host);
+    assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
+    let disks: Vec<_> = host
+        .agents_of::<ibal::disk::SrpClient>()
+        .map(|d| *d.disk().stats())
+        .collect();
+    assert!(
+        disks.iter().any(|s| s.port_losses == 1),
+        "a disk on port 1 lost its port: {disks:?}"
+    );
+    let busy: u32 = disks.iter().map(|s| s.logins_refused_busy).sum();
+    assert_eq!(
+        busy, 2,
+        "the busy target refused the re-logins twice: {disks:?}"
+    );
+    assert!(
+        host.checker().violations.is_empty(),
+        "{:?}",
+        host.checker().violations
+    );
+}
+
+#[test]
+fn a_cable_pull_on_a_port_the_adapter_lacks_is_refused_and_changes_nothing() {
+    let mut setup = hcabus::sim::SimSetup::default();
+    setup.hca.ports = 1;
+    let mut host = SimHost::new(&setup).expect("host");
+    let before = host.flight_record_bytes();
+    let pull = FaultRequest::port_down(2, 1_000);
+    assert_eq!(inject(&mut host, pull), NtStatus::INVALID_PARAMETER);
+    assert_eq!(host.flight_record_bytes(), before);
+    assert_eq!(ports(&mut host), [(0, 0); 2]);
 }

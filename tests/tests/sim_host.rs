@@ -312,7 +312,7 @@ fn surprise_removal_mid_reset_ends_everything() {
 
 #[test]
 fn every_fault_has_one_name_and_every_ioctl_code_one_fault() {
-    use hcabus::ioctl::FaultCode;
+    use hcabus::ioctl::{FaultCode, FaultRequest};
     for f in Fault::ALL {
         let count = if f.takes_count() { 3 } else { 1 };
         let expect = match f {
@@ -323,12 +323,22 @@ fn every_fault_has_one_name_and_every_ioctl_code_one_fault() {
         assert_eq!(parsed, f.in_scenarios().then_some(expect), "{}", f.name());
         if let Some(code) = f.code() {
             assert_eq!(code.as_str(), f.name());
-            assert_eq!(Fault::from_code(code, count), expect);
+            let request = match f {
+                Fault::PortDown { port, duration } => {
+                    FaultRequest::port_down(port, duration.as_ms() as u32)
+                }
+                _ => FaultRequest::new(code, if f.takes_count() { count } else { 0 }),
+            };
+            assert_eq!(Fault::from_request(request), expect);
         }
     }
     for code in FaultCode::ALL {
-        let f = Fault::from_code(code, 1);
+        let f = Fault::from_request(match code {
+            FaultCode::PortDown => FaultRequest::port_down(1, 1_000),
+            _ => FaultRequest::new(code, 1),
+        });
         assert_eq!(f.code(), Some(code), "{}", code.as_str());
+        assert_eq!(f.name(), code.as_str());
     }
     let names: std::collections::HashSet<_> = Fault::ALL.iter().map(|f| f.name()).collect();
     assert_eq!(names.len(), Fault::ALL.len(), "names are unique");

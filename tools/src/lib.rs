@@ -1,6 +1,7 @@
 //! Shared pieces of the hcabus command-line tools.
 
 pub mod answer;
+pub mod device;
 pub mod hunt;
 pub mod inf;
 pub mod report;

@@ -7,7 +7,8 @@
 //! without ever making an IOCTL wait on a long catch-up, and shutdown is prompt. Each
 //! connection has its own thread that reads frames, asks the host thread, and writes
 //! answers: a slow or broken client blocks only its own thread, and there are at most
-//! [`MAX_CONNECTIONS`] of them.
+//! [`MAX_CONNECTIONS`] of them. A host of several adapters has a socket per adapter (the
+//! bus driver's control device per HCA), all answered by the one host thread.
 
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -20,14 +21,18 @@ use std::thread;
 use std::time::{Duration, Instant as WallInstant};
 
 use hcabus::ioctl::{NtStatus, Rights};
+use hcabus::sim::MultiHost;
 use hcabus::Instant;
-use ibal::stack::StackSetup;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
+use crate::device;
+use crate::scenario::Scenario;
 use crate::transport::{read_request, write_response, FrameError, MAX_OUTPUT};
 
 /// One request for the host thread, with where to send the answer.
 struct Job {
+    /// The adapter whose socket it came in on.
+    device: usize,
     code: u32,
     input: Vec<u8>,
     output_capacity: u32,
@@ -40,40 +45,63 @@ struct Job {
 pub const FRAME_DEADLINE: Duration = Duration::from_secs(10);
 /// A connection silent between frames this long is closed.
 pub const IDLE: Duration = Duration::from_secs(60);
-/// Connections served at once; more are accepted and closed at once.
+/// Connections served at once, over every adapter's socket; more are accepted and closed
+/// at once.
 pub const MAX_CONNECTIONS: usize = 64;
 /// The most virtual time one step of the host simulates before it answers requests again.
 pub const MAX_STEP: hcabus::Duration = hcabus::Duration::from_ms(10);
 
-/// Serves `setup` on `socket` until `stop` is set (by SIGINT or SIGTERM in `hcasim`).
-pub fn serve(setup: StackSetup, socket: &Path, stop: Arc<AtomicBool>) -> io::Result<()> {
+/// Builds the host of `setup`: a host of one adapter is a [`MultiHost`] of one, whose
+/// adapter has no name. Returns it with the adapters' device names (none for one).
+fn build(setup: &Scenario) -> Result<(MultiHost, Vec<String>), String> {
+    match setup {
+        Scenario::One(s) => {
+            let host = ibal::stack::build(s).map_err(|e| e.to_string())?;
+            let world = MultiHost::new(&s.sim.name, s.sim.seed, vec![(String::new(), host)])
+                .map_err(|e| e.to_string())?;
+            Ok((world, Vec::new()))
+        }
+        Scenario::Many(m) => {
+            if let Some(a) = m.adapters.iter().find(|a| !device::valid_name(&a.name)) {
+                return Err(format!("adapter {:?}: {}", a.name, device::NAME_RULE));
+            }
+            let world = ibal::stack::build_multi(m).map_err(|e| e.to_string())?;
+            let names = m.adapters.iter().map(|a| a.name.clone()).collect();
+            Ok((world, names))
+        }
+    }
+}
+
+/// Serves `setup` until `stop` is set (by SIGINT or SIGTERM in `hcasim`): a host of one
+/// adapter on `socket`; a host of several on `socket.NAME` for each adapter NAME, and on
+/// `socket` for the first (see [`crate::device`]).
+pub fn serve(setup: Scenario, socket: &Path, stop: Arc<AtomicBool>) -> io::Result<()> {
     let (jobs, inbox) = mpsc::channel::<Job>();
     let host_stop = stop.clone();
     // The host is not Send: its thread builds it and says whether it could, before anything
     // is bound.
-    let (built, ready) = mpsc::sync_channel::<Result<(), String>>(1);
-    let host =
-        thread::Builder::new().name("host".into()).spawn(move || {
-            match ibal::stack::build(&setup) {
-                Ok(host) => {
-                    let _ = built.send(Ok(()));
-                    run_host(host, inbox, host_stop);
-                }
-                Err(e) => {
-                    let _ = built.send(Err(e.to_string()));
-                }
+    let (built, ready) = mpsc::sync_channel::<Result<Vec<String>, String>>(1);
+    let host = thread::Builder::new()
+        .name("host".into())
+        .spawn(move || match build(&setup) {
+            Ok((world, names)) => {
+                let _ = built.send(Ok(names));
+                run_host(world, inbox, host_stop);
+            }
+            Err(e) => {
+                let _ = built.send(Err(e));
             }
         })?;
-    match ready.recv() {
-        Ok(Ok(())) => {}
+    let names = match ready.recv() {
+        Ok(Ok(names)) => names,
         Ok(Err(e)) => {
             let _ = host.join();
             return Err(io::Error::other(e));
         }
         Err(_) => return Err(io::Error::other("the host thread died while building")),
-    }
-    let (listener, ours) = match bind_private(socket) {
-        Ok(l) => l,
+    };
+    let bound = match bind_devices(socket, &names) {
+        Ok(b) => b,
         Err(e) => {
             stop.store(true, Ordering::Relaxed);
             drop(jobs);
@@ -81,18 +109,15 @@ pub fn serve(setup: StackSetup, socket: &Path, stop: Arc<AtomicBool>) -> io::Res
             return Err(e);
         }
     };
-    listener.set_nonblocking(true)?;
     let server_uid = nix::unistd::getuid().as_raw();
-    eprintln!(
-        "hcasim: serving on {} (pid {})",
-        socket.display(),
-        std::process::id()
-    );
-    accept_loop(&listener, &jobs, server_uid, &stop);
-    // Remove the socket only if it is still the one we made.
-    if std::fs::symlink_metadata(socket).is_ok_and(|m| (m.dev(), m.ino()) == ours) {
-        let _ = std::fs::remove_file(socket);
+    let mut said = format!("hcasim: serving on {}", socket.display());
+    for (name, (path, _)) in names.iter().zip(&bound.made) {
+        said.push_str(&format!("; {name} on {}", path.display()));
     }
+    eprintln!("{said} (pid {})", std::process::id());
+    accept_loop(&bound.listeners, &jobs, server_uid, &stop);
+    // Remove each socket only if it is still the one we made.
+    bound.remove();
     drop(jobs);
     match host.join() {
         Ok(()) => Ok(()),
@@ -100,66 +125,133 @@ pub fn serve(setup: StackSetup, socket: &Path, stop: Arc<AtomicBool>) -> io::Res
     }
 }
 
-/// Accepts until `stop`: at most [`MAX_CONNECTIONS`] at once; accept errors (out of file
-/// descriptors, say) back off instead of spinning, and are logged once per burst.
-fn accept_loop(listener: &UnixListener, jobs: &mpsc::Sender<Job>, uid: u32, stop: &AtomicBool) {
-    let live = Arc::new(AtomicUsize::new(0));
-    let mut backoff = Duration::ZERO;
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                backoff = Duration::ZERO;
-                if live.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-                    log::warn!("{MAX_CONNECTIONS} connections already: closing a new one");
-                    continue;
-                }
-                live.fetch_add(1, Ordering::Relaxed);
-                let (jobs, live2) = (jobs.clone(), live.clone());
-                let spawned = thread::Builder::new()
-                    .name("connection".into())
-                    .spawn(move || {
-                        connection(stream, jobs, uid);
-                        live2.fetch_sub(1, Ordering::Relaxed);
-                    });
-                if let Err(e) = spawned {
-                    live.fetch_sub(1, Ordering::Relaxed);
-                    eprintln!("hcasim: cannot start a connection thread: {e}");
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                thread::sleep(Duration::from_millis(20))
-            }
-            Err(e) => {
-                if backoff.is_zero() {
-                    eprintln!("hcasim: accept: {e}; backing off");
-                }
-                backoff = (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(1));
-                thread::sleep(backoff);
+/// The listeners (each with its adapter's index) and every path made for them, with the
+/// (device, inode) each had when made.
+struct Bound {
+    listeners: Vec<(UnixListener, usize)>,
+    made: Vec<(PathBuf, (u64, u64))>,
+}
+
+impl Bound {
+    fn remove(&self) {
+        for (path, ours) in &self.made {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == *ours) {
+                let _ = std::fs::remove_file(path);
             }
         }
     }
 }
 
-/// Binds under a temporary name, makes it 0600, then links it into place, so the socket is
-/// never reachable with looser rights. Only a socket nobody answers on is replaced: a live
-/// one, a regular file, a symlink or anything else at `socket` is refused and left alone.
-/// Returns the listener and the socket's (device, inode), to remove only it at the end.
-fn bind_private(socket: &Path) -> io::Result<(UnixListener, (u64, u64))> {
-    match std::fs::symlink_metadata(socket) {
-        Ok(m) if m.file_type().is_socket() => match UnixStream::connect(socket) {
-            Ok(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!("{} is already being served", socket.display()),
-                ))
+/// One socket for a host of one adapter (`names` empty); for several, one per adapter at
+/// `socket.NAME` and then `socket` itself, a second name of the first adapter's, made last
+/// so that a client that sees `socket` finds every adapter served. On any failure nothing
+/// made is left behind.
+fn bind_devices(socket: &Path, names: &[String]) -> io::Result<Bound> {
+    let mut bound = Bound {
+        listeners: Vec::with_capacity(names.len().max(1)),
+        made: Vec::with_capacity(names.len() + 1),
+    };
+    if names.is_empty() {
+        let (listener, ours) = bind_private(socket)?;
+        bound.listeners.push((listener, 0));
+        bound.made.push((socket.to_path_buf(), ours));
+    }
+    for (i, name) in names.iter().enumerate() {
+        let path = device::socket_of(socket, name);
+        match bind_private(&path) {
+            Ok((listener, ours)) => {
+                bound.listeners.push((listener, i));
+                bound.made.push((path, ours));
             }
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(socket)?,
             Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("cannot tell whether {} is in use: {e}", socket.display()),
-                ))
+                bound.remove();
+                return Err(io::Error::new(e.kind(), format!("adapter {name}: {e}")));
             }
+        }
+    }
+    if let Some((first, ours)) = bound.made.first().cloned().filter(|_| !names.is_empty()) {
+        // A hard link fails if anything appeared at `socket` meanwhile: nothing is replaced.
+        if let Err(e) = clear_stale(socket).and_then(|()| std::fs::hard_link(&first, socket)) {
+            bound.remove();
+            return Err(e);
+        }
+        bound.made.push((socket.to_path_buf(), ours));
+    }
+    for (l, _) in &bound.listeners {
+        l.set_nonblocking(true)?;
+    }
+    Ok(bound)
+}
+
+/// Accepts on every listener until `stop`: at most [`MAX_CONNECTIONS`] at once; accept
+/// errors (out of file descriptors, say) back off instead of spinning, and are logged once
+/// per burst.
+fn accept_loop(
+    listeners: &[(UnixListener, usize)],
+    jobs: &mpsc::Sender<Job>,
+    uid: u32,
+    stop: &AtomicBool,
+) {
+    let live = Arc::new(AtomicUsize::new(0));
+    let mut backoff = Duration::ZERO;
+    while !stop.load(Ordering::Relaxed) {
+        let mut idle = true;
+        for (listener, device) in listeners {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    idle = false;
+                    backoff = Duration::ZERO;
+                    if live.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                        log::warn!("{MAX_CONNECTIONS} connections already: closing a new one");
+                        continue;
+                    }
+                    live.fetch_add(1, Ordering::Relaxed);
+                    let (jobs, live2, device) = (jobs.clone(), live.clone(), *device);
+                    let spawned =
+                        thread::Builder::new()
+                            .name("connection".into())
+                            .spawn(move || {
+                                connection(stream, device, jobs, uid);
+                                live2.fetch_sub(1, Ordering::Relaxed);
+                            });
+                    if let Err(e) = spawned {
+                        live.fetch_sub(1, Ordering::Relaxed);
+                        eprintln!("hcasim: cannot start a connection thread: {e}");
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => {
+                    idle = false;
+                    if backoff.is_zero() {
+                        eprintln!("hcasim: accept: {e}; backing off");
+                    }
+                    backoff =
+                        (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(1));
+                    thread::sleep(backoff);
+                }
+            }
+        }
+        if idle {
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// What is at `path` may be replaced only if it is a socket nobody answers on (left by a
+/// server that died): that one is removed. A live one, a regular file, a symlink or
+/// anything else is refused and left alone.
+fn clear_stale(path: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => match UnixStream::connect(path) {
+            Ok(_) => Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("{} is already being served", path.display()),
+            )),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::fs::remove_file(path),
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!("cannot tell whether {} is in use: {e}", path.display()),
+            )),
         },
         Ok(m) => {
             let what = if m.file_type().is_symlink() {
@@ -169,17 +261,25 @@ fn bind_private(socket: &Path) -> io::Result<(UnixListener, (u64, u64))> {
             } else {
                 "a file"
             };
-            return Err(io::Error::new(
+            Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 format!(
                     "{} exists and is {what}, not a socket: not replacing it",
-                    socket.display()
+                    path.display()
                 ),
-            ));
+            ))
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
+}
+
+/// Binds under a temporary name, makes it 0600, then links it into place, so the socket is
+/// never reachable with looser rights; only a stale socket at `socket` is replaced
+/// ([`clear_stale`]). Returns the listener and the socket's (device, inode), to remove only
+/// it at the end.
+fn bind_private(socket: &Path) -> io::Result<(UnixListener, (u64, u64))> {
+    clear_stale(socket)?;
     let (listener, tmp) = bind_temporary(socket)?;
     let linked = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
         // A hard link fails if anything appeared at `socket` meanwhile: nothing is replaced.
@@ -209,7 +309,7 @@ fn bind_temporary(socket: &Path) -> io::Result<(UnixListener, PathBuf)> {
     Err(last.unwrap_or_else(|| io::Error::other("no temporary name")))
 }
 
-fn run_host(mut host: hcabus::sim::SimHost, inbox: mpsc::Receiver<Job>, stop: Arc<AtomicBool>) {
+fn run_host(mut host: MultiHost, inbox: mpsc::Receiver<Job>, stop: Arc<AtomicBool>) {
     let start = WallInstant::now();
     let mut said_behind = WallInstant::now();
     loop {
@@ -246,10 +346,17 @@ fn run_host(mut host: hcabus::sim::SimHost, inbox: mpsc::Receiver<Job>, stop: Ar
     }
 }
 
-fn answer(host: &mut hcabus::sim::SimHost, job: Job) {
+fn answer(host: &mut MultiHost, job: Job) {
     let cap = job.output_capacity.min(MAX_OUTPUT) as usize;
     let mut out = vec![0u8; cap];
-    let reply = host.ioctl(job.code, &job.input, &mut out, job.rights);
+    // Every listener's index is an adapter's: the fallback is never taken.
+    let reply = match host.host_mut(job.device) {
+        Some(adapter) => adapter.ioctl(job.code, &job.input, &mut out, job.rights),
+        None => hcabus::ioctl::Reply {
+            status: NtStatus::INVALID_DEVICE_REQUEST,
+            bytes: 0,
+        },
+    };
     out.truncate(reply.bytes);
     // The connection may be gone; that is its business.
     let _ = job.reply.try_send((reply.status, out));
@@ -290,7 +397,7 @@ impl Read for FrameReader<'_> {
     }
 }
 
-fn connection(stream: UnixStream, jobs: mpsc::Sender<Job>, server_uid: u32) {
+fn connection(stream: UnixStream, device: usize, jobs: mpsc::Sender<Job>, server_uid: u32) {
     let rights = rights_of(&stream, server_uid);
     let _ = stream.set_write_timeout(Some(FRAME_DEADLINE));
     loop {
@@ -312,6 +419,7 @@ fn connection(stream: UnixStream, jobs: mpsc::Sender<Job>, server_uid: u32) {
         };
         let (reply, answer) = mpsc::sync_channel(1);
         let job = Job {
+            device,
             code: frame.code,
             input: frame.input,
             output_capacity: frame.output_capacity,

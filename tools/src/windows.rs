@@ -17,8 +17,11 @@ use windows_sys::Win32::Storage::FileSystem::{
 };
 use windows_sys::Win32::System::IO::DeviceIoControl;
 
-/// The symbolic link the KMDF glue is to create for the bus's control device.
-pub const DEFAULT_DEVICE: &str = r"\\.\HcaBus0";
+/// The name of the first HCA's control device (`\\.\HcaBus0`): the KMDF glue creates
+/// `\DosDevices\HcaBus<n>` for the n-th.
+pub const DEFAULT_NAME: &str = "HcaBus0";
+/// How many control devices `hcactl devices` looks for (`HcaBus0` to `HcaBus63`).
+pub const MAX_DEVICES: u32 = 64;
 
 /// The I/O manager turns the driver's NTSTATUS into a Win32 error; this turns the ones
 /// the dispatcher uses back, so hcactl prints the same names on both transports.

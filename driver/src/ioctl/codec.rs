@@ -406,10 +406,16 @@ pub fn encode_set_policy(policy: &PolicyAbi, buf: &mut [u8]) {
     policy.encode(&mut buf[offset_of!(SetPolicyIn, policy)..]);
 }
 
-pub fn encode_inject_fault(fault: FaultCode, count: u32, buf: &mut [u8]) {
+pub fn encode_inject_fault(fault: &FaultRequest, buf: &mut [u8]) {
     InputHeader::for_input::<InjectFaultIn>().encode(buf);
-    put_u32(buf, offset_of!(InjectFaultIn, fault), fault as u32);
-    put_u32(buf, offset_of!(InjectFaultIn, count), count);
+    put_u32(buf, offset_of!(InjectFaultIn, fault), fault.code as u32);
+    put_u32(buf, offset_of!(InjectFaultIn, count), fault.count);
+    put_u32(buf, offset_of!(InjectFaultIn, port), u32::from(fault.port));
+    put_u32(
+        buf,
+        offset_of!(InjectFaultIn, duration_ms),
+        fault.duration_ms,
+    );
 }
 
 pub fn encode_empty(buf: &mut [u8]) {
@@ -439,6 +445,7 @@ pub const fn state_bytes(version: u16) -> usize {
 pub fn input_size_of(code: u32, version: u16) -> Option<usize> {
     match code {
         IOCTL_HCABUS_SET_POLICY => Some(size_of::<InputHeader>() + policy_bytes(version)),
+        IOCTL_HCABUS_INJECT_FAULT if version < 4 => Some(INJECT_V3_BYTES),
         _ => input_size(code),
     }
 }

@@ -14,8 +14,10 @@ pub trait IoctlDevice {
     fn coordinator(&mut self) -> &mut Coordinator;
     fn now(&self) -> Instant;
     /// Simulator only: real hardware answers NOT_SUPPORTED.
-    fn inject(&mut self, fault: FaultCode, count: u32) -> Result<(), NtStatus> {
-        let _ = (fault, count);
+    /// `fault` is valid ([`FaultRequest::is_valid`]); a device without the port it names
+    /// answers INVALID_PARAMETER.
+    fn inject(&mut self, fault: FaultRequest) -> Result<(), NtStatus> {
+        let _ = fault;
         Err(NtStatus::NOT_SUPPORTED)
     }
     /// A reset was requested with this reason text (for the log).
@@ -70,10 +72,7 @@ enum Decoded<'a> {
         abi: PolicyAbi,
         version: u16,
     },
-    InjectFault {
-        fault: FaultCode,
-        count: u32,
-    },
+    InjectFault(FaultRequest),
 }
 
 fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
@@ -143,16 +142,28 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
         }
         IOCTL_HCABUS_INJECT_FAULT => {
             let raw = get_u32(input, offset_of!(InjectFaultIn, fault)).ok_or(size)?;
-            let fault = FaultCode::try_from(raw).map_err(|_| bad)?;
+            let code = FaultCode::try_from(raw).map_err(|_| bad)?;
             let count = get_u32(input, offset_of!(InjectFaultIn, count)).ok_or(size)?;
-            let count_ok = match fault {
-                FaultCode::ResetFails => (1..=64).contains(&count),
-                _ => count == 0,
+            // Before version 4 there is no port and no duration: a cable pull cannot be
+            // said, and is refused as invalid below.
+            let (port, duration_ms) = if header.version < 4 {
+                (0, 0)
+            } else {
+                (
+                    get_u32(input, offset_of!(InjectFaultIn, port)).ok_or(size)?,
+                    get_u32(input, offset_of!(InjectFaultIn, duration_ms)).ok_or(size)?,
+                )
             };
-            if !count_ok {
+            let fault = FaultRequest {
+                code,
+                count,
+                port: u8::try_from(port).map_err(|_| bad)?,
+                duration_ms,
+            };
+            if !fault.is_valid() {
                 return Err(bad);
             }
-            Decoded::InjectFault { fault, count }
+            Decoded::InjectFault(fault)
         }
         _ => return Err(NtStatus::INVALID_DEVICE_REQUEST),
     })
@@ -250,7 +261,7 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
                 Err(_) => Reply::status(NtStatus::INVALID_DEVICE_REQUEST),
             }
         }
-        Decoded::InjectFault { fault, count } => match dev.inject(fault, count) {
+        Decoded::InjectFault(fault) => match dev.inject(fault) {
             Ok(()) => Reply::ok(0),
             Err(s) => Reply::status(s),
         },

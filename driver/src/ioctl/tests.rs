@@ -16,7 +16,7 @@ struct Dev {
     coord: Coordinator,
     now: Instant,
     simulator: bool,
-    injected: Vec<(FaultCode, u32)>,
+    injected: Vec<FaultRequest>,
 }
 
 impl IoctlDevice for Dev {
@@ -26,11 +26,11 @@ impl IoctlDevice for Dev {
     fn now(&self) -> Instant {
         self.now
     }
-    fn inject(&mut self, fault: FaultCode, count: u32) -> Result<(), NtStatus> {
+    fn inject(&mut self, fault: FaultRequest) -> Result<(), NtStatus> {
         if !self.simulator {
             return Err(NtStatus::NOT_SUPPORTED);
         }
-        self.injected.push((fault, count));
+        self.injected.push(fault);
         Ok(())
     }
 }
@@ -291,22 +291,99 @@ fn restart_is_refused_when_healthy_and_busy_during_a_reset() {
 #[test]
 fn inject_fault_reaches_the_simulator_and_not_real_hardware() {
     let mut d = dev();
-    let mut input = vec![0u8; 16];
-    encode_inject_fault(FaultCode::ResetFails, 3, &mut input);
+    let mut input = vec![0u8; size_of::<InjectFaultIn>()];
+    encode_inject_fault(&FaultRequest::new(FaultCode::ResetFails, 3), &mut input);
     let (r, _) = call(&mut d, IOCTL_HCABUS_INJECT_FAULT, &input, 0, ALL);
     assert_eq!(r, Reply::ok(0));
-    assert_eq!(d.injected, [(FaultCode::ResetFails, 3)]);
+    assert_eq!(d.injected, [FaultRequest::new(FaultCode::ResetFails, 3)]);
     d.simulator = false;
-    encode_inject_fault(FaultCode::Catastrophic, 0, &mut input);
+    encode_inject_fault(&FaultRequest::new(FaultCode::Catastrophic, 0), &mut input);
     let (r, _) = call(&mut d, IOCTL_HCABUS_INJECT_FAULT, &input, 0, ALL);
     assert_eq!(r.status, NtStatus::NOT_SUPPORTED);
-    for (fault, count) in [(FaultCode::Catastrophic as u32, 1), (99, 0), (5, 0)] {
-        d.simulator = true;
+    d.simulator = true;
+    // (fault, count, port, duration_ms): each names a field its fault does not take, or a
+    // value out of range.
+    let refused = [
+        (FaultCode::Catastrophic as u32, 1, 0, 0),
+        (99, 0, 0, 0),
+        (FaultCode::ResetFails as u32, 0, 0, 0),
+        (FaultCode::ResetFails as u32, 65, 0, 0),
+        (FaultCode::ResetFails as u32, 1, 1, 0),
+        (FaultCode::Hang as u32, 0, 0, 5),
+        (FaultCode::TargetBusy as u32, 0, 0, 0),
+        (FaultCode::TargetBusy as u32, MAX_BUSY_LOGINS + 1, 0, 0),
+        (FaultCode::PortDown as u32, 0, 0, 1_000),
+        (FaultCode::PortDown as u32, 0, 3, 1_000),
+        (FaultCode::PortDown as u32, 0, 256 + 1, 1_000),
+        (FaultCode::PortDown as u32, 0, 1, 0),
+        (FaultCode::PortDown as u32, 0, 1, MAX_FAULT_DURATION_MS + 1),
+        (FaultCode::PortDown as u32, 2, 1, 1_000),
+    ];
+    for (fault, count, port, duration_ms) in refused {
         put_u32(&mut input, 8, fault);
         put_u32(&mut input, 12, count);
+        put_u32(&mut input, 16, port);
+        put_u32(&mut input, 20, duration_ms);
         let (r, _) = call(&mut d, IOCTL_HCABUS_INJECT_FAULT, &input, 0, ALL);
-        assert_eq!(r.status, NtStatus::INVALID_PARAMETER, "{fault} {count}");
+        assert_eq!(
+            r.status,
+            NtStatus::INVALID_PARAMETER,
+            "{fault} {count} {port} {duration_ms}"
+        );
     }
+    assert_eq!(
+        d.injected.len(),
+        1,
+        "no refused request reached the simulator"
+    );
+    let busy = FaultRequest::new(FaultCode::TargetBusy, 7);
+    let pull = FaultRequest::port_down(2, 1_500);
+    for f in [busy, pull] {
+        encode_inject_fault(&f, &mut input);
+        let (r, _) = call(&mut d, IOCTL_HCABUS_INJECT_FAULT, &input, 0, ALL);
+        assert_eq!(r, Reply::ok(0), "{f:?}");
+    }
+    assert_eq!(d.injected[1..], [busy, pull]);
+}
+
+#[test]
+fn a_version_3_inject_fault_is_16_bytes_and_cannot_say_a_cable_pull() {
+    let mut d = dev();
+    let mut v3 = vec![0u8; INJECT_V3_BYTES];
+    InputHeader {
+        size: INJECT_V3_BYTES as u32,
+        version: 3,
+        reserved: 0,
+    }
+    .encode(&mut v3);
+    put_u32(&mut v3, 8, FaultCode::TargetBusy as u32);
+    put_u32(&mut v3, 12, 4);
+    let (r, _) = call(&mut d, IOCTL_HCABUS_INJECT_FAULT, &v3, 0, ALL);
+    assert_eq!(r, Reply::ok(0));
+    assert_eq!(d.injected, [FaultRequest::new(FaultCode::TargetBusy, 4)]);
+    put_u32(&mut v3, 8, FaultCode::PortDown as u32);
+    put_u32(&mut v3, 12, 0);
+    let (r, _) = call(&mut d, IOCTL_HCABUS_INJECT_FAULT, &v3, 0, ALL);
+    assert_eq!(
+        r.status,
+        NtStatus::INVALID_PARAMETER,
+        "no port in version 3"
+    );
+    // The version-4 size with a version-3 header, and the other way round.
+    let mut long = vec![0u8; size_of::<InjectFaultIn>()];
+    long[..INJECT_V3_BYTES].copy_from_slice(&v3);
+    put_u32(&mut long, 0, size_of::<InjectFaultIn>() as u32);
+    let (r, _) = call(&mut d, IOCTL_HCABUS_INJECT_FAULT, &long, 0, ALL);
+    assert_eq!(r.status, NtStatus::INVALID_BUFFER_SIZE);
+    encode_inject_fault(&FaultRequest::new(FaultCode::Catastrophic, 0), &mut long);
+    let (r, _) = call(
+        &mut d,
+        IOCTL_HCABUS_INJECT_FAULT,
+        &long[..INJECT_V3_BYTES],
+        0,
+        ALL,
+    );
+    assert_eq!(r.status, NtStatus::INVALID_BUFFER_SIZE);
     assert_eq!(d.injected.len(), 1);
 }
 
@@ -319,8 +396,8 @@ fn every_write_code_on_a_removed_device_is_an_invalid_device_request_and_changes
     let mut changed = PolicyAbi::from_policy(&Policy::default());
     changed.quiesce_deadline_ms = 1_234;
     encode_set_policy(&changed, &mut policy);
-    let mut inject = vec![0u8; 16];
-    encode_inject_fault(FaultCode::Catastrophic, 0, &mut inject);
+    let mut inject = vec![0u8; size_of::<InjectFaultIn>()];
+    encode_inject_fault(&FaultRequest::new(FaultCode::Catastrophic, 0), &mut inject);
     let before = fingerprint(&d);
     for (what, code, input, cap) in [
         ("SET_POLICY", IOCTL_HCABUS_SET_POLICY, policy, 0),

@@ -201,6 +201,11 @@ impl SimHca {
         self.busy_logins = self.busy_logins.saturating_add(count);
     }
 
+    /// How many ports the adapter has.
+    pub fn port_count(&self) -> u8 {
+        self.config.ports.min(crate::types::MAX_PORTS)
+    }
+
     /// The ports, for the host to poll for changes.
     pub fn ports(&self) -> &SimPorts {
         &self.ports

@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::coordinator::*;
 use crate::hca::execute;
-use crate::ioctl::{self, FaultCode, IoctlDevice, NtStatus, Reply, Rights};
+use crate::ioctl::{self, FaultCode, FaultRequest, IoctlDevice, NtStatus, Reply, Rights};
 use crate::policy::PolicyError;
 use crate::sim::agent::{Agent, ScriptedAgent};
 use crate::sim::bus::Bus;
@@ -316,6 +316,9 @@ impl SimHost {
                 let _ = self.coord.admin_restart(now);
             }
             Fault::PortDown { port, duration } => {
+                // A cable pull given by IOCTL to a host whose scenario did not model the
+                // fabric starts modelling it: the ports are reported from now on.
+                self.ports_modelled = true;
                 if !self.hca.pull_cable(port, duration) {
                     log::warn!("[{now}] port_down: the adapter has no port {port}");
                 }
@@ -515,9 +518,11 @@ impl IoctlDevice for SimHost {
         self.now
     }
 
-    fn inject(&mut self, fault: FaultCode, count: u32) -> Result<(), NtStatus> {
-        let fault = Fault::from_code(fault, count);
-        SimHost::inject(self, fault);
+    fn inject(&mut self, fault: FaultRequest) -> Result<(), NtStatus> {
+        if fault.code == FaultCode::PortDown && fault.port > self.hca.port_count() {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        SimHost::inject(self, Fault::from_request(fault));
         Ok(())
     }
 

@@ -93,6 +93,16 @@ impl MultiHost {
         &self.hosts
     }
 
+    /// Adapter `i`, to call into (an IOCTL, a fault) between runs.
+    pub fn host_mut(&mut self, i: usize) -> Option<&mut SimHost> {
+        self.hosts.get_mut(i).map(|(_, h)| h)
+    }
+
+    /// Where the clock is: every adapter is at the same instant between runs.
+    pub fn now(&self) -> Instant {
+        self.hosts.first().map_or(Instant::ZERO, |(_, h)| h.now())
+    }
+
     /// Whether any adapter is inside a reset (the allocation counters are running).
     pub fn reset_in_progress(&self) -> bool {
         self.hosts

@@ -7,7 +7,7 @@ use std::vec::Vec;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::ioctl::FaultCode;
+use crate::ioctl::{FaultCode, FaultRequest};
 use crate::policy::Policy;
 use crate::sim::agent::Behavior;
 use crate::sim::hca::SimHcaConfig;
@@ -104,22 +104,29 @@ impl Fault {
             Fault::DeviceReplaced => FaultCode::DeviceReplaced,
             Fault::NeverReturns => FaultCode::NeverReturns,
             Fault::SurpriseRemoval => FaultCode::SurpriseRemoval,
+            Fault::PortDown { .. } => FaultCode::PortDown,
+            Fault::TargetBusy(_) => FaultCode::TargetBusy,
             Fault::AdminReset
             | Fault::PlannedReset
             | Fault::FwActivate
             | Fault::AdminRestart
-            | Fault::ClientRequest { .. }
-            | Fault::PortDown { .. }
-            | Fault::TargetBusy(_) => return None,
+            | Fault::ClientRequest { .. } => return None,
         })
     }
 
-    /// The fault given by IOCTL as `code` with `count`.
-    pub fn from_code(code: FaultCode, count: u32) -> Fault {
-        Fault::ALL
-            .into_iter()
-            .find(|f| f.code() == Some(code))
-            .map_or(Fault::Catastrophic, |f| f.with_count(count))
+    /// The fault INJECT_FAULT asks for.
+    pub fn from_request(r: FaultRequest) -> Fault {
+        match r.code {
+            FaultCode::PortDown => Fault::PortDown {
+                port: r.port,
+                duration: Duration::from_ms(u64::from(r.duration_ms)),
+            },
+            FaultCode::TargetBusy => Fault::TargetBusy(r.count),
+            code => Fault::ALL
+                .into_iter()
+                .find(|f| f.code() == Some(code))
+                .map_or(Fault::Catastrophic, |f| f.with_count(r.count)),
+        }
     }
 
     /// Its name in scenario files (SPEC §9) and in `hcactl inject`.

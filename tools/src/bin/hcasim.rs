@@ -72,7 +72,9 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         stack_every: u64,
     },
-    /// Run a live host in real time and serve the IOCTL interface on a Unix socket.
+    /// Run a live host in real time and serve the IOCTL interface on a Unix socket. A host
+    /// of several adapters (`[[hcas]]`, `--multipath`) also serves each adapter NAME on
+    /// PATH.NAME (`hcactl --device NAME`); PATH is the first adapter.
     #[cfg(unix)]
     Serve {
         /// Where to listen (created with mode 0600).
@@ -85,28 +87,52 @@ enum Command {
     },
 }
 
+impl Command {
+    fn is_serve(&self) -> bool {
+        #[cfg(unix)]
+        if let Command::Serve { .. } = self {
+            return true;
+        }
+        false
+    }
+}
+
 #[cfg(unix)]
 fn serve(
     socket: &std::path::Path,
     scenario: Option<&std::path::Path>,
     seed: Option<u64>,
+    multipath: bool,
 ) -> ExitCode {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    let setup = match scenario {
-        Some(file) => match read_scenario(file) {
+    let mut setup = match (scenario, multipath) {
+        (Some(_), true) => {
+            eprintln!("hcasim: --multipath is a host of its own; it does not take --scenario");
+            return ExitCode::from(2);
+        }
+        (Some(file), false) => match read_any_scenario(file) {
             Ok(s) => s,
             Err(code) => return code,
         },
-        None => {
+        (None, true) => {
+            let mut s = ibal::stack::boot_from_san_multipath();
+            for a in &mut s.adapters {
+                a.stack.sim.faults.clear();
+            }
+            scenario::Scenario::Many(s)
+        }
+        (None, false) => {
             let mut s = ibal::stack::boot_from_san();
             s.sim.faults.clear();
-            s
+            scenario::Scenario::One(s)
         }
     };
-    let mut setup = setup;
     if let Some(seed) = seed {
-        setup.sim.seed = seed;
+        match &mut setup {
+            scenario::Scenario::One(s) => s.sim.seed = seed,
+            scenario::Scenario::Many(s) => s.seed = seed,
+        }
     }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -120,21 +146,6 @@ fn serve(
         Err(e) => {
             eprintln!("hcasim: serve {}: {e}", socket.display());
             ExitCode::from(2)
-        }
-    }
-}
-
-/// Reads and parses a scenario file of one adapter, or says why not (exit code 2).
-#[cfg(unix)]
-fn read_scenario(file: &std::path::Path) -> Result<ibal::stack::StackSetup, ExitCode> {
-    match read_any_scenario(file)? {
-        scenario::Scenario::One(setup) => Ok(setup),
-        scenario::Scenario::Many(_) => {
-            eprintln!(
-                "hcasim: {}: several adapters ([[hcas]]): `serve` runs a host of one",
-                file.display()
-            );
-            Err(ExitCode::from(2))
         }
     }
 }
@@ -330,10 +341,11 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    if cli.multipath && (cli.command.is_some() || cli.random.is_some()) {
+    let serving = matches!(&cli.command, Some(c) if c.is_serve());
+    if cli.multipath && ((cli.command.is_some() && !serving) || cli.random.is_some()) {
         eprintln!(
             "hcasim: --multipath is an embedded host of its own; it does not apply to `run`, \
-             `serve`, `hunt` or --random"
+             `hunt` or --random (`hcasim --multipath serve` serves it)"
         );
         return ExitCode::from(2);
     }
@@ -431,7 +443,7 @@ fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
         }
         #[cfg(unix)]
         Some(Command::Serve { socket, scenario }) => {
-            Err(serve(socket, scenario.as_deref(), cli.seed))
+            Err(serve(socket, scenario.as_deref(), cli.seed, cli.multipath))
         }
         Some(Command::Hunt {
             seeds,

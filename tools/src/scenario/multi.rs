@@ -104,8 +104,9 @@ fn adapter_names(file: &File) -> Result<Vec<&str>, ScenarioError> {
     let mut names: Vec<&str> = Vec::with_capacity(file.hcas.len());
     for (i, h) in file.hcas.iter().enumerate() {
         let name = h.name.as_deref().unwrap_or_default();
-        if name.is_empty() || name.len() > 32 {
-            return Err(err(format!("hcas[{i}].name"), "must be 1 to 32 bytes"));
+        // The name is also the adapter's device name (`hcactl --device NAME`).
+        if !crate::device::valid_name(name) {
+            return Err(err(format!("hcas[{i}].name"), crate::device::NAME_RULE));
         }
         if names.contains(&name) {
             return Err(err(

@@ -20,11 +20,17 @@ impl Server {
     }
 
     pub fn start_with(tag: &str, extra: &[&str]) -> Server {
+        Self::start_args(tag, &[], extra)
+    }
+
+    /// `hcasim BEFORE.. serve --socket PATH EXTRA..`.
+    pub fn start_args(tag: &str, before: &[&str], extra: &[&str]) -> Server {
         let dir = std::env::temp_dir().join(format!("hcasim-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         let socket = dir.join("hcabus.sock");
         let child = Command::new(env!("CARGO_BIN_EXE_hcasim"))
+            .args(before)
             .args(["serve", "--socket"])
             .arg(&socket)
             .args(extra)

@@ -23,6 +23,17 @@ pub(crate) enum Failure {
     Closed,
 }
 
+impl Failure {
+    /// What hcactl would print for it.
+    pub(crate) fn text(&self) -> String {
+        match self {
+            Failure::Usage(m) | Failure::Outcome(m) => m.clone(),
+            Failure::Refused(s) => format!("refused: {s}"),
+            Failure::Closed => "stdout closed".into(),
+        }
+    }
+}
+
 pub(crate) type Outcome = Result<(), Failure>;
 
 pub(crate) struct Bus {
@@ -33,13 +44,20 @@ pub(crate) struct Bus {
 }
 
 impl Bus {
-    pub(crate) fn open(socket: Option<&PathBuf>) -> Result<Self, Failure> {
+    /// Opens `device` (the default device without one): on Unix the simulator's socket
+    /// `socket`, or `socket.NAME` for a device NAME; on Windows `\\.\NAME` (`HcaBus0` by
+    /// default).
+    pub(crate) fn open(socket: Option<&PathBuf>, device: Option<&str>) -> Result<Self, Failure> {
+        if let Some(name) = device.filter(|n| !hcabus_tools::device::valid_name(n)) {
+            return Err(Failure::Usage(format!(
+                "--device {name:?}: {}",
+                hcabus_tools::device::NAME_RULE
+            )));
+        }
         #[cfg(unix)]
         {
-            let path = socket.ok_or_else(|| {
-                Failure::Usage("no --socket given (or HCABUS_SOCKET): which simulator?".into())
-            })?;
-            let client = hcabus_tools::transport::Client::connect(path).map_err(|e| {
+            let path = device_socket(socket, device)?;
+            let client = hcabus_tools::transport::Client::connect(&path).map_err(|e| {
                 Failure::Usage(format!("cannot connect to {}: {e}", path.display()))
             })?;
             Ok(Bus { client })
@@ -53,14 +71,14 @@ impl Bus {
                         .into(),
                 ));
             }
-            let path = hcabus_tools::windows::DEFAULT_DEVICE;
-            let device = hcabus_tools::windows::Device::open(path)
+            let path = windows_path(device.unwrap_or(hcabus_tools::windows::DEFAULT_NAME));
+            let device = hcabus_tools::windows::Device::open(&path)
                 .map_err(|e| Failure::Usage(format!("cannot open {path}: {e}")))?;
             Ok(Bus { device })
         }
         #[cfg(not(any(unix, windows)))]
         {
-            let _ = socket;
+            let _ = (socket, device);
             Err(Failure::Usage("no transport on this platform".into()))
         }
     }
@@ -101,4 +119,34 @@ impl Bus {
         let out = self.call(IOCTL_HCABUS_GET_POLICY, &input, size_of::<PolicyAbi>())?;
         PolicyAbi::decode(&out).ok_or_else(|| Failure::Usage("short GET_POLICY answer".into()))
     }
+}
+
+/// The simulator's socket `socket` names; `socket.NAME` for the device NAME, which must be
+/// there.
+#[cfg(unix)]
+pub(crate) fn device_socket(
+    socket: Option<&PathBuf>,
+    device: Option<&str>,
+) -> Result<PathBuf, Failure> {
+    let base = socket.ok_or_else(|| {
+        Failure::Usage("no --socket given (or HCABUS_SOCKET): which simulator?".into())
+    })?;
+    let Some(name) = device else {
+        return Ok(base.clone());
+    };
+    let path = hcabus_tools::device::socket_of(base, name);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Err(Failure::Usage(format!(
+            "no device {name} at {}: nothing at {} (`hcactl devices` lists them)",
+            base.display(),
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+/// The Win32 path of the control device `name`.
+#[cfg(windows)]
+pub(crate) fn windows_path(name: &str) -> String {
+    format!(r"\\.\{name}")
 }

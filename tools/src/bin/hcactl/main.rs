@@ -31,6 +31,11 @@ struct Cli {
     /// the bus device through DeviceIoControl instead.
     #[arg(long, global = true, env = "HCABUS_SOCKET")]
     socket: Option<PathBuf>,
+    /// The HCA to talk to, by name (`hcactl devices` lists them): the simulator's adapter
+    /// NAME at `--socket PATH.NAME`, on Windows the control device `\\.\NAME`. Without
+    /// it: the first adapter (`PATH`, `\\.\HcaBus0`).
+    #[arg(long, global = true, value_name = "NAME", env = "HCABUS_DEVICE")]
+    device: Option<String>,
     /// Print JSON for scripts instead of tables.
     #[arg(long, global = true)]
     json: bool,
@@ -40,6 +45,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Every HCA bus reachable, with its name, state and epoch. Exit 1 if none is, or one
+    /// does not answer.
+    Devices,
     /// State, epoch, identity, counters and the last reset.
     Status,
     /// Every registered client.
@@ -90,12 +98,20 @@ enum Command {
         timeout: Option<u64>,
     },
     /// Inject a fault (simulator only): catastrophic, command_timeout, health_stall, hang,
-    /// reset_fails, device_replaced, never_returns, surprise_removal.
+    /// reset_fails, device_replaced, never_returns, surprise_removal, port_down,
+    /// target_busy.
     Inject {
         fault: String,
-        /// For reset_fails: how many reset assertions fail.
+        /// For reset_fails: how many reset assertions fail (default 1); for target_busy:
+        /// how many logins the targets refuse (default 1).
         #[arg(long)]
         count: Option<u32>,
+        /// For port_down: the port whose cable is pulled.
+        #[arg(long)]
+        port: Option<u8>,
+        /// For port_down: how long the cable stays out, in milliseconds.
+        #[arg(long, value_name = "MS")]
+        duration_ms: Option<u32>,
     },
 }
 
@@ -124,6 +140,9 @@ fn emit(args: std::fmt::Arguments<'_>) -> Outcome {
 macro_rules! say {
     ($($arg:tt)*) => { emit(format_args!($($arg)*))? };
 }
+
+// After `say!`, which it uses.
+mod devices;
 
 fn us(v: u64) -> String {
     if v == NONE_U64 {
@@ -533,9 +552,21 @@ fn wait_for(bus: &mut Bus, epoch: u64, timeout: Option<u64>, as_json: bool) -> O
 }
 
 fn run(cli: Cli) -> Outcome {
-    let mut bus = Bus::open(cli.socket.as_ref())?;
     let js = cli.json;
+    // What needs no connection is checked before one is made.
+    let fault = match &cli.command {
+        Command::Devices => return devices::devices(cli.socket.as_ref(), js),
+        Command::Inject {
+            fault,
+            count,
+            port,
+            duration_ms,
+        } => Some(fault_request(fault, *count, *port, *duration_ms)?),
+        _ => None,
+    };
+    let mut bus = Bus::open(cli.socket.as_ref(), cli.device.as_deref())?;
     match cli.command {
+        Command::Devices => Ok(()),
         Command::Status => status(&mut bus, js),
         Command::Clients => clients(&mut bus, js),
         Command::Log { since, follow } => {
@@ -596,7 +627,10 @@ fn run(cli: Cli) -> Outcome {
                 Ok(())
             }
         }
-        Command::Inject { fault, count } => inject(&mut bus, &fault, count),
+        Command::Inject { .. } => match fault {
+            Some(request) => inject(&mut bus, &request),
+            None => Ok(()),
+        },
     }
 }
 
@@ -611,21 +645,53 @@ fn request_reset(bus: &mut Bus, mode: ResetMode, reason: &str) -> Result<u64, Fa
     Ok(Answer::new("REQUEST_RESET", &out).u64(0)?)
 }
 
-fn inject(bus: &mut Bus, fault: &str, count: Option<u32>) -> Outcome {
-    let f = FaultCode::parse(fault).ok_or_else(|| {
+/// The request `hcactl inject` sends, or a usage error naming the option at fault.
+fn fault_request(
+    fault: &str,
+    count: Option<u32>,
+    port: Option<u8>,
+    duration_ms: Option<u32>,
+) -> Result<FaultRequest, Failure> {
+    let code = FaultCode::parse(fault).ok_or_else(|| {
         let names: Vec<&str> = FaultCode::ALL.iter().map(|f| f.as_str()).collect();
         Failure::Usage(format!(
             "unknown fault {fault:?}; one of {}",
             names.join(", ")
         ))
     })?;
-    let count = match (f, count) {
-        (FaultCode::ResetFails, c) => c.unwrap_or(1),
-        (_, None) => 0,
-        (_, Some(_)) => return Err(Failure::Usage("--count applies to reset_fails only".into())),
+    let usage = |m: &str| Err(Failure::Usage(m.into()));
+    let request = match code {
+        FaultCode::PortDown => {
+            if count.is_some() {
+                return usage("--count: port_down takes --port and --duration-ms");
+            }
+            let (Some(port), Some(ms)) = (port, duration_ms) else {
+                return usage("port_down needs --port N and --duration-ms MS");
+            };
+            FaultRequest::port_down(port, ms)
+        }
+        _ if port.is_some() || duration_ms.is_some() => {
+            return usage("--port and --duration-ms apply to port_down only")
+        }
+        FaultCode::ResetFails | FaultCode::TargetBusy => {
+            FaultRequest::new(code, count.unwrap_or(1))
+        }
+        _ if count.is_some() => return usage("--count applies to reset_fails and target_busy"),
+        _ => FaultRequest::new(code, 0),
     };
-    let mut input = [0u8; 16];
-    encode_inject_fault(f, count, &mut input);
+    if !request.is_valid() {
+        return Err(Failure::Usage(format!(
+            "{fault}: out of range (--count 1..=64 for reset_fails, 1..={MAX_BUSY_LOGINS} for \
+             target_busy; --port 1..={}, --duration-ms 1..={MAX_FAULT_DURATION_MS} for port_down)",
+            hcabus::types::MAX_PORTS
+        )));
+    }
+    Ok(request)
+}
+
+fn inject(bus: &mut Bus, request: &FaultRequest) -> Outcome {
+    let mut input = [0u8; size_of::<InjectFaultIn>()];
+    encode_inject_fault(request, &mut input);
     bus.call(IOCTL_HCABUS_INJECT_FAULT, &input, 0)?;
     Ok(())
 }

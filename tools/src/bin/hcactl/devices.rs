@@ -1,0 +1,169 @@
+//! `hcactl devices`: every HCA bus the administrator can reach, with its state.
+//!
+//! On Unix the devices are the simulator's sockets (`hcabus_tools::device`): `PATH` and
+//! each `PATH.NAME` beside it. On Windows they are the control devices `\\.\HcaBus0` to
+//! `\\.\HcaBus63` that exist.
+
+use std::path::PathBuf;
+
+use hcabus::ioctl::StateOut;
+use serde_json::json;
+
+use crate::bus::{Bus, Failure, Outcome};
+use crate::{emit, ports, state_name};
+
+/// One device found.
+struct Found {
+    /// What `--device` takes; `None` for a host of one adapter, served only at `PATH`.
+    name: Option<String>,
+    /// Where it is: the socket, or the Win32 path.
+    path: String,
+    /// Whether hcactl without `--device` reaches it.
+    default: bool,
+    /// Its QUERY_STATE answer, or why there is none.
+    state: Result<StateOut, String>,
+}
+
+fn query(socket: Option<&PathBuf>, device: Option<&str>) -> Result<StateOut, String> {
+    let mut bus = Bus::open(socket, device).map_err(|e| e.text())?;
+    bus.state().map_err(|e| e.text())
+}
+
+#[cfg(unix)]
+fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
+    use std::os::unix::fs::MetadataExt;
+    let base = crate::bus::device_socket(socket, None)?;
+    let names = hcabus_tools::device::names_beside(&base).map_err(|e| {
+        Failure::Usage(format!(
+            "cannot list the devices beside {}: {e}",
+            base.display()
+        ))
+    })?;
+    let inode = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let base_inode = inode(&base);
+    let mut found: Vec<Found> = names
+        .into_iter()
+        .map(|name| {
+            let path = hcabus_tools::device::socket_of(&base, &name);
+            Found {
+                default: base_inode.is_some() && inode(&path) == base_inode,
+                path: path.display().to_string(),
+                state: query(socket, Some(&name)),
+                name: Some(name),
+            }
+        })
+        .collect();
+    if base_inode.is_some() && !found.iter().any(|f| f.default) {
+        found.insert(
+            0,
+            Found {
+                name: None,
+                path: base.display().to_string(),
+                default: true,
+                state: query(socket, None),
+            },
+        );
+    }
+    Ok(found)
+}
+
+#[cfg(windows)]
+fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
+    if socket.is_some() {
+        return Err(Failure::Usage(
+            "--socket: the simulator's socket is a Unix transport; on Windows hcactl talks to \
+             the bus devices"
+                .into(),
+        ));
+    }
+    let mut found = Vec::new();
+    for n in 0..hcabus_tools::windows::MAX_DEVICES {
+        let name = format!("HcaBus{n}");
+        let path = crate::bus::windows_path(&name);
+        match hcabus_tools::windows::Device::open(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => found.push(Found {
+                name: Some(name.clone()),
+                path,
+                default: name == hcabus_tools::windows::DEFAULT_NAME,
+                state: Err(format!("cannot open: {e}")),
+            }),
+            Ok(_) => found.push(Found {
+                default: name == hcabus_tools::windows::DEFAULT_NAME,
+                state: query(None, Some(&name)),
+                name: Some(name),
+                path,
+            }),
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(not(any(unix, windows)))]
+fn find(_: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
+    Err(Failure::Usage("no transport on this platform".into()))
+}
+
+/// Lists the devices; exit 1 when none is there, or one of them does not answer.
+pub(crate) fn devices(socket: Option<&PathBuf>, as_json: bool) -> Outcome {
+    let found = find(socket)?;
+    if found.is_empty() {
+        return Err(Failure::Outcome("no hcabus device found".into()));
+    }
+    let port_list = |s: &StateOut| -> Vec<String> {
+        ports(s)
+            .map(|(port, state, _)| format!("{port}:{state}"))
+            .collect()
+    };
+    if as_json {
+        let v: Vec<_> = found
+            .iter()
+            .map(|f| {
+                let mut o = json!({ "device": f.name, "path": f.path, "default": f.default });
+                match &f.state {
+                    Ok(s) => {
+                        o["state"] = json!(state_name(s.state));
+                        o["epoch"] = json!(s.epoch);
+                        o["node_guid"] = json!(format!("0x{:016x}", s.node_guid));
+                        o["ports"] = json!(port_list(s));
+                    }
+                    Err(e) => o["error"] = json!(e),
+                }
+                o
+            })
+            .collect();
+        say!("{:#}", json!(v));
+    } else {
+        say!(
+            "{:<12} {:<8} {:<12} {:<6} {:<20} {:<18} path",
+            "device",
+            "default",
+            "state",
+            "epoch",
+            "node guid",
+            "ports"
+        );
+        for f in &found {
+            let name = f.name.as_deref().unwrap_or("-");
+            let default = if f.default { "yes" } else { "" };
+            match &f.state {
+                Ok(s) => say!(
+                    "{name:<12} {default:<8} {:<12} {:<6} 0x{:016x}   {:<18} {}",
+                    state_name(s.state),
+                    format!("e{}", s.epoch),
+                    s.node_guid,
+                    port_list(s).join(" "),
+                    f.path
+                ),
+                Err(e) => say!("{name:<12} {default:<8} {e} ({})", f.path),
+            }
+        }
+    }
+    match found.iter().find(|f| f.state.is_err()) {
+        Some(f) => Err(Failure::Outcome(format!(
+            "{} does not answer",
+            f.name.as_deref().unwrap_or(&f.path)
+        ))),
+        None => Ok(()),
+    }
+}
