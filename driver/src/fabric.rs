@@ -49,6 +49,9 @@ pub enum RemoteError {
     ReceiverNotReady,
     /// The message did not fit the posted receive buffer.
     LengthError,
+    /// The host's port of that queue pair has no link (cable out, training, not yet swept):
+    /// nothing reaches it, and the peer times out.
+    LinkDown,
 }
 
 impl RemoteError {
@@ -60,6 +63,7 @@ impl RemoteError {
             RemoteError::AccessError => "remote access error",
             RemoteError::ReceiverNotReady => "receiver not ready",
             RemoteError::LengthError => "length error",
+            RemoteError::LinkDown => "link down",
         }
     }
 }

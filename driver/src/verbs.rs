@@ -124,6 +124,9 @@ pub enum WcStatus {
     LocalLength,
     /// The queue pair is in error or gone: the work request was never executed.
     Flushed,
+    /// A reliable send got no acknowledgement (its port has no link): the queue pair is now
+    /// in error, as after the hardware's transport retries.
+    RetryExceeded,
 }
 
 impl WcStatus {
@@ -133,6 +136,7 @@ impl WcStatus {
             WcStatus::LocalProtection => "local protection error",
             WcStatus::LocalLength => "local length error",
             WcStatus::Flushed => "flushed",
+            WcStatus::RetryExceeded => "transport retry counter exceeded",
         }
     }
 }

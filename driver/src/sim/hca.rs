@@ -119,6 +119,17 @@ impl SimHca {
 
     pub fn set_now(&mut self, now: Instant) {
         self.now = now;
+        self.sync_links();
+    }
+
+    /// Tells the data path which ports have a link now: only an Active port carries
+    /// anything, either way.
+    fn sync_links(&mut self) {
+        let mut links = [false; crate::types::MAX_PORTS as usize];
+        for (port, up) in (1u8..).zip(links.iter_mut()) {
+            *up = self.ports.state(port, self.now) == PortState::Active;
+        }
+        self.verbs.set_links(links);
     }
 
     pub fn config(&self) -> &SimHcaConfig {
@@ -188,12 +199,15 @@ impl SimHca {
     pub fn remove(&mut self) {
         self.phase = Phase::Removed;
         self.ports.remove();
+        self.sync_links();
     }
 
     /// A cable pulled from `port` now, plugged back after `duration`; `false` for a port
     /// the adapter does not have.
     pub fn pull_cable(&mut self, port: u8, duration: Duration) -> bool {
-        self.ports.pull_cable(port, self.now, duration)
+        let pulled = self.ports.pull_cable(port, self.now, duration);
+        self.sync_links();
+        pulled
     }
 
     /// The remote targets refuse the next `count` logins as busy.
@@ -245,6 +259,7 @@ impl SimHca {
         let ready_at = self.now + self.config.hw_reset;
         self.phase = Phase::InReset { ready_at };
         self.ports.reset((!self.never_returns).then_some(ready_at));
+        self.sync_links();
         Ok(())
     }
 

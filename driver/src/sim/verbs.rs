@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::vec::Vec;
 
 use crate::fabric::*;
+use crate::types::MAX_PORTS;
 use crate::verbs::*;
 
 mod wire;
@@ -31,6 +32,11 @@ pub struct VerbsStats {
     /// Doorbells rung on a device in catastrophic error: accepted and never executed.
     pub lost_doorbells: u64,
     pub wire_drops: u64,
+    /// Sends posted on a port with no link: never on the wire (a reliable one completes
+    /// with `RetryExceeded`, a datagram is lost).
+    pub no_link_sends: u64,
+    /// What remote peers sent, wrote or read through a port with no link: refused.
+    pub no_link_remote: u64,
     pub remote_sends: u64,
     pub remote_rdma_writes: u64,
     pub remote_rdma_reads: u64,
@@ -101,6 +107,8 @@ pub struct SimVerbs {
     memory: Vec<u8>,
     dma_next: u64,
     wire: VecDeque<WireMsg>,
+    /// Whether each port has a link (Active), as the adapter last said.
+    links: [bool; MAX_PORTS as usize],
     stats: VerbsStats,
 }
 
@@ -164,8 +172,23 @@ impl SimVerbs {
             memory: std::vec![0; limits.dma_bytes as usize],
             dma_next: DMA_BASE,
             wire: VecDeque::with_capacity(limits.wire_capacity as usize),
+            links: [true; MAX_PORTS as usize],
             stats: VerbsStats::default(),
         }
+    }
+
+    /// Which ports have a link now (port 1 first); the adapter says so whenever its ports
+    /// may have changed.
+    pub(crate) fn set_links(&mut self, links: [bool; MAX_PORTS as usize]) {
+        self.links = links;
+    }
+
+    /// Whether `port` has a link, as the adapter last said.
+    pub fn link(&self, port: u8) -> bool {
+        port.checked_sub(1)
+            .and_then(|i| self.links.get(usize::from(i)))
+            .copied()
+            .unwrap_or(false)
     }
 
     pub fn stats(&self) -> &VerbsStats {
@@ -616,6 +639,19 @@ impl SimVerbs {
         if len > WIRE_MTU || !self.local_buffer(attr.pd, &wr.sge, Access::empty()) {
             self.complete(attr.send_cq, cqe(WcStatus::LocalProtection, 0));
             self.qps[i].state = QpState::Error;
+            return Ok(());
+        }
+        if !self.link(attr.port) {
+            // Nothing leaves the port. A reliable send is never acknowledged: the hardware
+            // gives up after its retries (at once here) and the queue pair is in error. A
+            // datagram is simply lost, and its send completes.
+            self.stats.no_link_sends += 1;
+            if attr.qp_type == QpType::Rc {
+                self.complete(attr.send_cq, cqe(WcStatus::RetryExceeded, 0));
+                self.qps[i].state = QpState::Error;
+            } else {
+                self.complete(attr.send_cq, cqe(WcStatus::Success, len as u32));
+            }
             return Ok(());
         }
         let (dlid, dqpn) = match (attr.qp_type, wr.dest) {

@@ -269,3 +269,119 @@ fn multicast_reaches_attached_datagram_queue_pairs_only() {
     assert_eq!(h.remote_send_mcast(GROUP, b"arp"), Ok(0));
     assert!(!h.verbs().is_attached(qps[0], GROUP));
 }
+
+#[test]
+fn nothing_crosses_a_port_without_a_link_either_way() {
+    let (mut h, qp, cq, keys, addr) = connected();
+    let mut out = [0u8; 4];
+    // The cable of port 1 is out for a second; link training and the sweep are instant.
+    h.set_now(Instant::from_ms(100));
+    assert!(h.pull_cable(1, Duration::from_ms(1_000)));
+    assert_eq!(
+        h.remote_send(PEER, qp, b"lost"),
+        Err(RemoteError::LinkDown),
+        "a peer's send never arrives"
+    );
+    assert_eq!(
+        h.remote_rdma_read(PEER, qp, keys.rkey, addr, &mut out),
+        Err(RemoteError::LinkDown)
+    );
+    let wr = SendWr {
+        wr_id: 4,
+        sge: Sge {
+            addr,
+            len: 8,
+            lkey: keys.lkey,
+        },
+        dest: SendDest::Connected,
+    };
+    h.post_send(qp, &wr).expect("the doorbell rings");
+    let cqe = h.poll_cq(cq).expect("poll").expect("a completion");
+    assert_eq!(
+        (cqe.wr_id, cqe.status),
+        (4, WcStatus::RetryExceeded),
+        "a reliable send is never acknowledged"
+    );
+    assert_eq!(h.verbs().wire_len(), 0, "nothing left the port");
+    h.post_send(qp, &wr).expect("doorbell");
+    let flushed = h.poll_cq(cq).expect("poll").expect("a completion");
+    assert_eq!(
+        flushed.status,
+        WcStatus::Flushed,
+        "the queue pair is in error"
+    );
+    assert_eq!(h.verbs().stats().no_link_sends, 1);
+    assert_eq!(h.verbs().stats().no_link_remote, 2);
+
+    // The cable is back: a fresh queue pair on port 1 talks again.
+    h.set_now(Instant::from_ms(1_100));
+    let (mut h2, qp2, _, _, _) = connected();
+    h2.set_now(Instant::from_ms(1_100));
+    assert_eq!(h2.remote_send(PEER, qp2, b"back"), Ok(()));
+    assert_eq!(
+        h.remote_send(PEER, qp, b"x"),
+        Err(RemoteError::NotConnected),
+        "the old queue pair stays in error"
+    );
+}
+
+#[test]
+fn a_datagram_sent_on_a_port_without_a_link_completes_and_is_lost() {
+    let mut h = SimHca::new(SimHcaConfig {
+        link_up: Duration::from_ms(500),
+        ..SimHcaConfig::default()
+    });
+    let pd = h.alloc_pd().expect("pd");
+    let cq = h.create_cq(8).expect("cq");
+    let attr = |port| QpAttr {
+        pd,
+        qp_type: QpType::Ud,
+        send_cq: cq,
+        recv_cq: cq,
+        port,
+        max_send_wr: 4,
+        max_recv_wr: 4,
+    };
+    let (qp1, qp2) = (
+        h.create_qp(attr(1)).expect("qp"),
+        h.create_qp(attr(2)).expect("qp"),
+    );
+    for qp in [qp1, qp2] {
+        h.modify_qp(qp, QpState::Init, None).expect("init");
+        h.modify_qp(qp, QpState::Rtr, None).expect("rtr");
+        h.modify_qp(qp, QpState::Rts, None).expect("rts");
+    }
+    let addr = h.verbs_mut().dma_alloc(4096).expect("dma");
+    let keys = h
+        .reg_mr(pd, addr, 4096, Access::LOCAL_WRITE, None)
+        .expect("mr");
+    h.set_now(Instant::from_ms(10));
+    assert!(h.pull_cable(2, Duration::from_ms(100)));
+    for (qp, port) in [(qp1, 1), (qp2, 2)] {
+        let ah = h.create_ah(pd, port, 0x30).expect("ah");
+        let wr = SendWr {
+            wr_id: u64::from(port),
+            sge: Sge {
+                addr,
+                len: 16,
+                lkey: keys.lkey,
+            },
+            dest: SendDest::Datagram { ah, qpn: Qpn(7) },
+        };
+        h.post_send(qp, &wr).expect("send");
+        let cqe = h.poll_cq(cq).expect("poll").expect("a completion");
+        assert_eq!(cqe.status, WcStatus::Success, "port {port}");
+    }
+    assert_eq!(
+        h.verbs().wire_len(),
+        1,
+        "only port 1's datagram is on the wire"
+    );
+    assert_eq!(h.verbs().stats().no_link_sends, 1);
+    // Port 2 trains again 500 ms after the cable is back.
+    h.set_now(Instant::from_ms(609));
+    assert_eq!(h.verbs().stats().no_link_sends, 1);
+    assert!(!h.verbs().link(2));
+    h.set_now(Instant::from_ms(610));
+    assert!(h.verbs().link(2));
+}

@@ -17,8 +17,12 @@ impl SimVerbs {
         self.wire.len()
     }
 
-    fn responder(&self, from: RemoteQp, to: Qpn) -> Result<usize, RemoteError> {
+    fn responder(&mut self, from: RemoteQp, to: Qpn) -> Result<usize, RemoteError> {
         let i = self.qp_index(to).map_err(|_| RemoteError::NoSuchQp)?;
+        if !self.link(self.qps[i].attr.port) {
+            self.stats.no_link_remote += 1;
+            return Err(RemoteError::LinkDown);
+        }
         let q = &self.qps[i];
         if !matches!(q.state, QpState::Rtr | QpState::Rts) {
             return Err(RemoteError::NotConnected);
@@ -53,6 +57,7 @@ impl SimVerbs {
         for i in 0..self.qps.len() {
             let q = &self.qps[i];
             let member = q.live
+                && self.link(q.attr.port)
                 && matches!(q.state, QpState::Rtr | QpState::Rts)
                 && q.mcast.iter().flatten().any(|(g, _)| *g == mgid);
             if member && self.deliver(i, data).is_ok() {
