@@ -2,6 +2,7 @@
 
 pub mod answer;
 pub mod device;
+pub mod generate;
 pub mod hunt;
 pub mod inf;
 pub mod report;

@@ -5,7 +5,7 @@ use std::alloc::System;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use hcabus::sim::{random_setup, MultiHost, SimHost};
 use hcabus_tools::{report, scenario, timeline};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -25,7 +25,7 @@ fn allocations() -> u64 {
 /// disk and a data LUN under load, a user-verbs process) hits a catastrophic error and
 /// recovers.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(name = "hcasim", version, about)]
 struct Cli {
     /// Seed of the default run (its own seed otherwise).
     #[arg(long)]
@@ -85,6 +85,13 @@ enum Command {
         #[arg(long)]
         scenario: Option<PathBuf>,
     },
+    /// Print the completion script for SHELL (bash, zsh, fish, powershell, elvish), e.g.
+    /// `hcasim completions bash > /etc/bash_completion.d/hcasim`.
+    Completions {
+        shell: hcabus_tools::generate::Shell,
+    },
+    /// Print the manual page (roff), e.g. `hcasim man > hcasim.1; man ./hcasim.1`.
+    Man,
 }
 
 impl Command {
@@ -450,6 +457,12 @@ fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
             jobs,
             stack_every,
         }) => Err(hunt(seeds, *jobs, *stack_every)),
+        Some(Command::Completions { shell }) => Err(generated(|out| {
+            hcabus_tools::generate::completions(Cli::command(), *shell, out)
+        })),
+        Some(Command::Man) => Err(generated(|out| {
+            hcabus_tools::generate::man(Cli::command(), out)
+        })),
         None => match cli.random {
             Some(seed) => {
                 let mut setup = random_setup(seed);
@@ -474,6 +487,19 @@ fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
                 Ok((stack(&setup)?, false))
             }
         },
+    }
+}
+
+/// Writes what `write` generates to stdout; a closed pipe is not an error (as for `emit`).
+fn generated(write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match write(&mut out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hcasim: cannot write to stdout: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration as WallDuration, Instant as WallInstant};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use hcabus::ioctl::*;
 use hcabus::policy::SetKeyError;
 use hcabus::recorder::{Record, RecordKind, RECORD_BYTES};
@@ -25,7 +25,7 @@ use bus::{Bus, Failure, Outcome};
 
 /// Query and control the hcabus soft-reset coordinator.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(name = "hcactl", version, about)]
 struct Cli {
     /// The simulator's socket (`hcasim serve --socket PATH`). On Windows hcactl talks to
     /// the bus device through DeviceIoControl instead.
@@ -113,6 +113,13 @@ enum Command {
         #[arg(long, value_name = "MS")]
         duration_ms: Option<u32>,
     },
+    /// Print the completion script for SHELL (bash, zsh, fish, powershell, elvish), e.g.
+    /// `hcactl completions bash > /etc/bash_completion.d/hcactl`.
+    Completions {
+        shell: hcabus_tools::generate::Shell,
+    },
+    /// Print the manual page (roff), e.g. `hcactl man > hcactl.1; man ./hcactl.1`.
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -130,6 +137,16 @@ fn emit(args: std::fmt::Arguments<'_>) -> Outcome {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     match out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::Closed),
+        Err(e) => Err(Failure::Usage(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+/// Writes what `write` generates to stdout, as `emit` does a line.
+fn generated(write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> Outcome {
+    let mut out = std::io::stdout().lock();
+    match write(&mut out) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::Closed),
         Err(e) => Err(Failure::Usage(format!("cannot write to stdout: {e}"))),
@@ -556,6 +573,12 @@ fn run(cli: Cli) -> Outcome {
     // What needs no connection is checked before one is made.
     let fault = match &cli.command {
         Command::Devices => return devices::devices(cli.socket.as_ref(), js),
+        Command::Completions { shell } => {
+            return generated(|out| {
+                hcabus_tools::generate::completions(Cli::command(), *shell, out)
+            })
+        }
+        Command::Man => return generated(|out| hcabus_tools::generate::man(Cli::command(), out)),
         Command::Inject {
             fault,
             count,
@@ -566,7 +589,7 @@ fn run(cli: Cli) -> Outcome {
     };
     let mut bus = Bus::open(cli.socket.as_ref(), cli.device.as_deref())?;
     match cli.command {
-        Command::Devices => Ok(()),
+        Command::Devices | Command::Completions { .. } | Command::Man => Ok(()),
         Command::Status => status(&mut bus, js),
         Command::Clients => clients(&mut bus, js),
         Command::Log { since, follow } => {
