@@ -22,6 +22,7 @@ use crate::time::{Duration, Instant};
 use crate::types::*;
 
 mod hardware;
+mod health;
 mod inputs;
 mod mutants;
 mod ports;
@@ -30,6 +31,7 @@ mod record;
 mod reset;
 mod stage;
 
+pub use health::{HealthError, HealthReport};
 pub use mutants::Mutant;
 pub use ports::PortView;
 pub use record::{ResetRecord, ResetResult};
@@ -171,6 +173,8 @@ pub struct Coordinator {
     /// The other adapter found after a reset, once PnP has been told about it.
     replacement: Option<Identity>,
     counters: Counters,
+    /// What the health monitor found, for QUERY_HEALTH.
+    health_report: HealthReport,
     /// What the hardware last reported of each port (`None`: never reported).
     ports: [Option<PortView>; MAX_PORTS as usize],
     #[cfg(feature = "mutants")]
@@ -214,6 +218,7 @@ impl Coordinator {
             fw: FwAllowance::None,
             replacement: None,
             counters: Counters::default(),
+            health_report: HealthReport::default(),
             ports: [None; MAX_PORTS as usize],
             #[cfg(feature = "mutants")]
             mutant: None,
@@ -241,6 +246,13 @@ impl Coordinator {
     }
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+    pub fn health_report(&self) -> &HealthReport {
+        &self.health_report
+    }
+    /// Polls in a row that found the health counter unchanged (3 is a stall).
+    pub fn health_unchanged_polls(&self) -> u8 {
+        self.health.unchanged_polls()
     }
     pub fn max_clients(&self) -> usize {
         self.slots.len()

@@ -49,21 +49,24 @@ pub const IOCTL_HCABUS_QUERY_STATE: u32 = code(0x900, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_LIST_CLIENTS: u32 = code(0x901, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_READ_LOG: u32 = code(0x902, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_GET_POLICY: u32 = code(0x903, FILE_READ_ACCESS);
+pub const IOCTL_HCABUS_QUERY_HEALTH: u32 = code(0x904, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_REQUEST_RESET: u32 = code(0x910, RW);
 pub const IOCTL_HCABUS_RESTART: u32 = code(0x911, RW);
 pub const IOCTL_HCABUS_SET_POLICY: u32 = code(0x912, RW);
 pub const IOCTL_HCABUS_INJECT_FAULT: u32 = code(0x9F0, RW);
 
 const_assert_eq!(IOCTL_HCABUS_QUERY_STATE, 0x003B_6400);
+const_assert_eq!(IOCTL_HCABUS_QUERY_HEALTH, 0x003B_6410);
 const_assert_eq!(IOCTL_HCABUS_REQUEST_RESET, 0x003B_E440);
 const_assert_eq!(IOCTL_HCABUS_INJECT_FAULT, 0x003B_E7C0);
 
 /// Every code, with its name (for tools and logs).
-pub const CODES: [(u32, &str); 8] = [
+pub const CODES: [(u32, &str); 9] = [
     (IOCTL_HCABUS_QUERY_STATE, "IOCTL_HCABUS_QUERY_STATE"),
     (IOCTL_HCABUS_LIST_CLIENTS, "IOCTL_HCABUS_LIST_CLIENTS"),
     (IOCTL_HCABUS_READ_LOG, "IOCTL_HCABUS_READ_LOG"),
     (IOCTL_HCABUS_GET_POLICY, "IOCTL_HCABUS_GET_POLICY"),
+    (IOCTL_HCABUS_QUERY_HEALTH, "IOCTL_HCABUS_QUERY_HEALTH"),
     (IOCTL_HCABUS_REQUEST_RESET, "IOCTL_HCABUS_REQUEST_RESET"),
     (IOCTL_HCABUS_RESTART, "IOCTL_HCABUS_RESTART"),
     (IOCTL_HCABUS_SET_POLICY, "IOCTL_HCABUS_SET_POLICY"),
@@ -222,6 +225,74 @@ pub struct PortOut {
 }
 const_assert_eq!(size_of::<PortOut>(), 8);
 const_assert_eq!(offset_of!(PortOut, lid), 4);
+
+wire_enum! {
+    /// The health reporter's state in QUERY_HEALTH, as devlink health names its own.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ReporterState {
+        /// No error, or the last one recovered.
+        Healthy = 1 => "healthy",
+        /// An error was found and the device has not recovered yet (a reset is under way).
+        InError = 2 => "error",
+        /// The device is Failed: an error it did not recover from, or auto_recover off.
+        Failed = 3 => "failed",
+        /// The device is gone.
+        Removed = 4 => "removed",
+    }
+}
+
+/// Output of QUERY_HEALTH (ABI version 4; the input is `EmptyIn`). Times are microseconds
+/// of the bus's clock, which `now_us` gives, so that a reader can tell ages.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HealthOut {
+    /// `ReporterState` as its number.
+    pub reporter_state: u32,
+    /// 1 when a fatal error resets the device, 0 when it leaves it Failed.
+    pub auto_recover: u32,
+    /// Fatal errors found (catastrophic, command timeout, health stall).
+    pub error_count: u64,
+    /// Resets that restored the device after an error.
+    pub recover_count: u64,
+    /// When the last error was found; `NONE_U64` for none.
+    pub last_error_us: u64,
+    /// Its cause as a `ResetReason` number; 0 for none.
+    pub last_error_cause: u32,
+    /// The catastrophic-error buffer's word for a catastrophic error the health poll read;
+    /// 0 otherwise.
+    pub last_syndrome: u32,
+    /// The firmware health counter as last read.
+    pub health_counter: u32,
+    /// Reads in a row that found it unchanged (3 is a stall).
+    pub unchanged_polls: u32,
+    /// When a read last found the counter moving; `NONE_U64` if never read.
+    pub counter_moved_us: u64,
+    /// The bus's clock now.
+    pub now_us: u64,
+    /// The grace period: automatic resets are counted over this window (the storm window),
+    /// and at most `max_auto_resets` of them run in it.
+    pub grace_period_ms: u64,
+    pub max_auto_resets: u32,
+    /// How often health is read.
+    pub health_poll_ms: u32,
+    /// Ports 1 and 2 as in QUERY_STATE.
+    pub ports: [PortOut; 2],
+}
+const_assert_eq!(size_of::<HealthOut>(), 96);
+const_assert_eq!(offset_of!(HealthOut, auto_recover), 4);
+const_assert_eq!(offset_of!(HealthOut, error_count), 8);
+const_assert_eq!(offset_of!(HealthOut, recover_count), 16);
+const_assert_eq!(offset_of!(HealthOut, last_error_us), 24);
+const_assert_eq!(offset_of!(HealthOut, last_error_cause), 32);
+const_assert_eq!(offset_of!(HealthOut, last_syndrome), 36);
+const_assert_eq!(offset_of!(HealthOut, health_counter), 40);
+const_assert_eq!(offset_of!(HealthOut, unchanged_polls), 44);
+const_assert_eq!(offset_of!(HealthOut, counter_moved_us), 48);
+const_assert_eq!(offset_of!(HealthOut, now_us), 56);
+const_assert_eq!(offset_of!(HealthOut, grace_period_ms), 64);
+const_assert_eq!(offset_of!(HealthOut, max_auto_resets), 72);
+const_assert_eq!(offset_of!(HealthOut, health_poll_ms), 76);
+const_assert_eq!(offset_of!(HealthOut, ports), 80);
 
 /// Input of LIST_CLIENTS.
 #[repr(C)]

@@ -174,3 +174,69 @@ fn a_cable_pull_on_a_port_the_adapter_lacks_is_refused_and_changes_nothing() {
     assert_eq!(host.flight_record_bytes(), before);
     assert_eq!(ports(&mut host), [(0, 0); 2]);
 }
+
+fn health(host: &mut SimHost) -> HealthOut {
+    let mut input = [0u8; 8];
+    encode_empty(&mut input);
+    let (r, out) = ioctl(
+        host,
+        IOCTL_HCABUS_QUERY_HEALTH,
+        &input,
+        size_of::<HealthOut>(),
+    );
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    HealthOut::decode(&out).expect("health")
+}
+
+#[test]
+fn query_health_shows_the_catastrophic_syndrome_the_poll_read_and_the_recovery() {
+    let mut host = quiet_host();
+    host.run_until(Instant::from_ms(2_500));
+    let h = health(&mut host);
+    assert_eq!(h.reporter_state, ReporterState::Healthy as u32);
+    assert_eq!(
+        h.counter_moved_us, 2_000_000,
+        "the counter moved at the last read"
+    );
+    host.inject(hcabus::sim::Fault::Catastrophic);
+    host.run_until(Instant::from_ms(3_000));
+    let h = health(&mut host);
+    assert_eq!(
+        h.reporter_state,
+        ReporterState::InError as u32,
+        "found at 3 s"
+    );
+    assert_eq!((h.error_count, h.recover_count), (1, 0));
+    assert_eq!(h.last_error_cause, hcabus::ResetReason::Catastrophic as u32);
+    assert_eq!(
+        h.last_syndrome, 0x0bad_0001,
+        "the word the simulator writes"
+    );
+    assert_eq!(h.last_error_us, 3_000_000);
+    host.run_until(Instant::from_ms(5_000));
+    let h = health(&mut host);
+    assert_eq!(h.reporter_state, ReporterState::Healthy as u32);
+    assert_eq!((h.error_count, h.recover_count), (1, 1));
+}
+
+#[test]
+fn query_health_says_failed_when_auto_recover_is_off() {
+    let mut setup = stack::boot_from_san_fast();
+    setup.sim.faults.clear();
+    setup.sim.policy.auto_recover = false;
+    let mut host = stack::build(&setup).expect("stack");
+    host.inject(hcabus::sim::Fault::Hang);
+    host.run_until(Instant::from_ms(10_000));
+    let h = health(&mut host);
+    assert_eq!(h.reporter_state, ReporterState::Failed as u32);
+    assert_eq!(h.auto_recover, 0);
+    assert_eq!((h.error_count, h.recover_count), (1, 0));
+    assert!(
+        [
+            hcabus::ResetReason::HealthStall as u32,
+            hcabus::ResetReason::CommandTimeout as u32
+        ]
+        .contains(&h.last_error_cause),
+        "a hang is a stall or a command timeout, whichever is first: {h:?}"
+    );
+}

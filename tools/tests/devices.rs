@@ -52,6 +52,8 @@ fn each_adapter_of_a_multipath_host_is_its_own_device() {
 
     // Two adapters, two identities; PATH itself is the first.
     let (a, b) = (status(&server, "hca0"), status(&server, "hca1"));
+    let health = json(&server.ctl(&["--device", "hca1", "--json", "health"]));
+    assert_eq!(health["state"], "healthy");
     assert_ne!(a["identity"]["node_guid"], b["identity"]["node_guid"]);
     let default = json(&server.ctl(&["--json", "status"]));
     assert_eq!(default["identity"], a["identity"]);
@@ -116,6 +118,25 @@ fn a_host_of_one_adapter_is_one_unnamed_device() {
     assert_eq!(listed[0]["state"], "Operational");
     let named = server.ctl(&["--device", "hca0", "status"]);
     assert_eq!(named.status.code(), Some(2), "{}", text(&named));
+
+    // The health reporter, as `devlink health show` gives it.
+    let h = json(&server.ctl(&["--json", "health"]));
+    assert_eq!(
+        (h["reporter"].as_str(), h["state"].as_str()),
+        (Some("fw_fatal"), Some("healthy"))
+    );
+    assert_eq!(
+        (h["error_count"].as_u64(), h["recover_count"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(h["last_error"], Value::Null);
+    assert_eq!(h["auto_recover"], Value::Bool(true));
+    assert_eq!(h["ports"].as_array().map(Vec::len), Some(2));
+    let text_health = text(&server.ctl(&["health"]));
+    assert!(
+        text_health.contains("state healthy") && text_health.contains("grace period"),
+        "{text_health}"
+    );
 
     // The fabric's faults by IOCTL: a busy target and a cable pull.
     let busy = server.ctl(&["inject", "target_busy", "--count", "3"]);

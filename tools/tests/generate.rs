@@ -23,7 +23,8 @@ fn each_tool_prints_a_manual_page_naming_itself_and_every_subcommand() {
             HCACTL,
             "hcactl",
             &[
-                "devices", "status", "clients", "log", "policy", "reset", "restart", "inject",
+                "devices", "status", "health", "clients", "log", "policy", "reset", "restart",
+                "inject",
             ][..],
         ),
         (HCASIM, "hcasim", &["run", "hunt", "serve"][..]),

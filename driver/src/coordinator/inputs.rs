@@ -122,6 +122,7 @@ impl Coordinator {
         if matches!(self.state(), State::Failed | State::Removed) {
             return;
         }
+        self.health_report.error(self.now, reason);
         // A refusal here is storm control failing the device; it is recorded and acted on.
         let _ = self.start_or_join(reason);
     }

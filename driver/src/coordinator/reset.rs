@@ -40,7 +40,10 @@ impl Coordinator {
             return;
         }
         let verdict = match result {
-            HwResult::Health(s) => self.health.observe(s),
+            HwResult::Health(s) => {
+                self.health_report.sample(self.now, s);
+                self.health.observe(s)
+            }
             // An unreadable health buffer is a device that fell off its PCI link.
             _ => HealthVerdict::Catastrophic,
         };
@@ -65,6 +68,7 @@ impl Coordinator {
             // Join only what is news: a stalled counter read again changes nothing.
             if reason > self.reset.reason || self.reset.planned {
                 log::warn!("{} found while {was}: the reset is fatal", reason.as_str());
+                self.health_report.error(self.now, reason);
                 let _ = self.start_or_join(reason);
             }
         }
@@ -455,6 +459,9 @@ impl Coordinator {
     }
 
     pub(super) fn conclude(&mut self, result: ResetResult) {
+        if let ResetResult::Restored(_) = result {
+            self.health_report.restored();
+        }
         self.reset.result = Some(result);
         self.reset.finished_at = Some(self.now);
         self.concluded.copy_from(&self.reset);

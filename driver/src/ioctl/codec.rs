@@ -241,6 +241,92 @@ impl PolicyAbi {
     }
 }
 
+/// Writes `ports` as an array of `PortOut` from `at`.
+fn put_ports(buf: &mut [u8], at: usize, ports: &[PortOut]) {
+    for (i, p) in ports.iter().enumerate() {
+        let at = at + i * size_of::<PortOut>();
+        put_u32(buf, at + offset_of!(PortOut, state), p.state);
+        put_u32(buf, at + offset_of!(PortOut, lid), p.lid);
+    }
+}
+
+impl HealthOut {
+    /// Its u64 fields, with their offsets.
+    fn wide(&self) -> [(usize, u64); 6] {
+        [
+            (offset_of!(HealthOut, error_count), self.error_count),
+            (offset_of!(HealthOut, recover_count), self.recover_count),
+            (offset_of!(HealthOut, last_error_us), self.last_error_us),
+            (
+                offset_of!(HealthOut, counter_moved_us),
+                self.counter_moved_us,
+            ),
+            (offset_of!(HealthOut, now_us), self.now_us),
+            (offset_of!(HealthOut, grace_period_ms), self.grace_period_ms),
+        ]
+    }
+
+    /// Its u32 fields, with their offsets (the ports after them).
+    fn narrow(&self) -> [(usize, u32); 7] {
+        [
+            (offset_of!(HealthOut, reporter_state), self.reporter_state),
+            (offset_of!(HealthOut, auto_recover), self.auto_recover),
+            (
+                offset_of!(HealthOut, last_error_cause),
+                self.last_error_cause,
+            ),
+            (offset_of!(HealthOut, last_syndrome), self.last_syndrome),
+            (offset_of!(HealthOut, health_counter), self.health_counter),
+            (offset_of!(HealthOut, unchanged_polls), self.unchanged_polls),
+            (offset_of!(HealthOut, max_auto_resets), self.max_auto_resets),
+        ]
+    }
+
+    pub fn encode(&self, buf: &mut [u8]) {
+        for (at, v) in self.wide() {
+            put_u64(buf, at, v);
+        }
+        for (at, v) in self.narrow() {
+            put_u32(buf, at, v);
+        }
+        put_u32(
+            buf,
+            offset_of!(HealthOut, health_poll_ms),
+            self.health_poll_ms,
+        );
+        put_ports(buf, offset_of!(HealthOut, ports), &self.ports);
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        let u64_at = |at| get_u64(buf, at);
+        let u32_at = |at| get_u32(buf, at);
+        let port = |i: usize| {
+            let at = offset_of!(HealthOut, ports) + i * size_of::<PortOut>();
+            Some(PortOut {
+                state: u32_at(at)?,
+                lid: u32_at(at + offset_of!(PortOut, lid))?,
+            })
+        };
+        Some(HealthOut {
+            reporter_state: u32_at(offset_of!(HealthOut, reporter_state))?,
+            auto_recover: u32_at(offset_of!(HealthOut, auto_recover))?,
+            error_count: u64_at(offset_of!(HealthOut, error_count))?,
+            recover_count: u64_at(offset_of!(HealthOut, recover_count))?,
+            last_error_us: u64_at(offset_of!(HealthOut, last_error_us))?,
+            last_error_cause: u32_at(offset_of!(HealthOut, last_error_cause))?,
+            last_syndrome: u32_at(offset_of!(HealthOut, last_syndrome))?,
+            health_counter: u32_at(offset_of!(HealthOut, health_counter))?,
+            unchanged_polls: u32_at(offset_of!(HealthOut, unchanged_polls))?,
+            counter_moved_us: u64_at(offset_of!(HealthOut, counter_moved_us))?,
+            now_us: u64_at(offset_of!(HealthOut, now_us))?,
+            grace_period_ms: u64_at(offset_of!(HealthOut, grace_period_ms))?,
+            max_auto_resets: u32_at(offset_of!(HealthOut, max_auto_resets))?,
+            health_poll_ms: u32_at(offset_of!(HealthOut, health_poll_ms))?,
+            ports: [port(0)?, port(1)?],
+        })
+    }
+}
+
 impl StateOut {
     pub fn encode(&self, buf: &mut [u8]) {
         put_u32(buf, offset_of!(StateOut, state), self.state);
@@ -280,11 +366,7 @@ impl StateOut {
         put_u32(buf, offset_of!(StateOut, max_clients), self.max_clients);
         put_u32(buf, offset_of!(StateOut, last_reason), self.last_reason);
         put_u32(buf, offset_of!(StateOut, last_result), self.last_result);
-        for (i, p) in self.ports.iter().enumerate() {
-            let at = offset_of!(StateOut, ports) + i * size_of::<PortOut>();
-            put_u32(buf, at + offset_of!(PortOut, state), p.state);
-            put_u32(buf, at + offset_of!(PortOut, lid), p.lid);
-        }
+        put_ports(buf, offset_of!(StateOut, ports), &self.ports);
     }
 
     pub fn decode(buf: &[u8]) -> Option<Self> {
@@ -462,9 +544,10 @@ pub fn min_output_of(code: u32, version: u16) -> usize {
 /// The input size of `code` in the current ABI.
 pub fn input_size(code: u32) -> Option<usize> {
     Some(match code {
-        IOCTL_HCABUS_QUERY_STATE | IOCTL_HCABUS_GET_POLICY | IOCTL_HCABUS_RESTART => {
-            size_of::<EmptyIn>()
-        }
+        IOCTL_HCABUS_QUERY_STATE
+        | IOCTL_HCABUS_GET_POLICY
+        | IOCTL_HCABUS_QUERY_HEALTH
+        | IOCTL_HCABUS_RESTART => size_of::<EmptyIn>(),
         IOCTL_HCABUS_LIST_CLIENTS => size_of::<ListClientsIn>(),
         IOCTL_HCABUS_READ_LOG => size_of::<ReadLogIn>(),
         IOCTL_HCABUS_REQUEST_RESET => size_of::<RequestResetIn>(),
@@ -481,6 +564,7 @@ pub fn min_output(code: u32) -> usize {
         IOCTL_HCABUS_LIST_CLIENTS => size_of::<ListClientsOut>(),
         IOCTL_HCABUS_READ_LOG => size_of::<ReadLogOut>(),
         IOCTL_HCABUS_GET_POLICY => size_of::<PolicyAbi>(),
+        IOCTL_HCABUS_QUERY_HEALTH => size_of::<HealthOut>(),
         IOCTL_HCABUS_REQUEST_RESET | IOCTL_HCABUS_RESTART => size_of::<EpochOut>(),
         _ => 0,
     }

@@ -62,6 +62,7 @@ enum Decoded<'a> {
     GetPolicy {
         version: u16,
     },
+    QueryHealth,
     Reset {
         mode: AdminReset,
         reason: &'a str,
@@ -98,6 +99,7 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
             version: header.version,
         },
         IOCTL_HCABUS_RESTART => Decoded::Restart,
+        IOCTL_HCABUS_QUERY_HEALTH => Decoded::QueryHealth,
         IOCTL_HCABUS_LIST_CLIENTS => {
             if get_u32(input, offset_of!(ListClientsIn, reserved)).ok_or(size)? != 0 {
                 return Err(bad);
@@ -216,6 +218,11 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
             out[..n].copy_from_slice(&full[..n]);
             Reply::ok(n)
         }
+        Decoded::QueryHealth => {
+            let now = dev.now();
+            health_out(dev.coordinator(), now).encode(out);
+            Reply::ok(size_of::<HealthOut>())
+        }
         Decoded::ListClients { start } => list_clients(dev.coordinator(), start, out),
         Decoded::ReadLog { since, max } => read_log(dev.coordinator(), since, max, out),
         Decoded::GetPolicy { version } => {
@@ -300,14 +307,48 @@ pub fn state_out(coord: &Coordinator) -> StateOut {
         last_restore_us: us(last.and_then(|r| r.restore())),
         last_total_us: us(last.and_then(|r| r.total())),
         log_next_seq: coord.recorder().next_seq(),
-        ports: core::array::from_fn(|i| {
-            coord
-                .port(i as u8 + 1)
-                .map_or(PortOut::default(), |p| PortOut {
-                    state: p.state as u32,
-                    lid: p.lid.into(),
-                })
-        }),
+        ports: ports_out(coord),
+    }
+}
+
+/// The ports as QUERY_STATE and QUERY_HEALTH give them.
+fn ports_out(coord: &Coordinator) -> [PortOut; 2] {
+    core::array::from_fn(|i| {
+        coord
+            .port(i as u8 + 1)
+            .map_or(PortOut::default(), |p| PortOut {
+                state: p.state as u32,
+                lid: p.lid.into(),
+            })
+    })
+}
+
+/// QUERY_HEALTH's answer for `coord` at `now`.
+pub fn health_out(coord: &Coordinator, now: Instant) -> HealthOut {
+    let h = coord.health_report();
+    let policy = coord.policy();
+    let reporter = match coord.state() {
+        State::Removed => ReporterState::Removed,
+        State::Failed => ReporterState::Failed,
+        _ if h.open => ReporterState::InError,
+        _ => ReporterState::Healthy,
+    };
+    HealthOut {
+        reporter_state: reporter as u32,
+        auto_recover: u32::from(policy.auto_recover),
+        error_count: h.errors,
+        recover_count: h.recovers,
+        last_error_us: h.last_error.map_or(NONE_U64, |e| e.at.as_us()),
+        last_error_cause: h.last_error.map_or(0, |e| e.cause as u32),
+        last_syndrome: h.last_error.map_or(0, |e| e.syndrome),
+        health_counter: h.counter.unwrap_or(0),
+        unchanged_polls: u32::from(coord.health_unchanged_polls()),
+        counter_moved_us: h.counter_moved_at.map_or(NONE_U64, |t| t.as_us()),
+        now_us: now.as_us(),
+        grace_period_ms: policy.storm_window_ms,
+        max_auto_resets: u32::from(policy.max_auto_resets),
+        health_poll_ms: u32::try_from(policy.health_poll_interval_ms).unwrap_or(u32::MAX),
+        ports: ports_out(coord),
     }
 }
 

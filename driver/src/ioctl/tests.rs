@@ -705,3 +705,48 @@ fn query_state_answers_each_version_in_its_own_size_and_version_3_carries_the_po
         }
     );
 }
+
+fn query_health(d: &mut Dev, cap: usize, rights: Rights) -> (Reply, Option<HealthOut>) {
+    let (r, out) = call(d, IOCTL_HCABUS_QUERY_HEALTH, &empty(), cap, rights);
+    (r, HealthOut::decode(&out))
+}
+
+#[test]
+fn query_health_is_read_only_and_reports_an_error_found_by_interrupt_as_open() {
+    let mut d = dev();
+    let (r, h) = query_health(&mut d, size_of::<HealthOut>(), Rights::READ);
+    assert_eq!(r, Reply::ok(96));
+    let h = h.expect("decoded");
+    assert_eq!(h.reporter_state, ReporterState::Healthy as u32);
+    assert_eq!((h.error_count, h.recover_count), (0, 0));
+    assert_eq!((h.last_error_us, h.last_error_cause), (NONE_U64, 0));
+    assert_eq!(h.counter_moved_us, NONE_U64, "never read");
+    assert_eq!(h.now_us, 5_000);
+    let p = Policy::default();
+    assert_eq!(h.auto_recover, 1);
+    assert_eq!(h.grace_period_ms, p.storm_window_ms);
+    assert_eq!(h.max_auto_resets, u32::from(p.max_auto_resets));
+    assert_eq!(u64::from(h.health_poll_ms), p.health_poll_interval_ms);
+
+    // A catastrophic error by interrupt: found, not recovered, no syndrome word read.
+    d.coord.catastrophic_error(Instant::from_ms(7));
+    while d.coord.pop_action().is_some() {}
+    let (_, h) = query_health(&mut d, 96, Rights::READ);
+    let h = h.expect("decoded");
+    assert_eq!(h.reporter_state, ReporterState::InError as u32);
+    assert_eq!((h.error_count, h.recover_count), (1, 0));
+    assert_eq!(h.last_error_us, 7_000);
+    assert_eq!(h.last_error_cause, ResetReason::Catastrophic as u32);
+    assert_eq!(h.last_syndrome, 0);
+
+    let (r, _) = query_health(&mut d, 95, Rights::READ);
+    assert_eq!(r.status, NtStatus::BUFFER_TOO_SMALL);
+    let (r, _) = call(
+        &mut d,
+        IOCTL_HCABUS_QUERY_HEALTH,
+        &empty(),
+        96,
+        Rights::empty(),
+    );
+    assert_eq!(r.status, NtStatus::ACCESS_DENIED);
+}

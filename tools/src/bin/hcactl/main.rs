@@ -50,6 +50,10 @@ enum Command {
     Devices,
     /// State, epoch, identity, counters and the last reset.
     Status,
+    /// The health reporter, as `devlink health show`: its state, error and recover counts,
+    /// the last error and its syndrome, the health counter, auto-recovery and its grace
+    /// period, the ports.
+    Health,
     /// Every registered client.
     Clients,
     /// Flight-recorder records.
@@ -158,123 +162,11 @@ macro_rules! say {
     ($($arg:tt)*) => { emit(format_args!($($arg)*))? };
 }
 
-// After `say!`, which it uses.
+// After `say!`, which they use.
 mod devices;
+mod state;
 
-fn us(v: u64) -> String {
-    if v == NONE_U64 {
-        "-".into()
-    } else if v >= 1000 {
-        format!("{}.{:03} ms", v / 1000, v % 1000)
-    } else {
-        format!("{v} us")
-    }
-}
-
-fn result(code: u32) -> &'static str {
-    result_name(code).unwrap_or("?")
-}
-
-fn reason_name(code: u32) -> &'static str {
-    hcabus::types::ResetReason::try_from(code).map_or("-", |r| r.as_str())
-}
-
-/// The ports the bus knows (state 0: never reported), as (number, state, LID while Active).
-fn ports(s: &StateOut) -> impl Iterator<Item = (u8, &'static str, Option<u32>)> + '_ {
-    s.ports.iter().zip(1u8..).filter_map(|(p, port)| {
-        let state = hcabus::types::PortState::from_u8(u8::try_from(p.state).ok()?)?;
-        let lid = (state == hcabus::types::PortState::Active).then_some(p.lid);
-        Some((port, state.as_str(), lid))
-    })
-}
-
-fn status(bus: &mut Bus, as_json: bool) -> Outcome {
-    let s = bus.state()?;
-    let fw = (
-        s.fw_version >> 32,
-        (s.fw_version >> 16) & 0xffff,
-        s.fw_version & 0xffff,
-    );
-    if as_json {
-        let v = json!({
-            "state": state_name(s.state),
-            "reset_in_progress": s.flags & 1 == 1,
-            "epoch": s.epoch,
-            "identity": {
-                "node_guid": format!("0x{:016x}", s.node_guid),
-                "serial": format!("0x{:016x}", s.serial),
-                "fw_version": format!("{}.{}.{}", fw.0, fw.1, fw.2),
-                "vendor_id": s.vendor_id, "device_id": s.device_id,
-                "subsys_vendor_id": s.subsys_vendor_id, "subsys_id": s.subsys_id,
-            },
-            "clients": s.clients, "max_clients": s.max_clients,
-            "counters": {
-                "resets_started": s.resets_started, "resets_restored": s.resets_restored,
-                "resets_failed": s.resets_failed, "resets_aborted": s.resets_aborted,
-                "refusals": s.refusals, "pnp_operations": s.pnp_operations,
-            },
-            "last_reset": (s.last_epoch != NONE_U64).then(|| json!({
-                "epoch": s.last_epoch,
-                "reason": reason_name(s.last_reason),
-                "outcome": result(s.last_result),
-                "quiesce_us": (s.last_quiesce_us != NONE_U64).then_some(s.last_quiesce_us),
-                "hw_reset_us": (s.last_hw_reset_us != NONE_U64).then_some(s.last_hw_reset_us),
-                "restore_us": (s.last_restore_us != NONE_U64).then_some(s.last_restore_us),
-                "total_us": (s.last_total_us != NONE_U64).then_some(s.last_total_us),
-            })),
-            "log_next_seq": s.log_next_seq,
-            "ports": ports(&s).map(|(port, state, lid)| json!({
-                "port": port, "state": state, "lid": lid,
-            })).collect::<Vec<_>>(),
-        });
-        say!("{v:#}");
-        return Ok(());
-    }
-    say!(
-        "state        {}{}",
-        state_name(s.state),
-        if s.flags & 1 == 1 {
-            " (reset in progress)"
-        } else {
-            ""
-        }
-    );
-    say!("epoch        e{}", s.epoch);
-    say!(
-        "device       {:04x}:{:04x} subsystem {:04x}:{:04x}, node GUID 0x{:016x}, serial 0x{:016x}, firmware {}.{}.{}",
-        s.vendor_id, s.device_id, s.subsys_vendor_id, s.subsys_id, s.node_guid, s.serial, fw.0, fw.1, fw.2
-    );
-    say!("clients      {} of {}", s.clients, s.max_clients);
-    let listed: Vec<String> = ports(&s)
-        .map(|(port, state, lid)| match lid {
-            Some(lid) => format!("{port} {state} (LID 0x{lid:x})"),
-            None => format!("{port} {state}"),
-        })
-        .collect();
-    if !listed.is_empty() {
-        say!("ports        {}", listed.join(", "));
-    }
-    say!(
-        "resets       {} started, {} restored, {} failed, {} aborted; {} refusals; {} PnP operations",
-        s.resets_started, s.resets_restored, s.resets_failed, s.resets_aborted, s.refusals, s.pnp_operations
-    );
-    if s.last_epoch == NONE_U64 {
-        say!("last reset   none");
-    } else {
-        say!(
-            "last reset   e{} {}: {}, total {} (quiesce {}, hardware {}, restore {})",
-            s.last_epoch,
-            reason_name(s.last_reason),
-            result(s.last_result),
-            us(s.last_total_us),
-            us(s.last_quiesce_us),
-            us(s.last_hw_reset_us),
-            us(s.last_restore_us)
-        );
-    }
-    say!("log          next sequence {}", s.log_next_seq);
-    Ok(())
-}
+use state::{ports, result, us};
 
 /// Every registered client, page by page.
 fn fetch_clients(bus: &mut Bus) -> Result<Vec<ClientEntry>, Failure> {
@@ -590,7 +482,8 @@ fn run(cli: Cli) -> Outcome {
     let mut bus = Bus::open(cli.socket.as_ref(), cli.device.as_deref())?;
     match cli.command {
         Command::Devices | Command::Completions { .. } | Command::Man => Ok(()),
-        Command::Status => status(&mut bus, js),
+        Command::Status => state::status(&mut bus, js),
+        Command::Health => state::health(&mut bus, js),
         Command::Clients => clients(&mut bus, js),
         Command::Log { since, follow } => {
             let mut next = log_once(&mut bus, since, js)?;

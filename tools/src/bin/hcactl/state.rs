@@ -1,0 +1,218 @@
+//! `hcactl status` and `hcactl health`: the bus's state and its health reporter, as text
+//! or JSON.
+
+use hcabus::ioctl::*;
+use serde_json::json;
+
+use crate::bus::{Bus, Outcome};
+use crate::emit;
+
+pub(crate) fn us(v: u64) -> String {
+    if v == NONE_U64 {
+        "-".into()
+    } else if v >= 1000 {
+        format!("{}.{:03} ms", v / 1000, v % 1000)
+    } else {
+        format!("{v} us")
+    }
+}
+
+pub(crate) fn result(code: u32) -> &'static str {
+    result_name(code).unwrap_or("?")
+}
+
+pub(crate) fn reason_name(code: u32) -> &'static str {
+    hcabus::types::ResetReason::try_from(code).map_or("-", |r| r.as_str())
+}
+
+/// The ports the bus knows (state 0: never reported), as (number, state, LID while Active).
+pub(crate) fn ports(s: &StateOut) -> impl Iterator<Item = (u8, &'static str, Option<u32>)> + '_ {
+    s.ports.iter().zip(1u8..).filter_map(|(p, port)| {
+        let state = hcabus::types::PortState::from_u8(u8::try_from(p.state).ok()?)?;
+        let lid = (state == hcabus::types::PortState::Active).then_some(p.lid);
+        Some((port, state.as_str(), lid))
+    })
+}
+
+pub(crate) fn status(bus: &mut Bus, as_json: bool) -> Outcome {
+    let s = bus.state()?;
+    let fw = (
+        s.fw_version >> 32,
+        (s.fw_version >> 16) & 0xffff,
+        s.fw_version & 0xffff,
+    );
+    if as_json {
+        let v = json!({
+            "state": state_name(s.state),
+            "reset_in_progress": s.flags & 1 == 1,
+            "epoch": s.epoch,
+            "identity": {
+                "node_guid": format!("0x{:016x}", s.node_guid),
+                "serial": format!("0x{:016x}", s.serial),
+                "fw_version": format!("{}.{}.{}", fw.0, fw.1, fw.2),
+                "vendor_id": s.vendor_id, "device_id": s.device_id,
+                "subsys_vendor_id": s.subsys_vendor_id, "subsys_id": s.subsys_id,
+            },
+            "clients": s.clients, "max_clients": s.max_clients,
+            "counters": {
+                "resets_started": s.resets_started, "resets_restored": s.resets_restored,
+                "resets_failed": s.resets_failed, "resets_aborted": s.resets_aborted,
+                "refusals": s.refusals, "pnp_operations": s.pnp_operations,
+            },
+            "last_reset": (s.last_epoch != NONE_U64).then(|| json!({
+                "epoch": s.last_epoch,
+                "reason": reason_name(s.last_reason),
+                "outcome": result(s.last_result),
+                "quiesce_us": (s.last_quiesce_us != NONE_U64).then_some(s.last_quiesce_us),
+                "hw_reset_us": (s.last_hw_reset_us != NONE_U64).then_some(s.last_hw_reset_us),
+                "restore_us": (s.last_restore_us != NONE_U64).then_some(s.last_restore_us),
+                "total_us": (s.last_total_us != NONE_U64).then_some(s.last_total_us),
+            })),
+            "log_next_seq": s.log_next_seq,
+            "ports": ports(&s).map(|(port, state, lid)| json!({
+                "port": port, "state": state, "lid": lid,
+            })).collect::<Vec<_>>(),
+        });
+        say!("{v:#}");
+        return Ok(());
+    }
+    say!(
+        "state        {}{}",
+        state_name(s.state),
+        if s.flags & 1 == 1 {
+            " (reset in progress)"
+        } else {
+            ""
+        }
+    );
+    say!("epoch        e{}", s.epoch);
+    say!(
+        "device       {:04x}:{:04x} subsystem {:04x}:{:04x}, node GUID 0x{:016x}, serial 0x{:016x}, firmware {}.{}.{}",
+        s.vendor_id, s.device_id, s.subsys_vendor_id, s.subsys_id, s.node_guid, s.serial, fw.0, fw.1, fw.2
+    );
+    say!("clients      {} of {}", s.clients, s.max_clients);
+    let listed: Vec<String> = ports(&s)
+        .map(|(port, state, lid)| match lid {
+            Some(lid) => format!("{port} {state} (LID 0x{lid:x})"),
+            None => format!("{port} {state}"),
+        })
+        .collect();
+    if !listed.is_empty() {
+        say!("ports        {}", listed.join(", "));
+    }
+    say!(
+        "resets       {} started, {} restored, {} failed, {} aborted; {} refusals; {} PnP operations",
+        s.resets_started, s.resets_restored, s.resets_failed, s.resets_aborted, s.refusals, s.pnp_operations
+    );
+    if s.last_epoch == NONE_U64 {
+        say!("last reset   none");
+    } else {
+        say!(
+            "last reset   e{} {}: {}, total {} (quiesce {}, hardware {}, restore {})",
+            s.last_epoch,
+            reason_name(s.last_reason),
+            result(s.last_result),
+            us(s.last_total_us),
+            us(s.last_quiesce_us),
+            us(s.last_hw_reset_us),
+            us(s.last_restore_us)
+        );
+    }
+    say!("log          next sequence {}", s.log_next_seq);
+    Ok(())
+}
+
+/// An instant `at_us` of the bus's clock, said with its age at `now_us`.
+fn ago(at_us: u64, now_us: u64) -> String {
+    if at_us == NONE_U64 {
+        return "never".into();
+    }
+    format!(
+        "at {} ({} ago)",
+        us(at_us),
+        us(now_us.saturating_sub(at_us))
+    )
+}
+
+pub(crate) fn health(bus: &mut Bus, as_json: bool) -> Outcome {
+    let mut input = [0u8; 8];
+    encode_empty(&mut input);
+    let out = bus.call(IOCTL_HCABUS_QUERY_HEALTH, &input, size_of::<HealthOut>())?;
+    let h = HealthOut::decode(&out).ok_or_else(|| {
+        crate::bus::Failure::Usage(format!(
+            "a short QUERY_HEALTH answer from the server ({} bytes, {} needed)",
+            out.len(),
+            size_of::<HealthOut>()
+        ))
+    })?;
+    let reporter = ReporterState::try_from(h.reporter_state).map_or("?", |r| r.as_str());
+    let cause = (h.last_error_us != NONE_U64).then(|| reason_name(h.last_error_cause));
+    let port_list = |h: &HealthOut| -> Vec<(u8, &'static str, Option<u32>)> {
+        let s = StateOut {
+            ports: h.ports,
+            ..StateOut::default()
+        };
+        ports(&s).collect()
+    };
+    if as_json {
+        let v = json!({
+            "reporter": "fw_fatal",
+            "state": reporter,
+            "error_count": h.error_count,
+            "recover_count": h.recover_count,
+            "last_error": cause.map(|c| json!({
+                "time_us": h.last_error_us,
+                "cause": c,
+                "syndrome": format!("0x{:08x}", h.last_syndrome),
+            })),
+            "health_counter": h.health_counter,
+            "counter_unchanged_polls": h.unchanged_polls,
+            "counter_moved_us": (h.counter_moved_us != NONE_U64).then_some(h.counter_moved_us),
+            "now_us": h.now_us,
+            "auto_recover": h.auto_recover == 1,
+            "grace_period_ms": h.grace_period_ms,
+            "max_auto_resets": h.max_auto_resets,
+            "health_poll_ms": h.health_poll_ms,
+            "ports": port_list(&h).into_iter().map(|(port, state, lid)| json!({
+                "port": port, "state": state, "lid": lid,
+            })).collect::<Vec<_>>(),
+        });
+        say!("{v:#}");
+        return Ok(());
+    }
+    say!("reporter     fw_fatal, state {reporter}");
+    say!(
+        "errors       {} found, {} recovered",
+        h.error_count,
+        h.recover_count
+    );
+    match cause {
+        Some(c) => say!(
+            "last error   {c} {}, syndrome 0x{:08x}",
+            ago(h.last_error_us, h.now_us),
+            h.last_syndrome
+        ),
+        None => say!("last error   none"),
+    }
+    say!(
+        "counter      {} (last moved {}; {} read(s) unchanged, 3 is a stall; read every {})",
+        h.health_counter,
+        ago(h.counter_moved_us, h.now_us),
+        h.unchanged_polls,
+        us(u64::from(h.health_poll_ms) * 1000)
+    );
+    say!(
+        "recovery     auto_recover {}, grace period {} (at most {} automatic resets in it)",
+        if h.auto_recover == 1 { "on" } else { "off" },
+        us(h.grace_period_ms * 1000),
+        h.max_auto_resets
+    );
+    let listed: Vec<String> = port_list(&h)
+        .into_iter()
+        .map(|(port, state, _)| format!("{port} {state}"))
+        .collect();
+    if !listed.is_empty() {
+        say!("ports        {}", listed.join(", "));
+    }
+    Ok(())
+}
