@@ -131,7 +131,8 @@ bitflags! {
 /// The version of the ABI this build speaks. Version 2 grew the policy structure (RESET_QUERY's
 /// deadline, the client request limit, auto_recover, the paging hold); version 3 grew
 /// QUERY_STATE's answer by each port's state and LID; version 4 grew INJECT_FAULT's input by
-/// a port and a duration (the cable pull). Every other structure is the same in all.
+/// a port and a duration (the cable pull) and added QUERY_HEALTH, which any version may
+/// call. Every other structure is the same in all.
 pub const ABI_VERSION: u16 = 4;
 /// The oldest version still served: a version-1 request gets the version-1 layout.
 pub const ABI_VERSION_MIN: u16 = 1;
