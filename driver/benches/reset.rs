@@ -4,9 +4,9 @@
 //! these figures are the coordinator's and the host's own work.
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use hcabus::recorder::{FlightRecorder, RecordKind};
+use hcabus::recorder::{FlightRecorder, HwOutcome, RecordKind};
 use hcabus::sim::{Behavior, Fault, SimHost, SimSetup};
-use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
+use hcabus::types::{ClientDesc, ClientFlags, ClientKind, ShortText};
 use hcabus::{Duration, HwStep, Instant};
 
 fn setup(clients: usize) -> SimSetup {
@@ -53,15 +53,28 @@ fn reset_cycle(c: &mut Criterion) {
 
 fn recorder(c: &mut Criterion) {
     let mut r = FlightRecorder::new(4096);
-    let kind = RecordKind::Hw {
+    let probe = |outcome| RecordKind::Hw {
         step: HwStep::ProbeReady,
-        ok: true,
+        outcome,
+        detail: 0,
     };
+    // Alternating kinds: every call writes a record; the same kind twice is coalesced.
+    let kinds = [probe(HwOutcome::Ready), probe(HwOutcome::NotReady)];
     let mut t = 0u64;
     c.bench_function("flight_recorder/record", |b| {
         b.iter(|| {
             t += 1;
-            r.record(Instant::from_us(t), kind)
+            r.record(
+                Instant::from_us(t),
+                ShortText::EMPTY,
+                kinds[(t % 2) as usize],
+            )
+        })
+    });
+    c.bench_function("flight_recorder/repeat", |b| {
+        b.iter(|| {
+            t += 1;
+            r.record(Instant::from_us(t), ShortText::EMPTY, kinds[0])
         })
     });
 }

@@ -23,6 +23,7 @@ use crate::types::*;
 
 mod hardware;
 mod health;
+mod history;
 mod inputs;
 mod mutants;
 mod ports;
@@ -32,9 +33,10 @@ mod reset;
 mod stage;
 
 pub use health::{HealthError, HealthReport};
+pub use history::{ResetHistory, ResetSummary, HISTORY_LEN};
 pub use mutants::Mutant;
 pub use ports::PortView;
-pub use record::{ResetRecord, ResetResult};
+pub use record::{ResetRecord, ResetResult, FORCED_NAMES};
 use stage::{Entry, FwAllowance, Slot, Stage, Walk, Window};
 
 /// What the host must do.
@@ -168,6 +170,8 @@ pub struct Coordinator {
     /// A copy of the last reset that concluded: a follow-up may start before a host has
     /// handled the `ResetConcluded` of the one before.
     concluded: ResetRecord,
+    /// Summaries of the last resets, which polling cannot evict.
+    history: ResetHistory,
     /// Where a requested firmware activation stands (SPEC §5 "Firmware activation").
     fw: FwAllowance,
     /// The other adapter found after a reset, once PnP has been told about it.
@@ -215,6 +219,7 @@ impl Coordinator {
             next_token: 1,
             reset: ResetRecord::with_capacity(max),
             concluded: ResetRecord::with_capacity(max),
+            history: ResetHistory::new(),
             fw: FwAllowance::None,
             replacement: None,
             counters: Counters::default(),
@@ -243,6 +248,10 @@ impl Coordinator {
     }
     pub fn recorder(&self) -> &FlightRecorder {
         &self.recorder
+    }
+    /// Summaries of the last [`HISTORY_LEN`] resets that concluded.
+    pub fn history(&self) -> &ResetHistory {
+        &self.history
     }
     pub fn counters(&self) -> &Counters {
         &self.counters
@@ -423,7 +432,7 @@ impl Coordinator {
         log::warn!("client {client} '{name}' throttled: over its reset request limit");
         self.counters.refusals += 1;
         self.counters.throttled += 1;
-        self.record(RecordKind::Throttled { client, name });
+        self.record_named(RecordKind::Throttled { client }, name);
         true
     }
 
@@ -487,8 +496,27 @@ impl Coordinator {
         }
     }
 
+    /// Records `kind` under the name of the client it is about, while that client is still
+    /// registered (a record outlives the client).
     fn record(&mut self, kind: RecordKind) {
-        self.recorder.record(self.now, kind);
+        let name = kind
+            .client()
+            .map_or(ShortText::EMPTY, |id| self.name_of(id));
+        self.recorder.record(self.now, name, kind);
+    }
+
+    /// The registered name of `id`; empty for an unknown or stale id.
+    fn name_of(&self, id: ClientId) -> ClientName {
+        self.lookup(id)
+            .ok()
+            .and_then(|index| self.entry(index))
+            .map_or(ShortText::EMPTY, |e| e.desc.name)
+    }
+
+    /// Records `kind` under `name`: a client's name already looked up, or an administrator's
+    /// reason.
+    fn record_named(&mut self, kind: RecordKind, name: ShortText) {
+        self.recorder.record(self.now, name, kind);
     }
 
     fn refused<E: Copy>(

@@ -23,12 +23,14 @@ use crate::time::Instant;
 
 mod codec;
 mod dispatch;
+mod history;
 
 use crate::types::{
     AbortCause, AdminReset, ClientId, ClientName, ClientState, FailReason, ResetOutcome,
 };
 pub use codec::*;
 pub use dispatch::*;
+pub use history::*;
 
 /// `CTL_CODE` of `winioctl.h`.
 pub const fn ctl_code(device_type: u32, function: u32, method: u32, access: u32) -> u32 {
@@ -50,6 +52,7 @@ pub const IOCTL_HCABUS_LIST_CLIENTS: u32 = code(0x901, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_READ_LOG: u32 = code(0x902, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_GET_POLICY: u32 = code(0x903, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_QUERY_HEALTH: u32 = code(0x904, FILE_READ_ACCESS);
+pub const IOCTL_HCABUS_READ_RESETS: u32 = code(0x905, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_REQUEST_RESET: u32 = code(0x910, RW);
 pub const IOCTL_HCABUS_RESTART: u32 = code(0x911, RW);
 pub const IOCTL_HCABUS_SET_POLICY: u32 = code(0x912, RW);
@@ -61,12 +64,13 @@ const_assert_eq!(IOCTL_HCABUS_REQUEST_RESET, 0x003B_E440);
 const_assert_eq!(IOCTL_HCABUS_INJECT_FAULT, 0x003B_E7C0);
 
 /// Every code, with its name (for tools and logs).
-pub const CODES: [(u32, &str); 9] = [
+pub const CODES: [(u32, &str); 10] = [
     (IOCTL_HCABUS_QUERY_STATE, "IOCTL_HCABUS_QUERY_STATE"),
     (IOCTL_HCABUS_LIST_CLIENTS, "IOCTL_HCABUS_LIST_CLIENTS"),
     (IOCTL_HCABUS_READ_LOG, "IOCTL_HCABUS_READ_LOG"),
     (IOCTL_HCABUS_GET_POLICY, "IOCTL_HCABUS_GET_POLICY"),
     (IOCTL_HCABUS_QUERY_HEALTH, "IOCTL_HCABUS_QUERY_HEALTH"),
+    (IOCTL_HCABUS_READ_RESETS, "IOCTL_HCABUS_READ_RESETS"),
     (IOCTL_HCABUS_REQUEST_RESET, "IOCTL_HCABUS_REQUEST_RESET"),
     (IOCTL_HCABUS_RESTART, "IOCTL_HCABUS_RESTART"),
     (IOCTL_HCABUS_SET_POLICY, "IOCTL_HCABUS_SET_POLICY"),
@@ -132,8 +136,11 @@ bitflags! {
 /// deadline, the client request limit, auto_recover, the paging hold); version 3 grew
 /// QUERY_STATE's answer by each port's state and LID; version 4 grew INJECT_FAULT's input by
 /// a port and a duration (the cable pull) and added QUERY_HEALTH, which any version may
-/// call. Every other structure is the same in all.
-pub const ABI_VERSION: u16 = 4;
+/// call; version 5 gave READ_LOG records of 128 bytes (the client's name, the administrator's
+/// reason, a repeat count and its last time, a hardware step's true outcome), gave
+/// SET_POLICY an answer that names a refused field, and added READ_RESETS, which any
+/// version may call. Every other structure is the same in all.
+pub const ABI_VERSION: u16 = 5;
 /// The oldest version still served: a version-1 request gets the version-1 layout.
 pub const ABI_VERSION_MIN: u16 = 1;
 /// Bytes of the policy structure in version 1 (its first 72 bytes in version 2).
@@ -357,12 +364,14 @@ const_assert_eq!(size_of::<ReadLogIn>(), 24);
 const_assert_eq!(offset_of!(ReadLogIn, since_seq), 8);
 const_assert_eq!(offset_of!(ReadLogIn, max_records), 16);
 
-/// Head of READ_LOG's output; `count` records of 64 bytes (`Record::encode`) follow.
+/// Head of READ_LOG's output; `count` records of `record_bytes` each follow: 128 in
+/// version 5 (`Record::encode`), 64 before (`Record::encode_v4`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReadLogOut {
     pub count: u32,
-    pub reserved: u32,
+    /// Version 5; reserved (0) before.
+    pub record_bytes: u32,
     /// The sequence number to ask for next.
     pub next_seq: u64,
     /// Records the ring has overwritten since the bus started.

@@ -94,6 +94,11 @@ pub type VetoReason = ShortText;
 
 impl ShortText {
     pub const CAPACITY: usize = 32;
+    /// No text: a record about nobody, a reset nobody gave a reason for.
+    pub const EMPTY: ShortText = ShortText {
+        len: 0,
+        bytes: [0; ShortText::CAPACITY],
+    };
 
     /// `None` when the text is empty, longer than [`ShortText::CAPACITY`] bytes, or holds
     /// a control character: a NUL would cut it short in the IOCTL listing and a newline

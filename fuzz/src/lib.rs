@@ -26,8 +26,8 @@ pub const TARGETS: [(&str, Check); 5] = [
     ("cabi", cabi::check),
 ];
 
-/// `Record::decode` on any 64 bytes: never panics; what it accepts encodes back to bytes that
-/// decode to the same record, and prints.
+/// `Record::decode` on any 128 bytes: never panics; what it accepts encodes back to bytes
+/// that decode to the same record, prints, and encodes for a version-4 caller.
 pub fn record(data: &[u8]) {
     let mut raw = [0u8; RECORD_BYTES];
     let n = data.len().min(RECORD_BYTES);
@@ -42,6 +42,8 @@ pub fn record(data: &[u8]) {
         "a decoded record survives its own round trip"
     );
     assert!(!r.to_string().is_empty());
+    let old = r.encode_v4();
+    assert_eq!(&old[0..16], &r.encode()[0..16], "the same seq and time");
 }
 
 /// The socket frame decoder of `hcasim serve` on any byte stream: never panics, never reads a

@@ -58,10 +58,11 @@ fn an_administrator_reset_through_the_dispatcher_restores_the_host_under_load() 
     assert_eq!(s.last_hw_reset_us, 200_000);
     let io = stack::io_stats(&host);
     assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
-    // The log shows the administrator's reset.
+    // The log shows the administrator's reset, with the reason given.
     let mut input = [0u8; 24];
     encode_read_log(0, 0, &mut input);
-    let (_, out) = ioctl(&mut host, IOCTL_HCABUS_READ_LOG, &input, 24 + 64 * 512);
+    let size = hcabus::recorder::RECORD_BYTES;
+    let (_, out) = ioctl(&mut host, IOCTL_HCABUS_READ_LOG, &input, 24 + size * 512);
     let count = u32::from_le_bytes(out[0..4].try_into().expect("4 bytes")) as usize;
     let admin = host
         .coordinator()
@@ -70,11 +71,34 @@ fn an_administrator_reset_through_the_dispatcher_restores_the_host_under_load() 
         .find(|r| r.to_string().contains("admin_reset"))
         .expect("recorded");
     assert!(
-        out[24..24 + count * 64]
-            .chunks(64)
+        admin.to_string().ends_with("admin_reset: \"from a test\""),
+        "{admin}"
+    );
+    assert!(
+        out[24..24 + count * size]
+            .chunks(size)
             .any(|c| c == admin.encode()),
         "READ_LOG returns the admin_reset record"
     );
+    // And the reset's summary: the phases, the reason, no one forced.
+    let each = size_of::<ResetSummaryOut>();
+    let (_, out) = ioctl(
+        &mut host,
+        IOCTL_HCABUS_READ_RESETS,
+        &[8, 0, 0, 0, 5, 0, 0, 0],
+        16 + 4 * each,
+    );
+    assert_eq!(
+        u32::from_le_bytes(out[0..4].try_into().expect("4 bytes")),
+        1
+    );
+    let summary = ResetSummaryOut::decode(&out[16..]).expect("a summary");
+    assert_eq!(text_of(&summary.admin_reason), Some("from a test"));
+    assert_eq!(result_name(summary.result), Some("Restored"));
+    assert_eq!(summary.hw_reset_us, 200_000);
+    assert_eq!((summary.epoch, summary.new_epoch), (1, 2));
+    assert_eq!((summary.soft_attempts, summary.forced), (1, 0));
+    assert!(summary.quiesce_us != NONE_U64 && summary.restore_us != NONE_U64);
 }
 
 #[test]
@@ -239,4 +263,76 @@ fn query_health_says_failed_when_auto_recover_is_off() {
         .contains(&h.last_error_cause),
         "a hang is a stall or a command timeout, whichever is first: {h:?}"
     );
+}
+
+#[test]
+fn a_reset_that_dies_in_the_hardware_still_reports_its_hardware_time() {
+    let mut host = quiet_host();
+    host.run_until(Instant::from_ms(500));
+    let mut input = [0u8; size_of::<InjectFaultIn>()];
+    encode_inject_fault(&FaultRequest::new(FaultCode::NeverReturns, 0), &mut input);
+    let (r, _) = ioctl(&mut host, IOCTL_HCABUS_INJECT_FAULT, &input, 0);
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    let mut input = [0u8; 80];
+    RequestResetIn::new(ResetMode::Forced, "").encode(&mut input);
+    ioctl(&mut host, IOCTL_HCABUS_REQUEST_RESET, &input, 8);
+    let window_ms = host.coordinator().policy().auto_restart_window_ms;
+    host.run_until(Instant::from_ms(2_000 + window_ms));
+    let s = state(&mut host);
+    assert_eq!(state_name(s.state), "Failed");
+    assert_ne!(
+        s.last_hw_reset_us, NONE_U64,
+        "the time in the hardware is shown"
+    );
+    let each = size_of::<ResetSummaryOut>();
+    let (_, out) = ioctl(
+        &mut host,
+        IOCTL_HCABUS_READ_RESETS,
+        &[8, 0, 0, 0, 5, 0, 0, 0],
+        16 + each,
+    );
+    let summary = ResetSummaryOut::decode(&out[16..]).expect("a summary");
+    assert_eq!(summary.hw_reset_us, s.last_hw_reset_us);
+    assert!(
+        summary.hw_reset_us >= window_ms * 1000 * 9 / 10,
+        "nearly the whole auto-restart window: {}",
+        summary.hw_reset_us
+    );
+    assert_eq!(summary.restore_us, NONE_U64, "never restored");
+    assert!(
+        summary.soft_attempts > 1,
+        "retried: {}",
+        summary.soft_attempts
+    );
+    assert_ne!(summary.flags & SUMMARY_FLR, 0, "and a function-level reset");
+}
+
+#[test]
+fn an_idle_minute_of_health_polls_is_one_record_not_sixty() {
+    let mut host = quiet_host();
+    let before = host.coordinator().recorder().next_seq();
+    host.run_until(Instant::from_ms(60_000));
+    let rec = host.coordinator().recorder();
+    let polls: Vec<_> = rec
+        .since(before)
+        .filter(|r| {
+            matches!(
+                r.kind,
+                hcabus::recorder::RecordKind::Hw {
+                    step: hcabus::hca::HwStep::ReadHealth,
+                    ..
+                }
+            )
+        })
+        .collect();
+    let reads: u32 = polls.iter().map(|r| r.count).sum();
+    assert!(reads >= 55, "about one read a second: {reads}");
+    assert!(
+        polls.len() <= 2,
+        "repeats are counted, not written: {} records for {reads} reads",
+        polls.len()
+    );
+    let newest = polls.last().expect("a poll record");
+    assert!(newest.last_at > newest.at, "first and last time kept");
+    assert!(rec.coalesced() >= u64::from(reads) - 2);
 }

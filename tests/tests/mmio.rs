@@ -84,12 +84,15 @@ fn run(s: &mut Rig, ids: &[ClientId], ms: u64) {
 
 /// Steps of this kind that failed, as the flight recorder has them.
 fn failed(s: &Rig, step: HwStep) -> usize {
-    let failure = hcabus::recorder::RecordKind::Hw { step, ok: false };
     s.c()
         .recorder()
         .iter()
-        .filter(|r| r.kind == failure)
-        .count()
+        .filter(|r| {
+            matches!(r.kind, hcabus::recorder::RecordKind::Hw { step: s, outcome, .. }
+                if s == step && !outcome.is_ok())
+        })
+        .map(|r| r.count as usize)
+        .sum()
 }
 
 fn kinds(s: &Rig, id: ClientId) -> Vec<EventKind> {

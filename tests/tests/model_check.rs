@@ -27,7 +27,7 @@ use std::hash::Hasher;
 
 use hcabus::coordinator::*;
 use hcabus::hca::{HealthSample, HwCompletion, HwError, HwResult, HwStep, Identity, Readiness};
-use hcabus::recorder::RecordKind;
+use hcabus::recorder::{HwOutcome, RecordKind};
 use hcabus::sim::InvariantChecker;
 use hcabus::timers::TimerTable;
 use hcabus::types::*;
@@ -490,7 +490,8 @@ impl World {
                 r.kind
                     == RecordKind::Hw {
                         step: HwStep::ReadIdentity,
-                        ok: true,
+                        outcome: HwOutcome::Done,
+                        detail: 0,
                     }
             });
             if !verified {

@@ -201,9 +201,9 @@ fn stuck_client_is_forced_named_and_still_restarted() {
         "waited the full deadline: {quiesce}us"
     );
     assert_eq!(events_of(&host, "wedged"), [Reset, ResetEnd]);
-    let named = host.coordinator().recorder().iter().any(|rec| {
-        matches!(rec.kind, RecordKind::Unresponsive { name, .. } if name.as_str() == "wedged")
-    });
+    let named = host.coordinator().recorder().iter().any(
+        |rec| matches!(rec.kind, RecordKind::Unresponsive { .. } if rec.name.as_str() == "wedged"),
+    );
     assert!(named);
 }
 

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use hcabus::hca::HwStep;
-use hcabus::recorder::{Record, RecordKind};
+use hcabus::recorder::{HwOutcome, Record, RecordKind};
 use hcabus::sim::{Fault, SimHost};
 use hcabus::types::Call;
 use hcabus::types::{ClientId, PortState};
@@ -76,12 +76,13 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
         RecordKind::Unresponsive { client, .. } => (lane(*client), "FORCED".into()),
         RecordKind::Throttled { client, .. } => (lane(*client), "THROTTLED".into()),
         RecordKind::Vetoed { client, .. } => (lane(*client), "VETO".into()),
-        RecordKind::Hw { step, ok } => match step {
-            HwStep::ReadHealth | HwStep::ProbeReady if *ok => return None,
-            _ => (
-                None,
-                format!("hw {}{}", step.as_str(), if *ok { "" } else { " FAILED" }),
-            ),
+        RecordKind::Hw { step, outcome, .. } => match (step, outcome) {
+            // Routine polling: a healthy read, a probe either way.
+            (HwStep::ReadHealth, HwOutcome::Healthy | HwOutcome::CounterUnchanged)
+            | (HwStep::ProbeReady, HwOutcome::Ready | HwOutcome::NotReady) => return None,
+            (_, HwOutcome::Done | HwOutcome::Asserted) => (None, format!("hw {}", step.as_str())),
+            (_, HwOutcome::Catastrophic) => (None, format!("hw {} CATASTROPHIC", step.as_str())),
+            _ => (None, format!("hw {} FAILED", step.as_str())),
         },
         RecordKind::Pnp { op } => (None, format!("PnP {}", op.as_str())),
         RecordKind::Port { port, state, lid } => match state {

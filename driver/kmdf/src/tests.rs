@@ -395,7 +395,8 @@ fn a_timer_stopped_before_it_fires_is_ignored() {
                         }
                     )
                 })
-                .count()
+                .map(|r| r.count as usize)
+                .sum::<usize>()
         })
     };
     let before = polls(&bus);

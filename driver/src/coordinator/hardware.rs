@@ -5,7 +5,7 @@
 use super::stage::{AttemptFailure, FwAllowance, HwPhase, HwReset, Stage};
 use super::{Coordinator, ResetResult};
 use crate::hca::{HwCompletion, HwResult, HwStep, Identity, Readiness};
-use crate::recorder::RecordKind;
+use crate::recorder::{HwOutcome, RecordKind};
 use crate::time::{Duration, Instant};
 use crate::types::*;
 
@@ -36,10 +36,11 @@ impl Coordinator {
 
     pub fn hw_complete(&mut self, now: Instant, done: HwCompletion) {
         self.advance(now);
-        let ok = !matches!(done.result, HwResult::Failed(_));
+        let (outcome, detail) = HwOutcome::of(&done.result, self.health_report.counter);
         self.record(RecordKind::Hw {
             step: done.step,
-            ok,
+            outcome,
+            detail,
         });
         if done.step == HwStep::ReadHealth {
             self.health_sample(done.result);
@@ -112,6 +113,7 @@ impl Coordinator {
     /// Resetting: config space is saved once per reset (a restart after a failure reuses
     /// what the failed reset saved), then the first assert.
     pub(super) fn enter_resetting(&mut self, config_saved: bool) {
+        self.reset.hw_entered = true;
         self.transition(Stage::Resetting(HwReset {
             phase: HwPhase::SavingConfig,
             attempts: 0,

@@ -20,11 +20,34 @@ impl Coordinator {
         now: Instant,
         kind: AdminReset,
     ) -> Result<Epoch, AdminResetError> {
+        self.admin_reset_because(now, kind, "")
+    }
+
+    /// [`Coordinator::admin_reset`] with the administrator's reason, kept (its first 32
+    /// bytes) in the flight recorder and in the reset's summary.
+    pub fn admin_reset_because(
+        &mut self,
+        now: Instant,
+        kind: AdminReset,
+        reason: &str,
+    ) -> Result<Epoch, AdminResetError> {
         self.advance(now);
-        self.record(RecordKind::Call {
-            client: None,
-            call: Call::AdminReset,
-        });
+        let reason = ShortText::cut(reason);
+        self.record_named(
+            RecordKind::Call {
+                client: None,
+                call: Call::AdminReset,
+            },
+            reason,
+        );
+        let result = self.admin_reset_inner(kind);
+        if result.is_ok() && self.reset.is_open() && self.reset.admin_reason.as_str().is_empty() {
+            self.reset.admin_reason = reason;
+        }
+        result
+    }
+
+    fn admin_reset_inner(&mut self, kind: AdminReset) -> Result<Epoch, AdminResetError> {
         match self.state() {
             State::Removed => Err(self.refused(
                 None,

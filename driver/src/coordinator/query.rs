@@ -73,6 +73,7 @@ impl Coordinator {
         log::info!("client {id} vetoed the planned reset of {epoch}: {reason}");
         self.record(RecordKind::Vetoed { client: id, reason });
         self.reset.veto_reason = Some(reason);
+        self.reset.vetoer_name = self.name_of(id);
         self.vetoed(id);
         Ok(())
     }

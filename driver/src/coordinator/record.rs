@@ -55,6 +55,8 @@ pub struct ResetRecord {
     /// When RESET went out: later than `started_at` by the query of a planned reset.
     pub reset_sent_at: Option<Instant>,
     pub quiesce_done_at: Option<Instant>,
+    /// The hardware reset began (a fatal error with `auto_recover` off never gets there).
+    pub hw_entered: bool,
     pub hw_done_at: Option<Instant>,
     pub finished_at: Option<Instant>,
     /// Barrier members forced through their deadline.
@@ -68,7 +70,17 @@ pub struct ResetRecord {
     pub veto_reason: Option<VetoReason>,
     /// Epoch after a successful reset.
     pub new_epoch: Option<Epoch>,
+    /// The reason the administrator gave, for a reset they asked for (or joined).
+    pub admin_reason: ShortText,
+    /// The names of the first [`FORCED_NAMES`] clients forced through their deadline (the
+    /// ids are in `forced`).
+    pub forced_names: [ClientName; FORCED_NAMES],
+    /// The client that vetoed, by name.
+    pub vetoer_name: ClientName,
 }
+
+/// Forced clients named in a reset's record and summary; `forced` counts them all.
+pub const FORCED_NAMES: usize = 4;
 
 impl ResetRecord {
     /// Becomes a copy of `other` within its own reserved capacity: no allocation (a
@@ -95,6 +107,7 @@ impl ResetRecord {
             started_at: Instant::ZERO,
             reset_sent_at: None,
             quiesce_done_at: None,
+            hw_entered: false,
             hw_done_at: None,
             finished_at: None,
             forced: Vec::with_capacity(max_clients),
@@ -104,6 +117,9 @@ impl ResetRecord {
             result: None,
             veto_reason: None,
             new_epoch: None,
+            admin_reason: ShortText::EMPTY,
+            forced_names: [ShortText::EMPTY; FORCED_NAMES],
+            vetoer_name: ShortText::EMPTY,
         }
     }
 
@@ -117,6 +133,7 @@ impl ResetRecord {
         self.started_at = now;
         self.reset_sent_at = None;
         self.quiesce_done_at = None;
+        self.hw_entered = false;
         self.hw_done_at = None;
         self.finished_at = None;
         self.forced.clear();
@@ -126,6 +143,20 @@ impl ResetRecord {
         self.result = None;
         self.veto_reason = None;
         self.new_epoch = None;
+        self.admin_reason = ShortText::EMPTY;
+        self.forced_names = [ShortText::EMPTY; FORCED_NAMES];
+        self.vetoer_name = ShortText::EMPTY;
+    }
+
+    /// A barrier member was forced through its deadline.
+    pub(super) fn force(&mut self, id: ClientId, name: ClientName) {
+        if let Some(slot) = self.forced_names.get_mut(self.forced.len()) {
+            *slot = name;
+        }
+        // Capacity is max_clients: cannot grow.
+        if self.forced.len() < self.forced.capacity() {
+            self.forced.push(id);
+        }
     }
 
     /// Quiesce duration (RESET dispatched to barrier complete; a restart has none).
@@ -134,9 +165,15 @@ impl ResetRecord {
         self.quiesce_done_at.map(|t| t.saturating_since(from))
     }
 
-    /// Hardware reset duration (barrier complete to device verified).
+    /// Hardware reset duration (barrier complete to device verified), or, for a reset that
+    /// ended in the hardware (it failed, or the device was removed), to that end: the time
+    /// spent there is never hidden.
     pub fn hw_reset(&self) -> Option<Duration> {
-        Some(self.hw_done_at?.saturating_since(self.quiesce_done_at?))
+        if !self.hw_entered {
+            return None;
+        }
+        let end = self.hw_done_at.or(self.finished_at)?;
+        Some(end.saturating_since(self.quiesce_done_at?))
     }
 
     /// Restore duration (device verified to last RESET_END delivered).

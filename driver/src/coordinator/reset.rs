@@ -252,11 +252,8 @@ impl Coordinator {
                 log::warn!("client {id} '{name}' unresponsive at the quiesce deadline");
                 first_forced.get_or_insert(id);
                 c.counters.unresponsive_clients += 1;
-                // Capacity is max_clients: cannot grow.
-                if c.reset.forced.len() < c.reset.forced.capacity() {
-                    c.reset.forced.push(id);
-                }
-                c.record(RecordKind::Unresponsive { client: id, name });
+                c.reset.force(id, name);
+                c.record_named(RecordKind::Unresponsive { client: id }, name);
             },
         );
         if let Some(q) = self.quiesce_mut() {
@@ -465,6 +462,7 @@ impl Coordinator {
         self.reset.result = Some(result);
         self.reset.finished_at = Some(self.now);
         self.concluded.copy_from(&self.reset);
+        self.history.push(&self.reset);
         self.push(Action::ResetConcluded {
             epoch: self.reset.epoch,
         });

@@ -317,7 +317,7 @@ fn quiescing_to_resetting_at_deadline_marks_unresponsive_and_names_it() {
         ClientState::Unresponsive
     );
     let named = h.c().recorder().iter().any(|r| {
-        matches!(r.kind, RecordKind::Unresponsive { client, name } if client == wedged && name.as_str() == "wedged")
+        matches!(r.kind, RecordKind::Unresponsive { client } if client == wedged && r.name.as_str() == "wedged")
     });
     assert!(named, "flight recorder names the unresponsive client");
     h.advance(1_000);
@@ -681,7 +681,7 @@ fn a_noisy_client_is_throttled_and_the_device_stays_up() {
     assert_eq!(h.c().counters().resets_started, 2);
     assert_eq!(h.c().counters().throttled, 1);
     let name = h.c().recorder().iter().find_map(|r| match r.kind {
-        RecordKind::Throttled { client, name } if client == noisy => Some(name),
+        RecordKind::Throttled { client } if client == noisy => Some(r.name),
         _ => None,
     });
     assert_eq!(name.map(|n| n.to_string()), Some("noisy".to_string()));

@@ -4,7 +4,7 @@
 use core::mem::offset_of;
 
 use super::*;
-use crate::policy::Policy;
+use crate::policy::{Policy, PolicyError};
 use crate::time::Duration;
 
 pub(super) fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
@@ -115,23 +115,36 @@ impl PolicyAbi {
     /// The policy this names, or `None` if a field cannot be one (validation of the
     /// values themselves is `Policy::validate`'s).
     pub fn to_policy(&self) -> Option<Policy> {
-        Some(Policy {
+        self.parse_policy().ok()
+    }
+
+    /// The policy this structure holds, or the field that no policy value can be (a count
+    /// above 255, a flag other than 0 or 1, a reserved field set). Values are not validated
+    /// as a whole here: [`Policy::validate`] does that.
+    pub fn parse_policy(&self) -> Result<Policy, PolicyError> {
+        let refuse = |field, problem| PolicyError { field, problem };
+        let count =
+            |field, v: u32| u8::try_from(v).map_err(|_| refuse(field, "must be at most 255"));
+        let flag_of = |field, v: u32| flag(v).ok_or(refuse(field, "must be 0 or 1"));
+        if self.reserved != 0 {
+            return Err(refuse("reserved", "must be 0"));
+        }
+        Ok(Policy {
             quiesce_deadline_ms: self.quiesce_deadline_ms,
             hw_ready_timeout_ms: self.hw_ready_timeout_ms,
             hw_poll_interval_ms: self.hw_poll_interval_ms,
-            reset_retries: u8::try_from(self.reset_retries).ok()?,
+            reset_retries: count("reset_retries", self.reset_retries)?,
             auto_restart_window_ms: self.auto_restart_window_ms,
-            max_auto_resets: u8::try_from(self.max_auto_resets).ok()?,
+            max_auto_resets: count("max_auto_resets", self.max_auto_resets)?,
             storm_window_ms: self.storm_window_ms,
             io_hold_timeout_ms: self.io_hold_timeout_ms,
-            abort_on_unresponsive: flag(self.abort_on_unresponsive)?,
+            abort_on_unresponsive: flag_of("abort_on_unresponsive", self.abort_on_unresponsive)?,
             health_poll_interval_ms: self.health_poll_interval_ms,
             query_deadline_ms: self.query_deadline_ms,
-            client_request_limit: u8::try_from(self.client_request_limit).ok()?,
-            auto_recover: flag(self.auto_recover)?,
+            client_request_limit: count("client_request_limit", self.client_request_limit)?,
+            auto_recover: flag_of("auto_recover", self.auto_recover)?,
             paging_io_hold_timeout_ms: self.paging_io_hold_timeout_ms,
         })
-        .filter(|_| self.reserved == 0)
     }
 
     /// Writes the whole (version-2) structure; a version-1 reply is its first
@@ -537,6 +550,7 @@ pub fn min_output_of(code: u32, version: u16) -> usize {
     match code {
         IOCTL_HCABUS_GET_POLICY => policy_bytes(version),
         IOCTL_HCABUS_QUERY_STATE => state_bytes(version),
+        // Before version 5 SET_POLICY had no answer; in 5 the answer is optional.
         _ => min_output(code),
     }
 }
@@ -547,6 +561,7 @@ pub fn input_size(code: u32) -> Option<usize> {
         IOCTL_HCABUS_QUERY_STATE
         | IOCTL_HCABUS_GET_POLICY
         | IOCTL_HCABUS_QUERY_HEALTH
+        | IOCTL_HCABUS_READ_RESETS
         | IOCTL_HCABUS_RESTART => size_of::<EmptyIn>(),
         IOCTL_HCABUS_LIST_CLIENTS => size_of::<ListClientsIn>(),
         IOCTL_HCABUS_READ_LOG => size_of::<ReadLogIn>(),
@@ -565,6 +580,7 @@ pub fn min_output(code: u32) -> usize {
         IOCTL_HCABUS_READ_LOG => size_of::<ReadLogOut>(),
         IOCTL_HCABUS_GET_POLICY => size_of::<PolicyAbi>(),
         IOCTL_HCABUS_QUERY_HEALTH => size_of::<HealthOut>(),
+        IOCTL_HCABUS_READ_RESETS => size_of::<ReadResetsOut>(),
         IOCTL_HCABUS_REQUEST_RESET | IOCTL_HCABUS_RESTART => size_of::<EpochOut>(),
         _ => 0,
     }

@@ -6,6 +6,8 @@ use core::mem::offset_of;
 use super::codec::*;
 use super::*;
 use crate::coordinator::Coordinator;
+use crate::policy::{Policy, PolicyError};
+use crate::recorder::RECORD_V4_BYTES;
 use crate::types::State;
 
 /// What the dispatcher acts on: the coordinator, the time, and (in the simulator) the
@@ -19,10 +21,6 @@ pub trait IoctlDevice {
     fn inject(&mut self, fault: FaultRequest) -> Result<(), NtStatus> {
         let _ = fault;
         Err(NtStatus::NOT_SUPPORTED)
-    }
-    /// A reset was requested with this reason text (for the log).
-    fn note_reason(&mut self, reason: &str) {
-        let _ = reason;
     }
 }
 
@@ -58,7 +56,9 @@ enum Decoded<'a> {
     ReadLog {
         since: u64,
         max: u32,
+        version: u16,
     },
+    ReadResets,
     GetPolicy {
         version: u16,
     },
@@ -100,6 +100,7 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
         },
         IOCTL_HCABUS_RESTART => Decoded::Restart,
         IOCTL_HCABUS_QUERY_HEALTH => Decoded::QueryHealth,
+        IOCTL_HCABUS_READ_RESETS => Decoded::ReadResets,
         IOCTL_HCABUS_LIST_CLIENTS => {
             if get_u32(input, offset_of!(ListClientsIn, reserved)).ok_or(size)? != 0 {
                 return Err(bad);
@@ -115,6 +116,7 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
             Decoded::ReadLog {
                 since: get_u64(input, offset_of!(ReadLogIn, since_seq)).ok_or(size)?,
                 max: get_u32(input, offset_of!(ReadLogIn, max_records)).ok_or(size)?,
+                version: header.version,
             }
         }
         IOCTL_HCABUS_REQUEST_RESET => {
@@ -135,8 +137,11 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
         IOCTL_HCABUS_SET_POLICY => {
             let at = offset_of!(SetPolicyIn, policy);
             let abi = PolicyAbi::decode_version(&input[at..], header.version).ok_or(size)?;
-            // What can be checked without the current policy is checked now.
-            abi.to_policy().ok_or(bad)?;
+            // What can be checked without the current policy is checked now, unless the
+            // caller is told which field it was (version 5): then when acting.
+            if header.version < 5 {
+                abi.to_policy().ok_or(bad)?;
+            }
             Decoded::SetPolicy {
                 abi,
                 version: header.version,
@@ -224,7 +229,12 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
             Reply::ok(size_of::<HealthOut>())
         }
         Decoded::ListClients { start } => list_clients(dev.coordinator(), start, out),
-        Decoded::ReadLog { since, max } => read_log(dev.coordinator(), since, max, out),
+        Decoded::ReadLog {
+            since,
+            max,
+            version,
+        } => read_log(dev.coordinator(), since, max, version, out),
+        Decoded::ReadResets => read_resets(dev.coordinator(), out),
         Decoded::GetPolicy { version } => {
             let mut full = [0u8; size_of::<PolicyAbi>()];
             PolicyAbi::from_policy(dev.coordinator().policy()).encode(&mut full);
@@ -239,16 +249,11 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
             } else {
                 abi
             };
-            match abi.to_policy().map(|p| coord.set_policy(now, p)) {
-                Some(Ok(())) => Reply::ok(0),
-                _ => Reply::status(NtStatus::INVALID_PARAMETER),
-            }
+            let verdict = abi.parse_policy().and_then(|p| coord.set_policy(now, p));
+            set_policy_reply(verdict, version, out)
         }
         Decoded::Reset { mode, reason } => {
-            if !reason.is_empty() {
-                dev.note_reason(reason);
-            }
-            match dev.coordinator().admin_reset(now, mode) {
+            match dev.coordinator().admin_reset_because(now, mode, reason) {
                 Ok(epoch) => {
                     put_u64(out, offset_of!(EpochOut, epoch), epoch.0);
                     Reply::ok(size_of::<EpochOut>())
@@ -382,9 +387,61 @@ fn list_clients(coord: &Coordinator, start: u32, out: &mut [u8]) -> Reply {
     Reply::ok(head + count * entry)
 }
 
-fn read_log(coord: &Coordinator, since: u64, max: u32, out: &mut [u8]) -> Reply {
+/// SET_POLICY's answer: a version-5 caller with room for [`SetPolicyOut`] is told which
+/// field was refused and why; anyone else gets the bare status.
+fn set_policy_reply(verdict: Result<(), PolicyError>, version: u16, out: &mut [u8]) -> Reply {
+    let answer = version >= 5 && out.len() >= size_of::<SetPolicyOut>();
+    match verdict {
+        Ok(()) if answer => {
+            SetPolicyOut {
+                applied: 1,
+                ..SetPolicyOut::default()
+            }
+            .encode(out);
+            Reply::ok(size_of::<SetPolicyOut>())
+        }
+        Ok(()) => Reply::ok(0),
+        Err(e) if answer => {
+            let index = Policy::KEYS.iter().position(|k| *k == e.field);
+            SetPolicyOut {
+                applied: 0,
+                field: index.map_or(0, |i| i as u32 + 1),
+                field_name: text_field(e.field),
+                problem: text_field(e.problem),
+            }
+            .encode(out);
+            Reply::ok(size_of::<SetPolicyOut>())
+        }
+        Err(_) => Reply::status(NtStatus::INVALID_PARAMETER),
+    }
+}
+
+/// READ_RESETS: as many of the newest summaries as fit, oldest first.
+fn read_resets(coord: &Coordinator, out: &mut [u8]) -> Reply {
+    let head = size_of::<ReadResetsOut>();
+    let each = size_of::<ResetSummaryOut>();
+    let room = (out.len() - head) / each;
+    let history = coord.history();
+    let skip = history.iter().count().saturating_sub(room);
+    let mut count = 0;
+    for s in history.iter().skip(skip) {
+        ResetSummaryOut::from_summary(s).encode(&mut out[head + count * each..]);
+        count += 1;
+    }
+    put_u32(out, offset_of!(ReadResetsOut, count), count as u32);
+    put_u32(out, offset_of!(ReadResetsOut, reserved), 0);
+    put_u64(out, offset_of!(ReadResetsOut, total), history.written());
+    Reply::ok(head + count * each)
+}
+
+fn read_log(coord: &Coordinator, since: u64, max: u32, version: u16, out: &mut [u8]) -> Reply {
     let head = size_of::<ReadLogOut>();
-    let room = (out.len() - head) / RECORD_BYTES;
+    let size = if version >= 5 {
+        RECORD_BYTES
+    } else {
+        RECORD_V4_BYTES
+    };
+    let room = (out.len() - head) / size;
     let limit = if max == 0 {
         room
     } else {
@@ -394,7 +451,12 @@ fn read_log(coord: &Coordinator, since: u64, max: u32, out: &mut [u8]) -> Reply 
     let mut count = 0usize;
     let mut next = since.max(rec.next_seq() - rec.len() as u64);
     for r in rec.since(since).take(limit) {
-        put(out, head + count * RECORD_BYTES, &r.encode());
+        let at = head + count * size;
+        if version >= 5 {
+            put(out, at, &r.encode());
+        } else {
+            put(out, at, &r.encode_v4());
+        }
         count += 1;
         next = r.seq + 1;
     }
@@ -402,10 +464,11 @@ fn read_log(coord: &Coordinator, since: u64, max: u32, out: &mut [u8]) -> Reply 
         next = next.min(rec.next_seq());
     }
     put_u32(out, offset_of!(ReadLogOut, count), count as u32);
-    put_u32(out, offset_of!(ReadLogOut, reserved), 0);
+    let record_bytes = if version >= 5 { size as u32 } else { 0 };
+    put_u32(out, offset_of!(ReadLogOut, record_bytes), record_bytes);
     put_u64(out, offset_of!(ReadLogOut, next_seq), next);
     put_u64(out, offset_of!(ReadLogOut, dropped), rec.dropped());
-    Reply::ok(head + count * RECORD_BYTES)
+    Reply::ok(head + count * size)
 }
 
 /// Names of `State` numbers, for tools.

@@ -11,6 +11,8 @@ use crate::types::*;
 use std::vec;
 use std::vec::Vec;
 
+mod v5;
+
 /// A coordinator with two clients, served as a device; `injected` records injections.
 struct Dev {
     coord: Coordinator,
@@ -182,34 +184,6 @@ fn list_clients_pages_through_what_fits() {
     assert_eq!(second.name(), "bootdisk");
     assert_eq!(second.kind, ClientKind::BootDisk as u32);
     assert_eq!(client_state_name(second.state), "active");
-}
-
-#[test]
-fn read_log_returns_records_from_a_sequence_number() {
-    let mut d = dev();
-    let mut input = vec![0u8; 24];
-    encode_read_log(0, 0, &mut input);
-    let (r, out) = call(&mut d, IOCTL_HCABUS_READ_LOG, &input, 4096, Rights::READ);
-    let count = get_u32(&out, 0).expect("count") as usize;
-    assert!(count >= 2, "the two registrations");
-    assert_eq!(r.bytes, 24 + count * 64);
-    let next = get_u64(&out, 8).expect("next");
-    assert_eq!(next, d.coord.recorder().next_seq());
-    let first: Vec<_> = d
-        .coord
-        .recorder()
-        .iter()
-        .next()
-        .expect("one")
-        .encode()
-        .to_vec();
-    assert_eq!(&out[24..88], &first[..]);
-    encode_read_log(next, 0, &mut input);
-    let (r, out) = call(&mut d, IOCTL_HCABUS_READ_LOG, &input, 4096, Rights::READ);
-    assert_eq!((r.bytes, get_u32(&out, 0)), (24, Some(0)), "nothing new");
-    encode_read_log(0, 1, &mut input);
-    let (_, out) = call(&mut d, IOCTL_HCABUS_READ_LOG, &input, 4096, Rights::READ);
-    assert_eq!(get_u32(&out, 0), Some(1), "max_records");
 }
 
 #[test]

@@ -525,8 +525,4 @@ impl IoctlDevice for SimHost {
         SimHost::inject(self, Fault::from_request(fault));
         Ok(())
     }
-
-    fn note_reason(&mut self, reason: &str) {
-        log::info!("[{}] administrator reset: {reason}", self.now);
-    }
 }

@@ -10,7 +10,8 @@ use hcabus::ioctl::StateOut;
 use serde_json::json;
 
 use crate::bus::{Bus, Failure, Outcome};
-use crate::{emit, ports, state_name};
+use crate::state::ports;
+use crate::{emit, state_name};
 
 /// One device found.
 struct Found {

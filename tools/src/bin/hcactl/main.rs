@@ -12,10 +12,7 @@ use std::time::{Duration as WallDuration, Instant as WallInstant};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use hcabus::ioctl::*;
-use hcabus::policy::SetKeyError;
-use hcabus::recorder::{Record, RecordKind, RECORD_BYTES};
 use hcabus::types::{ClientFlags, ClientId, ClientKind};
-use hcabus::Policy;
 use hcabus_tools::answer::Answer;
 use serde_json::json;
 
@@ -48,22 +45,60 @@ enum Command {
     /// Every HCA bus reachable, with its name, state and epoch. Exit 1 if none is, or one
     /// does not answer.
     Devices,
-    /// State, epoch, identity, counters and the last reset.
-    Status,
+    /// State, epoch, identity, counters and the last reset: its phases, hardware attempts,
+    /// forced clients, vetoer and reason.
+    Status {
+        /// Look again every --interval-ms until interrupted (on a terminal each look
+        /// replaces the last; with --json one object per line).
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: milliseconds between looks.
+        #[arg(long, value_name = "MS", default_value_t = 1000, requires = "watch",
+              value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+        interval_ms: u64,
+        /// With --watch: stop after this many looks.
+        #[arg(long, value_name = "N", requires = "watch",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        count: Option<u64>,
+    },
+    /// The last resets (the bus keeps 16, apart from the flight recorder, so polling never
+    /// pushes them out): reason, outcome, phases, attempts, forced clients, vetoer.
+    Resets,
     /// The health reporter, as `devlink health show`: its state, error and recover counts,
     /// the last error and its syndrome, the health counter, auto-recovery and its grace
     /// period, the ports.
     Health,
     /// Every registered client.
     Clients,
-    /// Flight-recorder records.
+    /// Flight-recorder records (repeats counted in one record, `(xN, last T)`), then how
+    /// many the ring dropped. With --json: one structured record per line (seq, time, kind,
+    /// fields).
     Log {
         /// First sequence number.
         #[arg(long, default_value_t = 0)]
         since: u64,
+        /// Only records of this kind (repeatable): transition, reset_started, reset_joined,
+        /// follow_up, reset_finished, reset_failed, event, call, refused, unresponsive,
+        /// throttled, vetoed, hw, pnp, port.
+        #[arg(long, value_name = "KIND")]
+        kind: Vec<String>,
+        /// Only records about this client, by name or id (#3.0).
+        #[arg(long, value_name = "NAME|ID")]
+        client: Option<String>,
         /// Keep printing new records until interrupted.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "input")]
         follow: bool,
+        /// Read the records of a dump file (`hcactl dump -o FILE`) instead of the bus.
+        #[arg(long, value_name = "FILE")]
+        input: Option<PathBuf>,
+    },
+    /// Everything in one JSON file for a post-mortem (as `devlink health dump`): state,
+    /// the last resets, policy, health, clients and the whole flight recorder, with a
+    /// format version. `hcactl log --input FILE` reads it back.
+    Dump {
+        /// Write to this new file (an existing file is not replaced) instead of stdout.
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<PathBuf>,
     },
     /// Show or change the policy.
     Policy {
@@ -164,9 +199,12 @@ macro_rules! say {
 
 // After `say!`, which they use.
 mod devices;
+mod log;
+mod policy;
+mod resets;
 mod state;
 
-use state::{ports, result, us};
+use state::{result, us};
 
 /// Every registered client, page by page.
 fn fetch_clients(bus: &mut Bus) -> Result<Vec<ClientEntry>, Failure> {
@@ -198,40 +236,45 @@ fn fetch_clients(bus: &mut Bus) -> Result<Vec<ClientEntry>, Failure> {
     }
 }
 
+fn kind_name(k: u32) -> &'static str {
+    u8::try_from(k)
+        .ok()
+        .and_then(ClientKind::from_u8)
+        .map_or("?", ClientKind::as_str)
+}
+
+fn flag_names(bits: u32) -> String {
+    let f = ClientFlags::from_bits_retain(bits);
+    let mut v: Vec<String> = f.iter_names().map(|(name, _)| name.to_string()).collect();
+    if f.bits() & !ClientFlags::all().bits() != 0 {
+        v.push(format!("{:#x}", f.bits() & !ClientFlags::all().bits()));
+    }
+    if v.is_empty() {
+        "-".to_string()
+    } else {
+        v.join("|")
+    }
+}
+
+fn clients_json(all: &[ClientEntry]) -> serde_json::Value {
+    let id = |raw: u64| ClientId::from_raw(raw).to_string();
+    all.iter()
+        .map(|e| {
+            json!({
+                "id": id(e.id), "name": e.name(), "kind": kind_name(e.kind),
+                "flags": flag_names(e.flags), "state": client_state_name(e.state),
+                "in_barrier": e.in_barrier == 1,
+                "last_ack_latency_us": (e.last_ack_latency_us != NONE_U64).then_some(e.last_ack_latency_us),
+            })
+        })
+        .collect()
+}
+
 fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
     let all = fetch_clients(bus)?;
-    let kind = |k: u32| {
-        u8::try_from(k)
-            .ok()
-            .and_then(ClientKind::from_u8)
-            .map_or("?", ClientKind::as_str)
-    };
-    let flags = |bits: u32| {
-        let f = ClientFlags::from_bits_retain(bits);
-        let mut v: Vec<String> = f.iter_names().map(|(name, _)| name.to_string()).collect();
-        if f.bits() & !ClientFlags::all().bits() != 0 {
-            v.push(format!("{:#x}", f.bits() & !ClientFlags::all().bits()));
-        }
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            v.join("|")
-        }
-    };
     let id = |raw: u64| ClientId::from_raw(raw).to_string();
     if as_json {
-        let v: Vec<_> = all
-            .iter()
-            .map(|e| {
-                json!({
-                    "id": id(e.id), "name": e.name(), "kind": kind(e.kind),
-                    "flags": flags(e.flags), "state": client_state_name(e.state),
-                    "in_barrier": e.in_barrier == 1,
-                    "last_ack_latency_us": (e.last_ack_latency_us != NONE_U64).then_some(e.last_ack_latency_us),
-                })
-            })
-            .collect();
-        say!("{:#}", serde_json::Value::Array(v));
+        say!("{:#}", clients_json(&all));
         return Ok(());
     }
     say!(
@@ -248,140 +291,12 @@ fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
             "{:<8} {:<16} {:<9} {:<26} {:<13} {:<8} {}",
             id(e.id),
             e.name(),
-            kind(e.kind),
-            flags(e.flags),
+            kind_name(e.kind),
+            flag_names(e.flags),
             client_state_name(e.state),
             if e.in_barrier == 1 { "yes" } else { "no" },
             us(e.last_ack_latency_us)
         );
-    }
-    Ok(())
-}
-
-/// Prints records from `since`; returns the next sequence number.
-fn log_once(bus: &mut Bus, since: u64, as_json: bool) -> Result<u64, Failure> {
-    each_record(bus, since, |record| match record {
-        Some(r) if as_json => emit(format_args!(
-            "{}",
-            json!({ "seq": r.seq, "at_us": r.at.as_us(), "text": r.to_string() })
-        )),
-        Some(r) => emit(format_args!("{r}")),
-        None => emit(format_args!("(a record this hcactl cannot decode)")),
-    })
-}
-
-/// What the last veto in the flight recorder said, if the ring still holds it.
-fn last_veto(bus: &mut Bus) -> Result<Option<String>, Failure> {
-    let mut last = None;
-    each_record(bus, 0, |record| {
-        if let Some(RecordKind::Vetoed { client, reason }) = record.map(|r| r.kind) {
-            last = Some(format!("client {client} said: {reason}"));
-        }
-        Ok(())
-    })?;
-    Ok(last)
-}
-
-/// Hands every record from `since` to `each`, page by page (`None` for one this hcactl
-/// cannot decode); returns the next sequence number.
-fn each_record(
-    bus: &mut Bus,
-    since: u64,
-    mut each: impl FnMut(Option<Record>) -> Outcome,
-) -> Result<u64, Failure> {
-    let mut next = since;
-    loop {
-        let mut input = [0u8; 24];
-        encode_read_log(next, 0, &mut input);
-        let out = bus.call(IOCTL_HCABUS_READ_LOG, &input, 24 + 256 * RECORD_BYTES)?;
-        let a = Answer::new("READ_LOG", &out);
-        let count = a.u32(0)? as usize;
-        let new_next = a.u64(8)?;
-        if count > 256 {
-            return Err(a
-                .malformed(&format!("{count} records in a page of 256"))
-                .into());
-        }
-        if count > 0 && new_next <= next {
-            return Err(a
-                .malformed("records without progress in the sequence")
-                .into());
-        }
-        for i in 0..count {
-            let mut raw = [0u8; RECORD_BYTES];
-            raw.copy_from_slice(a.slice(24 + i * RECORD_BYTES, RECORD_BYTES)?);
-            each(Record::decode(&raw))?;
-        }
-        if count == 0 || new_next == next {
-            return Ok(new_next.max(next));
-        }
-        next = new_next;
-    }
-}
-
-fn set_policy(bus: &mut Bus, pairs: &[String]) -> Outcome {
-    let abi = bus.policy()?;
-    let mut p = abi
-        .to_policy()
-        .ok_or_else(|| Failure::Outcome("the bus answered a policy no field can hold".into()))?;
-    for pair in pairs {
-        let (key, value) = pair
-            .split_once('=')
-            .ok_or_else(|| Failure::Usage(format!("{pair:?}: expected KEY=VALUE")))?;
-        let flag = matches!(key, "abort_on_unresponsive" | "auto_recover");
-        let number = match value {
-            "true" if flag => 1,
-            "false" if flag => 0,
-            v => v.parse::<u64>().map_err(|_| {
-                let want = if flag { "true or false" } else { "a number" };
-                Failure::Usage(format!("{key}: {value:?} is not {want}"))
-            })?,
-        };
-        p.set(key, number).map_err(|e| match e {
-            SetKeyError::UnknownKey => Failure::Usage(format!(
-                "unknown policy key {key:?} (keys: {})",
-                Policy::KEYS.join(", ")
-            )),
-            SetKeyError::OutOfRange => Failure::Usage(format!("{key}: {value} is out of range")),
-        })?;
-    }
-    let mut input = [0u8; size_of::<SetPolicyIn>()];
-    encode_set_policy(&PolicyAbi::from_policy(&p), &mut input);
-    bus.call(IOCTL_HCABUS_SET_POLICY, &input, 0)?;
-    Ok(())
-}
-
-fn print_policy(p: &PolicyAbi, as_json: bool) -> Outcome {
-    let rows: [(&str, serde_json::Value); 14] = [
-        ("quiesce_deadline_ms", p.quiesce_deadline_ms.into()),
-        ("hw_ready_timeout_ms", p.hw_ready_timeout_ms.into()),
-        ("hw_poll_interval_ms", p.hw_poll_interval_ms.into()),
-        ("reset_retries", p.reset_retries.into()),
-        ("auto_restart_window_ms", p.auto_restart_window_ms.into()),
-        ("max_auto_resets", p.max_auto_resets.into()),
-        ("storm_window_ms", p.storm_window_ms.into()),
-        ("io_hold_timeout_ms", p.io_hold_timeout_ms.into()),
-        (
-            "abort_on_unresponsive",
-            (p.abort_on_unresponsive == 1).into(),
-        ),
-        ("health_poll_interval_ms", p.health_poll_interval_ms.into()),
-        ("query_deadline_ms", p.query_deadline_ms.into()),
-        ("client_request_limit", p.client_request_limit.into()),
-        ("auto_recover", (p.auto_recover == 1).into()),
-        (
-            "paging_io_hold_timeout_ms",
-            p.paging_io_hold_timeout_ms.into(),
-        ),
-    ];
-    if as_json {
-        let map: serde_json::Map<String, serde_json::Value> =
-            rows.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        say!("{:#}", serde_json::Value::Object(map));
-    } else {
-        for (k, v) in rows {
-            say!("{k} = {v}");
-        }
     }
     Ok(())
 }
@@ -441,7 +356,7 @@ fn wait_for(bus: &mut Bus, epoch: u64, timeout: Option<u64>, as_json: bool) -> O
             }
             let said = match s.last_result {
                 1 | 2 => return Ok(()),
-                0x20 => last_veto(bus)?.map(|s| format!(" ({s})")),
+                0x20 => log::last_veto(bus)?.map(|s| format!(" ({s})")),
                 _ => None,
             };
             return Err(Failure::Outcome(format!(
@@ -479,32 +394,50 @@ fn run(cli: Cli) -> Outcome {
         } => Some(fault_request(fault, *count, *port, *duration_ms)?),
         _ => None,
     };
+    let filter = match &cli.command {
+        Command::Log {
+            since,
+            kind,
+            client,
+            input,
+            ..
+        } => {
+            let filter = hcabus_tools::records::Filter {
+                since: *since,
+                kinds: kind.clone(),
+                client: client.clone(),
+            };
+            log::check_filter(&filter)?;
+            if let Some(path) = input {
+                return log::log_offline(path, &filter, js);
+            }
+            filter
+        }
+        _ => hcabus_tools::records::Filter::default(),
+    };
     let mut bus = Bus::open(cli.socket.as_ref(), cli.device.as_deref())?;
     match cli.command {
         Command::Devices | Command::Completions { .. } | Command::Man => Ok(()),
-        Command::Status => state::status(&mut bus, js),
+        Command::Status {
+            watch: true,
+            interval_ms,
+            count,
+        } => state::watch(&mut bus, js, WallDuration::from_millis(interval_ms), count),
+        Command::Status { .. } => state::status(&mut bus, js, false),
+        Command::Resets => resets::resets(&mut bus, js),
         Command::Health => state::health(&mut bus, js),
         Command::Clients => clients(&mut bus, js),
-        Command::Log { since, follow } => {
-            let mut next = log_once(&mut bus, since, js)?;
-            if follow {
-                // Until interrupted: Ctrl-C ends the process.
-                loop {
-                    std::thread::sleep(WallDuration::from_millis(200));
-                    next = log_once(&mut bus, next, js)?;
-                }
-            }
-            Ok(())
-        }
+        Command::Log { follow, .. } => log::log(&mut bus, &filter, follow, js),
+        Command::Dump { output } => log::dump(&mut bus, cli.device.as_deref(), output.as_deref()),
         Command::Policy {
             action: PolicyAction::Get,
         } => {
             let p = bus.policy()?;
-            print_policy(&p, js)
+            policy::print(&p, js)
         }
         Command::Policy {
             action: PolicyAction::Set { pairs },
-        } => set_policy(&mut bus, &pairs),
+        } => policy::set(&mut bus, &pairs),
         Command::Reset {
             planned,
             firmware,

@@ -2,9 +2,9 @@
 //! or JSON.
 
 use hcabus::ioctl::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
-use crate::bus::{Bus, Outcome};
+use crate::bus::{Bus, Failure, Outcome};
 use crate::emit;
 
 pub(crate) fn us(v: u64) -> String {
@@ -34,48 +34,77 @@ pub(crate) fn ports(s: &StateOut) -> impl Iterator<Item = (u8, &'static str, Opt
     })
 }
 
-pub(crate) fn status(bus: &mut Bus, as_json: bool) -> Outcome {
-    let s = bus.state()?;
-    let fw = (
+/// The bus's history, or nothing from a bus that predates READ_RESETS (version 5).
+fn newest_reset(bus: &mut Bus) -> Result<Option<ResetSummaryOut>, Failure> {
+    match crate::resets::fetch(bus) {
+        Ok((_, all)) => Ok(all.last().copied()),
+        Err(Failure::Refused(NtStatus::INVALID_DEVICE_REQUEST)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+pub(crate) fn status_json(s: &StateOut, last: Option<&ResetSummaryOut>) -> Value {
+    let fw = fw_version(s);
+    let opt = |v: u64| (v != NONE_U64).then_some(v);
+    // From QUERY_STATE alone when the bus keeps no history.
+    let fallback = (s.last_epoch != NONE_U64).then(|| {
+        json!({
+            "epoch": s.last_epoch,
+            "reason": reason_name(s.last_reason),
+            "outcome": result(s.last_result),
+            "quiesce_us": opt(s.last_quiesce_us),
+            "hw_reset_us": opt(s.last_hw_reset_us),
+            "restore_us": opt(s.last_restore_us),
+            "total_us": opt(s.last_total_us),
+        })
+    });
+    json!({
+        "state": state_name(s.state),
+        "reset_in_progress": s.flags & 1 == 1,
+        "epoch": s.epoch,
+        "identity": {
+            "node_guid": format!("0x{:016x}", s.node_guid),
+            "serial": format!("0x{:016x}", s.serial),
+            "fw_version": format!("{}.{}.{}", fw.0, fw.1, fw.2),
+            "vendor_id": s.vendor_id, "device_id": s.device_id,
+            "subsys_vendor_id": s.subsys_vendor_id, "subsys_id": s.subsys_id,
+        },
+        "clients": s.clients, "max_clients": s.max_clients,
+        "counters": {
+            "resets_started": s.resets_started, "resets_restored": s.resets_restored,
+            "resets_failed": s.resets_failed, "resets_aborted": s.resets_aborted,
+            "refusals": s.refusals, "pnp_operations": s.pnp_operations,
+        },
+        "last_reset": last.map(crate::resets::summary_json).or(fallback),
+        "log_next_seq": s.log_next_seq,
+        "ports": ports(s).map(|(port, state, lid)| json!({
+            "port": port, "state": state, "lid": lid,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn fw_version(s: &StateOut) -> (u64, u64, u64) {
+    (
         s.fw_version >> 32,
         (s.fw_version >> 16) & 0xffff,
         s.fw_version & 0xffff,
-    );
+    )
+}
+
+/// One look at the bus: its state and its last concluded reset.
+pub(crate) fn status(bus: &mut Bus, as_json: bool, compact: bool) -> Outcome {
+    let s = bus.state()?;
+    let last = newest_reset(bus)?;
     if as_json {
-        let v = json!({
-            "state": state_name(s.state),
-            "reset_in_progress": s.flags & 1 == 1,
-            "epoch": s.epoch,
-            "identity": {
-                "node_guid": format!("0x{:016x}", s.node_guid),
-                "serial": format!("0x{:016x}", s.serial),
-                "fw_version": format!("{}.{}.{}", fw.0, fw.1, fw.2),
-                "vendor_id": s.vendor_id, "device_id": s.device_id,
-                "subsys_vendor_id": s.subsys_vendor_id, "subsys_id": s.subsys_id,
-            },
-            "clients": s.clients, "max_clients": s.max_clients,
-            "counters": {
-                "resets_started": s.resets_started, "resets_restored": s.resets_restored,
-                "resets_failed": s.resets_failed, "resets_aborted": s.resets_aborted,
-                "refusals": s.refusals, "pnp_operations": s.pnp_operations,
-            },
-            "last_reset": (s.last_epoch != NONE_U64).then(|| json!({
-                "epoch": s.last_epoch,
-                "reason": reason_name(s.last_reason),
-                "outcome": result(s.last_result),
-                "quiesce_us": (s.last_quiesce_us != NONE_U64).then_some(s.last_quiesce_us),
-                "hw_reset_us": (s.last_hw_reset_us != NONE_U64).then_some(s.last_hw_reset_us),
-                "restore_us": (s.last_restore_us != NONE_U64).then_some(s.last_restore_us),
-                "total_us": (s.last_total_us != NONE_U64).then_some(s.last_total_us),
-            })),
-            "log_next_seq": s.log_next_seq,
-            "ports": ports(&s).map(|(port, state, lid)| json!({
-                "port": port, "state": state, "lid": lid,
-            })).collect::<Vec<_>>(),
-        });
-        say!("{v:#}");
+        let v = status_json(&s, last.as_ref());
+        if compact {
+            say!("{v}");
+        } else {
+            say!("{v:#}");
+        }
         return Ok(());
     }
+    let fw = fw_version(&s);
     say!(
         "state        {}{}",
         state_name(s.state),
@@ -104,10 +133,22 @@ pub(crate) fn status(bus: &mut Bus, as_json: bool) -> Outcome {
         "resets       {} started, {} restored, {} failed, {} aborted; {} refusals; {} PnP operations",
         s.resets_started, s.resets_restored, s.resets_failed, s.resets_aborted, s.refusals, s.pnp_operations
     );
-    if s.last_epoch == NONE_U64 {
-        say!("last reset   none");
-    } else {
+    if s.flags & 1 == 1 && s.last_epoch != NONE_U64 {
         say!(
+            "in progress  e{} {}, {} so far",
+            s.last_epoch,
+            reason_name(s.last_reason),
+            us(s.last_total_us)
+        );
+    }
+    match (&last, s.last_epoch) {
+        (Some(last), _) => {
+            for (i, line) in crate::resets::summary_lines(last).iter().enumerate() {
+                say!("{:<13}{line}", if i == 0 { "last reset" } else { "" });
+            }
+        }
+        (None, NONE_U64) => say!("last reset   none"),
+        (None, _) => say!(
             "last reset   e{} {}: {}, total {} (quiesce {}, hardware {}, restore {})",
             s.last_epoch,
             reason_name(s.last_reason),
@@ -116,10 +157,37 @@ pub(crate) fn status(bus: &mut Bus, as_json: bool) -> Outcome {
             us(s.last_quiesce_us),
             us(s.last_hw_reset_us),
             us(s.last_restore_us)
-        );
+        ),
     }
     say!("log          next sequence {}", s.log_next_seq);
     Ok(())
+}
+
+/// `status --watch`: a look every `interval`, `count` times (until interrupted when
+/// `None`); on a terminal each look replaces the last.
+pub(crate) fn watch(
+    bus: &mut Bus,
+    as_json: bool,
+    interval: std::time::Duration,
+    count: Option<u64>,
+) -> Outcome {
+    use std::io::IsTerminal;
+    let redraw = !as_json && std::io::stdout().is_terminal();
+    let mut looks = 0u64;
+    loop {
+        if redraw {
+            // Clear the screen and home the cursor.
+            say!("\x1b[2J\x1b[H");
+        } else if looks > 0 && !as_json {
+            say!("");
+        }
+        status(bus, as_json, true)?;
+        looks += 1;
+        if count.is_some_and(|n| looks >= n) {
+            return Ok(());
+        }
+        std::thread::sleep(interval);
+    }
 }
 
 /// An instant `at_us` of the bus's clock, said with its age at `now_us`.
@@ -134,52 +202,62 @@ fn ago(at_us: u64, now_us: u64) -> String {
     )
 }
 
-pub(crate) fn health(bus: &mut Bus, as_json: bool) -> Outcome {
+pub(crate) fn fetch_health(bus: &mut Bus) -> Result<HealthOut, Failure> {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
     let out = bus.call(IOCTL_HCABUS_QUERY_HEALTH, &input, size_of::<HealthOut>())?;
-    let h = HealthOut::decode(&out).ok_or_else(|| {
-        crate::bus::Failure::Usage(format!(
+    HealthOut::decode(&out).ok_or_else(|| {
+        Failure::Usage(format!(
             "a short QUERY_HEALTH answer from the server ({} bytes, {} needed)",
             out.len(),
             size_of::<HealthOut>()
         ))
-    })?;
+    })
+}
+
+fn health_ports(h: &HealthOut) -> Vec<(u8, &'static str, Option<u32>)> {
+    let s = StateOut {
+        ports: h.ports,
+        ..StateOut::default()
+    };
+    ports(&s).collect()
+}
+
+pub(crate) fn health_json(h: &HealthOut) -> Value {
     let reporter = ReporterState::try_from(h.reporter_state).map_or("?", |r| r.as_str());
     let cause = (h.last_error_us != NONE_U64).then(|| reason_name(h.last_error_cause));
-    let port_list = |h: &HealthOut| -> Vec<(u8, &'static str, Option<u32>)> {
-        let s = StateOut {
-            ports: h.ports,
-            ..StateOut::default()
-        };
-        ports(&s).collect()
-    };
+    json!({
+        "reporter": "fw_fatal",
+        "state": reporter,
+        "error_count": h.error_count,
+        "recover_count": h.recover_count,
+        "last_error": cause.map(|c| json!({
+            "time_us": h.last_error_us,
+            "cause": c,
+            "syndrome": format!("0x{:08x}", h.last_syndrome),
+        })),
+        "health_counter": h.health_counter,
+        "counter_unchanged_polls": h.unchanged_polls,
+        "counter_moved_us": (h.counter_moved_us != NONE_U64).then_some(h.counter_moved_us),
+        "now_us": h.now_us,
+        "auto_recover": h.auto_recover == 1,
+        "grace_period_ms": h.grace_period_ms,
+        "max_auto_resets": h.max_auto_resets,
+        "health_poll_ms": h.health_poll_ms,
+        "ports": health_ports(h).into_iter().map(|(port, state, lid)| json!({
+            "port": port, "state": state, "lid": lid,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub(crate) fn health(bus: &mut Bus, as_json: bool) -> Outcome {
+    let h = fetch_health(bus)?;
     if as_json {
-        let v = json!({
-            "reporter": "fw_fatal",
-            "state": reporter,
-            "error_count": h.error_count,
-            "recover_count": h.recover_count,
-            "last_error": cause.map(|c| json!({
-                "time_us": h.last_error_us,
-                "cause": c,
-                "syndrome": format!("0x{:08x}", h.last_syndrome),
-            })),
-            "health_counter": h.health_counter,
-            "counter_unchanged_polls": h.unchanged_polls,
-            "counter_moved_us": (h.counter_moved_us != NONE_U64).then_some(h.counter_moved_us),
-            "now_us": h.now_us,
-            "auto_recover": h.auto_recover == 1,
-            "grace_period_ms": h.grace_period_ms,
-            "max_auto_resets": h.max_auto_resets,
-            "health_poll_ms": h.health_poll_ms,
-            "ports": port_list(&h).into_iter().map(|(port, state, lid)| json!({
-                "port": port, "state": state, "lid": lid,
-            })).collect::<Vec<_>>(),
-        });
-        say!("{v:#}");
+        say!("{:#}", health_json(&h));
         return Ok(());
     }
+    let reporter = ReporterState::try_from(h.reporter_state).map_or("?", |r| r.as_str());
+    let cause = (h.last_error_us != NONE_U64).then(|| reason_name(h.last_error_cause));
     say!("reporter     fw_fatal, state {reporter}");
     say!(
         "errors       {} found, {} recovered",
@@ -207,7 +285,7 @@ pub(crate) fn health(bus: &mut Bus, as_json: bool) -> Outcome {
         us(h.grace_period_ms * 1000),
         h.max_auto_resets
     );
-    let listed: Vec<String> = port_list(&h)
+    let listed: Vec<String> = health_ports(&h)
         .into_iter()
         .map(|(port, state, _)| format!("{port} {state}"))
         .collect();

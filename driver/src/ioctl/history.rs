@@ -1,0 +1,311 @@
+//! Version 5's structures: READ_RESETS (the reset history, which polling cannot evict) and
+//! SET_POLICY's verdict, which names the field it refused.
+
+use core::mem::{offset_of, size_of};
+
+use static_assertions::const_assert_eq;
+
+use super::codec::{get, get_u16, get_u32, get_u64, put, put_u16, put_u32, put_u64};
+use super::{result_code, NONE_U64};
+use crate::coordinator::{ResetResult, ResetSummary, FORCED_NAMES};
+use crate::types::ShortText;
+
+/// Head of READ_RESETS' output; `count` summaries (`ResetSummaryOut`) follow, oldest first.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadResetsOut {
+    pub count: u32,
+    pub reserved: u32,
+    /// Resets concluded since the bus started: the ordinal of the newest summary.
+    pub total: u64,
+}
+const_assert_eq!(size_of::<ReadResetsOut>(), 16);
+const_assert_eq!(offset_of!(ReadResetsOut, total), 8);
+
+/// Text fields: UTF-8, NUL-padded.
+pub type Text32 = [u8; ShortText::CAPACITY];
+
+/// `ResetSummaryOut::flags`.
+pub const SUMMARY_PLANNED: u8 = 1;
+pub const SUMMARY_RESTART: u8 = 2;
+pub const SUMMARY_FLR: u8 = 4;
+
+/// One concluded reset. Durations in microseconds, `NONE_U64` where a phase did not run.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResetSummaryOut {
+    /// 1 for the first reset since the bus started.
+    pub ordinal: u64,
+    pub epoch: u64,
+    pub new_epoch: u64,
+    pub started_us: u64,
+    pub quiesce_us: u64,
+    /// Time in the hardware even when the reset failed there.
+    pub hw_reset_us: u64,
+    pub restore_us: u64,
+    pub total_us: u64,
+    /// `ResetReason` number.
+    pub reason: u32,
+    /// As `StateOut::last_result` ([`result_code`]).
+    pub result: u32,
+    pub requests: u32,
+    pub pnp_operations: u32,
+    pub barrier_size: u16,
+    /// Clients forced through their deadline (the first four are named).
+    pub forced: u16,
+    /// Soft resets asserted, retries included.
+    pub soft_attempts: u8,
+    /// `SUMMARY_PLANNED | SUMMARY_RESTART | SUMMARY_FLR`.
+    pub flags: u8,
+    pub reserved: u16,
+    /// The vetoing client's id, `NONE_U64` when nobody vetoed.
+    pub vetoer: u64,
+    pub vetoer_name: Text32,
+    pub veto_reason: Text32,
+    /// The administrator's reason, for a reset they asked for.
+    pub admin_reason: Text32,
+    pub forced_names: [Text32; FORCED_NAMES],
+}
+const_assert_eq!(size_of::<ResetSummaryOut>(), 320);
+const_assert_eq!(offset_of!(ResetSummaryOut, reason), 64);
+const_assert_eq!(offset_of!(ResetSummaryOut, barrier_size), 80);
+const_assert_eq!(offset_of!(ResetSummaryOut, soft_attempts), 84);
+const_assert_eq!(offset_of!(ResetSummaryOut, vetoer), 88);
+const_assert_eq!(offset_of!(ResetSummaryOut, vetoer_name), 96);
+const_assert_eq!(offset_of!(ResetSummaryOut, veto_reason), 128);
+const_assert_eq!(offset_of!(ResetSummaryOut, admin_reason), 160);
+const_assert_eq!(offset_of!(ResetSummaryOut, forced_names), 192);
+
+/// The text a field holds, up to its first NUL; `None` when it is not UTF-8.
+pub fn text_of(raw: &Text32) -> Option<&str> {
+    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+    core::str::from_utf8(&raw[..end]).ok()
+}
+
+impl ResetSummaryOut {
+    pub fn from_summary(s: &ResetSummary) -> Self {
+        let us = |d: Option<crate::time::Duration>| d.map_or(NONE_U64, |d| d.as_us());
+        let vetoer = match s.result {
+            ResetResult::Aborted { by, .. } => by.to_raw(),
+            _ => NONE_U64,
+        };
+        let mut flags = 0;
+        for (on, bit) in [
+            (s.planned, SUMMARY_PLANNED),
+            (s.restart, SUMMARY_RESTART),
+            (s.flr_used, SUMMARY_FLR),
+        ] {
+            if on {
+                flags |= bit;
+            }
+        }
+        ResetSummaryOut {
+            ordinal: s.ordinal,
+            epoch: s.epoch.0,
+            new_epoch: s.new_epoch.map_or(NONE_U64, |e| e.0),
+            started_us: s.started_at.as_us(),
+            quiesce_us: us(s.quiesce),
+            hw_reset_us: us(s.hw_reset),
+            restore_us: us(s.restore),
+            total_us: us(s.total),
+            reason: s.reason as u32,
+            result: result_code(Some(s.result)),
+            requests: s.requests,
+            pnp_operations: s.pnp_operations,
+            barrier_size: s.barrier_size,
+            forced: s.forced,
+            soft_attempts: s.soft_attempts,
+            flags,
+            reserved: 0,
+            vetoer,
+            vetoer_name: *s.vetoer_name.as_bytes(),
+            veto_reason: *s.veto_reason.unwrap_or(ShortText::EMPTY).as_bytes(),
+            admin_reason: *s.admin_reason.as_bytes(),
+            forced_names: s.forced_names.map(|n| *n.as_bytes()),
+        }
+    }
+
+    fn wide(&self) -> [(usize, u64); 9] {
+        [
+            (offset_of!(Self, ordinal), self.ordinal),
+            (offset_of!(Self, epoch), self.epoch),
+            (offset_of!(Self, new_epoch), self.new_epoch),
+            (offset_of!(Self, started_us), self.started_us),
+            (offset_of!(Self, quiesce_us), self.quiesce_us),
+            (offset_of!(Self, hw_reset_us), self.hw_reset_us),
+            (offset_of!(Self, restore_us), self.restore_us),
+            (offset_of!(Self, total_us), self.total_us),
+            (offset_of!(Self, vetoer), self.vetoer),
+        ]
+    }
+
+    fn narrow(&self) -> [(usize, u32); 4] {
+        [
+            (offset_of!(Self, reason), self.reason),
+            (offset_of!(Self, result), self.result),
+            (offset_of!(Self, requests), self.requests),
+            (offset_of!(Self, pnp_operations), self.pnp_operations),
+        ]
+    }
+
+    fn texts(&self) -> [(usize, &Text32); 3 + FORCED_NAMES] {
+        let forced = offset_of!(Self, forced_names);
+        let n = ShortText::CAPACITY;
+        let f = &self.forced_names;
+        [
+            (offset_of!(Self, vetoer_name), &self.vetoer_name),
+            (offset_of!(Self, veto_reason), &self.veto_reason),
+            (offset_of!(Self, admin_reason), &self.admin_reason),
+            (forced, &f[0]),
+            (forced + n, &f[1]),
+            (forced + 2 * n, &f[2]),
+            (forced + 3 * n, &f[3]),
+        ]
+    }
+
+    pub fn encode(&self, buf: &mut [u8]) {
+        for (at, v) in self.wide() {
+            put_u64(buf, at, v);
+        }
+        for (at, v) in self.narrow() {
+            put_u32(buf, at, v);
+        }
+        put_u16(buf, offset_of!(Self, barrier_size), self.barrier_size);
+        put_u16(buf, offset_of!(Self, forced), self.forced);
+        put(buf, offset_of!(Self, soft_attempts), &[self.soft_attempts]);
+        put(buf, offset_of!(Self, flags), &[self.flags]);
+        put_u16(buf, offset_of!(Self, reserved), 0);
+        for (at, text) in self.texts() {
+            put(buf, at, text);
+        }
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        let mut s = ResetSummaryOut::default();
+        let u64_at = |at| get_u64(buf, at);
+        let u32_at = |at| get_u32(buf, at);
+        let text = |at| get::<{ ShortText::CAPACITY }>(buf, at);
+        (
+            s.ordinal,
+            s.epoch,
+            s.new_epoch,
+            s.started_us,
+            s.quiesce_us,
+            s.hw_reset_us,
+        ) = (
+            u64_at(offset_of!(Self, ordinal))?,
+            u64_at(offset_of!(Self, epoch))?,
+            u64_at(offset_of!(Self, new_epoch))?,
+            u64_at(offset_of!(Self, started_us))?,
+            u64_at(offset_of!(Self, quiesce_us))?,
+            u64_at(offset_of!(Self, hw_reset_us))?,
+        );
+        (s.restore_us, s.total_us, s.vetoer) = (
+            u64_at(offset_of!(Self, restore_us))?,
+            u64_at(offset_of!(Self, total_us))?,
+            u64_at(offset_of!(Self, vetoer))?,
+        );
+        (s.reason, s.result, s.requests, s.pnp_operations) = (
+            u32_at(offset_of!(Self, reason))?,
+            u32_at(offset_of!(Self, result))?,
+            u32_at(offset_of!(Self, requests))?,
+            u32_at(offset_of!(Self, pnp_operations))?,
+        );
+        s.barrier_size = get_u16(buf, offset_of!(Self, barrier_size))?;
+        s.forced = get_u16(buf, offset_of!(Self, forced))?;
+        s.soft_attempts = *buf.get(offset_of!(Self, soft_attempts))?;
+        s.flags = *buf.get(offset_of!(Self, flags))?;
+        s.vetoer_name = text(offset_of!(Self, vetoer_name))?;
+        s.veto_reason = text(offset_of!(Self, veto_reason))?;
+        s.admin_reason = text(offset_of!(Self, admin_reason))?;
+        let forced = offset_of!(Self, forced_names);
+        for (i, name) in s.forced_names.iter_mut().enumerate() {
+            *name = text(forced + i * ShortText::CAPACITY)?;
+        }
+        Some(s)
+    }
+
+    /// The named forced clients.
+    pub fn forced_names(&self) -> impl Iterator<Item = &str> {
+        let named = usize::from(self.forced).min(FORCED_NAMES);
+        self.forced_names[..named].iter().filter_map(text_of)
+    }
+}
+
+/// SET_POLICY's answer in version 5, for a caller that gives an output buffer: on Windows
+/// the I/O manager copies no output back for an error status, so a refusal that names its
+/// field completes with success and says so here (as SCSI pass-through reports a check
+/// condition in its buffer). A caller with no output buffer gets INVALID_PARAMETER.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetPolicyOut {
+    /// 1: the policy is in force; 0: refused, nothing changed.
+    pub applied: u32,
+    /// The refused field, one more than its index in `Policy::KEYS` (0 when applied).
+    pub field: u32,
+    pub field_name: Text32,
+    /// What is wrong with it.
+    pub problem: [u8; 56],
+}
+const_assert_eq!(size_of::<SetPolicyOut>(), 96);
+const_assert_eq!(offset_of!(SetPolicyOut, field_name), 8);
+const_assert_eq!(offset_of!(SetPolicyOut, problem), 40);
+
+impl Default for SetPolicyOut {
+    fn default() -> Self {
+        SetPolicyOut {
+            applied: 0,
+            field: 0,
+            field_name: [0; ShortText::CAPACITY],
+            problem: [0; 56],
+        }
+    }
+}
+
+impl SetPolicyOut {
+    pub fn encode(&self, buf: &mut [u8]) {
+        put_u32(buf, offset_of!(Self, applied), self.applied);
+        put_u32(buf, offset_of!(Self, field), self.field);
+        put(buf, offset_of!(Self, field_name), &self.field_name);
+        put(buf, offset_of!(Self, problem), &self.problem);
+    }
+
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        Some(SetPolicyOut {
+            applied: get_u32(buf, offset_of!(Self, applied))?,
+            field: get_u32(buf, offset_of!(Self, field))?,
+            field_name: get(buf, offset_of!(Self, field_name))?,
+            problem: get(buf, offset_of!(Self, problem))?,
+        })
+    }
+
+    /// The refused field's name and problem; `None` when the policy was applied or the
+    /// texts are not UTF-8.
+    pub fn refusal(&self) -> Option<(&str, &str)> {
+        if self.applied == 1 {
+            return None;
+        }
+        let end = self
+            .problem
+            .iter()
+            .position(|b| *b == 0)
+            .unwrap_or(self.problem.len());
+        let problem = core::str::from_utf8(&self.problem[..end]).ok()?;
+        Some((text_of(&self.field_name)?, problem))
+    }
+}
+
+/// Copies `text` NUL-padded into `N` bytes, cut at a character boundary.
+pub fn text_field<const N: usize>(text: &str) -> [u8; N] {
+    let mut out = [0u8; N];
+    let mut len = 0;
+    for ch in text.chars() {
+        let w = ch.len_utf8();
+        if len + w > N {
+            break;
+        }
+        ch.encode_utf8(&mut out[len..len + w]);
+        len += w;
+    }
+    out
+}

@@ -1,0 +1,254 @@
+//! The records' wire encodings (READ_LOG): version 5's 128 bytes, which carry the client's
+//! name, the repeat count and the last time, and the 64 bytes every older caller was given.
+
+use super::{HwOutcome, Record, RecordKind};
+use crate::errors::RefusalCode;
+use crate::hca::HwStep;
+use crate::time::Instant;
+use crate::types::{Call, ClientId, Epoch, EventKind, FailReason, PnpOp, ResetOutcome};
+use crate::types::{PortState, ResetReason, ShortText, State, MAX_PORTS};
+
+/// Size of one record in version 5 (see [`Record::encode`]).
+pub const RECORD_BYTES: usize = 128;
+/// Size of one record for callers of versions 1 to 4 (see [`Record::encode_v4`]).
+pub const RECORD_V4_BYTES: usize = 64;
+
+/// Version 5: where the client's name (or the administrator's reason) starts.
+const NAME_AT: usize = 48;
+/// Version 5: where a veto's reason starts.
+const TEXT_AT: usize = 80;
+/// Versions 1 to 4: a name keeps its first 24 bytes from here.
+const V4_NAME_AT: usize = 40;
+/// Versions 1 to 4: a veto's reason.
+const V4_REASON_AT: usize = 32;
+
+/// The fields every encoding shares.
+struct Fields<'a> {
+    tag: u8,
+    a: u8,
+    b: u8,
+    c: u8,
+    client: u64,
+    value: u64,
+    /// A veto's reason.
+    text: Option<&'a ShortText>,
+}
+
+impl Record {
+    fn fields(&self) -> Fields<'_> {
+        let f = |tag, a, b, c, client, value| Fields {
+            tag,
+            a,
+            b,
+            c,
+            client,
+            value,
+            text: None,
+        };
+        let raw = |c: &Option<ClientId>| c.map_or(0, ClientId::to_raw);
+        match &self.kind {
+            RecordKind::Transition { from, to } => f(1, *from as u8, *to as u8, 0, 0, 0),
+            RecordKind::ResetStarted {
+                epoch,
+                reason,
+                planned,
+            } => f(2, *reason as u8, *planned as u8, 0, 0, epoch.0),
+            RecordKind::ResetJoined { reason } => f(3, *reason as u8, 0, 0, 0, 0),
+            RecordKind::FollowUpScheduled { reason } => f(4, *reason as u8, 0, 0, 0, 0),
+            RecordKind::ResetFinished { epoch, outcome } => f(5, *outcome as u8, 0, 0, 0, epoch.0),
+            RecordKind::ResetFailed { epoch, error } => f(6, *error as u8, 0, 0, 0, epoch.0),
+            RecordKind::Event {
+                client,
+                event,
+                epoch,
+            } => f(7, *event as u8, 0, 0, client.to_raw(), epoch.0),
+            RecordKind::Call { client, call } => {
+                f(8, *call as u8, client.is_some() as u8, 0, raw(client), 0)
+            }
+            RecordKind::Refused { client, call, code } => f(
+                9,
+                *call as u8,
+                client.is_some() as u8,
+                *code as u8,
+                raw(client),
+                0,
+            ),
+            RecordKind::Unresponsive { client } => f(10, 0, 0, 0, client.to_raw(), 0),
+            RecordKind::Throttled { client } => f(13, 0, 0, 0, client.to_raw(), 0),
+            RecordKind::Vetoed { client, reason } => Fields {
+                text: Some(reason),
+                ..f(14, 0, 0, 0, client.to_raw(), 0)
+            },
+            RecordKind::Hw {
+                step,
+                outcome,
+                detail,
+            } => f(11, *step as u8, *outcome as u8, 0, 0, u64::from(*detail)),
+            RecordKind::Pnp { op } => f(12, *op as u8, 0, 0, 0, 0),
+            RecordKind::Port { port, state, lid } => {
+                f(15, *port, *state as u8, 0, 0, u64::from(*lid))
+            }
+        }
+    }
+
+    /// Version 5, little-endian: `seq u64, at_us u64, tag u8, a u8, b u8, c u8, count u32,
+    /// client u64, value u64, last_at_us u64, name [u8; 32], text [u8; 32], reserved
+    /// [u8; 16]`. A hardware step's `b` is its [`HwOutcome`] and `value` its detail.
+    pub fn encode(&self) -> [u8; RECORD_BYTES] {
+        let mut out = [0u8; RECORD_BYTES];
+        let f = self.fields();
+        self.put_head(&mut out, &f);
+        out[40..48].copy_from_slice(&self.last_at.as_us().to_le_bytes());
+        out[NAME_AT..NAME_AT + ShortText::CAPACITY].copy_from_slice(self.name.as_bytes());
+        if let Some(text) = f.text {
+            out[TEXT_AT..TEXT_AT + ShortText::CAPACITY].copy_from_slice(text.as_bytes());
+        }
+        out
+    }
+
+    /// Versions 1 to 4, unchanged for them: 64 bytes, `seq, at_us, tag, a, b, c, count u32
+    /// (reserved before version 5), client, value, name [u8; 24]`. Only a forced or throttled
+    /// client's name is kept (its first 24 bytes); a hardware step's `b` is 1 when the step
+    /// did what was asked ([`HwOutcome::is_ok`]) and `value` is 0; a veto's reason fills the
+    /// 32 bytes from offset 32.
+    pub fn encode_v4(&self) -> [u8; RECORD_V4_BYTES] {
+        let mut out = [0u8; RECORD_V4_BYTES];
+        let mut f = self.fields();
+        if let RecordKind::Hw { outcome, .. } = self.kind {
+            (f.b, f.value) = (u8::from(outcome.is_ok()), 0);
+        }
+        self.put_head(&mut out, &f);
+        let named = matches!(
+            self.kind,
+            RecordKind::Unresponsive { .. } | RecordKind::Throttled { .. }
+        );
+        if named {
+            out[V4_NAME_AT..]
+                .copy_from_slice(&self.name.as_bytes()[..RECORD_V4_BYTES - V4_NAME_AT]);
+        }
+        if let Some(text) = f.text {
+            out[V4_REASON_AT..].copy_from_slice(text.as_bytes());
+        }
+        out
+    }
+
+    fn put_head(&self, out: &mut [u8], f: &Fields<'_>) {
+        out[0..8].copy_from_slice(&self.seq.to_le_bytes());
+        out[8..16].copy_from_slice(&self.at.as_us().to_le_bytes());
+        out[16..20].copy_from_slice(&[f.tag, f.a, f.b, f.c]);
+        out[20..24].copy_from_slice(&self.count.to_le_bytes());
+        out[24..32].copy_from_slice(&f.client.to_le_bytes());
+        out[32..40].copy_from_slice(&f.value.to_le_bytes());
+    }
+
+    /// The inverse of [`Record::encode`]; `None` for bytes no record encodes to.
+    pub fn decode(b: &[u8; RECORD_BYTES]) -> Option<Record> {
+        let u64_at = |at: usize| {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(&b[at..at + 8]);
+            u64::from_le_bytes(v)
+        };
+        let mut count = [0u8; 4];
+        count.copy_from_slice(&b[20..24]);
+        let count = u32::from_le_bytes(count);
+        let kind = decode_kind(b, u64_at(24), u64_at(32))?;
+        if count == 0 {
+            return None;
+        }
+        Some(Record {
+            seq: u64_at(0),
+            at: Instant::from_us(u64_at(8)),
+            last_at: Instant::from_us(u64_at(40)),
+            count,
+            name: text_at(b, NAME_AT)?,
+            kind,
+        })
+    }
+}
+
+/// The text from `at` (32 bytes, NUL-padded); `None` when it is not text a record holds.
+fn text_at(b: &[u8; RECORD_BYTES], at: usize) -> Option<ShortText> {
+    let raw = &b[at..at + ShortText::CAPACITY];
+    let end = raw.iter().position(|x| *x == 0).unwrap_or(raw.len());
+    if raw[end..].iter().any(|x| *x != 0) {
+        return None;
+    }
+    let text = core::str::from_utf8(&raw[..end]).ok()?;
+    let cut = ShortText::cut(text);
+    (cut.as_str() == text).then_some(cut)
+}
+
+fn decode_kind(b: &[u8; RECORD_BYTES], client: u64, value: u64) -> Option<RecordKind> {
+    let (tag, a, bb, c) = (b[16], b[17], b[18], b[19]);
+    let client_id = ClientId::from_raw(client);
+    // Only calls and refusals say whether they carry a client.
+    let some_client = || match bb {
+        0 => Some(None),
+        1 => Some(Some(client_id)),
+        _ => None,
+    };
+    let flag = |v: u8| match v {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    };
+    Some(match tag {
+        1 => RecordKind::Transition {
+            from: State::from_u8(a)?,
+            to: State::from_u8(bb)?,
+        },
+        2 => RecordKind::ResetStarted {
+            epoch: Epoch(value),
+            reason: ResetReason::from_u8(a)?,
+            planned: flag(bb)?,
+        },
+        3 => RecordKind::ResetJoined {
+            reason: ResetReason::from_u8(a)?,
+        },
+        4 => RecordKind::FollowUpScheduled {
+            reason: ResetReason::from_u8(a)?,
+        },
+        5 => RecordKind::ResetFinished {
+            epoch: Epoch(value),
+            outcome: ResetOutcome::from_u8(a)?,
+        },
+        6 => RecordKind::ResetFailed {
+            epoch: Epoch(value),
+            error: FailReason::from_u8(a)?,
+        },
+        7 => RecordKind::Event {
+            client: client_id,
+            event: EventKind::from_u8(a)?,
+            epoch: Epoch(value),
+        },
+        8 => RecordKind::Call {
+            client: some_client()?,
+            call: Call::from_u8(a)?,
+        },
+        9 => RecordKind::Refused {
+            client: some_client()?,
+            call: Call::from_u8(a)?,
+            code: RefusalCode::from_u8(c)?,
+        },
+        10 => RecordKind::Unresponsive { client: client_id },
+        13 => RecordKind::Throttled { client: client_id },
+        14 => RecordKind::Vetoed {
+            client: client_id,
+            reason: text_at(b, TEXT_AT)?,
+        },
+        11 => RecordKind::Hw {
+            step: HwStep::from_u8(a)?,
+            outcome: HwOutcome::from_u8(bb)?,
+            detail: u32::try_from(value).ok()?,
+        },
+        12 => RecordKind::Pnp {
+            op: PnpOp::from_u8(a)?,
+        },
+        15 if (1..=MAX_PORTS).contains(&a) => RecordKind::Port {
+            port: a,
+            state: PortState::from_u8(bb)?,
+            lid: u16::try_from(value).ok()?,
+        },
+        _ => return None,
+    })
+}

@@ -1,0 +1,362 @@
+use super::*;
+use crate::hca::HealthSample;
+use crate::types::*;
+
+fn id() -> ClientId {
+    ClientId {
+        index: 3,
+        generation: 9,
+    }
+}
+
+fn every_kind() -> Vec<RecordKind> {
+    vec![
+        RecordKind::Transition {
+            from: State::Operational,
+            to: State::Quiescing,
+        },
+        RecordKind::ResetStarted {
+            epoch: Epoch(4),
+            reason: ResetReason::Catastrophic,
+            planned: false,
+        },
+        RecordKind::ResetJoined {
+            reason: ResetReason::ClientRequest,
+        },
+        RecordKind::FollowUpScheduled {
+            reason: ResetReason::HealthStall,
+        },
+        RecordKind::ResetFinished {
+            epoch: Epoch(5),
+            outcome: ResetOutcome::FirmwareChanged,
+        },
+        RecordKind::ResetFailed {
+            epoch: Epoch(5),
+            error: FailReason::AutoRestartExpired,
+        },
+        RecordKind::Event {
+            client: id(),
+            event: EventKind::ResetAborted,
+            epoch: Epoch(2),
+        },
+        RecordKind::Call {
+            client: None,
+            call: Call::AdminReset,
+        },
+        RecordKind::Refused {
+            client: Some(id()),
+            call: Call::ResetVeto,
+            code: RefusalCode::TooLate,
+        },
+        RecordKind::Unresponsive { client: id() },
+        RecordKind::Throttled { client: id() },
+        // A reason fills all 32 bytes it is given, the multi-byte character included.
+        RecordKind::Vetoed {
+            client: id(),
+            reason: VetoReason::cut("backup running: 4 TB left, né, ok"),
+        },
+        RecordKind::Vetoed {
+            client: id(),
+            reason: VetoReason::cut(""),
+        },
+        RecordKind::Hw {
+            step: HwStep::FunctionLevelReset,
+            outcome: HwOutcome::Timeout,
+            detail: 0,
+        },
+        RecordKind::Hw {
+            step: HwStep::ReadHealth,
+            outcome: HwOutcome::Catastrophic,
+            detail: 0x0bad_0001,
+        },
+        RecordKind::Pnp {
+            op: PnpOp::ReenumerateChildren,
+        },
+        RecordKind::Port {
+            port: 2,
+            state: PortState::Active,
+            lid: 0xBFFF,
+        },
+        RecordKind::Port {
+            port: 1,
+            state: PortState::Down,
+            lid: 0,
+        },
+    ]
+}
+
+#[test]
+fn every_kind_of_record_decodes_to_itself_and_garbage_does_not_decode() {
+    let names = ["", "srp-bootdisk", "a name of exactly thirty-two b.."];
+    for (n, kind) in every_kind().into_iter().enumerate() {
+        let r = Record {
+            seq: n as u64 + 100,
+            at: Instant::from_us(1_234_567),
+            last_at: Instant::from_us(9_234_567),
+            count: 7,
+            name: ShortText::cut(names[n % names.len()]),
+            kind,
+        };
+        assert_eq!(Record::decode(&r.encode()), Some(r));
+    }
+    let good = hw(HwOutcome::Healthy).encode_at(1);
+    for (at, value, why) in [
+        (16, 99, "unknown tag"),
+        (18, 0, "no such outcome"),
+        (20, 0, "a count of zero"),
+        (60, 0xff, "a name that is not UTF-8"),
+    ] {
+        let mut bad = good;
+        bad[at] = value;
+        if at == 20 {
+            bad[20..24].fill(0);
+        }
+        assert_eq!(Record::decode(&bad), None, "{why}");
+    }
+}
+
+#[test]
+fn the_version_4_encoding_keeps_its_layout() {
+    let mut r = Record::once(
+        3,
+        Instant::from_us(77),
+        ShortText::cut("a-name-longer-than-24-bytes"),
+        RecordKind::Unresponsive { client: id() },
+    );
+    r.count = 5;
+    let b = r.encode_v4();
+    assert_eq!(&b[0..8], &3u64.to_le_bytes());
+    assert_eq!(&b[8..16], &77u64.to_le_bytes());
+    assert_eq!(b[16], 10, "tag");
+    assert_eq!(
+        &b[20..24],
+        &5u32.to_le_bytes(),
+        "count in the reserved word"
+    );
+    assert_eq!(&b[24..32], &id().to_raw().to_le_bytes());
+    assert_eq!(&b[40..64], b"a-name-longer-than-24-by");
+    // A not-ready probe read the device: ok to a version-4 reader, with no detail.
+    let probe = Record::once(
+        1,
+        Instant::ZERO,
+        ShortText::EMPTY,
+        RecordKind::Hw {
+            step: HwStep::ProbeReady,
+            outcome: HwOutcome::NotReady,
+            detail: 9,
+        },
+    );
+    let b = probe.encode_v4();
+    assert_eq!((b[16], b[17], b[18]), (11, HwStep::ProbeReady as u8, 1));
+    assert_eq!(&b[32..40], &[0; 8]);
+    let failed = Record {
+        kind: RecordKind::Hw {
+            step: HwStep::ProbeReady,
+            outcome: HwOutcome::Absent,
+            detail: 0,
+        },
+        ..probe
+    };
+    assert_eq!(failed.encode_v4()[18], 0);
+    // Only forced and throttled clients' names were ever in a version-4 record.
+    let event = Record {
+        kind: RecordKind::Event {
+            client: id(),
+            event: EventKind::Reset,
+            epoch: Epoch(1),
+        },
+        ..r
+    };
+    assert_eq!(&event.encode_v4()[40..64], &[0; 24]);
+}
+
+#[test]
+fn outcomes_say_what_the_step_found() {
+    let health = |catastrophic, counter| {
+        HwResult::Health(HealthSample {
+            catastrophic,
+            counter,
+        })
+    };
+    assert_eq!(
+        HwOutcome::of(&health(0, 5), Some(4)),
+        (HwOutcome::Healthy, 0)
+    );
+    assert_eq!(
+        HwOutcome::of(&health(0, 5), Some(5)),
+        (HwOutcome::CounterUnchanged, 0)
+    );
+    assert_eq!(
+        HwOutcome::of(&health(0xbad, 5), Some(4)),
+        (HwOutcome::Catastrophic, 0xbad)
+    );
+    assert_eq!(
+        HwOutcome::of(&HwResult::Readiness(Readiness::NotReady), None),
+        (HwOutcome::NotReady, 0)
+    );
+    assert_eq!(
+        HwOutcome::of(&HwResult::Failed(HwError::Absent), None),
+        (HwOutcome::Absent, 0)
+    );
+    let text = Record::once(
+        0,
+        Instant::ZERO,
+        ShortText::EMPTY,
+        RecordKind::Hw {
+            step: HwStep::ReadHealth,
+            outcome: HwOutcome::Catastrophic,
+            detail: 0x0bad_0001,
+        },
+    )
+    .to_string();
+    assert!(
+        text.ends_with("hw read_health catastrophic error (syndrome 0x0bad0001)"),
+        "{text}"
+    );
+    assert!(!text.contains(" ok"), "{text}");
+}
+
+#[test]
+fn records_name_their_client_and_the_administrators_reason() {
+    let event = Record::once(
+        0,
+        Instant::ZERO,
+        ShortText::cut("ipoib"),
+        RecordKind::Event {
+            client: id(),
+            event: EventKind::Reset,
+            epoch: Epoch(1),
+        },
+    );
+    assert!(event.to_string().contains("-> 'ipoib' (#3.9)"), "{event}");
+    let admin = Record::once(
+        1,
+        Instant::ZERO,
+        ShortText::cut("firmware update"),
+        RecordKind::Call {
+            client: None,
+            call: Call::AdminReset,
+        },
+    );
+    assert!(
+        admin
+            .to_string()
+            .ends_with("admin_reset: \"firmware update\""),
+        "{admin}"
+    );
+}
+
+fn hw(outcome: HwOutcome) -> RecordKind {
+    RecordKind::Hw {
+        step: HwStep::ProbeReady,
+        outcome,
+        detail: 0,
+    }
+}
+
+impl RecordKind {
+    fn encode_at(self, seq: u64) -> [u8; RECORD_BYTES] {
+        Record::once(seq, Instant::ZERO, ShortText::EMPTY, self).encode()
+    }
+}
+
+fn probe(i: u64) -> RecordKind {
+    hw(if i.is_multiple_of(2) {
+        HwOutcome::Ready
+    } else {
+        HwOutcome::NotReady
+    })
+}
+
+#[test]
+fn keeps_everything_until_full() {
+    let mut r = FlightRecorder::new(4);
+    for i in 0..3 {
+        r.record(Instant::from_ms(i), ShortText::EMPTY, probe(i));
+    }
+    assert_eq!(r.len(), 3);
+    assert_eq!(r.dropped(), 0);
+    let seqs: Vec<u64> = r.iter().map(|x| x.seq).collect();
+    assert_eq!(seqs, [0, 1, 2]);
+}
+
+#[test]
+fn wraps_with_drop_count_and_monotonic_sequence() {
+    let mut r = FlightRecorder::new(4);
+    for i in 0..11 {
+        r.record(Instant::from_ms(i), ShortText::EMPTY, probe(i));
+    }
+    assert_eq!(r.len(), 4);
+    assert_eq!(r.dropped(), 7);
+    assert_eq!(r.next_seq(), 11);
+    let seqs: Vec<u64> = r.iter().map(|x| x.seq).collect();
+    assert_eq!(seqs, [7, 8, 9, 10]);
+    let times: Vec<u64> = r.iter().map(|x| x.at.as_ms()).collect();
+    assert_eq!(times, [7, 8, 9, 10]);
+    let since: Vec<u64> = r.since(9).map(|x| x.seq).collect();
+    assert_eq!(since, [9, 10]);
+    // Asking for overwritten history yields what is left, not an error.
+    assert_eq!(r.since(0).count(), 4);
+}
+
+#[test]
+fn a_repeat_of_the_newest_record_is_counted_not_written() {
+    let mut r = FlightRecorder::new(4);
+    let none = ShortText::EMPTY;
+    let first = r.record(Instant::from_ms(1), none, hw(HwOutcome::Ready));
+    for ms in 2..=5_000 {
+        assert_eq!(
+            r.record(Instant::from_ms(ms), none, hw(HwOutcome::NotReady)),
+            first + 1
+        );
+    }
+    // The same kind about another client is not a repeat.
+    r.record(
+        Instant::from_ms(6_000),
+        ShortText::cut("a"),
+        hw(HwOutcome::NotReady),
+    );
+    r.record(
+        Instant::from_ms(6_001),
+        ShortText::cut("b"),
+        hw(HwOutcome::NotReady),
+    );
+    let all: Vec<_> = r.iter().map(|x| (x.seq, x.count)).collect();
+    assert_eq!(all, [(0, 1), (1, 4_999), (2, 1), (3, 1)]);
+    let silent = r.iter().nth(1).copied().expect("record");
+    assert_eq!(
+        (silent.at.as_ms(), silent.last_at.as_ms()),
+        (2, 5_000),
+        "first and last time"
+    );
+    assert_eq!((r.dropped(), r.coalesced(), r.next_seq()), (0, 4_998, 4));
+    assert!(
+        silent.to_string().ends_with("(x4999, last 5.000000s)"),
+        "{silent}"
+    );
+}
+
+#[test]
+fn recording_never_grows_the_ring() {
+    let mut r = FlightRecorder::new(8);
+    let cap_before = r.ring.capacity();
+    for i in 0..100 {
+        r.record(Instant::from_us(i), ShortText::EMPTY, probe(i));
+    }
+    assert_eq!(r.ring.capacity(), cap_before);
+}
+
+#[test]
+fn encoding_is_fixed_size_and_distinguishes_records() {
+    let a = hw(HwOutcome::Ready).encode_at(1);
+    let b = hw(HwOutcome::NotReady).encode_at(1);
+    assert_ne!(a, b);
+    assert_eq!(&a[0..8], &1u64.to_le_bytes());
+    let u = Record::once(
+        2,
+        Instant::ZERO,
+        ShortText::cut("wedged"),
+        RecordKind::Unresponsive { client: id() },
+    );
+    assert_eq!(&u.encode()[48..54], b"wedged");
+}

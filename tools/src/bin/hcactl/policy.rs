@@ -1,0 +1,126 @@
+//! `hcactl policy get|set`: the policy as a table or JSON, and changes to it. A refusal
+//! names the field the bus refused and why (SET_POLICY's version-5 answer).
+
+use hcabus::ioctl::*;
+use hcabus::policy::SetKeyError;
+use hcabus::Policy;
+use serde_json::Value;
+
+use crate::bus::{Bus, Failure, Outcome};
+use crate::emit;
+
+/// `KEY=VALUE` pairs applied to `p`; a key or value hcactl can already tell is wrong is a
+/// usage error naming it.
+fn apply(p: &mut Policy, pairs: &[String]) -> Outcome {
+    for pair in pairs {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| Failure::Usage(format!("{pair:?}: expected KEY=VALUE")))?;
+        let flag = matches!(key, "abort_on_unresponsive" | "auto_recover");
+        let number = match value {
+            "true" if flag => 1,
+            "false" if flag => 0,
+            v => v.parse::<u64>().map_err(|_| {
+                let want = if flag { "true or false" } else { "a number" };
+                Failure::Usage(format!("{key}: {value:?} is not {want}"))
+            })?,
+        };
+        p.set(key, number).map_err(|e| match e {
+            SetKeyError::UnknownKey => Failure::Usage(format!(
+                "unknown policy key {key:?} (keys: {})",
+                Policy::KEYS.join(", ")
+            )),
+            SetKeyError::OutOfRange => Failure::Usage(format!("{key}: {value} is out of range")),
+        })?;
+    }
+    Ok(())
+}
+
+/// Sends the whole policy with `pairs` changed. The bus validates it as a whole; its answer
+/// names the field it refused, which hcactl reports (exit 1).
+pub(crate) fn set(bus: &mut Bus, pairs: &[String]) -> Outcome {
+    let abi = bus.policy()?;
+    let mut p = abi
+        .to_policy()
+        .ok_or_else(|| Failure::Outcome("the bus answered a policy no field can hold".into()))?;
+    apply(&mut p, pairs)?;
+    let mut input = [0u8; size_of::<SetPolicyIn>()];
+    encode_set_policy(&PolicyAbi::from_policy(&p), &mut input);
+    let out = bus.call(IOCTL_HCABUS_SET_POLICY, &input, size_of::<SetPolicyOut>())?;
+    let answer = SetPolicyOut::decode(&out).ok_or_else(|| {
+        Failure::Usage(format!(
+            "a short SET_POLICY answer ({} bytes, {} needed)",
+            out.len(),
+            size_of::<SetPolicyOut>()
+        ))
+    })?;
+    match answer.refusal() {
+        None if answer.applied == 1 => Ok(()),
+        Some((field, problem)) if !field.is_empty() => Err(Failure::Outcome(format!(
+            "refused: policy field {field}: {problem}; nothing changed"
+        ))),
+        Some((_, problem)) => Err(Failure::Outcome(format!(
+            "refused: {problem}; nothing changed"
+        ))),
+        None => Err(Failure::Outcome(
+            "refused, in an answer this hcactl cannot read; nothing changed".into(),
+        )),
+    }
+}
+
+/// Every field, in `Policy::KEYS` order; flags as booleans.
+fn rows(p: &PolicyAbi) -> [(&'static str, Value); 14] {
+    [
+        ("quiesce_deadline_ms", p.quiesce_deadline_ms.into()),
+        ("hw_ready_timeout_ms", p.hw_ready_timeout_ms.into()),
+        ("hw_poll_interval_ms", p.hw_poll_interval_ms.into()),
+        ("reset_retries", p.reset_retries.into()),
+        ("auto_restart_window_ms", p.auto_restart_window_ms.into()),
+        ("max_auto_resets", p.max_auto_resets.into()),
+        ("storm_window_ms", p.storm_window_ms.into()),
+        ("io_hold_timeout_ms", p.io_hold_timeout_ms.into()),
+        (
+            "abort_on_unresponsive",
+            (p.abort_on_unresponsive == 1).into(),
+        ),
+        ("health_poll_interval_ms", p.health_poll_interval_ms.into()),
+        ("query_deadline_ms", p.query_deadline_ms.into()),
+        ("client_request_limit", p.client_request_limit.into()),
+        ("auto_recover", (p.auto_recover == 1).into()),
+        (
+            "paging_io_hold_timeout_ms",
+            p.paging_io_hold_timeout_ms.into(),
+        ),
+    ]
+}
+
+pub(crate) fn policy_json(p: &PolicyAbi) -> Value {
+    Value::Object(
+        rows(p)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+pub(crate) fn print(p: &PolicyAbi, as_json: bool) -> Outcome {
+    if as_json {
+        say!("{:#}", policy_json(p));
+    } else {
+        for (k, v) in rows(p) {
+            say!("{k} = {v}");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_a_row_in_order() {
+        let keys: Vec<&str> = rows(&PolicyAbi::default()).iter().map(|r| r.0).collect();
+        assert_eq!(keys, Policy::KEYS);
+    }
+}

@@ -1,0 +1,259 @@
+//! Flight-recorder records as structured JSON (`hcactl log --json`, `hcactl dump`), and the
+//! filters `hcactl log` applies alike to a live bus and to a dump read back from a file.
+
+use hcabus::recorder::{HwOutcome, Record, RecordKind};
+use hcabus::types::ClientId;
+use serde_json::{json, Map, Value};
+
+/// The kinds a record can be, as `kind` names them (and `hcactl log --kind` takes them).
+pub const KINDS: [&str; 15] = [
+    "transition",
+    "reset_started",
+    "reset_joined",
+    "follow_up",
+    "reset_finished",
+    "reset_failed",
+    "event",
+    "call",
+    "refused",
+    "unresponsive",
+    "throttled",
+    "vetoed",
+    "hw",
+    "pnp",
+    "port",
+];
+
+/// One record: `seq`, `at_us`, `last_at_us`, `count`, `kind`, the kind's own fields, and
+/// `text`, the line `hcactl log` prints.
+pub fn record_json(r: &Record) -> Value {
+    let (kind, fields) = kind_fields(r);
+    let mut v = Map::new();
+    v.insert("seq".into(), r.seq.into());
+    v.insert("at_us".into(), r.at.as_us().into());
+    v.insert("last_at_us".into(), r.last_at.as_us().into());
+    v.insert("count".into(), r.count.into());
+    v.insert("kind".into(), kind.into());
+    if let Value::Object(fields) = fields {
+        v.extend(fields);
+    }
+    v.insert("text".into(), r.to_string().into());
+    Value::Object(v)
+}
+
+fn client(id: ClientId, r: &Record) -> Value {
+    json!({ "id": id.to_string(), "name": (!r.name.as_str().is_empty()).then(|| r.name.as_str()) })
+}
+
+fn kind_fields(r: &Record) -> (&'static str, Value) {
+    match &r.kind {
+        RecordKind::Transition { from, to } => (
+            "transition",
+            json!({ "from": from.as_str(), "to": to.as_str() }),
+        ),
+        RecordKind::ResetStarted {
+            epoch,
+            reason,
+            planned,
+        } => (
+            "reset_started",
+            json!({ "epoch": epoch.0, "reason": reason.as_str(), "planned": planned }),
+        ),
+        RecordKind::ResetJoined { reason } => {
+            ("reset_joined", json!({ "reason": reason.as_str() }))
+        }
+        RecordKind::FollowUpScheduled { reason } => {
+            ("follow_up", json!({ "reason": reason.as_str() }))
+        }
+        RecordKind::ResetFinished { epoch, outcome } => (
+            "reset_finished",
+            json!({ "epoch": epoch.0, "outcome": outcome.as_str() }),
+        ),
+        RecordKind::ResetFailed { epoch, error } => (
+            "reset_failed",
+            json!({ "epoch": epoch.0, "error": error.as_str() }),
+        ),
+        RecordKind::Event {
+            client: c,
+            event,
+            epoch,
+        } => (
+            "event",
+            json!({ "client": client(*c, r), "event": event.as_str(), "epoch": epoch.0 }),
+        ),
+        RecordKind::Call { client: c, call } => (
+            "call",
+            match c {
+                Some(c) => json!({ "client": client(*c, r), "call": call.as_str() }),
+                None => json!({
+                    "call": call.as_str(),
+                    "reason": (!r.name.as_str().is_empty()).then(|| r.name.as_str()),
+                }),
+            },
+        ),
+        RecordKind::Refused {
+            client: c,
+            call,
+            code,
+        } => (
+            "refused",
+            json!({
+                "client": c.map(|c| client(c, r)),
+                "call": call.as_str(),
+                "code": code.as_str(),
+            }),
+        ),
+        RecordKind::Unresponsive { client: c } => {
+            ("unresponsive", json!({ "client": client(*c, r) }))
+        }
+        RecordKind::Throttled { client: c } => ("throttled", json!({ "client": client(*c, r) })),
+        RecordKind::Vetoed { client: c, reason } => (
+            "vetoed",
+            json!({ "client": client(*c, r), "reason": reason.as_str() }),
+        ),
+        RecordKind::Hw {
+            step,
+            outcome,
+            detail,
+        } => {
+            let mut v = json!({ "step": step.as_str(), "outcome": outcome.as_str(), "ok": outcome.is_ok() });
+            match outcome {
+                HwOutcome::Catastrophic => v["syndrome"] = format!("0x{detail:08x}").into(),
+                HwOutcome::Asserted => v["settle_ms"] = (*detail).into(),
+                _ => {}
+            }
+            ("hw", v)
+        }
+        RecordKind::Pnp { op } => ("pnp", json!({ "op": op.as_str() })),
+        RecordKind::Port { port, state, lid } => (
+            "port",
+            json!({ "port": port, "state": state.as_str(), "lid": lid }),
+        ),
+    }
+}
+
+/// What `hcactl log` shows of the records it is given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Records numbered at least this.
+    pub since: u64,
+    /// Only these kinds (any, when empty).
+    pub kinds: Vec<String>,
+    /// Only records about the client of this name or id (`#3.0`).
+    pub client: Option<String>,
+}
+
+impl Filter {
+    /// A kind no record has, named for the usage error.
+    pub fn unknown_kind(&self) -> Option<&str> {
+        self.kinds
+            .iter()
+            .find(|k| !KINDS.contains(&k.as_str()))
+            .map(String::as_str)
+    }
+
+    /// Whether the record `v` (as [`record_json`] made it) passes.
+    pub fn passes(&self, v: &Value) -> bool {
+        if v["seq"].as_u64().is_none_or(|s| s < self.since) {
+            return false;
+        }
+        if !self.kinds.is_empty() && !self.kinds.iter().any(|k| v["kind"] == k.as_str()) {
+            return false;
+        }
+        match &self.client {
+            None => true,
+            Some(who) => {
+                let c = &v["client"];
+                c["name"] == who.as_str() || c["id"] == who.as_str()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hcabus::hca::HwStep;
+    use hcabus::time::Instant;
+    use hcabus::types::{Epoch, EventKind, ShortText};
+
+    fn event(name: &str) -> Record {
+        Record::once(
+            4,
+            Instant::from_ms(3),
+            ShortText::cut(name),
+            RecordKind::Event {
+                client: ClientId {
+                    index: 2,
+                    generation: 0,
+                },
+                event: EventKind::Reset,
+                epoch: Epoch(1),
+            },
+        )
+    }
+
+    #[test]
+    fn a_record_is_fields_not_only_text() {
+        let v = record_json(&event("srp-boot"));
+        assert_eq!(v["kind"], "event");
+        assert_eq!(v["client"]["name"], "srp-boot");
+        assert_eq!(v["client"]["id"], "#2.0");
+        assert_eq!(v["event"], "RESET");
+        assert_eq!((v["seq"].as_u64(), v["count"].as_u64()), (Some(4), Some(1)));
+        assert!(v["text"].as_str().is_some_and(|t| t.contains("'srp-boot'")));
+        let mut hw = Record::once(
+            5,
+            Instant::ZERO,
+            ShortText::EMPTY,
+            RecordKind::Hw {
+                step: HwStep::ReadHealth,
+                outcome: HwOutcome::Catastrophic,
+                detail: 0xbad,
+            },
+        );
+        hw.count = 3;
+        let v = record_json(&hw);
+        assert_eq!(
+            (&v["outcome"], &v["ok"], &v["syndrome"], &v["count"]),
+            (
+                &json!("catastrophic error"),
+                &json!(true),
+                &json!("0x00000bad"),
+                &json!(3)
+            )
+        );
+    }
+
+    #[test]
+    fn filters_select_by_sequence_kind_and_client() {
+        let v = record_json(&event("srp-boot"));
+        assert!(Filter::default().passes(&v));
+        let by = |f: Filter| f.passes(&v);
+        assert!(!by(Filter {
+            since: 5,
+            ..Filter::default()
+        }));
+        assert!(by(Filter {
+            kinds: vec!["hw".into(), "event".into()],
+            ..Filter::default()
+        }));
+        assert!(!by(Filter {
+            kinds: vec!["hw".into()],
+            ..Filter::default()
+        }));
+        assert!(by(Filter {
+            client: Some("#2.0".into()),
+            ..Filter::default()
+        }));
+        assert!(!by(Filter {
+            client: Some("ipoib".into()),
+            ..Filter::default()
+        }));
+        let f = Filter {
+            kinds: vec!["hw".into(), "nonsense".into()],
+            ..Filter::default()
+        };
+        assert_eq!(f.unknown_kind(), Some("nonsense"));
+    }
+}

@@ -1,0 +1,225 @@
+//! The operator's commands against a live `hcasim serve` over the real socket: the last
+//! reset in `status`, `resets`, a flight recorder that names clients and reasons, `log`'s
+//! filters and structured JSON, `dump` and reading it back offline, `status --watch`.
+#![cfg(unix)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+use common::{json, text, Server};
+
+/// A boot disk and a client that never answers RESET, with a short quiesce deadline.
+const SCENARIO: &str = r#"
+name = "operator"
+seed = 3
+duration_ms = 600000
+
+[policy]
+quiesce_deadline_ms = 300
+
+[[clients]]
+name = "boot"
+kind = "bootdisk"
+iops = 500
+queue_depth = 8
+
+[[clients]]
+name = "wedged"
+kind = "custom"
+never_ack = true
+"#;
+
+fn server(tag: &str) -> Server {
+    let dir = std::env::temp_dir().join(format!("hcabus-operator-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let scenario = dir.join("operator.toml");
+    std::fs::write(&scenario, SCENARIO).expect("scenario");
+    let s = Server::start_with(tag, &["--scenario", scenario.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    s
+}
+
+fn lines(o: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn json_lines(o: &std::process::Output) -> Vec<Value> {
+    assert_eq!(o.status.code(), Some(0), "{}", text(o));
+    lines(o)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn a_forced_reset_is_told_with_its_reason_phases_and_forced_client() {
+    let server = server("reason");
+    let reset = server.ctl(&["reset", "--reason", "maintenance 42", "--wait"]);
+    assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
+
+    let status = text(&server.ctl(&["status"]));
+    for said in [
+        "last reset   #1 e1 admin_forced (\"maintenance 42\"): Restored, total ",
+        "phases: quiesce 300.",
+        "hardware: 1 soft reset(s); 1 request(s) served; barrier of 3; 0 PnP operation(s)",
+        "forced: wedged",
+    ] {
+        assert!(status.contains(said), "{said:?} in:\n{status}");
+    }
+    let s = json(&server.ctl(&["--json", "status"]));
+    let last = &s["last_reset"];
+    assert_eq!(last["admin_reason"], "maintenance 42");
+    assert_eq!(last["forced_names"], serde_json::json!(["wedged"]));
+    assert!(
+        last["hw_reset_us"].as_u64().is_some_and(|us| us > 0),
+        "{last}"
+    );
+
+    let r = json(&server.ctl(&["--json", "resets"]));
+    assert_eq!(r["total"], 1);
+    assert_eq!(r["resets"][0], *last, "status shows the newest summary");
+
+    let log = server.ctl(&["log"]);
+    let said = text(&log);
+    assert!(said.contains("admin_reset: \"maintenance 42\""), "{said}");
+    assert!(
+        said.contains("client 'wedged' (#2.0) unresponsive at deadline: forced"),
+        "{said}"
+    );
+    assert!(said.contains("RESET -> 'boot' (#1.0) (e1)"), "{said}");
+    let trailer = lines(&log).pop().expect("a trailer");
+    assert!(
+        trailer.starts_with("-- ") && trailer.contains(" 0 dropped"),
+        "{trailer}"
+    );
+}
+
+#[test]
+fn log_filters_and_structured_json_work_alike_on_the_bus_and_on_a_dump() {
+    let server = server("dump");
+    let reset = server.ctl(&["reset", "--reason", "post-mortem test", "--wait"]);
+    assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
+
+    let forced = json_lines(&server.ctl(&["--json", "log", "--kind", "unresponsive"]));
+    assert_eq!(forced.len(), 1, "{forced:?}");
+    let f = &forced[0];
+    assert_eq!(
+        (&f["kind"], &f["client"]["name"]),
+        (&"unresponsive".into(), &"wedged".into())
+    );
+    assert!(
+        f["seq"].is_u64() && f["at_us"].is_u64() && f["count"] == 1,
+        "{f}"
+    );
+    let wedged = lines(&server.ctl(&["log", "--client", "wedged"]));
+    assert!(wedged.len() > 2, "{wedged:?}");
+    assert!(
+        wedged[..wedged.len() - 1]
+            .iter()
+            .all(|l| l.contains("'wedged'")),
+        "{wedged:#?}"
+    );
+    let bad = server.ctl(&["log", "--kind", "nonsense"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad).contains("not a kind of record (kinds: transition,"),
+        "{}",
+        text(&bad)
+    );
+
+    let file = server.dir.join("post-mortem.json");
+    let path = file.to_str().expect("utf-8");
+    let dumped = server.ctl(&["dump", "-o", path]);
+    assert_eq!(dumped.status.code(), Some(0), "{}", text(&dumped));
+    let dump: Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("the dump")).expect("JSON");
+    assert_eq!(
+        (&dump["format"], &dump["version"]),
+        (&"hcabus-dump".into(), &1.into())
+    );
+    assert_eq!(dump["state"]["state"], "Operational");
+    assert_eq!(dump["policy"]["quiesce_deadline_ms"], 300);
+    assert_eq!(dump["health"]["reporter"], "fw_fatal");
+    let names: Vec<&str> = dump["clients"]
+        .as_array()
+        .expect("clients")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["ibal", "boot", "wedged"]);
+    assert_eq!(
+        dump["resets"]["summaries"][0]["admin_reason"],
+        "post-mortem test"
+    );
+    let records = dump["log"]["records"].as_array().expect("records");
+    assert!(records
+        .iter()
+        .all(|r| r["kind"].is_string() && r["seq"].is_u64()));
+
+    // Offline: the same filters over the dump give the same records.
+    let offline =
+        json_lines(&server.ctl(&["--json", "log", "--input", path, "--kind", "unresponsive"]));
+    assert_eq!(offline, forced);
+    let all = server.ctl(&["log", "--input", path]);
+    let mut got = lines(&all);
+    let trailer = got.pop().expect("trailer");
+    let want: Vec<&str> = records.iter().filter_map(|r| r["text"].as_str()).collect();
+    assert_eq!(got, want);
+    assert!(trailer.starts_with(&format!(
+        "-- {} of {} record(s) shown",
+        want.len(),
+        want.len()
+    )));
+
+    // A dump never replaces a file, and only dumps are read back.
+    let before = std::fs::read(&file).expect("the dump");
+    let again = server.ctl(&["dump", "-o", path]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert_eq!(
+        std::fs::read(&file).expect("kept"),
+        before,
+        "not overwritten"
+    );
+    let other = server.dir.join("other.json");
+    std::fs::write(&other, "{\"format\": \"something-else\"}").expect("write");
+    let refused = server.ctl(&["log", "--input", other.to_str().expect("utf-8")]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused).contains("not an hcabus-dump file"),
+        "{}",
+        text(&refused)
+    );
+    let missing = server.ctl(&["log", "--input", "/nonexistent/dump.json"]);
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+#[test]
+fn status_watch_looks_again_until_its_count() {
+    let server = server("watch");
+    let start = Instant::now();
+    let looks = json_lines(&server.ctl(&[
+        "--json",
+        "status",
+        "--watch",
+        "--interval-ms",
+        "10",
+        "--count",
+        "3",
+    ]));
+    assert_eq!(looks.len(), 3);
+    assert!(looks.iter().all(|v| v["state"] == "Operational"));
+    assert!(
+        start.elapsed() < Duration::from_secs(60),
+        "it ended by itself"
+    );
+    let text_looks = server.ctl(&["status", "--watch", "--interval-ms", "10", "--count", "2"]);
+    let out = text(&text_looks);
+    assert_eq!(out.matches("state        Operational").count(), 2, "{out}");
+    let refused = server.ctl(&["status", "--count", "2"]);
+    assert_eq!(refused.status.code(), Some(2), "--count needs --watch");
+}
