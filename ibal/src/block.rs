@@ -73,7 +73,10 @@ pub struct IoStats {
     /// Of `failed`, those of a paging-path disk (a bugcheck 0x7A on Windows).
     pub paging_failed: u64,
     pub duplicated: u64,
+    /// The longest any I/O waited for its upward completion, failed ones included.
     pub max_latency_us: u64,
+    /// The longest a failed I/O waited before it failed (0 when none failed).
+    pub max_failed_latency_us: u64,
     /// Failures that were retryable (held past `io_hold_timeout`).
     pub retryable: u64,
     /// Reads whose data did not match what was last written.
@@ -93,6 +96,7 @@ impl IoStats {
         self.paging_failed += o.paging_failed;
         self.duplicated += o.duplicated;
         self.max_latency_us = self.max_latency_us.max(o.max_latency_us);
+        self.max_failed_latency_us = self.max_failed_latency_us.max(o.max_failed_latency_us);
         self.retryable += o.retryable;
         self.read_mismatches += o.read_mismatches;
         self.reads_verified += o.reads_verified;
@@ -249,11 +253,11 @@ impl BlockWorkload {
         self.outstanding.swap_remove(i);
         self.busy_lba[req.lba as usize] = false;
         let lba = req.lba as usize;
+        let latency = now.saturating_since(req.submitted_at).as_us();
+        self.stats.max_latency_us = self.stats.max_latency_us.max(latency);
         match c.status {
             IoStatus::Ok => {
                 self.stats.completed += 1;
-                let latency = now.saturating_since(req.submitted_at).as_us();
-                self.stats.max_latency_us = self.stats.max_latency_us.max(latency);
                 if req.write {
                     self.expected[lba] = Some(req.checksum);
                 } else if let Some(want) = self.expected[lba] {
@@ -265,6 +269,7 @@ impl BlockWorkload {
             }
             status => {
                 self.stats.failed += 1;
+                self.stats.max_failed_latency_us = self.stats.max_failed_latency_us.max(latency);
                 if status == IoStatus::Retryable {
                     self.stats.retryable += 1;
                 }

@@ -74,7 +74,10 @@ pub struct IoJson {
     pub failed: u64,
     pub lost: u64,
     pub duplicated: u64,
+    /// The longest any I/O waited, failed ones included.
     pub max_latency_us: u64,
+    /// The longest a failed I/O waited before it failed (0 when none failed).
+    pub max_failed_latency_us: u64,
     pub in_flight: u64,
     pub paging_failed: u64,
     /// SRP logins that succeeded, over every disk.
@@ -241,6 +244,7 @@ fn totals(
             lost: io.lost,
             duplicated: io.duplicated,
             max_latency_us: io.max_latency_us,
+            max_failed_latency_us: io.max_failed_latency_us,
             in_flight: io.in_flight,
             paging_failed: io.paging_failed,
             logins,

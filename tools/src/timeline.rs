@@ -21,17 +21,6 @@ pub fn us(v: Option<u64>) -> String {
     }
 }
 
-/// Cuts `text` to `width` characters so that lanes stay aligned.
-fn fit(text: String, width: usize) -> String {
-    if text.chars().count() <= width {
-        text
-    } else {
-        let mut t: String = text.chars().take(width.saturating_sub(1)).collect();
-        t.push('~');
-        t
-    }
-}
-
 /// Where a record goes: the bus column (`None`) or a client lane, and its text.
 fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
     let lane = |id: ClientId| host.agent_of(id);
@@ -92,10 +81,17 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
     })
 }
 
+/// One thing the timeline shows: a row of its own for a fault, or a cell.
+enum Put {
+    Fresh(u64),
+    Cell(u64, usize, String),
+}
+
 /// The timeline's rows: records at the same instant share a row while their cells are free.
+/// Every column is as wide as its widest cell, so no word is ever cut.
 struct Grid<'a> {
     out: String,
-    /// Width of each client lane; the bus lane is `BUS_W`.
+    /// Width of each column, the bus first.
     widths: &'a [usize],
     row: Option<(u64, Vec<String>)>,
 }
@@ -108,30 +104,21 @@ impl Grid<'_> {
             self.fresh_row(t_us);
         }
         if let Some((_, cells)) = self.row.as_mut() {
-            let w = if col == 0 {
-                BUS_W
-            } else {
-                self.widths[col - 1]
-            };
-            cells[col] = fit(text, w);
+            cells[col] = text;
         }
     }
 
     fn fresh_row(&mut self, t_us: u64) {
         self.flush();
-        self.row = Some((t_us, vec![String::new(); self.widths.len() + 1]));
+        self.row = Some((t_us, vec![String::new(); self.widths.len()]));
     }
 
     fn flush(&mut self) {
         let Some((t, cells)) = self.row.take() else {
             return;
         };
-        let mut line = format!(
-            "{:>TIME_W$} | {:<BUS_W$}",
-            format!("{}.{:03}", t / 1000, t % 1000),
-            cells[0]
-        );
-        for (c, w) in cells[1..].iter().zip(self.widths) {
+        let mut line = format!("{:>TIME_W$}", format!("{}.{:03}", t / 1000, t % 1000));
+        for (c, w) in cells.iter().zip(self.widths) {
             let _ = write!(line, " | {c:<w$}");
         }
         let _ = writeln!(self.out, "{}", line.trim_end());
@@ -151,16 +138,63 @@ pub fn render(host: &SimHost) -> String {
     out
 }
 
+/// What the timeline shows, in order: faults at their instants, and every record that
+/// says something (registrations at start are noise).
+fn puts(host: &SimHost) -> Vec<Put> {
+    let faults = host.faults_applied();
+    let mut next_fault = 0;
+    let mut puts = Vec::new();
+    let mut faults_upto = |puts: &mut Vec<Put>, upto: u64| {
+        while let Some((at, fault)) = faults.get(next_fault).filter(|(at, _)| at.as_us() <= upto) {
+            let text = match fault {
+                Fault::PortDown { port, duration } => {
+                    format!("FAULT: port {port} cable out {duration}")
+                }
+                other => format!("FAULT: {other:?}"),
+            };
+            puts.push(Put::Fresh(at.as_us()));
+            puts.push(Put::Cell(at.as_us(), 0, text));
+            next_fault += 1;
+        }
+    };
+    for rec in host.coordinator().recorder().iter() {
+        faults_upto(&mut puts, rec.at.as_us());
+        let register = matches!(
+            rec.kind,
+            RecordKind::Call {
+                call: Call::Register,
+                ..
+            }
+        );
+        if register && rec.at.as_us() == 0 {
+            continue;
+        }
+        if let Some((lane, text)) = cell(host, rec) {
+            puts.push(Put::Cell(rec.at.as_us(), lane.map_or(0, |l| l + 1), text));
+        }
+    }
+    faults_upto(&mut puts, u64::MAX);
+    puts
+}
+
 /// The timeline of one adapter, one lane per client, and its summary.
 pub fn lanes(host: &SimHost) -> String {
     let mut out = String::new();
     let coord = host.coordinator();
     let agents = host.agents();
-    let widths: Vec<usize> = agents.iter().map(|a| a.name().len().max(13)).collect();
+    let puts = puts(host);
+    let mut widths: Vec<usize> = std::iter::once(BUS_W)
+        .chain(agents.iter().map(|a| a.name().chars().count().max(13)))
+        .collect();
+    for p in &puts {
+        if let Put::Cell(_, col, text) = p {
+            widths[*col] = widths[*col].max(text.chars().count());
+        }
+    }
 
     // Header.
-    let mut line = format!("{:>TIME_W$} | {:<BUS_W$}", "time ms", "bus");
-    for (a, w) in agents.iter().zip(&widths) {
+    let mut line = format!("{:>TIME_W$} | {:<w$}", "time ms", "bus", w = widths[0]);
+    for (a, w) in agents.iter().zip(&widths[1..]) {
         let _ = write!(line, " | {:<w$}", a.name());
     }
     let _ = writeln!(out, "{}", line.trim_end());
@@ -171,39 +205,12 @@ pub fn lanes(host: &SimHost) -> String {
         widths: &widths,
         row: None,
     };
-    let faults = host.faults_applied();
-    let mut next_fault = 0;
-    let mut faults_upto = |grid: &mut Grid<'_>, upto: u64| {
-        while let Some((at, fault)) = faults.get(next_fault).filter(|(at, _)| at.as_us() <= upto) {
-            grid.fresh_row(at.as_us());
-            let text = match fault {
-                Fault::PortDown { port, duration } => {
-                    format!("FAULT: port {port} cable out {duration}")
-                }
-                other => format!("FAULT: {other:?}"),
-            };
-            grid.put(at.as_us(), 0, text);
-            next_fault += 1;
-        }
-    };
-    for rec in coord.recorder().iter() {
-        faults_upto(&mut grid, rec.at.as_us());
-        // Registrations at start are noise in a timeline.
-        if matches!(
-            rec.kind,
-            RecordKind::Call {
-                call: Call::Register,
-                ..
-            }
-        ) && rec.at.as_us() == 0
-        {
-            continue;
-        }
-        if let Some((lane, text)) = cell(host, rec) {
-            grid.put(rec.at.as_us(), lane.map_or(0, |l| l + 1), text);
+    for p in puts {
+        match p {
+            Put::Fresh(t) => grid.fresh_row(t),
+            Put::Cell(t, col, text) => grid.put(t, col, text),
         }
     }
-    faults_upto(&mut grid, u64::MAX);
     grid.flush();
     let mut out = grid.out;
     if coord.recorder().dropped() > 0 {
@@ -289,28 +296,11 @@ pub fn summary(host: &SimHost) -> String {
     out
 }
 
-/// Every flight-recorder record, with client names.
+/// Every flight-recorder record (each names its client).
 pub fn flight_record(host: &SimHost) -> String {
     let mut out = String::new();
     for rec in host.coordinator().recorder().iter() {
-        let _ = write!(out, "{rec}");
-        let id = match rec.kind {
-            RecordKind::Event { client, .. }
-            | RecordKind::Unresponsive { client, .. }
-            | RecordKind::Call {
-                client: Some(client),
-                ..
-            }
-            | RecordKind::Refused {
-                client: Some(client),
-                ..
-            } => Some(client),
-            _ => None,
-        };
-        if let Some(id) = id {
-            let _ = write!(out, "  [{}]", host.client_name(id));
-        }
-        let _ = writeln!(out);
+        let _ = writeln!(out, "{rec}");
     }
     out
 }
@@ -342,6 +332,14 @@ pub fn io_lines(io: &ibal::block::IoStats, out: &mut String) {
         io.duplicated,
         us(Some(io.max_latency_us))
     );
+    if io.failed > 0 {
+        let _ = writeln!(
+            out,
+            "    {} failed I/O waited up to {} before failing (counted in max latency)",
+            io.failed,
+            us(Some(io.max_failed_latency_us))
+        );
+    }
     let _ = writeln!(
         out,
         "    {} reads verified against the data last written, {} mismatched",

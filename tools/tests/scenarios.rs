@@ -93,6 +93,7 @@ fn common(file: &str, r: &Value) {
         "lost",
         "duplicated",
         "max_latency_us",
+        "max_failed_latency_us",
         "in_flight",
         "paging_failed",
         "logins",
@@ -343,6 +344,10 @@ fn every_scenario_file_has_its_expected_outcome() {
                     r["io"]["completed"].as_u64() > Some(5_000),
                     "and the disks came back"
                 );
+                // Failed I/O waited out the hold (100 ms) and counts in the maximum.
+                let failed = r["io"]["max_failed_latency_us"].as_u64().expect("latency");
+                assert!(failed >= 100_000, "{failed}");
+                assert!(r["io"]["max_latency_us"].as_u64() >= Some(failed));
             }
             "two-causes-one-instant.toml" => {
                 assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
@@ -612,4 +617,37 @@ fn the_multipath_default_shows_a_lane_group_per_adapter_and_each_path() {
         2,
         "one reset per group"
     );
+}
+
+#[test]
+fn no_timeline_cuts_a_word_and_every_row_lines_up_with_its_header() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(scenarios_dir())
+        .expect("tests/scenarios")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    for file in files {
+        let (_, stdout, stderr) = hcasim(&["run", file.to_str().expect("utf-8 path")]);
+        let name = file.display();
+        let mut tables = 0;
+        let mut lines = stdout.lines();
+        while let Some(header) = lines.find(|l| l.trim_start().starts_with("time ms |")) {
+            tables += 1;
+            let bars: Vec<usize> = header.match_indices(" | ").map(|(i, _)| i).collect();
+            lines.next(); // the rule
+            for row in lines
+                .by_ref()
+                .take_while(|l| !l.is_empty() && !l.starts_with('('))
+            {
+                assert!(!row.contains('~'), "{name}: a cut word in {row:?}");
+                let at: Vec<usize> = row.match_indices(" | ").map(|(i, _)| i).collect();
+                assert!(
+                    at.len() <= bars.len() && at == bars[..at.len()],
+                    "{name}: {row:?} does not line up with {header:?}"
+                );
+            }
+        }
+        assert!(tables > 0, "{name}: no timeline in:\n{stdout}{stderr}");
+    }
 }
