@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use hcabus::hca::HwStep;
 use hcabus::recorder::{Record, RecordKind};
 use hcabus::sim::SimHost;
 use hcabus::types::EventKind;
@@ -21,6 +22,53 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// A duration or an instant as a person reads it: "980 us", "1.250 ms", "2.000 s".
+pub fn span(us: u64) -> String {
+    if us >= 1_000_000 {
+        format!("{:.3} s", us as f64 / 1e6)
+    } else if us >= 1_000 {
+        format!("{:.3} ms", us as f64 / 1e3)
+    } else {
+        format!("{us} us")
+    }
+}
+
+/// A round step (1, 2 or 5 times a power of ten, in us) giving four to eight ticks over
+/// `width`.
+pub fn tick_step(width_us: u64) -> u64 {
+    let raw = (width_us / 8).max(1);
+    let mut p = 1u64;
+    while p.saturating_mul(10) <= raw {
+        p *= 10;
+    }
+    [1, 2, 5, 10]
+        .into_iter()
+        .map(|m| p.saturating_mul(m))
+        .find(|s| *s >= raw)
+        .unwrap_or(p.saturating_mul(10))
+}
+
+/// A tick's label, with as many decimals as its step needs.
+fn tick_label(t_us: u64, step_us: u64) -> String {
+    let ms = t_us as f64 / 1e3;
+    match step_us {
+        s if s % 1_000 == 0 => format!("{} ms", t_us / 1_000),
+        s if s % 100 == 0 => format!("{ms:.1} ms"),
+        _ => format!("{ms:.3} ms"),
+    }
+}
+
+/// About how wide `text` is in sans-serif of `size` px: capitals are wider.
+fn text_width(text: &str, size: f64) -> f64 {
+    text.chars()
+        .map(|c| if c.is_ascii_uppercase() { 0.68 } else { 0.55 })
+        .sum::<f64>()
+        * size
+}
+
+/// RESET's colour: its own, not the hardware band's.
+const RESET_COLOUR: &str = "#7b2cbf";
+
 fn phase_colour(state: State) -> Option<(&'static str, &'static str)> {
     match state {
         State::Preparing => Some(("#e9c46a", "query")),
@@ -34,7 +82,7 @@ fn phase_colour(state: State) -> Option<(&'static str, &'static str)> {
 
 fn marker(kind: EventKind) -> (&'static str, &'static str) {
     match kind {
-        EventKind::Reset => ("#e76f51", "RESET"),
+        EventKind::Reset => (RESET_COLOUR, "RESET"),
         EventKind::ResetEnd => ("#2a9d8f", "RESET_END"),
         EventKind::ResetFailed => ("#6c757d", "RESET_FAILED"),
         EventKind::ResetAborted => ("#8d99ae", "RESET_ABORTED"),
@@ -54,15 +102,22 @@ pub fn render(host: &SimHost) -> String {
 /// The picture of a run of several adapters: one lane group per adapter, one above the
 /// other on one time axis (the window spans every adapter's resets).
 pub fn render_many(hosts: &[(String, SimHost)]) -> String {
+    // An adapter where nothing happened does not stretch the window to the whole run.
     let windows: Vec<(u64, u64)> = hosts
         .iter()
-        .map(|(_, h)| {
+        .filter_map(|(_, h)| {
             let records: Vec<&Record> = h.coordinator().recorder().iter().collect();
-            window(h, &records)
+            busy_window(h, &records)
         })
         .collect();
+    let whole = hosts
+        .iter()
+        .map(|(_, h)| h.end().as_us())
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let lo = windows.iter().map(|w| w.0).min().unwrap_or(0);
-    let hi = windows.iter().map(|w| w.1).max().unwrap_or(1);
+    let hi = windows.iter().map(|w| w.1).max().unwrap_or(whole);
     let w = LEFT + WIDTH + 30.0;
     let mut body = String::new();
     let mut y = 0.0;
@@ -89,11 +144,12 @@ fn render_in(host: &SimHost, (lo, hi): (u64, u64), adapter: Option<&str>) -> (St
         hi,
         lanes: host.agents().len() + 1,
     };
-    let height = TOP + c.lanes_height() + 70.0;
+    let height = TOP + c.lanes_height() + 90.0;
     c.header(host, adapter);
     c.lanes(host);
     c.phase_bands(&records);
-    c.captions(&records);
+    c.attempts(&records);
+    c.captions(host, &records);
     c.faults(host);
     c.markers(host, &records);
     let axis_y = c.axis();
@@ -102,27 +158,41 @@ fn render_in(host: &SimHost, (lo, hi): (u64, u64), adapter: Option<&str>) -> (St
     (c.s, height)
 }
 
-/// The window: from a little before the first fault or reset to a little after the last
-/// reset ended; the whole run if nothing happened.
+/// Whether the picture draws `r`: the window must hold every one.
+fn drawn(r: &Record) -> bool {
+    match r.kind {
+        RecordKind::Transition { .. }
+        | RecordKind::Event { .. }
+        | RecordKind::Unresponsive { .. }
+        | RecordKind::Throttled { .. }
+        | RecordKind::Vetoed { .. } => true,
+        RecordKind::Call { call, .. } => matches!(call, Call::ResetExecute | Call::ResetConsent),
+        RecordKind::Hw { step, .. } => is_attempt(step),
+        _ => false,
+    }
+}
+
+fn is_attempt(step: HwStep) -> bool {
+    matches!(step, HwStep::AssertReset | HwStep::FunctionLevelReset)
+}
+
+/// The window: from a little before the first thing drawn (a fault, a reset, a marker) to a
+/// little after the last; the whole run if nothing happened.
 fn window(host: &SimHost, records: &[&Record]) -> (u64, u64) {
+    busy_window(host, records).unwrap_or((0, host.end().as_us().max(1)))
+}
+
+/// [`window`], or `None` when nothing happened.
+fn busy_window(host: &SimHost, records: &[&Record]) -> Option<(u64, u64)> {
     let interesting: Vec<u64> = records
         .iter()
-        .filter(|r| {
-            matches!(
-                r.kind,
-                RecordKind::Transition { .. } | RecordKind::Event { .. }
-            )
-        })
-        .map(|r| r.at.as_us())
+        .filter(|r| drawn(r))
+        .flat_map(|r| [r.at.as_us(), r.last_at.as_us()])
         .chain(host.faults_applied().iter().map(|(t, _)| t.as_us()))
         .collect();
-    match (interesting.iter().min(), interesting.iter().max()) {
-        (Some(&a), Some(&b)) => {
-            let pad = ((b - a) / 10).max(5_000);
-            (a.saturating_sub(pad), b + pad)
-        }
-        _ => (0, host.end().as_us().max(1)),
-    }
+    let (a, b) = (*interesting.iter().min()?, *interesting.iter().max()?);
+    let pad = ((b - a) / 10).max(5_000);
+    Some((a.saturating_sub(pad), b + pad))
 }
 
 /// The picture being drawn: time runs from `lo` to `hi` (us) across `WIDTH`.
@@ -149,7 +219,7 @@ impl Canvas {
 
     fn header(&mut self, host: &SimHost, adapter: Option<&str>) {
         let coord = host.coordinator();
-        let height = TOP + self.lanes_height() + 70.0;
+        let height = TOP + self.lanes_height() + 90.0;
         let _ = writeln!(
             self.s,
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" viewBox="0 0 {w} {height}" font-family="sans-serif" font-size="12">"#,
@@ -207,47 +277,100 @@ impl Canvas {
             let (x0, w) = (self.x(from), (self.x(to) - self.x(from)).max(2.0));
             let _ = writeln!(
                 self.s,
-                r#"<rect x="{x0:.1}" y="{TOP}" width="{w:.1}" height="{h}" fill="{colour}" opacity="0.12"/><rect x="{x0:.1}" y="{y}" width="{w:.1}" height="{bh}" fill="{colour}"><title>{label}: {d} us</title></rect>"#,
+                r#"<rect x="{x0:.1}" y="{TOP}" width="{w:.1}" height="{h}" fill="{colour}" opacity="0.12"/><rect class="phase" x="{x0:.1}" y="{y}" width="{w:.1}" height="{bh}" fill="{colour}"><title>{label} {d}, from {at}</title></rect>"#,
                 h = self.lanes_height(),
                 y = TOP + 6.0,
                 bh = LANE - 12.0,
-                d = to - from
+                d = span(to - from),
+                at = span(from)
             );
         }
     }
 
-    /// What each reset was and how it ended, one caption at its start on the bus lane.
-    fn captions(&mut self, records: &[&Record]) {
-        let mut captions: Vec<(u64, String)> = Vec::new();
-        let mut open: Option<(u64, String)> = None;
-        for r in records {
-            let end = match r.kind {
-                RecordKind::ResetStarted { epoch, reason, .. } => {
-                    captions.extend(open.take());
-                    open = Some((r.at.as_us(), format!("{epoch} {reason}")));
-                    continue;
-                }
-                RecordKind::ResetFinished { outcome, .. } => outcome.as_str(),
-                RecordKind::ResetFailed { error, .. } => error.as_str(),
-                _ => continue,
-            };
-            if let Some((at, text)) = open.take() {
-                captions.push((at, format!("{text} \u{2192} {end}")));
+    /// What each reset was and how it ended (a removal, a veto and a failure included), one
+    /// caption at its start on the bus lane; a reset still running at the end says so.
+    fn captions(&mut self, host: &SimHost, records: &[&Record]) {
+        let mut captions: Vec<(u64, String)> = host
+            .resets()
+            .iter()
+            .map(|r| {
+                let outcome = r.outcome.as_str();
+                let (epoch, why) = (r.epoch, r.reason_name());
+                (
+                    r.started_at.as_us(),
+                    format!("{epoch} {why} \u{2192} {outcome}"),
+                )
+            })
+            .collect();
+        let last_start = records.iter().rev().find_map(|r| match r.kind {
+            RecordKind::ResetStarted { epoch, reason, .. } => Some((r.at.as_us(), epoch, reason)),
+            _ => None,
+        });
+        if let Some((at, epoch, reason)) = last_start {
+            if !captions.iter().any(|(t, _)| *t == at) {
+                captions.push((at, format!("{epoch} {reason} \u{2192} still running")));
             }
         }
-        captions.extend(open);
+        captions.sort_by_key(|c| c.0);
+        // Where each of the two caption rows (under the band, above the lane) is free from.
+        let mut free = [f64::MIN; 2];
         for (at, text) in captions {
+            let w = text_width(&text, 11.0);
             // Near the right edge the caption ends there instead of running off the picture.
-            let (cx, anchor) = if self.x(at) > LEFT + WIDTH * 0.8 {
-                (LEFT + WIDTH - 4.0, "end")
+            let (cx, anchor, x0) = if self.x(at) + 4.0 + w > LEFT + WIDTH {
+                (LEFT + WIDTH - 4.0, "end", LEFT + WIDTH - 4.0 - w)
             } else {
-                (self.x(at) + 4.0, "start")
+                (self.x(at) + 4.0, "start", self.x(at) + 4.0)
             };
+            // A caption that would run into the one before goes to the other row.
+            let row = usize::from(x0 < free[0] && x0 >= free[1]);
+            free[row] = x0 + w + 6.0;
+            let y = [TOP + LANE - 2.0, TOP - 4.0][row];
             let _ = writeln!(
                 self.s,
-                r##"<text x="{cx:.1}" y="{:.1}" fill="#212529" font-size="11" text-anchor="{anchor}">{}</text>"##,
-                TOP + LANE - 2.0,
+                r##"<text class="caption" x="{cx:.1}" y="{y:.1}" fill="#212529" font-size="11" text-anchor="{anchor}">{}</text>"##,
                 escape(&text)
+            );
+        }
+    }
+
+    /// Each reset asserted in the hardware phase, retries and the function-level reset
+    /// apart: a white tick across the band, labelled, red when the step failed.
+    fn attempts(&mut self, records: &[&Record]) {
+        let mut soft = 0;
+        for r in records {
+            let (step, outcome) = match r.kind {
+                RecordKind::ResetStarted { .. } => {
+                    soft = 0;
+                    continue;
+                }
+                RecordKind::Hw { step, outcome, .. } if is_attempt(step) => (step, outcome),
+                _ => continue,
+            };
+            let (label, what) = if step == HwStep::FunctionLevelReset {
+                ("FLR".to_string(), "function-level reset".to_string())
+            } else {
+                soft += 1;
+                (format!("soft {soft}"), format!("soft reset {soft}"))
+            };
+            let colour = if outcome.is_ok() {
+                "#ffffff"
+            } else {
+                "#d00000"
+            };
+            let x = self.x(r.at.as_us());
+            let title = escape(&format!(
+                "{what} at {}: {}",
+                span(r.at.as_us()),
+                outcome.as_str()
+            ));
+            let _ = writeln!(
+                self.s,
+                r##"<g class="attempt"><line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1}" stroke="{colour}" stroke-width="2"/><text x="{tx:.1}" y="{ty}" fill="{colour}" font-size="9">{label}</text><title>{title}</title></g>"##,
+                y0 = TOP + 6.0,
+                y1 = TOP + LANE - 6.0,
+                tx = x + 2.0,
+                ty = TOP + 15.0,
             );
         }
     }
@@ -255,14 +378,22 @@ impl Canvas {
     fn faults(&mut self, host: &SimHost) {
         for (at, fault) in host.faults_applied() {
             let fx = self.x(at.as_us());
+            let label = format!("{fault:?}");
+            // Near the right edge the label ends at the line instead of running off.
+            let (tx, anchor) = if fx + 3.0 + text_width(&label, 12.0) > LEFT + WIDTH + 28.0 {
+                (fx - 3.0, "end")
+            } else {
+                (fx + 3.0, "start")
+            };
             let _ = writeln!(
                 self.s,
-                r##"<line x1="{fx:.1}" y1="{}" x2="{fx:.1}" y2="{}" stroke="#d00000" stroke-width="2" stroke-dasharray="4 3"/><text x="{:.1}" y="{}" fill="#d00000">{}</text>"##,
+                r##"<g class="fault"><line x1="{fx:.1}" y1="{}" x2="{fx:.1}" y2="{}" stroke="#d00000" stroke-width="2" stroke-dasharray="4 3"/><text x="{tx:.1}" y="{}" fill="#d00000" text-anchor="{anchor}">{}</text><title>{} at {}</title></g>"##,
                 TOP - 14.0,
                 TOP + self.lanes_height(),
-                fx + 3.0,
                 TOP - 4.0,
-                escape(&format!("{fault:?}"))
+                escape(&label),
+                escape(&label),
+                span(at.as_us())
             );
         }
     }
@@ -297,16 +428,16 @@ impl Canvas {
             };
             let (cx, cy) = (self.x(r.at.as_us()), Self::lane_y(lane + 1) + LANE / 2.0);
             // A veto's reason is the client's own text.
-            let title = escape(&format!("{label} at {} us", r.at.as_us()));
+            let title = escape(&format!("{label}: {} at {}", r.name, span(r.at.as_us())));
             if round {
                 let _ = writeln!(
                     self.s,
-                    r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="5" fill="{colour}"><title>{title}</title></circle>"#
+                    r#"<circle class="marker" cx="{cx:.1}" cy="{cy:.1}" r="5" fill="{colour}"><title>{title}</title></circle>"#
                 );
             } else {
                 let _ = writeln!(
                     self.s,
-                    r#"<rect x="{:.1}" y="{:.1}" width="8" height="16" fill="{colour}"><title>{title}</title></rect>"#,
+                    r#"<rect class="marker" x="{:.1}" y="{:.1}" width="8" height="16" fill="{colour}"><title>{title}</title></rect>"#,
                     cx - 4.0,
                     cy - 8.0
                 );
@@ -314,44 +445,72 @@ impl Canvas {
         }
     }
 
-    /// The time axis; returns where it is drawn.
+    /// The time axis, its ticks on round values; returns where it is drawn.
     fn axis(&mut self) -> f64 {
         let axis_y = TOP + self.lanes_height() + 16.0;
         let (lo, hi) = (self.lo, self.hi);
-        for i in 0..=5 {
-            let t = lo + (hi - lo) * i / 5;
+        let step = tick_step(hi - lo);
+        let mut t = lo.div_ceil(step) * step;
+        while t <= hi {
             let tx = self.x(t);
             let _ = writeln!(
                 self.s,
-                r##"<line x1="{tx:.1}" y1="{}" x2="{tx:.1}" y2="{}" stroke="#adb5bd"/><text x="{tx:.1}" y="{}" text-anchor="middle">{:.1} ms</text>"##,
+                r##"<g class="tick"><line x1="{tx:.1}" y1="{}" x2="{tx:.1}" y2="{}" stroke="#adb5bd"/><text x="{tx:.1}" y="{}" text-anchor="middle">{}</text></g>"##,
                 axis_y - 8.0,
                 axis_y - 2.0,
                 axis_y + 12.0,
-                t as f64 / 1000.0
+                tick_label(t, step)
             );
+            t += step;
         }
         axis_y
     }
 
+    /// Two rows: the phases (bands) and the markers, each entry as wide as its text.
     fn legend(&mut self, axis_y: f64) {
-        let ly = axis_y + 34.0;
-        let mut lx = LEFT;
-        for (colour, label) in [
-            ("#e9c46a", "query / RESET_QUERY"),
+        let phases: [(&str, &str); 5] = [
+            ("#e9c46a", "query"),
             ("#f4a261", "quiesce"),
-            ("#e76f51", "hardware reset / RESET"),
-            ("#2a9d8f", "restore / RESET_END"),
-            ("#264653", "execute"),
-            ("#9b2226", "veto / forced"),
-            ("#d00000", "fault"),
-        ] {
+            ("#e76f51", "hardware reset (ticks: soft n, FLR)"),
+            ("#2a9d8f", "restore"),
+            ("#6c757d", "failed"),
+        ];
+        let markers: [(&str, &str); 9] = [
+            ("#e9c46a", "RESET_QUERY"),
+            (RESET_COLOUR, "RESET"),
+            ("#264653", "execute / consent"),
+            ("#2a9d8f", "RESET_END"),
+            ("#6c757d", "RESET_FAILED"),
+            ("#000000", "DEVICE_FATAL"),
+            ("#52b788", "PORT_ACTIVE"),
+            ("#9d0208", "PORT_DOWN"),
+            ("#9b2226", "veto / forced / throttled"),
+        ];
+        let rows: [(&str, &[(&str, &str)]); 2] = [("phases", &phases), ("markers", &markers)];
+        for (row, (title, entries)) in rows.iter().enumerate() {
+            let ly = axis_y + 34.0 + row as f64 * 18.0;
             let _ = writeln!(
                 self.s,
-                r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{colour}"/><text x="{}" y="{ly}">{label}</text>"#,
-                ly - 10.0,
-                lx + 16.0
+                r##"<text x="10" y="{ly}" fill="#6c757d">{title}</text>"##
             );
-            lx += 155.0;
+            let mut lx = 80.0;
+            for (colour, label) in entries.iter() {
+                let _ = writeln!(
+                    self.s,
+                    r#"<g class="legend"><rect x="{lx}" y="{}" width="12" height="12" fill="{colour}"/><text x="{}" y="{ly}">{label}</text></g>"#,
+                    ly - 10.0,
+                    lx + 16.0
+                );
+                lx += 16.0 + text_width(label, 12.0) + 14.0;
+            }
         }
+        let fault_x = LEFT + WIDTH - 60.0;
+        let _ = writeln!(
+            self.s,
+            r##"<g class="legend"><line x1="{fault_x}" y1="{y0}" x2="{fault_x}" y2="{y1}" stroke="#d00000" stroke-width="2" stroke-dasharray="4 3"/><text x="{}" y="{y1}" fill="#d00000">fault</text></g>"##,
+            fault_x + 6.0,
+            y0 = axis_y + 22.0,
+            y1 = axis_y + 34.0
+        );
     }
 }

@@ -564,14 +564,17 @@ fn the_timeline_option_draws_the_resets_as_svg() {
         assert!(svg.contains(&format!(">{lane}</text>")), "lane {lane}");
     }
     assert!(
-        svg.contains("<title>FORCED at"),
+        svg.contains("<title>FORCED: wedged at 3.000 s</title>"),
         "the forced client is marked"
     );
     assert!(
         svg.contains("e1 catastrophic \u{2192} Restored"),
         "the reset is captioned"
     );
-    assert!(svg.contains("quiesce: 2000000 us"), "the 2 s quiesce band");
+    assert!(
+        svg.contains("<title>quiesce 2.000 s, from"),
+        "the 2 s quiesce band"
+    );
     let (code, _, stderr) = hcasim(&[
         "run",
         path.to_str().expect("utf-8"),

@@ -127,7 +127,7 @@ impl ResetReport {
 impl serde::Serialize for ResetReport {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut m = s.serialize_struct("ResetReport", 13)?;
+        let mut m = s.serialize_struct("ResetReport", 15)?;
         m.serialize_field("epoch", &self.epoch.0)?;
         m.serialize_field("reason", self.reason_name())?;
         m.serialize_field("outcome", &self.outcome)?;
@@ -144,6 +144,9 @@ impl serde::Serialize for ResetReport {
             Some(hca) => m.serialize_field("hca", hca)?,
             None => m.skip_field("hca")?,
         }
+        // Appended: soft resets asserted (retries included) and whether an FLR followed.
+        m.serialize_field("soft_attempts", &self.soft_attempts)?;
+        m.serialize_field("flr_used", &self.flr_used)?;
         m.end()
     }
 }
