@@ -71,22 +71,6 @@ impl ResetSummary {
             admin_reason: r.admin_reason,
         })
     }
-
-    /// The named forced clients.
-    pub fn forced_names(&self) -> impl Iterator<Item = &ClientName> {
-        let named = usize::from(self.forced).min(FORCED_NAMES);
-        self.forced_names[..named].iter()
-    }
-
-    /// Why, as a person reads it: a restart says so rather than giving the reason code it
-    /// runs under.
-    pub fn why(&self) -> &'static str {
-        if self.restart {
-            "admin_restart"
-        } else {
-            self.reason.as_str()
-        }
-    }
 }
 
 /// The last [`HISTORY_LEN`] summaries.
