@@ -14,6 +14,9 @@ use rand::Rng;
 use crate::pattern::*;
 use crate::srp::SrpStatus;
 
+mod series;
+pub use series::{IoBucket, IoSeries, SERIES_BUCKETS, SERIES_START_US};
+
 /// How an I/O completed upward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IoStatus {
@@ -137,6 +140,7 @@ pub struct BlockWorkload {
     busy_lba: Vec<bool>,
     scratch: Vec<u8>,
     stats: IoStats,
+    series: IoSeries,
 }
 
 impl BlockWorkload {
@@ -158,11 +162,17 @@ impl BlockWorkload {
             busy_lba: std::vec![false; config.n_blocks as usize],
             scratch,
             stats: IoStats::default(),
+            series: IoSeries::new(),
         }
     }
 
     pub fn stats(&self) -> &IoStats {
         &self.stats
+    }
+
+    /// What completed, failed and waited, interval by interval.
+    pub fn series(&self) -> &IoSeries {
+        &self.series
     }
 
     pub fn next_at(&self) -> Option<Instant> {
@@ -231,6 +241,7 @@ impl BlockWorkload {
         if self.outstanding.len() < self.outstanding.capacity() {
             self.outstanding.push(Outstanding { req, done: false });
         }
+        self.series.depth(req.submitted_at, self.outstanding.len());
     }
 
     /// The disk was busy: try `req` again next.
@@ -255,6 +266,9 @@ impl BlockWorkload {
         let lba = req.lba as usize;
         let latency = now.saturating_since(req.submitted_at).as_us();
         self.stats.max_latency_us = self.stats.max_latency_us.max(latency);
+        self.series.depth(now, self.outstanding.len());
+        self.series
+            .completion(now, c.status == IoStatus::Ok, latency);
         match c.status {
             IoStatus::Ok => {
                 self.stats.completed += 1;

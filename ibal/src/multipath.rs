@@ -140,6 +140,10 @@ impl Multipath {
     pub fn lun(&self) -> &Lun {
         &self.lun
     }
+    /// The workload above every path.
+    pub fn workload(&self) -> &BlockWorkload {
+        &self.workload
+    }
     /// What the disk did, a time with no path still running counted up to the latest
     /// instant a path reported.
     pub fn stats(&self) -> MultipathStats {

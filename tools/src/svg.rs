@@ -10,6 +10,9 @@ use hcabus::sim::SimHost;
 use hcabus::types::EventKind;
 use hcabus::types::{Call, State};
 
+mod io;
+use io::{IoLane, IO_LANE};
+
 const LEFT: f64 = 150.0;
 const WIDTH: f64 = 1100.0;
 const LANE: f64 = 34.0;
@@ -96,7 +99,7 @@ fn marker(kind: EventKind) -> (&'static str, &'static str) {
 /// The picture of `host`'s run, focused on its resets.
 pub fn render(host: &SimHost) -> String {
     let records: Vec<&Record> = host.coordinator().recorder().iter().collect();
-    render_in(host, window(host, &records), None).0
+    render_in(host, window(host, &records), None, io::disk_lanes(host)).0
 }
 
 /// The picture of a run of several adapters: one lane group per adapter, one above the
@@ -121,8 +124,14 @@ pub fn render_many(hosts: &[(String, SimHost)]) -> String {
     let w = LEFT + WIDTH + 30.0;
     let mut body = String::new();
     let mut y = 0.0;
-    for (name, host) in hosts {
-        let (svg, height) = render_in(host, (lo, hi), Some(name));
+    // A multipath disk spans adapters: its lane goes under the last adapter's.
+    let mut multipath = Some(io::multipath_lanes(hosts));
+    for (k, (name, host)) in hosts.iter().enumerate() {
+        let mut io = io::disk_lanes(host);
+        if k + 1 == hosts.len() {
+            io.extend(multipath.take().unwrap_or_default());
+        }
+        let (svg, height) = render_in(host, (lo, hi), Some(name), io);
         let _ = writeln!(body, r#"<g transform="translate(0 {y})">"#);
         // The group's own <svg> element nests as is: SVG allows it inside another.
         body.push_str(&svg);
@@ -135,18 +144,25 @@ pub fn render_many(hosts: &[(String, SimHost)]) -> String {
 }
 
 /// The picture of one adapter over `lo..hi`, titled with its adapter's name in a host of
-/// several; with its height.
-fn render_in(host: &SimHost, (lo, hi): (u64, u64), adapter: Option<&str>) -> (String, f64) {
+/// several, with the I/O lanes `io`; with its height.
+fn render_in(
+    host: &SimHost,
+    (lo, hi): (u64, u64),
+    adapter: Option<&str>,
+    io: Vec<IoLane>,
+) -> (String, f64) {
     let records: Vec<&Record> = host.coordinator().recorder().iter().collect();
     let mut c = Canvas {
         s: String::new(),
         lo,
         hi,
         lanes: host.agents().len() + 1,
+        io_lanes: io.len(),
     };
-    let height = TOP + c.lanes_height() + 90.0;
+    let height = c.height();
     c.header(host, adapter);
     c.lanes(host);
+    c.io_lanes(&io);
     c.phase_bands(&records);
     c.attempts(&records);
     c.captions(host, &records);
@@ -201,6 +217,7 @@ struct Canvas {
     lo: u64,
     hi: u64,
     lanes: usize,
+    io_lanes: usize,
 }
 
 impl Canvas {
@@ -213,13 +230,23 @@ impl Canvas {
         TOP + i as f64 * LANE
     }
 
+    /// Every lane, the I/O lanes included.
     fn lanes_height(&self) -> f64 {
-        self.lanes as f64 * LANE
+        self.lanes as f64 * LANE + self.io_lanes as f64 * IO_LANE
+    }
+
+    /// The legend's rows: phases, markers and, where there are I/O lanes, I/O.
+    fn legend_rows(&self) -> usize {
+        2 + usize::from(self.io_lanes > 0)
+    }
+
+    fn height(&self) -> f64 {
+        TOP + self.lanes_height() + 54.0 + 18.0 * self.legend_rows() as f64
     }
 
     fn header(&mut self, host: &SimHost, adapter: Option<&str>) {
         let coord = host.coordinator();
-        let height = TOP + self.lanes_height() + 90.0;
+        let height = self.height();
         let _ = writeln!(
             self.s,
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" viewBox="0 0 {w} {height}" font-family="sans-serif" font-size="12">"#,
@@ -486,8 +513,12 @@ impl Canvas {
             ("#9d0208", "PORT_DOWN"),
             ("#9b2226", "veto / forced / throttled"),
         ];
-        let rows: [(&str, &[(&str, &str)]); 2] = [("phases", &phases), ("markers", &markers)];
-        for (row, (title, entries)) in rows.iter().enumerate() {
+        let rows: [(&str, &[(&str, &str)]); 3] = [
+            ("phases", &phases),
+            ("markers", &markers),
+            ("I/O", &io::LEGEND),
+        ];
+        for (row, (title, entries)) in rows.iter().take(self.legend_rows()).enumerate() {
             let ly = axis_y + 34.0 + row as f64 * 18.0;
             let _ = writeln!(
                 self.s,

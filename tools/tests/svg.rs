@@ -196,3 +196,125 @@ fn a_removal_is_captioned_as_one_and_device_fatal_is_marked() {
         .count();
     assert!(fatal > 0);
 }
+
+/// Each disk's I/O lane of `doc`: its name and the lane's element.
+fn io_lanes<'a>(doc: &'a roxmltree::Document<'a>) -> Vec<(String, roxmltree::Node<'a, 'a>)> {
+    class(doc, "io-lane")
+        .into_iter()
+        .map(|n| {
+            let name = n
+                .children()
+                .find(|c| c.has_tag_name("text"))
+                .and_then(|c| c.text())
+                .unwrap_or_default()
+                .to_string();
+            (name, n)
+        })
+        .collect()
+}
+
+fn in_class<'a>(n: roxmltree::Node<'a, 'a>, name: &str) -> Vec<roxmltree::Node<'a, 'a>> {
+    n.descendants()
+        .filter(|c| c.attribute("class") == Some(name))
+        .collect()
+}
+
+#[test]
+fn io_that_piles_up_between_the_fault_and_its_detection_shows_in_each_disks_lane() {
+    let (svg, report) = draw("default-boot-from-san.toml");
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+    common(&doc, "default-boot-from-san");
+    let lanes = io_lanes(&doc);
+    let names: Vec<&str> = lanes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["I/O bootdisk", "I/O data-lun"]);
+    let fault_x = num(class(&doc, "fault")[0].first_child().expect("line"), "x1");
+    let reset_x = class(&doc, "marker")
+        .iter()
+        .filter(|n| text_of(**n, "title").starts_with("RESET:"))
+        .map(|n| num(*n, "x") + 4.0)
+        .fold(f64::MAX, f64::min);
+    assert!(
+        fault_x + 50.0 < reset_x,
+        "detection comes well after the fault"
+    );
+    for (name, lane) in &lanes {
+        // Nothing completes from a little after the fault until the reset is under way.
+        let done_between = in_class(*lane, "io-done")
+            .iter()
+            .filter(|r| num(**r, "x") > fault_x + 5.0 && num(**r, "x") < reset_x)
+            .count();
+        assert_eq!(
+            done_between, 0,
+            "{name}: I/O completed while the HCA was dead"
+        );
+        // The columns there say the queue held I/O and none finished.
+        let piled: Vec<String> = in_class(*lane, "io-column")
+            .iter()
+            .filter(|c| num(**c, "x") > fault_x + 5.0 && num(**c, "x") < reset_x)
+            .map(|c| text_of(*c, "title"))
+            .collect();
+        assert!(!piled.is_empty(), "{name}: columns over the pile-up");
+        for t in &piled {
+            assert!(t.contains(" 0 completed, 0 failed"), "{name}: {t}");
+            let depth: u64 = t
+                .split("up to ")
+                .nth(1)
+                .and_then(|s| s.split(' ').next())
+                .and_then(|d| d.parse().ok())
+                .unwrap_or_else(|| panic!("{name}: a depth in {t}"));
+            assert!(depth > 0, "{name}: {t}");
+        }
+    }
+    // The slowest wait drawn is the report's max latency.
+    let max_us = report["io"]["max_latency_us"]
+        .as_u64()
+        .expect("max latency");
+    let want = format!("waited up to {}", hcabus_tools::svg::span(max_us));
+    let waits: Vec<String> = class(&doc, "io-wait")
+        .iter()
+        .map(|n| n.text().unwrap_or_default().to_string())
+        .collect();
+    assert!(waits.contains(&want), "{want} not in {waits:?}");
+}
+
+#[test]
+fn io_failed_upward_is_red_in_its_disks_lane_and_the_paging_path_has_none() {
+    let (svg, report) = draw("io-hold-timeout.toml");
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+    common(&doc, "io-hold-timeout");
+    assert!(report["io"]["failed"].as_u64().expect("failed") > 0);
+    let red = |lane: roxmltree::Node<'_, '_>| {
+        in_class(lane, "io-done")
+            .iter()
+            .filter(|r| r.attribute("fill") == Some("#d00000"))
+            .count()
+    };
+    let lanes = io_lanes(&doc);
+    let lane = |name: &str| {
+        lanes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, l)| *l)
+            .unwrap_or_else(|| panic!("no lane {name}"))
+    };
+    assert!(
+        red(lane("I/O data-lun")) > 0,
+        "the data LUN failed I/O upward"
+    );
+    assert_eq!(red(lane("I/O bootdisk")), 0, "the paging path holds");
+    let legend: Vec<String> = class(&doc, "legend")
+        .iter()
+        .map(|n| text_of(*n, "text"))
+        .collect();
+    for want in ["I/O outstanding", "I/O completed", "I/O failed"] {
+        assert!(legend.iter().any(|l| l == want), "{want} in {legend:?}");
+    }
+}
+
+#[test]
+fn a_multipath_disk_has_one_io_lane_however_many_paths() {
+    let (svg, _) = draw("multipath-failover.toml");
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+    let names: Vec<String> = io_lanes(&doc).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["I/O bootdisk (multipath)"]);
+}
