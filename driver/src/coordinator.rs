@@ -209,8 +209,13 @@ impl Coordinator {
                 };
                 max
             ],
-            order: Vec::with_capacity(max),
-            actions: VecDeque::with_capacity(action_capacity),
+            order: crate::reserve::touched_vec(max, 0),
+            actions: crate::reserve::touched_deque(
+                action_capacity,
+                Action::CancelTimer {
+                    timer: TimerId::HwPoll,
+                },
+            ),
             action_capacity,
             recorder: FlightRecorder::new(config.recorder_capacity),
             health: HealthMonitor::default(),

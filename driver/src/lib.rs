@@ -21,6 +21,7 @@ pub mod ioctl;
 pub mod mmio;
 pub mod policy;
 pub mod recorder;
+pub mod reserve;
 pub mod time;
 pub mod timers;
 pub mod types;

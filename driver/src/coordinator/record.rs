@@ -110,7 +110,7 @@ impl ResetRecord {
             hw_entered: false,
             hw_done_at: None,
             finished_at: None,
-            forced: Vec::with_capacity(max_clients),
+            forced: crate::reserve::touched_vec(max_clients, ClientId::from_raw(0)),
             soft_attempts: 0,
             flr_used: false,
             pnp_operations: 0,

@@ -62,7 +62,7 @@ impl ScriptedAgent {
             id: None,
             pending_ack: None,
             next_request,
-            events: Vec::with_capacity(AGENT_EVENT_CAPACITY),
+            events: crate::reserve::touched_vec(AGENT_EVENT_CAPACITY, EventKind::Reset),
             requested_on_end: false,
             refusals: 0,
         }

@@ -139,7 +139,7 @@ impl SimHost {
             hca,
             agents,
             bindings: std::vec![None; max],
-            history: Vec::with_capacity(64 * max),
+            history: crate::reserve::touched_vec(64 * max, (ClientId::from_raw(0), 0)),
             timers: TimerTable::default(),
             faults,
             next_fault: 0,

@@ -1,6 +1,7 @@
 //! Feature `sim`: the simulated HCA and the hosts that run the coordinator on Linux.
 
 pub mod agent;
+pub mod bench;
 pub mod bus;
 pub mod fake_connectx;
 pub mod hca;
