@@ -26,6 +26,7 @@ mod health;
 mod history;
 mod inputs;
 mod mutants;
+mod order;
 mod ports;
 mod queries;
 mod query;
@@ -36,6 +37,7 @@ mod stage;
 pub use health::{HealthError, HealthReport};
 pub use history::{ResetHistory, ResetSummary, HISTORY_LEN};
 pub use mutants::Mutant;
+use order::Order;
 pub use ports::PortView;
 pub use record::{ResetRecord, ResetResult, FORCED_NAMES};
 use stage::{Entry, FwAllowance, Slot, Stage, Walk, Window};
@@ -155,7 +157,10 @@ pub struct Coordinator {
     identity: Identity,
     slots: Vec<Slot>,
     /// Slot indices in registration order; RESET goes out in reverse, RESET_END forward.
-    order: Vec<u16>,
+    order: Order,
+    /// Every slot below it is taken: where the search for a free slot starts, so a client
+    /// that leaves and comes back does not scan the whole table.
+    free_from: usize,
     actions: VecDeque<Action>,
     action_capacity: usize,
     recorder: FlightRecorder,
@@ -209,7 +214,8 @@ impl Coordinator {
                 };
                 max
             ],
-            order: crate::reserve::touched_vec(max, 0),
+            order: Order::new(max),
+            free_from: 0,
             actions: crate::reserve::touched_deque(
                 action_capacity,
                 Action::CancelTimer {
@@ -254,7 +260,10 @@ impl Coordinator {
                 RegisterError::code,
             ));
         }
-        let Some(index) = self.slots.iter().position(|s| s.entry.is_none()) else {
+        let free = self.slots[self.free_from..]
+            .iter()
+            .position(|s| s.entry.is_none());
+        let Some(index) = free.map(|i| i + self.free_from) else {
             return Err(self.refused(
                 None,
                 Call::Register,
@@ -288,6 +297,7 @@ impl Coordinator {
             ports: if late { 0 } else { ports::ALL_PORTS },
         });
         self.order.push(index as u16);
+        self.free_from = index + 1;
         self.counters.registrations += 1;
         self.record(RecordKind::Call {
             client: Some(id),
@@ -318,9 +328,8 @@ impl Coordinator {
         self.counters.unregistrations += 1;
         let entry = self.slots[index].entry.take();
         self.slots[index].generation = self.slots[index].generation.wrapping_add(1);
-        if let Some(pos) = self.order.iter().position(|&i| usize::from(i) == index) {
-            self.order.remove(pos);
-        }
+        self.order.remove(index as u16);
+        self.free_from = self.free_from.min(index);
         match entry.map(|e| e.state) {
             Some(ClientState::Quiescing) if self.state() == State::Quiescing => {
                 self.barrier_member_done()
@@ -525,14 +534,18 @@ impl Coordinator {
         mut visit: impl FnMut(&mut Entry) -> Option<T>,
         mut then: impl FnMut(&mut Self, ClientId, T),
     ) -> u16 {
-        let n = self.order.len();
         let mut count = 0;
-        for k in 0..n {
-            let i = match walk {
-                Walk::OldestFirst => k,
-                Walk::NewestFirst => n - 1 - k,
+        let mut cur = match walk {
+            Walk::OldestFirst => self.order.first(),
+            Walk::NewestFirst => self.order.last(),
+        };
+        while let Some(slot) = cur {
+            // Taken before `then`, which may not change the order but holds `self`.
+            cur = match walk {
+                Walk::OldestFirst => self.order.after(slot),
+                Walk::NewestFirst => self.order.before(slot),
             };
-            let index = usize::from(self.order[i]);
+            let index = usize::from(slot);
             let Some(e) = self.slots[index].entry.as_mut() else {
                 continue;
             };

@@ -5,11 +5,26 @@
 /// Bytes of one logical block.
 pub const BLOCK_SIZE: usize = 4096;
 
-/// FNV-1a, 64 bits: enough to tell one block's contents from another's.
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// FNV-1a, 64 bits, taken a 64-bit word at a time (bytes for a tail): enough to tell one
+/// block's contents from another's. Each step is a bijection of the running hash for a
+/// given word, so two blocks that differ in one word always differ in their checksums. A
+/// word at a time is 8x fewer multiplies than FNV's byte at a time, which was two thirds
+/// of hcasim's instructions.
 pub fn checksum(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    let mut words = data.chunks_exact(8);
+    let mut h = FNV_OFFSET;
+    for w in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(word)).wrapping_mul(FNV_PRIME);
+    }
+    for b in words.remainder() {
+        h = (h ^ u64::from(*b)).wrapping_mul(FNV_PRIME);
+    }
+    h
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -23,10 +38,14 @@ fn splitmix(state: &mut u64) -> u64 {
 /// Fills `buf` with the byte stream of `seed`.
 pub fn fill_pattern(seed: u64, buf: &mut [u8]) {
     let mut state = seed;
-    for chunk in buf.chunks_mut(8) {
-        let v = splitmix(&mut state).to_le_bytes();
-        chunk.copy_from_slice(&v[..chunk.len()]);
+    let mut words = buf.chunks_exact_mut(8);
+    for chunk in &mut words {
+        chunk.copy_from_slice(&splitmix(&mut state).to_le_bytes());
     }
+    let tail = words.into_remainder();
+    let v = splitmix(&mut state).to_le_bytes();
+    let n = tail.len();
+    tail.copy_from_slice(&v[..n]);
 }
 
 /// Seed of a block's contents before anyone wrote it.
@@ -37,4 +56,34 @@ pub fn initial_seed(lun_id: u32, lba: u64) -> u64 {
 /// Seed of the data written by I/O `id` at `lba`.
 pub fn write_seed(id: u64, lba: u64) -> u64 {
     0x5eed_0000_0000_0000 ^ (id << 24) ^ lba
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_changed_byte_changes_the_checksum_tail_included() {
+        let mut block = std::vec![0u8; BLOCK_SIZE + 5];
+        fill_pattern(initial_seed(1, 7), &mut block);
+        let want = checksum(&block);
+        for at in [0, 7, 8, 1000, BLOCK_SIZE - 1, BLOCK_SIZE, BLOCK_SIZE + 4] {
+            block[at] ^= 0x40;
+            assert_ne!(checksum(&block), want, "byte {at}");
+            block[at] ^= 0x40;
+        }
+        assert_eq!(checksum(&block), want);
+    }
+
+    #[test]
+    fn a_pattern_depends_on_its_seed_and_fills_a_tail() {
+        let (mut a, mut b) = (std::vec![0u8; 13], std::vec![0u8; 13]);
+        fill_pattern(write_seed(1, 2), &mut a);
+        fill_pattern(write_seed(2, 2), &mut b);
+        assert_ne!(a, b);
+        assert_ne!(&a[8..], &[0u8; 5], "the tail is filled");
+        let mut again = std::vec![0u8; 13];
+        fill_pattern(write_seed(1, 2), &mut again);
+        assert_eq!(a, again);
+    }
 }

@@ -59,7 +59,7 @@ impl Coordinator {
     pub fn clients(&self) -> impl Iterator<Item = ClientInfo> + '_ {
         self.order
             .iter()
-            .filter_map(|&i| self.slots[usize::from(i)].entry.as_ref())
+            .filter_map(|i| self.slots[usize::from(i)].entry.as_ref())
             .map(Self::info)
     }
     pub fn client(&self, id: ClientId) -> Result<ClientInfo, LookupError> {

@@ -10,6 +10,7 @@ use crate::coordinator::*;
 use crate::errors::*;
 use crate::policy::Policy;
 use crate::sim::hca::SimHca;
+use crate::sim::invariants::InvariantChecker;
 use crate::time::Instant;
 use crate::types::*;
 
@@ -21,6 +22,7 @@ pub struct Bus<'a> {
     pub(crate) coord: &'a mut Coordinator,
     pub(crate) bindings: &'a mut [Option<(ClientId, usize)>],
     pub(crate) history: &'a mut Vec<(ClientId, usize)>,
+    pub(crate) checker: &'a mut InvariantChecker,
     pub(crate) rng: &'a mut ChaCha8Rng,
     pub(crate) hca: &'a mut SimHca,
     pub(crate) agent: usize,
@@ -48,6 +50,7 @@ impl BusHandle for Bus<'_> {
     }
     fn register(&mut self, desc: ClientDesc) -> Result<Registration, RegisterError> {
         let reg = self.coord.register(self.now, desc)?;
+        self.checker.registered(self.coord, reg.id);
         self.bindings[usize::from(reg.id.index)] = Some((reg.id, self.agent));
         // Reserved at start; a run that registers more often than that loses only names.
         if self.history.len() < self.history.capacity() {
@@ -56,7 +59,9 @@ impl BusHandle for Bus<'_> {
         Ok(reg)
     }
     fn unregister(&mut self, id: ClientId) -> Result<(), UnregisterError> {
-        self.coord.unregister(self.now, id)
+        self.coord.unregister(self.now, id)?;
+        self.checker.unregistered(self.coord, id);
+        Ok(())
     }
     fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError> {
         self.coord.reset_request(self.now, id)

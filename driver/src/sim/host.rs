@@ -35,6 +35,7 @@ macro_rules! bus {
             coord: &mut $host.coord,
             bindings: &mut $host.bindings,
             history: &mut $host.history,
+            checker: &mut $host.checker,
             rng: &mut $host.rng,
             hca: &mut $host.hca,
             agent: $agent,

@@ -72,8 +72,7 @@ impl InvariantChecker {
     pub fn sync(&mut self, coord: &Coordinator) {
         // Only when membership changed: scanning after every callback would make a reset
         // quadratic in the number of clients.
-        let c = coord.counters();
-        let membership = c.registrations + c.unregistrations;
+        let membership = Self::membership(coord);
         if membership == self.membership_seen {
             return;
         }
@@ -97,6 +96,36 @@ impl InvariantChecker {
                 }
             }
         }
+    }
+
+    /// `id` has just registered on `coord` (the host saw the call succeed): checked at once,
+    /// without the rescan of [`InvariantChecker::sync`], which would make a reset where every
+    /// client registers again quadratic. Only when this call is the one change since the
+    /// last look; otherwise the next `sync` rescans.
+    pub fn registered(&mut self, coord: &Coordinator, id: ClientId) {
+        if Self::membership(coord) != self.membership_seen + 1 {
+            return;
+        }
+        self.membership_seen += 1;
+        if let Ok(c) = coord.client(id) {
+            let late =
+                coord.reset_in_progress() && !c.in_barrier && coord.state() != State::Preparing;
+            self.on_register(id, late, c.state == ClientState::Failed);
+        }
+    }
+
+    /// `id` has just unregistered from `coord`; as [`InvariantChecker::registered`].
+    pub fn unregistered(&mut self, coord: &Coordinator, id: ClientId) {
+        if Self::membership(coord) != self.membership_seen + 1 {
+            return;
+        }
+        self.membership_seen += 1;
+        self.on_unregister(id);
+    }
+
+    fn membership(coord: &Coordinator) -> u64 {
+        let c = coord.counters();
+        c.registrations + c.unregistrations
     }
 
     /// A client registered; `late` when it registered during a reset.

@@ -1,0 +1,141 @@
+//! The registration order of the client slots: RESET goes out newest first, RESET_END
+//! oldest first. A doubly linked list over slot indices, reserved and written at start, so
+//! that a client leaving (from inside its RESET callback, say) is unlinked in constant time:
+//! a vector's search and shift made a reset where every client registers again quadratic.
+
+use alloc::vec::Vec;
+
+use crate::reserve::touched_vec;
+
+/// No slot: the end of the list.
+const NIL: u16 = u16::MAX;
+
+#[derive(Clone, PartialEq, Eq)]
+pub(super) struct Order {
+    next: Vec<u16>,
+    prev: Vec<u16>,
+    linked: Vec<bool>,
+    head: u16,
+    tail: u16,
+    len: usize,
+}
+
+impl core::fmt::Debug for Order {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Order {
+    /// Room for slots `0..max` (`max` below `u16::MAX`, which marks an end).
+    pub(super) fn new(max: usize) -> Self {
+        let mut o = Order {
+            next: touched_vec(max, NIL),
+            prev: touched_vec(max, NIL),
+            linked: touched_vec(max, false),
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        };
+        o.next.resize(max, NIL);
+        o.prev.resize(max, NIL);
+        o.linked.resize(max, false);
+        o
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Slot `index` becomes the newest.
+    pub(super) fn push(&mut self, index: u16) {
+        let i = usize::from(index);
+        if self.linked.get(i) != Some(&false) {
+            debug_assert!(false, "slot {index} pushed twice or out of range");
+            return;
+        }
+        self.linked[i] = true;
+        self.prev[i] = self.tail;
+        self.next[i] = NIL;
+        match self.tail {
+            NIL => self.head = index,
+            t => self.next[usize::from(t)] = index,
+        }
+        self.tail = index;
+        self.len += 1;
+    }
+
+    /// Slot `index` leaves the order (nothing if it is not in it).
+    pub(super) fn remove(&mut self, index: u16) {
+        let i = usize::from(index);
+        if self.linked.get(i) != Some(&true) {
+            return;
+        }
+        let (p, n) = (self.prev[i], self.next[i]);
+        match p {
+            NIL => self.head = n,
+            p => self.next[usize::from(p)] = n,
+        }
+        match n {
+            NIL => self.tail = p,
+            n => self.prev[usize::from(n)] = p,
+        }
+        self.linked[i] = false;
+        self.len -= 1;
+    }
+
+    /// The oldest slot.
+    pub(super) fn first(&self) -> Option<u16> {
+        (self.head != NIL).then_some(self.head)
+    }
+
+    /// The newest slot.
+    pub(super) fn last(&self) -> Option<u16> {
+        (self.tail != NIL).then_some(self.tail)
+    }
+
+    /// The slot after `index` (newer), if any.
+    pub(super) fn after(&self, index: u16) -> Option<u16> {
+        let n = self.next[usize::from(index)];
+        (n != NIL).then_some(n)
+    }
+
+    /// The slot before `index` (older), if any.
+    pub(super) fn before(&self, index: u16) -> Option<u16> {
+        let p = self.prev[usize::from(index)];
+        (p != NIL).then_some(p)
+    }
+
+    /// Oldest first.
+    pub(super) fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        core::iter::successors(self.first(), |&i| self.after(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    #[test]
+    fn leaving_and_coming_back_keeps_the_registration_order() {
+        let mut o = Order::new(8);
+        for i in 0..5 {
+            o.push(i);
+        }
+        o.remove(4);
+        o.remove(0);
+        o.remove(2);
+        o.remove(2);
+        o.push(2);
+        assert_eq!(o.iter().collect::<Vec<_>>(), vec![1, 3, 2]);
+        assert_eq!(o.len(), 3);
+        assert_eq!((o.first(), o.last()), (Some(1), Some(2)));
+        assert_eq!(o.before(2), Some(3));
+        assert_eq!(alloc::format!("{o:?}"), "[1, 3, 2]");
+        for i in [1, 3, 2] {
+            o.remove(i);
+        }
+        assert_eq!((o.first(), o.last(), o.len()), (None, None, 0));
+    }
+}
