@@ -303,13 +303,14 @@ mod tests {
     #[cfg(target_os = "linux")]
     fn minor_faults_count_a_fresh_page_touched() {
         let before = minor_faults(FaultScope::Thread).expect("/proc on Linux");
-        // 64 fresh pages, each written once: the kernel maps them on first touch.
+        // Fresh pages, each written once: the kernel maps them on first touch.
         let mut v: Vec<u8> = Vec::with_capacity((64 << 12) + (1 << 20));
         for i in (0..v.capacity()).step_by(4096) {
             v.spare_capacity_mut()[i].write(1);
         }
         let after = minor_faults(FaultScope::Thread).expect("/proc on Linux");
-        assert!(after >= before + 64, "{before} -> {after}");
+        // Transparent huge pages may map several pages per fault: at least one is seen.
+        assert!(after > before, "{before} -> {after}");
         assert!(minor_faults(FaultScope::Process).expect("process") >= after);
     }
 
