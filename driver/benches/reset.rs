@@ -5,7 +5,9 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use hcabus::recorder::{FlightRecorder, HwOutcome, RecordKind};
+use hcabus::sim::bench::{bench_setup, Floor, MinimalHost};
 use hcabus::sim::{Behavior, Fault, SimHost, SimSetup};
+use hcabus::types::Epoch;
 use hcabus::types::{ClientDesc, ClientFlags, ClientKind, ShortText};
 use hcabus::{Duration, HwStep, Instant};
 
@@ -51,6 +53,40 @@ fn reset_cycle(c: &mut Criterion) {
     g.finish();
 }
 
+/// The same reset, side by side at each size: the floor of any bus (N dynamic RESET
+/// callbacks that acknowledge, N RESET_END callbacks), the coordinator on the smallest host,
+/// and the virtual-time host, each warm (one reset done before measuring). The per-client
+/// ratios of these are what `cargo bench -p hcabus-tools --bench ratios` prints.
+fn side_by_side(c: &mut Criterion) {
+    let mut g = c.benchmark_group("side_by_side");
+    for n in [1usize, 8, 64, 256, 1024] {
+        g.throughput(Throughput::Elements(n as u64));
+        let mut floor = Floor::new(n);
+        let mut epoch = 1;
+        g.bench_with_input(BenchmarkId::new("floor", n), &n, |b, _| {
+            b.iter(|| {
+                epoch += 1;
+                floor.reset(Epoch(epoch))
+            })
+        });
+        let mut minimal = MinimalHost::new(n, false).expect("minimal host");
+        minimal.reset().expect("warm-up reset");
+        g.bench_with_input(BenchmarkId::new("minimal_host", n), &n, |b, _| {
+            b.iter(|| minimal.reset())
+        });
+        let mut host = SimHost::new(&bench_setup(n, false)).expect("bench setup");
+        host.run_until(Instant::from_ms(100));
+        g.bench_with_input(BenchmarkId::new("virtual_time", n), &n, |b, _| {
+            b.iter(|| {
+                host.inject(Fault::AdminReset);
+                let until = host.now() + Duration::from_ms(1_000);
+                host.run_until(until);
+            })
+        });
+    }
+    g.finish();
+}
+
 fn recorder(c: &mut Criterion) {
     let mut r = FlightRecorder::new(4096);
     let probe = |outcome| RecordKind::Hw {
@@ -66,7 +102,7 @@ fn recorder(c: &mut Criterion) {
             t += 1;
             r.record(
                 Instant::from_us(t),
-                ShortText::EMPTY,
+                &ShortText::EMPTY,
                 kinds[(t % 2) as usize],
             )
         })
@@ -74,10 +110,10 @@ fn recorder(c: &mut Criterion) {
     c.bench_function("flight_recorder/repeat", |b| {
         b.iter(|| {
             t += 1;
-            r.record(Instant::from_us(t), ShortText::EMPTY, kinds[0])
+            r.record(Instant::from_us(t), &ShortText::EMPTY, kinds[0])
         })
     });
 }
 
-criterion_group!(benches, reset_cycle, recorder);
+criterion_group!(benches, reset_cycle, side_by_side, recorder);
 criterion_main!(benches);

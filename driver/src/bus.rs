@@ -78,6 +78,14 @@ pub trait Client<B: BusHandle + ?Sized> {
     fn next_wake(&self) -> Option<Instant> {
         None
     }
+    /// Whether [`Client::next_wake`] depends on this client's own state alone, changed only
+    /// when the host calls it ([`Client::start`], [`Client::on_event`], [`Client::wake`]):
+    /// a host may then keep the answer until its next call instead of asking at every
+    /// step. `false` (the default) for a client whose wake follows state it shares (a
+    /// multipath device other adapters' clients also drive) or the passing of time.
+    fn wake_is_own(&self) -> bool {
+        false
+    }
     /// The client's own work, at PASSIVE_LEVEL: it may block and, off the reset path,
     /// allocate.
     fn wake(&mut self, _bus: &mut B) {}

@@ -377,7 +377,7 @@ impl Coordinator {
         log::warn!("client {client} '{name}' throttled: over its reset request limit");
         self.counters.refusals += 1;
         self.counters.throttled += 1;
-        self.record_named(RecordKind::Throttled { client }, name);
+        self.record_named(RecordKind::Throttled { client }, &name);
         true
     }
 
@@ -447,7 +447,7 @@ impl Coordinator {
         let name = kind
             .client()
             .map_or(ShortText::EMPTY, |id| self.name_of(id));
-        self.recorder.record(self.now, name, kind);
+        self.recorder.record(self.now, &name, kind);
     }
 
     /// The registered name of `id`; empty for an unknown or stale id.
@@ -460,7 +460,7 @@ impl Coordinator {
 
     /// Records `kind` under `name`: a client's name already looked up, or an administrator's
     /// reason.
-    fn record_named(&mut self, kind: RecordKind, name: ShortText) {
+    fn record_named(&mut self, kind: RecordKind, name: &ShortText) {
         self.recorder.record(self.now, name, kind);
     }
 
@@ -535,16 +535,10 @@ impl Coordinator {
         mut then: impl FnMut(&mut Self, ClientId, T),
     ) -> u16 {
         let mut count = 0;
-        let mut cur = match walk {
-            Walk::OldestFirst => self.order.first(),
-            Walk::NewestFirst => self.order.last(),
-        };
+        let mut cur = self.order.end(walk);
         while let Some(slot) = cur {
             // Taken before `then`, which may not change the order but holds `self`.
-            cur = match walk {
-                Walk::OldestFirst => self.order.after(slot),
-                Walk::NewestFirst => self.order.before(slot),
-            };
+            cur = self.order.next(slot, walk);
             let index = usize::from(slot);
             let Some(e) = self.slots[index].entry.as_mut() else {
                 continue;
@@ -558,9 +552,35 @@ impl Coordinator {
         count
     }
 
-    /// The common fan-out: an event to every client `visit` picks.
-    fn deliver_each(&mut self, walk: Walk, visit: impl FnMut(&mut Entry) -> Option<Event>) -> u16 {
-        self.fan_out(walk, visit, Self::deliver)
+    /// The common fan-out: an event to every client `visit` picks. The hottest loop of a
+    /// reset (one pass per client per event), so it records with the name of the entry in
+    /// hand instead of looking the client up again.
+    fn deliver_each(
+        &mut self,
+        walk: Walk,
+        mut visit: impl FnMut(&mut Entry) -> Option<Event>,
+    ) -> u16 {
+        let mut count = 0;
+        let mut cur = self.order.end(walk);
+        while let Some(slot) = cur {
+            cur = self.order.next(slot, walk);
+            let Some(e) = self.slots[usize::from(slot)].entry.as_mut() else {
+                continue;
+            };
+            let Some(event) = visit(e) else {
+                continue;
+            };
+            count += 1;
+            let (client, epoch) = (e.id, event.epoch().unwrap_or(self.epoch));
+            let kind = RecordKind::Event {
+                client,
+                event: event.kind(),
+                epoch,
+            };
+            self.recorder.record(self.now, &e.desc.name, kind);
+            self.push(Action::Deliver { client, event });
+        }
+        count
     }
 
     fn push(&mut self, action: Action) {

@@ -313,11 +313,14 @@ impl Record {
 }
 
 /// Fixed-capacity ring of records.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct FlightRecorder {
+    /// Every slot is there from the start (blank until written), so a record is written in
+    /// place: no push, no copy through the stack, no page touched for the first time.
     ring: Vec<Record>,
-    capacity: usize,
-    /// Index the next record is written to once the ring is full.
+    /// Slots written so far, up to the ring's length.
+    len: usize,
+    /// Index the next record is written to.
     head: usize,
     next_seq: u64,
     dropped: u64,
@@ -325,21 +328,10 @@ pub struct FlightRecorder {
     coalesced: u64,
 }
 
-/// A clone reserves the whole ring again, as [`FlightRecorder::new`] does.
-impl Clone for FlightRecorder {
-    fn clone(&self) -> Self {
-        let mut ring = Vec::with_capacity(self.capacity);
-        ring.extend_from_slice(&self.ring);
-        FlightRecorder { ring, ..*self }
-    }
-}
-
 impl FlightRecorder {
     /// Reserves every slot now and writes each once, so that no page of the ring faults in
     /// later on the reset path (SPEC §6); `capacity` of zero is raised to one.
     pub fn new(capacity: usize) -> Self {
-        let capacity = capacity.max(1);
-        let mut ring = Vec::with_capacity(capacity);
         let blank = Record::once(
             0,
             Instant::ZERO,
@@ -348,11 +340,11 @@ impl FlightRecorder {
                 op: PnpOp::ReportChildrenMissing,
             },
         );
-        ring.resize(capacity, blank);
-        ring.clear();
+        let mut ring = Vec::new();
+        ring.resize(capacity.max(1), blank);
         FlightRecorder {
             ring,
-            capacity,
+            len: 0,
             head: 0,
             next_seq: 0,
             dropped: 0,
@@ -362,46 +354,49 @@ impl FlightRecorder {
 
     /// Records `kind` about `name` (see [`Record::name`]) and returns its sequence number;
     /// a repeat of the newest record is counted in it and returns its number.
-    pub fn record(&mut self, at: Instant, name: ShortText, kind: RecordKind) -> u64 {
-        if let Some(newest) = self.newest_mut() {
-            if newest.kind == kind && newest.name == name {
+    pub fn record(&mut self, at: Instant, name: &ShortText, kind: RecordKind) -> u64 {
+        let newest = self.head.checked_sub(1).unwrap_or(self.ring.len() - 1);
+        if self.len > 0 {
+            let newest = &mut self.ring[newest];
+            if newest.kind == kind && newest.name == *name {
                 newest.count = newest.count.saturating_add(1);
                 newest.last_at = at;
-                let seq = newest.seq;
                 self.coalesced += 1;
-                return seq;
+                return newest.seq;
             }
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let rec = Record::once(seq, at, name, kind);
-        if self.ring.len() < self.capacity {
-            // Within the reserved capacity: never reallocates.
-            self.ring.push(rec);
+        if self.len < self.ring.len() {
+            self.len += 1;
         } else {
-            self.ring[self.head] = rec;
             self.dropped += 1;
         }
-        self.head = (self.head + 1) % self.capacity;
-        log::trace!("{rec}");
+        let slot = &mut self.ring[self.head];
+        slot.seq = seq;
+        slot.at = at;
+        slot.last_at = at;
+        slot.count = 1;
+        slot.name = *name;
+        slot.kind = kind;
+        log::trace!("{slot}");
+        self.head += 1;
+        if self.head == self.ring.len() {
+            self.head = 0;
+        }
         seq
     }
 
-    fn newest_mut(&mut self) -> Option<&mut Record> {
-        let newest = (self.head + self.capacity - 1) % self.capacity;
-        self.ring.get_mut(newest)
-    }
-
     pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    pub fn len(&self) -> usize {
         self.ring.len()
     }
 
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.ring.is_empty()
+        self.len == 0
     }
 
     /// Records overwritten because the ring was full.
@@ -421,12 +416,15 @@ impl FlightRecorder {
 
     /// Oldest to newest.
     pub fn iter(&self) -> impl Iterator<Item = &Record> + '_ {
-        let split = if self.ring.len() < self.capacity {
-            0
+        // Before the ring first fills, the records are the first `len` slots.
+        let (split, end) = if self.len < self.ring.len() {
+            (0, self.len)
         } else {
-            self.head
+            (self.head, self.ring.len())
         };
-        self.ring[split..].iter().chain(self.ring[..split].iter())
+        self.ring[split..end]
+            .iter()
+            .chain(self.ring[..split].iter())
     }
 
     /// Records with `seq >= from`, oldest first; what was overwritten is simply absent.

@@ -17,6 +17,7 @@ use crate::ipoib::{IpoibClient, IpoibConfig, NetStats};
 use crate::multipath::SharedMultipath;
 use crate::uverbs::{UverbsClient, UverbsConfig};
 
+pub mod compare;
 mod embedded;
 mod multi;
 
@@ -131,6 +132,21 @@ pub(crate) fn build_with(
     setup: &StackSetup,
     disks: &[SharedMultipath],
 ) -> Result<SimHost, BuildError> {
+    let agents = agents_with(setup, disks)?;
+    SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
+}
+
+/// A new access layer and every client of `setup`, not yet started: what a host adds
+/// again after removing its clients ([`SimHost::add_agents`]).
+pub fn agents(setup: &StackSetup) -> Result<Vec<Box<dyn Agent>>, BuildError> {
+    crate::budget::check(setup).map_err(BuildError::Budget)?;
+    agents_with(setup, &[])
+}
+
+fn agents_with(
+    setup: &StackSetup,
+    disks: &[SharedMultipath],
+) -> Result<Vec<Box<dyn Agent>>, BuildError> {
     let ibal = SharedIbal::new(Ibal::new(setup.ibal.unwrap_or_default()));
     let mut agents: Vec<Box<dyn Agent>> = Vec::with_capacity(setup.clients.len() + 1);
     if setup.ibal.is_some() {
@@ -172,7 +188,7 @@ pub(crate) fn build_with(
         };
         agents.push(agent);
     }
-    SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
+    Ok(agents)
 }
 
 /// The I/O accounting of every disk of `host`, summed.

@@ -38,7 +38,7 @@ impl Coordinator {
                 client: None,
                 call: Call::AdminReset,
             },
-            reason,
+            &reason,
         );
         let result = self.admin_reset_inner(kind);
         if result.is_ok() && self.reset.is_open() && self.reset.admin_reason.as_str().is_empty() {

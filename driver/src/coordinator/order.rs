@@ -5,6 +5,7 @@
 
 use alloc::vec::Vec;
 
+use super::stage::Walk;
 use crate::reserve::touched_vec;
 
 /// No slot: the end of the list.
@@ -104,6 +105,22 @@ impl Order {
     pub(super) fn before(&self, index: u16) -> Option<u16> {
         let p = self.prev[usize::from(index)];
         (p != NIL).then_some(p)
+    }
+
+    /// Where a walk `walk` starts.
+    pub(super) fn end(&self, walk: Walk) -> Option<u16> {
+        match walk {
+            Walk::OldestFirst => self.first(),
+            Walk::NewestFirst => self.last(),
+        }
+    }
+
+    /// The slot a walk `walk` visits after `index`.
+    pub(super) fn next(&self, index: u16, walk: Walk) -> Option<u16> {
+        match walk {
+            Walk::OldestFirst => self.after(index),
+            Walk::NewestFirst => self.before(index),
+        }
     }
 
     /// Oldest first.

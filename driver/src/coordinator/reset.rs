@@ -253,7 +253,7 @@ impl Coordinator {
                 first_forced.get_or_insert(id);
                 c.counters.unresponsive_clients += 1;
                 c.reset.force(id, name);
-                c.record_named(RecordKind::Unresponsive { client: id }, name);
+                c.record_named(RecordKind::Unresponsive { client: id }, &name);
             },
         );
         if let Some(q) = self.quiesce_mut() {

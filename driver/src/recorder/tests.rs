@@ -272,7 +272,7 @@ fn probe(i: u64) -> RecordKind {
 fn keeps_everything_until_full() {
     let mut r = FlightRecorder::new(4);
     for i in 0..3 {
-        r.record(Instant::from_ms(i), ShortText::EMPTY, probe(i));
+        r.record(Instant::from_ms(i), &ShortText::EMPTY, probe(i));
     }
     assert_eq!(r.len(), 3);
     assert_eq!(r.dropped(), 0);
@@ -284,7 +284,7 @@ fn keeps_everything_until_full() {
 fn wraps_with_drop_count_and_monotonic_sequence() {
     let mut r = FlightRecorder::new(4);
     for i in 0..11 {
-        r.record(Instant::from_ms(i), ShortText::EMPTY, probe(i));
+        r.record(Instant::from_ms(i), &ShortText::EMPTY, probe(i));
     }
     assert_eq!(r.len(), 4);
     assert_eq!(r.dropped(), 7);
@@ -303,22 +303,22 @@ fn wraps_with_drop_count_and_monotonic_sequence() {
 fn a_repeat_of_the_newest_record_is_counted_not_written() {
     let mut r = FlightRecorder::new(4);
     let none = ShortText::EMPTY;
-    let first = r.record(Instant::from_ms(1), none, hw(HwOutcome::Ready));
+    let first = r.record(Instant::from_ms(1), &none, hw(HwOutcome::Ready));
     for ms in 2..=5_000 {
         assert_eq!(
-            r.record(Instant::from_ms(ms), none, hw(HwOutcome::NotReady)),
+            r.record(Instant::from_ms(ms), &none, hw(HwOutcome::NotReady)),
             first + 1
         );
     }
     // The same kind about another client is not a repeat.
     r.record(
         Instant::from_ms(6_000),
-        ShortText::cut("a"),
+        &ShortText::cut("a"),
         hw(HwOutcome::NotReady),
     );
     r.record(
         Instant::from_ms(6_001),
-        ShortText::cut("b"),
+        &ShortText::cut("b"),
         hw(HwOutcome::NotReady),
     );
     let all: Vec<_> = r.iter().map(|x| (x.seq, x.count)).collect();
@@ -339,11 +339,15 @@ fn a_repeat_of_the_newest_record_is_counted_not_written() {
 #[test]
 fn recording_never_grows_the_ring() {
     let mut r = FlightRecorder::new(8);
-    let cap_before = r.ring.capacity();
+    let (cap_before, at_before) = (r.ring.capacity(), r.ring.as_ptr());
     for i in 0..100 {
-        r.record(Instant::from_us(i), ShortText::EMPTY, probe(i));
+        r.record(Instant::from_us(i), &ShortText::EMPTY, probe(i));
     }
-    assert_eq!(r.ring.capacity(), cap_before);
+    assert_eq!(
+        (r.ring.capacity(), r.ring.as_ptr()),
+        (cap_before, at_before)
+    );
+    assert_eq!((r.len(), r.capacity(), r.dropped()), (8, 8, 92));
 }
 
 #[test]

@@ -156,6 +156,11 @@ impl<B: BusHandle + ?Sized> Client<B> for ScriptedAgent {
         }
     }
 
+    fn wake_is_own(&self) -> bool {
+        // Its pending execute and its request schedule, both set only from its callbacks.
+        true
+    }
+
     fn next_wake(&self) -> Option<Instant> {
         match (self.pending_ack.map(|(t, _)| t), self.next_request) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -242,6 +242,54 @@ pub fn bench_setup(clients: usize, reregister: bool) -> SimSetup {
     }
 }
 
+/// A threaded-host client that executes from inside RESET.
+struct Executes;
+
+impl crate::sim::EventCallback for Executes {
+    fn on_event(&self, bus: &crate::sim::ThreadedBus, id: ClientId, event: Event) {
+        if let Event::Reset { epoch, .. } = event {
+            let _ = bus.reset_execute(id, epoch);
+        }
+    }
+}
+
+/// Page faults of the whole process (every thread of the threaded host: the callers', the
+/// timer thread) over `resets` reset windows on the threaded host with `clients` clients
+/// that execute from inside RESET, after one warm-up reset; with the wall time of a reset.
+/// `None` where faults cannot be read or a reset did not end within its bound.
+pub fn threaded_faults(clients: usize, resets: usize) -> Option<(u64, std::time::Duration)> {
+    use std::sync::Arc;
+    let hca = crate::sim::SharedSimHca::new(SimHca::new(SimHcaConfig {
+        hw_reset: Duration::from_ms(1),
+        ..SimHcaConfig::default()
+    }));
+    let config = Config {
+        max_clients: BENCH_MAX_CLIENTS,
+        recorder_capacity: 8192,
+        policy: bench_policy(),
+    };
+    let host = crate::sim::ThreadedHost::start(config, hca).ok()?;
+    let bus = host.bus();
+    for i in 0..clients {
+        let desc = ClientDesc::new(&format!("c{i}"), ClientKind::Custom, ClientFlags::empty())?;
+        bus.register(desc, Arc::new(Executes)).ok()?;
+    }
+    let bound = std::time::Duration::from_secs(10);
+    let reset = || -> Option<()> {
+        bus.admin_reset(AdminReset::Forced).ok()?;
+        bus.wait_idle(bound).ok()?.then_some(())
+    };
+    reset()?;
+    let mut faults = FaultCounter::new(FaultScope::Process);
+    let before = faults.read()?;
+    let t = std::time::Instant::now();
+    for _ in 0..resets {
+        reset()?;
+    }
+    let wall = t.elapsed() / u32::try_from(resets.max(1)).ok()?;
+    Some((faults.read()? - before, wall))
+}
+
 /// Whose page faults [`minor_faults`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultScope {
@@ -308,6 +356,8 @@ mod tests {
         for i in (0..v.capacity()).step_by(4096) {
             v.spare_capacity_mut()[i].write(1);
         }
+        // Kept: an optimised build would otherwise drop the writes and the buffer with them.
+        core::hint::black_box(&mut v);
         let after = minor_faults(FaultScope::Thread).expect("/proc on Linux");
         // Transparent huge pages may map several pages per fault: at least one is seen.
         assert!(after > before, "{before} -> {after}");

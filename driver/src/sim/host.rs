@@ -23,6 +23,7 @@ use crate::sim::invariants::InvariantChecker;
 use crate::sim::report::{ResetLog, ResetReport};
 use crate::sim::setup::{Fault, SimSetup, COMMAND_TIMEOUT};
 use crate::sim::verifier;
+use crate::sim::wakes::Wakes;
 use crate::time::{Duration, Instant};
 use crate::timers::TimerTable;
 use crate::types::*;
@@ -43,6 +44,8 @@ macro_rules! bus {
         }
     };
 }
+
+mod removal;
 
 /// Counts of what the host did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,6 +83,7 @@ pub struct SimHost {
     rng: ChaCha8Rng,
     stats: HostStats,
     checker: InvariantChecker,
+    wakes: Wakes,
     alloc_probe: Option<AllocProbe>,
     window_start: Option<u64>,
     resets: ResetLog,
@@ -132,7 +136,9 @@ impl SimHost {
                 .faults
                 .iter()
                 .any(|(_, f)| matches!(f, Fault::PortDown { .. }));
+        let wakes = Wakes::new(&agents);
         let mut host = SimHost {
+            wakes,
             ports_modelled,
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
@@ -158,6 +164,7 @@ impl SimHost {
         for i in 0..host.agents.len() {
             let mut bus = bus!(host, i, host.now);
             host.agents[i].start(&mut bus);
+            host.wakes.refresh(i, &host.agents);
         }
         host.checker.sync(&host.coord);
         host.drain();
@@ -237,6 +244,7 @@ impl SimHost {
         let mut bus = bus!(self, i, self.now);
         let agent = (&mut *self.agents[i] as &mut dyn core::any::Any).downcast_mut::<T>()?;
         let r = f(agent, &mut bus);
+        self.wakes.refresh(i, &self.agents);
         self.checker.sync(&self.coord);
         self.drain();
         Some(r)
@@ -380,7 +388,7 @@ impl SimHost {
         [
             self.faults.get(self.next_fault).map(|(t, _)| *t),
             self.timers.next_deadline(),
-            self.agents.iter().filter_map(|a| a.next_wake()).min(),
+            self.wakes.next(&self.agents),
             self.ports_modelled
                 .then(|| self.hca.ports().next_change(self.now))
                 .flatten(),
@@ -428,14 +436,18 @@ impl SimHost {
                 self.drain();
             }
         }
-        for i in 0..self.agents.len() {
-            if self.agents[i].next_wake().is_some_and(|w| w <= now) {
-                let mut bus = bus!(self, i, now);
-                self.agents[i].wake(&mut bus);
-                self.checker.sync(&self.coord);
-                self.drain();
-            }
+        // Agents due now, in index order, each asked at its turn.
+        self.wakes.begin_step(now);
+        let mut after = None;
+        while let Some(i) = self.wakes.next_due(after, &self.agents) {
+            after = Some(i);
+            let mut bus = bus!(self, i, now);
+            self.agents[i].wake(&mut bus);
+            self.wakes.refresh(i, &self.agents);
+            self.checker.sync(&self.coord);
+            self.drain();
         }
+        self.wakes.end_step();
     }
 
     /// Executes every queued action, in order.
@@ -465,6 +477,7 @@ impl SimHost {
                         let before = self.alloc_probe.map(|p| p());
                         let mut bus = bus!(self, agent, now);
                         self.agents[agent].on_event(&mut bus, id, event);
+                        self.wakes.refresh(agent, &self.agents);
                         if let (Some(before), Some(p)) = (before, self.alloc_probe) {
                             let n = p().saturating_sub(before);
                             if n > 0 {

@@ -18,6 +18,7 @@ pub mod sync;
 pub mod threaded;
 pub mod verbs;
 pub mod verifier;
+mod wakes;
 
 pub use crate::fabric::{Fabric, RemoteError, WireMsg, HOST_LID_BASE, WIRE_MTU};
 pub use crate::verbs::{DmaMemory, VerbsLimits};

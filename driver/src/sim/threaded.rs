@@ -64,6 +64,31 @@ struct Core {
     shutdown: bool,
     pnp_operations: u64,
     callback_panics: u64,
+    /// What the timer thread waits for, so that arming a timer wakes it only when it sleeps
+    /// past the new deadline (every arm woke it before: futex calls were most of a reset).
+    timer_sleep: TimerSleep,
+    /// Threads in [`ThreadedBus::wait_idle`]: a drain that ends wakes them only if any.
+    idle_waiters: u32,
+}
+
+/// The timer thread as the core sees it (both are changed under the core lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimerSleep {
+    /// Running: it looks at the timers again before it sleeps.
+    Awake,
+    /// Waiting on `timer_cv` until this deadline, or until notified when `None`.
+    Until(Option<Instant>),
+}
+
+impl TimerSleep {
+    /// Whether a timer due at `at` needs the sleeping thread woken.
+    fn must_wake_for(self, at: Instant) -> bool {
+        match self {
+            TimerSleep::Awake => false,
+            TimerSleep::Until(None) => true,
+            TimerSleep::Until(Some(deadline)) => at < deadline,
+        }
+    }
 }
 
 struct Shared {
@@ -116,6 +141,8 @@ impl ThreadedHost {
                 shutdown: false,
                 pnp_operations: 0,
                 callback_panics: 0,
+                timer_sleep: TimerSleep::Awake,
+                idle_waiters: 0,
             }),
             hca: Mutex::new(Box::new(hca)),
             timer_cv: Condvar::new(),
@@ -268,16 +295,17 @@ impl ThreadedBus {
         verifier::check_may_block("ThreadedBus::wait_idle")?;
         let until = std::time::Instant::now() + timeout;
         let mut core = lock(&self.shared.core);
-        loop {
+        core.idle_waiters += 1;
+        let idle = loop {
             if !core.draining
                 && core.coord.pending_actions() == 0
                 && !core.coord.reset_in_progress()
             {
-                return Ok(true);
+                break true;
             }
             let left = until.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
-                return Ok(false);
+                break false;
             }
             core = self
                 .shared
@@ -285,7 +313,9 @@ impl ThreadedBus {
                 .wait_timeout(core, left)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
-        }
+        };
+        core.idle_waiters -= 1;
+        Ok(idle)
     }
 
     pub fn pnp_operations(&self) -> u64 {
@@ -320,7 +350,9 @@ impl ThreadedBus {
         loop {
             let Some(action) = core.coord.pop_action() else {
                 core.draining = false;
-                self.shared.idle_cv.notify_all();
+                if core.idle_waiters > 0 {
+                    self.shared.idle_cv.notify_all();
+                }
                 return;
             };
             match action {
@@ -351,9 +383,11 @@ impl ThreadedBus {
                     let now = self.now();
                     core.coord.event_delivered(now, client, event.kind());
                 }
-                Action::ArmTimer { .. } => {
+                Action::ArmTimer { at, .. } => {
                     core.timers.apply(&action);
-                    self.shared.timer_cv.notify_all();
+                    if core.timer_sleep.must_wake_for(at) {
+                        self.shared.timer_cv.notify_all();
+                    }
                 }
                 Action::CancelTimer { .. } => {
                     core.timers.apply(&action);
@@ -386,6 +420,8 @@ impl ThreadedBus {
                 continue;
             }
             let next = core.timers.next_deadline();
+            // Set under the lock the wait releases: an arm after this sees it.
+            core.timer_sleep = TimerSleep::Until(next);
             core = match next {
                 Some(at) => {
                     let s = &self.shared;
@@ -397,6 +433,7 @@ impl ThreadedBus {
                     .wait(core)
                     .unwrap_or_else(PoisonError::into_inner),
             };
+            core.timer_sleep = TimerSleep::Awake;
         }
     }
 }

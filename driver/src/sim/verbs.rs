@@ -252,6 +252,18 @@ impl SimVerbs {
         Some(addr)
     }
 
+    /// Every DMA buffer is given back at once: what the host's memory is after every driver
+    /// that held some was removed (the arena has no per-buffer free). Whoever still holds
+    /// an address must never use it again.
+    pub fn dma_release_all(&mut self) {
+        self.dma_next = DMA_BASE;
+    }
+
+    /// Bytes of DMA memory handed out.
+    pub fn dma_in_use(&self) -> u64 {
+        self.dma_next - DMA_BASE
+    }
+
     fn range(&self, addr: u64, len: u64) -> Option<core::ops::Range<usize>> {
         let start = addr.checked_sub(DMA_BASE)?;
         let end = start.checked_add(len)?;
