@@ -184,6 +184,19 @@ struct Way {
     cycle: Cycle,
 }
 
+/// Wall time and allocations of one cycle.
+fn measure(cycle: impl FnOnce() -> Cycle) -> Way {
+    let (region, t) = (Region::new(GLOBAL), Wall::now());
+    let cycle = cycle();
+    let (ns, stats) = (t.elapsed().as_nanos() as f64, region.change());
+    Way {
+        ns,
+        allocations: stats.allocations + stats.reallocations,
+        bytes: stats.bytes_allocated,
+        cycle,
+    }
+}
+
 /// The soft reset and remove/add of the default stack (IBAL and its five clients; the
 /// adapter, the coordinator and the setup kept), each from the fault to the stack being
 /// back, on fresh warm hosts, interleaved; the median round of each by time.
@@ -194,24 +207,10 @@ fn soft_vs_remove_add() -> (Way, Way) {
     for _ in 0..ROUNDS {
         let mut a = compare::warm(&setup).expect("the default stack");
         let mut b = compare::warm(&setup).expect("the default stack");
-        let (region, t) = (Region::new(GLOBAL), Wall::now());
-        let cycle = compare::soft_reset(&mut a);
-        let (ns, stats) = (t.elapsed().as_nanos() as f64, region.change());
-        soft.push(Way {
-            ns,
-            allocations: stats.allocations + stats.reallocations,
-            bytes: stats.bytes_allocated,
-            cycle,
-        });
-        let (region, t) = (Region::new(GLOBAL), Wall::now());
-        let cycle = compare::remove_add(&mut b, &setup).expect("the default stack");
-        let (ns, stats) = (t.elapsed().as_nanos() as f64, region.change());
-        removal.push(Way {
-            ns,
-            allocations: stats.allocations + stats.reallocations,
-            bytes: stats.bytes_allocated,
-            cycle,
-        });
+        soft.push(measure(|| compare::soft_reset(&mut a)));
+        removal.push(measure(|| {
+            compare::remove_add(&mut b, &setup).expect("the default stack")
+        }));
         // Dropped here, outside the measured regions.
         drop((a, b));
     }
