@@ -11,13 +11,13 @@
 //! queue, flight recorder, reset record) is reserved in [`Coordinator::new`]; from RESET to the
 //! last RESET_END nothing allocates (SPEC §6).
 
-use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use crate::errors::*;
 use crate::hca::{HealthMonitor, HwStep, Identity};
 use crate::policy::{Policy, PolicyError};
 use crate::recorder::{FlightRecorder, RecordKind};
+use crate::reserve::Fifo;
 use crate::time::{Duration, Instant};
 use crate::types::*;
 
@@ -27,6 +27,7 @@ mod history;
 mod inputs;
 mod mutants;
 mod order;
+mod outputs;
 mod ports;
 mod queries;
 mod query;
@@ -40,7 +41,7 @@ pub use mutants::Mutant;
 use order::Order;
 pub use ports::PortView;
 pub use record::{ResetRecord, ResetResult, FORCED_NAMES};
-use stage::{Entry, FwAllowance, Slot, Stage, Walk, Window};
+use stage::{Entry, FwAllowance, Slot, Stage, Window};
 
 /// What the host must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,13 +157,16 @@ pub struct Coordinator {
     /// Who the device must still be after a reset.
     identity: Identity,
     slots: Vec<Slot>,
+    /// Each slot's client's recent reset requests, for `client_request_limit`. Beside the
+    /// slots, not in them: read only on a request, and 264 bytes a client that would
+    /// otherwise lie between the fields every reset walks.
+    requests: Vec<Window>,
     /// Slot indices in registration order; RESET goes out in reverse, RESET_END forward.
     order: Order,
     /// Every slot below it is taken: where the search for a free slot starts, so a client
     /// that leaves and comes back does not scan the whole table.
     free_from: usize,
-    actions: VecDeque<Action>,
-    action_capacity: usize,
+    actions: Fifo<Action>,
     recorder: FlightRecorder,
     health: HealthMonitor,
     /// A health read was issued and has not answered: the next poll that finds it so treats
@@ -214,15 +218,15 @@ impl Coordinator {
                 };
                 max
             ],
+            requests: alloc::vec![Window::new(); max],
             order: Order::new(max),
             free_from: 0,
-            actions: crate::reserve::touched_deque(
+            actions: Fifo::new(
                 action_capacity,
                 Action::CancelTimer {
                     timer: TimerId::HwPoll,
                 },
             ),
-            action_capacity,
             recorder: FlightRecorder::new(config.recorder_capacity),
             health: HealthMonitor::default(),
             health_outstanding: false,
@@ -292,10 +296,10 @@ impl Coordinator {
             in_barrier: false,
             queried: false,
             reset_sent_at: now,
-            requests: Window::new(),
             last_ack_latency: None,
             ports: if late { 0 } else { ports::ALL_PORTS },
         });
+        self.requests[index] = Window::new();
         self.order.push(index as u16);
         self.free_from = index + 1;
         self.counters.registrations += 1;
@@ -327,6 +331,9 @@ impl Coordinator {
         });
         self.counters.unregistrations += 1;
         let entry = self.slots[index].entry.take();
+        // A free slot holds no history: states that differ only in a departed client's
+        // requests are one state to the model check.
+        self.requests[index] = Window::new();
         self.slots[index].generation = self.slots[index].generation.wrapping_add(1);
         self.order.remove(index as u16);
         self.free_from = self.free_from.min(index);
@@ -366,11 +373,12 @@ impl Coordinator {
         }
         let (now, window) = (self.now, self.policy.storm_window());
         let limit = usize::from(self.policy.client_request_limit);
-        let Some(e) = self.slots[index].entry.as_mut() else {
+        let Some(e) = self.slots[index].entry.as_ref() else {
             return false;
         };
-        if e.requests.count_within(now, window) < limit {
-            e.requests.push(now);
+        let requests = &mut self.requests[index];
+        if requests.count_within(now, window) < limit {
+            requests.push(now);
             return false;
         }
         let (client, name) = (e.id, e.desc.name);
@@ -392,10 +400,7 @@ impl Coordinator {
         match self.check_execute(id, epoch) {
             Err(e) => Err(self.refused(Some(id), Call::ResetExecute, e, ExecuteError::code)),
             Ok(index) => {
-                self.record(RecordKind::Call {
-                    client: Some(id),
-                    call: Call::ResetExecute,
-                });
+                self.record_call_of(index, Call::ResetExecute);
                 let Some(e) = self.slots[index].entry.as_mut() else {
                     return Ok(ExecuteOutcome::AlreadyReady);
                 };
@@ -448,6 +453,15 @@ impl Coordinator {
             .client()
             .map_or(ShortText::EMPTY, |id| self.name_of(id));
         self.recorder.record(self.now, &name, kind);
+    }
+
+    /// Records `call` by the client in slot `index` under the name its entry holds: a call
+    /// every client makes in every reset, kept off the general path's lookup and copy.
+    fn record_call_of(&mut self, index: usize, call: Call) {
+        if let Some(e) = self.slots[index].entry.as_ref() {
+            self.recorder
+                .record_call(self.now, &e.desc.name, e.id, call);
+        }
     }
 
     /// The registered name of `id`; empty for an unknown or stale id.
@@ -525,117 +539,6 @@ impl Coordinator {
         self.record(RecordKind::Transition { from, to: to_state });
         self.stage = to;
     }
-
-    /// Visits the registered clients in `walk` order; for each client `visit` returns
-    /// something, `then` runs with the coordinator. Returns how many clients that was.
-    fn fan_out<T>(
-        &mut self,
-        walk: Walk,
-        mut visit: impl FnMut(&mut Entry) -> Option<T>,
-        mut then: impl FnMut(&mut Self, ClientId, T),
-    ) -> u16 {
-        let mut count = 0;
-        let mut cur = self.order.end(walk);
-        while let Some(slot) = cur {
-            // Taken before `then`, which may not change the order but holds `self`.
-            cur = self.order.next(slot, walk);
-            let index = usize::from(slot);
-            let Some(e) = self.slots[index].entry.as_mut() else {
-                continue;
-            };
-            if let Some(out) = visit(e) {
-                let id = e.id;
-                count += 1;
-                then(self, id, out);
-            }
-        }
-        count
-    }
-
-    /// The common fan-out: an event to every client `visit` picks. The hottest loop of a
-    /// reset (one pass per client per event), so it records with the name of the entry in
-    /// hand instead of looking the client up again.
-    fn deliver_each(
-        &mut self,
-        walk: Walk,
-        mut visit: impl FnMut(&mut Entry) -> Option<Event>,
-    ) -> u16 {
-        let mut count = 0;
-        let mut cur = self.order.end(walk);
-        while let Some(slot) = cur {
-            cur = self.order.next(slot, walk);
-            let Some(e) = self.slots[usize::from(slot)].entry.as_mut() else {
-                continue;
-            };
-            let Some(event) = visit(e) else {
-                continue;
-            };
-            count += 1;
-            let (client, epoch) = (e.id, event.epoch().unwrap_or(self.epoch));
-            let kind = RecordKind::Event {
-                client,
-                event: event.kind(),
-                epoch,
-            };
-            self.recorder.record(self.now, &e.desc.name, kind);
-            self.push(Action::Deliver { client, event });
-        }
-        count
-    }
-
-    fn push(&mut self, action: Action) {
-        if self.actions.len() >= self.action_capacity {
-            // Sized for the worst case in `new`; reaching this is a sizing bug, not input.
-            debug_assert!(false, "action queue overflow");
-            self.counters.actions_overflowed += 1;
-            log::error!("action queue full: {action:?} dropped");
-            return;
-        }
-        self.actions.push_back(action);
-    }
-
-    fn deliver(&mut self, client: ClientId, event: Event) {
-        let epoch = event.epoch().unwrap_or(self.epoch);
-        self.record(RecordKind::Event {
-            client,
-            event: event.kind(),
-            epoch,
-        });
-        self.push(Action::Deliver { client, event });
-    }
-
-    fn arm(&mut self, timer: TimerId, at: Instant) {
-        let token = self.next_token;
-        self.next_token = self.next_token.wrapping_add(1).max(1);
-        self.timers[timer as usize] = Some(token);
-        self.push(Action::ArmTimer { timer, at, token });
-    }
-
-    fn cancel(&mut self, timer: TimerId) {
-        if self.timers[timer as usize].take().is_some() {
-            self.push(Action::CancelTimer { timer });
-        }
-    }
-
-    fn cancel_all_timers(&mut self) {
-        for t in TimerId::ALL {
-            self.cancel(t);
-        }
-    }
-
-    fn hw_step(&mut self, step: HwStep) {
-        self.counters.hw_steps += 1;
-        self.push(Action::Hw(step));
-    }
-
-    fn pnp(&mut self, op: PnpOp) {
-        self.counters.pnp_operations += 1;
-        if self.reset.is_open() {
-            self.reset.pnp_operations += 1;
-        }
-        self.record(RecordKind::Pnp { op });
-        self.push(Action::Pnp(op));
-    }
 }
 
 /// Feeds everything `fmt::Debug` prints to a hasher, without allocating.
@@ -668,10 +571,11 @@ impl Coordinator {
         let mut w = HashWriter(h);
         let _ = write!(
             w,
-            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
             self.stage,
             self.epoch,
             self.slots,
+            self.requests,
             self.order,
             armed,
             self.reset,

@@ -355,16 +355,87 @@ impl FlightRecorder {
     /// Records `kind` about `name` (see [`Record::name`]) and returns its sequence number;
     /// a repeat of the newest record is counted in it and returns its number.
     pub fn record(&mut self, at: Instant, name: &ShortText, kind: RecordKind) -> u64 {
-        let newest = self.head.checked_sub(1).unwrap_or(self.ring.len() - 1);
-        if self.len > 0 {
-            let newest = &mut self.ring[newest];
-            if newest.kind == kind && newest.name == *name {
-                newest.count = newest.count.saturating_add(1);
-                newest.last_at = at;
-                self.coalesced += 1;
-                return newest.seq;
-            }
+        if let Some(seq) = self.repeat(at, name, |k| *k == kind) {
+            return seq;
         }
+        let slot = self.next_slot(at, name);
+        slot.kind = kind;
+        Self::written(slot)
+    }
+
+    /// [`FlightRecorder::record`] of an event sent to a client. The reset's fan-out
+    /// records one per client: taking the fields, not a [`RecordKind`] built by the caller,
+    /// lets them be stored straight into the slot (a kind built on the stack and copied
+    /// stalls on store forwarding, which was a third of a reset's cost).
+    pub fn record_event(
+        &mut self,
+        at: Instant,
+        name: &ShortText,
+        client: ClientId,
+        event: EventKind,
+        epoch: Epoch,
+    ) -> u64 {
+        let same = |k: &RecordKind| {
+            matches!(*k, RecordKind::Event { client: c, event: e, epoch: p }
+                if c == client && e == event && p == epoch)
+        };
+        if let Some(seq) = self.repeat(at, name, same) {
+            return seq;
+        }
+        let slot = self.next_slot(at, name);
+        slot.kind = RecordKind::Event {
+            client,
+            event,
+            epoch,
+        };
+        Self::written(slot)
+    }
+
+    /// [`FlightRecorder::record`] of a call, field by field as [`Self::record_event`].
+    pub fn record_call(
+        &mut self,
+        at: Instant,
+        name: &ShortText,
+        client: ClientId,
+        call: Call,
+    ) -> u64 {
+        let same = |k: &RecordKind| matches!(*k, RecordKind::Call { client: Some(c), call: l } if c == client && l == call);
+        if let Some(seq) = self.repeat(at, name, same) {
+            return seq;
+        }
+        let slot = self.next_slot(at, name);
+        slot.kind = RecordKind::Call {
+            client: Some(client),
+            call,
+        };
+        Self::written(slot)
+    }
+
+    /// Counts a repeat of the newest record in it (its sequence number returned).
+    #[inline(always)]
+    fn repeat(
+        &mut self,
+        at: Instant,
+        name: &ShortText,
+        same: impl FnOnce(&RecordKind) -> bool,
+    ) -> Option<u64> {
+        let newest = self.head.checked_sub(1).unwrap_or(self.ring.len() - 1);
+        if self.len == 0 {
+            return None;
+        }
+        let newest = &mut self.ring[newest];
+        if !(same(&newest.kind) && newest.name == *name) {
+            return None;
+        }
+        newest.count = newest.count.saturating_add(1);
+        newest.last_at = at;
+        self.coalesced += 1;
+        Some(newest.seq)
+    }
+
+    /// The slot the next record goes to, its head written.
+    #[inline(always)]
+    fn next_slot(&mut self, at: Instant, name: &ShortText) -> &mut Record {
         let seq = self.next_seq;
         self.next_seq += 1;
         if self.len < self.ring.len() {
@@ -372,19 +443,23 @@ impl FlightRecorder {
         } else {
             self.dropped += 1;
         }
-        let slot = &mut self.ring[self.head];
+        let head = self.head;
+        self.head += 1;
+        if self.head == self.ring.len() {
+            self.head = 0;
+        }
+        let slot = &mut self.ring[head];
         slot.seq = seq;
         slot.at = at;
         slot.last_at = at;
         slot.count = 1;
         slot.name = *name;
-        slot.kind = kind;
+        slot
+    }
+
+    fn written(slot: &Record) -> u64 {
         log::trace!("{slot}");
-        self.head += 1;
-        if self.head == self.ring.len() {
-            self.head = 0;
-        }
-        seq
+        slot.seq
     }
 
     pub fn capacity(&self) -> usize {

@@ -12,6 +12,13 @@ use crate::types::*;
 /// The poll interval once retries are exhausted but the device may still reappear.
 const LONG_WAIT_POLL: Duration = Duration::from_ms(1_000);
 
+/// Probes made early in a wait for a device that names no settle time: at 1/8, 1/4 and
+/// 1/2 of the poll interval, then on the interval's own grid (1, 2, 3... intervals). A
+/// device back at once is found an eighth of an interval after the assert, not a whole
+/// one later; one that takes longer is found when it was before, at the cost of at most
+/// three more probes per attempt.
+const EARLY_LOOKS: u8 = 3;
+
 impl Coordinator {
     /// Where the hardware reset stands; `None` outside Resetting.
     pub(super) fn hw_phase(&self) -> Option<HwPhase> {
@@ -77,12 +84,16 @@ impl Coordinator {
             }
             // Still in reset: config reads fail or return all-ones until it is back.
             (HwStep::ProbeReady, _) => {
-                let interval = if phase == HwPhase::LongWait {
-                    LONG_WAIT_POLL
-                } else {
-                    self.policy.hw_poll_interval()
+                let wait = match phase {
+                    HwPhase::WaitingReady { looks } => {
+                        self.set_phase(HwPhase::WaitingReady {
+                            looks: looks.saturating_add(1),
+                        });
+                        self.until_next_look(looks.saturating_add(1))
+                    }
+                    _ => LONG_WAIT_POLL,
                 };
-                self.arm(TimerId::HwPoll, self.now + interval);
+                self.arm(TimerId::HwPoll, self.now + wait);
             }
             (HwStep::RestoreConfig, HwResult::Done) => {
                 self.set_phase(HwPhase::InitCommandInterface);
@@ -98,16 +109,35 @@ impl Coordinator {
     }
 
     /// After an assert: nothing touches the device for `settle`, then probes every poll
-    /// interval, bounded by `hw_ready_timeout` counted from the end of the settle.
+    /// interval, bounded by `hw_ready_timeout` counted from the end of the settle. A device
+    /// that names no settle time is also looked at early (see [`EARLY_LOOKS`]).
     fn wait_ready(&mut self, settle: Duration) {
-        self.set_phase(HwPhase::WaitingReady);
         let probing_from = self.now + settle;
         self.arm(
             TimerId::HwReadyTimeout,
             probing_from + self.policy.hw_ready_timeout(),
         );
-        let first = settle.max(self.policy.hw_poll_interval());
+        let first = if settle == Duration::ZERO {
+            self.set_phase(HwPhase::WaitingReady { looks: 0 });
+            self.until_next_look(0)
+        } else {
+            self.set_phase(HwPhase::WaitingReady { looks: EARLY_LOOKS });
+            settle.max(self.policy.hw_poll_interval())
+        };
         self.arm(TimerId::HwPoll, self.now + first);
+    }
+
+    /// From the probe numbered `looks` (0 before any) to the next: the first look an
+    /// eighth of the poll interval after the assert, each early look doubling the time
+    /// waited since it, then the whole interval.
+    fn until_next_look(&self, looks: u8) -> Duration {
+        let interval = self.policy.hw_poll_interval().as_us();
+        let shift = match looks {
+            0 => EARLY_LOOKS,
+            n if n <= EARLY_LOOKS => EARLY_LOOKS + 1 - n,
+            _ => 0,
+        };
+        Duration::from_us((interval >> shift).max(1))
     }
 
     /// Resetting: config space is saved once per reset (a restart after a failure reuses
@@ -217,3 +247,6 @@ impl Coordinator {
         self.enter_restoring(follow_up);
     }
 }
+
+#[cfg(all(test, feature = "sim"))]
+mod tests;

@@ -166,9 +166,9 @@ impl Coordinator {
         let fatal = Event::DeviceFatal {
             reason: FatalReason::SurpriseRemoval,
         };
-        self.deliver_each(Walk::NewestFirst, |e| {
+        self.deliver_each(Walk::NewestFirst, fatal, |e| {
             e.state = ClientState::Fatal;
-            Some(fatal)
+            true
         });
         if self.reset.is_open() {
             self.conclude(ResetResult::Removed);
@@ -192,11 +192,16 @@ impl Coordinator {
             (TimerId::QueryDeadline, State::Preparing) => self.end_query(None),
             (TimerId::QuiesceDeadline, State::Quiescing) => self.deadline_passed(),
             (TimerId::HwPoll, State::Resetting)
-                if matches!(phase, Some(HwPhase::WaitingReady | HwPhase::LongWait)) =>
+                if matches!(
+                    phase,
+                    Some(HwPhase::WaitingReady { .. } | HwPhase::LongWait)
+                ) =>
             {
                 self.hw_step(HwStep::ProbeReady)
             }
-            (TimerId::HwReadyTimeout, State::Resetting) if phase == Some(HwPhase::WaitingReady) => {
+            (TimerId::HwReadyTimeout, State::Resetting)
+                if matches!(phase, Some(HwPhase::WaitingReady { .. })) =>
+            {
                 self.cancel(TimerId::HwPoll);
                 self.attempt_failed(AttemptFailure::Silent);
             }

@@ -7,8 +7,8 @@ use super::Coordinator;
 /// A planted bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mutant {
-    /// The barrier leaves out a client that never asked for a reset (an "idle" one): it
-    /// hears no RESET, yet the hardware is reset under it.
+    /// The barrier leaves out a client that has not been through a reset yet (an "idle"
+    /// one): it hears no RESET, yet the hardware is reset under it.
     SkipIdleInBarrier,
     /// The quiesce closes when one member is still to execute: RESET_END goes out before
     /// the last `reset_execute`.

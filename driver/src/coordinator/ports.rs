@@ -106,13 +106,13 @@ impl Coordinator {
             } else {
                 Event::PortDown { epoch, port }
             };
-            self.deliver_each(Walk::OldestFirst, |e| {
+            self.deliver_each(Walk::OldestFirst, event, |e| {
                 let believes = e.ports & bit(port) != 0;
                 if e.state != ClientState::Active || believes == active {
-                    return None;
+                    return false;
                 }
                 e.ports ^= bit(port);
-                Some(event)
+                true
             });
         }
     }

@@ -75,6 +75,6 @@ impl Coordinator {
     }
 
     pub fn pop_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        self.actions.pop()
     }
 }

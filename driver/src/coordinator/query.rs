@@ -121,13 +121,13 @@ impl Coordinator {
             reason: self.reset.reason,
             deadline,
         };
-        let asked = self.deliver_each(Walk::NewestFirst, |e| {
+        let asked = self.deliver_each(Walk::NewestFirst, query, |e| {
             if !e.desc.flags.contains(ClientFlags::CAN_VETO) {
-                return None;
+                return false;
             }
             e.queried = true;
             e.state = ClientState::Queried;
-            Some(query)
+            true
         });
         if let Stage::Preparing(p) = &mut self.stage {
             p.pending = asked;
@@ -178,12 +178,12 @@ impl Coordinator {
             vetoed_by: by,
             cause: AbortCause::Veto,
         };
-        self.deliver_each(Walk::OldestFirst, |e| {
+        self.deliver_each(Walk::OldestFirst, event, |e| {
             let queried = core::mem::take(&mut e.queried);
             if queried {
                 e.state = ClientState::Active;
             }
-            queried.then_some(event)
+            queried
         });
         self.conclude(ResetResult::Aborted {
             by,

@@ -203,16 +203,16 @@ impl Coordinator {
             deadline,
         };
         let skip_idle = self.planted(Mutant::SkipIdleInBarrier);
-        let members = self.deliver_each(Walk::NewestFirst, |e| {
-            if skip_idle && e.requests.is_empty() {
-                return None;
+        let members = self.deliver_each(Walk::NewestFirst, event, |e| {
+            if skip_idle && e.last_ack_latency.is_none() {
+                return false;
             }
             e.in_barrier = true;
             e.state = ClientState::Quiescing;
             // After the hardware reset every port starts Down: PORT_ACTIVE will say when.
             e.ports = 0;
             e.reset_sent_at = now;
-            Some(event)
+            true
         });
         self.reset.barrier_size = members;
         if let Some(q) = self.quiesce_mut() {
@@ -322,9 +322,7 @@ impl Coordinator {
         // The administrator has looked: the storm and every client's request budget start
         // afresh.
         self.storm = super::Window::new();
-        for e in self.slots.iter_mut().filter_map(|s| s.entry.as_mut()) {
-            e.requests = super::Window::new();
-        }
+        self.requests.fill(super::Window::new());
         self.counters.resets_started += 1;
         self.counters.admin_resets += 1;
         self.reset.begin(self.epoch, reason, self.now, true);
@@ -357,9 +355,9 @@ impl Coordinator {
             follow_up,
         }));
         let event = self.reset_end_event();
-        let sent = self.deliver_each(Walk::OldestFirst, |e| {
+        let sent = self.deliver_each(Walk::OldestFirst, event, |e| {
             e.state = ClientState::Active;
-            Some(event)
+            true
         });
         match self.restore_mut() {
             Some(r) if sent > 0 => r.pending_end = u32::from(sent),
@@ -424,11 +422,12 @@ impl Coordinator {
         self.record(RecordKind::ResetFailed { epoch, error });
         self.counters.resets_failed += 1;
         self.transition(Stage::Failed { config_saved });
-        self.deliver_each(Walk::OldestFirst, |e| {
+        let event = Event::ResetFailed { epoch, error };
+        self.deliver_each(Walk::OldestFirst, event, |e| {
             e.state = ClientState::Failed;
             e.in_barrier = false;
             e.ports = 0;
-            Some(Event::ResetFailed { epoch, error })
+            true
         });
         self.conclude(ResetResult::Failed(error));
     }
@@ -442,10 +441,10 @@ impl Coordinator {
             vetoed_by: by,
             cause,
         };
-        self.deliver_each(Walk::OldestFirst, |e| {
+        self.deliver_each(Walk::OldestFirst, event, |e| {
             e.state = ClientState::Active;
             e.in_barrier = false;
-            Some(event)
+            true
         });
         self.conclude(ResetResult::Aborted { by, cause });
         self.health.rearm();

@@ -94,7 +94,10 @@ pub(super) struct Restore {
 pub(super) enum HwPhase {
     SavingConfig,
     Asserting,
-    WaitingReady,
+    /// Probing for the device to come back; `looks` probes made so far.
+    WaitingReady {
+        looks: u8,
+    },
     /// Retries and the FLR are spent on a device that stays silent: keep probing until the
     /// auto-restart window closes, in case it is being re-plugged or re-flashed.
     LongWait,
@@ -113,7 +116,7 @@ impl HwPhase {
                     HwStep::AssertReset | HwStep::FunctionLevelReset
                 )
                 | (
-                    HwPhase::WaitingReady | HwPhase::LongWait,
+                    HwPhase::WaitingReady { .. } | HwPhase::LongWait,
                     HwStep::ProbeReady
                 )
                 | (HwPhase::RestoringConfig, HwStep::RestoreConfig)
@@ -163,8 +166,6 @@ pub(super) struct Entry {
     /// Received this reset's RESET_QUERY (it hears RESET_ABORTED if the reset is vetoed).
     pub(super) queried: bool,
     pub(super) reset_sent_at: Instant,
-    /// Its recent reset requests, for `client_request_limit`.
-    pub(super) requests: Window,
     pub(super) last_ack_latency: Option<Duration>,
     /// The ports it believes Active (bit n-1 for port n): what it last heard.
     pub(super) ports: u8,
@@ -219,10 +220,6 @@ impl Window {
             .flatten()
             .filter(|t| now.saturating_since(**t) < window)
             .count()
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.starts.iter().all(Option::is_none)
     }
 
     pub(super) fn push(&mut self, at: Instant) {
