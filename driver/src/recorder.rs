@@ -399,7 +399,10 @@ impl FlightRecorder {
         client: ClientId,
         call: Call,
     ) -> u64 {
-        let same = |k: &RecordKind| matches!(*k, RecordKind::Call { client: Some(c), call: l } if c == client && l == call);
+        let same = |k: &RecordKind| {
+            matches!(*k, RecordKind::Call { client: Some(c), call: l }
+                if c == client && l == call)
+        };
         if let Some(seq) = self.repeat(at, name, same) {
             return seq;
         }

@@ -336,6 +336,74 @@ fn a_repeat_of_the_newest_record_is_counted_not_written() {
     );
 }
 
+/// The writers the fan-out uses take fields instead of a kind: what they write, and what
+/// they count as a repeat, must be what `record` would.
+#[test]
+fn the_field_by_field_writers_record_and_coalesce_as_record_does() {
+    let (a, b) = (ShortText::cut("a"), ShortText::cut("b"));
+    let other = ClientId {
+        index: 4,
+        generation: 1,
+    };
+    let event = |c| RecordKind::Event {
+        client: c,
+        event: EventKind::Reset,
+        epoch: Epoch(2),
+    };
+    let call = |c| RecordKind::Call {
+        client: Some(c),
+        call: Call::ResetExecute,
+    };
+    // (name, kind) in order: repeats, a change of client, of name, of epoch, of call.
+    let script = [
+        (a, event(id())),
+        (a, event(id())),
+        (a, event(other)),
+        (b, event(other)),
+        (
+            b,
+            RecordKind::Event {
+                client: other,
+                event: EventKind::Reset,
+                epoch: Epoch(3),
+            },
+        ),
+        (b, call(other)),
+        (b, call(other)),
+        (a, call(other)),
+        (
+            a,
+            RecordKind::Call {
+                client: Some(other),
+                call: Call::Unregister,
+            },
+        ),
+        (a, event(id())),
+    ];
+    let (mut general, mut fields) = (FlightRecorder::new(16), FlightRecorder::new(16));
+    for (i, (name, kind)) in script.iter().enumerate() {
+        let at = Instant::from_ms(i as u64);
+        let expected = general.record(at, name, *kind);
+        let got = match *kind {
+            RecordKind::Event {
+                client,
+                event,
+                epoch,
+            } => fields.record_event(at, name, client, event, epoch),
+            RecordKind::Call {
+                client: Some(client),
+                call,
+            } => fields.record_call(at, name, client, call),
+            _ => unreachable!("the script holds events and calls"),
+        };
+        assert_eq!(got, expected, "step {i}: the same sequence number");
+    }
+    let all = |r: &FlightRecorder| r.iter().copied().collect::<Vec<_>>();
+    assert_eq!(all(&fields), all(&general));
+    assert_eq!(fields.coalesced(), 2, "the two repeats, and only they");
+    assert_eq!(fields.coalesced(), general.coalesced());
+}
+
 #[test]
 fn recording_never_grows_the_ring() {
     let mut r = FlightRecorder::new(8);
