@@ -129,8 +129,8 @@ impl<P: Platform> Bus<P> {
             .child_present(ChildFunction::Srp)
             .map_err(PrepareError::Platform)?;
         let bus = Bus {
-            core: platform.spin_lock(core),
-            hca: platform.wait_lock(hca),
+            core: platform.spin_lock(core).map_err(PrepareError::Platform)?,
+            hca: platform.wait_lock(hca).map_err(PrepareError::Platform)?,
             platform,
         };
         // The coordinator's first actions (the health poll's timer).

@@ -68,6 +68,9 @@ pub struct Kernel {
     pub event_log: Vec<EventLogEntry>,
     /// Config-space accesses, and how many came above PASSIVE_LEVEL.
     pub config_accesses: u64,
+    /// A creation call the fake refuses (STATUS_INSUFFICIENT_RESOURCES), as a short pool
+    /// would make KMDF do.
+    pub refuse: Option<&'static str>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -95,6 +98,16 @@ impl Default for Shared {
 impl Shared {
     pub fn with<R>(&self, f: impl FnOnce(&mut Kernel) -> R) -> R {
         f(&mut lock(&self.0))
+    }
+
+    /// A creation call at PASSIVE_LEVEL, refused when the test said so.
+    fn create(&self, name: &'static str) -> Result<(), PlatformError> {
+        self.call(name, Irql::Passive);
+        const STATUS_INSUFFICIENT_RESOURCES: u32 = 0xC000_009A;
+        match self.with(|k| k.refuse == Some(name)) {
+            true => Err(PlatformError::Status(STATUS_INSUFFICIENT_RESOURCES)),
+            false => Ok(()),
+        }
     }
 
     fn call(&self, name: &'static str, max: Irql) {
@@ -252,20 +265,20 @@ impl<C: FakeDeliver> Platform for FakePlatform<C> {
         self.kernel.with(|k| k.now)
     }
 
-    fn spin_lock<T>(&self, value: T) -> FakeSpinLock<T> {
-        self.kernel.call("WdfSpinLockCreate", Irql::Passive);
-        FakeSpinLock {
+    fn spin_lock<T>(&self, value: T) -> Result<FakeSpinLock<T>, PlatformError> {
+        self.kernel.create("WdfSpinLockCreate")?;
+        Ok(FakeSpinLock {
             data: Mutex::new(value),
             kernel: self.kernel.clone(),
-        }
+        })
     }
 
-    fn wait_lock<T>(&self, value: T) -> FakeWaitLock<T> {
-        self.kernel.call("WdfWaitLockCreate", Irql::Passive);
-        FakeWaitLock {
+    fn wait_lock<T>(&self, value: T) -> Result<FakeWaitLock<T>, PlatformError> {
+        self.kernel.create("WdfWaitLockCreate")?;
+        Ok(FakeWaitLock {
             data: Mutex::new(value),
             kernel: self.kernel.clone(),
-        }
+        })
     }
 
     fn map_registers(&mut self) -> Result<FakeRegs, PlatformError> {

@@ -6,7 +6,18 @@
 //! DriverEntry and the KMDF event callbacks live in `src/windows/`, compiled on Windows only
 //! (windows-drivers-rs cannot be built elsewhere): see docs/windows.md for what was never
 //! compiled.
-#![cfg_attr(all(windows, not(test)), no_std)]
+#![cfg_attr(all(windows, not(test), panic = "abort"), no_std)]
+
+// The kernel cannot unwind: a driver built with an unwinding profile (dev, release, bench)
+// would not link, and rustc's own message ("unwinding panics are not supported without std")
+// does not say what to do. Cargo has no per-package panic setting, so the workspace's
+// profiles keep unwinding for the tests and the driver has a profile of its own.
+#[cfg(all(windows, not(test), panic = "unwind"))]
+compile_error!(
+    "hcabus-kmdf is a kernel driver and must not unwind: build it with \
+     `cargo build -p hcabus-kmdf --profile driver` (panic = \"abort\"); the dev and release \
+     profiles unwind"
+);
 
 extern crate alloc;
 
@@ -14,7 +25,8 @@ pub mod bus;
 pub mod device;
 pub mod platform;
 
-/// The FFI layer on windows-drivers-rs: never compiled off Windows (docs/windows.md).
+/// The FFI layer on windows-drivers-rs: type-checked off Windows with ../shared/wdk-kit, never
+/// linked or run (docs/windows.md).
 #[cfg(windows)]
 mod windows;
 

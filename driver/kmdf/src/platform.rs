@@ -149,10 +149,11 @@ pub trait Platform {
     fn irql(&self) -> Irql;
     /// KeQueryInterruptTime, as the coordinator's clock.
     fn now(&self) -> Instant;
-    /// WdfSpinLockCreate, at PASSIVE_LEVEL while the device is prepared.
-    fn spin_lock<T>(&self, value: T) -> Self::SpinLock<T>;
+    /// WdfSpinLockCreate, at PASSIVE_LEVEL while the device is prepared. A lock KMDF could
+    /// not create is an error: a null WDFSPINLOCK bugchecks on its first acquire.
+    fn spin_lock<T>(&self, value: T) -> Result<Self::SpinLock<T>, PlatformError>;
     /// WdfWaitLockCreate, likewise.
-    fn wait_lock<T>(&self, value: T) -> Self::WaitLock<T>;
+    fn wait_lock<T>(&self, value: T) -> Result<Self::WaitLock<T>, PlatformError>;
     /// EvtDevicePrepareHardware: map BAR0 from the translated resources and get the PCI bus
     /// interface for config space.
     fn map_registers(&mut self) -> Result<Self::Regs, PlatformError>;

@@ -16,7 +16,7 @@ use hcabus::Policy;
 use crate::bus::{Bus, BusConfig, PrepareError};
 use crate::device::*;
 use crate::fake::*;
-use crate::platform::{ChildFunction, EventLogEntry, Irql};
+use crate::platform::{ChildFunction, EventLogEntry, Irql, PlatformError};
 
 struct Counting;
 
@@ -221,6 +221,22 @@ fn prepare_hardware_maps_the_registers_reserves_everything_and_reports_each_chil
         Bus::prepare(platform, too_many).err(),
         Some(PrepareError::Ports(3))
     );
+}
+
+/// A lock KMDF could not create fails the prepare with its status: a null WDFSPINLOCK or
+/// WDFWAITLOCK would bugcheck on its first acquire.
+#[test]
+fn a_lock_kmdf_refuses_to_create_fails_prepare_hardware_with_its_status() {
+    for call in ["WdfSpinLockCreate", "WdfWaitLockCreate"] {
+        let platform = FakePlatform::<FakeCallback>::new(FakeConnectX::new(identity()));
+        platform.kernel.with(|k| k.refuse = Some(call));
+        let refused = at_irql(Irql::Passive, || Bus::prepare(platform, config())).err();
+        assert_eq!(
+            refused,
+            Some(PrepareError::Platform(PlatformError::Status(0xC000_009A))),
+            "{call}"
+        );
+    }
 }
 
 #[test]

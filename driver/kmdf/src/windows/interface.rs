@@ -1,5 +1,5 @@
 //! HCABUS_BUS_INTERFACE_V1 on each child PDO (WdfDeviceAddQueryInterface), its functions
-//! bound to the FDO's bus. **Never compiled** (docs/windows.md). The Linux twin of these
+//! bound to the FDO's bus. Type-checked against the KMDF 1.33 headers, never linked or run (docs/windows.md). The Linux twin of these
 //! functions, over the threaded host, is driver/capi/src/interface.rs, tested from C.
 
 use core::ffi::c_void;
@@ -27,7 +27,7 @@ pub(crate) unsafe fn publish(pdo: WDFDEVICE, fdo: WDFDEVICE) -> NTSTATUS {
         Size: core::mem::size_of::<WDF_QUERY_INTERFACE_CONFIG>() as ULONG,
         Interface: (&mut iface as *mut HcabusBusInterfaceV1).cast(),
         InterfaceType: (&GUID_HCABUS_BUS_INTERFACE as *const Guid).cast(),
-        SendQueryToParent: 0,
+        SendQueryToParentStack: 0,
         ImportInterface: 0,
         EvtDeviceProcessQueryInterfaceRequest: None,
     };

@@ -1,5 +1,5 @@
 //! Requests, the registry and the event log: the kernel calls behind the IOCTL queue, the
-//! policy and IoWriteErrorLogEntry. **Never compiled** (docs/windows.md).
+//! policy and IoWriteErrorLogEntry. Type-checked against the KMDF 1.33 headers, never linked or run (docs/windows.md).
 
 use core::ffi::c_void;
 
@@ -44,14 +44,10 @@ pub(crate) unsafe fn write_error_log(device: WDFDEVICE, entry: EventLogEntry) {
     unsafe {
         (*packet).StringOffset = header as u16;
     }
+    // SAFETY: `header` bytes into the `size`-byte packet: in bounds.
+    let text = unsafe { packet.cast::<u8>().add(header) }.cast::<u16>();
     // SAFETY: `used` u16 fit after the header in the `size` bytes allocated.
-    unsafe {
-        core::ptr::copy_nonoverlapping(
-            strings.as_ptr(),
-            packet.cast::<u8>().add(header).cast::<u16>(),
-            used,
-        )
-    };
+    unsafe { core::ptr::copy_nonoverlapping(strings.as_ptr(), text, used) };
     // SAFETY: the packet is ours; the I/O manager frees it.
     unsafe { wdk_sys::ntddk::IoWriteErrorLogEntry(packet.cast()) };
 }
@@ -70,10 +66,14 @@ pub(crate) unsafe fn with_request_buffers(
 ) -> (NtStatus, usize) {
     // SAFETY: the queue's device is the control device, whose context names the FDO.
     let control = unsafe { call_unsafe_wdf_function_binding!(WdfIoQueueGetDevice, queue) };
-    // SAFETY: the control device's context was written at its creation.
-    let fdo = unsafe { &*context(control.cast()) }.device;
+    // SAFETY: the control device carries an FdoContext, written at its creation.
+    let control_context = unsafe { context(control.cast()) };
+    // SAFETY: as above: the context is live and initialised.
+    let fdo = unsafe { &*control_context }.device;
     // SAFETY: the FDO carries its context, which outlives its control device.
-    let Some(bus) = (unsafe { &*context(fdo.cast()) }).bus.as_ref() else {
+    let fdo_context = unsafe { context(fdo.cast()) };
+    // SAFETY: as above; only shared references are taken while requests are served.
+    let Some(bus) = (unsafe { &*fdo_context }).bus.as_ref() else {
         return (NtStatus::INVALID_DEVICE_REQUEST, 0);
     };
     let mut buffer: *mut c_void = core::ptr::null_mut();
@@ -113,22 +113,26 @@ pub(crate) unsafe fn with_request_buffers(
 unsafe fn granted_access(request: WDFREQUEST) -> u32 {
     // SAFETY: the caller's contract.
     let irp = unsafe { call_unsafe_wdf_function_binding!(WdfRequestWdmGetIrp, request) };
-    // SAFETY: a device-control IRP carries its stack location and file object.
+    // SAFETY: KMDF returns the request's live IRP.
+    let tail = unsafe { &(*irp).Tail };
+    // SAFETY: an IRP queued to a driver uses the Overlay member of its tail (IoGetCurrent-
+    // IrpStackLocation reads the same field).
+    let overlay = unsafe { &tail.Overlay };
+    // SAFETY: while the IRP is owned by a driver the union holds its current stack location.
     let stack = unsafe {
-        (*irp)
-            .Tail
-            .Overlay
+        overlay
             .__bindgen_anon_2
             .__bindgen_anon_1
             .CurrentStackLocation
     };
-    // SAFETY: as above.
+    // SAFETY: a device-control IRP's current stack location is live for the request.
     let file = unsafe { (*stack).FileObject };
     if file.is_null() {
         return 0;
     }
     // SAFETY: the file object is live for the request.
-    let (read, write) = unsafe { ((*file).ReadAccess, (*file).WriteAccess) };
+    let file = unsafe { &*file };
+    let (read, write) = (file.ReadAccess, file.WriteAccess);
     u32::from(read != 0) | (u32::from(write != 0) << 1)
 }
 
@@ -151,11 +155,13 @@ pub(crate) unsafe fn complete(request: WDFREQUEST, (status, bytes): (NtStatus, u
 /// The service's Parameters key, or null when it cannot be opened (every value then absent).
 ///
 /// # Safety
-/// PASSIVE_LEVEL.
-pub(crate) unsafe fn open_parameters() -> WDFKEY {
+/// `device` is live; PASSIVE_LEVEL.
+pub(crate) unsafe fn open_parameters(device: WDFDEVICE) -> WDFKEY {
     let mut key: WDFKEY = core::ptr::null_mut();
-    // SAFETY: the driver object is live; the out-pointer is ours.
-    let driver = unsafe { call_unsafe_wdf_function_binding!(WdfGetDriver) };
+    // WdfGetDriver is a FORCEINLINE helper over WdfDriverGlobals, not a table function; the
+    // device's driver is the same object.
+    // SAFETY: the device is live.
+    let driver = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceGetDriver, device) };
     // SAFETY: as above; KEY_READ only.
     let s = unsafe {
         call_unsafe_wdf_function_binding!(

@@ -1,6 +1,8 @@
 //! The FFI layer: DriverEntry and the KMDF event callbacks on windows-drivers-rs.
 //!
-//! **Never compiled**: windows-drivers-rs builds only on Windows with the WDK (docs/windows.md).
+//! Type-checked and clippy-clean against windows-drivers-rs over the KMDF 1.33 headers
+//! (../shared/wdk-kit, in CI); never linked or run: that needs Windows and the WDK
+//! (docs/windows.md).
 //! It is kept mechanical: each callback recovers the bus from the device context and calls
 //! the tested logic in [`crate::bus`] and [`crate::device`]; the platform's Windows side is in
 //! `platform.rs`, the C ABI's functions in `interface.rs`. Every unsafe block says why it is
@@ -11,8 +13,6 @@ mod interface;
 mod io;
 mod objects;
 mod platform;
-
-use core::ptr;
 
 use wdk_sys::{
     call_unsafe_wdf_function_binding, NTSTATUS, PCUNICODE_STRING, PDRIVER_OBJECT, PWDFDEVICE_INIT,
@@ -25,10 +25,12 @@ use crate::bus::{Bus, BusConfig};
 use crate::device;
 use platform::WdfPlatform;
 
-#[cfg(not(test))]
+// Only in the abort build: with an unwinding profile lib.rs refuses to compile, and std's
+// panic handler would clash with wdk-panic's before that message could be read.
+#[cfg(all(not(test), panic = "abort"))]
 extern crate wdk_panic;
 
-#[cfg(not(test))]
+#[cfg(all(not(test), panic = "abort"))]
 #[global_allocator]
 static GLOBAL_ALLOCATOR: wdk_alloc::WdkAllocator = wdk_alloc::WdkAllocator;
 
@@ -158,14 +160,17 @@ extern "C" fn evt_io_device_control(
 /// The delivery DPC, a WDFTIMER, the hardware work item: each finds the bus and calls it.
 extern "C" fn evt_dpc(dpc: wdk_sys::WDFDPC) {
     // SAFETY: the DPC's parent is the FDO, whose context outlives it.
-    if let Some(bus) = unsafe { platform::parent_context(dpc.cast()) }.bus.as_ref() {
+    if let Some(bus) = unsafe { platform::parent_context(objects::Child::Dpc(dpc)) }
+        .bus
+        .as_ref()
+    {
         bus.dpc();
     }
 }
 
 extern "C" fn evt_work_item(item: wdk_sys::WDFWORKITEM) {
     // SAFETY: as in evt_dpc.
-    if let Some(bus) = unsafe { platform::parent_context(item.cast()) }
+    if let Some(bus) = unsafe { platform::parent_context(objects::Child::WorkItem(item)) }
         .bus
         .as_ref()
     {
@@ -174,13 +179,10 @@ extern "C" fn evt_work_item(item: wdk_sys::WDFWORKITEM) {
 }
 
 extern "C" fn evt_timer(timer: wdk_sys::WDFTIMER) {
-    // SAFETY: the timer's context holds its TimerId; its parent is the FDO.
-    let (id, ctx) = unsafe {
-        (
-            platform::timer_id(timer),
-            platform::parent_context(timer.cast()),
-        )
-    };
+    // SAFETY: the timer's context holds its TimerId, written at its creation.
+    let id = unsafe { platform::timer_id(timer) };
+    // SAFETY: the timer's parent is the FDO.
+    let ctx = unsafe { platform::parent_context(objects::Child::Timer(timer)) };
     if let Some(bus) = ctx.bus.as_ref() {
         bus.timer_fired(id);
     }
@@ -193,22 +195,14 @@ extern "C" fn evt_child_create_device(
     id: wdk_sys::PWDF_CHILD_IDENTIFICATION_DESCRIPTION_HEADER,
     init: PWDFDEVICE_INIT,
 ) -> NTSTATUS {
-    // SAFETY: the child list is the FDO's; the identification is the size it was configured
-    // with, starting with its header.
-    let (fdo, serial) = unsafe {
-        (
-            call_unsafe_wdf_function_binding!(WdfChildListGetDevice, list),
-            id.cast::<u8>()
-                .add(core::mem::size_of::<
-                    wdk_sys::WDF_CHILD_IDENTIFICATION_DESCRIPTION_HEADER,
-                >())
-                .cast::<u32>()
-                .read_unaligned(),
-        )
-    };
+    // SAFETY: the child list is the FDO's default list, live while it creates children.
+    let fdo = unsafe { call_unsafe_wdf_function_binding!(WdfChildListGetDevice, list) };
+    let header = core::mem::size_of::<wdk_sys::WDF_CHILD_IDENTIFICATION_DESCRIPTION_HEADER>();
+    // SAFETY: the identification is the size the list was configured with: the header, then
+    // the child's u32 serial.
+    let serial_at = unsafe { id.cast::<u8>().add(header) }.cast::<u32>();
+    // SAFETY: as above; the serial follows the header unaligned-safe.
+    let serial = unsafe { serial_at.read_unaligned() };
     // SAFETY: `init` is KMDF's for this child; `fdo` is live while its children are created.
     unsafe { objects::create_pdo(init, fdo, serial) }
 }
-
-/// No handle: used where KMDF takes an optional out-parameter.
-pub(crate) const NO_HANDLE: *mut core::ffi::c_void = ptr::null_mut();

@@ -1,5 +1,5 @@
 //! The kernel calls behind the Windows platform, one small function each, written against
-//! wdk-sys 0.5 and the KMDF 1.33 headers. **Never compiled** (docs/windows.md).
+//! wdk-sys 0.5 and the KMDF 1.33 headers. Type-checked against the KMDF 1.33 headers, never linked or run (docs/windows.md).
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -47,7 +47,7 @@ pub(crate) unsafe fn pci_ids(init: PWDFDEVICE_INIT) -> (u16, u16) {
         call_unsafe_wdf_function_binding!(
             WdfFdoInitQueryProperty,
             init,
-            _DEVICE_REGISTRY_PROPERTY::DevicePropertyHardwareID,
+            DEVICE_REGISTRY_PROPERTY::DevicePropertyHardwareID,
             core::mem::size_of_val(&wide) as ULONG,
             wide.as_mut_ptr().cast(),
             &mut len,
@@ -117,10 +117,10 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
     if status < 0 {
         return status;
     }
-    // SAFETY: the context was just allocated by KMDF with the device, zeroed.
-    unsafe {
-        context(device.cast()).write(FdoContext { bus: None, device });
-    }
+    // SAFETY: the device was just created with an FdoContext.
+    let slot = unsafe { context(device.cast()) };
+    // SAFETY: the context was just allocated by KMDF with the device, zeroed: written once.
+    unsafe { slot.write(FdoContext { bus: None, device }) };
     // SAFETY: the device is live; each creates one object parented to it.
     unsafe { control_device(device, setup) }
 }
@@ -220,9 +220,11 @@ unsafe fn control_device(fdo: WDFDEVICE, setup: &FdoSetup) -> NTSTATUS {
     if s < 0 {
         return s;
     }
-    // SAFETY: the context was allocated with the control device; it names the FDO.
+    // SAFETY: the control device was just created with an FdoContext.
+    let slot = unsafe { context(control.cast()) };
+    // SAFETY: allocated with the control device, written once; it names the FDO.
     unsafe {
-        context(control.cast()).write(FdoContext {
+        slot.write(FdoContext {
             bus: None,
             device: fdo,
         })
@@ -281,14 +283,42 @@ pub(crate) unsafe fn context(object: WDFOBJECT) -> *mut FdoContext {
     .cast()
 }
 
-/// The parent of a KMDF object.
+/// The object a DPC, work item or timer was created under (KMDF has no generic
+/// `WdfObjectGetParent`: each object type has its own `Get...ParentObject`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Child {
+    Dpc(WDFDPC),
+    WorkItem(WDFWORKITEM),
+    Timer(WDFTIMER),
+}
+
+/// The parent of a DPC, work item or timer.
 ///
 /// # Safety
-/// `object` is live.
-pub(crate) unsafe fn parent(object: WDFOBJECT) -> WDFOBJECT {
-    // SAFETY: the caller's contract.
-    unsafe { call_unsafe_wdf_function_binding!(WdfObjectGetParent, object) }
+/// The object is live.
+pub(crate) unsafe fn parent(object: Child) -> WDFOBJECT {
+    match object {
+        // SAFETY: the caller's contract.
+        Child::Dpc(dpc) => unsafe { call_unsafe_wdf_function_binding!(WdfDpcGetParentObject, dpc) },
+        Child::WorkItem(item) => {
+            // SAFETY: the caller's contract.
+            unsafe { call_unsafe_wdf_function_binding!(WdfWorkItemGetParentObject, item) }
+        }
+        Child::Timer(timer) => {
+            // SAFETY: the caller's contract.
+            unsafe { call_unsafe_wdf_function_binding!(WdfTimerGetParentObject, timer) }
+        }
+    }
 }
+
+/// GUID_BUS_INTERFACE_STANDARD of wdmguid.h, which wdk-sys does not bind:
+/// {496B8280-6F25-11D0-BEAF-08002BE2092F}.
+const GUID_BUS_INTERFACE_STANDARD: GUID = GUID {
+    Data1: 0x496B_8280,
+    Data2: 0x6F25,
+    Data3: 0x11D0,
+    Data4: [0xBE, 0xAF, 0x08, 0x00, 0x2B, 0xE2, 0x09, 0x2F],
+};
 
 /// The delivery DPC, the hardware work item and one timer per TimerId, parented to the FDO.
 ///
@@ -306,7 +336,6 @@ pub(crate) unsafe fn create(
         Size: core::mem::size_of::<WDF_DPC_CONFIG>() as ULONG,
         EvtDpcFunc: Some(evt_dpc),
         AutomaticSerialization: 0,
-        ..WDF_DPC_CONFIG::default()
     };
     let mut dpc = core::ptr::null_mut();
     // SAFETY: the configs outlive the calls; the objects are parented to the live device.
@@ -358,12 +387,10 @@ pub(crate) unsafe fn create(
         if s < 0 {
             return Err(s);
         }
-        // SAFETY: the timer's context is a u32 just allocated with it: its TimerId.
-        unsafe {
-            context((*timer).cast())
-                .cast::<u32>()
-                .write(TimerId::ALL[i] as u32)
-        };
+        // SAFETY: the timer was just created with a u32 context.
+        let slot = unsafe { context((*timer).cast()) }.cast::<u32>();
+        // SAFETY: the u32 just allocated with the timer: its TimerId, written once.
+        unsafe { slot.write(TimerId::ALL[i] as u32) };
     }
     Ok((dpc, work_item, timers))
 }
@@ -373,8 +400,10 @@ pub(crate) unsafe fn create(
 /// # Safety
 /// `timer` was created by `create`.
 pub(crate) unsafe fn timer_id(timer: WDFTIMER) -> TimerId {
-    // SAFETY: the caller's contract: the context is the u32 written at create.
-    let raw = unsafe { context(timer.cast()).cast::<u32>().read() };
+    // SAFETY: the caller's contract: the timer carries a u32 context.
+    let slot = unsafe { context(timer.cast()) }.cast::<u32>();
+    // SAFETY: the u32 written at create.
+    let raw = unsafe { slot.read() };
     TimerId::try_from(raw).unwrap_or(TimerId::HealthPoll)
 }
 

@@ -1,8 +1,7 @@
 //! The platform on KMDF and WDM: each method of [`crate::platform::Platform`] is one or two
-//! kernel calls. **Never compiled** (docs/windows.md).
+//! kernel calls. Type-checked against the KMDF 1.33 headers, never linked or run (docs/windows.md).
 
 use core::cell::UnsafeCell;
-use core::ffi::c_void;
 
 use hcabus::bus_abi::HcabusEvent;
 use hcabus::coordinator::Config;
@@ -50,9 +49,11 @@ impl<T> Lock<T> for WdfWaitLock<T> {
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         // SAFETY: the lock lives as long as the bus; a null timeout waits (PASSIVE_LEVEL only,
         // which the work item is).
-        unsafe {
+        let status = unsafe {
             call_unsafe_wdf_function_binding!(WdfWaitLockAcquire, self.lock, core::ptr::null_mut())
         };
+        // With no timeout the only answer is STATUS_SUCCESS, once the lock is ours.
+        debug_assert_eq!(status, STATUS_SUCCESS);
         // SAFETY: the lock is held: this is the only reference to the data.
         let r = f(unsafe { &mut *self.data.get() });
         // SAFETY: acquired above.
@@ -111,16 +112,20 @@ impl RegisterAccess for WdfRegs {
         if offset as usize + 4 > self.bar0_len {
             return u32::MAX;
         }
+        // SAFETY: `offset + 4` is within the mapping, checked above.
+        let register = unsafe { self.bar0.add(offset as usize) }.cast::<u32>();
         // SAFETY: in bounds of the mapping, dword aligned (every offset of the map is).
-        unsafe { core::ptr::read_volatile(self.bar0.add(offset as usize).cast::<u32>()) }
+        unsafe { core::ptr::read_volatile(register) }
     }
 
     fn bar0_write32(&mut self, offset: u32, value: u32) {
         if offset as usize + 4 > self.bar0_len {
             return;
         }
+        // SAFETY: `offset + 4` is within the mapping, checked above.
+        let register = unsafe { self.bar0.add(offset as usize) }.cast::<u32>();
         // SAFETY: in bounds of the mapping, dword aligned.
-        unsafe { core::ptr::write_volatile(self.bar0.add(offset as usize).cast::<u32>(), value) }
+        unsafe { core::ptr::write_volatile(register, value) }
     }
 }
 
@@ -161,7 +166,7 @@ impl WdfPlatform {
     /// defaults where a value is absent, all defaults when one is refused, by name).
     pub(crate) fn registry_config(&self) -> Config {
         // SAFETY: PASSIVE_LEVEL, in prepare hardware.
-        let key = unsafe { super::io::open_parameters() };
+        let key = unsafe { super::io::open_parameters(self.device) };
         let (policy, refused) = crate::device::policy_from_registry(|name| {
             // SAFETY: the key (or null, which reads nothing) is open for this call.
             unsafe { super::io::query_ulong(key, name) }
@@ -197,42 +202,47 @@ impl Platform for WdfPlatform {
     }
 
     fn now(&self) -> Instant {
-        // SAFETY: always callable; 100 ns units since boot.
-        let t = unsafe { wdk_sys::ntddk::KeQueryInterruptTime() };
+        // KeQueryInterruptTime is a macro over KUSER_SHARED_DATA on x64, not an export; the
+        // unbiased time does not advance while the machine sleeps, so a deadline is not
+        // overrun by a hibernation it could not have acted in.
+        // SAFETY: callable at any IRQL; 100 ns units.
+        let t = unsafe { wdk_sys::ntddk::KeQueryUnbiasedInterruptTime() };
         Instant::from_us(t / 10)
     }
 
-    fn spin_lock<T>(&self, value: T) -> WdfSpinLock<T> {
+    fn spin_lock<T>(&self, value: T) -> Result<WdfSpinLock<T>, PlatformError> {
         let mut lock = core::ptr::null_mut();
         // SAFETY: PASSIVE_LEVEL in prepare hardware; default attributes (no parent: the bus
         // owns the lock and deletes nothing before the FDO goes).
-        unsafe {
+        let status = unsafe {
             call_unsafe_wdf_function_binding!(
                 WdfSpinLockCreate,
                 WDF_NO_OBJECT_ATTRIBUTES,
                 &mut lock
             )
         };
-        WdfSpinLock {
+        created(status, lock)?;
+        Ok(WdfSpinLock {
             lock,
             data: UnsafeCell::new(value),
-        }
+        })
     }
 
-    fn wait_lock<T>(&self, value: T) -> WdfWaitLock<T> {
+    fn wait_lock<T>(&self, value: T) -> Result<WdfWaitLock<T>, PlatformError> {
         let mut lock = core::ptr::null_mut();
         // SAFETY: as for the spin lock.
-        unsafe {
+        let status = unsafe {
             call_unsafe_wdf_function_binding!(
                 WdfWaitLockCreate,
                 WDF_NO_OBJECT_ATTRIBUTES,
                 &mut lock
             )
         };
-        WdfWaitLock {
+        created(status, lock)?;
+        Ok(WdfWaitLock {
             lock,
             data: UnsafeCell::new(value),
-        }
+        })
     }
 
     fn map_registers(&mut self) -> Result<WdfRegs, PlatformError> {
@@ -256,19 +266,24 @@ impl Platform for WdfPlatform {
         // Negative: relative, in 100 ns units.
         let relative = -(i64::try_from(wait_us.saturating_mul(10)).unwrap_or(i64::MAX));
         // SAFETY: the timer lives as long as the FDO.
-        unsafe {
+        let _was_queued = unsafe {
             call_unsafe_wdf_function_binding!(WdfTimerStart, self.timers[timer as usize], relative)
         };
+        // A timer already queued is re-armed to the new due time: nothing else to do.
     }
 
     fn cancel_timer(&self, timer: TimerId) {
         // SAFETY: as above; FALSE: do not wait (we may be at DISPATCH_LEVEL).
-        unsafe { call_unsafe_wdf_function_binding!(WdfTimerStop, self.timers[timer as usize], 0) };
+        let _was_queued = unsafe {
+            call_unsafe_wdf_function_binding!(WdfTimerStop, self.timers[timer as usize], 0)
+        };
+        // A timer that already fired is stale when its callback runs, and ignored there.
     }
 
     fn queue_dpc(&self) {
-        // SAFETY: the DPC lives as long as the FDO; enqueueing a queued DPC is a no-op.
-        unsafe { call_unsafe_wdf_function_binding!(WdfDpcEnqueue, self.dpc) };
+        // SAFETY: the DPC lives as long as the FDO.
+        let _queued_now = unsafe { call_unsafe_wdf_function_binding!(WdfDpcEnqueue, self.dpc) };
+        // FALSE means it was queued already: the one run drains everything queued.
     }
 
     fn queue_work_item(&self) {
@@ -313,22 +328,37 @@ impl Platform for WdfPlatform {
     }
 }
 
+/// A created object's status as a Result; a success that left the handle null is refused
+/// too.
+fn created<H>(status: NTSTATUS, handle: *mut H) -> Result<(), PlatformError> {
+    if status < 0 || handle.is_null() {
+        return Err(PlatformError::Status(status as u32));
+    }
+    Ok(())
+}
+
 /// The FDO's context.
 ///
 /// # Safety
 /// `device` is a live FDO created by `create_fdo`.
 pub(crate) unsafe fn fdo_context<'a>(device: WDFDEVICE) -> &'a mut FdoContext {
     // SAFETY: the caller's contract: the context type was registered at create.
-    unsafe { &mut *objects::context(device.cast()) }
+    let context = unsafe { objects::context(device.cast()) };
+    // SAFETY: as above: KMDF keeps the context for the device's lifetime.
+    unsafe { &mut *context }
 }
 
 /// The context of the FDO that parents `object` (a DPC, a work item, a timer).
 ///
 /// # Safety
 /// `object` is live and parented to an FDO created by `create_fdo`.
-pub(crate) unsafe fn parent_context<'a>(object: WDFOBJECT) -> &'a mut FdoContext {
+pub(crate) unsafe fn parent_context<'a>(object: objects::Child) -> &'a mut FdoContext {
     // SAFETY: the caller's contract.
-    unsafe { &mut *objects::context(objects::parent(object)) }
+    let fdo = unsafe { objects::parent(object) };
+    // SAFETY: the parent is an FDO created by `create_fdo`, which carries an FdoContext.
+    let context = unsafe { objects::context(fdo) };
+    // SAFETY: as above: KMDF keeps the context for the device's lifetime.
+    unsafe { &mut *context }
 }
 
 pub(crate) use super::io::{complete, with_request_buffers};
