@@ -93,6 +93,10 @@ pub struct SimHost {
     /// only then are ports reported to the bus, so a scenario without fabric keys runs as
     /// it always did (SPEC §9: ports active at once).
     ports_modelled: bool,
+    /// The fabric as the host pulled it, apart from the adapter's model: per port, the
+    /// latest plug-back of the pulls made so far. The check that no port is Active with its
+    /// cable out reads this, so a model that forgets a pull cannot hide it.
+    cable_back_at: [Instant; MAX_PORTS as usize],
 }
 
 impl SimHost {
@@ -140,6 +144,7 @@ impl SimHost {
         let mut host = SimHost {
             wakes,
             ports_modelled,
+            cable_back_at: [Instant::ZERO; MAX_PORTS as usize],
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
             coord,
@@ -330,6 +335,8 @@ impl SimHost {
                 self.ports_modelled = true;
                 if !self.hca.pull_cable(port, duration) {
                     log::warn!("[{now}] port_down: the adapter has no port {port}");
+                } else if let Some(back) = self.cable_back_at.get_mut(usize::from(port - 1)) {
+                    *back = (*back).max(now + duration);
                 }
                 self.report_ports();
             }
@@ -415,6 +422,20 @@ impl SimHost {
                 log::error!("[{now}] port {port} report refused: {e}");
             }
         });
+        // The cable is the fabric's (SPEC §5 "Ports"): whatever the adapter went through, the
+        // bus must never hold a port Active, and so announce it to a disk's path, while its
+        // cable is out.
+        for (port, back_at) in (1..=MAX_PORTS).zip(self.cable_back_at) {
+            let active = self
+                .coord
+                .port(port)
+                .is_some_and(|v| v.state == PortState::Active);
+            if active && now < back_at {
+                self.checker.violate(format_args!(
+                    "[{now}] port {port} is Active on the bus while its cable is out"
+                ));
+            }
+        }
     }
 
     fn step_due(&mut self) {

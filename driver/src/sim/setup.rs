@@ -256,6 +256,21 @@ pub fn draw_recovery_policy(rng: &mut impl Rng, p: &mut Policy) {
     debug_assert!(p.validate().is_ok(), "drawn policy out of range: {p:?}");
 }
 
+/// Link training, the subnet manager's sweep and one to four cable pulls, some of them
+/// overlapping on one port, at moments anywhere in the run.
+fn draw_fabric(rng: &mut impl Rng, hca: &mut SimHcaConfig, faults: &mut Vec<(Instant, Fault)>) {
+    hca.link_up = Duration::from_ms(rng.gen_range(0..2_000));
+    hca.sm_sweep = Duration::from_ms(rng.gen_range(0..2_000));
+    for _ in 0..rng.gen_range(1..=4) {
+        let port = rng.gen_range(1..=hca.ports.max(1));
+        let duration = Duration::from_ms(rng.gen_range(1..10_000));
+        faults.push((
+            Instant::from_ms(rng.gen_range(0..30_000)),
+            Fault::PortDown { port, duration },
+        ));
+    }
+}
+
 /// A random scenario from a seed: clients with random behaviours and a random fault plan.
 /// Used to hunt for invariant violations; any failure replays from its seed.
 pub fn random_setup(seed: u64) -> SimSetup {
@@ -320,14 +335,21 @@ pub fn random_setup(seed: u64) -> SimSetup {
             hw_reset_ms,
         ));
     }
+    // Drawn last, so that every draw above is what it was for the same seed. One run in
+    // three models the fabric and pulls cables at random moments, so that a pull lands in
+    // every state (SPEC §5 "Ports": the cable stays out through any reset).
+    let mut hca = SimHcaConfig {
+        hw_reset: Duration::from_ms(hw_reset_ms),
+        ..SimHcaConfig::default()
+    };
+    if rng.gen_bool(1.0 / 3.0) {
+        draw_fabric(&mut rng, &mut hca, &mut faults);
+    }
     SimSetup {
         name: std::format!("random-{seed}"),
         seed,
         duration: Duration::from_ms(40_000),
-        hca: SimHcaConfig {
-            hw_reset: Duration::from_ms(hw_reset_ms),
-            ..SimHcaConfig::default()
-        },
+        hca,
         policy,
         max_clients: 16,
         recorder_capacity: 1 << 14,

@@ -4,7 +4,9 @@
 //! After a hardware reset (or a cable plugged back) a port is Down until its link has
 //! trained (`link_up`), Init until the subnet manager has swept and assigned it a LID
 //! (`sm_sweep`), then Active. A reset gives the port a new LID, as a subnet manager may; a
-//! cable pull keeps it. The host reads the changes with [`SimPorts::poll`] and hands each to
+//! cable pull keeps it. The cable is the fabric's: a reset darkens the device's side of the
+//! link but never plugs a pulled cable back in, so a port trains only once both the device
+//! gives light and the cable is in (SPEC §5 "Ports"). The host reads the changes with [`SimPorts::poll`] and hands each to
 //! the coordinator, as a driver would from the adapter's port-change event.
 
 use crate::time::{Duration, Instant};
@@ -13,22 +15,53 @@ use crate::types::{PortState, MAX_PORTS};
 /// LIDs the simulated subnet manager hands out (unicast LIDs start at 1).
 const FIRST_LID: u16 = 0x10;
 
+/// The device's side of a port's link: whether its PHY gives light, and since when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Link {
-    /// Trained and swept: Active.
+enum Light {
+    /// Trained and swept since the start: Active with no training to wait for.
     Up,
-    /// Light from `from` on: training, then the sweep.
-    Training { from: Instant },
+    /// Light from `from` on (the device back from a reset): training, then the sweep.
+    From(Instant),
     /// No light until something else happens (device held in reset for good, removed).
     Dark,
 }
 
+/// The fabric's side: the cable. It belongs to the fabric, not to the adapter, so nothing
+/// the device does (a reset, a removal) puts it back; only time does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cable {
+    /// Out from this instant...
+    out_from: Instant,
+    /// ...until this one; pulls that overlap keep it out until the latest plug-back.
+    back_at: Instant,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Port {
-    link: Link,
+    light: Light,
+    /// The latest pull (`None`: never pulled). Once plugged back the link trains from then.
+    cable: Option<Cable>,
     lid: u16,
     /// What the host was last told.
     reported: Option<(PortState, u16)>,
+}
+
+impl Port {
+    fn cable_out(&self, now: Instant) -> bool {
+        self.cable
+            .is_some_and(|c| c.out_from <= now && now < c.back_at)
+    }
+
+    /// When the link last started (or will start) training: light from the device and the
+    /// cable in, whichever came last. `None`: Active since the start, never disturbed.
+    fn training_from(&self) -> Option<Instant> {
+        let light = match self.light {
+            Light::From(t) => Some(t),
+            Light::Up | Light::Dark => None,
+        };
+        let plugged = self.cable.map(|c| c.back_at);
+        light.max(plugged)
+    }
 }
 
 /// Every port of one adapter.
@@ -47,7 +80,8 @@ impl SimPorts {
         let mut next_lid = FIRST_LID;
         for p in ports.iter_mut().take(usize::from(count.min(MAX_PORTS))) {
             *p = Some(Port {
-                link: Link::Up,
+                light: Light::Up,
+                cable: None,
                 lid: next_lid,
                 reported: None,
             });
@@ -61,21 +95,36 @@ impl SimPorts {
         }
     }
 
-    fn state_at(&self, link: Link, now: Instant) -> PortState {
-        match link {
-            Link::Up => PortState::Active,
-            Link::Dark => PortState::Down,
-            Link::Training { from } if now < from + self.link_up => PortState::Down,
-            Link::Training { from } if now < from + self.link_up + self.sm_sweep => PortState::Init,
-            Link::Training { .. } => PortState::Active,
+    fn state_at(&self, p: &Port, now: Instant) -> PortState {
+        if p.light == Light::Dark || p.cable_out(now) {
+            return PortState::Down;
+        }
+        match p.training_from() {
+            None => PortState::Active,
+            Some(from) if now < from + self.link_up => PortState::Down,
+            Some(from) if now < from + self.link_up + self.sm_sweep => PortState::Init,
+            Some(_) => PortState::Active,
         }
     }
 
+    fn port_mut(&mut self, port: u8) -> Option<&mut Port> {
+        port.checked_sub(1)
+            .and_then(|i| self.ports.get_mut(usize::from(i)))
+            .and_then(Option::as_mut)
+    }
+
+    fn port(&self, port: u8) -> Option<&Port> {
+        port.checked_sub(1)
+            .and_then(|i| self.ports.get(usize::from(i)))
+            .and_then(Option::as_ref)
+    }
+
     /// The device was reset: every port goes dark, and trains again from `ready_at` (`None`:
-    /// the device never comes back). Each gets a new LID when it is swept.
+    /// the device never comes back) or from its cable's plug-back, whichever is later. Each
+    /// gets a new LID when it is swept. A pulled cable stays pulled.
     pub fn reset(&mut self, ready_at: Option<Instant>) {
         for p in self.ports.iter_mut().flatten() {
-            p.link = ready_at.map_or(Link::Dark, |from| Link::Training { from });
+            p.light = ready_at.map_or(Light::Dark, Light::From);
             p.lid = self.next_lid;
             self.next_lid = self.next_lid.wrapping_add(1).max(FIRST_LID);
         }
@@ -84,32 +133,40 @@ impl SimPorts {
     /// The device is gone: no port has light any more.
     pub fn remove(&mut self) {
         for p in self.ports.iter_mut().flatten() {
-            p.link = Link::Dark;
+            p.light = Light::Dark;
         }
     }
 
-    /// A cable pulled at `now` and plugged back `duration` later; `false` for no such port.
+    /// A cable pulled at `now` and plugged back `duration` later, whatever the device is
+    /// doing; a pull while the cable is already out keeps it out until the later plug-back.
+    /// `false` for no such port.
     pub fn pull_cable(&mut self, port: u8, now: Instant, duration: Duration) -> bool {
-        let Some(Some(p)) = port
-            .checked_sub(1)
-            .and_then(|i| self.ports.get_mut(usize::from(i)))
-        else {
+        let Some(p) = self.port_mut(port) else {
             return false;
         };
-        // A dark port (device in reset or gone) stays dark: the reset decides its light.
-        if p.link != Link::Dark {
-            p.link = Link::Training {
-                from: now + duration,
-            };
-        }
+        let back_at = now + duration;
+        p.cable = Some(match p.cable {
+            Some(c) if p.cable_out(now) => Cable {
+                out_from: c.out_from,
+                back_at: c.back_at.max(back_at),
+            },
+            _ => Cable {
+                out_from: now,
+                back_at,
+            },
+        });
         true
+    }
+
+    /// Whether `port`'s cable is out at `now` (false for a port the adapter does not have).
+    pub fn cable_out(&self, port: u8, now: Instant) -> bool {
+        self.port(port).is_some_and(|p| p.cable_out(now))
     }
 
     /// The state of `port` now (Down for a port the adapter does not have).
     pub fn state(&self, port: u8, now: Instant) -> PortState {
-        port.checked_sub(1)
-            .and_then(|i| self.ports.get(usize::from(i)).copied().flatten())
-            .map_or(PortState::Down, |p| self.state_at(p.link, now))
+        self.port(port)
+            .map_or(PortState::Down, |p| self.state_at(p, now))
     }
 
     /// Calls `report(port, state, lid)` for every port whose state changed since the last
@@ -119,7 +176,7 @@ impl SimPorts {
             let Some(p) = self.ports[i] else {
                 continue;
             };
-            let state = self.state_at(p.link, now);
+            let state = self.state_at(&p, now);
             let lid = if state == PortState::Active { p.lid } else { 0 };
             if p.reported != Some((state, lid)) {
                 if let Some(port) = self.ports[i].as_mut() {
@@ -130,18 +187,18 @@ impl SimPorts {
         }
     }
 
-    /// When a port's state next changes on its own (training or the sweep ending).
+    /// When a port's state next changes on its own (a cable plugged back, training or the
+    /// sweep ending).
     pub fn next_change(&self, now: Instant) -> Option<Instant> {
         self.ports
             .iter()
             .flatten()
-            .filter_map(|p| match p.link {
-                Link::Training { from } => {
-                    [from + self.link_up, from + self.link_up + self.sm_sweep]
-                        .into_iter()
-                        .find(|t| *t > now)
-                }
-                _ => None,
+            .filter(|p| p.light != Light::Dark)
+            .filter_map(|p| {
+                let from = p.training_from()?;
+                [from + self.link_up, from + self.link_up + self.sm_sweep]
+                    .into_iter()
+                    .find(|t| *t > now)
             })
             .min()
     }
@@ -218,5 +275,80 @@ mod tests {
         let mut q = SimPorts::new(1, Duration::ZERO, Duration::ZERO);
         q.remove();
         assert_eq!(q.state(1, Instant::ZERO), PortState::Down);
+    }
+
+    /// The case: a pull at 1000 ms for 4000 ms, a reset at 2000 ms back at 2401 ms.
+    /// Before, the reset plugged the cable back and the port was Active at 2601 ms.
+    #[test]
+    fn a_reset_never_plugs_a_pulled_cable_back_in() {
+        let mut p = SimPorts::new(1, Duration::from_ms(200), Duration::from_ms(100));
+        changes(&mut p, 0);
+        assert!(p.pull_cable(1, Instant::from_ms(1_000), Duration::from_ms(4_000)));
+        assert_eq!(changes(&mut p, 1_000), [(1, PortState::Down, 0)]);
+        p.reset(Some(Instant::from_ms(2_401)));
+        assert!(changes(&mut p, 2_601).is_empty(), "Down: the cable is out");
+        assert!(changes(&mut p, 4_999).is_empty());
+        assert!(p.cable_out(1, Instant::from_ms(4_999)));
+        assert!(!p.cable_out(1, Instant::from_ms(5_000)));
+        assert_eq!(
+            p.next_change(Instant::from_ms(2_601)),
+            Some(Instant::from_ms(5_200)),
+            "training starts at the plug-back"
+        );
+        assert_eq!(changes(&mut p, 5_200), [(1, PortState::Init, 0)]);
+        assert_eq!(changes(&mut p, 5_300), [(1, PortState::Active, 0x11)]);
+    }
+
+    /// A pull while the device is in reset (dark) is kept: the port trains from whichever
+    /// comes last, the device's light or the cable.
+    #[test]
+    fn a_pull_while_the_device_is_dark_is_kept_and_training_waits_for_both() {
+        let mut p = SimPorts::new(1, Duration::from_ms(100), Duration::ZERO);
+        changes(&mut p, 0);
+        p.reset(Some(Instant::from_ms(1_000)));
+        assert!(p.pull_cable(1, Instant::from_ms(500), Duration::from_ms(2_000)));
+        assert_eq!(
+            p.next_change(Instant::from_ms(500)),
+            Some(Instant::from_ms(2_600))
+        );
+        assert_eq!(p.state(1, Instant::from_ms(2_599)), PortState::Down);
+        assert_eq!(p.state(1, Instant::from_ms(2_600)), PortState::Active);
+        // The other order: the cable back before the device.
+        let mut q = SimPorts::new(1, Duration::from_ms(100), Duration::ZERO);
+        assert!(q.pull_cable(1, Instant::from_ms(10), Duration::from_ms(100)));
+        q.reset(Some(Instant::from_ms(1_000)));
+        assert_eq!(q.state(1, Instant::from_ms(1_099)), PortState::Down);
+        assert_eq!(q.state(1, Instant::from_ms(1_100)), PortState::Active);
+    }
+
+    /// Overlapping pulls keep the cable out from the first pull to the latest plug-back; a
+    /// shorter pull inside a longer one does not bring it back early, and any number of
+    /// resets in between change nothing.
+    #[test]
+    fn overlapping_pulls_keep_the_cable_out_until_the_latest_plug_back() {
+        let mut p = SimPorts::new(2, Duration::ZERO, Duration::ZERO);
+        changes(&mut p, 0);
+        assert!(p.pull_cable(1, Instant::from_ms(100), Duration::from_ms(1_000)));
+        assert!(p.pull_cable(1, Instant::from_ms(200), Duration::from_ms(100)));
+        for at in [300, 400, 500] {
+            p.reset(Some(Instant::from_ms(at + 1)));
+        }
+        assert!(p.cable_out(1, Instant::from_ms(1_099)));
+        assert_eq!(p.state(1, Instant::from_ms(1_099)), PortState::Down);
+        assert_eq!(p.state(2, Instant::from_ms(1_099)), PortState::Active);
+        assert!(p.pull_cable(1, Instant::from_ms(1_000), Duration::from_ms(500)));
+        assert_eq!(p.state(1, Instant::from_ms(1_499)), PortState::Down);
+        assert_eq!(p.state(1, Instant::from_ms(1_500)), PortState::Active);
+        assert!(!p.cable_out(3, Instant::from_ms(0)), "no such port");
+    }
+
+    /// A device removed or held in reset for good stays dark when its cable comes back.
+    #[test]
+    fn the_cable_coming_back_does_not_light_a_dark_device() {
+        let mut p = SimPorts::new(1, Duration::ZERO, Duration::ZERO);
+        assert!(p.pull_cable(1, Instant::from_ms(1), Duration::from_ms(10)));
+        p.remove();
+        assert_eq!(p.state(1, Instant::from_ms(50)), PortState::Down);
+        assert_eq!(p.next_change(Instant::from_ms(50)), None);
     }
 }
