@@ -125,8 +125,11 @@ pub enum RecordKind {
         code: RefusalCode,
     },
     /// A barrier member passed its deadline; the name survives the client's unregister.
+    /// `aborts`: the policy calls the planned reset off for it (`abort_on_unresponsive`)
+    /// instead of forcing it through.
     Unresponsive {
         client: ClientId,
+        aborts: bool,
     },
     /// A client's reset request refused by its `client_request_limit`: nothing happened.
     Throttled {
@@ -160,7 +163,7 @@ impl RecordKind {
     pub const fn client(&self) -> Option<ClientId> {
         match *self {
             RecordKind::Event { client, .. }
-            | RecordKind::Unresponsive { client }
+            | RecordKind::Unresponsive { client, .. }
             | RecordKind::Throttled { client }
             | RecordKind::Vetoed { client, .. } => Some(client),
             RecordKind::Call { client, .. } | RecordKind::Refused { client, .. } => client,
@@ -276,10 +279,15 @@ impl Record {
                 ),
                 None => write!(f, "{} refused: {}", call.as_str(), code.as_str()),
             },
-            RecordKind::Unresponsive { client } => write!(
+            RecordKind::Unresponsive { client, aborts } => write!(
                 f,
-                "client {} unresponsive at deadline: forced",
-                self.who(*client)
+                "client {} unresponsive at deadline: {}",
+                self.who(*client),
+                if *aborts {
+                    "the planned reset is called off (abort_on_unresponsive)"
+                } else {
+                    "forced"
+                }
             ),
             RecordKind::Throttled { client } => write!(
                 f,

@@ -103,9 +103,10 @@ fn kind_fields(r: &Record) -> (&'static str, Value) {
                 "code": code.as_str(),
             }),
         ),
-        RecordKind::Unresponsive { client: c } => {
-            ("unresponsive", json!({ "client": client(*c, r) }))
-        }
+        RecordKind::Unresponsive { client: c, aborts } => (
+            "unresponsive",
+            json!({ "client": client(*c, r), "aborts": aborts }),
+        ),
         RecordKind::Throttled { client: c } => ("throttled", json!({ "client": client(*c, r) })),
         RecordKind::Vetoed { client: c, reason } => (
             "vetoed",

@@ -442,7 +442,10 @@ impl Canvas {
                     client: Some(client),
                     call: Call::ResetConsent,
                 } => (client, "#264653", "consent", true),
-                RecordKind::Unresponsive { client, .. } => (client, "#9b2226", "FORCED", true),
+                RecordKind::Unresponsive { client, aborts } => {
+                    let label = if aborts { "UNRESPONSIVE" } else { "FORCED" };
+                    (client, "#9b2226", label, true)
+                }
                 RecordKind::Throttled { client, .. } => (client, "#9b2226", "THROTTLED", true),
                 RecordKind::Vetoed { client, reason } => {
                     vetoed = format!("VETO ({reason})");

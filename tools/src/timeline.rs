@@ -62,7 +62,10 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
             client.and_then(lane),
             format!("{} refused: {}", call.as_str(), code.as_str()),
         ),
-        RecordKind::Unresponsive { client, .. } => (lane(*client), "FORCED".into()),
+        RecordKind::Unresponsive { client, aborts } => (
+            lane(*client),
+            if *aborts { "UNRESPONSIVE" } else { "FORCED" }.into(),
+        ),
         RecordKind::Throttled { client, .. } => (lane(*client), "THROTTLED".into()),
         RecordKind::Vetoed { client, .. } => (lane(*client), "VETO".into()),
         RecordKind::Hw { step, outcome, .. } => match (step, outcome) {
@@ -236,14 +239,15 @@ pub fn summary(host: &SimHost) -> String {
         "epoch", "reason", "outcome", "quiesce", "hw reset", "restore", "total", "allocs", "pnp"
     );
     for r in host.resets() {
-        let forced = if r.forced_clients.is_empty() {
-            match (&r.vetoed_by, &r.veto_reason) {
-                (Some(by), Some(why)) => format!("{by} ({why})"),
-                (Some(by), None) => by.clone(),
-                _ => "-".into(),
+        let forced = match (&r.vetoed_by, &r.veto_reason) {
+            _ if !r.forced_clients.is_empty() => r.forced_clients.join(","),
+            // An abort is not a veto: it names who did not answer, as such.
+            _ if !r.unresponsive_clients.is_empty() => {
+                format!("unresponsive: {}", r.unresponsive_clients.join(","))
             }
-        } else {
-            r.forced_clients.join(",")
+            (Some(by), Some(why)) => format!("{by} ({why})"),
+            (Some(by), None) => by.clone(),
+            _ => "-".into(),
         };
         let _ = writeln!(
             out,

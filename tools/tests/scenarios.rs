@@ -158,6 +158,7 @@ fn every_scenario_file_has_its_expected_outcome() {
         "multipath-cable-out.toml",
         "multipath-failover.toml",
         "paging-long-outage.toml",
+        "planned-aborted-unresponsive.toml",
         "planned-consented.toml",
         "planned-vetoed.toml",
         "port-flap.toml",
@@ -373,6 +374,27 @@ fn every_scenario_file_has_its_expected_outcome() {
                 assert_eq!(outcomes(&r), ["HardwareDead", "FirmwareChanged"]);
                 assert_eq!(r["resets"][1]["pnp_operations"], 0);
             }
+            "planned-aborted-unresponsive.toml" => {
+                // SPEC §5 "An abort is not a veto": before, this said vetoed_by "wedged" and
+                // quiesce_us null.
+                assert_eq!((state, epoch.as_u64()), ("Operational", Some(1)));
+                assert_eq!(outcomes(&r), ["AbortedUnresponsive"]);
+                let reset = &r["resets"][0];
+                assert_eq!(reset["vetoed_by"], Value::Null, "{reset}");
+                assert_eq!(reset["veto_reason"], Value::Null, "{reset}");
+                assert_eq!(reset["unresponsive_clients"], serde_json::json!(["wedged"]));
+                assert_eq!(
+                    reset["forced_clients"],
+                    serde_json::json!([]),
+                    "nobody forced"
+                );
+                assert_eq!(
+                    reset["quiesce_us"], 500_000,
+                    "the quiesce ran to its deadline"
+                );
+                assert_eq!(reset["hw_reset_us"], Value::Null);
+                assert_eq!(events(&r, "wedged"), ["RESET", "RESET_ABORTED"]);
+            }
             "cable-out-through-reset.toml" => {
                 assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));
                 assert_eq!(outcomes(&r), ["Restored"]);
@@ -385,7 +407,11 @@ fn every_scenario_file_has_its_expected_outcome() {
                 }
                 // I/O issued at the pull waits for the plug-back (5000 ms), the link and the
                 // sweep; before the fix the reset brought the port back at 2500 ms.
-                assert!(r["io"]["max_latency_us"].as_u64() > Some(4_000_000), "{}", r["io"]);
+                assert!(
+                    r["io"]["max_latency_us"].as_u64() > Some(4_000_000),
+                    "{}",
+                    r["io"]
+                );
                 assert_eq!(r["io"]["failed"], 0);
             }
             "multipath-cable-out.toml" => {
@@ -458,9 +484,15 @@ fn a_pulled_cable_stays_out_through_a_reset_on_one_adapter_and_on_several() {
         let path = scenarios_dir().join(file);
         let (code, out, err) = hcasim(&["run", path.to_str().expect("utf-8")]);
         assert_eq!(code, 0, "{file}: {err}");
-        let invariants: Vec<&str> = out.lines().filter(|l| l.starts_with("invariants:")).collect();
+        let invariants: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("invariants:"))
+            .collect();
         assert!(!invariants.is_empty(), "{out}");
-        assert!(invariants.iter().all(|l| l.ends_with(" 0 violated")), "{invariants:?}");
+        assert!(
+            invariants.iter().all(|l| l.ends_with(" 0 violated")),
+            "{invariants:?}"
+        );
         let times = port_active_times(&out, 1);
         assert_eq!(times.first(), Some(&0.0), "{file}: {times:?}");
         assert_eq!(times.last(), Some(&5300.0), "{file}: {times:?}\n{out}");

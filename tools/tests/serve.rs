@@ -369,7 +369,14 @@ fn serve_runs_a_scenario_whose_events_fire_in_real_time() {
 #[test]
 fn a_cable_pulled_on_the_live_server_stays_out_through_a_reset() {
     let server = Server::start("cable");
-    let pull = server.ctl(&["inject", "port_down", "--port", "1", "--duration-ms", "600000"]);
+    let pull = server.ctl(&[
+        "inject",
+        "port_down",
+        "--port",
+        "1",
+        "--duration-ms",
+        "600000",
+    ]);
     assert_eq!(pull.status.code(), Some(0), "{}", text(&pull));
     let reset = server.ctl(&["reset", "--forced", "--wait"]);
     assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
@@ -385,6 +392,45 @@ fn a_cable_pulled_on_the_live_server_stays_out_through_a_reset() {
     };
     assert_eq!(ports[0]["port"], 1);
     assert_eq!(ports[0]["state"], "down", "{ports}");
+    assert!(server.stop().success());
+}
+
+/// SPEC §5 "An abort is not a veto", through READ_RESETS: `hcactl resets` names the client
+/// that did not answer as unresponsive (not "vetoed by ?") and gives the quiesce it ran.
+#[test]
+fn an_abort_for_an_unresponsive_client_is_not_shown_as_a_veto() {
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/scenarios/planned-aborted-unresponsive.toml");
+    let server = Server::start_with("abort", &["--scenario", scenario.to_str().expect("utf-8")]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let summary = loop {
+        let r = json(&server.ctl(&["--json", "resets"]));
+        if r["total"] == 1 {
+            break r["resets"][0].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the planned reset never ended: {r}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(summary["outcome"], "AbortedUnresponsive", "{summary}");
+    assert_eq!(summary["vetoed_by"], Value::Null, "{summary}");
+    assert_eq!(summary["unresponsive_names"], serde_json::json!(["wedged"]));
+    assert_eq!(summary["forced"], 0, "{summary}");
+    assert_eq!(summary["quiesce_us"], 500_000, "{summary}");
+    let human = text(&server.ctl(&["resets"]));
+    assert!(
+        human.contains("aborted, unresponsive at the quiesce deadline: wedged"),
+        "{human}"
+    );
+    assert!(human.contains("phases: quiesce 500.000 ms"), "{human}");
+    assert!(!human.contains("vetoed"), "{human}");
+    let status = text(&server.ctl(&["status"]));
+    assert!(
+        status.contains("unresponsive at the quiesce deadline: wedged"),
+        "{status}"
+    );
     assert!(server.stop().success());
 }
 

@@ -59,7 +59,8 @@ pub struct ResetRecord {
     pub hw_entered: bool,
     pub hw_done_at: Option<Instant>,
     pub finished_at: Option<Instant>,
-    /// Barrier members forced through their deadline.
+    /// Barrier members that passed their quiesce deadline: forced through it when the reset
+    /// went ahead, the cause when it aborted ([`ResetRecord::aborted_unresponsive`]).
     pub forced: Vec<ClientId>,
     /// Soft resets asserted, retries included.
     pub soft_attempts: u8,
@@ -159,7 +160,31 @@ impl ResetRecord {
         }
     }
 
-    /// Quiesce duration (RESET dispatched to barrier complete; a restart has none).
+    /// A planned reset called off because a client passed its deadline: `forced` names the
+    /// unresponsive clients, nobody vetoed, and nothing was forced through.
+    pub fn aborted_unresponsive(&self) -> bool {
+        matches!(
+            self.result,
+            Some(ResetResult::Aborted {
+                cause: AbortCause::Unresponsive,
+                ..
+            })
+        )
+    }
+
+    /// The client that vetoed, for a reset a veto called off (never for an abort).
+    pub fn vetoer(&self) -> Option<ClientId> {
+        match self.result {
+            Some(ResetResult::Aborted {
+                by,
+                cause: AbortCause::Veto,
+            }) => Some(by),
+            _ => None,
+        }
+    }
+
+    /// Quiesce duration (RESET dispatched to barrier complete, or to the abort that ended
+    /// it; a restart and a vetoed reset have none).
     pub fn quiesce(&self) -> Option<Duration> {
         let from = self.reset_sent_at.unwrap_or(self.started_at);
         self.quiesce_done_at.map(|t| t.saturating_since(from))

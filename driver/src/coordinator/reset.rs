@@ -239,6 +239,9 @@ impl Coordinator {
 
     pub(super) fn deadline_passed(&mut self) {
         let mut first_forced = None;
+        // What the policy does with them, as the record says it (a fatal cause found by the
+        // closing health read still makes the reset go ahead; its own records follow).
+        let aborts = self.reset.planned && self.policy.abort_on_unresponsive;
         self.fan_out(
             Walk::OldestFirst,
             |e| {
@@ -253,7 +256,7 @@ impl Coordinator {
                 first_forced.get_or_insert(id);
                 c.counters.unresponsive_clients += 1;
                 c.reset.force(id, name);
-                c.record_named(RecordKind::Unresponsive { client: id }, &name);
+                c.record_named(RecordKind::Unresponsive { client: id, aborts }, &name);
             },
         );
         if let Some(q) = self.quiesce_mut() {
@@ -434,6 +437,11 @@ impl Coordinator {
 
     pub(super) fn abort(&mut self, by: ClientId, cause: AbortCause) {
         self.cancel(TimerId::QuiesceDeadline);
+        // An abort after RESET went out (an unresponsive client) ends a quiesce that ran until
+        // now: its time is reported, not hidden. A veto comes before RESET: no quiesce ran.
+        if self.reset.reset_sent_at.is_some() {
+            self.reset.quiesce_done_at = Some(self.now);
+        }
         self.counters.resets_aborted += 1;
         self.transition(Stage::Operational);
         let event = Event::ResetAborted {

@@ -317,7 +317,7 @@ fn quiescing_to_resetting_at_deadline_marks_unresponsive_and_names_it() {
         ClientState::Unresponsive
     );
     let named = h.c().recorder().iter().any(|r| {
-        matches!(r.kind, RecordKind::Unresponsive { client } if client == wedged && r.name.as_str() == "wedged")
+        matches!(r.kind, RecordKind::Unresponsive { client, .. } if client == wedged && r.name.as_str() == "wedged")
     });
     assert!(named, "flight recorder names the unresponsive client");
     h.advance(1_000);
@@ -373,6 +373,18 @@ fn planned_reset_with_abort_on_unresponsive_aborts_at_deadline() {
     assert_eq!(h.events_of(a), [Reset, ResetAborted]);
     assert!(h.delivered().iter().any(|(_, e)| matches!(e,
         Event::ResetAborted { vetoed_by, cause: AbortCause::Unresponsive, .. } if *vetoed_by == wedged)));
+    // SPEC §5 "An abort is not a veto": the record names no vetoer, keeps the unresponsive
+    // client, and gives the quiesce it ran (to its deadline); the log says it aborted.
+    let r = h.c().last_reset().expect("a record");
+    assert!(r.aborted_unresponsive());
+    assert_eq!(r.vetoer(), None);
+    assert_eq!(r.forced, [wedged]);
+    assert_eq!(
+        r.quiesce(),
+        Some(Duration::from_ms(h.c().policy().quiesce_deadline_ms))
+    );
+    assert!(h.c().recorder().iter().any(|rec| matches!(rec.kind,
+        RecordKind::Unresponsive { client, aborts: true } if client == wedged)));
 }
 
 #[test]

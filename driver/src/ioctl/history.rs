@@ -8,7 +8,7 @@ use static_assertions::const_assert_eq;
 use super::codec::{get, get_u16, get_u32, get_u64, put, put_u16, put_u32, put_u64};
 use super::{result_code, NONE_U64};
 use crate::coordinator::{ResetResult, ResetSummary, FORCED_NAMES};
-use crate::types::ShortText;
+use crate::types::{AbortCause, ShortText};
 
 /// Head of READ_RESETS' output; `count` summaries (`ResetSummaryOut`) follow, oldest first.
 #[repr(C)]
@@ -51,7 +51,8 @@ pub struct ResetSummaryOut {
     pub requests: u32,
     pub pnp_operations: u32,
     pub barrier_size: u16,
-    /// Clients forced through their deadline (the first four are named).
+    /// Clients that passed their quiesce deadline (the first four are named): forced
+    /// through it, or, for an AbortedUnresponsive result, the reason the reset was called off.
     pub forced: u16,
     /// Soft resets asserted, retries included.
     pub soft_attempts: u8,
@@ -85,8 +86,12 @@ pub fn text_of(raw: &Text32) -> Option<&str> {
 impl ResetSummaryOut {
     pub fn from_summary(s: &ResetSummary) -> Self {
         let us = |d: Option<crate::time::Duration>| d.map_or(NONE_U64, |d| d.as_us());
+        // An abort for an unresponsive client is not a veto: its clients are the forced ones.
         let vetoer = match s.result {
-            ResetResult::Aborted { by, .. } => by.to_raw(),
+            ResetResult::Aborted {
+                by,
+                cause: AbortCause::Veto,
+            } => by.to_raw(),
             _ => NONE_U64,
         };
         let mut flags = 0;

@@ -73,7 +73,9 @@ impl Record {
                 raw(client),
                 0,
             ),
-            RecordKind::Unresponsive { client } => f(10, 0, 0, 0, client.to_raw(), 0),
+            RecordKind::Unresponsive { client, aborts } => {
+                f(10, u8::from(*aborts), 0, 0, client.to_raw(), 0)
+            }
             RecordKind::Throttled { client } => f(13, 0, 0, 0, client.to_raw(), 0),
             RecordKind::Vetoed { client, reason } => Fields {
                 text: Some(reason),
@@ -230,7 +232,14 @@ fn decode_kind(b: &[u8; RECORD_BYTES], client: u64, value: u64) -> Option<Record
             call: Call::from_u8(a)?,
             code: RefusalCode::from_u8(c)?,
         },
-        10 => RecordKind::Unresponsive { client: client_id },
+        10 => RecordKind::Unresponsive {
+            client: client_id,
+            aborts: match a {
+                0 => false,
+                1 => true,
+                _ => return None,
+            },
+        },
         13 => RecordKind::Throttled { client: client_id },
         14 => RecordKind::Vetoed {
             client: client_id,

@@ -48,7 +48,10 @@ fn every_kind() -> Vec<RecordKind> {
             call: Call::ResetVeto,
             code: RefusalCode::TooLate,
         },
-        RecordKind::Unresponsive { client: id() },
+        RecordKind::Unresponsive {
+            client: id(),
+            aborts: false,
+        },
         RecordKind::Throttled { client: id() },
         // A reason fills all 32 bytes it is given, the multi-byte character included.
         RecordKind::Vetoed {
@@ -121,7 +124,10 @@ fn the_version_4_encoding_keeps_its_layout() {
         3,
         Instant::from_us(77),
         ShortText::cut("a-name-longer-than-24-bytes"),
-        RecordKind::Unresponsive { client: id() },
+        RecordKind::Unresponsive {
+            client: id(),
+            aborts: true,
+        },
     );
     r.count = 5;
     let b = r.encode_v4();
@@ -428,7 +434,10 @@ fn encoding_is_fixed_size_and_distinguishes_records() {
         2,
         Instant::ZERO,
         ShortText::cut("wedged"),
-        RecordKind::Unresponsive { client: id() },
+        RecordKind::Unresponsive {
+            client: id(),
+            aborts: true,
+        },
     );
     assert_eq!(&u.encode()[48..54], b"wedged");
 }

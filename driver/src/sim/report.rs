@@ -19,7 +19,12 @@ pub struct ResetReport {
     pub restore_us: Option<u64>,
     pub total_us: Option<u64>,
     pub started_at: Instant,
+    /// Clients the reset went ahead without, past their deadline.
     pub forced_clients: Vec<String>,
+    /// Clients that passed their quiesce deadline, whether the reset went ahead (then
+    /// `forced_clients` too) or aborted for them (SPEC §5 "An abort is not a veto").
+    pub unresponsive_clients: Vec<String>,
+    /// The CAN_VETO client that refused a planned reset; never an unresponsive one.
     pub vetoed_by: Option<String>,
     /// What the vetoer said.
     pub veto_reason: Option<String>,
@@ -86,9 +91,12 @@ impl ResetLog {
 impl ResetReport {
     fn new(r: &ResetRecord, allocations: Option<u64>, name: impl Fn(ClientId) -> String) -> Self {
         let outcome = r.result.map_or("Unfinished", ResetResult::as_str);
-        let vetoed_by = match r.result {
-            Some(ResetResult::Aborted { by, .. }) => Some(name(by)),
-            _ => None,
+        let vetoed_by = r.vetoer().map(&name);
+        let unresponsive_clients: Vec<String> = r.forced.iter().map(|id| name(*id)).collect();
+        let forced_clients = if r.aborted_unresponsive() {
+            Vec::new()
+        } else {
+            unresponsive_clients.clone()
         };
         ResetReport {
             epoch: r.epoch,
@@ -100,7 +108,8 @@ impl ResetReport {
             restore_us: r.restore().map(Duration::as_us),
             total_us: r.total().map(Duration::as_us),
             started_at: r.started_at,
-            forced_clients: r.forced.iter().map(|id| name(*id)).collect(),
+            forced_clients,
+            unresponsive_clients,
             vetoed_by,
             veto_reason: r.veto_reason.map(|t| t.to_string()),
             allocations,
@@ -127,7 +136,7 @@ impl ResetReport {
 impl serde::Serialize for ResetReport {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut m = s.serialize_struct("ResetReport", 15)?;
+        let mut m = s.serialize_struct("ResetReport", 16)?;
         m.serialize_field("epoch", &self.epoch.0)?;
         m.serialize_field("reason", self.reason_name())?;
         m.serialize_field("outcome", &self.outcome)?;
@@ -147,6 +156,8 @@ impl serde::Serialize for ResetReport {
         // Appended: soft resets asserted (retries included) and whether an FLR followed.
         m.serialize_field("soft_attempts", &self.soft_attempts)?;
         m.serialize_field("flr_used", &self.flr_used)?;
+        // Appended: who passed the quiesce deadline, for an abort as for a forced reset.
+        m.serialize_field("unresponsive_clients", &self.unresponsive_clients)?;
         m.end()
     }
 }

@@ -1,6 +1,7 @@
 //! `hcactl resets` and the last reset in `hcactl status`: the bus's reset history
 //! (READ_RESETS), which polling cannot evict.
 
+use hcabus::coordinator::ResetResult;
 use hcabus::ioctl::*;
 use hcabus_tools::answer::Answer;
 use serde_json::{json, Value};
@@ -53,6 +54,15 @@ fn why(s: &ResetSummaryOut) -> &'static str {
     }
 }
 
+/// A planned reset called off because clients passed their deadline: not a veto.
+fn aborted_unresponsive(s: &ResetSummaryOut) -> bool {
+    s.result
+        == result_code(Some(ResetResult::Aborted {
+            by: hcabus::types::ClientId::from_raw(0),
+            cause: hcabus::types::AbortCause::Unresponsive,
+        }))
+}
+
 pub(crate) fn summary_json(s: &ResetSummaryOut) -> Value {
     json!({
         "ordinal": s.ordinal,
@@ -72,8 +82,12 @@ pub(crate) fn summary_json(s: &ResetSummaryOut) -> Value {
         "soft_attempts": s.soft_attempts,
         "flr_used": s.flags & SUMMARY_FLR != 0,
         "pnp_operations": s.pnp_operations,
-        "forced": s.forced,
-        "forced_names": s.forced_names().collect::<Vec<_>>(),
+        // The wire's forced clients are those that passed the quiesce deadline; an abort
+        // for them forced nobody through (SPEC §5 "An abort is not a veto").
+        "forced": if aborted_unresponsive(s) { 0 } else { s.forced },
+        "forced_names": if aborted_unresponsive(s) { Vec::new() } else { s.forced_names().collect::<Vec<_>>() },
+        "unresponsive": s.forced,
+        "unresponsive_names": s.forced_names().collect::<Vec<_>>(),
         "vetoed_by": (s.vetoer != NONE_U64).then(|| json!({
             "id": hcabus::types::ClientId::from_raw(s.vetoer).to_string(),
             "name": text(&s.vetoer_name),
@@ -120,7 +134,12 @@ pub(crate) fn summary_lines(s: &ResetSummaryOut) -> Vec<String> {
         let names: Vec<&str> = s.forced_names().collect();
         let more = usize::from(s.forced).saturating_sub(names.len());
         lines.push(format!(
-            "forced: {}{}",
+            "{}: {}{}",
+            if aborted_unresponsive(s) {
+                "aborted, unresponsive at the quiesce deadline"
+            } else {
+                "forced"
+            },
             names.join(", "),
             if more > 0 {
                 format!(" and {more} more")
