@@ -25,53 +25,171 @@ fn broken(from: &str, to: &str) -> (String, usize) {
     (edited, line)
 }
 
-/// Each rule with an edit of the package that breaks it.
-const BREAKS: [(&str, &str, &str); 16] = [
-    ("version-signature", "\"$WINDOWS NT$\"", "\"$Chicago$\""),
-    ("class-system", "Class       = System", "Class       = Net"),
-    ("version-provider", "Provider    = %ProviderName%", ""),
-    ("catalog-file", "CatalogFile = hcabus.cat", ""),
-    ("driver-ver", "DriverVer   = 01/01/2026,0.1.0.0", ""),
-    ("pnp-lockdown", "PnpLockdown = 1", "PnpLockdown = 0"),
-    ("dirid-13", "DefaultDestDir = 13", "DefaultDestDir = 12"),
-    (
-        "service-binary",
-        "ServiceBinary  = %13%\\hcabus.sys",
-        "ServiceBinary  = %12%\\drivers\\hcabus.sys",
-    ),
-    (
-        "registry-hkr",
-        "HKR,Parameters,paging_io_hold_timeout_ms",
-        "HKLM,System\\Parameters,paging_io_hold_timeout_ms",
-    ),
-    (
-        "forbidden-directive",
-        "CopyFiles = HcaBus_CopyFiles",
-        "CopyFiles = HcaBus_CopyFiles\nDelFiles = HcaBus_CopyFiles",
-    ),
-    (
-        "source-disks",
-        "[HcaBus_CopyFiles]\nhcabus.sys",
-        "[HcaBus_CopyFiles]\nhcabus.sys\nextra.sys",
-    ),
-    (
-        "section-exists",
-        "CopyFiles = HcaBus_CopyFiles",
-        "CopyFiles = HcaBus_Missing",
-    ),
-    ("kmdf-section", "KmdfLibraryVersion = 1.33", ""),
-    ("boot-start", "StartType      = 0", "StartType      = 3"),
-    (
-        "security-sddl",
-        "(A;;GA;;;BA)\"",
-        "(A;;GA;;;BA)(A;;GR;;;WD)\"",
-    ),
-    (
-        "strings-defined",
-        "DisplayName    = %ServiceName%",
-        "DisplayName    = %NoSuchString%",
-    ),
-];
+/// An edit of the package that breaks `rule`, and the other rules the same edit may break
+/// too (a file copied from nowhere is also not in [SourceDisksFiles], say).
+struct Break {
+    rule: &'static str,
+    from: &'static str,
+    to: String,
+    also: &'static [&'static str],
+}
+
+fn b(rule: &'static str, from: &'static str, to: &str) -> Break {
+    Break {
+        rule,
+        from,
+        to: to.to_string(),
+        also: &[],
+    }
+}
+
+fn with_also(mut x: Break, also: &'static [&'static str]) -> Break {
+    x.also = also;
+    x
+}
+
+/// Every section or directive a universal INF may not have, added to the package.
+fn universal_breaks() -> Vec<Break> {
+    let wdf = "[HcaBus_Install.NT.Wdf]";
+    let mut out: Vec<Break> = [
+        "[HcaBus_Install.NT.CoInstallers]",
+        "[HcaBus_Install.NT.FactDef]",
+        "[HcaBus_Install.NT.LogConfigOverride]",
+        "[ClassInstall32]",
+        "[ClassInstall32.NTamd64]",
+        "[DefaultInstall.NTamd64]",
+        "[DefaultInstall]",
+    ]
+    .iter()
+    .map(|header| b("forbidden-section", wdf, &format!("{header}\n\n{wdf}")))
+    .collect();
+    for directive in [
+        "BitReg",
+        "DelFiles",
+        "DelProperty",
+        "DelReg",
+        "DelService",
+        "Ini2Reg",
+        "LogConfig",
+        "ProfileItems",
+        "RegisterDlls",
+        "RenFiles",
+        "UnregisterDlls",
+        "UpdateIniFields",
+        "UpdateInis",
+    ] {
+        let copy = "CopyFiles = HcaBus_CopyFiles";
+        out.push(b(
+            "forbidden-directive",
+            copy,
+            &format!("{copy}\n{directive} = HcaBus_CopyFiles"),
+        ));
+    }
+    out
+}
+
+/// Each rule with edits of the package that break it.
+fn breaks() -> Vec<Break> {
+    let dv = "DriverVer   = 01/01/2026,0.1.0.0";
+    let bin = "ServiceBinary  = %13%\\hcabus.sys";
+    let copy = "[HcaBus_CopyFiles]\nhcabus.sys";
+    let sdf = "hcabus.sys = 1,,";
+    let mut out = vec![
+        b("version-signature", "\"$WINDOWS NT$\"", "\"$Chicago$\""),
+        b("class-system", "Class       = System", "Class       = Net"),
+        b("version-provider", "Provider    = %ProviderName%", ""),
+        b("version-provider", "Provider    = %ProviderName%", "Provider    = Microsoft"),
+        b("catalog-file", "CatalogFile = hcabus.cat", ""),
+        b("driver-ver", dv, ""),
+        // InfVerif 1217: three parts.
+        b("driver-ver", dv, "DriverVer   = 01/01/2026,0.1.0"),
+        b("driver-ver", dv, "DriverVer   = 01/01/2026,0.1.0.65535"),
+        b("driver-ver", dv, "DriverVer   = 01/01/2026,0.0.0.0"),
+        b("driver-ver", dv, "DriverVer   = 01/01/2026"),
+        b("driver-ver", dv, "DriverVer   = 1/1/2026,0.1.0.0"),
+        b("driver-ver", dv, "DriverVer   = 02/30/2026,0.1.0.0"),
+        b("driver-ver", dv, "DriverVer   = 2026-01-01,0.1.0.0"),
+        b(
+            "driver-ver",
+            "CopyFiles = HcaBus_CopyFiles",
+            "CopyFiles = HcaBus_CopyFiles\nDriverVer = 01/01/2026,1.2.3",
+        ),
+        b("pnp-lockdown", "PnpLockdown = 1", "PnpLockdown = 0"),
+        // The driver then leaves the driver store, so its service names a file not there.
+        with_also(b("dirid-13", "DefaultDestDir = 13", "DefaultDestDir = 12"), &["service-binary"]),
+        with_also(
+            b("dirid-13", "DefaultDestDir = 13", "DefaultDestDir = 13\nHcaBus_CopyFiles = 11"),
+            &["service-binary"],
+        ),
+        with_also(b("dirid-13", "DefaultDestDir = 13", ""), &["service-binary"]),
+        with_also(
+            b("service-binary", bin, "ServiceBinary  = %12%\\drivers\\hcabus.sys"),
+            &[],
+        ),
+        // A boot service whose binary the package never copies.
+        b("service-binary", bin, "ServiceBinary  = %13%\\hcabus2.sys"),
+        b("service-binary", bin, "ServiceBinary  = %13%\\hcabus.dll"),
+        b("service-binary", bin, ""),
+        b("service-binary", "%13%\\hcabus.sys\"", "%13%\\hcamsg.dll\""),
+        b(
+            "registry-hkr",
+            "HKR,Parameters,paging_io_hold_timeout_ms",
+            "HKLM,System\\Parameters,paging_io_hold_timeout_ms",
+        ),
+        with_also(b("source-disks", copy, "[HcaBus_CopyFiles]\nhcabus.sys\nextra.sys"), &[]),
+        b("source-disks", sdf, "hcabus.sys = 2,,"),
+        b("source-disks", sdf, "hcabus.sys = 1,,\nunused.sys = 1,,"),
+        b("source-disks", sdf, "hcabus.sys = 1,,\nhcabus.sys = 1,,"),
+        with_also(
+            b("copy-conflict", copy, "[HcaBus_CopyFiles]\nhcabus.sys\nhcabus.sys,hcabus_v2.sys"),
+            &["source-disks"],
+        ),
+        b(
+            "registry-conflict",
+            "HKR,Parameters,quiesce_deadline_ms,0x00010001,5000",
+            "HKR,Parameters,quiesce_deadline_ms,0x00010001,5000\nHKR,Parameters,quiesce_deadline_ms,0x00010001,6000",
+        ),
+        b(
+            "service-conflict",
+            "AddService = hcabus, 0x00000002, HcaBus_Service_Install, HcaBus_EventLog_Install",
+            "AddService = hcabus, 0x00000002, HcaBus_Service_Install, HcaBus_EventLog_Install\nAddService = hcabus, 0x00000000, HcaBus_Service_Install",
+        ),
+        with_also(
+            b(
+                "target-os-version",
+                "HcaBus, NTamd64.10.0...16299",
+                "HcaBus, NTamd64.10.0.1..16299",
+            ),
+            &["section-exists"],
+        ),
+        with_also(
+            b("target-os-version", "HcaBus, NTamd64.10.0...16299", "HcaBus, NTsparc.10.0"),
+            &["section-exists"],
+        ),
+        // Nothing is copied then: the listed file is unused and the service's binary absent.
+        with_also(
+            b("section-exists", "CopyFiles = HcaBus_CopyFiles", "CopyFiles = HcaBus_Missing"),
+            &["source-disks", "service-binary"],
+        ),
+        // A decoration whose models section is missing.
+        b(
+            "section-exists",
+            "HcaBus, NTamd64.10.0...16299",
+            "HcaBus, NTamd64.10.0...16299, NTarm64",
+        ),
+        b("kmdf-section", "KmdfLibraryVersion = 1.33", ""),
+        b("kmdf-section", "KmdfService = hcabus,", "KmdfService = other,"),
+        b("boot-start", "StartType      = 0", "StartType      = 3"),
+        b("security-sddl", "(A;;GA;;;BA)\"", "(A;;GA;;;BA)(A;;GR;;;WD)\""),
+        b(
+            "strings-defined",
+            "DisplayName    = %ServiceName%",
+            "DisplayName    = %NoSuchString%",
+        ),
+    ];
+    out.extend(universal_breaks());
+    out
+}
 
 #[test]
 fn the_package_keeps_every_rule() {
@@ -81,38 +199,68 @@ fn the_package_keeps_every_rule() {
 
 #[test]
 fn every_rule_has_a_breaking_inf() {
-    let mut named: Vec<&str> = rules::RULES.iter().map(|r| r.0).collect();
-    let mut tested: Vec<&str> = BREAKS.iter().map(|b| b.0).collect();
+    let mut named: Vec<&str> = rules::RULES.iter().map(|r| r.name).collect();
+    let mut tested: Vec<&str> = breaks().iter().map(|b| b.rule).collect();
     named.sort_unstable();
     tested.sort_unstable();
+    tested.dedup();
     assert_eq!(named, tested);
 }
 
 #[test]
 fn each_rule_fails_on_its_inf_at_the_line_that_breaks_it() {
-    for (rule, from, to) in BREAKS {
-        let (text, line) = broken(from, to);
+    for x in breaks() {
+        let (rule, to) = (x.rule, x.to.as_str());
+        let (text, line) = broken(x.from, to);
         let findings = rules::check(&parse(&text).expect("still an INF"));
         assert!(
             findings.iter().any(|f| f.rule == rule),
-            "{rule}: not found in {findings:?}"
+            "{rule} ({to:?}): not found in {findings:?}"
         );
-        // A removed line is reported where its section starts; an edited one where it is.
+        // A removed line is reported where its section starts (or where what needed it is);
+        // an edited or added one where it is.
         let removed = to.is_empty();
-        let at = findings.iter().filter(|f| f.rule == rule).map(|f| f.line);
+        let at: Vec<usize> = findings
+            .iter()
+            .filter(|f| f.rule == rule)
+            .map(|f| f.line)
+            .collect();
         if !removed {
-            let lines: Vec<usize> = at.collect();
+            // An edit that adds lines may break the rule on any of them.
+            let added = to.lines().count().max(1);
             assert!(
-                lines.contains(&line),
-                "{rule}: reported at {lines:?}, broken at {line}"
+                at.iter().any(|l| (line..line + added + 1).contains(l)),
+                "{rule} ({to:?}): reported at {at:?}, broken at {line}"
             );
         }
         assert!(
             findings
                 .iter()
-                .all(|f| f.rule == rule || rule == "section-exists" || rule == "source-disks"),
-            "{rule}: one edit, one rule: {findings:?}"
+                .all(|f| f.rule == rule || x.also.contains(&f.rule)),
+            "{rule} ({to:?}): one edit, one rule: {findings:?}"
         );
+    }
+}
+
+#[test]
+fn the_help_names_every_infverif_number_a_rule_encodes() {
+    let (code, help, _) = infcheck(&["--help"]);
+    assert_eq!(code, 0);
+    let codes = rules::infverif_codes();
+    assert!(
+        codes.contains(&"1217") && codes.contains(&"1330"),
+        "{codes:?}"
+    );
+    for c in codes {
+        assert!(
+            help.contains(c),
+            "--help does not name InfVerif {c}: {help}"
+        );
+    }
+    let (code, listed, _) = infcheck(&["--rules"]);
+    assert_eq!(code, 0);
+    for r in rules::RULES {
+        assert!(listed.contains(r.name), "{listed}");
     }
 }
 

@@ -15,13 +15,28 @@ const NOT_INFVERIF: &str = "infcheck checks this project's written encoding of I
      rules and the boot-start rules; it does not run Microsoft's InfVerif, and passing it does \
      not mean InfVerif passes.";
 
+/// What the rules encode, for the help: InfVerif's numbered errors where Microsoft documents a
+/// number, and the pages the unnumbered rules come from.
+const ENCODES: &str = "Encodes InfVerif errors 1001 (Version signature), 1203 (section not \
+     found), 1204 (Provider is Microsoft), 1217 (DriverVer not w.x.y.z below 65535), 1330 (one \
+     destination copied from two sources), 1331 and 1332 (a registry value written twice \
+     differently), 1333 (a service added twice differently); the sections and directives \
+     Microsoft's \"Using a Universal INF File\" forbids (ClassInstall32, DDInstall.CoInstallers, \
+     .FactDef, .LogConfigOverride, DefaultInstall without an architecture or beside \
+     [Manufacturer], a ProductType or SuiteMask decoration; BitReg, DelFiles, DelProperty, \
+     DelReg, DelService, Ini2Reg, LogConfig, ProfileItems, RegisterDlls, RenFiles, \
+     UnregisterDlls, UpdateIniFields, UpdateInis); driver package isolation (DIRID 13, HKR, \
+     PnpLockdown); file copies (every source listed once and used, every destination \
+     resolved); service binaries the package copies; the boot-start rules of a boot bus \
+     driver. `--rules` lists each rule with its InfVerif number.";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "infcheck",
     version,
     about = "Check an INF against our encoding of InfVerif's Windows Driver (/w) rules and the boot-start rules",
     long_about = None,
-    after_help = NOT_INFVERIF
+    after_help = format!("{ENCODES}\n\n{NOT_INFVERIF}")
 )]
 struct Cli {
     /// The INF (or .inx) to check.
@@ -35,9 +50,15 @@ struct Cli {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.rules {
-        for (name, what) in rules::RULES {
-            println!("{name:<20} {what}");
+        for r in rules::RULES {
+            let codes = if r.infverif.is_empty() {
+                "-"
+            } else {
+                r.infverif
+            };
+            println!("{:<20} {:<11} {}", r.name, codes, r.what);
         }
+        println!("\n(the middle column: the InfVerif error numbers a rule encodes)");
         println!("\n{NOT_INFVERIF}");
         return ExitCode::SUCCESS;
     }

@@ -1,8 +1,20 @@
 //! This project's written encoding of InfVerif's Windows Driver (`/w`) rules and of the
 //! boot-start rules of a boot bus driver (../shared/windows-notes.md). It is not InfVerif:
 //! passing it says the INF keeps the rules as we wrote them down, nothing more.
+//!
+//! Each rule encodes a class, from Microsoft's pages: "Using a Universal INF File" (the
+//! sections and directives a universal INF may not use), "Driver package isolation" (DIRID
+//! 13, HKR), the INF DriverVer, SourceDisksFiles, CopyFiles, DestinationDirs and AddService
+//! references, and the InfVerif error codes of "INF Validation Errors and Warnings" where
+//! Microsoft documents a number for them ([`Rule::infverif`]).
 
-use super::{Entry, Inf, Section};
+mod files;
+mod registry;
+mod services;
+mod universal;
+mod version;
+
+use super::Inf;
 
 /// One broken rule, where it is broken.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,52 +24,60 @@ pub struct Finding {
     pub message: String,
 }
 
-/// Every rule: its name and what it asks, for `infcheck --rules` and the docs.
-pub const RULES: [(&str, &str); 16] = [
-    ("version-signature", "[Version] Signature is \"$WINDOWS NT$\""),
-    ("class-system", "Class = System with the System class GUID (a boot bus driver)"),
-    ("version-provider", "[Version] names a Provider"),
-    ("catalog-file", "[Version] names a CatalogFile"),
-    ("driver-ver", "[Version] has a DriverVer (stampinf sets it)"),
-    ("pnp-lockdown", "[Version] PnpLockdown = 1"),
-    ("dirid-13", "every DestinationDirs entry is DIRID 13 (run from the driver store)"),
-    ("service-binary", "ServiceBinary is under %13% (the driver store)"),
-    ("registry-hkr", "AddReg and DelReg write HKR-relative keys only"),
-    ("forbidden-directive", "no ClassInstall32, CoInstallers, DelReg, DelFiles, RenFiles, RegisterDlls, UnregisterDlls, ProfileItems, UpdateInis, UpdateIniFields, Ini2Reg"),
-    ("source-disks", "every copied file is in [SourceDisksFiles] on a disk of [SourceDisksNames]"),
-    ("section-exists", "every section a directive names exists"),
-    ("kmdf-section", "the install section's .Wdf section names a KmdfService whose section sets KmdfLibraryVersion"),
-    ("boot-start", "the service is a kernel driver (ServiceType 1) started at boot (StartType 0) in a boot load-order group, ErrorControl 1 or 3"),
-    ("security-sddl", "the device's HKR Security SDDL grants SYSTEM and Administrators only, with a protected DACL"),
-    ("strings-defined", "every %string% is defined in [Strings]"),
+/// A rule: its name, the InfVerif error codes it encodes (empty where Microsoft documents the
+/// rule without a number), and what it asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub name: &'static str,
+    pub infverif: &'static str,
+    pub what: &'static str,
+}
+
+const fn rule(name: &'static str, infverif: &'static str, what: &'static str) -> Rule {
+    Rule {
+        name,
+        infverif,
+        what,
+    }
+}
+
+/// Every rule, for `infcheck --rules`, its help and the docs.
+pub const RULES: [Rule; 21] = [
+    rule("version-signature", "1001", "[Version] Signature is \"$WINDOWS NT$\""),
+    rule("class-system", "", "Class = System with the System class GUID (a boot bus driver)"),
+    rule("version-provider", "1204", "[Version] names a Provider, and it is not Microsoft"),
+    rule("catalog-file", "", "[Version] names a CatalogFile (a signed package)"),
+    rule("driver-ver", "1217", "[Version] has a DriverVer, and every DriverVer is mm/dd/yyyy (or mm-dd-yyyy, a real date) then w.x.y.z: four decimal fields below 65535, not 0.0.0.0"),
+    rule("pnp-lockdown", "", "[Version] PnpLockdown = 1"),
+    rule("dirid-13", "", "every DestinationDirs entry is DIRID 13 and every copied file has a destination (driver package isolation: run from the driver store; without DefaultDestDir a file goes to DIRID 11)"),
+    rule("service-binary", "", "every ServiceBinary is %13%\\file, and every file a service names (ServiceBinary, EventMessageFile under %13%) is one its install section copies to DIRID 13; a kernel driver's binary is a .sys"),
+    rule("registry-hkr", "", "AddReg sections write HKR-relative keys only (driver package isolation)"),
+    rule("forbidden-section", "", "no section a universal INF may not have: ClassInstall32 (any decoration), DDInstall.CoInstallers, DDInstall.FactDef, DDInstall.LogConfigOverride; DefaultInstall only with an architecture decoration, and never beside [Manufacturer]"),
+    rule("forbidden-directive", "", "no directive a universal INF may not use: BitReg, DelFiles, DelProperty, DelReg, DelService, Ini2Reg, LogConfig, ProfileItems, RegisterDlls, RenFiles, UnregisterDlls, UpdateIniFields, UpdateInis"),
+    rule("target-os-version", "", "each [Manufacturer] decoration is NT[arch][.major[.minor[.ProductType[.SuiteMask[.build]]]]] with a known architecture, numeric versions, and no ProductType or SuiteMask (not allowed in a universal INF)"),
+    rule("source-disks", "", "every copied file is in [SourceDisksFiles] on a disk of [SourceDisksNames], listed once; every listed file is copied"),
+    rule("copy-conflict", "1330", "no destination file is copied from two different source files"),
+    rule("registry-conflict", "1331, 1332", "no registry value is written twice with different types or data for one key (a device's, a service's)"),
+    rule("service-conflict", "1333", "no service is added twice with different flags or install sections"),
+    rule("section-exists", "1203", "every section a directive or a [Manufacturer] decoration names exists"),
+    rule("kmdf-section", "", "the install section's .Wdf section names a KmdfService that the install adds, whose section sets KmdfLibraryVersion"),
+    rule("boot-start", "", "the service is a kernel driver (ServiceType 1) started at boot (StartType 0) in a boot load-order group, ErrorControl 1 or 3"),
+    rule("security-sddl", "", "the device's HKR Security SDDL grants SYSTEM and Administrators only, with a protected DACL"),
+    rule("strings-defined", "", "every %string% is defined in [Strings]"),
 ];
 
-/// Load-order groups loaded by the boot loader.
-const BOOT_GROUPS: [&str; 4] = [
-    "Boot Bus Extender",
-    "System Bus Extender",
-    "SCSI miniport",
-    "Base",
-];
+/// The InfVerif codes the rules encode, in order, for the help.
+pub fn infverif_codes() -> Vec<&'static str> {
+    let mut codes: Vec<&str> = RULES
+        .iter()
+        .flat_map(|r| r.infverif.split(", "))
+        .filter(|c| !c.is_empty())
+        .collect();
+    codes.sort_unstable();
+    codes
+}
 
-const SYSTEM_CLASS_GUID: &str = "{4D36E97D-E325-11CE-BFC1-08002BE10318}";
-
-const FORBIDDEN: [&str; 10] = [
-    "CoInstallers",
-    "DelReg",
-    "DelFiles",
-    "RenFiles",
-    "RegisterDlls",
-    "UnregisterDlls",
-    "ProfileItems",
-    "UpdateInis",
-    "UpdateIniFields",
-    "Ini2Reg",
-];
-
-/// Directives whose values name sections of this INF (Include and Needs name other INFs).
-const SECTION_DIRECTIVES: [&str; 3] = ["CopyFiles", "AddReg", "DelReg"];
-
+/// The findings of one pass over an INF.
 struct Check<'a> {
     inf: &'a Inf,
     findings: Vec<Finding>,
@@ -65,209 +85,12 @@ struct Check<'a> {
 
 impl Check<'_> {
     fn add(&mut self, line: usize, rule: &'static str, message: String) {
+        debug_assert!(RULES.iter().any(|r| r.name == rule), "unlisted rule {rule}");
         self.findings.push(Finding {
             line,
             rule,
             message,
         });
-    }
-
-    fn version(&mut self) {
-        let Some(v) = self.inf.section("Version") else {
-            self.add(1, "version-signature", "no [Version] section".into());
-            return;
-        };
-        let line = v.line;
-        match v.get("Signature") {
-            Some(e) if e.value(0).eq_ignore_ascii_case("$WINDOWS NT$") => {}
-            Some(e) => self.add(
-                e.line,
-                "version-signature",
-                format!("Signature is {:?}", e.value(0)),
-            ),
-            None => self.add(line, "version-signature", "no Signature".into()),
-        }
-        let class = v.get("Class").map(|e| (e.line, e.value(0).to_string()));
-        let guid = v.get("ClassGuid").map(|e| (e.line, e.value(0).to_string()));
-        match (class, guid) {
-            (Some((_, c)), Some((_, g)))
-                if c.eq_ignore_ascii_case("System")
-                    && g.eq_ignore_ascii_case(SYSTEM_CLASS_GUID) => {}
-            (c, g) => {
-                let at = c.as_ref().or(g.as_ref()).map_or(line, |x| x.0);
-                self.add(at, "class-system", format!(
-                    "Class {:?}, ClassGuid {:?}: a boot bus driver is Class=System, {SYSTEM_CLASS_GUID}",
-                    c.map(|x| x.1), g.map(|x| x.1)
-                ));
-            }
-        }
-        for (key, rule) in [
-            ("Provider", "version-provider"),
-            ("CatalogFile", "catalog-file"),
-            ("DriverVer", "driver-ver"),
-        ] {
-            if v.get(key).is_none_or(|e| e.value(0).is_empty()) {
-                self.add(line, rule, format!("[Version] has no {key}"));
-            }
-        }
-        match v.get("PnpLockdown") {
-            Some(e) if e.value(0) == "1" => {}
-            Some(e) => self.add(
-                e.line,
-                "pnp-lockdown",
-                format!("PnpLockdown = {}", e.value(0)),
-            ),
-            None => self.add(line, "pnp-lockdown", "no PnpLockdown = 1".into()),
-        }
-    }
-
-    fn destinations(&mut self) {
-        for e in self.inf.entries("DestinationDirs") {
-            if e.value(0).trim() != "13" {
-                let key = e.key.clone().unwrap_or_default();
-                self.add(
-                    e.line,
-                    "dirid-13",
-                    format!("{key} goes to DIRID {}", e.value(0)),
-                );
-            }
-        }
-    }
-
-    fn directives(&mut self) {
-        if let Some(s) = self.inf.section("ClassInstall32") {
-            self.add(
-                s.line,
-                "forbidden-directive",
-                "a [ClassInstall32] section".into(),
-            );
-        }
-        for s in &self.inf.sections {
-            for e in &s.entries {
-                let Some(key) = e.key.as_deref() else {
-                    continue;
-                };
-                if let Some(f) = FORBIDDEN.iter().find(|f| f.eq_ignore_ascii_case(key)) {
-                    self.add(
-                        e.line,
-                        "forbidden-directive",
-                        format!("{f} in [{}]", s.name),
-                    );
-                }
-                if key.eq_ignore_ascii_case("ServiceBinary") && !e.value(0).starts_with("%13%\\") {
-                    self.add(
-                        e.line,
-                        "service-binary",
-                        format!("ServiceBinary is {}", e.value(0)),
-                    );
-                }
-                if SECTION_DIRECTIVES
-                    .iter()
-                    .any(|d| d.eq_ignore_ascii_case(key))
-                {
-                    for name in e.values.iter().filter(|v| !v.is_empty()) {
-                        // CopyFiles = @file copies one file directly.
-                        if !name.starts_with('@') && self.inf.section(name).is_none() {
-                            self.add(
-                                e.line,
-                                "section-exists",
-                                format!("{key} names [{name}], which does not exist"),
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The sections an AddReg or DelReg directive names, for the HKR rule.
-    fn registry(&mut self) {
-        let mut named = Vec::new();
-        for s in &self.inf.sections {
-            for e in s
-                .entries
-                .iter()
-                .filter(|e| e.is("AddReg") || e.is("DelReg"))
-            {
-                named.extend(e.values.iter().filter(|v| !v.is_empty()).cloned());
-            }
-        }
-        for name in named {
-            let Some(section) = self.inf.section(&name) else {
-                continue;
-            };
-            for e in &section.entries {
-                let root = e.key.as_deref().unwrap_or(e.value(0));
-                let root = root.split(',').next().unwrap_or("").trim();
-                if !root.eq_ignore_ascii_case("HKR") {
-                    self.add(
-                        e.line,
-                        "registry-hkr",
-                        format!("[{name}] writes under {root}"),
-                    );
-                }
-            }
-        }
-    }
-
-    fn files(&mut self) {
-        let disks: Vec<String> = self
-            .inf
-            .entries("SourceDisksNames")
-            .chain(self.inf.entries("SourceDisksNames.amd64"))
-            .filter_map(|e| e.key.clone())
-            .collect();
-        let mut listed = Vec::new();
-        for e in self
-            .inf
-            .entries("SourceDisksFiles")
-            .chain(self.inf.entries("SourceDisksFiles.amd64"))
-        {
-            let Some(file) = e.key.clone() else {
-                continue;
-            };
-            if !disks.iter().any(|d| d == e.value(0)) {
-                self.add(
-                    e.line,
-                    "source-disks",
-                    format!(
-                        "{file} is on disk {:?}, not in [SourceDisksNames]",
-                        e.value(0)
-                    ),
-                );
-            }
-            listed.push(file.to_ascii_lowercase());
-        }
-        let copied: Vec<(usize, String)> = self.copied_files();
-        for (line, file) in copied {
-            if !listed.contains(&file.to_ascii_lowercase()) {
-                self.add(
-                    line,
-                    "source-disks",
-                    format!("{file} is copied but not in [SourceDisksFiles]"),
-                );
-            }
-        }
-    }
-
-    /// Every file a CopyFiles directive copies, directly (`@file`) or by its file list.
-    fn copied_files(&self) -> Vec<(usize, String)> {
-        let mut out = Vec::new();
-        for s in &self.inf.sections {
-            for e in s.entries.iter().filter(|e| e.is("CopyFiles")) {
-                for v in e.values.iter().filter(|v| !v.is_empty()) {
-                    if let Some(file) = v.strip_prefix('@') {
-                        out.push((e.line, file.to_string()));
-                    } else if let Some(list) = self.inf.section(v) {
-                        out.extend(list.entries.iter().map(|f| {
-                            let name = f.key.clone().unwrap_or_else(|| f.value(0).to_string());
-                            (f.line, name)
-                        }));
-                    }
-                }
-            }
-        }
-        out
     }
 
     fn strings(&mut self) {
@@ -281,187 +104,18 @@ impl Check<'_> {
     }
 }
 
-/// The install sections: what the models sections point to, decorated or not.
-fn install_sections(inf: &Inf) -> Vec<&Section> {
-    let mut out = Vec::new();
-    for m in inf.entries("Manufacturer") {
-        let base = m.value(0);
-        let decorations: Vec<&str> = m.values.iter().skip(1).map(String::as_str).collect();
-        let mut models: Vec<String> = decorations.iter().map(|d| format!("{base}.{d}")).collect();
-        models.push(base.to_string());
-        for model in models.iter().filter_map(|n| inf.section(n)) {
-            for e in &model.entries {
-                // The install section as SetupAPI picks it: the best decoration first.
-                let base = e.value(0);
-                let found = [".NTamd64", ".NT", ""]
-                    .iter()
-                    .find_map(|d| inf.section(&format!("{base}{d}")));
-                if let Some(s) = found {
-                    if !out.iter().any(|x: &&Section| std::ptr::eq(*x, s)) {
-                        out.push(s);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-fn kmdf_and_services(check: &mut Check<'_>) {
-    let inf = check.inf;
-    let installs = install_sections(inf);
-    if installs.is_empty() {
-        check.add(
-            1,
-            "section-exists",
-            "no install section reached from [Manufacturer]".into(),
-        );
-    }
-    for install in installs {
-        let wdf = format!("{}.Wdf", install.name);
-        match inf.section(&wdf) {
-            Some(w) => match w.get("KmdfService") {
-                Some(k) => match inf.section(k.value(1)) {
-                    Some(s) if s.get("KmdfLibraryVersion").is_some() => {}
-                    _ => check.add(
-                        k.line,
-                        "kmdf-section",
-                        format!("[{}] sets no KmdfLibraryVersion", k.value(1)),
-                    ),
-                },
-                None => check.add(
-                    w.line,
-                    "kmdf-section",
-                    format!("[{wdf}] has no KmdfService"),
-                ),
-            },
-            None => check.add(install.line, "kmdf-section", format!("no [{wdf}] section")),
-        }
-        let services = format!("{}.Services", install.name);
-        let Some(svc) = inf.section(&services) else {
-            check.add(
-                install.line,
-                "boot-start",
-                format!("no [{services}] section"),
-            );
-            continue;
-        };
-        let Some(add) = svc.get("AddService") else {
-            check.add(
-                svc.line,
-                "boot-start",
-                format!("[{services}] adds no service"),
-            );
-            continue;
-        };
-        match inf.section(add.value(2)) {
-            Some(s) => boot_start(check, s),
-            None => check.add(
-                add.line,
-                "section-exists",
-                format!("AddService names [{}], which does not exist", add.value(2)),
-            ),
-        }
-        // The event log install section (IoWriteErrorLogEntry's message table).
-        let log = add.value(3);
-        if !log.is_empty() && inf.section(log).is_none() {
-            check.add(
-                add.line,
-                "section-exists",
-                format!("AddService names [{log}], which does not exist"),
-            );
-        }
-        security(check, install);
-    }
-}
-
-fn boot_start(check: &mut Check<'_>, s: &Section) {
-    let value = |key: &str| s.get(key).map(|e| (e.line, e.value(0).to_string()));
-    let expect = |check: &mut Check<'_>, key: &str, ok: &dyn Fn(&str) -> bool, want: &str| {
-        match value(key) {
-            Some((_, v)) if ok(&v) => {}
-            Some((line, v)) => check.add(line, "boot-start", format!("{key} = {v}: {want}")),
-            None => check.add(
-                s.line,
-                "boot-start",
-                format!("[{}] has no {key}: {want}", s.name),
-            ),
-        }
-    };
-    expect(check, "ServiceType", &|v| v == "1", "a kernel driver is 1");
-    expect(
-        check,
-        "StartType",
-        &|v| v == "0",
-        "a boot bus driver starts at boot (0)",
-    );
-    expect(
-        check,
-        "ErrorControl",
-        &|v| v == "1" || v == "3",
-        "1 (normal) or 3 (critical)",
-    );
-    expect(
-        check,
-        "LoadOrderGroup",
-        &|v| BOOT_GROUPS.iter().any(|g| g.eq_ignore_ascii_case(v)),
-        "a group the boot loader loads",
-    );
-}
-
-/// The device's Security value: set by an AddReg of the install's .HW section.
-fn security(check: &mut Check<'_>, install: &Section) {
-    let inf = check.inf;
-    let hw = format!("{}.HW", install.name);
-    let sddl: Option<&Entry> = inf
-        .section(&hw)
-        .into_iter()
-        .flat_map(|s| s.all("AddReg"))
-        .flat_map(|e| e.values.iter())
-        .filter_map(|name| inf.section(name))
-        .flat_map(|s| s.entries.iter())
-        .find(|e| e.value(2).eq_ignore_ascii_case("Security"));
-    let Some(e) = sddl else {
-        check.add(
-            install.line,
-            "security-sddl",
-            format!("no HKR,,Security in an AddReg of [{hw}]"),
-        );
-        return;
-    };
-    let value = e.value(4);
-    let aces: Vec<&str> = value
-        .strip_prefix("D:P")
-        .unwrap_or("")
-        .split(')')
-        .filter(|a| !a.is_empty())
-        .collect();
-    let trustees_ok = !aces.is_empty()
-        && aces
-            .iter()
-            .all(|a| a.starts_with("(A;") && (a.ends_with(";;;SY") || a.ends_with(";;;BA")));
-    if !trustees_ok {
-        check.add(
-            e.line,
-            "security-sddl",
-            format!("Security {value:?}: D:P with SY and BA only"),
-        );
-    }
-}
-
 /// Checks an INF against every rule.
 pub fn check(inf: &Inf) -> Vec<Finding> {
     let mut c = Check {
         inf,
         findings: Vec::new(),
     };
-    c.version();
-    c.destinations();
-    c.directives();
-    c.registry();
-    c.files();
+    version::check(&mut c);
+    universal::check(&mut c);
+    registry::check(&mut c);
+    let copies = files::check(&mut c);
+    services::check(&mut c, &copies);
     c.strings();
-    kmdf_and_services(&mut c);
     c.findings.sort_by_key(|f| f.line);
     c.findings
 }

@@ -1,0 +1,297 @@
+//! What each install section installs: its KMDF section, its services (boot start, the
+//! binary and event message file it names, each a file the install copies to the driver
+//! store), no service added twice differently (InfVerif 1333), and the device's SDDL.
+
+use std::collections::BTreeMap;
+
+use super::super::{Entry, Inf, Section};
+use super::files::Copy;
+use super::Check;
+
+/// Load-order groups loaded by the boot loader.
+const BOOT_GROUPS: [&str; 4] = [
+    "Boot Bus Extender",
+    "System Bus Extender",
+    "SCSI miniport",
+    "Base",
+];
+
+pub(super) fn check(c: &mut Check<'_>, copies: &[Copy]) {
+    let inf = c.inf;
+    let installs = install_sections(inf);
+    if installs.is_empty() {
+        c.add(
+            1,
+            "section-exists",
+            "no install section reached from [Manufacturer]".into(),
+        );
+    }
+    for install in installs {
+        let added = services(c, install, copies);
+        kmdf(c, install, &added);
+        security(c, install);
+    }
+    conflicts(c);
+}
+
+/// The install sections: what the models sections point to, decorated or not.
+fn install_sections(inf: &Inf) -> Vec<&Section> {
+    let mut out = Vec::new();
+    for m in inf.entries("Manufacturer") {
+        let base = m.value(0);
+        let decorations: Vec<&str> = m.values.iter().skip(1).map(String::as_str).collect();
+        let mut models: Vec<String> = decorations.iter().map(|d| format!("{base}.{d}")).collect();
+        models.push(base.to_string());
+        for model in models.iter().filter_map(|n| inf.section(n)) {
+            for e in &model.entries {
+                // The install section as SetupAPI picks it: the best decoration first.
+                let base = e.value(0);
+                let found = [".NTamd64", ".NT", ""]
+                    .iter()
+                    .find_map(|d| inf.section(&format!("{base}{d}")));
+                if let Some(s) = found {
+                    if !out.iter().any(|x: &&Section| std::ptr::eq(*x, s)) {
+                        out.push(s);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn kmdf(c: &mut Check<'_>, install: &Section, added: &[String]) {
+    let inf = c.inf;
+    let wdf = format!("{}.Wdf", install.name);
+    let Some(w) = inf.section(&wdf) else {
+        c.add(install.line, "kmdf-section", format!("no [{wdf}] section"));
+        return;
+    };
+    let Some(k) = w.get("KmdfService") else {
+        c.add(
+            w.line,
+            "kmdf-section",
+            format!("[{wdf}] has no KmdfService"),
+        );
+        return;
+    };
+    if !added.iter().any(|s| s.eq_ignore_ascii_case(k.value(0))) {
+        c.add(
+            k.line,
+            "kmdf-section",
+            format!(
+                "KmdfService {} is not a service [{}.Services] adds ({})",
+                k.value(0),
+                install.name,
+                added.join(", ")
+            ),
+        );
+    }
+    match inf.section(k.value(1)) {
+        Some(s) if s.get("KmdfLibraryVersion").is_some() => {}
+        _ => c.add(
+            k.line,
+            "kmdf-section",
+            format!("[{}] sets no KmdfLibraryVersion", k.value(1)),
+        ),
+    }
+}
+
+/// The install's services, checked; returns their names.
+fn services(c: &mut Check<'_>, install: &Section, copies: &[Copy]) -> Vec<String> {
+    let inf = c.inf;
+    let name = format!("{}.Services", install.name);
+    let Some(svc) = inf.section(&name) else {
+        c.add(install.line, "boot-start", format!("no [{name}] section"));
+        return Vec::new();
+    };
+    let adds: Vec<&Entry> = svc.all("AddService").collect();
+    if adds.is_empty() {
+        c.add(svc.line, "boot-start", format!("[{name}] adds no service"));
+    }
+    // The files this install puts in the driver store, which its services may name.
+    let stored: Vec<String> = copies
+        .iter()
+        .filter(|x| x.owner.eq_ignore_ascii_case(&install.name) && x.dirid.as_deref() == Some("13"))
+        .map(|x| x.dest.to_ascii_lowercase())
+        .collect();
+    for add in &adds {
+        match inf.section(add.value(2)) {
+            Some(s) => {
+                boot_start(c, s);
+                binary(c, s, &install.name, &stored);
+            }
+            None => c.add(
+                add.line,
+                "section-exists",
+                format!("AddService names [{}], which does not exist", add.value(2)),
+            ),
+        }
+        let log = add.value(3);
+        match inf.section(log) {
+            Some(s) => event_log(c, s, &install.name, &stored),
+            None if log.is_empty() => {}
+            None => c.add(
+                add.line,
+                "section-exists",
+                format!("AddService names [{log}], which does not exist"),
+            ),
+        }
+    }
+    adds.iter().map(|a| a.value(0).to_string()).collect()
+}
+
+/// A path under the driver store names a file the install copies there.
+fn stored_file(
+    c: &mut Check<'_>,
+    line: usize,
+    what: &str,
+    path: &str,
+    install: &str,
+    stored: &[String],
+) {
+    let Some(file) = path.trim().strip_prefix("%13%\\") else {
+        return;
+    };
+    if !stored.contains(&file.to_ascii_lowercase()) {
+        c.add(
+            line,
+            "service-binary",
+            format!("{what} {path} names {file}, which [{install}] does not copy to DIRID 13"),
+        );
+    }
+}
+
+fn binary(c: &mut Check<'_>, s: &Section, install: &str, stored: &[String]) {
+    let Some(b) = s.get("ServiceBinary") else {
+        c.add(
+            s.line,
+            "service-binary",
+            format!("[{}] has no ServiceBinary", s.name),
+        );
+        return;
+    };
+    let path = b.value(0);
+    stored_file(c, b.line, "ServiceBinary", path, install, stored);
+    let kernel = s.get("ServiceType").is_some_and(|t| t.value(0) == "1");
+    if kernel && !path.to_ascii_lowercase().ends_with(".sys") {
+        c.add(
+            b.line,
+            "service-binary",
+            format!("ServiceBinary {path}: a kernel driver's binary is a .sys"),
+        );
+    }
+}
+
+/// The event log's message files (`a.dll;b.sys`) under the driver store.
+fn event_log(c: &mut Check<'_>, log: &Section, install: &str, stored: &[String]) {
+    let inf = c.inf;
+    let values: Vec<&Entry> = log
+        .all("AddReg")
+        .flat_map(|e| e.values.iter())
+        .filter_map(|n| inf.section(n))
+        .flat_map(|s| s.entries.iter())
+        .filter(|e| e.value(2).eq_ignore_ascii_case("EventMessageFile"))
+        .collect();
+    for e in values {
+        for path in e.value(4).split(';') {
+            stored_file(c, e.line, "EventMessageFile", path, install, stored);
+        }
+    }
+}
+
+fn boot_start(c: &mut Check<'_>, s: &Section) {
+    let value = |key: &str| s.get(key).map(|e| (e.line, e.value(0).to_string()));
+    let expect =
+        |c: &mut Check<'_>, key: &str, ok: &dyn Fn(&str) -> bool, want: &str| match value(key) {
+            Some((_, v)) if ok(&v) => {}
+            Some((line, v)) => c.add(line, "boot-start", format!("{key} = {v}: {want}")),
+            None => c.add(
+                s.line,
+                "boot-start",
+                format!("[{}] has no {key}: {want}", s.name),
+            ),
+        };
+    expect(c, "ServiceType", &|v| v == "1", "a kernel driver is 1");
+    expect(
+        c,
+        "StartType",
+        &|v| v == "0",
+        "a boot bus driver starts at boot (0)",
+    );
+    expect(
+        c,
+        "ErrorControl",
+        &|v| v == "1" || v == "3",
+        "1 (normal) or 3 (critical)",
+    );
+    expect(
+        c,
+        "LoadOrderGroup",
+        &|v| BOOT_GROUPS.iter().any(|g| g.eq_ignore_ascii_case(v)),
+        "a group the boot loader loads",
+    );
+}
+
+/// One service name, one way to add it, across the whole INF.
+fn conflicts(c: &mut Check<'_>) {
+    let inf = c.inf;
+    let mut seen: BTreeMap<String, (usize, String, String)> = BTreeMap::new();
+    for e in inf.sections.iter().flat_map(|s| s.all("AddService")) {
+        let name = e.value(0).trim().to_ascii_lowercase();
+        let flags = e.value(1).trim().to_ascii_lowercase();
+        let section = e.value(2).trim().to_ascii_lowercase();
+        match seen.get(&name) {
+            Some((first, f, s)) if *f != flags || *s != section => c.add(e.line, "service-conflict", format!(
+                "service {} is added again with flags {:?} and [{}] (first at line {first}; InfVerif 1333)",
+                e.value(0),
+                e.value(1),
+                e.value(2)
+            )),
+            Some(_) => {}
+            None => {
+                seen.insert(name, (e.line, flags, section));
+            }
+        }
+    }
+}
+
+/// The device's Security value: set by an AddReg of the install's .HW section.
+fn security(c: &mut Check<'_>, install: &Section) {
+    let inf = c.inf;
+    let hw = format!("{}.HW", install.name);
+    let sddl: Option<&Entry> = inf
+        .section(&hw)
+        .into_iter()
+        .flat_map(|s| s.all("AddReg"))
+        .flat_map(|e| e.values.iter())
+        .filter_map(|name| inf.section(name))
+        .flat_map(|s| s.entries.iter())
+        .find(|e| e.value(2).eq_ignore_ascii_case("Security"));
+    let Some(e) = sddl else {
+        c.add(
+            install.line,
+            "security-sddl",
+            format!("no HKR,,Security in an AddReg of [{hw}]"),
+        );
+        return;
+    };
+    let value = e.value(4);
+    let aces: Vec<&str> = value
+        .strip_prefix("D:P")
+        .unwrap_or("")
+        .split(')')
+        .filter(|a| !a.is_empty())
+        .collect();
+    let trustees_ok = !aces.is_empty()
+        && aces
+            .iter()
+            .all(|a| a.starts_with("(A;") && (a.ends_with(";;;SY") || a.ends_with(";;;BA")));
+    if !trustees_ok {
+        c.add(
+            e.line,
+            "security-sddl",
+            format!("Security {value:?}: D:P with SY and BA only"),
+        );
+    }
+}
