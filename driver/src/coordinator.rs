@@ -117,7 +117,12 @@ pub struct Counters {
     pub joined_requests: u64,
     pub follow_ups: u64,
     pub unresponsive_clients: u64,
+    /// Bus calls of clients refused (an unknown id, a call in the wrong state, a throttled
+    /// request, ...).
     pub refusals: u64,
+    /// An administrator's requests refused (a policy out of range, a restart of a device that
+    /// is not Failed, a reset of a removed one), counted apart from the clients'.
+    pub admin_refusals: u64,
     /// Reset requests refused by a client's `client_request_limit` (also in `refusals`).
     pub throttled: u64,
     pub pnp_operations: u64,
@@ -486,7 +491,14 @@ impl Coordinator {
         code: impl Fn(E) -> RefusalCode,
     ) -> E {
         let code = code(e);
-        self.counters.refusals += 1;
+        if matches!(
+            call,
+            Call::AdminReset | Call::AdminRestart | Call::SetPolicy
+        ) {
+            self.counters.admin_refusals += 1;
+        } else {
+            self.counters.refusals += 1;
+        }
         log::debug!("{} refused: {}", call.as_str(), code);
         self.record(RecordKind::Refused { client, call, code });
         e

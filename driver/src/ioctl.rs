@@ -139,14 +139,17 @@ bitflags! {
 /// call; version 5 gave READ_LOG records of 128 bytes (the client's name, the administrator's
 /// reason, a repeat count and its last time, a hardware step's true outcome), gave
 /// SET_POLICY an answer that names a refused field, and added READ_RESETS, which any
-/// version may call. Every other structure is the same in all.
-pub const ABI_VERSION: u16 = 5;
+/// version may call; version 6 appended the administrator's refused requests to QUERY_STATE
+/// (`refusals` counts only the clients' since). Every other structure is the same in all.
+pub const ABI_VERSION: u16 = 6;
 /// The oldest version still served: a version-1 request gets the version-1 layout.
 pub const ABI_VERSION_MIN: u16 = 1;
 /// Bytes of the policy structure in version 1 (its first 72 bytes in version 2).
 pub const POLICY_V1_BYTES: usize = 72;
 /// Bytes of QUERY_STATE's answer before version 3 (its first 160 bytes in version 3).
 pub const STATE_V2_BYTES: usize = 160;
+/// Bytes of QUERY_STATE's answer in versions 3 to 5 (its first 176 bytes in version 6).
+pub const STATE_V5_BYTES: usize = 176;
 /// "None" in a `u64` field (no last reset, no latency yet).
 pub const NONE_U64: u64 = u64::MAX;
 
@@ -195,6 +198,7 @@ pub struct StateOut {
     pub resets_restored: u64,
     pub resets_failed: u64,
     pub resets_aborted: u64,
+    /// Clients' bus calls refused (since version 6 without the administrator's).
     pub refusals: u64,
     pub pnp_operations: u64,
     /// The last reset: its epoch, `ResetReason` number, result code (see
@@ -210,8 +214,11 @@ pub struct StateOut {
     pub log_next_seq: u64,
     /// Version 3: port 1 and port 2.
     pub ports: [PortOut; 2],
+    /// Version 6: the administrator's requests refused (policy, restart, reset).
+    pub admin_refusals: u64,
 }
-const_assert_eq!(size_of::<StateOut>(), 176);
+const_assert_eq!(size_of::<StateOut>(), 184);
+const_assert_eq!(offset_of!(StateOut, admin_refusals), STATE_V5_BYTES);
 const_assert_eq!(offset_of!(StateOut, ports), STATE_V2_BYTES);
 const_assert_eq!(offset_of!(StateOut, epoch), 8);
 const_assert_eq!(offset_of!(StateOut, vendor_id), 40);
@@ -518,6 +525,32 @@ pub const INJECT_V3_BYTES: usize = 16;
 pub const MAX_FAULT_DURATION_MS: u32 = 3_600_000;
 /// Most busy logins one INJECT_FAULT asks the targets to refuse.
 pub const MAX_BUSY_LOGINS: u32 = 10_000;
+/// Most hardware resets one INJECT_FAULT makes fail.
+pub const MAX_RESET_FAILS: u32 = 64;
+
+/// A fault's field out of the range the fault takes it in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultFieldError {
+    pub field: &'static str,
+    pub min: u32,
+    pub max: u32,
+}
+
+impl core::fmt::Display for FaultFieldError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.max == 0 {
+            write!(f, "{}: not taken by this fault", self.field)
+        } else {
+            write!(
+                f,
+                "{}: must be between {} and {}",
+                self.field, self.min, self.max
+            )
+        }
+    }
+}
+
+impl core::error::Error for FaultFieldError {}
 
 /// A fault as INJECT_FAULT asks for it, checked against every rule that needs no device:
 /// each field the fault does not take is 0.
@@ -553,19 +586,32 @@ impl FaultRequest {
     /// Whether every field is one the fault takes, within its range. The device checks
     /// what only it knows (whether it has the port).
     pub fn is_valid(&self) -> bool {
-        let args = (self.count, self.port, self.duration_ms);
-        match self.code {
-            FaultCode::ResetFails => (1..=64).contains(&args.0) && (args.1, args.2) == (0, 0),
-            FaultCode::TargetBusy => {
-                (1..=MAX_BUSY_LOGINS).contains(&args.0) && (args.1, args.2) == (0, 0)
+        self.check().is_ok()
+    }
+
+    /// The first field out of the range the fault takes it in (0..=0: not taken). The one
+    /// rule for INJECT_FAULT and for scenario files, so both refuse alike.
+    pub fn check(&self) -> Result<(), FaultFieldError> {
+        let (count, port, duration) = match self.code {
+            FaultCode::ResetFails => ((1, MAX_RESET_FAILS), (0, 0), (0, 0)),
+            FaultCode::TargetBusy => ((1, MAX_BUSY_LOGINS), (0, 0), (0, 0)),
+            FaultCode::PortDown => (
+                (0, 0),
+                (1, u32::from(crate::types::MAX_PORTS)),
+                (1, MAX_FAULT_DURATION_MS),
+            ),
+            _ => ((0, 0), (0, 0), (0, 0)),
+        };
+        for (field, value, (min, max)) in [
+            ("count", self.count, count),
+            ("port", u32::from(self.port), port),
+            ("duration_ms", self.duration_ms, duration),
+        ] {
+            if !(min..=max).contains(&value) {
+                return Err(FaultFieldError { field, min, max });
             }
-            FaultCode::PortDown => {
-                args.0 == 0
-                    && (1..=crate::types::MAX_PORTS).contains(&args.1)
-                    && (1..=MAX_FAULT_DURATION_MS).contains(&args.2)
-            }
-            _ => args == (0, 0, 0),
         }
+        Ok(())
     }
 }
 

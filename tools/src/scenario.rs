@@ -545,16 +545,25 @@ fn port_down(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioError>
             "a port_down says how long the cable is out",
         )
     })?;
-    if ms > MAX_FABRIC_MS {
-        return Err(err(
-            at("duration_ms"),
-            format!("must be at most {MAX_FABRIC_MS}"),
-        ));
+    in_range(
+        i,
+        Fault::PortDown {
+            port,
+            duration: Duration::from_ms(ms),
+        },
+    )
+}
+
+/// A fault the device is given is checked by INJECT_FAULT's own rule (`FaultRequest::check`),
+/// so a scenario and `hcactl inject` take the same ranges, refused with the key named.
+fn in_range(i: usize, fault: Fault) -> Result<Fault, ScenarioError> {
+    match fault.request().map(|r| r.check()) {
+        Some(Err(e)) => Err(err(
+            format!("events[{i}].{}", e.field),
+            format!("must be between {} and {}", e.min, e.max),
+        )),
+        _ => Ok(fault),
     }
-    Ok(Fault::PortDown {
-        port,
-        duration: Duration::from_ms(ms),
-    })
 }
 
 /// The fault an event names, with its count checked.
@@ -587,8 +596,5 @@ fn event_fault(i: usize, e: &EventKeys) -> Result<Fault, ScenarioError> {
             "only reset_fails and target_busy take a count",
         ));
     }
-    if matches!(fault, Fault::ResetFails(0) | Fault::TargetBusy(0)) {
-        return Err(err(at("count"), "must be at least 1"));
-    }
-    Ok(fault)
+    in_range(i, fault)
 }

@@ -600,6 +600,12 @@ fn bad_scenarios_are_refused_naming_the_key() {
         ("a port_down without its duration", format!("{base}[[events]]\nat_ms = 5\nfault = \"port_down\"\nport = 1\n"), "events[0].duration_ms"),
         ("a port on another fault", format!("{base}[[events]]\nat_ms = 5\nfault = \"hang\"\nport = 1\n"), "events[0].port"),
         ("a busy target refusing no login", format!("{base}[[events]]\nat_ms = 5\nfault = \"target_busy\"\ncount = 0\n"), "events[0].count"),
+        // INJECT_FAULT's own ranges (FaultRequest::check), the same for a scenario.
+        ("a cable pulled for no time", format!("{base}[[events]]\nat_ms = 5\nfault = \"port_down\"\nport = 1\nduration_ms = 0\n"), "events[0].duration_ms"),
+        ("a cable pulled for longer than INJECT_FAULT takes", format!("{base}[[events]]\nat_ms = 5\nfault = \"port_down\"\nport = 1\nduration_ms = 3600001\n"), "events[0].duration_ms"),
+        ("more busy logins than INJECT_FAULT takes", format!("{base}[[events]]\nat_ms = 5\nfault = \"target_busy\"\ncount = 10001\n"), "events[0].count"),
+        ("more failed resets than INJECT_FAULT takes", format!("{base}[[events]]\nat_ms = 5\nfault = \"reset_fails\"\ncount = 65\n"), "events[0].count"),
+        ("no failed reset", format!("{base}[[events]]\nat_ms = 5\nfault = \"reset_fails\"\ncount = 0\n"), "events[0].count"),
         ("a subnet manager slower than an hour", format!("{base}[hca]\nsm_sweep_ms = 3600001\n"), "hca.sm_sweep_ms"),
         ("another client called ibal", format!("{base}[[clients]]\nname = \"ibal\"\nkind = \"custom\"\n[[clients]]\nname = \"d\"\nkind = \"srp\"\n"), "clients[0].name"),
         // Several adapters: every name must lead somewhere, once.

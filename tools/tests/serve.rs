@@ -71,6 +71,20 @@ fn hcactl_drives_a_live_simulator_through_resets() {
     let since = s["log_next_seq"].as_u64().expect("seq").to_string();
     let later = server.ctl(&["log", "--since", &since]);
     assert!(!text(&later).contains("started"), "only newer records");
+    // Asked from past the head, the next sequence is the bus's head, not the number asked.
+    let past = server.ctl(&["log", "--since", "999999"]);
+    assert_eq!(past.status.code(), Some(0), "{}", text(&past));
+    let trailer = text(&past);
+    let next: u64 = trailer
+        .rsplit("next sequence ")
+        .next()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a next sequence in {trailer:?}"));
+    let head = json(&server.ctl(&["--json", "status"]))["log_next_seq"].as_u64();
+    assert!(
+        Some(next) <= head && next < 999_999,
+        "{trailer:?}, head {head:?}"
+    );
 
     assert_eq!(
         server
@@ -118,6 +132,13 @@ fn hcactl_drives_a_live_simulator_through_resets() {
     let again = server.ctl(&["restart"]);
     assert_eq!(again.status.code(), Some(1), "nothing to restart");
     assert!(text(&again).contains("STATUS_INVALID_DEVICE_REQUEST"));
+    // The refused policy and restart are the administrator's, counted apart from the
+    // clients' refused calls (QUERY_STATE version 6).
+    let s = json(&server.ctl(&["--json", "status"]));
+    assert_eq!(s["counters"]["admin_refusals"], 2, "{s}");
+    assert_eq!(s["counters"]["refusals"], 0, "{s}");
+    let human = text(&server.ctl(&["status"]));
+    assert!(human.contains("2 administrator request(s)"), "{human}");
 
     let socket = server.socket.clone();
     let status = server.stop();
@@ -149,6 +170,26 @@ fn hcactl_reports_usage_and_connection_errors_with_exit_2() {
         .output()
         .expect("runs");
     assert_eq!(bad.status.code(), Some(2));
+    // A fault out of INJECT_FAULT's range is refused before any connection, naming the
+    // option and its range (the rule scenario files use too).
+    for (args, said) in [
+        (
+            &["reset_fails", "--count", "65"][..],
+            "--count must be between 1 and 64",
+        ),
+        (
+            &["port_down", "--port", "1", "--duration-ms", "0"][..],
+            "--duration-ms must be between 1 and 3600000",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hcactl"))
+            .args(["--socket", "/nonexistent/hcabus.sock", "inject"])
+            .args(args)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains(said), "{}", text(&out));
+    }
 }
 
 fn frame(code: u32, input: &[u8], cap: u32) -> Vec<u8> {

@@ -103,7 +103,7 @@ impl Coordinator {
     pub fn set_policy(&mut self, now: Instant, policy: Policy) -> Result<(), PolicyError> {
         self.advance(now);
         if let Err(e) = policy.validate() {
-            self.counters.refusals += 1;
+            self.counters.admin_refusals += 1;
             self.record(RecordKind::Refused {
                 client: None,
                 call: Call::SetPolicy,

@@ -364,6 +364,7 @@ impl StateOut {
             (offset_of!(StateOut, last_restore_us), self.last_restore_us),
             (offset_of!(StateOut, last_total_us), self.last_total_us),
             (offset_of!(StateOut, log_next_seq), self.log_next_seq),
+            (offset_of!(StateOut, admin_refusals), self.admin_refusals),
         ] {
             put_u64(buf, at, v);
         }
@@ -419,6 +420,8 @@ impl StateOut {
                     lid: get_u32(buf, at + offset_of!(PortOut, lid)).unwrap_or(0),
                 }
             }),
+            // Before version 6 the administrator's refusals were in `refusals`.
+            admin_refusals: get_u64(buf, offset_of!(StateOut, admin_refusals)).unwrap_or(0),
         })
     }
 }
@@ -531,6 +534,8 @@ pub const fn policy_bytes(version: u16) -> usize {
 pub const fn state_bytes(version: u16) -> usize {
     if version < 3 {
         STATE_V2_BYTES
+    } else if version < 6 {
+        STATE_V5_BYTES
     } else {
         size_of::<StateOut>()
     }

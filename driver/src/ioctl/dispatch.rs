@@ -218,13 +218,12 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
     match request {
         Decoded::QueryState { version } => {
             let mut full = [0u8; size_of::<StateOut>()];
-            state_out(dev.coordinator()).encode(&mut full);
+            state_out(dev.coordinator(), now).encode(&mut full);
             let n = state_bytes(version);
             out[..n].copy_from_slice(&full[..n]);
             Reply::ok(n)
         }
         Decoded::QueryHealth => {
-            let now = dev.now();
             health_out(dev.coordinator(), now).encode(out);
             Reply::ok(size_of::<HealthOut>())
         }
@@ -280,8 +279,9 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
     }
 }
 
-/// QUERY_STATE's answer for `coord`.
-pub fn state_out(coord: &Coordinator) -> StateOut {
+/// QUERY_STATE's answer for `coord` at `now`: a reset still open gives the time since it
+/// began as its total, so an operator sees how long it has run.
+pub fn state_out(coord: &Coordinator, now: Instant) -> StateOut {
     let id = *coord.identity();
     let c = *coord.counters();
     let last = coord.last_reset();
@@ -303,6 +303,7 @@ pub fn state_out(coord: &Coordinator) -> StateOut {
         resets_failed: c.resets_failed,
         resets_aborted: c.resets_aborted,
         refusals: c.refusals,
+        admin_refusals: c.admin_refusals,
         pnp_operations: c.pnp_operations,
         last_epoch: last.map_or(NONE_U64, |r| r.epoch.0),
         last_reason: last.map_or(0, |r| r.reason as u32),
@@ -310,7 +311,10 @@ pub fn state_out(coord: &Coordinator) -> StateOut {
         last_quiesce_us: us(last.and_then(|r| r.quiesce())),
         last_hw_reset_us: us(last.and_then(|r| r.hw_reset())),
         last_restore_us: us(last.and_then(|r| r.restore())),
-        last_total_us: us(last.and_then(|r| r.total())),
+        last_total_us: us(last.and_then(|r| match r.total() {
+            None if r.is_open() => Some(now.saturating_since(r.started_at)),
+            total => total,
+        })),
         log_next_seq: coord.recorder().next_seq(),
         ports: ports_out(coord),
     }

@@ -151,7 +151,55 @@ fn query_state_reports_state_identity_and_counters() {
     assert_eq!((s.epoch, s.clients, s.max_clients), (1, 2, 8));
     assert_eq!(s.vendor_id, 0x15b3);
     assert_eq!(s.last_epoch, NONE_U64, "no reset yet");
-    assert_eq!(s, state_out(&d.coord));
+    assert_eq!(s, state_out(&d.coord, d.now));
+}
+
+/// An administrator's refused requests are counted apart from the clients' refused calls
+/// (ABI version 6): a refused policy and a restart of a running device are not the clients'.
+#[test]
+fn the_administrators_refusals_are_counted_apart_from_the_clients() {
+    let mut d = dev();
+    let bad = crate::policy::Policy {
+        quiesce_deadline_ms: 0,
+        ..*d.coord.policy()
+    };
+    assert!(d.coord.set_policy(d.now, bad).is_err());
+    assert!(d.coord.admin_restart(d.now).is_err(), "not Failed");
+    let stale = crate::types::ClientId::from_raw(0xFFFF_0007);
+    assert!(d.coord.unregister(d.now, stale).is_err());
+    let (_, out) = call(
+        &mut d,
+        IOCTL_HCABUS_QUERY_STATE,
+        &empty(),
+        4096,
+        Rights::READ,
+    );
+    let s = StateOut::decode(&out).expect("decodes");
+    assert_eq!((s.admin_refusals, s.refusals), (2, 1));
+}
+
+/// An operator asking while a reset runs sees how long it has run: its total so far, not
+/// NONE (which hcactl showed as "- so far").
+#[test]
+fn query_state_during_a_reset_gives_the_time_it_has_run() {
+    let mut d = dev();
+    let started = d.now;
+    d.coord
+        .admin_reset_because(started, AdminReset::Forced, "")
+        .expect("a reset starts");
+    assert!(d.coord.reset_in_progress());
+    d.now = started + crate::time::Duration::from_ms(250);
+    let (_, out) = call(
+        &mut d,
+        IOCTL_HCABUS_QUERY_STATE,
+        &empty(),
+        4096,
+        Rights::READ,
+    );
+    let s = StateOut::decode(&out).expect("decodes");
+    assert_eq!(s.flags & 1, 1, "in progress");
+    assert_eq!(s.last_total_us, 250_000);
+    assert_eq!(s.last_result, 0, "unfinished");
 }
 
 #[test]
@@ -664,6 +712,12 @@ fn query_state_answers_each_version_in_its_own_size_and_version_3_carries_the_po
         NtStatus::BUFFER_TOO_SMALL,
         "version 3 needs the ports' room"
     );
+    // Version 5 stops before the administrator's refusals (version 6).
+    let mut v5 = empty();
+    put_u16(&mut v5, offset_of!(InputHeader, version), 5);
+    let (r, out) = call(&mut d, IOCTL_HCABUS_QUERY_STATE, &v5, STATE_V5_BYTES, ALL);
+    assert_eq!((r.status, r.bytes), (NtStatus::SUCCESS, STATE_V5_BYTES));
+    assert_eq!(StateOut::decode(&out).map(|s| s.admin_refusals), Some(0));
     let (r, out) = query_state(&mut d);
     assert_eq!(
         (r.status, r.bytes),

@@ -114,6 +114,19 @@ impl Fault {
         })
     }
 
+    /// The INJECT_FAULT request this fault is (`None` for administrator actions), to be
+    /// checked by the same rule as a request that came by IOCTL.
+    pub fn request(self) -> Option<FaultRequest> {
+        let code = self.code()?;
+        Some(match self {
+            Fault::PortDown { port, duration } => {
+                FaultRequest::port_down(port, u32::try_from(duration.as_ms()).unwrap_or(u32::MAX))
+            }
+            Fault::ResetFails(n) | Fault::TargetBusy(n) => FaultRequest::new(code, n),
+            _ => FaultRequest::new(code, 0),
+        })
+    }
+
     /// The fault INJECT_FAULT asks for.
     pub fn from_request(r: FaultRequest) -> Fault {
         match r.code {

@@ -66,8 +66,10 @@ pub(crate) fn each_record(
             each(Record::decode(&raw))?;
         }
         if count == 0 || new_next == next {
+            // The bus's own next sequence: asked from past its head, it answers with the
+            // head, which is where a later `--since` must start (not the number asked).
             return Ok(Ring {
-                next_seq: new_next.max(next),
+                next_seq: new_next,
                 dropped,
             });
         }

@@ -528,12 +528,14 @@ fn fault_request(
         _ if count.is_some() => return usage("--count applies to reset_fails and target_busy"),
         _ => FaultRequest::new(code, 0),
     };
-    if !request.is_valid() {
-        return Err(Failure::Usage(format!(
-            "{fault}: out of range (--count 1..=64 for reset_fails, 1..={MAX_BUSY_LOGINS} for \
-             target_busy; --port 1..={}, --duration-ms 1..={MAX_FAULT_DURATION_MS} for port_down)",
-            hcabus::types::MAX_PORTS
-        )));
+    if let Err(e) = request.check() {
+        // The field's name as the option spells it.
+        let option = format!("--{}", e.field.replace('_', "-"));
+        return Err(Failure::Usage(if e.max == 0 {
+            format!("{fault}: {option} does not apply to it")
+        } else {
+            format!("{fault}: {option} must be between {} and {}", e.min, e.max)
+        }));
     }
     Ok(request)
 }

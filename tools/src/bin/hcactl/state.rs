@@ -73,7 +73,8 @@ pub(crate) fn status_json(s: &StateOut, last: Option<&ResetSummaryOut>) -> Value
         "counters": {
             "resets_started": s.resets_started, "resets_restored": s.resets_restored,
             "resets_failed": s.resets_failed, "resets_aborted": s.resets_aborted,
-            "refusals": s.refusals, "pnp_operations": s.pnp_operations,
+            "refusals": s.refusals, "admin_refusals": s.admin_refusals,
+            "pnp_operations": s.pnp_operations,
         },
         "last_reset": last.map(crate::resets::summary_json).or(fallback),
         "log_next_seq": s.log_next_seq,
@@ -130,8 +131,8 @@ pub(crate) fn status(bus: &mut Bus, as_json: bool, compact: bool) -> Outcome {
         say!("ports        {}", listed.join(", "));
     }
     say!(
-        "resets       {} started, {} restored, {} failed, {} aborted; {} refusals; {} PnP operations",
-        s.resets_started, s.resets_restored, s.resets_failed, s.resets_aborted, s.refusals, s.pnp_operations
+        "resets       {} started, {} restored, {} failed, {} aborted; refused: {} client call(s), {} administrator request(s); {} PnP operations",
+        s.resets_started, s.resets_restored, s.resets_failed, s.resets_aborted, s.refusals, s.admin_refusals, s.pnp_operations
     );
     if s.flags & 1 == 1 && s.last_epoch != NONE_U64 {
         say!(
