@@ -609,7 +609,10 @@ fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothin
     host.run();
     let r = &host.resets()[0];
     assert_eq!(r.outcome, "AbortedUnresponsive");
-    assert_eq!(r.vetoed_by.as_deref(), Some("wedged"));
+    // SPEC §5 "An abort is not a veto": the unresponsive client is named as such.
+    assert_eq!(r.vetoed_by, None);
+    assert_eq!(r.unresponsive_clients, ["wedged"]);
+    assert!(r.forced_clients.is_empty(), "nobody forced through");
     assert_eq!(host.coordinator().epoch(), Epoch(1), "same epoch");
     let ibal = ibal_stats(&host);
     assert!(ibal.orphans_destroyed > 0, "{ibal:?}");

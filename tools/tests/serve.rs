@@ -472,6 +472,14 @@ fn an_abort_for_an_unresponsive_client_is_not_shown_as_a_veto() {
         status.contains("unresponsive at the quiesce deadline: wedged"),
         "{status}"
     );
+    // An administrator's planned reset aborts the same way; --wait names who did not answer.
+    let waited = server.ctl(&["reset", "--planned", "--wait"]);
+    assert_eq!(waited.status.code(), Some(1), "{}", text(&waited));
+    assert!(
+        text(&waited).contains("a client did not answer in time; nothing was reset (wedged)"),
+        "{}",
+        text(&waited)
+    );
     assert!(server.stop().success());
 }
 

@@ -167,14 +167,7 @@ fn the_administrators_refusals_are_counted_apart_from_the_clients() {
     assert!(d.coord.admin_restart(d.now).is_err(), "not Failed");
     let stale = crate::types::ClientId::from_raw(0xFFFF_0007);
     assert!(d.coord.unregister(d.now, stale).is_err());
-    let (_, out) = call(
-        &mut d,
-        IOCTL_HCABUS_QUERY_STATE,
-        &empty(),
-        4096,
-        Rights::READ,
-    );
-    let s = StateOut::decode(&out).expect("decodes");
+    let s = StateOut::decode(&query_state(&mut d).1).expect("decodes");
     assert_eq!((s.admin_refusals, s.refusals), (2, 1));
 }
 
@@ -189,14 +182,7 @@ fn query_state_during_a_reset_gives_the_time_it_has_run() {
         .expect("a reset starts");
     assert!(d.coord.reset_in_progress());
     d.now = started + crate::time::Duration::from_ms(250);
-    let (_, out) = call(
-        &mut d,
-        IOCTL_HCABUS_QUERY_STATE,
-        &empty(),
-        4096,
-        Rights::READ,
-    );
-    let s = StateOut::decode(&out).expect("decodes");
+    let s = StateOut::decode(&query_state(&mut d).1).expect("decodes");
     assert_eq!(s.flags & 1, 1, "in progress");
     assert_eq!(s.last_total_us, 250_000);
     assert_eq!(s.last_result, 0, "unfinished");

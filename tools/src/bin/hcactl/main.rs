@@ -357,6 +357,10 @@ fn wait_for(bus: &mut Bus, epoch: u64, timeout: Option<u64>, as_json: bool) -> O
             let said = match s.last_result {
                 1 | 2 => return Ok(()),
                 0x20 => log::last_veto(bus)?.map(|s| format!(" ({s})")),
+                // Who did not answer, from the reset history (an abort is not a veto).
+                0x21 => resets::fetch(bus)?.1.last().map(|last| {
+                    format!(" ({})", last.forced_names().collect::<Vec<_>>().join(", "))
+                }),
                 _ => None,
             };
             return Err(Failure::Outcome(format!(

@@ -36,6 +36,11 @@ const SECTION_DIRECTIVES: [&str; 5] = [
     "CopyINF",
 ];
 
+/// `name` as the list spells it, if the list has it (INF names ignore case).
+fn listed(list: &[&'static str], name: &str) -> Option<&'static str> {
+    list.iter().copied().find(|f| f.eq_ignore_ascii_case(name))
+}
+
 pub(super) fn check(c: &mut Check<'_>) {
     sections(c);
     directives(c);
@@ -88,10 +93,7 @@ fn sections(c: &mut Check<'_>) {
         }
         if parts.len() > 1 {
             let last = parts[parts.len() - 1];
-            if let Some(f) = FORBIDDEN_SUFFIXES
-                .iter()
-                .find(|f| f.eq_ignore_ascii_case(last))
-            {
+            if let Some(f) = listed(&FORBIDDEN_SUFFIXES, last) {
                 c.add(
                     s.line,
                     "forbidden-section",
@@ -113,10 +115,7 @@ fn directives(c: &mut Check<'_>) {
             let Some(key) = e.key.as_deref() else {
                 continue;
             };
-            if let Some(f) = FORBIDDEN_DIRECTIVES
-                .iter()
-                .find(|f| f.eq_ignore_ascii_case(key))
-            {
+            if let Some(f) = listed(&FORBIDDEN_DIRECTIVES, key) {
                 c.add(
                     e.line,
                     "forbidden-directive",
