@@ -6,8 +6,9 @@
 //! (`sm_sweep`), then Active. A reset gives the port a new LID, as a subnet manager may; a
 //! cable pull keeps it. The cable is the fabric's: a reset darkens the device's side of the
 //! link but never plugs a pulled cable back in, so a port trains only once both the device
-//! gives light and the cable is in (SPEC §5 "Ports"). The host reads the changes with [`SimPorts::poll`] and hands each to
-//! the coordinator, as a driver would from the adapter's port-change event.
+//! gives light and the cable is in (SPEC §5 "Ports"). The host reads the changes with
+//! [`SimPorts::poll`] and hands each to the coordinator, as a driver would from the adapter's
+//! port-change event.
 
 use crate::time::{Duration, Instant};
 use crate::types::{PortState, MAX_PORTS};
