@@ -344,3 +344,85 @@ fn every_fault_has_one_name_and_every_ioctl_code_one_fault() {
     assert_eq!(names.len(), Fault::ALL.len(), "names are unique");
     assert_eq!(Fault::DRAWN.len(), Fault::ALL.len() + 1);
 }
+
+/// SPEC §5 "Ports": a cable pulled in any state of a planned reset is kept. The host is
+/// stepped a millisecond at a time until the bus is in the state, the cable is pulled there
+/// for 5 s, and the port must not be Active again before the plug-back plus training and
+/// the sweep. (Restoring takes no virtual time in the simulator: no pull can land inside it.)
+#[test]
+fn a_cable_pulled_in_any_state_of_a_reset_stays_out_until_its_plug_back() {
+    use hcabus::sim::SimHcaConfig;
+    for target in [
+        State::Operational,
+        State::Preparing,
+        State::Quiescing,
+        State::Resetting,
+    ] {
+        // A silent CAN_VETO client: the query runs to its deadline, the quiesce to its own.
+        let mute = Behavior {
+            never_ack: true,
+            ..Behavior::default()
+        };
+        let mut s = setup(
+            vec![(
+                desc("mute", ClientKind::Custom, ClientFlags::CAN_VETO),
+                mute,
+            )],
+            vec![(1_000, Fault::PlannedReset)],
+        );
+        s.hca = SimHcaConfig {
+            ports: 1,
+            hw_reset: Duration::from_ms(300),
+            link_up: Duration::from_ms(100),
+            sm_sweep: Duration::from_ms(100),
+            ..s.hca
+        };
+        let mut host = SimHost::new(&s).expect("valid");
+        let in_state = |h: &SimHost| {
+            h.coordinator().state() == target
+                && (target != State::Operational || h.now() >= Instant::from_ms(500))
+        };
+        while !in_state(&host) {
+            assert!(
+                host.now() < Instant::from_ms(5_000),
+                "{target:?} never reached"
+            );
+            host.run_until(host.now() + Duration::from_ms(1));
+        }
+        let pulled = host.now();
+        host.inject(Fault::PortDown {
+            port: 1,
+            duration: Duration::from_ms(5_000),
+        });
+        host.run();
+        let back: Vec<Instant> = host
+            .coordinator()
+            .recorder()
+            .iter()
+            .filter(|r| r.at > pulled)
+            .filter(|r| {
+                matches!(
+                    r.kind,
+                    RecordKind::Port {
+                        port: 1,
+                        state: PortState::Active,
+                        ..
+                    }
+                )
+            })
+            .map(|r| r.at)
+            .collect();
+        let earliest = pulled + Duration::from_ms(5_200);
+        assert!(!back.is_empty(), "{target:?}: the port never came back");
+        assert!(
+            back.iter().all(|t| *t >= earliest),
+            "{target:?}: pulled at {pulled}, Active at {back:?} before {earliest}"
+        );
+        assert!(
+            host.checker().violations.is_empty(),
+            "{:?}",
+            host.checker().violations
+        );
+        assert_eq!(host.coordinator().state(), State::Operational, "{target:?}");
+    }
+}
