@@ -180,6 +180,13 @@ fn breaks() -> Vec<Break> {
         b("kmdf-section", "KmdfLibraryVersion = 1.33", ""),
         b("kmdf-section", "KmdfService = hcabus,", "KmdfService = other,"),
         b("boot-start", "StartType      = 0", "StartType      = 3"),
+        // The device would have no function driver.
+        b(
+            "boot-start",
+            "AddService = hcabus, 0x00000002,",
+            "AddService = hcabus, 0x00000000,",
+        ),
+        b("kmdf-section", "KmdfLibraryVersion = 1.33", "KmdfLibraryVersion = 2.0"),
         b("security-sddl", "(A;;GA;;;BA)\"", "(A;;GA;;;BA)(A;;GR;;;WD)\""),
         b(
             "strings-defined",
@@ -195,6 +202,34 @@ fn breaks() -> Vec<Break> {
 fn the_package_keeps_every_rule() {
     let inf = parse(&package()).expect("an INF");
     assert_eq!(rules::check(&inf), []);
+}
+
+/// Edits that keep every rule: what Microsoft allows must not be flagged.
+#[test]
+fn what_the_rules_allow_is_not_flagged() {
+    for (from, to) in [
+        // CatalogFile per platform.
+        (
+            "CatalogFile = hcabus.cat",
+            "CatalogFile.NTamd64 = hcabus.cat",
+        ),
+        // DriverVer with hyphens, a leap day and the largest field.
+        ("01/01/2026,0.1.0.0", "02-29-2028,65534.0.0.1"),
+        // The file list's own DestinationDirs entry, to DIRID 13.
+        (
+            "DefaultDestDir = 13",
+            "DefaultDestDir = 13\nHcaBus_CopyFiles = 13",
+        ),
+        // A decimal ASSOCSERVICE flag.
+        (
+            "AddService = hcabus, 0x00000002,",
+            "AddService = hcabus, 2,",
+        ),
+    ] {
+        let (text, _) = broken(from, to);
+        let findings = rules::check(&parse(&text).expect("still an INF"));
+        assert_eq!(findings, [], "{to:?}");
+    }
 }
 
 #[test]

@@ -60,8 +60,8 @@ pub const RULES: [Rule; 21] = [
     rule("registry-conflict", "1331, 1332", "no registry value is written twice with different types or data for one key (a device's, a service's)"),
     rule("service-conflict", "1333", "no service is added twice with different flags or install sections"),
     rule("section-exists", "1203", "every section a directive or a [Manufacturer] decoration names exists"),
-    rule("kmdf-section", "", "the install section's .Wdf section names a KmdfService that the install adds, whose section sets KmdfLibraryVersion"),
-    rule("boot-start", "", "the service is a kernel driver (ServiceType 1) started at boot (StartType 0) in a boot load-order group, ErrorControl 1 or 3"),
+    rule("kmdf-section", "", "the install section's .Wdf section names a KmdfService that the install adds, whose section sets KmdfLibraryVersion = 1.N"),
+    rule("boot-start", "", "the service is a kernel driver (ServiceType 1) started at boot (StartType 0) in a boot load-order group, ErrorControl 1 or 3; exactly one service of the install is the device's function driver (AddService flag 0x00000002)"),
     rule("security-sddl", "", "the device's HKR Security SDDL grants SYSTEM and Administrators only, with a protected DACL"),
     rule("strings-defined", "", "every %string% is defined in [Strings]"),
 ];

@@ -87,14 +87,32 @@ fn kmdf(c: &mut Check<'_>, install: &Section, added: &[String]) {
             ),
         );
     }
-    match inf.section(k.value(1)) {
-        Some(s) if s.get("KmdfLibraryVersion").is_some() => {}
-        _ => c.add(
+    match inf
+        .section(k.value(1))
+        .and_then(|s| s.get("KmdfLibraryVersion"))
+    {
+        Some(v) if kmdf_version(v.value(0)) => {}
+        Some(v) => c.add(
+            v.line,
+            "kmdf-section",
+            format!(
+            "KmdfLibraryVersion = {}: it is 1.N, the KMDF minor version the driver was built for",
+            v.value(0)
+        ),
+        ),
+        None => c.add(
             k.line,
             "kmdf-section",
             format!("[{}] sets no KmdfLibraryVersion", k.value(1)),
         ),
     }
+}
+
+/// `1.N`: KMDF's major version is 1 for every release.
+fn kmdf_version(v: &str) -> bool {
+    v.trim().strip_prefix("1.").is_some_and(|minor| {
+        !minor.is_empty() && minor.len() <= 3 && minor.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 /// The install's services, checked; returns their names.
@@ -109,6 +127,7 @@ fn services(c: &mut Check<'_>, install: &Section, copies: &[Copy]) -> Vec<String
     if adds.is_empty() {
         c.add(svc.line, "boot-start", format!("[{name}] adds no service"));
     }
+    function_driver(c, svc, &adds);
     // The files this install puts in the driver store, which its services may name.
     let stored: Vec<String> = copies
         .iter()
@@ -139,6 +158,49 @@ fn services(c: &mut Check<'_>, install: &Section, copies: &[Copy]) -> Vec<String
         }
     }
     adds.iter().map(|a| a.value(0).to_string()).collect()
+}
+
+/// SPSVCINST_ASSOCSERVICE: the service that is the device's function driver.
+const ASSOCSERVICE: u32 = 0x2;
+
+/// AddService flags as written: hexadecimal with 0x, or decimal.
+fn flags_of(text: &str) -> Option<u32> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Some(0);
+    }
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => t.parse().ok(),
+    }
+}
+
+/// Exactly one service of the install is the device's function driver (flag 0x2): with none
+/// the device has no driver and does not start; with two, which one runs is not said.
+fn function_driver(c: &mut Check<'_>, svc: &Section, adds: &[&Entry]) {
+    let mut associated = Vec::new();
+    for add in adds {
+        match flags_of(add.value(1)) {
+            Some(f) if f & ASSOCSERVICE != 0 => associated.push(add.line),
+            Some(_) => {}
+            None => c.add(
+                add.line,
+                "boot-start",
+                format!("AddService flags {:?} are not a number", add.value(1)),
+            ),
+        }
+    }
+    // Reported at the first add when none is the function driver, at the second when two are.
+    let at = match (adds.first(), associated.as_slice()) {
+        (Some(first), []) => first.line,
+        (_, [_, second, ..]) => *second,
+        _ => return,
+    };
+    c.add(at, "boot-start", format!(
+        "[{}]: {} service(s) with SPSVCINST_ASSOCSERVICE (0x00000002); the device needs exactly one function driver",
+        svc.name,
+        associated.len()
+    ));
 }
 
 /// A path under the driver store names a file the install copies there.

@@ -38,7 +38,16 @@ pub(super) fn check(c: &mut Check<'_>) {
         ("CatalogFile", "catalog-file"),
         ("DriverVer", "driver-ver"),
     ] {
-        if v.get(key).is_none_or(|e| e.value(0).is_empty()) {
+        // CatalogFile may also be given per platform (CatalogFile.NTamd64).
+        let given = v.entries.iter().any(|e| {
+            let named = e.is(key)
+                || (key == "CatalogFile"
+                    && e.key
+                        .as_deref()
+                        .is_some_and(|k| k.to_ascii_lowercase().starts_with("catalogfile.nt")));
+            named && !e.value(0).is_empty()
+        });
+        if !given {
             c.add(line, rule, format!("[Version] has no {key}"));
         }
     }
