@@ -483,6 +483,45 @@ fn an_abort_for_an_unresponsive_client_is_not_shown_as_a_veto() {
     assert!(server.stop().success());
 }
 
+/// While a reset runs, `hcactl status` says how long it has run (it said "- so far"): a reset
+/// held for ten minutes by a client that never answers is certainly running when asked.
+#[test]
+fn status_during_a_reset_says_how_long_it_has_run() {
+    let dir = std::env::temp_dir().join(format!("hcasim-scenario-long-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let scenario = dir.join("long.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"long\"\nduration_ms = 3600000\n[policy]\nquiesce_deadline_ms = 600000\n\
+         [[clients]]\nname = \"mute\"\nkind = \"custom\"\nnever_ack = true\n\
+         [[events]]\nat_ms = 1\nfault = \"admin_reset\"\n",
+    )
+    .expect("write");
+    let server = Server::start_with("long", &["--scenario", scenario.to_str().expect("utf-8")]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let s = loop {
+        let s = json(&server.ctl(&["--json", "status"]));
+        if s["reset_in_progress"] == true {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the reset never started: {s}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(s["in_progress"]["reason"], "admin_forced", "{s}");
+    assert!(s["in_progress"]["elapsed_us"].is_u64(), "{s}");
+    let human = text(&server.ctl(&["status"]));
+    let line = human
+        .lines()
+        .find(|l| l.starts_with("in progress"))
+        .unwrap_or_else(|| panic!("{human}"));
+    assert!(
+        line.ends_with(" so far") && !line.contains("- so far"),
+        "{line}"
+    );
+    assert!(server.stop().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `hcasim serve --socket PATH` at `path`, expected to refuse: its exit code and stderr.
 fn serve_refused(path: &Path) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_hcasim"))

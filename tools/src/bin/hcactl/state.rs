@@ -61,6 +61,12 @@ pub(crate) fn status_json(s: &StateOut, last: Option<&ResetSummaryOut>) -> Value
     json!({
         "state": state_name(s.state),
         "reset_in_progress": s.flags & 1 == 1,
+        // The reset under way and how long it has run (QUERY_STATE's total of an open reset).
+        "in_progress": (s.flags & 1 == 1 && s.last_epoch != NONE_U64).then(|| json!({
+            "epoch": s.last_epoch,
+            "reason": reason_name(s.last_reason),
+            "elapsed_us": opt(s.last_total_us),
+        })),
         "epoch": s.epoch,
         "identity": {
             "node_guid": format!("0x{:016x}", s.node_guid),
