@@ -403,37 +403,47 @@ fn serve_runs_a_scenario_whose_events_fire_in_real_time() {
     assert!(server.stop().success());
 }
 
-/// SPEC §5 "Ports" on the live server: a cable pulled by INJECT_FAULT stays out through an
-/// administrator's reset. Port 2 trains and is swept again (3.5 s of the default timings);
-/// port 1, whose cable is out for ten minutes, stays Down. Before the fix the reset plugged
-/// it back in and both came back together.
+/// SPEC §5 "Ports" on the live server, with one adapter and with several: a cable pulled by
+/// INJECT_FAULT stays out through an administrator's reset. Port 2 trains and is swept again
+/// (3.5 s of the default timings); port 1, whose cable is out for ten minutes, stays Down.
+/// Before the fix the reset plugged it back in and both came back together.
 #[test]
 fn a_cable_pulled_on_the_live_server_stays_out_through_a_reset() {
-    let server = Server::start("cable");
-    let pull = server.ctl(&[
-        "inject",
-        "port_down",
-        "--port",
-        "1",
-        "--duration-ms",
-        "600000",
-    ]);
-    assert_eq!(pull.status.code(), Some(0), "{}", text(&pull));
-    let reset = server.ctl(&["reset", "--forced", "--wait"]);
-    assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let ports = loop {
-        let s = json(&server.ctl(&["--json", "status"]));
-        let ports = s["ports"].clone();
-        if ports[1]["state"] == "active" {
-            break ports;
-        }
-        assert!(Instant::now() < deadline, "port 2 never came back: {s}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(ports[0]["port"], 1);
-    assert_eq!(ports[0]["state"], "down", "{ports}");
-    assert!(server.stop().success());
+    for (before, device) in [(&[][..], None), (&["--multipath"][..], Some("hca1"))] {
+        let server = Server::start_args("cable", before, &[]);
+        let ctl = |args: &[&str]| {
+            let mut all: Vec<&str> = device.map_or(vec![], |d| vec!["--device", d]);
+            all.extend_from_slice(args);
+            server.ctl(&all)
+        };
+        let pull = ctl(&[
+            "inject",
+            "port_down",
+            "--port",
+            "1",
+            "--duration-ms",
+            "600000",
+        ]);
+        assert_eq!(pull.status.code(), Some(0), "{}", text(&pull));
+        let reset = ctl(&["reset", "--forced", "--wait"]);
+        assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let ports = loop {
+            let s = json(&ctl(&["--json", "status"]));
+            let ports = s["ports"].clone();
+            if ports[1]["state"] == "active" {
+                break ports;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{device:?}: port 2 never came back: {s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(ports[0]["port"], 1);
+        assert_eq!(ports[0]["state"], "down", "{device:?}: {ports}");
+        assert!(server.stop().success());
+    }
 }
 
 /// SPEC §5 "An abort is not a veto", through READ_RESETS: `hcactl resets` names the client
