@@ -528,6 +528,11 @@ pub const MAX_BUSY_LOGINS: u32 = 10_000;
 /// Most hardware resets one INJECT_FAULT makes fail.
 pub const MAX_RESET_FAILS: u32 = 64;
 
+/// `StateOut::last_result` of a planned reset a veto called off ([`result_code`]).
+pub const RESULT_VETOED: u32 = 0x20 | (AbortCause::Veto as u32 - 1);
+/// `StateOut::last_result` of a planned reset called off for an unresponsive client.
+pub const RESULT_ABORTED_UNRESPONSIVE: u32 = 0x20 | (AbortCause::Unresponsive as u32 - 1);
+
 /// A fault's field out of the range the fault takes it in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultFieldError {
@@ -538,14 +543,11 @@ pub struct FaultFieldError {
 
 impl core::fmt::Display for FaultFieldError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // The range only: a caller names the field its own way (a scenario key, an option).
         if self.max == 0 {
-            write!(f, "{}: not taken by this fault", self.field)
+            f.write_str("not taken by this fault")
         } else {
-            write!(
-                f,
-                "{}: must be between {} and {}",
-                self.field, self.min, self.max
-            )
+            write!(f, "must be between {} and {}", self.min, self.max)
         }
     }
 }

@@ -558,10 +558,7 @@ fn port_down(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioError>
 /// so a scenario and `hcactl inject` take the same ranges, refused with the key named.
 fn in_range(i: usize, fault: Fault) -> Result<Fault, ScenarioError> {
     match fault.request().map(|r| r.check()) {
-        Some(Err(e)) => Err(err(
-            format!("events[{i}].{}", e.field),
-            format!("must be between {} and {}", e.min, e.max),
-        )),
+        Some(Err(e)) => Err(err(format!("events[{i}].{}", e.field), e.to_string())),
         _ => Ok(fault),
     }
 }

@@ -239,15 +239,17 @@ pub fn summary(host: &SimHost) -> String {
         "epoch", "reason", "outcome", "quiesce", "hw reset", "restore", "total", "allocs", "pnp"
     );
     for r in host.resets() {
-        let forced = match (&r.vetoed_by, &r.veto_reason) {
-            _ if !r.forced_clients.is_empty() => r.forced_clients.join(","),
+        let forced = if !r.forced_clients.is_empty() {
+            r.forced_clients.join(",")
+        } else if !r.unresponsive_clients.is_empty() {
             // An abort is not a veto: it names who did not answer, as such.
-            _ if !r.unresponsive_clients.is_empty() => {
-                format!("unresponsive: {}", r.unresponsive_clients.join(","))
+            format!("unresponsive: {}", r.unresponsive_clients.join(","))
+        } else {
+            match (&r.vetoed_by, &r.veto_reason) {
+                (Some(by), Some(why)) => format!("{by} ({why})"),
+                (Some(by), None) => by.clone(),
+                _ => "-".into(),
             }
-            (Some(by), Some(why)) => format!("{by} ({why})"),
-            (Some(by), None) => by.clone(),
-            _ => "-".into(),
         };
         let _ = writeln!(
             out,

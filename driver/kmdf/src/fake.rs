@@ -104,10 +104,10 @@ impl Shared {
     fn create(&self, name: &'static str) -> Result<(), PlatformError> {
         self.call(name, Irql::Passive);
         const STATUS_INSUFFICIENT_RESOURCES: u32 = 0xC000_009A;
-        match self.with(|k| k.refuse == Some(name)) {
-            true => Err(PlatformError::Status(STATUS_INSUFFICIENT_RESOURCES)),
-            false => Ok(()),
+        if self.with(|k| k.refuse == Some(name)) {
+            return Err(PlatformError::Status(STATUS_INSUFFICIENT_RESOURCES));
         }
+        Ok(())
     }
 
     fn call(&self, name: &'static str, max: Irql) {

@@ -1,6 +1,7 @@
 //! HCABUS_BUS_INTERFACE_V1 on each child PDO (WdfDeviceAddQueryInterface), its functions
-//! bound to the FDO's bus. Type-checked against the KMDF 1.33 headers, never linked or run (docs/windows.md). The Linux twin of these
-//! functions, over the threaded host, is driver/capi/src/interface.rs, tested from C.
+//! bound to the FDO's bus. Type-checked against the KMDF 1.33 headers, never linked or run
+//! (docs/windows.md). The Linux twin of these functions, over the threaded host, is
+//! driver/capi/src/interface.rs, tested from C.
 
 use core::ffi::c_void;
 

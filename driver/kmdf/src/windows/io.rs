@@ -1,5 +1,6 @@
 //! Requests, the registry and the event log: the kernel calls behind the IOCTL queue, the
-//! policy and IoWriteErrorLogEntry. Type-checked against the KMDF 1.33 headers, never linked or run (docs/windows.md).
+//! policy and IoWriteErrorLogEntry. Type-checked against the KMDF 1.33 headers, never linked
+//! or run (docs/windows.md).
 
 use core::ffi::c_void;
 

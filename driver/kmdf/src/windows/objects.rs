@@ -1,5 +1,6 @@
 //! The kernel calls behind the Windows platform, one small function each, written against
-//! wdk-sys 0.5 and the KMDF 1.33 headers. Type-checked against the KMDF 1.33 headers, never linked or run (docs/windows.md).
+//! wdk-sys 0.5 and the KMDF 1.33 headers, against which it is type-checked; never linked or
+//! run (docs/windows.md).
 
 use core::sync::atomic::{AtomicU32, Ordering};
 

@@ -1,5 +1,6 @@
 //! The platform on KMDF and WDM: each method of [`crate::platform::Platform`] is one or two
-//! kernel calls. Type-checked against the KMDF 1.33 headers, never linked or run (docs/windows.md).
+//! kernel calls. Type-checked against the KMDF 1.33 headers, never linked or run
+//! (docs/windows.md).
 
 use core::cell::UnsafeCell;
 

@@ -316,8 +316,8 @@ fn worst_case(bus: &mut Bus) -> Result<WallDuration, Failure> {
 /// Why a waited-for reset did not bring the device back, in words.
 fn why_not(result: u32) -> &'static str {
     match result {
-        0x20 => "a client vetoed it; nothing was reset",
-        0x21 => "a client did not answer in time; nothing was reset",
+        RESULT_VETOED => "a client vetoed it; nothing was reset",
+        RESULT_ABORTED_UNRESPONSIVE => "a client did not answer in time; nothing was reset",
         0x11 => "the hardware did not come back from reset",
         0x12 => "another device answered after the reset",
         0x13 => "too many automatic resets: storm control failed the device",
@@ -356,9 +356,9 @@ fn wait_for(bus: &mut Bus, epoch: u64, timeout: Option<u64>, as_json: bool) -> O
             }
             let said = match s.last_result {
                 1 | 2 => return Ok(()),
-                0x20 => log::last_veto(bus)?.map(|s| format!(" ({s})")),
+                RESULT_VETOED => log::last_veto(bus)?.map(|s| format!(" ({s})")),
                 // Who did not answer, from the reset history (an abort is not a veto).
-                0x21 => resets::fetch(bus)?.1.last().map(|last| {
+                RESULT_ABORTED_UNRESPONSIVE => resets::fetch(bus)?.1.last().map(|last| {
                     format!(" ({})", last.forced_names().collect::<Vec<_>>().join(", "))
                 }),
                 _ => None,
@@ -535,11 +535,7 @@ fn fault_request(
     if let Err(e) = request.check() {
         // The field's name as the option spells it.
         let option = format!("--{}", e.field.replace('_', "-"));
-        return Err(Failure::Usage(if e.max == 0 {
-            format!("{fault}: {option} does not apply to it")
-        } else {
-            format!("{fault}: {option} must be between {} and {}", e.min, e.max)
-        }));
+        return Err(Failure::Usage(format!("{fault}: {option} {e}")));
     }
     Ok(request)
 }

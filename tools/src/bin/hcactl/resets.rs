@@ -1,7 +1,6 @@
 //! `hcactl resets` and the last reset in `hcactl status`: the bus's reset history
 //! (READ_RESETS), which polling cannot evict.
 
-use hcabus::coordinator::ResetResult;
 use hcabus::ioctl::*;
 use hcabus_tools::answer::Answer;
 use serde_json::{json, Value};
@@ -56,14 +55,11 @@ fn why(s: &ResetSummaryOut) -> &'static str {
 
 /// A planned reset called off because clients passed their deadline: not a veto.
 fn aborted_unresponsive(s: &ResetSummaryOut) -> bool {
-    s.result
-        == result_code(Some(ResetResult::Aborted {
-            by: hcabus::types::ClientId::from_raw(0),
-            cause: hcabus::types::AbortCause::Unresponsive,
-        }))
+    s.result == RESULT_ABORTED_UNRESPONSIVE
 }
 
 pub(crate) fn summary_json(s: &ResetSummaryOut) -> Value {
+    let aborted = aborted_unresponsive(s);
     json!({
         "ordinal": s.ordinal,
         "epoch": s.epoch,
@@ -84,8 +80,8 @@ pub(crate) fn summary_json(s: &ResetSummaryOut) -> Value {
         "pnp_operations": s.pnp_operations,
         // The wire's forced clients are those that passed the quiesce deadline; an abort
         // for them forced nobody through (SPEC §5 "An abort is not a veto").
-        "forced": if aborted_unresponsive(s) { 0 } else { s.forced },
-        "forced_names": if aborted_unresponsive(s) { Vec::new() } else { s.forced_names().collect::<Vec<_>>() },
+        "forced": if aborted { 0 } else { s.forced },
+        "forced_names": if aborted { Vec::new() } else { s.forced_names().collect::<Vec<_>>() },
         "unresponsive": s.forced,
         "unresponsive_names": s.forced_names().collect::<Vec<_>>(),
         "vetoed_by": (s.vetoer != NONE_U64).then(|| json!({

@@ -28,13 +28,7 @@ const FORBIDDEN_SUFFIXES: [&str; 3] = ["CoInstallers", "FactDef", "LogConfigOver
 const ARCHITECTURES: [&str; 6] = ["", "x86", "amd64", "ia64", "arm", "arm64"];
 
 /// Directives whose values name sections of this INF (Include and Needs name other INFs).
-const SECTION_DIRECTIVES: [&str; 5] = [
-    "CopyFiles",
-    "AddReg",
-    "AddProperty",
-    "AddInterface",
-    "CopyINF",
-];
+const SECTION_DIRECTIVES: [&str; 4] = ["CopyFiles", "AddReg", "AddProperty", "AddInterface"];
 
 /// `name` as the list spells it, if the list has it (INF names ignore case).
 fn listed(list: &[&'static str], name: &str) -> Option<&'static str> {
@@ -135,7 +129,7 @@ fn directives(c: &mut Check<'_>) {
             let names_sections = SECTION_DIRECTIVES
                 .iter()
                 .any(|d| d.eq_ignore_ascii_case(key));
-            if !names_sections || key.eq_ignore_ascii_case("CopyINF") {
+            if !names_sections {
                 continue;
             }
             // AddInterface = {guid}, [ref], section: only its third value is a section.
