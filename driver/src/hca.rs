@@ -103,6 +103,37 @@ pub trait Hca {
     }
 }
 
+/// A boxed adapter is an adapter: the threaded host keeps any `Hca` behind one type.
+impl<H: Hca + ?Sized> Hca for alloc::boxed::Box<H> {
+    fn save_config(&mut self) -> Result<(), HwError> {
+        (**self).save_config()
+    }
+    fn restore_config(&mut self) -> Result<(), HwError> {
+        (**self).restore_config()
+    }
+    fn assert_reset(&mut self) -> Result<(), HwError> {
+        (**self).assert_reset()
+    }
+    fn function_level_reset(&mut self) -> Result<(), HwError> {
+        (**self).function_level_reset()
+    }
+    fn probe_ready(&mut self) -> Result<Readiness, HwError> {
+        (**self).probe_ready()
+    }
+    fn init_command_interface(&mut self) -> Result<(), HwError> {
+        (**self).init_command_interface()
+    }
+    fn identity(&mut self) -> Result<Identity, HwError> {
+        (**self).identity()
+    }
+    fn read_health(&mut self) -> Result<HealthSample, HwError> {
+        (**self).read_health()
+    }
+    fn settle_after_reset(&self) -> Duration {
+        (**self).settle_after_reset()
+    }
+}
+
 wire_enum! {
     /// A hardware operation the coordinator asks its host to perform.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -17,6 +17,7 @@ pub mod coordinator;
 pub mod errors;
 pub mod fabric;
 pub mod hca;
+pub mod host;
 pub mod ioctl;
 pub mod mmio;
 pub mod policy;

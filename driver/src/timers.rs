@@ -21,11 +21,21 @@ impl TimerTable {
     /// Carries out a timer action; `false` (and nothing done) for any other action.
     pub fn apply(&mut self, action: &Action) -> bool {
         match *action {
-            Action::ArmTimer { timer, at, token } => self.slots[timer as usize] = Some((at, token)),
-            Action::CancelTimer { timer } => self.slots[timer as usize] = None,
+            Action::ArmTimer { timer, at, token } => self.arm(timer, at, token),
+            Action::CancelTimer { timer } => self.cancel(timer),
             _ => return false,
         }
         true
+    }
+
+    /// Arms `timer` for `at`, replacing what it was armed with.
+    pub fn arm(&mut self, timer: TimerId, at: Instant, token: u32) {
+        self.slots[timer as usize] = Some((at, token));
+    }
+
+    /// Disarms `timer`.
+    pub fn cancel(&mut self, timer: TimerId) {
+        self.slots[timer as usize] = None;
     }
 
     /// The deadline and token of `timer`, if armed.

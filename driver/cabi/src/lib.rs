@@ -1,6 +1,6 @@
 //! The C ABI of the bus interface, marshalled once: what each function of
-//! `HCABUS_BUS_INTERFACE_V1` does with the raw pointers a C child hands it, over any bus that
-//! implements [`CBus`].
+//! `HCABUS_BUS_INTERFACE_V1` does with the raw pointers a C child hands it, over the one host
+//! ([`Bus`], on any platform).
 //!
 //! Both exports of the interface use it: the Linux library over the threaded host
 //! (driver/capi, tested from C) and the KMDF driver's PDOs (driver/kmdf/src/windows). So the
@@ -11,10 +11,9 @@
 use core::ffi::{c_char, c_void, CStr};
 
 use hcabus::bus_abi::*;
-use hcabus::coordinator::{ExecuteOutcome, Registration};
-use hcabus::errors::*;
+use hcabus::coordinator::ExecuteOutcome;
+use hcabus::host::{Bus, Platform};
 use hcabus::types::*;
-use hcabus::Instant;
 
 // For the macro's expansions elsewhere.
 #[doc(hidden)]
@@ -46,31 +45,17 @@ impl CCallback {
     }
 }
 
-/// A bus the C ABI can drive: the calls of SPEC §3 and the state.
-pub trait CBus {
-    fn register(
-        &self,
-        desc: ClientDesc,
-        callback: CCallback,
-    ) -> Result<Registration, RegisterError>;
-    fn unregister(&self, id: ClientId) -> Result<(), UnregisterError>;
-    fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError>;
-    fn reset_execute(&self, id: ClientId, epoch: Epoch) -> Result<ExecuteOutcome, ExecuteError>;
-    fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError>;
-    fn reset_veto(&self, id: ClientId, epoch: Epoch, reason: VetoReason) -> Result<(), VetoError>;
-    /// State, epoch and the bus clock.
-    fn state(&self) -> (State, Epoch, Instant);
-}
-
-/// `Register(ctx, desc, registration)`.
+/// `Register(ctx, desc, registration)`; `callback_of` makes the platform's callback of the
+/// C one.
 ///
 /// # Safety
 /// `desc` is null or an `HCABUS_CLIENT_DESC` whose `Name` is null or NUL-terminated; `out` is
 /// null or writable for an `HCABUS_REGISTRATION`.
-pub unsafe fn register<B: CBus + ?Sized>(
-    bus: &B,
+pub unsafe fn register<P: Platform>(
+    bus: &Bus<P>,
     desc: *const HcabusClientDesc,
     out: *mut HcabusRegistration,
+    callback_of: impl FnOnce(CCallback) -> P::Callback,
 ) -> HcabusStatus {
     if desc.is_null() || out.is_null() {
         return status::INVALID_PARAMETER;
@@ -90,7 +75,7 @@ pub unsafe fn register<B: CBus + ?Sized>(
         function,
         context: d.client_context,
     };
-    match bus.register(client, callback) {
+    match bus.register(client, callback_of(callback)) {
         Ok(r) => {
             let registration = HcabusRegistration {
                 client_id: r.id.to_raw(),
@@ -107,7 +92,7 @@ pub unsafe fn register<B: CBus + ?Sized>(
 }
 
 /// `Unregister(ctx, id)`.
-pub fn unregister<B: CBus + ?Sized>(bus: &B, client: u64) -> HcabusStatus {
+pub fn unregister<P: Platform>(bus: &Bus<P>, client: u64) -> HcabusStatus {
     status_of(bus.unregister(ClientId::from_raw(client)))
 }
 
@@ -115,8 +100,8 @@ pub fn unregister<B: CBus + ?Sized>(bus: &B, client: u64) -> HcabusStatus {
 ///
 /// # Safety
 /// `epoch` is null or writable for a `uint64_t`.
-pub unsafe fn reset_request<B: CBus + ?Sized>(
-    bus: &B,
+pub unsafe fn reset_request<P: Platform>(
+    bus: &Bus<P>,
     client: u64,
     epoch: *mut u64,
 ) -> HcabusStatus {
@@ -133,7 +118,7 @@ pub unsafe fn reset_request<B: CBus + ?Sized>(
 }
 
 /// `ResetExecute(ctx, id, epoch)`: idempotent and late answers succeed informationally.
-pub fn reset_execute<B: CBus + ?Sized>(bus: &B, client: u64, epoch: u64) -> HcabusStatus {
+pub fn reset_execute<P: Platform>(bus: &Bus<P>, client: u64, epoch: u64) -> HcabusStatus {
     match bus.reset_execute(ClientId::from_raw(client), Epoch(epoch)) {
         Ok(ExecuteOutcome::Accepted) => status::SUCCESS,
         Ok(ExecuteOutcome::AlreadyReady) => status::ALREADY_READY,
@@ -143,7 +128,7 @@ pub fn reset_execute<B: CBus + ?Sized>(bus: &B, client: u64, epoch: u64) -> Hcab
 }
 
 /// `ResetConsent(ctx, id, epoch)`.
-pub fn reset_consent<B: CBus + ?Sized>(bus: &B, client: u64, epoch: u64) -> HcabusStatus {
+pub fn reset_consent<P: Platform>(bus: &Bus<P>, client: u64, epoch: u64) -> HcabusStatus {
     status_of(bus.reset_consent(ClientId::from_raw(client), Epoch(epoch)))
 }
 
@@ -151,8 +136,8 @@ pub fn reset_consent<B: CBus + ?Sized>(bus: &B, client: u64, epoch: u64) -> Hcab
 ///
 /// # Safety
 /// `reason` is null or NUL-terminated.
-pub unsafe fn reset_veto<B: CBus + ?Sized>(
-    bus: &B,
+pub unsafe fn reset_veto<P: Platform>(
+    bus: &Bus<P>,
     client: u64,
     epoch: u64,
     reason: *const c_char,
@@ -177,7 +162,7 @@ pub unsafe fn reset_veto<B: CBus + ?Sized>(
 /// # Safety
 /// `out` is null or an `HCABUS_BUS_STATE` whose first field the caller set; it is written
 /// only once that field says it is the right size.
-pub unsafe fn query_state<B: CBus + ?Sized>(bus: &B, out: *mut HcabusBusState) -> HcabusStatus {
+pub unsafe fn query_state<P: Platform>(bus: &Bus<P>, out: *mut HcabusBusState) -> HcabusStatus {
     if out.is_null() {
         return status::INVALID_PARAMETER;
     }
@@ -186,7 +171,8 @@ pub unsafe fn query_state<B: CBus + ?Sized>(bus: &B, out: *mut HcabusBusState) -
     if size as usize != core::mem::size_of::<HcabusBusState>() {
         return status::INFO_LENGTH_MISMATCH;
     }
-    let (state, epoch, now) = bus.state();
+    let (state, epoch) = bus.inspect(|c| (c.state(), c.epoch()));
+    let now = bus.now();
     let answer = HcabusBusState {
         size,
         state: state as u32,
@@ -199,12 +185,13 @@ pub unsafe fn query_state<B: CBus + ?Sized>(bus: &B, out: *mut HcabusBusState) -
 }
 
 /// Defines the seven `extern "C"` functions of the interface (`register` .. `query_state`),
-/// each finding its bus with `$with_bus(context, |bus| ..)` and calling the marshalling above,
-/// and `interface(context, reference, dereference)`, the structure that points to them. Both
+/// each finding its bus with `$with_bus(context, |bus| ..)` and calling the marshalling above
+/// (`register` makes the platform's callback with `$callback_of`), and
+/// `interface(context, reference, dereference)`, the structure that points to them. Both
 /// exports expand it, so their functions cannot drift apart.
 #[macro_export]
 macro_rules! interface_functions {
-    ($with_bus:path) => {
+    ($with_bus:path, $callback_of:path) => {
         /// `HCABUS_BUS_INTERFACE_V1` for `context`, with the export's reference counting.
         fn interface(
             context: *mut ::core::ffi::c_void,
@@ -236,7 +223,9 @@ macro_rules! interface_functions {
             out: *mut $crate::HcabusRegistration,
         ) -> $crate::HcabusStatus {
             // SAFETY: see above.
-            $with_bus(context, |bus| unsafe { $crate::register(bus, desc, out) })
+            $with_bus(context, |bus| unsafe {
+                $crate::register(bus, desc, out, $callback_of)
+            })
         }
 
         unsafe extern "C" fn unregister(

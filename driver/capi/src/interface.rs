@@ -2,16 +2,11 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use hcabus::bus_abi::*;
-use hcabus::coordinator::{ExecuteOutcome, Registration};
-use hcabus::errors::*;
-use hcabus::types::*;
-use hcabus::Instant;
-use hcabus_cabi::{CBus, CCallback};
+use hcabus::sim::ThreadedBus;
 
-use crate::callback::Deliver;
+use crate::callback::callback_of;
 use crate::{guard, sim_from, HcabusSim};
 
 /// IRP_MN_QUERY_INTERFACE for this bus: fills `*out` with `HCABUS_BUS_INTERFACE_V1` and
@@ -63,11 +58,8 @@ pub unsafe extern "C" fn hcabus_sim_query_interface(
     })
 }
 
-/// Runs a call on the bus behind `context`.
-pub(crate) fn with_bus(
-    context: *mut c_void,
-    call: impl FnOnce(&HcabusSim) -> HcabusStatus,
-) -> HcabusStatus {
+/// Runs `call` on the simulated bus behind `context`.
+fn with_sim(context: *mut c_void, call: impl FnOnce(&HcabusSim) -> HcabusStatus) -> HcabusStatus {
     guard(|| {
         // SAFETY: every function below is reached only through an interface whose context
         // is a live bus (the header's contract); a null or foreign context is refused.
@@ -78,15 +70,23 @@ pub(crate) fn with_bus(
     })
 }
 
+/// Runs a call on the bus behind `context`.
+pub(crate) fn with_bus(
+    context: *mut c_void,
+    call: impl FnOnce(&ThreadedBus) -> HcabusStatus,
+) -> HcabusStatus {
+    with_sim(context, |sim| call(sim.host.bus()))
+}
+
 unsafe extern "C" fn interface_reference(context: *mut c_void) {
-    with_bus(context, |sim| {
+    with_sim(context, |sim| {
         sim.references.fetch_add(1, Ordering::AcqRel);
         status::SUCCESS
     });
 }
 
 unsafe extern "C" fn interface_dereference(context: *mut c_void) {
-    with_bus(context, |sim| {
+    with_sim(context, |sim| {
         // One more dereference than references is a caller's bug: refused, never wrapped.
         let dropped = sim
             .references
@@ -98,35 +98,5 @@ unsafe extern "C" fn interface_dereference(context: *mut c_void) {
     });
 }
 
-impl CBus for HcabusSim {
-    fn register(
-        &self,
-        desc: ClientDesc,
-        callback: CCallback,
-    ) -> Result<Registration, RegisterError> {
-        self.host.bus().register(desc, Arc::new(Deliver(callback)))
-    }
-    fn unregister(&self, id: ClientId) -> Result<(), UnregisterError> {
-        self.host.bus().unregister(id)
-    }
-    fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError> {
-        self.host.bus().reset_request(id)
-    }
-    fn reset_execute(&self, id: ClientId, epoch: Epoch) -> Result<ExecuteOutcome, ExecuteError> {
-        self.host.bus().reset_execute(id, epoch)
-    }
-    fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
-        self.host.bus().reset_consent(id, epoch)
-    }
-    fn reset_veto(&self, id: ClientId, epoch: Epoch, reason: VetoReason) -> Result<(), VetoError> {
-        self.host.bus().reset_veto(id, epoch, reason)
-    }
-    fn state(&self) -> (State, Epoch, Instant) {
-        let bus = self.host.bus();
-        let (state, epoch) = bus.inspect(|c| (c.state(), c.epoch()));
-        (state, epoch, bus.now())
-    }
-}
-
 // The interface's functions: the bus behind `Context`, then hcabus-cabi's marshalling.
-hcabus_cabi::interface_functions!(with_bus);
+hcabus_cabi::interface_functions!(with_bus, callback_of);

@@ -1,8 +1,14 @@
-//! DriverEntry and EvtDriverDeviceAdd, as decisions: which PCI functions the driver takes,
-//! how its FDO and its control device are set up, and what a caller's handle may do.
+//! DriverEntry, EvtDriverDeviceAdd and EvtDevicePrepareHardware, as decisions: which PCI
+//! functions the driver takes, how its FDO and its control device are set up, how the bus
+//! comes to life, and what a caller's handle may do.
 
+use hcabus::coordinator::Config;
+use hcabus::hca::HwError;
+use hcabus::host::{Bus, NewError};
 use hcabus::ioctl::Rights;
 use hcabus::{Policy, PolicyError};
+
+use crate::platform::{ChildFunction, KmdfPlatform, PlatformError};
 
 /// Mellanox / NVIDIA.
 pub const PCI_VENDOR_MELLANOX: u16 = 0x15B3;
@@ -130,4 +136,63 @@ pub fn policy_from_registry(
         Ok(()) => (policy, None),
         Err(e) => (Policy::default(), Some(e)),
     }
+}
+
+/// What the driver is configured with (from the registry's Parameters key on Windows).
+#[derive(Debug, Clone, Copy)]
+pub struct BusConfig {
+    pub coordinator: Config,
+    /// IB ports: one IPoIB child each.
+    pub ports: u8,
+}
+
+/// Why EvtDevicePrepareHardware failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrepareError {
+    Platform(PlatformError),
+    /// The device did not give its identity.
+    Hardware(HwError),
+    Policy(PolicyError),
+    /// More ports than the child list names (1..=2).
+    Ports(u8),
+}
+
+impl core::fmt::Display for PrepareError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PrepareError::Platform(e) => write!(f, "{e}"),
+            PrepareError::Hardware(e) => write!(f, "cannot read the device identity: {e}"),
+            PrepareError::Policy(e) => write!(f, "invalid policy: {e}"),
+            PrepareError::Ports(n) => write!(f, "{n} ports: the bus enumerates 1 or 2"),
+        }
+    }
+}
+
+impl core::error::Error for PrepareError {}
+
+impl From<NewError> for PrepareError {
+    fn from(e: NewError) -> Self {
+        match e {
+            NewError::Hardware(e) => PrepareError::Hardware(e),
+            NewError::Policy(e) => PrepareError::Policy(e),
+            NewError::Platform(e) => PrepareError::Platform(e),
+        }
+    }
+}
+
+/// EvtDevicePrepareHardware (PASSIVE_LEVEL): map the registers, build the bus (which reads
+/// the identity and reserves everything the coordinator will ever need), report the
+/// children.
+pub fn prepare<K: KmdfPlatform>(mut kernel: K, config: BusConfig) -> Result<Bus<K>, PrepareError> {
+    if !(1..=2).contains(&config.ports) {
+        return Err(PrepareError::Ports(config.ports));
+    }
+    let hca = kernel.map_registers().map_err(PrepareError::Platform)?;
+    let bus = Bus::new(kernel, config.coordinator, hca)?;
+    for child in ChildFunction::of_bus(config.ports) {
+        bus.platform()
+            .child_present(child)
+            .map_err(PrepareError::Platform)?;
+    }
+    Ok(bus)
 }

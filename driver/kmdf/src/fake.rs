@@ -7,13 +7,15 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
 use hcabus::bus_abi::HcabusEvent;
-use hcabus::mmio::RegisterAccess;
+use hcabus::host::Bus;
+use hcabus::mmio::{MmioHca, RegisterAccess};
 use hcabus::sim::FakeConnectX;
-use hcabus::types::TimerId;
+use hcabus::types::{ClientId, Event, PnpOp, TimerId};
 use hcabus::{Duration, Instant};
 
-use crate::bus::Bus;
-use crate::platform::{ChildFunction, EventLogEntry, Irql, Lock, Platform, PlatformError};
+use crate::platform::{
+    ChildFunction, EventLogEntry, Irql, KmdfPlatform, Lock, Platform, PlatformError, Scheduled,
+};
 
 thread_local! {
     static IRQL: Cell<Irql> = const { Cell::new(Irql::Passive) };
@@ -252,14 +254,10 @@ impl RegisterAccess for FakeRegs {
 }
 
 impl<C: FakeDeliver> Platform for FakePlatform<C> {
-    type Regs = FakeRegs;
     type SpinLock<T> = FakeSpinLock<T>;
     type WaitLock<T> = FakeWaitLock<T>;
+    type Hca = MmioHca<FakeRegs>;
     type Callback = C;
-
-    fn irql(&self) -> Irql {
-        irql()
-    }
 
     fn now(&self) -> Instant {
         self.kernel.with(|k| k.now)
@@ -281,15 +279,6 @@ impl<C: FakeDeliver> Platform for FakePlatform<C> {
         })
     }
 
-    fn map_registers(&mut self) -> Result<FakeRegs, PlatformError> {
-        self.kernel.call("MmMapIoSpaceEx", Irql::Passive);
-        let device = self.device.take().ok_or(PlatformError::NoRegisters)?;
-        Ok(FakeRegs {
-            device,
-            kernel: self.kernel.clone(),
-        })
-    }
-
     fn arm_timer(&self, timer: TimerId, due: Instant) {
         self.kernel.call("WdfTimerStart", Irql::Dispatch);
         self.kernel.with(|k| k.timers[timer as usize] = Some(due));
@@ -300,55 +289,74 @@ impl<C: FakeDeliver> Platform for FakePlatform<C> {
         self.kernel.with(|k| k.timers[timer as usize] = None);
     }
 
-    fn queue_dpc(&self) {
+    fn queue_dpc(&self) -> Scheduled {
         self.kernel.call("WdfDpcEnqueue", Irql::Dispatch);
         self.kernel.with(|k| k.dpc_queued = true);
+        Scheduled::Queued
     }
 
-    fn queue_work_item(&self) {
+    fn queue_work_item(&self) -> Scheduled {
         self.kernel.call("WdfWorkItemEnqueue", Irql::Dispatch);
         self.kernel.with(|k| k.work_queued = true);
+        Scheduled::Queued
     }
 
-    fn deliver(&self, callback: &C, event: &HcabusEvent) {
-        self.kernel.call("client callback", Irql::Dispatch);
+    fn deliver(bus: &Bus<Self>, callback: &C, client: ClientId, event: Event) {
+        let kernel = &bus.platform().kernel;
+        kernel.call("client callback", Irql::Dispatch);
         if irql() != Irql::Dispatch {
-            self.kernel
-                .with(|k| k.violations.push("callback outside the DPC".into()));
+            kernel.with(|k| k.violations.push("callback outside the DPC".into()));
         }
         if SPIN_HELD.with(Cell::get) {
-            self.kernel
-                .with(|k| k.violations.push("callback with the bus lock held".into()));
+            kernel.with(|k| k.violations.push("callback with the bus lock held".into()));
         }
-        callback.call(event);
+        callback.call(&HcabusEvent::new(client, event));
     }
 
-    fn child_present(&mut self, child: ChildFunction) -> Result<(), PlatformError> {
+    fn pnp(&self, op: PnpOp) {
+        match op {
+            PnpOp::ReportChildrenMissing => {
+                self.kernel.call(
+                    "WdfChildListUpdateAllChildDescriptionsAsPresent",
+                    Irql::Dispatch,
+                );
+                self.kernel.with(|k| k.children_missing += 1);
+            }
+            PnpOp::ReenumerateChildren => {
+                self.kernel
+                    .call("WdfChildListRetrieveNextDevice", Irql::Dispatch);
+                self.kernel.with(|k| k.reenumerations += 1);
+            }
+        }
+    }
+
+    fn log_event(&self, entry: EventLogEntry) {
+        self.kernel.call("IoWriteErrorLogEntry", Irql::Dispatch);
+        self.kernel.with(|k| k.event_log.push(entry));
+    }
+}
+
+impl<C: FakeDeliver> KmdfPlatform for FakePlatform<C> {
+    fn irql(&self) -> Irql {
+        irql()
+    }
+
+    fn map_registers(&mut self) -> Result<MmioHca<FakeRegs>, PlatformError> {
+        self.kernel.call("MmMapIoSpaceEx", Irql::Passive);
+        let device = self.device.take().ok_or(PlatformError::NoRegisters)?;
+        Ok(MmioHca::new(FakeRegs {
+            device,
+            kernel: self.kernel.clone(),
+        }))
+    }
+
+    fn child_present(&self, child: ChildFunction) -> Result<(), PlatformError> {
         self.kernel.call(
             "WdfChildListAddOrUpdateChildDescriptionAsPresent",
             Irql::Passive,
         );
         self.kernel.with(|k| k.children.push(child));
         Ok(())
-    }
-
-    fn children_missing(&self) {
-        self.kernel.call(
-            "WdfChildListUpdateAllChildDescriptionsAsPresent",
-            Irql::Dispatch,
-        );
-        self.kernel.with(|k| k.children_missing += 1);
-    }
-
-    fn reenumerate_children(&self) {
-        self.kernel
-            .call("WdfChildListRetrieveNextDevice", Irql::Dispatch);
-        self.kernel.with(|k| k.reenumerations += 1);
-    }
-
-    fn log_event(&self, entry: EventLogEntry) {
-        self.kernel.call("IoWriteErrorLogEntry", Irql::Dispatch);
-        self.kernel.with(|k| k.event_log.push(entry));
     }
 }
 

@@ -1,8 +1,9 @@
 //! hcabus-kmdf: the KMDF bus driver of one HCA PCI function.
 //!
-//! The driver's logic ([`bus`], [`device`]) is written against [`platform::Platform`], the
-//! kernel as the driver uses it, and is built and tested on every host with a fake platform
-//! that records the IRQL of every call. The Windows implementation of the platform, the
+//! The bus itself is the core's one locked host (`hcabus::host::Bus`) over
+//! [`platform::Platform`], the kernel as the driver uses it; the driver's own decisions are in
+//! [`device`]. Both are built and tested on every host with a fake platform that records the
+//! IRQL of every call. The Windows implementation of the platform, the
 //! DriverEntry and the KMDF event callbacks live in `src/windows/`, compiled on Windows only
 //! (windows-drivers-rs cannot be built elsewhere): see docs/windows.md for what was never
 //! compiled.
@@ -21,7 +22,6 @@ compile_error!(
 
 extern crate alloc;
 
-pub mod bus;
 pub mod device;
 pub mod platform;
 

@@ -13,10 +13,10 @@ use hcabus::sim::{FakeConnectX, FakeFaults};
 use hcabus::types::*;
 use hcabus::Policy;
 
-use crate::bus::{Bus, BusConfig, PrepareError};
 use crate::device::*;
 use crate::fake::*;
 use crate::platform::{ChildFunction, EventLogEntry, Irql, PlatformError};
+use hcabus::host::Bus;
 
 struct Counting;
 
@@ -71,7 +71,7 @@ fn config() -> BusConfig {
 
 fn prepared(faults: FakeFaults) -> Arc<Bus<FakePlatform>> {
     let platform = FakePlatform::<FakeCallback>::new(FakeConnectX::with_faults(identity(), faults));
-    let bus = at_irql(Irql::Passive, || Bus::prepare(platform, config())).expect("prepared");
+    let bus = at_irql(Irql::Passive, || prepare(platform, config())).expect("prepared");
     let bus = Arc::new(bus);
     settle(&bus);
     bus
@@ -218,7 +218,7 @@ fn prepare_hardware_maps_the_registers_reserves_everything_and_reports_each_chil
     };
     let platform = FakePlatform::<FakeCallback>::new(FakeConnectX::new(identity()));
     assert_eq!(
-        Bus::prepare(platform, too_many).err(),
+        prepare(platform, too_many).err(),
         Some(PrepareError::Ports(3))
     );
 }
@@ -230,7 +230,7 @@ fn a_lock_kmdf_refuses_to_create_fails_prepare_hardware_with_its_status() {
     for call in ["WdfSpinLockCreate", "WdfWaitLockCreate"] {
         let platform = FakePlatform::<FakeCallback>::new(FakeConnectX::new(identity()));
         platform.kernel.with(|k| k.refuse = Some(call));
-        let refused = at_irql(Irql::Passive, || Bus::prepare(platform, config())).err();
+        let refused = at_irql(Irql::Passive, || prepare(platform, config())).err();
         assert_eq!(
             refused,
             Some(PrepareError::Platform(PlatformError::Status(0xC000_009A))),
@@ -529,7 +529,7 @@ mod through_the_c_abi {
     #[test]
     fn a_c_child_registers_executes_from_its_callback_and_hears_the_new_epoch() {
         let platform = FakePlatform::<CCallback>::new(FakeConnectX::new(identity()));
-        let bus = at_irql(Irql::Passive, || Bus::prepare(platform, config())).expect("prepared");
+        let bus = at_irql(Irql::Passive, || prepare(platform, config())).expect("prepared");
         settle(&bus);
         let mut child = Box::new(CChild {
             bus: &bus,
@@ -548,7 +548,7 @@ mod through_the_c_abi {
         };
         let mut reg = HcabusRegistration::default();
         // SAFETY: a complete descriptor with a NUL-terminated name, and a registration to fill.
-        let registered = unsafe { cabi::register(&bus, &desc, &mut reg) };
+        let registered = unsafe { cabi::register(&bus, &desc, &mut reg, core::convert::identity) };
         assert_eq!(registered, status::SUCCESS);
         child.id = reg.client_id;
         let mut epoch = 0u64;

@@ -4,10 +4,11 @@
 //! [`Hosted`] keeps a client behind its own lock and turns it into an [`EventCallback`].
 //! Its callbacks come from whichever thread drains the bus; its own work ([`Client::wake`])
 //! comes from a worker thread ([`spawn_worker`]), the model of a child driver's work item.
-//! Either way the client gets a [`ThreadCtx`] whose bus calls are queued, not run: what a
-//! call sets in motion (other clients' events, hardware steps) runs once the client has
-//! returned and its lock is free. A client never hears an event from inside its own call,
-//! so it cannot deadlock on its own lock, whatever thread it calls from.
+//! Either way the client gets a [`ThreadCtx`] (the host's [`ClientCtx`]) whose calls reach
+//! the bus at once while its drains are deferred: what a call sets in motion (other
+//! clients' events, hardware steps) runs once the client has returned and its lock is free.
+//! A client never hears an event from inside its own call, so it cannot deadlock on its own
+//! lock, whatever thread it calls from.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -17,98 +18,14 @@ use std::vec::Vec;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::bus::{BusHandle, Client};
-use crate::coordinator::*;
-use crate::errors::*;
-use crate::policy::Policy;
-use crate::sim::threaded::{Callback, EventCallback, ThreadedBus};
+use crate::bus::Client;
+use crate::host::ClientCtx;
+use crate::sim::threaded::{Callback, EventCallback, StdPlatform, ThreadedBus};
 use crate::time::Instant;
 use crate::types::*;
 
 /// A client's view of the threaded bus for one callback or one wake-up.
-pub struct ThreadCtx<'a, D> {
-    bus: &'a ThreadedBus,
-    device: &'a mut D,
-    rng: &'a mut ChaCha8Rng,
-    /// The calling client's own callback, for the ids it registers.
-    me: &'a Callback,
-    /// A call was made: the bus has work to drain once the client returns.
-    queued: bool,
-}
-
-impl<D> core::fmt::Debug for ThreadCtx<'_, D> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ThreadCtx")
-            .field("queued", &self.queued)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<D> BusHandle for ThreadCtx<'_, D> {
-    type Device = D;
-    type Rng = ChaCha8Rng;
-
-    fn now(&self) -> Instant {
-        self.bus.now()
-    }
-    fn state(&self) -> State {
-        self.bus.state()
-    }
-    fn epoch(&self) -> Epoch {
-        self.bus.epoch()
-    }
-    fn policy(&self) -> Policy {
-        self.bus.policy()
-    }
-    fn port(&self, port: u8) -> Option<PortView> {
-        self.bus.inspect(|c| c.port(port))
-    }
-    fn register(&mut self, desc: ClientDesc) -> Result<Registration, RegisterError> {
-        self.queued = true;
-        self.bus.register_queued(desc, Arc::clone(self.me))
-    }
-    fn unregister(&mut self, id: ClientId) -> Result<(), UnregisterError> {
-        self.queued = true;
-        self.bus.unregister_queued(id)
-    }
-    fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError> {
-        self.queued = true;
-        self.bus.call_queued(|c, now| c.reset_request(now, id))
-    }
-    fn reset_execute(
-        &mut self,
-        id: ClientId,
-        epoch: Epoch,
-    ) -> Result<ExecuteOutcome, ExecuteError> {
-        self.queued = true;
-        self.bus
-            .call_queued(|c, now| c.reset_execute(now, id, epoch))
-    }
-    fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
-        self.queued = true;
-        self.bus
-            .call_queued(|c, now| c.reset_consent(now, id, epoch))
-    }
-    fn reset_veto(
-        &mut self,
-        id: ClientId,
-        epoch: Epoch,
-        reason: VetoReason,
-    ) -> Result<(), VetoError> {
-        self.queued = true;
-        self.bus
-            .call_queued(|c, now| c.reset_veto(now, id, epoch, reason))
-    }
-    fn device(&mut self) -> &mut D {
-        self.device
-    }
-    fn rng(&mut self) -> &mut ChaCha8Rng {
-        self.rng
-    }
-    fn device_and_rng(&mut self) -> (&mut D, &mut ChaCha8Rng) {
-        (self.device, self.rng)
-    }
-}
+pub type ThreadCtx<'a, D> = ClientCtx<'a, StdPlatform, D, ChaCha8Rng>;
 
 struct Inner<C, D> {
     client: C,
@@ -173,25 +90,21 @@ where
         let Some(me) = me else {
             unreachable!("a hosted client is only reached through its Arc")
         };
-        let (r, queued) = {
+        // Drains deferred while the client's lock is held: a delivery to this very client
+        // would take it again.
+        let (r, called) = StdPlatform::deferring(|| {
             let mut inner = lock(&self.inner);
             let Inner {
                 client,
                 device,
                 rng,
             } = &mut *inner;
-            let mut ctx = ThreadCtx {
-                bus,
-                device,
-                rng,
-                me: &me,
-                queued: false,
-            };
+            let mut ctx = ClientCtx::new(bus, device, rng, &me);
             let r = f(client, &mut ctx);
-            (r, ctx.queued)
-        };
-        if queued {
-            bus.drain();
+            (r, ctx.called())
+        });
+        if called {
+            bus.kick();
         }
         r
     }
@@ -234,7 +147,7 @@ const WORKER_NAP: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A thread that runs `client`'s work when it is due, until `stop` is set.
 fn spawn_worker(
-    bus: ThreadedBus,
+    bus: Arc<ThreadedBus>,
     client: Arc<dyn Wake>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<JoinHandle<()>> {
@@ -267,7 +180,7 @@ impl Workers {
     /// Spawns a worker for each client. On a spawn failure the ones already running are
     /// stopped (by the drop of what was built) and the error is returned.
     pub fn spawn(
-        bus: &ThreadedBus,
+        bus: &Arc<ThreadedBus>,
         clients: impl IntoIterator<Item = Arc<dyn Wake>>,
     ) -> std::io::Result<Self> {
         let mut workers = Workers {
@@ -275,7 +188,7 @@ impl Workers {
             threads: Vec::new(),
         };
         for client in clients {
-            let t = spawn_worker(bus.clone(), client, workers.stop.clone())?;
+            let t = spawn_worker(Arc::clone(bus), client, workers.stop.clone())?;
             workers.threads.push(t);
         }
         Ok(workers)

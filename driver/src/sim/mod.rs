@@ -14,7 +14,6 @@ pub mod scenarios;
 pub mod setup;
 pub mod shared;
 pub mod stepper;
-pub mod sync;
 pub mod threaded;
 pub mod verbs;
 pub mod verifier;
@@ -36,5 +35,5 @@ pub use setup::{
 };
 pub use shared::SharedSimHca;
 pub use stepper::{SimDevice, Stepper, StepperError};
-pub use threaded::{EventCallback, StartError, ThreadedBus, ThreadedHost};
+pub use threaded::{EventCallback, StartError, StdPlatform, ThreadedBus, ThreadedHost};
 pub use verbs::{SimVerbs, VerbsStats};

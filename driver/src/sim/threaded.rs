@@ -1,43 +1,51 @@
-//! A host over real threads: the model of the KMDF glue.
+//! The threaded host: the one locked host ([`Bus`]) on std, [`ThreadedBus`] =
+//! `Bus<StdPlatform>`.
 //!
-//! The coordinator sits behind one mutex (the spin lock of the kernel version). Actions are
-//! executed by whichever thread finds no one else draining; it drops the lock around every
-//! callback and hardware step, so a callback may call any bus function, `reset_execute`,
-//! `unregister` and `register` included, from its own thread or another, without deadlock:
-//! a call made while someone else drains only queues its actions for that drainer (as a
-//! kernel would queue a DPC). A timer thread plays the role of the WDFTIMER objects.
+//! [`StdPlatform`] stands for the kernel: its locks are mutexes, a timer thread plays the
+//! WDFTIMERs, and the DPC and the work item run on the thread that queued them (the bus lets
+//! one thread drain at a time; a call made while another drains only queues its actions for
+//! that drainer, as a kernel would queue a DPC). Callbacks run with the lock dropped, raised
+//! to DISPATCH_LEVEL for the verifier, and a callback that panics is contained and counted.
 //!
 //! Nothing here allocates after [`ThreadedHost::start`], except the caller's own
 //! `Arc<dyn EventCallback>` built before it registers.
 
+use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
-use std::vec::Vec;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
 
-use crate::coordinator::*;
-use crate::errors::*;
-use crate::hca::{execute, Hca, HwError};
-use crate::policy::{Policy, PolicyError};
-use crate::sim::sync::thread::{self, JoinHandle};
-use crate::sim::sync::{Arc, Clock, Condvar, Mutex, MutexGuard, PoisonError};
+use crate::coordinator::Config;
+use crate::hca::Hca;
+use crate::host::{Bus, EventLogEntry, Lock, NewError, Platform, PlatformError, Scheduled};
+use crate::policy::PolicyError;
 use crate::sim::verifier::{self, BlockAtDispatch};
 use crate::time::Instant;
 use crate::timers::TimerTable;
 use crate::types::*;
 
+/// The one host on std.
+pub type ThreadedBus = Bus<StdPlatform>;
+
 /// The event callback a client gives at register time: the model of the C ABI's
-/// `void (*)(void *client_context, const HCABUS_EVENT *event)` (SPEC §3). Called with no
-/// bus lock held; must not block. [`crate::sim::Hosted`] makes any [`crate::bus::Client`]
-/// one.
+/// `void (*)(void *client_context, const HCABUS_EVENT *event)` (docs/bus-interface.md).
+/// Called with no bus lock held; must not block. [`crate::sim::Hosted`] makes any
+/// [`crate::bus::Client`] one.
 pub trait EventCallback: Send + Sync {
     fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event);
 }
+
+pub type Callback = Arc<dyn EventCallback>;
 
 /// Why the threaded host could not start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartError {
     Policy(PolicyError),
     /// The device did not give its identity.
-    Hardware(HwError),
+    Hardware(crate::hca::HwError),
+    /// A lock the platform could not create (std's cannot fail; kept for the mapping).
+    Platform(PlatformError),
     /// The timer thread could not be spawned.
     TimerThread,
 }
@@ -47,6 +55,7 @@ impl std::fmt::Display for StartError {
         match self {
             StartError::Policy(e) => write!(f, "invalid policy: {e}"),
             StartError::Hardware(e) => write!(f, "cannot read the device identity: {e}"),
+            StartError::Platform(e) => write!(f, "{e}"),
             StartError::TimerThread => f.write_str("cannot spawn the timer thread"),
         }
     }
@@ -54,24 +63,23 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-pub(crate) type Callback = Arc<dyn EventCallback>;
-
-struct Core {
-    coord: Coordinator,
-    callbacks: Vec<Option<(ClientId, Callback)>>,
-    draining: bool,
-    timers: TimerTable,
-    shutdown: bool,
-    pnp_operations: u64,
-    callback_panics: u64,
-    /// What the timer thread waits for, so that arming a timer wakes it only when it sleeps
-    /// past the new deadline (every arm woke it before: futex calls were most of a reset).
-    timer_sleep: TimerSleep,
-    /// Threads in [`ThreadedBus::wait_idle`]: a drain that ends wakes them only if any.
-    idle_waiters: u32,
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Callbacks never run under these locks, so a poisoned lock means a bug in the host,
+    // after which the data is still consistent enough to report from.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The timer thread as the core sees it (both are changed under the core lock).
+/// A mutex as the bus's spin lock and the hardware's wait lock.
+#[derive(Debug)]
+pub struct StdLock<T>(Mutex<T>);
+
+impl<T> Lock<T> for StdLock<T> {
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut lock(&self.0))
+    }
+}
+
+/// The timer thread as the platform sees it (changed under `timers`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TimerSleep {
     /// Running: it looks at the timers again before it sleeps.
@@ -81,7 +89,8 @@ enum TimerSleep {
 }
 
 impl TimerSleep {
-    /// Whether a timer due at `at` needs the sleeping thread woken.
+    /// Whether a timer due at `at` needs the sleeping thread woken (every arm woke it once:
+    /// futex calls were most of a reset).
     fn must_wake_for(self, at: Instant) -> bool {
         match self {
             TimerSleep::Awake => false,
@@ -91,70 +100,156 @@ impl TimerSleep {
     }
 }
 
-struct Shared {
-    core: Mutex<Core>,
-    hca: Mutex<Box<dyn Hca + Send>>,
+#[derive(Debug)]
+struct Timers {
+    /// Deadlines only: the bus keeps the tokens.
+    due: TimerTable,
+    sleep: TimerSleep,
+    shutdown: bool,
+}
+
+/// Drains that ended, for [`ThreadedBus::wait_idle`].
+#[derive(Debug, Default)]
+struct Idle {
+    generation: u64,
+    /// Threads waiting: a drain that ends wakes them only if any.
+    waiters: u32,
+}
+
+std::thread_local! {
+    /// Drains this thread must not run here: it is inside a hosted client, whose own lock a
+    /// delivery to it would take again (see [`StdPlatform::deferring`]).
+    static DEFERRING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The kernel, for the threaded host.
+#[derive(Debug)]
+pub struct StdPlatform {
+    start: std::time::Instant,
+    timers: Mutex<Timers>,
     timer_cv: Condvar,
-    /// Signalled whenever a drain ends, for [`ThreadedBus::wait_idle`].
+    idle: Mutex<Idle>,
     idle_cv: Condvar,
-    clock: Clock,
+    pnp_operations: AtomicU64,
+    callback_panics: AtomicU64,
+    log_entries: AtomicU64,
 }
 
-/// A handle on the threaded bus, cheap to clone, handed to every callback.
-#[derive(Clone)]
-pub struct ThreadedBus {
-    shared: Arc<Shared>,
-}
+impl StdPlatform {
+    fn new() -> Self {
+        StdPlatform {
+            start: std::time::Instant::now(),
+            timers: Mutex::new(Timers {
+                due: TimerTable::default(),
+                sleep: TimerSleep::Awake,
+                shutdown: false,
+            }),
+            timer_cv: Condvar::new(),
+            idle: Mutex::new(Idle::default()),
+            idle_cv: Condvar::new(),
+            pnp_operations: AtomicU64::new(0),
+            callback_panics: AtomicU64::new(0),
+            log_entries: AtomicU64::new(0),
+        }
+    }
 
-impl std::fmt::Debug for ThreadedBus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ThreadedBus").finish_non_exhaustive()
+    /// Runs `f` with this thread's drains deferred: the bus queues the DPC instead of running
+    /// it here, and the caller kicks the bus once it is safe to be called back.
+    pub fn deferring<R>(f: impl FnOnce() -> R) -> R {
+        DEFERRING.with(|d| d.set(d.get() + 1));
+        let r = f();
+        DEFERRING.with(|d| d.set(d.get() - 1));
+        r
+    }
+
+    fn here_unless_deferred() -> Scheduled {
+        if DEFERRING.with(Cell::get) > 0 {
+            Scheduled::Queued
+        } else {
+            Scheduled::RunHere
+        }
     }
 }
 
-/// Owns the timer thread; dropping it stops the thread.
+impl Platform for StdPlatform {
+    type SpinLock<T> = StdLock<T>;
+    type WaitLock<T> = StdLock<T>;
+    type Hca = Box<dyn Hca + Send>;
+    type Callback = Callback;
+
+    fn now(&self) -> Instant {
+        let us = self.start.elapsed().as_micros();
+        Instant::from_us(u64::try_from(us).unwrap_or(u64::MAX))
+    }
+    fn spin_lock<T>(&self, value: T) -> Result<StdLock<T>, PlatformError> {
+        Ok(StdLock(Mutex::new(value)))
+    }
+    fn wait_lock<T>(&self, value: T) -> Result<StdLock<T>, PlatformError> {
+        Ok(StdLock(Mutex::new(value)))
+    }
+    fn arm_timer(&self, timer: TimerId, due: Instant) {
+        let mut t = lock(&self.timers);
+        t.due.arm(timer, due, 0);
+        if t.sleep.must_wake_for(due) {
+            self.timer_cv.notify_all();
+        }
+    }
+    fn cancel_timer(&self, timer: TimerId) {
+        lock(&self.timers).due.cancel(timer);
+    }
+    fn queue_dpc(&self) -> Scheduled {
+        Self::here_unless_deferred()
+    }
+    fn queue_work_item(&self) -> Scheduled {
+        Self::here_unless_deferred()
+    }
+    fn deliver(bus: &ThreadedBus, callback: &Callback, client: ClientId, event: Event) {
+        // Callbacks run under DISPATCH_LEVEL rules: no blocking.
+        let _irql = verifier::raise_to_dispatch();
+        // A client that panics must not stall everyone else: without this the unwind would
+        // leave the drain marked running and the delivery unreported.
+        let run = || callback.on_event(bus, client, event);
+        if std::panic::catch_unwind(AssertUnwindSafe(run)).is_err() {
+            bus.platform()
+                .callback_panics
+                .fetch_add(1, Ordering::SeqCst);
+            log::error!("callback of {client} panicked on {}", event.kind());
+        }
+    }
+    fn pnp(&self, _op: PnpOp) {
+        self.pnp_operations.fetch_add(1, Ordering::SeqCst);
+    }
+    fn log_event(&self, _entry: EventLogEntry) {
+        self.log_entries.fetch_add(1, Ordering::SeqCst);
+    }
+    fn settled(&self) {
+        let mut idle = lock(&self.idle);
+        idle.generation += 1;
+        if idle.waiters > 0 {
+            self.idle_cv.notify_all();
+        }
+    }
+}
+
+/// Owns the bus and its timer thread; dropping it stops the thread.
 #[derive(Debug)]
 pub struct ThreadedHost {
-    bus: ThreadedBus,
+    bus: Arc<ThreadedBus>,
     timer_thread: Option<JoinHandle<()>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Callbacks never run under these locks, so a poisoned lock means a bug in this file,
-    // after which the data is still consistent enough to report from.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl ThreadedHost {
-    pub fn start<H: Hca + Send + 'static>(config: Config, mut hca: H) -> Result<Self, StartError> {
-        let identity = hca.identity().map_err(StartError::Hardware)?;
-        let clock = Clock::start();
-        let coord =
-            Coordinator::new(config, identity, Instant::ZERO).map_err(StartError::Policy)?;
-        let max = coord.max_clients();
-        let shared = Arc::new(Shared {
-            core: Mutex::new(Core {
-                coord,
-                callbacks: (0..max).map(|_| None).collect(),
-                draining: false,
-                timers: TimerTable::default(),
-                shutdown: false,
-                pnp_operations: 0,
-                callback_panics: 0,
-                timer_sleep: TimerSleep::Awake,
-                idle_waiters: 0,
-            }),
-            hca: Mutex::new(Box::new(hca)),
-            timer_cv: Condvar::new(),
-            idle_cv: Condvar::new(),
-            clock,
-        });
-        let bus = ThreadedBus { shared };
-        bus.drain();
-        let timer_bus = bus.clone();
+    pub fn start<H: Hca + Send + 'static>(config: Config, hca: H) -> Result<Self, StartError> {
+        let bus = Bus::new(StdPlatform::new(), config, Box::new(hca)).map_err(|e| match e {
+            NewError::Hardware(e) => StartError::Hardware(e),
+            NewError::Policy(e) => StartError::Policy(e),
+            NewError::Platform(e) => StartError::Platform(e),
+        })?;
+        let bus = Arc::new(bus);
+        let timer_bus = Arc::clone(&bus);
         let timer_thread = thread::Builder::new()
             .name("hcabus-timers".into())
-            .spawn(move || timer_bus.timer_loop())
+            .spawn(move || timer_loop(&timer_bus))
             .map_err(|_| StartError::TimerThread)?;
         Ok(ThreadedHost {
             bus,
@@ -162,278 +257,101 @@ impl ThreadedHost {
         })
     }
 
-    pub fn bus(&self) -> &ThreadedBus {
+    pub fn bus(&self) -> &Arc<ThreadedBus> {
         &self.bus
     }
 }
 
 impl Drop for ThreadedHost {
     fn drop(&mut self) {
-        lock(&self.bus.shared.core).shutdown = true;
-        self.bus.shared.timer_cv.notify_all();
+        let p = self.bus.platform();
+        lock(&p.timers).shutdown = true;
+        p.timer_cv.notify_all();
         if let Some(t) = self.timer_thread.take() {
             let _ = t.join();
         }
     }
 }
 
-impl ThreadedBus {
-    pub fn now(&self) -> Instant {
-        self.shared.clock.now()
-    }
-
-    pub fn register(
-        &self,
-        desc: ClientDesc,
-        client: Callback,
-    ) -> Result<Registration, RegisterError> {
-        let reg = self.register_queued(desc, client)?;
-        self.drain();
-        Ok(reg)
-    }
-
-    /// Registers without running what it sets in motion: for a caller that drains later.
-    pub(crate) fn register_queued(
-        &self,
-        desc: ClientDesc,
-        client: Callback,
-    ) -> Result<Registration, RegisterError> {
-        let old;
-        let reg = {
-            let mut core = lock(&self.shared.core);
-            let now = self.now();
-            let reg = core.coord.register(now, desc)?;
-            old = core.callbacks[usize::from(reg.id.index)].replace((reg.id, client));
-            reg
-        };
-        // A previous occupant's callback is dropped outside the lock: its Drop may do anything.
-        drop(old);
-        Ok(reg)
-    }
-
-    pub fn unregister(&self, id: ClientId) -> Result<(), UnregisterError> {
-        self.unregister_queued(id)?;
-        self.drain();
-        Ok(())
-    }
-
-    /// Unregisters without running what it sets in motion.
-    pub(crate) fn unregister_queued(&self, id: ClientId) -> Result<(), UnregisterError> {
-        let old;
-        {
-            let mut core = lock(&self.shared.core);
-            let now = self.now();
-            core.coord.unregister(now, id)?;
-            old = core.callbacks[usize::from(id.index)].take();
+/// The WDFTIMERs: fires each armed timer when the clock reaches it.
+fn timer_loop(bus: &ThreadedBus) {
+    let p = bus.platform();
+    let mut t = lock(&p.timers);
+    loop {
+        if t.shutdown {
+            return;
         }
-        drop(old);
-        Ok(())
+        let now = p.now();
+        if let Some((timer, _)) = t.due.take_first_due(now) {
+            drop(t);
+            bus.timer_fired(timer);
+            t = lock(&p.timers);
+            continue;
+        }
+        let next = t.due.next_deadline();
+        // Set under the lock the wait releases: an arm after this sees it.
+        t.sleep = TimerSleep::Until(next);
+        t = match next {
+            Some(at) => {
+                let wait = std::time::Duration::from_micros(at.saturating_since(now).as_us());
+                p.timer_cv
+                    .wait_timeout(t, wait)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+            None => p.timer_cv.wait(t).unwrap_or_else(PoisonError::into_inner),
+        };
+        t.sleep = TimerSleep::Awake;
     }
+}
 
-    pub fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError> {
-        self.call(|c, now| c.reset_request(now, id))
-    }
-
-    pub fn reset_execute(
-        &self,
-        id: ClientId,
-        epoch: Epoch,
-    ) -> Result<ExecuteOutcome, ExecuteError> {
-        self.call(|c, now| c.reset_execute(now, id, epoch))
-    }
-
-    pub fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
-        self.call(|c, now| c.reset_consent(now, id, epoch))
-    }
-
-    pub fn reset_veto(
-        &self,
-        id: ClientId,
-        epoch: Epoch,
-        reason: VetoReason,
-    ) -> Result<(), VetoError> {
-        self.call(|c, now| c.reset_veto(now, id, epoch, reason))
-    }
-
-    pub fn admin_reset(&self, kind: AdminReset) -> Result<Epoch, AdminResetError> {
-        self.call(|c, now| c.admin_reset(now, kind))
-    }
-
-    pub fn admin_restart(&self) -> Result<Epoch, RestartError> {
-        self.call(|c, now| c.admin_restart(now))
-    }
-
-    pub fn surprise_removal(&self) {
-        self.call(|c, now| c.surprise_removal(now))
-    }
-
-    pub fn command_timeout(&self) {
-        self.call(|c, now| c.command_timeout(now))
-    }
-
-    /// Reads the coordinator (state, clients, flight recorder) under the lock.
-    pub fn inspect<R>(&self, f: impl FnOnce(&Coordinator) -> R) -> R {
-        f(&lock(&self.shared.core).coord)
-    }
-
-    pub fn state(&self) -> State {
-        self.inspect(Coordinator::state)
-    }
-
-    pub fn epoch(&self) -> Epoch {
-        self.inspect(Coordinator::epoch)
-    }
-
-    pub fn policy(&self) -> Policy {
-        self.inspect(|c| *c.policy())
-    }
-
+/// What the threaded host adds to the bus: waiting for it, and its counters.
+impl ThreadedBus {
     /// Blocks until no reset is in progress and every action has been executed, or until
     /// `timeout`; `Ok(false)` on timeout. A blocking call: refused at DISPATCH_LEVEL (from a
     /// callback, where waiting for the reset would wait for itself).
     pub fn wait_idle(&self, timeout: std::time::Duration) -> Result<bool, BlockAtDispatch> {
         verifier::check_may_block("ThreadedBus::wait_idle")?;
         let until = std::time::Instant::now() + timeout;
-        let mut core = lock(&self.shared.core);
-        core.idle_waiters += 1;
-        let idle = loop {
-            if !core.draining
-                && core.coord.pending_actions() == 0
-                && !core.coord.reset_in_progress()
-            {
+        let p = self.platform();
+        let mut idle = lock(&p.idle);
+        idle.waiters += 1;
+        let done = 'wait: loop {
+            let seen = idle.generation;
+            drop(idle);
+            let now_idle = self.is_idle();
+            idle = lock(&p.idle);
+            if now_idle {
                 break true;
             }
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                break false;
+            // A drain that ended since the look above changed the generation: look again.
+            while idle.generation == seen {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break 'wait false;
+                }
+                idle = p
+                    .idle_cv
+                    .wait_timeout(idle, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
             }
-            core = self
-                .shared
-                .idle_cv
-                .wait_timeout(core, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
         };
-        core.idle_waiters -= 1;
-        Ok(idle)
+        idle.waiters -= 1;
+        Ok(done)
     }
 
     pub fn pnp_operations(&self) -> u64 {
-        lock(&self.shared.core).pnp_operations
+        self.platform().pnp_operations.load(Ordering::SeqCst)
     }
 
     /// Callbacks that panicked (contained: the event counts as delivered).
     pub fn callback_panics(&self) -> u64 {
-        lock(&self.shared.core).callback_panics
+        self.platform().callback_panics.load(Ordering::SeqCst)
     }
 
-    fn call<R>(&self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
-        let r = self.call_queued(f);
-        self.drain();
-        r
-    }
-
-    /// A call whose actions wait for the next [`ThreadedBus::drain`].
-    pub(crate) fn call_queued<R>(&self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
-        let mut core = lock(&self.shared.core);
-        let now = self.now();
-        f(&mut core.coord, now)
-    }
-
-    /// Executes queued actions unless another thread already does (it will see ours).
-    pub fn drain(&self) {
-        let mut core = lock(&self.shared.core);
-        if core.draining {
-            return;
-        }
-        core.draining = true;
-        loop {
-            let Some(action) = core.coord.pop_action() else {
-                core.draining = false;
-                if core.idle_waiters > 0 {
-                    self.shared.idle_cv.notify_all();
-                }
-                return;
-            };
-            match action {
-                Action::Deliver { client, event } => {
-                    // A client that unregistered after this event was queued has no
-                    // callback any more: the event is dropped, still reported delivered.
-                    let cb = match &core.callbacks[usize::from(client.index)] {
-                        Some((id, cb)) if *id == client => Some(Arc::clone(cb)),
-                        _ => None,
-                    };
-                    drop(core);
-                    let mut panicked = false;
-                    if let Some(cb) = cb {
-                        // Callbacks run under DISPATCH_LEVEL rules: no blocking.
-                        let _irql = verifier::raise_to_dispatch();
-                        // A client that panics must not stall everyone else: without this the
-                        // unwind would leave `draining` set and the delivery unreported.
-                        panicked = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                            cb.on_event(self, client, event)
-                        }))
-                        .is_err();
-                    }
-                    core = lock(&self.shared.core);
-                    if panicked {
-                        core.callback_panics += 1;
-                        log::error!("callback of {client} panicked on {}", event.kind());
-                    }
-                    let now = self.now();
-                    core.coord.event_delivered(now, client, event.kind());
-                }
-                Action::ArmTimer { at, .. } => {
-                    core.timers.apply(&action);
-                    if core.timer_sleep.must_wake_for(at) {
-                        self.shared.timer_cv.notify_all();
-                    }
-                }
-                Action::CancelTimer { .. } => {
-                    core.timers.apply(&action);
-                }
-                Action::Hw(step) => {
-                    drop(core);
-                    let done = execute(&mut **lock(&self.shared.hca), step);
-                    core = lock(&self.shared.core);
-                    let now = self.now();
-                    core.coord.hw_complete(now, done);
-                }
-                Action::Pnp(_) => core.pnp_operations += 1,
-                Action::ResetConcluded { .. } => {}
-            }
-        }
-    }
-
-    fn timer_loop(&self) {
-        let mut core = lock(&self.shared.core);
-        loop {
-            if core.shutdown {
-                return;
-            }
-            let now = self.now();
-            if let Some((t, token)) = core.timers.take_first_due(now) {
-                core.coord.timer_expired(now, t, token);
-                drop(core);
-                self.drain();
-                core = lock(&self.shared.core);
-                continue;
-            }
-            let next = core.timers.next_deadline();
-            // Set under the lock the wait releases: an arm after this sees it.
-            core.timer_sleep = TimerSleep::Until(next);
-            core = match next {
-                Some(at) => {
-                    let s = &self.shared;
-                    s.clock.wait_until(&s.timer_cv, &s.core, core, at)
-                }
-                None => self
-                    .shared
-                    .timer_cv
-                    .wait(core)
-                    .unwrap_or_else(PoisonError::into_inner),
-            };
-            core.timer_sleep = TimerSleep::Awake;
-        }
+    /// Entries the bus wrote to the (model of the) system event log.
+    pub fn event_log_entries(&self) -> u64 {
+        self.platform().log_entries.load(Ordering::SeqCst)
     }
 }

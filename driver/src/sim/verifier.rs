@@ -17,7 +17,7 @@ pub enum Irql {
     Dispatch = 2,
 }
 
-crate::sim::sync::thread_local! {
+std::thread_local! {
     static IRQL: Cell<Irql> = const { Cell::new(Irql::Passive) };
 }
 

@@ -10,7 +10,7 @@ use wdk_sys::*;
 
 use super::platform::{fdo_context, WdfPlatform};
 use super::FdoContext;
-use crate::bus::Bus;
+use hcabus::host::Bus;
 
 /// The interface the PDO of a child publishes; `Context` is the FDO.
 pub(crate) fn interface_for(fdo: WDFDEVICE) -> HcabusBusInterfaceV1 {
@@ -57,4 +57,4 @@ fn with_bus(
 }
 
 // The interface's functions: the bus behind `Context`, then hcabus-cabi's marshalling.
-hcabus_cabi::interface_functions!(with_bus);
+hcabus_cabi::interface_functions!(with_bus, core::convert::identity);

@@ -8,9 +8,9 @@ use hcabus::ioctl::{NtStatus, Reply, Rights};
 use wdk_sys::*;
 
 use super::objects::context;
-use crate::bus::Bus;
 use crate::device::rights_of;
 use crate::platform::EventLogEntry;
+use hcabus::host::Bus;
 
 /// IoAllocateErrorLogEntry + IoWriteErrorLogEntry with the message id of messages.mc.
 ///

@@ -4,7 +4,7 @@
 //! (../shared/wdk-kit, in CI); never linked or run: that needs Windows and the WDK
 //! (docs/windows.md).
 //! It is kept mechanical: each callback recovers the bus from the device context and calls
-//! the tested logic in [`crate::bus`] and [`crate::device`]; the platform's Windows side is in
+//! the tested logic in the core host (`hcabus::host::Bus`) and [`crate::device`]; the platform's Windows side is in
 //! `platform.rs`, the C ABI's functions in `interface.rs`. Every unsafe block says why it is
 //! sound.
 #![allow(unsafe_code)]
@@ -21,8 +21,9 @@ use wdk_sys::{
     WDF_POWER_DEVICE_STATE,
 };
 
-use crate::bus::{Bus, BusConfig};
 use crate::device;
+use crate::device::{prepare, BusConfig};
+use hcabus::host::Bus;
 use platform::WdfPlatform;
 
 // Only in the abort build: with an unwinding profile lib.rs refuses to compile, and std's
@@ -81,6 +82,9 @@ extern "C" fn evt_device_add(_driver: WDFDRIVER, init: PWDFDEVICE_INIT) -> NTSTA
     unsafe { platform::create_fdo(init, &setup) }
 }
 
+/// IB ports of the adapters the driver takes (ConnectX-3 to -6 have two).
+const PORTS: u8 = 2;
+
 /// EvtDevicePrepareHardware (PASSIVE_LEVEL): the bus comes to life here, and every byte it
 /// will use is allocated here.
 extern "C" fn evt_prepare_hardware(
@@ -91,15 +95,15 @@ extern "C" fn evt_prepare_hardware(
     // SAFETY: the context was allocated with the FDO and lives as long as it.
     let ctx = unsafe { platform::fdo_context(device) };
     // SAFETY: the translated resource list is KMDF's, valid for this callback.
-    let platform = match unsafe { WdfPlatform::new(device, translated) } {
+    let platform = match unsafe { WdfPlatform::new(device, translated, PORTS) } {
         Ok(p) => p,
         Err(status) => return status,
     };
     let config = BusConfig {
         coordinator: platform.registry_config(),
-        ports: 2,
+        ports: PORTS,
     };
-    match Bus::prepare(platform, config) {
+    match prepare(platform, config) {
         Ok(bus) => {
             ctx.bus = Some(bus);
             STATUS_SUCCESS

@@ -1,20 +1,22 @@
-//! The platform on KMDF and WDM: each method of [`crate::platform::Platform`] is one or two
-//! kernel calls. Type-checked against the KMDF 1.33 headers, never linked or run
+//! The platform on KMDF and WDM: each method of [`crate::platform::Platform`] (the core host's)
+//! and of [`crate::platform::KmdfPlatform`] is one or two kernel calls. Type-checked against the KMDF 1.33 headers, never linked or run
 //! (docs/windows.md).
 
 use core::cell::UnsafeCell;
 
-use hcabus::bus_abi::HcabusEvent;
 use hcabus::coordinator::Config;
-use hcabus::mmio::RegisterAccess;
-use hcabus::types::TimerId;
+use hcabus::host::Bus;
+use hcabus::mmio::{MmioHca, RegisterAccess};
+use hcabus::types::{ClientId, Event, PnpOp, TimerId};
 use hcabus::Instant;
 use hcabus_cabi::CCallback;
 use wdk_sys::*;
 
 use super::objects;
 use super::FdoContext;
-use crate::platform::{ChildFunction, EventLogEntry, Irql, Lock, Platform, PlatformError};
+use crate::platform::{
+    ChildFunction, EventLogEntry, Irql, KmdfPlatform, Lock, Platform, PlatformError, Scheduled,
+};
 
 /// A WDFSPINLOCK guarding `T`.
 pub(crate) struct WdfSpinLock<T> {
@@ -137,8 +139,8 @@ pub(crate) struct WdfPlatform {
     dpc: WDFDPC,
     work_item: WDFWORKITEM,
     timers: [WDFTIMER; TimerId::COUNT],
-    /// The children reported present, for a re-enumeration.
-    children: [Option<ChildFunction>; 4],
+    /// IB ports: the children are an IPoIB per port and the SRP initiator.
+    ports: u8,
 }
 
 impl WdfPlatform {
@@ -150,6 +152,7 @@ impl WdfPlatform {
     pub(crate) unsafe fn new(
         device: WDFDEVICE,
         translated: WDFCMRESLIST,
+        ports: u8,
     ) -> Result<Self, NTSTATUS> {
         // SAFETY: the caller's contract; each helper creates one object parented to the FDO.
         let (dpc, work_item, timers) = unsafe { objects::create(device)? };
@@ -159,7 +162,7 @@ impl WdfPlatform {
             dpc,
             work_item,
             timers,
-            children: [None; 4],
+            ports,
         })
     }
 
@@ -189,18 +192,10 @@ impl WdfPlatform {
 }
 
 impl Platform for WdfPlatform {
-    type Regs = WdfRegs;
     type SpinLock<T> = WdfSpinLock<T>;
     type WaitLock<T> = WdfWaitLock<T>;
+    type Hca = MmioHca<WdfRegs>;
     type Callback = CCallback;
-
-    fn irql(&self) -> Irql {
-        // SAFETY: always callable.
-        match unsafe { wdk_sys::ntddk::KeGetCurrentIrql() } {
-            0 | 1 => Irql::Passive,
-            _ => Irql::Dispatch,
-        }
-    }
 
     fn now(&self) -> Instant {
         // KeQueryInterruptTime is a macro over KUSER_SHARED_DATA on x64, not an export; the
@@ -246,22 +241,6 @@ impl Platform for WdfPlatform {
         })
     }
 
-    fn map_registers(&mut self) -> Result<WdfRegs, PlatformError> {
-        // SAFETY: the resource list is valid during prepare hardware.
-        let (start, len) =
-            unsafe { objects::memory_bar(self.translated) }.ok_or(PlatformError::NoRegisters)?;
-        // SAFETY: a memory resource the PnP manager assigned to this function.
-        let bar0 = unsafe { objects::map(start, len) }.ok_or(PlatformError::NoRegisters)?;
-        // SAFETY: the FDO is live; the interface is referenced until the bus goes.
-        let pci =
-            unsafe { objects::pci_interface(self.device) }.ok_or(PlatformError::NoConfigSpace)?;
-        Ok(WdfRegs {
-            bar0,
-            bar0_len: len,
-            pci,
-        })
-    }
-
     fn arm_timer(&self, timer: TimerId, due: Instant) {
         let wait_us = due.saturating_since(self.now()).as_us();
         // Negative: relative, in 100 ns units.
@@ -281,51 +260,75 @@ impl Platform for WdfPlatform {
         // A timer that already fired is stale when its callback runs, and ignored there.
     }
 
-    fn queue_dpc(&self) {
+    fn queue_dpc(&self) -> Scheduled {
         // SAFETY: the DPC lives as long as the FDO.
         let _queued_now = unsafe { call_unsafe_wdf_function_binding!(WdfDpcEnqueue, self.dpc) };
         // FALSE means it was queued already: the one run drains everything queued.
+        Scheduled::Queued
     }
 
-    fn queue_work_item(&self) {
+    fn queue_work_item(&self) -> Scheduled {
         // SAFETY: the work item lives as long as the FDO.
         unsafe { call_unsafe_wdf_function_binding!(WdfWorkItemEnqueue, self.work_item) };
+        Scheduled::Queued
     }
 
-    fn deliver(&self, callback: &CCallback, event: &HcabusEvent) {
-        // SAFETY: the client registered this function and context through the C ABI; the
-        // event lives on this stack frame for the call, as hcabus.h promises.
-        unsafe { (callback.function)(callback.context, event) };
+    fn deliver(_bus: &Bus<Self>, callback: &CCallback, client: ClientId, event: Event) {
+        callback.deliver(client, event);
     }
 
-    fn child_present(&mut self, child: ChildFunction) -> Result<(), PlatformError> {
-        if let Some(slot) = self.children.iter_mut().find(|c| c.is_none()) {
-            *slot = Some(child);
+    fn pnp(&self, op: PnpOp) {
+        match op {
+            // SAFETY: the FDO's default child list.
+            PnpOp::ReportChildrenMissing => unsafe { objects::children_missing(self.device) },
+            PnpOp::ReenumerateChildren => {
+                let mut present = [ChildFunction::Srp; 3];
+                let mut n = 0;
+                for (slot, c) in present.iter_mut().zip(ChildFunction::of_bus(self.ports)) {
+                    *slot = c;
+                    n += 1;
+                }
+                // SAFETY: the FDO's default child list.
+                unsafe { objects::rescan(self.device, &present[..n]) };
+            }
         }
-        // SAFETY: the FDO's default child list, during prepare hardware.
-        unsafe { objects::child_present(self.device, child) }
-            .map_err(|s| PlatformError::Status(s as u32))
-    }
-
-    fn children_missing(&self) {
-        // SAFETY: the FDO's default child list.
-        unsafe { objects::children_missing(self.device) };
-    }
-
-    fn reenumerate_children(&self) {
-        let mut present = [ChildFunction::Srp; 4];
-        let mut n = 0;
-        for c in self.children.iter().flatten() {
-            present[n] = *c;
-            n += 1;
-        }
-        // SAFETY: the FDO's default child list.
-        unsafe { objects::rescan(self.device, &present[..n]) };
     }
 
     fn log_event(&self, entry: EventLogEntry) {
         // SAFETY: PASSIVE_LEVEL in the work item; the FDO's WDM device object.
         unsafe { super::io::write_error_log(self.device, entry) };
+    }
+}
+
+impl KmdfPlatform for WdfPlatform {
+    fn irql(&self) -> Irql {
+        // SAFETY: always callable.
+        match unsafe { wdk_sys::ntddk::KeGetCurrentIrql() } {
+            0 | 1 => Irql::Passive,
+            _ => Irql::Dispatch,
+        }
+    }
+
+    fn map_registers(&mut self) -> Result<MmioHca<WdfRegs>, PlatformError> {
+        // SAFETY: the resource list is valid during prepare hardware.
+        let (start, len) =
+            unsafe { objects::memory_bar(self.translated) }.ok_or(PlatformError::NoRegisters)?;
+        // SAFETY: a memory resource the PnP manager assigned to this function.
+        let bar0 = unsafe { objects::map(start, len) }.ok_or(PlatformError::NoRegisters)?;
+        // SAFETY: the FDO is live; the interface is referenced until the bus goes.
+        let pci =
+            unsafe { objects::pci_interface(self.device) }.ok_or(PlatformError::NoConfigSpace)?;
+        Ok(MmioHca::new(WdfRegs {
+            bar0,
+            bar0_len: len,
+            pci,
+        }))
+    }
+
+    fn child_present(&self, child: ChildFunction) -> Result<(), PlatformError> {
+        // SAFETY: the FDO's default child list, during prepare hardware.
+        unsafe { objects::child_present(self.device, child) }
+            .map_err(|s| PlatformError::Status(s as u32))
     }
 }
 

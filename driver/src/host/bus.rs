@@ -1,0 +1,295 @@
+//! The bus: the coordinator behind the one spin lock, and every input that reaches it.
+//!
+//! Every input (a client's call, an IOCTL, a timer, a hardware completion, surprise removal)
+//! runs under the spin lock and only queues what it sets in motion; then the delivery DPC is
+//! queued ([`Bus::kick`]). What the DPC and the work item do with the queue is in drain.rs.
+
+use alloc::vec::Vec;
+
+use crate::coordinator::{Config, Coordinator, ExecuteOutcome, Registration};
+use crate::errors::*;
+use crate::hca::{Hca, HwError, HwStep};
+use crate::host::{EventLogEntry, Lock, Platform, PlatformError, Scheduled};
+use crate::ioctl::{dispatch, IoctlDevice, Reply, Rights};
+use crate::policy::{Policy, PolicyError};
+use crate::time::Instant;
+use crate::timers::TimerTable;
+use crate::types::*;
+
+/// Hardware steps waiting for the work item: the coordinator has at most one reset step and
+/// one health read outstanding; the rest is margin, and overflow is logged, never silent.
+pub(super) const HW_QUEUE: usize = 8;
+/// Event log entries waiting for the work item.
+pub(super) const LOG_QUEUE: usize = 16;
+
+/// Everything under the spin lock.
+pub(super) struct Core<C> {
+    pub(super) coord: Coordinator,
+    /// Each registered client's callback, by slot.
+    pub(super) callbacks: Vec<Option<(ClientId, C)>>,
+    pub(super) timers: TimerTable,
+    pub(super) hw_queue: Vec<HwStep>,
+    pub(super) log_queue: Vec<EventLogEntry>,
+    /// One drainer at a time: a second DPC (or a second thread, on a host that drains on the
+    /// caller's thread) may start while the first has the lock dropped around a callback.
+    pub(super) draining: bool,
+    /// One runner of the work item at a time, so that hardware steps run in the order the
+    /// coordinator asked for them.
+    pub(super) stepping: bool,
+    /// Where the event-log scan of the flight recorder stopped.
+    pub(super) log_seq: u64,
+    /// Hardware steps or log entries that found their queue full (logged, counted).
+    pub(super) overflows: u32,
+}
+
+/// Why the bus could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewError {
+    /// The device did not give its identity.
+    Hardware(HwError),
+    Policy(PolicyError),
+    /// A lock the platform could not create.
+    Platform(PlatformError),
+}
+
+impl core::fmt::Display for NewError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            NewError::Hardware(e) => write!(f, "cannot read the device identity: {e}"),
+            NewError::Policy(e) => write!(f, "invalid policy: {e}"),
+            NewError::Platform(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl core::error::Error for NewError {}
+
+/// The bus of one HCA: on Windows from EvtDevicePrepareHardware to EvtDeviceReleaseHardware.
+pub struct Bus<P: Platform> {
+    pub(super) platform: P,
+    pub(super) core: P::SpinLock<Core<P::Callback>>,
+    pub(super) hca: P::WaitLock<P::Hca>,
+}
+
+impl<P: Platform> core::fmt::Debug for Bus<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Bus").finish_non_exhaustive()
+    }
+}
+
+impl<P: Platform> Bus<P> {
+    /// Reads the adapter's identity, builds the coordinator and reserves everything it will
+    /// ever need; then queues the DPC for the coordinator's first actions (the health poll's
+    /// timer). Nothing here allocates afterwards.
+    pub fn new(platform: P, config: Config, mut hca: P::Hca) -> Result<Self, NewError> {
+        let identity = hca.identity().map_err(NewError::Hardware)?;
+        let coord = Coordinator::new(config, identity, platform.now()).map_err(NewError::Policy)?;
+        let max = coord.max_clients();
+        let mut core = Core {
+            coord,
+            callbacks: Vec::with_capacity(max),
+            timers: TimerTable::default(),
+            hw_queue: Vec::with_capacity(HW_QUEUE),
+            log_queue: Vec::with_capacity(LOG_QUEUE),
+            draining: false,
+            stepping: false,
+            log_seq: 0,
+            overflows: 0,
+        };
+        core.callbacks.resize_with(max, || None);
+        let bus = Bus {
+            core: platform.spin_lock(core).map_err(NewError::Platform)?,
+            hca: platform.wait_lock(hca).map_err(NewError::Platform)?,
+            platform,
+        };
+        bus.kick();
+        Ok(bus)
+    }
+
+    pub fn platform(&self) -> &P {
+        &self.platform
+    }
+
+    /// The bus clock.
+    pub fn now(&self) -> Instant {
+        self.platform.now()
+    }
+
+    /// Reads the coordinator (state, clients, flight recorder) under the lock.
+    pub fn inspect<R>(&self, f: impl FnOnce(&Coordinator) -> R) -> R {
+        self.core.with(|c| f(&c.coord))
+    }
+
+    pub fn state(&self) -> State {
+        self.inspect(Coordinator::state)
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        self.inspect(Coordinator::epoch)
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.inspect(|c| *c.policy())
+    }
+
+    /// Hardware steps and log entries that found their queue full.
+    pub fn overflows(&self) -> u32 {
+        self.core.with(|c| c.overflows)
+    }
+
+    /// No reset in progress, and nothing queued or running: what a host waits for.
+    pub fn is_idle(&self) -> bool {
+        self.core.with(|c| {
+            !c.draining
+                && !c.stepping
+                && c.hw_queue.is_empty()
+                && c.log_queue.is_empty()
+                && c.coord.pending_actions() == 0
+                && !c.coord.reset_in_progress()
+        })
+    }
+
+    /// Queues the delivery DPC, or drains here on a platform without DPCs.
+    pub fn kick(&self) {
+        if self.platform.queue_dpc() == Scheduled::RunHere {
+            self.dpc();
+        }
+    }
+
+    /// One input under the lock, then the DPC for what it set in motion.
+    pub fn input<R>(&self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
+        let now = self.platform.now();
+        let r = self.core.with(|c| f(&mut c.coord, now));
+        self.kick();
+        r
+    }
+
+    // ----- the bus interface (docs/design.md, "The bus interface") -------------------------
+
+    /// Registers `desc`; later events for its id go to `callback`.
+    pub fn register(
+        &self,
+        desc: ClientDesc,
+        callback: P::Callback,
+    ) -> Result<Registration, RegisterError> {
+        let now = self.platform.now();
+        let (r, old) = self.core.with(|c| match c.coord.register(now, desc) {
+            Ok(reg) => {
+                let old = c.callbacks[usize::from(reg.id.index)].replace((reg.id, callback));
+                (Ok(reg), old)
+            }
+            Err(e) => (Err(e), None),
+        });
+        // A previous occupant's callback is dropped outside the lock: its Drop may do
+        // anything.
+        drop(old);
+        self.kick();
+        r
+    }
+
+    pub fn unregister(&self, id: ClientId) -> Result<(), UnregisterError> {
+        let now = self.platform.now();
+        let (r, old) = self.core.with(|c| match c.coord.unregister(now, id) {
+            Ok(()) => (Ok(()), c.callbacks[usize::from(id.index)].take()),
+            Err(e) => (Err(e), None),
+        });
+        drop(old);
+        self.kick();
+        r
+    }
+
+    pub fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError> {
+        self.input(|c, now| c.reset_request(now, id))
+    }
+
+    pub fn reset_execute(
+        &self,
+        id: ClientId,
+        epoch: Epoch,
+    ) -> Result<ExecuteOutcome, ExecuteError> {
+        self.input(|c, now| c.reset_execute(now, id, epoch))
+    }
+
+    pub fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
+        self.input(|c, now| c.reset_consent(now, id, epoch))
+    }
+
+    pub fn reset_veto(
+        &self,
+        id: ClientId,
+        epoch: Epoch,
+        reason: VetoReason,
+    ) -> Result<(), VetoError> {
+        self.input(|c, now| c.reset_veto(now, id, epoch, reason))
+    }
+
+    // ----- the administrator, PnP and power ------------------------------------------------
+
+    pub fn admin_reset(&self, kind: AdminReset) -> Result<Epoch, AdminResetError> {
+        self.input(|c, now| c.admin_reset(now, kind))
+    }
+
+    pub fn admin_restart(&self) -> Result<Epoch, RestartError> {
+        self.input(|c, now| c.admin_restart(now))
+    }
+
+    /// A command to the device timed out (the command interface's watchdog).
+    pub fn command_timeout(&self) {
+        self.input(|c, now| c.command_timeout(now));
+    }
+
+    /// EvtDeviceSurpriseRemoval: every wait ends, DEVICE_FATAL to everyone.
+    pub fn surprise_removal(&self) {
+        self.input(|c, now| c.surprise_removal(now));
+    }
+
+    /// EvtDeviceD0Exit. Leaving D0 for good (D3Final: the device is being removed) ends the
+    /// bus as a removal does; a sleep transition leaves the coordinator alone, since the
+    /// children, powered down first in PnP order, hold nothing by then.
+    pub fn d0_exit(&self, final_exit: bool) {
+        if final_exit {
+            self.surprise_removal();
+        }
+    }
+
+    /// EvtIoDeviceControl: METHOD_BUFFERED, so input and output are the one system buffer's
+    /// two views, with the lengths the request carries; `rights` come from the handle.
+    pub fn device_control(
+        &self,
+        code: u32,
+        input: &[u8],
+        output: &mut [u8],
+        rights: Rights,
+    ) -> Reply {
+        struct Device<'a> {
+            coord: &'a mut Coordinator,
+            now: Instant,
+        }
+        impl IoctlDevice for Device<'_> {
+            fn coordinator(&mut self) -> &mut Coordinator {
+                self.coord
+            }
+            fn now(&self) -> Instant {
+                self.now
+            }
+        }
+        self.input(|coord, now| dispatch(&mut Device { coord, now }, code, input, output, rights))
+    }
+
+    /// The timer kept for `timer` fired (DISPATCH_LEVEL). A timer stopped or re-armed since
+    /// it was set is not due in the table: ignored.
+    pub fn timer_fired(&self, timer: TimerId) {
+        let now = self.platform.now();
+        self.core.with(|c| {
+            if let Some(token) = c.timers.take_if_due(timer, now) {
+                c.coord.timer_expired(now, timer, token);
+            }
+        });
+        self.kick();
+    }
+
+    /// The adapter, for a test to look at (the wait lock is taken).
+    pub fn with_hca<R>(&self, f: impl FnOnce(&mut P::Hca) -> R) -> R {
+        self.hca.with(f)
+    }
+}

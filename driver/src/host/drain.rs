@@ -1,0 +1,194 @@
+//! What the bus does with the coordinator's actions.
+//!
+//! * the DPC ([`Bus::dpc`], DISPATCH_LEVEL) drains the actions: it delivers each event with
+//!   the lock released, arms and stops timers, hands hardware steps to the work item and PnP
+//!   operations to the platform;
+//! * the work item ([`Bus::work_item`], PASSIVE_LEVEL) runs hardware steps, which touch config
+//!   space (not allowed at DISPATCH_LEVEL), under the hardware's wait lock, and writes the
+//!   event log entries the drain left it.
+//!
+//! Each runs on one thread at a time: a second caller returns at once, and the first finds
+//! what the second would have done before it stops (both decide under the lock).
+
+use crate::coordinator::Action;
+use crate::hca::execute;
+use crate::host::bus::{Core, HW_QUEUE, LOG_QUEUE};
+use crate::host::{Bus, EventLogEntry, Lock, Platform, Scheduled};
+use crate::recorder::RecordKind;
+use crate::types::*;
+
+/// An action that must run with the lock released.
+enum Outside<C> {
+    Deliver {
+        client: ClientId,
+        event: Event,
+        callback: Option<C>,
+    },
+    Pnp(PnpOp),
+}
+
+impl<P: Platform> Bus<P> {
+    /// The delivery DPC (DISPATCH_LEVEL): drains the coordinator's actions.
+    pub fn dpc(&self) {
+        let started = self
+            .core
+            .with(|c| !core::mem::replace(&mut c.draining, true));
+        if !started {
+            return;
+        }
+        let mut work = false;
+        while let Some(outside) = self
+            .core
+            .with(|c| next_outside(c, &self.platform, &mut work))
+        {
+            match outside {
+                Outside::Deliver {
+                    client,
+                    event,
+                    callback,
+                } => {
+                    if let Some(cb) = callback {
+                        // Lock released: the callback may call any bus function.
+                        P::deliver(self, &cb, client, event);
+                    }
+                    let now = self.platform.now();
+                    self.core
+                        .with(|c| c.coord.event_delivered(now, client, event.kind()));
+                }
+                Outside::Pnp(op) => self.platform.pnp(op),
+            }
+        }
+        if work && self.platform.queue_work_item() == Scheduled::RunHere {
+            self.work_item();
+        }
+        self.platform.settled();
+    }
+
+    /// The work item (PASSIVE_LEVEL): hardware steps in order, each completion fed back; then
+    /// the event log.
+    pub fn work_item(&self) {
+        let started = self
+            .core
+            .with(|c| !core::mem::replace(&mut c.stepping, true));
+        if !started {
+            return;
+        }
+        loop {
+            let next = self.core.with(|c| {
+                if !c.hw_queue.is_empty() {
+                    Some(Ok(c.hw_queue.remove(0)))
+                } else if !c.log_queue.is_empty() {
+                    Some(Err(c.log_queue.remove(0)))
+                } else {
+                    c.stepping = false;
+                    None
+                }
+            });
+            match next {
+                Some(Ok(step)) => {
+                    let done = self.hca.with(|hca| execute(hca, step));
+                    let now = self.platform.now();
+                    self.core.with(|c| c.coord.hw_complete(now, done));
+                    self.kick();
+                }
+                Some(Err(entry)) => self.platform.log_event(entry),
+                None => break,
+            }
+        }
+        self.platform.settled();
+    }
+}
+
+/// Pops actions under the lock, doing there what needs no release (timers, the hardware
+/// queue), up to the next that must run outside it. At the end, the drain is over: the
+/// event log's scan runs and `draining` is cleared in the same critical section, so a caller
+/// that found the drain running knows its actions will be seen.
+fn next_outside<P: Platform>(
+    c: &mut Core<P::Callback>,
+    platform: &P,
+    work: &mut bool,
+) -> Option<Outside<P::Callback>> {
+    loop {
+        let Some(action) = c.coord.pop_action() else {
+            c.draining = false;
+            *work |= scan_for_log_entries(c);
+            return None;
+        };
+        match action {
+            Action::Deliver { client, event } => {
+                // A client that unregistered after this event was queued has no callback any
+                // more: the event is dropped, still reported delivered.
+                let callback = match &c.callbacks[usize::from(client.index)] {
+                    Some((id, cb)) if *id == client => Some(cb.clone()),
+                    _ => None,
+                };
+                return Some(Outside::Deliver {
+                    client,
+                    event,
+                    callback,
+                });
+            }
+            Action::ArmTimer { timer, at, .. } => {
+                c.timers.apply(&action);
+                platform.arm_timer(timer, at);
+            }
+            Action::CancelTimer { timer } => {
+                c.timers.apply(&action);
+                platform.cancel_timer(timer);
+            }
+            Action::Hw(step) => {
+                if c.hw_queue.len() < HW_QUEUE {
+                    c.hw_queue.push(step);
+                } else {
+                    c.overflows += 1;
+                    log::error!("hardware queue full: {} dropped", step.as_str());
+                }
+                *work = true;
+            }
+            Action::Pnp(op) => return Some(Outside::Pnp(op)),
+            Action::ResetConcluded { .. } => {}
+        }
+    }
+}
+
+/// Finds what the event log must hear among the records since the last scan; `true` when an
+/// entry was queued.
+fn scan_for_log_entries<C>(c: &mut Core<C>) -> bool {
+    let Core {
+        coord,
+        log_queue,
+        log_seq,
+        overflows,
+        ..
+    } = c;
+    let mut queued = false;
+    for r in coord.recorder().since(*log_seq) {
+        *log_seq = r.seq + 1;
+        let entry = match r.kind {
+            RecordKind::ResetStarted { epoch, reason, .. } => EventLogEntry::ResetStarted {
+                epoch: epoch.0,
+                reason: reason as u8,
+            },
+            RecordKind::ResetFinished { epoch, .. } => {
+                EventLogEntry::ResetRestored { epoch: epoch.0 }
+            }
+            RecordKind::ResetFailed {
+                epoch,
+                error: FailReason::DeviceReplaced,
+            } => EventLogEntry::DeviceReplaced { epoch: epoch.0 },
+            RecordKind::ResetFailed { epoch, error } => EventLogEntry::ResetFailed {
+                epoch: epoch.0,
+                error: error as u8,
+            },
+            _ => continue,
+        };
+        if log_queue.len() < LOG_QUEUE {
+            log_queue.push(entry);
+            queued = true;
+        } else {
+            *overflows += 1;
+            log::error!("event log queue full: {entry:?} dropped");
+        }
+    }
+    queued
+}

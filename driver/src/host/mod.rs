@@ -1,0 +1,25 @@
+//! The one locked host: the coordinator behind a spin lock, its actions carried out on a
+//! [`Platform`]. The KMDF driver ships it over WDF objects; the threaded host runs it over std
+//! (mutexes, a timer thread); the shuttle suite explores it over shuttle's primitives; the C
+//! library on Linux wraps the threaded one. So the host the driver ships is the host every
+//! concurrency test checks.
+//!
+//! * [`Bus`] (bus.rs): every input, under the lock, then a kick of the delivery DPC;
+//! * the DPC and the work item (drain.rs): the actions, with the lock released around each
+//!   callback and each hardware step;
+//! * [`ClientCtx`] (client.rs): [`crate::bus::BusHandle`] over the bus, for a Rust client;
+//! * [`Platform`] (platform.rs): what the bus needs from the system under it.
+//!
+//! Everything is reserved when the bus is built ([`Bus::new`]); nothing here allocates
+//! afterwards.
+
+mod bus;
+mod client;
+mod drain;
+mod event_log;
+mod platform;
+
+pub use bus::{Bus, NewError};
+pub use client::ClientCtx;
+pub use event_log::EventLogEntry;
+pub use platform::{Lock, Platform, PlatformError, Scheduled};

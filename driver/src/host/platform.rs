@@ -1,0 +1,93 @@
+//! What the one locked host needs from the system it runs on, as a trait: locks, timers,
+//! deferred calls, the clock, client callbacks, PnP and the event log.
+//!
+//! Three platforms implement it: the KMDF driver's (WDFSPINLOCK, WDFTIMER, WDFDPC,
+//! WDFWORKITEM; driver/kmdf/src/windows), the threaded host's on std ([`crate::sim::threaded`]:
+//! mutexes, a timer thread, deferred calls run by the calling thread) and the shuttle suite's
+//! (tests/shuttle: the same on shuttle's primitives and a virtual clock). The kmdf crate's
+//! fake kernel is a fourth, which records every call with the IRQL it was made at.
+
+use crate::hca::Hca;
+use crate::host::{Bus, EventLogEntry};
+use crate::time::Instant;
+use crate::types::{ClientId, Event, PnpOp, TimerId};
+
+/// A lock the platform provides: the bus's one spin lock (WDFSPINLOCK, which raises to
+/// DISPATCH_LEVEL while held) or the hardware's wait lock (WDFWAITLOCK, PASSIVE_LEVEL, for
+/// config-space steps). `with` must not be re-entered on the same thread.
+pub trait Lock<T> {
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+}
+
+/// What a platform did with a deferred call ([`Platform::queue_dpc`],
+/// [`Platform::queue_work_item`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheduled {
+    /// Queued: the platform calls [`Bus::dpc`] or [`Bus::work_item`] later, from its own
+    /// context (a DPC, a system worker thread).
+    Queued,
+    /// Not queued: the caller runs it now, on its own thread (a host with no DPCs). The bus
+    /// lets one thread drain at a time, so a second caller returns at once and the first
+    /// finds its work.
+    RunHere,
+}
+
+/// The system the bus runs on.
+pub trait Platform: Sized {
+    type SpinLock<T>: Lock<T>;
+    type WaitLock<T>: Lock<T>;
+    /// The adapter the hardware steps run on, behind the wait lock.
+    type Hca: Hca;
+    /// A client's event callback: the C ABI's function pointer and context on Windows.
+    type Callback: Clone;
+
+    /// The bus clock (KeQueryInterruptTime on Windows).
+    fn now(&self) -> Instant;
+    /// WdfSpinLockCreate, at PASSIVE_LEVEL while the device is prepared. A lock the system
+    /// could not create is an error: a null WDFSPINLOCK bugchecks on its first acquire.
+    fn spin_lock<T>(&self, value: T) -> Result<Self::SpinLock<T>, PlatformError>;
+    /// WdfWaitLockCreate, likewise.
+    fn wait_lock<T>(&self, value: T) -> Result<Self::WaitLock<T>, PlatformError>;
+    /// Starts the timer kept for `timer`, due on the bus clock at `due`; the platform then
+    /// calls [`Bus::timer_fired`].
+    fn arm_timer(&self, timer: TimerId, due: Instant);
+    /// Stops it without waiting: a timer that fires anyway is stale and ignored.
+    fn cancel_timer(&self, timer: TimerId);
+    /// The delivery DPC (a DPC already queued is not queued twice).
+    fn queue_dpc(&self) -> Scheduled;
+    /// The PASSIVE_LEVEL hardware work item.
+    fn queue_work_item(&self) -> Scheduled;
+    /// Calls a client's callback. Called at DISPATCH_LEVEL with the bus lock released; the
+    /// bus is given so that the callback may call it.
+    fn deliver(bus: &Bus<Self>, callback: &Self::Callback, client: ClientId, event: Event);
+    /// A PnP operation on the child list (a replaced or removed device only).
+    fn pnp(&self, op: PnpOp);
+    /// Writes an entry to the system event log (PASSIVE_LEVEL, from the work item).
+    fn log_event(&self, entry: EventLogEntry);
+    /// A drain (the DPC or the work item) has ended: a host that waits for the bus to go
+    /// idle looks again. Nothing by default.
+    fn settled(&self) {}
+}
+
+/// A system call that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlatformError {
+    /// No memory BAR among the translated resources, or mapping it failed.
+    NoRegisters,
+    /// The PCI bus interface for config space was not given.
+    NoConfigSpace,
+    /// A system call returned this NTSTATUS.
+    Status(u32),
+}
+
+impl core::fmt::Display for PlatformError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PlatformError::NoRegisters => f.write_str("no memory BAR to map"),
+            PlatformError::NoConfigSpace => f.write_str("no PCI bus interface for config space"),
+            PlatformError::Status(s) => write!(f, "system call failed: 0x{s:08X}"),
+        }
+    }
+}
+
+impl core::error::Error for PlatformError {}
