@@ -14,13 +14,14 @@
 use alloc::vec::Vec;
 
 use crate::errors::*;
-use crate::hca::{HealthMonitor, HwStep, Identity};
+use crate::hca::{HwStep, Identity};
 use crate::policy::{Policy, PolicyError};
 use crate::recorder::{FlightRecorder, RecordKind};
 use crate::reserve::Fifo;
 use crate::time::{Duration, Instant};
 use crate::types::*;
 
+mod accessors;
 mod hardware;
 mod health;
 mod history;
@@ -29,13 +30,12 @@ mod mutants;
 mod order;
 mod outputs;
 mod ports;
-mod queries;
-mod query;
 mod record;
 mod reset;
+mod reset_query;
 mod stage;
 
-pub use health::{HealthError, HealthReport};
+pub use health::{HealthError, HealthMonitor, HealthReport, HealthVerdict, STALL_POLLS};
 pub use history::{ResetHistory, ResetSummary, HISTORY_LEN};
 pub use mutants::Mutant;
 use order::Order;

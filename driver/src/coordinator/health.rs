@@ -1,11 +1,67 @@
-//! The health reporter (SPEC §8 QUERY_HEALTH, in the manner of devlink health): what the
-//! health monitor found, how often, and whether the device recovered. Bookkeeping only: it
-//! decides nothing. The coordinator feeds it as it reads health, meets a fatal cause and
-//! concludes a reset; it is history, so the model check's fingerprint leaves it out.
+//! Health, in one place: the poll ([`Coordinator::poll_health`], on its timer), the judge of
+//! each sample ([`HealthMonitor`]), what a verdict does to the bus
+//! ([`Coordinator::health_sample`]) and the reporter behind QUERY_HEALTH ([`HealthReport`]).
+//!
+//! The reporter (in the manner of devlink health) is bookkeeping only: what the monitor
+//! found, how often, and whether the device recovered. It decides nothing; it is history, so
+//! the model check's fingerprint leaves it out.
 
-use crate::hca::HealthSample;
+use super::stage::QuiesceEnd;
+use super::Coordinator;
+use crate::coordinator::AbortCause;
+use crate::hca::{HealthSample, HwError, HwResult, HwStep};
 use crate::time::Instant;
-use crate::types::ResetReason;
+use crate::types::{ResetReason, State, TimerId};
+
+/// Polls that must see the same counter before the firmware is declared hung.
+pub const STALL_POLLS: u8 = 3;
+
+/// What the health monitor concluded from one sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthVerdict {
+    Healthy,
+    Catastrophic,
+    Stalled,
+}
+
+/// Judges health samples. It only runs while the device is operational: during a reset the
+/// counter stops by design, and judging it then would raise a second, spurious reset.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HealthMonitor {
+    last_counter: Option<u32>,
+    unchanged_polls: u8,
+}
+
+impl HealthMonitor {
+    /// Polls in a row that found the counter unchanged (what the verdict depends on; the
+    /// counter's own value only has to differ from the last).
+    pub fn unchanged_polls(&self) -> u8 {
+        self.unchanged_polls
+    }
+
+    /// Forget history: called whenever the device (re)enters Operational.
+    pub fn rearm(&mut self) {
+        *self = HealthMonitor::default();
+    }
+
+    pub fn observe(&mut self, sample: HealthSample) -> HealthVerdict {
+        if sample.catastrophic != 0 {
+            return HealthVerdict::Catastrophic;
+        }
+        match self.last_counter {
+            Some(last) if last == sample.counter => {
+                self.unchanged_polls = self.unchanged_polls.saturating_add(1);
+            }
+            _ => self.unchanged_polls = 0,
+        }
+        self.last_counter = Some(sample.counter);
+        if self.unchanged_polls >= STALL_POLLS {
+            HealthVerdict::Stalled
+        } else {
+            HealthVerdict::Healthy
+        }
+    }
+}
 
 /// One fatal error the bus found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +130,99 @@ impl HealthReport {
     }
 }
 
+impl Coordinator {
+    /// A health poll: reads the device, and arms the next poll now, so that a read that never
+    /// answers is found by the next one instead of silencing the monitor (or, for the read
+    /// that closes a quiesce, holding the reset for ever).
+    pub(super) fn poll_health(&mut self) {
+        if self.health_outstanding {
+            log::warn!("the last health read never answered: the device is unreadable");
+            self.health_sample(HwResult::Failed(HwError::Timeout));
+            return;
+        }
+        self.read_health();
+    }
+
+    pub(super) fn read_health(&mut self) {
+        self.health_outstanding = true;
+        self.hw_step(HwStep::ReadHealth);
+        if self.timers[TimerId::HealthPoll as usize].is_none() {
+            self.arm(
+                TimerId::HealthPoll,
+                self.now + self.policy.health_poll_interval(),
+            );
+        }
+    }
+
+    /// Judges one health read. Health is watched while Operational, Preparing and
+    /// Quiescing (SPEC §5 "Health"): a fatal cause found during a planned reset's query or
+    /// any quiesce joins the reset and makes it fatal. A read that closes a quiesce
+    /// ([`QuiesceEnd`]) then decides how it ends.
+    pub(super) fn health_sample(&mut self, result: HwResult) {
+        self.health_outstanding = false;
+        let was = self.state();
+        if !matches!(
+            was,
+            State::Operational | State::Preparing | State::Quiescing
+        ) {
+            // A sample taken before the hardware reset began: the reset deals with the device.
+            return;
+        }
+        let verdict = match result {
+            HwResult::Health(s) => {
+                self.health_report.sample(self.now, s);
+                self.health.observe(s)
+            }
+            // An unreadable health buffer is a device that fell off its PCI link.
+            _ => HealthVerdict::Catastrophic,
+        };
+        let cause = match verdict {
+            HealthVerdict::Healthy => None,
+            HealthVerdict::Catastrophic => Some(ResetReason::Catastrophic),
+            HealthVerdict::Stalled => Some(ResetReason::HealthStall),
+        };
+        if was == State::Operational {
+            match cause {
+                Some(reason) => self.fault(reason),
+                // The poll that issued this read armed the next one already.
+                None if self.timers[TimerId::HealthPoll as usize].is_some() => {}
+                None => self.arm(
+                    TimerId::HealthPoll,
+                    self.now + self.policy.health_poll_interval(),
+                ),
+            }
+            return;
+        }
+        if let Some(reason) = cause {
+            // Join only what is news: a stalled counter read again changes nothing.
+            if reason > self.reset.reason || self.reset.planned {
+                log::warn!("{} found while {was}: the reset is fatal", reason.as_str());
+                self.health_report.error(self.now, reason);
+                let _ = self.start_or_join(reason);
+            }
+        }
+        let end = match was {
+            State::Quiescing => self.quiesce_mut().and_then(|q| q.end.take()),
+            // A query's health read never closes a quiesce, even one a fatal cause just began.
+            _ => None,
+        };
+        match end {
+            Some(QuiesceEnd::Abort(by)) if self.reset.planned => {
+                self.abort(by, AbortCause::Unresponsive)
+            }
+            Some(_) => self.quiesce_done(),
+            None => {
+                if self.timers[TimerId::HealthPoll as usize].is_none() {
+                    self.arm(
+                        TimerId::HealthPoll,
+                        self.now + self.policy.health_poll_interval(),
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +269,40 @@ mod tests {
         assert_eq!((r.errors, r.recovers, r.open), (2, 1, false));
         r.error(Instant::from_ms(3), ResetReason::HealthStall);
         assert_eq!(r.last_error.map(|e| e.syndrome), Some(0));
+    }
+
+    #[test]
+    fn catastrophic_word_is_fatal_at_once() {
+        let mut m = HealthMonitor::default();
+        assert_eq!(m.observe(sample(0, 1)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0xdead, 2)), HealthVerdict::Catastrophic);
+    }
+
+    #[test]
+    fn counter_unchanged_for_three_polls_is_a_hang() {
+        let mut m = HealthMonitor::default();
+        assert_eq!(m.observe(sample(0, 7)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0, 7)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0, 7)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0, 7)), HealthVerdict::Stalled);
+    }
+
+    #[test]
+    fn an_advancing_counter_resets_the_stall_count() {
+        let mut m = HealthMonitor::default();
+        for c in [1, 1, 1, 2, 2, 2, 3] {
+            assert_eq!(m.observe(sample(0, c)), HealthVerdict::Healthy);
+        }
+    }
+
+    #[test]
+    fn rearm_forgets_the_last_counter() {
+        let mut m = HealthMonitor::default();
+        m.observe(sample(0, 5));
+        m.observe(sample(0, 5));
+        m.observe(sample(0, 5));
+        m.rearm();
+        assert_eq!(m.observe(sample(0, 5)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0, 5)), HealthVerdict::Healthy);
     }
 }

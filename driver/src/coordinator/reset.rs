@@ -4,7 +4,6 @@
 use super::stage::{Quiesce, QuiesceEnd, Restore, Stage, Walk};
 use super::{Coordinator, Mutant, ResetResult};
 use crate::errors::RequestError;
-use crate::hca::{HealthVerdict, HwError, HwResult, HwStep};
 use crate::recorder::RecordKind;
 use crate::types::*;
 
@@ -22,74 +21,6 @@ impl Coordinator {
         match &mut self.stage {
             Stage::Restoring(r) => Some(r),
             _ => None,
-        }
-    }
-
-    /// Judges one health read. Health is watched while Operational, Preparing and
-    /// Quiescing (SPEC §5 "Health"): a fatal cause found during a planned reset's query or
-    /// any quiesce joins the reset and makes it fatal. A read that closes a quiesce
-    /// ([`QuiesceEnd`]) then decides how it ends.
-    pub(super) fn health_sample(&mut self, result: HwResult) {
-        self.health_outstanding = false;
-        let was = self.state();
-        if !matches!(
-            was,
-            State::Operational | State::Preparing | State::Quiescing
-        ) {
-            // A sample taken before the hardware reset began: the reset deals with the device.
-            return;
-        }
-        let verdict = match result {
-            HwResult::Health(s) => {
-                self.health_report.sample(self.now, s);
-                self.health.observe(s)
-            }
-            // An unreadable health buffer is a device that fell off its PCI link.
-            _ => HealthVerdict::Catastrophic,
-        };
-        let cause = match verdict {
-            HealthVerdict::Healthy => None,
-            HealthVerdict::Catastrophic => Some(ResetReason::Catastrophic),
-            HealthVerdict::Stalled => Some(ResetReason::HealthStall),
-        };
-        if was == State::Operational {
-            match cause {
-                Some(reason) => self.fault(reason),
-                // The poll that issued this read armed the next one already.
-                None if self.timers[TimerId::HealthPoll as usize].is_some() => {}
-                None => self.arm(
-                    TimerId::HealthPoll,
-                    self.now + self.policy.health_poll_interval(),
-                ),
-            }
-            return;
-        }
-        if let Some(reason) = cause {
-            // Join only what is news: a stalled counter read again changes nothing.
-            if reason > self.reset.reason || self.reset.planned {
-                log::warn!("{} found while {was}: the reset is fatal", reason.as_str());
-                self.health_report.error(self.now, reason);
-                let _ = self.start_or_join(reason);
-            }
-        }
-        let end = match was {
-            State::Quiescing => self.quiesce_mut().and_then(|q| q.end.take()),
-            // A query's health read never closes a quiesce, even one a fatal cause just began.
-            _ => None,
-        };
-        match end {
-            Some(QuiesceEnd::Abort(by)) if self.reset.planned => {
-                self.abort(by, AbortCause::Unresponsive)
-            }
-            Some(_) => self.quiesce_done(),
-            None => {
-                if self.timers[TimerId::HealthPoll as usize].is_none() {
-                    self.arm(
-                        TimerId::HealthPoll,
-                        self.now + self.policy.health_poll_interval(),
-                    );
-                }
-            }
         }
     }
 
@@ -270,29 +201,6 @@ impl Coordinator {
         }
     }
 
-    /// A health poll: reads the device, and arms the next poll now, so that a read that never
-    /// answers is found by the next one instead of silencing the monitor (or, for the read
-    /// that closes a quiesce, holding the reset for ever).
-    pub(super) fn poll_health(&mut self) {
-        if self.health_outstanding {
-            log::warn!("the last health read never answered: the device is unreadable");
-            self.health_sample(HwResult::Failed(HwError::Timeout));
-            return;
-        }
-        self.read_health();
-    }
-
-    fn read_health(&mut self) {
-        self.health_outstanding = true;
-        self.hw_step(HwStep::ReadHealth);
-        if self.timers[TimerId::HealthPoll as usize].is_none() {
-            self.arm(
-                TimerId::HealthPoll,
-                self.now + self.policy.health_poll_interval(),
-            );
-        }
-    }
-
     /// Ends the quiesce with one last health read: a fatal cause raised since the last poll
     /// (or at the same instant as the reset's own cause) joins this reset instead of being
     /// found after it, and an abort for an unresponsive client stops if one is found.
@@ -306,7 +214,7 @@ impl Coordinator {
         }
     }
 
-    fn quiesce_done(&mut self) {
+    pub(super) fn quiesce_done(&mut self) {
         let fail = self.quiesce_mut().and_then(|q| q.fail);
         self.cancel(TimerId::HealthPoll);
         self.reset.quiesce_done_at = Some(self.now);
