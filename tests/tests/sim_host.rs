@@ -313,14 +313,13 @@ fn surprise_removal_mid_reset_ends_everything() {
 #[test]
 fn every_fault_has_one_name_and_every_ioctl_code_one_fault() {
     use hcabus::ioctl::{FaultCode, FaultRequest};
+    use hcabus::sim::FaultArgs;
     for f in Fault::ALL {
         let count = if f.takes_count() { 3 } else { 1 };
-        let expect = match f {
-            Fault::ResetFails(_) => Fault::ResetFails(3),
-            other => other,
-        };
+        let expect = f.with_count(count);
         let parsed = Fault::parse(f.name(), count);
         assert_eq!(parsed, f.in_scenarios().then_some(expect), "{}", f.name());
+        assert_eq!(Fault::named(f.name()), Some(f), "{}", f.name());
         if let Some(code) = f.code() {
             assert_eq!(code.as_str(), f.name());
             let request = match f {
@@ -329,20 +328,51 @@ fn every_fault_has_one_name_and_every_ioctl_code_one_fault() {
                 }
                 _ => FaultRequest::new(code, if f.takes_count() { count } else { 0 }),
             };
-            assert_eq!(Fault::from_request(request), expect);
+            assert_eq!(Fault::from_request(request), Some(expect));
+            assert_eq!(f.request().map(|r| r.code), Some(code));
+        } else {
+            assert!(f.request().is_none(), "{}: an act has no request", f.name());
         }
     }
     for code in FaultCode::ALL {
         let f = Fault::from_request(match code {
             FaultCode::PortDown => FaultRequest::port_down(1, 1_000),
             _ => FaultRequest::new(code, 1),
-        });
+        })
+        .expect("every INJECT_FAULT code is a fault");
         assert_eq!(f.code(), Some(code), "{}", code.as_str());
         assert_eq!(f.name(), code.as_str());
     }
     let names: std::collections::HashSet<_> = Fault::ALL.iter().map(|f| f.name()).collect();
     assert_eq!(names.len(), Fault::ALL.len(), "names are unique");
-    assert_eq!(Fault::DRAWN.len(), Fault::ALL.len() + 1);
+    // Every variant is in ALL: a kind of each argument shape, and every code above.
+    for args in [
+        FaultArgs::None,
+        FaultArgs::Count,
+        FaultArgs::PortAndDuration,
+        FaultArgs::Client,
+    ] {
+        assert!(Fault::ALL.iter().any(|f| f.args() == args), "{args:?}");
+    }
+    // What a seed draws is part of what it means: the drawn faults, in this order.
+    assert_eq!(
+        Fault::DRAWN,
+        [
+            Fault::Catastrophic,
+            Fault::CommandTimeout,
+            Fault::HealthStall,
+            Fault::Hang,
+            Fault::AdminReset,
+            Fault::PlannedReset,
+            Fault::FwActivate,
+            Fault::ResetFails(1),
+            Fault::ResetFails(5),
+            Fault::DeviceReplaced,
+            Fault::NeverReturns,
+            Fault::AdminRestart,
+            Fault::SurpriseRemoval,
+        ]
+    );
 }
 
 /// SPEC §5 "Ports": a cable pulled in any state of a planned reset is kept. The host is

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use hcabus::sim::{Behavior, Fault, SimHcaConfig, SimSetup};
+use hcabus::sim::{Behavior, Fault, FaultArgs, SimHcaConfig, SimSetup};
 use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
 use hcabus::{Duration, Identity, Instant, Policy};
 use ibal::disk::DiskConfig;
@@ -483,22 +483,7 @@ fn faults(
                 ),
             ));
         }
-        let fault = if e.fault == "port_down" {
-            port_down(i, e, ports)?
-        } else {
-            for (key, set) in [
-                ("port", e.port.is_some()),
-                ("duration_ms", e.duration_ms.is_some()),
-            ] {
-                if set {
-                    return Err(err(
-                        at(key),
-                        "only a port_down takes a port and a duration_ms",
-                    ));
-                }
-            }
-            event_fault(i, e)?
-        };
+        let fault = event_fault(i, e, ports)?;
         let fault = match &e.client {
             None => fault,
             Some(name) => {
@@ -527,12 +512,6 @@ fn faults(
 /// A `port_down` event: its port and duration, both required.
 fn port_down(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioError> {
     let at = |key: &str| format!("events[{i}].{key}");
-    if e.count.is_some() {
-        return Err(err(
-            at("count"),
-            "only reset_fails and target_busy take a count",
-        ));
-    }
     let port = e
         .port
         .ok_or_else(|| err(at("port"), "a port_down names its port"))?;
@@ -545,13 +524,10 @@ fn port_down(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioError>
             "a port_down says how long the cable is out",
         )
     })?;
-    in_range(
-        i,
-        Fault::PortDown {
-            port,
-            duration: Duration::from_ms(ms),
-        },
-    )
+    Ok(Fault::PortDown {
+        port,
+        duration: Duration::from_ms(ms),
+    })
 }
 
 /// A fault the device is given is checked by INJECT_FAULT's own rule (`FaultRequest::check`),
@@ -563,21 +539,30 @@ fn in_range(i: usize, fault: Fault) -> Result<Fault, ScenarioError> {
     }
 }
 
-/// The fault an event names, with its count checked.
-fn event_fault(i: usize, e: &EventKeys) -> Result<Fault, ScenarioError> {
+/// The fault an event names, with the keys its kind takes (`count`; `port` and
+/// `duration_ms`) and no others, in INJECT_FAULT's ranges.
+fn event_fault(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioError> {
     let at = |key: &str| format!("events[{i}].{key}");
-    let parsed = match e.fault.as_str() {
-        // Not in Fault::ALL: a fault of the fabric, not of the adapter.
-        "target_busy" => Some(Fault::TargetBusy(e.count.unwrap_or(1))),
-        name => Fault::parse(name, e.count.unwrap_or(1)),
-    };
-    let Some(fault) = parsed else {
-        let mut names: Vec<&str> = Fault::ALL
+    let kind = Fault::named(&e.fault).filter(|f| f.in_scenarios());
+    if kind.map(Fault::args) != Some(FaultArgs::PortAndDuration) {
+        for (key, set) in [
+            ("port", e.port.is_some()),
+            ("duration_ms", e.duration_ms.is_some()),
+        ] {
+            if set {
+                return Err(err(
+                    at(key),
+                    "only a port_down takes a port and a duration_ms",
+                ));
+            }
+        }
+    }
+    let Some(kind) = kind else {
+        let names: Vec<&str> = Fault::ALL
             .into_iter()
             .filter(|f| f.in_scenarios())
             .map(Fault::name)
             .collect();
-        names.extend(["port_down", "target_busy"]);
         return Err(err(
             at("fault"),
             format!(
@@ -587,11 +572,17 @@ fn event_fault(i: usize, e: &EventKeys) -> Result<Fault, ScenarioError> {
             ),
         ));
     };
-    if e.count.is_some() && !fault.takes_count() {
+    if e.count.is_some() && !kind.takes_count() {
         return Err(err(
             at("count"),
             "only reset_fails and target_busy take a count",
         ));
     }
+    let fault = match kind.args() {
+        FaultArgs::PortAndDuration => port_down(i, e, ports)?,
+        FaultArgs::None | FaultArgs::Count | FaultArgs::Client => {
+            kind.with_count(e.count.unwrap_or(1))
+        }
+    };
     in_range(i, fault)
 }

@@ -557,7 +557,8 @@ impl IoctlDevice for SimHost {
         if fault.code == FaultCode::PortDown && fault.port > self.hca.port_count() {
             return Err(NtStatus::INVALID_PARAMETER);
         }
-        SimHost::inject(self, Fault::from_request(fault));
+        let fault = Fault::from_request(fault).ok_or(NtStatus::INVALID_PARAMETER)?;
+        SimHost::inject(self, fault);
         Ok(())
     }
 }

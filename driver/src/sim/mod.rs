@@ -4,6 +4,7 @@ pub mod agent;
 pub mod bench;
 pub mod bus;
 pub mod fake_connectx;
+pub mod fault;
 pub mod hca;
 pub mod host;
 pub mod hosted;
@@ -24,15 +25,14 @@ pub use crate::verbs::{DmaMemory, VerbsLimits};
 pub use agent::{Agent, Behavior, ScriptedAgent, AGENT_EVENT_CAPACITY};
 pub use bus::Bus;
 pub use fake_connectx::{FakeConnectX, FakeFaults};
+pub use fault::{Fault, FaultArgs};
 pub use hca::{SimHca, SimHcaConfig, SimHcaStats, SimPorts};
 pub use host::{AllocProbe, HostStats, SimHost};
 pub use hosted::{Hosted, ThreadCtx, Wake, Workers};
 pub use invariants::InvariantChecker;
 pub use multi::{MultiHost, MultiHostError};
 pub use report::ResetReport;
-pub use setup::{
-    draw_recovery_policy, random_setup, shaped_faults, Fault, SimSetup, COMMAND_TIMEOUT,
-};
+pub use setup::{draw_recovery_policy, random_setup, shaped_faults, SimSetup, COMMAND_TIMEOUT};
 pub use shared::SharedSimHca;
 pub use stepper::{SimDevice, Stepper, StepperError};
 pub use threaded::{EventCallback, StartError, StdPlatform, ThreadedBus, ThreadedHost};

@@ -12,6 +12,7 @@ use std::time::{Duration as WallDuration, Instant as WallInstant};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use hcabus::ioctl::*;
+use hcabus::sim::{Fault, FaultArgs};
 use hcabus::types::{ClientFlags, ClientId, ClientKind};
 use hcabus_tools::answer::Answer;
 use serde_json::json;
@@ -505,16 +506,18 @@ fn fault_request(
     port: Option<u8>,
     duration_ms: Option<u32>,
 ) -> Result<FaultRequest, Failure> {
-    let code = FaultCode::parse(fault).ok_or_else(|| {
+    // The faults a device can be given: those with an INJECT_FAULT code.
+    let kind = Fault::named(fault).filter(|f| f.code().is_some());
+    let (Some(kind), Some(code)) = (kind, kind.and_then(Fault::code)) else {
         let names: Vec<&str> = FaultCode::ALL.iter().map(|f| f.as_str()).collect();
-        Failure::Usage(format!(
+        return Err(Failure::Usage(format!(
             "unknown fault {fault:?}; one of {}",
             names.join(", ")
-        ))
-    })?;
+        )));
+    };
     let usage = |m: &str| Err(Failure::Usage(m.into()));
-    let request = match code {
-        FaultCode::PortDown => {
+    let request = match kind.args() {
+        FaultArgs::PortAndDuration => {
             if count.is_some() {
                 return usage("--count: port_down takes --port and --duration-ms");
             }
@@ -526,11 +529,9 @@ fn fault_request(
         _ if port.is_some() || duration_ms.is_some() => {
             return usage("--port and --duration-ms apply to port_down only")
         }
-        FaultCode::ResetFails | FaultCode::TargetBusy => {
-            FaultRequest::new(code, count.unwrap_or(1))
-        }
+        FaultArgs::Count => FaultRequest::new(code, count.unwrap_or(1)),
         _ if count.is_some() => return usage("--count applies to reset_fails and target_busy"),
-        _ => FaultRequest::new(code, 0),
+        FaultArgs::None | FaultArgs::Client => FaultRequest::new(code, 0),
     };
     if let Err(e) = request.check() {
         // The field's name as the option spells it.
