@@ -40,7 +40,7 @@ pub use history::{ResetHistory, ResetSummary, HISTORY_LEN};
 pub use mutants::Mutant;
 use order::Order;
 pub use ports::PortView;
-pub use record::{ResetRecord, ResetResult, FORCED_NAMES};
+pub use record::{ResetFacts, ResetRecord, ResetResult, FORCED_NAMES};
 use stage::{Entry, FwAllowance, Slot, Stage, Window};
 
 /// What the host must do.

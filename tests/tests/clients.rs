@@ -30,7 +30,7 @@ fn a_catastrophic_error_under_load_loses_no_io() {
     let host = run(&stack::boot_from_san_fast());
     let resets = host.resets();
     assert_eq!(resets.len(), 1);
-    assert_eq!(resets[0].outcome, "Restored");
+    assert_eq!(resets[0].outcome(), "Restored");
     assert_eq!(host.coordinator().epoch(), Epoch(2));
     for name in ["bootdisk", "data-lun"] {
         let d = disk(&host, name);
@@ -67,7 +67,7 @@ fn a_catastrophic_error_under_load_loses_no_io() {
     assert_eq!(io.completed + outstanding, io.submitted);
     assert!(outstanding <= 64, "nothing stuck: {outstanding}");
     assert!(
-        io.max_latency_us >= resets[0].total_us.expect("finished"),
+        io.max_latency_us >= resets[0].total_us().expect("finished"),
         "held I/O waited out the reset"
     );
     assert!(
@@ -99,7 +99,7 @@ fn held_io_fails_once_as_retryable_past_io_hold_timeout_and_the_disk_comes_back(
     setup.sim.policy.io_hold_timeout_ms = 100;
     setup.sim.hca.hw_reset = Duration::from_ms(800);
     let host = run(&setup);
-    assert_eq!(host.resets()[0].outcome, "Restored");
+    assert_eq!(host.resets()[0].outcome(), "Restored");
     let io = stack::io_stats(&host);
     assert!(io.failed > 0, "{io:?}");
     assert_eq!(
@@ -145,7 +145,7 @@ fn a_reset_that_ends_in_failed_fails_held_io_once_and_nothing_hangs() {
         .insert(0, (Instant::from_ms(500), Fault::ResetFails(100)));
     let host = run(&setup);
     assert_eq!(host.coordinator().state(), State::Failed);
-    assert_eq!(host.resets()[0].outcome, "HardwareDead");
+    assert_eq!(host.resets()[0].outcome(), "HardwareDead");
     let io = stack::io_stats(&host);
     assert!(
         io.failed >= 64,
@@ -404,7 +404,7 @@ fn an_unresponsive_client_keeps_stale_handles_that_never_reach_the_new_epoch() {
     host.inject(Fault::AdminReset);
     host.run_until(Instant::from_ms(2_000));
     let r = &host.resets()[0];
-    assert_eq!(r.outcome, "Restored");
+    assert_eq!(r.outcome(), "Restored");
     assert_eq!(r.forced_clients, ["wedged"]);
     // Someone else makes a QP after the reset: it takes the wedged client's old slot.
     let (err, other_qpn, zombie_kept) = host
@@ -472,7 +472,7 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
         let host = run(&setup);
         let io = stack::io_stats(&host);
         for r in host.resets() {
-            *outcomes.entry(r.outcome).or_insert(0u32) += 1;
+            *outcomes.entry(r.outcome()).or_insert(0u32) += 1;
         }
         failed_io_runs += u32::from(io.failed > 0);
         let why = || format!("seed {seed}: faults {:?}, {io:?}", setup.sim.faults);
@@ -490,7 +490,7 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
         if setup.sim.policy.paging_io_hold_timeout_ms == 0 && io.paging_failed > 0 {
             let gave_up = host.resets().iter().any(|r| {
                 matches!(
-                    r.outcome.as_str(),
+                    r.outcome(),
                     "HardwareDead"
                         | "DeviceReplaced"
                         | "StormLimit"
@@ -521,7 +521,7 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
         let settled = host
             .resets()
             .last()
-            .and_then(|r| r.total_us.map(|t| r.started_at.as_us() + t))
+            .and_then(|r| r.total_us().map(|t| r.started_at.as_us() + t))
             .is_none_or(|end| end + fabric + 1_000_000 < host.end().as_us());
         let fabric_faults = setup
             .sim
@@ -578,7 +578,7 @@ fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
     let (mut host, objects_before) = planned_with(stack::boot_from_san_fast(), first);
     host.run();
     let r = &host.resets()[0];
-    assert_eq!(r.outcome, "Aborted");
+    assert_eq!(r.outcome(), "Aborted");
     assert_eq!(r.vetoed_by.as_deref(), Some("vetoer"));
     assert_eq!(host.coordinator().epoch(), Epoch(1), "same epoch");
     let ibal = ibal_stats(&host);
@@ -608,7 +608,7 @@ fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothin
     let (mut host, objects_before) = planned_with(setup, ("wedged", ClientFlags::empty(), wedged));
     host.run();
     let r = &host.resets()[0];
-    assert_eq!(r.outcome, "AbortedUnresponsive");
+    assert_eq!(r.outcome(), "AbortedUnresponsive");
     // SPEC §5 "An abort is not a veto": the unresponsive client is named as such.
     assert_eq!(r.vetoed_by, None);
     assert_eq!(r.unresponsive_clients, ["wedged"]);

@@ -48,10 +48,10 @@ fn random_scenarios_keep_every_invariant() {
         assert_eq!(c.counters().actions_overflowed, 0, "seed {seed}");
         // A soft reset never uses PnP; only replacement or removal does.
         for r in host.resets() {
-            if r.outcome == "Restored" || r.outcome == "FirmwareChanged" {
+            if r.outcome() == "Restored" || r.outcome() == "FirmwareChanged" {
                 assert_eq!(r.pnp_operations, 0, "seed {seed}");
             }
-            outcomes.insert(r.outcome.clone());
+            outcomes.insert(r.outcome().to_string());
         }
         // No reset is left half-done when the run ends with the device idle.
         if matches!(

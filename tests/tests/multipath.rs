@@ -53,7 +53,7 @@ fn the_boot_disk_fails_over_at_reset_and_uses_both_paths_again() {
     let resets = world.resets();
     assert_eq!(resets.len(), 1, "only hca0 resets");
     assert_eq!(resets[0].hca.as_deref(), Some("hca0"));
-    assert_eq!(resets[0].outcome, "Restored");
+    assert_eq!(resets[0].outcome(), "Restored");
     let paths = boot_paths(&world);
     let [(a, p0), (b, p1)] = paths[..] else {
         panic!("two paths: {paths:?}");
@@ -144,7 +144,7 @@ fn a_path_whose_adapter_is_replaced_is_dropped_and_nothing_fails() {
     assert_exactly_once(&world);
     let resets = world.resets();
     assert_eq!(resets.len(), 1);
-    assert_eq!(resets[0].outcome, "DeviceReplaced");
+    assert_eq!(resets[0].outcome(), "DeviceReplaced");
     // The new adapter is PnP's to bring up as a new device; the disk carries on through
     // hca1 and fails nothing, where a single path would fail everything it held.
     let (io, _) = boot_disk(&world);

@@ -43,7 +43,7 @@ fn ibal_and_every_client_under_load_allocate_nothing_from_reset_on() {
 
     let resets = host.resets();
     assert_eq!(resets.len(), 1);
-    assert_eq!(resets[0].outcome, "Restored");
+    assert_eq!(resets[0].outcome(), "Restored");
     assert_eq!(resets[0].allocations, Some(0), "RESET to last RESET_END");
     assert_eq!(
         during_and_after, 0,
@@ -74,7 +74,7 @@ fn multipath_failover_allocates_nothing_from_reset_on() {
 
     let resets = world.resets();
     assert_eq!(resets.len(), 1);
-    assert_eq!(resets[0].outcome, "Restored");
+    assert_eq!(resets[0].outcome(), "Restored");
     assert_eq!(resets[0].allocations, Some(0), "RESET to last RESET_END");
     assert_eq!(
         during_and_after, 0,

@@ -82,7 +82,7 @@ fn no_allocation_from_first_reset_to_last_reset_end() {
     assert_eq!(resets.len(), 4, "{resets:#?}");
     for r in &resets {
         assert!(
-            r.outcome == "Restored" || r.outcome == "FirmwareChanged",
+            r.outcome() == "Restored" || r.outcome() == "FirmwareChanged",
             "{r:#?}"
         );
         assert_eq!(
@@ -157,7 +157,7 @@ fn no_allocation_through_port_changes() {
     );
     let resets = host.resets();
     assert_eq!(resets.len(), 1, "{resets:#?}");
-    assert_eq!(resets[0].outcome, "Restored");
+    assert_eq!(resets[0].outcome(), "Restored");
     let ports = |name: &str| {
         host.agents()
             .iter()

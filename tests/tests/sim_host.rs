@@ -39,7 +39,7 @@ fn default_scenario_recovers_with_every_client_back() {
     assert_eq!(host.resets().len(), 1);
     let r = &host.resets()[0];
     assert_eq!(r.reason, ResetReason::Catastrophic);
-    assert_eq!(r.outcome, "Restored");
+    assert_eq!(r.outcome(), "Restored");
     assert_eq!(r.pnp_operations, 0);
     assert!(r.forced_clients.is_empty());
     for a in host.agents() {
@@ -64,7 +64,7 @@ fn execute_from_inside_the_reset_callback() {
     ));
     let r = &host.resets()[0];
     assert_eq!(
-        r.quiesce_us,
+        r.quiesce_us(),
         Some(0),
         "both executed inside their callbacks"
     );
@@ -82,8 +82,8 @@ fn unregister_from_inside_the_reset_callback_counts_as_ready() {
         vec![(500, Fault::AdminReset)],
     ));
     let r = &host.resets()[0];
-    assert_eq!(r.outcome, "Restored");
-    assert_eq!(r.quiesce_us, Some(0), "no wait for the deadline");
+    assert_eq!(r.outcome(), "Restored");
+    assert_eq!(r.quiesce_us(), Some(0), "no wait for the deadline");
     assert_eq!(events_of(&host, "leaver"), [Reset]);
     assert_eq!(host.coordinator().client_count(), 1);
 }
@@ -193,9 +193,9 @@ fn stuck_client_is_forced_named_and_still_restarted() {
         vec![(500, Fault::Catastrophic)],
     ));
     let r = &host.resets()[0];
-    assert_eq!(r.outcome, "Restored");
+    assert_eq!(r.outcome(), "Restored");
     assert_eq!(r.forced_clients, ["wedged"]);
-    let quiesce = r.quiesce_us.expect("quiesce ended");
+    let quiesce = r.quiesce_us().expect("quiesce ended");
     assert!(
         quiesce >= 1_000_000,
         "waited the full deadline: {quiesce}us"
@@ -224,7 +224,7 @@ fn vetoed_planned_reset_changes_nothing_in_hardware() {
         vec![(500, Fault::PlannedReset)],
     ));
     let r = &host.resets()[0];
-    assert_eq!(r.outcome, "Aborted");
+    assert_eq!(r.outcome(), "Aborted");
     assert_eq!(r.vetoed_by.as_deref(), Some("db"));
     assert_eq!(host.hca().stats().soft_resets, 0);
     assert_eq!(host.coordinator().epoch(), Epoch(1));
@@ -240,7 +240,7 @@ fn one_noisy_client_is_throttled_and_never_fails_the_device() {
     };
     let host = run(&setup(vec![(custom("stormy"), stormy)], vec![]));
     assert_eq!(host.coordinator().state(), State::Operational);
-    let outcomes: Vec<String> = host.resets().into_iter().map(|r| r.outcome).collect();
+    let outcomes: Vec<&str> = host.resets().iter().map(|r| r.outcome()).collect();
     assert_eq!(
         outcomes,
         ["Restored", "Restored"],
@@ -265,7 +265,7 @@ fn requests_from_many_clients_beyond_the_storm_limit_fail_the_device() {
         vec![],
     ));
     assert_eq!(host.coordinator().state(), State::Failed);
-    let outcomes: Vec<String> = host.resets().into_iter().map(|r| r.outcome).collect();
+    let outcomes: Vec<&str> = host.resets().iter().map(|r| r.outcome()).collect();
     assert_eq!(outcomes, ["Restored", "Restored", "Restored", "StormLimit"]);
     assert_eq!(host.coordinator().counters().throttled, 0);
 }
@@ -285,7 +285,7 @@ fn hang_is_detected_and_recovered() {
         "{:?}",
         r.reason
     );
-    assert_eq!(r.outcome, "Restored");
+    assert_eq!(r.outcome(), "Restored");
     assert_eq!(
         host.coordinator().counters().resets_started,
         1,
@@ -302,7 +302,7 @@ fn surprise_removal_mid_reset_ends_everything() {
     // 1000: health poll sees the error; 1100: removed during the 200 ms hardware reset.
     assert_eq!(host.coordinator().state(), State::Removed);
     assert_eq!(events_of(&host, "a"), [Reset, DeviceFatal]);
-    assert_eq!(host.resets()[0].outcome, "Removed");
+    assert_eq!(host.resets()[0].outcome(), "Removed");
     assert!(
         host.checker().violations.is_empty(),
         "{:?}",

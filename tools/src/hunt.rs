@@ -92,7 +92,7 @@ fn run_seed(seed: u64, stack_run: bool) -> (Vec<HuntFailure>, Vec<String>) {
     for v in &host.checker().violations {
         failures.push(fail(format!("guarantee broken: {v}")));
     }
-    outcomes.extend(host.resets().into_iter().map(|r| r.outcome));
+    outcomes.extend(host.resets().into_iter().map(|r| r.outcome().to_string()));
     if stack_run {
         let io = stack::io_stats(&host);
         let open = io.submitted != io.completed + io.failed + io.in_flight + io.lost;

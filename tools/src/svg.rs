@@ -321,7 +321,7 @@ impl Canvas {
             .resets()
             .iter()
             .map(|r| {
-                let outcome = r.outcome.as_str();
+                let outcome = r.outcome();
                 let (epoch, why) = (r.epoch, r.reason_name());
                 (
                     r.started_at.as_us(),

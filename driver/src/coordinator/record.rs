@@ -38,9 +38,11 @@ impl ResetResult {
     }
 }
 
-/// What one reset did; reused in place, so keeping it costs no allocation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResetRecord {
+/// What one reset did, every fixed-size fact of it: the coordinator's record, and what each
+/// view of a reset is made of (the history's summary, the simulator's report, READ_RESETS and
+/// QUERY_STATE's last reset). The durations are derived here, once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResetFacts {
     /// Epoch torn down (the one RESET carried).
     pub epoch: Epoch,
     pub reason: ResetReason,
@@ -60,8 +62,9 @@ pub struct ResetRecord {
     pub hw_done_at: Option<Instant>,
     pub finished_at: Option<Instant>,
     /// Barrier members that passed their quiesce deadline: forced through it when the reset
-    /// went ahead, the cause when it aborted ([`ResetRecord::aborted_unresponsive`]).
-    pub forced: Vec<ClientId>,
+    /// went ahead, the cause when it aborted ([`ResetFacts::aborted_unresponsive`]). The
+    /// first [`FORCED_NAMES`] are named in `forced_names`; [`ResetRecord::forced`] has ids.
+    pub forced_count: u16,
     /// Soft resets asserted, retries included.
     pub soft_attempts: u8,
     pub flr_used: bool,
@@ -73,45 +76,36 @@ pub struct ResetRecord {
     pub new_epoch: Option<Epoch>,
     /// The reason the administrator gave, for a reset they asked for (or joined).
     pub admin_reason: ShortText,
-    /// The names of the first [`FORCED_NAMES`] clients forced through their deadline (the
-    /// ids are in `forced`).
     pub forced_names: [ClientName; FORCED_NAMES],
     /// The client that vetoed, by name.
     pub vetoer_name: ClientName,
 }
 
-/// Forced clients named in a reset's record and summary; `forced` counts them all.
+/// Forced clients named in a reset's facts; `forced_count` counts them all.
 pub const FORCED_NAMES: usize = 4;
 
-impl ResetRecord {
-    /// Becomes a copy of `other` within its own reserved capacity: no allocation (a
-    /// derived `clone_from` would allocate a new `forced` list).
-    pub(crate) fn copy_from(&mut self, other: &ResetRecord) {
-        let mut forced = core::mem::take(&mut self.forced);
-        forced.clear();
-        forced.extend_from_slice(&other.forced[..other.forced.len().min(forced.capacity())]);
-        *self = ResetRecord {
-            forced: Vec::new(),
-            ..*other
-        };
-        self.forced = forced;
-    }
-
-    pub(crate) fn with_capacity(max_clients: usize) -> Self {
-        ResetRecord {
-            epoch: Epoch(0),
-            reason: ResetReason::AdminForced,
-            planned: false,
-            restart: false,
-            requests: 0,
+impl ResetFacts {
+    /// A reset of `epoch` for `reason` that began at `now`.
+    pub(crate) const fn begun(
+        epoch: Epoch,
+        reason: ResetReason,
+        now: Instant,
+        restart: bool,
+    ) -> Self {
+        ResetFacts {
+            epoch,
+            reason,
+            planned: reason.is_planned() && !restart,
+            restart,
+            requests: 1,
             barrier_size: 0,
-            started_at: Instant::ZERO,
+            started_at: now,
             reset_sent_at: None,
             quiesce_done_at: None,
             hw_entered: false,
             hw_done_at: None,
             finished_at: None,
-            forced: crate::reserve::touched_vec(max_clients, ClientId::from_raw(0)),
+            forced_count: 0,
             soft_attempts: 0,
             flr_used: false,
             pnp_operations: 0,
@@ -121,42 +115,6 @@ impl ResetRecord {
             admin_reason: ShortText::EMPTY,
             forced_names: [ShortText::EMPTY; FORCED_NAMES],
             vetoer_name: ShortText::EMPTY,
-        }
-    }
-
-    pub(super) fn begin(&mut self, epoch: Epoch, reason: ResetReason, now: Instant, restart: bool) {
-        self.epoch = epoch;
-        self.reason = reason;
-        self.planned = reason.is_planned() && !restart;
-        self.restart = restart;
-        self.requests = 1;
-        self.barrier_size = 0;
-        self.started_at = now;
-        self.reset_sent_at = None;
-        self.quiesce_done_at = None;
-        self.hw_entered = false;
-        self.hw_done_at = None;
-        self.finished_at = None;
-        self.forced.clear();
-        self.soft_attempts = 0;
-        self.flr_used = false;
-        self.pnp_operations = 0;
-        self.result = None;
-        self.veto_reason = None;
-        self.new_epoch = None;
-        self.admin_reason = ShortText::EMPTY;
-        self.forced_names = [ShortText::EMPTY; FORCED_NAMES];
-        self.vetoer_name = ShortText::EMPTY;
-    }
-
-    /// A barrier member was forced through its deadline.
-    pub(super) fn force(&mut self, id: ClientId, name: ClientName) {
-        if let Some(slot) = self.forced_names.get_mut(self.forced.len()) {
-            *slot = name;
-        }
-        // Capacity is max_clients: cannot grow.
-        if self.forced.len() < self.forced.capacity() {
-            self.forced.push(id);
         }
     }
 
@@ -184,7 +142,7 @@ impl ResetRecord {
     }
 
     /// Quiesce duration (RESET dispatched to barrier complete, or to the abort that ended
-    /// it; a restart and a vetoed reset have none).
+    /// it; a vetoed reset has none, a restart a zero one).
     pub fn quiesce(&self) -> Option<Duration> {
         let from = self.reset_sent_at.unwrap_or(self.started_at);
         self.quiesce_done_at.map(|t| t.saturating_since(from))
@@ -215,5 +173,72 @@ impl ResetRecord {
     pub fn total(&self) -> Option<Duration> {
         self.finished_at
             .map(|t| t.saturating_since(self.started_at))
+    }
+
+    /// The outcome's name, `Unfinished` while it has none.
+    pub fn outcome(&self) -> &'static str {
+        self.result.map_or("Unfinished", ResetResult::as_str)
+    }
+}
+
+/// The coordinator's record of one reset: its facts and the ids of every client forced
+/// through its deadline. Reused in place, so keeping it costs no allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetRecord {
+    pub facts: ResetFacts,
+    /// Barrier members that passed their quiesce deadline, by id (`facts.forced_count` of
+    /// them, up to the capacity reserved for every client).
+    pub forced: Vec<ClientId>,
+}
+
+/// The record reads as its facts.
+impl core::ops::Deref for ResetRecord {
+    type Target = ResetFacts;
+    fn deref(&self) -> &ResetFacts {
+        &self.facts
+    }
+}
+
+impl core::ops::DerefMut for ResetRecord {
+    fn deref_mut(&mut self) -> &mut ResetFacts {
+        &mut self.facts
+    }
+}
+
+impl ResetRecord {
+    /// Becomes a copy of `other` within its own reserved capacity: no allocation (a
+    /// derived `clone_from` would allocate a new `forced` list).
+    pub(crate) fn copy_from(&mut self, other: &ResetRecord) {
+        self.facts = other.facts;
+        let room = other.forced.len().min(self.forced.capacity());
+        self.forced.clear();
+        self.forced.extend_from_slice(&other.forced[..room]);
+    }
+
+    pub(crate) fn with_capacity(max_clients: usize) -> Self {
+        let mut facts = ResetFacts::begun(Epoch(0), ResetReason::AdminForced, Instant::ZERO, false);
+        // Nothing began yet: an empty record is not an open one.
+        facts.requests = 0;
+        ResetRecord {
+            facts,
+            forced: crate::reserve::touched_vec(max_clients, ClientId::from_raw(0)),
+        }
+    }
+
+    pub(super) fn begin(&mut self, epoch: Epoch, reason: ResetReason, now: Instant, restart: bool) {
+        self.facts = ResetFacts::begun(epoch, reason, now, restart);
+        self.forced.clear();
+    }
+
+    /// A barrier member was forced through its deadline.
+    pub(super) fn force(&mut self, id: ClientId, name: ClientName) {
+        if let Some(slot) = self.facts.forced_names.get_mut(self.forced.len()) {
+            *slot = name;
+        }
+        // Capacity is max_clients: cannot grow.
+        if self.forced.len() < self.forced.capacity() {
+            self.forced.push(id);
+            self.facts.forced_count = u16::try_from(self.forced.len()).unwrap_or(u16::MAX);
+        }
     }
 }

@@ -7,8 +7,8 @@ use static_assertions::const_assert_eq;
 
 use super::codec::{get, get_u16, get_u32, get_u64, put, put_u16, put_u32, put_u64};
 use super::{result_code, NONE_U64};
-use crate::coordinator::{ResetResult, ResetSummary, FORCED_NAMES};
-use crate::types::{AbortCause, ShortText};
+use crate::coordinator::{ResetSummary, FORCED_NAMES};
+use crate::types::{ClientId, ShortText};
 
 /// Head of READ_RESETS' output; `count` summaries (`ResetSummaryOut`) follow, oldest first.
 #[repr(C)]
@@ -87,13 +87,7 @@ impl ResetSummaryOut {
     pub fn from_summary(s: &ResetSummary) -> Self {
         let us = |d: Option<crate::time::Duration>| d.map_or(NONE_U64, |d| d.as_us());
         // An abort for an unresponsive client is not a veto: its clients are the forced ones.
-        let vetoer = match s.result {
-            ResetResult::Aborted {
-                by,
-                cause: AbortCause::Veto,
-            } => by.to_raw(),
-            _ => NONE_U64,
-        };
+        let vetoer = s.vetoer().map_or(NONE_U64, ClientId::to_raw);
         let mut flags = 0;
         for (on, bit) in [
             (s.planned, SUMMARY_PLANNED),
@@ -109,16 +103,17 @@ impl ResetSummaryOut {
             epoch: s.epoch.0,
             new_epoch: s.new_epoch.map_or(NONE_U64, |e| e.0),
             started_us: s.started_at.as_us(),
-            quiesce_us: us(s.quiesce),
-            hw_reset_us: us(s.hw_reset),
-            restore_us: us(s.restore),
-            total_us: us(s.total),
+            // A restart has no quiesce here (the report and QUERY_STATE say 0 µs).
+            quiesce_us: us(s.quiesce().filter(|_| !s.restart)),
+            hw_reset_us: us(s.hw_reset()),
+            restore_us: us(s.restore()),
+            total_us: us(s.total()),
             reason: s.reason as u32,
-            result: result_code(Some(s.result)),
+            result: result_code(s.result),
             requests: s.requests,
             pnp_operations: s.pnp_operations,
             barrier_size: s.barrier_size,
-            forced: s.forced,
+            forced: s.forced_count,
             soft_attempts: s.soft_attempts,
             flags,
             reserved: 0,

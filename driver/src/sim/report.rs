@@ -4,38 +4,34 @@ use std::string::{String, ToString};
 use std::vec::Vec;
 
 use crate::coordinator::*;
-use crate::time::{Duration, Instant};
+use crate::time::Duration;
 use crate::types::*;
 
-/// What one reset did, as the report shows it (SPEC §9 `resets[]`).
+/// What one reset did, as the report shows it (docs/hcasim.md `resets[]`): the facts of the
+/// coordinator's record (read through them: `r.epoch`, `r.quiesce_us()`), with clients named
+/// and what the run measured around it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResetReport {
-    pub epoch: Epoch,
-    pub reason: ResetReason,
-    pub outcome: String,
-    pub restart: bool,
-    pub quiesce_us: Option<u64>,
-    pub hw_reset_us: Option<u64>,
-    pub restore_us: Option<u64>,
-    pub total_us: Option<u64>,
-    pub started_at: Instant,
+    pub facts: ResetFacts,
     /// Clients the reset went ahead without, past their deadline.
     pub forced_clients: Vec<String>,
     /// Clients that passed their quiesce deadline, whether the reset went ahead (then
-    /// `forced_clients` too) or aborted for them (SPEC §5 "An abort is not a veto").
+    /// `forced_clients` too) or aborted for them (an abort is not a veto).
     pub unresponsive_clients: Vec<String>,
     /// The CAN_VETO client that refused a planned reset; never an unresponsive one.
     pub vetoed_by: Option<String>,
-    /// What the vetoer said.
-    pub veto_reason: Option<String>,
     /// Allocations from the reset's first RESET to its last event; `None` without a probe.
     pub allocations: Option<u64>,
-    pub pnp_operations: u32,
-    pub requests: u32,
-    pub soft_attempts: u8,
-    pub flr_used: bool,
-    /// The adapter, in a host of several (SPEC §9); `None` (and not reported) with one.
+    /// The adapter, in a host of several; `None` (and not reported) with one.
     pub hca: Option<String>,
+}
+
+/// A report reads as the facts of its reset.
+impl core::ops::Deref for ResetReport {
+    type Target = ResetFacts;
+    fn deref(&self) -> &ResetFacts {
+        &self.facts
+    }
 }
 
 /// Most resets a run reports; reserved so that reporting never grows a vector mid-run.
@@ -90,8 +86,6 @@ impl ResetLog {
 
 impl ResetReport {
     fn new(r: &ResetRecord, allocations: Option<u64>, name: impl Fn(ClientId) -> String) -> Self {
-        let outcome = r.result.map_or("Unfinished", ResetResult::as_str);
-        let vetoed_by = r.vetoer().map(&name);
         let unresponsive_clients: Vec<String> = r.forced.iter().map(|id| name(*id)).collect();
         let forced_clients = if r.aborted_unresponsive() {
             Vec::new()
@@ -99,24 +93,11 @@ impl ResetReport {
             unresponsive_clients.clone()
         };
         ResetReport {
-            epoch: r.epoch,
-            reason: r.reason,
-            outcome: outcome.to_string(),
-            restart: r.restart,
-            quiesce_us: r.quiesce().map(Duration::as_us),
-            hw_reset_us: r.hw_reset().map(Duration::as_us),
-            restore_us: r.restore().map(Duration::as_us),
-            total_us: r.total().map(Duration::as_us),
-            started_at: r.started_at,
+            facts: r.facts,
             forced_clients,
             unresponsive_clients,
-            vetoed_by,
-            veto_reason: r.veto_reason.map(|t| t.to_string()),
+            vetoed_by: r.vetoer().map(&name),
             allocations,
-            pnp_operations: r.pnp_operations,
-            requests: r.requests,
-            soft_attempts: r.soft_attempts,
-            flr_used: r.flr_used,
             hca: None,
         }
     }
@@ -129,9 +110,30 @@ impl ResetReport {
             self.reason.as_str()
         }
     }
+
+    pub fn quiesce_us(&self) -> Option<u64> {
+        self.quiesce().map(Duration::as_us)
+    }
+
+    pub fn hw_reset_us(&self) -> Option<u64> {
+        self.hw_reset().map(Duration::as_us)
+    }
+
+    pub fn restore_us(&self) -> Option<u64> {
+        self.restore().map(Duration::as_us)
+    }
+
+    pub fn total_us(&self) -> Option<u64> {
+        self.total().map(Duration::as_us)
+    }
+
+    /// What the vetoer said.
+    pub fn veto_reason(&self) -> Option<String> {
+        self.veto_reason.map(|t| t.to_string())
+    }
 }
 
-/// The `resets[]` entry of the JSON report (SPEC §9). The field names and their order are a
+/// The `resets[]` entry of the JSON report (docs/hcasim.md). The field names and their order are a
 /// contract with outside tools: this is the one place they are written.
 impl serde::Serialize for ResetReport {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -139,14 +141,14 @@ impl serde::Serialize for ResetReport {
         let mut m = s.serialize_struct("ResetReport", 16)?;
         m.serialize_field("epoch", &self.epoch.0)?;
         m.serialize_field("reason", self.reason_name())?;
-        m.serialize_field("outcome", &self.outcome)?;
-        m.serialize_field("quiesce_us", &self.quiesce_us)?;
-        m.serialize_field("hw_reset_us", &self.hw_reset_us)?;
-        m.serialize_field("restore_us", &self.restore_us)?;
-        m.serialize_field("total_us", &self.total_us)?;
+        m.serialize_field("outcome", self.outcome())?;
+        m.serialize_field("quiesce_us", &self.quiesce_us())?;
+        m.serialize_field("hw_reset_us", &self.hw_reset_us())?;
+        m.serialize_field("restore_us", &self.restore_us())?;
+        m.serialize_field("total_us", &self.total_us())?;
         m.serialize_field("forced_clients", &self.forced_clients)?;
         m.serialize_field("vetoed_by", &self.vetoed_by)?;
-        m.serialize_field("veto_reason", &self.veto_reason)?;
+        m.serialize_field("veto_reason", &self.veto_reason())?;
         m.serialize_field("allocations", &self.allocations)?;
         m.serialize_field("pnp_operations", &self.pnp_operations)?;
         match &self.hca {
