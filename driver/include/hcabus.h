@@ -1,5 +1,5 @@
 /*
- * hcabus.h: the hcabus bus interface for child drivers (SPEC §3, "The C ABI").
+ * hcabus.h: the hcabus bus interface for child drivers (docs/design.md §3, "The C ABI").
  *
  * A child driver (IPoIB, SRP, another vendor's ULP) gets HCABUS_BUS_INTERFACE_V1 from its
  * parent with IRP_MN_QUERY_INTERFACE, InterfaceType = GUID_HCABUS_BUS_INTERFACE,
@@ -236,7 +236,7 @@ typedef struct HCABUS_BUS_INTERFACE_V1 {
     void *Context;
     HCABUS_INTERFACE_REFERENCE InterfaceReference;
     HCABUS_INTERFACE_REFERENCE InterfaceDereference;
-    /* SPEC §3. */
+    /* docs/design.md §3. */
     HCABUS_REGISTER Register;
     HCABUS_UNREGISTER Unregister;
     HCABUS_RESET_REQUEST ResetRequest;

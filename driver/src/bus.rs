@@ -1,6 +1,6 @@
-//! The bus interface as a client sees it (SPEC §3), as traits every host implements.
+//! The bus interface as a client sees it (docs/design.md §3), as traits every host implements.
 //!
-//! [`BusHandle`] is what a child of the bus driver is handed: the calls of SPEC §3, the
+//! [`BusHandle`] is what a child of the bus driver is handed: the calls of docs/design.md §3, the
 //! clock, the device's state and epoch, and the adapter itself (its verbs and DMA memory).
 //! The virtual-time host hands a client a handle on its parts for the length of a callback;
 //! the threaded host (the model of the KMDF glue) hands it a handle whose calls are queued
@@ -9,7 +9,7 @@
 //!
 //! [`Client`] is the other direction: what a host calls on a client. Callbacks run at
 //! DISPATCH_LEVEL on the kernel host: they must not block, and on the reset path they must
-//! not allocate (SPEC §6).
+//! not allocate (docs/design.md §6).
 
 use alloc::string::String;
 
@@ -63,10 +63,14 @@ pub trait BusHandle {
         reason: VetoReason,
     ) -> Result<(), VetoError>;
 
-    fn device(&mut self) -> &mut Self::Device;
-    fn rng(&mut self) -> &mut Self::Rng;
     /// The device and the generator at once (a simulated remote peer needs both).
     fn device_and_rng(&mut self) -> (&mut Self::Device, &mut Self::Rng);
+    fn device(&mut self) -> &mut Self::Device {
+        self.device_and_rng().0
+    }
+    fn rng(&mut self) -> &mut Self::Rng {
+        self.device_and_rng().1
+    }
 }
 
 /// A client of the bus, as a host drives it.

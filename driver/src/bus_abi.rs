@@ -1,4 +1,4 @@
-//! The bus interface as a C ABI (SPEC §3, "The C ABI"): what a child driver written in C
+//! The bus interface as a C ABI (docs/design.md §3, "The C ABI"): what a child driver written in C
 //! gets through `IRP_MN_QUERY_INTERFACE` with [`GUID_HCABUS_BUS_INTERFACE`].
 //!
 //! Only the layout and the conversions live here, in the no_std core, so the KMDF glue and
@@ -43,7 +43,7 @@ pub struct Guid {
 /// An NTSTATUS as C sees it.
 pub type HcabusStatus = i32;
 
-/// The status of every refusal of SPEC §3, and of bad input at the C boundary.
+/// The status of every refusal of docs/design.md §3, and of bad input at the C boundary.
 pub mod status {
     use super::*;
 
@@ -238,7 +238,7 @@ impl core::fmt::Debug for HcabusEventData {
     }
 }
 
-/// One event of SPEC §4, tagged by `kind`.
+/// One event of docs/design.md §4, tagged by `kind`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct HcabusEvent {
@@ -355,7 +355,7 @@ pub type ResetVetoFn = Option<unsafe extern "C" fn(*mut c_void, u64, u64, *const
 pub type QueryStateFn = Option<unsafe extern "C" fn(*mut c_void, *mut HcabusBusState) -> i32>;
 
 /// `HCABUS_BUS_INTERFACE_V1`: the INTERFACE header (`size` .. `interface_dereference`), then
-/// every call of SPEC §3. Each call takes `context` first.
+/// every call of docs/design.md §3. Each call takes `context` first.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct HcabusBusInterfaceV1 {

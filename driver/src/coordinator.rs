@@ -9,7 +9,7 @@
 //!
 //! Everything the reset path touches (client table, registration order, barrier, action
 //! queue, flight recorder, reset record) is reserved in [`Coordinator::new`]; from RESET to the
-//! last RESET_END nothing allocates (SPEC §6).
+//! last RESET_END nothing allocates (docs/design.md §6).
 
 use alloc::vec::Vec;
 
@@ -187,7 +187,7 @@ pub struct Coordinator {
     concluded: ResetRecord,
     /// Summaries of the last resets, which polling cannot evict.
     history: ResetHistory,
-    /// Where a requested firmware activation stands (SPEC §5 "Firmware activation").
+    /// Where a requested firmware activation stands (docs/design.md §5 "Firmware activation").
     fw: FwAllowance,
     /// The other adapter found after a reset, once PnP has been told about it.
     replacement: Option<Identity>,
@@ -253,7 +253,7 @@ impl Coordinator {
         Ok(c)
     }
 
-    // ----- bus calls (SPEC §3) -------------------------------------------------------------
+    // ----- bus calls (docs/design.md §3) -------------------------------------------------------------
 
     pub fn register(
         &mut self,
@@ -353,7 +353,7 @@ impl Coordinator {
         Ok(())
     }
 
-    /// A client asks for a reset; it joins a reset under way (SPEC §3). Each client may ask
+    /// A client asks for a reset; it joins a reset under way (docs/design.md §3). Each client may ask
     /// `client_request_limit` times per storm window: one noisy client is throttled, the
     /// device is not failed for it.
     pub fn reset_request(&mut self, now: Instant, id: ClientId) -> Result<Epoch, RequestError> {
@@ -539,7 +539,7 @@ impl Coordinator {
         }
     }
 
-    /// The one place the state changes: checked against SPEC §5, logged, recorded. The new
+    /// The one place the state changes: checked against docs/design.md §5, logged, recorded. The new
     /// stage arrives with its data whole; the old stage's data ends here.
     fn transition(&mut self, to: Stage) {
         let (from, to_state) = (self.state(), to.state());

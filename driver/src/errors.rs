@@ -1,4 +1,4 @@
-//! One small error enum per bus operation (SPEC §3), each with a stable refusal code for the
+//! One small error enum per bus operation (docs/design.md §3), each with a stable refusal code for the
 //! flight recorder and the IOCTL layer.
 
 use core::fmt;

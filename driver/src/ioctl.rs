@@ -1,4 +1,4 @@
-//! The IOCTL interface of SPEC §8: codes, NTSTATUS values, the `#[repr(C)]` little-endian
+//! The IOCTL interface of docs/design.md §8: codes, NTSTATUS values, the `#[repr(C)]` little-endian
 //! structures, and the one dispatcher every host uses (the KMDF queue, the simulator's
 //! socket server, tests).
 //!

@@ -1,4 +1,4 @@
-//! Reset policy: deadlines, windows and limits, with the defaults of SPEC §5.
+//! Reset policy: deadlines, windows and limits, with the defaults of docs/design.md §5.
 
 use core::fmt;
 

@@ -338,7 +338,7 @@ pub struct FlightRecorder {
 
 impl FlightRecorder {
     /// Reserves every slot now and writes each once, so that no page of the ring faults in
-    /// later on the reset path (SPEC §6); `capacity` of zero is raised to one.
+    /// later on the reset path (docs/design.md §6); `capacity` of zero is raised to one.
     pub fn new(capacity: usize) -> Self {
         let blank = Record::once(
             0,

@@ -1,6 +1,6 @@
 //! Reserved and touched: buffers the reset path writes are allocated at start and written
 //! once, every slot, so the kernel maps their pages then and not on the reset path, where a
-//! page fault must not happen (SPEC §6). `Vec::with_capacity` alone reserves address space
+//! page fault must not happen (docs/design.md §6). `Vec::with_capacity` alone reserves address space
 //! the first write faults in, a page at a time, one reset after another.
 
 use alloc::vec::Vec;

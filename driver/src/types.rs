@@ -89,7 +89,7 @@ pub struct ShortText {
 /// A client's name. Longer names are refused at registration rather than silently cut.
 pub type ClientName = ShortText;
 
-/// Why a client vetoed a planned reset (SPEC §3), kept for the administrator to read.
+/// Why a client vetoed a planned reset (docs/design.md §3), kept for the administrator to read.
 pub type VetoReason = ShortText;
 
 impl ShortText {
@@ -266,7 +266,7 @@ wire_enum! {
     }
 }
 
-/// Events the bus delivers to a client (SPEC §4).
+/// Events the bus delivers to a client (docs/design.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// Stop, release every hardware resource, then `reset_execute(epoch)` before `deadline`.
@@ -367,7 +367,7 @@ wire_enum! {
 pub const MAX_PORTS: u8 = 2;
 
 wire_enum! {
-    /// The coordinator's state (SPEC §5). The numbers are those of the IOCTL ABI and the
+    /// The coordinator's state (docs/design.md §5). The numbers are those of the IOCTL ABI and the
     /// flight recorder; the data a state carries lives in the coordinator.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub enum State {
@@ -383,7 +383,7 @@ wire_enum! {
 }
 
 impl State {
-    /// The edges of SPEC §5, and nothing else.
+    /// The edges of docs/design.md §5, and nothing else.
     pub const fn may_become(self, to: State) -> bool {
         use State::*;
         matches!(

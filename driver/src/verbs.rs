@@ -1,4 +1,4 @@
-//! The data-path half of the hardware: the verbs an access layer drives (SPEC §7).
+//! The data-path half of the hardware: the verbs an access layer drives (docs/design.md §7).
 //!
 //! [`crate::hca::Hca`] is what the coordinator needs to reset a device; [`Verbs`] is what
 //! IBAL needs to use one: protection domains, completion queues, queue pairs, memory regions

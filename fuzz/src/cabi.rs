@@ -1,4 +1,4 @@
-//! The C ABI (SPEC §3, driver/include/hcabus.h) as a careless C child driver would call it:
+//! The C ABI (docs/design.md §3, driver/include/hcabus.h) as a careless C child driver would call it:
 //! a bus created from a fuzzed configuration, then a program of calls through
 //! `HCABUS_BUS_INTERFACE_V1` with fuzzed sizes, kinds, flags, names, client ids, epochs and
 //! reasons, clients that execute inside their callback or later, and administrator's resets.
@@ -36,7 +36,7 @@ struct Client {
     events: Mutex<Vec<(u16, u64)>>,
     /// Executes from inside the callback (with the epoch the RESET gave).
     inline: bool,
-    /// Registered during a reset: its first event may be that reset's end (SPEC §3).
+    /// Registered during a reset: its first event may be that reset's end (docs/design.md §3).
     late: std::sync::atomic::AtomicBool,
     /// `reset_execute` and the bus context, for the inline client.
     execute: Mutex<Option<(ExecuteFn, usize)>>,

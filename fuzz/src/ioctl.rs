@@ -1,10 +1,10 @@
-//! The IOCTL dispatcher (SPEC §8) on the virtual-time host: a program of requests, each an
+//! The IOCTL dispatcher (docs/design.md §8) on the virtual-time host: a program of requests, each an
 //! arbitrary code, input and output capacity with arbitrary rights, virtual time passing
 //! between them.
 //!
 //! Properties: nothing panics; a reply never claims more bytes than the buffer holds; a refused
 //! request changes nothing (the coordinator's protocol state, its policy, the faults applied,
-//! the caller's buffer); and whatever the accepted requests did, every guarantee of SPEC §4
+//! the caller's buffer); and whatever the accepted requests did, every guarantee of docs/design.md §4
 //! holds to the end of the run.
 
 use std::hash::Hasher;

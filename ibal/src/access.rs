@@ -6,10 +6,10 @@
 //! completion, and marks each object released. Consumers find their handles stale, their
 //! posts refused, their polls answered with flushed completions. Memory regions registered
 //! with [`MrFlags::PRESERVE_KEYS`] are re-registered with the same keys on RESET_END, before
-//! any consumer hears of it (SPEC §7).
+//! any consumer hears of it (docs/design.md §7).
 //!
 //! Every table is reserved in [`Ibal::new`]: nothing here allocates afterwards, so the
-//! whole reset path, re-creation included, runs without allocating (SPEC §6).
+//! whole reset path, re-creation included, runs without allocating (docs/design.md §6).
 
 use std::collections::VecDeque;
 use std::vec::Vec;

@@ -63,7 +63,7 @@ pub struct IoCompletion {
     pub checksum: u64,
 }
 
-/// The `io` fields of the report (SPEC §9) and the evidence behind them.
+/// The `io` fields of the report (docs/design.md §9) and the evidence behind them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IoStats {
     pub submitted: u64,
@@ -71,7 +71,7 @@ pub struct IoStats {
     pub failed: u64,
     /// Owed at the end of the run and still held by a disk on a live path.
     pub in_flight: u64,
-    /// Owed at the end of the run with nobody to complete it (SPEC §9).
+    /// Owed at the end of the run with nobody to complete it (docs/design.md §9).
     pub lost: u64,
     /// Of `failed`, those of a paging-path disk (a bugcheck 0x7A on Windows).
     pub paging_failed: u64,

@@ -1,5 +1,5 @@
 //! What each client of a stack needs from the adapter and the access layer, checked before
-//! anything runs (SPEC §9: a client the stack cannot honour is refused with the key named,
+//! anything runs (docs/design.md §9: a client the stack cannot honour is refused with the key named,
 //! never silently degraded).
 //!
 //! The figures come from the same functions the clients size themselves with

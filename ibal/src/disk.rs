@@ -26,7 +26,7 @@ mod client;
 
 pub use client::SrpClient;
 
-/// How a disk is set up (the `[[clients]]` keys of SPEC §9 for `srp` and `bootdisk`).
+/// How a disk is set up (the `[[clients]]` keys of docs/design.md §9 for `srp` and `bootdisk`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiskConfig {
     /// The boot disk: paging path, executes from inside its RESET callback.

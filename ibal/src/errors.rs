@@ -1,4 +1,4 @@
-//! One error enum per kind of verbs call, shaped by the behaviour table of SPEC §7.
+//! One error enum per kind of verbs call, shaped by the behaviour table of docs/design.md §7.
 
 use core::fmt;
 

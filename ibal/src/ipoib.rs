@@ -98,7 +98,7 @@ impl Default for IpoibConfig {
     }
 }
 
-/// The `net` fields of the report (SPEC §9) and what else the interface saw.
+/// The `net` fields of the report (docs/design.md §9) and what else the interface saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NetStats {
     /// Sends the hardware completed.

@@ -1,6 +1,6 @@
 //! ibal: the access layer over the hcabus bus, itself a reset client, and the clients that
 //! ride through a reset on it: IPoIB, the SRP initiator, the boot disk and user verbs
-//! (SPEC §7).
+//! (docs/design.md §7).
 //!
 //! Everything here is generic over [`hcabus::bus::BusHandle`]: the access layer and its
 //! clients run unchanged on the virtual-time host and on the threaded host (the model of

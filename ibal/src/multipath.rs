@@ -1,4 +1,4 @@
-//! A disk with several paths, each through its own adapter (SPEC §7 "Multipath"): one I/O
+//! A disk with several paths, each through its own adapter (docs/design.md §7 "Multipath"): one I/O
 //! queue above one SRP initiator per path.
 //!
 //! Each path is an [`SrpClient`](crate::disk::SrpClient) on its adapter's bus that pulls its

@@ -2,7 +2,7 @@
 //!
 //! No client retries forever or in silence: a refused connect or login backs off
 //! exponentially with jitter (so a thousand hosts coming back at once do not stampede one
-//! target, SPEC §7), up to a deadline, and giving up leaves a [`ClientProblem`] that the
+//! target, docs/design.md §7), up to a deadline, and giving up leaves a [`ClientProblem`] that the
 //! report shows next to the client.
 
 use core::fmt;

@@ -1,6 +1,6 @@
 //! No silent failure in the stack: what a scenario asks for is checked before the run, a
 //! client that cannot come up says so, no retry is unbounded, and the I/O accounting closes
-//! (SPEC §9: submitted = completed + failed + in flight + lost).
+//! (docs/design.md §9: submitted = completed + failed + in flight + lost).
 
 use hcabus::bus::ClientReport;
 use hcabus::sim::{Fault, SimHost};

@@ -609,7 +609,7 @@ fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothin
     host.run();
     let r = &host.resets()[0];
     assert_eq!(r.outcome(), "AbortedUnresponsive");
-    // SPEC §5 "An abort is not a veto": the unresponsive client is named as such.
+    // docs/design.md §5 "An abort is not a veto": the unresponsive client is named as such.
     assert_eq!(r.vetoed_by, None);
     assert_eq!(r.unresponsive_clients, ["wedged"]);
     assert!(r.forced_clients.is_empty(), "nobody forced through");

@@ -33,7 +33,7 @@ fn random_scenarios_replay_identically() {
     }
 }
 
-/// Every random run must keep the event guarantees of SPEC §4. A failure names its seed:
+/// Every random run must keep the event guarantees of docs/design.md §4. A failure names its seed:
 /// `cargo run --bin hcasim -- --random SEED --flight-record` replays it.
 #[test]
 fn random_scenarios_keep_every_invariant() {

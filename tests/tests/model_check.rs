@@ -14,9 +14,9 @@
 //! recorder, counters, tokens) that the real coordinator carries, and a search with parent
 //! links gives the counterexample trace in ~100 lines; iterative deepening makes it shortest.
 //!
-//! Properties, checked in every state reached: every guarantee of SPEC §4 (the invariant
+//! Properties, checked in every state reached: every guarantee of docs/design.md §4 (the invariant
 //! checker, strict, with the hardware reset only once no barrier member is quiescing); every
-//! state edge is one SPEC §5 allows; the epoch only grows, and only on a verified hardware
+//! state edge is one docs/design.md §5 allows; the epoch only grows, and only on a verified hardware
 //! reset; no reset is stuck (in progress with nothing left that could move it: no delivery,
 //! no timer, no hardware step to come); the action queue never overflowed.
 //! `HCABUS_MODEL_DEPTH=N` explores deeper than the suite's bound. Planted bugs (feature
@@ -470,13 +470,15 @@ impl World {
     /// Every property of the module doc, for the step from `before` by `mv`.
     fn check(&self, before: &World, mv: Move) -> Result<(), String> {
         if let Some(v) = self.checker.violations.first() {
-            return Err(format!("SPEC §4 guarantee broken: {v}"));
+            return Err(format!("docs/design.md §4 guarantee broken: {v}"));
         }
         let seen = before.c.recorder().next_seq();
         for r in self.c.recorder().since(seen) {
             if let RecordKind::Transition { from, to } = r.kind {
                 if !from.may_become(to) {
-                    return Err(format!("state edge {from} -> {to} is not in SPEC §5"));
+                    return Err(format!(
+                        "state edge {from} -> {to} is not in docs/design.md §5"
+                    ));
                 }
             }
         }

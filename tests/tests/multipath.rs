@@ -1,4 +1,4 @@
-//! Several adapters in one host and a boot disk with a path through each (SPEC §7
+//! Several adapters in one host and a boot disk with a path through each (docs/design.md §7
 //! "Multipath", §9 `[[hcas]]`): failover at RESET, the hold queue only with no path, every
 //! I/O exactly once.
 

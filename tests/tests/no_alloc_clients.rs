@@ -1,4 +1,4 @@
-//! SPEC §6 with the access layer and every client under load: from the first RESET to the
+//! docs/design.md §6 with the access layer and every client under load: from the first RESET to the
 //! end of the run (re-creation, re-login, re-issue and steady traffic after it included)
 //! nothing allocates, on one adapter and with a multipath boot disk on two. It runs as its
 //! own `main` (no libtest harness) so that no other thread's allocations are counted.

@@ -1,4 +1,4 @@
-//! SPEC §6 on the virtual-time host: from the first RESET to the last RESET_END nothing
+//! docs/design.md §6 on the virtual-time host: from the first RESET to the last RESET_END nothing
 //! allocates, the host's own work (deliveries, callbacks, invariant checks, hardware steps,
 //! timers) included. It runs as its own `main` (no libtest harness) so that no other
 //! thread's allocations are counted.

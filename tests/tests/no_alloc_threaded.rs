@@ -1,4 +1,4 @@
-//! SPEC §6 on the threaded host: at least 16 clients, executes from callbacks and from other
+//! docs/design.md §6 on the threaded host: at least 16 clients, executes from callbacks and from other
 //! threads, timers on their own thread; zero allocations from the first RESET to the last
 //! RESET_END, every thread counted. It runs as its own `main` (no libtest harness) so nothing else is counted.
 

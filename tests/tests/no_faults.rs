@@ -1,4 +1,4 @@
-//! SPEC §6: the reset path never page-faults. On the virtual-time host, after one warm-up
+//! docs/design.md §6: the reset path never page-faults. On the virtual-time host, after one warm-up
 //! reset, a whole reset window (RESET fan-out, every execute, the hardware sequence, the
 //! restore, RESET_END fan-out, the invariant checks and the flight records) takes no minor
 //! page fault on the thread that runs it: every buffer it writes was reserved and touched

@@ -375,7 +375,7 @@ fn every_fault_has_one_name_and_every_ioctl_code_one_fault() {
     );
 }
 
-/// SPEC §5 "Ports": a cable pulled in any state of a planned reset is kept. The host is
+/// docs/design.md §5 "Ports": a cable pulled in any state of a planned reset is kept. The host is
 /// stepped a millisecond at a time until the bus is in the state, the cable is pulled there
 /// for 5 s, and the port must not be Active again before the plug-back plus training and
 /// the sweep. (Restoring takes no virtual time in the simulator: no pull can land inside it.)

@@ -42,7 +42,7 @@ static AT_RESET: AtomicU64 = AtomicU64::new(u64::MAX);
 static AT_RESET_END: AtomicU64 = AtomicU64::new(u64::MAX);
 static RESET_ENDS: AtomicU32 = AtomicU32::new(0);
 
-/// Registered last: it hears RESET first and RESET_END last (SPEC §4), so its two
+/// Registered last: it hears RESET first and RESET_END last (docs/design.md §4), so its two
 /// readings of the allocation counter bracket every other client's.
 struct Probe;
 

@@ -1,4 +1,4 @@
-//! The JSON report of SPEC §9. Field names and their order are a contract with outside
+//! The JSON report of docs/design.md §9. Field names and their order are a contract with outside
 //! tools: keep them exactly.
 
 use hcabus::sim::{MultiHost, ResetReport, SimHost};

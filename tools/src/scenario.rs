@@ -1,4 +1,4 @@
-//! The scenario format of SPEC §9: TOML in, a host to run out.
+//! The scenario format of docs/design.md §9: TOML in, a host to run out.
 //!
 //! Parsing is serde's with `deny_unknown_fields`, so a misspelt key is refused by name;
 //! what serde cannot know (a key that does not apply to a client's kind, a port the adapter

@@ -1,4 +1,4 @@
-//! The simulator's IOCTL transport (SPEC §8): frames over a Unix socket.
+//! The simulator's IOCTL transport (docs/design.md §8): frames over a Unix socket.
 //!
 //! Request: `u32 magic 0x42414348 ("HCAB"), u32 ioctl code, u32 input length, u32 output
 //! capacity`, then the input bytes. Response: `u32 magic, u32 NTSTATUS, u32 bytes

@@ -73,7 +73,7 @@ fn common(file: &str, r: &Value) {
             assert_eq!(reset["pnp_operations"], 0, "{file}: {reset}");
         }
     }
-    // Every field of SPEC §9 is there, with its type.
+    // Every field of docs/design.md §9 is there, with its type.
     for key in [
         "scenario",
         "seed",
@@ -117,7 +117,7 @@ fn common(file: &str, r: &Value) {
     }
 }
 
-/// SPEC §9: every I/O submitted is completed, failed, in flight on a live path, or lost.
+/// docs/design.md §9: every I/O submitted is completed, failed, in flight on a live path, or lost.
 fn assert_accounting_closes(file: &str, r: &Value) {
     let n = |k: &str| {
         r["io"][k]
@@ -375,7 +375,7 @@ fn every_scenario_file_has_its_expected_outcome() {
                 assert_eq!(r["resets"][1]["pnp_operations"], 0);
             }
             "planned-aborted-unresponsive.toml" => {
-                // SPEC §5 "An abort is not a veto": before, this said vetoed_by "wedged" and
+                // docs/design.md §5 "An abort is not a veto": before, this said vetoed_by "wedged" and
                 // quiesce_us null.
                 assert_eq!((state, epoch.as_u64()), ("Operational", Some(1)));
                 assert_eq!(outcomes(&r), ["AbortedUnresponsive"]);
@@ -475,7 +475,7 @@ fn port_active_times(timeline: &str, port: u8) -> Vec<f64> {
         .collect()
 }
 
-/// SPEC §5 "Ports": a pulled cable stays out through a reset, on one adapter and on several.
+/// docs/design.md §5 "Ports": a pulled cable stays out through a reset, on one adapter and on several.
 /// The port is Active at the start, then only after the plug-back at 5000 ms plus training
 /// (200 ms) and the sweep (100 ms); before the fix it came back with the device at 2500 ms.
 #[test]
@@ -524,7 +524,7 @@ fn the_seed_flag_overrides_the_scenario_seed() {
     assert!(out.is_empty() && err.contains("--random"), "{err}");
 }
 
-/// SPEC §9: a disk that never comes up makes its I/O lost, and a run that loses I/O exits 1
+/// docs/design.md §9: a disk that never comes up makes its I/O lost, and a run that loses I/O exits 1
 /// with the accounting still closed.
 #[test]
 fn a_run_that_loses_io_says_so_and_exits_1() {

@@ -403,7 +403,7 @@ fn serve_runs_a_scenario_whose_events_fire_in_real_time() {
     assert!(server.stop().success());
 }
 
-/// SPEC §5 "Ports" on the live server, with one adapter and with several: a cable pulled by
+/// docs/design.md §5 "Ports" on the live server, with one adapter and with several: a cable pulled by
 /// INJECT_FAULT stays out through an administrator's reset. Port 2 trains and is swept again
 /// (3.5 s of the default timings); port 1, whose cable is out for ten minutes, stays Down.
 /// Before the fix the reset plugged it back in and both came back together.
@@ -446,7 +446,7 @@ fn a_cable_pulled_on_the_live_server_stays_out_through_a_reset() {
     }
 }
 
-/// SPEC §5 "An abort is not a veto", through READ_RESETS: `hcactl resets` names the client
+/// docs/design.md §5 "An abort is not a veto", through READ_RESETS: `hcactl resets` names the client
 /// that did not answer as unresponsive (not "vetoed by ?") and gives the quiesce it ran.
 #[test]
 fn an_abort_for_an_unresponsive_client_is_not_shown_as_a_veto() {

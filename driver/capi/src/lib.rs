@@ -1,4 +1,4 @@
-//! The bus interface of SPEC §3 as a C ABI, over the threaded host and a simulated HCA.
+//! The bus interface of docs/design.md §3 as a C ABI, over the threaded host and a simulated HCA.
 //!
 //! On Windows the KMDF bus driver hands `HCABUS_BUS_INTERFACE_V1` (driver/include/hcabus.h) to
 //! each child through IRP_MN_QUERY_INTERFACE. This library hands out the very same structure

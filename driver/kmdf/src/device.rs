@@ -26,7 +26,7 @@ pub const SUPPORTED_DEVICES: [(u16, &str); 6] = [
 /// FILE_DEVICE_BUS_EXTENDER: the FDO's device type, as a bus driver's.
 pub const FILE_DEVICE_BUS_EXTENDER: u32 = 0x0000_002A;
 
-/// The control device's SDDL: SYSTEM and Administrators only (SPEC §8).
+/// The control device's SDDL: SYSTEM and Administrators only (docs/design.md §8).
 pub const CONTROL_DEVICE_SDDL: &str = "D:P(A;;GA;;;SY)(A;;GA;;;BA)";
 
 /// How the FDO and the control device are set up for one HCA.

@@ -254,8 +254,8 @@ impl RegisterAccess for FakeRegs {
 }
 
 impl<C: FakeDeliver> Platform for FakePlatform<C> {
-    type SpinLock<T> = FakeSpinLock<T>;
-    type WaitLock<T> = FakeWaitLock<T>;
+    type SpinLock<T: Send> = FakeSpinLock<T>;
+    type WaitLock<T: Send> = FakeWaitLock<T>;
     type Hca = MmioHca<FakeRegs>;
     type Callback = C;
 
@@ -263,7 +263,7 @@ impl<C: FakeDeliver> Platform for FakePlatform<C> {
         self.kernel.with(|k| k.now)
     }
 
-    fn spin_lock<T>(&self, value: T) -> Result<FakeSpinLock<T>, PlatformError> {
+    fn spin_lock<T: Send>(&self, value: T) -> Result<FakeSpinLock<T>, PlatformError> {
         self.kernel.create("WdfSpinLockCreate")?;
         Ok(FakeSpinLock {
             data: Mutex::new(value),
@@ -271,7 +271,7 @@ impl<C: FakeDeliver> Platform for FakePlatform<C> {
         })
     }
 
-    fn wait_lock<T>(&self, value: T) -> Result<FakeWaitLock<T>, PlatformError> {
+    fn wait_lock<T: Send>(&self, value: T) -> Result<FakeWaitLock<T>, PlatformError> {
         self.kernel.create("WdfWaitLockCreate")?;
         Ok(FakeWaitLock {
             data: Mutex::new(value),

@@ -1,5 +1,5 @@
 //! The driver's logic on the fake kernel: every decision of EvtDriverDeviceAdd and
-//! EvtDevicePrepareHardware, the coordinator's actions on KMDF objects at the IRQLs the SPEC
+//! EvtDevicePrepareHardware, the coordinator's actions on KMDF objects at the IRQLs docs/design.md
 //! allows, the child list, the IOCTL queue, removal and the event log.
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -1,4 +1,4 @@
-//! The hardware side of a reset (SPEC §5 "Resetting"): save config space, assert soft
+//! The hardware side of a reset (docs/design.md §5 "Resetting"): save config space, assert soft
 //! resets then one FLR, wait for the device, restore it, and verify it is the same adapter
 //! on firmware that is allowed to run.
 
@@ -205,7 +205,7 @@ impl Coordinator {
         let mut follow_up = None;
         if fw == FwAllowance::Requested {
             // The activation came after this reset's assert: the firmware it staged is not
-            // running yet, so one more reset is owed (SPEC §5).
+            // running yet, so one more reset is owed (docs/design.md §5).
             follow_up = Some(ResetReason::FirmwareActivate);
             self.record(RecordKind::FollowUpScheduled {
                 reason: ResetReason::FirmwareActivate,

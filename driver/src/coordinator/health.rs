@@ -155,7 +155,7 @@ impl Coordinator {
     }
 
     /// Judges one health read. Health is watched while Operational, Preparing and
-    /// Quiescing (SPEC §5 "Health"): a fatal cause found during a planned reset's query or
+    /// Quiescing (docs/design.md §5 "Health"): a fatal cause found during a planned reset's query or
     /// any quiesce joins the reset and makes it fatal. A read that closes a quiesce
     /// ([`QuiesceEnd`]) then decides how it ends.
     pub(super) fn health_sample(&mut self, result: HwResult) {

@@ -49,7 +49,7 @@ pub struct ResetHistory {
 impl ResetHistory {
     pub(super) fn new() -> Self {
         let mut ring = Vec::with_capacity(HISTORY_LEN);
-        // Touched now so that the first resets fault in no page of it (SPEC §6).
+        // Touched now so that the first resets fault in no page of it (docs/design.md §6).
         let blank = ResetSummary {
             ordinal: 0,
             facts: ResetFacts::begun(Epoch(0), ResetReason::AdminForced, Instant::ZERO, false),

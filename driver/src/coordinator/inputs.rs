@@ -1,4 +1,4 @@
-//! Inputs that are not client calls: the administrator's (SPEC §7), the hardware's
+//! Inputs that are not client calls: the administrator's (docs/design.md §7), the hardware's
 //! (errors, removal) and the host's (timer expiries, deliveries).
 
 use super::stage::{AttemptFailure, FwAllowance, HwPhase, Stage, Walk};

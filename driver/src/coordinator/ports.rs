@@ -1,4 +1,4 @@
-//! Ports (SPEC §2, §4, §5 "Ports"): what the hardware says of each port, and PORT_ACTIVE /
+//! Ports (docs/design.md §2, §4, §5 "Ports"): what the hardware says of each port, and PORT_ACTIVE /
 //! PORT_DOWN to the clients that are running.
 //!
 //! Each client carries the set of ports it believes Active. A newcomer on a running bus

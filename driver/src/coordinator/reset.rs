@@ -1,4 +1,4 @@
-//! The client side of a reset (SPEC §4-§5): starting or joining one, the quiesce barrier,
+//! The client side of a reset (docs/design.md §4-§5): starting or joining one, the quiesce barrier,
 //! the RESET_END fan-out, and the three ways a reset ends badly (fail, abort, removal).
 
 use super::stage::{Quiesce, QuiesceEnd, Restore, Stage, Walk};
@@ -24,7 +24,7 @@ impl Coordinator {
         }
     }
 
-    /// Starts a reset, or lets the request join the one under way (SPEC §3 coalescing).
+    /// Starts a reset, or lets the request join the one under way (docs/design.md §3 coalescing).
     pub(super) fn start_or_join(&mut self, reason: ResetReason) -> Result<Epoch, RequestError> {
         match self.state() {
             State::Operational => self.start_reset(reason),

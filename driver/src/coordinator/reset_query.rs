@@ -1,4 +1,4 @@
-//! Preparing (SPEC §5): a planned reset first asks the CAN_VETO clients with RESET_QUERY.
+//! Preparing (docs/design.md §5): a planned reset first asks the CAN_VETO clients with RESET_QUERY.
 //! Each consents, vetoes or stays silent until the query deadline (silence is consent).
 //! A veto stops the reset before anything is torn down: RESET_ABORTED goes to the queried
 //! clients only, nobody else hears of it, and the epoch stays.

@@ -1,4 +1,4 @@
-//! One test per transition and rule of SPEC §3-§5, on the bare coordinator.
+//! One test per transition and rule of docs/design.md §3-§5, on the bare coordinator.
 //!
 //! The harness plays host: it runs hardware steps on a `SimHca`, keeps timers in virtual
 //! time and records deliveries instead of calling clients, so each test states exactly which
@@ -246,7 +246,7 @@ fn full_cycle_quiescing_resetting_restoring_operational() {
             (State::Restoring, State::Operational),
         ]
     );
-    // The hardware sequence of SPEC §5, in order.
+    // The hardware sequence of docs/design.md §5, in order.
     let seq: Vec<HwStep> = h
         .hw_steps()
         .iter()
@@ -373,7 +373,7 @@ fn planned_reset_with_abort_on_unresponsive_aborts_at_deadline() {
     assert_eq!(h.events_of(a), [Reset, ResetAborted]);
     assert!(h.delivered().iter().any(|(_, e)| matches!(e,
         Event::ResetAborted { vetoed_by, cause: AbortCause::Unresponsive, .. } if *vetoed_by == wedged)));
-    // SPEC §5 "An abort is not a veto": the record names no vetoer, keeps the unresponsive
+    // docs/design.md §5 "An abort is not a veto": the record names no vetoer, keeps the unresponsive
     // client, and gives the quiesce it ran (to its deadline); the log says it aborted.
     let r = h.c().last_reset().expect("a record");
     assert!(r.aborted_unresponsive());
@@ -402,7 +402,7 @@ fn forced_reset_ignores_abort_on_unresponsive() {
     assert_eq!(h.c().epoch(), Epoch(2), "forced reset went through");
 }
 
-// ----- Preparing: the query of a planned reset (SPEC §5) -------------------------------------
+// ----- Preparing: the query of a planned reset (docs/design.md §5) -------------------------------------
 
 #[test]
 fn a_veto_stops_a_planned_reset_before_anything_is_torn_down() {
@@ -677,7 +677,7 @@ fn surprise_removal_while_preparing_ends_the_query_with_device_fatal() {
     assert!(h.timers().is_empty());
 }
 
-// ----- throttles and auto_recover (SPEC §5 "Storm control") ---------------------------------
+// ----- throttles and auto_recover (docs/design.md §5 "Storm control") ---------------------------------
 
 #[test]
 fn a_noisy_client_is_throttled_and_the_device_stays_up() {
@@ -858,7 +858,7 @@ fn health_is_polled_while_quiescing_and_not_during_the_hardware_reset() {
     assert_eq!(h.c().counters().resets_started, 1);
 }
 
-// ----- health while quiescing, and the device's error state (SPEC §5 "Health") -------------
+// ----- health while quiescing, and the device's error state (docs/design.md §5 "Health") -------------
 
 fn planned_with_wedged_client(quiesce_deadline_ms: u64) -> (H, ClientId, ClientId) {
     let mut h = harness_with(
@@ -964,7 +964,7 @@ fn a_hardware_reset_clears_the_device_error_state() {
     assert!(h.hca().is_running());
 }
 
-// ----- SPEC §3 calls ---------------------------------------------------------------------------
+// ----- docs/design.md §3 calls ---------------------------------------------------------------------------
 
 #[test]
 fn idle_client_gets_reset_and_is_in_the_barrier() {

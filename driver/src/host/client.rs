@@ -103,12 +103,6 @@ impl<P: Platform, D, R: RngCore> BusHandle for ClientCtx<'_, P, D, R> {
     ) -> Result<(), VetoError> {
         self.call(|bus| bus.reset_veto(id, epoch, reason))
     }
-    fn device(&mut self) -> &mut D {
-        self.device
-    }
-    fn rng(&mut self) -> &mut R {
-        self.rng
-    }
     fn device_and_rng(&mut self) -> (&mut D, &mut R) {
         (self.device, self.rng)
     }

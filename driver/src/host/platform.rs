@@ -34,20 +34,21 @@ pub enum Scheduled {
 
 /// The system the bus runs on.
 pub trait Platform: Sized {
-    type SpinLock<T>: Lock<T>;
-    type WaitLock<T>: Lock<T>;
+    /// What the locks guard may move between processors: `Send`.
+    type SpinLock<T: Send>: Lock<T>;
+    type WaitLock<T: Send>: Lock<T>;
     /// The adapter the hardware steps run on, behind the wait lock.
-    type Hca: Hca;
+    type Hca: Hca + Send;
     /// A client's event callback: the C ABI's function pointer and context on Windows.
-    type Callback: Clone;
+    type Callback: Clone + Send;
 
     /// The bus clock (KeQueryInterruptTime on Windows).
     fn now(&self) -> Instant;
     /// WdfSpinLockCreate, at PASSIVE_LEVEL while the device is prepared. A lock the system
     /// could not create is an error: a null WDFSPINLOCK bugchecks on its first acquire.
-    fn spin_lock<T>(&self, value: T) -> Result<Self::SpinLock<T>, PlatformError>;
+    fn spin_lock<T: Send>(&self, value: T) -> Result<Self::SpinLock<T>, PlatformError>;
     /// WdfWaitLockCreate, likewise.
-    fn wait_lock<T>(&self, value: T) -> Result<Self::WaitLock<T>, PlatformError>;
+    fn wait_lock<T: Send>(&self, value: T) -> Result<Self::WaitLock<T>, PlatformError>;
     /// Starts the timer kept for `timer`, due on the bus clock at `due`; the platform then
     /// calls [`Bus::timer_fired`].
     fn arm_timer(&self, timer: TimerId, due: Instant);

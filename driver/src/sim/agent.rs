@@ -18,7 +18,7 @@ pub trait Agent: ClientReport + for<'a> Client<Bus<'a>> + core::any::Any + fmt::
 
 impl<T> Agent for T where T: ClientReport + for<'a> Client<Bus<'a>> + core::any::Any + fmt::Debug {}
 
-/// How a scripted client behaves (the `[[clients]]` keys of SPEC §9).
+/// How a scripted client behaves (the `[[clients]]` keys of docs/design.md §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Behavior {
     /// Execute this long after RESET (zero: from inside the callback).

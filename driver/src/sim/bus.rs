@@ -84,14 +84,8 @@ impl BusHandle for Bus<'_> {
     ) -> Result<(), VetoError> {
         self.coord.reset_veto(self.now, id, epoch, reason)
     }
-    /// The adapter: its verbs for the access layer, its wire and memory for remote peers.
-    fn device(&mut self) -> &mut SimHca {
-        self.hca
-    }
-    /// The run's seeded generator: the only source of randomness a client may use.
-    fn rng(&mut self) -> &mut ChaCha8Rng {
-        self.rng
-    }
+    /// The adapter (its verbs for the access layer, its wire and memory for remote peers)
+    /// and the run's seeded generator, the only source of randomness a client may use.
     fn device_and_rng(&mut self) -> (&mut SimHca, &mut ChaCha8Rng) {
         (self.hca, self.rng)
     }

@@ -91,7 +91,7 @@ pub struct SimHost {
     seed: u64,
     /// Whether the run models the fabric (link training, the subnet manager, cable pulls):
     /// only then are ports reported to the bus, so a scenario without fabric keys runs as
-    /// it always did (SPEC §9: ports active at once).
+    /// it always did (docs/design.md §9: ports active at once).
     ports_modelled: bool,
     /// The fabric as the host pulled it, apart from the adapter's model: per port, the
     /// latest plug-back of the pulls made so far. The check that no port is Active with its
@@ -281,7 +281,7 @@ impl SimHost {
             .collect()
     }
 
-    /// Serves one IOCTL (SPEC §8) as the bus driver would, then executes whatever it set
+    /// Serves one IOCTL (docs/design.md §8) as the bus driver would, then executes whatever it set
     /// in motion.
     pub fn ioctl(&mut self, code: u32, input: &[u8], output: &mut [u8], rights: Rights) -> Reply {
         let reply = ioctl::dispatch(self, code, input, output, rights);
@@ -422,7 +422,7 @@ impl SimHost {
                 log::error!("[{now}] port {port} report refused: {e}");
             }
         });
-        // The cable is the fabric's (SPEC §5 "Ports"): whatever the adapter went through, the
+        // The cable is the fabric's (docs/design.md §5 "Ports"): whatever the adapter went through, the
         // bus must never hold a port Active, and so announce it to a disk's path, while its
         // cable is out.
         for (port, back_at) in (1..=MAX_PORTS).zip(self.cable_back_at) {

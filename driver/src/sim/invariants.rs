@@ -1,4 +1,4 @@
-//! The event guarantees of SPEC §4, checked on every delivery by every host.
+//! The event guarantees of docs/design.md §4, checked on every delivery by every host.
 
 use std::fmt;
 use std::string::{String, ToString};
@@ -8,7 +8,7 @@ use crate::coordinator::*;
 use crate::hca::HwStep;
 use crate::types::*;
 
-/// Checks the event guarantees of SPEC §4 on every delivery, without allocating.
+/// Checks the event guarantees of docs/design.md §4 on every delivery, without allocating.
 #[derive(Debug, Clone)]
 pub struct InvariantChecker {
     /// Per slot: the client id it tracks, whether a RESET awaits its terminal event, and the
@@ -241,7 +241,7 @@ impl InvariantChecker {
     /// Called as the host executes a hardware step: the device is reset only when no barrier
     /// member is still quiescing. Each has executed, left, or been declared unresponsive at
     /// its deadline; pulling the device from under a client that may still be using it is
-    /// exactly what the barrier is for (SPEC §4, RESET: "release every hardware resource,
+    /// exactly what the barrier is for (docs/design.md §4, RESET: "release every hardware resource,
     /// then reset_execute").
     pub fn on_hw_step(&mut self, coord: &Coordinator, step: HwStep) {
         if !matches!(step, HwStep::AssertReset | HwStep::FunctionLevelReset) {

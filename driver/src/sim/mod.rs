@@ -16,6 +16,7 @@ pub mod setup;
 pub mod shared;
 pub mod stepper;
 pub mod threaded;
+pub mod threads;
 pub mod verbs;
 pub mod verifier;
 mod wakes;
@@ -35,5 +36,8 @@ pub use report::ResetReport;
 pub use setup::{draw_recovery_policy, random_setup, shaped_faults, SimSetup, COMMAND_TIMEOUT};
 pub use shared::SharedSimHca;
 pub use stepper::{SimDevice, Stepper, StepperError};
-pub use threaded::{EventCallback, StartError, StdPlatform, ThreadedBus, ThreadedHost};
+pub use threaded::{
+    EventCallback, StartError, StdPlatform, ThreadPlatform, ThreadedBus, ThreadedHost,
+};
+pub use threads::{StdThreads, Threads};
 pub use verbs::{SimVerbs, VerbsStats};

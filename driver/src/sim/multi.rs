@@ -1,4 +1,4 @@
-//! Several adapters in one virtual-time host (SPEC §9 `[[hcas]]`): one bus, coordinator and
+//! Several adapters in one virtual-time host (docs/design.md §9 `[[hcas]]`): one bus, coordinator and
 //! epoch per adapter, each a [`SimHost`], stepped in lockstep on one clock.
 //!
 //! Each round finds the earliest instant anything is due on any adapter and runs every

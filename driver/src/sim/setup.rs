@@ -180,7 +180,7 @@ pub fn random_setup(seed: u64) -> SimSetup {
     }
     // Drawn last, so that every draw above is what it was for the same seed. One run in
     // three models the fabric and pulls cables at random moments, so that a pull lands in
-    // every state (SPEC §5 "Ports": the cable stays out through any reset).
+    // every state (docs/design.md §5 "Ports": the cable stays out through any reset).
     let mut hca = SimHcaConfig {
         hw_reset: Duration::from_ms(hw_reset_ms),
         ..SimHcaConfig::default()

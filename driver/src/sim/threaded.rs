@@ -1,7 +1,8 @@
-//! The threaded host: the one locked host ([`Bus`]) on std, [`ThreadedBus`] =
-//! `Bus<StdPlatform>`.
+//! The threaded host: the one locked host ([`Bus`]) on threads, [`ThreadedBus`] =
+//! `Bus<StdPlatform>` on std's (tests/shuttle runs the same code on shuttle's, through
+//! [`Threads`]).
 //!
-//! [`StdPlatform`] stands for the kernel: its locks are mutexes, a timer thread plays the
+//! [`ThreadPlatform`] stands for the kernel: its locks are mutexes, a timer thread plays the
 //! WDFTIMERs, and the DPC and the work item run on the thread that queued them (the bus lets
 //! one thread drain at a time; a call made while another drains only queues its actions for
 //! that drainer, as a kernel would queue a DPC). Callbacks run with the lock dropped, raised
@@ -10,20 +11,22 @@
 //! Nothing here allocates after [`ThreadedHost::start`], except the caller's own
 //! `Arc<dyn EventCallback>` built before it registers.
 
-use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::{self, JoinHandle};
+use std::sync::Arc;
 
 use crate::coordinator::Config;
 use crate::hca::Hca;
 use crate::host::{Bus, EventLogEntry, Lock, NewError, Platform, PlatformError, Scheduled};
 use crate::policy::PolicyError;
-use crate::sim::verifier::{self, BlockAtDispatch};
+use crate::sim::threads::{StdThreads, Threads};
+use crate::sim::verifier::BlockAtDispatch;
 use crate::time::Instant;
 use crate::timers::TimerTable;
 use crate::types::*;
+
+/// The platform of the threaded host on std.
+pub type StdPlatform = ThreadPlatform<StdThreads>;
 
 /// The one host on std.
 pub type ThreadedBus = Bus<StdPlatform>;
@@ -32,11 +35,11 @@ pub type ThreadedBus = Bus<StdPlatform>;
 /// `void (*)(void *client_context, const HCABUS_EVENT *event)` (docs/bus-interface.md).
 /// Called with no bus lock held; must not block. [`crate::sim::Hosted`] makes any
 /// [`crate::bus::Client`] one.
-pub trait EventCallback: Send + Sync {
-    fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event);
+pub trait EventCallback<S: Threads = StdThreads>: Send + Sync {
+    fn on_event(&self, bus: &Bus<ThreadPlatform<S>>, id: ClientId, event: Event);
 }
 
-pub type Callback = Arc<dyn EventCallback>;
+pub type Callback<S = StdThreads> = Arc<dyn EventCallback<S>>;
 
 /// Why the threaded host could not start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,19 +66,18 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Callbacks never run under these locks, so a poisoned lock means a bug in the host,
-    // after which the data is still consistent enough to report from.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+/// A mutex as the bus's spin lock and the hardware's wait lock.
+pub struct ThreadLock<S: Threads, T: Send>(S::Mutex<T>);
+
+impl<S: Threads, T: Send> std::fmt::Debug for ThreadLock<S, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadLock").finish_non_exhaustive()
+    }
 }
 
-/// A mutex as the bus's spin lock and the hardware's wait lock.
-#[derive(Debug)]
-pub struct StdLock<T>(Mutex<T>);
-
-impl<T> Lock<T> for StdLock<T> {
+impl<S: Threads, T: Send> Lock<T> for ThreadLock<S, T> {
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut lock(&self.0))
+        f(&mut S::lock(&self.0))
     }
 }
 
@@ -108,7 +110,7 @@ struct Timers {
     shutdown: bool,
 }
 
-/// Drains that ended, for [`ThreadedBus::wait_idle`].
+/// Drains that ended, for [`Bus::wait_idle`].
 #[derive(Debug, Default)]
 struct Idle {
     generation: u64,
@@ -116,37 +118,36 @@ struct Idle {
     waiters: u32,
 }
 
-std::thread_local! {
-    /// Drains this thread must not run here: it is inside a hosted client, whose own lock a
-    /// delivery to it would take again (see [`StdPlatform::deferring`]).
-    static DEFERRING: Cell<u32> = const { Cell::new(0) };
-}
-
-/// The kernel, for the threaded host.
-#[derive(Debug)]
-pub struct StdPlatform {
-    start: std::time::Instant,
-    timers: Mutex<Timers>,
-    timer_cv: Condvar,
-    idle: Mutex<Idle>,
-    idle_cv: Condvar,
+/// The kernel, for the threaded host: over std ([`StdPlatform`]) or shuttle (tests/shuttle).
+pub struct ThreadPlatform<S: Threads> {
+    clock: S::Clock,
+    timers: S::Mutex<Timers>,
+    timer_cv: S::Condvar,
+    idle: S::Mutex<Idle>,
+    idle_cv: S::Condvar,
     pnp_operations: AtomicU64,
     callback_panics: AtomicU64,
     log_entries: AtomicU64,
 }
 
-impl StdPlatform {
+impl<S: Threads> std::fmt::Debug for ThreadPlatform<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadPlatform").finish_non_exhaustive()
+    }
+}
+
+impl<S: Threads> ThreadPlatform<S> {
     fn new() -> Self {
-        StdPlatform {
-            start: std::time::Instant::now(),
-            timers: Mutex::new(Timers {
+        ThreadPlatform {
+            clock: S::clock(),
+            timers: S::mutex(Timers {
                 due: TimerTable::default(),
                 sleep: TimerSleep::Awake,
                 shutdown: false,
             }),
-            timer_cv: Condvar::new(),
-            idle: Mutex::new(Idle::default()),
-            idle_cv: Condvar::new(),
+            timer_cv: S::condvar(),
+            idle: S::mutex(Idle::default()),
+            idle_cv: S::condvar(),
             pnp_operations: AtomicU64::new(0),
             callback_panics: AtomicU64::new(0),
             log_entries: AtomicU64::new(0),
@@ -156,14 +157,14 @@ impl StdPlatform {
     /// Runs `f` with this thread's drains deferred: the bus queues the DPC instead of running
     /// it here, and the caller kicks the bus once it is safe to be called back.
     pub fn deferring<R>(f: impl FnOnce() -> R) -> R {
-        DEFERRING.with(|d| d.set(d.get() + 1));
+        S::with_deferring(|d| d.set(d.get() + 1));
         let r = f();
-        DEFERRING.with(|d| d.set(d.get() - 1));
+        S::with_deferring(|d| d.set(d.get() - 1));
         r
     }
 
     fn here_unless_deferred() -> Scheduled {
-        if DEFERRING.with(Cell::get) > 0 {
+        if S::with_deferring(|d| d.get()) > 0 {
             Scheduled::Queued
         } else {
             Scheduled::RunHere
@@ -171,31 +172,30 @@ impl StdPlatform {
     }
 }
 
-impl Platform for StdPlatform {
-    type SpinLock<T> = StdLock<T>;
-    type WaitLock<T> = StdLock<T>;
+impl<S: Threads> Platform for ThreadPlatform<S> {
+    type SpinLock<T: Send> = ThreadLock<S, T>;
+    type WaitLock<T: Send> = ThreadLock<S, T>;
     type Hca = Box<dyn Hca + Send>;
-    type Callback = Callback;
+    type Callback = Callback<S>;
 
     fn now(&self) -> Instant {
-        let us = self.start.elapsed().as_micros();
-        Instant::from_us(u64::try_from(us).unwrap_or(u64::MAX))
+        S::now(&self.clock)
     }
-    fn spin_lock<T>(&self, value: T) -> Result<StdLock<T>, PlatformError> {
-        Ok(StdLock(Mutex::new(value)))
+    fn spin_lock<T: Send>(&self, value: T) -> Result<ThreadLock<S, T>, PlatformError> {
+        Ok(ThreadLock(S::mutex(value)))
     }
-    fn wait_lock<T>(&self, value: T) -> Result<StdLock<T>, PlatformError> {
-        Ok(StdLock(Mutex::new(value)))
+    fn wait_lock<T: Send>(&self, value: T) -> Result<ThreadLock<S, T>, PlatformError> {
+        Ok(ThreadLock(S::mutex(value)))
     }
     fn arm_timer(&self, timer: TimerId, due: Instant) {
-        let mut t = lock(&self.timers);
+        let mut t = S::lock(&self.timers);
         t.due.arm(timer, due, 0);
         if t.sleep.must_wake_for(due) {
-            self.timer_cv.notify_all();
+            S::notify_all(&self.timer_cv);
         }
     }
     fn cancel_timer(&self, timer: TimerId) {
-        lock(&self.timers).due.cancel(timer);
+        S::lock(&self.timers).due.cancel(timer);
     }
     fn queue_dpc(&self) -> Scheduled {
         Self::here_unless_deferred()
@@ -203,13 +203,12 @@ impl Platform for StdPlatform {
     fn queue_work_item(&self) -> Scheduled {
         Self::here_unless_deferred()
     }
-    fn deliver(bus: &ThreadedBus, callback: &Callback, client: ClientId, event: Event) {
-        // Callbacks run under DISPATCH_LEVEL rules: no blocking.
-        let _irql = verifier::raise_to_dispatch();
+    fn deliver(bus: &Bus<Self>, callback: &Callback<S>, client: ClientId, event: Event) {
         // A client that panics must not stall everyone else: without this the unwind would
         // leave the drain marked running and the delivery unreported.
         let run = || callback.on_event(bus, client, event);
-        if std::panic::catch_unwind(AssertUnwindSafe(run)).is_err() {
+        let panicked = S::at_dispatch(|| std::panic::catch_unwind(AssertUnwindSafe(run)).is_err());
+        if panicked {
             bus.platform()
                 .callback_panics
                 .fetch_add(1, Ordering::SeqCst);
@@ -223,33 +222,36 @@ impl Platform for StdPlatform {
         self.log_entries.fetch_add(1, Ordering::SeqCst);
     }
     fn settled(&self) {
-        let mut idle = lock(&self.idle);
+        let mut idle = S::lock(&self.idle);
         idle.generation += 1;
         if idle.waiters > 0 {
-            self.idle_cv.notify_all();
+            S::notify_all(&self.idle_cv);
         }
     }
 }
 
 /// Owns the bus and its timer thread; dropping it stops the thread.
-#[derive(Debug)]
-pub struct ThreadedHost {
-    bus: Arc<ThreadedBus>,
-    timer_thread: Option<JoinHandle<()>>,
+pub struct ThreadedHost<S: Threads = StdThreads> {
+    bus: Arc<Bus<ThreadPlatform<S>>>,
+    timer_thread: Option<S::Join>,
 }
 
-impl ThreadedHost {
+impl<S: Threads> std::fmt::Debug for ThreadedHost<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadedHost").finish_non_exhaustive()
+    }
+}
+
+impl<S: Threads> ThreadedHost<S> {
     pub fn start<H: Hca + Send + 'static>(config: Config, hca: H) -> Result<Self, StartError> {
-        let bus = Bus::new(StdPlatform::new(), config, Box::new(hca)).map_err(|e| match e {
+        let bus = Bus::new(ThreadPlatform::new(), config, Box::new(hca)).map_err(|e| match e {
             NewError::Hardware(e) => StartError::Hardware(e),
             NewError::Policy(e) => StartError::Policy(e),
             NewError::Platform(e) => StartError::Platform(e),
         })?;
         let bus = Arc::new(bus);
         let timer_bus = Arc::clone(&bus);
-        let timer_thread = thread::Builder::new()
-            .name("hcabus-timers".into())
-            .spawn(move || timer_loop(&timer_bus))
+        let timer_thread = S::spawn("hcabus-timers", move || timer_loop(&timer_bus))
             .map_err(|_| StartError::TimerThread)?;
         Ok(ThreadedHost {
             bus,
@@ -257,26 +259,26 @@ impl ThreadedHost {
         })
     }
 
-    pub fn bus(&self) -> &Arc<ThreadedBus> {
+    pub fn bus(&self) -> &Arc<Bus<ThreadPlatform<S>>> {
         &self.bus
     }
 }
 
-impl Drop for ThreadedHost {
+impl<S: Threads> Drop for ThreadedHost<S> {
     fn drop(&mut self) {
         let p = self.bus.platform();
-        lock(&p.timers).shutdown = true;
-        p.timer_cv.notify_all();
+        S::lock(&p.timers).shutdown = true;
+        S::notify_all(&p.timer_cv);
         if let Some(t) = self.timer_thread.take() {
-            let _ = t.join();
+            S::join(t);
         }
     }
 }
 
 /// The WDFTIMERs: fires each armed timer when the clock reaches it.
-fn timer_loop(bus: &ThreadedBus) {
+fn timer_loop<S: Threads>(bus: &Bus<ThreadPlatform<S>>) {
     let p = bus.platform();
-    let mut t = lock(&p.timers);
+    let mut t = S::lock(&p.timers);
     loop {
         if t.shutdown {
             return;
@@ -285,42 +287,36 @@ fn timer_loop(bus: &ThreadedBus) {
         if let Some((timer, _)) = t.due.take_first_due(now) {
             drop(t);
             bus.timer_fired(timer);
-            t = lock(&p.timers);
+            t = S::lock(&p.timers);
             continue;
         }
         let next = t.due.next_deadline();
         // Set under the lock the wait releases: an arm after this sees it.
         t.sleep = TimerSleep::Until(next);
         t = match next {
-            Some(at) => {
-                let wait = std::time::Duration::from_micros(at.saturating_since(now).as_us());
-                p.timer_cv
-                    .wait_timeout(t, wait)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0
-            }
-            None => p.timer_cv.wait(t).unwrap_or_else(PoisonError::into_inner),
+            Some(at) => S::wait_until(&p.clock, &p.timer_cv, &p.timers, t, at),
+            None => S::wait(&p.timer_cv, t),
         };
         t.sleep = TimerSleep::Awake;
     }
 }
 
 /// What the threaded host adds to the bus: waiting for it, and its counters.
-impl ThreadedBus {
+impl<S: Threads> Bus<ThreadPlatform<S>> {
     /// Blocks until no reset is in progress and every action has been executed, or until
     /// `timeout`; `Ok(false)` on timeout. A blocking call: refused at DISPATCH_LEVEL (from a
     /// callback, where waiting for the reset would wait for itself).
     pub fn wait_idle(&self, timeout: std::time::Duration) -> Result<bool, BlockAtDispatch> {
-        verifier::check_may_block("ThreadedBus::wait_idle")?;
+        S::may_block("ThreadedBus::wait_idle")?;
         let until = std::time::Instant::now() + timeout;
         let p = self.platform();
-        let mut idle = lock(&p.idle);
+        let mut idle = S::lock(&p.idle);
         idle.waiters += 1;
         let done = 'wait: loop {
             let seen = idle.generation;
             drop(idle);
             let now_idle = self.is_idle();
-            idle = lock(&p.idle);
+            idle = S::lock(&p.idle);
             if now_idle {
                 break true;
             }
@@ -330,11 +326,7 @@ impl ThreadedBus {
                 if left.is_zero() {
                     break 'wait false;
                 }
-                idle = p
-                    .idle_cv
-                    .wait_timeout(idle, left)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
+                idle = S::wait_timeout(&p.idle_cv, idle, left);
             }
         };
         idle.waiters -= 1;

@@ -3,7 +3,7 @@
 //!
 //! Every table, queue and buffer is reserved when the device is built, so creating,
 //! destroying and using resources never allocates: IBAL re-creates them from inside the
-//! reset path (SPEC §6). Object numbers carry a serial that only grows, so a number from
+//! reset path (docs/design.md §6). Object numbers carry a serial that only grows, so a number from
 //! before a reset never names an object made after it, as on real hardware where the
 //! driver's allocator outlives the firmware's tables.
 

@@ -1,4 +1,4 @@
-//! A small Driver Verifier for the hosts: IRQL discipline of SPEC §4 and §6.
+//! A small Driver Verifier for the hosts: IRQL discipline of docs/design.md §4 and §6.
 //!
 //! Callbacks and the coordinator's DPC-like work run "at DISPATCH_LEVEL": they may not
 //! block and may not allocate. Hosts raise the current thread's IRQL around that work with

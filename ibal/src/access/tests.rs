@@ -1,4 +1,4 @@
-//! One test per cell of the behaviour table of SPEC §7, plus the reset paths around it.
+//! One test per cell of the behaviour table of docs/design.md §7, plus the reset paths around it.
 
 use super::*;
 use hcabus::coordinator::{ExecuteOutcome, Registration};
@@ -57,12 +57,6 @@ impl BusHandle for Rig {
     }
     fn reset_veto(&mut self, _: ClientId, _: Epoch, _: VetoReason) -> Result<(), VetoError> {
         panic!("{NO_BUS}")
-    }
-    fn device(&mut self) -> &mut SimHca {
-        &mut self.hca
-    }
-    fn rng(&mut self) -> &mut ChaCha8Rng {
-        &mut self.rng
     }
     fn device_and_rng(&mut self) -> (&mut SimHca, &mut ChaCha8Rng) {
         (&mut self.hca, &mut self.rng)

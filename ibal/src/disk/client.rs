@@ -31,7 +31,7 @@ pub struct SrpClient {
     /// Refused logins back off up to `io_hold_timeout`.
     login: Connector,
     /// Its port is usable: Active, or never reported (a bus that does not model ports).
-    /// After RESET it counts as down until PORT_ACTIVE (SPEC §4).
+    /// After RESET it counts as down until PORT_ACTIVE (docs/design.md §4).
     port_up: bool,
     /// One path of a multipath disk: I/O comes from, and goes back to, the disk's queue.
     path: Option<PathOf>,
@@ -125,7 +125,7 @@ impl SrpClient {
     }
 
     /// Whether the disk is a live path: registered, logged in at least once, not given up.
-    /// I/O it still holds then is in flight (it will complete), not lost (SPEC §9).
+    /// I/O it still holds then is in flight (it will complete), not lost (docs/design.md §9).
     pub fn is_live_path(&self) -> bool {
         self.id.is_some() && self.disk.stats.logins > 0 && !self.login.given_up()
     }

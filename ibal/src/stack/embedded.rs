@@ -69,7 +69,7 @@ fn ipoib(port: u8, peer_lid: u16) -> IpoibConfig {
     }
 }
 
-/// The embedded default of SPEC §9: a boot-from-SAN host under load — the access layer,
+/// The embedded default of docs/design.md §9: a boot-from-SAN host under load — the access layer,
 /// IPoIB on both ports, the boot disk on the paging path and a data LUN, both busy, and a
 /// user-verbs process — on the run of [`hcabus::sim::scenarios::boot_from_san_run`]
 /// (a catastrophic firmware error at 1.4 s), which it rides through, with the device and

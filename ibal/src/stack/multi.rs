@@ -1,4 +1,4 @@
-//! A host of several adapters (SPEC §9 `[[hcas]]`): one stack per adapter, the paths of
+//! A host of several adapters (docs/design.md §9 `[[hcas]]`): one stack per adapter, the paths of
 //! multipath disks spread over them, all on one clock ([`MultiHost`]).
 
 use std::string::String;

@@ -1,10 +1,8 @@
-//! The one locked host ([`hcabus::host::Bus`], the code the KMDF driver ships) on a platform
-//! of shuttle's primitives: shuttle then owns every lock, wait, notification and thread
-//! switch, and its schedulers explore the host's interleavings (tests/shuttle.rs).
-//!
-//! [`ShuttlePlatform`] is the threaded host's platform in miniature: mutexes for the locks, a
-//! timer thread for the WDFTIMERs, deferred calls run by the thread that queued them, and a
-//! virtual clock that only moves when the timer thread waits.
+//! The threaded host's own code, the one locked host ([`hcabus::host::Bus`], which the KMDF
+//! driver ships) over [`hcabus::sim::ThreadPlatform`] (which the threaded host and the C
+//! library run), on [`ShuttleThreads`]: shuttle's Mutex, Condvar, threads and thread-locals,
+//! and a virtual clock. Shuttle then owns every lock, wait, notification and thread switch,
+//! and its schedulers explore the host's interleavings (tests/shuttle.rs).
 //!
 //! A timed wait is modelled as: the lock is released, any other thread may run (shuttle picks),
 //! then the clock reaches the deadline and the lock is taken again, a timeout. That is one of
@@ -14,188 +12,106 @@
 //! the health poll far out, so the periodic poll cannot keep the clock running for ever while
 //! every bounded deadline (quiesce, query, hardware poll) can still fire.
 
-use std::panic::AssertUnwindSafe;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hcabus::coordinator::Config;
-use hcabus::host::{Bus, EventLogEntry, Lock, Platform, PlatformError, Scheduled};
-use hcabus::sim::SimHca;
-use hcabus::timers::TimerTable;
-use hcabus::types::{ClientId, Event, PnpOp, TimerId};
+use hcabus::host::Bus;
+use hcabus::sim::verifier::BlockAtDispatch;
+use hcabus::sim::{ThreadPlatform, ThreadedHost, Threads};
 use hcabus::Instant;
-use shuttle::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use shuttle::thread::{self, JoinHandle};
+use shuttle::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use shuttle::thread;
 
 /// The longest a single timed wait moves the clock.
 pub const MAX_JUMP_US: u64 = 60_000_000;
 
 /// The one host on shuttle.
-pub type ShuttleBus = Bus<ShuttlePlatform>;
+pub type ShuttleBus = Bus<ThreadPlatform<ShuttleThreads>>;
+pub type ShuttleHost = ThreadedHost<ShuttleThreads>;
 
-/// A client's callback (the model of the C ABI's function and context).
-pub trait EventCallback: Send + Sync {
-    fn on_event(&self, bus: &ShuttleBus, id: ClientId, event: Event);
-}
+/// Shuttle's primitives and a virtual clock.
+#[derive(Debug, Clone, Copy)]
+pub struct ShuttleThreads;
 
-pub type Callback = std::sync::Arc<dyn EventCallback>;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// A shuttle mutex as the spin lock and the wait lock.
-#[derive(Debug)]
-pub struct ShuttleLock<T>(Mutex<T>);
-
-impl<T> Lock<T> for ShuttleLock<T> {
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut lock(&self.0))
-    }
-}
-
+/// Virtual bus time, in microseconds.
 #[derive(Debug, Default)]
-struct Timers {
-    due: TimerTable,
-    shutdown: bool,
+pub struct VirtualClock(AtomicU64);
+
+shuttle::thread_local! {
+    static DEFERRING: Cell<u32> = Cell::new(0);
 }
 
-/// The kernel under shuttle.
-#[derive(Debug, Default)]
-pub struct ShuttlePlatform {
-    now_us: AtomicU64,
-    timers: Mutex<Timers>,
-    timer_cv: Condvar,
-    /// Drains that ended, for [`wait_idle`].
-    settled: Mutex<u64>,
-    settled_cv: Condvar,
-    callback_panics: AtomicU64,
-}
+impl Threads for ShuttleThreads {
+    type Mutex<T: Send> = Mutex<T>;
+    type Guard<'a, T: Send + 'a> = MutexGuard<'a, T>;
+    type Condvar = Condvar;
+    type Clock = VirtualClock;
+    type Join = thread::JoinHandle<()>;
 
-impl Platform for ShuttlePlatform {
-    type SpinLock<T> = ShuttleLock<T>;
-    type WaitLock<T> = ShuttleLock<T>;
-    type Hca = SimHca;
-    type Callback = Callback;
-
-    fn now(&self) -> Instant {
-        Instant::from_us(self.now_us.load(Ordering::SeqCst))
+    fn mutex<T: Send>(value: T) -> Mutex<T> {
+        Mutex::new(value)
     }
-    fn spin_lock<T>(&self, value: T) -> Result<ShuttleLock<T>, PlatformError> {
-        Ok(ShuttleLock(Mutex::new(value)))
+    fn lock<T: Send>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(PoisonError::into_inner)
     }
-    fn wait_lock<T>(&self, value: T) -> Result<ShuttleLock<T>, PlatformError> {
-        Ok(ShuttleLock(Mutex::new(value)))
+    fn condvar() -> Condvar {
+        Condvar::new()
     }
-    fn arm_timer(&self, timer: TimerId, due: Instant) {
-        lock(&self.timers).due.arm(timer, due, 0);
-        self.timer_cv.notify_all();
+    fn notify_all(cv: &Condvar) {
+        cv.notify_all();
     }
-    fn cancel_timer(&self, timer: TimerId) {
-        lock(&self.timers).due.cancel(timer);
+    fn wait<'a, T: Send + 'a>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        cv.wait(guard).unwrap_or_else(PoisonError::into_inner)
     }
-    fn queue_dpc(&self) -> Scheduled {
-        Scheduled::RunHere
+    /// Shuttle's timed wait never times out: a schedule in which nothing notifies is a
+    /// deadlock, which shuttle reports with the schedule.
+    fn wait_timeout<'a, T: Send + 'a>(
+        cv: &Condvar,
+        guard: MutexGuard<'a, T>,
+        _wait: std::time::Duration,
+    ) -> MutexGuard<'a, T> {
+        Self::wait(cv, guard)
     }
-    fn queue_work_item(&self) -> Scheduled {
-        Scheduled::RunHere
+    fn clock() -> VirtualClock {
+        VirtualClock::default()
     }
-    fn deliver(bus: &ShuttleBus, callback: &Callback, client: ClientId, event: Event) {
-        let run = || callback.on_event(bus, client, event);
-        if std::panic::catch_unwind(AssertUnwindSafe(run)).is_err() {
-            bus.platform()
-                .callback_panics
-                .fetch_add(1, Ordering::SeqCst);
+    fn now(clock: &VirtualClock) -> Instant {
+        Instant::from_us(clock.0.load(Ordering::SeqCst))
+    }
+    fn wait_until<'a, T: Send + 'a>(
+        clock: &VirtualClock,
+        cv: &Condvar,
+        mutex: &'a Mutex<T>,
+        guard: MutexGuard<'a, T>,
+        at: Instant,
+    ) -> MutexGuard<'a, T> {
+        let now = clock.0.load(Ordering::SeqCst);
+        if at.as_us().saturating_sub(now) > MAX_JUMP_US {
+            return Self::wait(cv, guard);
         }
+        drop(guard);
+        thread::yield_now();
+        clock.0.fetch_max(at.as_us(), Ordering::SeqCst);
+        Self::lock(mutex)
     }
-    fn pnp(&self, _op: PnpOp) {}
-    fn log_event(&self, _entry: EventLogEntry) {}
-    fn settled(&self) {
-        *lock(&self.settled) += 1;
-        self.settled_cv.notify_all();
+    fn spawn(
+        name: &str,
+        body: impl FnOnce() + Send + 'static,
+    ) -> Result<Self::Join, std::io::Error> {
+        thread::Builder::new().name(name.into()).spawn(body)
     }
-}
-
-/// Owns the bus and its timer thread; dropping it stops the thread.
-#[derive(Debug)]
-pub struct ShuttleHost {
-    bus: Arc<ShuttleBus>,
-    timer_thread: Option<JoinHandle<()>>,
-}
-
-impl ShuttleHost {
-    pub fn start(config: Config, hca: SimHca) -> Self {
-        let bus = Bus::new(ShuttlePlatform::default(), config, hca).expect("the bus starts");
-        let bus = Arc::new(bus);
-        let timer_bus = Arc::clone(&bus);
-        let timer_thread = thread::spawn(move || timer_loop(&timer_bus));
-        ShuttleHost {
-            bus,
-            timer_thread: Some(timer_thread),
-        }
+    fn join(handle: Self::Join) {
+        let _ = handle.join();
     }
-
-    pub fn bus(&self) -> &Arc<ShuttleBus> {
-        &self.bus
+    fn with_deferring<R>(f: impl FnOnce(&Cell<u32>) -> R) -> R {
+        DEFERRING.with(f)
     }
-}
-
-impl Drop for ShuttleHost {
-    fn drop(&mut self) {
-        let p = self.bus.platform();
-        lock(&p.timers).shutdown = true;
-        p.timer_cv.notify_all();
-        if let Some(t) = self.timer_thread.take() {
-            let _ = t.join();
-        }
+    /// The verifier's IRQL is a std thread-local, which shuttle's threads (all on one OS
+    /// thread) would share: not tracked here.
+    fn at_dispatch<R>(f: impl FnOnce() -> R) -> R {
+        f()
     }
-}
-
-fn timer_loop(bus: &ShuttleBus) {
-    let p = bus.platform();
-    let mut t = lock(&p.timers);
-    loop {
-        if t.shutdown {
-            return;
-        }
-        let now = p.now();
-        if let Some((timer, _)) = t.due.take_first_due(now) {
-            drop(t);
-            bus.timer_fired(timer);
-            t = lock(&p.timers);
-            continue;
-        }
-        match t.due.next_deadline() {
-            Some(at) if at.as_us().saturating_sub(now.as_us()) <= MAX_JUMP_US => {
-                drop(t);
-                thread::yield_now();
-                p.now_us.fetch_max(at.as_us(), Ordering::SeqCst);
-                t = lock(&p.timers);
-            }
-            _ => t = p.timer_cv.wait(t).unwrap_or_else(PoisonError::into_inner),
-        }
+    fn may_block(_what: &'static str) -> Result<(), BlockAtDispatch> {
+        Ok(())
     }
-}
-
-/// Waits until the bus is idle (no reset, nothing queued or running). Untimed: a schedule in
-/// which it never goes idle is a deadlock, which shuttle reports with the schedule.
-pub fn wait_idle(bus: &ShuttleBus) {
-    let p = bus.platform();
-    loop {
-        let seen = *lock(&p.settled);
-        if bus.is_idle() {
-            return;
-        }
-        let mut settled = lock(&p.settled);
-        while *settled == seen {
-            settled = p
-                .settled_cv
-                .wait(settled)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-}
-
-/// Callbacks that panicked (contained: the event counts as delivered).
-pub fn callback_panics(bus: &ShuttleBus) -> u64 {
-    bus.platform().callback_panics.load(Ordering::SeqCst)
 }

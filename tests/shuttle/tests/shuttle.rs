@@ -9,11 +9,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hcabus::errors::ExecuteError;
+use hcabus::sim::EventCallback;
 use hcabus::sim::SimHca;
 use hcabus::sim::SimHcaConfig;
 use hcabus::types::*;
 use hcabus::{Config, Duration, Epoch, ExecuteOutcome, Policy, State};
-use hcabus_shuttle::{callback_panics, EventCallback, ShuttleBus, ShuttleHost, MAX_JUMP_US};
+use hcabus_shuttle::{ShuttleBus, ShuttleHost, ShuttleThreads, MAX_JUMP_US};
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::sync::{Arc, Condvar, Mutex};
 use shuttle::thread;
@@ -63,7 +64,7 @@ fn start(quiesce_deadline_ms: u64) -> ShuttleHost {
         hw_reset: Duration::ZERO,
         ..SimHcaConfig::default()
     });
-    ShuttleHost::start(config(quiesce_deadline_ms), hca)
+    ShuttleHost::start(config(quiesce_deadline_ms), hca).expect("the host starts")
 }
 
 /// How a client answers RESET.
@@ -120,7 +121,7 @@ impl Client {
 /// The host holds an `Arc<dyn EventCallback>`; the test keeps the client's own `Arc`.
 struct Callback(Arc<Client>);
 
-impl EventCallback for Callback {
+impl EventCallback<ShuttleThreads> for Callback {
     fn on_event(&self, bus: &ShuttleBus, id: ClientId, event: Event) {
         let c = &self.0;
         c.events.lock().expect("events").push(event.kind());
@@ -158,7 +159,10 @@ fn register(bus: &ShuttleBus, name: &str, client: &Arc<Client>) -> ClientId {
 }
 
 fn wait_idle(bus: &ShuttleBus) {
-    hcabus_shuttle::wait_idle(bus);
+    let idle = bus
+        .wait_idle(std::time::Duration::from_secs(3_600))
+        .expect("the test thread may block");
+    assert!(idle, "the bus went idle");
 }
 
 #[test]
@@ -187,7 +191,7 @@ fn a_reset_with_clients_executing_in_callbacks_and_from_other_threads() {
             [Ok(ExecuteOutcome::Accepted)]
         );
         assert_eq!((bus.state(), bus.epoch()), (State::Operational, Epoch(2)));
-        assert_eq!(callback_panics(&bus), 0);
+        assert_eq!(bus.callback_panics(), 0);
     });
 }
 
@@ -260,7 +264,7 @@ fn the_quiesce_deadline_racing_the_last_execute_has_one_winner() {
                 IN_TIME.fetch_add(1, Ordering::SeqCst);
             }
             // Forced at the deadline: told so while the reset still runs, or refused with
-            // NoResetPending once it is over (SPEC §3 lists that refusal).
+            // NoResetPending once it is over (docs/design.md §3 lists that refusal).
             Ok(ExecuteOutcome::TooLate) | Err(ExecuteError::NoResetPending) => {
                 assert_eq!(forced, [id], "too late, so forced at the deadline");
                 FORCED.fetch_add(1, Ordering::SeqCst);

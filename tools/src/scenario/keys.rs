@@ -13,7 +13,7 @@ pub(super) struct File {
     #[serde(default = "five_seconds")]
     pub(super) duration_ms: u64,
     pub(super) hca: Option<Hca>,
-    /// Several adapters, instead of `hca` (SPEC §9).
+    /// Several adapters, instead of `hca` (docs/design.md §9).
     #[serde(default)]
     pub(super) hcas: Vec<Hca>,
     #[serde(default)]

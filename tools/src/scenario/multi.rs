@@ -1,4 +1,4 @@
-//! Scenarios of several adapters (SPEC §9 `[[hcas]]`): each client and event names its
+//! Scenarios of several adapters (docs/design.md §9 `[[hcas]]`): each client and event names its
 //! adapter with `hca`, a multipath disk its adapters with `paths`; each adapter then gets
 //! the stack of one, checked as one is, with every refusal keyed by the file's own index.
 

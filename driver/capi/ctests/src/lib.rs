@@ -1,4 +1,4 @@
-//! C programs that play child drivers against the C ABI of `hcabus-capi` (SPEC §3), and the
+//! C programs that play child drivers against the C ABI of `hcabus-capi` (docs/design.md §3), and the
 //! proof that `driver/include/hcabus.h` and the Rust layout agree.
 //!
 //! build.rs compiles `c/*.c` with the `cc` crate against the header; the tests below call each

@@ -192,8 +192,8 @@ impl WdfPlatform {
 }
 
 impl Platform for WdfPlatform {
-    type SpinLock<T> = WdfSpinLock<T>;
-    type WaitLock<T> = WdfWaitLock<T>;
+    type SpinLock<T: Send> = WdfSpinLock<T>;
+    type WaitLock<T: Send> = WdfWaitLock<T>;
     type Hca = MmioHca<WdfRegs>;
     type Callback = CCallback;
 
@@ -206,7 +206,7 @@ impl Platform for WdfPlatform {
         Instant::from_us(t / 10)
     }
 
-    fn spin_lock<T>(&self, value: T) -> Result<WdfSpinLock<T>, PlatformError> {
+    fn spin_lock<T: Send>(&self, value: T) -> Result<WdfSpinLock<T>, PlatformError> {
         let mut lock = core::ptr::null_mut();
         // SAFETY: PASSIVE_LEVEL in prepare hardware; default attributes (no parent: the bus
         // owns the lock and deletes nothing before the FDO goes).
@@ -224,7 +224,7 @@ impl Platform for WdfPlatform {
         })
     }
 
-    fn wait_lock<T>(&self, value: T) -> Result<WdfWaitLock<T>, PlatformError> {
+    fn wait_lock<T: Send>(&self, value: T) -> Result<WdfWaitLock<T>, PlatformError> {
         let mut lock = core::ptr::null_mut();
         // SAFETY: as for the spin lock.
         let status = unsafe {

@@ -1,4 +1,4 @@
-//! The wait for the device after an assert (SPEC §5 "Hardware reset": a bounded poll): when
+//! The wait for the device after an assert (docs/design.md §5 "Hardware reset": a bounded poll): when
 //! the coordinator looks, and that a device back at once is found at once.
 
 use std::vec::Vec;

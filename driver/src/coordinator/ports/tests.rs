@@ -1,4 +1,4 @@
-//! One test per port rule (SPEC §4 PORT_ACTIVE / PORT_DOWN, §5 "Ports"), on the bare
+//! One test per port rule (docs/design.md §4 PORT_ACTIVE / PORT_DOWN, §5 "Ports"), on the bare
 //! coordinator with the stepper as host; the hardware's port reports are fed by hand.
 
 use std::vec::Vec;

@@ -1,12 +1,12 @@
 //! The simulated adapter's ports: link training and the subnet manager's sweep in virtual
-//! time (SPEC §2, §5 "Ports").
+//! time (docs/design.md §2, §5 "Ports").
 //!
 //! After a hardware reset (or a cable plugged back) a port is Down until its link has
 //! trained (`link_up`), Init until the subnet manager has swept and assigned it a LID
 //! (`sm_sweep`), then Active. A reset gives the port a new LID, as a subnet manager may; a
 //! cable pull keeps it. The cable is the fabric's: a reset darkens the device's side of the
 //! link but never plugs a pulled cable back in, so a port trains only once both the device
-//! gives light and the cable is in (SPEC §5 "Ports"). The host reads the changes with
+//! gives light and the cable is in (docs/design.md §5 "Ports"). The host reads the changes with
 //! [`SimPorts::poll`] and hands each to the coordinator, as a driver would from the adapter's
 //! port-change event.
 

@@ -79,7 +79,7 @@ pub(crate) fn summary_json(s: &ResetSummaryOut) -> Value {
         "flr_used": s.flags & SUMMARY_FLR != 0,
         "pnp_operations": s.pnp_operations,
         // The wire's forced clients are those that passed the quiesce deadline; an abort
-        // for them forced nobody through (SPEC §5 "An abort is not a veto").
+        // for them forced nobody through (docs/design.md §5 "An abort is not a veto").
         "forced": if aborted { 0 } else { s.forced },
         "forced_names": if aborted { Vec::new() } else { s.forced_names().collect::<Vec<_>>() },
         "unresponsive": s.forced,
