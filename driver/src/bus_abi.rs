@@ -255,6 +255,19 @@ pub struct HcabusEvent {
 impl HcabusEvent {
     /// The C form of `event`, delivered to `client`.
     pub fn new(client: ClientId, event: Event) -> Self {
+        HcabusEvent {
+            size: size_of::<HcabusEvent>() as u16,
+            kind: event.kind() as u16,
+            reserved: 0,
+            client_id: client.to_raw(),
+            data: HcabusEventData::of(event),
+        }
+    }
+}
+
+impl HcabusEventData {
+    /// What `event` carries, in the member of the union its kind selects.
+    fn of(event: Event) -> Self {
         let mut raw = HcabusEventData { raw: [0; 4] };
         match event {
             Event::Reset {
@@ -329,13 +342,7 @@ impl HcabusEvent {
                 }
             }
         }
-        HcabusEvent {
-            size: size_of::<HcabusEvent>() as u16,
-            kind: event.kind() as u16,
-            reserved: 0,
-            client_id: client.to_raw(),
-            data: raw,
-        }
+        raw
     }
 }
 
@@ -474,7 +481,7 @@ mod layout {
 
 /// Every field's offset and every structure's size, by its C name: what the layout test
 /// compares with the same table computed by a C compiler from `hcabus.h`.
-pub fn layout_table() -> [(&'static str, usize); 50] {
+pub const LAYOUT_TABLE: [(&str, usize); 50] = {
     macro_rules! o {
         ($t:ident, $c:literal, $f:ident, $cf:literal) => {
             (concat!($c, ".", $cf), offset_of!($t, $f))
@@ -637,6 +644,11 @@ pub fn layout_table() -> [(&'static str, usize); 50] {
             "QueryState"
         ),
     ]
+};
+
+/// [`LAYOUT_TABLE`], for callers that want a value.
+pub fn layout_table() -> [(&'static str, usize); 50] {
+    LAYOUT_TABLE
 }
 
 #[cfg(test)]

@@ -247,6 +247,19 @@ fn verdict(ok: bool) -> &'static str {
     }
 }
 
+/// The threaded host's page faults and wall time per reset.
+fn print_threaded() {
+    println!("\nThe threaded host (real threads, a device ready 1 ms after its reset), 16 warm reset windows, every thread's page faults:\n");
+    println!("| clients | page faults | wall per reset |");
+    println!("|---:|---:|---:|");
+    for n in [1usize, 64, 1024] {
+        match threaded_faults(n, 16) {
+            Some((f, wall)) => println!("| {n} | {f} | {:.2} ms |", wall.as_secs_f64() * 1e3),
+            None => println!("| {n} | not measured (no /proc, or a reset did not end) | |"),
+        }
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing to run quickly.
     if !std::env::args().any(|a| a == "--bench") {
@@ -290,15 +303,7 @@ fn main() {
     let (speed, wall) = hcasim_speed();
     let (soft, removal) = soft_vs_remove_add();
     print_ways(&soft, &removal);
-    println!("\nThe threaded host (real threads, a device ready 1 ms after its reset), 16 warm reset windows, every thread's page faults:\n");
-    println!("| clients | page faults | wall per reset |");
-    println!("|---:|---:|---:|");
-    for n in [1usize, 64, 1024] {
-        match threaded_faults(n, 16) {
-            Some((f, wall)) => println!("| {n} | {f} | {:.2} ms |", wall.as_secs_f64() * 1e3),
-            None => println!("| {n} | not measured (no /proc, or a reset did not end) | |"),
-        }
-    }
+    print_threaded();
     println!("\nGoals (issue 16):\n");
     println!("| goal | measured | |");
     println!("|---|---:|---|");

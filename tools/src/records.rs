@@ -1,8 +1,9 @@
 //! Flight-recorder records as structured JSON (`hcactl log --json`, `hcactl dump`), and the
 //! filters `hcactl log` applies alike to a live bus and to a dump read back from a file.
 
+use hcabus::hca::HwStep;
 use hcabus::recorder::{HwOutcome, Record, RecordKind};
-use hcabus::types::ClientId;
+use hcabus::types::{Call, ClientId};
 use serde_json::{json, Map, Value};
 
 /// The kinds a record can be, as `kind` names them (and `hcactl log --kind` takes them).
@@ -81,16 +82,7 @@ fn kind_fields(r: &Record) -> (&'static str, Value) {
             "event",
             json!({ "client": client(*c, r), "event": event.as_str(), "epoch": epoch.0 }),
         ),
-        RecordKind::Call { client: c, call } => (
-            "call",
-            match c {
-                Some(c) => json!({ "client": client(*c, r), "call": call.as_str() }),
-                None => json!({
-                    "call": call.as_str(),
-                    "reason": (!r.name.as_str().is_empty()).then(|| r.name.as_str()),
-                }),
-            },
-        ),
+        RecordKind::Call { client: c, call } => ("call", call_fields(*c, *call, r)),
         RecordKind::Refused {
             client: c,
             call,
@@ -116,21 +108,36 @@ fn kind_fields(r: &Record) -> (&'static str, Value) {
             step,
             outcome,
             detail,
-        } => {
-            let mut v = json!({ "step": step.as_str(), "outcome": outcome.as_str(), "ok": outcome.is_ok() });
-            match outcome {
-                HwOutcome::Catastrophic => v["syndrome"] = format!("0x{detail:08x}").into(),
-                HwOutcome::Asserted => v["settle_ms"] = (*detail).into(),
-                _ => {}
-            }
-            ("hw", v)
-        }
+        } => ("hw", hw_fields(*step, *outcome, *detail)),
         RecordKind::Pnp { op } => ("pnp", json!({ "op": op.as_str() })),
         RecordKind::Port { port, state, lid } => (
             "port",
             json!({ "port": port, "state": state.as_str(), "lid": lid }),
         ),
     }
+}
+
+/// A call: by its client, or (an administrator's) with the reason given.
+fn call_fields(c: Option<ClientId>, call: Call, r: &Record) -> Value {
+    match c {
+        Some(c) => json!({ "client": client(c, r), "call": call.as_str() }),
+        None => json!({
+            "call": call.as_str(),
+            "reason": (!r.name.as_str().is_empty()).then(|| r.name.as_str()),
+        }),
+    }
+}
+
+/// A hardware step, with the syndrome of a catastrophic read or the settle of an assert.
+fn hw_fields(step: HwStep, outcome: HwOutcome, detail: u32) -> Value {
+    let mut v =
+        json!({ "step": step.as_str(), "outcome": outcome.as_str(), "ok": outcome.is_ok() });
+    match outcome {
+        HwOutcome::Catastrophic => v["syndrome"] = format!("0x{detail:08x}").into(),
+        HwOutcome::Asserted => v["settle_ms"] = detail.into(),
+        _ => {}
+    }
+    v
 }
 
 /// What `hcactl log` shows of the records it is given.

@@ -76,7 +76,9 @@ enum Decoded<'a> {
     InjectFault(FaultRequest),
 }
 
-fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
+/// The input's header, checked against the code: a known code, a version this bus speaks,
+/// the size that version has, nothing in the reserved field.
+fn checked_header(code: u32, input: &[u8]) -> Result<InputHeader, NtStatus> {
     input_size(code).ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
     let header = InputHeader::decode(input).ok_or(NtStatus::INVALID_BUFFER_SIZE)?;
     if !(ABI_VERSION_MIN..=ABI_VERSION).contains(&header.version) {
@@ -89,6 +91,11 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
     if header.reserved != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
+    Ok(header)
+}
+
+fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
+    let header = checked_header(code, input)?;
     let bad = NtStatus::INVALID_PARAMETER;
     let size = NtStatus::INVALID_BUFFER_SIZE;
     Ok(match code {
@@ -119,21 +126,7 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
                 version: header.version,
             }
         }
-        IOCTL_HCABUS_REQUEST_RESET => {
-            let raw = get_u32(input, offset_of!(RequestResetIn, mode)).ok_or(size)?;
-            let mode = ResetMode::try_from(raw).map_err(|_| bad)?.admin();
-            if get_u32(input, offset_of!(RequestResetIn, reserved)).ok_or(size)? != 0 {
-                return Err(bad);
-            }
-            let at = offset_of!(RequestResetIn, reason);
-            let raw = input.get(at..at + 64).ok_or(size)?;
-            let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
-            if raw[end..].iter().any(|b| *b != 0) {
-                return Err(bad);
-            }
-            let reason = core::str::from_utf8(&raw[..end]).map_err(|_| bad)?;
-            Decoded::Reset { mode, reason }
-        }
+        IOCTL_HCABUS_REQUEST_RESET => decode_reset(input)?,
         IOCTL_HCABUS_SET_POLICY => {
             let at = offset_of!(SetPolicyIn, policy);
             let abi = PolicyAbi::decode_version(&input[at..], header.version).ok_or(size)?;
@@ -147,33 +140,55 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
                 version: header.version,
             }
         }
-        IOCTL_HCABUS_INJECT_FAULT => {
-            let raw = get_u32(input, offset_of!(InjectFaultIn, fault)).ok_or(size)?;
-            let code = FaultCode::try_from(raw).map_err(|_| bad)?;
-            let count = get_u32(input, offset_of!(InjectFaultIn, count)).ok_or(size)?;
-            // Before version 4 there is no port and no duration: a cable pull cannot be
-            // said, and is refused as invalid below.
-            let (port, duration_ms) = if header.version < 4 {
-                (0, 0)
-            } else {
-                (
-                    get_u32(input, offset_of!(InjectFaultIn, port)).ok_or(size)?,
-                    get_u32(input, offset_of!(InjectFaultIn, duration_ms)).ok_or(size)?,
-                )
-            };
-            let fault = FaultRequest {
-                code,
-                count,
-                port: u8::try_from(port).map_err(|_| bad)?,
-                duration_ms,
-            };
-            if !fault.is_valid() {
-                return Err(bad);
-            }
-            Decoded::InjectFault(fault)
-        }
+        IOCTL_HCABUS_INJECT_FAULT => Decoded::InjectFault(decode_fault(input, header.version)?),
         _ => return Err(NtStatus::INVALID_DEVICE_REQUEST),
     })
+}
+
+/// REQUEST_RESET's mode and reason (UTF-8, NUL-padded: nothing after the first NUL).
+fn decode_reset(input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
+    let (bad, size) = (NtStatus::INVALID_PARAMETER, NtStatus::INVALID_BUFFER_SIZE);
+    let raw = get_u32(input, offset_of!(RequestResetIn, mode)).ok_or(size)?;
+    let mode = ResetMode::try_from(raw).map_err(|_| bad)?.admin();
+    if get_u32(input, offset_of!(RequestResetIn, reserved)).ok_or(size)? != 0 {
+        return Err(bad);
+    }
+    let at = offset_of!(RequestResetIn, reason);
+    let raw = input.get(at..at + 64).ok_or(size)?;
+    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+    if raw[end..].iter().any(|b| *b != 0) {
+        return Err(bad);
+    }
+    let reason = core::str::from_utf8(&raw[..end]).map_err(|_| bad)?;
+    Ok(Decoded::Reset { mode, reason })
+}
+
+/// INJECT_FAULT's request, in its ranges.
+fn decode_fault(input: &[u8], version: u16) -> Result<FaultRequest, NtStatus> {
+    let (bad, size) = (NtStatus::INVALID_PARAMETER, NtStatus::INVALID_BUFFER_SIZE);
+    let raw = get_u32(input, offset_of!(InjectFaultIn, fault)).ok_or(size)?;
+    let code = FaultCode::try_from(raw).map_err(|_| bad)?;
+    let count = get_u32(input, offset_of!(InjectFaultIn, count)).ok_or(size)?;
+    // Before version 4 there is no port and no duration: a cable pull cannot be said, and is
+    // refused as invalid below.
+    let (port, duration_ms) = if version < 4 {
+        (0, 0)
+    } else {
+        (
+            get_u32(input, offset_of!(InjectFaultIn, port)).ok_or(size)?,
+            get_u32(input, offset_of!(InjectFaultIn, duration_ms)).ok_or(size)?,
+        )
+    };
+    let fault = FaultRequest {
+        code,
+        count,
+        port: u8::try_from(port).map_err(|_| bad)?,
+        duration_ms,
+    };
+    if !fault.is_valid() {
+        return Err(bad);
+    }
+    Ok(fault)
 }
 
 /// Serves one request: decode, validate, act, encode. `rights` are the caller's; `output`

@@ -395,59 +395,70 @@ fn main() -> ExitCode {
     emit(&text).unwrap_or(verdict)
 }
 
+/// A host that could not be built: said on stderr, exit 2.
+fn built<T>(name: &str, host: Result<T, String>) -> Result<T, ExitCode> {
+    host.map_err(|e| {
+        eprintln!("hcasim: scenario '{name}': {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn stack_world(setup: &ibal::stack::StackSetup) -> Result<World, ExitCode> {
+    built(
+        &setup.sim.name,
+        ibal::stack::build(setup).map_err(|e| e.to_string()),
+    )
+    .map(World::One)
+}
+
+fn many_world(setup: &ibal::stack::MultiSetup) -> Result<World, ExitCode> {
+    built(
+        &setup.name,
+        ibal::stack::build_multi(setup).map_err(|e| e.to_string()),
+    )
+    .map(World::Many)
+}
+
+/// `hcasim run FILE`: its scenario, with the seed `run --seed` or `hcasim --seed` gives.
+fn run_world(
+    file: &std::path::Path,
+    seed: Option<u64>,
+    global: Option<u64>,
+) -> Result<World, ExitCode> {
+    let setup = read_any_scenario(file)?;
+    // `hcasim --seed N run FILE` means what `hcasim run FILE --seed N` does.
+    let seed = match (seed, global) {
+        (Some(a), Some(b)) if a != b => {
+            eprintln!("hcasim: two different seeds given ({b} and {a})");
+            return Err(ExitCode::from(2));
+        }
+        (Some(s), _) => Some(s),
+        (None, global) => global,
+    };
+    match setup {
+        scenario::Scenario::One(mut setup) => {
+            if let Some(seed) = seed {
+                setup.sim.seed = seed;
+            }
+            stack_world(&setup)
+        }
+        scenario::Scenario::Many(mut setup) => {
+            if let Some(seed) = seed {
+                setup.seed = seed;
+            }
+            many_world(&setup)
+        }
+    }
+}
+
 /// The host a command line runs (a scenario file, a random scenario or the embedded
 /// default) and whether it wants JSON. `Err` is the exit code of a command that is over:
 /// `serve`, `hunt`, or a refusal already reported.
 fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
-    fn built<T>(name: &str, host: Result<T, String>) -> Result<T, ExitCode> {
-        host.map_err(|e| {
-            eprintln!("hcasim: scenario '{name}': {e}");
-            ExitCode::from(2)
-        })
-    }
-    let stack = |setup: &ibal::stack::StackSetup| {
-        built(
-            &setup.sim.name,
-            ibal::stack::build(setup).map_err(|e| e.to_string()),
-        )
-        .map(World::One)
-    };
-    let many = |setup: &ibal::stack::MultiSetup| {
-        built(
-            &setup.name,
-            ibal::stack::build_multi(setup).map_err(|e| e.to_string()),
-        )
-        .map(World::Many)
-    };
     match &cli.command {
         Some(Command::Run {
             file, json, seed, ..
-        }) => {
-            let setup = read_any_scenario(file)?;
-            // `hcasim --seed N run FILE` means what `hcasim run FILE --seed N` does.
-            let seed = match (seed, cli.seed) {
-                (Some(a), Some(b)) if *a != b => {
-                    eprintln!("hcasim: two different seeds given ({b} and {a})");
-                    return Err(ExitCode::from(2));
-                }
-                (Some(s), _) => Some(*s),
-                (None, global) => global,
-            };
-            match setup {
-                scenario::Scenario::One(mut setup) => {
-                    if let Some(seed) = seed {
-                        setup.sim.seed = seed;
-                    }
-                    Ok((stack(&setup)?, *json))
-                }
-                scenario::Scenario::Many(mut setup) => {
-                    if let Some(seed) = seed {
-                        setup.seed = seed;
-                    }
-                    Ok((many(&setup)?, *json))
-                }
-            }
-        }
+        }) => Ok((run_world(file, *seed, cli.seed)?, *json)),
         #[cfg(unix)]
         Some(Command::Serve { socket, scenario }) => {
             Err(serve(socket, scenario.as_deref(), cli.seed, cli.multipath))
@@ -477,14 +488,14 @@ fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
                 if let Some(seed) = cli.seed {
                     setup.seed = seed;
                 }
-                Ok((many(&setup)?, false))
+                Ok((many_world(&setup)?, false))
             }
             None => {
                 let mut setup = ibal::stack::boot_from_san();
                 if let Some(seed) = cli.seed {
                     setup.sim.seed = seed;
                 }
-                Ok((stack(&setup)?, false))
+                Ok((stack_world(&setup)?, false))
             }
         },
     }

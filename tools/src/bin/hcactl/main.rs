@@ -450,41 +450,56 @@ fn run(cli: Cli) -> Outcome {
             wait,
             timeout,
             ..
-        } => {
-            let mode = if planned {
-                ResetMode::Planned
-            } else if firmware {
-                ResetMode::FirmwareActivate
-            } else {
-                ResetMode::Forced
-            };
-            let epoch = request_reset(&mut bus, mode, &reason)?;
-            if wait {
-                wait_for(&mut bus, epoch, timeout, js)
-            } else if js {
-                say!("{}", json!({ "epoch": epoch }));
-                Ok(())
-            } else {
-                say!("reset of e{epoch} requested");
-                Ok(())
-            }
-        }
-        Command::Restart { wait, timeout } => {
-            let mut input = [0u8; 8];
-            encode_empty(&mut input);
-            let out = bus.call(IOCTL_HCABUS_RESTART, &input, 8)?;
-            let epoch = Answer::new("RESTART", &out).u64(0)?;
-            if wait {
-                wait_for(&mut bus, epoch, timeout, js)
-            } else {
-                say!("restart of e{epoch} requested");
-                Ok(())
-            }
-        }
+        } => reset(&mut bus, planned, firmware, &reason, wait, timeout, js),
+        Command::Restart { wait, timeout } => restart(&mut bus, wait, timeout, js),
         Command::Inject { .. } => match fault {
             Some(request) => inject(&mut bus, &request),
             None => Ok(()),
         },
+    }
+}
+
+/// `hcactl reset`: a forced reset unless `--planned` or `--firmware`; with `--wait`
+/// until it concluded.
+fn reset(
+    bus: &mut Bus,
+    planned: bool,
+    firmware: bool,
+    reason: &str,
+    wait: bool,
+    timeout: Option<u64>,
+    js: bool,
+) -> Outcome {
+    let mode = if planned {
+        ResetMode::Planned
+    } else if firmware {
+        ResetMode::FirmwareActivate
+    } else {
+        ResetMode::Forced
+    };
+    let epoch = request_reset(bus, mode, reason)?;
+    if wait {
+        wait_for(bus, epoch, timeout, js)
+    } else if js {
+        say!("{}", json!({ "epoch": epoch }));
+        Ok(())
+    } else {
+        say!("reset of e{epoch} requested");
+        Ok(())
+    }
+}
+
+/// `hcactl restart`: RESTART of a Failed device; with `--wait` until it concluded.
+fn restart(bus: &mut Bus, wait: bool, timeout: Option<u64>, js: bool) -> Outcome {
+    let mut input = [0u8; 8];
+    encode_empty(&mut input);
+    let out = bus.call(IOCTL_HCABUS_RESTART, &input, 8)?;
+    let epoch = Answer::new("RESTART", &out).u64(0)?;
+    if wait {
+        wait_for(bus, epoch, timeout, js)
+    } else {
+        say!("restart of e{epoch} requested");
+        Ok(())
     }
 }
 
