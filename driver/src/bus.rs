@@ -15,7 +15,7 @@ use alloc::string::String;
 
 use rand_core::RngCore;
 
-use crate::coordinator::{ExecuteOutcome, PortView, Registration};
+use crate::coordinator::{Coordinator, ExecuteOutcome, PortView, Registration};
 use crate::errors::{
     ConsentError, ExecuteError, RegisterError, RequestError, UnregisterError, VetoError,
 };
@@ -49,11 +49,23 @@ pub trait BusHandle {
     /// Registers; the host routes later events for the new id to the calling client.
     fn register(&mut self, desc: ClientDesc) -> Result<Registration, RegisterError>;
     fn unregister(&mut self, id: ClientId) -> Result<(), UnregisterError>;
-    fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError>;
-    fn reset_execute(&mut self, id: ClientId, epoch: Epoch)
-        -> Result<ExecuteOutcome, ExecuteError>;
+    /// One input to the coordinator at the bus's time, as the host runs inputs: what the
+    /// calls below are made of (the host implements this, a client uses the calls).
+    fn input<R>(&mut self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R;
+    fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError> {
+        self.input(|c, now| c.reset_request(now, id))
+    }
+    fn reset_execute(
+        &mut self,
+        id: ClientId,
+        epoch: Epoch,
+    ) -> Result<ExecuteOutcome, ExecuteError> {
+        self.input(|c, now| c.reset_execute(now, id, epoch))
+    }
     /// Answers RESET_QUERY: the planned reset may go ahead.
-    fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError>;
+    fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
+        self.input(|c, now| c.reset_consent(now, id, epoch))
+    }
     /// Answers RESET_QUERY: refuses the planned reset (CAN_VETO clients only), saying why
     /// for the administrator.
     fn reset_veto(
@@ -61,7 +73,9 @@ pub trait BusHandle {
         id: ClientId,
         epoch: Epoch,
         reason: VetoReason,
-    ) -> Result<(), VetoError>;
+    ) -> Result<(), VetoError> {
+        self.input(|c, now| c.reset_veto(now, id, epoch, reason))
+    }
 
     /// The device and the generator at once (a simulated remote peer needs both).
     fn device_and_rng(&mut self) -> (&mut Self::Device, &mut Self::Rng);

@@ -4,7 +4,7 @@
 use rand_core::RngCore;
 
 use crate::bus::BusHandle;
-use crate::coordinator::{ExecuteOutcome, PortView, Registration};
+use crate::coordinator::{Coordinator, PortView, Registration};
 use crate::errors::*;
 use crate::host::{Bus, Platform};
 use crate::policy::Policy;
@@ -82,26 +82,9 @@ impl<P: Platform, D, R: RngCore> BusHandle for ClientCtx<'_, P, D, R> {
     fn unregister(&mut self, id: ClientId) -> Result<(), UnregisterError> {
         self.call(|bus| bus.unregister(id))
     }
-    fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError> {
-        self.call(|bus| bus.reset_request(id))
-    }
-    fn reset_execute(
-        &mut self,
-        id: ClientId,
-        epoch: Epoch,
-    ) -> Result<ExecuteOutcome, ExecuteError> {
-        self.call(|bus| bus.reset_execute(id, epoch))
-    }
-    fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
-        self.call(|bus| bus.reset_consent(id, epoch))
-    }
-    fn reset_veto(
-        &mut self,
-        id: ClientId,
-        epoch: Epoch,
-        reason: VetoReason,
-    ) -> Result<(), VetoError> {
-        self.call(|bus| bus.reset_veto(id, epoch, reason))
+    fn input<T>(&mut self, f: impl FnOnce(&mut Coordinator, Instant) -> T) -> T {
+        self.called = true;
+        self.bus.input(f)
     }
     fn device_and_rng(&mut self) -> (&mut D, &mut R) {
         (self.device, self.rng)

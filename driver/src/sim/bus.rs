@@ -63,26 +63,8 @@ impl BusHandle for Bus<'_> {
         self.checker.unregistered(self.coord, id);
         Ok(())
     }
-    fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError> {
-        self.coord.reset_request(self.now, id)
-    }
-    fn reset_execute(
-        &mut self,
-        id: ClientId,
-        epoch: Epoch,
-    ) -> Result<ExecuteOutcome, ExecuteError> {
-        self.coord.reset_execute(self.now, id, epoch)
-    }
-    fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
-        self.coord.reset_consent(self.now, id, epoch)
-    }
-    fn reset_veto(
-        &mut self,
-        id: ClientId,
-        epoch: Epoch,
-        reason: VetoReason,
-    ) -> Result<(), VetoError> {
-        self.coord.reset_veto(self.now, id, epoch, reason)
+    fn input<R>(&mut self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
+        f(self.coord, self.now)
     }
     /// The adapter (its verbs for the access layer, its wire and memory for remote peers)
     /// and the run's seeded generator, the only source of randomness a client may use.

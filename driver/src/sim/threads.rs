@@ -57,6 +57,37 @@ pub trait Threads: Sized + Send + Sync + 'static {
     fn may_block(what: &'static str) -> Result<(), BlockAtDispatch>;
 }
 
+/// The part of a [`Threads`] implementation that is the same for every library with std's
+/// `Mutex`, `MutexGuard`, `Condvar` and `PoisonError` (std's, shuttle's): its lock, guard and
+/// condition variable types and their use, given the module that has them.
+#[macro_export]
+macro_rules! threads_primitives {
+    ($($sync:ident)::+) => {
+        type Mutex<T: Send> = $($sync)::+::Mutex<T>;
+        type Guard<'a, T: Send + 'a> = $($sync)::+::MutexGuard<'a, T>;
+        type Condvar = $($sync)::+::Condvar;
+
+        fn mutex<T: Send>(value: T) -> Self::Mutex<T> {
+            $($sync)::+::Mutex::new(value)
+        }
+        fn lock<T: Send>(m: &Self::Mutex<T>) -> Self::Guard<'_, T> {
+            m.lock().unwrap_or_else($($sync)::+::PoisonError::into_inner)
+        }
+        fn condvar() -> Self::Condvar {
+            $($sync)::+::Condvar::new()
+        }
+        fn notify_all(cv: &Self::Condvar) {
+            cv.notify_all();
+        }
+        fn wait<'a, T: Send + 'a>(
+            cv: &Self::Condvar,
+            guard: Self::Guard<'a, T>,
+        ) -> Self::Guard<'a, T> {
+            cv.wait(guard).unwrap_or_else($($sync)::+::PoisonError::into_inner)
+        }
+    };
+}
+
 /// std's threads, with the verifier watching the IRQL.
 #[derive(Debug, Clone, Copy)]
 pub struct StdThreads;
@@ -70,27 +101,10 @@ std::thread_local! {
 pub struct StdClock(std::time::Instant);
 
 impl Threads for StdThreads {
-    type Mutex<T: Send> = Mutex<T>;
-    type Guard<'a, T: Send + 'a> = MutexGuard<'a, T>;
-    type Condvar = Condvar;
+    crate::threads_primitives!(std::sync);
     type Clock = StdClock;
     type Join = std::thread::JoinHandle<()>;
 
-    fn mutex<T: Send>(value: T) -> Mutex<T> {
-        Mutex::new(value)
-    }
-    fn lock<T: Send>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-        m.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-    fn condvar() -> Condvar {
-        Condvar::new()
-    }
-    fn notify_all(cv: &Condvar) {
-        cv.notify_all();
-    }
-    fn wait<'a, T: Send + 'a>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        cv.wait(guard).unwrap_or_else(PoisonError::into_inner)
-    }
     fn wait_timeout<'a, T: Send + 'a>(
         cv: &Condvar,
         guard: MutexGuard<'a, T>,

@@ -1,13 +1,11 @@
 //! One test per cell of the behaviour table of docs/design.md §7, plus the reset paths around it.
 
 use super::*;
-use hcabus::coordinator::{ExecuteOutcome, Registration};
-use hcabus::errors::{
-    ConsentError, ExecuteError, RegisterError, RequestError, UnregisterError, VetoError,
-};
+use hcabus::coordinator::{Coordinator, Registration};
+use hcabus::errors::{RegisterError, UnregisterError};
 use hcabus::hca::Hca;
 use hcabus::sim::{RemoteError, SimHca, SimHcaConfig};
-use hcabus::types::{ClientDesc, ClientId, VetoReason};
+use hcabus::types::{ClientDesc, ClientId};
 use hcabus::{Instant, Policy};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -46,16 +44,7 @@ impl BusHandle for Rig {
     fn unregister(&mut self, _: ClientId) -> Result<(), UnregisterError> {
         panic!("{NO_BUS}")
     }
-    fn reset_request(&mut self, _: ClientId) -> Result<Epoch, RequestError> {
-        panic!("{NO_BUS}")
-    }
-    fn reset_execute(&mut self, _: ClientId, _: Epoch) -> Result<ExecuteOutcome, ExecuteError> {
-        panic!("{NO_BUS}")
-    }
-    fn reset_consent(&mut self, _: ClientId, _: Epoch) -> Result<(), ConsentError> {
-        panic!("{NO_BUS}")
-    }
-    fn reset_veto(&mut self, _: ClientId, _: Epoch, _: VetoReason) -> Result<(), VetoError> {
+    fn input<R>(&mut self, _: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
         panic!("{NO_BUS}")
     }
     fn device_and_rng(&mut self) -> (&mut SimHca, &mut ChaCha8Rng) {

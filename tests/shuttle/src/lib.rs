@@ -19,7 +19,7 @@ use hcabus::host::Bus;
 use hcabus::sim::verifier::BlockAtDispatch;
 use hcabus::sim::{ThreadPlatform, ThreadedHost, Threads};
 use hcabus::Instant;
-use shuttle::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use shuttle::sync::{Condvar, Mutex, MutexGuard};
 use shuttle::thread;
 
 /// The longest a single timed wait moves the clock.
@@ -42,27 +42,10 @@ shuttle::thread_local! {
 }
 
 impl Threads for ShuttleThreads {
-    type Mutex<T: Send> = Mutex<T>;
-    type Guard<'a, T: Send + 'a> = MutexGuard<'a, T>;
-    type Condvar = Condvar;
+    hcabus::threads_primitives!(shuttle::sync);
     type Clock = VirtualClock;
     type Join = thread::JoinHandle<()>;
 
-    fn mutex<T: Send>(value: T) -> Mutex<T> {
-        Mutex::new(value)
-    }
-    fn lock<T: Send>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-        m.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-    fn condvar() -> Condvar {
-        Condvar::new()
-    }
-    fn notify_all(cv: &Condvar) {
-        cv.notify_all();
-    }
-    fn wait<'a, T: Send + 'a>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        cv.wait(guard).unwrap_or_else(PoisonError::into_inner)
-    }
     /// Shuttle's timed wait never times out: a schedule in which nothing notifies is a
     /// deadlock, which shuttle reports with the schedule.
     fn wait_timeout<'a, T: Send + 'a>(
