@@ -2,9 +2,9 @@
 //!
 //! On Windows the KMDF bus driver hands `HCABUS_BUS_INTERFACE_V1` (driver/include/hcabus.h) to
 //! each child through IRP_MN_QUERY_INTERFACE. This library hands out the very same structure
-//! on Linux, built over [`ThreadedHost`] (the model of the KMDF glue: one lock, callbacks with
-//! the lock dropped, a timer thread), so that C child drivers can be tested here as they would
-//! use it. `hcabus_sim_*` stand for what the parent driver and the PnP manager do: create the
+//! on Linux, built over [`ThreadedHost`] (the bus the KMDF driver ships, `hcabus::host::Bus`,
+//! on std's threads: one lock, callbacks with the lock dropped, a timer thread), so that C
+//! child drivers can be tested here as they would use it. `hcabus_sim_*` stand for what the parent driver and the PnP manager do: create the
 //! bus, answer the query interface, reset the device on an administrator's request.
 //!
 //! Nothing panics across the boundary: every export runs its body in [`guard`], which turns a
