@@ -174,3 +174,75 @@ fn a_device_off_the_bus_is_absent() {
     assert_eq!(hca.save_config(), Err(HwError::Absent));
     assert_eq!(hca.read_health(), Err(HwError::Absent));
 }
+
+/// The device through a whole reset (assert, the device back, restore, init), at `ms`.
+fn reset_cycle(hca: &mut MmioHca<FakeConnectX>, ms: u64) -> Result<(), HwError> {
+    hca.save_config()?;
+    hca.assert_reset()?;
+    at(hca, ms);
+    if hca.probe_ready()? != Readiness::Ready {
+        return Err(HwError::Timeout);
+    }
+    hca.restore_config()?;
+    hca.init_command_interface()
+}
+
+/// The register file speaks the run's fault vocabulary: each fault it models reads through
+/// `MmioHca` as the coordinator must see it (the same effect as on the simulated HCA), and it
+/// says so for every fault it does not model, leaving the device as it was.
+#[test]
+fn each_fault_the_register_file_models_reads_as_that_fault_through_mmio() {
+    use crate::sim::fault::{Fault, CATASTROPHIC_WORD};
+    for f in Fault::ALL {
+        let mut hca = device(FakeFaults::default());
+        at(&mut hca, 1_000);
+        let modelled = hca.regs_mut().inject(f);
+        let first = hca.read_health().expect("readable");
+        at(&mut hca, 5_000);
+        let later = hca.read_health().expect("readable");
+        let stalled = first.counter == later.counter;
+        let name = f.name();
+        match f {
+            Fault::Catastrophic => {
+                assert!(modelled, "{name}");
+                assert_eq!(later.catastrophic, CATASTROPHIC_WORD, "{name}");
+                assert_eq!(reset_cycle(&mut hca, 10_000), Ok(()), "{name}");
+                assert_eq!(hca.read_health().map(|h| h.catastrophic), Ok(0), "cleared");
+            }
+            Fault::HealthStall | Fault::Hang => {
+                assert!(modelled && stalled, "{name}: the counter stops");
+                let commands = hca.init_command_interface();
+                let hang = f == Fault::Hang;
+                assert_eq!(commands.is_err(), hang, "{name}: commands {commands:?}");
+            }
+            Fault::CommandTimeout => {
+                assert!(modelled && !stalled, "{name}");
+                assert_eq!(hca.init_command_interface(), Err(HwError::Timeout));
+            }
+            Fault::NeverReturns => {
+                assert!(modelled, "{name}");
+                assert_eq!(reset_cycle(&mut hca, 60_000), Err(HwError::Timeout));
+            }
+            Fault::DeviceReplaced => {
+                assert!(modelled, "{name}");
+                assert_eq!(reset_cycle(&mut hca, 10_000), Ok(()), "{name}");
+                let after = hca.identity().expect("identity");
+                assert_ne!(after.node_guid, identity().node_guid, "{name}");
+            }
+            Fault::ResetFails(_)
+            | Fault::SurpriseRemoval
+            | Fault::PortDown { .. }
+            | Fault::TargetBusy(_)
+            | Fault::AdminReset
+            | Fault::PlannedReset
+            | Fault::FwActivate
+            | Fault::AdminRestart
+            | Fault::ClientRequest { .. } => {
+                assert!(!modelled, "{name} is not the register file's");
+                assert_eq!((later.catastrophic, stalled), (0, false), "{name}");
+                assert_eq!(reset_cycle(&mut hca, 10_000), Ok(()), "{name}");
+                assert_eq!(hca.identity(), Ok(identity()), "{name}");
+            }
+        }
+    }
+}

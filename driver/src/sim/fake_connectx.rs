@@ -8,6 +8,7 @@ use std::vec::Vec;
 
 use crate::hca::Identity;
 use crate::mmio::{regs, RegisterAccess};
+use crate::sim::fault::{Fault, CATASTROPHIC_WORD};
 use crate::time::{Duration, Instant};
 
 /// What the fake device does wrong, if anything.
@@ -23,6 +24,8 @@ pub struct FakeFaults {
     pub catastrophic: u32,
     /// The command register never clears GO.
     pub command_stuck: bool,
+    /// The firmware's health counter stopped (a hang).
+    pub health_stalled: bool,
     /// No Function Level Reset capability.
     pub no_flr: bool,
 }
@@ -131,6 +134,37 @@ impl FakeConnectX {
         self.now = now;
     }
 
+    /// Gives the register file a fault of the run's vocabulary ([`Fault`]): `true` when it
+    /// models it (as the registers a driver reads: the catastrophic buffer, the health
+    /// counter, the command register, the device after a reset), `false` for what it does not
+    /// (a count of failed assertions, removal, the fabric) and for acts, which are not the
+    /// device's. The quirks no fault names (a stuck semaphore, no FLR) stay in [`FakeFaults`].
+    pub fn inject(&mut self, fault: Fault) -> bool {
+        match fault {
+            Fault::Catastrophic => self.faults.catastrophic = CATASTROPHIC_WORD,
+            Fault::CommandTimeout => self.faults.command_stuck = true,
+            Fault::HealthStall => self.faults.health_stalled = true,
+            Fault::Hang => {
+                self.faults.health_stalled = true;
+                self.faults.command_stuck = true;
+            }
+            Fault::NeverReturns => self.faults.never_returns = true,
+            Fault::DeviceReplaced => {
+                self.faults.guid_after_reset = Some(self.identity().node_guid ^ 0xFFFF_0000)
+            }
+            Fault::ResetFails(_)
+            | Fault::SurpriseRemoval
+            | Fault::PortDown { .. }
+            | Fault::TargetBusy(_)
+            | Fault::AdminReset
+            | Fault::PlannedReset
+            | Fault::FwActivate
+            | Fault::AdminRestart
+            | Fault::ClientRequest { .. } => return false,
+        }
+        true
+    }
+
     pub fn identity(&self) -> Identity {
         let c = &self.config;
         let word = |at: u32| self.bar0.get(&at).copied().unwrap_or(0);
@@ -176,6 +210,7 @@ impl FakeConnectX {
     fn come_back(&mut self) {
         self.reset_at = None;
         self.faults.catastrophic = 0;
+        self.faults.health_stalled = false;
         let mut id = self.identity();
         if let Some(guid) = self.faults.guid_after_reset {
             id.node_guid = guid;
@@ -245,6 +280,7 @@ impl RegisterAccess for FakeConnectX {
                 }
             }
             o if o == regs::CATAS_BUF => self.faults.catastrophic,
+            regs::HEALTH_COUNTER if self.faults.health_stalled => 0x5_7A11,
             regs::HEALTH_COUNTER => (self.now.as_us() / 100_000) as u32,
             _ => self.bar0.get(&offset).copied().unwrap_or(0),
         }

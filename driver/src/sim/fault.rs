@@ -6,6 +6,9 @@
 use crate::ioctl::{FaultCode, FaultRequest};
 use crate::time::Duration;
 
+/// The catastrophic-error word a `Fault::Catastrophic` writes, on every device model.
+pub const CATASTROPHIC_WORD: u32 = 0x0bad_0001;
+
 /// A fault or administrator action applied at a point in virtual time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {

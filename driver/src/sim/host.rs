@@ -18,6 +18,7 @@ use crate::ioctl::{self, FaultCode, FaultRequest, IoctlDevice, NtStatus, Reply, 
 use crate::policy::PolicyError;
 use crate::sim::agent::{Agent, ScriptedAgent};
 use crate::sim::bus::Bus;
+use crate::sim::fault::CATASTROPHIC_WORD;
 use crate::sim::hca::SimHca;
 use crate::sim::invariants::InvariantChecker;
 use crate::sim::report::{ResetLog, ResetReport};
@@ -301,7 +302,7 @@ impl SimHost {
     fn apply(&mut self, fault: Fault) {
         let now = self.now;
         match fault {
-            Fault::Catastrophic => self.hca.inject_catastrophic(0x0bad_0001),
+            Fault::Catastrophic => self.hca.inject_catastrophic(CATASTROPHIC_WORD),
             Fault::CommandTimeout => self.coord.command_timeout(now),
             Fault::HealthStall => self.hca.stall_health(),
             Fault::Hang => {
