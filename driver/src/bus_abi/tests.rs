@@ -1,0 +1,50 @@
+//! Refusal statuses and descriptors refused with their status.
+
+use super::*;
+
+#[test]
+fn every_refusal_has_its_own_status_and_comes_back_from_it() {
+    for code in RefusalCode::ALL {
+        let s = status::of_refusal(code);
+        assert!(s < 0, "{code:?} is an error status");
+        assert_eq!(status::refusal(s), Some(code));
+        assert_eq!(status::name(s), code.as_str());
+    }
+    for s in [
+        status::SUCCESS,
+        status::ALREADY_READY,
+        status::PAST_DEADLINE,
+    ] {
+        assert!(s >= 0, "NT_SUCCESS({})", status::name(s));
+        assert_eq!(status::refusal(s), None);
+    }
+    assert_eq!(
+        status::refusal(status::of_refusal(RefusalCode::Throttled) + 100),
+        None
+    );
+}
+
+#[test]
+fn a_bad_descriptor_is_refused_with_its_status() {
+    let size = size_of::<HcabusClientDesc>() as u16;
+    let ok = client_desc(size, ClientKind::Ipoib as u16, 0, b"ipoib0");
+    assert_eq!(ok.map(|d| d.kind), Ok(ClientKind::Ipoib));
+    assert_eq!(
+        client_desc(size - 8, 2, 0, b"x").err(),
+        Some(status::INFO_LENGTH_MISMATCH)
+    );
+    for (kind, flags, name) in [
+        (0u16, 0u32, &b"x"[..]),
+        (99, 0, b"x"),
+        (2, 1 << 9, b"x"),
+        (2, 0, b""),
+        (2, 0, &[0xFF, 0xFE]),
+        (2, 0, &[b'a'; 33]),
+    ] {
+        assert_eq!(
+            client_desc(size, kind, flags, name).err(),
+            Some(status::INVALID_PARAMETER),
+            "kind {kind} flags {flags:#x} name {name:?}"
+        );
+    }
+}
