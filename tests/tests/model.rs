@@ -88,6 +88,20 @@ impl Model {
 
     fn apply(&mut self, op: &Op) {
         match *op {
+            Op::Register { .. }
+            | Op::Unregister(_)
+            | Op::Request(_)
+            | Op::Execute(..)
+            | Op::Veto(_)
+            | Op::Consent(_) => self.apply_client(op),
+            _ => self.apply_world(op),
+        }
+        self.s.pump();
+    }
+
+    /// A client's call, made by a registered client (picked by index) or a bogus one.
+    fn apply_client(&mut self, op: &Op) {
+        match *op {
             Op::Register { veto } => {
                 let flags = if veto {
                     ClientFlags::CAN_VETO
@@ -134,6 +148,13 @@ impl Model {
                     let _ = self.s.call(|c, now| c.reset_consent(now, id, e));
                 }
             }
+            _ => unreachable!("not a client's call: {op:?}"),
+        }
+    }
+
+    /// The administrator, the device, time, the policy, and calls with ids no one holds.
+    fn apply_world(&mut self, op: &Op) {
+        match *op {
             Op::Admin(kind) => {
                 let kind = [
                     AdminReset::Forced,
@@ -180,8 +201,8 @@ impl Model {
                 let r = self.s.call(|c, now| c.set_policy(now, p));
                 assert_eq!(r.is_ok(), ms > 0);
             }
+            _ => unreachable!("not the world's: {op:?}"),
         }
-        self.s.pump();
     }
 
     fn check(&mut self) -> Result<(), TestCaseError> {

@@ -347,10 +347,24 @@ impl World {
     }
 
     fn apply(&mut self, mv: Move) {
+        match mv {
+            Move::Deliver => self.deliver(),
+            Move::Register(_)
+            | Move::Unregister(_)
+            | Move::Request(_)
+            | Move::Execute(_)
+            | Move::Consent(_)
+            | Move::Veto(_) => self.apply_client(mv),
+            _ => self.apply_world(mv),
+        }
+        self.drain();
+    }
+
+    /// A client's move: it registers, leaves, asks, executes, consents or vetoes.
+    fn apply_client(&mut self, mv: Move) {
         let now = self.now;
         let id = |w: &World, i: usize| w.clients[i].id;
         match mv {
-            Move::Deliver => self.deliver(),
             Move::Register(i) => {
                 let flags = if i == CLIENTS - 1 {
                     ClientFlags::CAN_VETO
@@ -397,6 +411,14 @@ impl World {
                     let _ = self.c.reset_veto(now, cid, e, VetoReason::cut("model"));
                 }
             }
+            _ => unreachable!("not a client's move: {mv:?}"),
+        }
+    }
+
+    /// What the world does: a timer, a fault, the administrator, the fabric.
+    fn apply_world(&mut self, mv: Move) {
+        let now = self.now;
+        match mv {
             Move::Timer => {
                 if let Some((at, timer, token)) =
                     self.timers.take_earliest(Instant::from_us(u64::MAX))
@@ -463,8 +485,8 @@ impl World {
                 p.abort_on_unresponsive = !p.abort_on_unresponsive;
                 let _ = self.c.set_policy(now, p);
             }
+            _ => unreachable!("not the world's move: {mv:?}"),
         }
-        self.drain();
     }
 
     /// Every property of the module doc, for the step from `before` by `mv`.

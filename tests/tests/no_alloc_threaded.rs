@@ -59,25 +59,11 @@ impl EventCallback for Probe {
     }
 }
 
-fn no_allocation_from_first_reset_to_last_reset_end_on_real_threads() {
-    let hca = SharedSimHca::new(SimHca::new(SimHcaConfig {
-        hw_reset: Duration::from_ms(20),
-        ..SimHcaConfig::default()
-    }));
-    let host = ThreadedHost::start(
-        Config {
-            max_clients: 32,
-            recorder_capacity: 4096,
-            policy: Policy {
-                hw_poll_interval_ms: 1,
-                health_poll_interval_ms: 5,
-                ..Policy::default()
-            },
-        },
-        hca,
-    )
-    .expect("start");
-    let bus = host.bus().clone();
+/// Registers the probes; the remote ones execute from worker threads, returned running.
+fn register_probes(
+    bus: &Arc<ThreadedBus>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
     let mut remotes = Vec::new();
     for i in 0..CLIENTS {
         let probe = Arc::new(Probe {
@@ -100,11 +86,10 @@ fn no_allocation_from_first_reset_to_last_reset_end_on_real_threads() {
         }
     }
     // Worker threads that execute for the remote clients, spawned before any measurement.
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = remotes
+    remotes
         .into_iter()
         .map(|(id, probe)| {
-            let (bus, stop) = (bus.clone(), stop.clone());
+            let (bus, stop) = (Arc::clone(bus), Arc::clone(stop));
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     let e = probe.pending.swap(0, Ordering::SeqCst);
@@ -115,7 +100,30 @@ fn no_allocation_from_first_reset_to_last_reset_end_on_real_threads() {
                 }
             })
         })
-        .collect();
+        .collect()
+}
+
+fn no_allocation_from_first_reset_to_last_reset_end_on_real_threads() {
+    let hca = SharedSimHca::new(SimHca::new(SimHcaConfig {
+        hw_reset: Duration::from_ms(20),
+        ..SimHcaConfig::default()
+    }));
+    let host = ThreadedHost::start(
+        Config {
+            max_clients: 32,
+            recorder_capacity: 4096,
+            policy: Policy {
+                hw_poll_interval_ms: 1,
+                health_poll_interval_ms: 5,
+                ..Policy::default()
+            },
+        },
+        hca,
+    )
+    .expect("start");
+    let bus = host.bus().clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers = register_probes(&bus, &stop);
 
     // Warm-up reset: every path runs once before the measured one.
     bus.admin_reset(AdminReset::Forced).expect("warm-up");

@@ -145,16 +145,9 @@ fn named(c: &impl ClientReport) -> (String, Vec<EventKind>) {
     (c.name().to_string(), c.events().to_vec())
 }
 
-fn ibal_ipoib_and_the_boot_disk_ride_through_a_catastrophic_error_on_real_threads() {
-    // The default's adapter with a quick device and fabric: this host runs in real time.
-    let config = SimHcaConfig {
-        hw_reset: Duration::from_ms(200),
-        link_up: Duration::ZERO,
-        sm_sweep: Duration::ZERO,
-        ..stack::boot_from_san().sim.hca
-    };
-    let hca = SharedSimHca::new(SimHca::new(config));
-    let host = ThreadedHost::start(
+/// The threaded host on `hca`, polling fast: it runs in real time.
+fn start_host(hca: &SharedSimHca) -> ThreadedHost {
+    ThreadedHost::start(
         Config {
             max_clients: 64,
             recorder_capacity: 8192,
@@ -166,7 +159,45 @@ fn ibal_ipoib_and_the_boot_disk_ride_through_a_catastrophic_error_on_real_thread
         },
         hca.clone(),
     )
-    .expect("start");
+    .expect("start")
+}
+
+/// Every disk took its commands back and logged in again; every interface went down once,
+/// dropped nothing and came back up.
+fn every_client_came_back(stack: &Stack) {
+    for d in &stack.disks {
+        let (name, taken_back, in_flight_at_reset, logins) = d.inspect(|c| {
+            let s = c.disk().stats();
+            (
+                c.name().to_string(),
+                s.taken_back,
+                s.max_in_flight_at_reset,
+                s.logins,
+            )
+        });
+        assert_eq!(
+            taken_back, in_flight_at_reset,
+            "{name}: every command taken back"
+        );
+        assert_eq!(logins, 2, "{name}: logged in again after the reset");
+    }
+    for n in &stack.nets {
+        let (name, s) = n.inspect(|c| (c.name().to_string(), *c.stats()));
+        assert_eq!((s.link_downs, s.dropped), (1, 0), "{name}: {s:?}");
+        assert!(s.link_ups >= 2, "{name} came back up: {s:?}");
+    }
+}
+
+fn ibal_ipoib_and_the_boot_disk_ride_through_a_catastrophic_error_on_real_threads() {
+    // The default's adapter with a quick device and fabric: this host runs in real time.
+    let config = SimHcaConfig {
+        hw_reset: Duration::from_ms(200),
+        link_up: Duration::ZERO,
+        sm_sweep: Duration::ZERO,
+        ..stack::boot_from_san().sim.hca
+    };
+    let hca = SharedSimHca::new(SimHca::new(config));
+    let host = start_host(&hca);
     let bus = host.bus().clone();
     let stack = Stack::start(&bus, &hca);
     bus.register(
@@ -223,27 +254,7 @@ fn ibal_ipoib_and_the_boot_disk_ride_through_a_catastrophic_error_on_real_thread
     assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
     assert_eq!(io.read_mismatches, 0, "{io:?}");
     assert!(io.reads_verified > before.reads_verified, "{io:?}");
-    for d in &stack.disks {
-        let (name, taken_back, in_flight_at_reset, logins) = d.inspect(|c| {
-            let s = c.disk().stats();
-            (
-                c.name().to_string(),
-                s.taken_back,
-                s.max_in_flight_at_reset,
-                s.logins,
-            )
-        });
-        assert_eq!(
-            taken_back, in_flight_at_reset,
-            "{name}: every command taken back"
-        );
-        assert_eq!(logins, 2, "{name}: logged in again after the reset");
-    }
-    for n in &stack.nets {
-        let (name, s) = n.inspect(|c| (c.name().to_string(), *c.stats()));
-        assert_eq!((s.link_downs, s.dropped), (1, 0), "{name}: {s:?}");
-        assert!(s.link_ups >= 2, "{name} came back up: {s:?}");
-    }
+    every_client_came_back(&stack);
     // The counter is live: the report above allocated.
     assert!(allocations() > last);
 }

@@ -90,15 +90,24 @@ fn universal_breaks() -> Vec<Break> {
 
 /// Each rule with edits of the package that break it.
 fn breaks() -> Vec<Break> {
+    let mut out = version_breaks();
+    out.extend(package_breaks());
+    out.extend(universal_breaks());
+    out
+}
+
+/// Edits of the [Version] section and the driver's own settings.
+fn version_breaks() -> Vec<Break> {
     let dv = "DriverVer   = 01/01/2026,0.1.0.0";
-    let bin = "ServiceBinary  = %13%\\hcabus.sys";
-    let copy = "[HcaBus_CopyFiles]\nhcabus.sys";
-    let sdf = "hcabus.sys = 1,,";
-    let mut out = vec![
+    vec![
         b("version-signature", "\"$WINDOWS NT$\"", "\"$Chicago$\""),
         b("class-system", "Class       = System", "Class       = Net"),
         b("version-provider", "Provider    = %ProviderName%", ""),
-        b("version-provider", "Provider    = %ProviderName%", "Provider    = Microsoft"),
+        b(
+            "version-provider",
+            "Provider    = %ProviderName%",
+            "Provider    = Microsoft",
+        ),
         b("catalog-file", "CatalogFile = hcabus.cat", ""),
         b("driver-ver", dv, ""),
         // InfVerif 1217: three parts.
@@ -115,6 +124,15 @@ fn breaks() -> Vec<Break> {
             "CopyFiles = HcaBus_CopyFiles\nDriverVer = 01/01/2026,1.2.3",
         ),
         b("pnp-lockdown", "PnpLockdown = 1", "PnpLockdown = 0"),
+    ]
+}
+
+/// Edits of what the package copies, registers and installs.
+fn package_breaks() -> Vec<Break> {
+    let bin = "ServiceBinary  = %13%\\hcabus.sys";
+    let copy = "[HcaBus_CopyFiles]\nhcabus.sys";
+    let sdf = "hcabus.sys = 1,,";
+    vec![
         // The driver then leaves the driver store, so its service names a file not there.
         with_also(b("dirid-13", "DefaultDestDir = 13", "DefaultDestDir = 12"), &["service-binary"]),
         with_also(
@@ -193,9 +211,7 @@ fn breaks() -> Vec<Break> {
             "DisplayName    = %ServiceName%",
             "DisplayName    = %NoSuchString%",
         ),
-    ];
-    out.extend(universal_breaks());
-    out
+    ]
 }
 
 #[test]

@@ -138,24 +138,7 @@ fn log_filters_and_structured_json_work_alike_on_the_bus_and_on_a_dump() {
     assert_eq!(dumped.status.code(), Some(0), "{}", text(&dumped));
     let dump: Value =
         serde_json::from_slice(&std::fs::read(&file).expect("the dump")).expect("JSON");
-    assert_eq!(
-        (&dump["format"], &dump["version"]),
-        (&"hcabus-dump".into(), &1.into())
-    );
-    assert_eq!(dump["state"]["state"], "Operational");
-    assert_eq!(dump["policy"]["quiesce_deadline_ms"], 300);
-    assert_eq!(dump["health"]["reporter"], "fw_fatal");
-    let names: Vec<&str> = dump["clients"]
-        .as_array()
-        .expect("clients")
-        .iter()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
-    assert_eq!(names, ["ibal", "boot", "wedged"]);
-    assert_eq!(
-        dump["resets"]["summaries"][0]["admin_reason"],
-        "post-mortem test"
-    );
+    assert_dump_holds_the_bus(&dump);
     let records = dump["log"]["records"].as_array().expect("records");
     assert!(records
         .iter()
@@ -176,12 +159,39 @@ fn log_filters_and_structured_json_work_alike_on_the_bus_and_on_a_dump() {
         want.len()
     )));
 
-    // A dump never replaces a file, and only dumps are read back.
-    let before = std::fs::read(&file).expect("the dump");
+    dumps_are_kept_and_only_dumps_read(&server, &file, path);
+}
+
+/// What a dump of the "dump" server holds: its format, state, policy, health, clients and
+/// the administrator's reason of its reset.
+fn assert_dump_holds_the_bus(dump: &Value) {
+    assert_eq!(
+        (&dump["format"], &dump["version"]),
+        (&"hcabus-dump".into(), &1.into())
+    );
+    assert_eq!(dump["state"]["state"], "Operational");
+    assert_eq!(dump["policy"]["quiesce_deadline_ms"], 300);
+    assert_eq!(dump["health"]["reporter"], "fw_fatal");
+    let names: Vec<&str> = dump["clients"]
+        .as_array()
+        .expect("clients")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["ibal", "boot", "wedged"]);
+    assert_eq!(
+        dump["resets"]["summaries"][0]["admin_reason"],
+        "post-mortem test"
+    );
+}
+
+/// A dump never replaces a file, and only dumps are read back.
+fn dumps_are_kept_and_only_dumps_read(server: &Server, file: &std::path::Path, path: &str) {
+    let before = std::fs::read(file).expect("the dump");
     let again = server.ctl(&["dump", "-o", path]);
     assert_eq!(again.status.code(), Some(2), "{}", text(&again));
     assert_eq!(
-        std::fs::read(&file).expect("kept"),
+        std::fs::read(file).expect("kept"),
         before,
         "not overwritten"
     );

@@ -62,53 +62,8 @@ fn hcactl_drives_a_live_simulator_through_resets() {
     assert_eq!(s["last_reset"]["outcome"], "Restored");
     assert_eq!(s["last_reset"]["reason"], "admin_forced");
 
-    let log = server.ctl(&["log"]);
-    assert!(
-        text(&log).contains("reset of e1 started: admin_forced"),
-        "{}",
-        text(&log)
-    );
-    let since = s["log_next_seq"].as_u64().expect("seq").to_string();
-    let later = server.ctl(&["log", "--since", &since]);
-    assert!(!text(&later).contains("started"), "only newer records");
-    // Asked from past the head, the next sequence is the bus's head, not the number asked.
-    let past = server.ctl(&["log", "--since", "999999"]);
-    assert_eq!(past.status.code(), Some(0), "{}", text(&past));
-    let trailer = text(&past);
-    let next: u64 = trailer
-        .rsplit("next sequence ")
-        .next()
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or_else(|| panic!("a next sequence in {trailer:?}"));
-    let head = json(&server.ctl(&["--json", "status"]))["log_next_seq"].as_u64();
-    assert!(
-        Some(next) <= head && next < 999_999,
-        "{trailer:?}, head {head:?}"
-    );
-
-    assert_eq!(
-        server
-            .ctl(&["policy", "set", "quiesce_deadline_ms=1234"])
-            .status
-            .code(),
-        Some(0)
-    );
-    let p = json(&server.ctl(&["--json", "policy", "get"]));
-    assert_eq!(p["quiesce_deadline_ms"], 1234);
-    let refused = server.ctl(&["policy", "set", "quiesce_deadline_ms=0"]);
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(
-        text(&refused)
-            .contains("refused: policy field quiesce_deadline_ms: must be greater than zero"),
-        "the field is named: {}",
-        text(&refused)
-    );
-    let usage = server.ctl(&["policy", "set", "colour=3"]);
-    assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
-    assert_eq!(
-        json(&server.ctl(&["--json", "policy", "get"]))["quiesce_deadline_ms"],
-        1234
-    );
+    log_since(&server, &s);
+    policy_set_and_refused(&server);
 
     // A device whose reset fails for good, then restarted by the administrator.
     assert_eq!(
@@ -144,6 +99,62 @@ fn hcactl_drives_a_live_simulator_through_resets() {
     let status = server.stop();
     assert!(status.success(), "clean exit on SIGTERM: {status:?}");
     assert!(!socket.exists(), "socket removed on shutdown");
+}
+
+/// `hcactl log`: the reset's records, only newer ones with `--since`, and from past the head
+/// the bus's head as the next sequence.
+fn log_since(server: &Server, s: &Value) {
+    let log = server.ctl(&["log"]);
+    assert!(
+        text(&log).contains("reset of e1 started: admin_forced"),
+        "{}",
+        text(&log)
+    );
+    let since = s["log_next_seq"].as_u64().expect("seq").to_string();
+    let later = server.ctl(&["log", "--since", &since]);
+    assert!(!text(&later).contains("started"), "only newer records");
+    // Asked from past the head, the next sequence is the bus's head, not the number asked.
+    let past = server.ctl(&["log", "--since", "999999"]);
+    assert_eq!(past.status.code(), Some(0), "{}", text(&past));
+    let trailer = text(&past);
+    let next: u64 = trailer
+        .rsplit("next sequence ")
+        .next()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("a next sequence in {trailer:?}"));
+    let head = json(&server.ctl(&["--json", "status"]))["log_next_seq"].as_u64();
+    assert!(
+        Some(next) <= head && next < 999_999,
+        "{trailer:?}, head {head:?}"
+    );
+}
+
+/// `hcactl policy`: a value set and read back; one refused with its field named, one a usage
+/// error; neither changes anything.
+fn policy_set_and_refused(server: &Server) {
+    assert_eq!(
+        server
+            .ctl(&["policy", "set", "quiesce_deadline_ms=1234"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let p = json(&server.ctl(&["--json", "policy", "get"]));
+    assert_eq!(p["quiesce_deadline_ms"], 1234);
+    let refused = server.ctl(&["policy", "set", "quiesce_deadline_ms=0"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused)
+            .contains("refused: policy field quiesce_deadline_ms: must be greater than zero"),
+        "the field is named: {}",
+        text(&refused)
+    );
+    let usage = server.ctl(&["policy", "set", "colour=3"]);
+    assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
+    assert_eq!(
+        json(&server.ctl(&["--json", "policy", "get"]))["quiesce_deadline_ms"],
+        1234
+    );
 }
 
 #[test]
@@ -277,7 +288,16 @@ fn malformed_frames_get_their_status_or_a_closed_connection_and_the_server_keeps
     );
     ok(&socket);
 
-    let status = |bytes: Vec<u8>| exchange(&socket, &bytes, false).map(|(s, _)| NtStatus(s));
+    bad_headers_get_their_status(&socket);
+    many_clients_many_requests(&socket);
+    drop(slow);
+    ok(&socket);
+    assert!(server.stop().success());
+}
+
+/// Well-formed frames whose IOCTL is bad are answered with its status, not closed.
+fn bad_headers_get_their_status(socket: &Path) {
+    let status = |bytes: Vec<u8>| exchange(socket, &bytes, false).map(|(s, _)| NtStatus(s));
     assert_eq!(
         status(frame(0x003B_6500, &query(), 160)),
         Some(NtStatus::INVALID_DEVICE_REQUEST),
@@ -300,10 +320,13 @@ fn malformed_frames_get_their_status_or_a_closed_connection_and_the_server_keeps
         status(frame(IOCTL_HCABUS_QUERY_STATE, &wrong_size, STATE_BYTES)),
         Some(NtStatus::INVALID_BUFFER_SIZE)
     );
-    // Several requests on one connection, and many connections at once.
+}
+
+/// Several requests on one connection, and many connections at once.
+fn many_clients_many_requests(socket: &Path) {
     let threads: Vec<_> = (0..8)
         .map(|_| {
-            let socket = socket.clone();
+            let socket = socket.to_path_buf();
             std::thread::spawn(move || {
                 let mut s = UnixStream::connect(&socket).expect("connect");
                 for _ in 0..20 {
@@ -321,9 +344,6 @@ fn malformed_frames_get_their_status_or_a_closed_connection_and_the_server_keeps
     for t in threads {
         t.join().expect("client thread");
     }
-    drop(slow);
-    ok(&socket);
-    assert!(server.stop().success());
 }
 
 #[test]

@@ -427,20 +427,21 @@ fn every_write_code_on_a_removed_device_is_an_invalid_device_request_and_changes
 /// What, code, input, output capacity, rights, expected status.
 type Case = (&'static str, u32, Vec<u8>, usize, Rights, NtStatus);
 
-#[test]
-fn malformed_requests_get_their_status_and_change_nothing() {
-    let mut d = dev();
-    let good = reset_in(0);
-    let with = |f: &dyn Fn(&mut Vec<u8>)| {
-        let mut b = good.clone();
-        f(&mut b);
-        b
-    };
-    let cases: Vec<Case> = vec![
+/// The REQUEST_RESET input `good` with one edit.
+fn edited(good: &[u8], f: &dyn Fn(&mut Vec<u8>)) -> Vec<u8> {
+    let mut b = good.to_vec();
+    f(&mut b);
+    b
+}
+
+/// Refusals decided by the code, the caller's rights and the input's length.
+fn header_cases(good: &[u8]) -> Vec<Case> {
+    let with = |f: &dyn Fn(&mut Vec<u8>)| edited(good, f);
+    vec![
         (
             "unknown code",
             code(0x9AB, 3),
-            good.clone(),
+            good.to_vec(),
             8,
             ALL,
             NtStatus::INVALID_DEVICE_REQUEST,
@@ -448,7 +449,7 @@ fn malformed_requests_get_their_status_and_change_nothing() {
         (
             "another device type",
             ctl_code(0x22, 0x910, 0, 3),
-            good.clone(),
+            good.to_vec(),
             8,
             ALL,
             NtStatus::INVALID_DEVICE_REQUEST,
@@ -456,7 +457,7 @@ fn malformed_requests_get_their_status_and_change_nothing() {
         (
             "write code, read-only caller",
             IOCTL_HCABUS_REQUEST_RESET,
-            good.clone(),
+            good.to_vec(),
             8,
             Rights::READ,
             NtStatus::ACCESS_DENIED,
@@ -493,6 +494,13 @@ fn malformed_requests_get_their_status_and_change_nothing() {
             ALL,
             NtStatus::INVALID_BUFFER_SIZE,
         ),
+    ]
+}
+
+/// Refusals decided by the input's version, reserved bits and body.
+fn body_cases(good: &[u8]) -> Vec<Case> {
+    let with = |f: &dyn Fn(&mut Vec<u8>)| edited(good, f);
+    vec![
         (
             "a version from the future",
             IOCTL_HCABUS_REQUEST_RESET,
@@ -541,10 +549,16 @@ fn malformed_requests_get_their_status_and_change_nothing() {
             ALL,
             NtStatus::INVALID_PARAMETER,
         ),
+    ]
+}
+
+/// Refusals decided by the room for the answer, the caller's rights, or no input at all.
+fn answer_cases(good: &[u8]) -> Vec<Case> {
+    vec![
         (
             "output too small",
             IOCTL_HCABUS_REQUEST_RESET,
-            good.clone(),
+            good.to_vec(),
             7,
             ALL,
             NtStatus::BUFFER_TOO_SMALL,
@@ -573,7 +587,16 @@ fn malformed_requests_get_their_status_and_change_nothing() {
             Rights::READ,
             NtStatus::INVALID_BUFFER_SIZE,
         ),
-    ];
+    ]
+}
+
+#[test]
+fn malformed_requests_get_their_status_and_change_nothing() {
+    let mut d = dev();
+    let good = reset_in(0);
+    let mut cases = header_cases(&good);
+    cases.extend(body_cases(&good));
+    cases.extend(answer_cases(&good));
     for (what, code, input, cap, rights, want) in cases {
         let before = fingerprint(&d);
         let (r, out) = call(&mut d, code, &input, cap, rights);
