@@ -3,7 +3,6 @@
 //! comes to life, and what a caller's handle may do.
 
 use hcabus::coordinator::Config;
-use hcabus::hca::HwError;
 use hcabus::host::{Bus, NewError};
 use hcabus::ioctl::Rights;
 use hcabus::{Policy, PolicyError};
@@ -149,10 +148,10 @@ pub struct BusConfig {
 /// Why EvtDevicePrepareHardware failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrepareError {
+    /// A kernel call failed: the registers, the child list, or a lock KMDF could not create.
     Platform(PlatformError),
-    /// The device did not give its identity.
-    Hardware(HwError),
-    Policy(PolicyError),
+    /// The bus could not be built on the device (its identity, the policy).
+    Bus(NewError),
     /// More ports than the child list names (1..=2).
     Ports(u8),
 }
@@ -161,8 +160,7 @@ impl core::fmt::Display for PrepareError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             PrepareError::Platform(e) => write!(f, "{e}"),
-            PrepareError::Hardware(e) => write!(f, "cannot read the device identity: {e}"),
-            PrepareError::Policy(e) => write!(f, "invalid policy: {e}"),
+            PrepareError::Bus(e) => write!(f, "{e}"),
             PrepareError::Ports(n) => write!(f, "{n} ports: the bus enumerates 1 or 2"),
         }
     }
@@ -173,9 +171,8 @@ impl core::error::Error for PrepareError {}
 impl From<NewError> for PrepareError {
     fn from(e: NewError) -> Self {
         match e {
-            NewError::Hardware(e) => PrepareError::Hardware(e),
-            NewError::Policy(e) => PrepareError::Policy(e),
             NewError::Platform(e) => PrepareError::Platform(e),
+            e => PrepareError::Bus(e),
         }
     }
 }

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use crate::coordinator::Config;
 use crate::hca::Hca;
 use crate::host::{Bus, EventLogEntry, Lock, NewError, Platform, PlatformError, Scheduled};
-use crate::policy::PolicyError;
 use crate::sim::threads::{StdThreads, Threads};
 use crate::sim::verifier::BlockAtDispatch;
 use crate::time::Instant;
@@ -44,11 +43,8 @@ pub type Callback<S = StdThreads> = Arc<dyn EventCallback<S>>;
 /// Why the threaded host could not start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartError {
-    Policy(PolicyError),
-    /// The device did not give its identity.
-    Hardware(crate::hca::HwError),
-    /// A lock the platform could not create (std's cannot fail; kept for the mapping).
-    Platform(PlatformError),
+    /// The bus could not be built on the device (its identity, the policy).
+    Bus(NewError),
     /// The timer thread could not be spawned.
     TimerThread,
 }
@@ -56,9 +52,7 @@ pub enum StartError {
 impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StartError::Policy(e) => write!(f, "invalid policy: {e}"),
-            StartError::Hardware(e) => write!(f, "cannot read the device identity: {e}"),
-            StartError::Platform(e) => write!(f, "{e}"),
+            StartError::Bus(e) => write!(f, "{e}"),
             StartError::TimerThread => f.write_str("cannot spawn the timer thread"),
         }
     }
@@ -244,11 +238,8 @@ impl<S: Threads> std::fmt::Debug for ThreadedHost<S> {
 
 impl<S: Threads> ThreadedHost<S> {
     pub fn start<H: Hca + Send + 'static>(config: Config, hca: H) -> Result<Self, StartError> {
-        let bus = Bus::new(ThreadPlatform::new(), config, Box::new(hca)).map_err(|e| match e {
-            NewError::Hardware(e) => StartError::Hardware(e),
-            NewError::Policy(e) => StartError::Policy(e),
-            NewError::Platform(e) => StartError::Platform(e),
-        })?;
+        let bus =
+            Bus::new(ThreadPlatform::new(), config, Box::new(hca)).map_err(StartError::Bus)?;
         let bus = Arc::new(bus);
         let timer_bus = Arc::clone(&bus);
         let timer_thread = S::spawn("hcabus-timers", move || timer_loop(&timer_bus))
