@@ -646,10 +646,5 @@ pub const LAYOUT_TABLE: [(&str, usize); 50] = {
     ]
 };
 
-/// [`LAYOUT_TABLE`], for callers that want a value.
-pub fn layout_table() -> [(&'static str, usize); 50] {
-    LAYOUT_TABLE
-}
-
 #[cfg(test)]
 mod tests;

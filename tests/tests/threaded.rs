@@ -196,6 +196,14 @@ fn unresponsive_client_on_real_threads_is_forced_at_the_deadline() {
     wait_for("RESET_END to stuck", || kinds(&stuck).len() == 2);
     let forced = bus.inspect(|c| c.last_reset().expect("record").forced.clone());
     assert_eq!(forced, [stuck_id]);
+    // The host's work item wrote what the drain found for the system event log.
+    let idle = bus.wait_idle(std::time::Duration::from_secs(60));
+    assert_eq!(idle, Ok(true));
+    assert_eq!(
+        bus.event_log_entries(),
+        2,
+        "the reset's start and its restore"
+    );
     for c in [&ok, &stuck] {
         c.self_ref.lock().expect("ref").take();
     }

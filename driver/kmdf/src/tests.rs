@@ -279,6 +279,7 @@ fn a_reset_runs_on_kmdf_objects_at_the_right_irql_and_allocates_nothing_after_pr
             "a soft reset: no PnP"
         );
     });
+    assert_eq!(bus.overflows(), 0, "no hardware step or log entry dropped");
 }
 
 #[test]

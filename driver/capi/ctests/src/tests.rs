@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_longlong, CStr};
 
-use hcabus::bus_abi::{layout_table, status, HCABUS_BUS_INTERFACE_VERSION};
+use hcabus::bus_abi::{status, HCABUS_BUS_INTERFACE_VERSION, LAYOUT_TABLE};
 use hcabus::errors::RefusalCode;
 use hcabus::types::*;
 
@@ -141,7 +141,7 @@ fn c_layout() -> BTreeMap<String, i64> {
 #[test]
 fn the_c_header_and_the_rust_layout_agree() {
     let c = c_layout();
-    let mut rust: BTreeMap<String, i64> = layout_table()
+    let mut rust: BTreeMap<String, i64> = LAYOUT_TABLE
         .into_iter()
         .map(|(k, v)| (k.to_string(), v as i64))
         .collect();
@@ -150,7 +150,7 @@ fn the_c_header_and_the_rust_layout_agree() {
     rust.extend(constants);
     assert_eq!(
         rust.len(),
-        layout_table().len() + constant_count,
+        LAYOUT_TABLE.len() + constant_count,
         "no name twice"
     );
     let mut differences = Vec::new();
