@@ -98,8 +98,7 @@ pub fn parse_pci_hardware_id(id: &str) -> Option<(u16, u16)> {
 const FILE_READ_DATA: u32 = 0x0001;
 const FILE_WRITE_DATA: u32 = 0x0002;
 
-/// What a request's handle may do, from the access the I/O manager granted it when it was
-/// opened (the IOCTL codes' access bits are checked against these by the dispatcher).
+/// What a handle with this granted access may do (FILE_READ_DATA, FILE_WRITE_DATA).
 pub fn rights_of(granted_access: u32) -> Rights {
     let mut rights = Rights::empty();
     if granted_access & FILE_READ_DATA != 0 {
@@ -109,6 +108,14 @@ pub fn rights_of(granted_access: u32) -> Rights {
         rights |= Rights::WRITE;
     }
     rights
+}
+
+/// What the handle behind an IOCTL of `code` may do, as far as the driver can know: the
+/// code's RequiredAccess bits (FILE_READ_ACCESS, FILE_WRITE_ACCESS), which the I/O manager
+/// checked against the handle's granted access before the request reached the driver. A
+/// FILE_OBJECT's ReadAccess/WriteAccess are share-access bookkeeping, not that grant.
+pub fn rights_of_ioctl(code: u32) -> Rights {
+    Rights::from_bits_truncate((code >> 14) & (Rights::READ | Rights::WRITE).bits())
 }
 
 /// The policy from the service's Parameters key: each value named as [`Policy::KEYS`] names

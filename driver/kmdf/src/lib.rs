@@ -27,7 +27,7 @@ pub mod platform;
 
 /// The FFI layer on windows-drivers-rs: type-checked off Windows with ../shared/wdk-kit, never
 /// linked or run (docs/windows.md).
-#[cfg(windows)]
+#[cfg(any(windows, wdk_fake))]
 mod windows;
 
 #[cfg(test)]

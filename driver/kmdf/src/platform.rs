@@ -48,10 +48,60 @@ impl ChildFunction {
     pub fn serial(self) -> u32 {
         match self {
             ChildFunction::Ipoib { port } => u32::from(port),
-            ChildFunction::Srp => 0x100,
+            ChildFunction::Srp => SRP_SERIAL,
+        }
+    }
+
+    /// The child whose identification is `serial`; `None` for one the bus never reports.
+    pub fn from_serial(serial: u32) -> Option<ChildFunction> {
+        match serial {
+            SRP_SERIAL => Some(ChildFunction::Srp),
+            1..=MAX_PORTS => Some(ChildFunction::Ipoib { port: serial as u8 }),
+            _ => None,
+        }
+    }
+
+    /// The PDO's instance id: its serial in decimal, unique among the bus's children (PnP
+    /// makes the device instance path from the parent's and this).
+    pub fn instance_id(self, digits: &mut [u8; 10]) -> &str {
+        let mut n = self.serial();
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        core::str::from_utf8(&digits[at..]).unwrap_or("0")
+    }
+
+    /// The device text PnP shows for the PDO (IRP_MN_QUERY_DEVICE_TEXT's description).
+    pub fn description(self) -> &'static str {
+        match self {
+            ChildFunction::Ipoib { port: 1 } => "hcabus IPoIB, port 1",
+            ChildFunction::Ipoib { port: 2 } => "hcabus IPoIB, port 2",
+            ChildFunction::Ipoib { .. } => "hcabus IPoIB",
+            ChildFunction::Srp => "hcabus SRP initiator",
+        }
+    }
+
+    /// The device text's location.
+    pub fn location(self) -> &'static str {
+        match self {
+            ChildFunction::Ipoib { port: 1 } => "InfiniBand port 1",
+            ChildFunction::Ipoib { port: 2 } => "InfiniBand port 2",
+            ChildFunction::Ipoib { .. } => "InfiniBand port",
+            ChildFunction::Srp => "InfiniBand HCA",
         }
     }
 }
+
+/// The SRP initiator's serial; an IPoIB child's is its port.
+const SRP_SERIAL: u32 = 0x100;
+/// The most IB ports a bus enumerates children for.
+const MAX_PORTS: u32 = 2;
 
 /// What the KMDF driver needs of the kernel beyond the host's [`Platform`]: the IRQL, the PCI
 /// function's registers and the child list, used while the device is prepared.

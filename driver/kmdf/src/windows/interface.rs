@@ -1,21 +1,24 @@
 //! HCABUS_BUS_INTERFACE_V1 on each child PDO (WdfDeviceAddQueryInterface), its functions
-//! bound to the FDO's bus. Type-checked against the KMDF 1.33 headers, never linked or run
-//! (docs/windows.md). The Linux twin of these functions, over the threaded host, is
-//! driver/capi/src/interface.rs, tested from C.
+//! bound to the FDO's bus. Type-checked against the KMDF 1.33 headers and run on the KMDF
+//! model (`model/`); never linked (docs/windows.md). The Linux twin of these functions, over
+//! the threaded host, is driver/capi/src/interface.rs, tested from C.
 
 use core::ffi::c_void;
 
 use hcabus::bus_abi::*;
 use wdk_sys::*;
 
-use super::platform::{fdo_context, WdfPlatform};
-use super::FdoContext;
+use super::context::{context, FdoContext, FDO_CONTEXT};
+use super::platform::WdfPlatform;
 use hcabus::host::Bus;
 
-/// The interface the PDO of a child publishes; `Context` is the FDO.
+/// The interface the PDO of a child publishes; `Context` is the FDO. KMDF calls
+/// `InterfaceReference` for each child that queries it, and the child calls
+/// `InterfaceDereference` when it lets go: each holds a reference on the FDO object, so the
+/// context `with_bus` reads stays allocated for as long as any child can call (after the
+/// FDO is gone the calls are refused, DEVICE_REMOVED).
 pub(crate) fn interface_for(fdo: WDFDEVICE) -> HcabusBusInterfaceV1 {
-    // KMDF counts references on the PDO itself.
-    interface(fdo.cast(), Some(reference_no_op), Some(reference_no_op))
+    interface(fdo.cast(), Some(reference), Some(dereference))
 }
 
 /// Publishes the interface on a child's PDO.
@@ -36,24 +39,58 @@ pub(crate) unsafe fn publish(pdo: WDFDEVICE, fdo: WDFDEVICE) -> NTSTATUS {
     unsafe { call_unsafe_wdf_function_binding!(WdfDeviceAddQueryInterface, pdo, &mut config) }
 }
 
-unsafe extern "C" fn reference_no_op(_context: *mut c_void) {}
+/// The tag of the FDO references the interface's holders take (shown by !wdfhandle).
+static INTERFACE_TAG: u8 = 0;
+
+unsafe extern "C" fn reference(context: *mut c_void) {
+    if context.is_null() {
+        return;
+    }
+    // SAFETY: the context is the FDO, live while a child can query its PDO's interface.
+    unsafe {
+        call_unsafe_wdf_function_binding!(
+            WdfObjectReferenceActual,
+            context.cast(),
+            (&INTERFACE_TAG as *const u8).cast_mut().cast(),
+            line!() as LONG,
+            c"interface.rs".as_ptr()
+        )
+    };
+}
+
+unsafe extern "C" fn dereference(context: *mut c_void) {
+    if context.is_null() {
+        return;
+    }
+    // SAFETY: gives back a reference `reference` took (the holder's contract).
+    unsafe {
+        call_unsafe_wdf_function_binding!(
+            WdfObjectDereferenceActual,
+            context.cast(),
+            (&INTERFACE_TAG as *const u8).cast_mut().cast(),
+            line!() as LONG,
+            c"interface.rs".as_ptr()
+        )
+    };
+}
 
 /// Runs a call on the bus of the FDO behind `context`; refuses a null context or a device
 /// with no bus (never unwinds: the driver profile aborts on panic).
 fn with_bus(
-    context: *mut c_void,
+    context_: *mut c_void,
     call: impl FnOnce(&Bus<WdfPlatform>) -> HcabusStatus,
 ) -> HcabusStatus {
-    if context.is_null() {
+    if context_.is_null() {
         return status::INVALID_PARAMETER;
     }
-    // SAFETY: the context is the FDO this interface was published for, which outlives its
-    // children's PDOs and so every holder of the interface.
-    let ctx: &FdoContext = unsafe { fdo_context(context.cast()) };
-    match ctx.bus.as_ref() {
-        Some(bus) => call(bus),
-        None => status::of_refusal(hcabus::errors::RefusalCode::DeviceRemoved),
-    }
+    // SAFETY: the context is the FDO this interface was published for; the holder's
+    // reference keeps its object (and so its context) allocated.
+    let Some(ctx) = (unsafe { context::<FdoContext>(context_.cast(), &FDO_CONTEXT) }) else {
+        return status::INVALID_PARAMETER;
+    };
+    ctx.with_bus(call).unwrap_or(status::of_refusal(
+        hcabus::errors::RefusalCode::DeviceRemoved,
+    ))
 }
 
 // The interface's functions: the bus behind `Context`, then hcabus-cabi's marshalling.

@@ -1,14 +1,15 @@
 //! Requests, the registry and the event log: the kernel calls behind the IOCTL queue, the
-//! policy and IoWriteErrorLogEntry. Type-checked against the KMDF 1.33 headers, never linked
-//! or run (docs/windows.md).
+//! policy and IoWriteErrorLogEntry. Type-checked against the KMDF 1.33 headers and run on the
+//! KMDF model (`model/`); never linked (docs/windows.md).
 
 use core::ffi::c_void;
 
 use hcabus::ioctl::{NtStatus, Reply, Rights};
 use wdk_sys::*;
 
-use super::objects::context;
-use crate::device::rights_of;
+use super::context::{context, ControlContext, FdoContext, CONTROL_CONTEXT, FDO_CONTEXT};
+use super::defects::{planted, Defect};
+use crate::device::{rights_of, rights_of_ioctl};
 use crate::platform::EventLogEntry;
 use hcabus::host::Bus;
 
@@ -53,65 +54,120 @@ pub(crate) unsafe fn write_error_log(device: WDFDEVICE, entry: EventLogEntry) {
     unsafe { wdk_sys::ntddk::IoWriteErrorLogEntry(packet.cast()) };
 }
 
-/// Runs `f` on the request's METHOD_BUFFERED buffers with the handle's rights; the status
-/// and byte count go back through the request.
+/// Runs `f` on the request's METHOD_BUFFERED buffers with the rights the I/O manager
+/// checked the handle for; the status and byte count go back through the request.
 ///
 /// # Safety
-/// `queue` and `request` are KMDF's for an EvtIoDeviceControl call.
+/// `queue` and `request` are KMDF's for an EvtIoDeviceControl call of `code`.
 pub(crate) unsafe fn with_request_buffers(
     queue: WDFQUEUE,
     request: WDFREQUEST,
-    input_len: usize,
-    output_len: usize,
+    (code, input_len, output_len): (u32, usize, usize),
     f: impl FnOnce(&Bus<super::platform::WdfPlatform>, &[u8], &mut [u8], Rights) -> Reply,
 ) -> (NtStatus, usize) {
     // SAFETY: the queue's device is the control device, whose context names the FDO.
     let control = unsafe { call_unsafe_wdf_function_binding!(WdfIoQueueGetDevice, queue) };
-    // SAFETY: the control device carries an FdoContext, written at its creation.
-    let control_context = unsafe { context(control.cast()) };
-    // SAFETY: as above: the context is live and initialised.
-    let fdo = unsafe { &*control_context }.device;
-    // SAFETY: the FDO carries its context, which outlives its control device.
-    let fdo_context = unsafe { context(fdo.cast()) };
-    // SAFETY: as above; only shared references are taken while requests are served.
-    let Some(bus) = (unsafe { &*fdo_context }).bus.as_ref() else {
+    // SAFETY: the control device was created with a ControlContext.
+    let Some(control) = (unsafe { context::<ControlContext>(control.cast(), &CONTROL_CONTEXT) })
+    else {
         return (NtStatus::INVALID_DEVICE_REQUEST, 0);
     };
-    let mut buffer: *mut c_void = core::ptr::null_mut();
-    let mut len = 0usize;
-    // SAFETY: METHOD_BUFFERED: one system buffer, max(input, output) bytes.
-    let s = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfRequestRetrieveInputBuffer,
-            request,
-            0,
-            &mut buffer,
-            &mut len
-        )
+    // SAFETY: the FDO outlives its control device (its cleanup deletes it).
+    let Some(fdo) = (unsafe { context::<FdoContext>(control.fdo.cast(), &FDO_CONTEXT) }) else {
+        return (NtStatus::INVALID_DEVICE_REQUEST, 0);
     };
-    if s < 0 || buffer.is_null() {
-        return (NtStatus::INVALID_BUFFER_SIZE, 0);
-    }
-    // The dispatcher decodes the input fully before it writes a byte of output, so one copy
-    // of the input keeps both views apart.
+    // The dispatcher decodes the input fully before it writes a byte of output, but
+    // METHOD_BUFFERED gives both views one system buffer: the input is copied out first.
     let mut input = [0u8; 512];
-    let n = input_len.min(input.len()).min(len);
-    // SAFETY: the system buffer has at least `len` bytes.
-    input[..n].copy_from_slice(unsafe { core::slice::from_raw_parts(buffer.cast::<u8>(), n) });
-    // SAFETY: the system buffer has room for the output length KMDF checked.
-    let output =
-        unsafe { core::slice::from_raw_parts_mut(buffer.cast::<u8>(), output_len.min(len)) };
-    // SAFETY: the request's file object is live for the request.
-    let granted = unsafe { granted_access(request) };
-    let reply = f(bus, &input[..n], output, rights_of(granted));
-    (reply.status, reply.bytes)
+    // SAFETY: the request is live and not completed.
+    let n = match unsafe { retrieve(request, Direction::Input, input_len) } {
+        Ok((buffer, len)) => {
+            let n = len.min(input_len).min(input.len());
+            // SAFETY: KMDF's input buffer has `len` readable bytes.
+            input[..n].copy_from_slice(unsafe { core::slice::from_raw_parts(buffer, n) });
+            n
+        }
+        Err(status) => return (status, 0),
+    };
+    let wanted = if planted(Defect::OutputFromInput) {
+        output_len.min(input_len)
+    } else {
+        output_len
+    };
+    // SAFETY: as above.
+    let output: &mut [u8] = match unsafe { retrieve(request, Direction::Output, wanted) } {
+        // SAFETY: KMDF's output buffer has `len` writable bytes until the request completes,
+        // and no other view of it is alive (the input was copied out).
+        Ok((buffer, len)) => unsafe { core::slice::from_raw_parts_mut(buffer, len) },
+        Err(status) => return (status, 0),
+    };
+    let rights = if planted(Defect::ShareAccessAsGranted) {
+        // SAFETY: the request is live.
+        rights_of(unsafe { share_access(request) })
+    } else {
+        rights_of_ioctl(code)
+    };
+    let reply = fdo.with_bus(|bus| f(bus, &input[..n], output, rights));
+    reply.map_or((NtStatus::INVALID_DEVICE_REQUEST, 0), |r| {
+        (r.status, r.bytes)
+    })
 }
 
-/// The access the handle behind `request` was granted.
+#[derive(Clone, Copy)]
+enum Direction {
+    Input,
+    Output,
+}
+
+/// The request's input or output buffer: empty when its length is 0, which KMDF's Retrieve
+/// functions refuse (STATUS_BUFFER_TOO_SMALL) rather than return.
+///
+/// # Safety
+/// `request` is live and not completed.
+unsafe fn retrieve(
+    request: WDFREQUEST,
+    direction: Direction,
+    length: usize,
+) -> Result<(*mut u8, usize), NtStatus> {
+    if length == 0 {
+        return Ok((core::ptr::NonNull::dangling().as_ptr(), 0));
+    }
+    let mut buffer: *mut c_void = core::ptr::null_mut();
+    let mut len = 0usize;
+    let s = match direction {
+        // SAFETY: the caller's contract; the out-pointers live for the call.
+        Direction::Input => unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfRequestRetrieveInputBuffer,
+                request,
+                0,
+                &mut buffer,
+                &mut len
+            )
+        },
+        // SAFETY: as above.
+        Direction::Output => unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfRequestRetrieveOutputBuffer,
+                request,
+                0,
+                &mut buffer,
+                &mut len
+            )
+        },
+    };
+    if s < 0 || buffer.is_null() {
+        return Err(NtStatus(s as u32));
+    }
+    Ok((buffer.cast(), len.min(length)))
+}
+
+/// The file object's share-access flags: the planted misreading of what a handle may do
+/// (share access is bookkeeping for IoCheckShareAccess, not the access granted).
 ///
 /// # Safety
 /// `request` is live.
-unsafe fn granted_access(request: WDFREQUEST) -> u32 {
+unsafe fn share_access(request: WDFREQUEST) -> u32 {
     // SAFETY: the caller's contract.
     let irp = unsafe { call_unsafe_wdf_function_binding!(WdfRequestWdmGetIrp, request) };
     // SAFETY: KMDF returns the request's live IRP.

@@ -1,30 +1,39 @@
 //! The FFI layer: DriverEntry and the KMDF event callbacks on windows-drivers-rs.
 //!
 //! Type-checked and clippy-clean against windows-drivers-rs over the KMDF 1.33 headers
-//! (../shared/wdk-kit, in CI); never linked or run: that needs Windows and the WDK
-//! (docs/windows.md).
-//! It is kept mechanical: each callback recovers the bus from the device context and calls
-//! the tested logic in the core host (`hcabus::host::Bus`) and [`crate::device`]; the platform's Windows side is in
-//! `platform.rs`, the C ABI's functions in `interface.rs`. Every unsafe block says why it is
-//! sound.
+//! (../shared/wdk-kit, in CI), and run on Linux against the KMDF model of `model/`
+//! (`hosttest.sh`, in CI), which enforces KMDF's rules as KMDF's own source does; never
+//! linked: that needs Windows and the WDK (docs/windows.md).
+//! It is kept mechanical: each callback finds the FDO's context and calls the tested logic
+//! in the core host (`hcabus::host::Bus`) and [`crate::device`] under the context's rundown
+//! protection; the platform's Windows side is in `platform.rs`, the C ABI's functions in
+//! `interface.rs`. Every unsafe block says why it is sound.
 #![allow(unsafe_code)]
 
+mod children;
+mod context;
+mod defects;
 mod interface;
 mod io;
 mod objects;
 mod platform;
+mod resources;
+
+#[cfg(all(test, wdk_fake))]
+mod model;
 
 use wdk_sys::{
     call_unsafe_wdf_function_binding, NTSTATUS, PCUNICODE_STRING, PDRIVER_OBJECT, PWDFDEVICE_INIT,
-    STATUS_INSUFFICIENT_RESOURCES, STATUS_SUCCESS, ULONG, WDFCMRESLIST, WDFDEVICE, WDFDRIVER,
-    WDFQUEUE, WDFREQUEST, WDF_DRIVER_CONFIG, WDF_NO_HANDLE, WDF_NO_OBJECT_ATTRIBUTES,
-    WDF_POWER_DEVICE_STATE,
+    STATUS_INSUFFICIENT_RESOURCES, STATUS_INVALID_DEVICE_STATE, STATUS_SUCCESS, ULONG,
+    WDFCMRESLIST, WDFDEVICE, WDFDRIVER, WDFQUEUE, WDFREQUEST, WDF_DRIVER_CONFIG, WDF_NO_HANDLE,
+    WDF_NO_OBJECT_ATTRIBUTES, WDF_POWER_DEVICE_STATE,
 };
 
 use crate::device;
 use crate::device::{prepare, BusConfig};
-use hcabus::host::Bus;
+use context::{FdoContext, FDO_CONTEXT};
 use platform::WdfPlatform;
+use resources::Child;
 
 // Only in the abort build: with an unwinding profile lib.rs refuses to compile, and std's
 // panic handler would clash with wdk-panic's before that message could be read.
@@ -35,10 +44,24 @@ extern crate wdk_panic;
 #[global_allocator]
 static GLOBAL_ALLOCATOR: wdk_alloc::WdkAllocator = wdk_alloc::WdkAllocator;
 
-/// The FDO's context: the bus, once the hardware is prepared.
-pub(crate) struct FdoContext {
-    pub(crate) bus: Option<Bus<WdfPlatform>>,
-    pub(crate) device: WDFDEVICE,
+/// The FDO context of `device`.
+///
+/// # Safety
+/// `device` is a live FDO made by `objects::create_fdo`.
+unsafe fn fdo<'a>(device: WDFDEVICE) -> Option<&'a FdoContext> {
+    // SAFETY: the caller's contract.
+    unsafe { context::context(device.cast(), &FDO_CONTEXT) }
+}
+
+/// The FDO context of the FDO a DPC, work item or timer was created under.
+///
+/// # Safety
+/// `object` is live and was created by `resources::Deferred::create`.
+unsafe fn parent_fdo<'a>(object: Child) -> Option<&'a FdoContext> {
+    // SAFETY: the caller's contract.
+    let parent = unsafe { resources::parent(object) };
+    // SAFETY: its parent is the FDO, which carries an FdoContext.
+    unsafe { context::context(parent, &FDO_CONTEXT) }
 }
 
 // SAFETY: "DriverEntry" is the symbol the kernel calls; nothing else in the driver exports it.
@@ -92,8 +115,10 @@ extern "C" fn evt_prepare_hardware(
     _raw: WDFCMRESLIST,
     translated: WDFCMRESLIST,
 ) -> NTSTATUS {
-    // SAFETY: the context was allocated with the FDO and lives as long as it.
-    let ctx = unsafe { platform::fdo_context(device) };
+    // SAFETY: KMDF calls this for the FDO create_fdo made.
+    let Some(ctx) = (unsafe { fdo(device) }) else {
+        return STATUS_INVALID_DEVICE_STATE;
+    };
     // SAFETY: the translated resource list is KMDF's, valid for this callback.
     let platform = match unsafe { WdfPlatform::new(device, translated, PORTS) } {
         Ok(p) => p,
@@ -105,7 +130,10 @@ extern "C" fn evt_prepare_hardware(
     };
     match prepare(platform, config) {
         Ok(bus) => {
-            ctx.bus = Some(bus);
+            ctx.attach(alloc::boxed::Box::new(bus));
+            // The bus kicked its DPC as it was built, before callers were let in: a DPC that
+            // ran then found no bus, so it is kicked again now that it is reachable.
+            ctx.with_bus(|bus| bus.kick());
             STATUS_SUCCESS
         }
         Err(e) => {
@@ -115,25 +143,29 @@ extern "C" fn evt_prepare_hardware(
     }
 }
 
-/// EvtDeviceReleaseHardware: the bus goes, its registers are unmapped.
+/// EvtDeviceReleaseHardware (PASSIVE_LEVEL): waits until nothing is inside the bus, then
+/// drops it: its timers stopped, its DPC cancelled and its work item flushed (each waited
+/// for), their objects and its locks deleted, BAR0 unmapped, the PCI interface given back.
 extern "C" fn evt_release_hardware(device: WDFDEVICE, _translated: WDFCMRESLIST) -> NTSTATUS {
     // SAFETY: as in evt_prepare_hardware.
-    let ctx = unsafe { platform::fdo_context(device) };
-    ctx.bus = None;
+    if let Some(ctx) = unsafe { fdo(device) } {
+        drop(ctx.detach());
+    }
     STATUS_SUCCESS
 }
 
 extern "C" fn evt_surprise_removal(device: WDFDEVICE) {
     // SAFETY: as in evt_prepare_hardware.
-    if let Some(bus) = unsafe { platform::fdo_context(device) }.bus.as_ref() {
-        bus.surprise_removal();
+    if let Some(ctx) = unsafe { fdo(device) } {
+        ctx.with_bus(|bus| bus.surprise_removal());
     }
 }
 
 extern "C" fn evt_d0_exit(device: WDFDEVICE, target: WDF_POWER_DEVICE_STATE) -> NTSTATUS {
+    let last = target == wdk_sys::_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final;
     // SAFETY: as in evt_prepare_hardware.
-    if let Some(bus) = unsafe { platform::fdo_context(device) }.bus.as_ref() {
-        bus.d0_exit(target == wdk_sys::_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
+    if let Some(ctx) = unsafe { fdo(device) } {
+        ctx.with_bus(|bus| bus.d0_exit(last));
     }
     STATUS_SUCCESS
 }
@@ -152,8 +184,7 @@ extern "C" fn evt_io_device_control(
         platform::with_request_buffers(
             queue,
             request,
-            input_length,
-            output_length,
+            (code, input_length, output_length),
             |bus, i, o, r| bus.device_control(code, i, o, r),
         )
     };
@@ -163,36 +194,31 @@ extern "C" fn evt_io_device_control(
 
 /// The delivery DPC, a WDFTIMER, the hardware work item: each finds the bus and calls it.
 extern "C" fn evt_dpc(dpc: wdk_sys::WDFDPC) {
-    // SAFETY: the DPC's parent is the FDO, whose context outlives it.
-    if let Some(bus) = unsafe { platform::parent_context(objects::Child::Dpc(dpc)) }
-        .bus
-        .as_ref()
-    {
-        bus.dpc();
+    // SAFETY: KMDF calls this for a live DPC made by Deferred::create.
+    if let Some(ctx) = unsafe { parent_fdo(Child::Dpc(dpc)) } {
+        ctx.with_bus(|bus| bus.dpc());
     }
 }
 
 extern "C" fn evt_work_item(item: wdk_sys::WDFWORKITEM) {
     // SAFETY: as in evt_dpc.
-    if let Some(bus) = unsafe { platform::parent_context(objects::Child::WorkItem(item)) }
-        .bus
-        .as_ref()
-    {
-        bus.work_item();
+    if let Some(ctx) = unsafe { parent_fdo(Child::WorkItem(item)) } {
+        ctx.with_bus(|bus| bus.work_item());
     }
 }
 
 extern "C" fn evt_timer(timer: wdk_sys::WDFTIMER) {
-    // SAFETY: the timer's context holds its TimerId, written at its creation.
-    let id = unsafe { platform::timer_id(timer) };
-    // SAFETY: the timer's parent is the FDO.
-    let ctx = unsafe { platform::parent_context(objects::Child::Timer(timer)) };
-    if let Some(bus) = ctx.bus.as_ref() {
-        bus.timer_fired(id);
+    // SAFETY: as in evt_dpc: the timer carries its TimerId.
+    let Some(id) = (unsafe { resources::timer_id(timer) }) else {
+        return;
+    };
+    // SAFETY: as in evt_dpc.
+    if let Some(ctx) = unsafe { parent_fdo(Child::Timer(timer)) } {
+        ctx.with_bus(|bus| bus.timer_fired(id));
     }
 }
 
-/// EvtChildListCreateDevice: a raw PDO for one child function, with its hardware id, and the
+/// EvtChildListCreateDevice: the PDO of one child function, with its ids and text, and the
 /// bus interface published on it.
 extern "C" fn evt_child_create_device(
     list: wdk_sys::WDFCHILDLIST,

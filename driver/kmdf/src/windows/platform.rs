@@ -1,6 +1,6 @@
 //! The platform on KMDF and WDM: each method of [`crate::platform::Platform`] (the core host's)
-//! and of [`crate::platform::KmdfPlatform`] is one or two kernel calls. Type-checked against the KMDF 1.33 headers, never linked or run
-//! (docs/windows.md).
+//! and of [`crate::platform::KmdfPlatform`] is one or two kernel calls. Type-checked against
+//! the KMDF 1.33 headers and run on the KMDF model (`model/`); never linked (docs/windows.md).
 
 use core::cell::UnsafeCell;
 
@@ -12,8 +12,8 @@ use hcabus::Instant;
 use hcabus_cabi::CCallback;
 use wdk_sys::*;
 
-use super::objects;
-use super::FdoContext;
+use super::defects::{planted, Defect};
+use super::resources::{self, Deferred};
 use crate::platform::{
     ChildFunction, EventLogEntry, Irql, KmdfPlatform, Lock, Platform, PlatformError, Scheduled,
 };
@@ -26,6 +26,14 @@ pub(crate) struct WdfSpinLock<T> {
 
 // SAFETY: `data` is only reached between WdfSpinLockAcquire and WdfSpinLockRelease.
 unsafe impl<T: Send> Sync for WdfSpinLock<T> {}
+
+impl<T> Drop for WdfSpinLock<T> {
+    fn drop(&mut self) {
+        // SAFETY: the lock this value created, not held (dropping needs `&mut self`):
+        // deleted once, so that no prepare/release cycle leaves one behind.
+        unsafe { delete(self.lock.cast()) };
+    }
+}
 
 impl<T> Lock<T> for WdfSpinLock<T> {
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
@@ -47,6 +55,25 @@ pub(crate) struct WdfWaitLock<T> {
 
 // SAFETY: `data` is only reached between WdfWaitLockAcquire and WdfWaitLockRelease.
 unsafe impl<T: Send> Sync for WdfWaitLock<T> {}
+
+impl<T> Drop for WdfWaitLock<T> {
+    fn drop(&mut self) {
+        // SAFETY: as for the spin lock.
+        unsafe { delete(self.lock.cast()) };
+    }
+}
+
+/// WdfObjectDelete of an object this layer created and owns.
+///
+/// # Safety
+/// `object` is live and not used afterwards.
+unsafe fn delete(object: WDFOBJECT) {
+    if object.is_null() || planted(Defect::ReleaseWithoutRundown) {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, object) };
+}
 
 impl<T> Lock<T> for WdfWaitLock<T> {
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
@@ -75,6 +102,52 @@ pub(crate) struct WdfRegs {
 // SAFETY: the mapping and the bus interface may be used from any thread; the bus serialises
 // every access under its wait lock.
 unsafe impl Send for WdfRegs {}
+
+impl Drop for WdfRegs {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in map_registers, unused once the bus that owned these
+        // registers is dropped.
+        unsafe { resources::unmap(self.bar0, self.bar0_len) };
+        // SAFETY: the interface referenced in map_registers, given back once.
+        unsafe { resources::release_interface(&self.pci) };
+    }
+}
+
+/// READ_REGISTER_ULONG: on x64 Windows a volatile load (wdm.h's inline function). Under the
+/// KMDF model the load goes to its register file, which gives reads and writes the side
+/// effects a ConnectX has: the one place the model stands in below the FFI layer.
+///
+/// # Safety
+/// `register` is in a live mapping, dword aligned.
+unsafe fn read_register(register: *const u32) -> u32 {
+    #[cfg(all(test, wdk_fake))]
+    {
+        // SAFETY: the caller's contract.
+        unsafe { super::model::register_read(register) }
+    }
+    #[cfg(not(all(test, wdk_fake)))]
+    {
+        // SAFETY: the caller's contract.
+        unsafe { core::ptr::read_volatile(register) }
+    }
+}
+
+/// WRITE_REGISTER_ULONG, as [`read_register`].
+///
+/// # Safety
+/// As [`read_register`].
+unsafe fn write_register(register: *mut u32, value: u32) {
+    #[cfg(all(test, wdk_fake))]
+    {
+        // SAFETY: the caller's contract.
+        unsafe { super::model::register_write(register, value) }
+    }
+    #[cfg(not(all(test, wdk_fake)))]
+    {
+        // SAFETY: the caller's contract.
+        unsafe { core::ptr::write_volatile(register, value) }
+    }
+}
 
 impl RegisterAccess for WdfRegs {
     fn config_read32(&mut self, offset: u16) -> Option<u32> {
@@ -118,7 +191,7 @@ impl RegisterAccess for WdfRegs {
         // SAFETY: `offset + 4` is within the mapping, checked above.
         let register = unsafe { self.bar0.add(offset as usize) }.cast::<u32>();
         // SAFETY: in bounds of the mapping, dword aligned (every offset of the map is).
-        unsafe { core::ptr::read_volatile(register) }
+        unsafe { read_register(register) }
     }
 
     fn bar0_write32(&mut self, offset: u32, value: u32) {
@@ -128,17 +201,15 @@ impl RegisterAccess for WdfRegs {
         // SAFETY: `offset + 4` is within the mapping, checked above.
         let register = unsafe { self.bar0.add(offset as usize) }.cast::<u32>();
         // SAFETY: in bounds of the mapping, dword aligned.
-        unsafe { core::ptr::write_volatile(register, value) }
+        unsafe { write_register(register, value) }
     }
 }
 
-/// The KMDF objects of one FDO.
+/// The KMDF objects of one FDO, for one prepare/release cycle.
 pub(crate) struct WdfPlatform {
     device: WDFDEVICE,
     translated: WDFCMRESLIST,
-    dpc: WDFDPC,
-    work_item: WDFWORKITEM,
-    timers: [WDFTIMER; TimerId::COUNT],
+    deferred: Deferred,
     /// IB ports: the children are an IPoIB per port and the SRP initiator.
     ports: u8,
 }
@@ -154,14 +225,12 @@ impl WdfPlatform {
         translated: WDFCMRESLIST,
         ports: u8,
     ) -> Result<Self, NTSTATUS> {
-        // SAFETY: the caller's contract; each helper creates one object parented to the FDO.
-        let (dpc, work_item, timers) = unsafe { objects::create(device)? };
+        // SAFETY: the caller's contract.
+        let deferred = unsafe { Deferred::create(device)? };
         Ok(WdfPlatform {
             device,
             translated,
-            dpc,
-            work_item,
-            timers,
+            deferred,
             ports,
         })
     }
@@ -208,16 +277,15 @@ impl Platform for WdfPlatform {
 
     fn spin_lock<T: Send>(&self, value: T) -> Result<WdfSpinLock<T>, PlatformError> {
         let mut lock = core::ptr::null_mut();
-        // SAFETY: PASSIVE_LEVEL in prepare hardware; default attributes (no parent: the bus
-        // owns the lock and deletes nothing before the FDO goes).
+        let mut attributes = super::context::attributes(self.device.cast(), None);
+        // SAFETY: PASSIVE_LEVEL in prepare hardware; parented to the FDO, and deleted by
+        // the lock's Drop when the bus goes.
         let status = unsafe {
-            call_unsafe_wdf_function_binding!(
-                WdfSpinLockCreate,
-                WDF_NO_OBJECT_ATTRIBUTES,
-                &mut lock
-            )
+            call_unsafe_wdf_function_binding!(WdfSpinLockCreate, &mut attributes, &mut lock)
         };
-        created(status, lock)?;
+        if !planted(Defect::LockStatusIgnored) {
+            created(status, lock)?;
+        }
         Ok(WdfSpinLock {
             lock,
             data: UnsafeCell::new(value),
@@ -226,15 +294,14 @@ impl Platform for WdfPlatform {
 
     fn wait_lock<T: Send>(&self, value: T) -> Result<WdfWaitLock<T>, PlatformError> {
         let mut lock = core::ptr::null_mut();
+        let mut attributes = super::context::attributes(self.device.cast(), None);
         // SAFETY: as for the spin lock.
         let status = unsafe {
-            call_unsafe_wdf_function_binding!(
-                WdfWaitLockCreate,
-                WDF_NO_OBJECT_ATTRIBUTES,
-                &mut lock
-            )
+            call_unsafe_wdf_function_binding!(WdfWaitLockCreate, &mut attributes, &mut lock)
         };
-        created(status, lock)?;
+        if !planted(Defect::LockStatusIgnored) {
+            created(status, lock)?;
+        }
         Ok(WdfWaitLock {
             lock,
             data: UnsafeCell::new(value),
@@ -247,7 +314,11 @@ impl Platform for WdfPlatform {
         let relative = -(i64::try_from(wait_us.saturating_mul(10)).unwrap_or(i64::MAX));
         // SAFETY: the timer lives as long as the FDO.
         let _was_queued = unsafe {
-            call_unsafe_wdf_function_binding!(WdfTimerStart, self.timers[timer as usize], relative)
+            call_unsafe_wdf_function_binding!(
+                WdfTimerStart,
+                self.deferred.timers[timer as usize],
+                relative
+            )
         };
         // A timer already queued is re-armed to the new due time: nothing else to do.
     }
@@ -255,21 +326,22 @@ impl Platform for WdfPlatform {
     fn cancel_timer(&self, timer: TimerId) {
         // SAFETY: as above; FALSE: do not wait (we may be at DISPATCH_LEVEL).
         let _was_queued = unsafe {
-            call_unsafe_wdf_function_binding!(WdfTimerStop, self.timers[timer as usize], 0)
+            call_unsafe_wdf_function_binding!(WdfTimerStop, self.deferred.timers[timer as usize], 0)
         };
         // A timer that already fired is stale when its callback runs, and ignored there.
     }
 
     fn queue_dpc(&self) -> Scheduled {
         // SAFETY: the DPC lives as long as the FDO.
-        let _queued_now = unsafe { call_unsafe_wdf_function_binding!(WdfDpcEnqueue, self.dpc) };
+        let _queued_now =
+            unsafe { call_unsafe_wdf_function_binding!(WdfDpcEnqueue, self.deferred.dpc) };
         // FALSE means it was queued already: the one run drains everything queued.
         Scheduled::Queued
     }
 
     fn queue_work_item(&self) -> Scheduled {
         // SAFETY: the work item lives as long as the FDO.
-        unsafe { call_unsafe_wdf_function_binding!(WdfWorkItemEnqueue, self.work_item) };
+        unsafe { call_unsafe_wdf_function_binding!(WdfWorkItemEnqueue, self.deferred.work_item) };
         Scheduled::Queued
     }
 
@@ -280,7 +352,9 @@ impl Platform for WdfPlatform {
     fn pnp(&self, op: PnpOp) {
         match op {
             // SAFETY: the FDO's default child list.
-            PnpOp::ReportChildrenMissing => unsafe { objects::children_missing(self.device) },
+            PnpOp::ReportChildrenMissing => unsafe {
+                super::children::children_missing(self.device)
+            },
             PnpOp::ReenumerateChildren => {
                 let mut present = [ChildFunction::Srp; 3];
                 let mut n = 0;
@@ -289,7 +363,7 @@ impl Platform for WdfPlatform {
                     n += 1;
                 }
                 // SAFETY: the FDO's default child list.
-                unsafe { objects::rescan(self.device, &present[..n]) };
+                unsafe { super::children::rescan(self.device, &present[..n]) };
             }
         }
     }
@@ -312,12 +386,15 @@ impl KmdfPlatform for WdfPlatform {
     fn map_registers(&mut self) -> Result<MmioHca<WdfRegs>, PlatformError> {
         // SAFETY: the resource list is valid during prepare hardware.
         let (start, len) =
-            unsafe { objects::memory_bar(self.translated) }.ok_or(PlatformError::NoRegisters)?;
+            unsafe { resources::memory_bar(self.translated) }.ok_or(PlatformError::NoRegisters)?;
         // SAFETY: a memory resource the PnP manager assigned to this function.
-        let bar0 = unsafe { objects::map(start, len) }.ok_or(PlatformError::NoRegisters)?;
-        // SAFETY: the FDO is live; the interface is referenced until the bus goes.
-        let pci =
-            unsafe { objects::pci_interface(self.device) }.ok_or(PlatformError::NoConfigSpace)?;
+        let bar0 = unsafe { resources::map(start, len) }.ok_or(PlatformError::NoRegisters)?;
+        // SAFETY: the FDO is live; the interface is referenced until the registers go.
+        let Some(pci) = (unsafe { resources::pci_interface(self.device) }) else {
+            // SAFETY: mapped just above, never handed out.
+            unsafe { resources::unmap(bar0, len) };
+            return Err(PlatformError::NoConfigSpace);
+        };
         Ok(MmioHca::new(WdfRegs {
             bar0,
             bar0_len: len,
@@ -327,7 +404,7 @@ impl KmdfPlatform for WdfPlatform {
 
     fn child_present(&self, child: ChildFunction) -> Result<(), PlatformError> {
         // SAFETY: the FDO's default child list, during prepare hardware.
-        unsafe { objects::child_present(self.device, child) }
+        unsafe { super::children::child_present(self.device, child) }
             .map_err(|s| PlatformError::Status(s as u32))
     }
 }
@@ -341,29 +418,5 @@ fn created<H>(status: NTSTATUS, handle: *mut H) -> Result<(), PlatformError> {
     Ok(())
 }
 
-/// The FDO's context.
-///
-/// # Safety
-/// `device` is a live FDO created by `create_fdo`.
-pub(crate) unsafe fn fdo_context<'a>(device: WDFDEVICE) -> &'a mut FdoContext {
-    // SAFETY: the caller's contract: the context type was registered at create.
-    let context = unsafe { objects::context(device.cast()) };
-    // SAFETY: as above: KMDF keeps the context for the device's lifetime.
-    unsafe { &mut *context }
-}
-
-/// The context of the FDO that parents `object` (a DPC, a work item, a timer).
-///
-/// # Safety
-/// `object` is live and parented to an FDO created by `create_fdo`.
-pub(crate) unsafe fn parent_context<'a>(object: objects::Child) -> &'a mut FdoContext {
-    // SAFETY: the caller's contract.
-    let fdo = unsafe { objects::parent(object) };
-    // SAFETY: the parent is an FDO created by `create_fdo`, which carries an FdoContext.
-    let context = unsafe { objects::context(fdo) };
-    // SAFETY: as above: KMDF keeps the context for the device's lifetime.
-    unsafe { &mut *context }
-}
-
 pub(crate) use super::io::{complete, with_request_buffers};
-pub(crate) use super::objects::{create_fdo, install_logger, next_instance, pci_ids, timer_id};
+pub(crate) use super::objects::{create_fdo, install_logger, next_instance, pci_ids};

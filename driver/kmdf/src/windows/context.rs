@@ -1,0 +1,209 @@
+//! Object contexts, as KMDF wants them declared: each context type has a static
+//! WDF_OBJECT_CONTEXT_TYPE_INFO whose `UniqueType` points at itself (what C's
+//! WDF_DECLARE_CONTEXT_TYPE declares), the object's attributes name it, and every lookup
+//! passes it (KMDF bugchecks 0x10D on a null type info). Object attributes are built as
+//! WDF_OBJECT_ATTRIBUTES_INIT builds them, since wdk-sys binds none of the FORCEINLINE
+//! `_INIT` helpers.
+
+use core::cell::UnsafeCell;
+use core::ptr::{null, null_mut};
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use hcabus::host::Bus;
+use wdk_sys::*;
+
+use super::defects::{planted, Defect};
+use super::platform::WdfPlatform;
+
+/// A context type's WDF_OBJECT_CONTEXT_TYPE_INFO.
+pub(crate) struct ContextType(WDF_OBJECT_CONTEXT_TYPE_INFO);
+
+// SAFETY: the info is immutable, and its pointers are to 'static data (its name, itself).
+unsafe impl Sync for ContextType {}
+
+impl ContextType {
+    /// What a lookup and the attributes name: the info's `UniqueType`.
+    fn unique(&'static self) -> PCWDF_OBJECT_CONTEXT_TYPE_INFO {
+        self.0.UniqueType
+    }
+}
+
+/// Declares the static type info of a context type.
+macro_rules! context_type {
+    ($info:ident, $ty:ty, $name:literal) => {
+        pub(crate) static $info: ContextType = ContextType(WDF_OBJECT_CONTEXT_TYPE_INFO {
+            Size: core::mem::size_of::<WDF_OBJECT_CONTEXT_TYPE_INFO>() as ULONG,
+            ContextName: $name.as_ptr(),
+            ContextSize: core::mem::size_of::<$ty>(),
+            UniqueType: &$info.0,
+            EvtDriverGetUniqueContextType: None,
+        });
+    };
+}
+
+context_type!(FDO_CONTEXT, FdoContext, c"FdoContext");
+context_type!(CONTROL_CONTEXT, ControlContext, c"ControlContext");
+context_type!(TIMER_CONTEXT, TimerContext, c"TimerContext");
+
+/// The FDO's context. The bus is reached only under its rundown protection, so that release
+/// hardware can wait until no DPC, timer, work item, IOCTL or child is inside it before it
+/// is freed; no caller ever gets `&mut` to anything here.
+pub(crate) struct FdoContext {
+    pub(crate) device: WDFDEVICE,
+    /// The FDO's control device, deleted with the FDO (KMDF does not delete control
+    /// devices on its own).
+    pub(crate) control: AtomicPtr<core::ffi::c_void>,
+    rundown: UnsafeCell<EX_RUNDOWN_REF>,
+    /// The bus (a leaked Box) between prepare and release hardware; null outside.
+    bus: AtomicPtr<Bus<WdfPlatform>>,
+}
+
+// SAFETY: `rundown` is only passed to the Ex*Rundown* functions, which synchronise
+// themselves; the other fields are atomics or a handle written once at creation.
+unsafe impl Sync for FdoContext {}
+
+/// The control device's context: the FDO whose bus serves its requests.
+pub(crate) struct ControlContext {
+    pub(crate) fdo: WDFDEVICE,
+}
+
+/// A WDFTIMER's context: the TimerId it stands for.
+pub(crate) struct TimerContext {
+    pub(crate) id: u32,
+}
+
+/// WDF_OBJECT_ATTRIBUTES_INIT, with the parent and the context type set as
+/// WDF_OBJECT_ATTRIBUTES_INIT_CONTEXT_TYPE sets them.
+pub(crate) fn attributes(
+    parent: WDFOBJECT,
+    context: Option<&'static ContextType>,
+) -> WDF_OBJECT_ATTRIBUTES {
+    let mut a = WDF_OBJECT_ATTRIBUTES {
+        Size: core::mem::size_of::<WDF_OBJECT_ATTRIBUTES>() as ULONG,
+        ExecutionLevel: _WDF_EXECUTION_LEVEL::WdfExecutionLevelInheritFromParent,
+        SynchronizationScope: _WDF_SYNCHRONIZATION_SCOPE::WdfSynchronizationScopeInheritFromParent,
+        ParentObject: parent,
+        ContextTypeInfo: context.map_or(null(), ContextType::unique),
+        ..WDF_OBJECT_ATTRIBUTES::default()
+    };
+    if planted(Defect::SizeWithoutType) {
+        if let Some(c) = context {
+            a.ContextSizeOverride = c.0.ContextSize;
+            a.ContextTypeInfo = null();
+        }
+    }
+    a
+}
+
+/// The context of type `info` of `object`, or `None` when the object has none of that type.
+///
+/// # Safety
+/// `object` is a live WDF handle; `T` is the type `info` declares.
+pub(crate) unsafe fn context<'a, T>(
+    object: WDFOBJECT,
+    info: &'static ContextType,
+) -> Option<&'a T> {
+    let info = if planted(Defect::NullContextType) {
+        null()
+    } else {
+        info.unique()
+    };
+    // SAFETY: the caller's contract; the type info is a static that outlives every object.
+    let p =
+        unsafe { call_unsafe_wdf_function_binding!(WdfObjectGetTypedContextWorker, object, info) };
+    // SAFETY: KMDF allocated the context with the object, aligned and of `T`'s size, and
+    // keeps it until the object's memory goes; only shared references are handed out.
+    unsafe { p.cast::<T>().as_ref() }
+}
+
+/// Writes the context of type `info` of an object just created with it; `false` when the
+/// object has no such context.
+///
+/// # Safety
+/// `object` was just created with `info` as its context type, `T` is the type `info`
+/// declares, and no other code can reach the object yet.
+pub(crate) unsafe fn init_context<T>(
+    object: WDFOBJECT,
+    info: &'static ContextType,
+    value: T,
+) -> bool {
+    // SAFETY: the caller's contract.
+    let slot = unsafe {
+        call_unsafe_wdf_function_binding!(WdfObjectGetTypedContextWorker, object, info.unique())
+    }
+    .cast::<T>();
+    if slot.is_null() {
+        return false;
+    }
+    // SAFETY: KMDF allocated (and zeroed) the context with the object, of `T`'s size and
+    // aligned; no one else reaches it yet: written once, with no old value to drop.
+    unsafe { slot.write(value) };
+    true
+}
+
+impl FdoContext {
+    /// Writes the context of a device just created with FDO_CONTEXT.
+    ///
+    /// # Safety
+    /// `device` was just created with FDO_CONTEXT and no one else has seen it yet.
+    pub(crate) unsafe fn init<'a>(device: WDFDEVICE) -> Option<&'a FdoContext> {
+        let fresh = FdoContext {
+            device,
+            control: AtomicPtr::new(null_mut()),
+            rundown: UnsafeCell::new(EX_RUNDOWN_REF::default()),
+            bus: AtomicPtr::new(null_mut()),
+        };
+        // SAFETY: the caller's contract.
+        if !unsafe { init_context(device.cast(), &FDO_CONTEXT, fresh) } {
+            return None;
+        }
+        // SAFETY: initialised just above.
+        let ctx = unsafe { context::<FdoContext>(device.cast(), &FDO_CONTEXT) }?;
+        // SAFETY: the rundown reference is in the context, which lives as long as the FDO.
+        unsafe { wdk_sys::ntddk::ExInitializeRundownProtection(ctx.rundown.get()) };
+        // Run down at once (no one holds it yet): until prepare hardware attaches a bus,
+        // every caller is refused at the door, and attach always re-initialises.
+        // SAFETY: PASSIVE_LEVEL in EvtDriverDeviceAdd; no holder, so no wait.
+        unsafe { wdk_sys::ntddk::ExWaitForRundownProtectionRelease(ctx.rundown.get()) };
+        Some(ctx)
+    }
+
+    /// Runs `f` on the bus, if there is one, with rundown protection held.
+    pub(crate) fn with_bus<R>(&self, f: impl FnOnce(&Bus<WdfPlatform>) -> R) -> Option<R> {
+        if planted(Defect::ReleaseWithoutRundown) {
+            // SAFETY: none: this is the planted race (a bus freed under its caller).
+            return unsafe { self.bus.load(Ordering::Acquire).as_ref() }.map(f);
+        }
+        // SAFETY: the rundown reference lives in the context, as long as the FDO.
+        if unsafe { wdk_sys::ntddk::ExAcquireRundownProtection(self.rundown.get()) } == 0 {
+            return None;
+        }
+        // SAFETY: protection is held: release hardware frees the bus only after it has
+        // waited for every holder, so the pointer, if not null, is live until released.
+        let r = unsafe { self.bus.load(Ordering::Acquire).as_ref() }.map(f);
+        // SAFETY: acquired above.
+        unsafe { wdk_sys::ntddk::ExReleaseRundownProtection(self.rundown.get()) };
+        r
+    }
+
+    /// Publishes a bus built in prepare hardware and lets callers in (the protection is run
+    /// down from device add, and again by each release).
+    pub(crate) fn attach(&self, bus: alloc::boxed::Box<Bus<WdfPlatform>>) {
+        self.bus
+            .store(alloc::boxed::Box::into_raw(bus), Ordering::Release);
+        // SAFETY: as in with_bus; PASSIVE_LEVEL in prepare hardware, with no wait under way.
+        unsafe { wdk_sys::ntddk::ExReInitializeRundownProtection(self.rundown.get()) };
+    }
+
+    /// Release hardware: waits until no caller is inside the bus and none can enter, then
+    /// hands the bus back to be dropped (which stops, flushes and deletes its objects).
+    pub(crate) fn detach(&self) -> Option<alloc::boxed::Box<Bus<WdfPlatform>>> {
+        if !planted(Defect::ReleaseWithoutRundown) {
+            // SAFETY: PASSIVE_LEVEL; the reference lives in the context.
+            unsafe { wdk_sys::ntddk::ExWaitForRundownProtectionRelease(self.rundown.get()) };
+        }
+        let p = self.bus.swap(null_mut(), Ordering::AcqRel);
+        // SAFETY: `p` came from Box::into_raw in attach and was swapped out once.
+        (!p.is_null()).then(|| unsafe { alloc::boxed::Box::from_raw(p) })
+    }
+}

@@ -1,0 +1,62 @@
+//! Misuses of KMDF this layer once had, planted back on purpose so that the KMDF model
+//! (`model/`, tests only) shows it catches each. On Windows [`planted`] is `false` and every
+//! planted branch folds away; only the model's tests plant one, one test at a time.
+
+/// A misuse the layer had before it ran against the model (docs/windows.md lists each with
+/// the KMDF rule it breaks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(all(test, wdk_fake)), allow(dead_code))]
+pub(crate) enum Defect {
+    /// A: context lookups pass a null type info.
+    NullContextType,
+    /// B: object attributes give a context size with no context type.
+    SizeWithoutType,
+    /// B: the control device's init is not freed when its WdfDeviceCreate fails.
+    ControlInitNotFreed,
+    /// C: the DPC's, work item's and timers' attributes leave the execution level and the
+    /// synchronization scope at 0 (invalid).
+    InvalidExecutionLevel,
+    /// D: release hardware drops the bus with no rundown, and stops, flushes and deletes
+    /// nothing.
+    ReleaseWithoutRundown,
+    /// E: the registers stay mapped and the PCI bus interface referenced.
+    MappingKept,
+    /// F: the output view is capped at the input buffer's length.
+    OutputFromInput,
+    /// G: the control device outlives its FDO.
+    ControlDeviceKept,
+    /// H: a lock KMDF could not create is used anyway.
+    LockStatusIgnored,
+    /// I: the PDOs get no instance id and no device text.
+    BarePdo,
+    /// J: the rights come from the file object's share-access flags.
+    ShareAccessAsGranted,
+}
+
+#[cfg(all(test, wdk_fake))]
+static PLANTED: std::sync::Mutex<Option<Defect>> = std::sync::Mutex::new(None);
+
+/// Plants `defect` (or none) for the model's next runs.
+#[cfg(all(test, wdk_fake))]
+pub(crate) fn plant(defect: Option<Defect>) {
+    *PLANTED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = defect;
+}
+
+/// Whether `defect` is planted: always `false` outside the model's tests.
+#[inline(always)]
+pub(crate) fn planted(defect: Defect) -> bool {
+    #[cfg(all(test, wdk_fake))]
+    {
+        *PLANTED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            == Some(defect)
+    }
+    #[cfg(not(all(test, wdk_fake)))]
+    {
+        let _ = defect;
+        false
+    }
+}

@@ -1,0 +1,121 @@
+//! The I/O manager's side of an IOCTL: the handle's access checked against the code's
+//! RequiredAccess, a METHOD_BUFFERED request built, the queue's callback called, the request
+//! completed exactly once, the output copied back.
+
+use std::vec::Vec;
+
+use wdk_sys::*;
+
+use super::kernel::{Handle, Kernel, Kind, Role};
+use super::machine::{at, Request, FILE_READ_DATA, FILE_WRITE_DATA};
+use super::{violation, with, Rule, PASSIVE};
+
+/// The control device behind a symbolic link, and its queue's callback.
+fn target(link: &str) -> Option<(Handle, WDFQUEUE, PFN_WDF_IO_QUEUE_IO_DEVICE_CONTROL)> {
+    with(|k| {
+        let (i, d) = k
+            .objects
+            .iter()
+            .enumerate()
+            .find_map(|(i, o)| match &o.kind {
+                Kind::Device(d)
+                    if !o.deleted
+                        && d.role == Role::Control
+                        && d.links.iter().any(|l| l == link) =>
+                {
+                    Some((i, d))
+                }
+                _ => None,
+            })?;
+        if !d.finished {
+            return None;
+        }
+        let q = d.queue?;
+        match &k.objects[Kernel::index_of(q as _)].kind {
+            Kind::Queue { config, .. } => Some((
+                Kernel::handle_of(i),
+                q as WDFQUEUE,
+                config.EvtIoDeviceControl,
+            )),
+            _ => None,
+        }
+    })
+}
+
+pub(crate) fn ioctl(
+    link: &str,
+    granted: u32,
+    code: u32,
+    input: &[u8],
+    output_length: usize,
+) -> (NTSTATUS, Vec<u8>) {
+    let Some((_control, queue, Some(callback))) = target(link) else {
+        return (STATUS_OBJECT_NAME_NOT_FOUND, Vec::new());
+    };
+    // The I/O manager checks the code's RequiredAccess against the handle before any driver
+    // sees the request (IopXxxControlFile).
+    let required = (code >> 14) & 3;
+    let have = (if granted & FILE_READ_DATA != 0 { 1 } else { 0 })
+        | (if granted & FILE_WRITE_DATA != 0 { 2 } else { 0 });
+    if required & !have != 0 {
+        return (STATUS_ACCESS_DENIED, Vec::new());
+    }
+    let mut system_buffer = vec![0u8; input.len().max(output_length)];
+    system_buffer[..input.len()].copy_from_slice(input);
+    // SAFETY: all-zero IRP, stack location and file object are what the model hands out.
+    let mut r = Box::new(Request {
+        input_length: input.len(),
+        output_length,
+        system_buffer,
+        completed: false,
+        status: 0,
+        information: 0,
+        irp: Box::new(unsafe { core::mem::zeroed() }),
+        stack: Box::new(unsafe { core::mem::zeroed() }),
+        file: Box::new(unsafe { core::mem::zeroed() }),
+    });
+    // A KMDF control device records no share access: the file object's ReadAccess and
+    // WriteAccess stay 0 whatever the handle was granted.
+    r.stack.FileObject = &mut *r.file;
+    r.irp
+        .Tail
+        .Overlay
+        .__bindgen_anon_2
+        .__bindgen_anon_1
+        .CurrentStackLocation = &mut *r.stack;
+    let request = with(|k| {
+        k.create(
+            "IRP_MJ_DEVICE_CONTROL",
+            Kind::Request(r),
+            core::ptr::null_mut(),
+            None,
+        )
+    });
+    // SAFETY: the driver's callback with its queue and a request it now owns.
+    at("EvtIoDeviceControl", PASSIVE, || unsafe {
+        callback(
+            queue,
+            request as WDFREQUEST,
+            output_length,
+            input.len(),
+            code,
+        )
+    });
+    with(|k| {
+        let o = &mut k.objects[Kernel::index_of(request as _)];
+        let Kind::Request(r) = &o.kind else {
+            unreachable!("a request")
+        };
+        if !r.completed {
+            violation(
+                Rule::RequestNotCompleted,
+                "EvtIoDeviceControl",
+                "returned without completing the request (the sequential queue stalls)",
+            );
+        }
+        let out = r.system_buffer[..r.information.min(output_length)].to_vec();
+        let status = r.status;
+        k.delete_now("IoCompleteRequest", request);
+        (status, out)
+    })
+}

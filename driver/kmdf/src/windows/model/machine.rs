@@ -1,0 +1,433 @@
+//! The rest of the machine: the PnP manager (add, start, enumerate, stop, remove, unload),
+//! the I/O manager (open a handle, send an IOCTL) and the dispatcher (DPCs, timers, work
+//! items on virtual time). It calls the driver's callbacks at the IRQL Windows calls them at,
+//! never holding the kernel's lock, and checks each returns with no lock held.
+
+use std::string::String;
+use std::vec::Vec;
+
+use hcabus::sim::FakeConnectX;
+use wdk_sys::*;
+
+use super::kernel::{Adapter, Handle, Init, InitOrigin, InitState, Kernel, Kind, Role};
+use super::{irql, set_irql, violation, with, Rule, DISPATCH, PASSIVE};
+
+/// A METHOD_BUFFERED request as the I/O manager builds it.
+pub(crate) struct Request {
+    pub(crate) input_length: usize,
+    pub(crate) output_length: usize,
+    pub(crate) system_buffer: Vec<u8>,
+    pub(crate) completed: bool,
+    pub(crate) status: NTSTATUS,
+    pub(crate) information: usize,
+    pub(crate) irp: Box<IRP>,
+    pub(crate) stack: Box<IO_STACK_LOCATION>,
+    pub(crate) file: Box<FILE_OBJECT>,
+}
+
+/// FILE_READ_DATA, FILE_WRITE_DATA: what a handle may be granted.
+pub(crate) const FILE_READ_DATA: u32 = 1;
+pub(crate) const FILE_WRITE_DATA: u32 = 2;
+
+/// BAR0 of the model's adapters: where and how large.
+const BAR_PHYSICAL: i64 = 0xF000_0000;
+const BAR_LENGTH: usize = 1 << 20;
+
+/// Calls driver code at `level`; afterwards the IRQL must be back and no lock held.
+pub(crate) fn at<R>(what: &str, level: u8, f: impl FnOnce() -> R) -> R {
+    let before = irql();
+    set_irql(level);
+    let r = f();
+    if irql() != level {
+        violation(
+            Rule::LockHeldOnReturn,
+            what,
+            &format!("returned at IRQL {} (called at {level})", irql()),
+        );
+    }
+    let held = with(|k| {
+        k.objects.iter().any(|o| {
+            !o.deleted
+                && matches!(
+                    o.kind,
+                    Kind::SpinLock { holder: true, .. } | Kind::WaitLock { held: true }
+                )
+        })
+    });
+    if held {
+        violation(Rule::LockHeldOnReturn, what, "returned holding a lock");
+    }
+    set_irql(before);
+    r
+}
+
+/// Runs a work item's callback (its own flush, or the dispatcher).
+pub(crate) fn run_work_item(h: Handle) {
+    let f = with(|k| match &mut k.objects[Kernel::index_of(h as _)].kind {
+        Kind::WorkItem {
+            config, running, ..
+        } => {
+            *running = true;
+            config.EvtWorkItemFunc
+        }
+        _ => None,
+    });
+    if let Some(f) = f {
+        // SAFETY: the driver's callback for its work item.
+        at("EvtWorkItem", PASSIVE, || unsafe { f(h as WDFWORKITEM) });
+    }
+    with(|k| {
+        if let Kind::WorkItem { running, .. } = &mut k.objects[Kernel::index_of(h as _)].kind {
+            *running = false;
+        }
+    });
+}
+
+/// The machine a scenario drives: one adapter, one driver.
+pub(crate) struct Machine {
+    pub(crate) fdo: Option<Handle>,
+    driver_object: Box<DRIVER_OBJECT>,
+}
+
+impl Machine {
+    /// Installs the model with `hca` on the PCI bus and the Parameters key's `values`, then
+    /// loads the driver: DriverEntry.
+    pub(crate) fn boot(hca: FakeConnectX, values: &[(&str, u32)]) -> (Machine, NTSTATUS) {
+        let mut kernel = Kernel::default();
+        kernel.adapters.push(Adapter {
+            hca,
+            bar_physical: BAR_PHYSICAL,
+            bar_length: BAR_LENGTH,
+            interface_references: 0,
+        });
+        kernel.parameters = values.iter().map(|(k, v)| (String::from(*k), *v)).collect();
+        super::install(kernel);
+        // SAFETY: an all-zero DRIVER_OBJECT is what the model's WdfDriverCreate accepts.
+        let mut m = Machine {
+            fdo: None,
+            driver_object: Box::new(unsafe { core::mem::zeroed() }),
+        };
+        let path: Vec<u16> = "\\Registry\\Machine\\System\\CurrentControlSet\\Services\\hcabus"
+            .encode_utf16()
+            .collect();
+        let mut registry = UNICODE_STRING {
+            Length: (path.len() * 2) as u16,
+            MaximumLength: (path.len() * 2) as u16,
+            Buffer: path.as_ptr().cast_mut(),
+        };
+        let status = at("DriverEntry", PASSIVE, || {
+            super::super::driver_entry(&mut *m.driver_object, &mut registry)
+        });
+        (m, status)
+    }
+
+    /// PnP's AddDevice: EvtDriverDeviceAdd with an init for the adapter's PCI function.
+    pub(crate) fn add_device(&mut self, hardware_id: &str) -> NTSTATUS {
+        let (driver, add, init) = with(|k| {
+            k.inits
+                .push(Init::new(InitOrigin::Pnp, hardware_id.into(), 0));
+            let init = Kernel::init_handle(k.inits.len() - 1);
+            let driver = k
+                .driver
+                .unwrap_or_else(|| violation(Rule::Expectation, "AddDevice", "no WdfDriverCreate"));
+            let add = match &k.objects[Kernel::index_of(driver as _)].kind {
+                Kind::Driver { config } => config.EvtDriverDeviceAdd,
+                _ => None,
+            };
+            (driver, add, init)
+        });
+        let Some(add) = add else {
+            violation(Rule::Expectation, "AddDevice", "no EvtDriverDeviceAdd")
+        };
+        // SAFETY: the driver's callback with its driver and an init KMDF owns.
+        let status = at("EvtDriverDeviceAdd", PASSIVE, || unsafe {
+            add(driver as WDFDRIVER, init)
+        });
+        let cleanups = with(|k| {
+            // KMDF frees the PnP init whatever EvtDriverDeviceAdd did with it.
+            let pnp = &mut k.inits[Kernel::init_index(init)];
+            if pnp.state == InitState::Open {
+                pnp.state = InitState::Freed;
+            }
+            self.fdo = k
+                .objects
+                .iter()
+                .enumerate()
+                .rev()
+                .find(|(_, o)| {
+                    !o.deleted && matches!(&o.kind, Kind::Device(d) if d.role == Role::Fdo)
+                })
+                .map(|(i, _)| Kernel::handle_of(i));
+            match self.fdo {
+                // KMDF deletes the FDO of a failed add.
+                Some(f) if status < 0 => k.delete("EvtDriverDeviceAdd", f),
+                _ => Vec::new(),
+            }
+        });
+        if status < 0 {
+            self.fdo = None;
+        }
+        at("EvtCleanupCallback", PASSIVE, || {
+            super::objects::run_cleanups(cleanups)
+        });
+        status
+    }
+
+    fn fdo(&self, what: &str) -> Handle {
+        self.fdo
+            .unwrap_or_else(|| violation(Rule::Expectation, what, "no FDO"))
+    }
+
+    fn pnp(&self) -> WDF_PNPPOWER_EVENT_CALLBACKS {
+        let fdo = self.fdo("pnp");
+        with(|k| k.device(fdo).pnp)
+    }
+
+    /// Start: EvtDevicePrepareHardware with BAR0 in the translated resources, then the
+    /// children's PDOs.
+    pub(crate) fn start(&mut self) -> NTSTATUS {
+        let fdo = self.fdo("start");
+        let mut d = CM_PARTIAL_RESOURCE_DESCRIPTOR {
+            Type: CmResourceTypeMemory as u8,
+            ..Default::default()
+        };
+        d.u.Memory.Start.QuadPart = BAR_PHYSICAL;
+        d.u.Memory.Length = BAR_LENGTH as u32;
+        let (raw, translated) = with(|k| {
+            let raw = k.create(
+                "start",
+                Kind::ResourceList {
+                    descriptors: vec![d],
+                },
+                core::ptr::null_mut(),
+                Some(fdo),
+            );
+            let translated = k.create(
+                "start",
+                Kind::ResourceList {
+                    descriptors: vec![d],
+                },
+                core::ptr::null_mut(),
+                Some(fdo),
+            );
+            k.preparing = Some(fdo);
+            (raw, translated)
+        });
+        let prepare = self.pnp().EvtDevicePrepareHardware;
+        let status = prepare.map_or(STATUS_SUCCESS, |f| {
+            // SAFETY: the driver's callback with its FDO and two resource lists.
+            at("EvtDevicePrepareHardware", PASSIVE, || unsafe {
+                f(
+                    fdo as WDFDEVICE,
+                    raw as WDFCMRESLIST,
+                    translated as WDFCMRESLIST,
+                )
+            })
+        });
+        with(|k| {
+            k.preparing = None;
+            for list in [raw, translated] {
+                k.delete_now("start", list);
+            }
+        });
+        if status >= 0 {
+            self.enumerate();
+        }
+        status
+    }
+
+    /// The PnP manager's enumeration: a PDO for each present child that has none; a PDO whose
+    /// child went missing is removed.
+    pub(crate) fn enumerate(&mut self) {
+        super::children::enumerate(self.fdo("enumerate"));
+    }
+
+    /// Runs every queued DPC and work item until none is left.
+    pub(crate) fn run(&mut self) {
+        for _ in 0..100_000 {
+            let next = with(|k| {
+                k.objects
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, o)| match &o.kind {
+                        Kind::Dpc { queued: true, .. } if !o.deleted => {
+                            Some((Kernel::handle_of(i), true))
+                        }
+                        _ => None,
+                    })
+                    .or_else(|| {
+                        k.objects
+                            .iter()
+                            .enumerate()
+                            .find_map(|(i, o)| match &o.kind {
+                                Kind::WorkItem { queued: true, .. } if !o.deleted => {
+                                    Some((Kernel::handle_of(i), false))
+                                }
+                                _ => None,
+                            })
+                    })
+            });
+            match next {
+                Some((h, true)) => run_dpc(h),
+                Some((h, false)) => {
+                    with(|k| {
+                        if let Kind::WorkItem { queued, .. } =
+                            &mut k.objects[Kernel::index_of(h as _)].kind
+                        {
+                            *queued = false;
+                        }
+                    });
+                    run_work_item(h);
+                }
+                None => return,
+            }
+        }
+        violation(Rule::Expectation, "run", "DPCs and work items never settle");
+    }
+
+    /// Virtual time passes `ms`: each timer fires when due, and what it queues runs.
+    pub(crate) fn advance(&mut self, ms: u64) {
+        let end = with(|k| k.now_us) + ms * 1000;
+        self.run();
+        loop {
+            let due = with(|k| {
+                k.objects
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, o)| match &o.kind {
+                        Kind::Timer {
+                            due_us: Some(d), ..
+                        } if !o.deleted && *d <= end => Some((*d, Kernel::handle_of(i))),
+                        _ => None,
+                    })
+                    .min()
+            });
+            let Some((at_us, h)) = due else { break };
+            with(|k| k.now_us = k.now_us.max(at_us));
+            fire_timer(h);
+            self.run();
+        }
+        with(|k| k.now_us = end);
+    }
+
+    /// Stop for a rebalance: D0Exit to D3, release hardware (and the cycle rule).
+    pub(crate) fn stop(&mut self) {
+        self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
+        self.release();
+    }
+
+    fn d0_exit(&mut self, target: WDF_POWER_DEVICE_STATE) {
+        let fdo = self.fdo("D0Exit");
+        if let Some(f) = self.pnp().EvtDeviceD0Exit {
+            // SAFETY: the driver's callback for its FDO.
+            at("EvtDeviceD0Exit", PASSIVE, || unsafe {
+                f(fdo as WDFDEVICE, target)
+            });
+        }
+        self.run();
+    }
+
+    fn release(&mut self) {
+        let fdo = self.fdo("release");
+        if let Some(f) = self.pnp().EvtDeviceReleaseHardware {
+            // SAFETY: the driver's callback for its FDO.
+            at("EvtDeviceReleaseHardware", PASSIVE, || unsafe {
+                f(fdo as WDFDEVICE, core::ptr::null_mut())
+            });
+        }
+        super::leaks::cycle(fdo);
+    }
+
+    /// Surprise removal, then the remove that follows it.
+    pub(crate) fn surprise_remove(&mut self) {
+        let fdo = self.fdo("surprise removal");
+        super::children::remove_all(fdo);
+        if let Some(f) = self.pnp().EvtDeviceSurpriseRemoval {
+            // SAFETY: the driver's callback for its FDO.
+            at("EvtDeviceSurpriseRemoval", PASSIVE, || unsafe {
+                f(fdo as WDFDEVICE)
+            });
+        }
+        self.run();
+        self.remove();
+    }
+
+    /// Remove: the children first, D0Exit to D3Final, release hardware, then KMDF deletes
+    /// the FDO and everything under it (cleanup callbacks run).
+    pub(crate) fn remove(&mut self) {
+        let fdo = self.fdo("remove");
+        super::children::remove_all(fdo);
+        self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
+        self.release();
+        let cleanups = with(|k| k.delete("remove", fdo));
+        at("EvtCleanupCallback", PASSIVE, || {
+            super::objects::run_cleanups(cleanups)
+        });
+        self.fdo = None;
+    }
+
+    /// Unload: EvtDriverUnload, then the leak report.
+    pub(crate) fn unload(&mut self) {
+        super::leaks::unload();
+    }
+
+    /// The I/O manager: an IOCTL on `\\.\<link>` through a handle granted `granted`.
+    pub(crate) fn ioctl(
+        &mut self,
+        link: &str,
+        granted: u32,
+        code: u32,
+        input: &[u8],
+        output_length: usize,
+    ) -> (NTSTATUS, Vec<u8>) {
+        super::io::ioctl(link, granted, code, input, output_length)
+    }
+}
+
+fn run_dpc(h: Handle) {
+    let f = with(|k| match &mut k.objects[Kernel::index_of(h as _)].kind {
+        Kind::Dpc {
+            config,
+            queued,
+            running,
+        } => {
+            *queued = false;
+            *running = true;
+            config.EvtDpcFunc
+        }
+        _ => None,
+    });
+    if let Some(f) = f {
+        // SAFETY: the driver's callback for its DPC.
+        at("EvtDpcFunc", DISPATCH, || unsafe { f(h as WDFDPC) });
+    }
+    with(|k| {
+        if let Kind::Dpc { running, .. } = &mut k.objects[Kernel::index_of(h as _)].kind {
+            *running = false;
+        }
+    });
+}
+
+fn fire_timer(h: Handle) {
+    let f = with(|k| match &mut k.objects[Kernel::index_of(h as _)].kind {
+        Kind::Timer {
+            config,
+            due_us,
+            running,
+        } => {
+            *due_us = None;
+            *running = true;
+            config.EvtTimerFunc
+        }
+        _ => None,
+    });
+    if let Some(f) = f {
+        // SAFETY: the driver's callback for its timer.
+        at("EvtTimerFunc", DISPATCH, || unsafe { f(h as WDFTIMER) });
+    }
+    with(|k| {
+        if let Kind::Timer { running, .. } = &mut k.objects[Kernel::index_of(h as _)].kind {
+            *running = false;
+        }
+    });
+}

@@ -1,0 +1,111 @@
+//! A KMDF model: the WDF functions and WDM exports the FFI layer calls, written in Rust over
+//! the kit's LLP64 bindings, with the rules KMDF's own source (microsoft/Windows-Driver-
+//! Frameworks) and the WDK's documentation enforce. The layer's WDF calls reach it through the
+//! real `call_unsafe_wdf_function_binding!` and the table `WdfFunctions_01033`; its WDM calls
+//! through the `extern "C"` symbols defined here. Under it sits a ConnectX (hcabus's
+//! `FakeConnectX`) behind BAR0 and the PCI bus interface.
+//!
+//! A rule broken is a bugcheck: [`violation`] prints the rule, the DDI and where the rule
+//! comes from, and ends the process. Each scenario therefore runs in a child process of the
+//! test binary (`tests.rs`), whose parent reads the verdict.
+#![allow(non_upper_case_globals, non_snake_case)]
+
+mod children;
+mod entries;
+mod io;
+mod kernel;
+mod leaks;
+mod machine;
+mod objects;
+mod pnp;
+mod rules;
+mod sync;
+mod table;
+#[cfg(test)]
+mod tests;
+mod wdm;
+
+pub(crate) use rules::Rule;
+pub(crate) use wdm::{register_read, register_write};
+
+use std::cell::Cell;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use kernel::Kernel;
+
+// The three symbols WdfLdr provides on Windows and wdk-sys declares.
+#[unsafe(no_mangle)]
+static mut WdfFunctions_01033: *const wdk_sys::WDFFUNC = core::ptr::null();
+#[unsafe(no_mangle)]
+static mut WdfFunctionCount: wdk_sys::ULONG = 0;
+#[unsafe(no_mangle)]
+static mut WdfDriverGlobals: wdk_sys::PWDF_DRIVER_GLOBALS = core::ptr::null_mut();
+
+/// The kernel's state. One scenario per process: nothing else shares it.
+static KERNEL: Mutex<Option<Kernel>> = Mutex::new(None);
+
+thread_local! {
+    /// The IRQL of the calling thread (0 PASSIVE, 2 DISPATCH).
+    static IRQL: Cell<u8> = const { Cell::new(0) };
+}
+
+pub(crate) const PASSIVE: u8 = 0;
+pub(crate) const DISPATCH: u8 = 2;
+pub(crate) const HIGH: u8 = 15;
+
+pub(crate) fn irql() -> u8 {
+    IRQL.with(Cell::get)
+}
+
+pub(crate) fn set_irql(level: u8) {
+    IRQL.with(|c| c.set(level));
+}
+
+/// Runs `f` on the kernel's state. Never held across a call into the driver.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Kernel) -> R) -> R {
+    let mut guard: MutexGuard<'_, Option<Kernel>> =
+        KERNEL.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(kernel) = guard.as_mut() else {
+        drop(guard);
+        violation(
+            Rule::NoKernel,
+            "(any)",
+            "a DDI was called before the model was installed",
+        );
+    };
+    f(kernel)
+}
+
+/// The exit code of a process the model stopped: a bugcheck.
+pub(crate) const BUGCHECK_EXIT: i32 = 86;
+
+/// A broken rule: the machine stops, as a bugcheck stops it. The parent test reads the line.
+pub(crate) fn violation(rule: Rule, ddi: &str, detail: &str) -> ! {
+    eprintln!(
+        "KMDF MODEL BUGCHECK {:#x} {:?} in {ddi}: {detail} [rule: {}; from: {}]",
+        rule.code(),
+        rule,
+        rule.says(),
+        rule.source()
+    );
+    std::process::exit(BUGCHECK_EXIT)
+}
+
+/// Every DDI starts here: the IRQL it allows (KMDF's verifier, FxVerifierCheckIrqlLevel, and
+/// each DDI's documented "IRQL <= ...").
+pub(crate) fn enter(ddi: &str, max_irql: u8) {
+    let now = irql();
+    if now > max_irql {
+        violation(
+            Rule::IrqlTooHigh,
+            ddi,
+            &format!("called at IRQL {now}, allowed at most {max_irql}"),
+        );
+    }
+}
+
+/// Installs a fresh kernel and the function table.
+pub(crate) fn install(kernel: Kernel) {
+    *KERNEL.lock().unwrap_or_else(PoisonError::into_inner) = Some(kernel);
+    table::install();
+}

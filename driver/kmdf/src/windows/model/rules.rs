@@ -1,0 +1,106 @@
+//! The rules the model enforces, each with what it says and where KMDF or Windows says it.
+
+/// A rule the model enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    NoKernel,
+    NullParameter,
+    InvalidHandle,
+    UsedAfterDelete,
+    WrongObjectType,
+    IrqlTooHigh,
+    InitMisused,
+    InitLeaked,
+    DeletePnpDevice,
+    SpinLockMisused,
+    WaitLockMisused,
+    LockHeldOnReturn,
+    SelfDeadlock,
+    RequestCompletedTwice,
+    RequestNotCompleted,
+    RequestUsedAfterCompletion,
+    InformationTooLarge,
+    CycleLeak,
+    ControlDeviceAtUnload,
+    ObjectLeak,
+    ReferenceLeak,
+    MappingLeak,
+    BadUnmap,
+    InterfaceLeak,
+    PdoIdentity,
+    ChildList,
+    Expectation,
+}
+
+impl Rule {
+    /// The bug check code Windows would stop with (0x10D: WDF_VIOLATION; others as named).
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            Rule::IrqlTooHigh => 0xA,                   // IRQL_NOT_LESS_OR_EQUAL
+            Rule::MappingLeak | Rule::BadUnmap => 0xC4, // DRIVER_VERIFIER_DETECTED_VIOLATION
+            Rule::ControlDeviceAtUnload | Rule::CycleLeak | Rule::ObjectLeak => 0xCE, // DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS
+            Rule::Expectation | Rule::NoKernel => 0,
+            _ => 0x10D, // WDF_VIOLATION
+        }
+    }
+
+    /// The rule, in a sentence.
+    pub(crate) fn says(self) -> &'static str {
+        match self {
+            Rule::NoKernel => "the model must be installed before the driver runs",
+            Rule::NullParameter => "a required pointer parameter is never NULL",
+            Rule::InvalidHandle => "a handle passed to a DDI is one KMDF gave out",
+            Rule::UsedAfterDelete => "an object is not used once deleted and unreferenced",
+            Rule::WrongObjectType => "a handle is of the type the DDI takes",
+            Rule::IrqlTooHigh => "each DDI is called at or below its maximum IRQL",
+            Rule::InitMisused => "a WDFDEVICE_INIT is used only until WdfDeviceCreate consumes it; only a control device's is freed by the driver",
+            Rule::InitLeaked => "a control device's WDFDEVICE_INIT is consumed by a successful create or freed",
+            Rule::DeletePnpDevice => "a driver never deletes a PnP device object",
+            Rule::SpinLockMisused => "a spin lock is released by its holder and never acquired twice",
+            Rule::WaitLockMisused => "a wait lock with no timeout is acquired at PASSIVE_LEVEL, once",
+            Rule::LockHeldOnReturn => "a callback returns with no lock held, at the IRQL it was called at",
+            Rule::SelfDeadlock => "a wait (timer stop, DPC cancel, work-item flush, rundown) never waits for the caller itself",
+            Rule::RequestCompletedTwice => "a request is completed exactly once",
+            Rule::RequestNotCompleted => "a request the driver takes is completed",
+            Rule::RequestUsedAfterCompletion => "a completed request is not touched",
+            Rule::InformationTooLarge => "METHOD_BUFFERED: Information never exceeds the output buffer's length",
+            Rule::CycleLeak => "what prepare hardware creates, maps or references, release hardware gives back",
+            Rule::ControlDeviceAtUnload => "a driver deletes its control devices before it unloads",
+            Rule::ObjectLeak => "every object the driver created is gone at unload",
+            Rule::ReferenceLeak => "every WdfObjectReference has its WdfObjectDereference",
+            Rule::MappingLeak => "every MmMapIoSpaceEx has its MmUnmapIoSpace",
+            Rule::BadUnmap => "MmUnmapIoSpace takes a mapping's base and length exactly",
+            Rule::InterfaceLeak => "every interface reference a query took is dereferenced",
+            Rule::PdoIdentity => "a PDO answers PnP's queries: device id, hardware ids, a unique instance id, device text with a default locale",
+            Rule::ChildList => "a child identification is the size the list was configured with",
+            Rule::Expectation => "what the scenario expects of the driver",
+        }
+    }
+
+    /// Where the rule comes from.
+    pub(crate) fn source(self) -> &'static str {
+        match self {
+            Rule::NoKernel | Rule::Expectation => "the model's scenario",
+            Rule::NullParameter => "handleapi.cpp, FxPointerNotNull (WDF_REQUIRED_PARAMETER_IS_NULL)",
+            Rule::InvalidHandle | Rule::WrongObjectType => "fxhandle.h, FxObjectHandleGetPtr (WDF_INVALID_HANDLE)",
+            Rule::UsedAfterDelete => "fxobject.cpp, object state machine (deleted objects are freed when the last reference goes)",
+            Rule::IrqlTooHigh => "FxVerifierCheckIrqlLevel; the DDI's documented IRQL",
+            Rule::InitMisused | Rule::InitLeaked => "WdfControlDeviceInitAllocate and WdfDeviceInitFree documentation; fxdeviceapi.cpp, WdfDeviceCreate",
+            Rule::DeletePnpDevice => "fxdevice.cpp, FxDevice::DeleteObject (only control devices may be deleted by the driver)",
+            Rule::SpinLockMisused => "fxspinlock.cpp, verifier checks on acquire/release",
+            Rule::WaitLockMisused => "WdfWaitLockAcquire documentation (no timeout: PASSIVE_LEVEL)",
+            Rule::LockHeldOnReturn => "KMDF verifier, FxCallbackLock checks; Driver Verifier IRQL checks",
+            Rule::SelfDeadlock => "WdfTimerStop, WdfDpcCancel, WdfWorkItemFlush documentation; ExWaitForRundownProtectionRelease",
+            Rule::RequestCompletedTwice | Rule::RequestUsedAfterCompletion => "fxrequest.cpp, FxRequest::Complete (verifier: request already completed)",
+            Rule::RequestNotCompleted => "a sequential queue dispatches nothing more until it is (fxioqueue.cpp)",
+            Rule::InformationTooLarge => "the I/O manager's METHOD_BUFFERED copy (IopCompleteRequest)",
+            Rule::CycleLeak => "EvtDeviceReleaseHardware documentation; the model's own rule for rebalance",
+            Rule::ControlDeviceAtUnload => "Using Control Device Objects (KMDF does not delete them)",
+            Rule::ObjectLeak | Rule::ReferenceLeak => "KMDF verifier leak report at unload (fxverifier, TrackHandles)",
+            Rule::MappingLeak | Rule::BadUnmap => "MmMapIoSpaceEx / MmUnmapIoSpace documentation; Driver Verifier",
+            Rule::InterfaceLeak => "IRP_MN_QUERY_INTERFACE documentation (the caller dereferences what it got)",
+            Rule::PdoIdentity => "WdfPdoInitAssignDeviceID/InstanceID, WdfPdoInitAddDeviceText/SetDefaultLocale documentation; the toaster bus sample",
+            Rule::ChildList => "fxchildlist.cpp, identification size check",
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! DPCs, work items, timers, spin locks and wait locks, as KMDF creates and runs them.
+
+use wdk_sys::*;
+
+use super::kernel::{Handle, Kind};
+use super::objects::{validate, Options};
+use super::{irql, set_irql, violation, with, Rule, DISPATCH, PASSIVE};
+
+const DEFERRED: Options = Options {
+    parent_not_allowed: false,
+    parent_required: true,
+    execution_level_allowed: false,
+    synchronization_scope_allowed: false,
+};
+
+/// Creates a DPC, work item or timer: config size, attributes, a device or queue parent.
+fn create_deferred(
+    ddi: &'static str,
+    size_ok: bool,
+    attributes: PWDF_OBJECT_ATTRIBUTES,
+    out: *mut WDFOBJECT,
+    kind: Kind,
+) -> NTSTATUS {
+    super::enter(ddi, DISPATCH);
+    if out.is_null() {
+        violation(Rule::NullParameter, ddi, "the out handle is NULL");
+    }
+    with(|k| {
+        if !size_ok {
+            return k.refuse(
+                ddi,
+                STATUS_INFO_LENGTH_MISMATCH,
+                "the config's Size is not its size",
+            );
+        }
+        if let Err((status, why)) = validate(attributes, DEFERRED) {
+            return k.refuse(ddi, status, why);
+        }
+        // SAFETY: validated: a parent is set.
+        let parent = unsafe { (*attributes).ParentObject };
+        let p = k.live(ddi, parent);
+        if !matches!(p.kind, Kind::Device(_) | Kind::Queue { .. }) {
+            let what = p.kind.name();
+            return k.refuse(
+                ddi,
+                STATUS_WDF_PARENT_ASSIGNMENT_NOT_ALLOWED_,
+                &format!("parent is a {what}, not a device or queue"),
+            );
+        }
+        if k.fails(ddi) {
+            return k.refuse(
+                ddi,
+                STATUS_INSUFFICIENT_RESOURCES,
+                "failed on purpose by the scenario",
+            );
+        }
+        let h = k.create(ddi, kind, attributes, None);
+        // SAFETY: checked non-null above.
+        unsafe { *out = h as WDFOBJECT };
+        STATUS_SUCCESS
+    })
+}
+
+const STATUS_WDF_PARENT_ASSIGNMENT_NOT_ALLOWED_: NTSTATUS =
+    super::objects::STATUS_WDF_PARENT_ASSIGNMENT_NOT_ALLOWED;
+
+pub(crate) unsafe extern "C" fn WdfDpcCreate(
+    _: PWDF_DRIVER_GLOBALS,
+    config: PWDF_DPC_CONFIG,
+    a: PWDF_OBJECT_ATTRIBUTES,
+    dpc: *mut WDFDPC,
+) -> NTSTATUS {
+    // SAFETY: the driver's config, or NULL (refused).
+    let Some(c) = (unsafe { config.as_ref() }) else {
+        violation(Rule::NullParameter, "WdfDpcCreate", "Config is NULL")
+    };
+    let ok = c.Size as usize == core::mem::size_of::<WDF_DPC_CONFIG>();
+    create_deferred(
+        "WdfDpcCreate",
+        ok,
+        a,
+        dpc.cast(),
+        Kind::Dpc {
+            config: *c,
+            queued: false,
+            running: false,
+        },
+    )
+}
+
+pub(crate) unsafe extern "C" fn WdfWorkItemCreate(
+    _: PWDF_DRIVER_GLOBALS,
+    config: PWDF_WORKITEM_CONFIG,
+    a: PWDF_OBJECT_ATTRIBUTES,
+    item: *mut WDFWORKITEM,
+) -> NTSTATUS {
+    // SAFETY: as for the DPC.
+    let Some(c) = (unsafe { config.as_ref() }) else {
+        violation(Rule::NullParameter, "WdfWorkItemCreate", "Config is NULL")
+    };
+    let ok = c.Size as usize == core::mem::size_of::<WDF_WORKITEM_CONFIG>();
+    create_deferred(
+        "WdfWorkItemCreate",
+        ok,
+        a,
+        item.cast(),
+        Kind::WorkItem {
+            config: *c,
+            queued: false,
+            running: false,
+        },
+    )
+}
+
+pub(crate) unsafe extern "C" fn WdfTimerCreate(
+    _: PWDF_DRIVER_GLOBALS,
+    config: PWDF_TIMER_CONFIG,
+    a: PWDF_OBJECT_ATTRIBUTES,
+    timer: *mut WDFTIMER,
+) -> NTSTATUS {
+    // SAFETY: as for the DPC.
+    let Some(c) = (unsafe { config.as_ref() }) else {
+        violation(Rule::NullParameter, "WdfTimerCreate", "Config is NULL")
+    };
+    let ok = c.Size as usize == core::mem::size_of::<WDF_TIMER_CONFIG>();
+    create_deferred(
+        "WdfTimerCreate",
+        ok,
+        a,
+        timer.cast(),
+        Kind::Timer {
+            config: *c,
+            due_us: None,
+            running: false,
+        },
+    )
+}
+
+pub(crate) unsafe extern "C" fn WdfDpcEnqueue(_: PWDF_DRIVER_GLOBALS, dpc: WDFDPC) -> BOOLEAN {
+    super::enter("WdfDpcEnqueue", super::HIGH);
+    with(|k| match &mut k.live("WdfDpcEnqueue", dpc.cast()).kind {
+        Kind::Dpc { queued, .. } => BOOLEAN::from(!core::mem::replace(queued, true)),
+        other => violation(Rule::WrongObjectType, "WdfDpcEnqueue", other.name()),
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfDpcCancel(
+    _: PWDF_DRIVER_GLOBALS,
+    dpc: WDFDPC,
+    wait: BOOLEAN,
+) -> BOOLEAN {
+    const DDI: &str = "WdfDpcCancel";
+    super::enter(DDI, if wait != 0 { PASSIVE } else { super::HIGH });
+    with(|k| match &mut k.live(DDI, dpc.cast()).kind {
+        Kind::Dpc {
+            queued, running, ..
+        } => {
+            if wait != 0 && *running {
+                violation(
+                    Rule::SelfDeadlock,
+                    DDI,
+                    "Wait TRUE from the DPC's own callback",
+                );
+            }
+            BOOLEAN::from(core::mem::replace(queued, false))
+        }
+        other => violation(Rule::WrongObjectType, DDI, other.name()),
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfWorkItemEnqueue(_: PWDF_DRIVER_GLOBALS, item: WDFWORKITEM) {
+    super::enter("WdfWorkItemEnqueue", DISPATCH);
+    with(
+        |k| match &mut k.live("WdfWorkItemEnqueue", item.cast()).kind {
+            Kind::WorkItem { queued, .. } => *queued = true,
+            other => violation(Rule::WrongObjectType, "WdfWorkItemEnqueue", other.name()),
+        },
+    );
+}
+
+pub(crate) unsafe extern "C" fn WdfWorkItemFlush(_: PWDF_DRIVER_GLOBALS, item: WDFWORKITEM) {
+    const DDI: &str = "WdfWorkItemFlush";
+    super::enter(DDI, PASSIVE);
+    let run = with(|k| match &mut k.live(DDI, item.cast()).kind {
+        Kind::WorkItem { running: true, .. } => {
+            violation(Rule::SelfDeadlock, DDI, "from the work item's own callback")
+        }
+        Kind::WorkItem { queued, .. } => core::mem::replace(queued, false),
+        other => violation(Rule::WrongObjectType, DDI, other.name()),
+    });
+    // A flush waits until a queued work item has run: on one CPU, it runs now.
+    if run {
+        super::machine::run_work_item(item as Handle);
+    }
+}
+
+pub(crate) unsafe extern "C" fn WdfTimerStart(
+    _: PWDF_DRIVER_GLOBALS,
+    timer: WDFTIMER,
+    due: LONGLONG,
+) -> BOOLEAN {
+    const DDI: &str = "WdfTimerStart";
+    super::enter(DDI, DISPATCH);
+    with(|k| {
+        let now = k.now_us;
+        match &mut k.live(DDI, timer.cast()).kind {
+            Kind::Timer { due_us, .. } => {
+                // Negative: relative, in 100 ns; positive: absolute system time (unused here).
+                let at = if due < 0 {
+                    now + (due.unsigned_abs() / 10)
+                } else {
+                    now
+                };
+                BOOLEAN::from(due_us.replace(at).is_some())
+            }
+            other => violation(Rule::WrongObjectType, DDI, other.name()),
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfTimerStop(
+    _: PWDF_DRIVER_GLOBALS,
+    timer: WDFTIMER,
+    wait: BOOLEAN,
+) -> BOOLEAN {
+    const DDI: &str = "WdfTimerStop";
+    super::enter(DDI, if wait != 0 { PASSIVE } else { DISPATCH });
+    with(|k| match &mut k.live(DDI, timer.cast()).kind {
+        Kind::Timer {
+            due_us, running, ..
+        } => {
+            if wait != 0 && *running {
+                violation(
+                    Rule::SelfDeadlock,
+                    DDI,
+                    "Wait TRUE from the timer's own callback",
+                );
+            }
+            BOOLEAN::from(due_us.take().is_some())
+        }
+        other => violation(Rule::WrongObjectType, DDI, other.name()),
+    })
+}
+
+const LOCK: Options = Options {
+    parent_not_allowed: false,
+    parent_required: false,
+    execution_level_allowed: false,
+    synchronization_scope_allowed: false,
+};
+
+fn create_lock(
+    ddi: &'static str,
+    a: PWDF_OBJECT_ATTRIBUTES,
+    out: *mut WDFOBJECT,
+    kind: Kind,
+) -> NTSTATUS {
+    super::enter(ddi, DISPATCH);
+    if out.is_null() {
+        violation(Rule::NullParameter, ddi, "the out handle is NULL");
+    }
+    with(|k| {
+        if let Err((status, why)) = validate(a, LOCK) {
+            return k.refuse(ddi, status, why);
+        }
+        if k.fails(ddi) {
+            return k.refuse(
+                ddi,
+                STATUS_INSUFFICIENT_RESOURCES,
+                "failed on purpose by the scenario",
+            );
+        }
+        let driver = k.driver;
+        let h = k.create(ddi, kind, a, driver);
+        // SAFETY: checked non-null above.
+        unsafe { *out = h as WDFOBJECT };
+        STATUS_SUCCESS
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfSpinLockCreate(
+    _: PWDF_DRIVER_GLOBALS,
+    a: PWDF_OBJECT_ATTRIBUTES,
+    lock: *mut WDFSPINLOCK,
+) -> NTSTATUS {
+    create_lock(
+        "WdfSpinLockCreate",
+        a,
+        lock.cast(),
+        Kind::SpinLock {
+            holder: false,
+            saved_irql: 0,
+        },
+    )
+}
+
+pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
+    _: PWDF_DRIVER_GLOBALS,
+    a: PWDF_OBJECT_ATTRIBUTES,
+    lock: *mut WDFWAITLOCK,
+) -> NTSTATUS {
+    create_lock(
+        "WdfWaitLockCreate",
+        a,
+        lock.cast(),
+        Kind::WaitLock { held: false },
+    )
+}
+
+pub(crate) unsafe extern "C" fn WdfSpinLockAcquire(_: PWDF_DRIVER_GLOBALS, lock: WDFSPINLOCK) {
+    const DDI: &str = "WdfSpinLockAcquire";
+    super::enter(DDI, DISPATCH);
+    let before = irql();
+    with(|k| match &mut k.live(DDI, lock.cast()).kind {
+        Kind::SpinLock { holder, saved_irql } => {
+            if *holder {
+                violation(
+                    Rule::SpinLockMisused,
+                    DDI,
+                    "acquired again by its holder (a deadlock on one CPU)",
+                );
+            }
+            *holder = true;
+            *saved_irql = before;
+        }
+        other => violation(Rule::WrongObjectType, DDI, other.name()),
+    });
+    set_irql(DISPATCH);
+}
+
+pub(crate) unsafe extern "C" fn WdfSpinLockRelease(_: PWDF_DRIVER_GLOBALS, lock: WDFSPINLOCK) {
+    const DDI: &str = "WdfSpinLockRelease";
+    super::enter(DDI, DISPATCH);
+    let restore = with(|k| match &mut k.live(DDI, lock.cast()).kind {
+        Kind::SpinLock { holder, saved_irql } => {
+            if !*holder {
+                violation(Rule::SpinLockMisused, DDI, "released while not held");
+            }
+            *holder = false;
+            *saved_irql
+        }
+        other => violation(Rule::WrongObjectType, DDI, other.name()),
+    });
+    set_irql(restore);
+}
+
+pub(crate) unsafe extern "C" fn WdfWaitLockAcquire(
+    _: PWDF_DRIVER_GLOBALS,
+    lock: WDFWAITLOCK,
+    timeout: PLONGLONG,
+) -> NTSTATUS {
+    const DDI: &str = "WdfWaitLockAcquire";
+    super::enter(DDI, if timeout.is_null() { PASSIVE } else { DISPATCH });
+    with(|k| match &mut k.live(DDI, lock.cast()).kind {
+        Kind::WaitLock { held } => {
+            if *held {
+                violation(
+                    Rule::WaitLockMisused,
+                    DDI,
+                    "acquired again by its holder (a deadlock)",
+                );
+            }
+            *held = true;
+            STATUS_SUCCESS
+        }
+        other => violation(Rule::WrongObjectType, DDI, other.name()),
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfWaitLockRelease(_: PWDF_DRIVER_GLOBALS, lock: WDFWAITLOCK) {
+    const DDI: &str = "WdfWaitLockRelease";
+    super::enter(DDI, DISPATCH);
+    with(|k| match &mut k.live(DDI, lock.cast()).kind {
+        Kind::WaitLock { held } => {
+            if !*held {
+                violation(Rule::WaitLockMisused, DDI, "released while not held");
+            }
+            *held = false;
+        }
+        other => violation(Rule::WrongObjectType, DDI, other.name()),
+    });
+}

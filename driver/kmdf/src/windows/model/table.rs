@@ -1,0 +1,444 @@
+//! The driver, device, init, queue, child-list, resource, registry and request DDIs, and the
+//! function table they are installed in.
+
+use std::string::String;
+
+use wdk_sys::*;
+
+use super::kernel::{Device, Identity, Init, InitOrigin, InitState, Kernel, Kind, Role};
+use super::objects::{validate, Options};
+use super::{violation, with, Rule, DISPATCH, PASSIVE};
+
+/// A UNICODE_STRING's text.
+pub(crate) fn text(ddi: &str, s: PCUNICODE_STRING) -> String {
+    // SAFETY: the driver's string or NULL.
+    let Some(s) = (unsafe { s.as_ref() }) else {
+        violation(Rule::NullParameter, ddi, "a NULL UNICODE_STRING")
+    };
+    if s.Length % 2 != 0 || s.Length > s.MaximumLength {
+        violation(Rule::NullParameter, ddi, "a malformed UNICODE_STRING");
+    }
+    // SAFETY: Length bytes of u16 at Buffer (the string's contract).
+    let w = unsafe { core::slice::from_raw_parts(s.Buffer, usize::from(s.Length / 2)) };
+    String::from_utf16_lossy(w)
+}
+
+pub(crate) unsafe extern "C" fn WdfDriverCreate(
+    _: PWDF_DRIVER_GLOBALS,
+    _o: PDRIVER_OBJECT,
+    _p: PCUNICODE_STRING,
+    a: PWDF_OBJECT_ATTRIBUTES,
+    config: PWDF_DRIVER_CONFIG,
+    out: *mut WDFDRIVER,
+) -> NTSTATUS {
+    const DDI: &str = "WdfDriverCreate";
+    super::enter(DDI, PASSIVE);
+    // SAFETY: the driver's config.
+    let Some(c) = (unsafe { config.as_ref() }) else {
+        violation(Rule::NullParameter, DDI, "DriverConfig is NULL")
+    };
+    with(|k| {
+        if c.Size as usize != core::mem::size_of::<WDF_DRIVER_CONFIG>() {
+            return k.refuse(DDI, STATUS_INFO_LENGTH_MISMATCH, "WDF_DRIVER_CONFIG.Size");
+        }
+        if let Err((s, why)) = validate(
+            a,
+            Options {
+                parent_not_allowed: true,
+                ..Options::default()
+            },
+        ) {
+            return k.refuse(DDI, s, why);
+        }
+        let h = k.create(DDI, Kind::Driver { config: *c }, a, None);
+        k.driver = Some(h);
+        if !out.is_null() {
+            // SAFETY: a non-null out-pointer of the driver's.
+            unsafe { *out = h as WDFDRIVER };
+        }
+        STATUS_SUCCESS
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfFdoInitQueryProperty(
+    _: PWDF_DRIVER_GLOBALS,
+    init: PWDFDEVICE_INIT,
+    property: DEVICE_REGISTRY_PROPERTY::Type,
+    length: ULONG,
+    buffer: PVOID,
+    result: PULONG,
+) -> NTSTATUS {
+    const DDI: &str = "WdfFdoInitQueryProperty";
+    super::enter(DDI, PASSIVE);
+    with(|k| {
+        let i = k.init(DDI, init);
+        if property != DEVICE_REGISTRY_PROPERTY::DevicePropertyHardwareID {
+            return STATUS_INVALID_PARAMETER;
+        }
+        let mut wide: Vec<u16> = i.hardware_id.encode_utf16().collect();
+        wide.extend([0, 0]);
+        let bytes = wide.len() * 2;
+        if !result.is_null() {
+            // SAFETY: the driver's out-pointer.
+            unsafe { *result = bytes as ULONG };
+        }
+        if (length as usize) < bytes {
+            return STATUS_BUFFER_TOO_SMALL;
+        }
+        // SAFETY: `length` >= `bytes` writable bytes at `buffer`.
+        unsafe { core::ptr::copy_nonoverlapping(wide.as_ptr(), buffer.cast(), wide.len()) };
+        STATUS_SUCCESS
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfDeviceInitSetPnpPowerEventCallbacks(
+    _: PWDF_DRIVER_GLOBALS,
+    init: PWDFDEVICE_INIT,
+    pnp: PWDF_PNPPOWER_EVENT_CALLBACKS,
+) {
+    const DDI: &str = "WdfDeviceInitSetPnpPowerEventCallbacks";
+    super::enter(DDI, PASSIVE);
+    // SAFETY: the driver's callbacks.
+    let Some(p) = (unsafe { pnp.as_ref() }) else {
+        violation(Rule::NullParameter, DDI, "NULL callbacks")
+    };
+    if p.Size as usize != core::mem::size_of::<WDF_PNPPOWER_EVENT_CALLBACKS>() {
+        violation(
+            Rule::NullParameter,
+            DDI,
+            "WDF_PNPPOWER_EVENT_CALLBACKS.Size is not its size",
+        );
+    }
+    with(|k| k.init(DDI, init).pnp = *p);
+}
+
+pub(crate) unsafe extern "C" fn WdfDeviceInitSetDeviceType(
+    _: PWDF_DRIVER_GLOBALS,
+    init: PWDFDEVICE_INIT,
+    _t: ULONG,
+) {
+    super::enter("WdfDeviceInitSetDeviceType", PASSIVE);
+    with(|k| {
+        k.init("WdfDeviceInitSetDeviceType", init);
+    });
+}
+
+pub(crate) unsafe extern "C" fn WdfFdoInitSetDefaultChildListConfig(
+    _: PWDF_DRIVER_GLOBALS,
+    init: PWDFDEVICE_INIT,
+    config: PWDF_CHILD_LIST_CONFIG,
+    a: PWDF_OBJECT_ATTRIBUTES,
+) {
+    const DDI: &str = "WdfFdoInitSetDefaultChildListConfig";
+    super::enter(DDI, PASSIVE);
+    // SAFETY: the driver's config.
+    let Some(c) = (unsafe { config.as_ref() }) else {
+        violation(Rule::NullParameter, DDI, "Config is NULL")
+    };
+    if c.Size as usize != core::mem::size_of::<WDF_CHILD_LIST_CONFIG>()
+        || c.EvtChildListCreateDevice.is_none()
+    {
+        violation(
+            Rule::ChildList,
+            DDI,
+            "a child list config with a wrong Size or no EvtChildListCreateDevice",
+        );
+    }
+    if validate(
+        a,
+        Options {
+            parent_not_allowed: true,
+            ..Options::default()
+        },
+    )
+    .is_err()
+    {
+        violation(Rule::ChildList, DDI, "invalid child list attributes");
+    }
+    with(|k| k.init(DDI, init).child_list = Some(*c));
+}
+
+pub(crate) unsafe extern "C" fn WdfDeviceCreate(
+    _: PWDF_DRIVER_GLOBALS,
+    init: *mut PWDFDEVICE_INIT,
+    a: PWDF_OBJECT_ATTRIBUTES,
+    out: *mut WDFDEVICE,
+) -> NTSTATUS {
+    const DDI: &str = "WdfDeviceCreate";
+    super::enter(DDI, PASSIVE);
+    if init.is_null() || out.is_null() {
+        violation(Rule::NullParameter, DDI, "DeviceInit or Device is NULL");
+    }
+    // SAFETY: checked non-null.
+    let handle = unsafe { *init };
+    with(|k| {
+        let i = k.init(DDI, handle);
+        let origin = i.origin;
+        let options = Options {
+            parent_not_allowed: true,
+            execution_level_allowed: true,
+            synchronization_scope_allowed: true,
+            ..Options::default()
+        };
+        if let Err((s, why)) = validate(a, options) {
+            return k.refuse(DDI, s, why);
+        }
+        if k.fails(DDI) {
+            return k.refuse(
+                DDI,
+                STATUS_INSUFFICIENT_RESOURCES,
+                "failed on purpose by the scenario",
+            );
+        }
+        let i: &mut Init = k.init(DDI, handle);
+        i.state = InitState::Consumed;
+        let role = match origin {
+            InitOrigin::Pnp => Role::Fdo,
+            InitOrigin::Child => Role::Pdo,
+            InitOrigin::Control => Role::Control,
+        };
+        let device = Box::new(Device {
+            role,
+            pnp: i.pnp,
+            name: i.name.take(),
+            links: Vec::new(),
+            sddl: i.sddl.take(),
+            queue: None,
+            child_list: None,
+            interfaces: Vec::new(),
+            finished: role != Role::Control,
+            identity: core::mem::take(&mut i.identity),
+            adapter: i.adapter,
+            // SAFETY: an all-zero DEVICE_OBJECT is what the model hands out.
+            wdm: Box::new(unsafe { core::mem::zeroed() }),
+        });
+        let list = i.child_list;
+        let driver = k.driver;
+        let h = k.create(DDI, Kind::Device(device), a, driver);
+        if let Some(config) = list {
+            let l = k.create(
+                DDI,
+                Kind::ChildList {
+                    device: h,
+                    config,
+                    children: Vec::new(),
+                    scanning: false,
+                },
+                core::ptr::null_mut(),
+                Some(h),
+            );
+            if let Kind::Device(d) = &mut k.objects[Kernel::index_of(h as _)].kind {
+                d.child_list = Some(l);
+            }
+        }
+        // SAFETY: checked non-null; KMDF NULLs the caller's init once consumed.
+        unsafe {
+            *out = h as WDFDEVICE;
+            *init = core::ptr::null_mut();
+        }
+        STATUS_SUCCESS
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfDeviceGetDriver(
+    _: PWDF_DRIVER_GLOBALS,
+    device: WDFDEVICE,
+) -> WDFDRIVER {
+    super::enter("WdfDeviceGetDriver", DISPATCH);
+    with(|k| {
+        k.live("WdfDeviceGetDriver", device);
+        k.driver.map_or(core::ptr::null_mut(), |h| h as WDFDRIVER)
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfControlDeviceInitAllocate(
+    _: PWDF_DRIVER_GLOBALS,
+    driver: WDFDRIVER,
+    sddl: *const UNICODE_STRING,
+) -> PWDFDEVICE_INIT {
+    const DDI: &str = "WdfControlDeviceInitAllocate";
+    super::enter(DDI, PASSIVE);
+    let sddl = text(DDI, sddl);
+    with(|k| {
+        k.live(DDI, driver);
+        k.inits
+            .push(Init::new(InitOrigin::Control, String::new(), 0));
+        let n = k.inits.len() - 1;
+        k.inits[n].sddl = Some(sddl);
+        Kernel::init_handle(n)
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfDeviceInitAssignName(
+    _: PWDF_DRIVER_GLOBALS,
+    init: PWDFDEVICE_INIT,
+    name: PCUNICODE_STRING,
+) -> NTSTATUS {
+    const DDI: &str = "WdfDeviceInitAssignName";
+    super::enter(DDI, PASSIVE);
+    let name = text(DDI, name);
+    with(|k| k.init(DDI, init).name = Some(name));
+    STATUS_SUCCESS
+}
+
+pub(crate) unsafe extern "C" fn WdfDeviceInitFree(_: PWDF_DRIVER_GLOBALS, init: PWDFDEVICE_INIT) {
+    const DDI: &str = "WdfDeviceInitFree";
+    super::enter(DDI, PASSIVE);
+    with(|k| {
+        let i = k.init(DDI, init);
+        if i.origin != InitOrigin::Control {
+            violation(
+                Rule::InitMisused,
+                DDI,
+                "an init KMDF gave the driver (only a control device's is the driver's to free)",
+            );
+        }
+        i.state = InitState::Freed;
+    });
+}
+
+pub(crate) unsafe extern "C" fn WdfDeviceCreateSymbolicLink(
+    _: PWDF_DRIVER_GLOBALS,
+    device: WDFDEVICE,
+    link: PCUNICODE_STRING,
+) -> NTSTATUS {
+    const DDI: &str = "WdfDeviceCreateSymbolicLink";
+    super::enter(DDI, PASSIVE);
+    let link = text(DDI, link);
+    with(|k| match &mut k.live(DDI, device).kind {
+        Kind::Device(d) if d.name.is_some() => {
+            d.links.push(link);
+            STATUS_SUCCESS
+        }
+        Kind::Device(_) => k.refuse(
+            DDI,
+            STATUS_INVALID_DEVICE_REQUEST,
+            "a symbolic link to an unnamed device",
+        ),
+        other => violation(Rule::WrongObjectType, DDI, other.name()),
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfIoQueueCreate(
+    _: PWDF_DRIVER_GLOBALS,
+    device: WDFDEVICE,
+    config: PWDF_IO_QUEUE_CONFIG,
+    a: PWDF_OBJECT_ATTRIBUTES,
+    out: *mut WDFQUEUE,
+) -> NTSTATUS {
+    const DDI: &str = "WdfIoQueueCreate";
+    super::enter(DDI, DISPATCH);
+    // SAFETY: the driver's config.
+    let Some(c) = (unsafe { config.as_ref() }) else {
+        violation(Rule::NullParameter, DDI, "Config is NULL")
+    };
+    with(|k| {
+        if c.Size as usize != core::mem::size_of::<WDF_IO_QUEUE_CONFIG>() {
+            return k.refuse(DDI, STATUS_INFO_LENGTH_MISMATCH, "WDF_IO_QUEUE_CONFIG.Size");
+        }
+        let options = Options {
+            execution_level_allowed: true,
+            synchronization_scope_allowed: true,
+            ..Options::default()
+        };
+        if let Err((s, why)) = validate(a, options) {
+            return k.refuse(DDI, s, why);
+        }
+        if c.DefaultQueue == 0 && out.is_null() {
+            return k.refuse(
+                DDI,
+                STATUS_INVALID_PARAMETER,
+                "a non-default queue with no out handle",
+            );
+        }
+        k.live(DDI, device);
+        let q = k.create(
+            DDI,
+            Kind::Queue {
+                device: device as usize,
+                config: *c,
+            },
+            a,
+            Some(device as usize),
+        );
+        if let Kind::Device(d) = &mut k.live(DDI, device).kind {
+            d.queue = Some(q);
+        }
+        if !out.is_null() {
+            // SAFETY: the driver's out-pointer.
+            unsafe { *out = q as WDFQUEUE };
+        }
+        STATUS_SUCCESS
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfControlFinishInitializing(
+    _: PWDF_DRIVER_GLOBALS,
+    device: WDFDEVICE,
+) {
+    const DDI: &str = "WdfControlFinishInitializing";
+    super::enter(DDI, PASSIVE);
+    with(|k| match &mut k.live(DDI, device).kind {
+        Kind::Device(d) if d.role == Role::Control => d.finished = true,
+        _ => violation(Rule::WrongObjectType, DDI, "not a control device"),
+    });
+}
+
+pub(crate) unsafe extern "C" fn WdfIoQueueGetDevice(
+    _: PWDF_DRIVER_GLOBALS,
+    queue: WDFQUEUE,
+) -> WDFDEVICE {
+    super::enter("WdfIoQueueGetDevice", DISPATCH);
+    with(|k| match &k.live("WdfIoQueueGetDevice", queue).kind {
+        Kind::Queue { device, .. } => *device as WDFDEVICE,
+        other => violation(Rule::WrongObjectType, "WdfIoQueueGetDevice", other.name()),
+    })
+}
+
+pub(crate) unsafe extern "C" fn WdfDeviceWdmGetDeviceObject(
+    _: PWDF_DRIVER_GLOBALS,
+    device: WDFDEVICE,
+) -> PDEVICE_OBJECT {
+    super::enter("WdfDeviceWdmGetDeviceObject", DISPATCH);
+    with(
+        |k| match &mut k.live("WdfDeviceWdmGetDeviceObject", device).kind {
+            Kind::Device(d) => &mut *d.wdm as PDEVICE_OBJECT,
+            other => violation(
+                Rule::WrongObjectType,
+                "WdfDeviceWdmGetDeviceObject",
+                other.name(),
+            ),
+        },
+    )
+}
+
+impl Init {
+    pub(crate) fn new(origin: InitOrigin, hardware_id: String, adapter: usize) -> Init {
+        Init {
+            origin,
+            state: InitState::Open,
+            pnp: WDF_PNPPOWER_EVENT_CALLBACKS::default(),
+            child_list: None,
+            name: None,
+            sddl: None,
+            identity: Identity::default(),
+            hardware_id,
+            adapter,
+        }
+    }
+}
+
+/// The table, every other entry NULL (a call to one panics in the macro: a DDI the model
+/// does not have).
+pub(crate) fn install() {
+    let mut table: Vec<WDFFUNC> = vec![None; _WDFFUNCENUM::WdfFunctionTableNumEntries as usize];
+    for (index, f) in super::entries::entries() {
+        table[index as usize] = f;
+    }
+    let table = table.leak();
+    // SAFETY: one scenario per process, set before the driver runs.
+    unsafe {
+        super::WdfFunctions_01033 = table.as_ptr();
+        super::WdfFunctionCount = table.len() as ULONG;
+    }
+}

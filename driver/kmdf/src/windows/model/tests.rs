@@ -1,0 +1,390 @@
+//! The driver's life on the KMDF model, and each misuse the layer once had planted back.
+//!
+//! Each scenario runs in a child process of this test binary (a broken rule ends the
+//! process, as a bugcheck ends the machine); the parent test reads how it ended.
+
+use std::process::Command;
+
+use hcabus::hca::Identity;
+use hcabus::ioctl;
+use hcabus::sim::{FakeConnectX, Fault};
+use wdk_sys::*;
+
+use super::machine::{Machine, FILE_READ_DATA, FILE_WRITE_DATA};
+use super::{with, BUGCHECK_EXIT};
+use crate::windows::defects::{plant, Defect};
+
+const SCENARIO: &str = "HCABUS_MODEL_SCENARIO";
+const PLANT: &str = "HCABUS_MODEL_PLANT";
+const HARDWARE_ID: &str = "PCI\\VEN_15B3&DEV_1003&SUBSYS_005015B3&REV_00";
+const LINK: &str = "\\DosDevices\\HcaBus0";
+const ADMIN: u32 = FILE_READ_DATA | FILE_WRITE_DATA;
+
+fn identity() -> Identity {
+    Identity {
+        node_guid: 0x0002_c903_0044_5566,
+        vendor_id: 0x15B3,
+        device_id: 0x1003,
+        subsys_vendor_id: 0x15B3,
+        subsys_id: 0x0050,
+        serial: 0x5EED,
+        fw_version: Identity::fw_version(2, 42, 5000),
+    }
+}
+
+/// How a scenario's process ended.
+struct Outcome {
+    code: Option<i32>,
+    stderr: String,
+}
+
+/// Runs `scenario` in a child process, with `defect` planted.
+fn run(scenario: &str, defect: Option<Defect>) -> Outcome {
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = Command::new(exe)
+        .args([
+            "--exact",
+            "windows::model::tests::scenario",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SCENARIO, scenario)
+        .env(PLANT, defect.map_or(String::new(), |d| format!("{d:?}")))
+        .output()
+        .expect("the scenario runs");
+    Outcome {
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn assert_passes(scenario: &str) {
+    let o = run(scenario, None);
+    assert_eq!(o.code, Some(0), "scenario {scenario} failed:\n{}", o.stderr);
+}
+
+/// A planted defect: the scenario must stop on the model with a line naming each of `what`
+/// (the rule, the DDI, the reason).
+fn assert_caught(scenario: &str, defect: Defect, what: &[&str]) {
+    let o = run(scenario, Some(defect));
+    assert_eq!(
+        o.code,
+        Some(BUGCHECK_EXIT),
+        "{defect:?} was not caught by {scenario}:\n{}",
+        o.stderr
+    );
+    let line = o
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("KMDF MODEL BUGCHECK"))
+        .unwrap_or_default();
+    for w in what {
+        assert!(line.contains(w), "{defect:?}: expected {w:?} in: {line}");
+    }
+}
+
+/// The entry point of the child process (ignored in a normal run).
+#[test]
+#[ignore = "run by the model's tests in a child process"]
+fn scenario() {
+    let name = std::env::var(SCENARIO).unwrap_or_default();
+    let planted = std::env::var(PLANT).unwrap_or_default();
+    let all = [
+        Defect::NullContextType,
+        Defect::SizeWithoutType,
+        Defect::ControlInitNotFreed,
+        Defect::InvalidExecutionLevel,
+        Defect::ReleaseWithoutRundown,
+        Defect::MappingKept,
+        Defect::OutputFromInput,
+        Defect::ControlDeviceKept,
+        Defect::LockStatusIgnored,
+        Defect::BarePdo,
+        Defect::ShareAccessAsGranted,
+    ];
+    plant(all.into_iter().find(|d| format!("{d:?}") == planted));
+    match name.as_str() {
+        "life" => life(),
+        "control_create_fails" => control_create_fails(),
+        "lock_create_fails" => lock_create_fails(),
+        other => panic!("no scenario {other:?}"),
+    }
+}
+
+/// Fails the scenario (in the child) as a rule the model enforces would.
+fn expect(ok: bool, what: &str) {
+    if !ok {
+        super::violation(super::Rule::Expectation, "scenario", what);
+    }
+}
+
+fn booted() -> Machine {
+    let (mut m, status) = Machine::boot(FakeConnectX::new(identity()), &[]);
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("DriverEntry: {status:#x}"),
+    );
+    let status = m.add_device(HARDWARE_ID);
+    let refusals = with(|k| format!("{:?}", k.refusals));
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("EvtDriverDeviceAdd: {status:#x}; refused: {refusals}"),
+    );
+    m
+}
+
+fn started() -> Machine {
+    let mut m = booted();
+    let status = m.start();
+    let refusals = with(|k| format!("{:?}", k.refusals));
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("EvtDevicePrepareHardware: {status:#x}; refused: {refusals}"),
+    );
+    m.run();
+    m
+}
+
+/// QUERY_STATE with a header-only input and room for the whole answer.
+fn query_state(m: &mut Machine, granted: u32) -> (NTSTATUS, Vec<u8>) {
+    let mut input = [0u8; 8];
+    ioctl::encode_empty(&mut input);
+    m.ioctl(LINK, granted, ioctl::IOCTL_HCABUS_QUERY_STATE, &input, 512)
+}
+
+/// The state and epoch of a whole QUERY_STATE answer (StateOut: state, flags, epoch).
+fn state_of(out: &[u8]) -> (u32, u64) {
+    expect(
+        out.len() == core::mem::size_of::<ioctl::StateOut>(),
+        &format!("QUERY_STATE gave {} bytes", out.len()),
+    );
+    let state = u32::from_le_bytes(out[0..4].try_into().unwrap_or_default());
+    let epoch = u64::from_le_bytes(out[8..16].try_into().unwrap_or_default());
+    (state, epoch)
+}
+
+/// The whole life: load, add, start, IOCTLs, a catastrophic error found by the health poll
+/// and a reset through the DPC, timers and the work item, a rebalance, a surprise removal,
+/// unload with nothing leaked.
+fn life() {
+    let mut m = started();
+    let (status, out) = query_state(&mut m, FILE_READ_DATA);
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("QUERY_STATE: {status:#x}"),
+    );
+    let (state, epoch) = state_of(&out);
+    expect(
+        epoch == 1,
+        &format!("epoch {epoch} state {state} after start"),
+    );
+    // A handle opened for reading only cannot ask for a reset: the I/O manager refuses it.
+    let mut reset = [0u8; core::mem::size_of::<ioctl::RequestResetIn>()];
+    ioctl::RequestResetIn::new(ioctl::ResetMode::Forced, "model").encode(&mut reset);
+    let (denied, _) = m.ioctl(
+        LINK,
+        FILE_READ_DATA,
+        ioctl::IOCTL_HCABUS_REQUEST_RESET,
+        &reset,
+        8,
+    );
+    expect(
+        denied == STATUS_ACCESS_DENIED,
+        &format!("a read-only reset: {denied:#x}"),
+    );
+    // An administrator's handle can.
+    let (asked, _) = m.ioctl(LINK, ADMIN, ioctl::IOCTL_HCABUS_REQUEST_RESET, &reset, 8);
+    expect(
+        asked == STATUS_SUCCESS,
+        &format!("an administrator's reset: {asked:#x}"),
+    );
+    m.advance(5_000);
+    let (_, out) = query_state(&mut m, FILE_READ_DATA);
+    let (_, epoch) = state_of(&out);
+    expect(epoch == 2, &format!("epoch {epoch} after a forced reset"));
+    // The firmware's catastrophic error, found by the health timer.
+    with(|k| k.adapters[0].hca.inject(Fault::Catastrophic));
+    m.advance(10_000);
+    let (_, out) = query_state(&mut m, FILE_READ_DATA);
+    let (_, epoch) = state_of(&out);
+    expect(
+        epoch == 3,
+        &format!("epoch {epoch} after a catastrophic error"),
+    );
+    // Each reset's start went to the System log with its message id and insertion strings.
+    let events = with(|k| k.events.clone());
+    expect(
+        events.len() >= 2 && events.iter().all(|e| e.code != 0 && !e.strings.is_empty()),
+        &format!("event log: {events:?}"),
+    );
+    // A rebalance: stop, start again.
+    m.stop();
+    let (status, _) = query_state(&mut m, FILE_READ_DATA);
+    expect(status != STATUS_SUCCESS, "an IOCTL served with no hardware");
+    let status = m.start();
+    expect(status == STATUS_SUCCESS, &format!("restart: {status:#x}"));
+    m.run();
+    let (status, _) = query_state(&mut m, FILE_READ_DATA);
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("QUERY_STATE after the rebalance: {status:#x}"),
+    );
+    m.surprise_remove();
+    let (status, _) = query_state(&mut m, FILE_READ_DATA);
+    expect(
+        status == STATUS_OBJECT_NAME_NOT_FOUND,
+        &format!("an IOCTL after removal: {status:#x}"),
+    );
+    m.unload();
+}
+
+/// The control device's WdfDeviceCreate fails: the add fails, and nothing is left.
+fn control_create_fails() {
+    let (mut m, _) = Machine::boot(FakeConnectX::new(identity()), &[]);
+    // The FDO's create succeeds; the control device's (the second) fails.
+    with(|k| k.failures.push(("WdfDeviceCreate", 1)));
+    let status = m.add_device(HARDWARE_ID);
+    expect(status < 0, "an add whose control device failed succeeded");
+    m.unload();
+}
+
+/// KMDF cannot create the bus's spin lock: prepare hardware fails, and nothing is left.
+fn lock_create_fails() {
+    let mut m = booted();
+    with(|k| k.failures.push(("WdfSpinLockCreate", 0)));
+    let status = m.start();
+    // A driver that went on with the lock it did not get uses it at its first DPC.
+    m.advance(1_000);
+    expect(status < 0, "a prepare whose lock failed succeeded");
+    m.remove();
+    m.unload();
+}
+
+#[test]
+fn the_driver_lives_on_the_kmdf_model_from_driver_entry_to_unload() {
+    assert_passes("life");
+}
+
+#[test]
+fn a_failed_control_device_create_frees_its_init() {
+    assert_passes("control_create_fails");
+    assert_caught(
+        "control_create_fails",
+        Defect::ControlInitNotFreed,
+        &["InitLeaked", "DriverUnload"],
+    );
+}
+
+#[test]
+fn a_lock_kmdf_cannot_create_fails_prepare_hardware() {
+    assert_passes("lock_create_fails");
+    assert_caught(
+        "lock_create_fails",
+        Defect::LockStatusIgnored,
+        &["NullParameter", "WdfSpinLockAcquire"],
+    );
+}
+
+#[test]
+fn a_null_context_type_bugchecks_in_the_first_lookup() {
+    assert_caught(
+        "life",
+        Defect::NullContextType,
+        &[
+            "0x10d",
+            "NullParameter",
+            "WdfObjectGetTypedContextWorker",
+            "TypeInfo is NULL",
+        ],
+    );
+}
+
+#[test]
+fn a_context_size_without_its_type_fails_the_fdo() {
+    assert_caught(
+        "life",
+        Defect::SizeWithoutType,
+        &[
+            "EvtDriverDeviceAdd: 0xc0200209",
+            "WdfDeviceCreate",
+            "ContextSizeOverride without ContextTypeInfo",
+        ],
+    );
+}
+
+#[test]
+fn deferred_objects_with_an_invalid_execution_level_fail_prepare_hardware() {
+    assert_caught(
+        "life",
+        Defect::InvalidExecutionLevel,
+        &[
+            "EvtDevicePrepareHardware",
+            "WdfDpcCreate",
+            "ExecutionLevel is WdfExecutionLevelInvalid",
+        ],
+    );
+}
+
+#[test]
+fn release_hardware_without_rundown_leaves_objects_behind() {
+    assert_caught(
+        "life",
+        Defect::ReleaseWithoutRundown,
+        &[
+            "CycleLeak",
+            "EvtDeviceReleaseHardware",
+            "WDFTIMER (armed)",
+            "WDFSPINLOCK",
+        ],
+    );
+}
+
+#[test]
+fn release_hardware_unmaps_bar0_and_dereferences_the_pci_interface() {
+    assert_caught(
+        "life",
+        Defect::MappingKept,
+        &["MappingLeak", "EvtDeviceReleaseHardware", "never unmapped"],
+    );
+}
+
+#[test]
+fn the_output_buffer_is_the_output_length_not_the_input_length() {
+    assert_caught(
+        "life",
+        Defect::OutputFromInput,
+        &["QUERY_STATE: 0xc0000023"],
+    );
+}
+
+#[test]
+fn the_control_device_goes_with_its_fdo() {
+    assert_caught(
+        "life",
+        Defect::ControlDeviceKept,
+        &[
+            "UsedAfterDelete",
+            "WdfObjectGetTypedContextWorker",
+            "WDFDEVICE (FDO)",
+        ],
+    );
+}
+
+#[test]
+fn each_pdo_answers_pnp_with_an_instance_id_and_text() {
+    assert_caught(
+        "life",
+        Defect::BarePdo,
+        &["PdoIdentity", "IRP_MN_QUERY_ID", "BusQueryInstanceID"],
+    );
+}
+
+#[test]
+fn rights_come_from_the_ioctl_required_access() {
+    assert_caught(
+        "life",
+        Defect::ShareAccessAsGranted,
+        &["QUERY_STATE: 0xc0000022"],
+    );
+}

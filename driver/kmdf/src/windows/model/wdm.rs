@@ -1,0 +1,320 @@
+//! The WDM half: the exports the layer calls directly (`extern "C"` symbols), the register
+//! file behind BAR0's mapping, the PCI bus interface and DbgPrint's sink.
+
+use std::string::String;
+
+use hcabus::mmio::RegisterAccess;
+use hcabus::Instant;
+use wdk_sys::*;
+
+use super::kernel::Mapping;
+use super::{irql, violation, with, Rule, DISPATCH, PASSIVE};
+
+#[unsafe(no_mangle)]
+extern "C" fn KeGetCurrentIrql() -> KIRQL {
+    irql()
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn KeQueryUnbiasedInterruptTime() -> ULONGLONG {
+    with(|k| k.now_us * 10)
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn MmMapIoSpaceEx(physical: PHYSICAL_ADDRESS, bytes: SIZE_T, _protect: ULONG) -> PVOID {
+    super::enter("MmMapIoSpaceEx", DISPATCH);
+    // SAFETY: reading the QuadPart of a PHYSICAL_ADDRESS.
+    let at = unsafe { physical.QuadPart };
+    with(|k| {
+        let Some(adapter) = k
+            .adapters
+            .iter()
+            .position(|a| a.bar_physical == at && bytes as usize <= a.bar_length)
+        else {
+            return core::ptr::null_mut();
+        };
+        let mut memory = vec![0u32; (bytes as usize).div_ceil(4)].into_boxed_slice();
+        let base = memory.as_mut_ptr();
+        k.mappings.insert(
+            base as usize,
+            Mapping {
+                memory,
+                length: bytes as usize,
+                adapter,
+            },
+        );
+        base.cast()
+    })
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn MmUnmapIoSpace(base: PVOID, bytes: SIZE_T) {
+    const DDI: &str = "MmUnmapIoSpace";
+    super::enter(DDI, DISPATCH);
+    with(|k| match k.mappings.get(&(base as usize)) {
+        Some(m) if m.length == bytes as usize => {
+            k.mappings.remove(&(base as usize));
+        }
+        Some(m) => violation(
+            Rule::BadUnmap,
+            DDI,
+            &format!("{bytes} bytes of a {}-byte mapping", m.length),
+        ),
+        None => violation(
+            Rule::BadUnmap,
+            DDI,
+            &format!("{base:p} is not a mapping's base"),
+        ),
+    });
+}
+
+/// The mapping and byte offset of a register address; one outside every mapping stops the
+/// machine (a wild access to I/O space).
+fn register(k: &mut super::kernel::Kernel, ddi: &str, at: usize) -> (usize, u32) {
+    let Some((base, m)) = k.mappings.range(..=at).next_back() else {
+        violation(
+            Rule::BadUnmap,
+            ddi,
+            &format!("{at:#x} is in no mapping (unmapped or never mapped)"),
+        );
+    };
+    if at >= base + m.length {
+        violation(Rule::BadUnmap, ddi, &format!("{at:#x} is past its mapping"));
+    }
+    (m.adapter, (at - base) as u32)
+}
+
+/// READ_REGISTER_ULONG through the mapping: the adapter's register file answers.
+///
+/// # Safety
+/// None beyond the model's checks; `unsafe` as the volatile load it stands for.
+pub(crate) unsafe fn register_read(at: *const u32) -> u32 {
+    with(|k| {
+        let (adapter, offset) = register(k, "READ_REGISTER_ULONG", at as usize);
+        let now = Instant::from_us(k.now_us);
+        let hca = &mut k.adapters[adapter].hca;
+        hca.set_now(now);
+        hca.bar0_read32(offset)
+    })
+}
+
+/// WRITE_REGISTER_ULONG through the mapping.
+///
+/// # Safety
+/// As [`register_read`].
+pub(crate) unsafe fn register_write(at: *mut u32, value: u32) {
+    with(|k| {
+        let (adapter, offset) = register(k, "WRITE_REGISTER_ULONG", at as usize);
+        let now = Instant::from_us(k.now_us);
+        let hca = &mut k.adapters[adapter].hca;
+        hca.set_now(now);
+        hca.bar0_write32(offset, value);
+    });
+}
+
+/// The PCI bus interface's context: the adapter's index + 1 (never NULL).
+fn adapter_of(context: PVOID) -> usize {
+    context as usize - 1
+}
+
+pub(crate) unsafe extern "C" fn pci_reference(context: PVOID) {
+    with(|k| k.adapters[adapter_of(context)].interface_references += 1);
+}
+
+pub(crate) unsafe extern "C" fn pci_dereference(context: PVOID) {
+    with(|k| {
+        let a = &mut k.adapters[adapter_of(context)];
+        if a.interface_references == 0 {
+            violation(
+                Rule::InterfaceLeak,
+                "InterfaceDereference",
+                "more dereferences than references",
+            );
+        }
+        a.interface_references -= 1;
+    });
+}
+
+/// GetBusData / SetBusData: config space, dword by dword, at PASSIVE_LEVEL only (the PCI
+/// bus driver's interface pages its code).
+fn config(context: PVOID, buffer: PVOID, offset: ULONG, length: ULONG, write: bool) -> ULONG {
+    let ddi = if write { "SetBusData" } else { "GetBusData" };
+    super::enter(ddi, PASSIVE);
+    if length != 4 || offset % 4 != 0 {
+        return 0;
+    }
+    with(|k| {
+        let now = Instant::from_us(k.now_us);
+        let hca = &mut k.adapters[adapter_of(context)].hca;
+        hca.set_now(now);
+        let offset = offset as u16;
+        if write {
+            // SAFETY: the caller passes 4 readable bytes.
+            let value = unsafe { buffer.cast::<u32>().read_unaligned() };
+            if hca.config_write32(offset, value) {
+                4
+            } else {
+                0
+            }
+        } else {
+            match hca.config_read32(offset) {
+                Some(v) => {
+                    // SAFETY: the caller passes 4 writable bytes.
+                    unsafe { buffer.cast::<u32>().write_unaligned(v) };
+                    4
+                }
+                None => 0,
+            }
+        }
+    })
+}
+
+pub(crate) unsafe extern "C" fn get_bus_data(
+    context: PVOID,
+    _space: ULONG,
+    buffer: PVOID,
+    offset: ULONG,
+    length: ULONG,
+) -> ULONG {
+    config(context, buffer, offset, length, false)
+}
+
+pub(crate) unsafe extern "C" fn set_bus_data(
+    context: PVOID,
+    _space: ULONG,
+    buffer: PVOID,
+    offset: ULONG,
+    length: ULONG,
+) -> ULONG {
+    config(context, buffer, offset, length, true)
+}
+
+/// ERROR_LOG_MAXIMUM_SIZE.
+const ERROR_LOG_MAXIMUM_SIZE: usize = 240;
+
+#[unsafe(no_mangle)]
+extern "C" fn IoAllocateErrorLogEntry(_object: PVOID, size: UCHAR) -> PVOID {
+    super::enter("IoAllocateErrorLogEntry", DISPATCH);
+    let size = usize::from(size);
+    if size > ERROR_LOG_MAXIMUM_SIZE || size < core::mem::size_of::<IO_ERROR_LOG_PACKET>() {
+        return core::ptr::null_mut();
+    }
+    with(|k| k.error_log_allocated += 1);
+    // Leaked until IoWriteErrorLogEntry, which takes it back (as the I/O manager frees it).
+    let packet: &'static mut [u64] = vec![0u64; size.div_ceil(8)].leak();
+    packet.as_mut_ptr().cast()
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn IoWriteErrorLogEntry(entry: PVOID) {
+    super::enter("IoWriteErrorLogEntry", DISPATCH);
+    let packet = entry.cast::<IO_ERROR_LOG_PACKET>();
+    // SAFETY: a packet IoAllocateErrorLogEntry gave out, filled by the driver.
+    let (code, count, offset) = unsafe {
+        (
+            (*packet).ErrorCode as u32,
+            (*packet).NumberOfStrings,
+            (*packet).StringOffset,
+        )
+    };
+    let mut strings = Vec::new();
+    // SAFETY: the strings follow at StringOffset, each NUL-terminated, within the packet.
+    let mut at = unsafe { entry.cast::<u8>().add(usize::from(offset)) }.cast::<u16>();
+    for _ in 0..count {
+        let mut s = String::new();
+        // SAFETY: as above.
+        while let c @ 1.. = unsafe { at.read_unaligned() } {
+            s.push(char::from_u32(u32::from(c)).unwrap_or('?'));
+            // SAFETY: as above.
+            at = unsafe { at.add(1) };
+        }
+        // SAFETY: past the NUL.
+        at = unsafe { at.add(1) };
+        strings.push(s);
+    }
+    with(|k| {
+        k.error_log_allocated -= 1;
+        k.events.push(super::kernel::LoggedEvent { code, strings });
+    });
+}
+
+/// The rundown state in EX_RUNDOWN_REF.Count: holders × 2, bit 0 once run down.
+fn rundown(r: PEX_RUNDOWN_REF) -> &'static mut ULONG_PTR {
+    if r.is_null() {
+        violation(
+            Rule::NullParameter,
+            "Ex*RundownProtection",
+            "RunRef is NULL",
+        );
+    }
+    // SAFETY: the driver's EX_RUNDOWN_REF, live for the call; one CPU.
+    unsafe { &mut (*r).__bindgen_anon_1.Count }
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn ExInitializeRundownProtection(r: PEX_RUNDOWN_REF) {
+    *rundown(r) = 0;
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn ExReInitializeRundownProtection(r: PEX_RUNDOWN_REF) {
+    let c = rundown(r);
+    if *c != 1 {
+        violation(
+            Rule::SelfDeadlock,
+            "ExReInitializeRundownProtection",
+            "the reference was not run down",
+        );
+    }
+    *c = 0;
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn ExAcquireRundownProtection(r: PEX_RUNDOWN_REF) -> BOOLEAN {
+    super::enter("ExAcquireRundownProtection", DISPATCH);
+    let c = rundown(r);
+    if *c & 1 != 0 {
+        return 0;
+    }
+    *c += 2;
+    1
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn ExReleaseRundownProtection(r: PEX_RUNDOWN_REF) {
+    super::enter("ExReleaseRundownProtection", DISPATCH);
+    let c = rundown(r);
+    if *c < 2 {
+        violation(
+            Rule::ReferenceLeak,
+            "ExReleaseRundownProtection",
+            "released with no holder",
+        );
+    }
+    *c -= 2;
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn ExWaitForRundownProtectionRelease(r: PEX_RUNDOWN_REF) {
+    const DDI: &str = "ExWaitForRundownProtectionRelease";
+    super::enter(DDI, PASSIVE + 1);
+    let c = rundown(r);
+    if *c >= 2 {
+        violation(
+            Rule::SelfDeadlock,
+            DDI,
+            "a holder is on this very call chain: the wait never ends",
+        );
+    }
+    *c = 1;
+}
+
+/// DbgPrint's sink (the C shim formats; see dbgprint.c).
+#[unsafe(no_mangle)]
+extern "C" fn hcabus_model_dbg_print(text: *const core::ffi::c_char) {
+    // SAFETY: the shim passes a NUL-terminated buffer.
+    let s = unsafe { core::ffi::CStr::from_ptr(text) }
+        .to_string_lossy()
+        .into_owned();
+    with(|k| k.debug_output.push(s));
+}
