@@ -645,3 +645,34 @@ fn event_log_insertion_strings_are_the_epoch_and_the_reason() {
     );
     assert_eq!(text(started, 2), (0, String::new()));
 }
+
+#[test]
+fn an_ioctls_rights_are_its_required_access_which_the_io_manager_enforced() {
+    use crate::device::rights_of_ioctl;
+    assert_eq!(
+        rights_of_ioctl(ioctl::IOCTL_HCABUS_QUERY_STATE),
+        Rights::READ
+    );
+    assert_eq!(
+        rights_of_ioctl(ioctl::IOCTL_HCABUS_REQUEST_RESET),
+        Rights::READ | Rights::WRITE
+    );
+    // FILE_ANY_ACCESS: the I/O manager checked nothing, so the handle may do nothing.
+    let any = ioctl::ctl_code(ioctl::FILE_DEVICE_INFINIBAND, 0x900, 0, 0);
+    assert_eq!(rights_of_ioctl(any), Rights::empty());
+}
+
+#[test]
+fn each_child_has_a_unique_instance_id_and_text_and_its_serial_names_it_back() {
+    let children: Vec<ChildFunction> = ChildFunction::of_bus(2).collect();
+    let mut ids = Vec::new();
+    for child in &children {
+        let mut digits = [0u8; 10];
+        ids.push(child.instance_id(&mut digits).to_string());
+        assert!(!child.description().is_empty() && !child.location().is_empty());
+        assert_eq!(ChildFunction::from_serial(child.serial()), Some(*child));
+    }
+    assert_eq!(ids, ["1", "2", "256"]);
+    assert_eq!(ChildFunction::from_serial(3), None);
+    assert_eq!(ChildFunction::from_serial(0), None);
+}
