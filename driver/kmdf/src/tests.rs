@@ -42,7 +42,8 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-fn identity() -> Identity {
+/// The adapter every test drives (the KMDF model's too).
+pub(crate) fn identity() -> Identity {
     Identity {
         node_guid: 0x0002_c903_0044_5566,
         vendor_id: 0x15B3,

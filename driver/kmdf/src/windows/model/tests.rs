@@ -5,13 +5,13 @@
 
 use std::process::Command;
 
-use hcabus::hca::Identity;
 use hcabus::ioctl;
 use hcabus::sim::{FakeConnectX, Fault};
 use wdk_sys::*;
 
 use super::machine::{Machine, FILE_READ_DATA, FILE_WRITE_DATA};
 use super::{with, BUGCHECK_EXIT};
+use crate::tests::identity;
 use crate::windows::defects::{plant, Defect};
 
 const SCENARIO: &str = "HCABUS_MODEL_SCENARIO";
@@ -19,18 +19,6 @@ const PLANT: &str = "HCABUS_MODEL_PLANT";
 const HARDWARE_ID: &str = "PCI\\VEN_15B3&DEV_1003&SUBSYS_005015B3&REV_00";
 const LINK: &str = "\\DosDevices\\HcaBus0";
 const ADMIN: u32 = FILE_READ_DATA | FILE_WRITE_DATA;
-
-fn identity() -> Identity {
-    Identity {
-        node_guid: 0x0002_c903_0044_5566,
-        vendor_id: 0x15B3,
-        device_id: 0x1003,
-        subsys_vendor_id: 0x15B3,
-        subsys_id: 0x0050,
-        serial: 0x5EED,
-        fw_version: Identity::fw_version(2, 42, 5000),
-    }
-}
 
 /// How a scenario's process ended.
 struct Outcome {
