@@ -195,11 +195,11 @@ pub(crate) fn remove_all(fdo: Handle) {
     });
 }
 
-/// Not yet driven by a scenario (the C-ABI child through the published interface is the next
-/// step of the model's life test).
-#[allow(dead_code)]
 /// A child driver's IRP_MN_QUERY_INTERFACE on the PDO of the child whose serial is `serial`:
 /// the interface's bytes, referenced (KMDF calls InterfaceReference for the caller).
+// Not yet driven by a scenario: a C-ABI child through the published interface is the next
+// step of the life test (issue 31).
+#[allow(dead_code)]
 pub(crate) fn query_interface(
     fdo: Handle,
     serial: u32,
