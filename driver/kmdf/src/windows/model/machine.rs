@@ -366,8 +366,23 @@ impl Machine {
         self.fdo = None;
     }
 
-    /// Unload: EvtDriverUnload, then the leak report.
+    /// Unload: EvtDriverUnload (if the driver has one), then the leak report.
     pub(crate) fn unload(&mut self) {
+        let (driver, unload) = with(|k| {
+            let driver = k.driver.unwrap_or_else(|| {
+                violation(Rule::Expectation, "DriverUnload", "no WdfDriverCreate")
+            });
+            match &k.objects[Kernel::index_of(driver as _)].kind {
+                Kind::Driver { config } => (driver, config.EvtDriverUnload),
+                _ => (driver, None),
+            }
+        });
+        if let Some(f) = unload {
+            // SAFETY: the driver's callback with its driver, as KMDF calls it at unload.
+            at("EvtDriverUnload", PASSIVE, || unsafe {
+                f(driver as WDFDRIVER)
+            });
+        }
         super::leaks::unload();
     }
 

@@ -3,7 +3,7 @@
 use wdk_sys::*;
 
 use super::kernel::{Handle, Kind};
-use super::objects::{validate, Options};
+use super::objects::{validate, Options, STATUS_WDF_PARENT_ASSIGNMENT_NOT_ALLOWED};
 use super::{irql, set_irql, violation, with, Rule, DISPATCH, PASSIVE};
 
 const DEFERRED: Options = Options {
@@ -43,7 +43,7 @@ fn create_deferred(
             let what = p.kind.name();
             return k.refuse(
                 ddi,
-                STATUS_WDF_PARENT_ASSIGNMENT_NOT_ALLOWED_,
+                STATUS_WDF_PARENT_ASSIGNMENT_NOT_ALLOWED,
                 &format!("parent is a {what}, not a device or queue"),
             );
         }
@@ -60,9 +60,6 @@ fn create_deferred(
         STATUS_SUCCESS
     })
 }
-
-const STATUS_WDF_PARENT_ASSIGNMENT_NOT_ALLOWED_: NTSTATUS =
-    super::objects::STATUS_WDF_PARENT_ASSIGNMENT_NOT_ALLOWED;
 
 pub(crate) unsafe extern "C" fn WdfDpcCreate(
     _: PWDF_DRIVER_GLOBALS,
