@@ -144,6 +144,45 @@ pub fn policy_from_registry(
     }
 }
 
+/// The Parameters value that sets the flight recorder's depth, in records.
+pub const RECORDER_RECORDS_KEY: &str = "flight_recorder_records";
+
+/// The flight recorder's depth when the registry does not set it. A record is 112 bytes in
+/// non-paged memory, so 1024 records are 112 KiB: an adapter stays near 156 KiB in all
+/// (docs/windows.md, "Non-paged memory per adapter"), and a reset writes a few dozen
+/// records, so the ring still holds the last dozens of resets.
+pub const DEFAULT_RECORDER_RECORDS: u32 = 1024;
+
+/// The depths the registry may ask for: at least one reset's records; at most 16384
+/// (1.75 MiB per adapter), for an engineer chasing a fault who asks for it knowingly.
+pub const RECORDER_RECORDS: core::ops::RangeInclusive<u32> = 64..=16_384;
+
+/// The coordinator's configuration from the service's Parameters key: the policy
+/// ([`policy_from_registry`]) and the flight recorder's depth ([`RECORDER_RECORDS_KEY`]).
+/// Each part a value spoils falls back to its default, and its refusal names the key.
+pub fn config_from_registry(
+    mut read: impl FnMut(&str) -> Option<u32>,
+) -> (Config, [Option<PolicyError>; 2]) {
+    let (policy, policy_refused) = policy_from_registry(&mut read);
+    let (records, depth_refused) = match read(RECORDER_RECORDS_KEY) {
+        None => (DEFAULT_RECORDER_RECORDS, None),
+        Some(n) if RECORDER_RECORDS.contains(&n) => (n, None),
+        Some(_) => (
+            DEFAULT_RECORDER_RECORDS,
+            Some(PolicyError {
+                field: RECORDER_RECORDS_KEY,
+                problem: "out of range for this key (64 to 16384 records)",
+            }),
+        ),
+    };
+    let config = Config {
+        policy,
+        recorder_capacity: records as usize,
+        ..Config::default()
+    };
+    (config, [policy_refused, depth_refused])
+}
+
 /// What the driver is configured with (from the registry's Parameters key on Windows).
 #[derive(Debug, Clone, Copy)]
 pub struct BusConfig {

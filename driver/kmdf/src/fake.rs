@@ -24,6 +24,28 @@ thread_local! {
     /// Allocations made by this thread, and those made at DISPATCH_LEVEL.
     pub static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
     pub static DISPATCH_ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    /// Bytes counted as the driver's (while [`count_bytes`] is on): allocated minus freed.
+    static DRIVER_BYTES: Cell<isize> = const { Cell::new(0) };
+    static COUNTING_BYTES: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Turns the counting of the driver's bytes on or off on this thread; returns what it was.
+/// The KMDF model turns it on while driver code runs and off inside its own DDIs, so the
+/// figure is what the driver asked the pool for.
+pub fn count_bytes(on: bool) -> bool {
+    COUNTING_BYTES.try_with(|c| c.replace(on)).unwrap_or(false)
+}
+
+/// The driver's bytes live on this thread (allocated minus freed while counted).
+pub fn driver_bytes() -> isize {
+    DRIVER_BYTES.with(Cell::get)
+}
+
+/// Called by the test's global allocator with each change of the heap's size.
+pub fn count_size(delta: isize) {
+    if COUNTING_BYTES.try_with(Cell::get) == Ok(true) {
+        let _ = DRIVER_BYTES.try_with(|c| c.set(c.get() + delta));
+    }
 }
 
 /// The calling thread's IRQL.

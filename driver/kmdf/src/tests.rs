@@ -25,15 +25,18 @@ struct Counting;
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count_allocation();
+        count_size(layout.size() as isize);
         // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count_size(-(layout.size() as isize));
         // SAFETY: `ptr` came from System.alloc with this layout.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, size: usize) -> *mut u8 {
         count_allocation();
+        count_size(size as isize - layout.size() as isize);
         // SAFETY: as GlobalAlloc::realloc requires, forwarded.
         unsafe { System.realloc(ptr, layout, size) }
     }
@@ -603,6 +606,48 @@ fn the_registry_sets_the_policy_by_key_and_a_bad_value_falls_back_to_defaults_by
 }
 
 #[test]
+fn the_registry_sets_the_recorder_depth_by_its_key_and_a_bad_one_is_refused_alone() {
+    let values = |pairs: &'static [(&'static str, u32)]| {
+        move |key: &str| pairs.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    };
+    let (c, refused) = config_from_registry(|_| None);
+    assert_eq!(c.recorder_capacity, DEFAULT_RECORDER_RECORDS as usize);
+    assert_eq!(refused, [None, None]);
+    let (c, refused) = config_from_registry(values(&[(RECORDER_RECORDS_KEY, 4096)]));
+    assert_eq!((c.recorder_capacity, refused), (4096, [None, None]));
+    for bad in [0, 63, 16_385, u32::MAX] {
+        let read = |key: &str| match key {
+            RECORDER_RECORDS_KEY => Some(bad),
+            "quiesce_deadline_ms" => Some(2_500),
+            _ => None,
+        };
+        let (c, refused) = config_from_registry(read);
+        assert_eq!(
+            c.recorder_capacity, DEFAULT_RECORDER_RECORDS as usize,
+            "{bad}"
+        );
+        assert_eq!(
+            refused[1].map(|e| e.field),
+            Some(RECORDER_RECORDS_KEY),
+            "{bad}"
+        );
+        // The depth's refusal leaves the policy the registry set.
+        assert_eq!(
+            (c.policy.quiesce_deadline_ms, refused[0]),
+            (2_500, None),
+            "{bad}"
+        );
+    }
+    let (c, refused) = config_from_registry(values(&[
+        (RECORDER_RECORDS_KEY, 64),
+        ("quiesce_deadline_ms", 0),
+    ]));
+    assert_eq!(c.recorder_capacity, 64);
+    assert_eq!(refused[0].map(|e| e.field), Some("quiesce_deadline_ms"));
+    assert_eq!(c.policy, Policy::default());
+}
+
+#[test]
 fn the_inf_seeds_only_policy_keys_the_driver_reads() {
     let inx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../inf/hcabus.inx");
     let text = std::fs::read_to_string(inx).expect("inf/hcabus.inx");
@@ -613,7 +658,10 @@ fn the_inf_seeds_only_policy_keys_the_driver_reads() {
         .collect();
     assert!(!seeded.is_empty());
     for key in seeded {
-        assert!(Policy::KEYS.contains(&key), "{key} is not a policy key");
+        assert!(
+            Policy::KEYS.contains(&key) || key == RECORDER_RECORDS_KEY,
+            "{key} is not a key the driver reads"
+        );
     }
 }
 

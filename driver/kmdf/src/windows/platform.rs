@@ -235,28 +235,26 @@ impl WdfPlatform {
         })
     }
 
-    /// The policy from the service's Parameters key (`device::policy_from_registry`: the
-    /// defaults where a value is absent, all defaults when one is refused, by name).
+    /// The policy and the flight recorder's depth from the service's Parameters key
+    /// (`device::config_from_registry`: the defaults where a value is absent; a refused
+    /// value named in the debug log, and its part of the configuration left at defaults).
     pub(crate) fn registry_config(&self) -> Config {
         // SAFETY: PASSIVE_LEVEL, in prepare hardware.
         let key = unsafe { super::io::open_parameters(self.device) };
-        let (policy, refused) = crate::device::policy_from_registry(|name| {
+        let (config, refused) = crate::device::config_from_registry(|name| {
             // SAFETY: the key (or null, which reads nothing) is open for this call.
             unsafe { super::io::query_ulong(key, name) }
         });
         // SAFETY: opened above (a null key is not closed).
         unsafe { super::io::close_key(key) };
-        if let Some(e) = refused {
+        for e in refused.iter().flatten() {
             log::error!(
-                "Parameters\\{}: {}; the default policy is used",
+                "Parameters\\{}: {}; its default is used",
                 e.field,
                 e.problem
             );
         }
-        Config {
-            policy,
-            ..Config::default()
-        }
+        config
     }
 }
 

@@ -131,6 +131,8 @@ impl Kind {
 pub(crate) struct Context {
     pub(crate) unique: PCWDF_OBJECT_CONTEXT_TYPE_INFO,
     pub(crate) memory: Box<[u128]>,
+    /// The bytes the driver asked for (its type's size, or the override).
+    pub(crate) size: usize,
 }
 
 pub(crate) struct Object {

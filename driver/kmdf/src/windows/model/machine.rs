@@ -34,10 +34,13 @@ const BAR_PHYSICAL: i64 = 0xF000_0000;
 const BAR_LENGTH: usize = 1 << 20;
 
 /// Calls driver code at `level`; afterwards the IRQL must be back and no lock held.
+/// What the driver allocates meanwhile is counted as its own (`crate::fake::driver_bytes`).
 pub(crate) fn at<R>(what: &str, level: u8, f: impl FnOnce() -> R) -> R {
     let before = irql();
     set_irql(level);
+    let counting = crate::fake::count_bytes(true);
     let r = f();
+    crate::fake::count_bytes(counting);
     if irql() != level {
         violation(
             Rule::LockHeldOnReturn,

@@ -61,8 +61,21 @@ pub(crate) fn set_irql(level: u8) {
     IRQL.with(|c| c.set(level));
 }
 
-/// Runs `f` on the kernel's state. Never held across a call into the driver.
+/// Runs `f` on the kernel's state. Never held across a call into the driver. What it
+/// allocates is the kernel's, not counted as the driver's.
 pub(crate) fn with<R>(f: impl FnOnce(&mut Kernel) -> R) -> R {
+    uncounted(|| with_uncounted(f))
+}
+
+/// Runs kernel code that allocates or frees outside [`with`]: not the driver's bytes.
+pub(crate) fn uncounted<R>(f: impl FnOnce() -> R) -> R {
+    let counting = crate::fake::count_bytes(false);
+    let r = f();
+    crate::fake::count_bytes(counting);
+    r
+}
+
+fn with_uncounted<R>(f: impl FnOnce(&mut Kernel) -> R) -> R {
     let mut guard: MutexGuard<'_, Option<Kernel>> =
         KERNEL.lock().unwrap_or_else(PoisonError::into_inner);
     let Some(kernel) = guard.as_mut() else {
@@ -91,9 +104,21 @@ pub(crate) fn violation(rule: Rule, ddi: &str, detail: &str) -> ! {
     std::process::exit(BUGCHECK_EXIT)
 }
 
+/// Kernel code is running: what it allocates is not the driver's. Dropped when the DDI
+/// returns; a callback into the driver from inside turns counting back on (`machine::at`).
+#[must_use = "the DDI is kernel code until this is dropped"]
+pub(crate) struct KernelSide(bool);
+
+impl Drop for KernelSide {
+    fn drop(&mut self) {
+        crate::fake::count_bytes(self.0);
+    }
+}
+
 /// Every DDI starts here: the IRQL it allows (KMDF's verifier, FxVerifierCheckIrqlLevel, and
-/// each DDI's documented "IRQL <= ...").
-pub(crate) fn enter(ddi: &str, max_irql: u8) {
+/// each DDI's documented "IRQL <= ..."). Until the guard drops, allocations are the kernel's.
+pub(crate) fn enter(ddi: &str, max_irql: u8) -> KernelSide {
+    let side = KernelSide(crate::fake::count_bytes(false));
     let now = irql();
     if now > max_irql {
         violation(
@@ -102,6 +127,7 @@ pub(crate) fn enter(ddi: &str, max_irql: u8) {
             &format!("called at IRQL {now}, allowed at most {max_irql}"),
         );
     }
+    side
 }
 
 /// Installs a fresh kernel and the function table.

@@ -144,10 +144,11 @@ impl Kernel {
             let info = unsafe { a.ContextTypeInfo.as_ref() }?;
             let size = info.ContextSize.max(a.ContextSizeOverride);
             let memory = vec![0u128; size.div_ceil(16).max(1)].into_boxed_slice();
-            self.context_bytes += memory.len() * 16;
+            self.context_bytes += size;
             Some(Context {
                 unique: info.UniqueType,
                 memory,
+                size,
             })
         });
         self.objects.push(Object {
@@ -187,7 +188,7 @@ impl Kernel {
             o.deleted = true;
             o.disposing = true;
             if let Some(c) = &o.context {
-                self.context_bytes -= c.memory.len() * 16;
+                self.context_bytes -= c.size;
             }
             cleanups.push((o.cleanup, h));
         }
@@ -215,13 +216,16 @@ impl Kernel {
 /// Calls cleanup callbacks (outside the kernel's lock: they are the driver's code). While
 /// its callback runs an object's context is still there; afterwards only a reference keeps it.
 pub(crate) fn run_cleanups(cleanups: Vec<(PFN_WDF_OBJECT_CONTEXT_CLEANUP, Handle)>) {
-    for (cleanup, h) in cleanups {
+    for &(cleanup, h) in &cleanups {
         if let Some(f) = cleanup {
+            let counting = crate::fake::count_bytes(true);
             // SAFETY: the driver's callback, for its object, as KMDF calls it.
             unsafe { f(h as WDFOBJECT) };
+            crate::fake::count_bytes(counting);
         }
         with(|k| k.objects[Kernel::index_of(h as _)].disposing = false);
     }
+    super::uncounted(|| drop(cleanups));
 }
 
 pub(crate) unsafe extern "C" fn WdfObjectGetTypedContextWorker(
@@ -230,7 +234,7 @@ pub(crate) unsafe extern "C" fn WdfObjectGetTypedContextWorker(
     info: PCWDF_OBJECT_CONTEXT_TYPE_INFO,
 ) -> PVOID {
     const DDI: &str = "WdfObjectGetTypedContextWorker";
-    super::enter(DDI, super::HIGH);
+    let _kernel = super::enter(DDI, super::HIGH);
     if info.is_null() {
         violation(Rule::NullParameter, DDI, "TypeInfo is NULL");
     }
@@ -247,7 +251,7 @@ pub(crate) unsafe extern "C" fn WdfObjectGetTypedContextWorker(
 
 pub(crate) unsafe extern "C" fn WdfObjectDelete(_: PWDF_DRIVER_GLOBALS, handle: WDFOBJECT) {
     const DDI: &str = "WdfObjectDelete";
-    super::enter(DDI, DISPATCH);
+    let _kernel = super::enter(DDI, DISPATCH);
     let cleanups = with(|k| {
         let o = k.live(DDI, handle);
         if let Kind::Device(d) = &o.kind {
@@ -267,7 +271,7 @@ pub(crate) unsafe extern "C" fn WdfObjectReferenceActual(
     _line: LONG,
     _file: PCCH,
 ) {
-    super::enter("WdfObjectReferenceActual", DISPATCH);
+    let _kernel = super::enter("WdfObjectReferenceActual", DISPATCH);
     with(|k| k.live("WdfObjectReferenceActual", handle).references += 1);
 }
 
@@ -279,7 +283,7 @@ pub(crate) unsafe extern "C" fn WdfObjectDereferenceActual(
     _file: PCCH,
 ) {
     const DDI: &str = "WdfObjectDereferenceActual";
-    super::enter(DDI, DISPATCH);
+    let _kernel = super::enter(DDI, DISPATCH);
     with(|k| {
         let o = k.object(DDI, handle);
         if o.references == 0 {
@@ -291,7 +295,7 @@ pub(crate) unsafe extern "C" fn WdfObjectDereferenceActual(
 
 /// The parent of a DPC, work item or timer.
 fn parent_of(ddi: &str, handle: WDFOBJECT, kind: &str) -> WDFOBJECT {
-    super::enter(ddi, DISPATCH);
+    let _kernel = super::enter(ddi, DISPATCH);
     with(|k| {
         let o = k.live(ddi, handle);
         if o.kind.name() != kind {
@@ -309,6 +313,7 @@ pub(crate) unsafe extern "C" fn WdfDpcGetParentObject(
     _: PWDF_DRIVER_GLOBALS,
     dpc: WDFDPC,
 ) -> WDFOBJECT {
+    let _kernel = super::enter("WdfDpcGetParentObject", super::DISPATCH);
     parent_of("WdfDpcGetParentObject", dpc.cast(), "WDFDPC")
 }
 
@@ -316,6 +321,7 @@ pub(crate) unsafe extern "C" fn WdfWorkItemGetParentObject(
     _: PWDF_DRIVER_GLOBALS,
     item: WDFWORKITEM,
 ) -> WDFOBJECT {
+    let _kernel = super::enter("WdfWorkItemGetParentObject", super::DISPATCH);
     parent_of("WdfWorkItemGetParentObject", item.cast(), "WDFWORKITEM")
 }
 
@@ -323,5 +329,6 @@ pub(crate) unsafe extern "C" fn WdfTimerGetParentObject(
     _: PWDF_DRIVER_GLOBALS,
     timer: WDFTIMER,
 ) -> WDFOBJECT {
+    let _kernel = super::enter("WdfTimerGetParentObject", super::DISPATCH);
     parent_of("WdfTimerGetParentObject", timer.cast(), "WDFTIMER")
 }

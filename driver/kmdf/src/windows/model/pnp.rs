@@ -9,7 +9,7 @@ use super::wdm::{get_bus_data, pci_dereference, pci_reference, set_bus_data};
 use super::{violation, with, Rule, DISPATCH, PASSIVE};
 
 fn pdo_init(ddi: &str, init: PWDFDEVICE_INIT, f: impl FnOnce(&mut super::kernel::Identity)) {
-    super::enter(ddi, PASSIVE);
+    let _kernel = super::enter(ddi, PASSIVE);
     with(|k| {
         let i = k.init(ddi, init);
         if i.origin != super::kernel::InitOrigin::Child {
@@ -24,6 +24,7 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAssignDeviceID(
     init: PWDFDEVICE_INIT,
     id: PCUNICODE_STRING,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfPdoInitAssignDeviceID", super::PASSIVE);
     let id = text("WdfPdoInitAssignDeviceID", id);
     pdo_init("WdfPdoInitAssignDeviceID", init, |i| i.device_id = Some(id));
     STATUS_SUCCESS
@@ -34,6 +35,7 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAddHardwareID(
     init: PWDFDEVICE_INIT,
     id: PCUNICODE_STRING,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfPdoInitAddHardwareID", super::PASSIVE);
     let id = text("WdfPdoInitAddHardwareID", id);
     pdo_init("WdfPdoInitAddHardwareID", init, |i| i.hardware_ids.push(id));
     STATUS_SUCCESS
@@ -44,6 +46,7 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAssignInstanceID(
     init: PWDFDEVICE_INIT,
     id: PCUNICODE_STRING,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfPdoInitAssignInstanceID", super::PASSIVE);
     let id = text("WdfPdoInitAssignInstanceID", id);
     pdo_init("WdfPdoInitAssignInstanceID", init, |i| {
         i.instance_id = Some(id)
@@ -58,6 +61,7 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAddDeviceText(
     location: PCUNICODE_STRING,
     locale: LCID,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfPdoInitAddDeviceText", super::PASSIVE);
     let d = text("WdfPdoInitAddDeviceText", description);
     let l = text("WdfPdoInitAddDeviceText", location);
     pdo_init("WdfPdoInitAddDeviceText", init, |i| {
@@ -71,6 +75,7 @@ pub(crate) unsafe extern "C" fn WdfPdoInitSetDefaultLocale(
     init: PWDFDEVICE_INIT,
     locale: LCID,
 ) {
+    let _kernel = super::enter("WdfPdoInitSetDefaultLocale", super::PASSIVE);
     pdo_init("WdfPdoInitSetDefaultLocale", init, |i| {
         i.default_locale = Some(locale)
     });
@@ -82,7 +87,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceAddQueryInterface(
     config: PWDF_QUERY_INTERFACE_CONFIG,
 ) -> NTSTATUS {
     const DDI: &str = "WdfDeviceAddQueryInterface";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     // SAFETY: the driver's config.
     let Some(c) = (unsafe { config.as_ref() }) else {
         violation(Rule::NullParameter, DDI, "NULL config")
@@ -126,7 +131,7 @@ pub(crate) unsafe extern "C" fn WdfChildListGetDevice(
     _: PWDF_DRIVER_GLOBALS,
     list: WDFCHILDLIST,
 ) -> WDFDEVICE {
-    super::enter("WdfChildListGetDevice", DISPATCH);
+    let _kernel = super::enter("WdfChildListGetDevice", DISPATCH);
     with(|k| match &k.live("WdfChildListGetDevice", list).kind {
         Kind::ChildList { device, .. } => *device as WDFDEVICE,
         other => violation(Rule::WrongObjectType, "WdfChildListGetDevice", other.name()),
@@ -137,7 +142,7 @@ pub(crate) unsafe extern "C" fn WdfFdoGetDefaultChildList(
     _: PWDF_DRIVER_GLOBALS,
     fdo: WDFDEVICE,
 ) -> WDFCHILDLIST {
-    super::enter("WdfFdoGetDefaultChildList", DISPATCH);
+    let _kernel = super::enter("WdfFdoGetDefaultChildList", DISPATCH);
     with(|k| match &k.live("WdfFdoGetDefaultChildList", fdo).kind {
         Kind::Device(d) => d
             .child_list
@@ -151,7 +156,7 @@ pub(crate) unsafe extern "C" fn WdfFdoGetDefaultChildList(
 }
 
 fn scan(ddi: &str, list: WDFCHILDLIST, begin: bool) {
-    super::enter(ddi, DISPATCH);
+    let _kernel = super::enter(ddi, DISPATCH);
     with(|k| match &mut k.live(ddi, list).kind {
         Kind::ChildList {
             children, scanning, ..
@@ -171,10 +176,12 @@ fn scan(ddi: &str, list: WDFCHILDLIST, begin: bool) {
 }
 
 pub(crate) unsafe extern "C" fn WdfChildListBeginScan(_: PWDF_DRIVER_GLOBALS, list: WDFCHILDLIST) {
+    let _kernel = super::enter("WdfChildListBeginScan", super::DISPATCH);
     scan("WdfChildListBeginScan", list, true);
 }
 
 pub(crate) unsafe extern "C" fn WdfChildListEndScan(_: PWDF_DRIVER_GLOBALS, list: WDFCHILDLIST) {
+    let _kernel = super::enter("WdfChildListEndScan", super::DISPATCH);
     scan("WdfChildListEndScan", list, false);
 }
 
@@ -185,7 +192,7 @@ pub(crate) unsafe extern "C" fn WdfChildListAddOrUpdateChildDescriptionAsPresent
     _address: PWDF_CHILD_ADDRESS_DESCRIPTION_HEADER,
 ) -> NTSTATUS {
     const DDI: &str = "WdfChildListAddOrUpdateChildDescriptionAsPresent";
-    super::enter(DDI, DISPATCH);
+    let _kernel = super::enter(DDI, DISPATCH);
     if id.is_null() {
         violation(
             Rule::NullParameter,
@@ -234,7 +241,7 @@ pub(crate) unsafe extern "C" fn WdfCmResourceListGetCount(
     _: PWDF_DRIVER_GLOBALS,
     list: WDFCMRESLIST,
 ) -> ULONG {
-    super::enter("WdfCmResourceListGetCount", DISPATCH);
+    let _kernel = super::enter("WdfCmResourceListGetCount", DISPATCH);
     with(|k| match &k.live("WdfCmResourceListGetCount", list).kind {
         Kind::ResourceList { descriptors } => descriptors.len() as ULONG,
         other => violation(
@@ -250,7 +257,7 @@ pub(crate) unsafe extern "C" fn WdfCmResourceListGetDescriptor(
     list: WDFCMRESLIST,
     index: ULONG,
 ) -> PCM_PARTIAL_RESOURCE_DESCRIPTOR {
-    super::enter("WdfCmResourceListGetDescriptor", DISPATCH);
+    let _kernel = super::enter("WdfCmResourceListGetDescriptor", DISPATCH);
     with(
         |k| match &mut k.live("WdfCmResourceListGetDescriptor", list).kind {
             Kind::ResourceList { descriptors } => descriptors
@@ -276,7 +283,7 @@ pub(crate) unsafe extern "C" fn WdfFdoQueryForInterface(
     _data: PVOID,
 ) -> NTSTATUS {
     const DDI: &str = "WdfFdoQueryForInterface";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     if guid.is_null() || interface.is_null() {
         violation(
             Rule::NullParameter,
@@ -328,7 +335,7 @@ pub(crate) unsafe extern "C" fn WdfDriverOpenParametersRegistryKey(
     key: *mut WDFKEY,
 ) -> NTSTATUS {
     const DDI: &str = "WdfDriverOpenParametersRegistryKey";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     if key.is_null() {
         violation(Rule::NullParameter, DDI, "Key is NULL");
     }
@@ -351,7 +358,7 @@ pub(crate) unsafe extern "C" fn WdfRegistryQueryULong(
     value: PULONG,
 ) -> NTSTATUS {
     const DDI: &str = "WdfRegistryQueryULong";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     let name = text(DDI, name);
     with(|k| {
         k.live(DDI, key);
@@ -368,7 +375,7 @@ pub(crate) unsafe extern "C" fn WdfRegistryQueryULong(
 
 pub(crate) unsafe extern "C" fn WdfRegistryClose(_: PWDF_DRIVER_GLOBALS, key: WDFKEY) {
     const DDI: &str = "WdfRegistryClose";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     let cleanups = with(|k| {
         k.live(DDI, key);
         k.delete(DDI, key as usize)
@@ -381,7 +388,7 @@ fn request<R>(
     request: WDFREQUEST,
     f: impl FnOnce(&mut super::machine::Request) -> R,
 ) -> R {
-    super::enter(ddi, DISPATCH);
+    let _kernel = super::enter(ddi, DISPATCH);
     with(|k| match &mut k.live(ddi, request).kind {
         Kind::Request(r) => {
             if r.completed {
@@ -437,6 +444,7 @@ pub(crate) unsafe extern "C" fn WdfRequestRetrieveInputBuffer(
     buffer: *mut PVOID,
     length: *mut usize,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfRequestRetrieveInputBuffer", super::DISPATCH);
     retrieve(
         "WdfRequestRetrieveInputBuffer",
         r,
@@ -454,6 +462,7 @@ pub(crate) unsafe extern "C" fn WdfRequestRetrieveOutputBuffer(
     buffer: *mut PVOID,
     length: *mut usize,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfRequestRetrieveOutputBuffer", super::DISPATCH);
     retrieve(
         "WdfRequestRetrieveOutputBuffer",
         r,
@@ -465,6 +474,7 @@ pub(crate) unsafe extern "C" fn WdfRequestRetrieveOutputBuffer(
 }
 
 pub(crate) unsafe extern "C" fn WdfRequestWdmGetIrp(_: PWDF_DRIVER_GLOBALS, r: WDFREQUEST) -> PIRP {
+    let _kernel = super::enter("WdfRequestWdmGetIrp", super::DISPATCH);
     request("WdfRequestWdmGetIrp", r, |r| &mut *r.irp as PIRP)
 }
 
@@ -475,7 +485,7 @@ pub(crate) unsafe extern "C" fn WdfRequestCompleteWithInformation(
     information: ULONG_PTR,
 ) {
     const DDI: &str = "WdfRequestCompleteWithInformation";
-    super::enter(DDI, DISPATCH);
+    let _kernel = super::enter(DDI, DISPATCH);
     with(|k| match &mut k.object(DDI, r).kind {
         Kind::Request(req) => {
             if req.completed {

@@ -21,7 +21,7 @@ fn create_deferred(
     out: *mut WDFOBJECT,
     kind: Kind,
 ) -> NTSTATUS {
-    super::enter(ddi, DISPATCH);
+    let _kernel = super::enter(ddi, DISPATCH);
     if out.is_null() {
         violation(Rule::NullParameter, ddi, "the out handle is NULL");
     }
@@ -67,6 +67,7 @@ pub(crate) unsafe extern "C" fn WdfDpcCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     dpc: *mut WDFDPC,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfDpcCreate", super::DISPATCH);
     // SAFETY: the driver's config, or NULL (refused).
     let Some(c) = (unsafe { config.as_ref() }) else {
         violation(Rule::NullParameter, "WdfDpcCreate", "Config is NULL")
@@ -91,6 +92,7 @@ pub(crate) unsafe extern "C" fn WdfWorkItemCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     item: *mut WDFWORKITEM,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfWorkItemCreate", super::DISPATCH);
     // SAFETY: as for the DPC.
     let Some(c) = (unsafe { config.as_ref() }) else {
         violation(Rule::NullParameter, "WdfWorkItemCreate", "Config is NULL")
@@ -115,6 +117,7 @@ pub(crate) unsafe extern "C" fn WdfTimerCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     timer: *mut WDFTIMER,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfTimerCreate", super::DISPATCH);
     // SAFETY: as for the DPC.
     let Some(c) = (unsafe { config.as_ref() }) else {
         violation(Rule::NullParameter, "WdfTimerCreate", "Config is NULL")
@@ -134,7 +137,7 @@ pub(crate) unsafe extern "C" fn WdfTimerCreate(
 }
 
 pub(crate) unsafe extern "C" fn WdfDpcEnqueue(_: PWDF_DRIVER_GLOBALS, dpc: WDFDPC) -> BOOLEAN {
-    super::enter("WdfDpcEnqueue", super::HIGH);
+    let _kernel = super::enter("WdfDpcEnqueue", super::HIGH);
     with(|k| match &mut k.live("WdfDpcEnqueue", dpc.cast()).kind {
         Kind::Dpc { queued, .. } => BOOLEAN::from(!core::mem::replace(queued, true)),
         other => violation(Rule::WrongObjectType, "WdfDpcEnqueue", other.name()),
@@ -147,7 +150,7 @@ pub(crate) unsafe extern "C" fn WdfDpcCancel(
     wait: BOOLEAN,
 ) -> BOOLEAN {
     const DDI: &str = "WdfDpcCancel";
-    super::enter(DDI, if wait != 0 { PASSIVE } else { super::HIGH });
+    let _kernel = super::enter(DDI, if wait != 0 { PASSIVE } else { super::HIGH });
     with(|k| match &mut k.live(DDI, dpc.cast()).kind {
         Kind::Dpc {
             queued, running, ..
@@ -166,7 +169,7 @@ pub(crate) unsafe extern "C" fn WdfDpcCancel(
 }
 
 pub(crate) unsafe extern "C" fn WdfWorkItemEnqueue(_: PWDF_DRIVER_GLOBALS, item: WDFWORKITEM) {
-    super::enter("WdfWorkItemEnqueue", DISPATCH);
+    let _kernel = super::enter("WdfWorkItemEnqueue", DISPATCH);
     with(
         |k| match &mut k.live("WdfWorkItemEnqueue", item.cast()).kind {
             Kind::WorkItem { queued, .. } => *queued = true,
@@ -177,7 +180,7 @@ pub(crate) unsafe extern "C" fn WdfWorkItemEnqueue(_: PWDF_DRIVER_GLOBALS, item:
 
 pub(crate) unsafe extern "C" fn WdfWorkItemFlush(_: PWDF_DRIVER_GLOBALS, item: WDFWORKITEM) {
     const DDI: &str = "WdfWorkItemFlush";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     let run = with(|k| match &mut k.live(DDI, item.cast()).kind {
         Kind::WorkItem { running: true, .. } => {
             violation(Rule::SelfDeadlock, DDI, "from the work item's own callback")
@@ -197,7 +200,7 @@ pub(crate) unsafe extern "C" fn WdfTimerStart(
     due: LONGLONG,
 ) -> BOOLEAN {
     const DDI: &str = "WdfTimerStart";
-    super::enter(DDI, DISPATCH);
+    let _kernel = super::enter(DDI, DISPATCH);
     with(|k| {
         let now = k.now_us;
         match &mut k.live(DDI, timer.cast()).kind {
@@ -221,7 +224,7 @@ pub(crate) unsafe extern "C" fn WdfTimerStop(
     wait: BOOLEAN,
 ) -> BOOLEAN {
     const DDI: &str = "WdfTimerStop";
-    super::enter(DDI, if wait != 0 { PASSIVE } else { DISPATCH });
+    let _kernel = super::enter(DDI, if wait != 0 { PASSIVE } else { DISPATCH });
     with(|k| match &mut k.live(DDI, timer.cast()).kind {
         Kind::Timer {
             due_us, running, ..
@@ -252,7 +255,7 @@ fn create_lock(
     out: *mut WDFOBJECT,
     kind: Kind,
 ) -> NTSTATUS {
-    super::enter(ddi, DISPATCH);
+    let _kernel = super::enter(ddi, DISPATCH);
     if out.is_null() {
         violation(Rule::NullParameter, ddi, "the out handle is NULL");
     }
@@ -280,6 +283,7 @@ pub(crate) unsafe extern "C" fn WdfSpinLockCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFSPINLOCK,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfSpinLockCreate", super::DISPATCH);
     create_lock(
         "WdfSpinLockCreate",
         a,
@@ -296,6 +300,7 @@ pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFWAITLOCK,
 ) -> NTSTATUS {
+    let _kernel = super::enter("WdfWaitLockCreate", super::DISPATCH);
     create_lock(
         "WdfWaitLockCreate",
         a,
@@ -306,7 +311,7 @@ pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
 
 pub(crate) unsafe extern "C" fn WdfSpinLockAcquire(_: PWDF_DRIVER_GLOBALS, lock: WDFSPINLOCK) {
     const DDI: &str = "WdfSpinLockAcquire";
-    super::enter(DDI, DISPATCH);
+    let _kernel = super::enter(DDI, DISPATCH);
     let before = irql();
     with(|k| match &mut k.live(DDI, lock.cast()).kind {
         Kind::SpinLock { holder, saved_irql } => {
@@ -327,7 +332,7 @@ pub(crate) unsafe extern "C" fn WdfSpinLockAcquire(_: PWDF_DRIVER_GLOBALS, lock:
 
 pub(crate) unsafe extern "C" fn WdfSpinLockRelease(_: PWDF_DRIVER_GLOBALS, lock: WDFSPINLOCK) {
     const DDI: &str = "WdfSpinLockRelease";
-    super::enter(DDI, DISPATCH);
+    let _kernel = super::enter(DDI, DISPATCH);
     let restore = with(|k| match &mut k.live(DDI, lock.cast()).kind {
         Kind::SpinLock { holder, saved_irql } => {
             if !*holder {
@@ -347,7 +352,7 @@ pub(crate) unsafe extern "C" fn WdfWaitLockAcquire(
     timeout: PLONGLONG,
 ) -> NTSTATUS {
     const DDI: &str = "WdfWaitLockAcquire";
-    super::enter(DDI, if timeout.is_null() { PASSIVE } else { DISPATCH });
+    let _kernel = super::enter(DDI, if timeout.is_null() { PASSIVE } else { DISPATCH });
     with(|k| match &mut k.live(DDI, lock.cast()).kind {
         Kind::WaitLock { held } => {
             if *held {
@@ -366,7 +371,7 @@ pub(crate) unsafe extern "C" fn WdfWaitLockAcquire(
 
 pub(crate) unsafe extern "C" fn WdfWaitLockRelease(_: PWDF_DRIVER_GLOBALS, lock: WDFWAITLOCK) {
     const DDI: &str = "WdfWaitLockRelease";
-    super::enter(DDI, DISPATCH);
+    let _kernel = super::enter(DDI, DISPATCH);
     with(|k| match &mut k.live(DDI, lock.cast()).kind {
         Kind::WaitLock { held } => {
             if !*held {

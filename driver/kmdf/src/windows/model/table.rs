@@ -32,7 +32,7 @@ pub(crate) unsafe extern "C" fn WdfDriverCreate(
     out: *mut WDFDRIVER,
 ) -> NTSTATUS {
     const DDI: &str = "WdfDriverCreate";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     // SAFETY: the driver's config.
     let Some(c) = (unsafe { config.as_ref() }) else {
         violation(Rule::NullParameter, DDI, "DriverConfig is NULL")
@@ -69,7 +69,7 @@ pub(crate) unsafe extern "C" fn WdfFdoInitQueryProperty(
     result: PULONG,
 ) -> NTSTATUS {
     const DDI: &str = "WdfFdoInitQueryProperty";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     with(|k| {
         let i = k.init(DDI, init);
         if property != DEVICE_REGISTRY_PROPERTY::DevicePropertyHardwareID {
@@ -97,7 +97,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceInitSetPnpPowerEventCallbacks(
     pnp: PWDF_PNPPOWER_EVENT_CALLBACKS,
 ) {
     const DDI: &str = "WdfDeviceInitSetPnpPowerEventCallbacks";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     // SAFETY: the driver's callbacks.
     let Some(p) = (unsafe { pnp.as_ref() }) else {
         violation(Rule::NullParameter, DDI, "NULL callbacks")
@@ -117,7 +117,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceInitSetDeviceType(
     init: PWDFDEVICE_INIT,
     _t: ULONG,
 ) {
-    super::enter("WdfDeviceInitSetDeviceType", PASSIVE);
+    let _kernel = super::enter("WdfDeviceInitSetDeviceType", PASSIVE);
     with(|k| {
         k.init("WdfDeviceInitSetDeviceType", init);
     });
@@ -130,7 +130,7 @@ pub(crate) unsafe extern "C" fn WdfFdoInitSetDefaultChildListConfig(
     a: PWDF_OBJECT_ATTRIBUTES,
 ) {
     const DDI: &str = "WdfFdoInitSetDefaultChildListConfig";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     // SAFETY: the driver's config.
     let Some(c) = (unsafe { config.as_ref() }) else {
         violation(Rule::NullParameter, DDI, "Config is NULL")
@@ -165,7 +165,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreate(
     out: *mut WDFDEVICE,
 ) -> NTSTATUS {
     const DDI: &str = "WdfDeviceCreate";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     if init.is_null() || out.is_null() {
         violation(Rule::NullParameter, DDI, "DeviceInit or Device is NULL");
     }
@@ -244,7 +244,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceGetDriver(
     _: PWDF_DRIVER_GLOBALS,
     device: WDFDEVICE,
 ) -> WDFDRIVER {
-    super::enter("WdfDeviceGetDriver", DISPATCH);
+    let _kernel = super::enter("WdfDeviceGetDriver", DISPATCH);
     with(|k| {
         k.live("WdfDeviceGetDriver", device);
         k.driver.map_or(core::ptr::null_mut(), |h| h as WDFDRIVER)
@@ -257,7 +257,7 @@ pub(crate) unsafe extern "C" fn WdfControlDeviceInitAllocate(
     sddl: *const UNICODE_STRING,
 ) -> PWDFDEVICE_INIT {
     const DDI: &str = "WdfControlDeviceInitAllocate";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     let sddl = text(DDI, sddl);
     with(|k| {
         k.live(DDI, driver);
@@ -275,7 +275,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceInitAssignName(
     name: PCUNICODE_STRING,
 ) -> NTSTATUS {
     const DDI: &str = "WdfDeviceInitAssignName";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     let name = text(DDI, name);
     with(|k| k.init(DDI, init).name = Some(name));
     STATUS_SUCCESS
@@ -283,7 +283,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceInitAssignName(
 
 pub(crate) unsafe extern "C" fn WdfDeviceInitFree(_: PWDF_DRIVER_GLOBALS, init: PWDFDEVICE_INIT) {
     const DDI: &str = "WdfDeviceInitFree";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     with(|k| {
         let i = k.init(DDI, init);
         if i.origin != InitOrigin::Control {
@@ -303,7 +303,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreateSymbolicLink(
     link: PCUNICODE_STRING,
 ) -> NTSTATUS {
     const DDI: &str = "WdfDeviceCreateSymbolicLink";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     let link = text(DDI, link);
     with(|k| match &mut k.live(DDI, device).kind {
         Kind::Device(d) if d.name.is_some() => {
@@ -327,7 +327,7 @@ pub(crate) unsafe extern "C" fn WdfIoQueueCreate(
     out: *mut WDFQUEUE,
 ) -> NTSTATUS {
     const DDI: &str = "WdfIoQueueCreate";
-    super::enter(DDI, DISPATCH);
+    let _kernel = super::enter(DDI, DISPATCH);
     // SAFETY: the driver's config.
     let Some(c) = (unsafe { config.as_ref() }) else {
         violation(Rule::NullParameter, DDI, "Config is NULL")
@@ -377,7 +377,7 @@ pub(crate) unsafe extern "C" fn WdfControlFinishInitializing(
     device: WDFDEVICE,
 ) {
     const DDI: &str = "WdfControlFinishInitializing";
-    super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, PASSIVE);
     with(|k| match &mut k.live(DDI, device).kind {
         Kind::Device(d) if d.role == Role::Control => d.finished = true,
         _ => violation(Rule::WrongObjectType, DDI, "not a control device"),
@@ -388,7 +388,7 @@ pub(crate) unsafe extern "C" fn WdfIoQueueGetDevice(
     _: PWDF_DRIVER_GLOBALS,
     queue: WDFQUEUE,
 ) -> WDFDEVICE {
-    super::enter("WdfIoQueueGetDevice", DISPATCH);
+    let _kernel = super::enter("WdfIoQueueGetDevice", DISPATCH);
     with(|k| match &k.live("WdfIoQueueGetDevice", queue).kind {
         Kind::Queue { device, .. } => *device as WDFDEVICE,
         other => violation(Rule::WrongObjectType, "WdfIoQueueGetDevice", other.name()),
@@ -399,7 +399,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceWdmGetDeviceObject(
     _: PWDF_DRIVER_GLOBALS,
     device: WDFDEVICE,
 ) -> PDEVICE_OBJECT {
-    super::enter("WdfDeviceWdmGetDeviceObject", DISPATCH);
+    let _kernel = super::enter("WdfDeviceWdmGetDeviceObject", DISPATCH);
     with(
         |k| match &mut k.live("WdfDeviceWdmGetDeviceObject", device).kind {
             Kind::Device(d) => &mut *d.wdm as PDEVICE_OBJECT,

@@ -11,6 +11,7 @@ use wdk_sys::*;
 
 use super::machine::{Machine, FILE_READ_DATA, FILE_WRITE_DATA};
 use super::{with, BUGCHECK_EXIT};
+use crate::device::{DEFAULT_RECORDER_RECORDS, RECORDER_RECORDS_KEY};
 use crate::tests::identity;
 use crate::windows::defects::{plant, Defect};
 
@@ -96,7 +97,11 @@ fn scenario() {
         "life" => life(),
         "control_create_fails" => control_create_fails(),
         "lock_create_fails" => lock_create_fails(),
-        other => panic!("no scenario {other:?}"),
+        "footprint" => footprint(&[]),
+        other => match other.strip_prefix("footprint:").map(str::parse) {
+            Some(Ok(depth)) => footprint(&[(RECORDER_RECORDS_KEY, depth)]),
+            _ => panic!("no scenario {other:?}"),
+        },
     }
 }
 
@@ -227,6 +232,61 @@ fn life() {
     m.unload();
 }
 
+/// The driver's bytes and the contexts of its objects (counted by the model as KMDF would
+/// allocate them), and how many objects are alive.
+fn footprint_now() -> (isize, usize, usize) {
+    let (contexts, objects) = with(|k| {
+        let alive = k.objects.iter().filter(|o| !o.deleted).count();
+        (k.context_bytes, alive)
+    });
+    (crate::fake::driver_bytes(), contexts, objects)
+}
+
+/// What one adapter costs in non-paged memory, printed for the parent to read: the heap the
+/// driver allocated and the contexts of its objects once the device is started, which a
+/// reset must not grow and a removal must give back.
+fn footprint(values: &[(&str, u32)]) {
+    let (mut m, status) = Machine::boot(FakeConnectX::new(identity()), values);
+    expect(status == STATUS_SUCCESS, "DriverEntry");
+    let (heap0, contexts0, objects0) = footprint_now();
+    expect(m.add_device(HARDWARE_ID) == STATUS_SUCCESS, "add");
+    expect(m.start() == STATUS_SUCCESS, "start");
+    m.run();
+    let (heap1, contexts1, objects1) = footprint_now();
+    with(|k| k.adapters[0].hca.inject(Fault::Catastrophic));
+    m.advance(10_000);
+    let (_, out) = query_state(&mut m, FILE_READ_DATA);
+    expect(state_of(&out).1 == 2, "the catastrophic error was reset");
+    let after_reset = footprint_now();
+    expect(
+        after_reset == (heap1, contexts1, objects1),
+        &format!(
+            "a reset changed the footprint: {:?} -> {after_reset:?}",
+            (heap1, contexts1, objects1)
+        ),
+    );
+    m.remove();
+    let removed = footprint_now();
+    expect(
+        removed == (heap0, contexts0, objects0),
+        &format!(
+            "removal left {:?} of {:?}",
+            removed,
+            (heap0, contexts0, objects0)
+        ),
+    );
+    eprintln!(
+        "FOOTPRINT heap={} contexts={} objects={}",
+        heap1 - heap0,
+        contexts1 - contexts0,
+        objects1 - objects0
+    );
+    for line in with(|k| k.debug_output.clone()) {
+        eprintln!("DBGPRINT {line}");
+    }
+    m.unload();
+}
+
 /// The control device's WdfDeviceCreate fails: the add fails, and nothing is left.
 fn control_create_fails() {
     let (mut m, _) = Machine::boot(FakeConnectX::new(identity()), &[]);
@@ -272,6 +332,68 @@ fn a_lock_kmdf_cannot_create_fails_prepare_hardware() {
         Defect::LockStatusIgnored,
         &["NullParameter", "WdfSpinLockAcquire"],
     );
+}
+
+/// One adapter's non-paged bytes (heap and contexts) and WDF objects, as the footprint
+/// scenario counted them; and what the driver wrote to the debugger.
+fn measure(scenario: &str) -> (usize, usize, Vec<String>) {
+    let o = run(scenario, None);
+    assert_eq!(o.code, Some(0), "{scenario}:\n{}", o.stderr);
+    let line = o
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("FOOTPRINT "))
+        .unwrap_or_else(|| panic!("{scenario} printed no footprint:\n{}", o.stderr));
+    let field = |name: &str| -> usize {
+        line.split(' ')
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+    };
+    let debug = o
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("DBGPRINT "))
+        .map(String::from)
+        .collect();
+    (field("heap") + field("contexts"), field("objects"), debug)
+}
+
+#[test]
+fn an_adapter_costs_at_most_256_kib_of_non_paged_memory_at_defaults() {
+    let (bytes, objects, debug) = measure("footprint");
+    eprintln!("one adapter at defaults: {bytes} bytes, {objects} WDF objects");
+    assert!(bytes <= 256 * 1024, "{bytes} bytes per adapter");
+    assert!(debug.iter().all(|l| !l.contains("Parameters")), "{debug:?}");
+}
+
+#[test]
+fn the_flight_recorder_depth_is_the_registry_value_and_costs_its_records() {
+    let (default, _, _) = measure("footprint");
+    let (deep, _, debug) = measure("footprint:4096");
+    assert!(debug.iter().all(|l| !l.contains("Parameters")), "{debug:?}");
+    let record = core::mem::size_of::<hcabus::recorder::Record>();
+    assert_eq!(
+        deep - default,
+        (4096 - DEFAULT_RECORDER_RECORDS as usize) * record
+    );
+    // The depth the driver had before it was a policy: over the budget.
+    assert!(deep > 256 * 1024, "{deep}");
+}
+
+#[test]
+fn a_recorder_depth_out_of_range_is_refused_by_name_and_the_default_kept() {
+    let (default, _, _) = measure("footprint");
+    for bad in ["footprint:0", "footprint:63", "footprint:16385"] {
+        let (bytes, _, debug) = measure(bad);
+        assert_eq!(bytes, default, "{bad}");
+        assert!(
+            debug
+                .iter()
+                .any(|l| l.contains("Parameters\\flight_recorder_records") && l.contains("default")),
+            "{bad}: {debug:?}"
+        );
+    }
 }
 
 #[test]

@@ -12,17 +12,19 @@ use super::{irql, violation, with, Rule, DISPATCH, PASSIVE};
 
 #[unsafe(no_mangle)]
 extern "C" fn KeGetCurrentIrql() -> KIRQL {
+    let _kernel = super::enter("KeGetCurrentIrql", super::HIGH);
     irql()
 }
 
 #[unsafe(no_mangle)]
 extern "C" fn KeQueryUnbiasedInterruptTime() -> ULONGLONG {
+    let _kernel = super::enter("KeQueryUnbiasedInterruptTime", super::HIGH);
     with(|k| k.now_us * 10)
 }
 
 #[unsafe(no_mangle)]
 extern "C" fn MmMapIoSpaceEx(physical: PHYSICAL_ADDRESS, bytes: SIZE_T, _protect: ULONG) -> PVOID {
-    super::enter("MmMapIoSpaceEx", DISPATCH);
+    let _kernel = super::enter("MmMapIoSpaceEx", DISPATCH);
     // SAFETY: reading the QuadPart of a PHYSICAL_ADDRESS.
     let at = unsafe { physical.QuadPart };
     with(|k| {
@@ -50,7 +52,7 @@ extern "C" fn MmMapIoSpaceEx(physical: PHYSICAL_ADDRESS, bytes: SIZE_T, _protect
 #[unsafe(no_mangle)]
 extern "C" fn MmUnmapIoSpace(base: PVOID, bytes: SIZE_T) {
     const DDI: &str = "MmUnmapIoSpace";
-    super::enter(DDI, DISPATCH);
+    let _kernel = super::enter(DDI, DISPATCH);
     with(|k| match k.mappings.get(&(base as usize)) {
         Some(m) if m.length == bytes as usize => {
             k.mappings.remove(&(base as usize));
@@ -118,10 +120,12 @@ fn adapter_of(context: PVOID) -> usize {
 }
 
 pub(crate) unsafe extern "C" fn pci_reference(context: PVOID) {
+    let _kernel = super::enter("pci_reference", super::HIGH);
     with(|k| k.adapters[adapter_of(context)].interface_references += 1);
 }
 
 pub(crate) unsafe extern "C" fn pci_dereference(context: PVOID) {
+    let _kernel = super::enter("pci_dereference", super::HIGH);
     with(|k| {
         let a = &mut k.adapters[adapter_of(context)];
         if a.interface_references == 0 {
@@ -139,7 +143,7 @@ pub(crate) unsafe extern "C" fn pci_dereference(context: PVOID) {
 /// bus driver's interface pages its code).
 fn config(context: PVOID, buffer: PVOID, offset: ULONG, length: ULONG, write: bool) -> ULONG {
     let ddi = if write { "SetBusData" } else { "GetBusData" };
-    super::enter(ddi, PASSIVE);
+    let _kernel = super::enter(ddi, PASSIVE);
     if length != 4 || offset % 4 != 0 {
         return 0;
     }
@@ -176,6 +180,7 @@ pub(crate) unsafe extern "C" fn get_bus_data(
     offset: ULONG,
     length: ULONG,
 ) -> ULONG {
+    let _kernel = super::enter("get_bus_data", super::HIGH);
     config(context, buffer, offset, length, false)
 }
 
@@ -186,6 +191,7 @@ pub(crate) unsafe extern "C" fn set_bus_data(
     offset: ULONG,
     length: ULONG,
 ) -> ULONG {
+    let _kernel = super::enter("set_bus_data", super::HIGH);
     config(context, buffer, offset, length, true)
 }
 
@@ -194,20 +200,25 @@ const ERROR_LOG_MAXIMUM_SIZE: usize = 240;
 
 #[unsafe(no_mangle)]
 extern "C" fn IoAllocateErrorLogEntry(_object: PVOID, size: UCHAR) -> PVOID {
-    super::enter("IoAllocateErrorLogEntry", DISPATCH);
+    let _kernel = super::enter("IoAllocateErrorLogEntry", DISPATCH);
     let size = usize::from(size);
     if size > ERROR_LOG_MAXIMUM_SIZE || size < core::mem::size_of::<IO_ERROR_LOG_PACKET>() {
         return core::ptr::null_mut();
     }
     with(|k| k.error_log_allocated += 1);
     // Leaked until IoWriteErrorLogEntry, which takes it back (as the I/O manager frees it).
-    let packet: &'static mut [u64] = vec![0u64; size.div_ceil(8)].leak();
+    let packet: &'static mut [u64] = super::uncounted(|| vec![0u64; size.div_ceil(8)].leak());
     packet.as_mut_ptr().cast()
 }
 
 #[unsafe(no_mangle)]
 extern "C" fn IoWriteErrorLogEntry(entry: PVOID) {
-    super::enter("IoWriteErrorLogEntry", DISPATCH);
+    let _kernel = super::enter("IoWriteErrorLogEntry", DISPATCH);
+    super::uncounted(|| write_error_log_entry(entry));
+}
+
+/// The I/O manager reads the packet into the System log.
+fn write_error_log_entry(entry: PVOID) {
     let packet = entry.cast::<IO_ERROR_LOG_PACKET>();
     // SAFETY: a packet IoAllocateErrorLogEntry gave out, filled by the driver.
     let (code, count, offset) = unsafe {
@@ -253,11 +264,13 @@ fn rundown(r: PEX_RUNDOWN_REF) -> &'static mut ULONG_PTR {
 
 #[unsafe(no_mangle)]
 extern "C" fn ExInitializeRundownProtection(r: PEX_RUNDOWN_REF) {
+    let _kernel = super::enter("ExInitializeRundownProtection", super::HIGH);
     *rundown(r) = 0;
 }
 
 #[unsafe(no_mangle)]
 extern "C" fn ExReInitializeRundownProtection(r: PEX_RUNDOWN_REF) {
+    let _kernel = super::enter("ExReInitializeRundownProtection", super::HIGH);
     let c = rundown(r);
     if *c != 1 {
         violation(
@@ -271,7 +284,7 @@ extern "C" fn ExReInitializeRundownProtection(r: PEX_RUNDOWN_REF) {
 
 #[unsafe(no_mangle)]
 extern "C" fn ExAcquireRundownProtection(r: PEX_RUNDOWN_REF) -> BOOLEAN {
-    super::enter("ExAcquireRundownProtection", DISPATCH);
+    let _kernel = super::enter("ExAcquireRundownProtection", DISPATCH);
     let c = rundown(r);
     if *c & 1 != 0 {
         return 0;
@@ -282,7 +295,7 @@ extern "C" fn ExAcquireRundownProtection(r: PEX_RUNDOWN_REF) -> BOOLEAN {
 
 #[unsafe(no_mangle)]
 extern "C" fn ExReleaseRundownProtection(r: PEX_RUNDOWN_REF) {
-    super::enter("ExReleaseRundownProtection", DISPATCH);
+    let _kernel = super::enter("ExReleaseRundownProtection", DISPATCH);
     let c = rundown(r);
     if *c < 2 {
         violation(
@@ -297,7 +310,7 @@ extern "C" fn ExReleaseRundownProtection(r: PEX_RUNDOWN_REF) {
 #[unsafe(no_mangle)]
 extern "C" fn ExWaitForRundownProtectionRelease(r: PEX_RUNDOWN_REF) {
     const DDI: &str = "ExWaitForRundownProtectionRelease";
-    super::enter(DDI, PASSIVE + 1);
+    let _kernel = super::enter(DDI, PASSIVE + 1);
     let c = rundown(r);
     if *c >= 2 {
         violation(
@@ -312,9 +325,12 @@ extern "C" fn ExWaitForRundownProtectionRelease(r: PEX_RUNDOWN_REF) {
 /// DbgPrint's sink (the C shim formats; see dbgprint.c).
 #[unsafe(no_mangle)]
 extern "C" fn hcabus_model_dbg_print(text: *const core::ffi::c_char) {
+    let _kernel = super::enter("hcabus_model_dbg_print", super::HIGH);
     // SAFETY: the shim passes a NUL-terminated buffer.
-    let s = unsafe { core::ffi::CStr::from_ptr(text) }
-        .to_string_lossy()
-        .into_owned();
+    let s = super::uncounted(|| {
+        unsafe { core::ffi::CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned()
+    });
     with(|k| k.debug_output.push(s));
 }
