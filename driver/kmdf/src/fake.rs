@@ -32,11 +32,13 @@ thread_local! {
 /// Turns the counting of the driver's bytes on or off on this thread; returns what it was.
 /// The KMDF model turns it on while driver code runs and off inside its own DDIs, so the
 /// figure is what the driver asked the pool for.
+#[cfg_attr(not(wdk_fake), allow(dead_code))]
 pub fn count_bytes(on: bool) -> bool {
     COUNTING_BYTES.try_with(|c| c.replace(on)).unwrap_or(false)
 }
 
 /// The driver's bytes live on this thread (allocated minus freed while counted).
+#[cfg_attr(not(wdk_fake), allow(dead_code))]
 pub fn driver_bytes() -> isize {
     DRIVER_BYTES.with(Cell::get)
 }
