@@ -108,8 +108,8 @@ extern "C" fn evt_device_add(_driver: WDFDRIVER, init: PWDFDEVICE_INIT) -> NTSTA
 /// IB ports of the adapters the driver takes (ConnectX-3 to -6 have two).
 const PORTS: u8 = 2;
 
-/// EvtDevicePrepareHardware (PASSIVE_LEVEL): the bus comes to life here, and every byte it
-/// will use is allocated here.
+/// EvtDevicePrepareHardware (PASSIVE_LEVEL): the bus is built here, and every byte it will
+/// use is allocated here; it starts watching the device at D0 entry.
 extern "C" fn evt_prepare_hardware(
     device: WDFDEVICE,
     _raw: WDFCMRESLIST,
@@ -131,9 +131,6 @@ extern "C" fn evt_prepare_hardware(
     match prepare(platform, config) {
         Ok(bus) => {
             ctx.attach(alloc::boxed::Box::new(bus));
-            // The bus kicked its DPC as it was built, before callers were let in: a DPC that
-            // ran then found no bus, so it is kicked again now that it is reachable.
-            ctx.with_bus(|bus| bus.kick());
             STATUS_SUCCESS
         }
         Err(e) => {
@@ -158,6 +155,17 @@ extern "C" fn evt_surprise_removal(device: WDFDEVICE) {
     // SAFETY: as in evt_prepare_hardware.
     if let Some(ctx) = unsafe { fdo(device) } {
         ctx.with_bus(|bus| bus.surprise_removal());
+    }
+}
+
+/// EvtDeviceD0Entry (PASSIVE_LEVEL): the device is powered, so the bus's first actions (the
+/// health poll's timer) run now. The bus queued its DPC as it was built, before it was
+/// reachable: a DPC that ran then found no bus, so it is queued again here.
+extern "C" fn evt_d0_entry(device: WDFDEVICE, _previous: WDF_POWER_DEVICE_STATE) -> NTSTATUS {
+    // SAFETY: as in evt_prepare_hardware.
+    match unsafe { fdo(device) }.and_then(|ctx| ctx.with_bus(|bus| bus.kick())) {
+        Some(()) => STATUS_SUCCESS,
+        None => STATUS_INVALID_DEVICE_STATE,
     }
 }
 

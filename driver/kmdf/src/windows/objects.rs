@@ -10,7 +10,7 @@ use super::children;
 use super::context::{attributes, context, init_context, ControlContext, FdoContext};
 use super::context::{CONTROL_CONTEXT, FDO_CONTEXT};
 use super::defects::{planted, Defect};
-use super::{evt_d0_exit, evt_io_device_control, evt_prepare_hardware};
+use super::{evt_d0_entry, evt_d0_exit, evt_io_device_control, evt_prepare_hardware};
 use super::{evt_release_hardware, evt_surprise_removal};
 use crate::device::FdoSetup;
 use crate::platform::ChildFunction;
@@ -83,6 +83,7 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
         EvtDevicePrepareHardware: Some(evt_prepare_hardware),
         EvtDeviceReleaseHardware: Some(evt_release_hardware),
         EvtDeviceSurpriseRemoval: Some(evt_surprise_removal),
+        EvtDeviceD0Entry: Some(evt_d0_entry),
         EvtDeviceD0Exit: Some(evt_d0_exit),
         ..WDF_PNPPOWER_EVENT_CALLBACKS::default()
     };

@@ -37,6 +37,7 @@ const BAR_LENGTH: usize = 1 << 20;
 /// What the driver allocates meanwhile is counted as its own (`crate::fake::driver_bytes`).
 pub(crate) fn at<R>(what: &str, level: u8, f: impl FnOnce() -> R) -> R {
     let before = irql();
+    let held_before = held_locks();
     set_irql(level);
     let counting = crate::fake::count_bytes(true);
     let r = f();
@@ -48,20 +49,30 @@ pub(crate) fn at<R>(what: &str, level: u8, f: impl FnOnce() -> R) -> R {
             &format!("returned at IRQL {} (called at {level})", irql()),
         );
     }
-    let held = with(|k| {
-        k.objects.iter().any(|o| {
-            !o.deleted
-                && matches!(
-                    o.kind,
-                    Kind::SpinLock { holder: true, .. } | Kind::WaitLock { held: true }
-                )
-        })
-    });
-    if held {
+    if held_locks().iter().any(|h| !held_before.contains(h)) {
         violation(Rule::LockHeldOnReturn, what, "returned holding a lock");
     }
     set_irql(before);
     r
+}
+
+/// The locks held now (by whoever called into the driver: a DPC the model runs at once, as
+/// another processor would, can start while its enqueuer holds a wait lock).
+fn held_locks() -> Vec<Handle> {
+    with(|k| {
+        k.objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| {
+                !o.deleted
+                    && matches!(
+                        o.kind,
+                        Kind::SpinLock { holder: true, .. } | Kind::WaitLock { held: true }
+                    )
+            })
+            .map(|(i, _)| Kernel::handle_of(i))
+            .collect()
+    })
 }
 
 /// Runs a work item's callback (its own flush, or the dispatcher).
@@ -186,8 +197,8 @@ impl Machine {
         with(|k| k.device(fdo).pnp)
     }
 
-    /// Start: EvtDevicePrepareHardware with BAR0 in the translated resources, then the
-    /// children's PDOs.
+    /// Start: EvtDevicePrepareHardware with BAR0 in the translated resources, D0Entry, then
+    /// the children's PDOs.
     pub(crate) fn start(&mut self) -> NTSTATUS {
         let fdo = self.fdo("start");
         let mut d = CM_PARTIAL_RESOURCE_DESCRIPTOR {
@@ -233,10 +244,29 @@ impl Machine {
                 k.delete_now("start", list);
             }
         });
+        if status < 0 {
+            return status;
+        }
+        let status = self.d0_entry();
         if status >= 0 {
             self.enumerate();
         }
         status
+    }
+
+    /// D0Entry from D3Final, as after every start (KMDF calls it after prepare hardware).
+    fn d0_entry(&mut self) -> NTSTATUS {
+        let fdo = self.fdo("D0Entry");
+        let Some(f) = self.pnp().EvtDeviceD0Entry else {
+            return STATUS_SUCCESS;
+        };
+        // SAFETY: the driver's callback for its FDO.
+        at("EvtDeviceD0Entry", PASSIVE, || unsafe {
+            f(
+                fdo as WDFDEVICE,
+                _WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final,
+            )
+        })
     }
 
     /// The PnP manager's enumeration: a PDO for each present child that has none; a PDO whose
@@ -402,7 +432,7 @@ impl Machine {
     }
 }
 
-fn run_dpc(h: Handle) {
+pub(crate) fn run_dpc(h: Handle) {
     let f = with(|k| match &mut k.objects[Kernel::index_of(h as _)].kind {
         Kind::Dpc {
             config,

@@ -136,12 +136,22 @@ pub(crate) unsafe extern "C" fn WdfTimerCreate(
     )
 }
 
+/// A DPC queued from PASSIVE_LEVEL runs at once, as another processor would run it before
+/// the caller's next line: a driver that queues a DPC before the state it reads is
+/// published finds that out here. Queued at DISPATCH_LEVEL (from a DPC or a timer, or under
+/// a spin lock), it waits for the dispatcher.
 pub(crate) unsafe extern "C" fn WdfDpcEnqueue(_: PWDF_DRIVER_GLOBALS, dpc: WDFDPC) -> BOOLEAN {
     let _kernel = super::enter("WdfDpcEnqueue", super::HIGH);
-    with(|k| match &mut k.live("WdfDpcEnqueue", dpc.cast()).kind {
-        Kind::Dpc { queued, .. } => BOOLEAN::from(!core::mem::replace(queued, true)),
+    let (added, idle) = with(|k| match &mut k.live("WdfDpcEnqueue", dpc.cast()).kind {
+        Kind::Dpc {
+            queued, running, ..
+        } => (!core::mem::replace(queued, true), !*running),
         other => violation(Rule::WrongObjectType, "WdfDpcEnqueue", other.name()),
-    })
+    });
+    if added && idle && irql() == PASSIVE {
+        super::machine::run_dpc(dpc as Handle);
+    }
+    BOOLEAN::from(added)
 }
 
 pub(crate) unsafe extern "C" fn WdfDpcCancel(

@@ -136,6 +136,20 @@ fn started() -> Machine {
         &format!("EvtDevicePrepareHardware: {status:#x}; refused: {refusals}"),
     );
     m.run();
+    // Watching the device from D0 entry on, before anyone asks anything of it.
+    let armed = with(|k| {
+        k.objects.iter().any(|o| {
+            !o.deleted
+                && matches!(
+                    o.kind,
+                    super::kernel::Kind::Timer {
+                        due_us: Some(_),
+                        ..
+                    }
+                )
+        })
+    });
+    expect(armed, "no health poll armed once the device is in D0");
     m
 }
 
