@@ -197,9 +197,6 @@ pub(crate) fn remove_all(fdo: Handle) {
 
 /// A child driver's IRP_MN_QUERY_INTERFACE on the PDO of the child whose serial is `serial`:
 /// the interface's bytes, referenced (KMDF calls InterfaceReference for the caller).
-// Not yet driven by a scenario: a C-ABI child through the published interface is the next
-// step of the life test (issue 31).
-#[allow(dead_code)]
 pub(crate) fn query_interface(
     fdo: Handle,
     serial: u32,
@@ -230,7 +227,9 @@ pub(crate) fn query_interface(
     let header = unsafe { bytes.as_ptr().cast::<INTERFACE>().read_unaligned() };
     if let Some(reference) = header.InterfaceReference {
         // SAFETY: the interface's own function and context, as KMDF calls it.
-        unsafe { reference(header.Context) };
+        at("InterfaceReference", PASSIVE, || unsafe {
+            reference(header.Context)
+        });
     }
     Some(bytes)
 }

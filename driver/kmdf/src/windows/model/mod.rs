@@ -10,6 +10,10 @@
 //! test binary (`tests.rs`), whose parent reads the verdict.
 #![allow(non_upper_case_globals, non_snake_case)]
 
+#[cfg(test)]
+mod admin;
+#[cfg(test)]
+mod cchild;
 mod children;
 mod entries;
 mod io;

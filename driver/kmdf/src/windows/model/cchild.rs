@@ -1,0 +1,207 @@
+//! A child driver written in C, as the SRP initiator's would be: it asks its PDO for
+//! HCABUS_BUS_INTERFACE_V1 with IRP_MN_QUERY_INTERFACE, registers through the interface's
+//! function pointers, answers the bus's events from its callback (at DISPATCH_LEVEL, inside
+//! the driver's DPC) and lets the interface go when it is removed. It sees only the bytes
+//! the driver published: no Rust type of the driver's is used to call it.
+
+use core::ffi::c_void;
+
+use hcabus::bus_abi::*;
+use hcabus::types::{ClientFlags, ClientKind, EventKind};
+use wdk_sys::GUID;
+
+use super::kernel::{Handle, Kernel};
+use super::machine::at;
+use super::{irql, violation, with, Rule, DISPATCH, PASSIVE};
+
+/// Events a child keeps (kinds in order); more are counted, not kept.
+const HEARD: usize = 16;
+
+/// What the child driver holds and has heard.
+pub(crate) struct CChild {
+    iface: HcabusBusInterfaceV1,
+    pub(crate) id: u64,
+    heard: [u16; HEARD],
+    count: usize,
+    /// The epoch of the last RESET_END.
+    pub(crate) restored_epoch: u64,
+    /// Whether it refuses a planned reset (its last path would go).
+    pub(crate) vetoes: bool,
+    /// The highest IRQL a callback came at.
+    pub(crate) max_irql: u8,
+    /// A call from the callback that did not succeed: (event kind, status).
+    pub(crate) failed: Option<(u16, i32)>,
+}
+
+fn expect(ok: bool, what: &str) {
+    if !ok {
+        violation(Rule::Expectation, "C child", what);
+    }
+}
+
+impl CChild {
+    /// IRP_MN_QUERY_INTERFACE on the PDO of the child `serial` of `fdo` (KMDF references
+    /// the interface for the caller), then `register` with CAN_VETO.
+    pub(crate) fn attach(fdo: Handle, serial: u32, name: &'static core::ffi::CStr) -> Box<Self> {
+        let guid = GUID {
+            Data1: GUID_HCABUS_BUS_INTERFACE.data1,
+            Data2: GUID_HCABUS_BUS_INTERFACE.data2,
+            Data3: GUID_HCABUS_BUS_INTERFACE.data3,
+            Data4: GUID_HCABUS_BUS_INTERFACE.data4,
+        };
+        let size = core::mem::size_of::<HcabusBusInterfaceV1>();
+        let bytes = at("IRP_MN_QUERY_INTERFACE", PASSIVE, || {
+            super::children::query_interface(fdo, serial, &guid, size)
+        });
+        let Some(bytes) = bytes else {
+            violation(
+                Rule::Expectation,
+                "IRP_MN_QUERY_INTERFACE",
+                "the child's PDO does not publish HCABUS_BUS_INTERFACE_V1",
+            )
+        };
+        // SAFETY: `size` bytes of the interface as the driver published it.
+        let iface = unsafe {
+            bytes
+                .as_ptr()
+                .cast::<HcabusBusInterfaceV1>()
+                .read_unaligned()
+        };
+        expect(
+            usize::from(iface.size) == size && iface.version == HCABUS_BUS_INTERFACE_VERSION,
+            "the interface's size or version",
+        );
+        let mut child = Box::new(CChild {
+            iface,
+            id: 0,
+            heard: [0; HEARD],
+            count: 0,
+            restored_epoch: 0,
+            vetoes: false,
+            max_irql: 0,
+            failed: None,
+        });
+        let desc = HcabusClientDesc {
+            size: core::mem::size_of::<HcabusClientDesc>() as u16,
+            kind: ClientKind::Srp as u16,
+            flags: (ClientFlags::CAN_VETO | ClientFlags::BOOT_CRITICAL).bits(),
+            name: name.as_ptr(),
+            event_callback: Some(on_event),
+            client_context: (&mut *child as *mut CChild).cast(),
+        };
+        let mut reg = HcabusRegistration::default();
+        let register = child.iface.register;
+        let context = child.iface.context;
+        // SAFETY: the driver's function with its own context, a whole descriptor and a
+        // registration to fill; the child outlives its registration (detach unregisters).
+        let status = at("C child: register", PASSIVE, || unsafe {
+            register.map_or(status::NOT_SUPPORTED, |f| f(context, &desc, &mut reg))
+        });
+        expect(status == status::SUCCESS, &format!("register: {status:#x}"));
+        child.id = reg.client_id;
+        child
+    }
+
+    /// The kinds heard, in order.
+    pub(crate) fn heard(&self) -> &[u16] {
+        &self.heard[..self.count.min(HEARD)]
+    }
+
+    /// QUERY_STATE through the interface: (state, epoch).
+    pub(crate) fn query_state(&self) -> (i32, u32, u64) {
+        let mut state = HcabusBusState {
+            size: core::mem::size_of::<HcabusBusState>() as u32,
+            ..HcabusBusState::default()
+        };
+        let query = self.iface.query_state;
+        // SAFETY: the driver's function with its context and a sized state to fill.
+        let status = at("C child: query_state", PASSIVE, || unsafe {
+            query.map_or(status::NOT_SUPPORTED, |f| f(self.iface.context, &mut state))
+        });
+        (status, state.state, state.epoch)
+    }
+
+    /// A child that never lets the interface go: unregisters only.
+    pub(crate) fn unregister_only(self: Box<Self>) -> i32 {
+        let unregister = self.iface.unregister;
+        // SAFETY: the driver's function with its context and the child's own id.
+        at("C child: unregister", PASSIVE, || unsafe {
+            unregister.map_or(status::NOT_SUPPORTED, |f| f(self.iface.context, self.id))
+        })
+    }
+
+    /// The child's removal: unregister, then InterfaceDereference. Returns unregister's
+    /// status.
+    pub(crate) fn detach(self: Box<Self>) -> i32 {
+        let (unregister, dereference) = (self.iface.unregister, self.iface.interface_dereference);
+        // SAFETY: the driver's functions with their context and the child's own id.
+        at("C child: remove", PASSIVE, || unsafe {
+            let status =
+                unregister.map_or(status::NOT_SUPPORTED, |f| f(self.iface.context, self.id));
+            if let Some(f) = dereference {
+                f(self.iface.context);
+            }
+            status
+        })
+    }
+}
+
+/// The references an object holds (the interface's on the FDO).
+pub(crate) fn references(object: Handle) -> u32 {
+    with(|k| k.objects[Kernel::index_of(object as _)].references)
+}
+
+/// The child's event callback: records the event and answers it as a real initiator would,
+/// from inside the callback.
+unsafe extern "C" fn on_event(context: *mut c_void, event: *const HcabusEvent) {
+    // SAFETY: the context is the CChild registered with this callback, alive until it
+    // unregisters.
+    let child = unsafe { &mut *context.cast::<CChild>() };
+    // SAFETY: the event lives for the call.
+    let event = unsafe { &*event };
+    child.max_irql = child.max_irql.max(irql());
+    if child.count < HEARD {
+        child.heard[child.count] = event.kind;
+    }
+    child.count += 1;
+    // SAFETY: every member of the union is plain integers; the epoch comes first in each.
+    let epoch = unsafe { event.data.raw[0] };
+    let ctx = child.iface.context;
+    // SAFETY (each call below): the driver's function with its own context, the child's id
+    // and the event's epoch; the reason is a NUL-terminated literal.
+    let status = match event.kind {
+        k if k == EventKind::ResetQuery as u16 && child.vetoes => unsafe {
+            child.iface.reset_veto.map_or(status::NOT_SUPPORTED, |f| {
+                f(
+                    ctx,
+                    child.id,
+                    epoch,
+                    c"its last path to the boot LUN".as_ptr(),
+                )
+            })
+        },
+        k if k == EventKind::ResetQuery as u16 => unsafe {
+            child
+                .iface
+                .reset_consent
+                .map_or(status::NOT_SUPPORTED, |f| f(ctx, child.id, epoch))
+        },
+        k if k == EventKind::Reset as u16 => unsafe {
+            child
+                .iface
+                .reset_execute
+                .map_or(status::NOT_SUPPORTED, |f| f(ctx, child.id, epoch))
+        },
+        k if k == EventKind::ResetEnd as u16 => {
+            child.restored_epoch = epoch;
+            status::SUCCESS
+        }
+        _ => status::SUCCESS,
+    };
+    if status < 0 && child.failed.is_none() {
+        child.failed = Some((event.kind, status));
+    }
+}
+
+/// The IRQL the bus's callbacks must come at, at most.
+pub(crate) const CALLBACK_IRQL: u8 = DISPATCH;
