@@ -122,7 +122,7 @@ impl CChild {
     }
 
     /// A child that never lets the interface go: unregisters only.
-    pub(crate) fn unregister_only(self: Box<Self>) -> i32 {
+    pub(crate) fn unregister_only(&self) -> i32 {
         let unregister = self.iface.unregister;
         // SAFETY: the driver's function with its context and the child's own id.
         at("C child: unregister", PASSIVE, || unsafe {
@@ -131,18 +131,16 @@ impl CChild {
     }
 
     /// The child's removal: unregister, then InterfaceDereference. Returns unregister's
-    /// status.
-    pub(crate) fn detach(self: Box<Self>) -> i32 {
-        let (unregister, dereference) = (self.iface.unregister, self.iface.interface_dereference);
-        // SAFETY: the driver's functions with their context and the child's own id.
-        at("C child: remove", PASSIVE, || unsafe {
-            let status =
-                unregister.map_or(status::NOT_SUPPORTED, |f| f(self.iface.context, self.id));
-            if let Some(f) = dereference {
-                f(self.iface.context);
-            }
-            status
-        })
+    /// status. The child stays where it is until the caller drops it.
+    pub(crate) fn detach(&self) -> i32 {
+        let status = self.unregister_only();
+        if let Some(f) = self.iface.interface_dereference {
+            // SAFETY: gives back the reference the query took, with its own context.
+            at("C child: InterfaceDereference", PASSIVE, || unsafe {
+                f(self.iface.context)
+            });
+        }
+        status
     }
 }
 
@@ -167,9 +165,9 @@ unsafe extern "C" fn on_event(context: *mut c_void, event: *const HcabusEvent) {
     // SAFETY: every member of the union is plain integers; the epoch comes first in each.
     let epoch = unsafe { event.data.raw[0] };
     let ctx = child.iface.context;
-    // SAFETY (each call below): the driver's function with its own context, the child's id
-    // and the event's epoch; the reason is a NUL-terminated literal.
     let status = match event.kind {
+        // SAFETY: here and below, the driver's function with its own context, the
+        // child's id and the event's epoch; the reason is a NUL-terminated literal.
         k if k == EventKind::ResetQuery as u16 && child.vetoes => unsafe {
             child.iface.reset_veto.map_or(status::NOT_SUPPORTED, |f| {
                 f(
@@ -180,12 +178,14 @@ unsafe extern "C" fn on_event(context: *mut c_void, event: *const HcabusEvent) {
                 )
             })
         },
+        // SAFETY: as above.
         k if k == EventKind::ResetQuery as u16 => unsafe {
             child
                 .iface
                 .reset_consent
                 .map_or(status::NOT_SUPPORTED, |f| f(ctx, child.id, epoch))
         },
+        // SAFETY: as above.
         k if k == EventKind::Reset as u16 => unsafe {
             child
                 .iface

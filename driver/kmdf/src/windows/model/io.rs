@@ -70,8 +70,12 @@ pub(crate) fn ioctl(
         completed: false,
         status: 0,
         information: 0,
+        // SAFETY: here and below, IRP, IO_STACK_LOCATION and FILE_OBJECT are plain integers,
+        // pointers and unions, for which all zeroes is a valid value.
         irp: Box::new(unsafe { core::mem::zeroed() }),
+        // SAFETY: as above.
         stack: Box::new(unsafe { core::mem::zeroed() }),
+        // SAFETY: as above.
         file: Box::new(unsafe { core::mem::zeroed() }),
     });
     // A KMDF control device records no share access: the file object's ReadAccess and

@@ -248,7 +248,10 @@ impl Kernel {
             violation(Rule::NullParameter, ddi, "a NULL handle");
         }
         let index = h.wrapping_sub(HANDLE_BASE) / HANDLE_STEP;
-        if h < HANDLE_BASE || (h - HANDLE_BASE) % HANDLE_STEP != 0 || index >= self.objects.len() {
+        if h < HANDLE_BASE
+            || !(h - HANDLE_BASE).is_multiple_of(HANDLE_STEP)
+            || index >= self.objects.len()
+        {
             violation(
                 Rule::InvalidHandle,
                 ddi,

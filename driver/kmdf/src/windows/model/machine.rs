@@ -116,21 +116,22 @@ impl Machine {
         });
         kernel.parameters = values.iter().map(|(k, v)| (String::from(*k), *v)).collect();
         super::install(kernel);
-        // SAFETY: an all-zero DRIVER_OBJECT is what the model's WdfDriverCreate accepts.
         let mut m = Machine {
             fdo: None,
+            // SAFETY: an all-zero DRIVER_OBJECT (plain integers and pointers) is what the
+            // model's WdfDriverCreate accepts.
             driver_object: Box::new(unsafe { core::mem::zeroed() }),
         };
         let path: Vec<u16> = "\\Registry\\Machine\\System\\CurrentControlSet\\Services\\hcabus"
             .encode_utf16()
             .collect();
-        let mut registry = UNICODE_STRING {
+        let registry = UNICODE_STRING {
             Length: (path.len() * 2) as u16,
             MaximumLength: (path.len() * 2) as u16,
             Buffer: path.as_ptr().cast_mut(),
         };
         let status = at("DriverEntry", PASSIVE, || {
-            super::super::driver_entry(&mut *m.driver_object, &mut registry)
+            super::super::driver_entry(&raw mut *m.driver_object, &raw const registry)
         });
         (m, status)
     }

@@ -426,12 +426,11 @@ fn retrieve(
         if len == 0 || len < minimum {
             return STATUS_BUFFER_TOO_SMALL;
         }
-        // SAFETY: the driver's out-pointers, checked or optional.
-        unsafe {
-            *buffer = r.system_buffer.as_mut_ptr().cast();
-            if !length.is_null() {
-                *length = len;
-            }
+        // SAFETY: the driver's out-pointer, checked non-null.
+        unsafe { *buffer = r.system_buffer.as_mut_ptr().cast() };
+        if !length.is_null() {
+            // SAFETY: optional, and given.
+            unsafe { *length = len };
         }
         STATUS_SUCCESS
     })

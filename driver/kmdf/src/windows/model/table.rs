@@ -231,11 +231,10 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreate(
                 d.child_list = Some(l);
             }
         }
+        // SAFETY: checked non-null.
+        unsafe { *out = h as WDFDEVICE };
         // SAFETY: checked non-null; KMDF NULLs the caller's init once consumed.
-        unsafe {
-            *out = h as WDFDEVICE;
-            *init = core::ptr::null_mut();
-        }
+        unsafe { *init = core::ptr::null_mut() };
         STATUS_SUCCESS
     })
 }
@@ -437,8 +436,7 @@ pub(crate) fn install() {
     }
     let table = table.leak();
     // SAFETY: one scenario per process, set before the driver runs.
-    unsafe {
-        super::WdfFunctions_01033 = table.as_ptr();
-        super::WdfFunctionCount = table.len() as ULONG;
-    }
+    unsafe { super::WdfFunctions_01033 = table.as_ptr() };
+    // SAFETY: as above.
+    unsafe { super::WdfFunctionCount = table.len() as ULONG };
 }

@@ -144,7 +144,7 @@ pub(crate) unsafe extern "C" fn pci_dereference(context: PVOID) {
 fn config(context: PVOID, buffer: PVOID, offset: ULONG, length: ULONG, write: bool) -> ULONG {
     let ddi = if write { "SetBusData" } else { "GetBusData" };
     let _kernel = super::enter(ddi, PASSIVE);
-    if length != 4 || offset % 4 != 0 {
+    if length != 4 || !offset.is_multiple_of(4) {
         return 0;
     }
     with(|k| {
@@ -221,13 +221,12 @@ extern "C" fn IoWriteErrorLogEntry(entry: PVOID) {
 fn write_error_log_entry(entry: PVOID) {
     let packet = entry.cast::<IO_ERROR_LOG_PACKET>();
     // SAFETY: a packet IoAllocateErrorLogEntry gave out, filled by the driver.
-    let (code, count, offset) = unsafe {
-        (
-            (*packet).ErrorCode as u32,
-            (*packet).NumberOfStrings,
-            (*packet).StringOffset,
-        )
-    };
+    let header = unsafe { &*packet };
+    let (code, count, offset) = (
+        header.ErrorCode as u32,
+        header.NumberOfStrings,
+        header.StringOffset,
+    );
     let mut strings = Vec::new();
     // SAFETY: the strings follow at StringOffset, each NUL-terminated, within the packet.
     let mut at = unsafe { entry.cast::<u8>().add(usize::from(offset)) }.cast::<u16>();
@@ -259,7 +258,9 @@ fn rundown(r: PEX_RUNDOWN_REF) -> &'static mut ULONG_PTR {
         );
     }
     // SAFETY: the driver's EX_RUNDOWN_REF, live for the call; one CPU.
-    unsafe { &mut (*r).__bindgen_anon_1.Count }
+    let r = unsafe { &mut *r };
+    // SAFETY: the union's Count view: EX_RUNDOWN_REF is a pointer-sized count.
+    unsafe { &mut r.__bindgen_anon_1.Count }
 }
 
 #[unsafe(no_mangle)]
@@ -326,8 +327,8 @@ extern "C" fn ExWaitForRundownProtectionRelease(r: PEX_RUNDOWN_REF) {
 #[unsafe(no_mangle)]
 extern "C" fn hcabus_model_dbg_print(text: *const core::ffi::c_char) {
     let _kernel = super::enter("hcabus_model_dbg_print", super::HIGH);
-    // SAFETY: the shim passes a NUL-terminated buffer.
     let s = super::uncounted(|| {
+        // SAFETY: the shim passes a NUL-terminated buffer.
         unsafe { core::ffi::CStr::from_ptr(text) }
             .to_string_lossy()
             .into_owned()
