@@ -321,12 +321,18 @@ fn footprint(values: &[(&str, u32)]) {
     expect(m.start() == STATUS_SUCCESS, "start");
     m.run();
     let (heap1, contexts1, objects1) = footprint_now();
+    let kinds: Vec<&str> = with(|k| {
+        k.objects
+            .iter()
+            .filter(|o| !o.deleted && !matches!(o.kind, super::kernel::Kind::Driver { .. }))
+            .map(|o| o.kind.name())
+            .collect()
+    });
+    eprintln!("OBJECTS {}", kinds.join(", "));
     with(|k| k.adapters[0].hca.inject(Fault::Catastrophic));
     m.advance(10_000);
-    expect(
-        admin::state(&mut m).epoch == 2,
-        "the catastrophic error was reset",
-    );
+    let s = admin::state(&mut m);
+    expect(s.epoch == 2, "the catastrophic error was reset");
     let after_reset = footprint_now();
     expect(
         after_reset == (heap1, contexts1, objects1),
