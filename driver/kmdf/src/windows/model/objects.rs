@@ -313,7 +313,6 @@ pub(crate) unsafe extern "C" fn WdfDpcGetParentObject(
     _: PWDF_DRIVER_GLOBALS,
     dpc: WDFDPC,
 ) -> WDFOBJECT {
-    let _kernel = super::enter("WdfDpcGetParentObject", super::DISPATCH);
     parent_of("WdfDpcGetParentObject", dpc.cast(), "WDFDPC")
 }
 
@@ -321,7 +320,6 @@ pub(crate) unsafe extern "C" fn WdfWorkItemGetParentObject(
     _: PWDF_DRIVER_GLOBALS,
     item: WDFWORKITEM,
 ) -> WDFOBJECT {
-    let _kernel = super::enter("WdfWorkItemGetParentObject", super::DISPATCH);
     parent_of("WdfWorkItemGetParentObject", item.cast(), "WDFWORKITEM")
 }
 
@@ -329,6 +327,5 @@ pub(crate) unsafe extern "C" fn WdfTimerGetParentObject(
     _: PWDF_DRIVER_GLOBALS,
     timer: WDFTIMER,
 ) -> WDFOBJECT {
-    let _kernel = super::enter("WdfTimerGetParentObject", super::DISPATCH);
     parent_of("WdfTimerGetParentObject", timer.cast(), "WDFTIMER")
 }

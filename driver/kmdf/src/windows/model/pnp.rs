@@ -24,7 +24,6 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAssignDeviceID(
     init: PWDFDEVICE_INIT,
     id: PCUNICODE_STRING,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfPdoInitAssignDeviceID", super::PASSIVE);
     let id = text("WdfPdoInitAssignDeviceID", id);
     pdo_init("WdfPdoInitAssignDeviceID", init, |i| i.device_id = Some(id));
     STATUS_SUCCESS
@@ -35,7 +34,6 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAddHardwareID(
     init: PWDFDEVICE_INIT,
     id: PCUNICODE_STRING,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfPdoInitAddHardwareID", super::PASSIVE);
     let id = text("WdfPdoInitAddHardwareID", id);
     pdo_init("WdfPdoInitAddHardwareID", init, |i| i.hardware_ids.push(id));
     STATUS_SUCCESS
@@ -46,7 +44,6 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAssignInstanceID(
     init: PWDFDEVICE_INIT,
     id: PCUNICODE_STRING,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfPdoInitAssignInstanceID", super::PASSIVE);
     let id = text("WdfPdoInitAssignInstanceID", id);
     pdo_init("WdfPdoInitAssignInstanceID", init, |i| {
         i.instance_id = Some(id)
@@ -61,7 +58,6 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAddDeviceText(
     location: PCUNICODE_STRING,
     locale: LCID,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfPdoInitAddDeviceText", super::PASSIVE);
     let d = text("WdfPdoInitAddDeviceText", description);
     let l = text("WdfPdoInitAddDeviceText", location);
     pdo_init("WdfPdoInitAddDeviceText", init, |i| {
@@ -75,7 +71,6 @@ pub(crate) unsafe extern "C" fn WdfPdoInitSetDefaultLocale(
     init: PWDFDEVICE_INIT,
     locale: LCID,
 ) {
-    let _kernel = super::enter("WdfPdoInitSetDefaultLocale", super::PASSIVE);
     pdo_init("WdfPdoInitSetDefaultLocale", init, |i| {
         i.default_locale = Some(locale)
     });
@@ -176,12 +171,10 @@ fn scan(ddi: &str, list: WDFCHILDLIST, begin: bool) {
 }
 
 pub(crate) unsafe extern "C" fn WdfChildListBeginScan(_: PWDF_DRIVER_GLOBALS, list: WDFCHILDLIST) {
-    let _kernel = super::enter("WdfChildListBeginScan", super::DISPATCH);
     scan("WdfChildListBeginScan", list, true);
 }
 
 pub(crate) unsafe extern "C" fn WdfChildListEndScan(_: PWDF_DRIVER_GLOBALS, list: WDFCHILDLIST) {
-    let _kernel = super::enter("WdfChildListEndScan", super::DISPATCH);
     scan("WdfChildListEndScan", list, false);
 }
 
@@ -443,7 +436,7 @@ pub(crate) unsafe extern "C" fn WdfRequestRetrieveInputBuffer(
     buffer: *mut PVOID,
     length: *mut usize,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfRequestRetrieveInputBuffer", super::DISPATCH);
+    let _kernel = super::enter("WdfRequestRetrieveInputBuffer", DISPATCH);
     retrieve(
         "WdfRequestRetrieveInputBuffer",
         r,
@@ -461,7 +454,7 @@ pub(crate) unsafe extern "C" fn WdfRequestRetrieveOutputBuffer(
     buffer: *mut PVOID,
     length: *mut usize,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfRequestRetrieveOutputBuffer", super::DISPATCH);
+    let _kernel = super::enter("WdfRequestRetrieveOutputBuffer", DISPATCH);
     retrieve(
         "WdfRequestRetrieveOutputBuffer",
         r,
@@ -473,7 +466,7 @@ pub(crate) unsafe extern "C" fn WdfRequestRetrieveOutputBuffer(
 }
 
 pub(crate) unsafe extern "C" fn WdfRequestWdmGetIrp(_: PWDF_DRIVER_GLOBALS, r: WDFREQUEST) -> PIRP {
-    let _kernel = super::enter("WdfRequestWdmGetIrp", super::DISPATCH);
+    let _kernel = super::enter("WdfRequestWdmGetIrp", DISPATCH);
     request("WdfRequestWdmGetIrp", r, |r| &mut *r.irp as PIRP)
 }
 

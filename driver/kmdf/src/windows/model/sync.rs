@@ -67,7 +67,6 @@ pub(crate) unsafe extern "C" fn WdfDpcCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     dpc: *mut WDFDPC,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfDpcCreate", super::DISPATCH);
     // SAFETY: the driver's config, or NULL (refused).
     let Some(c) = (unsafe { config.as_ref() }) else {
         violation(Rule::NullParameter, "WdfDpcCreate", "Config is NULL")
@@ -92,7 +91,6 @@ pub(crate) unsafe extern "C" fn WdfWorkItemCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     item: *mut WDFWORKITEM,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfWorkItemCreate", super::DISPATCH);
     // SAFETY: as for the DPC.
     let Some(c) = (unsafe { config.as_ref() }) else {
         violation(Rule::NullParameter, "WdfWorkItemCreate", "Config is NULL")
@@ -117,7 +115,6 @@ pub(crate) unsafe extern "C" fn WdfTimerCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     timer: *mut WDFTIMER,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfTimerCreate", super::DISPATCH);
     // SAFETY: as for the DPC.
     let Some(c) = (unsafe { config.as_ref() }) else {
         violation(Rule::NullParameter, "WdfTimerCreate", "Config is NULL")
@@ -293,7 +290,6 @@ pub(crate) unsafe extern "C" fn WdfSpinLockCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFSPINLOCK,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfSpinLockCreate", super::DISPATCH);
     create_lock(
         "WdfSpinLockCreate",
         a,
@@ -310,7 +306,6 @@ pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFWAITLOCK,
 ) -> NTSTATUS {
-    let _kernel = super::enter("WdfWaitLockCreate", super::DISPATCH);
     create_lock(
         "WdfWaitLockCreate",
         a,

@@ -20,7 +20,8 @@ pub(crate) fn text(ddi: &str, s: PCUNICODE_STRING) -> String {
     }
     // SAFETY: Length bytes of u16 at Buffer (the string's contract).
     let w = unsafe { core::slice::from_raw_parts(s.Buffer, usize::from(s.Length / 2)) };
-    String::from_utf16_lossy(w)
+    // The kernel's copy: not the driver's bytes, whoever calls this first.
+    super::uncounted(|| String::from_utf16_lossy(w))
 }
 
 pub(crate) unsafe extern "C" fn WdfDriverCreate(

@@ -120,12 +120,12 @@ fn adapter_of(context: PVOID) -> usize {
 }
 
 pub(crate) unsafe extern "C" fn pci_reference(context: PVOID) {
-    let _kernel = super::enter("pci_reference", super::HIGH);
+    let _kernel = super::enter("BUS_INTERFACE_STANDARD.InterfaceReference", super::HIGH);
     with(|k| k.adapters[adapter_of(context)].interface_references += 1);
 }
 
 pub(crate) unsafe extern "C" fn pci_dereference(context: PVOID) {
-    let _kernel = super::enter("pci_dereference", super::HIGH);
+    let _kernel = super::enter("BUS_INTERFACE_STANDARD.InterfaceDereference", super::HIGH);
     with(|k| {
         let a = &mut k.adapters[adapter_of(context)];
         if a.interface_references == 0 {
@@ -180,7 +180,6 @@ pub(crate) unsafe extern "C" fn get_bus_data(
     offset: ULONG,
     length: ULONG,
 ) -> ULONG {
-    let _kernel = super::enter("get_bus_data", super::HIGH);
     config(context, buffer, offset, length, false)
 }
 
@@ -191,7 +190,6 @@ pub(crate) unsafe extern "C" fn set_bus_data(
     offset: ULONG,
     length: ULONG,
 ) -> ULONG {
-    let _kernel = super::enter("set_bus_data", super::HIGH);
     config(context, buffer, offset, length, true)
 }
 
@@ -326,7 +324,7 @@ extern "C" fn ExWaitForRundownProtectionRelease(r: PEX_RUNDOWN_REF) {
 /// DbgPrint's sink (the C shim formats; see dbgprint.c).
 #[unsafe(no_mangle)]
 extern "C" fn hcabus_model_dbg_print(text: *const core::ffi::c_char) {
-    let _kernel = super::enter("hcabus_model_dbg_print", super::HIGH);
+    let _kernel = super::enter("DbgPrint", super::HIGH);
     let s = super::uncounted(|| {
         // SAFETY: the shim passes a NUL-terminated buffer.
         unsafe { core::ffi::CStr::from_ptr(text) }
