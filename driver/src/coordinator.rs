@@ -515,6 +515,16 @@ impl Coordinator {
             .map_err(|e| self.refused(Some(id), call, e.into(), code))
     }
 
+    /// Ids of a previous coordinator of the same device (the KMDF driver builds a new one at
+    /// each start, a rebalance included) are refused as stale rather than taken for a new
+    /// client's: every free slot starts its generations at `floor` at least. Slots in use
+    /// keep theirs: their clients registered with this coordinator.
+    pub fn retire_ids_before(&mut self, floor: u32) {
+        for slot in self.slots.iter_mut().filter(|s| s.entry.is_none()) {
+            slot.generation = slot.generation.max(floor);
+        }
+    }
+
     fn lookup(&self, id: ClientId) -> Result<usize, LookupError> {
         let index = usize::from(id.index);
         let slot = self.slots.get(index).ok_or(LookupError::Unknown)?;

@@ -42,6 +42,12 @@ impl Coordinator {
     pub fn max_clients(&self) -> usize {
         self.slots.len()
     }
+    /// A generation above every id this coordinator ever gave out: what a host that builds
+    /// the next coordinator of the same device hands to [`Coordinator::retire_ids_before`].
+    pub fn next_generation(&self) -> u32 {
+        let top = self.slots.iter().map(|s| s.generation).max().unwrap_or(0);
+        top.saturating_add(1)
+    }
     /// True from the first RESET of a reset until its outcome is final.
     pub fn reset_in_progress(&self) -> bool {
         self.reset.is_open()

@@ -1119,6 +1119,43 @@ fn unregister_during_quiesce_counts_as_ready() {
 }
 
 #[test]
+fn ids_of_the_previous_coordinator_of_a_device_are_stale_in_the_next() {
+    // The KMDF driver builds a coordinator at each start: a child that kept the id the last
+    // one gave it must be refused, not taken for whoever holds that slot now.
+    let mut first = harness();
+    let kept = first.reg("kept");
+    let gone = first.reg("gone");
+    first
+        .call(|c, now| c.unregister(now, gone))
+        .expect("unregister");
+    let floor = first.c().next_generation();
+    assert!(floor > kept.generation && floor > gone.generation + 1);
+    let mut next = harness();
+    next.call(|c, _| c.retire_ids_before(floor));
+    let newcomer = next.reg("newcomer");
+    assert_eq!(
+        (newcomer.index, newcomer.generation),
+        (kept.index, floor),
+        "the slot is reused at the floor's generation"
+    );
+    for old in [kept, gone] {
+        assert_eq!(
+            next.call(|c, now| c.unregister(now, old)),
+            Err(UnregisterError::StaleClient),
+            "{old:?}"
+        );
+    }
+    assert!(
+        next.c().client(newcomer).is_ok(),
+        "the newcomer is untouched"
+    );
+    // A slot in use keeps its generation: its client registered with this coordinator.
+    next.call(|c, _| c.retire_ids_before(floor + 10));
+    assert!(next.c().client(newcomer).is_ok());
+    assert_eq!(next.c().next_generation(), floor + 11);
+}
+
+#[test]
 fn stale_ids_are_refused_after_their_slot_is_reused() {
     let mut h = harness();
     let old = h.reg("old");

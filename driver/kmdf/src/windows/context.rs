@@ -7,7 +7,7 @@
 
 use core::cell::UnsafeCell;
 use core::ptr::{null, null_mut};
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 use hcabus::host::Bus;
 use wdk_sys::*;
@@ -56,6 +56,10 @@ pub(crate) struct FdoContext {
     rundown: UnsafeCell<EX_RUNDOWN_REF>,
     /// The bus (a leaked Box) between prepare and release hardware; null outside.
     bus: AtomicPtr<Bus<WdfPlatform>>,
+    /// Above every client id the FDO's previous buses gave out: each start builds a new bus,
+    /// and a child that kept an id across a rebalance must be refused as stale, not taken
+    /// for the client that holds its slot in the new one.
+    generations: AtomicU32,
 }
 
 // SAFETY: `rundown` is only passed to the Ex*Rundown* functions, which synchronise
@@ -152,6 +156,7 @@ impl FdoContext {
             control: AtomicPtr::new(null_mut()),
             rundown: UnsafeCell::new(EX_RUNDOWN_REF::default()),
             bus: AtomicPtr::new(null_mut()),
+            generations: AtomicU32::new(0),
         };
         // SAFETY: the caller's contract.
         if !unsafe { init_context(device.cast(), &FDO_CONTEXT, fresh) } {
@@ -189,6 +194,8 @@ impl FdoContext {
     /// Publishes a bus built in prepare hardware and lets callers in (the protection is run
     /// down from device add, and again by each release).
     pub(crate) fn attach(&self, bus: alloc::boxed::Box<Bus<WdfPlatform>>) {
+        let floor = self.generations.load(Ordering::Acquire);
+        bus.input(|c, _| c.retire_ids_before(floor));
         self.bus
             .store(alloc::boxed::Box::into_raw(bus), Ordering::Release);
         // SAFETY: as in with_bus; PASSIVE_LEVEL in prepare hardware, with no wait under way.
@@ -204,6 +211,11 @@ impl FdoContext {
         }
         let p = self.bus.swap(null_mut(), Ordering::AcqRel);
         // SAFETY: `p` came from Box::into_raw in attach and was swapped out once.
-        (!p.is_null()).then(|| unsafe { alloc::boxed::Box::from_raw(p) })
+        let bus = (!p.is_null()).then(|| unsafe { alloc::boxed::Box::from_raw(p) });
+        if let Some(b) = &bus {
+            let next = b.inspect(hcabus::coordinator::Coordinator::next_generation);
+            self.generations.store(next, Ordering::Release);
+        }
+        bus
     }
 }

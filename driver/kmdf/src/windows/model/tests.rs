@@ -101,6 +101,7 @@ fn scenario() {
         "lock_create_fails" => lock_create_fails(),
         "footprint" => footprint(&[]),
         "child_outlives_fdo" => child_outlives_fdo(true),
+        "rebalance_with_a_child" => rebalance_with_a_child(),
         "child_keeps_interface" => child_outlives_fdo(false),
         other => match other.strip_prefix("footprint:").map(str::parse) {
             Some(Ok(depth)) => footprint(&[(RECORDER_RECORDS_KEY, depth)]),
@@ -285,6 +286,34 @@ fn child_outlives_fdo(lets_go: bool) {
     m.unload();
 }
 
+/// A child registered before a rebalance keeps its id; the bus after it is a new one, where
+/// a newcomer takes the same slot. The kept id must be refused as stale, and must not
+/// unregister the newcomer.
+fn rebalance_with_a_child() {
+    let mut m = started();
+    let fdo = m.fdo.unwrap_or_default();
+    let stale = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    rebalance(&mut m);
+    let newcomer = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    expect(
+        newcomer.id != stale.id,
+        &format!("the new bus gave out the old id {:#x} again", stale.id),
+    );
+    let refused = hcabus::bus_abi::status::of_refusal(hcabus::errors::RefusalCode::StaleClient);
+    let status = stale.detach();
+    expect(
+        status == refused,
+        &format!("the kept id's unregister: {status:#x}"),
+    );
+    let status = newcomer.detach();
+    expect(
+        status == 0,
+        &format!("the newcomer's unregister: {status:#x}"),
+    );
+    m.surprise_remove();
+    m.unload();
+}
+
 /// Stop and start again, as PnP rebalances resources.
 fn rebalance(m: &mut Machine) {
     m.stop();
@@ -401,6 +430,11 @@ fn a_child_holding_the_interface_past_removal_is_refused_and_its_reference_count
         "{}",
         o.stderr
     );
+}
+
+#[test]
+fn an_id_kept_across_a_rebalance_is_stale_and_never_names_a_newcomer() {
+    assert_passes("rebalance_with_a_child");
 }
 
 #[test]
