@@ -120,9 +120,15 @@ impl ShortText {
     /// control character made a space. For text whose refusal would cost more than its
     /// shortening: a veto is not refused because its reason is long.
     pub fn cut(text: &str) -> Self {
+        Self::cut_parts(&[text])
+    }
+
+    /// [`ShortText::cut`] of the parts one after the other, without allocating: a reason
+    /// built on a path that must not allocate.
+    pub fn cut_parts(parts: &[&str]) -> Self {
         let mut bytes = [0u8; Self::CAPACITY];
         let mut len = 0;
-        for ch in text.chars() {
+        for ch in parts.iter().flat_map(|p| p.chars()) {
             let ch = if ch.is_control() { ' ' } else { ch };
             let width = ch.len_utf8();
             if len + width > Self::CAPACITY {
@@ -525,5 +531,16 @@ mod tests {
         let fits = format!("{}é", "x".repeat(30));
         assert_eq!(ShortText::cut(&fits).as_str(), fits);
         assert_eq!(ShortText::new(&fits).map(|t| t.to_string()), Some(fits));
+        // Parts are cut as their concatenation is.
+        let parts = ["last path: ", "hca1", " port ", "1", " resetting, and more"];
+        assert_eq!(
+            ShortText::cut_parts(&parts),
+            ShortText::cut(&parts.concat())
+        );
+        assert_eq!(
+            ShortText::cut_parts(&["a\n", "b"]).as_str(),
+            "a b",
+            "control characters made spaces in every part"
+        );
     }
 }

@@ -45,6 +45,10 @@ pub struct DiskConfig {
     pub login_delay: Duration,
     /// A data LUN finishes its quiesce as deferred work, this long after RESET.
     pub ack_delay: Duration,
+    /// The last-path guard (docs/design.md §7): registers CAN_VETO and refuses a planned
+    /// reset that would leave the disk with no Active, logged-in path. On for a boot disk
+    /// unless its configuration says otherwise.
+    pub guard_last_path: bool,
 }
 
 impl DiskConfig {
@@ -93,6 +97,7 @@ impl Default for DiskConfig {
             lun_id: 0,
             login_delay: Duration::from_us(500),
             ack_delay: Duration::ZERO,
+            guard_last_path: false,
         }
     }
 }

@@ -23,6 +23,9 @@ use crate::block::*;
 use crate::disk::DiskConfig;
 use crate::srp::Lun;
 
+mod guard;
+pub use guard::{only_path, PathGap, PathPlace};
+
 /// Most paths one disk may have.
 pub const MAX_PATHS: usize = 4;
 
@@ -56,6 +59,9 @@ struct PathState {
     dead: Option<IoStatus>,
     down_since: Option<Instant>,
     stats: PathStats,
+    /// Its adapter and port, and why it is not serving: what the last-path guard names.
+    place: Option<PathPlace>,
+    gap: Option<PathGap>,
 }
 
 /// The queue and workload above the paths of one disk.
@@ -102,6 +108,8 @@ impl SharedMultipath {
             dead: None,
             down_since: None,
             stats: PathStats::default(),
+            place: None,
+            gap: Some(PathGap::LoggedOut),
         };
         SharedMultipath(Arc::new(Mutex::new(Multipath {
             name: name.into(),

@@ -559,6 +559,18 @@ fn planned_with(mut setup: StackSetup, first: (&str, ClientFlags, Behavior)) -> 
     (host, objects)
 }
 
+/// `setup` with every disk's last-path guard off: for a test about another client's answer
+/// to a planned reset, which the boot disk, whose only path this adapter is, would otherwise
+/// veto first (docs/design.md §7 "Last-path guard").
+fn unguarded(mut setup: StackSetup) -> StackSetup {
+    for c in &mut setup.clients {
+        if let ClientSpec::Disk { config, .. } = c {
+            config.guard_last_path = false;
+        }
+    }
+    setup
+}
+
 fn ibal_stats(host: &SimHost) -> IbalStats {
     *host
         .agent::<IbalClient>()
@@ -575,7 +587,7 @@ fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
         ..Behavior::default()
     };
     let first = ("vetoer", ClientFlags::CAN_VETO, vetoer);
-    let (mut host, objects_before) = planned_with(stack::boot_from_san_fast(), first);
+    let (mut host, objects_before) = planned_with(unguarded(stack::boot_from_san_fast()), first);
     host.run();
     let r = &host.resets()[0];
     assert_eq!(r.outcome(), "Aborted");
@@ -595,7 +607,7 @@ fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
 
 #[test]
 fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothing() {
-    let mut setup = stack::boot_from_san_fast();
+    let mut setup = unguarded(stack::boot_from_san_fast());
     setup.sim.policy.abort_on_unresponsive = true;
     setup.sim.policy.quiesce_deadline_ms = 500;
     // Registered right after IBAL, the wedged client hears RESET after every other client

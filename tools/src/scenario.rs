@@ -397,6 +397,7 @@ impl Clients {
             target_lid: 0x100 + self.disks,
             lun_id: u32::from(self.disks),
             ack_delay: Duration::from_ms(c.ack_delay_ms.unwrap_or(0)),
+            guard_last_path: c.guard_last_path.unwrap_or(boot),
             ..d
         };
         if !(1..=256).contains(&config.queue_depth) {

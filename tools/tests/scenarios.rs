@@ -153,6 +153,9 @@ fn every_scenario_file_has_its_expected_outcome() {
         "fw-activate-on-failed.toml",
         "hang-mid-reset.toml",
         "io-hold-timeout.toml",
+        "last-path-cable-out.toml",
+        "last-path-consents.toml",
+        "last-path-single.toml",
         "multipath-adapter-replaced.toml",
         "multipath-both-reset.toml",
         "multipath-cable-out.toml",
@@ -184,6 +187,9 @@ fn every_scenario_file_has_its_expected_outcome() {
             | "multipath-both-reset.toml"
             | "multipath-adapter-replaced.toml"
             | "multipath-cable-out.toml" => expect_multipath(file, &r),
+            "last-path-cable-out.toml" | "last-path-consents.toml" | "last-path-single.toml" => {
+                expect_last_path(file, &r)
+            }
             "stuck-client.toml"
             | "planned-vetoed.toml"
             | "planned-consented.toml"
@@ -274,6 +280,55 @@ fn expect_multipath(file: &str, r: &Value) {
     }
 }
 
+/// The last-path guard (docs/design.md §7): a planned reset that would leave the boot disk
+/// with no path is vetoed, naming what is missing; one that would not is consented to; a
+/// forced reset is never asked.
+fn expect_last_path(file: &str, r: &Value) {
+    assert_eq!(r["io"]["failed"], 0, "{file}");
+    assert_eq!(r["io"]["paging_failed"], 0, "{file}");
+    match file {
+        "last-path-cable-out.toml" => {
+            assert_eq!(outcomes(r), ["Aborted"]);
+            let reset = &r["resets"][0];
+            assert_eq!(reset["hca"], "hca0");
+            assert_eq!(reset["vetoed_by"], "bootdisk");
+            assert_eq!(reset["veto_reason"], "last path: hca1 port 1 down");
+            assert_eq!(reset["hw_reset_us"], Value::Null, "nothing torn down");
+            assert_eq!(r["hcas"][0]["epoch"], 1);
+            let m = &r["multipath"][0];
+            // The disk never lost its one path, and the vetoing path never went down.
+            assert_eq!(m["no_path_us"], 0, "{m}");
+            assert_eq!(m["paths"][0]["down_us"], 0, "{m}");
+            assert_eq!(m["paths"][0]["moved"], 0, "{m}");
+        }
+        "last-path-consents.toml" => {
+            assert_eq!(outcomes(r), ["Restored"]);
+            assert_eq!(r["resets"][0]["reason"], "admin_planned");
+            assert_eq!(r["resets"][0]["vetoed_by"], Value::Null);
+            assert_eq!(r["hcas"][0]["epoch"], 2);
+            assert_eq!(r["io"]["lost"], 0);
+            let m = &r["multipath"][0];
+            // hca1 carried the disk through hca0's whole outage: no I/O waited.
+            assert_eq!(m["no_path_us"], 0, "{m}");
+            assert_eq!(m["max_held"], 0, "{m}");
+            assert!(m["paths"][0]["down_us"].as_u64() > Some(400_000), "{m}");
+            assert!(m["max_latency_us"].as_u64() < Some(10_000), "{m}");
+        }
+        "last-path-single.toml" => {
+            assert_eq!(outcomes(r), ["Aborted", "Restored"]);
+            assert_eq!(r["resets"][0]["vetoed_by"], "bootdisk");
+            assert_eq!(r["resets"][0]["veto_reason"], "last path: no other path");
+            assert_eq!(r["resets"][1]["reason"], "admin_forced");
+            assert_eq!(r["epoch"], 2);
+            assert_eq!(
+                events(r, "bootdisk"),
+                ["RESET_QUERY", "RESET_ABORTED", "RESET", "RESET_END"]
+            );
+        }
+        other => unreachable!("{other}"),
+    }
+}
+
 /// Planned resets (asked first, vetoed, consented, aborted) and a client forced through its deadline.
 fn expect_planned(file: &str, r: &Value, state: &str, epoch: &Value) {
     match file {
@@ -293,11 +348,12 @@ fn expect_planned(file: &str, r: &Value, state: &str, epoch: &Value) {
             assert_eq!(r["resets"][0]["veto_reason"], "scenario: veto_planned");
             assert_eq!(r["resets"][0]["hw_reset_us"], Value::Null);
             assert_eq!(r["io"]["failed"], 0);
-            // The veto came before anything was torn down: only the vetoer heard.
+            // The veto came before anything was torn down: only the CAN_VETO clients were
+            // asked (db, and the boot disk, whose last-path guard makes it CAN_VETO), and
+            // only they hear the abort.
             assert_eq!(events(r, "db"), ["RESET_QUERY", "RESET_ABORTED"]);
-            for quiet in ["ibal", "bootdisk"] {
-                assert!(events(r, quiet).is_empty(), "{quiet} heard nothing");
-            }
+            assert_eq!(events(r, "bootdisk"), ["RESET_QUERY", "RESET_ABORTED"]);
+            assert!(events(r, "ibal").is_empty(), "ibal heard nothing");
         }
         "planned-consented.toml" => {
             assert_eq!((state, epoch.as_u64()), ("Operational", Some(2)));

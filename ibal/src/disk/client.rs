@@ -7,7 +7,7 @@ use hcabus::{Duration, Instant};
 
 use crate::block::*;
 use crate::ibal_client::{EventLog, SharedIbal};
-use crate::multipath::SharedMultipath;
+use crate::multipath::{only_path, PathGap, SharedMultipath};
 use crate::retry::{ClientProblem, Connector};
 use crate::srp::*;
 
@@ -35,6 +35,9 @@ pub struct SrpClient {
     port_up: bool,
     /// One path of a multipath disk: I/O comes from, and goes back to, the disk's queue.
     path: Option<PathOf>,
+    /// From RESET to its end (RESET_END, RESET_ABORTED, RESET_FAILED): what the last-path
+    /// guard of another path of the disk says of this one.
+    resetting: bool,
     pub refusals: u32,
 }
 
@@ -47,7 +50,7 @@ struct PathOf {
 
 impl SrpClient {
     pub fn new(name: &str, config: DiskConfig, ibal: SharedIbal) -> Option<Self> {
-        let (kind, flags) = if config.boot {
+        let (kind, mut flags) = if config.boot {
             (
                 ClientKind::BootDisk,
                 ClientFlags::BOOT_CRITICAL | ClientFlags::PAGING_PATH,
@@ -55,6 +58,9 @@ impl SrpClient {
         } else {
             (ClientKind::Srp, ClientFlags::empty())
         };
+        if config.guard_last_path {
+            flags |= ClientFlags::CAN_VETO;
+        }
         let disk = SrpDisk::new(config);
         let workload = BlockWorkload::new(WorkloadConfig {
             iops: config.iops,
@@ -76,6 +82,7 @@ impl SrpClient {
             login: Connector::new("SRP login"),
             port_up: true,
             path: None,
+            resetting: false,
             refusals: 0,
         })
     }
@@ -212,6 +219,7 @@ impl SrpClient {
         };
         let now = bus.now();
         let mut mp = p.mp.lock();
+        mp.note_gap(p.index, self.gap());
         if self.disk.is_up() {
             if !mp.path_up(p.index) {
                 mp.path_is_up(p.index, now);
@@ -233,6 +241,44 @@ impl SrpClient {
                 let hold = self.disk.config.hold_timeout(&bus.policy());
                 mp.path_is_down(p.index, now, hold);
             }
+        }
+    }
+
+    /// Why this path is not serving, as another path's guard names it; `None` while it is.
+    fn gap(&self) -> Option<PathGap> {
+        if self.disk.is_up() {
+            None
+        } else if self.disk.failed.is_some() {
+            Some(PathGap::Failed)
+        } else if self.resetting {
+            Some(PathGap::Resetting)
+        } else if !self.port_up {
+            Some(PathGap::PortDown)
+        } else {
+            Some(PathGap::LoggedOut)
+        }
+    }
+
+    /// RESET_QUERY with the last-path guard on: consents when another path of the disk is
+    /// Active and logged in, else vetoes naming what is missing. A disk of one path always
+    /// vetoes: the planned reset would take its only path.
+    fn guard<B: ClientBus + ?Sized>(&mut self, bus: &mut B, epoch: Epoch) {
+        let Some(id) = self.id else {
+            return;
+        };
+        let missing = match &self.path {
+            Some(p) => p.mp.lock().last_path(p.index),
+            None => Some(only_path()),
+        };
+        let answered = match missing {
+            None => bus.reset_consent(id, epoch).is_ok(),
+            Some(reason) => {
+                log::info!("{}: vetoes the planned reset: {reason}", self.desc.name);
+                bus.reset_veto(id, epoch, reason).is_ok()
+            }
+        };
+        if !answered {
+            self.refusals += 1;
         }
     }
 
@@ -321,6 +367,7 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
         let now = bus.now();
         match event {
             Event::Reset { epoch, .. } => {
+                self.resetting = true;
                 self.disk.on_reset(&self.ibal, bus);
                 self.connect_at = None;
                 // After the hardware reset every port the bus knows is down until
@@ -333,17 +380,27 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
                     self.execute_at = Some((now + self.disk.config.ack_delay, epoch));
                 }
             }
+            // A planned reset called off at its query (a veto): this disk heard no RESET
+            // and tore nothing down, so it carries on as it was.
+            Event::ResetAborted { .. } if !self.resetting => {}
             Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
+                self.resetting = false;
                 self.disk.failed = None;
                 // Logs in only on an Active port: otherwise its PORT_ACTIVE will.
                 self.connect_at = self.port_up.then_some(now);
                 // A fresh device: a login that gave up before gets another chance.
                 self.login.fresh_device();
             }
-            Event::ResetFailed { .. } => self.device_lost(bus, IoStatus::DeviceFailed),
-            // Not CAN_VETO, so never asked; were it, silence would be consent.
-            Event::ResetQuery { .. } => {}
-            Event::DeviceFatal { .. } => self.device_lost(bus, IoStatus::DeviceRemoved),
+            Event::ResetFailed { .. } => {
+                self.resetting = false;
+                self.device_lost(bus, IoStatus::DeviceFailed);
+            }
+            // Asked only when the guard made it CAN_VETO.
+            Event::ResetQuery { epoch, .. } => self.guard(bus, epoch),
+            Event::DeviceFatal { .. } => {
+                self.resetting = false;
+                self.device_lost(bus, IoStatus::DeviceRemoved);
+            }
             Event::PortActive { port, .. } if port == self.disk.config.port => {
                 self.port_up = true;
                 // Down and not failed: log in now (RESET_END may have come first).

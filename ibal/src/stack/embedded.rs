@@ -57,6 +57,7 @@ fn disk(boot: bool, port: u8, target_lid: u16, lun_id: u32, iops: u32, ack_ms: u
         target_lid,
         lun_id,
         ack_delay: Duration::from_ms(ack_ms),
+        guard_last_path: boot,
         ..DiskConfig::default()
     }
 }

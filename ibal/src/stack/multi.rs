@@ -6,7 +6,7 @@ use std::vec::Vec;
 
 use hcabus::sim::MultiHost;
 
-use super::{build_with, io_stats, net_stats, BuildError, StackSetup};
+use super::{build_with, io_stats, net_stats, BuildError, ClientSpec, StackSetup};
 use crate::block::IoStats;
 use crate::disk::{DiskConfig, SrpClient};
 use crate::ipoib::NetStats;
@@ -49,6 +49,19 @@ pub fn build_multi(setup: &MultiSetup) -> Result<MultiHost, BuildError> {
         .iter()
         .map(|d| SharedMultipath::new(&d.name, d.config, d.paths.min(MAX_PATHS)))
         .collect();
+    // Where each path runs, for the last-path guard's reasons.
+    for a in &setup.adapters {
+        for c in &a.stack.clients {
+            if let ClientSpec::DiskPath {
+                config, disk, path, ..
+            } = c
+            {
+                if let Some(mp) = disks.get(*disk) {
+                    mp.lock().place_path(*path, &a.name, config.port);
+                }
+            }
+        }
+    }
     let mut hosts = Vec::with_capacity(setup.adapters.len());
     for (i, a) in setup.adapters.iter().enumerate() {
         crate::budget::check(&a.stack).map_err(BuildError::Budget)?;

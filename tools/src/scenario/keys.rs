@@ -107,6 +107,8 @@ pub(super) struct Client {
     pub(super) hca: Option<String>,
     /// srp and bootdisk with several adapters: one path through each adapter named.
     pub(super) paths: Option<Vec<String>>,
+    /// srp and bootdisk: the last-path guard (default: on for a boot disk, off otherwise).
+    pub(super) guard_last_path: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -129,9 +131,18 @@ pub(super) struct EventKeys {
 fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
     match kind {
         ClientKind::Ibal | ClientKind::Uverbs => &[],
-        ClientKind::BootDisk => &["iops", "queue_depth", "read_pct", "blocks", "port", "paths"],
+        ClientKind::BootDisk => &[
+            "iops",
+            "queue_depth",
+            "read_pct",
+            "blocks",
+            "port",
+            "paths",
+            "guard_last_path",
+        ],
         ClientKind::Srp => &[
             "paths",
+            "guard_last_path",
             "iops",
             "queue_depth",
             "read_pct",
@@ -157,7 +168,7 @@ fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
 impl Client {
     /// The first key set that a client of `kind` does not take.
     pub(super) fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
-        let set: [(&str, bool); 16] = [
+        let set: [(&str, bool); 17] = [
             ("iops", self.iops.is_some()),
             ("queue_depth", self.queue_depth.is_some()),
             ("read_pct", self.read_pct.is_some()),
@@ -174,6 +185,7 @@ impl Client {
             ("request_every_ms", self.request_every_ms.is_some()),
             ("request_on_reset_end", self.request_on_reset_end.is_some()),
             ("paths", self.paths.is_some()),
+            ("guard_last_path", self.guard_last_path.is_some()),
         ];
         let allowed = allowed_keys(kind);
         set.into_iter()

@@ -279,7 +279,7 @@ fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
         return Ok(());
     }
     say!(
-        "{:<8} {:<16} {:<9} {:<26} {:<13} {:<8} last ack",
+        "{:<8} {:<16} {:<9} {:<34} {:<13} {:<8} last ack",
         "id",
         "name",
         "kind",
@@ -289,7 +289,7 @@ fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
     );
     for e in &all {
         say!(
-            "{:<8} {:<16} {:<9} {:<26} {:<13} {:<8} {}",
+            "{:<8} {:<16} {:<9} {:<34} {:<13} {:<8} {}",
             id(e.id),
             e.name(),
             kind_name(e.kind),
