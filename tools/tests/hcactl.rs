@@ -137,7 +137,7 @@ fn wait_fails_when_a_planned_reset_is_vetoed_and_gives_up_at_its_timeout() {
     // of the wall clock): a 1 s timeout always comes first.
     let stuck = scenarios.join("stuck-client.toml");
     let server = Server::start_with("timeout", &["--scenario", stuck.to_str().expect("utf-8")]);
-    let out = server.ctl(&["reset", "--wait", "--timeout", "1"]);
+    let out = server.ctl(&["reset", "--forced", "--wait", "--timeout", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         text(&out).contains("no outcome within 1 s"),

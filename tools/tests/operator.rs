@@ -59,7 +59,7 @@ fn json_lines(o: &std::process::Output) -> Vec<Value> {
 #[test]
 fn a_forced_reset_is_told_with_its_reason_phases_and_forced_client() {
     let server = server("reason");
-    let reset = server.ctl(&["reset", "--reason", "maintenance 42", "--wait"]);
+    let reset = server.ctl(&["reset", "--forced", "--reason", "maintenance 42", "--wait"]);
     assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
 
     let status = text(&server.ctl(&["status"]));
@@ -102,7 +102,13 @@ fn a_forced_reset_is_told_with_its_reason_phases_and_forced_client() {
 #[test]
 fn log_filters_and_structured_json_work_alike_on_the_bus_and_on_a_dump() {
     let server = server("dump");
-    let reset = server.ctl(&["reset", "--reason", "post-mortem test", "--wait"]);
+    let reset = server.ctl(&[
+        "reset",
+        "--forced",
+        "--reason",
+        "post-mortem test",
+        "--wait",
+    ]);
     assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
 
     let forced = json_lines(&server.ctl(&["--json", "log", "--kind", "unresponsive"]));

@@ -54,6 +54,16 @@ fn hcactl_drives_a_live_simulator_through_resets() {
         ]
     );
 
+    // `reset` is planned unless --forced: the boot disk, whose only path is this adapter,
+    // refuses it by its last-path guard, and nothing is reset.
+    let planned = server.ctl(&["reset", "--reason", "maintenance", "--wait"]);
+    assert_eq!(planned.status.code(), Some(1), "{}", text(&planned));
+    assert!(
+        text(&planned).contains("client 'bootdisk' said: last path: no other path"),
+        "{}",
+        text(&planned)
+    );
+    assert_eq!(json(&server.ctl(&["--json", "status"]))["epoch"], 1);
     let reset = server.ctl(&["reset", "--forced", "--reason", "test", "--wait"]);
     assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
     assert!(text(&reset).contains("Restored"), "{}", text(&reset));
@@ -73,7 +83,7 @@ fn hcactl_drives_a_live_simulator_through_resets() {
             .code(),
         Some(0)
     );
-    let failed = server.ctl(&["reset", "--wait"]);
+    let failed = server.ctl(&["reset", "--forced", "--wait"]);
     assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
     assert!(text(&failed).contains("HardwareDead"));
     assert_eq!(json(&server.ctl(&["--json", "status"]))["state"], "Failed");
@@ -741,7 +751,7 @@ fn a_scenario_heavier_than_real_time_is_still_served_and_stops_on_sigterm() {
         let s = json(&server.ctl(&["--json", "status"]));
         assert_eq!(s["state"], "Operational");
     }
-    let reset = server.ctl(&["reset", "--wait"]);
+    let reset = server.ctl(&["reset", "--forced", "--wait"]);
     assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
     assert!(server.stop().success());
     let _ = std::fs::remove_dir_all(&dir);

@@ -106,15 +106,19 @@ enum Command {
         #[command(subcommand)]
         action: PolicyAction,
     },
-    /// Ask for a reset.
+    /// Ask for a reset: planned unless --forced. A planned reset asks each CAN_VETO client
+    /// first (RESET_QUERY), and any of them may refuse it: the boot disk's last-path guard
+    /// does when this adapter carries its last path. A forced reset asks nobody.
     Reset {
-        /// A planned reset (clients with CAN_VETO may refuse it).
+        /// A planned reset (the default): CAN_VETO clients are asked first and may refuse it.
         #[arg(long, conflicts_with_all = ["forced", "firmware"])]
         planned: bool,
-        /// A forced reset (the default).
+        /// A forced reset: nobody is asked and nobody can refuse it; a disk whose last path
+        /// runs through this adapter waits for it (what recovery does, not maintenance).
         #[arg(long)]
         forced: bool,
-        /// A firmware-activation reset.
+        /// A planned reset that also activates staged firmware: CAN_VETO clients may refuse
+        /// it, as any planned reset.
         #[arg(long, conflicts_with = "forced")]
         firmware: bool,
         /// Why, for the log.
@@ -444,13 +448,13 @@ fn run(cli: Cli) -> Outcome {
             action: PolicyAction::Set { pairs },
         } => policy::set(&mut bus, &pairs),
         Command::Reset {
-            planned,
+            forced,
             firmware,
             reason,
             wait,
             timeout,
             ..
-        } => reset(&mut bus, planned, firmware, &reason, wait, timeout, js),
+        } => reset(&mut bus, forced, firmware, &reason, wait, timeout, js),
         Command::Restart { wait, timeout } => restart(&mut bus, wait, timeout, js),
         Command::Inject { .. } => match fault {
             Some(request) => inject(&mut bus, &request),
@@ -459,23 +463,23 @@ fn run(cli: Cli) -> Outcome {
     }
 }
 
-/// `hcactl reset`: a forced reset unless `--planned` or `--firmware`; with `--wait`
-/// until it concluded.
+/// `hcactl reset`: a planned reset unless `--forced` (`--firmware`: planned, with the
+/// firmware's activation); with `--wait` until it concluded.
 fn reset(
     bus: &mut Bus,
-    planned: bool,
+    forced: bool,
     firmware: bool,
     reason: &str,
     wait: bool,
     timeout: Option<u64>,
     js: bool,
 ) -> Outcome {
-    let mode = if planned {
-        ResetMode::Planned
+    let mode = if forced {
+        ResetMode::Forced
     } else if firmware {
         ResetMode::FirmwareActivate
     } else {
-        ResetMode::Forced
+        ResetMode::Planned
     };
     let epoch = request_reset(bus, mode, reason)?;
     if wait {
