@@ -196,6 +196,11 @@ pub struct Coordinator {
     health_report: HealthReport,
     /// What the hardware last reported of each port (`None`: never reported).
     ports: [Option<PortView>; MAX_PORTS as usize],
+    /// Ports that were Active when a hardware reset took them down and are not Active again
+    /// yet: the service is back only when this is empty (docs/design.md §5 "Service
+    /// restored"). An observer of the port history, not protocol state: no event depends on
+    /// it, so the fingerprint leaves it out.
+    awaiting_ports: u8,
     #[cfg(feature = "mutants")]
     mutant: Option<Mutant>,
 }
@@ -246,6 +251,7 @@ impl Coordinator {
             counters: Counters::default(),
             health_report: HealthReport::default(),
             ports: [None; MAX_PORTS as usize],
+            awaiting_ports: 0,
             #[cfg(feature = "mutants")]
             mutant: None,
         };

@@ -176,13 +176,24 @@ pub struct EmptyIn {
 }
 const_assert_eq!(size_of::<EmptyIn>(), 8);
 
+/// `StateOut::flags` bit 0: a reset is in progress.
+pub const STATE_RESET_IN_PROGRESS: u32 = 1;
+/// `StateOut::flags` bit 1: no reset is in progress and a port that was Active before the
+/// last one is not Active again: the adapter is back, the service not yet (docs/design.md §5
+/// "Service restored").
+pub const STATE_RECOVERING: u32 = 2;
+/// `StateOut::flags` bits 8-15: the ports (bit 8: port 1) that were Active before the last
+/// reset and are not Active again.
+pub const STATE_AWAITED_PORTS_SHIFT: u32 = 8;
+
 /// Output of QUERY_STATE.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StateOut {
     /// `State` as its number (1 Operational .. 6 Removed).
     pub state: u32,
-    /// Bit 0: a reset is in progress.
+    /// [`STATE_RESET_IN_PROGRESS`], [`STATE_RECOVERING`], and the ports awaited from
+    /// [`STATE_AWAITED_PORTS_SHIFT`].
     pub flags: u32,
     pub epoch: u64,
     pub node_guid: u64,

@@ -640,3 +640,58 @@ fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothin
     let io = stack::io_stats(&host);
     assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
 }
+
+/// QUERY_STATE's flags as an operator's tool reads them.
+fn state_flags(host: &mut SimHost) -> u32 {
+    use hcabus::ioctl::{encode_empty, StateOut, IOCTL_HCABUS_QUERY_STATE};
+    let mut input = [0u8; 8];
+    encode_empty(&mut input);
+    let mut out = [0u8; 512];
+    let rights = hcabus::ioctl::Rights::READ;
+    host.ioctl(IOCTL_HCABUS_QUERY_STATE, &input, &mut out, rights);
+    StateOut::decode(&out).expect("QUERY_STATE").flags
+}
+
+/// docs/design.md §5 "Service restored": on the default host (link training 0.5 s, the
+/// subnet manager's sweep 3 s) the adapter is Operational a second after a catastrophic
+/// error, and QUERY_STATE says "recovering, waiting for ports 1 and 2" until both are Active.
+#[test]
+fn operational_is_not_the_service_until_every_port_that_was_active_is_active_again() {
+    use hcabus::ioctl::{STATE_AWAITED_PORTS_SHIFT, STATE_RECOVERING, STATE_RESET_IN_PROGRESS};
+    let mut host = stack::build(&stack::boot_from_san()).expect("stack");
+    host.run_until(Instant::from_ms(1_000));
+    assert_eq!(state_flags(&mut host), 0, "in service");
+    // Found by the next health poll, then reset.
+    host.inject(Fault::Catastrophic);
+    let mut reset_seen = false;
+    let mut restored_at = None;
+    let mut back_at = None;
+    for ms in (1_010..10_000).step_by(10) {
+        host.run_until(Instant::from_ms(ms));
+        let flags = state_flags(&mut host);
+        reset_seen |= flags & STATE_RESET_IN_PROGRESS != 0;
+        let operational = host.coordinator().state() == State::Operational;
+        if reset_seen && operational && restored_at.is_none() {
+            restored_at = Some(ms);
+            assert_eq!(flags & STATE_RECOVERING, STATE_RECOVERING, "{flags:#x}");
+            assert_eq!(flags >> STATE_AWAITED_PORTS_SHIFT, 0b11, "{flags:#x}");
+        }
+        if restored_at.is_some() && flags == 0 {
+            back_at = Some(ms);
+            break;
+        }
+    }
+    let (restored, back) = (
+        restored_at.expect("restored"),
+        back_at.expect("service back"),
+    );
+    // Every port Active again: each client heard PORT_ACTIVE for both.
+    for port in 1..=2 {
+        let view = host.coordinator().port(port).expect("reported");
+        assert_eq!(view.state, PortState::Active, "port {port}");
+    }
+    assert!(
+        back - restored >= 3_000,
+        "the fabric's 3.5 s: {restored} -> {back}"
+    );
+}

@@ -64,11 +64,34 @@ fn hcactl_drives_a_live_simulator_through_resets() {
         text(&planned)
     );
     assert_eq!(json(&server.ctl(&["--json", "status"]))["epoch"], 1);
+    // --wait=restored: back as soon as the adapter is; the service is not, yet (the default
+    // host's fabric takes 3.5 s after the reset).
+    let restored = server.ctl(&["reset", "--forced", "--wait=restored"]);
+    assert_eq!(restored.status.code(), Some(0), "{}", text(&restored));
+    let s = json(&server.ctl(&["--json", "status"]));
+    assert_eq!(
+        s["recovering"]["waiting_for_ports"],
+        serde_json::json!([1, 2]),
+        "{s}"
+    );
+    assert!(
+        text(&server.ctl(&["status"])).contains("Operational (recovering: waiting for ports 1, 2)")
+    );
+    // --wait: until every port that was Active before is Active again.
     let reset = server.ctl(&["reset", "--forced", "--reason", "test", "--wait"]);
     assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
     assert!(text(&reset).contains("Restored"), "{}", text(&reset));
+    assert!(
+        text(&reset).contains("service restored: port(s) 1, 2 Active again"),
+        "{}",
+        text(&reset)
+    );
+    assert_eq!(
+        json(&server.ctl(&["--json", "status"]))["recovering"],
+        Value::Null
+    );
     let s = json(&server.ctl(&["--json", "status"]));
-    assert_eq!(s["epoch"], 2);
+    assert_eq!(s["epoch"], 3);
     assert_eq!(s["last_reset"]["outcome"], "Restored");
     assert_eq!(s["last_reset"]["reason"], "admin_forced");
 
@@ -92,7 +115,7 @@ fn hcactl_drives_a_live_simulator_through_resets() {
     let s = json(&server.ctl(&["--json", "status"]));
     assert_eq!(
         (s["state"].as_str(), s["epoch"].as_u64()),
-        (Some("Operational"), Some(3))
+        (Some("Operational"), Some(4))
     );
     let again = server.ctl(&["restart"]);
     assert_eq!(again.status.code(), Some(1), "nothing to restart");

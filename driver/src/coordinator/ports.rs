@@ -56,9 +56,23 @@ impl Coordinator {
             return Ok(());
         }
         *slot = Some(view);
+        if state == PortState::Active {
+            self.awaiting_ports &= !bit(port);
+        }
         self.record(RecordKind::Port { port, state, lid });
         self.sync_ports();
         Ok(())
+    }
+
+    /// The ports (bit 0: port 1) that were Active when a hardware reset took them down and
+    /// are not Active again: while the device is in service and this is not empty, it is
+    /// recovering (docs/design.md §5 "Service restored"). Empty once the device is Failed or
+    /// Removed: nothing is coming back to wait for.
+    pub fn awaiting_ports(&self) -> u8 {
+        match self.state() {
+            State::Failed | State::Removed => 0,
+            _ => self.awaiting_ports,
+        }
     }
 
     /// What the bus knows of `port`; `None` for a port the hardware never reported.
@@ -71,6 +85,12 @@ impl Coordinator {
     /// train and the subnet manager sweeps.
     pub(super) fn ports_reset(&mut self) {
         for port in 1..=MAX_PORTS {
+            if self
+                .port(port)
+                .is_some_and(|v| v.state == PortState::Active)
+            {
+                self.awaiting_ports |= bit(port);
+            }
             let slot = &mut self.ports[usize::from(port - 1)];
             if slot.is_some_and(|v| v.state != PortState::Down) {
                 *slot = Some(PortView {

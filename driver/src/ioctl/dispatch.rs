@@ -294,6 +294,19 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
     }
 }
 
+/// QUERY_STATE's flags: a reset in progress, or the service still recovering and the ports
+/// it waits for.
+fn state_flags(coord: &Coordinator) -> u32 {
+    let awaited = u32::from(coord.awaiting_ports());
+    let mut flags = awaited << STATE_AWAITED_PORTS_SHIFT;
+    if coord.reset_in_progress() {
+        flags |= STATE_RESET_IN_PROGRESS;
+    } else if awaited != 0 {
+        flags |= STATE_RECOVERING;
+    }
+    flags
+}
+
 /// QUERY_STATE's answer for `coord` at `now`: a reset still open gives the time since it
 /// began as its total, so an operator sees how long it has run.
 pub fn state_out(coord: &Coordinator, now: Instant) -> StateOut {
@@ -302,7 +315,7 @@ pub fn state_out(coord: &Coordinator, now: Instant) -> StateOut {
     let last = coord.last_reset();
     StateOut {
         state: coord.state() as u32,
-        flags: u32::from(coord.reset_in_progress()),
+        flags: state_flags(coord),
         epoch: coord.epoch().0,
         node_guid: id.node_guid,
         serial: id.serial,

@@ -211,3 +211,29 @@ fn a_failed_device_tells_its_zombies_nothing_of_ports() {
     port(&mut s, 1, PortState::Active, 7);
     assert!(port_events(&s, a).is_empty());
 }
+
+#[test]
+fn the_service_is_back_when_every_port_active_before_the_reset_is_active_again() {
+    let mut s = stepper();
+    let a = reg(&mut s, "a");
+    port(&mut s, 1, PortState::Active, 0x10);
+    port(&mut s, 2, PortState::Down, 0);
+    assert_eq!(s.c().awaiting_ports(), 0, "no reset yet");
+    reset(&mut s, &[a]);
+    // Operational again, and port 1 (Active before) not yet: recovering. Port 2 was Down
+    // before the reset (its cable out): nobody waits for it.
+    assert_eq!(s.c().state(), State::Operational);
+    assert_eq!(s.c().awaiting_ports(), 0b01);
+    port(&mut s, 2, PortState::Active, 0x11);
+    assert_eq!(s.c().awaiting_ports(), 0b01, "port 2 was not awaited");
+    port(&mut s, 1, PortState::Init, 0);
+    assert_eq!(s.c().awaiting_ports(), 0b01, "training is not Active");
+    port(&mut s, 1, PortState::Active, 0x12);
+    assert_eq!(s.c().awaiting_ports(), 0, "restored");
+    // Both Active now: a second reset awaits both, and a device that fails awaits nothing.
+    reset(&mut s, &[a]);
+    assert_eq!(s.c().awaiting_ports(), 0b11);
+    s.call(|c, now| c.surprise_removal(now));
+    s.pump();
+    assert_eq!(s.c().awaiting_ports(), 0, "removed: nothing is coming back");
+}

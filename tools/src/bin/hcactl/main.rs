@@ -2,13 +2,14 @@
 //!
 //! Exit status: 0 success (also when whoever reads stdout closed it early: `| head`); 1 a
 //! request the bus refused (its NTSTATUS printed by name and value), a reset that `--wait`
-//! saw end badly (failed, vetoed, aborted) or did not see end within `--timeout`; 2 a usage
+//! saw end badly (failed, vetoed, aborted) or did not see end, or whose ports did not all come
+//! back, within `--timeout`; 2 a usage
 //! or connection error, a short or malformed answer from the server included.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration as WallDuration, Instant as WallInstant};
+use std::time::Duration as WallDuration;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use hcabus::ioctl::*;
@@ -124,9 +125,11 @@ enum Command {
         /// Why, for the log.
         #[arg(long, default_value = "")]
         reason: String,
-        /// Wait for the reset to end and report its outcome.
-        #[arg(long)]
-        wait: bool,
+        /// Wait for the reset's outcome, then (`--wait`, `--wait=service`) until every port
+        /// that was Active before it is Active again; `--wait=restored`: the outcome only.
+        #[arg(long, value_enum, num_args = 0..=1, require_equals = true,
+              default_missing_value = "service", value_name = "UNTIL")]
+        wait: Option<WaitFor>,
         /// With --wait: give up after this many seconds (default: the policy's worst case,
         /// quiesce deadline plus auto-restart window, plus a minute).
         #[arg(long, value_name = "SECONDS", requires = "wait")]
@@ -134,9 +137,11 @@ enum Command {
     },
     /// Restart a Failed device.
     Restart {
-        /// Wait for the restart to end and report its outcome.
-        #[arg(long)]
-        wait: bool,
+        /// Wait as `reset --wait` does: the outcome, then the ports (`--wait=restored`: the
+        /// outcome only).
+        #[arg(long, value_enum, num_args = 0..=1, require_equals = true,
+              default_missing_value = "service", value_name = "UNTIL")]
+        wait: Option<WaitFor>,
         /// With --wait: give up after this many seconds (default as for `reset`).
         #[arg(long, value_name = "SECONDS", requires = "wait")]
         timeout: Option<u64>,
@@ -208,8 +213,10 @@ mod log;
 mod policy;
 mod resets;
 mod state;
+mod wait;
 
-use state::{result, us};
+use state::us;
+use wait::{wait_for, WaitFor};
 
 /// Every registered client, page by page.
 fn fetch_clients(bus: &mut Bus) -> Result<Vec<ClientEntry>, Failure> {
@@ -306,84 +313,6 @@ fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
     Ok(())
 }
 
-/// How long `--wait` waits by default: the longest a reset can take under the bus's policy
-/// (the whole quiesce deadline, then the hardware phase up to the auto-restart window, which
-/// bounds every retry), and a minute for the restore and the polling.
-fn worst_case(bus: &mut Bus) -> Result<WallDuration, Failure> {
-    let p = bus.policy()?;
-    let ms = p
-        .quiesce_deadline_ms
-        .saturating_add(p.auto_restart_window_ms)
-        .saturating_add(60_000);
-    Ok(WallDuration::from_millis(ms))
-}
-
-/// Why a waited-for reset did not bring the device back, in words.
-fn why_not(result: u32) -> &'static str {
-    match result {
-        RESULT_VETOED => "a client vetoed it; nothing was reset",
-        RESULT_ABORTED_UNRESPONSIVE => "a client did not answer in time; nothing was reset",
-        0x11 => "the hardware did not come back from reset",
-        0x12 => "another device answered after the reset",
-        0x13 => "too many automatic resets: storm control failed the device",
-        0x14 => "the device did not come back within the auto-restart window",
-        0x15 => "auto_recover is off: the device is left failed for the administrator",
-        0x30 => "the device was removed",
-        _ => "unknown outcome",
-    }
-}
-
-/// Waits until the reset of `epoch` has an outcome; fails unless the device came back.
-fn wait_for(bus: &mut Bus, epoch: u64, timeout: Option<u64>, as_json: bool) -> Outcome {
-    let limit = match timeout {
-        Some(s) => WallDuration::from_secs(s),
-        None => worst_case(bus)?,
-    };
-    let deadline = WallInstant::now() + limit;
-    loop {
-        let s = bus.state()?;
-        let done = s.flags & 1 == 0 && s.last_epoch != NONE_U64 && s.last_epoch >= epoch;
-        if done {
-            let outcome = result(s.last_result);
-            if as_json {
-                say!(
-                    "{}",
-                    json!({ "epoch": s.last_epoch, "outcome": outcome, "total_us": s.last_total_us, "new_epoch": s.epoch, "state": state_name(s.state) })
-                );
-            } else {
-                say!(
-                    "reset of e{}: {outcome} in {}; now {} on e{}",
-                    s.last_epoch,
-                    us(s.last_total_us),
-                    state_name(s.state),
-                    s.epoch
-                );
-            }
-            let said = match s.last_result {
-                1 | 2 => return Ok(()),
-                RESULT_VETOED => log::last_veto(bus)?.map(|s| format!(" ({s})")),
-                // Who did not answer, from the reset history (an abort is not a veto).
-                RESULT_ABORTED_UNRESPONSIVE => resets::fetch(bus)?.1.last().map(|last| {
-                    format!(" ({})", last.forced_names().collect::<Vec<_>>().join(", "))
-                }),
-                _ => None,
-            };
-            return Err(Failure::Outcome(format!(
-                "the reset ended {outcome}: {}{}",
-                why_not(s.last_result),
-                said.unwrap_or_default()
-            )));
-        }
-        if WallInstant::now() > deadline {
-            return Err(Failure::Outcome(format!(
-                "no outcome within {} s (--timeout); the reset of e{epoch} may still be running",
-                limit.as_secs()
-            )));
-        }
-        std::thread::sleep(WallDuration::from_millis(20));
-    }
-}
-
 fn run(cli: Cli) -> Outcome {
     let js = cli.json;
     // What needs no connection is checked before one is made.
@@ -470,7 +399,7 @@ fn reset(
     forced: bool,
     firmware: bool,
     reason: &str,
-    wait: bool,
+    wait: Option<WaitFor>,
     timeout: Option<u64>,
     js: bool,
 ) -> Outcome {
@@ -482,8 +411,8 @@ fn reset(
         ResetMode::Planned
     };
     let epoch = request_reset(bus, mode, reason)?;
-    if wait {
-        wait_for(bus, epoch, timeout, js)
+    if let Some(until) = wait {
+        wait_for(bus, epoch, until, timeout, js)
     } else if js {
         say!("{}", json!({ "epoch": epoch }));
         Ok(())
@@ -494,13 +423,13 @@ fn reset(
 }
 
 /// `hcactl restart`: RESTART of a Failed device; with `--wait` until it concluded.
-fn restart(bus: &mut Bus, wait: bool, timeout: Option<u64>, js: bool) -> Outcome {
+fn restart(bus: &mut Bus, wait: Option<WaitFor>, timeout: Option<u64>, js: bool) -> Outcome {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
     let out = bus.call(IOCTL_HCABUS_RESTART, &input, 8)?;
     let epoch = Answer::new("RESTART", &out).u64(0)?;
-    if wait {
-        wait_for(bus, epoch, timeout, js)
+    if let Some(until) = wait {
+        wait_for(bus, epoch, until, timeout, js)
     } else {
         say!("restart of e{epoch} requested");
         Ok(())

@@ -61,6 +61,10 @@ pub(crate) fn status_json(s: &StateOut, last: Option<&ResetSummaryOut>) -> Value
     json!({
         "state": state_name(s.state),
         "reset_in_progress": s.flags & 1 == 1,
+        // The adapter is back and the service not yet: the ports still awaited.
+        "recovering": (s.flags & STATE_RECOVERING != 0).then(|| json!({
+            "waiting_for_ports": awaited_ports(s),
+        })),
         // The reset under way and how long it has run (QUERY_STATE's total of an open reset).
         "in_progress": (s.flags & 1 == 1 && s.last_epoch != NONE_U64).then(|| json!({
             "epoch": s.last_epoch,
@@ -90,6 +94,19 @@ pub(crate) fn status_json(s: &StateOut, last: Option<&ResetSummaryOut>) -> Value
     })
 }
 
+/// The ports the service still waits for, from QUERY_STATE's flags.
+pub(crate) fn awaited_ports(s: &StateOut) -> Vec<u8> {
+    let mask = s.flags >> STATE_AWAITED_PORTS_SHIFT;
+    (1..=8u8).filter(|p| mask & (1 << (p - 1)) != 0).collect()
+}
+
+/// "waiting for port 1", "waiting for ports 1, 2".
+pub(crate) fn waiting_for(s: &StateOut) -> String {
+    let ports: Vec<String> = awaited_ports(s).iter().map(u8::to_string).collect();
+    let plural = if ports.len() == 1 { "" } else { "s" };
+    format!("waiting for port{plural} {}", ports.join(", "))
+}
+
 fn fw_version(s: &StateOut) -> (u64, u64, u64) {
     (
         s.fw_version >> 32,
@@ -112,15 +129,14 @@ pub(crate) fn status(bus: &mut Bus, as_json: bool, compact: bool) -> Outcome {
         return Ok(());
     }
     let fw = fw_version(&s);
-    say!(
-        "state        {}{}",
-        state_name(s.state),
-        if s.flags & 1 == 1 {
-            " (reset in progress)"
-        } else {
-            ""
-        }
-    );
+    let note = if s.flags & 1 == 1 {
+        String::from(" (reset in progress)")
+    } else if s.flags & STATE_RECOVERING != 0 {
+        format!(" (recovering: {})", waiting_for(&s))
+    } else {
+        String::new()
+    };
+    say!("state        {}{note}", state_name(s.state));
     say!("epoch        e{}", s.epoch);
     say!(
         "device       {:04x}:{:04x} subsystem {:04x}:{:04x}, node GUID 0x{:016x}, serial 0x{:016x}, firmware {}.{}.{}",

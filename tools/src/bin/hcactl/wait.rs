@@ -1,0 +1,161 @@
+//! `--wait`: until a reset has an outcome, and by default until the service is back (every
+//! port that was Active before it is Active again: docs/design.md §5 "Service restored").
+
+use std::time::{Duration as WallDuration, Instant as WallInstant};
+
+use hcabus::ioctl::*;
+use serde_json::json;
+
+use crate::bus::{Bus, Failure, Outcome};
+use crate::emit;
+use crate::state::{result, us, waiting_for};
+use crate::{log, resets};
+
+/// What `--wait` waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum WaitFor {
+    /// The reset's outcome, and then every port that was Active before it Active again.
+    Service,
+    /// The reset's outcome only: the adapter restored (RESET_END), ports or not.
+    Restored,
+}
+
+/// How long `--wait` waits by default: the longest a reset can take under the bus's policy
+/// (the whole quiesce deadline, then the hardware phase up to the auto-restart window, which
+/// bounds every retry), and a minute for the restore and the polling.
+pub(crate) fn worst_case(bus: &mut Bus) -> Result<WallDuration, Failure> {
+    let p = bus.policy()?;
+    let ms = p
+        .quiesce_deadline_ms
+        .saturating_add(p.auto_restart_window_ms)
+        .saturating_add(60_000);
+    Ok(WallDuration::from_millis(ms))
+}
+
+/// Why a waited-for reset did not bring the device back, in words.
+fn why_not(result: u32) -> &'static str {
+    match result {
+        RESULT_VETOED => "a client vetoed it; nothing was reset",
+        RESULT_ABORTED_UNRESPONSIVE => "a client did not answer in time; nothing was reset",
+        0x11 => "the hardware did not come back from reset",
+        0x12 => "another device answered after the reset",
+        0x13 => "too many automatic resets: storm control failed the device",
+        0x14 => "the device did not come back within the auto-restart window",
+        0x15 => "auto_recover is off: the device is left failed for the administrator",
+        0x30 => "the device was removed",
+        _ => "unknown outcome",
+    }
+}
+
+/// Waits until the reset of `epoch` has an outcome; fails unless the device came back.
+pub(crate) fn wait_for(
+    bus: &mut Bus,
+    epoch: u64,
+    until: WaitFor,
+    timeout: Option<u64>,
+    as_json: bool,
+) -> Outcome {
+    let limit = match timeout {
+        Some(s) => WallDuration::from_secs(s),
+        None => worst_case(bus)?,
+    };
+    let deadline = WallInstant::now() + limit;
+    loop {
+        let s = bus.state()?;
+        let done = s.flags & 1 == 0 && s.last_epoch != NONE_U64 && s.last_epoch >= epoch;
+        if done {
+            let outcome = result(s.last_result);
+            let back = matches!(s.last_result, 1 | 2);
+            if back && until == WaitFor::Service {
+                return service(bus, &s, deadline, limit, as_json);
+            }
+            if as_json {
+                say!(
+                    "{}",
+                    json!({ "epoch": s.last_epoch, "outcome": outcome, "total_us": s.last_total_us, "new_epoch": s.epoch, "state": state_name(s.state) })
+                );
+            } else {
+                say!(
+                    "reset of e{}: {outcome} in {}; now {} on e{}",
+                    s.last_epoch,
+                    us(s.last_total_us),
+                    state_name(s.state),
+                    s.epoch
+                );
+            }
+            let said = match s.last_result {
+                1 | 2 => return Ok(()),
+                RESULT_VETOED => log::last_veto(bus)?.map(|s| format!(" ({s})")),
+                // Who did not answer, from the reset history (an abort is not a veto).
+                RESULT_ABORTED_UNRESPONSIVE => resets::fetch(bus)?.1.last().map(|last| {
+                    format!(" ({})", last.forced_names().collect::<Vec<_>>().join(", "))
+                }),
+                _ => None,
+            };
+            return Err(Failure::Outcome(format!(
+                "the reset ended {outcome}: {}{}",
+                why_not(s.last_result),
+                said.unwrap_or_default()
+            )));
+        }
+        if WallInstant::now() > deadline {
+            return Err(Failure::Outcome(format!(
+                "no outcome within {} s (--timeout); the reset of e{epoch} may still be running",
+                limit.as_secs()
+            )));
+        }
+        std::thread::sleep(WallDuration::from_millis(20));
+    }
+}
+
+/// The adapter is back (its outcome printed): waits, within the same bound, until QUERY_STATE
+/// no longer says it is recovering, and names the ports that did not come back if they do not.
+fn service(
+    bus: &mut Bus,
+    restored: &StateOut,
+    deadline: WallInstant,
+    limit: WallDuration,
+    as_json: bool,
+) -> Outcome {
+    let outcome = result(restored.last_result);
+    let start = WallInstant::now();
+    let awaited = crate::state::awaited_ports(restored);
+    if !as_json {
+        say!(
+            "reset of e{}: {outcome} in {}; now {} on e{}",
+            restored.last_epoch,
+            us(restored.last_total_us),
+            state_name(restored.state),
+            restored.epoch
+        );
+    }
+    let mut s = *restored;
+    while s.flags & STATE_RECOVERING != 0 {
+        if WallInstant::now() > deadline {
+            return Err(Failure::Outcome(format!(
+                "the device is back on e{}, but the service is not: {} after {} s (--timeout)",
+                s.epoch,
+                waiting_for(&s),
+                limit.as_secs()
+            )));
+        }
+        std::thread::sleep(WallDuration::from_millis(20));
+        s = bus.state()?;
+    }
+    let waited_ms = start.elapsed().as_millis();
+    if as_json {
+        say!(
+            "{}",
+            json!({ "epoch": restored.last_epoch, "outcome": outcome, "total_us": restored.last_total_us,
+                    "new_epoch": restored.epoch, "state": state_name(s.state),
+                    "service": { "restored": true, "awaited_ports": awaited, "waited_ms": waited_ms } })
+        );
+    } else if !awaited.is_empty() {
+        let ports: Vec<String> = awaited.iter().map(u8::to_string).collect();
+        say!(
+            "service restored: port(s) {} Active again, {waited_ms} ms later",
+            ports.join(", ")
+        );
+    }
+    Ok(())
+}
