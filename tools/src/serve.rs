@@ -322,6 +322,13 @@ fn run_host(mut host: MultiHost, inbox: mpsc::Receiver<Job>, stop: Arc<AtomicBoo
             }
         }
         if stop.load(Ordering::Relaxed) {
+            // What the clients' I/O went through while served: the accounting, each disk's
+            // latency, each multipath disk's time with no path.
+            eprint!(
+                "hcasim: stopped after {} ms of virtual time\n{}",
+                host.now().as_ms(),
+                crate::world::workload(&host)
+            );
             return;
         }
         let wall = Instant::from_us(start.elapsed().as_micros() as u64);

@@ -34,7 +34,9 @@ impl Server {
             .args(["serve", "--socket"])
             .arg(&socket)
             .args(extra)
-            .stderr(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.join("serve.err")).expect("stderr file"),
+            ))
             .spawn()
             .expect("hcasim serve starts");
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -56,6 +58,19 @@ impl Server {
             .args(args)
             .output()
             .expect("hcactl runs")
+    }
+
+    /// Stops the server; its exit status and what it wrote to stderr (its report at the end).
+    pub fn stop_report(self) -> (std::process::ExitStatus, String) {
+        let err = self.dir.join("serve.err");
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal");
+        let mut me = self;
+        let status = me.child.wait().expect("exits");
+        let said = std::fs::read_to_string(&err).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&me.dir);
+        std::mem::forget(me);
+        (status, said)
     }
 
     pub fn stop(mut self) -> std::process::ExitStatus {

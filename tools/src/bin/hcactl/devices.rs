@@ -14,15 +14,15 @@ use crate::state::ports;
 use crate::{emit, state_name};
 
 /// One device found.
-struct Found {
+pub(crate) struct Found {
     /// What `--device` takes; `None` for a host of one adapter, served only at `PATH`.
-    name: Option<String>,
+    pub(crate) name: Option<String>,
     /// Where it is: the socket, or the Win32 path.
-    path: String,
+    pub(crate) path: String,
     /// Whether hcactl without `--device` reaches it.
-    default: bool,
+    pub(crate) default: bool,
     /// Its QUERY_STATE answer, or why there is none.
-    state: Result<StateOut, String>,
+    pub(crate) state: Result<StateOut, String>,
 }
 
 fn query(socket: Option<&PathBuf>, device: Option<&str>) -> Result<StateOut, String> {
@@ -31,7 +31,7 @@ fn query(socket: Option<&PathBuf>, device: Option<&str>) -> Result<StateOut, Str
 }
 
 #[cfg(unix)]
-fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
+pub(crate) fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
     use std::os::unix::fs::MetadataExt;
     let base = crate::bus::device_socket(socket, None)?;
     let names = hcabus_tools::device::names_beside(&base).map_err(|e| {
@@ -69,7 +69,7 @@ fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
 }
 
 #[cfg(windows)]
-fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
+pub(crate) fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
     if socket.is_some() {
         return Err(Failure::Usage(
             "--socket: the simulator's socket is a Unix transport; on Windows hcactl talks to \
@@ -101,7 +101,7 @@ fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
 }
 
 #[cfg(not(any(unix, windows)))]
-fn find(_: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
+pub(crate) fn find(_: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
     Err(Failure::Usage("no transport on this platform".into()))
 }
 

@@ -135,6 +135,21 @@ enum Command {
         #[arg(long, value_name = "SECONDS", requires = "wait")]
         timeout: Option<u64>,
     },
+    /// Rolling maintenance: each adapter in turn by a planned reset, the next only once the
+    /// last one's ports are Active again. A last-path veto (a disk's other path not back yet)
+    /// is waited out and asked again within --timeout; any other veto or failure stops with
+    /// exit 1, naming the device and the reason.
+    Maintain {
+        /// Activate staged firmware on each (a planned reset too: it may be vetoed).
+        #[arg(long)]
+        firmware: bool,
+        /// These devices, in this order (default: every one `hcactl devices` lists).
+        #[arg(long, value_name = "A,B", value_delimiter = ',')]
+        devices: Option<Vec<String>>,
+        /// Per device: give up after this many seconds (default as for `reset --wait`).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+    },
     /// Restart a Failed device.
     Restart {
         /// Wait as `reset --wait` does: the outcome, then the ports (`--wait=restored`: the
@@ -210,6 +225,7 @@ macro_rules! say {
 // After `say!`, which they use.
 mod devices;
 mod log;
+mod maintain;
 mod policy;
 mod resets;
 mod state;
@@ -318,6 +334,24 @@ fn run(cli: Cli) -> Outcome {
     // What needs no connection is checked before one is made.
     let fault = match &cli.command {
         Command::Devices => return devices::devices(cli.socket.as_ref(), js),
+        Command::Maintain {
+            firmware,
+            devices,
+            timeout,
+        } => {
+            if cli.device.is_some() {
+                return Err(Failure::Usage(
+                    "maintain: --devices A,B names the devices, not --device".into(),
+                ));
+            }
+            return maintain::maintain(&maintain::Plan {
+                socket: cli.socket.as_ref(),
+                devices: devices.as_deref(),
+                firmware: *firmware,
+                timeout: *timeout,
+                as_json: js,
+            });
+        }
         Command::Completions { shell } => {
             return generated(|out| {
                 hcabus_tools::generate::completions(Cli::command(), *shell, out)
@@ -355,7 +389,11 @@ fn run(cli: Cli) -> Outcome {
     };
     let mut bus = Bus::open(cli.socket.as_ref(), cli.device.as_deref())?;
     match cli.command {
-        Command::Devices | Command::Completions { .. } | Command::Man => Ok(()),
+        // Served before a connection is made, above.
+        Command::Devices
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Maintain { .. } => Ok(()),
         Command::Status {
             watch: true,
             interval_ms,

@@ -47,7 +47,73 @@ fn why_not(result: u32) -> &'static str {
     }
 }
 
-/// Waits until the reset of `epoch` has an outcome; fails unless the device came back.
+/// How often `--wait` and `maintain` look at the bus.
+const POLL: WallDuration = WallDuration::from_millis(20);
+
+/// Looks until the reset of `epoch` has an outcome; `None` at `deadline`.
+pub(crate) fn outcome_of(
+    bus: &mut Bus,
+    epoch: u64,
+    deadline: WallInstant,
+) -> Result<Option<StateOut>, Failure> {
+    loop {
+        let s = bus.state()?;
+        if s.flags & STATE_RESET_IN_PROGRESS == 0
+            && s.last_epoch != NONE_U64
+            && s.last_epoch >= epoch
+        {
+            return Ok(Some(s));
+        }
+        if WallInstant::now() > deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Looks until QUERY_STATE no longer says the device is recovering (every port that was
+/// Active before the reset is Active again); the last answer, and whether it is so.
+pub(crate) fn service_of(
+    bus: &mut Bus,
+    mut s: StateOut,
+    deadline: WallInstant,
+) -> Result<(StateOut, bool), Failure> {
+    while s.flags & STATE_RECOVERING != 0 {
+        if WallInstant::now() > deadline {
+            return Ok((s, false));
+        }
+        std::thread::sleep(POLL);
+        s = bus.state()?;
+    }
+    Ok((s, true))
+}
+
+/// Why a reset that ended `s` did not bring the device back, with who said so: the vetoer
+/// and its reason, or the clients that did not answer (an abort is not a veto).
+pub(crate) fn failure(bus: &mut Bus, s: &StateOut) -> Result<String, Failure> {
+    let said = match s.last_result {
+        RESULT_VETOED => log::last_veto(bus)?.map(|s| format!(" ({s})")),
+        RESULT_ABORTED_UNRESPONSIVE => resets::fetch(bus)?
+            .1
+            .last()
+            .map(|last| format!(" ({})", last.forced_names().collect::<Vec<_>>().join(", "))),
+        _ => None,
+    };
+    Ok(format!(
+        "the reset ended {}: {}{}",
+        result(s.last_result),
+        why_not(s.last_result),
+        said.unwrap_or_default()
+    ))
+}
+
+/// Whether a reset that ended `s` brought the device back (Restored, FirmwareChanged).
+pub(crate) fn came_back(s: &StateOut) -> bool {
+    matches!(s.last_result, 1 | 2)
+}
+
+/// Waits until the reset of `epoch` has an outcome and, with `WaitFor::Service`, until the
+/// service is back; fails unless both happen within the bound.
 pub(crate) fn wait_for(
     bus: &mut Bus,
     epoch: u64,
@@ -60,52 +126,34 @@ pub(crate) fn wait_for(
         None => worst_case(bus)?,
     };
     let deadline = WallInstant::now() + limit;
-    loop {
-        let s = bus.state()?;
-        let done = s.flags & 1 == 0 && s.last_epoch != NONE_U64 && s.last_epoch >= epoch;
-        if done {
-            let outcome = result(s.last_result);
-            let back = matches!(s.last_result, 1 | 2);
-            if back && until == WaitFor::Service {
-                return service(bus, &s, deadline, limit, as_json);
-            }
-            if as_json {
-                say!(
-                    "{}",
-                    json!({ "epoch": s.last_epoch, "outcome": outcome, "total_us": s.last_total_us, "new_epoch": s.epoch, "state": state_name(s.state) })
-                );
-            } else {
-                say!(
-                    "reset of e{}: {outcome} in {}; now {} on e{}",
-                    s.last_epoch,
-                    us(s.last_total_us),
-                    state_name(s.state),
-                    s.epoch
-                );
-            }
-            let said = match s.last_result {
-                1 | 2 => return Ok(()),
-                RESULT_VETOED => log::last_veto(bus)?.map(|s| format!(" ({s})")),
-                // Who did not answer, from the reset history (an abort is not a veto).
-                RESULT_ABORTED_UNRESPONSIVE => resets::fetch(bus)?.1.last().map(|last| {
-                    format!(" ({})", last.forced_names().collect::<Vec<_>>().join(", "))
-                }),
-                _ => None,
-            };
-            return Err(Failure::Outcome(format!(
-                "the reset ended {outcome}: {}{}",
-                why_not(s.last_result),
-                said.unwrap_or_default()
-            )));
-        }
-        if WallInstant::now() > deadline {
-            return Err(Failure::Outcome(format!(
-                "no outcome within {} s (--timeout); the reset of e{epoch} may still be running",
-                limit.as_secs()
-            )));
-        }
-        std::thread::sleep(WallDuration::from_millis(20));
+    let Some(s) = outcome_of(bus, epoch, deadline)? else {
+        return Err(Failure::Outcome(format!(
+            "no outcome within {} s (--timeout); the reset of e{epoch} may still be running",
+            limit.as_secs()
+        )));
+    };
+    let outcome = result(s.last_result);
+    if came_back(&s) && until == WaitFor::Service {
+        return service(bus, &s, deadline, limit, as_json);
     }
+    if as_json {
+        say!(
+            "{}",
+            json!({ "epoch": s.last_epoch, "outcome": outcome, "total_us": s.last_total_us, "new_epoch": s.epoch, "state": state_name(s.state) })
+        );
+    } else {
+        say!(
+            "reset of e{}: {outcome} in {}; now {} on e{}",
+            s.last_epoch,
+            us(s.last_total_us),
+            state_name(s.state),
+            s.epoch
+        );
+    }
+    if came_back(&s) {
+        return Ok(());
+    }
+    Err(Failure::Outcome(failure(bus, &s)?))
 }
 
 /// The adapter is back (its outcome printed): waits, within the same bound, until QUERY_STATE
@@ -129,18 +177,14 @@ fn service(
             restored.epoch
         );
     }
-    let mut s = *restored;
-    while s.flags & STATE_RECOVERING != 0 {
-        if WallInstant::now() > deadline {
-            return Err(Failure::Outcome(format!(
-                "the device is back on e{}, but the service is not: {} after {} s (--timeout)",
-                s.epoch,
-                waiting_for(&s),
-                limit.as_secs()
-            )));
-        }
-        std::thread::sleep(WallDuration::from_millis(20));
-        s = bus.state()?;
+    let (s, back) = service_of(bus, *restored, deadline)?;
+    if !back {
+        return Err(Failure::Outcome(format!(
+            "the device is back on e{}, but the service is not: {} after {} s (--timeout)",
+            s.epoch,
+            waiting_for(&s),
+            limit.as_secs()
+        )));
     }
     let waited_ms = start.elapsed().as_millis();
     if as_json {

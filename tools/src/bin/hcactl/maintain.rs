@@ -1,0 +1,227 @@
+//! `hcactl maintain`: rolling maintenance (docs/design.md §7). The host's adapters one at a
+//! time, each by a planned reset (or a firmware activation), and after each the wait until its
+//! ports are Active again; the next adapter's reset is asked only then. A last-path veto (a
+//! disk whose other path is not back yet) is waited out and asked again within the bound;
+//! any other veto or failure stops the run with exit 1, naming the device and the reason.
+
+use std::path::PathBuf;
+use std::time::{Duration as WallDuration, Instant as WallInstant};
+
+use hcabus::ioctl::*;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{json, Value};
+
+use crate::bus::{Bus, Failure, Outcome};
+use crate::emit;
+use crate::resets;
+use crate::state::{result, us, waiting_for};
+use crate::wait::{came_back, failure, outcome_of, service_of, worst_case};
+
+/// How long a last-path veto is waited out before the reset is asked again.
+const VETO_RETRY: WallDuration = WallDuration::from_millis(500);
+
+/// What `maintain` was asked.
+pub(crate) struct Plan<'a> {
+    pub(crate) socket: Option<&'a PathBuf>,
+    /// The devices by name, in order; `None`: every device found, in the listing's order.
+    pub(crate) devices: Option<&'a [String]>,
+    pub(crate) firmware: bool,
+    /// Per device: seconds for its reset and its ports (default: the policy's worst case).
+    pub(crate) timeout: Option<u64>,
+    pub(crate) as_json: bool,
+}
+
+/// One adapter done.
+struct Done {
+    device: String,
+    from_epoch: u64,
+    to_epoch: u64,
+    outcome: &'static str,
+    total_us: u64,
+    /// Last-path vetoes waited out before the reset went ahead.
+    vetoes: u32,
+    /// From the outcome until its ports were Active again.
+    service_ms: u128,
+}
+
+/// The devices to maintain, checked before anything is reset: each named one must be there.
+fn targets(plan: &Plan<'_>) -> Result<Vec<Option<String>>, Failure> {
+    let found = crate::devices::find(plan.socket)?;
+    let Some(wanted) = plan.devices else {
+        if found.is_empty() {
+            return Err(Failure::Outcome(
+                "no device found (`hcactl devices`)".into(),
+            ));
+        }
+        return Ok(found.into_iter().map(|f| f.name).collect());
+    };
+    for name in wanted {
+        if !found
+            .iter()
+            .any(|f| f.name.as_deref() == Some(name.as_str()))
+        {
+            return Err(Failure::Usage(format!(
+                "--devices: no device {name:?} (`hcactl devices` lists them)"
+            )));
+        }
+    }
+    Ok(wanted.iter().cloned().map(Some).collect())
+}
+
+/// A spinner on a terminal (stderr), nothing elsewhere.
+fn progress(as_json: bool) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    if as_json {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(WallDuration::from_millis(100));
+    bar
+}
+
+pub(crate) fn maintain(plan: &Plan<'_>) -> Outcome {
+    let targets = targets(plan)?;
+    let bar = progress(plan.as_json);
+    let mut done: Vec<Done> = Vec::with_capacity(targets.len());
+    for name in &targets {
+        let label = name.clone().unwrap_or_else(|| "the device".into());
+        let one = one_device(plan, name.as_deref(), &label, &bar);
+        match one {
+            Ok(d) => {
+                bar.suspend(|| say_done(&d, plan.as_json))?;
+                done.push(d);
+            }
+            Err(e) => {
+                bar.finish_and_clear();
+                if plan.as_json {
+                    say!("{}", report(&done, Some((&label, &e))));
+                }
+                return Err(e);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if plan.as_json {
+        say!("{}", report(&done, None));
+    } else {
+        say!("maintained {} device(s), one at a time", done.len());
+    }
+    Ok(())
+}
+
+fn say_done(d: &Done, as_json: bool) -> Outcome {
+    if !as_json {
+        let waited = if d.vetoes > 0 {
+            format!(" after {} last-path veto(es) waited out", d.vetoes)
+        } else {
+            String::new()
+        };
+        say!(
+            "{}: e{} {} in {}{waited}; ports back {} ms later; now e{}",
+            d.device,
+            d.from_epoch,
+            d.outcome,
+            us(d.total_us),
+            d.service_ms,
+            d.to_epoch
+        );
+    }
+    Ok(())
+}
+
+fn report(done: &[Done], failed: Option<(&str, &Failure)>) -> Value {
+    json!({
+        "devices": done.iter().map(|d| json!({
+            "device": d.device, "from_epoch": d.from_epoch, "to_epoch": d.to_epoch,
+            "outcome": d.outcome, "total_us": d.total_us, "last_path_vetoes": d.vetoes,
+            "service_ms": d.service_ms,
+        })).collect::<Vec<_>>(),
+        "stopped_at": failed.map(|(device, e)| json!({ "device": device, "reason": e.text() })),
+    })
+}
+
+/// One adapter: its planned reset (asked again after a last-path veto, within the bound),
+/// then its ports.
+fn one_device(
+    plan: &Plan<'_>,
+    name: Option<&str>,
+    label: &str,
+    bar: &ProgressBar,
+) -> Result<Done, Failure> {
+    let named = |e: Failure| match e {
+        Failure::Outcome(text) => Failure::Outcome(format!("{label}: {text}")),
+        other => other,
+    };
+    let mut bus = Bus::open(plan.socket, name)?;
+    let limit = match plan.timeout {
+        Some(s) => WallDuration::from_secs(s),
+        None => worst_case(&mut bus)?,
+    };
+    let deadline = WallInstant::now() + limit;
+    let mode = if plan.firmware {
+        ResetMode::FirmwareActivate
+    } else {
+        ResetMode::Planned
+    };
+    let mut vetoes = 0;
+    loop {
+        bar.set_message(format!("{label}: planned reset"));
+        let epoch = crate::request_reset(&mut bus, mode, "hcactl maintain")?;
+        let Some(s) = outcome_of(&mut bus, epoch, deadline)? else {
+            return Err(named(Failure::Outcome(format!(
+                "no outcome within {} s (--timeout)",
+                limit.as_secs()
+            ))));
+        };
+        if came_back(&s) {
+            bar.set_message(format!("{label}: {}", waiting_for(&s)));
+            let start = WallInstant::now();
+            let (after, back) = service_of(&mut bus, s, deadline)?;
+            if !back {
+                return Err(named(Failure::Outcome(format!(
+                    "back on e{}, but the service is not: {} after {} s (--timeout)",
+                    after.epoch,
+                    waiting_for(&after),
+                    limit.as_secs()
+                ))));
+            }
+            return Ok(Done {
+                device: label.into(),
+                from_epoch: s.last_epoch,
+                to_epoch: s.epoch,
+                outcome: result(s.last_result),
+                total_us: s.last_total_us,
+                vetoes,
+                service_ms: start.elapsed().as_millis(),
+            });
+        }
+        let why = failure(&mut bus, &s)?;
+        if !last_path_veto(&mut bus, &s)? {
+            return Err(named(Failure::Outcome(why)));
+        }
+        if WallInstant::now() + VETO_RETRY > deadline {
+            return Err(named(Failure::Outcome(format!(
+                "still refused after {} s (--timeout): {why}",
+                limit.as_secs()
+            ))));
+        }
+        vetoes += 1;
+        bar.set_message(format!("{label}: {why}; asking again"));
+        std::thread::sleep(VETO_RETRY);
+    }
+}
+
+/// Whether the reset that ended `s` was vetoed by a last-path guard (which waiting cures),
+/// rather than by a client with reasons of its own.
+fn last_path_veto(bus: &mut Bus, s: &StateOut) -> Result<bool, Failure> {
+    if s.last_result != RESULT_VETOED {
+        return Ok(false);
+    }
+    let newest = resets::fetch(bus)?.1.into_iter().max_by_key(|r| r.ordinal);
+    Ok(newest.is_some_and(|r| {
+        hcabus::ioctl::text_of(&r.veto_reason).is_some_and(|t| t.starts_with("last path:"))
+    }))
+}

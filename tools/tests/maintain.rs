@@ -1,0 +1,96 @@
+//! `hcactl maintain` against a live `hcasim --multipath serve`: each adapter in turn by a
+//! planned reset, the boot disk (a path through each) never without a path; a last-path veto
+//! waited out, or, past the bound, the run stopped naming the device and the reason.
+#![cfg(unix)]
+
+mod common;
+use common::{json, text, Server};
+
+/// A number the server's closing report gives after `label` (`"no path for "` -> 0).
+fn report_field<'a>(report: &'a str, line_has: &str, label: &str) -> &'a str {
+    let line = report
+        .lines()
+        .find(|l| l.contains(line_has))
+        .unwrap_or_else(|| panic!("no {line_has:?} in:\n{report}"));
+    let at = line.find(label).expect("label") + label.len();
+    line[at..].split([',', ' ']).next().unwrap_or_default()
+}
+
+#[test]
+fn maintain_resets_every_adapter_in_turn_and_the_boot_disk_keeps_a_path() {
+    let server = Server::start_args("maintain", &["--multipath"], &[]);
+    let out = server.ctl(&["maintain"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let said = text(&out);
+    for device in ["hca0", "hca1"] {
+        assert!(
+            said.contains(&format!("{device}: e1 Restored")),
+            "{device}: {said}"
+        );
+        let s = json(&server.ctl(&["--device", device, "--json", "status"]));
+        assert_eq!(s["epoch"], 2, "{device}");
+        assert_eq!(
+            s["recovering"],
+            serde_json::Value::Null,
+            "{device}: ports back"
+        );
+        assert_eq!(s["last_reset"]["reason"], "admin_planned", "{device}");
+    }
+    // hca1's reset was asked only once hca0's ports were back.
+    let hca0 = said.find("hca0:").expect("hca0 first");
+    assert!(said.find("hca1:").is_some_and(|i| i > hca0), "{said}");
+    let (status, report) = server.stop_report();
+    assert!(status.success());
+    assert_eq!(
+        report_field(&report, "bootdisk", "no path for "),
+        "0us",
+        "{report}"
+    );
+    assert!(report.contains(" 0 lost, 0 duplicated"), "{report}");
+    assert!(report.contains(", 0 failed ("), "{report}");
+    assert!(!report.contains("PAGING I/O FAILED"), "{report}");
+}
+
+#[test]
+fn a_last_path_veto_is_waited_out_and_past_the_bound_stops_naming_device_and_reason() {
+    let server = Server::start_args("maintain-veto", &["--multipath"], &[]);
+    // hca1's port 1 (the boot disk's path) out for 1.5 s: hca0's reset is refused until the
+    // path is back, then goes ahead.
+    let pull = |ms: &str| {
+        server.ctl(&[
+            "--device",
+            "hca1",
+            "inject",
+            "port_down",
+            "--port",
+            "1",
+            "--duration-ms",
+            ms,
+        ])
+    };
+    assert_eq!(pull("1500").status.code(), Some(0));
+    let out = server.ctl(&["maintain", "--devices", "hca0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("last-path veto(es) waited out"),
+        "{}",
+        text(&out)
+    );
+    // Out for ten minutes: past the bound, the run stops, naming the device and the reason.
+    assert_eq!(pull("600000").status.code(), Some(0));
+    let out = server.ctl(&["maintain", "--devices", "hca0,hca1", "--timeout", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("hca0: still refused after 2 s"), "{said}");
+    assert!(said.contains("last path: hca1 port 1 down"), "{said}");
+    assert_eq!(
+        json(&server.ctl(&["--device", "hca1", "--json", "status"]))["epoch"],
+        1,
+        "hca1 was never reset: the run stopped at hca0"
+    );
+    // A device that is not there is a usage error, before anything is reset.
+    let out = server.ctl(&["maintain", "--devices", "hca9"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("no device \"hca9\""), "{}", text(&out));
+    assert!(server.stop().success());
+}
