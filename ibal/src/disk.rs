@@ -9,7 +9,6 @@
 //! failed or removed device fails it for good. Nothing here allocates after start.
 
 use std::collections::VecDeque;
-use std::vec::Vec;
 
 use hcabus::fabric::{Fabric, HOST_LID_BASE};
 use hcabus::verbs::*;
@@ -23,8 +22,18 @@ use crate::pattern::{checksum, fill_pattern, write_seed, BLOCK_SIZE};
 use crate::srp::*;
 
 mod client;
+pub mod slots;
 
 pub use client::SrpClient;
+pub use slots::SlotMutant;
+use slots::{Answer, SlotTable};
+
+/// Marks the work request id of an ABORT TASK's send (a command's is its slot).
+const ABORT_WR: u64 = 1 << 63;
+
+/// Most ABORT TASKs one failover sends: the deepest request limit a scenario may give (a
+/// failover gives up at most what is in flight, which the request limit bounds).
+const ABORTS_AT_ONCE: usize = 256;
 
 /// How a disk is set up (the `[[clients]]` keys of docs/design.md §9 for `srp` and `bootdisk`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +54,13 @@ pub struct DiskConfig {
     pub login_delay: Duration,
     /// A data LUN finishes its quiesce as deferred work, this long after RESET.
     pub ack_delay: Duration,
+    /// A path of a multipath disk: a command outstanding this long, while another path
+    /// answers, is given up here (the target told to abort it) and re-issued there
+    /// (docs/design.md §7 "Fast path failover"). `None`: never.
+    pub path_io_timeout: Option<Duration>,
+    /// The simulated target port's answers take this long to come back: a congested or long
+    /// route (0 for none). What makes a path slow without making it dead.
+    pub target_latency: Duration,
     /// The last-path guard (docs/design.md §7): registers CAN_VETO and refuses a planned
     /// reset that would leave the disk with no Active, logged-in path. On for a boot disk
     /// unless its configuration says otherwise.
@@ -97,26 +113,11 @@ impl Default for DiskConfig {
             lun_id: 0,
             login_delay: Duration::from_us(500),
             ack_delay: Duration::ZERO,
+            path_io_timeout: None,
+            target_latency: Duration::ZERO,
             guard_last_path: false,
         }
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SlotState {
-    Free,
-    /// Waiting to be sent: new, held during a reset, or taken back for re-issue.
-    Queued,
-    InFlight,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    state: SlotState,
-    req: IoRequest,
-    /// Bumped on every send: a response carries it, so a late answer to an earlier send
-    /// of the same slot is recognised and ignored.
-    generation: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,8 +160,21 @@ pub struct DiskStats {
     pub logins_refused_busy: u32,
     /// Times its port went down under a logged-in disk (a transport loss, no reset).
     pub port_losses: u32,
+    /// Every answer the target sent: completions, late ones, aborts' answers, unknown tags.
+    pub answers: u64,
+    /// Answers whose tag no send of this disk carried.
     pub stale_responses: u64,
     pub hold_timeouts: u32,
+    /// Commands out past `path_io_timeout` given up here for another path to re-issue
+    /// (fast path failover), each with an ABORT TASK to the target.
+    pub given_up: u64,
+    /// Answers to commands no longer waited for here (given up, or taken back at a reset):
+    /// discarded, never completed twice.
+    pub late_discarded: u64,
+    /// The target's answers to those ABORT TASKs: each frees its command's slot.
+    pub aborts_answered: u64,
+    /// ABORT TASKs the adapter refused to send.
+    pub aborts_unsent: u64,
 }
 
 /// The initiator side of one LUN.
@@ -176,11 +190,10 @@ pub struct SrpDisk {
     failed: Option<IoStatus>,
     hold_deadline: Option<Instant>,
     fast_fail: bool,
-    slots: Vec<Slot>,
-    queue: VecDeque<u16>,
-    in_flight: u16,
+    slots: SlotTable,
     upward: VecDeque<IoCompletion>,
-    scratch: Vec<u16>,
+    /// The send time of the youngest command answered promptly (see `freshest_answered`).
+    freshest_answered: Option<Instant>,
     data_base: u64,
     send_iu_base: u64,
     recv_iu_base: u64,
@@ -191,17 +204,6 @@ pub struct SrpDisk {
 impl SrpDisk {
     fn new(config: DiskConfig) -> Self {
         let n = usize::from(config.queue_depth) + usize::from(config.hold_capacity);
-        let blank = Slot {
-            state: SlotState::Free,
-            req: IoRequest {
-                id: 0,
-                lba: 0,
-                write: false,
-                checksum: 0,
-                submitted_at: Instant::ZERO,
-            },
-            generation: 0,
-        };
         SrpDisk {
             config,
             consumer: None,
@@ -211,11 +213,9 @@ impl SrpDisk {
             failed: None,
             hold_deadline: None,
             fast_fail: false,
-            slots: std::vec![blank; n],
-            queue: VecDeque::with_capacity(n),
-            in_flight: 0,
+            slots: SlotTable::new(n),
             upward: VecDeque::with_capacity(2 * n),
-            scratch: Vec::with_capacity(n),
+            freshest_answered: None,
             data_base: 0,
             send_iu_base: 0,
             recv_iu_base: 0,
@@ -245,10 +245,7 @@ impl SrpDisk {
 
     /// Whether the disk still owes a completion for `id`.
     pub fn tracks(&self, id: u64) -> bool {
-        self.slots
-            .iter()
-            .any(|s| s.state != SlotState::Free && s.req.id == id)
-            || self.upward.iter().any(|c| c.id == id)
+        self.slots.tracks(id) || self.upward.iter().any(|c| c.id == id)
     }
 
     pub fn stats(&self) -> &DiskStats {
@@ -256,7 +253,18 @@ impl SrpDisk {
     }
 
     pub fn in_flight(&self) -> u16 {
-        self.in_flight
+        self.slots.in_flight()
+    }
+
+    /// How many answers the target sent this disk (any kind): a path that gave commands up
+    /// serves again once this grows.
+    pub fn answers(&self) -> u64 {
+        self.stats.answers
+    }
+
+    /// The command slots (what is queued, in flight, given up).
+    pub fn slots(&self) -> &SlotTable {
+        &self.slots
     }
 
     /// Logged in or logging in: holds a connection a port loss would break.
@@ -266,15 +274,27 @@ impl SrpDisk {
 
     /// A free slot: room for one more I/O.
     pub fn has_room(&self) -> bool {
-        self.slots.iter().any(|s| s.state == SlotState::Free)
+        self.slots.has_room()
+    }
+
+    /// Room for one more I/O that would go out at once: a free slot and a credit of the
+    /// request limit. A path takes I/O from its disk's queue only then, so nothing waits on
+    /// a path that cannot send it (another path may).
+    pub fn can_send_more(&self) -> bool {
+        let owed = self.slots.answers_owed() + self.slots.queued() as u32;
+        self.has_room() && owed < u32::from(self.config.queue_depth)
+    }
+
+    /// The send time of the youngest command the target answered within
+    /// `path_io_timeout`: what another path's fast failover compares with (a command out
+    /// that long there, sent no later, was overtaken by a prompt answer here).
+    pub fn freshest_answered(&self) -> Option<Instant> {
+        self.freshest_answered
     }
 
     /// The newest I/O waiting to be sent, taken out of the disk (for another path).
     fn pop_queued_back(&mut self) -> Option<IoRequest> {
-        let i = self.queue.pop_back()?;
-        let slot = &mut self.slots[usize::from(i)];
-        slot.state = SlotState::Free;
-        Some(slot.req)
+        self.slots.pop_queued_back()
     }
 
     pub fn is_up(&self) -> bool {
@@ -298,7 +318,7 @@ impl SrpDisk {
             self.complete_upward(req.id, IoStatus::Retryable, 0);
             return Ok(());
         }
-        let Some(i) = self.slots.iter().position(|s| s.state == SlotState::Free) else {
+        let Some(i) = self.slots.admit(req) else {
             return Err(req);
         };
         if req.write {
@@ -308,11 +328,8 @@ impl SrpDisk {
                 fill_pattern(write_seed(req.id, req.lba), buf);
             });
         }
-        self.slots[i].state = SlotState::Queued;
-        self.slots[i].req = req;
-        self.queue.push_back(i as u16);
         if self.blocked {
-            self.stats.max_held = self.stats.max_held.max(self.queue.len() as u64);
+            self.stats.max_held = self.stats.max_held.max(self.slots.queued() as u64);
         }
         Ok(())
     }
@@ -328,20 +345,18 @@ impl SrpDisk {
         }
     }
 
-    /// Sends queued commands while the link is up and credits remain.
+    /// Sends queued commands while the link is up and credits remain: the request limit
+    /// counts every answer the target may still send (two for a command given up).
     fn pump<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
-        let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
+        let (Some(_), Some(_), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
             return;
         };
-        while self.is_up() && self.in_flight < self.config.queue_depth {
-            let Some(&i) = self.queue.front() else {
+        while self.is_up() && self.slots.answers_owed() < u32::from(self.config.queue_depth) {
+            let Some((slot, tag, req)) = self.slots.next_send() else {
                 break;
             };
-            let slot = usize::from(i);
-            let generation = self.slots[slot].generation.wrapping_add(1);
-            let req = self.slots[slot].req;
             let cmd = SrpCmd {
-                tag: (u64::from(i) << 32) | u64::from(generation),
+                tag,
                 write: req.write,
                 lba: req.lba,
                 addr: self.data_addr(slot),
@@ -351,29 +366,41 @@ impl SrpDisk {
             };
             let mut iu = [0u8; IU_SIZE];
             let n = cmd.encode(&mut iu);
-            let iu_addr = self.send_iu_base + (slot * IU_SIZE) as u64;
-            bus.device().with_dma(iu_addr, n as u64, |buf| {
-                buf.copy_from_slice(&iu[..n]);
-            });
-            let wr = Send {
-                wr_id: u64::from(i),
-                sge: Sge {
-                    addr: iu_addr,
-                    len: n as u32,
-                    lkey: keys.lkey,
-                },
-                dest: Dest::Connected,
-            };
-            if ibal.lock().post_send(bus, c, qp, &wr).is_err() {
+            if !self.post_iu(ibal, bus, (slot, slot as u64), &iu[..n]) {
                 // A reset is coming (or here): the command stays queued for it.
                 break;
             }
-            self.queue.pop_front();
-            self.slots[slot].state = SlotState::InFlight;
-            self.slots[slot].generation = generation;
-            self.in_flight += 1;
+            self.slots.sent(bus.now());
             self.stats.commands_sent += 1;
         }
+    }
+
+    /// Sends `iu` from slot `slot`'s send buffer under work request id `wr_id`; `false`
+    /// when the QP refuses it.
+    fn post_iu<B: ClientBus + ?Sized>(
+        &mut self,
+        ibal: &SharedIbal,
+        bus: &mut B,
+        (slot, wr_id): (usize, u64),
+        iu: &[u8],
+    ) -> bool {
+        let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
+            return false;
+        };
+        let iu_addr = self.send_iu_base + (slot * IU_SIZE) as u64;
+        bus.device().with_dma(iu_addr, iu.len() as u64, |buf| {
+            buf.copy_from_slice(iu);
+        });
+        let wr = Send {
+            wr_id,
+            sge: Sge {
+                addr: iu_addr,
+                len: iu.len() as u32,
+                lkey: keys.lkey,
+            },
+            dest: Dest::Connected,
+        };
+        ibal.lock().post_send(bus, c, qp, &wr).is_ok()
     }
 
     /// Reaps completions: responses complete I/O upward and give their IU back.
@@ -385,9 +412,16 @@ impl SrpDisk {
             let Ok(Some(cqe)) = ibal.lock().poll_cq(bus, c, cq) else {
                 break;
             };
+            if cqe.opcode == WcOpcode::Send && cqe.status == WcStatus::Success {
+                // The target took the command (an abort's send is marked, and says nothing
+                // of its command's).
+                if cqe.wr_id & ABORT_WR == 0 {
+                    self.slots.send_completed(cqe.wr_id as usize);
+                }
+                continue;
+            }
             if cqe.opcode != WcOpcode::Recv || cqe.status != WcStatus::Success {
-                // Send completions carry nothing; flushed ones are what the take-back
-                // at RESET already accounted for.
+                // Flushed completions are what the take-back at RESET already accounted for.
                 continue;
             }
             let iu_addr = self.recv_iu_base + cqe.wr_id * IU_SIZE as u64;
@@ -404,17 +438,29 @@ impl SrpDisk {
     }
 
     fn response<B: ClientBus + ?Sized>(&mut self, bus: &mut B, rsp: SrpRsp) {
-        let slot = (rsp.tag >> 32) as usize;
-        let generation = rsp.tag as u32;
-        let current = self
-            .slots
-            .get(slot)
-            .is_some_and(|s| s.state == SlotState::InFlight && s.generation == generation);
-        if !current {
-            self.stats.stale_responses += 1;
-            return;
-        }
-        let req = self.slots[slot].req;
+        self.stats.answers += 1;
+        let (slot, req) = match self.slots.answer(rsp.tag, rsp.status.answers_abort()) {
+            Answer::Complete { slot, req, sent_at } => {
+                // Only a prompt answer shows a path to be faster than a slow one.
+                let limit = self.config.path_io_timeout.unwrap_or(Duration::MAX);
+                if bus.now().saturating_since(sent_at) < limit {
+                    self.freshest_answered = self.freshest_answered.max(Some(sent_at));
+                }
+                (slot, req)
+            }
+            Answer::Late => {
+                self.stats.late_discarded += 1;
+                return;
+            }
+            Answer::AbortAnswered { .. } => {
+                self.stats.aborts_answered += 1;
+                return;
+            }
+            Answer::Unknown => {
+                self.stats.stale_responses += 1;
+                return;
+            }
+        };
         let (status, sum) = match rsp.status {
             SrpStatus::Good if !req.write => {
                 // The disk checks the data it hands up, not the target's word for it.
@@ -428,8 +474,6 @@ impl SrpDisk {
             SrpStatus::Good => (IoStatus::Ok, 0),
             other => (IoStatus::Target(other), 0),
         };
-        self.slots[slot].state = SlotState::Free;
-        self.in_flight -= 1;
         self.complete_upward(req.id, status, sum);
     }
 
@@ -546,6 +590,47 @@ impl SrpDisk {
         self.link = Link::Down;
     }
 
+    /// Fast path failover: gives up every command out for `limit` or more that another path
+    /// outlived (it answered at `answered_at`), telling the target to abort each and handing
+    /// its I/O to `give` for another path, newest first. Returns how many.
+    fn give_up_overdue<B: ClientBus + ?Sized>(
+        &mut self,
+        ibal: &SharedIbal,
+        bus: &mut B,
+        limit: Duration,
+        answered_at: Instant,
+        mut give: impl FnMut(IoRequest),
+    ) -> u32 {
+        let now = bus.now();
+        let mut aborts = [0u64; ABORTS_AT_ONCE];
+        let mut n = 0;
+        let given = self
+            .slots
+            .give_up_overdue(now, limit, answered_at, |tag, req| {
+                if let Some(a) = aborts.get_mut(n) {
+                    *a = tag;
+                }
+                n += 1;
+                give(req);
+            });
+        if n > ABORTS_AT_ONCE {
+            log::warn!("SRP: {n} commands given up at once; the aborts past {ABORTS_AT_ONCE} wait for the reset");
+        }
+        for &task_tag in aborts.iter().take(n) {
+            let mut iu = [0u8; IU_SIZE];
+            let len = SrpTskMgmt { task_tag }.encode(&mut iu);
+            // Refused (the adapter's send queue is full of sends it never completed: its
+            // data path stopped) or swallowed by a dead adapter: the reset that follows
+            // frees the slot instead.
+            let slot = (task_tag >> 32) as usize;
+            if !self.post_iu(ibal, bus, (slot, slot as u64 | ABORT_WR), &iu[..len]) {
+                self.stats.aborts_unsent += 1;
+            }
+        }
+        self.stats.given_up += u64::from(given);
+        given
+    }
+
     /// RESET: block, take in-flight commands back (oldest first), release.
     fn on_reset<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
         let now = bus.now();
@@ -560,26 +645,10 @@ impl SrpDisk {
     }
 
     fn take_back(&mut self) {
-        self.stats.max_in_flight_at_reset = self
-            .stats
-            .max_in_flight_at_reset
-            .max(u64::from(self.in_flight));
-        self.scratch.clear();
-        for (i, s) in self.slots.iter_mut().enumerate() {
-            if s.state == SlotState::InFlight {
-                s.state = SlotState::Queued;
-                self.scratch.push(i as u16);
-            }
-        }
-        let slots = &self.slots;
-        self.scratch
-            .sort_unstable_by_key(|i| slots[usize::from(*i)].req.id);
-        for &i in self.scratch.iter().rev() {
-            self.queue.push_front(i);
-        }
-        self.stats.taken_back += self.scratch.len() as u64;
-        self.in_flight = 0;
-        self.stats.max_held = self.stats.max_held.max(self.queue.len() as u64);
+        let n = self.slots.take_back();
+        self.stats.max_in_flight_at_reset = self.stats.max_in_flight_at_reset.max(u64::from(n));
+        self.stats.taken_back += u64::from(n);
+        self.stats.max_held = self.stats.max_held.max(self.slots.queued() as u64);
     }
 
     /// Past its hold timeout: fail what is held, once, as retryable; fail new I/O at
@@ -591,11 +660,8 @@ impl SrpDisk {
     }
 
     fn fail_queued(&mut self, status: IoStatus) {
-        while let Some(i) = self.queue.pop_front() {
-            let slot = &mut self.slots[usize::from(i)];
-            slot.state = SlotState::Free;
-            let id = slot.req.id;
-            self.complete_upward(id, status, 0);
+        while let Some(req) = self.slots.pop_queued_front() {
+            self.complete_upward(req.id, status, 0);
         }
     }
 

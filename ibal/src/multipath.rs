@@ -23,7 +23,11 @@ use crate::block::*;
 use crate::disk::DiskConfig;
 use crate::srp::Lun;
 
+mod events;
+mod failover;
 mod guard;
+pub use events::{PathEvent, PathEventKind};
+pub use failover::DEFAULT_PATH_IO_TIMEOUT;
 pub use guard::{only_path, PathGap, PathPlace};
 
 /// Most paths one disk may have.
@@ -40,6 +44,10 @@ pub struct PathStats {
     pub moved: u64,
     /// Time the path was down after it first came up.
     pub down_us: u64,
+    /// Times it gave commands up for being slow while another path answered (fast path
+    /// failover), and how many commands it gave up in all.
+    pub slow_failovers: u32,
+    pub given_up: u64,
 }
 
 /// What the disk as a whole did.
@@ -62,17 +70,26 @@ struct PathState {
     /// Its adapter and port, and why it is not serving: what the last-path guard names.
     place: Option<PathPlace>,
     gap: Option<PathGap>,
+    /// The send time of the youngest command it has answered; whether it gave commands up
+    /// for being slow and has not answered since.
+    last_answer: Option<Instant>,
+    suspect: bool,
+    /// It could send another command when it last said (see [`Multipath::note_room`]).
+    room: bool,
 }
 
 /// The queue and workload above the paths of one disk.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Multipath {
     name: String,
     config: DiskConfig,
     lun: Lun,
     workload: BlockWorkload,
-    /// I/Os on no path: new ones, and those taken back from a path that went down.
+    /// I/Os on no path: new ones, and those taken back from a path that went down. Reserved
+    /// to `queue_limit` at creation (a bound kept apart from the capacity, which a clone
+    /// does not keep).
     queue: VecDeque<IoRequest>,
+    queue_limit: usize,
     paths: Vec<PathState>,
     /// The path whose turn it is to take the next I/O (round robin over the up paths).
     turn: usize,
@@ -83,6 +100,11 @@ pub struct Multipath {
     hold_deadline: Option<Instant>,
     /// Past the hold timeout with no path: I/O fails at once (retryable) until one is up.
     fast_fail: bool,
+    /// Blocks with a given-up write that may still run late, by path (fast path failover).
+    fences: Vec<failover::Fence>,
+    fence_limit: usize,
+    /// What happened to the paths, newest last (bounded: the oldest go first).
+    events: events::PathLog,
     stats: MultipathStats,
 }
 
@@ -96,6 +118,7 @@ impl SharedMultipath {
     pub fn new(name: &str, config: DiskConfig, paths: usize) -> Self {
         let paths = paths.clamp(1, MAX_PATHS);
         let capacity = usize::from(config.hold_capacity) + paths * usize::from(config.queue_depth);
+        let fence_limit = paths * usize::from(config.queue_depth);
         let workload = BlockWorkload::new(WorkloadConfig {
             iops: config.iops,
             read_pct: config.read_pct.min(100),
@@ -110,6 +133,9 @@ impl SharedMultipath {
             stats: PathStats::default(),
             place: None,
             gap: Some(PathGap::LoggedOut),
+            last_answer: None,
+            suspect: false,
+            room: true,
         };
         SharedMultipath(Arc::new(Mutex::new(Multipath {
             name: name.into(),
@@ -117,6 +143,7 @@ impl SharedMultipath {
             lun: Lun::new(config.lun_id, config.n_blocks),
             workload,
             queue: VecDeque::with_capacity(capacity),
+            queue_limit: capacity,
             paths: std::vec![path; paths],
             turn: 0,
             now: Instant::ZERO,
@@ -124,6 +151,9 @@ impl SharedMultipath {
             no_path_since: None,
             hold_deadline: None,
             fast_fail: false,
+            fences: Vec::with_capacity(fence_limit),
+            fence_limit,
+            events: events::PathLog::new(),
             stats: MultipathStats::default(),
         })))
     }
@@ -143,6 +173,10 @@ impl SharedMultipath {
 impl Multipath {
     pub fn name(&self) -> &str {
         &self.name
+    }
+    /// The disk's setup (its workload, request limit, fast path failover's timeout).
+    pub fn config(&self) -> &DiskConfig {
+        &self.config
     }
     /// The LUN every path's target port serves.
     pub fn lun(&self) -> &Lun {
@@ -182,12 +216,35 @@ impl Multipath {
         self.paths.iter().any(|p| p.up)
     }
 
+    /// Feeds what decides the queue's next moves (the queue, each path's state, the turn,
+    /// the fences, the hold) to `h`, leaving out the workload and the statistics: a model
+    /// check's fingerprint of the disk.
+    pub fn hash_state<H: core::hash::Hasher>(&self, h: &mut H) {
+        use core::hash::Hash;
+        for r in &self.queue {
+            (r.id, r.lba, r.write).hash(h);
+        }
+        for p in &self.paths {
+            (p.up, p.dead.is_some(), p.suspect, p.room, p.last_answer).hash(h);
+        }
+        for f in &self.fences {
+            std::format!("{f:?}").hash(h);
+        }
+        (
+            self.turn,
+            self.hold_deadline,
+            self.fast_fail,
+            self.no_path_since,
+        )
+            .hash(h);
+    }
+
     /// The queue holds `id` (it is owed, and a path will take it).
     pub fn tracks(&self, id: u64) -> bool {
         self.queue.iter().any(|r| r.id == id)
     }
 
-    fn see(&mut self, now: Instant) {
+    pub(crate) fn see(&mut self, now: Instant) {
         self.now = self.now.max(now);
     }
 
@@ -203,8 +260,7 @@ impl Multipath {
             } else if self.fast_fail {
                 self.workload.accepted(req);
                 self.fail_one(req, IoStatus::Retryable, now);
-            } else if self.queue.len() < self.queue.capacity() {
-                self.queue.push_back(req);
+            } else if self.enqueue(req).is_ok() {
                 self.workload.accepted(req);
                 if !self.any_up() && self.ever_up {
                     self.stats.max_held = self.stats.max_held.max(self.queue.len() as u64);
@@ -216,6 +272,15 @@ impl Multipath {
         }
     }
 
+    /// An I/O from above joins the back of the queue; `Err` when it is full.
+    pub fn enqueue(&mut self, req: IoRequest) -> Result<(), IoRequest> {
+        if self.queue.len() >= self.queue_limit {
+            return Err(req);
+        }
+        self.queue.push_back(req);
+        Ok(())
+    }
+
     fn fail_one(&mut self, req: IoRequest, status: IoStatus, now: Instant) {
         let c = IoCompletion {
             id: req.id,
@@ -225,23 +290,38 @@ impl Multipath {
         self.workload.complete(c, now);
     }
 
-    /// Whether `path` may take the next I/O: it is up, and it is its turn or the path
-    /// whose turn it is cannot take it.
-    fn may_take(&self, path: usize) -> bool {
-        let turn_up = self.paths.get(self.turn).is_some_and(|p| p.up);
-        self.path_up(path) && !self.queue.is_empty() && (self.turn == path || !turn_up)
+    /// Whether `path` may take the next I/O: it serves (up, not suspect) and has room, there
+    /// is one it may send, and it is its turn or the path whose turn it is cannot take it
+    /// (a full path does not hold the others up).
+    pub fn may_take(&self, path: usize, has_room: bool) -> bool {
+        let serves = |p: &PathState| p.up && !p.suspect;
+        let turn_takes = self.turn != path
+            && self
+                .paths
+                .get(self.turn)
+                .is_some_and(|p| serves(p) && p.room);
+        let me = self.paths.get(path).is_some_and(serves);
+        me && has_room && !turn_takes && self.next_takeable().is_some()
+    }
+
+    /// Whether `path` could send another command now (a free slot and a credit): a path
+    /// that cannot does not keep its turn.
+    pub fn note_room(&mut self, path: usize, room: bool) {
+        if let Some(p) = self.paths.get_mut(path) {
+            p.room = room;
+        }
     }
 
     /// The next I/O for `path`, if it may take one; the turn passes to the next up path.
     pub fn take(&mut self, path: usize) -> Option<IoRequest> {
-        if !self.may_take(path) {
+        if !self.may_take(path, true) {
             return None;
         }
-        let req = self.queue.pop_front()?;
+        let req = self.queue.remove(self.next_takeable()?)?;
         let n = self.paths.len();
         self.turn = (1..=n)
             .map(|k| (path + k) % n)
-            .find(|&p| self.paths[p].up)
+            .find(|&p| self.paths[p].up && !self.paths[p].suspect)
             .unwrap_or(path);
         Some(req)
     }
@@ -249,7 +329,7 @@ impl Multipath {
     /// When `path` next has work here: at once when it may take an I/O and has room for
     /// it, else the workload's next tick or the hold deadline.
     pub fn next_wake(&self, path: usize, has_room: bool) -> Option<Instant> {
-        let now = (has_room && self.may_take(path)).then_some(self.now);
+        let now = self.may_take(path, has_room).then_some(self.now);
         let hold = self.hold_deadline.filter(|_| !self.fast_fail);
         [now, self.workload.next_at(), hold]
             .into_iter()
@@ -265,6 +345,9 @@ impl Multipath {
         };
         if let Some(since) = p.down_since.take() {
             p.stats.down_us += now.saturating_since(since).as_us();
+        }
+        if !p.up {
+            self.events.push(now, path, PathEventKind::Up);
         }
         p.up = true;
         p.dead = None;
@@ -286,9 +369,15 @@ impl Multipath {
         if p.up && self.ever_up {
             p.down_since = Some(now);
         }
+        if p.up {
+            self.events.push(now, path, PathEventKind::Down);
+        }
         p.up = false;
         // Down but not dead: its device is back (RESET_END), or was never gone.
         p.dead = None;
+        // Whatever made it slow, it comes back fresh, and its connection runs nothing more.
+        p.suspect = false;
+        self.fences.retain(|f| !f.on(path));
         if self.turn == path {
             self.turn = (path + 1) % self.paths.len();
         }
@@ -305,6 +394,7 @@ impl Multipath {
     /// no path that may come back, everything queued fails with it.
     pub fn path_is_dead(&mut self, path: usize, now: Instant, status: IoStatus) {
         self.path_is_down(path, now, None);
+        self.events.push(now, path, PathEventKind::Dead);
         if let Some(p) = self.paths.get_mut(path) {
             p.dead = Some(status);
         }
@@ -316,7 +406,7 @@ impl Multipath {
     /// A command `path` took back: it goes first (the caller hands them over newest
     /// first, so the oldest ends up at the front).
     pub fn give_back(&mut self, path: usize, req: IoRequest) {
-        if self.queue.len() < self.queue.capacity() {
+        if self.queue.len() < self.queue_limit {
             self.queue.push_front(req);
         } else {
             // Cannot happen: the queue has room for every path's commands at once.
@@ -331,11 +421,14 @@ impl Multipath {
         }
     }
 
-    /// `path` went down with commands on it, which it gave back: a failover.
-    pub fn failed_over(&mut self, path: usize) {
+    /// `path` went down with `moved` commands on it, which it gave back: a failover.
+    pub fn failed_over(&mut self, path: usize, moved: u32, now: Instant) {
+        self.see(now);
         if let Some(p) = self.paths.get_mut(path) {
             p.stats.failovers += 1;
         }
+        self.events
+            .push(now, path, PathEventKind::Moved { n: moved });
     }
 
     /// One completion `path` delivered.

@@ -6,6 +6,11 @@
 //! and answers with an SRP_RSP. Only the connection setup is compressed: the CM REQ/REP
 //! and SRP_LOGIN exchange is one call, [`SrpTarget::login`], which the initiator pays for
 //! with a login delay.
+//!
+//! Task management is ABORT TASK only ([`SrpTskMgmt`]): the initiator gives a command up
+//! (fast path failover) and tells the target, which drops it if it has not run it yet. The
+//! target answers every abort, after any answer of the command itself, on the same
+//! connection: the initiator knows the command's tag is free once that answer comes.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -21,8 +26,11 @@ use crate::pattern::{checksum, fill_pattern, initial_seed, BLOCK_SIZE};
 /// Bytes of one information unit buffer.
 pub const IU_SIZE: usize = 64;
 
+const IU_TSK_MGMT: u8 = 0x01;
 const IU_CMD: u8 = 0x02;
 const IU_RSP: u8 = 0xC1;
+/// SRP's task management function ABORT TASK.
+const TSK_ABORT_TASK: u8 = 0x01;
 
 /// SRP_CMD, reduced to what the model moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +56,10 @@ pub enum SrpStatus {
     LbaOutOfRange = 2,
     /// The target could not move the data (remote access error on the initiator's key).
     TransferFailed = 3,
+    /// The answer to an ABORT TASK: the command was found and will never run.
+    TaskAborted = 4,
+    /// The answer to an ABORT TASK: no such command (it ran, and answered, before).
+    TaskNotFound = 5,
 }
 
 impl SrpStatus {
@@ -57,9 +69,26 @@ impl SrpStatus {
             1 => SrpStatus::DataMismatch,
             2 => SrpStatus::LbaOutOfRange,
             3 => SrpStatus::TransferFailed,
+            4 => SrpStatus::TaskAborted,
+            5 => SrpStatus::TaskNotFound,
             _ => return None,
         })
     }
+}
+
+impl SrpStatus {
+    /// Whether this answers an ABORT TASK rather than a command.
+    pub fn answers_abort(self) -> bool {
+        matches!(self, SrpStatus::TaskAborted | SrpStatus::TaskNotFound)
+    }
+}
+
+/// SRP_TSK_MGMT with the function ABORT TASK: drop the command tagged `task_tag`. Its
+/// answer is an [`SrpRsp`] carrying `task_tag` and [`SrpStatus::TaskAborted`] or
+/// [`SrpStatus::TaskNotFound`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrpTskMgmt {
+    pub task_tag: u64,
 }
 
 /// SRP_RSP.
@@ -115,6 +144,27 @@ impl SrpCmd {
     }
 }
 
+impl SrpTskMgmt {
+    pub const LEN: usize = 16;
+
+    pub fn encode(&self, buf: &mut [u8; IU_SIZE]) -> usize {
+        buf[0] = IU_TSK_MGMT;
+        buf[1] = TSK_ABORT_TASK;
+        put(buf, 8, &self.task_tag.to_le_bytes());
+        Self::LEN
+    }
+
+    /// `None` for anything that is not a well-formed ABORT TASK.
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        if buf.len() < Self::LEN || buf[0] != IU_TSK_MGMT || buf[1] != TSK_ABORT_TASK {
+            return None;
+        }
+        Some(SrpTskMgmt {
+            task_tag: u64_at(buf, 8)?,
+        })
+    }
+}
+
 impl SrpRsp {
     pub const LEN: usize = 24;
 
@@ -152,6 +202,12 @@ pub struct TargetStats {
     /// Messages for a connection that no longer exists.
     pub stale_messages: u64,
     pub malformed: u64,
+    /// ABORT TASKs that found their command waiting and dropped it.
+    pub aborted: u64,
+    /// ABORT TASKs that came after their command had run.
+    pub aborts_too_late: u64,
+    /// Commands refused because the target's queue was full.
+    pub overflowed: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -187,6 +243,15 @@ impl Lun {
     }
 }
 
+/// An answer on its way back to the initiator.
+#[derive(Debug, Clone, Copy)]
+struct Outgoing {
+    due: Instant,
+    /// The target QP it goes out on.
+    via: Qpn,
+    rsp: SrpRsp,
+}
+
 /// A remote SRP target port with one LUN of real blocks.
 #[derive(Debug, Clone)]
 pub struct SrpTarget {
@@ -196,9 +261,14 @@ pub struct SrpTarget {
     conn: Option<(Qpn, RemoteQp)>,
     next_qpn: u32,
     queue: VecDeque<Pending>,
+    /// Answers in the order they were made: they leave in that order (a reliable
+    /// connection delivers in order), each no sooner than `latency` after it was made.
+    outbox: VecDeque<Outgoing>,
     scratch: Vec<u8>,
     service_min: Duration,
     service_max: Duration,
+    /// The time an answer takes back to the initiator on this port's route (0: none).
+    latency: Duration,
     stats: TargetStats,
 }
 
@@ -217,11 +287,20 @@ impl SrpTarget {
             conn: None,
             next_qpn: 0x40_0000 | (u32::from(lid) << 8),
             queue: VecDeque::with_capacity(TARGET_QUEUE),
+            outbox: VecDeque::with_capacity(TARGET_QUEUE),
             scratch: std::vec![0u8; BLOCK_SIZE],
             service_min: Duration::from_us(60),
             service_max: Duration::from_us(250),
+            latency: Duration::ZERO,
             stats: TargetStats::default(),
         }
+    }
+
+    /// Answers from this port take `latency` to reach the initiator: a congested or long
+    /// route, the slow path of fast path failover.
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
     }
 
     pub fn stats(&self) -> &TargetStats {
@@ -234,15 +313,18 @@ impl SrpTarget {
         self.next_qpn = (self.next_qpn + 1) & 0x00ff_ffff;
         let qpn = Qpn(self.next_qpn);
         self.conn = Some((qpn, initiator));
-        // Commands of the old connection die with it.
+        // Commands of the old connection die with it; its answers have nowhere to go.
         self.queue.clear();
+        self.stats.undeliverable += self.outbox.len() as u64;
+        self.outbox.clear();
         self.stats.logins += 1;
         RemoteQp { lid: self.lid, qpn }
     }
 
     /// When the target next has work due.
     pub fn next_due(&self) -> Option<Instant> {
-        self.queue.iter().map(|p| p.due).min()
+        let out = self.outbox.front().map(|o| o.due);
+        self.queue.iter().map(|p| p.due).chain(out).min()
     }
 
     /// Takes every command on the wire for this target and schedules it.
@@ -254,6 +336,10 @@ impl SrpTarget {
                 .filter(|(q, i)| *q == msg.dqpn && i.qpn == msg.src_qpn && i.lid == msg.src_lid);
             if current.is_none() {
                 self.stats.stale_messages += 1;
+                continue;
+            }
+            if let Some(tmf) = SrpTskMgmt::decode(msg.payload()) {
+                self.abort(now, msg.dqpn, tmf);
                 continue;
             }
             let Some(cmd) = SrpCmd::decode(msg.payload()) else {
@@ -268,11 +354,71 @@ impl SrpTarget {
                     via: msg.dqpn,
                     cmd,
                 });
+            } else {
+                // The initiator's request limit keeps this from happening; counted if it does.
+                self.stats.overflowed += 1;
+            }
+        }
+        self.send_due(hca, now);
+    }
+
+    /// ABORT TASK on connection `via`: drops the command if it is still waiting, and
+    /// answers either way. Its answer leaves after any answer of the command (the command
+    /// ran before the abort came), so the initiator may reuse the tag once it has it.
+    fn abort(&mut self, now: Instant, via: Qpn, tmf: SrpTskMgmt) {
+        let waiting = self
+            .queue
+            .iter()
+            .position(|p| p.via == via && p.cmd.tag == tmf.task_tag);
+        let status = match waiting.and_then(|i| self.queue.remove(i)) {
+            Some(_) => {
+                self.stats.aborted += 1;
+                SrpStatus::TaskAborted
+            }
+            None => {
+                self.stats.aborts_too_late += 1;
+                SrpStatus::TaskNotFound
+            }
+        };
+        let rsp = SrpRsp {
+            tag: tmf.task_tag,
+            status,
+            checksum: 0,
+        };
+        self.answer(now, via, rsp);
+    }
+
+    fn answer(&mut self, now: Instant, via: Qpn, rsp: SrpRsp) {
+        if self.outbox.len() == self.outbox.capacity() {
+            self.stats.undeliverable += 1;
+            return;
+        }
+        self.outbox.push_back(Outgoing {
+            due: now + self.latency,
+            via,
+            rsp,
+        });
+    }
+
+    /// Sends the answers that are due, in the order they were made.
+    fn send_due(&mut self, hca: &mut impl Fabric, now: Instant) {
+        while let Some(o) = self.outbox.front().copied().filter(|o| o.due <= now) {
+            self.outbox.pop_front();
+            let Some((qpn, initiator)) = self.conn.filter(|(q, _)| *q == o.via) else {
+                self.stats.undeliverable += 1;
+                continue;
+            };
+            let mut iu = [0u8; IU_SIZE];
+            let n = o.rsp.encode(&mut iu);
+            let me = RemoteQp { lid: self.lid, qpn };
+            if hca.remote_send(me, initiator.qpn, &iu[..n]).is_err() {
+                self.stats.undeliverable += 1;
             }
         }
     }
 
-    /// Executes every command that is due: moves the data, answers.
+    /// Executes every command that is due (moves the data, makes its answer) and sends the
+    /// answers that are due.
     pub fn process(&mut self, hca: &mut impl Fabric, now: Instant) {
         while let Some(i) = self.queue.iter().position(|p| p.due <= now) {
             let Some(p) = self.queue.remove(i) else {
@@ -285,12 +431,9 @@ impl SrpTarget {
             let me = RemoteQp { lid: self.lid, qpn };
             self.stats.commands += 1;
             let rsp = self.execute(hca, me, initiator, &p.cmd);
-            let mut iu = [0u8; IU_SIZE];
-            let n = rsp.encode(&mut iu);
-            if hca.remote_send(me, initiator.qpn, &iu[..n]).is_err() {
-                self.stats.undeliverable += 1;
-            }
+            self.answer(now, p.via, rsp);
         }
+        self.send_due(hca, now);
     }
 
     fn execute(
@@ -371,5 +514,14 @@ mod tests {
         assert_eq!(SrpRsp::decode(&iu[..n]), Some(rsp));
         iu[1] = 200;
         assert_eq!(SrpRsp::decode(&iu[..n]), None, "unknown status");
+        let tmf = SrpTskMgmt {
+            task_tag: 0x7_0000_0003,
+        };
+        let n = tmf.encode(&mut iu);
+        assert_eq!(SrpTskMgmt::decode(&iu[..n]), Some(tmf));
+        assert_eq!(SrpCmd::decode(&iu[..n]), None, "not a command");
+        iu[1] = 2;
+        assert_eq!(SrpTskMgmt::decode(&iu[..n]), None, "only ABORT TASK");
+        assert!(SrpStatus::TaskNotFound.answers_abort() && !SrpStatus::Good.answers_abort());
     }
 }

@@ -5,9 +5,9 @@
 use hcabus::bus::ClientReport;
 use hcabus::sim::{Fault, MultiHost};
 use hcabus::types::EventKind;
-use hcabus::Instant;
+use hcabus::{Duration, Instant};
 use ibal::disk::SrpClient;
-use ibal::stack::{self, MultiSetup};
+use ibal::stack::{self, ClientSpec, MultiSetup};
 
 fn run(setup: &MultiSetup) -> MultiHost {
     let mut world = stack::build_multi(setup).expect("valid host");
@@ -32,6 +32,14 @@ fn boot_disk(world: &MultiHost) -> (ibal::block::IoStats, ibal::multipath::Multi
 }
 
 fn assert_exactly_once(world: &MultiHost) {
+    assert_io_once(world);
+    let (checked, violated) = world.invariants();
+    assert!(checked > 0);
+    assert_eq!(violated, Vec::<String>::new());
+}
+
+/// Every I/O completed or failed exactly once, none lost, every read what was last written.
+fn assert_io_once(world: &MultiHost) {
     let io = stack::io_stats_all(world);
     assert_eq!(io.lost, 0, "{io:?}");
     assert_eq!(io.duplicated, 0, "{io:?}");
@@ -41,8 +49,7 @@ fn assert_exactly_once(world: &MultiHost) {
         io.completed + io.failed + io.in_flight + io.lost,
         "{io:?}"
     );
-    let (checked, violated) = world.invariants();
-    assert!(checked > 0);
+    let (_, violated) = world.invariants();
     assert_eq!(violated, Vec::<String>::new());
 }
 
@@ -54,6 +61,9 @@ fn the_boot_disk_fails_over_at_reset_and_uses_both_paths_again() {
     assert_eq!(resets.len(), 1, "only hca0 resets");
     assert_eq!(resets[0].hca.as_deref(), Some("hca0"));
     assert_eq!(resets[0].outcome(), "Restored");
+    // The path's request started it; the catastrophic error found while quiescing joined
+    // it, and is the graver reason.
+    assert_eq!(resets[0].reason.as_str(), "catastrophic", "{:?}", resets[0]);
     let paths = boot_paths(&world);
     let [(a, p0), (b, p1)] = paths[..] else {
         panic!("two paths: {paths:?}");
@@ -79,9 +89,15 @@ fn the_boot_disk_fails_over_at_reset_and_uses_both_paths_again() {
         mp.path_stats(0).expect("path 0"),
         mp.path_stats(1).expect("1"),
     );
-    assert_eq!(s0.failovers, 1, "{s0:?}");
-    assert!(s0.moved >= 1, "commands moved off hca0: {s0:?}");
-    assert_eq!(s1.failovers, 0, "{s1:?}");
+    // The dead adapter held its oldest command 100 ms (path_io_timeout) while hca1 answered:
+    // fast path failover gave it up to hca1, and since the adapter had completed none of
+    // its sends, the path asked for the adapter's reset at once, half a second before the
+    // health poll would have found the error; the RESET moved the rest.
+    assert_eq!(s0.slow_failovers, 1, "{s0:?}");
+    assert!(s0.given_up >= 1, "{s0:?}");
+    assert_eq!(s0.failovers, 1, "the rest moved at RESET: {s0:?}");
+    assert_eq!(s0.moved, 32, "a whole request limit moved: {s0:?}");
+    assert_eq!((s1.failovers, s1.slow_failovers), (0, 0), "{s1:?}");
     assert!(
         s0.down_us > 3_000_000,
         "hca0's path was down for seconds: {s0:?}"
@@ -154,7 +170,11 @@ fn a_path_whose_adapter_is_replaced_is_dropped_and_nothing_fails() {
     let mp = disks[0].0.lock();
     assert!(mp.path_dead(0), "hca0's path is gone");
     assert!(mp.path_up(1), "hca1's path serves");
-    assert_eq!(mp.path_stats(0).expect("path 0").failovers, 1);
+    // The replaced device stopped answering: its oldest command went to hca1 after 100 ms
+    // (fast path failover), the rest at the RESET the path then asked for.
+    let s0 = mp.path_stats(0).expect("path 0");
+    assert_eq!((s0.slow_failovers, s0.failovers), (1, 1), "{s0:?}");
+    assert!(s0.moved >= 1, "{s0:?}");
 }
 
 #[test]
@@ -208,4 +228,139 @@ fn random_faults_on_both_adapters_never_lose_duplicate_or_corrupt_io() {
         u64::from(failovers) * 4 >= seeds,
         "the faults made paths fail over: {failovers} in {seeds} runs"
     );
+}
+
+/// Sets fast path failover's timeout and the target's answer latency of every path of the
+/// boot disk through adapter `adapter` (`None`: every adapter).
+fn tune_paths(
+    setup: &mut MultiSetup,
+    adapter: Option<usize>,
+    timeout: Option<Duration>,
+    latency: Duration,
+) {
+    for d in &mut setup.disks {
+        d.config.path_io_timeout = timeout;
+    }
+    for (i, a) in setup.adapters.iter_mut().enumerate() {
+        for c in &mut a.stack.clients {
+            if let ClientSpec::DiskPath { config, .. } = c {
+                config.path_io_timeout = timeout;
+                if adapter.is_none_or(|x| x == i) {
+                    config.target_latency = latency;
+                }
+            }
+        }
+    }
+}
+
+/// The paths' disk statistics, summed.
+fn path_disk_stats(world: &MultiHost) -> ibal::disk::DiskStats {
+    let mut sum = ibal::disk::DiskStats::default();
+    for (_, c) in boot_paths(world) {
+        let s = c.disk().stats();
+        sum.given_up += s.given_up;
+        sum.late_discarded += s.late_discarded;
+        sum.aborts_answered += s.aborts_answered;
+        sum.stale_responses += s.stale_responses;
+    }
+    sum
+}
+
+#[test]
+fn fast_path_failover_bounds_the_boot_disks_wait_by_its_path_timeout() {
+    // The catastrophic error on hca0 at 1.4 s is found by the health poll at 2.0 s. Without
+    // fast failover the commands stuck on the dead adapter wait for that (600 ms); with it,
+    // they move to hca1 once they are path_io_timeout old.
+    let default = stack::boot_from_san_multipath();
+    let timeout = ibal::multipath::DEFAULT_PATH_IO_TIMEOUT;
+    assert_eq!(default.disks[0].config.path_io_timeout, Some(timeout));
+    let world = run(&default);
+    assert_exactly_once(&world);
+    let (io, _) = boot_disk(&world);
+    assert!(
+        io.max_latency_us <= timeout.as_us() + 10_000,
+        "at most path_io_timeout + 10 ms: {} us",
+        io.max_latency_us
+    );
+    let s = path_disk_stats(&world);
+    assert!(s.given_up >= 1, "{s:?}");
+    assert_eq!(
+        s.late_discarded, 0,
+        "a dead adapter answers nothing late: {s:?}"
+    );
+
+    let mut off = stack::boot_from_san_multipath();
+    tune_paths(&mut off, None, None, Duration::ZERO);
+    let world = run(&off);
+    assert_exactly_once(&world);
+    let (slow, _) = boot_disk(&world);
+    assert!(
+        slow.max_latency_us > 500_000,
+        "without it, the wait is the health poll's: {} us",
+        slow.max_latency_us
+    );
+    assert_eq!(path_disk_stats(&world).given_up, 0);
+}
+
+#[test]
+fn a_slow_path_gives_its_commands_up_and_their_late_answers_are_discarded() {
+    // No fault: hca0's route to the target answers after 300 ms, hca1's at once, so every
+    // command on hca0 is overtaken by hca1's and given up after 100 ms.
+    let mut setup = stack::boot_from_san_multipath();
+    for a in &mut setup.adapters {
+        a.stack.sim.faults.clear();
+    }
+    let timeout = Duration::from_ms(100);
+    tune_paths(&mut setup, Some(0), Some(timeout), Duration::from_ms(300));
+    let world = run(&setup);
+    assert_io_once(&world);
+    assert!(world.resets().is_empty(), "a slow path is not a reset");
+    let s = path_disk_stats(&world);
+    assert!(s.given_up > 0, "{s:?}");
+    // Each given-up command ran at the target before its abort came: its answer came late
+    // and was thrown away, then the abort's answer freed its slot.
+    assert!(s.late_discarded > 0, "{s:?}");
+    assert!(s.aborts_answered > 0, "{s:?}");
+    assert_eq!(s.stale_responses, 0, "{s:?}");
+    let (io, _) = boot_disk(&world);
+    assert_eq!(io.failed, 0, "{io:?}");
+    // Nothing waits for the slow route twice over: a command waits at most the timeout
+    // before moving, and a newer write to the block of a given-up write waits for that
+    // abort's answer (300 ms away) so no stale copy can overwrite it.
+    assert!(io.max_latency_us < 2 * 300_000, "{} us", io.max_latency_us);
+    let disks = stack::multipath_disks(&world);
+    let mp = disks[0].0.lock();
+    let s1 = mp.path_stats(1).expect("path 1");
+    assert_eq!(
+        s1.slow_failovers, 0,
+        "the fast path gave nothing up: {s1:?}"
+    );
+    assert!(
+        s1.ios > mp.path_stats(0).expect("0").ios,
+        "the fast path carries most"
+    );
+}
+
+#[test]
+fn a_target_slow_on_every_path_moves_nothing() {
+    let mut setup = stack::boot_from_san_multipath();
+    for a in &mut setup.adapters {
+        a.stack.sim.faults.clear();
+    }
+    tune_paths(
+        &mut setup,
+        None,
+        Some(Duration::from_ms(100)),
+        Duration::from_ms(300),
+    );
+    let world = run(&setup);
+    assert_io_once(&world);
+    let s = path_disk_stats(&world);
+    assert_eq!(
+        (s.given_up, s.late_discarded),
+        (0, 0),
+        "no path answered sooner: a slow target is not a dead path: {s:?}"
+    );
+    let (io, _) = boot_disk(&world);
+    assert!(io.max_latency_us >= 300_000, "{io:?}");
 }

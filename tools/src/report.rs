@@ -39,6 +39,8 @@ pub struct MultipathJson {
     pub no_path_us: u64,
     /// The most I/Os its hold queue held at once (while no path was up).
     pub max_held: u64,
+    /// Fast path failover's timeout; null when off.
+    pub path_io_timeout_ms: Option<u64>,
     pub paths: Vec<PathJson>,
 }
 
@@ -51,6 +53,11 @@ pub struct PathJson {
     pub failovers: u32,
     /// Commands taken back from it and re-issued on another path.
     pub moved: u64,
+    /// Of those, commands given up for being slow while another path answered (fast path
+    /// failover), each with an ABORT TASK to the target.
+    pub given_up: u64,
+    /// Answers that came for commands taken back: discarded, never completed twice.
+    pub late_discarded: u64,
     pub down_us: u64,
 }
 
@@ -211,6 +218,7 @@ pub fn multipath(world: &MultiHost) -> Vec<MultipathJson> {
                 max_latency_us: io.max_latency_us,
                 no_path_us: mp.stats().no_path_us,
                 max_held: mp.stats().max_held,
+                path_io_timeout_ms: mp.config().path_io_timeout.map(|t| t.as_ms()),
                 paths: paths
                     .iter()
                     .filter_map(|(hca, c)| {
@@ -220,6 +228,8 @@ pub fn multipath(world: &MultiHost) -> Vec<MultipathJson> {
                             ios: s.ios,
                             failovers: s.failovers,
                             moved: s.moved,
+                            given_up: s.given_up,
+                            late_discarded: c.disk().stats().late_discarded,
                             down_us: s.down_us,
                         })
                     })

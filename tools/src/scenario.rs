@@ -398,8 +398,13 @@ impl Clients {
             lun_id: u32::from(self.disks),
             ack_delay: Duration::from_ms(c.ack_delay_ms.unwrap_or(0)),
             guard_last_path: c.guard_last_path.unwrap_or(boot),
+            path_io_timeout: path_io_timeout(c).map_err(|e| err(at("path_io_timeout_ms"), e))?,
+            target_latency: Duration::from_ms(c.target_latency_ms.unwrap_or(0)),
             ..d
         };
+        if c.target_latency_ms.is_some_and(|ms| ms > 60_000) {
+            return Err(err(at("target_latency_ms"), "at most 60000"));
+        }
         if !(1..=256).contains(&config.queue_depth) {
             return Err(err(at("queue_depth"), "must be between 1 and 256"));
         }
@@ -586,4 +591,18 @@ fn event_fault(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioErro
         }
     };
     in_range(i, fault)
+}
+
+/// Fast path failover's timeout for a disk: on by default for a disk with `paths`
+/// (`DEFAULT_PATH_IO_TIMEOUT`), 0 for off, refused on a disk of one path (it has no other
+/// to move to).
+fn path_io_timeout(c: &Client) -> Result<Option<Duration>, &'static str> {
+    match (c.path_io_timeout_ms, c.paths.is_some()) {
+        (Some(_), false) => Err("takes a disk with paths (a multipath disk)"),
+        (Some(0), true) => Ok(None),
+        (Some(ms), true) if ms > 600_000 => Err("0 (off) or at most 600000"),
+        (Some(ms), true) => Ok(Some(Duration::from_ms(ms))),
+        (None, true) => Ok(Some(ibal::multipath::DEFAULT_PATH_IO_TIMEOUT)),
+        (None, false) => Ok(None),
+    }
 }

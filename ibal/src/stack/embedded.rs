@@ -124,7 +124,10 @@ pub fn boot_from_san_fast() -> StackSetup {
 /// ride through as in the default.
 pub fn boot_from_san_multipath() -> MultiSetup {
     let base = boot_from_san();
-    let boot = disk(true, 1, 0x100, 0, 2_000, 0);
+    let boot = DiskConfig {
+        path_io_timeout: Some(crate::multipath::DEFAULT_PATH_IO_TIMEOUT),
+        ..disk(true, 1, 0x100, 0, 2_000, 0)
+    };
     let path = |path| ClientSpec::DiskPath {
         name: "bootdisk".into(),
         config: boot,
@@ -216,6 +219,32 @@ pub fn random_multipath(seed: u64) -> MultiSetup {
                 Instant::from_ms(rng.gen_range(300..7_000)),
                 Fault::SurpriseRemoval,
             ));
+        }
+    }
+    // Fast path failover off, at a hair trigger, or anywhere between: the take-back, the
+    // late answer and the adapter's reset in every order.
+    let timeout = match rng.gen_range(0..4) {
+        0 => None,
+        1 => Some(Duration::from_ms(1)),
+        _ => Some(Duration::from_ms(rng.gen_range(2..800))),
+    };
+    // A slow route to the target on no path, one, or every path (a slow target: nothing may
+    // move then), so answers come late, after their command was given up.
+    let slow = rng.gen_range(0..4);
+    for d in &mut setup.disks {
+        d.config.path_io_timeout = timeout;
+    }
+    for (i, a) in setup.adapters.iter_mut().enumerate() {
+        let latency = match slow {
+            1 if i == 0 => Duration::from_ms(rng.gen_range(1..400)),
+            3 => Duration::from_ms(rng.gen_range(1..400)),
+            _ => Duration::ZERO,
+        };
+        for c in &mut a.stack.clients {
+            if let ClientSpec::DiskPath { config, .. } = c {
+                config.path_io_timeout = timeout;
+                config.target_latency = latency;
+            }
         }
     }
     setup

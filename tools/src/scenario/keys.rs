@@ -109,6 +109,10 @@ pub(super) struct Client {
     pub(super) paths: Option<Vec<String>>,
     /// srp and bootdisk: the last-path guard (default: on for a boot disk, off otherwise).
     pub(super) guard_last_path: Option<bool>,
+    /// srp and bootdisk with `paths`: fast path failover's timeout (0: off).
+    pub(super) path_io_timeout_ms: Option<u64>,
+    /// srp and bootdisk: the simulated target's answers take this long to come back.
+    pub(super) target_latency_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -139,10 +143,14 @@ fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
             "port",
             "paths",
             "guard_last_path",
+            "path_io_timeout_ms",
+            "target_latency_ms",
         ],
         ClientKind::Srp => &[
             "paths",
             "guard_last_path",
+            "path_io_timeout_ms",
+            "target_latency_ms",
             "iops",
             "queue_depth",
             "read_pct",
@@ -168,7 +176,7 @@ fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
 impl Client {
     /// The first key set that a client of `kind` does not take.
     pub(super) fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
-        let set: [(&str, bool); 17] = [
+        let set: [(&str, bool); 19] = [
             ("iops", self.iops.is_some()),
             ("queue_depth", self.queue_depth.is_some()),
             ("read_pct", self.read_pct.is_some()),
@@ -186,6 +194,8 @@ impl Client {
             ("request_on_reset_end", self.request_on_reset_end.is_some()),
             ("paths", self.paths.is_some()),
             ("guard_last_path", self.guard_last_path.is_some()),
+            ("path_io_timeout_ms", self.path_io_timeout_ms.is_some()),
+            ("target_latency_ms", self.target_latency_ms.is_some()),
         ];
         let allowed = allowed_keys(kind);
         set.into_iter()

@@ -120,6 +120,11 @@ impl SimPorts {
             .and_then(Option::as_ref)
     }
 
+    /// How long a link takes to train, and the subnet manager to sweep a trained port.
+    pub fn timings(&self) -> (Duration, Duration) {
+        (self.link_up, self.sm_sweep)
+    }
+
     /// The device was reset: every port goes dark, and trains again from `ready_at` (`None`:
     /// the device never comes back) or from its cable's plug-back, whichever is later. Each
     /// gets a new LID when it is swept. A pulled cable stays pulled.

@@ -1,0 +1,408 @@
+//! The command slots of one SRP initiator, without any I/O: which I/O each slot holds, which
+//! send of it the target may still answer, and what an answer means. The disk drives it
+//! from its completions, its RESET and its fast path failover; the failover model check
+//! (tests/tests/failover_model.rs) drives the same table through every interleaving of a
+//! late answer, an abort and an adapter's reset.
+//!
+//! A command's tag is its slot and the generation of its send. A slot is reused only once
+//! nothing the target holds can name it: after its answer, after the target answered the
+//! ABORT TASK of a command given up, or after the connection went (RESET, a port loss). So a
+//! late answer never lands in another command's buffer, and a late write never reads
+//! another command's data.
+
+use std::collections::VecDeque;
+use std::vec::Vec;
+
+use hcabus::{Duration, Instant};
+
+use crate::block::IoRequest;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    Free,
+    /// Waiting to be sent: new, held during a reset, or taken back for re-issue.
+    Queued,
+    InFlight,
+    /// Given up (fast path failover): its I/O is another path's now; the target was told to
+    /// abort it, and the slot waits for that answer.
+    Aborting,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    state: SlotState,
+    req: IoRequest,
+    /// Bumped on every send: an answer carries it, so an answer to an earlier send of the
+    /// slot is known for what it is.
+    generation: u32,
+    /// When its command was last sent.
+    sent_at: Instant,
+    /// That send completed: the target's side took the command (a reliable connection
+    /// completes a send once the responder acknowledged it).
+    acked: bool,
+}
+
+/// The tag of send `generation` of slot `slot`.
+pub fn tag(slot: usize, generation: u32) -> u64 {
+    ((slot as u64) << 32) | u64::from(generation)
+}
+
+fn untag(tag: u64) -> (usize, u32) {
+    ((tag >> 32) as usize, tag as u32)
+}
+
+/// What an answer from the target means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The answer to the command in flight in `slot`, sent at `sent_at`: `req` completes
+    /// upward, once.
+    Complete {
+        slot: usize,
+        req: IoRequest,
+        sent_at: Instant,
+    },
+    /// An answer to a send this disk no longer waits for (taken back at a reset, given up
+    /// by failover): discarded, for the I/O is re-issued or already done.
+    Late,
+    /// The target's answer to the ABORT TASK of a command given up: its slot is free.
+    AbortAnswered { req: IoRequest },
+    /// A tag no send of this disk ever carried.
+    Unknown,
+}
+
+/// A take-back bug planted on purpose (feature `mutants`, tests only), to show the
+/// failover model check catches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SlotMutant {
+    /// A command given up frees its slot at once instead of waiting for its abort's answer:
+    /// the slot's buffer is reused while the target may still write or read it.
+    FreeOnGiveUp,
+    /// An answer to a command given up completes it (its I/O went to another path).
+    CompleteGivenUp,
+    /// A given-up write fences nothing: a newer write to its block may go out before it is
+    /// known dead.
+    NoFence,
+}
+
+impl SlotMutant {
+    pub const ALL: [SlotMutant; 3] = [
+        SlotMutant::FreeOnGiveUp,
+        SlotMutant::CompleteGivenUp,
+        SlotMutant::NoFence,
+    ];
+}
+
+/// The slots of one initiator: reserved at creation, never grown.
+#[derive(Debug, Clone)]
+pub struct SlotTable {
+    slots: Vec<Slot>,
+    /// Queued slots in the order they go out.
+    queue: VecDeque<u16>,
+    in_flight: u16,
+    aborting: u16,
+    scratch: Vec<u16>,
+    #[cfg(feature = "mutants")]
+    mutant: Option<SlotMutant>,
+}
+
+impl SlotTable {
+    /// `n` slots (at most `u16::MAX`).
+    pub fn new(n: usize) -> Self {
+        let n = n.min(usize::from(u16::MAX));
+        let blank = Slot {
+            state: SlotState::Free,
+            req: IoRequest {
+                id: 0,
+                lba: 0,
+                write: false,
+                checksum: 0,
+                submitted_at: Instant::ZERO,
+            },
+            generation: 0,
+            sent_at: Instant::ZERO,
+            acked: false,
+        };
+        SlotTable {
+            slots: std::vec![blank; n],
+            queue: VecDeque::with_capacity(n),
+            in_flight: 0,
+            aborting: 0,
+            scratch: Vec::with_capacity(n),
+            #[cfg(feature = "mutants")]
+            mutant: None,
+        }
+    }
+
+    /// Plants `mutant` in this table (feature `mutants`: tests only).
+    #[cfg(feature = "mutants")]
+    pub fn plant(&mut self, mutant: SlotMutant) {
+        self.mutant = Some(mutant);
+    }
+
+    #[inline(always)]
+    fn planted(&self, _mutant: SlotMutant) -> bool {
+        #[cfg(feature = "mutants")]
+        {
+            self.mutant == Some(_mutant)
+        }
+        #[cfg(not(feature = "mutants"))]
+        {
+            false
+        }
+    }
+
+    /// Whether the send tagged `tag` may still touch its slot's buffer: it is in flight, or
+    /// given up and its abort not answered. What the target runs must always be one of these.
+    pub fn holds(&self, tag: u64) -> bool {
+        let (i, generation) = untag(tag);
+        self.slots.get(i).is_some_and(|s| {
+            s.generation == generation
+                && matches!(s.state, SlotState::InFlight | SlotState::Aborting)
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn in_flight(&self) -> u16 {
+        self.in_flight
+    }
+
+    /// Commands given up whose abort the target has not answered yet.
+    pub fn aborting(&self) -> u16 {
+        self.aborting
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Target answers this table may still receive: one per command in flight, two per
+    /// command given up (its own late answer and the abort's). The request limit bounds it.
+    pub fn answers_owed(&self) -> u32 {
+        u32::from(self.in_flight) + 2 * u32::from(self.aborting)
+    }
+
+    pub fn has_room(&self) -> bool {
+        self.slots.iter().any(|s| s.state == SlotState::Free)
+    }
+
+    /// Whether the table still owes `id` a completion (queued or in flight; not a command
+    /// given up, whose I/O went to another path).
+    pub fn tracks(&self, id: u64) -> bool {
+        self.slots
+            .iter()
+            .any(|s| matches!(s.state, SlotState::Queued | SlotState::InFlight) && s.req.id == id)
+    }
+
+    /// Puts `req` in a free slot at the back of the send queue; `None` when every slot is
+    /// taken.
+    pub fn admit(&mut self, req: IoRequest) -> Option<usize> {
+        let i = self.slots.iter().position(|s| s.state == SlotState::Free)?;
+        self.slots[i].state = SlotState::Queued;
+        self.slots[i].req = req;
+        self.queue.push_back(i as u16);
+        Some(i)
+    }
+
+    /// The command that goes out next: its slot, the tag its send carries, its I/O.
+    pub fn next_send(&self) -> Option<(usize, u64, IoRequest)> {
+        let i = usize::from(*self.queue.front()?);
+        let s = &self.slots[i];
+        Some((i, tag(i, s.generation.wrapping_add(1)), s.req))
+    }
+
+    /// The command [`SlotTable::next_send`] named went out at `now`.
+    pub fn sent(&mut self, now: Instant) {
+        let Some(i) = self.queue.pop_front() else {
+            return;
+        };
+        let s = &mut self.slots[usize::from(i)];
+        s.state = SlotState::InFlight;
+        s.generation = s.generation.wrapping_add(1);
+        s.sent_at = now;
+        s.acked = false;
+        self.in_flight += 1;
+    }
+
+    /// The send of the command in `slot` completed: the target has it.
+    pub fn send_completed(&mut self, slot: usize) {
+        if let Some(s) = self.slots.get_mut(slot) {
+            if matches!(s.state, SlotState::InFlight | SlotState::Aborting) {
+                s.acked = true;
+            }
+        }
+    }
+
+    /// What the target's answer tagged `tag` means; `aborts` when it answers an ABORT TASK.
+    pub fn answer(&mut self, tag: u64, aborts: bool) -> Answer {
+        let complete_given_up = self.planted(SlotMutant::CompleteGivenUp);
+        let (i, generation) = untag(tag);
+        let Some(s) = self.slots.get_mut(i) else {
+            return Answer::Unknown;
+        };
+        if generation == 0 || generation > s.generation {
+            return Answer::Unknown;
+        }
+        let current = generation == s.generation;
+        match (s.state, current, aborts) {
+            (SlotState::Aborting, true, false) if complete_given_up => {
+                s.state = SlotState::Free;
+                self.aborting -= 1;
+                Answer::Complete {
+                    slot: i,
+                    req: s.req,
+                    sent_at: s.sent_at,
+                }
+            }
+            (SlotState::InFlight, true, false) => {
+                s.state = SlotState::Free;
+                self.in_flight -= 1;
+                Answer::Complete {
+                    slot: i,
+                    req: s.req,
+                    sent_at: s.sent_at,
+                }
+            }
+            (SlotState::Aborting, true, true) => {
+                s.state = SlotState::Free;
+                self.aborting -= 1;
+                Answer::AbortAnswered { req: s.req }
+            }
+            // No abort was sent for that send.
+            (_, _, true) => Answer::Unknown,
+            _ => Answer::Late,
+        }
+    }
+
+    /// Whether `s` has been out `limit` by `now` and another path answered a command sent
+    /// no earlier (at `answered_at`): a younger command overtook it there.
+    fn overdue(s: &Slot, now: Instant, limit: Duration, answered_at: Instant) -> bool {
+        s.state == SlotState::InFlight
+            && s.sent_at <= answered_at
+            && now.saturating_since(s.sent_at) >= limit
+    }
+
+    /// When a command in flight can next be given up: `limit` after the send of the oldest
+    /// one sent no later than `answered_at` (the send time of the youngest command another
+    /// path has answered). `None` while no other path has answered a command as young as
+    /// any of these: a target slow on every path is not a dead path.
+    pub fn next_overdue(&self, limit: Duration, answered_at: Option<Instant>) -> Option<Instant> {
+        let answered_at = answered_at?;
+        self.slots
+            .iter()
+            .filter(|s| s.state == SlotState::InFlight && s.sent_at <= answered_at)
+            .map(|s| s.sent_at + limit)
+            .min()
+    }
+
+    /// Fast path failover: gives up every command in flight for `limit` or more that another
+    /// path overtook (it answered a command sent at `answered_at`, no earlier). Each goes to
+    /// `give` with the tag the target must be told to abort, newest first (so a taker that
+    /// puts each at the front of its queue ends with the oldest first). Returns how many.
+    pub fn give_up_overdue(
+        &mut self,
+        now: Instant,
+        limit: Duration,
+        answered_at: Instant,
+        mut give: impl FnMut(u64, IoRequest),
+    ) -> u32 {
+        self.scratch.clear();
+        for (i, s) in self.slots.iter().enumerate() {
+            if Self::overdue(s, now, limit, answered_at) {
+                self.scratch.push(i as u16);
+            }
+        }
+        let slots = &self.slots;
+        self.scratch
+            .sort_unstable_by_key(|i| slots[usize::from(*i)].req.id);
+        let free = self.planted(SlotMutant::FreeOnGiveUp);
+        for &i in self.scratch.iter().rev() {
+            let s = &mut self.slots[usize::from(i)];
+            s.state = if free {
+                SlotState::Free
+            } else {
+                SlotState::Aborting
+            };
+            give(tag(usize::from(i), s.generation), s.req);
+        }
+        let n = self.scratch.len() as u16;
+        self.in_flight -= n;
+        if !free {
+            self.aborting += n;
+        }
+        u32::from(n)
+    }
+
+    /// The connection is gone (RESET, a port loss): commands in flight go back to the front
+    /// of the send queue, oldest first, for re-issue; slots given up are free (the target
+    /// drops a dead connection's commands, and its answers have nowhere to land). Returns
+    /// how many were in flight.
+    pub fn take_back(&mut self) -> u16 {
+        self.scratch.clear();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            match s.state {
+                SlotState::InFlight => {
+                    s.state = SlotState::Queued;
+                    self.scratch.push(i as u16);
+                }
+                SlotState::Aborting => s.state = SlotState::Free,
+                SlotState::Free | SlotState::Queued => {}
+            }
+        }
+        let slots = &self.slots;
+        self.scratch
+            .sort_unstable_by_key(|i| slots[usize::from(*i)].req.id);
+        for &i in self.scratch.iter().rev() {
+            self.queue.push_front(i);
+        }
+        let n = self.in_flight;
+        self.in_flight = 0;
+        self.aborting = 0;
+        n
+    }
+
+    /// The newest I/O waiting to be sent, taken out of the table (for another path).
+    pub fn pop_queued_back(&mut self) -> Option<IoRequest> {
+        let i = usize::from(self.queue.pop_back()?);
+        self.slots[i].state = SlotState::Free;
+        Some(self.slots[i].req)
+    }
+
+    /// The oldest I/O waiting to be sent, taken out of the table (to fail it).
+    pub fn pop_queued_front(&mut self) -> Option<IoRequest> {
+        let i = usize::from(self.queue.pop_front()?);
+        self.slots[i].state = SlotState::Free;
+        Some(self.slots[i].req)
+    }
+
+    /// The writes given up whose abort the target has not answered, as (I/O id, block): a
+    /// stale copy of each may still run there, so no newer write to those blocks may go out
+    /// anywhere. Even one whose send has not completed: a reliable connection may still
+    /// deliver it, late, until the connection is gone.
+    pub fn fenced_writes(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let none = self.planted(SlotMutant::NoFence);
+        self.slots
+            .iter()
+            .filter(move |s| !none && s.state == SlotState::Aborting && s.req.write)
+            .map(|s| (s.req.id, s.req.lba))
+    }
+
+    /// Whether a command out (in flight or given up) was sent `limit` or more before `now`
+    /// and its send never completed: the adapter is not moving this connection's data.
+    pub fn stalled_send(&self, now: Instant, limit: Duration) -> bool {
+        self.slots.iter().any(|s| {
+            matches!(s.state, SlotState::InFlight | SlotState::Aborting)
+                && !s.acked
+                && now.saturating_since(s.sent_at) >= limit
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+use super::*;
+
+fn io(id: u64, lba: u64, write: bool) -> IoRequest {
+    IoRequest {
+        id,
+        lba,
+        write,
+        checksum: id,
+        submitted_at: Instant::ZERO,
+    }
+}
+
+fn at(ms: u64) -> Instant {
+    Instant::from_ms(ms)
+}
+
+/// Admits `req` and sends it at `now`; returns its tag.
+fn send(t: &mut SlotTable, req: IoRequest, now: Instant) -> u64 {
+    t.admit(req).expect("room");
+    let (_, tag, sent) = t.next_send().expect("queued");
+    assert_eq!(sent, req);
+    t.sent(now);
+    tag
+}
+
+#[test]
+fn an_answer_completes_its_command_once_and_a_second_one_is_late() {
+    let mut t = SlotTable::new(2);
+    let tag = send(&mut t, io(1, 5, false), at(0));
+    assert_eq!(t.in_flight(), 1);
+    assert!(t.tracks(1));
+    assert!(matches!(t.answer(tag, false), Answer::Complete { req, .. } if req.id == 1));
+    assert_eq!(t.answer(tag, false), Answer::Late, "never completed twice");
+    assert!(!t.tracks(1));
+    assert_eq!(t.in_flight(), 0);
+}
+
+#[test]
+fn tags_no_send_carried_are_unknown() {
+    let mut t = SlotTable::new(2);
+    let sent = send(&mut t, io(1, 5, false), at(0));
+    assert_eq!(t.answer(tag(7, 1), false), Answer::Unknown, "no such slot");
+    assert_eq!(t.answer(tag(1, 1), false), Answer::Unknown, "never sent");
+    assert_eq!(
+        t.answer(sent + 1, false),
+        Answer::Unknown,
+        "a later generation"
+    );
+    assert_eq!(t.answer(sent, true), Answer::Unknown, "no abort was sent");
+    assert!(matches!(t.answer(sent, false), Answer::Complete { .. }));
+}
+
+#[test]
+fn nothing_is_given_up_unless_another_path_answered_after_it_was_sent() {
+    let mut t = SlotTable::new(4);
+    send(&mut t, io(1, 1, false), at(10));
+    send(&mut t, io(2, 2, false), at(30));
+    let limit = Duration::from_ms(100);
+    assert_eq!(t.next_overdue(limit, None), None, "no other path answered");
+    assert_eq!(
+        t.next_overdue(limit, Some(at(5))),
+        None,
+        "before either was sent"
+    );
+    assert_eq!(t.next_overdue(limit, Some(at(20))), Some(at(110)));
+    assert_eq!(t.next_overdue(limit, Some(at(40))), Some(at(110)));
+    // A slow target on every path: the other path's last answer predates the command.
+    assert_eq!(t.give_up_overdue(at(500), limit, at(5), |_, _| {}), 0);
+    assert_eq!(t.in_flight(), 2);
+    // Out 100 ms, and the other path answered since: given up; the younger one waits.
+    let mut given = Vec::new();
+    assert_eq!(
+        t.give_up_overdue(at(115), limit, at(40), |tag, r| given.push((tag, r.id))),
+        1
+    );
+    assert_eq!(given.iter().map(|g| g.1).collect::<Vec<_>>(), [1]);
+    assert_eq!((t.in_flight(), t.aborting()), (1, 1));
+    assert!(!t.tracks(1), "its I/O is another path's now");
+    assert_eq!(
+        t.answers_owed(),
+        3,
+        "the other's answer, a late one and the abort's"
+    );
+}
+
+#[test]
+fn commands_are_given_up_newest_first() {
+    let mut t = SlotTable::new(4);
+    for id in [3, 1, 2] {
+        send(&mut t, io(id, id, false), at(0));
+    }
+    let mut ids = Vec::new();
+    t.give_up_overdue(at(200), Duration::from_ms(100), at(50), |_, r| {
+        ids.push(r.id)
+    });
+    assert_eq!(
+        ids,
+        [3, 2, 1],
+        "pushed to a queue's front, the oldest ends first"
+    );
+}
+
+#[test]
+fn a_given_up_slot_is_reused_only_after_the_target_answers_its_abort() {
+    let mut t = SlotTable::new(1);
+    let sent = send(&mut t, io(1, 9, true), at(0));
+    t.send_completed(0);
+    let mut abort = None;
+    t.give_up_overdue(at(100), Duration::from_ms(100), at(60), |tag, _| {
+        abort = Some(tag)
+    });
+    assert_eq!(
+        abort,
+        Some(sent),
+        "the target is told to abort that very send"
+    );
+    assert!(!t.has_room(), "its buffer may still be read by the target");
+    assert_eq!(
+        t.fenced_writes().collect::<Vec<_>>(),
+        [(1, 9)],
+        "a stale write may still run"
+    );
+    // The command ran before the abort came: its answer arrives first, and is discarded.
+    assert_eq!(t.answer(sent, false), Answer::Late);
+    assert!(!t.has_room());
+    assert!(matches!(t.answer(sent, true), Answer::AbortAnswered { req } if req.id == 1));
+    assert!(t.has_room());
+    assert_eq!(t.fenced_writes().count(), 0);
+    assert_eq!(
+        t.answer(sent, true),
+        Answer::Unknown,
+        "a second abort answer changes nothing"
+    );
+    assert_eq!(t.aborting(), 0);
+}
+
+#[test]
+fn a_reset_requeues_what_was_in_flight_oldest_first_and_frees_what_was_given_up() {
+    let mut t = SlotTable::new(4);
+    let old = send(&mut t, io(1, 1, true), at(0));
+    t.send_completed(0);
+    t.give_up_overdue(at(100), Duration::from_ms(100), at(50), |_, _| {});
+    let b = send(&mut t, io(5, 5, false), at(150));
+    let a = send(&mut t, io(4, 4, false), at(150));
+    assert_eq!(t.take_back(), 2);
+    assert_eq!((t.in_flight(), t.aborting(), t.queued()), (0, 0, 2));
+    assert!(t.tracks(4) && t.tracks(5) && !t.tracks(1));
+    assert_eq!(
+        t.fenced_writes().count(),
+        0,
+        "the dead connection runs nothing more"
+    );
+    // Answers from before the reset are late, whatever they answer.
+    assert_eq!(t.answer(old, false), Answer::Late);
+    assert_eq!(t.answer(a, false), Answer::Late);
+    // Re-issued oldest first, under new tags; only those complete.
+    let (_, tag4, r) = t.next_send().expect("queued");
+    assert_eq!(r.id, 4);
+    t.sent(at(300));
+    let (_, tag5, r) = t.next_send().expect("queued");
+    assert_eq!(r.id, 5);
+    t.sent(at(300));
+    assert_eq!(t.answer(b, false), Answer::Late);
+    assert!(matches!(t.answer(tag5, false), Answer::Complete { req, .. } if req.id == 5));
+    assert!(matches!(t.answer(tag4, false), Answer::Complete { req, .. } if req.id == 4));
+}
+
+#[test]
+fn queued_commands_leave_from_either_end() {
+    let mut t = SlotTable::new(3);
+    for id in 1..=3 {
+        t.admit(io(id, id, false)).expect("room");
+    }
+    assert_eq!(t.admit(io(4, 4, false)), None, "full");
+    assert_eq!(t.pop_queued_back().map(|r| r.id), Some(3));
+    assert_eq!(t.pop_queued_front().map(|r| r.id), Some(1));
+    assert_eq!(t.queued(), 1);
+    assert!(t.has_room());
+}
+
+#[test]
+fn every_write_given_up_fences_its_block_and_a_send_never_completed_is_a_stall() {
+    let mut t = SlotTable::new(3);
+    send(&mut t, io(1, 3, true), at(0));
+    let acked = send(&mut t, io(2, 4, true), at(0));
+    send(&mut t, io(3, 5, false), at(0));
+    t.send_completed((acked >> 32) as usize);
+    let limit = Duration::from_ms(100);
+    assert!(!t.stalled_send(at(99), limit), "not out long enough");
+    assert!(
+        t.stalled_send(at(100), limit),
+        "sent 100 ms ago, never completed"
+    );
+    t.give_up_overdue(at(100), limit, at(50), |_, _| {});
+    assert_eq!(t.aborting(), 3, "every slot waits for its abort");
+    let mut fenced: Vec<_> = t.fenced_writes().collect();
+    fenced.sort_unstable();
+    assert_eq!(
+        fenced,
+        [(1, 3), (2, 4)],
+        "both writes, taken or not: a late delivery may still run; never the read"
+    );
+    assert!(t.stalled_send(at(100), limit), "given up, still never sent");
+    t.take_back();
+    assert!(!t.stalled_send(at(500), limit), "the connection is gone");
+}

@@ -1,0 +1,537 @@
+//! An exhaustive model check of fast path failover's take-back (docs/design.md §7 "Fast path
+//! failover"): the real slot table of each path's initiator (`ibal::disk::slots`) and the
+//! real multipath queue (`ibal::multipath::Multipath`: turns, suspicion, the write fence),
+//! driven through every interleaving of sends, the target taking, running and answering
+//! commands in any order, answers arriving late, ABORT TASKs, time passing, an adapter
+//! dying and an adapter being reset, on two paths to one LUN.
+//!
+//! The transport and the target are modelled as the simulator's are: a path's messages
+//! reach its target in order, the target may run what it took in any order, its answers come
+//! back in order, a dead adapter moves nothing (no send leaves it, no RDMA through it), and a
+//! reset connection drops the old connection's commands and answers.
+//!
+//! Properties, checked in every state: every I/O is in exactly one place (the queue, one
+//! path's table, or completed upward), completed at most once; the target only ever runs a
+//! command whose slot still holds it (its buffer is that command's); no write ever lands on
+//! a block after a newer write to it completed (no stale overwrite). In every state with no
+//! move left and both adapters alive, every I/O has completed exactly once.
+//! `HCABUS_FAILOVER_DEPTH=N` explores deeper. Planted take-back bugs (ibal's `mutants`) show
+//! the properties bite: see the last test.
+
+use std::collections::{HashSet, VecDeque};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use hcabus::{Duration, Instant};
+use ibal::block::IoRequest;
+use ibal::disk::slots::{Answer, SlotMutant, SlotTable};
+use ibal::disk::DiskConfig;
+use ibal::multipath::{Multipath, SharedMultipath};
+
+const PATHS: usize = 2;
+const QD: u16 = 2;
+const LIMIT: Duration = Duration::from_ms(100);
+
+/// The I/Os the layer above issues, in order: a write to block 0, a read of block 1, and a
+/// newer write to block 0 (only once the first completed, as a filesystem does).
+const SCRIPT: [(u64, u64, bool); 3] = [(1, 0, true), (2, 1, false), (3, 0, true)];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Msg {
+    Cmd {
+        tag: u64,
+        id: u64,
+        lba: u64,
+        write: bool,
+    },
+    Abort {
+        tag: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Rsp {
+    tag: u64,
+    aborts: bool,
+}
+
+/// One path: its adapter, its initiator's table, its target port.
+#[derive(Debug, Clone)]
+struct Path {
+    table: SlotTable,
+    /// The adapter's data path stopped (until its reset).
+    dead: bool,
+    /// Logged in (the queue knows it up).
+    up: bool,
+    /// The connection's generation: messages of an older one are dropped.
+    conn: u8,
+    inbox: VecDeque<(u8, Msg)>,
+    /// Commands the target took and has not run: (connection, message).
+    pending: Vec<(u8, Msg)>,
+    outbox: VecDeque<(u8, Rsp)>,
+    /// The send time of the youngest command answered within LIMIT.
+    freshest: Option<Instant>,
+    answers: u32,
+    /// Given up at this answer count: serves again past it.
+    probe_from: Option<u32>,
+}
+
+#[derive(Debug, Clone)]
+struct World {
+    paths: [Path; PATHS],
+    mp: Multipath,
+    now: Instant,
+    /// Next script entry to issue.
+    next: usize,
+    completed: Vec<u64>,
+    /// Per block: the id of the write that last landed, and of the newest write completed.
+    landed: [u64; 2],
+    newest_done: [u64; 2],
+    ticks: u8,
+    deaths: u8,
+    resets: u8,
+    violation: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Move {
+    Issue,
+    Send(usize),
+    Intake(usize),
+    Run(usize, usize),
+    Deliver(usize),
+    GiveUp(usize),
+    Tick,
+    Die(usize),
+    Reset(usize),
+    Login(usize),
+}
+
+fn io(i: usize) -> IoRequest {
+    let (id, lba, write) = SCRIPT[i];
+    IoRequest {
+        id,
+        lba,
+        write,
+        checksum: id,
+        submitted_at: Instant::ZERO,
+    }
+}
+
+impl World {
+    fn new(mutant: Option<SlotMutant>) -> Self {
+        let config = DiskConfig {
+            iops: 0,
+            queue_depth: QD,
+            hold_capacity: 4,
+            n_blocks: 2,
+            ..DiskConfig::default()
+        };
+        let mut mp = SharedMultipath::new("disk", config, PATHS).lock().clone();
+        let path = |_| {
+            let mut table = SlotTable::new(usize::from(QD));
+            if let Some(m) = mutant {
+                table.plant(m);
+            }
+            Path {
+                table,
+                dead: false,
+                up: true,
+                conn: 0,
+                inbox: VecDeque::new(),
+                pending: Vec::new(),
+                outbox: VecDeque::new(),
+                freshest: None,
+                answers: 0,
+                probe_from: None,
+            }
+        };
+        for p in 0..PATHS {
+            mp.path_is_up(p, Instant::ZERO);
+        }
+        World {
+            paths: core::array::from_fn(path),
+            mp,
+            now: Instant::ZERO,
+            next: 0,
+            completed: Vec::new(),
+            landed: [0; 2],
+            newest_done: [0; 2],
+            ticks: 0,
+            deaths: 0,
+            resets: 0,
+            violation: None,
+        }
+    }
+
+    fn fingerprint(&self) -> u64 {
+        let mut h = DefaultHasher::new();
+        for p in &self.paths {
+            format!("{:?}", p.table).hash(&mut h);
+            (p.dead, p.up, p.conn, &p.inbox, &p.pending, &p.outbox).hash(&mut h);
+            (p.freshest, p.answers, p.probe_from).hash(&mut h);
+        }
+        self.mp.hash_state(&mut h);
+        (
+            self.now,
+            self.next,
+            &self.completed,
+            self.landed,
+            self.newest_done,
+        )
+            .hash(&mut h);
+        (self.ticks, self.deaths, self.resets).hash(&mut h);
+        h.finish()
+    }
+
+    fn can_send(&self, p: usize) -> bool {
+        let t = &self.paths[p].table;
+        t.has_room() && t.answers_owed() + (t.queued() as u32) < u32::from(QD)
+    }
+
+    /// What the client does after any change: tell the queue its answers, room and fences.
+    fn sync(&mut self, p: usize) {
+        let path = &mut self.paths[p];
+        if let Some(at) = path.freshest {
+            self.mp.note_answer(p, at);
+        }
+        if path.probe_from.is_some_and(|n| path.answers > n) {
+            path.probe_from = None;
+            self.mp.probe_answered(p, self.now);
+        }
+        self.mp.set_fences(p, path.table.fenced_writes());
+        let room = path.up && self.can_send(p);
+        self.mp.note_room(p, room);
+    }
+
+    fn moves(&self) -> Vec<Move> {
+        let mut m = Vec::new();
+        if self.next < SCRIPT.len() {
+            let (id, lba, write) = SCRIPT[self.next];
+            // A block's next write waits for the last one to complete, as above a disk.
+            let prev = SCRIPT[..self.next]
+                .iter()
+                .filter(|(_, l, w)| *l == lba && *w && write)
+                .all(|(i, _, _)| self.completed.contains(i));
+            if prev && id > 0 {
+                m.push(Move::Issue);
+            }
+        }
+        for p in 0..PATHS {
+            let path = &self.paths[p];
+            if path.up && self.mp.may_take(p, self.can_send(p)) {
+                m.push(Move::Send(p));
+            }
+            if !path.inbox.is_empty() {
+                m.push(Move::Intake(p));
+            }
+            for i in 0..path.pending.len() {
+                m.push(Move::Run(p, i));
+            }
+            if !path.outbox.is_empty() {
+                m.push(Move::Deliver(p));
+            }
+            let answered = self.mp.others_answered_at(p);
+            if path.up
+                && path
+                    .table
+                    .next_overdue(LIMIT, answered)
+                    .is_some_and(|t| t <= self.now)
+            {
+                m.push(Move::GiveUp(p));
+            }
+            if !path.dead && self.deaths < 1 {
+                m.push(Move::Die(p));
+            }
+            if self.resets < 1 && (path.up || path.dead) {
+                m.push(Move::Reset(p));
+            }
+            if !path.up && !path.dead {
+                m.push(Move::Login(p));
+            }
+        }
+        if self.ticks < 2 {
+            m.push(Move::Tick);
+        }
+        m
+    }
+
+    fn fail(&mut self, why: String) {
+        self.violation.get_or_insert(why);
+    }
+
+    fn apply(&mut self, mv: Move) {
+        match mv {
+            Move::Issue => {
+                if self.mp.enqueue(io(self.next)).is_err() {
+                    self.fail("the queue refused an I/O".into());
+                }
+                self.next += 1;
+            }
+            Move::Send(p) => self.send(p),
+            Move::Intake(p) => self.intake(p),
+            Move::Run(p, i) => self.run(p, i),
+            Move::Deliver(p) => self.deliver(p),
+            Move::GiveUp(p) => self.give_up(p),
+            Move::Tick => {
+                self.now = self.now + LIMIT;
+                self.ticks += 1;
+            }
+            Move::Die(p) => {
+                self.paths[p].dead = true;
+                self.deaths += 1;
+            }
+            Move::Reset(p) => self.reset(p),
+            Move::Login(p) => {
+                self.paths[p].up = true;
+                self.mp.path_is_up(p, self.now);
+            }
+        }
+        for p in 0..PATHS {
+            self.sync(p);
+        }
+        self.check_places();
+    }
+
+    fn send(&mut self, p: usize) {
+        let Some(req) = self.mp.take(p) else {
+            return;
+        };
+        let path = &mut self.paths[p];
+        path.table.admit(req).expect("room was checked");
+        let Some((_, tag, req)) = path.table.next_send() else {
+            return;
+        };
+        path.table.sent(self.now);
+        if !path.dead {
+            let msg = Msg::Cmd {
+                tag,
+                id: req.id,
+                lba: req.lba,
+                write: req.write,
+            };
+            path.inbox.push_back((path.conn, msg));
+        }
+    }
+
+    fn intake(&mut self, p: usize) {
+        let path = &mut self.paths[p];
+        let Some((conn, msg)) = path.inbox.pop_front() else {
+            return;
+        };
+        if conn != path.conn {
+            return;
+        }
+        match msg {
+            Msg::Cmd { tag, .. } => {
+                // The transport acknowledged it: the send completes.
+                path.table.send_completed((tag >> 32) as usize);
+                path.pending.push((conn, msg));
+            }
+            Msg::Abort { tag } => {
+                let found = path
+                    .pending
+                    .iter()
+                    .position(|(_, m)| matches!(m, Msg::Cmd { tag: t, .. } if *t == tag));
+                if let Some(i) = found {
+                    path.pending.remove(i);
+                }
+                path.outbox.push_back((conn, Rsp { tag, aborts: true }));
+            }
+        }
+    }
+
+    fn run(&mut self, p: usize, i: usize) {
+        let (conn, msg) = self.paths[p].pending.remove(i);
+        let Msg::Cmd {
+            tag,
+            id,
+            lba,
+            write,
+        } = msg
+        else {
+            return;
+        };
+        if conn != self.paths[p].conn || self.paths[p].dead {
+            // The connection is gone, or the adapter moves no data: nothing runs.
+            return;
+        }
+        if !self.paths[p].table.holds(tag) {
+            self.fail(format!(
+                "the target ran {tag:#x} on path {p}, whose slot moved on"
+            ));
+        }
+        if write {
+            let b = lba as usize;
+            if id < self.newest_done[b] {
+                self.fail(format!(
+                    "stale write {id} landed on block {lba} after write {} completed",
+                    self.newest_done[b]
+                ));
+            }
+            self.landed[b] = id;
+        }
+        self.paths[p]
+            .outbox
+            .push_back((conn, Rsp { tag, aborts: false }));
+    }
+
+    fn deliver(&mut self, p: usize) {
+        let now = self.now;
+        let path = &mut self.paths[p];
+        let Some((conn, rsp)) = path.outbox.pop_front() else {
+            return;
+        };
+        if conn != path.conn || path.dead {
+            return;
+        }
+        path.answers += 1;
+        if let Answer::Complete { req, sent_at, .. } = path.table.answer(rsp.tag, rsp.aborts) {
+            if now.saturating_since(sent_at) < LIMIT {
+                path.freshest = path.freshest.max(Some(sent_at));
+            }
+            self.complete(req);
+        }
+    }
+
+    fn complete(&mut self, req: IoRequest) {
+        if self.completed.contains(&req.id) {
+            self.fail(format!("I/O {} completed twice", req.id));
+            return;
+        }
+        self.completed.push(req.id);
+        if req.write {
+            let b = req.lba as usize;
+            self.newest_done[b] = self.newest_done[b].max(req.id);
+        }
+    }
+
+    fn give_up(&mut self, p: usize) {
+        let Some(answered_at) = self.mp.others_answered_at(p) else {
+            return;
+        };
+        let now = self.now;
+        let path = &mut self.paths[p];
+        let mut tags = Vec::new();
+        let mp = &mut self.mp;
+        let n = path
+            .table
+            .give_up_overdue(now, LIMIT, answered_at, |tag, req| {
+                tags.push(tag);
+                mp.give_back(p, req);
+            });
+        if n > 0 {
+            mp.gave_up(p, n, now);
+            path.probe_from = Some(path.answers);
+        }
+        if !path.dead {
+            for tag in tags {
+                path.inbox.push_back((path.conn, Msg::Abort { tag }));
+            }
+        }
+    }
+
+    fn reset(&mut self, p: usize) {
+        self.resets += 1;
+        let path = &mut self.paths[p];
+        path.table.take_back();
+        while let Some(req) = path.table.pop_queued_back() {
+            self.mp.give_back(p, req);
+        }
+        path.conn += 1;
+        path.dead = false;
+        path.up = false;
+        path.probe_from = None;
+        path.pending.clear();
+        self.mp.path_is_down(p, self.now, None);
+    }
+
+    /// Every issued I/O is in exactly one place.
+    fn check_places(&mut self) {
+        for &(id, _, _) in &SCRIPT[..self.next] {
+            let places = usize::from(self.mp.tracks(id))
+                + self.paths.iter().filter(|p| p.table.tracks(id)).count()
+                + usize::from(self.completed.contains(&id));
+            if places != 1 {
+                self.fail(format!("I/O {id} is in {places} places"));
+            }
+        }
+    }
+
+    /// No move left: with both adapters alive, everything completed.
+    fn check_end(&mut self) {
+        if self.paths.iter().any(|p| p.dead) {
+            return;
+        }
+        if self.next < SCRIPT.len() || self.completed.len() != SCRIPT.len() {
+            let done = self.completed.clone();
+            self.fail(format!("stuck: issued {}, completed {done:?}", self.next));
+        }
+    }
+}
+
+/// Breadth-first over every interleaving up to `depth` moves (so every state within that
+/// many moves is reached, by its shortest path); the first violation with the moves that
+/// led to it. Returns the states seen.
+fn explore(mutant: Option<SlotMutant>, depth: usize) -> (usize, Option<(String, Vec<Move>)>) {
+    let mut seen = HashSet::new();
+    let first = World::new(mutant);
+    seen.insert(first.fingerprint());
+    let mut frontier = VecDeque::from([(first, Vec::new())]);
+    while let Some((w, trace)) = frontier.pop_front() {
+        let moves = w.moves();
+        if moves.is_empty() {
+            let mut end = w.clone();
+            end.check_end();
+            if let Some(v) = end.violation {
+                return (seen.len(), Some((v, trace)));
+            }
+        }
+        if trace.len() >= depth {
+            continue;
+        }
+        for mv in moves {
+            let mut next = w.clone();
+            next.apply(mv);
+            let mut t: Vec<Move> = trace.clone();
+            t.push(mv);
+            if let Some(v) = next.violation.take() {
+                return (seen.len(), Some((v, t)));
+            }
+            if seen.insert(next.fingerprint()) {
+                frontier.push_back((next, t));
+            }
+        }
+    }
+    (seen.len(), None)
+}
+
+fn depth() -> usize {
+    std::env::var("HCABUS_FAILOVER_DEPTH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(22)
+}
+
+#[test]
+fn every_interleaving_of_late_answers_aborts_and_resets_keeps_each_io_once() {
+    let (states, found) = explore(None, depth());
+    if let Some((why, trace)) = found {
+        panic!("{why}\n  after: {trace:?}");
+    }
+    assert!(
+        states > 10_000,
+        "the search went somewhere: {states} states"
+    );
+    eprintln!("failover model: {states} states, no violation");
+}
+
+#[test]
+fn each_planted_take_back_bug_is_caught() {
+    for mutant in SlotMutant::ALL {
+        let (_, found) = explore(Some(mutant), depth());
+        let Some((why, trace)) = found else {
+            panic!("{mutant:?} went unnoticed");
+        };
+        eprintln!("{mutant:?}: {why} after {} moves", trace.len());
+    }
+}
