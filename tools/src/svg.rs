@@ -11,6 +11,7 @@ use hcabus::types::EventKind;
 use hcabus::types::{Call, State};
 
 mod io;
+mod ports;
 use io::{IoLane, IO_LANE};
 
 const LEFT: f64 = 150.0;
@@ -164,6 +165,7 @@ fn render_in(
     c.lanes(host);
     c.io_lanes(&io);
     c.phase_bands(&records);
+    c.ports(host, &records);
     c.attempts(&records);
     c.captions(host, &records);
     c.faults(host);
@@ -235,9 +237,9 @@ impl Canvas {
         self.lanes as f64 * LANE + self.io_lanes as f64 * IO_LANE
     }
 
-    /// The legend's rows: phases, markers and, where there are I/O lanes, I/O.
+    /// The legend's rows: phases, markers, ports and, where there are I/O lanes, I/O.
     fn legend_rows(&self) -> usize {
-        2 + usize::from(self.io_lanes > 0)
+        3 + usize::from(self.io_lanes > 0)
     }
 
     fn height(&self) -> f64 {
@@ -516,9 +518,10 @@ impl Canvas {
             ("#9d0208", "PORT_DOWN"),
             ("#9b2226", "veto / forced / throttled"),
         ];
-        let rows: [(&str, &[(&str, &str)]); 3] = [
+        let rows: [(&str, &[(&str, &str)]); 4] = [
             ("phases", &phases),
             ("markers", &markers),
+            ("ports", &ports::LEGEND),
             ("I/O", &io::LEGEND),
         ];
         for (row, (title, entries)) in rows.iter().take(self.legend_rows()).enumerate() {

@@ -73,12 +73,16 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
             (HwStep::ReadHealth, HwOutcome::Healthy | HwOutcome::CounterUnchanged)
             | (HwStep::ProbeReady, HwOutcome::Ready | HwOutcome::NotReady) => return None,
             (_, HwOutcome::Done | HwOutcome::Asserted) => (None, format!("hw {}", step.as_str())),
+            (HwStep::ReadHealth, HwOutcome::Catastrophic) => {
+                (None, "health poll: catastrophic error".into())
+            }
             (_, HwOutcome::Catastrophic) => (None, format!("hw {} CATASTROPHIC", step.as_str())),
             _ => (None, format!("hw {} FAILED", step.as_str())),
         },
         RecordKind::Pnp { op } => (None, format!("PnP {}", op.as_str())),
         RecordKind::Port { port, state, lid } => match state {
             PortState::Active => (None, format!("port {port} active, lid {lid}")),
+            PortState::Init => (None, format!("port {port} link up, waiting for the SM")),
             _ => (None, format!("port {port} {}", state.as_str())),
         },
     })
@@ -177,7 +181,37 @@ fn puts(host: &SimHost) -> Vec<Put> {
         }
     }
     faults_upto(&mut puts, u64::MAX);
+    training(host, &mut puts);
     puts
+}
+
+/// The instant each port started training, a row of its own: the link comes up
+/// `link_up` after it started, so `link_up` before each port's Init record (the simulated
+/// adapter's timings; a real one's events say the same).
+fn training(host: &SimHost, puts: &mut Vec<Put>) {
+    let (link_up, _) = host.hca().ports().timings();
+    if link_up.as_us() == 0 {
+        return;
+    }
+    for rec in host.coordinator().recorder().iter() {
+        if let RecordKind::Port {
+            port,
+            state: PortState::Init,
+            ..
+        } = rec.kind
+        {
+            let at = rec.at.as_us().saturating_sub(link_up.as_us());
+            puts.push(Put::Cell(
+                at,
+                0,
+                format!("port {port} training ({link_up})"),
+            ));
+        }
+    }
+    // Rows in time order, each instant's cells in the order they were made.
+    puts.sort_by_key(|p| match p {
+        Put::Fresh(t) | Put::Cell(t, _, _) => *t,
+    });
 }
 
 /// The timeline of one adapter, one lane per client, and its summary.

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use hcabus::bus::ClientReport;
 use hcabus::sim::MultiHost;
 use ibal::disk::SrpClient;
+use ibal::multipath::PathEventKind;
 
 use crate::timeline::{disk_line, io_lines, lanes, net_line, us, uverbs_line};
 
@@ -29,6 +30,7 @@ pub fn render(world: &MultiHost) -> String {
         );
         out.push_str(&lanes(host));
     }
+    out.push_str(&paths_timeline(world));
     if world.livelocks() > 0 {
         let _ = writeln!(
             out,
@@ -38,6 +40,55 @@ pub fn render(world: &MultiHost) -> String {
     }
     out.push('\n');
     out.push_str(&workload(world));
+    out
+}
+
+/// What happened to each multipath disk's paths, in time order: when each went down and
+/// came back, the commands it moved at a failover, the commands fast path failover gave up.
+pub fn paths_timeline(world: &MultiHost) -> String {
+    let mut out = String::new();
+    for (mp, paths) in ibal::stack::multipath_disks(world) {
+        let mp = mp.lock();
+        let names: Vec<&str> = paths.iter().map(|(hca, _)| *hca).collect();
+        let timeout = mp.config().path_io_timeout;
+        let _ = writeln!(
+            out,
+            "\n== multipath disk {}: paths {}, path timeout {} ==\n",
+            mp.name(),
+            names.join(", "),
+            timeout.map_or("off".into(), |t| t.to_string())
+        );
+        let _ = writeln!(out, "   time ms | path     | what");
+        let _ = writeln!(out, "{}", "-".repeat(80));
+        let (events, dropped) = mp.path_events();
+        if dropped > 0 {
+            let _ = writeln!(
+                out,
+                "           |          | ({dropped} older events not kept)"
+            );
+        }
+        for e in events {
+            let path = names.get(e.path).copied().unwrap_or("?");
+            let what = match e.kind {
+                PathEventKind::Up => "up: logged in, serving".to_string(),
+                PathEventKind::Down => "down: no new I/O".to_string(),
+                PathEventKind::Moved { n } => format!("{n} command(s) moved to the other paths"),
+                PathEventKind::GaveUp { n } => format!(
+                    "{n} command(s) out {} and overtaken on another path: given up there, \
+                     the target told to abort",
+                    timeout.unwrap_or_default()
+                ),
+                PathEventKind::Serves => "answered again: serving".to_string(),
+                PathEventKind::Dead => "its device failed or left".to_string(),
+            };
+            let t = e.at.as_us();
+            let _ = writeln!(
+                out,
+                "{:>10} | {path:<8} | {what}",
+                format!("{}.{:03}", t / 1000, t % 1000)
+            );
+        }
+    }
     out
 }
 
@@ -67,20 +118,25 @@ pub fn workload(world: &MultiHost) -> String {
     for m in &multipath {
         let _ = writeln!(
             out,
-            "    {:<10} max latency {}, no path for {}, {} held at most; paths:",
+            "    {:<10} max latency {}, no path for {}, {} held at most, path timeout {}; paths:",
             m.name,
             us(Some(m.max_latency_us)),
             us(Some(m.no_path_us)),
-            m.max_held
+            m.max_held,
+            m.path_io_timeout_ms
+                .map_or("off".into(), |ms| us(Some(ms * 1000)))
         );
         for p in &m.paths {
             let _ = writeln!(
                 out,
-                "      {:<8} {:>6} done, {} failover(s), {} commands moved off it, down {}",
+                "      {:<8} {:>6} done, {} failover(s), {} commands moved off it ({} given up \
+                 slow, {} late answers discarded), down {}",
                 p.hca,
                 p.ios,
                 p.failovers,
                 p.moved,
+                p.given_up,
+                p.late_discarded,
                 us(Some(p.down_us))
             );
         }

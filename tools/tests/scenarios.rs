@@ -812,7 +812,16 @@ fn the_multipath_default_shows_a_lane_group_per_adapter_and_each_path() {
         "== adapter hca0: 6 clients ==",
         "== adapter hca1: 2 clients ==",
         "data-lun@hca0",
-        "1 failover(s), 32 commands moved off it",
+        "1 failover(s), 32 commands moved off it (1 given up slow, 0 late answers discarded)",
+        // The whole outage on the bus lane: the health poll, the link, the subnet manager.
+        "health poll: catastrophic error",
+        "port 1 training (1500.000ms)",
+        "port 1 link up, waiting for the SM",
+        // The failover, path by path.
+        "== multipath disk bootdisk: paths hca0, hca1, path timeout 100.000ms ==",
+        "| hca0     | 1 command(s) out 100.000ms and overtaken on another path",
+        "| hca0     | 31 command(s) moved to the other paths",
+        "bootdisk   max latency 100.",
     ] {
         assert!(stdout.contains(want), "no {want:?} in:\n{stdout}");
     }
@@ -838,6 +847,21 @@ fn the_multipath_default_shows_a_lane_group_per_adapter_and_each_path() {
         2,
         "one reset per group"
     );
+    // Each adapter's ports (two, through down, training, the sweep and active again), the
+    // health polls that found the errors, the multipath disk's path events.
+    for (class, what) in [
+        (r#"class="port""#, "port bars"),
+        (r#"class="health""#, "health poll marks"),
+        (r#"class="path-event""#, "path events"),
+    ] {
+        assert!(svg.contains(class), "no {what}");
+    }
+    for state in ["down", "training", "waiting for the SM", "active"] {
+        assert!(
+            svg.contains(&format!("port 1 {state}:")),
+            "no port 1 {state}"
+        );
+    }
 }
 
 #[test]

@@ -9,6 +9,7 @@ use hcabus::bus::ClientReport;
 use hcabus::sim::SimHost;
 use ibal::block::{IoBucket, IoSeries};
 use ibal::disk::SrpClient;
+use ibal::multipath::{Multipath, PathEventKind, SharedMultipath};
 
 use super::{escape, span, Canvas, LEFT, WIDTH};
 
@@ -22,12 +23,18 @@ const MIN_COLUMN: f64 = 4.0;
 const DEPTH_COLOUR: &str = "#4361ee";
 const OK_COLOUR: &str = "#52b788";
 const FAILED_COLOUR: &str = "#d00000";
+const PATH_DOWN_COLOUR: &str = "#9d0208";
+const PATH_UP_COLOUR: &str = "#2d6a4f";
+const GAVE_UP_COLOUR: &str = "#fb8500";
 
 /// The legend's I/O row.
-pub const LEGEND: [(&str, &str); 3] = [
+pub const LEGEND: [(&str, &str); 6] = [
     (DEPTH_COLOUR, "I/O outstanding"),
     (OK_COLOUR, "I/O completed"),
     (FAILED_COLOUR, "I/O failed"),
+    (PATH_DOWN_COLOUR, "path down / moved"),
+    (GAVE_UP_COLOUR, "given up (slow path)"),
+    (PATH_UP_COLOUR, "path up"),
 ];
 
 /// One disk's workload as drawn.
@@ -36,6 +43,8 @@ pub struct IoLane {
     pub series: IoSeries,
     /// The run's end: nothing is drawn past it.
     pub end_us: u64,
+    /// A multipath disk's path events: when, what (for the tooltip), and its colour.
+    pub marks: Vec<(u64, String, &'static str)>,
 }
 
 /// The lanes of `host`'s disks that carry their own workload (a multipath path's is the
@@ -47,6 +56,7 @@ pub fn disk_lanes(host: &SimHost) -> Vec<IoLane> {
             name: format!("I/O {}", c.name()),
             series: c.workload().series().clone(),
             end_us: host.end().as_us(),
+            marks: Vec::new(),
         })
         .collect()
 }
@@ -74,10 +84,49 @@ pub fn multipath_lanes(hosts: &[(String, SimHost)]) -> Vec<IoLane> {
                 name: format!("I/O {} (multipath)", disk.name()),
                 series: disk.workload().series().clone(),
                 end_us,
+                marks: path_marks(hosts, mp, &disk),
             });
         }
     }
     lanes
+}
+
+/// A multipath disk's path events as marks: each path named by its adapter.
+fn path_marks(
+    hosts: &[(String, SimHost)],
+    mp: &SharedMultipath,
+    disk: &Multipath,
+) -> Vec<(u64, String, &'static str)> {
+    let adapter = |path: usize| {
+        hosts
+            .iter()
+            .find(|(_, h)| {
+                h.agents_of::<SrpClient>()
+                    .any(|c| c.multipath().is_some_and(|(m, i)| i == path && m.same(mp)))
+            })
+            .map_or("?", |(n, _)| n.as_str())
+    };
+    let (events, _) = disk.path_events();
+    events
+        .filter_map(|e| {
+            let (what, colour) = match e.kind {
+                PathEventKind::Down => ("down".to_string(), PATH_DOWN_COLOUR),
+                PathEventKind::Dead => ("device gone".to_string(), PATH_DOWN_COLOUR),
+                PathEventKind::Moved { n } => {
+                    (format!("{n} command(s) moved off"), PATH_DOWN_COLOUR)
+                }
+                PathEventKind::GaveUp { n } => {
+                    (format!("{n} command(s) given up, slow"), GAVE_UP_COLOUR)
+                }
+                PathEventKind::Up | PathEventKind::Serves => {
+                    ("serving".to_string(), PATH_UP_COLOUR)
+                }
+            };
+            // The first login of each path is the start, not news.
+            (e.at.as_us() > 1_000 || e.kind != PathEventKind::Up)
+                .then(|| (e.at.as_us(), format!("{}: {what}", adapter(e.path)), colour))
+        })
+        .collect()
 }
 
 /// One interval as drawn: `depth` is carried over from the last change when nothing moved.
@@ -141,6 +190,7 @@ impl Canvas {
             self.strip(&iv, y);
             self.worst_wait(&iv, y);
             self.columns(&iv, y);
+            self.path_marks(&lane.marks, y);
             self.s.push_str("</g>\n");
         }
     }
@@ -218,6 +268,22 @@ impl Canvas {
             y + 10.0,
             escape(&text)
         );
+    }
+
+    /// Each path event a small triangle at the top of the lane, pointing down.
+    fn path_marks(&mut self, marks: &[(u64, String, &'static str)], y: f64) {
+        for (at, what, colour) in marks {
+            let x = self.x(*at);
+            let _ = writeln!(
+                self.s,
+                r#"<path class="path-event" d="M{:.1},{y:.1} L{:.1},{y:.1} L{x:.1},{:.1} Z" fill="{colour}"><title>{} at {}</title></path>"#,
+                x - 4.0,
+                x + 4.0,
+                y + 7.0,
+                escape(what),
+                span(*at)
+            );
+        }
     }
 
     /// Transparent columns, each at least [`MIN_COLUMN`] wide, whose tooltips give the
