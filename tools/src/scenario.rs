@@ -131,9 +131,10 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
         ));
     }
     let hca = hca_config(&keys, "hca")?;
+    let route = route_latency(&keys, "hca")?;
     let policy = policy(&file.policy)?;
     let clients: Vec<(usize, &Client)> = file.clients.iter().enumerate().collect();
-    let clients = Clients::build(&clients, hca.ports)?;
+    let clients = Clients::build(&clients, (hca.ports, route))?;
     let with_ibal = clients.with_ibal();
     let events: Vec<(usize, &EventKeys)> = file.events.iter().enumerate().collect();
     let faults = faults(&file, &events, &clients.specs, with_ibal, hca.ports)?;
@@ -178,6 +179,14 @@ fn budget(setup: &StackSetup, file_index: &[usize]) -> Result<(), ScenarioError>
         };
         err(key, e.message)
     })
+}
+
+/// How long the targets' answers take back to the adapter of `keys` (`target_latency_ms`).
+fn route_latency(keys: &Hca, at: &str) -> Result<Duration, ScenarioError> {
+    match keys.target_latency_ms {
+        Some(ms) if ms > 60_000 => Err(err(format!("{at}.target_latency_ms"), "at most 60000")),
+        ms => Ok(Duration::from_ms(ms.unwrap_or(0))),
+    }
 }
 
 /// The adapter of `keys`, whose keys are named under `at` (`hca`, `hcas[1]`).
@@ -268,12 +277,19 @@ struct Clients {
     disks: u16,
     nets: u16,
     ports: u8,
+    /// The fabric route's latency from the targets to this adapter.
+    route: Duration,
 }
 
 impl Clients {
-    /// The clients of one adapter, each with its index in the file.
-    fn build(clients: &[(usize, &Client)], ports: u8) -> Result<Self, ScenarioError> {
+    /// The clients of one adapter (of `ports` ports, `route` from its targets), each with
+    /// its index in the file.
+    fn build(
+        clients: &[(usize, &Client)],
+        (ports, route): (u8, Duration),
+    ) -> Result<Self, ScenarioError> {
         let mut out = Clients {
+            route,
             specs: Vec::new(),
             file_index: Vec::new(),
             has_ibal: false,
@@ -399,12 +415,9 @@ impl Clients {
             ack_delay: Duration::from_ms(c.ack_delay_ms.unwrap_or(0)),
             guard_last_path: c.guard_last_path.unwrap_or(boot),
             path_io_timeout: path_io_timeout(c).map_err(|e| err(at("path_io_timeout_ms"), e))?,
-            target_latency: Duration::from_ms(c.target_latency_ms.unwrap_or(0)),
+            target_latency: self.route,
             ..d
         };
-        if c.target_latency_ms.is_some_and(|ms| ms > 60_000) {
-            return Err(err(at("target_latency_ms"), "at most 60000"));
-        }
         if !(1..=256).contains(&config.queue_depth) {
             return Err(err(at("queue_depth"), "must be between 1 and 256"));
         }

@@ -51,6 +51,9 @@ pub(super) struct Hca {
     pub(super) link_up_ms: Option<u64>,
     /// The subnet manager's sweep, from Init to Active.
     pub(super) sm_sweep_ms: Option<u64>,
+    /// The fabric route from this adapter to the SRP targets: their answers take this long
+    /// to come back (a congested or long route; a slow path that is not a dead one).
+    pub(super) target_latency_ms: Option<u64>,
     /// "major.minor.subminor".
     pub(super) fw_version: Option<String>,
     /// An integer or a string ("0x0002c9030010f5e0").
@@ -111,8 +114,6 @@ pub(super) struct Client {
     pub(super) guard_last_path: Option<bool>,
     /// srp and bootdisk with `paths`: fast path failover's timeout (0: off).
     pub(super) path_io_timeout_ms: Option<u64>,
-    /// srp and bootdisk: the simulated target's answers take this long to come back.
-    pub(super) target_latency_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,13 +145,11 @@ fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
             "paths",
             "guard_last_path",
             "path_io_timeout_ms",
-            "target_latency_ms",
         ],
         ClientKind::Srp => &[
             "paths",
             "guard_last_path",
             "path_io_timeout_ms",
-            "target_latency_ms",
             "iops",
             "queue_depth",
             "read_pct",
@@ -176,7 +175,7 @@ fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
 impl Client {
     /// The first key set that a client of `kind` does not take.
     pub(super) fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
-        let set: [(&str, bool); 19] = [
+        let set: [(&str, bool); 18] = [
             ("iops", self.iops.is_some()),
             ("queue_depth", self.queue_depth.is_some()),
             ("read_pct", self.read_pct.is_some()),
@@ -195,7 +194,6 @@ impl Client {
             ("paths", self.paths.is_some()),
             ("guard_last_path", self.guard_last_path.is_some()),
             ("path_io_timeout_ms", self.path_io_timeout_ms.is_some()),
-            ("target_latency_ms", self.target_latency_ms.is_some()),
         ];
         let allowed = allowed_keys(kind);
         set.into_iter()
