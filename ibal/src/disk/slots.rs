@@ -250,24 +250,21 @@ impl SlotTable {
             return Answer::Unknown;
         }
         let current = generation == s.generation;
+        let complete = Answer::Complete {
+            slot: i,
+            req: s.req,
+            sent_at: s.sent_at,
+        };
         match (s.state, current, aborts) {
-            (SlotState::Aborting, true, false) if complete_given_up => {
-                s.state = SlotState::Free;
-                self.aborting -= 1;
-                Answer::Complete {
-                    slot: i,
-                    req: s.req,
-                    sent_at: s.sent_at,
-                }
-            }
             (SlotState::InFlight, true, false) => {
                 s.state = SlotState::Free;
                 self.in_flight -= 1;
-                Answer::Complete {
-                    slot: i,
-                    req: s.req,
-                    sent_at: s.sent_at,
-                }
+                complete
+            }
+            (SlotState::Aborting, true, false) if complete_given_up => {
+                s.state = SlotState::Free;
+                self.aborting -= 1;
+                complete
             }
             (SlotState::Aborting, true, true) => {
                 s.state = SlotState::Free;
