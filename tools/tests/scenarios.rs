@@ -892,6 +892,11 @@ fn the_multipath_default_shows_a_lane_group_per_adapter_and_each_path() {
     ] {
         assert!(svg.contains(class), "no {what}");
     }
+    assert_eq!(
+        svg.matches(" I/Os, ").count(),
+        2,
+        "the multipath lane names each path's I/O, commands moved and time down"
+    );
     for state in ["down", "training", "waiting for the SM", "active"] {
         assert!(
             svg.contains(&format!("port 1 {state}:")),

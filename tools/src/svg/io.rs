@@ -45,6 +45,9 @@ pub struct IoLane {
     pub end_us: u64,
     /// A multipath disk's path events: when, what (for the tooltip), and its colour.
     pub marks: Vec<(u64, String, &'static str)>,
+    /// A multipath disk's paths, a line each (I/Os, commands moved, time down): the
+    /// tooltip of the lane's name.
+    pub paths: Vec<String>,
 }
 
 /// The lanes of `host`'s disks that carry their own workload (a multipath path's is the
@@ -57,6 +60,7 @@ pub fn disk_lanes(host: &SimHost) -> Vec<IoLane> {
             series: c.workload().series().clone(),
             end_us: host.end().as_us(),
             marks: Vec::new(),
+            paths: Vec::new(),
         })
         .collect()
 }
@@ -85,10 +89,35 @@ pub fn multipath_lanes(hosts: &[(String, SimHost)]) -> Vec<IoLane> {
                 series: disk.workload().series().clone(),
                 end_us,
                 marks: path_marks(hosts, mp, &disk),
+                paths: path_lines(hosts, mp, &disk),
             });
         }
     }
     lanes
+}
+
+/// Each path of a multipath disk in a line: its adapter, I/Os, commands moved off it (and
+/// given up slow), its time down.
+fn path_lines(hosts: &[(String, SimHost)], mp: &SharedMultipath, disk: &Multipath) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (name, host) in hosts {
+        for c in host.agents_of::<SrpClient>() {
+            let Some((m, i)) = c.multipath() else {
+                continue;
+            };
+            let Some(s) = disk.path_stats(i).filter(|_| m.same(mp)) else {
+                continue;
+            };
+            lines.push(format!(
+                "{name}: {} I/Os, {} commands moved off it ({} given up slow), down {}",
+                s.ios,
+                s.moved,
+                s.given_up,
+                span(s.down_us)
+            ));
+        }
+    }
+    lines
 }
 
 /// A multipath disk's path events as marks: each path named by its adapter.
@@ -179,9 +208,14 @@ impl Canvas {
         for (k, lane) in lanes.iter().enumerate() {
             let y = self.io_lane_y(k);
             let fill = if k % 2 == 0 { "#eef1fd" } else { "#f6f8fe" };
+            let title = if lane.paths.is_empty() {
+                String::new()
+            } else {
+                format!("<title>{}</title>", escape(&lane.paths.join("\n")))
+            };
             let _ = writeln!(
                 self.s,
-                r#"<g class="io-lane"><rect x="{LEFT}" y="{y}" width="{WIDTH}" height="{IO_LANE}" fill="{fill}"/><text x="10" y="{}">{}</text>"#,
+                r#"<g class="io-lane"><rect x="{LEFT}" y="{y}" width="{WIDTH}" height="{IO_LANE}" fill="{fill}"/><text x="10" y="{}">{}{title}</text>"#,
                 y + IO_LANE / 2.0 + 4.0,
                 escape(&lane.name)
             );
