@@ -262,11 +262,6 @@ impl SrpDisk {
         self.stats.answers
     }
 
-    /// The command slots (what is queued, in flight, given up).
-    pub fn slots(&self) -> &SlotTable {
-        &self.slots
-    }
-
     /// Logged in or logging in: holds a connection a port loss would break.
     pub fn is_connected(&self) -> bool {
         !matches!(self.link, Link::Down)

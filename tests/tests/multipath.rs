@@ -262,6 +262,7 @@ fn path_disk_stats(world: &MultiHost) -> ibal::disk::DiskStats {
         sum.late_discarded += s.late_discarded;
         sum.aborts_answered += s.aborts_answered;
         sum.stale_responses += s.stale_responses;
+        sum.aborts_unsent += s.aborts_unsent;
     }
     sum
 }
@@ -287,6 +288,10 @@ fn fast_path_failover_bounds_the_boot_disks_wait_by_its_path_timeout() {
     assert_eq!(
         s.late_discarded, 0,
         "a dead adapter answers nothing late: {s:?}"
+    );
+    assert_eq!(
+        s.aborts_unsent, s.given_up,
+        "its send queue, full of sends it never completed, took no abort: {s:?}"
     );
 
     let mut off = stack::boot_from_san_multipath();

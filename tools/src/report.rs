@@ -58,6 +58,9 @@ pub struct PathJson {
     pub given_up: u64,
     /// Answers that came for commands taken back: discarded, never completed twice.
     pub late_discarded: u64,
+    /// ABORT TASKs for given-up commands its adapter would not take (a stalled data path):
+    /// their slots wait for the adapter's reset instead.
+    pub aborts_unsent: u64,
     pub down_us: u64,
 }
 
@@ -230,6 +233,7 @@ pub fn multipath(world: &MultiHost) -> Vec<MultipathJson> {
                             moved: s.moved,
                             given_up: s.given_up,
                             late_discarded: c.disk().stats().late_discarded,
+                            aborts_unsent: c.disk().stats().aborts_unsent,
                             down_us: s.down_us,
                         })
                     })
