@@ -14,6 +14,7 @@ use core::ffi::{c_char, c_void};
 use core::mem::{offset_of, size_of};
 
 use static_assertions::const_assert_eq;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::errors::RefusalCode;
 use crate::ioctl::NtStatus;
@@ -32,7 +33,7 @@ pub const HCABUS_BUS_INTERFACE_VERSION: u16 = 1;
 
 /// A GUID as Windows lays it out.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, IntoBytes, FromBytes, KnownLayout, Immutable)]
 pub struct Guid {
     pub data1: u32,
     pub data2: u16,
@@ -136,7 +137,9 @@ pub struct HcabusClientDesc {
 
 /// What `register` returns.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct HcabusRegistration {
     /// The client's id ([`ClientId::to_raw`]): every later call names it.
     pub client_id: u64,
@@ -149,7 +152,9 @@ pub struct HcabusRegistration {
 
 /// What `query_state` returns.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct HcabusBusState {
     /// `sizeof(HCABUS_BUS_STATE)`, set by the caller.
     pub size: u32,
@@ -162,7 +167,9 @@ pub struct HcabusBusState {
 
 /// RESET and RESET_QUERY.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct HcabusResetData {
     pub epoch: u64,
     /// On the bus's clock ([`HcabusBusState::now_us`]).
@@ -175,7 +182,9 @@ pub struct HcabusResetData {
 
 /// RESET_END and RESET_FAILED.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct HcabusResetEndData {
     /// RESET_END: the new epoch; RESET_FAILED: the epoch whose reset failed.
     pub epoch: u64,
@@ -186,7 +195,9 @@ pub struct HcabusResetEndData {
 
 /// RESET_ABORTED.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct HcabusResetAbortedData {
     pub epoch: u64,
     /// The vetoer, or the client that did not answer.
@@ -198,7 +209,9 @@ pub struct HcabusResetAbortedData {
 
 /// DEVICE_FATAL.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct HcabusDeviceFatalData {
     /// A [`FatalReason`] value.
     pub reason: u32,
@@ -207,7 +220,9 @@ pub struct HcabusDeviceFatalData {
 
 /// PORT_ACTIVE and PORT_DOWN.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct HcabusPortData {
     pub epoch: u64,
     /// 1 or 2.

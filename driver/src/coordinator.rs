@@ -106,6 +106,9 @@ pub struct ClientInfo {
 /// Running totals since the bus started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counters {
+    /// Resets started by `ResetReason` number; index 0 counts an administrator's restarts
+    /// of a Failed device.
+    pub by_reason: [u64; 8],
     pub registrations: u64,
     pub unregistrations: u64,
     pub resets_started: u64,

@@ -2,11 +2,11 @@
 //! structures, and the one dispatcher every host uses (the KMDF queue, the simulator's
 //! socket server, tests).
 //!
-//! The structures are the contract with outside tools. Their sizes and field offsets are
-//! asserted at compile time, and encoding writes each field at `offset_of!` of its
-//! structure, so the bytes on the wire cannot drift from the declared layout. Nothing is
-//! transmuted (the crate forbids it): every field is read and written little-endian by
-//! hand.
+//! The structures are the contract with outside tools. zerocopy's derives prove each one
+//! has no padding and may be read from any bytes, so a structure is its bytes ([`Wire`]):
+//! nothing is copied field by field, and nothing in this crate is `unsafe`. Sizes and field
+//! offsets are still asserted at compile time: they are the documented ABI, which a derive
+//! does not know.
 //!
 //! A malformed request is refused with its NTSTATUS before anything is done: the
 //! dispatcher decodes and validates completely, then acts.
@@ -16,6 +16,7 @@ use core::mem::{offset_of, size_of};
 
 use bitflags::bitflags;
 use static_assertions::const_assert_eq;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::coordinator::ResetResult;
 use crate::recorder::RECORD_BYTES;
@@ -140,8 +141,10 @@ bitflags! {
 /// reason, a repeat count and its last time, a hardware step's true outcome), gave
 /// SET_POLICY an answer that names a refused field, and added READ_RESETS, which any
 /// version may call; version 6 appended the administrator's refused requests to QUERY_STATE
-/// (`refusals` counts only the clients' since). Every other structure is the same in all.
-pub const ABI_VERSION: u16 = 6;
+/// (`refusals` counts only the clients' since); version 7 appended to QUERY_STATE the
+/// wall-clock time of the bus's time zero, each port as `ibstat` shows it ([`PortInfoOut`])
+/// and the resets counted by reason. Every other structure is the same in all.
+pub const ABI_VERSION: u16 = 7;
 /// The oldest version still served: a version-1 request gets the version-1 layout.
 pub const ABI_VERSION_MIN: u16 = 1;
 /// Bytes of the policy structure in version 1 (its first 72 bytes in version 2).
@@ -150,14 +153,44 @@ pub const POLICY_V1_BYTES: usize = 72;
 pub const STATE_V2_BYTES: usize = 160;
 /// Bytes of QUERY_STATE's answer in versions 3 to 5 (its first 176 bytes in version 6).
 pub const STATE_V5_BYTES: usize = 176;
+/// Bytes of QUERY_STATE's answer in version 6 (its first 184 bytes in version 7).
+pub const STATE_V6_BYTES: usize = 184;
 /// "None" in a `u64` field (no last reset, no latency yet).
 pub const NONE_U64: u64 = u64::MAX;
 
 // ----- structures -----
 
+// The wire is little-endian and a structure is its bytes in memory: every target this driver
+// is built for (x86_64, aarch64 Windows and Linux) is little-endian, and a big-endian build
+// is refused here rather than answering with swapped fields.
+const _: () = assert!(
+    cfg!(target_endian = "little"),
+    "the IOCTL ABI is little-endian"
+);
+
+/// An ABI structure read from and written to a caller's buffer as it lies in memory.
+pub trait Wire: IntoBytes + FromBytes + KnownLayout + Immutable + Sized {
+    /// Writes the structure at the start of `buf`; a shorter `buf` gets the bytes that fit
+    /// (the dispatcher has checked the room: a caller's short buffer never gets here).
+    fn encode(&self, buf: &mut [u8]) {
+        let bytes = self.as_bytes();
+        let n = bytes.len().min(buf.len());
+        buf[..n].copy_from_slice(&bytes[..n]);
+    }
+
+    /// The structure at the start of `buf`; `None` when `buf` is shorter.
+    fn decode(buf: &[u8]) -> Option<Self> {
+        Self::read_from_prefix(buf).ok().map(|(v, _)| v)
+    }
+}
+
+impl<T: IntoBytes + FromBytes + KnownLayout + Immutable> Wire for T {}
+
 /// Starts every input buffer.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct InputHeader {
     /// Size of the whole input structure, this header included.
     pub size: u32,
@@ -170,7 +203,9 @@ const_assert_eq!(offset_of!(InputHeader, reserved), 6);
 
 /// Input of QUERY_STATE, GET_POLICY and RESTART: the header alone.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct EmptyIn {
     pub header: InputHeader,
 }
@@ -188,7 +223,9 @@ pub const STATE_AWAITED_PORTS_SHIFT: u32 = 8;
 
 /// Output of QUERY_STATE.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct StateOut {
     /// `State` as its number (1 Operational .. 6 Removed).
     pub state: u32,
@@ -227,8 +264,22 @@ pub struct StateOut {
     pub ports: [PortOut; 2],
     /// Version 6: the administrator's requests refused (policy, restart, reset).
     pub admin_refusals: u64,
+    /// Version 7: the wall-clock time of the bus's time zero, in milliseconds since the Unix
+    /// epoch (UTC), read when the request is served: every `_us` time of the bus plus this
+    /// is the system's time of day. 0 when the host has no wall clock.
+    pub time_zero_unix_ms: u64,
+    /// Version 7: ports 1 and 2 in full.
+    pub port_info: [PortInfoOut; 2],
+    /// Version 7: resets started, by `ResetReason` number (index 0: an administrator's
+    /// restart of a Failed device).
+    pub resets_by_reason: [u64; RESET_REASON_SLOTS],
 }
-const_assert_eq!(size_of::<StateOut>(), 184);
+/// Slots of `StateOut::resets_by_reason`: a restart and the seven reasons, with room to grow.
+pub const RESET_REASON_SLOTS: usize = 12;
+const_assert_eq!(size_of::<StateOut>(), 384);
+const_assert_eq!(offset_of!(StateOut, time_zero_unix_ms), STATE_V6_BYTES);
+const_assert_eq!(offset_of!(StateOut, port_info), 192);
+const_assert_eq!(offset_of!(StateOut, resets_by_reason), 288);
 const_assert_eq!(offset_of!(StateOut, admin_refusals), STATE_V5_BYTES);
 const_assert_eq!(offset_of!(StateOut, ports), STATE_V2_BYTES);
 const_assert_eq!(offset_of!(StateOut, epoch), 8);
@@ -242,7 +293,9 @@ const_assert_eq!(offset_of!(StateOut, log_next_seq), 152);
 
 /// One port in QUERY_STATE (version 3).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct PortOut {
     /// `PortState` as its number (1 Down .. 4 Active); 0: the hardware never reported it.
     pub state: u32,
@@ -251,6 +304,34 @@ pub struct PortOut {
 }
 const_assert_eq!(size_of::<PortOut>(), 8);
 const_assert_eq!(offset_of!(PortOut, lid), 4);
+
+/// One port in QUERY_STATE as `ibstat` shows it (version 7).
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
+pub struct PortInfoOut {
+    /// `PortState` number; 0: the hardware never reported the port (nothing else is set).
+    pub state: u32,
+    /// `PhysState` number (IBA PortPhysicalState).
+    pub phys_state: u32,
+    /// The port's LID while Active, else 0.
+    pub lid: u32,
+    /// The subnet manager's LID while Active, else 0.
+    pub sm_lid: u32,
+    /// Lanes in use while the link is up (1, 2, 4, 8, 12), else 0.
+    pub width: u32,
+    /// `LinkSpeed` number while the link is up, else 0.
+    pub speed: u32,
+    /// Width times the lane's rate, in Mb/s; 0 while the link is down.
+    pub rate_mbps: u32,
+    pub reserved: u32,
+    /// GID index 0, network byte order.
+    pub gid: [u8; 16],
+}
+const_assert_eq!(size_of::<PortInfoOut>(), 48);
+const_assert_eq!(offset_of!(PortInfoOut, rate_mbps), 24);
+const_assert_eq!(offset_of!(PortInfoOut, gid), 32);
 
 wire_enum! {
     /// The health reporter's state in QUERY_HEALTH, as devlink health names its own.
@@ -270,7 +351,9 @@ wire_enum! {
 /// Output of QUERY_HEALTH (ABI version 4; the input is `EmptyIn`). Times are microseconds
 /// of the bus's clock, which `now_us` gives, so that a reader can tell ages.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct HealthOut {
     /// `ReporterState` as its number.
     pub reporter_state: u32,
@@ -322,7 +405,9 @@ const_assert_eq!(offset_of!(HealthOut, ports), 80);
 
 /// Input of LIST_CLIENTS.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct ListClientsIn {
     pub header: InputHeader,
     /// Skip this many clients (paging through a long list).
@@ -334,7 +419,9 @@ const_assert_eq!(offset_of!(ListClientsIn, start), 8);
 
 /// Head of LIST_CLIENTS' output; `count` entries follow.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct ListClientsOut {
     /// Clients registered.
     pub total: u32,
@@ -345,7 +432,9 @@ const_assert_eq!(size_of::<ListClientsOut>(), 8);
 
 /// One client in LIST_CLIENTS.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct ClientEntry {
     /// `ClientId::to_raw`.
     pub id: u64,
@@ -369,7 +458,9 @@ const_assert_eq!(offset_of!(ClientEntry, name), 32);
 
 /// Input of READ_LOG.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct ReadLogIn {
     pub header: InputHeader,
     /// First sequence number wanted.
@@ -385,7 +476,9 @@ const_assert_eq!(offset_of!(ReadLogIn, max_records), 16);
 /// Head of READ_LOG's output; `count` records of `record_bytes` each follow: 128 in
 /// version 5 (`Record::encode`), 64 before (`Record::encode_v4`).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct ReadLogOut {
     pub count: u32,
     /// Version 5; reserved (0) before.
@@ -401,7 +494,9 @@ const_assert_eq!(offset_of!(ReadLogOut, dropped), 16);
 
 /// The policy, as GET_POLICY returns it and SET_POLICY takes it.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct PolicyAbi {
     pub quiesce_deadline_ms: u64,
     pub hw_ready_timeout_ms: u64,
@@ -434,7 +529,9 @@ const_assert_eq!(offset_of!(PolicyAbi, abort_on_unresponsive), 64);
 
 /// Input of SET_POLICY.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct SetPolicyIn {
     pub header: InputHeader,
     pub policy: PolicyAbi,
@@ -466,7 +563,7 @@ impl ResetMode {
 
 /// Input of REQUEST_RESET.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoBytes, FromBytes, KnownLayout, Immutable)]
 pub struct RequestResetIn {
     pub header: InputHeader,
     /// `ResetMode` number.
@@ -481,7 +578,9 @@ const_assert_eq!(offset_of!(RequestResetIn, reason), 16);
 
 /// Output of REQUEST_RESET and RESTART.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct EpochOut {
     /// The epoch the reset tears down.
     pub epoch: u64,
@@ -510,7 +609,9 @@ wire_enum! {
 
 /// Input of INJECT_FAULT (24 bytes; the first 16 before version 4).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct InjectFaultIn {
     pub header: InputHeader,
     /// `FaultCode` number.

@@ -127,6 +127,26 @@ impl Policy {
         "paging_io_hold_timeout_ms",
     ];
 
+    /// Every key's value, in the order of [`Policy::KEYS`] (flags as 0 or 1).
+    pub fn values(&self) -> [u64; Policy::KEYS.len()] {
+        [
+            self.quiesce_deadline_ms,
+            self.hw_ready_timeout_ms,
+            self.hw_poll_interval_ms,
+            u64::from(self.reset_retries),
+            self.auto_restart_window_ms,
+            u64::from(self.max_auto_resets),
+            self.storm_window_ms,
+            self.io_hold_timeout_ms,
+            u64::from(self.abort_on_unresponsive),
+            self.health_poll_interval_ms,
+            self.query_deadline_ms,
+            u64::from(self.client_request_limit),
+            u64::from(self.auto_recover),
+            self.paging_io_hold_timeout_ms,
+        ]
+    }
+
     /// Sets the field `key` names (flags take 0 or 1). Nothing is validated as a whole here:
     /// [`Policy::validate`] does that once every key is set.
     pub fn set(&mut self, key: &str, value: u64) -> Result<(), SetKeyError> {
@@ -257,6 +277,21 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_name_each_key_in_the_order_of_keys() {
+        for (i, key) in Policy::KEYS.iter().enumerate() {
+            let mut p = Policy::default();
+            let v = p.values()[i];
+            let other = if matches!(*key, "abort_on_unresponsive" | "auto_recover") {
+                1 - v
+            } else {
+                v + 1
+            };
+            p.set(key, other).expect("a key");
+            assert_eq!(p.values()[i], other, "{key} is value {i}");
+        }
+    }
 
     #[test]
     fn every_key_sets_its_field_and_nothing_else_is_a_key() {

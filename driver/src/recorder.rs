@@ -15,10 +15,11 @@ pub use codec::{RECORD_BYTES, RECORD_V4_BYTES};
 
 use crate::errors::RefusalCode;
 use crate::hca::{HwError, HwResult, HwStep, Readiness};
+use crate::ioctl::FaultCode;
 use crate::time::Instant;
+use crate::types::{Actor, PortState, VetoReason};
 use crate::types::{Call, PnpOp, ShortText, State};
 use crate::types::{ClientId, Epoch, EventKind, FailReason, ResetOutcome, ResetReason};
-use crate::types::{PortState, VetoReason};
 
 wire_enum! {
     /// What a hardware step found, worded as the administrator needs it: a probe that found
@@ -156,6 +157,22 @@ pub enum RecordKind {
         state: PortState,
         lid: u16,
     },
+    /// An administrator changed a policy key (its index in `Policy::KEYS`): one record per
+    /// key whose value changed.
+    PolicyChanged {
+        key: u8,
+        old: u64,
+        new: u64,
+    },
+    /// An administrator injected a fault (the simulator; `accepted` false: the device
+    /// refused it, as hardware refuses every one).
+    FaultInjected {
+        fault: FaultCode,
+        count: u32,
+        port: u8,
+        duration_ms: u32,
+        accepted: bool,
+    },
 }
 
 impl RecordKind {
@@ -186,6 +203,8 @@ pub struct Record {
     /// reset or restart; empty otherwise.
     pub name: ShortText,
     pub kind: RecordKind,
+    /// Who asked: the administrator whose request this record was written while serving.
+    pub by: Actor,
 }
 
 impl Record {
@@ -198,6 +217,7 @@ impl Record {
             count: 1,
             name,
             kind,
+            by: Actor::Nobody,
         }
     }
 
@@ -229,6 +249,9 @@ impl fmt::Display for Record {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{:<5} {:>14}  ", self.seq, self.at)?;
         self.kind_text(f)?;
+        if self.by != Actor::Nobody {
+            write!(f, "  [by {}]", self.by)?;
+        }
         if self.count > 1 {
             write!(f, "  (x{}, last {})", self.count, self.last_at)?;
         }
@@ -236,7 +259,22 @@ impl fmt::Display for Record {
     }
 }
 
+/// What a record says, without its number, time, actor or repeat count.
+#[derive(Debug)]
+pub struct What<'a>(&'a Record);
+
+impl fmt::Display for What<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.kind_text(f)
+    }
+}
+
 impl Record {
+    /// What the record says, as its line in the log says it.
+    pub fn what(&self) -> What<'_> {
+        What(self)
+    }
+
     fn kind_text(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             RecordKind::Transition { from, to } => write!(f, "state {from} -> {to}"),
@@ -316,6 +354,32 @@ impl Record {
                 PortState::Active => write!(f, "port {port} active, lid {lid}"),
                 _ => write!(f, "port {port} {}", state.as_str()),
             },
+            RecordKind::PolicyChanged { key, old, new } => {
+                let name = crate::policy::Policy::KEYS
+                    .get(usize::from(*key))
+                    .copied()
+                    .unwrap_or("?");
+                write!(f, "policy {name}: {old} -> {new}")
+            }
+            RecordKind::FaultInjected {
+                fault,
+                count,
+                port,
+                duration_ms,
+                accepted,
+            } => {
+                write!(f, "fault {} injected", fault.as_str())?;
+                if *count != 0 {
+                    write!(f, ", count {count}")?;
+                }
+                if *port != 0 {
+                    write!(f, ", port {port} for {duration_ms} ms")?;
+                }
+                if !*accepted {
+                    f.write_str(": refused by the device")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -334,6 +398,8 @@ pub struct FlightRecorder {
     dropped: u64,
     /// Records folded into the newest one because they repeated it.
     coalesced: u64,
+    /// Who every record written now is for ([`FlightRecorder::set_actor`]).
+    actor: Actor,
 }
 
 impl FlightRecorder {
@@ -357,7 +423,14 @@ impl FlightRecorder {
             next_seq: 0,
             dropped: 0,
             coalesced: 0,
+            actor: Actor::Nobody,
         }
+    }
+
+    /// Every record from now on says it was written for `actor`, until set back to
+    /// [`Actor::Nobody`]: a host serving an administrator's request sets it for the request.
+    pub fn set_actor(&mut self, actor: Actor) {
+        self.actor = actor;
     }
 
     /// Records `kind` about `name` (see [`Record::name`]) and returns its sequence number;
@@ -435,7 +508,7 @@ impl FlightRecorder {
             return None;
         }
         let newest = &mut self.ring[newest];
-        if !(same(&newest.kind) && newest.name == *name) {
+        if !(same(&newest.kind) && newest.name == *name && newest.by == self.actor) {
             return None;
         }
         newest.count = newest.count.saturating_add(1);
@@ -465,6 +538,7 @@ impl FlightRecorder {
         slot.last_at = at;
         slot.count = 1;
         slot.name = *name;
+        slot.by = self.actor;
         slot
     }
 

@@ -4,6 +4,11 @@ use core::fmt;
 
 use crate::time::Instant;
 
+mod actor;
+mod port;
+pub use actor::Actor;
+pub use port::*;
+
 /// Generation of the hardware: grows by one with every completed hardware reset. A resource
 /// handle made in an older epoch is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -357,20 +362,6 @@ impl EventKind {
         matches!(self, EventKind::PortActive | EventKind::PortDown)
     }
 }
-
-wire_enum! {
-    /// An InfiniBand port's logical state (IBA PortInfo:PortState).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum PortState {
-        Down = 1 => "down",
-        Init = 2 => "init",
-        Armed = 3 => "armed",
-        Active = 4 => "active",
-    }
-}
-
-/// Ports an adapter may have (ConnectX: 1 or 2).
-pub const MAX_PORTS: u8 = 2;
 
 wire_enum! {
     /// The coordinator's state (docs/design.md §5). The numbers are those of the IOCTL ABI and the

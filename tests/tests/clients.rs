@@ -2,6 +2,7 @@
 
 use hcabus::bus::{BusHandle, ClientReport};
 use hcabus::fabric::Fabric;
+use hcabus::ioctl::Wire;
 use hcabus::sim::{Behavior, Fault, RemoteError, SimHost};
 use hcabus::types::*;
 use hcabus::verbs::*;

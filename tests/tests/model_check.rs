@@ -159,7 +159,7 @@ impl World {
             next_lid: 1,
         };
         // The adapter's port 1 is up as the bus starts, before anyone registers.
-        w.c.port_changed(Instant::ZERO, 1, PortState::Active, 1)
+        w.c.port_changed(Instant::ZERO, 1, PortAttrs::bare(PortState::Active, 1))
             .expect("port 1 exists");
         w.drain();
         // Everyone registered; each may leave and come back once.
@@ -477,7 +477,9 @@ impl World {
                 } else {
                     (PortState::Down, 0)
                 };
-                self.c.port_changed(now, 1, state, lid).expect("port 1");
+                self.c
+                    .port_changed(now, 1, PortAttrs::bare(state, lid))
+                    .expect("port 1");
             }
             Move::PolicyAbortOnUnresponsive => {
                 self.admin_left -= 1;

@@ -3,11 +3,11 @@
 
 use hcabus::hca::HwStep;
 use hcabus::recorder::{HwOutcome, Record, RecordKind};
-use hcabus::types::{Call, ClientId};
+use hcabus::types::{Actor, Call, ClientId};
 use serde_json::{json, Map, Value};
 
 /// The kinds a record can be, as `kind` names them (and `hcactl log --kind` takes them).
-pub const KINDS: [&str; 15] = [
+pub const KINDS: [&str; 17] = [
     "transition",
     "reset_started",
     "reset_joined",
@@ -23,10 +23,12 @@ pub const KINDS: [&str; 15] = [
     "hw",
     "pnp",
     "port",
+    "policy_changed",
+    "fault_injected",
 ];
 
-/// One record: `seq`, `at_us`, `last_at_us`, `count`, `kind`, the kind's own fields, and
-/// `text`, the line `hcactl log` prints.
+/// One record: `seq`, `at_us`, `last_at_us`, `count`, `kind`, the kind's own fields, `by`
+/// (who asked: null, or the administrator) and `text`, the line `hcactl log` prints.
 pub fn record_json(r: &Record) -> Value {
     let (kind, fields) = kind_fields(r);
     let mut v = Map::new();
@@ -38,8 +40,22 @@ pub fn record_json(r: &Record) -> Value {
     if let Value::Object(fields) = fields {
         v.extend(fields);
     }
+    v.insert("by".into(), actor_json(r.by));
     v.insert("text".into(), r.to_string().into());
     Value::Object(v)
+}
+
+/// Who asked, as JSON: null for nobody; else `{ "via", "uid", "access" }`.
+pub fn actor_json(a: Actor) -> Value {
+    match a {
+        Actor::Nobody => Value::Null,
+        Actor::Local { uid, rights } => {
+            json!({ "via": "socket", "uid": uid, "access": Actor::access(rights) })
+        }
+        Actor::Handle { rights } => {
+            json!({ "via": "handle", "uid": null, "access": Actor::access(rights) })
+        }
+    }
 }
 
 fn client(id: ClientId, r: &Record) -> Value {
@@ -113,6 +129,30 @@ fn kind_fields(r: &Record) -> (&'static str, Value) {
         RecordKind::Port { port, state, lid } => (
             "port",
             json!({ "port": port, "state": state.as_str(), "lid": lid }),
+        ),
+        RecordKind::PolicyChanged { key, old, new } => (
+            "policy_changed",
+            json!({
+                "key": hcabus::policy::Policy::KEYS.get(usize::from(*key)).copied().unwrap_or("?"),
+                "old": old,
+                "new": new,
+            }),
+        ),
+        RecordKind::FaultInjected {
+            fault,
+            count,
+            port,
+            duration_ms,
+            accepted,
+        } => (
+            "fault_injected",
+            json!({
+                "fault": fault.as_str(),
+                "count": (*count != 0).then_some(*count),
+                "port": (*port != 0).then_some(*port),
+                "duration_ms": (*port != 0).then_some(*duration_ms),
+                "accepted": accepted,
+            }),
         ),
     }
 }

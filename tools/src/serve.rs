@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant as WallInstant};
 
-use hcabus::ioctl::{NtStatus, Rights};
+use hcabus::ioctl::{Caller, NtStatus, Rights};
 use hcabus::sim::MultiHost;
 use hcabus::Instant;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
@@ -36,7 +36,7 @@ struct Job {
     code: u32,
     input: Vec<u8>,
     output_capacity: u32,
-    rights: Rights,
+    caller: Caller,
     reply: mpsc::SyncSender<(NtStatus, Vec<u8>)>,
 }
 
@@ -84,7 +84,13 @@ pub fn serve(setup: Scenario, socket: &Path, stop: Arc<AtomicBool>) -> io::Resul
     let host = thread::Builder::new()
         .name("host".into())
         .spawn(move || match build(&setup) {
-            Ok((world, names)) => {
+            Ok((mut world, names)) => {
+                // A live host: its virtual clock follows the wall clock.
+                let mut i = 0;
+                while let Some(adapter) = world.host_mut(i) {
+                    adapter.use_wall_clock();
+                    i += 1;
+                }
                 let _ = built.send(Ok(names));
                 run_host(world, inbox, host_stop);
             }
@@ -358,7 +364,7 @@ fn answer(host: &mut MultiHost, job: Job) {
     let mut out = vec![0u8; cap];
     // Every listener's index is an adapter's: the fallback is never taken.
     let reply = match host.host_mut(job.device) {
-        Some(adapter) => adapter.ioctl(job.code, &job.input, &mut out, job.rights),
+        Some(adapter) => adapter.ioctl(job.code, &job.input, &mut out, job.caller),
         None => hcabus::ioctl::Reply {
             status: NtStatus::INVALID_DEVICE_REQUEST,
             bytes: 0,
@@ -369,13 +375,20 @@ fn answer(host: &mut MultiHost, job: Job) {
     let _ = job.reply.try_send((reply.status, out));
 }
 
-/// What the peer may do: everything if it is this server's user or root, else read only.
-fn rights_of(stream: &UnixStream, server_uid: u32) -> Rights {
+/// Who the peer is and what it may do: everything if it is this server's user or root, else
+/// read only.
+fn caller_of(stream: &UnixStream, server_uid: u32) -> Caller {
     match getsockopt(stream, PeerCredentials) {
-        Ok(cred) if cred.uid() == server_uid || cred.uid() == 0 => Rights::READ | Rights::WRITE,
-        Ok(_) => Rights::READ,
+        Ok(cred) => Caller {
+            rights: if cred.uid() == server_uid || cred.uid() == 0 {
+                Rights::READ | Rights::WRITE
+            } else {
+                Rights::READ
+            },
+            uid: Some(cred.uid()),
+        },
         // Unknown peer: the least.
-        Err(_) => Rights::READ,
+        Err(_) => Caller::from(Rights::READ),
     }
 }
 
@@ -405,7 +418,7 @@ impl Read for FrameReader<'_> {
 }
 
 fn connection(stream: UnixStream, device: usize, jobs: mpsc::Sender<Job>, server_uid: u32) {
-    let rights = rights_of(&stream, server_uid);
+    let caller = caller_of(&stream, server_uid);
     let _ = stream.set_write_timeout(Some(FRAME_DEADLINE));
     loop {
         let mut reader = FrameReader {
@@ -430,7 +443,7 @@ fn connection(stream: UnixStream, device: usize, jobs: mpsc::Sender<Job>, server
             code: frame.code,
             input: frame.input,
             output_capacity: frame.output_capacity,
-            rights,
+            caller,
             reply,
         };
         if jobs.send(job).is_err() {

@@ -85,6 +85,10 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
             PortState::Init => (None, format!("port {port} link up, waiting for the SM")),
             _ => (None, format!("port {port} {}", state.as_str())),
         },
+        // An administrator's acts: the record's own line says them.
+        RecordKind::PolicyChanged { .. } | RecordKind::FaultInjected { .. } => {
+            (None, rec.what().to_string())
+        }
     })
 }
 

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use hcabus::bus_abi::HcabusEvent;
 use hcabus::coordinator::Config;
 use hcabus::hca::Identity;
+use hcabus::ioctl::Wire;
 use hcabus::ioctl::{self, NtStatus, Rights};
 use hcabus::sim::{FakeConnectX, FakeFaults};
 use hcabus::types::*;

@@ -115,8 +115,38 @@ impl Coordinator {
             client: None,
             call: Call::SetPolicy,
         });
+        let (old, new) = (self.policy.values(), policy.values());
+        for (key, (old, new)) in (0u8..).zip(old.into_iter().zip(new)) {
+            if old != new {
+                self.record(RecordKind::PolicyChanged { key, old, new });
+            }
+        }
         self.policy = policy;
         Ok(())
+    }
+
+    /// Who the records written from now on are for: a host sets the administrator whose
+    /// request it serves, and [`Actor::Nobody`] once it is served.
+    pub fn set_actor(&mut self, actor: Actor) {
+        self.recorder.set_actor(actor);
+    }
+
+    /// A fault was injected into the device (the simulator), or refused by it: an
+    /// administrator's act, recorded as any other.
+    pub fn fault_injected(
+        &mut self,
+        now: Instant,
+        fault: &crate::ioctl::FaultRequest,
+        accepted: bool,
+    ) {
+        self.advance(now);
+        self.record(RecordKind::FaultInjected {
+            fault: fault.code,
+            count: fault.count,
+            port: fault.port,
+            duration_ms: fault.duration_ms,
+            accepted,
+        });
     }
 
     // ----- hardware and host inputs --------------------------------------------------------

@@ -19,13 +19,8 @@ use crate::types::*;
 #[cfg(all(test, feature = "sim"))]
 mod tests;
 
-/// What the bus knows of one port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PortView {
-    pub state: PortState,
-    /// The LID while Active; 0 otherwise.
-    pub lid: u16,
-}
+/// What the bus knows of one port: what the hardware last reported of it.
+pub type PortView = PortAttrs;
 
 /// Every port's bit: the belief of a newcomer on a running bus.
 pub(super) const ALL_PORTS: u8 = (1 << MAX_PORTS) - 1;
@@ -35,31 +30,37 @@ const fn bit(port: u8) -> u8 {
 }
 
 impl Coordinator {
-    /// The hardware reports that `port` (1..=MAX_PORTS) is now in `state`, with `lid` when
-    /// Active. Hosts call this from the adapter's port-change event; a report that changes
-    /// nothing is ignored.
+    /// The hardware reports `port` (1..=MAX_PORTS) as `attrs` now says. Hosts call this
+    /// from the adapter's port-change event; a report that changes nothing is ignored, and
+    /// one that changes only what the clients are not told (the physical state while
+    /// training, say) is kept without a record.
     pub fn port_changed(
         &mut self,
         now: Instant,
         port: u8,
-        state: PortState,
-        lid: u16,
+        attrs: PortAttrs,
     ) -> Result<(), PortError> {
         self.advance(now);
         if port == 0 || port > MAX_PORTS {
             return Err(PortError::NoSuchPort);
         }
-        let lid = if state == PortState::Active { lid } else { 0 };
-        let view = PortView { state, lid };
+        let view = attrs.normalized();
         let slot = &mut self.ports[usize::from(port - 1)];
-        if *slot == Some(view) {
+        let before = *slot;
+        if before == Some(view) {
             return Ok(());
         }
         *slot = Some(view);
-        if state == PortState::Active {
+        if view.state == PortState::Active {
             self.awaiting_ports &= !bit(port);
         }
-        self.record(RecordKind::Port { port, state, lid });
+        if before.map(|b| (b.state, b.lid)) != Some((view.state, view.lid)) {
+            self.record(RecordKind::Port {
+                port,
+                state: view.state,
+                lid: view.lid,
+            });
+        }
         self.sync_ports();
         Ok(())
     }
@@ -92,11 +93,16 @@ impl Coordinator {
                 self.awaiting_ports |= bit(port);
             }
             let slot = &mut self.ports[usize::from(port - 1)];
-            if slot.is_some_and(|v| v.state != PortState::Down) {
-                *slot = Some(PortView {
-                    state: PortState::Down,
-                    lid: 0,
-                });
+            if let Some(v) = slot.filter(|v| v.state != PortState::Down) {
+                // The device gives no light while it is reset; the GID is the port's own.
+                *slot = Some(
+                    PortAttrs {
+                        state: PortState::Down,
+                        phys: PhysState::Disabled,
+                        ..v
+                    }
+                    .normalized(),
+                );
                 self.record(RecordKind::Port {
                     port,
                     state: PortState::Down,

@@ -95,6 +95,7 @@ impl Coordinator {
             self.counters.auto_resets += 1;
         }
         self.counters.resets_started += 1;
+        self.counters.by_reason[reason as usize] += 1;
         self.reset.begin(self.epoch, reason, now, false);
         if reason == ResetReason::FirmwareActivate {
             self.fw = super::FwAllowance::Requested;
@@ -235,6 +236,7 @@ impl Coordinator {
         self.storm = super::Window::new();
         self.requests.fill(super::Window::new());
         self.counters.resets_started += 1;
+        self.counters.by_reason[0] += 1;
         self.counters.admin_resets += 1;
         self.reset.begin(self.epoch, reason, self.now, true);
         self.reset.quiesce_done_at = Some(self.now);

@@ -264,6 +264,7 @@ impl<P: Platform> Bus<P> {
         struct Device<'a> {
             coord: &'a mut Coordinator,
             now: Instant,
+            wall_ms: Option<u64>,
         }
         impl IoctlDevice for Device<'_> {
             fn coordinator(&mut self) -> &mut Coordinator {
@@ -272,8 +273,19 @@ impl<P: Platform> Bus<P> {
             fn now(&self) -> Instant {
                 self.now
             }
+            fn wall_clock_unix_ms(&self) -> Option<u64> {
+                self.wall_ms
+            }
         }
-        self.input(|coord, now| dispatch(&mut Device { coord, now }, code, input, output, rights))
+        let wall_ms = self.platform.wall_clock_unix_ms();
+        self.input(|coord, now| {
+            let mut device = Device {
+                coord,
+                now,
+                wall_ms,
+            };
+            dispatch(&mut device, code, input, output, rights)
+        })
     }
 
     /// The timer kept for `timer` fired (DISPATCH_LEVEL). A timer stopped or re-armed since

@@ -44,6 +44,12 @@ pub trait Platform: Sized {
 
     /// The bus clock (KeQueryInterruptTime on Windows).
     fn now(&self) -> Instant;
+    /// The system's time of day, in milliseconds since the Unix epoch (KeQuerySystemTimePrecise
+    /// on Windows), for QUERY_STATE's wall-clock time of the bus's time zero; `None` where
+    /// there is none.
+    fn wall_clock_unix_ms(&self) -> Option<u64> {
+        None
+    }
     /// WdfSpinLockCreate, at PASSIVE_LEVEL while the device is prepared. A lock the system
     /// could not create is an error: a null WDFSPINLOCK bugchecks on its first acquire.
     fn spin_lock<T: Send>(&self, value: T) -> Result<Self::SpinLock<T>, PlatformError>;

@@ -1,14 +1,12 @@
 //! The one IOCTL dispatcher every host uses (the KMDF queue, the simulator's socket server,
 //! tests): decodes and validates a request completely, then acts.
 
-use core::mem::offset_of;
-
 use super::codec::*;
 use super::*;
 use crate::coordinator::Coordinator;
 use crate::policy::{Policy, PolicyError};
 use crate::recorder::RECORD_V4_BYTES;
-use crate::types::State;
+use crate::types::{Actor, State};
 
 /// What the dispatcher acts on: the coordinator, the time, and (in the simulator) the
 /// fault injector. A host drains the coordinator's actions after each call.
@@ -21,6 +19,38 @@ pub trait IoctlDevice {
     fn inject(&mut self, fault: FaultRequest) -> Result<(), NtStatus> {
         let _ = fault;
         Err(NtStatus::NOT_SUPPORTED)
+    }
+    /// The system's time of day in milliseconds since the Unix epoch, for QUERY_STATE's
+    /// `time_zero_unix_ms`; `None` for a host with no wall clock (virtual time).
+    fn wall_clock_unix_ms(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Who sends a request: the access the caller's handle (or socket) was granted, and where
+/// the host knows it, the caller's uid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    pub rights: Rights,
+    /// SO_PEERCRED's uid on the simulator's socket; `None` on Windows, where the handle's
+    /// access is what the control device knows.
+    pub uid: Option<u32>,
+}
+
+impl From<Rights> for Caller {
+    fn from(rights: Rights) -> Self {
+        Caller { rights, uid: None }
+    }
+}
+
+impl Caller {
+    /// Who the flight recorder names for this caller's requests.
+    pub fn actor(&self) -> Actor {
+        let rights = self.rights.bits() as u8;
+        match self.uid {
+            Some(uid) => Actor::Local { uid, rights },
+            None => Actor::Handle { rights },
+        }
     }
 }
 
@@ -109,20 +139,20 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
         IOCTL_HCABUS_QUERY_HEALTH => Decoded::QueryHealth,
         IOCTL_HCABUS_READ_RESETS => Decoded::ReadResets,
         IOCTL_HCABUS_LIST_CLIENTS => {
-            if get_u32(input, offset_of!(ListClientsIn, reserved)).ok_or(size)? != 0 {
+            let r = ListClientsIn::decode(input).ok_or(size)?;
+            if r.reserved != 0 {
                 return Err(bad);
             }
-            Decoded::ListClients {
-                start: get_u32(input, offset_of!(ListClientsIn, start)).ok_or(size)?,
-            }
+            Decoded::ListClients { start: r.start }
         }
         IOCTL_HCABUS_READ_LOG => {
-            if get_u32(input, offset_of!(ReadLogIn, reserved)).ok_or(size)? != 0 {
+            let r = ReadLogIn::decode(input).ok_or(size)?;
+            if r.reserved != 0 {
                 return Err(bad);
             }
             Decoded::ReadLog {
-                since: get_u64(input, offset_of!(ReadLogIn, since_seq)).ok_or(size)?,
-                max: get_u32(input, offset_of!(ReadLogIn, max_records)).ok_or(size)?,
+                since: r.since_seq,
+                max: r.max_records,
                 version: header.version,
             }
         }
@@ -148,42 +178,41 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
 /// REQUEST_RESET's mode and reason (UTF-8, NUL-padded: nothing after the first NUL).
 fn decode_reset(input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
     let (bad, size) = (NtStatus::INVALID_PARAMETER, NtStatus::INVALID_BUFFER_SIZE);
-    let raw = get_u32(input, offset_of!(RequestResetIn, mode)).ok_or(size)?;
-    let mode = ResetMode::try_from(raw).map_err(|_| bad)?.admin();
-    if get_u32(input, offset_of!(RequestResetIn, reserved)).ok_or(size)? != 0 {
+    // The reason is borrowed from the caller's buffer: the structure is read in place.
+    let (r, _) = RequestResetIn::ref_from_prefix(input).map_err(|_| size)?;
+    let mode = ResetMode::try_from(r.mode).map_err(|_| bad)?.admin();
+    if r.reserved != 0 {
         return Err(bad);
     }
-    let at = offset_of!(RequestResetIn, reason);
-    let raw = input.get(at..at + 64).ok_or(size)?;
-    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
-    if raw[end..].iter().any(|b| *b != 0) {
+    let end = r
+        .reason
+        .iter()
+        .position(|b| *b == 0)
+        .unwrap_or(r.reason.len());
+    if r.reason[end..].iter().any(|b| *b != 0) {
         return Err(bad);
     }
-    let reason = core::str::from_utf8(&raw[..end]).map_err(|_| bad)?;
+    let reason = core::str::from_utf8(&r.reason[..end]).map_err(|_| bad)?;
     Ok(Decoded::Reset { mode, reason })
 }
 
 /// INJECT_FAULT's request, in its ranges.
 fn decode_fault(input: &[u8], version: u16) -> Result<FaultRequest, NtStatus> {
     let (bad, size) = (NtStatus::INVALID_PARAMETER, NtStatus::INVALID_BUFFER_SIZE);
-    let raw = get_u32(input, offset_of!(InjectFaultIn, fault)).ok_or(size)?;
-    let code = FaultCode::try_from(raw).map_err(|_| bad)?;
-    let count = get_u32(input, offset_of!(InjectFaultIn, count)).ok_or(size)?;
-    // Before version 4 there is no port and no duration: a cable pull cannot be said, and is
-    // refused as invalid below.
-    let (port, duration_ms) = if version < 4 {
-        (0, 0)
-    } else {
-        (
-            get_u32(input, offset_of!(InjectFaultIn, port)).ok_or(size)?,
-            get_u32(input, offset_of!(InjectFaultIn, duration_ms)).ok_or(size)?,
-        )
-    };
+    // Before version 4 there is no port and no duration (the input stops after `count`): a
+    // cable pull cannot be said, and is refused as invalid below.
+    let mut full = [0u8; size_of::<InjectFaultIn>()];
+    let n = input.len().min(full.len());
+    full[..n].copy_from_slice(&input[..n]);
+    if version < 4 {
+        full[INJECT_V3_BYTES..].fill(0);
+    }
+    let r = InjectFaultIn::decode(&full).ok_or(size)?;
     let fault = FaultRequest {
-        code,
-        count,
-        port: u8::try_from(port).map_err(|_| bad)?,
-        duration_ms,
+        code: FaultCode::try_from(r.fault).map_err(|_| bad)?,
+        count: r.count,
+        port: u8::try_from(r.port).map_err(|_| bad)?,
+        duration_ms: r.duration_ms,
     };
     if !fault.is_valid() {
         return Err(bad);
@@ -191,15 +220,18 @@ fn decode_fault(input: &[u8], version: u16) -> Result<FaultRequest, NtStatus> {
     Ok(fault)
 }
 
-/// Serves one request: decode, validate, act, encode. `rights` are the caller's; `output`
-/// is the caller's output buffer (its length is the output capacity).
+/// Serves one request: decode, validate, act, encode. `caller` is who sends it (its
+/// rights, or a [`Caller`] with its uid); `output` is the caller's output buffer (its length
+/// is the output capacity). Every record an administrator's write request causes names them.
 pub fn dispatch<D: IoctlDevice + ?Sized>(
     dev: &mut D,
     code: u32,
     input: &[u8],
     output: &mut [u8],
-    rights: Rights,
+    caller: impl Into<Caller>,
 ) -> Reply {
+    let caller = caller.into();
+    let rights = caller.rights;
     if input_size(code).is_none() {
         return Reply::status(NtStatus::INVALID_DEVICE_REQUEST);
     }
@@ -225,7 +257,13 @@ pub fn dispatch<D: IoctlDevice + ?Sized>(
     if needs_write(code) && dev.coordinator().state() == State::Removed {
         return Reply::status(NtStatus::INVALID_DEVICE_REQUEST);
     }
-    act(dev, request, output)
+    if !needs_write(code) {
+        return act(dev, request, output);
+    }
+    dev.coordinator().set_actor(caller.actor());
+    let reply = act(dev, request, output);
+    dev.coordinator().set_actor(Actor::Nobody);
+    reply
 }
 
 fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8]) -> Reply {
@@ -233,7 +271,13 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
     match request {
         Decoded::QueryState { version } => {
             let mut full = [0u8; size_of::<StateOut>()];
-            state_out(dev.coordinator(), now).encode(&mut full);
+            let mut state = state_out(dev.coordinator(), now);
+            // The bus's time zero on the system's clock as it reads now, so that a clock set
+            // since is followed, as the system log follows it.
+            state.time_zero_unix_ms = dev
+                .wall_clock_unix_ms()
+                .map_or(0, |wall| wall.saturating_sub(now.as_us() / 1000));
+            state.encode(&mut full);
             let n = state_bytes(version);
             out[..n].copy_from_slice(&full[..n]);
             Reply::ok(n)
@@ -269,7 +313,7 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
         Decoded::Reset { mode, reason } => {
             match dev.coordinator().admin_reset_because(now, mode, reason) {
                 Ok(epoch) => {
-                    put_u64(out, offset_of!(EpochOut, epoch), epoch.0);
+                    EpochOut { epoch: epoch.0 }.encode(out);
                     Reply::ok(size_of::<EpochOut>())
                 }
                 Err(_) => Reply::status(NtStatus::INVALID_DEVICE_REQUEST),
@@ -280,17 +324,22 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
             let busy = coord.reset_in_progress();
             match coord.admin_restart(now) {
                 Ok(epoch) => {
-                    put_u64(out, offset_of!(EpochOut, epoch), epoch.0);
+                    EpochOut { epoch: epoch.0 }.encode(out);
                     Reply::ok(size_of::<EpochOut>())
                 }
                 Err(_) if busy => Reply::status(NtStatus::DEVICE_BUSY),
                 Err(_) => Reply::status(NtStatus::INVALID_DEVICE_REQUEST),
             }
         }
-        Decoded::InjectFault(fault) => match dev.inject(fault) {
-            Ok(()) => Reply::ok(0),
-            Err(s) => Reply::status(s),
-        },
+        Decoded::InjectFault(fault) => {
+            let verdict = dev.inject(fault);
+            dev.coordinator()
+                .fault_injected(now, &fault, verdict.is_ok());
+            match verdict {
+                Ok(()) => Reply::ok(0),
+                Err(s) => Reply::status(s),
+            }
+        }
     }
 }
 
@@ -345,7 +394,27 @@ pub fn state_out(coord: &Coordinator, now: Instant) -> StateOut {
         })),
         log_next_seq: coord.recorder().next_seq(),
         ports: ports_out(coord),
+        time_zero_unix_ms: 0,
+        port_info: core::array::from_fn(|i| port_info(coord, i as u8 + 1)),
+        resets_by_reason: core::array::from_fn(|i| c.by_reason.get(i).copied().unwrap_or(0)),
     }
+}
+
+/// QUERY_STATE's full view of `port`; all zero for a port the hardware never reported.
+fn port_info(coord: &Coordinator, port: u8) -> PortInfoOut {
+    coord
+        .port(port)
+        .map_or(PortInfoOut::default(), |p| PortInfoOut {
+            state: p.state as u32,
+            phys_state: p.phys as u32,
+            lid: p.lid.into(),
+            sm_lid: p.sm_lid.into(),
+            width: p.width.into(),
+            speed: p.speed.map_or(0, |s| s as u32),
+            rate_mbps: p.rate_mbps(),
+            reserved: 0,
+            gid: p.gid,
+        })
 }
 
 /// The ports as QUERY_STATE and QUERY_HEALTH give them.
@@ -410,12 +479,11 @@ fn list_clients(coord: &Coordinator, start: u32, out: &mut [u8]) -> Reply {
         .encode(&mut out[head + count * entry..]);
         count += 1;
     }
-    put_u32(
-        out,
-        offset_of!(ListClientsOut, total),
-        coord.client_count() as u32,
-    );
-    put_u32(out, offset_of!(ListClientsOut, count), count as u32);
+    ListClientsOut {
+        total: coord.client_count() as u32,
+        count: count as u32,
+    }
+    .encode(out);
     Reply::ok(head + count * entry)
 }
 
@@ -460,9 +528,12 @@ fn read_resets(coord: &Coordinator, out: &mut [u8]) -> Reply {
         ResetSummaryOut::from_summary(s).encode(&mut out[head + count * each..]);
         count += 1;
     }
-    put_u32(out, offset_of!(ReadResetsOut, count), count as u32);
-    put_u32(out, offset_of!(ReadResetsOut, reserved), 0);
-    put_u64(out, offset_of!(ReadResetsOut, total), history.written());
+    ReadResetsOut {
+        count: count as u32,
+        reserved: 0,
+        total: history.written(),
+    }
+    .encode(out);
     Reply::ok(head + count * each)
 }
 
@@ -485,9 +556,9 @@ fn read_log(coord: &Coordinator, since: u64, max: u32, version: u16, out: &mut [
     for r in rec.since(since).take(limit) {
         let at = head + count * size;
         if version >= 5 {
-            put(out, at, &r.encode());
+            out[at..at + size].copy_from_slice(&r.encode());
         } else {
-            put(out, at, &r.encode_v4());
+            out[at..at + size].copy_from_slice(&r.encode_v4());
         }
         count += 1;
         next = r.seq + 1;
@@ -495,11 +566,13 @@ fn read_log(coord: &Coordinator, since: u64, max: u32, version: u16, out: &mut [
     if count == 0 {
         next = next.min(rec.next_seq());
     }
-    put_u32(out, offset_of!(ReadLogOut, count), count as u32);
-    let record_bytes = if version >= 5 { size as u32 } else { 0 };
-    put_u32(out, offset_of!(ReadLogOut, record_bytes), record_bytes);
-    put_u64(out, offset_of!(ReadLogOut, next_seq), next);
-    put_u64(out, offset_of!(ReadLogOut, dropped), rec.dropped());
+    ReadLogOut {
+        count: count as u32,
+        record_bytes: if version >= 5 { size as u32 } else { 0 },
+        next_seq: next,
+        dropped: rec.dropped(),
+    }
+    .encode(out);
     Reply::ok(head + count * size)
 }
 

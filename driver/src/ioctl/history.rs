@@ -4,15 +4,17 @@
 use core::mem::{offset_of, size_of};
 
 use static_assertions::const_assert_eq;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use super::codec::{get, get_u16, get_u32, get_u64, put, put_u16, put_u32, put_u64};
 use super::{result_code, NONE_U64};
 use crate::coordinator::{ResetSummary, FORCED_NAMES};
 use crate::types::{ClientId, ShortText};
 
 /// Head of READ_RESETS' output; `count` summaries (`ResetSummaryOut`) follow, oldest first.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct ReadResetsOut {
     pub count: u32,
     pub reserved: u32,
@@ -32,7 +34,9 @@ pub const SUMMARY_FLR: u8 = 4;
 
 /// One concluded reset. Durations in microseconds, `NONE_U64` where a phase did not run.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
 pub struct ResetSummaryOut {
     /// 1 for the first reset since the bus started.
     pub ordinal: u64,
@@ -125,106 +129,6 @@ impl ResetSummaryOut {
         }
     }
 
-    fn wide(&self) -> [(usize, u64); 9] {
-        [
-            (offset_of!(Self, ordinal), self.ordinal),
-            (offset_of!(Self, epoch), self.epoch),
-            (offset_of!(Self, new_epoch), self.new_epoch),
-            (offset_of!(Self, started_us), self.started_us),
-            (offset_of!(Self, quiesce_us), self.quiesce_us),
-            (offset_of!(Self, hw_reset_us), self.hw_reset_us),
-            (offset_of!(Self, restore_us), self.restore_us),
-            (offset_of!(Self, total_us), self.total_us),
-            (offset_of!(Self, vetoer), self.vetoer),
-        ]
-    }
-
-    fn narrow(&self) -> [(usize, u32); 4] {
-        [
-            (offset_of!(Self, reason), self.reason),
-            (offset_of!(Self, result), self.result),
-            (offset_of!(Self, requests), self.requests),
-            (offset_of!(Self, pnp_operations), self.pnp_operations),
-        ]
-    }
-
-    fn texts(&self) -> [(usize, &Text32); 3 + FORCED_NAMES] {
-        let forced = offset_of!(Self, forced_names);
-        let n = ShortText::CAPACITY;
-        let f = &self.forced_names;
-        [
-            (offset_of!(Self, vetoer_name), &self.vetoer_name),
-            (offset_of!(Self, veto_reason), &self.veto_reason),
-            (offset_of!(Self, admin_reason), &self.admin_reason),
-            (forced, &f[0]),
-            (forced + n, &f[1]),
-            (forced + 2 * n, &f[2]),
-            (forced + 3 * n, &f[3]),
-        ]
-    }
-
-    pub fn encode(&self, buf: &mut [u8]) {
-        for (at, v) in self.wide() {
-            put_u64(buf, at, v);
-        }
-        for (at, v) in self.narrow() {
-            put_u32(buf, at, v);
-        }
-        put_u16(buf, offset_of!(Self, barrier_size), self.barrier_size);
-        put_u16(buf, offset_of!(Self, forced), self.forced);
-        put(buf, offset_of!(Self, soft_attempts), &[self.soft_attempts]);
-        put(buf, offset_of!(Self, flags), &[self.flags]);
-        put_u16(buf, offset_of!(Self, reserved), 0);
-        for (at, text) in self.texts() {
-            put(buf, at, text);
-        }
-    }
-
-    pub fn decode(buf: &[u8]) -> Option<Self> {
-        let mut s = ResetSummaryOut::default();
-        let u64_at = |at| get_u64(buf, at);
-        let u32_at = |at| get_u32(buf, at);
-        let text = |at| get::<{ ShortText::CAPACITY }>(buf, at);
-        (
-            s.ordinal,
-            s.epoch,
-            s.new_epoch,
-            s.started_us,
-            s.quiesce_us,
-            s.hw_reset_us,
-        ) = (
-            u64_at(offset_of!(Self, ordinal))?,
-            u64_at(offset_of!(Self, epoch))?,
-            u64_at(offset_of!(Self, new_epoch))?,
-            u64_at(offset_of!(Self, started_us))?,
-            u64_at(offset_of!(Self, quiesce_us))?,
-            u64_at(offset_of!(Self, hw_reset_us))?,
-        );
-        (s.restore_us, s.total_us, s.vetoer) = (
-            u64_at(offset_of!(Self, restore_us))?,
-            u64_at(offset_of!(Self, total_us))?,
-            u64_at(offset_of!(Self, vetoer))?,
-        );
-        (s.reason, s.result, s.requests, s.pnp_operations) = (
-            u32_at(offset_of!(Self, reason))?,
-            u32_at(offset_of!(Self, result))?,
-            u32_at(offset_of!(Self, requests))?,
-            u32_at(offset_of!(Self, pnp_operations))?,
-        );
-        s.barrier_size = get_u16(buf, offset_of!(Self, barrier_size))?;
-        s.forced = get_u16(buf, offset_of!(Self, forced))?;
-        s.soft_attempts = *buf.get(offset_of!(Self, soft_attempts))?;
-        s.flags = *buf.get(offset_of!(Self, flags))?;
-        s.vetoer_name = text(offset_of!(Self, vetoer_name))?;
-        s.veto_reason = text(offset_of!(Self, veto_reason))?;
-        s.admin_reason = text(offset_of!(Self, admin_reason))?;
-        let forced = offset_of!(Self, forced_names);
-        for (i, name) in s.forced_names.iter_mut().enumerate() {
-            *name = text(forced + i * ShortText::CAPACITY)?;
-        }
-        Some(s)
-    }
-
     /// The named forced clients.
     pub fn forced_names(&self) -> impl Iterator<Item = &str> {
         let named = usize::from(self.forced).min(FORCED_NAMES);
@@ -237,7 +141,7 @@ impl ResetSummaryOut {
 /// field completes with success and says so here (as SCSI pass-through reports a check
 /// condition in its buffer). A caller with no output buffer gets INVALID_PARAMETER.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoBytes, FromBytes, KnownLayout, Immutable)]
 pub struct SetPolicyOut {
     /// 1: the policy is in force; 0: refused, nothing changed.
     pub applied: u32,
@@ -263,22 +167,6 @@ impl Default for SetPolicyOut {
 }
 
 impl SetPolicyOut {
-    pub fn encode(&self, buf: &mut [u8]) {
-        put_u32(buf, offset_of!(Self, applied), self.applied);
-        put_u32(buf, offset_of!(Self, field), self.field);
-        put(buf, offset_of!(Self, field_name), &self.field_name);
-        put(buf, offset_of!(Self, problem), &self.problem);
-    }
-
-    pub fn decode(buf: &[u8]) -> Option<Self> {
-        Some(SetPolicyOut {
-            applied: get_u32(buf, offset_of!(Self, applied))?,
-            field: get_u32(buf, offset_of!(Self, field))?,
-            field_name: get(buf, offset_of!(Self, field_name))?,
-            problem: get(buf, offset_of!(Self, problem))?,
-        })
-    }
-
     /// The refused field's name and problem; `None` when the policy was applied or the
     /// texts are not UTF-8.
     pub fn refusal(&self) -> Option<(&str, &str)> {

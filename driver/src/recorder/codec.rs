@@ -4,9 +4,10 @@
 use super::{HwOutcome, Record, RecordKind};
 use crate::errors::RefusalCode;
 use crate::hca::HwStep;
+use crate::ioctl::FaultCode;
 use crate::time::Instant;
+use crate::types::{Actor, PortState, ResetReason, ShortText, State, MAX_PORTS};
 use crate::types::{Call, ClientId, Epoch, EventKind, FailReason, PnpOp, ResetOutcome};
-use crate::types::{PortState, ResetReason, ShortText, State, MAX_PORTS};
 
 /// Size of one record in version 5 (see [`Record::encode`]).
 pub const RECORD_BYTES: usize = 128;
@@ -15,8 +16,10 @@ pub const RECORD_V4_BYTES: usize = 64;
 
 /// Version 5: where the client's name (or the administrator's reason) starts.
 const NAME_AT: usize = 48;
-/// Version 5: where a veto's reason starts.
+/// Version 5: where a veto's reason starts (a policy change's old value).
 const TEXT_AT: usize = 80;
+/// Version 5: who asked ([`Actor::to_bytes`]).
+const ACTOR_AT: usize = 112;
 /// Versions 1 to 4: a name keeps its first 24 bytes from here.
 const V4_NAME_AT: usize = 40;
 /// Versions 1 to 4: a veto's reason.
@@ -90,12 +93,29 @@ impl Record {
             RecordKind::Port { port, state, lid } => {
                 f(15, *port, *state as u8, 0, 0, u64::from(*lid))
             }
+            RecordKind::PolicyChanged { key, new, .. } => f(16, *key, 0, 0, 0, *new),
+            RecordKind::FaultInjected {
+                fault,
+                count,
+                port,
+                duration_ms,
+                accepted,
+            } => f(
+                17,
+                *fault as u8,
+                *port,
+                u8::from(*accepted),
+                0,
+                u64::from(*count) | u64::from(*duration_ms) << 32,
+            ),
         }
     }
 
     /// Version 5, little-endian: `seq u64, at_us u64, tag u8, a u8, b u8, c u8, count u32,
-    /// client u64, value u64, last_at_us u64, name [u8; 32], text [u8; 32], reserved
-    /// [u8; 16]`. A hardware step's `b` is its [`HwOutcome`] and `value` its detail.
+    /// client u64, value u64, last_at_us u64, name [u8; 32], text [u8; 32], actor [u8; 8],
+    /// reserved [u8; 8]`. A hardware step's `b` is its [`HwOutcome`] and `value` its detail;
+    /// a policy change's old value is the text's first 8 bytes; the actor is who asked
+    /// (zero: nobody, as every record before version 7 says).
     pub fn encode(&self) -> [u8; RECORD_BYTES] {
         let mut out = [0u8; RECORD_BYTES];
         let f = self.fields();
@@ -105,6 +125,10 @@ impl Record {
         if let Some(text) = f.text {
             out[TEXT_AT..TEXT_AT + ShortText::CAPACITY].copy_from_slice(text.as_bytes());
         }
+        if let RecordKind::PolicyChanged { old, .. } = self.kind {
+            out[TEXT_AT..TEXT_AT + 8].copy_from_slice(&old.to_le_bytes());
+        }
+        out[ACTOR_AT..ACTOR_AT + 8].copy_from_slice(&self.by.to_bytes());
         out
     }
 
@@ -157,6 +181,8 @@ impl Record {
         if count == 0 {
             return None;
         }
+        let mut actor = [0u8; 8];
+        actor.copy_from_slice(&b[ACTOR_AT..ACTOR_AT + 8]);
         Some(Record {
             seq: u64_at(0),
             at: Instant::from_us(u64_at(8)),
@@ -164,6 +190,7 @@ impl Record {
             count,
             name: text_at(b, NAME_AT)?,
             kind,
+            by: Actor::from_bytes(actor)?,
         })
     }
 }
@@ -257,6 +284,18 @@ fn decode_kind(b: &[u8; RECORD_BYTES], client: u64, value: u64) -> Option<Record
             port: a,
             state: PortState::from_u8(bb)?,
             lid: u16::try_from(value).ok()?,
+        },
+        16 if usize::from(a) < crate::policy::Policy::KEYS.len() => RecordKind::PolicyChanged {
+            key: a,
+            old: u64::from_le_bytes(b[TEXT_AT..TEXT_AT + 8].try_into().ok()?),
+            new: value,
+        },
+        17 => RecordKind::FaultInjected {
+            fault: FaultCode::try_from(u32::from(a)).ok()?,
+            count: value as u32,
+            port: bb,
+            duration_ms: (value >> 32) as u32,
+            accepted: flag(c)?,
         },
         _ => return None,
     })

@@ -85,12 +85,40 @@ fn every_kind() -> Vec<RecordKind> {
             state: PortState::Down,
             lid: 0,
         },
+        RecordKind::PolicyChanged {
+            key: 13,
+            old: 0,
+            new: u64::MAX,
+        },
+        RecordKind::FaultInjected {
+            fault: crate::ioctl::FaultCode::PortDown,
+            count: 0,
+            port: 2,
+            duration_ms: 3_600_000,
+            accepted: true,
+        },
+        RecordKind::FaultInjected {
+            fault: crate::ioctl::FaultCode::ResetFails,
+            count: 64,
+            port: 0,
+            duration_ms: 0,
+            accepted: false,
+        },
     ]
 }
 
 #[test]
 fn every_kind_of_record_decodes_to_itself_and_garbage_does_not_decode() {
     let names = ["", "srp-bootdisk", "a name of exactly thirty-two b.."];
+    let actors = [
+        Actor::Nobody,
+        Actor::Local {
+            uid: 1000,
+            rights: 3,
+        },
+        Actor::Handle { rights: 3 },
+        Actor::Local { uid: 0, rights: 1 },
+    ];
     for (n, kind) in every_kind().into_iter().enumerate() {
         let r = Record {
             seq: n as u64 + 100,
@@ -99,6 +127,7 @@ fn every_kind_of_record_decodes_to_itself_and_garbage_does_not_decode() {
             count: 7,
             name: ShortText::cut(names[n % names.len()]),
             kind,
+            by: actors[n % actors.len()],
         };
         assert_eq!(Record::decode(&r.encode()), Some(r));
     }
@@ -108,6 +137,8 @@ fn every_kind_of_record_decodes_to_itself_and_garbage_does_not_decode() {
         (18, 0, "no such outcome"),
         (20, 0, "a count of zero"),
         (60, 0xff, "a name that is not UTF-8"),
+        (112, 3, "no such actor"),
+        (113, 4, "no such access"),
     ] {
         let mut bad = good;
         bad[at] = value;

@@ -4,7 +4,7 @@ use crate::fabric::{Fabric, RemoteError, WireMsg};
 use crate::hca::{Hca, HealthSample, HwError, Identity, Readiness};
 use crate::sim::verbs::SimVerbs;
 use crate::time::{Duration, Instant};
-use crate::types::PortState;
+use crate::types::{PortAttrs, PortState};
 use crate::verbs::*;
 
 /// What the simulated adapter is.
@@ -102,7 +102,12 @@ impl SimHca {
             cmd_ready: true,
             stats: SimHcaStats::default(),
             verbs: SimVerbs::new(config.verbs),
-            ports: SimPorts::new(config.ports, config.link_up, config.sm_sweep),
+            ports: SimPorts::new(
+                config.ports,
+                config.identity.node_guid,
+                config.link_up,
+                config.sm_sweep,
+            ),
             busy_logins: 0,
         }
     }
@@ -225,8 +230,8 @@ impl SimHca {
         &self.ports
     }
 
-    /// Hands every port change since the last call to `report(port, state, lid)`.
-    pub fn poll_ports(&mut self, report: impl FnMut(u8, PortState, u16)) {
+    /// Hands every port change since the last call to `report(port, attrs)`.
+    pub fn poll_ports(&mut self, report: impl FnMut(u8, PortAttrs)) {
         self.ports.poll(self.now, report);
     }
 

@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::coordinator::*;
 use crate::hca::execute;
-use crate::ioctl::{self, FaultCode, FaultRequest, IoctlDevice, NtStatus, Reply, Rights};
+use crate::ioctl::{self, FaultCode, FaultRequest, IoctlDevice, NtStatus, Reply};
 use crate::policy::PolicyError;
 use crate::sim::agent::{Agent, ScriptedAgent};
 use crate::sim::bus::Bus;
@@ -98,9 +98,18 @@ pub struct SimHost {
     /// latest plug-back of the pulls made so far. The check that no port is Active with its
     /// cable out reads this, so a model that forgets a pull cannot hide it.
     cable_back_at: [Instant; MAX_PORTS as usize],
+    /// Whether QUERY_STATE gives the system's time of day ([`SimHost::use_wall_clock`]): a
+    /// live host's virtual clock follows the wall clock; a seeded run's must not read it.
+    wall_clock: bool,
 }
 
 impl SimHost {
+    /// The virtual clock runs with the wall clock (`hcasim serve`): QUERY_STATE gives the
+    /// wall-clock time of the bus's time zero.
+    pub fn use_wall_clock(&mut self) {
+        self.wall_clock = true;
+    }
+
     /// Builds the host with scripted clients from `setup`.
     pub fn new(setup: &SimSetup) -> Result<Self, PolicyError> {
         let agents = setup
@@ -145,6 +154,7 @@ impl SimHost {
         let mut host = SimHost {
             wakes,
             ports_modelled,
+            wall_clock: false,
             cable_back_at: [Instant::ZERO; MAX_PORTS as usize],
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
@@ -284,8 +294,14 @@ impl SimHost {
 
     /// Serves one IOCTL (docs/design.md §8) as the bus driver would, then executes whatever it set
     /// in motion.
-    pub fn ioctl(&mut self, code: u32, input: &[u8], output: &mut [u8], rights: Rights) -> Reply {
-        let reply = ioctl::dispatch(self, code, input, output, rights);
+    pub fn ioctl(
+        &mut self,
+        code: u32,
+        input: &[u8],
+        output: &mut [u8],
+        caller: impl Into<ioctl::Caller>,
+    ) -> Reply {
+        let reply = ioctl::dispatch(self, code, input, output, caller);
         self.checker.sync(&self.coord);
         self.drain();
         reply
@@ -417,9 +433,9 @@ impl SimHost {
             return;
         }
         let (coord, now) = (&mut self.coord, self.now);
-        self.hca.poll_ports(|port, state, lid| {
+        self.hca.poll_ports(|port, attrs| {
             // The adapter numbers its ports 1..=MAX_PORTS: a refusal is a bug in SimPorts.
-            if let Err(e) = coord.port_changed(now, port, state, lid) {
+            if let Err(e) = coord.port_changed(now, port, attrs) {
                 log::error!("[{now}] port {port} report refused: {e}");
             }
         });
@@ -561,5 +577,15 @@ impl IoctlDevice for SimHost {
         let fault = Fault::from_request(fault).ok_or(NtStatus::INVALID_PARAMETER)?;
         SimHost::inject(self, fault);
         Ok(())
+    }
+
+    fn wall_clock_unix_ms(&self) -> Option<u64> {
+        if !self.wall_clock {
+            return None;
+        }
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since
+            .ok()
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
 }

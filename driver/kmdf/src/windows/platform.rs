@@ -13,6 +13,14 @@ use hcabus_cabi::CCallback;
 use wdk_sys::*;
 
 use super::defects::{planted, Defect};
+
+// wdm.h (Windows 8 on); wdk-sys 0.5 generates no binding for it.
+unsafe extern "system" {
+    fn KeQuerySystemTimePrecise(current_time: PLARGE_INTEGER);
+}
+
+/// The Unix epoch, 1970-01-01, in milliseconds since the system time's 1601-01-01.
+const UNIX_EPOCH_SINCE_1601_MS: u64 = 11_644_473_600_000;
 use super::resources::{self, Deferred};
 use crate::platform::{
     ChildFunction, EventLogEntry, Irql, KmdfPlatform, Lock, Platform, PlatformError, Scheduled,
@@ -271,6 +279,16 @@ impl Platform for WdfPlatform {
         // SAFETY: callable at any IRQL; 100 ns units.
         let t = unsafe { wdk_sys::ntddk::KeQueryUnbiasedInterruptTime() };
         Instant::from_us(t / 10)
+    }
+
+    fn wall_clock_unix_ms(&self) -> Option<u64> {
+        let mut now = wdk_sys::LARGE_INTEGER::default();
+        // SAFETY: callable at any IRQL; writes the 100 ns intervals since 1601-01-01 (UTC)
+        // to `now`, which lives for the call.
+        unsafe { KeQuerySystemTimePrecise(&mut now) };
+        // SAFETY: reading the QuadPart of a LARGE_INTEGER the call wrote.
+        let since_1601 = u64::try_from(unsafe { now.QuadPart }).ok()?;
+        (since_1601 / 10_000).checked_sub(UNIX_EPOCH_SINCE_1601_MS)
     }
 
     fn spin_lock<T: Send>(&self, value: T) -> Result<WdfSpinLock<T>, PlatformError> {

@@ -28,7 +28,7 @@ fn reg(s: &mut Stepper, name: &str) -> ClientId {
 }
 
 fn port(s: &mut Stepper, port: u8, state: PortState, lid: u16) {
-    s.call(|c, now| c.port_changed(now, port, state, lid))
+    s.call(|c, now| c.port_changed(now, port, PortAttrs::bare(state, lid)))
         .expect("a port that exists");
     s.pump();
 }
@@ -109,13 +109,7 @@ fn a_port_going_down_and_up_while_operational_tells_every_running_client() {
         "Init is still not Active: no event"
     );
     assert_eq!(port_events(&s, b), expected);
-    assert_eq!(
-        s.c().port(2),
-        Some(PortView {
-            state: PortState::Active,
-            lid: 9
-        })
-    );
+    assert_eq!(s.c().port(2), Some(PortAttrs::bare(PortState::Active, 9)));
 }
 
 #[test]
@@ -126,7 +120,7 @@ fn a_report_that_changes_nothing_is_ignored_and_a_port_that_does_not_exist_is_re
     port(&mut s, 1, PortState::Active, 7);
     assert_eq!(s.c().recorder().next_seq(), records, "nothing recorded");
     for bad in [0, MAX_PORTS + 1] {
-        let r = s.call(|c, now| c.port_changed(now, bad, PortState::Active, 1));
+        let r = s.call(|c, now| c.port_changed(now, bad, PortAttrs::bare(PortState::Active, 1)));
         assert_eq!(r, Err(PortError::NoSuchPort));
     }
 }

@@ -187,11 +187,12 @@ fn a_vetoed_planned_reset_is_summarised_with_its_vetoer_and_both_reasons() {
         (NONE_U64, NONE_U64),
         "nothing was torn down"
     );
-    // The flight recorder has the administrator's reason and the vetoer by name.
+    // The flight recorder has the administrator's reason, who asked (a handle, as on
+    // Windows) and the vetoer by name.
     let said: Vec<String> = d.coord.recorder().iter().map(|r| r.to_string()).collect();
     assert!(
-        said.iter()
-            .any(|l| l.ends_with("admin_reset: \"firmware 2.42 staged\"")),
+        said.iter().any(|l| l
+            .ends_with("admin_reset: \"firmware 2.42 staged\"  [by handle (read-write)]")),
         "{said:#?}"
     );
     assert!(

@@ -11,10 +11,15 @@
 //! port-change event.
 
 use crate::time::{Duration, Instant};
-use crate::types::{PortState, MAX_PORTS};
+use crate::types::{default_gid, LinkSpeed, PhysState, PortAttrs, PortState, MAX_PORTS};
 
 /// LIDs the simulated subnet manager hands out (unicast LIDs start at 1).
 const FIRST_LID: u16 = 0x10;
+/// The simulated subnet manager's own LID.
+const SM_LID: u16 = 1;
+/// The link every simulated port trains to: 4X EDR, 100 Gb/s, a ConnectX-4's.
+const WIDTH: u8 = 4;
+const SPEED: LinkSpeed = LinkSpeed::Edr;
 
 /// The device's side of a port's link: whether its PHY gives light, and since when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +48,9 @@ struct Port {
     /// The latest pull (`None`: never pulled). Once plugged back the link trains from then.
     cable: Option<Cable>,
     lid: u16,
+    gid: [u8; 16],
     /// What the host was last told.
-    reported: Option<(PortState, u16)>,
+    reported: Option<PortAttrs>,
 }
 
 impl Port {
@@ -75,15 +81,21 @@ pub struct SimPorts {
 }
 
 impl SimPorts {
-    /// `count` ports (1..=MAX_PORTS), Active from the start.
-    pub fn new(count: u8, link_up: Duration, sm_sweep: Duration) -> Self {
+    /// `count` ports (1..=MAX_PORTS) of the adapter whose node GUID is `node_guid`, Active
+    /// from the start.
+    pub fn new(count: u8, node_guid: u64, link_up: Duration, sm_sweep: Duration) -> Self {
         let mut ports = [None; MAX_PORTS as usize];
         let mut next_lid = FIRST_LID;
-        for p in ports.iter_mut().take(usize::from(count.min(MAX_PORTS))) {
+        for (p, number) in ports
+            .iter_mut()
+            .take(usize::from(count.min(MAX_PORTS)))
+            .zip(1u8..)
+        {
             *p = Some(Port {
                 light: Light::Up,
                 cable: None,
                 lid: next_lid,
+                gid: default_gid(node_guid, number),
                 reported: None,
             });
             next_lid += 1;
@@ -106,6 +118,37 @@ impl SimPorts {
             Some(from) if now < from + self.link_up + self.sm_sweep => PortState::Init,
             Some(_) => PortState::Active,
         }
+    }
+
+    /// The link's physical state: dark while the device gives no light (in reset, gone),
+    /// polling while the cable is out, training from light and cable until the link is up.
+    fn phys_at(&self, p: &Port, now: Instant) -> PhysState {
+        if p.light == Light::Dark {
+            return PhysState::Disabled;
+        }
+        if p.cable_out(now) {
+            return PhysState::Polling;
+        }
+        match p.training_from() {
+            None => PhysState::LinkUp,
+            Some(from) if now < from => PhysState::Disabled,
+            Some(from) if now < from + self.link_up => PhysState::Training,
+            Some(_) => PhysState::LinkUp,
+        }
+    }
+
+    /// Everything an adapter reports of `p` at `now`.
+    fn attrs_at(&self, p: &Port, now: Instant) -> PortAttrs {
+        PortAttrs {
+            state: self.state_at(p, now),
+            phys: self.phys_at(p, now),
+            lid: p.lid,
+            sm_lid: SM_LID,
+            width: WIDTH,
+            speed: Some(SPEED),
+            gid: p.gid,
+        }
+        .normalized()
     }
 
     fn port_mut(&mut self, port: u8) -> Option<&mut Port> {
@@ -175,20 +218,19 @@ impl SimPorts {
             .map_or(PortState::Down, |p| self.state_at(p, now))
     }
 
-    /// Calls `report(port, state, lid)` for every port whose state changed since the last
-    /// poll (every port on the first); the LID is the port's while Active, 0 otherwise.
-    pub fn poll(&mut self, now: Instant, mut report: impl FnMut(u8, PortState, u16)) {
+    /// Calls `report(port, attrs)` for every port whose attributes changed since the last
+    /// poll (every port on the first).
+    pub fn poll(&mut self, now: Instant, mut report: impl FnMut(u8, PortAttrs)) {
         for i in 0..self.ports.len() {
             let Some(p) = self.ports[i] else {
                 continue;
             };
-            let state = self.state_at(&p, now);
-            let lid = if state == PortState::Active { p.lid } else { 0 };
-            if p.reported != Some((state, lid)) {
+            let attrs = self.attrs_at(&p, now);
+            if p.reported != Some(attrs) {
                 if let Some(port) = self.ports[i].as_mut() {
-                    port.reported = Some((state, lid));
+                    port.reported = Some(attrs);
                 }
-                report(i as u8 + 1, state, lid);
+                report(i as u8 + 1, attrs);
             }
         }
     }
@@ -214,17 +256,67 @@ impl SimPorts {
 mod tests {
     use super::*;
 
+    /// The changes a poll at `at_ms` reports, as (port, state, LID): only those of the
+    /// logical state or the LID (the physical state's own are the next test's).
     fn changes(p: &mut SimPorts, at_ms: u64) -> std::vec::Vec<(u8, PortState, u16)> {
         let mut out = std::vec::Vec::new();
-        p.poll(Instant::from_ms(at_ms), |port, s, lid| {
-            out.push((port, s, lid))
+        let mut last = p.ports.map(|p| p.and_then(|p| p.reported));
+        p.poll(Instant::from_ms(at_ms), |port, a| {
+            let before = last[usize::from(port - 1)].replace(a);
+            if before.map(|b| (b.state, b.lid)) != Some((a.state, a.lid)) {
+                out.push((port, a.state, a.lid));
+            }
         });
         out
     }
 
+    fn attrs(p: &mut SimPorts, at_ms: u64) -> PortAttrs {
+        let mut seen = None;
+        p.poll(Instant::from_ms(at_ms), |_, a| seen = Some(a));
+        seen.or(p.ports[0].and_then(|p| p.reported))
+            .expect("port 1 reported")
+    }
+
+    /// What `ibstat` shows through a reset: Disabled while the device is dark, Training
+    /// once it is lit, LinkUp at 4X EDR from Init on; the LIDs and the GID while Active.
+    #[test]
+    fn the_physical_state_width_speed_and_gid_follow_the_link_as_ibstat_shows_them() {
+        let guid = 0x0002_c903_0000_1000;
+        let mut p = SimPorts::new(1, guid, Duration::from_ms(1_000), Duration::from_ms(2_000));
+        let up = attrs(&mut p, 0);
+        assert_eq!((up.state, up.phys), (PortState::Active, PhysState::LinkUp));
+        assert_eq!((up.lid, up.sm_lid, up.rate_mbps()), (0x10, SM_LID, 100_000));
+        assert_eq!(up.gid[..8], [0xfe, 0x80, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            up.gid[8..],
+            (guid + 1).to_be_bytes(),
+            "port GUID: node GUID + 1"
+        );
+        p.reset(Some(Instant::from_ms(500)));
+        let dark = attrs(&mut p, 100);
+        assert_eq!(
+            (dark.state, dark.phys),
+            (PortState::Down, PhysState::Disabled)
+        );
+        assert_eq!((dark.lid, dark.sm_lid, dark.rate_mbps()), (0, 0, 0));
+        assert_eq!(dark.gid, up.gid, "the GID is the port's own");
+        assert_eq!(attrs(&mut p, 600).phys, PhysState::Training);
+        let init = attrs(&mut p, 1_500);
+        assert_eq!(
+            (init.state, init.phys),
+            (PortState::Init, PhysState::LinkUp)
+        );
+        assert_eq!(
+            (init.lid, init.width, init.speed),
+            (0, 4, Some(LinkSpeed::Edr))
+        );
+        assert!(p.pull_cable(1, Instant::from_ms(4_000), Duration::from_ms(10)));
+        assert_eq!(attrs(&mut p, 4_000).phys, PhysState::Polling, "no cable");
+    }
+
     #[test]
     fn ports_train_then_get_swept_after_a_reset_with_a_new_lid() {
-        let mut p = SimPorts::new(2, Duration::from_ms(1_000), Duration::from_ms(2_000));
+        let mut p = SimPorts::new(2, 0, Duration::from_ms(1_000), Duration::from_ms(2_000));
         assert_eq!(
             changes(&mut p, 0),
             [(1, PortState::Active, 0x10), (2, PortState::Active, 0x11)]
@@ -256,7 +348,7 @@ mod tests {
 
     #[test]
     fn a_cable_pull_takes_one_port_down_and_keeps_its_lid() {
-        let mut p = SimPorts::new(2, Duration::ZERO, Duration::from_ms(100));
+        let mut p = SimPorts::new(2, 0, Duration::ZERO, Duration::from_ms(100));
         changes(&mut p, 0);
         assert!(p.pull_cable(2, Instant::from_ms(10), Duration::from_ms(50)));
         assert!(!p.pull_cable(3, Instant::from_ms(10), Duration::from_ms(50)));
@@ -267,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_device_that_never_returns_or_is_removed_leaves_its_ports_dark() {
-        let mut p = SimPorts::new(1, Duration::ZERO, Duration::ZERO);
+        let mut p = SimPorts::new(1, 0, Duration::ZERO, Duration::ZERO);
         changes(&mut p, 0);
         p.reset(None);
         assert_eq!(changes(&mut p, 1), [(1, PortState::Down, 0)]);
@@ -278,7 +370,7 @@ mod tests {
             PortState::Down,
             "still dark"
         );
-        let mut q = SimPorts::new(1, Duration::ZERO, Duration::ZERO);
+        let mut q = SimPorts::new(1, 0, Duration::ZERO, Duration::ZERO);
         q.remove();
         assert_eq!(q.state(1, Instant::ZERO), PortState::Down);
     }
@@ -287,7 +379,7 @@ mod tests {
     /// Before, the reset plugged the cable back and the port was Active at 2601 ms.
     #[test]
     fn a_reset_never_plugs_a_pulled_cable_back_in() {
-        let mut p = SimPorts::new(1, Duration::from_ms(200), Duration::from_ms(100));
+        let mut p = SimPorts::new(1, 0, Duration::from_ms(200), Duration::from_ms(100));
         changes(&mut p, 0);
         assert!(p.pull_cable(1, Instant::from_ms(1_000), Duration::from_ms(4_000)));
         assert_eq!(changes(&mut p, 1_000), [(1, PortState::Down, 0)]);
@@ -309,7 +401,7 @@ mod tests {
     /// comes last, the device's light or the cable.
     #[test]
     fn a_pull_while_the_device_is_dark_is_kept_and_training_waits_for_both() {
-        let mut p = SimPorts::new(1, Duration::from_ms(100), Duration::ZERO);
+        let mut p = SimPorts::new(1, 0, Duration::from_ms(100), Duration::ZERO);
         changes(&mut p, 0);
         p.reset(Some(Instant::from_ms(1_000)));
         assert!(p.pull_cable(1, Instant::from_ms(500), Duration::from_ms(2_000)));
@@ -320,7 +412,7 @@ mod tests {
         assert_eq!(p.state(1, Instant::from_ms(2_599)), PortState::Down);
         assert_eq!(p.state(1, Instant::from_ms(2_600)), PortState::Active);
         // The other order: the cable back before the device.
-        let mut q = SimPorts::new(1, Duration::from_ms(100), Duration::ZERO);
+        let mut q = SimPorts::new(1, 0, Duration::from_ms(100), Duration::ZERO);
         assert!(q.pull_cable(1, Instant::from_ms(10), Duration::from_ms(100)));
         q.reset(Some(Instant::from_ms(1_000)));
         assert_eq!(q.state(1, Instant::from_ms(1_099)), PortState::Down);
@@ -332,7 +424,7 @@ mod tests {
     /// resets in between change nothing.
     #[test]
     fn overlapping_pulls_keep_the_cable_out_until_the_latest_plug_back() {
-        let mut p = SimPorts::new(2, Duration::ZERO, Duration::ZERO);
+        let mut p = SimPorts::new(2, 0, Duration::ZERO, Duration::ZERO);
         changes(&mut p, 0);
         assert!(p.pull_cable(1, Instant::from_ms(100), Duration::from_ms(1_000)));
         assert!(p.pull_cable(1, Instant::from_ms(200), Duration::from_ms(100)));
@@ -351,7 +443,7 @@ mod tests {
     /// A device removed or held in reset for good stays dark when its cable comes back.
     #[test]
     fn the_cable_coming_back_does_not_light_a_dark_device() {
-        let mut p = SimPorts::new(1, Duration::ZERO, Duration::ZERO);
+        let mut p = SimPorts::new(1, 0, Duration::ZERO, Duration::ZERO);
         assert!(p.pull_cable(1, Instant::from_ms(1), Duration::from_ms(10)));
         p.remove();
         assert_eq!(p.state(1, Instant::from_ms(50)), PortState::Down);

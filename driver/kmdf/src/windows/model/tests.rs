@@ -174,6 +174,11 @@ fn life() {
         s.is_some_and(|s| s.epoch == 1),
         &format!("after start: {s:?}"),
     );
+    // KeQuerySystemTimePrecise less the bus clock: the model's time of day at time zero.
+    expect(
+        s.is_some_and(|s| s.time_zero_unix_ms == super::wdm::MODEL_TIME_ZERO_UNIX_MS),
+        &format!("the wall clock of time zero: {s:?}"),
+    );
     let fdo = m.fdo.unwrap_or_default();
     let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
     expect(

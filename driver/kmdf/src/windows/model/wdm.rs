@@ -22,6 +22,27 @@ extern "C" fn KeQueryUnbiasedInterruptTime() -> ULONGLONG {
     with(|k| k.now_us * 10)
 }
 
+/// The model's time of day: a fixed 2026-11-25T00:00:00Z plus the bus clock, so that a
+/// test knows what QUERY_STATE's wall-clock time of time zero must be.
+pub const MODEL_TIME_ZERO_UNIX_MS: u64 = 1_795_564_800_000;
+
+#[unsafe(no_mangle)]
+extern "C" fn KeQuerySystemTimePrecise(time: PLARGE_INTEGER) {
+    let _kernel = super::enter("KeQuerySystemTimePrecise", super::HIGH);
+    if time.is_null() {
+        violation(
+            Rule::NullParameter,
+            "KeQuerySystemTimePrecise",
+            "a NULL time",
+        );
+        return;
+    }
+    let since_1601 =
+        (MODEL_TIME_ZERO_UNIX_MS + 11_644_473_600_000) * 10_000 + with(|k| k.now_us) * 10;
+    // SAFETY: `time` is not NULL and the caller's LARGE_INTEGER lives for the call.
+    unsafe { (*time).QuadPart = since_1601 as i64 };
+}
+
 #[unsafe(no_mangle)]
 extern "C" fn MmMapIoSpaceEx(physical: PHYSICAL_ADDRESS, bytes: SIZE_T, _protect: ULONG) -> PVOID {
     let _kernel = super::enter("MmMapIoSpaceEx", DISPATCH);
