@@ -25,11 +25,17 @@ fn query_state_gives_the_wall_clock_of_time_zero_as_the_host_reads_it_now() {
     d.now = Instant::from_ms(2_500);
     let (_, out) = query_state(&mut d);
     let s = StateOut::decode(&out).expect("state");
-    assert_eq!(s.time_zero_unix_ms, 0, "no wall clock: unknown, never made up");
+    assert_eq!(
+        s.time_zero_unix_ms, 0,
+        "no wall clock: unknown, never made up"
+    );
     d.wall_ms = Some(1_795_564_802_500);
     let (_, out) = query_state(&mut d);
     let s = StateOut::decode(&out).expect("state");
-    assert_eq!(s.time_zero_unix_ms, 1_795_564_800_000, "now less the bus's 2.5 s");
+    assert_eq!(
+        s.time_zero_unix_ms, 1_795_564_800_000,
+        "now less the bus's 2.5 s"
+    );
     // A version-6 caller gets its 184 bytes: nothing of version 7.
     let mut v6 = empty();
     put_u16(&mut v6, offset_of!(InputHeader, version), 6);
@@ -52,15 +58,29 @@ fn query_state_gives_each_port_as_ibstat_shows_it() {
     d.coord.port_changed(d.now, 2, attrs).expect("port 2");
     let (_, out) = query_state(&mut d);
     let s = StateOut::decode(&out).expect("state");
-    assert_eq!(s.port_info[0], PortInfoOut::default(), "port 1 never reported");
+    assert_eq!(
+        s.port_info[0],
+        PortInfoOut::default(),
+        "port 1 never reported"
+    );
     let p = s.port_info[1];
     assert_eq!(
         (p.state, p.phys_state, p.lid, p.sm_lid),
         (PortState::Active as u32, PhysState::LinkUp as u32, 0x12, 1)
     );
-    assert_eq!((p.width, p.speed, p.rate_mbps), (4, LinkSpeed::Edr as u32, 100_000));
+    assert_eq!(
+        (p.width, p.speed, p.rate_mbps),
+        (4, LinkSpeed::Edr as u32, 100_000)
+    );
     assert_eq!(p.gid, attrs.gid);
-    assert_eq!(s.ports[1], PortOut { state: 4, lid: 0x12 }, "version 3's view agrees");
+    assert_eq!(
+        s.ports[1],
+        PortOut {
+            state: 4,
+            lid: 0x12
+        },
+        "version 3's view agrees"
+    );
 }
 
 #[test]
@@ -83,7 +103,13 @@ fn a_policy_change_is_recorded_key_by_key_with_old_and_new_values_and_who_asked(
     p.quiesce_deadline_ms = 2_000;
     p.auto_recover = !p.auto_recover;
     let mut out = vec![0u8; size_of::<SetPolicyOut>()];
-    let r = dispatch(&mut d, IOCTL_HCABUS_SET_POLICY, &policy_in(&p), &mut out, ADMIN);
+    let r = dispatch(
+        &mut d,
+        IOCTL_HCABUS_SET_POLICY,
+        &policy_in(&p),
+        &mut out,
+        ADMIN,
+    );
     assert_eq!(r.status, NtStatus::SUCCESS);
     let changes: Vec<(RecordKind, Actor)> = records(&d)
         .iter()
@@ -136,7 +162,13 @@ fn a_refused_policy_and_a_refused_restart_are_recorded_with_who_asked() {
     let mut p = *d.coord.policy();
     p.quiesce_deadline_ms = 0;
     let mut out = vec![0u8; size_of::<SetPolicyOut>()];
-    dispatch(&mut d, IOCTL_HCABUS_SET_POLICY, &policy_in(&p), &mut out, ADMIN);
+    dispatch(
+        &mut d,
+        IOCTL_HCABUS_SET_POLICY,
+        &policy_in(&p),
+        &mut out,
+        ADMIN,
+    );
     let r = dispatch(&mut d, IOCTL_HCABUS_RESTART, &empty(), &mut [0u8; 8], ADMIN);
     assert_eq!(r.status, NtStatus::INVALID_DEVICE_REQUEST, "not Failed");
     let refused: Vec<(Call, Actor)> = records(&d)
@@ -162,7 +194,9 @@ fn a_refused_policy_and_a_refused_restart_are_recorded_with_who_asked() {
     );
     // What a reader sends leaves no actor behind: the next record is nobody's.
     query_state(&mut d);
-    d.coord.port_changed(d.now, 1, PortAttrs::bare(PortState::Down, 0)).expect("port 1");
+    d.coord
+        .port_changed(d.now, 1, PortAttrs::bare(PortState::Down, 0))
+        .expect("port 1");
     assert_eq!(records(&d).last().map(|r| r.by), Some(Actor::Nobody));
 }
 
