@@ -71,7 +71,9 @@ fn an_administrator_reset_through_the_dispatcher_restores_the_host_under_load() 
         .find(|r| r.to_string().contains("admin_reset"))
         .expect("recorded");
     assert!(
-        admin.to_string().ends_with("admin_reset: \"from a test\""),
+        admin
+            .to_string()
+            .ends_with("admin_reset: \"from a test\"  [by handle (read-write)]"),
         "{admin}"
     );
     assert!(
@@ -192,10 +194,20 @@ fn a_cable_pull_on_a_port_the_adapter_lacks_is_refused_and_changes_nothing() {
     let mut setup = hcabus::sim::SimSetup::default();
     setup.hca.ports = 1;
     let mut host = SimHost::new(&setup).expect("host");
-    let before = host.flight_record_bytes();
+    let before = host.coordinator().recorder().next_seq();
     let pull = FaultRequest::port_down(2, 1_000);
     assert_eq!(inject(&mut host, pull), NtStatus::INVALID_PARAMETER);
-    assert_eq!(host.flight_record_bytes(), before);
+    // The refusal is the one record: an administrator's act, even one refused.
+    let after: Vec<String> = host
+        .coordinator()
+        .recorder()
+        .since(before)
+        .map(|r| r.what().to_string())
+        .collect();
+    assert_eq!(
+        after,
+        ["fault port_down injected, port 2 for 1000 ms: refused by the device"]
+    );
     assert_eq!(ports(&mut host), [(0, 0); 2]);
 }
 

@@ -1,6 +1,7 @@
 //! Shared pieces of the hcabus command-line tools.
 
 pub mod answer;
+pub mod contract;
 pub mod device;
 pub mod generate;
 pub mod hunt;

@@ -6,6 +6,8 @@ use hcabus::recorder::{HwOutcome, Record, RecordKind};
 use hcabus::types::{Actor, Call, ClientId};
 use serde_json::{json, Map, Value};
 
+use crate::contract::state_word;
+
 /// The kinds a record can be, as `kind` names them (and `hcactl log --kind` takes them).
 pub const KINDS: [&str; 17] = [
     "transition",
@@ -128,7 +130,7 @@ fn kind_fields(r: &Record) -> (&'static str, Value) {
         RecordKind::Pnp { op } => ("pnp", json!({ "op": op.as_str() })),
         RecordKind::Port { port, state, lid } => (
             "port",
-            json!({ "port": port, "state": state.as_str(), "lid": lid }),
+            json!({ "port": port, "state": state_word(state.as_str()), "lid": lid }),
         ),
         RecordKind::PolicyChanged { key, old, new } => (
             "policy_changed",

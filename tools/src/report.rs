@@ -5,8 +5,12 @@ use hcabus::sim::{MultiHost, ResetReport, SimHost};
 use ibal::stack;
 use serde::Serialize;
 
+use crate::contract::{schema, state_word};
+
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// `hcasim.report/1` (docs/json.md).
+    pub schema: String,
     pub scenario: String,
     pub seed: u64,
     pub final_state: String,
@@ -120,7 +124,7 @@ fn clients(host: &SimHost, hca: Option<&str>) -> Vec<ClientJson> {
                 name: a.name().into(),
                 kind: a.kind().as_str().into(),
                 events: a.events().iter().map(|e| e.as_str().into()).collect(),
-                state: info.map_or("unregistered", |c| c.state.as_str()).into(),
+                state: state_word(info.map_or("unregistered", |c| c.state.as_str())),
                 error: a.error(),
                 hca: hca.clone(),
             }
@@ -143,6 +147,7 @@ pub fn build(host: &SimHost) -> Report {
     let checker = host.checker();
     totals(
         Report {
+            schema: schema("hcasim", "report"),
             scenario: host.name().into(),
             seed: host.seed(),
             final_state: coord.state().as_str().into(),
@@ -176,6 +181,7 @@ pub fn build_many(world: &MultiHost) -> Report {
     });
     totals(
         Report {
+            schema: schema("hcasim", "report"),
             scenario: world.name().into(),
             seed: world.seed(),
             final_state: first.map_or("-", |c| c.state().as_str()).into(),

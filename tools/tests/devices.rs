@@ -28,7 +28,8 @@ fn each_adapter_of_a_multipath_host_is_its_own_device() {
     let mut server = Server::start_args("devices", &["--multipath"], &[]);
     let base = server.socket.clone();
     let listed = json(&server.ctl(&["--json", "devices"]));
-    let rows: Vec<(&str, bool, &str)> = listed
+    assert_eq!(listed["schema"], "hcactl.devices/1");
+    let rows: Vec<(&str, bool, &str)> = listed["devices"]
         .as_array()
         .expect("a list")
         .iter()
@@ -53,7 +54,7 @@ fn each_adapter_of_a_multipath_host_is_its_own_device() {
     // Two adapters, two identities; PATH itself is the first.
     let (a, b) = (status(&server, "hca0"), status(&server, "hca1"));
     let health = json(&server.ctl(&["--device", "hca1", "--json", "health"]));
-    assert_eq!(health["state"], "healthy");
+    assert_eq!(health["state"], "Healthy");
     assert_ne!(a["identity"]["node_guid"], b["identity"]["node_guid"]);
     let default = json(&server.ctl(&["--json", "status"]));
     assert_eq!(default["identity"], a["identity"]);
@@ -70,8 +71,8 @@ fn each_adapter_of_a_multipath_host_is_its_own_device() {
         "60000",
     ]);
     assert_eq!(pulled.status.code(), Some(0), "{}", text(&pulled));
-    assert_eq!(port_states(&status(&server, "hca0")), ["active", "down"]);
-    assert_eq!(port_states(&status(&server, "hca1")), ["active", "active"]);
+    assert_eq!(port_states(&status(&server, "hca0")), ["Active", "Down"]);
+    assert_eq!(port_states(&status(&server, "hca1")), ["Active", "Active"]);
 
     // A reset of one adapter is that adapter's alone.
     let reset = server.ctl(&["--device", "hca1", "reset", "--forced", "--wait"]);
@@ -79,12 +80,12 @@ fn each_adapter_of_a_multipath_host_is_its_own_device() {
     assert_eq!(status(&server, "hca1")["epoch"].as_u64(), Some(2));
     assert_eq!(status(&server, "hca0")["epoch"].as_u64(), Some(1));
     // hca0's cable is still out (for a minute): the reset of hca1 did not touch it.
-    assert_eq!(port_states(&status(&server, "hca0")), ["active", "down"]);
+    assert_eq!(port_states(&status(&server, "hca0")), ["Active", "Down"]);
     let clients = json(&server.ctl(&["--device", "hca1", "--json", "clients"]));
-    let on_hca1 = clients.as_array().expect("clients").len();
+    let on_hca1 = clients["clients"].as_array().expect("clients").len();
     let clients = json(&server.ctl(&["--device", "hca0", "--json", "clients"]));
     assert!(
-        clients.as_array().expect("clients").len() > on_hca1,
+        clients["clients"].as_array().expect("clients").len() > on_hca1,
         "hca0 carries IPoIB and the data LUN as well as its path of the boot disk"
     );
 
@@ -112,6 +113,7 @@ fn each_adapter_of_a_multipath_host_is_its_own_device() {
 fn a_host_of_one_adapter_is_one_unnamed_device() {
     let server = Server::start("one-device");
     let listed = json(&server.ctl(&["--json", "devices"]));
+    let listed = &listed["devices"];
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     assert_eq!(listed[0]["device"], Value::Null);
     assert_eq!(listed[0]["default"], Value::Bool(true));
@@ -123,7 +125,7 @@ fn a_host_of_one_adapter_is_one_unnamed_device() {
     let h = json(&server.ctl(&["--json", "health"]));
     assert_eq!(
         (h["reporter"].as_str(), h["state"].as_str()),
-        (Some("fw_fatal"), Some("healthy"))
+        (Some("fw_fatal"), Some("Healthy"))
     );
     assert_eq!(
         (h["error_count"].as_u64(), h["recover_count"].as_u64()),
@@ -151,7 +153,7 @@ fn a_host_of_one_adapter_is_one_unnamed_device() {
     ]);
     assert_eq!(pulled.status.code(), Some(0), "{}", text(&pulled));
     let s = json(&server.ctl(&["--json", "status"]));
-    assert_eq!(port_states(&s), ["down", "active"]);
+    assert_eq!(port_states(&s), ["Down", "Active"]);
     let log = text(&server.ctl(&["log"]));
     assert!(log.contains("port 1 down"), "{log}");
 

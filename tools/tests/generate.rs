@@ -37,10 +37,20 @@ fn each_tool_prints_a_manual_page_naming_itself_and_every_subcommand() {
         );
         for sub in subcommands {
             assert!(
-                page.contains(&format!("{name}\\-{sub}(1)")),
-                "{name}: the page lists {sub}"
+                page.contains(&format!(".SS \"{name} {sub}")),
+                "{name}: the page has a section for {sub}"
             );
         }
+        // Every subcommand is in this page: none points to a page that is not generated.
+        assert!(
+            !page.contains(&format!("{name}\\-")),
+            "{name}: refers to a page of its own subcommand: {page}"
+        );
+        assert!(page.contains(".SH \"EXIT STATUS\""), "{name}: EXIT STATUS");
+        assert!(
+            page.contains(".TP\n\\fB2\\fR"),
+            "{name}: exit status 2 explained"
+        );
     }
 }
 

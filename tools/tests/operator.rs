@@ -48,12 +48,25 @@ fn lines(o: &std::process::Output) -> Vec<String> {
         .collect()
 }
 
+/// One JSON document per line.
 fn json_lines(o: &std::process::Output) -> Vec<Value> {
     assert_eq!(o.status.code(), Some(0), "{}", text(o));
     lines(o)
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
+}
+
+/// The records of `log --json`: every line an `hcactl.log/1` document, the records first,
+/// then one summary line.
+fn log_records(o: &std::process::Output) -> Vec<Value> {
+    let mut all = json_lines(o);
+    assert!(all.iter().all(|v| v["schema"] == "hcactl.log/1"), "{all:?}");
+    let summary = all.pop().expect("a summary line");
+    assert_eq!(summary["type"], "summary", "{summary}");
+    assert_eq!(summary["shown"], all.len(), "{summary}");
+    assert!(all.iter().all(|v| v["type"] == "record"), "{all:?}");
+    all
 }
 
 #[test]
@@ -65,7 +78,7 @@ fn a_forced_reset_is_told_with_its_reason_phases_and_forced_client() {
     let status = text(&server.ctl(&["status"]));
     for said in [
         "last reset   #1 e1 admin_forced (\"maintenance 42\"): Restored, total ",
-        "phases: quiesce 300.",
+        "phases: quiesce 300ms",
         "hardware: 1 soft reset(s); 1 request(s) served; barrier of 3; 0 PnP operation(s)",
         "forced: wedged",
     ] {
@@ -111,7 +124,7 @@ fn log_filters_and_structured_json_work_alike_on_the_bus_and_on_a_dump() {
     ]);
     assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
 
-    let forced = json_lines(&server.ctl(&["--json", "log", "--kind", "unresponsive"]));
+    let forced = log_records(&server.ctl(&["--json", "log", "--kind", "unresponsive"]));
     assert_eq!(forced.len(), 1, "{forced:?}");
     let f = &forced[0];
     assert_eq!(
@@ -152,13 +165,19 @@ fn log_filters_and_structured_json_work_alike_on_the_bus_and_on_a_dump() {
 
     // Offline: the same filters over the dump give the same records.
     let offline =
-        json_lines(&server.ctl(&["--json", "log", "--input", path, "--kind", "unresponsive"]));
+        log_records(&server.ctl(&["--json", "log", "--input", path, "--kind", "unresponsive"]));
     assert_eq!(offline, forced);
     let all = server.ctl(&["log", "--input", path]);
     let mut got = lines(&all);
     let trailer = got.pop().expect("trailer");
     let want: Vec<&str> = records.iter().filter_map(|r| r["text"].as_str()).collect();
-    assert_eq!(got, want);
+    assert_eq!(got.len(), want.len());
+    for (line, record) in got.iter().zip(&records[..]) {
+        // The wall-clock time first, from the dump's own time zero: the one the bus gave.
+        let at = record["at"].as_str().expect("a live bus has a wall clock");
+        let text = record["text"].as_str().expect("text");
+        assert_eq!(*line, format!("{at}  {text}"));
+    }
     assert!(trailer.starts_with(&format!(
         "-- {} of {} record(s) shown",
         want.len(),
@@ -172,8 +191,8 @@ fn log_filters_and_structured_json_work_alike_on_the_bus_and_on_a_dump() {
 /// the administrator's reason of its reset.
 fn assert_dump_holds_the_bus(dump: &Value) {
     assert_eq!(
-        (&dump["format"], &dump["version"]),
-        (&"hcabus-dump".into(), &1.into())
+        (&dump["schema"], &dump["format"], &dump["version"]),
+        (&"hcactl.dump/1".into(), &"hcabus-dump".into(), &2.into())
     );
     assert_eq!(dump["state"]["state"], "Operational");
     assert_eq!(dump["policy"]["quiesce_deadline_ms"], 300);

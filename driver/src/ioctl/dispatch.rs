@@ -13,12 +13,17 @@ use crate::types::{Actor, State};
 pub trait IoctlDevice {
     fn coordinator(&mut self) -> &mut Coordinator;
     fn now(&self) -> Instant;
-    /// Simulator only: real hardware answers NOT_SUPPORTED.
-    /// `fault` is valid ([`FaultRequest::is_valid`]); a device without the port it names
-    /// answers INVALID_PARAMETER.
-    fn inject(&mut self, fault: FaultRequest) -> Result<(), NtStatus> {
+    /// Whether the device takes `fault` (valid: [`FaultRequest::is_valid`]). Simulator only:
+    /// real hardware answers NOT_SUPPORTED; a device without the port it names answers
+    /// INVALID_PARAMETER.
+    fn can_inject(&self, fault: &FaultRequest) -> Result<(), NtStatus> {
         let _ = fault;
         Err(NtStatus::NOT_SUPPORTED)
+    }
+    /// Applies `fault`, which [`IoctlDevice::can_inject`] took; the dispatcher has recorded
+    /// it first, so the record comes before what it causes.
+    fn inject(&mut self, fault: FaultRequest) {
+        let _ = fault;
     }
     /// The system's time of day in milliseconds since the Unix epoch, for QUERY_STATE's
     /// `time_zero_unix_ms`; `None` for a host with no wall clock (virtual time).
@@ -332,11 +337,14 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
             }
         }
         Decoded::InjectFault(fault) => {
-            let verdict = dev.inject(fault);
+            let verdict = dev.can_inject(&fault);
             dev.coordinator()
                 .fault_injected(now, &fault, verdict.is_ok());
             match verdict {
-                Ok(()) => Reply::ok(0),
+                Ok(()) => {
+                    dev.inject(fault);
+                    Reply::ok(0)
+                }
                 Err(s) => Reply::status(s),
             }
         }

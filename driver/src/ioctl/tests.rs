@@ -49,12 +49,15 @@ impl IoctlDevice for Dev {
     fn now(&self) -> Instant {
         self.now
     }
-    fn inject(&mut self, fault: FaultRequest) -> Result<(), NtStatus> {
-        if !self.simulator {
-            return Err(NtStatus::NOT_SUPPORTED);
+    fn can_inject(&self, _: &FaultRequest) -> Result<(), NtStatus> {
+        if self.simulator {
+            Ok(())
+        } else {
+            Err(NtStatus::NOT_SUPPORTED)
         }
+    }
+    fn inject(&mut self, fault: FaultRequest) {
         self.injected.push(fault);
-        Ok(())
     }
     fn wall_clock_unix_ms(&self) -> Option<u64> {
         self.wall_ms

@@ -98,16 +98,19 @@ pub struct SimHost {
     /// latest plug-back of the pulls made so far. The check that no port is Active with its
     /// cable out reads this, so a model that forgets a pull cannot hide it.
     cable_back_at: [Instant; MAX_PORTS as usize],
-    /// Whether QUERY_STATE gives the system's time of day ([`SimHost::use_wall_clock`]): a
-    /// live host's virtual clock follows the wall clock; a seeded run's must not read it.
-    wall_clock: bool,
+    /// The wall clock's Unix milliseconds at the bus's time zero ([`SimHost::use_wall_clock`]):
+    /// a live host's virtual clock follows the wall clock; a seeded run's must not read it.
+    wall_zero_ms: Option<u64>,
 }
 
 impl SimHost {
-    /// The virtual clock runs with the wall clock (`hcasim serve`): QUERY_STATE gives the
-    /// wall-clock time of the bus's time zero.
+    /// The virtual clock runs with the wall clock from now on (`hcasim serve`): QUERY_STATE
+    /// gives the wall-clock time of the bus's time zero, taken once here so that every answer
+    /// gives the same (a host that falls behind real time says so on its own).
     pub fn use_wall_clock(&mut self) {
-        self.wall_clock = true;
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let now_ms = since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.wall_zero_ms = Some(now_ms.saturating_sub(self.now.as_us() / 1000));
     }
 
     /// Builds the host with scripted clients from `setup`.
@@ -154,7 +157,7 @@ impl SimHost {
         let mut host = SimHost {
             wakes,
             ports_modelled,
-            wall_clock: false,
+            wall_zero_ms: None,
             cable_back_at: [Instant::ZERO; MAX_PORTS as usize],
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
@@ -570,22 +573,23 @@ impl IoctlDevice for SimHost {
         self.now
     }
 
-    fn inject(&mut self, fault: FaultRequest) -> Result<(), NtStatus> {
+    fn can_inject(&self, fault: &FaultRequest) -> Result<(), NtStatus> {
         if fault.code == FaultCode::PortDown && fault.port > self.hca.port_count() {
             return Err(NtStatus::INVALID_PARAMETER);
         }
-        let fault = Fault::from_request(fault).ok_or(NtStatus::INVALID_PARAMETER)?;
-        SimHost::inject(self, fault);
-        Ok(())
+        Fault::from_request(*fault)
+            .map(|_| ())
+            .ok_or(NtStatus::INVALID_PARAMETER)
+    }
+
+    fn inject(&mut self, fault: FaultRequest) {
+        // Taken by `can_inject`: it converts.
+        if let Some(fault) = Fault::from_request(fault) {
+            SimHost::inject(self, fault);
+        }
     }
 
     fn wall_clock_unix_ms(&self) -> Option<u64> {
-        if !self.wall_clock {
-            return None;
-        }
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        since
-            .ok()
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        Some(self.wall_zero_ms? + self.now.as_us() / 1000)
     }
 }

@@ -19,13 +19,43 @@ fn allocations() -> u64 {
     (s.allocations + s.reallocations) as u64
 }
 
+/// Whether `--json` was given: errors are then JSON on stderr (docs/json.md, hcasim.error/1).
+static JSON_ERRORS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says what went wrong on stderr: `hcasim: MESSAGE`, or under `--json` one JSON object.
+macro_rules! complain {
+    ($($arg:tt)*) => { say_error(&format!($($arg)*)) };
+}
+
+fn say_error(message: &str) {
+    if JSON_ERRORS.load(std::sync::atomic::Ordering::Relaxed) {
+        let v = serde_json::json!({
+            "schema": hcabus_tools::contract::schema("hcasim", "error"),
+            "error": { "message": message },
+        });
+        eprintln!("{v}");
+    } else {
+        eprintln!("hcasim: {message}");
+    }
+}
+
+/// What hcasim's exit status says (`--help`, the manual page's EXIT STATUS).
+const EXIT_STATUS: &str = "\
+Exit status:
+  0  the run kept every guarantee: no invariant violated, no I/O lost, duplicated or
+     corrupted (`hunt`: every seed did; `serve`: it stopped on SIGINT or SIGTERM)
+  1  a guarantee broke: an invariant violated or I/O lost, duplicated or corrupted (`hunt`:
+     a seed did, printed with the command that replays it)
+  2  a usage error, a scenario file that is refused (the key named), or a socket that
+     cannot be served";
+
 /// Run the hcabus soft-reset coordinator on a simulated HCA.
 ///
 /// With no arguments: the embedded boot-from-SAN scenario (IBAL, IPoIB on two ports, a boot
 /// disk and a data LUN under load, a user-verbs process) hits a catastrophic error and
 /// recovers.
 #[derive(Debug, Parser)]
-#[command(name = "hcasim", version, about)]
+#[command(name = "hcasim", version, about, after_help = EXIT_STATUS)]
 struct Cli {
     /// Seed of the default run (its own seed otherwise).
     #[arg(long)]
@@ -115,7 +145,7 @@ fn serve(
     use std::sync::Arc;
     let mut setup = match (scenario, multipath) {
         (Some(_), true) => {
-            eprintln!("hcasim: --multipath is a host of its own; it does not take --scenario");
+            complain!("--multipath is a host of its own; it does not take --scenario");
             return ExitCode::from(2);
         }
         (Some(file), false) => match read_any_scenario(file) {
@@ -144,14 +174,14 @@ fn serve(
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
-            eprintln!("hcasim: cannot handle signal {signal}: {e}");
+            complain!("cannot handle signal {signal}: {e}");
             return ExitCode::from(2);
         }
     }
     match hcabus_tools::serve::serve(setup, socket, stop) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hcasim: serve {}: {e}", socket.display());
+            complain!("serve {}: {e}", socket.display());
             ExitCode::from(2)
         }
     }
@@ -160,11 +190,11 @@ fn serve(
 /// Reads and parses a scenario file of one adapter or several.
 fn read_any_scenario(file: &std::path::Path) -> Result<scenario::Scenario, ExitCode> {
     let text = std::fs::read_to_string(file).map_err(|e| {
-        eprintln!("hcasim: cannot read {}: {e}", file.display());
+        complain!("cannot read {}: {e}", file.display());
         ExitCode::from(2)
     })?;
     scenario::parse_any(&text).map_err(|e| {
-        eprintln!("hcasim: {}: {e}", file.display());
+        complain!("{}: {e}", file.display());
         ExitCode::from(2)
     })
 }
@@ -286,7 +316,7 @@ fn hunt(seeds: &str, jobs: Option<usize>, stack_every: u64) -> ExitCode {
     let seeds = match parse_seeds(seeds) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("hcasim: {e}");
+            complain!("{e}");
             return ExitCode::from(2);
         }
     };
@@ -337,21 +367,32 @@ fn hunt(seeds: &str, jobs: Option<usize>, stack_every: u64) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let json = std::env::args_os().any(|a| a == "--json");
+    JSON_ERRORS.store(json, std::sync::atomic::Ordering::Relaxed);
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if json && e.use_stderr() => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("usage error");
+            say_error(first.strip_prefix("error: ").unwrap_or(first));
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     if std::env::var_os("RUST_LOG").is_some() {
         // Logging formats text, which allocates: only when asked for.
         env_logger::init();
     }
     if cli.command.is_some() && cli.random.is_some() {
-        eprintln!(
-            "hcasim: --random generates its own scenario; it does not apply to `run`, `serve` or `hunt`"
+        complain!(
+            "--random generates its own scenario; it does not apply to `run`, `serve` or `hunt`"
         );
         return ExitCode::from(2);
     }
     let serving = matches!(&cli.command, Some(c) if c.is_serve());
     if cli.multipath && ((cli.command.is_some() && !serving) || cli.random.is_some()) {
-        eprintln!(
-            "hcasim: --multipath is an embedded host of its own; it does not apply to `run`, \
+        complain!(
+            "--multipath is an embedded host of its own; it does not apply to `run`, \
              `hunt` or --random (`hcasim --multipath serve` serves it)"
         );
         return ExitCode::from(2);
@@ -368,7 +409,7 @@ fn main() -> ExitCode {
     }) = &cli.command
     {
         if let Err(e) = std::fs::write(out, host.svg()) {
-            eprintln!("hcasim: cannot write {}: {e}", out.display());
+            complain!("cannot write {}: {e}", out.display());
             return ExitCode::from(2);
         }
     }
@@ -380,8 +421,8 @@ fn main() -> ExitCode {
     let io = host.io();
     if io.paging_failed > 0 {
         // Loud in every mode, JSON included: on Windows the machine would have died.
-        eprintln!(
-            "hcasim: WARNING: {} paging I/Os failed upward; on Windows each is bugcheck \
+        complain!(
+            "WARNING: {} paging I/Os failed upward; on Windows each is bugcheck \
              0x7A (KERNEL_DATA_INPAGE_ERROR)",
             io.paging_failed
         );
@@ -398,7 +439,7 @@ fn main() -> ExitCode {
 /// A host that could not be built: said on stderr, exit 2.
 fn built<T>(name: &str, host: Result<T, String>) -> Result<T, ExitCode> {
     host.map_err(|e| {
-        eprintln!("hcasim: scenario '{name}': {e}");
+        complain!("scenario '{name}': {e}");
         ExitCode::from(2)
     })
 }
@@ -429,7 +470,7 @@ fn run_world(
     // `hcasim --seed N run FILE` means what `hcasim run FILE --seed N` does.
     let seed = match (seed, global) {
         (Some(a), Some(b)) if a != b => {
-            eprintln!("hcasim: two different seeds given ({b} and {a})");
+            complain!("two different seeds given ({b} and {a})");
             return Err(ExitCode::from(2));
         }
         (Some(s), _) => Some(s),
@@ -472,7 +513,7 @@ fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
             hcabus_tools::generate::completions(Cli::command(), *shell, out)
         })),
         Some(Command::Man) => Err(generated(|out| {
-            hcabus_tools::generate::man(Cli::command(), out)
+            hcabus_tools::generate::man(Cli::command(), EXIT_STATUS, out)
         })),
         None => match cli.random {
             Some(seed) => {
@@ -508,7 +549,7 @@ fn generated(write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>)
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hcasim: cannot write to stdout: {e}");
+            complain!("cannot write to stdout: {e}");
             ExitCode::from(2)
         }
     }
@@ -523,7 +564,7 @@ fn emit(text: &str) -> Option<ExitCode> {
         Ok(()) => None,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => None,
         Err(e) => {
-            eprintln!("hcasim: cannot write the report: {e}");
+            complain!("cannot write the report: {e}");
             Some(ExitCode::from(2))
         }
     }

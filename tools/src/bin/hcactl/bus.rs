@@ -17,6 +17,8 @@ pub(crate) enum Failure {
     Usage(String),
     /// The bus refused: exit 1.
     Refused(NtStatus),
+    /// The bus refused, and hcactl can say why in words: exit 1.
+    RefusedBecause(NtStatus, String),
     /// A waited-for reset ended badly, or not in time: exit 1.
     Outcome(String),
     /// Whoever reads stdout closed it: stop quietly, exit 0.
@@ -29,6 +31,8 @@ impl Failure {
         match self {
             Failure::Usage(m) | Failure::Outcome(m) => m.clone(),
             Failure::Refused(s) => format!("refused: {s}"),
+            Failure::RefusedBecause(s, why) if why.is_empty() => format!("refused: {s}"),
+            Failure::RefusedBecause(s, why) => format!("refused: {s}: {why}"),
             Failure::Closed => "stdout closed".into(),
         }
     }

@@ -6,11 +6,12 @@
 
 use std::path::PathBuf;
 
+use comfy_table::{presets, Table};
 use hcabus::ioctl::StateOut;
 use serde_json::json;
 
 use crate::bus::{Bus, Failure, Outcome};
-use crate::state::ports;
+use crate::view::{document, port_json, ports, ports_json};
 use crate::{emit, state_name};
 
 /// One device found.
@@ -111,11 +112,6 @@ pub(crate) fn devices(socket: Option<&PathBuf>, as_json: bool) -> Outcome {
     if found.is_empty() {
         return Err(Failure::Outcome("no hcabus device found".into()));
     }
-    let port_list = |s: &StateOut| -> Vec<String> {
-        ports(s)
-            .map(|(port, state, _)| format!("{port}:{state}"))
-            .collect()
-    };
     if as_json {
         let v: Vec<_> = found
             .iter()
@@ -126,38 +122,63 @@ pub(crate) fn devices(socket: Option<&PathBuf>, as_json: bool) -> Outcome {
                         o["state"] = json!(state_name(s.state));
                         o["epoch"] = json!(s.epoch);
                         o["node_guid"] = json!(format!("0x{:016x}", s.node_guid));
-                        o["ports"] = json!(port_list(s));
+                        o["ports"] = json!(ports_json(s));
                     }
                     Err(e) => o["error"] = json!(e),
                 }
                 o
             })
             .collect();
-        say!("{:#}", json!(v));
+        say!("{:#}", document("devices", json!({ "devices": v })));
     } else {
-        say!(
-            "{:<12} {:<8} {:<12} {:<6} {:<20} {:<18} path",
+        let mut table = Table::new();
+        table.load_style(presets::NOTHING).set_header([
             "device",
             "default",
             "state",
             "epoch",
             "node guid",
-            "ports"
-        );
+            "ports",
+            "path",
+        ]);
         for f in &found {
-            let name = f.name.as_deref().unwrap_or("-");
-            let default = if f.default { "yes" } else { "" };
+            let name = f.name.as_deref().unwrap_or("-").to_string();
+            let default = if f.default { "yes" } else { "" }.to_string();
             match &f.state {
-                Ok(s) => say!(
-                    "{name:<12} {default:<8} {:<12} {:<6} 0x{:016x}   {:<18} {}",
-                    state_name(s.state),
-                    format!("e{}", s.epoch),
-                    s.node_guid,
-                    port_list(s).join(" "),
-                    f.path
-                ),
-                Err(e) => say!("{name:<12} {default:<8} {e} ({})", f.path),
+                Ok(s) => {
+                    let listed: Vec<String> = ports(s)
+                        .map(|(n, p)| {
+                            format!("{n}:{}", port_json(n, p)["state"].as_str().unwrap_or("?"))
+                        })
+                        .collect();
+                    table.add_row([
+                        name,
+                        default,
+                        state_name(s.state).to_string(),
+                        format!("e{}", s.epoch),
+                        format!("0x{:016x}", s.node_guid),
+                        listed.join(" "),
+                        f.path.clone(),
+                    ]);
+                }
+                Err(e) => {
+                    table.add_row([
+                        name,
+                        default,
+                        format!("no answer: {e}"),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        f.path.clone(),
+                    ]);
+                }
             }
+        }
+        for column in table.column_iter_mut() {
+            column.set_padding((0, 2));
+        }
+        for line in table.lines() {
+            say!("{}", line.trim_end());
         }
     }
     match found.iter().find(|f| f.state.is_err()) {

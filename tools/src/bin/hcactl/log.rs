@@ -12,10 +12,13 @@ use serde_json::{json, Value};
 
 use crate::bus::{Bus, Failure, Outcome};
 use crate::emit;
+use crate::view::{document, Clock};
 
 /// What a dump says it is, and the layout version of this one.
 pub(crate) const DUMP_FORMAT: &str = "hcabus-dump";
-pub(crate) const DUMP_VERSION: u64 = 1;
+/// Version 2: the `hcactl.dump/1` document (states, ports and flags in their one shape,
+/// wall-clock times); `log --input` still reads version 1's records.
+pub(crate) const DUMP_VERSION: u64 = 2;
 
 /// Records per READ_LOG call.
 const PAGE: usize = 256;
@@ -106,36 +109,64 @@ pub(crate) fn fetch_records(bus: &mut Bus, since: u64) -> Result<(Vec<Value>, Ri
     Ok((all, ring))
 }
 
-/// Prints the records that pass `filter`: a line of text each, or a JSON object per line.
-fn print(records: &[Value], filter: &Filter, as_json: bool) -> Result<usize, Failure> {
+/// A record's JSON with its wall-clock times (`at`, `last_at`: RFC 3339, null without a
+/// wall clock) beside the bus's own.
+pub(crate) fn with_times(record: &Value, clock: &Clock) -> Value {
+    let mut v = record.clone();
+    if let Value::Object(o) = &mut v {
+        for (us, wall) in [("at_us", "at"), ("last_at_us", "last_at")] {
+            let t = o.get(us).and_then(Value::as_u64).and_then(|t| clock.at(t));
+            o.insert(wall.into(), t.into());
+        }
+    }
+    v
+}
+
+/// Prints the records that pass `filter`: a line of text each (its wall-clock time first
+/// where the bus has one), or under `--json` one `hcactl.log/1` line of `"type": "record"`.
+fn print(
+    records: &[Value],
+    filter: &Filter,
+    clock: &Clock,
+    as_json: bool,
+) -> Result<usize, Failure> {
     let mut shown = 0;
     for v in records
         .iter()
         .filter(|v| v["kind"] == "undecodable" || filter.passes(v))
     {
+        let v = with_times(v, clock);
         if as_json {
-            say!("{v}");
+            let mut line = json!({ "type": "record" });
+            if let (Value::Object(line), Value::Object(fields)) = (&mut line, v) {
+                line.extend(fields);
+            }
+            say!("{}", document("log", line));
         } else {
-            say!("{}", v["text"].as_str().unwrap_or("?"));
+            match v["at"].as_str() {
+                Some(at) => say!("{at}  {}", v["text"].as_str().unwrap_or("?")),
+                None => say!("{}", v["text"].as_str().unwrap_or("?")),
+            }
         }
         shown += 1;
     }
     Ok(shown)
 }
 
-/// The closing line: how much was shown, and what the ring lost. On stderr under `--json`,
-/// so that stdout stays one record per line.
+/// The closing line: how much was shown, and what the ring lost. Under `--json` a line of
+/// `"type": "summary"` on stdout, after the records (docs/json.md).
 fn trailer(shown: usize, held: usize, ring: Ring, as_json: bool) -> Outcome {
-    let line = format!(
+    if as_json {
+        let v = json!({
+            "type": "summary", "shown": shown, "held": held,
+            "dropped": ring.dropped, "next_seq": ring.next_seq,
+        });
+        return emit(format_args!("{}", document("log", v)));
+    }
+    emit(format_args!(
         "-- {shown} of {held} record(s) shown; {} dropped (overwritten before they were read); next sequence {}",
         ring.dropped, ring.next_seq
-    );
-    if as_json {
-        eprintln!("{line}");
-        Ok(())
-    } else {
-        emit(format_args!("{line}"))
-    }
+    ))
 }
 
 pub(crate) fn check_filter(filter: &Filter) -> Outcome {
@@ -150,8 +181,9 @@ pub(crate) fn check_filter(filter: &Filter) -> Outcome {
 
 /// `hcactl log` against the bus.
 pub(crate) fn log(bus: &mut Bus, filter: &Filter, follow: bool, as_json: bool) -> Outcome {
+    let clock = Clock::of(&bus.state()?);
     let (records, ring) = fetch_records(bus, filter.since)?;
-    let shown = print(&records, filter, as_json)?;
+    let shown = print(&records, filter, &clock, as_json)?;
     trailer(shown, records.len(), ring, as_json)?;
     if !follow {
         return Ok(());
@@ -161,7 +193,7 @@ pub(crate) fn log(bus: &mut Bus, filter: &Filter, follow: bool, as_json: bool) -
         // Until interrupted: Ctrl-C ends the process.
         std::thread::sleep(std::time::Duration::from_millis(200));
         let (records, ring) = fetch_records(bus, next)?;
-        print(&records, filter, as_json)?;
+        print(&records, filter, &clock, as_json)?;
         next = ring.next_seq;
     }
 }
@@ -180,7 +212,10 @@ pub(crate) fn log_offline(path: &Path, filter: &Filter, as_json: bool) -> Outcom
         next_seq: log["next_seq"].as_u64().unwrap_or(0),
         dropped: log["dropped"].as_u64().unwrap_or(0),
     };
-    let shown = print(records, filter, as_json)?;
+    // The dump's own wall clock of the bus's time zero, said as --utc asks.
+    let zero = dump["state"]["time_zero_unix_ms"].as_u64();
+    let clock = Clock::at_zero(zero, crate::view::utc());
+    let shown = print(records, filter, &clock, as_json)?;
     trailer(shown, records.len(), ring, as_json)
 }
 
@@ -195,9 +230,9 @@ fn read_dump(path: &Path) -> Result<Value, Failure> {
         )));
     }
     match v["version"].as_u64() {
-        Some(DUMP_VERSION) => Ok(v),
+        Some(1..=DUMP_VERSION) => Ok(v),
         other => Err(bad(format!(
-            "dump version {other:?}; this hcactl reads version {DUMP_VERSION}"
+            "dump version {other:?}; this hcactl reads versions 1 to {DUMP_VERSION}"
         ))),
     }
 }
@@ -208,31 +243,37 @@ pub(crate) fn dump_value(bus: &mut Bus, device: Option<&str>) -> Result<Value, F
     let (total, resets) = crate::resets::fetch(bus)?;
     let policy = bus.policy()?;
     let health = crate::state::fetch_health(bus)?;
-    let clients = crate::fetch_clients(bus)?;
+    let clients = crate::clients::fetch(bus)?;
     let (records, ring) = fetch_records(bus, 0)?;
     let taken = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    Ok(json!({
-        "format": DUMP_FORMAT,
-        "version": DUMP_VERSION,
-        "abi_version": ABI_VERSION,
-        "device": device,
-        "taken_unix_ms": taken,
-        "state": crate::state::status_json(&state, resets.last()),
-        "policy": crate::policy::policy_json(&policy),
-        "health": crate::state::health_json(&health),
-        "clients": crate::clients_json(&clients),
-        "resets": {
-            "total": total,
-            "summaries": resets.iter().map(crate::resets::summary_json).collect::<Vec<_>>(),
-        },
-        "log": {
-            "next_seq": ring.next_seq,
-            "dropped": ring.dropped,
-            "records": records,
-        },
-    }))
+    let clock = Clock::of(&state);
+    let summaries: Vec<Value> = resets
+        .iter()
+        .map(|s| crate::resets::summary_json(s, &clock))
+        .collect();
+    Ok(document(
+        "dump",
+        json!({
+            "format": DUMP_FORMAT,
+            "version": DUMP_VERSION,
+            "abi_version": ABI_VERSION,
+            "device": device,
+            "taken_unix_ms": taken,
+            "taken_at": clock.wall(taken),
+            "state": crate::state::status_json(&state, resets.last()),
+            "policy": crate::policy::policy_json(&policy),
+            "health": crate::state::health_json(&health, &state),
+            "clients": crate::clients::clients_json(&clients),
+            "resets": { "total": total, "summaries": summaries },
+            "log": {
+                "next_seq": ring.next_seq,
+                "dropped": ring.dropped,
+                "records": records.iter().map(|r| with_times(r, &clock)).collect::<Vec<_>>(),
+            },
+        }),
+    ))
 }
 
 /// `hcactl dump [-o FILE]`: to stdout, or to a new FILE (an existing one is not replaced).

@@ -1,10 +1,6 @@
 //! hcactl: the administrator's tool for the hcabus IOCTL interface.
 //!
-//! Exit status: 0 success (also when whoever reads stdout closed it early: `| head`); 1 a
-//! request the bus refused (its NTSTATUS printed by name and value), a reset that `--wait`
-//! saw end badly (failed, vetoed, aborted) or did not see end, or whose ports did not all come
-//! back, within `--timeout`; 2 a usage
-//! or connection error, a short or malformed answer from the server included.
+//! Exit status: [`EXIT_STATUS`], which `--help` and the manual page print.
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
@@ -14,7 +10,6 @@ use std::time::Duration as WallDuration;
 use clap::{CommandFactory, Parser, Subcommand};
 use hcabus::ioctl::*;
 use hcabus::sim::{Fault, FaultArgs};
-use hcabus::types::{ClientFlags, ClientId, ClientKind};
 use hcabus_tools::answer::Answer;
 use serde_json::json;
 
@@ -22,9 +17,20 @@ mod bus;
 
 use bus::{Bus, Failure, Outcome};
 
+/// What hcactl's exit status says (`--help`, the manual page's EXIT STATUS).
+pub(crate) const EXIT_STATUS: &str = "\
+Exit status:
+  0  success; also when whoever reads stdout closed it early (`| head`)
+  1  the bus refused the request (its NTSTATUS is printed by name and value, and why in
+     words where hcactl can tell), or a reset that --wait or maintain waited for ended badly
+     (failed, vetoed, aborted), did not end, or did not get its ports back within --timeout;
+     `devices` found none, or one did not answer
+  2  a usage or connection error, a short or malformed answer from the server included
+With --json an error is one JSON object on stderr (docs/json.md, hcactl.error/1).";
+
 /// Query and control the hcabus soft-reset coordinator.
 #[derive(Debug, Parser)]
-#[command(name = "hcactl", version, about)]
+#[command(name = "hcactl", version, about, after_help = EXIT_STATUS)]
 struct Cli {
     /// The simulator's socket (`hcasim serve --socket PATH`). On Windows hcactl talks to
     /// the bus device through DeviceIoControl instead.
@@ -35,9 +41,13 @@ struct Cli {
     /// it: the first adapter (`PATH`, `\\.\HcaBus0`).
     #[arg(long, global = true, value_name = "NAME", env = "HCABUS_DEVICE")]
     device: Option<String>,
-    /// Print JSON for scripts instead of tables.
+    /// Print JSON for scripts instead of tables: one document with its `schema`
+    /// (docs/json.md); errors as JSON on stderr.
     #[arg(long, global = true)]
     json: bool,
+    /// Say wall-clock times in UTC instead of the local time zone.
+    #[arg(long, global = true)]
+    utc: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -188,6 +198,7 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum PolicyAction {
+    /// Print every key and its value.
     Get,
     /// Change keys, e.g. `quiesce_deadline_ms=2000 abort_on_unresponsive=true`.
     Set {
@@ -223,111 +234,18 @@ macro_rules! say {
 }
 
 // After `say!`, which they use.
+mod clients;
 mod devices;
 mod log;
 mod maintain;
 mod policy;
 mod resets;
 mod state;
+mod view;
 mod wait;
 
-use state::us;
+use view::document;
 use wait::{wait_for, WaitFor};
-
-/// Every registered client, page by page.
-fn fetch_clients(bus: &mut Bus) -> Result<Vec<ClientEntry>, Failure> {
-    const PAGE: usize = 64;
-    let mut all = Vec::new();
-    loop {
-        let mut input = [0u8; 16];
-        encode_list_clients(all.len() as u32, &mut input);
-        let out = bus.call(IOCTL_HCABUS_LIST_CLIENTS, &input, 8 + PAGE * 64)?;
-        let a = Answer::new("LIST_CLIENTS", &out);
-        let total = a.u32(0)? as usize;
-        let count = a.u32(4)? as usize;
-        if count > PAGE {
-            return Err(a
-                .malformed(&format!("{count} entries in a page of {PAGE}"))
-                .into());
-        }
-        for i in 0..count {
-            let e = ClientEntry::decode(a.slice(8 + i * 64, 64)?)
-                .ok_or_else(|| a.malformed("an entry that does not decode"))?;
-            all.push(e);
-        }
-        if count == 0 || all.len() >= total {
-            return Ok(all);
-        }
-        if all.len() > usize::from(u16::MAX) {
-            return Err(a.malformed("more clients than any bus holds").into());
-        }
-    }
-}
-
-fn kind_name(k: u32) -> &'static str {
-    u8::try_from(k)
-        .ok()
-        .and_then(ClientKind::from_u8)
-        .map_or("?", ClientKind::as_str)
-}
-
-fn flag_names(bits: u32) -> String {
-    let f = ClientFlags::from_bits_retain(bits);
-    let mut v: Vec<String> = f.iter_names().map(|(name, _)| name.to_string()).collect();
-    if f.bits() & !ClientFlags::all().bits() != 0 {
-        v.push(format!("{:#x}", f.bits() & !ClientFlags::all().bits()));
-    }
-    if v.is_empty() {
-        "-".to_string()
-    } else {
-        v.join("|")
-    }
-}
-
-fn clients_json(all: &[ClientEntry]) -> serde_json::Value {
-    let id = |raw: u64| ClientId::from_raw(raw).to_string();
-    all.iter()
-        .map(|e| {
-            json!({
-                "id": id(e.id), "name": e.name(), "kind": kind_name(e.kind),
-                "flags": flag_names(e.flags), "state": client_state_name(e.state),
-                "in_barrier": e.in_barrier == 1,
-                "last_ack_latency_us": (e.last_ack_latency_us != NONE_U64).then_some(e.last_ack_latency_us),
-            })
-        })
-        .collect()
-}
-
-fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
-    let all = fetch_clients(bus)?;
-    let id = |raw: u64| ClientId::from_raw(raw).to_string();
-    if as_json {
-        say!("{:#}", clients_json(&all));
-        return Ok(());
-    }
-    say!(
-        "{:<8} {:<16} {:<9} {:<34} {:<13} {:<8} last ack",
-        "id",
-        "name",
-        "kind",
-        "flags",
-        "state",
-        "barrier"
-    );
-    for e in &all {
-        say!(
-            "{:<8} {:<16} {:<9} {:<34} {:<13} {:<8} {}",
-            id(e.id),
-            e.name(),
-            kind_name(e.kind),
-            flag_names(e.flags),
-            client_state_name(e.state),
-            if e.in_barrier == 1 { "yes" } else { "no" },
-            us(e.last_ack_latency_us)
-        );
-    }
-    Ok(())
-}
 
 fn run(cli: Cli) -> Outcome {
     let js = cli.json;
@@ -357,7 +275,9 @@ fn run(cli: Cli) -> Outcome {
                 hcabus_tools::generate::completions(Cli::command(), *shell, out)
             })
         }
-        Command::Man => return generated(|out| hcabus_tools::generate::man(Cli::command(), out)),
+        Command::Man => {
+            return generated(|out| hcabus_tools::generate::man(Cli::command(), EXIT_STATUS, out))
+        }
         Command::Inject {
             fault,
             count,
@@ -402,7 +322,7 @@ fn run(cli: Cli) -> Outcome {
         Command::Status { .. } => state::status(&mut bus, js, false),
         Command::Resets => resets::resets(&mut bus, js),
         Command::Health => state::health(&mut bus, js),
-        Command::Clients => clients(&mut bus, js),
+        Command::Clients => clients::clients(&mut bus, js),
         Command::Log { follow, .. } => log::log(&mut bus, &filter, follow, js),
         Command::Dump { output } => log::dump(&mut bus, cli.device.as_deref(), output.as_deref()),
         Command::Policy {
@@ -413,7 +333,7 @@ fn run(cli: Cli) -> Outcome {
         }
         Command::Policy {
             action: PolicyAction::Set { pairs },
-        } => policy::set(&mut bus, &pairs),
+        } => policy::set(&mut bus, &pairs, js),
         Command::Reset {
             forced,
             firmware,
@@ -424,7 +344,7 @@ fn run(cli: Cli) -> Outcome {
         } => reset(&mut bus, forced, firmware, &reason, wait, timeout, js),
         Command::Restart { wait, timeout } => restart(&mut bus, wait, timeout, js),
         Command::Inject { .. } => match fault {
-            Some(request) => inject(&mut bus, &request),
+            Some(request) => inject(&mut bus, &request, js),
             None => Ok(()),
         },
     }
@@ -452,7 +372,7 @@ fn reset(
     if let Some(until) = wait {
         wait_for(bus, epoch, until, timeout, js)
     } else if js {
-        say!("{}", json!({ "epoch": epoch }));
+        say!("{}", document("requested", json!({ "epoch": epoch })));
         Ok(())
     } else {
         say!("reset of e{epoch} requested");
@@ -460,18 +380,47 @@ fn reset(
     }
 }
 
-/// `hcactl restart`: RESTART of a Failed device; with `--wait` until it concluded.
+/// `hcactl restart`: RESTART of a Failed device; with `--wait` until it concluded. A
+/// refusal says why in words: the device is not Failed, or a reset is under way.
 fn restart(bus: &mut Bus, wait: Option<WaitFor>, timeout: Option<u64>, js: bool) -> Outcome {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
-    let out = bus.call(IOCTL_HCABUS_RESTART, &input, 8)?;
+    let out = match bus.call(IOCTL_HCABUS_RESTART, &input, 8) {
+        Ok(out) => out,
+        Err(Failure::Refused(status)) => return Err(restart_refused(bus, status)),
+        Err(e) => return Err(e),
+    };
     let epoch = Answer::new("RESTART", &out).u64(0)?;
     if let Some(until) = wait {
         wait_for(bus, epoch, until, timeout, js)
+    } else if js {
+        say!("{}", document("requested", json!({ "epoch": epoch })));
+        Ok(())
     } else {
         say!("restart of e{epoch} requested");
         Ok(())
     }
+}
+
+/// Why RESTART was refused, in words: what state the device is in, and what to do.
+fn restart_refused(bus: &mut Bus, status: NtStatus) -> Failure {
+    let state = bus.state().map(|s| state_name(s.state));
+    let why = match (status, state) {
+        (NtStatus::DEVICE_BUSY, _) => {
+            "a reset is under way; restart applies to a Failed device once it has concluded \
+             (`hcactl reset --wait` or `status --watch` shows it)"
+                .to_string()
+        }
+        (NtStatus::INVALID_DEVICE_REQUEST, Ok("Removed")) => {
+            "the device is Removed: there is nothing to restart".to_string()
+        }
+        (NtStatus::INVALID_DEVICE_REQUEST, Ok(state)) => format!(
+            "the device is {state}, not Failed: restart brings back a Failed device only \
+             (`hcactl reset` resets a working one)"
+        ),
+        _ => String::new(),
+    };
+    Failure::RefusedBecause(status, why)
 }
 
 /// REQUEST_RESET; returns the epoch the reset tears down.
@@ -527,29 +476,77 @@ fn fault_request(
     Ok(request)
 }
 
-fn inject(bus: &mut Bus, request: &FaultRequest) -> Outcome {
+fn inject(bus: &mut Bus, request: &FaultRequest, js: bool) -> Outcome {
     let mut input = [0u8; size_of::<InjectFaultIn>()];
     encode_inject_fault(request, &mut input);
     bus.call(IOCTL_HCABUS_INJECT_FAULT, &input, 0)?;
+    if js {
+        let port = (request.port != 0).then_some(request.port);
+        say!(
+            "{}",
+            document(
+                "injected",
+                json!({
+                    "fault": request.code.as_str(),
+                    "count": (request.count != 0).then_some(request.count),
+                    "port": port,
+                    "duration_ms": port.map(|_| request.duration_ms),
+                })
+            )
+        );
+    }
     Ok(())
 }
 
+/// Says why hcactl stops (text, or under `--json` a JSON object on stderr) and returns the
+/// exit status [`EXIT_STATUS`] gives it.
+fn fail(e: &Failure, js: bool) -> ExitCode {
+    let code = match e {
+        Failure::Closed => return ExitCode::SUCCESS,
+        Failure::Usage(_) => 2,
+        Failure::Refused(_) | Failure::RefusedBecause(..) | Failure::Outcome(_) => 1,
+    };
+    if js {
+        let status = match e {
+            Failure::Refused(s) | Failure::RefusedBecause(s, _) => {
+                Some(json!({ "name": s.name(), "value": format!("0x{:08X}", s.0) }))
+            }
+            _ => None,
+        };
+        let kind = match e {
+            Failure::Usage(_) => "usage",
+            Failure::Refused(_) | Failure::RefusedBecause(..) => "refused",
+            _ => "outcome",
+        };
+        let v = document(
+            "error",
+            json!({ "error": { "kind": kind, "message": e.text(), "status": status },
+                    "exit_code": code }),
+        );
+        eprintln!("{v}");
+    } else {
+        eprintln!("hcactl: {}", e.text());
+    }
+    ExitCode::from(code)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Under --json even a usage error clap finds is JSON: the flag is looked for first.
+    let js = std::env::args_os().any(|a| a == "--json");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if js && e.use_stderr() => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("usage error");
+            let message = first.strip_prefix("error: ").unwrap_or(first).to_string();
+            return fail(&Failure::Usage(message), true);
+        }
+        Err(e) => e.exit(),
+    };
+    view::set_utc(cli.utc);
+    let js = cli.json;
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Usage(m)) => {
-            eprintln!("hcactl: {m}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Refused(s)) => {
-            eprintln!("hcactl: refused: {s}");
-            ExitCode::from(1)
-        }
-        Err(Failure::Outcome(m)) => {
-            eprintln!("hcactl: {m}");
-            ExitCode::from(1)
-        }
-        Err(Failure::Closed) => ExitCode::SUCCESS,
+        Err(e) => fail(&e, js),
     }
 }

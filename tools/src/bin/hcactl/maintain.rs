@@ -8,14 +8,15 @@ use std::path::PathBuf;
 use std::time::{Duration as WallDuration, Instant as WallInstant};
 
 use hcabus::ioctl::*;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
 use crate::bus::{Bus, Failure, Outcome};
 use crate::emit;
 use crate::resets;
 use crate::state::{result, us, waiting_for};
-use crate::wait::{came_back, failure, outcome_of, service_of, worst_case};
+use crate::view::{document, duration_ms};
+use crate::wait::{came_back, failure, outcome_of, progress, service_of, worst_case};
 
 /// How long a last-path veto is waited out before the reset is asked again.
 const VETO_RETRY: WallDuration = WallDuration::from_millis(500);
@@ -68,20 +69,6 @@ fn targets(plan: &Plan<'_>) -> Result<Vec<Option<String>>, Failure> {
     Ok(wanted.iter().cloned().map(Some).collect())
 }
 
-/// A spinner on a terminal (stderr), nothing elsewhere.
-fn progress(as_json: bool) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-    if as_json {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {elapsed} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    bar.enable_steady_tick(WallDuration::from_millis(100));
-    bar
-}
-
 pub(crate) fn maintain(plan: &Plan<'_>) -> Outcome {
     let targets = targets(plan)?;
     let bar = progress(plan.as_json);
@@ -120,12 +107,12 @@ fn say_done(d: &Done, as_json: bool) -> Outcome {
             String::new()
         };
         say!(
-            "{}: e{} {} in {}{waited}; ports back {} ms later; now e{}",
+            "{}: e{} {} in {}{waited}; ports back {} later; now e{}",
             d.device,
             d.from_epoch,
             d.outcome,
             us(d.total_us),
-            d.service_ms,
+            duration_ms(d.service_ms as u64),
             d.to_epoch
         );
     }
@@ -133,14 +120,17 @@ fn say_done(d: &Done, as_json: bool) -> Outcome {
 }
 
 fn report(done: &[Done], failed: Option<(&str, &Failure)>) -> Value {
-    json!({
-        "devices": done.iter().map(|d| json!({
-            "device": d.device, "from_epoch": d.from_epoch, "to_epoch": d.to_epoch,
-            "outcome": d.outcome, "total_us": d.total_us, "last_path_vetoes": d.vetoes,
-            "service_ms": d.service_ms,
-        })).collect::<Vec<_>>(),
-        "stopped_at": failed.map(|(device, e)| json!({ "device": device, "reason": e.text() })),
-    })
+    document(
+        "maintain",
+        json!({
+            "devices": done.iter().map(|d| json!({
+                "device": d.device, "from_epoch": d.from_epoch, "to_epoch": d.to_epoch,
+                "outcome": d.outcome, "total_us": d.total_us, "last_path_vetoes": d.vetoes,
+                "service_ms": d.service_ms,
+            })).collect::<Vec<_>>(),
+            "stopped_at": failed.map(|(device, e)| json!({ "device": device, "reason": e.text() })),
+        }),
+    )
 }
 
 /// One adapter: its planned reset (asked again after a last-path veto, within the bound),
@@ -170,7 +160,7 @@ fn one_device(
     loop {
         bar.set_message(format!("{label}: planned reset"));
         let epoch = crate::request_reset(&mut bus, mode, "hcactl maintain")?;
-        let Some(s) = outcome_of(&mut bus, epoch, deadline)? else {
+        let Some(s) = outcome_of(&mut bus, epoch, deadline, bar, label)? else {
             return Err(named(Failure::Outcome(format!(
                 "no outcome within {} s (--timeout)",
                 limit.as_secs()
@@ -179,7 +169,7 @@ fn one_device(
         if came_back(&s) {
             bar.set_message(format!("{label}: {}", waiting_for(&s)));
             let start = WallInstant::now();
-            let (after, back) = service_of(&mut bus, s, deadline)?;
+            let (after, back) = service_of(&mut bus, s, deadline, bar, label)?;
             if !back {
                 return Err(named(Failure::Outcome(format!(
                     "back on e{}, but the service is not: {} after {} s (--timeout)",

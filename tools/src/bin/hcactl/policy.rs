@@ -4,10 +4,11 @@
 use hcabus::ioctl::*;
 use hcabus::policy::SetKeyError;
 use hcabus::Policy;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::bus::{Bus, Failure, Outcome};
 use crate::emit;
+use crate::view::document;
 
 /// `KEY=VALUE` pairs applied to `p`; a key or value hcactl can already tell is wrong is a
 /// usage error naming it.
@@ -37,12 +38,14 @@ fn apply(p: &mut Policy, pairs: &[String]) -> Outcome {
 }
 
 /// Sends the whole policy with `pairs` changed. The bus validates it as a whole; its answer
-/// names the field it refused, which hcactl reports (exit 1).
-pub(crate) fn set(bus: &mut Bus, pairs: &[String]) -> Outcome {
+/// names the field it refused, which hcactl reports (exit 1). Says what changed, from what
+/// to what.
+pub(crate) fn set(bus: &mut Bus, pairs: &[String], as_json: bool) -> Outcome {
     let abi = bus.policy()?;
-    let mut p = abi
+    let before = abi
         .to_policy()
         .ok_or_else(|| Failure::Outcome("the bus answered a policy no field can hold".into()))?;
+    let mut p = before;
     apply(&mut p, pairs)?;
     let mut input = [0u8; size_of::<SetPolicyIn>()];
     encode_set_policy(&PolicyAbi::from_policy(&p), &mut input);
@@ -55,7 +58,7 @@ pub(crate) fn set(bus: &mut Bus, pairs: &[String]) -> Outcome {
         ))
     })?;
     match answer.refusal() {
-        None if answer.applied == 1 => Ok(()),
+        None if answer.applied == 1 => changed(&before, &p, as_json),
         Some((field, problem)) if !field.is_empty() => Err(Failure::Outcome(format!(
             "refused: policy field {field}: {problem}; nothing changed"
         ))),
@@ -66,6 +69,33 @@ pub(crate) fn set(bus: &mut Bus, pairs: &[String]) -> Outcome {
             "refused, in an answer this hcactl cannot read; nothing changed".into(),
         )),
     }
+}
+
+/// What a change applied: each key whose value changed, from what to what.
+fn changed(before: &Policy, after: &Policy, as_json: bool) -> Outcome {
+    let changes: Vec<(&str, u64, u64)> = Policy::KEYS
+        .iter()
+        .zip(before.values().into_iter().zip(after.values()))
+        .filter(|(_, (old, new))| old != new)
+        .map(|(key, (old, new))| (*key, old, new))
+        .collect();
+    if as_json {
+        let list: Vec<Value> = changes
+            .iter()
+            .map(|(key, old, new)| json!({ "key": key, "old": old, "new": new }))
+            .collect();
+        say!(
+            "{}",
+            document("policy-set", json!({ "applied": true, "changed": list }))
+        );
+    } else if changes.is_empty() {
+        say!("policy unchanged (every value was already so)");
+    } else {
+        for (key, old, new) in changes {
+            say!("{key}: {old} -> {new}");
+        }
+    }
+    Ok(())
 }
 
 /// Every field, in `Policy::KEYS` order; flags as booleans.
@@ -105,7 +135,7 @@ pub(crate) fn policy_json(p: &PolicyAbi) -> Value {
 
 pub(crate) fn print(p: &PolicyAbi, as_json: bool) -> Outcome {
     if as_json {
-        say!("{:#}", policy_json(p));
+        say!("{:#}", document("policy", policy_json(p)));
     } else {
         for (k, v) in rows(p) {
             say!("{k} = {v}");

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use crate::bus::{Bus, Failure, Outcome};
 use crate::emit;
 use crate::state::{reason_name, result, us};
+use crate::view::{document, Clock};
 
 /// Summaries the bus holds at most (it keeps 16; room for more costs nothing).
 const ROOM: usize = 64;
@@ -58,17 +59,18 @@ fn aborted_unresponsive(s: &ResetSummaryOut) -> bool {
     s.result == RESULT_ABORTED_UNRESPONSIVE
 }
 
-pub(crate) fn summary_json(s: &ResetSummaryOut) -> Value {
+pub(crate) fn summary_json(s: &ResetSummaryOut, clock: &Clock) -> Value {
     let aborted = aborted_unresponsive(s);
     json!({
         "ordinal": s.ordinal,
         "epoch": s.epoch,
         "new_epoch": (s.new_epoch != NONE_U64).then_some(s.new_epoch),
         "reason": why(s),
-        "planned": s.flags & SUMMARY_PLANNED != 0,
+        "flags": summary_flags(s),
         "admin_reason": text(&s.admin_reason),
         "outcome": result(s.result),
         "started_us": s.started_us,
+        "started_at": clock.at(s.started_us),
         "quiesce_us": opt_us(s.quiesce_us),
         "hw_reset_us": opt_us(s.hw_reset_us),
         "restore_us": opt_us(s.restore_us),
@@ -92,8 +94,21 @@ pub(crate) fn summary_json(s: &ResetSummaryOut) -> Value {
     })
 }
 
+/// A summary's flags, named (`planned`, `restart`, `flr`).
+fn summary_flags(s: &ResetSummaryOut) -> Vec<&'static str> {
+    [
+        (SUMMARY_PLANNED, "planned"),
+        (SUMMARY_RESTART, "restart"),
+        (SUMMARY_FLR, "flr"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| s.flags & bit != 0)
+    .map(|(_, name)| name)
+    .collect()
+}
+
 /// The lines that describe one reset, each without its label.
-pub(crate) fn summary_lines(s: &ResetSummaryOut) -> Vec<String> {
+pub(crate) fn summary_lines(s: &ResetSummaryOut, clock: &Clock) -> Vec<String> {
     let mut lines = vec![format!(
         "#{} e{} {}{}: {}, total {}",
         s.ordinal,
@@ -103,6 +118,7 @@ pub(crate) fn summary_lines(s: &ResetSummaryOut) -> Vec<String> {
         result(s.result),
         us(s.total_us)
     )];
+    lines.push(format!("started {}", clock.text(s.started_us)));
     let restart = s.flags & SUMMARY_RESTART != 0;
     lines.push(format!(
         "phases: quiesce {}, hardware {}, restore {}",
@@ -157,10 +173,13 @@ pub(crate) fn summary_lines(s: &ResetSummaryOut) -> Vec<String> {
 
 pub(crate) fn resets(bus: &mut Bus, as_json: bool) -> Outcome {
     let (total, all) = fetch(bus)?;
+    let clock = Clock::of(&bus.state()?);
     if as_json {
-        let v =
-            json!({ "total": total, "resets": all.iter().map(summary_json).collect::<Vec<_>>() });
-        say!("{v:#}");
+        let summaries: Vec<Value> = all.iter().map(|s| summary_json(s, &clock)).collect();
+        say!(
+            "{:#}",
+            document("resets", json!({ "total": total, "resets": summaries }))
+        );
         return Ok(());
     }
     if all.is_empty() {
@@ -173,7 +192,7 @@ pub(crate) fn resets(bus: &mut Bus, as_json: bool) -> Outcome {
         all.len()
     );
     for s in &all {
-        for (i, line) in summary_lines(s).into_iter().enumerate() {
+        for (i, line) in summary_lines(s, &clock).into_iter().enumerate() {
             say!("{}{line}", if i == 0 { "" } else { "    " });
         }
     }

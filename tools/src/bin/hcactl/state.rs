@@ -4,17 +4,15 @@
 use hcabus::ioctl::*;
 use serde_json::{json, Value};
 
+use hcabus::types::ResetReason;
+
 use crate::bus::{Bus, Failure, Outcome};
 use crate::emit;
+use crate::view::{document, duration_ms, port_text, ports, ports_json, state_word, Clock};
 
+/// A duration of the bus in microseconds, in the one format of every view.
 pub(crate) fn us(v: u64) -> String {
-    if v == NONE_U64 {
-        "-".into()
-    } else if v >= 1000 {
-        format!("{}.{:03} ms", v / 1000, v % 1000)
-    } else {
-        format!("{v} us")
-    }
+    crate::view::duration_us(v)
 }
 
 pub(crate) fn result(code: u32) -> &'static str {
@@ -23,15 +21,6 @@ pub(crate) fn result(code: u32) -> &'static str {
 
 pub(crate) fn reason_name(code: u32) -> &'static str {
     hcabus::types::ResetReason::try_from(code).map_or("-", |r| r.as_str())
-}
-
-/// The ports the bus knows (state 0: never reported), as (number, state, LID while Active).
-pub(crate) fn ports(s: &StateOut) -> impl Iterator<Item = (u8, &'static str, Option<u32>)> + '_ {
-    s.ports.iter().zip(1u8..).filter_map(|(p, port)| {
-        let state = hcabus::types::PortState::from_u8(u8::try_from(p.state).ok()?)?;
-        let lid = (state == hcabus::types::PortState::Active).then_some(p.lid);
-        Some((port, state.as_str(), lid))
-    })
 }
 
 /// The bus's history, or nothing from a bus that predates READ_RESETS (version 5).
@@ -45,6 +34,7 @@ fn newest_reset(bus: &mut Bus) -> Result<Option<ResetSummaryOut>, Failure> {
 
 pub(crate) fn status_json(s: &StateOut, last: Option<&ResetSummaryOut>) -> Value {
     let fw = fw_version(s);
+    let clock = Clock::of(s);
     let opt = |v: u64| (v != NONE_U64).then_some(v);
     // From QUERY_STATE alone when the bus keeps no history.
     let fallback = (s.last_epoch != NONE_U64).then(|| {
@@ -60,6 +50,8 @@ pub(crate) fn status_json(s: &StateOut, last: Option<&ResetSummaryOut>) -> Value
     });
     json!({
         "state": state_name(s.state),
+        "time_zero": clock.zero(),
+        "time_zero_unix_ms": clock.zero_unix_ms(),
         "reset_in_progress": s.flags & 1 == 1,
         // The adapter is back and the service not yet: the ports still awaited.
         "recovering": (s.flags & STATE_RECOVERING != 0).then(|| json!({
@@ -85,13 +77,30 @@ pub(crate) fn status_json(s: &StateOut, last: Option<&ResetSummaryOut>) -> Value
             "resets_failed": s.resets_failed, "resets_aborted": s.resets_aborted,
             "refusals": s.refusals, "admin_refusals": s.admin_refusals,
             "pnp_operations": s.pnp_operations,
+            "resets_by_reason": resets_by_reason(s),
         },
-        "last_reset": last.map(crate::resets::summary_json).or(fallback),
+        "last_reset": last.map(|r| crate::resets::summary_json(r, &clock)).or(fallback),
         "log_next_seq": s.log_next_seq,
-        "ports": ports(s).map(|(port, state, lid)| json!({
-            "port": port, "state": state, "lid": lid,
-        })).collect::<Vec<_>>(),
+        "ports": ports_json(s),
     })
+}
+
+/// QUERY_STATE's resets by reason, named: `admin_restart` for index 0, then each
+/// `ResetReason`.
+pub(crate) fn resets_by_reason(s: &StateOut) -> Value {
+    let mut by = serde_json::Map::new();
+    for (i, n) in s.resets_by_reason.iter().enumerate() {
+        let name = match i {
+            0 => Some("admin_restart"),
+            _ => ResetReason::try_from(i as u32)
+                .ok()
+                .map(ResetReason::as_str),
+        };
+        if let Some(name) = name {
+            by.insert(name.into(), (*n).into());
+        }
+    }
+    Value::Object(by)
 }
 
 /// The ports the service still waits for, from QUERY_STATE's flags.
@@ -120,7 +129,7 @@ pub(crate) fn status(bus: &mut Bus, as_json: bool, compact: bool) -> Outcome {
     let s = bus.state()?;
     let last = newest_reset(bus)?;
     if as_json {
-        let v = status_json(&s, last.as_ref());
+        let v = document("status", status_json(&s, last.as_ref()));
         if compact {
             say!("{v}");
         } else {
@@ -136,26 +145,38 @@ pub(crate) fn status(bus: &mut Bus, as_json: bool, compact: bool) -> Outcome {
     } else {
         String::new()
     };
+    let clock = Clock::of(&s);
     say!("state        {}{note}", state_name(s.state));
     say!("epoch        e{}", s.epoch);
+    if let Some(zero) = clock.zero() {
+        say!("started      {zero} (the bus's time zero)");
+    }
     say!(
         "device       {:04x}:{:04x} subsystem {:04x}:{:04x}, node GUID 0x{:016x}, serial 0x{:016x}, firmware {}.{}.{}",
         s.vendor_id, s.device_id, s.subsys_vendor_id, s.subsys_id, s.node_guid, s.serial, fw.0, fw.1, fw.2
     );
     say!("clients      {} of {}", s.clients, s.max_clients);
-    let listed: Vec<String> = ports(&s)
-        .map(|(port, state, lid)| match lid {
-            Some(lid) => format!("{port} {state} (LID 0x{lid:x})"),
-            None => format!("{port} {state}"),
-        })
-        .collect();
-    if !listed.is_empty() {
-        say!("ports        {}", listed.join(", "));
+    for (i, (port, p)) in ports(&s).enumerate() {
+        say!(
+            "{:<13}{}",
+            if i == 0 { "ports" } else { "" },
+            port_text(port, p)
+        );
     }
     say!(
         "resets       {} started, {} restored, {} failed, {} aborted; refused: {} client call(s), {} administrator request(s); {} PnP operations",
         s.resets_started, s.resets_restored, s.resets_failed, s.resets_aborted, s.refusals, s.admin_refusals, s.pnp_operations
     );
+    let by: Vec<String> = resets_by_reason(&s)
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, n)| n.as_u64().is_some_and(|n| n > 0))
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    if !by.is_empty() {
+        say!("by reason    {}", by.join(", "));
+    }
     if s.flags & 1 == 1 && s.last_epoch != NONE_U64 {
         say!(
             "in progress  e{} {}, {} so far",
@@ -166,7 +187,10 @@ pub(crate) fn status(bus: &mut Bus, as_json: bool, compact: bool) -> Outcome {
     }
     match (&last, s.last_epoch) {
         (Some(last), _) => {
-            for (i, line) in crate::resets::summary_lines(last).iter().enumerate() {
+            for (i, line) in crate::resets::summary_lines(last, &clock)
+                .iter()
+                .enumerate()
+            {
                 say!("{:<13}{line}", if i == 0 { "last reset" } else { "" });
             }
         }
@@ -213,14 +237,15 @@ pub(crate) fn watch(
     }
 }
 
-/// An instant `at_us` of the bus's clock, said with its age at `now_us`.
-fn ago(at_us: u64, now_us: u64) -> String {
+/// An instant `at_us` of the bus's clock, said with its wall-clock time and its age at
+/// `now_us`.
+fn ago(clock: &Clock, at_us: u64, now_us: u64) -> String {
     if at_us == NONE_U64 {
         return "never".into();
     }
     format!(
-        "at {} ({} ago)",
-        us(at_us),
+        "at {}, {} ago",
+        clock.text(at_us),
         us(now_us.saturating_sub(at_us))
     )
 }
@@ -238,47 +263,45 @@ pub(crate) fn fetch_health(bus: &mut Bus) -> Result<HealthOut, Failure> {
     })
 }
 
-fn health_ports(h: &HealthOut) -> Vec<(u8, &'static str, Option<u32>)> {
-    let s = StateOut {
-        ports: h.ports,
-        ..StateOut::default()
-    };
-    ports(&s).collect()
-}
-
-pub(crate) fn health_json(h: &HealthOut) -> Value {
+/// The health reporter as JSON; `s` (QUERY_STATE) gives the wall clock and the ports in
+/// their one shape.
+pub(crate) fn health_json(h: &HealthOut, s: &StateOut) -> Value {
+    let clock = Clock::of(s);
     let reporter = ReporterState::try_from(h.reporter_state).map_or("?", |r| r.as_str());
     let cause = (h.last_error_us != NONE_U64).then(|| reason_name(h.last_error_cause));
     json!({
         "reporter": "fw_fatal",
-        "state": reporter,
+        "state": state_word(reporter),
         "error_count": h.error_count,
         "recover_count": h.recover_count,
         "last_error": cause.map(|c| json!({
             "time_us": h.last_error_us,
+            "time": clock.at(h.last_error_us),
             "cause": c,
             "syndrome": format!("0x{:08x}", h.last_syndrome),
         })),
         "health_counter": h.health_counter,
         "counter_unchanged_polls": h.unchanged_polls,
         "counter_moved_us": (h.counter_moved_us != NONE_U64).then_some(h.counter_moved_us),
+        "counter_moved": clock.at(h.counter_moved_us),
         "now_us": h.now_us,
+        "now": clock.at(h.now_us),
         "auto_recover": h.auto_recover == 1,
         "grace_period_ms": h.grace_period_ms,
         "max_auto_resets": h.max_auto_resets,
         "health_poll_ms": h.health_poll_ms,
-        "ports": health_ports(h).into_iter().map(|(port, state, lid)| json!({
-            "port": port, "state": state, "lid": lid,
-        })).collect::<Vec<_>>(),
+        "ports": ports_json(s),
     })
 }
 
 pub(crate) fn health(bus: &mut Bus, as_json: bool) -> Outcome {
     let h = fetch_health(bus)?;
+    let s = bus.state()?;
     if as_json {
-        say!("{:#}", health_json(&h));
+        say!("{:#}", document("health", health_json(&h, &s)));
         return Ok(());
     }
+    let clock = Clock::of(&s);
     let reporter = ReporterState::try_from(h.reporter_state).map_or("?", |r| r.as_str());
     let cause = (h.last_error_us != NONE_U64).then(|| reason_name(h.last_error_cause));
     say!("reporter     fw_fatal, state {reporter}");
@@ -290,7 +313,7 @@ pub(crate) fn health(bus: &mut Bus, as_json: bool) -> Outcome {
     match cause {
         Some(c) => say!(
             "last error   {c} {}, syndrome 0x{:08x}",
-            ago(h.last_error_us, h.now_us),
+            ago(&clock, h.last_error_us, h.now_us),
             h.last_syndrome
         ),
         None => say!("last error   none"),
@@ -298,22 +321,22 @@ pub(crate) fn health(bus: &mut Bus, as_json: bool) -> Outcome {
     say!(
         "counter      {} (last moved {}; {} read(s) unchanged, 3 is a stall; read every {})",
         h.health_counter,
-        ago(h.counter_moved_us, h.now_us),
+        ago(&clock, h.counter_moved_us, h.now_us),
         h.unchanged_polls,
-        us(u64::from(h.health_poll_ms) * 1000)
+        duration_ms(u64::from(h.health_poll_ms))
     );
     say!(
         "recovery     auto_recover {}, grace period {} (at most {} automatic resets in it)",
         if h.auto_recover == 1 { "on" } else { "off" },
-        us(h.grace_period_ms * 1000),
+        duration_ms(h.grace_period_ms),
         h.max_auto_resets
     );
-    let listed: Vec<String> = health_ports(&h)
-        .into_iter()
-        .map(|(port, state, _)| format!("{port} {state}"))
-        .collect();
-    if !listed.is_empty() {
-        say!("ports        {}", listed.join(", "));
+    for (i, (port, p)) in ports(&s).enumerate() {
+        say!(
+            "{:<13}{}",
+            if i == 0 { "ports" } else { "" },
+            port_text(port, p)
+        );
     }
     Ok(())
 }

@@ -4,12 +4,40 @@
 use std::time::{Duration as WallDuration, Instant as WallInstant};
 
 use hcabus::ioctl::*;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use crate::bus::{Bus, Failure, Outcome};
 use crate::emit;
 use crate::state::{result, us, waiting_for};
+use crate::view::document;
 use crate::{log, resets};
+
+/// A spinner with the phase and the time elapsed, on stderr when it is a terminal (indicatif
+/// draws nothing elsewhere) and never under `--json`.
+pub(crate) fn progress(as_json: bool) -> ProgressBar {
+    let target = if as_json {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    };
+    let bar = ProgressBar::with_draw_target(None, target);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(WallDuration::from_millis(100));
+    bar
+}
+
+/// What a reset under way is doing, as the spinner says it.
+fn phase(s: &StateOut, label: &str) -> String {
+    format!(
+        "{label}: reset of e{} {}",
+        s.last_epoch,
+        state_name(s.state)
+    )
+}
 
 /// What `--wait` waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -50,11 +78,14 @@ fn why_not(result: u32) -> &'static str {
 /// How often `--wait` and `maintain` look at the bus.
 const POLL: WallDuration = WallDuration::from_millis(20);
 
-/// Looks until the reset of `epoch` has an outcome; `None` at `deadline`.
+/// Looks until the reset of `epoch` has an outcome; `None` at `deadline`. `bar` shows the
+/// phase, under `label`.
 pub(crate) fn outcome_of(
     bus: &mut Bus,
     epoch: u64,
     deadline: WallInstant,
+    bar: &ProgressBar,
+    label: &str,
 ) -> Result<Option<StateOut>, Failure> {
     loop {
         let s = bus.state()?;
@@ -64,6 +95,7 @@ pub(crate) fn outcome_of(
         {
             return Ok(Some(s));
         }
+        bar.set_message(phase(&s, label));
         if WallInstant::now() > deadline {
             return Ok(None);
         }
@@ -77,11 +109,14 @@ pub(crate) fn service_of(
     bus: &mut Bus,
     mut s: StateOut,
     deadline: WallInstant,
+    bar: &ProgressBar,
+    label: &str,
 ) -> Result<(StateOut, bool), Failure> {
     while s.flags & STATE_RECOVERING != 0 {
         if WallInstant::now() > deadline {
             return Ok((s, false));
         }
+        bar.set_message(format!("{label}: {}", waiting_for(&s)));
         std::thread::sleep(POLL);
         s = bus.state()?;
     }
@@ -126,7 +161,10 @@ pub(crate) fn wait_for(
         None => worst_case(bus)?,
     };
     let deadline = WallInstant::now() + limit;
-    let Some(s) = outcome_of(bus, epoch, deadline)? else {
+    let bar = progress(as_json);
+    let found = outcome_of(bus, epoch, deadline, &bar, "waiting");
+    let Some(s) = found.inspect_err(|_| bar.finish_and_clear())? else {
+        bar.finish_and_clear();
         return Err(Failure::Outcome(format!(
             "no outcome within {} s (--timeout); the reset of e{epoch} may still be running",
             limit.as_secs()
@@ -134,12 +172,19 @@ pub(crate) fn wait_for(
     };
     let outcome = result(s.last_result);
     if came_back(&s) && until == WaitFor::Service {
-        return service(bus, &s, deadline, limit, as_json);
+        let served = service(bus, &s, (deadline, limit), &bar, as_json);
+        bar.finish_and_clear();
+        return served;
     }
+    bar.finish_and_clear();
     if as_json {
         say!(
             "{}",
-            json!({ "epoch": s.last_epoch, "outcome": outcome, "total_us": s.last_total_us, "new_epoch": s.epoch, "state": state_name(s.state) })
+            document(
+                "wait",
+                json!({ "epoch": s.last_epoch, "outcome": outcome, "total_us": s.last_total_us,
+                                     "new_epoch": s.epoch, "state": state_name(s.state), "service": null })
+            )
         );
     } else {
         say!(
@@ -161,23 +206,25 @@ pub(crate) fn wait_for(
 fn service(
     bus: &mut Bus,
     restored: &StateOut,
-    deadline: WallInstant,
-    limit: WallDuration,
+    (deadline, limit): (WallInstant, WallDuration),
+    bar: &ProgressBar,
     as_json: bool,
 ) -> Outcome {
     let outcome = result(restored.last_result);
     let start = WallInstant::now();
     let awaited = crate::state::awaited_ports(restored);
     if !as_json {
-        say!(
-            "reset of e{}: {outcome} in {}; now {} on e{}",
-            restored.last_epoch,
-            us(restored.last_total_us),
-            state_name(restored.state),
-            restored.epoch
-        );
+        bar.suspend(|| {
+            emit(format_args!(
+                "reset of e{}: {outcome} in {}; now {} on e{}",
+                restored.last_epoch,
+                us(restored.last_total_us),
+                state_name(restored.state),
+                restored.epoch
+            ))
+        })?;
     }
-    let (s, back) = service_of(bus, *restored, deadline)?;
+    let (s, back) = service_of(bus, *restored, deadline, bar, "waiting")?;
     if !back {
         return Err(Failure::Outcome(format!(
             "the device is back on e{}, but the service is not: {} after {} s (--timeout)",
@@ -186,19 +233,24 @@ fn service(
             limit.as_secs()
         )));
     }
-    let waited_ms = start.elapsed().as_millis();
+    let waited = start.elapsed();
+    bar.finish_and_clear();
     if as_json {
         say!(
             "{}",
-            json!({ "epoch": restored.last_epoch, "outcome": outcome, "total_us": restored.last_total_us,
+            document(
+                "wait",
+                json!({ "epoch": restored.last_epoch, "outcome": outcome, "total_us": restored.last_total_us,
                     "new_epoch": restored.epoch, "state": state_name(s.state),
-                    "service": { "restored": true, "awaited_ports": awaited, "waited_ms": waited_ms } })
+                    "service": { "restored": true, "awaited_ports": awaited, "waited_ms": waited.as_millis() as u64 } })
+            )
         );
     } else if !awaited.is_empty() {
         let ports: Vec<String> = awaited.iter().map(u8::to_string).collect();
         say!(
-            "service restored: port(s) {} Active again, {waited_ms} ms later",
-            ports.join(", ")
+            "service restored: port(s) {} Active again, {} later",
+            ports.join(", "),
+            crate::view::duration_ms(waited.as_millis() as u64)
         );
     }
     Ok(())
