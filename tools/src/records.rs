@@ -150,7 +150,7 @@ fn kind_fields(r: &Record) -> (&'static str, Value) {
             "fault_injected",
             json!({
                 "fault": fault.as_str(),
-                "count": (*count != 0).then_some(*count),
+                "fault_count": (*count != 0).then_some(*count),
                 "port": (*port != 0).then_some(*port),
                 "duration_ms": (*port != 0).then_some(*duration_ms),
                 "accepted": accepted,

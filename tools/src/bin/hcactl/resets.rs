@@ -66,6 +66,7 @@ pub(crate) fn summary_json(s: &ResetSummaryOut, clock: &Clock) -> Value {
         "epoch": s.epoch,
         "new_epoch": (s.new_epoch != NONE_U64).then_some(s.new_epoch),
         "reason": why(s),
+        "planned": s.flags & SUMMARY_PLANNED != 0,
         "flags": summary_flags(s),
         "admin_reason": text(&s.admin_reason),
         "outcome": result(s.result),
