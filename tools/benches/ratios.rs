@@ -217,7 +217,10 @@ fn reregistration() -> (Spread, Spread) {
             .map(|(t, one)| (t - one) / (n - 1.0))
             .collect()
     };
-    (Spread::of(&marginal(1, 16.0)), Spread::of(&marginal(2, 1024.0)))
+    (
+        Spread::of(&marginal(1, 16.0)),
+        Spread::of(&marginal(2, 1024.0)),
+    )
 }
 
 /// hcasim's default run (`cargo run --release --bin hcasim`: the embedded stack, its fault,

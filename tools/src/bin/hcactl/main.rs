@@ -91,7 +91,7 @@ enum Command {
         since: u64,
         /// Only records of this kind (repeatable): transition, reset_started, reset_joined,
         /// follow_up, reset_finished, reset_failed, event, call, refused, unresponsive,
-        /// throttled, vetoed, hw, pnp, port.
+        /// throttled, vetoed, hw, pnp, port, policy_changed, fault_injected.
         #[arg(long, value_name = "KIND")]
         kind: Vec<String>,
         /// Only records about this client, by name or id (#3.0).

@@ -304,7 +304,7 @@ pub(crate) fn health(bus: &mut Bus, as_json: bool) -> Outcome {
     let clock = Clock::of(&s);
     let reporter = ReporterState::try_from(h.reporter_state).map_or("?", |r| r.as_str());
     let cause = (h.last_error_us != NONE_U64).then(|| reason_name(h.last_error_cause));
-    say!("reporter     fw_fatal, state {reporter}");
+    say!("reporter     fw_fatal, state {}", state_word(reporter));
     say!(
         "errors       {} found, {} recovered",
         h.error_count,
