@@ -136,7 +136,7 @@ fn a_host_of_one_adapter_is_one_unnamed_device() {
     assert_eq!(h["ports"].as_array().map(Vec::len), Some(2));
     let text_health = text(&server.ctl(&["health"]));
     assert!(
-        text_health.contains("state healthy") && text_health.contains("grace period"),
+        text_health.contains("state Healthy") && text_health.contains("grace period"),
         "{text_health}"
     );
 
