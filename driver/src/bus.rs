@@ -110,6 +110,38 @@ pub trait Client<B: BusHandle + ?Sized> {
 }
 
 /// What a client says of itself, for hosts and reports; needs no bus.
+/// What a client did, for its host's counters (QUERY_COUNTERS): its I/O and, for a disk, its
+/// logins and failovers. Read while the host runs: it must not allocate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClientCounters {
+    /// I/O given to the client (a disk's commands, IPoIB's frames, user verbs' calls).
+    pub submitted: u64,
+    pub completed: u64,
+    /// Failed upward (to the file system, the network stack, the process).
+    pub failed: u64,
+    /// Accepted and not yet completed: waiting out a reset, a login or a path.
+    pub held: u64,
+    pub logins: u64,
+    pub logins_refused: u64,
+    /// Times a path went down with commands another path took over.
+    pub failovers: u64,
+    /// Commands taken off a path and re-issued on another.
+    pub commands_moved: u64,
+}
+
+impl ClientCounters {
+    pub fn add(&mut self, o: &ClientCounters) {
+        self.submitted += o.submitted;
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.held += o.held;
+        self.logins += o.logins;
+        self.logins_refused += o.logins_refused;
+        self.failovers += o.failovers;
+        self.commands_moved += o.commands_moved;
+    }
+}
+
 pub trait ClientReport {
     fn name(&self) -> &str;
     /// Events received, in order.
@@ -124,5 +156,9 @@ pub trait ClientReport {
     /// the report; `None` while it is fine. Called after a run, so it may allocate.
     fn error(&self) -> Option<String> {
         None
+    }
+    /// Its counters now (nothing for a client that carries no I/O).
+    fn counters(&self) -> ClientCounters {
+        ClientCounters::default()
     }
 }

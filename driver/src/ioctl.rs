@@ -23,6 +23,7 @@ use crate::recorder::RECORD_BYTES;
 use crate::time::Instant;
 
 mod codec;
+mod counters;
 mod dispatch;
 mod fault;
 mod history;
@@ -31,6 +32,7 @@ use crate::types::{
     AbortCause, AdminReset, ClientId, ClientName, ClientState, FailReason, ResetOutcome,
 };
 pub use codec::*;
+pub use counters::*;
 pub use dispatch::*;
 pub use fault::*;
 pub use history::*;
@@ -56,6 +58,8 @@ pub const IOCTL_HCABUS_READ_LOG: u32 = code(0x902, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_GET_POLICY: u32 = code(0x903, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_QUERY_HEALTH: u32 = code(0x904, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_READ_RESETS: u32 = code(0x905, FILE_READ_ACCESS);
+/// Version 7: the stack's counters (a host that hosts no clients answers NOT_SUPPORTED).
+pub const IOCTL_HCABUS_QUERY_COUNTERS: u32 = code(0x906, FILE_READ_ACCESS);
 pub const IOCTL_HCABUS_REQUEST_RESET: u32 = code(0x910, RW);
 pub const IOCTL_HCABUS_RESTART: u32 = code(0x911, RW);
 pub const IOCTL_HCABUS_SET_POLICY: u32 = code(0x912, RW);
@@ -67,7 +71,7 @@ const_assert_eq!(IOCTL_HCABUS_REQUEST_RESET, 0x003B_E440);
 const_assert_eq!(IOCTL_HCABUS_INJECT_FAULT, 0x003B_E7C0);
 
 /// Every code, with its name (for tools and logs).
-pub const CODES: [(u32, &str); 10] = [
+pub const CODES: [(u32, &str); 11] = [
     (IOCTL_HCABUS_QUERY_STATE, "IOCTL_HCABUS_QUERY_STATE"),
     (IOCTL_HCABUS_LIST_CLIENTS, "IOCTL_HCABUS_LIST_CLIENTS"),
     (IOCTL_HCABUS_READ_LOG, "IOCTL_HCABUS_READ_LOG"),
@@ -78,6 +82,7 @@ pub const CODES: [(u32, &str); 10] = [
     (IOCTL_HCABUS_RESTART, "IOCTL_HCABUS_RESTART"),
     (IOCTL_HCABUS_SET_POLICY, "IOCTL_HCABUS_SET_POLICY"),
     (IOCTL_HCABUS_INJECT_FAULT, "IOCTL_HCABUS_INJECT_FAULT"),
+    (IOCTL_HCABUS_QUERY_COUNTERS, "IOCTL_HCABUS_QUERY_COUNTERS"),
 ];
 
 /// Whether `code` needs write access (its access bits include FILE_WRITE_ACCESS).
@@ -145,7 +150,8 @@ bitflags! {
 /// version may call; version 6 appended the administrator's refused requests to QUERY_STATE
 /// (`refusals` counts only the clients' since); version 7 appended to QUERY_STATE the
 /// wall-clock time of the bus's time zero, each port as `ibstat` shows it ([`PortInfoOut`])
-/// and the resets counted by reason. Every other structure is the same in all.
+/// and the resets counted by reason, and added QUERY_COUNTERS, which any version may call.
+/// Every other structure is the same in all.
 pub const ABI_VERSION: u16 = 7;
 /// The oldest version still served: a version-1 request gets the version-1 layout.
 pub const ABI_VERSION_MIN: u16 = 1;

@@ -56,6 +56,11 @@ macro_rules! report_fields {
         $crate::ibal_client::report_fields!($ty, |_c| None);
     };
     ($ty:ty, |$c:ident| $error:expr) => {
+        $crate::ibal_client::report_fields!($ty, |$c| $error, |_c| {
+            hcabus::bus::ClientCounters::default()
+        });
+    };
+    ($ty:ty, |$c:ident| $error:expr, |$k:ident| $counters:expr) => {
         impl hcabus::bus::ClientReport for $ty {
             fn name(&self) -> &str {
                 self.desc.name.as_str()
@@ -72,6 +77,10 @@ macro_rules! report_fields {
             fn error(&self) -> Option<std::string::String> {
                 let $c = self;
                 $error
+            }
+            fn counters(&self) -> hcabus::bus::ClientCounters {
+                let $k = self;
+                $counters
             }
         }
     };

@@ -684,10 +684,23 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
     }
 }
 
-crate::ibal_client::report_fields!(IpoibClient, |c| c
-    .reconnect
-    .problem()
-    .map(|p| p.to_string()));
+// A frame is its I/O: sent (completed), dropped (failed) or in the stack's queue (held).
+crate::ibal_client::report_fields!(
+    IpoibClient,
+    |c| c.reconnect.problem().map(|p| p.to_string()),
+    |c| {
+        let held = c.stack_queue.len() as u64;
+        let (completed, failed) = (c.stats.sent, c.stats.dropped);
+        let submitted = completed + failed + held;
+        hcabus::bus::ClientCounters {
+            submitted,
+            completed,
+            failed,
+            held,
+            ..Default::default()
+        }
+    }
+);
 
 /// Host LID of a port, as the peer addresses it.
 pub fn port_lid(port: u8) -> Lid {

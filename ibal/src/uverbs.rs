@@ -386,4 +386,14 @@ impl<B: ClientBus + ?Sized> Client<B> for UverbsClient {
     }
 }
 
-crate::ibal_client::report_fields!(UverbsClient, |c| c.problem.map(|p| p.to_string()));
+// A verbs call is its I/O: answered, or failed with EIO on a disassociated context.
+crate::ibal_client::report_fields!(UverbsClient, |c| c.problem.map(|p| p.to_string()), |c| {
+    let (completed, failed) = (c.stats.ops_ok, u64::from(c.stats.eio));
+    let submitted = completed + failed;
+    hcabus::bus::ClientCounters {
+        submitted,
+        completed,
+        failed,
+        ..Default::default()
+    }
+});

@@ -348,3 +348,50 @@ fn an_idle_minute_of_health_polls_is_one_record_not_sixty() {
     assert!(newest.last_at > newest.at, "first and last time kept");
     assert!(rec.coalesced() >= u64::from(reads) - 2);
 }
+
+/// QUERY_COUNTERS: the host counts its clients' I/O by kind as `rdma statistic` gives a
+/// device's counters, and every kind's accounting closes (submitted = completed + failed +
+/// held); the reset's link downs and the disks' logins are there.
+#[test]
+fn query_counters_gives_the_stacks_io_by_kind_through_a_reset() {
+    let mut host = stack::build(&stack::boot_from_san()).expect("the default stack");
+    host.run();
+    let mut input = [0u8; 8];
+    encode_empty(&mut input);
+    let (r, out) = ioctl(
+        &mut host,
+        IOCTL_HCABUS_QUERY_COUNTERS,
+        &input,
+        size_of::<CountersOut>(),
+    );
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    let c = CountersOut::decode(&out).expect("counters");
+    assert_eq!(c.source, COUNTERS_FROM_HOST);
+    let kind = |k: hcabus::types::ClientKind| c.kinds[k as usize];
+    use hcabus::types::ClientKind::{BootDisk, Ipoib, Srp, Uverbs};
+    for (k, clients) in [(BootDisk, 1), (Srp, 1), (Ipoib, 2), (Uverbs, 1)] {
+        let n = kind(k);
+        assert_eq!(n.clients, clients, "{k:?}");
+        assert!(n.completed > 0, "{k:?}: {n:?}");
+        assert_eq!(n.submitted, n.completed + n.failed + n.held, "{k:?}: {n:?}");
+    }
+    // The report agrees: the disks' I/O and logins, the network's sends and drops.
+    let io = stack::io_stats(&host);
+    let disks = kind(BootDisk).completed + kind(Srp).completed;
+    assert_eq!(
+        (disks, kind(BootDisk).failed + kind(Srp).failed),
+        (io.completed, io.failed)
+    );
+    let net = stack::net_stats(&host);
+    assert_eq!(
+        (kind(Ipoib).completed, kind(Ipoib).failed),
+        (net.sent, net.dropped)
+    );
+    assert_eq!(
+        (c.logins, c.logins_refused),
+        (4, 0),
+        "each disk logged in twice"
+    );
+    assert_eq!(c.link_downed, [1, 1], "the reset took each link down once");
+    assert_eq!((c.failovers, c.commands_moved), (0, 0), "one path each");
+}

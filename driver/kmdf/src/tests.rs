@@ -375,6 +375,15 @@ fn the_ioctl_queue_serves_the_dispatcher_with_the_handles_rights() {
     );
     assert_eq!(reply.status, NtStatus::SUCCESS);
     assert!(reply.bytes > 0);
+    // The driver hosts no clients and sees no I/O: QUERY_COUNTERS says so, never zeros.
+    let mut counters = [0u8; 512];
+    let reply = bus.device_control(
+        ioctl::IOCTL_HCABUS_QUERY_COUNTERS,
+        &state_in,
+        &mut counters,
+        read_only,
+    );
+    assert_eq!(reply.status, NtStatus::NOT_SUPPORTED);
 }
 
 #[test]

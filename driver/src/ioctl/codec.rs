@@ -241,6 +241,7 @@ pub fn input_size(code: u32) -> Option<usize> {
         | IOCTL_HCABUS_GET_POLICY
         | IOCTL_HCABUS_QUERY_HEALTH
         | IOCTL_HCABUS_READ_RESETS
+        | IOCTL_HCABUS_QUERY_COUNTERS
         | IOCTL_HCABUS_RESTART => size_of::<EmptyIn>(),
         IOCTL_HCABUS_LIST_CLIENTS => size_of::<ListClientsIn>(),
         IOCTL_HCABUS_READ_LOG => size_of::<ReadLogIn>(),
@@ -260,6 +261,7 @@ pub fn min_output(code: u32) -> usize {
         IOCTL_HCABUS_GET_POLICY => size_of::<PolicyAbi>(),
         IOCTL_HCABUS_QUERY_HEALTH => size_of::<HealthOut>(),
         IOCTL_HCABUS_READ_RESETS => size_of::<ReadResetsOut>(),
+        IOCTL_HCABUS_QUERY_COUNTERS => size_of::<CountersOut>(),
         IOCTL_HCABUS_REQUEST_RESET | IOCTL_HCABUS_RESTART => size_of::<EpochOut>(),
         _ => 0,
     }

@@ -30,6 +30,11 @@ pub trait IoctlDevice {
     fn wall_clock_unix_ms(&self) -> Option<u64> {
         None
     }
+    /// The stack's counters (QUERY_COUNTERS); `None` for a host that hosts no clients and
+    /// so sees no I/O (the KMDF driver): NOT_SUPPORTED.
+    fn counters(&self) -> Option<CountersOut> {
+        None
+    }
 }
 
 /// Who sends a request: the access the caller's handle (or socket) was granted, and where
@@ -94,6 +99,7 @@ enum Decoded<'a> {
         version: u16,
     },
     ReadResets,
+    QueryCounters,
     GetPolicy {
         version: u16,
     },
@@ -143,6 +149,7 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
         IOCTL_HCABUS_RESTART => Decoded::Restart,
         IOCTL_HCABUS_QUERY_HEALTH => Decoded::QueryHealth,
         IOCTL_HCABUS_READ_RESETS => Decoded::ReadResets,
+        IOCTL_HCABUS_QUERY_COUNTERS => Decoded::QueryCounters,
         IOCTL_HCABUS_LIST_CLIENTS => {
             let r = ListClientsIn::decode(input).ok_or(size)?;
             if r.reserved != 0 {
@@ -298,6 +305,13 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
             version,
         } => read_log(dev.coordinator(), since, max, version, out),
         Decoded::ReadResets => read_resets(dev.coordinator(), out),
+        Decoded::QueryCounters => match dev.counters() {
+            Some(c) => {
+                c.encode(out);
+                Reply::ok(size_of::<CountersOut>())
+            }
+            None => Reply::status(NtStatus::NOT_SUPPORTED),
+        },
         Decoded::GetPolicy { version } => {
             let mut full = [0u8; size_of::<PolicyAbi>()];
             PolicyAbi::from_policy(dev.coordinator().policy()).encode(&mut full);

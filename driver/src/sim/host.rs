@@ -592,4 +592,31 @@ impl IoctlDevice for SimHost {
     fn wall_clock_unix_ms(&self) -> Option<u64> {
         Some(self.wall_zero_ms? + self.now.as_us() / 1000)
     }
+
+    /// Every agent's counters by its kind, and each port's link downs: the host hosts the
+    /// clients, so it counts for them.
+    fn counters(&self) -> Option<ioctl::CountersOut> {
+        let mut out = ioctl::CountersOut {
+            source: ioctl::COUNTERS_FROM_HOST,
+            ..Default::default()
+        };
+        for agent in &self.agents {
+            let c = agent.counters();
+            if let Some(k) = out.kinds.get_mut(agent.kind() as usize) {
+                k.clients += 1;
+                k.submitted += c.submitted;
+                k.completed += c.completed;
+                k.failed += c.failed;
+                k.held += c.held;
+            }
+            out.logins += c.logins;
+            out.logins_refused += c.logins_refused;
+            out.failovers += c.failovers;
+            out.commands_moved += c.commands_moved;
+        }
+        for (port, downed) in (1..).zip(out.link_downed.iter_mut()) {
+            *downed = self.hca.ports().link_downed(port);
+        }
+        Some(out)
+    }
 }

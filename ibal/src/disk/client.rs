@@ -147,6 +147,36 @@ impl SrpClient {
         self.id.is_some() && self.disk.stats.logins > 0 && !self.login.given_up()
     }
 
+    /// Its counters now: its logins, and the I/O of its workload; a path of a multipath
+    /// disk gives its own failovers, and its first path the disk's I/O (counted once).
+    fn counters(&self) -> hcabus::bus::ClientCounters {
+        let io = |s: &IoStats| hcabus::bus::ClientCounters {
+            submitted: s.submitted,
+            completed: s.completed,
+            failed: s.failed,
+            held: s.submitted.saturating_sub(s.completed + s.failed),
+            ..Default::default()
+        };
+        let mut c = match &self.path {
+            None => io(self.workload.stats()),
+            Some(p) => {
+                let mp = p.mp.lock();
+                let path = mp.path_stats(p.index).unwrap_or_default();
+                let mut c = if p.index == 0 {
+                    io(mp.workload().stats())
+                } else {
+                    hcabus::bus::ClientCounters::default()
+                };
+                c.failovers = u64::from(path.failovers);
+                c.commands_moved = path.moved;
+                c
+            }
+        };
+        c.logins = u64::from(self.disk.stats.logins);
+        c.logins_refused = u64::from(self.disk.stats.login_retries);
+        c
+    }
+
     /// The I/O accounting: every I/O the workload is owed counts `in_flight` when this disk
     /// tracks it on a live path, `lost` otherwise.
     pub fn io_stats(&self) -> IoStats {
@@ -602,4 +632,8 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
     }
 }
 
-crate::ibal_client::report_fields!(SrpClient, |c| c.login.problem().map(|p| p.to_string()));
+crate::ibal_client::report_fields!(
+    SrpClient,
+    |c| c.login.problem().map(|p| p.to_string()),
+    |c| c.counters()
+);

@@ -222,3 +222,28 @@ fn an_injected_fault_is_recorded_accepted_or_refused() {
         ]
     );
 }
+
+#[test]
+fn query_counters_is_not_supported_by_a_device_that_counts_no_clients() {
+    let mut d = dev();
+    let (r, _) = call(
+        &mut d,
+        IOCTL_HCABUS_QUERY_COUNTERS,
+        &empty(),
+        size_of::<CountersOut>(),
+        Rights::READ,
+    );
+    assert_eq!(r.status, NtStatus::NOT_SUPPORTED);
+    let (r, _) = call(
+        &mut d,
+        IOCTL_HCABUS_QUERY_COUNTERS,
+        &empty(),
+        16,
+        Rights::READ,
+    );
+    assert_eq!(
+        r.status,
+        NtStatus::BUFFER_TOO_SMALL,
+        "the room is checked first"
+    );
+}

@@ -51,6 +51,9 @@ struct Port {
     gid: [u8; 16],
     /// What the host was last told.
     reported: Option<PortAttrs>,
+    /// Times the link went from up to down (IBA PortCounters: LinkDownedCounter), as the
+    /// host saw it on its polls.
+    downed: u64,
 }
 
 impl Port {
@@ -97,6 +100,7 @@ impl SimPorts {
                 lid: next_lid,
                 gid: default_gid(node_guid, number),
                 reported: None,
+                downed: 0,
             });
             next_lid += 1;
         }
@@ -227,12 +231,19 @@ impl SimPorts {
             };
             let attrs = self.attrs_at(&p, now);
             if p.reported != Some(attrs) {
+                let was_up = p.reported.is_some_and(|r| r.phys == PhysState::LinkUp);
                 if let Some(port) = self.ports[i].as_mut() {
                     port.reported = Some(attrs);
+                    port.downed += u64::from(was_up && attrs.phys != PhysState::LinkUp);
                 }
                 report(i as u8 + 1, attrs);
             }
         }
+    }
+
+    /// Times `port`'s link went down (0 for a port the adapter does not have).
+    pub fn link_downed(&self, port: u8) -> u64 {
+        self.port(port).map_or(0, |p| p.downed)
     }
 
     /// When a port's state next changes on its own (a cable plugged back, training or the
@@ -312,6 +323,8 @@ mod tests {
         );
         assert!(p.pull_cable(1, Instant::from_ms(4_000), Duration::from_ms(10)));
         assert_eq!(attrs(&mut p, 4_000).phys, PhysState::Polling, "no cable");
+        // Down by the reset and by the cable: LinkDownedCounter counts both, once each.
+        assert_eq!((p.link_downed(1), p.link_downed(2)), (2, 0));
     }
 
     #[test]

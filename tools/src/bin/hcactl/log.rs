@@ -240,6 +240,7 @@ fn read_dump(path: &Path) -> Result<Value, Failure> {
 /// Everything the bus can say about itself, in one JSON value.
 pub(crate) fn dump_value(bus: &mut Bus, device: Option<&str>) -> Result<Value, Failure> {
     let state = bus.state()?;
+    let counters = crate::state::fetch_counters(bus)?;
     let (total, resets) = crate::resets::fetch(bus)?;
     let policy = bus.policy()?;
     let health = crate::state::fetch_health(bus)?;
@@ -262,7 +263,7 @@ pub(crate) fn dump_value(bus: &mut Bus, device: Option<&str>) -> Result<Value, F
             "device": device,
             "taken_unix_ms": taken,
             "taken_at": clock.wall(taken),
-            "state": crate::state::status_json(&state, resets.last()),
+            "state": crate::state::status_json(&state, resets.last(), counters.as_ref()),
             "policy": crate::policy::policy_json(&policy),
             "health": crate::state::health_json(&health, &state),
             "clients": crate::clients::clients_json(&clients),

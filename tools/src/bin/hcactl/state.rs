@@ -23,6 +23,83 @@ pub(crate) fn reason_name(code: u32) -> &'static str {
     hcabus::types::ResetReason::try_from(code).map_or("-", |r| r.as_str())
 }
 
+/// The stack's counters (QUERY_COUNTERS), or nothing from a host that counts none (the KMDF
+/// driver: NOT_SUPPORTED) or a bus that predates them (version 7).
+pub(crate) fn fetch_counters(bus: &mut Bus) -> Result<Option<CountersOut>, Failure> {
+    let mut input = [0u8; 8];
+    encode_empty(&mut input);
+    match bus.call(
+        IOCTL_HCABUS_QUERY_COUNTERS,
+        &input,
+        size_of::<CountersOut>(),
+    ) {
+        Ok(out) => CountersOut::decode(&out).map(Some).ok_or_else(|| {
+            Failure::Usage(format!(
+                "a short QUERY_COUNTERS answer from the server ({} bytes, {} needed)",
+                out.len(),
+                size_of::<CountersOut>()
+            ))
+        }),
+        Err(Failure::Refused(NtStatus::NOT_SUPPORTED | NtStatus::INVALID_DEVICE_REQUEST)) => {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The client kinds with counters, by name.
+fn kinds(c: &CountersOut) -> impl Iterator<Item = (&'static str, &KindCountersOut)> + '_ {
+    c.kinds.iter().enumerate().filter_map(|(i, k)| {
+        let kind = hcabus::types::ClientKind::from_u8(u8::try_from(i).ok()?)?;
+        (k.clients > 0).then_some((kind.as_str(), k))
+    })
+}
+
+/// The stack's counters as JSON, as `rdma statistic` gives a device's.
+pub(crate) fn counters_json(c: &CountersOut) -> Value {
+    let by_kind: serde_json::Map<String, Value> = kinds(c)
+        .map(|(name, k)| {
+            let v = json!({ "clients": k.clients, "submitted": k.submitted,
+                             "completed": k.completed, "failed": k.failed, "held": k.held });
+            (name.to_string(), v)
+        })
+        .collect();
+    json!({
+        "io_by_kind": by_kind,
+        "logins": c.logins,
+        "logins_refused": c.logins_refused,
+        "failovers": c.failovers,
+        "commands_moved": c.commands_moved,
+        "link_downed": c.link_downed.iter().zip(1u8..)
+            .map(|(n, port)| json!({ "port": port, "count": n })).collect::<Vec<_>>(),
+    })
+}
+
+/// The stack's counters as lines.
+fn counters_lines(c: &CountersOut) -> Vec<String> {
+    let io: Vec<String> = kinds(c)
+        .map(|(name, k)| {
+            format!(
+                "{name} {} completed, {} failed, {} held",
+                k.completed, k.failed, k.held
+            )
+        })
+        .collect();
+    let mut lines = vec![format!("io           {}", io.join("; "))];
+    lines.push(format!(
+        "paths        {} login(s), {} refused; {} failover(s), {} command(s) moved",
+        c.logins, c.logins_refused, c.failovers, c.commands_moved
+    ));
+    let links: Vec<String> = c
+        .link_downed
+        .iter()
+        .zip(1u8..)
+        .map(|(n, port)| format!("port {port} {n}"))
+        .collect();
+    lines.push(format!("links down   {}", links.join(", ")));
+    lines
+}
+
 /// The bus's history, or nothing from a bus that predates READ_RESETS (version 5).
 fn newest_reset(bus: &mut Bus) -> Result<Option<ResetSummaryOut>, Failure> {
     match crate::resets::fetch(bus) {
@@ -32,7 +109,11 @@ fn newest_reset(bus: &mut Bus) -> Result<Option<ResetSummaryOut>, Failure> {
     }
 }
 
-pub(crate) fn status_json(s: &StateOut, last: Option<&ResetSummaryOut>) -> Value {
+pub(crate) fn status_json(
+    s: &StateOut,
+    last: Option<&ResetSummaryOut>,
+    counters: Option<&CountersOut>,
+) -> Value {
     let fw = fw_version(s);
     let clock = Clock::of(s);
     let opt = |v: u64| (v != NONE_U64).then_some(v);
@@ -82,6 +163,8 @@ pub(crate) fn status_json(s: &StateOut, last: Option<&ResetSummaryOut>) -> Value
         "last_reset": last.map(|r| crate::resets::summary_json(r, &clock)).or(fallback),
         "log_next_seq": s.log_next_seq,
         "ports": ports_json(s),
+        // What the stack above the bus did (QUERY_COUNTERS); null where the host counts none.
+        "stack": counters.map(counters_json),
     })
 }
 
@@ -128,8 +211,9 @@ fn fw_version(s: &StateOut) -> (u64, u64, u64) {
 pub(crate) fn status(bus: &mut Bus, as_json: bool, compact: bool) -> Outcome {
     let s = bus.state()?;
     let last = newest_reset(bus)?;
+    let counters = fetch_counters(bus)?;
     if as_json {
-        let v = document("status", status_json(&s, last.as_ref()));
+        let v = document("status", status_json(&s, last.as_ref(), counters.as_ref()));
         if compact {
             say!("{v}");
         } else {
@@ -205,6 +289,9 @@ pub(crate) fn status(bus: &mut Bus, as_json: bool, compact: bool) -> Outcome {
             us(s.last_hw_reset_us),
             us(s.last_restore_us)
         ),
+    }
+    for line in counters.iter().flat_map(counters_lines) {
+        say!("{line}");
     }
     say!("log          next sequence {}", s.log_next_seq);
     Ok(())

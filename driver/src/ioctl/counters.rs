@@ -1,0 +1,62 @@
+//! QUERY_COUNTERS (version 7): what the stack above the bus did, per client kind, as
+//! `rdma statistic` gives a device's counters. The bus sees no I/O itself; a host that hosts
+//! the clients (the simulator) counts for them, and one that does not answers NOT_SUPPORTED.
+
+use core::mem::{offset_of, size_of};
+
+use static_assertions::const_assert_eq;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::types::MAX_PORTS;
+
+/// Slots of `CountersOut::kinds`: index is the `ClientKind` number (0 unused), with room
+/// to grow.
+pub const KIND_SLOTS: usize = 8;
+
+/// One client kind's I/O.
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
+pub struct KindCountersOut {
+    /// Clients of this kind the host counts for.
+    pub clients: u32,
+    pub reserved: u32,
+    /// I/O the clients were given (a disk's commands, IPoIB's frames, user verbs' calls).
+    pub submitted: u64,
+    pub completed: u64,
+    /// Failed upward (a disk's, to the file system; a frame dropped; a call's EIO).
+    pub failed: u64,
+    /// Held now: accepted and not yet completed (waiting out a reset or a path).
+    pub held: u64,
+}
+const_assert_eq!(size_of::<KindCountersOut>(), 40);
+const_assert_eq!(offset_of!(KindCountersOut, submitted), 8);
+
+/// Output of QUERY_COUNTERS.
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
+)]
+pub struct CountersOut {
+    /// [`COUNTERS_FROM_HOST`]: the host counted its clients' I/O.
+    pub source: u32,
+    pub reserved: u32,
+    pub kinds: [KindCountersOut; KIND_SLOTS],
+    /// SRP logins that succeeded, and those the targets refused (each retried).
+    pub logins: u64,
+    pub logins_refused: u64,
+    /// Times a path went down with commands that another path took over.
+    pub failovers: u64,
+    /// Commands taken off a path and re-issued on another.
+    pub commands_moved: u64,
+    /// Per port, the times its link went down (IBA PortCounters: LinkDownedCounter).
+    pub link_downed: [u64; MAX_PORTS as usize],
+}
+const_assert_eq!(size_of::<CountersOut>(), 376);
+const_assert_eq!(offset_of!(CountersOut, kinds), 8);
+const_assert_eq!(offset_of!(CountersOut, logins), 328);
+const_assert_eq!(offset_of!(CountersOut, link_downed), 360);
+
+/// `CountersOut::source`: the host counted its clients.
+pub const COUNTERS_FROM_HOST: u32 = 1;
