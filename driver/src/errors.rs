@@ -1,8 +1,6 @@
 //! One small error enum per bus operation (docs/design.md §3), each with a stable refusal code for the
 //! flight recorder and the IOCTL layer.
 
-use core::fmt;
-
 wire_enum! {
     /// Why a call was refused, as recorded; stable numbers (they are encoded in records).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,22 +37,14 @@ pub enum LookupError {
 macro_rules! op_error {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $var:ident => ($code:ident, $msg:literal)),+ $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum $name { $($(#[$vm])* $var),+ }
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+        pub enum $name { $($(#[$vm])* #[error($msg)] $var),+ }
 
         impl $name {
             pub const fn code(self) -> RefusalCode {
                 match self { $($name::$var => RefusalCode::$code),+ }
             }
         }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(match self { $($name::$var => $msg),+ })
-            }
-        }
-
-        impl core::error::Error for $name {}
 
         impl From<$name> for RefusalCode {
             fn from(e: $name) -> Self {
@@ -172,18 +162,9 @@ from_lookup!(
 );
 
 /// Why a port report from the hardware was not taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PortError {
     /// Ports are numbered 1..=MAX_PORTS.
+    #[error("ports are numbered 1 to {}", crate::MAX_PORTS)]
     NoSuchPort,
 }
-
-impl fmt::Display for PortError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PortError::NoSuchPort => write!(f, "ports are numbered 1 to {}", crate::MAX_PORTS),
-        }
-    }
-}
-
-impl core::error::Error for PortError {}

@@ -4,8 +4,6 @@
 //! [`Hca`] with [`execute`] and hands back the [`HwCompletion`]. That keeps the core sans-IO
 //! and lets the same sequence drive `SimHca`, a fake in a unit test, or real registers.
 
-use core::fmt;
-
 use crate::time::Duration;
 
 /// What identifies one physical adapter across a reset.
@@ -39,30 +37,21 @@ impl Identity {
 }
 
 /// A hardware operation failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum HwError {
     /// The device answered with an error or all-ones.
+    #[error("device error")]
     DeviceError,
     /// The device is not on the bus.
+    #[error("device absent")]
     Absent,
     /// The operation is not available on this device.
+    #[error("not supported")]
     Unsupported,
     /// A bounded wait inside one step ran out (a semaphore never free, a command never done).
+    #[error("bounded wait ran out")]
     Timeout,
 }
-
-impl fmt::Display for HwError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            HwError::DeviceError => "device error",
-            HwError::Absent => "device absent",
-            HwError::Unsupported => "not supported",
-            HwError::Timeout => "bounded wait ran out",
-        })
-    }
-}
-
-impl core::error::Error for HwError {}
 
 /// Result of a readiness probe after reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,5 @@
 //! Reset policy: deadlines, windows and limits, with the defaults of docs/design.md §5.
 
-use core::fmt;
-
 use crate::time::Duration;
 
 /// Upper bound of `max_auto_resets`: the storm window keeps one start time per allowed reset
@@ -73,39 +71,23 @@ impl Default for Policy {
 }
 
 /// A policy value that was refused; names the field so a person can fix it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("policy field `{field}`: {problem}")]
 pub struct PolicyError {
     pub field: &'static str,
     pub problem: &'static str,
 }
 
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "policy field `{}`: {}", self.field, self.problem)
-    }
-}
-
-impl core::error::Error for PolicyError {}
-
 /// A `key=value` that does not set a policy field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SetKeyError {
     /// Not one of [`Policy::KEYS`].
+    #[error("unknown policy key")]
     UnknownKey,
     /// Too large for the field (a count above 255, a flag other than 0 or 1).
+    #[error("value out of range for this key")]
     OutOfRange,
 }
-
-impl fmt::Display for SetKeyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SetKeyError::UnknownKey => "unknown policy key",
-            SetKeyError::OutOfRange => "value out of range for this key",
-        })
-    }
-}
-
-impl core::error::Error for SetKeyError {}
 
 impl Policy {
     /// Every key, as the scenario format, hcactl and the driver's registry Parameters name

@@ -8,8 +8,6 @@
 //! Every method is short and never blocks: commands that a real device answers through a
 //! mailbox are modelled as completing at once, so a host decides where it may call them.
 
-use core::fmt;
-
 use bitflags::bitflags;
 
 /// Protection domain number.
@@ -158,39 +156,30 @@ pub struct Cqe {
 }
 
 /// A verbs command failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum VerbsError {
     /// The device is in reset, in a catastrophic error, or its commands time out.
+    #[error("device error")]
     DeviceError,
     /// The device is not on the bus.
+    #[error("device absent")]
     Absent,
     /// A table or queue is full.
+    #[error("no resources")]
     NoResources,
     /// No such object on the device (destroyed, or forgotten by a reset).
+    #[error("no such object on the device")]
     InvalidHandle,
     /// The object is not in a state that allows the call.
+    #[error("object in the wrong state")]
     InvalidState,
     /// A requested memory key is taken or malformed.
+    #[error("memory key unavailable")]
     KeyUnavailable,
     /// A buffer or key does not belong to the caller's protection domain or memory.
+    #[error("invalid argument")]
     InvalidArgument,
 }
-
-impl fmt::Display for VerbsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            VerbsError::DeviceError => "device error",
-            VerbsError::Absent => "device absent",
-            VerbsError::NoResources => "no resources",
-            VerbsError::InvalidHandle => "no such object on the device",
-            VerbsError::InvalidState => "object in the wrong state",
-            VerbsError::KeyUnavailable => "memory key unavailable",
-            VerbsError::InvalidArgument => "invalid argument",
-        })
-    }
-}
-
-impl core::error::Error for VerbsError {}
 
 /// The verbs of one adapter.
 pub trait Verbs {

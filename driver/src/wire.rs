@@ -3,22 +3,13 @@
 //! line, and the conversions both ways are generated from that line, so the recorder's
 //! decoder, the IOCTL dispatcher and the tools can never disagree on a table.
 
-use core::fmt;
-
 /// A number that names no variant of a wire enum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{value} is not a {enum_name}")]
 pub struct UnknownValue {
     pub enum_name: &'static str,
     pub value: u32,
 }
-
-impl fmt::Display for UnknownValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} is not a {}", self.value, self.enum_name)
-    }
-}
-
-impl core::error::Error for UnknownValue {}
 
 /// Declares a `#[repr(u8)]` enum with its wire number and its name per variant, and
 /// generates `ALL`, `COUNT`, `as_str`, `parse`, `from_u8`, `TryFrom<u32>` and `Display`.

@@ -101,7 +101,8 @@ fn user_verbs() -> Needs {
 }
 
 /// A client the stack cannot serve, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("client {client}{}: {message}", key.map_or(String::new(), |k| format!(" `{k}`")))]
 pub struct BudgetError {
     /// Index into [`StackSetup::clients`].
     pub client: usize,
@@ -110,17 +111,6 @@ pub struct BudgetError {
     pub key: Option<&'static str>,
     pub message: String,
 }
-
-impl core::fmt::Display for BudgetError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self.key {
-            Some(k) => write!(f, "client {} `{k}`: {}", self.client, self.message),
-            None => write!(f, "client {}: {}", self.client, self.message),
-        }
-    }
-}
-
-impl core::error::Error for BudgetError {}
 
 /// Checks that every client of `setup` fits the adapter and the access layer, in the order
 /// they start (what runs out is charged to the first client that would not get it).

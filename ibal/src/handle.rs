@@ -56,31 +56,33 @@ pub type AhHandle = Handle<kind::Ah>;
 
 /// The handle names a resource the hardware no longer has: released for a reset, or made
 /// in an older epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("stale handle: {}", self.why())]
 pub struct StaleHandle {
     pub made_in: Epoch,
     pub current: Epoch,
 }
 
-impl fmt::Display for StaleHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.made_in == self.current {
-            write!(
-                f,
-                "stale handle: its resource was released for a reset in {}",
-                self.current
-            )
-        } else {
-            write!(
-                f,
-                "stale handle: made in {} but the hardware is in {}",
-                self.made_in, self.current
-            )
-        }
+impl StaleHandle {
+    /// Why, as the message says it: released in this epoch, or made in an older one.
+    fn why(&self) -> StaleWhy {
+        StaleWhy(*self)
     }
 }
 
-impl core::error::Error for StaleHandle {}
+#[derive(Debug)]
+struct StaleWhy(StaleHandle);
+
+impl fmt::Display for StaleWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let StaleHandle { made_in, current } = self.0;
+        if made_in == current {
+            write!(f, "its resource was released for a reset in {current}")
+        } else {
+            write!(f, "made in {made_in} but the hardware is in {current}")
+        }
+    }
+}
 
 /// A consumer of the access layer (a ULP, a user-verbs context provider).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

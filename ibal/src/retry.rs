@@ -5,8 +5,6 @@
 //! target, docs/design.md §7), up to a deadline, and giving up leaves a [`ClientProblem`] that the
 //! report shows next to the client.
 
-use core::fmt;
-
 use hcabus::errors::RegisterError;
 use hcabus::{Duration, Instant};
 use rand::Rng;
@@ -154,54 +152,32 @@ impl Connector {
 }
 
 /// Why a client is not doing its job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ClientProblem {
     /// The adapter's DMA memory was spent before this client reserved its own.
+    #[error("no DMA memory left for its {bytes} bytes")]
     NoDmaMemory { bytes: u64 },
     /// The access layer refused to open a consumer for it.
+    #[error("the access layer refused it: {0}")]
     NoConsumer(OpenError),
     /// The bus refused its registration.
+    #[error("the bus refused its registration: {0}")]
     NotRegistered(RegisterError),
     /// Its connect or login is being refused; it backs off and tries again.
+    #[error("{what} refused {attempts} times, retrying (last: {last})")]
     Retrying {
         what: &'static str,
         attempts: u32,
         last: CreateError,
     },
     /// Its connect or login was refused for good, or until the deadline passed.
+    #[error("{what} gave up after {attempts} refusals (last: {last})")]
     GaveUp {
         what: &'static str,
         attempts: u32,
         last: CreateError,
     },
 }
-
-impl fmt::Display for ClientProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientProblem::NoDmaMemory { bytes } => {
-                write!(f, "no DMA memory left for its {bytes} bytes")
-            }
-            ClientProblem::NoConsumer(e) => write!(f, "the access layer refused it: {e}"),
-            ClientProblem::NotRegistered(e) => write!(f, "the bus refused its registration: {e}"),
-            ClientProblem::Retrying {
-                what,
-                attempts,
-                last,
-            } => write!(
-                f,
-                "{what} refused {attempts} times, retrying (last: {last})"
-            ),
-            ClientProblem::GaveUp {
-                what,
-                attempts,
-                last,
-            } => write!(f, "{what} gave up after {attempts} refusals (last: {last})"),
-        }
-    }
-}
-
-impl core::error::Error for ClientProblem {}
 
 #[cfg(test)]
 mod tests {

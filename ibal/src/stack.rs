@@ -85,35 +85,26 @@ pub struct StackSetup {
 }
 
 /// Why a stack could not be built.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {
+    #[error("policy: {0}")]
     Policy(PolicyError),
     /// A client name is empty or longer than the bus allows.
+    #[error("client name {0:?} is empty or too long")]
     BadName(String),
     /// A client that uses verbs, in a host without the access layer.
+    #[error("client {0:?} needs the access layer (ibal)")]
     NeedsIbal(String),
     /// A client the adapter or the access layer cannot serve.
+    #[error("{0}")]
     Budget(crate::budget::BudgetError),
     /// A disk path whose disk does not exist (or a path in a host of one adapter).
+    #[error("client {0:?} is a path of no disk")]
     NoSuchDisk(String),
     /// The adapters could not be put in one host.
+    #[error("{0}")]
     Adapters(hcabus::sim::MultiHostError),
 }
-
-impl core::fmt::Display for BuildError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            BuildError::Policy(e) => write!(f, "policy: {e}"),
-            BuildError::BadName(n) => write!(f, "client name {n:?} is empty or too long"),
-            BuildError::NeedsIbal(n) => write!(f, "client {n:?} needs the access layer (ibal)"),
-            BuildError::Budget(e) => write!(f, "{e}"),
-            BuildError::NoSuchDisk(n) => write!(f, "client {n:?} is a path of no disk"),
-            BuildError::Adapters(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl core::error::Error for BuildError {}
 
 /// Builds the host with IBAL and every client of `setup`.
 pub fn build(setup: &StackSetup) -> Result<SimHost, BuildError> {

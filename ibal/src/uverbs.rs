@@ -55,33 +55,24 @@ pub struct CtxHandle {
 }
 
 /// What a user-verbs call returns instead of success.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum UverbsError {
     /// EIO: the context was disassociated by a reset; close it and open a new one.
+    #[error("EIO: context disassociated by a device reset")]
     DeviceReset,
     /// EAGAIN: a reset is under way; open again later.
+    #[error("EAGAIN: device resetting")]
     Resetting,
     /// ENODEV: the device failed or is gone.
+    #[error("ENODEV: device failed or removed")]
     DeviceGone,
     /// EMFILE: every context slot is taken.
+    #[error("EMFILE: no context slot free")]
     NoResources,
     /// EBADF: not an open context.
+    #[error("EBADF: not an open context")]
     BadHandle,
 }
-
-impl core::fmt::Display for UverbsError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            UverbsError::DeviceReset => "EIO: context disassociated by a device reset",
-            UverbsError::Resetting => "EAGAIN: device resetting",
-            UverbsError::DeviceGone => "ENODEV: device failed or removed",
-            UverbsError::NoResources => "EMFILE: no context slot free",
-            UverbsError::BadHandle => "EBADF: not an open context",
-        })
-    }
-}
-
-impl core::error::Error for UverbsError {}
 
 fn open_error(e: CreateError) -> UverbsError {
     match e {

@@ -2,19 +2,10 @@
 //! anything short or out of range is an error naming the request, never an index out of
 //! bounds.
 
-use std::fmt;
-
 /// An answer that is too short or does not make sense.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct BadAnswer(String);
-
-impl fmt::Display for BadAnswer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadAnswer {}
 
 /// The output bytes of one request, named for the errors.
 #[derive(Debug, Clone, Copy)]

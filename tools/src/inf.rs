@@ -5,7 +5,6 @@
 pub mod rules;
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// One `key = value, value` line (or a line of bare values), continuations joined.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,19 +75,12 @@ impl Inf {
 }
 
 /// Why a file is not an INF at all.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
 pub struct ParseError {
     pub line: usize,
     pub problem: &'static str,
 }
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.problem)
-    }
-}
-
-impl std::error::Error for ParseError {}
 
 /// A logical line: its first physical line and its text, comments removed, continuations
 /// joined.

@@ -4,8 +4,6 @@
 //! what serde cannot know (a key that does not apply to a client's kind, a port the adapter
 //! does not have, an event after the end) is checked here, and every refusal names the key.
 
-use std::fmt;
-
 use hcabus::sim::{Behavior, Fault, FaultArgs, SimHcaConfig, SimSetup};
 use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
 use hcabus::{Duration, Identity, Instant, Policy};
@@ -21,24 +19,13 @@ mod multi;
 use keys::{Client, EventKeys, File, Hca, NumOrText, PolicyKeys};
 
 /// A scenario the format refused, with the key at fault.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", if key.is_empty() { String::new() } else { format!("key `{key}`: ") })]
 pub struct ScenarioError {
     /// The key, as a path (`clients[2].iops`), or empty for a syntax error.
     pub key: String,
     pub message: String,
 }
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "key `{}`: {}", self.key, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ScenarioError {}
 
 fn err(key: impl Into<String>, message: impl Into<String>) -> ScenarioError {
     ScenarioError {

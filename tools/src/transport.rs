@@ -27,26 +27,17 @@ pub struct RequestFrame {
 }
 
 /// Why a request frame was refused; the server closes the connection on any of these.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum FrameError {
+    #[error("wrong magic 0x{0:08X}")]
     BadMagic(u32),
+    #[error("input of {0} bytes exceeds 64 KiB")]
     InputTooLarge(u32),
+    #[error("truncated frame")]
     Truncated,
+    #[error("{0}")]
     Io(io::Error),
 }
-
-impl std::fmt::Display for FrameError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FrameError::BadMagic(m) => write!(f, "wrong magic 0x{m:08X}"),
-            FrameError::InputTooLarge(n) => write!(f, "input of {n} bytes exceeds 64 KiB"),
-            FrameError::Truncated => f.write_str("truncated frame"),
-            FrameError::Io(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for FrameError {}
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut v = [0u8; 4];

@@ -40,27 +40,12 @@ pub struct FdoSetup {
 }
 
 /// Why EvtDriverDeviceAdd refused a function.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AddError {
     /// Not a ConnectX function this driver knows.
+    #[error("PCI {vendor_id:04x}:{device_id:04x} is not a supported ConnectX")]
     Unsupported { vendor_id: u16, device_id: u16 },
 }
-
-impl core::fmt::Display for AddError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            AddError::Unsupported {
-                vendor_id,
-                device_id,
-            } => write!(
-                f,
-                "PCI {vendor_id:04x}:{device_id:04x} is not a supported ConnectX"
-            ),
-        }
-    }
-}
-
-impl core::error::Error for AddError {}
 
 /// EvtDriverDeviceAdd: the FDO of the `instance`th HCA with these PCI ids.
 pub fn device_add(vendor_id: u16, device_id: u16, instance: u32) -> Result<FdoSetup, AddError> {
@@ -192,27 +177,18 @@ pub struct BusConfig {
 }
 
 /// Why EvtDevicePrepareHardware failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PrepareError {
     /// A kernel call failed: the registers, the child list, or a lock KMDF could not create.
+    #[error("{0}")]
     Platform(PlatformError),
     /// The bus could not be built on the device (its identity, the policy).
+    #[error("{0}")]
     Bus(NewError),
     /// More ports than the child list names (1..=2).
+    #[error("{0} ports: the bus enumerates 1 or 2")]
     Ports(u8),
 }
-
-impl core::fmt::Display for PrepareError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            PrepareError::Platform(e) => write!(f, "{e}"),
-            PrepareError::Bus(e) => write!(f, "{e}"),
-            PrepareError::Ports(n) => write!(f, "{n} ports: the bus enumerates 1 or 2"),
-        }
-    }
-}
-
-impl core::error::Error for PrepareError {}
 
 impl From<NewError> for PrepareError {
     fn from(e: NewError) -> Self {

@@ -43,26 +43,17 @@ pub(super) struct Core<C> {
 }
 
 /// Why the bus could not be built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum NewError {
     /// The device did not give its identity.
+    #[error("cannot read the device identity: {0}")]
     Hardware(HwError),
+    #[error("invalid policy: {0}")]
     Policy(PolicyError),
     /// A lock the platform could not create.
+    #[error("{0}")]
     Platform(PlatformError),
 }
-
-impl core::fmt::Display for NewError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            NewError::Hardware(e) => write!(f, "cannot read the device identity: {e}"),
-            NewError::Policy(e) => write!(f, "invalid policy: {e}"),
-            NewError::Platform(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl core::error::Error for NewError {}
 
 /// The bus of one HCA: on Windows from EvtDevicePrepareHardware to EvtDeviceReleaseHardware.
 pub struct Bus<P: Platform> {

@@ -77,24 +77,15 @@ pub trait Platform: Sized {
 }
 
 /// A system call that failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PlatformError {
     /// No memory BAR among the translated resources, or mapping it failed.
+    #[error("no memory BAR to map")]
     NoRegisters,
     /// The PCI bus interface for config space was not given.
+    #[error("no PCI bus interface for config space")]
     NoConfigSpace,
     /// A system call returned this NTSTATUS.
+    #[error("system call failed: 0x{0:08X}")]
     Status(u32),
 }
-
-impl core::fmt::Display for PlatformError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            PlatformError::NoRegisters => f.write_str("no memory BAR to map"),
-            PlatformError::NoConfigSpace => f.write_str("no PCI bus interface for config space"),
-            PlatformError::Status(s) => write!(f, "system call failed: 0x{s:08X}"),
-        }
-    }
-}
-
-impl core::error::Error for PlatformError {}

@@ -62,25 +62,33 @@ pub const MAX_BUSY_LOGINS: u32 = 10_000;
 pub const MAX_RESET_FAILS: u32 = 64;
 
 /// A fault's field out of the range the fault takes it in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.range())]
 pub struct FaultFieldError {
     pub field: &'static str,
     pub min: u32,
     pub max: u32,
 }
 
-impl core::fmt::Display for FaultFieldError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        // The range only: a caller names the field its own way (a scenario key, an option).
-        if self.max == 0 {
-            f.write_str("not taken by this fault")
-        } else {
-            write!(f, "must be between {} and {}", self.min, self.max)
-        }
+impl FaultFieldError {
+    /// The range only: a caller names the field its own way (a scenario key, an option).
+    fn range(&self) -> RangeText {
+        RangeText(self.min, self.max)
     }
 }
 
-impl core::error::Error for FaultFieldError {}
+/// "must be between MIN and MAX", or "not taken by this fault" for 0..=0.
+#[derive(Debug)]
+struct RangeText(u32, u32);
+
+impl core::fmt::Display for RangeText {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.1 {
+            0 => f.write_str("not taken by this fault"),
+            max => write!(f, "must be between {} and {max}", self.0),
+        }
+    }
+}
 
 /// A fault as INJECT_FAULT asks for it, checked against every rule that needs no device:
 /// each field the fault does not take is 0.

@@ -30,24 +30,15 @@ pub struct MultiHost {
 }
 
 /// Why the adapters could not be put together.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MultiHostError {
     /// No adapter at all.
+    #[error("a host needs at least one adapter")]
     Empty,
     /// Two adapters of one name.
+    #[error("two adapters are called {0:?}")]
     DuplicateName(String),
 }
-
-impl core::fmt::Display for MultiHostError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            MultiHostError::Empty => f.write_str("a host needs at least one adapter"),
-            MultiHostError::DuplicateName(n) => write!(f, "two adapters are called {n:?}"),
-        }
-    }
-}
-
-impl core::error::Error for MultiHostError {}
 
 impl MultiHost {
     /// Puts `hosts` (adapter name, its host) on one clock. The run ends at the latest end.

@@ -37,23 +37,14 @@ impl SimDevice for MmioHca<FakeConnectX> {
 }
 
 /// Why a stepper could not start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StepperError {
+    #[error("invalid policy: {0}")]
     Policy(PolicyError),
     /// The device did not give its identity.
+    #[error("cannot read the device identity: {0}")]
     Hardware(HwError),
 }
-
-impl std::fmt::Display for StepperError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StepperError::Policy(e) => write!(f, "invalid policy: {e}"),
-            StepperError::Hardware(e) => write!(f, "cannot read the device identity: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for StepperError {}
 
 #[derive(Debug)]
 pub struct Stepper<H: SimDevice = SimHca> {

@@ -41,24 +41,15 @@ pub trait EventCallback<S: Threads = StdThreads>: Send + Sync {
 pub type Callback<S = StdThreads> = Arc<dyn EventCallback<S>>;
 
 /// Why the threaded host could not start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StartError {
     /// The bus could not be built on the device (its identity, the policy).
+    #[error("{0}")]
     Bus(NewError),
     /// The timer thread could not be spawned.
+    #[error("cannot spawn the timer thread")]
     TimerThread,
 }
-
-impl std::fmt::Display for StartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StartError::Bus(e) => write!(f, "{e}"),
-            StartError::TimerThread => f.write_str("cannot spawn the timer thread"),
-        }
-    }
-}
-
-impl std::error::Error for StartError {}
 
 /// A mutex as the bus's spin lock and the hardware's wait lock.
 pub struct ThreadLock<S: Threads, T: Send>(S::Mutex<T>);

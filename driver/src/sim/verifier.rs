@@ -7,7 +7,6 @@
 //! compares an allocation probe before and after each raised section.
 
 use core::cell::Cell;
-use core::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The interrupt request levels the model distinguishes.
@@ -48,18 +47,11 @@ pub fn raise_to_dispatch() -> Raised {
 }
 
 /// A blocking call was attempted at DISPATCH_LEVEL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{what} would block at DISPATCH_LEVEL")]
 pub struct BlockAtDispatch {
     pub what: &'static str,
 }
-
-impl fmt::Display for BlockAtDispatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} would block at DISPATCH_LEVEL", self.what)
-    }
-}
-
-impl std::error::Error for BlockAtDispatch {}
 
 /// Called by every blocking primitive of the hosts before it blocks.
 pub fn check_may_block(what: &'static str) -> Result<(), BlockAtDispatch> {

@@ -35,12 +35,15 @@ extern "C" fn KeQuerySystemTimePrecise(time: PLARGE_INTEGER) {
             "KeQuerySystemTimePrecise",
             "a NULL time",
         );
-        return;
     }
     let since_1601 =
         (MODEL_TIME_ZERO_UNIX_MS + 11_644_473_600_000) * 10_000 + with(|k| k.now_us) * 10;
-    // SAFETY: `time` is not NULL and the caller's LARGE_INTEGER lives for the call.
-    unsafe { (*time).QuadPart = since_1601 as i64 };
+    let now = LARGE_INTEGER {
+        QuadPart: since_1601 as i64,
+    };
+    // SAFETY: `time` is not NULL (a NULL one stopped above) and the caller's LARGE_INTEGER
+    // lives for the call.
+    unsafe { time.write(now) };
 }
 
 #[unsafe(no_mangle)]
