@@ -125,6 +125,13 @@ impl Coordinator {
         Ok(())
     }
 
+    /// An administrator's request refused before it could act (a policy for a device that
+    /// is gone): recorded and counted as the administrator's.
+    pub fn refuse_admin(&mut self, now: Instant, call: Call, code: RefusalCode) {
+        self.advance(now);
+        self.refused(None, call, code, |c| c);
+    }
+
     /// Who the records written from now on are for: a host sets the administrator whose
     /// request it serves, and [`Actor::Nobody`] once it is served.
     pub fn set_actor(&mut self, actor: Actor) {

@@ -4,6 +4,7 @@
 use super::codec::*;
 use super::*;
 use crate::coordinator::Coordinator;
+use crate::errors::RefusalCode;
 use crate::policy::{Policy, PolicyError};
 use crate::recorder::RECORD_V4_BYTES;
 use crate::types::{Actor, State};
@@ -264,18 +265,44 @@ pub fn dispatch<D: IoctlDevice + ?Sized>(
     if output.len() < min_output_of(code, version) {
         return Reply::status(NtStatus::BUFFER_TOO_SMALL);
     }
-    // A removed device takes no orders: every write code is refused alike (docs/ioctl.md),
-    // so no policy or fault lands on a device that is gone.
-    if needs_write(code) && dev.coordinator().state() == State::Removed {
-        return Reply::status(NtStatus::INVALID_DEVICE_REQUEST);
-    }
     if !needs_write(code) {
         return act(dev, request, output);
     }
     dev.coordinator().set_actor(caller.actor());
-    let reply = act(dev, request, output);
+    let reply = if dev.coordinator().state() == State::Removed {
+        refuse_removed(dev, request)
+    } else {
+        act(dev, request, output)
+    };
     dev.coordinator().set_actor(Actor::Nobody);
     reply
+}
+
+/// A removed device takes no orders: every write code is refused alike (docs/ioctl.md), so
+/// no policy or fault lands on a device that is gone; each refusal is recorded and counted
+/// as the administrator's, like any other.
+fn refuse_removed<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>) -> Reply {
+    let now = dev.now();
+    let coord = dev.coordinator();
+    match request {
+        // The coordinator refuses these itself (DeviceRemoved), recorded and counted.
+        Decoded::Reset { mode, reason } => {
+            let _ = coord.admin_reset_because(now, mode, reason);
+        }
+        Decoded::Restart => {
+            let _ = coord.admin_restart(now);
+        }
+        Decoded::SetPolicy { .. } => {
+            coord.refuse_admin(
+                now,
+                crate::types::Call::SetPolicy,
+                RefusalCode::DeviceRemoved,
+            );
+        }
+        Decoded::InjectFault(fault) => coord.fault_injected(now, &fault, false),
+        _ => {}
+    }
+    Reply::status(NtStatus::INVALID_DEVICE_REQUEST)
 }
 
 fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8]) -> Reply {

@@ -247,3 +247,50 @@ fn query_counters_is_not_supported_by_a_device_that_counts_no_clients() {
         "the room is checked first"
     );
 }
+
+#[test]
+fn every_order_to_a_removed_device_is_refused_recorded_and_counted_as_the_administrators() {
+    let mut d = dev();
+    d.coord.surprise_removal(d.now);
+    while d.coord.pop_action().is_some() {}
+    let before = d.coord.counters().admin_refusals;
+    let seq = d.coord.recorder().next_seq();
+    let mut inject = vec![0u8; size_of::<InjectFaultIn>()];
+    encode_inject_fault(&FaultRequest::new(FaultCode::Catastrophic, 0), &mut inject);
+    let requests: [(u32, Vec<u8>); 4] = [
+        (IOCTL_HCABUS_REQUEST_RESET, reset_in(0)),
+        (IOCTL_HCABUS_RESTART, empty()),
+        (IOCTL_HCABUS_SET_POLICY, policy_in(&Policy::default())),
+        (IOCTL_HCABUS_INJECT_FAULT, inject),
+    ];
+    for (code, input) in &requests {
+        let r = dispatch(&mut d, *code, input, &mut [0u8; 128], ADMIN);
+        assert_eq!(r.status, NtStatus::INVALID_DEVICE_REQUEST, "{code:#x}");
+    }
+    assert_eq!(
+        d.coord.counters().admin_refusals,
+        before + 3,
+        "reset, restart, policy"
+    );
+    let said: Vec<(String, Actor)> = d
+        .coord
+        .recorder()
+        .since(seq)
+        .filter(|r| !matches!(r.kind, RecordKind::Call { .. }))
+        .map(|r| (r.what().to_string(), r.by))
+        .collect();
+    let by = ADMIN.actor();
+    assert_eq!(
+        said,
+        [
+            ("admin_reset refused: device removed".into(), by),
+            ("admin_restart refused: device removed".into(), by),
+            ("set_policy refused: device removed".into(), by),
+            (
+                "fault catastrophic injected: refused by the device".into(),
+                by
+            ),
+        ]
+    );
+    assert_eq!(d.coord.state(), State::Removed, "nothing landed");
+}
