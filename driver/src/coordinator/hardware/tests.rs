@@ -4,7 +4,7 @@
 use std::vec::Vec;
 
 use crate::coordinator::{AdminReset, Config, TimerId};
-use crate::hca::{Hca, HealthSample, HwError, Identity, Readiness};
+use crate::hca::{Hca, HealthSample, HwError, HwStep, Identity, Readiness};
 use crate::policy::Policy;
 use crate::sim::hca::{SimHca, SimHcaConfig};
 use crate::sim::stepper::{SimDevice, Stepper};
@@ -12,15 +12,19 @@ use crate::time::{Duration, Instant};
 use crate::types::*;
 
 /// A SimHca that names a settle time after each assert, as the register-level ConnectX
-/// reset does.
+/// reset does, and whose config save may fail.
 struct Settling {
     hca: SimHca,
     settle: Duration,
+    save: Option<HwError>,
 }
 
 impl Hca for Settling {
     fn save_config(&mut self) -> Result<(), HwError> {
-        self.hca.save_config()
+        match self.save {
+            Some(e) => Err(e),
+            None => self.hca.save_config(),
+        }
     }
     fn restore_config(&mut self) -> Result<(), HwError> {
         self.hca.restore_config()
@@ -161,6 +165,7 @@ fn a_device_that_names_its_settle_is_left_alone_until_it_is_over() {
     let hca = Settling {
         hca: device(35),
         settle: Duration::from_ms(30),
+        save: None,
     };
     let mut s = stepper(hca);
     let t0 = asserted(&mut s);
@@ -212,4 +217,128 @@ fn each_attempt_looks_early_again_and_the_bound_still_holds() {
         "the FLR's wait looks early too"
     );
     assert!(s.c().last_reset().is_some_and(|r| r.flr_used));
+}
+
+/// docs/design.md §5 "Hardware reset": without saved config space there is nothing to
+/// restore the device to, so a failed save fails the reset at once (HardwareDead) and no
+/// reset is ever asserted: a retry would assert a device it could not bring back.
+#[test]
+fn a_config_save_that_fails_fails_the_reset_at_once_and_asserts_nothing() {
+    let hca = Settling {
+        hca: device(1),
+        settle: Duration::ZERO,
+        save: Some(HwError::DeviceError),
+    };
+    let mut s = stepper(hca);
+    let d = ClientDesc::new("c", ClientKind::Custom, ClientFlags::empty()).expect("name fits");
+    let id = s.call(|c, now| c.register(now, d)).expect("register").id;
+    s.pump();
+    let epoch = s
+        .call(|c, now| c.admin_reset(now, AdminReset::Forced))
+        .expect("reset");
+    s.pump();
+    s.call(|c, now| c.reset_execute(now, id, epoch))
+        .expect("execute");
+    s.pump();
+    assert_eq!(s.c().state(), State::Failed);
+    let r = s.c().last_reset().expect("a reset");
+    assert_eq!(
+        r.result,
+        Some(crate::coordinator::ResetResult::Failed(
+            FailReason::HardwareDead
+        ))
+    );
+    assert_eq!(r.soft_attempts, 0, "nothing asserted");
+    assert!(
+        !s.hw_steps()
+            .iter()
+            .any(|h| matches!(h, HwStep::AssertReset | HwStep::FunctionLevelReset)),
+        "{:?}",
+        s.hw_steps()
+    );
+}
+
+/// The ready bound is counted from the end of the settle: a device that names 30 ms and
+/// never comes back is given up on exactly `hw_ready_timeout` after it, not before.
+#[test]
+fn the_ready_bound_runs_from_the_end_of_the_settle() {
+    let mut hca = device(1);
+    hca.never_return();
+    let mut s = stepper(Settling {
+        hca,
+        settle: Duration::from_ms(30),
+        save: None,
+    });
+    let t0 = asserted(&mut s);
+    let (due, _) = s
+        .timers()
+        .armed(TimerId::HwReadyTimeout)
+        .expect("the ready bound is armed");
+    let bound = Policy::default().hw_ready_timeout().as_us();
+    assert_eq!(due.saturating_since(t0).as_us(), 30_000 + bound);
+}
+
+/// Past its last attempt a device that stays silent is waited for (the long wait), probed
+/// once a second from the moment the last bound ran out: not probed again at once, not
+/// abandoned.
+#[test]
+fn a_silent_device_past_its_attempts_is_probed_once_a_second() {
+    let policy = Policy {
+        hw_ready_timeout_ms: 45,
+        reset_retries: 0,
+        ..Policy::default()
+    };
+    let config = Config {
+        max_clients: 4,
+        recorder_capacity: 256,
+        policy,
+    };
+    let mut hca = device(1);
+    hca.never_return();
+    let mut s = Stepper::new(config, hca).expect("valid policy");
+    let t0 = asserted(&mut s);
+    let probes = |s: &Stepper<SimHca>| {
+        s.hw_steps()
+            .iter()
+            .filter(|h| **h == HwStep::ProbeReady)
+            .count()
+    };
+    // A soft reset and an FLR, each bounded at 45 ms and looked at 1.25, 2.5, 5, 10, 20, 30
+    // and 40 ms after its assert: seven probes each. At 90 ms the FLR's bound runs out.
+    s.advance(90);
+    assert_eq!(s.c().state(), State::Resetting, "still waited for");
+    assert!(s.c().last_reset().is_some_and(|r| r.flr_used));
+    assert_eq!(probes(&s), 14, "no probe as the long wait begins");
+    let (due, _) = s.timers().armed(TimerId::HwPoll).expect("a probe armed");
+    assert_eq!(due.saturating_since(t0), Duration::from_ms(1_090));
+    s.advance(999);
+    assert_eq!(probes(&s), 14, "none inside the second");
+    s.advance(1);
+    assert_eq!(probes(&s), 15, "one a second later");
+}
+
+/// The history keeps the newest 16 summaries, oldest first, whatever how many concluded:
+/// the ring's index wraps at its length.
+#[test]
+fn the_reset_history_keeps_the_newest_sixteen_in_order_after_wrapping() {
+    let mut s = stepper(device(1));
+    let d = ClientDesc::new("c", ClientKind::Custom, ClientFlags::empty()).expect("name fits");
+    let id = s.call(|c, now| c.register(now, d)).expect("register").id;
+    s.pump();
+    for _ in 0..40 {
+        let epoch = s
+            .call(|c, now| c.admin_reset(now, AdminReset::Forced))
+            .expect("reset");
+        s.pump();
+        s.call(|c, now| c.reset_execute(now, id, epoch))
+            .expect("execute");
+        s.pump();
+        s.advance(50);
+        assert_eq!(s.c().state(), State::Operational);
+    }
+    let h = s.c().history();
+    assert_eq!(h.written(), 40);
+    let ordinals: Vec<u64> = h.iter().map(|r| r.ordinal).collect();
+    assert_eq!(ordinals, (25..=40).collect::<Vec<_>>());
+    assert_eq!(h.newest().map(|r| r.ordinal), Some(40));
 }
