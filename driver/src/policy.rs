@@ -260,6 +260,47 @@ impl Policy {
 mod tests {
     use super::*;
 
+    /// Each bound is where the policy says it is: the last value it takes is taken and the
+    /// next one refused, naming its field.
+    #[test]
+    fn every_bound_of_validate_is_exactly_where_it_is_documented() {
+        let ten_days = 10 * 24 * 3600 * 1000;
+        let field = |p: Policy| p.validate().err().map(|e| e.field);
+        let with = |f: &dyn Fn(&mut Policy)| {
+            let mut p = Policy {
+                auto_restart_window_ms: ten_days,
+                ..Policy::default()
+            };
+            f(&mut p);
+            p
+        };
+        assert_eq!(field(with(&|p| p.io_hold_timeout_ms = ten_days)), None);
+        assert_eq!(
+            field(with(&|p| p.io_hold_timeout_ms = ten_days + 1)),
+            Some("io_hold_timeout_ms")
+        );
+        assert_eq!(field(with(&|p| p.max_auto_resets = 16)), None);
+        assert_eq!(
+            field(with(&|p| p.max_auto_resets = 17)),
+            Some("max_auto_resets")
+        );
+        assert_eq!(field(with(&|p| p.client_request_limit = 16)), None);
+        assert_eq!(field(with(&|p| p.reset_retries = 8)), None);
+        assert_eq!(field(with(&|p| p.reset_retries = 9)), Some("reset_retries"));
+        // The poll must be shorter than the ready bound; the restart window at least it.
+        let ready = Policy::default().hw_ready_timeout_ms;
+        assert_eq!(field(with(&|p| p.hw_poll_interval_ms = ready - 1)), None);
+        assert_eq!(
+            field(with(&|p| p.hw_poll_interval_ms = ready)),
+            Some("hw_poll_interval_ms")
+        );
+        assert_eq!(field(with(&|p| p.auto_restart_window_ms = ready)), None);
+        assert_eq!(
+            field(with(&|p| p.auto_restart_window_ms = ready - 1)),
+            Some("auto_restart_window_ms")
+        );
+    }
+
     #[test]
     fn values_name_each_key_in_the_order_of_keys() {
         for (i, key) in Policy::KEYS.iter().enumerate() {

@@ -294,3 +294,26 @@ fn every_order_to_a_removed_device_is_refused_recorded_and_counted_as_the_admini
     );
     assert_eq!(d.coord.state(), State::Removed, "nothing landed");
 }
+
+/// Every NTSTATUS the interface returns is printed by its own name (hcactl says which one).
+#[test]
+fn every_status_the_interface_returns_has_its_own_name() {
+    let all = [
+        NtStatus::SUCCESS,
+        NtStatus::INVALID_BUFFER_SIZE,
+        NtStatus::BUFFER_TOO_SMALL,
+        NtStatus::INVALID_DEVICE_REQUEST,
+        NtStatus::REVISION_MISMATCH,
+        NtStatus::ACCESS_DENIED,
+        NtStatus::INVALID_PARAMETER,
+        NtStatus::NOT_SUPPORTED,
+        NtStatus::DEVICE_BUSY,
+    ];
+    let names: std::collections::BTreeSet<&str> = all.iter().map(|s| s.name()).collect();
+    assert_eq!(names.len(), all.len(), "{names:?}");
+    assert!(names
+        .iter()
+        .all(|n| n.starts_with("STATUS_") && *n != "STATUS_UNKNOWN"));
+    assert_eq!(NtStatus(0xC000_0001).name(), "STATUS_UNKNOWN");
+    assert!(NtStatus::SUCCESS.is_success() && !NtStatus::DEVICE_BUSY.is_success());
+}
