@@ -19,7 +19,10 @@ use hcabus::{Duration, Instant};
 use crate::access::{ClientBus, Dest, MrFlags, MrSpec, QpSpec, Send};
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
+
+mod stats;
 use crate::retry::{ClientProblem, Connector};
+pub use stats::NetStats;
 
 /// The IPv4 broadcast group of partition 0xffff.
 pub const BROADCAST_MGID: Mgid = 0xff12_401b_ffff_0000_0000_0000_ffff_ffff;
@@ -95,40 +98,6 @@ impl Default for IpoibConfig {
             peer_pps: 500,
             ack_delay: Duration::from_ms(1),
         }
-    }
-}
-
-/// The `net` fields of the report (docs/design.md §9) and what else the interface saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct NetStats {
-    /// Sends the hardware completed.
-    pub sent: u64,
-    /// Sends handed back to the stack as resubmittable during a reset.
-    pub completed_back: u64,
-    /// Packets lost: the stack's queue overflowed or a send failed for good.
-    pub dropped: u64,
-    pub received_unicast: u64,
-    pub received_multicast: u64,
-    pub link_downs: u32,
-    pub link_ups: u32,
-    pub group_joins: u32,
-    pub filters_restored: u32,
-    /// Packets the peer received from us.
-    pub peer_received: u64,
-}
-
-impl NetStats {
-    pub fn add(&mut self, o: &NetStats) {
-        self.sent += o.sent;
-        self.completed_back += o.completed_back;
-        self.dropped += o.dropped;
-        self.received_unicast += o.received_unicast;
-        self.received_multicast += o.received_multicast;
-        self.link_downs += o.link_downs;
-        self.link_ups += o.link_ups;
-        self.group_joins += o.group_joins;
-        self.filters_restored += o.filters_restored;
-        self.peer_received += o.peer_received;
     }
 }
 
@@ -684,22 +653,10 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
     }
 }
 
-// A frame is its I/O: sent (completed), dropped (failed) or in the stack's queue (held).
 crate::ibal_client::report_fields!(
     IpoibClient,
     |c| c.reconnect.problem().map(|p| p.to_string()),
-    |c| {
-        let held = c.stack_queue.len() as u64;
-        let (completed, failed) = (c.stats.sent, c.stats.dropped);
-        let submitted = completed + failed + held;
-        hcabus::bus::ClientCounters {
-            submitted,
-            completed,
-            failed,
-            held,
-            ..Default::default()
-        }
-    }
+    |c| c.stats.counters(c.stack_queue.len() as u64)
 );
 
 /// Host LID of a port, as the peer addresses it.

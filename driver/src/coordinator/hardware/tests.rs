@@ -107,10 +107,14 @@ fn probes_after<H: SimDevice>(s: &mut Stepper<H>, t0: Instant) -> Vec<u64> {
 }
 
 fn stepper<H: SimDevice>(hca: H) -> Stepper<H> {
+    stepper_with(Policy::default(), hca)
+}
+
+fn stepper_with<H: SimDevice>(policy: Policy, hca: H) -> Stepper<H> {
     let config = Config {
         max_clients: 4,
         recorder_capacity: 256,
-        policy: Policy::default(),
+        policy,
     };
     Stepper::with_device(config, hca).expect("valid policy")
 }
@@ -184,14 +188,9 @@ fn each_attempt_looks_early_again_and_the_bound_still_holds() {
         reset_retries: 0,
         ..Policy::default()
     };
-    let config = Config {
-        max_clients: 4,
-        recorder_capacity: 256,
-        policy,
-    };
     let mut hca = device(1);
     hca.never_return();
-    let mut s = Stepper::new(config, hca).expect("valid policy");
+    let mut s = stepper_with(policy, hca);
     let t0 = asserted(&mut s);
     // The first attempt: early looks, then the grid, up to the 40 ms bound (watched until
     // just before it; the last step moves time onto it).
@@ -288,14 +287,9 @@ fn a_silent_device_past_its_attempts_is_probed_once_a_second() {
         reset_retries: 0,
         ..Policy::default()
     };
-    let config = Config {
-        max_clients: 4,
-        recorder_capacity: 256,
-        policy,
-    };
     let mut hca = device(1);
     hca.never_return();
-    let mut s = Stepper::new(config, hca).expect("valid policy");
+    let mut s = stepper_with(policy, hca);
     let t0 = asserted(&mut s);
     let probes = |s: &Stepper<SimHca>| {
         s.hw_steps()
