@@ -75,6 +75,21 @@ pub mod status {
     /// A wait ran out first.
     pub const TIMEOUT: HcabusStatus = 0x0000_0102;
 
+    /// Every status the ABI defines besides the refusals (`driver/include/hcabus.h`).
+    pub const ALL: [HcabusStatus; 11] = [
+        SUCCESS,
+        ALREADY_READY,
+        PAST_DEADLINE,
+        INVALID_PARAMETER,
+        INFO_LENGTH_MISMATCH,
+        BUFFER_TOO_SMALL,
+        REVISION_MISMATCH,
+        NOT_SUPPORTED,
+        INTERNAL_ERROR,
+        DEVICE_BUSY,
+        TIMEOUT,
+    ];
+
     /// Error severity, customer bit, facility 0x0AB: `0xE0AB0000 | refusal code`.
     pub const REFUSAL_BASE: u32 = 0xE0AB_0000;
 

@@ -110,6 +110,19 @@ fn stepper<H: SimDevice>(hca: H) -> Stepper<H> {
     stepper_with(Policy::default(), hca)
 }
 
+/// A device that never comes back, under a ready bound of `ready_ms` and no retry: a soft
+/// reset, then one FLR.
+fn silent_device(ready_ms: u64) -> Stepper<SimHca> {
+    let policy = Policy {
+        hw_ready_timeout_ms: ready_ms,
+        reset_retries: 0,
+        ..Policy::default()
+    };
+    let mut hca = device(1);
+    hca.never_return();
+    stepper_with(policy, hca)
+}
+
 fn stepper_with<H: SimDevice>(policy: Policy, hca: H) -> Stepper<H> {
     let config = Config {
         max_clients: 4,
@@ -183,14 +196,7 @@ fn a_device_that_names_its_settle_is_left_alone_until_it_is_over() {
 
 #[test]
 fn each_attempt_looks_early_again_and_the_bound_still_holds() {
-    let policy = Policy {
-        hw_ready_timeout_ms: 40,
-        reset_retries: 0,
-        ..Policy::default()
-    };
-    let mut hca = device(1);
-    hca.never_return();
-    let mut s = stepper_with(policy, hca);
+    let mut s = silent_device(40);
     let t0 = asserted(&mut s);
     // The first attempt: early looks, then the grid, up to the 40 ms bound (watched until
     // just before it; the last step moves time onto it).
@@ -282,14 +288,7 @@ fn the_ready_bound_runs_from_the_end_of_the_settle() {
 /// abandoned.
 #[test]
 fn a_silent_device_past_its_attempts_is_probed_once_a_second() {
-    let policy = Policy {
-        hw_ready_timeout_ms: 45,
-        reset_retries: 0,
-        ..Policy::default()
-    };
-    let mut hca = device(1);
-    hca.never_return();
-    let mut s = stepper_with(policy, hca);
+    let mut s = silent_device(45);
     let t0 = asserted(&mut s);
     let probes = |s: &Stepper<SimHca>| {
         s.hw_steps()
