@@ -352,9 +352,8 @@ impl Coordinator {
         self.order.remove(index as u16);
         self.free_from = self.free_from.min(index);
         match entry.map(|e| e.state) {
-            Some(ClientState::Quiescing) if self.state() == State::Quiescing => {
-                self.barrier_member_done()
-            }
+            // Only a quiesce under way has a barrier to leave (the call checks).
+            Some(ClientState::Quiescing) => self.barrier_member_done(),
             // Leaving without an answer is not a veto.
             Some(ClientState::Queried) => self.query_answered(),
             _ => {}

@@ -175,7 +175,8 @@ impl<R: RegisterAccess> MmioHca<R> {
                 return Ok((u64::from(hi) << 32) | u64::from(lo));
             }
             at = ((header >> 20) & 0xFFC) as u16;
-            if at < regs::EXT_CAP_START {
+            // 0 ends the list; the start, or anything before it, would walk it again.
+            if at <= regs::EXT_CAP_START {
                 break;
             }
         }

@@ -125,7 +125,20 @@ impl Order {
 
     /// Oldest first.
     pub(super) fn iter(&self) -> impl Iterator<Item = u16> + '_ {
-        core::iter::successors(self.first(), |&i| self.after(i))
+        core::iter::successors(self.first(), |&i| self.after(i)).take(self.len)
+    }
+
+    /// One more step of a walk that has `left` steps before it has visited every linked
+    /// slot: a walk is bounded by the length, so that a broken link is a failed assertion
+    /// rather than a reset that never ends.
+    #[inline(always)]
+    pub(super) fn step_bound(&self, left: &mut usize) -> bool {
+        let Some(l) = left.checked_sub(1) else {
+            debug_assert!(false, "a walk of the order outran its {} slots", self.len);
+            return false;
+        };
+        *left = l;
+        true
     }
 }
 
@@ -154,5 +167,48 @@ mod tests {
             o.remove(i);
         }
         assert_eq!((o.first(), o.last(), o.len()), (None, None, 0));
+    }
+
+    /// A walk visits every slot once each way: RESET's newest first, RESET_END's oldest
+    /// first, ending after the last.
+    #[test]
+    fn walks_visit_each_slot_once_in_their_direction() {
+        let mut o = Order::new(8);
+        for i in [4, 1, 6] {
+            o.push(i);
+        }
+        let walk = |w| {
+            let mut seen = vec![];
+            let mut cur = o.end(w);
+            let mut left = o.len();
+            while let Some(i) = cur {
+                assert!(o.step_bound(&mut left));
+                seen.push(i);
+                cur = o.next(i, w);
+            }
+            seen
+        };
+        assert_eq!(walk(Walk::OldestFirst), vec![4, 1, 6]);
+        assert_eq!(walk(Walk::NewestFirst), vec![6, 1, 4]);
+        assert_eq!((o.after(6), o.before(4)), (None, None));
+    }
+
+    /// The walk's bound counts down one step per slot.
+    #[test]
+    fn a_walk_step_uses_one_of_the_steps_left() {
+        let o = Order::new(2);
+        let mut left = 2;
+        assert!(o.step_bound(&mut left));
+        assert_eq!(left, 1);
+        assert!(o.step_bound(&mut left));
+        assert_eq!(left, 0);
+    }
+
+    /// A walk longer than the order (a broken link) is a failed assertion, not a loop.
+    #[test]
+    #[should_panic(expected = "outran")]
+    fn a_walk_past_the_length_is_refused() {
+        let o = Order::new(2);
+        o.step_bound(&mut 0);
     }
 }

@@ -20,7 +20,11 @@ impl Coordinator {
     ) -> u16 {
         let mut count = 0;
         let mut cur = self.order.end(walk);
+        let mut left = self.order.len();
         while let Some(slot) = cur {
+            if !self.order.step_bound(&mut left) {
+                break;
+            }
             // Taken before `then`, which may not change the order but holds `self`.
             cur = self.order.next(slot, walk);
             let index = usize::from(slot);
@@ -49,7 +53,11 @@ impl Coordinator {
         let (kind, epoch) = (event.kind(), event.epoch().unwrap_or(self.epoch));
         let mut count = 0;
         let mut cur = self.order.end(walk);
+        let mut left = self.order.len();
         while let Some(slot) = cur {
+            if !self.order.step_bound(&mut left) {
+                break;
+            }
             cur = self.order.next(slot, walk);
             let Some(e) = self.slots[usize::from(slot)].entry.as_mut() else {
                 continue;

@@ -242,3 +242,6 @@ impl ResetRecord {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1447,6 +1447,18 @@ fn firmware_change_on_activation_is_firmware_changed() {
     )));
     assert_eq!(h.c().identity().fw_version, new_fw);
     assert!(h.pnp().is_empty());
+    // The record and the history say it as the event does.
+    assert_eq!(
+        h.c().last_reset().and_then(|r| r.result),
+        Some(ResetResult::Restored(ResetOutcome::FirmwareChanged))
+    );
+    assert!(h.c().recorder().iter().any(|r| matches!(
+        r.kind,
+        RecordKind::ResetFinished {
+            outcome: ResetOutcome::FirmwareChanged,
+            ..
+        }
+    )));
 }
 
 #[test]
@@ -1861,3 +1873,7 @@ fn reset_path_stays_within_reserved_capacity() {
     assert_eq!(h.c().counters().actions_overflowed, 0);
     assert_eq!(h.events_of(ids[0]), [ResetQuery, Reset, DeviceFatal]);
 }
+
+mod calls;
+mod counters;
+mod resets;

@@ -246,3 +246,141 @@ fn each_fault_the_register_file_models_reads_as_that_fault_through_mmio() {
         }
     }
 }
+
+/// The serial number is found wherever it sits in the extended capability list, and the
+/// walk reads each header once: it stops at the end of the list, and at a pointer back to
+/// its start, with no serial number (0).
+#[test]
+fn the_serial_number_is_found_by_walking_the_extended_capabilities_once() {
+    use crate::sim::ExtCaps;
+    // (layout, serial found, config reads past 0x100: headers, and the serial's two words)
+    for (ext_caps, serial, reads) in [
+        (ExtCaps::SerialOnly, identity().serial, 3),
+        (ExtCaps::ErrorsThenSerial, identity().serial, 4),
+        (ExtCaps::ErrorsOnly, 0, 1),
+        (ExtCaps::ErrorsLoop, 0, 1),
+    ] {
+        let mut hca = device(FakeFaults {
+            ext_caps,
+            ..FakeFaults::default()
+        });
+        let found = hca.identity().expect("identity");
+        assert_eq!(found.serial, serial, "{ext_caps:?}");
+        assert_eq!(hca.regs().ext_reads, reads, "{ext_caps:?}");
+        assert_eq!(found.node_guid, identity().node_guid, "{ext_caps:?}");
+    }
+}
+
+/// Device and Link Control come back as the driver had tuned them, not at their
+/// power-on values, and without the FLR bit.
+#[test]
+fn the_restore_brings_back_device_and_link_control_as_they_were() {
+    let cap = 0x60u16;
+    let (devctl, lnkctl) = (
+        usize::from((cap + regs::PCIE_DEVCTL) / 4),
+        usize::from((cap + regs::PCIE_LNKCTL) / 4),
+    );
+    let mut hca = device(FakeFaults::default());
+    let before = (
+        hca.regs().config_word(devctl),
+        hca.regs().config_word(lnkctl),
+    );
+    assert_eq!(reset_cycle(&mut hca, 1_000), Ok(()));
+    let after = (
+        hca.regs().config_word(devctl),
+        hca.regs().config_word(lnkctl),
+    );
+    assert_eq!(after, before);
+    assert_eq!(hca.regs().flrs, 0, "the restore sets no FLR bit");
+    // A device that came back without a restore is at its power-on values: the test
+    // tells the two apart.
+    let mut bare = device(FakeFaults::default());
+    bare.save_config().expect("save");
+    bare.assert_reset().expect("assert");
+    at(&mut bare, 1_000);
+    assert_eq!(bare.probe_ready(), Ok(Readiness::Ready));
+    assert_ne!(bare.regs().config_word(devctl), before.0);
+    assert_ne!(bare.regs().config_word(lnkctl), before.1);
+}
+
+/// A function-level reset writes Device Control as it was, with the FLR bit added.
+#[test]
+fn a_function_level_reset_keeps_device_control_and_adds_the_flr_bit() {
+    let cap = 0x60u16;
+    let mut hca = device(FakeFaults::default());
+    let devctl = hca
+        .regs()
+        .config_word(usize::from((cap + regs::PCIE_DEVCTL) / 4));
+    hca.save_config().expect("save");
+    assert_eq!(hca.function_level_reset(), Ok(()));
+    assert_eq!(
+        hca.regs().config_writes.last(),
+        Some(&(cap + regs::PCIE_DEVCTL, devctl | regs::DEVCTL_BCR_FLR))
+    );
+}
+
+/// A command the device completes with a non-zero status failed.
+#[test]
+fn a_command_completed_with_an_error_status_is_a_device_error() {
+    let mut hca = device(FakeFaults {
+        command_status: 0x05,
+        ..FakeFaults::default()
+    });
+    assert_eq!(hca.init_command_interface(), Err(HwError::DeviceError));
+}
+
+/// No command goes to firmware that is still initialising: the wait for it is bounded.
+#[test]
+fn firmware_that_never_finishes_initialising_gets_no_command() {
+    let mut hca = device(FakeFaults {
+        stuck_initializing: true,
+        ..FakeFaults::default()
+    });
+    assert_eq!(hca.init_command_interface(), Err(HwError::Timeout));
+    assert_eq!(hca.regs().initializing_reads, INIT_TRIES);
+    assert_eq!(hca.regs().command_reads, 0, "no command was sent");
+}
+
+/// The catastrophic buffer is read whole: an error in a later syndrome word alone is an
+/// error, and the first non-zero word is the one reported.
+#[test]
+fn an_error_in_any_syndrome_word_is_found() {
+    for (i, tail) in [[0, 0x0BAD, 0x0C0DE], [0x0F00, 0, 0], [0, 0, 7]]
+        .into_iter()
+        .enumerate()
+    {
+        let mut hca = device(FakeFaults {
+            syndrome_tail: tail,
+            ..FakeFaults::default()
+        });
+        let first = tail.into_iter().find(|w| *w != 0).expect("an error");
+        let health = hca.read_health().expect("readable");
+        assert_eq!(health.catastrophic, first, "case {i}");
+    }
+}
+
+/// Absent means every word reads all-ones: a health counter at all-ones alone, or a
+/// catastrophic buffer of all-ones beside a live counter, is a device still there.
+#[test]
+fn only_all_ones_everywhere_is_a_device_gone() {
+    let mut counter = device(FakeFaults {
+        counter_stuck_at: Some(u32::MAX),
+        ..FakeFaults::default()
+    });
+    let h = counter.read_health().expect("present");
+    assert_eq!((h.catastrophic, h.counter), (0, u32::MAX));
+    let mut buffer = device(FakeFaults {
+        catastrophic: u32::MAX,
+        syndrome_tail: [u32::MAX; 3],
+        ..FakeFaults::default()
+    });
+    let h = buffer.read_health().expect("present");
+    assert_eq!(h.catastrophic, u32::MAX);
+    let mut gone = device(FakeFaults {
+        catastrophic: u32::MAX,
+        syndrome_tail: [u32::MAX; 3],
+        counter_stuck_at: Some(u32::MAX),
+        ..FakeFaults::default()
+    });
+    assert_eq!(gone.read_health(), Err(HwError::Absent));
+}

@@ -1,5 +1,6 @@
 use super::*;
 use crate::hca::HealthSample;
+use crate::policy::Policy;
 use crate::types::*;
 
 fn id() -> ClientId {
@@ -146,6 +147,52 @@ fn every_kind_of_record_decodes_to_itself_and_garbage_does_not_decode() {
             bad[20..24].fill(0);
         }
         assert_eq!(Record::decode(&bad), None, "{why}");
+    }
+}
+
+/// A field out of its range does not decode: a port outside 1..=MAX_PORTS, a policy key
+/// past the last, an `aborts` flag that is neither 0 nor 1. The largest legal value of each
+/// still decodes.
+#[test]
+fn a_record_field_out_of_its_range_does_not_decode() {
+    let client = id();
+    let cases: [(RecordKind, &[u8], u8); 3] = [
+        (
+            RecordKind::Port {
+                port: MAX_PORTS,
+                state: PortState::Active,
+                lid: 1,
+            },
+            &[0, MAX_PORTS + 1],
+            MAX_PORTS,
+        ),
+        (
+            RecordKind::PolicyChanged {
+                key: (Policy::KEYS.len() - 1) as u8,
+                old: 1,
+                new: 2,
+            },
+            &[Policy::KEYS.len() as u8, u8::MAX],
+            (Policy::KEYS.len() - 1) as u8,
+        ),
+        (
+            RecordKind::Unresponsive {
+                client,
+                aborts: true,
+            },
+            &[2, u8::MAX],
+            1,
+        ),
+    ];
+    for (kind, bad_values, good_value) in cases {
+        let good = kind.encode_at(1);
+        assert_eq!(good[17], good_value, "{kind:?}: the field is byte 17");
+        assert_eq!(Record::decode(&good).map(|r| r.kind), Some(kind));
+        for &v in bad_values {
+            let mut bad = good;
+            bad[17] = v;
+            assert_eq!(Record::decode(&bad), None, "{kind:?} with {v}");
+        }
     }
 }
 

@@ -28,7 +28,38 @@ pub struct FakeFaults {
     pub health_stalled: bool,
     /// No Function Level Reset capability.
     pub no_flr: bool,
+    /// Words 1 to 3 of the catastrophic buffer (word 0 is `catastrophic`): an error may
+    /// sit in a later word alone.
+    pub syndrome_tail: [u32; 3],
+    /// The health counter reads this for ever (all-ones: a counter gone wrong, not a
+    /// device gone).
+    pub counter_stuck_at: Option<u32>,
+    /// Commands complete with this status (0: success).
+    pub command_status: u8,
+    /// The firmware never leaves its initialising state.
+    pub stuck_initializing: bool,
+    /// What the extended capability list holds.
+    pub ext_caps: ExtCaps,
 }
+
+/// The extended capabilities' list, at 0x100: where the Device Serial Number sits in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExtCaps {
+    /// The serial number alone (what most adapters show first).
+    #[default]
+    SerialOnly,
+    /// Advanced Error Reporting first, then the serial number.
+    ErrorsThenSerial,
+    /// Advanced Error Reporting alone: no serial number.
+    ErrorsOnly,
+    /// Advanced Error Reporting pointing back at itself: a broken list.
+    ErrorsLoop,
+}
+
+/// Where the fake's second extended capability sits.
+const EXT_CAP_SECOND: u16 = 0x148;
+/// Extended capability id of Advanced Error Reporting.
+const EXT_CAP_ID_AER: u32 = 0x0001;
 
 /// One config write, in order: what a test checks the restore sequence against.
 pub type ConfigWrite = (u16, u32);
@@ -52,6 +83,9 @@ pub struct FakeConnectX {
     pub flrs: u32,
     pub semaphore_reads: u32,
     pub command_reads: u32,
+    /// Config reads at or past the extended capabilities (0x100).
+    pub ext_reads: u32,
+    pub initializing_reads: u32,
 }
 
 /// Where the fake's capabilities sit.
@@ -59,6 +93,12 @@ const PCIE_CAP: u16 = 0x60;
 const PM_CAP: u16 = 0x40;
 /// Power-on value of COMMAND: no decoding, no bus mastering.
 const COMMAND_AT_POWER_ON: u32 = 0x0010_0000;
+/// Device and Link Control at power-on, and as the driver tuned them before the reset
+/// (a larger payload and read request, common clock): what the restore must bring back.
+const DEVCTL_AT_POWER_ON: u32 = 0x0000_2810;
+const DEVCTL_TUNED: u32 = 0x0000_2937;
+const LNKCTL_AT_POWER_ON: u32 = 0;
+const LNKCTL_TUNED: u32 = 0x0000_0040;
 
 impl FakeConnectX {
     /// A healthy device with this identity; back 50 ms after a reset.
@@ -83,6 +123,8 @@ impl FakeConnectX {
             flrs: 0,
             semaphore_reads: 0,
             command_reads: 0,
+            ext_reads: 0,
+            initializing_reads: 0,
         };
         f.power_on(identity);
         f
@@ -108,15 +150,12 @@ impl FakeConnectX {
             regs::DEVCAP_FLR
         };
         c[usize::from((PCIE_CAP + regs::PCIE_DEVCAP) / 4)] = flr | 0x8FC0;
-        c[usize::from((PCIE_CAP + regs::PCIE_DEVCTL) / 4)] = 0x0000_2937;
-        c[usize::from((PCIE_CAP + regs::PCIE_LNKCTL) / 4)] = 0x0000_0040;
+        c[usize::from((PCIE_CAP + regs::PCIE_DEVCTL) / 4)] = DEVCTL_TUNED;
+        c[usize::from((PCIE_CAP + regs::PCIE_LNKCTL) / 4)] = LNKCTL_TUNED;
         // Dwords 22 and 23: vendor-private, changing under the driver's feet.
         c[22] = 0xDEAD_0022;
         c[23] = 0xDEAD_0023;
-        // Device Serial Number, the only extended capability.
-        c[0x40] = u32::from(regs::EXT_CAP_ID_DSN) | (1 << 16);
-        c[0x41] = id.serial as u32;
-        c[0x42] = (id.serial >> 32) as u32;
+        self.ext_caps(id.serial);
         let fw = id.fw_version;
         let (major, minor, sub) = (
             (fw >> 32) as u32,
@@ -128,6 +167,36 @@ impl FakeConnectX {
         self.bar0
             .insert(regs::NODE_GUID_HI, (id.node_guid >> 32) as u32);
         self.bar0.insert(regs::NODE_GUID_LO, id.node_guid as u32);
+    }
+
+    /// The dword the serial number capability starts at, if the list has one.
+    fn dsn_at(&self) -> Option<usize> {
+        match self.faults.ext_caps {
+            ExtCaps::SerialOnly => Some(usize::from(regs::EXT_CAP_START / 4)),
+            ExtCaps::ErrorsThenSerial => Some(usize::from(EXT_CAP_SECOND / 4)),
+            ExtCaps::ErrorsOnly | ExtCaps::ErrorsLoop => None,
+        }
+    }
+
+    /// Lays out the extended capabilities as `faults.ext_caps` says: a header is `id |
+    /// version << 16 | next << 20`.
+    fn ext_caps(&mut self, serial: u64) {
+        let header = |id: u32, next: u16| id | (1 << 16) | (u32::from(next) << 20);
+        let first = usize::from(regs::EXT_CAP_START / 4);
+        let next = match self.faults.ext_caps {
+            ExtCaps::SerialOnly => None,
+            ExtCaps::ErrorsThenSerial => Some(EXT_CAP_SECOND),
+            ExtCaps::ErrorsOnly => Some(0),
+            ExtCaps::ErrorsLoop => Some(regs::EXT_CAP_START),
+        };
+        if let Some(next) = next {
+            self.config[first] = header(EXT_CAP_ID_AER, next);
+        }
+        if let Some(at) = self.dsn_at() {
+            self.config[at] = header(u32::from(regs::EXT_CAP_ID_DSN), 0);
+            self.config[at + 1] = serial as u32;
+            self.config[at + 2] = (serial >> 32) as u32;
+        }
     }
 
     pub fn set_now(&mut self, now: Instant) {
@@ -176,7 +245,9 @@ impl FakeConnectX {
             device_id: (c[0] >> 16) as u16,
             subsys_vendor_id: c[11] as u16,
             subsys_id: (c[11] >> 16) as u16,
-            serial: (u64::from(c[0x42]) << 32) | u64::from(c[0x41]),
+            serial: self
+                .dsn_at()
+                .map_or(0, |at| (u64::from(c[at + 2]) << 32) | u64::from(c[at + 1])),
             fw_version: Identity::fw_version(
                 rev as u16,
                 (rev >> 16) as u16,
@@ -219,6 +290,8 @@ impl FakeConnectX {
         self.config.iter_mut().for_each(|w| *w = 0);
         self.power_on(id);
         self.config[1] = COMMAND_AT_POWER_ON;
+        self.config[usize::from((PCIE_CAP + regs::PCIE_DEVCTL) / 4)] = DEVCTL_AT_POWER_ON;
+        self.config[usize::from((PCIE_CAP + regs::PCIE_LNKCTL) / 4)] = LNKCTL_AT_POWER_ON;
         self.config[4] = 0x0000_000C;
         self.config[5] = 0;
         (self.config[22], self.config[23]) = private;
@@ -234,6 +307,9 @@ impl RegisterAccess for FakeConnectX {
     fn config_read32(&mut self, offset: u16) -> Option<u32> {
         if self.in_reset() {
             return Some(u32::MAX);
+        }
+        if offset >= regs::EXT_CAP_START {
+            self.ext_reads += 1;
         }
         self.config.get(usize::from(offset / 4)).copied()
     }
@@ -276,10 +352,24 @@ impl RegisterAccess for FakeConnectX {
                 if self.faults.command_stuck {
                     v
                 } else {
-                    v & !regs::CMD_GO
+                    v & !regs::CMD_GO | u32::from(self.faults.command_status) << 16
+                }
+            }
+            regs::INITIALIZING => {
+                self.initializing_reads += 1;
+                if self.faults.stuck_initializing {
+                    regs::INITIALIZING_BIT
+                } else {
+                    0
                 }
             }
             o if o == regs::CATAS_BUF => self.faults.catastrophic,
+            o if (regs::CATAS_BUF + 4..regs::CATAS_BUF + 4 * regs::CATAS_WORDS).contains(&o) => {
+                self.faults.syndrome_tail[((o - regs::CATAS_BUF) / 4 - 1) as usize]
+            }
+            regs::HEALTH_COUNTER if self.faults.counter_stuck_at.is_some() => {
+                self.faults.counter_stuck_at.unwrap_or_default()
+            }
             regs::HEALTH_COUNTER if self.faults.health_stalled => 0x5_7A11,
             regs::HEALTH_COUNTER => (self.now.as_us() / 100_000) as u32,
             _ => self.bar0.get(&offset).copied().unwrap_or(0),

@@ -25,7 +25,7 @@ pub use crate::fabric::{Fabric, RemoteError, WireMsg, HOST_LID_BASE, WIRE_MTU};
 pub use crate::verbs::{DmaMemory, VerbsLimits};
 pub use agent::{Agent, Behavior, ScriptedAgent, AGENT_EVENT_CAPACITY};
 pub use bus::Bus;
-pub use fake_connectx::{FakeConnectX, FakeFaults};
+pub use fake_connectx::{ExtCaps, FakeConnectX, FakeFaults};
 pub use fault::{Fault, FaultArgs};
 pub use hca::{SimHca, SimHcaConfig, SimHcaStats, SimPorts};
 pub use host::{AllocProbe, HostStats, SimHost};

@@ -16,8 +16,12 @@ use crate::sim::hca::SimHca;
 use crate::sim::invariants::InvariantChecker;
 use crate::time::{Duration, Instant};
 use crate::timers::TimerTable;
+
 use crate::types::{ClientId, Event, EventKind};
 use crate::types::{PnpOp, State};
+
+/// The most actions one [`Stepper::pump`] runs before it calls the coordinator runaway.
+const PUMP_BOUND: u32 = 1_000_000;
 
 /// A device on virtual time: the host tells it the time before each step.
 pub trait SimDevice: Hca {
@@ -154,13 +158,22 @@ impl<H: SimDevice> Stepper<H> {
     /// Executes every queued action; deliveries are recorded, checked and acknowledged.
     pub fn pump(&mut self) {
         self.checker.sync(&self.c);
-        while let Some(a) = self.c.pop_action() {
+        // Each action may queue more, at the same instant; a million is far past any reset
+        // and makes a coordinator that feeds itself forever a failed test, not a hung one.
+        for _ in 0..PUMP_BOUND {
+            let Some(a) = self.c.pop_action() else {
+                return;
+            };
             if let Action::Deliver { client, event } = a {
                 self.deliver(client, event);
             } else {
                 self.execute(a);
             }
         }
+        panic!(
+            "{PUMP_BOUND} actions in one pump at {}: the coordinator feeds itself",
+            self.now
+        );
     }
 
     /// Delivers one event (recorded, checked, acknowledged) without pumping.
@@ -199,7 +212,22 @@ impl<H: SimDevice> Stepper<H> {
 
     /// Fires timers due at or before `until`, in deadline order, moving time with them.
     fn fire_due(&mut self, until: Instant, mut after_each: impl FnMut(&mut Self)) {
+        // A timer re-armed for the instant it fired at would spin here forever: the bound
+        // makes that a failed test (no reset arms more than a few timers per instant).
+        let (mut last_at, mut not_later) = (None, 0u32);
         while let Some((at, timer, token)) = self.timers.take_earliest(until) {
+            assert!(at <= until, "{timer:?} taken at {at}, after {until}");
+            not_later = if last_at.is_some_and(|l| at <= l) {
+                not_later + 1
+            } else {
+                0
+            };
+            last_at = Some(at);
+            assert!(
+                not_later < 1_000,
+                "{timer:?} fired 1000 times without time moving past {at}: a timer re-armed \
+                 for an instant already passed"
+            );
             self.now = self.now.max(at);
             self.c.timer_expired(self.now, timer, token);
             after_each(self);
