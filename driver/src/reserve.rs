@@ -100,6 +100,8 @@ mod tests {
     fn a_fifo_gives_back_in_order_across_the_wrap_and_refuses_past_its_room() {
         let mut f = Fifo::new(3, 0u32);
         assert_eq!(f.push(1), Ok(()));
+        assert!(!f.is_empty());
+        assert_eq!(f.len(), 1);
         assert_eq!(f.push(2), Ok(()));
         assert_eq!(f.pop(), Some(1));
         assert_eq!(f.push(3), Ok(()));

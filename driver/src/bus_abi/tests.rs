@@ -59,3 +59,16 @@ fn every_defined_status_has_its_own_name() {
     assert!(!names.contains("unknown status"));
     assert_eq!(status::name(0x1234_5678), "unknown status");
 }
+
+/// A call's result is its status: SUCCESS, or the refusal its error stands for.
+#[test]
+fn a_calls_result_is_its_status() {
+    use crate::errors::RequestError;
+    assert_eq!(status_of::<(), RequestError>(Ok(())), status::SUCCESS);
+    let refused = status_of::<(), _>(Err(RequestError::Throttled));
+    assert_eq!(
+        status::refusal(refused),
+        Some(RequestError::Throttled.into())
+    );
+    assert_ne!(refused, status::SUCCESS);
+}

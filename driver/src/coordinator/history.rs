@@ -81,11 +81,8 @@ impl ResetHistory {
 
     /// Oldest to newest.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &ResetSummary> + '_ {
-        let split = if self.ring.len() < HISTORY_LEN {
-            0
-        } else {
-            (self.written % HISTORY_LEN as u64) as usize
-        };
+        // The oldest is where the next goes; before the ring is full that is its end.
+        let split = (self.written % HISTORY_LEN as u64) as usize;
         self.ring[split..].iter().chain(self.ring[..split].iter())
     }
 

@@ -84,8 +84,12 @@ impl Coordinator {
     #[cold]
     pub(super) fn overflowed(&mut self, action: Action) {
         // Sized for the worst case in `new`; reaching this is a sizing bug, not input.
-        debug_assert!(false, "action queue overflow");
         self.counters.actions_overflowed += 1;
+        debug_assert!(
+            false,
+            "action queue overflow: {} dropped",
+            self.counters.actions_overflowed
+        );
         log::error!("action queue full: {action:?} dropped");
     }
 

@@ -206,6 +206,12 @@ const WINDOW_SLOTS: usize = {
     }
 };
 
+// Every limit a policy may set fits the window.
+const _: () = assert!(
+    WINDOW_SLOTS >= MAX_AUTO_RESETS_LIMIT as usize
+        && WINDOW_SLOTS >= CLIENT_REQUEST_LIMIT_MAX as usize
+);
+
 impl Window {
     pub(super) const fn new() -> Self {
         Window {

@@ -1876,4 +1876,5 @@ fn reset_path_stays_within_reserved_capacity() {
 
 mod calls;
 mod counters;
+mod health;
 mod resets;

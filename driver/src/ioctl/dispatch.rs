@@ -172,12 +172,9 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
         IOCTL_HCABUS_REQUEST_RESET => decode_reset(input)?,
         IOCTL_HCABUS_SET_POLICY => {
             let at = offset_of!(SetPolicyIn, policy);
+            // Its fields are parsed when acting, in one place: a caller of version 5 or
+            // later is told which field was refused, an older one INVALID_PARAMETER.
             let abi = PolicyAbi::decode_version(&input[at..], header.version).ok_or(size)?;
-            // What can be checked without the current policy is checked now, unless the
-            // caller is told which field it was (version 5): then when acting.
-            if header.version < 5 {
-                abi.to_policy().ok_or(bad)?;
-            }
             Decoded::SetPolicy {
                 abi,
                 version: header.version,
@@ -437,9 +434,10 @@ pub fn state_out(coord: &Coordinator, now: Instant) -> StateOut {
         last_quiesce_us: us(last.and_then(|r| r.quiesce())),
         last_hw_reset_us: us(last.and_then(|r| r.hw_reset())),
         last_restore_us: us(last.and_then(|r| r.restore())),
-        last_total_us: us(last.and_then(|r| match r.total() {
-            None if r.is_open() => Some(now.saturating_since(r.started_at)),
-            total => total,
+        // A reset with no total yet is one still open.
+        last_total_us: us(last.map(|r| {
+            r.total()
+                .unwrap_or_else(|| now.saturating_since(r.started_at))
         })),
         log_next_seq: coord.recorder().next_seq(),
         ports: ports_out(coord),

@@ -519,3 +519,51 @@ fn encoding_is_fixed_size_and_distinguishes_records() {
     );
     assert_eq!(&u.encode()[48..54], b"wedged");
 }
+
+/// The log line says what a person needs of each kind: who called (or the administrator's
+/// reason), the settle an assert asked for, an Active port's LID.
+#[test]
+fn a_records_text_says_the_detail_of_its_kind() {
+    let text = |name: &str, kind| {
+        let line = Record::once(1, Instant::ZERO, ShortText::cut(name), kind).to_string();
+        let head = format!("#{:<5} {:>14}  ", 1, Instant::ZERO);
+        line.strip_prefix(&head).expect("the head").to_string()
+    };
+    let admin = RecordKind::Call {
+        client: None,
+        call: Call::AdminReset,
+    };
+    assert_eq!(text("", admin), "admin_reset");
+    assert_eq!(text("new firmware", admin), "admin_reset: \"new firmware\"");
+    let assert = RecordKind::Hw {
+        step: HwStep::AssertReset,
+        outcome: HwOutcome::Asserted,
+        detail: 1_000,
+    };
+    assert_eq!(
+        text("", assert),
+        "hw assert_reset asserted (settle 1000 ms)"
+    );
+    let active = RecordKind::Port {
+        port: 1,
+        state: PortState::Active,
+        lid: 16,
+    };
+    assert_eq!(text("", active), "port 1 active, lid 16");
+    let down = RecordKind::Port {
+        port: 2,
+        state: PortState::Down,
+        lid: 0,
+    };
+    assert_eq!(text("", down), "port 2 down");
+}
+
+/// An empty recorder says so; one record makes it not empty.
+#[test]
+fn a_recorder_is_empty_until_its_first_record() {
+    let mut r = FlightRecorder::new(4);
+    assert!(r.is_empty());
+    r.record(Instant::ZERO, &ShortText::EMPTY, probe(1));
+    assert!(!r.is_empty());
+    assert_eq!(r.len(), 1);
+}

@@ -335,3 +335,28 @@ fn the_reset_history_keeps_the_newest_sixteen_in_order_after_wrapping() {
     assert_eq!(ordinals, (25..=40).collect::<Vec<_>>());
     assert_eq!(h.newest().map(|r| r.ordinal), Some(40));
 }
+
+/// A completion of a step the reset is not waiting for (a host's stray, or a late one from
+/// an attempt given up) is recorded and ignored: the reset stays where it was.
+#[test]
+fn a_completion_of_a_step_not_awaited_is_ignored() {
+    use crate::hca::{HwCompletion, HwResult};
+    let mut s = silent_device(40);
+    asserted(&mut s);
+    let steps = s.hw_steps().len();
+    let phase = s.c().hw_phase();
+    assert!(matches!(phase, Some(super::HwPhase::WaitingReady { .. })));
+    s.call(|c, now| {
+        c.hw_complete(
+            now,
+            HwCompletion {
+                step: HwStep::RestoreConfig,
+                result: HwResult::Done,
+            },
+        )
+    });
+    s.pump();
+    assert_eq!(s.c().hw_phase(), phase, "still waiting for the device");
+    assert_eq!(s.hw_steps().len(), steps, "no step issued");
+    assert_eq!(s.c().state(), State::Resetting);
+}

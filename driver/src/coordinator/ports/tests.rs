@@ -231,3 +231,76 @@ fn the_service_is_back_when_every_port_active_before_the_reset_is_active_again()
     s.pump();
     assert_eq!(s.c().awaiting_ports(), 0, "removed: nothing is coming back");
 }
+
+/// QUERY_STATE's flags say what the operator must know: a reset under way, then, once the
+/// bus is Operational again, that the service is still recovering and which ports it waits
+/// for; nothing once they are back.
+#[test]
+fn query_state_flags_say_recovering_and_the_ports_awaited() {
+    use crate::ioctl::{
+        state_out, STATE_AWAITED_PORTS_SHIFT, STATE_RECOVERING, STATE_RESET_IN_PROGRESS,
+    };
+    let flags = |s: &Stepper| state_out(s.c(), s.now()).flags;
+    let mut s = stepper();
+    let a = reg(&mut s, "a");
+    port(&mut s, 1, PortState::Down, 0);
+    port(&mut s, 2, PortState::Active, 0x11);
+    assert_eq!(flags(&s), 0, "nothing under way");
+    reset_executed(&mut s, &[a]);
+    assert_eq!(
+        flags(&s) & (STATE_RESET_IN_PROGRESS | STATE_RECOVERING),
+        STATE_RESET_IN_PROGRESS
+    );
+    s.advance(1_000);
+    assert_eq!(s.c().state(), State::Operational);
+    assert_eq!(
+        flags(&s),
+        STATE_RECOVERING | 0b10 << STATE_AWAITED_PORTS_SHIFT,
+        "port 2 awaited"
+    );
+    port(&mut s, 2, PortState::Active, 0x12);
+    assert_eq!(flags(&s), 0, "recovered");
+}
+
+/// A port's record says what a client sees of it, its state and LID: a change of only its
+/// physical state or speed updates the view and writes no record.
+#[test]
+fn only_a_new_state_or_lid_is_recorded() {
+    let mut s = stepper();
+    let port_records = |s: &Stepper| {
+        s.c()
+            .recorder()
+            .iter()
+            .filter(|r| matches!(r.kind, RecordKind::Port { .. }))
+            .count()
+    };
+    port(&mut s, 1, PortState::Active, 0x10);
+    let before = port_records(&s);
+    let faster = PortAttrs {
+        width: 4,
+        speed: Some(LinkSpeed::Edr),
+        ..PortAttrs::bare(PortState::Active, 0x10)
+    };
+    s.call(|c, now| c.port_changed(now, 1, faster))
+        .expect("port 1");
+    assert_eq!(s.c().port(1).map(|p| p.width), Some(4), "the view follows");
+    assert_eq!(port_records(&s), before, "no record");
+    port(&mut s, 1, PortState::Active, 0x11);
+    assert_eq!(port_records(&s), before + 1, "a new LID is recorded");
+}
+
+/// While the device is reset its ports give no light: physically Disabled, not the
+/// LinkUp they had.
+#[test]
+fn a_port_taken_down_by_a_reset_is_physically_disabled() {
+    let mut s = stepper();
+    let a = reg(&mut s, "a");
+    port(&mut s, 1, PortState::Active, 0x10);
+    assert_eq!(s.c().port(1).map(|p| p.phys), Some(PhysState::LinkUp));
+    reset_executed(&mut s, &[a]);
+    let view = s.c().port(1).expect("port 1");
+    assert_eq!(
+        (view.state, view.phys),
+        (PortState::Down, PhysState::Disabled)
+    );
+}

@@ -88,3 +88,81 @@ fn the_fingerprint_tells_protocol_states_apart_and_not_histories() {
     one.request(a).expect("request");
     assert_ne!(fingerprint(&one), with_b, "a reset under way");
 }
+
+/// A second administrator's reset joining the first keeps the first one's reason: the
+/// record says why the reset began.
+#[test]
+fn a_joining_administrators_reason_does_not_replace_the_first() {
+    let mut h = harness();
+    let _a = h.reg("a");
+    h.call(|c, now| c.admin_reset_because(now, AdminReset::Forced, "firmware 2.43"))
+        .expect("reset");
+    h.pump();
+    h.call(|c, now| c.admin_reset_because(now, AdminReset::Forced, "again"))
+        .expect("joins");
+    h.pump();
+    let r = h.c().last_reset().expect("record");
+    assert_eq!(r.requests, 2);
+    assert_eq!(r.admin_reason.as_str(), "firmware 2.43");
+}
+
+/// The action queue is sized for the worst case: one more action is a sizing bug, counted
+/// and asserted, never a silent loss.
+#[test]
+#[should_panic(expected = "action queue overflow: 1 dropped")]
+fn an_action_past_the_queues_room_is_counted_and_asserted() {
+    let mut h = harness();
+    h.call(|c, _| {
+        while c.actions.len() < c.actions.capacity() {
+            c.push(Action::Pnp(PnpOp::ReenumerateChildren));
+        }
+        c.push(Action::Pnp(PnpOp::ReenumerateChildren));
+    });
+}
+
+/// The storm window counts what began less than its length ago: a reset exactly one
+/// window old has left it.
+#[test]
+fn a_window_counts_what_began_less_than_its_length_ago() {
+    let mut w = super::super::stage::Window::new();
+    let window = Duration::from_ms(100);
+    w.push(Instant::from_ms(0));
+    w.push(Instant::from_ms(50));
+    assert_eq!(w.count_within(Instant::from_ms(99), window), 2);
+    assert_eq!(w.count_within(Instant::from_ms(100), window), 1);
+    assert_eq!(w.count_within(Instant::from_ms(150), window), 0);
+}
+
+/// A consent or a veto to a device removed during the query is refused as such, not as
+/// an answer to no query.
+#[test]
+fn an_answer_to_a_query_of_a_removed_device_is_refused_as_removed() {
+    let mut h = harness();
+    let v = h.reg_flags("v", ClientFlags::CAN_VETO);
+    h.admin(AdminReset::Planned).expect("planned");
+    let e = h.query_epoch_of(v);
+    h.call(|c, now| c.surprise_removal(now));
+    h.pump();
+    assert_eq!(h.c().state(), State::Removed);
+    assert_eq!(
+        h.call(|c, now| c.reset_consent(now, v, e)),
+        Err(ConsentError::DeviceRemoved)
+    );
+    assert_eq!(
+        h.call(|c, now| c.reset_veto(now, v, e, busy())),
+        Err(VetoError::DeviceRemoved)
+    );
+}
+
+/// Before any reset there is no last reset and no concluded one; a reset under way is the
+/// last and not yet concluded.
+#[test]
+fn no_reset_is_reported_before_the_first() {
+    let mut h = harness();
+    let a = h.reg("a");
+    assert!(h.c().last_reset().is_none());
+    assert!(h.c().concluded_reset().is_none());
+    h.request(a).expect("request");
+    assert!(h.c().last_reset().is_some());
+    assert!(h.c().concluded_reset().is_none());
+}
