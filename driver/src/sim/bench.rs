@@ -24,6 +24,9 @@ use crate::time::{Duration, Instant};
 use crate::timers::TimerTable;
 use crate::types::*;
 
+/// The most actions one drain runs (a reset of 1,024 clients queues a few thousand).
+const DRAIN_BOUND: u32 = 1_000_000;
+
 /// A floor client: one dynamic call per event, as a bus's callback table would make.
 pub trait FloorClient {
     fn on_event(&mut self, event: &Event, acks: &mut u64);
@@ -173,7 +176,11 @@ impl MinimalHost {
     /// Runs every queued action; whether a reset concluded.
     fn drain(&mut self) -> bool {
         let mut concluded = false;
-        while let Some(a) = self.c.pop_action() {
+        // Bounded as `reset` is: a queue that never empties is a broken build.
+        for _ in 0..DRAIN_BOUND {
+            let Some(a) = self.c.pop_action() else {
+                return concluded;
+            };
             match a {
                 Action::Deliver { client, event } => self.deliver(client, event),
                 Action::ArmTimer { .. } | Action::CancelTimer { .. } => {
@@ -188,7 +195,7 @@ impl MinimalHost {
                 Action::ResetConcluded { .. } => concluded = true,
             }
         }
-        concluded
+        panic!("{DRAIN_BOUND} actions in one drain: the coordinator feeds itself");
     }
 
     fn deliver(&mut self, client: ClientId, event: Event) {

@@ -22,6 +22,8 @@ use crate::types::{PnpOp, State};
 
 /// The most actions one [`Stepper::pump`] runs before it calls the coordinator runaway.
 const PUMP_BOUND: u32 = 1_000_000;
+/// The most timers one advance fires.
+const EXPIRY_BOUND: u32 = 100_000;
 
 /// A device on virtual time: the host tells it the time before each step.
 pub trait SimDevice: Hca {
@@ -214,9 +216,16 @@ impl<H: SimDevice> Stepper<H> {
     fn fire_due(&mut self, until: Instant, mut after_each: impl FnMut(&mut Self)) {
         // A timer re-armed for the instant it fired at would spin here forever: the bound
         // makes that a failed test (no reset arms more than a few timers per instant).
-        let (mut last_at, mut not_later) = (None, 0u32);
+        let (mut last_at, mut not_later, mut fired) = (None, 0u32, 0u32);
         while let Some((at, timer, token)) = self.timers.take_earliest(until) {
             assert!(at <= until, "{timer:?} taken at {at}, after {until}");
+            // No reset fires more than a few thousand timers in a test's span: a timer
+            // re-armed a microsecond on is a spin, made a failed test.
+            fired += 1;
+            assert!(
+                fired <= EXPIRY_BOUND,
+                "{EXPIRY_BOUND} timers fired before {until}"
+            );
             not_later = if last_at.is_some_and(|l| at <= l) {
                 not_later + 1
             } else {
@@ -257,12 +266,14 @@ impl<H: SimDevice> Stepper<H> {
     pub fn drive_to_restoring(&mut self) -> Option<Vec<(ClientId, Event)>> {
         let mut held = Vec::new();
         let mut hold = |s: &mut Self| {
-            while let Some(a) = s.c.pop_action() {
-                match a {
-                    Action::Deliver { client, event } => held.push((client, event)),
-                    other => s.execute(other),
+            for _ in 0..PUMP_BOUND {
+                match s.c.pop_action() {
+                    Some(Action::Deliver { client, event }) => held.push((client, event)),
+                    Some(other) => s.execute(other),
+                    None => return,
                 }
             }
+            panic!("{PUMP_BOUND} actions in one pump: the coordinator feeds itself");
         };
         for _ in 0..1_000 {
             let until = self.now + Duration::from_ms(10);

@@ -154,7 +154,7 @@ fn a_vetoed_planned_reset_is_summarised_with_its_vetoer_and_both_reasons() {
     let flags = ClientFlags::CAN_VETO;
     let desc = ClientDesc::new("backup", ClientKind::Custom, flags).expect("name");
     let backup = d.coord.register(d.now, desc).expect("room").id;
-    while d.coord.pop_action().is_some() {}
+    discard_actions(&mut d.coord);
     let mut input = vec![0u8; 80];
     RequestResetIn::new(ResetMode::Planned, "firmware 2.42 staged").encode(&mut input);
     let (r, out) = call(&mut d, IOCTL_HCABUS_REQUEST_RESET, &input, 8, ALL);

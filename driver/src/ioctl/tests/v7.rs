@@ -252,7 +252,7 @@ fn query_counters_is_not_supported_by_a_device_that_counts_no_clients() {
 fn every_order_to_a_removed_device_is_refused_recorded_and_counted_as_the_administrators() {
     let mut d = dev();
     d.coord.surprise_removal(d.now);
-    while d.coord.pop_action().is_some() {}
+    discard_actions(&mut d.coord);
     let before = d.coord.counters().admin_refusals;
     let seq = d.coord.recorder().next_seq();
     let mut inject = vec![0u8; size_of::<InjectFaultIn>()];
