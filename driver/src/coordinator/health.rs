@@ -182,14 +182,14 @@ impl Coordinator {
             HealthVerdict::Stalled => Some(ResetReason::HealthStall),
         };
         if was == State::Operational {
-            match cause {
-                Some(reason) => self.fault(reason),
-                // The poll that issued this read armed the next one already.
-                None if self.timers[TimerId::HealthPoll as usize].is_some() => {}
-                None => self.arm(
-                    TimerId::HealthPoll,
-                    self.now + self.policy.health_poll_interval(),
-                ),
+            // A healthy read was issued by a poll that armed the next one, which is still
+            // armed: had it fired first, it would have failed this read as unanswered.
+            debug_assert!(
+                cause.is_some() || self.timers[TimerId::HealthPoll as usize].is_some(),
+                "a healthy read with no poll armed"
+            );
+            if let Some(reason) = cause {
+                self.fault(reason);
             }
             return;
         }

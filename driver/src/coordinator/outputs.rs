@@ -11,14 +11,13 @@ use crate::types::*;
 
 impl Coordinator {
     /// Visits the registered clients in `walk` order; for each client `visit` returns
-    /// something, `then` runs with the coordinator. Returns how many clients that was.
+    /// something, `then` runs with the coordinator.
     pub(super) fn fan_out<T>(
         &mut self,
         walk: Walk,
         mut visit: impl FnMut(&mut Entry) -> Option<T>,
         mut then: impl FnMut(&mut Self, ClientId, T),
-    ) -> u16 {
-        let mut count = 0;
+    ) {
         let mut cur = self.order.end(walk);
         let mut left = self.order.len();
         while let Some(slot) = cur {
@@ -33,11 +32,9 @@ impl Coordinator {
             };
             if let Some(out) = visit(e) {
                 let id = e.id;
-                count += 1;
                 then(self, id, out);
             }
         }
-        count
     }
 
     /// The common fan-out: `event` to every client `visit` picks. The hottest loop of a

@@ -16,7 +16,6 @@ use crate::sim::hca::SimHca;
 use crate::sim::invariants::InvariantChecker;
 use crate::time::{Duration, Instant};
 use crate::timers::TimerTable;
-
 use crate::types::{ClientId, Event, EventKind};
 use crate::types::{PnpOp, State};
 
@@ -68,6 +67,8 @@ pub struct Stepper<H: SimDevice = SimHca> {
     checker: InvariantChecker,
     /// Panic at the first violated guarantee (for unit tests) instead of only recording it.
     strict: bool,
+    /// Health reads are issued and never answered (a device that stopped answering them).
+    unanswered_health: bool,
 }
 
 impl Stepper {
@@ -94,6 +95,7 @@ impl<H: SimDevice> Stepper<H> {
             pnp: Vec::new(),
             concluded: 0,
             strict: false,
+            unanswered_health: false,
         };
         s.pump();
         Ok(s)
@@ -103,6 +105,11 @@ impl<H: SimDevice> Stepper<H> {
     /// recording it in [`Stepper::checker`].
     pub fn set_strict(&mut self, strict: bool) {
         self.strict = strict;
+    }
+
+    /// From now on the device answers no health read: each is issued and left outstanding.
+    pub fn leave_health_reads_unanswered(&mut self) {
+        self.unanswered_health = true;
     }
 
     /// One input to the coordinator at the current virtual time. Its actions stay queued
@@ -199,6 +206,9 @@ impl<H: SimDevice> Stepper<H> {
             Action::Hw(step) => {
                 self.checker.on_hw_step(&self.c, step);
                 self.hw_steps.push(step);
+                if self.unanswered_health && step == HwStep::ReadHealth {
+                    return;
+                }
                 self.hca.set_now(self.now);
                 let done = execute(&mut self.hca, step);
                 self.c.hw_complete(self.now, done);

@@ -48,3 +48,44 @@ fn a_stall_found_again_during_its_own_reset_changes_nothing() {
     assert_eq!(h.c().health_report().errors, errors);
     assert_eq!(h.c().last_reset().expect("record").requests, 1);
 }
+
+/// A health read that never answers, found by the next poll during a quiesce, makes the
+/// reset fatal and the watch goes on: the next poll is armed one interval later.
+#[test]
+fn an_unanswered_read_during_a_quiesce_is_fatal_and_the_watch_goes_on() {
+    let mut h = harness_with(
+        Policy {
+            quiesce_deadline_ms: 10_000,
+            ..policy()
+        },
+        8,
+    );
+    let _wedged = h.reg("wedged");
+    h.admin(AdminReset::Forced).expect("forced");
+    assert_eq!(h.c().state(), State::Quiescing);
+    h.leave_health_reads_unanswered();
+    let interval = policy().health_poll_interval();
+    // One poll issues the read; the next finds it unanswered.
+    h.advance(2 * interval.as_us() / 1000);
+    let r = h.c().last_reset().expect("record");
+    assert_eq!(r.reason, ResetReason::Catastrophic, "unreadable: fatal");
+    assert_eq!(
+        h.c().state(),
+        State::Quiescing,
+        "still waiting for the client"
+    );
+    let reads = h
+        .hw_steps()
+        .iter()
+        .filter(|s| **s == HwStep::ReadHealth)
+        .count();
+    assert_eq!(
+        reads, 1,
+        "no new read in the instant the old one was given up"
+    );
+    let (at, _) = h
+        .timers()
+        .armed(TimerId::HealthPoll)
+        .expect("the watch goes on");
+    assert_eq!(at, h.now() + interval);
+}
