@@ -194,19 +194,9 @@ pub(super) struct Window {
     next: usize,
 }
 
-const WINDOW_SLOTS: usize = {
-    let (a, b) = (
-        MAX_AUTO_RESETS_LIMIT as usize,
-        CLIENT_REQUEST_LIMIT_MAX as usize,
-    );
-    if a > b {
-        a
-    } else {
-        b
-    }
-};
+const WINDOW_SLOTS: usize = MAX_AUTO_RESETS_LIMIT as usize;
 
-// Every limit a policy may set fits the window.
+// Every limit a policy may set fits the window: a larger one fails the build here.
 const _: () = assert!(
     WINDOW_SLOTS >= MAX_AUTO_RESETS_LIMIT as usize
         && WINDOW_SLOTS >= CLIENT_REQUEST_LIMIT_MAX as usize

@@ -11,6 +11,7 @@ use crate::types::*;
 use std::vec;
 use std::vec::Vec;
 
+mod pages;
 mod sizes;
 mod summary;
 mod v5;

@@ -90,3 +90,35 @@ fn a_follow_up_a_client_asked_for_gives_no_firmware_allowance() {
         Some(ResetResult::Failed(FailReason::DeviceReplaced))
     );
 }
+
+/// A planned reset called off for an unresponsive client resumes the health watch one
+/// interval later, not at once.
+#[test]
+fn the_health_poll_is_armed_one_interval_after_an_abort_for_an_unresponsive_client() {
+    let mut h = harness_with(
+        Policy {
+            abort_on_unresponsive: true,
+            ..policy()
+        },
+        8,
+    );
+    let _wedged = h.reg("wedged");
+    h.admin(AdminReset::Planned).expect("planned");
+    let reads = |h: &H| {
+        h.hw_steps()
+            .iter()
+            .filter(|s| **s == HwStep::ReadHealth)
+            .count()
+    };
+    h.advance(policy().quiesce_deadline_ms - 1);
+    let before = reads(&h);
+    h.advance(1);
+    assert_eq!(h.c().counters().resets_aborted, 1);
+    assert_eq!(
+        reads(&h),
+        before + 1,
+        "the read that closed the quiesce, no other"
+    );
+    let (at, _) = h.timers().armed(TimerId::HealthPoll).expect("armed");
+    assert_eq!(at, h.now() + policy().health_poll_interval());
+}

@@ -166,3 +166,18 @@ fn a_device_that_implements_only_what_it_must_refuses_faults_and_counters() {
     assert_eq!(state.time_zero_unix_ms, 0, "no wall clock");
     assert_eq!(bare.0.state(), State::Operational, "no fault reached it");
 }
+
+/// The policy a structure names is its fields' (hcactl reads GET_POLICY with it); a
+/// structure no policy can be names none.
+#[test]
+fn a_policy_structure_names_its_own_policy_or_none() {
+    let custom = Policy {
+        quiesce_deadline_ms: 4_321,
+        reset_retries: 5,
+        ..Policy::default()
+    };
+    let abi = PolicyAbi::from_policy(&custom);
+    assert_eq!(abi.to_policy(), Some(custom));
+    let bad = PolicyAbi { reserved: 1, ..abi };
+    assert_eq!(bad.to_policy(), None);
+}
