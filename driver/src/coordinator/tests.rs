@@ -142,6 +142,17 @@ impl Shorthand for H {
 use crate::recorder::RecordKind;
 use EventKind::*;
 
+/// One client, whose request ran into a device whose every reset fails: Failed.
+fn failed_device() -> (H, ClientId) {
+    let mut h = harness();
+    let a = h.reg("a");
+    h.hca_mut().fail_next_resets(4);
+    h.request(a).expect("request");
+    h.complete(&[a]);
+    assert_eq!(h.c().state(), State::Failed);
+    (h, a)
+}
+
 fn busy() -> VetoReason {
     VetoReason::cut("backup window: job 7 running")
 }

@@ -5,21 +5,11 @@ use std::hash::{DefaultHasher, Hasher};
 
 use super::*;
 
-fn failed() -> (H, ClientId) {
-    let mut h = harness();
-    let a = h.reg("a");
-    h.hca_mut().fail_next_resets(4);
-    h.request(a).expect("request");
-    h.complete(&[a]);
-    assert_eq!(h.c().state(), State::Failed);
-    (h, a)
-}
-
 /// A client registering on a Failed device is a zombie from the start, not a late
 /// registrant waiting for a RESET_END that only a restart will send.
 #[test]
 fn a_client_registering_on_a_failed_device_is_failed() {
-    let (mut h, _) = failed();
+    let (mut h, _) = failed_device();
     let d = ClientDesc::new("new", ClientKind::Custom, ClientFlags::empty()).expect("name");
     let r = h.call(|c, now| c.register(now, d)).expect("register");
     assert_eq!(r.state, State::Failed);

@@ -117,12 +117,7 @@ fn vetoes_aborts_and_unresponsive_clients_are_each_counted_once() {
 /// by requests during the restore are each counted once.
 #[test]
 fn failures_restarts_and_follow_ups_are_each_counted_once() {
-    let mut h = harness();
-    let a = h.reg("a");
-    h.hca_mut().fail_next_resets(4);
-    h.request(a).expect("request");
-    h.complete(&[a]);
-    assert_eq!(h.c().state(), State::Failed);
+    let (mut h, a) = failed_device();
     let mut want = Counters {
         registrations: 1,
         resets_started: 1,
