@@ -407,10 +407,13 @@ fn forced_reset_ignores_abort_on_unresponsive() {
         },
         8,
     );
-    let _wedged = h.reg("wedged");
+    let wedged = h.reg("wedged");
     h.admin(AdminReset::Forced).expect("forced");
     h.advance(3_000);
     assert_eq!(h.c().epoch(), Epoch(2), "forced reset went through");
+    // The record says so even with the policy on: the late client did not abort it.
+    assert!(h.c().recorder().iter().any(|r| matches!(r.kind,
+        RecordKind::Unresponsive { client, aborts: false } if client == wedged)));
 }
 
 // ----- Preparing: the query of a planned reset (docs/design.md §5) -------------------------------------
@@ -1326,12 +1329,7 @@ fn hardware_reset_fails_twice_then_succeeds() {
 
 #[test]
 fn hardware_reset_failing_always_tries_flr_then_fails_hardware_dead_then_admin_restart() {
-    let mut h = harness();
-    let a = h.reg("a");
-    h.hca_mut().fail_next_resets(4);
-    h.request(a).expect("request");
-    h.complete(&[a]);
-    assert_eq!(h.c().state(), State::Failed);
+    let (mut h, a) = failed_device();
     assert_eq!(
         h.hw_steps()
             .iter()

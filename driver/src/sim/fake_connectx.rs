@@ -367,11 +367,11 @@ impl RegisterAccess for FakeConnectX {
             o if (regs::CATAS_BUF + 4..regs::CATAS_BUF + 4 * regs::CATAS_WORDS).contains(&o) => {
                 self.faults.syndrome_tail[((o - regs::CATAS_BUF) / 4 - 1) as usize]
             }
-            regs::HEALTH_COUNTER if self.faults.counter_stuck_at.is_some() => {
-                self.faults.counter_stuck_at.unwrap_or_default()
-            }
-            regs::HEALTH_COUNTER if self.faults.health_stalled => 0x5_7A11,
-            regs::HEALTH_COUNTER => (self.now.as_us() / 100_000) as u32,
+            regs::HEALTH_COUNTER => match self.faults.counter_stuck_at {
+                Some(stuck) => stuck,
+                None if self.faults.health_stalled => 0x5_7A11,
+                None => (self.now.as_us() / 100_000) as u32,
+            },
             _ => self.bar0.get(&offset).copied().unwrap_or(0),
         }
     }

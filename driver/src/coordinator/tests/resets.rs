@@ -30,23 +30,6 @@ fn a_planned_reset_without_the_abort_policy_forces_a_late_client_through() {
     assert_eq!(aborts, [false]);
 }
 
-/// A forced reset is never aborted, and its record says so even with the policy on.
-#[test]
-fn a_forced_reset_records_its_late_client_as_not_aborting() {
-    let mut h = harness_with(
-        Policy {
-            abort_on_unresponsive: true,
-            ..policy()
-        },
-        8,
-    );
-    let wedged = h.reg("wedged");
-    h.admin(AdminReset::Forced).expect("forced");
-    h.advance(1_000);
-    assert!(h.c().recorder().iter().any(|r| matches!(r.kind,
-        RecordKind::Unresponsive { client, aborts: false } if client == wedged)));
-}
-
 /// Health polling resumes one interval after a reset ends, restored or aborted.
 #[test]
 fn the_health_poll_is_armed_one_interval_after_a_reset_ends() {
