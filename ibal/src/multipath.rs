@@ -76,6 +76,9 @@ struct PathState {
     suspect: bool,
     /// It could send another command when it last said (see [`Multipath::note_room`]).
     room: bool,
+    /// Where a planned reset of its adapter that the disk consented to stands: the guard
+    /// counts the path as resetting until it is back after that reset.
+    consent: guard::Consent,
 }
 
 /// The queue and workload above the paths of one disk.
@@ -136,6 +139,7 @@ impl SharedMultipath {
             last_answer: None,
             suspect: false,
             room: true,
+            consent: guard::Consent::None,
         };
         SharedMultipath(Arc::new(Mutex::new(Multipath {
             name: name.into(),
@@ -205,6 +209,10 @@ impl Multipath {
             s
         })
     }
+    /// The latest instant a path reported.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
     pub fn path_up(&self, path: usize) -> bool {
         self.paths.get(path).is_some_and(|p| p.up)
     }
@@ -226,6 +234,7 @@ impl Multipath {
         }
         for p in &self.paths {
             (p.up, p.dead.is_some(), p.suspect, p.room, p.last_answer).hash(h);
+            p.consent.hash(h);
         }
         for f in &self.fences {
             std::format!("{f:?}").hash(h);
@@ -348,6 +357,10 @@ impl Multipath {
         }
         if !p.up {
             self.events.push(now, path, PathEventKind::Up);
+        }
+        // Back after the reset the disk consented to: it serves again, for the guard too.
+        if p.consent == guard::Consent::ResetBegun {
+            p.consent = guard::Consent::None;
         }
         p.up = true;
         p.dead = None;

@@ -158,7 +158,9 @@ fn every_scenario_file_has_its_expected_outcome() {
         "io-hold-timeout.toml",
         "last-path-cable-out.toml",
         "last-path-consents.toml",
+        "last-path-overlap.toml",
         "last-path-single.toml",
+        "last-path-withdrawn.toml",
         "multipath-adapter-replaced.toml",
         "multipath-both-reset.toml",
         "multipath-cable-out.toml",
@@ -194,9 +196,11 @@ fn every_scenario_file_has_its_expected_outcome() {
             | "multipath-cable-out.toml"
             | "multipath-slow-path.toml"
             | "multipath-slow-target.toml" => expect_multipath(file, &r),
-            "last-path-cable-out.toml" | "last-path-consents.toml" | "last-path-single.toml" => {
-                expect_last_path(file, &r)
-            }
+            "last-path-cable-out.toml"
+            | "last-path-consents.toml"
+            | "last-path-single.toml"
+            | "last-path-withdrawn.toml"
+            | "last-path-overlap.toml" => expect_last_path(file, &r),
             "stuck-client.toml"
             | "planned-vetoed.toml"
             | "planned-consented.toml"
@@ -349,6 +353,34 @@ fn expect_last_path(file: &str, r: &Value) {
             assert_eq!(m["max_held"], 0, "{m}");
             assert!(m["paths"][0]["down_us"].as_u64() > Some(400_000), "{m}");
             assert!(m["max_latency_us"].as_u64() < Some(10_000), "{m}");
+        }
+        // The answer holds until the query closes (SPEC §3): consent, then a veto.
+        "last-path-withdrawn.toml" => {
+            assert_eq!(outcomes(r), ["Aborted"]);
+            let reset = &r["resets"][0];
+            assert_eq!(reset["hca"], "hca0");
+            assert_eq!(reset["vetoed_by"], "bootdisk");
+            assert_eq!(reset["veto_reason"], "last path: hca1 port 1 down");
+            assert_eq!(reset["hw_reset_us"], Value::Null, "nothing torn down");
+            assert_eq!(r["hcas"][0]["epoch"], 1);
+            let m = &r["multipath"][0];
+            assert_eq!(m["no_path_us"], 0, "{m}");
+            assert_eq!(m["paths"][0]["down_us"], 0, "{m}");
+        }
+        // Two overlapping planned resets of the disk's two adapters: one goes ahead.
+        "last-path-overlap.toml" => {
+            assert_eq!(outcomes(r), ["Restored", "Aborted"]);
+            let (first, second) = (&r["resets"][0], &r["resets"][1]);
+            assert_eq!(first["hca"], "hca0");
+            assert_eq!(second["hca"], "hca1");
+            assert_eq!(second["vetoed_by"], "bootdisk");
+            assert_eq!(second["veto_reason"], "last path: hca0 port 1 resetting");
+            assert_eq!(r["hcas"][0]["epoch"], 2);
+            assert_eq!(r["hcas"][1]["epoch"], 1);
+            let m = &r["multipath"][0];
+            assert_eq!(m["no_path_us"], 0, "{m}");
+            assert_eq!(m["max_held"], 0, "{m}");
+            assert_eq!(m["paths"][1]["down_us"], 0, "{m}");
         }
         "last-path-single.toml" => {
             assert_eq!(outcomes(r), ["Aborted", "Restored"]);

@@ -44,6 +44,9 @@ pub struct SrpClient {
     /// This path asked for its adapter's reset (a stalled data path) and the reset has not
     /// come yet: it asks once.
     escalated: bool,
+    /// The planned reset whose query this path consented to, while that query is open: the
+    /// answer must hold until it closes, so the path looks again as the others change.
+    consented: Option<Epoch>,
     pub refusals: u32,
 }
 
@@ -92,6 +95,7 @@ impl SrpClient {
             resetting: false,
             probe_from: None,
             escalated: false,
+            consented: None,
             refusals: 0,
         })
     }
@@ -396,14 +400,70 @@ impl SrpClient {
             None => Some(only_path()),
         };
         let answered = match missing {
-            None => bus.reset_consent(id, epoch).is_ok(),
-            Some(reason) => {
-                log::info!("{}: vetoes the planned reset: {reason}", self.desc.name);
-                bus.reset_veto(id, epoch, reason).is_ok()
+            None => {
+                let ok = bus.reset_consent(id, epoch).is_ok();
+                if let (true, Some(p)) = (ok, &self.path) {
+                    p.mp.lock().consent_given(p.index);
+                    self.consented = Some(epoch);
+                }
+                ok
             }
+            Some(reason) => self.veto(bus, id, epoch, reason),
         };
         if !answered {
             self.refusals += 1;
+        }
+    }
+
+    fn veto<B: ClientBus + ?Sized>(
+        &self,
+        bus: &mut B,
+        id: ClientId,
+        epoch: Epoch,
+        reason: VetoReason,
+    ) -> bool {
+        log::info!("{}: vetoes the planned reset: {reason}", self.desc.name);
+        bus.reset_veto(id, epoch, reason).is_ok()
+    }
+
+    /// Whether the consent this path gave no longer holds: the query is open and another
+    /// path has since gone down, lost its login or been consented away.
+    fn consent_stale(&self) -> bool {
+        match (&self.path, self.consented) {
+            (Some(p), Some(_)) => p.mp.lock().last_path(p.index).is_some(),
+            _ => false,
+        }
+    }
+
+    /// While the query this path consented to is open, its answer must still hold (SPEC
+    /// §3): if the disk would now be left with no path, it vetoes after all. A veto the bus
+    /// refuses came too late (the query closed as it was sent): counted, and the reset that
+    /// goes ahead finds this path as any reset does.
+    fn recheck_consent<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
+        let (Some(p), Some(epoch), Some(id)) = (&self.path, self.consented, self.id) else {
+            return;
+        };
+        let Some(reason) = p.mp.lock().last_path(p.index) else {
+            return;
+        };
+        p.mp.lock().consent_withdrawn(p.index);
+        self.consented = None;
+        log::info!("{}: withdraws its consent", self.desc.name);
+        if !self.veto(bus, id, epoch, reason) {
+            self.refusals += 1;
+        }
+    }
+
+    /// The query this path consented to closed: the reset went ahead (`began`) or not.
+    fn query_closed(&mut self, began: bool) {
+        self.consented = None;
+        if let Some(p) = &self.path {
+            let mut mp = p.mp.lock();
+            if began {
+                mp.consented_reset_began(p.index);
+            } else {
+                mp.consent_withdrawn(p.index);
+            }
         }
     }
 
@@ -493,6 +553,7 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
         let now = bus.now();
         match event {
             Event::Reset { epoch, .. } => {
+                self.query_closed(true);
                 self.resetting = true;
                 self.escalated = false;
                 self.disk.on_reset(&self.ibal, bus);
@@ -509,7 +570,7 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
             }
             // A planned reset called off at its query (a veto): this disk heard no RESET
             // and tore nothing down, so it carries on as it was.
-            Event::ResetAborted { .. } if !self.resetting => {}
+            Event::ResetAborted { .. } if !self.resetting => self.query_closed(false),
             Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
                 self.resetting = false;
                 self.disk.failed = None;
@@ -519,12 +580,14 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
                 self.login.fresh_device();
             }
             Event::ResetFailed { .. } => {
+                self.query_closed(false);
                 self.resetting = false;
                 self.device_lost(bus, IoStatus::DeviceFailed);
             }
             // Asked only when the guard made it CAN_VETO.
             Event::ResetQuery { epoch, .. } => self.guard(bus, epoch),
             Event::DeviceFatal { .. } => {
+                self.query_closed(false);
                 self.resetting = false;
                 self.device_lost(bus, IoStatus::DeviceRemoved);
             }
@@ -576,8 +639,14 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
             }
             _ => None,
         };
+        // A consent that no longer holds is withdrawn at once.
+        let recheck = match &self.path {
+            Some(p) if self.consent_stale() => Some(p.mp.lock().now()),
+            _ => None,
+        };
         [
             self.target.next_due(),
+            recheck,
             work,
             overdue,
             self.connect_at,
@@ -599,6 +668,7 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
             self.target.process(hca, now);
         }
         self.disk.poll(&self.ibal, bus);
+        self.recheck_consent(bus);
         self.fail_over_slow(bus);
         if let Some((_, epoch)) = self.execute_at.filter(|(t, _)| *t <= now) {
             self.execute_at = None;

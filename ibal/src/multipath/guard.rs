@@ -2,6 +2,13 @@
 //! adapter under one of its paths when no other path is Active and logged in, and names what
 //! is missing. Only planned resets ask (RESET_QUERY): a forced reset or a fatal error is
 //! never refused, since the guard protects maintenance, not recovery.
+//!
+//! The answer must still hold when the reset goes ahead (SPEC §3: the last answer before the
+//! query closes counts). A path whose planned reset the disk consented to counts as
+//! resetting from the consent until it is back after that reset, so of two overlapping
+//! planned resets of the disk's adapters the second is refused; and while the query is
+//! still open, the consenting path looks again whenever another path changes and vetoes
+//! if the disk would now be left without one (see `SrpClient::recheck_consent`).
 
 use hcabus::types::VetoReason;
 
@@ -29,6 +36,16 @@ impl PathGap {
             PathGap::Failed => "failed",
         }
     }
+}
+
+/// Where a planned reset of a path's adapter that the disk consented to stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Consent {
+    None,
+    /// Consented; the query is still open (a veto may still come).
+    Given,
+    /// The reset went ahead: until the path is back up.
+    ResetBegun,
 }
 
 /// Where a path runs: its adapter and port, for the guard's reason.
@@ -80,16 +97,46 @@ impl Multipath {
     }
 
     /// The guard's answer for a planned reset of path `me`'s adapter: `None` (consent) when
-    /// another path is up, else the reason naming the first other path and why it is not.
+    /// another path is up and not itself consented away, else the reason naming the first
+    /// other path and why it is not.
     pub fn last_path(&self, me: usize) -> Option<VetoReason> {
         let mut others = self.paths.iter().enumerate().filter(|(i, _)| *i != me);
-        if others.clone().any(|(_, p)| p.up && p.dead.is_none()) {
+        let serves = |p: &super::PathState| p.up && p.dead.is_none() && p.consent == Consent::None;
+        if others.clone().any(|(_, p)| serves(p)) {
             return None;
         }
         Some(match others.next() {
+            Some((_, p)) if p.up && p.consent != Consent::None => {
+                reason(p.place, Some(PathGap::Resetting))
+            }
             Some((_, p)) => reason(p.place, p.gap),
             None => only_path(),
         })
+    }
+
+    /// The disk consented to a planned reset of `path`'s adapter: from now on the other
+    /// paths' guards count it as resetting.
+    pub fn consent_given(&mut self, path: usize) {
+        if let Some(p) = self.paths.get_mut(path) {
+            p.consent = Consent::Given;
+        }
+    }
+
+    /// The reset consented to went ahead (RESET): the path stays counted as resetting
+    /// until it is back up.
+    pub fn consented_reset_began(&mut self, path: usize) {
+        if let Some(p) = self.paths.get_mut(path) {
+            if p.consent == Consent::Given {
+                p.consent = Consent::ResetBegun;
+            }
+        }
+    }
+
+    /// The consent no longer stands: the disk vetoed after all, or the reset was called off.
+    pub fn consent_withdrawn(&mut self, path: usize) {
+        if let Some(p) = self.paths.get_mut(path) {
+            p.consent = Consent::None;
+        }
     }
 }
 
@@ -137,6 +184,38 @@ mod tests {
             m.last_path(1).map(|r| r.to_string()),
             Some("last path: hca0 port 1 down".into())
         );
+    }
+
+    #[test]
+    fn a_path_consented_away_counts_as_resetting_until_it_is_back_after_its_reset() {
+        let mp = disk(2);
+        let mut m = mp.lock();
+        let t = hcabus::Instant::ZERO;
+        m.path_is_up(0, t);
+        m.path_is_up(1, t);
+        assert_eq!(m.last_path(0), None);
+        m.consent_given(0);
+        assert_eq!(
+            m.last_path(1).map(|r| r.to_string()),
+            Some("last path: hca0 port 1 resetting".into()),
+            "a second planned reset overlapping the first is refused"
+        );
+        // Called off: hca0 serves the disk again for hca1's guard.
+        m.consent_withdrawn(0);
+        assert_eq!(m.last_path(1), None);
+        // Gone ahead: resetting through its outage, until it is back up.
+        m.consent_given(0);
+        m.consented_reset_began(0);
+        m.path_is_down(0, t, None);
+        m.note_gap(0, Some(PathGap::Resetting));
+        assert!(m.last_path(1).is_some());
+        m.path_is_up(0, t);
+        assert_eq!(m.last_path(1), None, "back after the reset consented to");
+        // A consent still open is not cleared by the path coming up: only its reset's end.
+        m.consent_given(1);
+        m.path_is_down(1, t, None);
+        m.path_is_up(1, t);
+        assert!(m.last_path(0).is_some(), "the query for hca1 is still open");
     }
 
     #[test]
