@@ -345,6 +345,7 @@ impl Coordinator {
         });
         self.counters.unregistrations += 1;
         let entry = self.slots[index].entry.take();
+        self.forget_deliveries(id);
         // A free slot holds no history: states that differ only in a departed client's
         // requests are one state to the model check.
         self.requests[index] = Window::new();
@@ -359,6 +360,24 @@ impl Coordinator {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Events queued for a client that left are never delivered (the host has dropped its
+    /// callback): they leave the queue now, so that clients coming and going while the
+    /// drain is held up cannot fill it. A RESET_END among them counts as delivered, as the
+    /// host would have reported it.
+    fn forget_deliveries(&mut self, id: ClientId) {
+        let mut ends = 0u32;
+        self.actions.retain(|a| match a {
+            Action::Deliver { client, event } if *client == id => {
+                ends += u32::from(event.kind() == EventKind::ResetEnd);
+                false
+            }
+            _ => true,
+        });
+        for _ in 0..ends {
+            self.event_delivered(self.now, id, EventKind::ResetEnd);
+        }
     }
 
     /// A client asks for a reset; it joins a reset under way (docs/design.md §3). Each client may ask

@@ -77,6 +77,20 @@ impl<T: Copy> Fifo<T> {
         self.slots.len()
     }
 
+    /// Drops every value `keep` refuses, the rest kept in order; in place, no allocation.
+    pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        let cap = self.slots.len();
+        let mut kept = 0;
+        for i in 0..self.len {
+            let value = self.slots[(self.head + i) % cap];
+            if keep(&value) {
+                self.slots[(self.head + kept) % cap] = value;
+                kept += 1;
+            }
+        }
+        self.len = kept;
+    }
+
     /// Oldest to newest.
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
         let cap = self.slots.len();
@@ -112,6 +126,27 @@ mod tests {
             (f.pop(), f.pop(), f.pop(), f.pop()),
             (Some(2), Some(3), Some(4), None)
         );
+        assert!(f.is_empty());
+    }
+
+    #[test]
+    fn retain_drops_what_it_refuses_across_the_wrap_and_frees_its_room() {
+        let mut f = Fifo::new(3, 0u32);
+        for v in [1, 2, 3] {
+            assert_eq!(f.push(v), Ok(()));
+        }
+        assert_eq!(f.pop(), Some(1));
+        assert_eq!(f.push(4), Ok(()), "past the wrap");
+        f.retain(|v| *v != 3);
+        assert_eq!(
+            f.iter().copied().collect::<Vec<_>>(),
+            [2, 4],
+            "kept in order"
+        );
+        assert_eq!(f.push(6), Ok(()), "the room dropped is free again");
+        assert_eq!(f.push(7), Err(7));
+        assert_eq!((f.pop(), f.pop(), f.pop()), (Some(2), Some(4), Some(6)));
+        f.retain(|_| false);
         assert!(f.is_empty());
     }
 

@@ -328,3 +328,112 @@ fn a_panicking_callback_does_not_stall_the_others() {
         c.self_ref.lock().expect("ref").take();
     }
 }
+
+/// A callback that holds its RESET until the test lets it go: it tells when it is under way
+/// and whether the child's Unregister had returned while it still ran.
+struct Holding {
+    entered: std::sync::atomic::AtomicBool,
+    unregistered: std::sync::atomic::AtomicBool,
+    ran_after_unregister: std::sync::atomic::AtomicBool,
+}
+
+impl EventCallback for Holding {
+    fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
+        let Event::Reset { epoch, .. } = event else {
+            return;
+        };
+        self.entered.store(true, Ordering::SeqCst);
+        // Stays under way until the Unregister of another thread returns, or for at most
+        // 200 ms: with the rundown that Unregister cannot return first, so the bound is what
+        // ends the wait; without it, the return is seen here. The bound decides nothing on a
+        // bus that keeps its promise: the test passes however slow the machine is.
+        let until = StdInstant::now() + StdDuration::from_millis(200);
+        while StdInstant::now() < until {
+            if self.unregistered.load(Ordering::SeqCst) {
+                self.ran_after_unregister.store(true, Ordering::SeqCst);
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let _ = bus.reset_execute(id, epoch);
+    }
+}
+
+/// Unregister is a rundown: called at PASSIVE_LEVEL from another thread while the client's
+/// callback runs, it returns only after that callback has returned, so the child may free
+/// its context at once.
+#[test]
+fn unregister_from_another_thread_waits_for_the_running_callback() {
+    let (host, _hca) = start(1);
+    let bus = Arc::clone(host.bus());
+    let holding = Arc::new(Holding {
+        entered: false.into(),
+        unregistered: false.into(),
+        ran_after_unregister: false.into(),
+    });
+    let cb: Arc<dyn EventCallback> = holding.clone();
+    let id = bus
+        .register(
+            desc("holding", ClientKind::Custom, ClientFlags::empty()),
+            cb,
+        )
+        .expect("register")
+        .id;
+    let admin = Arc::clone(&bus);
+    let resetter = std::thread::spawn(move || admin.admin_reset(AdminReset::Forced));
+    wait_for("the RESET callback to start", || {
+        holding.entered.load(Ordering::SeqCst)
+    });
+    bus.unregister(id).expect("unregister");
+    holding.unregistered.store(true, Ordering::SeqCst);
+    resetter.join().expect("resetter").expect("reset");
+    assert!(
+        !holding.ran_after_unregister.load(Ordering::SeqCst),
+        "the callback was still running when Unregister returned"
+    );
+    assert!(bus.wait_idle(StdDuration::from_secs(30)).expect("passive"));
+    assert_eq!(bus.state(), State::Operational);
+}
+
+/// A call made at DISPATCH_LEVEL (a child holding its own spin lock) never runs a callback on
+/// the calling thread: what it sets in motion is delivered on another (the timer thread, the
+/// model of another processor), after the call has returned.
+#[test]
+fn a_call_at_dispatch_level_is_delivered_on_another_thread() {
+    struct Where(Mutex<Vec<std::thread::ThreadId>>);
+    impl EventCallback for Where {
+        fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
+            self.0
+                .lock()
+                .expect("log")
+                .push(std::thread::current().id());
+            if let Event::Reset { epoch, .. } = event {
+                let _ = bus.reset_execute(id, epoch);
+            }
+        }
+    }
+    let (host, _hca) = start(1);
+    let bus = Arc::clone(host.bus());
+    let seen = Arc::new(Where(Mutex::new(Vec::new())));
+    let cb: Arc<dyn EventCallback> = seen.clone();
+    bus.register(desc("where", ClientKind::Custom, ClientFlags::empty()), cb)
+        .expect("register");
+    let raised = hcabus::sim::verifier::set(hcabus::sim::verifier::Irql::Dispatch);
+    let reset = bus.admin_reset(AdminReset::Forced);
+    let here = seen.0.lock().expect("log").clone();
+    hcabus::sim::verifier::set(raised);
+    reset.expect("reset");
+    let me = std::thread::current().id();
+    assert!(
+        here.iter().all(|t| *t != me),
+        "called back on the raised thread"
+    );
+    assert!(bus.wait_idle(StdDuration::from_secs(30)).expect("passive"));
+    let after = seen.0.lock().expect("log").clone();
+    assert_eq!(after.len(), 2, "RESET and RESET_END");
+    assert!(
+        after.iter().all(|t| *t != me),
+        "delivered on another thread"
+    );
+    assert_eq!(bus.epoch(), Epoch(2));
+}

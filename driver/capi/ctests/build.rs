@@ -1,7 +1,7 @@
 //! Compiles the C child drivers and the layout table against driver/include/hcabus.h.
 
 fn main() {
-    let files = ["c/layout.c", "c/children.c", "c/bad_input.c"];
+    let files = ["c/layout.c", "c/children.c", "c/bad_input.c", "c/churn.c"];
     for f in files.iter().chain(&[
         "c/child.h",
         "../include/hcabus_sim.h",

@@ -42,6 +42,17 @@ HCABUS_STATUS hcabus_sim_admin_reset(HCABUS_SIM *Sim, uint32_t Mode, uint64_t *E
 /* HCABUS_STATUS_TIMEOUT when the bus did not settle in time. */
 HCABUS_STATUS hcabus_sim_wait_idle(HCABUS_SIM *Sim, uint32_t TimeoutMs);
 
+/*
+ * The calling thread's IRQL, as KeRaiseIrql / KeLowerIrql: a child raises to DISPATCH_LEVEL
+ * when it takes its own spin lock. A bus call made at DISPATCH_LEVEL never runs a callback on
+ * the calling thread (it is delivered on another, as on another processor); a callback runs
+ * with its thread at DISPATCH_LEVEL. Levels: 0 PASSIVE_LEVEL, 2 DISPATCH_LEVEL.
+ */
+#define HCABUS_SIM_PASSIVE_LEVEL 0
+#define HCABUS_SIM_DISPATCH_LEVEL 2
+uint8_t hcabus_sim_raise_irql_to_dispatch(void);
+void hcabus_sim_lower_irql(uint8_t OldIrql);
+
 #ifdef __cplusplus
 }
 #endif

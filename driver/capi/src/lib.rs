@@ -15,6 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use hcabus::bus_abi::{status, HcabusStatus};
+use hcabus::sim::verifier::Irql;
 use hcabus::sim::{SharedSimHca, SimHca, SimHcaConfig, ThreadedHost};
 use hcabus::types::AdminReset;
 use hcabus::{Config, Duration, Policy};
@@ -249,6 +250,31 @@ pub unsafe extern "C" fn hcabus_sim_wait_idle(
             Err(_) => status::INVALID_PARAMETER,
         }
     })
+}
+
+/// KeRaiseIrql(DISPATCH_LEVEL) for the calling thread, as a child does when it takes its own
+/// spin lock: from now on no bus call of this thread runs a callback on it (what the call sets
+/// in motion is delivered on another thread, the model of another processor), and a blocking
+/// call is refused. Returns the IRQL before (0 PASSIVE_LEVEL, 2 DISPATCH_LEVEL) for
+/// [`hcabus_sim_lower_irql`].
+#[no_mangle]
+pub extern "C" fn hcabus_sim_raise_irql_to_dispatch() -> u8 {
+    hcabus::sim::verifier::set(Irql::Dispatch) as u8
+}
+
+/// KeLowerIrql: back to `old_irql`, what [`hcabus_sim_raise_irql_to_dispatch`] returned. A
+/// value that is no IRQL the model knows is refused (logged) and changes nothing.
+#[no_mangle]
+pub extern "C" fn hcabus_sim_lower_irql(old_irql: u8) {
+    let level = match old_irql {
+        0 => Irql::Passive,
+        2 => Irql::Dispatch,
+        other => {
+            log::error!("hcabus_sim_lower_irql({other}): not an IRQL the model knows; ignored");
+            return;
+        }
+    };
+    hcabus::sim::verifier::set(level);
 }
 
 #[cfg(test)]

@@ -88,6 +88,8 @@ pub struct Kernel {
     /// Every platform call: its name and the IRQL it came at.
     pub calls: Vec<(&'static str, Irql)>,
     pub violations: Vec<String>,
+    /// Callbacks that returned (Unregister's rundown counts them).
+    pub deliveries_ended: u64,
     pub children: Vec<ChildFunction>,
     pub children_missing: u32,
     pub reenumerations: u32,
@@ -357,6 +359,33 @@ impl<C: FakeDeliver> Platform for FakePlatform<C> {
     fn log_event(&self, entry: EventLogEntry) {
         self.kernel.call("IoWriteErrorLogEntry", Irql::Dispatch);
         self.kernel.with(|k| k.event_log.push(entry));
+    }
+
+    fn at_dispatch(&self) -> bool {
+        irql() == Irql::Dispatch
+    }
+
+    /// One thread: every call is made from the one context.
+    fn context(&self) -> usize {
+        1
+    }
+
+    fn delivery_ended(&self) {
+        self.kernel.with(|k| k.deliveries_ended += 1);
+    }
+
+    fn deliveries_ended(&self) -> u64 {
+        self.kernel.with(|k| k.deliveries_ended)
+    }
+
+    /// Nothing else runs while the one thread waits: the wait could never end.
+    fn wait_delivery_end(&self, _seen: u64) {
+        self.kernel.call("KeDelayExecutionThread", Irql::Passive);
+        self.kernel.with(|k| {
+            k.violations
+                .push("a rundown wait on the one-threaded kernel".into())
+        });
+        panic!("a rundown wait on the one-threaded kernel would never end");
     }
 }
 

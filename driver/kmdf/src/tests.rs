@@ -89,6 +89,8 @@ enum Answer {
     Inline,
     /// Later, from a thread at PASSIVE_LEVEL (the test calls [`Client::execute_pending`]).
     Later,
+    /// Unregisters from inside its RESET callback.
+    Leave,
 }
 
 /// A child driver: what it heard (reserved, so hearing never allocates) and its RESET to
@@ -137,6 +139,9 @@ impl Client {
                     let _ = bus.reset_execute(self.id(), Epoch(epoch));
                 }
                 Answer::Later => *self.pending.lock().expect("pending") = Some(Epoch(epoch)),
+                Answer::Leave => bus
+                    .unregister(self.id())
+                    .expect("unregister in its callback"),
             }
         }
     }
@@ -285,6 +290,34 @@ fn a_reset_runs_on_kmdf_objects_at_the_right_irql_and_allocates_nothing_after_pr
         );
     });
     assert_eq!(bus.overflows(), 0, "no hardware step or log entry dropped");
+}
+
+/// Unregister is a rundown (docs/design.md §3): once it has returned no callback of the client
+/// starts, though its events were already queued for the DPC; from inside its own callback it
+/// returns at once and nothing follows that callback. One processor here, so the rundown's
+/// wait for a callback on another is the threaded host's and shuttle's to show.
+#[test]
+fn no_callback_starts_after_unregister_and_one_from_inside_its_callback_is_the_last() {
+    let bus = prepared(FakeFaults::default());
+    let stays = Client::register(&bus, "ipoib0", Answer::Inline);
+    let leaves = Client::register(&bus, "srp0", Answer::Inline);
+    let leaves_inside = Client::register(&bus, "custom0", Answer::Leave);
+    settle(&bus);
+    assert_eq!(
+        forced_reset(&bus, Rights::READ | Rights::WRITE),
+        NtStatus::SUCCESS
+    );
+    // RESET is queued for the DPC, which has not run.
+    at_irql(Irql::Passive, || bus.unregister(leaves.id())).expect("unregister");
+    advance(&bus, 3_000);
+    assert_eq!(leaves.heard(), [], "queued before, yet never delivered");
+    assert_eq!(leaves_inside.heard(), [EventKind::Reset], "nothing after");
+    assert_eq!(stays.heard(), [EventKind::Reset, EventKind::ResetEnd]);
+    assert_eq!(
+        bus.inspect(|c| (c.state(), c.epoch(), c.client_count())),
+        (State::Operational, Epoch(2), 1)
+    );
+    assert_eq!(violations(&bus), Vec::<String>::new());
 }
 
 #[test]

@@ -606,6 +606,37 @@ fn consent_refusals() {
     assert_eq!(h.c().counters().refusals, 4);
 }
 
+/// Clients coming and going while RESET_END goes out and the host's drain is held up (its
+/// DPC waits on another processor) never fill the action queue: a client that leaves takes
+/// its queued events with it, and its RESET_END counts as delivered.
+#[test]
+fn clients_churning_while_the_drain_is_held_up_never_overflow_the_queue() {
+    let mut h = harness();
+    let a = h.reg("a");
+    h.admin(AdminReset::Forced).expect("forced");
+    h.execute(a).expect("ready");
+    // RESET_END queued for `a`; nothing is drained from here.
+    let held = h.drive_to_restoring().expect("reaches Restoring");
+    let desc = ClientDesc::new("churn", ClientKind::Custom, ClientFlags::empty()).expect("fits");
+    let room = h.c().pending_actions();
+    for _ in 0..1_000 {
+        let r = h.call(|c, now| c.register(now, desc)).expect("register");
+        assert!(r.late, "each gets a RESET_END of its own");
+        h.call(|c, now| c.unregister(now, r.id))
+            .expect("unregister");
+    }
+    assert_eq!(h.c().counters().actions_overflowed, 0);
+    assert_eq!(h.c().pending_actions(), room, "what left took its events");
+    assert_eq!(
+        h.c().state(),
+        State::Restoring,
+        "still waits for a's RESET_END"
+    );
+    h.deliver_held(held);
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.events_of(a), [Reset, ResetEnd]);
+}
+
 #[test]
 fn a_queried_client_that_leaves_counts_as_consent() {
     let mut h = harness();

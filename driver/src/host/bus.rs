@@ -40,6 +40,16 @@ pub(super) struct Core<C> {
     pub(super) log_seq: u64,
     /// Hardware steps or log entries that found their queue full (logged, counted).
     pub(super) overflows: u32,
+    /// The callback the drain is running, with the lock released: what Unregister's
+    /// rundown waits for. One drainer at a time, so at most one.
+    pub(super) running: Option<Running>,
+}
+
+/// A callback under way: whose, and in which context ([`Platform::context`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Running {
+    pub(super) client: ClientId,
+    pub(super) context: usize,
 }
 
 /// Why the bus could not be built.
@@ -86,6 +96,7 @@ impl<P: Platform> Bus<P> {
             stepping: false,
             log_seq: 0,
             overflows: 0,
+            running: None,
         };
         core.callbacks.resize_with(max, || None);
         let bus = Bus {
@@ -178,15 +189,51 @@ impl<P: Platform> Bus<P> {
         r
     }
 
+    /// Unregister is a rundown (docs/design.md §3): at PASSIVE_LEVEL, from outside the
+    /// client's own callbacks, it returns only once no callback of the client is running and
+    /// none will start, so the child may free its context and unload. From inside its own
+    /// callback it returns at once (waiting would wait for itself), and nothing follows that
+    /// callback. At DISPATCH_LEVEL it cannot wait: no later callback starts, but one already
+    /// running on another processor may still be finishing.
     pub fn unregister(&self, id: ClientId) -> Result<(), UnregisterError> {
         let now = self.platform.now();
-        let (r, old) = self.core.with(|c| match c.coord.unregister(now, id) {
-            Ok(()) => (Ok(()), c.callbacks[usize::from(id.index)].take()),
-            Err(e) => (Err(e), None),
+        let here = self.platform.context();
+        let (r, old, elsewhere) = self.core.with(|c| match c.coord.unregister(now, id) {
+            Ok(()) => {
+                let old = c.callbacks[usize::from(id.index)].take();
+                let elsewhere = c
+                    .running
+                    .is_some_and(|r| r.client == id && r.context != here);
+                (Ok(()), old, elsewhere)
+            }
+            Err(e) => (Err(e), None, false),
         });
         drop(old);
         self.kick();
+        if elsewhere {
+            self.run_down(id);
+        }
         r
+    }
+
+    /// Waits until no callback of `id` is running. A callback may not block, so the wait
+    /// ends when that callback returns.
+    fn run_down(&self, id: ClientId) {
+        if self.platform.at_dispatch() {
+            log::warn!("unregister of {id} at DISPATCH_LEVEL: its running callback not waited for");
+            return;
+        }
+        loop {
+            // Read before looking, so that an end between the look and the wait is seen.
+            let seen = self.platform.deliveries_ended();
+            if !self
+                .core
+                .with(|c| c.running.is_some_and(|r| r.client == id))
+            {
+                return;
+            }
+            self.platform.wait_delivery_end(seen);
+        }
     }
 
     pub fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError> {

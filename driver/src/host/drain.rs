@@ -12,7 +12,7 @@
 
 use crate::coordinator::Action;
 use crate::hca::execute;
-use crate::host::bus::{Core, HW_QUEUE, LOG_QUEUE};
+use crate::host::bus::{Core, Running, HW_QUEUE, LOG_QUEUE};
 use crate::host::{Bus, EventLogEntry, Lock, Platform, Scheduled};
 use crate::recorder::RecordKind;
 use crate::types::*;
@@ -52,8 +52,11 @@ impl<P: Platform> Bus<P> {
                         P::deliver(self, &cb, client, event);
                     }
                     let now = self.platform.now();
-                    self.core
-                        .with(|c| c.coord.event_delivered(now, client, event.kind()));
+                    self.core.with(|c| {
+                        c.running = None;
+                        c.coord.event_delivered(now, client, event.kind());
+                    });
+                    self.platform.delivery_ended();
                 }
                 Outside::Pnp(op) => self.platform.pnp(op),
             }
@@ -122,6 +125,14 @@ fn next_outside<P: Platform>(
                     Some((id, cb)) if *id == client => Some(cb.clone()),
                     _ => None,
                 };
+                // Marked under the lock the copy is made under: an Unregister after this
+                // sees the callback as running and waits for it (the rundown).
+                if callback.is_some() {
+                    c.running = Some(Running {
+                        client,
+                        context: platform.context(),
+                    });
+                }
                 return Some(Outside::Deliver {
                     client,
                     event,

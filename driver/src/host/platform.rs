@@ -74,6 +74,22 @@ pub trait Platform: Sized {
     /// A drain (the DPC or the work item) has ended: a host that waits for the bus to go
     /// idle looks again. Nothing by default.
     fn settled(&self) {}
+
+    // ----- Unregister's rundown and the caller's IRQL (docs/design.md §3) -----------------
+
+    /// Whether the caller runs at DISPATCH_LEVEL (KeGetCurrentIrql): a call made there
+    /// never runs a callback on its own processor, and cannot wait.
+    fn at_dispatch(&self) -> bool;
+    /// The calling context (a thread, or the DPC running on top of one): equal for two
+    /// calls made from one context at once, different for contexts running side by side.
+    fn context(&self) -> usize;
+    /// A callback returned (the DPC, lock released): wakes the rundowns waiting.
+    fn delivery_ended(&self);
+    /// How many callbacks have returned: a rundown reads it before it looks at the bus.
+    fn deliveries_ended(&self) -> u64;
+    /// Blocks the calling PASSIVE_LEVEL thread until [`Platform::deliveries_ended`] is no
+    /// longer `seen` (or spuriously: the caller looks again).
+    fn wait_delivery_end(&self, seen: u64);
 }
 
 /// A system call that failed.

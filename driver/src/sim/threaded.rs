@@ -3,9 +3,11 @@
 //! [`Threads`]).
 //!
 //! [`ThreadPlatform`] stands for the kernel: its locks are mutexes, a timer thread plays the
-//! WDFTIMERs, and the DPC and the work item run on the thread that queued them (the bus lets
-//! one thread drain at a time; a call made while another drains only queues its actions for
-//! that drainer, as a kernel would queue a DPC). Callbacks run with the lock dropped, raised
+//! WDFTIMERs, and the DPC and the work item run on the thread that queued them at
+//! PASSIVE_LEVEL (the bus lets one thread drain at a time; a call made while another drains
+//! only queues its actions for that drainer, as a kernel would queue a DPC), or on the timer
+//! thread when queued at DISPATCH_LEVEL (a DPC never runs on a processor at DISPATCH_LEVEL:
+//! it runs there when the IRQL drops, or on another processor). Callbacks run with the lock dropped, raised
 //! to DISPATCH_LEVEL for the verifier, and a callback that panics is contained and counted.
 //!
 //! Nothing here allocates after [`ThreadedHost::start`], except the caller's own
@@ -93,6 +95,18 @@ struct Timers {
     due: TimerTable,
     sleep: TimerSleep,
     shutdown: bool,
+    /// The DPC or the work item was queued from DISPATCH_LEVEL, where it may not run on the
+    /// calling thread: the timer thread, another processor, runs it.
+    dpc_queued: bool,
+    work_queued: bool,
+}
+
+/// Callbacks that returned, for Unregister's rundown.
+#[derive(Debug, Default)]
+struct Rundown {
+    ended: u64,
+    /// Threads waiting: a callback's end wakes them only if any.
+    waiters: u32,
 }
 
 /// Drains that ended, for [`Bus::wait_idle`].
@@ -110,6 +124,8 @@ pub struct ThreadPlatform<S: Threads> {
     timer_cv: S::Condvar,
     idle: S::Mutex<Idle>,
     idle_cv: S::Condvar,
+    rundown: S::Mutex<Rundown>,
+    rundown_cv: S::Condvar,
     pnp_operations: AtomicU64,
     callback_panics: AtomicU64,
     log_entries: AtomicU64,
@@ -129,10 +145,14 @@ impl<S: Threads> ThreadPlatform<S> {
                 due: TimerTable::default(),
                 sleep: TimerSleep::Awake,
                 shutdown: false,
+                dpc_queued: false,
+                work_queued: false,
             }),
             timer_cv: S::condvar(),
             idle: S::mutex(Idle::default()),
             idle_cv: S::condvar(),
+            rundown: S::mutex(Rundown::default()),
+            rundown_cv: S::condvar(),
             pnp_operations: AtomicU64::new(0),
             callback_panics: AtomicU64::new(0),
             log_entries: AtomicU64::new(0),
@@ -148,12 +168,26 @@ impl<S: Threads> ThreadPlatform<S> {
         r
     }
 
-    fn here_unless_deferred() -> Scheduled {
+    /// A DPC or work item queued from PASSIVE_LEVEL runs at once on the caller's thread (as
+    /// a DPC queued there would); one queued at DISPATCH_LEVEL goes to the timer thread, so
+    /// that a child holding its own spin lock across a call is never called back under it.
+    fn schedule(&self, work_item: bool) -> Scheduled {
         if S::with_deferring(|d| d.get()) > 0 {
-            Scheduled::Queued
-        } else {
-            Scheduled::RunHere
+            return Scheduled::Queued;
         }
+        if !S::raised() {
+            return Scheduled::RunHere;
+        }
+        let mut t = S::lock(&self.timers);
+        if work_item {
+            t.work_queued = true;
+        } else {
+            t.dpc_queued = true;
+        }
+        if t.sleep != TimerSleep::Awake {
+            S::notify_all(&self.timer_cv);
+        }
+        Scheduled::Queued
     }
 }
 
@@ -183,10 +217,10 @@ impl<S: Threads> Platform for ThreadPlatform<S> {
         S::lock(&self.timers).due.cancel(timer);
     }
     fn queue_dpc(&self) -> Scheduled {
-        Self::here_unless_deferred()
+        self.schedule(false)
     }
     fn queue_work_item(&self) -> Scheduled {
-        Self::here_unless_deferred()
+        self.schedule(true)
     }
     fn deliver(bus: &Bus<Self>, callback: &Callback<S>, client: ClientId, event: Event) {
         // A client that panics must not stall everyone else: without this the unwind would
@@ -212,6 +246,30 @@ impl<S: Threads> Platform for ThreadPlatform<S> {
         if idle.waiters > 0 {
             S::notify_all(&self.idle_cv);
         }
+    }
+    fn at_dispatch(&self) -> bool {
+        S::raised()
+    }
+    fn context(&self) -> usize {
+        S::context()
+    }
+    fn delivery_ended(&self) {
+        let mut r = S::lock(&self.rundown);
+        r.ended += 1;
+        if r.waiters > 0 {
+            S::notify_all(&self.rundown_cv);
+        }
+    }
+    fn deliveries_ended(&self) -> u64 {
+        S::lock(&self.rundown).ended
+    }
+    fn wait_delivery_end(&self, seen: u64) {
+        let mut r = S::lock(&self.rundown);
+        r.waiters += 1;
+        while r.ended == seen {
+            r = S::wait(&self.rundown_cv, r);
+        }
+        r.waiters -= 1;
     }
 }
 
@@ -264,6 +322,19 @@ fn timer_loop<S: Threads>(bus: &Bus<ThreadPlatform<S>>) {
     loop {
         if t.shutdown {
             return;
+        }
+        // Deferred calls first: another processor running a DPC queued at DISPATCH_LEVEL.
+        if core::mem::take(&mut t.dpc_queued) {
+            drop(t);
+            bus.dpc();
+            t = S::lock(&p.timers);
+            continue;
+        }
+        if core::mem::take(&mut t.work_queued) {
+            drop(t);
+            bus.work_item();
+            t = S::lock(&p.timers);
+            continue;
         }
         let now = p.now();
         if let Some((timer, _)) = t.due.take_first_due(now) {

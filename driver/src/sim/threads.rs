@@ -53,6 +53,11 @@ pub trait Threads: Sized + Send + Sync + 'static {
     fn with_deferring<R>(f: impl FnOnce(&Cell<u32>) -> R) -> R;
     /// Runs a client callback at DISPATCH_LEVEL, for the verifier.
     fn at_dispatch<R>(f: impl FnOnce() -> R) -> R;
+    /// Whether the calling thread is at DISPATCH_LEVEL (in a callback, or raised by a child
+    /// holding its own spin lock).
+    fn raised() -> bool;
+    /// The calling thread, as a number no other live thread has.
+    fn context() -> usize;
     /// Called before a blocking wait: refused at DISPATCH_LEVEL.
     fn may_block(what: &'static str) -> Result<(), BlockAtDispatch>;
 }
@@ -94,6 +99,13 @@ pub struct StdThreads;
 
 std::thread_local! {
     static DEFERRING: Cell<u32> = const { Cell::new(0) };
+    static CONTEXT: usize = next_context();
+}
+
+/// Numbers threads as they first ask (a thread id that fits a `usize` on stable Rust).
+pub fn next_context() -> usize {
+    static NEXT: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(1);
+    NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
 }
 
 /// The bus clock on std: microseconds since the host started.
@@ -151,5 +163,11 @@ impl Threads for StdThreads {
     }
     fn may_block(what: &'static str) -> Result<(), BlockAtDispatch> {
         verifier::check_may_block(what)
+    }
+    fn raised() -> bool {
+        verifier::current() >= verifier::Irql::Dispatch
+    }
+    fn context() -> usize {
+        CONTEXT.with(|c| *c)
     }
 }

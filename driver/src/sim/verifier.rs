@@ -46,6 +46,12 @@ pub fn raise_to_dispatch() -> Raised {
     Raised { previous }
 }
 
+/// Sets the current thread's IRQL and returns the previous one: KeRaiseIrql and KeLowerIrql
+/// for a C child (`hcabus_sim_raise_irql_to_dispatch`, `hcabus_sim_lower_irql`).
+pub fn set(level: Irql) -> Irql {
+    IRQL.with(|c| c.replace(level))
+}
+
 /// A blocking call was attempted at DISPATCH_LEVEL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{what} would block at DISPATCH_LEVEL")]

@@ -39,6 +39,20 @@ pub struct VirtualClock(AtomicU64);
 
 shuttle::thread_local! {
     static DEFERRING: Cell<u32> = Cell::new(0);
+    /// The thread's IRQL: raised in a callback, or by a child holding its own spin lock.
+    static RAISED: Cell<bool> = Cell::new(false);
+    static CONTEXT: usize = hcabus::sim::threads::next_context();
+}
+
+/// KeRaiseIrql to DISPATCH_LEVEL for a child on a shuttle thread; returns whether it was
+/// raised already (the old IRQL), for [`lower`].
+pub fn raise() -> bool {
+    RAISED.with(|r| r.replace(true))
+}
+
+/// KeLowerIrql back to what [`raise`] returned.
+pub fn lower(was_raised: bool) {
+    RAISED.with(|r| r.set(was_raised));
 }
 
 impl Threads for ShuttleThreads {
@@ -90,11 +104,23 @@ impl Threads for ShuttleThreads {
         DEFERRING.with(f)
     }
     /// The verifier's IRQL is a std thread-local, which shuttle's threads (all on one OS
-    /// thread) would share: not tracked here.
+    /// thread) would share: a shuttle thread-local of its own instead.
     fn at_dispatch<R>(f: impl FnOnce() -> R) -> R {
-        f()
+        let was = raise();
+        let r = f();
+        lower(was);
+        r
     }
-    fn may_block(_what: &'static str) -> Result<(), BlockAtDispatch> {
+    fn may_block(what: &'static str) -> Result<(), BlockAtDispatch> {
+        if Self::raised() {
+            return Err(BlockAtDispatch { what });
+        }
         Ok(())
+    }
+    fn raised() -> bool {
+        RAISED.with(Cell::get)
+    }
+    fn context() -> usize {
+        CONTEXT.with(|c| *c)
     }
 }

@@ -285,3 +285,100 @@ fn the_quiesce_deadline_racing_the_last_execute_has_one_winner() {
         "both winners were explored: {in_time} in time, {forced} forced"
     );
 }
+
+/// A child that keeps its context alive only until Unregister returns: a callback that starts,
+/// or is still running, after that is a use after free on Windows.
+struct Mortal {
+    /// Set by the child's thread once Unregister has returned.
+    freed: std::sync::atomic::AtomicBool,
+    late: AtomicUsize,
+    calls: AtomicUsize,
+}
+
+struct MortalCallback(Arc<Mortal>);
+
+impl EventCallback<ShuttleThreads> for MortalCallback {
+    fn on_event(&self, bus: &ShuttleBus, id: ClientId, event: Event) {
+        let m = &self.0;
+        m.calls.fetch_add(1, Ordering::SeqCst);
+        if m.freed.load(Ordering::SeqCst) {
+            m.late.fetch_add(1, Ordering::SeqCst);
+        }
+        // Room for the unregistering thread to run while this callback is under way.
+        thread::yield_now();
+        if let Event::Reset { epoch, .. } = event {
+            let _ = bus.reset_execute(id, epoch);
+        }
+        thread::yield_now();
+        if m.freed.load(Ordering::SeqCst) {
+            m.late.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Unregister is a rundown: a child unregistering at PASSIVE_LEVEL from its own thread while
+/// a reset delivers to it on another never sees a callback start or run on after Unregister
+/// returned.
+#[test]
+fn no_callback_starts_or_runs_after_unregister_returns() {
+    explore(|| {
+        let host = start(NEVER_MS);
+        let bus = host.bus().clone();
+        let m = Arc::new(Mortal {
+            freed: false.into(),
+            late: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+        });
+        let cb = MortalCallback(Arc::clone(&m));
+        let id = bus
+            .register(desc("mortal"), std::sync::Arc::new(cb))
+            .expect("registered")
+            .id;
+        let admin = bus.clone();
+        let a = thread::spawn(move || admin.admin_reset(AdminReset::Forced));
+        bus.unregister(id).expect("unregister");
+        m.freed.store(true, Ordering::SeqCst);
+        a.join().expect("admin").expect("reset");
+        wait_idle(&bus);
+        assert_eq!(
+            m.late.load(Ordering::SeqCst),
+            0,
+            "a callback after Unregister"
+        );
+        assert_eq!((bus.state(), bus.epoch()), (State::Operational, Epoch(2)));
+    });
+}
+
+/// A child written as Windows children are: its own lock (a spin lock, raising its thread to
+/// DISPATCH_LEVEL) held across Register and taken in its callback. A call at DISPATCH_LEVEL
+/// never runs a callback on the calling thread, so the child never waits on itself (shuttle
+/// reports a deadlock otherwise).
+#[test]
+fn a_child_holding_its_own_spin_lock_across_register_never_deadlocks() {
+    struct Locked(Arc<Mutex<u32>>);
+    impl EventCallback<ShuttleThreads> for Locked {
+        fn on_event(&self, bus: &ShuttleBus, id: ClientId, event: Event) {
+            *self.0.lock().expect("the child's lock") += 1;
+            if let Event::Reset { epoch, .. } = event {
+                let _ = bus.reset_execute(id, epoch);
+            }
+        }
+    }
+    explore(|| {
+        let host = start(NEVER_MS);
+        let bus = host.bus().clone();
+        let admin = bus.clone();
+        let a = thread::spawn(move || admin.admin_reset(AdminReset::Forced));
+        let lock = Arc::new(Mutex::new(0u32));
+        let was = hcabus_shuttle::raise();
+        let held = lock.lock().expect("the child's lock");
+        let cb = Locked(Arc::clone(&lock));
+        bus.register(desc("spinner"), std::sync::Arc::new(cb))
+            .expect("registered");
+        drop(held);
+        hcabus_shuttle::lower(was);
+        a.join().expect("admin").expect("reset");
+        wait_idle(&bus);
+        assert_eq!((bus.state(), bus.epoch()), (State::Operational, Epoch(2)));
+    });
+}

@@ -59,6 +59,10 @@ struct report {
         }                                                          \
     } while (0)
 
+/* Settles the bus; 30 s only turns a hang into a failure. */
+#define SETTLE(r, sim) \
+    CHECK(r, hcabus_sim_wait_idle(sim, 30000) == HCABUS_STATUS_SUCCESS, "the bus did not settle")
+
 void child_init(struct child *c, const char *name, const HCABUS_BUS_INTERFACE_V1 *bus,
                 enum answer on_reset, enum query_answer on_query);
 HCABUS_STATUS child_register(struct child *c, uint16_t kind, uint32_t flags);

@@ -205,9 +205,6 @@ HCABUS_BUS_STATE bus_state(const HCABUS_BUS_INTERFACE_V1 *bus)
     return st;
 }
 
-/* Settles the bus; 30 s only turns a hang into a failure. */
-#define SETTLE(r, sim) \
-    CHECK(r, hcabus_sim_wait_idle(sim, 30000) == HCABUS_STATUS_SUCCESS, "the bus did not settle")
 
 /*
  * An IPoIB-like child executes from inside its RESET callback; a boot-disk-like child

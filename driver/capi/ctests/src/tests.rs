@@ -18,6 +18,7 @@ extern "C" {
     fn ctest_query_consent_and_veto(msg: *mut c_char, len: usize) -> c_int;
     fn ctest_bad_input(msg: *mut c_char, len: usize) -> c_int;
     fn ctest_callback_that_never_answers(msg: *mut c_char, len: usize) -> c_int;
+    fn ctest_churn(resets: c_int, rounds: c_int, msg: *mut c_char, len: usize) -> c_int;
 }
 
 /// Runs one C test; its message is the failure.
@@ -53,6 +54,32 @@ fn bad_input_through_the_c_abi_gets_its_status_and_harms_nobody() {
 #[test]
 fn a_child_that_never_answers_is_forced_at_its_deadline() {
     run(ctest_callback_that_never_answers);
+}
+
+/// Runs of the 16-child churn: `HCABUS_CHURN_RUNS` (the measure is 1,000), or 20.
+fn churn_runs() -> u32 {
+    std::env::var("HCABUS_CHURN_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
+}
+
+/// 16 children, each holding its own spin lock at DISPATCH_LEVEL across Register and taking it
+/// in its callback, register and unregister during 25 resets: no run deadlocks (a call at
+/// DISPATCH_LEVEL never runs a callback on its own thread), and no callback starts or runs on
+/// after its Unregister returned (the rundown). Every run must pass.
+#[test]
+fn sixteen_children_with_their_own_spin_locks_churn_through_resets_without_deadlock_or_late_callbacks(
+) {
+    let runs = churn_runs();
+    for i in 0..runs {
+        let mut msg = [0 as c_char; 512];
+        // SAFETY: the C test writes at most `len` bytes, NUL-terminated, into `msg`.
+        let failed = unsafe { ctest_churn(25, 200, msg.as_mut_ptr(), msg.len()) };
+        // SAFETY: zero-initialised and written only by snprintf, so NUL-terminated.
+        let text = unsafe { CStr::from_ptr(msg.as_ptr()) }.to_string_lossy();
+        assert_eq!(failed, 0, "run {} of {runs}: {text}", i + 1);
+    }
 }
 
 /// `CamelCase` to `CAMEL_CASE`: how the header names what Rust's enums name.

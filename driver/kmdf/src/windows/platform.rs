@@ -220,6 +220,8 @@ pub(crate) struct WdfPlatform {
     deferred: Deferred,
     /// IB ports: the children are an IPoIB per port and the SRP initiator.
     ports: u8,
+    /// Callbacks that returned, for Unregister's rundown.
+    deliveries: core::sync::atomic::AtomicU64,
 }
 
 impl WdfPlatform {
@@ -240,6 +242,7 @@ impl WdfPlatform {
             translated,
             deferred,
             ports,
+            deliveries: core::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -387,6 +390,45 @@ impl Platform for WdfPlatform {
     fn log_event(&self, entry: EventLogEntry) {
         // SAFETY: PASSIVE_LEVEL in the work item; the FDO's WDM device object.
         unsafe { super::io::write_error_log(self.device, entry) };
+    }
+
+    fn at_dispatch(&self) -> bool {
+        self.irql() == Irql::Dispatch
+    }
+
+    fn context(&self) -> usize {
+        // In a DPC this is the thread the DPC interrupted, which cannot itself run until the
+        // DPC returns: two contexts side by side never share it.
+        // SAFETY: callable at any IRQL.
+        unsafe { wdk_sys::ntddk::PsGetCurrentThreadId() as usize }
+    }
+
+    fn delivery_ended(&self) {
+        self.deliveries
+            .fetch_add(1, core::sync::atomic::Ordering::AcqRel);
+    }
+
+    fn deliveries_ended(&self) -> u64 {
+        self.deliveries.load(core::sync::atomic::Ordering::Acquire)
+    }
+
+    fn wait_delivery_end(&self, seen: u64) {
+        // A callback runs at DISPATCH_LEVEL and may not block, so this wait is short: a
+        // millisecond's sleep between looks, not an event the DPC would have to set.
+        let mut interval = LARGE_INTEGER {
+            QuadPart: -10_000, // 1 ms, relative, in 100 ns units
+        };
+        while self.deliveries_ended() == seen {
+            // SAFETY: PASSIVE_LEVEL (the bus checked `at_dispatch` first); the interval
+            // lives for the call.
+            let _status = unsafe {
+                wdk_sys::ntddk::KeDelayExecutionThread(
+                    _MODE::KernelMode as KPROCESSOR_MODE,
+                    0,
+                    &mut interval,
+                )
+            };
+        }
     }
 }
 

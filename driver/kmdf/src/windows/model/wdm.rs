@@ -22,6 +22,30 @@ extern "C" fn KeQueryUnbiasedInterruptTime() -> ULONGLONG {
     with(|k| k.now_us * 10)
 }
 
+/// The model's one thread: it runs DPCs, timers and work items itself, one after another.
+#[unsafe(no_mangle)]
+extern "C" fn PsGetCurrentThreadId() -> HANDLE {
+    let _kernel = super::enter("PsGetCurrentThreadId", super::HIGH);
+    1 as HANDLE
+}
+
+/// A wait the one-threaded model cannot end (nothing else runs while it waits): a
+/// violation, and it returns at once.
+#[unsafe(no_mangle)]
+extern "C" fn KeDelayExecutionThread(
+    _mode: KPROCESSOR_MODE,
+    _alertable: BOOLEAN,
+    _interval: PLARGE_INTEGER,
+) -> NTSTATUS {
+    let _kernel = super::enter("KeDelayExecutionThread", PASSIVE);
+    violation(
+        Rule::SelfDeadlock,
+        "KeDelayExecutionThread",
+        "a wait in the one-threaded model: nothing could end it",
+    );
+    STATUS_SUCCESS
+}
+
 /// The model's time of day: a fixed 2026-11-25T00:00:00Z plus the bus clock, so that a
 /// test knows what QUERY_STATE's wall-clock time of time zero must be.
 pub const MODEL_TIME_ZERO_UNIX_MS: u64 = 1_795_564_800_000;
