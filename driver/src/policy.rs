@@ -12,6 +12,51 @@ pub const RESET_RETRIES_LIMIT: u8 = 8;
 /// request in a fixed array.
 pub const CLIENT_REQUEST_LIMIT_MAX: u8 = 16;
 
+/// The longest any duration may be: ten days. Anything longer is a typo, and the bound keeps
+/// every sum of deadlines far from overflow in microseconds; it also keeps a value to nine
+/// digits, which the texts that quote one are sized for (SET_POLICY's `problem`).
+pub const MAX_MS: u64 = 10 * 24 * 3600 * 1000;
+
+/// A rule between two keys, and what is wrong with each when it is broken: the first is
+/// named unless only the second changed (the administrator set that one). Each problem
+/// names the other key, so a refusal says what the value conflicts with.
+struct Rule {
+    holds: fn(&Policy) -> bool,
+    keys: [(&'static str, &'static str); 2],
+}
+
+const RULES: [Rule; 2] = [
+    // A probe at least as slow as the wait it belongs to would never see the device back.
+    Rule {
+        holds: |p| p.hw_poll_interval_ms < p.hw_ready_timeout_ms,
+        keys: [
+            (
+                "hw_poll_interval_ms",
+                "must be shorter than hw_ready_timeout_ms",
+            ),
+            (
+                "hw_ready_timeout_ms",
+                "must be longer than hw_poll_interval_ms",
+            ),
+        ],
+    },
+    // Otherwise the window closes before one wait for the hardware can end: no reset could
+    // ever finish.
+    Rule {
+        holds: |p| p.hw_ready_timeout_ms <= p.auto_restart_window_ms,
+        keys: [
+            (
+                "auto_restart_window_ms",
+                "must be at least hw_ready_timeout_ms",
+            ),
+            (
+                "hw_ready_timeout_ms",
+                "must not exceed auto_restart_window_ms",
+            ),
+        ],
+    },
+];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
     /// How long a client in the barrier has to execute; it cannot extend it.
@@ -158,7 +203,60 @@ impl Policy {
         Ok(())
     }
 
+    /// Every value in range and every rule between two keys kept. A rule that is broken
+    /// names its first key ([`Rule`]): nothing says which of the two was meant.
     pub fn validate(&self) -> Result<(), PolicyError> {
+        self.check(|_| false)
+    }
+
+    /// [`Policy::validate`] for a change from `from`: a rule between two keys that is broken
+    /// names the key that changed, the one the administrator set, and the other key in its
+    /// problem ("must not exceed auto_restart_window_ms" for `hw_ready_timeout_ms`).
+    pub fn validate_change(&self, from: &Policy) -> Result<(), PolicyError> {
+        self.check(|key| self.value(key) != from.value(key))
+    }
+
+    /// The value of `key` (flags as 0 or 1); `None` for a key that is not one.
+    pub fn value(&self, key: &str) -> Option<u64> {
+        let i = Policy::KEYS.iter().position(|k| *k == key)?;
+        Some(self.values()[i])
+    }
+
+    /// For a refusal of a rule between two keys: the other key and its value here; `None`
+    /// for a refusal of one key's value alone.
+    pub fn conflict(&self, e: &PolicyError) -> Option<(&'static str, u64)> {
+        RULES.iter().find_map(|rule| {
+            let [a, b] = rule.keys;
+            let other = if (e.field, e.problem) == a {
+                b.0
+            } else if (e.field, e.problem) == b {
+                a.0
+            } else {
+                return None;
+            };
+            Some((other, self.value(other)?))
+        })
+    }
+
+    fn check(&self, changed: impl Fn(&str) -> bool) -> Result<(), PolicyError> {
+        self.check_values()?;
+        for rule in &RULES {
+            if (rule.holds)(self) {
+                continue;
+            }
+            let [first, second] = rule.keys;
+            let (field, problem) = if changed(second.0) && !changed(first.0) {
+                second
+            } else {
+                first
+            };
+            return Err(PolicyError { field, problem });
+        }
+        Ok(())
+    }
+
+    /// Each value on its own: nonzero where it must be, within its bound.
+    fn check_values(&self) -> Result<(), PolicyError> {
         let nonzero: [(&'static str, u64); 8] = [
             ("quiesce_deadline_ms", self.quiesce_deadline_ms),
             ("hw_ready_timeout_ms", self.hw_ready_timeout_ms),
@@ -177,9 +275,6 @@ impl Policy {
                 });
             }
         }
-        // Ten days: anything longer is a typo, and it keeps every sum of deadlines far from
-        // overflow in microseconds.
-        const MAX_MS: u64 = 10 * 24 * 3600 * 1000;
         let bounded = nonzero
             .into_iter()
             .chain([("paging_io_hold_timeout_ms", self.paging_io_hold_timeout_ms)]);
@@ -218,18 +313,6 @@ impl Policy {
                 problem: "must be at most 8",
             });
         }
-        if self.hw_poll_interval_ms >= self.hw_ready_timeout_ms {
-            return Err(PolicyError {
-                field: "hw_poll_interval_ms",
-                problem: "must be shorter than hw_ready_timeout_ms",
-            });
-        }
-        if self.auto_restart_window_ms < self.hw_ready_timeout_ms {
-            return Err(PolicyError {
-                field: "auto_restart_window_ms",
-                problem: "must be at least hw_ready_timeout_ms, or no reset could ever finish",
-            });
-        }
         Ok(())
     }
 
@@ -264,7 +347,7 @@ mod tests {
     /// next one refused, naming its field.
     #[test]
     fn every_bound_of_validate_is_exactly_where_it_is_documented() {
-        let ten_days = 10 * 24 * 3600 * 1000;
+        let ten_days = MAX_MS;
         let field = |p: Policy| p.validate().err().map(|e| e.field);
         let with = |f: &dyn Fn(&mut Policy)| {
             let mut p = Policy {
@@ -299,6 +382,53 @@ mod tests {
             field(with(&|p| p.auto_restart_window_ms = ready - 1)),
             Some("auto_restart_window_ms")
         );
+    }
+
+    /// The case: `hw_ready_timeout_ms=700000` against a window of 600000 names the key
+    /// the administrator set, not the window, and the window with its value; each rule so,
+    /// from either side.
+    #[test]
+    fn a_broken_rule_names_the_key_that_was_set_and_the_one_it_conflicts_with() {
+        let from = Policy::default();
+        for (key, value, other, other_value) in [
+            (
+                "hw_ready_timeout_ms",
+                700_000,
+                "auto_restart_window_ms",
+                600_000,
+            ),
+            (
+                "auto_restart_window_ms",
+                5_000,
+                "hw_ready_timeout_ms",
+                10_000,
+            ),
+            ("hw_poll_interval_ms", 20_000, "hw_ready_timeout_ms", 10_000),
+            ("hw_ready_timeout_ms", 5, "hw_poll_interval_ms", 10),
+        ] {
+            let mut p = from;
+            p.set(key, value).expect("a key");
+            let e = p.validate_change(&from).expect_err(key);
+            assert_eq!(e.field, key, "{key}={value}: {e}");
+            assert!(e.problem.contains(other), "{key}={value}: {e}");
+            assert_eq!(p.conflict(&e), Some((other, other_value)), "{key}={value}");
+        }
+        // Both keys set: the rule's first key, as `validate` names it.
+        let both = Policy {
+            hw_ready_timeout_ms: 700_000,
+            auto_restart_window_ms: 650_000,
+            ..from
+        };
+        let e = both.validate_change(&from).expect_err("both");
+        assert_eq!(e, both.validate().expect_err("the same"));
+        assert_eq!(e.field, "auto_restart_window_ms");
+        // A value refused on its own conflicts with nothing.
+        let zero = Policy {
+            quiesce_deadline_ms: 0,
+            ..from
+        };
+        let e = zero.validate_change(&from).expect_err("zero");
+        assert_eq!(zero.conflict(&e), None);
     }
 
     #[test]

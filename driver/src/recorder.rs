@@ -120,6 +120,7 @@ pub enum RecordKind {
         client: Option<ClientId>,
         call: Call,
     },
+    /// A call refused; an administrator's refused policy keeps the key at fault as the name.
     Refused {
         client: Option<ClientId>,
         call: Call,
@@ -200,7 +201,7 @@ pub struct Record {
     /// How many identical records this one stands for (at least 1).
     pub count: u32,
     /// The client's name for a record about a client; the administrator's reason for their
-    /// reset or restart; empty otherwise.
+    /// reset or restart; the key at fault of a refused policy; empty otherwise.
     pub name: ShortText,
     pub kind: RecordKind,
     /// Who asked: the administrator whose request this record was written while serving.
@@ -315,7 +316,17 @@ impl Record {
                     self.who(*c),
                     code.as_str()
                 ),
-                None => write!(f, "{} refused: {}", call.as_str(), code.as_str()),
+                None if self.name.as_str().is_empty() => {
+                    write!(f, "{} refused: {}", call.as_str(), code.as_str())
+                }
+                // A refused policy: the key at fault.
+                None => write!(
+                    f,
+                    "{} refused: {} ({})",
+                    call.as_str(),
+                    code.as_str(),
+                    self.name
+                ),
             },
             RecordKind::Unresponsive { client, aborts } => write!(
                 f,

@@ -105,14 +105,18 @@ fn kind_fields(r: &Record) -> (&'static str, Value) {
             client: c,
             call,
             code,
-        } => (
-            "refused",
-            json!({
+        } => {
+            let mut v = json!({
                 "client": c.map(|c| client(c, r)),
                 "call": call.as_str(),
                 "code": code.as_str(),
-            }),
-        ),
+            });
+            // An administrator's refused policy: the name is the key at fault.
+            if c.is_none() && !r.name.as_str().is_empty() {
+                v["key"] = r.name.as_str().into();
+            }
+            ("refused", v)
+        }
         RecordKind::Unresponsive { client: c, aborts } => (
             "unresponsive",
             json!({ "client": client(*c, r), "aborts": aborts }),
@@ -273,6 +277,24 @@ mod tests {
                 &json!(3)
             )
         );
+    }
+
+    #[test]
+    fn a_refused_policy_names_its_key_and_another_refusal_none() {
+        let refused = |name: &str| {
+            let kind = RecordKind::Refused {
+                client: None,
+                call: Call::SetPolicy,
+                code: hcabus::errors::RefusalCode::InvalidPolicy,
+            };
+            record_json(&Record::once(1, Instant::ZERO, ShortText::cut(name), kind))
+        };
+        let v = refused("hw_ready_timeout_ms");
+        assert_eq!(v["key"], "hw_ready_timeout_ms");
+        assert!(v["text"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("invalid policy (hw_ready_timeout_ms)")));
+        assert_eq!(refused("").get("key"), None, "no key: none said");
     }
 
     #[test]

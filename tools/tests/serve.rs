@@ -220,7 +220,8 @@ fn hcactl_reports_usage_and_connection_errors_with_exit_2() {
         .expect("runs");
     assert_eq!(bad.status.code(), Some(2));
     // A fault out of INJECT_FAULT's range is refused before any connection, naming the
-    // option and its range (the rule scenario files use too).
+    // option and its range (the rule scenario files use too; a number outside every
+    // fault's range is the parser's, which names it alike).
     for (args, said) in [
         (
             &["reset_fails", "--count", "65"][..],
@@ -228,7 +229,7 @@ fn hcactl_reports_usage_and_connection_errors_with_exit_2() {
         ),
         (
             &["port_down", "--port", "1", "--duration-ms", "0"][..],
-            "--duration-ms must be between 1 and 3600000",
+            "'--duration-ms <MS>': 0 is not in 1..=3600000",
         ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_hcactl"))

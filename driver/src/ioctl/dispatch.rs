@@ -350,7 +350,12 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
             } else {
                 abi
             };
-            let verdict = abi.parse_policy().and_then(|p| coord.set_policy(now, p));
+            // A field no policy can hold is refused here, before the coordinator sees a
+            // policy; it records and counts it as it does its own refusals.
+            let verdict = match abi.parse_policy() {
+                Ok(p) => coord.set_policy(now, p).map_err(|e| (e, p.conflict(&e))),
+                Err(e) => Err((coord.refuse_policy(now, e), None)),
+            };
             set_policy_reply(verdict, version, out)
         }
         Decoded::Reset { mode, reason } => {
@@ -534,9 +539,14 @@ fn list_clients(coord: &Coordinator, start: u32, out: &mut [u8]) -> Reply {
     Reply::ok(head + count * entry)
 }
 
+/// Why a policy was refused, and for a rule between two keys the other key and its value
+/// ([`Policy::conflict`]).
+type Refusal<'a> = (PolicyError, Option<(&'a str, u64)>);
+
 /// SET_POLICY's answer: a version-5 caller with room for [`SetPolicyOut`] is told which
-/// field was refused and why; anyone else gets the bare status.
-fn set_policy_reply(verdict: Result<(), PolicyError>, version: u16, out: &mut [u8]) -> Reply {
+/// field was refused and why (with the key it conflicts with and that key's value); anyone
+/// else gets the bare status.
+fn set_policy_reply(verdict: Result<(), Refusal<'_>>, version: u16, out: &mut [u8]) -> Reply {
     let answer = version >= 5 && out.len() >= size_of::<SetPolicyOut>();
     match verdict {
         Ok(()) if answer => {
@@ -548,13 +558,14 @@ fn set_policy_reply(verdict: Result<(), PolicyError>, version: u16, out: &mut [u
             Reply::ok(size_of::<SetPolicyOut>())
         }
         Ok(()) => Reply::ok(0),
-        Err(e) if answer => {
+        Err((e, conflict)) if answer => {
             let index = Policy::KEYS.iter().position(|k| *k == e.field);
             SetPolicyOut {
                 applied: 0,
                 field: index.map_or(0, |i| i as u32 + 1),
                 field_name: text_field(e.field),
-                problem: text_field(e.problem),
+                problem: SetPolicyOut::problem_of(&e, conflict)
+                    .unwrap_or_else(|| text_field(e.problem)),
             }
             .encode(out);
             Reply::ok(size_of::<SetPolicyOut>())

@@ -1,6 +1,7 @@
 //! Version 5's structures: READ_RESETS (the reset history, which polling cannot evict) and
-//! SET_POLICY's verdict, which names the field it refused.
+//! SET_POLICY's verdict, which names the field it refused and says why, whole.
 
+use core::fmt::{self, Write as _};
 use core::mem::{offset_of, size_of};
 
 use static_assertions::const_assert_eq;
@@ -8,6 +9,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::{result_code, NONE_U64};
 use crate::coordinator::{ResetSummary, FORCED_NAMES};
+use crate::policy::PolicyError;
 use crate::types::{ClientId, ShortText};
 
 /// Head of READ_RESETS' output; `count` summaries (`ResetSummaryOut`) follow, oldest first.
@@ -136,6 +138,9 @@ impl ResetSummaryOut {
     }
 }
 
+/// Bytes of SET_POLICY's `problem`.
+pub const PROBLEM_BYTES: usize = 56;
+
 /// SET_POLICY's answer in version 5, for a caller that gives an output buffer: on Windows
 /// the I/O manager copies no output back for an error status, so a refusal that names its
 /// field completes with success and says so here (as SCSI pass-through reports a check
@@ -148,8 +153,8 @@ pub struct SetPolicyOut {
     /// The refused field, one more than its index in `Policy::KEYS` (0 when applied).
     pub field: u32,
     pub field_name: Text32,
-    /// What is wrong with it.
-    pub problem: [u8; 56],
+    /// What is wrong with it, whole: [`SetPolicyOut::problem_of`].
+    pub problem: [u8; PROBLEM_BYTES],
 }
 const_assert_eq!(size_of::<SetPolicyOut>(), 96);
 const_assert_eq!(offset_of!(SetPolicyOut, field_name), 8);
@@ -161,7 +166,7 @@ impl Default for SetPolicyOut {
             applied: 0,
             field: 0,
             field_name: [0; ShortText::CAPACITY],
-            problem: [0; 56],
+            problem: [0; PROBLEM_BYTES],
         }
     }
 }
@@ -180,6 +185,45 @@ impl SetPolicyOut {
             .unwrap_or(self.problem.len());
         let problem = core::str::from_utf8(&self.problem[..end]).ok()?;
         Some((text_of(&self.field_name)?, problem))
+    }
+
+    /// The `problem` that says why `e` was refused: its text, and for a rule between two
+    /// keys the other key's value in the policy asked for (`conflict`, from
+    /// [`Policy::conflict`](crate::policy::Policy::conflict)): "must not exceed
+    /// auto_restart_window_ms (600000)". `None` when it would not fit whole, which no
+    /// refusal does (`ioctl::tests::refusals::every_policy_refusal_fits_set_policys_answer_whole`).
+    pub fn problem_of(
+        e: &PolicyError,
+        conflict: Option<(&str, u64)>,
+    ) -> Option<[u8; PROBLEM_BYTES]> {
+        let mut out = [0u8; PROBLEM_BYTES];
+        let mut fill = Fill {
+            buf: &mut out,
+            len: 0,
+        };
+        let written = match conflict {
+            Some((_, value)) => write!(fill, "{} ({value})", e.problem),
+            None => fill.write_str(e.problem),
+        };
+        written.ok().map(|()| out)
+    }
+}
+
+/// Text written into a fixed field; a write that does not fit fails instead of cutting.
+struct Fill<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl fmt::Write for Fill<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 

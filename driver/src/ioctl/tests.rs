@@ -12,6 +12,7 @@ use std::vec;
 use std::vec::Vec;
 
 mod pages;
+mod refusals;
 mod sizes;
 mod summary;
 mod v5;

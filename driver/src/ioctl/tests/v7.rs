@@ -317,3 +317,26 @@ fn every_status_the_interface_returns_has_its_own_name() {
     assert_eq!(NtStatus(0xC000_0001).name(), "STATUS_UNKNOWN");
     assert!(NtStatus::SUCCESS.is_success() && !NtStatus::DEVICE_BUSY.is_success());
 }
+
+/// docs/ioctl.md's errors table says which versions are served, as the dispatcher serves
+/// them: the oldest and the newest taken, one either side refused.
+#[test]
+fn the_errors_table_names_the_versions_the_dispatcher_serves() {
+    let doc = include_str!("../../../../docs/ioctl.md");
+    let row = format!(
+        "| `version` is not {ABI_VERSION_MIN} to {ABI_VERSION} | `STATUS_REVISION_MISMATCH`"
+    );
+    assert!(doc.contains(&row), "docs/ioctl.md lacks {row:?}");
+    let mut d = dev();
+    for (version, status) in [
+        (ABI_VERSION_MIN - 1, NtStatus::REVISION_MISMATCH),
+        (ABI_VERSION_MIN, NtStatus::SUCCESS),
+        (ABI_VERSION, NtStatus::SUCCESS),
+        (ABI_VERSION + 1, NtStatus::REVISION_MISMATCH),
+    ] {
+        let mut input = empty();
+        put_u16(&mut input, offset_of!(InputHeader, version), version);
+        let (r, _) = call(&mut d, IOCTL_HCABUS_QUERY_STATE, &input, 512, ALL);
+        assert_eq!(r.status, status, "version {version}");
+    }
+}

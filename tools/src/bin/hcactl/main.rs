@@ -10,6 +10,7 @@ use std::time::Duration as WallDuration;
 use clap::{CommandFactory, Parser, Subcommand};
 use hcabus::ioctl::*;
 use hcabus::sim::{Fault, FaultArgs};
+use hcabus::types::MAX_PORTS;
 use hcabus_tools::answer::Answer;
 use serde_json::json;
 
@@ -64,13 +65,13 @@ enum Command {
         /// replaces the last; with --json one object per line).
         #[arg(long)]
         watch: bool,
-        /// With --watch: milliseconds between looks.
+        /// With --watch: milliseconds between looks. Range: 10 to 3600000 (an hour).
         #[arg(long, value_name = "MS", default_value_t = 1000, requires = "watch",
               value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
         interval_ms: u64,
-        /// With --watch: stop after this many looks.
+        /// With --watch: stop after this many looks. Range: 1 to 1000000.
         #[arg(long, value_name = "N", requires = "watch",
-              value_parser = clap::value_parser!(u64).range(1..))]
+              value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
         count: Option<u64>,
     },
     /// The last resets (the bus keeps 16, apart from the flight recorder, so polling never
@@ -86,8 +87,10 @@ enum Command {
     /// many the ring dropped. With --json: one structured record per line (seq, time, kind,
     /// fields).
     Log {
-        /// First sequence number.
-        #[arg(long, default_value_t = 0)]
+        /// First sequence number (past the newest: none, and the next one is said). Range: 0
+        /// to 18446744073709551615 (any).
+        #[arg(long, value_name = "SEQ", default_value_t = 0,
+              value_parser = clap::value_parser!(u64))]
         since: u64,
         /// Only records of this kind (repeatable): transition, reset_started, reset_joined,
         /// follow_up, reset_finished, reset_failed, event, call, refused, unresponsive,
@@ -141,8 +144,9 @@ enum Command {
               default_missing_value = "service", value_name = "UNTIL")]
         wait: Option<WaitFor>,
         /// With --wait: give up after this many seconds (default: the policy's worst case,
-        /// quiesce deadline plus auto-restart window, plus a minute).
-        #[arg(long, value_name = "SECONDS", requires = "wait")]
+        /// quiesce deadline plus auto-restart window, plus a minute). Range: 1 to 86400 (a
+        /// day).
+        #[arg(long, value_name = "SECONDS", requires = "wait", value_parser = timeout_s())]
         timeout: Option<u64>,
     },
     /// Rolling maintenance: each adapter in turn by a planned reset, the next only once the
@@ -157,7 +161,8 @@ enum Command {
         #[arg(long, value_name = "A,B", value_delimiter = ',')]
         devices: Option<Vec<String>>,
         /// Per device: give up after this many seconds (default as for `reset --wait`).
-        #[arg(long, value_name = "SECONDS")]
+        /// Range: 1 to 86400 (a day).
+        #[arg(long, value_name = "SECONDS", value_parser = timeout_s())]
         timeout: Option<u64>,
     },
     /// Restart a Failed device.
@@ -167,8 +172,9 @@ enum Command {
         #[arg(long, value_enum, num_args = 0..=1, require_equals = true,
               default_missing_value = "service", value_name = "UNTIL")]
         wait: Option<WaitFor>,
-        /// With --wait: give up after this many seconds (default as for `reset`).
-        #[arg(long, value_name = "SECONDS", requires = "wait")]
+        /// With --wait: give up after this many seconds (default as for `reset`). Range: 1 to
+        /// 86400 (a day).
+        #[arg(long, value_name = "SECONDS", requires = "wait", value_parser = timeout_s())]
         timeout: Option<u64>,
     },
     /// Inject a fault (simulator only): catastrophic, command_timeout, health_stall, hang,
@@ -176,15 +182,19 @@ enum Command {
     /// target_busy.
     Inject {
         fault: String,
-        /// For reset_fails: how many reset assertions fail (default 1); for target_busy:
-        /// how many logins the targets refuse (default 1).
-        #[arg(long)]
+        /// For reset_fails: how many reset assertions fail (default 1, at most 64); for
+        /// target_busy: how many logins the targets refuse (default 1). Range: 1 to 10000.
+        #[arg(long, value_name = "N",
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_BUSY_LOGINS)))]
         count: Option<u32>,
-        /// For port_down: the port whose cable is pulled.
-        #[arg(long)]
+        /// For port_down: the port whose cable is pulled. Range: 1 to 2.
+        #[arg(long, value_name = "N",
+              value_parser = clap::value_parser!(u8).range(1..=i64::from(MAX_PORTS)))]
         port: Option<u8>,
-        /// For port_down: how long the cable stays out, in milliseconds.
-        #[arg(long, value_name = "MS")]
+        /// For port_down: how long the cable stays out, in milliseconds. Range: 1 to 3600000
+        /// (an hour).
+        #[arg(long, value_name = "MS",
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_FAULT_DURATION_MS)))]
         duration_ms: Option<u32>,
     },
     /// Print the completion script for SHELL (bash, zsh, fish, powershell, elvish), e.g.
@@ -194,6 +204,12 @@ enum Command {
     },
     /// Print the manual page (roff), e.g. `hcactl man > hcactl.1; man ./hcactl.1`.
     Man,
+}
+
+/// The range of every `--timeout`: seconds, from one to a day. Longer is a typo, and the
+/// bound keeps every deadline hcactl computes from it far inside what the clock can hold.
+fn timeout_s() -> clap::builder::RangedU64ValueParser {
+    clap::value_parser!(u64).range(1..=86_400)
 }
 
 #[derive(Debug, Subcommand)]
@@ -238,6 +254,8 @@ mod clients;
 mod devices;
 mod log;
 mod maintain;
+#[cfg(test)]
+mod options;
 mod policy;
 mod resets;
 mod state;
@@ -284,6 +302,12 @@ fn run(cli: Cli) -> Outcome {
             port,
             duration_ms,
         } => Some(fault_request(fault, *count, *port, *duration_ms)?),
+        Command::Policy {
+            action: PolicyAction::Set { pairs },
+        } => {
+            policy::pairs(pairs)?;
+            None
+        }
         _ => None,
     };
     let filter = match &cli.command {
@@ -402,7 +426,8 @@ fn restart(bus: &mut Bus, wait: Option<WaitFor>, timeout: Option<u64>, js: bool)
     }
 }
 
-/// Why RESTART was refused, in words: what state the device is in, and what to do.
+/// Why RESTART was refused, in words: what state the device is in, and what to do (a
+/// Removed device is said by [`Bus::call`] for every order alike).
 fn restart_refused(bus: &mut Bus, status: NtStatus) -> Failure {
     let state = bus.state().map(|s| state_name(s.state));
     let why = match (status, state) {
@@ -410,9 +435,6 @@ fn restart_refused(bus: &mut Bus, status: NtStatus) -> Failure {
             "a reset is under way; restart applies to a Failed device once it has concluded \
              (`hcactl reset --wait` or `status --watch` shows it)"
                 .to_string()
-        }
-        (NtStatus::INVALID_DEVICE_REQUEST, Ok("Removed")) => {
-            "the device is Removed: there is nothing to restart".to_string()
         }
         (NtStatus::INVALID_DEVICE_REQUEST, Ok(state)) => format!(
             "the device is {state}, not Failed: restart brings back a Failed device only \

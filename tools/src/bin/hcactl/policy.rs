@@ -10,13 +10,29 @@ use crate::bus::{Bus, Failure, Outcome};
 use crate::emit;
 use crate::view::document;
 
-/// `KEY=VALUE` pairs applied to `p`; a key or value hcactl can already tell is wrong is a
-/// usage error naming it.
-fn apply(p: &mut Policy, pairs: &[String]) -> Outcome {
+/// The `KEY=VALUE` pairs of `policy set`, each key once: of `k=100 k=200` one value would
+/// be dropped without a word. Checked before hcactl connects; a usage error naming the
+/// pair or the key.
+pub(crate) fn pairs(pairs: &[String]) -> Result<Vec<(&str, &str)>, Failure> {
+    let mut split: Vec<(&str, &str)> = Vec::with_capacity(pairs.len());
     for pair in pairs {
         let (key, value) = pair
             .split_once('=')
             .ok_or_else(|| Failure::Usage(format!("{pair:?}: expected KEY=VALUE")))?;
+        if let Some((_, first)) = split.iter().find(|(k, _)| *k == key) {
+            return Err(Failure::Usage(format!(
+                "{key} given twice ({key}={first}, {pair}); give each key once"
+            )));
+        }
+        split.push((key, value));
+    }
+    Ok(split)
+}
+
+/// `KEY=VALUE` pairs applied to `p`; a key or value hcactl can already tell is wrong is a
+/// usage error naming it.
+fn apply(p: &mut Policy, pairs: &[String]) -> Outcome {
+    for (key, value) in self::pairs(pairs)? {
         let flag = matches!(key, "abort_on_unresponsive" | "auto_recover");
         let number = match value {
             "true" if flag => 1,

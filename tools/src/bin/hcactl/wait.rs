@@ -50,14 +50,30 @@ pub(crate) enum WaitFor {
 
 /// How long `--wait` waits by default: the longest a reset can take under the bus's policy
 /// (the whole quiesce deadline, then the hardware phase up to the auto-restart window, which
-/// bounds every retry), and a minute for the restore and the polling.
+/// bounds every retry), and a minute for the restore and the polling. A policy the bus
+/// takes makes this at most twenty days and a minute; a server that answers more is cut
+/// to [`LONGEST_WAIT`].
 pub(crate) fn worst_case(bus: &mut Bus) -> Result<WallDuration, Failure> {
     let p = bus.policy()?;
     let ms = p
         .quiesce_deadline_ms
         .saturating_add(p.auto_restart_window_ms)
         .saturating_add(60_000);
-    Ok(WallDuration::from_millis(ms))
+    Ok(WallDuration::from_millis(ms).min(LONGEST_WAIT))
+}
+
+/// The longest any wait lasts: above the policy's worst case (two durations of at most ten
+/// days each, and a minute), far below what the clock can count.
+const LONGEST_WAIT: WallDuration = WallDuration::from_secs(21 * 24 * 3600);
+
+/// When a wait of `limit` from now ends. Checked, never a panic after the request was sent:
+/// a limit the clock cannot count from now is cut to [`LONGEST_WAIT`], and if even that
+/// cannot be counted the wait ends now (and says it ran out).
+pub(crate) fn deadline_after(limit: WallDuration) -> WallInstant {
+    let now = WallInstant::now();
+    now.checked_add(limit)
+        .or_else(|| now.checked_add(LONGEST_WAIT))
+        .unwrap_or(now)
 }
 
 /// Why a waited-for reset did not bring the device back, in words.
@@ -160,7 +176,7 @@ pub(crate) fn wait_for(
         Some(s) => WallDuration::from_secs(s),
         None => worst_case(bus)?,
     };
-    let deadline = WallInstant::now() + limit;
+    let deadline = deadline_after(limit);
     let bar = progress(as_json);
     let found = outcome_of(bus, epoch, deadline, &bar, "waiting");
     let Some(s) = found.inspect_err(|_| bar.finish_and_clear())? else {
