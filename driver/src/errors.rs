@@ -141,6 +141,9 @@ op_error! {
 op_error! {
     /// An administrator's reset refused.
     AdminResetError {
+        /// A planned reset asks the clients of a serving device; a Failed device serves none,
+        /// and RESTART is the way out (docs/design.md §5).
+        DeviceFailed => (DeviceFailed, "device has failed: a planned reset cannot run; restart it"),
         DeviceRemoved => (DeviceRemoved, "device has been removed"),
     }
 }

@@ -36,8 +36,13 @@ pub const MAX_PATHS: usize = 4;
 /// What one path did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PathStats {
+    /// I/Os this path took from the queue to send (a command moved off another path counts
+    /// on each path that took it).
+    pub taken: u64,
     /// I/Os this path completed upward.
     pub ios: u64,
+    /// I/Os this path failed upward.
+    pub failed: u64,
     /// Times the path went down with commands on it that the other paths took over.
     pub failovers: u32,
     /// Commands taken back from this path and given to the queue for another path.
@@ -58,6 +63,9 @@ pub struct MultipathStats {
     /// The most I/Os waiting in the queue while no path was up.
     pub max_held: u64,
     pub hold_timeouts: u32,
+    /// I/Os failed in the queue without reaching a path (past the hold timeout with none
+    /// up, or every path's device gone).
+    pub failed_unpathed: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -291,6 +299,7 @@ impl Multipath {
     }
 
     fn fail_one(&mut self, req: IoRequest, status: IoStatus, now: Instant) {
+        self.stats.failed_unpathed += 1;
         let c = IoCompletion {
             id: req.id,
             status,
@@ -327,6 +336,9 @@ impl Multipath {
             return None;
         }
         let req = self.queue.remove(self.next_takeable()?)?;
+        if let Some(p) = self.paths.get_mut(path) {
+            p.stats.taken += 1;
+        }
         let n = self.paths.len();
         self.turn = (1..=n)
             .map(|k| (path + k) % n)
@@ -447,9 +459,11 @@ impl Multipath {
     /// One completion `path` delivered.
     pub fn complete(&mut self, path: usize, c: IoCompletion, now: Instant) {
         self.see(now);
-        if c.status == IoStatus::Ok {
-            if let Some(p) = self.paths.get_mut(path) {
+        if let Some(p) = self.paths.get_mut(path) {
+            if c.status == IoStatus::Ok {
                 p.stats.ios += 1;
+            } else {
+                p.stats.failed += 1;
             }
         }
         self.workload.complete(c, now);

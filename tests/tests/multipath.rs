@@ -369,3 +369,34 @@ fn a_target_slow_on_every_path_moves_nothing() {
     let (io, _) = boot_disk(&world);
     assert!(io.max_latency_us >= 300_000, "{io:?}");
 }
+
+/// QUERY_COUNTERS of each adapter counts the boot disk's I/O that went through that adapter:
+/// both carry a share, each share's accounting closes, and what the adapters completed is
+/// what the disk completed (a command moved off a path counts as taken on each path that
+/// took it, completed on the one that answered).
+#[test]
+fn each_adapter_counts_the_multipath_disks_io_that_went_through_it() {
+    use hcabus::ioctl::IoctlDevice;
+    use hcabus::types::ClientKind;
+    let world = run(&stack::boot_from_san_multipath());
+    assert_io_once(&world);
+    let (disk, _) = boot_disk(&world);
+    let mut completed = 0;
+    for (name, host) in world.hosts() {
+        let c = host.counters().expect("the host counts its clients");
+        let boot = c.kinds[ClientKind::BootDisk as usize];
+        assert!(
+            boot.completed > 0,
+            "{name} carried none of the disk's I/O: {boot:?}"
+        );
+        assert!(
+            boot.submitted >= boot.completed + boot.failed + boot.held,
+            "{name}: {boot:?}"
+        );
+        completed += boot.completed;
+    }
+    assert_eq!(
+        completed, disk.completed,
+        "every completion counted on one adapter"
+    );
+}

@@ -94,3 +94,37 @@ fn a_last_path_veto_is_waited_out_and_past_the_bound_stops_naming_device_and_rea
     assert!(text(&out).contains("no device \"hca9\""), "{}", text(&out));
     assert!(server.stop().success());
 }
+
+/// A Failed adapter is not maintained: a planned reset of it is refused (RESTART is the way
+/// out), and `maintain` stops there, naming the device and the command that brings it back,
+/// instead of restoring it by a planned reset and calling that maintenance.
+#[test]
+fn maintain_stops_at_a_failed_device_naming_the_restart() {
+    let server = Server::start_args("maintain-failed", &["--multipath"], &[]);
+    let on_hca1 = |args: &[&str]| {
+        let mut all = vec!["--device", "hca1"];
+        all.extend_from_slice(args);
+        server.ctl(&all)
+    };
+    let injected = on_hca1(&["inject", "reset_fails", "--count", "4"]);
+    assert_eq!(injected.status.code(), Some(0), "{}", text(&injected));
+    let failed = on_hca1(&["reset", "--forced", "--wait"]);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
+    assert_eq!(json(&on_hca1(&["--json", "status"]))["state"], "Failed");
+    let planned = on_hca1(&["reset", "--planned"]);
+    assert_eq!(planned.status.code(), Some(1), "{}", text(&planned));
+    assert!(text(&planned).contains("restart"), "{}", text(&planned));
+    let out = server.ctl(&["maintain", "--devices", "hca1,hca0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("hca1 is Failed"), "{said}");
+    assert!(said.contains("hcactl --device hca1 restart"), "{said}");
+    assert!(!said.contains("Restored"), "nothing was reset: {said}");
+    assert_eq!(json(&on_hca1(&["--json", "status"]))["state"], "Failed");
+    assert_eq!(
+        json(&server.ctl(&["--device", "hca0", "--json", "status"]))["epoch"],
+        1,
+        "the run stopped at hca1, before hca0"
+    );
+    assert!(server.stop().success());
+}

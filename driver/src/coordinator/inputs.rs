@@ -55,6 +55,15 @@ impl Coordinator {
                 AdminResetError::DeviceRemoved,
                 AdminResetError::code,
             )),
+            // A planned reset is maintenance of a serving device: nothing to ask a Failed
+            // one's clients about. RESTART (or a forced reset, or a firmware activation,
+            // which restart it) is the way out.
+            State::Failed if kind == AdminReset::Planned => Err(self.refused(
+                None,
+                Call::AdminReset,
+                AdminResetError::DeviceFailed,
+                AdminResetError::code,
+            )),
             State::Failed => {
                 if kind == AdminReset::FirmwareActivate {
                     // The restart carries the allowance: the staged firmware may come up.
@@ -99,18 +108,13 @@ impl Coordinator {
         }
     }
 
-    /// Validated; takes effect from the next timer armed.
+    /// Validated as a change from the policy in force, so that a broken rule between two
+    /// keys names the one the administrator set; takes effect from the next timer armed.
     pub fn set_policy(&mut self, now: Instant, policy: Policy) -> Result<(), PolicyError> {
-        self.advance(now);
-        if let Err(e) = policy.validate() {
-            self.counters.admin_refusals += 1;
-            self.record(RecordKind::Refused {
-                client: None,
-                call: Call::SetPolicy,
-                code: RefusalCode::InvalidPolicy,
-            });
-            return Err(e);
+        if let Err(e) = policy.validate_change(&self.policy) {
+            return Err(self.refuse_policy(now, e));
         }
+        self.advance(now);
         self.record(RecordKind::Call {
             client: None,
             call: Call::SetPolicy,
@@ -123,6 +127,21 @@ impl Coordinator {
         }
         self.policy = policy;
         Ok(())
+    }
+
+    /// A policy refused: by [`Coordinator::set_policy`], or before it by the IOCTL for a
+    /// field no policy can hold. Recorded under the key at fault (the record's name), so the
+    /// log says which one, and counted as the administrator's.
+    pub fn refuse_policy(&mut self, now: Instant, e: PolicyError) -> PolicyError {
+        self.advance(now);
+        self.counters.admin_refusals += 1;
+        let kind = RecordKind::Refused {
+            client: None,
+            call: Call::SetPolicy,
+            code: RefusalCode::InvalidPolicy,
+        };
+        self.record_named(kind, &ShortText::cut(e.field));
+        e
     }
 
     /// An administrator's request refused before it could act (a policy for a device that

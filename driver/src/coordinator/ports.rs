@@ -76,10 +76,26 @@ impl Coordinator {
         }
     }
 
-    /// What the bus knows of `port`; `None` for a port the hardware never reported.
+    /// What the bus knows of `port`; `None` for a port the hardware never reported. A
+    /// Failed or Removed device serves no port, whatever its links last said: Down in every
+    /// view (QUERY_STATE, the reports), its LID gone; a removed device gives no light either.
     pub fn port(&self, port: u8) -> Option<PortView> {
         let i = usize::from(port.checked_sub(1)?);
-        self.ports.get(i).copied().flatten()
+        let view = self.ports.get(i).copied().flatten()?;
+        Some(match self.state() {
+            State::Failed => PortAttrs {
+                state: PortState::Down,
+                ..view
+            }
+            .normalized(),
+            State::Removed => PortAttrs {
+                state: PortState::Down,
+                phys: PhysState::Disabled,
+                ..view
+            }
+            .normalized(),
+            _ => view,
+        })
     }
 
     /// A hardware reset takes every port down; the hardware reports them again as the links

@@ -1389,6 +1389,24 @@ fn hardware_reset_failing_always_tries_flr_then_fails_hardware_dead_then_admin_r
     assert!(h.transitions().contains(&(State::Failed, State::Resetting)));
 }
 
+/// A planned reset of a Failed device is refused: there is no serving device to plan around,
+/// and RESTART is the way out. A forced reset restarts it, as RESTART does.
+#[test]
+fn a_planned_reset_of_a_failed_device_is_refused_and_a_forced_one_restarts_it() {
+    let (mut h, a) = failed_device();
+    let refusals = h.c().counters().admin_refusals;
+    assert_eq!(
+        h.admin(AdminReset::Planned),
+        Err(AdminResetError::DeviceFailed)
+    );
+    assert_eq!(h.c().state(), State::Failed, "nothing started");
+    assert_eq!(h.c().counters().admin_refusals, refusals + 1, "counted");
+    assert_eq!(h.admin(AdminReset::Forced), Ok(Epoch(1)));
+    h.advance(1_000);
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.events_of(a), [Reset, ResetFailed, ResetEnd]);
+}
+
 #[test]
 fn admin_restart_of_a_healthy_device_is_refused() {
     let mut h = harness();

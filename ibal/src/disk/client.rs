@@ -152,7 +152,9 @@ impl SrpClient {
     }
 
     /// Its counters now: its logins, and the I/O of its workload; a path of a multipath
-    /// disk gives its own failovers, and its first path the disk's I/O (counted once).
+    /// disk gives the I/O that went through it (so each adapter counts its own share) and
+    /// its own failovers, and its first path also what failed in the disk's queue without
+    /// reaching a path.
     fn counters(&self) -> hcabus::bus::ClientCounters {
         let io = |s: &IoStats| hcabus::bus::ClientCounters {
             submitted: s.submitted,
@@ -166,10 +168,20 @@ impl SrpClient {
             Some(p) => {
                 let mp = p.mp.lock();
                 let path = mp.path_stats(p.index).unwrap_or_default();
-                let mut c = if p.index == 0 {
-                    io(mp.workload().stats())
+                let unpathed = if p.index == 0 {
+                    mp.stats().failed_unpathed
                 } else {
-                    hcabus::bus::ClientCounters::default()
+                    0
+                };
+                let mut c = hcabus::bus::ClientCounters {
+                    submitted: path.taken + unpathed,
+                    completed: path.ios,
+                    failed: path.failed + unpathed,
+                    // Taken and neither answered upward nor given back for another path.
+                    held: path
+                        .taken
+                        .saturating_sub(path.ios + path.failed + path.moved),
+                    ..Default::default()
                 };
                 c.failovers = u64::from(path.failovers);
                 c.commands_moved = path.moved;

@@ -304,3 +304,36 @@ fn a_port_taken_down_by_a_reset_is_physically_disabled() {
         (PortState::Down, PhysState::Disabled)
     );
 }
+
+/// A Failed or Removed device serves no port: no view shows one Active, whatever the links
+/// last reported (the view is the one QUERY_STATE and the reports read).
+#[test]
+fn a_failed_or_removed_device_shows_no_active_port() {
+    let config = Config {
+        max_clients: 8,
+        recorder_capacity: 1024,
+        policy: Policy {
+            auto_recover: false,
+            ..Policy::default()
+        },
+    };
+    let mut s = Stepper::new(config, SimHca::new(SimHcaConfig::default())).expect("policy");
+    port(&mut s, 1, PortState::Active, 16);
+    assert_eq!(s.c().port(1).map(|p| p.state), Some(PortState::Active));
+    s.call(|c, now| c.catastrophic_error(now));
+    s.pump();
+    assert_eq!(
+        s.c().state(),
+        State::Failed,
+        "auto_recover off: failed, not reset"
+    );
+    let failed = s.c().port(1).expect("reported");
+    assert_eq!((failed.state, failed.lid), (PortState::Down, 0));
+    s.call(|c, now| c.surprise_removal(now));
+    s.pump();
+    let removed = s.c().port(1).expect("reported");
+    assert_eq!(
+        (removed.state, removed.lid, removed.phys),
+        (PortState::Down, 0, PhysState::Disabled)
+    );
+}

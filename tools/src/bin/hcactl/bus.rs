@@ -40,6 +40,14 @@ impl Failure {
 
 pub(crate) type Outcome = Result<(), Failure>;
 
+/// Why a Failed device refuses a planned reset: there is no serving device to plan around.
+const FAILED_PLANNED: &str = "the device is Failed: a planned reset cannot run on it; \
+     `hcactl restart` (or `reset --forced`) brings it back";
+
+/// Why a removed device refused an order.
+pub(crate) const REMOVED: &str = "the device is Removed (surprise removal): it takes no \
+     more orders (reset, restart, policy set, inject); `hcactl devices` lists what is there";
+
 pub(crate) struct Bus {
     #[cfg(unix)]
     client: hcabus_tools::transport::Client,
@@ -105,8 +113,23 @@ impl Bus {
         let (status, out) = answer.map_err(|e| Failure::Usage(format!("connection: {e}")))?;
         if status.is_success() {
             Ok(out)
+        } else if status == NtStatus::INVALID_DEVICE_REQUEST && needs_write(code) {
+            Err(self.refused_order(status, code))
         } else {
             Err(Failure::Refused(status))
+        }
+    }
+
+    /// A write request refused with INVALID_DEVICE_REQUEST. A removed device refuses every
+    /// one with it, and a Failed one a planned reset (docs/ioctl.md); the bare status does
+    /// not say so: hcactl says which is why.
+    fn refused_order(&mut self, status: NtStatus, code: u32) -> Failure {
+        match self.state().map(|s| state_name(s.state)) {
+            Ok("Removed") => Failure::RefusedBecause(status, REMOVED.into()),
+            Ok("Failed") if code == IOCTL_HCABUS_REQUEST_RESET => {
+                Failure::RefusedBecause(status, FAILED_PLANNED.into())
+            }
+            _ => Failure::Refused(status),
         }
     }
 

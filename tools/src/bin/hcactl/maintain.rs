@@ -16,7 +16,9 @@ use crate::emit;
 use crate::resets;
 use crate::state::{result, us, waiting_for};
 use crate::view::{document, duration_ms};
-use crate::wait::{came_back, failure, outcome_of, progress, service_of, worst_case};
+use crate::wait::{
+    came_back, deadline_after, failure, outcome_of, progress, service_of, worst_case,
+};
 
 /// How long a last-path veto is waited out before the reset is asked again.
 const VETO_RETRY: WallDuration = WallDuration::from_millis(500);
@@ -45,8 +47,25 @@ struct Done {
     service_ms: u128,
 }
 
-/// The devices to maintain, checked before anything is reset: each named one must be there.
+/// The devices `--devices` names, each once: a device named twice would be reset twice,
+/// which nobody means. A usage error naming it, before anything is asked of any device.
+fn once_each(devices: &[String]) -> Outcome {
+    for (i, name) in devices.iter().enumerate() {
+        if devices[..i].contains(name) {
+            return Err(Failure::Usage(format!(
+                "--devices: {name:?} given twice; each device is maintained once"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The devices to maintain, checked before anything is reset: each named one must be there,
+/// and named once.
 fn targets(plan: &Plan<'_>) -> Result<Vec<Option<String>>, Failure> {
+    if let Some(wanted) = plan.devices {
+        once_each(wanted)?;
+    }
     let found = crate::devices::find(plan.socket)?;
     let Some(wanted) = plan.devices else {
         if found.is_empty() {
@@ -146,11 +165,12 @@ fn one_device(
         other => other,
     };
     let mut bus = Bus::open(plan.socket, name)?;
+    failed_stops(&mut bus, name, label)?;
     let limit = match plan.timeout {
         Some(s) => WallDuration::from_secs(s),
         None => worst_case(&mut bus)?,
     };
-    let deadline = WallInstant::now() + limit;
+    let deadline = deadline_after(limit);
     let mode = if plan.firmware {
         ResetMode::FirmwareActivate
     } else {
@@ -192,7 +212,7 @@ fn one_device(
         if !last_path_veto(&mut bus, &s)? {
             return Err(named(Failure::Outcome(why)));
         }
-        if WallInstant::now() + VETO_RETRY > deadline {
+        if deadline.saturating_duration_since(WallInstant::now()) < VETO_RETRY {
             return Err(named(Failure::Outcome(format!(
                 "still refused after {} s (--timeout): {why}",
                 limit.as_secs()
@@ -202,6 +222,19 @@ fn one_device(
         bar.set_message(format!("{label}: {why}; asking again"));
         std::thread::sleep(VETO_RETRY);
     }
+}
+
+/// A Failed device is not maintained: a planned reset cannot bring it back (the bus refuses
+/// it), and a run that went on past it would report it as done. The run stops there, naming
+/// the device and the command that does bring it back.
+fn failed_stops(bus: &mut Bus, name: Option<&str>, label: &str) -> Outcome {
+    if state_name(bus.state()?.state) != "Failed" {
+        return Ok(());
+    }
+    let device = name.map_or(String::new(), |n| format!("--device {n} "));
+    Err(Failure::Outcome(format!(
+        "{label} is Failed: maintenance stops here; `hcactl {device}restart` brings it back"
+    )))
 }
 
 /// Whether the reset that ended `s` was vetoed by a last-path guard (which waiting cures),
