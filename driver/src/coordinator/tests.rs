@@ -618,6 +618,8 @@ fn clients_churning_while_the_drain_is_held_up_never_overflow_the_queue() {
     // RESET_END queued for `a`; nothing is drained from here.
     let held = h.drive_to_restoring().expect("reaches Restoring");
     let desc = ClientDesc::new("churn", ClientKind::Custom, ClientFlags::empty()).expect("fits");
+    // One that stays: its RESET_END, queued, is not another's to take.
+    let stays = h.call(|c, now| c.register(now, desc)).expect("register").id;
     let room = h.c().pending_actions();
     for _ in 0..1_000 {
         let r = h.call(|c, now| c.register(now, desc)).expect("register");
@@ -635,6 +637,7 @@ fn clients_churning_while_the_drain_is_held_up_never_overflow_the_queue() {
     h.deliver_held(held);
     assert_eq!(h.c().state(), State::Operational);
     assert_eq!(h.events_of(a), [Reset, ResetEnd]);
+    assert_eq!(h.events_of(stays), [ResetEnd]);
 }
 
 #[test]
