@@ -30,7 +30,7 @@ extern "C" fn PsGetCurrentThreadId() -> HANDLE {
 }
 
 /// A wait the one-threaded model cannot end (nothing else runs while it waits): a
-/// violation, and it returns at once.
+/// violation, which stops the test.
 #[unsafe(no_mangle)]
 extern "C" fn KeDelayExecutionThread(
     _mode: KPROCESSOR_MODE,
@@ -42,8 +42,7 @@ extern "C" fn KeDelayExecutionThread(
         Rule::SelfDeadlock,
         "KeDelayExecutionThread",
         "a wait in the one-threaded model: nothing could end it",
-    );
-    STATUS_SUCCESS
+    )
 }
 
 /// The model's time of day: a fixed 2026-11-25T00:00:00Z plus the bus clock, so that a
