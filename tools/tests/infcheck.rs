@@ -175,13 +175,13 @@ fn package_breaks() -> Vec<Break> {
         with_also(
             b(
                 "target-os-version",
-                "HcaBus, NTamd64.10.0...16299",
-                "HcaBus, NTamd64.10.0.1..16299",
+                "HcaBus, NTamd64.10.0...20348",
+                "HcaBus, NTamd64.10.0.1..20348",
             ),
             &["section-exists"],
         ),
         with_also(
-            b("target-os-version", "HcaBus, NTamd64.10.0...16299", "HcaBus, NTsparc.10.0"),
+            b("target-os-version", "HcaBus, NTamd64.10.0...20348", "HcaBus, NTsparc.10.0...20348"),
             &["section-exists"],
         ),
         // Nothing is copied then: the listed file is unused and the service's binary absent.
@@ -192,10 +192,29 @@ fn package_breaks() -> Vec<Break> {
         // A decoration whose models section is missing.
         b(
             "section-exists",
-            "HcaBus, NTamd64.10.0...16299",
-            "HcaBus, NTamd64.10.0...16299, NTarm64",
+            "HcaBus, NTamd64.10.0...20348",
+            "HcaBus, NTamd64.10.0...20348, NTarm64.10.0...20348",
         ),
         b("kmdf-section", "KmdfLibraryVersion = 1.33", ""),
+        // KMDF 1.33 is in Windows from build 20348: installing on 2004 (19041), or on any
+        // NT, is installing where the boot driver cannot load.
+        with_also(
+            b(
+                "kmdf-min-build",
+                "HcaBus, NTamd64.10.0...20348",
+                "HcaBus, NTamd64.10.0...19041",
+            ),
+            &["section-exists"],
+        ),
+        with_also(
+            b("kmdf-min-build", "HcaBus, NTamd64.10.0...20348", "HcaBus, NTamd64"),
+            &["section-exists"],
+        ),
+        b(
+            "kmdf-min-build",
+            "KmdfLibraryVersion = 1.33",
+            "KmdfLibraryVersion = 1.35",
+        ),
         b("kmdf-section", "KmdfService = hcabus,", "KmdfService = other,"),
         b("boot-start", "StartType      = 0", "StartType      = 3"),
         // The device would have no function driver.
@@ -236,6 +255,8 @@ fn what_the_rules_allow_is_not_flagged() {
             "DefaultDestDir = 13",
             "DefaultDestDir = 13\nHcaBus_CopyFiles = 13",
         ),
+        // An older KMDF than the decoration needs.
+        ("KmdfLibraryVersion = 1.33", "KmdfLibraryVersion = 1.31"),
         // A decimal ASSOCSERVICE flag.
         (
             "AddService = hcabus, 0x00000002,",

@@ -31,6 +31,9 @@ pub(crate) enum Defect {
     BarePdo,
     /// J: the rights come from the file object's share-access flags.
     ShareAccessAsGranted,
+    /// K: the hardware ids are asked for in a fixed 256-byte buffer, too small for the
+    /// four a PCI function reports.
+    FixedIdBuffer,
 }
 
 #[cfg(all(test, wdk_fake))]

@@ -93,7 +93,13 @@ pub extern "system" fn driver_entry(
 /// EvtDriverDeviceAdd: the FDO on the HCA's PCI function (PASSIVE_LEVEL).
 extern "C" fn evt_device_add(_driver: WDFDRIVER, init: PWDFDEVICE_INIT) -> NTSTATUS {
     // SAFETY: `init` is KMDF's, valid until WdfDeviceCreate consumes it.
-    let ids = unsafe { platform::pci_ids(init) };
+    let ids = match unsafe { platform::pci_ids(init) } {
+        Ok(ids) => ids,
+        Err(status) => {
+            log::error!("the function's hardware ids could not be read: {status:#x}");
+            return status;
+        }
+    };
     let setup = match device::device_add(ids.0, ids.1, platform::next_instance()) {
         Ok(s) => s,
         Err(e) => {

@@ -40,36 +40,70 @@ pub(crate) fn install_logger() {
 }
 
 /// The PCI vendor and device ids of the function being added, from its first hardware id.
+/// A PCI function reports several ids (four for a ConnectX: about 270 bytes), and KMDF
+/// writes nothing into a buffer too small for all of them, so the size is asked first and
+/// the buffer taken from pool for it; pool that cannot be had is
+/// STATUS_INSUFFICIENT_RESOURCES, not a bugcheck.
 ///
 /// # Safety
 /// `init` is KMDF's WDFDEVICE_INIT for this add.
-pub(crate) unsafe fn pci_ids(init: PWDFDEVICE_INIT) -> (u16, u16) {
-    let mut wide = [0u16; 128];
-    let mut len: ULONG = 0;
-    // SAFETY: the buffer's size in bytes bounds what the call writes.
-    let status = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfFdoInitQueryProperty,
-            init,
-            DEVICE_REGISTRY_PROPERTY::DevicePropertyHardwareID,
-            core::mem::size_of_val(&wide) as ULONG,
-            wide.as_mut_ptr().cast(),
-            &mut len,
-        )
+pub(crate) unsafe fn pci_ids(init: PWDFDEVICE_INIT) -> Result<(u16, u16), NTSTATUS> {
+    let query = |length: ULONG, buffer: PVOID, needed: &mut ULONG| {
+        // SAFETY: `buffer` is NULL with a zero length, or `length` writable bytes.
+        unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfFdoInitQueryProperty,
+                init,
+                DEVICE_REGISTRY_PROPERTY::DevicePropertyHardwareID,
+                length,
+                buffer,
+                needed,
+            )
+        }
     };
+    let mut needed: ULONG = 0;
+    let mut fixed = [0u16; 128];
+    let status = if planted(Defect::FixedIdBuffer) {
+        needed = core::mem::size_of_val(&fixed) as ULONG;
+        STATUS_SUCCESS
+    } else {
+        query(0, core::ptr::null_mut(), &mut needed)
+    };
+    if status != STATUS_BUFFER_TOO_SMALL && !planted(Defect::FixedIdBuffer) {
+        // No id at all: nothing to match against the ids this driver takes.
+        return Err(if status < 0 {
+            status
+        } else {
+            STATUS_NOT_SUPPORTED
+        });
+    }
+    let mut pooled = alloc::vec::Vec::new();
+    let wide: &mut [u16] = if planted(Defect::FixedIdBuffer) {
+        &mut fixed
+    } else {
+        let units = (needed as usize).div_ceil(2);
+        pooled
+            .try_reserve_exact(units)
+            .map_err(|_| STATUS_INSUFFICIENT_RESOURCES)?;
+        pooled.resize(units, 0u16);
+        &mut pooled
+    };
+    let length = core::mem::size_of_val(wide) as ULONG;
+    let status = query(length, wide.as_mut_ptr().cast(), &mut needed);
     if status < 0 {
-        return (0, 0);
+        return Err(status);
     }
     // The first string of the multi-string, as ASCII (hardware ids are).
     let mut ascii = [0u8; 128];
     let n = wide.iter().position(|c| *c == 0).unwrap_or(wide.len());
+    let n = n.min(ascii.len());
     for (a, w) in ascii.iter_mut().zip(&wide[..n]) {
         *a = u8::try_from(*w).unwrap_or(b'?');
     }
-    core::str::from_utf8(&ascii[..n])
+    Ok(core::str::from_utf8(&ascii[..n])
         .ok()
         .and_then(crate::device::parse_pci_hardware_id)
-        .unwrap_or((0, 0))
+        .unwrap_or((0, 0)))
 }
 
 /// WdfDeviceCreate of the FDO as a bus extender, its PnP and power callbacks, the default

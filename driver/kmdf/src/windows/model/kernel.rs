@@ -173,7 +173,10 @@ pub(crate) struct Init {
     pub(crate) name: Option<String>,
     pub(crate) sddl: Option<String>,
     pub(crate) identity: Identity,
-    pub(crate) hardware_id: String,
+    /// What the PCI bus reports of the function, as multi-strings: its hardware ids (most
+    /// specific first) and compatible ids.
+    pub(crate) hardware_ids: Vec<String>,
+    pub(crate) compatible_ids: Vec<String>,
     pub(crate) adapter: usize,
 }
 

@@ -73,11 +73,22 @@ pub(crate) unsafe extern "C" fn WdfFdoInitQueryProperty(
     let _kernel = super::enter(DDI, PASSIVE);
     with(|k| {
         let i = k.init(DDI, init);
-        if property != DEVICE_REGISTRY_PROPERTY::DevicePropertyHardwareID {
-            return STATUS_INVALID_PARAMETER;
+        let strings = match property {
+            DEVICE_REGISTRY_PROPERTY::DevicePropertyHardwareID => &i.hardware_ids,
+            DEVICE_REGISTRY_PROPERTY::DevicePropertyCompatibleIDs => &i.compatible_ids,
+            _ => return STATUS_INVALID_PARAMETER,
+        };
+        if length != 0 && buffer.is_null() {
+            violation(Rule::NullParameter, DDI, "a NULL buffer of nonzero length");
         }
-        let mut wide: Vec<u16> = i.hardware_id.encode_utf16().collect();
-        wide.extend([0, 0]);
+        // A REG_MULTI_SZ: each string NUL-terminated, one more NUL at the end. A buffer
+        // too small gets nothing but the length it needs (IoGetDeviceProperty's rule).
+        let mut wide: Vec<u16> = Vec::new();
+        for id in strings {
+            wide.extend(id.encode_utf16());
+            wide.push(0);
+        }
+        wide.push(0);
         let bytes = wide.len() * 2;
         if !result.is_null() {
             // SAFETY: the driver's out-pointer.
@@ -413,7 +424,10 @@ pub(crate) unsafe extern "C" fn WdfDeviceWdmGetDeviceObject(
 }
 
 impl Init {
+    /// An init for a device whose most specific hardware id is `hardware_id`: a PCI
+    /// function's gets every id the PCI bus reports for it ([`pci_function_ids`]).
     pub(crate) fn new(origin: InitOrigin, hardware_id: String, adapter: usize) -> Init {
+        let (hardware_ids, compatible_ids) = pci_function_ids(&hardware_id);
         Init {
             origin,
             state: InitState::Open,
@@ -422,10 +436,41 @@ impl Init {
             name: None,
             sddl: None,
             identity: Identity::default(),
-            hardware_id,
+            hardware_ids,
+            compatible_ids,
             adapter,
         }
     }
+}
+
+/// The ids the PCI bus driver reports for a function whose most specific id is `full`
+/// (`PCI\VEN_v&DEV_d&SUBSYS_s&REV_r`): hardware ids VEN&DEV&SUBSYS&REV, VEN&DEV&SUBSYS,
+/// VEN&DEV&REV and VEN&DEV (about 270 bytes as UTF-16 for a ConnectX), and compatible ids
+/// VEN&DEV&REV, VEN&DEV, VEN&CC, VEN and CC, for an InfiniBand controller (class 0C06).
+/// Another id is reported alone.
+pub(crate) fn pci_function_ids(full: &str) -> (Vec<String>, Vec<String>) {
+    let parts: Vec<&str> = full.split('&').collect();
+    let [ven, dev, subsys, rev] = parts.as_slice() else {
+        return (vec![full.to_string()], Vec::new());
+    };
+    let vendor = ven.to_string();
+    let base = format!("{vendor}&{dev}");
+    let hardware = vec![
+        full.to_string(),
+        format!("{base}&{subsys}"),
+        format!("{base}&{rev}"),
+        base.clone(),
+    ];
+    let compatible = vec![
+        format!("{base}&{rev}"),
+        base,
+        format!("{vendor}&CC_0C0600"),
+        format!("{vendor}&CC_0C06"),
+        vendor,
+        "PCI\\CC_0C0600".to_string(),
+        "PCI\\CC_0C06".to_string(),
+    ];
+    (hardware, compatible)
 }
 
 /// The table, every other entry NULL (a call to one panics in the macro: a DDI the model

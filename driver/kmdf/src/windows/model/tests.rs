@@ -93,6 +93,7 @@ fn scenario() {
         Defect::LockStatusIgnored,
         Defect::BarePdo,
         Defect::ShareAccessAsGranted,
+        Defect::FixedIdBuffer,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     match name.as_str() {
@@ -440,6 +441,25 @@ fn a_child_holding_the_interface_past_removal_is_refused_and_its_reference_count
 #[test]
 fn an_id_kept_across_a_rebalance_is_stale_and_never_names_a_newcomer() {
     assert_passes("rebalance_with_a_child");
+}
+
+/// The model gives AddDevice every id a real PCI function reports (four hardware ids, about
+/// 270 bytes): the driver asks their size first and attaches; the fixed 256-byte buffer it
+/// once had gets STATUS_BUFFER_TOO_SMALL, and AddDevice refused every real adapter.
+#[test]
+fn add_device_reads_a_real_pci_functions_hardware_ids_whatever_their_length() {
+    let (hardware, compatible) = super::table::pci_function_ids(HARDWARE_ID);
+    assert_eq!(hardware.len(), 4);
+    assert_eq!(hardware[3], "PCI\\VEN_15B3&DEV_1003");
+    let bytes = 2 * (hardware.iter().map(|h| h.len() + 1).sum::<usize>() + 1);
+    assert!(bytes > 256, "{bytes} bytes: more than the old buffer");
+    assert!(compatible.contains(&"PCI\\CC_0C06".to_string()));
+    assert_passes("life");
+    assert_caught(
+        "life",
+        Defect::FixedIdBuffer,
+        &["Expectation", "EvtDriverDeviceAdd: 0xc0000023"],
+    );
 }
 
 #[test]
