@@ -24,7 +24,10 @@ pub(super) const LOG_QUEUE: usize = 16;
 
 /// Everything under the spin lock.
 pub(super) struct Core<C> {
-    pub(super) coord: Coordinator,
+    /// In pool memory, not inline: the coordinator is kilobytes, and a bus that carried it by
+    /// value would be copied through every frame that builds it (a kernel stack is 24 KiB,
+    /// with PnP and KMDF beneath prepare hardware; `linkcheck.sh` measures each frame).
+    pub(super) coord: alloc::boxed::Box<Coordinator>,
     /// Each registered client's callback, by slot.
     pub(super) callbacks: Vec<Option<(ClientId, C)>>,
     pub(super) timers: TimerTable,
@@ -87,7 +90,7 @@ impl<P: Platform> Bus<P> {
         let coord = Coordinator::new(config, identity, platform.now()).map_err(NewError::Policy)?;
         let max = coord.max_clients();
         let mut core = Core {
-            coord,
+            coord: alloc::boxed::Box::new(coord),
             callbacks: Vec::with_capacity(max),
             timers: TimerTable::default(),
             hw_queue: Vec::with_capacity(HW_QUEUE),
