@@ -11,6 +11,7 @@
 //! queue, flight recorder, reset record) is reserved in [`Coordinator::new`]; from RESET to the
 //! last RESET_END nothing allocates (docs/design.md §6).
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::errors::*;
@@ -211,6 +212,16 @@ pub struct Coordinator {
 impl Coordinator {
     /// Reserves everything the reset path will touch and starts health polling.
     pub fn new(config: Config, identity: Identity, now: Instant) -> Result<Self, PolicyError> {
+        Self::new_boxed(config, identity, now).map(|c| *c)
+    }
+
+    /// [`Coordinator::new`] in pool memory, for a host that keeps it there (the bus): built
+    /// into its box, so that no caller's frame holds its kilobytes (a kernel stack is small).
+    pub fn new_boxed(
+        config: Config,
+        identity: Identity,
+        now: Instant,
+    ) -> Result<Box<Self>, PolicyError> {
         config.policy.validate()?;
         let max = usize::from(config.max_clients.max(1));
         // Worst case between two drains: RESET_QUERY to everyone, a fatal cause's RESET to
@@ -218,7 +229,7 @@ impl Coordinator {
         // RESET_ABORTED), or RESET_END, a PORT_ACTIVE per port and a follow-up's RESET to
         // everyone, plus timers and steps.
         let action_capacity = (3 + usize::from(MAX_PORTS)) * max + 32;
-        let mut c = Coordinator {
+        let mut c = Box::new(Coordinator {
             stage: Stage::Operational,
             policy: config.policy,
             now,
@@ -257,7 +268,7 @@ impl Coordinator {
             awaiting_ports: 0,
             #[cfg(feature = "mutants")]
             mutant: None,
-        };
+        });
         c.arm(TimerId::HealthPoll, now + c.policy.health_poll_interval());
         Ok(c)
     }

@@ -87,10 +87,11 @@ impl<P: Platform> Bus<P> {
     /// timer). Nothing here allocates afterwards.
     pub fn new(platform: P, config: Config, mut hca: P::Hca) -> Result<Self, NewError> {
         let identity = hca.identity().map_err(NewError::Hardware)?;
-        let coord = Coordinator::new(config, identity, platform.now()).map_err(NewError::Policy)?;
+        let coord =
+            Coordinator::new_boxed(config, identity, platform.now()).map_err(NewError::Policy)?;
         let max = coord.max_clients();
         let mut core = Core {
-            coord: alloc::boxed::Box::new(coord),
+            coord,
             callbacks: Vec::with_capacity(max),
             timers: TimerTable::default(),
             hw_queue: Vec::with_capacity(HW_QUEUE),
