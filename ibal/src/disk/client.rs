@@ -560,10 +560,7 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
             _ => None,
         };
         // A consent that no longer holds is withdrawn at once.
-        let recheck = match &self.path {
-            Some(p) if self.consent_stale() => Some(p.mp.lock().now()),
-            _ => None,
-        };
+        let recheck = self.recheck_due();
         [
             self.target.next_due(),
             recheck,

@@ -61,13 +61,13 @@ impl SrpClient {
         bus.reset_veto(id, epoch, reason).is_ok()
     }
 
-    /// Whether the consent this path gave no longer holds: the query is open and another
-    /// path has since gone down, lost its login or been consented away.
-    pub(super) fn consent_stale(&self) -> bool {
-        match (&self.path, self.consented) {
-            (Some(p), Some(_)) => p.mp.lock().last_path(p.index).is_some(),
-            _ => false,
-        }
+    /// Now (the disk's latest instant) when the consent this path gave no longer holds: the
+    /// query is open and another path has since gone down, lost its login or been consented
+    /// away.
+    pub(super) fn recheck_due(&self) -> Option<hcabus::Instant> {
+        let p = self.path.as_ref().filter(|_| self.consented.is_some())?;
+        let mp = p.mp.lock();
+        mp.last_path(p.index).map(|_| mp.now())
     }
 
     /// While the query this path consented to is open, its answer must still hold (SPEC
