@@ -3,7 +3,7 @@
 //! comes to life, and what a caller's handle may do.
 
 use hcabus::coordinator::Config;
-use hcabus::host::{Bus, NewError};
+use hcabus::host::{Bus, NewError, Parked};
 use hcabus::ioctl::Rights;
 use hcabus::{Policy, PolicyError};
 
@@ -200,14 +200,22 @@ impl From<NewError> for PrepareError {
 }
 
 /// EvtDevicePrepareHardware (PASSIVE_LEVEL): map the registers, build the bus (which reads
-/// the identity and reserves everything the coordinator will ever need), report the
-/// children.
-pub fn prepare<K: KmdfPlatform>(mut kernel: K, config: BusConfig) -> Result<Bus<K>, PrepareError> {
+/// the identity and reserves everything the coordinator will ever need), or, after a PnP
+/// stop, resume the bus that stop `parked` on the new resources (the children's
+/// registrations kept); report the children.
+pub fn prepare<K: KmdfPlatform>(
+    mut kernel: K,
+    config: BusConfig,
+    parked: Option<Parked<K::Callback>>,
+) -> Result<Bus<K>, PrepareError> {
     if !(1..=2).contains(&config.ports) {
         return Err(PrepareError::Ports(config.ports));
     }
     let hca = kernel.map_registers().map_err(PrepareError::Platform)?;
-    let bus = Bus::new(kernel, config.coordinator, hca)?;
+    let bus = match parked {
+        Some(parked) => Bus::resume(kernel, parked, hca)?,
+        None => Bus::new(kernel, config.coordinator, hca)?,
+    };
     for child in ChildFunction::of_bus(config.ports) {
         bus.platform()
             .child_present(child)

@@ -217,6 +217,11 @@ impl<T> Lock<T> for FakeSpinLock<T> {
         SPIN_HELD.with(|c| c.set(false));
         r
     }
+    fn into_inner(self) -> T {
+        self.data
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// The wait lock: PASSIVE_LEVEL only.
@@ -234,6 +239,11 @@ impl<T> Lock<T> for FakeWaitLock<T> {
                 .with(|k| k.violations.push(format!("wait lock taken at {level:?}")));
         }
         f(&mut lock(&self.data))
+    }
+    fn into_inner(self) -> T {
+        self.data
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -76,7 +76,7 @@ fn config() -> BusConfig {
 
 fn prepared(faults: FakeFaults) -> Arc<Bus<FakePlatform>> {
     let platform = FakePlatform::<FakeCallback>::new(FakeConnectX::with_faults(identity(), faults));
-    let bus = at_irql(Irql::Passive, || prepare(platform, config())).expect("prepared");
+    let bus = at_irql(Irql::Passive, || prepare(platform, config(), None)).expect("prepared");
     let bus = Arc::new(bus);
     settle(&bus);
     bus
@@ -228,7 +228,7 @@ fn prepare_hardware_maps_the_registers_reserves_everything_and_reports_each_chil
     };
     let platform = FakePlatform::<FakeCallback>::new(FakeConnectX::new(identity()));
     assert_eq!(
-        prepare(platform, too_many).err(),
+        prepare(platform, too_many, None).err(),
         Some(PrepareError::Ports(3))
     );
 }
@@ -240,7 +240,7 @@ fn a_lock_kmdf_refuses_to_create_fails_prepare_hardware_with_its_status() {
     for call in ["WdfSpinLockCreate", "WdfWaitLockCreate"] {
         let platform = FakePlatform::<FakeCallback>::new(FakeConnectX::new(identity()));
         platform.kernel.with(|k| k.refuse = Some(call));
-        let refused = at_irql(Irql::Passive, || prepare(platform, config())).err();
+        let refused = at_irql(Irql::Passive, || prepare(platform, config(), None)).err();
         assert_eq!(
             refused,
             Some(PrepareError::Platform(PlatformError::Status(0xC000_009A))),
@@ -419,28 +419,69 @@ fn the_ioctl_queue_serves_the_dispatcher_with_the_handles_rights() {
     assert_eq!(reply.status, NtStatus::NOT_SUPPORTED);
 }
 
+/// Hardware steps the coordinator saw complete, by kind.
+fn steps_done(bus: &Bus<FakePlatform>, step: hcabus::hca::HwStep) -> usize {
+    bus.inspect(|c| {
+        c.recorder()
+            .iter()
+            .filter(
+                |r| matches!(r.kind, hcabus::recorder::RecordKind::Hw { step: s, .. } if s == step),
+            )
+            .map(|r| r.count as usize)
+            .sum()
+    })
+}
+
 #[test]
-fn surprise_removal_and_the_final_d0_exit_end_the_bus_with_device_fatal() {
+fn d0_exit_of_any_target_quiets_the_bus_and_only_surprise_removal_ends_it() {
+    use hcabus::hca::HwStep;
     let bus = prepared(FakeFaults::default());
     let c = Client::register(&bus, "ipoib0", Answer::Inline);
-    bus.d0_exit(false);
-    settle(&bus);
-    assert_eq!(
-        bus.inspect(|c| c.state()),
-        State::Operational,
-        "sleep: nothing"
+    advance(&bus, 100);
+    let polls = steps_done(&bus, HwStep::ReadHealth);
+    let down = at_irql(Irql::Passive, || bus.d0_exit());
+    assert!(!down.reset_held && !bus.powered());
+    assert!(
+        bus.platform()
+            .kernel
+            .with(|k| k.timers.iter().all(Option::is_none)),
+        "a timer left armed in Dx"
     );
+    // Minutes in Dx: no health read, and a reset asked for meanwhile waits for the device.
+    advance(&bus, 600_000);
+    assert!(
+        bus.reset_request(c.id()).is_ok(),
+        "a reset asked for in Dx is taken"
+    );
+    advance(&bus, 60_000);
+    assert_eq!(
+        steps_done(&bus, HwStep::ReadHealth),
+        polls,
+        "the health watch ran in Dx"
+    );
+    assert_eq!(
+        steps_done(&bus, HwStep::SaveConfig),
+        0,
+        "a reset step ran in Dx"
+    );
+    // Quiesced, its last health read (which decides how the quiesce ends) held for D0.
+    assert_eq!(bus.inspect(|c| c.state()), State::Quiescing);
+    assert!(bus.inspect(|c| c.reset_in_progress()));
+    assert!(!c.heard().contains(&EventKind::DeviceFatal));
+    at_irql(Irql::Passive, || bus.d0_entry());
+    advance(&bus, 20_000);
+    assert_eq!(bus.inspect(|c| c.state()), State::Operational);
+    assert!(
+        steps_done(&bus, HwStep::ReadHealth) > polls,
+        "the watch did not resume"
+    );
+    assert_eq!(c.heard(), [EventKind::Reset, EventKind::ResetEnd]);
+    // Only surprise removal ends the bus.
     at_irql(Irql::Passive, || bus.surprise_removal());
     settle(&bus);
     assert_eq!(bus.inspect(|c| c.state()), State::Removed);
-    assert_eq!(c.heard(), [EventKind::DeviceFatal]);
-
-    let bus = prepared(FakeFaults::default());
-    let c = Client::register(&bus, "ipoib0", Answer::Inline);
-    bus.d0_exit(true);
-    settle(&bus);
-    assert_eq!(bus.inspect(|c| c.state()), State::Removed);
-    assert_eq!(c.heard(), [EventKind::DeviceFatal]);
+    assert_eq!(c.heard().last(), Some(&EventKind::DeviceFatal));
+    assert_eq!(violations(&bus), Vec::<String>::new());
 }
 
 #[test]
@@ -577,7 +618,7 @@ mod through_the_c_abi {
     #[test]
     fn a_c_child_registers_executes_from_its_callback_and_hears_the_new_epoch() {
         let platform = FakePlatform::<CCallback>::new(FakeConnectX::new(identity()));
-        let bus = at_irql(Irql::Passive, || prepare(platform, config())).expect("prepared");
+        let bus = at_irql(Irql::Passive, || prepare(platform, config(), None)).expect("prepared");
         settle(&bus);
         let mut child = Box::new(CChild {
             bus: &bus,

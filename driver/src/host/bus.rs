@@ -46,6 +46,8 @@ pub(super) struct Core<C> {
     /// The callback the drain is running, with the lock released: what Unregister's
     /// rundown waits for. One drainer at a time, so at most one.
     pub(super) running: Option<Running>,
+    /// The device is in D0 (power.rs): hardware steps run and timers are armed only then.
+    pub(super) powered: bool,
 }
 
 /// A callback under way: whose, and in which context ([`Platform::context`]).
@@ -101,6 +103,7 @@ impl<P: Platform> Bus<P> {
             log_seq: 0,
             overflows: 0,
             running: None,
+            powered: true,
         };
         core.callbacks.resize_with(max, || None);
         let bus = Bus {
@@ -283,15 +286,6 @@ impl<P: Platform> Bus<P> {
     /// EvtDeviceSurpriseRemoval: every wait ends, DEVICE_FATAL to everyone.
     pub fn surprise_removal(&self) {
         self.input(|c, now| c.surprise_removal(now));
-    }
-
-    /// EvtDeviceD0Exit. Leaving D0 for good (D3Final: the device is being removed) ends the
-    /// bus as a removal does; a sleep transition leaves the coordinator alone, since the
-    /// children, powered down first in PnP order, hold nothing by then.
-    pub fn d0_exit(&self, final_exit: bool) {
-        if final_exit {
-            self.surprise_removal();
-        }
     }
 
     /// EvtIoDeviceControl: METHOD_BUFFERED, so input and output are the one system buffer's

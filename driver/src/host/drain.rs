@@ -78,7 +78,8 @@ impl<P: Platform> Bus<P> {
         }
         loop {
             let next = self.core.with(|c| {
-                if !c.hw_queue.is_empty() {
+                // In Dx the steps wait, in order, for D0Entry (power.rs).
+                if c.powered && !c.hw_queue.is_empty() {
                     Some(Ok(c.hw_queue.remove(0)))
                 } else if !c.log_queue.is_empty() {
                     Some(Err(c.log_queue.remove(0)))
@@ -89,9 +90,17 @@ impl<P: Platform> Bus<P> {
             });
             match next {
                 Some(Ok(step)) => {
-                    let done = self.hca.with(|hca| execute(hca, step));
+                    // Looked at again under the wait lock, which D0Exit takes after it lowers
+                    // `powered`: a step taken just before runs before D0Exit returns, or not.
+                    let done = self.hca.with(|hca| {
+                        let powered = self.core.with(|c| c.powered);
+                        powered.then(|| execute(hca, step))
+                    });
                     let now = self.platform.now();
-                    self.core.with(|c| c.coord.hw_complete(now, done));
+                    self.core.with(|c| match done {
+                        Some(done) => c.coord.hw_complete(now, done),
+                        None => c.hw_queue.insert(0, step),
+                    });
                     self.kick();
                 }
                 Some(Err(entry)) => self.platform.log_event(entry),
@@ -141,7 +150,10 @@ fn next_outside<P: Platform>(
             }
             Action::ArmTimer { timer, at, .. } => {
                 c.timers.apply(&action);
-                platform.arm_timer(timer, at);
+                // In Dx the due time is kept and armed at D0Entry (power.rs).
+                if c.powered {
+                    platform.arm_timer(timer, at);
+                }
             }
             Action::CancelTimer { timer } => {
                 c.timers.apply(&action);

@@ -18,8 +18,10 @@ mod client;
 mod drain;
 mod event_log;
 mod platform;
+mod power;
 
 pub use bus::{Bus, NewError};
 pub use client::ClientCtx;
 pub use event_log::EventLogEntry;
 pub use platform::{Lock, Platform, PlatformError, Scheduled};
+pub use power::{Parked, PowerDown, D0_EXIT_WAIT_MS};

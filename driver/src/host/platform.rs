@@ -17,6 +17,9 @@ use crate::types::{ClientId, Event, PnpOp, TimerId};
 /// config-space steps). `with` must not be re-entered on the same thread.
 pub trait Lock<T> {
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+    /// Deletes the lock and gives back what it guarded: what outlives a PnP stop
+    /// ([`Bus::park`]) leaves the locks of that start behind.
+    fn into_inner(self) -> T;
 }
 
 /// What a platform did with a deferred call ([`Platform::queue_dpc`],
@@ -90,6 +93,16 @@ pub trait Platform: Sized {
     /// Blocks the calling PASSIVE_LEVEL thread until [`Platform::deliveries_ended`] is no
     /// longer `seen` (or spuriously: the caller looks again).
     fn wait_delivery_end(&self, seen: u64);
+
+    // ----- device power (docs/design.md, "Device power and PnP stops") --------------------
+
+    /// Blocks the calling PASSIVE_LEVEL thread for about `ms` milliseconds while the rest of
+    /// the system runs on (KeDelayExecutionThread): D0Exit waits so for a reset in flight.
+    /// `false` where the caller cannot wait (a host that runs everything on one thread): the
+    /// reset is then held, not waited for.
+    fn delay_ms(&self, _ms: u32) -> bool {
+        false
+    }
 }
 
 /// A system call that failed.

@@ -66,6 +66,9 @@ impl<S: Threads, T: Send> Lock<T> for ThreadLock<S, T> {
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         f(&mut S::lock(&self.0))
     }
+    fn into_inner(self) -> T {
+        S::into_inner(self.0)
+    }
 }
 
 /// The timer thread as the platform sees it (changed under `timers`).

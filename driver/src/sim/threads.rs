@@ -20,6 +20,8 @@ pub trait Threads: Sized + Send + Sync + 'static {
     type Join: Send;
 
     fn mutex<T: Send>(value: T) -> Self::Mutex<T>;
+    /// The value a mutex guarded, the mutex gone (a poisoned one's too).
+    fn into_inner<T: Send>(m: Self::Mutex<T>) -> T;
     /// Takes the lock; a poisoned one is taken anyway (callbacks never run under these
     /// locks, so the data is still consistent enough to report from).
     fn lock<T: Send>(m: &Self::Mutex<T>) -> Self::Guard<'_, T>;
@@ -77,6 +79,9 @@ macro_rules! threads_primitives {
         }
         fn lock<T: Send>(m: &Self::Mutex<T>) -> Self::Guard<'_, T> {
             m.lock().unwrap_or_else($($sync)::+::PoisonError::into_inner)
+        }
+        fn into_inner<T: Send>(m: Self::Mutex<T>) -> T {
+            m.into_inner().unwrap_or_else($($sync)::+::PoisonError::into_inner)
         }
         fn condvar() -> Self::Condvar {
             $($sync)::+::Condvar::new()

@@ -9,7 +9,8 @@ use core::cell::UnsafeCell;
 use core::ptr::{null, null_mut};
 use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
-use hcabus::host::Bus;
+use hcabus::host::{Bus, Parked};
+use hcabus_cabi::CCallback;
 use wdk_sys::*;
 
 use super::defects::{planted, Defect};
@@ -60,6 +61,10 @@ pub(crate) struct FdoContext {
     /// and a child that kept an id across a rebalance must be refused as stale, not taken
     /// for the client that holds its slot in the new one.
     generations: AtomicU32,
+    /// What a PnP stop keeps for the next start (a leaked Box, or null): the coordinator with
+    /// the children's registrations, so that a rebalance is invisible to them. Freed by the
+    /// FDO's cleanup.
+    parked: AtomicPtr<Parked<CCallback>>,
 }
 
 // SAFETY: `rundown` is only passed to the Ex*Rundown* functions, which synchronise
@@ -157,6 +162,7 @@ impl FdoContext {
             rundown: UnsafeCell::new(EX_RUNDOWN_REF::default()),
             bus: AtomicPtr::new(null_mut()),
             generations: AtomicU32::new(0),
+            parked: AtomicPtr::new(null_mut()),
         };
         // SAFETY: the caller's contract.
         if !unsafe { init_context(device.cast(), &FDO_CONTEXT, fresh) } {
@@ -217,5 +223,23 @@ impl FdoContext {
             self.generations.store(next, Ordering::Release);
         }
         bus
+    }
+
+    /// Release hardware of a PnP stop: keeps what the next start resumes.
+    pub(crate) fn park(&self, parked: alloc::boxed::Box<Parked<CCallback>>) {
+        let old = self
+            .parked
+            .swap(alloc::boxed::Box::into_raw(parked), Ordering::AcqRel);
+        // SAFETY: a pointer from Box::into_raw in an earlier park, swapped out once; PnP
+        // callbacks are serialised, and a prepare takes what a release parked, so none is
+        // left here in practice: freed rather than leaked if one were.
+        drop((!old.is_null()).then(|| unsafe { alloc::boxed::Box::from_raw(old) }));
+    }
+
+    /// What the last PnP stop kept, taken by prepare hardware (or by the FDO's cleanup).
+    pub(crate) fn take_parked(&self) -> Option<alloc::boxed::Box<Parked<CCallback>>> {
+        let p = self.parked.swap(null_mut(), Ordering::AcqRel);
+        // SAFETY: from Box::into_raw in `park`, swapped out once.
+        (!p.is_null()).then(|| unsafe { alloc::boxed::Box::from_raw(p) })
     }
 }

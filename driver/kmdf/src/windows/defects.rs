@@ -34,6 +34,14 @@ pub(crate) enum Defect {
     /// K: the hardware ids are asked for in a fixed 256-byte buffer, too small for the
     /// four a PCI function reports.
     FixedIdBuffer,
+    /// L: EvtDeviceD0Exit takes WdfPowerDeviceD3Final for removal (it comes on every PnP
+    /// stop): a rebalance ends the bus with DEVICE_FATAL to every child.
+    FinalExitAsRemoval,
+    /// M: EvtDeviceD0Exit does nothing: the health watch and a reset in flight go on
+    /// touching a device in Dx.
+    NothingInDx,
+    /// N: EvtDeviceD0Exit does not wait for a reset in flight: it runs on past D0Exit.
+    ResetRunsPastD0Exit,
 }
 
 #[cfg(all(test, wdk_fake))]

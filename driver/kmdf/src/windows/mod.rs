@@ -32,6 +32,7 @@ use wdk_sys::{
 use crate::device;
 use crate::device::{prepare, BusConfig};
 use context::{FdoContext, FDO_CONTEXT};
+use defects::{planted, Defect};
 use platform::WdfPlatform;
 use resources::Child;
 
@@ -134,7 +135,9 @@ extern "C" fn evt_prepare_hardware(
         coordinator: platform.registry_config(),
         ports: PORTS,
     };
-    match prepare(platform, config) {
+    // After a PnP stop (a rebalance), the bus it kept: the children stay registered.
+    let parked = ctx.take_parked().map(|p| *p);
+    match prepare(platform, config, parked) {
         Ok(bus) => {
             ctx.attach(alloc::boxed::Box::new(bus));
             STATUS_SUCCESS
@@ -152,7 +155,11 @@ extern "C" fn evt_prepare_hardware(
 extern "C" fn evt_release_hardware(device: WDFDEVICE, _translated: WDFCMRESLIST) -> NTSTATUS {
     // SAFETY: as in evt_prepare_hardware.
     if let Some(ctx) = unsafe { fdo(device) } {
-        drop(ctx.detach());
+        // A stop or a removal: KMDF does not say which. What the bus keeps is resumed by the
+        // next prepare, or freed with the FDO.
+        if let Some(bus) = ctx.detach() {
+            ctx.park(alloc::boxed::Box::new(bus.park()));
+        }
     }
     STATUS_SUCCESS
 }
@@ -164,22 +171,37 @@ extern "C" fn evt_surprise_removal(device: WDFDEVICE) {
     }
 }
 
-/// EvtDeviceD0Entry (PASSIVE_LEVEL): the device is powered, so the bus's first actions (the
-/// health poll's timer) run now. The bus queued its DPC as it was built, before it was
-/// reachable: a DPC that ran then found no bus, so it is queued again here.
+/// EvtDeviceD0Entry (PASSIVE_LEVEL): the device is powered: the bus re-arms its timers, runs
+/// what it held and queues its DPC (which, at the first start, finds the bus it built before
+/// it was reachable).
 extern "C" fn evt_d0_entry(device: WDFDEVICE, _previous: WDF_POWER_DEVICE_STATE) -> NTSTATUS {
     // SAFETY: as in evt_prepare_hardware.
-    match unsafe { fdo(device) }.and_then(|ctx| ctx.with_bus(|bus| bus.kick())) {
+    match unsafe { fdo(device) }.and_then(|ctx| ctx.with_bus(|bus| bus.d0_entry())) {
         Some(()) => STATUS_SUCCESS,
         None => STATUS_INVALID_DEVICE_STATE,
     }
 }
 
+/// EvtDeviceD0Exit (PASSIVE_LEVEL), whatever the target: D3Final comes on every PnP stop (a
+/// rebalance, a query-stop, shutdown) as well as on removal, so it is not removal. The bus
+/// waits for a reset in flight, then touches the device no more until D0Entry.
 extern "C" fn evt_d0_exit(device: WDFDEVICE, target: WDF_POWER_DEVICE_STATE) -> NTSTATUS {
     let last = target == wdk_sys::_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final;
     // SAFETY: as in evt_prepare_hardware.
     if let Some(ctx) = unsafe { fdo(device) } {
-        ctx.with_bus(|bus| bus.d0_exit(last));
+        ctx.with_bus(|bus| {
+            if last && planted(Defect::FinalExitAsRemoval) {
+                bus.surprise_removal();
+                return;
+            }
+            if planted(Defect::NothingInDx) {
+                return;
+            }
+            let down = bus.d0_exit();
+            if down.reset_held {
+                log::warn!("D0Exit: a reset is still open after {} ms", down.waited_ms);
+            }
+        });
     }
     STATUS_SUCCESS
 }

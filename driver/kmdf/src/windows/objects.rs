@@ -174,6 +174,8 @@ extern "C" fn evt_fdo_cleanup(object: WDFOBJECT) {
     let Some(ctx) = (unsafe { context::<FdoContext>(object, &FDO_CONTEXT) }) else {
         return;
     };
+    // The bus a last PnP stop kept goes with the FDO.
+    drop(ctx.take_parked());
     let control = ctx.control.swap(core::ptr::null_mut(), Ordering::AcqRel);
     if !control.is_null() {
         // SAFETY: the control device this FDO created, deleted once (swapped out above).

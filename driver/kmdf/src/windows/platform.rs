@@ -53,6 +53,15 @@ impl<T> Lock<T> for WdfSpinLock<T> {
         unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockRelease, self.lock) };
         r
     }
+
+    fn into_inner(self) -> T {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: the lock this value created, not held (taking `self` needs no holder);
+        // deleted once: `this` is never dropped.
+        unsafe { delete(this.lock.cast()) };
+        // SAFETY: the data is moved out once, and `this` is never used again.
+        unsafe { core::ptr::read(&this.data) }.into_inner()
+    }
 }
 
 /// A WDFWAITLOCK guarding `T` (PASSIVE_LEVEL).
@@ -97,6 +106,14 @@ impl<T> Lock<T> for WdfWaitLock<T> {
         // SAFETY: acquired above.
         unsafe { call_unsafe_wdf_function_binding!(WdfWaitLockRelease, self.lock) };
         r
+    }
+
+    fn into_inner(self) -> T {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: as for the spin lock.
+        unsafe { delete(this.lock.cast()) };
+        // SAFETY: as for the spin lock.
+        unsafe { core::ptr::read(&this.data) }.into_inner()
     }
 }
 
@@ -415,20 +432,35 @@ impl Platform for WdfPlatform {
     fn wait_delivery_end(&self, seen: u64) {
         // A callback runs at DISPATCH_LEVEL and may not block, so this wait is short: a
         // millisecond's sleep between looks, not an event the DPC would have to set.
-        let mut interval = LARGE_INTEGER {
-            QuadPart: -10_000, // 1 ms, relative, in 100 ns units
-        };
         while self.deliveries_ended() == seen {
-            // SAFETY: PASSIVE_LEVEL (the bus checked `at_dispatch` first); the interval
-            // lives for the call.
-            let _status = unsafe {
-                wdk_sys::ntddk::KeDelayExecutionThread(
-                    _MODE::KernelMode as KPROCESSOR_MODE,
-                    0,
-                    &mut interval,
-                )
-            };
+            // PASSIVE_LEVEL: the bus checked `at_dispatch` first.
+            Self::sleep_ms(1);
         }
+    }
+
+    fn delay_ms(&self, ms: u32) -> bool {
+        if planted(Defect::ResetRunsPastD0Exit) || self.irql() != Irql::Passive {
+            return false;
+        }
+        Self::sleep_ms(ms);
+        true
+    }
+}
+
+impl WdfPlatform {
+    /// KeDelayExecutionThread for `ms`, at PASSIVE_LEVEL.
+    fn sleep_ms(ms: u32) {
+        let mut interval = LARGE_INTEGER {
+            QuadPart: -10_000 * i64::from(ms), // relative, in 100 ns units
+        };
+        // SAFETY: PASSIVE_LEVEL (the callers' contract); the interval lives for the call.
+        let _status = unsafe {
+            wdk_sys::ntddk::KeDelayExecutionThread(
+                _MODE::KernelMode as KPROCESSOR_MODE,
+                0,
+                &mut interval,
+            )
+        };
     }
 }
 

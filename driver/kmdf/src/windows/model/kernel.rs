@@ -186,6 +186,8 @@ pub(crate) struct Adapter {
     pub(crate) bar_physical: i64,
     pub(crate) bar_length: usize,
     pub(crate) interface_references: i32,
+    /// In D0: powered, its registers answer. False between D0Exit and D0Entry.
+    pub(crate) d0: bool,
 }
 
 /// A live MmMapIoSpaceEx mapping.

@@ -75,6 +75,82 @@ fn held_locks() -> Vec<Handle> {
     })
 }
 
+/// Whether any spin lock or wait lock is held now.
+pub(crate) fn locks_held() -> bool {
+    !held_locks().is_empty()
+}
+
+/// The dispatcher: every queued DPC and work item, until none is left.
+fn run_queued() {
+    for _ in 0..100_000 {
+        let next = with(|k| {
+            k.objects
+                .iter()
+                .enumerate()
+                .find_map(|(i, o)| match &o.kind {
+                    Kind::Dpc { queued: true, .. } if !o.deleted => {
+                        Some((Kernel::handle_of(i), true))
+                    }
+                    _ => None,
+                })
+                .or_else(|| {
+                    k.objects
+                        .iter()
+                        .enumerate()
+                        .find_map(|(i, o)| match &o.kind {
+                            Kind::WorkItem { queued: true, .. } if !o.deleted => {
+                                Some((Kernel::handle_of(i), false))
+                            }
+                            _ => None,
+                        })
+                })
+        });
+        match next {
+            Some((h, true)) => run_dpc(h),
+            Some((h, false)) => {
+                with(|k| {
+                    if let Kind::WorkItem { queued, .. } =
+                        &mut k.objects[Kernel::index_of(h as _)].kind
+                    {
+                        *queued = false;
+                    }
+                });
+                run_work_item(h);
+            }
+            None => return,
+        }
+    }
+    violation(Rule::Expectation, "run", "DPCs and work items never settle");
+}
+
+/// Virtual time passes `us` on the other processors: each timer fires when due, and what
+/// it queues runs. A work item or DPC already running (the caller's own) is not run again.
+pub(crate) fn dispatch_for(us: u64) {
+    let end = with(|k| k.now_us) + us;
+    run_queued();
+    loop {
+        let due = with(|k| {
+            k.objects
+                .iter()
+                .enumerate()
+                .filter_map(|(i, o)| match &o.kind {
+                    Kind::Timer {
+                        due_us: Some(d),
+                        running: false,
+                        ..
+                    } if !o.deleted && *d <= end => Some((*d, Kernel::handle_of(i))),
+                    _ => None,
+                })
+                .min()
+        });
+        let Some((at_us, h)) = due else { break };
+        with(|k| k.now_us = k.now_us.max(at_us));
+        fire_timer(h);
+        run_queued();
+    }
+    with(|k| k.now_us = k.now_us.max(end));
+}
+
 /// Runs a work item's callback (its own flush, or the dispatcher).
 pub(crate) fn run_work_item(h: Handle) {
     let f = with(|k| match &mut k.objects[Kernel::index_of(h as _)].kind {
@@ -113,6 +189,7 @@ impl Machine {
             bar_physical: BAR_PHYSICAL,
             bar_length: BAR_LENGTH,
             interface_references: 0,
+            d0: true,
         });
         kernel.parameters = values.iter().map(|(k, v)| (String::from(*k), *v)).collect();
         super::install(kernel);
@@ -226,6 +303,8 @@ impl Machine {
                 Some(fdo),
             );
             k.preparing = Some(fdo);
+            // The PnP manager starts a device in D0 (uninitialised): prepare may read it.
+            k.adapters.iter_mut().for_each(|a| a.d0 = true);
             (raw, translated)
         });
         let prepare = self.pnp().EvtDevicePrepareHardware;
@@ -257,16 +336,19 @@ impl Machine {
 
     /// D0Entry from D3Final, as after every start (KMDF calls it after prepare hardware).
     fn d0_entry(&mut self) -> NTSTATUS {
+        self.d0_entry_from(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final)
+    }
+
+    /// D0Entry: the device is in D0 again before the driver hears it.
+    fn d0_entry_from(&mut self, previous: WDF_POWER_DEVICE_STATE) -> NTSTATUS {
         let fdo = self.fdo("D0Entry");
+        with(|k| k.adapters.iter_mut().for_each(|a| a.d0 = true));
         let Some(f) = self.pnp().EvtDeviceD0Entry else {
             return STATUS_SUCCESS;
         };
         // SAFETY: the driver's callback for its FDO.
         at("EvtDeviceD0Entry", PASSIVE, || unsafe {
-            f(
-                fdo as WDFDEVICE,
-                _WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final,
-            )
+            f(fdo as WDFDEVICE, previous)
         })
     }
 
@@ -278,78 +360,38 @@ impl Machine {
 
     /// Runs every queued DPC and work item until none is left.
     pub(crate) fn run(&mut self) {
-        for _ in 0..100_000 {
-            let next = with(|k| {
-                k.objects
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, o)| match &o.kind {
-                        Kind::Dpc { queued: true, .. } if !o.deleted => {
-                            Some((Kernel::handle_of(i), true))
-                        }
-                        _ => None,
-                    })
-                    .or_else(|| {
-                        k.objects
-                            .iter()
-                            .enumerate()
-                            .find_map(|(i, o)| match &o.kind {
-                                Kind::WorkItem { queued: true, .. } if !o.deleted => {
-                                    Some((Kernel::handle_of(i), false))
-                                }
-                                _ => None,
-                            })
-                    })
-            });
-            match next {
-                Some((h, true)) => run_dpc(h),
-                Some((h, false)) => {
-                    with(|k| {
-                        if let Kind::WorkItem { queued, .. } =
-                            &mut k.objects[Kernel::index_of(h as _)].kind
-                        {
-                            *queued = false;
-                        }
-                    });
-                    run_work_item(h);
-                }
-                None => return,
-            }
-        }
-        violation(Rule::Expectation, "run", "DPCs and work items never settle");
+        run_queued();
     }
 
     /// Virtual time passes `ms`: each timer fires when due, and what it queues runs.
     pub(crate) fn advance(&mut self, ms: u64) {
-        let end = with(|k| k.now_us) + ms * 1000;
-        self.run();
-        loop {
-            let due = with(|k| {
-                k.objects
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, o)| match &o.kind {
-                        Kind::Timer {
-                            due_us: Some(d), ..
-                        } if !o.deleted && *d <= end => Some((*d, Kernel::handle_of(i))),
-                        _ => None,
-                    })
-                    .min()
-            });
-            let Some((at_us, h)) = due else { break };
-            with(|k| k.now_us = k.now_us.max(at_us));
-            fire_timer(h);
-            self.run();
-        }
-        with(|k| k.now_us = end);
+        dispatch_for(ms * 1000);
     }
 
-    /// Stop for a rebalance: D0Exit to D3, release hardware (and the cycle rule).
+    /// A PnP stop (IRP_MN_QUERY_STOP_DEVICE then IRP_MN_STOP_DEVICE, for a resource
+    /// rebalance): KMDF powers the device down to D3Final (powerpolicystatemachine.cpp,
+    /// PowerPolStopping; powerstatemachine.cpp, PowerGotoD3Stopped), then releases the
+    /// hardware (and the cycle rule). The children stay: their PDOs are not touched.
     pub(crate) fn stop(&mut self) {
-        self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
+        self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
         self.release();
     }
 
+    /// Device power down, the device staying started: `target` D3 for idle or system sleep
+    /// (S3, and S4 hibernation, whose image the boot path wrote before), or D3Final for a
+    /// shutdown. The children went to Dx first, as PnP powers a tree down.
+    pub(crate) fn power_down(&mut self, target: WDF_POWER_DEVICE_STATE) {
+        self.d0_exit(target);
+    }
+
+    /// Back to D0 from D3 (a wake, a resume from sleep): D0Entry.
+    pub(crate) fn power_up(&mut self) -> NTSTATUS {
+        self.d0_entry_from(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3)
+    }
+
+    /// D0Exit: the driver's callback runs with the device still in D0 (it may wait, as
+    /// other processors run on); once it returns the device is in Dx and its registers are
+    /// off (the DeviceInDx rule).
     fn d0_exit(&mut self, target: WDF_POWER_DEVICE_STATE) {
         let fdo = self.fdo("D0Exit");
         if let Some(f) = self.pnp().EvtDeviceD0Exit {
@@ -358,6 +400,7 @@ impl Machine {
                 f(fdo as WDFDEVICE, target)
             });
         }
+        with(|k| k.adapters.iter_mut().for_each(|a| a.d0 = false));
         self.run();
     }
 

@@ -29,6 +29,8 @@ pub(crate) enum Rule {
     InterfaceLeak,
     PdoIdentity,
     ChildList,
+    DeviceInDx,
+    WaitWithLockHeld,
     Expectation,
 }
 
@@ -39,7 +41,7 @@ impl Rule {
             Rule::IrqlTooHigh => 0xA,                   // IRQL_NOT_LESS_OR_EQUAL
             Rule::MappingLeak | Rule::BadUnmap => 0xC4, // DRIVER_VERIFIER_DETECTED_VIOLATION
             Rule::ControlDeviceAtUnload | Rule::CycleLeak | Rule::ObjectLeak => 0xCE, // DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS
-            Rule::Expectation | Rule::NoKernel => 0,
+            Rule::Expectation | Rule::NoKernel | Rule::DeviceInDx => 0,
             _ => 0x10D, // WDF_VIOLATION
         }
     }
@@ -73,6 +75,8 @@ impl Rule {
             Rule::InterfaceLeak => "every interface reference a query took is dereferenced",
             Rule::PdoIdentity => "a PDO answers PnP's queries: device id, hardware ids, a unique instance id, device text with a default locale",
             Rule::ChildList => "a child identification is the size the list was configured with",
+            Rule::DeviceInDx => "nothing reads or writes a device's registers between its D0Exit and its next D0Entry",
+            Rule::WaitWithLockHeld => "a thread that waits (KeDelayExecutionThread) holds no spin lock or wait lock",
             Rule::Expectation => "what the scenario expects of the driver",
         }
     }
@@ -101,6 +105,8 @@ impl Rule {
             Rule::InterfaceLeak => "IRP_MN_QUERY_INTERFACE documentation (the caller dereferences what it got)",
             Rule::PdoIdentity => "WdfPdoInitAssignDeviceID/InstanceID, WdfPdoInitAddDeviceText/SetDefaultLocale documentation; the toaster bus sample",
             Rule::ChildList => "fxchildlist.cpp, identification size check",
+            Rule::DeviceInDx => "EvtDeviceD0Exit documentation (the device is in Dx once it returns); PCI PM: memory space is off in D3hot, a read answers all ones (no bugcheck: the model stops where hardware would mislead)",
+            Rule::WaitWithLockHeld => "KeDelayExecutionThread documentation (IRQL <= APC_LEVEL); a wait lock held across a wait stalls every other acquirer",
         }
     }
 }

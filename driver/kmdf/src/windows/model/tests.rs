@@ -94,6 +94,9 @@ fn scenario() {
         Defect::BarePdo,
         Defect::ShareAccessAsGranted,
         Defect::FixedIdBuffer,
+        Defect::FinalExitAsRemoval,
+        Defect::NothingInDx,
+        Defect::ResetRunsPastD0Exit,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     match name.as_str() {
@@ -104,6 +107,8 @@ fn scenario() {
         "child_outlives_fdo" => child_outlives_fdo(true),
         "rebalance_with_a_child" => rebalance_with_a_child(),
         "child_keeps_interface" => child_outlives_fdo(false),
+        "sleep" => sleep(),
+        "sleep_during_reset" => sleep_during_reset(),
         other => match other.strip_prefix("footprint:").map(str::parse) {
             Some(Ok(depth)) => footprint(&[(RECORDER_RECORDS_KEY, depth)]),
             _ => panic!("no scenario {other:?}"),
@@ -292,30 +297,124 @@ fn child_outlives_fdo(lets_go: bool) {
     m.unload();
 }
 
-/// A child registered before a rebalance keeps its id; the bus after it is a new one, where
-/// a newcomer takes the same slot. The kept id must be refused as stale, and must not
-/// unregister the newcomer.
+/// The live PDOs.
+fn pdos() -> usize {
+    with(|k| {
+        k.objects
+            .iter()
+            .filter(|o| {
+                !o.deleted
+                    && matches!(&o.kind, super::kernel::Kind::Device(d) if d.role == super::kernel::Role::Pdo)
+            })
+            .count()
+    })
+}
+
+/// A rebalance (a PnP stop and start, with D0Exit to D3Final between) is invisible to the
+/// children: their PDOs stay, they hear nothing, their ids hold, and the bus after it
+/// resets with them as before.
 fn rebalance_with_a_child() {
     let mut m = started();
     let fdo = m.fdo.unwrap_or_default();
-    let stale = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    let (children, epoch) = (pdos(), admin::state(&mut m).epoch);
     rebalance(&mut m);
-    let newcomer = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
     expect(
-        newcomer.id != stale.id,
-        &format!("the new bus gave out the old id {:#x} again", stale.id),
+        child.heard().is_empty(),
+        &format!("across a rebalance the child heard {:?}", child.heard()),
     );
-    let refused = hcabus::bus_abi::status::of_refusal(hcabus::errors::RefusalCode::StaleClient);
-    let status = stale.detach();
+    expect(pdos() == children, "a rebalance removed a child's PDO");
+    let (status, state, e) = child.query_state();
     expect(
-        status == refused,
-        &format!("the kept id's unregister: {status:#x}"),
+        (status, state, e) == (0, State::Operational as u32, epoch),
+        &format!("the child's query_state after a rebalance: {status:#x} {state} e{e}"),
     );
-    let status = newcomer.detach();
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
     expect(
-        status == 0,
-        &format!("the newcomer's unregister: {status:#x}"),
+        asked == STATUS_SUCCESS,
+        &format!("a reset after: {asked:#x}"),
     );
+    m.advance(5_000);
+    let (reset, end) = (EventKind::Reset as u16, EventKind::ResetEnd as u16);
+    expect(
+        child.heard() == [reset, end] && child.restored_epoch == epoch + 1,
+        &format!("after the rebalance the child heard {:?}", child.heard()),
+    );
+    child.vetoes = false;
+    let status = child.detach();
+    expect(status == 0, &format!("the child's unregister: {status:#x}"));
+    m.surprise_remove();
+    m.unload();
+}
+
+/// Device power down to D3 and back (idle, system sleep S3/S4): minutes in Dx touch no
+/// register (the model refuses it), QUERY_STATE is answered from software state, a reset the
+/// administrator asks for in Dx is taken and waits for D0, and D0Entry resumes the watch.
+fn sleep() {
+    let mut m = started();
+    let fdo = m.fdo.unwrap_or_default();
+    let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    let epoch = admin::state(&mut m).epoch;
+    m.power_down(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
+    m.advance(600_000);
+    let (status, s) = admin::query_state(&mut m, FILE_READ_DATA);
+    expect(
+        status == STATUS_SUCCESS && s.is_some_and(|s| s.epoch == epoch),
+        &format!("QUERY_STATE in D3: {status:#x} {s:?}"),
+    );
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(
+        asked == STATUS_SUCCESS,
+        &format!("a reset asked in D3: {asked:#x}"),
+    );
+    m.advance(60_000);
+    expect(
+        admin::state(&mut m).epoch == epoch,
+        "a reset finished with the device in D3",
+    );
+    let status = m.power_up();
+    expect(status == STATUS_SUCCESS, &format!("D0Entry: {status:#x}"));
+    m.advance(10_000);
+    let (reset, end) = (EventKind::Reset as u16, EventKind::ResetEnd as u16);
+    expect(
+        child.heard() == [reset, end] && child.restored_epoch == epoch + 1,
+        &format!(
+            "the child heard {:?} (e{})",
+            child.heard(),
+            child.restored_epoch
+        ),
+    );
+    // The watch runs again: a catastrophic error is found.
+    with(|k| k.adapters[0].hca.inject(Fault::Catastrophic));
+    m.advance(10_000);
+    expect(
+        admin::state(&mut m).epoch == epoch + 2,
+        "the health watch did not resume at D0Entry",
+    );
+    child.vetoes = false;
+    expect(child.detach() == 0, "the child's unregister");
+    m.surprise_remove();
+    m.unload();
+}
+
+/// The machine sleeps while a reset is in flight: D0Exit waits for it (the other
+/// processors run its timers, DPC and work item meanwhile), so that it is over, and the
+/// device untouched, once D0Exit returns.
+fn sleep_during_reset() {
+    let mut m = started();
+    let epoch = admin::state(&mut m).epoch;
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(asked == STATUS_SUCCESS, &format!("a reset: {asked:#x}"));
+    m.advance(1);
+    m.power_down(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
+    let s = admin::state(&mut m);
+    expect(
+        s.epoch == epoch + 1 && s.state == State::Operational as u32,
+        &format!("D0Exit returned with the reset open: {s:?}"),
+    );
+    m.advance(60_000);
+    expect(m.power_up() == STATUS_SUCCESS, "D0Entry");
+    m.advance(10_000);
     m.surprise_remove();
     m.unload();
 }
@@ -439,8 +538,34 @@ fn a_child_holding_the_interface_past_removal_is_refused_and_its_reference_count
 }
 
 #[test]
-fn an_id_kept_across_a_rebalance_is_stale_and_never_names_a_newcomer() {
+fn a_rebalance_is_invisible_to_the_children() {
     assert_passes("rebalance_with_a_child");
+    // D3Final comes on every PnP stop: taken for removal, the rebalance fails the children.
+    assert_caught(
+        "rebalance_with_a_child",
+        Defect::FinalExitAsRemoval,
+        &["Expectation", "across a rebalance the child heard"],
+    );
+}
+
+#[test]
+fn nothing_touches_the_device_in_dx_and_the_watch_resumes_at_d0_entry() {
+    assert_passes("sleep");
+    assert_caught(
+        "sleep",
+        Defect::NothingInDx,
+        &["DeviceInDx", "READ_REGISTER_ULONG", "in Dx"],
+    );
+}
+
+#[test]
+fn a_reset_in_flight_is_over_before_d0_exit_returns() {
+    assert_passes("sleep_during_reset");
+    assert_caught(
+        "sleep_during_reset",
+        Defect::ResetRunsPastD0Exit,
+        &["Expectation", "D0Exit returned with the reset open"],
+    );
 }
 
 /// The model gives AddDevice every id a real PCI function reports (four hardware ids, about
@@ -592,7 +717,7 @@ fn release_hardware_without_rundown_leaves_objects_behind() {
         &[
             "CycleLeak",
             "EvtDeviceReleaseHardware",
-            "WDFTIMER (armed)",
+            "WDFTIMER",
             "WDFSPINLOCK",
         ],
     );

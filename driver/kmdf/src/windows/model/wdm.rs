@@ -35,14 +35,33 @@ extern "C" fn PsGetCurrentThreadId() -> HANDLE {
 extern "C" fn KeDelayExecutionThread(
     _mode: KPROCESSOR_MODE,
     _alertable: BOOLEAN,
-    _interval: PLARGE_INTEGER,
+    interval: PLARGE_INTEGER,
 ) -> NTSTATUS {
-    let _kernel = super::enter("KeDelayExecutionThread", PASSIVE);
-    violation(
-        Rule::SelfDeadlock,
-        "KeDelayExecutionThread",
-        "a wait in the one-threaded model: nothing could end it",
-    )
+    const DDI: &str = "KeDelayExecutionThread";
+    let kernel = super::enter(DDI, PASSIVE);
+    if interval.is_null() {
+        violation(Rule::NullParameter, DDI, "a NULL interval");
+    }
+    // SAFETY: the caller's LARGE_INTEGER, not NULL.
+    let whole = unsafe { *interval };
+    // SAFETY: a relative interval is written as its QuadPart.
+    let t = unsafe { whole.QuadPart };
+    if t >= 0 {
+        violation(
+            Rule::Expectation,
+            DDI,
+            "an absolute time: the driver waits relative",
+        );
+    }
+    if super::machine::locks_held() {
+        violation(Rule::WaitWithLockHeld, DDI, "waits holding a lock");
+    }
+    drop(kernel);
+    // While this thread sleeps the other processors run: due timers fire and queued DPCs
+    // and work items run, in virtual time.
+    let us = t.unsigned_abs() / 10;
+    super::machine::dispatch_for(us.max(1));
+    STATUS_SUCCESS
 }
 
 /// The model's time of day: a fixed 2026-11-25T00:00:00Z plus the bus clock, so that a
@@ -129,6 +148,13 @@ fn register(k: &mut super::kernel::Kernel, ddi: &str, at: usize) -> (usize, u32)
     };
     if at >= base + m.length {
         violation(Rule::BadUnmap, ddi, &format!("{at:#x} is past its mapping"));
+    }
+    if !k.adapters[m.adapter].d0 {
+        violation(
+            Rule::DeviceInDx,
+            ddi,
+            &format!("register {:#x} of a device in Dx", at - base),
+        );
     }
     (m.adapter, (at - base) as u32)
 }
