@@ -104,6 +104,10 @@ impl NtStatus {
     pub const INVALID_PARAMETER: NtStatus = NtStatus(0xC000_000D);
     pub const NOT_SUPPORTED: NtStatus = NtStatus(0xC000_00BB);
     pub const DEVICE_BUSY: NtStatus = NtStatus(0x8000_0011);
+    /// The device's FDO is gone; a handle kept open on its control device gets this.
+    pub const DEVICE_REMOVED: NtStatus = NtStatus(0xC000_02B6);
+    /// The device is stopped (between a PnP stop and its next start).
+    pub const DEVICE_NOT_READY: NtStatus = NtStatus(0xC000_00A3);
 
     pub const fn is_success(self) -> bool {
         self.0 == 0
@@ -120,6 +124,8 @@ impl NtStatus {
             0xC000_000D => "STATUS_INVALID_PARAMETER",
             0xC000_00BB => "STATUS_NOT_SUPPORTED",
             0x8000_0011 => "STATUS_DEVICE_BUSY",
+            0xC000_02B6 => "STATUS_DEVICE_REMOVED",
+            0xC000_00A3 => "STATUS_DEVICE_NOT_READY",
             _ => "STATUS_UNKNOWN",
         }
     }

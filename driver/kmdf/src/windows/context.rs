@@ -65,13 +65,20 @@ pub(crate) struct FdoContext {
     /// the children's registrations, so that a rebalance is invisible to them. Freed by the
     /// FDO's cleanup.
     parked: AtomicPtr<Parked<CCallback>>,
+    /// Set by the FDO's cleanup: a request that still reaches this context (through a handle
+    /// kept open on the control device, whose reference keeps it allocated) is answered
+    /// STATUS_DEVICE_REMOVED.
+    pub(crate) removed: core::sync::atomic::AtomicBool,
 }
 
 // SAFETY: `rundown` is only passed to the Ex*Rundown* functions, which synchronise
 // themselves; the other fields are atomics or a handle written once at creation.
 unsafe impl Sync for FdoContext {}
 
-/// The control device's context: the FDO whose bus serves its requests.
+/// The control device's context: the FDO whose bus serves its requests. The control device
+/// holds a reference on that FDO from its creation to its EvtDestroyCallback: KMDF keeps a
+/// control device deleted with a handle open, and its queue dispatching, until the handle
+/// closes, and a request then must still find the FDO's context allocated.
 pub(crate) struct ControlContext {
     pub(crate) fdo: WDFDEVICE,
 }
@@ -163,6 +170,7 @@ impl FdoContext {
             bus: AtomicPtr::new(null_mut()),
             generations: AtomicU32::new(0),
             parked: AtomicPtr::new(null_mut()),
+            removed: core::sync::atomic::AtomicBool::new(false),
         };
         // SAFETY: the caller's contract.
         if !unsafe { init_context(device.cast(), &FDO_CONTEXT, fresh) } {

@@ -42,6 +42,9 @@ pub(crate) enum Defect {
     NothingInDx,
     /// N: EvtDeviceD0Exit does not wait for a reset in flight: it runs on past D0Exit.
     ResetRunsPastD0Exit,
+    /// O: the control device holds no reference on its FDO: a request through a handle
+    /// kept open past the FDO's removal reads its freed context.
+    ControlHoldsNoReference,
 }
 
 #[cfg(all(test, wdk_fake))]

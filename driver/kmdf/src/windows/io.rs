@@ -72,7 +72,8 @@ pub(crate) unsafe fn with_request_buffers(
     else {
         return (NtStatus::INVALID_DEVICE_REQUEST, 0);
     };
-    // SAFETY: the FDO outlives its control device (its cleanup deletes it).
+    // SAFETY: the control device holds a reference on its FDO until it is destroyed, so
+    // the FDO's context is allocated even after its removal.
     let Some(fdo) = (unsafe { context::<FdoContext>(control.fdo.cast(), &FDO_CONTEXT) }) else {
         return (NtStatus::INVALID_DEVICE_REQUEST, 0);
     };
@@ -108,9 +109,13 @@ pub(crate) unsafe fn with_request_buffers(
         rights_of_ioctl(code)
     };
     let reply = fdo.with_bus(|bus| f(bus, &input[..n], output, rights));
-    reply.map_or((NtStatus::INVALID_DEVICE_REQUEST, 0), |r| {
-        (r.status, r.bytes)
-    })
+    // No bus: removed (a handle kept open past the FDO), or stopped (a rebalance).
+    let absent = if fdo.removed.load(core::sync::atomic::Ordering::Acquire) {
+        NtStatus::DEVICE_REMOVED
+    } else {
+        NtStatus::DEVICE_NOT_READY
+    };
+    reply.map_or((absent, 0), |r| (r.status, r.bytes))
 }
 
 #[derive(Clone, Copy)]

@@ -174,12 +174,47 @@ extern "C" fn evt_fdo_cleanup(object: WDFOBJECT) {
     let Some(ctx) = (unsafe { context::<FdoContext>(object, &FDO_CONTEXT) }) else {
         return;
     };
+    ctx.removed.store(true, Ordering::Release);
     // The bus a last PnP stop kept goes with the FDO.
     drop(ctx.take_parked());
     let control = ctx.control.swap(core::ptr::null_mut(), Ordering::AcqRel);
     if !control.is_null() {
         // SAFETY: the control device this FDO created, deleted once (swapped out above).
         unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, control.cast()) };
+    }
+}
+
+/// EvtDestroyCallback of the control device: its memory goes, so no request of it can run
+/// any more: the reference on its FDO is given back.
+extern "C" fn evt_control_destroy(object: WDFOBJECT) {
+    // SAFETY: the control device's context stays until this callback returns.
+    let Some(ctx) = (unsafe { context::<ControlContext>(object, &CONTROL_CONTEXT) }) else {
+        return;
+    };
+    if !ctx.fdo.is_null() && !planted(Defect::ControlHoldsNoReference) {
+        // SAFETY: the reference control_device took on this FDO, given back once.
+        unsafe { reference(ctx.fdo.cast(), false) };
+    }
+}
+
+/// WdfObjectReferenceActual / WdfObjectDereferenceActual of `object`, tagged as the control
+/// device's.
+///
+/// # Safety
+/// `object` is live (a reference) or referenced by this tag (a dereference).
+unsafe fn reference(object: WDFOBJECT, take: bool) {
+    let tag = c"hcabus control".as_ptr().cast_mut().cast();
+    let file = c"objects.rs".as_ptr();
+    if take {
+        // SAFETY: the caller's contract; the tag and file are static.
+        unsafe {
+            call_unsafe_wdf_function_binding!(WdfObjectReferenceActual, object, tag, 0, file)
+        };
+    } else {
+        // SAFETY: as above.
+        unsafe {
+            call_unsafe_wdf_function_binding!(WdfObjectDereferenceActual, object, tag, 0, file)
+        };
     }
 }
 
@@ -307,6 +342,7 @@ unsafe fn control_device(fdo: &FdoContext, setup: &FdoSetup) -> NTSTATUS {
         return s;
     }
     let mut attributes = attributes(core::ptr::null_mut(), Some(&CONTROL_CONTEXT));
+    attributes.EvtDestroyCallback = Some(evt_control_destroy);
     let mut control: WDFDEVICE = core::ptr::null_mut();
     // SAFETY: `init` is consumed only if the create succeeds.
     let s = unsafe {
@@ -330,6 +366,10 @@ unsafe fn control_device(fdo: &FdoContext, setup: &FdoSetup) -> NTSTATUS {
         )
     } {
         return STATUS_INVALID_DEVICE_STATE;
+    }
+    if !planted(Defect::ControlHoldsNoReference) {
+        // SAFETY: the FDO is live; the reference is given back by evt_control_destroy.
+        unsafe { reference(fdo.device.cast(), true) };
     }
     // SAFETY: the control device is live.
     unsafe { control_queue(control, setup) }

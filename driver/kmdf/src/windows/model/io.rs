@@ -10,10 +10,12 @@ use super::kernel::{Handle, Kernel, Kind, Role};
 use super::machine::{at, Request, FILE_READ_DATA, FILE_WRITE_DATA};
 use super::{violation, with, Rule, PASSIVE};
 
-/// The control device behind a symbolic link, and its queue's callback.
-fn target(link: &str) -> Option<(Handle, WDFQUEUE, PFN_WDF_IO_QUEUE_IO_DEVICE_CONTROL)> {
+/// IRP_MJ_CREATE on `\\.\<link>`: the live control device behind the link. An open handle
+/// references the device and its queue: a control device deleted meanwhile is kept, and its
+/// queue still dispatches, until the handle closes (fxdevice.cpp, fxpkggeneral.cpp).
+pub(crate) fn open(link: &str) -> Option<Handle> {
     with(|k| {
-        let (i, d) = k
+        let (i, queue) = k
             .objects
             .iter()
             .enumerate()
@@ -21,27 +23,51 @@ fn target(link: &str) -> Option<(Handle, WDFQUEUE, PFN_WDF_IO_QUEUE_IO_DEVICE_CO
                 Kind::Device(d)
                     if !o.deleted
                         && d.role == Role::Control
+                        && d.finished
                         && d.links.iter().any(|l| l == link) =>
                 {
-                    Some((i, d))
+                    Some((i, d.queue?))
                 }
                 _ => None,
             })?;
-        if !d.finished {
+        k.objects[i].references += 1;
+        k.objects[Kernel::index_of(queue as _)].references += 1;
+        Some(Kernel::handle_of(i))
+    })
+}
+
+/// IRP_MJ_CLOSE of the last handle: the references go, and a device deleted meanwhile goes
+/// with them (its queue first).
+pub(crate) fn close(control: Handle) {
+    let queue = with(|k| {
+        let o = &mut k.objects[Kernel::index_of(control as _)];
+        o.references -= 1;
+        let Kind::Device(d) = &o.kind else {
+            unreachable!("a control device")
+        };
+        let q = d.queue.unwrap_or_default();
+        k.objects[Kernel::index_of(q as _)].references -= 1;
+        q
+    });
+    super::objects::destroy_if_unreferenced(queue);
+    super::objects::destroy_if_unreferenced(control);
+}
+
+/// The queue and its callback of the control device a handle was opened on.
+fn target(control: Handle) -> Option<(WDFQUEUE, PFN_WDF_IO_QUEUE_IO_DEVICE_CONTROL)> {
+    with(|k| {
+        let Kind::Device(d) = &k.object("IRP_MJ_DEVICE_CONTROL", control as _).kind else {
             return None;
-        }
+        };
         let q = d.queue?;
         match &k.objects[Kernel::index_of(q as _)].kind {
-            Kind::Queue { config, .. } => Some((
-                Kernel::handle_of(i),
-                q as WDFQUEUE,
-                config.EvtIoDeviceControl,
-            )),
+            Kind::Queue { config, .. } => Some((q as WDFQUEUE, config.EvtIoDeviceControl)),
             _ => None,
         }
     })
 }
 
+/// An IOCTL on `\\.\<link>` through a handle opened for it and closed after.
 pub(crate) fn ioctl(
     link: &str,
     granted: u32,
@@ -49,8 +75,24 @@ pub(crate) fn ioctl(
     input: &[u8],
     output_length: usize,
 ) -> (NTSTATUS, Vec<u8>) {
-    let Some((_control, queue, Some(callback))) = target(link) else {
+    let Some(control) = open(link) else {
         return (STATUS_OBJECT_NAME_NOT_FOUND, Vec::new());
+    };
+    let r = ioctl_on(control, granted, code, input, output_length);
+    close(control);
+    r
+}
+
+/// An IOCTL through an open handle on `control`.
+pub(crate) fn ioctl_on(
+    control: Handle,
+    granted: u32,
+    code: u32,
+    input: &[u8],
+    output_length: usize,
+) -> (NTSTATUS, Vec<u8>) {
+    let Some((queue, Some(callback))) = target(control) else {
+        return (STATUS_INVALID_DEVICE_REQUEST, Vec::new());
     };
     // The I/O manager checks the code's RequiredAccess against the handle before any driver
     // sees the request (IopXxxControlFile).

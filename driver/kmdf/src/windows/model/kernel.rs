@@ -140,6 +140,8 @@ pub(crate) struct Object {
     pub(crate) parent: Option<Handle>,
     pub(crate) context: Option<Context>,
     pub(crate) cleanup: PFN_WDF_OBJECT_CONTEXT_CLEANUP,
+    /// EvtDestroyCallback: run once deleted and unreferenced, as its memory goes.
+    pub(crate) destroy: PFN_WDF_OBJECT_CONTEXT_DESTROY,
     pub(crate) deleted: bool,
     /// Deleted, its cleanup callback not yet run: its context is still there.
     pub(crate) disposing: bool,

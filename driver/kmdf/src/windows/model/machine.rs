@@ -474,6 +474,27 @@ impl Machine {
     ) -> (NTSTATUS, Vec<u8>) {
         super::io::ioctl(link, granted, code, input, output_length)
     }
+
+    /// A handle opened on `\\.\<link>` and kept (hcactl between two calls).
+    pub(crate) fn open(&mut self, link: &str) -> Option<Handle> {
+        super::io::open(link)
+    }
+
+    pub(crate) fn close(&mut self, handle: Handle) {
+        super::io::close(handle);
+    }
+
+    /// An IOCTL through a kept handle.
+    pub(crate) fn ioctl_on(
+        &mut self,
+        handle: Handle,
+        granted: u32,
+        code: u32,
+        input: &[u8],
+        output_length: usize,
+    ) -> (NTSTATUS, Vec<u8>) {
+        super::io::ioctl_on(handle, granted, code, input, output_length)
+    }
 }
 
 pub(crate) fn run_dpc(h: Handle) {

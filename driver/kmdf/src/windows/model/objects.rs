@@ -156,6 +156,7 @@ impl Kernel {
             parent,
             context,
             cleanup: a.and_then(|a| a.EvtCleanupCallback),
+            destroy: a.and_then(|a| a.EvtDestroyCallback),
             deleted: false,
             disposing: false,
             references: 0,
@@ -225,7 +226,32 @@ pub(crate) fn run_cleanups(cleanups: Vec<(PFN_WDF_OBJECT_CONTEXT_CLEANUP, Handle
         }
         with(|k| k.objects[Kernel::index_of(h as _)].disposing = false);
     }
+    for &(_, h) in &cleanups {
+        destroy_if_unreferenced(h);
+    }
     super::uncounted(|| drop(cleanups));
+}
+
+/// An object deleted and no longer referenced: its memory goes, after its EvtDestroyCallback
+/// (fxobject.cpp: destroy runs when the last reference of a deleted object is released).
+pub(crate) fn destroy_if_unreferenced(h: Handle) {
+    let destroy = with(|k| {
+        let o = &mut k.objects[Kernel::index_of(h as _)];
+        if o.deleted && o.references == 0 && !o.disposing {
+            // Its context is there until the callback returns.
+            o.disposing = o.destroy.is_some();
+            o.destroy.take()
+        } else {
+            None
+        }
+    });
+    if let Some(f) = destroy {
+        let counting = crate::fake::count_bytes(true);
+        // SAFETY: the driver's callback, for its object, its context still there.
+        unsafe { f(h as WDFOBJECT) };
+        crate::fake::count_bytes(counting);
+        with(|k| k.objects[Kernel::index_of(h as _)].disposing = false);
+    }
 }
 
 pub(crate) unsafe extern "C" fn WdfObjectGetTypedContextWorker(
@@ -291,6 +317,7 @@ pub(crate) unsafe extern "C" fn WdfObjectDereferenceActual(
         }
         o.references -= 1;
     });
+    destroy_if_unreferenced(handle as Handle);
 }
 
 /// The parent of a DPC, work item or timer.

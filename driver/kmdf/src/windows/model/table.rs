@@ -400,7 +400,9 @@ pub(crate) unsafe extern "C" fn WdfIoQueueGetDevice(
     queue: WDFQUEUE,
 ) -> WDFDEVICE {
     let _kernel = super::enter("WdfIoQueueGetDevice", DISPATCH);
-    with(|k| match &k.live("WdfIoQueueGetDevice", queue).kind {
+    // A deleted control device's queue still dispatches while a handle is open
+    // (fxpkggeneral.cpp): the handle's reference keeps both.
+    with(|k| match &k.object("WdfIoQueueGetDevice", queue).kind {
         Kind::Queue { device, .. } => *device as WDFDEVICE,
         other => violation(Rule::WrongObjectType, "WdfIoQueueGetDevice", other.name()),
     })

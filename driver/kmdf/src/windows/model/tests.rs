@@ -97,6 +97,7 @@ fn scenario() {
         Defect::FinalExitAsRemoval,
         Defect::NothingInDx,
         Defect::ResetRunsPastD0Exit,
+        Defect::ControlHoldsNoReference,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     match name.as_str() {
@@ -108,6 +109,7 @@ fn scenario() {
         "rebalance_with_a_child" => rebalance_with_a_child(),
         "child_keeps_interface" => child_outlives_fdo(false),
         "sleep" => sleep(),
+        "handle_outlives_fdo" => handle_outlives_fdo(),
         "sleep_during_reset" => sleep_during_reset(),
         other => match other.strip_prefix("footprint:").map(str::parse) {
             Some(Ok(depth)) => footprint(&[(RECORDER_RECORDS_KEY, depth)]),
@@ -188,8 +190,8 @@ fn life() {
     let fdo = m.fdo.unwrap_or_default();
     let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
     expect(
-        cchild::references(fdo) == 1,
-        "the interface's holder holds one FDO reference",
+        cchild::references(fdo) == 2,
+        "the interface's holder holds one FDO reference (the control device the other)",
     );
     resets(&mut m, &mut child);
     admin::every_other_code(&mut m, "srp0");
@@ -201,8 +203,8 @@ fn life() {
     let status = child.detach();
     expect(status == 0, &format!("the child's unregister: {status:#x}"));
     expect(
-        cchild::references(fdo) == 0,
-        "the child let the interface go: no FDO reference left",
+        cchild::references(fdo) == 1,
+        "the child let the interface go: only the control device's FDO reference left",
     );
     // Each reset's start went to the System log with its message id and insertion strings.
     let events = with(|k| k.events.clone());
@@ -344,6 +346,43 @@ fn rebalance_with_a_child() {
     let status = child.detach();
     expect(status == 0, &format!("the child's unregister: {status:#x}"));
     m.surprise_remove();
+    m.unload();
+}
+
+/// hcactl keeps a handle open on the control device while the FDO is surprise-removed:
+/// KMDF keeps the deleted control device, and its queue dispatching, until the handle
+/// closes. Each IOCTL through it is answered STATUS_DEVICE_REMOVED from a context still
+/// allocated; no new handle can be opened; once it closes, unload finds nothing left.
+fn handle_outlives_fdo() {
+    let mut m = started();
+    let Some(handle) = m.open(admin::LINK) else {
+        super::violation(
+            super::Rule::Expectation,
+            "scenario",
+            "no control device to open",
+        )
+    };
+    let mut input = [0u8; core::mem::size_of::<hcabus::ioctl::EmptyIn>()];
+    hcabus::ioctl::encode_empty(&mut input);
+    let code = hcabus::ioctl::IOCTL_HCABUS_QUERY_STATE;
+    let (status, _) = m.ioctl_on(handle, FILE_READ_DATA, code, &input, 512);
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("through the kept handle: {status:#x}"),
+    );
+    m.surprise_remove();
+    for _ in 0..2 {
+        let (status, _) = m.ioctl_on(handle, FILE_READ_DATA, code, &input, 512);
+        expect(
+            status == STATUS_DEVICE_REMOVED,
+            &format!("an IOCTL after the FDO's removal: {status:#x}"),
+        );
+    }
+    expect(
+        m.open(admin::LINK).is_none(),
+        "a new handle opened on a removed device",
+    );
+    m.close(handle);
     m.unload();
 }
 
@@ -549,6 +588,20 @@ fn a_rebalance_is_invisible_to_the_children() {
 }
 
 #[test]
+fn a_handle_kept_past_the_fdo_is_answered_device_removed_and_reads_nothing_freed() {
+    assert_passes("handle_outlives_fdo");
+    assert_caught(
+        "handle_outlives_fdo",
+        Defect::ControlHoldsNoReference,
+        &[
+            "UsedAfterDelete",
+            "WdfObjectGetTypedContextWorker",
+            "WDFDEVICE",
+        ],
+    );
+}
+
+#[test]
 fn nothing_touches_the_device_in_dx_and_the_watch_resumes_at_d0_entry() {
     assert_passes("sleep");
     assert_caught(
@@ -741,16 +794,14 @@ fn the_output_buffer_is_the_output_length_not_the_input_length() {
     );
 }
 
+/// A control device kept past its FDO's removal stays reachable by name: the IOCTL after
+/// removal finds it (and, since it holds its FDO, a stopped bus) where the name must be gone.
 #[test]
 fn the_control_device_goes_with_its_fdo() {
     assert_caught(
         "life",
         Defect::ControlDeviceKept,
-        &[
-            "UsedAfterDelete",
-            "WdfObjectGetTypedContextWorker",
-            "WDFDEVICE (FDO)",
-        ],
+        &["Expectation", "an IOCTL after removal: 0xc00000a3"],
     );
 }
 
