@@ -69,6 +69,9 @@ pub(crate) struct FdoContext {
     /// kept open on the control device, whose reference keeps it allocated) is answered
     /// STATUS_DEVICE_REMOVED.
     pub(crate) removed: core::sync::atomic::AtomicBool,
+    /// The special files the storage stack above holds on this bus's path (bit n:
+    /// WDF_SPECIAL_FILE_TYPE n), from its usage notifications.
+    pub(crate) special_files: AtomicU32,
 }
 
 // SAFETY: `rundown` is only passed to the Ex*Rundown* functions, which synchronise
@@ -171,6 +174,7 @@ impl FdoContext {
             generations: AtomicU32::new(0),
             parked: AtomicPtr::new(null_mut()),
             removed: core::sync::atomic::AtomicBool::new(false),
+            special_files: AtomicU32::new(0),
         };
         // SAFETY: the caller's contract.
         if !unsafe { init_context(device.cast(), &FDO_CONTEXT, fresh) } {

@@ -45,6 +45,9 @@ pub(crate) enum Defect {
     /// O: the control device holds no reference on its FDO: a request through a handle
     /// kept open past the FDO's removal reads its freed context.
     ControlHoldsNoReference,
+    /// P: WdfDeviceSetSpecialFileSupport never called: the boot LUN's paging, dump and
+    /// hibernation files are refused (STATUS_NOT_IMPLEMENTED).
+    NoSpecialFiles,
 }
 
 #[cfg(all(test, wdk_fake))]

@@ -206,6 +206,28 @@ extern "C" fn evt_d0_exit(device: WDFDEVICE, target: WDF_POWER_DEVICE_STATE) -> 
     STATUS_SUCCESS
 }
 
+/// EvtDeviceUsageNotificationEx of the FDO (PASSIVE_LEVEL): the storage stack above the SRP
+/// child starts (`in_path`) or stops holding a special file on the bus's path. Accepted and
+/// recorded: a bus that holds the paging file must never make its children page.
+extern "C" fn evt_usage_notification(
+    device: WDFDEVICE,
+    file: wdk_sys::WDF_SPECIAL_FILE_TYPE,
+    in_path: wdk_sys::BOOLEAN,
+) -> NTSTATUS {
+    // SAFETY: as in evt_prepare_hardware.
+    if let Some(ctx) = unsafe { fdo(device) } {
+        let bit = 1u32.checked_shl(file as u32).unwrap_or(0);
+        let order = core::sync::atomic::Ordering::AcqRel;
+        if in_path != 0 {
+            ctx.special_files.fetch_or(bit, order);
+        } else {
+            ctx.special_files.fetch_and(!bit, order);
+        }
+    }
+    log::info!("special file {file}: on the bus's path {}", in_path != 0);
+    STATUS_SUCCESS
+}
+
 /// EvtIoDeviceControl of the control device's queue: METHOD_BUFFERED.
 extern "C" fn evt_io_device_control(
     queue: WDFQUEUE,

@@ -11,7 +11,7 @@ use super::context::{attributes, context, init_context, ControlContext, FdoConte
 use super::context::{CONTROL_CONTEXT, FDO_CONTEXT};
 use super::defects::{planted, Defect};
 use super::{evt_d0_entry, evt_d0_exit, evt_io_device_control, evt_prepare_hardware};
-use super::{evt_release_hardware, evt_surprise_removal};
+use super::{evt_release_hardware, evt_surprise_removal, evt_usage_notification};
 use crate::device::FdoSetup;
 use crate::platform::ChildFunction;
 
@@ -119,6 +119,7 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
         EvtDeviceSurpriseRemoval: Some(evt_surprise_removal),
         EvtDeviceD0Entry: Some(evt_d0_entry),
         EvtDeviceD0Exit: Some(evt_d0_exit),
+        EvtDeviceUsageNotificationEx: Some(evt_usage_notification),
         ..WDF_PNPPOWER_EVENT_CALLBACKS::default()
     };
     // SAFETY: `init` is live; the callbacks struct outlives the call (KMDF copies it).
@@ -155,6 +156,8 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
     if status < 0 {
         return status;
     }
+    // SAFETY: the device was just created.
+    unsafe { support_special_files(device) };
     // SAFETY: the device was just created with FDO_CONTEXT and is not yet published.
     let Some(ctx) = (unsafe { FdoContext::init(device) }) else {
         return STATUS_INVALID_DEVICE_STATE;
@@ -247,8 +250,37 @@ pub(crate) unsafe fn create_pdo(init: PWDFDEVICE_INIT, fdo: WDFDEVICE, serial: u
     if s < 0 {
         return s;
     }
+    if child == ChildFunction::Srp {
+        // SAFETY: the PDO was just created.
+        unsafe { support_special_files(pdo) };
+    }
     // SAFETY: a PDO being created for `fdo`.
     unsafe { super::interface::publish(pdo, fdo) }
+}
+
+/// The boot LUN behind the SRP child holds the paging file, the crash dump, the
+/// hibernation file and the boot files: KMDF fails a usage notification in the path of a
+/// device that does not support the type (fxpkgpnp.cpp), and a PDO passes it to its parent
+/// first, so both the SRP PDO and the FDO say they support them.
+///
+/// # Safety
+/// `device` is live.
+unsafe fn support_special_files(device: WDFDEVICE) {
+    if planted(Defect::NoSpecialFiles) {
+        return;
+    }
+    use _WDF_SPECIAL_FILE_TYPE::*;
+    for file in [
+        WdfSpecialFilePaging,
+        WdfSpecialFileHibernation,
+        WdfSpecialFileDump,
+        WdfSpecialFileBoot,
+    ] {
+        // SAFETY: the caller's contract; a type KMDF 1.33 takes.
+        unsafe {
+            call_unsafe_wdf_function_binding!(WdfDeviceSetSpecialFileSupport, device, file, 1)
+        };
+    }
 }
 
 /// The ids and the text PnP asks a child's PDO for (IRP_MN_QUERY_ID, _QUERY_DEVICE_TEXT).

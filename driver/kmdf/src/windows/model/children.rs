@@ -195,6 +195,22 @@ pub(crate) fn remove_all(fdo: Handle) {
     });
 }
 
+/// The PDO of the child whose serial is `serial`, if it has one.
+pub(crate) fn pdo_of(fdo: Handle, serial: u32) -> Option<Handle> {
+    with(|k| {
+        let list = k.device(fdo).child_list?;
+        match &k.objects[Kernel::index_of(list as _)].kind {
+            Kind::ChildList { children, .. } => {
+                children
+                    .iter()
+                    .find(|c| c.identification.get(4..8) == Some(&serial.to_le_bytes()[..]))?
+                    .pdo
+            }
+            _ => None,
+        }
+    })
+}
+
 /// A child driver's IRP_MN_QUERY_INTERFACE on the PDO of the child whose serial is `serial`:
 /// the interface's bytes, referenced (KMDF calls InterfaceReference for the caller).
 pub(crate) fn query_interface(

@@ -51,6 +51,8 @@ pub(crate) struct Device {
     pub(crate) adapter: usize,
     /// The WDM device object WdfDeviceWdmGetDeviceObject returns.
     pub(crate) wdm: Box<DEVICE_OBJECT>,
+    /// The special files it supports (bit n: WDF_SPECIAL_FILE_TYPE n).
+    pub(crate) special_files: u32,
 }
 
 pub(crate) struct Child {
@@ -228,6 +230,8 @@ pub(crate) struct Kernel {
     /// The FDO whose EvtDevicePrepareHardware is running (the cycle rule).
     pub(crate) preparing: Option<Handle>,
     pub(crate) debug_output: Vec<String>,
+    /// Every IRP_MN_DEVICE_USAGE_NOTIFICATION a device answered, in order.
+    pub(crate) usage: Vec<super::usage::Notified>,
 }
 
 // SAFETY: the raw pointers in the kernel's state (handles, WDM structures, type infos) are

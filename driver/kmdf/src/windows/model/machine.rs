@@ -475,6 +475,21 @@ impl Machine {
         super::io::ioctl(link, granted, code, input, output_length)
     }
 
+    /// IRP_MN_DEVICE_USAGE_NOTIFICATION from the storage stack above the child `serial`'s
+    /// PDO (the boot LUN's: paging, dump, hibernation, boot file), as KMDF answers it.
+    pub(crate) fn usage_notification(
+        &mut self,
+        serial: u32,
+        file: WDF_SPECIAL_FILE_TYPE,
+        in_path: bool,
+    ) -> NTSTATUS {
+        let fdo = self.fdo("usage notification");
+        let Some(pdo) = super::children::pdo_of(fdo, serial) else {
+            violation(Rule::Expectation, "usage notification", "no such child");
+        };
+        super::usage::notify(pdo, file, in_path)
+    }
+
     /// A handle opened on `\\.\<link>` and kept (hcactl between two calls).
     pub(crate) fn open(&mut self, link: &str) -> Option<Handle> {
         super::io::open(link)

@@ -27,6 +27,7 @@ mod sync;
 mod table;
 #[cfg(test)]
 mod tests;
+mod usage;
 mod wdm;
 
 pub(crate) use rules::Rule;

@@ -31,6 +31,7 @@ pub(crate) enum Rule {
     ChildList,
     DeviceInDx,
     WaitWithLockHeld,
+    SpecialFileType,
     Expectation,
 }
 
@@ -76,6 +77,7 @@ impl Rule {
             Rule::PdoIdentity => "a PDO answers PnP's queries: device id, hardware ids, a unique instance id, device text with a default locale",
             Rule::ChildList => "a child identification is the size the list was configured with",
             Rule::DeviceInDx => "nothing reads or writes a device's registers between its D0Exit and its next D0Entry",
+            Rule::SpecialFileType => "WdfDeviceSetSpecialFileSupport takes a file type a device can support (paging, hibernation, dump, boot, guest assigned)",
             Rule::WaitWithLockHeld => "a thread that waits (KeDelayExecutionThread) holds no spin lock or wait lock",
             Rule::Expectation => "what the scenario expects of the driver",
         }
@@ -106,6 +108,7 @@ impl Rule {
             Rule::PdoIdentity => "WdfPdoInitAssignDeviceID/InstanceID, WdfPdoInitAddDeviceText/SetDefaultLocale documentation; the toaster bus sample",
             Rule::ChildList => "fxchildlist.cpp, identification size check",
             Rule::DeviceInDx => "EvtDeviceD0Exit documentation (the device is in Dx once it returns); PCI PM: memory space is off in D3hot, a read answers all ones (no bugcheck: the model stops where hardware would mislead)",
+            Rule::SpecialFileType => "fxdeviceapikm.cpp, WdfDeviceSetSpecialFileSupport (FxVerifierDbgBreakPoint on a type out of range)",
             Rule::WaitWithLockHeld => "KeDelayExecutionThread documentation (IRQL <= APC_LEVEL); a wait lock held across a wait stalls every other acquirer",
         }
     }

@@ -223,6 +223,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreate(
             adapter: i.adapter,
             // SAFETY: an all-zero DEVICE_OBJECT is what the model hands out.
             wdm: Box::new(unsafe { core::mem::zeroed() }),
+            special_files: 0,
         });
         let list = i.child_list;
         let driver = k.driver;

@@ -98,6 +98,7 @@ fn scenario() {
         Defect::NothingInDx,
         Defect::ResetRunsPastD0Exit,
         Defect::ControlHoldsNoReference,
+        Defect::NoSpecialFiles,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     match name.as_str() {
@@ -110,6 +111,7 @@ fn scenario() {
         "child_keeps_interface" => child_outlives_fdo(false),
         "sleep" => sleep(),
         "handle_outlives_fdo" => handle_outlives_fdo(),
+        "special_files" => special_files(),
         "sleep_during_reset" => sleep_during_reset(),
         other => match other.strip_prefix("footprint:").map(str::parse) {
             Some(Ok(depth)) => footprint(&[(RECORDER_RECORDS_KEY, depth)]),
@@ -345,6 +347,58 @@ fn rebalance_with_a_child() {
     child.vetoes = false;
     let status = child.detach();
     expect(status == 0, &format!("the child's unregister: {status:#x}"));
+    m.surprise_remove();
+    m.unload();
+}
+
+/// The boot LUN's storage stack, above the SRP child, puts the paging file, the crash dump,
+/// the hibernation file and the boot files on the bus's path: each usage notification is
+/// accepted by the SRP PDO and the FDO (KMDF asks both) and recorded by the bus; one taken
+/// off again is recorded too. An IPoIB child supports none.
+fn special_files() {
+    use _WDF_SPECIAL_FILE_TYPE::*;
+    let mut m = started();
+    let fdo = m.fdo.unwrap_or_default();
+    let srp = ChildFunction::Srp.serial();
+    let files = [
+        WdfSpecialFilePaging,
+        WdfSpecialFileDump,
+        WdfSpecialFileHibernation,
+        WdfSpecialFileBoot,
+    ];
+    for file in files {
+        let status = m.usage_notification(srp, file, true);
+        expect(
+            status == STATUS_SUCCESS,
+            &format!("special file {file} on the boot LUN's path: {status:#x}"),
+        );
+    }
+    let held = |fdo| {
+        // SAFETY: the FDO is live.
+        unsafe { super::super::fdo(fdo as WDFDEVICE) }.map_or(0, |c| {
+            c.special_files.load(core::sync::atomic::Ordering::Acquire)
+        })
+    };
+    let all = files.iter().fold(0, |bits, f| bits | 1 << f);
+    expect(
+        held(fdo) == all,
+        &format!("recorded {:#x}, not {all:#x}", held(fdo)),
+    );
+    let status = m.usage_notification(srp, WdfSpecialFileHibernation, false);
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("hibernation off: {status:#x}"),
+    );
+    expect(
+        held(fdo) == all & !(1 << WdfSpecialFileHibernation),
+        "the hibernation file's removal not recorded",
+    );
+    let ipoib = ChildFunction::Ipoib { port: 1 }.serial();
+    let status = m.usage_notification(ipoib, WdfSpecialFilePaging, true);
+    expect(
+        status == STATUS_NOT_IMPLEMENTED,
+        &format!("paging on IPoIB's path: {status:#x}"),
+    );
     m.surprise_remove();
     m.unload();
 }
@@ -597,6 +651,19 @@ fn a_handle_kept_past_the_fdo_is_answered_device_removed_and_reads_nothing_freed
             "UsedAfterDelete",
             "WdfObjectGetTypedContextWorker",
             "WDFDEVICE",
+        ],
+    );
+}
+
+#[test]
+fn the_boot_lun_can_hold_the_paging_dump_and_hibernation_files() {
+    assert_passes("special_files");
+    assert_caught(
+        "special_files",
+        Defect::NoSpecialFiles,
+        &[
+            "Expectation",
+            "special file 1 on the boot LUN's path: 0xc0000002",
         ],
     );
 }
