@@ -417,6 +417,28 @@ impl FlightRecorder {
     /// Reserves every slot now and writes each once, so that no page of the ring faults in
     /// later on the reset path (docs/design.md §6); `capacity` of zero is raised to one.
     pub fn new(capacity: usize) -> Self {
+        match Self::try_new(capacity) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// No ring yet (the coordinator reserves it next); a record written meanwhile is
+    /// dropped and counted.
+    pub const fn empty() -> Self {
+        FlightRecorder {
+            ring: Vec::new(),
+            len: 0,
+            head: 0,
+            next_seq: 0,
+            dropped: 0,
+            coalesced: 0,
+            actor: Actor::Nobody,
+        }
+    }
+
+    /// The ring of an [`FlightRecorder::empty`] one, reserved in place.
+    pub fn reserve(&mut self, capacity: usize) -> Result<(), crate::reserve::OutOfMemory> {
         let blank = Record::once(
             0,
             Instant::ZERO,
@@ -425,9 +447,22 @@ impl FlightRecorder {
                 op: PnpOp::ReportChildrenMissing,
             },
         );
-        let mut ring = Vec::new();
-        ring.resize(capacity.max(1), blank);
-        FlightRecorder {
+        self.ring = crate::reserve::try_filled("recorder_capacity", capacity.max(1), blank)?;
+        Ok(())
+    }
+
+    /// [`FlightRecorder::new`], its allocation fallible: a refusal names `recorder_capacity`.
+    pub fn try_new(capacity: usize) -> Result<Self, crate::reserve::OutOfMemory> {
+        let blank = Record::once(
+            0,
+            Instant::ZERO,
+            ShortText::EMPTY,
+            RecordKind::Pnp {
+                op: PnpOp::ReportChildrenMissing,
+            },
+        );
+        let ring = crate::reserve::try_filled("recorder_capacity", capacity.max(1), blank)?;
+        Ok(FlightRecorder {
             ring,
             len: 0,
             head: 0,
@@ -435,7 +470,7 @@ impl FlightRecorder {
             dropped: 0,
             coalesced: 0,
             actor: Actor::Nobody,
-        }
+        })
     }
 
     /// Every record from now on says it was written for `actor`, until set back to

@@ -5,6 +5,45 @@
 
 use alloc::vec::Vec;
 
+use crate::policy::PolicyError;
+
+/// The allocator refused a reservation: which configuration key sized it. In the kernel that
+/// is a short pool, answered STATUS_INSUFFICIENT_RESOURCES; never an abort or a bugcheck.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no memory for what `{key}` asks")]
+pub struct OutOfMemory {
+    pub key: &'static str,
+}
+
+impl From<OutOfMemory> for PolicyError {
+    fn from(e: OutOfMemory) -> Self {
+        PolicyError {
+            field: e.key,
+            problem: "the memory it asks for could not be had",
+        }
+    }
+}
+
+/// `len` copies of `fill`, the room asked of the allocator first: a refusal comes back as an
+/// error naming `key`, and the fill then allocates nothing more.
+pub fn try_filled<T: Clone>(key: &'static str, len: usize, fill: T) -> Result<Vec<T>, OutOfMemory> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| OutOfMemory { key })?;
+    v.resize(len, fill);
+    Ok(v)
+}
+
+/// [`touched_vec`], its allocation fallible.
+pub fn try_touched_vec<T: Clone>(
+    key: &'static str,
+    capacity: usize,
+    fill: T,
+) -> Result<Vec<T>, OutOfMemory> {
+    let mut v = try_filled(key, capacity, fill)?;
+    v.clear();
+    Ok(v)
+}
+
 /// An empty vector with room for at least `capacity`, every slot of it written once.
 pub fn touched_vec<T: Clone>(capacity: usize, fill: T) -> Vec<T> {
     let mut v = Vec::with_capacity(capacity);
@@ -33,6 +72,24 @@ impl<T: Copy> Fifo<T> {
             head: 0,
             len: 0,
         }
+    }
+
+    /// No room yet: every push is refused until it is replaced by a reserved one.
+    pub const fn empty() -> Self {
+        Fifo {
+            slots: Vec::new(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    /// [`Fifo::new`], its allocation fallible (a refusal names `key`).
+    pub fn try_new(key: &'static str, capacity: usize, fill: T) -> Result<Self, OutOfMemory> {
+        Ok(Fifo {
+            slots: try_filled(key, capacity.max(1), fill)?,
+            head: 0,
+            len: 0,
+        })
     }
 
     /// Appends `value`; a full queue gives it back.
@@ -148,6 +205,30 @@ mod tests {
         assert_eq!((f.pop(), f.pop(), f.pop()), (Some(2), Some(4), Some(6)));
         f.retain(|_| false);
         assert!(f.is_empty());
+    }
+
+    #[test]
+    fn a_reservation_the_allocator_refuses_is_an_error_naming_its_key() {
+        let huge = usize::MAX / 4;
+        assert_eq!(
+            try_filled("max_clients", huge, 0u64).err(),
+            Some(OutOfMemory { key: "max_clients" })
+        );
+        assert_eq!(
+            try_touched_vec("k", huge, 0u32).err(),
+            Some(OutOfMemory { key: "k" })
+        );
+        assert!(Fifo::try_new("actions", huge, 0u64).is_err());
+        let e = PolicyError::from(OutOfMemory {
+            key: "recorder_capacity",
+        });
+        assert_eq!(e.field, "recorder_capacity");
+        let v = try_filled("k", 5, 7u8).expect("room for five");
+        assert_eq!(v, [7; 5]);
+        let t = try_touched_vec("k", 5, 7u8).expect("room");
+        assert!(t.is_empty() && t.capacity() >= 5);
+        let f = Fifo::try_new("k", 0, 1u8).expect("room");
+        assert_eq!(f.capacity(), 1);
     }
 
     #[test]

@@ -28,13 +28,55 @@ pub const FILE_DEVICE_BUS_EXTENDER: u32 = 0x0000_002A;
 /// The control device's SDDL: SYSTEM and Administrators only (docs/design.md §8).
 pub const CONTROL_DEVICE_SDDL: &str = "D:P(A;;GA;;;SY)(A;;GA;;;BA)";
 
+/// A device name built without the heap: EvtDriverDeviceAdd allocates nothing it could
+/// fail to get (`alloc::format!` would abort the machine on a short pool).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct DeviceName {
+    bytes: [u8; 40],
+    len: usize,
+}
+
+impl DeviceName {
+    /// `prefix` then the decimal `instance`.
+    fn new(prefix: &str, instance: u32) -> Self {
+        use core::fmt::Write;
+        let mut name = DeviceName {
+            bytes: [0; 40],
+            len: 0,
+        };
+        // The longest, `\DosDevices\HcaBus4294967295`, is 29 bytes: it always fits.
+        let _fits = write!(name, "{prefix}{instance}");
+        name
+    }
+
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
+}
+
+impl core::fmt::Write for DeviceName {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        let room = self.bytes.get_mut(self.len..end).ok_or(core::fmt::Error)?;
+        room.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl core::fmt::Debug for DeviceName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 /// How the FDO and the control device are set up for one HCA.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FdoSetup {
     pub device_type: u32,
     /// `\Device\HcaBus<n>`, the control device (`\\.\HcaBus<n>` for hcactl).
-    pub control_device: alloc::string::String,
-    pub symbolic_link: alloc::string::String,
+    pub control_device: DeviceName,
+    pub symbolic_link: DeviceName,
     pub sddl: &'static str,
     pub model: &'static str,
 }
@@ -59,8 +101,8 @@ pub fn device_add(vendor_id: u16, device_id: u16, instance: u32) -> Result<FdoSe
         })?;
     Ok(FdoSetup {
         device_type: FILE_DEVICE_BUS_EXTENDER,
-        control_device: alloc::format!("\\Device\\HcaBus{instance}"),
-        symbolic_link: alloc::format!("\\DosDevices\\HcaBus{instance}"),
+        control_device: DeviceName::new("\\Device\\HcaBus", instance),
+        symbolic_link: DeviceName::new("\\DosDevices\\HcaBus", instance),
         sddl: CONTROL_DEVICE_SDDL,
         model,
     })

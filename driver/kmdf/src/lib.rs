@@ -20,6 +20,8 @@ compile_error!(
      profiles unwind"
 );
 
+// The FFI layer's pool memory (the bus, what a PnP stop keeps).
+#[cfg(any(windows, wdk_fake))]
 extern crate alloc;
 
 pub mod device;

@@ -25,6 +25,9 @@ struct Counting;
 // that need no allocation.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if counting() && pool_refuses() {
+            return std::ptr::null_mut();
+        }
         count_allocation();
         count_size(layout.size() as isize);
         // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
@@ -36,6 +39,9 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+        if counting() && pool_refuses() {
+            return std::ptr::null_mut();
+        }
         count_allocation();
         count_size(size as isize - layout.size() as isize);
         // SAFETY: as GlobalAlloc::realloc requires, forwarded.
@@ -188,8 +194,13 @@ fn device_add_takes_connectx_functions_as_a_bus_extender_with_an_admin_only_cont
     let setup = device_add(0x15B3, 0x1003, 0).expect("ConnectX-3");
     assert_eq!(setup.device_type, FILE_DEVICE_BUS_EXTENDER);
     assert_eq!(setup.sddl, "D:P(A;;GA;;;SY)(A;;GA;;;BA)");
-    assert_eq!(setup.control_device, "\\Device\\HcaBus0");
-    assert_eq!(setup.symbolic_link, "\\DosDevices\\HcaBus0");
+    assert_eq!(setup.control_device.as_str(), "\\Device\\HcaBus0");
+    assert_eq!(setup.symbolic_link.as_str(), "\\DosDevices\\HcaBus0");
+    let last = device_add(0x15B3, 0x1003, u32::MAX).expect("the last instance");
+    assert_eq!(
+        last.symbolic_link.as_str(),
+        "\\DosDevices\\HcaBus4294967295"
+    );
     assert_eq!(
         device_add(0x8086, 0x1003, 0),
         Err(AddError::Unsupported {

@@ -47,16 +47,24 @@ pub struct ResetHistory {
 }
 
 impl ResetHistory {
-    pub(super) fn new() -> Self {
-        let mut ring = Vec::with_capacity(HISTORY_LEN);
-        // Touched now so that the first resets fault in no page of it (docs/design.md §6).
+    /// No ring yet (the coordinator reserves it next).
+    pub(super) const fn empty() -> Self {
+        ResetHistory {
+            ring: Vec::new(),
+            written: 0,
+        }
+    }
+
+    /// Its room, reserved in place and touched now so that the first resets fault in no
+    /// page of it (docs/design.md §6). Its size is fixed; a refusal is the client table's
+    /// (`max_clients`), the key that sizes the rest of the coordinator.
+    pub(super) fn reserve(&mut self) -> Result<(), crate::reserve::OutOfMemory> {
         let blank = ResetSummary {
             ordinal: 0,
             facts: ResetFacts::begun(Epoch(0), ResetReason::AdminForced, Instant::ZERO, false),
         };
-        ring.resize(HISTORY_LEN, blank);
-        ring.clear();
-        ResetHistory { ring, written: 0 }
+        self.ring = crate::reserve::try_touched_vec("max_clients", HISTORY_LEN, blank)?;
+        Ok(())
     }
 
     /// Keeps the summary of a concluded reset.

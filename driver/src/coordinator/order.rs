@@ -6,7 +6,7 @@
 use alloc::vec::Vec;
 
 use super::stage::Walk;
-use crate::reserve::touched_vec;
+use crate::reserve::{try_filled, OutOfMemory};
 
 /// No slot: the end of the list.
 const NIL: u16 = u16::MAX;
@@ -28,20 +28,38 @@ impl core::fmt::Debug for Order {
 }
 
 impl Order {
-    /// Room for slots `0..max` (`max` below `u16::MAX`, which marks an end).
-    pub(super) fn new(max: usize) -> Self {
-        let mut o = Order {
-            next: touched_vec(max, NIL),
-            prev: touched_vec(max, NIL),
-            linked: touched_vec(max, false),
+    /// No room yet (the coordinator reserves it next).
+    pub(super) const fn empty() -> Self {
+        Order {
+            next: Vec::new(),
+            prev: Vec::new(),
+            linked: Vec::new(),
             head: NIL,
             tail: NIL,
             len: 0,
-        };
-        o.next.resize(max, NIL);
-        o.prev.resize(max, NIL);
-        o.linked.resize(max, false);
-        o
+        }
+    }
+
+    /// Room for slots `0..max` (`max` below `u16::MAX`, which marks an end).
+    #[cfg(test)]
+    pub(super) fn new(max: usize) -> Self {
+        match Self::try_new(max) {
+            Ok(o) => o,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Room for `max` slots, every link written now; a refusal names `max_clients`.
+    pub(super) fn try_new(max: usize) -> Result<Self, OutOfMemory> {
+        const KEY: &str = "max_clients";
+        Ok(Order {
+            next: try_filled(KEY, max, NIL)?,
+            prev: try_filled(KEY, max, NIL)?,
+            linked: try_filled(KEY, max, false)?,
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        })
     }
 
     pub(super) fn len(&self) -> usize {

@@ -215,14 +215,35 @@ impl ResetRecord {
         self.forced.extend_from_slice(&other.forced[..room]);
     }
 
+    #[cfg(any(test, feature = "sim"))]
     pub(crate) fn with_capacity(max_clients: usize) -> Self {
+        let mut r = Self::empty();
+        if let Err(e) = r.reserve(max_clients) {
+            panic!("{e}");
+        }
+        r
+    }
+
+    /// Nothing began yet: an empty record is not an open one. No room yet (the coordinator
+    /// reserves it next).
+    pub(crate) fn empty() -> Self {
         let mut facts = ResetFacts::begun(Epoch(0), ResetReason::AdminForced, Instant::ZERO, false);
-        // Nothing began yet: an empty record is not an open one.
         facts.requests = 0;
         ResetRecord {
             facts,
-            forced: crate::reserve::touched_vec(max_clients, ClientId::from_raw(0)),
+            forced: Vec::new(),
         }
+    }
+
+    /// Room for `max_clients` forced members, written now, in place; a refusal names
+    /// `max_clients`.
+    pub(crate) fn reserve(
+        &mut self,
+        max_clients: usize,
+    ) -> Result<(), crate::reserve::OutOfMemory> {
+        let none = ClientId::from_raw(0);
+        self.forced = crate::reserve::try_touched_vec("max_clients", max_clients, none)?;
+        Ok(())
     }
 
     pub(super) fn begin(&mut self, epoch: Epoch, reason: ResetReason, now: Instant, restart: bool) {

@@ -12,6 +12,7 @@ use crate::hca::{Hca, HwError, HwStep};
 use crate::host::{EventLogEntry, Lock, Platform, PlatformError, Scheduled};
 use crate::ioctl::{dispatch, IoctlDevice, Reply, Rights};
 use crate::policy::{Policy, PolicyError};
+use crate::reserve::try_filled;
 use crate::time::Instant;
 use crate::timers::TimerTable;
 use crate::types::*;
@@ -68,6 +69,16 @@ pub enum NewError {
     /// A lock the platform could not create.
     #[error("{0}")]
     Platform(PlatformError),
+    /// Pool memory for the bus's coordinator or its queues could not be had.
+    #[error("no memory for the bus")]
+    OutOfMemory,
+}
+
+/// An empty queue with room for `n`, reserved fallibly: the bus's own, no key sizes it.
+fn queue<T>(n: usize) -> Result<Vec<T>, NewError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| NewError::OutOfMemory)?;
+    Ok(v)
 }
 
 /// The bus of one HCA: on Windows from EvtDevicePrepareHardware to EvtDeviceReleaseHardware.
@@ -89,15 +100,15 @@ impl<P: Platform> Bus<P> {
     /// timer). Nothing here allocates afterwards.
     pub fn new(platform: P, config: Config, mut hca: P::Hca) -> Result<Self, NewError> {
         let identity = hca.identity().map_err(NewError::Hardware)?;
-        let coord =
-            Coordinator::new_boxed(config, identity, platform.now()).map_err(NewError::Policy)?;
+        let coord = platform.new_coordinator(config, identity, platform.now())?;
         let max = coord.max_clients();
-        let mut core = Core {
+        let core = Core {
             coord,
-            callbacks: Vec::with_capacity(max),
+            callbacks: try_filled("max_clients", max, None)
+                .map_err(|e| NewError::Policy(e.into()))?,
             timers: TimerTable::default(),
-            hw_queue: Vec::with_capacity(HW_QUEUE),
-            log_queue: Vec::with_capacity(LOG_QUEUE),
+            hw_queue: queue(HW_QUEUE)?,
+            log_queue: queue(LOG_QUEUE)?,
             draining: false,
             stepping: false,
             log_seq: 0,
@@ -105,7 +116,6 @@ impl<P: Platform> Bus<P> {
             running: None,
             powered: true,
         };
-        core.callbacks.resize_with(max, || None);
         let bus = Bus {
             core: platform.spin_lock(core).map_err(NewError::Platform)?,
             hca: platform.wait_lock(hca).map_err(NewError::Platform)?,

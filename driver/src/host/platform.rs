@@ -7,8 +7,11 @@
 //! (tests/shuttle: the same on shuttle's primitives and a virtual clock). The kmdf crate's
 //! fake kernel is a fourth, which records every call with the IRQL it was made at.
 
-use crate::hca::Hca;
-use crate::host::{Bus, EventLogEntry};
+use alloc::boxed::Box;
+
+use crate::coordinator::{Config, Coordinator};
+use crate::hca::{Hca, Identity};
+use crate::host::{Bus, EventLogEntry, NewError};
 use crate::time::Instant;
 use crate::types::{ClientId, Event, PnpOp, TimerId};
 
@@ -52,6 +55,17 @@ pub trait Platform: Sized {
     /// there is none.
     fn wall_clock_unix_ms(&self) -> Option<u64> {
         None
+    }
+    /// The coordinator in pool memory. By default `Coordinator::new_boxed`, whose box is
+    /// `Box::new`'s (an allocation failure aborts); a kernel allocates the room fallibly and
+    /// builds it there with `Coordinator::init_in` ([`NewError::OutOfMemory`] when short).
+    fn new_coordinator(
+        &self,
+        config: Config,
+        identity: Identity,
+        now: Instant,
+    ) -> Result<Box<Coordinator>, NewError> {
+        Coordinator::new_boxed(config, identity, now).map_err(NewError::Policy)
     }
     /// WdfSpinLockCreate, at PASSIVE_LEVEL while the device is prepared. A lock the system
     /// could not create is an error: a null WDFSPINLOCK bugchecks on its first acquire.

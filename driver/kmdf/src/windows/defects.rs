@@ -48,6 +48,9 @@ pub(crate) enum Defect {
     /// P: WdfDeviceSetSpecialFileSupport never called: the boot LUN's paging, dump and
     /// hibernation files are refused (STATUS_NOT_IMPLEMENTED).
     NoSpecialFiles,
+    /// Q: the bus and its coordinator are boxed with `Box::new`: a short pool is
+    /// handle_alloc_error, a bugcheck, where STATUS_INSUFFICIENT_RESOURCES is the answer.
+    InfallibleAllocation,
 }
 
 #[cfg(all(test, wdk_fake))]

@@ -138,10 +138,16 @@ extern "C" fn evt_prepare_hardware(
     // After a PnP stop (a rebalance), the bus it kept: the children stay registered.
     let parked = ctx.take_parked().map(|p| *p);
     match prepare(platform, config, parked) {
-        Ok(bus) => {
-            ctx.attach(alloc::boxed::Box::new(bus));
-            STATUS_SUCCESS
-        }
+        Ok(bus) => match context::try_box(bus) {
+            Some(bus) => {
+                ctx.attach(bus);
+                STATUS_SUCCESS
+            }
+            None => {
+                log::error!("prepare hardware: no pool for the bus");
+                STATUS_INSUFFICIENT_RESOURCES
+            }
+        },
         Err(e) => {
             log::error!("prepare hardware: {e}");
             STATUS_INSUFFICIENT_RESOURCES
@@ -158,7 +164,12 @@ extern "C" fn evt_release_hardware(device: WDFDEVICE, _translated: WDFCMRESLIST)
         // A stop or a removal: KMDF does not say which. What the bus keeps is resumed by the
         // next prepare, or freed with the FDO.
         if let Some(bus) = ctx.detach() {
-            ctx.park(alloc::boxed::Box::new(bus.park()));
+            match context::try_box(bus.park()) {
+                Some(parked) => ctx.park(parked),
+                // The children's registrations go: the next start is a new bus, where their
+                // kept ids are refused as stale (generations).
+                None => log::error!("release hardware: no pool to keep the bus"),
+            }
         }
     }
     STATUS_SUCCESS

@@ -357,7 +357,7 @@ fn unicode(text: &str, buffer: &mut [u16; 128]) -> UNICODE_STRING {
 unsafe fn control_device(fdo: &FdoContext, setup: &FdoSetup) -> NTSTATUS {
     let (mut sddl_buf, mut name_buf) = ([0u16; 128], [0u16; 128]);
     let sddl = unicode(setup.sddl, &mut sddl_buf);
-    let mut name = unicode(&setup.control_device, &mut name_buf);
+    let mut name = unicode(setup.control_device.as_str(), &mut name_buf);
     // SAFETY: the FDO is live.
     let driver = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceGetDriver, fdo.device) };
     // SAFETY: the SDDL string lives for the call; KMDF copies it.
@@ -413,7 +413,7 @@ unsafe fn control_device(fdo: &FdoContext, setup: &FdoSetup) -> NTSTATUS {
 /// `control` is a control device just created, at PASSIVE_LEVEL.
 unsafe fn control_queue(control: WDFDEVICE, setup: &FdoSetup) -> NTSTATUS {
     let mut link_buf = [0u16; 128];
-    let mut link = unicode(&setup.symbolic_link, &mut link_buf);
+    let mut link = unicode(setup.symbolic_link.as_str(), &mut link_buf);
     // SAFETY: the control device is live; the link lives for the call.
     let s = unsafe {
         call_unsafe_wdf_function_binding!(WdfDeviceCreateSymbolicLink, control, &mut link)

@@ -4,8 +4,8 @@
 
 use core::cell::UnsafeCell;
 
-use hcabus::coordinator::Config;
-use hcabus::host::Bus;
+use hcabus::coordinator::{Config, Coordinator};
+use hcabus::host::{Bus, NewError};
 use hcabus::mmio::{MmioHca, RegisterAccess};
 use hcabus::types::{ClientId, Event, PnpOp, TimerId};
 use hcabus::Instant;
@@ -309,6 +309,37 @@ impl Platform for WdfPlatform {
         // SAFETY: reading the QuadPart of a LARGE_INTEGER the call wrote.
         let since_1601 = u64::try_from(unsafe { now.QuadPart }).ok()?;
         (since_1601 / 10_000).checked_sub(UNIX_EPOCH_SINCE_1601_MS)
+    }
+
+    /// The room from pool first (a short pool is STATUS_INSUFFICIENT_RESOURCES, not a
+    /// bugcheck), then the coordinator written into it in place.
+    fn new_coordinator(
+        &self,
+        config: Config,
+        identity: hcabus::hca::Identity,
+        now: Instant,
+    ) -> Result<alloc::boxed::Box<Coordinator>, NewError> {
+        if planted(Defect::InfallibleAllocation) {
+            return Coordinator::new_boxed(config, identity, now).map_err(NewError::Policy);
+        }
+        type Room = core::mem::MaybeUninit<Coordinator>;
+        let layout = core::alloc::Layout::new::<Room>();
+        // SAFETY: the layout of a Coordinator, of non-zero size.
+        let room = unsafe { alloc::alloc::alloc(layout) }.cast::<Room>();
+        // SAFETY: null, or fresh memory of the room's size and alignment, ours alone.
+        let Some(slot) = (unsafe { room.as_mut() }) else {
+            return Err(NewError::OutOfMemory);
+        };
+        match Coordinator::init_in(slot, config, identity, now) {
+            // SAFETY: init_in wrote the whole coordinator; the box frees it with the layout
+            // it was allocated with, through the same global allocator.
+            Ok(_) => Ok(unsafe { alloc::boxed::Box::from_raw(room.cast::<Coordinator>()) }),
+            Err(e) => {
+                // SAFETY: allocated above with this layout; nothing was written to keep.
+                unsafe { alloc::alloc::dealloc(room.cast(), layout) };
+                Err(NewError::Policy(e))
+            }
+        }
     }
 
     fn spin_lock<T: Send>(&self, value: T) -> Result<WdfSpinLock<T>, PlatformError> {

@@ -53,6 +53,8 @@ pub(crate) struct Device {
     pub(crate) wdm: Box<DEVICE_OBJECT>,
     /// The special files it supports (bit n: WDF_SPECIAL_FILE_TYPE n).
     pub(crate) special_files: u32,
+    /// The special files on its path now, by type (KMDF's m_SpecialFileCount).
+    pub(crate) special_use: [u32; 8],
 }
 
 pub(crate) struct Child {
@@ -325,6 +327,10 @@ impl Kernel {
 
     /// Whether this call of `ddi` is one the scenario asked to fail.
     pub(crate) fn fails(&mut self, ddi: &'static str) -> bool {
+        // Each object KMDF creates is a pool allocation, which a scenario may refuse.
+        if crate::fake::pool_refuses() {
+            return true;
+        }
         for (name, after) in &mut self.failures {
             if *name == ddi {
                 if *after == 0 {

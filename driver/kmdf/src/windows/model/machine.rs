@@ -278,6 +278,15 @@ impl Machine {
     /// Start: EvtDevicePrepareHardware with BAR0 in the translated resources, D0Entry, then
     /// the children's PDOs.
     pub(crate) fn start(&mut self) -> NTSTATUS {
+        let status = self.start_fdo();
+        if status >= 0 {
+            self.enumerate();
+        }
+        status
+    }
+
+    /// The FDO's part of a start: EvtDevicePrepareHardware, then D0Entry.
+    pub(crate) fn start_fdo(&mut self) -> NTSTATUS {
         let fdo = self.fdo("start");
         let mut d = CM_PARTIAL_RESOURCE_DESCRIPTOR {
             Type: CmResourceTypeMemory as u8,
@@ -327,11 +336,7 @@ impl Machine {
         if status < 0 {
             return status;
         }
-        let status = self.d0_entry();
-        if status >= 0 {
-            self.enumerate();
-        }
-        status
+        self.d0_entry()
     }
 
     /// D0Entry from D3Final, as after every start (KMDF calls it after prepare hardware).
@@ -368,13 +373,23 @@ impl Machine {
         dispatch_for(ms * 1000);
     }
 
-    /// A PnP stop (IRP_MN_QUERY_STOP_DEVICE then IRP_MN_STOP_DEVICE, for a resource
-    /// rebalance): KMDF powers the device down to D3Final (powerpolicystatemachine.cpp,
-    /// PowerPolStopping; powerstatemachine.cpp, PowerGotoD3Stopped), then releases the
-    /// hardware (and the cycle rule). The children stay: their PDOs are not touched.
-    pub(crate) fn stop(&mut self) {
-        self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
-        self.release();
+    /// A PnP stop for a resource rebalance: IRP_MN_QUERY_STOP_DEVICE (KMDF refuses it while
+    /// a special file is on the device's path), then IRP_MN_STOP_DEVICE: KMDF powers the
+    /// device down to D3Final (powerpolicystatemachine.cpp, PowerPolStopping;
+    /// powerstatemachine.cpp, PowerGotoD3Stopped), then releases the hardware (and the
+    /// cycle rule). The children stay: their PDOs are not touched. The query's answer.
+    pub(crate) fn stop(&mut self) -> NTSTATUS {
+        let status = super::usage::query_stop_or_remove(self.fdo("query stop"));
+        if status >= 0 {
+            self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
+            self.release();
+        }
+        status
+    }
+
+    /// IRP_MN_QUERY_REMOVE_DEVICE: KMDF's answer (the driver has no callback for it).
+    pub(crate) fn query_remove(&mut self) -> NTSTATUS {
+        super::usage::query_stop_or_remove(self.fdo("query remove"))
     }
 
     /// Device power down, the device staying started: `target` D3 for idle or system sleep

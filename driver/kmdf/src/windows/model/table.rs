@@ -224,6 +224,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreate(
             // SAFETY: an all-zero DEVICE_OBJECT is what the model hands out.
             wdm: Box::new(unsafe { core::mem::zeroed() }),
             special_files: 0,
+            special_use: [0; 8],
         });
         let list = i.child_list;
         let driver = k.driver;

@@ -26,6 +26,7 @@ const HARDWARE_ID: &str = "PCI\\VEN_15B3&DEV_1003&SUBSYS_005015B3&REV_00";
 /// How a scenario's process ended.
 struct Outcome {
     code: Option<i32>,
+    stdout: String,
     stderr: String,
 }
 
@@ -46,6 +47,7 @@ fn run(scenario: &str, defect: Option<Defect>) -> Outcome {
         .expect("the scenario runs");
     Outcome {
         code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
@@ -99,6 +101,7 @@ fn scenario() {
         Defect::ResetRunsPastD0Exit,
         Defect::ControlHoldsNoReference,
         Defect::NoSpecialFiles,
+        Defect::InfallibleAllocation,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     match name.as_str() {
@@ -113,8 +116,13 @@ fn scenario() {
         "handle_outlives_fdo" => handle_outlives_fdo(),
         "special_files" => special_files(),
         "sleep_during_reset" => sleep_during_reset(),
-        other => match other.strip_prefix("footprint:").map(str::parse) {
-            Some(Ok(depth)) => footprint(&[(RECORDER_RECORDS_KEY, depth)]),
+        "shutdown" => shutdown(),
+        other => match (
+            other.strip_prefix("footprint:").map(str::parse),
+            other.strip_prefix("pool_short:").map(str::parse),
+        ) {
+            (Some(Ok(depth)), _) => footprint(&[(RECORDER_RECORDS_KEY, depth)]),
+            (_, Some(Ok(n))) => pool_short(n),
             _ => panic!("no scenario {other:?}"),
         },
     }
@@ -351,6 +359,46 @@ fn rebalance_with_a_child() {
     m.unload();
 }
 
+/// The pool refuses its `n`th allocation (the driver's heap, or an object KMDF creates for
+/// it) during add, prepare hardware and D0 entry: the call it fails answers
+/// STATUS_INSUFFICIENT_RESOURCES (never a bugcheck), the device is removed, and unload finds
+/// nothing left (objects, references, mappings, inits) and the driver's bytes back where
+/// they were. Prints what happened, for the parent's walk.
+fn pool_short(n: u64) {
+    let (mut m, status) = Machine::boot(FakeConnectX::new(identity()), &[]);
+    expect(status == STATUS_SUCCESS, "DriverEntry");
+    let bytes = crate::fake::driver_bytes();
+    crate::fake::refuse_pool_allocation(Some(n));
+    let added = m.add_device(HARDWARE_ID);
+    let started = if added >= 0 { m.start_fdo() } else { added };
+    let asked = crate::fake::pool_asked();
+    crate::fake::refuse_pool_allocation(None);
+    let refused = asked > n;
+    let answer = if started >= 0 {
+        STATUS_SUCCESS
+    } else {
+        STATUS_INSUFFICIENT_RESOURCES
+    };
+    expect(
+        started == answer && (refused || started >= 0),
+        &format!("allocation {n} of {asked}: add {added:#x}, start {started:#x}"),
+    );
+    if added >= 0 {
+        m.remove();
+    }
+    m.unload();
+    let left = crate::fake::driver_bytes() - bytes;
+    expect(
+        left == 0,
+        &format!("allocation {n} refused: {left} bytes never freed"),
+    );
+    let at = if added < 0 { "add" } else { "start" };
+    println!(
+        "POOL n={n} asked={asked} refused={refused} failed={} at={at}",
+        started < 0
+    );
+}
+
 /// The boot LUN's storage stack, above the SRP child, puts the paging file, the crash dump,
 /// the hibernation file and the boot files on the bus's path: each usage notification is
 /// accepted by the SRP PDO and the FDO (KMDF asks both) and recorded by the bus; one taken
@@ -392,6 +440,12 @@ fn special_files() {
     expect(
         held(fdo) == all & !(1 << WdfSpecialFileHibernation),
         "the hibernation file's removal not recorded",
+    );
+    // While the boot LUN's files are on its path, PnP may neither stop nor remove the bus.
+    let status = m.query_remove();
+    expect(
+        status == STATUS_DEVICE_NOT_READY,
+        &format!("query remove with the paging file on the path: {status:#x}"),
     );
     let ipoib = ChildFunction::Ipoib { port: 1 }.serial();
     let status = m.usage_notification(ipoib, WdfSpecialFilePaging, true);
@@ -490,6 +544,33 @@ fn sleep() {
     m.unload();
 }
 
+/// System shutdown (S5) and hibernation (S4 with the boot LUN on the hibernation path):
+/// KMDF's D0Exit targets are D3Final and WdfPowerDevicePrepareForHibernation. Neither is
+/// removal: the child hears nothing, and nothing touches the device once D0Exit returns.
+fn shutdown() {
+    let mut m = started();
+    let fdo = m.fdo.unwrap_or_default();
+    let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    m.power_down(_WDF_POWER_DEVICE_STATE::WdfPowerDevicePrepareForHibernation);
+    m.advance(60_000);
+    expect(m.power_up() == STATUS_SUCCESS, "resume from hibernation");
+    m.advance(10_000);
+    m.power_down(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
+    m.advance(60_000);
+    expect(
+        child.heard().is_empty(),
+        &format!(
+            "hibernation and shutdown: the child heard {:?}",
+            child.heard()
+        ),
+    );
+    child.vetoes = false;
+    expect(
+        child.detach() == 0,
+        "the child's unregister after shutdown's D0Exit",
+    );
+}
+
 /// The machine sleeps while a reset is in flight: D0Exit waits for it (the other
 /// processors run its timers, DPC and work item meanwhile), so that it is over, and the
 /// device untouched, once D0Exit returns.
@@ -514,7 +595,11 @@ fn sleep_during_reset() {
 
 /// Stop and start again, as PnP rebalances resources.
 fn rebalance(m: &mut Machine) {
-    m.stop();
+    let status = m.stop();
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("query stop: {status:#x}"),
+    );
     let (status, _) = admin::query_state(m, FILE_READ_DATA);
     expect(status != STATUS_SUCCESS, "an IOCTL served with no hardware");
     let status = m.start();
@@ -668,6 +753,55 @@ fn the_boot_lun_can_hold_the_paging_dump_and_hibernation_files() {
     );
 }
 
+/// Walks the refused allocation over every one that add, prepare and D0 entry ask the pool
+/// for, each in its own machine: none bugchecks, each failure is
+/// STATUS_INSUFFICIENT_RESOURCES, nothing leaks.
+#[test]
+fn every_allocation_of_add_and_start_may_fail_and_nothing_leaks() {
+    let (mut failed_at_add, mut failed_at_start) = (0, 0);
+    for n in 0..400 {
+        let o = run(&format!("pool_short:{n}"), None);
+        assert_eq!(o.code, Some(0), "allocation {n} refused:\n{}", o.stderr);
+        let line = o
+            .stdout
+            .lines()
+            .find_map(|l| l.split_once("POOL ").map(|(_, p)| p))
+            .unwrap_or_default()
+            .to_owned();
+        if line.contains("refused=false") {
+            assert!(n > 20, "only {n} allocations in add and start: {line}");
+            assert!(
+                failed_at_add > 0 && failed_at_start > 0,
+                "{failed_at_add} {failed_at_start}"
+            );
+            return;
+        }
+        failed_at_add += usize::from(line.contains("failed=true at=add"));
+        failed_at_start += usize::from(line.contains("failed=true at=start"));
+    }
+    panic!("add and start asked for more than 400 allocations");
+}
+
+/// The boxes `Box::new` made once, planted back: some allocation of the walk is then
+/// handle_alloc_error, which aborts (on Windows: a bugcheck).
+#[test]
+fn an_infallible_allocation_in_prepare_is_caught_by_the_walk() {
+    let aborted = (0..40).find_map(|n| {
+        let o = run(
+            &format!("pool_short:{n}"),
+            Some(Defect::InfallibleAllocation),
+        );
+        (o.code != Some(0)).then_some((n, o.stderr))
+    });
+    let Some((n, stderr)) = aborted else {
+        panic!("no refused allocation aborted with Box::new planted back");
+    };
+    assert!(
+        stderr.contains("memory allocation of"),
+        "allocation {n}: {stderr}"
+    );
+}
+
 #[test]
 fn nothing_touches_the_device_in_dx_and_the_watch_resumes_at_d0_entry() {
     assert_passes("sleep");
@@ -675,6 +809,16 @@ fn nothing_touches_the_device_in_dx_and_the_watch_resumes_at_d0_entry() {
         "sleep",
         Defect::NothingInDx,
         &["DeviceInDx", "READ_REGISTER_ULONG", "in Dx"],
+    );
+}
+
+#[test]
+fn shutdown_and_hibernation_are_not_removal() {
+    assert_passes("shutdown");
+    assert_caught(
+        "shutdown",
+        Defect::FinalExitAsRemoval,
+        &["Expectation", "the child heard"],
     );
 }
 

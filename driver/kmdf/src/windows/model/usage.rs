@@ -88,6 +88,29 @@ fn bus_of(k: &Kernel, device: Handle) -> Option<Handle> {
 }
 
 fn record(device: Handle, file: WDF_SPECIAL_FILE_TYPE, in_path: bool, s: NTSTATUS) -> NTSTATUS {
-    with(|k| k.usage.push((device, file, in_path, s)));
+    with(|k| {
+        k.usage.push((device, file, in_path, s));
+        if s >= 0 {
+            let count = &mut k.device(device).special_use[file as usize % 8];
+            *count = if in_path {
+                *count + 1
+            } else {
+                count.saturating_sub(1)
+            };
+        }
+    });
     s
+}
+
+/// IRP_MN_QUERY_STOP_DEVICE or IRP_MN_QUERY_REMOVE_DEVICE, as KMDF answers it for a device
+/// with no EvtDeviceQueryStop/Remove (pnpstatemachine.cpp): refused
+/// STATUS_DEVICE_NOT_READY while a special file is on its path, else accepted.
+pub(crate) fn query_stop_or_remove(device: Handle) -> NTSTATUS {
+    with(|k| {
+        if k.device(device).special_use.iter().any(|&n| n > 0) {
+            STATUS_DEVICE_NOT_READY
+        } else {
+            STATUS_SUCCESS
+        }
+    })
 }
