@@ -67,6 +67,12 @@ impl ResetHistory {
         Ok(())
     }
 
+    /// The room reserved.
+    #[cfg(test)]
+    pub(super) fn capacity(&self) -> usize {
+        self.ring.capacity()
+    }
+
     /// Keeps the summary of a concluded reset.
     pub(super) fn push(&mut self, r: &ResetRecord) {
         let Some(summary) = ResetSummary::of(r, self.written + 1) else {

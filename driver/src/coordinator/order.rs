@@ -62,6 +62,12 @@ impl Order {
         })
     }
 
+    /// Slots it has room for.
+    #[cfg(test)]
+    pub(super) fn capacity(&self) -> usize {
+        self.next.capacity()
+    }
+
     pub(super) fn len(&self) -> usize {
         self.len
     }

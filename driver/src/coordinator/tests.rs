@@ -1938,4 +1938,5 @@ fn reset_path_stays_within_reserved_capacity() {
 mod calls;
 mod counters;
 mod health;
+mod reserved;
 mod resets;

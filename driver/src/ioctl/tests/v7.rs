@@ -308,6 +308,8 @@ fn every_status_the_interface_returns_has_its_own_name() {
         NtStatus::INVALID_PARAMETER,
         NtStatus::NOT_SUPPORTED,
         NtStatus::DEVICE_BUSY,
+        NtStatus::DEVICE_REMOVED,
+        NtStatus::DEVICE_NOT_READY,
     ];
     let names: std::collections::BTreeSet<&str> = all.iter().map(|s| s.name()).collect();
     assert_eq!(names.len(), all.len(), "{names:?}");
