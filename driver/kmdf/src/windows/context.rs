@@ -65,9 +65,9 @@ pub(crate) struct FdoContext {
     /// the children's registrations, so that a rebalance is invisible to them. Freed by the
     /// FDO's cleanup.
     parked: AtomicPtr<Parked<CCallback>>,
-    /// Set by the FDO's cleanup: a request that still reaches this context (through a handle
-    /// kept open on the control device, whose reference keeps it allocated) is answered
-    /// STATUS_DEVICE_REMOVED.
+    /// Set by surprise removal and by the FDO's cleanup: a request that still reaches this
+    /// context with no bus (through a handle kept open on the control device, or a child's
+    /// interface, whose references keep it allocated) is answered as removed, not as a stop.
     pub(crate) removed: core::sync::atomic::AtomicBool,
     /// The special files the storage stack above holds on this bus's path (bit n:
     /// WDF_SPECIAL_FILE_TYPE n), from its usage notifications.
@@ -212,17 +212,28 @@ impl FdoContext {
 
     /// Runs `f` on the bus, if there is one, with rundown protection held.
     pub(crate) fn with_bus<R>(&self, f: impl FnOnce(&Bus<WdfPlatform>) -> R) -> Option<R> {
+        self.with_bus_or(f).ok()
+    }
+
+    /// [`FdoContext::with_bus`], giving `f` back when there is no bus (to try again).
+    pub(crate) fn with_bus_or<R, F: FnOnce(&Bus<WdfPlatform>) -> R>(&self, f: F) -> Result<R, F> {
         if planted(Defect::ReleaseWithoutRundown) {
             // SAFETY: none: this is the planted race (a bus freed under its caller).
-            return unsafe { self.bus.load(Ordering::Acquire).as_ref() }.map(f);
+            return match unsafe { self.bus.load(Ordering::Acquire).as_ref() } {
+                Some(bus) => Ok(f(bus)),
+                None => Err(f),
+            };
         }
         // SAFETY: the rundown reference lives in the context, as long as the FDO.
         if unsafe { wdk_sys::ntddk::ExAcquireRundownProtection(self.rundown.get()) } == 0 {
-            return None;
+            return Err(f);
         }
         // SAFETY: protection is held: release hardware frees the bus only after it has
         // waited for every holder, so the pointer, if not null, is live until released.
-        let r = unsafe { self.bus.load(Ordering::Acquire).as_ref() }.map(f);
+        let r = match unsafe { self.bus.load(Ordering::Acquire).as_ref() } {
+            Some(bus) => Ok(f(bus)),
+            None => Err(f),
+        };
         // SAFETY: acquired above.
         unsafe { wdk_sys::ntddk::ExReleaseRundownProtection(self.rundown.get()) };
         r

@@ -74,8 +74,16 @@ unsafe extern "C" fn dereference(context: *mut c_void) {
     };
 }
 
-/// Runs a call on the bus of the FDO behind `context`; refuses a null context or a device
-/// with no bus (never unwinds: the driver profile aborts on panic).
+/// How long a child's call at PASSIVE_LEVEL waits for a stopped bus to start again (a
+/// rebalance's stop and start take milliseconds; a start that fails ends in removal).
+const STOPPED_WAIT_MS: u32 = 30_000;
+
+/// Runs a call on the bus of the FDO behind `context`; refuses a null context, and a device
+/// removed (DEVICE_REMOVED). Between a PnP stop and the next start (a rebalance) the bus is
+/// parked: a call at PASSIVE_LEVEL waits for the start, so that a child sees a rebalance as
+/// nothing (its unregister then runs down on the resumed bus); at DISPATCH_LEVEL, or past
+/// STOPPED_WAIT_MS, it is answered DEVICE_BUSY, to be asked again. Never unwinds: the
+/// driver profile aborts on panic.
 fn with_bus(
     context_: *mut c_void,
     call: impl FnOnce(&Bus<WdfPlatform>) -> HcabusStatus,
@@ -88,9 +96,24 @@ fn with_bus(
     let Some(ctx) = (unsafe { context::<FdoContext>(context_.cast(), &FDO_CONTEXT) }) else {
         return status::INVALID_PARAMETER;
     };
-    ctx.with_bus(call).unwrap_or(status::of_refusal(
-        hcabus::errors::RefusalCode::DeviceRemoved,
-    ))
+    let mut call = call;
+    let mut waited_ms = 0;
+    loop {
+        match ctx.with_bus_or(call) {
+            Ok(status) => return status,
+            Err(back) => call = back,
+        }
+        if ctx.removed.load(core::sync::atomic::Ordering::Acquire) {
+            return status::of_refusal(hcabus::errors::RefusalCode::DeviceRemoved);
+        }
+        // SAFETY: callable at any IRQL.
+        let passive = unsafe { wdk_sys::ntddk::KeGetCurrentIrql() } == 0;
+        if !passive || waited_ms >= STOPPED_WAIT_MS {
+            return status::DEVICE_BUSY;
+        }
+        WdfPlatform::sleep_ms(10);
+        waited_ms += 10;
+    }
 }
 
 // The interface's functions: the bus behind `Context`, then hcabus-cabi's marshalling.

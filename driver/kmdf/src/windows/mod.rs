@@ -175,9 +175,13 @@ extern "C" fn evt_release_hardware(device: WDFDEVICE, _translated: WDFCMRESLIST)
     STATUS_SUCCESS
 }
 
+/// EvtDeviceSurpriseRemoval: the device is gone. From now on a child's call that finds no bus
+/// (after release hardware) is answered DEVICE_REMOVED at once, not waited on as a stop.
 extern "C" fn evt_surprise_removal(device: WDFDEVICE) {
     // SAFETY: as in evt_prepare_hardware.
     if let Some(ctx) = unsafe { fdo(device) } {
+        ctx.removed
+            .store(true, core::sync::atomic::Ordering::Release);
         ctx.with_bus(|bus| bus.surprise_removal());
     }
 }

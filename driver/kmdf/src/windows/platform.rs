@@ -480,7 +480,7 @@ impl Platform for WdfPlatform {
 
 impl WdfPlatform {
     /// KeDelayExecutionThread for `ms`, at PASSIVE_LEVEL.
-    fn sleep_ms(ms: u32) {
+    pub(crate) fn sleep_ms(ms: u32) {
         let mut interval = LARGE_INTEGER {
             QuadPart: -10_000 * i64::from(ms), // relative, in 100 ns units
         };
