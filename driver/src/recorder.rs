@@ -437,8 +437,12 @@ impl FlightRecorder {
         }
     }
 
-    /// The ring of an [`FlightRecorder::empty`] one, reserved in place.
-    pub fn reserve(&mut self, capacity: usize) -> Result<(), crate::reserve::OutOfMemory> {
+    /// The ring of an [`FlightRecorder::empty`] one, reserved in place from `pool`.
+    pub fn reserve(
+        &mut self,
+        pool: &impl crate::reserve::Reserve,
+        capacity: usize,
+    ) -> Result<(), crate::reserve::OutOfMemory> {
         let blank = Record::once(
             0,
             Instant::ZERO,
@@ -447,30 +451,15 @@ impl FlightRecorder {
                 op: PnpOp::ReportChildrenMissing,
             },
         );
-        self.ring = crate::reserve::try_filled("recorder_capacity", capacity.max(1), blank)?;
+        self.ring = pool.filled("recorder_capacity", capacity.max(1), blank)?;
         Ok(())
     }
 
     /// [`FlightRecorder::new`], its allocation fallible: a refusal names `recorder_capacity`.
     pub fn try_new(capacity: usize) -> Result<Self, crate::reserve::OutOfMemory> {
-        let blank = Record::once(
-            0,
-            Instant::ZERO,
-            ShortText::EMPTY,
-            RecordKind::Pnp {
-                op: PnpOp::ReportChildrenMissing,
-            },
-        );
-        let ring = crate::reserve::try_filled("recorder_capacity", capacity.max(1), blank)?;
-        Ok(FlightRecorder {
-            ring,
-            len: 0,
-            head: 0,
-            next_seq: 0,
-            dropped: 0,
-            coalesced: 0,
-            actor: Actor::Nobody,
-        })
+        let mut r = Self::empty();
+        r.reserve(&crate::reserve::Heap, capacity)?;
+        Ok(r)
     }
 
     /// Every record from now on says it was written for `actor`, until set back to

@@ -33,6 +33,29 @@ pub fn try_filled<T: Clone>(key: &'static str, len: usize, fill: T) -> Result<Ve
     Ok(v)
 }
 
+/// Where a reservation's memory comes from. [`Heap`] fills it through `Vec`'s own methods,
+/// which keep a call to the allocation-error handler for a growth that never comes (the room
+/// was reserved first); a kernel host fills the room it reserved slot by slot instead, so that
+/// the handler, and the unwinding code of the standard library behind it, is not in its
+/// image at all (docs/windows.md, "Memory").
+pub trait Reserve {
+    /// `len` copies of `fill`, every slot written; the allocator's refusal names `key`.
+    fn filled<T: Clone>(
+        &self,
+        key: &'static str,
+        len: usize,
+        fill: T,
+    ) -> Result<Vec<T>, OutOfMemory> {
+        try_filled(key, len, fill)
+    }
+}
+
+/// The heap, through `Vec`'s fallible reservation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Heap;
+
+impl Reserve for Heap {}
+
 /// [`touched_vec`], its allocation fallible.
 pub fn try_touched_vec<T: Clone>(
     key: &'static str,
@@ -85,11 +108,37 @@ impl<T: Copy> Fifo<T> {
 
     /// [`Fifo::new`], its allocation fallible (a refusal names `key`).
     pub fn try_new(key: &'static str, capacity: usize, fill: T) -> Result<Self, OutOfMemory> {
+        Self::reserved(&Heap, key, capacity, fill)
+    }
+
+    /// [`Fifo::try_new`] with room from `pool`.
+    pub fn reserved(
+        pool: &impl Reserve,
+        key: &'static str,
+        capacity: usize,
+        fill: T,
+    ) -> Result<Self, OutOfMemory> {
         Ok(Fifo {
-            slots: try_filled(key, capacity.max(1), fill)?,
+            slots: pool.filled(key, capacity.max(1), fill)?,
             head: 0,
             len: 0,
         })
+    }
+
+    /// Puts `value` back at the front (it comes out next); a full queue gives it back.
+    pub fn push_front(&mut self, value: T) -> Result<(), T> {
+        let cap = self.slots.len();
+        if self.len == cap {
+            return Err(value);
+        }
+        self.head = if self.head == 0 {
+            cap - 1
+        } else {
+            self.head - 1
+        };
+        self.slots[self.head] = value;
+        self.len += 1;
+        Ok(())
     }
 
     /// Appends `value`; a full queue gives it back.
@@ -229,6 +278,26 @@ mod tests {
         assert!(t.is_empty() && t.capacity() >= 5);
         let f = Fifo::try_new("k", 0, 1u8).expect("room");
         assert_eq!(f.capacity(), 1);
+        assert_eq!(Heap.filled("k", 3, 2u16), Ok(std::vec![2, 2, 2]));
+        assert!(Heap.filled("k", huge, 0u64).is_err());
+    }
+
+    #[test]
+    fn a_value_put_back_comes_out_first_across_the_wrap_and_a_full_queue_refuses_it() {
+        let mut f = Fifo::new(3, 0u32);
+        assert_eq!(f.push_front(1), Ok(()), "at the wrap: the last slot");
+        assert_eq!(f.push(2), Ok(()));
+        assert_eq!(f.push_front(0), Ok(()));
+        assert_eq!(f.push_front(9), Err(9), "full");
+        assert_eq!(f.iter().copied().collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(
+            (f.pop(), f.pop(), f.pop(), f.pop()),
+            (Some(0), Some(1), Some(2), None)
+        );
+        assert_eq!(f.push(5), Ok(()));
+        assert_eq!(f.pop(), Some(5));
+        assert_eq!(f.push_front(6), Ok(()), "from a head past the start");
+        assert_eq!(f.pop(), Some(6));
     }
 
     #[test]

@@ -164,7 +164,7 @@ fn callbacks_call_back_into_the_bus_without_deadlock() {
     assert_eq!(log[1].1, EventKind::ResetEnd);
     assert_ne!(log[1].0, ids[2]);
     assert_eq!(kinds(&remote), [EventKind::Reset, EventKind::ResetEnd]);
-    let forced = bus.inspect(|c| c.last_reset().expect("record").forced.clone());
+    let forced = bus.inspect(|c| c.last_reset().expect("record").forced().to_vec());
     assert!(forced.is_empty(), "nobody waited for the deadline");
     assert_eq!(bus.pnp_operations(), 0);
     // Break the self-reference cycle so the clients can be freed.
@@ -194,7 +194,7 @@ fn unresponsive_client_on_real_threads_is_forced_at_the_deadline() {
     bus.admin_reset(AdminReset::Forced).expect("reset");
     wait_for("reset end", || bus.epoch() == Epoch(2));
     wait_for("RESET_END to stuck", || kinds(&stuck).len() == 2);
-    let forced = bus.inspect(|c| c.last_reset().expect("record").forced.clone());
+    let forced = bus.inspect(|c| c.last_reset().expect("record").forced().to_vec());
     assert_eq!(forced, [stuck_id]);
     // The host's work item wrote what the drain found for the system event log.
     let idle = bus.wait_idle(std::time::Duration::from_secs(60));

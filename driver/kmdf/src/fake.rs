@@ -321,6 +321,9 @@ impl RegisterAccess for FakeRegs {
     }
 }
 
+/// Reservations from the test's heap.
+impl<C: FakeDeliver> hcabus::reserve::Reserve for FakePlatform<C> {}
+
 impl<C: FakeDeliver> Platform for FakePlatform<C> {
     type SpinLock<T: Send> = FakeSpinLock<T>;
     type WaitLock<T: Send> = FakeWaitLock<T>;

@@ -58,12 +58,15 @@ impl ResetHistory {
     /// Its room, reserved in place and touched now so that the first resets fault in no
     /// page of it (docs/design.md §6). Its size is fixed; a refusal is the client table's
     /// (`max_clients`), the key that sizes the rest of the coordinator.
-    pub(super) fn reserve(&mut self) -> Result<(), crate::reserve::OutOfMemory> {
+    pub(super) fn reserve(
+        &mut self,
+        pool: &impl crate::reserve::Reserve,
+    ) -> Result<(), crate::reserve::OutOfMemory> {
         let blank = ResetSummary {
             ordinal: 0,
             facts: ResetFacts::begun(Epoch(0), ResetReason::AdminForced, Instant::ZERO, false),
         };
-        self.ring = crate::reserve::try_touched_vec("max_clients", HISTORY_LEN, blank)?;
+        self.ring = pool.filled("max_clients", HISTORY_LEN, blank)?;
         Ok(())
     }
 
@@ -79,13 +82,12 @@ impl ResetHistory {
             debug_assert!(false, "a reset is summarised once it concluded");
             return;
         };
+        // Every slot is there from the start: written in place, never pushed.
         let at = (self.written % HISTORY_LEN as u64) as usize;
-        if self.ring.len() < HISTORY_LEN {
-            self.ring.push(summary);
-        } else {
-            self.ring[at] = summary;
+        if let Some(slot) = self.ring.get_mut(at) {
+            *slot = summary;
+            self.written += 1;
         }
-        self.written += 1;
     }
 
     /// Resets concluded since the bus started (the ordinal of the newest).
@@ -95,9 +97,16 @@ impl ResetHistory {
 
     /// Oldest to newest.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &ResetSummary> + '_ {
-        // The oldest is where the next goes; before the ring is full that is its end.
-        let split = (self.written % HISTORY_LEN as u64) as usize;
-        self.ring[split..].iter().chain(self.ring[..split].iter())
+        // Before the ring is full the summaries are its first slots, in order; once full, the
+        // oldest is where the next goes.
+        let ring = &self.ring[..];
+        let (oldest, newest) = if self.written < ring.len() as u64 {
+            (&ring[..self.written as usize], &ring[..0])
+        } else {
+            let split = (self.written % HISTORY_LEN as u64) as usize % ring.len().max(1);
+            (&ring[split..], &ring[..split])
+        };
+        oldest.iter().chain(newest.iter())
     }
 
     pub fn newest(&self) -> Option<&ResetSummary> {

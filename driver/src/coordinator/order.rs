@@ -6,7 +6,7 @@
 use alloc::vec::Vec;
 
 use super::stage::Walk;
-use crate::reserve::{try_filled, OutOfMemory};
+use crate::reserve::{OutOfMemory, Reserve};
 
 /// No slot: the end of the list.
 const NIL: u16 = u16::MAX;
@@ -43,19 +43,20 @@ impl Order {
     /// Room for slots `0..max` (`max` below `u16::MAX`, which marks an end).
     #[cfg(test)]
     pub(super) fn new(max: usize) -> Self {
-        match Self::try_new(max) {
+        match Self::reserved(&crate::reserve::Heap, max) {
             Ok(o) => o,
             Err(e) => panic!("{e}"),
         }
     }
 
-    /// Room for `max` slots, every link written now; a refusal names `max_clients`.
-    pub(super) fn try_new(max: usize) -> Result<Self, OutOfMemory> {
+    /// Room for `max` slots from `pool`, every link written now; a refusal names
+    /// `max_clients`.
+    pub(super) fn reserved(pool: &impl Reserve, max: usize) -> Result<Self, OutOfMemory> {
         const KEY: &str = "max_clients";
         Ok(Order {
-            next: try_filled(KEY, max, NIL)?,
-            prev: try_filled(KEY, max, NIL)?,
-            linked: try_filled(KEY, max, false)?,
+            next: pool.filled(KEY, max, NIL)?,
+            prev: pool.filled(KEY, max, NIL)?,
+            linked: pool.filled(KEY, max, false)?,
             head: NIL,
             tail: NIL,
             len: 0,

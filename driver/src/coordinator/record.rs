@@ -183,13 +183,22 @@ impl ResetFacts {
 
 /// The coordinator's record of one reset: its facts and the ids of every client forced
 /// through its deadline. Reused in place, so keeping it costs no allocation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ResetRecord {
     pub facts: ResetFacts,
-    /// Barrier members that passed their quiesce deadline, by id (`facts.forced_count` of
-    /// them, up to the capacity reserved for every client).
-    pub forced: Vec<ClientId>,
+    /// Room for every client's id, written at start: the first `facts.forced_count` are the
+    /// barrier members that passed their quiesce deadline ([`ResetRecord::forced`]). Written
+    /// in place, never pushed: nothing here can grow.
+    ids: Vec<ClientId>,
 }
+
+impl PartialEq for ResetRecord {
+    fn eq(&self, other: &Self) -> bool {
+        self.facts == other.facts && self.forced() == other.forced()
+    }
+}
+
+impl Eq for ResetRecord {}
 
 /// The record reads as its facts.
 impl core::ops::Deref for ResetRecord {
@@ -210,15 +219,26 @@ impl ResetRecord {
     /// derived `clone_from` would allocate a new `forced` list).
     pub(crate) fn copy_from(&mut self, other: &ResetRecord) {
         self.facts = other.facts;
-        let room = other.forced.len().min(self.forced.capacity());
-        self.forced.clear();
-        self.forced.extend_from_slice(&other.forced[..room]);
+        let n = other.forced().len().min(self.ids.len());
+        self.ids[..n].copy_from_slice(&other.forced()[..n]);
+        self.facts.forced_count = n as u16;
+    }
+
+    /// The barrier members that passed their quiesce deadline, by id, in that order.
+    pub fn forced(&self) -> &[ClientId] {
+        &self.ids[..usize::from(self.facts.forced_count).min(self.ids.len())]
+    }
+
+    /// Ids it has room for.
+    #[cfg(test)]
+    pub(crate) fn room(&self) -> usize {
+        self.ids.len()
     }
 
     #[cfg(any(test, feature = "sim"))]
     pub(crate) fn with_capacity(max_clients: usize) -> Self {
         let mut r = Self::empty();
-        if let Err(e) = r.reserve(max_clients) {
+        if let Err(e) = r.reserve(&crate::reserve::Heap, max_clients) {
             panic!("{e}");
         }
         r
@@ -231,7 +251,7 @@ impl ResetRecord {
         facts.requests = 0;
         ResetRecord {
             facts,
-            forced: Vec::new(),
+            ids: Vec::new(),
         }
     }
 
@@ -239,27 +259,27 @@ impl ResetRecord {
     /// `max_clients`.
     pub(crate) fn reserve(
         &mut self,
+        pool: &impl crate::reserve::Reserve,
         max_clients: usize,
     ) -> Result<(), crate::reserve::OutOfMemory> {
-        let none = ClientId::from_raw(0);
-        self.forced = crate::reserve::try_touched_vec("max_clients", max_clients, none)?;
+        self.ids = pool.filled("max_clients", max_clients, ClientId::from_raw(0))?;
         Ok(())
     }
 
     pub(super) fn begin(&mut self, epoch: Epoch, reason: ResetReason, now: Instant, restart: bool) {
         self.facts = ResetFacts::begun(epoch, reason, now, restart);
-        self.forced.clear();
     }
 
     /// A barrier member was forced through its deadline.
     pub(super) fn force(&mut self, id: ClientId, name: ClientName) {
-        if let Some(slot) = self.facts.forced_names.get_mut(self.forced.len()) {
+        let n = usize::from(self.facts.forced_count);
+        if let Some(slot) = self.facts.forced_names.get_mut(n) {
             *slot = name;
         }
-        // Capacity is max_clients: cannot grow.
-        if self.forced.len() < self.forced.capacity() {
-            self.forced.push(id);
-            self.facts.forced_count = u16::try_from(self.forced.len()).unwrap_or(u16::MAX);
+        // Room for max_clients, each a barrier member at most once.
+        if let Some(slot) = self.ids.get_mut(n) {
+            *slot = id;
+            self.facts.forced_count = u16::try_from(n + 1).unwrap_or(u16::MAX);
         }
     }
 }

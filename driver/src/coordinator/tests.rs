@@ -338,7 +338,7 @@ fn quiescing_to_resetting_at_deadline_marks_unresponsive_and_names_it() {
         [Reset, ResetEnd],
         "still gets RESET_END"
     );
-    assert_eq!(h.c().last_reset().expect("record").forced, [wedged]);
+    assert_eq!(h.c().last_reset().expect("record").forced(), [wedged]);
     // Its execute after the deadline changes nothing.
     let r = h.call(|c, now| c.reset_execute(now, wedged, Epoch(1)));
     assert_eq!(r, Err(ExecuteError::NoResetPending));
@@ -389,7 +389,7 @@ fn planned_reset_with_abort_on_unresponsive_aborts_at_deadline() {
     let r = h.c().last_reset().expect("a record");
     assert!(r.aborted_unresponsive());
     assert_eq!(r.vetoer(), None);
-    assert_eq!(r.forced, [wedged]);
+    assert_eq!(r.forced(), [wedged]);
     assert_eq!(
         r.quiesce(),
         Some(Duration::from_ms(h.c().policy().quiesce_deadline_ms))
@@ -944,7 +944,7 @@ fn catastrophic_found_by_the_poll_while_quiescing_makes_a_planned_reset_fatal() 
     assert_eq!(h.asserts(), 1);
     assert_eq!(h.c().epoch(), Epoch(2));
     assert_eq!(h.events_of(wedged), [Reset, ResetEnd]);
-    assert_eq!(h.c().last_reset().expect("record").forced, [wedged]);
+    assert_eq!(h.c().last_reset().expect("record").forced(), [wedged]);
 }
 
 #[test]

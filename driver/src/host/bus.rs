@@ -12,16 +12,16 @@ use crate::hca::{Hca, HwError, HwStep};
 use crate::host::{EventLogEntry, Lock, Platform, PlatformError, Scheduled};
 use crate::ioctl::{dispatch, IoctlDevice, Reply, Rights};
 use crate::policy::{Policy, PolicyError};
-use crate::reserve::try_filled;
+use crate::reserve::Fifo;
 use crate::time::Instant;
 use crate::timers::TimerTable;
 use crate::types::*;
 
 /// Hardware steps waiting for the work item: the coordinator has at most one reset step and
 /// one health read outstanding; the rest is margin, and overflow is logged, never silent.
-pub(super) const HW_QUEUE: usize = 8;
+const HW_QUEUE: usize = 8;
 /// Event log entries waiting for the work item.
-pub(super) const LOG_QUEUE: usize = 16;
+const LOG_QUEUE: usize = 16;
 
 /// Everything under the spin lock.
 pub(super) struct Core<C> {
@@ -32,8 +32,8 @@ pub(super) struct Core<C> {
     /// Each registered client's callback, by slot.
     pub(super) callbacks: Vec<Option<(ClientId, C)>>,
     pub(super) timers: TimerTable,
-    pub(super) hw_queue: Vec<HwStep>,
-    pub(super) log_queue: Vec<EventLogEntry>,
+    pub(super) hw_queue: Fifo<HwStep>,
+    pub(super) log_queue: Fifo<EventLogEntry>,
     /// One drainer at a time: a second DPC (or a second thread, on a host that drains on the
     /// caller's thread) may start while the first has the lock dropped around a callback.
     pub(super) draining: bool,
@@ -74,12 +74,8 @@ pub enum NewError {
     OutOfMemory,
 }
 
-/// An empty queue with room for `n`, reserved fallibly: the bus's own, no key sizes it.
-fn queue<T>(n: usize) -> Result<Vec<T>, NewError> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| NewError::OutOfMemory)?;
-    Ok(v)
-}
+/// What an empty slot of the event log queue holds (never written to the log).
+const NO_ENTRY: EventLogEntry = EventLogEntry::ResetRestored { epoch: 0 };
 
 /// The bus of one HCA: on Windows from EvtDevicePrepareHardware to EvtDeviceReleaseHardware.
 pub struct Bus<P: Platform> {
@@ -104,11 +100,14 @@ impl<P: Platform> Bus<P> {
         let max = coord.max_clients();
         let core = Core {
             coord,
-            callbacks: try_filled("max_clients", max, None)
+            callbacks: platform
+                .filled("max_clients", max, None)
                 .map_err(|e| NewError::Policy(e.into()))?,
             timers: TimerTable::default(),
-            hw_queue: queue(HW_QUEUE)?,
-            log_queue: queue(LOG_QUEUE)?,
+            hw_queue: Fifo::reserved(&platform, "hardware queue", HW_QUEUE, HwStep::ReadHealth)
+                .map_err(|_| NewError::OutOfMemory)?,
+            log_queue: Fifo::reserved(&platform, "event log queue", LOG_QUEUE, NO_ENTRY)
+                .map_err(|_| NewError::OutOfMemory)?,
             draining: false,
             stepping: false,
             log_seq: 0,

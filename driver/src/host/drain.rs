@@ -12,7 +12,7 @@
 
 use crate::coordinator::Action;
 use crate::hca::execute;
-use crate::host::bus::{Core, Running, HW_QUEUE, LOG_QUEUE};
+use crate::host::bus::{Core, Running};
 use crate::host::{Bus, EventLogEntry, Lock, Platform, Scheduled};
 use crate::recorder::RecordKind;
 use crate::types::*;
@@ -79,13 +79,12 @@ impl<P: Platform> Bus<P> {
         loop {
             let next = self.core.with(|c| {
                 // In Dx the steps wait, in order, for D0Entry (power.rs).
-                if c.powered && !c.hw_queue.is_empty() {
-                    Some(Ok(c.hw_queue.remove(0)))
-                } else if !c.log_queue.is_empty() {
-                    Some(Err(c.log_queue.remove(0)))
-                } else {
-                    c.stepping = false;
-                    None
+                match (c.powered, c.hw_queue.is_empty()) {
+                    (true, false) => c.hw_queue.pop().map(Ok),
+                    _ => c.log_queue.pop().map(Err).or_else(|| {
+                        c.stepping = false;
+                        None
+                    }),
                 }
             });
             match next {
@@ -99,7 +98,13 @@ impl<P: Platform> Bus<P> {
                     let now = self.platform.now();
                     self.core.with(|c| match done {
                         Some(done) => c.coord.hw_complete(now, done),
-                        None => c.hw_queue.insert(0, step),
+                        // Back where it was taken from: its own slot is free.
+                        None => {
+                            if c.hw_queue.push_front(step).is_err() {
+                                c.overflows += 1;
+                                log::error!("hardware queue full: {} lost", step.as_str());
+                            }
+                        }
                     });
                     self.kick();
                 }
@@ -160,9 +165,7 @@ fn next_outside<P: Platform>(
                 platform.cancel_timer(timer);
             }
             Action::Hw(step) => {
-                if c.hw_queue.len() < HW_QUEUE {
-                    c.hw_queue.push(step);
-                } else {
+                if c.hw_queue.push(step).is_err() {
                     c.overflows += 1;
                     log::error!("hardware queue full: {} dropped", step.as_str());
                 }
@@ -205,8 +208,7 @@ fn scan_for_log_entries<C>(c: &mut Core<C>) -> bool {
             },
             _ => continue,
         };
-        if log_queue.len() < LOG_QUEUE {
-            log_queue.push(entry);
+        if log_queue.push(entry).is_ok() {
             queued = true;
         } else {
             *overflows += 1;

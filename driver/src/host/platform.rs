@@ -12,6 +12,7 @@ use alloc::boxed::Box;
 use crate::coordinator::{Config, Coordinator};
 use crate::hca::{Hca, Identity};
 use crate::host::{Bus, EventLogEntry, NewError};
+use crate::reserve::Reserve;
 use crate::time::Instant;
 use crate::types::{ClientId, Event, PnpOp, TimerId};
 
@@ -38,8 +39,9 @@ pub enum Scheduled {
     RunHere,
 }
 
-/// The system the bus runs on.
-pub trait Platform: Sized {
+/// The system the bus runs on; its pool gives the bus's reserved memory ([`Reserve`]: the
+/// heap's `Vec` methods by default).
+pub trait Platform: Sized + Reserve {
     /// What the locks guard may move between processors: `Send`.
     type SpinLock<T: Send>: Lock<T>;
     type WaitLock<T: Send>: Lock<T>;

@@ -86,7 +86,7 @@ impl ResetLog {
 
 impl ResetReport {
     fn new(r: &ResetRecord, allocations: Option<u64>, name: impl Fn(ClientId) -> String) -> Self {
-        let unresponsive_clients: Vec<String> = r.forced.iter().map(|id| name(*id)).collect();
+        let unresponsive_clients: Vec<String> = r.forced().iter().map(|id| name(*id)).collect();
         let forced_clients = if r.aborted_unresponsive() {
             Vec::new()
         } else {

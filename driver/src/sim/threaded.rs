@@ -194,6 +194,9 @@ impl<S: Threads> ThreadPlatform<S> {
     }
 }
 
+/// Reservations from the heap, through `Vec`'s fallible reservation.
+impl<S: Threads> crate::reserve::Reserve for ThreadPlatform<S> {}
+
 impl<S: Threads> Platform for ThreadPlatform<S> {
     type SpinLock<T: Send> = ThreadLock<S, T>;
     type WaitLock<T: Send> = ThreadLock<S, T>;

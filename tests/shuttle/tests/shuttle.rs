@@ -257,7 +257,7 @@ fn the_quiesce_deadline_racing_the_last_execute_has_one_winner() {
         t.join().expect("worker");
         wait_idle(&bus);
         let outcome = worker.outcomes.lock().expect("outcomes")[0];
-        let forced = bus.inspect(|c| c.last_reset().expect("record").forced.clone());
+        let forced = bus.inspect(|c| c.last_reset().expect("record").forced().to_vec());
         match outcome {
             Ok(ExecuteOutcome::Accepted) => {
                 assert!(forced.is_empty(), "in time, yet forced: {forced:?}");

@@ -286,6 +286,29 @@ impl WdfPlatform {
     }
 }
 
+/// The bus's reservations from the pool, filled slot by slot: `Vec::resize` would keep a call
+/// to the allocation-error handler (and, behind it, the standard library's unwinding code)
+/// in the image for a growth that cannot come.
+impl hcabus::reserve::Reserve for WdfPlatform {
+    fn filled<T: Clone>(
+        &self,
+        key: &'static str,
+        len: usize,
+        fill: T,
+    ) -> Result<alloc::vec::Vec<T>, hcabus::reserve::OutOfMemory> {
+        let mut v = alloc::vec::Vec::new();
+        v.try_reserve_exact(len)
+            .map_err(|_| hcabus::reserve::OutOfMemory { key })?;
+        for slot in v.spare_capacity_mut().iter_mut().take(len) {
+            slot.write(fill.clone());
+        }
+        // SAFETY: try_reserve_exact gave room for `len`, and the first `len` slots were each
+        // written just above.
+        unsafe { v.set_len(len) };
+        Ok(v)
+    }
+}
+
 impl Platform for WdfPlatform {
     type SpinLock<T: Send> = WdfSpinLock<T>;
     type WaitLock<T: Send> = WdfWaitLock<T>;
@@ -330,7 +353,7 @@ impl Platform for WdfPlatform {
         let Some(slot) = (unsafe { room.as_mut() }) else {
             return Err(NewError::OutOfMemory);
         };
-        match Coordinator::init_in(slot, config, identity, now) {
+        match Coordinator::init_in(slot, config, identity, now, self) {
             // SAFETY: init_in wrote the whole coordinator; the box frees it with the layout
             // it was allocated with, through the same global allocator.
             Ok(_) => Ok(unsafe { alloc::boxed::Box::from_raw(room.cast::<Coordinator>()) }),

@@ -79,14 +79,25 @@ fn the_outcome_and_the_abort_name_what_ended_the_reset() {
 #[test]
 fn forced_clients_are_kept_within_the_room_reserved() {
     let mut r = ResetRecord::with_capacity(2);
-    let room = r.forced.capacity();
+    let room = r.room();
+    assert_eq!(room, 2);
     r.begin(Epoch(1), ResetReason::AdminForced, at(0), false);
+    assert!(r.forced().is_empty());
     for i in 0..room as u64 + 3 {
         r.force(ClientId::from_raw(i + 1), ShortText::cut("c"));
     }
-    assert_eq!(r.forced.len(), room);
-    assert_eq!(r.forced.capacity(), room, "the list did not grow");
+    assert_eq!(r.forced(), [ClientId::from_raw(1), ClientId::from_raw(2)]);
+    assert_eq!(r.room(), room, "the list did not grow");
     assert_eq!(usize::from(r.forced_count), room);
+    // A copy is the same record, within its own room; a new reset forgets who was forced.
+    let mut copy = ResetRecord::with_capacity(1);
+    copy.copy_from(&r);
+    assert_eq!(copy.forced(), [ClientId::from_raw(1)]);
+    let mut same = ResetRecord::with_capacity(4);
+    same.copy_from(&r);
+    assert_eq!(same, r);
+    r.begin(Epoch(2), ResetReason::AdminForced, at(0), false);
+    assert!(r.forced().is_empty() && r != same);
 }
 
 /// The first [`FORCED_NAMES`] forced clients are named, in the order they were forced;

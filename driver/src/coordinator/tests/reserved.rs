@@ -1,6 +1,7 @@
 //! What the coordinator reserves when it is built, and what a refusal gives back.
 
 use super::*;
+use crate::reserve::Heap;
 
 fn config(max_clients: u16, recorder_capacity: usize) -> Config {
     Config {
@@ -30,8 +31,8 @@ fn room(c: &Coordinator) -> [usize; 8] {
         c.order.capacity(),
         c.actions.capacity(),
         c.recorder.capacity(),
-        c.reset.forced.capacity(),
-        c.concluded.forced.capacity(),
+        c.reset.room(),
+        c.concluded.room(),
         c.history.capacity(),
     ]
 }
@@ -42,9 +43,9 @@ fn every_part_the_reset_path_touches_is_reserved_when_the_coordinator_is_built()
     assert_eq!((c.slots.len(), c.requests.len()), (8, 8));
     assert_eq!(c.actions.capacity(), (3 + usize::from(MAX_PORTS)) * 8 + 32);
     assert_eq!(c.recorder.capacity(), 64);
-    assert!(c.reset.forced.capacity() >= 8 && c.concluded.forced.capacity() >= 8);
+    assert_eq!((c.reset.room(), c.concluded.room()), (8, 8));
     assert!(c.history.capacity() >= history::HISTORY_LEN);
-    assert!(c.reset.forced.is_empty() && !c.reset_in_progress());
+    assert!(c.reset.forced().is_empty() && !c.reset_in_progress());
     // Health polling starts with the coordinator.
     let first = c.policy().health_poll_interval();
     assert_eq!(
@@ -69,7 +70,7 @@ fn memory_the_allocator_refuses_is_an_error_naming_the_key_that_asked_for_it() {
     let e = Coordinator::new(config(8, huge), identity(), Instant::ZERO).expect_err("refused");
     assert_eq!(e.field, "recorder_capacity");
     let mut slot = core::mem::MaybeUninit::uninit();
-    let e = Coordinator::init_in(&mut slot, config(8, huge), identity(), Instant::ZERO)
+    let e = Coordinator::init_in(&mut slot, config(8, huge), identity(), Instant::ZERO, &Heap)
         .expect_err("refused");
     assert_eq!(e.field, "recorder_capacity");
     // An invalid policy is refused before anything is written.
@@ -81,14 +82,14 @@ fn memory_the_allocator_refuses_is_an_error_naming_the_key_that_asked_for_it() {
         ..config(8, 64)
     };
     let mut slot = core::mem::MaybeUninit::uninit();
-    assert!(Coordinator::init_in(&mut slot, bad, identity(), Instant::ZERO).is_err());
+    assert!(Coordinator::init_in(&mut slot, bad, identity(), Instant::ZERO, &Heap).is_err());
 }
 
 #[test]
 fn built_in_place_it_is_the_same_coordinator_and_a_refusal_gives_every_byte_back() {
     let mut slot = core::mem::MaybeUninit::uninit();
-    let c =
-        Coordinator::init_in(&mut slot, config(8, 64), identity(), Instant::ZERO).expect("room");
+    let c = Coordinator::init_in(&mut slot, config(8, 64), identity(), Instant::ZERO, &Heap)
+        .expect("room");
     let boxed = Coordinator::new(config(8, 64), identity(), Instant::ZERO).expect("valid");
     assert_eq!(room(c), room(&boxed));
     assert_eq!((c.state(), c.epoch()), (State::Operational, Epoch(1)));

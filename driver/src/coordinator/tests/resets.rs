@@ -17,7 +17,7 @@ fn a_planned_reset_without_the_abort_policy_forces_a_late_client_through() {
     assert_eq!(h.c().counters().resets_aborted, 0);
     assert_eq!(h.asserts(), 1, "the reset went ahead");
     assert_eq!(h.c().epoch(), Epoch(2));
-    assert_eq!(h.c().last_reset().expect("record").forced, [wedged]);
+    assert_eq!(h.c().last_reset().expect("record").forced(), [wedged]);
     let aborts: Vec<bool> = h
         .c()
         .recorder()
