@@ -175,7 +175,7 @@ pub fn policy_from_registry(
 pub const RECORDER_RECORDS_KEY: &str = "flight_recorder_records";
 
 /// The flight recorder's depth when the registry does not set it. A record is 112 bytes in
-/// non-paged memory, so 1024 records are 112 KiB: an adapter stays near 156 KiB in all
+/// non-paged memory, so 1024 records are 112 KiB: an adapter stays near 165 KiB in all
 /// (docs/windows.md, "Non-paged memory per adapter"), and the ring still holds the last
 /// dozens of resets (one with no client writes about 15 records, each client a few more).
 pub const DEFAULT_RECORDER_RECORDS: u32 = 1024;

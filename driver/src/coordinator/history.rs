@@ -99,17 +99,40 @@ impl ResetHistory {
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &ResetSummary> + '_ {
         // Before the ring is full the summaries are its first slots, in order; once full, the
         // oldest is where the next goes.
-        let ring = &self.ring[..];
-        let (oldest, newest) = if self.written < ring.len() as u64 {
-            (&ring[..self.written as usize], &ring[..0])
-        } else {
-            let split = (self.written % HISTORY_LEN as u64) as usize % ring.len().max(1);
-            (&ring[split..], &ring[..split])
-        };
-        oldest.iter().chain(newest.iter())
+        let kept = self.written.min(self.ring.len() as u64);
+        let oldest = ((self.written - kept) % HISTORY_LEN as u64) as usize;
+        let (newer, older) = self.ring[..kept as usize].split_at(oldest.min(kept as usize));
+        older.iter().chain(newer.iter())
     }
 
     pub fn newest(&self) -> Option<&ResetSummary> {
         self.iter().next_back()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::ResetResult;
+    use crate::reserve::Heap;
+
+    /// Oldest to newest whatever the count: before the ring fills, across the fill, and
+    /// many times round it; the newest is the last written.
+    #[test]
+    fn the_history_gives_the_last_resets_oldest_first_before_and_after_the_ring_wraps() {
+        let mut h = ResetHistory::empty();
+        h.reserve(&Heap).expect("room");
+        assert_eq!(h.iter().count(), 0);
+        assert!(h.newest().is_none());
+        let mut r = ResetRecord::with_capacity(1);
+        r.result = Some(ResetResult::Removed);
+        for n in 1..=(3 * HISTORY_LEN as u64 + 5) {
+            h.push(&r);
+            let ordinals: Vec<u64> = h.iter().map(|s| s.ordinal).collect();
+            let first = n.saturating_sub(HISTORY_LEN as u64) + 1;
+            assert_eq!(ordinals, (first..=n).collect::<Vec<_>>(), "after {n}");
+            assert_eq!(h.newest().map(|s| s.ordinal), Some(n));
+            assert_eq!(h.written(), n);
+        }
     }
 }

@@ -98,6 +98,12 @@ fn forced_clients_are_kept_within_the_room_reserved() {
     assert_eq!(same, r);
     r.begin(Epoch(2), ResetReason::AdminForced, at(0), false);
     assert!(r.forced().is_empty() && r != same);
+    // The same facts with other clients forced are another record.
+    let (mut a, mut b) = (ResetRecord::with_capacity(2), ResetRecord::with_capacity(2));
+    a.force(ClientId::from_raw(1), ShortText::cut("c"));
+    b.force(ClientId::from_raw(2), ShortText::cut("c"));
+    assert_eq!(a.facts, b.facts);
+    assert_ne!(a, b);
 }
 
 /// The first [`FORCED_NAMES`] forced clients are named, in the order they were forced;
