@@ -241,27 +241,49 @@ impl From<NewError> for PrepareError {
     }
 }
 
-/// EvtDevicePrepareHardware (PASSIVE_LEVEL): map the registers, build the bus (which reads
-/// the identity and reserves everything the coordinator will ever need), or, after a PnP
-/// stop, resume the bus that stop `parked` on the new resources (the children's
-/// registrations kept); report the children.
+/// EvtDevicePrepareHardware (PASSIVE_LEVEL): map the registers, report the children, build
+/// the bus (which reads the identity and reserves everything the coordinator will ever need),
+/// or, after a PnP stop, resume the bus that stop `parked` on the new resources (the
+/// children's registrations kept).
 pub fn prepare<K: KmdfPlatform>(
-    mut kernel: K,
+    kernel: K,
     config: BusConfig,
     parked: Option<Parked<K::Callback>>,
 ) -> Result<Bus<K>, PrepareError> {
-    if !(1..=2).contains(&config.ports) {
-        return Err(PrepareError::Ports(config.ports));
-    }
-    let hca = kernel.map_registers().map_err(PrepareError::Platform)?;
-    let bus = match parked {
+    let (kernel, hca) = ready(kernel, config.ports)?;
+    Ok(match parked {
         Some(parked) => Bus::resume(kernel, parked, hca)?,
         None => Bus::new(kernel, config.coordinator, hca)?,
-    };
-    for child in ChildFunction::of_bus(config.ports) {
-        bus.platform()
+    })
+}
+
+/// [`prepare`], the bus written into `room` (the kernel's pool memory) rather than returned:
+/// no frame between prepare hardware and the bus carries it by value. On an error nothing
+/// was written to `room`.
+pub fn prepare_in<K: KmdfPlatform>(
+    room: &mut core::mem::MaybeUninit<Bus<K>>,
+    kernel: K,
+    config: BusConfig,
+    parked: Option<Parked<K::Callback>>,
+) -> Result<&mut Bus<K>, PrepareError> {
+    let (kernel, hca) = ready(kernel, config.ports)?;
+    Ok(match parked {
+        Some(parked) => Bus::resume_in(room, kernel, parked, hca)?,
+        None => Bus::init_in(room, kernel, config.coordinator, hca)?,
+    })
+}
+
+/// The registers mapped and the children reported present, before the bus is built: an
+/// error here leaves nothing built to undo.
+fn ready<K: KmdfPlatform>(mut kernel: K, ports: u8) -> Result<(K, K::Hca), PrepareError> {
+    if !(1..=2).contains(&ports) {
+        return Err(PrepareError::Ports(ports));
+    }
+    let hca = kernel.map_registers().map_err(PrepareError::Platform)?;
+    for child in ChildFunction::of_bus(ports) {
+        kernel
             .child_present(child)
             .map_err(PrepareError::Platform)?;
     }
-    Ok(bus)
+    Ok((kernel, hca))
 }

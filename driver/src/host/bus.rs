@@ -94,7 +94,44 @@ impl<P: Platform> Bus<P> {
     /// Reads the adapter's identity, builds the coordinator and reserves everything it will
     /// ever need; then queues the DPC for the coordinator's first actions (the health poll's
     /// timer). Nothing here allocates afterwards.
-    pub fn new(platform: P, config: Config, mut hca: P::Hca) -> Result<Self, NewError> {
+    pub fn new(platform: P, config: Config, hca: P::Hca) -> Result<Self, NewError> {
+        let (core, hca) = Self::locked_parts(&platform, config, hca)?;
+        let bus = Bus {
+            core,
+            hca,
+            platform,
+        };
+        bus.kick();
+        Ok(bus)
+    }
+
+    /// [`Bus::new`] written into `room` (a kernel host's pool memory), so that no frame
+    /// between prepare hardware and the bus carries it by value (a kernel stack is 24 KiB).
+    /// On an error nothing was written to `room`.
+    pub fn init_in(
+        room: &mut core::mem::MaybeUninit<Self>,
+        platform: P,
+        config: Config,
+        hca: P::Hca,
+    ) -> Result<&mut Self, NewError> {
+        let (core, hca) = Self::locked_parts(&platform, config, hca)?;
+        let bus = room.write(Bus {
+            core,
+            hca,
+            platform,
+        });
+        bus.kick();
+        Ok(bus)
+    }
+
+    /// The coordinator and what surrounds it behind the spin lock, and the adapter behind the
+    /// wait lock.
+    #[allow(clippy::type_complexity)]
+    fn locked_parts(
+        platform: &P,
+        config: Config,
+        mut hca: P::Hca,
+    ) -> Result<(P::SpinLock<Core<P::Callback>>, P::WaitLock<P::Hca>), NewError> {
         let identity = hca.identity().map_err(NewError::Hardware)?;
         let coord = platform.new_coordinator(config, identity, platform.now())?;
         let max = coord.max_clients();
@@ -104,9 +141,9 @@ impl<P: Platform> Bus<P> {
                 .filled("max_clients", max, None)
                 .map_err(|e| NewError::Policy(e.into()))?,
             timers: TimerTable::default(),
-            hw_queue: Fifo::reserved(&platform, "hardware queue", HW_QUEUE, HwStep::ReadHealth)
+            hw_queue: Fifo::reserved(platform, "hardware queue", HW_QUEUE, HwStep::ReadHealth)
                 .map_err(|_| NewError::OutOfMemory)?,
-            log_queue: Fifo::reserved(&platform, "event log queue", LOG_QUEUE, NO_ENTRY)
+            log_queue: Fifo::reserved(platform, "event log queue", LOG_QUEUE, NO_ENTRY)
                 .map_err(|_| NewError::OutOfMemory)?,
             draining: false,
             stepping: false,
@@ -115,13 +152,10 @@ impl<P: Platform> Bus<P> {
             running: None,
             powered: true,
         };
-        let bus = Bus {
-            core: platform.spin_lock(core).map_err(NewError::Platform)?,
-            hca: platform.wait_lock(hca).map_err(NewError::Platform)?,
-            platform,
-        };
-        bus.kick();
-        Ok(bus)
+        Ok((
+            platform.spin_lock(core).map_err(NewError::Platform)?,
+            platform.wait_lock(hca).map_err(NewError::Platform)?,
+        ))
     }
 
     pub fn platform(&self) -> &P {

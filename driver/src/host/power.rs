@@ -149,4 +149,23 @@ impl<P: Platform> Bus<P> {
             platform,
         })
     }
+
+    /// [`Bus::resume`] written into `room` (as [`Bus::init_in`]); on an error nothing was
+    /// written to it, and what was parked is gone.
+    pub fn resume_in(
+        room: &mut core::mem::MaybeUninit<Self>,
+        platform: P,
+        parked: Parked<P::Callback>,
+        hca: P::Hca,
+    ) -> Result<&mut Self, NewError> {
+        let core = platform
+            .spin_lock(parked.core)
+            .map_err(NewError::Platform)?;
+        let hca = platform.wait_lock(hca).map_err(NewError::Platform)?;
+        Ok(room.write(Bus {
+            core,
+            hca,
+            platform,
+        }))
+    }
 }

@@ -110,6 +110,38 @@ pub(crate) fn try_box<T>(value: T) -> Option<alloc::boxed::Box<T>> {
     Some(unsafe { alloc::boxed::Box::from_raw(p) })
 }
 
+/// Room for a `T` from the pool, `init` writing the value straight into it: `Ok` with the
+/// box, or `Err(None)` when the pool is short, or `Err(Some(e))` when `init` failed (it must
+/// then have written nothing: the room is freed as it is). A large value (the bus, the
+/// coordinator) is so never built on a kernel stack and copied.
+pub(crate) fn build_in_pool<T, E>(
+    init: impl FnOnce(&mut core::mem::MaybeUninit<T>) -> Result<&mut T, E>,
+) -> Result<alloc::boxed::Box<T>, Option<E>> {
+    type Room<T> = core::mem::MaybeUninit<T>;
+    let layout = core::alloc::Layout::new::<Room<T>>();
+    let room: *mut Room<T> = if planted(Defect::InfallibleAllocation) || layout.size() == 0 {
+        alloc::boxed::Box::into_raw(alloc::boxed::Box::new(Room::<T>::uninit()))
+    } else {
+        // SAFETY: a layout of non-zero size.
+        unsafe { alloc::alloc::alloc(layout) }.cast()
+    };
+    // SAFETY: null, or fresh memory of the room's size and alignment, ours alone.
+    let Some(slot) = (unsafe { room.as_mut() }) else {
+        return Err(None);
+    };
+    match init(slot) {
+        // SAFETY: `init` wrote the whole value; the box frees it with the layout it was
+        // allocated with, through the same global allocator.
+        Ok(_) => Ok(unsafe { alloc::boxed::Box::from_raw(room.cast::<T>()) }),
+        Err(e) => {
+            // SAFETY: the room as allocated above, holding nothing to drop (init's
+            // contract), freed once.
+            drop(unsafe { alloc::boxed::Box::from_raw(room) });
+            Err(Some(e))
+        }
+    }
+}
+
 /// WDF_OBJECT_ATTRIBUTES_INIT, with the parent and the context type set as
 /// WDF_OBJECT_ATTRIBUTES_INIT_CONTEXT_TYPE sets them.
 pub(crate) fn attributes(

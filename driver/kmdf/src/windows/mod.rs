@@ -30,7 +30,7 @@ use wdk_sys::{
 };
 
 use crate::device;
-use crate::device::{prepare, BusConfig};
+use crate::device::{prepare_in, BusConfig};
 use context::{FdoContext, FDO_CONTEXT};
 use defects::{planted, Defect};
 use platform::WdfPlatform;
@@ -137,18 +137,17 @@ extern "C" fn evt_prepare_hardware(
     };
     // After a PnP stop (a rebalance), the bus it kept: the children stay registered.
     let parked = ctx.take_parked().map(|p| *p);
-    match prepare(platform, config, parked) {
-        Ok(bus) => match context::try_box(bus) {
-            Some(bus) => {
-                ctx.attach(bus);
-                STATUS_SUCCESS
-            }
-            None => {
-                log::error!("prepare hardware: no pool for the bus");
-                STATUS_INSUFFICIENT_RESOURCES
-            }
-        },
-        Err(e) => {
+    // The bus is built where it is kept, in pool memory.
+    match context::build_in_pool(|room| prepare_in(room, platform, config, parked)) {
+        Ok(bus) => {
+            ctx.attach(bus);
+            STATUS_SUCCESS
+        }
+        Err(None) => {
+            log::error!("prepare hardware: no pool for the bus");
+            STATUS_INSUFFICIENT_RESOURCES
+        }
+        Err(Some(e)) => {
             log::error!("prepare hardware: {e}");
             STATUS_INSUFFICIENT_RESOURCES
         }

@@ -342,27 +342,10 @@ impl Platform for WdfPlatform {
         identity: hcabus::hca::Identity,
         now: Instant,
     ) -> Result<alloc::boxed::Box<Coordinator>, NewError> {
-        if planted(Defect::InfallibleAllocation) {
-            return Coordinator::new_boxed(config, identity, now).map_err(NewError::Policy);
-        }
-        type Room = core::mem::MaybeUninit<Coordinator>;
-        let layout = core::alloc::Layout::new::<Room>();
-        // SAFETY: the layout of a Coordinator, of non-zero size.
-        let room = unsafe { alloc::alloc::alloc(layout) }.cast::<Room>();
-        // SAFETY: null, or fresh memory of the room's size and alignment, ours alone.
-        let Some(slot) = (unsafe { room.as_mut() }) else {
-            return Err(NewError::OutOfMemory);
-        };
-        match Coordinator::init_in(slot, config, identity, now, self) {
-            // SAFETY: init_in wrote the whole coordinator; the box frees it with the layout
-            // it was allocated with, through the same global allocator.
-            Ok(_) => Ok(unsafe { alloc::boxed::Box::from_raw(room.cast::<Coordinator>()) }),
-            Err(e) => {
-                // SAFETY: allocated above with this layout; nothing was written to keep.
-                unsafe { alloc::alloc::dealloc(room.cast(), layout) };
-                Err(NewError::Policy(e))
-            }
-        }
+        super::context::build_in_pool(|room| {
+            Coordinator::init_in(room, config, identity, now, self).map_err(NewError::Policy)
+        })
+        .map_err(|e| e.unwrap_or(NewError::OutOfMemory))
     }
 
     fn spin_lock<T: Send>(&self, value: T) -> Result<WdfSpinLock<T>, PlatformError> {
