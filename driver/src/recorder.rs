@@ -423,9 +423,9 @@ impl FlightRecorder {
         }
     }
 
-    /// No ring yet (the coordinator reserves it next); a record written meanwhile is
-    /// dropped and counted.
-    pub const fn empty() -> Self {
+    /// No ring yet: the coordinator reserves it ([`FlightRecorder::reserve`]) before anything
+    /// is recorded (a record written to an empty ring would index past it).
+    pub(crate) const fn empty() -> Self {
         FlightRecorder {
             ring: Vec::new(),
             len: 0,
@@ -438,7 +438,7 @@ impl FlightRecorder {
     }
 
     /// The ring of an [`FlightRecorder::empty`] one, reserved in place from `pool`.
-    pub fn reserve(
+    pub(crate) fn reserve(
         &mut self,
         pool: &impl crate::reserve::Reserve,
         capacity: usize,

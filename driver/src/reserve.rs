@@ -125,20 +125,9 @@ impl<T: Copy> Fifo<T> {
         })
     }
 
-    /// Puts `value` back at the front (it comes out next); a full queue gives it back.
-    pub fn push_front(&mut self, value: T) -> Result<(), T> {
-        let cap = self.slots.len();
-        if self.len == cap {
-            return Err(value);
-        }
-        self.head = if self.head == 0 {
-            cap - 1
-        } else {
-            self.head - 1
-        };
-        self.slots[self.head] = value;
-        self.len += 1;
-        Ok(())
+    /// The oldest value, left where it is.
+    pub fn front(&self) -> Option<T> {
+        (self.len > 0).then(|| self.slots[self.head])
     }
 
     /// Appends `value`; a full queue gives it back.
@@ -283,21 +272,15 @@ mod tests {
     }
 
     #[test]
-    fn a_value_put_back_comes_out_first_across_the_wrap_and_a_full_queue_refuses_it() {
-        let mut f = Fifo::new(3, 0u32);
-        assert_eq!(f.push_front(1), Ok(()), "at the wrap: the last slot");
-        assert_eq!(f.push(2), Ok(()));
-        assert_eq!(f.push_front(0), Ok(()));
-        assert_eq!(f.push_front(9), Err(9), "full");
-        assert_eq!(f.iter().copied().collect::<Vec<_>>(), [0, 1, 2]);
-        assert_eq!(
-            (f.pop(), f.pop(), f.pop(), f.pop()),
-            (Some(0), Some(1), Some(2), None)
-        );
-        assert_eq!(f.push(5), Ok(()));
-        assert_eq!(f.pop(), Some(5));
-        assert_eq!(f.push_front(6), Ok(()), "from a head past the start");
-        assert_eq!(f.pop(), Some(6));
+    fn the_front_is_the_value_pop_gives_next_and_stays_until_popped() {
+        let mut f = Fifo::new(2, 0u32);
+        assert_eq!(f.front(), None);
+        assert_eq!((f.push(1), f.push(2)), (Ok(()), Ok(())));
+        assert_eq!((f.front(), f.front(), f.len()), (Some(1), Some(1), 2));
+        assert_eq!(f.pop(), Some(1));
+        assert_eq!(f.push(3), Ok(()), "past the wrap");
+        assert_eq!(f.front(), Some(2));
+        assert_eq!((f.pop(), f.front()), (Some(2), Some(3)));
     }
 
     #[test]

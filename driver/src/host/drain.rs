@@ -79,8 +79,10 @@ impl<P: Platform> Bus<P> {
         loop {
             let next = self.core.with(|c| {
                 // In Dx the steps wait, in order, for D0Entry (power.rs).
+                // A step stays queued until it has run: only this runner takes steps out,
+                // and one the device was powered down for is left where it is.
                 match (c.powered, c.hw_queue.is_empty()) {
-                    (true, false) => c.hw_queue.pop().map(Ok),
+                    (true, false) => c.hw_queue.front().map(Ok),
                     _ => c.log_queue.pop().map(Err).or_else(|| {
                         c.stepping = false;
                         None
@@ -96,14 +98,10 @@ impl<P: Platform> Bus<P> {
                         powered.then(|| execute(hca, step))
                     });
                     let now = self.platform.now();
-                    self.core.with(|c| match done {
-                        Some(done) => c.coord.hw_complete(now, done),
-                        // Back where it was taken from: its own slot is free.
-                        None => {
-                            if c.hw_queue.push_front(step).is_err() {
-                                c.overflows += 1;
-                                log::error!("hardware queue full: {} lost", step.as_str());
-                            }
+                    self.core.with(|c| {
+                        if let Some(done) = done {
+                            let _ran = c.hw_queue.pop();
+                            c.coord.hw_complete(now, done);
                         }
                     });
                     self.kick();

@@ -116,6 +116,12 @@ impl<P: Platform> Bus<P> {
         self.core.with(|c| c.powered)
     }
 
+    /// Whether a reset is open or a hardware step waits: what a PnP stop must not cut across
+    /// (the config space a reset saved names BARs a rebalance moves).
+    pub fn reset_open(&self) -> bool {
+        self.reset_in_flight()
+    }
+
     fn reset_in_flight(&self) -> bool {
         self.core
             .with(|c| c.coord.reset_in_progress() || !c.hw_queue.is_empty() || c.stepping)

@@ -69,6 +69,10 @@ pub(crate) struct FdoContext {
     /// context with no bus (through a handle kept open on the control device, or a child's
     /// interface, whose references keep it allocated) is answered as removed, not as a stop.
     pub(crate) removed: core::sync::atomic::AtomicBool,
+    /// Between a PnP stop that parked the bus and the start that resumes it: a child's call
+    /// then waits for the start. Cleared by that start, or by its failure (the parked bus is
+    /// gone with it: the calls are then answered as removed).
+    pub(crate) stopped: core::sync::atomic::AtomicBool,
     /// The special files the storage stack above holds on this bus's path (bit n:
     /// WDF_SPECIAL_FILE_TYPE n), from its usage notifications.
     pub(crate) special_files: AtomicU32,
@@ -225,6 +229,7 @@ impl FdoContext {
             generations: AtomicU32::new(0),
             parked: AtomicPtr::new(null_mut()),
             removed: core::sync::atomic::AtomicBool::new(false),
+            stopped: core::sync::atomic::AtomicBool::new(false),
             special_files: AtomicU32::new(0),
         };
         // SAFETY: the caller's contract.
@@ -278,6 +283,7 @@ impl FdoContext {
         bus.input(|c, _| c.retire_ids_before(floor));
         self.bus
             .store(alloc::boxed::Box::into_raw(bus), Ordering::Release);
+        self.stopped.store(false, Ordering::Release);
         // SAFETY: as in with_bus; PASSIVE_LEVEL in prepare hardware, with no wait under way.
         unsafe { wdk_sys::ntddk::ExReInitializeRundownProtection(self.rundown.get()) };
     }

@@ -51,6 +51,9 @@ pub(crate) enum Defect {
     /// Q: the bus and its coordinator are boxed with `Box::new`: a short pool is
     /// handle_alloc_error, a bugcheck, where STATUS_INSUFFICIENT_RESOURCES is the answer.
     InfallibleAllocation,
+    /// R: no EvtDeviceQueryStop: PnP stops the bus in the middle of a reset, whose saved
+    /// config space names the BARs the rebalance moves.
+    StopDuringReset,
 }
 
 #[cfg(all(test, wdk_fake))]

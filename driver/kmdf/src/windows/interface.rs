@@ -103,7 +103,8 @@ fn with_bus(
             Ok(status) => return status,
             Err(back) => call = back,
         }
-        if ctx.removed.load(core::sync::atomic::Ordering::Acquire) {
+        let order = core::sync::atomic::Ordering::Acquire;
+        if ctx.removed.load(order) || !ctx.stopped.load(order) {
             return status::of_refusal(hcabus::errors::RefusalCode::DeviceRemoved);
         }
         // SAFETY: callable at any IRQL.

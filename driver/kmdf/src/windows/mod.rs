@@ -143,12 +143,14 @@ extern "C" fn evt_prepare_hardware(
             ctx.attach(bus);
             STATUS_SUCCESS
         }
-        Err(None) => {
-            log::error!("prepare hardware: no pool for the bus");
-            STATUS_INSUFFICIENT_RESOURCES
-        }
-        Err(Some(e)) => {
-            log::error!("prepare hardware: {e}");
+        Err(e) => {
+            // What a stop parked went with the failed start: no child's call waits for it.
+            ctx.stopped
+                .store(false, core::sync::atomic::Ordering::Release);
+            match e {
+                None => log::error!("prepare hardware: no pool for the bus"),
+                Some(e) => log::error!("prepare hardware: {e}"),
+            }
             STATUS_INSUFFICIENT_RESOURCES
         }
     }
@@ -164,7 +166,11 @@ extern "C" fn evt_release_hardware(device: WDFDEVICE, _translated: WDFCMRESLIST)
         // next prepare, or freed with the FDO.
         if let Some(bus) = ctx.detach() {
             match context::try_box(bus.park()) {
-                Some(parked) => ctx.park(parked),
+                Some(parked) => {
+                    ctx.park(parked);
+                    ctx.stopped
+                        .store(true, core::sync::atomic::Ordering::Release);
+                }
                 // The children's registrations go: the next start is a new bus, where their
                 // kept ids are refused as stale (generations).
                 None => log::error!("release hardware: no pool to keep the bus"),
@@ -183,6 +189,19 @@ extern "C" fn evt_surprise_removal(device: WDFDEVICE) {
             .store(true, core::sync::atomic::Ordering::Release);
         ctx.with_bus(|bus| bus.surprise_removal());
     }
+}
+
+/// EvtDeviceQueryStop (PASSIVE_LEVEL): PnP asks to stop the bus for a rebalance. Refused
+/// while a reset is open: the config space it saved names the BARs a rebalance moves, so it
+/// could not finish on the new resources. PnP asks again later.
+extern "C" fn evt_query_stop(device: WDFDEVICE) -> NTSTATUS {
+    // SAFETY: as in evt_prepare_hardware.
+    let open = unsafe { fdo(device) }.and_then(|ctx| ctx.with_bus(|bus| bus.reset_open()));
+    if open == Some(true) && !planted(Defect::StopDuringReset) {
+        log::info!("query stop refused: a reset is open");
+        return wdk_sys::STATUS_DEVICE_BUSY;
+    }
+    STATUS_SUCCESS
 }
 
 /// EvtDeviceD0Entry (PASSIVE_LEVEL): the device is powered: the bus re-arms its timers, runs

@@ -379,7 +379,15 @@ impl Machine {
     /// powerstatemachine.cpp, PowerGotoD3Stopped), then releases the hardware (and the
     /// cycle rule). The children stay: their PDOs are not touched. The query's answer.
     pub(crate) fn stop(&mut self) -> NTSTATUS {
-        let status = super::usage::query_stop_or_remove(self.fdo("query stop"));
+        let fdo = self.fdo("query stop");
+        let mut status = super::usage::query_stop_or_remove(fdo);
+        // Then the driver's own say (pnpstatemachine.cpp, PnpEventQueryStop).
+        if let (true, Some(f)) = (status >= 0, self.pnp().EvtDeviceQueryStop) {
+            // SAFETY: the driver's callback for its FDO.
+            status = at("EvtDeviceQueryStop", PASSIVE, || unsafe {
+                f(fdo as WDFDEVICE)
+            });
+        }
         if status >= 0 {
             self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
             self.release();

@@ -102,6 +102,7 @@ fn scenario() {
         Defect::ControlHoldsNoReference,
         Defect::NoSpecialFiles,
         Defect::InfallibleAllocation,
+        Defect::StopDuringReset,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     match name.as_str() {
@@ -117,6 +118,7 @@ fn scenario() {
         "special_files" => special_files(),
         "sleep_during_reset" => sleep_during_reset(),
         "shutdown" => shutdown(),
+        "stop_during_reset" => stop_during_reset(),
         other => match (
             other.strip_prefix("footprint:").map(str::parse),
             other.strip_prefix("pool_short:").map(str::parse),
@@ -581,6 +583,35 @@ fn shutdown() {
     );
 }
 
+/// PnP asks to stop the bus for a rebalance while a reset is open: refused (the config space
+/// the reset saved names the BARs the rebalance moves); asked again once the reset is over,
+/// the stop and start are invisible to the child, which heard only the reset.
+fn stop_during_reset() {
+    let mut m = started();
+    let fdo = m.fdo.unwrap_or_default();
+    let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    let epoch = admin::state(&mut m).epoch;
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(asked == STATUS_SUCCESS, &format!("a reset: {asked:#x}"));
+    m.advance(1);
+    let status = m.stop();
+    expect(
+        status == STATUS_DEVICE_BUSY,
+        &format!("a query stop in the middle of a reset: {status:#x}"),
+    );
+    m.advance(10_000);
+    rebalance(&mut m);
+    let (reset, end) = (EventKind::Reset as u16, EventKind::ResetEnd as u16);
+    expect(
+        child.heard() == [reset, end] && child.restored_epoch == epoch + 1,
+        &format!("the child heard {:?}", child.heard()),
+    );
+    child.vetoes = false;
+    expect(child.detach() == 0, "the child's unregister");
+    m.surprise_remove();
+    m.unload();
+}
+
 /// The machine sleeps while a reset is in flight: D0Exit waits for it (the other
 /// processors run its timers, DPC and work item meanwhile), so that it is over, and the
 /// device untouched, once D0Exit returns.
@@ -829,6 +860,16 @@ fn shutdown_and_hibernation_are_not_removal() {
         "shutdown",
         Defect::FinalExitAsRemoval,
         &["Expectation", "the child heard"],
+    );
+}
+
+#[test]
+fn a_stop_is_refused_while_a_reset_is_open() {
+    assert_passes("stop_during_reset");
+    assert_caught(
+        "stop_during_reset",
+        Defect::StopDuringReset,
+        &["Expectation", "a query stop in the middle of a reset: 0x0"],
     );
 }
 
