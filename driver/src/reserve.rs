@@ -56,17 +56,6 @@ pub struct Heap;
 
 impl Reserve for Heap {}
 
-/// [`touched_vec`], its allocation fallible.
-pub fn try_touched_vec<T: Clone>(
-    key: &'static str,
-    capacity: usize,
-    fill: T,
-) -> Result<Vec<T>, OutOfMemory> {
-    let mut v = try_filled(key, capacity, fill)?;
-    v.clear();
-    Ok(v)
-}
-
 /// An empty vector with room for at least `capacity`, every slot of it written once.
 pub fn touched_vec<T: Clone>(capacity: usize, fill: T) -> Vec<T> {
     let mut v = Vec::with_capacity(capacity);
@@ -106,12 +95,7 @@ impl<T: Copy> Fifo<T> {
         }
     }
 
-    /// [`Fifo::new`], its allocation fallible (a refusal names `key`).
-    pub fn try_new(key: &'static str, capacity: usize, fill: T) -> Result<Self, OutOfMemory> {
-        Self::reserved(&Heap, key, capacity, fill)
-    }
-
-    /// [`Fifo::try_new`] with room from `pool`.
+    /// [`Fifo::new`] with room from `pool`, its allocation fallible (a refusal names `key`).
     pub fn reserved(
         pool: &impl Reserve,
         key: &'static str,
@@ -253,19 +237,18 @@ mod tests {
             Some(OutOfMemory { key: "max_clients" })
         );
         assert_eq!(
-            try_touched_vec("k", huge, 0u32).err(),
-            Some(OutOfMemory { key: "k" })
+            Fifo::reserved(&Heap, "actions", huge, 0u64)
+                .err()
+                .map(|e| e.key),
+            Some("actions")
         );
-        assert!(Fifo::try_new("actions", huge, 0u64).is_err());
         let e = PolicyError::from(OutOfMemory {
             key: "recorder_capacity",
         });
         assert_eq!(e.field, "recorder_capacity");
         let v = try_filled("k", 5, 7u8).expect("room for five");
         assert_eq!(v, [7; 5]);
-        let t = try_touched_vec("k", 5, 7u8).expect("room");
-        assert!(t.is_empty() && t.capacity() >= 5);
-        let f = Fifo::try_new("k", 0, 1u8).expect("room");
+        let f = Fifo::reserved(&Heap, "k", 0, 1u8).expect("room");
         assert_eq!(f.capacity(), 1);
         assert_eq!(Heap.filled("k", 3, 2u16), Ok(std::vec![2, 2, 2]));
         assert!(Heap.filled("k", huge, 0u64).is_err());

@@ -95,25 +95,6 @@ pub(crate) struct TimerContext {
     pub(crate) id: u32,
 }
 
-/// `value` in pool memory, or `None` (and `value` dropped) when the pool is short: what
-/// `Box::try_new` would be. `Box::new` would call handle_alloc_error, which bugchecks.
-pub(crate) fn try_box<T>(value: T) -> Option<alloc::boxed::Box<T>> {
-    let layout = core::alloc::Layout::new::<T>();
-    if layout.size() == 0 || planted(Defect::InfallibleAllocation) {
-        return Some(alloc::boxed::Box::new(value));
-    }
-    // SAFETY: a layout of non-zero size, as `alloc` requires.
-    let p = unsafe { alloc::alloc::alloc(layout) }.cast::<T>();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` is fresh memory of T's size and alignment; written once, then owned by the
-    // Box, which frees it with the same layout through the global allocator.
-    unsafe { p.write(value) };
-    // SAFETY: as above.
-    Some(unsafe { alloc::boxed::Box::from_raw(p) })
-}
-
 /// Room for a `T` from the pool, `init` writing the value straight into it: `Ok` with the
 /// box, or `Err(None)` when the pool is short, or `Err(Some(e))` when `init` failed (it must
 /// then have written nothing: the room is freed as it is). A large value (the bus, the

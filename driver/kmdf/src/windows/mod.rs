@@ -165,15 +165,16 @@ extern "C" fn evt_release_hardware(device: WDFDEVICE, _translated: WDFCMRESLIST)
         // A stop or a removal: KMDF does not say which. What the bus keeps is resumed by the
         // next prepare, or freed with the FDO.
         if let Some(bus) = ctx.detach() {
-            match context::try_box(bus.park()) {
-                Some(parked) => {
+            let parked = bus.park();
+            match context::build_in_pool(|room| Ok::<_, ()>(room.write(parked))) {
+                Ok(parked) => {
                     ctx.park(parked);
                     ctx.stopped
                         .store(true, core::sync::atomic::Ordering::Release);
                 }
                 // The children's registrations go: the next start is a new bus, where their
                 // kept ids are refused as stale (generations).
-                None => log::error!("release hardware: no pool to keep the bus"),
+                Err(_) => log::error!("release hardware: no pool to keep the bus"),
             }
         }
     }
