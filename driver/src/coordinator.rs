@@ -589,5 +589,5 @@ impl Coordinator {
     }
 }
 
-#[cfg(all(test, feature = "sim"))]
+#[cfg(test)]
 mod tests;

@@ -634,6 +634,3 @@ pub fn result_name(code: u32) -> Option<&'static str> {
     };
     Some(result.as_str())
 }
-
-#[cfg(all(test, feature = "sim"))]
-mod tests;

@@ -1,8 +1,9 @@
 //! hcabus: the soft-reset coordinator of an InfiniBand HCA bus driver.
 //!
 //! The core ([`coordinator`], [`hca`], [`policy`], [`recorder`]) is `no_std` + `alloc` and
-//! sans-IO: it never reads a clock, spawns a thread or takes a lock. Feature `sim` adds the
-//! simulated HCA and the two hosts (virtual time and real threads) that run it.
+//! sans-IO: it never reads a clock, spawns a thread or takes a lock. [`host`] is the one locked
+//! host that runs it over a platform (the KMDF driver's, or with feature `std` threads). The
+//! simulated adapter and the virtual-time hosts are the crate hcabus-sim, outside the product.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
 
@@ -16,6 +17,7 @@ pub mod bus_abi;
 pub mod coordinator;
 pub mod errors;
 pub mod fabric;
+pub mod fault;
 pub mod hca;
 pub mod host;
 pub mod ioctl;
@@ -27,9 +29,6 @@ pub mod time;
 pub mod timers;
 pub mod types;
 pub mod verbs;
-
-#[cfg(feature = "sim")]
-pub mod sim;
 
 pub use coordinator::{
     Action, ClientInfo, Config, Coordinator, ExecuteOutcome, Registration, ResetRecord, ResetResult,

@@ -331,6 +331,3 @@ impl<R: RegisterAccess> Hca for MmioHca<R> {
         self.settle
     }
 }
-
-#[cfg(all(test, feature = "sim"))]
-mod tests;

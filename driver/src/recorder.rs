@@ -14,8 +14,8 @@ use core::fmt;
 pub use codec::{RECORD_BYTES, RECORD_V4_BYTES};
 
 use crate::errors::RefusalCode;
+use crate::fault::FaultCode;
 use crate::hca::{HwError, HwResult, HwStep, Readiness};
-use crate::ioctl::FaultCode;
 use crate::time::Instant;
 use crate::types::{Actor, PortState, VetoReason};
 use crate::types::{Call, PnpOp, ShortText, State};

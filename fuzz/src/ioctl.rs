@@ -10,9 +10,9 @@
 use std::hash::Hasher;
 
 use hcabus::ioctl::*;
-use hcabus::sim::{Behavior, SimHost, SimSetup};
 use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
 use hcabus::{Duration, Policy};
+use hcabus_sim::{Behavior, SimHost, SimSetup};
 
 use crate::Reader;
 

@@ -3,7 +3,7 @@
 //! `cargo run -p hcabus-fuzz --bin fuzz-seeds` writes them under fuzz/corpus/<target>/.
 
 use hcabus::ioctl::CODES;
-use hcabus::sim::SimHost;
+use hcabus_sim::SimHost;
 
 /// (target, file name, bytes).
 pub type Seed = (&'static str, String, Vec<u8>);
@@ -75,7 +75,7 @@ fn scenario_seeds(out: &mut Vec<Seed>) -> std::io::Result<()> {
 }
 
 fn record_seeds(out: &mut Vec<Seed>) {
-    let mut setup = hcabus::sim::random_setup(7);
+    let mut setup = hcabus_sim::random_setup(7);
     setup.recorder_capacity = 4096;
     let Ok(mut host) = SimHost::new(&setup) else {
         return;

@@ -5,9 +5,9 @@ use std::boxed::Box;
 use std::string::String;
 use std::vec::Vec;
 
-use hcabus::sim::{Agent, Behavior, ScriptedAgent, SimHost, SimSetup};
 use hcabus::types::ClientDesc;
 use hcabus::PolicyError;
+use hcabus_sim::{Agent, Behavior, ScriptedAgent, SimHost, SimSetup};
 
 use crate::access::{Ibal, IbalConfig};
 use crate::block::IoStats;
@@ -103,7 +103,7 @@ pub enum BuildError {
     NoSuchDisk(String),
     /// The adapters could not be put in one host.
     #[error("{0}")]
-    Adapters(hcabus::sim::MultiHostError),
+    Adapters(hcabus_sim::MultiHostError),
 }
 
 /// Builds the host with IBAL and every client of `setup`.

@@ -1,8 +1,8 @@
 //! Helpers shared by the hcabus integration suites (scenarios, simulation, model checking).
 
-use hcabus::sim::{Behavior, SimHost, SimSetup};
 use hcabus::types::{ClientDesc, ClientFlags, ClientKind, EventKind};
 use hcabus::Duration;
+use hcabus_sim::{Behavior, SimHost, SimSetup};
 
 /// A client description; panics on a name that does not fit (test inputs are literals).
 pub fn desc(name: &str, kind: ClientKind, flags: ClientFlags) -> ClientDesc {

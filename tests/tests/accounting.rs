@@ -3,8 +3,8 @@
 //! (docs/design.md §9: submitted = completed + failed + in flight + lost).
 
 use hcabus::bus::ClientReport;
-use hcabus::sim::{Fault, SimHost};
 use hcabus::{Duration, Instant, State};
+use hcabus_sim::{Fault, SimHost};
 use ibal::block::IoStats;
 use ibal::budget;
 use ibal::disk::{DiskConfig, SrpClient};

@@ -3,10 +3,10 @@
 use hcabus::bus::{BusHandle, ClientReport};
 use hcabus::fabric::Fabric;
 use hcabus::ioctl::Wire;
-use hcabus::sim::{Behavior, Fault, RemoteError, SimHost};
 use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant, State};
+use hcabus_sim::{Behavior, Fault, RemoteError, SimHost};
 use hcabus_tests::desc;
 use ibal::disk::SrpClient;
 use ibal::ipoib::IpoibClient;
@@ -276,7 +276,7 @@ const PEER: RemoteQp = RemoteQp {
 /// An RC queue pair in `pd` connected to `PEER`, ready to answer RDMA.
 fn connected_qp(
     ibal: &mut Ibal,
-    bus: &mut hcabus::sim::Bus<'_>,
+    bus: &mut hcabus_sim::Bus<'_>,
     c: ConsumerId,
     pd: PdHandle,
 ) -> QpHandle {
@@ -293,7 +293,7 @@ fn connected_qp(
 
 fn region(
     ibal: &mut Ibal,
-    bus: &mut hcabus::sim::Bus<'_>,
+    bus: &mut hcabus_sim::Bus<'_>,
     c: ConsumerId,
     pd: PdHandle,
     addr: u64,

@@ -1,7 +1,7 @@
 //! Same seed, same run; random runs hold every invariant (and replay from their seed).
 
-use hcabus::sim::{random_setup, scenarios, SimHost};
 use hcabus::types::State;
+use hcabus_sim::{random_setup, scenarios, SimHost};
 use hcabus_tests::run;
 
 fn record_of(seed: u64) -> Vec<u8> {

@@ -2,8 +2,8 @@
 //! reset, a failed device restarted, faults injected, the log read back.
 
 use hcabus::ioctl::*;
-use hcabus::sim::SimHost;
 use hcabus::{Instant, State};
+use hcabus_sim::SimHost;
 use ibal::stack;
 
 const ALL: Rights = Rights::READ.union(Rights::WRITE);
@@ -191,7 +191,7 @@ fn a_cable_pull_by_ioctl_on_a_host_without_a_modelled_fabric_is_reported_and_rid
 
 #[test]
 fn a_cable_pull_on_a_port_the_adapter_lacks_is_refused_and_changes_nothing() {
-    let mut setup = hcabus::sim::SimSetup::default();
+    let mut setup = hcabus_sim::SimSetup::default();
     setup.hca.ports = 1;
     let mut host = SimHost::new(&setup).expect("host");
     let before = host.coordinator().recorder().next_seq();
@@ -234,7 +234,7 @@ fn query_health_shows_the_catastrophic_syndrome_the_poll_read_and_the_recovery()
         h.counter_moved_us, 2_000_000,
         "the counter moved at the last read"
     );
-    host.inject(hcabus::sim::Fault::Catastrophic);
+    host.inject(hcabus_sim::Fault::Catastrophic);
     host.run_until(Instant::from_ms(3_000));
     let h = health(&mut host);
     assert_eq!(
@@ -261,7 +261,7 @@ fn query_health_says_failed_when_auto_recover_is_off() {
     setup.sim.faults.clear();
     setup.sim.policy.auto_recover = false;
     let mut host = stack::build(&setup).expect("stack");
-    host.inject(hcabus::sim::Fault::Hang);
+    host.inject(hcabus_sim::Fault::Hang);
     host.run_until(Instant::from_ms(10_000));
     let h = health(&mut host);
     assert_eq!(h.reporter_state, ReporterState::Failed as u32);

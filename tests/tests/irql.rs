@@ -1,7 +1,7 @@
 //! The verifier's IRQL model: raising nests, blocking is refused at DISPATCH_LEVEL, and the
 //! level is per thread.
 
-use hcabus::sim::verifier::*;
+use hcabus::host::irql::*;
 
 #[test]
 fn raising_and_lowering_nests() {

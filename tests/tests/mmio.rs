@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use hcabus::coordinator::*;
 use hcabus::hca::{HwStep, Identity};
 use hcabus::mmio::{MmioHca, FLR_SETTLE, SOFT_RESET_SETTLE};
-use hcabus::sim::{FakeConnectX, FakeFaults, Stepper};
 use hcabus::types::*;
 use hcabus::Policy;
+use hcabus_sim::{FakeConnectX, FakeFaults, Stepper};
 
 type Rig = Stepper<MmioHca<FakeConnectX>>;
 

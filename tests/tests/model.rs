@@ -2,9 +2,9 @@
 //! never panics the coordinator and never breaks its invariants or the event guarantees.
 
 use hcabus::coordinator::*;
-use hcabus::sim::{SimHca, SimHcaConfig, Stepper};
 use hcabus::types::*;
 use hcabus::Policy;
+use hcabus_sim::{SimHca, SimHcaConfig, Stepper};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

@@ -28,10 +28,10 @@ use std::hash::Hasher;
 use hcabus::coordinator::*;
 use hcabus::hca::{HealthSample, HwCompletion, HwError, HwResult, HwStep, Identity, Readiness};
 use hcabus::recorder::{HwOutcome, RecordKind};
-use hcabus::sim::InvariantChecker;
 use hcabus::timers::TimerTable;
 use hcabus::types::*;
 use hcabus::{Instant, Policy};
+use hcabus_sim::InvariantChecker;
 
 const CLIENTS: usize = 3;
 const MAX_EPOCH: u64 = 3;

@@ -3,9 +3,9 @@
 //! I/O exactly once.
 
 use hcabus::bus::ClientReport;
-use hcabus::sim::{Fault, MultiHost};
 use hcabus::types::EventKind;
 use hcabus::{Duration, Instant};
+use hcabus_sim::{Fault, MultiHost};
 use ibal::disk::SrpClient;
 use ibal::stack::{self, ClientSpec, MultiSetup};
 

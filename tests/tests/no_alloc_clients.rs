@@ -5,8 +5,8 @@
 
 use std::alloc::System;
 
-use hcabus::sim::SimHost;
 use hcabus::Instant;
+use hcabus_sim::SimHost;
 use ibal::disk::SrpClient;
 use ibal::stack;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};

@@ -5,9 +5,9 @@
 
 use std::alloc::System;
 
-use hcabus::sim::{Behavior, Fault, SimHcaConfig, SimHost, SimSetup};
 use hcabus::types::*;
 use hcabus::{Duration, Instant, Policy};
+use hcabus_sim::{Behavior, Fault, SimHcaConfig, SimHost, SimSetup};
 use hcabus_tests::{acks_after, desc};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 

@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hcabus::coordinator::Config;
-use hcabus::sim::{EventCallback, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
+use hcabus::host::{EventCallback, ThreadedBus, ThreadedHost};
 use hcabus::types::*;
 use hcabus::types::{AdminReset, State};
 use hcabus::{Duration, Policy};
+use hcabus_sim::{SharedSimHca, SimHca, SimHcaConfig};
 use hcabus_tests::{desc, wait_for};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 

@@ -8,9 +8,9 @@
 
 #![cfg(target_os = "linux")]
 
-use hcabus::sim::bench::{bench_setup, FaultCounter, FaultScope};
-use hcabus::sim::{Fault, SimHost};
 use hcabus::{Duration, Instant};
+use hcabus_sim::bench::{bench_setup, FaultCounter, FaultScope};
+use hcabus_sim::{Fault, SimHost};
 
 /// Faults taken by this thread while `f` runs.
 fn faults_in(f: impl FnOnce()) -> u64 {

@@ -2,10 +2,10 @@
 
 use hcabus::bus::{BusHandle, Client, ClientReport};
 use hcabus::recorder::RecordKind;
-use hcabus::sim::{scenarios, Behavior, Fault, SimHost, SimSetup};
 use hcabus::types::*;
 use hcabus::types::{ClientState, State};
 use hcabus::{Duration, Instant, Policy};
+use hcabus_sim::{scenarios, Behavior, Fault, SimHost, SimSetup};
 use hcabus_tests::{acks_after, desc, events_of, run};
 use EventKind::*;
 
@@ -313,7 +313,7 @@ fn surprise_removal_mid_reset_ends_everything() {
 #[test]
 fn every_fault_has_one_name_and_every_ioctl_code_one_fault() {
     use hcabus::ioctl::{FaultCode, FaultRequest};
-    use hcabus::sim::FaultArgs;
+    use hcabus_sim::FaultArgs;
     for f in Fault::ALL {
         let count = if f.takes_count() { 3 } else { 1 };
         let expect = f.with_count(count);
@@ -381,7 +381,7 @@ fn every_fault_has_one_name_and_every_ioctl_code_one_fault() {
 /// the sweep. (Restoring takes no virtual time in the simulator: no pull can land inside it.)
 #[test]
 fn a_cable_pulled_in_any_state_of_a_reset_stays_out_until_its_plug_back() {
-    use hcabus::sim::SimHcaConfig;
+    use hcabus_sim::SimHcaConfig;
     for target in [
         State::Operational,
         State::Preparing,

@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use hcabus::coordinator::Config;
-use hcabus::sim::{EventCallback, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost};
+use hcabus::host::{EventCallback, ThreadedBus, ThreadedHost};
 use hcabus::types::*;
 use hcabus::types::{AdminReset, State};
 use hcabus::{Duration, Policy};
+use hcabus_sim::{SharedSimHca, SimHca, SimHcaConfig};
 use hcabus_tests::{desc, wait_for};
 
 fn policy() -> Policy {
@@ -418,10 +419,10 @@ fn a_call_at_dispatch_level_is_delivered_on_another_thread() {
     let cb: Arc<dyn EventCallback> = seen.clone();
     bus.register(desc("where", ClientKind::Custom, ClientFlags::empty()), cb)
         .expect("register");
-    let raised = hcabus::sim::verifier::set(hcabus::sim::verifier::Irql::Dispatch);
+    let raised = hcabus::host::irql::set(hcabus::host::irql::Irql::Dispatch);
     let reset = bus.admin_reset(AdminReset::Forced);
     let here = seen.0.lock().expect("log").clone();
-    hcabus::sim::verifier::set(raised);
+    hcabus::host::irql::set(raised);
     reset.expect("reset");
     let me = std::thread::current().id();
     assert!(

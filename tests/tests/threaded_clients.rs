@@ -14,13 +14,11 @@ use std::sync::Arc;
 
 use hcabus::bus::ClientReport;
 use hcabus::coordinator::Config;
-use hcabus::sim::{
-    EventCallback, Hosted, SharedSimHca, SimHca, SimHcaConfig, ThreadedBus, ThreadedHost, Wake,
-    Workers,
-};
+use hcabus::host::{EventCallback, ThreadedBus, ThreadedHost};
 use hcabus::types::State;
 use hcabus::types::*;
 use hcabus::{Duration, Policy};
+use hcabus_sim::{Hosted, SharedSimHca, SimHca, SimHcaConfig, Wake, Workers};
 use hcabus_tests::{desc, wait_for};
 use ibal::block::IoStats;
 use ibal::disk::SrpClient;

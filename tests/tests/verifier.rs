@@ -7,14 +7,12 @@ use std::time::Duration as StdDuration;
 
 use hcabus::bus::{BusHandle, Client, ClientReport};
 use hcabus::coordinator::Config;
-use hcabus::sim::verifier::{self, BlockAtDispatch, Irql};
-use hcabus::sim::{
-    Agent, Behavior, EventCallback, Fault, SharedSimHca, SimHca, SimHcaConfig, SimHost, SimSetup,
-    ThreadedBus, ThreadedHost,
-};
+use hcabus::host::irql::{self, BlockAtDispatch, Irql};
+use hcabus::host::{EventCallback, ThreadedBus, ThreadedHost};
 use hcabus::types::AdminReset;
 use hcabus::types::*;
 use hcabus::{Duration, Instant, Policy};
+use hcabus_sim::{Agent, Behavior, Fault, SharedSimHca, SimHca, SimHcaConfig, SimHost, SimSetup};
 use hcabus_tests::desc;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -42,7 +40,7 @@ impl<B: BusHandle + ?Sized> Client<B> for Careless {
 
     fn on_event(&mut self, bus: &mut B, id: ClientId, event: Event) {
         self.events.push(event.kind());
-        self.irql_in_callback.push(verifier::current());
+        self.irql_in_callback.push(irql::current());
         if let Event::Reset { epoch, .. } = event {
             let scratch: Vec<u64> = (0..64).collect();
             std::hint::black_box(&scratch);
@@ -103,7 +101,7 @@ fn verifier_catches_allocation_and_blocking_at_dispatch_level() {
         setup
             .clients
             .iter()
-            .map(|(d, b)| Box::new(hcabus::sim::ScriptedAgent::new(*d, *b)) as Box<dyn Agent>),
+            .map(|(d, b)| Box::new(hcabus_sim::ScriptedAgent::new(*d, *b)) as Box<dyn Agent>),
     );
     let mut host = SimHost::with_agents(&setup, agents).expect("setup");
     host.set_alloc_probe(allocations);
@@ -118,7 +116,7 @@ fn verifier_catches_allocation_and_blocking_at_dispatch_level() {
         [EventKind::Reset, EventKind::ResetEnd]
     );
     assert_eq!(
-        verifier::current(),
+        irql::current(),
         Irql::Passive,
         "lowered after the callbacks"
     );
@@ -148,7 +146,7 @@ fn verifier_catches_allocation_and_blocking_at_dispatch_level() {
         impatient.clone(),
     )
     .expect("register");
-    let blocked_before = verifier::block_violations();
+    let blocked_before = irql::block_violations();
     bus.admin_reset(AdminReset::Forced).expect("reset");
     assert_eq!(
         bus.wait_idle(StdDuration::from_secs(20)),
@@ -163,5 +161,5 @@ fn verifier_catches_allocation_and_blocking_at_dispatch_level() {
             what: "ThreadedBus::wait_idle"
         }))
     );
-    assert_eq!(verifier::block_violations(), blocked_before + 1);
+    assert_eq!(irql::block_violations(), blocked_before + 1);
 }

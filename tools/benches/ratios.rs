@@ -16,12 +16,12 @@
 use std::hint::black_box;
 use std::time::Instant as Wall;
 
-use hcabus::sim::bench::{
-    bench_setup, threaded_faults, FaultCounter, FaultScope, Floor, MinimalHost,
-};
-use hcabus::sim::{Fault, SimHost};
 use hcabus::types::Epoch;
 use hcabus::{Duration, Instant};
+use hcabus_sim::bench::{
+    bench_setup, threaded_faults, FaultCounter, FaultScope, Floor, MinimalHost,
+};
+use hcabus_sim::{Fault, SimHost};
 use ibal::stack::compare::{self, Cycle};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 

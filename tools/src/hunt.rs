@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use hcabus::sim::{random_setup, SimHost};
+use hcabus_sim::{random_setup, SimHost};
 use ibal::stack;
 
 /// What to hunt.

@@ -1,7 +1,7 @@
 //! The JSON report of docs/design.md §9. Field names and their order are a contract with outside
 //! tools: keep them exactly.
 
-use hcabus::sim::{MultiHost, ResetReport, SimHost};
+use hcabus_sim::{MultiHost, ResetReport, SimHost};
 use ibal::stack;
 use serde::Serialize;
 

@@ -4,9 +4,9 @@
 //! what serde cannot know (a key that does not apply to a client's kind, a port the adapter
 //! does not have, an event after the end) is checked here, and every refusal names the key.
 
-use hcabus::sim::{Behavior, Fault, FaultArgs, SimHcaConfig, SimSetup};
 use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
 use hcabus::{Duration, Identity, Instant, Policy};
+use hcabus_sim::{Behavior, Fault, FaultArgs, SimHcaConfig, SimSetup};
 use ibal::disk::DiskConfig;
 use ibal::ipoib::IpoibConfig;
 use ibal::stack::{ClientSpec, StackSetup};

@@ -21,8 +21,8 @@ use std::thread;
 use std::time::{Duration, Instant as WallInstant};
 
 use hcabus::ioctl::{Caller, NtStatus, Rights};
-use hcabus::sim::MultiHost;
 use hcabus::Instant;
+use hcabus_sim::MultiHost;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
 use crate::device;

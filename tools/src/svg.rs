@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use hcabus::hca::HwStep;
 use hcabus::recorder::{Record, RecordKind};
-use hcabus::sim::SimHost;
 use hcabus::types::EventKind;
 use hcabus::types::{Call, State};
+use hcabus_sim::SimHost;
 
 mod io;
 mod ports;

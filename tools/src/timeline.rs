@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use hcabus::hca::HwStep;
 use hcabus::recorder::{HwOutcome, Record, RecordKind};
-use hcabus::sim::{Fault, SimHost};
 use hcabus::types::Call;
 use hcabus::types::{ClientId, PortState};
+use hcabus_sim::{Fault, SimHost};
 
 const TIME_W: usize = 10;
 const BUS_W: usize = 34;

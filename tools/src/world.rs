@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use hcabus::bus::ClientReport;
-use hcabus::sim::MultiHost;
+use hcabus_sim::MultiHost;
 use ibal::disk::SrpClient;
 use ibal::multipath::PathEventKind;
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hcabus::sim::{EventCallback, ThreadedBus};
+use hcabus::host::{EventCallback, ThreadedBus};
 use hcabus::types::{ClientId, Event};
 use hcabus_cabi::CCallback;
 

@@ -4,7 +4,7 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
 use hcabus::bus_abi::*;
-use hcabus::sim::ThreadedBus;
+use hcabus::host::ThreadedBus;
 
 use crate::callback::callback_of;
 use crate::{guard, sim_from, HcabusSim};

@@ -15,10 +15,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use hcabus::bus_abi::{status, HcabusStatus};
-use hcabus::sim::verifier::Irql;
-use hcabus::sim::{SharedSimHca, SimHca, SimHcaConfig, ThreadedHost};
+use hcabus::host::irql::Irql;
+use hcabus::host::ThreadedHost;
 use hcabus::types::AdminReset;
 use hcabus::{Config, Duration, Policy};
+use hcabus_sim::{SharedSimHca, SimHca, SimHcaConfig};
 
 mod callback;
 mod interface;
@@ -259,7 +260,7 @@ pub unsafe extern "C" fn hcabus_sim_wait_idle(
 /// [`hcabus_sim_lower_irql`].
 #[no_mangle]
 pub extern "C" fn hcabus_sim_raise_irql_to_dispatch() -> u8 {
-    hcabus::sim::verifier::set(Irql::Dispatch) as u8
+    hcabus::host::irql::set(Irql::Dispatch) as u8
 }
 
 /// KeLowerIrql: back to `old_irql`, what [`hcabus_sim_raise_irql_to_dispatch`] returned. A
@@ -274,7 +275,7 @@ pub extern "C" fn hcabus_sim_lower_irql(old_irql: u8) {
             return;
         }
     };
-    hcabus::sim::verifier::set(level);
+    hcabus::host::irql::set(level);
 }
 
 #[cfg(test)]

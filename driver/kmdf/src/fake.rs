@@ -9,9 +9,9 @@ use std::vec::Vec;
 use hcabus::bus_abi::HcabusEvent;
 use hcabus::host::Bus;
 use hcabus::mmio::{MmioHca, RegisterAccess};
-use hcabus::sim::FakeConnectX;
 use hcabus::types::{ClientId, Event, PnpOp, TimerId};
 use hcabus::{Duration, Instant};
+use hcabus_sim::FakeConnectX;
 
 use crate::platform::{
     ChildFunction, EventLogEntry, Irql, KmdfPlatform, Lock, Platform, PlatformError, Scheduled,

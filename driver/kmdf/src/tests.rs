@@ -10,9 +10,9 @@ use hcabus::coordinator::Config;
 use hcabus::hca::Identity;
 use hcabus::ioctl::Wire;
 use hcabus::ioctl::{self, NtStatus, Rights};
-use hcabus::sim::{FakeConnectX, FakeFaults};
 use hcabus::types::*;
 use hcabus::Policy;
+use hcabus_sim::{FakeConnectX, FakeFaults};
 
 use crate::device::*;
 use crate::fake::*;

@@ -247,6 +247,3 @@ impl Coordinator {
         self.enter_restoring(follow_up);
     }
 }
-
-#[cfg(all(test, feature = "sim"))]
-mod tests;

@@ -162,7 +162,7 @@ impl Coordinator {
     pub fn fault_injected(
         &mut self,
         now: Instant,
-        fault: &crate::ioctl::FaultRequest,
+        fault: &crate::fault::FaultRequest,
         accepted: bool,
     ) {
         self.advance(now);

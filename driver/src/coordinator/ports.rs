@@ -16,9 +16,6 @@ use crate::recorder::RecordKind;
 use crate::time::Instant;
 use crate::types::*;
 
-#[cfg(all(test, feature = "sim"))]
-mod tests;
-
 /// What the bus knows of one port: what the hardware last reported of it.
 pub type PortView = PortAttrs;
 

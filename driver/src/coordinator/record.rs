@@ -86,12 +86,7 @@ pub const FORCED_NAMES: usize = 4;
 
 impl ResetFacts {
     /// A reset of `epoch` for `reason` that began at `now`.
-    pub(crate) const fn begun(
-        epoch: Epoch,
-        reason: ResetReason,
-        now: Instant,
-        restart: bool,
-    ) -> Self {
+    pub const fn begun(epoch: Epoch, reason: ResetReason, now: Instant, restart: bool) -> Self {
         ResetFacts {
             epoch,
             reason,
@@ -228,7 +223,7 @@ impl core::ops::DerefMut for ResetRecord {
 impl ResetRecord {
     /// Becomes a copy of `other` within its own reserved capacity: no allocation (a
     /// derived `clone_from` would allocate a new `forced` list).
-    pub(crate) fn copy_from(&mut self, other: &ResetRecord) {
+    pub fn copy_from(&mut self, other: &ResetRecord) {
         self.facts = other.facts;
         let n = other.forced().len().min(self.ids.len());
         self.ids[..n].copy_from_slice(&other.forced()[..n]);
@@ -246,8 +241,10 @@ impl ResetRecord {
         self.ids.len()
     }
 
-    #[cfg(any(test, feature = "sim"))]
-    pub(crate) fn with_capacity(max_clients: usize) -> Self {
+    /// A record with room for `max_clients` forced ids, on the heap (a host on std keeps
+    /// finished records in these; the driver reserves through its platform instead).
+    #[cfg(any(test, feature = "std"))]
+    pub fn with_capacity(max_clients: usize) -> Self {
         let mut r = Self::empty();
         if let Err(e) = r.reserve(&crate::reserve::Heap, max_clients) {
             panic!("{e}");

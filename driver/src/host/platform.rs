@@ -2,7 +2,7 @@
 //! deferred calls, the clock, client callbacks, PnP and the event log.
 //!
 //! Three platforms implement it: the KMDF driver's (WDFSPINLOCK, WDFTIMER, WDFDPC,
-//! WDFWORKITEM; driver/kmdf/src/windows), the threaded host's on std ([`crate::sim::threaded`]:
+//! WDFWORKITEM; driver/kmdf/src/windows), the threaded host's on std ([`crate::host::threaded`]:
 //! mutexes, a timer thread, deferred calls run by the calling thread) and the shuttle suite's
 //! (tests/shuttle: the same on shuttle's primitives and a virtual clock). The kmdf crate's
 //! fake kernel is a fourth, which records every call with the IRQL it was made at.

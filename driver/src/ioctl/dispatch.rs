@@ -77,7 +77,7 @@ impl Reply {
         Reply { status, bytes: 0 }
     }
 
-    pub(crate) const fn ok(bytes: usize) -> Self {
+    pub const fn ok(bytes: usize) -> Self {
         Reply {
             status: NtStatus::SUCCESS,
             bytes,

@@ -3,8 +3,8 @@
 
 use super::{HwOutcome, Record, RecordKind};
 use crate::errors::RefusalCode;
+use crate::fault::FaultCode;
 use crate::hca::HwStep;
-use crate::ioctl::FaultCode;
 use crate::time::Instant;
 use crate::types::{Actor, PortState, ResetReason, ShortText, State, MAX_PORTS};
 use crate::types::{Call, ClientId, Epoch, EventKind, FailReason, PnpOp, ResetOutcome};

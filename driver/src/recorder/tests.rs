@@ -92,14 +92,14 @@ fn every_kind() -> Vec<RecordKind> {
             new: u64::MAX,
         },
         RecordKind::FaultInjected {
-            fault: crate::ioctl::FaultCode::PortDown,
+            fault: crate::fault::FaultCode::PortDown,
             count: 0,
             port: 2,
             duration_ms: 3_600_000,
             accepted: true,
         },
         RecordKind::FaultInjected {
-            fault: crate::ioctl::FaultCode::ResetFails,
+            fault: crate::fault::FaultCode::ResetFails,
             count: 64,
             port: 0,
             duration_ms: 0,

@@ -4,9 +4,9 @@ use super::*;
 use hcabus::coordinator::{Coordinator, Registration};
 use hcabus::errors::{RegisterError, UnregisterError};
 use hcabus::hca::Hca;
-use hcabus::sim::{RemoteError, SimHca, SimHcaConfig};
 use hcabus::types::{ClientDesc, ClientId};
 use hcabus::{Instant, Policy};
+use hcabus_sim::{RemoteError, SimHca, SimHcaConfig};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 

@@ -12,8 +12,8 @@
 //! IPoIB interface's link up) and say what it cost in I/O; the benches time them and count
 //! their allocations.
 
-use hcabus::sim::{Fault, SimHost};
 use hcabus::{Duration, Instant, State};
+use hcabus_sim::{Fault, SimHost};
 
 use super::{agents, BuildError, StackSetup};
 use crate::disk::SrpClient;

@@ -4,9 +4,9 @@
 
 use std::vec::Vec;
 
-use hcabus::sim::{Behavior, SimHcaConfig};
 use hcabus::types::ClientDesc;
 use hcabus::Duration;
+use hcabus_sim::{Behavior, SimHcaConfig};
 
 use super::{AdapterSetup, ClientSpec, MultiSetup, MultipathSpec, StackSetup};
 use crate::access::IbalConfig;
@@ -72,11 +72,11 @@ fn ipoib(port: u8, peer_lid: u16) -> IpoibConfig {
 
 /// The embedded default of docs/design.md §9: a boot-from-SAN host under load — the access layer,
 /// IPoIB on both ports, the boot disk on the paging path and a data LUN, both busy, and a
-/// user-verbs process — on the run of [`hcabus::sim::scenarios::boot_from_san_run`]
+/// user-verbs process — on the run of [`hcabus_sim::scenarios::boot_from_san_run`]
 /// (a catastrophic firmware error at 1.4 s), which it rides through, with the device and
 /// fabric timings of [`REALISTIC`] and ten seconds to show it.
 pub fn boot_from_san() -> StackSetup {
-    let mut sim = hcabus::sim::scenarios::boot_from_san_run();
+    let mut sim = hcabus_sim::scenarios::boot_from_san_run();
     sim.hca = REALISTIC.apply(sim.hca);
     sim.duration = Duration::from_ms(EMBEDDED_RUN_MS);
     StackSetup {
@@ -112,7 +112,7 @@ pub fn boot_from_san() -> StackSetup {
 /// its time on the clients rather than waiting for a fabric.
 pub fn boot_from_san_fast() -> StackSetup {
     StackSetup {
-        sim: hcabus::sim::scenarios::boot_from_san_run(),
+        sim: hcabus_sim::scenarios::boot_from_san_run(),
         ..boot_from_san()
     }
 }
@@ -169,8 +169,8 @@ pub fn boot_from_san_multipath() -> MultiSetup {
 /// The multipath host under random faults on both adapters, from `seed`: the hunt for
 /// lost, duplicated or corrupted I/O across failovers. Any failure replays from its seed.
 pub fn random_multipath(seed: u64) -> MultiSetup {
-    use hcabus::sim::Fault;
     use hcabus::Instant;
+    use hcabus_sim::Fault;
     use rand::{Rng, SeedableRng};
 
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -253,8 +253,8 @@ pub fn random_multipath(seed: u64) -> MultiSetup {
 /// The default host under a random fault plan and policy from `seed`: used to hunt for
 /// lost, duplicated or corrupted I/O under every fault; any failure replays from its seed.
 pub fn random_stack(seed: u64) -> StackSetup {
-    use hcabus::sim::Fault;
     use hcabus::Instant;
+    use hcabus_sim::Fault;
     use rand::{Rng, SeedableRng};
 
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -298,14 +298,14 @@ pub fn random_stack(seed: u64) -> StackSetup {
     };
     p.auto_restart_window_ms = rng.gen_range(3_000..20_000);
     p.abort_on_unresponsive = rng.gen_bool(0.3);
-    hcabus::sim::draw_recovery_policy(&mut rng, p);
+    hcabus_sim::draw_recovery_policy(&mut rng, p);
     setup.sim.hca.hw_reset = Duration::from_ms(rng.gen_range(10..1_500));
     // One run in three also gets a shaped pair aimed at the phases of one reset.
     if rng.gen_bool(1.0 / 3.0) {
         let start = Instant::from_ms(rng.gen_range(300..4_000));
         let quiesce_ms = setup.sim.policy.quiesce_deadline_ms;
         let hw_reset_ms = setup.sim.hca.hw_reset.as_ms();
-        let pair = hcabus::sim::shaped_faults(&mut rng, start, quiesce_ms, hw_reset_ms);
+        let pair = hcabus_sim::shaped_faults(&mut rng, start, quiesce_ms, hw_reset_ms);
         setup.sim.faults.extend(pair);
     }
     for c in &mut setup.clients {
@@ -330,8 +330,8 @@ pub fn random_stack(seed: u64) -> StackSetup {
 }
 
 fn random_fabric(rng: &mut impl rand::Rng, setup: &mut StackSetup) {
-    use hcabus::sim::Fault;
     use hcabus::Instant;
+    use hcabus_sim::Fault;
     let hca = &mut setup.sim.hca;
     hca.link_up = Duration::from_ms(rng.gen_range(0..1_500));
     hca.sm_sweep = Duration::from_ms(rng.gen_range(0..3_000));

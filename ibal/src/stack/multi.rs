@@ -4,7 +4,7 @@
 use std::string::String;
 use std::vec::Vec;
 
-use hcabus::sim::MultiHost;
+use hcabus_sim::MultiHost;
 
 use super::{build_with, io_stats, net_stats, BuildError, ClientSpec, StackSetup};
 use crate::block::IoStats;

@@ -1,5 +1,5 @@
 //! The threaded host's own code, the one locked host ([`hcabus::host::Bus`], which the KMDF
-//! driver ships) over [`hcabus::sim::ThreadPlatform`] (which the threaded host and the C
+//! driver ships) over [`hcabus::host::ThreadPlatform`] (which the threaded host and the C
 //! library run), on [`ShuttleThreads`]: shuttle's Mutex, Condvar, threads and thread-locals,
 //! and a virtual clock. Shuttle then owns every lock, wait, notification and thread switch,
 //! and its schedulers explore the host's interleavings (tests/shuttle.rs).
@@ -15,9 +15,9 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use hcabus::host::irql::BlockAtDispatch;
 use hcabus::host::Bus;
-use hcabus::sim::verifier::BlockAtDispatch;
-use hcabus::sim::{ThreadPlatform, ThreadedHost, Threads};
+use hcabus::host::{ThreadPlatform, ThreadedHost, Threads};
 use hcabus::Instant;
 use shuttle::sync::{Condvar, Mutex, MutexGuard};
 use shuttle::thread;
@@ -41,7 +41,7 @@ shuttle::thread_local! {
     static DEFERRING: Cell<u32> = Cell::new(0);
     /// The thread's IRQL: raised in a callback, or by a child holding its own spin lock.
     static RAISED: Cell<bool> = Cell::new(false);
-    static CONTEXT: usize = hcabus::sim::threads::next_context();
+    static CONTEXT: usize = hcabus::host::threads::next_context();
 }
 
 /// KeRaiseIrql to DISPATCH_LEVEL for a child on a shuttle thread; returns whether it was

@@ -9,12 +9,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hcabus::errors::ExecuteError;
-use hcabus::sim::EventCallback;
-use hcabus::sim::SimHca;
-use hcabus::sim::SimHcaConfig;
+use hcabus::host::EventCallback;
 use hcabus::types::*;
 use hcabus::{Config, Duration, Epoch, ExecuteOutcome, Policy, State};
 use hcabus_shuttle::{ShuttleBus, ShuttleHost, ShuttleThreads, MAX_JUMP_US};
+use hcabus_sim::SimHca;
+use hcabus_sim::SimHcaConfig;
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::sync::{Arc, Condvar, Mutex};
 use shuttle::thread;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use hcabus::sim::{random_setup, MultiHost, SimHost};
+use hcabus_sim::{random_setup, MultiHost, SimHost};
 use hcabus_tools::{report, scenario, timeline};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -226,7 +226,7 @@ impl World {
             World::Many(w) => w.reset_in_progress(),
         }
     }
-    fn set_alloc_probe(&mut self, probe: hcabus::sim::AllocProbe) {
+    fn set_alloc_probe(&mut self, probe: hcabus_sim::AllocProbe) {
         match self {
             World::One(h) => h.set_alloc_probe(probe),
             World::Many(w) => w.set_alloc_probe(probe),

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use hcabus::bus::ClientReport;
-use hcabus::sim::SimHost;
+use hcabus_sim::SimHost;
 use ibal::block::{IoBucket, IoSeries};
 use ibal::disk::SrpClient;
 use ibal::multipath::{Multipath, PathEventKind, SharedMultipath};

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use hcabus::hca::HwStep;
 use hcabus::recorder::{HwOutcome, Record, RecordKind};
-use hcabus::sim::SimHost;
 use hcabus::types::PortState;
+use hcabus_sim::SimHost;
 
 use super::{escape, span, Canvas};
 

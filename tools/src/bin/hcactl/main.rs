@@ -9,7 +9,6 @@ use std::time::Duration as WallDuration;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use hcabus::ioctl::*;
-use hcabus::sim::{Fault, FaultArgs};
 use hcabus::types::MAX_PORTS;
 use hcabus_tools::answer::Answer;
 use serde_json::json;
@@ -464,8 +463,7 @@ fn fault_request(
     duration_ms: Option<u32>,
 ) -> Result<FaultRequest, Failure> {
     // The faults a device can be given: those with an INJECT_FAULT code.
-    let kind = Fault::named(fault).filter(|f| f.code().is_some());
-    let (Some(kind), Some(code)) = (kind, kind.and_then(Fault::code)) else {
+    let Some(code) = FaultCode::parse(fault) else {
         let names: Vec<&str> = FaultCode::ALL.iter().map(|f| f.as_str()).collect();
         return Err(Failure::Usage(format!(
             "unknown fault {fault:?}; one of {}",
@@ -473,7 +471,7 @@ fn fault_request(
         )));
     };
     let usage = |m: &str| Err(Failure::Usage(m.into()));
-    let request = match kind.args() {
+    let request = match code.args() {
         FaultArgs::PortAndDuration => {
             if count.is_some() {
                 return usage("--count: port_down takes --port and --duration-ms");

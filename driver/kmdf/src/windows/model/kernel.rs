@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::string::String;
 use std::vec::Vec;
 
-use hcabus::sim::FakeConnectX;
+use hcabus_sim::FakeConnectX;
 use wdk_sys::*;
 
 use super::{violation, Rule};

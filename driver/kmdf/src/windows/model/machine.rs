@@ -6,7 +6,7 @@
 use std::string::String;
 use std::vec::Vec;
 
-use hcabus::sim::FakeConnectX;
+use hcabus_sim::FakeConnectX;
 use wdk_sys::*;
 
 use super::kernel::{Adapter, Handle, Init, InitOrigin, InitState, Kernel, Kind, Role};

@@ -6,8 +6,8 @@
 use std::process::Command;
 
 use hcabus::ioctl::ResetMode;
-use hcabus::sim::{FakeConnectX, Fault};
 use hcabus::types::{EventKind, State};
+use hcabus_sim::{FakeConnectX, Fault};
 use wdk_sys::*;
 
 use super::admin::{self, ADMIN};
