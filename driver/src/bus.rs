@@ -49,9 +49,11 @@ pub trait BusHandle {
     /// Registers; the host routes later events for the new id to the calling client.
     fn register(&mut self, desc: ClientDesc) -> Result<Registration, RegisterError>;
     fn unregister(&mut self, id: ClientId) -> Result<(), UnregisterError>;
-    /// One input to the coordinator at the bus's time, as the host runs inputs: what the
-    /// calls below are made of (the host implements this, a client uses the calls).
-    fn input<R>(&mut self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R;
+    /// One client call at the bus's time, as the host runs inputs: what the calls below are
+    /// made of (the host implements this, a client uses the calls). The closure gets a
+    /// [`ClientPort`]: the calls a child of the bus may make, and no administrator's,
+    /// hardware's or PnP input.
+    fn input<R>(&mut self, f: impl FnOnce(&mut ClientPort<'_>, Instant) -> R) -> R;
     fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError> {
         self.input(|c, now| c.reset_request(now, id))
     }
@@ -84,6 +86,57 @@ pub trait BusHandle {
     }
     fn rng(&mut self) -> &mut Self::Rng {
         self.device_and_rng().1
+    }
+}
+
+/// The coordinator as a child of the bus reaches it: the client calls of docs/design.md §3
+/// and nothing else. A host builds one around its coordinator for [`BusHandle::input`]; an
+/// administrator's reset, a hardware completion or a PnP input is not reachable through it,
+/// so a client cannot make one by way of its handle:
+///
+/// ```compile_fail
+/// use hcabus::{bus::ClientPort, types::AdminReset, Instant};
+/// fn a_client_tries(port: &mut ClientPort<'_>, now: Instant) {
+///     let _ = port.admin_reset(now, AdminReset::Forced); // no such method on a ClientPort
+/// }
+/// ```
+#[derive(Debug)]
+pub struct ClientPort<'a> {
+    coord: &'a mut Coordinator,
+}
+
+impl<'a> ClientPort<'a> {
+    /// For hosts: the port a client's call goes through.
+    pub fn new(coord: &'a mut Coordinator) -> Self {
+        ClientPort { coord }
+    }
+    pub fn reset_request(&mut self, now: Instant, id: ClientId) -> Result<Epoch, RequestError> {
+        self.coord.reset_request(now, id)
+    }
+    pub fn reset_execute(
+        &mut self,
+        now: Instant,
+        id: ClientId,
+        epoch: Epoch,
+    ) -> Result<ExecuteOutcome, ExecuteError> {
+        self.coord.reset_execute(now, id, epoch)
+    }
+    pub fn reset_consent(
+        &mut self,
+        now: Instant,
+        id: ClientId,
+        epoch: Epoch,
+    ) -> Result<(), ConsentError> {
+        self.coord.reset_consent(now, id, epoch)
+    }
+    pub fn reset_veto(
+        &mut self,
+        now: Instant,
+        id: ClientId,
+        epoch: Epoch,
+        reason: VetoReason,
+    ) -> Result<(), VetoError> {
+        self.coord.reset_veto(now, id, epoch, reason)
     }
 }
 

@@ -31,9 +31,9 @@ mod mutants;
 mod order;
 mod outputs;
 mod ports;
-mod record;
 mod reset;
 mod reset_query;
+mod reset_record;
 mod stage;
 
 pub use health::{HealthError, HealthMonitor, HealthReport, HealthVerdict, STALL_POLLS};
@@ -41,7 +41,7 @@ pub use history::{ResetHistory, ResetSummary, HISTORY_LEN};
 pub use mutants::Mutant;
 use order::Order;
 pub use ports::PortView;
-pub use record::{ResetFacts, ResetRecord, ResetResult, FORCED_NAMES};
+pub use reset_record::{ResetFacts, ResetRecord, ResetResult, FORCED_NAMES};
 use stage::{Entry, FwAllowance, Slot, Stage, Window};
 
 /// What the host must do.

@@ -12,7 +12,7 @@ use hcabus::{Duration, Instant};
 use rand::Rng;
 
 use crate::pattern::*;
-use crate::srp::SrpStatus;
+use crate::srp_target::SrpStatus;
 
 mod series;
 pub use series::{IoBucket, IoSeries, SERIES_BUCKETS, SERIES_START_US};

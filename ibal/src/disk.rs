@@ -19,7 +19,7 @@ use crate::block::*;
 use crate::handle::*;
 use crate::ibal_client::SharedIbal;
 use crate::pattern::{checksum, fill_pattern, write_seed, BLOCK_SIZE};
-use crate::srp::*;
+use crate::srp_target::*;
 
 mod client;
 pub mod slots;

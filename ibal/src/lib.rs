@@ -20,7 +20,7 @@ pub mod ipoib;
 pub mod multipath;
 pub mod pattern;
 pub mod retry;
-pub mod srp;
+pub mod srp_target;
 #[cfg(feature = "sim")]
 pub mod stack;
 pub mod uverbs;

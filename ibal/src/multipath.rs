@@ -21,7 +21,7 @@ use rand::Rng;
 
 use crate::block::*;
 use crate::disk::DiskConfig;
-use crate::srp::Lun;
+use crate::srp_target::Lun;
 
 mod events;
 mod failover;

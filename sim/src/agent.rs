@@ -6,17 +6,17 @@ use std::vec::Vec;
 
 use rand::Rng;
 
-use crate::bus::Bus;
+use crate::ctx::SimCtx;
 use hcabus::bus::{BusHandle, Client, ClientReport};
 use hcabus::time::{Duration, Instant};
 use hcabus::types::*;
 
-/// A client living in the simulation: a [`Client`] on the virtual-time host's [`Bus`] that
+/// A client living in the simulation: a [`Client`] on the virtual-time host's [`SimCtx`] that
 /// can also report on itself. `Any` lets a test find its own agent type again
 /// ([`crate::SimHost::agent`]). Every client generic over [`BusHandle`] is one.
-pub trait Agent: ClientReport + for<'a> Client<Bus<'a>> + core::any::Any + fmt::Debug {}
+pub trait Agent: ClientReport + for<'a> Client<SimCtx<'a>> + core::any::Any + fmt::Debug {}
 
-impl<T> Agent for T where T: ClientReport + for<'a> Client<Bus<'a>> + core::any::Any + fmt::Debug {}
+impl<T> Agent for T where T: ClientReport + for<'a> Client<SimCtx<'a>> + core::any::Any + fmt::Debug {}
 
 /// How a scripted client behaves (the `[[clients]]` keys of docs/design.md §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -2,7 +2,7 @@
 //!
 //! Single-threaded and driven by a virtual clock, so a run is a pure function of its
 //! scenario and seed: the same inputs give the same flight record, byte for byte. Callbacks
-//! run with the coordinator free (they get a [`Bus`] on it), so a client may call any bus
+//! run with the coordinator free (they get a [`SimCtx`] on it), so a client may call any bus
 //! function from inside its callback, exactly as on the threaded and KMDF hosts.
 
 use std::boxed::Box;
@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::agent::{Agent, ScriptedAgent};
-use crate::bus::Bus;
+use crate::ctx::SimCtx;
 use crate::fault::CATASTROPHIC_WORD;
 use crate::hca::SimHca;
 use crate::invariants::InvariantChecker;
@@ -29,11 +29,11 @@ use hcabus::time::{Duration, Instant};
 use hcabus::timers::TimerTable;
 use hcabus::types::*;
 
-/// A [`Bus`] on the host's parts for `agent`: built from fields, not a method, so that the
+/// A [`SimCtx`] on the host's parts for `agent`: built from fields, not a method, so that the
 /// borrow of the agents themselves stays separate.
 macro_rules! bus {
     ($host:expr, $agent:expr, $now:expr) => {
-        Bus {
+        SimCtx {
             coord: &mut $host.coord,
             bindings: &mut $host.bindings,
             history: &mut $host.history,
@@ -254,7 +254,7 @@ impl SimHost {
     /// way a test plays the part of a client's user (a process, the layer above).
     pub fn with_agent<T: Agent, R>(
         &mut self,
-        f: impl FnOnce(&mut T, &mut Bus<'_>) -> R,
+        f: impl FnOnce(&mut T, &mut SimCtx<'_>) -> R,
     ) -> Option<R> {
         let i = self
             .agents
@@ -602,13 +602,12 @@ impl IoctlDevice for SimHost {
         };
         for agent in &self.agents {
             let c = agent.counters();
-            if let Some(k) = out.kinds.get_mut(agent.kind() as usize) {
-                k.clients += 1;
-                k.submitted += c.submitted;
-                k.completed += c.completed;
-                k.failed += c.failed;
-                k.held += c.held;
-            }
+            let k = out.kind_mut(agent.kind());
+            k.clients += 1;
+            k.submitted += c.submitted;
+            k.completed += c.completed;
+            k.failed += c.failed;
+            k.held += c.held;
             out.logins += c.logins;
             out.logins_refused += c.logins_refused;
             out.failovers += c.failovers;

@@ -12,7 +12,7 @@
 
 pub mod agent;
 pub mod bench;
-pub mod bus;
+pub mod ctx;
 pub mod fake_connectx;
 pub mod fault;
 pub mod hca;
@@ -29,7 +29,7 @@ pub mod verbs;
 mod wakes;
 
 pub use agent::{Agent, Behavior, ScriptedAgent, AGENT_EVENT_CAPACITY};
-pub use bus::Bus;
+pub use ctx::SimCtx;
 pub use fake_connectx::{ExtCaps, FakeConnectX, FakeFaults};
 pub use fault::{Fault, FaultArgs};
 pub use hca::{SimHca, SimHcaConfig, SimHcaStats, SimPorts};

@@ -276,7 +276,7 @@ const PEER: RemoteQp = RemoteQp {
 /// An RC queue pair in `pd` connected to `PEER`, ready to answer RDMA.
 fn connected_qp(
     ibal: &mut Ibal,
-    bus: &mut hcabus_sim::Bus<'_>,
+    bus: &mut hcabus_sim::SimCtx<'_>,
     c: ConsumerId,
     pd: PdHandle,
 ) -> QpHandle {
@@ -293,7 +293,7 @@ fn connected_qp(
 
 fn region(
     ibal: &mut Ibal,
-    bus: &mut hcabus_sim::Bus<'_>,
+    bus: &mut hcabus_sim::SimCtx<'_>,
     c: ConsumerId,
     pd: PdHandle,
     addr: u64,

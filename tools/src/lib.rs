@@ -6,7 +6,7 @@ pub mod device;
 pub mod generate;
 pub mod hunt;
 pub mod inf;
-pub mod records;
+pub mod log_json;
 pub mod report;
 pub mod scenario;
 #[cfg(unix)]

@@ -80,7 +80,8 @@ fn phase_colour(state: State) -> Option<(&'static str, &'static str)> {
         State::Resetting => Some(("#e76f51", "hardware reset")),
         State::Restoring => Some(("#2a9d8f", "restore")),
         State::Failed => Some(("#6c757d", "failed")),
-        _ => None,
+        // Serving, or gone: no phase band.
+        State::Operational | State::Removed => None,
     }
 }
 

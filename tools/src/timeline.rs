@@ -55,7 +55,14 @@ fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
             // Its Vetoed record, with the reason, follows at the same instant.
             Call::ResetVeto => return None,
             Call::ResetConsent => (lane(*c), "consent".into()),
-            _ => return None,
+            // An administrator's, the hardware's or PnP's: the coordinator records these
+            // with no client (the arm below), so none reaches a client's lane.
+            Call::AdminReset
+            | Call::AdminRestart
+            | Call::SetPolicy
+            | Call::SurpriseRemoval
+            | Call::CommandTimeout
+            | Call::Catastrophic => return None,
         },
         RecordKind::Call { client: None, call } => (None, call.as_str().to_string()),
         RecordKind::Refused { client, call, code } => (

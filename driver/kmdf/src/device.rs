@@ -7,7 +7,7 @@ use hcabus::host::{Bus, NewError, Parked};
 use hcabus::ioctl::Rights;
 use hcabus::{Policy, PolicyError};
 
-use crate::platform::{ChildFunction, KmdfPlatform, PlatformError};
+use crate::kernel::{ChildFunction, KmdfPlatform, PlatformError};
 
 /// Mellanox / NVIDIA.
 pub const PCI_VENDOR_MELLANOX: u16 = 0x15B3;

@@ -13,7 +13,7 @@ use hcabus::types::{ClientId, Event, PnpOp, TimerId};
 use hcabus::{Duration, Instant};
 use hcabus_sim::FakeConnectX;
 
-use crate::platform::{
+use crate::kernel::{
     ChildFunction, EventLogEntry, Irql, KmdfPlatform, Lock, Platform, PlatformError, Scheduled,
 };
 

@@ -1,7 +1,7 @@
 //! hcabus-kmdf: the KMDF bus driver of one HCA PCI function.
 //!
 //! The bus itself is the core's one locked host (`hcabus::host::Bus`) over
-//! [`platform::Platform`], the kernel as the driver uses it; the driver's own decisions are in
+//! [`wdf_platform::Platform`], the kernel as the driver uses it; the driver's own decisions are in
 //! [`device`]. Both are built and tested on every host with a fake platform that records the
 //! IRQL of every call. The Windows implementation of the platform, the
 //! DriverEntry and the KMDF event callbacks live in `src/windows/`, compiled on Windows only
@@ -25,7 +25,7 @@ compile_error!(
 extern crate alloc;
 
 pub mod device;
-pub mod platform;
+pub mod kernel;
 
 /// The FFI layer on windows-drivers-rs: type-checked off Windows with ../shared/wdk-kit, never
 /// linked or run (docs/windows.md).

@@ -16,7 +16,7 @@ use hcabus_sim::{FakeConnectX, FakeFaults};
 
 use crate::device::*;
 use crate::fake::*;
-use crate::platform::{ChildFunction, EventLogEntry, Irql, PlatformError};
+use crate::kernel::{ChildFunction, EventLogEntry, Irql, PlatformError};
 use hcabus::host::Bus;
 
 struct Counting;

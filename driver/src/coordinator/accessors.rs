@@ -13,6 +13,12 @@ impl Coordinator {
     pub fn state(&self) -> State {
         self.stage.state()
     }
+    /// The state, and inside a reset the part of it that decides what an input does
+    /// ("Resetting: probe_ready", "Quiescing: last health read"): docs/protocol.md's table
+    /// is keyed by it.
+    pub fn stage_name(&self) -> &'static str {
+        self.stage.name()
+    }
     pub fn epoch(&self) -> Epoch {
         self.epoch
     }

@@ -5,7 +5,7 @@
 
 use alloc::vec::Vec;
 
-use super::record::{ResetFacts, ResetRecord};
+use super::reset_record::{ResetFacts, ResetRecord};
 use crate::time::Instant;
 use crate::types::*;
 

@@ -39,6 +39,30 @@ impl Stage {
             Stage::Removed => State::Removed,
         }
     }
+
+    /// The stage as docs/protocol.md's table names it: the state, and inside a reset the
+    /// part of it that decides what an input does (exhaustive, so a new stage or hardware
+    /// phase is named before it can build).
+    pub(super) const fn name(&self) -> &'static str {
+        match self {
+            Stage::Operational => "Operational",
+            Stage::Preparing(_) => "Preparing",
+            Stage::Quiescing(Quiesce { end: None, .. }) => "Quiescing",
+            Stage::Quiescing(Quiesce { end: Some(_), .. }) => "Quiescing: last health read",
+            Stage::Resetting(HwReset { phase, .. }) => match phase {
+                HwPhase::SavingConfig => "Resetting: save_config",
+                HwPhase::Asserting => "Resetting: assert",
+                HwPhase::WaitingReady { .. } => "Resetting: probe_ready",
+                HwPhase::LongWait => "Resetting: long wait",
+                HwPhase::RestoringConfig => "Resetting: restore_config",
+                HwPhase::InitCommandInterface => "Resetting: init_command_interface",
+                HwPhase::ReadingIdentity => "Resetting: read_identity",
+            },
+            Stage::Restoring(_) => "Restoring",
+            Stage::Failed { .. } => "Failed",
+            Stage::Removed => "Removed",
+        }
+    }
 }
 
 /// While Preparing: the query of a planned reset.

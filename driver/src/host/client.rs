@@ -3,8 +3,8 @@
 
 use rand_core::RngCore;
 
-use crate::bus::BusHandle;
-use crate::coordinator::{Coordinator, PortView, Registration};
+use crate::bus::{BusHandle, ClientPort};
+use crate::coordinator::{PortView, Registration};
 use crate::errors::*;
 use crate::host::{Bus, Platform};
 use crate::policy::Policy;
@@ -82,9 +82,9 @@ impl<P: Platform, D, R: RngCore> BusHandle for ClientCtx<'_, P, D, R> {
     fn unregister(&mut self, id: ClientId) -> Result<(), UnregisterError> {
         self.call(|bus| bus.unregister(id))
     }
-    fn input<T>(&mut self, f: impl FnOnce(&mut Coordinator, Instant) -> T) -> T {
+    fn input<T>(&mut self, f: impl FnOnce(&mut ClientPort<'_>, Instant) -> T) -> T {
         self.called = true;
-        self.bus.input(f)
+        self.bus.input(|c, now| f(&mut ClientPort::new(c), now))
     }
     fn device_and_rng(&mut self) -> (&mut D, &mut R) {
         (self.device, self.rng)

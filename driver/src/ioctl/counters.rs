@@ -7,11 +7,24 @@ use core::mem::{offset_of, size_of};
 use static_assertions::const_assert_eq;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use crate::types::MAX_PORTS;
+use crate::types::{ClientKind, MAX_PORTS};
 
 /// Slots of `CountersOut::kinds`: index is the `ClientKind` number (0 unused), with room
 /// to grow.
 pub const KIND_SLOTS: usize = 8;
+
+// Every kind has its slot: a kind past the last one fails the build here (and then needs a
+// new version of the structure), rather than being left out of the counters.
+const _: () = {
+    let mut i = 0;
+    while i < ClientKind::COUNT {
+        assert!(
+            (ClientKind::ALL[i] as usize) < KIND_SLOTS,
+            "a ClientKind has no counters slot"
+        );
+        i += 1;
+    }
+};
 
 /// One client kind's I/O.
 #[repr(C)]
@@ -57,6 +70,20 @@ const_assert_eq!(size_of::<CountersOut>(), 376);
 const_assert_eq!(offset_of!(CountersOut, kinds), 8);
 const_assert_eq!(offset_of!(CountersOut, logins), 328);
 const_assert_eq!(offset_of!(CountersOut, link_downed), 360);
+
+impl CountersOut {
+    /// The slot of `kind` (every kind has one: asserted at compile time).
+    pub fn kind_mut(&mut self, kind: ClientKind) -> &mut KindCountersOut {
+        &mut self.kinds[kind as usize]
+    }
+
+    /// Each kind with its counters, in the kind enum's order.
+    pub fn by_kind(&self) -> impl Iterator<Item = (ClientKind, &KindCountersOut)> + '_ {
+        ClientKind::ALL
+            .into_iter()
+            .map(|kind| (kind, &self.kinds[kind as usize]))
+    }
+}
 
 /// `CountersOut::source`: the host counted its clients.
 pub const COUNTERS_FROM_HOST: u32 = 1;

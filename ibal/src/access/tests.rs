@@ -1,7 +1,7 @@
 //! One test per cell of the behaviour table of docs/design.md §7, plus the reset paths around it.
 
 use super::*;
-use hcabus::coordinator::{Coordinator, Registration};
+use hcabus::coordinator::Registration;
 use hcabus::errors::{RegisterError, UnregisterError};
 use hcabus::hca::Hca;
 use hcabus::types::{ClientDesc, ClientId};
@@ -44,7 +44,7 @@ impl BusHandle for Rig {
     fn unregister(&mut self, _: ClientId) -> Result<(), UnregisterError> {
         panic!("{NO_BUS}")
     }
-    fn input<R>(&mut self, _: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
+    fn input<R>(&mut self, _: impl FnOnce(&mut hcabus::bus::ClientPort<'_>, Instant) -> R) -> R {
         panic!("{NO_BUS}")
     }
     fn device_and_rng(&mut self) -> (&mut SimHca, &mut ChaCha8Rng) {

@@ -9,7 +9,7 @@ use crate::block::*;
 use crate::ibal_client::{EventLog, SharedIbal};
 use crate::multipath::SharedMultipath;
 use crate::retry::{ClientProblem, Connector};
-use crate::srp::*;
+use crate::srp_target::*;
 
 use super::{DiskConfig, Link, SrpDisk};
 use crate::access::ClientBus;

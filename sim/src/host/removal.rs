@@ -11,7 +11,7 @@ use std::vec::Vec;
 
 use super::SimHost;
 use crate::agent::Agent;
-use crate::bus::Bus;
+use crate::ctx::SimCtx;
 use hcabus::bus::BusHandle as _;
 use hcabus::types::{Event, FatalReason};
 

@@ -5,7 +5,7 @@
 
 use wdk_sys::*;
 
-use crate::platform::ChildFunction;
+use crate::kernel::ChildFunction;
 
 /// A child's identification description: the header, then the child's serial.
 #[repr(C)]

@@ -14,7 +14,7 @@ use hcabus_cabi::CCallback;
 use wdk_sys::*;
 
 use super::defects::{planted, Defect};
-use super::platform::WdfPlatform;
+use super::wdf_platform::WdfPlatform;
 
 /// A context type's WDF_OBJECT_CONTEXT_TYPE_INFO.
 pub(crate) struct ContextType(WDF_OBJECT_CONTEXT_TYPE_INFO);

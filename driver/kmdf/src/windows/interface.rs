@@ -9,7 +9,7 @@ use hcabus::bus_abi::*;
 use wdk_sys::*;
 
 use super::context::{context, FdoContext, FDO_CONTEXT};
-use super::platform::WdfPlatform;
+use super::wdf_platform::WdfPlatform;
 use hcabus::host::Bus;
 
 /// The interface the PDO of a child publishes; `Context` is the FDO. KMDF calls

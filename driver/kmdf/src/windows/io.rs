@@ -10,7 +10,7 @@ use wdk_sys::*;
 use super::context::{context, ControlContext, FdoContext, CONTROL_CONTEXT, FDO_CONTEXT};
 use super::defects::{planted, Defect};
 use crate::device::{rights_of, rights_of_ioctl};
-use crate::platform::EventLogEntry;
+use crate::kernel::EventLogEntry;
 use hcabus::host::Bus;
 
 /// IoAllocateErrorLogEntry + IoWriteErrorLogEntry with the message id of messages.mc.
@@ -63,7 +63,7 @@ pub(crate) unsafe fn with_request_buffers(
     queue: WDFQUEUE,
     request: WDFREQUEST,
     (code, input_len, output_len): (u32, usize, usize),
-    f: impl FnOnce(&Bus<super::platform::WdfPlatform>, &[u8], &mut [u8], Rights) -> Reply,
+    f: impl FnOnce(&Bus<super::wdf_platform::WdfPlatform>, &[u8], &mut [u8], Rights) -> Reply,
 ) -> (NtStatus, usize) {
     // SAFETY: the queue's device is the control device, whose context names the FDO.
     let control = unsafe { call_unsafe_wdf_function_binding!(WdfIoQueueGetDevice, queue) };

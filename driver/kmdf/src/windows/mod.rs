@@ -6,7 +6,7 @@
 //! linked: that needs Windows and the WDK (docs/windows.md).
 //! It is kept mechanical: each callback finds the FDO's context and calls the tested logic
 //! in the core host (`hcabus::host::Bus`) and [`crate::device`] under the context's rundown
-//! protection; the platform's Windows side is in `platform.rs`, the C ABI's functions in
+//! protection; the platform's Windows side is in `wdf_platform.rs`, the C ABI's functions in
 //! `interface.rs`. Every unsafe block says why it is sound.
 #![allow(unsafe_code)]
 
@@ -16,8 +16,8 @@ mod defects;
 mod interface;
 mod io;
 mod objects;
-mod platform;
 mod resources;
+mod wdf_platform;
 
 #[cfg(all(test, wdk_fake))]
 mod model;
@@ -33,8 +33,8 @@ use crate::device;
 use crate::device::{prepare_in, BusConfig};
 use context::{FdoContext, FDO_CONTEXT};
 use defects::{planted, Defect};
-use platform::WdfPlatform;
 use resources::Child;
+use wdf_platform::WdfPlatform;
 
 // Only in the abort build: with an unwinding profile lib.rs refuses to compile, and std's
 // panic handler would clash with wdk-panic's before that message could be read.
@@ -71,7 +71,7 @@ pub extern "system" fn driver_entry(
     driver: PDRIVER_OBJECT,
     registry_path: PCUNICODE_STRING,
 ) -> NTSTATUS {
-    platform::install_logger();
+    wdf_platform::install_logger();
     let mut config = WDF_DRIVER_CONFIG {
         Size: core::mem::size_of::<WDF_DRIVER_CONFIG>() as ULONG,
         EvtDriverDeviceAdd: Some(evt_device_add),
@@ -94,14 +94,14 @@ pub extern "system" fn driver_entry(
 /// EvtDriverDeviceAdd: the FDO on the HCA's PCI function (PASSIVE_LEVEL).
 extern "C" fn evt_device_add(_driver: WDFDRIVER, init: PWDFDEVICE_INIT) -> NTSTATUS {
     // SAFETY: `init` is KMDF's, valid until WdfDeviceCreate consumes it.
-    let ids = match unsafe { platform::pci_ids(init) } {
+    let ids = match unsafe { wdf_platform::pci_ids(init) } {
         Ok(ids) => ids,
         Err(status) => {
             log::error!("the function's hardware ids could not be read: {status:#x}");
             return status;
         }
     };
-    let setup = match device::device_add(ids.0, ids.1, platform::next_instance()) {
+    let setup = match device::device_add(ids.0, ids.1, wdf_platform::next_instance()) {
         Ok(s) => s,
         Err(e) => {
             log::error!("{e}");
@@ -109,7 +109,7 @@ extern "C" fn evt_device_add(_driver: WDFDRIVER, init: PWDFDEVICE_INIT) -> NTSTA
         }
     };
     // SAFETY: `init` is KMDF's; the setup strings live until the call returns (KMDF copies).
-    unsafe { platform::create_fdo(init, &setup) }
+    unsafe { wdf_platform::create_fdo(init, &setup) }
 }
 
 /// IB ports of the adapters the driver takes (ConnectX-3 to -6 have two).
@@ -273,7 +273,7 @@ extern "C" fn evt_io_device_control(
     // SAFETY: the queue and request are KMDF's for this callback; the buffers it returns are
     // the request's system buffer, valid until the request completes below.
     let status = unsafe {
-        platform::with_request_buffers(
+        wdf_platform::with_request_buffers(
             queue,
             request,
             (code, input_length, output_length),
@@ -281,7 +281,7 @@ extern "C" fn evt_io_device_control(
         )
     };
     // SAFETY: the request is ours to complete, once.
-    unsafe { platform::complete(request, status) };
+    unsafe { wdf_platform::complete(request, status) };
 }
 
 /// The delivery DPC, a WDFTIMER, the hardware work item: each finds the bus and calls it.

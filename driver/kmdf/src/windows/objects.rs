@@ -13,7 +13,7 @@ use super::defects::{planted, Defect};
 use super::{evt_d0_entry, evt_d0_exit, evt_io_device_control, evt_prepare_hardware};
 use super::{evt_release_hardware, evt_surprise_removal, evt_usage_notification};
 use crate::device::FdoSetup;
-use crate::platform::ChildFunction;
+use crate::kernel::ChildFunction;
 
 static INSTANCES: AtomicU32 = AtomicU32::new(0);
 

@@ -6,12 +6,12 @@ use hcabus::types::{ClientFlags, ClientId, ClientKind};
 use hcabus_tools::answer::Answer;
 use serde_json::{json, Value};
 
-use crate::bus::{Bus, Failure, Outcome};
+use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
 use crate::view::{document, duration_us, state_word};
 
 /// Every registered client, page by page.
-pub(crate) fn fetch(bus: &mut Bus) -> Result<Vec<ClientEntry>, Failure> {
+pub(crate) fn fetch(bus: &mut ControlDevice) -> Result<Vec<ClientEntry>, Failure> {
     const PAGE: usize = 64;
     let mut all = Vec::new();
     loop {
@@ -75,7 +75,7 @@ pub(crate) fn clients_json(all: &[ClientEntry]) -> Value {
         .collect()
 }
 
-pub(crate) fn clients(bus: &mut Bus, as_json: bool) -> Outcome {
+pub(crate) fn clients(bus: &mut ControlDevice, as_json: bool) -> Outcome {
     let all = fetch(bus)?;
     if as_json {
         say!(

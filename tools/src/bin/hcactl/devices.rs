@@ -10,7 +10,7 @@ use comfy_table::{presets, Table};
 use hcabus::ioctl::StateOut;
 use serde_json::json;
 
-use crate::bus::{Bus, Failure, Outcome};
+use crate::control::{ControlDevice, Failure, Outcome};
 use crate::view::{document, port_json, ports, ports_json};
 use crate::{emit, state_name};
 
@@ -27,14 +27,14 @@ pub(crate) struct Found {
 }
 
 fn query(socket: Option<&PathBuf>, device: Option<&str>) -> Result<StateOut, String> {
-    let mut bus = Bus::open(socket, device).map_err(|e| e.text())?;
+    let mut bus = ControlDevice::open(socket, device).map_err(|e| e.text())?;
     bus.state().map_err(|e| e.text())
 }
 
 #[cfg(unix)]
 pub(crate) fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
     use std::os::unix::fs::MetadataExt;
-    let base = crate::bus::device_socket(socket, None)?;
+    let base = crate::control::device_socket(socket, None)?;
     let names = hcabus_tools::device::names_beside(&base).map_err(|e| {
         Failure::Usage(format!(
             "cannot list the devices beside {}: {e}",
@@ -81,7 +81,7 @@ pub(crate) fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
     let mut found = Vec::new();
     for n in 0..hcabus_tools::windows::MAX_DEVICES {
         let name = format!("HcaBus{n}");
-        let path = crate::bus::windows_path(&name);
+        let path = crate::control::windows_path(&name);
         match hcabus_tools::windows::Device::open(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => found.push(Found {

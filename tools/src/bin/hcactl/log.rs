@@ -7,10 +7,10 @@ use std::path::Path;
 use hcabus::ioctl::*;
 use hcabus::recorder::{Record, RecordKind, RECORD_BYTES};
 use hcabus_tools::answer::Answer;
-use hcabus_tools::records::{record_json, Filter, KINDS};
+use hcabus_tools::log_json::{record_json, Filter, KINDS};
 use serde_json::{json, Value};
 
-use crate::bus::{Bus, Failure, Outcome};
+use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
 use crate::view::{document, Clock};
 
@@ -33,7 +33,7 @@ pub(crate) struct Ring {
 /// Hands every record from `since` to `each`, page by page (`None` for one this hcactl
 /// cannot decode); returns the ring's next sequence number and dropped count.
 pub(crate) fn each_record(
-    bus: &mut Bus,
+    bus: &mut ControlDevice,
     since: u64,
     mut each: impl FnMut(Option<Record>) -> Outcome,
 ) -> Result<Ring, Failure> {
@@ -81,7 +81,7 @@ pub(crate) fn each_record(
 }
 
 /// What the last veto in the flight recorder said, if the ring still holds it.
-pub(crate) fn last_veto(bus: &mut Bus) -> Result<Option<String>, Failure> {
+pub(crate) fn last_veto(bus: &mut ControlDevice) -> Result<Option<String>, Failure> {
     let mut last = None;
     each_record(bus, 0, |record| {
         if let Some(r) = record {
@@ -100,7 +100,10 @@ fn undecodable() -> Value {
 }
 
 /// Every record from `since` as JSON, and the ring's bookkeeping.
-pub(crate) fn fetch_records(bus: &mut Bus, since: u64) -> Result<(Vec<Value>, Ring), Failure> {
+pub(crate) fn fetch_records(
+    bus: &mut ControlDevice,
+    since: u64,
+) -> Result<(Vec<Value>, Ring), Failure> {
     let mut all = Vec::new();
     let ring = each_record(bus, since, |r| {
         all.push(r.as_ref().map_or_else(undecodable, record_json));
@@ -180,7 +183,12 @@ pub(crate) fn check_filter(filter: &Filter) -> Outcome {
 }
 
 /// `hcactl log` against the bus.
-pub(crate) fn log(bus: &mut Bus, filter: &Filter, follow: bool, as_json: bool) -> Outcome {
+pub(crate) fn log(
+    bus: &mut ControlDevice,
+    filter: &Filter,
+    follow: bool,
+    as_json: bool,
+) -> Outcome {
     let clock = Clock::of(&bus.state()?);
     let (records, ring) = fetch_records(bus, filter.since)?;
     let shown = print(&records, filter, &clock, as_json)?;
@@ -238,7 +246,7 @@ fn read_dump(path: &Path) -> Result<Value, Failure> {
 }
 
 /// Everything the bus can say about itself, in one JSON value.
-pub(crate) fn dump_value(bus: &mut Bus, device: Option<&str>) -> Result<Value, Failure> {
+pub(crate) fn dump_value(bus: &mut ControlDevice, device: Option<&str>) -> Result<Value, Failure> {
     let state = bus.state()?;
     let counters = crate::state::fetch_counters(bus)?;
     let (total, resets) = crate::resets::fetch(bus)?;
@@ -278,7 +286,11 @@ pub(crate) fn dump_value(bus: &mut Bus, device: Option<&str>) -> Result<Value, F
 }
 
 /// `hcactl dump [-o FILE]`: to stdout, or to a new FILE (an existing one is not replaced).
-pub(crate) fn dump(bus: &mut Bus, device: Option<&str>, output: Option<&Path>) -> Outcome {
+pub(crate) fn dump(
+    bus: &mut ControlDevice,
+    device: Option<&str>,
+    output: Option<&Path>,
+) -> Outcome {
     let v = dump_value(bus, device)?;
     let text = format!("{v:#}\n");
     let Some(path) = output else {

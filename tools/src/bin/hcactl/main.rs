@@ -13,9 +13,9 @@ use hcabus::types::MAX_PORTS;
 use hcabus_tools::answer::Answer;
 use serde_json::json;
 
-mod bus;
+mod control;
 
-use bus::{Bus, Failure, Outcome};
+use control::{ControlDevice, Failure, Outcome};
 
 /// What hcactl's exit status says (`--help`, the manual page's EXIT STATUS).
 pub(crate) const EXIT_STATUS: &str = "\
@@ -317,7 +317,7 @@ fn run(cli: Cli) -> Outcome {
             input,
             ..
         } => {
-            let filter = hcabus_tools::records::Filter {
+            let filter = hcabus_tools::log_json::Filter {
                 since: *since,
                 kinds: kind.clone(),
                 client: client.clone(),
@@ -328,9 +328,9 @@ fn run(cli: Cli) -> Outcome {
             }
             filter
         }
-        _ => hcabus_tools::records::Filter::default(),
+        _ => hcabus_tools::log_json::Filter::default(),
     };
-    let mut bus = Bus::open(cli.socket.as_ref(), cli.device.as_deref())?;
+    let mut bus = ControlDevice::open(cli.socket.as_ref(), cli.device.as_deref())?;
     match cli.command {
         // Served before a connection is made, above.
         Command::Devices
@@ -376,7 +376,7 @@ fn run(cli: Cli) -> Outcome {
 /// `hcactl reset`: a planned reset unless `--forced` (`--firmware`: planned, with the
 /// firmware's activation); with `--wait` until it concluded.
 fn reset(
-    bus: &mut Bus,
+    bus: &mut ControlDevice,
     forced: bool,
     firmware: bool,
     reason: &str,
@@ -405,7 +405,12 @@ fn reset(
 
 /// `hcactl restart`: RESTART of a Failed device; with `--wait` until it concluded. A
 /// refusal says why in words: the device is not Failed, or a reset is under way.
-fn restart(bus: &mut Bus, wait: Option<WaitFor>, timeout: Option<u64>, js: bool) -> Outcome {
+fn restart(
+    bus: &mut ControlDevice,
+    wait: Option<WaitFor>,
+    timeout: Option<u64>,
+    js: bool,
+) -> Outcome {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
     let out = match bus.call(IOCTL_HCABUS_RESTART, &input, 8) {
@@ -426,8 +431,8 @@ fn restart(bus: &mut Bus, wait: Option<WaitFor>, timeout: Option<u64>, js: bool)
 }
 
 /// Why RESTART was refused, in words: what state the device is in, and what to do (a
-/// Removed device is said by [`Bus::call`] for every order alike).
-fn restart_refused(bus: &mut Bus, status: NtStatus) -> Failure {
+/// Removed device is said by [`ControlDevice::call`] for every order alike).
+fn restart_refused(bus: &mut ControlDevice, status: NtStatus) -> Failure {
     let state = bus.state().map(|s| state_name(s.state));
     let why = match (status, state) {
         (NtStatus::DEVICE_BUSY, _) => {
@@ -445,7 +450,7 @@ fn restart_refused(bus: &mut Bus, status: NtStatus) -> Failure {
 }
 
 /// REQUEST_RESET; returns the epoch the reset tears down.
-fn request_reset(bus: &mut Bus, mode: ResetMode, reason: &str) -> Result<u64, Failure> {
+fn request_reset(bus: &mut ControlDevice, mode: ResetMode, reason: &str) -> Result<u64, Failure> {
     if reason.len() > 64 {
         return Err(Failure::Usage("--reason: at most 64 bytes".into()));
     }
@@ -496,7 +501,7 @@ fn fault_request(
     Ok(request)
 }
 
-fn inject(bus: &mut Bus, request: &FaultRequest, js: bool) -> Outcome {
+fn inject(bus: &mut ControlDevice, request: &FaultRequest, js: bool) -> Outcome {
     let mut input = [0u8; size_of::<InjectFaultIn>()];
     encode_inject_fault(request, &mut input);
     bus.call(IOCTL_HCABUS_INJECT_FAULT, &input, 0)?;

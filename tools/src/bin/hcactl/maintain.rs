@@ -11,7 +11,7 @@ use hcabus::ioctl::*;
 use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
-use crate::bus::{Bus, Failure, Outcome};
+use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
 use crate::resets;
 use crate::state::{result, us, waiting_for};
@@ -164,7 +164,7 @@ fn one_device(
         Failure::Outcome(text) => Failure::Outcome(format!("{label}: {text}")),
         other => other,
     };
-    let mut bus = Bus::open(plan.socket, name)?;
+    let mut bus = ControlDevice::open(plan.socket, name)?;
     failed_stops(&mut bus, name, label)?;
     let limit = match plan.timeout {
         Some(s) => WallDuration::from_secs(s),
@@ -227,7 +227,7 @@ fn one_device(
 /// A Failed device is not maintained: a planned reset cannot bring it back (the bus refuses
 /// it), and a run that went on past it would report it as done. The run stops there, naming
 /// the device and the command that does bring it back.
-fn failed_stops(bus: &mut Bus, name: Option<&str>, label: &str) -> Outcome {
+fn failed_stops(bus: &mut ControlDevice, name: Option<&str>, label: &str) -> Outcome {
     if state_name(bus.state()?.state) != "Failed" {
         return Ok(());
     }
@@ -239,7 +239,7 @@ fn failed_stops(bus: &mut Bus, name: Option<&str>, label: &str) -> Outcome {
 
 /// Whether the reset that ended `s` was vetoed by a last-path guard (which waiting cures),
 /// rather than by a client with reasons of its own.
-fn last_path_veto(bus: &mut Bus, s: &StateOut) -> Result<bool, Failure> {
+fn last_path_veto(bus: &mut ControlDevice, s: &StateOut) -> Result<bool, Failure> {
     if s.last_result != RESULT_VETOED {
         return Ok(false);
     }

@@ -6,7 +6,7 @@ use hcabus::policy::SetKeyError;
 use hcabus::Policy;
 use serde_json::{json, Value};
 
-use crate::bus::{Bus, Failure, Outcome};
+use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
 use crate::view::document;
 
@@ -56,7 +56,7 @@ fn apply(p: &mut Policy, pairs: &[String]) -> Outcome {
 /// Sends the whole policy with `pairs` changed. The bus validates it as a whole; its answer
 /// names the field it refused, which hcactl reports (exit 1). Says what changed, from what
 /// to what.
-pub(crate) fn set(bus: &mut Bus, pairs: &[String], as_json: bool) -> Outcome {
+pub(crate) fn set(bus: &mut ControlDevice, pairs: &[String], as_json: bool) -> Outcome {
     let abi = bus.policy()?;
     let before = abi
         .to_policy()

@@ -5,7 +5,7 @@ use hcabus::ioctl::*;
 use hcabus_tools::answer::Answer;
 use serde_json::{json, Value};
 
-use crate::bus::{Bus, Failure, Outcome};
+use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
 use crate::state::{reason_name, result, us};
 use crate::view::{document, Clock};
@@ -14,7 +14,7 @@ use crate::view::{document, Clock};
 const ROOM: usize = 64;
 
 /// The history, oldest first, and the count of resets concluded since the bus started.
-pub(crate) fn fetch(bus: &mut Bus) -> Result<(u64, Vec<ResetSummaryOut>), Failure> {
+pub(crate) fn fetch(bus: &mut ControlDevice) -> Result<(u64, Vec<ResetSummaryOut>), Failure> {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
     let head = size_of::<ReadResetsOut>();
@@ -172,7 +172,7 @@ pub(crate) fn summary_lines(s: &ResetSummaryOut, clock: &Clock) -> Vec<String> {
     lines
 }
 
-pub(crate) fn resets(bus: &mut Bus, as_json: bool) -> Outcome {
+pub(crate) fn resets(bus: &mut ControlDevice, as_json: bool) -> Outcome {
     let (total, all) = fetch(bus)?;
     let clock = Clock::of(&bus.state()?);
     if as_json {

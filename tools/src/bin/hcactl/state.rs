@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use hcabus::types::ResetReason;
 
-use crate::bus::{Bus, Failure, Outcome};
+use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
 use crate::view::{document, duration_ms, port_text, ports, ports_json, state_word, Clock};
 
@@ -25,7 +25,7 @@ pub(crate) fn reason_name(code: u32) -> &'static str {
 
 /// The stack's counters (QUERY_COUNTERS), or nothing from a host that counts none (the KMDF
 /// driver: NOT_SUPPORTED) or a bus that predates them (version 7).
-pub(crate) fn fetch_counters(bus: &mut Bus) -> Result<Option<CountersOut>, Failure> {
+pub(crate) fn fetch_counters(bus: &mut ControlDevice) -> Result<Option<CountersOut>, Failure> {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
     match bus.call(
@@ -49,10 +49,8 @@ pub(crate) fn fetch_counters(bus: &mut Bus) -> Result<Option<CountersOut>, Failu
 
 /// The client kinds with counters, by name.
 fn kinds(c: &CountersOut) -> impl Iterator<Item = (&'static str, &KindCountersOut)> + '_ {
-    c.kinds.iter().enumerate().filter_map(|(i, k)| {
-        let kind = hcabus::types::ClientKind::from_u8(u8::try_from(i).ok()?)?;
-        (k.clients > 0).then_some((kind.as_str(), k))
-    })
+    c.by_kind()
+        .filter_map(|(kind, k)| (k.clients > 0).then_some((kind.as_str(), k)))
 }
 
 /// The stack's counters as JSON, as `rdma statistic` gives a device's.
@@ -101,7 +99,7 @@ fn counters_lines(c: &CountersOut) -> Vec<String> {
 }
 
 /// The bus's history, or nothing from a bus that predates READ_RESETS (version 5).
-fn newest_reset(bus: &mut Bus) -> Result<Option<ResetSummaryOut>, Failure> {
+fn newest_reset(bus: &mut ControlDevice) -> Result<Option<ResetSummaryOut>, Failure> {
     match crate::resets::fetch(bus) {
         Ok((_, all)) => Ok(all.last().copied()),
         Err(Failure::Refused(NtStatus::INVALID_DEVICE_REQUEST)) => Ok(None),
@@ -208,7 +206,7 @@ fn fw_version(s: &StateOut) -> (u64, u64, u64) {
 }
 
 /// One look at the bus: its state and its last concluded reset.
-pub(crate) fn status(bus: &mut Bus, as_json: bool, compact: bool) -> Outcome {
+pub(crate) fn status(bus: &mut ControlDevice, as_json: bool, compact: bool) -> Outcome {
     let s = bus.state()?;
     let last = newest_reset(bus)?;
     let counters = fetch_counters(bus)?;
@@ -300,7 +298,7 @@ pub(crate) fn status(bus: &mut Bus, as_json: bool, compact: bool) -> Outcome {
 /// `status --watch`: a look every `interval`, `count` times (until interrupted when
 /// `None`); on a terminal each look replaces the last.
 pub(crate) fn watch(
-    bus: &mut Bus,
+    bus: &mut ControlDevice,
     as_json: bool,
     interval: std::time::Duration,
     count: Option<u64>,
@@ -337,7 +335,7 @@ fn ago(clock: &Clock, at_us: u64, now_us: u64) -> String {
     )
 }
 
-pub(crate) fn fetch_health(bus: &mut Bus) -> Result<HealthOut, Failure> {
+pub(crate) fn fetch_health(bus: &mut ControlDevice) -> Result<HealthOut, Failure> {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
     let out = bus.call(IOCTL_HCABUS_QUERY_HEALTH, &input, size_of::<HealthOut>())?;
@@ -381,7 +379,7 @@ pub(crate) fn health_json(h: &HealthOut, s: &StateOut) -> Value {
     })
 }
 
-pub(crate) fn health(bus: &mut Bus, as_json: bool) -> Outcome {
+pub(crate) fn health(bus: &mut ControlDevice, as_json: bool) -> Outcome {
     let h = fetch_health(bus)?;
     let s = bus.state()?;
     if as_json {

@@ -7,7 +7,7 @@ use hcabus::ioctl::*;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
-use crate::bus::{Bus, Failure, Outcome};
+use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
 use crate::state::{result, us, waiting_for};
 use crate::view::document;
@@ -53,7 +53,7 @@ pub(crate) enum WaitFor {
 /// bounds every retry), and a minute for the restore and the polling. A policy the bus
 /// takes makes this at most twenty days and a minute; a server that answers more is cut
 /// to [`LONGEST_WAIT`].
-pub(crate) fn worst_case(bus: &mut Bus) -> Result<WallDuration, Failure> {
+pub(crate) fn worst_case(bus: &mut ControlDevice) -> Result<WallDuration, Failure> {
     let p = bus.policy()?;
     let ms = p
         .quiesce_deadline_ms
@@ -97,7 +97,7 @@ const POLL: WallDuration = WallDuration::from_millis(20);
 /// Looks until the reset of `epoch` has an outcome; `None` at `deadline`. `bar` shows the
 /// phase, under `label`.
 pub(crate) fn outcome_of(
-    bus: &mut Bus,
+    bus: &mut ControlDevice,
     epoch: u64,
     deadline: WallInstant,
     bar: &ProgressBar,
@@ -122,7 +122,7 @@ pub(crate) fn outcome_of(
 /// Looks until QUERY_STATE no longer says the device is recovering (every port that was
 /// Active before the reset is Active again); the last answer, and whether it is so.
 pub(crate) fn service_of(
-    bus: &mut Bus,
+    bus: &mut ControlDevice,
     mut s: StateOut,
     deadline: WallInstant,
     bar: &ProgressBar,
@@ -141,7 +141,7 @@ pub(crate) fn service_of(
 
 /// Why a reset that ended `s` did not bring the device back, with who said so: the vetoer
 /// and its reason, or the clients that did not answer (an abort is not a veto).
-pub(crate) fn failure(bus: &mut Bus, s: &StateOut) -> Result<String, Failure> {
+pub(crate) fn failure(bus: &mut ControlDevice, s: &StateOut) -> Result<String, Failure> {
     let said = match s.last_result {
         RESULT_VETOED => log::last_veto(bus)?.map(|s| format!(" ({s})")),
         RESULT_ABORTED_UNRESPONSIVE => resets::fetch(bus)?
@@ -166,7 +166,7 @@ pub(crate) fn came_back(s: &StateOut) -> bool {
 /// Waits until the reset of `epoch` has an outcome and, with `WaitFor::Service`, until the
 /// service is back; fails unless both happen within the bound.
 pub(crate) fn wait_for(
-    bus: &mut Bus,
+    bus: &mut ControlDevice,
     epoch: u64,
     until: WaitFor,
     timeout: Option<u64>,
@@ -220,7 +220,7 @@ pub(crate) fn wait_for(
 /// The adapter is back (its outcome printed): waits, within the same bound, until QUERY_STATE
 /// no longer says it is recovering, and names the ports that did not come back if they do not.
 fn service(
-    bus: &mut Bus,
+    bus: &mut ControlDevice,
     restored: &StateOut,
     (deadline, limit): (WallInstant, WallDuration),
     bar: &ProgressBar,

@@ -15,7 +15,7 @@ use super::cchild::{self, CChild};
 use super::machine::{Machine, FILE_READ_DATA};
 use super::{with, BUGCHECK_EXIT};
 use crate::device::{DEFAULT_RECORDER_RECORDS, RECORDER_RECORDS_KEY};
-use crate::platform::ChildFunction;
+use crate::kernel::ChildFunction;
 use crate::tests::identity;
 use crate::windows::defects::{plant, Defect};
 

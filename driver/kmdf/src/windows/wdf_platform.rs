@@ -1,5 +1,5 @@
-//! The platform on KMDF and WDM: each method of [`crate::platform::Platform`] (the core host's)
-//! and of [`crate::platform::KmdfPlatform`] is one or two kernel calls. Type-checked against
+//! The platform on KMDF and WDM: each method of [`crate::kernel::Platform`] (the core host's)
+//! and of [`crate::kernel::KmdfPlatform`] is one or two kernel calls. Type-checked against
 //! the KMDF 1.33 headers and run on the KMDF model (`model/`); never linked (docs/windows.md).
 
 use core::cell::UnsafeCell;
@@ -22,7 +22,7 @@ unsafe extern "system" {
 /// The Unix epoch, 1970-01-01, in milliseconds since the system time's 1601-01-01.
 const UNIX_EPOCH_SINCE_1601_MS: u64 = 11_644_473_600_000;
 use super::resources::{self, Deferred};
-use crate::platform::{
+use crate::kernel::{
     ChildFunction, EventLogEntry, Irql, KmdfPlatform, Lock, Platform, PlatformError, Scheduled,
 };
 

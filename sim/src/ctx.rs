@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::hca::SimHca;
 use crate::invariants::InvariantChecker;
-use hcabus::bus::BusHandle;
+use hcabus::bus::{BusHandle, ClientPort};
 use hcabus::coordinator::*;
 use hcabus::errors::*;
 use hcabus::policy::Policy;
@@ -18,7 +18,7 @@ use hcabus::types::*;
 /// straight to the coordinator; what they set in motion runs when the host drains, after
 /// the client returns.
 #[derive(Debug)]
-pub struct Bus<'a> {
+pub struct SimCtx<'a> {
     pub(crate) coord: &'a mut Coordinator,
     pub(crate) bindings: &'a mut [Option<(ClientId, usize)>],
     pub(crate) history: &'a mut Vec<(ClientId, usize)>,
@@ -29,7 +29,7 @@ pub struct Bus<'a> {
     pub(crate) now: Instant,
 }
 
-impl BusHandle for Bus<'_> {
+impl BusHandle for SimCtx<'_> {
     type Device = SimHca;
     type Rng = ChaCha8Rng;
 
@@ -63,8 +63,8 @@ impl BusHandle for Bus<'_> {
         self.checker.unregistered(self.coord, id);
         Ok(())
     }
-    fn input<R>(&mut self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
-        f(self.coord, self.now)
+    fn input<R>(&mut self, f: impl FnOnce(&mut ClientPort<'_>, Instant) -> R) -> R {
+        f(&mut ClientPort::new(self.coord), self.now)
     }
     /// The adapter (its verbs for the access layer, its wire and memory for remote peers)
     /// and the run's seeded generator, the only source of randomness a client may use.

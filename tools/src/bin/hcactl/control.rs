@@ -48,14 +48,14 @@ const FAILED_PLANNED: &str = "the device is Failed: a planned reset cannot run o
 pub(crate) const REMOVED: &str = "the device is Removed (surprise removal): it takes no \
      more orders (reset, restart, policy set, inject); `hcactl devices` lists what is there";
 
-pub(crate) struct Bus {
+pub(crate) struct ControlDevice {
     #[cfg(unix)]
     client: hcabus_tools::transport::Client,
     #[cfg(windows)]
     device: hcabus_tools::windows::Device,
 }
 
-impl Bus {
+impl ControlDevice {
     /// Opens `device` (the default device without one): on Unix the simulator's socket
     /// `socket`, or `socket.NAME` for a device NAME; on Windows `\\.\NAME` (`HcaBus0` by
     /// default).
@@ -72,7 +72,7 @@ impl Bus {
             let client = hcabus_tools::transport::Client::connect(&path).map_err(|e| {
                 Failure::Usage(format!("cannot connect to {}: {e}", path.display()))
             })?;
-            Ok(Bus { client })
+            Ok(ControlDevice { client })
         }
         #[cfg(windows)]
         {
@@ -86,7 +86,7 @@ impl Bus {
             let path = windows_path(device.unwrap_or(hcabus_tools::windows::DEFAULT_NAME));
             let device = hcabus_tools::windows::Device::open(&path)
                 .map_err(|e| Failure::Usage(format!("cannot open {path}: {e}")))?;
-            Ok(Bus { device })
+            Ok(ControlDevice { device })
         }
         #[cfg(not(any(unix, windows)))]
         {
