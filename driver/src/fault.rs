@@ -184,3 +184,35 @@ const fn ranges(code: FaultCode) -> FieldRanges {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_fault_takes_is_what_its_check_accepts() {
+        for code in FaultCode::ALL {
+            let args = code.args();
+            let expected = match code {
+                FaultCode::ResetFails | FaultCode::TargetBusy => FaultArgs::Count,
+                FaultCode::PortDown => FaultArgs::PortAndDuration,
+                _ => FaultArgs::None,
+            };
+            assert_eq!(args, expected, "{code}");
+            // The request built the way its arguments say passes the check; one with a
+            // field the fault does not take is refused, naming that field.
+            let good = match args {
+                FaultArgs::Count => FaultRequest::new(code, 1),
+                FaultArgs::PortAndDuration => FaultRequest::port_down(1, 1),
+                FaultArgs::None | FaultArgs::Client => FaultRequest::new(code, 0),
+            };
+            assert_eq!(good.check(), Ok(()), "{code}");
+            if args != FaultArgs::Count {
+                let e = FaultRequest::new(code, 1)
+                    .check()
+                    .expect_err("count not taken");
+                assert_eq!((e.field, e.min, e.max), ("count", 0, 0), "{code}");
+            }
+        }
+    }
+}

@@ -87,3 +87,34 @@ impl CountersOut {
 
 /// `CountersOut::source`: the host counted its clients.
 pub const COUNTERS_FROM_HOST: u32 = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_slot_and_is_listed_once() {
+        let mut c = CountersOut::default();
+        for (n, kind) in ClientKind::ALL.into_iter().enumerate() {
+            c.kind_mut(kind).clients = n as u32 + 1;
+        }
+        let listed: alloc::vec::Vec<(ClientKind, u32)> =
+            c.by_kind().map(|(k, v)| (k, v.clients)).collect();
+        let expected: alloc::vec::Vec<(ClientKind, u32)> = ClientKind::ALL
+            .into_iter()
+            .enumerate()
+            .map(|(n, k)| (k, n as u32 + 1))
+            .collect();
+        assert_eq!(listed, expected);
+        assert_eq!(
+            c.kinds[ClientKind::Srp as usize].clients,
+            3,
+            "indexed by the kind's number"
+        );
+        assert_eq!(
+            c.kinds[0],
+            KindCountersOut::default(),
+            "slot 0 is no kind's"
+        );
+    }
+}

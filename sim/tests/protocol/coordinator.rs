@@ -610,6 +610,19 @@ fn consent_refusals() {
     assert_eq!(h.c().counters().refusals, 4);
 }
 
+/// The stage's name says the state, and inside a reset what it waits for.
+#[test]
+fn the_stage_name_follows_the_reset() {
+    let mut h = harness();
+    assert_eq!(h.c().stage_name(), "Operational");
+    let a = h.reg("a");
+    h.admin(AdminReset::Forced).expect("forced");
+    assert_eq!(h.c().stage_name(), "Quiescing");
+    h.execute(a).expect("ready");
+    h.drive_to_restoring().expect("reaches Restoring");
+    assert_eq!(h.c().stage_name(), "Restoring");
+}
+
 /// Clients coming and going while RESET_END goes out and the host's drain is held up (its
 /// DPC waits on another processor) never fill the action queue: a client that leaves takes
 /// its queued events with it, and its RESET_END counts as delivered.

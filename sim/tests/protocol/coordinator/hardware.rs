@@ -349,6 +349,7 @@ fn a_completion_of_a_step_not_awaited_is_ignored() {
         armed.armed(TimerId::HwReadyTimeout).is_some(),
         "waiting for the device"
     );
+    assert_eq!(s.c().stage_name(), "Resetting: probe_ready");
     s.call(|c, now| {
         c.hw_complete(
             now,
@@ -365,5 +366,5 @@ fn a_completion_of_a_step_not_awaited_is_ignored() {
         "still waiting for the device, on the same deadlines"
     );
     assert_eq!(s.hw_steps().len(), steps, "no step issued");
-    assert_eq!(s.c().state(), State::Resetting);
+    assert_eq!(s.c().stage_name(), "Resetting: probe_ready");
 }
