@@ -57,63 +57,163 @@ const RULES: [Rule; 2] = [
     },
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
-    /// How long a client in the barrier has to execute; it cannot extend it.
-    pub quiesce_deadline_ms: u64,
-    /// Bound of one wait for the device to come back after asserting reset.
-    pub hw_ready_timeout_ms: u64,
-    /// Interval of readiness probes while waiting for the device.
-    pub hw_poll_interval_ms: u64,
-    /// Soft-reset retries after the first attempt, before the function-level reset.
-    pub reset_retries: u8,
-    /// A device not back within this window after the hardware reset began is left Failed.
-    pub auto_restart_window_ms: u64,
-    /// Automatic resets allowed within `storm_window_ms`.
-    pub max_auto_resets: u8,
-    pub storm_window_ms: u64,
-    /// How long a client may hold I/O during a reset before failing it upward (SRP's
-    /// fast_io_fail). The coordinator only carries it to the clients.
-    pub io_hold_timeout_ms: u64,
-    /// A planned reset with an unresponsive client aborts instead of forcing it.
-    pub abort_on_unresponsive: bool,
-    /// Interval of the health monitor's polls of the catastrophic buffer and counter.
-    pub health_poll_interval_ms: u64,
-    /// How long the CAN_VETO clients have to answer RESET_QUERY; silence is consent.
-    pub query_deadline_ms: u64,
-    /// Reset requests one client may make within `storm_window_ms`; past it a request is
-    /// refused with `Throttled` and nothing happens.
-    pub client_request_limit: u8,
-    /// Reset automatically on a fatal error (catastrophic error, hang, command timeout).
-    /// When false the device is quiesced and left Failed for the administrator (devlink
-    /// health's `auto_recover`).
-    pub auto_recover: bool,
-    /// How long a PAGING_PATH client holds I/O instead of `io_hold_timeout_ms`; 0 holds until
-    /// the device is Failed or Removed (a failed paging I/O is a bugcheck on Windows). The
-    /// coordinator only carries it to the clients.
-    pub paging_io_hold_timeout_ms: u64,
+/// The one table of the policy's keys: each line is a key (its field, and its name in scenario
+/// files, hcactl, the registry and the flight recorder, whose record index is its place
+/// here), its type, its default and its limit. Everything that lists the keys is made from
+/// it: [`Policy`] and its default, [`Policy::KEYS`], [`Policy::values`], [`Policy::set`], the
+/// range checks, the IOCTL structure's conversions (ioctl/codec.rs), the scenario format's
+/// `[policy]` table and hcactl's rows. It hands the lines to the macro `$m`, which takes
+/// what it needs of each. A new key is a line here and its field in the IOCTL structure
+/// (`PolicyAbi`, in a new version of it: its offset is asserted there).
+#[macro_export]
+macro_rules! with_policy_keys {
+    ($m:ident) => {
+        $m! {
+            /// How long a client in the barrier has to execute; it cannot extend it.
+            quiesce_deadline_ms: u64 = 5_000, $crate::policy::Limit::MS;
+            /// Bound of one wait for the device to come back after asserting reset.
+            hw_ready_timeout_ms: u64 = 10_000, $crate::policy::Limit::MS;
+            /// Interval of readiness probes while waiting for the device.
+            hw_poll_interval_ms: u64 = 10, $crate::policy::Limit::MS;
+            /// Soft-reset retries after the first attempt, before the function-level reset.
+            reset_retries: u8 = 2,
+                $crate::policy::Limit::count(0, $crate::policy::RESET_RETRIES_LIMIT, "must be at most 8");
+            /// A device not back within this window after the hardware reset began is left
+            /// Failed.
+            auto_restart_window_ms: u64 = 600_000, $crate::policy::Limit::MS;
+            /// Automatic resets allowed within `storm_window_ms`.
+            max_auto_resets: u8 = 3,
+                $crate::policy::Limit::count(1, $crate::policy::MAX_AUTO_RESETS_LIMIT, "must be at most 16");
+            storm_window_ms: u64 = 60_000, $crate::policy::Limit::MS;
+            /// How long a client may hold I/O during a reset before failing it upward (SRP's
+            /// fast_io_fail). The coordinator only carries it to the clients.
+            io_hold_timeout_ms: u64 = 30_000, $crate::policy::Limit::MS;
+            /// A planned reset with an unresponsive client aborts instead of forcing it.
+            abort_on_unresponsive: bool = false, $crate::policy::Limit::Flag;
+            /// Interval of the health monitor's polls of the catastrophic buffer and counter.
+            health_poll_interval_ms: u64 = 1_000, $crate::policy::Limit::MS;
+            /// How long the CAN_VETO clients have to answer RESET_QUERY; silence is consent.
+            query_deadline_ms: u64 = 1_000, $crate::policy::Limit::MS;
+            /// Reset requests one client may make within `storm_window_ms`; past it a request
+            /// is refused with `Throttled` and nothing happens.
+            client_request_limit: u8 = 2,
+                $crate::policy::Limit::count(1, $crate::policy::CLIENT_REQUEST_LIMIT_MAX, "must be at most 16");
+            /// Reset automatically on a fatal error (catastrophic error, hang, command
+            /// timeout). When false the device is quiesced and left Failed for the
+            /// administrator (devlink health's `auto_recover`).
+            auto_recover: bool = true, $crate::policy::Limit::Flag;
+            /// How long a PAGING_PATH client holds I/O instead of `io_hold_timeout_ms`; 0 holds
+            /// until the device is Failed or Removed (a failed paging I/O is a bugcheck on
+            /// Windows). The coordinator only carries it to the clients.
+            paging_io_hold_timeout_ms: u64 = 0, $crate::policy::Limit::Ms { zero_ok: true };
+        }
+    };
 }
 
-impl Default for Policy {
-    fn default() -> Self {
-        Policy {
-            quiesce_deadline_ms: 5_000,
-            hw_ready_timeout_ms: 10_000,
-            hw_poll_interval_ms: 10,
-            reset_retries: 2,
-            auto_restart_window_ms: 600_000,
-            max_auto_resets: 3,
-            storm_window_ms: 60_000,
-            io_hold_timeout_ms: 30_000,
-            abort_on_unresponsive: false,
-            health_poll_interval_ms: 1_000,
-            query_deadline_ms: 1_000,
-            client_request_limit: 2,
-            auto_recover: true,
-            paging_io_hold_timeout_ms: 0,
+/// What values a key takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// A duration: 1..=[`MAX_MS`], or from 0 where 0 means something.
+    Ms { zero_ok: bool },
+    /// A count in `min..=max`; `too_big` is the problem a larger one is refused with.
+    Count {
+        min: u8,
+        max: u8,
+        too_big: &'static str,
+    },
+    /// 0 or 1 (false or true).
+    Flag,
+}
+
+impl Limit {
+    /// A duration that must be set.
+    pub const MS: Limit = Limit::Ms { zero_ok: false };
+
+    pub const fn count(min: u8, max: u8, too_big: &'static str) -> Limit {
+        Limit::Count { min, max, too_big }
+    }
+}
+
+/// A key's value as the table's types hold it, and as one number (flags 0 or 1).
+pub trait KeyValue: Sized + Copy {
+    fn to_u64(self) -> u64;
+    fn from_u64(value: u64) -> Result<Self, SetKeyError>;
+}
+
+impl KeyValue for u64 {
+    fn to_u64(self) -> u64 {
+        self
+    }
+    fn from_u64(value: u64) -> Result<Self, SetKeyError> {
+        Ok(value)
+    }
+}
+
+impl KeyValue for u8 {
+    fn to_u64(self) -> u64 {
+        u64::from(self)
+    }
+    fn from_u64(value: u64) -> Result<Self, SetKeyError> {
+        u8::try_from(value).map_err(|_| SetKeyError::OutOfRange)
+    }
+}
+
+impl KeyValue for bool {
+    fn to_u64(self) -> u64 {
+        u64::from(self)
+    }
+    fn from_u64(value: u64) -> Result<Self, SetKeyError> {
+        match value {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(SetKeyError::OutOfRange),
         }
     }
 }
+
+macro_rules! define_policy {
+    ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr; )+) => {
+        /// The reset policy: one field per line of [`with_policy_keys!`](crate::with_policy_keys).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct Policy {
+            $( $(#[$doc])* pub $key: $ty, )+
+        }
+
+        impl Default for Policy {
+            fn default() -> Self {
+                Policy { $( $key: $default, )+ }
+            }
+        }
+
+        impl Policy {
+            /// Every key, as the scenario format, hcactl and the driver's registry Parameters
+            /// name them; a flight-recorder record names a key by its place here.
+            pub const KEYS: [&'static str; KEY_COUNT] = [$( stringify!($key), )+];
+            /// What each key takes, in the order of [`Policy::KEYS`].
+            pub const LIMITS: [Limit; KEY_COUNT] = [$( $limit, )+];
+
+            /// Every key's value, in the order of [`Policy::KEYS`] (flags as 0 or 1).
+            pub fn values(&self) -> [u64; KEY_COUNT] {
+                [$( KeyValue::to_u64(self.$key), )+]
+            }
+
+            /// Sets the field `key` names (flags take 0 or 1). Nothing is validated as a
+            /// whole here: [`Policy::validate`] does that once every key is set.
+            pub fn set(&mut self, key: &str, value: u64) -> Result<(), SetKeyError> {
+                match key {
+                    $( stringify!($key) => self.$key = KeyValue::from_u64(value)?, )+
+                    _ => return Err(SetKeyError::UnknownKey),
+                }
+                Ok(())
+            }
+        }
+
+        /// Keys in the table.
+        const KEY_COUNT: usize = [$( stringify!($key), )+].len();
+    };
+}
+
+crate::with_policy_keys!(define_policy);
 
 /// A policy value that was refused; names the field so a person can fix it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -135,74 +235,6 @@ pub enum SetKeyError {
 }
 
 impl Policy {
-    /// Every key, as the scenario format, hcactl and the driver's registry Parameters name
-    /// them.
-    pub const KEYS: [&'static str; 14] = [
-        "quiesce_deadline_ms",
-        "hw_ready_timeout_ms",
-        "hw_poll_interval_ms",
-        "reset_retries",
-        "auto_restart_window_ms",
-        "max_auto_resets",
-        "storm_window_ms",
-        "io_hold_timeout_ms",
-        "abort_on_unresponsive",
-        "health_poll_interval_ms",
-        "query_deadline_ms",
-        "client_request_limit",
-        "auto_recover",
-        "paging_io_hold_timeout_ms",
-    ];
-
-    /// Every key's value, in the order of [`Policy::KEYS`] (flags as 0 or 1).
-    pub fn values(&self) -> [u64; Policy::KEYS.len()] {
-        [
-            self.quiesce_deadline_ms,
-            self.hw_ready_timeout_ms,
-            self.hw_poll_interval_ms,
-            u64::from(self.reset_retries),
-            self.auto_restart_window_ms,
-            u64::from(self.max_auto_resets),
-            self.storm_window_ms,
-            self.io_hold_timeout_ms,
-            u64::from(self.abort_on_unresponsive),
-            self.health_poll_interval_ms,
-            self.query_deadline_ms,
-            u64::from(self.client_request_limit),
-            u64::from(self.auto_recover),
-            self.paging_io_hold_timeout_ms,
-        ]
-    }
-
-    /// Sets the field `key` names (flags take 0 or 1). Nothing is validated as a whole here:
-    /// [`Policy::validate`] does that once every key is set.
-    pub fn set(&mut self, key: &str, value: u64) -> Result<(), SetKeyError> {
-        let count = || u8::try_from(value).map_err(|_| SetKeyError::OutOfRange);
-        let flag = || match value {
-            0 => Ok(false),
-            1 => Ok(true),
-            _ => Err(SetKeyError::OutOfRange),
-        };
-        match key {
-            "quiesce_deadline_ms" => self.quiesce_deadline_ms = value,
-            "hw_ready_timeout_ms" => self.hw_ready_timeout_ms = value,
-            "hw_poll_interval_ms" => self.hw_poll_interval_ms = value,
-            "reset_retries" => self.reset_retries = count()?,
-            "auto_restart_window_ms" => self.auto_restart_window_ms = value,
-            "max_auto_resets" => self.max_auto_resets = count()?,
-            "storm_window_ms" => self.storm_window_ms = value,
-            "io_hold_timeout_ms" => self.io_hold_timeout_ms = value,
-            "abort_on_unresponsive" => self.abort_on_unresponsive = flag()?,
-            "health_poll_interval_ms" => self.health_poll_interval_ms = value,
-            "query_deadline_ms" => self.query_deadline_ms = value,
-            "client_request_limit" => self.client_request_limit = count()?,
-            "auto_recover" => self.auto_recover = flag()?,
-            "paging_io_hold_timeout_ms" => self.paging_io_hold_timeout_ms = value,
-            _ => return Err(SetKeyError::UnknownKey),
-        }
-        Ok(())
-    }
-
     /// Every value in range and every rule between two keys kept. A rule that is broken
     /// names its first key ([`Rule`]): nothing says which of the two was meant.
     pub fn validate(&self) -> Result<(), PolicyError> {
@@ -255,63 +287,40 @@ impl Policy {
         Ok(())
     }
 
-    /// Each value on its own: nonzero where it must be, within its bound.
+    /// Each value on its own, by its line of the table: nonzero where it must be, within
+    /// its bound. Four passes, so that of several values out of range the one named is the
+    /// same as it always was: durations that must be set, then every duration's bound, then
+    /// the counts that must be set, then the others.
     fn check_values(&self) -> Result<(), PolicyError> {
-        let nonzero: [(&'static str, u64); 8] = [
-            ("quiesce_deadline_ms", self.quiesce_deadline_ms),
-            ("hw_ready_timeout_ms", self.hw_ready_timeout_ms),
-            ("hw_poll_interval_ms", self.hw_poll_interval_ms),
-            ("auto_restart_window_ms", self.auto_restart_window_ms),
-            ("storm_window_ms", self.storm_window_ms),
-            ("io_hold_timeout_ms", self.io_hold_timeout_ms),
-            ("health_poll_interval_ms", self.health_poll_interval_ms),
-            ("query_deadline_ms", self.query_deadline_ms),
-        ];
-        for (field, value) in nonzero {
-            if value == 0 {
-                return Err(PolicyError {
-                    field,
-                    problem: "must be greater than zero",
-                });
+        const ZERO: &str = "must be greater than zero";
+        let values = self.values();
+        let keys = || Policy::KEYS.into_iter().zip(Policy::LIMITS).zip(values);
+        let refuse = |field, problem| Err(PolicyError { field, problem });
+        for ((field, limit), value) in keys() {
+            if limit == Limit::MS && value == 0 {
+                return refuse(field, ZERO);
             }
         }
-        let bounded = nonzero
-            .into_iter()
-            .chain([("paging_io_hold_timeout_ms", self.paging_io_hold_timeout_ms)]);
-        for (field, value) in bounded {
-            if value > MAX_MS {
-                return Err(PolicyError {
-                    field,
-                    problem: "must be at most 864000000 (ten days)",
-                });
+        for ((field, limit), value) in keys() {
+            if matches!(limit, Limit::Ms { .. }) && value > MAX_MS {
+                return refuse(field, "must be at most 864000000 (ten days)");
             }
         }
-        // Both are kept in fixed arrays of 16 slots.
-        let counts = [
-            (
-                "max_auto_resets",
-                self.max_auto_resets,
-                MAX_AUTO_RESETS_LIMIT,
-            ),
-            (
-                "client_request_limit",
-                self.client_request_limit,
-                CLIENT_REQUEST_LIMIT_MAX,
-            ),
-        ];
-        for (field, value, max) in counts {
-            let problem = match value {
-                0 => "must be greater than zero",
-                v if v > max => "must be at most 16",
-                _ => continue,
-            };
-            return Err(PolicyError { field, problem });
-        }
-        if self.reset_retries > RESET_RETRIES_LIMIT {
-            return Err(PolicyError {
-                field: "reset_retries",
-                problem: "must be at most 8",
-            });
+        for min_first in [1, 0] {
+            for ((field, limit), value) in keys() {
+                let Limit::Count { min, max, too_big } = limit else {
+                    continue;
+                };
+                if min != min_first {
+                    continue;
+                }
+                if value < u64::from(min) {
+                    return refuse(field, ZERO);
+                }
+                if value > u64::from(max) {
+                    return refuse(field, too_big);
+                }
+            }
         }
         Ok(())
     }

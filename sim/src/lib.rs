@@ -15,6 +15,7 @@ pub mod bench;
 pub mod ctx;
 pub mod fake_connectx;
 pub mod fault;
+pub mod fixtures;
 pub mod hca;
 pub mod host;
 pub mod hosted;

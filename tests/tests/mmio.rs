@@ -9,7 +9,7 @@ use hcabus::coordinator::*;
 use hcabus::hca::{HwStep, Identity};
 use hcabus::mmio::{MmioHca, FLR_SETTLE, SOFT_RESET_SETTLE};
 use hcabus::types::*;
-use hcabus::Policy;
+use hcabus_sim::fixtures::policy;
 use hcabus_sim::{FakeConnectX, FakeFaults, Stepper};
 
 type Rig = Stepper<MmioHca<FakeConnectX>>;
@@ -23,15 +23,6 @@ fn identity() -> Identity {
         subsys_id: 0x0050,
         serial: 0xA1B2_C3D4,
         fw_version: Identity::fw_version(2, 42, 5000),
-    }
-}
-
-fn policy() -> Policy {
-    Policy {
-        quiesce_deadline_ms: 1_000,
-        hw_ready_timeout_ms: 2_000,
-        auto_restart_window_ms: 60_000,
-        ..Policy::default()
     }
 }
 

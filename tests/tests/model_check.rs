@@ -26,11 +26,12 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::Hasher;
 
 use hcabus::coordinator::*;
-use hcabus::hca::{HealthSample, HwCompletion, HwError, HwResult, HwStep, Identity, Readiness};
+use hcabus::hca::{HealthSample, HwCompletion, HwError, HwResult, HwStep, Readiness};
 use hcabus::recorder::{HwOutcome, RecordKind};
 use hcabus::timers::TimerTable;
 use hcabus::types::*;
 use hcabus::{Instant, Policy};
+use hcabus_sim::fixtures::identity;
 use hcabus_sim::InvariantChecker;
 
 const CLIENTS: usize = 3;
@@ -101,18 +102,6 @@ struct World {
     admin_left: u8,
     port_reports_left: u8,
     next_lid: u16,
-}
-
-fn identity() -> Identity {
-    Identity {
-        node_guid: 0x0002_c903_0000_0001,
-        vendor_id: 0x15B3,
-        device_id: 0x1003,
-        subsys_vendor_id: 0x15B3,
-        subsys_id: 0x50,
-        serial: 1,
-        fw_version: Identity::fw_version(2, 42, 5000),
-    }
 }
 
 impl World {

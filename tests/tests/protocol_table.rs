@@ -20,11 +20,12 @@ use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 
 use hcabus::coordinator::*;
-use hcabus::hca::{HealthSample, HwCompletion, HwError, HwResult, HwStep, Identity, Readiness};
+use hcabus::hca::{HealthSample, HwCompletion, HwError, HwResult, HwStep, Readiness};
 use hcabus::recorder::RecordKind;
 use hcabus::timers::TimerTable;
 use hcabus::types::*;
 use hcabus::{Instant, Policy};
+use hcabus_sim::fixtures::identity;
 use hcabus_tests::desc;
 
 const CLIENTS: usize = 2;
@@ -105,18 +106,6 @@ fn admin_name(k: AdminReset) -> &'static str {
         AdminReset::Forced => "forced",
         AdminReset::Planned => "planned",
         AdminReset::FirmwareActivate => "fw_activate",
-    }
-}
-
-fn identity() -> Identity {
-    Identity {
-        node_guid: 1,
-        vendor_id: 0x15B3,
-        device_id: 0x1003,
-        subsys_vendor_id: 0x15B3,
-        subsys_id: 0x0050,
-        serial: 7,
-        fw_version: Identity::fw_version(2, 42, 5000),
     }
 }
 

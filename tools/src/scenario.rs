@@ -227,27 +227,8 @@ fn hca_config(keys: &Hca, at: &str) -> Result<SimHcaConfig, ScenarioError> {
 }
 
 fn policy(p: &PolicyKeys) -> Result<Policy, ScenarioError> {
-    let d = Policy::default();
-    let policy = Policy {
-        quiesce_deadline_ms: p.quiesce_deadline_ms.unwrap_or(d.quiesce_deadline_ms),
-        hw_ready_timeout_ms: p.hw_ready_timeout_ms.unwrap_or(d.hw_ready_timeout_ms),
-        hw_poll_interval_ms: p.hw_poll_interval_ms.unwrap_or(d.hw_poll_interval_ms),
-        reset_retries: p.reset_retries.unwrap_or(d.reset_retries),
-        auto_restart_window_ms: p.auto_restart_window_ms.unwrap_or(d.auto_restart_window_ms),
-        max_auto_resets: p.max_auto_resets.unwrap_or(d.max_auto_resets),
-        storm_window_ms: p.storm_window_ms.unwrap_or(d.storm_window_ms),
-        io_hold_timeout_ms: p.io_hold_timeout_ms.unwrap_or(d.io_hold_timeout_ms),
-        abort_on_unresponsive: p.abort_on_unresponsive.unwrap_or(d.abort_on_unresponsive),
-        health_poll_interval_ms: p
-            .health_poll_interval_ms
-            .unwrap_or(d.health_poll_interval_ms),
-        query_deadline_ms: p.query_deadline_ms.unwrap_or(d.query_deadline_ms),
-        client_request_limit: p.client_request_limit.unwrap_or(d.client_request_limit),
-        auto_recover: p.auto_recover.unwrap_or(d.auto_recover),
-        paging_io_hold_timeout_ms: p
-            .paging_io_hold_timeout_ms
-            .unwrap_or(d.paging_io_hold_timeout_ms),
-    };
+    let mut policy = Policy::default();
+    p.apply(&mut policy);
     policy
         .validate()
         .map_err(|e| err(format!("policy.{}", e.field), e.problem))?;

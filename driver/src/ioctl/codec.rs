@@ -14,6 +14,47 @@ fn flag(v: u32) -> Option<bool> {
     }
 }
 
+/// A policy value as the IOCTL structure holds it: durations as they are, counts and flags
+/// in 32 bits.
+trait AbiValue<A>: Sized {
+    fn to_abi(self) -> A;
+    /// The value `a` is, or the refusal that names `field`.
+    fn from_abi(field: &'static str, a: A) -> Result<Self, PolicyError>;
+}
+
+impl AbiValue<u64> for u64 {
+    fn to_abi(self) -> u64 {
+        self
+    }
+    fn from_abi(_: &'static str, a: u64) -> Result<Self, PolicyError> {
+        Ok(a)
+    }
+}
+
+impl AbiValue<u32> for u8 {
+    fn to_abi(self) -> u32 {
+        u32::from(self)
+    }
+    fn from_abi(field: &'static str, a: u32) -> Result<Self, PolicyError> {
+        u8::try_from(a).map_err(|_| PolicyError {
+            field,
+            problem: "must be at most 255",
+        })
+    }
+}
+
+impl AbiValue<u32> for bool {
+    fn to_abi(self) -> u32 {
+        u32::from(self)
+    }
+    fn from_abi(field: &'static str, a: u32) -> Result<Self, PolicyError> {
+        flag(a).ok_or(PolicyError {
+            field,
+            problem: "must be 0 or 1",
+        })
+    }
+}
+
 pub(super) fn us(d: Option<Duration>) -> u64 {
     d.map_or(NONE_U64, Duration::as_us)
 }
@@ -31,23 +72,15 @@ impl InputHeader {
 
 impl PolicyAbi {
     pub fn from_policy(p: &Policy) -> Self {
-        PolicyAbi {
-            quiesce_deadline_ms: p.quiesce_deadline_ms,
-            hw_ready_timeout_ms: p.hw_ready_timeout_ms,
-            hw_poll_interval_ms: p.hw_poll_interval_ms,
-            auto_restart_window_ms: p.auto_restart_window_ms,
-            storm_window_ms: p.storm_window_ms,
-            io_hold_timeout_ms: p.io_hold_timeout_ms,
-            health_poll_interval_ms: p.health_poll_interval_ms,
-            reset_retries: u32::from(p.reset_retries),
-            max_auto_resets: u32::from(p.max_auto_resets),
-            abort_on_unresponsive: u32::from(p.abort_on_unresponsive),
-            reserved: 0,
-            query_deadline_ms: p.query_deadline_ms,
-            paging_io_hold_timeout_ms: p.paging_io_hold_timeout_ms,
-            client_request_limit: u32::from(p.client_request_limit),
-            auto_recover: u32::from(p.auto_recover),
+        macro_rules! to_abi {
+            ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr; )+) => {
+                PolicyAbi {
+                    $( $key: AbiValue::to_abi(p.$key), )+
+                    reserved: 0,
+                }
+            };
         }
+        crate::with_policy_keys!(to_abi)
     }
 
     /// A version-1 structure carries no version-2 field: those keep `current`'s values.
@@ -72,29 +105,22 @@ impl PolicyAbi {
     /// above 255, a flag other than 0 or 1, a reserved field set). Values are not validated
     /// as a whole here: [`Policy::validate`] does that.
     pub fn parse_policy(&self) -> Result<Policy, PolicyError> {
-        let refuse = |field, problem| PolicyError { field, problem };
-        let count =
-            |field, v: u32| u8::try_from(v).map_err(|_| refuse(field, "must be at most 255"));
-        let flag_of = |field, v: u32| flag(v).ok_or(refuse(field, "must be 0 or 1"));
         if self.reserved != 0 {
-            return Err(refuse("reserved", "must be 0"));
+            return Err(PolicyError {
+                field: "reserved",
+                problem: "must be 0",
+            });
         }
-        Ok(Policy {
-            quiesce_deadline_ms: self.quiesce_deadline_ms,
-            hw_ready_timeout_ms: self.hw_ready_timeout_ms,
-            hw_poll_interval_ms: self.hw_poll_interval_ms,
-            reset_retries: count("reset_retries", self.reset_retries)?,
-            auto_restart_window_ms: self.auto_restart_window_ms,
-            max_auto_resets: count("max_auto_resets", self.max_auto_resets)?,
-            storm_window_ms: self.storm_window_ms,
-            io_hold_timeout_ms: self.io_hold_timeout_ms,
-            abort_on_unresponsive: flag_of("abort_on_unresponsive", self.abort_on_unresponsive)?,
-            health_poll_interval_ms: self.health_poll_interval_ms,
-            query_deadline_ms: self.query_deadline_ms,
-            client_request_limit: count("client_request_limit", self.client_request_limit)?,
-            auto_recover: flag_of("auto_recover", self.auto_recover)?,
-            paging_io_hold_timeout_ms: self.paging_io_hold_timeout_ms,
-        })
+        let abi = self;
+        // In the table's order: of several fields that cannot be values, the first is named.
+        macro_rules! from_abi {
+            ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr; )+) => {
+                Policy {
+                    $( $key: AbiValue::from_abi(stringify!($key), abi.$key)?, )+
+                }
+            };
+        }
+        Ok(crate::with_policy_keys!(from_abi))
     }
 
     /// Reads a version-2 structure, or with `version` 1 the version-1 one (its version-2

@@ -12,19 +12,11 @@ use hcabus::hca::{HwStep, Identity};
 use hcabus::policy::Policy;
 use hcabus::time::{Duration, Instant};
 use hcabus::types::*;
+use hcabus_sim::fixtures::policy;
 use hcabus_sim::hca::{SimHca, SimHcaConfig};
 use hcabus_sim::Stepper;
 
 type H = Stepper;
-
-fn policy() -> Policy {
-    Policy {
-        quiesce_deadline_ms: 1_000,
-        hw_ready_timeout_ms: 2_000,
-        auto_restart_window_ms: 60_000,
-        ..Policy::default()
-    }
-}
 
 fn harness() -> H {
     harness_with(policy(), 8)

@@ -60,24 +60,27 @@ pub(super) struct Hca {
     pub(super) node_guid: Option<NumOrText>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct PolicyKeys {
-    pub(super) quiesce_deadline_ms: Option<u64>,
-    pub(super) hw_ready_timeout_ms: Option<u64>,
-    pub(super) hw_poll_interval_ms: Option<u64>,
-    pub(super) reset_retries: Option<u8>,
-    pub(super) auto_restart_window_ms: Option<u64>,
-    pub(super) max_auto_resets: Option<u8>,
-    pub(super) storm_window_ms: Option<u64>,
-    pub(super) io_hold_timeout_ms: Option<u64>,
-    pub(super) abort_on_unresponsive: Option<bool>,
-    pub(super) health_poll_interval_ms: Option<u64>,
-    pub(super) query_deadline_ms: Option<u64>,
-    pub(super) client_request_limit: Option<u8>,
-    pub(super) auto_recover: Option<bool>,
-    pub(super) paging_io_hold_timeout_ms: Option<u64>,
+/// The `[policy]` table: every key of the policy's table (`hcabus::with_policy_keys!`), each
+/// optional, of its field's type; what is not given keeps its default.
+macro_rules! policy_keys {
+    ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr; )+) => {
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct PolicyKeys {
+            $( pub(super) $key: Option<$ty>, )+
+        }
+
+        impl PolicyKeys {
+            /// `policy` with every key this table gives.
+            pub(super) fn apply(&self, policy: &mut hcabus::Policy) {
+                $( if let Some(v) = self.$key {
+                    policy.$key = v;
+                } )+
+            }
+        }
+    };
 }
+hcabus::with_policy_keys!(policy_keys);
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -2,7 +2,7 @@
 //! names the field the bus refused and why (SET_POLICY's version-5 answer).
 
 use hcabus::ioctl::*;
-use hcabus::policy::SetKeyError;
+use hcabus::policy::{Limit, SetKeyError};
 use hcabus::Policy;
 use serde_json::{json, Value};
 
@@ -114,30 +114,20 @@ fn changed(before: &Policy, after: &Policy, as_json: bool) -> Outcome {
     Ok(())
 }
 
-/// Every field, in `Policy::KEYS` order; flags as booleans.
-fn rows(p: &PolicyAbi) -> [(&'static str, Value); 14] {
-    [
-        ("quiesce_deadline_ms", p.quiesce_deadline_ms.into()),
-        ("hw_ready_timeout_ms", p.hw_ready_timeout_ms.into()),
-        ("hw_poll_interval_ms", p.hw_poll_interval_ms.into()),
-        ("reset_retries", p.reset_retries.into()),
-        ("auto_restart_window_ms", p.auto_restart_window_ms.into()),
-        ("max_auto_resets", p.max_auto_resets.into()),
-        ("storm_window_ms", p.storm_window_ms.into()),
-        ("io_hold_timeout_ms", p.io_hold_timeout_ms.into()),
-        (
-            "abort_on_unresponsive",
-            (p.abort_on_unresponsive == 1).into(),
-        ),
-        ("health_poll_interval_ms", p.health_poll_interval_ms.into()),
-        ("query_deadline_ms", p.query_deadline_ms.into()),
-        ("client_request_limit", p.client_request_limit.into()),
-        ("auto_recover", (p.auto_recover == 1).into()),
-        (
-            "paging_io_hold_timeout_ms",
-            p.paging_io_hold_timeout_ms.into(),
-        ),
-    ]
+/// Every field, in `Policy::KEYS` order (the policy's table); flags as booleans.
+fn rows(p: &PolicyAbi) -> Vec<(&'static str, Value)> {
+    fn cell(value: u64, limit: Limit) -> Value {
+        match limit {
+            Limit::Flag => (value == 1).into(),
+            Limit::Ms { .. } | Limit::Count { .. } => value.into(),
+        }
+    }
+    macro_rules! row {
+        ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr; )+) => {
+            vec![$( (stringify!($key), cell(u64::from(p.$key), $limit)), )+]
+        };
+    }
+    hcabus::with_policy_keys!(row)
 }
 
 pub(crate) fn policy_json(p: &PolicyAbi) -> Value {
