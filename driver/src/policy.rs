@@ -496,6 +496,37 @@ mod tests {
         assert_eq!(p.validate(), Ok(()));
     }
 
+    /// Of several values out of range, the one named is the first of: a duration that must
+    /// be set, a duration's bound, a count that must be set or is too large, then the
+    /// others (the order the checks have always had, whatever the keys' order).
+    #[test]
+    fn of_several_bad_values_the_one_named_is_the_first_check_that_fails() {
+        let field = |p: Policy| p.validate().err().map(|e| (e.field, e.problem));
+        let bad = Policy {
+            reset_retries: RESET_RETRIES_LIMIT + 1,
+            max_auto_resets: 0,
+            ..Policy::default()
+        };
+        assert_eq!(
+            field(bad),
+            Some(("max_auto_resets", "must be greater than zero"))
+        );
+        let bad = Policy {
+            storm_window_ms: 0,
+            max_auto_resets: 0,
+            ..bad
+        };
+        assert_eq!(
+            field(bad),
+            Some(("storm_window_ms", "must be greater than zero"))
+        );
+        let bad = Policy {
+            reset_retries: RESET_RETRIES_LIMIT + 1,
+            ..Policy::default()
+        };
+        assert_eq!(field(bad), Some(("reset_retries", "must be at most 8")));
+    }
+
     #[test]
     fn zero_values_are_refused_by_name() {
         type Spoil = fn(&mut Policy);

@@ -1,4 +1,5 @@
-//! The health monitor's count of unchanged polls, and a cause found again.
+//! Health: the monitor's count of unchanged polls, a cause found again, health while
+//! quiescing, and the device's error state (docs/design.md §5 "Health").
 
 use super::*;
 
@@ -88,4 +89,108 @@ fn an_unanswered_read_during_a_quiesce_is_fatal_and_the_watch_goes_on() {
         .armed(TimerId::HealthPoll)
         .expect("the watch goes on");
     assert_eq!(at, h.now() + interval);
+}
+
+fn planned_with_wedged_client(quiesce_deadline_ms: u64) -> (H, ClientId, ClientId) {
+    let mut h = harness_with(
+        Policy {
+            abort_on_unresponsive: true,
+            quiesce_deadline_ms,
+            ..policy()
+        },
+        8,
+    );
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    let wedged = h.reg("wedged");
+    h.admin(AdminReset::Planned).expect("planned");
+    h.consent(v).expect("consent");
+    h.execute(v).expect("vetoer ready");
+    (h, v, wedged)
+}
+
+#[test]
+fn catastrophic_found_by_the_poll_while_quiescing_makes_a_planned_reset_fatal() {
+    let (mut h, v, wedged) = planned_with_wedged_client(3_000);
+    h.advance(100);
+    h.hca_mut().inject_catastrophic(0xbad);
+    h.advance(900);
+    let r = h.c().last_reset().expect("record");
+    assert_eq!(r.reason, ResetReason::Catastrophic);
+    assert!(!r.planned, "the poll made it fatal before the deadline");
+    assert_eq!(
+        h.call(|c, now| c.reset_veto(now, v, Epoch(1), busy())),
+        Err(VetoError::NoQueryPending)
+    );
+    h.advance(2_000 + 5_000);
+    assert_eq!(h.c().counters().resets_started, 1, "one reset");
+    assert_eq!(h.c().counters().resets_aborted, 0, "no abort");
+    assert_eq!(h.asserts(), 1);
+    assert_eq!(h.c().epoch(), Epoch(2));
+    assert_eq!(h.events_of(wedged), [Reset, ResetEnd]);
+    assert_eq!(h.c().last_reset().expect("record").forced(), [wedged]);
+}
+
+#[test]
+fn catastrophic_between_polls_is_found_by_the_read_that_closes_the_quiesce() {
+    // The deadline comes before the next poll: only the closing read can see the error.
+    let (mut h, _v, wedged) = planned_with_wedged_client(500);
+    h.advance(100);
+    h.hca_mut().inject_catastrophic(0xbad);
+    h.advance(400 + 5_000);
+    assert_eq!(h.c().counters().resets_started, 1);
+    assert_eq!(h.c().counters().resets_aborted, 0);
+    assert_eq!(
+        h.c().last_reset().expect("record").reason,
+        ResetReason::Catastrophic
+    );
+    assert_eq!(h.events_of(wedged), [Reset, ResetEnd]);
+    assert_eq!(h.c().state(), State::Operational);
+}
+
+#[test]
+fn unresponsive_abort_goes_ahead_when_the_closing_read_is_healthy() {
+    let (mut h, v, wedged) = planned_with_wedged_client(500);
+    h.advance(500);
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.asserts(), 0);
+    assert_eq!(h.events_of(v), [ResetQuery, Reset, ResetAborted]);
+    assert_eq!(h.events_of(wedged), [Reset, ResetAborted]);
+}
+
+#[test]
+fn two_causes_at_one_instant_make_one_reset_with_the_graver_reason() {
+    let mut h = harness();
+    let a = h.reg("a");
+    // The command times out and the firmware writes its catastrophic word at one instant;
+    // the client releases at once, so the quiesce takes no time at all.
+    h.call(|c, now| c.command_timeout(now));
+    h.hca_mut().inject_catastrophic(0xbad);
+    h.pump();
+    h.execute(a).expect("ready");
+    h.advance(10_000);
+    assert_eq!(
+        h.c().counters().resets_started,
+        1,
+        "the error is not found again"
+    );
+    assert_eq!(h.asserts(), 1);
+    assert_eq!(
+        h.c().last_reset().expect("record").reason,
+        ResetReason::Catastrophic
+    );
+    assert_eq!(h.events_of(a), [Reset, ResetEnd]);
+}
+
+#[test]
+fn a_hardware_reset_clears_the_device_error_state() {
+    let mut h = harness();
+    let a = h.reg("a");
+    h.hca_mut().inject_catastrophic(0xbad);
+    h.advance(1_000);
+    assert_eq!(h.c().state(), State::Quiescing);
+    h.execute(a).expect("ready");
+    h.advance(30_000);
+    assert_eq!(h.c().counters().resets_started, 1);
+    assert_eq!(h.c().state(), State::Operational);
+    assert!(h.hca().is_running());
 }
