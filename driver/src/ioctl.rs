@@ -52,38 +52,59 @@ const fn code(function: u32, access: u32) -> u32 {
     ctl_code(FILE_DEVICE_INFINIBAND, function, METHOD_BUFFERED, access)
 }
 
-pub const IOCTL_HCABUS_QUERY_STATE: u32 = code(0x900, FILE_READ_ACCESS);
-pub const IOCTL_HCABUS_LIST_CLIENTS: u32 = code(0x901, FILE_READ_ACCESS);
-pub const IOCTL_HCABUS_READ_LOG: u32 = code(0x902, FILE_READ_ACCESS);
-pub const IOCTL_HCABUS_GET_POLICY: u32 = code(0x903, FILE_READ_ACCESS);
-pub const IOCTL_HCABUS_QUERY_HEALTH: u32 = code(0x904, FILE_READ_ACCESS);
-pub const IOCTL_HCABUS_READ_RESETS: u32 = code(0x905, FILE_READ_ACCESS);
-/// Version 7: the stack's counters (a host that hosts no clients answers NOT_SUPPORTED).
-pub const IOCTL_HCABUS_QUERY_COUNTERS: u32 = code(0x906, FILE_READ_ACCESS);
-pub const IOCTL_HCABUS_REQUEST_RESET: u32 = code(0x910, RW);
-pub const IOCTL_HCABUS_RESTART: u32 = code(0x911, RW);
-pub const IOCTL_HCABUS_SET_POLICY: u32 = code(0x912, RW);
-pub const IOCTL_HCABUS_INJECT_FAULT: u32 = code(0x9F0, RW);
+/// The one table of IOCTL codes: each line is a code (its name, function number and access:
+/// the rights a handle needs), the structure it takes and the one it answers with in the
+/// current ABI (`()`: no answer needed). The codes, [`CODES`], [`input_size`] and
+/// [`min_output`] are made from it; older versions' sizes are [`input_size_of`] and
+/// [`min_output_of`]. A new IOCTL is a line here, its structures, its decoding and its
+/// handling in the dispatcher (ioctl/dispatch.rs), and its hcactl subcommand. The order is
+/// [`CODES`]' (the fuzz corpus names codes by their place in it).
+macro_rules! ioctl_codes {
+    ($( $(#[$doc:meta])* $name:ident = ($function:literal, $access:expr), $input:ty => $output:ty; )+) => {
+        $( $(#[$doc])* pub const $name: u32 = code($function, $access); )+
+
+        /// Every code, with its name (for tools and logs).
+        pub const CODES: [(u32, &str); [$( stringify!($name), )+].len()] =
+            [$( ($name, stringify!($name)), )+];
+
+        /// The input size each code takes (exactly) in the current ABI.
+        pub fn input_size(code: u32) -> Option<usize> {
+            match code {
+                $( $name => Some(size_of::<$input>()), )+
+                _ => None,
+            }
+        }
+
+        /// The smallest output buffer each code accepts in the current ABI.
+        pub fn min_output(code: u32) -> usize {
+            match code {
+                $( $name => size_of::<$output>(), )+
+                _ => 0,
+            }
+        }
+    };
+}
+
+ioctl_codes! {
+    IOCTL_HCABUS_QUERY_STATE = (0x900, FILE_READ_ACCESS), EmptyIn => StateOut;
+    IOCTL_HCABUS_LIST_CLIENTS = (0x901, FILE_READ_ACCESS), ListClientsIn => ListClientsOut;
+    IOCTL_HCABUS_READ_LOG = (0x902, FILE_READ_ACCESS), ReadLogIn => ReadLogOut;
+    IOCTL_HCABUS_GET_POLICY = (0x903, FILE_READ_ACCESS), EmptyIn => PolicyAbi;
+    IOCTL_HCABUS_QUERY_HEALTH = (0x904, FILE_READ_ACCESS), EmptyIn => HealthOut;
+    IOCTL_HCABUS_READ_RESETS = (0x905, FILE_READ_ACCESS), EmptyIn => ReadResetsOut;
+    IOCTL_HCABUS_REQUEST_RESET = (0x910, RW), RequestResetIn => EpochOut;
+    IOCTL_HCABUS_RESTART = (0x911, RW), EmptyIn => EpochOut;
+    /// The answer (which field was refused) is optional: version 5 and later.
+    IOCTL_HCABUS_SET_POLICY = (0x912, RW), SetPolicyIn => ();
+    IOCTL_HCABUS_INJECT_FAULT = (0x9F0, RW), InjectFaultIn => ();
+    /// Version 7: the stack's counters (a host that hosts no clients answers NOT_SUPPORTED).
+    IOCTL_HCABUS_QUERY_COUNTERS = (0x906, FILE_READ_ACCESS), EmptyIn => CountersOut;
+}
 
 const_assert_eq!(IOCTL_HCABUS_QUERY_STATE, 0x003B_6400);
 const_assert_eq!(IOCTL_HCABUS_QUERY_HEALTH, 0x003B_6410);
 const_assert_eq!(IOCTL_HCABUS_REQUEST_RESET, 0x003B_E440);
 const_assert_eq!(IOCTL_HCABUS_INJECT_FAULT, 0x003B_E7C0);
-
-/// Every code, with its name (for tools and logs).
-pub const CODES: [(u32, &str); 11] = [
-    (IOCTL_HCABUS_QUERY_STATE, "IOCTL_HCABUS_QUERY_STATE"),
-    (IOCTL_HCABUS_LIST_CLIENTS, "IOCTL_HCABUS_LIST_CLIENTS"),
-    (IOCTL_HCABUS_READ_LOG, "IOCTL_HCABUS_READ_LOG"),
-    (IOCTL_HCABUS_GET_POLICY, "IOCTL_HCABUS_GET_POLICY"),
-    (IOCTL_HCABUS_QUERY_HEALTH, "IOCTL_HCABUS_QUERY_HEALTH"),
-    (IOCTL_HCABUS_READ_RESETS, "IOCTL_HCABUS_READ_RESETS"),
-    (IOCTL_HCABUS_REQUEST_RESET, "IOCTL_HCABUS_REQUEST_RESET"),
-    (IOCTL_HCABUS_RESTART, "IOCTL_HCABUS_RESTART"),
-    (IOCTL_HCABUS_SET_POLICY, "IOCTL_HCABUS_SET_POLICY"),
-    (IOCTL_HCABUS_INJECT_FAULT, "IOCTL_HCABUS_INJECT_FAULT"),
-    (IOCTL_HCABUS_QUERY_COUNTERS, "IOCTL_HCABUS_QUERY_COUNTERS"),
-];
 
 /// Whether `code` needs write access (its access bits include FILE_WRITE_ACCESS).
 pub const fn needs_write(code: u32) -> bool {

@@ -218,7 +218,6 @@ pub fn encode_empty(buf: &mut [u8]) {
     InputHeader::for_input::<EmptyIn>().encode(buf);
 }
 
-/// The input size each code takes (exactly).
 /// Bytes of the policy structure in ABI `version`.
 pub const fn policy_bytes(version: u16) -> usize {
     if version == 1 {
@@ -257,38 +256,5 @@ pub fn min_output_of(code: u32, version: u16) -> usize {
         IOCTL_HCABUS_QUERY_STATE => state_bytes(version),
         // Before version 5 SET_POLICY had no answer; in 5 the answer is optional.
         _ => min_output(code),
-    }
-}
-
-/// The input size of `code` in the current ABI.
-pub fn input_size(code: u32) -> Option<usize> {
-    Some(match code {
-        IOCTL_HCABUS_QUERY_STATE
-        | IOCTL_HCABUS_GET_POLICY
-        | IOCTL_HCABUS_QUERY_HEALTH
-        | IOCTL_HCABUS_READ_RESETS
-        | IOCTL_HCABUS_QUERY_COUNTERS
-        | IOCTL_HCABUS_RESTART => size_of::<EmptyIn>(),
-        IOCTL_HCABUS_LIST_CLIENTS => size_of::<ListClientsIn>(),
-        IOCTL_HCABUS_READ_LOG => size_of::<ReadLogIn>(),
-        IOCTL_HCABUS_REQUEST_RESET => size_of::<RequestResetIn>(),
-        IOCTL_HCABUS_SET_POLICY => size_of::<SetPolicyIn>(),
-        IOCTL_HCABUS_INJECT_FAULT => size_of::<InjectFaultIn>(),
-        _ => return None,
-    })
-}
-
-/// The smallest output buffer each code accepts in the current ABI.
-pub fn min_output(code: u32) -> usize {
-    match code {
-        IOCTL_HCABUS_QUERY_STATE => size_of::<StateOut>(),
-        IOCTL_HCABUS_LIST_CLIENTS => size_of::<ListClientsOut>(),
-        IOCTL_HCABUS_READ_LOG => size_of::<ReadLogOut>(),
-        IOCTL_HCABUS_GET_POLICY => size_of::<PolicyAbi>(),
-        IOCTL_HCABUS_QUERY_HEALTH => size_of::<HealthOut>(),
-        IOCTL_HCABUS_READ_RESETS => size_of::<ReadResetsOut>(),
-        IOCTL_HCABUS_QUERY_COUNTERS => size_of::<CountersOut>(),
-        IOCTL_HCABUS_REQUEST_RESET | IOCTL_HCABUS_RESTART => size_of::<EpochOut>(),
-        _ => 0,
     }
 }
