@@ -176,7 +176,55 @@ pub enum RecordKind {
     },
 }
 
+wire_enum! {
+    /// What kind of record it is: its tag on the wire and its name (JSON's `kind`, `hcactl
+    /// log --kind`), once. [`RecordKind::tag`] maps each kind to its own, exhaustively.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum RecordTag {
+        Transition = 1 => "transition",
+        ResetStarted = 2 => "reset_started",
+        ResetJoined = 3 => "reset_joined",
+        FollowUpScheduled = 4 => "follow_up",
+        ResetFinished = 5 => "reset_finished",
+        ResetFailed = 6 => "reset_failed",
+        Event = 7 => "event",
+        Call = 8 => "call",
+        Refused = 9 => "refused",
+        Unresponsive = 10 => "unresponsive",
+        Throttled = 13 => "throttled",
+        Vetoed = 14 => "vetoed",
+        Hw = 11 => "hw",
+        Pnp = 12 => "pnp",
+        Port = 15 => "port",
+        PolicyChanged = 16 => "policy_changed",
+        FaultInjected = 17 => "fault_injected",
+    }
+}
+
 impl RecordKind {
+    /// Its tag: its number on the wire and its name.
+    pub const fn tag(&self) -> RecordTag {
+        match self {
+            RecordKind::Transition { .. } => RecordTag::Transition,
+            RecordKind::ResetStarted { .. } => RecordTag::ResetStarted,
+            RecordKind::ResetJoined { .. } => RecordTag::ResetJoined,
+            RecordKind::FollowUpScheduled { .. } => RecordTag::FollowUpScheduled,
+            RecordKind::ResetFinished { .. } => RecordTag::ResetFinished,
+            RecordKind::ResetFailed { .. } => RecordTag::ResetFailed,
+            RecordKind::Event { .. } => RecordTag::Event,
+            RecordKind::Call { .. } => RecordTag::Call,
+            RecordKind::Refused { .. } => RecordTag::Refused,
+            RecordKind::Unresponsive { .. } => RecordTag::Unresponsive,
+            RecordKind::Throttled { .. } => RecordTag::Throttled,
+            RecordKind::Vetoed { .. } => RecordTag::Vetoed,
+            RecordKind::Hw { .. } => RecordTag::Hw,
+            RecordKind::Pnp { .. } => RecordTag::Pnp,
+            RecordKind::Port { .. } => RecordTag::Port,
+            RecordKind::PolicyChanged { .. } => RecordTag::PolicyChanged,
+            RecordKind::FaultInjected { .. } => RecordTag::FaultInjected,
+        }
+    }
+
     /// The client the record is about, if any.
     pub const fn client(&self) -> Option<ClientId> {
         match *self {

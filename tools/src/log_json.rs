@@ -2,37 +2,28 @@
 //! filters `hcactl log` applies alike to a live bus and to a dump read back from a file.
 
 use hcabus::hca::HwStep;
-use hcabus::recorder::{HwOutcome, Record, RecordKind};
+use hcabus::recorder::{HwOutcome, Record, RecordKind, RecordTag};
 use hcabus::types::{Actor, Call, ClientId};
 use serde_json::{json, Map, Value};
 
 use crate::contract::state_word;
 
-/// The kinds a record can be, as `kind` names them (and `hcactl log --kind` takes them).
-pub const KINDS: [&str; 17] = [
-    "transition",
-    "reset_started",
-    "reset_joined",
-    "follow_up",
-    "reset_finished",
-    "reset_failed",
-    "event",
-    "call",
-    "refused",
-    "unresponsive",
-    "throttled",
-    "vetoed",
-    "hw",
-    "pnp",
-    "port",
-    "policy_changed",
-    "fault_injected",
-];
+/// The kinds a record can be, as `kind` names them (and `hcactl log --kind` takes them):
+/// the core's [`RecordTag`] names, in its order.
+pub const KINDS: [&str; RecordTag::COUNT] = {
+    let mut names = [""; RecordTag::COUNT];
+    let mut i = 0;
+    while i < RecordTag::COUNT {
+        names[i] = RecordTag::ALL[i].as_str();
+        i += 1;
+    }
+    names
+};
 
 /// One record: `seq`, `at_us`, `last_at_us`, `count`, `kind`, the kind's own fields, `by`
 /// (who asked: null, or the administrator) and `text`, the line `hcactl log` prints.
 pub fn record_json(r: &Record) -> Value {
-    let (kind, fields) = kind_fields(r);
+    let (kind, fields) = (r.kind.tag().as_str(), kind_fields(r));
     let mut v = Map::new();
     v.insert("seq".into(), r.seq.into());
     v.insert("at_us".into(), r.at.as_us().into());
@@ -64,43 +55,31 @@ fn client(id: ClientId, r: &Record) -> Value {
     json!({ "id": id.to_string(), "name": (!r.name.as_str().is_empty()).then(|| r.name.as_str()) })
 }
 
-fn kind_fields(r: &Record) -> (&'static str, Value) {
+/// The kind's own fields; its name is its tag's ([`RecordTag`]).
+fn kind_fields(r: &Record) -> Value {
     match &r.kind {
-        RecordKind::Transition { from, to } => (
-            "transition",
-            json!({ "from": from.as_str(), "to": to.as_str() }),
-        ),
+        RecordKind::Transition { from, to } => {
+            json!({ "from": from.as_str(), "to": to.as_str() })
+        }
         RecordKind::ResetStarted {
             epoch,
             reason,
             planned,
-        } => (
-            "reset_started",
-            json!({ "epoch": epoch.0, "reason": reason.as_str(), "planned": planned }),
-        ),
-        RecordKind::ResetJoined { reason } => {
-            ("reset_joined", json!({ "reason": reason.as_str() }))
+        } => json!({ "epoch": epoch.0, "reason": reason.as_str(), "planned": planned }),
+        RecordKind::ResetJoined { reason } => json!({ "reason": reason.as_str() }),
+        RecordKind::FollowUpScheduled { reason } => json!({ "reason": reason.as_str() }),
+        RecordKind::ResetFinished { epoch, outcome } => {
+            json!({ "epoch": epoch.0, "outcome": outcome.as_str() })
         }
-        RecordKind::FollowUpScheduled { reason } => {
-            ("follow_up", json!({ "reason": reason.as_str() }))
+        RecordKind::ResetFailed { epoch, error } => {
+            json!({ "epoch": epoch.0, "error": error.as_str() })
         }
-        RecordKind::ResetFinished { epoch, outcome } => (
-            "reset_finished",
-            json!({ "epoch": epoch.0, "outcome": outcome.as_str() }),
-        ),
-        RecordKind::ResetFailed { epoch, error } => (
-            "reset_failed",
-            json!({ "epoch": epoch.0, "error": error.as_str() }),
-        ),
         RecordKind::Event {
             client: c,
             event,
             epoch,
-        } => (
-            "event",
-            json!({ "client": client(*c, r), "event": event.as_str(), "epoch": epoch.0 }),
-        ),
-        RecordKind::Call { client: c, call } => ("call", call_fields(*c, *call, r)),
+        } => json!({ "client": client(*c, r), "event": event.as_str(), "epoch": epoch.0 }),
+        RecordKind::Call { client: c, call } => call_fields(*c, *call, r),
         RecordKind::Refused {
             client: c,
             call,
@@ -115,51 +94,42 @@ fn kind_fields(r: &Record) -> (&'static str, Value) {
             if c.is_none() && !r.name.as_str().is_empty() {
                 v["key"] = r.name.as_str().into();
             }
-            ("refused", v)
+            v
         }
-        RecordKind::Unresponsive { client: c, aborts } => (
-            "unresponsive",
-            json!({ "client": client(*c, r), "aborts": aborts }),
-        ),
-        RecordKind::Throttled { client: c } => ("throttled", json!({ "client": client(*c, r) })),
-        RecordKind::Vetoed { client: c, reason } => (
-            "vetoed",
-            json!({ "client": client(*c, r), "reason": reason.as_str() }),
-        ),
+        RecordKind::Unresponsive { client: c, aborts } => {
+            json!({ "client": client(*c, r), "aborts": aborts })
+        }
+        RecordKind::Throttled { client: c } => json!({ "client": client(*c, r) }),
+        RecordKind::Vetoed { client: c, reason } => {
+            json!({ "client": client(*c, r), "reason": reason.as_str() })
+        }
         RecordKind::Hw {
             step,
             outcome,
             detail,
-        } => ("hw", hw_fields(*step, *outcome, *detail)),
-        RecordKind::Pnp { op } => ("pnp", json!({ "op": op.as_str() })),
-        RecordKind::Port { port, state, lid } => (
-            "port",
-            json!({ "port": port, "state": state_word(state.as_str()), "lid": lid }),
-        ),
-        RecordKind::PolicyChanged { key, old, new } => (
-            "policy_changed",
-            json!({
-                "key": hcabus::policy::Policy::KEYS.get(usize::from(*key)).copied().unwrap_or("?"),
-                "old": old,
-                "new": new,
-            }),
-        ),
+        } => hw_fields(*step, *outcome, *detail),
+        RecordKind::Pnp { op } => json!({ "op": op.as_str() }),
+        RecordKind::Port { port, state, lid } => {
+            json!({ "port": port, "state": state_word(state.as_str()), "lid": lid })
+        }
+        RecordKind::PolicyChanged { key, old, new } => json!({
+            "key": hcabus::policy::Policy::KEYS.get(usize::from(*key)).copied().unwrap_or("?"),
+            "old": old,
+            "new": new,
+        }),
         RecordKind::FaultInjected {
             fault,
             count,
             port,
             duration_ms,
             accepted,
-        } => (
-            "fault_injected",
-            json!({
-                "fault": fault.as_str(),
-                "fault_count": (*count != 0).then_some(*count),
-                "port": (*port != 0).then_some(*port),
-                "duration_ms": (*port != 0).then_some(*duration_ms),
-                "accepted": accepted,
-            }),
-        ),
+        } => json!({
+            "fault": fault.as_str(),
+            "fault_count": (*count != 0).then_some(*count),
+            "port": (*port != 0).then_some(*port),
+            "duration_ms": (*port != 0).then_some(*duration_ms),
+            "accepted": accepted,
+        }),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The records' wire encodings (READ_LOG): version 5's 128 bytes, which carry the client's
 //! name, the repeat count and the last time, and the 64 bytes every older caller was given.
 
-use super::{HwOutcome, Record, RecordKind};
+use super::{HwOutcome, Record, RecordKind, RecordTag};
 use crate::errors::RefusalCode;
 use crate::fault::FaultCode;
 use crate::hca::HwStep;
@@ -39,7 +39,8 @@ struct Fields<'a> {
 
 impl Record {
     fn fields(&self) -> Fields<'_> {
-        let f = |tag, a, b, c, client, value| Fields {
+        let tag = self.kind.tag() as u8;
+        let f = |a, b, c, client, value| Fields {
             tag,
             a,
             b,
@@ -50,26 +51,25 @@ impl Record {
         };
         let raw = |c: &Option<ClientId>| c.map_or(0, ClientId::to_raw);
         match &self.kind {
-            RecordKind::Transition { from, to } => f(1, *from as u8, *to as u8, 0, 0, 0),
+            RecordKind::Transition { from, to } => f(*from as u8, *to as u8, 0, 0, 0),
             RecordKind::ResetStarted {
                 epoch,
                 reason,
                 planned,
-            } => f(2, *reason as u8, *planned as u8, 0, 0, epoch.0),
-            RecordKind::ResetJoined { reason } => f(3, *reason as u8, 0, 0, 0, 0),
-            RecordKind::FollowUpScheduled { reason } => f(4, *reason as u8, 0, 0, 0, 0),
-            RecordKind::ResetFinished { epoch, outcome } => f(5, *outcome as u8, 0, 0, 0, epoch.0),
-            RecordKind::ResetFailed { epoch, error } => f(6, *error as u8, 0, 0, 0, epoch.0),
+            } => f(*reason as u8, *planned as u8, 0, 0, epoch.0),
+            RecordKind::ResetJoined { reason } => f(*reason as u8, 0, 0, 0, 0),
+            RecordKind::FollowUpScheduled { reason } => f(*reason as u8, 0, 0, 0, 0),
+            RecordKind::ResetFinished { epoch, outcome } => f(*outcome as u8, 0, 0, 0, epoch.0),
+            RecordKind::ResetFailed { epoch, error } => f(*error as u8, 0, 0, 0, epoch.0),
             RecordKind::Event {
                 client,
                 event,
                 epoch,
-            } => f(7, *event as u8, 0, 0, client.to_raw(), epoch.0),
+            } => f(*event as u8, 0, 0, client.to_raw(), epoch.0),
             RecordKind::Call { client, call } => {
-                f(8, *call as u8, client.is_some() as u8, 0, raw(client), 0)
+                f(*call as u8, client.is_some() as u8, 0, raw(client), 0)
             }
             RecordKind::Refused { client, call, code } => f(
-                9,
                 *call as u8,
                 client.is_some() as u8,
                 *code as u8,
@@ -77,23 +77,21 @@ impl Record {
                 0,
             ),
             RecordKind::Unresponsive { client, aborts } => {
-                f(10, u8::from(*aborts), 0, 0, client.to_raw(), 0)
+                f(u8::from(*aborts), 0, 0, client.to_raw(), 0)
             }
-            RecordKind::Throttled { client } => f(13, 0, 0, 0, client.to_raw(), 0),
+            RecordKind::Throttled { client } => f(0, 0, 0, client.to_raw(), 0),
             RecordKind::Vetoed { client, reason } => Fields {
                 text: Some(reason),
-                ..f(14, 0, 0, 0, client.to_raw(), 0)
+                ..f(0, 0, 0, client.to_raw(), 0)
             },
             RecordKind::Hw {
                 step,
                 outcome,
                 detail,
-            } => f(11, *step as u8, *outcome as u8, 0, 0, u64::from(*detail)),
-            RecordKind::Pnp { op } => f(12, *op as u8, 0, 0, 0, 0),
-            RecordKind::Port { port, state, lid } => {
-                f(15, *port, *state as u8, 0, 0, u64::from(*lid))
-            }
-            RecordKind::PolicyChanged { key, new, .. } => f(16, *key, 0, 0, 0, *new),
+            } => f(*step as u8, *outcome as u8, 0, 0, u64::from(*detail)),
+            RecordKind::Pnp { op } => f(*op as u8, 0, 0, 0, 0),
+            RecordKind::Port { port, state, lid } => f(*port, *state as u8, 0, 0, u64::from(*lid)),
+            RecordKind::PolicyChanged { key, new, .. } => f(*key, 0, 0, 0, *new),
             RecordKind::FaultInjected {
                 fault,
                 count,
@@ -101,7 +99,6 @@ impl Record {
                 duration_ms,
                 accepted,
             } => f(
-                17,
                 *fault as u8,
                 *port,
                 u8::from(*accepted),
@@ -221,45 +218,45 @@ fn decode_kind(b: &[u8; RECORD_BYTES], client: u64, value: u64) -> Option<Record
         1 => Some(true),
         _ => None,
     };
-    Some(match tag {
-        1 => RecordKind::Transition {
+    Some(match RecordTag::from_u8(tag)? {
+        RecordTag::Transition => RecordKind::Transition {
             from: State::from_u8(a)?,
             to: State::from_u8(bb)?,
         },
-        2 => RecordKind::ResetStarted {
+        RecordTag::ResetStarted => RecordKind::ResetStarted {
             epoch: Epoch(value),
             reason: ResetReason::from_u8(a)?,
             planned: flag(bb)?,
         },
-        3 => RecordKind::ResetJoined {
+        RecordTag::ResetJoined => RecordKind::ResetJoined {
             reason: ResetReason::from_u8(a)?,
         },
-        4 => RecordKind::FollowUpScheduled {
+        RecordTag::FollowUpScheduled => RecordKind::FollowUpScheduled {
             reason: ResetReason::from_u8(a)?,
         },
-        5 => RecordKind::ResetFinished {
+        RecordTag::ResetFinished => RecordKind::ResetFinished {
             epoch: Epoch(value),
             outcome: ResetOutcome::from_u8(a)?,
         },
-        6 => RecordKind::ResetFailed {
+        RecordTag::ResetFailed => RecordKind::ResetFailed {
             epoch: Epoch(value),
             error: FailReason::from_u8(a)?,
         },
-        7 => RecordKind::Event {
+        RecordTag::Event => RecordKind::Event {
             client: client_id,
             event: EventKind::from_u8(a)?,
             epoch: Epoch(value),
         },
-        8 => RecordKind::Call {
+        RecordTag::Call => RecordKind::Call {
             client: some_client()?,
             call: Call::from_u8(a)?,
         },
-        9 => RecordKind::Refused {
+        RecordTag::Refused => RecordKind::Refused {
             client: some_client()?,
             call: Call::from_u8(a)?,
             code: RefusalCode::from_u8(c)?,
         },
-        10 => RecordKind::Unresponsive {
+        RecordTag::Unresponsive => RecordKind::Unresponsive {
             client: client_id,
             aborts: match a {
                 0 => false,
@@ -267,36 +264,39 @@ fn decode_kind(b: &[u8; RECORD_BYTES], client: u64, value: u64) -> Option<Record
                 _ => return None,
             },
         },
-        13 => RecordKind::Throttled { client: client_id },
-        14 => RecordKind::Vetoed {
+        RecordTag::Throttled => RecordKind::Throttled { client: client_id },
+        RecordTag::Vetoed => RecordKind::Vetoed {
             client: client_id,
             reason: text_at(b, TEXT_AT)?,
         },
-        11 => RecordKind::Hw {
+        RecordTag::Hw => RecordKind::Hw {
             step: HwStep::from_u8(a)?,
             outcome: HwOutcome::from_u8(bb)?,
             detail: u32::try_from(value).ok()?,
         },
-        12 => RecordKind::Pnp {
+        RecordTag::Pnp => RecordKind::Pnp {
             op: PnpOp::from_u8(a)?,
         },
-        15 if (1..=MAX_PORTS).contains(&a) => RecordKind::Port {
+        RecordTag::Port if (1..=MAX_PORTS).contains(&a) => RecordKind::Port {
             port: a,
             state: PortState::from_u8(bb)?,
             lid: u16::try_from(value).ok()?,
         },
-        16 if usize::from(a) < crate::policy::Policy::KEYS.len() => RecordKind::PolicyChanged {
-            key: a,
-            old: u64::from_le_bytes(b[TEXT_AT..TEXT_AT + 8].try_into().ok()?),
-            new: value,
-        },
-        17 => RecordKind::FaultInjected {
+        RecordTag::PolicyChanged if usize::from(a) < crate::policy::Policy::KEYS.len() => {
+            RecordKind::PolicyChanged {
+                key: a,
+                old: u64::from_le_bytes(b[TEXT_AT..TEXT_AT + 8].try_into().ok()?),
+                new: value,
+            }
+        }
+        RecordTag::FaultInjected => RecordKind::FaultInjected {
             fault: FaultCode::try_from(u32::from(a)).ok()?,
             count: value as u32,
             port: bb,
             duration_ms: (value >> 32) as u32,
             accepted: flag(c)?,
         },
-        _ => return None,
+        // A port the adapter cannot have, a key the policy does not have.
+        RecordTag::Port | RecordTag::PolicyChanged => return None,
     })
 }
