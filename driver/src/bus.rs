@@ -214,4 +214,10 @@ pub trait ClientReport {
     fn counters(&self) -> ClientCounters {
         ClientCounters::default()
     }
+    /// Whether it is doing its job now (a disk logged in and up, a network interface with
+    /// its link): what a report asks to know the stack is back, of every client alike.
+    /// `true` (the default) for a client that has no such state.
+    fn serving(&self) -> bool {
+        true
+    }
 }

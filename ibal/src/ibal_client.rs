@@ -61,6 +61,9 @@ macro_rules! report_fields {
         });
     };
     ($ty:ty, |$c:ident| $error:expr, |$k:ident| $counters:expr) => {
+        $crate::ibal_client::report_fields!($ty, |$c| $error, |$k| $counters, |_s| true);
+    };
+    ($ty:ty, |$c:ident| $error:expr, |$k:ident| $counters:expr, |$s:ident| $serving:expr) => {
         impl hcabus::bus::ClientReport for $ty {
             fn name(&self) -> &str {
                 self.desc.name.as_str()
@@ -81,6 +84,10 @@ macro_rules! report_fields {
             fn counters(&self) -> hcabus::bus::ClientCounters {
                 let $k = self;
                 $counters
+            }
+            fn serving(&self) -> bool {
+                let $s = self;
+                $serving
             }
         }
     };

@@ -656,7 +656,8 @@ impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
 crate::ibal_client::report_fields!(
     IpoibClient,
     |c| c.reconnect.problem().map(|p| p.to_string()),
-    |c| c.stats.counters(c.stack_queue.len() as u64)
+    |c| c.stats.counters(c.stack_queue.len() as u64),
+    |c| c.link_up()
 );
 
 /// Host LID of a port, as the peer addresses it.

@@ -622,5 +622,6 @@ impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
 crate::ibal_client::report_fields!(
     SrpClient,
     |c| c.login.problem().map(|p| p.to_string()),
-    |c| c.counters()
+    |c| c.counters(),
+    |c| c.disk().is_up()
 );

@@ -17,7 +17,6 @@ use hcabus_sim::{Fault, SimHost};
 
 use super::{agents, BuildError, StackSetup};
 use crate::disk::SrpClient;
-use crate::ipoib::IpoibClient;
 
 /// How long either way may take to bring the stack back before it counts as not back.
 pub const BACK_WITHIN: Duration = Duration::from_ms(60_000);
@@ -54,17 +53,9 @@ pub fn stack_is_back(host: &SimHost, clients: usize) -> bool {
     host.coordinator().state() == State::Operational
         && host.coordinator().client_count() >= clients
         && host.coordinator().clients().all(|c| {
-            let Some(agent) = host.agent_of(c.id) else {
-                return true;
-            };
-            let a = &*host.agents()[agent] as &dyn core::any::Any;
-            if let Some(d) = a.downcast_ref::<SrpClient>() {
-                d.disk().is_up()
-            } else if let Some(n) = a.downcast_ref::<IpoibClient>() {
-                n.link_up()
-            } else {
-                true
-            }
+            // Each client says whether it is serving: no looking up by type.
+            host.agent_of(c.id)
+                .is_none_or(|agent| host.agents()[agent].serving())
         })
 }
 
