@@ -54,6 +54,20 @@ pub struct IoRequest {
     pub submitted_at: Instant,
 }
 
+impl IoRequest {
+    /// A request submitted at time zero whose data (for a write) is stamped with its id:
+    /// what the unit tests and the failover model check give a disk.
+    pub const fn stamped(id: u64, lba: u64, write: bool) -> Self {
+        IoRequest {
+            id,
+            lba,
+            write,
+            checksum: id,
+            submitted_at: Instant::ZERO,
+        }
+    }
+}
+
 /// One I/O completed upward by a disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IoCompletion {

@@ -12,6 +12,20 @@ pub fn identity() -> Identity {
     SimHcaConfig::default().identity
 }
 
+/// The model checks' policy: deadlines of a few steps (100 ms quiesce and ready bound, a
+/// 50 ms query, a 1 s restart window) and no soft-reset retry, so that every stage is a few
+/// inputs from the start.
+pub fn model_policy() -> Policy {
+    Policy {
+        quiesce_deadline_ms: 100,
+        hw_ready_timeout_ms: 100,
+        query_deadline_ms: 50,
+        auto_restart_window_ms: 1_000,
+        reset_retries: 0,
+        ..Policy::default()
+    }
+}
+
 /// The protocol tests' policy: a 1 s quiesce, a 2 s ready bound, a 60 s restart window.
 pub fn policy() -> Policy {
     Policy {

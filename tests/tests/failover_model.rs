@@ -108,13 +108,7 @@ enum Move {
 
 fn io(i: usize) -> IoRequest {
     let (id, lba, write) = SCRIPT[i];
-    IoRequest {
-        id,
-        lba,
-        write,
-        checksum: id,
-        submitted_at: Instant::ZERO,
-    }
+    IoRequest::stamped(id, lba, write)
 }
 
 impl World {

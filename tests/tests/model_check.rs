@@ -30,8 +30,8 @@ use hcabus::hca::{HealthSample, HwCompletion, HwError, HwResult, HwStep, Readine
 use hcabus::recorder::{HwOutcome, RecordKind};
 use hcabus::timers::TimerTable;
 use hcabus::types::*;
-use hcabus::{Instant, Policy};
-use hcabus_sim::fixtures::identity;
+use hcabus::Instant;
+use hcabus_sim::fixtures::{identity, model_policy};
 use hcabus_sim::InvariantChecker;
 
 const CLIENTS: usize = 3;
@@ -111,14 +111,7 @@ impl World {
 
     /// The start state, with `mutant` planted in the coordinator before anyone registers.
     fn with_mutant(mutant: Option<Mutant>) -> World {
-        let policy = Policy {
-            quiesce_deadline_ms: 100,
-            hw_ready_timeout_ms: 100,
-            query_deadline_ms: 50,
-            auto_restart_window_ms: 1_000,
-            reset_retries: 0,
-            ..Policy::default()
-        };
+        let policy = model_policy();
         let config = Config {
             max_clients: CLIENTS as u16,
             recorder_capacity: 64,

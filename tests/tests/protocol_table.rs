@@ -25,7 +25,7 @@ use hcabus::recorder::RecordKind;
 use hcabus::timers::TimerTable;
 use hcabus::types::*;
 use hcabus::{Instant, Policy};
-use hcabus_sim::fixtures::identity;
+use hcabus_sim::fixtures::{identity, model_policy};
 use hcabus_tests::desc;
 
 const CLIENTS: usize = 2;
@@ -128,13 +128,10 @@ struct World {
 
 impl World {
     fn new() -> World {
+        // One retry: the table shows a retry's assert as well as the FLR.
         let policy = Policy {
-            quiesce_deadline_ms: 100,
-            hw_ready_timeout_ms: 100,
-            query_deadline_ms: 50,
-            auto_restart_window_ms: 1_000,
             reset_retries: 1,
-            ..Policy::default()
+            ..model_policy()
         };
         let config = Config {
             max_clients: CLIENTS as u16,

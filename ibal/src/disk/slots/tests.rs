@@ -1,13 +1,7 @@
 use super::*;
 
 fn io(id: u64, lba: u64, write: bool) -> IoRequest {
-    IoRequest {
-        id,
-        lba,
-        write,
-        checksum: id,
-        submitted_at: Instant::ZERO,
-    }
+    IoRequest::stamped(id, lba, write)
 }
 
 fn at(ms: u64) -> Instant {

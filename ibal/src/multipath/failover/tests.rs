@@ -8,13 +8,7 @@ fn at(ms: u64) -> Instant {
 }
 
 fn io(id: u64, lba: u64, write: bool) -> IoRequest {
-    IoRequest {
-        id,
-        lba,
-        write,
-        checksum: id,
-        submitted_at: Instant::ZERO,
-    }
+    IoRequest::stamped(id, lba, write)
 }
 
 /// A disk of two paths, both up, with no workload of its own.
