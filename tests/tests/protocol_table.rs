@@ -9,11 +9,12 @@
 //! input. The test fails when the document's copy differs from what the code does now:
 //! `HCABUS_BLESS=1 cargo test -p hcabus-tests --test protocol_table` rewrites it.
 //!
-//! Two properties are checked on the way: every input that can happen in a stage (a client
-//! call, a fault, an administrator's act, in every stage; a delivery, a timer, a hardware
-//! completion wherever one is pending) has an outcome there, and nothing deferred waits
-//! forever: from every state where an input was deferred, a host that delivers, answers and
-//! completes everything reaches the deferred reset's start (or a Failed or Removed device).
+//! Two properties are checked on the way: every fault, administrative act, removal, policy
+//! change, port change and stray completion has an outcome in every stage reached (those
+//! that start a reset, wherever the stage is reached below the epoch bound), and nothing
+//! deferred waits forever: from every state where an input was deferred, a host that
+//! delivers, answers and completes everything reaches the deferred reset's start (or a
+//! Failed or Removed device).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::fmt::Write as _;
