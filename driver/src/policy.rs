@@ -496,6 +496,22 @@ mod tests {
         assert_eq!(p.validate(), Ok(()));
     }
 
+    /// A count's refusal says the bound its line of the table gives, so the two cannot
+    /// drift apart.
+    #[test]
+    fn a_counts_refusal_names_its_own_bound() {
+        for (key, limit) in Policy::KEYS.into_iter().zip(Policy::LIMITS) {
+            if let Limit::Count { max, too_big, .. } = limit {
+                assert_eq!(too_big, alloc::format!("must be at most {max}"), "{key}");
+                let mut p = Policy::default();
+                p.set(key, u64::from(max) + 1)
+                    .expect("a count takes one past its bound");
+                let e = p.validate().expect_err("past its bound");
+                assert_eq!((e.field, e.problem), (key, too_big));
+            }
+        }
+    }
+
     /// Of several values out of range, the one named is the first of: a duration that must
     /// be set, a duration's bound, a count that must be set or is too large, then the
     /// others (the order the checks have always had, whatever the keys' order).

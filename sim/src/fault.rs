@@ -151,10 +151,10 @@ impl Fault {
 
     /// What it takes besides its name.
     pub const fn args(self) -> FaultArgs {
-        match self.what() {
-            What::Device(code) => code.args(),
-            What::Act(_) if matches!(self, Fault::ClientRequest { .. }) => FaultArgs::Client,
-            What::Act(_) => FaultArgs::None,
+        match (self, self.what()) {
+            (_, What::Device(code)) => code.args(),
+            (Fault::ClientRequest { .. }, _) => FaultArgs::Client,
+            (_, What::Act(_)) => FaultArgs::None,
         }
     }
 
