@@ -162,7 +162,6 @@ pub trait Client<B: BusHandle + ?Sized> {
     fn wake(&mut self, _bus: &mut B) {}
 }
 
-/// What a client says of itself, for hosts and reports; needs no bus.
 /// What a client did, for its host's counters (QUERY_COUNTERS): its I/O and, for a disk, its
 /// logins and failovers. Read while the host runs: it must not allocate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -195,6 +194,7 @@ impl ClientCounters {
     }
 }
 
+/// What a client says of itself, for hosts and reports; needs no bus.
 pub trait ClientReport {
     fn name(&self) -> &str;
     /// Events received, in order.

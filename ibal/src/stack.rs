@@ -7,16 +7,16 @@ use std::vec::Vec;
 
 use hcabus::types::ClientDesc;
 use hcabus::PolicyError;
-use hcabus_sim::{Agent, Behavior, ScriptedAgent, SimHost, SimSetup};
+use hcabus_sim::{Behavior, ScriptedAgent, SimHost, SimSetup};
 
 use crate::access::{Ibal, IbalConfig};
-use crate::block::IoStats;
 use crate::disk::{DiskConfig, SrpClient};
 use crate::ibal_client::{IbalClient, SharedIbal};
-use crate::ipoib::{IpoibClient, IpoibConfig, NetStats};
+use crate::ipoib::{IpoibClient, IpoibConfig};
 use crate::multipath::SharedMultipath;
 use crate::uverbs::{UverbsClient, UverbsConfig};
 
+mod activity;
 pub mod compare;
 mod embedded;
 mod multi;
@@ -26,6 +26,9 @@ pub use embedded::{
     REALISTIC,
 };
 
+pub use activity::{
+    disks, io_stats, net_stats, nets, processes, scripted, Activity, Host, StackClient, World,
+};
 pub use multi::{
     adapter_seed, build_multi, io_stats_all, multipath_disks, net_stats_all, AdapterSetup,
     MultiSetup, MultipathSpec,
@@ -107,14 +110,14 @@ pub enum BuildError {
 }
 
 /// Builds the host with IBAL and every client of `setup`.
-pub fn build(setup: &StackSetup) -> Result<SimHost, BuildError> {
+pub fn build(setup: &StackSetup) -> Result<Host, BuildError> {
     crate::budget::check(setup).map_err(BuildError::Budget)?;
     build_unchecked(setup)
 }
 
 /// Builds without the budget check: for tests that show what a stack the budget refuses
 /// would do at run time (a client that cannot come up, recorded).
-pub fn build_unchecked(setup: &StackSetup) -> Result<SimHost, BuildError> {
+pub fn build_unchecked(setup: &StackSetup) -> Result<Host, BuildError> {
     build_with(setup, &[])
 }
 
@@ -122,14 +125,14 @@ pub fn build_unchecked(setup: &StackSetup) -> Result<SimHost, BuildError> {
 pub(crate) fn build_with(
     setup: &StackSetup,
     disks: &[SharedMultipath],
-) -> Result<SimHost, BuildError> {
+) -> Result<Host, BuildError> {
     let agents = agents_with(setup, disks)?;
     SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
 }
 
 /// A new access layer and every client of `setup`, not yet started: what a host adds
 /// again after removing its clients ([`SimHost::add_agents`]).
-pub fn agents(setup: &StackSetup) -> Result<Vec<Box<dyn Agent>>, BuildError> {
+pub fn agents(setup: &StackSetup) -> Result<Vec<Box<dyn StackClient>>, BuildError> {
     crate::budget::check(setup).map_err(BuildError::Budget)?;
     agents_with(setup, &[])
 }
@@ -137,9 +140,9 @@ pub fn agents(setup: &StackSetup) -> Result<Vec<Box<dyn Agent>>, BuildError> {
 fn agents_with(
     setup: &StackSetup,
     disks: &[SharedMultipath],
-) -> Result<Vec<Box<dyn Agent>>, BuildError> {
+) -> Result<Vec<Box<dyn StackClient>>, BuildError> {
     let ibal = SharedIbal::new(Ibal::new(setup.ibal.unwrap_or_default()));
-    let mut agents: Vec<Box<dyn Agent>> = Vec::with_capacity(setup.clients.len() + 1);
+    let mut agents: Vec<Box<dyn StackClient>> = Vec::with_capacity(setup.clients.len() + 1);
     if setup.ibal.is_some() {
         agents.push(Box::new(IbalClient::new(ibal.clone())));
     } else if let Some(spec) = setup
@@ -151,7 +154,7 @@ fn agents_with(
     }
     for spec in &setup.clients {
         let bad = || BuildError::BadName(spec.name().into());
-        let agent: Box<dyn Agent> = match spec {
+        let agent: Box<dyn StackClient> = match spec {
             ClientSpec::Disk { name, config } => {
                 Box::new(SrpClient::new(name, *config, ibal.clone()).ok_or_else(bad)?)
             }
@@ -180,22 +183,4 @@ fn agents_with(
         agents.push(agent);
     }
     Ok(agents)
-}
-
-/// The I/O accounting of every disk of `host`, summed.
-pub fn io_stats(host: &SimHost) -> IoStats {
-    let mut total = IoStats::default();
-    for d in host.agents_of::<SrpClient>() {
-        total.add(&d.io_stats());
-    }
-    total
-}
-
-/// The network accounting of every IPoIB interface of `host`, summed.
-pub fn net_stats(host: &SimHost) -> NetStats {
-    let mut total = NetStats::default();
-    for n in host.agents_of::<IpoibClient>() {
-        total.add(n.stats());
-    }
-    total
 }

@@ -12,11 +12,27 @@ use hcabus::time::{Duration, Instant};
 use hcabus::types::*;
 
 /// A client living in the simulation: a [`Client`] on the virtual-time host's [`SimCtx`] that
-/// can also report on itself. `Any` lets a test find its own agent type again
-/// ([`crate::SimHost::agent`]). Every client generic over [`BusHandle`] is one.
-pub trait Agent: ClientReport + for<'a> Client<SimCtx<'a>> + core::any::Any + fmt::Debug {}
+/// can also report on itself. Every client generic over [`BusHandle`] is one.
+///
+/// Reports ask a client what it did through traits ([`ClientReport`], and a layer's own
+/// trait over this one); `as_any` is for a test that plays the part of its own client's
+/// user ([`crate::SimHost::with_agent`]) and must reach the type it built.
+pub trait Agent: ClientReport + for<'a> Client<SimCtx<'a>> + fmt::Debug {
+    fn as_any(&self) -> &dyn core::any::Any;
+    fn as_any_mut(&mut self) -> &mut dyn core::any::Any;
+}
 
-impl<T> Agent for T where T: ClientReport + for<'a> Client<SimCtx<'a>> + core::any::Any + fmt::Debug {}
+impl<T> Agent for T
+where
+    T: ClientReport + for<'a> Client<SimCtx<'a>> + core::any::Any + fmt::Debug,
+{
+    fn as_any(&self) -> &dyn core::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn core::any::Any {
+        self
+    }
+}
 
 /// How a scripted client behaves (the `[[clients]]` keys of docs/design.md §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -67,14 +67,17 @@ pub type AllocProbe = fn() -> u64;
 /// and a reset that the growth lands in reports the allocation: nothing is hidden.
 const DERIVED_FAULTS: usize = 256;
 
-/// The deterministic virtual-time host.
+/// The deterministic virtual-time host, generic over how it holds its clients: a host of
+/// any [`Agent`] by default; a layer above may hold its own kind of agent (the access
+/// layer's `StackClient`, which says what it did) so that its reports ask the clients
+/// through a trait instead of looking them up by type.
 #[derive(Debug)]
-pub struct SimHost {
+pub struct SimHost<A: ?Sized + Agent = dyn Agent> {
     now: Instant,
     end: Instant,
     coord: Coordinator,
     hca: SimHca,
-    agents: Vec<Box<dyn Agent>>,
+    agents: Vec<Box<A>>,
     bindings: Vec<Option<(ClientId, usize)>>,
     /// Every id ever bound, with its agent: names ids after they were reused.
     history: Vec<(ClientId, usize)>,
@@ -104,15 +107,6 @@ pub struct SimHost {
 }
 
 impl SimHost {
-    /// The virtual clock runs with the wall clock from now on (`hcasim serve`): QUERY_STATE
-    /// gives the wall-clock time of the bus's time zero, taken once here so that every answer
-    /// gives the same (a host that falls behind real time says so on its own).
-    pub fn use_wall_clock(&mut self) {
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        let now_ms = since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        self.wall_zero_ms = Some(now_ms.saturating_sub(self.now.as_us() / 1000));
-    }
-
     /// Builds the host with scripted clients from `setup`.
     pub fn new(setup: &SimSetup) -> Result<Self, PolicyError> {
         let agents = setup
@@ -122,9 +116,20 @@ impl SimHost {
             .collect();
         Self::with_agents(setup, agents)
     }
+}
+
+impl<A: ?Sized + Agent> SimHost<A> {
+    /// The virtual clock runs with the wall clock from now on (`hcasim serve`): QUERY_STATE
+    /// gives the wall-clock time of the bus's time zero, taken once here so that every answer
+    /// gives the same (a host that falls behind real time says so on its own).
+    pub fn use_wall_clock(&mut self) {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let now_ms = since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.wall_zero_ms = Some(now_ms.saturating_sub(self.now.as_us() / 1000));
+    }
 
     /// Builds the host with any agents (the access layer's clients, for instance).
-    pub fn with_agents(setup: &SimSetup, agents: Vec<Box<dyn Agent>>) -> Result<Self, PolicyError> {
+    pub fn with_agents(setup: &SimSetup, agents: Vec<Box<A>>) -> Result<Self, PolicyError> {
         let mut hca = SimHca::new(setup.hca);
         let identity = hca.current_identity();
         hca.set_now(Instant::ZERO);
@@ -216,7 +221,7 @@ impl SimHost {
     pub fn hca_mut(&mut self) -> &mut SimHca {
         &mut self.hca
     }
-    pub fn agents(&self) -> &[Box<dyn Agent>] {
+    pub fn agents(&self) -> &[Box<A>] {
         &self.agents
     }
     pub fn stats(&self) -> &HostStats {
@@ -236,32 +241,23 @@ impl SimHost {
         &self.faults[..self.next_fault]
     }
 
-    /// The first agent of type `T`, for tests and reports that know what they built.
-    pub fn agent<T: Agent>(&self) -> Option<&T> {
+    /// The first agent of type `T`: for a test that built it and inspects it white-box.
+    /// Reports do not look clients up by type; they ask each one ([`Agent`]).
+    pub fn agent<T: Agent + 'static>(&self) -> Option<&T> {
         self.agents
             .iter()
-            .find_map(|a| (&**a as &dyn core::any::Any).downcast_ref::<T>())
-    }
-
-    /// Every agent of type `T`, in registration order.
-    pub fn agents_of<T: Agent>(&self) -> impl Iterator<Item = &T> {
-        self.agents
-            .iter()
-            .filter_map(|a| (&**a as &dyn core::any::Any).downcast_ref::<T>())
+            .find_map(|a| a.as_any().downcast_ref::<T>())
     }
 
     /// Runs `f` on the first agent of type `T` with a bus, as if the agent woke up: the
     /// way a test plays the part of a client's user (a process, the layer above).
-    pub fn with_agent<T: Agent, R>(
+    pub fn with_agent<T: Agent + 'static, R>(
         &mut self,
         f: impl FnOnce(&mut T, &mut SimCtx<'_>) -> R,
     ) -> Option<R> {
-        let i = self
-            .agents
-            .iter()
-            .position(|a| (&**a as &dyn core::any::Any).is::<T>())?;
+        let i = self.agents.iter().position(|a| a.as_any().is::<T>())?;
         let mut bus = bus!(self, i, self.now);
-        let agent = (&mut *self.agents[i] as &mut dyn core::any::Any).downcast_mut::<T>()?;
+        let agent = self.agents[i].as_any_mut().downcast_mut::<T>()?;
         let r = f(agent, &mut bus);
         self.wakes.refresh(i, &self.agents);
         self.checker.sync(&self.coord);
@@ -564,7 +560,7 @@ impl SimHost {
     }
 }
 
-impl IoctlDevice for SimHost {
+impl<A: ?Sized + Agent> IoctlDevice for SimHost<A> {
     fn coordinator(&mut self) -> &mut Coordinator {
         &mut self.coord
     }

@@ -10,6 +10,7 @@
 use std::string::String;
 use std::vec::Vec;
 
+use crate::agent::Agent;
 use crate::host::SimHost;
 use crate::report::ResetReport;
 use hcabus::time::Instant;
@@ -20,10 +21,10 @@ const MAX_ROUNDS_AT_ONE_INSTANT: u32 = 100_000;
 
 /// The host of several adapters.
 #[derive(Debug)]
-pub struct MultiHost {
+pub struct MultiHost<A: ?Sized + Agent = dyn Agent> {
     name: String,
     seed: u64,
-    hosts: Vec<(String, SimHost)>,
+    hosts: Vec<(String, SimHost<A>)>,
     end: Instant,
     /// Instants at which the round bound was hit (each also a violation of the first host).
     livelocks: u32,
@@ -40,12 +41,12 @@ pub enum MultiHostError {
     DuplicateName(String),
 }
 
-impl MultiHost {
+impl<A: ?Sized + Agent> MultiHost<A> {
     /// Puts `hosts` (adapter name, its host) on one clock. The run ends at the latest end.
     pub fn new(
         name: &str,
         seed: u64,
-        hosts: Vec<(String, SimHost)>,
+        hosts: Vec<(String, SimHost<A>)>,
     ) -> Result<Self, MultiHostError> {
         for (i, (n, _)) in hosts.iter().enumerate() {
             if hosts[..i].iter().any(|(m, _)| m == n) {
@@ -80,12 +81,12 @@ impl MultiHost {
     }
 
     /// Every adapter with its name, in the scenario's order.
-    pub fn hosts(&self) -> &[(String, SimHost)] {
+    pub fn hosts(&self) -> &[(String, SimHost<A>)] {
         &self.hosts
     }
 
     /// Adapter `i`, to call into (an IOCTL, a fault) between runs.
-    pub fn host_mut(&mut self, i: usize) -> Option<&mut SimHost> {
+    pub fn host_mut(&mut self, i: usize) -> Option<&mut SimHost<A>> {
         self.hosts.get_mut(i).map(|(_, h)| h)
     }
 

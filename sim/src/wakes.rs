@@ -40,7 +40,7 @@ pub(super) struct Wakes {
 }
 
 impl Wakes {
-    pub(super) fn new(agents: &[std::boxed::Box<dyn Agent>]) -> Self {
+    pub(super) fn new<A: ?Sized + Agent>(agents: &[std::boxed::Box<A>]) -> Self {
         let n = agents.len();
         let own: Vec<bool> = agents.iter().map(|a| a.wake_is_own()).collect();
         let room = 4 * n + 64;
@@ -62,7 +62,7 @@ impl Wakes {
     }
 
     /// Agents added after `new` (the rest of `agents`) are asked from now on.
-    pub(super) fn grow(&mut self, agents: &[std::boxed::Box<dyn Agent>]) {
+    pub(super) fn grow<A: ?Sized + Agent>(&mut self, agents: &[std::boxed::Box<A>]) {
         for (i, a) in agents.iter().enumerate().skip(self.own.len()) {
             let own = a.wake_is_own();
             self.own.push(own);
@@ -89,7 +89,7 @@ impl Wakes {
     }
 
     /// Asks agent `i` again, after the host called it.
-    pub(super) fn refresh(&mut self, i: usize, agents: &[std::boxed::Box<dyn Agent>]) {
+    pub(super) fn refresh<A: ?Sized + Agent>(&mut self, i: usize, agents: &[std::boxed::Box<A>]) {
         if !self.own[i] || self.forgotten[i] {
             return;
         }
@@ -111,7 +111,7 @@ impl Wakes {
     }
 
     /// The earliest wake of any agent.
-    pub(super) fn next(&self, agents: &[std::boxed::Box<dyn Agent>]) -> Option<Instant> {
+    pub(super) fn next<A: ?Sized + Agent>(&self, agents: &[std::boxed::Box<A>]) -> Option<Instant> {
         let own = self.by_time.peek().map(|Reverse((at, _))| *at);
         let shared = self
             .shared
@@ -136,10 +136,10 @@ impl Wakes {
 
     /// The next agent after `after` (by index) due at the step's time, asking agents that
     /// are asked every time at their turn; `None` ends the step.
-    pub(super) fn next_due(
+    pub(super) fn next_due<A: ?Sized + Agent>(
         &mut self,
         after: Option<usize>,
-        agents: &[std::boxed::Box<dyn Agent>],
+        agents: &[std::boxed::Box<A>],
     ) -> Option<usize> {
         let now = self.step?;
         let first = after.map_or(0, |a| a + 1);

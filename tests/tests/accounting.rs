@@ -4,11 +4,11 @@
 
 use hcabus::bus::ClientReport;
 use hcabus::{Duration, Instant, State};
-use hcabus_sim::{Fault, SimHost};
+use hcabus_sim::Fault;
 use ibal::block::IoStats;
 use ibal::budget;
-use ibal::disk::{DiskConfig, SrpClient};
-use ibal::stack::{self, ClientSpec, StackSetup};
+use ibal::disk::DiskConfig;
+use ibal::stack::{self, ClientSpec, Host, StackSetup};
 
 fn closes(io: &IoStats) -> bool {
     io.submitted == io.completed + io.failed + io.in_flight + io.lost
@@ -46,8 +46,7 @@ fn the_budget_accepts_exactly_the_stacks_whose_clients_all_come_up() {
             let verdict = budget::check(&setup);
             let mut host = stack::build_unchecked(&setup).expect("builds");
             host.run();
-            let down: Vec<(String, Option<String>)> = host
-                .agents_of::<SrpClient>()
+            let down: Vec<(String, Option<String>)> = ibal::stack::disks(&host)
                 .filter(|d| !d.disk().is_up())
                 .map(|d| (d.name().to_string(), d.error()))
                 .collect();
@@ -98,7 +97,7 @@ fn a_refused_login_backs_off_gives_up_with_a_record_and_recovers_after_the_reset
     setup.sim.faults = vec![(Instant::ZERO, Fault::Catastrophic)];
     let mut host = stack::build(&setup).expect("valid");
     host.run_until(Instant::from_ms(500));
-    let d = host.agent::<SrpClient>().expect("disk");
+    let d = stack::disks(&host).next().expect("disk");
     let error = d.error().expect("the give-up is recorded");
     assert!(error.contains("SRP login gave up"), "{error}");
     let retries = d.disk().stats().login_retries;
@@ -110,7 +109,7 @@ fn a_refused_login_backs_off_gives_up_with_a_record_and_recovers_after_the_reset
     assert!(io.retryable > 0, "what it held failed as retryable: {io:?}");
     assert!(closes(&io), "{io:?}");
     host.run();
-    let d = host.agent::<SrpClient>().expect("disk");
+    let d = stack::disks(&host).next().expect("disk");
     assert_eq!(d.error(), None, "cleared by the login after RESET_END");
     assert!(d.disk().is_up());
     assert_eq!(host.coordinator().state(), State::Operational);
@@ -126,9 +125,9 @@ fn the_io_of_a_disk_that_never_came_up_is_lost_not_in_flight() {
     let mut setup = disks(1, 32);
     setup.sim.duration = Duration::from_ms(400);
     setup.sim.faults = vec![(Instant::ZERO, Fault::Catastrophic)];
-    let mut host: SimHost = stack::build(&setup).expect("valid");
+    let mut host: Host = stack::build(&setup).expect("valid");
     host.run();
-    let d = host.agent::<SrpClient>().expect("disk");
+    let d = stack::disks(&host).next().expect("disk");
     assert_eq!(d.disk().stats().logins, 0);
     let io = d.io_stats();
     assert!(io.lost > 0, "{io:?}");

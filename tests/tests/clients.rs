@@ -6,22 +6,21 @@ use hcabus::ioctl::Wire;
 use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant, State};
-use hcabus_sim::{Behavior, Fault, RemoteError, SimHost};
+use hcabus_sim::{Behavior, Fault, RemoteError};
 use hcabus_tests::desc;
 use ibal::disk::SrpClient;
-use ibal::ipoib::IpoibClient;
-use ibal::stack::{self, ClientSpec, StackSetup};
+use ibal::stack::{self, ClientSpec, Host, StackSetup};
 use ibal::uverbs::{UverbsClient, UverbsError};
 use ibal::*;
 
-fn run(setup: &StackSetup) -> SimHost {
+fn run(setup: &StackSetup) -> Host {
     let mut host = stack::build(setup).expect("valid stack");
     host.run();
     host
 }
 
-fn disk<'a>(host: &'a SimHost, name: &str) -> &'a SrpClient {
-    host.agents_of::<SrpClient>()
+fn disk<'a>(host: &'a Host, name: &str) -> &'a SrpClient {
+    ibal::stack::disks(host)
         .find(|d| d.name() == name)
         .unwrap_or_else(|| panic!("no disk {name}"))
 }
@@ -61,8 +60,7 @@ fn a_catastrophic_error_under_load_loses_no_io() {
     assert_eq!(io.read_mismatches, 0, "{io:?}");
     assert!(io.reads_verified > 5_000, "{io:?}");
     // Whatever is not completed is still in flight at the end of the run, and tracked.
-    let outstanding: u64 = host
-        .agents_of::<SrpClient>()
+    let outstanding: u64 = ibal::stack::disks(&host)
         .map(|d| d.workload().outstanding().count() as u64)
         .sum();
     assert_eq!(io.completed + outstanding, io.submitted);
@@ -154,7 +152,7 @@ fn a_reset_that_ends_in_failed_fails_held_io_once_and_nothing_hangs() {
     );
     assert_eq!(io.retryable, 0, "a dead device is not retryable: {io:?}");
     assert_eq!((io.lost, io.duplicated), (0, 0), "{io:?}");
-    for d in host.agents_of::<SrpClient>() {
+    for d in ibal::stack::disks(&host) {
         assert_eq!(
             d.workload().outstanding().count(),
             0,
@@ -168,7 +166,7 @@ fn a_reset_that_ends_in_failed_fails_held_io_once_and_nothing_hangs() {
             d.name()
         );
     }
-    let u = host.agent::<UverbsClient>().expect("uverbs");
+    let u = stack::processes(&host).next().expect("uverbs");
     assert!(
         u.process().refused_gone > 0,
         "opens fail on a failed device"
@@ -180,12 +178,11 @@ fn ipoib_hands_sends_back_and_rejoins_its_groups() {
     let setup = stack::boot_from_san_fast();
     let mut host = stack::build(&setup).expect("stack");
     host.run_until(Instant::from_ms(1_300));
-    let before: Vec<_> = host
-        .agents_of::<IpoibClient>()
+    let before: Vec<_> = ibal::stack::nets(&host)
         .map(|n| (*n.stats(), n.qpn()))
         .collect();
     host.run();
-    for (n, (was, old_qpn)) in host.agents_of::<IpoibClient>().zip(before) {
+    for (n, (was, old_qpn)) in ibal::stack::nets(&host).zip(before) {
         let s = n.stats();
         assert!(s.completed_back > 0, "{}: {s:?}", n.name());
         assert_eq!(s.dropped, 0, "{}: {s:?}", n.name());
@@ -261,7 +258,7 @@ fn user_contexts_get_eio_then_reopen_on_the_new_epoch_and_not_after_removal() {
 #[test]
 fn the_default_user_process_sees_eio_once_and_keeps_running_on_the_new_epoch() {
     let host = run(&stack::boot_from_san_fast());
-    let p = *host.agent::<UverbsClient>().expect("uverbs").process();
+    let p = *stack::processes(&host).next().expect("uverbs").process();
     assert_eq!(p.eio, 1, "{p:?}");
     assert_eq!(p.opens, 2, "{p:?}");
     assert_eq!(p.last_epoch, Some(Epoch(2)));
@@ -506,7 +503,7 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
                 why()
             );
         }
-        for d in host.agents_of::<SrpClient>() {
+        for d in ibal::stack::disks(&host) {
             assert_eq!(d.target().stats().write_mismatches, 0, "{}", why());
         }
         assert!(
@@ -530,7 +527,7 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
             .iter()
             .any(|(_, f)| matches!(f, Fault::PortDown { .. } | Fault::TargetBusy(_)));
         if host.coordinator().state() == State::Operational && settled && !fabric_faults {
-            for d in host.agents_of::<SrpClient>() {
+            for d in ibal::stack::disks(&host) {
                 assert!(d.disk().is_up(), "{}: {} is not back", why(), d.name());
             }
         }
@@ -544,7 +541,7 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
 
 /// The default stack with a planned reset at 1 s and `first` registered right after IBAL;
 /// returns the host run to 0.9 s and the adapter's live objects then.
-fn planned_with(mut setup: StackSetup, first: (&str, ClientFlags, Behavior)) -> (SimHost, usize) {
+fn planned_with(mut setup: StackSetup, first: (&str, ClientFlags, Behavior)) -> (Host, usize) {
     setup.sim.faults = vec![(Instant::from_ms(1_000), Fault::PlannedReset)];
     let (name, flags, behavior) = first;
     setup.clients.insert(
@@ -572,7 +569,7 @@ fn unguarded(mut setup: StackSetup) -> StackSetup {
     setup
 }
 
-fn ibal_stats(host: &SimHost) -> IbalStats {
+fn ibal_stats(host: &Host) -> IbalStats {
     *host
         .agent::<IbalClient>()
         .expect("ibal")
@@ -597,7 +594,7 @@ fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
     let ibal = ibal_stats(&host);
     assert_eq!((ibal.released, ibal.orphans_destroyed), (0, 0), "{ibal:?}");
     assert_eq!(host.hca().verbs().live_objects(), objects_before);
-    for d in host.agents_of::<SrpClient>() {
+    for d in ibal::stack::disks(&host) {
         assert!(d.disk().is_up(), "{}", d.name());
         assert!(d.events().is_empty(), "{} heard {:?}", d.name(), d.events());
         assert_eq!(d.disk().stats().logins, 1, "{} logged in once", d.name());
@@ -634,7 +631,7 @@ fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothin
         objects_before,
         "everything re-created once, every orphan destroyed in the device"
     );
-    for d in host.agents_of::<SrpClient>() {
+    for d in ibal::stack::disks(&host) {
         assert!(d.disk().is_up(), "{}", d.name());
         assert_eq!(d.events(), [EventKind::Reset, EventKind::ResetAborted]);
     }
@@ -643,7 +640,7 @@ fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothin
 }
 
 /// QUERY_STATE's flags as an operator's tool reads them.
-fn state_flags(host: &mut SimHost) -> u32 {
+fn state_flags(host: &mut Host) -> u32 {
     use hcabus::ioctl::{encode_empty, StateOut, IOCTL_HCABUS_QUERY_STATE};
     let mut input = [0u8; 8];
     encode_empty(&mut input);
@@ -694,5 +691,55 @@ fn operational_is_not_the_service_until_every_port_that_was_active_is_active_aga
     assert!(
         back - restored >= 3_000,
         "the fabric's 3.5 s: {restored} -> {back}"
+    );
+}
+
+/// Reports ask each client what it did (`StackClient::activity`): what a client says must
+/// agree with the kind it registers as, or a report would count a disk as a network
+/// interface or miss it altogether.
+#[test]
+fn every_client_says_an_activity_that_agrees_with_its_kind() {
+    use stack::Activity;
+    let mut setups = vec![stack::boot_from_san(), stack::boot_from_san_fast()];
+    setups.extend((0..8).map(stack::random_stack));
+    let mut disks_seen = 0;
+    for setup in &setups {
+        let host = run(setup);
+        let mut disks = 0;
+        for a in host.agents() {
+            let kind = a.kind();
+            let agrees = match a.activity() {
+                Activity::Disk(_) => {
+                    disks += 1;
+                    matches!(kind, ClientKind::Srp | ClientKind::BootDisk)
+                }
+                Activity::Net(_) => kind == ClientKind::Ipoib,
+                Activity::Verbs(_) => kind == ClientKind::Uverbs,
+                Activity::Access(_) => kind == ClientKind::Ibal,
+                // A scripted client plays whatever kind its scenario names.
+                Activity::Scripted(_) => true,
+            };
+            assert!(
+                agrees,
+                "{}: {:?} says {:?}",
+                setup.sim.name,
+                kind,
+                a.activity()
+            );
+        }
+        assert_eq!(stack::disks(&host).count(), disks, "{}", setup.sim.name);
+        // The reports' I/O total and the clients' own counters (QUERY_COUNTERS) agree.
+        let counted: u64 = stack::disks(&host).map(|d| d.counters().submitted).sum();
+        assert_eq!(
+            stack::io_stats(&host).submitted,
+            counted,
+            "{}",
+            setup.sim.name
+        );
+        disks_seen += disks;
+    }
+    assert!(
+        disks_seen >= 2,
+        "the boot stacks have a boot disk and a data LUN each"
     );
 }

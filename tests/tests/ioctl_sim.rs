@@ -3,19 +3,19 @@
 
 use hcabus::ioctl::*;
 use hcabus::{Instant, State};
-use hcabus_sim::SimHost;
 use ibal::stack;
+use ibal::stack::Host;
 
 const ALL: Rights = Rights::READ.union(Rights::WRITE);
 
-fn ioctl(host: &mut SimHost, code: u32, input: &[u8], cap: usize) -> (Reply, Vec<u8>) {
+fn ioctl(host: &mut Host, code: u32, input: &[u8], cap: usize) -> (Reply, Vec<u8>) {
     let mut out = vec![0u8; cap];
     let r = host.ioctl(code, input, &mut out, ALL);
     out.truncate(r.bytes);
     (r, out)
 }
 
-fn state(host: &mut SimHost) -> StateOut {
+fn state(host: &mut Host) -> StateOut {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
     let (r, out) = ioctl(
@@ -28,7 +28,7 @@ fn state(host: &mut SimHost) -> StateOut {
     StateOut::decode(&out).expect("state")
 }
 
-fn quiet_host() -> SimHost {
+fn quiet_host() -> Host {
     let mut setup = stack::boot_from_san_fast();
     setup.sim.faults.clear();
     setup.sim.duration = hcabus::Duration::from_ms(60_000);
@@ -140,14 +140,14 @@ fn a_failed_device_is_restarted_through_the_dispatcher() {
     assert_eq!((io.lost, io.duplicated), (0, 0), "{io:?}");
 }
 
-fn inject(host: &mut SimHost, fault: FaultRequest) -> NtStatus {
+fn inject(host: &mut Host, fault: FaultRequest) -> NtStatus {
     let mut input = [0u8; size_of::<InjectFaultIn>()];
     encode_inject_fault(&fault, &mut input);
     ioctl(host, IOCTL_HCABUS_INJECT_FAULT, &input, 0).0.status
 }
 
 /// `(state, lid)` of ports 1 and 2 as QUERY_STATE gives them.
-fn ports(host: &mut SimHost) -> [(u32, u32); 2] {
+fn ports(host: &mut Host) -> [(u32, u32); 2] {
     state(host).ports.map(|p| (p.state, p.lid))
 }
 
@@ -169,8 +169,7 @@ fn a_cable_pull_by_ioctl_on_a_host_without_a_modelled_fabric_is_reported_and_rid
     assert_eq!(state(&mut host).epoch, 1, "no reset");
     let io = stack::io_stats(&host);
     assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
-    let disks: Vec<_> = host
-        .agents_of::<ibal::disk::SrpClient>()
+    let disks: Vec<_> = ibal::stack::disks(&host)
         .map(|d| *d.disk().stats())
         .collect();
     assert!(
@@ -193,7 +192,7 @@ fn a_cable_pull_by_ioctl_on_a_host_without_a_modelled_fabric_is_reported_and_rid
 fn a_cable_pull_on_a_port_the_adapter_lacks_is_refused_and_changes_nothing() {
     let mut setup = hcabus_sim::SimSetup::default();
     setup.hca.ports = 1;
-    let mut host = SimHost::new(&setup).expect("host");
+    let mut host = ibal::stack::scripted(&setup).expect("host");
     let before = host.coordinator().recorder().next_seq();
     let pull = FaultRequest::port_down(2, 1_000);
     assert_eq!(inject(&mut host, pull), NtStatus::INVALID_PARAMETER);
@@ -211,7 +210,7 @@ fn a_cable_pull_on_a_port_the_adapter_lacks_is_refused_and_changes_nothing() {
     assert_eq!(ports(&mut host), [(0, 0); 2]);
 }
 
-fn health(host: &mut SimHost) -> HealthOut {
+fn health(host: &mut Host) -> HealthOut {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
     let (r, out) = ioctl(

@@ -5,24 +5,24 @@
 use hcabus::bus::ClientReport;
 use hcabus::types::EventKind;
 use hcabus::{Duration, Instant};
-use hcabus_sim::{Fault, MultiHost};
+use hcabus_sim::Fault;
 use ibal::disk::SrpClient;
-use ibal::stack::{self, ClientSpec, MultiSetup};
+use ibal::stack::{self, ClientSpec, MultiSetup, World};
 
-fn run(setup: &MultiSetup) -> MultiHost {
+fn run(setup: &MultiSetup) -> World {
     let mut world = stack::build_multi(setup).expect("valid host");
     world.run();
     world
 }
 
-fn boot_paths(world: &MultiHost) -> Vec<(&str, &SrpClient)> {
+fn boot_paths(world: &World) -> Vec<(&str, &SrpClient)> {
     let disks = stack::multipath_disks(world);
     assert_eq!(disks.len(), 1, "one multipath disk");
     disks.into_iter().next().expect("one").1
 }
 
 /// The boot disk's own accounting, and its queue's statistics.
-fn boot_disk(world: &MultiHost) -> (ibal::block::IoStats, ibal::multipath::MultipathStats) {
+fn boot_disk(world: &World) -> (ibal::block::IoStats, ibal::multipath::MultipathStats) {
     let disks = stack::multipath_disks(world);
     let (mp, paths) = &disks[0];
     let live = paths.iter().any(|(_, c)| c.is_live_path());
@@ -31,7 +31,7 @@ fn boot_disk(world: &MultiHost) -> (ibal::block::IoStats, ibal::multipath::Multi
     (io, mp.stats())
 }
 
-fn assert_exactly_once(world: &MultiHost) {
+fn assert_exactly_once(world: &World) {
     assert_io_once(world);
     let (checked, violated) = world.invariants();
     assert!(checked > 0);
@@ -39,7 +39,7 @@ fn assert_exactly_once(world: &MultiHost) {
 }
 
 /// Every I/O completed or failed exactly once, none lost, every read what was last written.
-fn assert_io_once(world: &MultiHost) {
+fn assert_io_once(world: &World) {
     let io = stack::io_stats_all(world);
     assert_eq!(io.lost, 0, "{io:?}");
     assert_eq!(io.duplicated, 0, "{io:?}");
@@ -118,9 +118,7 @@ fn the_boot_disk_fails_over_at_reset_and_uses_both_paths_again() {
 fn the_multipath_boot_disk_waits_far_less_than_the_single_path_one() {
     let mut host = stack::build(&stack::boot_from_san()).expect("valid");
     host.run();
-    let boot = host
-        .agents_of::<SrpClient>()
-        .find(|d| d.name() == "bootdisk");
+    let boot = ibal::stack::disks(&host).find(|d| d.name() == "bootdisk");
     let single = boot.expect("boot disk").io_stats().max_latency_us;
     let multi = boot_disk(&run(&stack::boot_from_san_multipath()))
         .0
@@ -254,7 +252,7 @@ fn tune_paths(
 }
 
 /// The paths' disk statistics, summed.
-fn path_disk_stats(world: &MultiHost) -> ibal::disk::DiskStats {
+fn path_disk_stats(world: &World) -> ibal::disk::DiskStats {
     let mut sum = ibal::disk::DiskStats::default();
     for (_, c) in boot_paths(world) {
         let s = c.disk().stats();

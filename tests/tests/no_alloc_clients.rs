@@ -6,9 +6,8 @@
 use std::alloc::System;
 
 use hcabus::Instant;
-use hcabus_sim::SimHost;
-use ibal::disk::SrpClient;
 use ibal::stack;
+use ibal::stack::Host;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -19,8 +18,8 @@ fn allocations() -> u64 {
     (s.allocations + s.reallocations) as u64
 }
 
-fn in_flight(host: &SimHost) -> u64 {
-    host.agents_of::<SrpClient>()
+fn in_flight(host: &Host) -> u64 {
+    ibal::stack::disks(host)
         .map(|d| u64::from(d.disk().in_flight()))
         .sum()
 }

@@ -4,7 +4,6 @@
 
 use hcabus::{Duration, EventKind};
 use ibal::block::IoStats;
-use ibal::disk::SrpClient;
 use ibal::stack::{self, compare};
 
 fn closes(io: &IoStats) -> bool {
@@ -49,22 +48,20 @@ fn remove_add_brings_a_new_stack_up_and_fails_what_was_in_flight() {
         assert!(!a.events().contains(&EventKind::Reset), "{}", a.name());
     }
     // The new disks serve I/O, and the whole run's accounting closes.
-    let done_before: u64 = host
-        .agents_of::<SrpClient>()
+    let done_before: u64 = ibal::stack::disks(&host)
         .skip(2)
         .map(|d| d.io_stats().completed)
         .sum();
     let later = host.now() + Duration::from_ms(500);
     host.run_until(later);
-    let done_after: u64 = host
-        .agents_of::<SrpClient>()
+    let done_after: u64 = ibal::stack::disks(&host)
         .skip(2)
         .map(|d| d.io_stats().completed)
         .sum();
     assert!(done_after > done_before, "{done_before} -> {done_after}");
     // Every client of the new stack came up: nothing the old one held was kept from it.
     assert_eq!(host.coordinator().client_count(), old);
-    for d in host.agents_of::<SrpClient>().skip(2) {
+    for d in ibal::stack::disks(&host).skip(2) {
         assert!(
             d.disk().is_up() && d.problem().is_none(),
             "{:?}",

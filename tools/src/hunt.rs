@@ -12,8 +12,9 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use hcabus_sim::{random_setup, SimHost};
+use hcabus_sim::random_setup;
 use ibal::stack;
+use ibal::stack::Host;
 
 /// What to hunt.
 #[derive(Debug, Clone)]
@@ -63,7 +64,7 @@ fn run_seed(seed: u64, stack_run: bool) -> (Vec<HuntFailure>, Vec<String>) {
         stack: stack_run,
         what,
     };
-    let host: Option<SimHost> = if stack_run {
+    let host: Option<Host> = if stack_run {
         match stack::build(&stack::random_stack(seed)) {
             Ok(mut h) => {
                 h.run();
@@ -75,7 +76,7 @@ fn run_seed(seed: u64, stack_run: bool) -> (Vec<HuntFailure>, Vec<String>) {
             }
         }
     } else {
-        match SimHost::new(&random_setup(seed)) {
+        match stack::scripted(&random_setup(seed)) {
             Ok(mut h) => {
                 h.run();
                 Some(h)

@@ -1,8 +1,9 @@
 //! The JSON report of docs/design.md §9. Field names and their order are a contract with outside
 //! tools: keep them exactly.
 
-use hcabus_sim::{MultiHost, ResetReport, SimHost};
+use hcabus_sim::ResetReport;
 use ibal::stack;
+use ibal::stack::{Host, World};
 use serde::Serialize;
 
 use crate::contract::{schema, state_word};
@@ -113,7 +114,7 @@ pub struct InvariantsJson {
     pub violated: Vec<String>,
 }
 
-fn clients(host: &SimHost, hca: Option<&str>) -> Vec<ClientJson> {
+fn clients(host: &Host, hca: Option<&str>) -> Vec<ClientJson> {
     let coord = host.coordinator();
     let hca = hca.map(String::from);
     host.agents()
@@ -133,8 +134,8 @@ fn clients(host: &SimHost, hca: Option<&str>) -> Vec<ClientJson> {
 }
 
 /// SRP logins that succeeded and were refused, over every disk of `host`.
-fn logins(host: &SimHost) -> (u64, u64) {
-    host.agents_of::<ibal::disk::SrpClient>()
+fn logins(host: &Host) -> (u64, u64) {
+    ibal::stack::disks(host)
         .map(|d| d.disk().stats())
         .fold((0, 0), |(l, r), s| {
             (l + u64::from(s.logins), r + u64::from(s.login_retries))
@@ -142,7 +143,7 @@ fn logins(host: &SimHost) -> (u64, u64) {
 }
 
 /// The report of a finished run.
-pub fn build(host: &SimHost) -> Report {
+pub fn build(host: &Host) -> Report {
     let coord = host.coordinator();
     let checker = host.checker();
     totals(
@@ -170,7 +171,7 @@ pub fn build(host: &SimHost) -> Report {
 }
 
 /// The report of a finished run of several adapters.
-pub fn build_many(world: &MultiHost) -> Report {
+pub fn build_many(world: &World) -> Report {
     let several = world.hosts().len() > 1;
     let hca = |name: &str| several.then_some(name.to_string());
     let first = world.hosts().first().map(|(_, h)| h.coordinator());
@@ -215,7 +216,7 @@ pub fn build_many(world: &MultiHost) -> Report {
 }
 
 /// Each multipath disk of `world`, as the report shows it.
-pub fn multipath(world: &MultiHost) -> Vec<MultipathJson> {
+pub fn multipath(world: &World) -> Vec<MultipathJson> {
     stack::multipath_disks(world)
         .into_iter()
         .map(|(mp, paths)| {
@@ -280,7 +281,7 @@ fn totals(
 }
 
 /// The report as pretty-printed JSON.
-pub fn to_json(host: &SimHost) -> String {
+pub fn to_json(host: &Host) -> String {
     json(&build(host))
 }
 

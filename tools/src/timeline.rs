@@ -7,7 +7,8 @@ use hcabus::hca::HwStep;
 use hcabus::recorder::{HwOutcome, Record, RecordKind};
 use hcabus::types::Call;
 use hcabus::types::{ClientId, PortState};
-use hcabus_sim::{Fault, SimHost};
+use hcabus_sim::Fault;
+use ibal::stack::Host;
 
 const TIME_W: usize = 10;
 const BUS_W: usize = 34;
@@ -22,7 +23,7 @@ pub fn us(v: Option<u64>) -> String {
 }
 
 /// Where a record goes: the bus column (`None`) or a client lane, and its text.
-fn cell(host: &SimHost, rec: &Record) -> Option<(Option<usize>, String)> {
+fn cell(host: &Host, rec: &Record) -> Option<(Option<usize>, String)> {
     let lane = |id: ClientId| host.agent_of(id);
     Some(match &rec.kind {
         RecordKind::Transition { from, to } => (None, format!("{from} -> {to}")),
@@ -144,7 +145,7 @@ impl Grid<'_> {
 }
 
 /// Renders the run: header, timeline and summary.
-pub fn render(host: &SimHost) -> String {
+pub fn render(host: &Host) -> String {
     let mut out = format!(
         "hcasim: scenario '{}', seed {}, {} ms of virtual time, {} clients\n\n",
         host.name(),
@@ -158,7 +159,7 @@ pub fn render(host: &SimHost) -> String {
 
 /// What the timeline shows, in order: faults at their instants, and every record that
 /// says something (registrations at start are noise).
-fn puts(host: &SimHost) -> Vec<Put> {
+fn puts(host: &Host) -> Vec<Put> {
     let faults = host.faults_applied();
     let mut next_fault = 0;
     let mut puts = Vec::new();
@@ -199,7 +200,7 @@ fn puts(host: &SimHost) -> Vec<Put> {
 /// The instant each port started training, a row of its own: the link comes up
 /// `link_up` after it started, so `link_up` before each port's Init record (the simulated
 /// adapter's timings; a real one's events say the same).
-fn training(host: &SimHost, puts: &mut Vec<Put>) {
+fn training(host: &Host, puts: &mut Vec<Put>) {
     let (link_up, _) = host.hca().ports().timings();
     if link_up.as_us() == 0 {
         return;
@@ -226,7 +227,7 @@ fn training(host: &SimHost, puts: &mut Vec<Put>) {
 }
 
 /// The timeline of one adapter, one lane per client, and its summary.
-pub fn lanes(host: &SimHost) -> String {
+pub fn lanes(host: &Host) -> String {
     let mut out = String::new();
     let coord = host.coordinator();
     let agents = host.agents();
@@ -274,7 +275,7 @@ pub fn lanes(host: &SimHost) -> String {
 }
 
 /// The reset table, clients, invariants and final state.
-pub fn summary(host: &SimHost) -> String {
+pub fn summary(host: &Host) -> String {
     let mut out = String::new();
     let coord = host.coordinator();
     let _ = writeln!(out, "resets:");
@@ -348,7 +349,7 @@ pub fn summary(host: &SimHost) -> String {
 }
 
 /// Every flight-recorder record (each names its client).
-pub fn flight_record(host: &SimHost) -> String {
+pub fn flight_record(host: &Host) -> String {
     let mut out = String::new();
     for rec in host.coordinator().recorder().iter() {
         let _ = writeln!(out, "{rec}");
@@ -357,9 +358,9 @@ pub fn flight_record(host: &SimHost) -> String {
 }
 
 /// The disks' lines of the workload: the I/O totals, the loud ones, then one per disk.
-fn disks(host: &SimHost, out: &mut String) {
+fn disks(host: &Host, out: &mut String) {
     use ibal::disk::SrpClient;
-    let disks: Vec<&SrpClient> = host.agents_of::<SrpClient>().collect();
+    let disks: Vec<&SrpClient> = ibal::stack::disks(host).collect();
     if !disks.is_empty() {
         io_lines(&ibal::stack::io_stats(host), out);
         for d in disks {
@@ -442,14 +443,10 @@ fn refused_logins(s: &ibal::disk::DiskStats) -> String {
 }
 
 /// The I/O and network summary of a run with the access layer's clients.
-pub fn workload(host: &SimHost) -> String {
+pub fn workload(host: &Host) -> String {
     let mut out = String::new();
     disks(host, &mut out);
-    if host
-        .agents_of::<ibal::ipoib::IpoibClient>()
-        .next()
-        .is_some()
-    {
+    if ibal::stack::nets(host).next().is_some() {
         net_line(&ibal::stack::net_stats(host), &mut out);
     }
     uverbs_line(host, &mut out);
@@ -473,8 +470,8 @@ pub fn net_line(n: &ibal::ipoib::NetStats, out: &mut String) {
 }
 
 /// The user-verbs process's line, when the host has one.
-pub fn uverbs_line(host: &SimHost, out: &mut String) {
-    if let Some(u) = host.agent::<ibal::uverbs::UverbsClient>() {
+pub fn uverbs_line(host: &Host, out: &mut String) {
+    if let Some(u) = ibal::stack::processes(host).next() {
         let p = u.process();
         let _ = writeln!(
             out,

@@ -5,14 +5,14 @@
 use std::fmt::Write as _;
 
 use hcabus::bus::ClientReport;
-use hcabus_sim::MultiHost;
 use ibal::disk::SrpClient;
 use ibal::multipath::PathEventKind;
+use ibal::stack::World;
 
 use crate::timeline::{disk_line, io_lines, lanes, net_line, us, uverbs_line};
 
 /// Renders the run: header, one lane group per adapter, the workload.
-pub fn render(world: &MultiHost) -> String {
+pub fn render(world: &World) -> String {
     let names: Vec<&str> = world.hosts().iter().map(|(n, _)| n.as_str()).collect();
     let mut out = format!(
         "hcasim: scenario '{}', seed {}, {} ms of virtual time, {} adapters ({})\n",
@@ -45,7 +45,7 @@ pub fn render(world: &MultiHost) -> String {
 
 /// What happened to each multipath disk's paths, in time order: when each went down and
 /// came back, the commands it moved at a failover, the commands fast path failover gave up.
-pub fn paths_timeline(world: &MultiHost) -> String {
+pub fn paths_timeline(world: &World) -> String {
     let mut out = String::new();
     for (mp, paths) in ibal::stack::multipath_disks(world) {
         let mp = mp.lock();
@@ -93,14 +93,14 @@ pub fn paths_timeline(world: &MultiHost) -> String {
 }
 
 /// The I/O and network summary over every adapter.
-pub fn workload(world: &MultiHost) -> String {
+pub fn workload(world: &World) -> String {
     let mut out = String::new();
     let several = world.hosts().len() > 1;
     let singles: Vec<(String, &SrpClient)> = world
         .hosts()
         .iter()
         .flat_map(|(hca, h)| {
-            h.agents_of::<SrpClient>()
+            ibal::stack::disks(h)
                 .filter(|d| d.multipath().is_none())
                 .map(move |d| match several {
                     true => (format!("{}@{hca}", d.name()), d),
@@ -144,7 +144,7 @@ pub fn workload(world: &MultiHost) -> String {
     let has_net = world
         .hosts()
         .iter()
-        .any(|(_, h)| h.agents_of::<ibal::ipoib::IpoibClient>().next().is_some());
+        .any(|(_, h)| ibal::stack::nets(h).next().is_some());
     if has_net {
         net_line(&ibal::stack::net_stats_all(world), &mut out);
     }

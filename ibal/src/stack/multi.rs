@@ -1,12 +1,12 @@
 //! A host of several adapters (docs/design.md §9 `[[hcas]]`): one stack per adapter, the paths of
-//! multipath disks spread over them, all on one clock ([`MultiHost`]).
+//! multipath disks spread over them, all on one clock ([`World`]).
 
 use std::string::String;
 use std::vec::Vec;
 
 use hcabus_sim::MultiHost;
 
-use super::{build_with, io_stats, net_stats, BuildError, ClientSpec, StackSetup};
+use super::{build_with, io_stats, net_stats, BuildError, ClientSpec, StackSetup, World};
 use crate::block::IoStats;
 use crate::disk::{DiskConfig, SrpClient};
 use crate::ipoib::NetStats;
@@ -43,7 +43,7 @@ pub fn adapter_seed(seed: u64, i: usize) -> u64 {
 }
 
 /// Builds every adapter's stack, checked against its budget, on one clock.
-pub fn build_multi(setup: &MultiSetup) -> Result<MultiHost, BuildError> {
+pub fn build_multi(setup: &MultiSetup) -> Result<World, BuildError> {
     let disks: Vec<SharedMultipath> = setup
         .disks
         .iter()
@@ -73,10 +73,10 @@ pub fn build_multi(setup: &MultiSetup) -> Result<MultiHost, BuildError> {
 }
 
 /// The multipath disks of `world`, each with its paths' clients and their adapters.
-pub fn multipath_disks(world: &MultiHost) -> Vec<(SharedMultipath, Vec<(&str, &SrpClient)>)> {
+pub fn multipath_disks(world: &World) -> Vec<(SharedMultipath, Vec<(&str, &SrpClient)>)> {
     let mut out: Vec<(SharedMultipath, Vec<(&str, &SrpClient)>)> = Vec::new();
     for (hca, host) in world.hosts() {
-        for c in host.agents_of::<SrpClient>() {
+        for c in super::disks(host) {
             let Some((mp, _)) = c.multipath() else {
                 continue;
             };
@@ -90,7 +90,7 @@ pub fn multipath_disks(world: &MultiHost) -> Vec<(SharedMultipath, Vec<(&str, &S
 }
 
 /// The I/O accounting of every disk of every adapter, multipath disks once each.
-pub fn io_stats_all(world: &MultiHost) -> IoStats {
+pub fn io_stats_all(world: &World) -> IoStats {
     let mut total = IoStats::default();
     for (_, host) in world.hosts() {
         total.add(&io_stats(host));
@@ -104,7 +104,7 @@ pub fn io_stats_all(world: &MultiHost) -> IoStats {
 }
 
 /// The network accounting of every adapter.
-pub fn net_stats_all(world: &MultiHost) -> NetStats {
+pub fn net_stats_all(world: &World) -> NetStats {
     let mut total = NetStats::default();
     for (_, host) in world.hosts() {
         total.add(&net_stats(host));

@@ -15,7 +15,7 @@ use crate::ctx::SimCtx;
 use hcabus::bus::BusHandle as _;
 use hcabus::types::{Event, FatalReason};
 
-impl SimHost {
+impl<A: ?Sized + Agent> SimHost<A> {
     /// Removes every registered client, newest first: DEVICE_FATAL (what a client does when
     /// its device goes away, the remove callback of a Linux upper-layer driver), then
     /// unregister. With nobody left, the DMA memory they held is free again. Returns how
@@ -56,7 +56,7 @@ impl SimHost {
 
     /// Adds `agents` and starts them, as at build: they register and come up from nothing.
     /// Returns the index of the first.
-    pub fn add_agents(&mut self, agents: Vec<Box<dyn Agent>>) -> usize {
+    pub fn add_agents(&mut self, agents: Vec<Box<A>>) -> usize {
         let first = self.agents.len();
         self.agents.extend(agents);
         self.wakes.grow(&self.agents);

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use hcabus_sim::{random_setup, MultiHost, SimHost};
+use hcabus_sim::random_setup;
 use hcabus_tools::{report, scenario, timeline};
+use ibal::stack::Host;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -203,8 +204,8 @@ fn read_any_scenario(file: &std::path::Path) -> Result<scenario::Scenario, ExitC
 // One per process, built once: boxing the large variant buys nothing.
 #[allow(clippy::large_enum_variant)]
 enum World {
-    One(SimHost),
-    Many(MultiHost),
+    One(Host),
+    Many(ibal::stack::World),
 }
 
 impl World {
@@ -255,7 +256,7 @@ impl World {
         };
         if flight_record {
             t.push_str("\nflight record:\n");
-            let hosts: Vec<(&str, &SimHost)> = match self {
+            let hosts: Vec<(&str, &Host)> = match self {
                 World::One(h) => std::vec![("", h)],
                 World::Many(w) => w.hosts().iter().map(|(n, h)| (n.as_str(), h)).collect(),
             };
@@ -521,7 +522,7 @@ fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
                 if let Some(seed) = cli.seed {
                     setup.seed = seed;
                 }
-                let host = SimHost::new(&setup).map_err(|e| e.to_string());
+                let host = ibal::stack::scripted(&setup).map_err(|e| e.to_string());
                 Ok((World::One(built(&setup.name, host)?), false))
             }
             None if cli.multipath => {

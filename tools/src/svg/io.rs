@@ -6,10 +6,9 @@
 use std::fmt::Write as _;
 
 use hcabus::bus::ClientReport;
-use hcabus_sim::SimHost;
 use ibal::block::{IoBucket, IoSeries};
-use ibal::disk::SrpClient;
 use ibal::multipath::{Multipath, PathEventKind, SharedMultipath};
+use ibal::stack::Host;
 
 use super::{escape, span, Canvas, LEFT, WIDTH};
 
@@ -52,8 +51,8 @@ pub struct IoLane {
 
 /// The lanes of `host`'s disks that carry their own workload (a multipath path's is the
 /// disk's, drawn by [`multipath_lanes`]).
-pub fn disk_lanes(host: &SimHost) -> Vec<IoLane> {
-    host.agents_of::<SrpClient>()
+pub fn disk_lanes(host: &Host) -> Vec<IoLane> {
+    ibal::stack::disks(host)
         .filter(|c| c.multipath().is_none())
         .map(|c| IoLane {
             name: format!("I/O {}", c.name()),
@@ -66,7 +65,7 @@ pub fn disk_lanes(host: &SimHost) -> Vec<IoLane> {
 }
 
 /// The lanes of the multipath disks over `hosts`, one per disk however many paths it has.
-pub fn multipath_lanes(hosts: &[(String, SimHost)]) -> Vec<IoLane> {
+pub fn multipath_lanes(hosts: &[(String, Host)]) -> Vec<IoLane> {
     let end_us = hosts
         .iter()
         .map(|(_, h)| h.end().as_us())
@@ -75,7 +74,7 @@ pub fn multipath_lanes(hosts: &[(String, SimHost)]) -> Vec<IoLane> {
     let mut seen: Vec<ibal::multipath::SharedMultipath> = Vec::new();
     let mut lanes = Vec::new();
     for (_, host) in hosts {
-        for c in host.agents_of::<SrpClient>() {
+        for c in ibal::stack::disks(host) {
             let Some((mp, _)) = c.multipath() else {
                 continue;
             };
@@ -98,10 +97,10 @@ pub fn multipath_lanes(hosts: &[(String, SimHost)]) -> Vec<IoLane> {
 
 /// Each path of a multipath disk in a line: its adapter, I/Os, commands moved off it (and
 /// given up slow), its time down.
-fn path_lines(hosts: &[(String, SimHost)], mp: &SharedMultipath, disk: &Multipath) -> Vec<String> {
+fn path_lines(hosts: &[(String, Host)], mp: &SharedMultipath, disk: &Multipath) -> Vec<String> {
     let mut lines = Vec::new();
     for (name, host) in hosts {
-        for c in host.agents_of::<SrpClient>() {
+        for c in ibal::stack::disks(host) {
             let Some((m, i)) = c.multipath() else {
                 continue;
             };
@@ -122,7 +121,7 @@ fn path_lines(hosts: &[(String, SimHost)], mp: &SharedMultipath, disk: &Multipat
 
 /// A multipath disk's path events as marks: each path named by its adapter.
 fn path_marks(
-    hosts: &[(String, SimHost)],
+    hosts: &[(String, Host)],
     mp: &SharedMultipath,
     disk: &Multipath,
 ) -> Vec<(u64, String, &'static str)> {
@@ -130,7 +129,7 @@ fn path_marks(
         hosts
             .iter()
             .find(|(_, h)| {
-                h.agents_of::<SrpClient>()
+                ibal::stack::disks(h)
                     .any(|c| c.multipath().is_some_and(|(m, i)| i == path && m.same(mp)))
             })
             .map_or("?", |(n, _)| n.as_str())

@@ -1,0 +1,118 @@
+//! What each client of a stack did, said by the client itself.
+//!
+//! A stack's host holds its clients as [`StackClient`]s, and every report (the I/O and
+//! network totals, the per-disk lines, the timeline's lanes) asks each client for its
+//! [`Activity`] instead of looking clients up by type. The views below match the activity
+//! exhaustively, with no catch-all arm: a new kind of client is a new variant, and every
+//! view that must count it fails to compile until it says what the kind contributes.
+
+use std::boxed::Box;
+use std::vec::Vec;
+
+use hcabus::PolicyError;
+use hcabus_sim::{Agent, MultiHost, ScriptedAgent, SimHost, SimSetup};
+
+use crate::block::IoStats;
+use crate::disk::SrpClient;
+use crate::ibal_client::IbalClient;
+use crate::ipoib::{IpoibClient, NetStats};
+use crate::uverbs::UverbsClient;
+
+/// A client of a stack: a simulated client that says what it did.
+pub trait StackClient: Agent {
+    fn activity(&self) -> Activity<'_>;
+}
+
+/// What a client does, with the client, for the reports of that kind of work.
+#[derive(Debug, Clone, Copy)]
+pub enum Activity<'a> {
+    /// Block I/O through an SRP initiator: a disk of its own, or one path of a multipath
+    /// disk (whose workload is the disk's, see [`SrpClient::multipath`]).
+    Disk(&'a SrpClient),
+    /// Network frames through IPoIB.
+    Net(&'a IpoibClient),
+    /// A user process's verbs.
+    Verbs(&'a UverbsClient),
+    /// The access layer itself: the other clients' verbs go through it.
+    Access(&'a IbalClient),
+    /// A scripted client: bus calls and events, no I/O.
+    Scripted(&'a ScriptedAgent),
+}
+
+/// A host of a stack's clients.
+pub type Host = SimHost<dyn StackClient>;
+/// A host of several adapters with a stack's clients.
+pub type World = MultiHost<dyn StackClient>;
+
+macro_rules! says {
+    ($($ty:ty => $variant:ident),* $(,)?) => {
+        $(impl StackClient for $ty {
+            fn activity(&self) -> Activity<'_> {
+                Activity::$variant(self)
+            }
+        })*
+    };
+}
+
+says! {
+    SrpClient => Disk,
+    IpoibClient => Net,
+    UverbsClient => Verbs,
+    IbalClient => Access,
+    ScriptedAgent => Scripted,
+}
+
+/// A host of scripted clients alone (a scenario without the access layer), held the way a
+/// stack's host is so that every report reads it alike.
+pub fn scripted(setup: &SimSetup) -> Result<Host, PolicyError> {
+    let agents: Vec<Box<dyn StackClient>> = setup
+        .clients
+        .iter()
+        .map(|(d, b)| Box::new(ScriptedAgent::new(*d, *b)) as Box<dyn StackClient>)
+        .collect();
+    SimHost::with_agents(setup, agents)
+}
+
+/// Every SRP initiator of `host`, in registration order (a multipath disk's paths each).
+pub fn disks(host: &Host) -> impl Iterator<Item = &SrpClient> {
+    host.agents().iter().filter_map(|a| match a.activity() {
+        Activity::Disk(d) => Some(d),
+        Activity::Net(_) | Activity::Verbs(_) | Activity::Access(_) | Activity::Scripted(_) => None,
+    })
+}
+
+/// Every IPoIB interface of `host`.
+pub fn nets(host: &Host) -> impl Iterator<Item = &IpoibClient> {
+    host.agents().iter().filter_map(|a| match a.activity() {
+        Activity::Net(n) => Some(n),
+        Activity::Disk(_) | Activity::Verbs(_) | Activity::Access(_) | Activity::Scripted(_) => {
+            None
+        }
+    })
+}
+
+/// Every user-verbs process of `host`.
+pub fn processes(host: &Host) -> impl Iterator<Item = &UverbsClient> {
+    host.agents().iter().filter_map(|a| match a.activity() {
+        Activity::Verbs(u) => Some(u),
+        Activity::Disk(_) | Activity::Net(_) | Activity::Access(_) | Activity::Scripted(_) => None,
+    })
+}
+
+/// The I/O accounting of every disk of `host`, summed.
+pub fn io_stats(host: &Host) -> IoStats {
+    let mut total = IoStats::default();
+    for d in disks(host) {
+        total.add(&d.io_stats());
+    }
+    total
+}
+
+/// The network accounting of every IPoIB interface of `host`, summed.
+pub fn net_stats(host: &Host) -> NetStats {
+    let mut total = NetStats::default();
+    for n in nets(host) {
+        total.add(n.stats());
+    }
+    total
+}
