@@ -3,24 +3,45 @@
 //! `hcactl inject` all apply. Here, below both the IOCTL layer and the flight recorder, so
 //! that the recorder can name a fault without reaching into the IOCTL ABI.
 
-wire_enum! {
-    /// Faults the simulator can inject.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum FaultCode {
-        Catastrophic = 1 => "catastrophic",
-        CommandTimeout = 2 => "command_timeout",
-        HealthStall = 3 => "health_stall",
-        Hang = 4 => "hang",
-        /// The next `count` reset assertions fail.
-        ResetFails = 5 => "reset_fails",
-        DeviceReplaced = 6 => "device_replaced",
-        NeverReturns = 7 => "never_returns",
-        SurpriseRemoval = 8 => "surprise_removal",
-        /// A cable pulled from `port` for `duration_ms`, without a reset (version 4).
-        PortDown = 9 => "port_down",
-        /// The remote targets refuse the next `count` logins as busy.
-        TargetBusy = 10 => "target_busy",
-    }
+/// Declares the faults: each one's INJECT_FAULT code, its name, and the range of each field
+/// it takes (a field not named is not taken: 0..=0). From the one table come [`FaultCode`]
+/// and `ranges`, which both [`FaultCode::args`] and [`FaultRequest::check`] read.
+macro_rules! fault_codes {
+    ($( $(#[$m:meta])* $code:ident = $n:literal => $name:literal { $($field:ident: $range:expr),* } ),+ $(,)?) => {
+        wire_enum! {
+            /// Faults the simulator can inject.
+            #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+            pub enum FaultCode {
+                $( $(#[$m])* $code = $n => $name, )+
+            }
+        }
+
+        /// The one table of what each fault takes.
+        const fn ranges(code: FaultCode) -> FieldRanges {
+            match code {
+                $( FaultCode::$code => FieldRanges { $($field: $range,)* ..FieldRanges::NONE }, )+
+            }
+        }
+    };
+}
+
+fault_codes! {
+    Catastrophic = 1 => "catastrophic" {},
+    CommandTimeout = 2 => "command_timeout" {},
+    HealthStall = 3 => "health_stall" {},
+    Hang = 4 => "hang" {},
+    /// The next `count` reset assertions fail.
+    ResetFails = 5 => "reset_fails" { count: (1, MAX_RESET_FAILS) },
+    DeviceReplaced = 6 => "device_replaced" {},
+    NeverReturns = 7 => "never_returns" {},
+    SurpriseRemoval = 8 => "surprise_removal" {},
+    /// A cable pulled from `port` for `duration_ms`, without a reset (version 4).
+    PortDown = 9 => "port_down" {
+        port: (1, crate::types::MAX_PORTS as u32),
+        duration_ms: (1, MAX_FAULT_DURATION_MS)
+    },
+    /// The remote targets refuse the next `count` logins as busy.
+    TargetBusy = 10 => "target_busy" { count: (1, MAX_BUSY_LOGINS) },
 }
 
 /// What a fault (or a scenario's act) takes besides its name.
@@ -152,37 +173,13 @@ struct FieldRanges {
     duration_ms: (u32, u32),
 }
 
-/// The one table of what each fault takes.
-const fn ranges(code: FaultCode) -> FieldRanges {
-    const NONE: (u32, u32) = (0, 0);
-    match code {
-        FaultCode::ResetFails => FieldRanges {
-            count: (1, MAX_RESET_FAILS),
-            port: NONE,
-            duration_ms: NONE,
-        },
-        FaultCode::TargetBusy => FieldRanges {
-            count: (1, MAX_BUSY_LOGINS),
-            port: NONE,
-            duration_ms: NONE,
-        },
-        FaultCode::PortDown => FieldRanges {
-            count: NONE,
-            port: (1, crate::types::MAX_PORTS as u32),
-            duration_ms: (1, MAX_FAULT_DURATION_MS),
-        },
-        FaultCode::Catastrophic
-        | FaultCode::CommandTimeout
-        | FaultCode::HealthStall
-        | FaultCode::Hang
-        | FaultCode::DeviceReplaced
-        | FaultCode::NeverReturns
-        | FaultCode::SurpriseRemoval => FieldRanges {
-            count: NONE,
-            port: NONE,
-            duration_ms: NONE,
-        },
-    }
+impl FieldRanges {
+    /// A fault that takes no field.
+    const NONE: FieldRanges = FieldRanges {
+        count: (0, 0),
+        port: (0, 0),
+        duration_ms: (0, 0),
+    };
 }
 
 #[cfg(test)]

@@ -10,34 +10,67 @@ use hcabus::time::Duration;
 /// The catastrophic-error word a `Fault::Catastrophic` writes, on every device model.
 pub const CATASTROPHIC_WORD: u32 = 0x0bad_0001;
 
-/// A fault or administrator action applied at a point in virtual time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    Catastrophic,
-    CommandTimeout,
-    HealthStall,
+/// Declares the faults and acts a run can apply: each variant, a representative of it
+/// where it carries data, and what it is. From the one table come [`Fault`],
+/// [`Fault::ALL`] (in the table's order: the random scenarios draw from it) and `what`, from
+/// which a fault's name, INJECT_FAULT code and arguments follow.
+macro_rules! faults {
+    (@example $variant:ident) => { Fault::$variant };
+    (@example $variant:ident $example:expr) => { $example };
+    ($(
+        $(#[$m:meta])*
+        $variant:ident $(( $($tuple:ty),* ))? $({ $($field:ident: $fty:ty),* })?
+        $(= $example:expr)? => $what:expr
+    ),+ $(,)?) => {
+        /// A fault or administrator action applied at a point in virtual time.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Fault {
+            $( $(#[$m])* $variant $(( $($tuple),* ))? $({ $($field: $fty),* })?, )+
+        }
+
+        impl Fault {
+            const COUNT: usize = [$(stringify!($variant)),+].len();
+
+            /// Every kind of fault, once, each with a representative argument: the one list
+            /// the scenario parser, INJECT_FAULT's decoding and the tests draw on. A new
+            /// fault is a line of this table and an arm of the host's `apply` and the
+            /// register file's `inject` (the compiler asks for both).
+            pub const ALL: [Fault; Fault::COUNT] = [$(faults!(@example $variant $($example)?)),+];
+
+            const fn what(self) -> What {
+                use What::{Act, Device};
+                match self {
+                    $( Fault::$variant { .. } => $what, )+
+                }
+            }
+        }
+    };
+}
+
+faults! {
+    Catastrophic => Device(FaultCode::Catastrophic),
+    CommandTimeout => Device(FaultCode::CommandTimeout),
+    HealthStall => Device(FaultCode::HealthStall),
     /// Firmware stops: the health counter stalls and commands time out.
-    Hang,
-    AdminReset,
-    PlannedReset,
-    FwActivate,
-    SurpriseRemoval,
+    Hang => Device(FaultCode::Hang),
+    AdminReset => Act("admin_reset"),
+    PlannedReset => Act("planned_reset"),
+    FwActivate => Act("fw_activate"),
     /// The next `n` reset assertions fail.
-    ResetFails(u32),
-    DeviceReplaced,
-    NeverReturns,
-    AdminRestart,
+    ResetFails(u32) = Fault::ResetFails(1) => Device(FaultCode::ResetFails),
+    DeviceReplaced => Device(FaultCode::DeviceReplaced),
+    NeverReturns => Device(FaultCode::NeverReturns),
+    AdminRestart => Act("admin_restart"),
+    SurpriseRemoval => Device(FaultCode::SurpriseRemoval),
     /// The client of agent `agent` (index in the host's agents) asks for a reset.
-    ClientRequest {
-        agent: u16,
-    },
+    ClientRequest { agent: u16 } = Fault::ClientRequest { agent: 0 } => Act("client_request"),
     /// A cable pulled from `port` and plugged back after `duration` (no reset).
-    PortDown {
-        port: u8,
-        duration: Duration,
-    },
+    PortDown { port: u8, duration: Duration } = Fault::PortDown {
+        port: 1,
+        duration: Duration::from_ms(1_000),
+    } => Device(FaultCode::PortDown),
     /// The remote targets refuse the next `count` logins as busy.
-    TargetBusy(u32),
+    TargetBusy(u32) = Fault::TargetBusy(1) => Device(FaultCode::TargetBusy),
 }
 
 /// What a fault is, in one exhaustive table ([`Fault::what`]).
@@ -51,31 +84,6 @@ enum What {
 }
 
 impl Fault {
-    /// Every kind of fault, once, each with a representative argument: the one list the
-    /// scenario parser, INJECT_FAULT's decoding and the tests draw on. A new fault is a
-    /// variant, an entry here and in [`Fault::what`] (the compiler asks for that one), and an
-    /// arm of the host's `apply` (likewise).
-    pub const ALL: [Fault; 15] = [
-        Fault::Catastrophic,
-        Fault::CommandTimeout,
-        Fault::HealthStall,
-        Fault::Hang,
-        Fault::AdminReset,
-        Fault::PlannedReset,
-        Fault::FwActivate,
-        Fault::ResetFails(1),
-        Fault::DeviceReplaced,
-        Fault::NeverReturns,
-        Fault::AdminRestart,
-        Fault::SurpriseRemoval,
-        Fault::ClientRequest { agent: 0 },
-        Fault::PortDown {
-            port: 1,
-            duration: Duration::from_ms(1_000),
-        },
-        Fault::TargetBusy(1),
-    ];
-
     /// The faults that start a reset on their own.
     pub const TRIGGERS: [Fault; 6] = [
         Fault::Catastrophic,
@@ -90,8 +98,14 @@ impl Fault {
     /// [`Fault::ALL`] that take no port or client (those are drawn with their own arguments),
     /// with `ResetFails` twice, once failing one assertion (a retry recovers) and once five
     /// (past every retry). Its order is part of what a seed means.
-    pub const DRAWN: [Fault; 13] = {
-        let mut out = [Fault::Catastrophic; 13];
+    pub const DRAWN: [Fault; Fault::drawn(None)] = {
+        let mut out = [Fault::Catastrophic; Fault::drawn(None)];
+        Fault::drawn(Some(&mut out));
+        out
+    };
+
+    /// Fills `out` (when given) with the drawn faults, in order; returns how many there are.
+    const fn drawn(mut out: Option<&mut [Fault]>) -> usize {
         let (mut i, mut j) = (0, 0);
         while i < Fault::ALL.len() {
             let f = Fault::ALL[i];
@@ -101,35 +115,16 @@ impl Fault {
             {
                 continue;
             }
-            out[j] = f;
-            j += 1;
-            if let Fault::ResetFails(_) = f {
-                out[j] = Fault::ResetFails(5);
-                j += 1;
+            let twice = matches!(f, Fault::ResetFails(_));
+            if let Some(out) = &mut out {
+                out[j] = f;
+                if twice {
+                    out[j + 1] = Fault::ResetFails(5);
+                }
             }
+            j += if twice { 2 } else { 1 };
         }
-        assert!(j == out.len(), "DRAWN is every drawn fault");
-        out
-    };
-
-    const fn what(self) -> What {
-        match self {
-            Fault::Catastrophic => What::Device(FaultCode::Catastrophic),
-            Fault::CommandTimeout => What::Device(FaultCode::CommandTimeout),
-            Fault::HealthStall => What::Device(FaultCode::HealthStall),
-            Fault::Hang => What::Device(FaultCode::Hang),
-            Fault::ResetFails(_) => What::Device(FaultCode::ResetFails),
-            Fault::DeviceReplaced => What::Device(FaultCode::DeviceReplaced),
-            Fault::NeverReturns => What::Device(FaultCode::NeverReturns),
-            Fault::SurpriseRemoval => What::Device(FaultCode::SurpriseRemoval),
-            Fault::PortDown { .. } => What::Device(FaultCode::PortDown),
-            Fault::TargetBusy(_) => What::Device(FaultCode::TargetBusy),
-            Fault::AdminReset => What::Act("admin_reset"),
-            Fault::PlannedReset => What::Act("planned_reset"),
-            Fault::FwActivate => What::Act("fw_activate"),
-            Fault::AdminRestart => What::Act("admin_restart"),
-            Fault::ClientRequest { .. } => What::Act("client_request"),
-        }
+        j
     }
 
     /// The INJECT_FAULT code of a fault the device itself can be given (docs/ioctl.md);
