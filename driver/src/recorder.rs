@@ -7,19 +7,21 @@
 //! it and keeps the time it last happened, so polling cannot push a reset out of the ring.
 
 mod codec;
+mod kinds;
 
 use alloc::vec::Vec;
 use core::fmt;
 
 pub use codec::{RECORD_BYTES, RECORD_V4_BYTES};
+pub use kinds::{RecordKind, RecordTag};
 
 use crate::errors::RefusalCode;
 use crate::fault::FaultCode;
 use crate::hca::{HwError, HwResult, HwStep, Readiness};
 use crate::time::Instant;
-use crate::types::{Actor, PortState, VetoReason};
-use crate::types::{Call, PnpOp, ShortText, State};
-use crate::types::{ClientId, Epoch, EventKind, FailReason, ResetOutcome, ResetReason};
+use crate::types::{
+    Actor, Call, ClientId, Epoch, EventKind, PnpOp, PortState, ResetReason, ShortText,
+};
 
 wire_enum! {
     /// What a hardware step found, worded as the administrator needs it: a probe that found
@@ -78,163 +80,6 @@ impl HwOutcome {
                 | HwOutcome::Unsupported
                 | HwOutcome::Timeout
         )
-    }
-}
-
-/// What happened. The client's name, where there is a client, is the record's
-/// [`Record::name`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordKind {
-    Transition {
-        from: State,
-        to: State,
-    },
-    ResetStarted {
-        epoch: Epoch,
-        reason: ResetReason,
-        planned: bool,
-    },
-    /// A request or fault met a reset already under way and joined it.
-    ResetJoined {
-        reason: ResetReason,
-    },
-    /// A request during restore: exactly one more reset will follow.
-    FollowUpScheduled {
-        reason: ResetReason,
-    },
-    ResetFinished {
-        epoch: Epoch,
-        outcome: ResetOutcome,
-    },
-    ResetFailed {
-        epoch: Epoch,
-        error: FailReason,
-    },
-    Event {
-        client: ClientId,
-        event: EventKind,
-        epoch: Epoch,
-    },
-    /// A call; an administrator's reset or restart keeps the reason they gave as the name.
-    Call {
-        client: Option<ClientId>,
-        call: Call,
-    },
-    /// A call refused; an administrator's refused policy keeps the key at fault as the name.
-    Refused {
-        client: Option<ClientId>,
-        call: Call,
-        code: RefusalCode,
-    },
-    /// A barrier member passed its deadline; the name survives the client's unregister.
-    /// `aborts`: the policy calls the planned reset off for it (`abort_on_unresponsive`)
-    /// instead of forcing it through.
-    Unresponsive {
-        client: ClientId,
-        aborts: bool,
-    },
-    /// A client's reset request refused by its `client_request_limit`: nothing happened.
-    Throttled {
-        client: ClientId,
-    },
-    /// A queried client refused a planned reset, and why.
-    Vetoed {
-        client: ClientId,
-        reason: VetoReason,
-    },
-    /// A hardware step completed; `detail` is the catastrophic word of a health read, or
-    /// the settle time in ms of an asserted reset.
-    Hw {
-        step: HwStep,
-        outcome: HwOutcome,
-        detail: u32,
-    },
-    Pnp {
-        op: PnpOp,
-    },
-    /// The hardware reported a port's new state (and, Active, its LID).
-    Port {
-        port: u8,
-        state: PortState,
-        lid: u16,
-    },
-    /// An administrator changed a policy key (its index in `Policy::KEYS`): one record per
-    /// key whose value changed.
-    PolicyChanged {
-        key: u8,
-        old: u64,
-        new: u64,
-    },
-    /// An administrator injected a fault (the simulator; `accepted` false: the device
-    /// refused it, as hardware refuses every one).
-    FaultInjected {
-        fault: FaultCode,
-        count: u32,
-        port: u8,
-        duration_ms: u32,
-        accepted: bool,
-    },
-}
-
-wire_enum! {
-    /// What kind of record it is: its tag on the wire and its name (JSON's `kind`, `hcactl
-    /// log --kind`), once. [`RecordKind::tag`] maps each kind to its own, exhaustively.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum RecordTag {
-        Transition = 1 => "transition",
-        ResetStarted = 2 => "reset_started",
-        ResetJoined = 3 => "reset_joined",
-        FollowUpScheduled = 4 => "follow_up",
-        ResetFinished = 5 => "reset_finished",
-        ResetFailed = 6 => "reset_failed",
-        Event = 7 => "event",
-        Call = 8 => "call",
-        Refused = 9 => "refused",
-        Unresponsive = 10 => "unresponsive",
-        Throttled = 13 => "throttled",
-        Vetoed = 14 => "vetoed",
-        Hw = 11 => "hw",
-        Pnp = 12 => "pnp",
-        Port = 15 => "port",
-        PolicyChanged = 16 => "policy_changed",
-        FaultInjected = 17 => "fault_injected",
-    }
-}
-
-impl RecordKind {
-    /// Its tag: its number on the wire and its name.
-    pub const fn tag(&self) -> RecordTag {
-        match self {
-            RecordKind::Transition { .. } => RecordTag::Transition,
-            RecordKind::ResetStarted { .. } => RecordTag::ResetStarted,
-            RecordKind::ResetJoined { .. } => RecordTag::ResetJoined,
-            RecordKind::FollowUpScheduled { .. } => RecordTag::FollowUpScheduled,
-            RecordKind::ResetFinished { .. } => RecordTag::ResetFinished,
-            RecordKind::ResetFailed { .. } => RecordTag::ResetFailed,
-            RecordKind::Event { .. } => RecordTag::Event,
-            RecordKind::Call { .. } => RecordTag::Call,
-            RecordKind::Refused { .. } => RecordTag::Refused,
-            RecordKind::Unresponsive { .. } => RecordTag::Unresponsive,
-            RecordKind::Throttled { .. } => RecordTag::Throttled,
-            RecordKind::Vetoed { .. } => RecordTag::Vetoed,
-            RecordKind::Hw { .. } => RecordTag::Hw,
-            RecordKind::Pnp { .. } => RecordTag::Pnp,
-            RecordKind::Port { .. } => RecordTag::Port,
-            RecordKind::PolicyChanged { .. } => RecordTag::PolicyChanged,
-            RecordKind::FaultInjected { .. } => RecordTag::FaultInjected,
-        }
-    }
-
-    /// The client the record is about, if any.
-    pub const fn client(&self) -> Option<ClientId> {
-        match *self {
-            RecordKind::Event { client, .. }
-            | RecordKind::Unresponsive { client, .. }
-            | RecordKind::Throttled { client }
-            | RecordKind::Vetoed { client, .. } => Some(client),
-            RecordKind::Call { client, .. } | RecordKind::Refused { client, .. } => client,
-            _ => None,
-        }
     }
 }
 
@@ -325,122 +170,286 @@ impl Record {
     }
 
     fn kind_text(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe(&mut Phrase(f))
+    }
+
+    /// What the record says, to `d`: each field as JSON shows it, and the phrase of its line
+    /// in the log. One arm per kind, so a kind's words and its fields are written together.
+    pub fn describe<D: Describe>(&self, d: &mut D) -> fmt::Result {
         match &self.kind {
-            RecordKind::Transition { from, to } => write!(f, "state {from} -> {to}"),
+            RecordKind::Transition { from, to } => {
+                d.word("from", from.as_str());
+                d.word("to", to.as_str());
+                d.phrase(format_args!("state {from} -> {to}"))
+            }
             RecordKind::ResetStarted {
                 epoch,
                 reason,
                 planned,
-            } => write!(
-                f,
-                "reset of {epoch} started: {reason}{}",
-                if *planned { " (planned)" } else { "" }
-            ),
-            RecordKind::ResetJoined { reason } => write!(f, "{reason} joined the current reset"),
+            } => describe_started(d, *epoch, *reason, *planned),
+            RecordKind::ResetJoined { reason } => {
+                d.word("reason", reason.as_str());
+                d.phrase(format_args!("{reason} joined the current reset"))
+            }
             RecordKind::FollowUpScheduled { reason } => {
-                write!(f, "{reason} during restore: one follow-up reset scheduled")
+                d.word("reason", reason.as_str());
+                d.phrase(format_args!(
+                    "{reason} during restore: one follow-up reset scheduled"
+                ))
             }
             RecordKind::ResetFinished { epoch, outcome } => {
-                write!(f, "reset finished: {epoch} {}", outcome.as_str())
+                d.number("epoch", Some(epoch.0));
+                d.word("outcome", outcome.as_str());
+                d.phrase(format_args!("reset finished: {epoch} {}", outcome.as_str()))
             }
             RecordKind::ResetFailed { epoch, error } => {
-                write!(f, "reset of {epoch} failed: {}", error.as_str())
+                d.number("epoch", Some(epoch.0));
+                d.word("error", error.as_str());
+                d.phrase(format_args!("reset of {epoch} failed: {}", error.as_str()))
             }
             RecordKind::Event {
                 client,
                 event,
                 epoch,
-            } => write!(f, "{event} -> {} ({epoch})", self.who(*client)),
-            RecordKind::Call { client, call } => match client {
-                Some(c) => write!(f, "{} by {}", call.as_str(), self.who(*c)),
-                None if self.name.as_str().is_empty() => write!(f, "{}", call.as_str()),
-                None => write!(f, "{}: \"{}\"", call.as_str(), self.name),
-            },
-            RecordKind::Refused { client, call, code } => match client {
-                Some(c) => write!(
-                    f,
-                    "{} by {} refused: {}",
-                    call.as_str(),
-                    self.who(*c),
-                    code.as_str()
-                ),
-                None if self.name.as_str().is_empty() => {
-                    write!(f, "{} refused: {}", call.as_str(), code.as_str())
-                }
-                // A refused policy: the key at fault.
-                None => write!(
-                    f,
-                    "{} refused: {} ({})",
-                    call.as_str(),
-                    code.as_str(),
-                    self.name
-                ),
-            },
-            RecordKind::Unresponsive { client, aborts } => write!(
-                f,
-                "client {} unresponsive at deadline: {}",
-                self.who(*client),
-                if *aborts {
-                    "the planned reset is called off (abort_on_unresponsive)"
-                } else {
-                    "forced"
-                }
-            ),
-            RecordKind::Throttled { client } => write!(
-                f,
-                "client {} over its request limit: reset request ignored",
-                self.who(*client)
-            ),
-            RecordKind::Vetoed { client, reason } => write!(
-                f,
-                "client {} vetoed the planned reset: {reason}",
-                self.who(*client)
-            ),
+            } => {
+                d.client("client", Some(*client));
+                d.word("event", event.as_str());
+                d.number("epoch", Some(epoch.0));
+                d.phrase(format_args!("{event} -> {} ({epoch})", self.who(*client)))
+            }
+            RecordKind::Call { client, call } => self.describe_call(d, *client, *call),
+            RecordKind::Refused { client, call, code } => {
+                self.describe_refused(d, *client, *call, *code)
+            }
+            RecordKind::Unresponsive { client, aborts } => {
+                self.describe_unresponsive(d, *client, *aborts)
+            }
+            RecordKind::Throttled { client } => {
+                d.client("client", Some(*client));
+                d.phrase(format_args!(
+                    "client {} over its request limit: reset request ignored",
+                    self.who(*client)
+                ))
+            }
+            RecordKind::Vetoed { client, reason } => {
+                d.client("client", Some(*client));
+                d.text("reason", Some(reason.as_str()));
+                d.phrase(format_args!(
+                    "client {} vetoed the planned reset: {reason}",
+                    self.who(*client)
+                ))
+            }
             RecordKind::Hw {
                 step,
                 outcome,
                 detail,
-            } => {
-                write!(f, "hw {} {}", step.as_str(), outcome.as_str())?;
-                match outcome {
-                    HwOutcome::Catastrophic => write!(f, " (syndrome {detail:#010x})"),
-                    HwOutcome::Asserted => write!(f, " (settle {detail} ms)"),
-                    _ => Ok(()),
-                }
+            } => describe_hw(d, *step, *outcome, *detail),
+            RecordKind::Pnp { op } => {
+                d.word("op", op.as_str());
+                d.phrase(format_args!("pnp {}", op.as_str()))
             }
-            RecordKind::Pnp { op } => write!(f, "pnp {}", op.as_str()),
-            RecordKind::Port { port, state, lid } => match state {
-                PortState::Active => write!(f, "port {port} active, lid {lid}"),
-                _ => write!(f, "port {port} {}", state.as_str()),
-            },
-            RecordKind::PolicyChanged { key, old, new } => {
-                let name = crate::policy::Policy::KEYS
-                    .get(usize::from(*key))
-                    .copied()
-                    .unwrap_or("?");
-                write!(f, "policy {name}: {old} -> {new}")
-            }
+            RecordKind::Port { port, state, lid } => describe_port(d, *port, *state, *lid),
+            RecordKind::PolicyChanged { key, old, new } => describe_policy(d, *key, *old, *new),
             RecordKind::FaultInjected {
                 fault,
                 count,
                 port,
                 duration_ms,
                 accepted,
-            } => {
-                write!(f, "fault {} injected", fault.as_str())?;
-                if *count != 0 {
-                    write!(f, ", count {count}")?;
+            } => describe_fault(d, *fault, *count, (*port, *duration_ms), *accepted),
+        }
+    }
+
+    /// A barrier member past its deadline: forced, or the planned reset called off.
+    fn describe_unresponsive<D: Describe>(
+        &self,
+        d: &mut D,
+        client: ClientId,
+        aborts: bool,
+    ) -> fmt::Result {
+        d.client("client", Some(client));
+        d.flag("aborts", aborts);
+        let then = match aborts {
+            true => "the planned reset is called off (abort_on_unresponsive)",
+            false => "forced",
+        };
+        let who = self.who(client);
+        d.phrase(format_args!(
+            "client {who} unresponsive at deadline: {then}"
+        ))
+    }
+
+    /// A call: by its client, or (an administrator's) with the reason given.
+    fn describe_call<D: Describe>(
+        &self,
+        d: &mut D,
+        client: Option<ClientId>,
+        call: Call,
+    ) -> fmt::Result {
+        let reason = Some(self.name.as_str()).filter(|n| !n.is_empty());
+        match client {
+            Some(c) => {
+                d.client("client", Some(c));
+                d.word("call", call.as_str());
+                d.phrase(format_args!("{} by {}", call.as_str(), self.who(c)))
+            }
+            None => {
+                d.word("call", call.as_str());
+                d.text("reason", reason);
+                match reason {
+                    None => d.phrase(format_args!("{}", call.as_str())),
+                    Some(why) => d.phrase(format_args!("{}: \"{why}\"", call.as_str())),
                 }
-                if *port != 0 {
-                    write!(f, ", port {port} for {duration_ms} ms")?;
-                }
-                if !*accepted {
-                    f.write_str(": refused by the device")?;
-                }
-                Ok(())
             }
         }
     }
+
+    /// A refused call; an administrator's refused policy names the key at fault.
+    fn describe_refused<D: Describe>(
+        &self,
+        d: &mut D,
+        client: Option<ClientId>,
+        call: Call,
+        code: RefusalCode,
+    ) -> fmt::Result {
+        d.client("client", client);
+        d.word("call", call.as_str());
+        d.word("code", code.as_str());
+        let (call, code) = (call.as_str(), code.as_str());
+        match client {
+            Some(c) => d.phrase(format_args!("{call} by {} refused: {code}", self.who(c))),
+            None if self.name.as_str().is_empty() => {
+                d.phrase(format_args!("{call} refused: {code}"))
+            }
+            None => {
+                d.text("key", Some(self.name.as_str()));
+                d.phrase(format_args!("{call} refused: {code} ({})", self.name))
+            }
+        }
+    }
+}
+
+/// A reset begun, and why.
+fn describe_started<D: Describe>(
+    d: &mut D,
+    epoch: Epoch,
+    reason: ResetReason,
+    planned: bool,
+) -> fmt::Result {
+    d.number("epoch", Some(epoch.0));
+    d.word("reason", reason.as_str());
+    d.flag("planned", planned);
+    let planned = if planned { " (planned)" } else { "" };
+    d.phrase(format_args!("reset of {epoch} started: {reason}{planned}"))
+}
+
+/// A port's new state, and its LID once Active.
+fn describe_port<D: Describe>(d: &mut D, port: u8, state: PortState, lid: u16) -> fmt::Result {
+    d.number("port", Some(u64::from(port)));
+    d.state("state", state.as_str());
+    d.number("lid", Some(u64::from(lid)));
+    match state {
+        PortState::Active => d.phrase(format_args!("port {port} active, lid {lid}")),
+        _ => d.phrase(format_args!("port {port} {}", state.as_str())),
+    }
+}
+
+/// A policy key an administrator changed, by its name.
+fn describe_policy<D: Describe>(d: &mut D, key: u8, old: u64, new: u64) -> fmt::Result {
+    let name = crate::policy::Policy::KEYS
+        .get(usize::from(key))
+        .copied()
+        .unwrap_or("?");
+    d.word("key", name);
+    d.number("old", Some(old));
+    d.number("new", Some(new));
+    d.phrase(format_args!("policy {name}: {old} -> {new}"))
+}
+
+/// A hardware step, with the syndrome of a catastrophic read or the settle of an assert.
+fn describe_hw<D: Describe>(
+    d: &mut D,
+    step: HwStep,
+    outcome: HwOutcome,
+    detail: u32,
+) -> fmt::Result {
+    d.word("step", step.as_str());
+    d.word("outcome", outcome.as_str());
+    d.flag("ok", outcome.is_ok());
+    d.phrase(format_args!("hw {} {}", step.as_str(), outcome.as_str()))?;
+    match outcome {
+        HwOutcome::Catastrophic => {
+            d.hex("syndrome", detail);
+            d.phrase(format_args!(" (syndrome {detail:#010x})"))
+        }
+        HwOutcome::Asserted => {
+            d.number("settle_ms", Some(u64::from(detail)));
+            d.phrase(format_args!(" (settle {detail} ms)"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// An injected fault: what it took (a count, a port for how long), and whether the device
+/// took it.
+fn describe_fault<D: Describe>(
+    d: &mut D,
+    fault: FaultCode,
+    count: u32,
+    (port, duration_ms): (u8, u32),
+    accepted: bool,
+) -> fmt::Result {
+    d.word("fault", fault.as_str());
+    d.number("fault_count", (count != 0).then_some(u64::from(count)));
+    d.number("port", (port != 0).then_some(u64::from(port)));
+    d.number("duration_ms", (port != 0).then_some(u64::from(duration_ms)));
+    d.flag("accepted", accepted);
+    d.phrase(format_args!("fault {} injected", fault.as_str()))?;
+    if count != 0 {
+        d.phrase(format_args!(", count {count}"))?;
+    }
+    if port != 0 {
+        d.phrase(format_args!(", port {port} for {duration_ms} ms"))?;
+    }
+    if !accepted {
+        d.phrase(format_args!(": refused by the device"))?;
+    }
+    Ok(())
+}
+
+/// What a record says, to whoever reads it ([`Record::describe`]): its fields, named as JSON
+/// names them, and the pieces of its phrase, which together are its line in the log.
+pub trait Describe {
+    /// The next piece of the record's phrase.
+    fn phrase(&mut self, text: fmt::Arguments<'_>) -> fmt::Result;
+    /// A name from a vocabulary (a state, a reason, a call).
+    fn word(&mut self, name: &'static str, value: &'static str);
+    /// A port's state (JSON spells states one way everywhere).
+    fn state(&mut self, name: &'static str, value: &'static str);
+    /// A number; `None` where the record does not have it this time.
+    fn number(&mut self, name: &'static str, value: Option<u64>);
+    fn flag(&mut self, name: &'static str, value: bool);
+    /// The client the record is about (the record's name names it), or none.
+    fn client(&mut self, name: &'static str, value: Option<ClientId>);
+    fn text(&mut self, name: &'static str, value: Option<&str>);
+    /// A 32-bit word best read in hex (a syndrome).
+    fn hex(&mut self, name: &'static str, value: u32);
+}
+
+/// The phrase alone: the record's line.
+struct Phrase<'a, 'b>(&'a mut fmt::Formatter<'b>);
+
+impl Describe for Phrase<'_, '_> {
+    fn phrase(&mut self, text: fmt::Arguments<'_>) -> fmt::Result {
+        self.0.write_fmt(text)
+    }
+    fn word(&mut self, _: &'static str, _: &'static str) {}
+    fn state(&mut self, _: &'static str, _: &'static str) {}
+    fn number(&mut self, _: &'static str, _: Option<u64>) {}
+    fn flag(&mut self, _: &'static str, _: bool) {}
+    fn client(&mut self, _: &'static str, _: Option<ClientId>) {}
+    fn text(&mut self, _: &'static str, _: Option<&str>) {}
+    fn hex(&mut self, _: &'static str, _: u32) {}
 }
 
 /// Fixed-capacity ring of records.

@@ -11,8 +11,39 @@ pub struct UnknownValue {
     pub value: u32,
 }
 
+/// A value that travels in one byte of a wire structure (a record's `a`, `b` or `c`): every
+/// [`wire_enum!`] type, a flag, a small number.
+pub trait WireByte: Sized {
+    fn to_byte(self) -> u8;
+    /// `None` for a byte no value of the type encodes to.
+    fn from_byte(b: u8) -> Option<Self>;
+}
+
+impl WireByte for u8 {
+    fn to_byte(self) -> u8 {
+        self
+    }
+    fn from_byte(b: u8) -> Option<Self> {
+        Some(b)
+    }
+}
+
+impl WireByte for bool {
+    fn to_byte(self) -> u8 {
+        u8::from(self)
+    }
+    fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
+}
+
 /// Declares a `#[repr(u8)]` enum with its wire number and its name per variant, and
-/// generates `ALL`, `COUNT`, `as_str`, `parse`, `from_u8`, `TryFrom<u32>` and `Display`.
+/// generates `ALL`, `COUNT`, `as_str`, `parse`, `from_u8`, `TryFrom<u32>`, [`WireByte`] and
+/// `Display`.
 macro_rules! wire_enum {
     (
         $(#[$meta:meta])*
@@ -61,6 +92,15 @@ macro_rules! wire_enum {
                         enum_name: stringify!($name),
                         value: v,
                     })
+            }
+        }
+
+        impl $crate::wire::WireByte for $name {
+            fn to_byte(self) -> u8 {
+                self as u8
+            }
+            fn from_byte(b: u8) -> Option<Self> {
+                $name::from_u8(b)
             }
         }
 

@@ -1,9 +1,8 @@
 //! Flight-recorder records as structured JSON (`hcactl log --json`, `hcactl dump`), and the
 //! filters `hcactl log` applies alike to a live bus and to a dump read back from a file.
 
-use hcabus::hca::HwStep;
-use hcabus::recorder::{HwOutcome, Record, RecordKind, RecordTag};
-use hcabus::types::{Actor, Call, ClientId};
+use hcabus::recorder::{Describe, Record, RecordTag};
+use hcabus::types::{Actor, ClientId};
 use serde_json::{json, Map, Value};
 
 use crate::contract::state_word;
@@ -23,16 +22,18 @@ pub const KINDS: [&str; RecordTag::COUNT] = {
 /// One record: `seq`, `at_us`, `last_at_us`, `count`, `kind`, the kind's own fields, `by`
 /// (who asked: null, or the administrator) and `text`, the line `hcactl log` prints.
 pub fn record_json(r: &Record) -> Value {
-    let (kind, fields) = (r.kind.tag().as_str(), kind_fields(r));
+    let kind = r.kind.tag().as_str();
     let mut v = Map::new();
     v.insert("seq".into(), r.seq.into());
     v.insert("at_us".into(), r.at.as_us().into());
     v.insert("last_at_us".into(), r.last_at.as_us().into());
     v.insert("count".into(), r.count.into());
     v.insert("kind".into(), kind.into());
-    if let Value::Object(fields) = fields {
-        v.extend(fields);
-    }
+    // The kind's own fields, as the record describes itself.
+    let _ = r.describe(&mut Fields {
+        record: r,
+        out: &mut v,
+    });
     v.insert("by".into(), actor_json(r.by));
     v.insert("text".into(), r.to_string().into());
     Value::Object(v)
@@ -55,105 +56,39 @@ fn client(id: ClientId, r: &Record) -> Value {
     json!({ "id": id.to_string(), "name": (!r.name.as_str().is_empty()).then(|| r.name.as_str()) })
 }
 
-/// The kind's own fields; its name is its tag's ([`RecordTag`]).
-fn kind_fields(r: &Record) -> Value {
-    match &r.kind {
-        RecordKind::Transition { from, to } => {
-            json!({ "from": from.as_str(), "to": to.as_str() })
-        }
-        RecordKind::ResetStarted {
-            epoch,
-            reason,
-            planned,
-        } => json!({ "epoch": epoch.0, "reason": reason.as_str(), "planned": planned }),
-        RecordKind::ResetJoined { reason } => json!({ "reason": reason.as_str() }),
-        RecordKind::FollowUpScheduled { reason } => json!({ "reason": reason.as_str() }),
-        RecordKind::ResetFinished { epoch, outcome } => {
-            json!({ "epoch": epoch.0, "outcome": outcome.as_str() })
-        }
-        RecordKind::ResetFailed { epoch, error } => {
-            json!({ "epoch": epoch.0, "error": error.as_str() })
-        }
-        RecordKind::Event {
-            client: c,
-            event,
-            epoch,
-        } => json!({ "client": client(*c, r), "event": event.as_str(), "epoch": epoch.0 }),
-        RecordKind::Call { client: c, call } => call_fields(*c, *call, r),
-        RecordKind::Refused {
-            client: c,
-            call,
-            code,
-        } => {
-            let mut v = json!({
-                "client": c.map(|c| client(c, r)),
-                "call": call.as_str(),
-                "code": code.as_str(),
-            });
-            // An administrator's refused policy: the name is the key at fault.
-            if c.is_none() && !r.name.as_str().is_empty() {
-                v["key"] = r.name.as_str().into();
-            }
-            v
-        }
-        RecordKind::Unresponsive { client: c, aborts } => {
-            json!({ "client": client(*c, r), "aborts": aborts })
-        }
-        RecordKind::Throttled { client: c } => json!({ "client": client(*c, r) }),
-        RecordKind::Vetoed { client: c, reason } => {
-            json!({ "client": client(*c, r), "reason": reason.as_str() })
-        }
-        RecordKind::Hw {
-            step,
-            outcome,
-            detail,
-        } => hw_fields(*step, *outcome, *detail),
-        RecordKind::Pnp { op } => json!({ "op": op.as_str() }),
-        RecordKind::Port { port, state, lid } => {
-            json!({ "port": port, "state": state_word(state.as_str()), "lid": lid })
-        }
-        RecordKind::PolicyChanged { key, old, new } => json!({
-            "key": hcabus::policy::Policy::KEYS.get(usize::from(*key)).copied().unwrap_or("?"),
-            "old": old,
-            "new": new,
-        }),
-        RecordKind::FaultInjected {
-            fault,
-            count,
-            port,
-            duration_ms,
-            accepted,
-        } => json!({
-            "fault": fault.as_str(),
-            "fault_count": (*count != 0).then_some(*count),
-            "port": (*port != 0).then_some(*port),
-            "duration_ms": (*port != 0).then_some(*duration_ms),
-            "accepted": accepted,
-        }),
-    }
+/// A record's fields into a JSON object, in the order the record names them.
+struct Fields<'a> {
+    record: &'a Record,
+    out: &'a mut Map<String, Value>,
 }
 
-/// A call: by its client, or (an administrator's) with the reason given.
-fn call_fields(c: Option<ClientId>, call: Call, r: &Record) -> Value {
-    match c {
-        Some(c) => json!({ "client": client(c, r), "call": call.as_str() }),
-        None => json!({
-            "call": call.as_str(),
-            "reason": (!r.name.as_str().is_empty()).then(|| r.name.as_str()),
-        }),
+impl Describe for Fields<'_> {
+    fn phrase(&mut self, _: std::fmt::Arguments<'_>) -> std::fmt::Result {
+        Ok(())
     }
-}
-
-/// A hardware step, with the syndrome of a catastrophic read or the settle of an assert.
-fn hw_fields(step: HwStep, outcome: HwOutcome, detail: u32) -> Value {
-    let mut v =
-        json!({ "step": step.as_str(), "outcome": outcome.as_str(), "ok": outcome.is_ok() });
-    match outcome {
-        HwOutcome::Catastrophic => v["syndrome"] = format!("0x{detail:08x}").into(),
-        HwOutcome::Asserted => v["settle_ms"] = detail.into(),
-        _ => {}
+    fn word(&mut self, name: &'static str, value: &'static str) {
+        self.out.insert(name.into(), value.into());
     }
-    v
+    fn state(&mut self, name: &'static str, value: &'static str) {
+        self.out.insert(name.into(), state_word(value).into());
+    }
+    fn number(&mut self, name: &'static str, value: Option<u64>) {
+        self.out.insert(name.into(), value.into());
+    }
+    fn flag(&mut self, name: &'static str, value: bool) {
+        self.out.insert(name.into(), value.into());
+    }
+    fn client(&mut self, name: &'static str, value: Option<ClientId>) {
+        let v = value.map_or(Value::Null, |id| client(id, self.record));
+        self.out.insert(name.into(), v);
+    }
+    fn text(&mut self, name: &'static str, value: Option<&str>) {
+        self.out.insert(name.into(), value.into());
+    }
+    fn hex(&mut self, name: &'static str, value: u32) {
+        self.out
+            .insert(name.into(), format!("0x{value:08x}").into());
+    }
 }
 
 /// What `hcactl log` shows of the records it is given.
@@ -198,7 +133,9 @@ impl Filter {
 mod tests {
     use super::*;
     use hcabus::hca::HwStep;
+    use hcabus::recorder::{HwOutcome, RecordKind};
     use hcabus::time::Instant;
+    use hcabus::types::Call;
     use hcabus::types::{Epoch, EventKind, ShortText};
 
     fn event(name: &str) -> Record {

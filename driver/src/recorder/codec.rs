@@ -1,13 +1,10 @@
 //! The records' wire encodings (READ_LOG): version 5's 128 bytes, which carry the client's
 //! name, the repeat count and the last time, and the 64 bytes every older caller was given.
 
-use super::{HwOutcome, Record, RecordKind, RecordTag};
-use crate::errors::RefusalCode;
-use crate::fault::FaultCode;
-use crate::hca::HwStep;
+use super::kinds::{Slots, WireSlots};
+use super::{Record, RecordKind, RecordTag};
 use crate::time::Instant;
-use crate::types::{Actor, PortState, ResetReason, ShortText, State, MAX_PORTS};
-use crate::types::{Call, ClientId, Epoch, EventKind, FailReason, PnpOp, ResetOutcome};
+use crate::types::{Actor, ShortText};
 
 /// Size of one record in version 5 (see [`Record::encode`]).
 pub const RECORD_BYTES: usize = 128;
@@ -25,89 +22,7 @@ const V4_NAME_AT: usize = 40;
 /// Versions 1 to 4: a veto's reason.
 const V4_REASON_AT: usize = 32;
 
-/// The fields every encoding shares.
-struct Fields<'a> {
-    tag: u8,
-    a: u8,
-    b: u8,
-    c: u8,
-    client: u64,
-    value: u64,
-    /// A veto's reason.
-    text: Option<&'a ShortText>,
-}
-
 impl Record {
-    fn fields(&self) -> Fields<'_> {
-        let tag = self.kind.tag() as u8;
-        let f = |a, b, c, client, value| Fields {
-            tag,
-            a,
-            b,
-            c,
-            client,
-            value,
-            text: None,
-        };
-        let raw = |c: &Option<ClientId>| c.map_or(0, ClientId::to_raw);
-        match &self.kind {
-            RecordKind::Transition { from, to } => f(*from as u8, *to as u8, 0, 0, 0),
-            RecordKind::ResetStarted {
-                epoch,
-                reason,
-                planned,
-            } => f(*reason as u8, *planned as u8, 0, 0, epoch.0),
-            RecordKind::ResetJoined { reason } => f(*reason as u8, 0, 0, 0, 0),
-            RecordKind::FollowUpScheduled { reason } => f(*reason as u8, 0, 0, 0, 0),
-            RecordKind::ResetFinished { epoch, outcome } => f(*outcome as u8, 0, 0, 0, epoch.0),
-            RecordKind::ResetFailed { epoch, error } => f(*error as u8, 0, 0, 0, epoch.0),
-            RecordKind::Event {
-                client,
-                event,
-                epoch,
-            } => f(*event as u8, 0, 0, client.to_raw(), epoch.0),
-            RecordKind::Call { client, call } => {
-                f(*call as u8, client.is_some() as u8, 0, raw(client), 0)
-            }
-            RecordKind::Refused { client, call, code } => f(
-                *call as u8,
-                client.is_some() as u8,
-                *code as u8,
-                raw(client),
-                0,
-            ),
-            RecordKind::Unresponsive { client, aborts } => {
-                f(u8::from(*aborts), 0, 0, client.to_raw(), 0)
-            }
-            RecordKind::Throttled { client } => f(0, 0, 0, client.to_raw(), 0),
-            RecordKind::Vetoed { client, reason } => Fields {
-                text: Some(reason),
-                ..f(0, 0, 0, client.to_raw(), 0)
-            },
-            RecordKind::Hw {
-                step,
-                outcome,
-                detail,
-            } => f(*step as u8, *outcome as u8, 0, 0, u64::from(*detail)),
-            RecordKind::Pnp { op } => f(*op as u8, 0, 0, 0, 0),
-            RecordKind::Port { port, state, lid } => f(*port, *state as u8, 0, 0, u64::from(*lid)),
-            RecordKind::PolicyChanged { key, new, .. } => f(*key, 0, 0, 0, *new),
-            RecordKind::FaultInjected {
-                fault,
-                count,
-                port,
-                duration_ms,
-                accepted,
-            } => f(
-                *fault as u8,
-                *port,
-                u8::from(*accepted),
-                0,
-                u64::from(*count) | u64::from(*duration_ms) << 32,
-            ),
-        }
-    }
-
     /// Version 5, little-endian: `seq u64, at_us u64, tag u8, a u8, b u8, c u8, count u32,
     /// client u64, value u64, last_at_us u64, name [u8; 32], text [u8; 32], actor [u8; 8],
     /// reserved [u8; 8]`. A hardware step's `b` is its [`HwOutcome`] and `value` its detail;
@@ -115,15 +30,15 @@ impl Record {
     /// (zero: nobody, as every record before version 7 says).
     pub fn encode(&self) -> [u8; RECORD_BYTES] {
         let mut out = [0u8; RECORD_BYTES];
-        let f = self.fields();
+        let f = self.kind.slots();
         self.put_head(&mut out, &f);
         out[40..48].copy_from_slice(&self.last_at.as_us().to_le_bytes());
         out[NAME_AT..NAME_AT + ShortText::CAPACITY].copy_from_slice(self.name.as_bytes());
         if let Some(text) = f.text {
             out[TEXT_AT..TEXT_AT + ShortText::CAPACITY].copy_from_slice(text.as_bytes());
         }
-        if let RecordKind::PolicyChanged { old, .. } = self.kind {
-            out[TEXT_AT..TEXT_AT + 8].copy_from_slice(&old.to_le_bytes());
+        if let Some(word) = f.text_word {
+            out[TEXT_AT..TEXT_AT + 8].copy_from_slice(&word.to_le_bytes());
         }
         out[ACTOR_AT..ACTOR_AT + 8].copy_from_slice(&self.by.to_bytes());
         out
@@ -136,7 +51,7 @@ impl Record {
     /// 32 bytes from offset 32.
     pub fn encode_v4(&self) -> [u8; RECORD_V4_BYTES] {
         let mut out = [0u8; RECORD_V4_BYTES];
-        let mut f = self.fields();
+        let mut f = self.kind.slots();
         if let RecordKind::Hw { outcome, .. } = self.kind {
             (f.b, f.value) = (u8::from(outcome.is_ok()), 0);
         }
@@ -155,10 +70,10 @@ impl Record {
         out
     }
 
-    fn put_head(&self, out: &mut [u8], f: &Fields<'_>) {
+    fn put_head(&self, out: &mut [u8], f: &Slots<'_>) {
         out[0..8].copy_from_slice(&self.seq.to_le_bytes());
         out[8..16].copy_from_slice(&self.at.as_us().to_le_bytes());
-        out[16..20].copy_from_slice(&[f.tag, f.a, f.b, f.c]);
+        out[16..20].copy_from_slice(&[self.kind.tag() as u8, f.a, f.b, f.c]);
         out[20..24].copy_from_slice(&self.count.to_le_bytes());
         out[24..32].copy_from_slice(&f.client.to_le_bytes());
         out[32..40].copy_from_slice(&f.value.to_le_bytes());
@@ -205,98 +120,14 @@ fn text_at(b: &[u8; RECORD_BYTES], at: usize) -> Option<ShortText> {
 }
 
 fn decode_kind(b: &[u8; RECORD_BYTES], client: u64, value: u64) -> Option<RecordKind> {
-    let (tag, a, bb, c) = (b[16], b[17], b[18], b[19]);
-    let client_id = ClientId::from_raw(client);
-    // Only calls and refusals say whether they carry a client.
-    let some_client = || match bb {
-        0 => Some(None),
-        1 => Some(Some(client_id)),
-        _ => None,
+    let slots = WireSlots {
+        a: b[17],
+        b: b[18],
+        c: b[19],
+        client,
+        value,
+        text: text_at(b, TEXT_AT),
+        text_word: u64::from_le_bytes(b[TEXT_AT..TEXT_AT + 8].try_into().ok()?),
     };
-    let flag = |v: u8| match v {
-        0 => Some(false),
-        1 => Some(true),
-        _ => None,
-    };
-    Some(match RecordTag::from_u8(tag)? {
-        RecordTag::Transition => RecordKind::Transition {
-            from: State::from_u8(a)?,
-            to: State::from_u8(bb)?,
-        },
-        RecordTag::ResetStarted => RecordKind::ResetStarted {
-            epoch: Epoch(value),
-            reason: ResetReason::from_u8(a)?,
-            planned: flag(bb)?,
-        },
-        RecordTag::ResetJoined => RecordKind::ResetJoined {
-            reason: ResetReason::from_u8(a)?,
-        },
-        RecordTag::FollowUpScheduled => RecordKind::FollowUpScheduled {
-            reason: ResetReason::from_u8(a)?,
-        },
-        RecordTag::ResetFinished => RecordKind::ResetFinished {
-            epoch: Epoch(value),
-            outcome: ResetOutcome::from_u8(a)?,
-        },
-        RecordTag::ResetFailed => RecordKind::ResetFailed {
-            epoch: Epoch(value),
-            error: FailReason::from_u8(a)?,
-        },
-        RecordTag::Event => RecordKind::Event {
-            client: client_id,
-            event: EventKind::from_u8(a)?,
-            epoch: Epoch(value),
-        },
-        RecordTag::Call => RecordKind::Call {
-            client: some_client()?,
-            call: Call::from_u8(a)?,
-        },
-        RecordTag::Refused => RecordKind::Refused {
-            client: some_client()?,
-            call: Call::from_u8(a)?,
-            code: RefusalCode::from_u8(c)?,
-        },
-        RecordTag::Unresponsive => RecordKind::Unresponsive {
-            client: client_id,
-            aborts: match a {
-                0 => false,
-                1 => true,
-                _ => return None,
-            },
-        },
-        RecordTag::Throttled => RecordKind::Throttled { client: client_id },
-        RecordTag::Vetoed => RecordKind::Vetoed {
-            client: client_id,
-            reason: text_at(b, TEXT_AT)?,
-        },
-        RecordTag::Hw => RecordKind::Hw {
-            step: HwStep::from_u8(a)?,
-            outcome: HwOutcome::from_u8(bb)?,
-            detail: u32::try_from(value).ok()?,
-        },
-        RecordTag::Pnp => RecordKind::Pnp {
-            op: PnpOp::from_u8(a)?,
-        },
-        RecordTag::Port if (1..=MAX_PORTS).contains(&a) => RecordKind::Port {
-            port: a,
-            state: PortState::from_u8(bb)?,
-            lid: u16::try_from(value).ok()?,
-        },
-        RecordTag::PolicyChanged if usize::from(a) < crate::policy::Policy::KEYS.len() => {
-            RecordKind::PolicyChanged {
-                key: a,
-                old: u64::from_le_bytes(b[TEXT_AT..TEXT_AT + 8].try_into().ok()?),
-                new: value,
-            }
-        }
-        RecordTag::FaultInjected => RecordKind::FaultInjected {
-            fault: FaultCode::try_from(u32::from(a)).ok()?,
-            count: value as u32,
-            port: bb,
-            duration_ms: (value >> 32) as u32,
-            accepted: flag(c)?,
-        },
-        // A port the adapter cannot have, a key the policy does not have.
-        RecordTag::Port | RecordTag::PolicyChanged => return None,
-    })
+    RecordKind::from_slots(RecordTag::from_u8(b[16])?, &slots)
 }
