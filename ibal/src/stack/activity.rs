@@ -33,10 +33,11 @@ pub enum Activity<'a> {
     Net(&'a IpoibClient),
     /// A user process's verbs.
     Verbs(&'a UverbsClient),
-    /// The access layer itself: the other clients' verbs go through it.
-    Access(&'a IbalClient),
-    /// A scripted client: bus calls and events, no I/O.
-    Scripted(&'a ScriptedAgent),
+    /// No I/O of the kinds the reports count: the access layer itself (the other clients'
+    /// verbs go through it), a scripted client (bus calls and events). A new kind of
+    /// client that carries no such I/O says this and no view changes; one that does is a
+    /// new variant, and every view must say what it contributes.
+    Control(&'a dyn Agent),
 }
 
 /// A host of a stack's clients.
@@ -58,8 +59,8 @@ says! {
     SrpClient => Disk,
     IpoibClient => Net,
     UverbsClient => Verbs,
-    IbalClient => Access,
-    ScriptedAgent => Scripted,
+    IbalClient => Control,
+    ScriptedAgent => Control,
 }
 
 /// A host of scripted clients alone (a scenario without the access layer), held the way a
@@ -77,7 +78,7 @@ pub fn scripted(setup: &SimSetup) -> Result<Host, PolicyError> {
 pub fn disks(host: &Host) -> impl Iterator<Item = &SrpClient> {
     host.agents().iter().filter_map(|a| match a.activity() {
         Activity::Disk(d) => Some(d),
-        Activity::Net(_) | Activity::Verbs(_) | Activity::Access(_) | Activity::Scripted(_) => None,
+        Activity::Net(_) | Activity::Verbs(_) | Activity::Control(_) => None,
     })
 }
 
@@ -85,9 +86,7 @@ pub fn disks(host: &Host) -> impl Iterator<Item = &SrpClient> {
 pub fn nets(host: &Host) -> impl Iterator<Item = &IpoibClient> {
     host.agents().iter().filter_map(|a| match a.activity() {
         Activity::Net(n) => Some(n),
-        Activity::Disk(_) | Activity::Verbs(_) | Activity::Access(_) | Activity::Scripted(_) => {
-            None
-        }
+        Activity::Disk(_) | Activity::Verbs(_) | Activity::Control(_) => None,
     })
 }
 
@@ -95,7 +94,7 @@ pub fn nets(host: &Host) -> impl Iterator<Item = &IpoibClient> {
 pub fn processes(host: &Host) -> impl Iterator<Item = &UverbsClient> {
     host.agents().iter().filter_map(|a| match a.activity() {
         Activity::Verbs(u) => Some(u),
-        Activity::Disk(_) | Activity::Net(_) | Activity::Access(_) | Activity::Scripted(_) => None,
+        Activity::Disk(_) | Activity::Net(_) | Activity::Control(_) => None,
     })
 }
 
