@@ -279,8 +279,9 @@ impl Clients {
                 err(
                     at("kind"),
                     format!(
-                        "unknown kind {:?}; expected ibal, ipoib, srp, bootdisk, uverbs or custom",
-                        c.kind
+                        "unknown kind {:?}; expected {}",
+                        c.kind,
+                        words(&ClientKind::ALL.map(ClientKind::as_str), "or")
                     ),
                 )
             })?;
@@ -560,9 +561,14 @@ fn event_fault(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioErro
         ));
     };
     if e.count.is_some() && !kind.takes_count() {
+        let counted: Vec<&str> = Fault::ALL
+            .into_iter()
+            .filter(|f| f.in_scenarios() && f.takes_count())
+            .map(Fault::name)
+            .collect();
         return Err(err(
             at("count"),
-            "only reset_fails and target_busy take a count",
+            format!("only {} take a count", words(&counted, "and")),
         ));
     }
     let fault = match kind.args() {
@@ -585,5 +591,14 @@ fn path_io_timeout(c: &Client) -> Result<Option<Duration>, &'static str> {
         (Some(ms), true) => Ok(Some(Duration::from_ms(ms))),
         (None, true) => Ok(Some(ibal::multipath::DEFAULT_PATH_IO_TIMEOUT)),
         (None, false) => Ok(None),
+    }
+}
+
+/// `a, b and c` (or `a, b or c`): a list the vocabulary gives, for an error to name.
+fn words(names: &[&str], last: &str) -> String {
+    match names.split_last() {
+        None => String::new(),
+        Some((tail, [])) => (*tail).to_string(),
+        Some((tail, rest)) => format!("{} {last} {tail}", rest.join(", ")),
     }
 }
