@@ -253,7 +253,12 @@ pub fn bench_setup(clients: usize, reregister: bool) -> SimSetup {
 struct Executes;
 
 impl hcabus::host::EventCallback for Executes {
-    fn on_event(&self, bus: &hcabus::host::ThreadedBus, id: ClientId, event: Event) {
+    fn on_event(
+        &self,
+        bus: hcabus::host::ClientView<'_, hcabus::host::StdPlatform>,
+        id: ClientId,
+        event: Event,
+    ) {
         if let Event::Reset { epoch, .. } = event {
             let _ = bus.reset_execute(id, epoch);
         }

@@ -20,7 +20,7 @@ use rand_chacha::ChaCha8Rng;
 
 use hcabus::bus::Client;
 use hcabus::host::threaded::{Callback, EventCallback, StdPlatform, ThreadedBus};
-use hcabus::host::ClientCtx;
+use hcabus::host::{ClientCtx, ClientView};
 use hcabus::time::Instant;
 use hcabus::types::*;
 
@@ -74,14 +74,14 @@ where
             }),
             me: me.clone(),
         });
-        hosted.with_ctx(bus, |client, ctx| client.start(ctx));
+        hosted.with_ctx(ClientView::of(bus), |client, ctx| client.start(ctx));
         hosted
     }
 
     /// Runs `f` on the client with a context, then drains what its calls queued.
     fn with_ctx<R>(
         &self,
-        bus: &ThreadedBus,
+        bus: ClientView<'_, StdPlatform>,
         f: impl FnOnce(&mut C, &mut ThreadCtx<'_, D>) -> R,
     ) -> R {
         // Upgrading cannot fail while a caller holds an `Arc` of this client (every caller
@@ -99,7 +99,7 @@ where
                 device,
                 rng,
             } = &mut *inner;
-            let mut ctx = ClientCtx::new(bus, device, rng, &me);
+            let mut ctx = bus.ctx(device, rng, &me);
             let r = f(client, &mut ctx);
             (r, ctx.called())
         });
@@ -120,7 +120,7 @@ where
     C: for<'a> Client<ThreadCtx<'a, D>> + Send + 'static,
     D: Send + 'static,
 {
-    fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
+    fn on_event(&self, bus: ClientView<'_, StdPlatform>, id: ClientId, event: Event) {
         self.with_ctx(bus, |client, ctx| client.on_event(ctx, id, event));
     }
 }
@@ -134,7 +134,7 @@ where
         let now = bus.now();
         let due = lock(&self.inner).client.next_wake();
         if due.is_some_and(|t| t <= now) {
-            self.with_ctx(bus, |client, ctx| client.wake(ctx));
+            self.with_ctx(ClientView::of(bus), |client, ctx| client.wake(ctx));
             return lock(&self.inner).client.next_wake();
         }
         due

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hcabus::coordinator::Config;
-use hcabus::host::{EventCallback, ThreadedBus, ThreadedHost};
+use hcabus::host::{ClientView, EventCallback, StdPlatform, ThreadedBus, ThreadedHost};
 use hcabus::types::*;
 use hcabus::types::{AdminReset, State};
 use hcabus::{Duration, Policy};
@@ -37,7 +37,7 @@ struct Probe {
 }
 
 impl EventCallback for Probe {
-    fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
+    fn on_event(&self, bus: ClientView<'_, StdPlatform>, id: ClientId, event: Event) {
         match event {
             Event::Reset { epoch, .. } => {
                 let _ = FIRST_RESET_ALLOCS.compare_exchange(

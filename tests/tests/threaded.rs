@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use hcabus::coordinator::Config;
-use hcabus::host::{EventCallback, ThreadedBus, ThreadedHost};
+use hcabus::host::{ClientView, EventCallback, StdPlatform, ThreadedHost};
 use hcabus::types::*;
 use hcabus::types::{AdminReset, State};
 use hcabus::{Duration, Policy};
@@ -64,7 +64,7 @@ struct Client {
 }
 
 impl EventCallback for Client {
-    fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
+    fn on_event(&self, bus: ClientView<'_, StdPlatform>, id: ClientId, event: Event) {
         self.log.lock().expect("log").push((id, event.kind()));
         let Event::Reset { epoch, .. } = event else {
             return;
@@ -339,7 +339,7 @@ struct Holding {
 }
 
 impl EventCallback for Holding {
-    fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
+    fn on_event(&self, bus: ClientView<'_, StdPlatform>, id: ClientId, event: Event) {
         let Event::Reset { epoch, .. } = event else {
             return;
         };
@@ -403,7 +403,7 @@ fn unregister_from_another_thread_waits_for_the_running_callback() {
 fn a_call_at_dispatch_level_is_delivered_on_another_thread() {
     struct Where(Mutex<Vec<std::thread::ThreadId>>);
     impl EventCallback for Where {
-        fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
+        fn on_event(&self, bus: ClientView<'_, StdPlatform>, id: ClientId, event: Event) {
             self.0
                 .lock()
                 .expect("log")

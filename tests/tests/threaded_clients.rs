@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use hcabus::bus::ClientReport;
 use hcabus::coordinator::Config;
-use hcabus::host::{EventCallback, ThreadedBus, ThreadedHost};
+use hcabus::host::{ClientView, EventCallback, StdPlatform, ThreadedBus, ThreadedHost};
 use hcabus::types::State;
 use hcabus::types::*;
 use hcabus::{Duration, Policy};
@@ -45,7 +45,7 @@ static RESET_ENDS: AtomicU32 = AtomicU32::new(0);
 struct Probe;
 
 impl EventCallback for Probe {
-    fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
+    fn on_event(&self, bus: ClientView<'_, StdPlatform>, id: ClientId, event: Event) {
         match event {
             Event::Reset { epoch, .. } => {
                 AT_RESET.store(allocations(), Ordering::SeqCst);

@@ -8,7 +8,7 @@ use std::time::Duration as StdDuration;
 use hcabus::bus::{BusHandle, Client, ClientReport};
 use hcabus::coordinator::Config;
 use hcabus::host::irql::{self, BlockAtDispatch, Irql};
-use hcabus::host::{EventCallback, ThreadedBus, ThreadedHost};
+use hcabus::host::{ClientView, EventCallback, StdPlatform, ThreadedBus, ThreadedHost};
 use hcabus::types::AdminReset;
 use hcabus::types::*;
 use hcabus::{Duration, Instant, Policy};
@@ -63,15 +63,19 @@ impl ClientReport for Careless {
     }
 }
 
+/// A child that kept the host's bus (a callback is given only the client's view of it) and
+/// blocks on it from its callback.
 struct Impatient {
+    host_bus: std::sync::Weak<ThreadedBus>,
     result: Mutex<Option<Result<bool, BlockAtDispatch>>>,
 }
 
 impl EventCallback for Impatient {
-    fn on_event(&self, bus: &ThreadedBus, id: ClientId, event: Event) {
+    fn on_event(&self, bus: ClientView<'_, StdPlatform>, id: ClientId, event: Event) {
         if let Event::Reset { epoch, .. } = event {
             // Waiting for the reset from inside its own callback would deadlock a kernel.
-            let r = bus.wait_idle(StdDuration::from_secs(5));
+            let host_bus = self.host_bus.upgrade().expect("the host runs");
+            let r = host_bus.wait_idle(StdDuration::from_secs(5));
             *self.result.lock().expect("result") = Some(r);
             bus.reset_execute(id, epoch).expect("execute");
         }
@@ -139,6 +143,7 @@ fn verifier_catches_allocation_and_blocking_at_dispatch_level() {
     .expect("start");
     let bus = host.bus();
     let impatient = Arc::new(Impatient {
+        host_bus: Arc::downgrade(bus),
         result: Mutex::new(None),
     });
     bus.register(

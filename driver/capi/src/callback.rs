@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hcabus::host::{EventCallback, ThreadedBus};
+use hcabus::host::{ClientView, EventCallback, StdPlatform};
 use hcabus::types::{ClientId, Event};
 use hcabus_cabi::CCallback;
 
@@ -11,7 +11,7 @@ use hcabus_cabi::CCallback;
 struct Deliver(CCallback);
 
 impl EventCallback for Deliver {
-    fn on_event(&self, _bus: &ThreadedBus, id: ClientId, event: Event) {
+    fn on_event(&self, _bus: ClientView<'_, StdPlatform>, id: ClientId, event: Event) {
         self.0.deliver(id, event);
     }
 }

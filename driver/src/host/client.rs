@@ -4,7 +4,7 @@
 use rand_core::RngCore;
 
 use crate::bus::{BusHandle, ClientPort};
-use crate::coordinator::{PortView, Registration};
+use crate::coordinator::{ExecuteOutcome, PortView, Registration};
 use crate::errors::*;
 use crate::host::{Bus, Platform};
 use crate::policy::Policy;
@@ -88,5 +88,114 @@ impl<P: Platform, D, R: RngCore> BusHandle for ClientCtx<'_, P, D, R> {
     }
     fn device_and_rng(&mut self) -> (&mut D, &mut R) {
         (self.device, self.rng)
+    }
+}
+
+/// The bus as a client's event callback is given it: the client calls and what a client may
+/// read, and nothing an administrator or the host does (a reset or restart, a policy, any
+/// coordinator input, the device). A callback handed the host's whole [`Bus`] could reset
+/// the adapter as an administrator; a C child, given nothing but its context, cannot, and
+/// a Rust one must not either.
+///
+/// A callback makes the client calls through it:
+///
+/// ```
+/// use hcabus::host::{ClientView, Platform};
+/// use hcabus::types::{ClientId, Epoch};
+/// fn a_client_executes<P: Platform>(bus: ClientView<'_, P>, id: ClientId, epoch: Epoch) {
+///     let _ = bus.reset_execute(id, epoch);
+/// }
+/// ```
+///
+/// and cannot reset the adapter as its administrator:
+///
+/// ```compile_fail
+/// use hcabus::host::{ClientView, Platform};
+/// use hcabus::types::AdminReset;
+/// fn a_client_tries<P: Platform>(bus: ClientView<'_, P>) {
+///     let _ = bus.admin_reset(AdminReset::Forced); // no such method on a ClientView
+/// }
+/// ```
+pub struct ClientView<'a, P: Platform>(&'a Bus<P>);
+
+impl<P: Platform> core::fmt::Debug for ClientView<'_, P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ClientView").finish_non_exhaustive()
+    }
+}
+
+impl<P: Platform> Clone for ClientView<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P: Platform> Copy for ClientView<'_, P> {}
+
+impl<'a, P: Platform> ClientView<'a, P> {
+    /// The view of `bus`: only narrows what its holder may do.
+    pub fn of(bus: &'a Bus<P>) -> Self {
+        ClientView(bus)
+    }
+
+    pub fn now(&self) -> Instant {
+        self.0.now()
+    }
+    pub fn state(&self) -> State {
+        self.0.state()
+    }
+    pub fn epoch(&self) -> Epoch {
+        self.0.epoch()
+    }
+    pub fn policy(&self) -> Policy {
+        self.0.policy()
+    }
+    pub fn register(
+        &self,
+        desc: ClientDesc,
+        callback: P::Callback,
+    ) -> Result<Registration, RegisterError> {
+        self.0.register(desc, callback)
+    }
+    pub fn unregister(&self, id: ClientId) -> Result<(), UnregisterError> {
+        self.0.unregister(id)
+    }
+    pub fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError> {
+        self.0.reset_request(id)
+    }
+    pub fn reset_execute(
+        &self,
+        id: ClientId,
+        epoch: Epoch,
+    ) -> Result<ExecuteOutcome, ExecuteError> {
+        self.0.reset_execute(id, epoch)
+    }
+    pub fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
+        self.0.reset_consent(id, epoch)
+    }
+    pub fn reset_veto(
+        &self,
+        id: ClientId,
+        epoch: Epoch,
+        reason: VetoReason,
+    ) -> Result<(), VetoError> {
+        self.0.reset_veto(id, epoch, reason)
+    }
+
+    /// Runs what the client's calls set in motion (queues the DPC), for a host that held
+    /// its drain back while the client ran.
+    pub fn kick(&self) {
+        self.0.kick();
+    }
+
+    /// A [`BusHandle`] on this bus for a client generic over one, with its device and
+    /// randomness, answering to `me`.
+    pub fn ctx<D, R>(
+        self,
+        device: &'a mut D,
+        rng: &'a mut R,
+        me: &'a P::Callback,
+    ) -> ClientCtx<'a, P, D, R> {
+        ClientCtx::new(self.0, device, rng, me)
     }
 }

@@ -30,7 +30,7 @@ pub mod threaded;
 pub mod threads;
 
 pub use bus::{Bus, NewError};
-pub use client::ClientCtx;
+pub use client::{ClientCtx, ClientView};
 pub use event_log::EventLogEntry;
 pub use platform::{Lock, Platform, PlatformError, Scheduled};
 pub use power::{Parked, PowerDown, D0_EXIT_WAIT_MS};

@@ -21,7 +21,9 @@ use crate::coordinator::Config;
 use crate::hca::Hca;
 use crate::host::irql::BlockAtDispatch;
 use crate::host::threads::{StdThreads, Threads};
-use crate::host::{Bus, EventLogEntry, Lock, NewError, Platform, PlatformError, Scheduled};
+use crate::host::{
+    Bus, ClientView, EventLogEntry, Lock, NewError, Platform, PlatformError, Scheduled,
+};
 use crate::time::Instant;
 use crate::timers::TimerTable;
 use crate::types::*;
@@ -34,10 +36,11 @@ pub type ThreadedBus = Bus<StdPlatform>;
 
 /// The event callback a client gives at register time: the model of the C ABI's
 /// `void (*)(void *client_context, const HCABUS_EVENT *event)` (docs/bus-interface.md).
-/// Called with no bus lock held; must not block. `hcabus_sim::Hosted` makes any
-/// [`crate::bus::Client`] one.
+/// Called with no bus lock held; must not block. It is given the bus as a client sees it
+/// ([`ClientView`]: the client calls, no administrative input). `hcabus_sim::Hosted` makes
+/// any [`crate::bus::Client`] one.
 pub trait EventCallback<S: Threads = StdThreads>: Send + Sync {
-    fn on_event(&self, bus: &Bus<ThreadPlatform<S>>, id: ClientId, event: Event);
+    fn on_event(&self, bus: ClientView<'_, ThreadPlatform<S>>, id: ClientId, event: Event);
 }
 
 pub type Callback<S = StdThreads> = Arc<dyn EventCallback<S>>;
@@ -231,7 +234,7 @@ impl<S: Threads> Platform for ThreadPlatform<S> {
     fn deliver(bus: &Bus<Self>, callback: &Callback<S>, client: ClientId, event: Event) {
         // A client that panics must not stall everyone else: without this the unwind would
         // leave the drain marked running and the delivery unreported.
-        let run = || callback.on_event(bus, client, event);
+        let run = || callback.on_event(ClientView::of(bus), client, event);
         let panicked = S::at_dispatch(|| std::panic::catch_unwind(AssertUnwindSafe(run)).is_err());
         if panicked {
             bus.platform()

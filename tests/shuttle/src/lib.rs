@@ -27,6 +27,8 @@ pub const MAX_JUMP_US: u64 = 60_000_000;
 
 /// The one host on shuttle.
 pub type ShuttleBus = Bus<ThreadPlatform<ShuttleThreads>>;
+/// The bus as a client's callback sees it under shuttle.
+pub type ShuttleView<'a> = hcabus::host::ClientView<'a, ThreadPlatform<ShuttleThreads>>;
 pub type ShuttleHost = ThreadedHost<ShuttleThreads>;
 
 /// Shuttle's primitives and a virtual clock.

@@ -12,7 +12,7 @@ use hcabus::errors::ExecuteError;
 use hcabus::host::EventCallback;
 use hcabus::types::*;
 use hcabus::{Config, Duration, Epoch, ExecuteOutcome, Policy, State};
-use hcabus_shuttle::{ShuttleBus, ShuttleHost, ShuttleThreads, MAX_JUMP_US};
+use hcabus_shuttle::{ShuttleBus, ShuttleHost, ShuttleThreads, ShuttleView, MAX_JUMP_US};
 use hcabus_sim::SimHca;
 use hcabus_sim::SimHcaConfig;
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
@@ -122,7 +122,7 @@ impl Client {
 struct Callback(Arc<Client>);
 
 impl EventCallback<ShuttleThreads> for Callback {
-    fn on_event(&self, bus: &ShuttleBus, id: ClientId, event: Event) {
+    fn on_event(&self, bus: ShuttleView<'_>, id: ClientId, event: Event) {
         let c = &self.0;
         c.events.lock().expect("events").push(event.kind());
         let Event::Reset { epoch, .. } = event else {
@@ -298,7 +298,7 @@ struct Mortal {
 struct MortalCallback(Arc<Mortal>);
 
 impl EventCallback<ShuttleThreads> for MortalCallback {
-    fn on_event(&self, bus: &ShuttleBus, id: ClientId, event: Event) {
+    fn on_event(&self, bus: ShuttleView<'_>, id: ClientId, event: Event) {
         let m = &self.0;
         m.calls.fetch_add(1, Ordering::SeqCst);
         if m.freed.load(Ordering::SeqCst) {
@@ -357,7 +357,7 @@ fn no_callback_starts_or_runs_after_unregister_returns() {
 fn a_child_holding_its_own_spin_lock_across_register_never_deadlocks() {
     struct Locked(Arc<Mutex<u32>>);
     impl EventCallback<ShuttleThreads> for Locked {
-        fn on_event(&self, bus: &ShuttleBus, id: ClientId, event: Event) {
+        fn on_event(&self, bus: ShuttleView<'_>, id: ClientId, event: Event) {
             *self.0.lock().expect("the child's lock") += 1;
             if let Event::Reset { epoch, .. } = event {
                 let _ = bus.reset_execute(id, epoch);
