@@ -31,12 +31,20 @@ pub trait VerbsBus: BusHandle<Device: Verbs> {}
 
 impl<B: BusHandle<Device: Verbs> + ?Sized> VerbsBus for B {}
 
-/// What the clients drive: a bus whose device also has DMA memory for their buffers and the
-/// far side of the wire for the peers they carry (the SRP target, the IPoIB peer). The
-/// simulated adapter is one on every host.
-pub trait ClientBus: BusHandle<Device: Verbs + DmaMemory + Fabric> {}
+/// What a client of the access layer drives on any host: a bus whose device speaks
+/// [`Verbs`] and has DMA memory for its buffers. User verbs needs no more.
+pub trait ClientBus: BusHandle<Device: Verbs + DmaMemory> {}
 
-impl<B: BusHandle<Device: Verbs + DmaMemory + Fabric> + ?Sized> ClientBus for B {}
+impl<B: BusHandle<Device: Verbs + DmaMemory> + ?Sized> ClientBus for B {}
+
+/// A client bus whose device also carries the far side of the wire ([`Fabric`]): the SRP
+/// initiator and IPoIB model their peers (the target, the other hosts) inside themselves,
+/// so they need it. The simulated adapter is one on every host; on a real host the far side
+/// is the network, and these two models would move out to the host that simulates it
+/// (docs/design.md §7).
+pub trait FabricBus: ClientBus<Device: Fabric> {}
+
+impl<B: ClientBus<Device: Fabric> + ?Sized> FabricBus for B {}
 
 /// Sizes of IBAL's tables, reserved at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use hcabus::fabric::{Fabric, HOST_LID_BASE};
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant};
 
-use crate::access::{ClientBus, Dest, MrFlags, MrSpec, QpSpec, Send};
+use crate::access::{Dest, FabricBus, MrFlags, MrSpec, QpSpec, Send};
 use crate::block::*;
 use crate::handle::*;
 use crate::ibal_client::SharedIbal;
@@ -226,7 +226,7 @@ impl SrpDisk {
 
     /// Reserves the disk's DMA memory: a data block and a command IU per slot, a
     /// response IU per request-limit credit.
-    fn reserve<B: ClientBus + ?Sized>(&mut self, bus: &mut B) -> bool {
+    fn reserve<B: FabricBus + ?Sized>(&mut self, bus: &mut B) -> bool {
         let n = self.slots.len() as u64;
         let len = self.config.dma_bytes();
         let Some(base) = bus.device().dma_alloc(len) else {
@@ -297,7 +297,7 @@ impl SrpDisk {
     }
 
     /// Hands an I/O to the disk. `Err` means busy: not accepted, nothing owed.
-    fn submit<B: ClientBus + ?Sized>(
+    fn submit<B: FabricBus + ?Sized>(
         &mut self,
         bus: &mut B,
         req: IoRequest,
@@ -342,7 +342,7 @@ impl SrpDisk {
 
     /// Sends queued commands while the link is up and credits remain: the request limit
     /// counts every answer the target may still send (two for a command given up).
-    fn pump<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
+    fn pump<B: FabricBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
         let (Some(_), Some(_), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
             return;
         };
@@ -372,7 +372,7 @@ impl SrpDisk {
 
     /// Sends `iu` from slot `slot`'s send buffer under work request id `wr_id`; `false`
     /// when the QP refuses it.
-    fn post_iu<B: ClientBus + ?Sized>(
+    fn post_iu<B: FabricBus + ?Sized>(
         &mut self,
         ibal: &SharedIbal,
         bus: &mut B,
@@ -399,7 +399,7 @@ impl SrpDisk {
     }
 
     /// Reaps completions: responses complete I/O upward and give their IU back.
-    fn poll<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
+    fn poll<B: FabricBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
         let (Some(c), Some(cq)) = (self.consumer, self.res.cq) else {
             return;
         };
@@ -432,7 +432,7 @@ impl SrpDisk {
         }
     }
 
-    fn response<B: ClientBus + ?Sized>(&mut self, bus: &mut B, rsp: SrpRsp) {
+    fn response<B: FabricBus + ?Sized>(&mut self, bus: &mut B, rsp: SrpRsp) {
         self.stats.answers += 1;
         let (slot, req) = match self.slots.answer(rsp.tag, rsp.status.answers_abort()) {
             Answer::Complete { slot, req, sent_at } => {
@@ -472,7 +472,7 @@ impl SrpDisk {
         self.complete_upward(req.id, status, sum);
     }
 
-    fn post_recv<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B, index: u64) {
+    fn post_recv<B: FabricBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B, index: u64) {
         let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
             return;
         };
@@ -490,7 +490,7 @@ impl SrpDisk {
 
     /// Creates the resources and logs in to `target`. On a refusal, tears down what it
     /// made and reports it; the caller retries.
-    fn connect<B: ClientBus + ?Sized>(
+    fn connect<B: FabricBus + ?Sized>(
         &mut self,
         ibal: &SharedIbal,
         bus: &mut B,
@@ -565,7 +565,7 @@ impl SrpDisk {
     }
 
     /// Destroys every resource. Software only during a reset: it never fails.
-    fn teardown<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
+    fn teardown<B: FabricBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
         let Some(c) = self.consumer else {
             return;
         };
@@ -588,7 +588,7 @@ impl SrpDisk {
     /// Fast path failover: gives up every command out for `limit` or more that another path
     /// outlived (it answered at `answered_at`), telling the target to abort each and handing
     /// its I/O to `give` for another path, newest first. Returns how many.
-    fn give_up_overdue<B: ClientBus + ?Sized>(
+    fn give_up_overdue<B: FabricBus + ?Sized>(
         &mut self,
         ibal: &SharedIbal,
         bus: &mut B,
@@ -627,7 +627,7 @@ impl SrpDisk {
     }
 
     /// RESET: block, take in-flight commands back (oldest first), release.
-    fn on_reset<B: ClientBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
+    fn on_reset<B: FabricBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
         let now = bus.now();
         // Responses already in the CQ are real: complete them instead of re-issuing.
         self.poll(ibal, bus);
@@ -661,7 +661,7 @@ impl SrpDisk {
     }
 
     /// RESET_FAILED or DEVICE_FATAL: fail everything held, once, and whatever comes.
-    fn on_failed<B: ClientBus + ?Sized>(
+    fn on_failed<B: FabricBus + ?Sized>(
         &mut self,
         ibal: &SharedIbal,
         bus: &mut B,

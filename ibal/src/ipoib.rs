@@ -16,7 +16,7 @@ use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant};
 
-use crate::access::{ClientBus, Dest, MrFlags, MrSpec, QpSpec, Send};
+use crate::access::{Dest, FabricBus, MrFlags, MrSpec, QpSpec, Send};
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
 
@@ -262,7 +262,7 @@ impl IpoibClient {
 
     /// A refused connect backs off; past the deadline the interface stays down, recorded,
     /// until the next RESET_END.
-    fn connect_refused<B: ClientBus + ?Sized>(
+    fn connect_refused<B: FabricBus + ?Sized>(
         &mut self,
         bus: &mut B,
         e: crate::errors::CreateError,
@@ -306,7 +306,7 @@ impl IpoibClient {
         self.buf_base + ((if send { 0 } else { RING }) + i) as u64 * FRAME as u64
     }
 
-    fn connect<B: ClientBus + ?Sized>(
+    fn connect<B: FabricBus + ?Sized>(
         &mut self,
         bus: &mut B,
     ) -> Result<(), crate::errors::CreateError> {
@@ -365,7 +365,7 @@ impl IpoibClient {
         Ok(())
     }
 
-    fn teardown<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
+    fn teardown<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
         let Some(c) = self.consumer else {
             return;
         };
@@ -390,7 +390,7 @@ impl IpoibClient {
         }
     }
 
-    fn post_recv<B: ClientBus + ?Sized>(&mut self, bus: &mut B, i: u64) {
+    fn post_recv<B: FabricBus + ?Sized>(&mut self, bus: &mut B, i: u64) {
         let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
             return;
         };
@@ -406,7 +406,7 @@ impl IpoibClient {
     }
 
     /// Posts one frame; `false` if it could not go now.
-    fn send_frame<B: ClientBus + ?Sized>(
+    fn send_frame<B: FabricBus + ?Sized>(
         &mut self,
         bus: &mut B,
         kind: u8,
@@ -443,7 +443,7 @@ impl IpoibClient {
         self.ibal.lock().post_send(bus, c, qp, &wr).is_ok()
     }
 
-    fn poll<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
+    fn poll<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
         let (Some(c), Some(cq)) = (self.consumer, self.res.cq) else {
             return;
         };
@@ -495,7 +495,7 @@ impl IpoibClient {
         }
     }
 
-    fn on_reset<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
+    fn on_reset<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
         // Real completions first, then every send still out goes back to the stack.
         self.poll(bus);
         while let Some(seq) = self.posted.pop_back() {
@@ -508,7 +508,7 @@ impl IpoibClient {
         }
     }
 
-    fn transmit<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
+    fn transmit<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
         while self.link_up && self.posted.len() < RING {
             let Some(&seq) = self.stack_queue.front() else {
                 break;
@@ -522,7 +522,7 @@ impl IpoibClient {
     }
 }
 
-impl<B: ClientBus + ?Sized> Client<B> for IpoibClient {
+impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
     fn start(&mut self, bus: &mut B) {
         let Some(base) = bus.device().dma_alloc(IpoibConfig::dma_bytes()) else {
             self.refusals += 1;

@@ -26,7 +26,8 @@ pub mod stack;
 pub mod uverbs;
 
 pub use access::{
-    Dest, Ibal, IbalConfig, IbalStats, MrFlags, MrSpec, Phase, QpSpec, Send, VerbsBus,
+    ClientBus, Dest, FabricBus, Ibal, IbalConfig, IbalStats, MrFlags, MrSpec, Phase, QpSpec, Send,
+    VerbsBus,
 };
 pub use errors::{CreateError, DestroyError, OpenError, PollError, PostError};
 pub use handle::{

@@ -12,7 +12,7 @@ use crate::retry::{ClientProblem, Connector};
 use crate::srp_target::*;
 
 use super::{DiskConfig, Link, SrpDisk};
-use crate::access::ClientBus;
+use crate::access::FabricBus;
 
 mod guard;
 
@@ -214,7 +214,7 @@ impl SrpClient {
 
     /// The login was refused: back off and try again, or give up for good (until the next
     /// RESET_END), failing what is held as retryable so nothing waits on a dead path.
-    fn login_refused<B: ClientBus + ?Sized>(&mut self, bus: &mut B, e: crate::errors::CreateError) {
+    fn login_refused<B: FabricBus + ?Sized>(&mut self, bus: &mut B, e: crate::errors::CreateError) {
         self.disk.stats.login_retries += 1;
         if self.disk.failed.is_some() || e == crate::errors::CreateError::DeviceFailed {
             // RESET_FAILED or DEVICE_FATAL fails the disk; nothing to retry.
@@ -240,12 +240,12 @@ impl SrpClient {
     }
 
     /// Whether its port is usable now: Active, or not known to the bus.
-    fn port_usable<B: ClientBus + ?Sized>(&self, bus: &B) -> bool {
+    fn port_usable<B: FabricBus + ?Sized>(&self, bus: &B) -> bool {
         bus.port(self.disk.config.port)
             .is_none_or(|p| p.state == PortState::Active)
     }
 
-    fn execute<B: ClientBus + ?Sized>(&mut self, bus: &mut B, epoch: Epoch) {
+    fn execute<B: FabricBus + ?Sized>(&mut self, bus: &mut B, epoch: Epoch) {
         if let Some(id) = self.id {
             if bus.reset_execute(id, epoch).is_err() {
                 self.refusals += 1;
@@ -271,7 +271,7 @@ impl SrpClient {
 
     /// Tells the disk's queue whether this path serves; a path that does not gives every
     /// command it still has back to the queue, for another path to re-issue at once.
-    fn sync_path<B: ClientBus + ?Sized>(&mut self, bus: &B) {
+    fn sync_path<B: FabricBus + ?Sized>(&mut self, bus: &B) {
         let Some(p) = &self.path else {
             return;
         };
@@ -331,7 +331,7 @@ impl SrpClient {
     /// `path_io_timeout`, which a younger command overtook on another path, are given up here
     /// (the target told to abort each) for the other path to re-issue at once; this path
     /// takes no new I/O until an answer comes on it again or its adapter resets.
-    fn fail_over_slow<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
+    fn fail_over_slow<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
         let (Some(p), Some(limit)) = (&self.path, self.disk.config.path_io_timeout) else {
             return;
         };
@@ -367,7 +367,7 @@ impl SrpClient {
     /// data path, not a slow target: it asks for the adapter's reset (as SCSI error handling
     /// escalates to a host reset), once until the reset comes. The reset frees what its
     /// given-up writes fence, sooner than the health poll would.
-    fn escalate_stall<B: ClientBus + ?Sized>(&mut self, bus: &mut B, limit: Duration) {
+    fn escalate_stall<B: FabricBus + ?Sized>(&mut self, bus: &mut B, limit: Duration) {
         let Some(id) = self.id else {
             return;
         };
@@ -388,7 +388,7 @@ impl SrpClient {
     }
 
     /// The device of this disk failed (`DeviceFailed`) or left (`DeviceRemoved`).
-    fn device_lost<B: ClientBus + ?Sized>(&mut self, bus: &mut B, status: IoStatus) {
+    fn device_lost<B: FabricBus + ?Sized>(&mut self, bus: &mut B, status: IoStatus) {
         if self.path.is_some() {
             // Another path may still serve what this one held: give it back, not fail it.
             self.disk.on_reset(&self.ibal, bus);
@@ -401,7 +401,7 @@ impl SrpClient {
     }
 
     /// New I/O from the workload: its own, or for a path the disk's queue's.
-    fn take_work<B: ClientBus + ?Sized>(&mut self, bus: &mut B, now: Instant) {
+    fn take_work<B: FabricBus + ?Sized>(&mut self, bus: &mut B, now: Instant) {
         let Some(p) = &self.path else {
             while let Some(req) = self.workload.next_request(now, bus.rng()) {
                 match self.disk.submit(bus, req) {
@@ -431,7 +431,7 @@ impl SrpClient {
     }
 }
 
-impl<B: ClientBus + ?Sized> Client<B> for SrpClient {
+impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
     fn start(&mut self, bus: &mut B) {
         if !self.disk.reserve(bus) {
             log::error!("{}: no DMA memory for the disk", self.name());

@@ -4,7 +4,7 @@
 use hcabus::types::*;
 
 use super::SrpClient;
-use crate::access::ClientBus;
+use crate::access::FabricBus;
 use crate::multipath::{only_path, PathGap};
 
 impl SrpClient {
@@ -26,7 +26,7 @@ impl SrpClient {
     /// RESET_QUERY with the last-path guard on: consents when another path of the disk is
     /// Active and logged in, else vetoes naming what is missing. A disk of one path always
     /// vetoes: the planned reset would take its only path.
-    pub(super) fn guard<B: ClientBus + ?Sized>(&mut self, bus: &mut B, epoch: Epoch) {
+    pub(super) fn guard<B: FabricBus + ?Sized>(&mut self, bus: &mut B, epoch: Epoch) {
         let Some(id) = self.id else {
             return;
         };
@@ -50,7 +50,7 @@ impl SrpClient {
         }
     }
 
-    fn veto<B: ClientBus + ?Sized>(
+    fn veto<B: FabricBus + ?Sized>(
         &self,
         bus: &mut B,
         id: ClientId,
@@ -74,7 +74,7 @@ impl SrpClient {
     /// §3): if the disk would now be left with no path, it vetoes after all. A veto the bus
     /// refuses came too late (the query closed as it was sent): counted, and the reset that
     /// goes ahead finds this path as any reset does.
-    pub(super) fn recheck_consent<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
+    pub(super) fn recheck_consent<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
         let (Some(p), Some(epoch), Some(id)) = (&self.path, self.consented, self.id) else {
             return;
         };
