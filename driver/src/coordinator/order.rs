@@ -148,6 +148,15 @@ impl Order {
         }
     }
 
+    /// A walk in `walk` order that holds no borrow of the order between its steps.
+    pub(super) fn walker(&self, walk: Walk) -> Walker {
+        Walker {
+            walk,
+            cur: self.end(walk),
+            left: self.len,
+        }
+    }
+
     /// Oldest first.
     pub(super) fn iter(&self) -> impl Iterator<Item = u16> + '_ {
         core::iter::successors(self.first(), |&i| self.after(i)).take(self.len)
@@ -164,6 +173,29 @@ impl Order {
         };
         *left = l;
         true
+    }
+}
+
+/// A walk of the order whose owner may change the coordinator between steps (a delivery, a
+/// record): each step takes the next slot before the current one is visited, and the walk is
+/// bounded by the order's length ([`Order::step_bound`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Walker {
+    walk: Walk,
+    cur: Option<u16>,
+    left: usize,
+}
+
+impl Walker {
+    /// The next slot of the walk; `None` at its end, or past its bound (a broken link).
+    #[inline(always)]
+    pub(super) fn next(&mut self, order: &Order) -> Option<u16> {
+        let slot = self.cur?;
+        if !order.step_bound(&mut self.left) {
+            return None;
+        }
+        self.cur = order.next(slot, self.walk);
+        Some(slot)
     }
 }
 
@@ -204,12 +236,9 @@ mod tests {
         }
         let walk = |w| {
             let mut seen = vec![];
-            let mut cur = o.end(w);
-            let mut left = o.len();
-            while let Some(i) = cur {
-                assert!(o.step_bound(&mut left));
+            let mut walker = o.walker(w);
+            while let Some(i) = walker.next(&o) {
                 seen.push(i);
-                cur = o.next(i, w);
             }
             seen
         };

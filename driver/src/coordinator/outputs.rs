@@ -18,16 +18,10 @@ impl Coordinator {
         mut visit: impl FnMut(&mut Entry) -> Option<T>,
         mut then: impl FnMut(&mut Self, ClientId, T),
     ) {
-        let mut cur = self.order.end(walk);
-        let mut left = self.order.len();
-        while let Some(slot) = cur {
-            if !self.order.step_bound(&mut left) {
-                break;
-            }
-            // Taken before `then`, which may not change the order but holds `self`.
-            cur = self.order.next(slot, walk);
-            let index = usize::from(slot);
-            let Some(e) = self.slots[index].entry.as_mut() else {
+        // The walker holds no borrow: `then` may not change the order but holds `self`.
+        let mut walker = self.order.walker(walk);
+        while let Some(slot) = walker.next(&self.order) {
+            let Some(e) = self.slots[usize::from(slot)].entry.as_mut() else {
                 continue;
             };
             if let Some(out) = visit(e) {
@@ -49,13 +43,8 @@ impl Coordinator {
     ) -> u16 {
         let (kind, epoch) = (event.kind(), event.epoch().unwrap_or(self.epoch));
         let mut count = 0;
-        let mut cur = self.order.end(walk);
-        let mut left = self.order.len();
-        while let Some(slot) = cur {
-            if !self.order.step_bound(&mut left) {
-                break;
-            }
-            cur = self.order.next(slot, walk);
+        let mut walker = self.order.walker(walk);
+        while let Some(slot) = walker.next(&self.order) {
             let Some(e) = self.slots[usize::from(slot)].entry.as_mut() else {
                 continue;
             };

@@ -44,6 +44,8 @@ trait Shorthand {
     fn consent(&mut self, id: ClientId) -> Result<(), ConsentError>;
     fn admin(&mut self, kind: AdminReset) -> Result<Epoch, AdminResetError>;
     fn asserts(&self) -> usize;
+    /// Health reads so far.
+    fn health_reads(&self) -> usize;
     fn transitions(&self) -> Vec<(State, State)>;
     fn complete(&mut self, ids: &[ClientId]);
 }
@@ -112,6 +114,13 @@ impl Shorthand for H {
         self.hw_steps()
             .iter()
             .filter(|s| matches!(s, HwStep::AssertReset | HwStep::FunctionLevelReset))
+            .count()
+    }
+
+    fn health_reads(&self) -> usize {
+        self.hw_steps()
+            .iter()
+            .filter(|s| **s == HwStep::ReadHealth)
             .count()
     }
 

@@ -70,6 +70,17 @@ fn device(back_after_ms: u64) -> SimHca {
 /// steps up to the assert run at that instant).
 fn asserted<H: SimDevice>(s: &mut Stepper<H>) -> Instant {
     s.set_strict(true);
+    forced_and_executed(s);
+    assert_eq!(
+        s.c().state(),
+        State::Resetting,
+        "asserted, waiting for the device"
+    );
+    s.now()
+}
+
+/// One client registers, an administrator forces a reset, and the client executes at once.
+fn forced_and_executed<H: SimDevice>(s: &mut Stepper<H>) {
     let d = ClientDesc::new("c", ClientKind::Custom, ClientFlags::empty()).expect("name fits");
     let id = s.call(|c, now| c.register(now, d)).expect("register").id;
     s.pump();
@@ -80,12 +91,6 @@ fn asserted<H: SimDevice>(s: &mut Stepper<H>) -> Instant {
     s.call(|c, now| c.reset_execute(now, id, epoch))
         .expect("execute");
     s.pump();
-    assert_eq!(
-        s.c().state(),
-        State::Resetting,
-        "asserted, waiting for the device"
-    );
-    s.now()
 }
 
 /// Each probe's time after `t0`, in µs, until the device is found (or 1 s passes).
@@ -235,16 +240,7 @@ fn a_config_save_that_fails_fails_the_reset_at_once_and_asserts_nothing() {
         save: Some(HwError::DeviceError),
     };
     let mut s = stepper(hca);
-    let d = ClientDesc::new("c", ClientKind::Custom, ClientFlags::empty()).expect("name fits");
-    let id = s.call(|c, now| c.register(now, d)).expect("register").id;
-    s.pump();
-    let epoch = s
-        .call(|c, now| c.admin_reset(now, AdminReset::Forced))
-        .expect("reset");
-    s.pump();
-    s.call(|c, now| c.reset_execute(now, id, epoch))
-        .expect("execute");
-    s.pump();
+    forced_and_executed(&mut s);
     assert_eq!(s.c().state(), State::Failed);
     let r = s.c().last_reset().expect("a reset");
     assert_eq!(

@@ -88,18 +88,12 @@ fn the_health_poll_is_armed_one_interval_after_an_abort_for_an_unresponsive_clie
     );
     let _wedged = h.reg("wedged");
     h.admin(AdminReset::Planned).expect("planned");
-    let reads = |h: &H| {
-        h.hw_steps()
-            .iter()
-            .filter(|s| **s == HwStep::ReadHealth)
-            .count()
-    };
     h.advance(policy().quiesce_deadline_ms - 1);
-    let before = reads(&h);
+    let before = h.health_reads();
     h.advance(1);
     assert_eq!(h.c().counters().resets_aborted, 1);
     assert_eq!(
-        reads(&h),
+        h.health_reads(),
         before + 1,
         "the read that closed the quiesce, no other"
     );
@@ -227,11 +221,12 @@ fn device_returning_late_within_the_window_is_restored() {
     assert_eq!(h.events_of(a), [Reset, ResetEnd]);
 }
 
-#[test]
-fn another_node_guid_after_reset_fails_device_replaced_with_pnp() {
+/// A client's reset of a device that `change` makes another by the time it is back: the
+/// reset fails with DeviceReplaced, and the client hears it.
+fn comes_back_another(change: impl FnOnce(&mut H)) -> (H, ClientId) {
     let mut h = harness();
     let a = h.reg("a");
-    h.hca_mut().replace_on_next_reset();
+    change(&mut h);
     h.request(a).expect("request");
     h.complete(&[a]);
     assert_eq!(h.c().state(), State::Failed);
@@ -242,6 +237,12 @@ fn another_node_guid_after_reset_fails_device_replaced_with_pnp() {
             error: FailReason::DeviceReplaced
         }
     )));
+    (h, a)
+}
+
+#[test]
+fn another_node_guid_after_reset_fails_device_replaced_with_pnp() {
+    let (h, a) = comes_back_another(|h| h.hca_mut().replace_on_next_reset());
     assert_eq!(
         h.pnp(),
         [PnpOp::ReportChildrenMissing, PnpOp::ReenumerateChildren]
@@ -285,19 +286,7 @@ fn firmware_change_on_activation_is_firmware_changed() {
 
 #[test]
 fn firmware_change_without_activation_is_treated_as_another_device() {
-    let mut h = harness();
-    let a = h.reg("a");
-    h.hca_mut().stage_firmware(Identity::fw_version(9, 0, 0));
-    h.request(a).expect("request");
-    h.complete(&[a]);
-    assert_eq!(h.c().state(), State::Failed);
-    assert!(h.delivered().contains(&(
-        a,
-        Event::ResetFailed {
-            epoch: Epoch(1),
-            error: FailReason::DeviceReplaced
-        }
-    )));
+    comes_back_another(|h| h.hca_mut().stage_firmware(Identity::fw_version(9, 0, 0)));
 }
 
 /// Runs `h` until the reset's assert is done and the device is in reset.

@@ -157,26 +157,24 @@ fn health_is_polled_while_quiescing_and_not_during_the_hardware_reset() {
     );
     let wedged = h.reg("wedged");
     h.admin(AdminReset::Planned).expect("planned");
-    let reads = |h: &H| {
-        h.hw_steps()
-            .iter()
-            .filter(|s| **s == HwStep::ReadHealth)
-            .count()
-    };
-    let before = reads(&h);
+    let before = h.health_reads();
     h.advance(1_000);
     assert_eq!(h.c().state(), State::Quiescing);
     assert_eq!(
-        reads(&h),
+        h.health_reads(),
         before + 1,
         "the 1 s poll runs on while quiescing"
     );
     h.execute(wedged).expect("ready");
-    assert_eq!(reads(&h), before + 2, "one read closes the quiesce");
+    assert_eq!(h.health_reads(), before + 2, "one read closes the quiesce");
     assert_eq!(h.c().state(), State::Resetting);
-    let at_assert = reads(&h);
+    let at_assert = h.health_reads();
     h.advance(150);
-    assert_eq!(reads(&h), at_assert, "no poll while the device is in reset");
+    assert_eq!(
+        h.health_reads(),
+        at_assert,
+        "no poll while the device is in reset"
+    );
     h.advance(5_000);
     assert_eq!(h.c().counters().resets_started, 1);
 }

@@ -392,13 +392,24 @@ fn reset(
         ResetMode::Planned
     };
     let epoch = request_reset(bus, mode, reason)?;
+    requested(bus, ("reset", epoch), wait, timeout, js)
+}
+
+/// A reset or restart of `epoch` asked for: waited for with `--wait`, else said.
+fn requested(
+    bus: &mut ControlDevice,
+    (what, epoch): (&str, u64),
+    wait: Option<WaitFor>,
+    timeout: Option<u64>,
+    js: bool,
+) -> Outcome {
     if let Some(until) = wait {
         wait_for(bus, epoch, until, timeout, js)
     } else if js {
         say!("{}", document("requested", json!({ "epoch": epoch })));
         Ok(())
     } else {
-        say!("reset of e{epoch} requested");
+        say!("{what} of e{epoch} requested");
         Ok(())
     }
 }
@@ -419,15 +430,7 @@ fn restart(
         Err(e) => return Err(e),
     };
     let epoch = Answer::new("RESTART", &out).u64(0)?;
-    if let Some(until) = wait {
-        wait_for(bus, epoch, until, timeout, js)
-    } else if js {
-        say!("{}", document("requested", json!({ "epoch": epoch })));
-        Ok(())
-    } else {
-        say!("restart of e{epoch} requested");
-        Ok(())
-    }
+    requested(bus, ("restart", epoch), wait, timeout, js)
 }
 
 /// Why RESTART was refused, in words: what state the device is in, and what to do (a

@@ -5,7 +5,7 @@ use std::time::{Duration as WallDuration, Instant as WallInstant};
 
 use hcabus::ioctl::*;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
@@ -186,7 +186,6 @@ pub(crate) fn wait_for(
             limit.as_secs()
         )));
     };
-    let outcome = result(s.last_result);
     if came_back(&s) && until == WaitFor::Service {
         let served = service(bus, &s, (deadline, limit), &bar, as_json);
         bar.finish_and_clear();
@@ -194,22 +193,9 @@ pub(crate) fn wait_for(
     }
     bar.finish_and_clear();
     if as_json {
-        say!(
-            "{}",
-            document(
-                "wait",
-                json!({ "epoch": s.last_epoch, "outcome": outcome, "total_us": s.last_total_us,
-                                     "new_epoch": s.epoch, "state": state_name(s.state), "service": null })
-            )
-        );
+        say!("{}", wait_json(&s, s.state, Value::Null));
     } else {
-        say!(
-            "reset of e{}: {outcome} in {}; now {} on e{}",
-            s.last_epoch,
-            us(s.last_total_us),
-            state_name(s.state),
-            s.epoch
-        );
+        say!("{}", outcome_line(&s));
     }
     if came_back(&s) {
         return Ok(());
@@ -226,19 +212,10 @@ fn service(
     bar: &ProgressBar,
     as_json: bool,
 ) -> Outcome {
-    let outcome = result(restored.last_result);
     let start = WallInstant::now();
     let awaited = crate::state::awaited_ports(restored);
     if !as_json {
-        bar.suspend(|| {
-            emit(format_args!(
-                "reset of e{}: {outcome} in {}; now {} on e{}",
-                restored.last_epoch,
-                us(restored.last_total_us),
-                state_name(restored.state),
-                restored.epoch
-            ))
-        })?;
+        bar.suspend(|| emit(format_args!("{}", outcome_line(restored))))?;
     }
     let (s, back) = service_of(bus, *restored, deadline, bar, "waiting")?;
     if !back {
@@ -252,15 +229,9 @@ fn service(
     let waited = start.elapsed();
     bar.finish_and_clear();
     if as_json {
-        say!(
-            "{}",
-            document(
-                "wait",
-                json!({ "epoch": restored.last_epoch, "outcome": outcome, "total_us": restored.last_total_us,
-                    "new_epoch": restored.epoch, "state": state_name(s.state),
-                    "service": { "restored": true, "awaited_ports": awaited, "waited_ms": waited.as_millis() as u64 } })
-            )
-        );
+        let service = json!({ "restored": true, "awaited_ports": awaited,
+                              "waited_ms": waited.as_millis() as u64 });
+        say!("{}", wait_json(restored, s.state, service));
     } else if !awaited.is_empty() {
         let ports: Vec<String> = awaited.iter().map(u8::to_string).collect();
         say!(
@@ -270,4 +241,27 @@ fn service(
         );
     }
     Ok(())
+}
+
+/// The reset's outcome as `wait` reports it: the reset waited for, the state it left (`now`,
+/// which may be later than the reset's own), and what is known of the service.
+fn wait_json(reset: &StateOut, now: u32, service: Value) -> Value {
+    document(
+        "wait",
+        json!({ "epoch": reset.last_epoch, "outcome": result(reset.last_result),
+                "total_us": reset.last_total_us, "new_epoch": reset.epoch,
+                "state": state_name(now), "service": service }),
+    )
+}
+
+/// The reset's outcome in a line: how it ended, how long it took, where the bus is now.
+fn outcome_line(s: &StateOut) -> String {
+    format!(
+        "reset of e{}: {} in {}; now {} on e{}",
+        s.last_epoch,
+        result(s.last_result),
+        us(s.last_total_us),
+        state_name(s.state),
+        s.epoch
+    )
 }
