@@ -81,9 +81,20 @@ fn asserted<H: SimDevice>(s: &mut Stepper<H>) -> Instant {
 
 /// One client registers, an administrator forces a reset, and the client executes at once.
 fn forced_and_executed<H: SimDevice>(s: &mut Stepper<H>) {
+    let id = one_client(s);
+    force_executed(s, id);
+}
+
+/// Registers one client.
+fn one_client<H: SimDevice>(s: &mut Stepper<H>) -> ClientId {
     let d = ClientDesc::new("c", ClientKind::Custom, ClientFlags::empty()).expect("name fits");
     let id = s.call(|c, now| c.register(now, d)).expect("register").id;
     s.pump();
+    id
+}
+
+/// An administrator forces a reset, and client `id` executes at once.
+fn force_executed<H: SimDevice>(s: &mut Stepper<H>, id: ClientId) {
     let epoch = s
         .call(|c, now| c.admin_reset(now, AdminReset::Forced))
         .expect("reset");
@@ -311,17 +322,9 @@ fn a_silent_device_past_its_attempts_is_probed_once_a_second() {
 #[test]
 fn the_reset_history_keeps_the_newest_sixteen_in_order_after_wrapping() {
     let mut s = stepper(device(1));
-    let d = ClientDesc::new("c", ClientKind::Custom, ClientFlags::empty()).expect("name fits");
-    let id = s.call(|c, now| c.register(now, d)).expect("register").id;
-    s.pump();
+    let id = one_client(&mut s);
     for _ in 0..40 {
-        let epoch = s
-            .call(|c, now| c.admin_reset(now, AdminReset::Forced))
-            .expect("reset");
-        s.pump();
-        s.call(|c, now| c.reset_execute(now, id, epoch))
-            .expect("execute");
-        s.pump();
+        force_executed(&mut s, id);
         s.advance(50);
         assert_eq!(s.c().state(), State::Operational);
     }
