@@ -567,3 +567,106 @@ fn a_recorder_is_empty_until_its_first_record() {
     assert!(!r.is_empty());
     assert_eq!(r.len(), 1);
 }
+
+/// What a record's fields are, as a visitor of [`Record::describe`] sees them: `name=value`,
+/// `-` for a field the record does not have this time.
+#[derive(Default)]
+struct FieldList(Vec<String>);
+
+impl Describe for FieldList {
+    fn phrase(&mut self, _: fmt::Arguments<'_>) -> fmt::Result {
+        Ok(())
+    }
+    fn word(&mut self, name: &'static str, value: &'static str) {
+        self.0.push(format!("{name}={value}"));
+    }
+    fn state(&mut self, name: &'static str, value: &'static str) {
+        self.0.push(format!("{name}={value}"));
+    }
+    fn number(&mut self, name: &'static str, value: Option<u64>) {
+        let v = value.map_or("-".into(), |v| v.to_string());
+        self.0.push(format!("{name}={v}"));
+    }
+    fn flag(&mut self, name: &'static str, value: bool) {
+        self.0.push(format!("{name}={value}"));
+    }
+    fn client(&mut self, name: &'static str, value: Option<ClientId>) {
+        let v = value.map_or("-".into(), |c| c.to_string());
+        self.0.push(format!("{name}={v}"));
+    }
+    fn text(&mut self, name: &'static str, value: Option<&str>) {
+        self.0.push(format!("{name}={}", value.unwrap_or("-")));
+    }
+    fn hex(&mut self, name: &'static str, value: u32) {
+        self.0.push(format!("{name}={value:#x}"));
+    }
+}
+
+fn fields(kind: RecordKind) -> Vec<String> {
+    let mut list = FieldList::default();
+    let r = Record::once(1, Instant::ZERO, ShortText::EMPTY, kind);
+    r.describe(&mut list).expect("a list takes every field");
+    list.0
+}
+
+/// A record's fields are what JSON shows (`hcactl log --json`): an injected fault's count,
+/// port and duration only where it took them, and a line that says the same.
+#[test]
+fn a_record_describes_its_fields_and_says_them_in_its_line() {
+    let fault = |count, port, duration_ms| RecordKind::FaultInjected {
+        fault: FaultCode::PortDown,
+        count,
+        port,
+        duration_ms,
+        accepted: true,
+    };
+    assert_eq!(
+        fields(fault(0, 2, 500)),
+        [
+            "fault=port_down",
+            "fault_count=-",
+            "port=2",
+            "duration_ms=500",
+            "accepted=true"
+        ]
+    );
+    assert_eq!(
+        fields(fault(3, 0, 0))[1..4],
+        ["fault_count=3", "port=-", "duration_ms=-"]
+    );
+    let text = |kind| what(kind);
+    assert_eq!(text(fault(3, 0, 0)), "fault port_down injected, count 3");
+    let started = |planned| RecordKind::ResetStarted {
+        epoch: Epoch(4),
+        reason: ResetReason::Catastrophic,
+        planned,
+    };
+    assert_eq!(
+        fields(started(true)),
+        ["epoch=4", "reason=catastrophic", "planned=true"]
+    );
+    assert_eq!(
+        text(started(true)),
+        "reset of e4 started: catastrophic (planned)"
+    );
+    assert_eq!(text(started(false)), "reset of e4 started: catastrophic");
+    let late = |aborts| RecordKind::Unresponsive {
+        client: id(),
+        aborts,
+    };
+    assert_eq!(
+        fields(late(true)),
+        [format!("client={}", id()), "aborts=true".into()]
+    );
+    assert_eq!(
+        text(late(false)),
+        format!("client {} unresponsive at deadline: forced", id())
+    );
+    assert!(text(late(true)).ends_with("called off (abort_on_unresponsive)"));
+}
+
+fn what(kind: RecordKind) -> String {
+    Record::once(1, Instant::ZERO, ShortText::EMPTY, kind)
+        .what()
+        .to_string()
+}
