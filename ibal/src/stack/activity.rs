@@ -1,7 +1,7 @@
 //! What each client of a stack did, said by the client itself.
 //!
 //! A stack's host holds its clients as [`StackClient`]s, and every report (the I/O and
-//! network totals, the per-disk lines, the timeline's lanes) asks each client for its
+//! network totals, the per-disk lines, the SVG's I/O lanes) asks each client for its
 //! [`Activity`] instead of looking clients up by type. The views below match the activity
 //! exhaustively, with no catch-all arm: a new kind of client is a new variant, and every
 //! view that must count it fails to compile until it says what the kind contributes.
