@@ -76,6 +76,27 @@ impl core::fmt::Display for RemoteError {
 
 impl core::error::Error for RemoteError {}
 
+/// A remote peer's RDMA READ or WRITE: the peer, the host queue pair it arrives on, and its
+/// RDMA header's memory key and address (IBA 9.3.3, the RETH).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteRdma {
+    pub from: RemoteQp,
+    pub to: Qpn,
+    pub rkey: u32,
+    pub addr: u64,
+}
+
+impl RemoteRdma {
+    pub const fn new(from: RemoteQp, to: Qpn, rkey: u32, addr: u64) -> Self {
+        RemoteRdma {
+            from,
+            to,
+            rkey,
+            addr,
+        }
+    }
+}
+
 /// What a remote peer can do to the host's adapter over the fabric.
 pub trait Fabric {
     /// Whether the remote target an initiator logs in to refuses this login as busy (a
@@ -90,21 +111,7 @@ pub trait Fabric {
     /// A remote peer sends to multicast group `mgid`; returns the host queue pairs reached.
     fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError>;
     /// A remote peer's RDMA WRITE into host memory through `rkey`.
-    fn remote_rdma_write(
-        &mut self,
-        from: RemoteQp,
-        to: Qpn,
-        rkey: u32,
-        addr: u64,
-        data: &[u8],
-    ) -> Result<(), RemoteError>;
+    fn remote_rdma_write(&mut self, rdma: RemoteRdma, data: &[u8]) -> Result<(), RemoteError>;
     /// A remote peer's RDMA READ from host memory through `rkey`.
-    fn remote_rdma_read(
-        &mut self,
-        from: RemoteQp,
-        to: Qpn,
-        rkey: u32,
-        addr: u64,
-        out: &mut [u8],
-    ) -> Result<(), RemoteError>;
+    fn remote_rdma_read(&mut self, rdma: RemoteRdma, out: &mut [u8]) -> Result<(), RemoteError>;
 }

@@ -84,6 +84,15 @@ pub struct QpAttr {
     pub max_recv_wr: u32,
 }
 
+/// What a memory region is registered with: `[addr, addr + len)` in protection domain `pd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrAttr {
+    pub pd: Pdn,
+    pub addr: u64,
+    pub len: u64,
+    pub access: Access,
+}
+
 /// One scatter/gather element: a local buffer named through an L-Key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sge {
@@ -200,16 +209,9 @@ pub trait Verbs {
         remote: Option<RemoteQp>,
     ) -> Result<(), VerbsError>;
     fn destroy_qp(&mut self, qp: Qpn) -> Result<(), VerbsError>;
-    /// Registers `[addr, addr + len)`. With `keys`, the region gets exactly those keys
+    /// Registers `attr`'s range. With `keys`, the region gets exactly those keys
     /// (re-registration after a reset) or the call fails with `KeyUnavailable`.
-    fn reg_mr(
-        &mut self,
-        pd: Pdn,
-        addr: u64,
-        len: u64,
-        access: Access,
-        keys: Option<MrKeys>,
-    ) -> Result<MrKeys, VerbsError>;
+    fn reg_mr(&mut self, attr: MrAttr, keys: Option<MrKeys>) -> Result<MrKeys, VerbsError>;
     fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError>;
     fn create_ah(&mut self, pd: Pdn, port: u8, dlid: Lid) -> Result<Ahn, VerbsError>;
     fn destroy_ah(&mut self, ah: Ahn) -> Result<(), VerbsError>;

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
-use hcabus::fabric::{Fabric, RemoteError};
+use hcabus::fabric::{Fabric, RemoteError, RemoteRdma};
 use hcabus::verbs::{Lid, Qpn, RemoteQp};
 use hcabus::{Duration, Instant};
 use rand::Rng;
@@ -459,15 +459,16 @@ impl SrpTarget {
         if cmd.len as usize != BLOCK_SIZE {
             return rsp(SrpStatus::LbaOutOfRange, 0);
         }
+        // The command's own buffer, reached through the initiator's connection.
+        let rdma = RemoteRdma::new(me, initiator.qpn, cmd.rkey, cmd.addr);
         let moved: Result<u64, RemoteError> = if cmd.write {
             self.stats.writes += 1;
-            hca.remote_rdma_read(me, initiator.qpn, cmd.rkey, cmd.addr, &mut self.scratch)
+            hca.remote_rdma_read(rdma, &mut self.scratch)
                 .map(|()| checksum(&self.scratch))
         } else {
             self.stats.reads += 1;
             let block = &blocks[start..start + BLOCK_SIZE];
-            hca.remote_rdma_write(me, initiator.qpn, cmd.rkey, cmd.addr, block)
-                .map(|()| checksum(block))
+            hca.remote_rdma_write(rdma, block).map(|()| checksum(block))
         };
         match moved {
             Ok(sum) if cmd.write && sum != cmd.checksum => {

@@ -1,7 +1,7 @@
 //! `SimHca`: a ConnectX-like device in virtual time with injectable faults.
 
 use crate::verbs::SimVerbs;
-use hcabus::fabric::{Fabric, RemoteError, WireMsg};
+use hcabus::fabric::{Fabric, RemoteError, RemoteRdma, WireMsg};
 use hcabus::hca::{Hca, HealthSample, HwError, Identity, Readiness};
 use hcabus::time::{Duration, Instant};
 use hcabus::types::{PortAttrs, PortState};
@@ -345,8 +345,8 @@ impl Fabric for SimHca {
     peer_ops! {
         fn remote_send(from: RemoteQp, to: Qpn, data: &[u8]) -> ();
         fn remote_send_mcast(mgid: Mgid, data: &[u8]) -> u32;
-        fn remote_rdma_write(from: RemoteQp, to: Qpn, rkey: u32, addr: u64, data: &[u8]) -> ();
-        fn remote_rdma_read(from: RemoteQp, to: Qpn, rkey: u32, addr: u64, out: &mut [u8]) -> ();
+        fn remote_rdma_write(rdma: RemoteRdma, data: &[u8]) -> ();
+        fn remote_rdma_read(rdma: RemoteRdma, out: &mut [u8]) -> ();
     }
 }
 
@@ -468,16 +468,9 @@ impl Verbs for SimHca {
         self.commands()?;
         self.verbs.destroy_qp(qp)
     }
-    fn reg_mr(
-        &mut self,
-        pd: Pdn,
-        addr: u64,
-        len: u64,
-        access: Access,
-        keys: Option<MrKeys>,
-    ) -> Result<MrKeys, VerbsError> {
+    fn reg_mr(&mut self, attr: MrAttr, keys: Option<MrKeys>) -> Result<MrKeys, VerbsError> {
         self.commands()?;
-        self.verbs.reg_mr(pd, addr, len, access, keys)
+        self.verbs.reg_mr(attr, keys)
     }
     fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
         self.commands()?;

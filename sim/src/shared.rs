@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::hca::SimHca;
-use hcabus::fabric::{Fabric, RemoteError, WireMsg};
+use hcabus::fabric::{Fabric, RemoteError, RemoteRdma, WireMsg};
 use hcabus::hca::{Hca, HealthSample, HwError, Identity, Readiness};
 use hcabus::time::Instant;
 use hcabus::verbs::*;
@@ -65,7 +65,7 @@ forward!(Verbs {
     fn create_qp(attr: QpAttr) -> Result<Qpn, VerbsError>;
     fn modify_qp(qp: Qpn, to: QpState, remote: Option<RemoteQp>) -> Result<(), VerbsError>;
     fn destroy_qp(qp: Qpn) -> Result<(), VerbsError>;
-    fn reg_mr(pd: Pdn, addr: u64, len: u64, access: Access, keys: Option<MrKeys>) -> Result<MrKeys, VerbsError>;
+    fn reg_mr(attr: MrAttr, keys: Option<MrKeys>) -> Result<MrKeys, VerbsError>;
     fn dereg_mr(lkey: u32) -> Result<(), VerbsError>;
     fn create_ah(pd: Pdn, port: u8, dlid: Lid) -> Result<Ahn, VerbsError>;
     fn destroy_ah(ah: Ahn) -> Result<(), VerbsError>;
@@ -98,8 +98,8 @@ impl DmaMemory for SharedSimHca {
 forward!(Fabric {
     fn remote_send(from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError>;
     fn remote_send_mcast(mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError>;
-    fn remote_rdma_write(from: RemoteQp, to: Qpn, rkey: u32, addr: u64, data: &[u8]) -> Result<(), RemoteError>;
-    fn remote_rdma_read(from: RemoteQp, to: Qpn, rkey: u32, addr: u64, out: &mut [u8]) -> Result<(), RemoteError>;
+    fn remote_rdma_write(rdma: RemoteRdma, data: &[u8]) -> Result<(), RemoteError>;
+    fn remote_rdma_read(rdma: RemoteRdma, out: &mut [u8]) -> Result<(), RemoteError>;
 }
     fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
         self.with(|h| h.wire_take(wanted))

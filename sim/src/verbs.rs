@@ -494,12 +494,15 @@ impl SimVerbs {
 
     pub(crate) fn reg_mr(
         &mut self,
-        pd: Pdn,
-        addr: u64,
-        len: u64,
-        access: Access,
+        attr: MrAttr,
         keys: Option<MrKeys>,
     ) -> Result<MrKeys, VerbsError> {
+        let MrAttr {
+            pd,
+            addr,
+            len,
+            access,
+        } = attr;
         if !self.pd_live(pd) {
             return Err(VerbsError::InvalidHandle);
         }

@@ -1,7 +1,7 @@
 //! The access layer and its clients through resets (issue: boot-from-SAN rides through).
 
 use hcabus::bus::{BusHandle, ClientReport};
-use hcabus::fabric::Fabric;
+use hcabus::fabric::{Fabric, RemoteRdma};
 use hcabus::ioctl::Wire;
 use hcabus::types::*;
 use hcabus::verbs::*;
@@ -69,11 +69,7 @@ fn a_catastrophic_error_under_load_loses_no_io() {
         io.max_latency_us >= resets[0].total_us().expect("finished"),
         "held I/O waited out the reset"
     );
-    assert!(
-        host.checker().violations.is_empty(),
-        "{:?}",
-        host.checker().violations
-    );
+    assert_eq!(host.checker().violations, Vec::<String>::new());
     assert_eq!(host.stats().pnp_operations, 0);
 }
 
@@ -348,18 +344,18 @@ fn a_peer_s_rdma_read_with_an_old_r_key_works_only_for_a_preserved_region() {
     let mut out = [0u8; 4];
     let hca = host.hca_mut();
     assert_eq!(
-        hca.remote_rdma_read(PEER, qpn, kept.rkey, kept_addr, &mut out),
+        hca.remote_rdma_read(RemoteRdma::new(PEER, qpn, kept.rkey, kept_addr), &mut out),
         Ok(())
     );
     assert_eq!(&out, b"kept");
     assert_eq!(
-        hca.remote_rdma_read(PEER, qpn, plain.rkey, plain_addr, &mut out),
+        hca.remote_rdma_read(RemoteRdma::new(PEER, qpn, plain.rkey, plain_addr), &mut out),
         Err(RemoteError::AccessError),
         "an ordinary region's old R-Key is refused"
     );
     assert_ne!(fresh.rkey, plain.rkey);
     assert_eq!(
-        hca.remote_rdma_read(PEER, qpn, fresh.rkey, plain_addr, &mut out),
+        hca.remote_rdma_read(RemoteRdma::new(PEER, qpn, fresh.rkey, plain_addr), &mut out),
         Ok(()),
         "its new R-Key works, once renegotiated"
     );

@@ -244,11 +244,7 @@ impl Model {
                 prop_assert!(s != ClientState::Quiescing, "barrier complete in Resetting");
             }
         }
-        prop_assert!(
-            self.s.checker().violations.is_empty(),
-            "{:?}",
-            self.s.checker().violations
-        );
+        prop_assert_eq!(&self.s.checker().violations, &Vec::<String>::new());
         Ok(())
     }
 }

@@ -45,11 +45,7 @@ fn default_scenario_recovers_with_every_client_back() {
     for a in host.agents() {
         assert_eq!(a.events(), [Reset, ResetEnd], "{}", a.name());
     }
-    assert!(
-        host.checker().violations.is_empty(),
-        "{:?}",
-        host.checker().violations
-    );
+    assert_eq!(host.checker().violations, Vec::<String>::new());
     assert!(host.checker().checked >= 12);
 }
 
@@ -110,11 +106,7 @@ fn reregister_from_inside_the_reset_callback_is_late_and_gets_reset_end() {
         host.coordinator().client(id).expect("new id").state,
         ClientState::Active
     );
-    assert!(
-        host.checker().violations.is_empty(),
-        "{:?}",
-        host.checker().violations
-    );
+    assert_eq!(host.checker().violations, Vec::<String>::new());
 }
 
 /// An agent that, from its RESET callback, registers a helper, unregisters the helper,
@@ -303,11 +295,7 @@ fn surprise_removal_mid_reset_ends_everything() {
     assert_eq!(host.coordinator().state(), State::Removed);
     assert_eq!(events_of(&host, "a"), [Reset, DeviceFatal]);
     assert_eq!(host.resets()[0].outcome(), "Removed");
-    assert!(
-        host.checker().violations.is_empty(),
-        "{:?}",
-        host.checker().violations
-    );
+    assert_eq!(host.checker().violations, Vec::<String>::new());
 }
 
 #[test]
@@ -448,11 +436,7 @@ fn a_cable_pulled_in_any_state_of_a_reset_stays_out_until_its_plug_back() {
             back.iter().all(|t| *t >= earliest),
             "{target:?}: pulled at {pulled}, Active at {back:?} before {earliest}"
         );
-        assert!(
-            host.checker().violations.is_empty(),
-            "{:?}",
-            host.checker().violations
-        );
+        assert_eq!(host.checker().violations, Vec::<String>::new());
         assert_eq!(host.coordinator().state(), State::Operational, "{target:?}");
     }
 }

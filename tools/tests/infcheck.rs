@@ -63,21 +63,16 @@ fn universal_breaks() -> Vec<Break> {
     .iter()
     .map(|header| b("forbidden-section", wdf, &format!("{header}\n\n{wdf}")))
     .collect();
-    for directive in [
-        "BitReg",
-        "DelFiles",
-        "DelProperty",
-        "DelReg",
-        "DelService",
-        "Ini2Reg",
-        "LogConfig",
-        "ProfileItems",
-        "RegisterDlls",
-        "RenFiles",
-        "UnregisterDlls",
-        "UpdateIniFields",
-        "UpdateInis",
-    ] {
+    // Every directive the rule says it refuses (its description, which `infcheck --rules`
+    // and the docs print), each refused in turn.
+    let rule = rules::RULES
+        .iter()
+        .find(|r| r.name == "forbidden-directive")
+        .expect("the rule");
+    let (_, listed) = rule.what.split_once(": ").expect("a list after the colon");
+    let directives: Vec<&str> = listed.split(", ").collect();
+    assert_eq!(directives.len(), 13, "{directives:?}");
+    for directive in directives {
         let copy = "CopyFiles = HcaBus_CopyFiles";
         out.push(b(
             "forbidden-directive",

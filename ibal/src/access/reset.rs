@@ -157,13 +157,17 @@ impl Ibal {
             }
             let pd = &self.pds.slots[s.data.pd];
             let result = match pd.data.hw.filter(|_| !pd.released) {
-                Some(pdn) => lower.device().reg_mr(
-                    pdn,
-                    s.data.addr,
-                    s.data.len,
-                    s.data.access,
-                    Some(s.data.keys),
-                ),
+                Some(pd) => {
+                    let d = &s.data;
+                    let (addr, len, access) = (d.addr, d.len, d.access);
+                    let attr = MrAttr {
+                        pd,
+                        addr,
+                        len,
+                        access,
+                    };
+                    lower.device().reg_mr(attr, Some(d.keys))
+                }
                 None => Err(VerbsError::InvalidHandle),
             };
             let slot = &mut self.mrs.slots[m];

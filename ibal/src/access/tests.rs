@@ -3,6 +3,7 @@
 use super::*;
 use hcabus::coordinator::Registration;
 use hcabus::errors::{RegisterError, UnregisterError};
+use hcabus::fabric::RemoteRdma;
 use hcabus::hca::Hca;
 use hcabus::types::{ClientDesc, ClientId};
 use hcabus::{Instant, Policy};
@@ -223,15 +224,7 @@ fn creates_on_stale_handles_are_refused_with_stale_handle() {
         made_in: Epoch(1),
         current: Epoch(2),
     };
-    let spec = QpSpec {
-        pd: r.pd,
-        qp_type: QpType::Ud,
-        send_cq: cq,
-        recv_cq: cq,
-        port: 1,
-        max_send_wr: 4,
-        max_recv_wr: 4,
-    };
+    let spec = QpSpec::on_one_cq(r.pd, QpType::Ud, cq, 1, 4);
     assert_eq!(
         ibal.create_qp(&mut rig, c, spec),
         Err(CreateError::StaleHandle(stale))
@@ -464,15 +457,7 @@ fn preserved_keys_come_back_and_ordinary_keys_do_not() {
         .create_qp(
             &mut rig,
             c,
-            QpSpec {
-                pd: kept.pd,
-                qp_type: QpType::Rc,
-                send_cq: cq,
-                recv_cq: cq,
-                port: 1,
-                max_send_wr: 4,
-                max_recv_wr: 4,
-            },
+            QpSpec::on_one_cq(kept.pd, QpType::Rc, cq, 1, 4),
         )
         .expect("qp in the preserved PD");
     ibal.modify_qp(&mut rig, c, qp, QpState::Init, None)
@@ -487,12 +472,17 @@ fn preserved_keys_come_back_and_ordinary_keys_do_not() {
         .copy_from_slice(b"keep");
     let mut out = [0u8; 4];
     rig.hca
-        .remote_rdma_read(PEER, qpn, kept.keys.rkey, kept.buf, &mut out)
+        .remote_rdma_read(
+            RemoteRdma::new(PEER, qpn, kept.keys.rkey, kept.buf),
+            &mut out,
+        )
         .expect("old R-Key works");
     assert_eq!(&out, b"keep");
     assert_eq!(
-        rig.hca
-            .remote_rdma_read(PEER, qpn, plain.keys.rkey, plain.buf, &mut out),
+        rig.hca.remote_rdma_read(
+            RemoteRdma::new(PEER, qpn, plain.keys.rkey, plain.buf),
+            &mut out
+        ),
         Err(RemoteError::AccessError),
         "an ordinary region's old R-Key is dead"
     );

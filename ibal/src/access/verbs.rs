@@ -205,7 +205,15 @@ impl Ibal {
         } = spec;
         let keys = lower
             .device()
-            .reg_mr(pdn, addr, len, access, None)
+            .reg_mr(
+                MrAttr {
+                    pd: pdn,
+                    addr,
+                    len,
+                    access,
+                },
+                None,
+            )
             .map_err(CreateError::Hardware)?;
         let preserve = flags.contains(MrFlags::PRESERVE_KEYS);
         let (index, generation) = self.mrs.occupy(i, c.index, self.epoch);

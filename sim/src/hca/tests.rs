@@ -2,6 +2,15 @@
 
 use super::*;
 
+fn mr(pd: Pdn, addr: u64, len: u64, access: Access) -> MrAttr {
+    MrAttr {
+        pd,
+        addr,
+        len,
+        access,
+    }
+}
+
 #[test]
 fn comes_back_after_its_reset_time() {
     let mut h = SimHca::new(SimHcaConfig::default());
@@ -82,7 +91,7 @@ fn connected() -> (SimHca, Qpn, Cqn, MrKeys, u64) {
     h.modify_qp(qp, QpState::Rts, None).expect("rts");
     let addr = h.verbs_mut().dma_alloc(4096).expect("dma");
     let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
-    let keys = h.reg_mr(pd, addr, 4096, all, None).expect("mr");
+    let keys = h.reg_mr(mr(pd, addr, 4096, all), None).expect("mr");
     let sge = Sge {
         addr,
         len: 256,
@@ -149,19 +158,19 @@ fn a_send_reaches_the_wire_and_a_remote_send_lands_in_a_posted_receive() {
 #[test]
 fn remote_rdma_checks_key_range_and_rights() {
     let (mut h, qp, _, keys, addr) = connected();
-    h.remote_rdma_write(PEER, qp, keys.rkey, addr + 100, b"data")
+    h.remote_rdma_write(RemoteRdma::new(PEER, qp, keys.rkey, addr + 100), b"data")
         .expect("write");
     let mut out = [0u8; 4];
-    h.remote_rdma_read(PEER, qp, keys.rkey, addr + 100, &mut out)
+    h.remote_rdma_read(RemoteRdma::new(PEER, qp, keys.rkey, addr + 100), &mut out)
         .expect("read");
     assert_eq!(&out, b"data");
     let bad = keys.rkey ^ 0x1;
     assert_eq!(
-        h.remote_rdma_read(PEER, qp, bad, addr, &mut out),
+        h.remote_rdma_read(RemoteRdma::new(PEER, qp, bad, addr), &mut out),
         Err(RemoteError::AccessError)
     );
     assert_eq!(
-        h.remote_rdma_read(PEER, qp, keys.rkey, addr + 4094, &mut out),
+        h.remote_rdma_read(RemoteRdma::new(PEER, qp, keys.rkey, addr + 4094), &mut out),
         Err(RemoteError::AccessError),
         "past the end of the region"
     );
@@ -180,21 +189,21 @@ fn a_reset_forgets_every_resource_and_preserved_keys_come_back_on_request() {
     h.init_command_interface().expect("init");
     let mut out = [0u8; 4];
     assert_eq!(
-        h.remote_rdma_read(PEER, qp, keys.rkey, addr, &mut out),
+        h.remote_rdma_read(RemoteRdma::new(PEER, qp, keys.rkey, addr), &mut out),
         Err(RemoteError::NoSuchQp)
     );
     let pd = h.alloc_pd().expect("pd");
     let fresh = h
-        .reg_mr(pd, addr, 4096, Access::REMOTE_READ, None)
+        .reg_mr(mr(pd, addr, 4096, Access::REMOTE_READ), None)
         .expect("fresh");
     assert_ne!(fresh, keys, "an ordinary registration gets new keys");
     h.dereg_mr(fresh.lkey).expect("dereg");
     let again = h
-        .reg_mr(pd, addr, 4096, Access::REMOTE_READ, Some(keys))
+        .reg_mr(mr(pd, addr, 4096, Access::REMOTE_READ), Some(keys))
         .expect("same keys");
     assert_eq!(again, keys);
     assert_eq!(
-        h.reg_mr(pd, addr, 4096, Access::REMOTE_READ, Some(keys)),
+        h.reg_mr(mr(pd, addr, 4096, Access::REMOTE_READ), Some(keys)),
         Err(VerbsError::KeyUnavailable),
         "the entry is taken"
     );
@@ -231,7 +240,7 @@ fn multicast_reaches_attached_datagram_queue_pairs_only() {
     let cq = h.create_cq(16).expect("cq");
     let addr = h.verbs_mut().dma_alloc(1024).expect("dma");
     let keys = h
-        .reg_mr(pd, addr, 1024, Access::LOCAL_WRITE, None)
+        .reg_mr(mr(pd, addr, 1024, Access::LOCAL_WRITE), None)
         .expect("mr");
     let mut qps = [Qpn(0); 2];
     for (n, q) in qps.iter_mut().enumerate() {
@@ -283,7 +292,7 @@ fn nothing_crosses_a_port_without_a_link_either_way() {
         "a peer's send never arrives"
     );
     assert_eq!(
-        h.remote_rdma_read(PEER, qp, keys.rkey, addr, &mut out),
+        h.remote_rdma_read(RemoteRdma::new(PEER, qp, keys.rkey, addr), &mut out),
         Err(RemoteError::LinkDown)
     );
     let wr = SendWr {
@@ -353,7 +362,7 @@ fn a_datagram_sent_on_a_port_without_a_link_completes_and_is_lost() {
     }
     let addr = h.verbs_mut().dma_alloc(4096).expect("dma");
     let keys = h
-        .reg_mr(pd, addr, 4096, Access::LOCAL_WRITE, None)
+        .reg_mr(mr(pd, addr, 4096, Access::LOCAL_WRITE), None)
         .expect("mr");
     h.set_now(Instant::from_ms(10));
     assert!(h.pull_cable(2, Duration::from_ms(100)));

@@ -106,12 +106,12 @@ impl SimVerbs {
     /// and the right.
     fn remote_region(
         &mut self,
-        qp: usize,
-        rkey: u32,
-        addr: u64,
+        rdma: RemoteRdma,
         len: u64,
         need: Access,
     ) -> Result<core::ops::Range<usize>, RemoteError> {
+        let qp = self.responder(rdma.from, rdma.to)?;
+        let RemoteRdma { rkey, addr, .. } = rdma;
         let pd = self.qps[qp].attr.pd;
         let ok = self.mr_by_key(rkey, true).is_some_and(|m| {
             m.pd == pd
@@ -130,33 +130,27 @@ impl SimVerbs {
         }
     }
 
-    /// A remote peer writes `data` at `addr` through `rkey`.
+    /// A remote peer writes `data` at `rdma.addr` through `rdma.rkey`.
     pub(crate) fn remote_rdma_write(
         &mut self,
-        from: RemoteQp,
-        to: Qpn,
-        rkey: u32,
-        addr: u64,
+        rdma: RemoteRdma,
         data: &[u8],
     ) -> Result<(), RemoteError> {
-        let qp = self.responder(from, to)?;
-        let r = self.remote_region(qp, rkey, addr, data.len() as u64, Access::REMOTE_WRITE)?;
+        let len = data.len() as u64;
+        let r = self.remote_region(rdma, len, Access::REMOTE_WRITE)?;
         self.memory[r].copy_from_slice(data);
         self.stats.remote_rdma_writes += 1;
         Ok(())
     }
 
-    /// A remote peer reads `out.len()` bytes at `addr` through `rkey`.
+    /// A remote peer reads `out.len()` bytes at `rdma.addr` through `rdma.rkey`.
     pub(crate) fn remote_rdma_read(
         &mut self,
-        from: RemoteQp,
-        to: Qpn,
-        rkey: u32,
-        addr: u64,
+        rdma: RemoteRdma,
         out: &mut [u8],
     ) -> Result<(), RemoteError> {
-        let qp = self.responder(from, to)?;
-        let r = self.remote_region(qp, rkey, addr, out.len() as u64, Access::REMOTE_READ)?;
+        let len = out.len() as u64;
+        let r = self.remote_region(rdma, len, Access::REMOTE_READ)?;
         out.copy_from_slice(&self.memory[r]);
         self.stats.remote_rdma_reads += 1;
         Ok(())

@@ -229,15 +229,9 @@ fn each_fault_the_register_file_models_reads_as_that_fault_through_mmio() {
                 let after = hca.identity().expect("identity");
                 assert_ne!(after.node_guid, identity().node_guid, "{name}");
             }
-            Fault::ResetFails(_)
-            | Fault::SurpriseRemoval
-            | Fault::PortDown { .. }
-            | Fault::TargetBusy(_)
-            | Fault::AdminReset
-            | Fault::PlannedReset
-            | Fault::FwActivate
-            | Fault::AdminRestart
-            | Fault::ClientRequest { .. } => {
+            // The register file names the faults it does not model (`inject`'s own match
+            // has no catch-all): one it starts to model fails the first assert here.
+            _ => {
                 assert!(!modelled, "{name} is not the register file's");
                 assert_eq!((later.catastrophic, stalled), (0, false), "{name}");
                 assert_eq!(reset_cycle(&mut hca, 10_000), Ok(()), "{name}");
