@@ -13,7 +13,6 @@
 use core::ffi::{c_char, c_void};
 use core::mem::{offset_of, size_of};
 
-use static_assertions::const_assert_eq;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::errors::RefusalCode;
@@ -295,6 +294,32 @@ impl HcabusEvent {
     }
 }
 
+impl HcabusResetData {
+    fn of(
+        epoch: Epoch,
+        reason: ResetReason,
+        planned: bool,
+        deadline: crate::time::Instant,
+    ) -> Self {
+        HcabusResetData {
+            epoch: epoch.0,
+            deadline_us: deadline.as_us(),
+            reason: reason as u32,
+            planned: planned.into(),
+        }
+    }
+}
+
+impl HcabusResetEndData {
+    fn of(epoch: Epoch, result: u32) -> Self {
+        HcabusResetEndData {
+            epoch: epoch.0,
+            result,
+            reserved: 0,
+        }
+    }
+}
+
 impl HcabusEventData {
     /// What `event` carries, in the member of the union its kind selects.
     fn of(event: Event) -> Self {
@@ -305,39 +330,18 @@ impl HcabusEventData {
                 reason,
                 planned,
                 deadline,
-            } => {
-                raw.reset = HcabusResetData {
-                    epoch: epoch.0,
-                    deadline_us: deadline.as_us(),
-                    reason: reason as u32,
-                    planned: planned.into(),
-                }
-            }
+            } => raw.reset = HcabusResetData::of(epoch, reason, planned, deadline),
+            // A query only comes before a planned reset.
             Event::ResetQuery {
                 epoch,
                 reason,
                 deadline,
-            } => {
-                raw.reset = HcabusResetData {
-                    epoch: epoch.0,
-                    deadline_us: deadline.as_us(),
-                    reason: reason as u32,
-                    planned: 1,
-                }
-            }
+            } => raw.reset = HcabusResetData::of(epoch, reason, true, deadline),
             Event::ResetEnd { epoch, outcome } => {
-                raw.reset_end = HcabusResetEndData {
-                    epoch: epoch.0,
-                    result: outcome as u32,
-                    reserved: 0,
-                }
+                raw.reset_end = HcabusResetEndData::of(epoch, outcome as u32)
             }
             Event::ResetFailed { epoch, error } => {
-                raw.reset_end = HcabusResetEndData {
-                    epoch: epoch.0,
-                    result: error as u32,
-                    reserved: 0,
-                }
+                raw.reset_end = HcabusResetEndData::of(epoch, error as u32)
             }
             Event::ResetAborted {
                 epoch,
@@ -455,226 +459,65 @@ pub fn status_of<T, E: Into<RefusalCode>>(r: Result<T, E>) -> HcabusStatus {
     }
 }
 
-// The layout, for 64-bit targets (Windows x64 and arm64, Linux x86_64): the numbers the C
-// header asserts too.
-#[cfg(target_pointer_width = "64")]
-mod layout {
-    use super::*;
+/// Declares each ABI structure's C name, size and fields (Rust name, C name, offset): the
+/// compile-time asserts of the numbers on 64-bit targets, and [`LAYOUT_TABLE`].
+macro_rules! c_layout {
+    ($($ty:ident $c:literal $size:literal { $($f:ident $cf:literal $at:literal),* $(,)? })*) => {
+        #[cfg(target_pointer_width = "64")]
+        mod layout {
+            use super::*;
+            use static_assertions::const_assert_eq;
+            $(
+                const_assert_eq!(size_of::<$ty>(), $size);
+                $(const_assert_eq!(offset_of!($ty, $f), $at);)*
+            )*
+            const_assert_eq!(size_of::<HcabusEventData>(), 32);
+        }
 
-    const_assert_eq!(size_of::<Guid>(), 16);
-    const_assert_eq!(size_of::<HcabusClientDesc>(), 32);
-    const_assert_eq!(offset_of!(HcabusClientDesc, kind), 2);
-    const_assert_eq!(offset_of!(HcabusClientDesc, flags), 4);
-    const_assert_eq!(offset_of!(HcabusClientDesc, name), 8);
-    const_assert_eq!(offset_of!(HcabusClientDesc, event_callback), 16);
-    const_assert_eq!(offset_of!(HcabusClientDesc, client_context), 24);
-    const_assert_eq!(size_of::<HcabusRegistration>(), 24);
-    const_assert_eq!(offset_of!(HcabusRegistration, epoch), 8);
-    const_assert_eq!(offset_of!(HcabusRegistration, state), 16);
-    const_assert_eq!(offset_of!(HcabusRegistration, late), 20);
-    const_assert_eq!(size_of::<HcabusBusState>(), 24);
-    const_assert_eq!(offset_of!(HcabusBusState, state), 4);
-    const_assert_eq!(offset_of!(HcabusBusState, epoch), 8);
-    const_assert_eq!(offset_of!(HcabusBusState, now_us), 16);
-    const_assert_eq!(size_of::<HcabusResetData>(), 24);
-    const_assert_eq!(offset_of!(HcabusResetData, deadline_us), 8);
-    const_assert_eq!(offset_of!(HcabusResetData, reason), 16);
-    const_assert_eq!(offset_of!(HcabusResetData, planned), 20);
-    const_assert_eq!(size_of::<HcabusResetEndData>(), 16);
-    const_assert_eq!(offset_of!(HcabusResetEndData, result), 8);
-    const_assert_eq!(size_of::<HcabusResetAbortedData>(), 24);
-    const_assert_eq!(offset_of!(HcabusResetAbortedData, vetoed_by), 8);
-    const_assert_eq!(offset_of!(HcabusResetAbortedData, cause), 16);
-    const_assert_eq!(size_of::<HcabusDeviceFatalData>(), 8);
-    const_assert_eq!(size_of::<HcabusPortData>(), 16);
-    const_assert_eq!(offset_of!(HcabusPortData, port), 8);
-    const_assert_eq!(offset_of!(HcabusPortData, lid), 12);
-    const_assert_eq!(size_of::<HcabusEventData>(), 32);
-    const_assert_eq!(size_of::<HcabusEvent>(), 48);
-    const_assert_eq!(offset_of!(HcabusEvent, kind), 2);
-    const_assert_eq!(offset_of!(HcabusEvent, client_id), 8);
-    const_assert_eq!(offset_of!(HcabusEvent, data), 16);
-    const_assert_eq!(size_of::<HcabusBusInterfaceV1>(), 88);
-    // The standard INTERFACE header is 32 bytes on x64.
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, version), 2);
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, context), 8);
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, interface_reference), 16);
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, interface_dereference), 24);
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, register), 32);
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, unregister), 40);
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, reset_request), 48);
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, reset_execute), 56);
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, reset_consent), 64);
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, reset_veto), 72);
-    const_assert_eq!(offset_of!(HcabusBusInterfaceV1, query_state), 80);
+        /// Every structure's size and every field's offset, by its C name: what the layout
+        /// test compares with the same table computed by a C compiler from `hcabus.h`.
+        pub const LAYOUT_TABLE: &[(&str, usize)] = &[
+            $(
+                (concat!("sizeof(", $c, ")"), size_of::<$ty>()),
+                $((concat!($c, ".", $cf), offset_of!($ty, $f)),)*
+            )*
+        ];
+    };
 }
 
-/// Every field's offset and every structure's size, by its C name: what the layout test
-/// compares with the same table computed by a C compiler from `hcabus.h`.
-pub const LAYOUT_TABLE: [(&str, usize); 50] = {
-    macro_rules! o {
-        ($t:ident, $c:literal, $f:ident, $cf:literal) => {
-            (concat!($c, ".", $cf), offset_of!($t, $f))
-        };
+// The layout, for 64-bit targets (Windows x64 and arm64, Linux x86_64): the numbers the C
+// header asserts too. The standard INTERFACE header is the interface's first 32 bytes.
+c_layout! {
+    Guid "GUID" 16 {}
+    HcabusClientDesc "HCABUS_CLIENT_DESC" 32 {
+        size "Size" 0, kind "Kind" 2, flags "Flags" 4, name "Name" 8,
+        event_callback "EventCallback" 16, client_context "ClientContext" 24,
     }
-    [
-        ("sizeof(GUID)", size_of::<Guid>()),
-        ("sizeof(HCABUS_CLIENT_DESC)", size_of::<HcabusClientDesc>()),
-        o!(HcabusClientDesc, "HCABUS_CLIENT_DESC", size, "Size"),
-        o!(HcabusClientDesc, "HCABUS_CLIENT_DESC", kind, "Kind"),
-        o!(HcabusClientDesc, "HCABUS_CLIENT_DESC", flags, "Flags"),
-        o!(HcabusClientDesc, "HCABUS_CLIENT_DESC", name, "Name"),
-        o!(
-            HcabusClientDesc,
-            "HCABUS_CLIENT_DESC",
-            event_callback,
-            "EventCallback"
-        ),
-        o!(
-            HcabusClientDesc,
-            "HCABUS_CLIENT_DESC",
-            client_context,
-            "ClientContext"
-        ),
-        (
-            "sizeof(HCABUS_REGISTRATION)",
-            size_of::<HcabusRegistration>(),
-        ),
-        o!(
-            HcabusRegistration,
-            "HCABUS_REGISTRATION",
-            client_id,
-            "ClientId"
-        ),
-        o!(HcabusRegistration, "HCABUS_REGISTRATION", epoch, "Epoch"),
-        o!(HcabusRegistration, "HCABUS_REGISTRATION", state, "State"),
-        o!(HcabusRegistration, "HCABUS_REGISTRATION", late, "Late"),
-        ("sizeof(HCABUS_BUS_STATE)", size_of::<HcabusBusState>()),
-        o!(HcabusBusState, "HCABUS_BUS_STATE", size, "Size"),
-        o!(HcabusBusState, "HCABUS_BUS_STATE", state, "State"),
-        o!(HcabusBusState, "HCABUS_BUS_STATE", epoch, "Epoch"),
-        o!(HcabusBusState, "HCABUS_BUS_STATE", now_us, "NowUs"),
-        ("sizeof(HCABUS_RESET_DATA)", size_of::<HcabusResetData>()),
-        o!(HcabusResetData, "HCABUS_RESET_DATA", epoch, "Epoch"),
-        o!(
-            HcabusResetData,
-            "HCABUS_RESET_DATA",
-            deadline_us,
-            "DeadlineUs"
-        ),
-        o!(HcabusResetData, "HCABUS_RESET_DATA", reason, "Reason"),
-        o!(HcabusResetData, "HCABUS_RESET_DATA", planned, "Planned"),
-        (
-            "sizeof(HCABUS_RESET_END_DATA)",
-            size_of::<HcabusResetEndData>(),
-        ),
-        o!(HcabusResetEndData, "HCABUS_RESET_END_DATA", epoch, "Epoch"),
-        o!(
-            HcabusResetEndData,
-            "HCABUS_RESET_END_DATA",
-            result,
-            "Result"
-        ),
-        (
-            "sizeof(HCABUS_RESET_ABORTED_DATA)",
-            size_of::<HcabusResetAbortedData>(),
-        ),
-        o!(
-            HcabusResetAbortedData,
-            "HCABUS_RESET_ABORTED_DATA",
-            epoch,
-            "Epoch"
-        ),
-        o!(
-            HcabusResetAbortedData,
-            "HCABUS_RESET_ABORTED_DATA",
-            vetoed_by,
-            "VetoedBy"
-        ),
-        o!(
-            HcabusResetAbortedData,
-            "HCABUS_RESET_ABORTED_DATA",
-            cause,
-            "Cause"
-        ),
-        (
-            "sizeof(HCABUS_DEVICE_FATAL_DATA)",
-            size_of::<HcabusDeviceFatalData>(),
-        ),
-        ("sizeof(HCABUS_PORT_DATA)", size_of::<HcabusPortData>()),
-        o!(HcabusPortData, "HCABUS_PORT_DATA", epoch, "Epoch"),
-        o!(HcabusPortData, "HCABUS_PORT_DATA", port, "Port"),
-        o!(HcabusPortData, "HCABUS_PORT_DATA", lid, "Lid"),
-        ("sizeof(HCABUS_EVENT)", size_of::<HcabusEvent>()),
-        o!(HcabusEvent, "HCABUS_EVENT", kind, "Kind"),
-        o!(HcabusEvent, "HCABUS_EVENT", client_id, "ClientId"),
-        o!(HcabusEvent, "HCABUS_EVENT", data, "Data"),
-        (
-            "sizeof(HCABUS_BUS_INTERFACE_V1)",
-            size_of::<HcabusBusInterfaceV1>(),
-        ),
-        o!(
-            HcabusBusInterfaceV1,
-            "HCABUS_BUS_INTERFACE_V1",
-            context,
-            "Context"
-        ),
-        o!(
-            HcabusBusInterfaceV1,
-            "HCABUS_BUS_INTERFACE_V1",
-            interface_reference,
-            "InterfaceReference"
-        ),
-        o!(
-            HcabusBusInterfaceV1,
-            "HCABUS_BUS_INTERFACE_V1",
-            interface_dereference,
-            "InterfaceDereference"
-        ),
-        o!(
-            HcabusBusInterfaceV1,
-            "HCABUS_BUS_INTERFACE_V1",
-            register,
-            "Register"
-        ),
-        o!(
-            HcabusBusInterfaceV1,
-            "HCABUS_BUS_INTERFACE_V1",
-            unregister,
-            "Unregister"
-        ),
-        o!(
-            HcabusBusInterfaceV1,
-            "HCABUS_BUS_INTERFACE_V1",
-            reset_request,
-            "ResetRequest"
-        ),
-        o!(
-            HcabusBusInterfaceV1,
-            "HCABUS_BUS_INTERFACE_V1",
-            reset_execute,
-            "ResetExecute"
-        ),
-        o!(
-            HcabusBusInterfaceV1,
-            "HCABUS_BUS_INTERFACE_V1",
-            reset_consent,
-            "ResetConsent"
-        ),
-        o!(
-            HcabusBusInterfaceV1,
-            "HCABUS_BUS_INTERFACE_V1",
-            reset_veto,
-            "ResetVeto"
-        ),
-        o!(
-            HcabusBusInterfaceV1,
-            "HCABUS_BUS_INTERFACE_V1",
-            query_state,
-            "QueryState"
-        ),
-    ]
-};
+    HcabusRegistration "HCABUS_REGISTRATION" 24 {
+        client_id "ClientId" 0, epoch "Epoch" 8, state "State" 16, late "Late" 20,
+    }
+    HcabusBusState "HCABUS_BUS_STATE" 24 {
+        size "Size" 0, state "State" 4, epoch "Epoch" 8, now_us "NowUs" 16,
+    }
+    HcabusResetData "HCABUS_RESET_DATA" 24 {
+        epoch "Epoch" 0, deadline_us "DeadlineUs" 8, reason "Reason" 16, planned "Planned" 20,
+    }
+    HcabusResetEndData "HCABUS_RESET_END_DATA" 16 { epoch "Epoch" 0, result "Result" 8 }
+    HcabusResetAbortedData "HCABUS_RESET_ABORTED_DATA" 24 {
+        epoch "Epoch" 0, vetoed_by "VetoedBy" 8, cause "Cause" 16,
+    }
+    HcabusDeviceFatalData "HCABUS_DEVICE_FATAL_DATA" 8 {}
+    HcabusPortData "HCABUS_PORT_DATA" 16 { epoch "Epoch" 0, port "Port" 8, lid "Lid" 12 }
+    HcabusEvent "HCABUS_EVENT" 48 { kind "Kind" 2, client_id "ClientId" 8, data "Data" 16 }
+    HcabusBusInterfaceV1 "HCABUS_BUS_INTERFACE_V1" 88 {
+        size "Size" 0, version "Version" 2, context "Context" 8,
+        interface_reference "InterfaceReference" 16,
+        interface_dereference "InterfaceDereference" 24, register "Register" 32,
+        unregister "Unregister" 40, reset_request "ResetRequest" 48,
+        reset_execute "ResetExecute" 56, reset_consent "ResetConsent" 64,
+        reset_veto "ResetVeto" 72, query_state "QueryState" 80,
+    }
+}
 
 #[cfg(test)]
 mod tests;

@@ -58,6 +58,8 @@ static const struct layout_entry table[] = {
     OFF(HCABUS_EVENT, ClientId),
     OFF(HCABUS_EVENT, Data),
     SIZE(HCABUS_BUS_INTERFACE_V1),
+    OFF(HCABUS_BUS_INTERFACE_V1, Size),
+    OFF(HCABUS_BUS_INTERFACE_V1, Version),
     OFF(HCABUS_BUS_INTERFACE_V1, Context),
     OFF(HCABUS_BUS_INTERFACE_V1, InterfaceReference),
     OFF(HCABUS_BUS_INTERFACE_V1, InterfaceDereference),

@@ -169,8 +169,8 @@ fn c_layout() -> BTreeMap<String, i64> {
 fn the_c_header_and_the_rust_layout_agree() {
     let c = c_layout();
     let mut rust: BTreeMap<String, i64> = LAYOUT_TABLE
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v as i64))
+        .iter()
+        .map(|&(k, v)| (k.to_string(), v as i64))
         .collect();
     let constants = rust_constants();
     let constant_count = constants.len();
