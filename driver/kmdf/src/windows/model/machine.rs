@@ -486,18 +486,6 @@ impl Machine {
         super::leaks::unload();
     }
 
-    /// The I/O manager: an IOCTL on `\\.\<link>` through a handle granted `granted`.
-    pub(crate) fn ioctl(
-        &mut self,
-        link: &str,
-        granted: u32,
-        code: u32,
-        input: &[u8],
-        output_length: usize,
-    ) -> (NTSTATUS, Vec<u8>) {
-        super::io::ioctl(link, granted, code, input, output_length)
-    }
-
     /// IRP_MN_DEVICE_USAGE_NOTIFICATION from the storage stack above the child `serial`'s
     /// PDO (the boot LUN's: paging, dump, hibernation, boot file), as KMDF answers it.
     pub(crate) fn usage_notification(
@@ -511,27 +499,6 @@ impl Machine {
             violation(Rule::Expectation, "usage notification", "no such child");
         };
         super::usage::notify(pdo, file, in_path)
-    }
-
-    /// A handle opened on `\\.\<link>` and kept (hcactl between two calls).
-    pub(crate) fn open(&mut self, link: &str) -> Option<Handle> {
-        super::io::open(link)
-    }
-
-    pub(crate) fn close(&mut self, handle: Handle) {
-        super::io::close(handle);
-    }
-
-    /// An IOCTL through a kept handle.
-    pub(crate) fn ioctl_on(
-        &mut self,
-        handle: Handle,
-        granted: u32,
-        code: u32,
-        input: &[u8],
-        output_length: usize,
-    ) -> (NTSTATUS, Vec<u8>) {
-        super::io::ioctl_on(handle, granted, code, input, output_length)
     }
 }
 

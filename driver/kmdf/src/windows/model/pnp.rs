@@ -5,7 +5,7 @@ use wdk_sys::*;
 
 use super::kernel::{Child, Kernel, Kind, Role};
 use super::table::text;
-use super::wdm::{get_bus_data, pci_dereference, pci_reference, set_bus_data};
+use super::wdm::{bus_data, pci_dereference, pci_reference};
 use super::{violation, with, Rule, DISPATCH, PASSIVE};
 
 fn pdo_init(ddi: &str, init: PWDFDEVICE_INIT, f: impl FnOnce(&mut super::kernel::Identity)) {
@@ -310,8 +310,8 @@ pub(crate) unsafe extern "C" fn WdfFdoQueryForInterface(
             InterfaceDereference: Some(pci_dereference),
             TranslateBusAddress: None,
             GetDmaAdapter: None,
-            SetBusData: Some(set_bus_data),
-            GetBusData: Some(get_bus_data),
+            SetBusData: Some(bus_data::<true>),
+            GetBusData: Some(bus_data::<false>),
         })
     };
     // The exporting driver references the interface before it returns it.

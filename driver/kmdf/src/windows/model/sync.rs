@@ -13,13 +13,15 @@ const DEFERRED: Options = Options {
     synchronization_scope_allowed: false,
 };
 
-/// Creates a DPC, work item or timer: config size, attributes, a device or queue parent.
-fn create_deferred(
+/// Creates a DPC, work item, timer (`DEFERRED`: a config of the right size, a device or
+/// queue parent) or lock (`LOCK`: the driver its parent unless the attributes name one).
+fn create_sync(
     ddi: &'static str,
     size_ok: bool,
     attributes: PWDF_OBJECT_ATTRIBUTES,
     out: *mut WDFOBJECT,
     kind: Kind,
+    options: Options,
 ) -> NTSTATUS {
     let _kernel = super::enter(ddi, DISPATCH);
     if out.is_null() {
@@ -33,19 +35,21 @@ fn create_deferred(
                 "the config's Size is not its size",
             );
         }
-        if let Err((status, why)) = validate(attributes, DEFERRED) {
+        if let Err((status, why)) = validate(attributes, options) {
             return k.refuse(ddi, status, why);
         }
-        // SAFETY: validated: a parent is set.
-        let parent = unsafe { (*attributes).ParentObject };
-        let p = k.live(ddi, parent);
-        if !matches!(p.kind, Kind::Device(_) | Kind::Queue { .. }) {
-            let what = p.kind.name();
-            return k.refuse(
-                ddi,
-                STATUS_WDF_PARENT_ASSIGNMENT_NOT_ALLOWED,
-                &format!("parent is a {what}, not a device or queue"),
-            );
+        if options.parent_required {
+            // SAFETY: validated: a parent is set.
+            let parent = unsafe { (*attributes).ParentObject };
+            let p = k.live(ddi, parent);
+            if !matches!(p.kind, Kind::Device(_) | Kind::Queue { .. }) {
+                let what = p.kind.name();
+                return k.refuse(
+                    ddi,
+                    STATUS_WDF_PARENT_ASSIGNMENT_NOT_ALLOWED,
+                    &format!("parent is a {what}, not a device or queue"),
+                );
+            }
         }
         if k.fails(ddi) {
             return k.refuse(
@@ -54,83 +58,44 @@ fn create_deferred(
                 "failed on purpose by the scenario",
             );
         }
-        let h = k.create(ddi, kind, attributes, None);
+        let default_parent = if options.parent_required {
+            None
+        } else {
+            k.driver
+        };
+        let h = k.create(ddi, kind, attributes, default_parent);
         // SAFETY: checked non-null above.
         unsafe { *out = h as WDFOBJECT };
         STATUS_SUCCESS
     })
 }
 
-pub(crate) unsafe extern "C" fn WdfDpcCreate(
-    _: PWDF_DRIVER_GLOBALS,
-    config: PWDF_DPC_CONFIG,
-    a: PWDF_OBJECT_ATTRIBUTES,
-    dpc: *mut WDFDPC,
-) -> NTSTATUS {
-    // SAFETY: the driver's config, or NULL (refused).
-    let Some(c) = (unsafe { config.as_ref() }) else {
-        violation(Rule::NullParameter, "WdfDpcCreate", "Config is NULL")
-    };
-    let ok = c.Size as usize == core::mem::size_of::<WDF_DPC_CONFIG>();
-    create_deferred(
-        "WdfDpcCreate",
-        ok,
-        a,
-        dpc.cast(),
-        Kind::Dpc {
-            config: *c,
-            queued: false,
-            running: false,
-        },
-    )
+/// `WdfDpcCreate`, `WdfWorkItemCreate` and `WdfTimerCreate`: each takes a config, the
+/// attributes and an out handle, and is checked alike by [`create_deferred`].
+macro_rules! deferred_creates {
+    ($($ddi:ident($config:ty, $handle:ty) => $kind:ident { $($f:ident: $v:expr),* };)*) => {$(
+        pub(crate) unsafe extern "C" fn $ddi(
+            _: PWDF_DRIVER_GLOBALS,
+            config: $config,
+            attributes: PWDF_OBJECT_ATTRIBUTES,
+            out: *mut $handle,
+        ) -> NTSTATUS {
+            // SAFETY: the driver's config, or NULL (refused).
+            let Some(c) = (unsafe { config.as_ref() }) else {
+                violation(Rule::NullParameter, stringify!($ddi), "Config is NULL")
+            };
+            let ok = c.Size as usize == core::mem::size_of_val(c);
+            let kind = Kind::$kind { config: *c, $($f: $v),* };
+            create_sync(stringify!($ddi), ok, attributes, out.cast(), kind, DEFERRED)
+        }
+    )*};
 }
 
-pub(crate) unsafe extern "C" fn WdfWorkItemCreate(
-    _: PWDF_DRIVER_GLOBALS,
-    config: PWDF_WORKITEM_CONFIG,
-    a: PWDF_OBJECT_ATTRIBUTES,
-    item: *mut WDFWORKITEM,
-) -> NTSTATUS {
-    // SAFETY: as for the DPC.
-    let Some(c) = (unsafe { config.as_ref() }) else {
-        violation(Rule::NullParameter, "WdfWorkItemCreate", "Config is NULL")
-    };
-    let ok = c.Size as usize == core::mem::size_of::<WDF_WORKITEM_CONFIG>();
-    create_deferred(
-        "WdfWorkItemCreate",
-        ok,
-        a,
-        item.cast(),
-        Kind::WorkItem {
-            config: *c,
-            queued: false,
-            running: false,
-        },
-    )
-}
-
-pub(crate) unsafe extern "C" fn WdfTimerCreate(
-    _: PWDF_DRIVER_GLOBALS,
-    config: PWDF_TIMER_CONFIG,
-    a: PWDF_OBJECT_ATTRIBUTES,
-    timer: *mut WDFTIMER,
-) -> NTSTATUS {
-    // SAFETY: as for the DPC.
-    let Some(c) = (unsafe { config.as_ref() }) else {
-        violation(Rule::NullParameter, "WdfTimerCreate", "Config is NULL")
-    };
-    let ok = c.Size as usize == core::mem::size_of::<WDF_TIMER_CONFIG>();
-    create_deferred(
-        "WdfTimerCreate",
-        ok,
-        a,
-        timer.cast(),
-        Kind::Timer {
-            config: *c,
-            due_us: None,
-            running: false,
-        },
-    )
+deferred_creates! {
+    WdfDpcCreate(PWDF_DPC_CONFIG, WDFDPC) => Dpc { queued: false, running: false };
+    WdfWorkItemCreate(PWDF_WORKITEM_CONFIG, WDFWORKITEM) =>
+        WorkItem { queued: false, running: false };
+    WdfTimerCreate(PWDF_TIMER_CONFIG, WDFTIMER) => Timer { due_us: None, running: false };
 }
 
 /// A DPC queued from PASSIVE_LEVEL runs at once, as another processor would run it before
@@ -256,49 +221,16 @@ const LOCK: Options = Options {
     synchronization_scope_allowed: false,
 };
 
-fn create_lock(
-    ddi: &'static str,
-    a: PWDF_OBJECT_ATTRIBUTES,
-    out: *mut WDFOBJECT,
-    kind: Kind,
-) -> NTSTATUS {
-    let _kernel = super::enter(ddi, DISPATCH);
-    if out.is_null() {
-        violation(Rule::NullParameter, ddi, "the out handle is NULL");
-    }
-    with(|k| {
-        if let Err((status, why)) = validate(a, LOCK) {
-            return k.refuse(ddi, status, why);
-        }
-        if k.fails(ddi) {
-            return k.refuse(
-                ddi,
-                STATUS_INSUFFICIENT_RESOURCES,
-                "failed on purpose by the scenario",
-            );
-        }
-        let driver = k.driver;
-        let h = k.create(ddi, kind, a, driver);
-        // SAFETY: checked non-null above.
-        unsafe { *out = h as WDFOBJECT };
-        STATUS_SUCCESS
-    })
-}
-
 pub(crate) unsafe extern "C" fn WdfSpinLockCreate(
     _: PWDF_DRIVER_GLOBALS,
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFSPINLOCK,
 ) -> NTSTATUS {
-    create_lock(
-        "WdfSpinLockCreate",
-        a,
-        lock.cast(),
-        Kind::SpinLock {
-            holder: false,
-            saved_irql: 0,
-        },
-    )
+    let kind = Kind::SpinLock {
+        holder: false,
+        saved_irql: 0,
+    };
+    create_sync("WdfSpinLockCreate", true, a, lock.cast(), kind, LOCK)
 }
 
 pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
@@ -306,12 +238,8 @@ pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFWAITLOCK,
 ) -> NTSTATUS {
-    create_lock(
-        "WdfWaitLockCreate",
-        a,
-        lock.cast(),
-        Kind::WaitLock { held: false },
-    )
+    let kind = Kind::WaitLock { held: false };
+    create_sync("WdfWaitLockCreate", true, a, lock.cast(), kind, LOCK)
 }
 
 pub(crate) unsafe extern "C" fn WdfSpinLockAcquire(_: PWDF_DRIVER_GLOBALS, lock: WDFSPINLOCK) {

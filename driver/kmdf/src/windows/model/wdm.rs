@@ -246,24 +246,16 @@ fn config(context: PVOID, buffer: PVOID, offset: ULONG, length: ULONG, write: bo
     })
 }
 
-pub(crate) unsafe extern "C" fn get_bus_data(
+/// BUS_INTERFACE_STANDARD's GetBusData (`bus_data::<false>`) and SetBusData
+/// (`bus_data::<true>`) on the function's configuration space.
+pub(crate) unsafe extern "C" fn bus_data<const WRITE: bool>(
     context: PVOID,
     _space: ULONG,
     buffer: PVOID,
     offset: ULONG,
     length: ULONG,
 ) -> ULONG {
-    config(context, buffer, offset, length, false)
-}
-
-pub(crate) unsafe extern "C" fn set_bus_data(
-    context: PVOID,
-    _space: ULONG,
-    buffer: PVOID,
-    offset: ULONG,
-    length: ULONG,
-) -> ULONG {
-    config(context, buffer, offset, length, true)
+    config(context, buffer, offset, length, WRITE)
 }
 
 /// ERROR_LOG_MAXIMUM_SIZE.
