@@ -24,6 +24,55 @@ use crate::time::Instant;
 use crate::types::State;
 use crate::types::{ClientDesc, ClientId, ClientKind, Epoch, Event, EventKind, VetoReason};
 
+/// The calls a child of the bus makes about a reset (docs/design.md §3), declared once:
+/// [`ClientPort`], [`BusHandle`] and the locked host's bus and client view have each of them,
+/// generated from this list by a macro of their own, given `$m` (and what it takes first).
+macro_rules! with_client_calls {
+    ($m:ident $($first:tt)*) => {
+        $m! {
+            $($first)*
+            /// Asks for a reset (a client saw the hardware misbehave); the epoch it will have.
+            reset_request(id: ClientId) -> Result<Epoch, RequestError>;
+            /// Answers RESET: the client holds no hardware resource of `epoch` any more.
+            reset_execute(id: ClientId, epoch: Epoch) -> Result<ExecuteOutcome, ExecuteError>;
+            /// Answers RESET_QUERY: the planned reset may go ahead.
+            reset_consent(id: ClientId, epoch: Epoch) -> Result<(), ConsentError>;
+            /// Answers RESET_QUERY: refuses the planned reset (CAN_VETO clients only), saying
+            /// why for the administrator.
+            reset_veto(id: ClientId, epoch: Epoch, reason: VetoReason) -> Result<(), VetoError>;
+        }
+    };
+}
+pub(crate) use with_client_calls;
+
+/// The client calls, each one input at the bus's time of a host that runs inputs through
+/// `self.input`: a handle's (`&mut self`) or the locked host's (`pub &self`).
+macro_rules! calls_as_inputs {
+    (&mut self; $($(#[$doc:meta])* $name:ident($($a:ident: $t:ty),*) -> $ret:ty;)*) => {$(
+        $(#[$doc])*
+        fn $name(&mut self, $($a: $t),*) -> $ret {
+            self.input(|c, now| c.$name(now, $($a),*))
+        }
+    )*};
+    (pub &self; $($(#[$doc:meta])* $name:ident($($a:ident: $t:ty),*) -> $ret:ty;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(&self, $($a: $t),*) -> $ret {
+            self.input(|c, now| c.$name(now, $($a),*))
+        }
+    )*};
+}
+pub(crate) use calls_as_inputs;
+
+/// The client calls on a [`ClientPort`]: the coordinator's own, at `now`.
+macro_rules! port_calls {
+    ($($(#[$doc:meta])* $name:ident($($a:ident: $t:ty),*) -> $ret:ty;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(&mut self, now: Instant, $($a: $t),*) -> $ret {
+            self.coord.$name(now, $($a),*)
+        }
+    )*};
+}
+
 /// What a client can do to the bus, from a callback or from its own work.
 ///
 /// A call made from inside a callback takes effect before the callback's event counts as
@@ -54,30 +103,7 @@ pub trait BusHandle {
     /// [`ClientPort`]: the calls a child of the bus may make, and no administrator's,
     /// hardware's or PnP input.
     fn input<R>(&mut self, f: impl FnOnce(&mut ClientPort<'_>, Instant) -> R) -> R;
-    fn reset_request(&mut self, id: ClientId) -> Result<Epoch, RequestError> {
-        self.input(|c, now| c.reset_request(now, id))
-    }
-    fn reset_execute(
-        &mut self,
-        id: ClientId,
-        epoch: Epoch,
-    ) -> Result<ExecuteOutcome, ExecuteError> {
-        self.input(|c, now| c.reset_execute(now, id, epoch))
-    }
-    /// Answers RESET_QUERY: the planned reset may go ahead.
-    fn reset_consent(&mut self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
-        self.input(|c, now| c.reset_consent(now, id, epoch))
-    }
-    /// Answers RESET_QUERY: refuses the planned reset (CAN_VETO clients only), saying why
-    /// for the administrator.
-    fn reset_veto(
-        &mut self,
-        id: ClientId,
-        epoch: Epoch,
-        reason: VetoReason,
-    ) -> Result<(), VetoError> {
-        self.input(|c, now| c.reset_veto(now, id, epoch, reason))
-    }
+    with_client_calls!(calls_as_inputs &mut self;);
 
     /// The device and the generator at once (a simulated remote peer needs both).
     fn device_and_rng(&mut self) -> (&mut Self::Device, &mut Self::Rng);
@@ -110,34 +136,7 @@ impl<'a> ClientPort<'a> {
     pub fn new(coord: &'a mut Coordinator) -> Self {
         ClientPort { coord }
     }
-    pub fn reset_request(&mut self, now: Instant, id: ClientId) -> Result<Epoch, RequestError> {
-        self.coord.reset_request(now, id)
-    }
-    pub fn reset_execute(
-        &mut self,
-        now: Instant,
-        id: ClientId,
-        epoch: Epoch,
-    ) -> Result<ExecuteOutcome, ExecuteError> {
-        self.coord.reset_execute(now, id, epoch)
-    }
-    pub fn reset_consent(
-        &mut self,
-        now: Instant,
-        id: ClientId,
-        epoch: Epoch,
-    ) -> Result<(), ConsentError> {
-        self.coord.reset_consent(now, id, epoch)
-    }
-    pub fn reset_veto(
-        &mut self,
-        now: Instant,
-        id: ClientId,
-        epoch: Epoch,
-        reason: VetoReason,
-    ) -> Result<(), VetoError> {
-        self.coord.reset_veto(now, id, epoch, reason)
-    }
+    with_client_calls!(port_calls);
 }
 
 /// A client of the bus, as a host drives it.

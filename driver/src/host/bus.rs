@@ -6,6 +6,7 @@
 
 use alloc::vec::Vec;
 
+use crate::bus::{calls_as_inputs, with_client_calls};
 use crate::coordinator::{Config, Coordinator, ExecuteOutcome, Registration};
 use crate::errors::*;
 use crate::hca::{Hca, HwError, HwStep};
@@ -286,30 +287,7 @@ impl<P: Platform> Bus<P> {
         }
     }
 
-    pub fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError> {
-        self.input(|c, now| c.reset_request(now, id))
-    }
-
-    pub fn reset_execute(
-        &self,
-        id: ClientId,
-        epoch: Epoch,
-    ) -> Result<ExecuteOutcome, ExecuteError> {
-        self.input(|c, now| c.reset_execute(now, id, epoch))
-    }
-
-    pub fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
-        self.input(|c, now| c.reset_consent(now, id, epoch))
-    }
-
-    pub fn reset_veto(
-        &self,
-        id: ClientId,
-        epoch: Epoch,
-        reason: VetoReason,
-    ) -> Result<(), VetoError> {
-        self.input(|c, now| c.reset_veto(now, id, epoch, reason))
-    }
+    with_client_calls!(calls_as_inputs pub &self;);
 
     // ----- the administrator, PnP and power ------------------------------------------------
 

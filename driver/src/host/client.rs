@@ -3,8 +3,8 @@
 
 use rand_core::RngCore;
 
-use crate::bus::{BusHandle, ClientPort};
-use crate::coordinator::{ExecuteOutcome, PortView, Registration};
+use crate::bus::{calls_as_inputs, with_client_calls, BusHandle, ClientPort};
+use crate::coordinator::{Coordinator, ExecuteOutcome, PortView, Registration};
 use crate::errors::*;
 use crate::host::{Bus, Platform};
 use crate::policy::Policy;
@@ -160,26 +160,11 @@ impl<'a, P: Platform> ClientView<'a, P> {
     pub fn unregister(&self, id: ClientId) -> Result<(), UnregisterError> {
         self.0.unregister(id)
     }
-    pub fn reset_request(&self, id: ClientId) -> Result<Epoch, RequestError> {
-        self.0.reset_request(id)
-    }
-    pub fn reset_execute(
-        &self,
-        id: ClientId,
-        epoch: Epoch,
-    ) -> Result<ExecuteOutcome, ExecuteError> {
-        self.0.reset_execute(id, epoch)
-    }
-    pub fn reset_consent(&self, id: ClientId, epoch: Epoch) -> Result<(), ConsentError> {
-        self.0.reset_consent(id, epoch)
-    }
-    pub fn reset_veto(
-        &self,
-        id: ClientId,
-        epoch: Epoch,
-        reason: VetoReason,
-    ) -> Result<(), VetoError> {
-        self.0.reset_veto(id, epoch, reason)
+    with_client_calls!(calls_as_inputs pub &self;);
+    /// The bus's inputs, for the client calls above only: private, so that a client cannot
+    /// make an administrator's or the hardware's input through its view.
+    fn input<R>(&self, f: impl FnOnce(&mut Coordinator, Instant) -> R) -> R {
+        self.0.input(f)
     }
 
     /// Runs what the client's calls set in motion (queues the DPC), for a host that held
