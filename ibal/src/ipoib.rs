@@ -340,8 +340,7 @@ impl IpoibClient {
             )?);
             self.res.peer_ah = Some(al.create_ah(bus, c, pd, port, self.config.peer_lid)?);
             self.res.bcast_ah = Some(al.create_ah(bus, c, pd, port, BROADCAST_MLID)?);
-            al.modify_qp(bus, c, qp, QpState::Init, None)?;
-            al.modify_qp(bus, c, qp, QpState::Rtr, None)?;
+            al.ready_to_receive(bus, c, qp, None)?;
             al.modify_qp(bus, c, qp, QpState::Rts, None)?;
             al.attach_mcast(bus, c, qp, BROADCAST_MGID, BROADCAST_MLID)?;
             for i in 0..usize::from(self.config.groups) {

@@ -277,10 +277,7 @@ fn connected_qp(
     let qp = ibal
         .create_qp(bus, c, QpSpec::on_one_cq(pd, QpType::Rc, cq, 1, 4))
         .expect("qp");
-    ibal.modify_qp(bus, c, qp, QpState::Init, None)
-        .expect("init");
-    ibal.modify_qp(bus, c, qp, QpState::Rtr, Some(PEER))
-        .expect("rtr");
+    ibal.ready_to_receive(bus, c, qp, Some(PEER)).expect("rtr");
     qp
 }
 

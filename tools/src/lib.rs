@@ -15,6 +15,10 @@ pub mod svg;
 pub mod timeline;
 #[cfg(unix)]
 pub mod transport;
+
+/// An IOCTL's status and output as a transport to the control device brings them back, or
+/// the transport's own error.
+pub type IoctlAnswer = std::io::Result<(hcabus::ioctl::NtStatus, Vec<u8>)>;
 #[cfg(windows)]
 pub mod windows;
 pub mod world;

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use hcabus::ioctl::NtStatus;
 
+use crate::IoctlAnswer;
+
 pub const MAGIC: u32 = 0x4241_4348;
 /// Largest input a request may carry.
 pub const MAX_INPUT: u32 = 64 * 1024;
@@ -110,7 +112,7 @@ pub fn write_response(w: &mut impl Write, status: NtStatus, output: &[u8]) -> io
 }
 
 /// Reads a response: its status and output bytes.
-pub fn read_response(r: &mut impl Read) -> io::Result<(NtStatus, Vec<u8>)> {
+pub fn read_response(r: &mut impl Read) -> IoctlAnswer {
     let mut head = [0u8; 12];
     r.read_exact(&mut head)?;
     if u32_at(&head, 0) != MAGIC {
@@ -146,12 +148,7 @@ impl Client {
     }
 
     /// One IOCTL: its status and output.
-    pub fn call(
-        &mut self,
-        code: u32,
-        input: &[u8],
-        output_capacity: u32,
-    ) -> io::Result<(NtStatus, Vec<u8>)> {
+    pub fn call(&mut self, code: u32, input: &[u8], output_capacity: u32) -> IoctlAnswer {
         write_request(&mut self.stream, code, input, output_capacity)?;
         read_response(&mut self.stream)
     }

@@ -9,6 +9,8 @@
 use std::io;
 
 use hcabus::ioctl::NtStatus;
+
+use crate::IoctlAnswer;
 use windows_sys::Win32::Foundation::{
     CloseHandle, GetLastError, GENERIC_READ, GENERIC_WRITE, HANDLE, INVALID_HANDLE_VALUE,
 };
@@ -68,12 +70,7 @@ impl Device {
     }
 
     /// One synchronous IOCTL: its status and output.
-    pub fn call(
-        &mut self,
-        code: u32,
-        input: &[u8],
-        output_capacity: u32,
-    ) -> io::Result<(NtStatus, Vec<u8>)> {
+    pub fn call(&mut self, code: u32, input: &[u8], output_capacity: u32) -> IoctlAnswer {
         let mut out = vec![0u8; output_capacity as usize];
         let mut returned: u32 = 0;
         let in_len = u32::try_from(input.len())

@@ -87,10 +87,7 @@ fn resources(ibal: &mut Ibal, rig: &mut Rig, c: ConsumerId, flags: MrFlags) -> R
     let qp = ibal
         .create_qp(rig, c, QpSpec::on_one_cq(pd, QpType::Rc, cq, 1, 16))
         .expect("qp");
-    ibal.modify_qp(rig, c, qp, QpState::Init, None)
-        .expect("init");
-    ibal.modify_qp(rig, c, qp, QpState::Rtr, Some(PEER))
-        .expect("rtr");
+    ibal.ready_to_receive(rig, c, qp, Some(PEER)).expect("rtr");
     ibal.modify_qp(rig, c, qp, QpState::Rts, None).expect("rts");
     let buf = rig.hca.verbs_mut().dma_alloc(4096).expect("dma");
     let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
@@ -460,9 +457,7 @@ fn preserved_keys_come_back_and_ordinary_keys_do_not() {
             QpSpec::on_one_cq(kept.pd, QpType::Rc, cq, 1, 4),
         )
         .expect("qp in the preserved PD");
-    ibal.modify_qp(&mut rig, c, qp, QpState::Init, None)
-        .expect("init");
-    ibal.modify_qp(&mut rig, c, qp, QpState::Rtr, Some(PEER))
+    ibal.ready_to_receive(&mut rig, c, qp, Some(PEER))
         .expect("rtr");
     let qpn = ibal.qpn(c, qp).expect("qpn");
     rig.hca

@@ -138,6 +138,19 @@ impl Ibal {
             .map_err(CreateError::Hardware)
     }
 
+    /// Takes a new queue pair through Init to RTR (ready to receive), connected to `remote`
+    /// for a reliable connection: the walk every consumer makes before it can receive.
+    pub fn ready_to_receive<L: VerbsBus + ?Sized>(
+        &mut self,
+        lower: &mut L,
+        c: ConsumerId,
+        qp: QpHandle,
+        remote: Option<RemoteQp>,
+    ) -> Result<(), CreateError> {
+        self.modify_qp(lower, c, qp, QpState::Init, None)?;
+        self.modify_qp(lower, c, qp, QpState::Rtr, remote)
+    }
+
     pub fn attach_mcast<L: VerbsBus + ?Sized>(
         &mut self,
         lower: &mut L,

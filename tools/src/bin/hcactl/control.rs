@@ -106,7 +106,7 @@ impl ControlDevice {
         #[cfg(windows)]
         let answer = self.device.call(code, input, capacity as u32);
         #[cfg(not(any(unix, windows)))]
-        let answer: std::io::Result<(NtStatus, Vec<u8>)> = {
+        let answer: hcabus_tools::IoctlAnswer = {
             let _ = (code, input, capacity);
             Err(std::io::Error::other("no transport"))
         };
