@@ -1,6 +1,6 @@
 //! Helpers shared by the hcabus integration suites (scenarios, simulation, model checking).
 
-use hcabus::types::{ClientDesc, ClientFlags, ClientKind, EventKind};
+use hcabus::types::{Call, ClientDesc, ClientFlags, ClientKind, EventKind};
 use hcabus::Duration;
 use hcabus_sim::{Behavior, SimHost, SimSetup};
 
@@ -45,5 +45,40 @@ pub fn wait_for(what: &str, cond: impl Fn() -> bool) {
             "timed out waiting for {what}"
         );
         std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// A client's call as the model checks and the protocol table make them: the alphabet their
+/// walks share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClientMove {
+    Register,
+    Unregister,
+    Request,
+    Execute,
+    Consent,
+    Veto,
+}
+
+impl ClientMove {
+    pub const ALL: [ClientMove; 6] = [
+        ClientMove::Register,
+        ClientMove::Unregister,
+        ClientMove::Request,
+        ClientMove::Execute,
+        ClientMove::Consent,
+        ClientMove::Veto,
+    ];
+
+    /// The call as the flight recorder names it.
+    pub fn call(self) -> Call {
+        match self {
+            ClientMove::Register => Call::Register,
+            ClientMove::Unregister => Call::Unregister,
+            ClientMove::Request => Call::ResetRequest,
+            ClientMove::Execute => Call::ResetExecute,
+            ClientMove::Consent => Call::ResetConsent,
+            ClientMove::Veto => Call::ResetVeto,
+        }
     }
 }

@@ -33,6 +33,7 @@ use hcabus::types::*;
 use hcabus::Instant;
 use hcabus_sim::fixtures::{identity, model_policy};
 use hcabus_sim::InvariantChecker;
+use hcabus_tests::ClientMove;
 
 const CLIENTS: usize = 3;
 const MAX_EPOCH: u64 = 3;
@@ -40,12 +41,8 @@ const MAX_EPOCH: u64 = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Move {
     Deliver,
-    Register(usize),
-    Unregister(usize),
-    Request(usize),
-    Execute(usize),
-    Consent(usize),
-    Veto(usize),
+    /// Client `usize` makes the call.
+    Client(ClientMove, usize),
     Timer,
     /// The next hardware step fails.
     FailNextStep,
@@ -146,7 +143,7 @@ impl World {
         w.drain();
         // Everyone registered; each may leave and come back once.
         for i in 0..CLIENTS {
-            w.apply(Move::Register(i));
+            w.apply(Move::Client(ClientMove::Register, i));
         }
         w
     }
@@ -218,22 +215,22 @@ impl World {
         }
         for (i, cl) in self.clients.iter().enumerate() {
             match cl.id {
-                None if cl.registrations < 2 => m.push(Move::Register(i)),
+                None if cl.registrations < 2 => m.push(Move::Client(ClientMove::Register, i)),
                 None => {}
                 Some(_) => {
-                    m.push(Move::Unregister(i));
+                    m.push(Move::Client(ClientMove::Unregister, i));
                     if self.may_start_resets() {
-                        m.push(Move::Request(i));
+                        m.push(Move::Client(ClientMove::Request, i));
                     }
                 }
             }
             if cl.reset.is_some() {
-                m.push(Move::Execute(i));
+                m.push(Move::Client(ClientMove::Execute, i));
             }
             if cl.query.is_some() {
-                m.push(Move::Consent(i));
+                m.push(Move::Client(ClientMove::Consent, i));
                 if i == CLIENTS - 1 {
-                    m.push(Move::Veto(i));
+                    m.push(Move::Client(ClientMove::Veto, i));
                 }
             }
         }
@@ -331,23 +328,18 @@ impl World {
     fn apply(&mut self, mv: Move) {
         match mv {
             Move::Deliver => self.deliver(),
-            Move::Register(_)
-            | Move::Unregister(_)
-            | Move::Request(_)
-            | Move::Execute(_)
-            | Move::Consent(_)
-            | Move::Veto(_) => self.apply_client(mv),
+            Move::Client(m, i) => self.apply_client(m, i),
             _ => self.apply_world(mv),
         }
         self.drain();
     }
 
     /// A client's move: it registers, leaves, asks, executes, consents or vetoes.
-    fn apply_client(&mut self, mv: Move) {
+    fn apply_client(&mut self, mv: ClientMove, i: usize) {
         let now = self.now;
         let id = |w: &World, i: usize| w.clients[i].id;
         match mv {
-            Move::Register(i) => {
+            ClientMove::Register => {
                 let flags = if i == CLIENTS - 1 {
                     ClientFlags::CAN_VETO
                 } else {
@@ -364,7 +356,7 @@ impl World {
                     };
                 }
             }
-            Move::Unregister(i) => {
+            ClientMove::Unregister => {
                 if let Some(cid) = id(self, i) {
                     let _ = self.c.unregister(now, cid);
                 }
@@ -373,27 +365,26 @@ impl World {
                     ..Client::default()
                 };
             }
-            Move::Request(i) => {
+            ClientMove::Request => {
                 if let Some(cid) = id(self, i) {
                     let _ = self.c.reset_request(now, cid);
                 }
             }
-            Move::Execute(i) => {
+            ClientMove::Execute => {
                 if let (Some(cid), Some(e)) = (id(self, i), self.clients[i].reset.take()) {
                     let _ = self.c.reset_execute(now, cid, e);
                 }
             }
-            Move::Consent(i) => {
+            ClientMove::Consent => {
                 if let (Some(cid), Some(e)) = (id(self, i), self.clients[i].query.take()) {
                     let _ = self.c.reset_consent(now, cid, e);
                 }
             }
-            Move::Veto(i) => {
+            ClientMove::Veto => {
                 if let (Some(cid), Some(e)) = (id(self, i), self.clients[i].query.take()) {
                     let _ = self.c.reset_veto(now, cid, e, VetoReason::cut("model"));
                 }
             }
-            _ => unreachable!("not a client's move: {mv:?}"),
         }
     }
 
@@ -619,9 +610,9 @@ fn a_health_read_that_never_answers_cannot_hold_a_reset() {
     use Move::*;
     let mut w = World::new();
     for mv in [
-        Unregister(0),
-        Unregister(1),
-        Unregister(2),
+        Client(ClientMove::Unregister, 0),
+        Client(ClientMove::Unregister, 1),
+        Client(ClientMove::Unregister, 2),
         HangNextStep,
         Timer,
         HangNextStep,

@@ -27,7 +27,7 @@ use hcabus::timers::TimerTable;
 use hcabus::types::*;
 use hcabus::{Instant, Policy};
 use hcabus_sim::fixtures::{identity, model_policy};
-use hcabus_tests::desc;
+use hcabus_tests::{desc, ClientMove};
 
 const CLIENTS: usize = 2;
 /// A bound on the walk, far above the states it finds: a change that makes the abstract
@@ -49,12 +49,8 @@ const MAX_EPOCH: u64 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Input {
-    Register(usize),
-    Unregister(usize),
-    Request(usize),
-    Execute(usize),
-    Consent(usize),
-    Veto(usize),
+    /// Client `usize` makes the call.
+    Client(ClientMove, usize),
     Deliver,
     Timer(TimerId),
     StepDone,
@@ -76,12 +72,10 @@ impl Input {
     fn label(self) -> String {
         let who = |i: usize| if i == 1 { " (CAN_VETO client)" } else { "" };
         match self {
-            Input::Register(_) => "client: register".into(),
-            Input::Unregister(_) => "client: unregister".into(),
-            Input::Request(_) => "client: reset_request".into(),
-            Input::Execute(_) => "client: reset_execute".into(),
-            Input::Consent(_) => "client: reset_consent".into(),
-            Input::Veto(i) => format!("client: reset_veto{}", who(i)),
+            Input::Client(m, i) => {
+                let who = if m == ClientMove::Veto { who(i) } else { "" };
+                format!("client: {}{who}", m.call().as_str())
+            }
             Input::Deliver => "host: the next event delivered".into(),
             Input::Timer(t) => format!("timer: {}", t.as_str()),
             Input::StepDone => "hardware: the step issued completes".into(),
@@ -153,7 +147,8 @@ impl World {
         };
         w.port(PortState::Active).expect("port 1");
         for i in 0..CLIENTS {
-            w.apply(Input::Register(i)).expect("room for every client");
+            w.apply(Input::Client(ClientMove::Register, i))
+                .expect("room for every client");
         }
         w.drain();
         w
@@ -263,7 +258,7 @@ impl World {
     fn possible(&self, input: Input) -> bool {
         let starts_reset = matches!(
             input,
-            Input::Request(_)
+            Input::Client(ClientMove::Request, _)
                 | Input::CommandTimeout
                 | Input::Catastrophic
                 | Input::HealthCatastrophic
@@ -274,11 +269,13 @@ impl World {
             return false;
         }
         match input {
-            Input::Register(i) => self.ids[i].is_none(),
-            Input::Unregister(i) | Input::Request(i) => self.ids[i].is_some(),
-            Input::Execute(i) | Input::Consent(i) | Input::Veto(i) => {
-                self.ids[i].is_some() && self.heard[i].is_some()
-            }
+            Input::Client(m, i) => match m {
+                ClientMove::Register => self.ids[i].is_none(),
+                ClientMove::Unregister | ClientMove::Request => self.ids[i].is_some(),
+                ClientMove::Execute | ClientMove::Consent | ClientMove::Veto => {
+                    self.ids[i].is_some() && self.heard[i].is_some()
+                }
+            },
             Input::Deliver => !self.queue.is_empty(),
             Input::Timer(t) => self.timers.armed(t).is_some(),
             Input::StepDone | Input::StepFails => !self.steps.is_empty(),
@@ -294,7 +291,7 @@ impl World {
         let epoch = |w: &World, i: usize| w.heard[i].unwrap_or(Epoch(0));
         let id = |w: &World, i: usize| w.ids[i].unwrap_or(ClientId::from_raw(0));
         match input {
-            Input::Register(i) => {
+            Input::Client(ClientMove::Register, i) => {
                 let flags = if i == 1 {
                     ClientFlags::CAN_VETO
                 } else {
@@ -307,13 +304,15 @@ impl World {
                 self.ids[i] = Some(r.id);
                 return Ok(if r.late { "late" } else { "" }.into());
             }
-            Input::Unregister(i) => {
+            Input::Client(ClientMove::Unregister, i) => {
                 self.c.unregister(now, id(self, i)).map_err(err)?;
                 self.ids[i] = None;
                 self.heard[i] = None;
             }
-            Input::Request(i) => _ = self.c.reset_request(now, id(self, i)).map_err(err)?,
-            Input::Execute(i) => {
+            Input::Client(ClientMove::Request, i) => {
+                _ = self.c.reset_request(now, id(self, i)).map_err(err)?
+            }
+            Input::Client(ClientMove::Execute, i) => {
                 let o = self
                     .c
                     .reset_execute(now, id(self, i), epoch(self, i))
@@ -325,11 +324,11 @@ impl World {
                 }
                 .into());
             }
-            Input::Consent(i) => self
+            Input::Client(ClientMove::Consent, i) => self
                 .c
                 .reset_consent(now, id(self, i), epoch(self, i))
                 .map_err(err)?,
-            Input::Veto(i) => {
+            Input::Client(ClientMove::Veto, i) => {
                 let reason = VetoReason::new("busy").expect("fits");
                 self.c
                     .reset_veto(now, id(self, i), epoch(self, i), reason)
@@ -387,14 +386,7 @@ fn err(e: impl std::fmt::Debug) -> String {
 fn inputs() -> Vec<Input> {
     let mut v = Vec::new();
     for i in 0..CLIENTS {
-        v.extend([
-            Input::Register(i),
-            Input::Unregister(i),
-            Input::Request(i),
-            Input::Execute(i),
-            Input::Consent(i),
-            Input::Veto(i),
-        ]);
+        v.extend(ClientMove::ALL.map(|m| Input::Client(m, i)));
     }
     v.push(Input::Deliver);
     v.extend(TimerId::ALL.map(Input::Timer));
@@ -464,8 +456,8 @@ fn deferred_reset_begins(mut w: World, reason: ResetReason, limit: usize) -> boo
         // Each client answers what it heard once; then the host's queues, then time.
         for i in 0..CLIENTS {
             if w.heard[i].is_some() {
-                let _ = w.apply(Input::Execute(i));
-                let _ = w.apply(Input::Consent(i));
+                let _ = w.apply(Input::Client(ClientMove::Execute, i));
+                let _ = w.apply(Input::Client(ClientMove::Consent, i));
                 w.heard[i] = None;
             }
         }
