@@ -12,7 +12,7 @@ use hcabus::verbs::VerbsLimits;
 use crate::access::IbalConfig;
 use crate::disk::DiskConfig;
 use crate::ipoib::IpoibConfig;
-use crate::stack::{ClientSpec, StackSetup};
+use crate::stack::StackSetup;
 use crate::uverbs;
 
 /// One client's share of the adapter at its peak.
@@ -40,20 +40,6 @@ fn aligned(len: u64) -> u64 {
     len.next_multiple_of(DMA_ALIGN)
 }
 
-impl Needs {
-    /// What the spec's client takes; `None` for a scripted client, which uses no verbs.
-    pub fn of(spec: &ClientSpec) -> Option<Needs> {
-        match spec {
-            ClientSpec::Disk { config, .. } | ClientSpec::DiskPath { config, .. } => {
-                Some(disk(config))
-            }
-            ClientSpec::Ipoib { config, .. } => Some(ipoib(config)),
-            ClientSpec::Uverbs { .. } => Some(user_verbs()),
-            ClientSpec::Scripted { .. } => None,
-        }
-    }
-}
-
 /// One consumer with one connection: a PD, a CQ, a QP and an MR, and `ahs` address handles.
 fn one_connection(ahs: u32, dma_bytes: u64, cq_entries: u32, wr: u32) -> Needs {
     Needs {
@@ -69,11 +55,11 @@ fn one_connection(ahs: u32, dma_bytes: u64, cq_entries: u32, wr: u32) -> Needs {
     }
 }
 
-fn disk(c: &DiskConfig) -> Needs {
+pub(crate) fn disk(c: &DiskConfig) -> Needs {
     one_connection(0, c.dma_bytes(), c.cq_entries(), u32::from(c.queue_depth))
 }
 
-fn ipoib(_c: &IpoibConfig) -> Needs {
+pub(crate) fn ipoib(_c: &IpoibConfig) -> Needs {
     // Two address handles: the peer's and the broadcast group's.
     one_connection(
         2,
@@ -83,7 +69,7 @@ fn ipoib(_c: &IpoibConfig) -> Needs {
     )
 }
 
-fn user_verbs() -> Needs {
+pub(crate) fn user_verbs() -> Needs {
     // Every context may be open at once (an old one disassociated, a fresh one reopened),
     // each with its PD, CQ, MR and the queue pair its work creates.
     let n = uverbs::MAX_CONTEXTS as u32;
@@ -119,13 +105,11 @@ pub fn check(setup: &StackSetup) -> Result<(), BudgetError> {
     let al = setup.ibal.unwrap_or_default();
     let mut used = Needs::default();
     for (i, spec) in setup.clients.iter().enumerate() {
-        let Some(n) = Needs::of(spec) else {
+        // What runs out is charged to the key that sizes it (a disk's queue depth), else to
+        // the client as a whole.
+        let Some((n, sized)) = spec.config().needs() else {
             continue;
         };
-        // What a disk's queue depth sizes is charged to that key; anything else is the
-        // client's as a whole.
-        let sized = matches!(spec, ClientSpec::Disk { .. } | ClientSpec::DiskPath { .. })
-            .then_some("queue_depth");
         let refuse = |key: Option<&'static str>, message: String| BudgetError {
             client: i,
             key,

@@ -5,26 +5,25 @@ use std::boxed::Box;
 use std::string::String;
 use std::vec::Vec;
 
-use hcabus::types::ClientDesc;
 use hcabus::PolicyError;
-use hcabus_sim::{Behavior, ScriptedAgent, SimHost, SimSetup};
+use hcabus_sim::{SimHost, SimSetup};
 
 use crate::access::{Ibal, IbalConfig};
-use crate::disk::{DiskConfig, SrpClient};
 use crate::ibal_client::{IbalClient, SharedIbal};
-use crate::ipoib::{IpoibClient, IpoibConfig};
 use crate::multipath::SharedMultipath;
-use crate::uverbs::{UverbsClient, UverbsConfig};
 
 mod activity;
 pub mod compare;
 mod embedded;
 mod multi;
+mod spec;
 
 pub use embedded::{
     boot_from_san, boot_from_san_fast, boot_from_san_multipath, random_multipath, random_stack,
     REALISTIC,
 };
+
+pub use spec::{ClientConfig, ClientSpec, Parts, PathConfig, ScriptedConfig};
 
 pub use activity::{
     disks, io_stats, net_stats, nets, processes, scripted, Activity, Host, StackClient, World,
@@ -33,49 +32,6 @@ pub use multi::{
     adapter_seed, build_multi, io_stats_all, multipath_disks, net_stats_all, AdapterSetup,
     MultiSetup, MultipathSpec,
 };
-
-/// One client of a stack.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClientSpec {
-    /// An SRP data LUN or the boot disk, with its workload and target.
-    Disk {
-        name: String,
-        config: DiskConfig,
-    },
-    /// Path `path` of the multipath disk `disk` (an index into [`MultiSetup::disks`]): an
-    /// initiator on this adapter whose I/O comes from the disk's queue.
-    DiskPath {
-        name: String,
-        config: DiskConfig,
-        disk: usize,
-        path: usize,
-    },
-    Ipoib {
-        name: String,
-        config: IpoibConfig,
-    },
-    Uverbs {
-        name: String,
-        config: UverbsConfig,
-    },
-    /// A scripted client (kind `custom`, or any kind the scenario only scripts).
-    Scripted {
-        desc: ClientDesc,
-        behavior: Behavior,
-    },
-}
-
-impl ClientSpec {
-    pub fn name(&self) -> &str {
-        match self {
-            ClientSpec::Disk { name, .. }
-            | ClientSpec::DiskPath { name, .. }
-            | ClientSpec::Ipoib { name, .. }
-            | ClientSpec::Uverbs { name, .. } => name,
-            ClientSpec::Scripted { desc, .. } => desc.name.as_str(),
-        }
-    }
-}
 
 /// A host to build: the run (name, seed, duration, adapter, policy, faults) and its
 /// clients. `sim.clients` is ignored: clients come from `clients`.
@@ -145,42 +101,12 @@ fn agents_with(
     let mut agents: Vec<Box<dyn StackClient>> = Vec::with_capacity(setup.clients.len() + 1);
     if setup.ibal.is_some() {
         agents.push(Box::new(IbalClient::new(ibal.clone())));
-    } else if let Some(spec) = setup
-        .clients
-        .iter()
-        .find(|c| !matches!(c, ClientSpec::Scripted { .. }))
-    {
+    } else if let Some(spec) = setup.clients.iter().find(|c| c.config().needs().is_some()) {
         return Err(BuildError::NeedsIbal(spec.name().into()));
     }
+    let on = Parts { ibal: &ibal, disks };
     for spec in &setup.clients {
-        let bad = || BuildError::BadName(spec.name().into());
-        let agent: Box<dyn StackClient> = match spec {
-            ClientSpec::Disk { name, config } => {
-                Box::new(SrpClient::new(name, *config, ibal.clone()).ok_or_else(bad)?)
-            }
-            ClientSpec::DiskPath {
-                name,
-                config,
-                disk,
-                path,
-            } => {
-                let mp = disks
-                    .get(*disk)
-                    .ok_or_else(|| BuildError::NoSuchDisk(name.clone()))?;
-                let client = SrpClient::new_path(name, *config, ibal.clone(), mp.clone(), *path);
-                Box::new(client.ok_or_else(bad)?)
-            }
-            ClientSpec::Ipoib { name, config } => {
-                Box::new(IpoibClient::new(name, *config, ibal.clone()).ok_or_else(bad)?)
-            }
-            ClientSpec::Uverbs { name, config } => {
-                Box::new(UverbsClient::new(name, *config, ibal.clone()).ok_or_else(bad)?)
-            }
-            ClientSpec::Scripted { desc, behavior } => {
-                Box::new(ScriptedAgent::new(*desc, *behavior))
-            }
-        };
-        agents.push(agent);
+        agents.push(spec.config().build(spec.name(), on)?);
     }
     Ok(agents)
 }

@@ -7,9 +7,8 @@ use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant, State};
 use hcabus_sim::{Behavior, Fault, RemoteError};
-use hcabus_tests::desc;
 use ibal::disk::SrpClient;
-use ibal::stack::{self, ClientSpec, Host, StackSetup};
+use ibal::stack::{self, ClientSpec, Host, ScriptedConfig, StackSetup};
 use ibal::uverbs::{UverbsClient, UverbsError};
 use ibal::*;
 
@@ -371,10 +370,14 @@ fn an_unresponsive_client_keeps_stale_handles_that_never_reach_the_new_epoch() {
     setup.sim.faults.clear();
     setup.sim.policy.quiesce_deadline_ms = 100;
     setup.clients = vec![ClientSpec::Scripted {
-        desc: desc("wedged", ClientKind::Custom, ClientFlags::empty()),
-        behavior: Behavior {
-            never_ack: true,
-            ..Behavior::default()
+        name: "wedged".into(),
+        config: ScriptedConfig {
+            kind: ClientKind::Custom,
+            flags: ClientFlags::empty(),
+            behavior: Behavior {
+                never_ack: true,
+                ..Behavior::default()
+            },
         },
     }];
     let mut host = stack::build(&setup).expect("stack");
@@ -540,8 +543,12 @@ fn planned_with(mut setup: StackSetup, first: (&str, ClientFlags, Behavior)) -> 
     setup.clients.insert(
         0,
         ClientSpec::Scripted {
-            desc: desc(name, ClientKind::Custom, flags),
-            behavior,
+            name: name.into(),
+            config: ScriptedConfig {
+                kind: ClientKind::Custom,
+                flags,
+                behavior,
+            },
         },
     );
     let mut host = stack::build(&setup).expect("stack");

@@ -242,9 +242,9 @@ fn tune_paths(
     for (i, a) in setup.adapters.iter_mut().enumerate() {
         for c in &mut a.stack.clients {
             if let ClientSpec::DiskPath { config, .. } = c {
-                config.path_io_timeout = timeout;
+                config.initiator.path_io_timeout = timeout;
                 if adapter.is_none_or(|x| x == i) {
-                    config.target_latency = latency;
+                    config.initiator.target_latency = latency;
                 }
             }
         }

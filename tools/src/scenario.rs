@@ -9,7 +9,7 @@ use hcabus::{Duration, Identity, Instant, Policy};
 use hcabus_sim::{Behavior, Fault, FaultArgs, SimHcaConfig, SimSetup};
 use ibal::disk::DiskConfig;
 use ibal::ipoib::IpoibConfig;
-use ibal::stack::{ClientSpec, StackSetup};
+use ibal::stack::{ClientSpec, ScriptedConfig, StackSetup};
 use ibal::uverbs::UverbsConfig;
 use ibal::IbalConfig;
 
@@ -291,7 +291,7 @@ impl Clients {
                     format!("does not apply to a client of kind {}", kind.as_str()),
                 ));
             }
-            let Some(spec) = out.spec(i, c, kind)? else {
+            let Some(spec) = (keys::rule(kind).make)(&mut out, i, c)? else {
                 continue;
             };
             if ClientDesc::new(&c.name, kind, ClientFlags::empty()).is_none() {
@@ -319,41 +319,23 @@ impl Clients {
         self.has_ibal || self.needs_ibal
     }
 
-    /// The spec of client `i`; `None` for the access layer, which the stack adds itself.
-    fn spec(
-        &mut self,
-        i: usize,
-        c: &Client,
-        kind: ClientKind,
-    ) -> Result<Option<ClientSpec>, ScenarioError> {
-        let at = |key: &str| format!("clients[{i}].{key}");
+    /// The access layer: always called "ibal", and added by the stack itself (no spec).
+    fn ibal(&mut self, i: usize, c: &Client) -> Result<Option<ClientSpec>, ScenarioError> {
+        if c.name != "ibal" {
+            return Err(err(
+                format!("clients[{i}].name"),
+                "the access layer is always called \"ibal\"",
+            ));
+        }
+        self.has_ibal = true;
+        Ok(None)
+    }
+
+    fn uverbs(&mut self, _: usize, c: &Client) -> Result<Option<ClientSpec>, ScenarioError> {
+        self.needs_ibal = true;
+        let config = UverbsConfig::default();
         let name = c.name.clone();
-        Ok(Some(match kind {
-            ClientKind::Ibal => {
-                if c.name != "ibal" {
-                    return Err(err(
-                        at("name"),
-                        "the access layer is always called \"ibal\"",
-                    ));
-                }
-                self.has_ibal = true;
-                return Ok(None);
-            }
-            ClientKind::BootDisk | ClientKind::Srp => {
-                let config = self.disk(i, c, kind == ClientKind::BootDisk)?;
-                ClientSpec::Disk { name, config }
-            }
-            ClientKind::Ipoib => {
-                let config = self.ipoib(i, c)?;
-                ClientSpec::Ipoib { name, config }
-            }
-            ClientKind::Uverbs => {
-                self.needs_ibal = true;
-                let config = UverbsConfig::default();
-                ClientSpec::Uverbs { name, config }
-            }
-            ClientKind::Custom => custom(i, c)?,
-        }))
+        Ok(Some(ClientSpec::Uverbs { name, config }))
     }
 
     /// The port a client asks for (`default` when it does not), checked against the adapter.
@@ -368,7 +350,12 @@ impl Clients {
         Ok(p)
     }
 
-    fn disk(&mut self, i: usize, c: &Client, boot: bool) -> Result<DiskConfig, ScenarioError> {
+    fn disk(
+        &mut self,
+        i: usize,
+        c: &Client,
+        boot: bool,
+    ) -> Result<Option<ClientSpec>, ScenarioError> {
         let at = |key: &str| format!("clients[{i}].{key}");
         self.needs_ibal = true;
         let d = DiskConfig::default();
@@ -400,10 +387,11 @@ impl Clients {
             return Err(err(at("blocks"), "must be between 64 and 4096"));
         }
         self.disks += 1;
-        Ok(config)
+        let name = c.name.clone();
+        Ok(Some(ClientSpec::Disk { name, config }))
     }
 
-    fn ipoib(&mut self, i: usize, c: &Client) -> Result<IpoibConfig, ScenarioError> {
+    fn ipoib(&mut self, i: usize, c: &Client) -> Result<Option<ClientSpec>, ScenarioError> {
         self.needs_ibal = true;
         let d = IpoibConfig::default();
         let config = IpoibConfig {
@@ -417,12 +405,13 @@ impl Clients {
             return Err(err(format!("clients[{i}].pps"), "at most 100000"));
         }
         self.nets += 1;
-        Ok(config)
+        let name = c.name.clone();
+        Ok(Some(ClientSpec::Ipoib { name, config }))
     }
 }
 
 /// A scripted client of kind `custom`.
-fn custom(i: usize, c: &Client) -> Result<ClientSpec, ScenarioError> {
+fn custom(i: usize, c: &Client) -> Result<Option<ClientSpec>, ScenarioError> {
     let at = |key: &str| format!("clients[{i}].{key}");
     let veto = c.veto_planned.unwrap_or(false);
     let flags = if veto || c.can_veto.unwrap_or(false) {
@@ -430,13 +419,15 @@ fn custom(i: usize, c: &Client) -> Result<ClientSpec, ScenarioError> {
     } else {
         ClientFlags::empty()
     };
-    let desc = ClientDesc::new(&c.name, ClientKind::Custom, flags)
+    // Checked here so that a bad name is refused by its key, not when the host is built.
+    ClientDesc::new(&c.name, ClientKind::Custom, flags)
         .ok_or_else(|| err(at("name"), NAME_RULE))?;
     if c.request_every_ms == Some(0) {
         return Err(err(at("request_every_ms"), "must be positive"));
     }
-    Ok(ClientSpec::Scripted {
-        desc,
+    let config = ScriptedConfig {
+        kind: ClientKind::Custom,
+        flags,
         behavior: Behavior {
             ack_delay: Duration::from_ms(c.ack_delay_ms.unwrap_or(0)),
             never_ack: c.never_ack.unwrap_or(false),
@@ -447,7 +438,9 @@ fn custom(i: usize, c: &Client) -> Result<ClientSpec, ScenarioError> {
             request_every: c.request_every_ms.map(Duration::from_ms),
             request_on_reset_end: c.request_on_reset_end.unwrap_or(false),
         },
-    })
+    };
+    let name = c.name.clone();
+    Ok(Some(ClientSpec::Scripted { name, config }))
 }
 
 /// The `events` section: when each fault strikes. A client-made reset names its client,

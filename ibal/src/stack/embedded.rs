@@ -4,11 +4,12 @@
 
 use std::vec::Vec;
 
-use hcabus::types::ClientDesc;
 use hcabus::Duration;
 use hcabus_sim::{Behavior, SimHcaConfig};
 
-use super::{AdapterSetup, ClientSpec, MultiSetup, MultipathSpec, StackSetup};
+use super::{
+    AdapterSetup, ClientSpec, MultiSetup, MultipathSpec, PathConfig, ScriptedConfig, StackSetup,
+};
 use crate::access::IbalConfig;
 use crate::disk::DiskConfig;
 use crate::ipoib::IpoibConfig;
@@ -130,9 +131,11 @@ pub fn boot_from_san_multipath() -> MultiSetup {
     };
     let path = |path| ClientSpec::DiskPath {
         name: "bootdisk".into(),
-        config: boot,
-        disk: 0,
-        path,
+        config: PathConfig {
+            initiator: boot,
+            disk: 0,
+            path,
+        },
     };
     let mut hca0 = base.clone();
     for c in &mut hca0.clients {
@@ -242,8 +245,8 @@ pub fn random_multipath(seed: u64) -> MultiSetup {
         };
         for c in &mut a.stack.clients {
             if let ClientSpec::DiskPath { config, .. } = c {
-                config.path_io_timeout = timeout;
-                config.target_latency = latency;
+                config.initiator.path_io_timeout = timeout;
+                config.initiator.target_latency = latency;
             }
         }
     }
@@ -319,7 +322,7 @@ pub fn random_stack(seed: u64) -> StackSetup {
     }
     // Sometimes a client that vetoes planned resets, or one that never answers.
     if rng.gen_bool(0.4) {
-        setup.clients.extend(awkward_client(rng.gen_bool(0.5)));
+        setup.clients.push(awkward_client(rng.gen_bool(0.5)));
     }
     // One run in three models the fabric: slow links and subnet manager, cables pulled, a
     // busy target. Drawn last, so the draws above give the setups they always gave.
@@ -354,19 +357,23 @@ fn random_fabric(rng: &mut impl rand::Rng, setup: &mut StackSetup) {
 }
 
 /// A scripted client that vetoes every planned reset, or one that never answers anything.
-fn awkward_client(veto: bool) -> Option<ClientSpec> {
+fn awkward_client(veto: bool) -> ClientSpec {
     use hcabus::types::{ClientFlags, ClientKind};
     let (name, flags) = if veto {
         ("vetoer", ClientFlags::CAN_VETO)
     } else {
         ("wedged", ClientFlags::empty())
     };
-    Some(ClientSpec::Scripted {
-        desc: ClientDesc::new(name, ClientKind::Custom, flags)?,
-        behavior: Behavior {
-            veto_planned: veto,
-            never_ack: !veto,
-            ..Behavior::default()
+    ClientSpec::Scripted {
+        name: name.into(),
+        config: ScriptedConfig {
+            kind: ClientKind::Custom,
+            flags,
+            behavior: Behavior {
+                veto_planned: veto,
+                never_ack: !veto,
+                ..Behavior::default()
+            },
         },
-    })
+    }
 }

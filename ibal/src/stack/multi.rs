@@ -52,12 +52,9 @@ pub fn build_multi(setup: &MultiSetup) -> Result<World, BuildError> {
     // Where each path runs, for the last-path guard's reasons.
     for a in &setup.adapters {
         for c in &a.stack.clients {
-            if let ClientSpec::DiskPath {
-                config, disk, path, ..
-            } = c
-            {
-                if let Some(mp) = disks.get(*disk) {
-                    mp.lock().place_path(*path, &a.name, config.port);
+            if let ClientSpec::DiskPath { config: p, .. } = c {
+                if let Some(mp) = disks.get(p.disk) {
+                    mp.lock().place_path(p.path, &a.name, p.initiator.port);
                 }
             }
         }

@@ -2,7 +2,10 @@
 //! Every table refuses an unknown key by name (`deny_unknown_fields`).
 
 use hcabus::types::ClientKind;
+use ibal::stack::ClientSpec;
 use serde::Deserialize;
+
+use super::{Clients, ScenarioError};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -134,45 +137,63 @@ pub(super) struct EventKeys {
     pub(super) hca: Option<String>,
 }
 
-/// The keys a client of `kind` takes besides `name` and `kind`: anything else set is an
-/// impossible combination.
-fn allowed_keys(kind: ClientKind) -> &'static [&'static str] {
-    match kind {
-        ClientKind::Ibal | ClientKind::Uverbs => &[],
-        ClientKind::BootDisk => &[
-            "iops",
-            "queue_depth",
-            "read_pct",
-            "blocks",
-            "port",
-            "paths",
-            "guard_last_path",
-            "path_io_timeout_ms",
-        ],
-        ClientKind::Srp => &[
-            "paths",
-            "guard_last_path",
-            "path_io_timeout_ms",
-            "iops",
-            "queue_depth",
-            "read_pct",
-            "blocks",
-            "port",
-            "ack_delay_ms",
-        ],
-        ClientKind::Ipoib => &["port", "pps", "ack_delay_ms"],
-        ClientKind::Custom => &[
-            "ack_delay_ms",
-            "never_ack",
-            "can_veto",
-            "veto_planned",
-            "unregister_on_reset",
-            "reregister_on_reset",
-            "request_reset_at_ms",
-            "request_every_ms",
-            "request_on_reset_end",
-        ],
-    }
+/// How a scenario makes a client of one kind: the keys it takes besides `name` and `kind`
+/// (anything else set is an impossible combination), and its spec from them (`None` for
+/// the access layer, which the stack adds itself).
+pub(super) struct KindRule {
+    keys: &'static [&'static str],
+    pub(super) make: fn(&mut Clients, usize, &Client) -> Result<Option<ClientSpec>, ScenarioError>,
+}
+
+/// Each kind's rule: a new kind of client is one arm here.
+pub(super) fn rule(kind: ClientKind) -> KindRule {
+    let (keys, make): (_, fn(&mut Clients, usize, &Client) -> _) = match kind {
+        ClientKind::Ibal => (&[][..], Clients::ibal),
+        ClientKind::BootDisk => (
+            &[
+                "iops",
+                "queue_depth",
+                "read_pct",
+                "blocks",
+                "port",
+                "paths",
+                "guard_last_path",
+                "path_io_timeout_ms",
+            ][..],
+            |s, i, c| s.disk(i, c, true),
+        ),
+        ClientKind::Srp => (
+            &[
+                "paths",
+                "guard_last_path",
+                "path_io_timeout_ms",
+                "iops",
+                "queue_depth",
+                "read_pct",
+                "blocks",
+                "port",
+                "ack_delay_ms",
+            ][..],
+            |s, i, c| s.disk(i, c, false),
+        ),
+        ClientKind::Ipoib => (&["port", "pps", "ack_delay_ms"][..], Clients::ipoib),
+        ClientKind::Uverbs => (&[][..], Clients::uverbs),
+        ClientKind::Custom => (
+            &[
+                "ack_delay_ms",
+                "never_ack",
+                "can_veto",
+                "veto_planned",
+                "unregister_on_reset",
+                "reregister_on_reset",
+                "request_reset_at_ms",
+                "request_every_ms",
+                "request_on_reset_end",
+            ][..],
+            |_, i, c| super::custom(i, c),
+        ),
+    };
+    KindRule { keys, make }
 }
 
 impl Client {
@@ -198,7 +219,7 @@ impl Client {
             ("guard_last_path", self.guard_last_path.is_some()),
             ("path_io_timeout_ms", self.path_io_timeout_ms.is_some()),
         ];
-        let allowed = allowed_keys(kind);
+        let allowed = rule(kind).keys;
         set.into_iter()
             .find(|(k, on)| *on && !allowed.contains(k))
             .map(|(k, _)| k)

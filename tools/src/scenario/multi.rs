@@ -2,7 +2,7 @@
 //! adapter with `hca`, a multipath disk its adapters with `paths`; each adapter then gets
 //! the stack of one, checked as one is, with every refusal keyed by the file's own index.
 
-use ibal::stack::{AdapterSetup, MultiSetup, MultipathSpec};
+use ibal::stack::{AdapterSetup, MultiSetup, MultipathSpec, PathConfig};
 
 use super::*;
 
@@ -75,13 +75,15 @@ pub(super) fn build(file: File) -> Result<MultiSetup, ScenarioError> {
             });
             *spec = ClientSpec::DiskPath {
                 name: name.clone(),
-                // Waiting I/O waits in the disk's queue, not on a path.
-                config: DiskConfig {
-                    hold_capacity: 0,
-                    ..*config
+                config: PathConfig {
+                    // Waiting I/O waits in the disk's queue, not on a path.
+                    initiator: DiskConfig {
+                        hold_capacity: 0,
+                        ..*config
+                    },
+                    disk: d,
+                    path,
                 },
-                disk: d,
-                path,
             };
         }
         let faults = faults(&file, &placed.events[a], &specs, with_ibal, hcas[a].ports)?;

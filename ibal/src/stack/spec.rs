@@ -1,0 +1,148 @@
+//! What a stack's clients are built from. Each client's configuration builds the client and
+//! says what it takes of the adapter ([`ClientConfig`]); [`ClientSpec`] is one line per kind
+//! of client, so that a new kind is its own module and one line here (docs/protocol.md,
+//! "where a change belongs").
+
+use std::boxed::Box;
+use std::string::String;
+
+use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
+use hcabus_sim::{Behavior, ScriptedAgent};
+
+use super::{BuildError, StackClient};
+use crate::budget::{self, Needs};
+use crate::disk::{DiskConfig, SrpClient};
+use crate::ibal_client::SharedIbal;
+use crate::ipoib::{IpoibClient, IpoibConfig};
+use crate::multipath::SharedMultipath;
+use crate::uverbs::{UverbsClient, UverbsConfig};
+
+/// What a client is built on: the stack's access layer and its multipath disks.
+#[derive(Debug, Clone, Copy)]
+pub struct Parts<'a> {
+    pub ibal: &'a SharedIbal,
+    pub disks: &'a [SharedMultipath],
+}
+
+/// A client's configuration: what the client takes of the adapter, and the client itself.
+pub trait ClientConfig {
+    /// What the client takes at its peak, and the key that sizes it (charged when it does
+    /// not fit); `None` for a client that uses no verbs (and so needs no access layer).
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)>;
+    /// The client called `name`; `BadName` when the bus would refuse the name.
+    fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError>;
+}
+
+/// Declares [`ClientSpec`], one variant a kind of client, each a name and its configuration.
+macro_rules! client_specs {
+    ($($(#[$doc:meta])* $variant:ident($config:ty),)*) => {
+        /// One client of a stack: its name and what it is built from.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum ClientSpec {
+            $($(#[$doc])* $variant { name: String, config: $config },)*
+        }
+
+        impl ClientSpec {
+            pub fn name(&self) -> &str {
+                match self {
+                    $(ClientSpec::$variant { name, .. } => name,)*
+                }
+            }
+
+            /// What builds the client and says what it needs.
+            pub fn config(&self) -> &dyn ClientConfig {
+                match self {
+                    $(ClientSpec::$variant { config, .. } => config,)*
+                }
+            }
+        }
+    };
+}
+
+client_specs! {
+    /// An SRP data LUN or the boot disk, with its workload and target.
+    Disk(DiskConfig),
+    /// One path of a multipath disk: an initiator on this adapter whose I/O comes from the
+    /// disk's queue.
+    DiskPath(PathConfig),
+    Ipoib(IpoibConfig),
+    Uverbs(UverbsConfig),
+    /// A scripted client (kind `custom`, or any kind the scenario only scripts).
+    Scripted(ScriptedConfig),
+}
+
+/// Path `path` of the multipath disk `disk` (an index into
+/// [`MultiSetup::disks`](super::MultiSetup::disks)), its initiator configured by `initiator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathConfig {
+    pub initiator: DiskConfig,
+    pub disk: usize,
+    pub path: usize,
+}
+
+/// A scripted client: its kind and flags as it registers, and what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptedConfig {
+    pub kind: ClientKind,
+    pub flags: ClientFlags,
+    pub behavior: Behavior,
+}
+
+/// The key a disk's queue depth sizes: what runs out is charged to it.
+const DISK_SIZED_BY: Option<&str> = Some("queue_depth");
+
+impl ClientConfig for DiskConfig {
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
+        Some((budget::disk(self), DISK_SIZED_BY))
+    }
+    fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        let c = SrpClient::new(name, *self, on.ibal.clone());
+        Ok(Box::new(c.ok_or_else(|| BuildError::BadName(name.into()))?))
+    }
+}
+
+impl ClientConfig for PathConfig {
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
+        Some((budget::disk(&self.initiator), DISK_SIZED_BY))
+    }
+    fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        let mp = on
+            .disks
+            .get(self.disk)
+            .ok_or_else(|| BuildError::NoSuchDisk(name.into()))?;
+        let (ibal, mp) = (on.ibal.clone(), mp.clone());
+        let c = SrpClient::new_path(name, self.initiator, ibal, mp, self.path);
+        Ok(Box::new(c.ok_or_else(|| BuildError::BadName(name.into()))?))
+    }
+}
+
+impl ClientConfig for IpoibConfig {
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
+        Some((budget::ipoib(self), None))
+    }
+    fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        let c = IpoibClient::new(name, *self, on.ibal.clone());
+        Ok(Box::new(c.ok_or_else(|| BuildError::BadName(name.into()))?))
+    }
+}
+
+impl ClientConfig for UverbsConfig {
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
+        Some((budget::user_verbs(), None))
+    }
+    fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        let c = UverbsClient::new(name, *self, on.ibal.clone());
+        Ok(Box::new(c.ok_or_else(|| BuildError::BadName(name.into()))?))
+    }
+}
+
+impl ClientConfig for ScriptedConfig {
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
+        None
+    }
+    fn build(&self, name: &str, _: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        let desc = ClientDesc::new(name, self.kind, self.flags)
+            .ok_or_else(|| BuildError::BadName(name.into()))?;
+        Ok(Box::new(ScriptedAgent::new(desc, self.behavior)))
+    }
+}
