@@ -91,14 +91,36 @@ pub struct FakeConnectX {
 /// Where the fake's capabilities sit.
 const PCIE_CAP: u16 = 0x60;
 const PM_CAP: u16 = 0x40;
-/// Power-on value of COMMAND: no decoding, no bus mastering.
-const COMMAND_AT_POWER_ON: u32 = 0x0010_0000;
-/// Device and Link Control at power-on, and as the driver tuned them before the reset
-/// (a larger payload and read request, common clock): what the restore must bring back.
-const DEVCTL_AT_POWER_ON: u32 = 0x0000_2810;
-const DEVCTL_TUNED: u32 = 0x0000_2937;
-const LNKCTL_AT_POWER_ON: u32 = 0;
-const LNKCTL_TUNED: u32 = 0x0000_0040;
+/// The words of configuration space a driver tunes and a reset returns to their power-on
+/// values: COMMAND, and PCI Express Device Control and Link Control.
+#[derive(Debug, Clone, Copy)]
+struct Controls {
+    command: u32,
+    devctl: u32,
+    lnkctl: u32,
+}
+
+impl Controls {
+    /// After a reset: no decoding, no bus mastering, the default payload and read request.
+    const AT_POWER_ON: Controls = Controls {
+        command: 0x0010_0000,
+        devctl: 0x0000_2810,
+        lnkctl: 0,
+    };
+    /// As the driver tuned them before the reset (memory decoding and bus mastering, a larger
+    /// payload and read request, common clock): what save must keep and restore bring back.
+    const TUNED: Controls = Controls {
+        command: 0x0010_0006,
+        devctl: 0x0000_2937,
+        lnkctl: 0x0000_0040,
+    };
+
+    fn write_to(self, config: &mut [u32]) {
+        config[1] = self.command;
+        config[usize::from((PCIE_CAP + regs::PCIE_DEVCTL) / 4)] = self.devctl;
+        config[usize::from((PCIE_CAP + regs::PCIE_LNKCTL) / 4)] = self.lnkctl;
+    }
+}
 
 impl FakeConnectX {
     /// A healthy device with this identity; back 50 ms after a reset.
@@ -133,8 +155,6 @@ impl FakeConnectX {
     fn power_on(&mut self, id: Identity) {
         let c = &mut self.config;
         c[0] = u32::from(id.vendor_id) | (u32::from(id.device_id) << 16);
-        // A driver enabled memory decoding and bus mastering: what save must keep.
-        c[1] = 0x0010_0006;
         c[2] = 0x0207_0000; // network controller, other
         c[4] = 0xF000_000C; // BAR0, 64-bit prefetchable
         c[5] = 0x0000_00FF;
@@ -150,8 +170,7 @@ impl FakeConnectX {
             regs::DEVCAP_FLR
         };
         c[usize::from((PCIE_CAP + regs::PCIE_DEVCAP) / 4)] = flr | 0x8FC0;
-        c[usize::from((PCIE_CAP + regs::PCIE_DEVCTL) / 4)] = DEVCTL_TUNED;
-        c[usize::from((PCIE_CAP + regs::PCIE_LNKCTL) / 4)] = LNKCTL_TUNED;
+        Controls::TUNED.write_to(c);
         // Dwords 22 and 23: vendor-private, changing under the driver's feet.
         c[22] = 0xDEAD_0022;
         c[23] = 0xDEAD_0023;
@@ -289,9 +308,7 @@ impl FakeConnectX {
         let private = (self.config[22], self.config[23]);
         self.config.iter_mut().for_each(|w| *w = 0);
         self.power_on(id);
-        self.config[1] = COMMAND_AT_POWER_ON;
-        self.config[usize::from((PCIE_CAP + regs::PCIE_DEVCTL) / 4)] = DEVCTL_AT_POWER_ON;
-        self.config[usize::from((PCIE_CAP + regs::PCIE_LNKCTL) / 4)] = LNKCTL_AT_POWER_ON;
+        Controls::AT_POWER_ON.write_to(&mut self.config);
         self.config[4] = 0x0000_000C;
         self.config[5] = 0;
         (self.config[22], self.config[23]) = private;

@@ -5,7 +5,7 @@
 
 use core::cell::Cell;
 use core::ops::DerefMut;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, MutexGuard, PoisonError};
 
 use crate::host::irql::{self, BlockAtDispatch};
 use crate::time::Instant;
@@ -37,15 +37,19 @@ pub trait Threads: Sized + Send + Sync + 'static {
     fn clock() -> Self::Clock;
     fn now(clock: &Self::Clock) -> Instant;
     /// Waits on `cv` until notified or until the clock reads `at`, whichever comes first (or
-    /// spuriously: callers re-check). `mutex` is the one `guard` locks: a model of a wait that
-    /// cannot time out releases and retakes it instead.
+    /// spuriously: callers re-check): by default a timed wait of what is left of real time.
+    /// `mutex` is the one `guard` locks: a model of a wait that cannot time out (virtual
+    /// time) releases and retakes it instead.
     fn wait_until<'a, T: Send + 'a>(
         clock: &Self::Clock,
         cv: &Self::Condvar,
-        mutex: &'a Self::Mutex<T>,
+        _mutex: &'a Self::Mutex<T>,
         guard: Self::Guard<'a, T>,
         at: Instant,
-    ) -> Self::Guard<'a, T>;
+    ) -> Self::Guard<'a, T> {
+        let wait = at.saturating_since(Self::now(clock)).as_us();
+        Self::wait_timeout(cv, guard, std::time::Duration::from_micros(wait))
+    }
     fn spawn(
         name: &str,
         body: impl FnOnce() + Send + 'static,
@@ -137,16 +141,6 @@ impl Threads for StdThreads {
     fn now(clock: &StdClock) -> Instant {
         let us = clock.0.elapsed().as_micros();
         Instant::from_us(u64::try_from(us).unwrap_or(u64::MAX))
-    }
-    fn wait_until<'a, T: Send + 'a>(
-        clock: &StdClock,
-        cv: &Condvar,
-        _mutex: &'a Mutex<T>,
-        guard: MutexGuard<'a, T>,
-        at: Instant,
-    ) -> MutexGuard<'a, T> {
-        let wait = at.saturating_since(Self::now(clock)).as_us();
-        Self::wait_timeout(cv, guard, std::time::Duration::from_micros(wait))
     }
     fn spawn(
         name: &str,
