@@ -72,3 +72,27 @@ fn a_calls_result_is_its_status() {
     );
     assert_ne!(refused, status::SUCCESS);
 }
+
+/// What a RESET, RESET_QUERY, RESET_END and RESET_FAILED carry, field by field (the C tests
+/// read the same through the union).
+#[test]
+fn an_events_data_carries_its_epoch_reason_and_result() {
+    let deadline = crate::time::Instant::from_us(1_234);
+    let reset = HcabusResetData::of(Epoch(3), ResetReason::HealthStall, false, deadline);
+    let want = HcabusResetData {
+        epoch: 3,
+        deadline_us: 1_234,
+        reason: ResetReason::HealthStall as u32,
+        planned: 0,
+    };
+    assert_eq!(reset, want);
+    let planned = HcabusResetData::of(Epoch(4), ResetReason::AdminPlanned, true, deadline);
+    assert_eq!((planned.epoch, planned.planned), (4, 1));
+    let end = HcabusResetEndData::of(Epoch(5), ResetOutcome::FirmwareChanged as u32);
+    let want_end = HcabusResetEndData {
+        epoch: 5,
+        result: ResetOutcome::FirmwareChanged as u32,
+        reserved: 0,
+    };
+    assert_eq!(end, want_end);
+}
