@@ -184,6 +184,11 @@ pub const ABI_VERSION: u16 = 7;
 pub const ABI_VERSION_MIN: u16 = 1;
 /// Bytes of the policy structure in version 1 (its first 72 bytes in version 2).
 pub const POLICY_V1_BYTES: usize = 72;
+/// Bytes of the policy structure from each ABI version on. A key appended to [`PolicyAbi`]
+/// is a new ABI version and a new row (the last row is asserted to be the structure's size);
+/// a caller's structure is its version's first bytes, and the keys it does not carry keep
+/// their values ([`PolicyAbi::with_newer_keys_of`]).
+pub const POLICY_BYTES_SINCE: [(u16, usize); 2] = [(1, POLICY_V1_BYTES), (2, 96)];
 /// Bytes of QUERY_STATE's answer before version 3 (its first 160 bytes in version 3).
 pub const STATE_V2_BYTES: usize = 160;
 /// Bytes of QUERY_STATE's answer in versions 3 to 5 (its first 176 bytes in version 6).
@@ -553,6 +558,10 @@ pub struct PolicyAbi {
     /// 0 or 1.
     pub auto_recover: u32,
 }
+const_assert_eq!(
+    size_of::<PolicyAbi>(),
+    POLICY_BYTES_SINCE[POLICY_BYTES_SINCE.len() - 1].1
+);
 const_assert_eq!(size_of::<PolicyAbi>(), 96);
 const_assert_eq!(offset_of!(PolicyAbi, query_deadline_ms), POLICY_V1_BYTES);
 const_assert_eq!(offset_of!(PolicyAbi, paging_io_hold_timeout_ms), 80);
@@ -571,7 +580,10 @@ pub struct SetPolicyIn {
     pub header: InputHeader,
     pub policy: PolicyAbi,
 }
-const_assert_eq!(size_of::<SetPolicyIn>(), 104);
+const_assert_eq!(
+    size_of::<SetPolicyIn>(),
+    size_of::<InputHeader>() + size_of::<PolicyAbi>()
+);
 const_assert_eq!(offset_of!(SetPolicyIn, policy), 8);
 
 wire_enum! {

@@ -83,16 +83,13 @@ impl PolicyAbi {
         crate::with_policy_keys!(to_abi)
     }
 
-    /// A version-1 structure carries no version-2 field: those keep `current`'s values.
-    pub fn with_v2_fields_of(self, current: &Policy) -> Self {
-        let now = PolicyAbi::from_policy(current);
-        PolicyAbi {
-            query_deadline_ms: now.query_deadline_ms,
-            paging_io_hold_timeout_ms: now.paging_io_hold_timeout_ms,
-            client_request_limit: now.client_request_limit,
-            auto_recover: now.auto_recover,
-            ..self
-        }
+    /// A caller of ABI `version` carries the keys of its version's structure only: the keys
+    /// appended after it keep `current`'s values.
+    pub fn with_newer_keys_of(self, version: u16, current: &Policy) -> Self {
+        let n = policy_bytes(version);
+        let mut merged = PolicyAbi::from_policy(current);
+        merged.as_mut_bytes()[..n].copy_from_slice(&self.as_bytes()[..n]);
+        merged
     }
 
     /// The policy this names, or `None` if a field cannot be one (validation of the
@@ -123,15 +120,13 @@ impl PolicyAbi {
         Ok(crate::with_policy_keys!(from_abi))
     }
 
-    /// Reads a version-2 structure, or with `version` 1 the version-1 one (its version-2
-    /// fields zero: see [`PolicyAbi::with_v2_fields_of`]).
+    /// Reads the structure of ABI `version` (the keys appended after it zero: see
+    /// [`PolicyAbi::with_newer_keys_of`]); `None` when `buf` is shorter.
     pub fn decode_version(buf: &[u8], version: u16) -> Option<Self> {
-        if version == 1 {
-            let mut full = [0u8; size_of::<PolicyAbi>()];
-            full[..POLICY_V1_BYTES].copy_from_slice(buf.get(..POLICY_V1_BYTES)?);
-            return Self::decode(&full);
-        }
-        Self::decode(buf)
+        let n = policy_bytes(version);
+        let mut full = [0u8; size_of::<PolicyAbi>()];
+        full[..n].copy_from_slice(buf.get(..n)?);
+        Self::decode(&full)
     }
 }
 
@@ -218,13 +213,13 @@ pub fn encode_empty(buf: &mut [u8]) {
     InputHeader::for_input::<EmptyIn>().encode(buf);
 }
 
-/// Bytes of the policy structure in ABI `version`.
-pub const fn policy_bytes(version: u16) -> usize {
-    if version == 1 {
-        POLICY_V1_BYTES
-    } else {
-        size_of::<PolicyAbi>()
-    }
+/// Bytes of the policy structure in ABI `version`: its row of [`POLICY_BYTES_SINCE`].
+pub fn policy_bytes(version: u16) -> usize {
+    POLICY_BYTES_SINCE
+        .iter()
+        .rev()
+        .find(|&&(since, _)| since <= version)
+        .map_or(POLICY_V1_BYTES, |&(_, n)| n)
 }
 
 /// Bytes of QUERY_STATE's answer in ABI `version`.

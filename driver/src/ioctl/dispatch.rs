@@ -345,11 +345,7 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
         }
         Decoded::SetPolicy { abi, version } => {
             let coord = dev.coordinator();
-            let abi = if version == 1 {
-                abi.with_v2_fields_of(coord.policy())
-            } else {
-                abi
-            };
+            let abi = abi.with_newer_keys_of(version, coord.policy());
             // A field no policy can hold is refused here, before the coordinator sees a
             // policy; it records and counts it as it does its own refusals.
             let verdict = match abi.parse_policy() {

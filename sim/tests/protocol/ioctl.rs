@@ -273,13 +273,19 @@ fn list_clients_pages_through_what_fits() {
 #[test]
 fn policy_round_trips_and_an_invalid_one_is_refused_and_changes_nothing() {
     let mut d = dev();
-    let (r, out) = call(&mut d, IOCTL_HCABUS_GET_POLICY, &empty(), 96, Rights::READ);
-    assert_eq!(r, Reply::ok(96));
+    let (r, out) = call(
+        &mut d,
+        IOCTL_HCABUS_GET_POLICY,
+        &empty(),
+        size_of::<PolicyAbi>(),
+        Rights::READ,
+    );
+    assert_eq!(r, Reply::ok(size_of::<PolicyAbi>()));
     let mut abi = PolicyAbi::decode(&out).expect("policy");
     assert_eq!(abi.to_policy(), Some(Policy::default()));
     abi.quiesce_deadline_ms = 1_234;
     abi.client_request_limit = 5;
-    let mut input = vec![0u8; 104];
+    let mut input = vec![0u8; size_of::<SetPolicyIn>()];
     encode_set_policy(&abi, &mut input);
     let (r, _) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &input, 0, ALL);
     assert_eq!(r, Reply::ok(0));
@@ -524,7 +530,7 @@ fn a_version_1_caller_gets_the_version_1_policy_and_keeps_the_newer_keys() {
     assert_eq!(r.status, NtStatus::BUFFER_TOO_SMALL);
     // SET_POLICY in version 1: 80 bytes; the keys it cannot name keep their values.
     abi.quiesce_deadline_ms = 4_321;
-    let mut input = vec![0u8; 104];
+    let mut input = vec![0u8; size_of::<SetPolicyIn>()];
     encode_set_policy(&abi, &mut input);
     put_u32(&mut input, 0, 80);
     put_u16(&mut input, 4, 1);
@@ -538,8 +544,8 @@ fn a_version_1_caller_gets_the_version_1_policy_and_keeps_the_newer_keys() {
             ..custom
         }
     );
-    // The version-2 size under a version-1 header is refused.
-    let mut wrong = vec![0u8; 104];
+    // The current size under a version-1 header is refused.
+    let mut wrong = vec![0u8; size_of::<SetPolicyIn>()];
     encode_set_policy(&abi, &mut wrong);
     put_u16(&mut wrong, 4, 1);
     let (r, _) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &wrong, 0, ALL);

@@ -64,9 +64,16 @@ fn a_version_4_caller_gets_64_byte_records_as_before() {
 #[test]
 fn set_policy_names_the_refused_field_to_a_version_5_caller() {
     let mut d = dev();
-    let (_, out) = call(&mut d, IOCTL_HCABUS_GET_POLICY, &empty(), 96, Rights::READ);
+    let room = size_of::<PolicyAbi>();
+    let (_, out) = call(
+        &mut d,
+        IOCTL_HCABUS_GET_POLICY,
+        &empty(),
+        room,
+        Rights::READ,
+    );
     let abi = PolicyAbi::decode(&out).expect("policy");
-    let mut input = vec![0u8; 104];
+    let mut input = vec![0u8; size_of::<SetPolicyIn>()];
     let answer = size_of::<SetPolicyOut>();
     for (bad, field, index, problem) in [
         (
