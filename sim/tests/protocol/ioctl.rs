@@ -149,6 +149,18 @@ fn reset_in(mode: u32) -> Vec<u8> {
 }
 
 /// What a refused request must leave alone.
+/// SET_POLICY's input as a caller of ABI `version` sends it: that version's size, its
+/// header saying so.
+fn set_policy_as(abi: &PolicyAbi, version: u16) -> Vec<u8> {
+    let mut input = vec![0u8; size_of::<SetPolicyIn>()];
+    encode_set_policy(abi, &mut input);
+    let n = input_size_of(IOCTL_HCABUS_SET_POLICY, version).expect("a size");
+    put_u32(&mut input, offset_of!(InputHeader, size), n as u32);
+    put_u16(&mut input, offset_of!(InputHeader, version), version);
+    input.truncate(n);
+    input
+}
+
 fn fingerprint(d: &Dev) -> (State, Epoch, u64, Policy, usize) {
     (
         d.coord.state(),

@@ -103,13 +103,11 @@ fn a_policy_field_out_of_its_type_is_named_to_a_version_5_caller_only() {
     let mut d = dev();
     let mut abi = PolicyAbi::from_policy(&Policy::default());
     abi.max_auto_resets = 256;
-    let mut input = vec![0u8; size_of::<SetPolicyIn>()];
-    encode_set_policy(&abi, &mut input);
     for (version, status, bytes) in [
         (4, NtStatus::INVALID_PARAMETER, 0),
         (5, NtStatus::SUCCESS, size_of::<SetPolicyOut>()),
     ] {
-        put_u16(&mut input, offset_of!(InputHeader, version), version);
+        let input = set_policy_as(&abi, version);
         let room = size_of::<SetPolicyOut>();
         let (r, out) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &input, room, ALL);
         assert_eq!((r.status, r.bytes), (status, bytes), "version {version}");

@@ -117,8 +117,8 @@ fn set_policy_names_the_refused_field_to_a_version_5_caller() {
         // No room for the answer, or an older caller: the bare status, as before.
         let (r, _) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &input, 0, ALL);
         assert_eq!(r.status, NtStatus::INVALID_PARAMETER);
-        with_version(&mut input, 4);
-        let (r, _) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &input, answer, ALL);
+        let older = set_policy_as(&bad, 4);
+        let (r, _) = call(&mut d, IOCTL_HCABUS_SET_POLICY, &older, answer, ALL);
         assert_eq!(r.status, NtStatus::INVALID_PARAMETER);
         assert_eq!(fingerprint(&d), before, "nothing changed");
     }
