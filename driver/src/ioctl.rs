@@ -60,8 +60,25 @@ const fn code(function: u32, access: u32) -> u32 {
 /// handling in the dispatcher (ioctl/dispatch.rs), and its hcactl subcommand. The order is
 /// [`CODES`]' (the fuzz corpus names codes by their place in it).
 macro_rules! ioctl_codes {
-    ($( $(#[$doc:meta])* $name:ident = ($function:literal, $access:expr), $input:ty => $output:ty; )+) => {
+    ($( $(#[$doc:meta])* $variant:ident: $name:ident = ($function:literal, $access:expr), $input:ty => $output:ty; )+) => {
         $( $(#[$doc])* pub const $name: u32 = code($function, $access); )+
+
+        /// Each code, as the dispatcher matches it: exhaustively, so that a code declared
+        /// here and not decoded and handled does not compile.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum IoctlCode {
+            $( $variant, )+
+        }
+
+        impl IoctlCode {
+            /// The code a caller sent, if it is one of ours.
+            pub fn of(code: u32) -> Option<IoctlCode> {
+                match code {
+                    $( $name => Some(IoctlCode::$variant), )+
+                    _ => None,
+                }
+            }
+        }
 
         /// Every code, with its name (for tools and logs).
         pub const CODES: [(u32, &str); [$( stringify!($name), )+].len()] =
@@ -86,19 +103,21 @@ macro_rules! ioctl_codes {
 }
 
 ioctl_codes! {
-    IOCTL_HCABUS_QUERY_STATE = (0x900, FILE_READ_ACCESS), EmptyIn => StateOut;
-    IOCTL_HCABUS_LIST_CLIENTS = (0x901, FILE_READ_ACCESS), ListClientsIn => ListClientsOut;
-    IOCTL_HCABUS_READ_LOG = (0x902, FILE_READ_ACCESS), ReadLogIn => ReadLogOut;
-    IOCTL_HCABUS_GET_POLICY = (0x903, FILE_READ_ACCESS), EmptyIn => PolicyAbi;
-    IOCTL_HCABUS_QUERY_HEALTH = (0x904, FILE_READ_ACCESS), EmptyIn => HealthOut;
-    IOCTL_HCABUS_READ_RESETS = (0x905, FILE_READ_ACCESS), EmptyIn => ReadResetsOut;
-    IOCTL_HCABUS_REQUEST_RESET = (0x910, RW), RequestResetIn => EpochOut;
-    IOCTL_HCABUS_RESTART = (0x911, RW), EmptyIn => EpochOut;
+    QueryState: IOCTL_HCABUS_QUERY_STATE = (0x900, FILE_READ_ACCESS), EmptyIn => StateOut;
+    ListClients: IOCTL_HCABUS_LIST_CLIENTS = (0x901, FILE_READ_ACCESS),
+        ListClientsIn => ListClientsOut;
+    ReadLog: IOCTL_HCABUS_READ_LOG = (0x902, FILE_READ_ACCESS), ReadLogIn => ReadLogOut;
+    GetPolicy: IOCTL_HCABUS_GET_POLICY = (0x903, FILE_READ_ACCESS), EmptyIn => PolicyAbi;
+    QueryHealth: IOCTL_HCABUS_QUERY_HEALTH = (0x904, FILE_READ_ACCESS), EmptyIn => HealthOut;
+    ReadResets: IOCTL_HCABUS_READ_RESETS = (0x905, FILE_READ_ACCESS), EmptyIn => ReadResetsOut;
+    RequestReset: IOCTL_HCABUS_REQUEST_RESET = (0x910, RW), RequestResetIn => EpochOut;
+    Restart: IOCTL_HCABUS_RESTART = (0x911, RW), EmptyIn => EpochOut;
     /// The answer (which field was refused) is optional: version 5 and later.
-    IOCTL_HCABUS_SET_POLICY = (0x912, RW), SetPolicyIn => ();
-    IOCTL_HCABUS_INJECT_FAULT = (0x9F0, RW), InjectFaultIn => ();
+    SetPolicy: IOCTL_HCABUS_SET_POLICY = (0x912, RW), SetPolicyIn => ();
+    InjectFault: IOCTL_HCABUS_INJECT_FAULT = (0x9F0, RW), InjectFaultIn => ();
     /// Version 7: the stack's counters (a host that hosts no clients answers NOT_SUPPORTED).
-    IOCTL_HCABUS_QUERY_COUNTERS = (0x906, FILE_READ_ACCESS), EmptyIn => CountersOut;
+    QueryCounters: IOCTL_HCABUS_QUERY_COUNTERS = (0x906, FILE_READ_ACCESS),
+        EmptyIn => CountersOut;
 }
 
 const_assert_eq!(IOCTL_HCABUS_QUERY_STATE, 0x003B_6400);

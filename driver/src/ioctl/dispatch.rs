@@ -138,27 +138,28 @@ fn checked_header(code: u32, input: &[u8]) -> Result<InputHeader, NtStatus> {
 
 fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
     let header = checked_header(code, input)?;
+    let which = IoctlCode::of(code).ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
     let bad = NtStatus::INVALID_PARAMETER;
     let size = NtStatus::INVALID_BUFFER_SIZE;
-    Ok(match code {
-        IOCTL_HCABUS_QUERY_STATE => Decoded::QueryState {
+    Ok(match which {
+        IoctlCode::QueryState => Decoded::QueryState {
             version: InputHeader::decode(input).map_or(ABI_VERSION, |h| h.version),
         },
-        IOCTL_HCABUS_GET_POLICY => Decoded::GetPolicy {
+        IoctlCode::GetPolicy => Decoded::GetPolicy {
             version: header.version,
         },
-        IOCTL_HCABUS_RESTART => Decoded::Restart,
-        IOCTL_HCABUS_QUERY_HEALTH => Decoded::QueryHealth,
-        IOCTL_HCABUS_READ_RESETS => Decoded::ReadResets,
-        IOCTL_HCABUS_QUERY_COUNTERS => Decoded::QueryCounters,
-        IOCTL_HCABUS_LIST_CLIENTS => {
+        IoctlCode::Restart => Decoded::Restart,
+        IoctlCode::QueryHealth => Decoded::QueryHealth,
+        IoctlCode::ReadResets => Decoded::ReadResets,
+        IoctlCode::QueryCounters => Decoded::QueryCounters,
+        IoctlCode::ListClients => {
             let r = ListClientsIn::decode(input).ok_or(size)?;
             if r.reserved != 0 {
                 return Err(bad);
             }
             Decoded::ListClients { start: r.start }
         }
-        IOCTL_HCABUS_READ_LOG => {
+        IoctlCode::ReadLog => {
             let r = ReadLogIn::decode(input).ok_or(size)?;
             if r.reserved != 0 {
                 return Err(bad);
@@ -169,8 +170,8 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
                 version: header.version,
             }
         }
-        IOCTL_HCABUS_REQUEST_RESET => decode_reset(input)?,
-        IOCTL_HCABUS_SET_POLICY => {
+        IoctlCode::RequestReset => decode_reset(input)?,
+        IoctlCode::SetPolicy => {
             let at = offset_of!(SetPolicyIn, policy);
             // Its fields are parsed when acting, in one place: a caller of version 5 or
             // later is told which field was refused, an older one INVALID_PARAMETER.
@@ -180,8 +181,7 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
                 version: header.version,
             }
         }
-        IOCTL_HCABUS_INJECT_FAULT => Decoded::InjectFault(decode_fault(input, header.version)?),
-        _ => return Err(NtStatus::INVALID_DEVICE_REQUEST),
+        IoctlCode::InjectFault => Decoded::InjectFault(decode_fault(input, header.version)?),
     })
 }
 

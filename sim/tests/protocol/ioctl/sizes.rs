@@ -56,6 +56,23 @@ fn input_of(code: u32) -> Vec<u8> {
     b
 }
 
+/// Every declared code is its own `IoctlCode`, which the dispatcher matches exhaustively
+/// (a code declared without its decoding does not compile); any other code is refused as
+/// an unknown request.
+#[test]
+fn every_declared_code_is_its_own_and_an_unknown_one_is_refused() {
+    let mut seen = Vec::new();
+    for (code, name) in CODES {
+        let which = IoctlCode::of(code).expect(name);
+        assert!(!seen.contains(&which), "{name} twice");
+        seen.push(which);
+    }
+    let unknown = 0x0022_2003;
+    assert_eq!(IoctlCode::of(unknown), None);
+    let (r, _) = call(&mut dev(), unknown, &empty(), 4096, ALL);
+    assert_eq!(r.status, NtStatus::INVALID_DEVICE_REQUEST);
+}
+
 /// Every answer refuses a buffer one byte short of its smallest size, and changes nothing.
 #[test]
 fn an_answer_one_byte_short_of_its_room_is_refused() {
