@@ -71,7 +71,7 @@ fn create_sync(
 }
 
 /// `WdfDpcCreate`, `WdfWorkItemCreate` and `WdfTimerCreate`: each takes a config, the
-/// attributes and an out handle, and is checked alike by [`create_deferred`].
+/// attributes and an out handle, and is checked alike by [`create_sync`].
 macro_rules! deferred_creates {
     ($($ddi:ident($config:ty, $handle:ty) => $kind:ident { $($f:ident: $v:expr),* };)*) => {$(
         pub(crate) unsafe extern "C" fn $ddi(
