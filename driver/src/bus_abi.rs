@@ -471,7 +471,6 @@ macro_rules! c_layout {
                 const_assert_eq!(size_of::<$ty>(), $size);
                 $(const_assert_eq!(offset_of!($ty, $f), $at);)*
             )*
-            const_assert_eq!(size_of::<HcabusEventData>(), 32);
         }
 
         /// Every structure's size and every field's offset, by its C name: what the layout
@@ -518,6 +517,10 @@ c_layout! {
         reset_veto "ResetVeto" 72, query_state "QueryState" 80,
     }
 }
+
+// The union an event's data is: the C table names its members' structures, not the union.
+#[cfg(target_pointer_width = "64")]
+static_assertions::const_assert_eq!(size_of::<HcabusEventData>(), 32);
 
 #[cfg(test)]
 mod tests;

@@ -88,6 +88,17 @@ pub struct ScriptedConfig {
     pub behavior: Behavior,
 }
 
+/// A client made under `name`, or `BadName` when the bus would refuse the name.
+fn built<C: StackClient + 'static>(
+    name: &str,
+    client: Option<C>,
+) -> Result<Box<dyn StackClient>, BuildError> {
+    match client {
+        Some(c) => Ok(Box::new(c)),
+        None => Err(BuildError::BadName(name.into())),
+    }
+}
+
 /// The key a disk's queue depth sizes: what runs out is charged to it.
 const DISK_SIZED_BY: Option<&str> = Some("queue_depth");
 
@@ -97,7 +108,7 @@ impl ClientConfig for DiskConfig {
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
         let c = SrpClient::new(name, *self, on.ibal.clone());
-        Ok(Box::new(c.ok_or_else(|| BuildError::BadName(name.into()))?))
+        built(name, c)
     }
 }
 
@@ -112,7 +123,7 @@ impl ClientConfig for PathConfig {
             .ok_or_else(|| BuildError::NoSuchDisk(name.into()))?;
         let (ibal, mp) = (on.ibal.clone(), mp.clone());
         let c = SrpClient::new_path(name, self.initiator, ibal, mp, self.path);
-        Ok(Box::new(c.ok_or_else(|| BuildError::BadName(name.into()))?))
+        built(name, c)
     }
 }
 
@@ -122,7 +133,7 @@ impl ClientConfig for IpoibConfig {
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
         let c = IpoibClient::new(name, *self, on.ibal.clone());
-        Ok(Box::new(c.ok_or_else(|| BuildError::BadName(name.into()))?))
+        built(name, c)
     }
 }
 
@@ -132,7 +143,7 @@ impl ClientConfig for UverbsConfig {
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
         let c = UverbsClient::new(name, *self, on.ibal.clone());
-        Ok(Box::new(c.ok_or_else(|| BuildError::BadName(name.into()))?))
+        built(name, c)
     }
 }
 
@@ -141,8 +152,7 @@ impl ClientConfig for ScriptedConfig {
         None
     }
     fn build(&self, name: &str, _: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
-        let desc = ClientDesc::new(name, self.kind, self.flags)
-            .ok_or_else(|| BuildError::BadName(name.into()))?;
-        Ok(Box::new(ScriptedAgent::new(desc, self.behavior)))
+        let desc = ClientDesc::new(name, self.kind, self.flags);
+        built(name, desc.map(|d| ScriptedAgent::new(d, self.behavior)))
     }
 }
