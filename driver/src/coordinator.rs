@@ -36,7 +36,7 @@ mod reset_query;
 mod reset_record;
 mod stage;
 
-pub use health::{HealthError, HealthMonitor, HealthReport, HealthVerdict, STALL_POLLS};
+pub use health::{HealthError, HealthMonitor, HealthReport, HealthVerdict};
 pub use history::{ResetHistory, ResetSummary, HISTORY_LEN};
 pub use mutants::Mutant;
 use order::Order;

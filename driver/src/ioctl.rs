@@ -27,6 +27,7 @@ mod counters;
 mod dispatch;
 mod fault;
 mod history;
+mod policy_abi;
 
 use crate::types::{
     AbortCause, AdminReset, ClientId, ClientName, ClientState, FailReason, ResetOutcome,
@@ -36,6 +37,7 @@ pub use counters::*;
 pub use dispatch::*;
 pub use fault::*;
 pub use history::*;
+pub use policy_abi::*;
 
 /// `CTL_CODE` of `winioctl.h`.
 pub const fn ctl_code(device_type: u32, function: u32, method: u32, access: u32) -> u32 {
@@ -196,18 +198,12 @@ bitflags! {
 /// version may call; version 6 appended the administrator's refused requests to QUERY_STATE
 /// (`refusals` counts only the clients' since); version 7 appended to QUERY_STATE the
 /// wall-clock time of the bus's time zero, each port as `ibstat` shows it ([`PortInfoOut`])
-/// and the resets counted by reason, and added QUERY_COUNTERS, which any version may call.
-/// Every other structure is the same in all.
-pub const ABI_VERSION: u16 = 7;
+/// and the resets counted by reason, and added QUERY_COUNTERS, which any version may call;
+/// version 8 appended to the policy structure the slots that every later key takes (a new
+/// key is no new version: [`PolicyAbi`]). Every other structure is the same in all.
+pub const ABI_VERSION: u16 = 8;
 /// The oldest version still served: a version-1 request gets the version-1 layout.
 pub const ABI_VERSION_MIN: u16 = 1;
-/// Bytes of the policy structure in version 1 (its first 72 bytes in version 2).
-pub const POLICY_V1_BYTES: usize = 72;
-/// Bytes of the policy structure from each ABI version on. A key appended to [`PolicyAbi`]
-/// is a new ABI version and a new row (the last row is asserted to be the structure's size);
-/// a caller's structure is its version's first bytes, and the keys it does not carry keep
-/// their values ([`PolicyAbi::with_newer_keys_of`]).
-pub const POLICY_BYTES_SINCE: [(u16, usize); 2] = [(1, POLICY_V1_BYTES), (2, 96)];
 /// Bytes of QUERY_STATE's answer before version 3 (its first 160 bytes in version 3).
 pub const STATE_V2_BYTES: usize = 160;
 /// Bytes of QUERY_STATE's answer in versions 3 to 5 (its first 176 bytes in version 6).
@@ -550,46 +546,6 @@ pub struct ReadLogOut {
 const_assert_eq!(size_of::<ReadLogOut>(), 24);
 const_assert_eq!(offset_of!(ReadLogOut, next_seq), 8);
 const_assert_eq!(offset_of!(ReadLogOut, dropped), 16);
-
-/// The policy, as GET_POLICY returns it and SET_POLICY takes it.
-#[repr(C)]
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
-)]
-pub struct PolicyAbi {
-    pub quiesce_deadline_ms: u64,
-    pub hw_ready_timeout_ms: u64,
-    pub hw_poll_interval_ms: u64,
-    pub auto_restart_window_ms: u64,
-    pub storm_window_ms: u64,
-    pub io_hold_timeout_ms: u64,
-    pub health_poll_interval_ms: u64,
-    pub reset_retries: u32,
-    pub max_auto_resets: u32,
-    /// 0 or 1.
-    pub abort_on_unresponsive: u32,
-    pub reserved: u32,
-    // Version 2: appended, so that a version-1 layout is this one's first 72 bytes.
-    pub query_deadline_ms: u64,
-    /// 0: hold until the device is Failed or Removed.
-    pub paging_io_hold_timeout_ms: u64,
-    pub client_request_limit: u32,
-    /// 0 or 1.
-    pub auto_recover: u32,
-}
-// The table's last row is the structure as it is, in a version already served.
-const_assert_eq!(
-    size_of::<PolicyAbi>(),
-    POLICY_BYTES_SINCE[POLICY_BYTES_SINCE.len() - 1].1
-);
-static_assertions::const_assert!(POLICY_BYTES_SINCE[POLICY_BYTES_SINCE.len() - 1].0 <= ABI_VERSION);
-const_assert_eq!(offset_of!(PolicyAbi, query_deadline_ms), POLICY_V1_BYTES);
-const_assert_eq!(offset_of!(PolicyAbi, paging_io_hold_timeout_ms), 80);
-const_assert_eq!(offset_of!(PolicyAbi, client_request_limit), 88);
-const_assert_eq!(offset_of!(PolicyAbi, auto_recover), 92);
-const_assert_eq!(offset_of!(PolicyAbi, io_hold_timeout_ms), 40);
-const_assert_eq!(offset_of!(PolicyAbi, reset_retries), 56);
-const_assert_eq!(offset_of!(PolicyAbi, abort_on_unresponsive), 64);
 
 /// Input of SET_POLICY.
 #[repr(C)]

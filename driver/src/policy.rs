@@ -11,6 +11,9 @@ pub const RESET_RETRIES_LIMIT: u8 = 8;
 /// Upper bound of `client_request_limit`: each client keeps one request time per allowed
 /// request in a fixed array.
 pub const CLIENT_REQUEST_LIMIT_MAX: u8 = 16;
+/// Upper bound of `health_stall_polls`: sixteen polls at the default interval is a firmware
+/// silent for sixteen seconds, past which waiting longer only delays the reset.
+pub const HEALTH_STALL_POLLS_MAX: u8 = 16;
 
 /// The longest any duration may be: ten days. Anything longer is a typo, and the bound keeps
 /// every sum of deadlines far from overflow in microseconds; it also keeps a value to nine
@@ -63,8 +66,10 @@ const RULES: [Rule; 2] = [
 /// it: [`Policy`] and its default, [`Policy::KEYS`], [`Policy::values`], [`Policy::set`], the
 /// range checks, the IOCTL structure's conversions (ioctl/codec.rs), the scenario format's
 /// `[policy]` table and hcactl's rows. It hands the lines to the macro `$m`, which takes
-/// what it needs of each. A new key is a line here and its field in the IOCTL structure
-/// (`PolicyAbi`, in a new version of it: its offset is asserted there).
+/// what it needs of each. The keys of ABI versions 1 to 7 have a field of their own in the
+/// IOCTL structure (`PolicyAbi`); every later key names its slot there (`slot N`), so that a
+/// new key is a line here (and its entry in hcactl's JSON schema and in docs/hcasim.md),
+/// with no new layout and no new ABI version.
 #[macro_export]
 macro_rules! with_policy_keys {
     ($m:ident) => {
@@ -106,6 +111,15 @@ macro_rules! with_policy_keys {
             /// until the device is Failed or Removed (a failed paging I/O is a bugcheck on
             /// Windows). The coordinator only carries it to the clients.
             paging_io_hold_timeout_ms: u64 = 0, $crate::policy::Limit::Ms { zero_ok: true };
+            // From here on each key names its slot in `PolicyAbi::slots` (ABI version 8):
+            // a key added is a line here, with no new layout and no new ABI version.
+            /// Health polls in a row that must find the firmware's counter unchanged before
+            /// it is declared hung (mlx5's health poll allows 3 misses). More tolerates a
+            /// firmware that stops its counter for a while under load, at the price of a
+            /// later reset of one that is really hung.
+            health_stall_polls: u8 = 3,
+                $crate::policy::Limit::count(1, $crate::policy::HEALTH_STALL_POLLS_MAX, "must be at most 16"),
+                slot 0;
         }
     };
 }
@@ -172,7 +186,7 @@ impl KeyValue for bool {
 }
 
 macro_rules! define_policy {
-    ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr; )+) => {
+    ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr $(, slot $slot:literal)?; )+) => {
         /// The reset policy: one field per line of [`with_policy_keys!`](crate::with_policy_keys).
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub struct Policy {

@@ -13,9 +13,6 @@ use crate::hca::{HealthSample, HwError, HwResult, HwStep};
 use crate::time::Instant;
 use crate::types::{ResetReason, State, TimerId};
 
-/// Polls that must see the same counter before the firmware is declared hung.
-pub const STALL_POLLS: u8 = 3;
-
 /// What the health monitor concluded from one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HealthVerdict {
@@ -44,7 +41,9 @@ impl HealthMonitor {
         *self = HealthMonitor::default();
     }
 
-    pub fn observe(&mut self, sample: HealthSample) -> HealthVerdict {
+    /// The verdict on `sample`: `Stalled` once `stall_polls` polls in a row found the
+    /// counter where the one before left it (the policy's `health_stall_polls`).
+    pub fn observe(&mut self, sample: HealthSample, stall_polls: u8) -> HealthVerdict {
         if sample.catastrophic != 0 {
             return HealthVerdict::Catastrophic;
         }
@@ -55,7 +54,7 @@ impl HealthMonitor {
             _ => self.unchanged_polls = 0,
         }
         self.last_counter = Some(sample.counter);
-        if self.unchanged_polls >= STALL_POLLS {
+        if self.unchanged_polls >= stall_polls {
             HealthVerdict::Stalled
         } else {
             HealthVerdict::Healthy
@@ -171,7 +170,7 @@ impl Coordinator {
         let verdict = match result {
             HwResult::Health(s) => {
                 self.health_report.sample(self.now, s);
-                self.health.observe(s)
+                self.health.observe(s, self.policy.health_stall_polls)
             }
             // An unreadable health buffer is a device that fell off its PCI link.
             _ => HealthVerdict::Catastrophic,
@@ -274,35 +273,35 @@ mod tests {
     #[test]
     fn catastrophic_word_is_fatal_at_once() {
         let mut m = HealthMonitor::default();
-        assert_eq!(m.observe(sample(0, 1)), HealthVerdict::Healthy);
-        assert_eq!(m.observe(sample(0xdead, 2)), HealthVerdict::Catastrophic);
+        assert_eq!(m.observe(sample(0, 1), 3), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0xdead, 2), 3), HealthVerdict::Catastrophic);
     }
 
     #[test]
     fn counter_unchanged_for_three_polls_is_a_hang() {
         let mut m = HealthMonitor::default();
-        assert_eq!(m.observe(sample(0, 7)), HealthVerdict::Healthy);
-        assert_eq!(m.observe(sample(0, 7)), HealthVerdict::Healthy);
-        assert_eq!(m.observe(sample(0, 7)), HealthVerdict::Healthy);
-        assert_eq!(m.observe(sample(0, 7)), HealthVerdict::Stalled);
+        assert_eq!(m.observe(sample(0, 7), 3), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0, 7), 3), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0, 7), 3), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0, 7), 3), HealthVerdict::Stalled);
     }
 
     #[test]
     fn an_advancing_counter_resets_the_stall_count() {
         let mut m = HealthMonitor::default();
         for c in [1, 1, 1, 2, 2, 2, 3] {
-            assert_eq!(m.observe(sample(0, c)), HealthVerdict::Healthy);
+            assert_eq!(m.observe(sample(0, c), 3), HealthVerdict::Healthy);
         }
     }
 
     #[test]
     fn rearm_forgets_the_last_counter() {
         let mut m = HealthMonitor::default();
-        m.observe(sample(0, 5));
-        m.observe(sample(0, 5));
-        m.observe(sample(0, 5));
+        m.observe(sample(0, 5), 3);
+        m.observe(sample(0, 5), 3);
+        m.observe(sample(0, 5), 3);
         m.rearm();
-        assert_eq!(m.observe(sample(0, 5)), HealthVerdict::Healthy);
-        assert_eq!(m.observe(sample(0, 5)), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0, 5), 3), HealthVerdict::Healthy);
+        assert_eq!(m.observe(sample(0, 5), 3), HealthVerdict::Healthy);
     }
 }

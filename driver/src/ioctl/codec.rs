@@ -2,58 +2,7 @@
 //! and checks, the older versions' sizes, and the inputs tools build.
 
 use super::*;
-use crate::policy::{Policy, PolicyError};
 use crate::time::Duration;
-
-/// A boolean field: 0 or 1, anything else is not one.
-fn flag(v: u32) -> Option<bool> {
-    match v {
-        0 => Some(false),
-        1 => Some(true),
-        _ => None,
-    }
-}
-
-/// A policy value as the IOCTL structure holds it: durations as they are, counts and flags
-/// in 32 bits.
-trait AbiValue<A>: Sized {
-    fn to_abi(self) -> A;
-    /// The value `a` is, or the refusal that names `field`.
-    fn from_abi(field: &'static str, a: A) -> Result<Self, PolicyError>;
-}
-
-impl AbiValue<u64> for u64 {
-    fn to_abi(self) -> u64 {
-        self
-    }
-    fn from_abi(_: &'static str, a: u64) -> Result<Self, PolicyError> {
-        Ok(a)
-    }
-}
-
-impl AbiValue<u32> for u8 {
-    fn to_abi(self) -> u32 {
-        u32::from(self)
-    }
-    fn from_abi(field: &'static str, a: u32) -> Result<Self, PolicyError> {
-        u8::try_from(a).map_err(|_| PolicyError {
-            field,
-            problem: "must be at most 255",
-        })
-    }
-}
-
-impl AbiValue<u32> for bool {
-    fn to_abi(self) -> u32 {
-        u32::from(self)
-    }
-    fn from_abi(field: &'static str, a: u32) -> Result<Self, PolicyError> {
-        flag(a).ok_or(PolicyError {
-            field,
-            problem: "must be 0 or 1",
-        })
-    }
-}
 
 pub(super) fn us(d: Option<Duration>) -> u64 {
     d.map_or(NONE_U64, Duration::as_us)
@@ -67,66 +16,6 @@ impl InputHeader {
             version: ABI_VERSION,
             reserved: 0,
         }
-    }
-}
-
-impl PolicyAbi {
-    pub fn from_policy(p: &Policy) -> Self {
-        macro_rules! to_abi {
-            ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr; )+) => {
-                PolicyAbi {
-                    $( $key: AbiValue::to_abi(p.$key), )+
-                    reserved: 0,
-                }
-            };
-        }
-        crate::with_policy_keys!(to_abi)
-    }
-
-    /// A caller of ABI `version` carries the keys of its version's structure only: the keys
-    /// appended after it keep `current`'s values.
-    pub fn with_newer_keys_of(self, version: u16, current: &Policy) -> Self {
-        let n = policy_bytes(version);
-        let mut merged = PolicyAbi::from_policy(current);
-        merged.as_mut_bytes()[..n].copy_from_slice(&self.as_bytes()[..n]);
-        merged
-    }
-
-    /// The policy this names, or `None` if a field cannot be one (validation of the
-    /// values themselves is `Policy::validate`'s).
-    pub fn to_policy(&self) -> Option<Policy> {
-        self.parse_policy().ok()
-    }
-
-    /// The policy this structure holds, or the field that no policy value can be (a count
-    /// above 255, a flag other than 0 or 1, a reserved field set). Values are not validated
-    /// as a whole here: [`Policy::validate`] does that.
-    pub fn parse_policy(&self) -> Result<Policy, PolicyError> {
-        if self.reserved != 0 {
-            return Err(PolicyError {
-                field: "reserved",
-                problem: "must be 0",
-            });
-        }
-        let abi = self;
-        // In the table's order: of several fields that cannot be values, the first is named.
-        macro_rules! from_abi {
-            ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr; )+) => {
-                Policy {
-                    $( $key: AbiValue::from_abi(stringify!($key), abi.$key)?, )+
-                }
-            };
-        }
-        Ok(crate::with_policy_keys!(from_abi))
-    }
-
-    /// Reads the structure of ABI `version` (the keys appended after it zero: see
-    /// [`PolicyAbi::with_newer_keys_of`]); `None` when `buf` is shorter.
-    pub fn decode_version(buf: &[u8], version: u16) -> Option<Self> {
-        let n = policy_bytes(version);
-        let mut full = [0u8; size_of::<PolicyAbi>()];
-        full[..n].copy_from_slice(buf.get(..n)?);
-        Self::decode(&full)
     }
 }
 
@@ -211,15 +100,6 @@ pub fn encode_inject_fault(fault: &FaultRequest, buf: &mut [u8]) {
 /// The input of the codes that take the header alone.
 pub fn encode_empty(buf: &mut [u8]) {
     InputHeader::for_input::<EmptyIn>().encode(buf);
-}
-
-/// Bytes of the policy structure in ABI `version`: its row of [`POLICY_BYTES_SINCE`].
-pub fn policy_bytes(version: u16) -> usize {
-    POLICY_BYTES_SINCE
-        .iter()
-        .rev()
-        .find(|&&(since, _)| since <= version)
-        .map_or(POLICY_V1_BYTES, |&(_, n)| n)
 }
 
 /// Bytes of QUERY_STATE's answer in ABI `version`.

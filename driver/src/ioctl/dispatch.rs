@@ -110,9 +110,11 @@ enum Decoded<'a> {
         reason: &'a str,
     },
     Restart,
-    /// The structure as sent; a version-1 one is completed from the current policy.
+    /// The structure as sent, its size checked; read when acting, where an older version's
+    /// is completed from the current policy. Borrowed, not copied: its 232 bytes would make
+    /// every decoded request that size on a kernel stack.
     SetPolicy {
-        abi: PolicyAbi,
+        policy: &'a [u8],
         version: u16,
     },
     InjectFault(FaultRequest),
@@ -175,9 +177,12 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
             let at = offset_of!(SetPolicyIn, policy);
             // Its fields are parsed when acting, in one place: a caller of version 5 or
             // later is told which field was refused, an older one INVALID_PARAMETER.
-            let abi = PolicyAbi::decode_version(&input[at..], header.version).ok_or(size)?;
+            let policy = input.get(at..).ok_or(size)?;
+            if policy.len() < policy_bytes(header.version) {
+                return Err(size);
+            }
             Decoded::SetPolicy {
-                abi,
+                policy,
                 version: header.version,
             }
         }
@@ -343,7 +348,10 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
             out[..n].copy_from_slice(&full[..n]);
             Reply::ok(n)
         }
-        Decoded::SetPolicy { abi, version } => {
+        Decoded::SetPolicy { policy, version } => {
+            let Some(abi) = PolicyAbi::decode_version(policy, version) else {
+                return Reply::status(NtStatus::INVALID_BUFFER_SIZE);
+            };
             let coord = dev.coordinator();
             let abi = abi.with_newer_keys_of(version, coord.policy());
             // A field no policy can hold is refused here, before the coordinator sees a

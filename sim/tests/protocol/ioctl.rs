@@ -26,6 +26,7 @@ mod sizes;
 mod summary;
 mod v5;
 mod v7;
+mod v8;
 
 // Raw little-endian access, for inputs no well-formed structure spells and for reading
 // answers without trusting the decoder under test.

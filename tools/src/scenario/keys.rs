@@ -66,7 +66,7 @@ pub(super) struct Hca {
 /// The `[policy]` table: every key of the policy's table (`hcabus::with_policy_keys!`), each
 /// optional, of its field's type; what is not given keeps its default.
 macro_rules! policy_keys {
-    ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr; )+) => {
+    ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr $(, slot $slot:literal)?; )+) => {
         #[derive(Debug, Default, Deserialize)]
         #[serde(deny_unknown_fields)]
         pub(super) struct PolicyKeys {
@@ -223,5 +223,39 @@ impl Client {
         set.into_iter()
             .find(|(k, on)| *on && !allowed.contains(k))
             .map(|(k, _)| k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hcabus::policy::Limit;
+    use hcabus::Policy;
+
+    /// docs/hcasim.md's `[policy]` block is the table as a user reads it: every key, in the
+    /// table's order, each commented with its default first.
+    #[test]
+    fn the_documented_policy_block_lists_every_key_with_its_default() {
+        let doc = include_str!("../../../docs/hcasim.md");
+        let block: Vec<&str> = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("[policy]"))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .collect();
+        let keys: Vec<&str> = block
+            .iter()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim()))
+            .collect();
+        assert_eq!(keys, Policy::KEYS, "docs/hcasim.md's [policy] block");
+        let defaults = Policy::default().values();
+        for ((line, default), limit) in block.iter().zip(defaults).zip(Policy::LIMITS) {
+            let said = line.split_once('#').map(|(_, c)| c.trim()).unwrap_or("");
+            let word = said.split([':', ' ']).next().unwrap_or("");
+            let want = match limit {
+                Limit::Flag => (default == 1).to_string(),
+                Limit::Ms { .. } | Limit::Count { .. } => default.to_string(),
+            };
+            assert_eq!(word, want, "the documented default of {line:?}");
+        }
     }
 }

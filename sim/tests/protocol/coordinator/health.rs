@@ -21,6 +21,34 @@ fn unchanged_polls_are_counted_up_to_the_stall() {
     assert_eq!(h.c().state(), State::Operational);
 }
 
+/// `health_stall_polls` is how many polls in a row must find the counter still: the one
+/// after that many is the stall, for the least and the most the policy takes.
+#[test]
+fn the_policy_says_how_many_still_polls_make_a_hang() {
+    for polls in [1, 6, hcabus::policy::HEALTH_STALL_POLLS_MAX] {
+        let mut h = harness_with(
+            Policy {
+                health_stall_polls: polls,
+                ..policy()
+            },
+            8,
+        );
+        let _a = h.reg("a");
+        let now = h.now();
+        h.hca_mut().set_now(now);
+        h.hca_mut().stall_health();
+        h.advance(u64::from(polls) * 1_000);
+        assert_eq!(h.c().state(), State::Operational, "{polls} still polls");
+        assert_eq!(h.c().health_unchanged_polls(), polls - 1);
+        h.advance(1_000);
+        assert_eq!(h.c().state(), State::Quiescing, "{polls} still polls");
+        assert_eq!(
+            h.c().last_reset().expect("record").reason,
+            ResetReason::HealthStall
+        );
+    }
+}
+
 /// A stalled counter read again while its own reset quiesces is no news: it joins
 /// nothing and opens no second error.
 #[test]

@@ -21,7 +21,7 @@ fn each_version_of_query_state_has_its_size() {
 }
 
 /// INJECT_FAULT's input is 16 bytes up to version 3 and whole from version 4; the policy
-/// is shorter in version 1 only.
+/// is 72 bytes in version 1, 96 in versions 2 to 7 and whole (its key slots) from version 8.
 #[test]
 fn each_version_of_an_input_has_its_size() {
     let inject = IOCTL_HCABUS_INJECT_FAULT;
@@ -30,7 +30,9 @@ fn each_version_of_an_input_has_its_size() {
     let head = size_of::<InputHeader>();
     let set = IOCTL_HCABUS_SET_POLICY;
     assert_eq!(input_size_of(set, 1), Some(head + POLICY_V1_BYTES));
-    assert_eq!(input_size_of(set, 2), Some(head + size_of::<PolicyAbi>()));
+    assert_eq!(input_size_of(set, 2), Some(head + POLICY_NAMED_BYTES));
+    assert_eq!(input_size_of(set, 7), Some(head + POLICY_NAMED_BYTES));
+    assert_eq!(input_size_of(set, 8), Some(head + size_of::<PolicyAbi>()));
 }
 
 /// The current version's smallest answers are `min_output`'s, code by code.

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use hcabus::ioctl::*;
+use hcabus::Policy;
 
 impl From<hcabus_tools::answer::BadAnswer> for Failure {
     fn from(e: hcabus_tools::answer::BadAnswer) -> Self {
@@ -140,11 +141,17 @@ impl ControlDevice {
         StateOut::decode(&out).ok_or_else(|| Failure::Usage("short QUERY_STATE answer".into()))
     }
 
-    pub(crate) fn policy(&mut self) -> Result<PolicyAbi, Failure> {
+    /// The bus's policy. A key this hcactl knows and the bus does not carry (a bus older
+    /// than its hcactl) is an error that names the key.
+    pub(crate) fn policy(&mut self) -> Result<Policy, Failure> {
         let mut input = [0u8; 8];
         encode_empty(&mut input);
         let out = self.call(IOCTL_HCABUS_GET_POLICY, &input, size_of::<PolicyAbi>())?;
-        PolicyAbi::decode(&out).ok_or_else(|| Failure::Usage("short GET_POLICY answer".into()))
+        let abi = PolicyAbi::decode(&out)
+            .ok_or_else(|| Failure::Usage("short GET_POLICY answer".into()))?;
+        abi.parse_policy().map_err(|e| {
+            Failure::Outcome(format!("the bus answered a policy hcactl cannot read: {e}"))
+        })
     }
 }
 

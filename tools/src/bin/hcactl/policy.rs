@@ -33,7 +33,10 @@ pub(crate) fn pairs(pairs: &[String]) -> Result<Vec<(&str, &str)>, Failure> {
 /// usage error naming it.
 fn apply(p: &mut Policy, pairs: &[String]) -> Outcome {
     for (key, value) in self::pairs(pairs)? {
-        let flag = matches!(key, "abort_on_unresponsive" | "auto_recover");
+        let flag = Policy::KEYS
+            .iter()
+            .zip(Policy::LIMITS)
+            .any(|(k, limit)| *k == key && limit == Limit::Flag);
         let number = match value {
             "true" if flag => 1,
             "false" if flag => 0,
@@ -57,10 +60,7 @@ fn apply(p: &mut Policy, pairs: &[String]) -> Outcome {
 /// names the field it refused, which hcactl reports (exit 1). Says what changed, from what
 /// to what.
 pub(crate) fn set(bus: &mut ControlDevice, pairs: &[String], as_json: bool) -> Outcome {
-    let abi = bus.policy()?;
-    let before = abi
-        .to_policy()
-        .ok_or_else(|| Failure::Outcome("the bus answered a policy no field can hold".into()))?;
+    let before = bus.policy()?;
     let mut p = before;
     apply(&mut p, pairs)?;
     let mut input = [0u8; size_of::<SetPolicyIn>()];
@@ -114,23 +114,22 @@ fn changed(before: &Policy, after: &Policy, as_json: bool) -> Outcome {
     Ok(())
 }
 
-/// Every field, in `Policy::KEYS` order (the policy's table); flags as booleans.
-fn rows(p: &PolicyAbi) -> Vec<(&'static str, Value)> {
-    fn cell(value: u64, limit: Limit) -> Value {
-        match limit {
-            Limit::Flag => (value == 1).into(),
-            Limit::Ms { .. } | Limit::Count { .. } => value.into(),
-        }
-    }
-    macro_rules! row {
-        ($( $(#[$doc:meta])* $key:ident : $ty:ty = $default:expr, $limit:expr; )+) => {
-            vec![$( (stringify!($key), cell(u64::from(p.$key), $limit)), )+]
-        };
-    }
-    hcabus::with_policy_keys!(row)
+/// Every key, in `Policy::KEYS` order (the policy's table); flags as booleans.
+fn rows(p: &Policy) -> Vec<(&'static str, Value)> {
+    Policy::KEYS
+        .iter()
+        .zip(p.values().into_iter().zip(Policy::LIMITS))
+        .map(|(key, (value, limit))| {
+            let cell = match limit {
+                Limit::Flag => (value == 1).into(),
+                Limit::Ms { .. } | Limit::Count { .. } => value.into(),
+            };
+            (*key, cell)
+        })
+        .collect()
 }
 
-pub(crate) fn policy_json(p: &PolicyAbi) -> Value {
+pub(crate) fn policy_json(p: &Policy) -> Value {
     Value::Object(
         rows(p)
             .into_iter()
@@ -139,7 +138,7 @@ pub(crate) fn policy_json(p: &PolicyAbi) -> Value {
     )
 }
 
-pub(crate) fn print(p: &PolicyAbi, as_json: bool) -> Outcome {
+pub(crate) fn print(p: &Policy, as_json: bool) -> Outcome {
     if as_json {
         say!("{:#}", document("policy", policy_json(p)));
     } else {
@@ -156,7 +155,7 @@ mod tests {
 
     #[test]
     fn every_key_is_a_row_in_order() {
-        let keys: Vec<&str> = rows(&PolicyAbi::default()).iter().map(|r| r.0).collect();
+        let keys: Vec<&str> = rows(&Policy::default()).iter().map(|r| r.0).collect();
         assert_eq!(keys, Policy::KEYS);
     }
 }
