@@ -42,9 +42,13 @@ fn get_policy_sets_the_bit_of_each_keyed_slot_and_its_value() {
     d.coord.set_policy(d.now, custom).expect("valid");
     let abi = get(&mut d);
     assert_eq!(abi.slots_set, POLICY_SLOTS_KEYED);
-    assert_eq!(abi.slots_set, 1, "the table keys slot 0 alone");
+    assert_ne!(abi.slots_set & 1, 0, "health_stall_polls is slot 0");
     assert_eq!(abi.slots[0], 7);
-    assert!(abi.slots[1..].iter().all(|v| *v == 0), "{:?}", abi.slots);
+    for (i, value) in abi.slots.iter().enumerate() {
+        if abi.slots_set & 1 << i == 0 {
+            assert_eq!(*value, 0, "slot {i} has no key");
+        }
+    }
     assert_eq!(abi.parse_policy(), Ok(custom));
 }
 
@@ -83,11 +87,13 @@ fn a_slot_with_no_key_or_a_value_out_of_range_is_refused_and_changes_nothing() {
     let mut d = dev();
     let base = PolicyAbi::from_policy(d.coord.policy());
     let before = fingerprint(&d);
+    let free = (!POLICY_SLOTS_KEYED).trailing_zeros();
+    assert!((free as usize) < POLICY_KEY_SLOTS, "a slot is free");
     let mut no_key = PolicyAbi {
-        slots_set: base.slots_set | 1 << 1,
+        slots_set: base.slots_set | 1 << free,
         ..base
     };
-    no_key.slots[1] = 1;
+    no_key.slots[free as usize] = 1;
     let high = PolicyAbi {
         slots_set: base.slots_set | 1 << 63,
         ..base
