@@ -67,8 +67,19 @@ pub struct Stepper<H: SimDevice = SimHca> {
     checker: InvariantChecker,
     /// Panic at the first violated guarantee (for unit tests) instead of only recording it.
     strict: bool,
-    /// Health reads are issued and never answered (a device that stopped answering them).
-    unanswered_health: bool,
+    /// What becomes of a health read.
+    health_reads: HealthReads,
+}
+
+/// How the stepper's device answers health reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HealthReads {
+    /// At once, as every other step.
+    Answered,
+    /// Never (a device that stopped answering them).
+    Unanswered,
+    /// When the test says, oldest first: this many wait.
+    Held(usize),
 }
 
 impl Stepper {
@@ -95,7 +106,7 @@ impl<H: SimDevice> Stepper<H> {
             pnp: Vec::new(),
             concluded: 0,
             strict: false,
-            unanswered_health: false,
+            health_reads: HealthReads::Answered,
         };
         s.pump();
         Ok(s)
@@ -109,7 +120,35 @@ impl<H: SimDevice> Stepper<H> {
 
     /// From now on the device answers no health read: each is issued and left outstanding.
     pub fn leave_health_reads_unanswered(&mut self) {
-        self.unanswered_health = true;
+        self.health_reads = HealthReads::Unanswered;
+    }
+
+    /// From now on health reads wait until [`Stepper::answer_health_read`] answers them, so
+    /// that a test can act while one is outstanding.
+    pub fn hold_health_reads(&mut self) {
+        self.health_reads = HealthReads::Held(0);
+    }
+
+    /// Health reads issued and not yet answered since [`Stepper::hold_health_reads`].
+    pub fn held_health_reads(&self) -> usize {
+        match self.health_reads {
+            HealthReads::Held(n) => n,
+            HealthReads::Answered | HealthReads::Unanswered => 0,
+        }
+    }
+
+    /// Answers the oldest held health read with what the device holds now, and pumps.
+    /// Panics when none is held: a test that expected one is wrong.
+    pub fn answer_health_read(&mut self) {
+        let HealthReads::Held(n) = self.health_reads else {
+            panic!("health reads are not held");
+        };
+        assert!(n > 0, "no health read is outstanding");
+        self.health_reads = HealthReads::Held(n - 1);
+        self.hca.set_now(self.now);
+        let done = execute(&mut self.hca, HwStep::ReadHealth);
+        self.c.hw_complete(self.now, done);
+        self.pump();
     }
 
     /// One input to the coordinator at the current virtual time. Its actions stay queued
@@ -206,8 +245,15 @@ impl<H: SimDevice> Stepper<H> {
             Action::Hw(step) => {
                 self.checker.on_hw_step(&self.c, step);
                 self.hw_steps.push(step);
-                if self.unanswered_health && step == HwStep::ReadHealth {
-                    return;
+                if step == HwStep::ReadHealth {
+                    match self.health_reads {
+                        HealthReads::Answered => {}
+                        HealthReads::Unanswered => return,
+                        HealthReads::Held(n) => {
+                            self.health_reads = HealthReads::Held(n + 1);
+                            return;
+                        }
+                    }
                 }
                 self.hca.set_now(self.now);
                 let done = execute(&mut self.hca, step);

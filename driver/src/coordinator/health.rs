@@ -130,6 +130,20 @@ impl HealthReport {
 }
 
 impl Coordinator {
+    /// How the quiesce ends, when the read just answered is the one that closes it: `None`
+    /// while the barrier is not done, or when this read was out before it was done (its
+    /// sample may predate the clients' last acts), in which case the closing read goes out
+    /// now.
+    fn closing_end(&mut self) -> Option<QuiesceEnd> {
+        let q = self.quiesce_mut()?;
+        if q.end.is_some() && q.read_before_end {
+            q.read_before_end = false;
+            self.read_health();
+            return None;
+        }
+        q.end.take()
+    }
+
     /// A health poll: reads the device, and arms the next poll now, so that a read that never
     /// answers is found by the next one instead of silencing the monitor (or, for the read
     /// that closes a quiesce, holding the reset for ever).
@@ -201,7 +215,7 @@ impl Coordinator {
             }
         }
         let end = match was {
-            State::Quiescing => self.quiesce_mut().and_then(|q| q.end.take()),
+            State::Quiescing => self.closing_end(),
             // A query's health read never closes a quiesce, even one a fatal cause just began.
             _ => None,
         };

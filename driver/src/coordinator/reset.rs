@@ -207,10 +207,14 @@ impl Coordinator {
     /// found after it, and an abort for an unresponsive client stops if one is found.
     fn close_quiesce(&mut self, end: QuiesceEnd) {
         self.cancel(TimerId::QuiesceDeadline);
-        let first = self
-            .quiesce_mut()
-            .is_some_and(|q| q.end.replace(end).is_none());
-        if first {
+        let outstanding = self.health_outstanding;
+        let first = self.quiesce_mut().is_some_and(|q| {
+            let first = q.end.replace(end).is_none();
+            q.read_before_end = first && outstanding;
+            first
+        });
+        // One read out at a time: with a poll's read out, the closing read follows its answer.
+        if first && !outstanding {
             self.read_health();
         }
     }

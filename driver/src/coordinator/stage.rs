@@ -82,6 +82,10 @@ pub(super) struct Quiesce {
     pub(super) fail: Option<FailReason>,
     /// The barrier is done; a last health read decides how the quiesce ends.
     pub(super) end: Option<QuiesceEnd>,
+    /// A health read issued before the barrier was done is still out: its sample may
+    /// predate the clients' last acts, so the read that closes the quiesce follows its
+    /// answer instead of being that answer.
+    pub(super) read_before_end: bool,
 }
 
 impl Quiesce {
@@ -90,6 +94,7 @@ impl Quiesce {
             pending: 0,
             fail,
             end: None,
+            read_before_end: false,
         }
     }
 }

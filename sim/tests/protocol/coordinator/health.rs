@@ -171,6 +171,52 @@ fn catastrophic_between_polls_is_found_by_the_read_that_closes_the_quiesce() {
     assert_eq!(h.c().state(), State::Operational);
 }
 
+/// The read that closes a quiesce is one issued after it ended. A poll's read still out when
+/// the last client is done may have sampled the device before the clients' last acts: its
+/// answer is judged but closes nothing, and the read issued after it decides.
+#[test]
+fn a_poll_read_outstanding_at_the_close_does_not_decide_the_quiesce() {
+    let mut h = harness_with(
+        Policy {
+            quiesce_deadline_ms: 10_000,
+            ..policy()
+        },
+        8,
+    );
+    let v = h.reg_flags("vetoer", ClientFlags::CAN_VETO);
+    let a = h.reg("a");
+    h.admin(AdminReset::Planned).expect("planned");
+    h.consent(v).expect("consent");
+    h.execute(v).expect("vetoer ready");
+    assert_eq!(h.c().state(), State::Quiescing);
+    h.hold_health_reads();
+    h.advance(1_000);
+    assert_eq!(h.held_health_reads(), 1, "a poll's read is out");
+    h.execute(a).expect("the last client ready");
+    assert_eq!(h.held_health_reads(), 1, "one read out at a time");
+    h.answer_health_read();
+    assert_eq!(
+        h.c().state(),
+        State::Quiescing,
+        "the poll's answer closes nothing"
+    );
+    assert_eq!(
+        h.held_health_reads(),
+        1,
+        "the closing read, issued after it"
+    );
+    h.hca_mut().inject_catastrophic(0xbad);
+    h.answer_health_read();
+    assert_eq!(h.c().state(), State::Resetting);
+    let r = h.c().last_reset().expect("record");
+    assert_eq!(
+        r.reason,
+        ResetReason::Catastrophic,
+        "the closing read decided"
+    );
+    assert!(!r.planned);
+}
+
 #[test]
 fn unresponsive_abort_goes_ahead_when_the_closing_read_is_healthy() {
     let (mut h, v, wedged) = planned_with_wedged_client(500);
