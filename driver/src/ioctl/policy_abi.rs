@@ -260,3 +260,83 @@ pub fn policy_bytes(version: u16) -> usize {
         .find(|&&(since, _)| since <= version)
         .map_or(POLICY_V1_BYTES, |&(_, n)| n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn custom() -> Policy {
+        Policy {
+            health_stall_polls: 11,
+            abort_on_unresponsive: true,
+            auto_recover: false,
+            reset_retries: 5,
+            ..Policy::default()
+        }
+    }
+
+    #[test]
+    fn a_policy_goes_through_the_structure_unchanged() {
+        let abi = PolicyAbi::from_policy(&custom());
+        assert_eq!(abi.slots_set, POLICY_SLOTS_KEYED);
+        assert_eq!(abi.slots[0], 11);
+        assert_eq!((abi.abort_on_unresponsive, abi.auto_recover), (1, 0));
+        assert_eq!(abi.parse_policy(), Ok(custom()));
+    }
+
+    /// A key in a slot may be a flag or a count as well as a duration: each takes what its
+    /// type takes, 64 bits wide.
+    #[test]
+    fn a_slot_holds_a_flag_or_a_count_in_64_bits() {
+        assert_eq!(<bool as AbiValue<u64>>::to_abi(true), 1);
+        assert_eq!(<bool as AbiValue<u64>>::to_abi(false), 0);
+        assert_eq!(<bool as AbiValue<u64>>::from_abi("f", 1), Ok(true));
+        let e = <bool as AbiValue<u64>>::from_abi("f", 2).expect_err("not a flag");
+        assert_eq!((e.field, e.problem), ("f", "must be 0 or 1"));
+        assert_eq!(<u8 as AbiValue<u64>>::to_abi(200), 200);
+        assert_eq!(<u8 as AbiValue<u64>>::from_abi("c", 255), Ok(255));
+        let e = <u8 as AbiValue<u64>>::from_abi("c", 1 << 32).expect_err("not a count");
+        assert_eq!((e.field, e.problem), ("c", "must be at most 255"));
+    }
+
+    /// Every slot a caller marks is carried into the merged structure, whether or not this
+    /// bus has a key for it (then parsing refuses it); an unmarked one keeps the current value.
+    #[test]
+    fn the_merge_carries_each_marked_slot_and_keeps_the_others() {
+        let current = custom();
+        let mut sent = PolicyAbi::from_policy(&Policy::default());
+        sent.slots = core::array::from_fn(|i| 100 + i as u64);
+        sent.slots_set = 1 << 3 | 1 << 15;
+        let merged = sent.with_newer_keys_of(ABI_VERSION, &current);
+        assert_eq!(merged.slots[3], 103);
+        assert_eq!(merged.slots[15], 115);
+        assert_eq!(merged.slots[0], 11, "slot 0 unmarked: the current value");
+        assert_eq!(merged.slots_set, POLICY_SLOTS_KEYED | 1 << 3 | 1 << 15);
+        assert_eq!(merged.quiesce_deadline_ms, sent.quiesce_deadline_ms);
+        // A version-7 caller's structure has no slots: nothing of them is taken.
+        let old =
+            PolicyAbi::decode_version(&sent.as_bytes()[..POLICY_NAMED_BYTES], 7).expect("96 bytes");
+        assert_eq!(old.with_newer_keys_of(7, &current).slots[0], 11);
+    }
+
+    #[test]
+    fn a_slot_is_read_only_when_its_bit_is_set() {
+        let mut abi = PolicyAbi::default();
+        abi.slots[5] = 42;
+        let e = abi.slot("k", 5).expect_err("bit clear");
+        assert_eq!(e.field, "k");
+        abi.slots_set = 1 << 5;
+        assert_eq!(abi.slot("k", 5), Ok(42));
+        assert!(abi.slot("k", 0).is_err(), "only bit 5 is set");
+    }
+
+    #[test]
+    fn each_version_has_its_size() {
+        assert_eq!(policy_bytes(0), POLICY_V1_BYTES);
+        assert_eq!(policy_bytes(1), POLICY_V1_BYTES);
+        assert_eq!(policy_bytes(2), POLICY_NAMED_BYTES);
+        assert_eq!(policy_bytes(7), POLICY_NAMED_BYTES);
+        assert_eq!(policy_bytes(8), size_of::<PolicyAbi>());
+        assert_eq!(policy_bytes(ABI_VERSION), size_of::<PolicyAbi>());
+    }
+}
