@@ -54,6 +54,24 @@ pub(crate) enum Defect {
     /// R: no EvtDeviceQueryStop: PnP stops the bus in the middle of a reset, whose saved
     /// config space names the BARs the rebalance moves.
     StopDuringReset,
+    // Violations of Static Driver Verifier's KMDF rules the layer never had, planted so that
+    // the model shows it catches each (docs/sdv-rules.md names the rule each stands for).
+    /// SDV WdfSpinlock: the spin lock acquired again by its holder.
+    SpinLockTwice,
+    /// SDV WdfSpinlockRelease: the spin lock never released.
+    SpinLockKept,
+    /// SDV WdfWaitlock: the wait lock acquired again by its holder.
+    WaitLockTwice,
+    /// SDV WdfWaitlockRelease: the wait lock never released.
+    WaitLockKept,
+    /// SDV DoubleCompletion: the IOCTL's request completed twice.
+    CompletedTwice,
+    /// SDV InvalidReqAccess: the request's buffer asked for after it was completed.
+    TouchedAfterCompletion,
+    /// SDV RequestCompleted: EvtIoDeviceControl returns with the request not completed.
+    LeftPending,
+    /// SDV KmdfIrql: the DPC opens the Parameters key (PASSIVE_LEVEL only) at DISPATCH_LEVEL.
+    PassiveCallAtDispatch,
 }
 
 #[cfg(all(test, wdk_fake))]

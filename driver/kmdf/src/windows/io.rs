@@ -203,15 +203,29 @@ unsafe fn share_access(request: WDFREQUEST) -> u32 {
 /// # Safety
 /// `request` is live and not yet completed.
 pub(crate) unsafe fn complete(request: WDFREQUEST, (status, bytes): (NtStatus, usize)) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfRequestCompleteWithInformation,
-            request,
-            status.0 as i32,
-            bytes as u64
-        )
+    if planted(Defect::LeftPending) {
+        return;
+    }
+    let times = if planted(Defect::CompletedTwice) {
+        2
+    } else {
+        1
     };
+    for _ in 0..times {
+        // SAFETY: the caller's contract (broken on purpose the second time).
+        unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfRequestCompleteWithInformation,
+                request,
+                status.0 as i32,
+                bytes as u64
+            )
+        };
+    }
+    if planted(Defect::TouchedAfterCompletion) {
+        // SAFETY: none: the planted violation, which the model stops at.
+        let _ = unsafe { retrieve(request, Direction::Input, 1) };
+    }
 }
 
 /// The service's Parameters key, or null when it cannot be opened (every value then absent).

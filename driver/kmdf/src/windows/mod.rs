@@ -288,6 +288,10 @@ extern "C" fn evt_io_device_control(
 extern "C" fn evt_dpc(dpc: wdk_sys::WDFDPC) {
     // SAFETY: KMDF calls this for a live DPC made by Deferred::create.
     if let Some(ctx) = unsafe { parent_fdo(Child::Dpc(dpc)) } {
+        if planted(Defect::PassiveCallAtDispatch) {
+            // SAFETY: none at DISPATCH_LEVEL: the planted violation, which the model stops at.
+            let _ = unsafe { io::open_parameters(ctx.device) };
+        }
         ctx.with_bus(|bus| bus.dpc());
     }
 }

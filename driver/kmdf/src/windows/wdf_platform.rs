@@ -47,10 +47,16 @@ impl<T> Lock<T> for WdfSpinLock<T> {
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         // SAFETY: the lock was created with the FDO as parent and lives as long as the bus.
         unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockAcquire, self.lock) };
+        if planted(Defect::SpinLockTwice) {
+            // SAFETY: none: the planted violation, which the model stops at.
+            unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockAcquire, self.lock) };
+        }
         // SAFETY: the lock is held: this is the only reference to the data.
         let r = f(unsafe { &mut *self.data.get() });
-        // SAFETY: acquired above on this thread.
-        unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockRelease, self.lock) };
+        if !planted(Defect::SpinLockKept) {
+            // SAFETY: acquired above on this thread.
+            unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockRelease, self.lock) };
+        }
         r
     }
 
@@ -101,10 +107,22 @@ impl<T> Lock<T> for WdfWaitLock<T> {
         };
         // With no timeout the only answer is STATUS_SUCCESS, once the lock is ours.
         debug_assert_eq!(status, STATUS_SUCCESS);
+        if planted(Defect::WaitLockTwice) {
+            // SAFETY: none: the planted violation, which the model stops at.
+            unsafe {
+                call_unsafe_wdf_function_binding!(
+                    WdfWaitLockAcquire,
+                    self.lock,
+                    core::ptr::null_mut()
+                )
+            };
+        }
         // SAFETY: the lock is held: this is the only reference to the data.
         let r = f(unsafe { &mut *self.data.get() });
-        // SAFETY: acquired above.
-        unsafe { call_unsafe_wdf_function_binding!(WdfWaitLockRelease, self.lock) };
+        if !planted(Defect::WaitLockKept) {
+            // SAFETY: acquired above.
+            unsafe { call_unsafe_wdf_function_binding!(WdfWaitLockRelease, self.lock) };
+        }
         r
     }
 

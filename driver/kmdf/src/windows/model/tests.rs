@@ -103,6 +103,14 @@ fn scenario() {
         Defect::NoSpecialFiles,
         Defect::InfallibleAllocation,
         Defect::StopDuringReset,
+        Defect::SpinLockTwice,
+        Defect::SpinLockKept,
+        Defect::WaitLockTwice,
+        Defect::WaitLockKept,
+        Defect::CompletedTwice,
+        Defect::TouchedAfterCompletion,
+        Defect::LeftPending,
+        Defect::PassiveCallAtDispatch,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     match name.as_str() {
@@ -1083,4 +1091,66 @@ fn rights_come_from_the_ioctl_required_access() {
         Defect::ShareAccessAsGranted,
         &["QUERY_STATE: 0xc0000022"],
     );
+}
+
+/// Static Driver Verifier's KMDF rules that apply to this driver, each broken on purpose in
+/// the layer and caught by the model (docs/sdv-rules.md): the rule, the DDI or callback
+/// where it is caught, and what was wrong.
+#[test]
+fn each_planted_sdv_violation_is_caught_by_the_rule_it_breaks() {
+    let cases: [(Defect, [&str; 3]); 8] = [
+        (
+            Defect::SpinLockTwice,
+            ["SpinLockMisused", "WdfSpinLockAcquire", "acquired again"],
+        ),
+        (
+            Defect::SpinLockKept,
+            ["LockHeldOnReturn", "", "returned at IRQL 2"],
+        ),
+        (
+            Defect::WaitLockTwice,
+            ["WaitLockMisused", "WdfWaitLockAcquire", "acquired again"],
+        ),
+        // Caught at the next acquire within the same callback, before it returns: on
+        // Windows, the thread would wait for itself.
+        (
+            Defect::WaitLockKept,
+            ["WaitLockMisused", "WdfWaitLockAcquire", "acquired again"],
+        ),
+        (
+            Defect::CompletedTwice,
+            [
+                "RequestCompletedTwice",
+                "WdfRequestCompleteWithInformation",
+                "completed again",
+            ],
+        ),
+        (
+            Defect::TouchedAfterCompletion,
+            [
+                "RequestUsedAfterCompletion",
+                "WdfRequestRetrieveInputBuffer",
+                "was completed",
+            ],
+        ),
+        (
+            Defect::LeftPending,
+            [
+                "RequestNotCompleted",
+                "EvtIoDeviceControl",
+                "without completing",
+            ],
+        ),
+        (
+            Defect::PassiveCallAtDispatch,
+            [
+                "IrqlTooHigh",
+                "WdfDriverOpenParametersRegistryKey",
+                "IRQL 2",
+            ],
+        ),
+    ];
+    for (defect, what) in cases {
+        assert_caught("life", defect, &what);
+    }
 }
