@@ -109,7 +109,7 @@ impl<T> Lock<T> for WdfWaitLock<T> {
         debug_assert_eq!(status, STATUS_SUCCESS);
         if planted(Defect::WaitLockTwice) {
             // SAFETY: none: the planted violation, which the model stops at.
-            unsafe {
+            let _ = unsafe {
                 call_unsafe_wdf_function_binding!(
                     WdfWaitLockAcquire,
                     self.lock,
