@@ -35,4 +35,6 @@ mod windows;
 #[cfg(test)]
 mod fake;
 #[cfg(test)]
+mod sdv_catalog;
+#[cfg(test)]
 mod tests;
