@@ -72,6 +72,23 @@ pub(crate) enum Defect {
     LeftPending,
     /// SDV KmdfIrql: the DPC opens the Parameters key (PASSIVE_LEVEL only) at DISPATCH_LEVEL.
     PassiveCallAtDispatch,
+    /// SDV DeviceInitAPI: the FDO's init used after its WdfDeviceCreate.
+    FdoInitAfterCreate,
+    /// SDV PdoDeviceInitAPI, ChildDeviceInitApi: a PDO's init used after its WdfDeviceCreate.
+    PdoInitAfterCreate,
+    /// SDV ControlDeviceInitAPI: the control device's init used after its WdfDeviceCreate.
+    ControlInitAfterCreate,
+    /// SDV DoubleDeviceInitFree: the control device's init freed twice after a failed create.
+    ControlInitFreedTwice,
+    /// SDV InitFreeDeviceCreateType2: the control device created from an init already freed.
+    ControlCreateOnFreedInit,
+    /// SDV InitFreeNull: WdfDeviceInitFree given the NULL a create or a free leaves.
+    FreeNullInit,
+    /// SDV DeviceCreateFail: EvtDriverDeviceAdd succeeds though the control device's
+    /// WdfDeviceCreate failed.
+    CreateFailureIgnored,
+    /// SDV ChildListConfiguration: the FDO created with no default child list configured.
+    NoChildListConfig,
 }
 
 #[cfg(all(test, wdk_fake))]

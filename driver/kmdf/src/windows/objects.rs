@@ -137,25 +137,37 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
         EvtChildListCreateDevice: Some(super::evt_child_create_device),
         ..WDF_CHILD_LIST_CONFIG::default()
     };
-    // SAFETY: `init` is live; the config outlives the call.
-    unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfFdoInitSetDefaultChildListConfig,
-            init,
-            &mut children,
-            WDF_NO_OBJECT_ATTRIBUTES
-        )
-    };
+    if !planted(Defect::NoChildListConfig) {
+        // SAFETY: `init` is live; the config outlives the call.
+        unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfFdoInitSetDefaultChildListConfig,
+                init,
+                &mut children,
+                WDF_NO_OBJECT_ATTRIBUTES
+            )
+        };
+    }
     let mut attributes = attributes(core::ptr::null_mut(), Some(&FDO_CONTEXT));
     attributes.EvtCleanupCallback = Some(evt_fdo_cleanup);
     let mut device: WDFDEVICE = core::ptr::null_mut();
-    let mut init = init;
+    let (original, mut init) = (init, init);
     // SAFETY: `init` is consumed on success; on failure KMDF frees the PnP init it gave us.
     let status = unsafe {
         call_unsafe_wdf_function_binding!(WdfDeviceCreate, &mut init, &mut attributes, &mut device)
     };
     if status < 0 {
         return status;
+    }
+    if planted(Defect::FdoInitAfterCreate) {
+        // SAFETY: none: the planted violation (a consumed init), which the model stops at.
+        unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfDeviceInitSetDeviceType,
+                original,
+                setup.device_type
+            )
+        };
     }
     // SAFETY: the device was just created.
     unsafe { support_special_files(device) };
@@ -238,7 +250,7 @@ pub(crate) unsafe fn create_pdo(init: PWDFDEVICE_INIT, fdo: WDFDEVICE, serial: u
         return s;
     }
     let mut pdo: WDFDEVICE = core::ptr::null_mut();
-    let mut init = init;
+    let (original, mut init) = (init, init);
     // SAFETY: `init` is consumed on success; on failure KMDF frees the child list's init.
     let s = unsafe {
         call_unsafe_wdf_function_binding!(
@@ -250,6 +262,10 @@ pub(crate) unsafe fn create_pdo(init: PWDFDEVICE_INIT, fdo: WDFDEVICE, serial: u
     };
     if s < 0 {
         return s;
+    }
+    if planted(Defect::PdoInitAfterCreate) {
+        // SAFETY: none: the planted violation (a consumed init), which the model stops at.
+        unsafe { call_unsafe_wdf_function_binding!(WdfPdoInitSetDefaultLocale, original, 0x409) };
     }
     if child == ChildFunction::Srp {
         // SAFETY: the PDO was just created.
@@ -377,16 +393,24 @@ unsafe fn control_device(fdo: &FdoContext, setup: &FdoSetup) -> NTSTATUS {
     let mut attributes = attributes(core::ptr::null_mut(), Some(&CONTROL_CONTEXT));
     attributes.EvtDestroyCallback = Some(evt_control_destroy);
     let mut control: WDFDEVICE = core::ptr::null_mut();
+    let original = init;
+    if planted(Defect::ControlCreateOnFreedInit) {
+        // SAFETY: none: the planted violation (the create below takes a freed init).
+        unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitFree, init) };
+    }
     // SAFETY: `init` is consumed only if the create succeeds.
     let s = unsafe {
         call_unsafe_wdf_function_binding!(WdfDeviceCreate, &mut init, &mut attributes, &mut control)
     };
     if s < 0 {
-        if !planted(Defect::ControlInitNotFreed) {
-            // SAFETY: a control device's init that a failed create left ours: freed once.
-            unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitFree, init) };
-        }
-        return s;
+        // SAFETY: the init a failed create left ours.
+        return unsafe { control_create_failed(init, s) };
+    }
+    if planted(Defect::ControlInitAfterCreate) {
+        // SAFETY: none: the planted violation (a consumed init), which the model stops at.
+        let _ = unsafe {
+            call_unsafe_wdf_function_binding!(WdfDeviceInitAssignName, original, &mut name)
+        };
     }
     fdo.control.store(control, Ordering::Release);
     // SAFETY: the control device was just created with CONTROL_CONTEXT and no request can
@@ -406,6 +430,30 @@ unsafe fn control_device(fdo: &FdoContext, setup: &FdoSetup) -> NTSTATUS {
     }
     // SAFETY: the control device is live.
     unsafe { control_queue(control, setup) }
+}
+
+/// A control device's init that a failed create left ours: freed once, and the failure
+/// returned (each planted branch breaks one of SDV's rules on purpose).
+///
+/// # Safety
+/// `init` is the control device's, not consumed.
+unsafe fn control_create_failed(init: PWDFDEVICE_INIT, status: NTSTATUS) -> NTSTATUS {
+    if !planted(Defect::ControlInitNotFreed) {
+        // SAFETY: the caller's contract: freed once.
+        unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitFree, init) };
+    }
+    if planted(Defect::ControlInitFreedTwice) {
+        // SAFETY: none: the planted violation, a second free.
+        unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitFree, init) };
+    }
+    if planted(Defect::FreeNullInit) {
+        // SAFETY: none: the planted violation, a NULL init.
+        unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitFree, core::ptr::null_mut()) };
+    }
+    if planted(Defect::CreateFailureIgnored) {
+        return STATUS_SUCCESS;
+    }
+    status
 }
 
 /// The control device's symbolic link and its IOCTL queue, then it is open for requests.

@@ -111,6 +111,14 @@ fn scenario() {
         Defect::TouchedAfterCompletion,
         Defect::LeftPending,
         Defect::PassiveCallAtDispatch,
+        Defect::FdoInitAfterCreate,
+        Defect::PdoInitAfterCreate,
+        Defect::ControlInitAfterCreate,
+        Defect::ControlInitFreedTwice,
+        Defect::ControlCreateOnFreedInit,
+        Defect::FreeNullInit,
+        Defect::CreateFailureIgnored,
+        Defect::NoChildListConfig,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     match name.as_str() {
@@ -1152,5 +1160,72 @@ fn each_planted_sdv_violation_is_caught_by_the_rule_it_breaks() {
     ];
     for (defect, what) in cases {
         assert_caught("life", defect, &what);
+    }
+}
+
+/// SDV's rules on a device's WDFDEVICE_INIT, each broken on purpose: used after its create,
+/// freed twice, created from when freed, freed as NULL, a failed create taken for success,
+/// no child list configured.
+#[test]
+fn each_planted_init_violation_is_caught_by_the_rule_it_breaks() {
+    let cases: [(&str, Defect, [&str; 2]); 8] = [
+        (
+            "life",
+            Defect::FdoInitAfterCreate,
+            [
+                "InitMisused in WdfDeviceInitSetDeviceType",
+                "already Consumed",
+            ],
+        ),
+        (
+            "life",
+            Defect::PdoInitAfterCreate,
+            [
+                "InitMisused in WdfPdoInitSetDefaultLocale",
+                "already Consumed",
+            ],
+        ),
+        (
+            "life",
+            Defect::ControlInitAfterCreate,
+            ["InitMisused in WdfDeviceInitAssignName", "already Consumed"],
+        ),
+        (
+            "control_create_fails",
+            Defect::ControlInitFreedTwice,
+            ["InitMisused in WdfDeviceInitFree", "already Freed"],
+        ),
+        (
+            "life",
+            Defect::ControlCreateOnFreedInit,
+            ["InitMisused in WdfDeviceCreate", "already Freed"],
+        ),
+        (
+            "control_create_fails",
+            Defect::FreeNullInit,
+            [
+                "NullParameter in WdfDeviceInitFree",
+                "a NULL WDFDEVICE_INIT",
+            ],
+        ),
+        (
+            "control_create_fails",
+            Defect::CreateFailureIgnored,
+            [
+                "Expectation in scenario",
+                "an add whose control device failed succeeded",
+            ],
+        ),
+        (
+            "life",
+            Defect::NoChildListConfig,
+            [
+                "NullParameter in WdfChildListAddOrUpdateChildDescriptionAsPresent",
+                "a NULL handle",
+            ],
+        ),
+    ];
+    for (scenario, defect, what) in cases {
+        assert_caught(scenario, defect, &what);
     }
 }
