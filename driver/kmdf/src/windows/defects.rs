@@ -89,6 +89,10 @@ pub(crate) enum Defect {
     CreateFailureIgnored,
     /// SDV ChildListConfiguration: the FDO created with no default child list configured.
     NoChildListConfig,
+    /// SDV DriverCreate: DriverEntry returns success without WdfDriverCreate.
+    NoDriverCreate,
+    /// SDV CtlDeviceFinishInitDeviceAdd: the control device never finished initializing.
+    ControlNotFinished,
 }
 
 #[cfg(all(test, wdk_fake))]

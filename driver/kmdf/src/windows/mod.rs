@@ -77,6 +77,9 @@ pub extern "system" fn driver_entry(
         EvtDriverDeviceAdd: Some(evt_device_add),
         ..WDF_DRIVER_CONFIG::default()
     };
+    if planted(Defect::NoDriverCreate) {
+        return STATUS_SUCCESS;
+    }
     // SAFETY: the driver object and registry path are the kernel's, valid for this call; the
     // config is initialised above and outlives the call.
     unsafe {

@@ -491,7 +491,9 @@ unsafe fn control_queue(control: WDFDEVICE, setup: &FdoSetup) -> NTSTATUS {
     if s < 0 {
         return s;
     }
-    // SAFETY: the control device is fully set up.
-    unsafe { call_unsafe_wdf_function_binding!(WdfControlFinishInitializing, control) };
+    if !planted(Defect::ControlNotFinished) {
+        // SAFETY: the control device is fully set up.
+        unsafe { call_unsafe_wdf_function_binding!(WdfControlFinishInitializing, control) };
+    }
     STATUS_SUCCESS
 }

@@ -80,6 +80,24 @@ pub(crate) fn locks_held() -> bool {
     !held_locks().is_empty()
 }
 
+/// A successful EvtDriverDeviceAdd leaves no control device it created unfinished: until
+/// WdfControlFinishInitializing, KMDF refuses every request to it.
+fn control_devices_finished() {
+    let unfinished = with(|k| {
+        k.objects.iter().any(|o| {
+            !o.deleted
+                && matches!(&o.kind, Kind::Device(d) if d.role == Role::Control && !d.finished)
+        })
+    });
+    if unfinished {
+        violation(
+            Rule::ControlNotFinished,
+            "EvtDriverDeviceAdd",
+            "returned success with a control device not finished",
+        );
+    }
+}
+
 /// The dispatcher: every queued DPC and work item, until none is left.
 fn run_queued() {
     for _ in 0..100_000 {
@@ -210,6 +228,13 @@ impl Machine {
         let status = at("DriverEntry", PASSIVE, || {
             super::super::driver_entry(&raw mut *m.driver_object, &raw const registry)
         });
+        if status >= 0 && with(|k| k.driver.is_none()) {
+            violation(
+                Rule::NoDriverObject,
+                "DriverEntry",
+                "returned success without WdfDriverCreate",
+            );
+        }
         (m, status)
     }
 
@@ -235,6 +260,9 @@ impl Machine {
         let status = at("EvtDriverDeviceAdd", PASSIVE, || unsafe {
             add(driver as WDFDRIVER, init)
         });
+        if status >= 0 {
+            control_devices_finished();
+        }
         let cleanups = with(|k| {
             // KMDF frees the PnP init whatever EvtDriverDeviceAdd did with it.
             let pnp = &mut k.inits[Kernel::init_index(init)];

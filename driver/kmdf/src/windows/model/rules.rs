@@ -32,6 +32,8 @@ pub(crate) enum Rule {
     DeviceInDx,
     WaitWithLockHeld,
     SpecialFileType,
+    NoDriverObject,
+    ControlNotFinished,
     Expectation,
 }
 
@@ -79,6 +81,8 @@ impl Rule {
             Rule::DeviceInDx => "nothing reads or writes a device's registers between its D0Exit and its next D0Entry",
             Rule::SpecialFileType => "WdfDeviceSetSpecialFileSupport takes a file type a device can support (paging, hibernation, dump, boot, guest assigned)",
             Rule::WaitWithLockHeld => "a thread that waits (KeDelayExecutionThread) holds no spin lock or wait lock",
+            Rule::NoDriverObject => "DriverEntry that returns success has created the framework driver object (WdfDriverCreate)",
+            Rule::ControlNotFinished => "a control device EvtDriverDeviceAdd creates is finished (WdfControlFinishInitializing) before it returns success",
             Rule::Expectation => "what the scenario expects of the driver",
         }
     }
@@ -110,6 +114,8 @@ impl Rule {
             Rule::DeviceInDx => "EvtDeviceD0Exit documentation (the device is in Dx once it returns); PCI PM: memory space is off in D3hot, a read answers all ones (no bugcheck: the model stops where hardware would mislead)",
             Rule::SpecialFileType => "fxdeviceapikm.cpp, WdfDeviceSetSpecialFileSupport (FxVerifierDbgBreakPoint on a type out of range)",
             Rule::WaitWithLockHeld => "KeDelayExecutionThread documentation (IRQL <= APC_LEVEL); a wait lock held across a wait stalls every other acquirer",
+            Rule::NoDriverObject => "WdfDriverCreate documentation (called from DriverEntry); SDV rule DriverCreate",
+            Rule::ControlNotFinished => "WdfControlFinishInitializing documentation (until then the control device takes no request); SDV rule CtlDeviceFinishInitDeviceAdd",
         }
     }
 }

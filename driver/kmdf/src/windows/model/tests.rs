@@ -119,6 +119,8 @@ fn scenario() {
         Defect::FreeNullInit,
         Defect::CreateFailureIgnored,
         Defect::NoChildListConfig,
+        Defect::NoDriverCreate,
+        Defect::ControlNotFinished,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     match name.as_str() {
@@ -1168,7 +1170,17 @@ fn each_planted_sdv_violation_is_caught_by_the_rule_it_breaks() {
 /// no child list configured.
 #[test]
 fn each_planted_init_violation_is_caught_by_the_rule_it_breaks() {
-    let cases: [(&str, Defect, [&str; 2]); 8] = [
+    let cases: [(&str, Defect, [&str; 2]); 10] = [
+        (
+            "life",
+            Defect::NoDriverCreate,
+            ["NoDriverObject in DriverEntry", "without WdfDriverCreate"],
+        ),
+        (
+            "life",
+            Defect::ControlNotFinished,
+            ["ControlNotFinished in EvtDriverDeviceAdd", "not finished"],
+        ),
         (
             "life",
             Defect::FdoInitAfterCreate,
