@@ -136,7 +136,8 @@ impl Coordinator {
     /// now.
     fn closing_end(&mut self) -> Option<QuiesceEnd> {
         let q = self.quiesce_mut()?;
-        if q.end.is_some() && q.read_before_end {
+        // Set only with the end, and cleared before the end is taken.
+        if q.read_before_end {
             q.read_before_end = false;
             self.read_health();
             return None;

@@ -210,7 +210,10 @@ impl Coordinator {
         let outstanding = self.health_outstanding;
         let first = self.quiesce_mut().is_some_and(|q| {
             let first = q.end.replace(end).is_none();
-            q.read_before_end = first && outstanding;
+            // Which read is stale is the first close's to say: a later one changes nothing.
+            if first {
+                q.read_before_end = outstanding;
+            }
             first
         });
         // One read out at a time: with a poll's read out, the closing read follows its answer.

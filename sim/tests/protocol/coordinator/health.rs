@@ -217,6 +217,40 @@ fn a_poll_read_outstanding_at_the_close_does_not_decide_the_quiesce() {
     assert!(!r.planned);
 }
 
+/// The deadline closes the quiesce with a poll's read out: as when the barrier completes,
+/// that read's answer closes nothing (a client leaving meanwhile changes nothing), and the
+/// read after it decides.
+#[test]
+fn a_deadline_with_a_poll_read_out_waits_for_the_read_after_it() {
+    let (mut h, _v, wedged) = planned_with_wedged_client(1_500);
+    h.hold_health_reads();
+    h.advance(1_000);
+    assert_eq!(h.held_health_reads(), 1, "a poll's read is out");
+    h.advance(500);
+    assert_eq!(
+        h.c().state(),
+        State::Quiescing,
+        "the deadline closed it; a read decides"
+    );
+    assert_eq!(h.held_health_reads(), 1, "one read out at a time");
+    h.call(|c, now| c.unregister(now, wedged))
+        .expect("unregister");
+    h.pump();
+    h.answer_health_read();
+    assert_eq!(
+        h.c().state(),
+        State::Quiescing,
+        "the poll's answer closes nothing"
+    );
+    assert_eq!(
+        h.held_health_reads(),
+        1,
+        "the closing read, issued after it"
+    );
+    h.answer_health_read();
+    assert_ne!(h.c().state(), State::Quiescing, "the closing read decided");
+}
+
 #[test]
 fn unresponsive_abort_goes_ahead_when_the_closing_read_is_healthy() {
     let (mut h, v, wedged) = planned_with_wedged_client(500);
