@@ -35,6 +35,9 @@ unsafe impl GlobalAlloc for Counting {
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         count_size(-(layout.size() as isize));
+        if quarantined(ptr, layout) {
+            return;
+        }
         // SAFETY: `ptr` came from System.alloc with this layout.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -51,6 +54,60 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
+
+/// Frees held back while the KMDF model explores schedules (`windows/model/conc.rs`): a use
+/// after free then reads what was there, the same in every run of a seed, instead of
+/// whatever the heap put there since. A fixed table (the allocator may not allocate); once
+/// full, frees go through.
+struct Quarantine {
+    on: bool,
+    len: usize,
+    held: [(usize, usize, usize); QUARANTINE_ENTRIES],
+}
+
+const QUARANTINE_ENTRIES: usize = 1 << 16;
+
+static QUARANTINE: Mutex<Quarantine> = Mutex::new(Quarantine {
+    on: false,
+    len: 0,
+    held: [(0, 0, 0); QUARANTINE_ENTRIES],
+});
+
+fn quarantined(ptr: *mut u8, layout: Layout) -> bool {
+    let Ok(mut q) = QUARANTINE.try_lock() else {
+        return false;
+    };
+    if !q.on || q.len == QUARANTINE_ENTRIES {
+        return false;
+    }
+    let at = q.len;
+    q.held[at] = (ptr as usize, layout.size(), layout.align());
+    q.len += 1;
+    true
+}
+
+/// Holds frees back from now (`true`), or frees what was held and stops (`false`).
+#[cfg_attr(not(wdk_fake), allow(dead_code))]
+pub(crate) fn quarantine(on: bool) {
+    let mut q = QUARANTINE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    q.on = on;
+    if on {
+        return;
+    }
+    let held = q.len;
+    q.len = 0;
+    for &(ptr, size, align) in &q.held[..held] {
+        // A layout that was valid when it was allocated.
+        let Ok(layout) = Layout::from_size_align(size, align) else {
+            continue;
+        };
+        // SAFETY: a block System.alloc gave out with this layout, held back once and freed
+        // once, here.
+        unsafe { System.dealloc(ptr as *mut u8, layout) };
+    }
+}
 
 /// The adapter every test drives (the KMDF model's too).
 pub(crate) fn identity() -> Identity {

@@ -246,6 +246,15 @@ impl FdoContext {
         if unsafe { wdk_sys::ntddk::ExAcquireRundownProtection(self.rundown.get()) } == 0 {
             return Err(f);
         }
+        if planted(Defect::RundownReleasedEarly) {
+            // SAFETY: none: this is the planted race (protection released before the call).
+            unsafe { wdk_sys::ntddk::ExReleaseRundownProtection(self.rundown.get()) };
+            // SAFETY: none, as above.
+            return match unsafe { self.bus.load(Ordering::Acquire).as_ref() } {
+                Some(bus) => Ok(f(bus)),
+                None => Err(f),
+            };
+        }
         // SAFETY: protection is held: release hardware frees the bus only after it has
         // waited for every holder, so the pointer, if not null, is live until released.
         let r = match unsafe { self.bus.load(Ordering::Acquire).as_ref() } {
@@ -260,13 +269,20 @@ impl FdoContext {
     /// Publishes a bus built in prepare hardware and lets callers in (the protection is run
     /// down from device add, and again by each release).
     pub(crate) fn attach(&self, bus: alloc::boxed::Box<Bus<WdfPlatform>>) {
+        if planted(Defect::StoppedAfterRundown) {
+            self.stopped.store(false, Ordering::Release);
+        }
         let floor = self.generations.load(Ordering::Acquire);
         bus.input(|c, _| c.retire_ids_before(floor));
         self.bus
             .store(alloc::boxed::Box::into_raw(bus), Ordering::Release);
-        self.stopped.store(false, Ordering::Release);
         // SAFETY: as in with_bus; PASSIVE_LEVEL in prepare hardware, with no wait under way.
         unsafe { wdk_sys::ntddk::ExReInitializeRundownProtection(self.rundown.get()) };
+        // Only now: a child's call refused before the line above saw `stopped` and waits
+        // for this start; cleared first, it would have been told the device was removed.
+        if !planted(Defect::StoppedAfterRundown) {
+            self.stopped.store(false, Ordering::Release);
+        }
     }
 
     /// Release hardware: waits until no caller is inside the bus and none can enter, then

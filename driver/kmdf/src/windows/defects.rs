@@ -93,6 +93,15 @@ pub(crate) enum Defect {
     NoDriverCreate,
     /// SDV CtlDeviceFinishInitDeviceAdd: the control device never finished initializing.
     ControlNotFinished,
+    /// Race: the rundown protection is released before the call on the bus, not after it.
+    RundownReleasedEarly,
+    /// Race: the bus's context is one for every thread, so a callback running on another
+    /// processor is taken for the caller's own and unregister does not wait for it.
+    SharedContext,
+    /// Race: release hardware says the bus is stopped only after its rundown wait, and
+    /// prepare hardware says it is started before callers are let in, so a child's call in
+    /// either window is told the device was removed.
+    StoppedAfterRundown,
 }
 
 #[cfg(all(test, wdk_fake))]

@@ -167,18 +167,32 @@ extern "C" fn evt_release_hardware(device: WDFDEVICE, _translated: WDFCMRESLIST)
     if let Some(ctx) = unsafe { fdo(device) } {
         // A stop or a removal: KMDF does not say which. What the bus keeps is resumed by the
         // next prepare, or freed with the FDO.
-        if let Some(bus) = ctx.detach() {
-            let parked = bus.park();
-            match context::build_in_pool(|room| Ok::<_, ()>(room.write(parked))) {
-                Ok(parked) => {
-                    ctx.park(parked);
-                    ctx.stopped
-                        .store(true, core::sync::atomic::Ordering::Release);
+        let order = core::sync::atomic::Ordering::Release;
+        // Stopped before the rundown starts refusing callers: a child's call refused from
+        // here on waits for the next start instead of taking the device for removed (a
+        // removal ends that wait: `removed` is set before the FDO goes).
+        let early = !planted(Defect::StoppedAfterRundown);
+        if early {
+            ctx.stopped.store(true, order);
+        }
+        match ctx.detach() {
+            Some(bus) => {
+                let parked = bus.park();
+                match context::build_in_pool(|room| Ok::<_, ()>(room.write(parked))) {
+                    Ok(parked) => {
+                        ctx.park(parked);
+                        ctx.stopped.store(true, order);
+                    }
+                    // The children's registrations go: the next start is a new bus, where
+                    // their kept ids are refused as stale (generations); until then their
+                    // calls are refused.
+                    Err(_) => {
+                        ctx.stopped.store(false, order);
+                        log::error!("release hardware: no pool to keep the bus");
+                    }
                 }
-                // The children's registrations go: the next start is a new bus, where their
-                // kept ids are refused as stale (generations).
-                Err(_) => log::error!("release hardware: no pool to keep the bus"),
             }
+            None => ctx.stopped.store(false, order),
         }
     }
     STATUS_SUCCESS

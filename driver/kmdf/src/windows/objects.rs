@@ -17,6 +17,13 @@ use crate::kernel::ChildFunction;
 
 static INSTANCES: AtomicU32 = AtomicU32::new(0);
 
+/// A fresh image's statics, as Windows loads the driver: the KMDF model boots the driver
+/// more than once in a process (`model/conc.rs`, a machine per schedule).
+#[cfg(all(test, wdk_fake))]
+pub(crate) fn image_loaded() {
+    INSTANCES.store(0, Ordering::Relaxed);
+}
+
 /// The next HCA's instance number (`\Device\HcaBus<n>`).
 pub(crate) fn next_instance() -> u32 {
     INSTANCES.fetch_add(1, Ordering::Relaxed)

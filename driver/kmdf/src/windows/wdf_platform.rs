@@ -469,6 +469,9 @@ impl Platform for WdfPlatform {
     }
 
     fn context(&self) -> usize {
+        if planted(Defect::SharedContext) {
+            return 1;
+        }
         // In a DPC this is the thread the DPC interrupted, which cannot itself run until the
         // DPC returns: two contexts side by side never share it.
         // SAFETY: callable at any IRQL.

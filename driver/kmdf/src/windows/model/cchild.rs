@@ -31,6 +31,13 @@ pub(crate) struct CChild {
     pub(crate) max_irql: u8,
     /// A call from the callback that did not succeed: (event kind, status).
     pub(crate) failed: Option<(u16, i32)>,
+    /// Its unregister has returned (done, or the bus removed): no callback may come now.
+    unregistered: bool,
+    /// Its callback is running (on whichever thread delivers).
+    in_callback: bool,
+    /// Its unregister was called while its callback ran on another thread: the race the
+    /// unregister's rundown is for.
+    pub(crate) unregistered_during_callback: bool,
 }
 
 fn expect(ok: bool, what: &str) {
@@ -80,6 +87,9 @@ impl CChild {
             vetoes: false,
             max_irql: 0,
             failed: None,
+            unregistered: false,
+            in_callback: false,
+            unregistered_during_callback: false,
         });
         let desc = HcabusClientDesc {
             size: core::mem::size_of::<HcabusClientDesc>() as u16,
@@ -102,6 +112,11 @@ impl CChild {
         child
     }
 
+    /// Whether its callback is running now (on another thread).
+    pub(crate) fn in_callback(&self) -> bool {
+        self.in_callback
+    }
+
     /// The kinds heard, in order.
     pub(crate) fn heard(&self) -> &[u16] {
         &self.heard[..self.count.min(HEARD)]
@@ -122,17 +137,21 @@ impl CChild {
     }
 
     /// A child that never lets the interface go: unregisters only.
-    pub(crate) fn unregister_only(&self) -> i32 {
+    pub(crate) fn unregister_only(&mut self) -> i32 {
         let unregister = self.iface.unregister;
+        self.unregistered_during_callback |= self.in_callback;
         // SAFETY: the driver's function with its context and the child's own id.
-        at("C child: unregister", PASSIVE, || unsafe {
+        let status = at("C child: unregister", PASSIVE, || unsafe {
             unregister.map_or(status::NOT_SUPPORTED, |f| f(self.iface.context, self.id))
-        })
+        });
+        let removed = status::of_refusal(hcabus::errors::RefusalCode::DeviceRemoved);
+        self.unregistered |= status == status::SUCCESS || status == removed;
+        status
     }
 
     /// The child's removal: unregister, then InterfaceDereference. Returns unregister's
     /// status. The child stays where it is until the caller drops it.
-    pub(crate) fn detach(&self) -> i32 {
+    pub(crate) fn detach(&mut self) -> i32 {
         let status = self.unregister_only();
         if let Some(f) = self.iface.interface_dereference {
             // SAFETY: gives back the reference the query took, with its own context.
@@ -157,6 +176,14 @@ unsafe extern "C" fn on_event(context: *mut c_void, event: *const HcabusEvent) {
     let child = unsafe { &mut *context.cast::<CChild>() };
     // SAFETY: the event lives for the call.
     let event = unsafe { &*event };
+    if child.unregistered {
+        violation(
+            Rule::CallbackAfterUnregister,
+            "C child: event callback",
+            &format!("event {} after unregister returned", event.kind),
+        );
+    }
+    child.in_callback = true;
     child.max_irql = child.max_irql.max(irql());
     if child.count < HEARD {
         child.heard[child.count] = event.kind;
@@ -200,6 +227,19 @@ unsafe extern "C" fn on_event(context: *mut c_void, event: *const HcabusEvent) {
     };
     if status < 0 && child.failed.is_none() {
         child.failed = Some((event.kind, status));
+    }
+    // Its calls above were scheduling points: an unregister on another thread may have
+    // returned meanwhile, which it must not while this callback runs.
+    child.in_callback = false;
+    if child.unregistered {
+        violation(
+            Rule::CallbackAfterUnregister,
+            "C child: event callback",
+            &format!(
+                "event {} still running after unregister returned",
+                event.kind
+            ),
+        );
     }
 }
 

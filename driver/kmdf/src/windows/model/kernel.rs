@@ -73,27 +73,29 @@ pub(crate) enum Kind {
         device: Handle,
         config: WDF_IO_QUEUE_CONFIG,
     },
+    // `running`, `holder`: the thread (`conc::me`) running the callback or holding the
+    // lock; 0 for none.
     Dpc {
         config: WDF_DPC_CONFIG,
         queued: bool,
-        running: bool,
+        running: usize,
     },
     WorkItem {
         config: WDF_WORKITEM_CONFIG,
         queued: bool,
-        running: bool,
+        running: usize,
     },
     Timer {
         config: WDF_TIMER_CONFIG,
         due_us: Option<u64>,
-        running: bool,
+        running: usize,
     },
     SpinLock {
-        holder: bool,
+        holder: usize,
         saved_irql: u8,
     },
     WaitLock {
-        held: bool,
+        holder: usize,
     },
     Request(Box<super::machine::Request>),
     Key,
@@ -232,6 +234,8 @@ pub(crate) struct Kernel {
     /// The FDO whose EvtDevicePrepareHardware is running (the cycle rule).
     pub(crate) preparing: Option<Handle>,
     pub(crate) debug_output: Vec<String>,
+    /// Who holds each EX_RUNDOWN_REF now: (its address, the thread, `conc::me`).
+    pub(crate) rundown_holders: Vec<(usize, usize)>,
     /// Every IRP_MN_DEVICE_USAGE_NOTIFICATION a device answered, in order.
     pub(crate) usage: Vec<super::usage::Notified>,
 }

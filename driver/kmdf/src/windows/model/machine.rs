@@ -56,9 +56,11 @@ pub(crate) fn at<R>(what: &str, level: u8, f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// The locks held now (by whoever called into the driver: a DPC the model runs at once, as
-/// another processor would, can start while its enqueuer holds a wait lock).
+/// The locks this thread holds now (on the one-threaded machine, also whoever called into
+/// the driver: a DPC the model runs at once, as another processor would, can start while its
+/// enqueuer holds a wait lock).
 fn held_locks() -> Vec<Handle> {
+    let me = super::conc::me();
     with(|k| {
         k.objects
             .iter()
@@ -67,7 +69,8 @@ fn held_locks() -> Vec<Handle> {
                 !o.deleted
                     && matches!(
                         o.kind,
-                        Kind::SpinLock { holder: true, .. } | Kind::WaitLock { held: true }
+                        Kind::SpinLock { holder, .. } | Kind::WaitLock { holder }
+                            if holder == me
                     )
             })
             .map(|(i, _)| Kernel::handle_of(i))
@@ -75,7 +78,7 @@ fn held_locks() -> Vec<Handle> {
     })
 }
 
-/// Whether any spin lock or wait lock is held now.
+/// Whether this thread holds a spin lock or a wait lock now.
 pub(crate) fn locks_held() -> bool {
     !held_locks().is_empty()
 }
@@ -154,7 +157,7 @@ pub(crate) fn dispatch_for(us: u64) {
                 .filter_map(|(i, o)| match &o.kind {
                     Kind::Timer {
                         due_us: Some(d),
-                        running: false,
+                        running: 0,
                         ..
                     } if !o.deleted && *d <= end => Some((*d, Kernel::handle_of(i))),
                     _ => None,
@@ -175,7 +178,7 @@ pub(crate) fn run_work_item(h: Handle) {
         Kind::WorkItem {
             config, running, ..
         } => {
-            *running = true;
+            *running = super::conc::me();
             config.EvtWorkItemFunc
         }
         _ => None,
@@ -186,7 +189,7 @@ pub(crate) fn run_work_item(h: Handle) {
     }
     with(|k| {
         if let Kind::WorkItem { running, .. } = &mut k.objects[Kernel::index_of(h as _)].kind {
-            *running = false;
+            *running = 0;
         }
     });
 }
@@ -211,6 +214,7 @@ impl Machine {
         });
         kernel.parameters = values.iter().map(|(k, v)| (String::from(*k), *v)).collect();
         super::install(kernel);
+        super::super::objects::image_loaded();
         let mut m = Machine {
             fdo: None,
             // SAFETY: an all-zero DRIVER_OBJECT (plain integers and pointers) is what the
@@ -291,6 +295,16 @@ impl Machine {
             super::objects::run_cleanups(cleanups)
         });
         status
+    }
+
+    /// The I/O manager's side alone, for a thread of its own (`cpus`): IOCTLs through the
+    /// symbolic link, no FDO of its own.
+    pub(crate) fn io_manager() -> Machine {
+        Machine {
+            fdo: None,
+            // SAFETY: as in `boot`; never passed to the driver.
+            driver_object: Box::new(unsafe { core::mem::zeroed() }),
+        }
     }
 
     fn fdo(&self, what: &str) -> Handle {
@@ -538,7 +552,7 @@ pub(crate) fn run_dpc(h: Handle) {
             running,
         } => {
             *queued = false;
-            *running = true;
+            *running = super::conc::me();
             config.EvtDpcFunc
         }
         _ => None,
@@ -549,12 +563,12 @@ pub(crate) fn run_dpc(h: Handle) {
     }
     with(|k| {
         if let Kind::Dpc { running, .. } = &mut k.objects[Kernel::index_of(h as _)].kind {
-            *running = false;
+            *running = 0;
         }
     });
 }
 
-fn fire_timer(h: Handle) {
+pub(crate) fn fire_timer(h: Handle) {
     let f = with(|k| match &mut k.objects[Kernel::index_of(h as _)].kind {
         Kind::Timer {
             config,
@@ -562,7 +576,7 @@ fn fire_timer(h: Handle) {
             running,
         } => {
             *due_us = None;
-            *running = true;
+            *running = super::conc::me();
             config.EvtTimerFunc
         }
         _ => None,
@@ -573,7 +587,7 @@ fn fire_timer(h: Handle) {
     }
     with(|k| {
         if let Kind::Timer { running, .. } = &mut k.objects[Kernel::index_of(h as _)].kind {
-            *running = false;
+            *running = 0;
         }
     });
 }

@@ -15,6 +15,9 @@ mod admin;
 #[cfg(test)]
 mod cchild;
 mod children;
+mod conc;
+#[cfg(test)]
+mod cpus;
 mod entries;
 mod io;
 mod kernel;
@@ -22,6 +25,8 @@ mod leaks;
 mod machine;
 mod objects;
 mod pnp;
+#[cfg(test)]
+mod races;
 mod rules;
 mod sync;
 mod table;
@@ -59,11 +64,13 @@ pub(crate) const DISPATCH: u8 = 2;
 pub(crate) const HIGH: u8 = 15;
 
 pub(crate) fn irql() -> u8 {
-    IRQL.with(Cell::get)
+    conc::irql().unwrap_or_else(|| IRQL.with(Cell::get))
 }
 
 pub(crate) fn set_irql(level: u8) {
-    IRQL.with(|c| c.set(level));
+    if !conc::set_irql(level) {
+        IRQL.with(|c| c.set(level));
+    }
 }
 
 /// Runs `f` on the kernel's state. Never held across a call into the driver. What it
@@ -106,6 +113,9 @@ pub(crate) fn violation(rule: Rule, ddi: &str, detail: &str) -> ! {
         rule.says(),
         rule.source()
     );
+    if let Some(n) = conc::whereabouts() {
+        eprintln!("KMDF MODEL SCHEDULE {n} (replayed by the same seed and count)");
+    }
     std::process::exit(BUGCHECK_EXIT)
 }
 
@@ -120,9 +130,10 @@ impl Drop for KernelSide {
     }
 }
 
-/// Every DDI starts here: the IRQL it allows (KMDF's verifier, FxVerifierCheckIrqlLevel, and
+/// Every DDI starts here (a scheduling point when other processors run): the IRQL it allows (KMDF's verifier, FxVerifierCheckIrqlLevel, and
 /// each DDI's documented "IRQL <= ..."). Until the guard drops, allocations are the kernel's.
 pub(crate) fn enter(ddi: &str, max_irql: u8) -> KernelSide {
+    conc::point();
     let side = KernelSide(crate::fake::count_bytes(false));
     let now = irql();
     if now > max_irql {

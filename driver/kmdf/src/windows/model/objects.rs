@@ -178,7 +178,7 @@ impl Kernel {
         for h in gone {
             let o = &mut self.objects[Kernel::index_of(h as *mut _)];
             match &mut o.kind {
-                Kind::SpinLock { holder: true, .. } | Kind::WaitLock { held: true } => {
+                Kind::SpinLock { holder: 1.., .. } | Kind::WaitLock { holder: 1.. } => {
                     violation(Rule::SpinLockMisused, ddi, "a lock deleted while held")
                 }
                 // KMDF's dispose of a timer, DPC or work item stops, cancels or flushes it.
@@ -278,6 +278,21 @@ pub(crate) unsafe extern "C" fn WdfObjectGetTypedContextWorker(
 pub(crate) unsafe extern "C" fn WdfObjectDelete(_: PWDF_DRIVER_GLOBALS, handle: WDFOBJECT) {
     const DDI: &str = "WdfObjectDelete";
     let _kernel = super::enter(DDI, DISPATCH);
+    // KMDF's dispose of a DPC, timer or work item waits for a run on another processor
+    // (FxDpc::FlushAndRundown, FxTimer::Stop(TRUE), FxWorkItem::FlushAndWait).
+    let me = super::conc::me();
+    super::conc::wait_until(Rule::SelfDeadlock, DDI, "never settles", |k| {
+        k.live(DDI, handle);
+        let mut gone = k.descendants(handle as Handle);
+        gone.push(handle as Handle);
+        gone.iter()
+            .all(|h| match k.objects[Kernel::index_of(*h as _)].kind {
+                Kind::Dpc { running, .. }
+                | Kind::Timer { running, .. }
+                | Kind::WorkItem { running, .. } => running == 0 || running == me,
+                _ => true,
+            })
+    });
     let cleanups = with(|k| {
         let o = k.live(DDI, handle);
         if let Kind::Device(d) = &o.kind {

@@ -34,6 +34,9 @@ pub(crate) enum Rule {
     SpecialFileType,
     NoDriverObject,
     ControlNotFinished,
+    CallbackAfterUnregister,
+    RemovedDuringRebalance,
+    Deadlock,
     Expectation,
 }
 
@@ -44,7 +47,11 @@ impl Rule {
             Rule::IrqlTooHigh => 0xA,                   // IRQL_NOT_LESS_OR_EQUAL
             Rule::MappingLeak | Rule::BadUnmap => 0xC4, // DRIVER_VERIFIER_DETECTED_VIOLATION
             Rule::ControlDeviceAtUnload | Rule::CycleLeak | Rule::ObjectLeak => 0xCE, // DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS
-            Rule::Expectation | Rule::NoKernel | Rule::DeviceInDx => 0,
+            Rule::Expectation
+            | Rule::NoKernel
+            | Rule::DeviceInDx
+            | Rule::CallbackAfterUnregister
+            | Rule::RemovedDuringRebalance => 0,
             _ => 0x10D, // WDF_VIOLATION
         }
     }
@@ -83,6 +90,9 @@ impl Rule {
             Rule::WaitWithLockHeld => "a thread that waits (KeDelayExecutionThread) holds no spin lock or wait lock",
             Rule::NoDriverObject => "DriverEntry that returns success has created the framework driver object (WdfDriverCreate)",
             Rule::ControlNotFinished => "a control device EvtDriverDeviceAdd creates is finished (WdfControlFinishInitializing) before it returns success",
+            Rule::CallbackAfterUnregister => "once a child's unregister returns, the bus never calls its callback again",
+            Rule::Deadlock => "every wait ends: a lock, a rundown, a flush is given up by whoever holds it",
+            Rule::RemovedDuringRebalance => "a child's call during a PnP stop and restart is never answered DEVICE_REMOVED",
             Rule::Expectation => "what the scenario expects of the driver",
         }
     }
@@ -91,6 +101,9 @@ impl Rule {
     pub(crate) fn source(self) -> &'static str {
         match self {
             Rule::NoKernel | Rule::Expectation => "the model's scenario",
+            Rule::Deadlock => "Driver Verifier's deadlock detection (a wait that never ends hangs the machine); the model's step bound",
+            Rule::CallbackAfterUnregister => "HCABUS_BUS_INTERFACE_V1's contract (include/hcabus.h): unregister is a rundown (docs/design.md)",
+            Rule::RemovedDuringRebalance => "HCABUS_BUS_INTERFACE_V1's contract: a rebalance is invisible to the children (docs/windows.md)",
             Rule::NullParameter => "handleapi.cpp, FxPointerNotNull (WDF_REQUIRED_PARAMETER_IS_NULL)",
             Rule::InvalidHandle | Rule::WrongObjectType => "fxhandle.h, FxObjectHandleGetPtr (WDF_INVALID_HANDLE)",
             Rule::UsedAfterDelete => "fxobject.cpp, object state machine (deleted objects are freed when the last reference goes)",

@@ -92,25 +92,25 @@ macro_rules! deferred_creates {
 }
 
 deferred_creates! {
-    WdfDpcCreate(PWDF_DPC_CONFIG, WDFDPC) => Dpc { queued: false, running: false };
+    WdfDpcCreate(PWDF_DPC_CONFIG, WDFDPC) => Dpc { queued: false, running: 0 };
     WdfWorkItemCreate(PWDF_WORKITEM_CONFIG, WDFWORKITEM) =>
-        WorkItem { queued: false, running: false };
-    WdfTimerCreate(PWDF_TIMER_CONFIG, WDFTIMER) => Timer { due_us: None, running: false };
+        WorkItem { queued: false, running: 0 };
+    WdfTimerCreate(PWDF_TIMER_CONFIG, WDFTIMER) => Timer { due_us: None, running: 0 };
 }
 
 /// A DPC queued from PASSIVE_LEVEL runs at once, as another processor would run it before
 /// the caller's next line: a driver that queues a DPC before the state it reads is
 /// published finds that out here. Queued at DISPATCH_LEVEL (from a DPC or a timer, or under
-/// a spin lock), it waits for the dispatcher.
+/// a spin lock), or when other processors run (`conc`), it waits for the dispatcher.
 pub(crate) unsafe extern "C" fn WdfDpcEnqueue(_: PWDF_DRIVER_GLOBALS, dpc: WDFDPC) -> BOOLEAN {
     let _kernel = super::enter("WdfDpcEnqueue", super::HIGH);
     let (added, idle) = with(|k| match &mut k.live("WdfDpcEnqueue", dpc.cast()).kind {
         Kind::Dpc {
             queued, running, ..
-        } => (!core::mem::replace(queued, true), !*running),
+        } => (!core::mem::replace(queued, true), *running == 0),
         other => violation(Rule::WrongObjectType, "WdfDpcEnqueue", other.name()),
     });
-    if added && idle && irql() == PASSIVE {
+    if added && idle && irql() == PASSIVE && !super::conc::on() {
         super::machine::run_dpc(dpc as Handle);
     }
     BOOLEAN::from(added)
@@ -123,11 +123,12 @@ pub(crate) unsafe extern "C" fn WdfDpcCancel(
 ) -> BOOLEAN {
     const DDI: &str = "WdfDpcCancel";
     let _kernel = super::enter(DDI, if wait != 0 { PASSIVE } else { super::HIGH });
-    with(|k| match &mut k.live(DDI, dpc.cast()).kind {
+    let me = super::conc::me();
+    let removed = with(|k| match &mut k.live(DDI, dpc.cast()).kind {
         Kind::Dpc {
             queued, running, ..
         } => {
-            if wait != 0 && *running {
+            if wait != 0 && *running == me {
                 violation(
                     Rule::SelfDeadlock,
                     DDI,
@@ -137,7 +138,24 @@ pub(crate) unsafe extern "C" fn WdfDpcCancel(
             BOOLEAN::from(core::mem::replace(queued, false))
         }
         other => violation(Rule::WrongObjectType, DDI, other.name()),
-    })
+    });
+    if wait != 0 {
+        // KeFlushQueuedDpcs: a run on another processor ends first.
+        settle(DDI, dpc.cast());
+    }
+    removed
+}
+
+/// Waits until the DPC, timer or work item `h` runs on no other thread.
+fn settle(ddi: &'static str, h: WDFOBJECT) {
+    super::conc::wait_until(Rule::SelfDeadlock, ddi, "never settles", |k| {
+        match k.object(ddi, h).kind {
+            Kind::Dpc { running, .. }
+            | Kind::Timer { running, .. }
+            | Kind::WorkItem { running, .. } => running == 0,
+            _ => true,
+        }
+    });
 }
 
 pub(crate) unsafe extern "C" fn WdfWorkItemEnqueue(_: PWDF_DRIVER_GLOBALS, item: WDFWORKITEM) {
@@ -153,17 +171,20 @@ pub(crate) unsafe extern "C" fn WdfWorkItemEnqueue(_: PWDF_DRIVER_GLOBALS, item:
 pub(crate) unsafe extern "C" fn WdfWorkItemFlush(_: PWDF_DRIVER_GLOBALS, item: WDFWORKITEM) {
     const DDI: &str = "WdfWorkItemFlush";
     let _kernel = super::enter(DDI, PASSIVE);
+    let me = super::conc::me();
     let run = with(|k| match &mut k.live(DDI, item.cast()).kind {
-        Kind::WorkItem { running: true, .. } => {
+        Kind::WorkItem { running, .. } if *running == me => {
             violation(Rule::SelfDeadlock, DDI, "from the work item's own callback")
         }
         Kind::WorkItem { queued, .. } => core::mem::replace(queued, false),
         other => violation(Rule::WrongObjectType, DDI, other.name()),
     });
-    // A flush waits until a queued work item has run: on one CPU, it runs now.
+    // A flush waits until a queued work item has run, and a run under way has ended: the
+    // flusher runs the queued one itself (on one CPU it could not be otherwise).
     if run {
         super::machine::run_work_item(item as Handle);
     }
+    settle(DDI, item.cast());
 }
 
 pub(crate) unsafe extern "C" fn WdfTimerStart(
@@ -197,11 +218,12 @@ pub(crate) unsafe extern "C" fn WdfTimerStop(
 ) -> BOOLEAN {
     const DDI: &str = "WdfTimerStop";
     let _kernel = super::enter(DDI, if wait != 0 { PASSIVE } else { DISPATCH });
-    with(|k| match &mut k.live(DDI, timer.cast()).kind {
+    let me = super::conc::me();
+    let stopped = with(|k| match &mut k.live(DDI, timer.cast()).kind {
         Kind::Timer {
             due_us, running, ..
         } => {
-            if wait != 0 && *running {
+            if wait != 0 && *running == me {
                 violation(
                     Rule::SelfDeadlock,
                     DDI,
@@ -211,7 +233,11 @@ pub(crate) unsafe extern "C" fn WdfTimerStop(
             BOOLEAN::from(due_us.take().is_some())
         }
         other => violation(Rule::WrongObjectType, DDI, other.name()),
-    })
+    });
+    if wait != 0 {
+        settle(DDI, timer.cast());
+    }
+    stopped
 }
 
 const LOCK: Options = Options {
@@ -227,7 +253,7 @@ pub(crate) unsafe extern "C" fn WdfSpinLockCreate(
     lock: *mut WDFSPINLOCK,
 ) -> NTSTATUS {
     let kind = Kind::SpinLock {
-        holder: false,
+        holder: 0,
         saved_irql: 0,
     };
     create_sync("WdfSpinLockCreate", true, a, lock.cast(), kind, LOCK)
@@ -238,7 +264,7 @@ pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFWAITLOCK,
 ) -> NTSTATUS {
-    let kind = Kind::WaitLock { held: false };
+    let kind = Kind::WaitLock { holder: 0 };
     create_sync("WdfWaitLockCreate", true, a, lock.cast(), kind, LOCK)
 }
 
@@ -246,32 +272,42 @@ pub(crate) unsafe extern "C" fn WdfSpinLockAcquire(_: PWDF_DRIVER_GLOBALS, lock:
     const DDI: &str = "WdfSpinLockAcquire";
     let _kernel = super::enter(DDI, DISPATCH);
     let before = irql();
-    with(|k| match &mut k.live(DDI, lock.cast()).kind {
-        Kind::SpinLock { holder, saved_irql } => {
-            if *holder {
-                violation(
-                    Rule::SpinLockMisused,
-                    DDI,
-                    "acquired again by its holder (a deadlock on one CPU)",
-                );
-            }
-            *holder = true;
-            *saved_irql = before;
-        }
-        other => violation(Rule::WrongObjectType, DDI, other.name()),
-    });
+    // KeAcquireSpinLock raises the IRQL, then spins while another processor holds it.
     set_irql(DISPATCH);
+    let me = super::conc::me();
+    super::conc::wait_until(
+        Rule::SpinLockMisused,
+        DDI,
+        "held by another",
+        |k| match &mut k.live(DDI, lock.cast()).kind {
+            Kind::SpinLock { holder, .. } if *holder == me => violation(
+                Rule::SpinLockMisused,
+                DDI,
+                "acquired again by its holder (a deadlock)",
+            ),
+            Kind::SpinLock { holder, saved_irql } => {
+                let free = *holder == 0;
+                if free {
+                    *holder = me;
+                    *saved_irql = before;
+                }
+                free
+            }
+            other => violation(Rule::WrongObjectType, DDI, other.name()),
+        },
+    );
 }
 
 pub(crate) unsafe extern "C" fn WdfSpinLockRelease(_: PWDF_DRIVER_GLOBALS, lock: WDFSPINLOCK) {
     const DDI: &str = "WdfSpinLockRelease";
     let _kernel = super::enter(DDI, DISPATCH);
+    let me = super::conc::me();
     let restore = with(|k| match &mut k.live(DDI, lock.cast()).kind {
         Kind::SpinLock { holder, saved_irql } => {
-            if !*holder {
+            if *holder != me {
                 violation(Rule::SpinLockMisused, DDI, "released while not held");
             }
-            *holder = false;
+            *holder = 0;
             *saved_irql
         }
         other => violation(Rule::WrongObjectType, DDI, other.name()),
@@ -286,31 +322,42 @@ pub(crate) unsafe extern "C" fn WdfWaitLockAcquire(
 ) -> NTSTATUS {
     const DDI: &str = "WdfWaitLockAcquire";
     let _kernel = super::enter(DDI, if timeout.is_null() { PASSIVE } else { DISPATCH });
-    with(|k| match &mut k.live(DDI, lock.cast()).kind {
-        Kind::WaitLock { held } => {
-            if *held {
-                violation(
-                    Rule::WaitLockMisused,
-                    DDI,
-                    "acquired again by its holder (a deadlock)",
-                );
+    let me = super::conc::me();
+    // No timeout: the caller waits while another thread holds it (the layer never asks
+    // for one, so a timeout is not modelled).
+    super::conc::wait_until(
+        Rule::WaitLockMisused,
+        DDI,
+        "held by another",
+        |k| match &mut k.live(DDI, lock.cast()).kind {
+            Kind::WaitLock { holder } if *holder == me => violation(
+                Rule::WaitLockMisused,
+                DDI,
+                "acquired again by its holder (a deadlock)",
+            ),
+            Kind::WaitLock { holder } => {
+                let free = *holder == 0;
+                if free {
+                    *holder = me;
+                }
+                free
             }
-            *held = true;
-            STATUS_SUCCESS
-        }
-        other => violation(Rule::WrongObjectType, DDI, other.name()),
-    })
+            other => violation(Rule::WrongObjectType, DDI, other.name()),
+        },
+    );
+    STATUS_SUCCESS
 }
 
 pub(crate) unsafe extern "C" fn WdfWaitLockRelease(_: PWDF_DRIVER_GLOBALS, lock: WDFWAITLOCK) {
     const DDI: &str = "WdfWaitLockRelease";
     let _kernel = super::enter(DDI, DISPATCH);
+    let me = super::conc::me();
     with(|k| match &mut k.live(DDI, lock.cast()).kind {
-        Kind::WaitLock { held } => {
-            if !*held {
+        Kind::WaitLock { holder } => {
+            if *holder != me {
                 violation(Rule::WaitLockMisused, DDI, "released while not held");
             }
-            *held = false;
+            *holder = 0;
         }
         other => violation(Rule::WrongObjectType, DDI, other.name()),
     });

@@ -21,17 +21,17 @@ use crate::windows::defects::{plant, Defect};
 
 const SCENARIO: &str = "HCABUS_MODEL_SCENARIO";
 const PLANT: &str = "HCABUS_MODEL_PLANT";
-const HARDWARE_ID: &str = "PCI\\VEN_15B3&DEV_1003&SUBSYS_005015B3&REV_00";
+pub(super) const HARDWARE_ID: &str = "PCI\\VEN_15B3&DEV_1003&SUBSYS_005015B3&REV_00";
 
 /// How a scenario's process ended.
-struct Outcome {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+pub(super) struct Outcome {
+    pub(super) code: Option<i32>,
+    pub(super) stdout: String,
+    pub(super) stderr: String,
 }
 
 /// Runs `scenario` in a child process, with `defect` planted.
-fn run(scenario: &str, defect: Option<Defect>) -> Outcome {
+pub(super) fn run(scenario: &str, defect: Option<Defect>) -> Outcome {
     let exe = std::env::current_exe().expect("the test binary");
     let out = Command::new(exe)
         .args([
@@ -52,14 +52,14 @@ fn run(scenario: &str, defect: Option<Defect>) -> Outcome {
     }
 }
 
-fn assert_passes(scenario: &str) {
+pub(super) fn assert_passes(scenario: &str) {
     let o = run(scenario, None);
     assert_eq!(o.code, Some(0), "scenario {scenario} failed:\n{}", o.stderr);
 }
 
 /// A planted defect: the scenario must stop on the model with a line naming each of `what`
 /// (the rule, the DDI, the reason).
-fn assert_caught(scenario: &str, defect: Defect, what: &[&str]) {
+pub(super) fn assert_caught(scenario: &str, defect: Defect, what: &[&str]) {
     let o = run(scenario, Some(defect));
     assert_eq!(
         o.code,
@@ -121,6 +121,9 @@ fn scenario() {
         Defect::NoChildListConfig,
         Defect::NoDriverCreate,
         Defect::ControlNotFinished,
+        Defect::RundownReleasedEarly,
+        Defect::SharedContext,
+        Defect::StoppedAfterRundown,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     match name.as_str() {
@@ -143,13 +146,14 @@ fn scenario() {
         ) {
             (Some(Ok(depth)), _) => footprint(&[(RECORDER_RECORDS_KEY, depth)]),
             (_, Some(Ok(n))) => pool_short(n),
+            _ if super::races::scenario(other) => {}
             _ => panic!("no scenario {other:?}"),
         },
     }
 }
 
 /// Fails the scenario (in the child) as a rule the model enforces would.
-fn expect(ok: bool, what: &str) {
+pub(super) fn expect(ok: bool, what: &str) {
     if !ok {
         super::violation(super::Rule::Expectation, "scenario", what);
     }
@@ -170,7 +174,7 @@ fn booted() -> Machine {
     m
 }
 
-fn started() -> Machine {
+pub(super) fn started() -> Machine {
     let mut m = booted();
     let status = m.start();
     let refusals = with(|k| format!("{:?}", k.refusals));
@@ -309,7 +313,7 @@ fn resets(m: &mut Machine, child: &mut CChild) {
 fn child_outlives_fdo(lets_go: bool) {
     let mut m = started();
     let fdo = m.fdo.unwrap_or_default();
-    let child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
     m.surprise_remove();
     let removed = hcabus::bus_abi::status::of_refusal(hcabus::errors::RefusalCode::DeviceRemoved);
     let (status, _, _) = child.query_state();

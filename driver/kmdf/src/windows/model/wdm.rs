@@ -22,11 +22,12 @@ extern "C" fn KeQueryUnbiasedInterruptTime() -> ULONGLONG {
     with(|k| k.now_us * 10)
 }
 
-/// The model's one thread: it runs DPCs, timers and work items itself, one after another.
+/// The calling thread: 1 on the one-threaded machine (it runs DPCs, timers and work items
+/// itself, one after another), each shuttle thread its own under `conc`.
 #[unsafe(no_mangle)]
 extern "C" fn PsGetCurrentThreadId() -> HANDLE {
     let _kernel = super::enter("PsGetCurrentThreadId", super::HIGH);
-    1 as HANDLE
+    super::conc::me() as HANDLE
 }
 
 /// A wait the one-threaded model cannot end (nothing else runs while it waits): a
@@ -58,9 +59,15 @@ extern "C" fn KeDelayExecutionThread(
     }
     drop(kernel);
     // While this thread sleeps the other processors run: due timers fire and queued DPCs
-    // and work items run, in virtual time.
+    // and work items run, in virtual time. Under `conc` they are threads of their own: the
+    // time passes, and they run as the schedule has it.
     let us = t.unsigned_abs() / 10;
-    super::machine::dispatch_for(us.max(1));
+    if super::conc::on() {
+        with(|k| k.now_us += us.max(1));
+        super::conc::point();
+    } else {
+        super::machine::dispatch_for(us.max(1));
+    }
     STATUS_SUCCESS
 }
 
@@ -354,6 +361,8 @@ extern "C" fn ExAcquireRundownProtection(r: PEX_RUNDOWN_REF) -> BOOLEAN {
         return 0;
     }
     *c += 2;
+    let me = super::conc::me();
+    with(|k| k.rundown_holders.push((r as usize, me)));
     1
 }
 
@@ -369,21 +378,44 @@ extern "C" fn ExReleaseRundownProtection(r: PEX_RUNDOWN_REF) {
         );
     }
     *c -= 2;
+    let me = super::conc::me();
+    with(|k| {
+        let mine = k
+            .rundown_holders
+            .iter()
+            .position(|h| *h == (r as usize, me));
+        let any = k.rundown_holders.iter().position(|h| h.0 == r as usize);
+        if let Some(i) = mine.or(any) {
+            k.rundown_holders.swap_remove(i);
+        }
+    });
 }
 
 #[unsafe(no_mangle)]
 extern "C" fn ExWaitForRundownProtectionRelease(r: PEX_RUNDOWN_REF) {
     const DDI: &str = "ExWaitForRundownProtectionRelease";
     let _kernel = super::enter(DDI, PASSIVE + 1);
+    let me = super::conc::me();
+    let at = r as usize;
     let c = rundown(r);
-    if *c >= 2 {
-        violation(
-            Rule::SelfDeadlock,
-            DDI,
-            "a holder is on this very call chain: the wait never ends",
-        );
-    }
-    *c = 1;
+    // From here no one acquires it; the holders that are in go out in their own time.
+    *c |= 1;
+    super::conc::wait_until(
+        Rule::SelfDeadlock,
+        DDI,
+        "a holder is on this very call chain: the wait never ends",
+        |k| {
+            if k.rundown_holders.contains(&(at, me)) {
+                violation(
+                    Rule::SelfDeadlock,
+                    DDI,
+                    "a holder is on this very call chain: the wait never ends",
+                );
+            }
+            !k.rundown_holders.iter().any(|h| h.0 == at)
+        },
+    );
+    *rundown(r) = 1;
 }
 
 /// DbgPrint's sink (the C shim formats; see dbgprint.c).

@@ -1,0 +1,132 @@
+//! The other processors, under `conc`: one runs the DPCs, one the timers (and with them
+//! virtual time), one the work items, each a shuttle thread, until it is told to stop.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::vec::Vec;
+
+use shuttle::thread::{self, JoinHandle};
+
+use super::kernel::{Handle, Kernel, Kind};
+use super::machine::{fire_timer, run_dpc, run_work_item};
+use super::with;
+
+/// A value a shuttle thread may take: shuttle's threads are continuations on the one OS
+/// thread of the scenario, so raw pointers inside are never used by two threads at once.
+pub(crate) struct Sendable<T>(pub(crate) T);
+
+// SAFETY: see above; every thread of a schedule runs on the scenario's OS thread, one at a
+// time.
+unsafe impl<T> Send for Sendable<T> {}
+
+/// The running processors.
+pub(crate) struct Processors {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// What a processor looks for next.
+#[derive(Clone, Copy)]
+enum Work {
+    Dpc,
+    Timer,
+    WorkItem,
+}
+
+impl Processors {
+    /// Starts a DPC processor, a timer processor and a worker.
+    pub(crate) fn start() -> Processors {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = [Work::Dpc, Work::Timer, Work::WorkItem]
+            .into_iter()
+            .map(|work| {
+                let stop = Arc::clone(&stop);
+                thread::spawn(move || processor(work, &stop))
+            })
+            .collect();
+        Processors { stop, threads }
+    }
+
+    /// Lets each processor finish what is queued for it (a timer still armed stays armed),
+    /// then joins them.
+    pub(crate) fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        for t in self.threads {
+            if t.join().is_err() {
+                super::violation(super::Rule::Expectation, "processor", "a thread panicked");
+            }
+        }
+    }
+}
+
+fn processor(work: Work, stop: &AtomicBool) {
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        match (next(work, stopping), stopping) {
+            (Some(h), _) => match work {
+                Work::Dpc => run_dpc(h),
+                Work::Timer => fire_timer(h),
+                Work::WorkItem => {
+                    let taken = with(|k| match &mut k.objects[Kernel::index_of(h as _)].kind {
+                        Kind::WorkItem { queued, .. } => core::mem::replace(queued, false),
+                        _ => false,
+                    });
+                    if taken {
+                        run_work_item(h);
+                    }
+                }
+            },
+            (None, true) => return,
+            (None, false) => super::conc::yield_now(),
+        }
+    }
+}
+
+/// The next DPC or work item queued and not running, or the next timer due (virtual time
+/// moves to it; stopping, no timer fires).
+fn next(work: Work, stopping: bool) -> Option<Handle> {
+    with(|k| {
+        let live = k
+            .objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| !o.deleted)
+            .map(|(i, o)| (Kernel::handle_of(i), &o.kind));
+        let found = match work {
+            Work::Dpc => live
+                .filter_map(|(h, kind)| match kind {
+                    Kind::Dpc {
+                        queued: true,
+                        running: 0,
+                        ..
+                    } => Some((0, h)),
+                    _ => None,
+                })
+                .next(),
+            Work::WorkItem => live
+                .filter_map(|(h, kind)| match kind {
+                    Kind::WorkItem {
+                        queued: true,
+                        running: 0,
+                        ..
+                    } => Some((0, h)),
+                    _ => None,
+                })
+                .next(),
+            Work::Timer if stopping => None,
+            Work::Timer => live
+                .filter_map(|(h, kind)| match kind {
+                    Kind::Timer {
+                        due_us: Some(d),
+                        running: 0,
+                        ..
+                    } => Some((*d, h)),
+                    _ => None,
+                })
+                .min(),
+        };
+        let (due_us, h) = found?;
+        k.now_us = k.now_us.max(due_us);
+        Some(h)
+    })
+}

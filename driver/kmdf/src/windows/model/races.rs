@@ -1,0 +1,280 @@
+//! The races docs/windows.md argues, run: the layer on the model with other processors
+//! (`conc`, `cpus`). A DPC processor, a timer processor and a worker run the bus's deferred
+//! work; an administrator's thread sends IOCTLs; two C children call through
+//! HCABUS_BUS_INTERFACE_V1, one of them unregistering while a reset is delivered and the other
+//! holding the interface past the removal; the PnP manager, on the scenario's own thread,
+//! rebalances the bus, forces a reset, sleeps and wakes the device and removes it by
+//! surprise. Each schedule is a fresh machine, explored by shuttle from a fixed seed.
+//!
+//! `HCABUS_MODEL_SCHEDULES=N` explores N schedules per scheduler (random, then PCT) instead
+//! of the suite's count: the long run of docs/windows.md.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use hcabus::bus_abi::status;
+use hcabus::errors::RefusalCode;
+use hcabus::ioctl::ResetMode;
+use shuttle::thread;
+use wdk_sys::*;
+
+use super::admin::{self, ADMIN};
+use super::cchild::CChild;
+use super::cpus::{Processors, Sendable};
+use super::machine::{Machine, FILE_READ_DATA};
+use super::tests::{assert_caught, expect, run, started};
+use super::{violation, Rule};
+use crate::kernel::ChildFunction;
+use crate::windows::defects::Defect;
+
+const SEED: u64 = 0x6b6d_6466_7261_6365;
+
+/// Schedules per scheduler in the suite: enough that each planted race below is caught
+/// (each is found within its first few dozen schedules from this seed).
+const SCHEDULES: usize = 150;
+
+/// Set by the PnP manager's thread before it starts the surprise removal: a child's call
+/// answered DEVICE_REMOVED before then is a rebalance shown as a removal.
+static REMOVING: AtomicBool = AtomicBool::new(false);
+
+/// Set by the PnP manager's thread from its stop to its restart.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Over all schedules: what shows the exploration reached each race (printed at the end).
+struct Reached {
+    stops: AtomicUsize,
+    resets: AtomicUsize,
+    busy_answers: AtomicUsize,
+    calls_during_stop: AtomicUsize,
+    removed_answers: AtomicUsize,
+    unregisters_during_callback: AtomicUsize,
+}
+
+static REACHED: Reached = Reached {
+    stops: AtomicUsize::new(0),
+    resets: AtomicUsize::new(0),
+    busy_answers: AtomicUsize::new(0),
+    calls_during_stop: AtomicUsize::new(0),
+    removed_answers: AtomicUsize::new(0),
+    unregisters_during_callback: AtomicUsize::new(0),
+};
+
+fn count(counter: &AtomicUsize) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+fn schedules() -> usize {
+    std::env::var("HCABUS_MODEL_SCHEDULES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SCHEDULES)
+}
+
+/// The scenarios of this file (in the child process); `false` for another name.
+pub(super) fn scenario(name: &str) -> bool {
+    match name {
+        "races" => super::conc::explore(SEED, schedules(), life_on_four_processors),
+        _ => return false,
+    }
+    let r = &REACHED;
+    println!(
+        "races reached: stops {}, forced resets {}, calls during a stop {}, busy answers {}, \
+         removed answers {}, unregisters during a callback {}",
+        r.stops.load(Ordering::Relaxed),
+        r.resets.load(Ordering::Relaxed),
+        r.calls_during_stop.load(Ordering::Relaxed),
+        r.busy_answers.load(Ordering::Relaxed),
+        r.removed_answers.load(Ordering::Relaxed),
+        r.unregisters_during_callback.load(Ordering::Relaxed),
+    );
+    true
+}
+
+fn removed() -> i32 {
+    status::of_refusal(RefusalCode::DeviceRemoved)
+}
+
+/// A child's call answered: done, busy (a stop under way at DISPATCH_LEVEL, or past the
+/// wait), or removed, and removed only once the removal has begun.
+fn check_answer(what: &str, answer: i32) {
+    if answer == removed() && !REMOVING.load(Ordering::Acquire) {
+        violation(
+            Rule::RemovedDuringRebalance,
+            what,
+            "answered DEVICE_REMOVED while the device was only stopped",
+        );
+    }
+    expect(
+        [status::SUCCESS, status::DEVICE_BUSY, removed()].contains(&answer),
+        &format!("{what}: {answer:#x}"),
+    );
+    if answer == status::DEVICE_BUSY {
+        count(&REACHED.busy_answers);
+    } else if answer == removed() {
+        count(&REACHED.removed_answers);
+    }
+}
+
+/// The child that stays: it calls while the bus is rebalanced, reset, slept and removed,
+/// holds the interface until the removal is over, is refused after it, then lets go.
+fn staying_child(child: Sendable<Box<CChild>>, removed_done: &AtomicBool) {
+    let mut child = child.0;
+    while !removed_done.load(Ordering::Acquire) {
+        if STOPPING.load(Ordering::Acquire) {
+            count(&REACHED.calls_during_stop);
+        }
+        let (answer, _, _) = child.query_state();
+        check_answer("the staying child's query_state", answer);
+    }
+    let (answer, _, _) = child.query_state();
+    expect(
+        answer == removed(),
+        &format!("a call through an interface held past the removal: {answer:#x}"),
+    );
+    check_answer("the staying child's unregister", child.detach());
+}
+
+/// The child that leaves while the bus delivers: it unregisters as soon as its callback runs
+/// (on the DPC's thread), and once its unregister returns, the callback must be over and never
+/// run again (the C child checks, on entry and on return).
+fn leaving_child(child: Sendable<Box<CChild>>) {
+    let mut child = child.0;
+    let (answer, _, _) = child.query_state();
+    check_answer("the leaving child's query_state", answer);
+    while !child.in_callback() && !REMOVING.load(Ordering::Acquire) {
+        super::conc::yield_now();
+    }
+    check_answer("the leaving child's unregister", child.detach());
+    if child.unregistered_during_callback {
+        count(&REACHED.unregisters_during_callback);
+    }
+}
+
+/// An administrator's thread: QUERY_STATE through the control device while the PnP manager
+/// works (answered, or refused while the bus is stopped or gone: the model checks that the
+/// request is completed once, with nothing touched after).
+fn administrator() {
+    let mut io = Machine::io_manager();
+    for _ in 0..3 {
+        let _ = admin::query_state(&mut io, FILE_READ_DATA);
+    }
+}
+
+fn life_on_four_processors() {
+    REMOVING.store(false, Ordering::Release);
+    STOPPING.store(false, Ordering::Release);
+    let mut m = started();
+    let fdo = m.fdo.unwrap_or_default();
+    let staying = Sendable(CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0"));
+    let port = ChildFunction::Ipoib { port: 1 }.serial();
+    let leaving = Sendable(CChild::attach(fdo, port, c"ipoib1"));
+    let removed_done = std::sync::Arc::new(AtomicBool::new(false));
+    let cpus = Processors::start();
+    let done = std::sync::Arc::clone(&removed_done);
+    let threads = [
+        thread::spawn(move || staying_child(staying, &done)),
+        thread::spawn(move || leaving_child(leaving)),
+        thread::spawn(administrator),
+    ];
+    // The PnP manager: a rebalance (refused while a reset is open), a forced reset, a
+    // sleep and a wake, a surprise removal.
+    STOPPING.store(true, Ordering::Release);
+    let stopped = m.stop() == STATUS_SUCCESS;
+    if stopped {
+        count(&REACHED.stops);
+        let status = m.start();
+        expect(status == STATUS_SUCCESS, &format!("restart: {status:#x}"));
+    }
+    STOPPING.store(false, Ordering::Release);
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(
+        asked == STATUS_SUCCESS || asked == STATUS_DEVICE_BUSY,
+        &format!("a forced reset: {asked:#x}"),
+    );
+    if asked == STATUS_SUCCESS {
+        count(&REACHED.resets);
+    }
+    m.power_down(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
+    let status = m.power_up();
+    expect(status == STATUS_SUCCESS, &format!("D0Entry: {status:#x}"));
+    REMOVING.store(true, Ordering::Release);
+    m.surprise_remove();
+    removed_done.store(true, Ordering::Release);
+    for t in threads {
+        if t.join().is_err() {
+            violation(Rule::Expectation, "races", "a thread panicked");
+        }
+    }
+    cpus.stop();
+    m.unload();
+}
+
+/// The figure `name` on the line of `out` that starts with `line`: `name N`.
+fn figure(out: &str, line: &str, name: &str) -> usize {
+    out.lines()
+        .find_map(|l| l.find(line).map(|at| &l[at..]))
+        .and_then(|l| l.split(name).nth(1))
+        .and_then(|rest| rest.trim_start().split([',', ' ']).next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_layer_holds_on_four_processors_through_rebalance_reset_sleep_and_surprise_removal() {
+    let o = run("races", None);
+    assert_eq!(o.code, Some(0), "the races failed:\n{}", o.stderr);
+    // Each race was reached, not only survived: the rundown waited for a holder, a lock was
+    // contended, a child was answered busy across a stop and removed after the removal, an
+    // unregister was called with the child's callback running.
+    for (line, name) in [
+        ("conc:", "ExWaitForRundownProtectionRelease"),
+        ("conc:", "WdfSpinLockAcquire"),
+        ("races reached:", "stops"),
+        ("races reached:", "forced resets"),
+        ("races reached:", "calls during a stop"),
+        ("races reached:", "removed answers"),
+        ("races reached:", "unregisters during a callback"),
+    ] {
+        assert!(
+            figure(&o.stdout, line, name) > 0,
+            "{name}: not reached in\n{}",
+            o.stdout
+        );
+    }
+}
+
+/// The bus is freed under a DPC, a timer, a child or an IOCTL still inside it: whichever
+/// comes first of a deleted lock or timer used (the platform's objects go with the bus) and
+/// a thread that never gets out (its state read from freed memory no longer changes). Freed
+/// memory is held back while schedules run, so the finding is the same every run.
+#[test]
+fn a_rundown_released_before_the_call_is_caught_as_a_bus_freed_under_its_caller() {
+    let o = run("races", Some(Defect::RundownReleasedEarly));
+    let line = o
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("KMDF MODEL BUGCHECK"))
+        .unwrap_or_default();
+    assert_eq!(
+        o.code,
+        Some(super::BUGCHECK_EXIT),
+        "not caught:\n{}",
+        o.stderr
+    );
+    assert!(
+        line.contains("UsedAfterDelete") || line.contains("Deadlock"),
+        "caught as something else: {line}"
+    );
+}
+
+#[test]
+fn an_unregister_that_does_not_wait_for_a_running_callback_is_caught() {
+    assert_caught("races", Defect::SharedContext, &["CallbackAfterUnregister"]);
+}
+
+#[test]
+fn a_stop_published_after_the_rundown_is_caught_as_a_removal_seen_by_a_child() {
+    assert_caught(
+        "races",
+        Defect::StoppedAfterRundown,
+        &["RemovedDuringRebalance"],
+    );
+}
