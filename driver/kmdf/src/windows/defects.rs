@@ -93,6 +93,28 @@ pub(crate) enum Defect {
     NoDriverCreate,
     /// SDV CtlDeviceFinishInitDeviceAdd: the control device never finished initializing.
     ControlNotFinished,
+    /// SDV ParentObjectCheckLock: the bus's locks created with no parent object.
+    LockWithoutParent,
+    /// SDV DriverAttributeChanged: DriverEntry sets the driver object's execution level.
+    DriverLevelChanged,
+    /// SDV BufAfterReqCompletedIoctl: the output buffer written after the request is completed.
+    WrittenAfterCompletion,
+    /// SDV KmdfIrql2: the IOCTL queue's execution level inherited (KMDF may then call
+    /// EvtIoDeviceControl at DISPATCH_LEVEL), not PASSIVE_LEVEL, while EvtIoDeviceControl
+    /// opens the Parameters key (PASSIVE_LEVEL only).
+    QueueLevelInherited,
+    /// SDV DeviceInitAllocate, ControlDeviceInitAllocate: the control device created from the
+    /// FDO's init (consumed) instead of WdfControlDeviceInitAllocate's.
+    ControlFromPnpInit,
+    /// SDV InitFreeDeviceCreate: the control device created though its name could not be
+    /// assigned.
+    CreateAfterFailedName,
+    /// SDV InitFreeDeviceCallback: the control device's init not freed when its name could
+    /// not be assigned.
+    NameFailureNotFreed,
+    /// SDV Cleanup4CtlDeviceRegistered: the control device created with no cleanup or destroy
+    /// callback.
+    ControlNoCleanupCallback,
     /// Race: the rundown protection is released before the call on the bus, not after it.
     RundownReleasedEarly,
     /// Race: the bus's context is one for every thread, so a callback running on another

@@ -206,6 +206,10 @@ pub(crate) unsafe fn complete(request: WDFREQUEST, (status, bytes): (NtStatus, u
     if planted(Defect::LeftPending) {
         return;
     }
+    // SAFETY: the caller's contract (live, not completed); only for the planted violation.
+    let kept = planted(Defect::WrittenAfterCompletion)
+        .then(|| unsafe { retrieve(request, Direction::Output, 1) }.ok())
+        .flatten();
     let times = if planted(Defect::CompletedTwice) {
         2
     } else {
@@ -221,6 +225,11 @@ pub(crate) unsafe fn complete(request: WDFREQUEST, (status, bytes): (NtStatus, u
                 bytes as u64
             )
         };
+    }
+    if let Some((buffer, _)) = kept {
+        // SAFETY: none: the planted violation, a write into a buffer the I/O manager owns
+        // again (on Windows, freed).
+        unsafe { buffer.write_volatile(0) };
     }
     if planted(Defect::TouchedAfterCompletion) {
         // SAFETY: none: the planted violation, which the model stops at.

@@ -80,6 +80,15 @@ pub extern "system" fn driver_entry(
     if planted(Defect::NoDriverCreate) {
         return STATUS_SUCCESS;
     }
+    // The driver object's execution level and synchronization scope are KMDF's: a driver
+    // that sets them is refused (the planted violation of SDV DriverAttributeChanged).
+    let mut changed = context::attributes(core::ptr::null_mut(), None);
+    changed.ExecutionLevel = wdk_sys::_WDF_EXECUTION_LEVEL::WdfExecutionLevelPassive;
+    let attributes = if planted(Defect::DriverLevelChanged) {
+        &mut changed as *mut wdk_sys::WDF_OBJECT_ATTRIBUTES
+    } else {
+        WDF_NO_OBJECT_ATTRIBUTES
+    };
     // SAFETY: the driver object and registry path are the kernel's, valid for this call; the
     // config is initialised above and outlives the call.
     unsafe {
@@ -87,7 +96,7 @@ pub extern "system" fn driver_entry(
             WdfDriverCreate,
             driver,
             registry_path,
-            WDF_NO_OBJECT_ATTRIBUTES,
+            attributes,
             &mut config,
             WDF_NO_HANDLE as *mut WDFDRIVER,
         )
@@ -287,6 +296,14 @@ extern "C" fn evt_io_device_control(
     input_length: usize,
     code: ULONG,
 ) {
+    if planted(Defect::QueueLevelInherited) {
+        // The planted violation's second half: a PASSIVE_LEVEL call (the Parameters key)
+        // from a queue whose level was left inherited, so KMDF may call this at DISPATCH.
+        // SAFETY: the queue KMDF called us for.
+        let device = unsafe { call_unsafe_wdf_function_binding!(WdfIoQueueGetDevice, queue) };
+        // SAFETY: none at DISPATCH_LEVEL: the planted violation.
+        let _ = unsafe { io::open_parameters(device) };
+    }
     // SAFETY: the queue and request are KMDF's for this callback; the buffers it returns are
     // the request's system buffer, valid until the request completes below.
     let status = unsafe {

@@ -184,7 +184,7 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
     };
     // SAFETY: the device is live at PASSIVE_LEVEL; a failure deletes the FDO, whose cleanup
     // deletes whatever control device was made.
-    unsafe { control_device(ctx, setup) }
+    unsafe { control_device(ctx, setup, original) }
 }
 
 /// EvtCleanupCallback of the FDO (PASSIVE_LEVEL, as it is deleted): its control device goes
@@ -378,7 +378,11 @@ fn unicode(text: &str, buffer: &mut [u16; 128]) -> UNICODE_STRING {
 ///
 /// # Safety
 /// `fdo` is live, at PASSIVE_LEVEL.
-unsafe fn control_device(fdo: &FdoContext, setup: &FdoSetup) -> NTSTATUS {
+unsafe fn control_device(
+    fdo: &FdoContext,
+    setup: &FdoSetup,
+    pnp_init: PWDFDEVICE_INIT,
+) -> NTSTATUS {
     let (mut sddl_buf, mut name_buf) = ([0u16; 128], [0u16; 128]);
     let sddl = unicode(setup.sddl, &mut sddl_buf);
     let mut name = unicode(setup.control_device.as_str(), &mut name_buf);
@@ -387,18 +391,29 @@ unsafe fn control_device(fdo: &FdoContext, setup: &FdoSetup) -> NTSTATUS {
     // SAFETY: the SDDL string lives for the call; KMDF copies it.
     let mut init =
         unsafe { call_unsafe_wdf_function_binding!(WdfControlDeviceInitAllocate, driver, &sddl) };
+    if planted(Defect::ControlFromPnpInit) {
+        // The planted violation: a control device from the FDO's init (consumed), not from
+        // WdfControlDeviceInitAllocate's.
+        // SAFETY: the init just allocated, not consumed: freed once.
+        unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitFree, init) };
+        init = pnp_init;
+    }
     if init.is_null() {
         return STATUS_INSUFFICIENT_RESOURCES;
     }
     // SAFETY: `init` is ours until WdfDeviceCreate; the name lives for the call.
     let s = unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitAssignName, init, &mut name) };
-    if s < 0 {
-        // SAFETY: not consumed by a create: freed here, once.
-        unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitFree, init) };
+    if s < 0 && !planted(Defect::CreateAfterFailedName) {
+        if !planted(Defect::NameFailureNotFreed) {
+            // SAFETY: not consumed by a create: freed here, once.
+            unsafe { call_unsafe_wdf_function_binding!(WdfDeviceInitFree, init) };
+        }
         return s;
     }
     let mut attributes = attributes(core::ptr::null_mut(), Some(&CONTROL_CONTEXT));
-    attributes.EvtDestroyCallback = Some(evt_control_destroy);
+    if !planted(Defect::ControlNoCleanupCallback) {
+        attributes.EvtDestroyCallback = Some(evt_control_destroy);
+    }
     let mut control: WDFDEVICE = core::ptr::null_mut();
     let original = init;
     if planted(Defect::ControlCreateOnFreedInit) {
@@ -477,6 +492,13 @@ unsafe fn control_queue(control: WDFDEVICE, setup: &FdoSetup) -> NTSTATUS {
     if s < 0 {
         return s;
     }
+    // PASSIVE_LEVEL, said, not inherited: the driver object's default lets KMDF call the
+    // queue's callbacks at DISPATCH_LEVEL, where the bus's wait lock and the registry are
+    // not to be had (SDV KmdfIrql2).
+    let mut queue_attributes = attributes(core::ptr::null_mut(), None);
+    if !planted(Defect::QueueLevelInherited) {
+        queue_attributes.ExecutionLevel = _WDF_EXECUTION_LEVEL::WdfExecutionLevelPassive;
+    }
     let mut queue_config = WDF_IO_QUEUE_CONFIG {
         Size: core::mem::size_of::<WDF_IO_QUEUE_CONFIG>() as ULONG,
         DispatchType: _WDF_IO_QUEUE_DISPATCH_TYPE::WdfIoQueueDispatchSequential,
@@ -491,7 +513,7 @@ unsafe fn control_queue(control: WDFDEVICE, setup: &FdoSetup) -> NTSTATUS {
             WdfIoQueueCreate,
             control,
             &mut queue_config,
-            WDF_NO_OBJECT_ATTRIBUTES,
+            &mut queue_attributes,
             core::ptr::null_mut(),
         )
     };

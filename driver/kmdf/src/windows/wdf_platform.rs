@@ -368,7 +368,7 @@ impl Platform for WdfPlatform {
 
     fn spin_lock<T: Send>(&self, value: T) -> Result<WdfSpinLock<T>, PlatformError> {
         let mut lock = core::ptr::null_mut();
-        let mut attributes = super::context::attributes(self.device.cast(), None);
+        let mut attributes = super::context::attributes(self.lock_parent(), None);
         // SAFETY: PASSIVE_LEVEL in prepare hardware; parented to the FDO, and deleted by
         // the lock's Drop when the bus goes.
         let status = unsafe {
@@ -385,7 +385,7 @@ impl Platform for WdfPlatform {
 
     fn wait_lock<T: Send>(&self, value: T) -> Result<WdfWaitLock<T>, PlatformError> {
         let mut lock = core::ptr::null_mut();
-        let mut attributes = super::context::attributes(self.device.cast(), None);
+        let mut attributes = super::context::attributes(self.lock_parent(), None);
         // SAFETY: as for the spin lock.
         let status = unsafe {
             call_unsafe_wdf_function_binding!(WdfWaitLockCreate, &mut attributes, &mut lock)
@@ -506,6 +506,15 @@ impl Platform for WdfPlatform {
 }
 
 impl WdfPlatform {
+    /// A lock's parent: the FDO (none when the planted SDV ParentObjectCheckLock violation
+    /// is).
+    fn lock_parent(&self) -> WDFOBJECT {
+        if planted(Defect::LockWithoutParent) {
+            return core::ptr::null_mut();
+        }
+        self.device.cast()
+    }
+
     /// KeDelayExecutionThread for `ms`, at PASSIVE_LEVEL.
     pub(crate) fn sleep_ms(ms: u32) {
         let mut interval = LARGE_INTEGER {

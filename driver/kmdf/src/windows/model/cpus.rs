@@ -27,17 +27,17 @@ pub(crate) struct Processors {
 
 /// What a processor looks for next.
 #[derive(Clone, Copy)]
-enum Work {
-    Dpc,
-    Timer,
-    WorkItem,
+enum Runs {
+    Dpcs,
+    Timers,
+    WorkItems,
 }
 
 impl Processors {
     /// Starts a DPC processor, a timer processor and a worker.
     pub(crate) fn start() -> Processors {
         let stop = Arc::new(AtomicBool::new(false));
-        let threads = [Work::Dpc, Work::Timer, Work::WorkItem]
+        let threads = [Runs::Dpcs, Runs::Timers, Runs::WorkItems]
             .into_iter()
             .map(|work| {
                 let stop = Arc::clone(&stop);
@@ -59,14 +59,14 @@ impl Processors {
     }
 }
 
-fn processor(work: Work, stop: &AtomicBool) {
+fn processor(work: Runs, stop: &AtomicBool) {
     loop {
         let stopping = stop.load(Ordering::Acquire);
         match (next(work, stopping), stopping) {
             (Some(h), _) => match work {
-                Work::Dpc => run_dpc(h),
-                Work::Timer => fire_timer(h),
-                Work::WorkItem => {
+                Runs::Dpcs => run_dpc(h),
+                Runs::Timers => fire_timer(h),
+                Runs::WorkItems => {
                     let taken = with(|k| match &mut k.objects[Kernel::index_of(h as _)].kind {
                         Kind::WorkItem { queued, .. } => core::mem::replace(queued, false),
                         _ => false,
@@ -84,7 +84,7 @@ fn processor(work: Work, stop: &AtomicBool) {
 
 /// The next DPC or work item queued and not running, or the next timer due (virtual time
 /// moves to it; stopping, no timer fires).
-fn next(work: Work, stopping: bool) -> Option<Handle> {
+fn next(work: Runs, stopping: bool) -> Option<Handle> {
     with(|k| {
         let live = k
             .objects
@@ -93,7 +93,7 @@ fn next(work: Work, stopping: bool) -> Option<Handle> {
             .filter(|(_, o)| !o.deleted)
             .map(|(i, o)| (Kernel::handle_of(i), &o.kind));
         let found = match work {
-            Work::Dpc => live
+            Runs::Dpcs => live
                 .filter_map(|(h, kind)| match kind {
                     Kind::Dpc {
                         queued: true,
@@ -103,7 +103,7 @@ fn next(work: Work, stopping: bool) -> Option<Handle> {
                     _ => None,
                 })
                 .next(),
-            Work::WorkItem => live
+            Runs::WorkItems => live
                 .filter_map(|(h, kind)| match kind {
                     Kind::WorkItem {
                         queued: true,
@@ -113,8 +113,8 @@ fn next(work: Work, stopping: bool) -> Option<Handle> {
                     _ => None,
                 })
                 .next(),
-            Work::Timer if stopping => None,
-            Work::Timer => live
+            Runs::Timers if stopping => None,
+            Runs::Timers => live
                 .filter_map(|(h, kind)| match kind {
                     Kind::Timer {
                         due_us: Some(d),

@@ -8,7 +8,26 @@ use wdk_sys::*;
 
 use super::kernel::{Handle, Kernel, Kind, Role};
 use super::machine::{at, Machine, Request, FILE_READ_DATA, FILE_WRITE_DATA};
-use super::{violation, with, Rule, PASSIVE};
+use super::{violation, with, Rule, DISPATCH, PASSIVE};
+
+/// What a completed request's system buffer holds until the I/O manager frees it.
+pub(crate) const POISON: u8 = 0xA5;
+
+/// The IRQL KMDF may call a queue's callbacks at: PASSIVE_LEVEL only if the queue, or the
+/// device or driver it inherits from, says WdfExecutionLevelPassive; else up to
+/// DISPATCH_LEVEL (the driver object's default), which the model takes (SDV KmdfIrql2).
+fn queue_irql(k: &mut Kernel, queue: Handle) -> u8 {
+    let mut at = Some(queue);
+    while let Some(h) = at {
+        let o = &k.objects[Kernel::index_of(h as _)];
+        match o.execution_level {
+            _WDF_EXECUTION_LEVEL::WdfExecutionLevelPassive => return PASSIVE,
+            _WDF_EXECUTION_LEVEL::WdfExecutionLevelDispatch => return DISPATCH,
+            _ => at = o.parent,
+        }
+    }
+    DISPATCH
+}
 
 /// The queue and its callback of the control device a handle was opened on.
 fn target(control: Handle) -> Option<(WDFQUEUE, PFN_WDF_IO_QUEUE_IO_DEVICE_CONTROL)> {
@@ -114,6 +133,7 @@ impl Machine {
             input_length: input.len(),
             output_length,
             system_buffer,
+            delivered: Vec::new(),
             completed: false,
             status: 0,
             information: 0,
@@ -134,16 +154,17 @@ impl Machine {
             .__bindgen_anon_2
             .__bindgen_anon_1
             .CurrentStackLocation = &mut *r.stack;
-        let request = with(|k| {
-            k.create(
+        let (request, level) = with(|k| {
+            let request = k.create(
                 "IRP_MJ_DEVICE_CONTROL",
                 Kind::Request(r),
                 core::ptr::null_mut(),
                 None,
-            )
+            );
+            (request, queue_irql(k, queue as Handle))
         });
         // SAFETY: the driver's callback with its queue and a request it now owns.
-        at("EvtIoDeviceControl", PASSIVE, || unsafe {
+        at("EvtIoDeviceControl", level, || unsafe {
             callback(
                 queue,
                 request as WDFREQUEST,
@@ -164,7 +185,14 @@ impl Machine {
                     "returned without completing the request (the sequential queue stalls)",
                 );
             }
-            let out = r.system_buffer[..r.information.min(output_length)].to_vec();
+            if r.system_buffer.iter().any(|b| *b != POISON) {
+                violation(
+                    Rule::BufferAfterCompletion,
+                    "EvtIoDeviceControl",
+                    "the request's buffer was written after WdfRequestCompleteWithInformation",
+                );
+            }
+            let out = r.delivered.clone();
             let status = r.status;
             k.delete_now("IoCompleteRequest", request);
             (status, out)

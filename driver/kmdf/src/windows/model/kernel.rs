@@ -154,6 +154,8 @@ pub(crate) struct Object {
     pub(crate) references: u32,
     /// The FDO whose prepare hardware created it, if one did (the cycle rule).
     pub(crate) cycle_of: Option<Handle>,
+    /// Its attributes' ExecutionLevel (WdfExecutionLevelInheritFromParent when it had none).
+    pub(crate) execution_level: WDF_EXECUTION_LEVEL,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +188,9 @@ pub(crate) struct Init {
     pub(crate) hardware_ids: Vec<String>,
     pub(crate) compatible_ids: Vec<String>,
     pub(crate) adapter: usize,
+    /// A setup call on it that failed (fxdeviceinit: the init is then unusable): a create
+    /// from it breaks SDV's InitFreeDeviceCreate.
+    pub(crate) failed: Option<&'static str>,
 }
 
 /// An adapter on the PCI bus: its register file, its BAR and its bus interface references.

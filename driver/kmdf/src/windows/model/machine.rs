@@ -17,6 +17,9 @@ pub(crate) struct Request {
     pub(crate) input_length: usize,
     pub(crate) output_length: usize,
     pub(crate) system_buffer: Vec<u8>,
+    /// What the I/O manager copies back, taken at completion; the system buffer is then
+    /// poisoned, and must still be when the callback returns (BufAfterReqCompletedIoctl).
+    pub(crate) delivered: Vec<u8>,
     pub(crate) completed: bool,
     pub(crate) status: NTSTATUS,
     pub(crate) information: usize,

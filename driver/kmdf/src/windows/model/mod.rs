@@ -28,6 +28,8 @@ mod pnp;
 #[cfg(test)]
 mod races;
 mod rules;
+#[cfg(test)]
+mod sdv_plants;
 mod sync;
 mod table;
 #[cfg(test)]

@@ -161,6 +161,10 @@ impl Kernel {
             disposing: false,
             references: 0,
             cycle_of: self.preparing,
+            execution_level: a.map_or(
+                _WDF_EXECUTION_LEVEL::WdfExecutionLevelInheritFromParent,
+                |a| a.ExecutionLevel,
+            ),
         });
         Kernel::handle_of(self.objects.len() - 1)
     }

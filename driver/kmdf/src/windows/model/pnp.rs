@@ -496,6 +496,9 @@ pub(crate) unsafe extern "C" fn WdfRequestCompleteWithInformation(
             req.completed = true;
             req.status = status;
             req.information = information as usize;
+            let n = req.information.min(req.output_length);
+            req.delivered = req.system_buffer[..n].to_vec();
+            req.system_buffer.fill(super::io::POISON);
         }
         other => violation(Rule::WrongObjectType, DDI, other.name()),
     });

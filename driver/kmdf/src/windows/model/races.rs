@@ -7,7 +7,8 @@
 //! surprise. Each schedule is a fresh machine, explored by shuttle from a fixed seed.
 //!
 //! `HCABUS_MODEL_SCHEDULES=N` explores N schedules per scheduler (random, then PCT) instead
-//! of the suite's count: the long run of docs/windows.md.
+//! of the suite's count, and `HCABUS_MODEL_SEED` starts from another seed: the long run of
+//! docs/windows.md.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -62,6 +63,16 @@ fn count(counter: &AtomicUsize) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
+/// `HCABUS_MODEL_SEED=N` (decimal or 0x-hex) explores from another seed.
+fn seed() -> u64 {
+    let s = std::env::var("HCABUS_MODEL_SEED").unwrap_or_default();
+    let parsed = match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    };
+    parsed.unwrap_or(SEED)
+}
+
 fn schedules() -> usize {
     std::env::var("HCABUS_MODEL_SCHEDULES")
         .ok()
@@ -72,7 +83,7 @@ fn schedules() -> usize {
 /// The scenarios of this file (in the child process); `false` for another name.
 pub(super) fn scenario(name: &str) -> bool {
     match name {
-        "races" => super::conc::explore(SEED, schedules(), life_on_four_processors),
+        "races" => super::conc::explore(seed(), schedules(), life_on_four_processors),
         _ => return false,
     }
     let r = &REACHED;

@@ -37,6 +37,9 @@ pub(crate) enum Rule {
     CallbackAfterUnregister,
     RemovedDuringRebalance,
     Deadlock,
+    ControlNoCleanup,
+    BufferAfterCompletion,
+    LockWithoutParent,
     Expectation,
 }
 
@@ -92,6 +95,9 @@ impl Rule {
             Rule::ControlNotFinished => "a control device EvtDriverDeviceAdd creates is finished (WdfControlFinishInitializing) before it returns success",
             Rule::CallbackAfterUnregister => "once a child's unregister returns, the bus never calls its callback again",
             Rule::Deadlock => "every wait ends: a lock, a rundown, a flush is given up by whoever holds it",
+            Rule::ControlNoCleanup => "a control device registers a cleanup or destroy callback, where what it holds is given back",
+            Rule::BufferAfterCompletion => "a request's buffers are not touched once it is completed",
+            Rule::LockWithoutParent => "a spin lock or wait lock is created with a parent object",
             Rule::RemovedDuringRebalance => "a child's call during a PnP stop and restart is never answered DEVICE_REMOVED",
             Rule::Expectation => "what the scenario expects of the driver",
         }
@@ -101,6 +107,9 @@ impl Rule {
     pub(crate) fn source(self) -> &'static str {
         match self {
             Rule::NoKernel | Rule::Expectation => "the model's scenario",
+            Rule::ControlNoCleanup => "SDV rule Cleanup4CtlDeviceRegistered; Using Control Device Objects",
+            Rule::LockWithoutParent => "SDV rule ParentObjectCheckLock (KMDF itself parents such a lock to the driver)",
+            Rule::BufferAfterCompletion => "SDV rules BufAfterReqCompletedIoctl(A); WdfRequestComplete documentation (the I/O manager frees the buffer)",
             Rule::Deadlock => "Driver Verifier's deadlock detection (a wait that never ends hangs the machine); the model's step bound",
             Rule::CallbackAfterUnregister => "HCABUS_BUS_INTERFACE_V1's contract (include/hcabus.h): unregister is a rundown (docs/design.md)",
             Rule::RemovedDuringRebalance => "HCABUS_BUS_INTERFACE_V1's contract: a rebalance is invisible to the children (docs/windows.md)",

@@ -247,11 +247,25 @@ const LOCK: Options = Options {
     synchronization_scope_allowed: false,
 };
 
+/// SDV ParentObjectCheckLock: a lock names its parent. KMDF would parent it to the driver,
+/// where it outlives every device whose data it guards.
+fn lock_parented(ddi: &str, a: PWDF_OBJECT_ATTRIBUTES) {
+    // SAFETY: the driver's attributes, or NULL.
+    if unsafe { a.as_ref() }.is_none_or(|a| a.ParentObject.is_null()) {
+        violation(
+            Rule::LockWithoutParent,
+            ddi,
+            "no ParentObject in its attributes",
+        );
+    }
+}
+
 pub(crate) unsafe extern "C" fn WdfSpinLockCreate(
     _: PWDF_DRIVER_GLOBALS,
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFSPINLOCK,
 ) -> NTSTATUS {
+    lock_parented("WdfSpinLockCreate", a);
     let kind = Kind::SpinLock {
         holder: 0,
         saved_irql: 0,
@@ -264,6 +278,7 @@ pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFWAITLOCK,
 ) -> NTSTATUS {
+    lock_parented("WdfWaitLockCreate", a);
     let kind = Kind::WaitLock { holder: 0 };
     create_sync("WdfWaitLockCreate", true, a, lock.cast(), kind, LOCK)
 }

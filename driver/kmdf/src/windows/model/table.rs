@@ -186,6 +186,23 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreate(
     with(|k| {
         let i = k.init(DDI, handle);
         let origin = i.origin;
+        if let Some(failed) = i.failed {
+            violation(
+                Rule::InitMisused,
+                DDI,
+                &format!("an init whose {failed} failed (SDV InitFreeDeviceCreate: free it)"),
+            );
+        }
+        // SAFETY: the driver's attributes, or NULL.
+        let callbacks = unsafe { a.as_ref() }
+            .is_some_and(|a| a.EvtCleanupCallback.is_some() || a.EvtDestroyCallback.is_some());
+        if origin == InitOrigin::Control && !callbacks {
+            violation(
+                Rule::ControlNoCleanup,
+                DDI,
+                "a control device with no EvtCleanupCallback or EvtDestroyCallback",
+            );
+        }
         let options = Options {
             parent_not_allowed: true,
             execution_level_allowed: true,
@@ -290,8 +307,19 @@ pub(crate) unsafe extern "C" fn WdfDeviceInitAssignName(
     const DDI: &str = "WdfDeviceInitAssignName";
     let _kernel = super::enter(DDI, PASSIVE);
     let name = text(DDI, name);
-    with(|k| k.init(DDI, init).name = Some(name));
-    STATUS_SUCCESS
+    with(|k| {
+        k.init(DDI, init);
+        if k.fails(DDI) {
+            k.init(DDI, init).failed = Some(DDI);
+            return k.refuse(
+                DDI,
+                STATUS_INSUFFICIENT_RESOURCES,
+                "failed on purpose by the scenario",
+            );
+        }
+        k.init(DDI, init).name = Some(name);
+        STATUS_SUCCESS
+    })
 }
 
 pub(crate) unsafe extern "C" fn WdfDeviceInitFree(_: PWDF_DRIVER_GLOBALS, init: PWDFDEVICE_INIT) {
@@ -443,6 +471,7 @@ impl Init {
             hardware_ids,
             compatible_ids,
             adapter,
+            failed: None,
         }
     }
 }

@@ -122,6 +122,14 @@ fn scenario() {
         Defect::NoDriverCreate,
         Defect::ControlNotFinished,
         Defect::RundownReleasedEarly,
+        Defect::DriverLevelChanged,
+        Defect::LockWithoutParent,
+        Defect::WrittenAfterCompletion,
+        Defect::QueueLevelInherited,
+        Defect::ControlFromPnpInit,
+        Defect::CreateAfterFailedName,
+        Defect::NameFailureNotFreed,
+        Defect::ControlNoCleanupCallback,
         Defect::SharedContext,
         Defect::StoppedAfterRundown,
     ];
@@ -147,6 +155,7 @@ fn scenario() {
             (Some(Ok(depth)), _) => footprint(&[(RECORDER_RECORDS_KEY, depth)]),
             (_, Some(Ok(n))) => pool_short(n),
             _ if super::races::scenario(other) => {}
+            _ if super::sdv_plants::scenario(other) => {}
             _ => panic!("no scenario {other:?}"),
         },
     }
@@ -161,9 +170,10 @@ pub(super) fn expect(ok: bool, what: &str) {
 
 fn booted() -> Machine {
     let (mut m, status) = Machine::boot(FakeConnectX::new(identity()), &[]);
+    let refusals = with(|k| format!("{:?}", k.refusals));
     expect(
         status == STATUS_SUCCESS,
-        &format!("DriverEntry: {status:#x}"),
+        &format!("DriverEntry: {status:#x}; refused: {refusals}"),
     );
     let status = m.add_device(HARDWARE_ID);
     let refusals = with(|k| format!("{:?}", k.refusals));
