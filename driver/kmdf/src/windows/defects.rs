@@ -93,6 +93,8 @@ pub(crate) enum Defect {
     NoDriverCreate,
     /// SDV CtlDeviceFinishInitDeviceAdd: the control device never finished initializing.
     ControlNotFinished,
+    /// SDV NullCheck: the event log's packet used without checking that the pool gave one.
+    ErrorLogUnchecked,
     /// SDV ParentObjectCheckLock: the bus's locks created with no parent object.
     LockWithoutParent,
     /// SDV DriverAttributeChanged: DriverEntry sets the driver object's execution level.

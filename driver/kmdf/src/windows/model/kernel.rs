@@ -228,6 +228,8 @@ pub(crate) struct Kernel {
     pub(crate) parameters: BTreeMap<String, u32>,
     pub(crate) events: Vec<LoggedEvent>,
     pub(crate) error_log_allocated: usize,
+    /// The packets IoAllocateErrorLogEntry gave out and IoWriteErrorLogEntry has not taken.
+    pub(crate) error_log_packets: BTreeMap<usize, Box<[u64]>>,
     /// Each refused call: the DDI, its status, why.
     pub(crate) refusals: Vec<(&'static str, NTSTATUS, String)>,
     /// Calls to fail on purpose: (DDI, how many more calls succeed first).

@@ -19,6 +19,8 @@ mod conc;
 #[cfg(test)]
 mod cpus;
 mod entries;
+#[cfg(test)]
+mod fault;
 mod io;
 mod kernel;
 mod leaks;

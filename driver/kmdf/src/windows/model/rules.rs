@@ -40,6 +40,7 @@ pub(crate) enum Rule {
     ControlNoCleanup,
     BufferAfterCompletion,
     LockWithoutParent,
+    NullDereference,
     Expectation,
 }
 
@@ -48,6 +49,7 @@ impl Rule {
     pub(crate) fn code(self) -> u32 {
         match self {
             Rule::IrqlTooHigh => 0xA,                   // IRQL_NOT_LESS_OR_EQUAL
+            Rule::NullDereference => 0x50,              // PAGE_FAULT_IN_NONPAGED_AREA
             Rule::MappingLeak | Rule::BadUnmap => 0xC4, // DRIVER_VERIFIER_DETECTED_VIOLATION
             Rule::ControlDeviceAtUnload | Rule::CycleLeak | Rule::ObjectLeak => 0xCE, // DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS
             Rule::Expectation
@@ -98,6 +100,7 @@ impl Rule {
             Rule::ControlNoCleanup => "a control device registers a cleanup or destroy callback, where what it holds is given back",
             Rule::BufferAfterCompletion => "a request's buffers are not touched once it is completed",
             Rule::LockWithoutParent => "a spin lock or wait lock is created with a parent object",
+            Rule::NullDereference => "the driver dereferences no NULL a DDI may return, nor any address it does not own",
             Rule::RemovedDuringRebalance => "a child's call during a PnP stop and restart is never answered DEVICE_REMOVED",
             Rule::Expectation => "what the scenario expects of the driver",
         }
@@ -108,6 +111,7 @@ impl Rule {
         match self {
             Rule::NoKernel | Rule::Expectation => "the model's scenario",
             Rule::ControlNoCleanup => "SDV rule Cleanup4CtlDeviceRegistered; Using Control Device Objects",
+            Rule::NullDereference => "SDV rule NullCheck; a page fault in kernel code is PAGE_FAULT_IN_NONPAGED_AREA (the scenario's process catches SIGSEGV and SIGBUS)",
             Rule::LockWithoutParent => "SDV rule ParentObjectCheckLock (KMDF itself parents such a lock to the driver)",
             Rule::BufferAfterCompletion => "SDV rules BufAfterReqCompletedIoctl(A); WdfRequestComplete documentation (the I/O manager frees the buffer)",
             Rule::Deadlock => "Driver Verifier's deadlock detection (a wait that never ends hangs the machine); the model's step bound",

@@ -1,10 +1,13 @@
 //! The planted violations of the SDV rules the first pass checked without one (docs/sdv-
 //! rules.md): each defect breaks one rule on purpose, and the model must stop naming it.
 
+use hcabus::ioctl::ResetMode;
 use hcabus_sim::FakeConnectX;
+use wdk_sys::STATUS_SUCCESS;
 
+use super::admin::{self, ADMIN};
 use super::machine::Machine;
-use super::tests::{assert_caught, assert_passes, expect, HARDWARE_ID};
+use super::tests::{assert_caught, assert_passes, expect, started, HARDWARE_ID};
 use super::with;
 use crate::tests::identity;
 use crate::windows::defects::Defect;
@@ -13,6 +16,7 @@ use crate::windows::defects::Defect;
 pub(super) fn scenario(name: &str) -> bool {
     match name {
         "name_fails" => name_fails(),
+        "error_log_refused" => error_log_refused(),
         _ => return false,
     }
     true
@@ -31,6 +35,35 @@ fn name_fails() {
     m.unload();
 }
 
+/// The pool has no packet for the event log when a forced reset starts: the reset goes on,
+/// the entry is lost (and said so in the debug output), nothing is written through the NULL.
+fn error_log_refused() {
+    let mut m = started();
+    let logged = with(|k| k.events.len());
+    with(|k| k.failures.push(("IoAllocateErrorLogEntry", 0)));
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(
+        asked == STATUS_SUCCESS,
+        &format!("a forced reset: {asked:#x}"),
+    );
+    m.advance(5_000);
+    let epoch = admin::state(&mut m).epoch;
+    let (refused, after) = with(|k| (k.failures.iter().all(|f| f.0.is_empty()), k.events.len()));
+    expect(refused, "the event log's packet was never asked for");
+    expect(
+        epoch == 2,
+        &format!("the reset did not finish: epoch {epoch}"),
+    );
+    expect(after > logged, "no later entry was written");
+    m.surprise_remove();
+    m.unload();
+}
+
+#[test]
+fn an_event_log_entry_the_pool_cannot_give_is_lost_and_the_reset_goes_on() {
+    assert_passes("error_log_refused");
+}
+
 #[test]
 fn a_control_device_whose_name_cannot_be_assigned_fails_the_add_and_frees_its_init() {
     assert_passes("name_fails");
@@ -38,7 +71,12 @@ fn a_control_device_whose_name_cannot_be_assigned_fails_the_add_and_frees_its_in
 
 #[test]
 fn each_planted_violation_of_the_remaining_sdv_rules_is_caught() {
-    let cases: [(&str, Defect, [&str; 2]); 8] = [
+    let cases: [(&str, Defect, [&str; 2]); 9] = [
+        (
+            "error_log_refused",
+            Defect::ErrorLogUnchecked,
+            ["NullDereference in (driver code)", "a page fault at 0x"],
+        ),
         (
             "life",
             Defect::LockWithoutParent,

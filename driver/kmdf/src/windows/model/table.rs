@@ -291,6 +291,10 @@ pub(crate) unsafe extern "C" fn WdfControlDeviceInitAllocate(
     let sddl = text(DDI, sddl);
     with(|k| {
         k.live(DDI, driver);
+        // An init is pool: NULL when the pool is short, as documented.
+        if k.fails(DDI) {
+            return core::ptr::null_mut();
+        }
         k.inits
             .push(Init::new(InitOrigin::Control, String::new(), 0));
         let n = k.inits.len() - 1;

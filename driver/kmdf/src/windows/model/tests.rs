@@ -124,6 +124,7 @@ fn scenario() {
         Defect::RundownReleasedEarly,
         Defect::DriverLevelChanged,
         Defect::LockWithoutParent,
+        Defect::ErrorLogUnchecked,
         Defect::WrittenAfterCompletion,
         Defect::QueueLevelInherited,
         Defect::ControlFromPnpInit,
@@ -134,6 +135,7 @@ fn scenario() {
         Defect::StoppedAfterRundown,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
+    super::fault::install();
     match name.as_str() {
         "life" => life(),
         "control_create_fails" => control_create_fails(),

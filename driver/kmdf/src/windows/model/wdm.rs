@@ -101,6 +101,10 @@ extern "C" fn MmMapIoSpaceEx(physical: PHYSICAL_ADDRESS, bytes: SIZE_T, _protect
     // SAFETY: reading the QuadPart of a PHYSICAL_ADDRESS.
     let at = unsafe { physical.QuadPart };
     with(|k| {
+        // Mapping space is a resource the system may be short of: NULL, as documented.
+        if k.fails("MmMapIoSpaceEx") {
+            return core::ptr::null_mut();
+        }
         let Some(adapter) = k
             .adapters
             .iter()
@@ -275,10 +279,18 @@ extern "C" fn IoAllocateErrorLogEntry(_object: PVOID, size: UCHAR) -> PVOID {
     if size > ERROR_LOG_MAXIMUM_SIZE || size < core::mem::size_of::<IO_ERROR_LOG_PACKET>() {
         return core::ptr::null_mut();
     }
-    with(|k| k.error_log_allocated += 1);
-    // Leaked until IoWriteErrorLogEntry, which takes it back (as the I/O manager frees it).
-    let packet: &'static mut [u64] = super::uncounted(|| vec![0u64; size.div_ceil(8)].leak());
-    packet.as_mut_ptr().cast()
+    with(|k| {
+        // From the pool, which may be short: NULL, as documented.
+        if k.fails("IoAllocateErrorLogEntry") {
+            return core::ptr::null_mut();
+        }
+        k.error_log_allocated += 1;
+        // The I/O manager's until IoWriteErrorLogEntry gives it back.
+        let mut packet = vec![0u64; size.div_ceil(8)].into_boxed_slice();
+        let at = packet.as_mut_ptr();
+        k.error_log_packets.insert(at as usize, packet);
+        at.cast()
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -314,6 +326,7 @@ fn write_error_log_entry(entry: PVOID) {
     }
     with(|k| {
         k.error_log_allocated -= 1;
+        k.error_log_packets.remove(&(entry as usize));
         k.events.push(super::kernel::LoggedEvent { code, strings });
     });
 }
