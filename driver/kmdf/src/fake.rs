@@ -45,7 +45,7 @@ pub fn driver_bytes() -> isize {
 
 /// The pool's allocations the driver asked for (its heap while counted, and the KMDF
 /// objects the model creates for it), and the one the model refuses: the walk of
-/// `model/tests.rs` fails each in turn and checks the driver answers
+/// `model/checks.rs` fails each in turn and checks the driver answers
 /// STATUS_INSUFFICIENT_RESOURCES and leaks nothing.
 static POOL_ASKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static POOL_REFUSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);

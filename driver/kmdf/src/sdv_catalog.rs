@@ -99,7 +99,7 @@ fn sdv_catalog() {
 
     let model_rules = read("src/windows/model/rules.rs");
     let defects = read("src/windows/defects.rs");
-    let model_tests = ["tests", "sdv_plants", "races"]
+    let model_tests = ["tests", "checks", "misuses", "sdv_plants", "races"]
         .map(|f| read(&format!("src/windows/model/{f}.rs")))
         .concat();
     let layer = layer_identifiers();

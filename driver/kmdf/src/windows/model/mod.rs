@@ -14,6 +14,8 @@
 mod admin;
 #[cfg(test)]
 mod cchild;
+#[cfg(test)]
+mod checks;
 mod children;
 mod conc;
 #[cfg(test)]
@@ -25,6 +27,8 @@ mod io;
 mod kernel;
 mod leaks;
 mod machine;
+#[cfg(test)]
+mod misuses;
 mod objects;
 mod pnp;
 #[cfg(test)]
