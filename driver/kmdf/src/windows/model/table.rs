@@ -511,13 +511,17 @@ pub(crate) fn pci_function_ids(full: &str) -> (Vec<String>, Vec<String>) {
 }
 
 /// The table, every other entry NULL (a call to one panics in the macro: a DDI the model
-/// does not have).
+/// does not have). Built once per process and kept: a process may boot the driver many times
+/// (`conc.rs`, a machine per schedule), as WdfLdr binds each load to the same table.
 pub(crate) fn install() {
-    let mut table: Vec<WDFFUNC> = vec![None; _WDFFUNCENUM::WdfFunctionTableNumEntries as usize];
-    for (index, f) in super::entries::entries() {
-        table[index as usize] = f;
-    }
-    let table = table.leak();
+    static TABLE: std::sync::OnceLock<Vec<WDFFUNC>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut table = vec![None; _WDFFUNCENUM::WdfFunctionTableNumEntries as usize];
+        for (index, f) in super::entries::entries() {
+            table[index as usize] = f;
+        }
+        table
+    });
     // SAFETY: one scenario per process, set before the driver runs.
     unsafe { super::WdfFunctions_01033 = table.as_ptr() };
     // SAFETY: as above.
