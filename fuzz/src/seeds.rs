@@ -60,12 +60,23 @@ fn frame_seeds(out: &mut Vec<Seed>) {
 }
 
 fn scenario_seeds(out: &mut Vec<Seed>) -> std::io::Result<()> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/scenarios");
-    let mut files: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-    files.sort_by_key(|f| f.file_name());
-    for f in files {
-        let name = f.file_name().to_string_lossy().into_owned();
-        out.push(("scenario", format!("seed-{name}"), std::fs::read(f.path())?));
+    // The scenario files and the fail-slow trace set (their route phases).
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/scenarios");
+    for (dir, prefix) in [
+        (root.to_string(), ""),
+        (format!("{root}/failslow"), "failslow-"),
+    ] {
+        let mut files: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+        files.retain(|f| f.path().extension().is_some_and(|x| x == "toml"));
+        files.sort_by_key(|f| f.file_name());
+        for f in files {
+            let name = f.file_name().to_string_lossy().into_owned();
+            out.push((
+                "scenario",
+                format!("seed-{prefix}{name}"),
+                std::fs::read(f.path())?,
+            ));
+        }
     }
     let short = "name = \"short\"\nduration_ms = 1500\n\n[[clients]]\nname = \"ipoib0\"\nkind = \"ipoib\"\n\n[[events]]\nat_ms = 200\nfault = \"catastrophic\"\n";
     out.push(("scenario", "seed-short-run".into(), short.into()));

@@ -14,7 +14,9 @@ use rand::Rng;
 use crate::pattern::*;
 use crate::srp_target::SrpStatus;
 
+mod histogram;
 mod series;
+pub use histogram::LatencyHistogram;
 pub use series::{IoBucket, IoSeries, SERIES_BUCKETS, SERIES_START_US};
 
 /// How an I/O completed upward.
@@ -155,6 +157,8 @@ pub struct BlockWorkload {
     scratch: Vec<u8>,
     stats: IoStats,
     series: IoSeries,
+    /// Every I/O's wait for its upward completion, for percentiles.
+    latencies: LatencyHistogram,
 }
 
 impl BlockWorkload {
@@ -177,11 +181,26 @@ impl BlockWorkload {
             scratch,
             stats: IoStats::default(),
             series: IoSeries::new(),
+            latencies: LatencyHistogram::default(),
         }
     }
 
     pub fn stats(&self) -> &IoStats {
         &self.stats
+    }
+
+    /// Every completed or failed I/O's latency.
+    pub fn latencies(&self) -> &LatencyHistogram {
+        &self.latencies
+    }
+
+    /// When the oldest I/O still owed was submitted: a run's worst wait includes it.
+    pub fn oldest_outstanding(&self) -> Option<Instant> {
+        self.outstanding
+            .iter()
+            .filter(|o| !o.done)
+            .map(|o| o.req.submitted_at)
+            .min()
     }
 
     /// What completed, failed and waited, interval by interval.
@@ -280,6 +299,7 @@ impl BlockWorkload {
         let lba = req.lba as usize;
         let latency = now.saturating_since(req.submitted_at).as_us();
         self.stats.max_latency_us = self.stats.max_latency_us.max(latency);
+        self.latencies.record(latency);
         self.series.depth(now, self.outstanding.len());
         self.series
             .completion(now, c.status == IoStatus::Ok, latency);

@@ -22,11 +22,13 @@ use crate::pattern::{checksum, fill_pattern, write_seed, BLOCK_SIZE};
 use crate::srp_target::*;
 
 mod client;
+pub mod rtt;
 pub mod slots;
 
 pub use client::SrpClient;
-pub use slots::SlotMutant;
+pub use rtt::{PathTimeout, PathTiming, RttEstimator};
 use slots::{Answer, SlotTable};
+pub use slots::{GiveUpRule, SlotMutant};
 
 /// Marks the work request id of an ABORT TASK's send (a command's is its slot).
 const ABORT_WR: u64 = 1 << 63;
@@ -54,13 +56,14 @@ pub struct DiskConfig {
     pub login_delay: Duration,
     /// A data LUN finishes its quiesce as deferred work, this long after RESET.
     pub ack_delay: Duration,
-    /// A path of a multipath disk: a command outstanding this long, while another path
-    /// answers, is given up here (the target told to abort it) and re-issued there
-    /// (docs/design.md §7 "Fast path failover"). `None`: never.
-    pub path_io_timeout: Option<Duration>,
-    /// The simulated target port's answers take this long to come back: a congested or long
-    /// route (0 for none). What makes a path slow without making it dead.
-    pub target_latency: Duration,
+    /// A path of a multipath disk: how long a command may be outstanding, while another
+    /// path answers, before it is given up here (the target told to abort it) and re-issued
+    /// there (docs/design.md §7 "Fast path failover", "Adaptive path timeout").
+    pub path_timeout: PathTimeout,
+    /// How the simulated target port's route behaves: its answers' latency (a congested or
+    /// long route), and the phases of a fail-slow trace. What makes a path slow without
+    /// making it dead.
+    pub route: Route,
     /// The last-path guard (docs/design.md §7): registers CAN_VETO and refuses a planned
     /// reset that would leave the disk with no Active, logged-in path. On for a boot disk
     /// unless its configuration says otherwise.
@@ -113,8 +116,8 @@ impl Default for DiskConfig {
             lun_id: 0,
             login_delay: Duration::from_us(500),
             ack_delay: Duration::ZERO,
-            path_io_timeout: None,
-            target_latency: Duration::ZERO,
+            path_timeout: PathTimeout::Off,
+            route: Route::constant(Duration::ZERO),
             guard_last_path: false,
         }
     }
@@ -173,6 +176,9 @@ pub struct DiskStats {
     pub late_discarded: u64,
     /// The target's answers to those ABORT TASKs: each frees its command's slot.
     pub aborts_answered: u64,
+    /// ABORT TASKs unanswered for `abort_timeout`: the path dropped its connection (as SCSI
+    /// error handling escalates) so that nothing given up can still run at the target.
+    pub abort_timeouts: u32,
     /// ABORT TASKs the adapter refused to send.
     pub aborts_unsent: u64,
 }
@@ -192,8 +198,8 @@ pub struct SrpDisk {
     fast_fail: bool,
     slots: SlotTable,
     upward: VecDeque<IoCompletion>,
-    /// The send time of the youngest command answered promptly (see `freshest_answered`).
-    freshest_answered: Option<Instant>,
+    /// What the target's answers say of this path (its timeout, fast path failover's times).
+    timing: PathTiming,
     data_base: u64,
     send_iu_base: u64,
     recv_iu_base: u64,
@@ -215,7 +221,7 @@ impl SrpDisk {
             fast_fail: false,
             slots: SlotTable::new(n),
             upward: VecDeque::with_capacity(2 * n),
-            freshest_answered: None,
+            timing: PathTiming::default(),
             data_base: 0,
             send_iu_base: 0,
             recv_iu_base: 0,
@@ -280,11 +286,14 @@ impl SrpDisk {
         self.has_room() && owed < u32::from(self.config.queue_depth)
     }
 
-    /// The send time of the youngest command the target answered within
-    /// `path_io_timeout`: what another path's fast failover compares with (a command out
-    /// that long there, sent no later, was overtaken by a prompt answer here).
-    pub fn freshest_answered(&self) -> Option<Instant> {
-        self.freshest_answered
+    /// What the target's answers say of this path.
+    pub fn timing(&self) -> &PathTiming {
+        &self.timing
+    }
+
+    /// How long a command on this path may be out now (`None`: never given up).
+    pub fn path_timeout(&self) -> Option<Duration> {
+        self.timing.timeout(self.config.path_timeout)
     }
 
     /// The newest I/O waiting to be sent, taken out of the disk (for another path).
@@ -436,11 +445,8 @@ impl SrpDisk {
         self.stats.answers += 1;
         let (slot, req) = match self.slots.answer(rsp.tag, rsp.status.answers_abort()) {
             Answer::Complete { slot, req, sent_at } => {
-                // Only a prompt answer shows a path to be faster than a slow one.
-                let limit = self.config.path_io_timeout.unwrap_or(Duration::MAX);
-                if bus.now().saturating_since(sent_at) < limit {
-                    self.freshest_answered = self.freshest_answered.max(Some(sent_at));
-                }
+                let now = bus.now();
+                self.timing.answered(self.config.path_timeout, sent_at, now);
                 (slot, req)
             }
             Answer::Late => {
@@ -545,6 +551,9 @@ impl SrpDisk {
             if bus.device().remote_login_refused() {
                 return Err(crate::errors::CreateError::TargetBusy);
             }
+            if !target.reachable(bus.now()) {
+                return Err(crate::errors::CreateError::Unreachable);
+            }
             let peer = target.login(me);
             al.modify_qp(bus, c, qp, QpState::Rtr, Some(peer))?;
             al.modify_qp(bus, c, qp, QpState::Rts, None)?;
@@ -585,29 +594,26 @@ impl SrpDisk {
         self.link = Link::Down;
     }
 
-    /// Fast path failover: gives up every command out for `limit` or more that another path
-    /// outlived (it answered at `answered_at`), telling the target to abort each and handing
-    /// its I/O to `give` for another path, newest first. Returns how many.
+    /// Fast path failover: gives up every command `rule` says is overdue, telling the target
+    /// to abort each and handing its I/O to `give` for another path, newest first. Returns
+    /// how many.
     fn give_up_overdue<B: FabricBus + ?Sized>(
         &mut self,
         ibal: &SharedIbal,
         bus: &mut B,
-        limit: Duration,
-        answered_at: Instant,
+        rule: &GiveUpRule,
         mut give: impl FnMut(IoRequest),
     ) -> u32 {
         let now = bus.now();
         let mut aborts = [0u64; ABORTS_AT_ONCE];
         let mut n = 0;
-        let given = self
-            .slots
-            .give_up_overdue(now, limit, answered_at, |tag, req| {
-                if let Some(a) = aborts.get_mut(n) {
-                    *a = tag;
-                }
-                n += 1;
-                give(req);
-            });
+        let given = self.slots.give_up_overdue(now, rule, |tag, req| {
+            if let Some(a) = aborts.get_mut(n) {
+                *a = tag;
+            }
+            n += 1;
+            give(req);
+        });
         if n > ABORTS_AT_ONCE {
             log::warn!("SRP: {n} commands given up at once; the aborts past {ABORTS_AT_ONCE} wait for the reset");
         }

@@ -32,6 +32,9 @@ pub enum CreateError {
     /// The remote target refused the login as busy: try again later.
     #[error("the target refused the login: busy")]
     TargetBusy,
+    /// The route to the target swallowed the login (a blackholed path): try again later.
+    #[error("the target did not answer the login")]
+    Unreachable,
 }
 
 impl CreateError {
@@ -42,6 +45,7 @@ impl CreateError {
             self,
             CreateError::Resetting
                 | CreateError::TargetBusy
+                | CreateError::Unreachable
                 | CreateError::NoResources
                 | CreateError::Hardware(VerbsError::DeviceError | VerbsError::NoResources)
         )

@@ -27,7 +27,7 @@ mod events;
 mod failover;
 mod guard;
 pub use events::{PathEvent, PathEventKind};
-pub use failover::DEFAULT_PATH_IO_TIMEOUT;
+pub use failover::{DEFAULT_PATH_IO_TIMEOUT, PROBES_TO_SERVE, PROBE_BACKOFF_MAX};
 pub use guard::{only_path, PathGap, PathPlace};
 
 /// Most paths one disk may have.
@@ -53,6 +53,9 @@ pub struct PathStats {
     /// failover), and how many commands it gave up in all.
     pub slow_failovers: u32,
     pub given_up: u64,
+    /// Probes it sent while given up, and times it served again after them.
+    pub probes: u64,
+    pub restored: u32,
 }
 
 /// What the disk as a whole did.
@@ -78,15 +81,28 @@ struct PathState {
     /// Its adapter and port, and why it is not serving: what the last-path guard names.
     place: Option<PathPlace>,
     gap: Option<PathGap>,
-    /// The send time of the youngest command it has answered; whether it gave commands up
-    /// for being slow and has not answered since.
+    /// The send time of the youngest command it has answered promptly; whether it gave
+    /// commands up for being slow and is being probed.
     last_answer: Option<Instant>,
-    suspect: bool,
+    probe: Option<failover::Probe>,
+    /// The path dropped its own connection while probed: it stays probed through the
+    /// re-login (only an adapter's reset makes it fresh).
+    keep_probe: bool,
+    /// The backoff of its last probing and when it served again after it: a path given up
+    /// again soon starts from there, not from the floor.
+    last_backoff: Option<(Duration, Instant)>,
     /// It could send another command when it last said (see [`Multipath::note_room`]).
     room: bool,
     /// Where a planned reset of its adapter that the disk consented to stands: the guard
     /// counts the path as resetting until it is back after that reset.
     consent: guard::Consent,
+}
+
+impl PathState {
+    /// Up and not probing: it takes its full share.
+    fn serves(&self) -> bool {
+        self.up && self.probe.is_none()
+    }
 }
 
 /// The queue and workload above the paths of one disk.
@@ -145,7 +161,9 @@ impl SharedMultipath {
             place: None,
             gap: Some(PathGap::LoggedOut),
             last_answer: None,
-            suspect: false,
+            probe: None,
+            keep_probe: false,
+            last_backoff: None,
             room: true,
             consent: guard::Consent::None,
         };
@@ -241,7 +259,8 @@ impl Multipath {
             (r.id, r.lba, r.write).hash(h);
         }
         for p in &self.paths {
-            (p.up, p.dead.is_some(), p.suspect, p.room, p.last_answer).hash(h);
+            (p.up, p.dead.is_some(), p.probe, p.room, p.last_answer).hash(h);
+            (p.keep_probe, p.last_backoff).hash(h);
             p.consent.hash(h);
         }
         for f in &self.fences {
@@ -308,18 +327,32 @@ impl Multipath {
         self.workload.complete(c, now);
     }
 
-    /// Whether `path` may take the next I/O: it serves (up, not suspect) and has room, there
+    /// Whether `path` may take the next I/O: it serves (up, not probing) and has room, there
     /// is one it may send, and it is its turn or the path whose turn it is cannot take it
-    /// (a full path does not hold the others up).
+    /// (a full path does not hold the others up); or it is probing and its probe may go.
+    /// A probing path with no other path serving serves in full: a slow path is better
+    /// than none.
     pub fn may_take(&self, path: usize, has_room: bool) -> bool {
-        let serves = |p: &PathState| p.up && !p.suspect;
         let turn_takes = self.turn != path
             && self
                 .paths
                 .get(self.turn)
-                .is_some_and(|p| serves(p) && p.room);
-        let me = self.paths.get(path).is_some_and(serves);
-        me && has_room && !turn_takes && self.next_takeable().is_some()
+                .is_some_and(|p| p.serves() && p.room);
+        let Some(me) = self.paths.get(path) else {
+            return false;
+        };
+        let full = me.serves() || (me.up && self.alone(path));
+        let probes = me.up && me.probe.is_some_and(|pr| pr.ready(self.now));
+        ((full && !turn_takes) || probes) && has_room && self.next_takeable().is_some()
+    }
+
+    /// Whether no path but `path` serves.
+    fn alone(&self, path: usize) -> bool {
+        !self
+            .paths
+            .iter()
+            .enumerate()
+            .any(|(i, p)| i != path && p.serves())
     }
 
     /// Whether `path` could send another command now (a free slot and a credit): a path
@@ -336,13 +369,20 @@ impl Multipath {
             return None;
         }
         let req = self.queue.remove(self.next_takeable()?)?;
+        let alone = self.alone(path);
         if let Some(p) = self.paths.get_mut(path) {
             p.stats.taken += 1;
+            if let Some(probe) = p.probe.as_mut().filter(|_| !alone) {
+                // A probe: it does not take the turn either.
+                probe.out = true;
+                p.stats.probes += 1;
+                return Some(req);
+            }
         }
         let n = self.paths.len();
         self.turn = (1..=n)
             .map(|k| (path + k) % n)
-            .find(|&p| self.paths[p].up && !self.paths[p].suspect)
+            .find(|&p| self.paths[p].serves())
             .unwrap_or(path);
         Some(req)
     }
@@ -352,7 +392,14 @@ impl Multipath {
     pub fn next_wake(&self, path: usize, has_room: bool) -> Option<Instant> {
         let now = self.may_take(path, has_room).then_some(self.now);
         let hold = self.hold_deadline.filter(|_| !self.fast_fail);
-        [now, self.workload.next_at(), hold]
+        // A probe that may go later (one that may go now is the case above).
+        let probe = self
+            .paths
+            .get(path)
+            .and_then(|p| p.probe.filter(|pr| p.up && !pr.out))
+            .map(|pr| pr.next_at)
+            .filter(|&t| t > self.now);
+        [now, self.workload.next_at(), hold, probe]
             .into_iter()
             .flatten()
             .min()
@@ -397,11 +444,20 @@ impl Multipath {
         if p.up {
             self.events.push(now, path, PathEventKind::Down);
         }
+        // Whatever made it slow, it comes back fresh (unless it dropped its own connection),
+        // and its connection runs nothing more. Judged as it goes down: the client says it
+        // is down at every look.
+        if p.up {
+            if std::mem::take(&mut p.keep_probe) {
+                p.probe = p.probe.map(failover::Probe::taken_back);
+            } else {
+                p.probe = None;
+                p.last_backoff = None;
+            }
+        }
         p.up = false;
         // Down but not dead: its device is back (RESET_END), or was never gone.
         p.dead = None;
-        // Whatever made it slow, it comes back fresh, and its connection runs nothing more.
-        p.suspect = false;
         self.fences.retain(|f| !f.on(path));
         if self.turn == path {
             self.turn = (path + 1) % self.paths.len();

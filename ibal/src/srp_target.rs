@@ -23,6 +23,9 @@ use rand::Rng;
 
 use crate::pattern::{checksum, fill_pattern, initial_seed, BLOCK_SIZE};
 
+mod route;
+pub use route::{Route, RouteError, RoutePhase, MAX_ROUTE_PHASES, SERVICE_MAX, SERVICE_MIN};
+
 /// Bytes of one information unit buffer.
 pub const IU_SIZE: usize = 64;
 
@@ -208,6 +211,8 @@ pub struct TargetStats {
     pub aborts_too_late: u64,
     /// Commands refused because the target's queue was full.
     pub overflowed: u64,
+    /// Commands, aborts and answers a blackholed route swallowed.
+    pub blackholed: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -265,10 +270,9 @@ pub struct SrpTarget {
     /// connection delivers in order), each no sooner than `latency` after it was made.
     outbox: VecDeque<Outgoing>,
     scratch: Vec<u8>,
-    service_min: Duration,
-    service_max: Duration,
-    /// The time an answer takes back to the initiator on this port's route (0: none).
-    latency: Duration,
+    /// How this port's route and service behave over time (a constant latency, or the
+    /// phases of a fail-slow trace).
+    route: Route,
     stats: TargetStats,
 }
 
@@ -289,22 +293,30 @@ impl SrpTarget {
             queue: VecDeque::with_capacity(TARGET_QUEUE),
             outbox: VecDeque::with_capacity(TARGET_QUEUE),
             scratch: std::vec![0u8; BLOCK_SIZE],
-            service_min: Duration::from_us(60),
-            service_max: Duration::from_us(250),
-            latency: Duration::ZERO,
+            route: Route::default(),
             stats: TargetStats::default(),
         }
     }
 
     /// Answers from this port take `latency` to reach the initiator: a congested or long
     /// route, the slow path of fast path failover.
-    pub fn with_latency(mut self, latency: Duration) -> Self {
-        self.latency = latency;
+    pub fn with_latency(self, latency: Duration) -> Self {
+        self.with_route(Route::constant(latency))
+    }
+
+    /// This port's route behaves as `route` says, phase by phase.
+    pub fn with_route(mut self, route: Route) -> Self {
+        self.route = route;
         self
     }
 
     pub fn stats(&self) -> &TargetStats {
         &self.stats
+    }
+
+    /// Whether a login through this port's route reaches the target at `now`.
+    pub fn reachable(&self, now: Instant) -> bool {
+        !self.route.at(now).blackhole
     }
 
     /// The CM exchange and SRP_LOGIN: a new target QP connected to `initiator`. The old
@@ -338,6 +350,11 @@ impl SrpTarget {
                 self.stats.stale_messages += 1;
                 continue;
             }
+            let phase = *self.route.at(now);
+            if phase.blackhole {
+                self.stats.blackholed += 1;
+                continue;
+            }
             if let Some(tmf) = SrpTskMgmt::decode(msg.payload()) {
                 self.abort(now, msg.dqpn, tmf);
                 continue;
@@ -346,8 +363,7 @@ impl SrpTarget {
                 self.stats.malformed += 1;
                 continue;
             };
-            let span = self.service_max.as_us() - self.service_min.as_us();
-            let due = now + self.service_min + Duration::from_us(rng.gen_range(0..=span));
+            let due = now + Self::service_time(&phase, self.queue.len(), rng);
             if self.queue.len() < self.queue.capacity() {
                 self.queue.push_back(Pending {
                     due,
@@ -360,6 +376,21 @@ impl SrpTarget {
             }
         }
         self.send_due(hca, now);
+    }
+
+    /// How long the target takes over a command that finds `waiting` others at the port.
+    fn service_time(phase: &RoutePhase, waiting: usize, rng: &mut impl Rng) -> Duration {
+        let span = phase
+            .service_max
+            .as_us()
+            .saturating_sub(SERVICE_MIN.as_us());
+        let mut us = SERVICE_MIN.as_us() + rng.gen_range(0..=span);
+        us = us.saturating_add(phase.load.as_us().saturating_mul(waiting as u64));
+        // Drawn only on a route with spikes: every other run keeps its random sequence.
+        if phase.spike_per_million > 0 && rng.gen_range(0..1_000_000) < phase.spike_per_million {
+            us = us.saturating_add(phase.spike.as_us());
+        }
+        Duration::from_us(us)
     }
 
     /// ABORT TASK on connection `via`: drops the command if it is still waiting, and
@@ -393,8 +424,10 @@ impl SrpTarget {
             self.stats.undeliverable += 1;
             return;
         }
+        // A later phase's shorter latency does not let an answer pass one made before it.
+        let after = self.outbox.back().map_or(Instant::ZERO, |o| o.due);
         self.outbox.push_back(Outgoing {
-            due: now + self.latency,
+            due: (now + self.route.at(now).latency).max(after),
             via,
             rsp,
         });
@@ -404,6 +437,10 @@ impl SrpTarget {
     fn send_due(&mut self, hca: &mut impl Fabric, now: Instant) {
         while let Some(o) = self.outbox.front().copied().filter(|o| o.due <= now) {
             self.outbox.pop_front();
+            if self.route.at(now).blackhole {
+                self.stats.blackholed += 1;
+                continue;
+            }
             let Some((qpn, initiator)) = self.conn.filter(|(q, _)| *q == o.via) else {
                 self.stats.undeliverable += 1;
                 continue;

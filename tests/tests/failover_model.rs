@@ -23,13 +23,20 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use hcabus::{Duration, Instant};
 use ibal::block::IoRequest;
-use ibal::disk::slots::{Answer, SlotMutant, SlotTable};
-use ibal::disk::DiskConfig;
+use ibal::disk::slots::{Answer, GiveUpRule, SlotMutant, SlotTable};
+use ibal::disk::{DiskConfig, PathTimeout, PathTiming};
 use ibal::multipath::{Multipath, SharedMultipath};
 
 const PATHS: usize = 2;
 const QD: u16 = 2;
 const LIMIT: Duration = Duration::from_ms(100);
+const MODE: PathTimeout = PathTimeout::Fixed(LIMIT);
+
+/// The probes' jitter: always its least (half the backoff), so that a probe may go one tick
+/// after a give-up and the state stays a function of the moves.
+fn jitter() -> rand::rngs::mock::StepRng {
+    rand::rngs::mock::StepRng::new(0, 0)
+}
 
 /// The I/Os the layer above issues, in order: a write to block 0, a read of block 1, and a
 /// newer write to block 0 (only once the first completed, as a filesystem does).
@@ -68,11 +75,11 @@ struct Path {
     /// Commands the target took and has not run: (connection, message).
     pending: Vec<(u8, Msg)>,
     outbox: VecDeque<(u8, Rsp)>,
-    /// The send time of the youngest command answered within LIMIT.
-    freshest: Option<Instant>,
-    answers: u32,
-    /// Given up at this answer count: serves again past it.
-    probe_from: Option<u32>,
+    /// What its answers say: the real per-path timing the initiator keeps (the send
+    /// times failover compares, the prompt and slow answers a probe is judged by).
+    timing: PathTiming,
+    /// The answers last told to the queue.
+    told: (u64, u64),
 }
 
 #[derive(Debug, Clone)]
@@ -114,6 +121,7 @@ fn io(i: usize) -> IoRequest {
 impl World {
     fn new(mutant: Option<SlotMutant>) -> Self {
         let config = DiskConfig {
+            path_timeout: MODE,
             iops: 0,
             queue_depth: QD,
             hold_capacity: 4,
@@ -134,9 +142,8 @@ impl World {
                 inbox: VecDeque::new(),
                 pending: Vec::new(),
                 outbox: VecDeque::new(),
-                freshest: None,
-                answers: 0,
-                probe_from: None,
+                timing: PathTiming::default(),
+                told: (0, 0),
             }
         };
         for p in 0..PATHS {
@@ -162,7 +169,7 @@ impl World {
         for p in &self.paths {
             format!("{:?}", p.table).hash(&mut h);
             (p.dead, p.up, p.conn, &p.inbox, &p.pending, &p.outbox).hash(&mut h);
-            (p.freshest, p.answers, p.probe_from).hash(&mut h);
+            (p.timing, p.told).hash(&mut h);
         }
         self.mp.hash_state(&mut h);
         (
@@ -185,12 +192,14 @@ impl World {
     /// What the client does after any change: tell the queue its answers, room and fences.
     fn sync(&mut self, p: usize) {
         let path = &mut self.paths[p];
-        if let Some(at) = path.freshest {
+        if let Some(at) = path.timing.freshest_prompt() {
             self.mp.note_answer(p, at);
         }
-        if path.probe_from.is_some_and(|n| path.answers > n) {
-            path.probe_from = None;
-            self.mp.probe_answered(p, self.now);
+        let (prompt, slow) = path.timing.answers();
+        if (prompt, slow) != path.told {
+            let news = (prompt - path.told.0, slow - path.told.1);
+            path.told = (prompt, slow);
+            self.mp.path_answered(p, news, self.now, &mut jitter());
         }
         self.mp.set_fences(p, path.table.fenced_writes());
         let room = path.up && self.can_send(p);
@@ -224,13 +233,11 @@ impl World {
             if !path.outbox.is_empty() {
                 m.push(Move::Deliver(p));
             }
-            let answered = self.mp.others_answered_at(p);
-            if path.up
-                && path
-                    .table
-                    .next_overdue(LIMIT, answered)
-                    .is_some_and(|t| t <= self.now)
-            {
+            let due = self
+                .rule(p)
+                .and_then(|r| path.table.next_overdue(&r))
+                .is_some_and(|t| t <= self.now);
+            if path.up && due {
                 m.push(Move::GiveUp(p));
             }
             if !path.dead && self.deaths < 1 {
@@ -247,6 +254,16 @@ impl World {
             m.push(Move::Tick);
         }
         m
+    }
+
+    /// The initiator's rule for giving path `p`'s commands up, once another path answered.
+    fn rule(&self, p: usize) -> Option<GiveUpRule> {
+        Some(GiveUpRule {
+            timeout: LIMIT,
+            cap: LIMIT,
+            overtaken_at: self.mp.others_answered_at(p)?,
+            own_answered_at: self.paths[p].timing.freshest_any(),
+        })
     }
 
     fn fail(&mut self, why: String) {
@@ -378,11 +395,8 @@ impl World {
         if conn != path.conn || path.dead {
             return;
         }
-        path.answers += 1;
         if let Answer::Complete { req, sent_at, .. } = path.table.answer(rsp.tag, rsp.aborts) {
-            if now.saturating_since(sent_at) < LIMIT {
-                path.freshest = path.freshest.max(Some(sent_at));
-            }
+            path.timing.answered(MODE, sent_at, now);
             self.complete(req);
         }
     }
@@ -400,22 +414,19 @@ impl World {
     }
 
     fn give_up(&mut self, p: usize) {
-        let Some(answered_at) = self.mp.others_answered_at(p) else {
+        let Some(rule) = self.rule(p) else {
             return;
         };
         let now = self.now;
         let path = &mut self.paths[p];
         let mut tags = Vec::new();
         let mp = &mut self.mp;
-        let n = path
-            .table
-            .give_up_overdue(now, LIMIT, answered_at, |tag, req| {
-                tags.push(tag);
-                mp.give_back(p, req);
-            });
+        let n = path.table.give_up_overdue(now, &rule, |tag, req| {
+            tags.push(tag);
+            mp.give_back(p, req);
+        });
         if n > 0 {
-            mp.gave_up(p, n, now);
-            path.probe_from = Some(path.answers);
+            mp.gave_up(p, n, now, &mut jitter());
         }
         if !path.dead {
             for tag in tags {
@@ -434,7 +445,6 @@ impl World {
         path.conn += 1;
         path.dead = false;
         path.up = false;
-        path.probe_from = None;
         path.pending.clear();
         self.mp.path_is_down(p, self.now, None);
     }

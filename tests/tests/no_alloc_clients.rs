@@ -56,12 +56,44 @@ fn ibal_and_every_client_under_load_allocate_nothing_from_reset_on() {
 
 /// The same with two adapters and the boot disk on a path through each, from before the
 /// catastrophic error at 1.4 s: fast path failover giving the stuck commands up (the ABORT
-/// TASKs, the write fence), the path asking for its adapter's reset, the failover at RESET
-/// (commands taken back and given to the other adapter's path), the seconds of one path
-/// carrying everything, the ports coming back and both paths in use again.
+/// TASKs, the write fence, the probes and their backoff), the path asking for its adapter's
+/// reset, the seconds of one path carrying everything, the ports coming back and both paths
+/// in use again. Under the adaptive timeout (the default) everything stuck is given up
+/// before the RESET; under a fixed 100 ms one the RESET takes the younger commands back and
+/// gives them to the other adapter's path: both are measured.
 fn multipath_failover_allocates_nothing_from_reset_on() {
-    let setup = stack::boot_from_san_multipath();
-    let mut world = stack::build_multi(&setup).expect("host");
+    let fixed = |mut setup: stack::MultiSetup| {
+        let mode = ibal::disk::PathTimeout::Fixed(hcabus::Duration::from_ms(100));
+        for d in &mut setup.disks {
+            d.config.path_timeout = mode;
+        }
+        for a in &mut setup.adapters {
+            for c in &mut a.stack.clients {
+                if let stack::ClientSpec::DiskPath { config, .. } = c {
+                    config.initiator.path_timeout = mode;
+                }
+            }
+        }
+        setup
+    };
+    let adaptive = stack::boot_from_san_multipath();
+    let stats = failover_allocates_nothing(&adaptive);
+    assert_eq!(stats.slow_failovers, 1, "{stats:?}");
+    assert!(
+        stats.given_up >= 5,
+        "every stuck command given up: {stats:?}"
+    );
+    let stats = failover_allocates_nothing(&fixed(adaptive));
+    assert_eq!(
+        (stats.slow_failovers, stats.failovers),
+        (1, 1),
+        "it gave commands up, then failed over at RESET: {stats:?}"
+    );
+}
+
+/// Runs `setup` from just before its fault with the allocation probe on; path 0's figures.
+fn failover_allocates_nothing(setup: &stack::MultiSetup) -> ibal::multipath::PathStats {
+    let mut world = stack::build_multi(setup).expect("host");
     world.set_alloc_probe(allocations);
     world.run_until(Instant::from_ms(1_399));
     assert!(!world.reset_in_progress());
@@ -77,18 +109,13 @@ fn multipath_failover_allocates_nothing_from_reset_on() {
         during_and_after, 0,
         "fast failover, RESET, failover, re-login, the ports and both paths after it"
     );
-    let disks = stack::multipath_disks(&world);
-    let mp = disks[0].0.lock();
-    assert_eq!(
-        mp.path_stats(0).map(|p| (p.slow_failovers, p.failovers)),
-        Some((1, 1)),
-        "it gave commands up, then failed over at RESET"
-    );
-    drop(mp);
     let (_, violated) = world.invariants();
     assert!(violated.is_empty(), "{violated:?}");
     let io = stack::io_stats_all(&world);
     assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
+    let disks = stack::multipath_disks(&world);
+    let stats = disks[0].0.lock().path_stats(0).expect("path 0");
+    stats
 }
 
 /// The suite's entry point (`harness = false`, see tests/Cargo.toml): a failed check panics,

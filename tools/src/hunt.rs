@@ -4,8 +4,9 @@
 //!
 //! A seed runs the scripted-client scenario of `random_setup(seed)` (cheap: thousands a
 //! second); every `stack_every`th seed also runs the whole stack of `random_stack(seed)`
-//! (IBAL, IPoIB, the disks under load). Both generators draw shaped fault pairs aimed at the
-//! phases of one reset (`shaped_faults`) as well as uniform ones.
+//! (IBAL, IPoIB, the disks under load) and the two-adapter host of `random_multipath(seed)` (a multipath boot disk, a random path timeout, routes slow,
+//! flapping or blackholed: the fail-slow keys). The generators draw shaped fault pairs aimed
+//! at the phases of one reset (`shaped_faults`) as well as uniform ones.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -87,6 +88,9 @@ fn run_seed(seed: u64, stack_run: bool) -> (Vec<HuntFailure>, Vec<String>) {
             }
         }
     };
+    if stack_run {
+        multipath_seed(seed, &mut failures, &mut outcomes);
+    }
     let Some(host) = host else {
         return (failures, outcomes);
     };
@@ -102,6 +106,35 @@ fn run_seed(seed: u64, stack_run: bool) -> (Vec<HuntFailure>, Vec<String>) {
         }
     }
     (failures, outcomes)
+}
+
+/// The two-adapter host of `random_multipath(seed)`: its guarantees and the disk's I/O.
+fn multipath_seed(seed: u64, failures: &mut Vec<HuntFailure>, outcomes: &mut Vec<String>) {
+    let fail = |what: String| HuntFailure {
+        seed,
+        stack: true,
+        what,
+    };
+    let mut world = match stack::build_multi(&stack::random_multipath(seed)) {
+        Ok(w) => w,
+        Err(e) => {
+            failures.push(fail(format!(
+                "the random multipath host does not build: {e}"
+            )));
+            return;
+        }
+    };
+    world.run();
+    let (_, violated) = world.invariants();
+    for v in violated {
+        failures.push(fail(format!("multipath: guarantee broken: {v}")));
+    }
+    outcomes.extend(world.resets().into_iter().map(|r| r.outcome().to_string()));
+    let io = stack::io_stats_all(&world);
+    let open = io.submitted != io.completed + io.failed + io.in_flight + io.lost;
+    if open || io.lost > 0 || io.duplicated > 0 || io.read_mismatches > 0 {
+        failures.push(fail(format!("multipath I/O: {io:?}")));
+    }
 }
 
 /// Hunts over `config.seeds` on `config.jobs` threads; `progress` is told of every finished

@@ -3,6 +3,7 @@
 pub mod answer;
 pub mod contract;
 pub mod device;
+pub mod failslow;
 pub mod generate;
 pub mod hunt;
 pub mod inf;

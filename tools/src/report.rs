@@ -7,6 +7,7 @@ use ibal::stack::{Host, World};
 use serde::Serialize;
 
 use crate::contract::{schema, state_word};
+use ibal::disk::PathTimeout;
 
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -44,8 +45,14 @@ pub struct MultipathJson {
     pub no_path_us: u64,
     /// The most I/Os its hold queue held at once (while no path was up).
     pub max_held: u64,
-    /// Fast path failover's timeout; null when off.
+    /// Fast path failover's fixed timeout; null when the timeout is not fixed (see
+    /// `path_timeout`).
     pub path_io_timeout_ms: Option<u64>,
+    /// The timeout's mode: "adaptive", "fixed", "off" or "checker".
+    pub path_timeout: &'static str,
+    /// The adaptive timeout's bounds; null in the other modes.
+    pub path_timeout_min_ms: Option<u64>,
+    pub path_timeout_max_ms: Option<u64>,
     pub paths: Vec<PathJson>,
 }
 
@@ -66,6 +73,15 @@ pub struct PathJson {
     /// ABORT TASKs for given-up commands its adapter would not take (a stalled data path):
     /// their slots wait for the adapter's reset instead.
     pub aborts_unsent: u64,
+    /// Times an ABORT TASK went unanswered so long that the path dropped its connection.
+    pub abort_timeouts: u32,
+    /// Single commands it sent while given up (probes), and times it served again.
+    pub probes: u64,
+    pub restored: u32,
+    /// Its timeout at the end (null when off) and its smoothed round trip (null before
+    /// any answer).
+    pub timeout_us: Option<u64>,
+    pub srtt_us: Option<u64>,
     pub down_us: u64,
 }
 
@@ -228,7 +244,24 @@ pub fn multipath(world: &World) -> Vec<MultipathJson> {
                 max_latency_us: io.max_latency_us,
                 no_path_us: mp.stats().no_path_us,
                 max_held: mp.stats().max_held,
-                path_io_timeout_ms: mp.config().path_io_timeout.map(|t| t.as_ms()),
+                path_io_timeout_ms: match mp.config().path_timeout {
+                    PathTimeout::Fixed(t) => Some(t.as_ms()),
+                    _ => None,
+                },
+                path_timeout: match mp.config().path_timeout {
+                    PathTimeout::Off => "off",
+                    PathTimeout::Fixed(_) => "fixed",
+                    PathTimeout::Adaptive { .. } => "adaptive",
+                    PathTimeout::Checker { .. } => "checker",
+                },
+                path_timeout_min_ms: match mp.config().path_timeout {
+                    PathTimeout::Adaptive { min, .. } => Some(min.as_ms()),
+                    _ => None,
+                },
+                path_timeout_max_ms: match mp.config().path_timeout {
+                    PathTimeout::Adaptive { max, .. } => Some(max.as_ms()),
+                    _ => None,
+                },
                 paths: paths
                     .iter()
                     .filter_map(|(hca, c)| {
@@ -241,6 +274,11 @@ pub fn multipath(world: &World) -> Vec<MultipathJson> {
                             given_up: s.given_up,
                             late_discarded: c.disk().stats().late_discarded,
                             aborts_unsent: c.disk().stats().aborts_unsent,
+                            abort_timeouts: c.disk().stats().abort_timeouts,
+                            probes: s.probes,
+                            restored: s.restored,
+                            timeout_us: c.disk().path_timeout().map(|t| t.as_us()),
+                            srtt_us: c.disk().timing().estimator().srtt().map(|t| t.as_us()),
                             down_us: s.down_us,
                         })
                     })

@@ -15,6 +15,7 @@ use ibal::IbalConfig;
 
 mod keys;
 mod multi;
+mod paths;
 
 use keys::{Client, EventKeys, File, Hca, NumOrText, PolicyKeys};
 
@@ -118,7 +119,7 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
         ));
     }
     let hca = hca_config(&keys, "hca")?;
-    let route = route_latency(&keys, "hca")?;
+    let route = paths::route(&keys, "hca")?;
     let policy = policy(&file.policy)?;
     let clients: Vec<(usize, &Client)> = file.clients.iter().enumerate().collect();
     let clients = Clients::build(&clients, (hca.ports, route))?;
@@ -166,14 +167,6 @@ fn budget(setup: &StackSetup, file_index: &[usize]) -> Result<(), ScenarioError>
         };
         err(key, e.message)
     })
-}
-
-/// How long the targets' answers take back to the adapter of `keys` (`target_latency_ms`).
-fn route_latency(keys: &Hca, at: &str) -> Result<Duration, ScenarioError> {
-    match keys.target_latency_ms {
-        Some(ms) if ms > 60_000 => Err(err(format!("{at}.target_latency_ms"), "at most 60000")),
-        ms => Ok(Duration::from_ms(ms.unwrap_or(0))),
-    }
 }
 
 /// The adapter of `keys`, whose keys are named under `at` (`hca`, `hcas[1]`).
@@ -245,8 +238,8 @@ struct Clients {
     disks: u16,
     nets: u16,
     ports: u8,
-    /// The fabric route's latency from the targets to this adapter.
-    route: Duration,
+    /// The fabric route from the targets to this adapter.
+    route: ibal::srp_target::Route,
 }
 
 impl Clients {
@@ -254,7 +247,7 @@ impl Clients {
     /// its index in the file.
     fn build(
         clients: &[(usize, &Client)],
-        (ports, route): (u8, Duration),
+        (ports, route): (u8, ibal::srp_target::Route),
     ) -> Result<Self, ScenarioError> {
         let mut out = Clients {
             route,
@@ -370,8 +363,8 @@ impl Clients {
             lun_id: u32::from(self.disks),
             ack_delay: Duration::from_ms(c.ack_delay_ms.unwrap_or(0)),
             guard_last_path: c.guard_last_path.unwrap_or(boot),
-            path_io_timeout: path_io_timeout(c).map_err(|e| err(at("path_io_timeout_ms"), e))?,
-            target_latency: self.route,
+            path_timeout: paths::path_timeout(c).map_err(|(k, e)| err(at(k), e))?,
+            route: self.route,
             ..d
         };
         if !(1..=256).contains(&config.queue_depth) {
@@ -571,20 +564,6 @@ fn event_fault(i: usize, e: &EventKeys, ports: u8) -> Result<Fault, ScenarioErro
         }
     };
     in_range(i, fault)
-}
-
-/// Fast path failover's timeout for a disk: on by default for a disk with `paths`
-/// (`DEFAULT_PATH_IO_TIMEOUT`), 0 for off, refused on a disk of one path (it has no other
-/// to move to).
-fn path_io_timeout(c: &Client) -> Result<Option<Duration>, &'static str> {
-    match (c.path_io_timeout_ms, c.paths.is_some()) {
-        (Some(_), false) => Err("takes a disk with paths (a multipath disk)"),
-        (Some(0), true) => Ok(None),
-        (Some(ms), true) if ms > 600_000 => Err("0 (off) or at most 600000"),
-        (Some(ms), true) => Ok(Some(Duration::from_ms(ms))),
-        (None, true) => Ok(Some(ibal::multipath::DEFAULT_PATH_IO_TIMEOUT)),
-        (None, false) => Ok(None),
-    }
 }
 
 /// `a, b and c` (or `a, b or c`): a list the vocabulary gives, for an error to name.

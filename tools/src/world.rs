@@ -43,6 +43,17 @@ pub fn render(world: &World) -> String {
     out
 }
 
+/// A disk's path timeout as the report says it.
+fn timeout_words(t: ibal::disk::PathTimeout) -> String {
+    use ibal::disk::PathTimeout;
+    match t {
+        PathTimeout::Off => "off".into(),
+        PathTimeout::Fixed(t) => t.to_string(),
+        PathTimeout::Adaptive { min, max } => format!("adaptive {min} to {max}"),
+        PathTimeout::Checker { interval } => format!("a checker every {interval}"),
+    }
+}
+
 /// What happened to each multipath disk's paths, in time order: when each went down and
 /// came back, the commands it moved at a failover, the commands fast path failover gave up.
 pub fn paths_timeline(world: &World) -> String {
@@ -50,13 +61,12 @@ pub fn paths_timeline(world: &World) -> String {
     for (mp, paths) in ibal::stack::multipath_disks(world) {
         let mp = mp.lock();
         let names: Vec<&str> = paths.iter().map(|(hca, _)| *hca).collect();
-        let timeout = mp.config().path_io_timeout;
         let _ = writeln!(
             out,
             "\n== multipath disk {}: paths {}, path timeout {} ==\n",
             mp.name(),
             names.join(", "),
-            timeout.map_or("off".into(), |t| t.to_string())
+            timeout_words(mp.config().path_timeout)
         );
         let _ = writeln!(out, "   time ms | path     | what");
         let _ = writeln!(out, "{}", "-".repeat(80));
@@ -74,11 +84,13 @@ pub fn paths_timeline(world: &World) -> String {
                 PathEventKind::Down => "down: no new I/O".to_string(),
                 PathEventKind::Moved { n } => format!("{n} command(s) moved to the other paths"),
                 PathEventKind::GaveUp { n } => format!(
-                    "{n} command(s) out {} and overtaken on another path: given up there, \
-                     the target told to abort",
-                    timeout.unwrap_or_default()
+                    "{n} command(s) past the path's timeout and overtaken on another path: \
+                     given up there, the target told to abort; the path is probed"
                 ),
-                PathEventKind::Serves => "answered again: serving".to_string(),
+                PathEventKind::Serves => format!(
+                    "{} prompt answers in a row: serving again",
+                    ibal::multipath::PROBES_TO_SERVE
+                ),
                 PathEventKind::Dead => "its device failed or left".to_string(),
             };
             let t = e.at.as_us();
@@ -116,15 +128,19 @@ pub fn workload(world: &World) -> String {
         disk_line(label, d, &mut out);
     }
     for m in &multipath {
-        let _ = writeln!(
+        let _ =
+            writeln!(
             out,
             "    {:<10} max latency {}, no path for {}, {} held at most, path timeout {}; paths:",
             m.name,
             us(Some(m.max_latency_us)),
             us(Some(m.no_path_us)),
             m.max_held,
-            m.path_io_timeout_ms
-                .map_or("off".into(), |ms| us(Some(ms * 1000)))
+            match (m.path_io_timeout_ms, m.path_timeout_min_ms, m.path_timeout_max_ms) {
+                (Some(ms), _, _) => us(Some(ms * 1000)),
+                (None, Some(min), Some(max)) => format!("adaptive {min}-{max} ms"),
+                _ => m.path_timeout.into(),
+            }
         );
         for p in &m.paths {
             let _ = writeln!(

@@ -246,10 +246,16 @@ fn expect_multipath(file: &str, r: &Value) {
             assert_eq!(r["io"]["failed"], 0);
             let m = &r["multipath"][0];
             assert_eq!(m["name"], "bootdisk");
-            assert_eq!(m["paths"][0]["failovers"], 1);
-            assert_eq!(m["paths"][0]["moved"], 32, "a full queue depth moved");
+            let p0 = &m["paths"][0];
             let latency = m["max_latency_us"].as_u64().expect("latency");
             if both {
+                // Both reset at once: nothing to overtake, so nothing given up; each RESET
+                // takes a full queue depth back.
+                assert_eq!(
+                    (p0["failovers"].as_u64(), p0["moved"].as_u64()),
+                    (Some(1), Some(32))
+                );
+                assert_eq!(p0["given_up"], 0, "{m}");
                 // No path for the device's second and the fabric's 3.5: the queue holds.
                 assert!(m["no_path_us"].as_u64() > Some(4_000_000), "{m}");
                 assert!(m["max_held"].as_u64() > Some(0), "{m}");
@@ -257,8 +263,17 @@ fn expect_multipath(file: &str, r: &Value) {
             } else {
                 assert_eq!(m["no_path_us"], 0, "{m}");
                 assert_eq!(m["max_held"], 0, "the hold queue is never used: {m}");
-                // Only the wait for the error to be noticed (the health poll).
-                assert!(latency < 1_000_000, "{m}");
+                // The dead adapter's commands are given up once past hca0's learned
+                // timeout (its floor, 5 ms) and re-issued on hca1; the path then takes only
+                // probes, so its RESET moves at most those.
+                let given_up = p0["given_up"].as_u64().expect("given_up");
+                let probes = p0["probes"].as_u64().expect("probes");
+                let moved = p0["moved"].as_u64().expect("moved");
+                assert!(
+                    given_up >= 1 && (given_up..=given_up + probes).contains(&moved),
+                    "{m}"
+                );
+                assert!(latency < 20_000, "not the health poll's 600 ms: {m}");
                 assert!(m["paths"][0]["ios"].as_u64() > Some(1_000), "{m}");
                 assert!(m["paths"][0]["down_us"].as_u64() > Some(4_000_000), "{m}");
             }
@@ -272,7 +287,9 @@ fn expect_multipath(file: &str, r: &Value) {
             assert_eq!(r["hcas"][1]["final_state"], "Operational");
             assert_eq!(r["io"]["failed"], 0, "one path is enough");
             let m = &r["multipath"][0];
-            assert_eq!(m["paths"][0]["failovers"], 1);
+            let p0 = &m["paths"][0];
+            assert!(p0["given_up"].as_u64() >= Some(1), "{m}");
+            assert!(p0["failovers"].as_u64() <= Some(1), "{m}");
             assert_eq!(m["no_path_us"], 0, "{m}");
             assert!(m["paths"][1]["ios"].as_u64() > Some(5_000), "{m}");
         }
@@ -281,12 +298,24 @@ fn expect_multipath(file: &str, r: &Value) {
             assert_eq!(outcomes(r), Vec::<&str>::new());
             assert_eq!(r["io"]["failed"], 0);
             let m = &r["multipath"][0];
-            assert_eq!(m["path_io_timeout_ms"], 100, "the default: {m}");
+            assert_eq!(m["path_timeout"], "adaptive", "the default: {m}");
+            assert_eq!(m["path_io_timeout_ms"], Value::Null, "{m}");
+            assert_eq!(
+                (
+                    m["path_timeout_min_ms"].as_u64(),
+                    m["path_timeout_max_ms"].as_u64()
+                ),
+                (Some(5), Some(3_000))
+            );
             let (p0, p1) = (&m["paths"][0], &m["paths"][1]);
             if file == "multipath-slow-path.toml" {
                 // hca0's commands are overtaken by hca1's and given up; each ran before
-                // its abort came, so each answer came late and was discarded.
-                assert!(p0["given_up"].as_u64() > Some(100), "{m}");
+                // its abort came, so each answer came late and was discarded. The path is
+                // then probed with a backoff (5 ms doubling to 2 s): a few give-ups in 5 s,
+                // not one per answer (the fixed 100 ms of before gave up 77 a second).
+                let given_up = p0["given_up"].as_u64().expect("given_up");
+                assert!((1..=30).contains(&given_up), "{m}");
+                assert!(p0["probes"].as_u64() >= Some(1), "{m}");
                 assert_eq!(p0["given_up"], p0["late_discarded"], "{m}");
                 assert_eq!(p0["given_up"], p0["moved"], "{m}");
                 assert_eq!(p0["ios"], 0, "nothing completes at 300 ms: {m}");
@@ -303,6 +332,11 @@ fn expect_multipath(file: &str, r: &Value) {
                     assert!(p["ios"].as_u64() > Some(200), "both paths serve: {m}");
                 }
                 assert!(m["max_latency_us"].as_u64() >= Some(300_000), "{m}");
+                // Each path learned the target's 300 ms as its own round trip.
+                for p in [p0, p1] {
+                    assert!(p["srtt_us"].as_u64() >= Some(300_000), "{m}");
+                    assert!(p["timeout_us"].as_u64() > p["srtt_us"].as_u64(), "{m}");
+                }
             }
         }
         "multipath-cable-out.toml" => {
@@ -869,16 +903,17 @@ fn the_multipath_default_shows_a_lane_group_per_adapter_and_each_path() {
         "== adapter hca0: 6 clients ==",
         "== adapter hca1: 2 clients ==",
         "data-lun@hca0",
-        "1 failover(s), 32 commands moved off it (1 given up slow, 0 late answers discarded)",
+        // The dead adapter's commands given up one by one, each 5 ms old (hca0's learned
+        // timeout, at its floor), and nothing left on it for the RESET to move.
+        "0 failover(s), 6 commands moved off it (6 given up slow, 0 late answers discarded)",
         // The whole outage on the bus lane: the health poll, the link, the subnet manager.
         "health poll: catastrophic error",
         "port 1 training (1500.000ms)",
         "port 1 link up, waiting for the SM",
         // The failover, path by path.
-        "== multipath disk bootdisk: paths hca0, hca1, path timeout 100.000ms ==",
-        "| hca0     | 1 command(s) out 100.000ms and overtaken on another path",
-        "| hca0     | 31 command(s) moved to the other paths",
-        "bootdisk   max latency 100.",
+        "== multipath disk bootdisk: paths hca0, hca1, path timeout adaptive 5.000ms to 3000.000ms ==",
+        "  1405.135 | hca0     | 1 command(s) past the path's timeout and overtaken on another path",
+        "bootdisk   max latency 5.",
     ] {
         assert!(stdout.contains(want), "no {want:?} in:\n{stdout}");
     }

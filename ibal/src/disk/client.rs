@@ -12,8 +12,10 @@ use crate::retry::{ClientProblem, Connector};
 use crate::srp_target::*;
 
 use super::{DiskConfig, Link, SrpDisk};
+
 use crate::access::FabricBus;
 
+mod failover;
 mod guard;
 
 /// The bus client of one disk, with its workload and its remote target.
@@ -40,9 +42,9 @@ pub struct SrpClient {
     /// From RESET to its end (RESET_END, RESET_ABORTED, RESET_FAILED): what the last-path
     /// guard of another path of the disk says of this one.
     resetting: bool,
-    /// Fast path failover gave commands up here: the count of the disk's answers then. The
-    /// path serves again once it has more (an answer came: the path lives).
-    probe_from: Option<u64>,
+    /// The disk's answers within and past its timeout, as last told to the multipath queue
+    /// (which judges a probing path by them).
+    told_answers: (u64, u64),
     /// This path asked for its adapter's reset (a stalled data path) and the reset has not
     /// come yet: it asks once.
     escalated: bool,
@@ -86,7 +88,7 @@ impl SrpClient {
             disk,
             workload,
             target: SrpTarget::new(config.target_lid, config.lun_id, config.n_blocks)
-                .with_latency(config.target_latency),
+                .with_route(config.route),
             id: None,
             events: EventLog::new(),
             connect_at: None,
@@ -95,7 +97,7 @@ impl SrpClient {
             port_up: true,
             path: None,
             resetting: false,
-            probe_from: None,
+            told_answers: (0, 0),
             escalated: false,
             consented: None,
             refusals: 0,
@@ -120,7 +122,7 @@ impl SrpClient {
         };
         let mut client = Self::new(name, config, ibal)?;
         client.target = SrpTarget::with_lun(config.target_lid, mp.lock().lun().clone())
-            .with_latency(config.target_latency);
+            .with_route(config.route);
         client.path = Some(PathOf { mp, index });
         Some(client)
     }
@@ -271,14 +273,21 @@ impl SrpClient {
 
     /// Tells the disk's queue whether this path serves; a path that does not gives every
     /// command it still has back to the queue, for another path to re-issue at once.
-    fn sync_path<B: FabricBus + ?Sized>(&mut self, bus: &B) {
+    fn sync_path<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
         let Some(p) = &self.path else {
             return;
         };
+        let (shared, index) = (p.mp.clone(), p.index);
         let now = bus.now();
-        let mut mp = p.mp.lock();
-        mp.note_gap(p.index, self.gap());
-        Self::sync_answers(&self.disk, &mut self.probe_from, (p.index, now), &mut mp);
+        let mut mp = shared.lock();
+        mp.note_gap(index, self.gap());
+        Self::sync_answers(
+            &self.disk,
+            &mut self.told_answers,
+            (index, now),
+            &mut mp,
+            bus,
+        );
         if self.disk.is_up() {
             if !mp.path_up(p.index) {
                 mp.path_is_up(p.index, now);
@@ -286,7 +295,6 @@ impl SrpClient {
             return;
         }
         // Down: whatever made it slow, it comes back fresh (the queue forgets it too).
-        self.probe_from = None;
         let mut moved = 0;
         while let Some(req) = self.disk.pop_queued_back() {
             mp.give_back(p.index, req);
@@ -302,88 +310,6 @@ impl SrpClient {
         }
         if moved > 0 {
             mp.failed_over(p.index, moved, now);
-        }
-    }
-
-    /// Tells the disk's queue what the target answered on this path: how young a command
-    /// (for the other paths' failover), whether the path answered since it gave commands up (it serves
-    /// again), and which blocks its given-up writes still fence.
-    fn sync_answers(
-        disk: &SrpDisk,
-        probe_from: &mut Option<u64>,
-        (index, now): (usize, Instant),
-        mp: &mut crate::multipath::Multipath,
-    ) {
-        if let Some(sent_at) = disk.freshest_answered() {
-            mp.note_answer(index, sent_at);
-        }
-        if probe_from.is_some_and(|n| disk.answers() > n) {
-            *probe_from = None;
-            mp.probe_answered(index, now);
-        }
-        if disk.slots.aborting() > 0 || mp.has_fences(index) {
-            mp.set_fences(index, disk.slots.fenced_writes());
-        }
-        mp.note_room(index, disk.is_up() && disk.can_send_more());
-    }
-
-    /// Fast path failover (docs/design.md §7): commands out on this path past the disk's
-    /// `path_io_timeout`, which a younger command overtook on another path, are given up here
-    /// (the target told to abort each) for the other path to re-issue at once; this path
-    /// takes no new I/O until an answer comes on it again or its adapter resets.
-    fn fail_over_slow<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
-        let (Some(p), Some(limit)) = (&self.path, self.disk.config.path_io_timeout) else {
-            return;
-        };
-        let now = bus.now();
-        let mut mp = p.mp.lock();
-        Self::sync_answers(&self.disk, &mut self.probe_from, (p.index, now), &mut mp);
-        let Some(answered_at) = mp.others_answered_at(p.index) else {
-            return;
-        };
-        let due = self.disk.slots.next_overdue(limit, Some(answered_at));
-        if due.is_none_or(|t| t > now) {
-            return;
-        }
-        let index = p.index;
-        let n = self
-            .disk
-            .give_up_overdue(&self.ibal, bus, limit, answered_at, |req| {
-                mp.give_back(index, req)
-            });
-        if n > 0 {
-            log::info!(
-                "{}: {n} command(s) out {limit} with another path answering: given up for it",
-                self.desc.name
-            );
-            mp.gave_up(index, n, now);
-            self.probe_from = Some(self.disk.answers());
-        }
-        drop(mp);
-        self.escalate_stall(bus, limit);
-    }
-
-    /// A path whose adapter has not completed a send in `path_io_timeout` has a stalled
-    /// data path, not a slow target: it asks for the adapter's reset (as SCSI error handling
-    /// escalates to a host reset), once until the reset comes. The reset frees what its
-    /// given-up writes fence, sooner than the health poll would.
-    fn escalate_stall<B: FabricBus + ?Sized>(&mut self, bus: &mut B, limit: Duration) {
-        let Some(id) = self.id else {
-            return;
-        };
-        if self.escalated || self.resetting || !self.disk.slots.stalled_send(bus.now(), limit) {
-            return;
-        }
-        self.escalated = true;
-        match bus.reset_request(id) {
-            Ok(epoch) => log::warn!(
-                "{}: no send completed in {limit}: asked for the adapter's reset ({epoch})",
-                self.desc.name
-            ),
-            Err(e) => {
-                self.refusals += 1;
-                log::warn!("{}: the adapter's reset was refused: {e}", self.desc.name);
-            }
         }
     }
 
@@ -552,13 +478,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
                     .filter(|_| self.disk.blocked && !self.disk.fast_fail),
             ),
         };
-        let overdue = match (&self.path, self.disk.config.path_io_timeout) {
-            (Some(p), Some(limit)) => {
-                let answered_at = p.mp.lock().others_answered_at(p.index);
-                self.disk.slots.next_overdue(limit, answered_at)
-            }
-            _ => None,
-        };
+        let [overdue, abort, stall] = self.failover_deadlines();
         // A consent that no longer holds is withdrawn at once.
         let recheck = self.recheck_due();
         [
@@ -566,6 +486,8 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             recheck,
             work,
             overdue,
+            abort,
+            stall,
             self.connect_at,
             self.execute_at.map(|(t, _)| t),
             login,
@@ -587,6 +509,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         self.disk.poll(&self.ibal, bus);
         self.recheck_consent(bus);
         self.fail_over_slow(bus);
+        self.drop_stuck_connection(bus);
         if let Some((_, epoch)) = self.execute_at.filter(|(t, _)| *t <= now) {
             self.execute_at = None;
             self.execute(bus, epoch);

@@ -40,6 +40,8 @@ struct Slot {
     /// That send completed: the target's side took the command (a reliable connection
     /// completes a send once the responder acknowledged it).
     acked: bool,
+    /// When it was given up (its ABORT TASK sent).
+    aborted_at: Instant,
 }
 
 /// The tag of send `generation` of slot `slot`.
@@ -121,6 +123,7 @@ impl SlotTable {
             generation: 0,
             sent_at: Instant::ZERO,
             acked: false,
+            aborted_at: Instant::ZERO,
         };
         SlotTable {
             slots: std::vec![blank; n],
@@ -277,41 +280,44 @@ impl SlotTable {
         }
     }
 
-    /// Whether `s` has been out `limit` by `now` and another path answered a command sent
-    /// no earlier (at `answered_at`): a younger command overtook it there.
-    fn overdue(s: &Slot, now: Instant, limit: Duration, answered_at: Instant) -> bool {
-        s.state == SlotState::InFlight
-            && s.sent_at <= answered_at
-            && now.saturating_since(s.sent_at) >= limit
-    }
-
-    /// When a command in flight can next be given up: `limit` after the send of the oldest
-    /// one sent no later than `answered_at` (the send time of the youngest command another
-    /// path has answered). `None` while no other path has answered a command as young as
-    /// any of these: a target slow on every path is not a dead path.
-    pub fn next_overdue(&self, limit: Duration, answered_at: Option<Instant>) -> Option<Instant> {
-        let answered_at = answered_at?;
+    /// The send time of the newest command `rule` gives up at `now`: every command in
+    /// flight sent no later goes with it (they are older, and overtaken too).
+    fn give_up_cutoff(&self, now: Instant, rule: &GiveUpRule) -> Option<Instant> {
         self.slots
             .iter()
-            .filter(|s| s.state == SlotState::InFlight && s.sent_at <= answered_at)
-            .map(|s| s.sent_at + limit)
+            .filter(|s| s.state == SlotState::InFlight)
+            .filter(|s| rule.due(s.sent_at).is_some_and(|t| t <= now))
+            .map(|s| s.sent_at)
+            .max()
+    }
+
+    /// When a command in flight can next be given up under `rule`. `None` while no other
+    /// path has answered a command as young as any of these: a target slow on every path is
+    /// not a dead path.
+    pub fn next_overdue(&self, rule: &GiveUpRule) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter(|s| s.state == SlotState::InFlight)
+            .filter_map(|s| rule.due(s.sent_at))
             .min()
     }
 
-    /// Fast path failover: gives up every command in flight for `limit` or more that another
-    /// path overtook (it answered a command sent at `answered_at`, no earlier). Each goes to
-    /// `give` with the tag the target must be told to abort, newest first (so a taker that
-    /// puts each at the front of its queue ends with the oldest first). Returns how many.
+    /// Fast path failover: gives up every command in flight that `rule` says is overdue at
+    /// `now`, and every older one. Each goes to `give` with the tag the target must be told
+    /// to abort, newest first (so a taker that puts each at the front of its queue ends with
+    /// the oldest first). Returns how many.
     pub fn give_up_overdue(
         &mut self,
         now: Instant,
-        limit: Duration,
-        answered_at: Instant,
+        rule: &GiveUpRule,
         mut give: impl FnMut(u64, IoRequest),
     ) -> u32 {
+        let Some(cutoff) = self.give_up_cutoff(now, rule) else {
+            return 0;
+        };
         self.scratch.clear();
         for (i, s) in self.slots.iter().enumerate() {
-            if Self::overdue(s, now, limit, answered_at) {
+            if s.state == SlotState::InFlight && s.sent_at <= cutoff {
                 self.scratch.push(i as u16);
             }
         }
@@ -326,6 +332,7 @@ impl SlotTable {
             } else {
                 SlotState::Aborting
             };
+            s.aborted_at = now;
             give(tag(usize::from(i), s.generation), s.req);
         }
         let n = self.scratch.len() as u16;
@@ -390,6 +397,24 @@ impl SlotTable {
             .map(|s| (s.req.id, s.req.lba))
     }
 
+    /// When a command out with its send never completed will have been out `limit`.
+    pub fn stall_deadline(&self, limit: Duration) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s.state, SlotState::InFlight | SlotState::Aborting) && !s.acked)
+            .map(|s| s.sent_at + limit)
+            .min()
+    }
+
+    /// When an ABORT TASK sent will have gone `limit` unanswered (the earliest).
+    pub fn abort_deadline(&self, limit: Duration) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter(|s| s.state == SlotState::Aborting)
+            .map(|s| s.aborted_at + limit)
+            .min()
+    }
+
     /// Whether a command out (in flight or given up) was sent `limit` or more before `now`
     /// and its send never completed: the adapter is not moving this connection's data.
     pub fn stalled_send(&self, now: Instant, limit: Duration) -> bool {
@@ -398,6 +423,37 @@ impl SlotTable {
                 && !s.acked
                 && now.saturating_since(s.sent_at) >= limit
         })
+    }
+}
+
+/// When fast path failover gives a command up (docs/design.md §7): it has been out its
+/// path's `timeout`, another path answered a command sent no earlier (`overtaken_at`: it
+/// was overtaken there), and its own path has answered nothing sent after it (the path,
+/// not this one command, is stuck). A command its path keeps behind while answering
+/// younger ones is the target's straggler: it goes only at `cap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GiveUpRule {
+    pub timeout: Duration,
+    pub cap: Duration,
+    pub overtaken_at: Instant,
+    /// The send time of the youngest command this path answered.
+    pub own_answered_at: Option<Instant>,
+}
+
+impl GiveUpRule {
+    /// When a command sent at `sent_at` is due to be given up (`None`: not while nothing
+    /// younger was answered elsewhere).
+    pub fn due(&self, sent_at: Instant) -> Option<Instant> {
+        if sent_at > self.overtaken_at {
+            return None;
+        }
+        let moving = self.own_answered_at.is_some_and(|t| t > sent_at);
+        let wait = if moving {
+            self.cap.max(self.timeout)
+        } else {
+            self.timeout
+        };
+        Some(sent_at + wait)
     }
 }
 

@@ -11,6 +11,7 @@
 //! go: it writes the same data.
 
 use hcabus::{Duration, Instant};
+use rand::Rng;
 
 use super::Multipath;
 use crate::block::IoRequest;
@@ -29,18 +30,88 @@ impl Fence {
     }
 }
 
-/// The default `path_io_timeout` of a multipath disk: docs/design.md §7 "Fast path failover"
-/// says why.
+/// The fixed timeout of the mode before the adaptive one (docs/design.md §7 "Fast path
+/// failover"): the comparison's baseline, and where a fixed-mode probe's backoff starts.
 pub const DEFAULT_PATH_IO_TIMEOUT: Duration = Duration::from_ms(100);
+
+/// Prompt answers in a row a probing path gives before it takes its full share again:
+/// one could be luck (a slow route's queue just drained); three is TCP's duplicate-ACK
+/// threshold, the usual "not a coincidence" (docs/design.md §7).
+pub const PROBES_TO_SERVE: u8 = 3;
+
+/// The longest wait between probes of a path that keeps failing them: a merely slow
+/// route is given up at most about once per 1.5 s once the backoff reaches it (jitter
+/// averages three quarters of it), and a route that recovers is back within 2 s and three
+/// round trips (docs/design.md §7 says why this bound).
+pub const PROBE_BACKOFF_MAX: Duration = Duration::from_ms(2_000);
+
+/// A path that gave commands up: when its next probe may go and the backoff after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct Probe {
+    pub(super) next_at: Instant,
+    pub(super) backoff: Duration,
+    /// Prompt answers in a row.
+    streak: u8,
+    /// A probe is out (taken and not answered or given up yet).
+    pub(super) out: bool,
+}
+
+impl Probe {
+    /// The first probe, `backoff` (jittered) after the give-up at `now`.
+    fn after(backoff: Duration, now: Instant, rng: &mut impl Rng) -> Probe {
+        Probe {
+            next_at: now + jittered(backoff, rng),
+            backoff,
+            streak: 0,
+            out: false,
+        }
+    }
+
+    /// The probe was given up or answered slowly: wait twice as long (up to the bound).
+    fn failed(self, now: Instant, rng: &mut impl Rng) -> Probe {
+        let backoff =
+            Duration::from_us(self.backoff.as_us().saturating_mul(2)).min(PROBE_BACKOFF_MAX);
+        Probe::after(backoff, now, rng)
+    }
+
+    /// `n` prompt answers: serving again (`None`) after enough in a row, else the next
+    /// probe at once.
+    fn answered(self, n: u64, now: Instant) -> Option<Probe> {
+        let streak = u64::from(self.streak).saturating_add(n);
+        (streak < u64::from(PROBES_TO_SERVE)).then_some(Probe {
+            next_at: now,
+            streak: streak as u8,
+            out: false,
+            ..self
+        })
+    }
+
+    /// Its connection was dropped: the probe out, if any, was taken back.
+    pub(super) fn taken_back(self) -> Probe {
+        Probe { out: false, ..self }
+    }
+
+    /// Whether a probe may go at `now`.
+    pub(super) fn ready(&self, now: Instant) -> bool {
+        !self.out && self.next_at <= now
+    }
+}
+
+/// Half of `d` and a random part of the other half: probes of many paths (and hosts) that
+/// failed together do not come back in step.
+fn jittered(d: Duration, rng: &mut impl Rng) -> Duration {
+    let half = d.as_us() / 2;
+    Duration::from_us(half + rng.gen_range(0..=d.as_us() - half))
+}
 
 impl Multipath {
     /// The send time of the youngest command any path but `me` that serves (up, not
-    /// suspect) has answered: a command of `me` sent no later was overtaken there.
+    /// probing) has answered promptly: a command of `me` sent no later was overtaken there.
     pub fn others_answered_at(&self, me: usize) -> Option<Instant> {
         self.paths
             .iter()
             .enumerate()
-            .filter(|(i, p)| *i != me && p.up && !p.suspect)
+            .filter(|(i, p)| *i != me && p.up && p.probe.is_none())
             .filter_map(|(_, p)| p.last_answer)
             .max()
     }
@@ -52,37 +123,88 @@ impl Multipath {
         }
     }
 
-    /// `path` gave up `n` commands for being slow: it takes no new I/O until
-    /// [`Multipath::probe_answered`] or its adapter resets.
-    pub fn gave_up(&mut self, path: usize, n: u32, now: Instant) {
+    /// `path` gave up `n` commands for being slow: it takes no new I/O but one probe at a
+    /// time, after a backoff with jitter (doubled at each give-up while probing), until
+    /// [`PROBES_TO_SERVE`] prompt answers in a row or its adapter resets.
+    pub fn gave_up(&mut self, path: usize, n: u32, now: Instant, rng: &mut impl Rng) {
         self.see(now);
         self.events
             .push(now, path, super::PathEventKind::GaveUp { n });
+        let floor = self.probe_floor();
         let Some(p) = self.paths.get_mut(path) else {
             return;
         };
-        if !p.suspect {
-            p.stats.slow_failovers += 1;
-        }
-        p.suspect = true;
         p.stats.given_up += u64::from(n);
+        p.probe = Some(match p.probe {
+            None => {
+                p.stats.slow_failovers += 1;
+                // Given up again within the bound of serving again: the backoff goes on
+                // from where it was (a path slow only under load would otherwise cycle at
+                // the floor's pace).
+                let again = p
+                    .last_backoff
+                    .filter(|(_, at)| now.saturating_since(*at) < PROBE_BACKOFF_MAX);
+                match again {
+                    Some((backoff, _)) => Probe::after(backoff, now, rng).failed(now, rng),
+                    None => Probe::after(floor, now, rng),
+                }
+            }
+            Some(probe) => probe.failed(now, rng),
+        });
         if self.turn == path {
             self.turn = (path + 1) % self.paths.len();
         }
     }
 
-    /// An answer came on `path` after it gave commands up: it serves again.
-    pub fn probe_answered(&mut self, path: usize, now: Instant) {
+    /// `path` had answers come back, `prompt` within its timeout and `slow` past it: a
+    /// probing path counts them, and serves again after enough prompt ones in a row.
+    pub fn path_answered(
+        &mut self,
+        path: usize,
+        (prompt, slow): (u64, u64),
+        now: Instant,
+        rng: &mut impl Rng,
+    ) {
         self.see(now);
-        if let Some(p) = self.paths.get_mut(path).filter(|p| p.suspect) {
-            p.suspect = false;
+        let Some(p) = self.paths.get_mut(path) else {
+            return;
+        };
+        let Some(probe) = p.probe else {
+            return;
+        };
+        p.probe = if slow > 0 {
+            Some(probe.failed(now, rng))
+        } else if prompt > 0 {
+            probe.answered(prompt, now)
+        } else {
+            Some(probe)
+        };
+        if p.probe.is_none() {
+            p.stats.restored += 1;
+            p.last_backoff = Some((probe.backoff, now));
             self.events.push(now, path, super::PathEventKind::Serves);
         }
     }
 
-    /// Whether `path` gave commands up and has not answered since.
+    /// Where a probing path's backoff starts: the shortest timeout the disk's mode gives.
+    fn probe_floor(&self) -> Duration {
+        self.config
+            .path_timeout
+            .floor()
+            .unwrap_or(DEFAULT_PATH_IO_TIMEOUT)
+    }
+
+    /// `path` is dropping its own connection (an ABORT TASK went unanswered): it stays
+    /// probed through the re-login.
+    pub fn keep_probing(&mut self, path: usize) {
+        if let Some(p) = self.paths.get_mut(path).filter(|p| p.probe.is_some()) {
+            p.keep_probe = true;
+        }
+    }
+
+    /// Whether `path` gave commands up and is not serving again yet.
     pub fn path_suspect(&self, path: usize) -> bool {
-        self.paths.get(path).is_some_and(|p| p.suspect)
+        self.paths.get(path).is_some_and(|p| p.probe.is_some())
     }
 
     /// The writes `path` gave up whose abort the target has not yet answered, as (I/O id,

@@ -4,15 +4,16 @@
 
 use std::vec::Vec;
 
-use hcabus::Duration;
+use hcabus::{Duration, Instant};
 use hcabus_sim::{Behavior, SimHcaConfig};
 
 use super::{
     AdapterSetup, ClientSpec, MultiSetup, MultipathSpec, PathConfig, ScriptedConfig, StackSetup,
 };
 use crate::access::IbalConfig;
-use crate::disk::DiskConfig;
+use crate::disk::{DiskConfig, PathTimeout};
 use crate::ipoib::IpoibConfig;
+use crate::srp_target::{Route, RoutePhase};
 use crate::uverbs::UverbsConfig;
 
 /// How long a ConnectX adapter and its fabric take to come back, as the defaults model them
@@ -126,7 +127,7 @@ pub fn boot_from_san_fast() -> StackSetup {
 pub fn boot_from_san_multipath() -> MultiSetup {
     let base = boot_from_san();
     let boot = DiskConfig {
-        path_io_timeout: Some(crate::multipath::DEFAULT_PATH_IO_TIMEOUT),
+        path_timeout: crate::disk::PathTimeout::DEFAULT,
         ..disk(true, 1, 0x100, 0, 2_000, 0)
     };
     let path = |path| ClientSpec::DiskPath {
@@ -224,33 +225,67 @@ pub fn random_multipath(seed: u64) -> MultiSetup {
             ));
         }
     }
-    // Fast path failover off, at a hair trigger, or anywhere between: the take-back, the
-    // late answer and the adapter's reset in every order.
-    let timeout = match rng.gen_range(0..4) {
-        0 => None,
-        1 => Some(Duration::from_ms(1)),
-        _ => Some(Duration::from_ms(rng.gen_range(2..800))),
+    // Fast path failover off, fixed at a hair trigger or anywhere between, or adaptive
+    // within random bounds: the take-back, the late answer, the probe and the adapter's
+    // reset in every order.
+    let timeout = match rng.gen_range(0..5) {
+        0 => PathTimeout::Off,
+        1 => PathTimeout::Fixed(Duration::from_ms(1)),
+        2 => PathTimeout::Fixed(Duration::from_ms(rng.gen_range(2..800))),
+        _ => {
+            let min = rng.gen_range(1..50);
+            PathTimeout::Adaptive {
+                min: Duration::from_ms(min),
+                max: Duration::from_ms(min + rng.gen_range(0..3_000)),
+            }
+        }
     };
-    // A slow route to the target on no path, one, or every path (a slow target: nothing may
-    // move then), so answers come late, after their command was given up.
+    // A slow or failing route to the target on no path, one, or every path (a slow target:
+    // nothing may move then), so answers come late, after their command was given up.
     let slow = rng.gen_range(0..4);
     for d in &mut setup.disks {
-        d.config.path_io_timeout = timeout;
+        d.config.path_timeout = timeout;
     }
     for (i, a) in setup.adapters.iter_mut().enumerate() {
-        let latency = match slow {
-            1 if i == 0 => Duration::from_ms(rng.gen_range(1..400)),
-            3 => Duration::from_ms(rng.gen_range(1..400)),
-            _ => Duration::ZERO,
+        let route = match slow {
+            1 if i == 0 => random_route(&mut rng),
+            3 => random_route(&mut rng),
+            _ => Route::default(),
         };
         for c in &mut a.stack.clients {
             if let ClientSpec::DiskPath { config, .. } = c {
-                config.initiator.path_io_timeout = timeout;
-                config.initiator.target_latency = latency;
+                config.initiator.path_timeout = timeout;
+                config.initiator.route = route;
             }
         }
     }
     setup
+}
+
+/// A slow route (1 to 400 ms), or a healthy one that turns to one of the fail-slow trace
+/// set's faults (a slowdown, stragglers, slow under load, a blackhole) for a while.
+fn random_route(rng: &mut impl rand::Rng) -> Route {
+    if rng.gen_bool(0.5) {
+        return Route::constant(Duration::from_ms(rng.gen_range(1..400)));
+    }
+    let start = Instant::from_ms(rng.gen_range(100..2_000));
+    let mut phase = RoutePhase::plain(start, Duration::ZERO);
+    match rng.gen_range(0..4) {
+        0 => phase.latency = Duration::from_ms(rng.gen_range(1..100)),
+        1 => {
+            phase.spike = Duration::from_ms(rng.gen_range(1..100));
+            phase.spike_per_million = rng.gen_range(1..100_000);
+        }
+        2 => phase.load = Duration::from_us(rng.gen_range(10..2_000)),
+        _ => phase.blackhole = true,
+    }
+    let mut route = Route::default();
+    let end = start + Duration::from_ms(rng.gen_range(50..3_000));
+    for p in [phase, RoutePhase::plain(end, Duration::ZERO)] {
+        // Cannot fail: two phases in order.
+        let _ = route.push(p);
+    }
+    route
 }
 
 /// The default host under a random fault plan and policy from `seed`: used to hunt for

@@ -57,6 +57,9 @@ pub(super) struct Hca {
     /// The fabric route from this adapter to the SRP targets: their answers take this long
     /// to come back (a congested or long route; a slow path that is not a dead one).
     pub(super) target_latency_ms: Option<u64>,
+    /// How the route behaves from given instants on: the fail-slow phases.
+    #[serde(default)]
+    pub(super) route: Vec<super::paths::RouteKeys>,
     /// "major.minor.subminor".
     pub(super) fw_version: Option<String>,
     /// An integer or a string ("0x0002c9030010f5e0").
@@ -118,8 +121,11 @@ pub(super) struct Client {
     pub(super) paths: Option<Vec<String>>,
     /// srp and bootdisk: the last-path guard (default: on for a boot disk, off otherwise).
     pub(super) guard_last_path: Option<bool>,
-    /// srp and bootdisk with `paths`: fast path failover's timeout (0: off).
+    /// srp and bootdisk with `paths`: fast path failover's fixed timeout (0: off); without
+    /// it the timeout is learned per path within `path_timeout_min_ms..=path_timeout_max_ms`.
     pub(super) path_io_timeout_ms: Option<u64>,
+    pub(super) path_timeout_min_ms: Option<u64>,
+    pub(super) path_timeout_max_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +165,8 @@ pub(super) fn rule(kind: ClientKind) -> KindRule {
                 "paths",
                 "guard_last_path",
                 "path_io_timeout_ms",
+                "path_timeout_min_ms",
+                "path_timeout_max_ms",
             ][..],
             |s, i, c| s.disk(i, c, true),
         ),
@@ -167,6 +175,8 @@ pub(super) fn rule(kind: ClientKind) -> KindRule {
                 "paths",
                 "guard_last_path",
                 "path_io_timeout_ms",
+                "path_timeout_min_ms",
+                "path_timeout_max_ms",
                 "iops",
                 "queue_depth",
                 "read_pct",
@@ -199,7 +209,7 @@ pub(super) fn rule(kind: ClientKind) -> KindRule {
 impl Client {
     /// The first key set that a client of `kind` does not take.
     pub(super) fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
-        let set: [(&str, bool); 18] = [
+        let set: [(&str, bool); 20] = [
             ("iops", self.iops.is_some()),
             ("queue_depth", self.queue_depth.is_some()),
             ("read_pct", self.read_pct.is_some()),
@@ -218,6 +228,8 @@ impl Client {
             ("paths", self.paths.is_some()),
             ("guard_last_path", self.guard_last_path.is_some()),
             ("path_io_timeout_ms", self.path_io_timeout_ms.is_some()),
+            ("path_timeout_min_ms", self.path_timeout_min_ms.is_some()),
+            ("path_timeout_max_ms", self.path_timeout_max_ms.is_some()),
         ];
         let allowed = rule(kind).keys;
         set.into_iter()

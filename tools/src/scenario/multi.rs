@@ -50,7 +50,7 @@ pub(super) fn build(file: File) -> Result<MultiSetup, ScenarioError> {
     let mut disks: Vec<Option<MultipathSpec>> = std::vec![None; placed.multipath.len()];
     let mut adapters = Vec::with_capacity(names.len());
     for (a, name) in names.iter().enumerate() {
-        let route = route_latency(&file.hcas[a], &format!("hcas[{a}]"))?;
+        let route = super::paths::route(&file.hcas[a], &format!("hcas[{a}]"))?;
         let clients = Clients::build(&placed.clients[a], (hcas[a].ports, route))?;
         let with_ibal = clients.with_ibal();
         let file_index = clients.file_index;

@@ -8,6 +8,16 @@ fn at(ms: u64) -> Instant {
     Instant::from_ms(ms)
 }
 
+/// A plain timeout of `limit`, overtaken by an answer elsewhere to a command sent `at`.
+fn rule(limit: Duration, overtaken_at: Instant) -> GiveUpRule {
+    GiveUpRule {
+        timeout: limit,
+        cap: limit,
+        overtaken_at,
+        own_answered_at: None,
+    }
+}
+
 /// Admits `req` and sends it at `now`; returns its tag.
 fn send(t: &mut SlotTable, req: IoRequest, now: Instant) -> u64 {
     t.admit(req).expect("room");
@@ -50,21 +60,24 @@ fn nothing_is_given_up_unless_another_path_answered_after_it_was_sent() {
     send(&mut t, io(1, 1, false), at(10));
     send(&mut t, io(2, 2, false), at(30));
     let limit = Duration::from_ms(100);
-    assert_eq!(t.next_overdue(limit, None), None, "no other path answered");
     assert_eq!(
-        t.next_overdue(limit, Some(at(5))),
+        t.next_overdue(&rule(limit, at(5))),
         None,
         "before either was sent"
     );
-    assert_eq!(t.next_overdue(limit, Some(at(20))), Some(at(110)));
-    assert_eq!(t.next_overdue(limit, Some(at(40))), Some(at(110)));
+    assert_eq!(t.next_overdue(&rule(limit, at(20))), Some(at(110)));
+    assert_eq!(t.next_overdue(&rule(limit, at(40))), Some(at(110)));
     // A slow target on every path: the other path's last answer predates the command.
-    assert_eq!(t.give_up_overdue(at(500), limit, at(5), |_, _| {}), 0);
+    assert_eq!(
+        t.give_up_overdue(at(500), &rule(limit, at(5)), |_, _| {}),
+        0
+    );
     assert_eq!(t.in_flight(), 2);
     // Out 100 ms, and the other path answered since: given up; the younger one waits.
     let mut given = Vec::new();
     assert_eq!(
-        t.give_up_overdue(at(115), limit, at(40), |tag, r| given.push((tag, r.id))),
+        t.give_up_overdue(at(115), &rule(limit, at(40)), |tag, r| given
+            .push((tag, r.id))),
         1
     );
     assert_eq!(given.iter().map(|g| g.1).collect::<Vec<_>>(), [1]);
@@ -84,7 +97,7 @@ fn commands_are_given_up_newest_first() {
         send(&mut t, io(id, id, false), at(0));
     }
     let mut ids = Vec::new();
-    t.give_up_overdue(at(200), Duration::from_ms(100), at(50), |_, r| {
+    t.give_up_overdue(at(200), &rule(Duration::from_ms(100), at(50)), |_, r| {
         ids.push(r.id)
     });
     assert_eq!(
@@ -100,7 +113,7 @@ fn a_given_up_slot_is_reused_only_after_the_target_answers_its_abort() {
     let sent = send(&mut t, io(1, 9, true), at(0));
     t.send_completed(0);
     let mut abort = None;
-    t.give_up_overdue(at(100), Duration::from_ms(100), at(60), |tag, _| {
+    t.give_up_overdue(at(100), &rule(Duration::from_ms(100), at(60)), |tag, _| {
         abort = Some(tag)
     });
     assert_eq!(
@@ -133,7 +146,7 @@ fn a_reset_requeues_what_was_in_flight_oldest_first_and_frees_what_was_given_up(
     let mut t = SlotTable::new(4);
     let old = send(&mut t, io(1, 1, true), at(0));
     t.send_completed(0);
-    t.give_up_overdue(at(100), Duration::from_ms(100), at(50), |_, _| {});
+    t.give_up_overdue(at(100), &rule(Duration::from_ms(100), at(50)), |_, _| {});
     let b = send(&mut t, io(5, 5, false), at(150));
     let a = send(&mut t, io(4, 4, false), at(150));
     assert_eq!(t.take_back(), 2);
@@ -185,7 +198,7 @@ fn every_write_given_up_fences_its_block_and_a_send_never_completed_is_a_stall()
         t.stalled_send(at(100), limit),
         "sent 100 ms ago, never completed"
     );
-    t.give_up_overdue(at(100), limit, at(50), |_, _| {});
+    t.give_up_overdue(at(100), &rule(limit, at(50)), |_, _| {});
     assert_eq!(t.aborting(), 3, "every slot waits for its abort");
     let mut fenced: Vec<_> = t.fenced_writes().collect();
     fenced.sort_unstable();
@@ -197,4 +210,41 @@ fn every_write_given_up_fences_its_block_and_a_send_never_completed_is_a_stall()
     assert!(t.stalled_send(at(100), limit), "given up, still never sent");
     t.take_back();
     assert!(!t.stalled_send(at(500), limit), "the connection is gone");
+}
+
+#[test]
+fn a_straggler_its_path_answered_around_waits_for_the_cap_until_the_path_sticks() {
+    let mut t = SlotTable::new(4);
+    send(&mut t, io(1, 1, false), at(0));
+    send(&mut t, io(2, 2, false), at(10));
+    let mut r = GiveUpRule {
+        timeout: Duration::from_ms(5),
+        cap: Duration::from_ms(3_000),
+        overtaken_at: at(50),
+        // This path answered a command sent at 8 ms: it moves; command 1 is a straggler.
+        own_answered_at: Some(at(8)),
+    };
+    assert_eq!(
+        r.due(at(0)),
+        Some(at(3_000)),
+        "the straggler waits for the cap"
+    );
+    assert_eq!(
+        r.due(at(10)),
+        Some(at(15)),
+        "nothing younger answered: the timeout"
+    );
+    assert_eq!(r.due(at(60)), None, "not overtaken");
+    assert_eq!(t.next_overdue(&r), Some(at(15)));
+    assert_eq!(t.give_up_overdue(at(14), &r, |_, _| {}), 0);
+    // The path stuck after 8 ms: command 2 goes, and the straggler, older, with it.
+    let mut ids = Vec::new();
+    assert_eq!(t.give_up_overdue(at(15), &r, |_, q| ids.push(q.id)), 2);
+    assert_eq!(ids, [2, 1]);
+    // On a path that moves, a straggler alone goes at the cap.
+    send(&mut t, io(3, 3, false), at(100));
+    r.overtaken_at = at(200);
+    r.own_answered_at = Some(at(150));
+    assert_eq!(t.give_up_overdue(at(3_099), &r, |_, _| {}), 0);
+    assert_eq!(t.give_up_overdue(at(3_100), &r, |_, _| {}), 1);
 }

@@ -1,7 +1,14 @@
 use crate::block::IoRequest;
-use crate::disk::DiskConfig;
-use crate::multipath::{Multipath, SharedMultipath};
-use hcabus::Instant;
+use crate::disk::{DiskConfig, PathTimeout};
+use crate::multipath::{Multipath, SharedMultipath, PROBES_TO_SERVE, PROBE_BACKOFF_MAX};
+use hcabus::{Duration, Instant};
+use rand::rngs::mock::StepRng;
+use rand::SeedableRng;
+
+/// Jitter at its least: a probe waits half its backoff.
+fn least() -> StepRng {
+    StepRng::new(0, 0)
+}
 
 fn at(ms: u64) -> Instant {
     Instant::from_ms(ms)
@@ -15,6 +22,7 @@ fn io(id: u64, lba: u64, write: bool) -> IoRequest {
 fn two_paths() -> SharedMultipath {
     let config = DiskConfig {
         iops: 0,
+        path_timeout: PathTimeout::DEFAULT,
         ..DiskConfig::default()
     };
     let mp = SharedMultipath::new("disk", config, 2);
@@ -47,13 +55,13 @@ fn only_the_answers_of_other_serving_paths_count() {
     m.note_answer(1, at(5));
     m.note_answer(1, at(3));
     assert_eq!(m.others_answered_at(0), Some(at(5)), "the latest answer");
-    m.gave_up(1, 2, at(6));
+    m.gave_up(1, 2, at(6), &mut least());
     assert_eq!(
         m.others_answered_at(0),
         None,
-        "a suspect path proves nothing"
+        "a probed path proves nothing"
     );
-    m.probe_answered(1, at(7));
+    m.path_answered(1, (u64::from(PROBES_TO_SERVE), 0), at(7), &mut least());
     assert_eq!(m.others_answered_at(0), Some(at(5)));
     m.path_is_down(1, at(9), None);
     assert_eq!(
@@ -64,42 +72,79 @@ fn only_the_answers_of_other_serving_paths_count() {
 }
 
 #[test]
-fn a_path_that_gave_commands_up_takes_nothing_until_it_answers_again() {
+fn a_path_that_gave_commands_up_takes_one_probe_at_a_time_after_its_backoff() {
     let mp = two_paths();
     let mut m = mp.lock();
-    let reqs = [1, 2, 3, 4].map(|id| io(id, id, false));
+    let reqs = [1, 2, 3, 4, 5, 6, 7, 8].map(|id| io(id, id, false));
     queue(&mut m, &reqs);
-    m.gave_up(0, 1, at(1));
+    m.gave_up(0, 1, at(1), &mut least());
     assert!(m.path_suspect(0));
-    assert_eq!(m.take(0), None, "suspect: no new I/O");
-    assert_eq!(
-        m.take(1).map(|r| r.id),
-        Some(1),
-        "the other path takes it all"
-    );
-    assert_eq!(m.take(1).map(|r| r.id), Some(2));
-    m.gave_up(0, 3, at(2));
-    assert_eq!(
-        m.path_stats(0).expect("path 0").slow_failovers,
-        1,
-        "already suspect"
-    );
-    m.probe_answered(0, at(3));
-    m.gave_up(0, 1, at(1));
-    m.probe_answered(0, at(3));
-    // An answer came: it serves again, in its turn.
-    assert_eq!(m.take(1).map(|r| r.id), Some(3));
-    assert_eq!(m.take(1), None, "path 0's turn");
+    assert_eq!(m.take(0), None, "given up: nothing before its first probe");
+    assert_eq!(m.take(1).map(|r| r.id), Some(1), "the other path takes it");
+    // The backoff starts at the timeout's floor, 5 ms; the least jitter waits half of it.
+    assert_eq!(m.next_wake(0, true), Some(Instant::from_us(3_500)));
+    m.see(Instant::from_us(3_500));
+    assert_eq!(m.take(0).map(|r| r.id), Some(2), "its probe");
+    assert_eq!(m.take(0), None, "one probe at a time");
+    assert_eq!(m.take(1).map(|r| r.id), Some(3), "the probe took no turn");
+    // A prompt answer: the next probe goes at once; a slow one doubles the backoff.
+    m.path_answered(0, (1, 0), at(4), &mut least());
     assert_eq!(m.take(0).map(|r| r.id), Some(4));
+    m.path_answered(0, (0, 1), at(5), &mut least());
+    assert_eq!(m.take(0), None, "backing off");
+    assert_eq!(m.next_wake(0, true), Some(at(10)), "10 ms, jittered to 5");
+    m.gave_up(0, 1, at(6), &mut least());
+    assert_eq!(m.next_wake(0, true), Some(at(16)), "20 ms, jittered to 10");
     let s = m.path_stats(0).expect("path 0");
-    assert_eq!((s.slow_failovers, s.given_up), (2, 5));
+    assert_eq!((s.slow_failovers, s.given_up, s.probes), (1, 2, 2));
+    // Three prompt answers in a row: it serves again, in its turn.
+    m.see(at(16));
+    for id in [5, 6, 7] {
+        assert_eq!(m.take(0).map(|r| r.id), Some(id));
+        m.path_answered(0, (1, 0), at(16), &mut least());
+    }
+    assert!(!m.path_suspect(0));
+    assert_eq!(m.path_stats(0).expect("path 0").restored, 1);
+    assert_eq!(m.take(1).map(|r| r.id), Some(8));
+}
+
+#[test]
+fn the_backoff_doubles_to_its_bound_and_its_jitter_stays_within_it() {
+    let mp = two_paths();
+    let mut m = mp.lock();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let mut now = at(0);
+    let mut waits = Vec::new();
+    for _ in 0..20 {
+        m.gave_up(0, 1, now, &mut rng);
+        let next = m.next_wake(0, true).expect("a probe is due");
+        waits.push(next.saturating_since(now));
+        now = next;
+        m.see(now);
+    }
+    let most = PROBE_BACKOFF_MAX;
+    assert!(
+        waits.iter().all(|w| *w <= most),
+        "never past the bound: {waits:?}"
+    );
+    let last = waits[19];
+    assert!(
+        last >= Duration::from_us(most.as_us() / 2),
+        "at the bound, at least half of it: {last}"
+    );
+    assert!(
+        waits.windows(2).take(6).all(|w| w[0] < w[1]),
+        "growing at first: {waits:?}"
+    );
+    let distinct: std::collections::HashSet<_> = waits[12..].iter().collect();
+    assert!(distinct.len() > 1, "jittered: {waits:?}");
 }
 
 #[test]
 fn an_adapter_reset_clears_suspicion_and_fences() {
     let mp = two_paths();
     let mut m = mp.lock();
-    m.gave_up(0, 1, at(1));
+    m.gave_up(0, 1, at(1), &mut least());
     m.set_fences(0, [(9u64, 4u64)].into_iter());
     assert!(m.has_fences(0));
     m.path_is_down(0, at(10), None);
@@ -130,7 +175,7 @@ fn no_write_goes_out_to_a_block_whose_given_up_write_may_still_run() {
     let mp = two_paths();
     let mut m = mp.lock();
     // Path 0 gave a write to block 7 up; path 1 serves.
-    m.gave_up(0, 1, at(1));
+    m.gave_up(0, 1, at(1), &mut least());
     m.set_fences(0, [(5u64, 7u64)].into_iter());
     queue(
         &mut m,

@@ -1,0 +1,243 @@
+//! How long one path's commands may take before fast path failover gives them up
+//! (docs/design.md §7 "Adaptive path timeout").
+//!
+//! The adaptive mode is RFC 6298's retransmission timer, measured per path on the commands
+//! the target answered: SRTT + max(`path_timeout_min`, 4 x RTTVAR), at most
+//! `path_timeout_max`. It was chosen over a phi-accrual detector because it needs two
+//! integers per path and no floating point (the disk runs in the kernel's paging path), is
+//! fed by every answer rather than by heartbeats, and its behaviour under a change of
+//! latency is the one TCP has relied on for decades. Karn's rule applies: a command given up
+//! gives no sample (its answer is discarded as late), so a dead path never teaches its
+//! own timeout to grow.
+
+use hcabus::{Duration, Instant};
+
+/// The timeout mode of a multipath disk's paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathTimeout {
+    /// Never give a command up for being slow.
+    Off,
+    /// A fixed `path_io_timeout`.
+    Fixed(Duration),
+    /// Learned per path, within `[min, max]`.
+    Adaptive { min: Duration, max: Duration },
+    /// A path checker: every `interval`, a path whose command has been out a whole interval
+    /// is given up (dm-multipath's checker, for comparison; its detection takes one to two
+    /// intervals).
+    Checker { interval: Duration },
+}
+
+/// The defaults of the adaptive mode: docs/design.md §7 says why.
+pub const DEFAULT_PATH_TIMEOUT_MIN: Duration = Duration::from_ms(5);
+pub const DEFAULT_PATH_TIMEOUT_MAX: Duration = Duration::from_ms(3_000);
+
+impl PathTimeout {
+    /// The shipped default: adaptive within the default bounds.
+    pub const DEFAULT: PathTimeout = PathTimeout::Adaptive {
+        min: DEFAULT_PATH_TIMEOUT_MIN,
+        max: DEFAULT_PATH_TIMEOUT_MAX,
+    };
+
+    pub fn is_off(&self) -> bool {
+        *self == PathTimeout::Off
+    }
+
+    /// The longest a command may be out whatever the path does: what bounds a command a
+    /// path keeps behind while answering younger ones.
+    pub fn cap(&self) -> Option<Duration> {
+        match *self {
+            PathTimeout::Off => None,
+            PathTimeout::Fixed(t) => Some(t),
+            PathTimeout::Adaptive { max, .. } => Some(max),
+            PathTimeout::Checker { interval } => Some(interval),
+        }
+    }
+
+    /// The shortest timeout the mode can give: where a path's probing backoff starts.
+    pub fn floor(&self) -> Option<Duration> {
+        match *self {
+            PathTimeout::Adaptive { min, .. } => Some(min),
+            other => other.cap(),
+        }
+    }
+}
+
+/// RFC 6298's estimator over one path's round trips, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct RttEstimator {
+    /// Smoothed round trip and its mean deviation; `None` before the first sample.
+    srtt_us: Option<u64>,
+    rttvar_us: u64,
+    samples: u64,
+}
+
+impl RttEstimator {
+    /// One answered command's round trip (RFC 6298 §2.2 and §2.3: alpha 1/8, beta 1/4).
+    pub fn sample(&mut self, rtt: Duration) {
+        let r = rtt.as_us();
+        self.samples += 1;
+        match self.srtt_us {
+            None => {
+                self.srtt_us = Some(r);
+                self.rttvar_us = r / 2;
+            }
+            Some(srtt) => {
+                let err = srtt.abs_diff(r);
+                self.rttvar_us = self.rttvar_us - self.rttvar_us / 4 + err / 4;
+                self.srtt_us = Some(srtt - srtt / 8 + r / 8);
+            }
+        }
+    }
+
+    /// SRTT + max(`min`, 4 x RTTVAR), at most `max`; `min` before any sample. RFC 6298 starts at
+    /// a conservative second because a spurious retransmission costs a network; here a
+    /// command is given up only when another path answered a younger one sooner, so a path
+    /// slow from its first command is compared with one proven faster, and a target slow on
+    /// every path (nothing overtaken) teaches each path its latency undisturbed.
+    pub fn timeout(&self, min: Duration, max: Duration) -> Duration {
+        let Some(srtt) = self.srtt_us else {
+            return min;
+        };
+        // The variance term is at least `min` (Linux's TCP floors its deviation at a quarter
+        // of its minimum timeout the same way): a path slow but steady (a congested route
+        // at its limit) keeps a margin above its latency, so its answers are not given up
+        // one by one for being a hair late.
+        let margin = self.rttvar_us.saturating_mul(4).max(min.as_us());
+        Duration::from_us(srtt.saturating_add(margin)).min(max)
+    }
+
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt_us.map(Duration::from_us)
+    }
+}
+
+/// What one path's answers say of it: its round trips, and the send times fast path
+/// failover compares (docs/design.md §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct PathTiming {
+    rtt: RttEstimator,
+    /// The send time of the youngest command answered within the path's timeout: what
+    /// another path's failover compares with (a command out that long there, sent no later,
+    /// was overtaken by a prompt answer here).
+    freshest_prompt: Option<Instant>,
+    /// The send time of the youngest command answered at all: a path that answers commands
+    /// sent after one of its own is moving, and that one is the target's straggler.
+    freshest_any: Option<Instant>,
+    /// Answers within the timeout and past it: what a probing path is judged by.
+    prompt: u64,
+    slow: u64,
+}
+
+impl PathTiming {
+    /// The timeout a command on this path has under `mode` now (`None`: never given up).
+    pub fn timeout(&self, mode: PathTimeout) -> Option<Duration> {
+        match mode {
+            PathTimeout::Off => None,
+            PathTimeout::Fixed(t) => Some(t),
+            PathTimeout::Adaptive { min, max } => Some(self.rtt.timeout(min, max)),
+            PathTimeout::Checker { interval } => Some(interval),
+        }
+    }
+
+    /// The target answered a command sent at `sent_at`, at `now`.
+    pub fn answered(&mut self, mode: PathTimeout, sent_at: Instant, now: Instant) {
+        let rtt = now.saturating_since(sent_at);
+        if self.timeout(mode).is_none_or(|t| rtt < t) {
+            self.freshest_prompt = self.freshest_prompt.max(Some(sent_at));
+            self.prompt += 1;
+        } else {
+            self.slow += 1;
+        }
+        self.freshest_any = self.freshest_any.max(Some(sent_at));
+        self.rtt.sample(rtt);
+    }
+
+    pub fn freshest_prompt(&self) -> Option<Instant> {
+        self.freshest_prompt
+    }
+
+    pub fn freshest_any(&self) -> Option<Instant> {
+        self.freshest_any
+    }
+
+    /// How many answers came within the timeout, and past it.
+    pub fn answers(&self) -> (u64, u64) {
+        (self.prompt, self.slow)
+    }
+
+    pub fn estimator(&self) -> &RttEstimator {
+        &self.rtt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Duration = Duration::from_ms(5);
+    const MAX: Duration = Duration::from_ms(3_000);
+
+    #[test]
+    fn the_first_sample_sets_srtt_and_half_of_it_as_variance() {
+        let mut e = RttEstimator::default();
+        assert_eq!(e.timeout(MIN, MAX), MIN, "nothing known: the floor");
+        e.sample(Duration::from_ms(10));
+        assert_eq!(e.srtt(), Some(Duration::from_ms(10)));
+        // 10 + 4 x 5 ms.
+        assert_eq!(e.timeout(MIN, MAX), Duration::from_ms(30));
+    }
+
+    #[test]
+    fn steady_samples_leave_the_floor_as_the_margin_above_the_latency() {
+        let mut e = RttEstimator::default();
+        for _ in 0..200 {
+            e.sample(Duration::from_us(200));
+        }
+        assert_eq!(e.srtt(), Some(Duration::from_us(200)));
+        assert_eq!(
+            e.timeout(MIN, MAX),
+            Duration::from_us(5_200),
+            "200 us + the floor"
+        );
+        // Integer arithmetic leaves a variance of 3 us (3 - 3/4 = 3): 200 + 4 x 3.
+        assert_eq!(e.timeout(Duration::ZERO, MAX), Duration::from_us(212));
+        // A path steady at 6.5 ms keeps 5 ms of margin, not 12 us.
+        let mut slow = RttEstimator::default();
+        for _ in 0..200 {
+            slow.sample(Duration::from_us(6_500));
+        }
+        assert_eq!(slow.timeout(MIN, MAX), Duration::from_us(11_500));
+    }
+
+    #[test]
+    fn a_target_slow_by_nature_gets_a_timeout_above_its_latency() {
+        let mut e = RttEstimator::default();
+        for i in 0..100u64 {
+            e.sample(Duration::from_ms(80 + i % 7));
+        }
+        let t = e.timeout(MIN, MAX);
+        assert!(
+            t > Duration::from_ms(86),
+            "above the slowest answer seen: {t}"
+        );
+        assert!(t < Duration::from_ms(120), "but not far above: {t}");
+    }
+
+    #[test]
+    fn a_jump_in_latency_raises_the_timeout_through_the_variance() {
+        let mut e = RttEstimator::default();
+        for _ in 0..50 {
+            e.sample(Duration::from_ms(1));
+        }
+        let before = e.timeout(Duration::ZERO, MAX);
+        e.sample(Duration::from_ms(20));
+        let after = e.timeout(Duration::ZERO, MAX);
+        // RTTVAR gains 19/4 ms and SRTT 19/8 ms: 4 x 4.75 + 3.375 = 22.4 ms.
+        assert!(after > Duration::from_ms(22), "{before} -> {after}");
+        assert_eq!(e.timeout(MIN, Duration::from_ms(10)), Duration::from_ms(10));
+    }
+}

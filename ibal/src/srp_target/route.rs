@@ -1,0 +1,156 @@
+//! How one target port's route behaves over time (docs/design.md §9 "Route phases"): the
+//! fail-slow trace set's faults, which make a path slow, stuck or flapping without making
+//! its adapter or its device fail. Each phase holds from its instant until the next one.
+
+use hcabus::{Duration, Instant};
+
+/// Most phases one route has (a flapping path is one phase per change).
+pub const MAX_ROUTE_PHASES: usize = 12;
+
+/// The target's service time of a command, without a phase that says otherwise.
+pub const SERVICE_MIN: Duration = Duration::from_us(60);
+pub const SERVICE_MAX: Duration = Duration::from_us(250);
+
+/// What the route and the target port do from `at` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutePhase {
+    pub at: Instant,
+    /// Each answer takes this long back to the initiator (answers leave in order).
+    pub latency: Duration,
+    /// The target serves a command in 60 us to this, uniformly (at least 60 us).
+    pub service_max: Duration,
+    /// Each command already waiting at the port adds this to a new one's service time:
+    /// a path slow only under load.
+    pub load: Duration,
+    /// A command takes `spike` longer with this chance in a million: rare stragglers.
+    pub spike: Duration,
+    pub spike_per_million: u32,
+    /// Commands and aborts are taken and never answered, and answers are lost.
+    pub blackhole: bool,
+}
+
+impl RoutePhase {
+    /// A healthy route from `at` on, but for `latency`.
+    pub const fn plain(at: Instant, latency: Duration) -> RoutePhase {
+        RoutePhase {
+            at,
+            latency,
+            service_max: SERVICE_MAX,
+            load: Duration::ZERO,
+            spike: Duration::ZERO,
+            spike_per_million: 0,
+            blackhole: false,
+        }
+    }
+}
+
+/// A route's phases, in order of their instants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    phases: [RoutePhase; MAX_ROUTE_PHASES],
+    len: u8,
+}
+
+/// Why a phase was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("at most {MAX_ROUTE_PHASES} phases")]
+    TooMany,
+    #[error("each phase must start after the one before it")]
+    OutOfOrder,
+}
+
+impl Route {
+    /// A route whose answers always take `latency`.
+    pub const fn constant(latency: Duration) -> Route {
+        Route {
+            phases: [RoutePhase::plain(Instant::ZERO, latency); MAX_ROUTE_PHASES],
+            len: 1,
+        }
+    }
+
+    /// Adds a phase after the last one.
+    pub fn push(&mut self, phase: RoutePhase) -> Result<(), RouteError> {
+        let last = self.phases[usize::from(self.len) - 1];
+        if phase.at < last.at || (phase.at == last.at && self.len > 1) {
+            return Err(RouteError::OutOfOrder);
+        }
+        if phase.at == last.at {
+            // The first phase given at 0 replaces the constant one.
+            self.phases[0] = phase;
+            return Ok(());
+        }
+        let slot = self
+            .phases
+            .get_mut(usize::from(self.len))
+            .ok_or(RouteError::TooMany)?;
+        *slot = phase;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// The phase in force at `now`.
+    pub fn at(&self, now: Instant) -> &RoutePhase {
+        let n = usize::from(self.len);
+        self.phases[..n]
+            .iter()
+            .rev()
+            .find(|p| p.at <= now)
+            .unwrap_or(&self.phases[0])
+    }
+
+    pub fn phases(&self) -> &[RoutePhase] {
+        &self.phases[..usize::from(self.len)]
+    }
+
+    /// Whether any phase is more than a constant latency (a fail-slow trace).
+    pub fn is_constant(&self) -> bool {
+        self.len == 1
+    }
+}
+
+impl Default for Route {
+    fn default() -> Self {
+        Route::constant(Duration::ZERO)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_hold_from_their_instant_until_the_next() {
+        let mut r = Route::constant(Duration::from_ms(1));
+        let slow = RoutePhase {
+            latency: Duration::from_ms(30),
+            ..RoutePhase::plain(Instant::from_ms(100), Duration::ZERO)
+        };
+        r.push(slow).expect("in order");
+        r.push(RoutePhase {
+            blackhole: true,
+            ..RoutePhase::plain(Instant::from_ms(200), Duration::ZERO)
+        })
+        .expect("in order");
+        assert_eq!(r.at(Instant::from_ms(99)).latency, Duration::from_ms(1));
+        assert_eq!(r.at(Instant::from_ms(100)).latency, Duration::from_ms(30));
+        assert!(r.at(Instant::from_ms(250)).blackhole);
+        assert_eq!(r.phases().len(), 3);
+        assert_eq!(r.push(slow), Err(RouteError::OutOfOrder));
+    }
+
+    #[test]
+    fn a_phase_at_zero_replaces_the_constant_one_and_the_table_is_bounded() {
+        let mut r = Route::default();
+        r.push(RoutePhase::plain(Instant::ZERO, Duration::from_ms(7)))
+            .expect("replaces");
+        assert_eq!(r.phases().len(), 1);
+        assert_eq!(r.at(Instant::ZERO).latency, Duration::from_ms(7));
+        for i in 1..MAX_ROUTE_PHASES as u64 {
+            r.push(RoutePhase::plain(Instant::from_ms(i), Duration::ZERO))
+                .expect("room");
+        }
+        let one_more = RoutePhase::plain(Instant::from_ms(100), Duration::ZERO);
+        assert_eq!(r.push(one_more), Err(RouteError::TooMany));
+    }
+}

@@ -1,0 +1,152 @@
+//! The keys of a path's behaviour: an adapter's route to the targets (`target_latency_ms`,
+//! the fail-slow phases of `route`), and a multipath disk's path timeout
+//! (`path_io_timeout_ms`, `path_timeout_min_ms`, `path_timeout_max_ms`).
+
+use hcabus::{Duration, Instant};
+use ibal::disk::PathTimeout;
+use ibal::srp_target::{Route, RoutePhase, SERVICE_MIN};
+use serde::Deserialize;
+
+use super::keys::{Client, Hca};
+use super::{err, ScenarioError};
+
+/// One `[[hcas.route]]` phase: what the route to the targets does from `at_ms` on (every
+/// key it leaves out is a healthy route's).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RouteKeys {
+    pub(super) at_ms: u64,
+    pub(super) latency_us: Option<u64>,
+    pub(super) service_max_us: Option<u64>,
+    pub(super) load_us: Option<u64>,
+    pub(super) spike_ms: Option<u64>,
+    pub(super) spike_per_million: Option<u32>,
+    pub(super) blackhole: Option<bool>,
+}
+
+/// The longest latency, spike or phase start a scenario may give, in ms.
+const MAX_ROUTE_MS: u64 = 60_000;
+
+/// The route from the targets to the adapter of `keys`, whose keys are named under `at`.
+pub(super) fn route(keys: &Hca, at: &str) -> Result<Route, ScenarioError> {
+    let latency = match keys.target_latency_ms {
+        Some(ms) if ms > MAX_ROUTE_MS => {
+            return Err(err(format!("{at}.target_latency_ms"), "at most 60000"))
+        }
+        ms => Duration::from_ms(ms.unwrap_or(0)),
+    };
+    let mut route = Route::constant(latency);
+    for (i, p) in keys.route.iter().enumerate() {
+        let key = |k: &str| format!("{at}.route[{i}].{k}");
+        if p.at_ms == 0 && keys.target_latency_ms.is_some() {
+            return Err(err(
+                key("at_ms"),
+                "a phase at 0 and target_latency_ms both say the route's start: give one",
+            ));
+        }
+        let phase = phase(p, &key)?;
+        route
+            .push(phase)
+            .map_err(|e| err(key("at_ms"), e.to_string()))?;
+    }
+    Ok(route)
+}
+
+fn phase(p: &RouteKeys, key: &dyn Fn(&str) -> String) -> Result<RoutePhase, ScenarioError> {
+    let ms = |name: &str, v: Option<u64>| match v {
+        Some(v) if v > MAX_ROUTE_MS => Err(err(key(name), "at most 60000")),
+        v => Ok(Duration::from_ms(v.unwrap_or(0))),
+    };
+    if p.at_ms > MAX_ROUTE_MS * 10 {
+        return Err(err(key("at_ms"), "at most 600000"));
+    }
+    let latency = match p.latency_us {
+        Some(us) if us > MAX_ROUTE_MS * 1_000 => {
+            return Err(err(key("latency_us"), "at most 60000000"))
+        }
+        us => Duration::from_us(us.unwrap_or(0)),
+    };
+    let mut phase = RoutePhase::plain(Instant::from_ms(p.at_ms), latency);
+    if let Some(us) = p.service_max_us {
+        if !(SERVICE_MIN.as_us()..=1_000_000).contains(&us) {
+            return Err(err(key("service_max_us"), "between 60 and 1000000"));
+        }
+        phase.service_max = Duration::from_us(us);
+    }
+    if let Some(us) = p.load_us {
+        if us > 100_000 {
+            return Err(err(key("load_us"), "at most 100000"));
+        }
+        phase.load = Duration::from_us(us);
+    }
+    match (p.spike_ms, p.spike_per_million) {
+        (None, None) => {}
+        (Some(_), None) => return Err(err(key("spike_ms"), "takes spike_per_million")),
+        (None, Some(_)) => return Err(err(key("spike_per_million"), "takes spike_ms")),
+        (Some(_), Some(n)) if !(1..=1_000_000).contains(&n) => {
+            return Err(err(key("spike_per_million"), "between 1 and 1000000"))
+        }
+        (Some(s), Some(n)) => {
+            phase.spike = ms("spike_ms", Some(s))?;
+            phase.spike_per_million = n;
+        }
+    }
+    phase.blackhole = p.blackhole.unwrap_or(false);
+    Ok(phase)
+}
+
+/// The path timeout of a disk: adaptive by default for a disk with `paths`, fixed by
+/// `path_io_timeout_ms` (0: off); refused on a disk of one path (it has no other to move
+/// to). Returns the key at fault with its message.
+pub(super) fn path_timeout(c: &Client) -> Result<PathTimeout, (&'static str, &'static str)> {
+    let one_path = "takes a disk with paths (a multipath disk)";
+    let bounds = [
+        ("path_timeout_min_ms", c.path_timeout_min_ms),
+        ("path_timeout_max_ms", c.path_timeout_max_ms),
+    ];
+    if c.paths.is_none() {
+        let given = [("path_io_timeout_ms", c.path_io_timeout_ms)]
+            .into_iter()
+            .chain(bounds);
+        return match given.into_iter().find(|(_, v)| v.is_some()) {
+            Some((key, _)) => Err((key, one_path)),
+            None => Ok(PathTimeout::Off),
+        };
+    }
+    if let Some(ms) = c.path_io_timeout_ms {
+        if let Some((key, _)) = bounds.iter().find(|(_, v)| v.is_some()) {
+            return Err((
+                key,
+                "bounds the adaptive timeout; path_io_timeout_ms fixes it: give one",
+            ));
+        }
+        return match ms {
+            0 => Ok(PathTimeout::Off),
+            ms if ms > 600_000 => Err(("path_io_timeout_ms", "0 (off) or at most 600000")),
+            ms => Ok(PathTimeout::Fixed(Duration::from_ms(ms))),
+        };
+    }
+    let PathTimeout::Adaptive { min, max } = PathTimeout::DEFAULT else {
+        return Ok(PathTimeout::DEFAULT);
+    };
+    let min = c.path_timeout_min_ms.map_or(min, Duration::from_ms);
+    let max = c.path_timeout_max_ms.map_or(max, Duration::from_ms);
+    if min == Duration::ZERO {
+        return Err(("path_timeout_min_ms", "must be greater than zero"));
+    }
+    if max > Duration::from_ms(600_000) {
+        return Err(("path_timeout_max_ms", "at most 600000"));
+    }
+    if min > max {
+        let key = if c.path_timeout_max_ms.is_some() {
+            "path_timeout_max_ms"
+        } else {
+            "path_timeout_min_ms"
+        };
+        return Err((
+            key,
+            "path_timeout_min_ms must be at most path_timeout_max_ms",
+        ));
+    }
+    Ok(PathTimeout::Adaptive { min, max })
+}

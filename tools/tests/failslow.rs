@@ -1,0 +1,259 @@
+//! The fail-slow trace set (tests/scenarios/failslow/) against the goals of docs/design.md §7
+//! "Adaptive path timeout", on the very figures `cargo bench --bench failover` prints: each
+//! is virtual time from the simulator, the same for the traces' seeds on any machine. And the
+//! keys the traces need, each refused by name when wrong.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use hcabus_tools::failslow::{self, TraceRun};
+use hcabus_tools::scenario::parse_any;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/failslow")
+}
+
+/// Every trace under every mode, run once for the tests below.
+fn runs() -> &'static [TraceRun] {
+    static RUNS: OnceLock<Vec<TraceRun>> = OnceLock::new();
+    RUNS.get_or_init(|| failslow::run_all(&dir()).expect("the trace set runs"))
+}
+
+fn run(trace: &str, mode: &str) -> &'static TraceRun {
+    runs()
+        .iter()
+        .find(|r| r.trace == trace && r.mode == mode)
+        .expect("that run")
+}
+
+const ADAPTIVE: &str = "adaptive";
+
+#[test]
+fn the_set_is_the_files_in_the_directory() {
+    let mut files: Vec<String> = std::fs::read_dir(dir())
+        .expect("tests/scenarios/failslow")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let mut traces: Vec<String> = failslow::TRACES
+        .iter()
+        .map(|(t, _)| format!("{t}.toml"))
+        .collect();
+    traces.sort();
+    assert_eq!(files, traces, "every trace file is in the benchmark, once");
+}
+
+#[test]
+fn no_mode_loses_duplicates_or_corrupts_io_on_any_trace() {
+    for r in runs() {
+        let what = format!("{} under {}", r.trace, r.mode);
+        assert_eq!((r.lost, r.duplicated, r.mismatched), (0, 0, 0), "{what}");
+        assert_eq!(
+            r.failed, 0,
+            "a boot disk fails nothing while a path lives: {what}"
+        );
+        assert!(r.ios > 5_000, "{what}: {} I/Os", r.ios);
+    }
+}
+
+#[test]
+fn the_adaptive_timeout_finds_a_dead_path_within_three_healthy_p99s_or_its_floor() {
+    let s = failslow::summary(runs(), ADAPTIVE);
+    let floor_us = ibal::disk::rtt::DEFAULT_PATH_TIMEOUT_MIN.as_us();
+    let goal_us = (3 * s.healthy_p99_us).max(floor_us);
+    assert!(
+        s.dead_path_us <= goal_us,
+        "the blackhole's commands moved after {} us; goal {goal_us} us ({s:?})",
+        s.dead_path_us
+    );
+    for (name, _) in &failslow::MODES[1..] {
+        let fixed = failslow::summary(runs(), name);
+        assert!(
+            s.dead_path_us < fixed.dead_path_us,
+            "faster than {name}: {s:?} against {fixed:?}"
+        );
+    }
+}
+
+#[test]
+fn the_adaptive_timeout_gives_up_nothing_where_no_path_is_worse() {
+    let s = failslow::summary(runs(), ADAPTIVE);
+    assert!(s.spurious_per_million <= 1.0, "{s:?}");
+    // Fixed 100 ms fails over a target slow by nature on every path (80 ms and more).
+    let fixed = failslow::summary(runs(), "fixed 100 ms");
+    assert!(fixed.spurious_per_million > 100.0, "{fixed:?}");
+    assert_eq!(run("slow-every-path", ADAPTIVE).given_up, 0);
+    assert_eq!(
+        run("spikes", ADAPTIVE).given_up,
+        0,
+        "stragglers wait on a moving path"
+    );
+}
+
+#[test]
+fn a_slow_route_is_given_up_a_bounded_number_of_times_and_waits_no_longer_than_without_failover() {
+    // 300 ms on hca0 from 5 s to 20 s: probes back off to 2 s, so at most about one
+    // give-up per 1.5 s once the backoff is there, and a few on the way (5 ms doubling).
+    let r = run("slow-writes", ADAPTIVE);
+    assert!((1..=25).contains(&r.given_up), "{r:?}");
+    assert!(r.probes <= r.given_up + 10, "{r:?}");
+    let off_worst = 300_000 + 1_000;
+    assert!(r.max_latency_us < off_worst, "{r:?}");
+    // 15 ms (100x) on hca0: moved off at once instead of carrying half the load slowly.
+    let slow = run("slow-100x", ADAPTIVE);
+    assert!(slow.given_up >= 1 && slow.p999_us() < 1_000, "{slow:?}");
+    let fixed = run("slow-100x", "fixed 100 ms");
+    assert!(fixed.p999_us() > 10_000, "{fixed:?}");
+}
+
+#[test]
+fn a_blackhole_drops_the_connection_once_its_aborts_go_unanswered() {
+    let r = run("blackhole", ADAPTIVE);
+    assert!(r.abort_timeouts >= 1, "{r:?}");
+    // The writes fenced behind its given-up writes wait for the connection's drop (half a
+    // second at most), not for the 40 s of the fault.
+    assert!(r.max_latency_us < 600_000, "{r:?}");
+    let fixed = run("blackhole", "fixed 30 s (NVMe io_timeout)");
+    assert!(fixed.max_latency_us >= 30_000_000, "{fixed:?}");
+}
+
+#[test]
+fn the_tables_name_every_mode_and_trace() {
+    let text = failslow::render(runs());
+    for (mode, _) in failslow::MODES {
+        assert!(text.contains(&format!("| {mode} |")), "{mode}");
+    }
+    for (trace, _) in failslow::TRACES {
+        assert!(text.contains(&format!("| {trace} |")), "{trace}");
+    }
+}
+
+#[test]
+fn bad_route_and_path_timeout_keys_are_refused_by_name() {
+    let two = |hca0: &str, disk: &str| {
+        format!(
+            "name = \"x\"\n[[hcas]]\nname = \"h0\"\n{hca0}\n[[hcas]]\nname = \"h1\"\n\
+             [[clients]]\nname = \"d\"\nkind = \"bootdisk\"\npaths = [\"h0\", \"h1\"]\n{disk}\n"
+        )
+    };
+    let one =
+        |disk: &str| format!("name = \"x\"\n[[clients]]\nname = \"d\"\nkind = \"srp\"\n{disk}\n");
+    let cases = [
+        (
+            two("route = [{ at_ms = 5, latency_us = 60000001 }]", ""),
+            "hcas[0].route[0].latency_us",
+        ),
+        (
+            two("route = [{ at_ms = 5, service_max_us = 10 }]", ""),
+            "hcas[0].route[0].service_max_us",
+        ),
+        (
+            two("route = [{ at_ms = 5, load_us = 100001 }]", ""),
+            "hcas[0].route[0].load_us",
+        ),
+        (
+            two("route = [{ at_ms = 5, spike_ms = 50 }]", ""),
+            "hcas[0].route[0].spike_ms",
+        ),
+        (
+            two("route = [{ at_ms = 5, spike_per_million = 5 }]", ""),
+            "hcas[0].route[0].spike_per_million",
+        ),
+        (
+            two(
+                "route = [{ at_ms = 5, spike_ms = 5, spike_per_million = 0 }]",
+                "",
+            ),
+            "hcas[0].route[0].spike_per_million",
+        ),
+        (
+            two("route = [{ at_ms = 9 }, { at_ms = 5 }]", ""),
+            "hcas[0].route[1].at_ms",
+        ),
+        (
+            two("target_latency_ms = 3\nroute = [{ at_ms = 0 }]", ""),
+            "hcas[0].route[0].at_ms",
+        ),
+        (two("route = [{ at_ms = 5, colour = 1 }]", ""), "colour"),
+        (
+            two(
+                &format!(
+                    "route = [{}]",
+                    (1..=12)
+                        .map(|i| format!("{{ at_ms = {i} }}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                "",
+            ),
+            "hcas[0].route[11].at_ms",
+        ),
+        (
+            two("", "path_io_timeout_ms = 50\npath_timeout_min_ms = 2"),
+            "clients[0].path_timeout_min_ms",
+        ),
+        (
+            two("", "path_timeout_min_ms = 0"),
+            "clients[0].path_timeout_min_ms",
+        ),
+        (
+            two("", "path_timeout_min_ms = 50\npath_timeout_max_ms = 10"),
+            "clients[0].path_timeout_max_ms",
+        ),
+        (
+            two("", "path_timeout_min_ms = 5000"),
+            "clients[0].path_timeout_min_ms",
+        ),
+        (
+            two("", "path_timeout_max_ms = 600001"),
+            "clients[0].path_timeout_max_ms",
+        ),
+        (
+            one("path_timeout_max_ms = 10"),
+            "clients[0].path_timeout_max_ms",
+        ),
+        (
+            one("path_timeout_min_ms = 10"),
+            "clients[0].path_timeout_min_ms",
+        ),
+    ];
+    for (text, key) in cases {
+        let e = parse_any(&text).expect_err(&text);
+        assert!(
+            e.to_string().contains(key),
+            "{text}\n-> {e} should name {key}"
+        );
+    }
+    // And the good ones parse: eleven phases and a base latency, bounds of the adaptive mode.
+    let phases = (1..=11)
+        .map(|i| format!("{{ at_ms = {i}, blackhole = true }}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let ok = two(
+        &format!("target_latency_ms = 2\nroute = [{phases}]"),
+        "path_timeout_min_ms = 2\npath_timeout_max_ms = 2",
+    );
+    parse_any(&ok).expect("eleven phases after a base latency, min = max");
+}
+
+/// README.md, docs/design.md and docs/failslow.md quote the benchmark's tables: each must
+/// be what the benchmark prints now.
+#[test]
+fn the_docs_quote_the_tables_the_benchmark_prints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let summary = failslow::render_summary(runs());
+    let traces = failslow::render_traces(runs());
+    let indented: String = summary.lines().map(|l| format!("  {l}\n")).collect();
+    for (doc, want) in [
+        ("README.md", &summary),
+        ("docs/design.md", &indented),
+        ("docs/failslow.md", &summary),
+        ("docs/failslow.md", &traces),
+    ] {
+        let text = std::fs::read_to_string(root.join(doc)).expect("a doc");
+        assert!(
+            text.contains(want.as_str()),
+            "{doc} does not quote the table the benchmark prints now:\n{want}"
+        );
+    }
+}
