@@ -485,8 +485,12 @@ impl Multipath {
     }
 
     /// A command `path` took back: it goes first (the caller hands them over newest
-    /// first, so the oldest ends up at the front).
+    /// first, so the oldest ends up at the front). A probing path's probe, given back, is
+    /// out no more.
     pub fn give_back(&mut self, path: usize, req: IoRequest) {
+        if let Some(probe) = self.paths.get_mut(path).and_then(|p| p.probe.as_mut()) {
+            probe.out = false;
+        }
         if self.queue.len() < self.queue_limit {
             self.queue.push_front(req);
         } else {

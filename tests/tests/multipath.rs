@@ -280,7 +280,7 @@ fn path_disk_stats(world: &World) -> ibal::disk::DiskStats {
 fn fast_path_failover_bounds_the_boot_disks_wait_by_its_path_timeout() {
     // The catastrophic error on hca0 at 1.4 s is found by the health poll at 2.0 s. Without
     // fast failover the commands stuck on the dead adapter wait for that (600 ms); with it,
-    // they move to hca1 once they are older than hca0's learned timeout (its floor, 5 ms:
+    // they move to hca1 once they are older than hca0's learned timeout (SRTT + 5 ms:
     // a healthy path answers in well under a millisecond).
     let default = stack::boot_from_san_multipath();
     assert_eq!(default.disks[0].config.path_timeout, PathTimeout::DEFAULT);

@@ -264,7 +264,7 @@ fn expect_multipath(file: &str, r: &Value) {
                 assert_eq!(m["no_path_us"], 0, "{m}");
                 assert_eq!(m["max_held"], 0, "the hold queue is never used: {m}");
                 // The dead adapter's commands are given up once past hca0's learned
-                // timeout (its floor, 5 ms) and re-issued on hca1; the path then takes only
+                // timeout (SRTT + 5 ms) and re-issued on hca1; the path then takes only
                 // probes, so its RESET moves at most those.
                 let given_up = p0["given_up"].as_u64().expect("given_up");
                 let probes = p0["probes"].as_u64().expect("probes");
@@ -904,7 +904,7 @@ fn the_multipath_default_shows_a_lane_group_per_adapter_and_each_path() {
         "== adapter hca1: 2 clients ==",
         "data-lun@hca0",
         // The dead adapter's commands given up one by one, each 5 ms old (hca0's learned
-        // timeout, at its floor), and nothing left on it for the RESET to move.
+        // timeout, SRTT + 5 ms), and nothing left on it for the RESET to move.
         "0 failover(s), 6 commands moved off it (6 given up slow, 0 late answers discarded)",
         // The whole outage on the bus lane: the health poll, the link, the subnet manager.
         "health poll: catastrophic error",

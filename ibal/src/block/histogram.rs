@@ -5,7 +5,7 @@
 
 /// Sub-buckets per power of two: a percentile is off by at most 1/16 of its value.
 const SUB: usize = 16;
-/// Powers of two covered: up to 2^40 us, 12 days.
+/// Buckets of 16 per power of two: values up to about 2^43 us (100 days) are told apart.
 const POWERS: usize = 40;
 
 /// Counts of latencies in microseconds.
@@ -13,6 +13,8 @@ const POWERS: usize = 40;
 pub struct LatencyHistogram {
     counts: [u32; SUB * POWERS],
     total: u64,
+    /// The largest value recorded: no percentile is above it.
+    max: u64,
 }
 
 impl Default for LatencyHistogram {
@@ -20,6 +22,7 @@ impl Default for LatencyHistogram {
         LatencyHistogram {
             counts: [0; SUB * POWERS],
             total: 0,
+            max: 0,
         }
     }
 }
@@ -49,6 +52,7 @@ impl LatencyHistogram {
         let c = &mut self.counts[bucket(us)];
         *c = c.saturating_add(1);
         self.total += 1;
+        self.max = self.max.max(us);
     }
 
     pub fn count(&self) -> u64 {
@@ -56,14 +60,14 @@ impl LatencyHistogram {
     }
 
     /// The latency `per_million` millionths of the I/Os were at most (rounded up to its
-    /// bucket's top); 0 when none was recorded.
+    /// bucket's top, never above the largest recorded); 0 when none was recorded.
     pub fn percentile(&self, per_million: u64) -> u64 {
         let want = (self.total * per_million).div_ceil(1_000_000).max(1);
         let mut seen = 0;
         for (i, &n) in self.counts.iter().enumerate() {
             seen += u64::from(n);
             if seen >= want && n > 0 {
-                return upper(i);
+                return upper(i).min(self.max);
             }
         }
         0
@@ -74,6 +78,7 @@ impl LatencyHistogram {
             *a = a.saturating_add(*b);
         }
         self.total += other.total;
+        self.max = self.max.max(other.max);
     }
 }
 
@@ -101,7 +106,11 @@ mod tests {
         assert!((500..=532).contains(&p50), "{p50}");
         let p999 = h.percentile(999_000);
         assert!((999..=1_023).contains(&p999), "{p999}");
-        assert_eq!(h.percentile(1_000_000), upper(bucket(1_000)));
+        assert_eq!(
+            h.percentile(1_000_000),
+            1_000,
+            "never above the largest recorded"
+        );
         let mut two = h.clone();
         two.add(&h);
         assert_eq!(two.count(), 2_000);

@@ -223,12 +223,18 @@ impl SrpClient {
             return;
         }
         let now = bus.now();
-        // The paging path keeps trying as long as it holds: until Failed or Removed.
-        let limit = self
-            .disk
-            .config
-            .hold_timeout(&bus.policy())
-            .unwrap_or(Duration::MAX);
+        // The paging path keeps trying as long as it holds: until Failed or Removed. A path
+        // of a multipath disk holds nothing (its disk's queue does) and keeps trying too, at
+        // the backoff's bound: a route that swallowed its logins for longer than the hold
+        // timeout is used again once it heals.
+        let limit = match self.path {
+            Some(_) => Duration::MAX,
+            None => self
+                .disk
+                .config
+                .hold_timeout(&bus.policy())
+                .unwrap_or(Duration::MAX),
+        };
         if e == crate::errors::CreateError::TargetBusy {
             self.disk.stats.logins_refused_busy += 1;
         }
@@ -402,6 +408,11 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
                 self.query_closed(true);
                 self.resetting = true;
                 self.escalated = false;
+                if let Some(p) = &self.path {
+                    // Whatever made it slow, its adapter's reset makes it fresh, even while
+                    // it was down already (logging in again after dropping its connection).
+                    p.mp.lock().path_reset(p.index);
+                }
                 self.disk.on_reset(&self.ibal, bus);
                 self.connect_at = None;
                 // After the hardware reset every port the bus knows is down until

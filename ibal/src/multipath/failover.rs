@@ -1,9 +1,9 @@
-//! Fast path failover (docs/design.md §7): a path whose command has been out past the disk's
-//! `path_io_timeout`, while another path answered a command sent no earlier, gives the
-//! command up (telling the target to abort it) for the other path to re-issue at once, and
-//! takes no new I/O until an answer comes on it again (a probe: the abort's own answer) or
-//! its adapter resets. When no other path answers, nothing moves: a slow target is not a
-//! dead path.
+//! Fast path failover (docs/design.md §7): a path whose command has been out past its
+//! timeout, while another path answered a command sent no earlier, gives the command up
+//! (telling the target to abort it) for the other path to re-issue at once; it then takes
+//! no share of I/O but one probe at a time, after a backoff with jitter, until several
+//! prompt answers in a row or its adapter's reset. When no other path answers, nothing
+//! moves: a slow target is not a dead path.
 //!
 //! A write given up may still run late at the target, before its abort: no newer write to
 //! its block goes out on any path until that abort is answered or its connection is gone
@@ -31,7 +31,8 @@ impl Fence {
 }
 
 /// The fixed timeout of the mode before the adaptive one (docs/design.md §7 "Fast path
-/// failover"): the comparison's baseline, and where a fixed-mode probe's backoff starts.
+/// failover"): the benchmark's baseline, and where a probe's backoff starts should a disk
+/// with failover off give a command up (it cannot: the fallback is never used).
 pub const DEFAULT_PATH_IO_TIMEOUT: Duration = Duration::from_ms(100);
 
 /// Prompt answers in a row a probing path gives before it takes its full share again:
@@ -186,12 +187,23 @@ impl Multipath {
         }
     }
 
-    /// Where a probing path's backoff starts: the shortest timeout the disk's mode gives.
+    /// Where a probing path's backoff starts: the shortest timeout the disk's mode gives,
+    /// within the backoff's bound.
     fn probe_floor(&self) -> Duration {
         self.config
             .path_timeout
             .floor()
             .unwrap_or(DEFAULT_PATH_IO_TIMEOUT)
+            .min(PROBE_BACKOFF_MAX)
+    }
+
+    /// `path`'s adapter resets: it comes back fresh, probed no more.
+    pub fn path_reset(&mut self, path: usize) {
+        if let Some(p) = self.paths.get_mut(path) {
+            p.probe = None;
+            p.keep_probe = false;
+            p.last_backoff = None;
+        }
     }
 
     /// `path` is dropping its own connection (an ABORT TASK went unanswered): it stays

@@ -49,6 +49,8 @@ impl RoutePhase {
 pub struct Route {
     phases: [RoutePhase; MAX_ROUTE_PHASES],
     len: u8,
+    /// A phase at 0 was given (it replaced the constant one; another at 0 is out of order).
+    started: bool,
 }
 
 /// Why a phase was refused.
@@ -66,18 +68,21 @@ impl Route {
         Route {
             phases: [RoutePhase::plain(Instant::ZERO, latency); MAX_ROUTE_PHASES],
             len: 1,
+            started: false,
         }
     }
 
     /// Adds a phase after the last one.
     pub fn push(&mut self, phase: RoutePhase) -> Result<(), RouteError> {
         let last = self.phases[usize::from(self.len) - 1];
-        if phase.at < last.at || (phase.at == last.at && self.len > 1) {
+        let again = phase.at == last.at && (self.len > 1 || self.started);
+        if phase.at < last.at || again {
             return Err(RouteError::OutOfOrder);
         }
         if phase.at == last.at {
             // The first phase given at 0 replaces the constant one.
             self.phases[0] = phase;
+            self.started = true;
             return Ok(());
         }
         let slot = self
@@ -101,11 +106,6 @@ impl Route {
 
     pub fn phases(&self) -> &[RoutePhase] {
         &self.phases[..usize::from(self.len)]
-    }
-
-    /// Whether any phase is more than a constant latency (a fail-slow trace).
-    pub fn is_constant(&self) -> bool {
-        self.len == 1
     }
 }
 
@@ -145,6 +145,12 @@ mod tests {
         r.push(RoutePhase::plain(Instant::ZERO, Duration::from_ms(7)))
             .expect("replaces");
         assert_eq!(r.phases().len(), 1);
+        let twice = RoutePhase::plain(Instant::ZERO, Duration::from_ms(8));
+        assert_eq!(
+            r.push(twice),
+            Err(RouteError::OutOfOrder),
+            "a second phase at 0"
+        );
         assert_eq!(r.at(Instant::ZERO).latency, Duration::from_ms(7));
         for i in 1..MAX_ROUTE_PHASES as u64 {
             r.push(RoutePhase::plain(Instant::from_ms(i), Duration::ZERO))

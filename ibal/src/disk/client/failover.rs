@@ -72,38 +72,51 @@ impl SrpClient {
             &mut mp,
             bus,
         );
-        let Some(rule) = self.give_up_rule(&mp, index) else {
-            return;
-        };
-        if let PathTimeout::Checker { interval } = self.disk.config.path_timeout {
-            // A checker looks only at its ticks.
-            if !now.as_us().is_multiple_of(interval.as_us().max(1)) {
-                return;
+        if let Some(rule) = self.give_up_rule(&mp, index) {
+            let due = self.due(&rule);
+            if due.is_some_and(|t| t <= now) {
+                let n = self
+                    .disk
+                    .give_up_overdue(&self.ibal, bus, &rule, |req| mp.give_back(index, req));
+                if n > 0 {
+                    log::info!(
+                        "{}: {n} command(s) out {} with another path answering: given up for it",
+                        self.desc.name,
+                        rule.timeout
+                    );
+                    mp.gave_up(index, n, now, bus.rng());
+                }
             }
         }
-        let stall_limit = rule.timeout.max(STALL_AFTER);
-        if self.disk.slots.next_overdue(&rule).is_none_or(|t| t > now) {
-            if mp.path_suspect(index) {
-                drop(mp);
-                self.escalate_stall(bus, stall_limit);
-            }
-            return;
-        }
-        let n = self
-            .disk
-            .give_up_overdue(&self.ibal, bus, &rule, |req| mp.give_back(index, req));
-        if n > 0 {
-            log::info!(
-                "{}: {n} command(s) out {} with another path answering: given up for it",
-                self.desc.name,
-                rule.timeout
-            );
-            mp.gave_up(index, n, now, bus.rng());
-        }
+        let suspect = mp.path_suspect(index);
         drop(mp);
         // The adapter's own acknowledgement of a send is not the route's business: a send
-        // it has not completed in 100 ms (or the path's timeout, if longer) is a stall.
-        self.escalate_stall(bus, stall_limit);
+        // it has not completed in 100 ms (or the path's timeout, if longer) is a stall. Looked
+        // at whether or not anything was due (the wake may be the stall's own).
+        if let Some(limit) = self.stall_limit().filter(|_| suspect) {
+            self.escalate_stall(bus, limit);
+        }
+    }
+
+    /// When the first command `rule` gives up is due; a checker acts at its ticks only, the
+    /// first at or after that.
+    fn due(&self, rule: &GiveUpRule) -> Option<Instant> {
+        let due = self.disk.slots.next_overdue(rule)?;
+        Some(match self.disk.config.path_timeout {
+            PathTimeout::Checker { interval } => {
+                let q = interval.as_us().max(1);
+                Instant::from_us(due.as_us().div_ceil(q) * q)
+            }
+            _ => due,
+        })
+    }
+
+    /// How long a send may go uncompleted before this path asks for its adapter's reset,
+    /// while a reset may still be asked for (`None` once asked, during one, or unregistered).
+    fn stall_limit(&self) -> Option<Duration> {
+        let ask = !self.escalated && !self.resetting && self.id.is_some();
+        let t = self.disk.path_timeout()?;
+        ask.then(|| t.max(STALL_AFTER))
     }
 
     /// How long an ABORT TASK may go unanswered before the path drops its connection: twice
@@ -176,21 +189,13 @@ impl SrpClient {
     pub(super) fn failover_deadlines(&self) -> [Option<Instant>; 3] {
         let overdue = self.path.as_ref().and_then(|p| {
             let rule = self.give_up_rule(&p.mp.lock(), p.index)?;
-            let due = self.disk.slots.next_overdue(&rule)?;
-            Some(match self.disk.config.path_timeout {
-                // A checker acts at its ticks only: the first at or after `due`.
-                PathTimeout::Checker { interval } => {
-                    let q = interval.as_us().max(1);
-                    Instant::from_us(due.as_us().div_ceil(q) * q)
-                }
-                _ => due,
-            })
+            self.due(&rule)
         });
         // A path that gave commands up looks again when a send it never completed would
-        // make a stall.
+        // make a stall (the same conditions as `fail_over_slow`'s look).
         let stall = self.path.as_ref().and_then(|p| {
-            let suspect = !self.escalated && p.mp.lock().path_suspect(p.index);
-            let limit = self.disk.path_timeout()?.max(STALL_AFTER);
+            let limit = self.stall_limit()?;
+            let suspect = p.mp.lock().path_suspect(p.index);
             suspect
                 .then(|| self.disk.slots.stall_deadline(limit))
                 .flatten()

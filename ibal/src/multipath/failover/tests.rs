@@ -202,3 +202,44 @@ fn no_write_goes_out_to_a_block_whose_given_up_write_may_still_run() {
     );
     assert_eq!(m.take(1).map(|r| r.id), Some(4));
 }
+
+#[test]
+fn a_probe_given_back_unsent_is_out_no_more_and_a_reset_ends_the_probing() {
+    let mp = two_paths();
+    let mut m = mp.lock();
+    queue(&mut m, &[io(1, 1, false), io(2, 2, false)]);
+    m.gave_up(0, 1, at(1), &mut least());
+    m.see(at(10));
+    let probe = m.take(0).expect("its probe");
+    assert_eq!(m.take(0), None, "one probe out");
+    // The disk could not send it (its upward queue full): it comes back, and the next may go.
+    m.give_back(0, probe);
+    assert_eq!(m.take(0).map(|r| r.id), Some(1));
+    // Its adapter resets while it is down (it had dropped its own connection): fresh.
+    m.keep_probing(0);
+    m.path_is_down(0, at(11), None);
+    assert!(m.path_suspect(0), "its own drop keeps it probed");
+    m.path_reset(0);
+    m.path_is_up(0, at(12));
+    assert!(!m.path_suspect(0), "the adapter's reset makes it fresh");
+}
+
+#[test]
+fn a_long_fixed_timeout_probes_within_the_backoffs_bound() {
+    let config = DiskConfig {
+        iops: 0,
+        path_timeout: PathTimeout::Fixed(Duration::from_ms(30_000)),
+        ..DiskConfig::default()
+    };
+    let mp = SharedMultipath::new("disk", config, 2);
+    let mut m = mp.lock();
+    m.path_is_up(0, at(0));
+    m.path_is_up(1, at(0));
+    m.gave_up(0, 1, at(0), &mut least());
+    let first = m.next_wake(0, true).expect("a probe is due");
+    assert_eq!(
+        first,
+        Instant::from_us(PROBE_BACKOFF_MAX.as_us() / 2),
+        "2 s, jittered to 1 s, not 15 s"
+    );
+}
