@@ -66,7 +66,7 @@ impl LatencyHistogram {
         let mut seen = 0;
         for (i, &n) in self.counts.iter().enumerate() {
             seen += u64::from(n);
-            if seen >= want && n > 0 {
+            if seen >= want {
                 return upper(i).min(self.max);
             }
         }
@@ -93,6 +93,20 @@ mod tests {
             assert!(top >= us, "{us} in a bucket topped at {top}");
             assert!(top - us <= us / 16, "{us}: {top}");
         }
+    }
+
+    #[test]
+    fn each_bucket_holds_up_to_its_top_and_the_next_starts_above_it() {
+        for b in 0..SUB * POWERS - 1 {
+            let top = upper(b);
+            assert_eq!(bucket(top), b, "the top of bucket {b}, {top}, is in it");
+            assert_eq!(bucket(top + 1), b + 1, "{} opens bucket {}", top + 1, b + 1);
+        }
+        // Past the last power covered, everything lands in the last bucket.
+        let mut h = LatencyHistogram::default();
+        h.record(u64::MAX);
+        assert_eq!(bucket(u64::MAX), SUB * POWERS - 1);
+        assert_eq!(h.percentile(500_000), upper(SUB * POWERS - 1));
     }
 
     #[test]

@@ -38,10 +38,6 @@ impl PathTimeout {
         max: DEFAULT_PATH_TIMEOUT_MAX,
     };
 
-    pub fn is_off(&self) -> bool {
-        *self == PathTimeout::Off
-    }
-
     /// The longest a command may be out whatever the path does: what bounds a command a
     /// path keeps behind while answering younger ones.
     pub fn cap(&self) -> Option<Duration> {
@@ -68,14 +64,12 @@ pub struct RttEstimator {
     /// Smoothed round trip and its mean deviation; `None` before the first sample.
     srtt_us: Option<u64>,
     rttvar_us: u64,
-    samples: u64,
 }
 
 impl RttEstimator {
     /// One answered command's round trip (RFC 6298 §2.2 and §2.3: alpha 1/8, beta 1/4).
     pub fn sample(&mut self, rtt: Duration) {
         let r = rtt.as_us();
-        self.samples += 1;
         match self.srtt_us {
             None => {
                 self.srtt_us = Some(r);
@@ -104,10 +98,6 @@ impl RttEstimator {
         // one by one for being a hair late.
         let margin = self.rttvar_us.saturating_mul(4).max(min.as_us());
         Duration::from_us(srtt.saturating_add(margin)).min(max)
-    }
-
-    pub fn samples(&self) -> u64 {
-        self.samples
     }
 
     pub fn srtt(&self) -> Option<Duration> {
@@ -239,5 +229,49 @@ mod tests {
         // RTTVAR gains 19/4 ms and SRTT 19/8 ms: 4 x 4.75 + 3.375 = 22.4 ms.
         assert!(after > Duration::from_ms(22), "{before} -> {after}");
         assert_eq!(e.timeout(MIN, Duration::from_ms(10)), Duration::from_ms(10));
+    }
+
+    #[test]
+    fn path_timing_judges_each_answer_against_the_timeout_it_had() {
+        let at = Instant::from_ms;
+        let fixed = PathTimeout::Fixed(Duration::from_ms(100));
+        let mut t = PathTiming::default();
+        assert_eq!(t.timeout(fixed), Some(Duration::from_ms(100)));
+        assert_eq!(t.timeout(PathTimeout::Off), None);
+        let checker = PathTimeout::Checker {
+            interval: Duration::from_ms(5_000),
+        };
+        assert_eq!(t.timeout(checker), Some(Duration::from_ms(5_000)));
+        assert_eq!((t.freshest_prompt(), t.freshest_any()), (None, None));
+        // Sent at 10, answered 50 ms later: prompt.
+        t.answered(fixed, at(10), at(60));
+        assert_eq!(t.answers(), (1, 0));
+        assert_eq!(t.freshest_prompt(), Some(at(10)));
+        // Sent at 20, answered exactly 100 ms later: past the timeout (it would have been
+        // given up at that instant), so slow; it still shows the path moving.
+        t.answered(fixed, at(20), at(120));
+        assert_eq!(t.answers(), (1, 1));
+        assert_eq!(t.freshest_prompt(), Some(at(10)));
+        assert_eq!(t.freshest_any(), Some(at(20)));
+        t.answered(fixed, at(30), at(31));
+        t.answered(fixed, at(25), at(40));
+        assert_eq!(t.answers(), (3, 1), "each answer counted once");
+        assert_eq!(
+            t.freshest_prompt(),
+            Some(at(30)),
+            "the youngest, not the latest"
+        );
+        // Every answer is a sample: 50, 100, 1 and 15 ms.
+        let srtt = t.estimator().srtt().expect("sampled");
+        assert!(
+            srtt > Duration::from_ms(40) && srtt < Duration::from_ms(60),
+            "{srtt}"
+        );
+        let adaptive = PathTimeout::Adaptive { min: MIN, max: MAX };
+        assert_eq!(t.timeout(adaptive), Some(t.estimator().timeout(MIN, MAX)));
+        // With failover off every answer is prompt.
+        let mut off = PathTiming::default();
+        off.answered(PathTimeout::Off, at(0), at(50_000));
+        assert_eq!(off.answers(), (1, 0));
     }
 }

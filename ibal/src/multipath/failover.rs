@@ -152,9 +152,7 @@ impl Multipath {
             }
             Some(probe) => probe.failed(now, rng),
         });
-        if self.turn == path {
-            self.turn = (path + 1) % self.paths.len();
-        }
+        // The turn may stay on it: a path that does not serve does not hold the turn.
     }
 
     /// `path` had answers come back, `prompt` within its timeout and `slow` past it: a

@@ -137,6 +137,12 @@ mod tests {
         assert!(r.at(Instant::from_ms(250)).blackhole);
         assert_eq!(r.phases().len(), 3);
         assert_eq!(r.push(slow), Err(RouteError::OutOfOrder));
+        let same = RoutePhase::plain(Instant::from_ms(200), Duration::ZERO);
+        assert_eq!(
+            r.push(same),
+            Err(RouteError::OutOfOrder),
+            "two phases at 200 ms"
+        );
     }
 
     #[test]

@@ -248,3 +248,93 @@ fn a_straggler_its_path_answered_around_waits_for_the_cap_until_the_path_sticks(
     assert_eq!(t.give_up_overdue(at(3_099), &r, |_, _| {}), 0);
     assert_eq!(t.give_up_overdue(at(3_100), &r, |_, _| {}), 1);
 }
+
+#[test]
+fn a_command_overtaken_by_one_sent_the_same_instant_is_overtaken() {
+    let r = GiveUpRule {
+        timeout: Duration::from_ms(5),
+        cap: Duration::from_ms(3_000),
+        overtaken_at: at(50),
+        own_answered_at: Some(at(40)),
+    };
+    assert_eq!(
+        r.due(at(50)),
+        Some(at(55)),
+        "sent no later than the one answered"
+    );
+    assert_eq!(
+        r.due(at(40)),
+        Some(at(45)),
+        "its path answered nothing sent after it"
+    );
+    assert_eq!(
+        r.due(at(39)),
+        Some(at(3_039)),
+        "its path answered one sent after it"
+    );
+}
+
+#[test]
+fn the_stall_and_abort_deadlines_follow_the_sends_and_the_aborts() {
+    let mut t = SlotTable::new(3);
+    let limit = Duration::from_ms(100);
+    assert_eq!(
+        (t.stall_deadline(limit), t.abort_deadline(limit)),
+        (None, None)
+    );
+    let first = send(&mut t, io(1, 1, true), at(10));
+    send(&mut t, io(2, 2, false), at(20));
+    assert_eq!(
+        t.stall_deadline(limit),
+        Some(at(110)),
+        "the oldest send not completed"
+    );
+    t.send_completed((first >> 32) as usize);
+    assert_eq!(t.stall_deadline(limit), Some(at(120)));
+    assert!(!t.stalled_send(at(119), limit));
+    assert!(t.stalled_send(at(120), limit));
+    assert_eq!(t.abort_deadline(limit), None, "nothing given up");
+    t.give_up_overdue(at(130), &rule(limit, at(100)), |_, _| {});
+    assert_eq!(t.aborting(), 2);
+    assert_eq!(
+        t.abort_deadline(limit),
+        Some(at(230)),
+        "the aborts went out at 130"
+    );
+    assert_eq!(
+        t.stall_deadline(limit),
+        Some(at(120)),
+        "a given-up send still uncompleted"
+    );
+    // Only completed sends: no stall, whatever their age.
+    let mut done = SlotTable::new(1);
+    let tag = send(&mut done, io(3, 3, false), at(0));
+    done.send_completed((tag >> 32) as usize);
+    assert!(!done.stalled_send(at(10_000), limit));
+    assert_eq!(done.stall_deadline(limit), None);
+}
+
+#[test]
+fn a_slot_holds_its_send_while_in_flight_or_aborting_and_owes_two_answers_per_abort() {
+    let mut t = SlotTable::new(3);
+    assert_eq!((t.len(), t.is_empty()), (3, false));
+    assert!(SlotTable::new(0).is_empty());
+    let a = send(&mut t, io(1, 1, false), at(0));
+    let b = send(&mut t, io(2, 2, false), at(0));
+    assert!(t.holds(a) && t.holds(b));
+    assert!(!t.holds(a + 1), "a later generation of its slot");
+    assert!(!t.holds(tag(2, 1)), "a slot never sent");
+    t.give_up_overdue(at(100), &rule(Duration::from_ms(100), at(50)), |_, _| {});
+    assert!(
+        t.holds(a) && t.holds(b),
+        "given up, their aborts unanswered"
+    );
+    assert_eq!(
+        t.answers_owed(),
+        4,
+        "two given up: a late answer and an abort's each"
+    );
+    assert!(matches!(t.answer(a, true), Answer::AbortAnswered { .. }));
+    assert!(!t.holds(a), "its abort answered: the slot is free");
+    assert_eq!(t.answers_owed(), 2);
+}

@@ -243,3 +243,93 @@ fn a_long_fixed_timeout_probes_within_the_backoffs_bound() {
         "2 s, jittered to 1 s, not 15 s"
     );
 }
+
+#[test]
+fn each_path_lifts_only_its_own_fences() {
+    let mp = two_paths();
+    let mut m = mp.lock();
+    m.set_fences(0, [(1u64, 10u64)].into_iter());
+    m.set_fences(1, [(2u64, 20u64)].into_iter());
+    assert!(m.has_fences(0) && m.has_fences(1));
+    m.set_fences(0, core::iter::empty());
+    assert!(!m.has_fences(0));
+    assert!(m.has_fences(1), "path 1's given-up write may still run");
+    m.path_is_down(1, at(5), None);
+    assert!(!m.has_fences(1));
+    // Never more fences than every path's whole request limit (the room reserved).
+    let limit = m.fence_limit;
+    m.set_fences(0, (0..limit as u64 + 5).map(|i| (i, i)));
+    assert_eq!(m.fences.len(), limit);
+}
+
+#[test]
+fn a_prompt_answer_sends_the_next_probe_at_once_and_no_news_changes_nothing() {
+    let mp = two_paths();
+    let mut m = mp.lock();
+    queue(&mut m, &[io(1, 1, false), io(2, 2, false)]);
+    m.gave_up(0, 1, at(1), &mut least());
+    m.path_answered(0, (0, 0), at(1), &mut least());
+    assert_eq!(m.take(0), None, "nothing new: still backing off");
+    // A command still out from before the give-up answers promptly: probe at once.
+    m.path_answered(0, (1, 0), at(1), &mut least());
+    assert_eq!(m.take(0).map(|r| r.id), Some(1));
+}
+
+#[test]
+fn a_path_dropping_its_own_connection_stays_probed_with_its_probe_taken_back() {
+    let mp = two_paths();
+    let mut m = mp.lock();
+    queue(&mut m, &[io(1, 1, false), io(2, 2, false)]);
+    m.gave_up(0, 1, at(1), &mut least());
+    m.see(at(10));
+    assert!(m.take(0).is_some(), "its probe is out");
+    m.keep_probing(0);
+    m.path_is_down(0, at(11), None);
+    m.path_is_down(0, at(12), None);
+    m.path_is_up(0, at(13));
+    assert!(m.path_suspect(0), "still probed after its re-login");
+    assert_eq!(
+        m.take(0).map(|r| r.id),
+        Some(2),
+        "the probe it had is out no more"
+    );
+}
+
+#[test]
+fn a_path_given_up_again_soon_after_serving_resumes_its_backoff() {
+    let given_up_again = |after_ms: u64| {
+        let mp = two_paths();
+        let mut m = mp.lock();
+        // Given up, then failed probes: 5, 10, 20 ms of backoff; then three prompt answers.
+        m.gave_up(0, 1, at(0), &mut least());
+        m.gave_up(0, 1, at(0), &mut least());
+        m.gave_up(0, 1, at(0), &mut least());
+        m.path_answered(0, (3, 0), at(100), &mut least());
+        assert!(!m.path_suspect(0));
+        let t = at(100 + after_ms);
+        m.gave_up(0, 1, t, &mut least());
+        m.next_wake(0, true).expect("a probe").saturating_since(t)
+    };
+    // Within 2 s: twice the 20 ms it had reached, jittered to half.
+    assert_eq!(given_up_again(1_999), Duration::from_ms(20));
+    // 2 s or more of serving: from the floor again.
+    assert_eq!(given_up_again(2_000), Duration::from_us(2_500));
+}
+
+#[test]
+fn the_jitter_spreads_probes_over_half_the_backoff() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let d = Duration::from_ms(2_000);
+    let waits: Vec<u64> = (0..200)
+        .map(|_| super::jittered(d, &mut rng).as_us())
+        .collect();
+    let (lo, hi) = (
+        *waits.iter().min().expect("some"),
+        *waits.iter().max().expect("some"),
+    );
+    assert!(lo >= 1_000_000 && hi <= 2_000_000, "{lo}..{hi}");
+    assert!(
+        hi - lo > 800_000,
+        "spread over most of the half: {lo}..{hi}"
+    );
+}
