@@ -396,7 +396,7 @@ impl Multipath {
         let probe = self
             .paths
             .get(path)
-            .and_then(|p| p.probe.filter(|pr| p.up && !pr.out))
+            .and_then(|p| p.probe)
             .map(|pr| pr.next_at)
             .filter(|&t| t > self.now);
         [now, self.workload.next_at(), hold, probe]
@@ -558,3 +558,6 @@ impl Multipath {
         stats
     }
 }
+
+#[cfg(test)]
+mod tests;
