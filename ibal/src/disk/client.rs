@@ -287,35 +287,29 @@ impl SrpClient {
         let now = bus.now();
         let mut mp = shared.lock();
         mp.note_gap(index, self.gap());
-        Self::sync_answers(
-            &self.disk,
-            &mut self.told_answers,
-            (index, now),
-            &mut mp,
-            bus,
-        );
+        self.sync_answers(&mut mp, index, bus);
         if self.disk.is_up() {
-            if !mp.path_up(p.index) {
-                mp.path_is_up(p.index, now);
+            if !mp.path_up(index) {
+                mp.path_is_up(index, now);
             }
             return;
         }
         // Down: whatever made it slow, it comes back fresh (the queue forgets it too).
         let mut moved = 0;
         while let Some(req) = self.disk.pop_queued_back() {
-            mp.give_back(p.index, req);
+            mp.give_back(index, req);
             moved += 1;
         }
         match self.disk.failed {
-            Some(status) if !mp.path_dead(p.index) => mp.path_is_dead(p.index, now, status),
+            Some(status) if !mp.path_dead(index) => mp.path_is_dead(index, now, status),
             Some(_) => {}
             None => {
                 let hold = self.disk.config.hold_timeout(&bus.policy());
-                mp.path_is_down(p.index, now, hold);
+                mp.path_is_down(index, now, hold);
             }
         }
         if moved > 0 {
-            mp.failed_over(p.index, moved, now);
+            mp.failed_over(index, moved, now);
         }
     }
 

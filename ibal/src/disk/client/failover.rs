@@ -6,7 +6,7 @@ use hcabus::{Duration, Instant};
 
 use super::SrpClient;
 use crate::access::FabricBus;
-use crate::disk::{GiveUpRule, PathTimeout, SrpDisk};
+use crate::disk::{GiveUpRule, PathTimeout};
 
 /// How long a send may go unacknowledged by the adapter before the path asks for its reset
 /// (at least; a longer path timeout waits that long).
@@ -20,12 +20,12 @@ impl SrpClient {
     /// (for the other paths' failover), the answers a probing path is judged by, and which
     /// blocks its given-up writes still fence.
     pub(super) fn sync_answers<B: FabricBus + ?Sized>(
-        disk: &SrpDisk,
-        told: &mut (u64, u64),
-        (index, now): (usize, Instant),
+        &mut self,
         mp: &mut crate::multipath::Multipath,
+        index: usize,
         bus: &mut B,
     ) {
+        let (disk, told, now) = (&self.disk, &mut self.told_answers, bus.now());
         if let Some(sent_at) = disk.timing().freshest_prompt() {
             mp.note_answer(index, sent_at);
         }
@@ -65,13 +65,7 @@ impl SrpClient {
         let (mp, index) = (p.mp.clone(), p.index);
         let now = bus.now();
         let mut mp = mp.lock();
-        Self::sync_answers(
-            &self.disk,
-            &mut self.told_answers,
-            (index, now),
-            &mut mp,
-            bus,
-        );
+        self.sync_answers(&mut mp, index, bus);
         if let Some(rule) = self.give_up_rule(&mp, index) {
             let due = self.due(&rule);
             if due.is_some_and(|t| t <= now) {
