@@ -22,8 +22,12 @@ use crate::pattern::{checksum, fill_pattern, write_seed, BLOCK_SIZE};
 use crate::srp_target::*;
 
 mod client;
+#[cfg(all(test, feature = "sim"))]
+mod path_tests;
 pub mod rtt;
 pub mod slots;
+#[cfg(all(test, feature = "sim"))]
+mod tests;
 
 pub use client::SrpClient;
 pub use rtt::{PathTimeout, PathTiming, RttEstimator};
@@ -32,10 +36,6 @@ pub use slots::{GiveUpRule, SlotMutant};
 
 /// Marks the work request id of an ABORT TASK's send (a command's is its slot).
 const ABORT_WR: u64 = 1 << 63;
-
-/// Most ABORT TASKs one failover sends: the deepest request limit a scenario may give (a
-/// failover gives up at most what is in flight, which the request limit bounds).
-const ABORTS_AT_ONCE: usize = 256;
 
 /// How a disk is set up (the `[[clients]]` keys of docs/design.md §9 for `srp` and `bootdisk`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,11 +89,13 @@ impl DiskConfig {
         u64::from(self.queue_depth) + u64::from(self.hold_capacity)
     }
 
-    /// DMA memory the disk reserves at start: a data block and a command IU per slot, a
-    /// response IU per request-limit credit.
+    /// DMA memory the disk reserves at start: a data block, a command IU and an ABORT
+    /// TASK IU per slot, a response IU per request-limit credit.
     pub fn dma_bytes(&self) -> u64 {
         let n = self.slots();
-        n * BLOCK_SIZE as u64 + n * IU_SIZE as u64 + u64::from(self.queue_depth) * IU_SIZE as u64
+        n * BLOCK_SIZE as u64
+            + 2 * n * IU_SIZE as u64
+            + u64::from(self.queue_depth) * IU_SIZE as u64
     }
 
     /// Its completion queue: a send and a receive completion per credit, and some slack.
@@ -197,6 +199,8 @@ pub struct SrpDisk {
     hold_deadline: Option<Instant>,
     fast_fail: bool,
     slots: SlotTable,
+    /// The tags of the commands one failover gives up, to abort each (a place per slot).
+    aborts: Vec<u64>,
     upward: VecDeque<IoCompletion>,
     /// What the target's answers say of this path (its timeout, fast path failover's times).
     timing: PathTiming,
@@ -220,6 +224,7 @@ impl SrpDisk {
             hold_deadline: None,
             fast_fail: false,
             slots: SlotTable::new(n),
+            aborts: Vec::with_capacity(n),
             upward: VecDeque::with_capacity(2 * n),
             timing: PathTiming::default(),
             data_base: 0,
@@ -230,8 +235,8 @@ impl SrpDisk {
         }
     }
 
-    /// Reserves the disk's DMA memory: a data block and a command IU per slot, a
-    /// response IU per request-limit credit.
+    /// Reserves the disk's DMA memory: a data block, a command IU and an ABORT TASK IU per
+    /// slot, a response IU per request-limit credit.
     fn reserve<B: FabricBus + ?Sized>(&mut self, bus: &mut B) -> bool {
         let n = self.slots.len() as u64;
         let len = self.config.dma_bytes();
@@ -240,7 +245,7 @@ impl SrpDisk {
         };
         self.data_base = base;
         self.send_iu_base = base + n * BLOCK_SIZE as u64;
-        self.recv_iu_base = self.send_iu_base + n * IU_SIZE as u64;
+        self.recv_iu_base = self.send_iu_base + 2 * n * IU_SIZE as u64;
         self.dma_len = len;
         true
     }
@@ -249,9 +254,27 @@ impl SrpDisk {
         self.data_base + (slot * BLOCK_SIZE) as u64
     }
 
-    /// Whether the disk still owes a completion for `id`.
+    /// Slot `slot`'s command IU.
+    fn send_iu_addr(&self, slot: usize) -> u64 {
+        self.send_iu_base + (slot * IU_SIZE) as u64
+    }
+
+    /// Slot `slot`'s ABORT TASK IU: apart from the command's, whose send the adapter may
+    /// not have completed (read) yet when the command is given up.
+    fn abort_iu_addr(&self, slot: usize) -> u64 {
+        self.send_iu_addr(self.slots.len() + slot)
+    }
+
+    /// Receive buffer `index`: one per credit of the request limit.
+    fn recv_iu_addr(&self, index: u64) -> u64 {
+        self.recv_iu_base + index * IU_SIZE as u64
+    }
+
+    /// Whether the disk still owes a completion for `id`. What it completed is handed up
+    /// before each of its client's calls returns (the upward queue is empty between them),
+    /// so its slots say it all.
     pub fn tracks(&self, id: u64) -> bool {
-        self.slots.tracks(id) || self.upward.iter().any(|c| c.id == id)
+        self.slots.tracks(id)
     }
 
     pub fn stats(&self) -> &DiskStats {
@@ -273,17 +296,13 @@ impl SrpDisk {
         !matches!(self.link, Link::Down)
     }
 
-    /// A free slot: room for one more I/O.
-    pub fn has_room(&self) -> bool {
-        self.slots.has_room()
-    }
-
-    /// Room for one more I/O that would go out at once: a free slot and a credit of the
-    /// request limit. A path takes I/O from its disk's queue only then, so nothing waits on
-    /// a path that cannot send it (another path may).
+    /// Room for one more I/O that would go out at once: a credit of the request limit. A
+    /// path takes I/O from its disk's queue only then, so nothing waits on a path that
+    /// cannot send it (another path may). A path's slots are its request limit, and every
+    /// slot taken owes an answer or waits to be sent, so a credit is also a free slot.
     pub fn can_send_more(&self) -> bool {
         let owed = self.slots.answers_owed() + self.slots.queued() as u32;
-        self.has_room() && owed < u32::from(self.config.queue_depth)
+        owed < u32::from(self.config.queue_depth)
     }
 
     /// What the target's answers say of this path.
@@ -339,14 +358,14 @@ impl SrpDisk {
     }
 
     fn complete_upward(&mut self, id: u64, status: IoStatus, checksum: u64) {
-        // Reserved for every slot twice over; submit refuses before it could overflow.
-        if self.upward.len() < self.upward.capacity() {
-            self.upward.push_back(IoCompletion {
-                id,
-                status,
-                checksum,
-            });
-        }
+        // Reserved for every slot twice over, and handed up before each of the client's
+        // calls returns: within one call a slot answers once and `submit` refuses at the
+        // reserve, so this never grows it.
+        self.upward.push_back(IoCompletion {
+            id,
+            status,
+            checksum,
+        });
     }
 
     /// Sends queued commands while the link is up and credits remain: the request limit
@@ -370,7 +389,8 @@ impl SrpDisk {
             };
             let mut iu = [0u8; IU_SIZE];
             let n = cmd.encode(&mut iu);
-            if !self.post_iu(ibal, bus, (slot, slot as u64), &iu[..n]) {
+            let at = (self.send_iu_addr(slot), slot as u64);
+            if !self.post_iu(ibal, bus, at, &iu[..n]) {
                 // A reset is coming (or here): the command stays queued for it.
                 break;
             }
@@ -379,19 +399,18 @@ impl SrpDisk {
         }
     }
 
-    /// Sends `iu` from slot `slot`'s send buffer under work request id `wr_id`; `false`
+    /// Sends `iu` from the send buffer at `iu_addr` under work request id `wr_id`; `false`
     /// when the QP refuses it.
     fn post_iu<B: FabricBus + ?Sized>(
         &mut self,
         ibal: &SharedIbal,
         bus: &mut B,
-        (slot, wr_id): (usize, u64),
+        (iu_addr, wr_id): (u64, u64),
         iu: &[u8],
     ) -> bool {
         let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
             return false;
         };
-        let iu_addr = self.send_iu_base + (slot * IU_SIZE) as u64;
         bus.device().with_dma(iu_addr, iu.len() as u64, |buf| {
             buf.copy_from_slice(iu);
         });
@@ -428,7 +447,7 @@ impl SrpDisk {
                 // Flushed completions are what the take-back at RESET already accounted for.
                 continue;
             }
-            let iu_addr = self.recv_iu_base + cqe.wr_id * IU_SIZE as u64;
+            let iu_addr = self.recv_iu_addr(cqe.wr_id);
             let mut iu = [0u8; IU_SIZE];
             bus.device().with_dma(iu_addr, IU_SIZE as u64, |buf| {
                 iu.copy_from_slice(buf);
@@ -485,7 +504,7 @@ impl SrpDisk {
         let wr = RecvWr {
             wr_id: index,
             sge: Sge {
-                addr: self.recv_iu_base + index * IU_SIZE as u64,
+                addr: self.recv_iu_addr(index),
                 len: IU_SIZE as u32,
                 lkey: keys.lkey,
             },
@@ -605,29 +624,26 @@ impl SrpDisk {
         mut give: impl FnMut(IoRequest),
     ) -> u32 {
         let now = bus.now();
-        let mut aborts = [0u64; ABORTS_AT_ONCE];
-        let mut n = 0;
+        // Reserved with a place per slot: one tag per command given up.
+        let mut aborts = core::mem::take(&mut self.aborts);
+        aborts.clear();
         let given = self.slots.give_up_overdue(now, rule, |tag, req| {
-            if let Some(a) = aborts.get_mut(n) {
-                *a = tag;
-            }
-            n += 1;
+            aborts.push(tag);
             give(req);
         });
-        if n > ABORTS_AT_ONCE {
-            log::warn!("SRP: {n} commands given up at once; the aborts past {ABORTS_AT_ONCE} wait for the reset");
-        }
-        for &task_tag in aborts.iter().take(n) {
+        for &task_tag in &aborts {
             let mut iu = [0u8; IU_SIZE];
             let len = SrpTskMgmt { task_tag }.encode(&mut iu);
             // Refused (the adapter's send queue is full of sends it never completed: its
             // data path stopped) or swallowed by a dead adapter: the reset that follows
             // frees the slot instead.
             let slot = (task_tag >> 32) as usize;
-            if !self.post_iu(ibal, bus, (slot, slot as u64 | ABORT_WR), &iu[..len]) {
+            let at = (self.abort_iu_addr(slot), slot as u64 | ABORT_WR);
+            if !self.post_iu(ibal, bus, at, &iu[..len]) {
                 self.stats.aborts_unsent += 1;
             }
         }
+        self.aborts = aborts;
         self.stats.given_up += u64::from(given);
         given
     }

@@ -321,6 +321,14 @@ impl SrpTarget {
 
     /// The CM exchange and SRP_LOGIN: a new target QP connected to `initiator`. The old
     /// connection, if any, is gone: whatever still arrives on it is dropped.
+    /// The live connection as the fabric names it: the target's side and the initiator's
+    /// queue pair. For a test to send what a broken target would.
+    #[cfg(test)]
+    pub(crate) fn connection(&self) -> Option<(RemoteQp, Qpn)> {
+        self.conn
+            .map(|(qpn, initiator)| (RemoteQp { lid: self.lid, qpn }, initiator.qpn))
+    }
+
     pub fn login(&mut self, initiator: RemoteQp) -> RemoteQp {
         self.next_qpn = (self.next_qpn + 1) & 0x00ff_ffff;
         let qpn = Qpn(self.next_qpn);

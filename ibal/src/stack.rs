@@ -29,8 +29,8 @@ pub use activity::{
     disks, io_stats, net_stats, nets, processes, scripted, Activity, Host, StackClient, World,
 };
 pub use multi::{
-    adapter_seed, build_multi, io_stats_all, multipath_disks, net_stats_all, AdapterSetup,
-    MultiSetup, MultipathSpec,
+    adapter_seed, build_multi, build_multi_unchecked, io_stats_all, multipath_disks, net_stats_all,
+    AdapterSetup, MultiSetup, MultipathSpec,
 };
 
 /// A host to build: the run (name, seed, duration, adapter, policy, faults) and its

@@ -67,6 +67,12 @@ pub type AllocProbe = fn() -> u64;
 /// and a reset that the growth lands in reports the allocation: nothing is hidden.
 const DERIVED_FAULTS: usize = 256;
 
+/// Steps at one instant past which a run is a livelock: something asks to be stepped again
+/// and again without time moving (a client whose wake-up lies in the past and never moves).
+/// Recorded as a violation and the run stopped, instead of hanging the harness: a test, a
+/// hunt or a mutant then fails at once rather than on a timeout. A real run takes a few.
+pub const MAX_STEPS_AT_ONE_INSTANT: u32 = 10_000;
+
 /// The deterministic virtual-time host, generic over how it holds its clients: a host of
 /// any [`Agent`] by default; a layer above may hold its own kind of agent (the access
 /// layer's `StackClient`, which says what it did) so that its reports ask the clients
@@ -104,6 +110,10 @@ pub struct SimHost<A: ?Sized + Agent = dyn Agent> {
     /// The wall clock's Unix milliseconds at the bus's time zero ([`SimHost::use_wall_clock`]):
     /// a live host's virtual clock follows the wall clock; a seeded run's must not read it.
     wall_zero_ms: Option<u64>,
+    /// Steps taken since time last moved ([`MAX_STEPS_AT_ONE_INSTANT`]).
+    steps_at_now: u32,
+    /// The run stopped at a livelock: it goes no further.
+    livelocked: bool,
 }
 
 impl SimHost {
@@ -163,6 +173,8 @@ impl<A: ?Sized + Agent> SimHost<A> {
             wakes,
             ports_modelled,
             wall_zero_ms: None,
+            steps_at_now: 0,
+            livelocked: false,
             cable_back_at: [Instant::ZERO; MAX_PORTS as usize],
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
@@ -392,17 +404,51 @@ impl<A: ?Sized + Agent> SimHost<A> {
 
     /// Advances virtual time to `until`, processing everything due on the way, in a fixed
     /// order (faults, timers, agents) so that a run is deterministic.
+    /// A run that livelocks stops where it is, with a violation that names who was due.
     pub fn run_until(&mut self, until: Instant) {
-        loop {
+        while !self.livelocked {
             self.drain();
             let Some(next) = self.next_due().filter(|t| *t <= until) else {
                 self.set_now(until.max(self.now));
                 self.drain();
                 return;
             };
+            if next > self.now {
+                self.steps_at_now = 0;
+            } else if self.step_again() {
+                return;
+            }
             self.set_now(next.max(self.now));
             self.step_due();
         }
+    }
+
+    /// Counts a step at the instant of the one before; at the bound, records the livelock
+    /// and says so.
+    fn step_again(&mut self) -> bool {
+        self.steps_at_now += 1;
+        if self.steps_at_now < MAX_STEPS_AT_ONE_INSTANT {
+            return false;
+        }
+        self.livelocked = true;
+        let now = self.now;
+        let due: Vec<&str> = self
+            .agents
+            .iter()
+            .filter(|a| a.next_wake().is_some_and(|t| t <= now))
+            .map(|a| a.name())
+            .collect();
+        let (steps, name) = (self.steps_at_now, self.name.clone());
+        self.checker.violate(format_args!(
+            "[{now}] {name}: stepped {steps} times without time moving (a livelock); due: {due:?}"
+        ));
+        log::error!("[{now}] {name}: livelock, the run stops; due: {due:?}");
+        true
+    }
+
+    /// Whether the run stopped at a livelock ([`MAX_STEPS_AT_ONE_INSTANT`]).
+    pub fn livelocked(&self) -> bool {
+        self.livelocked
     }
 
     /// When something is next due (a fault, a timer, an agent's work, a port change), or

@@ -36,7 +36,7 @@ pub use fault::{Fault, FaultArgs};
 pub use hca::{SimHca, SimHcaConfig, SimHcaStats, SimPorts};
 pub use hcabus::fabric::{Fabric, RemoteError, WireMsg, HOST_LID_BASE, WIRE_MTU};
 pub use hcabus::verbs::{DmaMemory, VerbsLimits};
-pub use host::{AllocProbe, HostStats, SimHost};
+pub use host::{AllocProbe, HostStats, SimHost, MAX_STEPS_AT_ONE_INSTANT};
 pub use hosted::{Hosted, ThreadCtx, Wake, Workers};
 pub use invariants::InvariantChecker;
 pub use multi::{MultiHost, MultiHostError};

@@ -17,7 +17,7 @@ use hcabus::time::Instant;
 
 /// Most rounds at one instant: adapters that keep waking each other up without time moving
 /// are a livelock in a client, recorded as a violation instead of hanging the run.
-const MAX_ROUNDS_AT_ONE_INSTANT: u32 = 100_000;
+const MAX_ROUNDS_AT_ONE_INSTANT: u32 = 10_000;
 
 /// The host of several adapters.
 #[derive(Debug)]

@@ -440,3 +440,61 @@ fn a_cable_pulled_in_any_state_of_a_reset_stays_out_until_its_plug_back() {
         assert_eq!(host.coordinator().state(), State::Operational, "{target:?}");
     }
 }
+
+/// A client whose wake-up stays in the past after every wake: it would hold the run at
+/// one instant for ever.
+#[derive(Debug, Default)]
+struct Spinner {
+    wakes: u32,
+}
+
+impl<B: BusHandle + ?Sized> Client<B> for Spinner {
+    fn start(&mut self, _: &mut B) {}
+    fn on_event(&mut self, _: &mut B, _: ClientId, _: Event) {}
+    fn next_wake(&self) -> Option<Instant> {
+        Some(Instant::from_ms(7))
+    }
+    fn wake(&mut self, _: &mut B) {
+        self.wakes += 1;
+    }
+}
+
+impl ClientReport for Spinner {
+    fn name(&self) -> &str {
+        "spinner"
+    }
+    fn events(&self) -> &[EventKind] {
+        &[]
+    }
+    fn id(&self) -> Option<ClientId> {
+        None
+    }
+}
+
+#[test]
+fn a_client_that_never_lets_time_move_is_a_livelock_recorded_and_the_run_stops() {
+    let s = setup(vec![], vec![]);
+    let mut host = SimHost::with_agents(&s, vec![Box::new(Spinner::default())]).expect("setup");
+    host.run();
+    assert!(host.livelocked());
+    assert_eq!(host.now(), Instant::from_ms(7), "stopped where it spun");
+    let v = &host.checker().violations;
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(
+        v[0].contains("livelock") && v[0].contains("spinner"),
+        "{v:?}"
+    );
+    let spinner: &Spinner = host.agent().expect("the spinner");
+    assert_eq!(
+        spinner.wakes,
+        hcabus_sim::MAX_STEPS_AT_ONE_INSTANT,
+        "woken once a step, the first step at 7 ms not counted"
+    );
+    // Asked to go on, it does not.
+    host.run_until(Instant::from_ms(100));
+    assert_eq!(host.now(), Instant::from_ms(7));
+    // A client that lets time move is never stopped (the default scenario's run).
+    let mut host = SimHost::new(&scenarios::boot_from_san_run()).expect("setup");
+    host.run();
+    assert!(!host.livelocked() && host.checker().violations.is_empty());
+}

@@ -85,7 +85,11 @@ impl IoSeries {
     /// The bucket holding `at`, coarsening the series until one does.
     fn bucket(&mut self, at: Instant) -> &mut IoBucket {
         let t = at.as_us();
-        while t / self.interval_us >= SERIES_BUCKETS as u64 {
+        // Each coarsening doubles the interval: a bounded number of them reaches any time.
+        for _ in 0..u64::BITS {
+            if t / self.interval_us < SERIES_BUCKETS as u64 {
+                break;
+            }
             self.coarsen();
         }
         &mut self.buckets[(t / self.interval_us) as usize]

@@ -218,8 +218,9 @@ impl SrpClient {
     /// RESET_END), failing what is held as retryable so nothing waits on a dead path.
     fn login_refused<B: FabricBus + ?Sized>(&mut self, bus: &mut B, e: crate::errors::CreateError) {
         self.disk.stats.login_retries += 1;
-        if self.disk.failed.is_some() || e == crate::errors::CreateError::DeviceFailed {
-            // RESET_FAILED or DEVICE_FATAL fails the disk; nothing to retry.
+        if e == crate::errors::CreateError::DeviceFailed {
+            // RESET_FAILED or DEVICE_FATAL fails the disk (and cancels its login): nothing
+            // to retry.
             return;
         }
         let now = bus.now();
@@ -463,6 +464,10 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             // Another port's news.
             Event::PortActive { .. } | Event::PortDown { .. } => {}
         }
+        // Answers a RESET or a port loss found in the completion queue are real: up at
+        // once, not at the next wake-up (which may be the login's).
+        self.deliver_upward(now);
+        debug_assert!(self.disk.upward.is_empty());
         self.sync_path(bus);
     }
 
@@ -542,6 +547,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         self.deliver_upward(now);
         // A command the link refused to post stays with a path that is going down.
         self.sync_path(bus);
+        debug_assert!(self.disk.upward.is_empty());
         let (hca, rng) = bus.device_and_rng();
         self.target.intake(hca, now, rng);
     }

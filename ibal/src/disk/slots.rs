@@ -136,24 +136,6 @@ impl SlotTable {
         }
     }
 
-    /// Plants `mutant` in this table (feature `mutants`: tests only).
-    #[cfg(feature = "mutants")]
-    pub fn plant(&mut self, mutant: SlotMutant) {
-        self.mutant = Some(mutant);
-    }
-
-    #[inline(always)]
-    fn planted(&self, _mutant: SlotMutant) -> bool {
-        #[cfg(feature = "mutants")]
-        {
-            self.mutant == Some(_mutant)
-        }
-        #[cfg(not(feature = "mutants"))]
-        {
-            false
-        }
-    }
-
     /// Whether the send tagged `tag` may still touch its slot's buffer: it is in flight, or
     /// given up and its abort not answered. What the target runs must always be one of these.
     pub fn holds(&self, tag: u64) -> bool {
@@ -265,8 +247,7 @@ impl SlotTable {
                 complete
             }
             (SlotState::Aborting, true, false) if complete_given_up => {
-                s.state = SlotState::Free;
-                self.aborting -= 1;
+                self.complete_given_up(i);
                 complete
             }
             (SlotState::Aborting, true, true) => {
@@ -457,5 +438,6 @@ impl GiveUpRule {
     }
 }
 
+mod planted;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,456 @@
+//! The disk as one path of a multipath disk, two adapters each with one path: a slow path
+//! given up and its commands aborted, a blackholed one dropped, an adapter's reset moving
+//! the commands to the other path, the last-path guard, the counters each path reports.
+//! tests/tests/multipath.rs and the failover model run these among whole stacks; here each
+//! rule is pinned by the numbers it implies, fast enough for mutation testing.
+
+use std::vec::Vec;
+
+use hcabus::bus::ClientReport;
+use hcabus::{Duration, Instant, Policy};
+use hcabus_sim::{Fault, SimSetup};
+
+use crate::block::IoStats;
+use crate::disk::{DiskConfig, DiskStats, PathTimeout, SrpClient};
+use crate::multipath::{PathStats, SharedMultipath};
+use crate::srp_target::{Route, RoutePhase, SrpRsp, SrpStatus, IU_SIZE};
+use crate::stack::{
+    self, AdapterSetup, ClientSpec, MultiSetup, MultipathSpec, PathConfig, StackSetup, World,
+};
+use hcabus::fabric::Fabric;
+
+fn disk_config() -> DiskConfig {
+    DiskConfig {
+        iops: 1_000,
+        queue_depth: 8,
+        hold_capacity: 64,
+        read_pct: 50,
+        path_timeout: PathTimeout::DEFAULT,
+        route: Route::constant(Duration::from_us(200)),
+        ..DiskConfig::default()
+    }
+}
+
+/// A route whose answers take `latency` from `at_ms` on (200 us before).
+fn slow_from(at_ms: u64, latency: Duration, blackhole: bool) -> Route {
+    let mut r = Route::constant(Duration::from_us(200));
+    let phase = RoutePhase {
+        blackhole,
+        ..RoutePhase::plain(Instant::from_ms(at_ms), latency)
+    };
+    r.push(phase).expect("one phase after the first");
+    r
+}
+
+struct Paths {
+    routes: [Route; 2],
+    faults: [Vec<(u64, Fault)>; 2],
+    policy: Policy,
+    guard: bool,
+    /// The largest CQ path 0's adapter makes.
+    max_cq_0: Option<u32>,
+}
+
+impl Default for Paths {
+    fn default() -> Self {
+        let r = disk_config().route;
+        Paths {
+            routes: [r, r],
+            faults: [Vec::new(), Vec::new()],
+            policy: Policy::default(),
+            guard: false,
+            max_cq_0: None,
+        }
+    }
+}
+
+fn world(p: Paths) -> World {
+    let adapter = |i: usize| {
+        let mut sim = hcabus_sim::scenarios::boot_from_san_run();
+        sim.name = std::format!("hca{i}");
+        sim.duration = Duration::from_ms(5_000);
+        sim.policy = p.policy;
+        sim.hca.identity.node_guid += 0x10 * i as u64;
+        sim.hca.identity.serial += i as u64;
+        if let (0, Some(n)) = (i, p.max_cq_0) {
+            sim.hca.verbs.max_cq_entries = n;
+        }
+        sim.faults = p.faults[i]
+            .iter()
+            .map(|&(at, f)| (Instant::from_ms(at), f))
+            .collect();
+        let initiator = DiskConfig {
+            route: p.routes[i],
+            guard_last_path: p.guard,
+            ..disk_config()
+        };
+        AdapterSetup {
+            name: std::format!("hca{i}"),
+            stack: StackSetup {
+                sim: SimSetup { ..sim },
+                ibal: Some(Default::default()),
+                clients: std::vec![ClientSpec::DiskPath {
+                    name: "disk".into(),
+                    config: PathConfig {
+                        initiator,
+                        disk: 0,
+                        path: i,
+                    },
+                }],
+            },
+        }
+    };
+    let setup = MultiSetup {
+        name: "paths".into(),
+        seed: 1,
+        adapters: std::vec![adapter(0), adapter(1)],
+        disks: std::vec![MultipathSpec {
+            name: "disk".into(),
+            config: DiskConfig {
+                guard_last_path: p.guard,
+                ..disk_config()
+            },
+            paths: 2,
+        }],
+    };
+    match p.max_cq_0 {
+        // An adapter the budget would refuse: what a run does with it.
+        Some(_) => stack::build_multi_unchecked(&setup).expect("builds"),
+        None => stack::build_multi(&setup).expect("builds"),
+    }
+}
+
+fn path(world: &World, i: usize) -> &SrpClient {
+    stack::disks(&world.hosts()[i].1).next().expect("a path")
+}
+
+fn shared(world: &World) -> SharedMultipath {
+    path(world, 0)
+        .multipath()
+        .expect("a path of a disk")
+        .0
+        .clone()
+}
+
+/// Runs to `ms` and checks what holds at every instant: no violation, the accounting
+/// closes, nothing lost or duplicated, and each path's report agrees with the disk's queue.
+fn run_to(world: &mut World, ms: u64) -> (IoStats, [PathStats; 2], [DiskStats; 2]) {
+    world.run_until(Instant::from_ms(ms));
+    let (_, violations) = world.invariants();
+    assert!(violations.is_empty(), "at {ms} ms: {violations:?}");
+    let io = stack::io_stats_all(world);
+    assert_eq!(
+        io.submitted,
+        io.completed + io.failed + io.in_flight + io.lost,
+        "the accounting closes at {ms} ms: {io:?}"
+    );
+    assert_eq!(
+        (io.lost, io.duplicated, io.read_mismatches),
+        (0, 0, 0),
+        "at {ms} ms"
+    );
+    let mp = shared(world);
+    let m = mp.lock();
+    let stats = [0, 1].map(|i| m.path_stats(i).expect("two paths"));
+    let unpathed = m.stats().failed_unpathed;
+    drop(m);
+    let mut completed = 0;
+    for (i, s) in stats.iter().enumerate() {
+        let c = path(world, i);
+        assert_eq!(c.multipath().map(|(_, index)| index), Some(i));
+        assert_eq!(
+            c.io_stats(),
+            IoStats::default(),
+            "a path's I/O is its disk's"
+        );
+        let k = c.counters();
+        let own = if i == 0 { unpathed } else { 0 };
+        assert_eq!(
+            (k.submitted, k.completed, k.failed),
+            (s.taken + own, s.ios, s.failed + own),
+            "path {i} at {ms} ms"
+        );
+        assert_eq!(
+            k.held,
+            s.taken - s.ios - s.failed - s.moved,
+            "path {i} at {ms} ms"
+        );
+        assert_eq!(
+            (k.failovers, k.commands_moved),
+            (u64::from(s.failovers), s.moved)
+        );
+        let d = c.disk().stats();
+        assert_eq!(
+            (k.logins, k.logins_refused),
+            (d.logins.into(), d.login_retries.into())
+        );
+        completed += s.ios;
+    }
+    assert_eq!(completed, io.completed, "every completion through one path");
+    (io, stats, [0, 1].map(|i| *path(world, i).disk().stats()))
+}
+
+#[test]
+fn two_healthy_paths_share_the_load_and_never_give_up() {
+    let mut w = world(Paths::default());
+    let (io, p, d) = run_to(&mut w, 200);
+    assert!(path(&w, 0).disk().is_up() && path(&w, 1).disk().is_up());
+    assert!(p[0].ios > 40 && p[1].ios > 40, "both serve: {p:?}");
+    assert_eq!((d[0].given_up, d[1].given_up, io.failed), (0, 0, 0));
+    // The adaptive timeout learned each path: well under its 3 s cap, at least its floor.
+    for (i, d) in d.iter().enumerate() {
+        let t = path(&w, i).disk().path_timeout().expect("adaptive");
+        assert!(
+            (Duration::from_ms(5)..Duration::from_ms(50)).contains(&t),
+            "{t:?}"
+        );
+        assert!(path(&w, i).disk().timing().answers().0 > 40);
+        assert_eq!(path(&w, i).disk().answers(), d.answers);
+    }
+}
+
+/// Path 0's route turns 300 ms slow at 100 ms: each command out past the learned timeout
+/// (5.35 ms here) is given up there, aborted at the target and re-issued on path 1; the
+/// path is then probed, one command at a time, and never serves again while slow.
+#[test]
+fn a_slow_path_gives_its_commands_up_aborts_them_and_is_only_probed() {
+    let mut w = world(Paths {
+        routes: [
+            slow_from(100, Duration::from_ms(300), false),
+            disk_config().route,
+        ],
+        ..Paths::default()
+    });
+    let (_, p, d) = run_to(&mut w, 99);
+    assert_eq!((p[0].ios, d[0].given_up, d[0].answers), (50, 0, 50));
+    let (io, p, d) = run_to(&mut w, 110);
+    assert_eq!((p[0].slow_failovers, p[0].given_up, p[0].moved), (1, 2, 2));
+    assert_eq!(d[0].given_up, 2);
+    assert_eq!((io.failed, p[0].ios), (0, 51), "moved, not failed");
+    let (io, p, d) = run_to(&mut w, 1_500);
+    let c = path(&w, 0);
+    assert!(c.disk().is_up(), "slow, not down");
+    assert_eq!(io.failed, 0);
+    assert_eq!(p[0].ios, 51, "nothing served by the slow path");
+    assert_eq!((p[0].given_up, d[0].given_up, p[0].moved), (9, 9, 9));
+    assert!(p[0].probes >= 5 && p[0].restored == 0, "{p:?}");
+    // Every command was answered or given up, every give-up's abort answered, and each
+    // late answer (the target ran the command before its abort came) discarded.
+    assert_eq!(d[0].commands_sent, p[0].ios + d[0].given_up);
+    assert_eq!((d[0].aborts_answered, d[0].late_discarded), (9, 9));
+    assert_eq!(
+        d[0].answers,
+        p[0].ios + d[0].aborts_answered + d[0].late_discarded
+    );
+    assert_eq!(
+        (
+            d[0].aborts_unsent,
+            d[0].abort_timeouts,
+            d[0].stale_responses
+        ),
+        (0, 0, 0)
+    );
+    let t = c.target().stats();
+    assert_eq!(t.aborted + t.aborts_too_late, 9, "{t:?}");
+    // The worst I/O waited one timeout, not the route's 300 ms.
+    assert!(io.max_latency_us < 6_000, "{}", io.max_latency_us);
+    assert_eq!(p[1].ios, io.completed - 51);
+}
+
+/// Path 0's route swallows everything from 100 ms: its commands are given up as on a slow
+/// route, but their aborts are never answered either; past the abort timeout (0.5 s) the
+/// path drops its connection, and its logins are refused while the route is dead.
+#[test]
+fn a_blackholed_path_drops_its_connection_when_its_aborts_go_unanswered() {
+    let mut w = world(Paths {
+        routes: [
+            slow_from(100, Duration::from_ms(300), true),
+            disk_config().route,
+        ],
+        ..Paths::default()
+    });
+    let (_, p, d) = run_to(&mut w, 400);
+    assert!(path(&w, 0).disk().is_up());
+    assert_eq!(
+        (p[0].given_up, d[0].abort_timeouts, d[0].aborts_answered),
+        (4, 0, 0)
+    );
+    let (io, p, d) = run_to(&mut w, 700);
+    let c = path(&w, 0);
+    assert!(!c.disk().is_up() && !shared(&w).lock().path_up(0));
+    assert_eq!((d[0].abort_timeouts, d[0].logins), (1, 1));
+    assert!(d[0].login_retries > 0 && p[0].down_us > 0, "{d:?} {p:?}");
+    assert_eq!((io.failed, d[0].late_discarded, d[0].answers), (0, 0, 51));
+    assert!(c.target().stats().blackholed >= 4);
+    let (io, p, _) = run_to(&mut w, 1_500);
+    assert_eq!((io.failed, p[0].ios), (0, 51));
+    assert!(io.max_latency_us < 6_000, "{}", io.max_latency_us);
+}
+
+/// Both routes 2.5 ms: two or three commands out on each path. A reset of path 0's adapter
+/// takes them back and gives them to path 1 at once; path 0 serves again after.
+#[test]
+fn an_adapters_reset_moves_its_paths_commands_to_the_other_path() {
+    let r = Route::constant(Duration::from_us(2_500));
+    let mut w = world(Paths {
+        routes: [r, r],
+        faults: [std::vec![(100, Fault::AdminReset)], Vec::new()],
+        ..Paths::default()
+    });
+    let (_, p, d) = run_to(&mut w, 101);
+    assert!(!path(&w, 0).disk().is_up() && !shared(&w).lock().path_up(0));
+    let moved = d[0].taken_back;
+    assert!(moved > 0, "{d:?}");
+    assert_eq!(
+        (p[0].failovers, p[0].moved, d[0].max_in_flight_at_reset),
+        (1, moved, moved)
+    );
+    let (io, p, d) = run_to(&mut w, 400);
+    assert!(path(&w, 0).disk().is_up() && shared(&w).lock().path_up(0));
+    assert_eq!((d[0].logins, io.failed, p[0].failovers), (2, 0, 1));
+    assert!(p[0].down_us >= 200_000, "the hardware reset: {p:?}");
+    // The moved commands waited for no reset: a route's time, twice at most.
+    assert!(io.max_latency_us < 6_000, "{}", io.max_latency_us);
+    assert!(p[0].ios > 0 && p[1].ios > p[0].ios);
+}
+
+/// A path whose adapter left is dead; the other serves everything, nothing fails.
+#[test]
+fn a_removed_adapters_path_is_dead_and_the_other_serves() {
+    let mut w = world(Paths {
+        faults: [std::vec![(100, Fault::SurpriseRemoval)], Vec::new()],
+        ..Paths::default()
+    });
+    let (io, p, _) = run_to(&mut w, 700);
+    assert!(shared(&w).lock().path_dead(0) && !path(&w, 0).disk().is_up());
+    assert_eq!((io.failed, p[0].ios), (0, 51));
+    assert_eq!(p[0].down_us, 600_000, "down since it left, once");
+    let m = shared(&w);
+    let m = m.lock();
+    let (events, _) = m.path_events();
+    let dead = events
+        .filter(|e| e.path == 0 && e.kind == crate::multipath::PathEventKind::Dead)
+        .count();
+    assert_eq!(dead, 1, "declared dead once");
+    assert_eq!(p[1].ios, io.completed - 51);
+}
+
+/// The last-path guard: while path 0's adapter resets, a planned reset of path 1's would
+/// leave the disk with no path, and its query is vetoed by the disk; once path 0 is back
+/// the same request goes through.
+#[test]
+fn the_last_path_guard_vetoes_a_planned_reset_only_while_it_is_the_last_path() {
+    let mut w = world(Paths {
+        faults: [
+            std::vec![(100, Fault::AdminReset)],
+            std::vec![(150, Fault::PlannedReset), (500, Fault::PlannedReset)],
+        ],
+        guard: true,
+        ..Paths::default()
+    });
+    let (io, _, d) = run_to(&mut w, 1_000);
+    let resets = w.resets();
+    let planned: Vec<_> = resets.iter().filter(|r| r.facts.planned).collect();
+    assert_eq!(planned.len(), 2, "{resets:?}");
+    assert_eq!(planned[0].vetoed_by.as_deref(), Some("disk"));
+    assert!(planned[1].vetoed_by.is_none() && planned[1].facts.hw_entered);
+    assert_eq!((io.failed, d[1].logins, d[0].logins), (0, 2, 2));
+    assert!(path(&w, 0).disk().is_up() && path(&w, 1).disk().is_up());
+}
+
+/// A path is the disk's: it issues nothing of its own and holds nothing past its request
+/// limit (waiting I/O waits in the disk's queue).
+#[test]
+fn a_path_issues_nothing_and_holds_nothing_of_its_own() {
+    let w = world(Paths::default());
+    for i in 0..2 {
+        let c = path(&w, i);
+        assert_eq!(c.workload().next_at(), None, "path {i}");
+        assert_eq!(c.disk().slots.len(), 8, "its request limit, no hold");
+    }
+}
+
+/// Both adapters leave: every path is dead, and what the disk's queue holds or is given
+/// fails there, reported by its first path.
+#[test]
+fn with_every_path_dead_the_disk_fails_its_io_in_its_queue() {
+    let gone = || std::vec![(100, Fault::SurpriseRemoval)];
+    let mut w = world(Paths {
+        faults: [gone(), gone()],
+        ..Paths::default()
+    });
+    let (io, p, _) = run_to(&mut w, 300);
+    let m = shared(&w);
+    assert!(m.lock().path_dead(0) && m.lock().path_dead(1));
+    let unpathed = m.lock().stats().failed_unpathed;
+    assert_eq!(io.failed, unpathed, "failed in the queue, none by a path");
+    assert!(unpathed >= 199, "every I/O since 100 ms: {unpathed}");
+    assert_eq!((p[0].failed, p[1].failed), (0, 0));
+    let k = path(&w, 0).counters();
+    assert_eq!((k.submitted, k.failed), (p[0].taken + unpathed, unpathed));
+    assert_eq!(
+        path(&w, 1).counters().failed,
+        0,
+        "counted once, on the first path"
+    );
+}
+
+/// Path 0's adapter cannot make the path's CQ: its login fails for good. The disk's queue
+/// holds nothing for it (path 1 serves everything) and the path fails nothing itself.
+#[test]
+fn a_path_whose_login_fails_for_good_leaves_the_disk_to_its_other_path() {
+    let mut w = world(Paths {
+        max_cq_0: Some(8),
+        ..Paths::default()
+    });
+    let (io, p, d) = run_to(&mut w, 200);
+    let c = path(&w, 0);
+    assert!(!c.disk().is_up() && !c.is_live_path());
+    assert!(matches!(
+        c.problem(),
+        Some(crate::retry::ClientProblem::GaveUp { .. })
+    ));
+    assert_eq!(
+        (d[0].logins, d[0].login_retries, d[0].hold_timeouts),
+        (0, 1, 0)
+    );
+    assert_eq!((io.failed, p[0].taken, p[1].ios), (0, 0, io.completed));
+}
+
+/// A target that answers a command with an error (here LBA out of range, sent as a broken
+/// target would): the path fails that I/O upward, once; the command's real answer, which
+/// comes after, is late and discarded.
+#[test]
+fn a_target_error_fails_the_io_on_its_path_once() {
+    let r = Route::constant(Duration::from_us(2_500));
+    let mut w = world(Paths {
+        routes: [r, r],
+        ..Paths::default()
+    });
+    run_to(&mut w, 100);
+    let c = path(&w, 0);
+    let tag = (0..8u64)
+        .flat_map(|slot| (1..200u64).map(move |g| (slot << 32) | g))
+        .find(|t| c.disk().slots.holds(*t))
+        .expect("a command out on path 0");
+    let (me, to) = c.target().connection().expect("logged in");
+    let rsp = SrpRsp {
+        tag,
+        status: SrpStatus::LbaOutOfRange,
+        checksum: 0,
+    };
+    let mut iu = [0u8; IU_SIZE];
+    let len = rsp.encode(&mut iu);
+    let host = w.host_mut(0).expect("hca0");
+    host.hca_mut()
+        .remote_send(me, to, &iu[..len])
+        .expect("sent");
+    let (io, p, d) = run_to(&mut w, 120);
+    assert_eq!((io.failed, p[0].failed, p[1].failed), (1, 1, 0));
+    assert_eq!(d[0].late_discarded, 1, "the real answer, after");
+    let k = path(&w, 0).counters();
+    assert_eq!(
+        (k.failed, k.held),
+        (1, p[0].taken - p[0].ios - 1 - p[0].moved)
+    );
+}
