@@ -374,7 +374,11 @@ impl SrpDisk {
         let (Some(_), Some(_), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
             return;
         };
-        while self.is_up() && self.slots.answers_owed() < u32::from(self.config.queue_depth) {
+        // At most a request limit's worth per call: each send takes a credit.
+        for _ in 0..self.config.queue_depth {
+            if !self.is_up() || self.slots.answers_owed() >= u32::from(self.config.queue_depth) {
+                break;
+            }
             let Some((slot, tag, req)) = self.slots.next_send() else {
                 break;
             };

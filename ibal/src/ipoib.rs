@@ -574,6 +574,10 @@ impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
                 }
             }
             Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
+                // The reset is over: an execute still deferred for it (forced past the
+                // quiesce deadline) acknowledges nothing now, and must not keep PORT_ACTIVE
+                // from bringing the link up.
+                self.execute_at = None;
                 // Link up (and the multicast joins) only on an Active port.
                 self.connect_at = self.port_up.then_some(now);
                 self.reconnect.fresh_device();

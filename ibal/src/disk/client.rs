@@ -426,6 +426,10 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             Event::ResetEnd { .. } | Event::ResetAborted { .. } => {
                 self.resetting = false;
                 self.disk.failed = None;
+                // The reset is over: a deferred execute still pending for it (forced past
+                // the quiesce deadline) has nothing left to acknowledge, and must not keep
+                // the login below from happening when the port comes back.
+                self.execute_at = None;
                 // Logs in only on an Active port: otherwise its PORT_ACTIVE will.
                 self.connect_at = self.port_up.then_some(now);
                 // A fresh device: a login that gave up before gets another chance.

@@ -49,6 +49,10 @@ struct Paths {
     guard: bool,
     /// The largest CQ path 0's adapter makes.
     max_cq_0: Option<u32>,
+    timeout: PathTimeout,
+    /// A CAN_VETO client on path 1's adapter that never answers a query: the query stays
+    /// open until its deadline.
+    silent_vetoer_1: bool,
 }
 
 impl Default for Paths {
@@ -60,6 +64,8 @@ impl Default for Paths {
             policy: Policy::default(),
             guard: false,
             max_cq_0: None,
+            timeout: PathTimeout::DEFAULT,
+            silent_vetoer_1: false,
         }
     }
 }
@@ -82,21 +88,36 @@ fn world(p: Paths) -> World {
         let initiator = DiskConfig {
             route: p.routes[i],
             guard_last_path: p.guard,
+            path_timeout: p.timeout,
             ..disk_config()
         };
+        let mut clients = std::vec![ClientSpec::DiskPath {
+            name: "disk".into(),
+            config: PathConfig {
+                initiator,
+                disk: 0,
+                path: i,
+            },
+        }];
+        if i == 1 && p.silent_vetoer_1 {
+            clients.push(ClientSpec::Scripted {
+                name: "silent".into(),
+                config: crate::stack::ScriptedConfig {
+                    kind: hcabus::types::ClientKind::Custom,
+                    flags: hcabus::types::ClientFlags::CAN_VETO,
+                    behavior: hcabus_sim::Behavior {
+                        never_ack: true,
+                        ..Default::default()
+                    },
+                },
+            });
+        }
         AdapterSetup {
             name: std::format!("hca{i}"),
             stack: StackSetup {
                 sim: SimSetup { ..sim },
                 ibal: Some(Default::default()),
-                clients: std::vec![ClientSpec::DiskPath {
-                    name: "disk".into(),
-                    config: PathConfig {
-                        initiator,
-                        disk: 0,
-                        path: i,
-                    },
-                }],
+                clients,
             },
         }
     };
@@ -108,6 +129,7 @@ fn world(p: Paths) -> World {
             name: "disk".into(),
             config: DiskConfig {
                 guard_last_path: p.guard,
+                path_timeout: p.timeout,
                 ..disk_config()
             },
             paths: 2,
@@ -305,6 +327,13 @@ fn an_adapters_reset_moves_its_paths_commands_to_the_other_path() {
         (p[0].failovers, p[0].moved, d[0].max_in_flight_at_reset),
         (1, moved, moved)
     );
+    let taken = p[0].taken;
+    let (_, p, _) = run_to(&mut w, 250);
+    assert_eq!(
+        (p[0].taken, p[0].moved),
+        (taken, moved),
+        "a path down takes nothing"
+    );
     let (io, p, d) = run_to(&mut w, 400);
     assert!(path(&w, 0).disk().is_up() && shared(&w).lock().path_up(0));
     assert_eq!((d[0].logins, io.failed, p[0].failovers), (2, 0, 1));
@@ -353,6 +382,8 @@ fn the_last_path_guard_vetoes_a_planned_reset_only_while_it_is_the_last_path() {
     let planned: Vec<_> = resets.iter().filter(|r| r.facts.planned).collect();
     assert_eq!(planned.len(), 2, "{resets:?}");
     assert_eq!(planned[0].vetoed_by.as_deref(), Some("disk"));
+    let why = std::format!("{:?}", planned[0].facts.veto_reason);
+    assert!(why.contains("reset"), "path 0 named as resetting: {why}");
     assert!(planned[1].vetoed_by.is_none() && planned[1].facts.hw_entered);
     assert_eq!((io.failed, d[1].logins, d[0].logins), (0, 2, 2));
     assert!(path(&w, 0).disk().is_up() && path(&w, 1).disk().is_up());
@@ -453,4 +484,130 @@ fn a_target_error_fails_the_io_on_its_path_once() {
         (k.failed, k.held),
         (1, p[0].taken - p[0].ios - 1 - p[0].moved)
     );
+}
+
+/// Path 0's route is slow from 100 to 400 ms, then healthy again: the path is probed while
+/// slow, and after enough prompt answers serves a full share again.
+#[test]
+fn a_slow_path_that_heals_is_restored_by_its_probes() {
+    let mut healed = slow_from(100, Duration::from_ms(300), false);
+    let fast = RoutePhase::plain(Instant::from_ms(400), Duration::from_us(200));
+    healed.push(fast).expect("a third phase");
+    let mut w = world(Paths {
+        routes: [healed, disk_config().route],
+        ..Paths::default()
+    });
+    let (_, p, _) = run_to(&mut w, 399);
+    assert_eq!((p[0].ios, p[0].given_up, p[0].restored), (51, 4, 0));
+    let (io, p, d) = run_to(&mut w, 500);
+    assert_eq!((p[0].restored, p[0].slow_failovers), (1, 1));
+    assert!(p[0].probes >= 3, "restored after its probes: {p:?}");
+    assert_eq!(d[0].aborts_answered, d[0].given_up, "every abort answered");
+    assert_eq!(io.failed, 0);
+    let (_, p, _) = run_to(&mut w, 1_500);
+    // From 500 ms on, one I/O a millisecond over two paths: about half each.
+    assert!(p[0].ios > 51 + 400, "serving again: {p:?}");
+    assert_eq!(p[0].restored, 1);
+}
+
+/// A checker (dm-multipath's path checker) gives up a command out a whole interval, at its
+/// ticks only: with a 50 ms interval, path 0's first slow command (sent at 101 ms; the one
+/// of 100 ms went to path 1) is overdue at 151 ms and waits for the tick at 200 ms.
+#[test]
+fn a_checker_gives_up_only_at_its_ticks() {
+    let mut w = world(Paths {
+        routes: [
+            slow_from(100, Duration::from_ms(300), false),
+            disk_config().route,
+        ],
+        timeout: PathTimeout::Checker {
+            interval: Duration::from_ms(50),
+        },
+        ..Paths::default()
+    });
+    let (_, p, _) = run_to(&mut w, 199);
+    assert_eq!(p[0].given_up, 0, "no tick since the first became overdue");
+    let (_, p, _) = run_to(&mut w, 200);
+    assert!(p[0].given_up > 0, "{p:?}");
+    let (io, _, _) = run_to(&mut w, 205);
+    let worst = io.max_latency_us;
+    assert!(
+        (99_000..100_000).contains(&worst),
+        "the I/O of 101 ms, moved at 200: {worst}"
+    );
+}
+
+/// Path 0's adapter hangs at 100 ms: its sends are never completed. The path sees its
+/// data path stalled 100 ms later and asks for its adapter's reset, long before the health
+/// poll would; the reset brings the path back.
+#[test]
+fn a_path_whose_sends_stall_asks_for_its_adapters_reset() {
+    let r = Route::constant(Duration::from_us(2_500));
+    let mut w = world(Paths {
+        routes: [r, r],
+        faults: [std::vec![(100, Fault::Hang)], Vec::new()],
+        ..Paths::default()
+    });
+    let (io, p, _) = run_to(&mut w, 800);
+    let resets = w.resets();
+    assert_eq!(resets.len(), 1, "{resets:?}");
+    let f = &resets[0].facts;
+    assert_eq!(f.reason, hcabus::types::ResetReason::ClientRequest);
+    assert_eq!(
+        f.started_at,
+        Instant::from_ms(201),
+        "100 ms after the last send"
+    );
+    assert!(path(&w, 0).disk().is_up() && p[0].given_up > 0);
+    assert_eq!((io.failed, path(&w, 0).refusals), (0, 0));
+}
+
+/// Planned resets of both adapters at once, with the guard: each path's answer counts the
+/// other consented away, so exactly one goes ahead and the other is vetoed by the disk.
+#[test]
+fn planned_resets_of_both_adapters_at_once_leave_the_disk_a_path() {
+    let planned = || std::vec![(300, Fault::PlannedReset)];
+    let mut w = world(Paths {
+        faults: [planned(), planned()],
+        guard: true,
+        ..Paths::default()
+    });
+    let (io, _, _) = run_to(&mut w, 800);
+    let resets = w.resets();
+    let vetoed = resets.iter().filter(|r| r.vetoed_by.is_some()).count();
+    let done = resets.iter().filter(|r| r.facts.hw_entered).count();
+    assert_eq!((resets.len(), vetoed, done), (2, 1, 1), "{resets:?}");
+    assert_eq!((io.failed, io.max_latency_us < 1_000), (0, true));
+}
+
+/// The guard's answer holds until the query closes (SPEC §3): path 1 consents to a planned
+/// reset of its adapter while path 0 serves; the query stays open (a client that never
+/// answers); path 0's adapter then resets, and path 1 withdraws its consent with a veto
+/// instead of letting the silence at the deadline take the disk's last path.
+#[test]
+fn a_consent_is_withdrawn_when_the_other_path_goes_down_before_the_query_closes() {
+    let mut w = world(Paths {
+        faults: [
+            std::vec![(400, Fault::AdminReset)],
+            std::vec![(300, Fault::PlannedReset)],
+        ],
+        guard: true,
+        silent_vetoer_1: true,
+        ..Paths::default()
+    });
+    let (io, _, d) = run_to(&mut w, 1_500);
+    let resets = w.resets();
+    let planned: Vec<_> = resets.iter().filter(|r| r.facts.planned).collect();
+    assert_eq!(planned.len(), 1, "{resets:?}");
+    assert_eq!(
+        planned[0].vetoed_by.as_deref(),
+        Some("disk"),
+        "{:?}",
+        planned[0]
+    );
+    assert!(!planned[0].facts.hw_entered);
+    let why = std::format!("{:?}", planned[0].facts.veto_reason);
+    assert!(why.contains("reset"), "path 0 named as resetting: {why}");
+    assert_eq!((io.failed, d[1].logins, path(&w, 1).refusals), (0, 1, 0));
+    assert!(path(&w, 0).disk().is_up() && path(&w, 1).disk().is_up());
 }

@@ -575,10 +575,13 @@ fn a_data_lun_acknowledges_its_quiesce_after_its_delay_and_the_boot_disk_at_once
     }
 }
 
-/// A data LUN whose deferred execute comes after the reset it was for (forced past the
-/// quiesce deadline, the hardware reset and the restore all done): refused, and counted.
+/// A data LUN and an IPoIB interface whose deferred executes come after the reset they were
+/// for (forced past the quiesce deadline; the hardware reset and the restore done): the
+/// reset is over, so the execute is dropped, and each comes back when its port is Active.
+/// (Before, the pending execute kept PORT_ACTIVE from logging in, and nothing did later:
+/// the disk stayed down until its hold timeout, the interface for good.)
 #[test]
-fn an_execute_after_its_reset_is_over_is_refused_and_counted() {
+fn a_reset_forced_past_a_clients_deferred_execute_still_brings_it_back() {
     let config = DiskConfig {
         ack_delay: Duration::from_ms(400),
         ..routed()
@@ -587,11 +590,99 @@ fn an_execute_after_its_reset_is_over_is_refused_and_counted() {
         quiesce_deadline_ms: 50,
         ..Policy::default()
     };
-    let mut h = with_policy(config, std::vec![(100, Fault::AdminReset)], policy);
+    // A cable pulled on port 2 late in the run: the ports are modelled, so after the
+    // hardware reset port 1 is Down until PORT_ACTIVE.
+    let pull = Fault::PortDown {
+        port: 2,
+        duration: Duration::from_ms(10),
+    };
+    let mut s = setup(config, std::vec![(100, Fault::AdminReset), (1_900, pull)]);
+    s.sim.policy = policy;
+    let net = crate::ipoib::IpoibConfig {
+        ack_delay: Duration::from_ms(400),
+        ..Default::default()
+    };
+    s.clients.push(ClientSpec::Ipoib {
+        name: "ib0".into(),
+        config: net,
+    });
+    let mut h = stack::build(&s).expect("builds");
     let (d, io) = run_to(&mut h, 600);
     let resets = h.resets();
-    assert_eq!(resets[0].facts.forced_count, 1, "{:?}", resets[0].facts);
+    assert_eq!(resets[0].facts.forced_count, 2, "{:?}", resets[0].facts);
     assert!(resets[0].facts.finished_at < Some(Instant::from_ms(500)));
-    assert_eq!(disk(&h).refusals, 1, "its execute at 500 ms");
-    assert!(disk(&h).disk().is_up() && d.logins == 2 && io.failed == 0);
+    let c = disk(&h);
+    assert!(c.disk().is_up(), "{:?}", ClientReport::events(c));
+    assert_eq!(
+        (d.logins, io.failed, c.refusals),
+        (2, 0, 0),
+        "no execute after its reset"
+    );
+    let ib0 = stack::nets(&h).next().expect("ib0");
+    assert!(ib0.link_up(), "{:?}", ClientReport::events(ib0));
+}
+
+/// A reset aborted after RESET (a client past its quiesce deadline, with
+/// `abort_on_unresponsive`): RESET_ABORTED brings the disk back at once, with no hardware
+/// reset; the other port's news changes nothing for it.
+#[test]
+fn a_reset_aborted_after_reset_brings_the_disk_back_and_the_other_port_is_not_its_own() {
+    let config = DiskConfig {
+        ack_delay: Duration::from_ms(400),
+        ..routed()
+    };
+    let policy = Policy {
+        quiesce_deadline_ms: 50,
+        abort_on_unresponsive: true,
+        ..Policy::default()
+    };
+    let pull = Fault::PortDown {
+        port: 2,
+        duration: Duration::from_ms(50),
+    };
+    let faults = std::vec![(100, Fault::PlannedReset), (300, pull)];
+    let mut h = with_policy(config, faults, policy);
+    let (d, io) = run_to(&mut h, 200);
+    let resets = h.resets();
+    assert!(!resets[0].facts.hw_entered, "{:?}", resets[0].facts);
+    assert!(
+        disk(&h).disk().is_up(),
+        "{:?}",
+        ClientReport::events(disk(&h))
+    );
+    assert_eq!((d.logins, d.taken_back, io.failed), (2, 2, 0));
+    let (d, _) = run_to(&mut h, 400);
+    assert!(disk(&h).disk().is_up());
+    assert_eq!(
+        (d.logins, d.port_losses),
+        (2, 0),
+        "port 2's cable is not port 1's"
+    );
+}
+
+/// A disk the access layer cannot open, or the bus cannot register: it says why, counts
+/// the refusal, and holds nothing it could serve.
+#[test]
+fn a_disk_that_cannot_open_or_register_says_why() {
+    let mut no_consumer = setup(routed(), Vec::new());
+    no_consumer.ibal = Some(crate::IbalConfig {
+        max_consumers: 0,
+        ..Default::default()
+    });
+    let mut no_slot = setup(routed(), Vec::new());
+    no_slot.sim.max_clients = 1;
+    for (s, what) in [(no_consumer, "consumer"), (no_slot, "registration")] {
+        let mut h = stack::build_unchecked(&s).expect("builds");
+        let (d, _) = run_to(&mut h, 50);
+        let c = disk(&h);
+        assert_eq!((c.refusals, d.logins), (1, 0), "{what}");
+        let problem = c.problem();
+        let named = match problem {
+            Some(ClientProblem::NoConsumer(_)) => "consumer",
+            Some(ClientProblem::NotRegistered(_)) => "registration",
+            _ => "",
+        };
+        assert_eq!(named, what, "{problem:?}");
+        assert!(!c.disk().is_up() && !c.is_live_path());
+    }
 }

@@ -249,3 +249,19 @@ fn a_path_back_from_down_waits_for_the_turn_it_lost() {
     assert!(!m.may_take(0, true));
     assert!(m.may_take(1, true));
 }
+
+/// The path log keeps the newest 256 events and counts the ones it dropped.
+#[test]
+fn the_path_log_keeps_the_newest_events_and_counts_the_rest() {
+    let mp = disk(1_000, 224);
+    let mut m = mp.lock();
+    for ms in 0..150 {
+        m.path_is_up(0, at(2 * ms));
+        m.path_is_down(0, at(2 * ms + 1), None);
+    }
+    let (events, dropped) = m.path_events();
+    let events: std::vec::Vec<_> = events.collect();
+    assert_eq!((events.len(), dropped), (256, 300 - 256));
+    assert_eq!(events[0].at, at(300 - 256), "the oldest kept");
+    assert_eq!(events[255].at, at(299), "the newest");
+}
