@@ -22,6 +22,7 @@ use crate::pattern::{checksum, fill_pattern, write_seed, BLOCK_SIZE};
 use crate::srp_target::*;
 
 mod client;
+mod config;
 #[cfg(all(test, feature = "sim"))]
 mod path_tests;
 pub mod rtt;
@@ -30,100 +31,13 @@ pub mod slots;
 mod tests;
 
 pub use client::SrpClient;
+pub use config::DiskConfig;
 pub use rtt::{PathTimeout, PathTiming, RttEstimator};
 use slots::{Answer, SlotTable};
 pub use slots::{GiveUpRule, SlotMutant};
 
 /// Marks the work request id of an ABORT TASK's send (a command's is its slot).
 const ABORT_WR: u64 = 1 << 63;
-
-/// How a disk is set up (the `[[clients]]` keys of docs/design.md §9 for `srp` and `bootdisk`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DiskConfig {
-    /// The boot disk: paging path, executes from inside its RESET callback.
-    pub boot: bool,
-    pub iops: u32,
-    /// Commands on the wire at once (the SRP request limit).
-    pub queue_depth: u16,
-    /// Further I/Os the disk accepts and holds while the queue or the link is busy.
-    pub hold_capacity: u16,
-    pub read_pct: u8,
-    pub n_blocks: u64,
-    pub port: u8,
-    pub target_lid: Lid,
-    pub lun_id: u32,
-    /// The CM exchange and SRP login.
-    pub login_delay: Duration,
-    /// A data LUN finishes its quiesce as deferred work, this long after RESET.
-    pub ack_delay: Duration,
-    /// A path of a multipath disk: how long a command may be outstanding, while another
-    /// path answers, before it is given up here (the target told to abort it) and re-issued
-    /// there (docs/design.md §7 "Fast path failover", "Adaptive path timeout").
-    pub path_timeout: PathTimeout,
-    /// How the simulated target port's route behaves: its answers' latency (a congested or
-    /// long route), and the phases of a fail-slow trace. What makes a path slow without
-    /// making it dead.
-    pub route: Route,
-    /// The last-path guard (docs/design.md §7): registers CAN_VETO and refuses a planned
-    /// reset that would leave the disk with no Active, logged-in path. On for a boot disk
-    /// unless its configuration says otherwise.
-    pub guard_last_path: bool,
-}
-
-impl DiskConfig {
-    /// How long this disk holds I/O through a reset before failing it upward (retryable):
-    /// `io_hold_timeout`, or for the paging path `paging_io_hold_timeout`, where `None`
-    /// (0) holds until the device is Failed or Removed: failing a paging I/O is a bugcheck
-    /// on Windows, so the disk holds while recovery is possible.
-    pub fn hold_timeout(&self, policy: &hcabus::Policy) -> Option<Duration> {
-        if self.boot {
-            let ms = policy.paging_io_hold_timeout_ms;
-            (ms > 0).then(|| Duration::from_ms(ms))
-        } else {
-            Some(Duration::from_ms(policy.io_hold_timeout_ms))
-        }
-    }
-
-    /// Command slots: the queue depth plus the hold capacity.
-    pub fn slots(&self) -> u64 {
-        u64::from(self.queue_depth) + u64::from(self.hold_capacity)
-    }
-
-    /// DMA memory the disk reserves at start: a data block, a command IU and an ABORT
-    /// TASK IU per slot, a response IU per request-limit credit.
-    pub fn dma_bytes(&self) -> u64 {
-        let n = self.slots();
-        n * BLOCK_SIZE as u64
-            + 2 * n * IU_SIZE as u64
-            + u64::from(self.queue_depth) * IU_SIZE as u64
-    }
-
-    /// Its completion queue: a send and a receive completion per credit, and some slack.
-    pub fn cq_entries(&self) -> u32 {
-        2 * u32::from(self.queue_depth) + 8
-    }
-}
-
-impl Default for DiskConfig {
-    fn default() -> Self {
-        DiskConfig {
-            boot: false,
-            iops: 2_000,
-            queue_depth: 32,
-            hold_capacity: 224,
-            read_pct: 70,
-            n_blocks: 1024,
-            port: 1,
-            target_lid: 0x100,
-            lun_id: 0,
-            login_delay: Duration::from_us(500),
-            ack_delay: Duration::ZERO,
-            path_timeout: PathTimeout::Off,
-            route: Route::constant(Duration::ZERO),
-            guard_last_path: false,
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Link {
