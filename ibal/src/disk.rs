@@ -210,13 +210,14 @@ impl SrpDisk {
         !matches!(self.link, Link::Down)
     }
 
-    /// Room for one more I/O that would go out at once: a credit of the request limit. A
-    /// path takes I/O from its disk's queue only then, so nothing waits on a path that
-    /// cannot send it (another path may). A path's slots are its request limit, and every
-    /// slot taken owes an answer or waits to be sent, so a credit is also a free slot.
+    /// Room for one more I/O that would go out at once: logged in, not blocked, and a
+    /// credit of the request limit. A path takes I/O from its disk's queue only then, so
+    /// nothing waits on a path that cannot send it (another path may). A path's slots are
+    /// its request limit, and every slot taken owes an answer or waits to be sent, so a
+    /// credit is also a free slot.
     pub fn can_send_more(&self) -> bool {
         let owed = self.slots.answers_owed() + self.slots.queued() as u32;
-        owed < u32::from(self.config.queue_depth)
+        self.is_up() && owed < u32::from(self.config.queue_depth)
     }
 
     /// What the target's answers say of this path.
@@ -313,6 +314,9 @@ impl SrpDisk {
                 break;
             }
             self.slots.sent(bus.now());
+            // A command is sent once per slot it takes: the slot is in flight now, out of
+            // the queue (a table that lost track would flood the target with copies).
+            debug_assert!(self.slots.next_send().is_none_or(|(next, ..)| next != slot));
             self.stats.commands_sent += 1;
         }
     }

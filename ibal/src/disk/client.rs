@@ -344,7 +344,7 @@ impl SrpClient {
         let mut mp = p.mp.lock();
         mp.generate(now, bus.rng());
         mp.check_hold(now);
-        while self.disk.is_up() && self.disk.can_send_more() {
+        while self.disk.can_send_more() {
             let Some(req) = mp.take(p.index) else {
                 break;
             };
@@ -354,7 +354,7 @@ impl SrpClient {
                 break;
             }
         }
-        mp.note_room(p.index, self.disk.is_up() && self.disk.can_send_more());
+        mp.note_room(p.index, self.disk.can_send_more());
     }
 }
 
@@ -438,6 +438,8 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             Event::ResetFailed { .. } => {
                 self.query_closed(false);
                 self.resetting = false;
+                // Nothing left to acknowledge (as at RESET_END).
+                self.execute_at = None;
                 self.device_lost(bus, IoStatus::DeviceFailed);
             }
             // Asked only when the guard made it CAN_VETO.
@@ -445,13 +447,17 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             Event::DeviceFatal { .. } => {
                 self.query_closed(false);
                 self.resetting = false;
+                self.execute_at = None;
                 self.device_lost(bus, IoStatus::DeviceRemoved);
             }
             Event::PortActive { port, .. } if port == self.disk.config.port => {
                 self.port_up = true;
-                // Down and not failed: log in now (RESET_END may have come first).
+                // Down and not failed: log in now (RESET_END may have come first). No port
+                // news comes inside a reset, and every end of one drops a deferred execute,
+                // so none is pending here. A login already due (a busy target's backoff)
+                // keeps its time.
                 let waiting = !self.disk.is_up() && self.disk.failed.is_none();
-                if waiting && self.execute_at.is_none() && self.connect_at.is_none() {
+                if waiting && self.connect_at.is_none() {
                     self.connect_at = Some(now);
                 }
             }
@@ -482,7 +488,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         };
         let (work, hold) = match &self.path {
             Some(p) => {
-                let room = self.disk.is_up() && self.disk.can_send_more();
+                let room = self.disk.can_send_more();
                 (p.mp.lock().next_wake(p.index, room), None)
             }
             None => (

@@ -53,6 +53,8 @@ struct Paths {
     /// A CAN_VETO client on path 1's adapter that never answers a query: the query stays
     /// open until its deadline.
     silent_vetoer_1: bool,
+    /// The disk's workload rate.
+    iops: u32,
 }
 
 impl Default for Paths {
@@ -66,6 +68,7 @@ impl Default for Paths {
             max_cq_0: None,
             timeout: PathTimeout::DEFAULT,
             silent_vetoer_1: false,
+            iops: disk_config().iops,
         }
     }
 }
@@ -89,6 +92,7 @@ fn world(p: Paths) -> World {
             route: p.routes[i],
             guard_last_path: p.guard,
             path_timeout: p.timeout,
+            iops: p.iops,
             ..disk_config()
         };
         let mut clients = std::vec![ClientSpec::DiskPath {
@@ -130,6 +134,7 @@ fn world(p: Paths) -> World {
             config: DiskConfig {
                 guard_last_path: p.guard,
                 path_timeout: p.timeout,
+                iops: p.iops,
                 ..disk_config()
             },
             paths: 2,
@@ -611,3 +616,6 @@ fn a_consent_is_withdrawn_when_the_other_path_goes_down_before_the_query_closes(
     assert_eq!((io.failed, d[1].logins, path(&w, 1).refusals), (0, 1, 0));
     assert!(path(&w, 0).disk().is_up() && path(&w, 1).disk().is_up());
 }
+
+mod failover;
+mod guard;

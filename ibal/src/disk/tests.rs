@@ -651,13 +651,14 @@ fn a_reset_aborted_after_reset_brings_the_disk_back_and_the_other_port_is_not_it
         ClientReport::events(disk(&h))
     );
     assert_eq!((d.logins, d.taken_back, io.failed), (2, 2, 0));
-    let (d, _) = run_to(&mut h, 400);
+    let (d, _) = run_to(&mut h, 600);
     assert!(disk(&h).disk().is_up());
     assert_eq!(
         (d.logins, d.port_losses),
         (2, 0),
         "port 2's cable is not port 1's"
     );
+    assert_eq!(disk(&h).refusals, 0, "its execute dropped with the reset");
 }
 
 /// A disk the access layer cannot open, or the bus cannot register: it says why, counts
@@ -686,3 +687,5 @@ fn a_disk_that_cannot_open_or_register_says_why() {
         assert!(!c.disk().is_up() && !c.is_live_path());
     }
 }
+
+mod events;

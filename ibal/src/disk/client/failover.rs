@@ -35,10 +35,8 @@ impl SrpClient {
             *told = (prompt, slow);
             mp.path_answered(index, news, now, bus.rng());
         }
-        if disk.slots.aborting() > 0 || mp.has_fences(index) {
-            mp.set_fences(index, disk.slots.fenced_writes());
-        }
-        mp.note_room(index, disk.is_up() && disk.can_send_more());
+        mp.set_fences(index, disk.slots.fenced_writes());
+        mp.note_room(index, disk.can_send_more());
     }
 
     /// The rule fast path failover gives this path's commands up by now, if any (another
@@ -159,10 +157,11 @@ impl SrpClient {
     /// escalates to a host reset), once until the reset comes. The reset frees what its
     /// given-up writes fence, sooner than the health poll would.
     fn escalate_stall<B: FabricBus + ?Sized>(&mut self, bus: &mut B, limit: Duration) {
+        // `limit` is given only while a reset may be asked for (`stall_limit`).
         let Some(id) = self.id else {
             return;
         };
-        if self.escalated || self.resetting || !self.disk.slots.stalled_send(bus.now(), limit) {
+        if !self.disk.slots.stalled_send(bus.now(), limit) {
             return;
         }
         self.escalated = true;
@@ -194,9 +193,9 @@ impl SrpClient {
                 .then(|| self.disk.slots.stall_deadline(limit))
                 .flatten()
         });
+        // Only a path gives commands up, and a connection dropped frees every abort.
         let abort = self
             .abort_timeout()
-            .filter(|_| self.path.is_some() && self.disk.is_connected())
             .and_then(|t| self.disk.slots.abort_deadline(t));
         [overdue, abort, stall]
     }

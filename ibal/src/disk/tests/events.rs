@@ -1,0 +1,49 @@
+//! What a disk does with the bus's news that is not its own or comes after its reset.
+
+use hcabus::{Duration, Policy};
+use hcabus_sim::Fault;
+
+use super::{disk, routed, run_to, with_policy};
+use crate::disk::DiskConfig;
+
+/// Port 1's cable is out from 100 to 400 ms, port 2's from 150 to 200 ms: port 2's
+/// PORT_ACTIVE is not the disk's, which logs in again only when port 1 is back.
+#[test]
+fn another_ports_return_does_not_log_the_disk_in() {
+    let pull = |port, ms| Fault::PortDown {
+        port,
+        duration: Duration::from_ms(ms),
+    };
+    let faults = std::vec![(100, pull(1, 300)), (150, pull(2, 50))];
+    let mut h = with_policy(routed(), faults, Policy::default());
+    let (d, _) = run_to(&mut h, 399);
+    assert!(!disk(&h).disk().is_connected());
+    assert_eq!((d.port_losses, d.logins, d.login_retries), (1, 1, 0));
+    let (d, io) = run_to(&mut h, 600);
+    assert!(disk(&h).disk().is_up());
+    assert_eq!((d.logins, d.login_retries, io.failed), (2, 0, 0));
+}
+
+/// A data LUN acknowledges its quiesce as deferred work (400 ms), is forced past the
+/// deadline (50 ms), and the reset fails: its execute, still pending, is dropped with the
+/// reset, not sent to a bus that has nothing to acknowledge (a refusal counted).
+#[test]
+fn a_failed_reset_drops_the_execute_still_deferred_for_it() {
+    let config = DiskConfig {
+        ack_delay: Duration::from_ms(400),
+        ..routed()
+    };
+    let policy = Policy {
+        quiesce_deadline_ms: 50,
+        ..Policy::default()
+    };
+    let faults = std::vec![(100, Fault::ResetFails(9)), (100, Fault::AdminReset)];
+    let mut h = with_policy(config, faults, policy);
+    let (_, _) = run_to(&mut h, 1_000);
+    assert_eq!(h.coordinator().state(), hcabus::State::Failed);
+    let resets = h.resets();
+    assert_eq!(resets[0].facts.forced_count, 1, "{:?}", resets[0].facts);
+    let c = disk(&h);
+    assert!(!c.disk().is_up());
+    assert_eq!(c.refusals, 0, "no execute after its reset");
+}
