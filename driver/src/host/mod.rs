@@ -19,6 +19,8 @@ mod drain;
 mod event_log;
 mod platform;
 mod power;
+#[cfg(test)]
+mod tests;
 
 /// The host on std: mutexes for locks, a timer thread for the WDFTIMERs (the threaded host the
 /// C library and the shuttle suite run).

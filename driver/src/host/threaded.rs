@@ -177,6 +177,13 @@ impl<S: Threads> ThreadPlatform<S> {
     /// A DPC or work item queued from PASSIVE_LEVEL runs at once on the caller's thread (as
     /// a DPC queued there would); one queued at DISPATCH_LEVEL goes to the timer thread, so
     /// that a child holding its own spin lock across a call is never called back under it.
+    /// Whether the timer thread is waiting on its condition variable, for the tests that
+    /// need it asleep before they queue work it must be woken for.
+    #[cfg(test)]
+    pub(crate) fn timer_thread_asleep(&self) -> bool {
+        S::lock(&self.timers).sleep != TimerSleep::Awake
+    }
+
     fn schedule(&self, work_item: bool) -> Scheduled {
         if S::with_deferring(|d| d.get()) > 0 {
             return Scheduled::Queued;
@@ -407,5 +414,24 @@ impl<S: Threads> Bus<ThreadPlatform<S>> {
     /// Entries the bus wrote to the (model of the) system event log.
     pub fn event_log_entries(&self) -> u64 {
         self.platform().log_entries.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TimerSleep;
+    use crate::time::Instant;
+
+    /// The sleeping timer thread is woken for a deadline earlier than the one it sleeps to,
+    /// and only then; a thread awake looks at the timers anyway, and one asleep with no
+    /// deadline is woken for any.
+    #[test]
+    fn the_timer_thread_is_woken_only_for_an_earlier_deadline() {
+        let at = Instant::from_ms;
+        let asleep = TimerSleep::Until(Some(at(10)));
+        let woken = [5, 10, 15].map(|ms| asleep.must_wake_for(at(ms)));
+        assert_eq!(woken, [true, false, false]);
+        assert!(!TimerSleep::Awake.must_wake_for(at(5)));
+        assert!(TimerSleep::Until(None).must_wake_for(at(u64::MAX / 1_000)));
     }
 }

@@ -1,0 +1,270 @@
+//! Device power and PnP stops (power.rs): D0Exit's bounded wait, what the bus holds in Dx,
+//! D0Entry, and a parked bus resumed on new resources.
+
+use core::mem::MaybeUninit;
+
+use super::*;
+
+fn power_down(waited_ms: u32, reset_held: bool) -> PowerDown {
+    PowerDown {
+        waited_ms,
+        reset_held,
+    }
+}
+
+/// A bus with one quiet client and a forced reset waiting for it.
+fn waiting_reset(here: bool) -> (Bus<Fake>, ClientId) {
+    let bus = new_bus(here);
+    let a = bus.register(desc("a"), quiet()).expect("registers").id;
+    assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(1)));
+    settle(&bus);
+    (bus, a)
+}
+
+/// Idle, D0Exit neither waits nor holds anything: it stops the armed timers and the
+/// device; D0Entry arms them again and asks for the DPC, and no work item for nothing.
+#[test]
+fn an_idle_bus_powers_down_at_once_and_back_up() {
+    let bus = new_bus(false);
+    assert_eq!(bus.d0_exit(), power_down(0, false));
+    assert!(w(&bus).delays.is_empty());
+    assert_eq!(w(&bus).cancels, [TimerId::HealthPoll]);
+    assert!(!bus.powered());
+    assert!(!bus.reset_open());
+    let (dpcs, works) = {
+        let w = w(&bus);
+        (w.dpc_asks, w.work_asks)
+    };
+    bus.d0_entry();
+    assert!(bus.powered());
+    assert_eq!(
+        w(&bus).arms,
+        [
+            (TimerId::HealthPoll, at(1_000)),
+            (TimerId::HealthPoll, at(1_000)),
+        ]
+    );
+    let asked = {
+        let w = w(&bus);
+        (w.dpc_asks, w.work_asks)
+    };
+    assert_eq!(asked, (dpcs + 1, works));
+}
+
+/// In Dx a reset is taken and its events go out, but no deadline is armed and no step
+/// touches the device; the event log is still written. D0Entry arms what was kept and
+/// queues the held step; the steps then run in order.
+#[test]
+fn in_dx_the_bus_keeps_timers_and_holds_steps_for_d0_entry() {
+    let bus = new_bus(false);
+    let a = bus.register(desc("a"), quiet()).expect("registers").id;
+    assert_eq!(bus.d0_exit(), power_down(0, false));
+    assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(1)));
+    settle(&bus);
+    let reset = reset_event(1, ResetReason::AdminForced, false, 500);
+    assert_eq!(w(&bus).delivered, [(a, reset)]);
+    assert_eq!(w(&bus).arms, [(TimerId::HealthPoll, at(1_000))]);
+    assert_eq!(
+        bus.core.with(|c| c.timers.armed(TimerId::QuiesceDeadline)),
+        Some((at(500), 2))
+    );
+    assert!(bus.reset_open());
+
+    assert_eq!(bus.reset_execute(a, Epoch(1)), Ok(ExecuteOutcome::Accepted));
+    settle(&bus);
+    assert_eq!(
+        hw_calls(&bus),
+        ["identity"],
+        "the closing read waits for D0"
+    );
+    assert_eq!(bus.core.with(|c| c.hw_queue.len()), 1);
+    assert_eq!(
+        w(&bus).cancels,
+        [TimerId::HealthPoll, TimerId::QuiesceDeadline]
+    );
+    assert_eq!(
+        w(&bus).log,
+        [EventLogEntry::ResetStarted {
+            epoch: 1,
+            reason: ResetReason::AdminForced as u8,
+        }]
+    );
+    let works = w(&bus).work_asks;
+
+    bus.d0_entry();
+    assert_eq!(
+        hw_calls(&bus),
+        ["identity"],
+        "queued, not run by D0Entry itself"
+    );
+    assert_eq!(w(&bus).work_asks, works + 1);
+    assert_eq!(
+        w(&bus).arms,
+        [
+            (TimerId::HealthPoll, at(1_000)),
+            (TimerId::HealthPoll, at(1_000)),
+        ]
+    );
+    settle(&bus);
+    assert_eq!(
+        hw_calls(&bus),
+        ["identity", "read_health", "save_config", "assert_reset"]
+    );
+    assert_eq!(bus.state(), State::Resetting);
+}
+
+/// On a platform that runs the work item where it is queued, D0Entry runs the held steps
+/// itself.
+#[test]
+fn d0_entry_runs_held_steps_on_a_platform_without_work_items() {
+    let (bus, a) = waiting_reset(true);
+    assert_eq!(bus.d0_exit(), power_down(0, true));
+    assert_eq!(bus.reset_execute(a, Epoch(1)), Ok(ExecuteOutcome::Accepted));
+    assert_eq!(hw_calls(&bus), ["identity"]);
+    bus.d0_entry();
+    assert_eq!(
+        hw_calls(&bus),
+        ["identity", "read_health", "save_config", "assert_reset"]
+    );
+}
+
+/// A reset in flight that cannot be waited for is held: one look, no wait, every armed
+/// timer stopped.
+#[test]
+fn d0_exit_holds_a_reset_it_cannot_wait_for() {
+    let (bus, _) = waiting_reset(false);
+    assert_eq!(bus.d0_exit(), power_down(0, true));
+    assert_eq!(w(&bus).delays, [D0_EXIT_LOOK]);
+    assert_eq!(
+        w(&bus).cancels,
+        [TimerId::QuiesceDeadline, TimerId::HealthPoll]
+    );
+    assert!(bus.reset_open());
+}
+
+/// The wait is bounded: a reset that never ends is waited for D0_EXIT_WAIT_MS, looking
+/// every 10 ms, then held.
+#[test]
+fn d0_exit_waits_at_most_its_bound() {
+    let (bus, _) = waiting_reset(false);
+    w(&bus).can_delay = true;
+    assert_eq!(bus.d0_exit(), power_down(D0_EXIT_WAIT_MS, true));
+    let delays = w(&bus).delays.clone();
+    assert_eq!(delays.len(), 1_000);
+    assert!(delays.iter().all(|d| *d == D0_EXIT_LOOK));
+}
+
+/// A reset that ends while D0Exit waits (the other processors ran on) is not held.
+#[test]
+fn d0_exit_stops_waiting_when_the_reset_ends() {
+    let bus = shared(true);
+    let a = bus.register(desc("a"), quiet()).expect("registers").id;
+    assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(1)));
+    let meanwhile: Hook = Rc::new(move |bus: &Bus<Fake>| {
+        if w(bus).delays.len() == 3 {
+            assert_eq!(bus.reset_execute(a, Epoch(1)), Ok(ExecuteOutcome::Accepted));
+            fire(bus, TimerId::HwPoll);
+        }
+    });
+    {
+        let mut world = w(&bus);
+        world.can_delay = true;
+        world.on_delay = Some(meanwhile);
+    }
+    assert_eq!(bus.d0_exit(), power_down(30, false));
+    assert_eq!(w(&bus).delays, [D0_EXIT_LOOK; 3]);
+    assert_eq!((bus.state(), bus.epoch()), (State::Operational, Epoch(2)));
+}
+
+/// A step waiting alone (no reset open) is also a reset in flight for D0Exit and a PnP
+/// stop: the config space a reset saved must not be cut across.
+#[test]
+fn a_step_waiting_alone_keeps_the_bus_open() {
+    let bus = new_bus(false);
+    assert_eq!(bus.d0_exit(), power_down(0, false));
+    w(&bus).now = at(1_000);
+    bus.timer_fired(TimerId::HealthPoll);
+    settle(&bus);
+    assert_eq!(bus.core.with(|c| c.hw_queue.len()), 1);
+    assert!(!bus.inspect(|c| c.reset_in_progress()));
+    assert!(bus.reset_open());
+    assert!(!bus.is_idle());
+    assert_eq!(bus.d0_exit(), power_down(0, true));
+    assert_eq!(w(&bus).delays, [D0_EXIT_LOOK]);
+    // A step running is a reset in flight too.
+    bus.core.with(|c| {
+        c.hw_queue.pop();
+        c.stepping = true;
+    });
+    assert!(bus.reset_open());
+    bus.core.with(|c| c.stepping = false);
+    assert!(!bus.reset_open());
+}
+
+/// Across a PnP stop the bus is parked: the coordinator, the clients' callbacks and the
+/// timers' due times outlive the old platform; resumed, it waits for D0Entry, then goes on
+/// on the new one.
+#[test]
+fn a_parked_bus_resumes_on_new_resources_with_its_clients() {
+    let (bus, a) = waiting_reset(false);
+    assert_eq!(bus.d0_exit(), power_down(0, true));
+    let parked = bus.park();
+    let c = parked.coordinator();
+    assert_eq!((c.state(), c.client_count()), (State::Quiescing, 1));
+
+    let (platform, world) = fake(false);
+    let bus = Bus::resume(platform, parked, hca()).expect("resumes");
+    assert!(!bus.powered());
+    assert_eq!(world.borrow().dpc_asks, 0);
+    assert!(world.borrow().arms.is_empty());
+    bus.d0_entry();
+    settle(&bus);
+    assert_eq!(
+        world.borrow().arms,
+        [
+            (TimerId::QuiesceDeadline, at(500)),
+            (TimerId::HealthPoll, at(1_000)),
+        ]
+    );
+    assert_eq!(bus.reset_execute(a, Epoch(1)), Ok(ExecuteOutcome::Accepted));
+    settle(&bus);
+    fire(&bus, TimerId::HwPoll);
+    assert_eq!(world.borrow().delivered, [(a, end_event(2))]);
+    let mut steps = vec!["read_health"];
+    steps.extend(HW_RESET);
+    assert_eq!(hw_calls(&bus), steps);
+}
+
+/// A start that cannot resume the parked bus says why; built in place it is the same bus.
+#[test]
+fn resuming_fails_on_a_lock_the_platform_refuses_and_works_in_place() {
+    for lock in ["spin", "wait"] {
+        let parked = new_bus(false).park();
+        let (platform, world) = fake(false);
+        world.borrow_mut().refuse = Some(lock);
+        assert_eq!(
+            Bus::resume(platform, parked, hca()).err(),
+            Some(NewError::Platform(PlatformError::Status(REFUSED))),
+            "{lock}"
+        );
+        let parked = new_bus(false).park();
+        let (platform, world) = fake(false);
+        world.borrow_mut().refuse = Some(lock);
+        let mut room = MaybeUninit::uninit();
+        assert_eq!(
+            Bus::resume_in(&mut room, platform, parked, hca()).err(),
+            Some(NewError::Platform(PlatformError::Status(REFUSED))),
+            "{lock}"
+        );
+    }
+    let parked = new_bus(false).park();
+    let (platform, world) = fake(false);
+    let mut room = MaybeUninit::uninit();
+    let bus = Bus::resume_in(&mut room, platform, parked, hca()).expect("resumes in place");
+    assert_eq!((bus.state(), bus.powered()), (State::Operational, false));
+    bus.d0_entry();
+    assert_eq!(world.borrow().arms, [(TimerId::HealthPoll, at(1_000))]);
+}
+
+/// D0Exit looks again every 10 ms (power.rs' D0_EXIT_LOOK_MS, private there).
+const D0_EXIT_LOOK: u32 = 10;
