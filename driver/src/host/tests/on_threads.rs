@@ -91,6 +91,16 @@ impl EventCallback for Probe {
     }
 }
 
+/// A host on the fake adapter with `probe` registered as client "t".
+fn registered(probe: Probe) -> (ThreadedHost, Arc<Probe>) {
+    let host = start(hca());
+    let probe = Arc::new(probe);
+    host.bus()
+        .register(desc("t"), probe.clone())
+        .expect("registers");
+    (host, probe)
+}
+
 fn this_thread() -> Option<String> {
     std::thread::current().name().map(String::from)
 }
@@ -104,13 +114,11 @@ fn a_reset_on_threads_drains_on_the_caller_and_ends_on_the_timer_thread() {
 }
 
 fn a_reset_on_threads_drains_on_the_caller_and_ends_on_the_timer_thread_body() {
-    let host = start(hca());
-    let bus = host.bus();
-    let probe = Arc::new(Probe {
+    let (host, probe) = registered(Probe {
         execute: true,
         ..Probe::default()
     });
-    bus.register(desc("t"), probe.clone()).expect("registers");
+    let bus = host.bus();
     assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(1)));
     assert_eq!(probe.seen()[0], (EventKind::Reset, this_thread(), true));
     assert_eq!(bus.wait_idle(LONG), Ok(true));
@@ -144,13 +152,11 @@ fn a_call_at_dispatch_is_delivered_by_the_timer_thread() {
 }
 
 fn a_call_at_dispatch_is_delivered_by_the_timer_thread_body() {
-    let host = start(hca());
-    let bus = host.bus();
-    let probe = Arc::new(Probe {
+    let (host, probe) = registered(Probe {
         execute: true,
         ..Probe::default()
     });
-    bus.register(desc("t"), probe.clone()).expect("registers");
+    let bus = host.bus();
     // The timer thread asleep (until the health poll, a minute away): the call must wake
     // it. Looked at until it is, under the watchdog.
     while !bus.platform().timer_thread_asleep() {
@@ -184,13 +190,11 @@ fn a_deferred_drain_runs_at_the_kick() {
 }
 
 fn a_deferred_drain_runs_at_the_kick_body() {
-    let host = start(hca());
-    let bus = host.bus();
-    let probe = Arc::new(Probe {
+    let (host, probe) = registered(Probe {
         execute: true,
         ..Probe::default()
     });
-    bus.register(desc("t"), probe.clone()).expect("registers");
+    let bus = host.bus();
     let r = ThreadPlatform::<StdThreads>::deferring(|| bus.admin_reset(AdminReset::Forced));
     assert_eq!(r, Ok(Epoch(1)));
     assert!(probe.seen().is_empty());
@@ -208,14 +212,12 @@ fn a_panicking_callback_is_counted_and_the_reset_goes_on() {
 }
 
 fn a_panicking_callback_is_counted_and_the_reset_goes_on_body() {
-    let host = start(hca());
-    let bus = host.bus();
-    let probe = Arc::new(Probe {
+    let (host, probe) = registered(Probe {
         execute: true,
         panic: true,
         ..Probe::default()
     });
-    bus.register(desc("t"), probe.clone()).expect("registers");
+    let bus = host.bus();
     assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(1)));
     assert_eq!(bus.wait_idle(LONG), Ok(true));
     assert_eq!(bus.callback_panics(), 1);
