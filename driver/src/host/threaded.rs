@@ -174,9 +174,6 @@ impl<S: Threads> ThreadPlatform<S> {
         r
     }
 
-    /// A DPC or work item queued from PASSIVE_LEVEL runs at once on the caller's thread (as
-    /// a DPC queued there would); one queued at DISPATCH_LEVEL goes to the timer thread, so
-    /// that a child holding its own spin lock across a call is never called back under it.
     /// Whether the timer thread is waiting on its condition variable, for the tests that
     /// need it asleep before they queue work it must be woken for.
     #[cfg(test)]
@@ -184,6 +181,9 @@ impl<S: Threads> ThreadPlatform<S> {
         S::lock(&self.timers).sleep != TimerSleep::Awake
     }
 
+    /// A DPC or work item queued from PASSIVE_LEVEL runs at once on the caller's thread (as
+    /// a DPC queued there would); one queued at DISPATCH_LEVEL goes to the timer thread, so
+    /// that a child holding its own spin lock across a call is never called back under it.
     fn schedule(&self, work_item: bool) -> Scheduled {
         if S::with_deferring(|d| d.get()) > 0 {
             return Scheduled::Queued;
