@@ -587,6 +587,8 @@ impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
             Event::ResetFailed { .. } | Event::DeviceFatal { .. } => {
                 self.on_reset(bus);
                 self.connect_at = None;
+                // As at RESET_END: an execute still deferred acknowledges nothing now.
+                self.execute_at = None;
             }
             Event::PortActive { port, .. } if port == self.config.port => {
                 self.port_up = true;

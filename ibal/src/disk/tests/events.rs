@@ -5,6 +5,8 @@ use hcabus_sim::Fault;
 
 use super::{disk, routed, run_to, with_policy};
 use crate::disk::DiskConfig;
+use crate::ipoib::IpoibConfig;
+use crate::stack::{self, ClientSpec};
 
 /// Port 1's cable is out from 100 to 400 ms, port 2's from 150 to 200 ms: port 2's
 /// PORT_ACTIVE is not the disk's, which logs in again only when port 1 is back.
@@ -24,9 +26,10 @@ fn another_ports_return_does_not_log_the_disk_in() {
     assert_eq!((d.logins, d.login_retries, io.failed), (2, 0, 0));
 }
 
-/// A data LUN acknowledges its quiesce as deferred work (400 ms), is forced past the
-/// deadline (50 ms), and the reset fails: its execute, still pending, is dropped with the
-/// reset, not sent to a bus that has nothing to acknowledge (a refusal counted).
+/// A data LUN and an IPoIB interface acknowledge their quiesce as deferred work (400 ms),
+/// are forced past the deadline (50 ms), and the reset fails: each execute, still pending,
+/// is dropped with the reset, not sent to a bus that has nothing to acknowledge (a refusal
+/// counted).
 #[test]
 fn a_failed_reset_drops_the_execute_still_deferred_for_it() {
     let config = DiskConfig {
@@ -38,12 +41,23 @@ fn a_failed_reset_drops_the_execute_still_deferred_for_it() {
         ..Policy::default()
     };
     let faults = std::vec![(100, Fault::ResetFails(9)), (100, Fault::AdminReset)];
-    let mut h = with_policy(config, faults, policy);
+    let mut s = super::setup(config, faults);
+    s.sim.policy = policy;
+    s.clients.push(ClientSpec::Ipoib {
+        name: "ib0".into(),
+        config: IpoibConfig {
+            ack_delay: Duration::from_ms(400),
+            ..Default::default()
+        },
+    });
+    let mut h = stack::build(&s).expect("builds");
     let (_, _) = run_to(&mut h, 1_000);
     assert_eq!(h.coordinator().state(), hcabus::State::Failed);
     let resets = h.resets();
-    assert_eq!(resets[0].facts.forced_count, 1, "{:?}", resets[0].facts);
+    assert_eq!(resets[0].facts.forced_count, 2, "{:?}", resets[0].facts);
     let c = disk(&h);
     assert!(!c.disk().is_up());
     assert_eq!(c.refusals, 0, "no execute after its reset");
+    let ib0 = stack::nets(&h).next().expect("ib0");
+    assert_eq!(ib0.refusals, 0, "the same for IPoIB");
 }
