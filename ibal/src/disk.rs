@@ -495,6 +495,10 @@ impl SrpDisk {
             if !target.reachable(bus.now()) {
                 return Err(crate::errors::CreateError::Unreachable);
             }
+            // SRP_LOGIN_REJ "insufficient resources": retried as a busy target is.
+            target
+                .admit(bus.now(), self.config.login_delay)
+                .map_err(|_| crate::errors::CreateError::TargetBusy)?;
             let peer = target.login(me);
             al.modify_qp(bus, c, qp, QpState::Rtr, Some(peer))?;
             al.modify_qp(bus, c, qp, QpState::Rts, None)?;

@@ -23,7 +23,12 @@ use rand::Rng;
 
 use crate::pattern::{checksum, fill_pattern, initial_seed, BLOCK_SIZE};
 
+mod admission;
 mod route;
+pub use admission::{
+    Admission, AdmissionStats, CapacityError, LoginCapacity, LoginRejected, SharedAdmission,
+    MAX_CONCURRENT_LOGINS,
+};
 pub use route::{Route, RouteError, RoutePhase, MAX_ROUTE_PHASES, SERVICE_MAX, SERVICE_MIN};
 
 /// Bytes of one information unit buffer.
@@ -273,6 +278,8 @@ pub struct SrpTarget {
     /// How this port's route and service behave over time (a constant latency, or the
     /// phases of a fail-slow trace).
     route: Route,
+    /// The target's login capacity, shared by its ports (`None`: it takes every login).
+    admission: Option<SharedAdmission>,
     stats: TargetStats,
 }
 
@@ -294,7 +301,23 @@ impl SrpTarget {
             outbox: VecDeque::with_capacity(TARGET_QUEUE),
             scratch: std::vec![0u8; BLOCK_SIZE],
             route: Route::default(),
+            admission: None,
             stats: TargetStats::default(),
+        }
+    }
+
+    /// Logins through this port count against `admission`, the target's (the fleet's
+    /// targets, docs/design.md §11).
+    pub fn set_admission(&mut self, admission: SharedAdmission) {
+        self.admission = Some(admission);
+    }
+
+    /// Whether the target takes a login arriving at `now` that is in progress for `takes`;
+    /// a target with no capacity set takes every one.
+    pub fn admit(&self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
+        match &self.admission {
+            Some(a) => a.lock().try_login(now, takes),
+            None => Ok(()),
         }
     }
 

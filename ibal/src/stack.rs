@@ -11,6 +11,8 @@ use hcabus_sim::{SimHost, SimSetup};
 use crate::access::{Ibal, IbalConfig};
 use crate::ibal_client::{IbalClient, SharedIbal};
 use crate::multipath::SharedMultipath;
+use crate::srp_target::SharedAdmission;
+use hcabus::verbs::Lid;
 
 mod activity;
 pub mod compare;
@@ -77,12 +79,23 @@ pub fn build_unchecked(setup: &StackSetup) -> Result<Host, BuildError> {
     build_with(setup, &[])
 }
 
+/// Builds one host of a fleet: its disks log in to targets whose login capacity other
+/// hosts share (`targets`, by the target's LID; docs/design.md §11).
+pub fn build_sharing(
+    setup: &StackSetup,
+    targets: &[(Lid, SharedAdmission)],
+) -> Result<Host, BuildError> {
+    crate::budget::check(setup).map_err(BuildError::Budget)?;
+    let agents = agents_with(setup, &[], targets)?;
+    SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
+}
+
 /// Builds one adapter's host whose disk paths belong to `disks`.
 pub(crate) fn build_with(
     setup: &StackSetup,
     disks: &[SharedMultipath],
 ) -> Result<Host, BuildError> {
-    let agents = agents_with(setup, disks)?;
+    let agents = agents_with(setup, disks, &[])?;
     SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
 }
 
@@ -90,12 +103,13 @@ pub(crate) fn build_with(
 /// again after removing its clients ([`SimHost::add_agents`]).
 pub fn agents(setup: &StackSetup) -> Result<Vec<Box<dyn StackClient>>, BuildError> {
     crate::budget::check(setup).map_err(BuildError::Budget)?;
-    agents_with(setup, &[])
+    agents_with(setup, &[], &[])
 }
 
 fn agents_with(
     setup: &StackSetup,
     disks: &[SharedMultipath],
+    targets: &[(Lid, SharedAdmission)],
 ) -> Result<Vec<Box<dyn StackClient>>, BuildError> {
     let ibal = SharedIbal::new(Ibal::new(setup.ibal.unwrap_or_default()));
     let mut agents: Vec<Box<dyn StackClient>> = Vec::with_capacity(setup.clients.len() + 1);
@@ -104,7 +118,11 @@ fn agents_with(
     } else if let Some(spec) = setup.clients.iter().find(|c| c.config().needs().is_some()) {
         return Err(BuildError::NeedsIbal(spec.name().into()));
     }
-    let on = Parts { ibal: &ibal, disks };
+    let on = Parts {
+        ibal: &ibal,
+        disks,
+        targets,
+    };
     for spec in &setup.clients {
         agents.push(spec.config().build(spec.name(), on)?);
     }

@@ -3,6 +3,7 @@
 
 use hcabus::bus::{Client, ClientReport};
 use hcabus::types::*;
+use hcabus::verbs::Lid;
 use hcabus::{Duration, Instant};
 
 use crate::block::*;
@@ -125,6 +126,16 @@ impl SrpClient {
             .with_route(config.route);
         client.path = Some(PathOf { mp, index });
         Some(client)
+    }
+
+    /// Its target's login capacity, when the target is one of `targets` (by LID): one
+    /// that the other hosts of a fleet log in to too.
+    pub fn sharing(mut self, targets: &[(Lid, SharedAdmission)]) -> Self {
+        let lid = self.disk.config.target_lid;
+        if let Some((_, a)) = targets.iter().find(|(l, _)| *l == lid) {
+            self.target.set_admission(a.clone());
+        }
+        self
     }
 
     /// The multipath disk this client is a path of, and which path.

@@ -689,3 +689,4 @@ fn a_disk_that_cannot_open_or_register_says_why() {
 }
 
 mod events;
+mod fleet;

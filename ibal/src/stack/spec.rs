@@ -15,13 +15,17 @@ use crate::disk::{DiskConfig, SrpClient};
 use crate::ibal_client::SharedIbal;
 use crate::ipoib::{IpoibClient, IpoibConfig};
 use crate::multipath::SharedMultipath;
+use crate::srp_target::SharedAdmission;
 use crate::uverbs::{UverbsClient, UverbsConfig};
+use hcabus::verbs::Lid;
 
 /// What a client is built on: the stack's access layer and its multipath disks.
 #[derive(Debug, Clone, Copy)]
 pub struct Parts<'a> {
     pub ibal: &'a SharedIbal,
     pub disks: &'a [SharedMultipath],
+    /// The login capacity of targets other hosts share, by the target's LID.
+    pub targets: &'a [(Lid, SharedAdmission)],
 }
 
 /// A client's configuration: what the client takes of the adapter, and the client itself.
@@ -108,7 +112,7 @@ impl ClientConfig for DiskConfig {
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
         let c = SrpClient::new(name, *self, on.ibal.clone());
-        built(name, c)
+        built(name, c.map(|c| c.sharing(on.targets)))
     }
 }
 
@@ -123,7 +127,7 @@ impl ClientConfig for PathConfig {
             .ok_or_else(|| BuildError::NoSuchDisk(name.into()))?;
         let (ibal, mp) = (on.ibal.clone(), mp.clone());
         let c = SrpClient::new_path(name, self.initiator, ibal, mp, self.path);
-        built(name, c)
+        built(name, c.map(|c| c.sharing(on.targets)))
     }
 }
 
