@@ -495,10 +495,14 @@ impl SrpDisk {
             if !target.reachable(bus.now()) {
                 return Err(crate::errors::CreateError::Unreachable);
             }
-            // SRP_LOGIN_REJ "insufficient resources": retried as a busy target is.
+            // SRP_LOGIN_REJ "insufficient resources" is retried as a busy target is; a
+            // restarting target answers nothing, as an unreachable one.
             target
                 .admit(bus.now(), self.config.login_delay)
-                .map_err(|_| crate::errors::CreateError::TargetBusy)?;
+                .map_err(|e| match e {
+                    LoginRejected::Busy(_) => crate::errors::CreateError::TargetBusy,
+                    LoginRejected::Restarting => crate::errors::CreateError::Unreachable,
+                })?;
             let peer = target.login(me);
             al.modify_qp(bus, c, qp, QpState::Rtr, Some(peer))?;
             al.modify_qp(bus, c, qp, QpState::Rts, None)?;

@@ -278,8 +278,11 @@ pub struct SrpTarget {
     /// How this port's route and service behave over time (a constant latency, or the
     /// phases of a fail-slow trace).
     route: Route,
-    /// The target's login capacity, shared by its ports (`None`: it takes every login).
+    /// The target's login capacity and restarts, shared by its ports (`None`: it takes
+    /// every login and never restarts).
     admission: Option<SharedAdmission>,
+    /// The target's count of restarts when this port's connection was made.
+    restarts_at_login: u32,
     stats: TargetStats,
 }
 
@@ -302,6 +305,7 @@ impl SrpTarget {
             scratch: std::vec![0u8; BLOCK_SIZE],
             route: Route::default(),
             admission: None,
+            restarts_at_login: 0,
             stats: TargetStats::default(),
         }
     }
@@ -314,11 +318,32 @@ impl SrpTarget {
 
     /// Whether the target takes a login arriving at `now` that is in progress for `takes`;
     /// a target with no capacity set takes every one.
-    pub fn admit(&self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
-        match &self.admission {
-            Some(a) => a.lock().try_login(now, takes),
-            None => Ok(()),
+    pub fn admit(&mut self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
+        let Some(a) = &self.admission else {
+            return Ok(());
+        };
+        let mut a = a.lock();
+        a.try_login(now, takes)?;
+        self.restarts_at_login = a.restarts();
+        Ok(())
+    }
+
+    /// Whether the target restarted since this port's connection was made: the connection
+    /// is gone, with every command and answer on it (the initiator hears a CM DREQ, or its
+    /// QP errors out). It is forgotten here; `true` once per restart.
+    pub fn take_dropped(&mut self) -> bool {
+        let restarts = match &self.admission {
+            Some(a) if self.conn.is_some() => a.lock().restarts(),
+            _ => return false,
+        };
+        if restarts == self.restarts_at_login {
+            return false;
         }
+        self.conn = None;
+        self.queue.clear();
+        self.stats.undeliverable += self.outbox.len() as u64;
+        self.outbox.clear();
+        true
     }
 
     /// Answers from this port take `latency` to reach the initiator: a congested or long

@@ -538,6 +538,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             self.target.process(hca, now);
         }
         self.disk.poll(&self.ibal, bus);
+        self.target_dropped(bus);
         self.recheck_consent(bus);
         self.fail_over_slow(bus);
         self.drop_stuck_connection(bus);

@@ -34,11 +34,15 @@ pub enum CapacityError {
     PerSecond(u32),
 }
 
-/// A login the target turned away: SRP_LOGIN_REJ, insufficient resources.
+/// A login the target did not take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("login rejected: insufficient resources ({why})")]
-pub struct LoginRejected {
-    pub why: &'static str,
+pub enum LoginRejected {
+    /// SRP_LOGIN_REJ, insufficient resources: past one of its limits.
+    #[error("login rejected: insufficient resources ({0})")]
+    Busy(&'static str),
+    /// The target is restarting: nothing answers the CM REQ.
+    #[error("no answer: the target is restarting")]
+    Restarting,
 }
 
 /// What a target's admission saw, for the fleet's figures.
@@ -49,6 +53,9 @@ pub struct AdmissionStats {
     pub refused_rate: u64,
     /// The most logins accepted within one second of the clock (0.000 to 0.999 s, ...).
     pub peak_per_second: u32,
+    /// Logins tried while it restarted.
+    pub refused_down: u64,
+    pub restarts: u32,
 }
 
 /// One target's admission of logins.
@@ -62,6 +69,8 @@ pub struct Admission {
     /// The second being counted toward the peak, and its count.
     second: u64,
     in_second: u32,
+    /// Until when it is restarting (answering no login).
+    down_until: Instant,
     stats: AdmissionStats,
 }
 
@@ -96,6 +105,7 @@ impl Admission {
             next_at: Instant::ZERO,
             second: 0,
             in_second: 0,
+            down_until: Instant::ZERO,
             stats: AdmissionStats::default(),
         })
     }
@@ -115,21 +125,21 @@ impl Admission {
 
     /// A login arriving at `now` that, accepted, is in progress for `takes`.
     pub fn try_login(&mut self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
+        if now < self.down_until {
+            self.stats.refused_down += 1;
+            return Err(LoginRejected::Restarting);
+        }
         self.ending.retain(|&end| end > now);
         if self.ending.len() >= usize::from(self.capacity.concurrent) {
             self.stats.refused_busy += 1;
-            return Err(LoginRejected {
-                why: "logins in progress",
-            });
+            return Err(LoginRejected::Busy("logins in progress"));
         }
         let interval = self.interval();
         // A second's worth of logins may come early: the burst a bucket of that size allows.
         let early = Duration::from_us(interval.as_us() * u64::from(self.capacity.per_second - 1));
         if self.next_at.saturating_since(now) > early {
             self.stats.refused_rate += 1;
-            return Err(LoginRejected {
-                why: "logins per second",
-            });
+            return Err(LoginRejected::Busy("logins per second"));
         }
         self.next_at = self.next_at.max(now) + interval;
         self.ending.push(now + takes);
@@ -143,9 +153,18 @@ impl Admission {
         Ok(())
     }
 
-    /// The target restarted: every login in progress is gone with its connection.
-    pub fn restart(&mut self) {
+    /// The target restarts at `now` and answers no login for `down_for`: every connection
+    /// to it is gone (its ports see the count of restarts change), and every login in
+    /// progress with them.
+    pub fn restart(&mut self, now: Instant, down_for: Duration) {
         self.ending.clear();
+        self.down_until = now + down_for;
+        self.stats.restarts += 1;
+    }
+
+    /// How many times it restarted: a connection made before the last one is gone.
+    pub fn restarts(&self) -> u32 {
+        self.stats.restarts
     }
 }
 
@@ -235,18 +254,21 @@ mod tests {
         assert!(a.try_login(at(1), takes).is_ok());
         assert_eq!(
             a.try_login(at(9), takes),
-            Err(LoginRejected {
-                why: "logins in progress"
-            })
+            Err(LoginRejected::Busy("logins in progress"))
         );
         // The first ends at 10 ms: room for one.
         assert!(a.try_login(at(10), takes).is_ok());
         assert!(a.try_login(at(10), takes).is_err());
-        // Two in progress (to 11 and 20 ms) until the target restarts.
-        a.restart();
-        assert!(a.try_login(at(10), takes).is_ok());
+        // Two in progress (to 11 and 20 ms) until the target restarts, down for 5 ms.
+        a.restart(at(10), Duration::from_ms(5));
+        assert_eq!(a.try_login(at(14), takes), Err(LoginRejected::Restarting));
+        assert!(a.try_login(at(15), takes).is_ok());
         let s = a.stats();
-        assert_eq!((s.accepted, s.refused_busy, s.refused_rate), (4, 2, 0));
+        assert_eq!(
+            (s.accepted, s.refused_busy, s.refused_rate, s.refused_down),
+            (4, 2, 0, 1)
+        );
+        assert_eq!(a.restarts(), 1);
     }
 
     /// The peak counts logins within one second of the clock, not across two.

@@ -120,6 +120,17 @@ impl SrpClient {
         Some(Duration::from_us(t.as_us().saturating_mul(2)).max(ABORT_TIMEOUT_MIN))
     }
 
+    /// The target restarted (a fleet's target, docs/design.md §11): the connection is gone.
+    /// As at a port loss, the commands out are taken back and the disk logs in again.
+    pub(super) fn target_dropped<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
+        if !self.target.take_dropped() || !self.disk.is_connected() {
+            return;
+        }
+        log::warn!("{}: the target restarted: logging in again", self.desc.name);
+        self.disk.on_reset(&self.ibal, bus);
+        self.connect_at = self.port_up.then_some(bus.now());
+    }
+
     /// An ABORT TASK unanswered past [`Self::abort_timeout`]: the route swallows what is
     /// sent (a blackhole). The path drops its connection, as SCSI error handling escalates
     /// past an abort, so the target can run nothing it gave up and the writes fenced behind
