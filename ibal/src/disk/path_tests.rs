@@ -585,21 +585,28 @@ fn planned_resets_of_both_adapters_at_once_leave_the_disk_a_path() {
     assert_eq!((io.failed, io.max_latency_us < 1_000), (0, true));
 }
 
-/// The guard's answer holds until the query closes (SPEC §3): path 1 consents to a planned
-/// reset of its adapter while path 0 serves; the query stays open (a client that never
-/// answers); path 0's adapter then resets, and path 1 withdraws its consent with a veto
-/// instead of letting the silence at the deadline take the disk's last path.
-#[test]
-fn a_consent_is_withdrawn_when_the_other_path_goes_down_before_the_query_closes() {
-    let mut w = world(Paths {
+/// Path 1 consents at 300 ms to its adapter's planned reset, whose query a silent client
+/// keeps open; path 0's adapter resets at 400 ms; the disk issues `iops`.
+fn consent_then_down(iops: u32) -> World {
+    world(Paths {
         faults: [
             std::vec![(400, Fault::AdminReset)],
             std::vec![(300, Fault::PlannedReset)],
         ],
         guard: true,
         silent_vetoer_1: true,
+        iops,
         ..Paths::default()
-    });
+    })
+}
+
+/// The guard's answer holds until the query closes (SPEC §3): path 1 consents to a planned
+/// reset of its adapter while path 0 serves; the query stays open (a client that never
+/// answers); path 0's adapter then resets, and path 1 withdraws its consent with a veto
+/// instead of letting the silence at the deadline take the disk's last path.
+#[test]
+fn a_consent_is_withdrawn_when_the_other_path_goes_down_before_the_query_closes() {
+    let mut w = consent_then_down(disk_config().iops);
     let (io, _, d) = run_to(&mut w, 1_500);
     let resets = w.resets();
     let planned: Vec<_> = resets.iter().filter(|r| r.facts.planned).collect();

@@ -575,6 +575,28 @@ fn a_data_lun_acknowledges_its_quiesce_after_its_delay_and_the_boot_disk_at_once
     }
 }
 
+/// A data LUN and an IPoIB interface that acknowledge their quiesce as deferred work 400 ms
+/// after RESET, under a quiesce deadline of 50 ms: every reset goes ahead without them.
+fn late_acks(faults: Vec<(u64, Fault)>) -> Host {
+    let config = DiskConfig {
+        ack_delay: Duration::from_ms(400),
+        ..routed()
+    };
+    let mut s = setup(config, faults);
+    s.sim.policy = Policy {
+        quiesce_deadline_ms: 50,
+        ..Policy::default()
+    };
+    s.clients.push(ClientSpec::Ipoib {
+        name: "ib0".into(),
+        config: crate::ipoib::IpoibConfig {
+            ack_delay: Duration::from_ms(400),
+            ..Default::default()
+        },
+    });
+    stack::build(&s).expect("builds")
+}
+
 /// A data LUN and an IPoIB interface whose deferred executes come after the reset they were
 /// for (forced past the quiesce deadline; the hardware reset and the restore done): the
 /// reset is over, so the execute is dropped, and each comes back when its port is Active.
@@ -582,31 +604,13 @@ fn a_data_lun_acknowledges_its_quiesce_after_its_delay_and_the_boot_disk_at_once
 /// the disk stayed down until its hold timeout, the interface for good.)
 #[test]
 fn a_reset_forced_past_a_clients_deferred_execute_still_brings_it_back() {
-    let config = DiskConfig {
-        ack_delay: Duration::from_ms(400),
-        ..routed()
-    };
-    let policy = Policy {
-        quiesce_deadline_ms: 50,
-        ..Policy::default()
-    };
     // A cable pulled on port 2 late in the run: the ports are modelled, so after the
     // hardware reset port 1 is Down until PORT_ACTIVE.
     let pull = Fault::PortDown {
         port: 2,
         duration: Duration::from_ms(10),
     };
-    let mut s = setup(config, std::vec![(100, Fault::AdminReset), (1_900, pull)]);
-    s.sim.policy = policy;
-    let net = crate::ipoib::IpoibConfig {
-        ack_delay: Duration::from_ms(400),
-        ..Default::default()
-    };
-    s.clients.push(ClientSpec::Ipoib {
-        name: "ib0".into(),
-        config: net,
-    });
-    let mut h = stack::build(&s).expect("builds");
+    let mut h = late_acks(std::vec![(100, Fault::AdminReset), (1_900, pull)]);
     let (d, io) = run_to(&mut h, 600);
     let resets = h.resets();
     assert_eq!(resets[0].facts.forced_count, 2, "{:?}", resets[0].facts);

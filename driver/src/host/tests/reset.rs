@@ -5,6 +5,14 @@ use crate::ioctl::{encode_empty, Reply, Rights, StateOut, Wire, IOCTL_HCABUS_QUE
 
 use super::*;
 
+/// The event log's entry for reset 1's start.
+fn started(reason: ResetReason) -> EventLogEntry {
+    EventLogEntry::ResetStarted {
+        epoch: 1,
+        reason: reason as u8,
+    }
+}
+
 /// The whole of a forced reset on a platform that queues its DPC and work item: RESET newest
 /// first, the closing health read and every hardware step in the work item, in order, each
 /// timer armed and cancelled once, RESET_END oldest first, and an event log entry at each
@@ -71,10 +79,7 @@ fn a_forced_reset_runs_step_by_step_on_a_queuing_platform() {
     assert_eq!(
         w(&bus).log,
         [
-            EventLogEntry::ResetStarted {
-                epoch: 1,
-                reason: ResetReason::AdminForced as u8,
-            },
+            started(ResetReason::AdminForced),
             EventLogEntry::ResetRestored { epoch: 2 },
         ]
     );
@@ -126,10 +131,7 @@ fn a_forced_reset_runs_on_the_callers_thread_with_one_drainer() {
     assert_eq!(
         w(&bus).log,
         [
-            EventLogEntry::ResetStarted {
-                epoch: 1,
-                reason: ResetReason::AdminForced as u8,
-            },
+            started(ResetReason::AdminForced),
             EventLogEntry::ResetRestored { epoch: 2 },
         ]
     );
@@ -183,13 +185,7 @@ fn a_vetoed_planned_reset_touches_no_hardware_and_logs_its_start() {
         ]
     );
     assert_eq!(w(&bus).cancels, [TimerId::QueryDeadline]);
-    assert_eq!(
-        w(&bus).log,
-        [EventLogEntry::ResetStarted {
-            epoch: 1,
-            reason: ResetReason::AdminPlanned as u8,
-        }]
-    );
+    assert_eq!(w(&bus).log, [started(ResetReason::AdminPlanned)]);
     assert_eq!(w(&bus).work_asks, 1);
     assert!(bus.is_idle());
 }
@@ -309,10 +305,7 @@ fn a_failed_reset_is_logged_and_a_restart_brings_the_device_back() {
         w(&bus).delivered,
         [(a, reset), (a, failed), (a, end_event(2))]
     );
-    let started = EventLogEntry::ResetStarted {
-        epoch: 1,
-        reason: ResetReason::AdminForced as u8,
-    };
+    let started = started(ResetReason::AdminForced);
     assert_eq!(
         w(&bus).log,
         [
@@ -359,10 +352,7 @@ fn a_replaced_device_goes_to_pnp_and_the_event_log() {
     assert_eq!(
         w(&bus).log,
         [
-            EventLogEntry::ResetStarted {
-                epoch: 1,
-                reason: ResetReason::AdminForced as u8,
-            },
+            started(ResetReason::AdminForced),
             EventLogEntry::DeviceReplaced { epoch: 1 },
         ]
     );
@@ -378,13 +368,7 @@ fn a_command_timeout_resets_and_surprise_removal_ends_the_bus() {
     settle(&bus);
     let reset = reset_event(1, ResetReason::CommandTimeout, false, 500);
     assert_eq!(w(&bus).delivered, [(a, reset)]);
-    assert_eq!(
-        w(&bus).log,
-        [EventLogEntry::ResetStarted {
-            epoch: 1,
-            reason: ResetReason::CommandTimeout as u8,
-        }]
-    );
+    assert_eq!(w(&bus).log, [started(ResetReason::CommandTimeout)]);
     assert!(w(&bus).cancels.is_empty());
     bus.surprise_removal();
     settle(&bus);

@@ -95,16 +95,7 @@ fn a_path_consented_away_and_then_down_is_named_by_its_gap() {
 /// the consent is withdrawn at the instant path 0 goes down, not at the disk's next I/O.
 #[test]
 fn a_withdrawn_consent_is_sent_at_once_on_an_idle_disk() {
-    let mut w = world(Paths {
-        faults: [
-            std::vec![(400, Fault::AdminReset)],
-            std::vec![(300, Fault::PlannedReset)],
-        ],
-        guard: true,
-        silent_vetoer_1: true,
-        iops: 7,
-        ..Paths::default()
-    });
+    let mut w = super::consent_then_down(7);
     let (io, _, _) = run_to(&mut w, 1_000);
     let resets = w.resets();
     assert_eq!(resets.len(), 2, "{resets:?}");

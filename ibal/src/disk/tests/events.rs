@@ -4,9 +4,7 @@ use hcabus::{Duration, Policy};
 use hcabus_sim::Fault;
 
 use super::{disk, routed, run_to, with_policy};
-use crate::disk::DiskConfig;
-use crate::ipoib::IpoibConfig;
-use crate::stack::{self, ClientSpec};
+use crate::stack;
 
 /// Port 1's cable is out from 100 to 400 ms, port 2's from 150 to 200 ms: port 2's
 /// PORT_ACTIVE is not the disk's, which logs in again only when port 1 is back.
@@ -32,25 +30,8 @@ fn another_ports_return_does_not_log_the_disk_in() {
 /// counted).
 #[test]
 fn a_failed_reset_drops_the_execute_still_deferred_for_it() {
-    let config = DiskConfig {
-        ack_delay: Duration::from_ms(400),
-        ..routed()
-    };
-    let policy = Policy {
-        quiesce_deadline_ms: 50,
-        ..Policy::default()
-    };
     let faults = std::vec![(100, Fault::ResetFails(9)), (100, Fault::AdminReset)];
-    let mut s = super::setup(config, faults);
-    s.sim.policy = policy;
-    s.clients.push(ClientSpec::Ipoib {
-        name: "ib0".into(),
-        config: IpoibConfig {
-            ack_delay: Duration::from_ms(400),
-            ..Default::default()
-        },
-    });
-    let mut h = stack::build(&s).expect("builds");
+    let mut h = super::late_acks(faults);
     let (_, _) = run_to(&mut h, 1_000);
     assert_eq!(h.coordinator().state(), hcabus::State::Failed);
     let resets = h.resets();
