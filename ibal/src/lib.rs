@@ -14,6 +14,8 @@ pub mod block;
 pub mod budget;
 pub mod disk;
 pub mod errors;
+#[cfg(feature = "sim")]
+pub mod fleet;
 pub mod handle;
 pub mod ibal_client;
 pub mod ipoib;

@@ -25,11 +25,49 @@ pub enum Next {
     GiveUp { attempts: u32 },
 }
 
-/// Capped exponential backoff with jitter, bounded by a deadline from the first refusal.
+/// How a refused login is retried. The shipped policy is [`RetryPolicy::Backoff`]; the
+/// others are what the fleet compares it with (docs/design.md §11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RetryPolicy {
+    /// Capped exponential ([`BACKOFF_FIRST`] doubling to [`BACKOFF_CAP`]) with up to 50%
+    /// jitter: hosts refused together come back spread out.
+    #[default]
+    Backoff,
+    /// The same waits without jitter: hosts refused together retry together.
+    NoJitter,
+    /// A fixed wait between attempts, no jitter (NVMe-oF's `reconnect_delay`, 10 s).
+    Fixed(Duration),
+}
+
+impl RetryPolicy {
+    /// The wait after the `refusals`th refusal in a row (from 1).
+    fn wait(self, refusals: u32, rng: &mut impl Rng) -> Duration {
+        let shift = refusals.saturating_sub(1).min(20);
+        let exp_us = (BACKOFF_FIRST.as_us() << shift).min(BACKOFF_CAP.as_us());
+        Duration::from_us(match self {
+            RetryPolicy::Backoff => exp_us + rng.gen_range(0..=exp_us / 2),
+            RetryPolicy::NoJitter => exp_us,
+            RetryPolicy::Fixed(d) => d.as_us(),
+        })
+    }
+
+    /// The policy's name in scenario files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            RetryPolicy::Backoff => "backoff",
+            RetryPolicy::NoJitter => "no_jitter",
+            RetryPolicy::Fixed(_) => "fixed",
+        }
+    }
+}
+
+/// Retries under a [`RetryPolicy`] (capped exponential with jitter unless told otherwise),
+/// bounded by a deadline from the first refusal.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Backoff {
     first_refused_at: Option<Instant>,
     refusals: u32,
+    policy: RetryPolicy,
 }
 
 impl Backoff {
@@ -38,9 +76,17 @@ impl Backoff {
         self.refusals
     }
 
+    /// Retries under `policy`.
+    pub fn with_policy(policy: RetryPolicy) -> Self {
+        Backoff {
+            policy,
+            ..Backoff::default()
+        }
+    }
+
     /// Starts over: the next refusal is a first one.
     pub fn reset(&mut self) {
-        *self = Backoff::default();
+        *self = Backoff::with_policy(self.policy);
     }
 
     /// One more refusal at `now`; gives up at once on a refusal that cannot change
@@ -59,10 +105,7 @@ impl Backoff {
                 attempts: self.refusals,
             };
         }
-        let shift = (self.refusals - 1).min(20);
-        let wait_us = (BACKOFF_FIRST.as_us() << shift).min(BACKOFF_CAP.as_us());
-        let jitter_us = rng.gen_range(0..=wait_us / 2);
-        Next::RetryAt(now + Duration::from_us(wait_us + jitter_us))
+        Next::RetryAt(now + self.policy.wait(self.refusals, rng))
     }
 }
 
@@ -77,9 +120,14 @@ pub struct Connector {
 
 impl Connector {
     pub fn new(what: &'static str) -> Self {
+        Self::with_policy(what, RetryPolicy::Backoff)
+    }
+
+    /// Retries under `policy` (the fleet's comparison; clients ship with the default).
+    pub fn with_policy(what: &'static str, policy: RetryPolicy) -> Self {
         Connector {
             what,
-            backoff: Backoff::default(),
+            backoff: Backoff::with_policy(policy),
             problem: None,
         }
     }
@@ -221,10 +269,46 @@ mod tests {
         );
         b.reset();
         assert_eq!(b.refusals(), 0);
+        assert_eq!(b, Backoff::default());
         assert_eq!(
             b.refused(now, limit, false, &mut rng),
             Next::GiveUp { attempts: 1 },
             "a refusal that cannot change is not retried"
         );
+    }
+
+    /// The policies the fleet compares: without jitter two hosts refused together retry
+    /// together; a fixed wait never grows; a reset keeps the policy.
+    #[test]
+    fn each_policy_waits_its_own_way_and_a_reset_keeps_it() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let limit = Duration::MAX;
+        let waits = |policy, rng: &mut rand_chacha::ChaCha8Rng| {
+            let mut b = Backoff::with_policy(policy);
+            let mut now = Instant::ZERO;
+            let mut w = std::vec::Vec::new();
+            for _ in 0..14 {
+                let Next::RetryAt(t) = b.refused(now, limit, true, rng) else {
+                    panic!("no deadline: never gives up");
+                };
+                w.push(t.saturating_since(now).as_us());
+                now = t;
+            }
+            b.reset();
+            assert_eq!(b, Backoff::with_policy(policy), "a reset keeps the policy");
+            w
+        };
+        let plain = waits(RetryPolicy::NoJitter, &mut rng);
+        assert_eq!(plain, waits(RetryPolicy::NoJitter, &mut rng));
+        assert_eq!(&plain[..3], &[1_000, 2_000, 4_000]);
+        assert_eq!(plain.last(), Some(&BACKOFF_CAP.as_us()));
+        let fixed = waits(RetryPolicy::Fixed(Duration::from_ms(10_000)), &mut rng);
+        assert!(fixed.iter().all(|w| *w == 10_000_000), "{fixed:?}");
+        let jittered = waits(RetryPolicy::Backoff, &mut rng);
+        assert_ne!(jittered, plain, "the shipped policy spreads its retries");
+        assert!(jittered
+            .iter()
+            .zip(&plain)
+            .all(|(j, p)| j >= p && *j <= p + p / 2));
     }
 }

@@ -94,7 +94,7 @@ impl SrpClient {
             events: EventLog::new(),
             connect_at: None,
             execute_at: None,
-            login: Connector::new("SRP login"),
+            login: Connector::with_policy("SRP login", config.login_retry),
             port_up: true,
             path: None,
             resetting: false,

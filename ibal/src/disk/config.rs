@@ -7,6 +7,7 @@ use hcabus::Duration;
 
 use super::PathTimeout;
 use crate::pattern::BLOCK_SIZE;
+use crate::retry::RetryPolicy;
 use crate::srp_target::{Route, IU_SIZE};
 
 /// How a disk is set up (the `[[clients]]` keys of docs/design.md §9 for `srp` and `bootdisk`).
@@ -40,6 +41,9 @@ pub struct DiskConfig {
     /// reset that would leave the disk with no Active, logged-in path. On for a boot disk
     /// unless its configuration says otherwise.
     pub guard_last_path: bool,
+    /// How a refused login is retried: the shipped backoff unless a fleet compares it
+    /// with another (docs/design.md §11).
+    pub login_retry: RetryPolicy,
 }
 
 impl DiskConfig {
@@ -93,6 +97,7 @@ impl Default for DiskConfig {
             path_timeout: PathTimeout::Off,
             route: Route::constant(Duration::ZERO),
             guard_last_path: false,
+            login_retry: RetryPolicy::Backoff,
         }
     }
 }

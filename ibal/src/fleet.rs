@@ -1,0 +1,402 @@
+//! A fleet (docs/design.md §11): many hosts on one fabric, each the real stack (coordinator,
+//! host, IBAL and its clients), whose disks log in to a few SRP targets with a login capacity
+//! each. The hosts run in one virtual time, deterministic for a seed.
+//!
+//! Hosts touch each other only through what they share (a target's admission), so the fleet
+//! steps them in the order of their next due instant, one host at a time: whatever a host
+//! does at `t` happens after everything any host did before `t`. A host with nothing due is
+//! not touched: a fleet costs what its hosts do, not how many there are.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::string::String;
+use std::vec::Vec;
+
+use hcabus::verbs::Lid;
+use hcabus::{Duration, Instant};
+
+use crate::retry::RetryPolicy;
+use crate::srp_target::{CapacityError, LoginCapacity, SharedAdmission};
+use crate::stack::{self, BuildError, ClientSpec, Host, StackSetup};
+
+mod figures;
+mod recovery;
+#[cfg(test)]
+mod tests;
+
+pub use figures::{FaultFigures, FleetFigures, TargetFigures};
+use recovery::Recovery;
+
+/// The most hosts a fleet may have: what one process can hold (each host is a whole stack).
+pub const MAX_HOSTS: u32 = 10_000;
+/// The most targets.
+pub const MAX_TARGETS: usize = 64;
+
+/// An SRP target of the fleet: its LID and what it can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetSetup {
+    pub lid: Lid,
+    pub capacity: LoginCapacity,
+}
+
+/// Something that happens to the whole fleet at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetFault {
+    /// Target `target` (its index) restarts: every connection to it drops, and it answers no
+    /// login for `down`.
+    TargetRestart { target: usize, down: Duration },
+    /// Every port of every host loses its link for `down` (a core switch reboots).
+    LinkFlap { down: Duration },
+}
+
+impl FleetFault {
+    /// Its name in scenario files and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FleetFault::TargetRestart { .. } => "target_restart",
+            FleetFault::LinkFlap { .. } => "link_flap",
+        }
+    }
+}
+
+/// A fleet to build.
+#[derive(Debug, Clone)]
+pub struct FleetSetup {
+    pub name: String,
+    pub seed: u64,
+    pub duration: Duration,
+    pub hosts: u32,
+    /// Every host is this one (its own seed): disk `k` of host `i` logs in to target
+    /// `(i + k) % targets`, whatever LID the template gives it.
+    pub host: StackSetup,
+    pub targets: Vec<TargetSetup>,
+    pub faults: Vec<(Instant, FleetFault)>,
+    /// How every disk retries a refused login.
+    pub retry: RetryPolicy,
+}
+
+/// Why a fleet could not be built: named by the key of docs/design.md §11's `[fleet]`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FleetError {
+    #[error("hosts must be 1..={MAX_HOSTS}, not {0}")]
+    Hosts(u32),
+    #[error("targets: a fleet has 1..={MAX_TARGETS} targets, not {0}")]
+    Targets(usize),
+    #[error("targets[{0}]: {1}")]
+    Capacity(usize, CapacityError),
+    #[error("targets[{0}].lid: {1:#x} is also targets[{2}]'s")]
+    SameLid(usize, Lid, usize),
+    #[error("faults[{0}].target: no target {1} (the fleet has {2})")]
+    NoTarget(usize, usize, usize),
+    #[error("faults[{0}].at_ms: after the run's end")]
+    AfterEnd(usize),
+    #[error("host: the template has no disk: a fleet's hosts log in to its targets")]
+    NoDisk,
+    #[error("host {0}: {1}")]
+    Host(u32, BuildError),
+}
+
+/// A fleet's seed for host `i`: a stream of its own for each.
+pub fn host_seed(seed: u64, i: u32) -> u64 {
+    crate::stack::adapter_seed(seed, i as usize + 1)
+}
+
+/// The default boot host (docs/design.md §9) at a fleet's load: its disks at `iops` each over
+/// a small LUN, IPoIB at `pps`, no fault of its own. What a fleet's hosts are unless a file
+/// says otherwise.
+pub fn boot_host(iops: u32, pps: u32) -> StackSetup {
+    let mut s = stack::boot_from_san();
+    s.sim.faults.clear();
+    for c in &mut s.clients {
+        match c {
+            ClientSpec::Disk { config, .. } => {
+                config.iops = iops;
+                config.n_blocks = 64;
+            }
+            ClientSpec::Ipoib { config, .. } => {
+                config.pps = pps;
+                config.peer_pps = pps;
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+/// A fleet in virtual time.
+#[derive(Debug)]
+pub struct Fleet {
+    name: String,
+    seed: u64,
+    retry: RetryPolicy,
+    hosts: Vec<Host>,
+    targets: Vec<(TargetSetup, SharedAdmission)>,
+    /// Each host's target per disk (the index of `targets`), in the order of its disks.
+    disk_targets: Vec<Vec<usize>>,
+    /// Hosts by their next due instant; an entry other than `scheduled[host]` is stale.
+    queue: BinaryHeap<Reverse<(Instant, u32)>>,
+    scheduled: Vec<Option<Instant>>,
+    faults: Vec<(Instant, FleetFault)>,
+    next_fault: usize,
+    recoveries: Vec<Recovery>,
+    /// The longest login of the template's disks, and its fabric's time from a link back
+    /// to Active ports (training and sweep): what the theoretical minimums are made of.
+    login: Duration,
+    fabric: Duration,
+    now: Instant,
+    end: Instant,
+    /// Host steps taken: what the run cost.
+    steps: u64,
+}
+
+impl Fleet {
+    /// Builds every host and target; refuses, by key, what cannot be.
+    pub fn build(setup: &FleetSetup) -> Result<Self, FleetError> {
+        check(setup)?;
+        let mut targets = Vec::with_capacity(setup.targets.len());
+        for (i, t) in setup.targets.iter().enumerate() {
+            let a = SharedAdmission::new(t.capacity).map_err(|e| FleetError::Capacity(i, e))?;
+            targets.push((*t, a));
+        }
+        let shared: Vec<(Lid, SharedAdmission)> =
+            targets.iter().map(|(t, a)| (t.lid, a.clone())).collect();
+        let n = setup.hosts as usize;
+        let mut fleet = Fleet {
+            name: setup.name.clone(),
+            seed: setup.seed,
+            retry: setup.retry,
+            hosts: Vec::with_capacity(n),
+            targets,
+            disk_targets: Vec::with_capacity(n),
+            queue: BinaryHeap::with_capacity(n),
+            scheduled: std::vec![None; n],
+            faults: setup.faults.clone(),
+            next_fault: 0,
+            recoveries: Vec::new(),
+            login: template_login(&setup.host),
+            fabric: Duration::from_us(
+                setup.host.sim.hca.link_up.as_us() + setup.host.sim.hca.sm_sweep.as_us(),
+            ),
+            now: Instant::ZERO,
+            end: Instant::ZERO + setup.duration,
+            steps: 0,
+        };
+        fleet.faults.sort_by_key(|(t, _)| *t);
+        for i in 0..setup.hosts {
+            let (host, disk_targets) = fleet_host(setup, i, &shared)?;
+            fleet.hosts.push(host);
+            fleet.disk_targets.push(disk_targets);
+            fleet.schedule(i);
+        }
+        Ok(fleet)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    pub fn retry(&self) -> RetryPolicy {
+        self.retry
+    }
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+    pub fn end(&self) -> Instant {
+        self.end
+    }
+    pub fn hosts(&self) -> &[Host] {
+        &self.hosts
+    }
+    pub fn targets(&self) -> &[(TargetSetup, SharedAdmission)] {
+        &self.targets
+    }
+    /// Host steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Runs to the end.
+    pub fn run(&mut self) {
+        self.run_until(self.end);
+    }
+
+    /// Advances to `until`: each fault at its instant, each host at each instant it has
+    /// something due, in the order of those instants (a fault before a host at the same one).
+    pub fn run_until(&mut self, until: Instant) {
+        loop {
+            let fault_at = self.faults.get(self.next_fault).map(|(t, _)| *t);
+            let host = self.peek_host();
+            let next = match (fault_at, host) {
+                (Some(f), Some((h, _))) if f <= h => Err(f),
+                (_, Some((h, i))) => Ok((h, i)),
+                (Some(f), None) => Err(f),
+                (None, None) => break,
+            };
+            match next {
+                Err(at) if at <= until => {
+                    self.now = self.now.max(at);
+                    let (_, fault) = self.faults[self.next_fault];
+                    self.next_fault += 1;
+                    self.apply(fault);
+                }
+                Ok((at, i)) if at <= until => {
+                    self.queue.pop();
+                    self.scheduled[i as usize] = None;
+                    self.now = self.now.max(at);
+                    self.step(i);
+                }
+                _ => break,
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// The host due first, its stale entries dropped.
+    fn peek_host(&mut self) -> Option<(Instant, u32)> {
+        while let Some(Reverse((t, i))) = self.queue.peek().copied() {
+            if self.scheduled[i as usize] == Some(t) {
+                return Some((t, i));
+            }
+            self.queue.pop();
+        }
+        None
+    }
+
+    fn step(&mut self, i: u32) {
+        let now = self.now;
+        let host = &mut self.hosts[i as usize];
+        host.run_until(now);
+        self.steps += 1;
+        for r in &mut self.recoveries {
+            r.look(i, host, now);
+        }
+        self.schedule(i);
+    }
+
+    /// Queues host `i` at its next due instant; a host that livelocked stops (its checker
+    /// holds the violation).
+    fn schedule(&mut self, i: u32) {
+        let host = &self.hosts[i as usize];
+        if host.livelocked() {
+            return;
+        }
+        if let Some(t) = host.next_due() {
+            let t = t.max(self.now);
+            self.scheduled[i as usize] = Some(t);
+            self.queue.push(Reverse((t, i)));
+        }
+    }
+
+    fn apply(&mut self, fault: FleetFault) {
+        let now = self.now;
+        log::warn!("[{now}] fleet {}: {}", self.name, fault.name());
+        let affected: Vec<u32> = match fault {
+            FleetFault::TargetRestart { target, down } => {
+                self.targets[target].1.lock().restart(now, down);
+                (0..self.hosts.len() as u32)
+                    .filter(|h| self.disk_targets[*h as usize].contains(&target))
+                    .collect()
+            }
+            FleetFault::LinkFlap { down } => {
+                for i in 0..self.hosts.len() as u32 {
+                    self.flap(i, down);
+                }
+                (0..self.hosts.len() as u32).collect()
+            }
+        };
+        let r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
+        self.recoveries.push(r);
+    }
+
+    /// Pulls every cable of host `i` for `down`.
+    fn flap(&mut self, i: u32, down: Duration) {
+        let now = self.now;
+        let host = &mut self.hosts[i as usize];
+        host.run_until(now);
+        for port in 1..=host.hca().port_count() {
+            host.inject(hcabus_sim::Fault::PortDown {
+                port,
+                duration: down,
+            });
+        }
+        self.schedule(i);
+    }
+
+    /// The figures of the run so far.
+    pub fn figures(&self) -> FleetFigures {
+        figures::of(self)
+    }
+}
+
+fn check(setup: &FleetSetup) -> Result<(), FleetError> {
+    if setup.hosts == 0 || setup.hosts > MAX_HOSTS {
+        return Err(FleetError::Hosts(setup.hosts));
+    }
+    let n = setup.targets.len();
+    if n == 0 || n > MAX_TARGETS {
+        return Err(FleetError::Targets(n));
+    }
+    for (i, t) in setup.targets.iter().enumerate() {
+        if let Some(j) = setup.targets[..i].iter().position(|o| o.lid == t.lid) {
+            return Err(FleetError::SameLid(i, t.lid, j));
+        }
+    }
+    let end = Instant::ZERO + setup.duration;
+    for (i, (at, f)) in setup.faults.iter().enumerate() {
+        if *at > end {
+            return Err(FleetError::AfterEnd(i));
+        }
+        if let FleetFault::TargetRestart { target, .. } = f {
+            if *target >= n {
+                return Err(FleetError::NoTarget(i, *target, n));
+            }
+        }
+    }
+    let disks = setup
+        .host
+        .clients
+        .iter()
+        .filter(|c| matches!(c, ClientSpec::Disk { .. }))
+        .count();
+    if disks == 0 {
+        return Err(FleetError::NoDisk);
+    }
+    Ok(())
+}
+
+fn template_login(host: &StackSetup) -> Duration {
+    host.clients
+        .iter()
+        .filter_map(|c| match c {
+            ClientSpec::Disk { config, .. } => Some(config.login_delay),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(Duration::ZERO)
+}
+
+/// Host `i` of the fleet: the template with its own name and seed, its disks on their
+/// targets under the fleet's retry policy.
+fn fleet_host(
+    setup: &FleetSetup,
+    i: u32,
+    shared: &[(Lid, SharedAdmission)],
+) -> Result<(Host, Vec<usize>), FleetError> {
+    let mut s = setup.host.clone();
+    s.sim.name = std::format!("host{i}");
+    s.sim.seed = host_seed(setup.seed, i);
+    s.sim.duration = setup.duration;
+    let mut disk_targets = Vec::new();
+    for c in &mut s.clients {
+        if let ClientSpec::Disk { config, .. } = c {
+            let t = (i as usize + disk_targets.len()) % setup.targets.len();
+            config.target_lid = setup.targets[t].lid;
+            config.login_retry = setup.retry;
+            disk_targets.push(t);
+        }
+    }
+    let host = stack::build_sharing(&s, shared).map_err(|e| FleetError::Host(i, e))?;
+    Ok((host, disk_targets))
+}

@@ -1,0 +1,229 @@
+//! A fleet run's figures (docs/design.md §11): how long until every host had every path
+//! back against the theoretical minimum, per host p50 and p99, each target's peak login
+//! rate against its capacity, logins refused, adapter resets, I/O lost and paging failed.
+
+use std::string::String;
+use std::vec::Vec;
+
+use hcabus::verbs::Lid;
+use hcabus::Duration;
+use hcabus::Instant;
+
+use super::{Fleet, FleetFault};
+use crate::block::IoStats;
+use crate::retry::RetryPolicy;
+use crate::srp_target::{AdmissionStats, LoginCapacity};
+use crate::stack;
+
+/// The most violations a fleet's figures quote (all are counted).
+const QUOTED_VIOLATIONS: usize = 8;
+
+/// What one fleet fault cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultFigures {
+    pub fault: FleetFault,
+    pub at: Instant,
+    /// Hosts it took a path from.
+    pub hosts: u64,
+    /// Of those, hosts with every path back by the run's end.
+    pub back: u64,
+    /// Until the last host had every path back (`None` while one has not).
+    pub all_back_after: Option<Duration>,
+    /// The least that could be: the fault's own outage, then the logins it made necessary
+    /// at the busiest target's capacity (its rate less a second's burst, or its concurrent
+    /// logins, whichever binds; `logins_take`).
+    pub theoretical_min: Duration,
+    pub p50: Option<Duration>,
+    pub p99: Option<Duration>,
+    /// How long each host that came back took, sorted: the picture of hosts over time.
+    pub back_after: Vec<Duration>,
+}
+
+impl FaultFigures {
+    /// The time until every host was back over the theoretical minimum.
+    pub fn over_min(&self) -> Option<f64> {
+        let all = self.all_back_after?;
+        Some(all.as_us() as f64 / self.theoretical_min.as_us().max(1) as f64)
+    }
+}
+
+/// What one target saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetFigures {
+    pub lid: Lid,
+    pub capacity: LoginCapacity,
+    pub stats: AdmissionStats,
+}
+
+/// A fleet run's figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetFigures {
+    pub name: String,
+    pub seed: u64,
+    pub retry: RetryPolicy,
+    pub hosts: u64,
+    pub now: Instant,
+    /// Host steps taken: what the run cost.
+    pub steps: u64,
+    pub faults: Vec<FaultFigures>,
+    pub targets: Vec<TargetFigures>,
+    /// Adapter resets across the fleet: a fleet fault must cause none.
+    pub resets: u64,
+    /// Every host's disks, summed.
+    pub io: IoStats,
+    pub invariants_checked: u64,
+    pub violations: u64,
+    /// The first few, each prefixed with its host.
+    pub quoted_violations: Vec<String>,
+}
+
+impl FleetFigures {
+    /// Logins the targets refused, for any reason.
+    pub fn logins_refused(&self) -> u64 {
+        self.targets
+            .iter()
+            .map(|t| t.stats.refused_busy + t.stats.refused_rate + t.stats.refused_down)
+            .sum()
+    }
+
+    /// Whether the run kept every guarantee: no invariant violated, no I/O lost or
+    /// duplicated, no paging I/O failed, the accounting closed.
+    pub fn held(&self) -> bool {
+        let io = &self.io;
+        self.violations == 0
+            && io.lost == 0
+            && io.duplicated == 0
+            && io.read_mismatches == 0
+            && io.paging_failed == 0
+            && io.submitted == io.completed + io.failed + io.in_flight + io.lost
+    }
+}
+
+/// The `q`th quantile (0..=1) by nearest rank.
+fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
+    let n = sorted.len();
+    let rank = ((q * n as f64).ceil() as usize).clamp(1, n.max(1));
+    sorted.get(rank - 1).copied()
+}
+
+/// The least time a fleet could take to log `logins` in to a target of `capacity`, each
+/// login taking `login`, from a target with its whole burst to give: the last login starts
+/// no sooner than the rate allows (a second's worth early, the GCRA's tolerance) nor before
+/// the logins ahead of it have freed its place (`concurrent` at a time), then takes `login`.
+fn logins_take(logins: u64, capacity: LoginCapacity, login: Duration) -> Duration {
+    let Some(last) = logins.checked_sub(1) else {
+        return Duration::ZERO;
+    };
+    let by_rate_us = (last * 1_000_000 / u64::from(capacity.per_second)).saturating_sub(1_000_000);
+    let by_concurrency_us = last / u64::from(capacity.concurrent) * login.as_us();
+    Duration::from_us(by_rate_us.max(by_concurrency_us) + login.as_us())
+}
+
+pub(super) fn of(fleet: &Fleet) -> FleetFigures {
+    let faults = fleet
+        .recoveries
+        .iter()
+        .map(|r| {
+            let back_after = r.back_after();
+            let logins = |t: usize| r.logins_on(t, &fleet.disk_targets);
+            let cap = |t: usize| fleet.targets[t].0.capacity;
+            let (outage, busiest) = match r.fault {
+                FleetFault::TargetRestart { target, down } => {
+                    (down, logins_take(logins(target), cap(target), fleet.login))
+                }
+                FleetFault::LinkFlap { down } => (
+                    Duration::from_us(down.as_us() + fleet.fabric.as_us()),
+                    (0..fleet.targets.len())
+                        .map(|t| logins_take(logins(t), cap(t), fleet.login))
+                        .max()
+                        .unwrap_or(Duration::ZERO),
+                ),
+            };
+            let all_back = back_after.len() == r.affected();
+            FaultFigures {
+                fault: r.fault,
+                at: r.at,
+                hosts: r.affected() as u64,
+                back: back_after.len() as u64,
+                all_back_after: all_back.then(|| back_after.last().copied()).flatten(),
+                theoretical_min: Duration::from_us(outage.as_us() + busiest.as_us()),
+                p50: quantile(&back_after, 0.5),
+                p99: quantile(&back_after, 0.99),
+                back_after,
+            }
+        })
+        .collect();
+    let mut io = IoStats::default();
+    let (mut resets, mut checked, mut violations) = (0, 0, 0);
+    let mut quoted = Vec::new();
+    for h in &fleet.hosts {
+        io.add(&stack::io_stats(h));
+        resets += h.coordinator().counters().resets_started;
+        checked += h.checker().checked;
+        violations += h.checker().violations.len() as u64;
+        for v in h.checker().violations.iter() {
+            if quoted.len() < QUOTED_VIOLATIONS {
+                quoted.push(std::format!("{}: {v}", h.name()));
+            }
+        }
+    }
+    FleetFigures {
+        name: fleet.name.clone(),
+        seed: fleet.seed,
+        retry: fleet.retry,
+        hosts: fleet.hosts.len() as u64,
+        now: fleet.now,
+        steps: fleet.steps,
+        faults,
+        targets: fleet
+            .targets
+            .iter()
+            .map(|(t, a)| TargetFigures {
+                lid: t.lid,
+                capacity: t.capacity,
+                stats: a.lock().stats(),
+            })
+            .collect(),
+        resets,
+        io,
+        invariants_checked: checked,
+        violations,
+        quoted_violations: quoted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_are_by_nearest_rank() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_ms).collect();
+        assert_eq!(quantile(&v, 0.5), Some(Duration::from_ms(50)));
+        assert_eq!(quantile(&v, 0.99), Some(Duration::from_ms(99)));
+        assert_eq!(quantile(&v[..1], 0.99), Some(Duration::from_ms(1)));
+        assert_eq!(quantile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn the_minimum_is_set_by_the_tighter_of_the_two_limits() {
+        let cap = |concurrent, per_second| LoginCapacity {
+            concurrent,
+            per_second,
+        };
+        let login = Duration::from_ms(20);
+        // 16 at once for 20 ms each is 800 a second: the rate of 200 binds, less the
+        // second's burst; the last login starts at 999/200 - 1 s and takes 20 ms.
+        assert_eq!(
+            logins_take(1_000, cap(16, 200), login),
+            Duration::from_us(3_995_000 + 20_000)
+        );
+        // 2 at once is 100 a second: concurrency binds (499 rounds before the last).
+        assert_eq!(
+            logins_take(1_000, cap(2, 200), login),
+            Duration::from_ms(499 * 20 + 20)
+        );
+        assert_eq!(logins_take(1, cap(2, 200), login), login);
+        assert_eq!(logins_take(0, cap(2, 200), login), Duration::ZERO);
+    }
+}

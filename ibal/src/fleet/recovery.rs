@@ -1,0 +1,123 @@
+//! Which hosts a fleet fault took a path from, and when each had every path back.
+
+use std::vec::Vec;
+
+use hcabus::{Duration, Instant};
+
+use super::FleetFault;
+use crate::stack::{self, Host};
+
+/// A disk the fault does not touch.
+const UNTOUCHED: u32 = u32::MAX;
+
+/// One host a fault took a path from.
+#[derive(Debug, Clone)]
+struct Affected {
+    host: u32,
+    /// Each disk's logins before the fault, in the order of its disks ([`UNTOUCHED`] for a
+    /// disk the fault leaves alone): it is back once it logged in again since.
+    logins_before: Vec<u32>,
+    /// Whether its IPoIB interfaces lost their link too (a link flap).
+    nets: bool,
+    back_at: Option<Instant>,
+}
+
+/// A fault and the hosts it touched, each with when it had every path back.
+#[derive(Debug, Clone)]
+pub(super) struct Recovery {
+    pub(super) fault: FleetFault,
+    pub(super) at: Instant,
+    /// Sorted by host.
+    hosts: Vec<Affected>,
+    pending: usize,
+}
+
+impl Recovery {
+    /// The fault at `at` touched `affected` (sorted): their disks' logins now are the mark
+    /// each must pass.
+    pub(super) fn new(
+        fault: FleetFault,
+        at: Instant,
+        affected: Vec<u32>,
+        hosts: &[Host],
+        disk_targets: &[Vec<usize>],
+    ) -> Self {
+        let hosts: Vec<Affected> = affected
+            .into_iter()
+            .map(|h| {
+                let targets = &disk_targets[h as usize];
+                let logins_before = stack::disks(&hosts[h as usize])
+                    .zip(targets)
+                    .map(|(d, t)| match fault {
+                        FleetFault::TargetRestart { target, .. } if target != *t => UNTOUCHED,
+                        _ => d.disk().stats().logins,
+                    })
+                    .collect();
+                Affected {
+                    host: h,
+                    logins_before,
+                    nets: matches!(fault, FleetFault::LinkFlap { .. }),
+                    back_at: None,
+                }
+            })
+            .collect();
+        Recovery {
+            fault,
+            at,
+            pending: hosts.len(),
+            hosts,
+        }
+    }
+
+    /// Looks at host `i` after a step at `now`: back once every disk the fault touched has
+    /// logged in again and is up, and every interface whose link it took is up.
+    pub(super) fn look(&mut self, i: u32, host: &Host, now: Instant) {
+        if self.pending == 0 {
+            return;
+        }
+        let Ok(k) = self.hosts.binary_search_by_key(&i, |a| a.host) else {
+            return;
+        };
+        let a = &mut self.hosts[k];
+        if a.back_at.is_some() {
+            return;
+        }
+        let disks_back = stack::disks(host).zip(&a.logins_before).all(|(d, before)| {
+            *before == UNTOUCHED || (d.disk().is_up() && d.disk().stats().logins > *before)
+        });
+        let nets_back = !a.nets || stack::nets(host).all(|n| n.link_up());
+        if disks_back && nets_back {
+            a.back_at = Some(now);
+            self.pending -= 1;
+        }
+    }
+
+    /// How many hosts the fault touched.
+    pub(super) fn affected(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// How long each host that is back took, sorted.
+    pub(super) fn back_after(&self) -> Vec<Duration> {
+        let mut v: Vec<Duration> = self
+            .hosts
+            .iter()
+            .filter_map(|a| a.back_at.map(|t| t.saturating_since(self.at)))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Logins the fault made necessary on target `t` (every touched disk on it).
+    pub(super) fn logins_on(&self, t: usize, disk_targets: &[Vec<usize>]) -> u64 {
+        self.hosts
+            .iter()
+            .flat_map(|a| {
+                disk_targets[a.host as usize]
+                    .iter()
+                    .zip(&a.logins_before)
+                    .filter(move |(dt, before)| **dt == t && **before != UNTOUCHED)
+            })
+            .count() as u64
+    }
+}

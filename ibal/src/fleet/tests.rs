@@ -1,0 +1,199 @@
+//! The fleet: hosts in one virtual time sharing targets, their faults and their figures.
+
+use std::vec::Vec;
+
+use hcabus::{Duration, Instant};
+
+use super::*;
+use crate::srp_target::LoginCapacity;
+
+const LOGIN: Duration = Duration::from_ms(20);
+
+/// `hosts` default boot hosts at a light load on two targets that take 4 logins at a time
+/// and 100 a second; `faults` at their instants; 6 s.
+fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPolicy) -> FleetSetup {
+    let mut host = boot_host(20, 10);
+    for c in &mut host.clients {
+        if let ClientSpec::Disk { config, .. } = c {
+            config.login_delay = LOGIN;
+        }
+    }
+    let capacity = LoginCapacity {
+        concurrent: 4,
+        per_second: 100,
+    };
+    FleetSetup {
+        name: "fleet".into(),
+        seed: 5,
+        duration: Duration::from_ms(6_000),
+        hosts,
+        host,
+        targets: std::vec![
+            TargetSetup {
+                lid: 0x100,
+                capacity
+            },
+            TargetSetup {
+                lid: 0x101,
+                capacity
+            },
+        ],
+        faults: faults
+            .into_iter()
+            .map(|(ms, f)| (Instant::from_ms(ms), f))
+            .collect(),
+        retry,
+    }
+}
+
+fn restart(target: usize, down_ms: u64) -> FleetFault {
+    FleetFault::TargetRestart {
+        target,
+        down: Duration::from_ms(down_ms),
+    }
+}
+
+fn run(setup: &FleetSetup) -> FleetFigures {
+    let mut fleet = Fleet::build(setup).expect("builds");
+    fleet.run();
+    fleet.figures()
+}
+
+/// Every host's boot disk and data LUN are on the two targets, one each: a restart of one
+/// takes a path from every host. Every one is back, the target never let more in than its
+/// capacity, no adapter was reset and nothing was lost.
+#[test]
+fn a_target_restart_takes_a_path_from_every_host_and_gives_it_back() {
+    let f = run(&setup(
+        30,
+        std::vec![(2_000, restart(0, 500))],
+        RetryPolicy::Backoff,
+    ));
+    assert!(f.held(), "{f:?}");
+    assert_eq!((f.resets, f.io.failed, f.io.paging_failed), (0, 0, 0));
+    let r = &f.faults[0];
+    assert_eq!((r.hosts, r.back), (30, 30), "{r:?}");
+    // 30 logins, 4 at a time for 20 ms: 7 rounds before the last, after 500 ms down.
+    assert_eq!(r.theoretical_min, Duration::from_ms(500 + 7 * 20 + 20));
+    let all = r.all_back_after.expect("every host back");
+    assert!(all >= r.theoretical_min, "{r:?}");
+    assert!(r.p50 <= r.p99 && r.p99 <= Some(all), "{r:?}");
+    assert_eq!(r.back_after.len(), 30);
+    let t = &f.targets[0].stats;
+    assert_eq!(t.restarts, 1);
+    assert!(t.refused_down > 0, "{t:?}");
+    assert!(t.peak_per_second <= 100, "{t:?}");
+    // Each host logged in twice to each target: at start, and target 0 again.
+    assert_eq!((t.accepted, f.targets[1].stats.accepted), (60, 30));
+    assert!(f.logins_refused() >= t.refused_down);
+    assert!(f.io.completed > 0);
+}
+
+/// One seed, one run: two builds of a setup give the same figures to the microsecond.
+#[test]
+fn a_fleet_is_deterministic_for_a_seed() {
+    let s = setup(
+        12,
+        std::vec![(1_500, restart(1, 300))],
+        RetryPolicy::Backoff,
+    );
+    let a = run(&s);
+    assert_eq!(a, run(&s));
+    let other = run(&FleetSetup { seed: 6, ..s });
+    assert_ne!(a.faults[0].back_after, other.faults[0].back_after);
+}
+
+/// Hosts refused while the target is down retry: under the fixed 10 s of NVMe-oF each waits
+/// 10 s out, and one refused again (the target takes 4 at a time) 10 s more; under the
+/// shipped backoff they are back within a second and a half. The hosts' own boot is such a
+/// storm too: under the fixed retry the last of 10 is in only at 20 s.
+#[test]
+fn a_fixed_ten_second_retry_keeps_hosts_out_for_ten_seconds_and_more() {
+    let faults = || std::vec![(25_000, restart(0, 500))];
+    let fixed = RetryPolicy::Fixed(Duration::from_ms(10_000));
+    let mut s = setup(10, faults(), fixed);
+    s.duration = Duration::from_ms(60_000);
+    let slow = run(&s);
+    let fast = run(&FleetSetup {
+        retry: RetryPolicy::Backoff,
+        ..s
+    });
+    assert_eq!(slow.retry, fixed);
+    let (slow_r, fast_r) = (&slow.faults[0], &fast.faults[0]);
+    let slow_all = slow_r.all_back_after.expect("back after the waits");
+    let fast_all = fast_r.all_back_after.expect("back");
+    assert!(slow_all >= Duration::from_ms(10_000), "{slow_r:?}");
+    assert!(fast_all < Duration::from_ms(1_500), "{fast_r:?}");
+    assert!(slow.held() && fast.held());
+    assert!(slow.targets[0].stats.refused_busy > 0);
+}
+
+/// A core switch reboots: every port of every host is down for 300 ms, then trains and is
+/// swept. Every disk logs in again and every interface is back, with no adapter reset.
+#[test]
+fn a_link_flap_takes_every_path_and_every_host_gets_them_back() {
+    let flap = FleetFault::LinkFlap {
+        down: Duration::from_ms(300),
+    };
+    let f = run(&setup(8, std::vec![(1_000, flap)], RetryPolicy::Backoff));
+    assert!(f.held(), "{f:?}");
+    assert_eq!(f.resets, 0);
+    let r = &f.faults[0];
+    assert_eq!((r.hosts, r.back), (8, 8), "{r:?}");
+    // Down 300 ms, 1.5 s of training and a 2 s sweep before any login.
+    assert!(r.theoretical_min >= Duration::from_ms(3_800), "{r:?}");
+    assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
+}
+
+/// Hosts with nothing to do cost nearly nothing: the fleet steps a host only when it has
+/// something due (here its health poll, once a second), however many there are.
+#[test]
+fn hosts_that_idle_cost_nothing_between_what_they_have_due() {
+    let mut s = setup(50, Vec::new(), RetryPolicy::Backoff);
+    s.host = boot_host(0, 0);
+    s.host
+        .clients
+        .retain(|c| matches!(c, ClientSpec::Disk { .. }));
+    s.duration = Duration::from_ms(60_000);
+    let f = run(&s);
+    assert!(f.held());
+    // Start-up (logins, the ports' sweep) and then about one step a second each.
+    let per_host = f.steps / 50;
+    assert!((60..200).contains(&per_host), "{} steps", f.steps);
+}
+
+#[test]
+fn a_fleet_that_cannot_be_is_refused_by_key() {
+    let ok = setup(2, std::vec![(1_000, restart(0, 10))], RetryPolicy::Backoff);
+    let refused = |s: FleetSetup| Fleet::build(&s).expect_err("refused").to_string();
+    assert!(refused(FleetSetup {
+        hosts: 0,
+        ..ok.clone()
+    })
+    .starts_with("hosts"));
+    assert!(refused(FleetSetup {
+        hosts: MAX_HOSTS + 1,
+        ..ok.clone()
+    })
+    .starts_with("hosts"));
+    let mut s = ok.clone();
+    s.targets.clear();
+    assert!(refused(s).starts_with("targets"));
+    let mut s = ok.clone();
+    s.targets[1].lid = 0x100;
+    assert!(refused(s).starts_with("targets[1].lid"));
+    let mut s = ok.clone();
+    s.targets[0].capacity.concurrent = 0;
+    assert!(refused(s).contains("login_concurrency"));
+    let mut s = ok.clone();
+    s.faults[0].1 = restart(2, 10);
+    assert!(refused(s).starts_with("faults[0].target"));
+    let mut s = ok.clone();
+    s.faults[0].0 = Instant::from_ms(7_000);
+    assert!(refused(s).starts_with("faults[0].at_ms"));
+    let mut s = ok;
+    s.host
+        .clients
+        .retain(|c| !matches!(c, ClientSpec::Disk { .. }));
+    assert!(refused(s).starts_with("host"));
+}
