@@ -15,6 +15,7 @@ use std::vec::Vec;
 use hcabus::verbs::Lid;
 use hcabus::{Duration, Instant};
 
+use crate::access::IbalConfig;
 use crate::retry::RetryPolicy;
 use crate::srp_target::{CapacityError, LoginCapacity, SharedAdmission};
 use crate::stack::{self, BuildError, ClientSpec, Host, StackSetup};
@@ -102,21 +103,43 @@ pub fn host_seed(seed: u64, i: u32) -> u64 {
 }
 
 /// The default boot host (docs/design.md §9) at a fleet's load: its disks at `iops` each over
-/// a small LUN, IPoIB at `pps`, no fault of its own. What a fleet's hosts are unless a file
+/// a small LUN and a short queue, IPoIB and the user-verbs process at `pps` (packets, calls),
+/// an adapter with the memory that asks for, no fault of its own. What a fleet's hosts are unless a file
 /// says otherwise.
 pub fn boot_host(iops: u32, pps: u32) -> StackSetup {
     let mut s = stack::boot_from_san();
     s.sim.faults.clear();
+    let verbs = &mut s.sim.hca.verbs;
+    verbs.dma_bytes = 512 << 10;
+    verbs.wire_capacity = 256;
+    verbs.max_cq_entries = 128;
+    verbs.max_cqs = 16;
+    verbs.max_qps = 16;
+    verbs.max_wr = 128;
+    // A thousand hosts' flight recorders: the last thousand records each.
+    s.sim.recorder_capacity = 1_024;
+    s.ibal = Some(IbalConfig {
+        max_cqs: 16,
+        max_qps: 16,
+        max_mrs: 32,
+        max_ahs: 16,
+        max_cq_entries: 128,
+        max_wr: 128,
+        ..IbalConfig::default()
+    });
     for c in &mut s.clients {
         match c {
             ClientSpec::Disk { config, .. } => {
                 config.iops = iops;
                 config.n_blocks = 64;
+                config.queue_depth = 8;
+                config.hold_capacity = 24;
             }
             ClientSpec::Ipoib { config, .. } => {
                 config.pps = pps;
                 config.peer_pps = pps;
             }
+            ClientSpec::Uverbs { config, .. } => config.ops_per_sec = pps,
             _ => {}
         }
     }

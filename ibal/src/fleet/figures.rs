@@ -30,7 +30,7 @@ pub struct FaultFigures {
     /// Until the last host had every path back (`None` while one has not).
     pub all_back_after: Option<Duration>,
     /// The least that could be: the fault's own outage, then the logins it made necessary
-    /// at the busiest target's capacity (its rate less a second's burst, or its concurrent
+    /// at the busiest target's capacity (a second's worth each second, or its concurrent
     /// logins, whichever binds; `logins_take`).
     pub theoretical_min: Duration,
     pub p50: Option<Duration>,
@@ -107,14 +107,14 @@ fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
 }
 
 /// The least time a fleet could take to log `logins` in to a target of `capacity`, each
-/// login taking `login`, from a target with its whole burst to give: the last login starts
-/// no sooner than the rate allows (a second's worth early, the GCRA's tolerance) nor before
-/// the logins ahead of it have freed its place (`concurrent` at a time), then takes `login`.
+/// login taking `login`: the last starts no sooner than its target's window lets it (a
+/// second's worth at a time) nor before the logins ahead of it have freed its place
+/// (`concurrent` at a time), then takes `login`.
 fn logins_take(logins: u64, capacity: LoginCapacity, login: Duration) -> Duration {
     let Some(last) = logins.checked_sub(1) else {
         return Duration::ZERO;
     };
-    let by_rate_us = (last * 1_000_000 / u64::from(capacity.per_second)).saturating_sub(1_000_000);
+    let by_rate_us = last / u64::from(capacity.per_second) * 1_000_000;
     let by_concurrency_us = last / u64::from(capacity.concurrent) * login.as_us();
     Duration::from_us(by_rate_us.max(by_concurrency_us) + login.as_us())
 }
@@ -212,11 +212,11 @@ mod tests {
             per_second,
         };
         let login = Duration::from_ms(20);
-        // 16 at once for 20 ms each is 800 a second: the rate of 200 binds, less the
-        // second's burst; the last login starts at 999/200 - 1 s and takes 20 ms.
+        // 16 at once for 20 ms each is 800 a second: the rate of 200 binds; the last
+        // login is of the fifth second (4 s) and takes 20 ms.
         assert_eq!(
             logins_take(1_000, cap(16, 200), login),
-            Duration::from_us(3_995_000 + 20_000)
+            Duration::from_ms(4_000 + 20)
         );
         // 2 at once is 100 a second: concurrency binds (499 rounds before the last).
         assert_eq!(

@@ -4,10 +4,12 @@
 //! fails (it does no admission control of its own). Shared by every port and initiator of
 //! one target, as its LUN is.
 //!
-//! The rate is a generic cell rate algorithm (ATM's GCRA, a token bucket in one number): a
-//! login may come `interval` after the one before it, or up to a second's worth early, so a
-//! burst of `per_second` is accepted at once and the long-run rate is never above it.
+//! The rate is a sliding window: a login is accepted while fewer than `per_second` were
+//! accepted in the second before it, so a burst of `per_second` is taken at once and no
+//! second, wherever it starts, ever holds more (a token bucket of a second's depth would let
+//! a burst and a second's rate into one second: twice the capacity).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
@@ -25,12 +27,15 @@ pub struct LoginCapacity {
     pub per_second: u32,
 }
 
+/// The most logins a target may accept a second (a bound on the window it reserves).
+pub const MAX_LOGINS_PER_SECOND: u32 = 100_000;
+
 /// A capacity that cannot be: named by its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum CapacityError {
     #[error("login_concurrency must be 1..={MAX_CONCURRENT_LOGINS}, not {0}")]
     Concurrent(u16),
-    #[error("logins_per_second must be 1..=1000000, not {0}")]
+    #[error("logins_per_second must be 1..={MAX_LOGINS_PER_SECOND}, not {0}")]
     PerSecond(u32),
 }
 
@@ -51,7 +56,8 @@ pub struct AdmissionStats {
     pub accepted: u64,
     pub refused_busy: u64,
     pub refused_rate: u64,
-    /// The most logins accepted within one second of the clock (0.000 to 0.999 s, ...).
+    /// The most logins accepted within any one second (a sliding second, wherever it
+    /// starts): never above the capacity's `per_second`.
     pub peak_per_second: u32,
     /// Logins tried while it restarted.
     pub refused_down: u64,
@@ -64,11 +70,9 @@ pub struct Admission {
     capacity: LoginCapacity,
     /// When each login in progress ends (reserved at `concurrent`).
     ending: Vec<Instant>,
-    /// GCRA's theoretical arrival time of the next login.
-    next_at: Instant,
-    /// The second being counted toward the peak, and its count.
-    second: u64,
-    in_second: u32,
+    /// When each login of the last second was accepted, oldest first (reserved at
+    /// `per_second`).
+    window: VecDeque<Instant>,
     /// Until when it is restarting (answering no login).
     down_until: Instant,
     stats: AdmissionStats,
@@ -96,15 +100,13 @@ impl Admission {
         if capacity.concurrent == 0 || capacity.concurrent > MAX_CONCURRENT_LOGINS {
             return Err(CapacityError::Concurrent(capacity.concurrent));
         }
-        if capacity.per_second == 0 || capacity.per_second > 1_000_000 {
+        if capacity.per_second == 0 || capacity.per_second > MAX_LOGINS_PER_SECOND {
             return Err(CapacityError::PerSecond(capacity.per_second));
         }
         Ok(Admission {
             capacity,
             ending: Vec::with_capacity(usize::from(capacity.concurrent)),
-            next_at: Instant::ZERO,
-            second: 0,
-            in_second: 0,
+            window: VecDeque::with_capacity(capacity.per_second as usize),
             down_until: Instant::ZERO,
             stats: AdmissionStats::default(),
         })
@@ -118,11 +120,6 @@ impl Admission {
         self.stats
     }
 
-    /// The time between two logins at the long-run rate.
-    fn interval(&self) -> Duration {
-        Duration::from_us(1_000_000 / u64::from(self.capacity.per_second))
-    }
-
     /// A login arriving at `now` that, accepted, is in progress for `takes`.
     pub fn try_login(&mut self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
         if now < self.down_until {
@@ -134,22 +131,20 @@ impl Admission {
             self.stats.refused_busy += 1;
             return Err(LoginRejected::Busy("logins in progress"));
         }
-        let interval = self.interval();
-        // A second's worth of logins may come early: the burst a bucket of that size allows.
-        let early = Duration::from_us(interval.as_us() * u64::from(self.capacity.per_second - 1));
-        if self.next_at.saturating_since(now) > early {
+        // A login a second old or older has left the window (none has, in the first second).
+        let second_ago = now.as_us().checked_sub(1_000_000).map(Instant::from_us);
+        while self.window.front().is_some_and(|&t| Some(t) <= second_ago) {
+            self.window.pop_front();
+        }
+        if self.window.len() >= self.capacity.per_second as usize {
             self.stats.refused_rate += 1;
             return Err(LoginRejected::Busy("logins per second"));
         }
-        self.next_at = self.next_at.max(now) + interval;
+        self.window.push_back(now);
         self.ending.push(now + takes);
         self.stats.accepted += 1;
-        let second = now.as_us() / 1_000_000;
-        if second != self.second {
-            (self.second, self.in_second) = (second, 0);
-        }
-        self.in_second += 1;
-        self.stats.peak_per_second = self.stats.peak_per_second.max(self.in_second);
+        let in_second = self.window.len() as u32;
+        self.stats.peak_per_second = self.stats.peak_per_second.max(in_second);
         Ok(())
     }
 
@@ -206,28 +201,32 @@ mod tests {
         );
         assert_eq!(
             bad(1, 0).as_deref(),
-            Some("logins_per_second must be 1..=1000000, not 0")
+            Some("logins_per_second must be 1..=100000, not 0")
         );
         assert_eq!(
-            bad(1, 1_000_001),
-            Some(CapacityError::PerSecond(1_000_001).to_string())
+            bad(1, 100_001),
+            Some(CapacityError::PerSecond(100_001).to_string())
         );
-        assert_eq!((bad(4_096, 1_000_000), bad(1, 1)), (None, None));
+        assert_eq!((bad(4_096, 100_000), bad(1, 1)), (None, None));
     }
 
-    /// A second's worth at once, then one every interval: the long-run rate is the capacity.
+    /// A second's worth at once, then each as one of the second before it leaves: no second,
+    /// wherever it starts, holds more than the capacity.
     #[test]
-    fn a_burst_of_one_seconds_worth_then_the_rate() {
+    fn a_burst_of_one_seconds_worth_then_no_more_in_any_second() {
         let mut a = admission(100, 4);
         let results: Vec<bool> = (0..6)
             .map(|_| a.try_login(at(0), NO_TIME).is_ok())
             .collect();
         assert_eq!(results, [true, true, true, true, false, false]);
-        // Four accepted at 0 ms: the next may come at 1 s minus the burst, 250 ms.
-        assert!(a.try_login(at(249), NO_TIME).is_err());
-        assert!(a.try_login(at(250), NO_TIME).is_ok());
-        assert!(a.try_login(at(250), NO_TIME).is_err());
-        assert!(a.try_login(at(500), NO_TIME).is_ok());
+        // Four accepted at 0 ms: the window has room again once they are a second old.
+        assert!(a.try_login(at(999), NO_TIME).is_err());
+        assert!(a.try_login(at(1_000), NO_TIME).is_ok());
+        assert!(a.try_login(at(1_500), NO_TIME).is_ok());
+        // 1.0 to 1.5 s: two; two more may come before 2 s, not a third.
+        assert!(a.try_login(at(1_900), NO_TIME).is_ok());
+        assert!(a.try_login(at(1_950), NO_TIME).is_ok());
+        assert!(a.try_login(at(1_999), NO_TIME).is_err());
         let s = a.stats();
         assert_eq!(
             (
@@ -236,13 +235,13 @@ mod tests {
                 s.refused_busy,
                 s.peak_per_second
             ),
-            (6, 4, 0, 6)
+            (8, 4, 0, 4)
         );
-        // Idle for long, it takes a whole burst again, counted in its own second.
+        // Idle for long, it takes a whole burst again.
         let burst = (0..5)
             .filter(|_| a.try_login(at(10_000), NO_TIME).is_ok())
             .count();
-        assert_eq!((burst, a.stats().peak_per_second), (4, 6));
+        assert_eq!((burst, a.stats().peak_per_second), (4, 4));
     }
 
     /// Logins in progress are bounded; one ends when its time is up, a restart ends all.
@@ -271,14 +270,14 @@ mod tests {
         assert_eq!(a.restarts(), 1);
     }
 
-    /// The peak counts logins within one second of the clock, not across two.
+    /// The peak counts logins within any second, across two of the clock too.
     #[test]
-    fn the_peak_is_per_second_of_the_clock() {
+    fn the_peak_is_of_a_sliding_second() {
         let mut a = admission(100, 1_000);
-        for ms in [998, 999, 1_000, 1_001, 1_002] {
+        for ms in [998, 999, 1_000, 1_001, 1_002, 2_000] {
             assert!(a.try_login(at(ms), NO_TIME).is_ok());
         }
-        assert_eq!(a.stats().peak_per_second, 3);
+        assert_eq!(a.stats().peak_per_second, 5);
     }
 
     #[test]
