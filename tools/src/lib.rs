@@ -4,6 +4,7 @@ pub mod answer;
 pub mod contract;
 pub mod device;
 pub mod failslow;
+pub mod fleet;
 pub mod generate;
 pub mod hunt;
 pub mod inf;

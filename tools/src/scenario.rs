@@ -13,6 +13,7 @@ use ibal::stack::{ClientSpec, ScriptedConfig, StackSetup};
 use ibal::uverbs::UverbsConfig;
 use ibal::IbalConfig;
 
+pub mod fleet;
 mod keys;
 mod multi;
 mod paths;
@@ -53,6 +54,12 @@ pub enum Scenario {
 
 /// Parses a scenario of one adapter or several.
 pub fn parse_any(text: &str) -> Result<Scenario, ScenarioError> {
+    if fleet::is_fleet(text) {
+        return Err(err(
+            "fleet",
+            "a fleet of hosts: `hcasim fleet FILE` runs it (docs/design.md §11)",
+        ));
+    }
     let file: File = toml::from_str(text).map_err(|e| {
         // toml names the unknown or mistyped key and its line; keep its words.
         err("", e.to_string().trim_end().to_string())

@@ -10,6 +10,7 @@ use hcabus::types::EventKind;
 use hcabus::types::{Call, State};
 use ibal::stack::Host;
 
+pub mod fleet;
 mod io;
 mod ports;
 use io::{IoLane, IO_LANE};

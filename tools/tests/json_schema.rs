@@ -181,6 +181,9 @@ fn every_json_document_of_hcactl_and_hcasim_validates_against_the_documented_sch
         let run = hcasim(&["run", path.to_str().expect("utf-8"), "--json"]);
         c.stdout(file, &run, false);
     }
+    let fleet = scenarios.join("fleet/small.toml");
+    let run = hcasim(&["fleet", fleet.to_str().expect("utf-8"), "--json"]);
+    c.stdout("fleet/small.toml", &run, false);
     c.error(
         "no scenario file",
         &hcasim(&["--json", "run", "/nonexistent.toml"]),
@@ -208,6 +211,7 @@ fn every_json_document_of_hcactl_and_hcasim_validates_against_the_documented_sch
         "hcactl.status/1",
         "hcactl.wait/1",
         "hcasim.error/1",
+        "hcasim.fleet/1",
         "hcasim.report/1",
     ];
     assert_eq!(

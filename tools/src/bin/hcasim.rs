@@ -103,6 +103,25 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         stack_every: u64,
     },
+    /// Run a fleet scenario (`[fleet]`, docs/design.md §11): many hosts sharing SRP targets,
+    /// under each retry policy it compares, side by side. Exit 1 when a run of the shipped
+    /// retry policy broke a guarantee on any host (the others are shown, not judged).
+    Fleet {
+        file: PathBuf,
+        /// Seeds to run, `A..B` (B excluded), instead of the scenario's own: one shard of a
+        /// sweep under a batch engine (docs/hcasim.md).
+        #[arg(long)]
+        seeds: Option<String>,
+        /// Print the JSON report (hcasim.fleet/1) instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// Also draw hosts recovered over time, for the first seed, into this file.
+        #[arg(long, value_name = "OUT.svg")]
+        svg: Option<PathBuf>,
+        /// Threads (default: every core).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// Run a live host in real time and serve the IOCTL interface on a Unix socket. A host
     /// of several adapters (`[[hcas]]`, `--multipath`) also serves each adapter NAME on
     /// PATH.NAME (`hcactl --device NAME`); PATH is the first adapter.
@@ -386,7 +405,8 @@ fn main() -> ExitCode {
     }
     if cli.command.is_some() && cli.random.is_some() {
         complain!(
-            "--random generates its own scenario; it does not apply to `run`, `serve` or `hunt`"
+            "--random generates its own scenario; it does not apply to `run`, `serve`, `hunt` \
+             or `fleet`"
         );
         return ExitCode::from(2);
     }
@@ -510,6 +530,19 @@ fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
             jobs,
             stack_every,
         }) => Err(hunt(seeds, *jobs, *stack_every)),
+        Some(Command::Fleet {
+            file,
+            seeds,
+            json,
+            svg,
+            jobs,
+        }) => Err(fleet(
+            file,
+            (seeds.as_deref(), cli.seed),
+            *json,
+            svg.as_deref(),
+            *jobs,
+        )),
         Some(Command::Completions { shell }) => Err(generated(|out| {
             hcabus_tools::generate::completions(Cli::command(), *shell, out)
         })),
@@ -541,6 +574,78 @@ fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
             }
         },
     }
+}
+
+/// `hcasim fleet FILE`: the table (or JSON) on stdout, the picture where `--svg` says.
+fn fleet(
+    file: &std::path::Path,
+    (seeds, global): (Option<&str>, Option<u64>),
+    json: bool,
+    svg: Option<&std::path::Path>,
+    jobs: Option<usize>,
+) -> ExitCode {
+    use hcabus_tools::fleet;
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            complain!("cannot read {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let scenario = match scenario::fleet::parse(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            complain!("{}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    // `hcasim --seed N fleet FILE` runs seed N alone, as `run` does.
+    let seeds = match (seeds.map(hcabus_tools::hunt::parse_seeds), global) {
+        (Some(_), Some(_)) => {
+            complain!("--seed and --seeds: give one");
+            return ExitCode::from(2);
+        }
+        (None, seed) => {
+            let s = seed.unwrap_or(scenario.setup.seed);
+            s..s.saturating_add(1)
+        }
+        (Some(Ok(s)), None) => s,
+        (Some(Err(e)), None) => {
+            complain!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let jobs = jobs
+        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+        .unwrap_or(1);
+    let runs = match fleet::run(&scenario, seeds, jobs) {
+        Ok(r) => r,
+        Err(e) => {
+            complain!("{}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(out) = svg {
+        let first = &runs[..scenario.policies.len().min(runs.len())];
+        if let Err(e) = std::fs::write(
+            out,
+            hcabus_tools::svg::fleet::render(&scenario.setup.name, first),
+        ) {
+            complain!("cannot write {}: {e}", out.display());
+            return ExitCode::from(2);
+        }
+    }
+    let out = if json {
+        format!("{}\n", fleet::json(&scenario, &runs))
+    } else {
+        fleet::text(&scenario, &runs)
+    };
+    let verdict = if fleet::held(&runs) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    emit(&out).unwrap_or(verdict)
 }
 
 /// Writes what `write` generates to stdout; a closed pipe is not an error (as for `emit`).

@@ -1,0 +1,247 @@
+//! `hcasim fleet` (docs/design.md §11): the fleet scenarios of tests/scenarios/fleet run
+//! through the binary, their figures read from its JSON, its refusals by key.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fleet_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/scenarios/fleet")
+        .join(name)
+}
+
+fn hcasim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hcasim"))
+        .args(args)
+        .output()
+        .expect("hcasim runs")
+}
+
+fn json_of(o: &Output) -> Value {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("one JSON document")
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+/// What every run of every policy must show, whatever its speed: no target above its
+/// capacity, no adapter reset, no paging I/O failed, no invariant violated.
+fn every_run_keeps_the_fleet_guarantees(doc: &Value) {
+    for run in doc["runs"].as_array().expect("runs") {
+        let who = format!("{} seed {}", run["retry"], run["seed"]);
+        for t in run["targets"].as_array().expect("targets") {
+            assert!(
+                t["peak_per_second"].as_u64() <= t["logins_per_second"].as_u64(),
+                "{who}: {t}"
+            );
+        }
+        assert_eq!(run["adapter_resets"], 0, "{who}");
+        assert_eq!(run["io"]["paging_failed"], 0, "{who}");
+        assert_eq!(run["io"]["duplicated"], 0, "{who}");
+        assert_eq!(run["invariants_violated"], 0, "{who}");
+        let io = &run["io"];
+        let n = |k: &str| io[k].as_u64().expect("a count");
+        assert_eq!(
+            n("submitted"),
+            n("completed") + n("failed") + n("in_flight") + n("lost"),
+            "{who}"
+        );
+    }
+}
+
+/// The scale: a thousand hosts through a target restart and a fabric-wide link flap,
+/// five minutes of virtual time, under each retry policy. The shipped backoff gets every
+/// host's every path back within 1.5 times the theoretical minimum; the fixed 10 s retry of
+/// NVMe-oF and the backoff without jitter leave hosts out for minutes.
+#[test]
+fn a_thousand_hosts_get_every_path_back_within_one_and_a_half_times_the_minimum() {
+    let doc = json_of(&hcasim(&[
+        "fleet",
+        fleet_file("thousand-hosts.toml").to_str().expect("utf-8"),
+        "--json",
+    ]));
+    assert_eq!(doc["hosts"], 1000);
+    every_run_keeps_the_fleet_guarantees(&doc);
+    let runs = doc["runs"].as_array().expect("runs");
+    let by = |p: &str| {
+        runs.iter()
+            .find(|r| r["retry"] == p)
+            .unwrap_or_else(|| panic!("a {p} run"))
+    };
+    let shipped = by("backoff");
+    assert_eq!(shipped["held"], true);
+    assert_eq!(
+        (
+            shipped["io"]["lost"].as_u64(),
+            shipped["io"]["failed"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+    for fault in shipped["faults"].as_array().expect("faults") {
+        assert_eq!(fault["back"], fault["hosts"], "{fault}");
+        assert_eq!(fault["hosts"], 1000, "{fault}");
+        let over = f(&fault["over_min"]);
+        assert!((1.0..=1.5).contains(&over), "{fault}");
+    }
+    for worse in ["no_jitter", "fixed"] {
+        let restart = &by(worse)["faults"][0];
+        assert!(
+            restart["back"].as_u64() < restart["hosts"].as_u64() || f(&restart["over_min"]) > 1.5,
+            "{worse}: {restart}"
+        );
+    }
+}
+
+/// A seed range is what a batch engine shards: each seed's runs are the same whether it runs
+/// alone or inside a range, and the runs come in seed order, then policy order.
+#[test]
+fn a_seed_range_shards_and_each_seed_runs_the_same_alone() {
+    let file = fleet_file("small.toml");
+    let file = file.to_str().expect("utf-8");
+    let range = json_of(&hcasim(&[
+        "fleet", file, "--json", "--seeds", "3..5", "--jobs", "2",
+    ]));
+    let alone = json_of(&hcasim(&["fleet", file, "--json", "--seeds", "4..5"]));
+    let runs = range["runs"].as_array().expect("runs");
+    let seeds: Vec<u64> = runs.iter().filter_map(|r| r["seed"].as_u64()).collect();
+    assert_eq!(seeds, [3, 3, 3, 4, 4, 4]);
+    let policies: Vec<&str> = runs[..3]
+        .iter()
+        .filter_map(|r| r["retry"].as_str())
+        .collect();
+    assert_eq!(policies, ["backoff", "no_jitter", "fixed"]);
+    let strip = |r: &Value| {
+        let mut r = r.clone();
+        r["wall_ms"] = Value::Null;
+        r
+    };
+    let alone_runs = alone["runs"].as_array().expect("runs");
+    for (a, b) in runs[3..].iter().zip(alone_runs) {
+        assert_eq!(strip(a), strip(b));
+    }
+    assert_ne!(
+        strip(&runs[0])["faults"],
+        strip(&runs[3])["faults"],
+        "seeds differ"
+    );
+    every_run_keeps_the_fleet_guarantees(&range);
+}
+
+/// The table names each policy, the picture is an SVG with a line per policy, and a fleet's
+/// exit status is 0 when the shipped policy kept every guarantee.
+#[test]
+fn the_table_and_the_picture_show_each_policy() {
+    let svg = std::env::temp_dir().join(format!("hcasim-fleet-{}.svg", std::process::id()));
+    let o = hcasim(&[
+        "fleet",
+        fleet_file("small.toml").to_str().expect("utf-8"),
+        "--svg",
+        svg.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let table = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "backoff",
+        "no jitter",
+        "fixed 10 s",
+        "all back after",
+        "theoretical minimum",
+        "peak logins/s",
+    ] {
+        assert!(table.contains(want), "{want}: {table}");
+    }
+    let picture = std::fs::read_to_string(&svg).expect("the picture");
+    let _ = std::fs::remove_file(&svg);
+    assert!(picture.starts_with("<svg") && picture.trim_end().ends_with("</svg>"));
+    // One line per policy, in each of the two faults' panels.
+    assert_eq!(picture.matches("<polyline").count(), 6);
+}
+
+/// Every refusal names its key, and exits 2 with nothing on stdout.
+#[test]
+fn a_bad_fleet_file_is_refused_by_key() {
+    let good = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
+    let cases: [(&str, &str, &str); 10] = [
+        ("hosts = 100", "hosts = 0", "fleet.hosts"),
+        (
+            "hosts = 100",
+            "hosts = 100\nhost = \"laptop\"",
+            "fleet.host",
+        ),
+        (
+            "hosts = 100",
+            "hosts = 100\ncompare = [\"backoff\", \"sometimes\"]",
+            "fleet.compare[1]",
+        ),
+        (
+            "hosts = 100",
+            "hosts = 100\ncompare = [\"fixed\", \"fixed\"]",
+            "fleet.compare[1]",
+        ),
+        (
+            "login_concurrency = 8",
+            "login_concurrency = 0",
+            "fleet.targets[0].login_concurrency",
+        ),
+        (
+            "logins_per_second = 50",
+            "logins_per_second = 1000000",
+            "fleet.targets[0].logins_per_second",
+        ),
+        ("target = 0", "target = 3", "fleet.events[0].target"),
+        ("at_ms = 40000", "at_ms = 90000", "fleet.events[1].at_ms"),
+        (
+            "kind = \"link_flap\"",
+            "kind = \"sm_failover\"",
+            "fleet.events[1].kind",
+        ),
+        ("hosts = 100", "hosts = 100\nspeed = 3", "speed"),
+    ];
+    let dir = std::env::temp_dir().join(format!("hcasim-fleet-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    for (i, (from, to, key)) in cases.iter().enumerate() {
+        assert!(good.contains(from), "{from}");
+        let path = dir.join(format!("bad{i}.toml"));
+        std::fs::write(&path, good.replacen(from, to, 1)).expect("written");
+        let o = hcasim(&["fleet", path.to_str().expect("utf-8")]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{key}: {err}");
+        assert!(o.stdout.is_empty(), "{key}");
+        assert!(err.contains(key), "{key}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    // A fleet is not a host's scenario, nor a host's scenario a fleet.
+    let small = fleet_file("small.toml");
+    let o = hcasim(&["run", small.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("key `fleet`"));
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/storm.toml");
+    let o = hcasim(&["fleet", host.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("fleet"));
+    let o = hcasim(&[
+        "--seed",
+        "2",
+        "fleet",
+        small.to_str().expect("utf-8"),
+        "--seeds",
+        "1..3",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = hcasim(&["fleet", small.to_str().expect("utf-8"), "--seeds", "5..5"]);
+    assert_eq!(o.status.code(), Some(2));
+}
