@@ -30,7 +30,8 @@ use recovery::Recovery;
 
 /// The most hosts a fleet may have: what one process can hold (each host is a whole stack).
 pub const MAX_HOSTS: u32 = 10_000;
-/// The most targets.
+/// The most targets: a fabric's storage arrays, not its hosts; each is an admission every
+/// host's disks on it lock.
 pub const MAX_TARGETS: usize = 64;
 
 /// An SRP target of the fleet: its LID and what it can take.
@@ -48,6 +49,9 @@ pub enum FleetFault {
     TargetRestart { target: usize, down: Duration },
     /// Every port of every host loses its link for `down` (a core switch reboots).
     LinkFlap { down: Duration },
+    /// Every host starts at once (the fleet's power-on, a boot storm): not injected, the
+    /// first thing every fleet recovers from.
+    PowerOn,
 }
 
 impl FleetFault {
@@ -56,6 +60,7 @@ impl FleetFault {
         match self {
             FleetFault::TargetRestart { .. } => "target_restart",
             FleetFault::LinkFlap { .. } => "link_flap",
+            FleetFault::PowerOn => "power_on",
         }
     }
 }
@@ -89,8 +94,10 @@ pub enum FleetError {
     SameLid(usize, Lid, usize),
     #[error("faults[{0}].target: no target {1} (the fleet has {2})")]
     NoTarget(usize, usize, usize),
-    #[error("faults[{0}].at_ms: after the run's end")]
+    #[error("faults[{0}].at_ms: at or after the run's end")]
     AfterEnd(usize),
+    #[error("faults[{0}]: a fleet powers on once, at its start")]
+    PowerOn(usize),
     #[error("host: the template has no disk: a fleet's hosts log in to its targets")]
     NoDisk,
     #[error("host {0}: {1}")]
@@ -211,6 +218,15 @@ impl Fleet {
             fleet.disk_targets.push(disk_targets);
             fleet.schedule(i);
         }
+        let all = (0..setup.hosts).collect();
+        let boot = Recovery::new(
+            FleetFault::PowerOn,
+            Instant::ZERO,
+            all,
+            &fleet.hosts,
+            &fleet.disk_targets,
+        );
+        fleet.recoveries.push(boot);
         Ok(fleet)
     }
 
@@ -316,28 +332,38 @@ impl Fleet {
         let now = self.now;
         log::warn!("[{now}] fleet {}: {}", self.name, fault.name());
         let affected: Vec<u32> = match fault {
-            FleetFault::TargetRestart { target, down } => {
-                self.targets[target].1.lock().restart(now, down);
-                (0..self.hosts.len() as u32)
-                    .filter(|h| self.disk_targets[*h as usize].contains(&target))
-                    .collect()
-            }
-            FleetFault::LinkFlap { down } => {
-                for i in 0..self.hosts.len() as u32 {
-                    self.flap(i, down);
+            FleetFault::TargetRestart { target, .. } => (0..self.hosts.len() as u32)
+                .filter(|h| self.disk_targets[*h as usize].contains(&target))
+                .collect(),
+            // Only at build (`Fleet::build`).
+            FleetFault::PowerOn => return,
+            FleetFault::LinkFlap { .. } => {
+                // Each host at the instant, with what it had due then done, before its
+                // paths are marked: the fault takes them from there.
+                for h in &mut self.hosts {
+                    h.run_until(now);
                 }
                 (0..self.hosts.len() as u32).collect()
             }
         };
         let r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
         self.recoveries.push(r);
+        match fault {
+            FleetFault::TargetRestart { target, down } => {
+                self.targets[target].1.lock().restart(now, down);
+            }
+            FleetFault::LinkFlap { down } => {
+                for i in 0..self.hosts.len() as u32 {
+                    self.flap(i, down);
+                }
+            }
+            FleetFault::PowerOn => {}
+        }
     }
 
-    /// Pulls every cable of host `i` for `down`.
+    /// Pulls every cable of host `i` (already at the instant) for `down`.
     fn flap(&mut self, i: u32, down: Duration) {
-        let now = self.now;
         let host = &mut self.hosts[i as usize];
-        host.run_until(now);
         for port in 1..=host.hca().port_count() {
             host.inject(hcabus_sim::Fault::PortDown {
                 port,
@@ -368,13 +394,15 @@ fn check(setup: &FleetSetup) -> Result<(), FleetError> {
     }
     let end = Instant::ZERO + setup.duration;
     for (i, (at, f)) in setup.faults.iter().enumerate() {
-        if *at > end {
+        if *at >= end {
             return Err(FleetError::AfterEnd(i));
         }
-        if let FleetFault::TargetRestart { target, .. } = f {
-            if *target >= n {
+        match f {
+            FleetFault::TargetRestart { target, .. } if *target >= n => {
                 return Err(FleetError::NoTarget(i, *target, n));
             }
+            FleetFault::PowerOn => return Err(FleetError::PowerOn(i)),
+            _ => {}
         }
     }
     let disks = setup

@@ -33,6 +33,8 @@ pub struct FaultFigures {
     /// at the busiest target's capacity (a second's worth each second, or its concurrent
     /// logins, whichever binds; `logins_take`).
     pub theoretical_min: Duration,
+    /// The median and 99th percentile host's time to every path back, of every host it
+    /// touched: `None` while the one at that rank is not back.
     pub p50: Option<Duration>,
     pub p99: Option<Duration>,
     /// How long each host that came back took, sorted: the picture of hosts over time.
@@ -99,10 +101,10 @@ impl FleetFigures {
     }
 }
 
-/// The `q`th quantile (0..=1) by nearest rank.
-fn quantile(sorted: &[Duration], q: f64) -> Option<Duration> {
-    let n = sorted.len();
-    let rank = ((q * n as f64).ceil() as usize).clamp(1, n.max(1));
+/// The `q`th quantile (0..=1) by nearest rank of `of` hosts, of which those in `sorted` are
+/// back: `None` when the rank falls on a host that is not (it has no time yet).
+fn quantile(sorted: &[Duration], of: usize, q: f64) -> Option<Duration> {
+    let rank = ((q * of as f64).ceil() as usize).clamp(1, of.max(1));
     sorted.get(rank - 1).copied()
 }
 
@@ -127,17 +129,22 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
             let back_after = r.back_after();
             let logins = |t: usize| r.logins_on(t, &fleet.disk_targets);
             let cap = |t: usize| fleet.targets[t].0.capacity;
+            let every_target = || {
+                (0..fleet.targets.len())
+                    .map(|t| logins_take(logins(t), cap(t), fleet.login))
+                    .max()
+                    .unwrap_or(Duration::ZERO)
+            };
             let (outage, busiest) = match r.fault {
                 FleetFault::TargetRestart { target, down } => {
                     (down, logins_take(logins(target), cap(target), fleet.login))
                 }
                 FleetFault::LinkFlap { down } => (
                     Duration::from_us(down.as_us() + fleet.fabric.as_us()),
-                    (0..fleet.targets.len())
-                        .map(|t| logins_take(logins(t), cap(t), fleet.login))
-                        .max()
-                        .unwrap_or(Duration::ZERO),
+                    every_target(),
                 ),
+                // The ports are Active as an adapter starts: the logins alone.
+                FleetFault::PowerOn => (Duration::ZERO, every_target()),
             };
             let all_back = back_after.len() == r.affected();
             FaultFigures {
@@ -145,10 +152,12 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
                 at: r.at,
                 hosts: r.affected() as u64,
                 back: back_after.len() as u64,
-                all_back_after: all_back.then(|| back_after.last().copied()).flatten(),
+                // A fault that touched no host took nothing: it is over at once.
+                all_back_after: all_back
+                    .then(|| back_after.last().copied().unwrap_or(Duration::ZERO)),
                 theoretical_min: Duration::from_us(outage.as_us() + busiest.as_us()),
-                p50: quantile(&back_after, 0.5),
-                p99: quantile(&back_after, 0.99),
+                p50: quantile(&back_after, r.affected(), 0.5),
+                p99: quantile(&back_after, r.affected(), 0.99),
                 back_after,
             }
         })
@@ -199,10 +208,13 @@ mod tests {
     #[test]
     fn quantiles_are_by_nearest_rank() {
         let v: Vec<Duration> = (1..=100).map(Duration::from_ms).collect();
-        assert_eq!(quantile(&v, 0.5), Some(Duration::from_ms(50)));
-        assert_eq!(quantile(&v, 0.99), Some(Duration::from_ms(99)));
-        assert_eq!(quantile(&v[..1], 0.99), Some(Duration::from_ms(1)));
-        assert_eq!(quantile(&[], 0.5), None);
+        assert_eq!(quantile(&v, 100, 0.5), Some(Duration::from_ms(50)));
+        assert_eq!(quantile(&v, 100, 0.99), Some(Duration::from_ms(99)));
+        assert_eq!(quantile(&v[..1], 1, 0.99), Some(Duration::from_ms(1)));
+        assert_eq!(quantile(&[], 0, 0.5), None);
+        // Of 200 hosts 100 are back: the median is the last of them, the p99 not yet.
+        assert_eq!(quantile(&v, 200, 0.5), Some(Duration::from_ms(100)));
+        assert_eq!(quantile(&v, 200, 0.99), None);
     }
 
     #[test]

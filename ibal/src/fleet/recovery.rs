@@ -46,20 +46,26 @@ impl Recovery {
             .into_iter()
             .map(|h| {
                 let targets = &disk_targets[h as usize];
+                // A disk that was not up when the fault struck (still logging in) lost
+                // nothing to it: its login is the boot's, not the fault's recovery.
                 let logins_before = stack::disks(&hosts[h as usize])
                     .zip(targets)
                     .map(|(d, t)| match fault {
                         FleetFault::TargetRestart { target, .. } if target != *t => UNTOUCHED,
+                        // Every disk of a fleet powering on has its first login to make.
+                        FleetFault::PowerOn => 0,
+                        _ if !d.disk().is_up() => UNTOUCHED,
                         _ => d.disk().stats().logins,
                     })
                     .collect();
                 Affected {
                     host: h,
                     logins_before,
-                    nets: matches!(fault, FleetFault::LinkFlap { .. }),
+                    nets: matches!(fault, FleetFault::LinkFlap { .. } | FleetFault::PowerOn),
                     back_at: None,
                 }
             })
+            .filter(|a: &Affected| a.nets || a.logins_before.iter().any(|l| *l != UNTOUCHED))
             .collect();
         Recovery {
             fault,

@@ -71,7 +71,9 @@ fn a_target_restart_takes_a_path_from_every_host_and_gives_it_back() {
     ));
     assert!(f.held(), "{f:?}");
     assert_eq!((f.resets, f.io.failed, f.io.paging_failed), (0, 0, 0));
-    let r = &f.faults[0];
+    let boot = &f.faults[0];
+    assert_eq!((boot.fault, boot.hosts, boot.back), (FleetFault::PowerOn, 30, 30));
+    let r = &f.faults[1];
     assert_eq!((r.hosts, r.back), (30, 30), "{r:?}");
     // 30 logins, 4 at a time for 20 ms: 7 rounds before the last, after 500 ms down.
     assert_eq!(r.theoretical_min, Duration::from_ms(500 + 7 * 20 + 20));
@@ -100,7 +102,7 @@ fn a_fleet_is_deterministic_for_a_seed() {
     let a = run(&s);
     assert_eq!(a, run(&s));
     let other = run(&FleetSetup { seed: 6, ..s });
-    assert_ne!(a.faults[0].back_after, other.faults[0].back_after);
+    assert_ne!(a.faults[1].back_after, other.faults[1].back_after);
 }
 
 /// Hosts refused while the target is down retry: under the fixed 10 s of NVMe-oF each waits
@@ -119,7 +121,7 @@ fn a_fixed_ten_second_retry_keeps_hosts_out_for_ten_seconds_and_more() {
         ..s
     });
     assert_eq!(slow.retry, fixed);
-    let (slow_r, fast_r) = (&slow.faults[0], &fast.faults[0]);
+    let (slow_r, fast_r) = (&slow.faults[1], &fast.faults[1]);
     let slow_all = slow_r.all_back_after.expect("back after the waits");
     let fast_all = fast_r.all_back_after.expect("back");
     assert!(slow_all >= Duration::from_ms(10_000), "{slow_r:?}");
@@ -138,7 +140,7 @@ fn a_link_flap_takes_every_path_and_every_host_gets_them_back() {
     let f = run(&setup(8, std::vec![(1_000, flap)], RetryPolicy::Backoff));
     assert!(f.held(), "{f:?}");
     assert_eq!(f.resets, 0);
-    let r = &f.faults[0];
+    let r = &f.faults[1];
     assert_eq!((r.hosts, r.back), (8, 8), "{r:?}");
     // Down 300 ms, 1.5 s of training and a 2 s sweep before any login.
     assert!(r.theoretical_min >= Duration::from_ms(3_800), "{r:?}");
@@ -196,4 +198,17 @@ fn a_fleet_that_cannot_be_is_refused_by_key() {
         .clients
         .retain(|c| !matches!(c, ClientSpec::Disk { .. }));
     assert!(refused(s).starts_with("host"));
+}
+
+/// A fault that strikes while the disks still make their first login takes nothing from
+/// them: the hosts' boot is the power-on's to count, and a fault that touched no host is
+/// over at once.
+#[test]
+fn a_fault_during_the_boot_takes_no_path_that_was_not_up() {
+    let f = run(&setup(6, std::vec![(0, restart(0, 100))], RetryPolicy::Backoff));
+    let (boot, r) = (&f.faults[0], &f.faults[1]);
+    assert_eq!((boot.hosts, boot.back), (6, 6));
+    assert_eq!((r.hosts, r.back, r.all_back_after), (0, 0, Some(Duration::ZERO)));
+    assert_eq!((r.p50, r.p99), (None, None));
+    assert!(f.held());
 }

@@ -607,7 +607,16 @@ fn fleet(
         }
         (None, seed) => {
             let s = seed.unwrap_or(scenario.setup.seed);
-            s..s.saturating_add(1)
+            match s.checked_add(1) {
+                Some(end) => s..end,
+                None => {
+                    complain!(
+                        "seed {s}: the largest seed a fleet runs is {}",
+                        u64::MAX - 1
+                    );
+                    return ExitCode::from(2);
+                }
+            }
         }
         (Some(Ok(s)), None) => s,
         (Some(Err(e)), None) => {

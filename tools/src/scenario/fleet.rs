@@ -146,8 +146,13 @@ pub fn parse(text: &str) -> Result<FleetScenario, ScenarioError> {
 }
 
 fn host(keys: &FleetKeys) -> Result<ibal::stack::StackSetup, ScenarioError> {
-    if keys.iops > 10_000 {
-        return Err(err("fleet.iops", "must be at most 10000 a disk"));
+    // A disk notices a dropped connection at its next command, as an initiator whose
+    // target restarted in silence does: a fleet's disks must have commands to send.
+    if keys.iops == 0 || keys.iops > 10_000 {
+        return Err(err(
+            "fleet.iops",
+            "must be 1..=10000 a disk (a disk notices a target's restart at its next command)",
+        ));
     }
     if keys.pps > 10_000 {
         return Err(err("fleet.pps", "must be at most 10000"));
@@ -208,8 +213,8 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
     let mut out = Vec::with_capacity(keys.events.len());
     for (i, e) in keys.events.iter().enumerate() {
         let at = |key: &str| format!("fleet.events[{i}].{key}");
-        if e.at_ms > duration_ms {
-            return Err(err(at("at_ms"), "after the run's end (duration_ms)"));
+        if e.at_ms >= duration_ms {
+            return Err(err(at("at_ms"), "at or after the run's end (duration_ms)"));
         }
         if e.down_ms == 0 || e.down_ms > MAX_FABRIC_MS {
             return Err(err(at("down_ms"), format!("must be 1..={MAX_FABRIC_MS}")));
