@@ -15,6 +15,12 @@ use crate::errors::{CreateError, OpenError};
 pub const BACKOFF_FIRST: Duration = Duration::from_ms(1);
 /// No wait between two attempts is longer than this (before jitter).
 pub const BACKOFF_CAP: Duration = Duration::from_ms(1_000);
+/// How long a data LUN that gave its login up (failing its I/O upward) keeps probing its
+/// target at the backoff's cap before it stops until the next RESET_END: Linux's SRP
+/// initiator's `dev_loss_tmo` default. A target outage longer than the hold (a storage
+/// upgrade) then ends with the disk back by itself, not with an operator resetting every
+/// host's adapter.
+pub const DEV_LOSS: Duration = Duration::from_ms(600_000);
 
 /// What to do after a refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,10 +153,13 @@ impl Connector {
             .is_some_and(|p| !matches!(p, ClientProblem::Retrying { .. }))
     }
 
-    /// Connected: the retries are over.
+    /// Connected: the retries (or the probes after a give-up) are over.
     pub fn connected(&mut self) {
         self.backoff.reset();
-        if matches!(self.problem, Some(ClientProblem::Retrying { .. })) {
+        if matches!(
+            self.problem,
+            Some(ClientProblem::Retrying { .. } | ClientProblem::GaveUp { .. })
+        ) {
             self.problem = None;
         }
     }
@@ -194,6 +203,72 @@ impl Connector {
                     last: e,
                 });
                 None
+            }
+        }
+    }
+}
+
+/// What a refusal under [`Connector::refused_then_probe`] leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Still retrying: try again then.
+    RetryAt(Instant),
+    /// Given up (its held work failed upward, `first` says whether this refusal is the one
+    /// that gave up), probing again at `probe_at` (`None`: stopped until a fresh device).
+    GaveUp {
+        probe_at: Option<Instant>,
+        first: bool,
+    },
+}
+
+impl Connector {
+    /// A refusal `e` at `now` of a client that gives up at `hold` from the first refusal
+    /// (recorded, logged once) but goes on probing, under the same backoff, until
+    /// `probe_for` (at least `hold`) has passed: a give-up that a target back later undoes.
+    pub fn refused_then_probe(
+        &mut self,
+        name: &str,
+        now: Instant,
+        (hold, probe_for): (Duration, Duration),
+        e: CreateError,
+        rng: &mut impl Rng,
+    ) -> Probe {
+        let was_given_up = matches!(self.problem, Some(ClientProblem::GaveUp { .. }));
+        let next = self
+            .backoff
+            .refused(now, probe_for.max(hold), e.is_transient(), rng);
+        let first_at = self.backoff.first_refused_at.unwrap_or(now);
+        let attempts = self.backoff.refusals();
+        let what = self.what;
+        match next {
+            Next::RetryAt(t) if now.saturating_since(first_at) < hold => {
+                self.problem = Some(ClientProblem::Retrying {
+                    what,
+                    attempts,
+                    last: e,
+                });
+                Probe::RetryAt(t)
+            }
+            next => {
+                if !was_given_up {
+                    log::error!("{name}: {what} gave up after {attempts} refusals: {e}");
+                }
+                self.problem = Some(ClientProblem::GaveUp {
+                    what,
+                    attempts,
+                    last: e,
+                });
+                let probe_at = match next {
+                    Next::RetryAt(t) => Some(t),
+                    Next::GiveUp { .. } => {
+                        log::error!("{name}: {what} stops probing after {attempts} refusals");
+                        None
+                    }
+                };
+                Probe::GaveUp {
+                    probe_at,
+                    first: !was_given_up,
+                }
             }
         }
     }

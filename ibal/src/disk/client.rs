@@ -9,7 +9,7 @@ use hcabus::{Duration, Instant};
 use crate::block::*;
 use crate::ibal_client::{EventLog, SharedIbal};
 use crate::multipath::SharedMultipath;
-use crate::retry::{ClientProblem, Connector};
+use crate::retry::{ClientProblem, Connector, Probe};
 use crate::srp_target::*;
 
 use super::{DiskConfig, Link, SrpDisk};
@@ -225,8 +225,9 @@ impl SrpClient {
         stats
     }
 
-    /// The login was refused: back off and try again, or give up for good (until the next
-    /// RESET_END), failing what is held as retryable so nothing waits on a dead path.
+    /// The login was refused: back off and try again, or give up at the hold timeout,
+    /// failing what is held as retryable so nothing waits on a dead path, and probe on at
+    /// the backoff's cap until [`crate::retry::DEV_LOSS`] (then until the next RESET_END).
     fn login_refused<B: FabricBus + ?Sized>(&mut self, bus: &mut B, e: crate::errors::CreateError) {
         self.disk.stats.login_retries += 1;
         if e == crate::errors::CreateError::DeviceFailed {
@@ -251,11 +252,23 @@ impl SrpClient {
             self.disk.stats.logins_refused_busy += 1;
         }
         let name = self.desc.name;
-        match self.login.refused(name.as_str(), now, limit, e, bus.rng()) {
-            Some(t) => self.connect_at = Some(t),
-            // A path holds nothing: the disk's queue times out on its own.
-            None if self.path.is_some() => {}
-            None => self.disk.hold_expired(),
+        // A data LUN gives up at its hold, failing what it holds, and probes on; a path or
+        // the paging path never gives up (`limit` is unbounded for them).
+        let probe_for = crate::retry::DEV_LOSS.max(limit);
+        let policy = (limit, probe_for);
+        match self
+            .login
+            .refused_then_probe(name.as_str(), now, policy, e, bus.rng())
+        {
+            Probe::RetryAt(t) => self.connect_at = Some(t),
+            Probe::GaveUp { probe_at, first } => {
+                // A path holds nothing (the disk's queue times out on its own) and never
+                // gets here.
+                self.connect_at = probe_at;
+                if first && self.path.is_none() && !self.disk.fast_fail {
+                    self.disk.hold_expired();
+                }
+            }
         }
     }
 

@@ -343,6 +343,36 @@ fn a_busy_target_is_asked_again_after_a_backoff() {
     assert!(io.max_latency_us > 5_000, "{}", io.max_latency_us);
 }
 
+/// A target that refuses logins for longer than the hold (a storage upgrade): the data LUN
+/// gives up at the hold, failing what it holds upward as retryable and what comes at once,
+/// then probes at the backoff's cap and is back by itself once the target answers, its
+/// record cleared; no adapter reset is needed.
+#[test]
+fn a_data_lun_that_gave_up_probes_on_and_is_back_once_the_target_answers() {
+    let mut policy = Policy::default();
+    policy.io_hold_timeout_ms = 50;
+    // Refused for the first dozen attempts: about 2.6 s of backoff at its cap.
+    let mut h = with_policy(routed(), std::vec![(0, Fault::TargetBusy(12))], policy);
+    let (d, io) = run_to(&mut h, 500);
+    assert_eq!(d.logins, 0);
+    let error = disk(&h)
+        .problem()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    assert!(error.contains("gave up"), "{error}");
+    assert!(io.failed > 0 && io.failed == io.retryable, "{io:?}");
+    assert_eq!(d.hold_timeouts, 1);
+    let (d, io) = run_to(&mut h, 6_000);
+    assert_eq!((d.logins, d.login_retries), (1, 12), "{d:?}");
+    assert!(disk(&h).disk().is_up() && disk(&h).problem().is_none());
+    assert_eq!(d.hold_timeouts, 1, "given up once");
+    assert_eq!(io.submitted, io.completed + io.failed + io.in_flight);
+    assert_eq!(h.coordinator().counters().resets_started, 0);
+    let late = run_to(&mut h, 6_500).1;
+    assert!(late.completed > io.completed, "I/O flows again");
+    assert_eq!(late.failed, io.failed, "and none fails");
+}
+
 /// The disk's DMA memory is a data block, a command IU and an ABORT TASK IU per slot and a
 /// response IU per credit, each IU 64 bytes: with 16 slots and 4 credits,
 /// 16 x (4096 + 2 x 64) + 4 x 64 bytes.

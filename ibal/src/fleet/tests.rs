@@ -72,7 +72,10 @@ fn a_target_restart_takes_a_path_from_every_host_and_gives_it_back() {
     assert!(f.held(), "{f:?}");
     assert_eq!((f.resets, f.io.failed, f.io.paging_failed), (0, 0, 0));
     let boot = &f.faults[0];
-    assert_eq!((boot.fault, boot.hosts, boot.back), (FleetFault::PowerOn, 30, 30));
+    assert_eq!(
+        (boot.fault, boot.hosts, boot.back),
+        (FleetFault::PowerOn, 30, 30)
+    );
     let r = &f.faults[1];
     assert_eq!((r.hosts, r.back), (30, 30), "{r:?}");
     // 30 logins, 4 at a time for 20 ms: 7 rounds before the last, after 500 ms down.
@@ -205,10 +208,17 @@ fn a_fleet_that_cannot_be_is_refused_by_key() {
 /// over at once.
 #[test]
 fn a_fault_during_the_boot_takes_no_path_that_was_not_up() {
-    let f = run(&setup(6, std::vec![(0, restart(0, 100))], RetryPolicy::Backoff));
+    let f = run(&setup(
+        6,
+        std::vec![(0, restart(0, 100))],
+        RetryPolicy::Backoff,
+    ));
     let (boot, r) = (&f.faults[0], &f.faults[1]);
     assert_eq!((boot.hosts, boot.back), (6, 6));
-    assert_eq!((r.hosts, r.back, r.all_back_after), (0, 0, Some(Duration::ZERO)));
+    assert_eq!(
+        (r.hosts, r.back, r.all_back_after),
+        (0, 0, Some(Duration::ZERO))
+    );
     assert_eq!((r.p50, r.p99), (None, None));
     assert!(f.held());
 }
