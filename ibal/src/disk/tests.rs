@@ -349,8 +349,10 @@ fn a_busy_target_is_asked_again_after_a_backoff() {
 /// record cleared; no adapter reset is needed.
 #[test]
 fn a_data_lun_that_gave_up_probes_on_and_is_back_once_the_target_answers() {
-    let mut policy = Policy::default();
-    policy.io_hold_timeout_ms = 50;
+    let policy = Policy {
+        io_hold_timeout_ms: 50,
+        ..Policy::default()
+    };
     // Refused for the first dozen attempts: about 2.6 s of backoff at its cap.
     let mut h = with_policy(routed(), std::vec![(0, Fault::TargetBusy(12))], policy);
     let (d, io) = run_to(&mut h, 500);
