@@ -16,17 +16,21 @@ use hcabus::verbs::Lid;
 use hcabus::{Duration, Instant};
 
 use crate::access::IbalConfig;
+use crate::ipoib::OnSaTimeout;
 use crate::retry::RetryPolicy;
 use crate::srp_target::{CapacityError, LoginCapacity, SharedAdmission};
 use crate::stack::{self, BuildError, ClientSpec, Host, StackSetup};
+use crate::subnet::SharedSubnet;
 
 mod figures;
 mod recovery;
+mod sm;
 #[cfg(test)]
 mod tests;
 
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
 use recovery::Recovery;
+pub use sm::SmSetup;
 
 /// The most hosts a fleet may have: what one process can hold (each host is a whole stack).
 pub const MAX_HOSTS: u32 = 10_000;
@@ -52,6 +56,14 @@ pub enum FleetFault {
     /// Every host starts at once (the fleet's power-on, a boot storm): not injected, the
     /// first thing every fleet recovers from.
     PowerOn,
+    /// The master subnet manager fails: its standby notices at its last unanswered poll,
+    /// sweeps and sets ClientReregister on every port; the SA answers nothing meanwhile.
+    SmFailover,
+    /// The SA answers nothing for `down` (a master too busy to serve it).
+    SaOverload { down: Duration },
+    /// The new master's sweep is done and ClientReregister set: what an `SmFailover` leads
+    /// to, not given by a file.
+    Reregister,
 }
 
 impl FleetFault {
@@ -61,6 +73,9 @@ impl FleetFault {
             FleetFault::TargetRestart { .. } => "target_restart",
             FleetFault::LinkFlap { .. } => "link_flap",
             FleetFault::PowerOn => "power_on",
+            FleetFault::SmFailover => "sm_failover",
+            FleetFault::SaOverload { .. } => "sa_overload",
+            FleetFault::Reregister => "reregister",
         }
     }
 }
@@ -79,6 +94,11 @@ pub struct FleetSetup {
     pub faults: Vec<(Instant, FleetFault)>,
     /// How every disk retries a refused login.
     pub retry: RetryPolicy,
+    /// The subnet manager and its SA.
+    pub sm: SmSetup,
+    /// Every IPoIB interface takes an SA timeout for a hung adapter (the naive policy the
+    /// fleet shows the reset-storm cascade with) instead of retrying.
+    pub naive_ipoib: bool,
 }
 
 /// Why a fleet could not be built: named by the key of docs/design.md §11's `[fleet]`.
@@ -96,8 +116,12 @@ pub enum FleetError {
     NoTarget(usize, usize, usize),
     #[error("faults[{0}].at_ms: at or after the run's end")]
     AfterEnd(usize),
-    #[error("faults[{0}]: a fleet powers on once, at its start")]
-    PowerOn(usize),
+    #[error("faults[{0}]: a fleet powers on once, at its start, and reregisters after a failover")]
+    Implied(usize),
+    #[error("sm.sa_queries_per_second: {0}")]
+    Sa(CapacityError),
+    #[error("sm.poll_interval_ms and sm.polls_missed must be at least 1")]
+    Polls,
     #[error("host: the template has no disk: a fleet's hosts log in to its targets")]
     NoDisk,
     #[error("host {0}: {1}")]
@@ -159,7 +183,14 @@ pub struct Fleet {
     name: String,
     seed: u64,
     retry: RetryPolicy,
+    naive_ipoib: bool,
     hosts: Vec<Host>,
+    /// The fabric's subnet manager as the hosts see it (its SA, its ClientReregisters).
+    subnet: SharedSubnet,
+    sm: SmSetup,
+    /// SA queries one host makes to join everything again (each interface's groups and
+    /// path).
+    sa_queries_per_host: u64,
     targets: Vec<(TargetSetup, SharedAdmission)>,
     /// Each host's target per disk (the index of `targets`), in the order of its disks.
     disk_targets: Vec<Vec<usize>>,
@@ -190,12 +221,17 @@ impl Fleet {
         }
         let shared: Vec<(Lid, SharedAdmission)> =
             targets.iter().map(|(t, a)| (t.lid, a.clone())).collect();
+        let subnet = SharedSubnet::new(setup.sm.sa_queries_per_second).map_err(FleetError::Sa)?;
         let n = setup.hosts as usize;
         let mut fleet = Fleet {
             name: setup.name.clone(),
             seed: setup.seed,
             retry: setup.retry,
+            naive_ipoib: setup.naive_ipoib,
             hosts: Vec::with_capacity(n),
+            subnet: subnet.clone(),
+            sm: setup.sm,
+            sa_queries_per_host: sa_queries(&setup.host),
             targets,
             disk_targets: Vec::with_capacity(n),
             queue: BinaryHeap::with_capacity(n),
@@ -213,7 +249,7 @@ impl Fleet {
         };
         fleet.faults.sort_by_key(|(t, _)| *t);
         for i in 0..setup.hosts {
-            let (host, disk_targets) = fleet_host(setup, i, &shared)?;
+            let (host, disk_targets) = fleet_host(setup, i, (&shared, &subnet))?;
             fleet.hosts.push(host);
             fleet.disk_targets.push(disk_targets);
             fleet.schedule(i);
@@ -238,6 +274,9 @@ impl Fleet {
     }
     pub fn retry(&self) -> RetryPolicy {
         self.retry
+    }
+    pub fn subnet(&self) -> &SharedSubnet {
+        &self.subnet
     }
     pub fn now(&self) -> Instant {
         self.now
@@ -308,8 +347,9 @@ impl Fleet {
         let host = &mut self.hosts[i as usize];
         host.run_until(now);
         self.steps += 1;
+        let reregistered = self.subnet.reregistrations();
         for r in &mut self.recoveries {
-            r.look(i, host, now);
+            r.look(i, host, now, reregistered);
         }
         self.schedule(i);
     }
@@ -331,23 +371,39 @@ impl Fleet {
     fn apply(&mut self, fault: FleetFault) {
         let now = self.now;
         log::warn!("[{now}] fleet {}: {}", self.name, fault.name());
+        let n = self.hosts.len() as u32;
+        let everyone = || (0..n).collect::<Vec<u32>>();
         let affected: Vec<u32> = match fault {
             FleetFault::TargetRestart { target, .. } => (0..self.hosts.len() as u32)
                 .filter(|h| self.disk_targets[*h as usize].contains(&target))
                 .collect(),
-            // Only at build (`Fleet::build`).
-            FleetFault::PowerOn => return,
             FleetFault::LinkFlap { .. } => {
                 // Each host at the instant, with what it had due then done, before its
                 // paths are marked: the fault takes them from there.
                 for h in &mut self.hosts {
                     h.run_until(now);
                 }
-                (0..self.hosts.len() as u32).collect()
+                everyone()
+            }
+            FleetFault::SmFailover => everyone(),
+            // Only at build (`Fleet::build`); the others take no path by themselves.
+            FleetFault::PowerOn | FleetFault::SaOverload { .. } | FleetFault::Reregister => {
+                Vec::new()
             }
         };
-        let r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
-        self.recoveries.push(r);
+        if !affected.is_empty() {
+            let mut r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
+            if fault == FleetFault::SmFailover {
+                r.needs_reregister(self.subnet.reregistrations() + 1);
+            }
+            self.recoveries.push(r);
+        }
+        self.take(fault);
+    }
+
+    /// What `fault` does to the fleet.
+    fn take(&mut self, fault: FleetFault) {
+        let now = self.now;
         match fault {
             FleetFault::TargetRestart { target, down } => {
                 self.targets[target].1.lock().restart(now, down);
@@ -357,8 +413,24 @@ impl Fleet {
                     self.flap(i, down);
                 }
             }
+            FleetFault::SmFailover => {
+                let swept = self.sm.takeover_at(now) + self.sm.sweep(self.hosts.len() as u32);
+                self.subnet.away(now, swept.saturating_since(now));
+                self.insert_fault(swept, FleetFault::Reregister);
+            }
+            FleetFault::SaOverload { down } => self.subnet.away(now, down),
+            FleetFault::Reregister => self.subnet.reregister(),
             FleetFault::PowerOn => {}
         }
+    }
+
+    /// Schedules a fault a fault leads to, after those already due then.
+    fn insert_fault(&mut self, at: Instant, fault: FleetFault) {
+        let pos = self.faults[self.next_fault..]
+            .iter()
+            .position(|(t, _)| *t > at)
+            .map_or(self.faults.len(), |p| p + self.next_fault);
+        self.faults.insert(pos, (at, fault));
     }
 
     /// Pulls every cable of host `i` (already at the instant) for `down`.
@@ -380,6 +452,9 @@ impl Fleet {
 }
 
 fn check(setup: &FleetSetup) -> Result<(), FleetError> {
+    if setup.sm.poll_interval == Duration::ZERO || setup.sm.polls_missed == 0 {
+        return Err(FleetError::Polls);
+    }
     if setup.hosts == 0 || setup.hosts > MAX_HOSTS {
         return Err(FleetError::Hosts(setup.hosts));
     }
@@ -401,7 +476,7 @@ fn check(setup: &FleetSetup) -> Result<(), FleetError> {
             FleetFault::TargetRestart { target, .. } if *target >= n => {
                 return Err(FleetError::NoTarget(i, *target, n));
             }
-            FleetFault::PowerOn => return Err(FleetError::PowerOn(i)),
+            FleetFault::PowerOn | FleetFault::Reregister => return Err(FleetError::Implied(i)),
             _ => {}
         }
     }
@@ -415,6 +490,17 @@ fn check(setup: &FleetSetup) -> Result<(), FleetError> {
         return Err(FleetError::NoDisk);
     }
     Ok(())
+}
+
+/// The SA queries a host of `host` makes to join everything again.
+fn sa_queries(host: &StackSetup) -> u64 {
+    host.clients
+        .iter()
+        .map(|c| match c {
+            ClientSpec::Ipoib { config, .. } => u64::from(config.groups) + 2,
+            _ => 0,
+        })
+        .sum()
 }
 
 fn template_login(host: &StackSetup) -> Duration {
@@ -433,7 +519,7 @@ fn template_login(host: &StackSetup) -> Duration {
 fn fleet_host(
     setup: &FleetSetup,
     i: u32,
-    shared: &[(Lid, SharedAdmission)],
+    (shared, subnet): (&[(Lid, SharedAdmission)], &SharedSubnet),
 ) -> Result<(Host, Vec<usize>), FleetError> {
     let mut s = setup.host.clone();
     s.sim.name = std::format!("host{i}");
@@ -441,13 +527,20 @@ fn fleet_host(
     s.sim.duration = setup.duration;
     let mut disk_targets = Vec::new();
     for c in &mut s.clients {
-        if let ClientSpec::Disk { config, .. } = c {
-            let t = (i as usize + disk_targets.len()) % setup.targets.len();
-            config.target_lid = setup.targets[t].lid;
-            config.login_retry = setup.retry;
-            disk_targets.push(t);
+        match c {
+            ClientSpec::Disk { config, .. } => {
+                let t = (i as usize + disk_targets.len()) % setup.targets.len();
+                config.target_lid = setup.targets[t].lid;
+                config.login_retry = setup.retry;
+                disk_targets.push(t);
+            }
+            ClientSpec::Ipoib { config, .. } if setup.naive_ipoib => {
+                config.on_sa_timeout = OnSaTimeout::ResetAdapter;
+            }
+            _ => {}
         }
     }
-    let host = stack::build_sharing(&s, shared).map_err(|e| FleetError::Host(i, e))?;
+    let host =
+        stack::build_fleet_host(&s, shared, Some(subnet)).map_err(|e| FleetError::Host(i, e))?;
     Ok((host, disk_targets))
 }

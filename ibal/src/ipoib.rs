@@ -20,8 +20,10 @@ use crate::access::{Dest, FabricBus, MrFlags, MrSpec, QpSpec, Send};
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
 
+mod rejoin;
 mod stats;
 use crate::retry::{ClientProblem, Connector};
+pub use rejoin::{Joins, OnSaTimeout, Rejoin, RejoinStats};
 pub use stats::NetStats;
 
 /// The IPv4 broadcast group of partition 0xffff.
@@ -71,6 +73,10 @@ pub struct IpoibConfig {
     pub peer_pps: u32,
     /// IPoIB finishes its quiesce as deferred work, this long after RESET.
     pub ack_delay: Duration,
+    /// In a fleet with a subnet administrator: how long an SA query may go unanswered, and
+    /// what a timeout means (the shipped retry, or the naive reset; `rejoin.rs`).
+    pub sa_timeout: Duration,
+    pub on_sa_timeout: OnSaTimeout,
 }
 
 impl IpoibConfig {
@@ -97,6 +103,8 @@ impl Default for IpoibConfig {
             peer_lid: 0x200,
             peer_pps: 500,
             ack_delay: Duration::from_ms(1),
+            sa_timeout: Duration::from_ms(1_000),
+            on_sa_timeout: OnSaTimeout::Retry,
         }
     }
 }
@@ -222,6 +230,8 @@ pub struct IpoibClient {
     /// Its port is usable: Active, or never reported (a bus that does not model ports).
     port_up: bool,
     pub refusals: u32,
+    /// Its joins through a fleet's SA (`None`: no SA modelled, a join is the attach alone).
+    rejoin: Option<Rejoin>,
 }
 
 impl IpoibClient {
@@ -252,6 +262,7 @@ impl IpoibClient {
             reconnect: Connector::new("IPoIB connect"),
             port_up: true,
             refusals: 0,
+            rejoin: None,
         })
     }
 
@@ -361,6 +372,10 @@ impl IpoibClient {
         self.link_up = true;
         self.stats.link_ups += 1;
         self.send_frame(bus, KIND_ARP, 0, true);
+        let queries = self.sa_queries();
+        if let Some(r) = &mut self.rejoin {
+            r.start(bus.now(), queries);
+        }
         Ok(())
     }
 
@@ -501,6 +516,9 @@ impl IpoibClient {
             self.hand_back(seq);
         }
         self.teardown(bus);
+        if let Some(r) = &mut self.rejoin {
+            r.stop();
+        }
         if self.link_up {
             self.link_up = false;
             self.stats.link_downs += 1;
@@ -613,6 +631,7 @@ impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
             self.connect_at,
             self.execute_at.map(|(t, _)| t),
             self.peer.next_due(),
+            self.rejoin.as_ref().and_then(Rejoin::due),
         ]
         .into_iter()
         .flatten()
@@ -639,6 +658,7 @@ impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
                 Err(e) => self.connect_refused(bus, e),
             }
         }
+        self.run_joins(bus);
         let interval = Duration::from_us(1_000_000 / u64::from(self.config.pps.max(1)));
         while let Some(t) = self.next_packet.filter(|t| *t <= now) {
             self.next_packet = Some(t + interval);

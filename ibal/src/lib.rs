@@ -25,6 +25,7 @@ pub mod retry;
 pub mod srp_target;
 #[cfg(feature = "sim")]
 pub mod stack;
+pub mod subnet;
 pub mod uverbs;
 
 pub use access::{

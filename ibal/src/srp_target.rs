@@ -27,7 +27,7 @@ mod admission;
 mod route;
 pub use admission::{
     Admission, AdmissionStats, CapacityError, LoginCapacity, LoginRejected, SharedAdmission,
-    MAX_CONCURRENT_LOGINS,
+    MAX_CONCURRENT_LOGINS, MAX_LOGINS_PER_SECOND,
 };
 pub use route::{Route, RouteError, RoutePhase, MAX_ROUTE_PHASES, SERVICE_MAX, SERVICE_MIN};
 

@@ -12,6 +12,7 @@ use crate::access::{Ibal, IbalConfig};
 use crate::ibal_client::{IbalClient, SharedIbal};
 use crate::multipath::SharedMultipath;
 use crate::srp_target::SharedAdmission;
+use crate::subnet::SharedSubnet;
 use hcabus::verbs::Lid;
 
 mod activity;
@@ -85,8 +86,18 @@ pub fn build_sharing(
     setup: &StackSetup,
     targets: &[(Lid, SharedAdmission)],
 ) -> Result<Host, BuildError> {
+    build_fleet_host(setup, targets, None)
+}
+
+/// Builds one host of a fleet on `subnet`'s fabric too: its IPoIB interfaces join their
+/// groups through the fleet's SA (docs/design.md §11).
+pub fn build_fleet_host(
+    setup: &StackSetup,
+    targets: &[(Lid, SharedAdmission)],
+    subnet: Option<&SharedSubnet>,
+) -> Result<Host, BuildError> {
     crate::budget::check(setup).map_err(BuildError::Budget)?;
-    let agents = agents_with(setup, &[], targets)?;
+    let agents = agents_with(setup, &[], (targets, subnet))?;
     SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
 }
 
@@ -95,7 +106,7 @@ pub(crate) fn build_with(
     setup: &StackSetup,
     disks: &[SharedMultipath],
 ) -> Result<Host, BuildError> {
-    let agents = agents_with(setup, disks, &[])?;
+    let agents = agents_with(setup, disks, (&[], None))?;
     SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
 }
 
@@ -103,13 +114,13 @@ pub(crate) fn build_with(
 /// again after removing its clients ([`SimHost::add_agents`]).
 pub fn agents(setup: &StackSetup) -> Result<Vec<Box<dyn StackClient>>, BuildError> {
     crate::budget::check(setup).map_err(BuildError::Budget)?;
-    agents_with(setup, &[], &[])
+    agents_with(setup, &[], (&[], None))
 }
 
 fn agents_with(
     setup: &StackSetup,
     disks: &[SharedMultipath],
-    targets: &[(Lid, SharedAdmission)],
+    (targets, subnet): (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
 ) -> Result<Vec<Box<dyn StackClient>>, BuildError> {
     let ibal = SharedIbal::new(Ibal::new(setup.ibal.unwrap_or_default()));
     let mut agents: Vec<Box<dyn StackClient>> = Vec::with_capacity(setup.clients.len() + 1);
@@ -122,6 +133,7 @@ fn agents_with(
         ibal: &ibal,
         disks,
         targets,
+        subnet,
     };
     for spec in &setup.clients {
         agents.push(spec.config().build(spec.name(), on)?);

@@ -9,7 +9,7 @@ use ibal::fleet::{FaultFigures, Fleet, FleetFault, FleetFigures};
 use ibal::retry::RetryPolicy;
 use serde_json::{json, Value};
 
-use crate::scenario::fleet::FleetScenario;
+use crate::scenario::fleet::{FleetPolicy, FleetScenario};
 
 /// The most seeds one `hcasim fleet` takes: a shard, not a sweep.
 pub const MAX_SEEDS: u64 = 100_000;
@@ -37,7 +37,7 @@ pub fn run(
             seeds.end - seeds.start
         ));
     }
-    let work: Vec<(u64, RetryPolicy)> = seeds
+    let work: Vec<(u64, FleetPolicy)> = seeds
         .flat_map(|s| scenario.policies.iter().map(move |p| (s, *p)))
         .collect();
     let next = Mutex::new(0usize);
@@ -67,11 +67,12 @@ pub fn run(
         .collect()
 }
 
-fn one(scenario: &FleetScenario, seed: u64, retry: RetryPolicy) -> Result<FleetRun, String> {
+fn one(scenario: &FleetScenario, seed: u64, policy: FleetPolicy) -> Result<FleetRun, String> {
     let started = std::time::Instant::now();
     let mut setup = scenario.setup.clone();
     setup.seed = seed;
-    setup.retry = retry;
+    setup.retry = policy.retry;
+    setup.naive_ipoib = policy.naive_ipoib;
     let mut fleet = Fleet::build(&setup).map_err(|e| format!("key `fleet`: {e}"))?;
     fleet.run();
     Ok(FleetRun {
@@ -80,9 +81,12 @@ fn one(scenario: &FleetScenario, seed: u64, retry: RetryPolicy) -> Result<FleetR
     })
 }
 
-/// A policy as the table and the JSON name it.
-pub fn policy_label(p: RetryPolicy) -> String {
-    match p {
+/// A run's policy as the table and the picture name it.
+pub fn policy_label(f: &FleetFigures) -> String {
+    if f.naive_ipoib {
+        return "naive IPoIB".into();
+    }
+    match f.retry {
         RetryPolicy::Fixed(d) => format!("fixed {} s", d.as_ms() as f64 / 1e3),
         other => other.name().replace('_', " "),
     }
@@ -104,6 +108,10 @@ fn fault_words(f: &FaultFigures) -> String {
             down.as_us() as f64 / 1e6
         ),
         FleetFault::PowerOn => "every host powers on at 0 s (a boot storm)".into(),
+        FleetFault::SmFailover => format!(
+            "the master subnet manager fails at {at:.3} s (the standby polls, takes over, sweeps)"
+        ),
+        FleetFault::SaOverload { .. } | FleetFault::Reregister => f.fault.name().into(),
     }
 }
 
@@ -143,7 +151,7 @@ fn seed_table(runs: &[FleetRun]) -> String {
     let mut t = Table::new();
     t.load_style(presets::NOTHING);
     let mut header = vec![format!("seed {}", first.figures.seed)];
-    header.extend(runs.iter().map(|r| policy_label(r.figures.retry)));
+    header.extend(runs.iter().map(|r| policy_label(&r.figures)));
     t.set_header(header);
     let row = |t: &mut Table, name: &str, f: &dyn Fn(&FleetRun) -> String| {
         let mut r = vec![name.to_string()];
@@ -187,7 +195,18 @@ fn seed_table(runs: &[FleetRun]) -> String {
     row(&mut t, "logins refused", &|r| {
         r.figures.logins_refused().to_string()
     });
-    row(&mut t, "adapter resets", &|r| r.figures.resets.to_string());
+    row(&mut t, "SA peak queries/s", &|r| {
+        format!(
+            "{} of {}",
+            r.figures.sa.peak_per_second, r.figures.sa_queries_per_second
+        )
+    });
+    row(&mut t, "SA queries timed out", &|r| {
+        r.figures.sa_timeouts.to_string()
+    });
+    row(&mut t, "adapter resets (asked by IPoIB)", &|r| {
+        format!("{} ({})", r.figures.resets, r.figures.ipoib_resets_asked)
+    });
     row(&mut t, "I/O lost / failed", &|r| {
         format!("{} / {}", r.figures.io.lost, r.figures.io.failed)
     });
@@ -204,10 +223,7 @@ fn seed_table(runs: &[FleetRun]) -> String {
     let mut out = format!("{t}\n");
     for r in runs {
         for v in &r.figures.quoted_violations {
-            out.push_str(&format!(
-                "VIOLATED ({}): {v}\n",
-                policy_label(r.figures.retry)
-            ));
+            out.push_str(&format!("VIOLATED ({}): {v}\n", policy_label(&r.figures)));
         }
     }
     out
@@ -221,7 +237,10 @@ fn fault_json(f: &FaultFigures) -> Value {
     let (target, down) = match f.fault {
         FleetFault::TargetRestart { target, down } => (Some(target), down),
         FleetFault::LinkFlap { down } => (None, down),
-        FleetFault::PowerOn => (None, hcabus::Duration::ZERO),
+        FleetFault::PowerOn
+        | FleetFault::SmFailover
+        | FleetFault::SaOverload { .. }
+        | FleetFault::Reregister => (None, hcabus::Duration::ZERO),
     };
     json!({
         "kind": f.fault.name(),
@@ -245,6 +264,7 @@ fn run_json(r: &FleetRun) -> Value {
         "seed": f.seed,
         "retry": f.retry.name(),
         "retry_wait_ms": match f.retry { RetryPolicy::Fixed(d) => Some(ms(d)), _ => None },
+        "ipoib": if f.naive_ipoib { "reset_on_sa_timeout" } else { "retry" },
         "held": f.held(),
         "wall_ms": r.wall_ms,
         "host_steps": f.steps,
@@ -261,6 +281,15 @@ fn run_json(r: &FleetRun) -> Value {
         })).collect::<Vec<_>>(),
         "logins_refused": f.logins_refused(),
         "adapter_resets": f.resets,
+        "sa": {
+            "queries_per_second": f.sa_queries_per_second,
+            "peak_per_second": f.sa.peak_per_second,
+            "answered": f.sa.accepted,
+            "dropped_busy": f.sa.refused_rate,
+            "dropped_away": f.sa.refused_down,
+        },
+        "sa_timeouts": f.sa_timeouts,
+        "ipoib_resets_asked": f.ipoib_resets_asked,
         "io": {
             "submitted": io.submitted,
             "completed": io.completed,
@@ -293,7 +322,7 @@ pub fn json(scenario: &FleetScenario, runs: &[FleetRun]) -> String {
 /// logged in, whose I/O is lost by the report's rule): their figures are shown, not judged,
 /// unless the shipped policy is not among them, when every run is judged.
 pub fn held(runs: &[FleetRun]) -> bool {
-    let shipped = |r: &&FleetRun| r.figures.retry == RetryPolicy::Backoff;
+    let shipped = |r: &&FleetRun| r.figures.retry == RetryPolicy::Backoff && !r.figures.naive_ipoib;
     if runs.iter().any(|r| shipped(&r)) {
         runs.iter().filter(shipped).all(|r| r.figures.held())
     } else {

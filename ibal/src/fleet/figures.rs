@@ -63,6 +63,8 @@ pub struct FleetFigures {
     pub name: String,
     pub seed: u64,
     pub retry: RetryPolicy,
+    /// IPoIB took an SA timeout for a hung adapter (the naive policy).
+    pub naive_ipoib: bool,
     pub hosts: u64,
     pub now: Instant,
     /// Host steps taken: what the run cost.
@@ -71,6 +73,13 @@ pub struct FleetFigures {
     pub targets: Vec<TargetFigures>,
     /// Adapter resets across the fleet: a fleet fault must cause none.
     pub resets: u64,
+    /// What the SA answered and dropped, against its capacity.
+    pub sa: AdmissionStats,
+    pub sa_queries_per_second: u32,
+    /// SA queries that timed out at an IPoIB interface, and the adapter resets interfaces
+    /// asked for over them (the naive policy's cascade).
+    pub sa_timeouts: u64,
+    pub ipoib_resets_asked: u64,
     /// Every host's disks, summed.
     pub io: IoStats,
     pub invariants_checked: u64,
@@ -145,6 +154,25 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
                 ),
                 // The ports are Active as an adapter starts: the logins alone.
                 FleetFault::PowerOn => (Duration::ZERO, every_target()),
+                // Until the new master's sweep is done, then every host's joins at the SA's
+                // capacity.
+                FleetFault::SmFailover => {
+                    let sm = &fleet.sm;
+                    let swept = sm.takeover_at(r.at) + sm.sweep(fleet.hosts.len() as u32);
+                    let queries = fleet.sa_queries_per_host * r.affected() as u64;
+                    let capacity = LoginCapacity {
+                        concurrent: u16::MAX,
+                        per_second: sm.sa_queries_per_second,
+                    };
+                    (
+                        swept.saturating_since(r.at),
+                        logins_take(queries, capacity, Duration::ZERO),
+                    )
+                }
+                // No recovery of their own (`Fleet::apply`).
+                FleetFault::SaOverload { .. } | FleetFault::Reregister => {
+                    (Duration::ZERO, Duration::ZERO)
+                }
             };
             let all_back = back_after.len() == r.affected();
             FaultFigures {
@@ -164,10 +192,15 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         .collect();
     let mut io = IoStats::default();
     let (mut resets, mut checked, mut violations) = (0, 0, 0);
+    let (mut sa_timeouts, mut ipoib_resets_asked) = (0, 0);
     let mut quoted = Vec::new();
     for h in &fleet.hosts {
         io.add(&stack::io_stats(h));
         resets += h.coordinator().counters().resets_started;
+        for s in stack::nets(h).filter_map(|n| n.rejoin_stats()) {
+            sa_timeouts += u64::from(s.sa_timeouts);
+            ipoib_resets_asked += u64::from(s.resets_asked);
+        }
         checked += h.checker().checked;
         violations += h.checker().violations.len() as u64;
         for v in h.checker().violations.iter() {
@@ -180,6 +213,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         name: fleet.name.clone(),
         seed: fleet.seed,
         retry: fleet.retry,
+        naive_ipoib: fleet.naive_ipoib,
         hosts: fleet.hosts.len() as u64,
         now: fleet.now,
         steps: fleet.steps,
@@ -194,6 +228,10 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
             })
             .collect(),
         resets,
+        sa: fleet.subnet.stats(),
+        sa_queries_per_second: fleet.sm.sa_queries_per_second,
+        sa_timeouts,
+        ipoib_resets_asked,
         io,
         invariants_checked: checked,
         violations,

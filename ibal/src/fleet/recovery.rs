@@ -19,6 +19,9 @@ struct Affected {
     logins_before: Vec<u32>,
     /// Whether its IPoIB interfaces lost their link too (a link flap).
     nets: bool,
+    /// Its interfaces' joins through the SA so far (a subnet-manager failover): it is back
+    /// once each joined again since the ClientReregister.
+    joins_before: Option<u32>,
     back_at: Option<Instant>,
 }
 
@@ -27,6 +30,8 @@ struct Affected {
 pub(super) struct Recovery {
     pub(super) fault: FleetFault,
     pub(super) at: Instant,
+    /// The ClientReregisters the hosts must have seen to be back (a failover's).
+    reregistered: Option<u32>,
     /// Sorted by host.
     hosts: Vec<Affected>,
     pending: usize,
@@ -58,27 +63,44 @@ impl Recovery {
                         _ => d.disk().stats().logins,
                     })
                     .collect();
+                let host = &hosts[h as usize];
+                let sm = fault == FleetFault::SmFailover;
                 Affected {
                     host: h,
-                    logins_before,
+                    logins_before: if sm {
+                        std::vec![UNTOUCHED; logins_before_len(host)]
+                    } else {
+                        logins_before
+                    },
                     nets: matches!(fault, FleetFault::LinkFlap { .. } | FleetFault::PowerOn),
+                    joins_before: sm.then(|| joins(host)),
                     back_at: None,
                 }
             })
-            .filter(|a: &Affected| a.nets || a.logins_before.iter().any(|l| *l != UNTOUCHED))
+            .filter(|a: &Affected| {
+                a.nets
+                    || a.joins_before.is_some()
+                    || a.logins_before.iter().any(|l| *l != UNTOUCHED)
+            })
             .collect();
         Recovery {
             fault,
             at,
+            reregistered: None,
             pending: hosts.len(),
             hosts,
         }
     }
 
+    /// The hosts are back only once the subnet manager set ClientReregister `count` times.
+    pub(super) fn needs_reregister(&mut self, count: u32) {
+        self.reregistered = Some(count);
+    }
+
     /// Looks at host `i` after a step at `now`: back once every disk the fault touched has
     /// logged in again and is up, and every interface whose link it took is up.
-    pub(super) fn look(&mut self, i: u32, host: &Host, now: Instant) {
-        if self.pending == 0 {
+    pub(super) fn look(&mut self, i: u32, host: &Host, now: Instant, reregistered: u32) {
+        if self.pending == 0 || self.reregistered.is_some_and(|n| reregistered < n) {
             return;
         }
         let Ok(k) = self.hosts.binary_search_by_key(&i, |a| a.host) else {
@@ -92,7 +114,12 @@ impl Recovery {
             *before == UNTOUCHED || (d.disk().is_up() && d.disk().stats().logins > *before)
         });
         let nets_back = !a.nets || stack::nets(host).all(|n| n.link_up());
-        if disks_back && nets_back {
+        let n_nets = stack::nets(host).count() as u32;
+        let joined = a.joins_before.is_none_or(|before| {
+            joins(host) >= before + n_nets
+                && stack::nets(host).all(|n| n.link_up() && n.sa_joined())
+        });
+        if disks_back && nets_back && joined {
             a.back_at = Some(now);
             self.pending -= 1;
         }
@@ -126,4 +153,17 @@ impl Recovery {
             })
             .count() as u64
     }
+}
+
+/// How many disks `host` has.
+fn logins_before_len(host: &Host) -> usize {
+    stack::disks(host).count()
+}
+
+/// Joins through the SA that `host`'s interfaces completed.
+fn joins(host: &Host) -> u32 {
+    stack::nets(host)
+        .filter_map(|n| n.rejoin_stats())
+        .map(|s| s.joins_done)
+        .sum()
 }

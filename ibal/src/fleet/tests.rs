@@ -43,6 +43,8 @@ fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPolicy) -> Flee
             .map(|(ms, f)| (Instant::from_ms(ms), f))
             .collect(),
         retry,
+        sm: SmSetup::default(),
+        naive_ipoib: false,
     }
 }
 
@@ -221,4 +223,70 @@ fn a_fault_during_the_boot_takes_no_path_that_was_not_up() {
     );
     assert_eq!((r.p50, r.p99), (None, None));
     assert!(f.held());
+}
+
+/// The master subnet manager fails at 5 s: the standby's polls at 10, 20, 30 and 40 s go
+/// unanswered, it takes over at 40 s and sweeps (500 ms and 2 ms a host), then sets
+/// ClientReregister. Every interface joins its groups again through the SA; no adapter is
+/// reset, no disk loses its path.
+#[test]
+fn a_subnet_manager_failover_brings_every_interface_back_through_the_sa() {
+    let mut s = setup(
+        20,
+        std::vec![(5_000, FleetFault::SmFailover)],
+        RetryPolicy::Backoff,
+    );
+    s.duration = Duration::from_ms(50_000);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    let r = &f.faults[1];
+    assert_eq!(
+        (r.fault, r.hosts, r.back),
+        (FleetFault::SmFailover, 20, 20),
+        "{r:?}"
+    );
+    // Down from 5 s to the sweep's end at 40.54 s; 80 joins at 2,000 a second after it.
+    assert_eq!(r.theoretical_min, Duration::from_ms(35_540));
+    assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
+    assert!(r.all_back_after < Some(Duration::from_ms(37_000)), "{r:?}");
+    assert_eq!((f.resets, f.ipoib_resets_asked), (0, 0));
+    // Each host's two interfaces joined their broadcast group, two groups and a path: at
+    // power-on and again after the reregister.
+    assert_eq!(f.sa.accepted, 2 * 20 * 2 * 4);
+    assert_eq!(f.io.failed, 0);
+}
+
+/// The reset-storm cascade: an SA that answers 20 queries a second against 160 that the
+/// reregister asks for at once. The naive interface takes its first timeout for a hung
+/// adapter and has it reset; each reset makes it join again, into the same SA. The shipped
+/// interface retries under its backoff: every host back, no reset, no paging I/O failed.
+#[test]
+fn an_sa_timeout_taken_for_a_hung_adapter_resets_adapters_and_the_shipped_interface_never_does() {
+    let mut s = setup(
+        20,
+        std::vec![(5_000, FleetFault::SmFailover)],
+        RetryPolicy::Backoff,
+    );
+    s.duration = Duration::from_ms(60_000);
+    s.sm.sa_queries_per_second = 20;
+    let shipped = run(&s);
+    let naive = run(&FleetSetup {
+        naive_ipoib: true,
+        ..s
+    });
+    assert!(shipped.held(), "{shipped:?}");
+    assert_eq!((shipped.resets, shipped.ipoib_resets_asked), (0, 0));
+    assert!(shipped.sa_timeouts > 0, "the SA fell behind");
+    let r = &shipped.faults[1];
+    assert_eq!((r.hosts, r.back), (20, 20), "{r:?}");
+    assert!(naive.naive_ipoib);
+    assert!(
+        naive.ipoib_resets_asked > 0 && naive.resets > 0,
+        "{naive:?}"
+    );
+    assert!(
+        naive.resets > 20,
+        "more resets than hosts: a storm: {}",
+        naive.resets
+    );
 }

@@ -26,6 +26,8 @@ pub struct Parts<'a> {
     pub disks: &'a [SharedMultipath],
     /// The login capacity of targets other hosts share, by the target's LID.
     pub targets: &'a [(Lid, SharedAdmission)],
+    /// A fleet's subnet manager and SA, which IPoIB joins its groups through.
+    pub subnet: Option<&'a crate::subnet::SharedSubnet>,
 }
 
 /// A client's configuration: what the client takes of the adapter, and the client itself.
@@ -137,7 +139,13 @@ impl ClientConfig for IpoibConfig {
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
         let c = IpoibClient::new(name, *self, on.ibal.clone());
-        built(name, c)
+        built(
+            name,
+            c.map(|c| match on.subnet {
+                Some(s) => c.with_subnet(s.clone()),
+                None => c,
+            }),
+        )
     }
 }
 

@@ -2,7 +2,9 @@
 //! `[[clients]]`. Every key is refused by name when unknown or out of range, as a host's.
 
 use hcabus::{Duration, Instant};
-use ibal::fleet::{boot_host, FleetFault, FleetSetup, TargetSetup, MAX_HOSTS, MAX_TARGETS};
+use ibal::fleet::{
+    boot_host, FleetFault, FleetSetup, SmSetup, TargetSetup, MAX_HOSTS, MAX_TARGETS,
+};
 use ibal::retry::RetryPolicy;
 use ibal::srp_target::{Admission, LoginCapacity};
 use ibal::stack::ClientSpec;
@@ -54,6 +56,19 @@ struct FleetKeys {
     targets: Vec<TargetKeys>,
     #[serde(default)]
     events: Vec<FleetEventKeys>,
+    #[serde(default)]
+    sm: SmKeys,
+}
+
+/// `[fleet.sm]`: the subnet manager and its SA; what is not given keeps OpenSM's default.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SmKeys {
+    poll_interval_ms: Option<u64>,
+    polls_missed: Option<u32>,
+    sweep_base_ms: Option<u64>,
+    sweep_per_host_us: Option<u64>,
+    sa_queries_per_second: Option<u32>,
 }
 
 fn boot() -> String {
@@ -89,14 +104,30 @@ struct FleetEventKeys {
     at_ms: u64,
     kind: String,
     target: Option<usize>,
-    down_ms: u64,
+    down_ms: Option<u64>,
 }
 
-/// A fleet scenario: the fleet, and the retry policies to run it under side by side.
+/// What a run compares: how disks retry a refused login, and whether IPoIB takes an SA
+/// timeout for a hung adapter (the naive policy of the reset-storm cascade).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetPolicy {
+    pub retry: RetryPolicy,
+    pub naive_ipoib: bool,
+}
+
+impl FleetPolicy {
+    /// What hcabus ships: the backoff with jitter, and an SA timeout retried.
+    pub const SHIPPED: FleetPolicy = FleetPolicy {
+        retry: RetryPolicy::Backoff,
+        naive_ipoib: false,
+    };
+}
+
+/// A fleet scenario: the fleet, and the policies to run it under side by side.
 #[derive(Debug, Clone)]
 pub struct FleetScenario {
     pub setup: FleetSetup,
-    pub policies: Vec<RetryPolicy>,
+    pub policies: Vec<FleetPolicy>,
 }
 
 /// Whether `text` is a fleet scenario (it has a `[fleet]` table): `hcasim fleet` runs it,
@@ -138,6 +169,8 @@ pub fn parse(text: &str) -> Result<FleetScenario, ScenarioError> {
         targets: targets(keys)?,
         faults: events(keys, file.duration_ms)?,
         retry: RetryPolicy::Backoff,
+        sm: sm(&keys.sm)?,
+        naive_ipoib: false,
     };
     Ok(FleetScenario {
         policies: policies(keys)?,
@@ -216,31 +249,64 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
         if e.at_ms >= duration_ms {
             return Err(err(at("at_ms"), "at or after the run's end (duration_ms)"));
         }
-        if e.down_ms == 0 || e.down_ms > MAX_FABRIC_MS {
-            return Err(err(at("down_ms"), format!("must be 1..={MAX_FABRIC_MS}")));
-        }
-        let down = Duration::from_ms(e.down_ms);
-        let fault = match (e.kind.as_str(), e.target) {
-            ("target_restart", Some(target)) if target < keys.targets.len() => {
-                FleetFault::TargetRestart { target, down }
+        let down = |kind: &str| match e.down_ms {
+            Some(ms) if (1..=MAX_FABRIC_MS).contains(&ms) => Ok(Duration::from_ms(ms)),
+            Some(_) => Err(err(at("down_ms"), format!("must be 1..={MAX_FABRIC_MS}"))),
+            None => Err(err(
+                at("down_ms"),
+                format!("a {kind} says how long (down_ms)"),
+            )),
+        };
+        let no_target = |kind: &str| match e.target {
+            Some(_) => Err(err(
+                at("target"),
+                format!("a {kind} is fabric-wide: no target"),
+            )),
+            None => Ok(()),
+        };
+        let fault = match e.kind.as_str() {
+            "target_restart" => match e.target {
+                Some(target) if target < keys.targets.len() => FleetFault::TargetRestart {
+                    target,
+                    down: down("target restart")?,
+                },
+                Some(t) => {
+                    return Err(err(
+                        at("target"),
+                        format!("no target {t}: the fleet has {}", keys.targets.len()),
+                    ))
+                }
+                None => return Err(err(at("target"), "a target restart names its target")),
+            },
+            "link_flap" => {
+                no_target("link flap")?;
+                FleetFault::LinkFlap {
+                    down: down("link flap")?,
+                }
             }
-            ("target_restart", Some(t)) => {
-                return Err(err(
-                    at("target"),
-                    format!("no target {t}: the fleet has {}", keys.targets.len()),
-                ))
+            "sa_overload" => {
+                no_target("SA overload")?;
+                FleetFault::SaOverload {
+                    down: down("SA overload")?,
+                }
             }
-            ("target_restart", None) => {
-                return Err(err(at("target"), "a target restart names its target"))
+            "sm_failover" => {
+                no_target("subnet-manager failover")?;
+                if e.down_ms.is_some() {
+                    return Err(err(
+                        at("down_ms"),
+                        "a failover lasts until the standby takes over and sweeps ([fleet.sm])",
+                    ));
+                }
+                FleetFault::SmFailover
             }
-            ("link_flap", None) => FleetFault::LinkFlap { down },
-            ("link_flap", Some(_)) => {
-                return Err(err(at("target"), "a link flap is fabric-wide: no target"))
-            }
-            (other, _) => {
+            other => {
                 return Err(err(
                     at("kind"),
-                    format!("{other:?}: one of \"target_restart\", \"link_flap\""),
+                    format!(
+                        "{other:?}: one of \"target_restart\", \"link_flap\", \"sm_failover\", \
+                         \"sa_overload\""
+                    ),
                 ))
             }
         };
@@ -249,7 +315,7 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
     Ok(out)
 }
 
-fn policies(keys: &FleetKeys) -> Result<Vec<RetryPolicy>, ScenarioError> {
+fn policies(keys: &FleetKeys) -> Result<Vec<FleetPolicy>, ScenarioError> {
     if keys.fixed_retry_ms == 0 || keys.fixed_retry_ms > MAX_FABRIC_MS {
         return Err(err(
             "fleet.fixed_retry_ms",
@@ -259,16 +325,26 @@ fn policies(keys: &FleetKeys) -> Result<Vec<RetryPolicy>, ScenarioError> {
     if keys.compare.is_empty() {
         return Err(err("fleet.compare", "names at least one retry policy"));
     }
-    let mut out: Vec<RetryPolicy> = Vec::with_capacity(keys.compare.len());
+    let mut out: Vec<FleetPolicy> = Vec::with_capacity(keys.compare.len());
     for (i, name) in keys.compare.iter().enumerate() {
+        let retry = |retry| FleetPolicy {
+            retry,
+            naive_ipoib: false,
+        };
         let p = match name.as_str() {
-            "backoff" => RetryPolicy::Backoff,
-            "no_jitter" => RetryPolicy::NoJitter,
-            "fixed" => RetryPolicy::Fixed(Duration::from_ms(keys.fixed_retry_ms)),
+            "backoff" => FleetPolicy::SHIPPED,
+            "no_jitter" => retry(RetryPolicy::NoJitter),
+            "fixed" => retry(RetryPolicy::Fixed(Duration::from_ms(keys.fixed_retry_ms))),
+            "naive_ipoib" => FleetPolicy {
+                naive_ipoib: true,
+                ..FleetPolicy::SHIPPED
+            },
             other => {
                 return Err(err(
                     format!("fleet.compare[{i}]"),
-                    format!("{other:?}: one of \"backoff\", \"no_jitter\", \"fixed\""),
+                    format!(
+                        "{other:?}: one of \"backoff\", \"no_jitter\", \"fixed\", \"naive_ipoib\""
+                    ),
                 ))
             }
         };
@@ -278,4 +354,48 @@ fn policies(keys: &FleetKeys) -> Result<Vec<RetryPolicy>, ScenarioError> {
         out.push(p);
     }
     Ok(out)
+}
+
+fn sm(keys: &SmKeys) -> Result<SmSetup, ScenarioError> {
+    let mut sm = SmSetup::default();
+    let ms = |key: &str, v: Option<u64>, min: u64, to: &mut Duration| match v {
+        Some(v) if (min..=MAX_FABRIC_MS).contains(&v) => {
+            *to = Duration::from_ms(v);
+            Ok(())
+        }
+        Some(_) => Err(err(
+            format!("fleet.sm.{key}"),
+            format!("must be {min}..={MAX_FABRIC_MS}"),
+        )),
+        None => Ok(()),
+    };
+    ms(
+        "poll_interval_ms",
+        keys.poll_interval_ms,
+        1,
+        &mut sm.poll_interval,
+    )?;
+    ms("sweep_base_ms", keys.sweep_base_ms, 0, &mut sm.sweep_base)?;
+    if let Some(n) = keys.polls_missed {
+        if !(1..=100).contains(&n) {
+            return Err(err("fleet.sm.polls_missed", "must be 1..=100"));
+        }
+        sm.polls_missed = n;
+    }
+    if let Some(us) = keys.sweep_per_host_us {
+        if us > 1_000_000 {
+            return Err(err("fleet.sm.sweep_per_host_us", "must be at most 1000000"));
+        }
+        sm.sweep_per_host = Duration::from_us(us);
+    }
+    if let Some(q) = keys.sa_queries_per_second {
+        if q == 0 || q > ibal::subnet::MAX_SA_QUERIES_PER_SECOND {
+            return Err(err(
+                "fleet.sm.sa_queries_per_second",
+                format!("must be 1..={}", ibal::subnet::MAX_SA_QUERIES_PER_SECOND),
+            ));
+        }
+        sm.sa_queries_per_second = q;
+    }
+    Ok(sm)
 }

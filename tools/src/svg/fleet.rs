@@ -137,7 +137,7 @@ fn panel(s: &mut String, runs: &[FleetRun], k: usize, top: f64) {
             r#"<text x="{}" y="{}" fill="{colour}">{}: {}</text>"#,
             LEFT + WIDTH + 12.0,
             top + 36.0 + 18.0 * i as f64,
-            escape(&policy_label(r.figures.retry)),
+            escape(&policy_label(&r.figures)),
             all
         );
     }

@@ -1,0 +1,273 @@
+//! IPoIB's joins through the subnet administrator (docs/design.md §11). Once its queue pair
+//! is up, and again whenever the subnet manager sets ClientReregister (a new master after a
+//! handover), an interface joins its multicast groups (an MCMemberRecord each) and resolves
+//! its peer's path (a PathRecord) through the SA. The SA answers so many queries a second and
+//! none while no master is up; an unanswered query times out.
+//!
+//! What a timeout means is the point: an SA that is slow or away is not a hung adapter. The
+//! shipped interface retries the queries still unanswered under the backoff with jitter and
+//! never asks for a reset. The naive one ([`OnSaTimeout::ResetAdapter`], the 2008 Windows
+//! IPoIB) reports itself hung at the first timeout, and NDIS resets the adapter: the
+//! reset-storm cascade a fleet must never see.
+
+use hcabus::{Duration, Instant};
+use rand::Rng;
+
+use crate::access::FabricBus;
+use crate::retry::{Backoff, Next};
+use crate::subnet::SharedSubnet;
+
+/// What an interface does when an SA query times out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnSaTimeout {
+    /// Retry the unanswered queries under the backoff: the shipped behaviour.
+    #[default]
+    Retry,
+    /// Report itself hung, so that the adapter is reset: the naive behaviour, for the fleet
+    /// to show what it does.
+    ResetAdapter,
+}
+
+/// Where the interface's queries stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Every query answered (or none asked yet).
+    Joined,
+    /// The unanswered queries go (again) at this instant.
+    QueryAt(Instant),
+    /// Queries went unanswered: they time out at this instant.
+    TimeoutAt(Instant),
+    /// A timeout taken for a hung adapter: nothing more until the QP is up again.
+    Hung,
+}
+
+/// What a look at the interface's queries found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Joins {
+    /// Joined, or still waiting.
+    Fine,
+    /// A query timed out and the interface takes that for a hung adapter.
+    Hung,
+}
+
+/// The counts a fleet reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RejoinStats {
+    /// Times the interface joined its groups through the SA (after a QP came up or a
+    /// ClientReregister).
+    pub joins_started: u32,
+    pub joins_done: u32,
+    pub queries_answered: u64,
+    pub sa_timeouts: u32,
+    /// Adapter resets the interface asked for because an SA query timed out.
+    pub resets_asked: u32,
+}
+
+/// An interface's joins through the SA.
+#[derive(Debug, Clone)]
+pub struct Rejoin {
+    subnet: SharedSubnet,
+    on_timeout: OnSaTimeout,
+    timeout: Duration,
+    /// Reregistrations already answered by a join.
+    seen: u32,
+    /// Queries not yet answered.
+    pending: u8,
+    phase: Phase,
+    backoff: Backoff,
+    stats: RejoinStats,
+}
+
+impl Rejoin {
+    pub fn new(subnet: SharedSubnet, on_timeout: OnSaTimeout, timeout: Duration) -> Self {
+        let seen = subnet.reregistrations();
+        Rejoin {
+            subnet,
+            on_timeout,
+            timeout,
+            seen,
+            pending: 0,
+            phase: Phase::Joined,
+            backoff: Backoff::default(),
+            stats: RejoinStats::default(),
+        }
+    }
+
+    /// Joins `queries` groups and paths from `now` (a QP just came up).
+    pub fn start(&mut self, now: Instant, queries: u8) {
+        self.seen = self.subnet.reregistrations();
+        self.pending = queries;
+        self.phase = Phase::QueryAt(now);
+        self.backoff.reset();
+        self.stats.joins_started += 1;
+    }
+
+    /// The QP is gone (a reset, a port down): nothing to join until it is back.
+    pub fn stop(&mut self) {
+        self.pending = 0;
+        self.phase = Phase::Joined;
+    }
+
+    /// Every group joined and path resolved.
+    pub fn joined(&self) -> bool {
+        self.phase == Phase::Joined
+    }
+
+    pub fn stats(&self) -> &RejoinStats {
+        &self.stats
+    }
+
+    /// When the queries next need a look.
+    pub fn due(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Joined | Phase::Hung => None,
+            Phase::QueryAt(t) | Phase::TimeoutAt(t) => Some(t),
+        }
+    }
+
+    /// A look at `now` by an interface whose QP is up (`up`) and that joins `queries`: a
+    /// ClientReregister it has not answered starts a join; queries due go to the SA; a
+    /// timeout is retried, or taken for a hung adapter.
+    pub fn run(&mut self, now: Instant, up: bool, queries: u8, rng: &mut impl Rng) -> Joins {
+        if up && self.subnet.reregistrations() != self.seen {
+            log::info!("[{now}] ClientReregister: joining the groups again through the SA");
+            self.start(now, queries);
+        }
+        match self.phase {
+            Phase::QueryAt(t) if t <= now => {
+                while self.pending > 0 && self.subnet.query(now) {
+                    self.pending -= 1;
+                    self.stats.queries_answered += 1;
+                }
+                self.phase = if self.pending == 0 {
+                    self.stats.joins_done += 1;
+                    self.backoff.reset();
+                    Phase::Joined
+                } else {
+                    Phase::TimeoutAt(now + self.timeout)
+                };
+                Joins::Fine
+            }
+            Phase::TimeoutAt(t) if t <= now => {
+                self.stats.sa_timeouts += 1;
+                if self.on_timeout == OnSaTimeout::ResetAdapter {
+                    self.phase = Phase::Hung;
+                    self.stats.resets_asked += 1;
+                    return Joins::Hung;
+                }
+                // Unbounded in time (the interface must come back by itself), bounded in
+                // rate by the backoff's cap; each timeout is counted.
+                self.phase = match self.backoff.refused(now, Duration::MAX, true, rng) {
+                    Next::RetryAt(at) => Phase::QueryAt(at),
+                    Next::GiveUp { .. } => Phase::QueryAt(now + crate::retry::BACKOFF_CAP),
+                };
+                Joins::Fine
+            }
+            _ => Joins::Fine,
+        }
+    }
+}
+
+impl super::IpoibClient {
+    /// The interface on a fleet's fabric: its joins go through `subnet`'s SA, again at
+    /// every ClientReregister.
+    pub fn with_subnet(mut self, subnet: crate::subnet::SharedSubnet) -> Self {
+        let (timeout, on) = (self.config.sa_timeout, self.config.on_sa_timeout);
+        self.rejoin = Some(Rejoin::new(subnet, on, timeout));
+        self
+    }
+
+    /// Whether its groups are joined and its path resolved through the SA (always, with no
+    /// SA modelled).
+    pub fn sa_joined(&self) -> bool {
+        self.rejoin.as_ref().is_none_or(Rejoin::joined)
+    }
+
+    /// Its joins through the SA, if it has one.
+    pub fn rejoin_stats(&self) -> Option<&RejoinStats> {
+        self.rejoin.as_ref().map(Rejoin::stats)
+    }
+
+    /// The SA queries of one join: the broadcast group, each extra group, the peer's path.
+    pub(super) fn sa_queries(&self) -> u8 {
+        self.config.groups + 2
+    }
+
+    /// Its joins through the SA: a timeout the naive interface takes for a hung adapter
+    /// asks for the adapter's reset, as NDIS resets a miniport that reports itself hung.
+    pub(super) fn run_joins<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
+        let (up, queries, now) = (self.res.qp.is_some(), self.sa_queries(), bus.now());
+        let Some(r) = &mut self.rejoin else {
+            return;
+        };
+        if r.run(now, up, queries, bus.rng()) == Joins::Hung {
+            let Some(id) = self.id else {
+                return;
+            };
+            match bus.reset_request(id) {
+                Ok(epoch) => log::warn!(
+                    "{}: an SA query timed out: reported hung, the adapter is reset ({epoch})",
+                    self.desc.name
+                ),
+                Err(e) => {
+                    self.refusals += 1;
+                    log::warn!("{}: hung, but the reset was refused: {e}", self.desc.name);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_ms(ms)
+    }
+
+    /// Joins through an SA that answers two queries a second: four queries take two
+    /// seconds of retries, then a ClientReregister starts them again.
+    #[test]
+    fn queries_the_sa_drops_are_retried_until_every_one_is_answered() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let subnet = SharedSubnet::new(2).expect("capacity");
+        let mut r = Rejoin::new(subnet.clone(), OnSaTimeout::Retry, Duration::from_ms(100));
+        r.start(at(0), 4);
+        let mut now = at(0);
+        while let Some(t) = r.due() {
+            now = t;
+            assert_eq!(r.run(now, true, 4, &mut rng), Joins::Fine);
+            assert!(now < at(10_000), "bounded");
+        }
+        assert!(r.joined() && now >= at(1_000), "{now}");
+        let s = *r.stats();
+        assert_eq!(
+            (s.queries_answered, s.joins_done, s.resets_asked),
+            (4, 1, 0)
+        );
+        assert!(s.sa_timeouts > 0);
+        subnet.reregister();
+        r.run(at(20_000), true, 4, &mut rng);
+        assert!(!r.joined());
+        assert_eq!(r.stats().joins_started, 2);
+    }
+
+    /// The naive interface takes the first timeout for a hung adapter.
+    #[test]
+    fn the_naive_interface_asks_for_a_reset_at_the_first_timeout() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let subnet = SharedSubnet::new(10).expect("capacity");
+        subnet.away(at(0), Duration::from_ms(5_000));
+        let mut r = Rejoin::new(subnet, OnSaTimeout::ResetAdapter, Duration::from_ms(100));
+        r.start(at(0), 3);
+        assert_eq!(r.run(at(0), true, 3, &mut rng), Joins::Fine);
+        assert_eq!(r.due(), Some(at(100)));
+        assert_eq!(r.run(at(100), true, 3, &mut rng), Joins::Hung);
+        assert_eq!(
+            (r.stats().resets_asked, r.due(), r.joined()),
+            (1, None, false)
+        );
+    }
+}
