@@ -417,6 +417,11 @@ impl Fleet {
                 let swept = self.sm.takeover_at(now) + self.sm.sweep(self.hosts.len() as u32);
                 self.subnet.away(now, swept.saturating_since(now));
                 self.insert_fault(swept, FleetFault::Reregister);
+                // A port that trains meanwhile (a reset, a cable) has no master to sweep it.
+                for i in 0..self.hosts.len() as u32 {
+                    self.hosts[i as usize].hca_mut().sm_away(now, swept);
+                    self.schedule(i);
+                }
             }
             FleetFault::SaOverload { down } => self.subnet.away(now, down),
             FleetFault::Reregister => self.subnet.reregister(),

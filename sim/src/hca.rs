@@ -215,6 +215,13 @@ impl SimHca {
         pulled
     }
 
+    /// No subnet manager sweeps from `from` until `until`: a port that trains meanwhile
+    /// waits in Init for the new master (docs/design.md §11).
+    pub fn sm_away(&mut self, from: Instant, until: Instant) {
+        self.ports.sm_away(from, until);
+        self.sync_links();
+    }
+
     /// The remote targets refuse the next `count` logins as busy.
     pub fn refuse_logins(&mut self, count: u32) {
         self.busy_logins = self.busy_logins.saturating_add(count);

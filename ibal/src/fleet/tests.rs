@@ -290,3 +290,30 @@ fn an_sa_timeout_taken_for_a_hung_adapter_resets_adapters_and_the_shipped_interf
         naive.resets
     );
 }
+
+/// A link flap while no master is up: the ports train, but nobody sweeps them until the
+/// standby has taken over and swept, 30 s later. Every host waits, and every host is back
+/// then. The boot disks hold their paging I/O throughout; the data LUNs' hold (30 s) runs out
+/// first, and they fail what they hold upward as retryable.
+#[test]
+fn ports_that_train_while_no_master_is_up_wait_for_the_new_one() {
+    let flap = FleetFault::LinkFlap {
+        down: Duration::from_ms(300),
+    };
+    let faults = std::vec![(5_000, FleetFault::SmFailover), (10_000, flap)];
+    let mut s = setup(10, faults, RetryPolicy::Backoff);
+    s.duration = Duration::from_ms(50_000);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    let r = f.faults.iter().find(|r| r.fault == flap).expect("the flap");
+    assert_eq!((r.hosts, r.back), (10, 10), "{r:?}");
+    // The sweep ends at 40.52 s (500 ms and 2 ms a host after the takeover at 40 s).
+    let swept_after = Duration::from_ms(40_520 - 10_000);
+    assert!(r.all_back_after >= Some(swept_after), "{r:?}");
+    assert_eq!((f.resets, f.io.paging_failed), (0, 0));
+    assert!(
+        f.io.failed > 0 && f.io.failed == f.io.retryable,
+        "{:?}",
+        f.io
+    );
+}

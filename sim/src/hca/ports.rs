@@ -81,6 +81,9 @@ pub struct SimPorts {
     link_up: Duration,
     sm_sweep: Duration,
     next_lid: u16,
+    /// No subnet manager sweeps from the first instant to the second (a master failed; its
+    /// standby has not taken over and swept yet): a port trained meanwhile waits in Init.
+    sm_away: Option<(Instant, Instant)>,
 }
 
 impl SimPorts {
@@ -109,7 +112,24 @@ impl SimPorts {
             link_up,
             sm_sweep,
             next_lid,
+            sm_away: None,
         }
+    }
+
+    /// When a port whose link started training at `from` is swept: after its training and
+    /// the sweep, or once a master is back if none is then.
+    fn swept_at(&self, from: Instant) -> Instant {
+        let swept = from + self.link_up + self.sm_sweep;
+        match self.sm_away {
+            Some((gone, back)) if gone <= swept && swept < back => back,
+            _ => swept,
+        }
+    }
+
+    /// No subnet manager sweeps from `from` until `until` (docs/design.md §11): a port that
+    /// trains meanwhile stays Init until then. An Active port stays Active: its LID holds.
+    pub fn sm_away(&mut self, from: Instant, until: Instant) {
+        self.sm_away = Some((from, until));
     }
 
     fn state_at(&self, p: &Port, now: Instant) -> PortState {
@@ -119,7 +139,7 @@ impl SimPorts {
         match p.training_from() {
             None => PortState::Active,
             Some(from) if now < from + self.link_up => PortState::Down,
-            Some(from) if now < from + self.link_up + self.sm_sweep => PortState::Init,
+            Some(from) if now < self.swept_at(from) => PortState::Init,
             Some(_) => PortState::Active,
         }
     }
@@ -255,7 +275,7 @@ impl SimPorts {
             .filter(|p| p.light != Light::Dark)
             .filter_map(|p| {
                 let from = p.training_from()?;
-                [from + self.link_up, from + self.link_up + self.sm_sweep]
+                [from + self.link_up, self.swept_at(from)]
                     .into_iter()
                     .find(|t| *t > now)
             })
@@ -290,6 +310,30 @@ mod tests {
 
     /// What `ibstat` shows through a reset: Disabled while the device is dark, Training
     /// once it is lit, LinkUp at 4X EDR from Init on; the LIDs and the GID while Active.
+    /// A port that trains while no subnet manager is up waits in Init for the new master;
+    /// one Active all along stays Active.
+    #[test]
+    fn a_port_trained_while_no_master_sweeps_waits_in_init_for_the_new_one() {
+        let ms = Duration::from_ms;
+        let mut p = SimPorts::new(2, 0x10, ms(1_000), ms(2_000));
+        p.sm_away(Instant::from_ms(500), Instant::from_ms(10_000));
+        assert!(p.pull_cable(1, Instant::from_ms(1_000), ms(100)));
+        let at = |p: &SimPorts, port, t| p.state(port, Instant::from_ms(t));
+        // Trained at 2.1 s, swept at 4.1 s but for the outage: Init until 10 s.
+        assert_eq!(at(&p, 1, 2_000), PortState::Down);
+        assert_eq!(at(&p, 1, 5_000), PortState::Init);
+        assert_eq!(
+            p.next_change(Instant::from_ms(5_000)),
+            Some(Instant::from_ms(10_000))
+        );
+        assert_eq!(at(&p, 1, 10_000), PortState::Active);
+        assert_eq!(at(&p, 2, 5_000), PortState::Active, "never disturbed");
+        // A port whose sweep would end after the master is back is swept as ever.
+        assert!(p.pull_cable(2, Instant::from_ms(9_000), ms(100)));
+        assert_eq!(at(&p, 2, 12_099), PortState::Init);
+        assert_eq!(at(&p, 2, 12_100), PortState::Active);
+    }
+
     #[test]
     fn the_physical_state_width_speed_and_gid_follow_the_link_as_ibstat_shows_them() {
         let guid = 0x0002_c903_0000_1000;
