@@ -15,22 +15,24 @@ use std::vec::Vec;
 use hcabus::verbs::Lid;
 use hcabus::{Duration, Instant};
 
-use crate::access::IbalConfig;
-use crate::ipoib::OnSaTimeout;
 use crate::retry::RetryPolicy;
 use crate::srp_target::{CapacityError, LoginCapacity, SharedAdmission};
-use crate::stack::{self, BuildError, ClientSpec, Host, StackSetup};
+use crate::stack::BuildError;
 use crate::subnet::SharedSubnet;
 
 mod figures;
+mod host;
 mod recovery;
 mod sm;
+mod template;
 #[cfg(test)]
 mod tests;
 
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
+pub use host::FleetHost;
 use recovery::Recovery;
 pub use sm::SmSetup;
+pub use template::{boot_host, multipath_host, FleetTemplate};
 
 /// The most hosts a fleet may have: what one process can hold (each host is a whole stack).
 pub const MAX_HOSTS: u32 = 10_000;
@@ -88,8 +90,8 @@ pub struct FleetSetup {
     pub duration: Duration,
     pub hosts: u32,
     /// Every host is this one (its own seed): disk `k` of host `i` logs in to target
-    /// `(i + k) % targets`, whatever LID the template gives it.
-    pub host: StackSetup,
+    /// `(i + k) % targets`, whatever LID the template gives it (`template.rs`).
+    pub host: FleetTemplate,
     pub targets: Vec<TargetSetup>,
     pub faults: Vec<(Instant, FleetFault)>,
     /// How every disk retries a refused login.
@@ -133,50 +135,6 @@ pub fn host_seed(seed: u64, i: u32) -> u64 {
     crate::stack::adapter_seed(seed, i as usize + 1)
 }
 
-/// The default boot host (docs/design.md §9) at a fleet's load: its disks at `iops` each over
-/// a small LUN and a short queue, IPoIB and the user-verbs process at `pps` (packets, calls),
-/// an adapter with the memory that asks for, no fault of its own. What a fleet's hosts are unless a file
-/// says otherwise.
-pub fn boot_host(iops: u32, pps: u32) -> StackSetup {
-    let mut s = stack::boot_from_san();
-    s.sim.faults.clear();
-    let verbs = &mut s.sim.hca.verbs;
-    verbs.dma_bytes = 512 << 10;
-    verbs.wire_capacity = 256;
-    verbs.max_cq_entries = 128;
-    verbs.max_cqs = 16;
-    verbs.max_qps = 16;
-    verbs.max_wr = 128;
-    // A thousand hosts' flight recorders: the last thousand records each.
-    s.sim.recorder_capacity = 1_024;
-    s.ibal = Some(IbalConfig {
-        max_cqs: 16,
-        max_qps: 16,
-        max_mrs: 32,
-        max_ahs: 16,
-        max_cq_entries: 128,
-        max_wr: 128,
-        ..IbalConfig::default()
-    });
-    for c in &mut s.clients {
-        match c {
-            ClientSpec::Disk { config, .. } => {
-                config.iops = iops;
-                config.n_blocks = 64;
-                config.queue_depth = 8;
-                config.hold_capacity = 24;
-            }
-            ClientSpec::Ipoib { config, .. } => {
-                config.pps = pps;
-                config.peer_pps = pps;
-            }
-            ClientSpec::Uverbs { config, .. } => config.ops_per_sec = pps,
-            _ => {}
-        }
-    }
-    s
-}
-
 /// A fleet in virtual time.
 #[derive(Debug)]
 pub struct Fleet {
@@ -184,7 +142,7 @@ pub struct Fleet {
     seed: u64,
     retry: RetryPolicy,
     naive_ipoib: bool,
-    hosts: Vec<Host>,
+    hosts: Vec<FleetHost>,
     /// The fabric's subnet manager as the hosts see it (its SA, its ClientReregisters).
     subnet: SharedSubnet,
     sm: SmSetup,
@@ -231,7 +189,7 @@ impl Fleet {
             hosts: Vec::with_capacity(n),
             subnet: subnet.clone(),
             sm: setup.sm,
-            sa_queries_per_host: sa_queries(&setup.host),
+            sa_queries_per_host: setup.host.sa_queries(),
             targets,
             disk_targets: Vec::with_capacity(n),
             queue: BinaryHeap::with_capacity(n),
@@ -239,17 +197,15 @@ impl Fleet {
             faults: setup.faults.clone(),
             next_fault: 0,
             recoveries: Vec::new(),
-            login: template_login(&setup.host),
-            fabric: Duration::from_us(
-                setup.host.sim.hca.link_up.as_us() + setup.host.sim.hca.sm_sweep.as_us(),
-            ),
+            login: setup.host.login(),
+            fabric: setup.host.fabric(),
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
             steps: 0,
         };
         fleet.faults.sort_by_key(|(t, _)| *t);
         for i in 0..setup.hosts {
-            let (host, disk_targets) = fleet_host(setup, i, (&shared, &subnet))?;
+            let (host, disk_targets) = template::fleet_host(setup, i, (&shared, &subnet))?;
             fleet.hosts.push(host);
             fleet.disk_targets.push(disk_targets);
             fleet.schedule(i);
@@ -284,7 +240,7 @@ impl Fleet {
     pub fn end(&self) -> Instant {
         self.end
     }
-    pub fn hosts(&self) -> &[Host] {
+    pub fn hosts(&self) -> &[FleetHost] {
         &self.hosts
     }
     pub fn targets(&self) -> &[(TargetSetup, SharedAdmission)] {
@@ -419,7 +375,12 @@ impl Fleet {
                 self.insert_fault(swept, FleetFault::Reregister);
                 // A port that trains meanwhile (a reset, a cable) has no master to sweep it.
                 for i in 0..self.hosts.len() as u32 {
-                    self.hosts[i as usize].hca_mut().sm_away(now, swept);
+                    let host = &mut self.hosts[i as usize];
+                    for a in 0..host.adapter_count() {
+                        if let Some(adapter) = host.adapter_mut(a) {
+                            adapter.hca_mut().sm_away(now, swept);
+                        }
+                    }
                     self.schedule(i);
                 }
             }
@@ -441,11 +402,16 @@ impl Fleet {
     /// Pulls every cable of host `i` (already at the instant) for `down`.
     fn flap(&mut self, i: u32, down: Duration) {
         let host = &mut self.hosts[i as usize];
-        for port in 1..=host.hca().port_count() {
-            host.inject(hcabus_sim::Fault::PortDown {
-                port,
-                duration: down,
-            });
+        for a in 0..host.adapter_count() {
+            let Some(adapter) = host.adapter_mut(a) else {
+                continue;
+            };
+            for port in 1..=adapter.hca().port_count() {
+                adapter.inject(hcabus_sim::Fault::PortDown {
+                    port,
+                    duration: down,
+                });
+            }
         }
         self.schedule(i);
     }
@@ -485,67 +451,8 @@ fn check(setup: &FleetSetup) -> Result<(), FleetError> {
             _ => {}
         }
     }
-    let disks = setup
-        .host
-        .clients
-        .iter()
-        .filter(|c| matches!(c, ClientSpec::Disk { .. }))
-        .count();
-    if disks == 0 {
+    if setup.host.disks() == 0 {
         return Err(FleetError::NoDisk);
     }
     Ok(())
-}
-
-/// The SA queries a host of `host` makes to join everything again.
-fn sa_queries(host: &StackSetup) -> u64 {
-    host.clients
-        .iter()
-        .map(|c| match c {
-            ClientSpec::Ipoib { config, .. } => u64::from(config.groups) + 2,
-            _ => 0,
-        })
-        .sum()
-}
-
-fn template_login(host: &StackSetup) -> Duration {
-    host.clients
-        .iter()
-        .filter_map(|c| match c {
-            ClientSpec::Disk { config, .. } => Some(config.login_delay),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(Duration::ZERO)
-}
-
-/// Host `i` of the fleet: the template with its own name and seed, its disks on their
-/// targets under the fleet's retry policy.
-fn fleet_host(
-    setup: &FleetSetup,
-    i: u32,
-    (shared, subnet): (&[(Lid, SharedAdmission)], &SharedSubnet),
-) -> Result<(Host, Vec<usize>), FleetError> {
-    let mut s = setup.host.clone();
-    s.sim.name = std::format!("host{i}");
-    s.sim.seed = host_seed(setup.seed, i);
-    s.sim.duration = setup.duration;
-    let mut disk_targets = Vec::new();
-    for c in &mut s.clients {
-        match c {
-            ClientSpec::Disk { config, .. } => {
-                let t = (i as usize + disk_targets.len()) % setup.targets.len();
-                config.target_lid = setup.targets[t].lid;
-                config.login_retry = setup.retry;
-                disk_targets.push(t);
-            }
-            ClientSpec::Ipoib { config, .. } if setup.naive_ipoib => {
-                config.on_sa_timeout = OnSaTimeout::ResetAdapter;
-            }
-            _ => {}
-        }
-    }
-    let host =
-        stack::build_fleet_host(&s, shared, Some(subnet)).map_err(|e| FleetError::Host(i, e))?;
-    Ok((host, disk_targets))
 }

@@ -32,8 +32,8 @@ pub use activity::{
     disks, io_stats, net_stats, nets, processes, scripted, Activity, Host, StackClient, World,
 };
 pub use multi::{
-    adapter_seed, build_multi, build_multi_unchecked, io_stats_all, multipath_disks, net_stats_all,
-    AdapterSetup, MultiSetup, MultipathSpec,
+    adapter_seed, build_multi, build_multi_sharing, build_multi_unchecked, io_stats_all,
+    multipath_disks, net_stats_all, AdapterSetup, MultiSetup, MultipathSpec,
 };
 
 /// A host to build: the run (name, seed, duration, adapter, policy, faults) and its
@@ -77,7 +77,7 @@ pub fn build(setup: &StackSetup) -> Result<Host, BuildError> {
 /// Builds without the budget check: for tests that show what a stack the budget refuses
 /// would do at run time (a client that cannot come up, recorded).
 pub fn build_unchecked(setup: &StackSetup) -> Result<Host, BuildError> {
-    build_with(setup, &[])
+    build_with(setup, &[], (&[], None))
 }
 
 /// Builds one host of a fleet: its disks log in to targets whose login capacity other
@@ -105,8 +105,9 @@ pub fn build_fleet_host(
 pub(crate) fn build_with(
     setup: &StackSetup,
     disks: &[SharedMultipath],
+    shared: (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
 ) -> Result<Host, BuildError> {
-    let agents = agents_with(setup, disks, (&[], None))?;
+    let agents = agents_with(setup, disks, shared)?;
     SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
 }
 

@@ -115,6 +115,11 @@ impl<A: ?Sized + Agent> MultiHost<A> {
         self.run_until(end);
     }
 
+    /// When something is next due on any adapter: what a fleet steps the host by.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.hosts.iter().filter_map(|(_, h)| h.next_due()).min()
+    }
+
     /// Advances every adapter to `until` in lockstep.
     pub fn run_until(&mut self, until: Instant) {
         let mut last = None;

@@ -13,7 +13,6 @@ use super::{Fleet, FleetFault};
 use crate::block::IoStats;
 use crate::retry::RetryPolicy;
 use crate::srp_target::{AdmissionStats, LoginCapacity};
-use crate::stack;
 
 /// The most violations a fleet's figures quote (all are counted).
 const QUOTED_VIOLATIONS: usize = 8;
@@ -195,15 +194,16 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
     let (mut sa_timeouts, mut ipoib_resets_asked) = (0, 0);
     let mut quoted = Vec::new();
     for h in &fleet.hosts {
-        io.add(&stack::io_stats(h));
-        resets += h.coordinator().counters().resets_started;
-        for s in stack::nets(h).filter_map(|n| n.rejoin_stats()) {
+        io.add(&h.io_stats());
+        resets += h.resets_started();
+        for s in h.nets().filter_map(|n| n.rejoin_stats()) {
             sa_timeouts += u64::from(s.sa_timeouts);
             ipoib_resets_asked += u64::from(s.resets_asked);
         }
-        checked += h.checker().checked;
-        violations += h.checker().violations.len() as u64;
-        for v in h.checker().violations.iter() {
+        let (c, v) = h.invariants();
+        checked += c;
+        violations += v.len() as u64;
+        for v in v {
             if quoted.len() < QUOTED_VIOLATIONS {
                 quoted.push(std::format!("{}: {v}", h.name()));
             }

@@ -5,7 +5,7 @@ use std::vec::Vec;
 use hcabus::{Duration, Instant};
 
 use super::FleetFault;
-use crate::stack::{self, Host};
+use super::FleetHost;
 
 /// A disk the fault does not touch.
 const UNTOUCHED: u32 = u32::MAX;
@@ -44,7 +44,7 @@ impl Recovery {
         fault: FleetFault,
         at: Instant,
         affected: Vec<u32>,
-        hosts: &[Host],
+        hosts: &[FleetHost],
         disk_targets: &[Vec<usize>],
     ) -> Self {
         let hosts: Vec<Affected> = affected
@@ -53,7 +53,8 @@ impl Recovery {
                 let targets = &disk_targets[h as usize];
                 // A disk that was not up when the fault struck (still logging in) lost
                 // nothing to it: its login is the boot's, not the fault's recovery.
-                let logins_before = stack::disks(&hosts[h as usize])
+                let logins_before = hosts[h as usize]
+                    .disks()
                     .zip(targets)
                     .map(|(d, t)| match fault {
                         FleetFault::TargetRestart { target, .. } if target != *t => UNTOUCHED,
@@ -99,7 +100,7 @@ impl Recovery {
 
     /// Looks at host `i` after a step at `now`: back once every disk the fault touched has
     /// logged in again and is up, and every interface whose link it took is up.
-    pub(super) fn look(&mut self, i: u32, host: &Host, now: Instant, reregistered: u32) {
+    pub(super) fn look(&mut self, i: u32, host: &FleetHost, now: Instant, reregistered: u32) {
         if self.pending == 0 || self.reregistered.is_some_and(|n| reregistered < n) {
             return;
         }
@@ -110,14 +111,13 @@ impl Recovery {
         if a.back_at.is_some() {
             return;
         }
-        let disks_back = stack::disks(host).zip(&a.logins_before).all(|(d, before)| {
+        let disks_back = host.disks().zip(&a.logins_before).all(|(d, before)| {
             *before == UNTOUCHED || (d.disk().is_up() && d.disk().stats().logins > *before)
         });
-        let nets_back = !a.nets || stack::nets(host).all(|n| n.link_up());
-        let n_nets = stack::nets(host).count() as u32;
+        let nets_back = !a.nets || host.nets().all(|n| n.link_up());
+        let n_nets = host.nets().count() as u32;
         let joined = a.joins_before.is_none_or(|before| {
-            joins(host) >= before + n_nets
-                && stack::nets(host).all(|n| n.link_up() && n.sa_joined())
+            joins(host) >= before + n_nets && host.nets().all(|n| n.link_up() && n.sa_joined())
         });
         if disks_back && nets_back && joined {
             a.back_at = Some(now);
@@ -156,13 +156,13 @@ impl Recovery {
 }
 
 /// How many disks `host` has.
-fn logins_before_len(host: &Host) -> usize {
-    stack::disks(host).count()
+fn logins_before_len(host: &FleetHost) -> usize {
+    host.disks().count()
 }
 
 /// Joins through the SA that `host`'s interfaces completed.
-fn joins(host: &Host) -> u32 {
-    stack::nets(host)
+fn joins(host: &FleetHost) -> u32 {
+    host.nets()
         .filter_map(|n| n.rejoin_stats())
         .map(|s| s.joins_done)
         .sum()

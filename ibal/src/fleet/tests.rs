@@ -6,6 +6,7 @@ use hcabus::{Duration, Instant};
 
 use super::*;
 use crate::srp_target::LoginCapacity;
+use crate::stack::ClientSpec;
 
 const LOGIN: Duration = Duration::from_ms(20);
 
@@ -27,7 +28,7 @@ fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPolicy) -> Flee
         seed: 5,
         duration: Duration::from_ms(6_000),
         hosts,
-        host,
+        host: FleetTemplate::One(host),
         targets: std::vec![
             TargetSetup {
                 lid: 0x100,
@@ -157,10 +158,10 @@ fn a_link_flap_takes_every_path_and_every_host_gets_them_back() {
 #[test]
 fn hosts_that_idle_cost_nothing_between_what_they_have_due() {
     let mut s = setup(50, Vec::new(), RetryPolicy::Backoff);
-    s.host = boot_host(0, 0);
-    s.host
-        .clients
+    let mut idle = boot_host(0, 0);
+    idle.clients
         .retain(|c| matches!(c, ClientSpec::Disk { .. }));
+    s.host = FleetTemplate::One(idle);
     s.duration = Duration::from_ms(60_000);
     let f = run(&s);
     assert!(f.held());
@@ -199,9 +200,11 @@ fn a_fleet_that_cannot_be_is_refused_by_key() {
     s.faults[0].0 = Instant::from_ms(7_000);
     assert!(refused(s).starts_with("faults[0].at_ms"));
     let mut s = ok;
-    s.host
+    let mut diskless = boot_host(2, 1);
+    diskless
         .clients
         .retain(|c| !matches!(c, ClientSpec::Disk { .. }));
+    s.host = FleetTemplate::One(diskless);
     assert!(refused(s).starts_with("host"));
 }
 
@@ -316,4 +319,36 @@ fn ports_that_train_while_no_master_is_up_wait_for_the_new_one() {
         "{:?}",
         f.io
     );
+}
+
+/// Multipath hosts (two adapters, the boot disk on a path through each, on one target):
+/// a target restart takes every path of the boot disk and the data LUN's; each path logs in
+/// again and every host is back, nothing lost, no adapter reset.
+#[test]
+fn multipath_hosts_ride_a_target_restart_on_every_path() {
+    let mut s = setup(
+        10,
+        std::vec![(2_000, restart(0, 300))],
+        RetryPolicy::Backoff,
+    );
+    let mut m = multipath_host(20, 10);
+    for a in &mut m.adapters {
+        for c in &mut a.stack.clients {
+            match c {
+                ClientSpec::Disk { config, .. } => config.login_delay = LOGIN,
+                ClientSpec::DiskPath { config, .. } => config.initiator.login_delay = LOGIN,
+                _ => {}
+            }
+        }
+    }
+    s.host = FleetTemplate::Many(m);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    assert_eq!(f.resets, 0);
+    let r = &f.faults[1];
+    // Host i's boot disk is on target i % 2, its data LUN on the other: all ten lost one.
+    assert_eq!((r.hosts, r.back), (10, 10), "{r:?}");
+    // Target 0 holds five boot disks' two paths each and five data LUNs.
+    assert_eq!(f.targets[0].stats.accepted, 2 * (5 * 2 + 5));
+    assert!(f.io.completed > 0 && f.io.failed == 0);
 }

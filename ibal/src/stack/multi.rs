@@ -11,6 +11,9 @@ use crate::block::IoStats;
 use crate::disk::{DiskConfig, SrpClient};
 use crate::ipoib::NetStats;
 use crate::multipath::{SharedMultipath, MAX_PATHS};
+use crate::srp_target::SharedAdmission;
+use crate::subnet::SharedSubnet;
+use hcabus::verbs::Lid;
 
 /// One adapter: its name and its stack (adapter, policy, faults, clients).
 #[derive(Debug, Clone)]
@@ -53,6 +56,26 @@ pub fn build_multi(setup: &MultiSetup) -> Result<World, BuildError> {
 /// Builds without the budget check: for tests that show what an adapter the budget
 /// refuses would do at run time (a path that cannot log in, recorded).
 pub fn build_multi_unchecked(setup: &MultiSetup) -> Result<World, BuildError> {
+    build_multi_on(setup, (&[], None))
+}
+
+/// Builds one multipath host of a fleet (docs/design.md §11): its disks log in to targets
+/// other hosts share, its IPoIB joins through the fleet's SA; checked against its budget.
+pub fn build_multi_sharing(
+    setup: &MultiSetup,
+    targets: &[(Lid, SharedAdmission)],
+    subnet: Option<&SharedSubnet>,
+) -> Result<World, BuildError> {
+    for a in &setup.adapters {
+        crate::budget::check(&a.stack).map_err(BuildError::Budget)?;
+    }
+    build_multi_on(setup, (targets, subnet))
+}
+
+fn build_multi_on(
+    setup: &MultiSetup,
+    shared: (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
+) -> Result<World, BuildError> {
     let disks: Vec<SharedMultipath> = setup
         .disks
         .iter()
@@ -72,7 +95,7 @@ pub fn build_multi_unchecked(setup: &MultiSetup) -> Result<World, BuildError> {
     for (i, a) in setup.adapters.iter().enumerate() {
         let mut stack = a.stack.clone();
         stack.sim.seed = adapter_seed(setup.seed, i);
-        hosts.push((a.name.clone(), build_with(&stack, &disks)?));
+        hosts.push((a.name.clone(), build_with(&stack, &disks, shared)?));
     }
     MultiHost::new(&setup.name, setup.seed, hosts).map_err(BuildError::Adapters)
 }

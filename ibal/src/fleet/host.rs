@@ -1,0 +1,127 @@
+//! A host of a fleet: one adapter (the default boot host) or several (a multipath boot host),
+//! seen the same way by the fleet: when it next has something due, its disks and interfaces
+//! across its adapters, its accounting.
+
+use std::string::String;
+use std::vec::Vec;
+
+use hcabus::Instant;
+
+use crate::block::IoStats;
+use crate::disk::SrpClient;
+use crate::ipoib::IpoibClient;
+use crate::stack::{self, Host, World};
+
+/// One host of a fleet.
+#[derive(Debug)]
+// A fleet holds thousands, of one kind each: boxing the larger would cost a pointer chase a
+// step for nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum FleetHost {
+    One(Host),
+    Many(World),
+}
+
+impl FleetHost {
+    pub fn name(&self) -> &str {
+        match self {
+            FleetHost::One(h) => h.name(),
+            FleetHost::Many(w) => w.name(),
+        }
+    }
+
+    /// When something is next due on any of its adapters.
+    pub fn next_due(&self) -> Option<Instant> {
+        match self {
+            FleetHost::One(h) => h.next_due(),
+            FleetHost::Many(w) => w.next_due(),
+        }
+    }
+
+    pub fn run_until(&mut self, t: Instant) {
+        match self {
+            FleetHost::One(h) => h.run_until(t),
+            FleetHost::Many(w) => w.run_until(t),
+        }
+    }
+
+    /// Whether a run of it stopped at a livelock (its checker holds the violation).
+    pub fn livelocked(&self) -> bool {
+        match self {
+            FleetHost::One(h) => h.livelocked(),
+            FleetHost::Many(w) => {
+                w.livelocks() > 0 || w.hosts().iter().any(|(_, h)| h.livelocked())
+            }
+        }
+    }
+
+    /// Its adapters' hosts, in order.
+    pub fn adapters(&self) -> Vec<&Host> {
+        match self {
+            FleetHost::One(h) => std::vec![h],
+            FleetHost::Many(w) => w.hosts().iter().map(|(_, h)| h).collect(),
+        }
+    }
+
+    /// Adapter `i`'s host.
+    pub fn adapter_mut(&mut self, i: usize) -> Option<&mut Host> {
+        match self {
+            FleetHost::One(h) => (i == 0).then_some(h),
+            FleetHost::Many(w) => w.host_mut(i),
+        }
+    }
+
+    pub fn adapter_count(&self) -> usize {
+        match self {
+            FleetHost::One(_) => 1,
+            FleetHost::Many(w) => w.hosts().len(),
+        }
+    }
+
+    /// Every disk client (a disk, or a path of a multipath disk) across its adapters, in
+    /// adapter order then client order.
+    pub fn disks(&self) -> impl Iterator<Item = &SrpClient> + '_ {
+        self.adapters().into_iter().flat_map(stack::disks)
+    }
+
+    /// Every IPoIB interface across its adapters.
+    pub fn nets(&self) -> impl Iterator<Item = &IpoibClient> + '_ {
+        self.adapters().into_iter().flat_map(stack::nets)
+    }
+
+    /// Its I/O accounting: each disk once (a multipath disk once, not per path).
+    pub fn io_stats(&self) -> IoStats {
+        match self {
+            FleetHost::One(h) => stack::io_stats(h),
+            FleetHost::Many(w) => stack::io_stats_all(w),
+        }
+    }
+
+    /// Adapter resets started on any of its adapters.
+    pub fn resets_started(&self) -> u64 {
+        self.adapters()
+            .iter()
+            .map(|h| h.coordinator().counters().resets_started)
+            .sum()
+    }
+
+    /// Invariant points checked, and every violation (named by adapter with several).
+    pub fn invariants(&self) -> (u64, Vec<String>) {
+        match self {
+            FleetHost::One(h) => (h.checker().checked, h.checker().violations.clone()),
+            FleetHost::Many(w) => w.invariants(),
+        }
+    }
+
+    /// The longest its multipath disks went with no path (0 for a host of one adapter).
+    pub fn no_path_us(&self) -> u64 {
+        match self {
+            FleetHost::One(_) => 0,
+            FleetHost::Many(w) => stack::multipath_disks(w)
+                .iter()
+                .map(|(mp, _)| mp.lock().stats().no_path_us)
+                .max()
+                .unwrap_or(0),
+        }
+    }
+}
