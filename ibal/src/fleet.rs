@@ -23,6 +23,7 @@ use crate::subnet::SharedSubnet;
 mod figures;
 mod host;
 mod recovery;
+mod rollout;
 mod sm;
 mod template;
 #[cfg(test)]
@@ -31,6 +32,7 @@ mod tests;
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
 pub use host::FleetHost;
 use recovery::Recovery;
+pub use rollout::RolloutFigures;
 pub use sm::SmSetup;
 pub use template::{boot_host, multipath_host, FleetTemplate};
 
@@ -66,6 +68,12 @@ pub enum FleetFault {
     /// The new master's sweep is done and ClientReregister set: what an `SmFailover` leads
     /// to, not given by a file.
     Reregister,
+    /// A rolling firmware rollout starts: every adapter of every host activates new
+    /// firmware, at most `max_per_target` in reset at once among those of one target
+    /// (`rollout.rs`).
+    Rollout { max_per_target: u32 },
+    /// The operator's next look at the rollout: not given by a file.
+    RolloutLook,
 }
 
 impl FleetFault {
@@ -78,6 +86,8 @@ impl FleetFault {
             FleetFault::SmFailover => "sm_failover",
             FleetFault::SaOverload { .. } => "sa_overload",
             FleetFault::Reregister => "reregister",
+            FleetFault::Rollout { .. } => "rollout",
+            FleetFault::RolloutLook => "rollout_look",
         }
     }
 }
@@ -124,6 +134,13 @@ pub enum FleetError {
     Sa(CapacityError),
     #[error("sm.poll_interval_ms and sm.polls_missed must be at least 1")]
     Polls,
+    #[error("faults[{0}]: one rollout a run, of at least one adapter in reset per target")]
+    Rollout(usize),
+    #[error(
+        "faults[{0}]: a rollout needs hosts of several adapters: the boot disk's last-path \
+         guard refuses every activation of a host's only adapter"
+    )]
+    RolloutOnOnePath(usize),
     #[error("host: the template has no disk: a fleet's hosts log in to its targets")]
     NoDisk,
     #[error("host {0}: {1}")]
@@ -158,6 +175,7 @@ pub struct Fleet {
     faults: Vec<(Instant, FleetFault)>,
     next_fault: usize,
     recoveries: Vec<Recovery>,
+    rollout: Option<rollout::Rollout>,
     /// The longest login of the template's disks, and its fabric's time from a link back
     /// to Active ports (training and sweep): what the theoretical minimums are made of.
     login: Duration,
@@ -197,6 +215,7 @@ impl Fleet {
             faults: setup.faults.clone(),
             next_fault: 0,
             recoveries: Vec::new(),
+            rollout: None,
             login: setup.host.login(),
             fabric: setup.host.fabric(),
             now: Instant::ZERO,
@@ -342,10 +361,13 @@ impl Fleet {
                 everyone()
             }
             FleetFault::SmFailover => everyone(),
-            // Only at build (`Fleet::build`); the others take no path by themselves.
-            FleetFault::PowerOn | FleetFault::SaOverload { .. } | FleetFault::Reregister => {
-                Vec::new()
-            }
+            // Only at build (`Fleet::build`); the others take no path by themselves (a
+            // rollout keeps every boot disk's path: its own figures say so).
+            FleetFault::PowerOn
+            | FleetFault::SaOverload { .. }
+            | FleetFault::Reregister
+            | FleetFault::Rollout { .. }
+            | FleetFault::RolloutLook => Vec::new(),
         };
         if !affected.is_empty() {
             let mut r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
@@ -387,6 +409,24 @@ impl Fleet {
             FleetFault::SaOverload { down } => self.subnet.away(now, down),
             FleetFault::Reregister => self.subnet.reregister(),
             FleetFault::PowerOn => {}
+            FleetFault::Rollout { max_per_target } => {
+                let r = rollout::Rollout::new(&self.hosts, self.targets.len(), max_per_target, now);
+                self.rollout = Some(r);
+                self.take(FleetFault::RolloutLook);
+            }
+            FleetFault::RolloutLook => {
+                let Some(r) = &mut self.rollout else {
+                    return;
+                };
+                let touched = r.look(&mut self.hosts, &self.disk_targets, now);
+                let finished = r.finished();
+                for h in touched {
+                    self.schedule(h);
+                }
+                if !finished {
+                    self.insert_fault(now + rollout::LOOK_EVERY, FleetFault::RolloutLook);
+                }
+            }
         }
     }
 
@@ -414,6 +454,11 @@ impl Fleet {
             }
         }
         self.schedule(i);
+    }
+
+    /// The rollout's figures, if one started.
+    pub fn rollout(&self) -> Option<RolloutFigures> {
+        self.rollout.as_ref().map(rollout::Rollout::figures)
     }
 
     /// The figures of the run so far.
@@ -447,7 +492,20 @@ fn check(setup: &FleetSetup) -> Result<(), FleetError> {
             FleetFault::TargetRestart { target, .. } if *target >= n => {
                 return Err(FleetError::NoTarget(i, *target, n));
             }
-            FleetFault::PowerOn | FleetFault::Reregister => return Err(FleetError::Implied(i)),
+            FleetFault::PowerOn | FleetFault::Reregister | FleetFault::RolloutLook => {
+                return Err(FleetError::Implied(i))
+            }
+            FleetFault::Rollout { max_per_target } => {
+                let earlier = setup.faults[..i]
+                    .iter()
+                    .any(|(_, f)| matches!(f, FleetFault::Rollout { .. }));
+                if *max_per_target == 0 || earlier {
+                    return Err(FleetError::Rollout(i));
+                }
+                if matches!(setup.host, FleetTemplate::One(_)) {
+                    return Err(FleetError::RolloutOnOnePath(i));
+                }
+            }
             _ => {}
         }
     }

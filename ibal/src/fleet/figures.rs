@@ -72,6 +72,10 @@ pub struct FleetFigures {
     pub targets: Vec<TargetFigures>,
     /// Adapter resets across the fleet: a fleet fault must cause none.
     pub resets: u64,
+    /// A rollout's figures, and the longest any host's multipath boot disk went with no
+    /// path (a rollout must keep it at 0).
+    pub rollout: Option<super::RolloutFigures>,
+    pub max_no_path_us: u64,
     /// What the SA answered and dropped, against its capacity.
     pub sa: AdmissionStats,
     pub sa_queries_per_second: u32,
@@ -169,9 +173,10 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
                     )
                 }
                 // No recovery of their own (`Fleet::apply`).
-                FleetFault::SaOverload { .. } | FleetFault::Reregister => {
-                    (Duration::ZERO, Duration::ZERO)
-                }
+                FleetFault::SaOverload { .. }
+                | FleetFault::Reregister
+                | FleetFault::Rollout { .. }
+                | FleetFault::RolloutLook => (Duration::ZERO, Duration::ZERO),
             };
             let all_back = back_after.len() == r.affected();
             FaultFigures {
@@ -228,6 +233,13 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
             })
             .collect(),
         resets,
+        rollout: fleet.rollout(),
+        max_no_path_us: fleet
+            .hosts
+            .iter()
+            .map(|h| h.no_path_us())
+            .max()
+            .unwrap_or(0),
         sa: fleet.subnet.stats(),
         sa_queries_per_second: fleet.sm.sa_queries_per_second,
         sa_timeouts,

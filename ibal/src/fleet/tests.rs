@@ -352,3 +352,43 @@ fn multipath_hosts_ride_a_target_restart_on_every_path() {
     assert_eq!(f.targets[0].stats.accepted, 2 * (5 * 2 + 5));
     assert!(f.io.completed > 0 && f.io.failed == 0);
 }
+
+/// A rolling firmware rollout across ten multipath hosts, at most two adapters in reset at
+/// once among those of a target: every adapter activates its new firmware, one adapter of a
+/// host at a time, and no boot disk is ever without a path.
+#[test]
+fn a_rollout_activates_every_adapter_within_the_limit_and_no_boot_disk_loses_its_last_path() {
+    let rollout = FleetFault::Rollout { max_per_target: 2 };
+    let mut s = setup(10, std::vec![(2_000, rollout)], RetryPolicy::Backoff);
+    s.host = FleetTemplate::Many(multipath_host(20, 10));
+    s.duration = Duration::from_ms(120_000);
+    let mut fleet = Fleet::build(&s).expect("builds");
+    let fw_before: Vec<u64> = fleet.hosts()[0]
+        .adapters()
+        .iter()
+        .map(|h| h.hca().current_identity().fw_version)
+        .collect();
+    fleet.run();
+    let f = fleet.figures();
+    assert!(f.held(), "{f:?}");
+    let r = f.rollout.expect("a rollout");
+    assert_eq!((r.adapters, r.done, r.failed), (20, 20, 0), "{r:?}");
+    assert!(r.finished_at.is_some(), "{r:?}");
+    assert!((1..=2).contains(&r.peak_per_target), "{r:?}");
+    assert_eq!(f.resets, 20, "one activation an adapter");
+    assert_eq!(f.max_no_path_us, 0, "a boot disk always had a path");
+    assert_eq!((f.io.failed, f.io.paging_failed), (0, 0));
+    for host in fleet.hosts() {
+        for (a, h) in host.adapters().iter().enumerate() {
+            assert_eq!(h.hca().current_identity().fw_version, fw_before[a] + 1);
+        }
+    }
+}
+
+#[test]
+fn a_rollout_of_hosts_of_one_adapter_is_refused() {
+    let rollout = FleetFault::Rollout { max_per_target: 2 };
+    let s = setup(2, std::vec![(1_000, rollout)], RetryPolicy::Backoff);
+    let e = Fleet::build(&s).expect_err("the guard would refuse every activation");
+    assert!(e.to_string().contains("last-path guard"), "{e}");
+}
