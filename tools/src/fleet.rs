@@ -111,7 +111,10 @@ fn fault_words(f: &FaultFigures) -> String {
         FleetFault::SmFailover => format!(
             "the master subnet manager fails at {at:.3} s (the standby polls, takes over, sweeps)"
         ),
-        FleetFault::SaOverload { .. } | FleetFault::Reregister => f.fault.name().into(),
+        FleetFault::SaOverload { .. }
+        | FleetFault::Reregister
+        | FleetFault::Rollout { .. }
+        | FleetFault::RolloutLook => f.fault.name().into(),
     }
 }
 
@@ -120,7 +123,7 @@ pub fn text(scenario: &FleetScenario, runs: &[FleetRun]) -> String {
     let mut out = String::new();
     let s = &scenario.setup;
     out.push_str(&format!(
-        "fleet {}: {} hosts, {} target(s), {} s of virtual time, {} retry {} side by side\n",
+        "fleet {}: {} hosts, {} target(s), {} s of virtual time, {} {} side by side\n",
         s.name,
         s.hosts,
         s.targets.len(),
@@ -192,6 +195,9 @@ fn seed_table(runs: &[FleetRun]) -> String {
             },
         );
     }
+    if first.figures.rollout.is_some() {
+        rollout_rows(&mut t, runs);
+    }
     row(&mut t, "logins refused", &|r| {
         r.figures.logins_refused().to_string()
     });
@@ -229,6 +235,34 @@ fn seed_table(runs: &[FleetRun]) -> String {
     out
 }
 
+/// The rollout's rows: how far it got and how long it took, its peak against its limit, the
+/// guard's refusals, and the longest a boot disk went with no path.
+fn rollout_rows(t: &mut comfy_table::Table, runs: &[FleetRun]) {
+    let mut row = |name: &str, f: &dyn Fn(&ibal::fleet::RolloutFigures, &FleetRun) -> String| {
+        let mut r = vec![name.to_string()];
+        r.extend(
+            runs.iter()
+                .map(|run| run.figures.rollout.map_or("-".into(), |ro| f(&ro, run))),
+        );
+        t.add_row(r);
+    };
+    row("rollout: adapters activated", &|ro, _| {
+        format!("{}/{}", ro.done, ro.adapters)
+    });
+    row("  took", &|ro, _| {
+        secs(ro.finished_at.map(|e| e.saturating_since(ro.started_at)))
+    });
+    row("  peak in reset per target", &|ro, _| {
+        format!("{} of {}", ro.peak_per_target, ro.max_per_target)
+    });
+    row("  activations refused by the guard", &|ro, _| {
+        ro.vetoed.to_string()
+    });
+    row("  longest a boot disk had no path", &|_, run| {
+        secs(Some(hcabus::Duration::from_us(run.figures.max_no_path_us)))
+    });
+}
+
 fn ms(d: hcabus::Duration) -> f64 {
     d.as_us() as f64 / 1e3
 }
@@ -240,7 +274,9 @@ fn fault_json(f: &FaultFigures) -> Value {
         FleetFault::PowerOn
         | FleetFault::SmFailover
         | FleetFault::SaOverload { .. }
-        | FleetFault::Reregister => (None, hcabus::Duration::ZERO),
+        | FleetFault::Reregister
+        | FleetFault::Rollout { .. }
+        | FleetFault::RolloutLook => (None, hcabus::Duration::ZERO),
     };
     json!({
         "kind": f.fault.name(),
@@ -281,6 +317,17 @@ fn run_json(r: &FleetRun) -> Value {
         })).collect::<Vec<_>>(),
         "logins_refused": f.logins_refused(),
         "adapter_resets": f.resets,
+        "rollout": f.rollout.map(|ro| json!({
+            "started_ms": ro.started_at.as_us() as f64 / 1e3,
+            "took_ms": ro.finished_at.map(|e| ms(e.saturating_since(ro.started_at))),
+            "adapters": ro.adapters,
+            "done": ro.done,
+            "refused_by_guard": ro.vetoed,
+            "not_restored": ro.failed,
+            "peak_in_reset_per_target": ro.peak_per_target,
+            "max_in_reset_per_target": ro.max_per_target,
+        })),
+        "max_no_path_ms": f.max_no_path_us as f64 / 1e3,
         "sa": {
             "queries_per_second": f.sa_queries_per_second,
             "peak_per_second": f.sa.peak_per_second,

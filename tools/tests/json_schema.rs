@@ -181,9 +181,11 @@ fn every_json_document_of_hcactl_and_hcasim_validates_against_the_documented_sch
         let run = hcasim(&["run", path.to_str().expect("utf-8"), "--json"]);
         c.stdout(file, &run, false);
     }
-    let fleet = scenarios.join("fleet/small.toml");
-    let run = hcasim(&["fleet", fleet.to_str().expect("utf-8"), "--json"]);
-    c.stdout("fleet/small.toml", &run, false);
+    for file in ["fleet/small.toml", "fleet/rollout.toml"] {
+        let fleet = scenarios.join(file);
+        let run = hcasim(&["fleet", fleet.to_str().expect("utf-8"), "--json"]);
+        c.stdout(file, &run, false);
+    }
     c.error(
         "no scenario file",
         &hcasim(&["--json", "run", "/nonexistent.toml"]),

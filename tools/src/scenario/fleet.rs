@@ -3,7 +3,8 @@
 
 use hcabus::{Duration, Instant};
 use ibal::fleet::{
-    boot_host, FleetFault, FleetSetup, SmSetup, TargetSetup, MAX_HOSTS, MAX_TARGETS,
+    boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, SmSetup, TargetSetup,
+    MAX_HOSTS, MAX_TARGETS,
 };
 use ibal::retry::RetryPolicy;
 use ibal::srp_target::{Admission, LoginCapacity};
@@ -105,6 +106,8 @@ struct FleetEventKeys {
     kind: String,
     target: Option<usize>,
     down_ms: Option<u64>,
+    /// A rollout's limit: adapters in reset at once among those of one target.
+    max_in_reset_per_target: Option<u32>,
 }
 
 /// What a run compares: how disks retry a refused login, and whether IPoIB takes an SA
@@ -150,11 +153,12 @@ pub fn parse(text: &str) -> Result<FleetScenario, ScenarioError> {
     if keys.hosts == 0 || keys.hosts > MAX_HOSTS {
         return Err(err("fleet.hosts", format!("must be 1..={MAX_HOSTS}")));
     }
-    if keys.host != "boot" {
+    if keys.host != "boot" && keys.host != "multipath" {
         return Err(err(
             "fleet.host",
             format!(
-                "{:?}: a fleet's hosts are \"boot\" (the default boot host)",
+                "{:?}: a fleet's hosts are \"boot\" (the default boot host) or \"multipath\" \
+                 (its boot disk on a path through each of two adapters)",
                 keys.host
             ),
         ));
@@ -178,7 +182,7 @@ pub fn parse(text: &str) -> Result<FleetScenario, ScenarioError> {
     })
 }
 
-fn host(keys: &FleetKeys) -> Result<ibal::stack::StackSetup, ScenarioError> {
+fn host(keys: &FleetKeys) -> Result<FleetTemplate, ScenarioError> {
     // A disk notices a dropped connection at its next command, as an initiator whose
     // target restarted in silence does: a fleet's disks must have commands to send.
     if keys.iops == 0 || keys.iops > 10_000 {
@@ -193,13 +197,30 @@ fn host(keys: &FleetKeys) -> Result<ibal::stack::StackSetup, ScenarioError> {
     if keys.login_ms == 0 || keys.login_ms > 60_000 {
         return Err(err("fleet.login_ms", "must be 1..=60000"));
     }
-    let mut host = boot_host(keys.iops, keys.pps);
-    for c in &mut host.clients {
-        if let ClientSpec::Disk { config, .. } = c {
-            config.login_delay = Duration::from_ms(keys.login_ms);
+    let login = Duration::from_ms(keys.login_ms);
+    let with_login = |stack: &mut ibal::stack::StackSetup| {
+        for c in &mut stack.clients {
+            match c {
+                ClientSpec::Disk { config, .. } => config.login_delay = login,
+                ClientSpec::DiskPath { config, .. } => config.initiator.login_delay = login,
+                _ => {}
+            }
         }
-    }
-    Ok(host)
+    };
+    Ok(if keys.host == "multipath" {
+        let mut m = multipath_host(keys.iops, keys.pps);
+        for a in &mut m.adapters {
+            with_login(&mut a.stack);
+        }
+        for d in &mut m.disks {
+            d.config.login_delay = login;
+        }
+        FleetTemplate::Many(m)
+    } else {
+        let mut s = boot_host(keys.iops, keys.pps);
+        with_login(&mut s);
+        FleetTemplate::One(s)
+    })
 }
 
 fn targets(keys: &FleetKeys) -> Result<Vec<TargetSetup>, ScenarioError> {
@@ -264,6 +285,12 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
             )),
             None => Ok(()),
         };
+        if e.kind != "rollout" && e.max_in_reset_per_target.is_some() {
+            return Err(err(
+                at("max_in_reset_per_target"),
+                "only a rollout takes it",
+            ));
+        }
         let fault = match e.kind.as_str() {
             "target_restart" => match e.target {
                 Some(target) if target < keys.targets.len() => FleetFault::TargetRestart {
@@ -290,6 +317,36 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
                     down: down("SA overload")?,
                 }
             }
+            "rollout" => {
+                if keys.host != "multipath" {
+                    return Err(err(
+                        at("kind"),
+                        "a rollout needs hosts of two adapters (fleet.host = \"multipath\"): \
+                         a boot disk's last-path guard refuses every activation of its only one",
+                    ));
+                }
+                no_target("rollout")?;
+                if e.down_ms.is_some() {
+                    return Err(err(
+                        at("down_ms"),
+                        "a rollout lasts until every adapter is done",
+                    ));
+                }
+                match e.max_in_reset_per_target {
+                    Some(n) if (1..=MAX_HOSTS).contains(&n) => {
+                        FleetFault::Rollout { max_per_target: n }
+                    }
+                    _ => {
+                        return Err(err(
+                            at("max_in_reset_per_target"),
+                            format!(
+                                "a rollout says how many adapters of a target may be in reset \
+                                 at once, 1..={MAX_HOSTS}"
+                            ),
+                        ))
+                    }
+                }
+            }
             "sm_failover" => {
                 no_target("subnet-manager failover")?;
                 if e.down_ms.is_some() {
@@ -305,7 +362,7 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
                     at("kind"),
                     format!(
                         "{other:?}: one of \"target_restart\", \"link_flap\", \"sm_failover\", \
-                         \"sa_overload\""
+                         \"sa_overload\", \"rollout\""
                     ),
                 ))
             }
