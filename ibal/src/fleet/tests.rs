@@ -392,3 +392,64 @@ fn a_rollout_of_hosts_of_one_adapter_is_refused() {
     let e = Fleet::build(&s).expect_err("the guard would refuse every activation");
     assert!(e.to_string().contains("last-path guard"), "{e}");
 }
+
+/// A fleet run in pieces is the run in one: stepping to intermediate instants changes
+/// nothing, and each piece stops at its instant, no fault or host step past it.
+#[test]
+fn a_fleet_run_in_pieces_is_the_same_run_and_stops_where_it_is_told() {
+    let s = setup(8, std::vec![(2_000, restart(0, 300))], RetryPolicy::Backoff);
+    let whole = run(&s);
+    let mut fleet = Fleet::build(&s).expect("builds");
+    fleet.run_until(Instant::from_ms(1_000));
+    assert_eq!(fleet.now(), Instant::from_ms(1_000));
+    let early = fleet.figures();
+    assert_eq!(early.faults.len(), 1, "the restart at 2 s has not happened");
+    assert_eq!(early.targets[0].stats.restarts, 0);
+    assert!(early.steps > 0 && early.steps < whole.steps);
+    assert!(fleet
+        .hosts()
+        .iter()
+        .all(|h| h.adapters()[0].now() <= Instant::from_ms(1_000)));
+    for ms in [1_500, 2_000, 2_001, 4_000] {
+        fleet.run_until(Instant::from_ms(ms));
+    }
+    fleet.run();
+    assert_eq!(fleet.figures(), whole);
+    assert_eq!(fleet.end(), Instant::from_ms(6_000));
+    assert_eq!((fleet.name(), fleet.seed()), ("fleet", 5));
+    assert_eq!(fleet.retry(), RetryPolicy::Backoff);
+    assert_eq!(fleet.targets().len(), 2);
+    assert_eq!(fleet.subnet().reregistrations(), 0);
+    // The figures' own arithmetic.
+    let r = &whole.faults[1];
+    let over = r.over_min().expect("all back");
+    let want =
+        r.all_back_after.expect("all back").as_us() as f64 / r.theoretical_min.as_us() as f64;
+    assert!((over - want).abs() < 1e-12 && over >= 1.0, "{over} {want}");
+    assert_eq!(whole.retry.name(), "backoff");
+    assert_eq!(RetryPolicy::NoJitter.name(), "no_jitter");
+    assert_eq!(RetryPolicy::Fixed(Duration::from_ms(1)).name(), "fixed");
+    let names: Vec<&str> = whole.faults.iter().map(|f| f.fault.name()).collect();
+    assert_eq!(names, ["power_on", "target_restart"]);
+}
+
+/// What one host asks of the SA is every interface's groups and path: the failover's
+/// minimum counts them (two interfaces, two extra groups each: 8 queries a host).
+#[test]
+fn a_failovers_minimum_counts_every_interfaces_queries() {
+    let mut s = setup(
+        250,
+        std::vec![(5_000, FleetFault::SmFailover)],
+        RetryPolicy::Backoff,
+    );
+    s.duration = Duration::from_ms(6_000);
+    s.sm.sa_queries_per_second = 100;
+    let f = run(&s);
+    let r = &f.faults[1];
+    // 2,000 queries at 100 a second: the last in second 19; the sweep ends at 41 s.
+    let swept = Duration::from_us(35_000_000 + 500_000 + 250 * 2_000);
+    assert_eq!(
+        r.theoretical_min,
+        Duration::from_us(swept.as_us() + 19_000_000)
+    );
+}
