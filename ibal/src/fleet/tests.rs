@@ -93,7 +93,16 @@ fn a_target_restart_takes_a_path_from_every_host_and_gives_it_back() {
     assert!(t.peak_per_second <= 100, "{t:?}");
     // Each host logged in twice to each target: at start, and target 0 again.
     assert_eq!((t.accepted, f.targets[1].stats.accepted), (60, 30));
-    assert!(f.logins_refused() >= t.refused_down);
+    let refused =
+        |t: &TargetFigures| t.stats.refused_busy + t.stats.refused_rate + t.stats.refused_down;
+    assert_eq!(
+        f.logins_refused(),
+        f.targets.iter().map(refused).sum::<u64>()
+    );
+    assert!(
+        f.logins_refused() > t.refused_down,
+        "busy refusals too at the boot"
+    );
     assert!(f.io.completed > 0);
 }
 
@@ -452,4 +461,28 @@ fn a_failovers_minimum_counts_every_interfaces_queries() {
         r.theoretical_min,
         Duration::from_us(swept.as_us() + 19_000_000)
     );
+}
+
+/// A run holds only if every guarantee does: one lost, duplicated or mismatched I/O, one
+/// paging I/O failed, one violation, or an accounting that does not close, and it does not.
+#[test]
+fn a_run_holds_only_if_every_guarantee_does() {
+    let f = run(&setup(2, Vec::new(), RetryPolicy::Backoff));
+    assert!(f.held());
+    let broken = |change: &dyn Fn(&mut FleetFigures)| {
+        let mut g = f.clone();
+        change(&mut g);
+        g.held()
+    };
+    assert!(!broken(&|g| g.io.lost += 1));
+    assert!(!broken(&|g| g.io.duplicated += 1));
+    assert!(!broken(&|g| g.io.read_mismatches += 1));
+    assert!(!broken(&|g| g.io.paging_failed += 1));
+    assert!(!broken(&|g| g.violations += 1));
+    assert!(!broken(&|g| g.io.submitted += 1));
+    // A failed I/O, counted as such, breaks nothing: the accounting still closes.
+    assert!(broken(&|g| {
+        g.io.submitted += 1;
+        g.io.failed += 1;
+    }));
 }
