@@ -322,9 +322,8 @@ impl Fleet {
         let host = &mut self.hosts[i as usize];
         host.run_until(now);
         self.steps += 1;
-        let reregistered = self.subnet.reregistrations();
         for r in &mut self.recoveries {
-            r.look(i, host, now, reregistered);
+            r.look(i, host, now);
         }
         self.schedule(i);
     }
@@ -370,10 +369,7 @@ impl Fleet {
             | FleetFault::RolloutLook => Vec::new(),
         };
         if !affected.is_empty() {
-            let mut r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
-            if fault == FleetFault::SmFailover {
-                r.needs_reregister(self.subnet.reregistrations() + 1);
-            }
+            let r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
             self.recoveries.push(r);
         }
         self.take(fault);

@@ -386,4 +386,74 @@ mod tests {
             .zip(&plain)
             .all(|(j, p)| j >= p && *j <= p + p / 2));
     }
+
+    fn busy() -> CreateError {
+        CreateError::TargetBusy
+    }
+
+    /// A connector retries until its deadline, then gives up for good (recorded) until a
+    /// fresh device; a connect clears a retry in progress.
+    #[test]
+    fn a_connector_retries_to_its_deadline_and_a_fresh_device_starts_it_over() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let mut c = Connector::new("SRP login");
+        let limit = Duration::from_ms(10);
+        let first = c.refused("d", Instant::ZERO, limit, busy(), &mut rng);
+        assert!(first.is_some_and(|t| t > Instant::ZERO));
+        assert!(matches!(
+            c.problem(),
+            Some(ClientProblem::Retrying { attempts: 1, .. })
+        ));
+        assert!(!c.given_up());
+        c.connected();
+        assert_eq!(c.problem(), None);
+        c.refused("d", Instant::ZERO, limit, busy(), &mut rng);
+        assert_eq!(
+            c.refused("d", Instant::from_ms(10), limit, busy(), &mut rng),
+            None
+        );
+        assert!(c.given_up(), "{:?}", c.problem());
+        c.fresh_device();
+        assert!(!c.given_up() && c.problem().is_none());
+        c.start_failed(ClientProblem::NoDmaMemory { bytes: 1 });
+        assert!(c.given_up());
+        c.fresh_device();
+        assert!(c.given_up(), "a client that could not start stays down");
+    }
+
+    /// Refused past its hold, a prober gives up once (its first refusal past the hold says
+    /// so) and probes on at the backoff until `probe_for`; a connect clears the give-up.
+    #[test]
+    fn a_prober_gives_up_at_its_hold_once_and_probes_to_its_bound() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let mut c = Connector::new("SRP login");
+        let bounds = (Duration::from_ms(50), Duration::from_ms(5_000));
+        let mut at = |ms| c.refused_then_probe("d", Instant::from_ms(ms), bounds, busy(), &mut rng);
+        assert!(matches!(at(0), Probe::RetryAt(_)));
+        assert!(matches!(at(49), Probe::RetryAt(_)));
+        assert!(matches!(
+            at(50),
+            Probe::GaveUp {
+                probe_at: Some(_),
+                first: true
+            }
+        ));
+        assert!(matches!(
+            at(1_000),
+            Probe::GaveUp {
+                probe_at: Some(_),
+                first: false
+            }
+        ));
+        assert!(matches!(
+            at(5_000),
+            Probe::GaveUp {
+                probe_at: None,
+                first: false
+            }
+        ));
+        assert!(c.given_up());
+        c.connected();
+        assert!(!c.given_up() && c.problem().is_none());
+    }
 }

@@ -141,11 +141,22 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
             let back_after = r.back_after();
             let logins = |t: usize| r.logins_on(t, &fleet.disk_targets);
             let cap = |t: usize| fleet.targets[t].0.capacity;
+            // Every host's joins through the SA, at its capacity.
+            let joins = || {
+                let queries = fleet.sa_queries_per_host * r.affected() as u64;
+                let capacity = LoginCapacity {
+                    concurrent: u16::MAX,
+                    per_second: fleet.sm.sa_queries_per_second,
+                };
+                logins_take(queries, capacity, Duration::ZERO)
+            };
+            // The logins at the busiest target, or the joins at the SA, whichever is longer.
             let every_target = || {
                 (0..fleet.targets.len())
                     .map(|t| logins_take(logins(t), cap(t), fleet.login))
                     .max()
                     .unwrap_or(Duration::ZERO)
+                    .max(joins())
             };
             let (outage, busiest) = match r.fault {
                 FleetFault::TargetRestart { target, down } => {
@@ -162,15 +173,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
                 FleetFault::SmFailover => {
                     let sm = &fleet.sm;
                     let swept = sm.takeover_at(r.at) + sm.sweep(fleet.hosts.len() as u32);
-                    let queries = fleet.sa_queries_per_host * r.affected() as u64;
-                    let capacity = LoginCapacity {
-                        concurrent: u16::MAX,
-                        per_second: sm.sa_queries_per_second,
-                    };
-                    (
-                        swept.saturating_since(r.at),
-                        logins_take(queries, capacity, Duration::ZERO),
-                    )
+                    (swept.saturating_since(r.at), joins())
                 }
                 // No recovery of their own (`Fleet::apply`).
                 FleetFault::SaOverload { .. }

@@ -20,7 +20,8 @@ struct Affected {
     /// Whether its IPoIB interfaces lost their link too (a link flap).
     nets: bool,
     /// Its interfaces' joins through the SA so far (a subnet-manager failover): it is back
-    /// once each joined again since the ClientReregister.
+    /// once each joined again since (the SA answers none before the new master's sweep, so
+    /// a join done is one after the ClientReregister).
     joins_before: Option<u32>,
     back_at: Option<Instant>,
 }
@@ -30,8 +31,6 @@ struct Affected {
 pub(super) struct Recovery {
     pub(super) fault: FleetFault,
     pub(super) at: Instant,
-    /// The ClientReregisters the hosts must have seen to be back (a failover's).
-    reregistered: Option<u32>,
     /// Sorted by host.
     hosts: Vec<Affected>,
     pending: usize,
@@ -87,21 +86,15 @@ impl Recovery {
         Recovery {
             fault,
             at,
-            reregistered: None,
             pending: hosts.len(),
             hosts,
         }
     }
 
-    /// The hosts are back only once the subnet manager set ClientReregister `count` times.
-    pub(super) fn needs_reregister(&mut self, count: u32) {
-        self.reregistered = Some(count);
-    }
-
     /// Looks at host `i` after a step at `now`: back once every disk the fault touched has
     /// logged in again and is up, and every interface whose link it took is up.
-    pub(super) fn look(&mut self, i: u32, host: &FleetHost, now: Instant, reregistered: u32) {
-        if self.pending == 0 || self.reregistered.is_some_and(|n| reregistered < n) {
+    pub(super) fn look(&mut self, i: u32, host: &FleetHost, now: Instant) {
+        if self.pending == 0 {
             return;
         }
         let Ok(k) = self.hosts.binary_search_by_key(&i, |a| a.host) else {
@@ -114,7 +107,8 @@ impl Recovery {
         let disks_back = host.disks().zip(&a.logins_before).all(|(d, before)| {
             *before == UNTOUCHED || (d.disk().is_up() && d.disk().stats().logins > *before)
         });
-        let nets_back = !a.nets || host.nets().all(|n| n.link_up());
+        // An interface passes traffic once its link is up and its joins are through the SA.
+        let nets_back = !a.nets || host.nets().all(|n| n.link_up() && n.sa_joined());
         let n_nets = host.nets().count() as u32;
         let joined = a.joins_before.is_none_or(|before| {
             joins(host) >= before + n_nets && host.nets().all(|n| n.link_up() && n.sa_joined())

@@ -486,3 +486,30 @@ fn a_run_holds_only_if_every_guarantee_does() {
         g.io.failed += 1;
     }));
 }
+
+/// An SA overloaded from the start answers none of the power-on's joins for 3 s: every
+/// interface times out and retries, and every host is back once the SA answers again, with
+/// no adapter reset; the naive interface has its adapter reset instead.
+#[test]
+fn an_sa_that_answers_nothing_delays_the_joins_and_resets_nothing() {
+    let overload = FleetFault::SaOverload {
+        down: Duration::from_ms(3_000),
+    };
+    let s = setup(10, std::vec![(0, overload)], RetryPolicy::Backoff);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    let boot = &f.faults[0];
+    assert_eq!((boot.hosts, boot.back), (10, 10));
+    assert!(
+        boot.all_back_after >= Some(Duration::from_ms(3_000)),
+        "{boot:?}"
+    );
+    assert_eq!((f.resets, f.ipoib_resets_asked), (0, 0));
+    assert!(f.sa_timeouts > 0 && f.sa.refused_down > 0, "{:?}", f.sa);
+    assert_eq!(f.faults.len(), 1, "an overload takes no path by itself");
+    let naive = run(&FleetSetup {
+        naive_ipoib: true,
+        ..s
+    });
+    assert!(naive.resets > 0 && naive.ipoib_resets_asked > 0);
+}
