@@ -31,10 +31,10 @@ pub fn run(
     seeds: Range<u64>,
     jobs: usize,
 ) -> Result<Vec<FleetRun>, String> {
-    if seeds.end - seeds.start > MAX_SEEDS {
+    if seeds.end.saturating_sub(seeds.start) > MAX_SEEDS {
         return Err(format!(
             "--seeds: {} seeds; a run takes at most {MAX_SEEDS} (a batch engine shards more)",
-            seeds.end - seeds.start
+            seeds.end.saturating_sub(seeds.start)
         ));
     }
     let work: Vec<(u64, FleetPolicy)> = seeds
@@ -324,6 +324,7 @@ fn run_json(r: &FleetRun) -> Value {
             "done": ro.done,
             "refused_by_guard": ro.vetoed,
             "not_restored": ro.failed,
+            "given_up": ro.given_up,
             "peak_in_reset_per_target": ro.peak_per_target,
             "max_in_reset_per_target": ro.max_per_target,
         })),

@@ -16,6 +16,9 @@ use crate::stack;
 
 /// How often the operator looks at the rollout.
 pub const LOOK_EVERY: Duration = Duration::from_ms(500);
+/// How long an adapter may take from its activation to every path back before the operator
+/// gives it up (counted, its place freed, not tried again): a rollout never waits for ever.
+pub const ADAPTER_DEADLINE: Duration = Duration::from_ms(120_000);
 
 /// An adapter whose activation went ahead.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +27,7 @@ struct InReset {
     adapter: usize,
     /// Its resets restored before: one more is this one done.
     restored_before: u64,
+    started_at: Instant,
     targets: [Option<usize>; 4],
 }
 
@@ -35,9 +39,13 @@ pub struct RolloutFigures {
     /// Adapters to activate, and those done (back, its paths logged in again).
     pub adapters: u32,
     pub done: u32,
-    /// Activations the last-path guard refused (tried again later) or that ended badly.
+    /// Activations the last-path guard refused as they were asked for (tried again later).
     pub vetoed: u32,
+    /// Activations that ended without restoring the adapter (a consent withdrawn before
+    /// the reset went ahead, a reset that failed: tried again), and adapters not back within
+    /// [`ADAPTER_DEADLINE`] (given up).
     pub failed: u32,
+    pub given_up: u32,
     /// The most adapters in reset at once among those of one target, against the limit.
     pub peak_per_target: u32,
     pub max_per_target: u32,
@@ -91,7 +99,7 @@ impl Rollout {
         disk_targets: &[Vec<usize>],
         now: Instant,
     ) -> Vec<u32> {
-        self.collect_done(hosts);
+        self.collect_done(hosts, now);
         let mut touched = Vec::new();
         let mut waiting = VecDeque::with_capacity(self.pending.len());
         while let Some((h, a)) = self.pending.pop_front() {
@@ -101,10 +109,14 @@ impl Rollout {
                 .iter()
                 .flatten()
                 .all(|t| self.per_target[*t] < self.figures.max_per_target);
-            if busy_host || !room || !self.start(hosts, (h, a), targets, now) {
+            if busy_host || !room {
                 waiting.push_back((h, a));
-            } else {
-                touched.push(h);
+                continue;
+            }
+            // Stepped to now and asked, whether its reset went ahead or not.
+            touched.push(h);
+            if !self.start(hosts, (h, a), targets, now) {
+                waiting.push_back((h, a));
             }
         }
         self.pending = waiting;
@@ -142,38 +154,30 @@ impl Rollout {
             host: h,
             adapter: a,
             restored_before,
+            started_at: now,
             targets,
         });
         true
     }
 
     /// Adapters whose reset is over: done once restored with every path and interface back;
-    /// one that did not restore is counted and tried again.
-    fn collect_done(&mut self, hosts: &[FleetHost]) {
+    /// one that did not restore is counted and tried again; one not back by its deadline is
+    /// given up. Each frees its place.
+    fn collect_done(&mut self, hosts: &[FleetHost], now: Instant) {
         let mut k = 0;
         while k < self.in_reset.len() {
             let r = self.in_reset[k];
-            let adapters = hosts[r.host as usize].adapters();
-            let Some(adapter) = adapters.get(r.adapter) else {
-                k += 1;
-                continue;
-            };
-            if adapter.coordinator().reset_in_progress() {
-                k += 1;
-                continue;
-            }
-            let restored = adapter.coordinator().counters().resets_restored > r.restored_before;
-            let back = stack::disks(adapter).all(|d| d.disk().is_up())
-                && stack::nets(adapter).all(|n| n.link_up() && n.sa_joined());
-            if restored && !back {
-                k += 1;
-                continue;
-            }
-            if !restored {
-                self.figures.failed += 1;
-                self.pending.push_back((r.host, r.adapter));
-            } else {
-                self.figures.done += 1;
+            match self.state_of(hosts, &r, now) {
+                Adapter::Busy => {
+                    k += 1;
+                    continue;
+                }
+                Adapter::Done => self.figures.done += 1,
+                Adapter::NotRestored => {
+                    self.figures.failed += 1;
+                    self.pending.push_back((r.host, r.adapter));
+                }
+                Adapter::Late => self.figures.given_up += 1,
             }
             for t in r.targets.iter().flatten() {
                 self.per_target[*t] -= 1;
@@ -181,6 +185,36 @@ impl Rollout {
             self.in_reset.swap_remove(k);
         }
     }
+
+    fn state_of(&self, hosts: &[FleetHost], r: &InReset, now: Instant) -> Adapter {
+        let adapters = hosts[r.host as usize].adapters();
+        let Some(adapter) = adapters.get(r.adapter) else {
+            return Adapter::Late;
+        };
+        let late = now.saturating_since(r.started_at) >= ADAPTER_DEADLINE;
+        if adapter.coordinator().reset_in_progress() {
+            return if late { Adapter::Late } else { Adapter::Busy };
+        }
+        if adapter.coordinator().counters().resets_restored <= r.restored_before {
+            return Adapter::NotRestored;
+        }
+        let back = stack::disks(adapter).all(|d| d.disk().is_up())
+            && stack::nets(adapter).all(|n| n.link_up() && n.sa_joined());
+        match (back, late) {
+            (true, _) => Adapter::Done,
+            (false, true) => Adapter::Late,
+            (false, false) => Adapter::Busy,
+        }
+    }
+}
+
+/// Where an activated adapter stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Adapter {
+    Busy,
+    Done,
+    NotRestored,
+    Late,
 }
 
 /// The targets adapter `a` of `host` logs in to (at most four distinct ones), from the

@@ -381,7 +381,11 @@ fn a_rollout_activates_every_adapter_within_the_limit_and_no_boot_disk_loses_its
     let f = fleet.figures();
     assert!(f.held(), "{f:?}");
     let r = f.rollout.expect("a rollout");
-    assert_eq!((r.adapters, r.done, r.failed), (20, 20, 0), "{r:?}");
+    assert_eq!(
+        (r.adapters, r.done, r.failed, r.given_up),
+        (20, 20, 0, 0),
+        "{r:?}"
+    );
     assert!(r.finished_at.is_some(), "{r:?}");
     assert!((1..=2).contains(&r.peak_per_target), "{r:?}");
     assert_eq!(f.resets, 20, "one activation an adapter");

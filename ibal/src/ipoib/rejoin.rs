@@ -125,6 +125,17 @@ impl Rejoin {
         }
     }
 
+    /// The reset a hung interface asked for was refused (the bus throttles it, the device is
+    /// Failed): it asks again at its next timeout, the unanswered queries retried meanwhile.
+    pub fn reset_refused(&mut self, now: Instant, rng: &mut impl Rng) {
+        if self.phase == Phase::Hung {
+            self.phase = match self.backoff.refused(now, Duration::MAX, true, rng) {
+                Next::RetryAt(at) => Phase::QueryAt(at),
+                Next::GiveUp { .. } => Phase::QueryAt(now + crate::retry::BACKOFF_CAP),
+            };
+        }
+    }
+
     /// A look at `now` by an interface whose QP is up (`up`) and that joins `queries`: a
     /// ClientReregister it has not answered starts a join; queries due go to the SA; a
     /// timeout is retried, or taken for a hung adapter.
@@ -200,18 +211,20 @@ impl super::IpoibClient {
         let Some(r) = &mut self.rejoin else {
             return;
         };
-        if r.run(now, up, queries, bus.rng()) == Joins::Hung {
-            let Some(id) = self.id else {
-                return;
-            };
-            match bus.reset_request(id) {
-                Ok(epoch) => log::warn!(
-                    "{}: an SA query timed out: reported hung, the adapter is reset ({epoch})",
-                    self.desc.name
-                ),
-                Err(e) => {
-                    self.refusals += 1;
-                    log::warn!("{}: hung, but the reset was refused: {e}", self.desc.name);
+        if r.run(now, up, queries, bus.rng()) != Joins::Hung {
+            return;
+        }
+        let asked = self.id.map(|id| bus.reset_request(id));
+        match asked {
+            Some(Ok(epoch)) => log::warn!(
+                "{}: an SA query timed out: reported hung, the adapter is reset ({epoch})",
+                self.desc.name
+            ),
+            refused => {
+                self.refusals += 1;
+                log::warn!("{}: hung, but no reset: {refused:?}", self.desc.name);
+                if let Some(r) = &mut self.rejoin {
+                    r.reset_refused(now, bus.rng());
                 }
             }
         }
@@ -269,5 +282,14 @@ mod tests {
             (r.stats().resets_asked, r.due(), r.joined()),
             (1, None, false)
         );
+        // The reset is refused (throttled, or the device Failed): it does not stay hung, it
+        // retries and takes its next timeout for a hang again.
+        r.reset_refused(at(100), &mut rng);
+        let again = r.due().expect("retrying");
+        assert!(again > at(100) && !r.joined());
+        assert_eq!(r.run(again, true, 3, &mut rng), Joins::Fine);
+        let timeout = r.due().expect("waiting for answers");
+        assert_eq!(r.run(timeout, true, 3, &mut rng), Joins::Hung);
+        assert_eq!(r.stats().resets_asked, 2);
     }
 }

@@ -153,7 +153,8 @@ impl Admission {
     /// progress with them.
     pub fn restart(&mut self, now: Instant, down_for: Duration) {
         self.ending.clear();
-        self.down_until = now + down_for;
+        // Overlapping outages are one: a shorter one never ends a longer one sooner.
+        self.down_until = self.down_until.max(now + down_for);
         self.stats.restarts += 1;
     }
 
@@ -268,6 +269,11 @@ mod tests {
             (4, 2, 0, 1)
         );
         assert_eq!(a.restarts(), 1);
+        // A shorter outage within a longer one does not end it sooner.
+        a.restart(at(100), Duration::from_ms(500));
+        a.restart(at(200), Duration::from_ms(10));
+        assert_eq!(a.try_login(at(599), takes), Err(LoginRejected::Restarting));
+        assert!(a.try_login(at(600), takes).is_ok());
     }
 
     /// The peak counts logins within any second, across two of the clock too.

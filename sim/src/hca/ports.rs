@@ -129,7 +129,11 @@ impl SimPorts {
     /// No subnet manager sweeps from `from` until `until` (docs/design.md §11): a port that
     /// trains meanwhile stays Init until then. An Active port stays Active: its LID holds.
     pub fn sm_away(&mut self, from: Instant, until: Instant) {
-        self.sm_away = Some((from, until));
+        // Outages that overlap are one: a later one never ends an earlier one sooner.
+        self.sm_away = Some(match self.sm_away {
+            Some((a, b)) if from <= b => (a.min(from), b.max(until)),
+            _ => (from, until),
+        });
     }
 
     fn state_at(&self, p: &Port, now: Instant) -> PortState {
@@ -308,8 +312,6 @@ mod tests {
             .expect("port 1 reported")
     }
 
-    /// What `ibstat` shows through a reset: Disabled while the device is dark, Training
-    /// once it is lit, LinkUp at 4X EDR from Init on; the LIDs and the GID while Active.
     /// A port that trains while no subnet manager is up waits in Init for the new master;
     /// one Active all along stays Active.
     #[test]
@@ -317,6 +319,8 @@ mod tests {
         let ms = Duration::from_ms;
         let mut p = SimPorts::new(2, 0x10, ms(1_000), ms(2_000));
         p.sm_away(Instant::from_ms(500), Instant::from_ms(10_000));
+        // A shorter outage within it does not end it sooner.
+        p.sm_away(Instant::from_ms(600), Instant::from_ms(700));
         assert!(p.pull_cable(1, Instant::from_ms(1_000), ms(100)));
         let at = |p: &SimPorts, port, t| p.state(port, Instant::from_ms(t));
         // Trained at 2.1 s, swept at 4.1 s but for the outage: Init until 10 s.
@@ -334,6 +338,8 @@ mod tests {
         assert_eq!(at(&p, 2, 12_100), PortState::Active);
     }
 
+    /// What `ibstat` shows through a reset: Disabled while the device is dark, Training
+    /// once it is lit, LinkUp at 4X EDR from Init on; the LIDs and the GID while Active.
     #[test]
     fn the_physical_state_width_speed_and_gid_follow_the_link_as_ibstat_shows_them() {
         let guid = 0x0002_c903_0000_1000;
