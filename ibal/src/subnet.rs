@@ -61,10 +61,6 @@ impl SharedSubnet {
     pub fn stats(&self) -> crate::srp_target::AdmissionStats {
         self.sa.lock().stats()
     }
-
-    pub fn queries_per_second(&self) -> u32 {
-        self.sa.lock().capacity().per_second
-    }
 }
 
 #[cfg(test)]

@@ -67,11 +67,8 @@ impl Recovery {
                 let sm = fault == FleetFault::SmFailover;
                 Affected {
                     host: h,
-                    logins_before: if sm {
-                        std::vec![UNTOUCHED; logins_before_len(host)]
-                    } else {
-                        logins_before
-                    },
+                    // A failover takes no disk's path: none to look at.
+                    logins_before: if sm { Vec::new() } else { logins_before },
                     nets: matches!(fault, FleetFault::LinkFlap { .. } | FleetFault::PowerOn),
                     joins_before: sm.then(|| joins(host)),
                     back_at: None,
@@ -147,11 +144,6 @@ impl Recovery {
             })
             .count() as u64
     }
-}
-
-/// How many disks `host` has.
-fn logins_before_len(host: &FleetHost) -> usize {
-    host.disks().count()
 }
 
 /// Joins through the SA that `host`'s interfaces completed.

@@ -84,6 +84,8 @@ fn a_target_restart_takes_a_path_from_every_host_and_gives_it_back() {
     // 30 logins, 4 at a time for 20 ms: 7 rounds before the last, after 500 ms down.
     assert_eq!(r.theoretical_min, Duration::from_ms(500 + 7 * 20 + 20));
     let all = r.all_back_after.expect("every host back");
+    // None is back before the target is: each logged in again after its 500 ms.
+    assert!(r.back_after[0] >= Duration::from_ms(500), "{r:?}");
     assert!(all >= r.theoretical_min, "{r:?}");
     assert!(r.p50 <= r.p99 && r.p99 <= Some(all), "{r:?}");
     assert_eq!(r.back_after.len(), 30);
@@ -432,6 +434,8 @@ fn a_fleet_run_in_pieces_is_the_same_run_and_stops_where_it_is_told() {
     assert_eq!((fleet.name(), fleet.seed()), ("fleet", 5));
     assert_eq!(fleet.retry(), RetryPolicy::Backoff);
     assert_eq!(fleet.targets().len(), 2);
+    assert_eq!(fleet.hosts()[3].name(), "host3");
+    assert_eq!(fleet.hosts()[3].adapter_count(), 1);
     assert_eq!(fleet.subnet().reregistrations(), 0);
     // The figures' own arithmetic.
     let r = &whole.faults[1];
@@ -484,6 +488,14 @@ fn a_run_holds_only_if_every_guarantee_does() {
     assert!(!broken(&|g| g.io.paging_failed += 1));
     assert!(!broken(&|g| g.violations += 1));
     assert!(!broken(&|g| g.io.submitted += 1));
+    let mut g = f.clone();
+    g.targets[0].stats.refused_busy = 1;
+    g.targets[0].stats.refused_rate = 2;
+    g.targets[0].stats.refused_down = 4;
+    g.targets[1].stats.refused_busy = 8;
+    g.targets[1].stats.refused_rate = 0;
+    g.targets[1].stats.refused_down = 0;
+    assert_eq!(g.logins_refused(), 15);
     // A failed I/O, counted as such, breaks nothing: the accounting still closes.
     assert!(broken(&|g| {
         g.io.submitted += 1;
@@ -516,4 +528,133 @@ fn an_sa_that_answers_nothing_delays_the_joins_and_resets_nothing() {
         ..s
     });
     assert!(naive.resets > 0 && naive.ipoib_resets_asked > 0);
+}
+
+/// A fault due after the instant a run is told to stop at stays for later, even when no host
+/// has anything due before it: idle hosts (their health poll once a second) and a fault at
+/// 1.5 s, a run to 1.2 s.
+#[test]
+fn a_fault_past_the_instant_asked_for_waits_even_with_every_host_idle() {
+    let mut s = setup(3, std::vec![(1_500, restart(0, 10))], RetryPolicy::Backoff);
+    let mut idle = boot_host(0, 0);
+    idle.clients
+        .retain(|c| matches!(c, ClientSpec::Disk { .. }));
+    s.host = FleetTemplate::One(idle);
+    let mut fleet = Fleet::build(&s).expect("builds");
+    fleet.run_until(Instant::from_ms(1_200));
+    assert_eq!(fleet.now(), Instant::from_ms(1_200));
+    assert_eq!(fleet.targets()[0].1.lock().restarts(), 0);
+    fleet.run_until(Instant::from_ms(1_500));
+    assert_eq!(fleet.targets()[0].1.lock().restarts(), 1);
+    assert_eq!(fleet.steps(), fleet.figures().steps);
+}
+
+/// A failover between two later faults: the reregister it leads to lands among them in
+/// time order, and each of the three does its work.
+#[test]
+fn a_failovers_reregister_lands_in_time_among_later_faults() {
+    let flap = FleetFault::LinkFlap {
+        down: Duration::from_ms(100),
+    };
+    let faults = std::vec![
+        (5_000, FleetFault::SmFailover),
+        (10_000, restart(1, 100)),
+        (45_000, flap),
+    ];
+    let mut s = setup(6, faults, RetryPolicy::Backoff);
+    s.duration = Duration::from_ms(60_000);
+    let mut fleet = Fleet::build(&s).expect("builds");
+    fleet.run();
+    let f = fleet.figures();
+    assert_eq!(fleet.subnet().reregistrations(), 1);
+    let kinds: Vec<&str> = f.faults.iter().map(|r| r.fault.name()).collect();
+    assert_eq!(
+        kinds,
+        ["power_on", "sm_failover", "target_restart", "link_flap"]
+    );
+    for r in &f.faults {
+        assert_eq!(r.back, r.hosts, "{r:?}");
+    }
+}
+
+/// Each host draws from a stream of its own, none the fleet's own seed.
+#[test]
+fn every_host_has_a_seed_of_its_own() {
+    let seeds: std::collections::BTreeSet<u64> = (0..1_000).map(|i| host_seed(7, i)).collect();
+    assert_eq!(seeds.len(), 1_000);
+    assert!(!seeds.contains(&7));
+}
+
+/// A subnet manager whose standby never polls, or takes over at no missed poll, cannot be.
+#[test]
+fn a_standby_that_never_notices_is_refused() {
+    let ok = setup(1, Vec::new(), RetryPolicy::Backoff);
+    for sm in [
+        SmSetup {
+            polls_missed: 0,
+            ..SmSetup::default()
+        },
+        SmSetup {
+            poll_interval: Duration::ZERO,
+            ..SmSetup::default()
+        },
+    ] {
+        let e = Fleet::build(&FleetSetup { sm, ..ok.clone() }).expect_err("refused");
+        assert!(e.to_string().starts_with("sm.poll_interval_ms"), "{e}");
+    }
+    let fixed = RetryPolicy::Fixed(Duration::from_ms(3));
+    let f = Fleet::build(&FleetSetup { retry: fixed, ..ok }).expect("builds");
+    assert_eq!(f.retry(), fixed);
+}
+
+/// What a fleet does by itself (its power-on, a failover's reregister, a rollout's looks)
+/// is not a fault a setup may give, and one rollout a run.
+#[test]
+fn faults_the_fleet_makes_itself_are_refused_from_a_setup() {
+    for fault in [
+        FleetFault::PowerOn,
+        FleetFault::Reregister,
+        FleetFault::RolloutLook,
+    ] {
+        let s = setup(1, std::vec![(1_000, fault)], RetryPolicy::Backoff);
+        let e = Fleet::build(&s).expect_err("refused");
+        assert!(e.to_string().starts_with("faults[0]"), "{e}");
+    }
+    let rollout = FleetFault::Rollout { max_per_target: 1 };
+    let mut s = setup(
+        1,
+        std::vec![(1_000, rollout), (2_000, rollout)],
+        RetryPolicy::Backoff,
+    );
+    s.host = FleetTemplate::Many(multipath_host(2, 1));
+    let e = Fleet::build(&s).expect_err("one rollout");
+    assert!(e.to_string().starts_with("faults[1]"), "{e}");
+    s.faults.truncate(1);
+    s.faults[0].1 = FleetFault::Rollout { max_per_target: 0 };
+    assert!(Fleet::build(&s).is_err());
+}
+
+/// Two failovers, one after the other: each reregister brings every interface through the
+/// SA again, the second counted from the joins of the first.
+#[test]
+fn a_second_failover_is_recovered_from_as_the_first() {
+    let faults = std::vec![
+        (5_000, FleetFault::SmFailover),
+        (60_000, FleetFault::SmFailover)
+    ];
+    let mut s = setup(4, faults, RetryPolicy::Backoff);
+    s.duration = Duration::from_ms(120_000);
+    let mut fleet = Fleet::build(&s).expect("builds");
+    fleet.run();
+    let f = fleet.figures();
+    assert_eq!(fleet.subnet().reregistrations(), 2);
+    for r in &f.faults[1..] {
+        assert_eq!(
+            (r.fault, r.hosts, r.back),
+            (FleetFault::SmFailover, 4, 4),
+            "{r:?}"
+        );
+        assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
+    }
+    assert!(f.held());
 }
