@@ -7,6 +7,7 @@
 //! nothing here needs `std`: a host that runs the clients only needs a device that is
 //! [`crate::verbs::Verbs`], [`crate::verbs::DmaMemory`] and `Fabric`.
 
+use crate::time::Instant;
 use crate::verbs::{Lid, Mgid, Qpn, RemoteQp};
 
 /// Largest message the simulated wire carries: enough for an SRP command or an IPoIB frame
@@ -26,6 +27,12 @@ pub struct WireMsg {
     pub dqpn: Qpn,
     pub len: u16,
     pub data: [u8; WIRE_MTU],
+    /// A reliable send's place in the adapter's transport (0 for a datagram): taking the
+    /// message off the wire acknowledges it.
+    pub seq: u64,
+    /// When a reliable send was first transmitted: its retransmissions follow from it and
+    /// the adapter's [`crate::verbs::RcTransport`].
+    pub sent_at: Instant,
 }
 
 impl WireMsg {
@@ -104,8 +111,16 @@ pub trait Fabric {
     fn remote_login_refused(&mut self) -> bool {
         false
     }
-    /// Takes the oldest message on the wire that `wanted` accepts.
+    /// Takes the oldest message on the wire that `wanted` accepts: the peer received it, so
+    /// a reliable send is acknowledged (its send completes).
     fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg>;
+    /// A copy of the oldest message on the wire that `wanted` accepts, left there: a peer
+    /// whose route may lose it decides first.
+    fn wire_front(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg>;
+    /// Takes the oldest message `wanted` accepts without acknowledging it: it reached no
+    /// queue pair (a connection the peer no longer has), and its sender's transport gives
+    /// up on it in time.
+    fn wire_drop(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg>;
     /// A remote peer sends `data` to host queue pair `to`.
     fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError>;
     /// A remote peer sends to multicast group `mgid`; returns the host queue pairs reached.

@@ -88,6 +88,14 @@ impl Add<Duration> for Instant {
     }
 }
 
+impl Add<Duration> for Duration {
+    type Output = Duration;
+    /// Saturating: a sum of bounds past the time line's end is a bound that never passes.
+    fn add(self, rhs: Duration) -> Duration {
+        Duration::from_us(self.micros.saturating_add(rhs.micros))
+    }
+}
+
 impl Sub<Duration> for Instant {
     type Output = Instant;
     fn sub(self, rhs: Duration) -> Instant {

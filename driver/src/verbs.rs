@@ -10,6 +10,9 @@
 
 use bitflags::bitflags;
 
+mod transport;
+pub use transport::{RcTransport, TransportError};
+
 /// Protection domain number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Pdn(pub u32);
@@ -221,6 +224,11 @@ pub trait Verbs {
     /// never executes the request, as real hardware does.
     fn post_send(&mut self, qp: Qpn, wr: &SendWr) -> Result<(), VerbsError>;
     fn post_recv(&mut self, qp: Qpn, wr: &RecvWr) -> Result<(), VerbsError>;
+    /// The transport timer of its reliable connections: an RC send the responder never
+    /// acknowledges completes in error (`RetryExceeded`) once it runs out.
+    fn rc_transport(&self) -> RcTransport {
+        RcTransport::DEFAULT
+    }
 }
 
 /// Capacities of the device's tables and memory.

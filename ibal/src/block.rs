@@ -103,6 +103,10 @@ pub struct IoStats {
     pub reads_verified: u64,
     /// Submissions the disk turned away as busy (never accepted, so never owed).
     pub busy: u64,
+    /// Of those owed, commands out on the wire past their bound and the escalation after
+    /// it (docs/design.md §7 "Every command ends"): none unless something failed to end
+    /// them. A run that ends with any is not clean.
+    pub overdue: u64,
 }
 
 impl IoStats {
@@ -120,6 +124,7 @@ impl IoStats {
         self.read_mismatches += o.read_mismatches;
         self.reads_verified += o.reads_verified;
         self.busy += o.busy;
+        self.overdue += o.overdue;
     }
 }
 
@@ -425,6 +430,7 @@ mod tests {
             read_mismatches: 31,
             reads_verified: 37,
             busy: 41,
+            overdue: 43,
         };
         let mut sum = IoStats {
             max_latency_us: 100,
@@ -446,6 +452,7 @@ mod tests {
             read_mismatches: 62,
             reads_verified: 74,
             busy: 82,
+            overdue: 86,
         };
         assert_eq!(sum, want);
     }

@@ -10,19 +10,20 @@
 
 use std::collections::VecDeque;
 
-use hcabus::fabric::{Fabric, HOST_LID_BASE};
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant};
 
-use crate::access::{Dest, FabricBus, MrFlags, MrSpec, QpSpec, Send};
+use crate::access::{Dest, FabricBus, Send};
 use crate::block::*;
 use crate::handle::*;
 use crate::ibal_client::SharedIbal;
 use crate::pattern::{checksum, fill_pattern, write_seed, BLOCK_SIZE};
 use crate::srp_target::*;
 
+mod bound;
 mod client;
 mod config;
+mod connection;
 #[cfg(all(test, feature = "sim"))]
 mod path_tests;
 pub mod rtt;
@@ -30,6 +31,7 @@ pub mod slots;
 #[cfg(all(test, feature = "sim"))]
 mod tests;
 
+pub use bound::{CommandBound, DEFAULT_COMMAND_TIMEOUT, MAX_BOUND_STRIKES};
 pub use client::SrpClient;
 pub use config::DiskConfig;
 pub use rtt::{PathTimeout, PathTiming, RttEstimator};
@@ -97,6 +99,16 @@ pub struct DiskStats {
     pub abort_timeouts: u32,
     /// ABORT TASKs the adapter refused to send.
     pub aborts_unsent: u64,
+    /// Commands out past the command bound (docs/design.md §7 "Every command ends"), each
+    /// given up with an ABORT TASK and sent again, here or on another path.
+    pub command_timeouts: u64,
+    /// I/Os a data disk failed upward (retryable) after re-driving each past the command
+    /// bound [`bound::MAX_BOUND_STRIKES`] times.
+    pub bound_failures: u64,
+    /// Connections the transport gave up: a send no responder acknowledged in the retry
+    /// budget (retry exceeded) put the queue pair in error; the disk took its commands back
+    /// and logged in again.
+    pub transport_errors: u32,
 }
 
 /// The initiator side of one LUN.
@@ -118,6 +130,12 @@ pub struct SrpDisk {
     upward: VecDeque<IoCompletion>,
     /// What the target's answers say of this path (its timeout, fast path failover's times).
     timing: PathTiming,
+    /// The adapter's transport timer for the connection (set at each login).
+    transport: RcTransport,
+    /// A send completed in error: the queue pair is in error and the connection is gone.
+    qp_error: Option<WcStatus>,
+    /// The latest instant the disk saw: what the report judges its commands' age by.
+    seen: Instant,
     data_base: u64,
     send_iu_base: u64,
     recv_iu_base: u64,
@@ -141,6 +159,9 @@ impl SrpDisk {
             aborts: Vec::with_capacity(n),
             upward: VecDeque::with_capacity(2 * n),
             timing: PathTiming::default(),
+            transport: RcTransport::DEFAULT,
+            qp_error: None,
+            seen: Instant::ZERO,
             data_base: 0,
             send_iu_base: 0,
             recv_iu_base: 0,
@@ -239,11 +260,13 @@ impl SrpDisk {
         self.link == Link::Up && !self.blocked
     }
 
-    /// Hands an I/O to the disk. `Err` means busy: not accepted, nothing owed.
+    /// Hands an I/O to the disk (`probe`: one a path given up sends to learn whether it
+    /// serves again). `Err` means busy: not accepted, nothing owed.
     fn submit<B: FabricBus + ?Sized>(
         &mut self,
         bus: &mut B,
         req: IoRequest,
+        probe: bool,
     ) -> Result<(), IoRequest> {
         if self.upward.len() >= self.upward.capacity() {
             return Err(req);
@@ -259,6 +282,9 @@ impl SrpDisk {
         let Some(i) = self.slots.admit(req) else {
             return Err(req);
         };
+        if probe {
+            self.slots.mark_probe(i);
+        }
         if req.write {
             // The caller's data, in the slot's DMA buffer.
             let addr = self.data_addr(i);
@@ -365,6 +391,13 @@ impl SrpDisk {
                 }
                 continue;
             }
+            if cqe.opcode == WcOpcode::Send && cqe.status != WcStatus::Flushed {
+                // Retry exceeded (the route swallowed every transmission) or a local error:
+                // the queue pair is in error and flushes the rest; the client takes the
+                // commands back and logs in again.
+                self.qp_error.get_or_insert(cqe.status);
+                continue;
+            }
             if cqe.opcode != WcOpcode::Recv || cqe.status != WcStatus::Success {
                 // Flushed completions are what the take-back at RESET already accounted for.
                 continue;
@@ -390,8 +423,11 @@ impl SrpDisk {
                 self.timing.answered(self.config.path_timeout, sent_at, now);
                 (slot, req)
             }
-            Answer::Late => {
+            Answer::Late { sent_at } => {
                 self.stats.late_discarded += 1;
+                if let Some(sent_at) = sent_at {
+                    self.timing.answered_late(sent_at, bus.now());
+                }
                 return;
             }
             Answer::AbortAnswered { .. } => {
@@ -419,148 +455,30 @@ impl SrpDisk {
         self.complete_upward(req.id, status, sum);
     }
 
-    fn post_recv<B: FabricBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B, index: u64) {
-        let (Some(c), Some(qp), Some((_, keys))) = (self.consumer, self.res.qp, self.res.mr) else {
-            return;
-        };
-        let wr = RecvWr {
-            wr_id: index,
-            sge: Sge {
-                addr: self.recv_iu_addr(index),
-                len: IU_SIZE as u32,
-                lkey: keys.lkey,
-            },
-        };
-        // Refused during a reset: the login after it posts every receive again.
-        let _ = ibal.lock().post_recv(bus, c, qp, &wr);
-    }
-
-    /// Creates the resources and logs in to `target`. On a refusal, tears down what it
-    /// made and reports it; the caller retries.
-    fn connect<B: FabricBus + ?Sized>(
-        &mut self,
-        ibal: &SharedIbal,
-        bus: &mut B,
-        target: &mut SrpTarget,
-    ) -> Result<(), crate::errors::CreateError> {
-        let Some(c) = self.consumer else {
-            return Ok(());
-        };
-        self.teardown(ibal, bus);
-        let qd = u32::from(self.config.queue_depth);
-        let all = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
-        let result = (|| {
-            let mut al = ibal.lock();
-            let pd = al.alloc_pd(bus, c)?;
-            self.res.pd = Some(pd);
-            let cq = al.create_cq(bus, c, self.config.cq_entries())?;
-            self.res.cq = Some(cq);
-            let qp = al.create_qp(
-                bus,
-                c,
-                QpSpec {
-                    pd,
-                    qp_type: QpType::Rc,
-                    send_cq: cq,
-                    recv_cq: cq,
-                    port: self.config.port,
-                    max_send_wr: qd,
-                    max_recv_wr: qd,
-                },
-            )?;
-            self.res.qp = Some(qp);
-            let mr = al.reg_mr(
-                bus,
-                c,
-                MrSpec {
-                    pd,
-                    addr: self.data_base,
-                    len: self.dma_len,
-                    access: all,
-                    flags: MrFlags::empty(),
-                },
-            )?;
-            self.res.mr = Some(mr);
-            al.modify_qp(bus, c, qp, QpState::Init, None)?;
-            let qpn = al
-                .qpn(c, qp)
-                .ok_or(crate::errors::CreateError::InvalidHandle)?;
-            let me = RemoteQp {
-                lid: HOST_LID_BASE + Lid::from(self.config.port - 1),
-                qpn,
-            };
-            if bus.device().remote_login_refused() {
-                return Err(crate::errors::CreateError::TargetBusy);
-            }
-            if !target.reachable(bus.now()) {
-                return Err(crate::errors::CreateError::Unreachable);
-            }
-            // SRP_LOGIN_REJ "insufficient resources" is retried as a busy target is; a
-            // restarting target answers nothing, as an unreachable one.
-            target
-                .admit(bus.now(), self.config.login_delay)
-                .map_err(|e| match e {
-                    LoginRejected::Busy(_) => crate::errors::CreateError::TargetBusy,
-                    LoginRejected::Restarting => crate::errors::CreateError::Unreachable,
-                })?;
-            let peer = target.login(me);
-            al.modify_qp(bus, c, qp, QpState::Rtr, Some(peer))?;
-            al.modify_qp(bus, c, qp, QpState::Rts, None)?;
-            Ok(())
-        })();
-        if let Err(e) = result {
-            self.teardown(ibal, bus);
-            return Err(e);
-        }
-        for i in 0..u64::from(self.config.queue_depth) {
-            self.post_recv(ibal, bus, i);
-        }
-        self.stats.logins += 1;
-        self.link = Link::LoggingIn {
-            ready_at: bus.now() + self.config.login_delay,
-        };
-        Ok(())
-    }
-
-    /// Destroys every resource. Software only during a reset: it never fails.
-    fn teardown<B: FabricBus + ?Sized>(&mut self, ibal: &SharedIbal, bus: &mut B) {
-        let Some(c) = self.consumer else {
-            return;
-        };
-        let mut al = ibal.lock();
-        let r = core::mem::replace(&mut self.res, NO_RESOURCES);
-        // Our own handles, in dependency order: these can only fail on a programming
-        // error, which the log names.
-        let results = [
-            r.qp.map(|h| al.destroy_qp(bus, c, h)),
-            r.mr.map(|(h, _)| al.dereg_mr(bus, c, h)),
-            r.cq.map(|h| al.destroy_cq(bus, c, h)),
-            r.pd.map(|h| al.dealloc_pd(bus, c, h)),
-        ];
-        for e in results.into_iter().flatten().filter_map(Result::err) {
-            log::error!("disk teardown: {e}");
-        }
-        self.link = Link::Down;
-    }
-
-    /// Fast path failover: gives up every command `rule` says is overdue, telling the target
-    /// to abort each and handing its I/O to `give` for another path, newest first. Returns
-    /// how many.
+    /// Gives up every command `rule` says is overdue (fast path failover, or the command
+    /// bound), telling the target to abort each and handing its I/O to `give`, newest
+    /// first: `give` says whether it took it (another path re-issues it) or leaves it here
+    /// (sent again once its abort is answered or the connection is gone). Returns how many.
     fn give_up_overdue<B: FabricBus + ?Sized>(
         &mut self,
         ibal: &SharedIbal,
         bus: &mut B,
         rule: &GiveUpRule,
-        mut give: impl FnMut(IoRequest),
+        mut give: impl FnMut(IoRequest) -> bool,
     ) -> u32 {
         let now = bus.now();
+        let past_bound = self.slots.out_since(now, rule.bound);
         // Reserved with a place per slot: one tag per command given up.
         let mut aborts = core::mem::take(&mut self.aborts);
         aborts.clear();
         let given = self.slots.give_up_overdue(now, rule, |tag, req| {
             aborts.push(tag);
-            give(req);
+            give(req)
         });
+        if given > 0 {
+            self.stats.command_timeouts += past_bound;
+            self.timing.gave_up();
+        }
         for &task_tag in &aborts {
             let mut iu = [0u8; IU_SIZE];
             let len = SrpTskMgmt { task_tag }.encode(&mut iu);

@@ -368,7 +368,10 @@ impl Fleet {
             | FleetFault::Rollout { .. }
             | FleetFault::RolloutLook => Vec::new(),
         };
-        if !affected.is_empty() {
+        // Every fault the file names has its row, one that took no host's path too (a
+        // target no disk uses, every disk already down): the report says it had no host
+        // to recover rather than leave it out. What the fleet makes itself has none.
+        if !matches!(fault, FleetFault::Reregister | FleetFault::RolloutLook) {
             let r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
             self.recoveries.push(r);
         }

@@ -37,7 +37,7 @@ pub const MAX_PATHS: usize = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PathStats {
     /// I/Os this path took from the queue to send (a command moved off another path counts
-    /// on each path that took it).
+    /// on each path that took it; `taken - moved` are the ones it took last).
     pub taken: u64,
     /// I/Os this path completed upward.
     pub ios: u64,
@@ -273,6 +273,11 @@ impl Multipath {
             self.no_path_since,
         )
             .hash(h);
+    }
+
+    /// I/Os waiting in the queue for a path.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
     }
 
     /// The queue holds `id` (it is owed, and a path will take it).

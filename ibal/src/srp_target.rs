@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
-use hcabus::fabric::{Fabric, RemoteError, RemoteRdma};
-use hcabus::verbs::{Lid, Qpn, RemoteQp};
+use hcabus::fabric::{Fabric, RemoteError, RemoteRdma, WireMsg};
+use hcabus::verbs::{Lid, Qpn, RcTransport, RemoteQp, Verbs};
 use hcabus::{Duration, Instant};
 use rand::Rng;
 
@@ -216,8 +216,12 @@ pub struct TargetStats {
     pub aborts_too_late: u64,
     /// Commands refused because the target's queue was full.
     pub overflowed: u64,
-    /// Commands, aborts and answers a blackholed route swallowed.
+    /// Commands, aborts and answers a blackholed route swallowed at least once: each got
+    /// through on a retransmission, or its transport gave it up.
     pub blackholed: u64,
+    /// Connections the target's own transport gave up: an answer the route swallowed for
+    /// the whole retry budget put its queue pair in error, and the connection went.
+    pub transport_failures: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -256,6 +260,8 @@ impl Lun {
 /// An answer on its way back to the initiator.
 #[derive(Debug, Clone, Copy)]
 struct Outgoing {
+    /// When it arrives, if the route carries its first transmission; each retransmission
+    /// arrives a transport timeout later.
     due: Instant,
     /// The target QP it goes out on.
     via: Qpn,
@@ -283,6 +289,10 @@ pub struct SrpTarget {
     admission: Option<SharedAdmission>,
     /// The target's count of restarts when this port's connection was made.
     restarts_at_login: u32,
+    /// The next transmission of a command (or abort) the route swallowed, and of an
+    /// answer: when each is tried again.
+    retransmit_in: Option<Instant>,
+    retransmit_out: Option<Instant>,
     stats: TargetStats,
 }
 
@@ -306,6 +316,8 @@ impl SrpTarget {
             route: Route::default(),
             admission: None,
             restarts_at_login: 0,
+            retransmit_in: None,
+            retransmit_out: None,
             stats: TargetStats::default(),
         }
     }
@@ -343,6 +355,7 @@ impl SrpTarget {
         self.queue.clear();
         self.stats.undeliverable += self.outbox.len() as u64;
         self.outbox.clear();
+        self.retransmit_out = None;
         true
     }
 
@@ -377,6 +390,22 @@ impl SrpTarget {
             .map(|(qpn, initiator)| (RemoteQp { lid: self.lid, qpn }, initiator.qpn))
     }
 
+    /// The target's queue pair gave an answer up (retry exceeded): the connection is gone,
+    /// with every command and answer on it. The initiator learns it when what it sends next
+    /// is never acknowledged.
+    fn transport_failed(&mut self) {
+        log::warn!(
+            "SRP target {:#x}: an answer unacknowledged past the retry budget: connection lost",
+            self.lid
+        );
+        self.stats.transport_failures += 1;
+        self.conn = None;
+        self.queue.clear();
+        self.stats.undeliverable += self.outbox.len() as u64;
+        self.outbox.clear();
+        self.retransmit_out = None;
+    }
+
     pub fn login(&mut self, initiator: RemoteQp) -> RemoteQp {
         self.next_qpn = (self.next_qpn + 1) & 0x00ff_ffff;
         let qpn = Qpn(self.next_qpn);
@@ -385,32 +414,85 @@ impl SrpTarget {
         self.queue.clear();
         self.stats.undeliverable += self.outbox.len() as u64;
         self.outbox.clear();
+        self.retransmit_out = None;
         self.stats.logins += 1;
         RemoteQp { lid: self.lid, qpn }
     }
 
-    /// When the target next has work due.
+    /// When the target next has work due: a command to run, an answer to send, or a
+    /// transmission the route swallowed to try again.
     pub fn next_due(&self) -> Option<Instant> {
-        let out = self.outbox.front().map(|o| o.due);
-        self.queue.iter().map(|p| p.due).chain(out).min()
+        let out = self.retransmit_out.or(self.outbox.front().map(|o| o.due));
+        self.queue
+            .iter()
+            .map(|p| p.due)
+            .chain(out)
+            .chain(self.retransmit_in)
+            .min()
     }
 
-    /// Takes every command on the wire for this target and schedules it.
-    pub fn intake(&mut self, hca: &mut impl Fabric, now: Instant, rng: &mut impl Rng) {
+    /// When the route carries one of the transmissions of a message first sent at `first`
+    /// (each [`RcTransport::retransmission`] after it): `Ok` the first it carries by `now`,
+    /// `Err(Some(t))` the next one to try, `Err(None)` when the transport gave up.
+    fn carried(
+        &self,
+        first: Instant,
+        rc: RcTransport,
+        now: Instant,
+    ) -> Result<Instant, Option<Instant>> {
+        for k in 0..=rc.retry_count {
+            let Some(after) = (if k == 0 {
+                Some(Duration::ZERO)
+            } else {
+                rc.retransmission(k)
+            }) else {
+                // No timer: a transmission the route swallowed is never sent again.
+                break;
+            };
+            let at = first + after;
+            if at > now {
+                return Err(Some(at));
+            }
+            if !self.route.at(at).blackhole {
+                return Ok(at);
+            }
+        }
+        Err(None)
+    }
+
+    /// Takes the commands on the wire for this target that its route carried, in order (a
+    /// reliable connection delivers in order: one still being retransmitted holds the
+    /// rest), and schedules each. What arrives for a connection it no longer has is lost
+    /// here, unacknowledged: its sender's transport gives it up.
+    pub fn intake(&mut self, hca: &mut (impl Fabric + Verbs), now: Instant, rng: &mut impl Rng) {
         let lid = self.lid;
-        while let Some(msg) = hca.wire_take(|m| m.dlid == lid) {
+        let rc = hca.rc_transport();
+        self.retransmit_in = None;
+        while let Some(msg) = hca.wire_front(|m| m.dlid == lid) {
+            let same = |m: &WireMsg| m.dlid == lid && m.seq == msg.seq && m.src_qpn == msg.src_qpn;
             let current = self
                 .conn
                 .filter(|(q, i)| *q == msg.dqpn && i.qpn == msg.src_qpn && i.lid == msg.src_lid);
             if current.is_none() {
                 self.stats.stale_messages += 1;
+                hca.wire_drop(same);
                 continue;
+            }
+            match self.carried(msg.sent_at, rc, now) {
+                Ok(at) => {
+                    if at > msg.sent_at {
+                        self.stats.blackholed += 1;
+                    }
+                    hca.wire_take(same);
+                }
+                Err(next) => {
+                    // Swallowed so far: the transport sends it again at `next` (or has given
+                    // up, and the adapter fails the send).
+                    self.retransmit_in = next;
+                    break;
+                }
             }
             let phase = *self.route.at(now);
-            if phase.blackhole {
-                self.stats.blackholed += 1;
-                continue;
-            }
             if let Some(tmf) = SrpTskMgmt::decode(msg.payload()) {
                 self.abort(now, msg.dqpn, tmf);
                 continue;
@@ -489,14 +571,27 @@ impl SrpTarget {
         });
     }
 
-    /// Sends the answers that are due, in the order they were made.
-    fn send_due(&mut self, hca: &mut impl Fabric, now: Instant) {
+    /// Sends the answers that are due, in the order they were made. One the route swallows
+    /// is sent again by the target's own transport and holds those behind it; past its
+    /// retry budget the target's queue pair is in error and the connection is gone.
+    fn send_due(&mut self, hca: &mut (impl Fabric + Verbs), now: Instant) {
+        let rc = hca.rc_transport();
+        self.retransmit_out = None;
         while let Some(o) = self.outbox.front().copied().filter(|o| o.due <= now) {
-            self.outbox.pop_front();
-            if self.route.at(now).blackhole {
-                self.stats.blackholed += 1;
-                continue;
+            match self.carried(o.due, rc, now) {
+                Ok(at) if at > o.due => self.stats.blackholed += 1,
+                Ok(_) => {}
+                Err(Some(next)) => {
+                    self.retransmit_out = Some(next);
+                    return;
+                }
+                Err(None) => {
+                    self.stats.blackholed += 1;
+                    self.transport_failed();
+                    return;
+                }
             }
+            self.outbox.pop_front();
             let Some((qpn, initiator)) = self.conn.filter(|(q, _)| *q == o.via) else {
                 self.stats.undeliverable += 1;
                 continue;
@@ -512,7 +607,7 @@ impl SrpTarget {
 
     /// Executes every command that is due (moves the data, makes its answer) and sends the
     /// answers that are due.
-    pub fn process(&mut self, hca: &mut impl Fabric, now: Instant) {
+    pub fn process(&mut self, hca: &mut (impl Fabric + Verbs), now: Instant) {
         while let Some(i) = self.queue.iter().position(|p| p.due <= now) {
             let Some(p) = self.queue.remove(i) else {
                 break;

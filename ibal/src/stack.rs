@@ -33,7 +33,7 @@ pub use activity::{
 };
 pub use multi::{
     adapter_seed, build_multi, build_multi_sharing, build_multi_unchecked, io_stats_all,
-    multipath_disks, net_stats_all, AdapterSetup, MultiSetup, MultipathSpec,
+    multipath_disks, multipath_io, net_stats_all, AdapterSetup, MultiSetup, MultipathSpec,
 };
 
 /// A host to build: the run (name, seed, duration, adapter, policy, faults) and its

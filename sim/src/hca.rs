@@ -19,6 +19,8 @@ pub struct SimHcaConfig {
     /// The subnet manager's sweep, from Init to Active with a LID.
     pub sm_sweep: Duration,
     pub verbs: VerbsLimits,
+    /// The timer of its reliable connections (local ACK timeout, retry count).
+    pub transport: RcTransport,
 }
 
 impl Default for SimHcaConfig {
@@ -38,6 +40,7 @@ impl Default for SimHcaConfig {
             link_up: Duration::ZERO,
             sm_sweep: Duration::ZERO,
             verbs: VerbsLimits::default(),
+            transport: RcTransport::DEFAULT,
         }
     }
 }
@@ -101,7 +104,7 @@ impl SimHca {
             config_saved: false,
             cmd_ready: true,
             stats: SimHcaStats::default(),
-            verbs: SimVerbs::new(config.verbs),
+            verbs: SimVerbs::new(config.verbs, config.transport),
             ports: SimPorts::new(
                 config.ports,
                 config.identity.node_guid,
@@ -125,6 +128,12 @@ impl SimHca {
     pub fn set_now(&mut self, now: Instant) {
         self.now = now;
         self.sync_links();
+        if self.alive() {
+            self.verbs.run_transport(now);
+        } else {
+            // A device that moves nothing runs no timer: what it sent waits for its reset.
+            self.verbs.set_now(now);
+        }
     }
 
     /// Tells the data path which ports have a link now: only an Active port carries
@@ -346,6 +355,24 @@ impl Fabric for SimHca {
     }
 
     fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
+        let m = self.verbs.wire_take(wanted)?;
+        if m.seq != 0 {
+            // The peer's acknowledgement: a dead device completes nothing for it.
+            if self.alive() {
+                self.verbs.acknowledge(m.seq);
+            } else {
+                self.verbs.lose_acknowledgement(m.seq);
+            }
+        }
+        Some(m)
+    }
+
+    fn wire_front(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
+        self.verbs.wire_front(wanted)
+    }
+
+    fn wire_drop(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
+        // Not acknowledged: its sender's transport gives it up at the end of its budget.
         self.verbs.wire_take(wanted)
     }
 
@@ -432,6 +459,9 @@ impl Hca for SimHca {
 }
 
 impl Verbs for SimHca {
+    fn rc_transport(&self) -> RcTransport {
+        self.config.transport
+    }
     fn alloc_pd(&mut self) -> Result<Pdn, VerbsError> {
         self.commands()?;
         self.verbs.alloc_pd()

@@ -73,7 +73,11 @@ forward!(Verbs {
     fn detach_mcast(qp: Qpn, mgid: Mgid) -> Result<(), VerbsError>;
     fn post_send(qp: Qpn, wr: &SendWr) -> Result<(), VerbsError>;
     fn post_recv(qp: Qpn, wr: &RecvWr) -> Result<(), VerbsError>;
-});
+}
+    fn rc_transport(&self) -> RcTransport {
+        lock(&self.inner).config().transport
+    }
+);
 
 forward!(Hca {
     fn save_config() -> Result<(), HwError>;
@@ -103,6 +107,12 @@ forward!(Fabric {
 }
     fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
         self.with(|h| h.wire_take(wanted))
+    }
+    fn wire_front(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
+        self.with(|h| h.wire_front(wanted))
+    }
+    fn wire_drop(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
+        self.with(|h| h.wire_drop(wanted))
     }
     fn remote_login_refused(&mut self) -> bool {
         self.with(|h| h.remote_login_refused())

@@ -15,6 +15,7 @@ use hcabus::types::MAX_PORTS;
 use hcabus::verbs::*;
 
 mod post;
+mod transport;
 mod wire;
 
 /// Multicast groups one queue pair may be attached to.
@@ -45,6 +46,9 @@ pub struct VerbsStats {
     pub cq_overruns: u64,
     pub mr_registrations: u64,
     pub preserved_registrations: u64,
+    /// Reliable sends no responder acknowledged within the transport's retry budget: each
+    /// completed with `RetryExceeded` and put its queue pair in error.
+    pub retries_exceeded: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -108,6 +112,12 @@ pub struct SimVerbs {
     memory: Vec<u8>,
     dma_next: u64,
     wire: VecDeque<WireMsg>,
+    /// Reliable sends on the wire waiting for their acknowledgement, oldest first.
+    unacked: VecDeque<transport::Unacked>,
+    next_seq: u64,
+    transport: RcTransport,
+    /// The adapter's time, for the transport's timer.
+    now: hcabus::time::Instant,
     /// Whether each port has a link (Active), as the adapter last said.
     links: [bool; MAX_PORTS as usize],
     stats: VerbsStats,
@@ -122,7 +132,7 @@ fn index_of(number: u32) -> usize {
 }
 
 impl SimVerbs {
-    pub fn new(limits: VerbsLimits) -> Self {
+    pub fn new(limits: VerbsLimits, transport: RcTransport) -> Self {
         let cap = |n: u16| usize::from(n).min(INDEX_MASK as usize + 1);
         let ud_placeholder = QpAttr {
             pd: Pdn(0),
@@ -173,6 +183,10 @@ impl SimVerbs {
             memory: std::vec![0; limits.dma_bytes as usize],
             dma_next: DMA_BASE,
             wire: VecDeque::with_capacity(limits.wire_capacity as usize),
+            unacked: VecDeque::with_capacity(limits.wire_capacity as usize),
+            next_seq: 0,
+            transport,
+            now: hcabus::time::Instant::ZERO,
             links: [true; MAX_PORTS as usize],
             stats: VerbsStats::default(),
         }
@@ -196,8 +210,14 @@ impl SimVerbs {
         &self.stats
     }
 
-    /// The device forgets every resource (a reset). Host memory and messages already on
-    /// the wire are not the device's: they stay.
+    /// The transport timer of its reliable connections.
+    pub fn rc_transport(&self) -> RcTransport {
+        self.transport
+    }
+
+    /// The device forgets every resource (a reset). Host memory and datagrams already on
+    /// the wire are not the device's: they stay. A reliable send no peer took yet is gone:
+    /// nothing is left to send it again.
     pub(crate) fn forget_all(&mut self) {
         for p in &mut self.pds {
             p.live = false;
@@ -210,6 +230,10 @@ impl SimVerbs {
             q.live = false;
             q.recvs.clear();
             q.mcast = [None; MCAST_PER_QP];
+        }
+        // No queue pair is left to send again what no responder took.
+        for i in 0..self.qps.len() {
+            self.forget_sends(i);
         }
         for m in &mut self.mrs {
             m.live = false;
@@ -485,6 +509,7 @@ impl SimVerbs {
 
     pub(crate) fn destroy_qp(&mut self, qp: Qpn) -> Result<(), VerbsError> {
         let i = self.qp_index(qp)?;
+        self.forget_sends(i);
         let q = &mut self.qps[i];
         q.live = false;
         q.recvs.clear();

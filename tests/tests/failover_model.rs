@@ -31,6 +31,8 @@ const PATHS: usize = 2;
 const QD: u16 = 2;
 const LIMIT: Duration = Duration::from_ms(100);
 const MODE: PathTimeout = PathTimeout::Fixed(LIMIT);
+/// The command bound: two ticks.
+const BOUND: Duration = Duration::from_ms(200);
 
 /// The probes' jitter: always its least (half the backoff), so that a probe may go one tick
 /// after a give-up and the state stays a function of the moves.
@@ -107,6 +109,12 @@ enum Move {
     Run(usize, usize),
     Deliver(usize),
     GiveUp(usize),
+    /// A command past the command bound, given up to be sent again on its own path once
+    /// its abort is answered or the connection is gone (a disk of one path does this).
+    Bound(usize),
+    /// The path sends what its own table holds queued (a command given up to itself, its
+    /// abort answered).
+    Pump(usize),
     Tick,
     Die(usize),
     Reset(usize),
@@ -240,6 +248,17 @@ impl World {
             if path.up && due {
                 m.push(Move::GiveUp(p));
             }
+            let bound_due = path
+                .table
+                .next_overdue(&Self::bound_rule())
+                .is_some_and(|t| t <= self.now);
+            if path.up && bound_due {
+                m.push(Move::Bound(p));
+            }
+            let credit = path.table.answers_owed() < u32::from(QD);
+            if path.up && path.table.queued() > 0 && credit {
+                m.push(Move::Pump(p));
+            }
             if !path.dead && self.deaths < 1 {
                 m.push(Move::Die(p));
             }
@@ -256,14 +275,27 @@ impl World {
         m
     }
 
-    /// The initiator's rule for giving path `p`'s commands up, once another path answered.
+    /// The initiator's rule for giving path `p`'s commands up, once another path answered
+    /// (or past the bound).
     fn rule(&self, p: usize) -> Option<GiveUpRule> {
         Some(GiveUpRule {
             timeout: LIMIT,
             cap: LIMIT,
-            overtaken_at: self.mp.others_answered_at(p)?,
+            overtaken_at: Some(self.mp.others_answered_at(p)?),
             own_answered_at: self.paths[p].timing.freshest_any(),
+            bound: BOUND,
         })
+    }
+
+    /// The command bound alone, as a disk of one path gives commands up.
+    fn bound_rule() -> GiveUpRule {
+        GiveUpRule {
+            timeout: BOUND,
+            cap: BOUND,
+            overtaken_at: None,
+            own_answered_at: None,
+            bound: BOUND,
+        }
     }
 
     fn fail(&mut self, why: String) {
@@ -283,6 +315,8 @@ impl World {
             Move::Run(p, i) => self.run(p, i),
             Move::Deliver(p) => self.deliver(p),
             Move::GiveUp(p) => self.give_up(p),
+            Move::Bound(p) => self.bound(p),
+            Move::Pump(p) => self.pump(p),
             Move::Tick => {
                 self.now = self.now + LIMIT;
                 self.ticks += 1;
@@ -307,8 +341,13 @@ impl World {
         let Some(req) = self.mp.take(p) else {
             return;
         };
+        self.paths[p].table.admit(req).expect("room was checked");
+        self.pump(p);
+    }
+
+    /// Sends the command at the front of path `p`'s table.
+    fn pump(&mut self, p: usize) {
         let path = &mut self.paths[p];
-        path.table.admit(req).expect("room was checked");
         let Some((_, tag, req)) = path.table.next_send() else {
             return;
         };
@@ -424,10 +463,27 @@ impl World {
         let n = path.table.give_up_overdue(now, &rule, |tag, req| {
             tags.push(tag);
             mp.give_back(p, req);
+            true
         });
         if n > 0 {
             mp.gave_up(p, n, now, &mut jitter());
         }
+        if !path.dead {
+            for tag in tags {
+                path.inbox.push_back((path.conn, Msg::Abort { tag }));
+            }
+        }
+    }
+
+    fn bound(&mut self, p: usize) {
+        let now = self.now;
+        let path = &mut self.paths[p];
+        let mut tags = Vec::new();
+        path.table
+            .give_up_overdue(now, &Self::bound_rule(), |tag, _| {
+                tags.push(tag);
+                false
+            });
         if !path.dead {
             for tag in tags {
                 path.inbox.push_back((path.conn, Msg::Abort { tag }));

@@ -68,6 +68,13 @@ fn multipath_failover_allocates_nothing_from_reset_on() {
             d.config.path_timeout = mode;
         }
         for a in &mut setup.adapters {
+            // A transport that completes every send within 67 ms: a send out 100 ms is
+            // the dead adapter's stall, and the path asks for its reset before the abort
+            // timeout drops its connection, so the RESET has commands to move.
+            a.stack.sim.hca.transport = hcabus::verbs::RcTransport {
+                local_ack_timeout: 9,
+                retry_count: 7,
+            };
             for c in &mut a.stack.clients {
                 if let stack::ClientSpec::DiskPath { config, .. } = c {
                     config.initiator.path_timeout = mode;

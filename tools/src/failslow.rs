@@ -57,8 +57,9 @@ pub struct TraceRun {
     pub latencies: LatencyHistogram,
     /// The longest any I/O waited, one still owed at the end counted to the end.
     pub max_latency_us: u64,
-    /// From the route's first blackhole to the first command its path gave up (`None`:
-    /// no blackhole, or nothing given up after it).
+    /// From the route's first blackhole to the first of its path's commands moved to the
+    /// other path: given up (the timeout), or taken back as the path went down (the
+    /// transport gave its sends up). `None`: no blackhole, or nothing moved after it.
     pub dead_found_us: Option<u64>,
     pub lost: u64,
     pub duplicated: u64,
@@ -141,9 +142,8 @@ pub fn run(
         failed: 0,
     };
     for (mp, paths) in stack::multipath_disks(&world) {
-        let live = paths.iter().any(|(_, c)| c.is_live_path());
+        let io = stack::multipath_io(&mp, &paths);
         let mp = mp.lock();
-        let io = mp.io_stats(live, |id| paths.iter().any(|(_, c)| c.disk().tracks(id)));
         out.ios += io.completed + io.failed;
         out.failed += io.failed;
         out.lost += io.lost;
@@ -160,7 +160,10 @@ pub fn run(
             let (events, _) = mp.path_events();
             out.dead_found_us = events
                 .filter(|e| e.path == path && e.at >= start)
-                .find(|e| matches!(e.kind, ibal::multipath::PathEventKind::GaveUp { .. }))
+                .find(|e| {
+                    use ibal::multipath::PathEventKind::{GaveUp, Moved};
+                    matches!(e.kind, GaveUp { .. } | Moved { .. })
+                })
                 .map(|e| e.at.saturating_since(start).as_us());
         }
         for (i, (_, c)) in paths.iter().enumerate() {

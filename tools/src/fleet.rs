@@ -111,10 +111,15 @@ fn fault_words(f: &FaultFigures) -> String {
         FleetFault::SmFailover => format!(
             "the master subnet manager fails at {at:.3} s (the standby polls, takes over, sweeps)"
         ),
-        FleetFault::SaOverload { .. }
-        | FleetFault::Reregister
-        | FleetFault::Rollout { .. }
-        | FleetFault::RolloutLook => f.fault.name().into(),
+        FleetFault::SaOverload { down } => format!(
+            "the SA answers nothing at {at:.3} s for {:.3} s",
+            down.as_us() as f64 / 1e6
+        ),
+        FleetFault::Rollout { max_per_target } => format!(
+            "a firmware rollout starts at {at:.3} s, at most {max_per_target} in reset a \
+             target (its figures below)"
+        ),
+        FleetFault::Reregister | FleetFault::RolloutLook => f.fault.name().into(),
     }
 }
 
@@ -173,9 +178,12 @@ fn seed_table(runs: &[FleetRun]) -> String {
             secs(Some(fault_of(r, k).theoretical_min))
         });
         row(&mut t, "  over the minimum", &|r| {
-            fault_of(r, k)
-                .over_min()
-                .map_or("-".into(), |x| format!("{x:.2}x"))
+            let f = fault_of(r, k);
+            match f.over_min() {
+                Some(x) => format!("{x:.2}x"),
+                None if f.no_host() => "no host to recover".into(),
+                None => "-".into(),
+            }
         });
         row(&mut t, "  per host p50 / p99", &|r| {
             format!(
@@ -270,10 +278,9 @@ fn ms(d: hcabus::Duration) -> f64 {
 fn fault_json(f: &FaultFigures) -> Value {
     let (target, down) = match f.fault {
         FleetFault::TargetRestart { target, down } => (Some(target), down),
-        FleetFault::LinkFlap { down } => (None, down),
+        FleetFault::LinkFlap { down } | FleetFault::SaOverload { down } => (None, down),
         FleetFault::PowerOn
         | FleetFault::SmFailover
-        | FleetFault::SaOverload { .. }
         | FleetFault::Reregister
         | FleetFault::Rollout { .. }
         | FleetFault::RolloutLook => (None, hcabus::Duration::ZERO),
@@ -346,6 +353,7 @@ fn run_json(r: &FleetRun) -> Value {
             "lost": io.lost,
             "duplicated": io.duplicated,
             "paging_failed": io.paging_failed,
+            "overdue": io.overdue,
         },
         "invariants_violated": f.violations,
         "violations": f.quoted_violations,

@@ -111,6 +111,9 @@ pub struct IoJson {
     pub max_failed_latency_us: u64,
     pub in_flight: u64,
     pub paging_failed: u64,
+    /// Of those in flight, commands out on the wire past their bound and the abort after
+    /// it (docs/design.md §7 "Every command ends"): a run that ends with any is not clean.
+    pub overdue: u64,
     /// SRP logins that succeeded, over every disk.
     pub logins: u64,
     /// Login attempts refused (target busy, device not ready), each retried after a backoff.
@@ -236,9 +239,8 @@ pub fn multipath(world: &World) -> Vec<MultipathJson> {
     stack::multipath_disks(world)
         .into_iter()
         .map(|(mp, paths)| {
-            let live = paths.iter().any(|(_, c)| c.is_live_path());
+            let io = stack::multipath_io(&mp, &paths);
             let mp = mp.lock();
-            let io = mp.io_stats(live, |id| paths.iter().any(|(_, c)| c.disk().tracks(id)));
             MultipathJson {
                 name: mp.name().into(),
                 max_latency_us: io.max_latency_us,
@@ -306,6 +308,7 @@ fn totals(
             max_failed_latency_us: io.max_failed_latency_us,
             in_flight: io.in_flight,
             paging_failed: io.paging_failed,
+            overdue: io.overdue,
             logins,
             logins_refused,
         },
@@ -318,6 +321,13 @@ fn totals(
     }
 }
 
+/// Whether a run ended clean: no invariant violated (`violated`), and every I/O accounted
+/// for, none lost, duplicated or corrupted, and no command left out past its bound,
+/// whatever kept it there. `hcasim` exits 1 otherwise.
+pub fn clean(io: &ibal::block::IoStats, violated: bool) -> bool {
+    !violated && io.lost == 0 && io.duplicated == 0 && io.read_mismatches == 0 && io.overdue == 0
+}
+
 /// The report as pretty-printed JSON.
 pub fn to_json(host: &Host) -> String {
     json(&build(host))
@@ -327,4 +337,39 @@ pub fn to_json(host: &Host) -> String {
 pub fn json(report: &Report) -> String {
     // Serializing plain structs of strings and numbers cannot fail.
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean;
+    use ibal::block::IoStats;
+
+    #[test]
+    fn a_run_with_a_command_out_past_its_bound_is_not_clean_whatever_else_held() {
+        let io = IoStats {
+            submitted: 10,
+            completed: 7,
+            in_flight: 3,
+            ..IoStats::default()
+        };
+        assert!(
+            clean(&io, false),
+            "commands in flight on a live path are fine"
+        );
+        assert!(!clean(&io, true), "a violated invariant");
+        for broken in [
+            IoStats { overdue: 1, ..io },
+            IoStats { lost: 1, ..io },
+            IoStats {
+                duplicated: 1,
+                ..io
+            },
+            IoStats {
+                read_mismatches: 1,
+                ..io
+            },
+        ] {
+            assert!(!clean(&broken, false), "{broken:?}");
+        }
+    }
 }

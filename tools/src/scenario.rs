@@ -5,6 +5,7 @@
 //! does not have, an event after the end) is checked here, and every refusal names the key.
 
 use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
+use hcabus::verbs::{RcTransport, TransportError};
 use hcabus::{Duration, Identity, Instant, Policy};
 use hcabus_sim::{Behavior, Fault, FaultArgs, SimHcaConfig, SimSetup};
 use ibal::disk::DiskConfig;
@@ -39,6 +40,10 @@ fn err(key: impl Into<String>, message: impl Into<String>) -> ScenarioError {
 /// The longest link training, subnet-manager sweep or cable pull a scenario may ask for
 /// (an hour: longer is a dead fabric, which `duration_ms` of the run says better).
 const MAX_FABRIC_MS: u64 = 3_600_000;
+
+/// The least command bound a disk takes: a ceiling under one round trip of a loaded route
+/// would give every command up.
+const MIN_COMMAND_TIMEOUT_MS: u64 = 100;
 
 /// What a client name must be (the bus's [`hcabus::types::ClientName`] rule).
 const NAME_RULE: &str = "must be 1 to 32 bytes of UTF-8 with no control character (NUL, newline)";
@@ -205,6 +210,18 @@ fn hca_config(keys: &Hca, at: &str) -> Result<SimHcaConfig, ScenarioError> {
             *to = Duration::from_ms(ms);
         }
     }
+    let d = hca.transport;
+    hca.transport = RcTransport::new(
+        keys.local_ack_timeout.unwrap_or(d.local_ack_timeout),
+        keys.retry_count.unwrap_or(d.retry_count),
+    )
+    .map_err(|e| {
+        let key = match e {
+            TransportError::AckTimeout => "local_ack_timeout",
+            TransportError::RetryCount => "retry_count",
+        };
+        err(format!("{at}.{key}"), e.to_string())
+    })?;
     if let Some(v) = &keys.fw_version {
         hca.identity.fw_version = fw_version(v).ok_or_else(|| {
             err(
@@ -372,8 +389,17 @@ impl Clients {
             guard_last_path: c.guard_last_path.unwrap_or(boot),
             path_timeout: paths::path_timeout(c).map_err(|(k, e)| err(at(k), e))?,
             route: self.route,
+            command_timeout: c
+                .command_timeout_ms
+                .map_or(d.command_timeout, Duration::from_ms),
             ..d
         };
+        if !(MIN_COMMAND_TIMEOUT_MS..=600_000).contains(&config.command_timeout.as_ms()) {
+            return Err(err(
+                at("command_timeout_ms"),
+                format!("must be between {MIN_COMMAND_TIMEOUT_MS} and 600000"),
+            ));
+        }
         if !(1..=256).contains(&config.queue_depth) {
             return Err(err(at("queue_depth"), "must be between 1 and 256"));
         }

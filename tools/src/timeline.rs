@@ -412,6 +412,14 @@ pub fn io_lines(io: &ibal::block::IoStats, out: &mut String) {
             io.lost
         );
     }
+    if io.overdue > 0 {
+        let _ = writeln!(
+            out,
+            "    OVERDUE: {} commands out past their bound and the abort after it (every \
+             command should have ended)",
+            io.overdue
+        );
+    }
 }
 
 /// One disk's line: what it completed and how it rode through resets.

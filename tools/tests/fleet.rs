@@ -343,3 +343,51 @@ fn a_rollout_activates_every_adapter_and_keeps_every_boot_disk_on_a_path() {
         (Some(0), Some(0))
     );
 }
+
+/// Every fault the file names appears in the report, in order. One that takes no host's path
+/// (a target restart while every disk is still logging in at power-on, an SA overload) says
+/// it had no host to recover, with no ratio, in the table and in the JSON, instead of "back
+/// after 0 s, 0.00x the minimum" or nothing at all.
+#[test]
+fn a_fault_with_no_host_to_recover_is_listed_and_says_so() {
+    let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
+    let text = format!(
+        "{small}\n[[fleet.events]]\nat_ms = 0\nkind = \"target_restart\"\ntarget = 0\n\
+         down_ms = 100\n\n[[fleet.events]]\nat_ms = 30000\nkind = \"sa_overload\"\n\
+         down_ms = 1000\n"
+    );
+    let file = std::env::temp_dir().join(format!("hcasim-nohost-{}.toml", std::process::id()));
+    std::fs::write(&file, text).expect("a scratch file");
+    let path = file.to_str().expect("utf-8");
+    let table = hcasim(&["fleet", path]);
+    let doc = json_of(&hcasim(&["fleet", path, "--json"]));
+    let _ = std::fs::remove_file(&file);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("no host to recover"), "{table}");
+    assert!(
+        table.contains("the SA answers nothing at 30.000 s"),
+        "{table}"
+    );
+    let faults = doc["runs"][0]["faults"].as_array().expect("faults");
+    let kinds: Vec<&str> = faults.iter().filter_map(|f| f["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "power_on",
+            "target_restart",
+            "target_restart",
+            "sa_overload",
+            "link_flap"
+        ]
+    );
+    for f in [&faults[1], &faults[3]] {
+        assert_eq!(f["hosts"], 0, "{f}");
+        assert_eq!(
+            (&f["all_back_ms"], &f["over_min"]),
+            (&Value::Null, &Value::Null),
+            "{f}"
+        );
+    }
+    assert_eq!(faults[3]["down_ms"], 1000.0);
+    assert!(faults[2]["over_min"].as_f64() >= Some(1.0), "{}", faults[2]);
+}

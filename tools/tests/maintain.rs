@@ -113,7 +113,19 @@ fn maintain_stops_at_a_failed_device_naming_the_restart() {
     assert_eq!(json(&on_hca1(&["--json", "status"]))["state"], "Failed");
     let planned = on_hca1(&["reset", "--planned"]);
     assert_eq!(planned.status.code(), Some(1), "{}", text(&planned));
-    assert!(text(&planned).contains("restart"), "{}", text(&planned));
+    // The hint names the device: `hcactl restart` alone would go to hca0.
+    assert!(
+        text(&planned)
+            .contains("`hcactl --device hca1 restart` (or `hcactl --device hca1 reset --forced`)"),
+        "{}",
+        text(&planned)
+    );
+    let restart0 = server.ctl(&["--device", "hca0", "restart"]);
+    assert!(
+        text(&restart0).contains("`hcactl --device hca0 reset` resets a working one"),
+        "{}",
+        text(&restart0)
+    );
     let out = server.ctl(&["maintain", "--devices", "hca1,hca0"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let said = text(&out);
@@ -126,5 +138,68 @@ fn maintain_stops_at_a_failed_device_naming_the_restart() {
         1,
         "the run stopped at hca1, before hca0"
     );
+    assert!(server.stop().success());
+}
+
+/// hca1 Failed, then (on another host) Removed: hca0's planned reset is vetoed by the boot
+/// disk's last-path guard, whose other path is on hca1. Waiting cannot cure that (only a
+/// restart, or a new device, brings hca1 back), so `maintain` stops at the first veto,
+/// naming hca1 and what to do, instead of asking again until its timeout (eleven minutes
+/// at the default). A Removed device given by name stops the run, named, too.
+#[test]
+fn maintain_stops_at_once_on_a_veto_that_waiting_cannot_cure() {
+    let server = Server::start_args("maintain-incurable", &["--multipath"], &[]);
+    let on_hca1 = |args: &[&str]| {
+        let mut all = vec!["--device", "hca1"];
+        all.extend_from_slice(args);
+        server.ctl(&all)
+    };
+    let injected = on_hca1(&["inject", "reset_fails", "--count", "4"]);
+    assert_eq!(injected.status.code(), Some(0), "{}", text(&injected));
+    let failed = on_hca1(&["reset", "--forced", "--wait"]);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
+    let out = server.ctl(&["maintain"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("hca0: "), "the run stopped at hca0: {said}");
+    assert!(said.contains("last path: hca1 port 1 failed"), "{said}");
+    assert!(
+        said.contains("hca1 is Failed, which waiting cannot cure"),
+        "{said}"
+    );
+    assert!(said.contains("`hcactl --device hca1 restart`"), "{said}");
+    assert!(
+        !said.contains("still refused after"),
+        "not waited out: {said}"
+    );
+    assert!(server.stop().success());
+
+    let server = Server::start_args("maintain-removed", &["--multipath"], &[]);
+    let gone = server.ctl(&["--device", "hca1", "inject", "surprise_removal"]);
+    assert_eq!(gone.status.code(), Some(0), "{}", text(&gone));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while json(&server.ctl(&["--device", "hca1", "--json", "status"]))["state"] != "Removed" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "hca1 was never Removed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = server.ctl(&["maintain", "--devices", "hca0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("hca1 is Removed (surprise removal)"),
+        "{said}"
+    );
+    assert!(said.contains("waiting cannot cure this veto"), "{said}");
+    let out = server.ctl(&["maintain", "--devices", "hca1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("hca1 is Removed (surprise removal)"),
+        "{said}"
+    );
+    assert!(said.contains("maintenance stops here"), "{said}");
     assert!(server.stop().success());
 }

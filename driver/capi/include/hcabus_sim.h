@@ -47,6 +47,9 @@ HCABUS_STATUS hcabus_sim_wait_idle(HCABUS_SIM *Sim, uint32_t TimeoutMs);
  * when it takes its own spin lock. A bus call made at DISPATCH_LEVEL never runs a callback on
  * the calling thread (it is delivered on another, as on another processor); a callback runs
  * with its thread at DISPATCH_LEVEL. Levels: 0 PASSIVE_LEVEL, 2 DISPATCH_LEVEL.
+ * hcabus_sim_lower_irql refuses (logs, changes nothing) a value that is no level, and a level
+ * above the thread's current one: lowering never raises (KeLowerIrql to a higher level is
+ * bugcheck IRQL_NOT_LESS_OR_EQUAL).
  */
 #define HCABUS_SIM_PASSIVE_LEVEL 0
 #define HCABUS_SIM_DISPATCH_LEVEL 2

@@ -264,7 +264,9 @@ pub extern "C" fn hcabus_sim_raise_irql_to_dispatch() -> u8 {
 }
 
 /// KeLowerIrql: back to `old_irql`, what [`hcabus_sim_raise_irql_to_dispatch`] returned. A
-/// value that is no IRQL the model knows is refused (logged) and changes nothing.
+/// value that is no IRQL the model knows, or one above the thread's current IRQL (lowering
+/// never raises: KeLowerIrql to a higher level is bugcheck IRQL_NOT_LESS_OR_EQUAL on
+/// Windows), is refused (logged) and changes nothing.
 #[no_mangle]
 pub extern "C" fn hcabus_sim_lower_irql(old_irql: u8) {
     let level = match old_irql {
@@ -275,6 +277,15 @@ pub extern "C" fn hcabus_sim_lower_irql(old_irql: u8) {
             return;
         }
     };
+    let now = hcabus::host::irql::current();
+    if level > now {
+        log::error!(
+            "hcabus_sim_lower_irql({old_irql}): above the thread's IRQL ({}); KeLowerIrql \
+             would bugcheck (IRQL_NOT_LESS_OR_EQUAL); ignored",
+            now as u8
+        );
+        return;
+    }
     hcabus::host::irql::set(level);
 }
 

@@ -79,3 +79,26 @@ fn a_panic_under_a_live_bus_is_contained_and_the_bus_still_answers() {
     // SAFETY: a live bus with no reference left, destroyed once.
     assert_eq!(unsafe { hcabus_sim_destroy(sim) }, status::SUCCESS);
 }
+
+/// KeLowerIrql never raises: lowering to a level above the thread's current one (a bugcheck
+/// on Windows), like a value that is no level, is refused and changes nothing. Each test
+/// runs on its own thread, whose IRQL starts at PASSIVE_LEVEL.
+#[test]
+fn lowering_the_irql_above_where_the_thread_is_is_refused_and_changes_nothing() {
+    use hcabus::host::irql::{current, Irql};
+    assert_eq!(current(), Irql::Passive);
+    hcabus_sim_lower_irql(2);
+    assert_eq!(
+        current(),
+        Irql::Passive,
+        "lowering from PASSIVE to DISPATCH raised"
+    );
+    hcabus_sim_lower_irql(7);
+    assert_eq!(current(), Irql::Passive, "not a level");
+    let old = hcabus_sim_raise_irql_to_dispatch();
+    assert_eq!((old, current()), (0, Irql::Dispatch));
+    hcabus_sim_lower_irql(2);
+    assert_eq!(current(), Irql::Dispatch, "to the same level: allowed");
+    hcabus_sim_lower_irql(old);
+    assert_eq!(current(), Irql::Passive);
+}

@@ -242,10 +242,15 @@ fn posts_work_when_operational() {
         .expect("recv");
     ibal.post_send(&mut rig, c, r.qp, &send(&r, 2))
         .expect("send");
+    assert_eq!(
+        ibal.poll_cq(&mut rig, c, r.cq).expect("poll"),
+        None,
+        "a reliable send completes when its peer acknowledges it"
+    );
+    let msg = hcabus::fabric::Fabric::wire_take(&mut rig.hca, |m| m.dlid == PEER.lid);
+    assert!(msg.is_some(), "the send is on the wire");
     let cqe = ibal.poll_cq(&mut rig, c, r.cq).expect("poll").expect("cqe");
     assert_eq!((cqe.wr_id, cqe.status), (2, WcStatus::Success));
-    let msg = rig.hca.verbs_mut().wire_take(|m| m.dlid == PEER.lid);
-    assert!(msg.is_some(), "the send is on the wire");
 }
 
 #[test]
@@ -385,6 +390,8 @@ fn polls_during_a_reset_give_flushed_completions_then_nothing() {
         .expect("recv");
     ibal.post_send(&mut rig, c, r.qp, &send(&r, 3))
         .expect("send");
+    // The peer takes it: acknowledged, complete.
+    hcabus::fabric::Fabric::wire_take(&mut rig.hca, |m| m.dlid == PEER.lid).expect("sent");
     rig.hca.inject_catastrophic(1);
     // Swallowed by the dead device: only a flush will ever complete it.
     ibal.post_send(&mut rig, c, r.qp, &send(&r, 4))

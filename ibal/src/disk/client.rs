@@ -167,9 +167,10 @@ impl SrpClient {
     }
 
     /// Its counters now: its logins, and the I/O of its workload; a path of a multipath
-    /// disk gives the I/O that went through it (so each adapter counts its own share) and
-    /// its own failovers, and its first path also what failed in the disk's queue without
-    /// reaching a path.
+    /// disk gives the I/O it took last (so each adapter counts its own share, each I/O on
+    /// one adapter, and each adapter's accounting closes) and its own failovers, and its
+    /// first path also what waits in the disk's queue or failed there without reaching a
+    /// path.
     fn counters(&self) -> hcabus::bus::ClientCounters {
         let io = |s: &IoStats| hcabus::bus::ClientCounters {
             submitted: s.submitted,
@@ -183,19 +184,22 @@ impl SrpClient {
             Some(p) => {
                 let mp = p.mp.lock();
                 let path = mp.path_stats(p.index).unwrap_or_default();
-                let unpathed = if p.index == 0 {
-                    mp.stats().failed_unpathed
+                // What the disk's queue holds and what failed there without reaching a
+                // path count on its first path: every I/O on exactly one adapter.
+                let (queued, unpathed) = if p.index == 0 {
+                    (mp.queued() as u64, mp.stats().failed_unpathed)
                 } else {
-                    0
+                    (0, 0)
                 };
+                // A command moved off this path counts on the path that took it last.
+                let mine = path.taken.saturating_sub(path.moved);
                 let mut c = hcabus::bus::ClientCounters {
-                    submitted: path.taken + unpathed,
+                    submitted: mine + queued + unpathed,
                     completed: path.ios,
                     failed: path.failed + unpathed,
-                    // Taken and neither answered upward nor given back for another path.
-                    held: path
-                        .taken
-                        .saturating_sub(path.ios + path.failed + path.moved),
+                    // Taken last by this path and not answered upward yet, and what waits
+                    // in the disk's queue.
+                    held: mine.saturating_sub(path.ios + path.failed) + queued,
                     ..Default::default()
                 };
                 c.failovers = u64::from(path.failovers);
@@ -222,6 +226,7 @@ impl SrpClient {
         if self.desc.flags.contains(ClientFlags::PAGING_PATH) {
             stats.paging_failed = stats.failed;
         }
+        stats.overdue = self.disk.overdue();
         stats
     }
 
@@ -355,7 +360,7 @@ impl SrpClient {
     fn take_work<B: FabricBus + ?Sized>(&mut self, bus: &mut B, now: Instant) {
         let Some(p) = &self.path else {
             while let Some(req) = self.workload.next_request(now, bus.rng()) {
-                match self.disk.submit(bus, req) {
+                match self.disk.submit(bus, req, false) {
                     Ok(()) => self.workload.accepted(req),
                     Err(req) => {
                         self.workload.refused(req);
@@ -372,7 +377,7 @@ impl SrpClient {
             let Some(req) = mp.take(p.index) else {
                 break;
             };
-            if let Err(req) = self.disk.submit(bus, req) {
+            if let Err(req) = self.disk.submit(bus, req, mp.probe_out(p.index)) {
                 // Room was checked: only a full upward queue refuses; try again later.
                 mp.give_back(p.index, req);
                 break;
@@ -422,6 +427,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
     fn on_event(&mut self, bus: &mut B, _id: ClientId, event: Event) {
         self.events.push(event.kind());
         let now = bus.now();
+        self.disk.see(now);
         match event {
             Event::Reset { epoch, .. } => {
                 self.query_closed(true);
@@ -522,7 +528,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
                     .filter(|_| self.disk.blocked && !self.disk.fast_fail),
             ),
         };
-        let [overdue, abort, stall] = self.failover_deadlines();
+        let [overdue, abort, stall, transport] = self.failover_deadlines();
         // A consent that no longer holds is withdrawn at once.
         let recheck = self.recheck_due();
         [
@@ -532,6 +538,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             overdue,
             abort,
             stall,
+            transport,
             self.connect_at,
             self.execute_at.map(|(t, _)| t),
             login,
@@ -544,6 +551,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
 
     fn wake(&mut self, bus: &mut B) {
         let now = bus.now();
+        self.disk.see(now);
         // The remote side first: it answers what was sent before.
         {
             let (hca, rng) = bus.device_and_rng();
@@ -551,10 +559,12 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             self.target.process(hca, now);
         }
         self.disk.poll(&self.ibal, bus);
+        self.transport_lost(bus);
         self.target_dropped(bus);
         self.recheck_consent(bus);
         self.fail_over_slow(bus);
         self.drop_stuck_connection(bus);
+        self.disk.fail_struck_out();
         if let Some((_, epoch)) = self.execute_at.filter(|(t, _)| *t <= now) {
             self.execute_at = None;
             self.execute(bus, epoch);

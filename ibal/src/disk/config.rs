@@ -44,6 +44,9 @@ pub struct DiskConfig {
     /// How a refused login is retried: the shipped backoff unless a fleet compares it
     /// with another (docs/design.md §11).
     pub login_retry: RetryPolicy,
+    /// The command bound's ceiling (docs/design.md §7 "Every command ends"): no command is
+    /// out longer before it is given up and sent again.
+    pub command_timeout: Duration,
 }
 
 impl DiskConfig {
@@ -98,6 +101,7 @@ impl Default for DiskConfig {
             route: Route::constant(Duration::ZERO),
             guard_last_path: false,
             login_retry: RetryPolicy::Backoff,
+            command_timeout: super::DEFAULT_COMMAND_TIMEOUT,
         }
     }
 }

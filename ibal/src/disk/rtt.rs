@@ -6,9 +6,11 @@
 //! `path_timeout_max`. It was chosen over a phi-accrual detector because it needs two
 //! integers per path and no floating point (the disk runs in the kernel's paging path), is
 //! fed by every answer rather than by heartbeats, and its behaviour under a change of
-//! latency is the one TCP has relied on for decades. Karn's rule applies: a command given up
-//! gives no sample (its answer is discarded as late), so a dead path never teaches its
-//! own timeout to grow.
+//! latency is the one TCP has relied on for decades. Before its first sample a path's timeout
+//! is RFC 6298's conservative initial one (1 s), doubled at each give-up: a path slow from
+//! its first command learns its latency instead of being given up at the floor before its
+//! first answer. Each send carries its own tag, so an answer is never ambiguous (Karn's
+//! problem): the late answer of a probe given up still measures its path.
 
 use hcabus::{Duration, Instant};
 
@@ -58,18 +60,28 @@ impl PathTimeout {
     }
 }
 
+/// RFC 6298 §2.1's timeout before any round trip was measured.
+pub const INITIAL_RTO: Duration = Duration::from_ms(1_000);
+
+/// Doublings of the initial timeout counted (RFC 6298 §5.5); the ceiling bounds it long
+/// before.
+const MAX_BACKOFF: u8 = 20;
+
 /// RFC 6298's estimator over one path's round trips, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct RttEstimator {
     /// Smoothed round trip and its mean deviation; `None` before the first sample.
     srtt_us: Option<u64>,
     rttvar_us: u64,
+    /// Give-ups before the first sample: each doubles the initial timeout.
+    backoff: u8,
 }
 
 impl RttEstimator {
     /// One answered command's round trip (RFC 6298 §2.2 and §2.3: alpha 1/8, beta 1/4).
     pub fn sample(&mut self, rtt: Duration) {
         let r = rtt.as_us();
+        self.backoff = 0;
         match self.srtt_us {
             None => {
                 self.srtt_us = Some(r);
@@ -83,14 +95,26 @@ impl RttEstimator {
         }
     }
 
-    /// SRTT + max(`min`, 4 x RTTVAR), at most `max`; `min` before any sample. RFC 6298 starts at
-    /// a conservative second because a spurious retransmission costs a network; here a
-    /// command is given up only when another path answered a younger one sooner, so a path
-    /// slow from its first command is compared with one proven faster, and a target slow on
-    /// every path (nothing overtaken) teaches each path its latency undisturbed.
+    /// A command was given up on this path. Before the first sample the timeout doubles
+    /// (RFC 6298 §5.5), so a path slower than the initial second still gets a sample. After
+    /// it, a path given up is probed (with a backoff of its own) and its timeout is what its
+    /// answers say.
+    pub fn backed_off(&mut self) {
+        if self.srtt_us.is_none() {
+            self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+        }
+    }
+
+    /// SRTT + max(`min`, 4 x RTTVAR), within `min..=max`; before any sample, [`INITIAL_RTO`]
+    /// doubled at each give-up (RFC 6298 §2.1, §5.5). The conservative start matters: the
+    /// floor before the first answer shut out a healthy path slower than it for good, since
+    /// each of its commands was given up before its answer could teach anything.
     pub fn timeout(&self, min: Duration, max: Duration) -> Duration {
         let Some(srtt) = self.srtt_us else {
-            return min;
+            let t = INITIAL_RTO
+                .as_us()
+                .saturating_mul(1u64 << self.backoff.min(MAX_BACKOFF));
+            return Duration::from_us(t).max(min).min(max);
         };
         // The variance term is at least `min` (Linux's TCP floors its deviation at a quarter
         // of its minimum timeout the same way): a path slow but steady (a congested route
@@ -146,6 +170,18 @@ impl PathTiming {
         self.rtt.sample(rtt);
     }
 
+    /// The answer to a probe this path gave up, sent at `sent_at`, came at `now`: too late
+    /// to complete it, not too late to measure the path (the tag names that one send). Only
+    /// the round trip learns from it; the probe stays a failed one.
+    pub fn answered_late(&mut self, sent_at: Instant, now: Instant) {
+        self.rtt.sample(now.saturating_since(sent_at));
+    }
+
+    /// Commands were given up on this path (see [`RttEstimator::backed_off`]).
+    pub fn gave_up(&mut self) {
+        self.rtt.backed_off();
+    }
+
     pub fn freshest_prompt(&self) -> Option<Instant> {
         self.freshest_prompt
     }
@@ -174,7 +210,11 @@ mod tests {
     #[test]
     fn the_first_sample_sets_srtt_and_half_of_it_as_variance() {
         let mut e = RttEstimator::default();
-        assert_eq!(e.timeout(MIN, MAX), MIN, "nothing known: the floor");
+        assert_eq!(
+            e.timeout(MIN, MAX),
+            INITIAL_RTO,
+            "nothing known: RFC 6298's second"
+        );
         e.sample(Duration::from_ms(10));
         assert_eq!(e.srtt(), Some(Duration::from_ms(10)));
         // 10 + 4 x 5 ms.
@@ -229,6 +269,64 @@ mod tests {
         // RTTVAR gains 19/4 ms and SRTT 19/8 ms: 4 x 4.75 + 3.375 = 22.4 ms.
         assert!(after > Duration::from_ms(22), "{before} -> {after}");
         assert_eq!(e.timeout(MIN, Duration::from_ms(10)), Duration::from_ms(10));
+    }
+
+    #[test]
+    fn before_its_first_sample_a_path_backs_off_from_a_second_and_a_sample_ends_it() {
+        let mut e = RttEstimator::default();
+        e.backed_off();
+        assert_eq!(e.timeout(MIN, MAX), Duration::from_ms(2_000));
+        e.backed_off();
+        assert_eq!(
+            e.timeout(MIN, MAX),
+            MAX,
+            "doubled again, within the ceiling"
+        );
+        for _ in 0..100 {
+            e.backed_off();
+        }
+        assert_eq!(
+            e.timeout(MIN, Duration::MAX),
+            Duration::from_ms(1_000 << 20)
+        );
+        assert_eq!(
+            e.timeout(MIN, Duration::from_ms(300)),
+            Duration::from_ms(300),
+            "a ceiling under a second bounds the first timeout too"
+        );
+        // A path that answers in 8 ms: its first answer sets the timeout from it.
+        e.sample(Duration::from_ms(8));
+        assert_eq!(e.timeout(MIN, MAX), Duration::from_ms(8 + 16));
+        e.backed_off();
+        assert_eq!(
+            e.timeout(MIN, MAX),
+            Duration::from_ms(24),
+            "once measured, a give-up leaves the timeout to the answers"
+        );
+        // The floor holds under a tiny learned margin, the ceiling over a large one.
+        let mut tiny = RttEstimator::default();
+        tiny.sample(Duration::from_us(1));
+        assert_eq!(tiny.timeout(MIN, MAX), Duration::from_us(5_001));
+        assert_eq!(
+            tiny.timeout(Duration::from_ms(10), MAX),
+            Duration::from_us(10_001)
+        );
+    }
+
+    #[test]
+    fn a_late_probe_teaches_the_round_trip_and_nothing_else() {
+        let at = Instant::from_ms;
+        let mode = PathTimeout::Adaptive { min: MIN, max: MAX };
+        let mut t = PathTiming::default();
+        t.answered_late(at(100), at(108));
+        assert_eq!(t.estimator().srtt(), Some(Duration::from_ms(8)));
+        assert_eq!(
+            t.answers(),
+            (0, 0),
+            "neither prompt nor slow: the probe failed"
+        );
+        assert_eq!((t.freshest_prompt(), t.freshest_any()), (None, None));
+        assert_eq!(t.timeout(mode), Some(Duration::from_ms(24)));
     }
 
     #[test]

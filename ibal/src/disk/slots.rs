@@ -23,8 +23,10 @@ enum SlotState {
     /// Waiting to be sent: new, held during a reset, or taken back for re-issue.
     Queued,
     InFlight,
-    /// Given up (fast path failover): its I/O is another path's now; the target was told to
-    /// abort it, and the slot waits for that answer.
+    /// Given up (fast path failover, or past the command bound): the target was told to
+    /// abort it, and the slot waits for that answer. Its I/O is another path's now, or, when
+    /// `requeue` says so, still this table's: it goes out again once the abort is answered
+    /// or the connection is gone (nothing of the old send can run at the target then).
     Aborting,
 }
 
@@ -42,6 +44,25 @@ struct Slot {
     acked: bool,
     /// When it was given up (its ABORT TASK sent).
     aborted_at: Instant,
+    /// A probe of a path given up (one command at a time): its answer, even late, measures
+    /// the path.
+    probe: bool,
+    /// Given up with no other path to take its I/O: this table still owes it, and sends it
+    /// again once its abort is answered or the connection is gone.
+    requeue: bool,
+    /// Times its I/O was given up to be sent again here (past the command bound).
+    strikes: u8,
+}
+
+impl Slot {
+    /// Its I/O is owed by this table.
+    fn owes(&self) -> bool {
+        match self.state {
+            SlotState::Queued | SlotState::InFlight => true,
+            SlotState::Aborting => self.requeue,
+            SlotState::Free => false,
+        }
+    }
 }
 
 /// The tag of send `generation` of slot `slot`.
@@ -64,8 +85,11 @@ pub enum Answer {
         sent_at: Instant,
     },
     /// An answer to a send this disk no longer waits for (taken back at a reset, given up
-    /// by failover): discarded, for the I/O is re-issued or already done.
-    Late,
+    /// by failover or the command bound): discarded, for the I/O is re-issued or already
+    /// done. The answer to a probe, or to a command given up to be sent again here, still
+    /// says when that send went, and so how long the path took (`sent_at`): each send has
+    /// its own tag, so it is no ambiguous sample.
+    Late { sent_at: Option<Instant> },
     /// The target's answer to the ABORT TASK of a command given up: its slot is free.
     AbortAnswered { req: IoRequest },
     /// A tag no send of this disk ever carried.
@@ -84,13 +108,21 @@ pub enum SlotMutant {
     /// A given-up write fences nothing: a newer write to its block may go out before it is
     /// known dead.
     NoFence,
+    /// A command given up to be sent again here is freed when its abort is answered: its
+    /// I/O is owed by nobody.
+    DropRequeued,
+    /// A command given up to be sent again here goes out again at once, while the target
+    /// may still run the send it was told to abort.
+    ResendAtOnce,
 }
 
 impl SlotMutant {
-    pub const ALL: [SlotMutant; 3] = [
+    pub const ALL: [SlotMutant; 5] = [
         SlotMutant::FreeOnGiveUp,
         SlotMutant::CompleteGivenUp,
         SlotMutant::NoFence,
+        SlotMutant::DropRequeued,
+        SlotMutant::ResendAtOnce,
     ];
 }
 
@@ -124,6 +156,9 @@ impl SlotTable {
             sent_at: Instant::ZERO,
             acked: false,
             aborted_at: Instant::ZERO,
+            probe: false,
+            requeue: false,
+            strikes: 0,
         };
         SlotTable {
             slots: std::vec![blank; n],
@@ -177,12 +212,10 @@ impl SlotTable {
         self.slots.iter().any(|s| s.state == SlotState::Free)
     }
 
-    /// Whether the table still owes `id` a completion (queued or in flight; not a command
-    /// given up, whose I/O went to another path).
+    /// Whether the table still owes `id` a completion (queued, in flight, or given up to be
+    /// sent again here; not a command given up to another path).
     pub fn tracks(&self, id: u64) -> bool {
-        self.slots
-            .iter()
-            .any(|s| matches!(s.state, SlotState::Queued | SlotState::InFlight) && s.req.id == id)
+        self.slots.iter().any(|s| s.owes() && s.req.id == id)
     }
 
     /// Puts `req` in a free slot at the back of the send queue; `None` when every slot is
@@ -191,8 +224,17 @@ impl SlotTable {
         let i = self.slots.iter().position(|s| s.state == SlotState::Free)?;
         self.slots[i].state = SlotState::Queued;
         self.slots[i].req = req;
+        self.slots[i].probe = false;
+        self.slots[i].strikes = 0;
         self.queue.push_back(i as u16);
         Some(i)
+    }
+
+    /// The command in `slot` is a probe of its path (see [`Answer::Late`]).
+    pub fn mark_probe(&mut self, slot: usize) {
+        if let Some(s) = self.slots.get_mut(slot) {
+            s.probe = true;
+        }
     }
 
     /// The command that goes out next: its slot, the tag its send carries, its I/O.
@@ -227,6 +269,7 @@ impl SlotTable {
     /// What the target's answer tagged `tag` means; `aborts` when it answers an ABORT TASK.
     pub fn answer(&mut self, tag: u64, aborts: bool) -> Answer {
         let complete_given_up = self.planted(SlotMutant::CompleteGivenUp);
+        let drop_requeued = self.planted(SlotMutant::DropRequeued);
         let (i, generation) = untag(tag);
         let Some(s) = self.slots.get_mut(i) else {
             return Answer::Unknown;
@@ -251,13 +294,23 @@ impl SlotTable {
                 complete
             }
             (SlotState::Aborting, true, true) => {
-                s.state = SlotState::Free;
                 self.aborting -= 1;
-                Answer::AbortAnswered { req: s.req }
+                let req = s.req;
+                if core::mem::take(&mut s.requeue) && !drop_requeued {
+                    // Nothing of the old send can run now: it goes out again, first.
+                    s.state = SlotState::Queued;
+                    self.queue.push_front(i as u16);
+                } else {
+                    s.state = SlotState::Free;
+                }
+                Answer::AbortAnswered { req }
             }
             // No abort was sent for that send.
             (_, _, true) => Answer::Unknown,
-            _ => Answer::Late,
+            (SlotState::Aborting, true, false) => Answer::Late {
+                sent_at: (s.probe || s.requeue).then_some(s.sent_at),
+            },
+            _ => Answer::Late { sent_at: None },
         }
     }
 
@@ -267,31 +320,75 @@ impl SlotTable {
         self.slots
             .iter()
             .filter(|s| s.state == SlotState::InFlight)
-            .filter(|s| rule.due(s.sent_at).is_some_and(|t| t <= now))
+            .filter(|s| rule.due(s.sent_at) <= now)
             .map(|s| s.sent_at)
             .max()
     }
 
-    /// When a command in flight can next be given up under `rule`. `None` while no other
-    /// path has answered a command as young as any of these: a target slow on every path is
-    /// not a dead path.
+    /// When a command in flight can next be given up under `rule` (`None`: none in flight).
+    /// Before its bound, only once another path has answered a command as young: a target
+    /// slow on every path is not a dead path.
     pub fn next_overdue(&self, rule: &GiveUpRule) -> Option<Instant> {
         self.slots
             .iter()
             .filter(|s| s.state == SlotState::InFlight)
-            .filter_map(|s| rule.due(s.sent_at))
+            .map(|s| rule.due(s.sent_at))
             .min()
     }
 
-    /// Fast path failover: gives up every command in flight that `rule` says is overdue at
-    /// `now`, and every older one. Each goes to `give` with the tag the target must be told
-    /// to abort, newest first (so a taker that puts each at the front of its queue ends with
-    /// the oldest first). Returns how many.
+    /// Commands in flight sent `age` or more before `now`.
+    pub fn out_since(&self, now: Instant, age: Duration) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| s.state == SlotState::InFlight && now.saturating_since(s.sent_at) >= age)
+            .count() as u64
+    }
+
+    /// When the oldest command in flight was sent.
+    pub fn oldest_sent(&self) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter(|s| s.state == SlotState::InFlight)
+            .map(|s| s.sent_at)
+            .min()
+    }
+
+    /// When, after `after`, the adapter's transport (a retry budget of `budget`) may next
+    /// fail a send of this table: a command's not acknowledged yet, or an abort's (whose
+    /// acknowledgement is not tracked: a look that finds nothing costs nothing).
+    pub fn transport_deadline(&self, budget: Duration, after: Instant) -> Option<Instant> {
+        let out = |s: &&Slot| matches!(s.state, SlotState::InFlight | SlotState::Aborting);
+        let sends = self.slots.iter().filter(out).filter(|s| !s.acked);
+        let aborts = self.slots.iter().filter(|s| s.state == SlotState::Aborting);
+        sends
+            .map(|s| s.sent_at + budget)
+            .chain(aborts.map(|s| s.aborted_at + budget))
+            .filter(|t| *t > after)
+            .min()
+    }
+
+    /// Commands out (in flight, or given up and their abort unanswered) sent more than
+    /// `limit` before `now`: each should have ended by then (docs/design.md §7 "Every
+    /// command ends"). What the report calls overdue.
+    pub fn overdue(&self, now: Instant, limit: Duration) -> u64 {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s.state, SlotState::InFlight | SlotState::Aborting))
+            .filter(|s| now.saturating_since(s.sent_at) > limit)
+            .count() as u64
+    }
+
+    /// Gives up every command in flight that `rule` says is overdue at `now`, and every
+    /// older one. Each goes to `give` with the tag the target must be told to abort, newest
+    /// first (so a taker that puts each at the front of its queue ends with the oldest
+    /// first); `give` says whether it took the I/O (another path re-issues it) or leaves it
+    /// here (it is sent again once its abort is answered or the connection is gone).
+    /// Returns how many.
     pub fn give_up_overdue(
         &mut self,
         now: Instant,
         rule: &GiveUpRule,
-        mut give: impl FnMut(u64, IoRequest),
+        mut give: impl FnMut(u64, IoRequest) -> bool,
     ) -> u32 {
         let Some(cutoff) = self.give_up_cutoff(now, rule) else {
             return 0;
@@ -306,7 +403,8 @@ impl SlotTable {
         self.scratch
             .sort_unstable_by_key(|i| slots[usize::from(*i)].req.id);
         let free = self.planted(SlotMutant::FreeOnGiveUp);
-        for &i in self.scratch.iter().rev() {
+        for k in (0..self.scratch.len()).rev() {
+            let i = self.scratch[k];
             let s = &mut self.slots[usize::from(i)];
             s.state = if free {
                 SlotState::Free
@@ -314,25 +412,31 @@ impl SlotTable {
                 SlotState::Aborting
             };
             s.aborted_at = now;
-            give(tag(usize::from(i), s.generation), s.req);
+            s.requeue = !give(tag(usize::from(i), s.generation), s.req) && !free;
+            s.strikes = s.strikes.saturating_add(u8::from(s.requeue));
+            if !free && !self.resent_at_once(i) {
+                self.aborting += 1;
+            }
         }
         let n = self.scratch.len() as u16;
         self.in_flight -= n;
-        if !free {
-            self.aborting += n;
-        }
         u32::from(n)
     }
 
-    /// The connection is gone (RESET, a port loss): commands in flight go back to the front
-    /// of the send queue, oldest first, for re-issue; slots given up are free (the target
-    /// drops a dead connection's commands, and its answers have nowhere to land). Returns
-    /// how many were in flight.
+    /// The connection is gone (RESET, a port loss, the transport gave up): commands in
+    /// flight, and those given up to be sent again here, go back to the front of the send
+    /// queue, oldest first, for re-issue; other slots given up are free (the target drops a
+    /// dead connection's commands, and its answers have nowhere to land). Returns how many
+    /// were in flight.
     pub fn take_back(&mut self) -> u16 {
         self.scratch.clear();
         for (i, s) in self.slots.iter_mut().enumerate() {
             match s.state {
                 SlotState::InFlight => {
+                    s.state = SlotState::Queued;
+                    self.scratch.push(i as u16);
+                }
+                SlotState::Aborting if core::mem::take(&mut s.requeue) => {
                     s.state = SlotState::Queued;
                     self.scratch.push(i as u16);
                 }
@@ -359,6 +463,19 @@ impl SlotTable {
         Some(self.slots[i].req)
     }
 
+    /// An I/O waiting to be sent that was given up past the command bound `max` times or
+    /// more, taken out of the table (a data disk fails it upward, as SCSI gives a command
+    /// up after its retries).
+    pub fn pop_struck_out(&mut self, max: u8) -> Option<IoRequest> {
+        let k = self
+            .queue
+            .iter()
+            .position(|&i| self.slots[usize::from(i)].strikes >= max)?;
+        let i = usize::from(self.queue.remove(k)?);
+        self.slots[i].state = SlotState::Free;
+        Some(self.slots[i].req)
+    }
+
     /// The oldest I/O waiting to be sent, taken out of the table (to fail it).
     pub fn pop_queued_front(&mut self) -> Option<IoRequest> {
         let i = usize::from(self.queue.pop_front()?);
@@ -374,7 +491,7 @@ impl SlotTable {
         let none = self.planted(SlotMutant::NoFence);
         self.slots
             .iter()
-            .filter(move |s| !none && s.state == SlotState::Aborting && s.req.write)
+            .filter(move |s| !none && s.state == SlotState::Aborting && !s.requeue && s.req.write)
             .map(|s| (s.req.id, s.req.lba))
     }
 
@@ -407,26 +524,32 @@ impl SlotTable {
     }
 }
 
-/// When fast path failover gives a command up (docs/design.md §7): it has been out its
+/// When a command is given up (docs/design.md §7): past the command bound, whatever the
+/// other paths do (every command ends); or, for fast path failover, once it has been out its
 /// path's `timeout`, another path answered a command sent no earlier (`overtaken_at`: it
 /// was overtaken there), and its own path has answered nothing sent after it (the path,
 /// not this one command, is stuck). A command its path keeps behind while answering
-/// younger ones is the target's straggler: it goes only at `cap`.
+/// younger ones is the target's straggler: failover lets it go only at `cap`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GiveUpRule {
     pub timeout: Duration,
     pub cap: Duration,
-    pub overtaken_at: Instant,
+    /// The send time of the youngest command another path answered promptly (`None`: no
+    /// other path did, or there is none).
+    pub overtaken_at: Option<Instant>,
     /// The send time of the youngest command this path answered.
     pub own_answered_at: Option<Instant>,
+    /// The command bound: no command is out longer than this, on any number of paths.
+    pub bound: Duration,
 }
 
 impl GiveUpRule {
-    /// When a command sent at `sent_at` is due to be given up (`None`: not while nothing
-    /// younger was answered elsewhere).
-    pub fn due(&self, sent_at: Instant) -> Option<Instant> {
-        if sent_at > self.overtaken_at {
-            return None;
+    /// When a command sent at `sent_at` is due to be given up: at its bound, or sooner when
+    /// failover may move it.
+    pub fn due(&self, sent_at: Instant) -> Instant {
+        let bound = sent_at + self.bound;
+        if self.overtaken_at.is_none_or(|t| sent_at > t) {
+            return bound;
         }
         let moving = self.own_answered_at.is_some_and(|t| t > sent_at);
         let wait = if moving {
@@ -434,7 +557,7 @@ impl GiveUpRule {
         } else {
             self.timeout
         };
-        Some(sent_at + wait)
+        (sent_at + wait).min(bound)
     }
 }
 

@@ -76,7 +76,11 @@ fn run_to(host: &mut Host, ms: u64) -> (DiskStats, IoStats) {
         io.completed + io.failed + io.in_flight + io.lost,
         "the accounting closes at {ms} ms: {io:?}"
     );
-    assert_eq!((io.duplicated, io.read_mismatches), (0, 0), "at {ms} ms");
+    assert_eq!(
+        (io.duplicated, io.read_mismatches, io.overdue),
+        (0, 0, 0),
+        "at {ms} ms"
+    );
     (*d.disk().stats(), io)
 }
 
@@ -724,5 +728,6 @@ fn a_disk_that_cannot_open_or_register_says_why() {
     }
 }
 
+mod bound;
 mod events;
 mod fleet;

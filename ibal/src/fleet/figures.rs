@@ -41,6 +41,11 @@ pub struct FaultFigures {
 }
 
 impl FaultFigures {
+    /// The fault took no host's path: there was nothing to recover, and no ratio.
+    pub fn no_host(&self) -> bool {
+        self.hosts == 0
+    }
+
     /// The time until every host was back over the theoretical minimum.
     pub fn over_min(&self) -> Option<f64> {
         let all = self.all_back_after?;
@@ -101,7 +106,8 @@ impl FleetFigures {
     }
 
     /// Whether the run kept every guarantee: no invariant violated, no I/O lost or
-    /// duplicated, no paging I/O failed, the accounting closed.
+    /// duplicated, no paging I/O failed, no command out past its bound, the accounting
+    /// closed.
     pub fn held(&self) -> bool {
         let io = &self.io;
         self.violations == 0
@@ -109,6 +115,7 @@ impl FleetFigures {
             && io.duplicated == 0
             && io.read_mismatches == 0
             && io.paging_failed == 0
+            && io.overdue == 0
             && io.submitted == io.completed + io.failed + io.in_flight + io.lost
     }
 }
@@ -181,15 +188,15 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
                 | FleetFault::Rollout { .. }
                 | FleetFault::RolloutLook => (Duration::ZERO, Duration::ZERO),
             };
-            let all_back = back_after.len() == r.affected();
+            // A fault that took no host's path has no recovery to time: no "all back", no
+            // ratio (it is not over "at once", below its own outage).
+            let all_back = r.affected() > 0 && back_after.len() == r.affected();
             FaultFigures {
                 fault: r.fault,
                 at: r.at,
                 hosts: r.affected() as u64,
                 back: back_after.len() as u64,
-                // A fault that touched no host took nothing: it is over at once.
-                all_back_after: all_back
-                    .then(|| back_after.last().copied().unwrap_or(Duration::ZERO)),
+                all_back_after: back_after.last().copied().filter(|_| all_back),
                 theoretical_min: Duration::from_us(outage.as_us() + busiest.as_us()),
                 p50: quantile(&back_after, r.affected(), 0.5),
                 p99: quantile(&back_after, r.affected(), 0.99),

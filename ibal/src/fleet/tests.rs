@@ -220,8 +220,9 @@ fn a_fleet_that_cannot_be_is_refused_by_key() {
 }
 
 /// A fault that strikes while the disks still make their first login takes nothing from
-/// them: the hosts' boot is the power-on's to count, and a fault that touched no host is
-/// over at once.
+/// them: the hosts' boot is the power-on's to count. A fault that touched no host had no
+/// host to recover: it is listed, with no time back and no ratio (not "back at once", below
+/// its own outage).
 #[test]
 fn a_fault_during_the_boot_takes_no_path_that_was_not_up() {
     let f = run(&setup(
@@ -231,11 +232,46 @@ fn a_fault_during_the_boot_takes_no_path_that_was_not_up() {
     ));
     let (boot, r) = (&f.faults[0], &f.faults[1]);
     assert_eq!((boot.hosts, boot.back), (6, 6));
-    assert_eq!(
-        (r.hosts, r.back, r.all_back_after),
-        (0, 0, Some(Duration::ZERO))
+    assert_eq!((r.hosts, r.back, r.all_back_after), (0, 0, None));
+    assert!(r.no_host() && !boot.no_host());
+    assert_eq!((r.over_min(), r.p50, r.p99), (None, None, None));
+    assert!(f.held());
+}
+
+/// Every fault the file names is in the report, in order: an SA overload (which takes no
+/// path) and a restart of a target no disk uses are listed with no host to recover.
+#[test]
+fn a_fault_with_no_host_to_recover_is_listed_with_no_ratio() {
+    // One host: its two disks are on targets 0 and 1 (`(i + k) % targets`), none on 2.
+    let mut s = setup(
+        1,
+        std::vec![
+            (
+                1_000,
+                FleetFault::SaOverload {
+                    down: Duration::from_ms(500)
+                }
+            ),
+            (2_000, restart(2, 500)),
+        ],
+        RetryPolicy::Backoff,
     );
-    assert_eq!((r.p50, r.p99), (None, None));
+    s.targets.push(TargetSetup {
+        lid: 0x102,
+        capacity: s.targets[0].capacity,
+    });
+    let f = run(&s);
+    let names: Vec<&str> = f.faults.iter().map(|r| r.fault.name()).collect();
+    assert_eq!(names, ["power_on", "sa_overload", "target_restart"]);
+    for r in &f.faults[1..] {
+        assert_eq!(
+            (r.hosts, r.back, r.all_back_after, r.over_min(), r.p50),
+            (0, 0, None, None, None),
+            "{r:?}"
+        );
+        assert!(r.no_host());
+    }
+    assert!(f.faults[0].over_min().is_some(), "the boot had hosts");
     assert!(f.held());
 }
 
@@ -522,7 +558,8 @@ fn an_sa_that_answers_nothing_delays_the_joins_and_resets_nothing() {
     );
     assert_eq!((f.resets, f.ipoib_resets_asked), (0, 0));
     assert!(f.sa_timeouts > 0 && f.sa.refused_down > 0, "{:?}", f.sa);
-    assert_eq!(f.faults.len(), 1, "an overload takes no path by itself");
+    assert_eq!(f.faults.len(), 2, "the boot, and the overload's own row");
+    assert!(f.faults[1].no_host(), "an overload takes no path by itself");
     let naive = run(&FleetSetup {
         naive_ipoib: true,
         ..s

@@ -212,6 +212,14 @@ impl Multipath {
         }
     }
 
+    /// Whether `path` has a probe out: what it took last was one.
+    pub fn probe_out(&self, path: usize) -> bool {
+        self.paths
+            .get(path)
+            .and_then(|p| p.probe)
+            .is_some_and(|pr| pr.out)
+    }
+
     /// Whether `path` gave commands up and is not serving again yet.
     pub fn path_suspect(&self, path: usize) -> bool {
         self.paths.get(path).is_some_and(|p| p.probe.is_some())

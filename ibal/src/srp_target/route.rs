@@ -44,10 +44,11 @@ impl RoutePhase {
     }
 }
 
-/// A route's phases, in order of their instants.
+/// A route's phases, in order of their instants: the constant one it starts with (at 0,
+/// replaced by a phase given at 0) and up to [`MAX_ROUTE_PHASES`] given after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
-    phases: [RoutePhase; MAX_ROUTE_PHASES],
+    phases: [RoutePhase; MAX_ROUTE_PHASES + 1],
     len: u8,
     /// A phase at 0 was given (it replaced the constant one; another at 0 is out of order).
     started: bool,
@@ -66,7 +67,7 @@ impl Route {
     /// A route whose answers always take `latency`.
     pub const fn constant(latency: Duration) -> Route {
         Route {
-            phases: [RoutePhase::plain(Instant::ZERO, latency); MAX_ROUTE_PHASES],
+            phases: [RoutePhase::plain(Instant::ZERO, latency); MAX_ROUTE_PHASES + 1],
             len: 1,
             started: false,
         }
@@ -84,6 +85,11 @@ impl Route {
             self.phases[0] = phase;
             self.started = true;
             return Ok(());
+        }
+        // The phases given: the constant one counts only once a given phase replaced it.
+        let given = usize::from(self.len) - usize::from(!self.started);
+        if given >= MAX_ROUTE_PHASES {
+            return Err(RouteError::TooMany);
         }
         let slot = self
             .phases
@@ -143,6 +149,23 @@ mod tests {
             Err(RouteError::OutOfOrder),
             "two phases at 200 ms"
         );
+    }
+
+    #[test]
+    fn twelve_phases_after_the_constant_one_are_taken_and_a_thirteenth_refused() {
+        let mut r = Route::constant(Duration::from_ms(3));
+        for i in 1..=MAX_ROUTE_PHASES as u64 {
+            r.push(RoutePhase::plain(Instant::from_ms(i), Duration::ZERO))
+                .expect("twelve given");
+        }
+        assert_eq!(
+            r.phases().len(),
+            MAX_ROUTE_PHASES + 1,
+            "and the constant one"
+        );
+        assert_eq!(r.at(Instant::ZERO).latency, Duration::from_ms(3));
+        let one_more = RoutePhase::plain(Instant::from_ms(100), Duration::ZERO);
+        assert_eq!(r.push(one_more), Err(RouteError::TooMany));
     }
 
     #[test]

@@ -124,11 +124,20 @@ pub fn io_stats_all(world: &World) -> IoStats {
         total.add(&io_stats(host));
     }
     for (mp, paths) in multipath_disks(world) {
-        let live = paths.iter().any(|(_, c)| c.is_live_path());
-        let on_a_path = |id| paths.iter().any(|(_, c)| c.disk().tracks(id));
-        total.add(&mp.lock().io_stats(live, on_a_path));
+        total.add(&multipath_io(&mp, &paths));
     }
     total
+}
+
+/// The I/O accounting of one multipath disk (`paths`: its paths' clients): what its queue
+/// and its paths still owe counts in flight while a path is live; commands overdue on any
+/// path count once.
+pub fn multipath_io(mp: &SharedMultipath, paths: &[(&str, &SrpClient)]) -> IoStats {
+    let live = paths.iter().any(|(_, c)| c.is_live_path());
+    let on_a_path = |id| paths.iter().any(|(_, c)| c.disk().tracks(id));
+    let mut io = mp.lock().io_stats(live, on_a_path);
+    io.overdue = paths.iter().map(|(_, c)| c.disk().overdue()).sum();
+    io
 }
 
 /// The network accounting of every adapter.

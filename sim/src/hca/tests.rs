@@ -122,10 +122,9 @@ fn a_send_reaches_the_wire_and_a_remote_send_lands_in_a_posted_receive() {
         },
     )
     .expect("send");
-    let msg = h
-        .verbs_mut()
-        .wire_take(|m| m.dlid == PEER.lid)
-        .expect("on wire");
+    assert_eq!(h.poll_cq(cq).expect("poll"), None, "not acknowledged yet");
+    // The peer takes it: its acknowledgement completes the send.
+    let msg = h.wire_take(|m| m.dlid == PEER.lid).expect("on wire");
     assert_eq!(
         (msg.payload(), msg.dqpn, msg.src_qpn),
         (&b"hello"[..], PEER.qpn, qp)
@@ -393,4 +392,133 @@ fn a_datagram_sent_on_a_port_without_a_link_completes_and_is_lost() {
     assert!(!h.verbs().link(2));
     h.set_now(Instant::from_ms(610));
     assert!(h.verbs().link(2));
+}
+
+/// Posts a 5-byte send `wr_id` on `qp` from `addr`.
+fn send_on(h: &mut SimHca, qp: Qpn, keys: MrKeys, addr: u64, wr_id: u64) {
+    let sge = Sge {
+        addr,
+        len: 5,
+        lkey: keys.lkey,
+    };
+    let wr = SendWr {
+        wr_id,
+        sge,
+        dest: SendDest::Connected,
+    };
+    h.post_send(qp, &wr).expect("send");
+}
+
+fn drain(h: &mut SimHca, cq: Cqn) -> Vec<(u64, WcOpcode, WcStatus)> {
+    let mut got = Vec::new();
+    while let Some(c) = h.poll_cq(cq).expect("poll") {
+        got.push((c.wr_id, c.opcode, c.status));
+    }
+    got
+}
+
+#[test]
+fn a_reliable_send_no_peer_takes_fails_at_the_retry_budget_and_flushes_the_rest() {
+    let (mut h, qp, cq, keys, addr) = connected();
+    h.set_now(Instant::from_ms(10));
+    send_on(&mut h, qp, keys, addr, 1);
+    h.set_now(Instant::from_ms(20));
+    send_on(&mut h, qp, keys, addr, 2);
+    let budget = RcTransport::DEFAULT.retry_budget().expect("a timer");
+    assert_eq!(budget, Duration::from_us(536_864));
+    assert_eq!(
+        h.verbs().transport_due(),
+        Some(Instant::from_ms(10) + budget)
+    );
+    h.set_now(Instant::from_ms(10) + budget - Duration::from_us(1));
+    assert_eq!(drain(&mut h, cq), [], "retrying still");
+    assert_eq!(h.verbs().wire_len(), 2);
+    h.set_now(Instant::from_ms(10) + budget);
+    assert_eq!(
+        drain(&mut h, cq),
+        [
+            (1, WcOpcode::Send, WcStatus::RetryExceeded),
+            (2, WcOpcode::Send, WcStatus::Flushed),
+            (1, WcOpcode::Recv, WcStatus::Flushed),
+        ],
+        "the oldest fails, the queue pair is in error, everything else flushed in order"
+    );
+    assert_eq!(h.verbs().wire_len(), 0, "nothing of it is sent again");
+    assert_eq!(h.verbs().transport_due(), None);
+    assert_eq!(h.verbs().stats().retries_exceeded, 1);
+    send_on(&mut h, qp, keys, addr, 3);
+    assert_eq!(
+        drain(&mut h, cq),
+        [(3, WcOpcode::Send, WcStatus::Flushed)],
+        "a queue pair in error flushes what is posted"
+    );
+}
+
+#[test]
+fn a_message_the_peer_drops_is_not_acknowledged_and_fails_in_time() {
+    let (mut h, qp, cq, keys, addr) = connected();
+    send_on(&mut h, qp, keys, addr, 1);
+    assert!(h.wire_front(|m| m.dlid == PEER.lid).is_some());
+    assert_eq!(h.verbs().wire_len(), 1, "a look leaves it there");
+    let lost = h.wire_drop(|m| m.dlid == PEER.lid).expect("on wire");
+    assert_ne!(lost.seq, 0, "a reliable send is numbered");
+    assert_eq!(drain(&mut h, cq), []);
+    let budget = RcTransport::DEFAULT.retry_budget().expect("a timer");
+    h.set_now(Instant::ZERO + budget);
+    assert_eq!(
+        drain(&mut h, cq)[0],
+        (1, WcOpcode::Send, WcStatus::RetryExceeded)
+    );
+}
+
+#[test]
+fn a_dead_device_runs_no_timer_and_completes_nothing_a_peer_takes() {
+    let (mut h, qp, cq, keys, addr) = connected();
+    send_on(&mut h, qp, keys, addr, 1);
+    send_on(&mut h, qp, keys, addr, 2);
+    h.inject_catastrophic(7);
+    h.wire_take(|m| m.dlid == PEER.lid)
+        .expect("the first got out");
+    h.set_now(Instant::from_ms(60_000));
+    assert_eq!(drain(&mut h, cq), [], "no acknowledgement, no timer");
+    assert_eq!(h.verbs().wire_len(), 1, "the second waits on the wire");
+}
+
+#[test]
+fn a_destroyed_queue_pair_sends_nothing_again_and_a_transport_with_no_timer_never_fails() {
+    let (mut h, qp, cq, keys, addr) = connected();
+    send_on(&mut h, qp, keys, addr, 1);
+    h.destroy_qp(qp).expect("destroy");
+    assert_eq!(h.verbs().wire_len(), 0);
+    h.set_now(Instant::from_ms(60_000));
+    assert_eq!(drain(&mut h, cq), []);
+
+    let mut h = SimHca::new(SimHcaConfig {
+        transport: RcTransport::new(0, 7).expect("valid"),
+        ..SimHcaConfig::default()
+    });
+    let pd = h.alloc_pd().expect("pd");
+    let cq = h.create_cq(16).expect("cq");
+    let attr = QpAttr {
+        pd,
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        port: 1,
+        max_send_wr: 8,
+        max_recv_wr: 8,
+    };
+    let qp = h.create_qp(attr).expect("qp");
+    h.modify_qp(qp, QpState::Init, None).expect("init");
+    h.modify_qp(qp, QpState::Rtr, Some(PEER)).expect("rtr");
+    h.modify_qp(qp, QpState::Rts, None).expect("rts");
+    let addr = h.verbs_mut().dma_alloc(4096).expect("dma");
+    let keys = h
+        .reg_mr(mr(pd, addr, 4096, Access::LOCAL_WRITE), None)
+        .expect("mr");
+    send_on(&mut h, qp, keys, addr, 1);
+    h.set_now(Instant::from_ms(3_600_000));
+    assert_eq!(h.verbs().transport_due(), None);
+    assert_eq!(drain(&mut h, cq), [], "no timer: it waits for ever");
+    assert_eq!(h.rc_transport(), RcTransport::new(0, 7).expect("valid"));
 }

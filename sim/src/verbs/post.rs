@@ -34,6 +34,8 @@ impl SimVerbs {
         self.stats.sends_posted += 1;
         let len = wr.sge.len as usize;
         if len > WIRE_MTU || !self.local_buffer(attr.pd, &wr.sge, Access::empty()) {
+            // What it sent before completes first (flushed), in order.
+            self.flush_sends(i);
             self.complete(attr.send_cq, cqe(WcStatus::LocalProtection, 0));
             self.qps[i].state = QpState::Error;
             return Ok(());
@@ -44,6 +46,8 @@ impl SimVerbs {
             // datagram is simply lost, and its send completes.
             self.stats.no_link_sends += 1;
             if attr.qp_type == QpType::Rc {
+                self.flush_sends(i);
+                self.stats.retries_exceeded += 1;
                 self.complete(attr.send_cq, cqe(WcStatus::RetryExceeded, 0));
                 self.qps[i].state = QpState::Error;
             } else {
@@ -73,16 +77,23 @@ impl SimVerbs {
             dqpn,
             len: len as u16,
             data: [0; WIRE_MTU],
+            seq: 0,
+            sent_at: self.now,
         };
         if let Some(src) = self.mem(wr.sge.addr, len as u64) {
             msg.data[..len].copy_from_slice(src);
+        }
+        self.qps[i].sends += 1;
+        if attr.qp_type == QpType::Rc {
+            // Completes when its responder acknowledges it, or in error when none does.
+            self.send_reliable(i, wr.wr_id, msg);
+            return Ok(());
         }
         if self.wire.len() < self.wire.capacity() {
             self.wire.push_back(msg);
         } else {
             self.stats.wire_drops += 1;
         }
-        self.qps[i].sends += 1;
         self.complete(attr.send_cq, cqe(WcStatus::Success, len as u32));
         Ok(())
     }

@@ -7,10 +7,17 @@ use hcabus::verbs::*;
 use super::SimVerbs;
 
 impl SimVerbs {
-    /// Takes the oldest message on the wire that `wanted` accepts.
+    /// Takes the oldest message on the wire that `wanted` accepts. A reliable send's
+    /// acknowledgement is the device's business ([`SimVerbs::acknowledge`]): a dead device
+    /// completes nothing.
     pub fn wire_take(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
         let i = self.wire.iter().position(wanted)?;
         self.wire.remove(i)
+    }
+
+    /// A copy of the oldest message on the wire that `wanted` accepts, left there.
+    pub fn wire_front(&self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg> {
+        self.wire.iter().find(|m| wanted(m)).copied()
     }
 
     pub fn wire_len(&self) -> usize {

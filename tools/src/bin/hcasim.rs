@@ -44,9 +44,11 @@ fn say_error(message: &str) {
 const EXIT_STATUS: &str = "\
 Exit status:
   0  the run kept every guarantee: no invariant violated, no I/O lost, duplicated or
-     corrupted (`hunt`: every seed did; `serve`: it stopped on SIGINT or SIGTERM)
-  1  a guarantee broke: an invariant violated or I/O lost, duplicated or corrupted (`hunt`:
-     a seed did, printed with the command that replays it)
+     corrupted, no command out past its bound (`hunt`: every seed did; `serve`: it
+     stopped on SIGINT or SIGTERM)
+  1  a guarantee broke: an invariant violated, I/O lost, duplicated or corrupted, or a
+     command left out past its bound (`hunt`: a seed did, printed with the command that
+     replays it)
   2  a usage error, a scenario file that is refused (the key named), or a socket that
      cannot be served";
 
@@ -448,8 +450,13 @@ fn main() -> ExitCode {
             io.paging_failed
         );
     }
-    let io_broken = io.lost > 0 || io.duplicated > 0 || io.read_mismatches > 0;
-    let verdict = if !host.violated() && !io_broken {
+    if io.overdue > 0 {
+        complain!(
+            "{} commands are out past their bound: every command should have ended",
+            io.overdue
+        );
+    }
+    let verdict = if hcabus_tools::report::clean(&io, host.violated()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -60,6 +60,10 @@ pub(super) struct Hca {
     /// How the route behaves from given instants on: the fail-slow phases.
     #[serde(default)]
     pub(super) route: Vec<super::paths::RouteKeys>,
+    /// The transport timer of its reliable connections: T_tr = 4.096 us x 2^this (0: none).
+    pub(super) local_ack_timeout: Option<u8>,
+    /// Retransmissions of an unacknowledged send before it completes in error (0 to 7).
+    pub(super) retry_count: Option<u8>,
     /// "major.minor.subminor".
     pub(super) fw_version: Option<String>,
     /// An integer or a string ("0x0002c9030010f5e0").
@@ -126,6 +130,8 @@ pub(super) struct Client {
     pub(super) path_io_timeout_ms: Option<u64>,
     pub(super) path_timeout_min_ms: Option<u64>,
     pub(super) path_timeout_max_ms: Option<u64>,
+    /// srp and bootdisk: the command bound's ceiling (docs/design.md §7 "Every command ends").
+    pub(super) command_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -167,6 +173,7 @@ pub(super) fn rule(kind: ClientKind) -> KindRule {
                 "path_io_timeout_ms",
                 "path_timeout_min_ms",
                 "path_timeout_max_ms",
+                "command_timeout_ms",
             ][..],
             |s, i, c| s.disk(i, c, true),
         ),
@@ -177,6 +184,7 @@ pub(super) fn rule(kind: ClientKind) -> KindRule {
                 "path_io_timeout_ms",
                 "path_timeout_min_ms",
                 "path_timeout_max_ms",
+                "command_timeout_ms",
                 "iops",
                 "queue_depth",
                 "read_pct",
@@ -209,7 +217,7 @@ pub(super) fn rule(kind: ClientKind) -> KindRule {
 impl Client {
     /// The first key set that a client of `kind` does not take.
     pub(super) fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
-        let set: [(&str, bool); 20] = [
+        let set: [(&str, bool); 21] = [
             ("iops", self.iops.is_some()),
             ("queue_depth", self.queue_depth.is_some()),
             ("read_pct", self.read_pct.is_some()),
@@ -230,6 +238,7 @@ impl Client {
             ("path_io_timeout_ms", self.path_io_timeout_ms.is_some()),
             ("path_timeout_min_ms", self.path_timeout_min_ms.is_some()),
             ("path_timeout_max_ms", self.path_timeout_max_ms.is_some()),
+            ("command_timeout_ms", self.command_timeout_ms.is_some()),
         ];
         let allowed = rule(kind).keys;
         set.into_iter()

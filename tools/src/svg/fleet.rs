@@ -64,6 +64,17 @@ fn panel(s: &mut String, runs: &[FleetRun], k: usize, top: f64) {
         .max(1);
     let x = |us: u64| LEFT + WIDTH * us as f64 / end_us as f64;
     let y = |n: f64| top + 20.0 + HEIGHT * (1.0 - n / hosts);
+    if first.no_host() {
+        // Listed, as every fault of the file is, with nothing to draw.
+        let _ = write!(
+            s,
+            r#"<text x="{LEFT}" y="{}" font-weight="bold">{} at {}: no host lost a path, no host to recover</text>"#,
+            top + 8.0,
+            first.fault.name(),
+            span(first.at.as_us()),
+        );
+        return;
+    }
     let _ = write!(
         s,
         r#"<text x="{LEFT}" y="{}" font-weight="bold">{} at {}: {} hosts lost a path</text>"#,

@@ -1,19 +1,19 @@
 //! Fast path failover's side of a disk's client (docs/design.md §7 "Fast path failover",
-//! "Adaptive path timeout"): what the path tells its disk's queue of its answers, giving
-//! overdue commands up, and the escalations past an unanswered abort or a stalled send.
+//! "Adaptive path timeout", "Every command ends"): what the path tells its disk's queue of
+//! its answers, giving overdue commands up (to another path, or to be sent again here past
+//! the command bound), and the escalations past an unanswered abort, a stalled send or a
+//! connection the transport gave up.
 
 use hcabus::{Duration, Instant};
 
 use super::SrpClient;
 use crate::access::FabricBus;
 use crate::disk::{GiveUpRule, PathTimeout};
+use crate::multipath::Multipath;
 
 /// How long a send may go unacknowledged by the adapter before the path asks for its reset
-/// (at least; a longer path timeout waits that long).
+/// (at least; a longer path timeout or transport bound waits that long).
 const STALL_AFTER: Duration = Duration::from_ms(100);
-
-/// The least time an ABORT TASK is given before its path's connection is dropped.
-const ABORT_TIMEOUT_MIN: Duration = Duration::from_ms(500);
 
 impl SrpClient {
     /// Tells the disk's queue what the target answered on this path: how young a command
@@ -21,7 +21,7 @@ impl SrpClient {
     /// blocks its given-up writes still fence.
     pub(super) fn sync_answers<B: FabricBus + ?Sized>(
         &mut self,
-        mp: &mut crate::multipath::Multipath,
+        mp: &mut Multipath,
         index: usize,
         bus: &mut B,
     ) {
@@ -39,85 +39,110 @@ impl SrpClient {
         mp.note_room(index, disk.can_send_more());
     }
 
-    /// The rule fast path failover gives this path's commands up by now, if any (another
-    /// path must have answered, and the disk must have a timeout).
-    fn give_up_rule(&self, mp: &crate::multipath::Multipath, index: usize) -> Option<GiveUpRule> {
+    /// The rule this disk's commands are given up by now: the command bound always, and
+    /// for a path of a multipath disk with failover on, its timeout once another path
+    /// answered a younger command (`mp`: the disk's queue and this path's place in it).
+    fn give_up_rule(&self, mp: Option<(&Multipath, usize)>) -> GiveUpRule {
+        let bound = self.disk.command_bound().bound;
         let mode = self.disk.config.path_timeout;
-        Some(GiveUpRule {
-            timeout: self.disk.path_timeout()?,
-            cap: mode.cap()?,
-            overtaken_at: mp.others_answered_at(index)?,
+        let overtaken_at = match (mode, mp) {
+            (PathTimeout::Off, _) | (_, None) => None,
+            (_, Some((mp, index))) => mp.others_answered_at(index),
+        };
+        GiveUpRule {
+            timeout: self.disk.path_timeout().unwrap_or(bound),
+            cap: mode.cap().unwrap_or(bound),
+            overtaken_at,
             own_answered_at: self.disk.timing().freshest_any(),
-        })
+            bound,
+        }
     }
 
-    /// Fast path failover (docs/design.md §7): commands out on this path past its timeout,
-    /// which a younger command overtook on another path while this path answered nothing
-    /// younger, are given up here (the target told to abort each) for the other path to
-    /// re-issue at once; this path is then probed, one command at a time with backoff, and
-    /// serves again after several prompt answers in a row, or when its adapter resets.
+    /// Gives up what is overdue (docs/design.md §7). On a path of a multipath disk: commands
+    /// out past the path's timeout that a younger command overtook on another path while
+    /// this path answered nothing younger, or out past the command bound, go to the other
+    /// paths at once (the target told to abort each), and the path is probed, one command
+    /// at a time with backoff, until several prompt answers in a row or its adapter resets.
+    /// On a disk of one path: commands out past the command bound are aborted and sent
+    /// again once the abort is answered or the connection is gone.
     pub(super) fn fail_over_slow<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
+        if !self.disk.is_connected() {
+            return;
+        }
         let Some(p) = &self.path else {
+            let rule = self.give_up_rule(None);
+            if self.due(&rule).is_some_and(|t| t <= bus.now()) {
+                let n = self.disk.give_up_overdue(&self.ibal, bus, &rule, |_| false);
+                if n > 0 {
+                    log::warn!(
+                        "{}: {n} command(s) out past the command bound ({}): aborted, sent \
+                         again once the target answers the abort",
+                        self.desc.name,
+                        rule.bound
+                    );
+                }
+            }
             return;
         };
         let (mp, index) = (p.mp.clone(), p.index);
         let now = bus.now();
         let mut mp = mp.lock();
         self.sync_answers(&mut mp, index, bus);
-        if let Some(rule) = self.give_up_rule(&mp, index) {
-            let due = self.due(&rule);
-            if due.is_some_and(|t| t <= now) {
-                let n = self
-                    .disk
-                    .give_up_overdue(&self.ibal, bus, &rule, |req| mp.give_back(index, req));
-                if n > 0 {
-                    log::info!(
-                        "{}: {n} command(s) out {} with another path answering: given up for it",
-                        self.desc.name,
-                        rule.timeout
-                    );
-                    mp.gave_up(index, n, now, bus.rng());
-                }
+        let rule = self.give_up_rule(Some((&mp, index)));
+        if self.due(&rule).is_some_and(|t| t <= now) {
+            let n = self.disk.give_up_overdue(&self.ibal, bus, &rule, |req| {
+                mp.give_back(index, req);
+                true
+            });
+            if n > 0 {
+                log::info!(
+                    "{}: {n} command(s) out {} with another path answering, or past the \
+                     command bound {}: given up for another path",
+                    self.desc.name,
+                    rule.timeout,
+                    rule.bound
+                );
+                mp.gave_up(index, n, now, bus.rng());
             }
         }
         let suspect = mp.path_suspect(index);
         drop(mp);
         // The adapter's own acknowledgement of a send is not the route's business: a send
-        // it has not completed in 100 ms (or the path's timeout, if longer) is a stall. Looked
-        // at whether or not anything was due (the wake may be the stall's own).
+        // it has not completed within what its transport allows is a stall. Looked at
+        // whether or not anything was due (the wake may be the stall's own).
         if let Some(limit) = self.stall_limit().filter(|_| suspect) {
             self.escalate_stall(bus, limit);
         }
     }
 
-    /// When the first command `rule` gives up is due; a checker acts at its ticks only, the
-    /// first at or after that.
+    /// When the first command `rule` gives up is due. A checker acts at its ticks only, the
+    /// first at or after that, but the command bound does not wait for a tick.
     fn due(&self, rule: &GiveUpRule) -> Option<Instant> {
         let due = self.disk.slots.next_overdue(rule)?;
+        let bound = self.disk.slots.oldest_sent().map(|t| t + rule.bound);
         Some(match self.disk.config.path_timeout {
             PathTimeout::Checker { interval } => {
                 let q = interval.as_us().max(1);
-                Instant::from_us(due.as_us().div_ceil(q) * q)
+                let tick = Instant::from_us(due.as_us().div_ceil(q) * q);
+                bound.map_or(tick, |b| tick.min(b))
             }
             _ => due,
         })
     }
 
     /// How long a send may go uncompleted before this path asks for its adapter's reset,
-    /// while a reset may still be asked for (`None` once asked, during one, or unregistered).
+    /// while a reset may still be asked for (`None` once asked, during one, or unregistered):
+    /// no sooner than the transport could still complete it (in error: a route that
+    /// swallows what is sent is not a hung adapter), nor than the path's timeout.
     fn stall_limit(&self) -> Option<Duration> {
         let ask = !self.escalated && !self.resetting && self.id.is_some();
         let t = self.disk.path_timeout()?;
-        ask.then(|| t.max(STALL_AFTER))
-    }
-
-    /// How long an ABORT TASK may go unanswered before the path drops its connection: twice
-    /// the path's timeout, at least half a second (an abort is answered in one round trip
-    /// of the route; the floor keeps a route merely slower than the timeout from losing its
-    /// connection at each give-up).
-    fn abort_timeout(&self) -> Option<Duration> {
-        let t = self.disk.path_timeout()?;
-        Some(Duration::from_us(t.as_us().saturating_mul(2)).max(ABORT_TIMEOUT_MIN))
+        let transport = self
+            .disk
+            .transport
+            .completion_bound()
+            .unwrap_or(self.disk.command_bound().bound);
+        ask.then(|| t.max(STALL_AFTER).max(transport))
     }
 
     /// The target restarted (a fleet's target, docs/design.md §11): the connection is gone.
@@ -131,16 +156,38 @@ impl SrpClient {
         self.connect_at = self.port_up.then_some(bus.now());
     }
 
-    /// An ABORT TASK unanswered past [`Self::abort_timeout`]: the route swallows what is
-    /// sent (a blackhole). The path drops its connection, as SCSI error handling escalates
-    /// past an abort, so the target can run nothing it gave up and the writes fenced behind
-    /// them go out; it takes back what it still had and logs in again (refused while the
-    /// route swallows the login too).
-    pub(super) fn drop_stuck_connection<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
-        let now = bus.now();
-        let Some(limit) = self.abort_timeout().filter(|_| self.path.is_some()) else {
+    /// A send completed in error (retry exceeded: the route swallowed every transmission of
+    /// it): the queue pair is in error and the connection gone, as ib_srp sees a QP error.
+    /// The commands out are taken back and the disk logs in again (refused while the route
+    /// swallows the login too, and retried with backoff); a path stays given up if it was.
+    pub(super) fn transport_lost<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
+        let Some(status) = self.disk.take_qp_error() else {
             return;
         };
+        if !self.disk.is_connected() {
+            return;
+        }
+        self.disk.stats.transport_errors += 1;
+        log::warn!(
+            "{}: a send completed in error ({}): the connection is gone; logging in again",
+            self.desc.name,
+            status.as_str()
+        );
+        if let Some(p) = &self.path {
+            p.mp.lock().keep_probing(p.index);
+        }
+        self.disk.on_reset(&self.ibal, bus);
+        self.connect_at = self.port_up.then_some(bus.now());
+    }
+
+    /// An ABORT TASK unanswered past the disk's abort timeout: the route swallows what is
+    /// sent (a blackhole), or the target lost the connection. The disk drops its connection,
+    /// as SCSI error handling escalates past an abort, so the target can run nothing it gave
+    /// up and the writes fenced behind them go out; it takes back what it still had and
+    /// logs in again (refused while the route swallows the login too).
+    pub(super) fn drop_stuck_connection<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
+        let now = bus.now();
+        let limit = self.disk.abort_timeout();
         if !self.disk.is_connected()
             || self
                 .disk
@@ -163,8 +210,8 @@ impl SrpClient {
         self.connect_at = self.port_up.then_some(now);
     }
 
-    /// A path whose adapter has not completed a send in `path_io_timeout` has a stalled
-    /// data path, not a slow target: it asks for the adapter's reset (as SCSI error handling
+    /// A path whose adapter has not completed a send in the stall limit has a stalled data
+    /// path, not a slow target: it asks for the adapter's reset (as SCSI error handling
     /// escalates to a host reset), once until the reset comes. The reset frees what its
     /// given-up writes fence, sooner than the health poll would.
     fn escalate_stall<B: FabricBus + ?Sized>(&mut self, bus: &mut B, limit: Duration) {
@@ -188,13 +235,16 @@ impl SrpClient {
         }
     }
 
-    /// When this path next has failover work: a command overdue, an abort unanswered too
-    /// long, a send that would make a stall.
-    pub(super) fn failover_deadlines(&self) -> [Option<Instant>; 3] {
-        let overdue = self.path.as_ref().and_then(|p| {
-            let rule = self.give_up_rule(&p.mp.lock(), p.index)?;
-            self.due(&rule)
-        });
+    /// When this disk next has work of its own bounds: a command overdue, an abort
+    /// unanswered too long, a send that would make a stall, a send its transport may fail.
+    pub(super) fn failover_deadlines(&self) -> [Option<Instant>; 4] {
+        let connected = self.disk.is_connected();
+        let overdue = connected
+            .then(|| match &self.path {
+                Some(p) => self.due(&self.give_up_rule(Some((&p.mp.lock(), p.index)))),
+                None => self.due(&self.give_up_rule(None)),
+            })
+            .flatten();
         // A path that gave commands up looks again when a send it never completed would
         // make a stall (the same conditions as `fail_over_slow`'s look).
         let stall = self.path.as_ref().and_then(|p| {
@@ -204,10 +254,8 @@ impl SrpClient {
                 .then(|| self.disk.slots.stall_deadline(limit))
                 .flatten()
         });
-        // Only a path gives commands up, and a connection dropped frees every abort.
-        let abort = self
-            .abort_timeout()
-            .and_then(|t| self.disk.slots.abort_deadline(t));
-        [overdue, abort, stall]
+        // A connection dropped frees every abort.
+        let abort = self.disk.slots.abort_deadline(self.disk.abort_timeout());
+        [overdue, abort, stall, self.disk.transport_deadline()]
     }
 }

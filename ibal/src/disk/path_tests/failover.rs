@@ -54,6 +54,7 @@ fn a_stalled_path_whose_reset_is_refused_asks_once() {
             client_request_limit: 1,
             ..Policy::default()
         },
+        transport: super::QUICK_TRANSPORT,
         ..Paths::default()
     });
     let (io, p, _) = run_to(&mut w, 1_200);
@@ -66,4 +67,39 @@ fn a_stalled_path_whose_reset_is_refused_asks_once() {
         "each hang's commands moved to path 1"
     );
     assert_eq!(io.failed, 0);
+}
+
+/// A healthy path of any latency up to the command bound carries I/O beside a fast one: 8,
+/// 50 and 500 ms routes, steady from the start. Before its first answer a path's timeout is
+/// RFC 6298's second (not the 5 ms floor, which gave every command of an 8 ms path up before
+/// its answer could teach anything, for ever), so each path learns its own latency from its
+/// first answers and nothing is given up.
+#[test]
+fn a_steady_slow_path_beside_a_fast_one_learns_its_latency_and_carries_io() {
+    for ms in [8, 50, 500] {
+        let slow = Route::constant(Duration::from_ms(ms));
+        let mut w = world(Paths {
+            routes: [slow, super::disk_config().route],
+            ..Paths::default()
+        });
+        let (io, p, d) = run_to(&mut w, 4_000);
+        assert_eq!(
+            (io.failed, p[0].given_up, d[0].late_discarded),
+            (0, 0, 0),
+            "{ms} ms: {p:?}"
+        );
+        assert!(p[0].ios > 3_000 / ms.max(1), "{ms} ms carries I/O: {p:?}");
+        let srtt = path(&w, 0)
+            .disk()
+            .timing()
+            .estimator()
+            .srtt()
+            .expect("measured");
+        let latency = Duration::from_ms(ms);
+        assert!(
+            srtt >= latency && srtt < latency + Duration::from_ms(1),
+            "{ms} ms: {srtt}"
+        );
+        assert_eq!(path(&w, 0).target().stats().aborted, 0, "no abort sent");
+    }
 }

@@ -11,6 +11,10 @@ impl SlotTable {
         self.mutant = Some(mutant);
     }
 
+    fn mutant_is(&self, mutant: SlotMutant) -> bool {
+        self.planted(mutant)
+    }
+
     #[inline(always)]
     pub(super) fn planted(&self, _mutant: SlotMutant) -> bool {
         #[cfg(feature = "mutants")]
@@ -21,6 +25,19 @@ impl SlotTable {
         {
             false
         }
+    }
+
+    /// `ResendAtOnce`: slot `i`, just given up to be sent again here, is queued at once
+    /// instead of waiting for its abort's answer. Whether it was.
+    pub(super) fn resent_at_once(&mut self, i: u16) -> bool {
+        if !(self.slots[usize::from(i)].requeue && self.mutant_is(SlotMutant::ResendAtOnce)) {
+            return false;
+        }
+        let s = &mut self.slots[usize::from(i)];
+        s.requeue = false;
+        s.state = SlotState::Queued;
+        self.queue.push_front(i);
+        true
     }
 
     /// `CompleteGivenUp`: an answer to a command given up frees its slot and completes it.

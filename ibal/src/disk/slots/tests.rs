@@ -8,15 +8,21 @@ fn at(ms: u64) -> Instant {
     Instant::from_ms(ms)
 }
 
-/// A plain timeout of `limit`, overtaken by an answer elsewhere to a command sent `at`.
+/// A plain timeout of `limit`, overtaken by an answer elsewhere to a command sent `at`,
+/// within a command bound of [`BOUND`].
 fn rule(limit: Duration, overtaken_at: Instant) -> GiveUpRule {
     GiveUpRule {
         timeout: limit,
         cap: limit,
-        overtaken_at,
+        overtaken_at: Some(overtaken_at),
         own_answered_at: None,
+        bound: BOUND,
     }
 }
+
+const BOUND: Duration = Duration::from_ms(10_000);
+
+const LATE: Answer = Answer::Late { sent_at: None };
 
 /// Admits `req` and sends it at `now`; returns its tag.
 fn send(t: &mut SlotTable, req: IoRequest, now: Instant) -> u64 {
@@ -34,7 +40,7 @@ fn an_answer_completes_its_command_once_and_a_second_one_is_late() {
     assert_eq!(t.in_flight(), 1);
     assert!(t.tracks(1));
     assert!(matches!(t.answer(tag, false), Answer::Complete { req, .. } if req.id == 1));
-    assert_eq!(t.answer(tag, false), Answer::Late, "never completed twice");
+    assert_eq!(t.answer(tag, false), LATE, "never completed twice");
     assert!(!t.tracks(1));
     assert_eq!(t.in_flight(), 0);
 }
@@ -62,22 +68,24 @@ fn nothing_is_given_up_unless_another_path_answered_after_it_was_sent() {
     let limit = Duration::from_ms(100);
     assert_eq!(
         t.next_overdue(&rule(limit, at(5))),
-        None,
-        "before either was sent"
+        Some(at(10_010)),
+        "answered before either was sent: only the bound"
     );
     assert_eq!(t.next_overdue(&rule(limit, at(20))), Some(at(110)));
     assert_eq!(t.next_overdue(&rule(limit, at(40))), Some(at(110)));
     // A slow target on every path: the other path's last answer predates the command.
     assert_eq!(
-        t.give_up_overdue(at(500), &rule(limit, at(5)), |_, _| {}),
+        t.give_up_overdue(at(500), &rule(limit, at(5)), |_, _| true),
         0
     );
     assert_eq!(t.in_flight(), 2);
     // Out 100 ms, and the other path answered since: given up; the younger one waits.
     let mut given = Vec::new();
     assert_eq!(
-        t.give_up_overdue(at(115), &rule(limit, at(40)), |tag, r| given
-            .push((tag, r.id))),
+        t.give_up_overdue(at(115), &rule(limit, at(40)), |tag, r| {
+            given.push((tag, r.id));
+            true
+        }),
         1
     );
     assert_eq!(given.iter().map(|g| g.1).collect::<Vec<_>>(), [1]);
@@ -98,7 +106,8 @@ fn commands_are_given_up_newest_first() {
     }
     let mut ids = Vec::new();
     t.give_up_overdue(at(200), &rule(Duration::from_ms(100), at(50)), |_, r| {
-        ids.push(r.id)
+        ids.push(r.id);
+        true
     });
     assert_eq!(
         ids,
@@ -114,7 +123,8 @@ fn a_given_up_slot_is_reused_only_after_the_target_answers_its_abort() {
     t.send_completed(0);
     let mut abort = None;
     t.give_up_overdue(at(100), &rule(Duration::from_ms(100), at(60)), |tag, _| {
-        abort = Some(tag)
+        abort = Some(tag);
+        true
     });
     assert_eq!(
         abort,
@@ -128,7 +138,7 @@ fn a_given_up_slot_is_reused_only_after_the_target_answers_its_abort() {
         "a stale write may still run"
     );
     // The command ran before the abort came: its answer arrives first, and is discarded.
-    assert_eq!(t.answer(sent, false), Answer::Late);
+    assert_eq!(t.answer(sent, false), LATE);
     assert!(!t.has_room());
     assert!(matches!(t.answer(sent, true), Answer::AbortAnswered { req } if req.id == 1));
     assert!(t.has_room());
@@ -146,7 +156,7 @@ fn a_reset_requeues_what_was_in_flight_oldest_first_and_frees_what_was_given_up(
     let mut t = SlotTable::new(4);
     let old = send(&mut t, io(1, 1, true), at(0));
     t.send_completed(0);
-    t.give_up_overdue(at(100), &rule(Duration::from_ms(100), at(50)), |_, _| {});
+    t.give_up_overdue(at(100), &rule(Duration::from_ms(100), at(50)), |_, _| true);
     let b = send(&mut t, io(5, 5, false), at(150));
     let a = send(&mut t, io(4, 4, false), at(150));
     assert_eq!(t.take_back(), 2);
@@ -158,8 +168,8 @@ fn a_reset_requeues_what_was_in_flight_oldest_first_and_frees_what_was_given_up(
         "the dead connection runs nothing more"
     );
     // Answers from before the reset are late, whatever they answer.
-    assert_eq!(t.answer(old, false), Answer::Late);
-    assert_eq!(t.answer(a, false), Answer::Late);
+    assert_eq!(t.answer(old, false), LATE);
+    assert_eq!(t.answer(a, false), LATE);
     // Re-issued oldest first, under new tags; only those complete.
     let (_, tag4, r) = t.next_send().expect("queued");
     assert_eq!(r.id, 4);
@@ -167,7 +177,7 @@ fn a_reset_requeues_what_was_in_flight_oldest_first_and_frees_what_was_given_up(
     let (_, tag5, r) = t.next_send().expect("queued");
     assert_eq!(r.id, 5);
     t.sent(at(300));
-    assert_eq!(t.answer(b, false), Answer::Late);
+    assert_eq!(t.answer(b, false), LATE);
     assert!(matches!(t.answer(tag5, false), Answer::Complete { req, .. } if req.id == 5));
     assert!(matches!(t.answer(tag4, false), Answer::Complete { req, .. } if req.id == 4));
 }
@@ -198,7 +208,7 @@ fn every_write_given_up_fences_its_block_and_a_send_never_completed_is_a_stall()
         t.stalled_send(at(100), limit),
         "sent 100 ms ago, never completed"
     );
-    t.give_up_overdue(at(100), &rule(limit, at(50)), |_, _| {});
+    t.give_up_overdue(at(100), &rule(limit, at(50)), |_, _| true);
     assert_eq!(t.aborting(), 3, "every slot waits for its abort");
     let mut fenced: Vec<_> = t.fenced_writes().collect();
     fenced.sort_unstable();
@@ -220,33 +230,36 @@ fn a_straggler_its_path_answered_around_waits_for_the_cap_until_the_path_sticks(
     let mut r = GiveUpRule {
         timeout: Duration::from_ms(5),
         cap: Duration::from_ms(3_000),
-        overtaken_at: at(50),
+        overtaken_at: Some(at(50)),
         // This path answered a command sent at 8 ms: it moves; command 1 is a straggler.
         own_answered_at: Some(at(8)),
+        bound: BOUND,
     };
-    assert_eq!(
-        r.due(at(0)),
-        Some(at(3_000)),
-        "the straggler waits for the cap"
-    );
+    assert_eq!(r.due(at(0)), at(3_000), "the straggler waits for the cap");
     assert_eq!(
         r.due(at(10)),
-        Some(at(15)),
+        at(15),
         "nothing younger answered: the timeout"
     );
-    assert_eq!(r.due(at(60)), None, "not overtaken");
+    assert_eq!(r.due(at(60)), at(10_060), "not overtaken: the bound");
     assert_eq!(t.next_overdue(&r), Some(at(15)));
-    assert_eq!(t.give_up_overdue(at(14), &r, |_, _| {}), 0);
+    assert_eq!(t.give_up_overdue(at(14), &r, |_, _| true), 0);
     // The path stuck after 8 ms: command 2 goes, and the straggler, older, with it.
     let mut ids = Vec::new();
-    assert_eq!(t.give_up_overdue(at(15), &r, |_, q| ids.push(q.id)), 2);
+    assert_eq!(
+        t.give_up_overdue(at(15), &r, |_, q| {
+            ids.push(q.id);
+            true
+        }),
+        2
+    );
     assert_eq!(ids, [2, 1]);
     // On a path that moves, a straggler alone goes at the cap.
     send(&mut t, io(3, 3, false), at(100));
-    r.overtaken_at = at(200);
+    r.overtaken_at = Some(at(200));
     r.own_answered_at = Some(at(150));
-    assert_eq!(t.give_up_overdue(at(3_099), &r, |_, _| {}), 0);
-    assert_eq!(t.give_up_overdue(at(3_100), &r, |_, _| {}), 1);
+    assert_eq!(t.give_up_overdue(at(3_099), &r, |_, _| true), 0);
+    assert_eq!(t.give_up_overdue(at(3_100), &r, |_, _| true), 1);
 }
 
 #[test]
@@ -254,22 +267,19 @@ fn a_command_overtaken_by_one_sent_the_same_instant_is_overtaken() {
     let r = GiveUpRule {
         timeout: Duration::from_ms(5),
         cap: Duration::from_ms(3_000),
-        overtaken_at: at(50),
+        overtaken_at: Some(at(50)),
         own_answered_at: Some(at(40)),
+        bound: BOUND,
     };
-    assert_eq!(
-        r.due(at(50)),
-        Some(at(55)),
-        "sent no later than the one answered"
-    );
+    assert_eq!(r.due(at(50)), at(55), "sent no later than the one answered");
     assert_eq!(
         r.due(at(40)),
-        Some(at(45)),
+        at(45),
         "its path answered nothing sent after it"
     );
     assert_eq!(
         r.due(at(39)),
-        Some(at(3_039)),
+        at(3_039),
         "its path answered one sent after it"
     );
 }
@@ -294,7 +304,7 @@ fn the_stall_and_abort_deadlines_follow_the_sends_and_the_aborts() {
     assert!(!t.stalled_send(at(119), limit));
     assert!(t.stalled_send(at(120), limit));
     assert_eq!(t.abort_deadline(limit), None, "nothing given up");
-    t.give_up_overdue(at(130), &rule(limit, at(100)), |_, _| {});
+    t.give_up_overdue(at(130), &rule(limit, at(100)), |_, _| true);
     assert_eq!(t.aborting(), 2);
     assert_eq!(
         t.abort_deadline(limit),
@@ -324,7 +334,7 @@ fn a_slot_holds_its_send_while_in_flight_or_aborting_and_owes_two_answers_per_ab
     assert!(t.holds(a) && t.holds(b));
     assert!(!t.holds(a + 1), "a later generation of its slot");
     assert!(!t.holds(tag(2, 1)), "a slot never sent");
-    t.give_up_overdue(at(100), &rule(Duration::from_ms(100), at(50)), |_, _| {});
+    t.give_up_overdue(at(100), &rule(Duration::from_ms(100), at(50)), |_, _| true);
     assert!(
         t.holds(a) && t.holds(b),
         "given up, their aborts unanswered"
@@ -337,4 +347,116 @@ fn a_slot_holds_its_send_while_in_flight_or_aborting_and_owes_two_answers_per_ab
     assert!(matches!(t.answer(a, true), Answer::AbortAnswered { .. }));
     assert!(!t.holds(a), "its abort answered: the slot is free");
     assert_eq!(t.answers_owed(), 2);
+}
+
+/// Past the command bound on a disk of one path: the command is given up to itself. Its I/O
+/// stays owed here (never fenced: no other path re-issues it), and goes out again, first,
+/// only once the target answered the abort: no copy of the old send can run after that.
+#[test]
+fn a_command_given_up_to_its_own_table_goes_again_once_its_abort_is_answered() {
+    let mut t = SlotTable::new(3);
+    let first = send(&mut t, io(1, 4, true), at(0));
+    send(&mut t, io(2, 5, false), at(50));
+    t.admit(io(3, 6, false)).expect("room");
+    let bound = Duration::from_ms(100);
+    let own = GiveUpRule {
+        timeout: bound,
+        cap: bound,
+        overtaken_at: None,
+        own_answered_at: None,
+        bound,
+    };
+    assert_eq!(t.next_overdue(&own), Some(at(100)), "the oldest's bound");
+    assert_eq!(t.out_since(at(120), bound), 1);
+    assert_eq!(t.oldest_sent(), Some(at(0)));
+    let mut aborts = Vec::new();
+    let n = t.give_up_overdue(at(120), &own, |tag, _| {
+        aborts.push(tag);
+        false
+    });
+    assert_eq!((n, aborts.as_slice()), (1, &[first][..]));
+    assert!(t.tracks(1), "still owed here");
+    assert_eq!(
+        t.fenced_writes().count(),
+        0,
+        "its own re-issue writes the same data"
+    );
+    assert_eq!(
+        t.answers_owed(),
+        1 + 2,
+        "the other's answer, its late one and the abort's"
+    );
+    assert_eq!(
+        t.next_send().map(|(_, _, r)| r.id),
+        Some(3),
+        "not sent again yet"
+    );
+    // The command ran before the abort came: its late answer still measures the path.
+    assert_eq!(
+        t.answer(first, false),
+        Answer::Late {
+            sent_at: Some(at(0))
+        }
+    );
+    assert!(matches!(t.answer(first, true), Answer::AbortAnswered { req } if req.id == 1));
+    assert_eq!(
+        t.next_send().map(|(_, _, r)| r.id),
+        Some(1),
+        "first out again, ahead of the one waiting"
+    );
+    assert_eq!(t.pop_struck_out(2), None, "given up once");
+    assert_eq!(t.pop_struck_out(1).map(|r| r.id), Some(1));
+    assert!(!t.tracks(1), "struck out: taken out to be failed upward");
+}
+
+#[test]
+fn a_connection_lost_sends_again_what_was_given_up_to_its_own_table() {
+    let mut t = SlotTable::new(2);
+    send(&mut t, io(1, 4, false), at(0));
+    let other = send(&mut t, io(2, 5, false), at(10));
+    let own = GiveUpRule {
+        timeout: Duration::from_ms(100),
+        cap: Duration::from_ms(100),
+        overtaken_at: None,
+        own_answered_at: None,
+        bound: Duration::from_ms(100),
+    };
+    assert_eq!(t.give_up_overdue(at(105), &own, |_, _| false), 1);
+    assert_eq!(
+        t.overdue(at(105), Duration::from_ms(100)),
+        1,
+        "sent 105 ms ago"
+    );
+    assert_eq!(t.overdue(at(105), Duration::from_ms(105)), 0);
+    assert_eq!(t.take_back(), 1, "one in flight");
+    assert_eq!(t.queued(), 2, "and the one given up to itself");
+    let order: Vec<u64> = std::iter::from_fn(|| t.pop_queued_front().map(|r| r.id)).collect();
+    assert_eq!(order, [1, 2], "oldest first");
+    assert_eq!(t.answer(other, false), LATE, "the old connection's");
+}
+
+#[test]
+fn a_probes_late_answer_says_when_it_was_sent_and_the_transport_deadlines_follow_the_sends() {
+    let mut t = SlotTable::new(2);
+    let i = t.admit(io(1, 1, false)).expect("room");
+    t.mark_probe(i);
+    let (_, probe, _) = t.next_send().expect("queued");
+    t.sent(at(10));
+    let budget = Duration::from_ms(500);
+    assert_eq!(t.transport_deadline(budget, at(10)), Some(at(510)));
+    t.send_completed(i);
+    assert_eq!(t.transport_deadline(budget, at(10)), None, "acknowledged");
+    t.give_up_overdue(at(20), &rule(Duration::from_ms(5), at(15)), |_, _| true);
+    assert_eq!(
+        t.transport_deadline(budget, at(20)),
+        Some(at(520)),
+        "the abort's send, from when it went"
+    );
+    assert_eq!(t.transport_deadline(budget, at(520)), None, "past it");
+    assert_eq!(
+        t.answer(probe, false),
+        Answer::Late {
+            sent_at: Some(at(10))
+        }
+    );
 }

@@ -42,14 +42,26 @@ impl Failure {
 pub(crate) type Outcome = Result<(), Failure>;
 
 /// Why a Failed device refuses a planned reset: there is no serving device to plan around.
-const FAILED_PLANNED: &str = "the device is Failed: a planned reset cannot run on it; \
-     `hcactl restart` (or `reset --forced`) brings it back";
+/// `device` is the `--device NAME ` the commands it names need (empty for the default).
+fn failed_planned(device: &str) -> String {
+    format!(
+        "the device is Failed: a planned reset cannot run on it; `hcactl {device}restart` \
+         (or `hcactl {device}reset --forced`) brings it back"
+    )
+}
 
-/// Why a removed device refused an order.
-pub(crate) const REMOVED: &str = "the device is Removed (surprise removal): it takes no \
-     more orders (reset, restart, policy set, inject); `hcactl devices` lists what is there";
+/// Why a removed device refused an order; `label` names it.
+pub(crate) fn removed(label: &str) -> String {
+    format!(
+        "{label} is Removed (surprise removal): it takes no more orders (reset, restart, \
+         policy set, inject); `hcactl devices` lists what is there"
+    )
+}
 
 pub(crate) struct ControlDevice {
+    /// The device's name when one was given (`--device`): what a hint must name, for a
+    /// command without it goes to the default device.
+    name: Option<String>,
     #[cfg(unix)]
     client: hcabus_tools::transport::Client,
     #[cfg(windows)]
@@ -73,7 +85,10 @@ impl ControlDevice {
             let client = hcabus_tools::transport::Client::connect(&path).map_err(|e| {
                 Failure::Usage(format!("cannot connect to {}: {e}", path.display()))
             })?;
-            Ok(ControlDevice { client })
+            Ok(ControlDevice {
+                name: device.map(str::to_owned),
+                client,
+            })
         }
         #[cfg(windows)]
         {
@@ -84,16 +99,30 @@ impl ControlDevice {
                         .into(),
                 ));
             }
+            let name = device.map(str::to_owned);
             let path = windows_path(device.unwrap_or(hcabus_tools::windows::DEFAULT_NAME));
             let device = hcabus_tools::windows::Device::open(&path)
                 .map_err(|e| Failure::Usage(format!("cannot open {path}: {e}")))?;
-            Ok(ControlDevice { device })
+            Ok(ControlDevice { name, device })
         }
         #[cfg(not(any(unix, windows)))]
         {
             let _ = (socket, device);
             Err(Failure::Usage("no transport on this platform".into()))
         }
+    }
+
+    /// `--device NAME ` when this device was opened by name, else nothing: what a hint's
+    /// command needs to reach this device rather than the default one.
+    pub(crate) fn device_flag(&self) -> String {
+        self.name
+            .as_deref()
+            .map_or(String::new(), |n| format!("--device {n} "))
+    }
+
+    /// How a message names this device.
+    pub(crate) fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| "the device".into())
     }
 
     pub(crate) fn call(
@@ -126,9 +155,9 @@ impl ControlDevice {
     /// not say so: hcactl says which is why.
     fn refused_order(&mut self, status: NtStatus, code: u32) -> Failure {
         match self.state().map(|s| state_name(s.state)) {
-            Ok("Removed") => Failure::RefusedBecause(status, REMOVED.into()),
+            Ok("Removed") => Failure::RefusedBecause(status, removed(&self.label())),
             Ok("Failed") if code == IOCTL_HCABUS_REQUEST_RESET => {
-                Failure::RefusedBecause(status, FAILED_PLANNED.into())
+                Failure::RefusedBecause(status, failed_planned(&self.device_flag()))
             }
             _ => Failure::Refused(status),
         }

@@ -437,15 +437,15 @@ fn restart(
 /// Removed device is said by [`ControlDevice::call`] for every order alike).
 fn restart_refused(bus: &mut ControlDevice, status: NtStatus) -> Failure {
     let state = bus.state().map(|s| state_name(s.state));
+    let d = bus.device_flag();
     let why = match (status, state) {
-        (NtStatus::DEVICE_BUSY, _) => {
+        (NtStatus::DEVICE_BUSY, _) => format!(
             "a reset is under way; restart applies to a Failed device once it has concluded \
-             (`hcactl reset --wait` or `status --watch` shows it)"
-                .to_string()
-        }
+             (`hcactl {d}reset --wait` or `hcactl {d}status --watch` shows it)"
+        ),
         (NtStatus::INVALID_DEVICE_REQUEST, Ok(state)) => format!(
             "the device is {state}, not Failed: restart brings back a Failed device only \
-             (`hcactl reset` resets a working one)"
+             (`hcactl {d}reset` resets a working one)"
         ),
         _ => String::new(),
     };

@@ -2,7 +2,9 @@
 //! time, each by a planned reset (or a firmware activation), and after each the wait until its
 //! ports are Active again; the next adapter's reset is asked only then. A last-path veto (a
 //! disk whose other path is not back yet) is waited out and asked again within the bound;
-//! any other veto or failure stops the run with exit 1, naming the device and the reason.
+//! one that waiting cannot cure (the other path's adapter Failed or Removed, a disk of one
+//! path), any other veto or failure, and a Failed or Removed device stop the run at once
+//! with exit 1, naming the device, the reason and what to do.
 
 use std::path::PathBuf;
 use std::time::{Duration as WallDuration, Instant as WallInstant};
@@ -209,8 +211,11 @@ fn one_device(
             });
         }
         let why = failure(&mut bus, &s)?;
-        if !last_path_veto(&mut bus, &s)? {
+        let Some(reason) = last_path_veto(&mut bus, &s)? else {
             return Err(named(Failure::Outcome(why)));
+        };
+        if let Some(stop) = incurable(plan.socket, &reason) {
+            return Err(named(Failure::Outcome(format!("{why}; {stop}"))));
         }
         if deadline.saturating_duration_since(WallInstant::now()) < VETO_RETRY {
             return Err(named(Failure::Outcome(format!(
@@ -224,27 +229,66 @@ fn one_device(
     }
 }
 
-/// A Failed device is not maintained: a planned reset cannot bring it back (the bus refuses
-/// it), and a run that went on past it would report it as done. The run stops there, naming
-/// the device and the command that does bring it back.
+/// A Failed or Removed device is not maintained: a planned reset cannot bring it back (the
+/// bus refuses it), and a run that went on past it would report it as done. The run stops
+/// there, naming the device and what to do.
 fn failed_stops(bus: &mut ControlDevice, name: Option<&str>, label: &str) -> Outcome {
-    if state_name(bus.state()?.state) != "Failed" {
-        return Ok(());
-    }
     let device = name.map_or(String::new(), |n| format!("--device {n} "));
-    Err(Failure::Outcome(format!(
-        "{label} is Failed: maintenance stops here; `hcactl {device}restart` brings it back"
-    )))
+    match state_name(bus.state()?.state) {
+        "Failed" => Err(Failure::Outcome(format!(
+            "{label} is Failed: maintenance stops here; `hcactl {device}restart` brings it back"
+        ))),
+        "Removed" => Err(Failure::Outcome(format!(
+            "{}; maintenance stops here",
+            crate::control::removed(label)
+        ))),
+        _ => Ok(()),
+    }
 }
 
-/// Whether the reset that ended `s` was vetoed by a last-path guard (which waiting cures),
-/// rather than by a client with reasons of its own.
-fn last_path_veto(bus: &mut ControlDevice, s: &StateOut) -> Result<bool, Failure> {
+/// The reason of the last-path guard's veto that ended `s`, if it was one (waiting may cure
+/// it), rather than a client's with reasons of its own.
+fn last_path_veto(bus: &mut ControlDevice, s: &StateOut) -> Result<Option<String>, Failure> {
     if s.last_result != RESULT_VETOED {
-        return Ok(false);
+        return Ok(None);
     }
     let newest = resets::fetch(bus)?.1.into_iter().max_by_key(|r| r.ordinal);
-    Ok(newest.is_some_and(|r| {
-        hcabus::ioctl::text_of(&r.veto_reason).is_some_and(|t| t.starts_with("last path:"))
-    }))
+    Ok(newest
+        .and_then(|r| hcabus::ioctl::text_of(&r.veto_reason).map(str::to_owned))
+        .filter(|t| t.starts_with("last path:")))
+}
+
+/// Why waiting cannot cure a last-path veto (`reason`, the guard's words), if it cannot: the
+/// disk has no other path, or its other path's adapter is Failed or Removed (only a restart
+/// or a new device brings it back). `None`: the other path is coming back (down, resetting,
+/// logging in), and the reset is asked again.
+fn incurable(socket: Option<&PathBuf>, reason: &str) -> Option<String> {
+    let rest = reason.strip_prefix("last path: ")?;
+    if rest == "no other path" {
+        return Some(
+            "its disk has no other path, which waiting cannot change: maintenance stops here"
+                .into(),
+        );
+    }
+    let (adapter, gap) = rest.split_once(" port ")?;
+    let state = ControlDevice::open(socket, Some(adapter))
+        .and_then(|mut b| b.state())
+        .ok()
+        .map(|s| state_name(s.state));
+    match state {
+        Some("Failed") => Some(format!(
+            "{adapter} is Failed, which waiting cannot cure: maintenance stops here; \
+             `hcactl --device {adapter} restart` brings it back"
+        )),
+        Some("Removed") => Some(format!(
+            "{}; waiting cannot cure this veto: maintenance stops here",
+            crate::control::removed(adapter)
+        )),
+        // Its adapter is not a device here to ask: the path's own state says enough.
+        _ if gap.ends_with(" failed") => Some(format!(
+            "the path through {adapter} failed (its device failed or left), which waiting \
+             cannot cure: maintenance stops here"
+        )),
+        _ => None,
+    }
 }
