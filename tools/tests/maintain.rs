@@ -16,6 +16,21 @@ fn report_field<'a>(report: &'a str, line_has: &str, label: &str) -> &'a str {
     line[at..].split([',', ' ']).next().unwrap_or_default()
 }
 
+/// `args` to `device` of `server`.
+fn on(server: &Server, device: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["--device", device];
+    all.extend_from_slice(args);
+    server.ctl(&all)
+}
+
+/// Makes `device` Failed: its forced reset fails every attempt.
+fn fail(server: &Server, device: &str) {
+    let injected = on(server, device, &["inject", "reset_fails", "--count", "4"]);
+    assert_eq!(injected.status.code(), Some(0), "{}", text(&injected));
+    let failed = on(server, device, &["reset", "--forced", "--wait"]);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
+}
+
 #[test]
 fn maintain_resets_every_adapter_in_turn_and_the_boot_disk_keeps_a_path() {
     let server = Server::start_args("maintain", &["--multipath"], &[]);
@@ -101,15 +116,8 @@ fn a_last_path_veto_is_waited_out_and_past_the_bound_stops_naming_device_and_rea
 #[test]
 fn maintain_stops_at_a_failed_device_naming_the_restart() {
     let server = Server::start_args("maintain-failed", &["--multipath"], &[]);
-    let on_hca1 = |args: &[&str]| {
-        let mut all = vec!["--device", "hca1"];
-        all.extend_from_slice(args);
-        server.ctl(&all)
-    };
-    let injected = on_hca1(&["inject", "reset_fails", "--count", "4"]);
-    assert_eq!(injected.status.code(), Some(0), "{}", text(&injected));
-    let failed = on_hca1(&["reset", "--forced", "--wait"]);
-    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
+    let on_hca1 = |args: &[&str]| on(&server, "hca1", args);
+    fail(&server, "hca1");
     assert_eq!(json(&on_hca1(&["--json", "status"]))["state"], "Failed");
     let planned = on_hca1(&["reset", "--planned"]);
     assert_eq!(planned.status.code(), Some(1), "{}", text(&planned));
@@ -149,15 +157,7 @@ fn maintain_stops_at_a_failed_device_naming_the_restart() {
 #[test]
 fn maintain_stops_at_once_on_a_veto_that_waiting_cannot_cure() {
     let server = Server::start_args("maintain-incurable", &["--multipath"], &[]);
-    let on_hca1 = |args: &[&str]| {
-        let mut all = vec!["--device", "hca1"];
-        all.extend_from_slice(args);
-        server.ctl(&all)
-    };
-    let injected = on_hca1(&["inject", "reset_fails", "--count", "4"]);
-    assert_eq!(injected.status.code(), Some(0), "{}", text(&injected));
-    let failed = on_hca1(&["reset", "--forced", "--wait"]);
-    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
+    fail(&server, "hca1");
     let out = server.ctl(&["maintain"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let said = text(&out);

@@ -72,7 +72,12 @@ const PEER: RemoteQp = RemoteQp {
 /// A running device with an RC queue pair connected to `PEER`, a region with every
 /// right over 4 KiB of host memory, and one receive posted.
 fn connected() -> (SimHca, Qpn, Cqn, MrKeys, u64) {
-    let mut h = SimHca::new(SimHcaConfig::default());
+    connected_with(SimHcaConfig::default())
+}
+
+/// [`connected`] on a device of `config`.
+fn connected_with(config: SimHcaConfig) -> (SimHca, Qpn, Cqn, MrKeys, u64) {
+    let mut h = SimHca::new(config);
     let pd = h.alloc_pd().expect("pd");
     let cq = h.create_cq(16).expect("cq");
     let qp = h
@@ -493,29 +498,10 @@ fn a_destroyed_queue_pair_sends_nothing_again_and_a_transport_with_no_timer_neve
     h.set_now(Instant::from_ms(60_000));
     assert_eq!(drain(&mut h, cq), []);
 
-    let mut h = SimHca::new(SimHcaConfig {
+    let (mut h, qp, cq, keys, addr) = connected_with(SimHcaConfig {
         transport: RcTransport::new(0, 7).expect("valid"),
         ..SimHcaConfig::default()
     });
-    let pd = h.alloc_pd().expect("pd");
-    let cq = h.create_cq(16).expect("cq");
-    let attr = QpAttr {
-        pd,
-        qp_type: QpType::Rc,
-        send_cq: cq,
-        recv_cq: cq,
-        port: 1,
-        max_send_wr: 8,
-        max_recv_wr: 8,
-    };
-    let qp = h.create_qp(attr).expect("qp");
-    h.modify_qp(qp, QpState::Init, None).expect("init");
-    h.modify_qp(qp, QpState::Rtr, Some(PEER)).expect("rtr");
-    h.modify_qp(qp, QpState::Rts, None).expect("rts");
-    let addr = h.verbs_mut().dma_alloc(4096).expect("dma");
-    let keys = h
-        .reg_mr(mr(pd, addr, 4096, Access::LOCAL_WRITE), None)
-        .expect("mr");
     send_on(&mut h, qp, keys, addr, 1);
     h.set_now(Instant::from_ms(3_600_000));
     assert_eq!(h.verbs().transport_due(), None);

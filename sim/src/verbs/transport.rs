@@ -81,7 +81,7 @@ impl SimVerbs {
             self.flush_sends(i);
             let cqe = self.send_cqe(&u, WcStatus::RetryExceeded);
             self.complete(self.qps[i].attr.send_cq, cqe);
-            self.to_error(i);
+            self.enter_error(i);
             return;
         }
         self.wire.push_back(msg);
@@ -127,7 +127,7 @@ impl SimVerbs {
             }
             status = WcStatus::Flushed;
         }
-        self.to_error(i);
+        self.enter_error(i);
     }
 
     /// Flushes every send queue pair slot `i` still waits on (before a failure of its own).
@@ -138,7 +138,7 @@ impl SimVerbs {
     }
 
     /// Moves queue pair slot `i` to the error state (which flushes its receives).
-    fn to_error(&mut self, i: usize) {
+    fn enter_error(&mut self, i: usize) {
         let qpn = Qpn(self.qps[i].number);
         if self.qps[i].live && self.qps[i].state != QpState::Error {
             // A live queue pair may always enter the error state.
