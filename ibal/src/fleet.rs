@@ -184,6 +184,9 @@ pub struct Fleet {
     end: Instant,
     /// Host steps taken: what the run cost.
     steps: u64,
+    /// A host livelocked: the run stops there (its checker holds the violation), as one
+    /// host's run does, rather than step every other host through the same bug.
+    stopped: bool,
 }
 
 impl Fleet {
@@ -221,6 +224,7 @@ impl Fleet {
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
             steps: 0,
+            stopped: false,
         };
         fleet.faults.sort_by_key(|(t, _)| *t);
         for i in 0..setup.hosts {
@@ -278,7 +282,7 @@ impl Fleet {
     /// Advances to `until`: each fault at its instant, each host at each instant it has
     /// something due, in the order of those instants (a fault before a host at the same one).
     pub fn run_until(&mut self, until: Instant) {
-        loop {
+        while !self.stopped {
             let fault_at = self.faults.get(self.next_fault).map(|(t, _)| *t);
             let host = self.peek_host();
             let next = match (fault_at, host) {
@@ -328,11 +332,13 @@ impl Fleet {
         self.schedule(i);
     }
 
-    /// Queues host `i` at its next due instant; a host that livelocked stops (its checker
-    /// holds the violation).
+    /// Queues host `i` at its next due instant; a host that livelocked stops the fleet (its
+    /// checker holds the violation).
     fn schedule(&mut self, i: u32) {
         let host = &self.hosts[i as usize];
         if host.livelocked() {
+            log::error!("fleet {}: host {i} livelocked; the run stops", self.name);
+            self.stopped = true;
             return;
         }
         if let Some(t) = host.next_due() {

@@ -136,3 +136,115 @@ impl SrpDisk {
         self.qp_error.take()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use hcabus::verbs::{RcTransport, WcStatus};
+    use hcabus::{Duration, Instant};
+
+    use crate::block::IoRequest;
+    use crate::disk::{DiskConfig, PathTimeout, SrpDisk};
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_ms(ms)
+    }
+
+    /// A disk of `config` whose path answered a command in `rtt` (`None`: never).
+    fn disk(config: DiskConfig, rtt: Option<Duration>) -> SrpDisk {
+        let mut d = SrpDisk::new(config);
+        if let Some(rtt) = rtt {
+            d.timing.answered(config.path_timeout, at(0), at(0) + rtt);
+        }
+        d
+    }
+
+    #[test]
+    fn the_bound_is_four_learned_timeouts_within_the_transports_and_the_ceiling() {
+        // 2.5 ms learned: the transport's completion bound and a second (2,147 + 1,000 ms).
+        let quick = disk(DiskConfig::default(), Some(Duration::from_us(2_500)));
+        let completion = RcTransport::DEFAULT.completion_bound().expect("a timer");
+        assert_eq!(
+            quick.command_bound().bound,
+            completion + Duration::from_ms(1_000)
+        );
+        assert_eq!(quick.abort_timeout(), Duration::from_ms(500), "its floor");
+        // Nothing learned: RFC 6298's second, four times.
+        let fresh = disk(DiskConfig::default(), None);
+        assert_eq!(fresh.command_bound().bound, Duration::from_ms(4_000));
+        assert_eq!(fresh.abort_timeout(), Duration::from_ms(2_000));
+        // A target of 2 s: 2 s + 4 x 1 s, four times, within the ceiling.
+        let slow = disk(DiskConfig::default(), Some(Duration::from_ms(2_000)));
+        assert_eq!(slow.command_bound().bound, Duration::from_ms(24_000));
+        let capped = DiskConfig {
+            command_timeout: Duration::from_ms(10_000),
+            ..DiskConfig::default()
+        };
+        let c = disk(capped, Some(Duration::from_ms(2_000)));
+        assert_eq!(c.command_bound().bound, Duration::from_ms(10_000));
+        // A path's own floor counts: 1 s of margin at least, so 4 x 1.0025 s.
+        let wide = DiskConfig {
+            path_timeout: PathTimeout::Adaptive {
+                min: Duration::from_ms(1_000),
+                max: Duration::from_ms(3_000),
+            },
+            ..DiskConfig::default()
+        };
+        let w = disk(wide, Some(Duration::from_us(2_500)));
+        assert_eq!(w.command_bound().bound, Duration::from_us(4_010_000));
+        assert_eq!(w.abort_timeout(), Duration::from_us(2_005_000));
+    }
+
+    #[test]
+    fn with_no_transport_timer_the_bound_is_the_ceiling() {
+        let mut d = disk(DiskConfig::default(), Some(Duration::from_us(2_500)));
+        d.transport = RcTransport::new(0, 7).expect("valid");
+        assert_eq!(
+            d.command_bound().bound,
+            crate::disk::DEFAULT_COMMAND_TIMEOUT
+        );
+        d.slots
+            .admit(IoRequest::stamped(1, 1, false))
+            .expect("room");
+        d.slots.sent(at(100));
+        assert_eq!(d.transport_deadline(), None, "nothing fails it");
+    }
+
+    #[test]
+    fn a_command_out_past_its_bound_and_the_abort_after_it_is_overdue() {
+        let mut d = disk(DiskConfig::default(), Some(Duration::from_us(2_500)));
+        d.slots
+            .admit(IoRequest::stamped(1, 1, false))
+            .expect("room");
+        d.slots.sent(at(100));
+        let b = d.command_bound();
+        let limit = b.bound + b.abort_timeout + Duration::from_ms(10);
+        d.see(at(100) + limit);
+        assert_eq!(d.overdue(), 0, "at the limit");
+        d.see(at(100) + limit + Duration::from_us(1));
+        assert_eq!(d.overdue(), 1, "past it");
+        d.see(at(0));
+        assert_eq!(d.overdue(), 1, "the disk's time never goes back");
+    }
+
+    #[test]
+    fn the_transport_deadline_is_the_oldest_unacknowledged_send_plus_the_retry_budget() {
+        let mut d = disk(DiskConfig::default(), None);
+        assert_eq!(d.transport_deadline(), None, "nothing out");
+        d.slots
+            .admit(IoRequest::stamped(1, 1, false))
+            .expect("room");
+        d.slots.sent(at(100));
+        let budget = RcTransport::DEFAULT.retry_budget().expect("a timer");
+        d.see(at(100));
+        assert_eq!(d.transport_deadline(), Some(at(100) + budget));
+        d.slots.send_completed(0);
+        assert_eq!(d.transport_deadline(), None, "acknowledged");
+        assert_eq!(d.take_qp_error(), None);
+        d.qp_error = Some(WcStatus::RetryExceeded);
+        assert_eq!(
+            (d.take_qp_error(), d.take_qp_error()),
+            (Some(WcStatus::RetryExceeded), None),
+            "taken once"
+        );
+    }
+}

@@ -314,6 +314,21 @@ mod tests {
     }
 
     #[test]
+    fn a_path_given_up_before_its_first_answer_doubles_its_timeout() {
+        let mode = PathTimeout::Adaptive { min: MIN, max: MAX };
+        let mut t = PathTiming::default();
+        assert_eq!(t.timeout(mode), Some(INITIAL_RTO));
+        t.gave_up();
+        assert_eq!(t.timeout(mode), Some(Duration::from_ms(2_000)));
+        t.answered(mode, Instant::from_ms(0), Instant::from_ms(1_500));
+        assert_eq!(
+            t.timeout(mode),
+            Some(MAX),
+            "a sample ends the backoff: 1.5 s + 4 x 0.75 s, at most the ceiling"
+        );
+    }
+
+    #[test]
     fn a_late_probe_teaches_the_round_trip_and_nothing_else() {
         let at = Instant::from_ms;
         let mode = PathTimeout::Adaptive { min: MIN, max: MAX };

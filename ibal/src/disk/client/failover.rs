@@ -74,6 +74,7 @@ impl SrpClient {
             if self.due(&rule).is_some_and(|t| t <= bus.now()) {
                 let n = self.disk.give_up_overdue(&self.ibal, bus, &rule, |_| false);
                 if n > 0 {
+                    self.disk.timing.gave_up();
                     log::warn!(
                         "{}: {n} command(s) out past the command bound ({}): aborted, sent \
                          again once the target answers the abort",
@@ -95,6 +96,7 @@ impl SrpClient {
                 true
             });
             if n > 0 {
+                self.disk.timing.gave_up();
                 log::info!(
                     "{}: {n} command(s) out {} with another path answering, or past the \
                      command bound {}: given up for another path",

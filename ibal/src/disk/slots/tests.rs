@@ -355,7 +355,8 @@ fn a_slot_holds_its_send_while_in_flight_or_aborting_and_owes_two_answers_per_ab
 #[test]
 fn a_command_given_up_to_its_own_table_goes_again_once_its_abort_is_answered() {
     let mut t = SlotTable::new(3);
-    let first = send(&mut t, io(1, 4, true), at(0));
+    assert_eq!(t.oldest_sent(), None, "nothing out");
+    let first = send(&mut t, io(1, 4, true), at(20));
     send(&mut t, io(2, 5, false), at(50));
     t.admit(io(3, 6, false)).expect("room");
     let bound = Duration::from_ms(100);
@@ -366,9 +367,9 @@ fn a_command_given_up_to_its_own_table_goes_again_once_its_abort_is_answered() {
         own_answered_at: None,
         bound,
     };
-    assert_eq!(t.next_overdue(&own), Some(at(100)), "the oldest's bound");
+    assert_eq!(t.next_overdue(&own), Some(at(120)), "the oldest's bound");
     assert_eq!(t.out_since(at(120), bound), 1);
-    assert_eq!(t.oldest_sent(), Some(at(0)));
+    assert_eq!(t.oldest_sent(), Some(at(20)));
     let mut aborts = Vec::new();
     let n = t.give_up_overdue(at(120), &own, |tag, _| {
         aborts.push(tag);
@@ -395,7 +396,7 @@ fn a_command_given_up_to_its_own_table_goes_again_once_its_abort_is_answered() {
     assert_eq!(
         t.answer(first, false),
         Answer::Late {
-            sent_at: Some(at(0))
+            sent_at: Some(at(20))
         }
     );
     assert!(matches!(t.answer(first, true), Answer::AbortAnswered { req } if req.id == 1));

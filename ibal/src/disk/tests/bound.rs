@@ -10,7 +10,7 @@ use std::vec::Vec;
 use hcabus::verbs::RcTransport;
 use hcabus::{Duration, Instant};
 
-use super::{disk, routed, run_to, setup};
+use super::{config, disk, routed, run_to, setup};
 use crate::disk::{DiskConfig, MAX_BOUND_STRIKES};
 use crate::srp_target::{Route, RoutePhase};
 use crate::stack::{self, Host};
@@ -168,4 +168,68 @@ fn a_data_disk_fails_a_command_upward_after_its_re_drives_run_out() {
     let (d, io) = run_to(&mut h, 9_000);
     assert_eq!((io.failed, d.bound_failures), (0, 0));
     assert!(d.command_timeouts > u64::from(MAX_BOUND_STRIKES), "{d:?}");
+}
+
+/// One command out when the route goes dark (an I/O every 100 ms): its send alone runs out
+/// of the transport's budget, with nothing flushed behind it, and its error completion
+/// alone tells the disk the connection is gone.
+#[test]
+fn a_lone_swallowed_send_fails_its_connection_at_the_budget() {
+    let sparse = DiskConfig {
+        iops: 10,
+        boot: true,
+        queue_depth: 1,
+        ..routed()
+    };
+    let mut h = blackholed(sparse, (150, 2_000), RcTransport::DEFAULT);
+    let (d, io) = run_to(&mut h, 200 + 536);
+    assert_eq!((d.transport_errors, io.completed), (0, 2));
+    let (d, _) = run_to(&mut h, 200 + 537);
+    assert_eq!(d.transport_errors, 1, "{d:?}");
+    assert_eq!((d.taken_back, d.command_timeouts), (1, 0));
+    // The queue pair in error flushed its receive too: a flushed receive is no answer.
+    assert_eq!(
+        (d.answers, d.late_discarded, d.stale_responses),
+        (2, 0, 0),
+        "{d:?}"
+    );
+    let (d, io) = run_to(&mut h, 3_000);
+    assert!(d.logins >= 2, "{d:?}");
+    assert_eq!(io.failed, 0);
+    assert!(io.submitted - io.completed <= 1, "caught up: {io:?}");
+}
+
+/// A target that answers in 10 s from the start: no answer has measured the path when the
+/// command bound (RFC 6298's second, four times: 4 s) gives the first commands up. Each
+/// give-up before the first answer doubles the path's timeout, so the next bound is 8 s and
+/// the commands sent again can be answered; the first answer then sets the bound from the
+/// path's own latency.
+#[test]
+fn a_disk_given_up_before_its_first_answer_backs_its_bound_off() {
+    let slow = DiskConfig {
+        boot: true,
+        route: Route::constant(Duration::from_ms(10_000)),
+        ..config()
+    };
+    let mut s = setup(slow, Vec::new());
+    s.sim.duration = Duration::from_ms(60_000);
+    let mut h = stack::build(&s).expect("builds");
+    assert_eq!(
+        disk(&h).disk().command_bound().bound,
+        Duration::from_ms(4_000)
+    );
+    let (d, _) = run_to(&mut h, 3_999);
+    assert_eq!(d.command_timeouts, 0);
+    let (d, io) = run_to(&mut h, 4_100);
+    assert!(d.command_timeouts >= 1, "{d:?}");
+    assert_eq!(io.failed, 0);
+    assert_eq!(
+        disk(&h).disk().command_bound().bound,
+        Duration::from_ms(8_000),
+        "backed off"
+    );
+    let (_, io) = run_to(&mut h, 40_000);
+    assert!(io.completed > 0, "answered once the bound let it: {io:?}");
+    let srtt = disk(&h).disk().timing().estimator().srtt();
+    assert!(srtt >= Some(Duration::from_ms(10_000)), "{srtt:?}");
 }
