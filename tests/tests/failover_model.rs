@@ -98,6 +98,8 @@ struct World {
     ticks: u8,
     deaths: u8,
     resets: u8,
+    /// Commands given up past the bound to their own table: one, as deaths and resets.
+    bounds: u8,
     violation: Option<String>,
 }
 
@@ -168,6 +170,7 @@ impl World {
             ticks: 0,
             deaths: 0,
             resets: 0,
+            bounds: 0,
             violation: None,
         }
     }
@@ -188,7 +191,7 @@ impl World {
             self.newest_done,
         )
             .hash(&mut h);
-        (self.ticks, self.deaths, self.resets).hash(&mut h);
+        (self.ticks, self.deaths, self.resets, self.bounds).hash(&mut h);
         h.finish()
     }
 
@@ -252,7 +255,7 @@ impl World {
                 .table
                 .next_overdue(&Self::bound_rule())
                 .is_some_and(|t| t <= self.now);
-            if path.up && bound_due {
+            if path.up && bound_due && self.bounds < 1 {
                 m.push(Move::Bound(p));
             }
             let credit = path.table.answers_owed() < u32::from(QD);
@@ -476,6 +479,7 @@ impl World {
     }
 
     fn bound(&mut self, p: usize) {
+        self.bounds += 1;
         let now = self.now;
         let path = &mut self.paths[p];
         let mut tags = Vec::new();
