@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
 use hcabus::fabric::{Fabric, RemoteError, RemoteRdma, WireMsg};
-use hcabus::verbs::{Lid, Qpn, RcTransport, RemoteQp, Verbs};
+use hcabus::verbs::{Lid, Qpn, RemoteQp, Verbs};
 use hcabus::{Duration, Instant};
 use rand::Rng;
 
@@ -25,6 +25,7 @@ use crate::pattern::{checksum, fill_pattern, initial_seed, BLOCK_SIZE};
 
 mod admission;
 mod route;
+mod transport;
 pub use admission::{
     Admission, AdmissionStats, CapacityError, LoginCapacity, LoginRejected, SharedAdmission,
     MAX_CONCURRENT_LOGINS, MAX_LOGINS_PER_SECOND,
@@ -390,22 +391,6 @@ impl SrpTarget {
             .map(|(qpn, initiator)| (RemoteQp { lid: self.lid, qpn }, initiator.qpn))
     }
 
-    /// The target's queue pair gave an answer up (retry exceeded): the connection is gone,
-    /// with every command and answer on it. The initiator learns it when what it sends next
-    /// is never acknowledged.
-    fn transport_failed(&mut self) {
-        log::warn!(
-            "SRP target {:#x}: an answer unacknowledged past the retry budget: connection lost",
-            self.lid
-        );
-        self.stats.transport_failures += 1;
-        self.conn = None;
-        self.queue.clear();
-        self.stats.undeliverable += self.outbox.len() as u64;
-        self.outbox.clear();
-        self.retransmit_out = None;
-    }
-
     pub fn login(&mut self, initiator: RemoteQp) -> RemoteQp {
         self.next_qpn = (self.next_qpn + 1) & 0x00ff_ffff;
         let qpn = Qpn(self.next_qpn);
@@ -429,35 +414,6 @@ impl SrpTarget {
             .chain(out)
             .chain(self.retransmit_in)
             .min()
-    }
-
-    /// When the route carries one of the transmissions of a message first sent at `first`
-    /// (each [`RcTransport::retransmission`] after it): `Ok` the first it carries by `now`,
-    /// `Err(Some(t))` the next one to try, `Err(None)` when the transport gave up.
-    fn carried(
-        &self,
-        first: Instant,
-        rc: RcTransport,
-        now: Instant,
-    ) -> Result<Instant, Option<Instant>> {
-        for k in 0..=rc.retry_count {
-            let Some(after) = (if k == 0 {
-                Some(Duration::ZERO)
-            } else {
-                rc.retransmission(k)
-            }) else {
-                // No timer: a transmission the route swallowed is never sent again.
-                break;
-            };
-            let at = first + after;
-            if at > now {
-                return Err(Some(at));
-            }
-            if !self.route.at(at).blackhole {
-                return Ok(at);
-            }
-        }
-        Err(None)
     }
 
     /// Takes the commands on the wire for this target that its route carried, in order (a
@@ -569,40 +525,6 @@ impl SrpTarget {
             via,
             rsp,
         });
-    }
-
-    /// Sends the answers that are due, in the order they were made. One the route swallows
-    /// is sent again by the target's own transport and holds those behind it; past its
-    /// retry budget the target's queue pair is in error and the connection is gone.
-    fn send_due(&mut self, hca: &mut (impl Fabric + Verbs), now: Instant) {
-        let rc = hca.rc_transport();
-        self.retransmit_out = None;
-        while let Some(o) = self.outbox.front().copied().filter(|o| o.due <= now) {
-            match self.carried(o.due, rc, now) {
-                Ok(at) if at > o.due => self.stats.blackholed += 1,
-                Ok(_) => {}
-                Err(Some(next)) => {
-                    self.retransmit_out = Some(next);
-                    return;
-                }
-                Err(None) => {
-                    self.stats.blackholed += 1;
-                    self.transport_failed();
-                    return;
-                }
-            }
-            self.outbox.pop_front();
-            let Some((qpn, initiator)) = self.conn.filter(|(q, _)| *q == o.via) else {
-                self.stats.undeliverable += 1;
-                continue;
-            };
-            let mut iu = [0u8; IU_SIZE];
-            let n = o.rsp.encode(&mut iu);
-            let me = RemoteQp { lid: self.lid, qpn };
-            if hca.remote_send(me, initiator.qpn, &iu[..n]).is_err() {
-                self.stats.undeliverable += 1;
-            }
-        }
     }
 
     /// Executes every command that is due (moves the data, makes its answer) and sends the
