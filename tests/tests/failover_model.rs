@@ -19,7 +19,8 @@
 //! the properties bite: see the last test.
 
 use std::collections::{HashSet, VecDeque};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
 
 use hcabus::{Duration, Instant};
 use ibal::block::IoRequest;
@@ -176,9 +177,9 @@ impl World {
     }
 
     fn fingerprint(&self) -> u64 {
-        let mut h = DefaultHasher::new();
+        let mut h = hcabus_tests::Fingerprint::default();
         for p in &self.paths {
-            format!("{:?}", p.table).hash(&mut h);
+            let _ = write!(h, "{:?}", p.table);
             (p.dead, p.up, p.conn, &p.inbox, &p.pending, &p.outbox).hash(&mut h);
             (p.timing, p.told).hash(&mut h);
         }
@@ -535,36 +536,57 @@ impl World {
 
 /// Breadth-first over every interleaving up to `depth` moves (so every state within that
 /// many moves is reached, by its shortest path); the first violation with the moves that
-/// led to it. Returns the states seen.
+/// led to it. Returns the states seen. A layer keeps its states as paths from the start,
+/// replayed to expand them: a world and a trace apiece held 10 GB at depth 22.
 fn explore(mutant: Option<SlotMutant>, depth: usize) -> (usize, Option<(String, Vec<Move>)>) {
-    let mut seen = HashSet::new();
     let first = World::new(mutant);
-    seen.insert(first.fingerprint());
-    let mut frontier = VecDeque::from([(first, Vec::new())]);
-    while let Some((w, trace)) = frontier.pop_front() {
-        let moves = w.moves();
-        if moves.is_empty() {
-            let mut end = w.clone();
-            end.check_end();
-            if let Some(v) = end.violation {
-                return (seen.len(), Some((v, trace)));
+    let mut seen = HashSet::from([first.fingerprint()]);
+    // Path nodes: (parent, move); a layer is a list of nodes.
+    let mut nodes: Vec<(u32, Option<Move>)> = vec![(0, None)];
+    let path = |nodes: &[(u32, Option<Move>)], mut at: u32| {
+        let mut trace = Vec::new();
+        while let (parent, Some(m)) = nodes[at as usize] {
+            trace.push(m);
+            at = parent;
+        }
+        trace.reverse();
+        trace
+    };
+    let mut layer = vec![0u32];
+    for d in 0..=depth {
+        let mut next_layer = Vec::new();
+        for node in layer {
+            let trace = path(&nodes, node);
+            let mut w = first.clone();
+            for mv in &trace {
+                w.apply(*mv);
+            }
+            let moves = w.moves();
+            if moves.is_empty() {
+                w.check_end();
+                if let Some(v) = w.violation {
+                    return (seen.len(), Some((v, trace)));
+                }
+                continue;
+            }
+            if d == depth {
+                continue;
+            }
+            for mv in moves {
+                let mut next = w.clone();
+                next.apply(mv);
+                if let Some(v) = next.violation.take() {
+                    let mut t = trace.clone();
+                    t.push(mv);
+                    return (seen.len(), Some((v, t)));
+                }
+                if seen.insert(next.fingerprint()) {
+                    nodes.push((node, Some(mv)));
+                    next_layer.push(u32::try_from(nodes.len() - 1).expect("nodes fit u32"));
+                }
             }
         }
-        if trace.len() >= depth {
-            continue;
-        }
-        for mv in moves {
-            let mut next = w.clone();
-            next.apply(mv);
-            let mut t: Vec<Move> = trace.clone();
-            t.push(mv);
-            if let Some(v) = next.violation.take() {
-                return (seen.len(), Some((v, t)));
-            }
-            if seen.insert(next.fingerprint()) {
-                frontier.push_back((next, t));
-            }
-        }
+        layer = next_layer;
     }
     (seen.len(), None)
 }
