@@ -73,10 +73,15 @@ pub(crate) struct FdoContext {
     /// then waits for the start. Cleared by that start, or by its failure (the parked bus is
     /// gone with it: the calls are then answered as removed).
     pub(crate) stopped: core::sync::atomic::AtomicBool,
-    /// The special files the storage stack above holds on this bus's path (bit n:
-    /// WDF_SPECIAL_FILE_TYPE n), from its usage notifications.
-    pub(crate) special_files: AtomicU32,
+    /// How many of each special file the storage stack above holds on this bus's path
+    /// (index: WDF_SPECIAL_FILE_TYPE), from its usage notifications. A count, as KMDF keeps
+    /// (FxPkgPnp's m_SpecialFileCount): two paging files on the boot LUN are two
+    /// notifications, and the first one taken off leaves the other on the path.
+    pub(crate) special_files: [AtomicU32; SPECIAL_FILE_TYPES],
 }
+
+/// WDF_SPECIAL_FILE_TYPE's values, WdfSpecialFileUndefined (0) to WdfSpecialFileMax (7).
+pub(crate) const SPECIAL_FILE_TYPES: usize = 8;
 
 // SAFETY: `rundown` is only passed to the Ex*Rundown* functions, which synchronise
 // themselves; the other fields are atomics or a handle written once at creation.
@@ -211,7 +216,7 @@ impl FdoContext {
             parked: AtomicPtr::new(null_mut()),
             removed: core::sync::atomic::AtomicBool::new(false),
             stopped: core::sync::atomic::AtomicBool::new(false),
-            special_files: AtomicU32::new(0),
+            special_files: [const { AtomicU32::new(0) }; SPECIAL_FILE_TYPES],
         };
         // SAFETY: the caller's contract.
         if !unsafe { init_context(device.cast(), &FDO_CONTEXT, fresh) } {
@@ -283,6 +288,32 @@ impl FdoContext {
         if !planted(Defect::StoppedAfterRundown) {
             self.stopped.store(false, Ordering::Release);
         }
+    }
+
+    /// A usage notification of `file`: one more on the bus's path (`in_path`) or one fewer.
+    /// A type the array has no room for is not one KMDF sends (it checks the range).
+    pub(crate) fn special_file_used(&self, file: usize, in_path: bool) {
+        let Some(count) = self.special_files.get(file) else {
+            return;
+        };
+        let step = |n: u32| {
+            Some(if in_path {
+                n.saturating_add(1)
+            } else {
+                n.saturating_sub(1)
+            })
+        };
+        let _ = count.fetch_update(Ordering::AcqRel, Ordering::Acquire, step);
+    }
+
+    /// The special files on the bus's path now (bit n: WDF_SPECIAL_FILE_TYPE n held once or
+    /// more).
+    pub(crate) fn special_files_held(&self) -> u32 {
+        self.special_files
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.load(Ordering::Acquire) > 0)
+            .fold(0, |bits, (file, _)| bits | 1 << file)
     }
 
     /// Release hardware: waits until no caller is inside the bus and none can enter, then

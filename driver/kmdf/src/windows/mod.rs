@@ -276,13 +276,7 @@ extern "C" fn evt_usage_notification(
 ) -> NTSTATUS {
     // SAFETY: as in evt_prepare_hardware.
     if let Some(ctx) = unsafe { fdo(device) } {
-        let bit = 1u32.checked_shl(file as u32).unwrap_or(0);
-        let order = core::sync::atomic::Ordering::AcqRel;
-        if in_path != 0 {
-            ctx.special_files.fetch_or(bit, order);
-        } else {
-            ctx.special_files.fetch_and(!bit, order);
-        }
+        ctx.special_file_used(file as usize, in_path != 0);
     }
     log::info!("special file {file}: on the bus's path {}", in_path != 0);
     STATUS_SUCCESS

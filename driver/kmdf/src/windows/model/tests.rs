@@ -469,9 +469,7 @@ fn special_files() {
     }
     let held = |fdo| {
         // SAFETY: the FDO is live.
-        unsafe { super::super::fdo(fdo as WDFDEVICE) }.map_or(0, |c| {
-            c.special_files.load(core::sync::atomic::Ordering::Acquire)
-        })
+        unsafe { super::super::fdo(fdo as WDFDEVICE) }.map_or(0, |c| c.special_files_held())
     };
     let all = files.iter().fold(0, |bits, f| bits | 1 << f);
     expect(
@@ -486,6 +484,16 @@ fn special_files() {
     expect(
         held(fdo) == all & !(1 << WdfSpecialFileHibernation),
         "the hibernation file's removal not recorded",
+    );
+    // A second paging file (another volume of the boot LUN): KMDF counts usages by type, so
+    // taking one off leaves the other, and the bus still holds a paging file.
+    let status = m.usage_notification(srp, WdfSpecialFilePaging, true);
+    expect(status == STATUS_SUCCESS, "a second paging file");
+    let status = m.usage_notification(srp, WdfSpecialFilePaging, false);
+    expect(status == STATUS_SUCCESS, "one paging file off");
+    expect(
+        held(fdo) & 1 << WdfSpecialFilePaging != 0,
+        "one of two paging files taken off cleared the paging file still on the path",
     );
     // While the boot LUN's files are on its path, PnP may neither stop nor remove the bus.
     let status = m.query_remove();
