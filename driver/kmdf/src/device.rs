@@ -74,6 +74,8 @@ impl core::fmt::Debug for DeviceName {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FdoSetup {
     pub device_type: u32,
+    /// n, the control device's number.
+    pub instance: u32,
     /// `\Device\HcaBus<n>`, the control device (`\\.\HcaBus<n>` for hcactl).
     pub control_device: DeviceName,
     pub symbolic_link: DeviceName,
@@ -101,6 +103,7 @@ pub fn device_add(vendor_id: u16, device_id: u16, instance: u32) -> Result<FdoSe
         })?;
     Ok(FdoSetup {
         device_type: FILE_DEVICE_BUS_EXTENDER,
+        instance,
         control_device: DeviceName::new("\\Device\\HcaBus", instance),
         symbolic_link: DeviceName::new("\\DosDevices\\HcaBus", instance),
         sddl: CONTROL_DEVICE_SDDL,

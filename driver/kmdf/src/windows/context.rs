@@ -78,6 +78,8 @@ pub(crate) struct FdoContext {
     /// (FxPkgPnp's m_SpecialFileCount): two paging files on the boot LUN are two
     /// notifications, and the first one taken off leaves the other on the path.
     pub(crate) special_files: [AtomicU32; SPECIAL_FILE_TYPES],
+    /// The control device's number (`\Device\HcaBus<n>`), given back by the FDO's destroy.
+    pub(crate) instance: u32,
 }
 
 /// WDF_SPECIAL_FILE_TYPE's values, WdfSpecialFileUndefined (0) to WdfSpecialFileMax (7).
@@ -206,7 +208,7 @@ impl FdoContext {
     ///
     /// # Safety
     /// `device` was just created with FDO_CONTEXT and no one else has seen it yet.
-    pub(crate) unsafe fn init<'a>(device: WDFDEVICE) -> Option<&'a FdoContext> {
+    pub(crate) unsafe fn init<'a>(device: WDFDEVICE, instance: u32) -> Option<&'a FdoContext> {
         let fresh = FdoContext {
             device,
             control: AtomicPtr::new(null_mut()),
@@ -217,6 +219,7 @@ impl FdoContext {
             removed: core::sync::atomic::AtomicBool::new(false),
             stopped: core::sync::atomic::AtomicBool::new(false),
             special_files: [const { AtomicU32::new(0) }; SPECIAL_FILE_TYPES],
+            instance,
         };
         // SAFETY: the caller's contract.
         if !unsafe { init_context(device.cast(), &FDO_CONTEXT, fresh) } {

@@ -126,6 +126,10 @@ pub(crate) enum Defect {
     /// prepare hardware says it is started before callers are let in, so a child's call in
     /// either window is told the device was removed.
     StoppedAfterRundown,
+    // Defects an audit of the layer against KMDF's source found (issue 61's D1-D6).
+    /// D5: a control device's number is never given back: after a disable and enable with
+    /// the driver loaded, the first adapter is `HcaBus1`, and hcactl looks for `HcaBus0`.
+    NamesDrift,
 }
 
 #[cfg(all(test, wdk_fake))]

@@ -113,9 +113,14 @@ extern "C" fn evt_device_add(_driver: WDFDRIVER, init: PWDFDEVICE_INIT) -> NTSTA
             return status;
         }
     };
-    let setup = match device::device_add(ids.0, ids.1, wdf_platform::next_instance()) {
+    let Some(instance) = wdf_platform::claim_instance() else {
+        log::error!("no control-device name left: 64 adapters have one (HcaBus0 to HcaBus63)");
+        return wdk_sys::STATUS_INSUFFICIENT_RESOURCES;
+    };
+    let setup = match device::device_add(ids.0, ids.1, instance) {
         Ok(s) => s,
         Err(e) => {
+            wdf_platform::release_instance(instance);
             log::error!("{e}");
             return wdk_sys::STATUS_NOT_SUPPORTED;
         }
@@ -275,10 +280,14 @@ extern "C" fn evt_usage_notification(
     in_path: wdk_sys::BOOLEAN,
 ) -> NTSTATUS {
     // SAFETY: as in evt_prepare_hardware.
-    if let Some(ctx) = unsafe { fdo(device) } {
+    let held = unsafe { fdo(device) }.map(|ctx| {
         ctx.special_file_used(file as usize, in_path != 0);
-    }
-    log::info!("special file {file}: on the bus's path {}", in_path != 0);
+        ctx.special_files_held()
+    });
+    log::info!(
+        "special file {file}: on the bus's path {}; types held now {held:#x?}",
+        in_path != 0
+    );
     STATUS_SUCCESS
 }
 

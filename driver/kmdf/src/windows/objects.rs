@@ -2,7 +2,7 @@
 //! KMDF creates them. Type-checked against the KMDF 1.33 headers and run on the KMDF model
 //! (`model/`); never linked (docs/windows.md).
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use wdk_sys::*;
 
@@ -15,7 +15,13 @@ use super::{evt_release_hardware, evt_surprise_removal, evt_usage_notification};
 use crate::device::FdoSetup;
 use crate::kernel::ChildFunction;
 
-static INSTANCES: AtomicU32 = AtomicU32::new(0);
+/// The control-device numbers in use (bit n: `\Device\HcaBus<n>`). The lowest free one is
+/// taken at device add, and given back when the FDO's memory goes (after its control
+/// device's: that holds a reference on the FDO while a handle is open, and a new adapter
+/// must not take a name still in the object directory). So the first adapter is `HcaBus0`
+/// across disable and enable with the driver loaded, which is where hcactl looks by default,
+/// and every name is one of the 64 hcactl searches.
+static INSTANCES: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh image's statics, as Windows loads the driver: the KMDF model boots the driver
 /// more than once in a process (`model/conc.rs`, a machine per schedule).
@@ -24,9 +30,32 @@ pub(crate) fn image_loaded() {
     INSTANCES.store(0, Ordering::Relaxed);
 }
 
-/// The next HCA's instance number (`\Device\HcaBus<n>`).
-pub(crate) fn next_instance() -> u32 {
-    INSTANCES.fetch_add(1, Ordering::Relaxed)
+/// The lowest control-device number free, now taken; `None` with 64 adapters already named.
+pub(crate) fn claim_instance() -> Option<u32> {
+    let mut used = INSTANCES.load(Ordering::Acquire);
+    loop {
+        let n = (!used).trailing_zeros();
+        if n >= u64::BITS {
+            return None;
+        }
+        match INSTANCES.compare_exchange_weak(
+            used,
+            used | 1 << n,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Some(n),
+            Err(seen) => used = seen,
+        }
+    }
+}
+
+/// Gives back a number [`claim_instance`] took.
+pub(crate) fn release_instance(n: u32) {
+    if planted(Defect::NamesDrift) {
+        return;
+    }
+    INSTANCES.fetch_and(!(1u64 << (n % u64::BITS)), Ordering::AcqRel);
 }
 
 /// `log` to DbgPrint (through wdk's println).
@@ -118,6 +147,8 @@ pub(crate) unsafe fn pci_ids(init: PWDFDEVICE_INIT) -> Result<(u16, u16), NTSTAT
 ///
 /// # Safety
 /// `init` is KMDF's for this EvtDriverDeviceAdd: KMDF frees it whatever happens.
+/// `setup.instance` is the FDO's from here: given back here if no FDO is made, else when
+/// its memory goes.
 pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTSTATUS {
     let mut pnp = WDF_PNPPOWER_EVENT_CALLBACKS {
         Size: core::mem::size_of::<WDF_PNPPOWER_EVENT_CALLBACKS>() as ULONG,
@@ -157,6 +188,7 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
     }
     let mut attributes = attributes(core::ptr::null_mut(), Some(&FDO_CONTEXT));
     attributes.EvtCleanupCallback = Some(evt_fdo_cleanup);
+    attributes.EvtDestroyCallback = Some(evt_fdo_destroy);
     let mut device: WDFDEVICE = core::ptr::null_mut();
     let (original, mut init) = (init, init);
     // SAFETY: `init` is consumed on success; on failure KMDF frees the PnP init it gave us.
@@ -164,6 +196,7 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
         call_unsafe_wdf_function_binding!(WdfDeviceCreate, &mut init, &mut attributes, &mut device)
     };
     if status < 0 {
+        release_instance(setup.instance);
         return status;
     }
     if planted(Defect::FdoInitAfterCreate) {
@@ -179,7 +212,9 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
     // SAFETY: the device was just created.
     unsafe { support_special_files(device) };
     // SAFETY: the device was just created with FDO_CONTEXT and is not yet published.
-    let Some(ctx) = (unsafe { FdoContext::init(device) }) else {
+    let Some(ctx) = (unsafe { FdoContext::init(device, setup.instance) }) else {
+        // No context to find at destroy: the number is given back now.
+        release_instance(setup.instance);
         return STATUS_INVALID_DEVICE_STATE;
     };
     // SAFETY: the device is live at PASSIVE_LEVEL; a failure deletes the FDO, whose cleanup
@@ -204,6 +239,15 @@ extern "C" fn evt_fdo_cleanup(object: WDFOBJECT) {
     if !control.is_null() {
         // SAFETY: the control device this FDO created, deleted once (swapped out above).
         unsafe { call_unsafe_wdf_function_binding!(WdfObjectDelete, control.cast()) };
+    }
+}
+
+/// EvtDestroyCallback of the FDO: its memory goes, after its control device's (which held a
+/// reference on it), so the control device's name is free again.
+extern "C" fn evt_fdo_destroy(object: WDFOBJECT) {
+    // SAFETY: the FDO's context stays until this callback returns.
+    if let Some(ctx) = unsafe { context::<FdoContext>(object, &FDO_CONTEXT) } {
+        release_instance(ctx.instance);
     }
 }
 

@@ -576,4 +576,5 @@ fn created<H>(status: NTSTATUS, handle: *mut H) -> Result<(), PlatformError> {
 }
 
 pub(crate) use super::io::{complete, with_request_buffers};
-pub(crate) use super::objects::{create_fdo, install_logger, next_instance, pci_ids};
+pub(crate) use super::objects::release_instance;
+pub(crate) use super::objects::{claim_instance, create_fdo, install_logger, pci_ids};

@@ -12,6 +12,7 @@
 
 #[cfg(test)]
 mod admin;
+mod audit;
 #[cfg(test)]
 mod cchild;
 #[cfg(test)]

@@ -219,6 +219,21 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreate(
                 "failed on purpose by the scenario",
             );
         }
+        // IoCreateDevice: a name another device object holds (one not deleted: deletion
+        // takes the name out of the object directory) is a collision.
+        let name = k.init(DDI, handle).name.clone();
+        let taken = name.as_ref().is_some_and(|n| {
+            k.objects.iter().any(|o| {
+                !o.deleted && matches!(&o.kind, Kind::Device(d) if d.name.as_ref() == Some(n))
+            })
+        });
+        if taken {
+            return k.refuse(
+                DDI,
+                STATUS_OBJECT_NAME_COLLISION,
+                "a device name another device object holds",
+            );
+        }
         let i: &mut Init = k.init(DDI, handle);
         i.state = InitState::Consumed;
         let role = match origin {

@@ -133,6 +133,7 @@ fn scenario() {
         Defect::ControlNoCleanupCallback,
         Defect::SharedContext,
         Defect::StoppedAfterRundown,
+        Defect::NamesDrift,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     super::fault::install();
@@ -158,6 +159,7 @@ fn scenario() {
             (_, Some(Ok(n))) => pool_short(n),
             _ if super::races::scenario(other) => {}
             _ if super::sdv_plants::scenario(other) => {}
+            _ if super::audit::scenario(other) => {}
             _ => panic!("no scenario {other:?}"),
         },
     }

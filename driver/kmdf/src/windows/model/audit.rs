@@ -1,0 +1,110 @@
+//! The defects an audit of the layer against KMDF's source found (issue 61: D2 to D6), each
+//! a scenario that failed on the layer before its fix and a planted defect that puts it back.
+
+use hcabus_sim::FakeConnectX;
+use wdk_sys::*;
+
+use super::admin;
+use super::kernel::{Kind, Role};
+use super::machine::Machine;
+use super::tests::{assert_caught, assert_passes, expect, HARDWARE_ID};
+use super::with;
+use crate::tests::identity;
+use crate::windows::defects::Defect;
+
+/// A PCI function this driver does not take (an Intel NIC).
+const UNSUPPORTED_ID: &str = "PCI\\VEN_8086&DEV_1572&SUBSYS_00018086&REV_01";
+
+/// The scenarios of this file (in the child process); `false` for another name.
+pub(super) fn scenario(name: &str) -> bool {
+    match name {
+        "names_across_disable" => names_across_disable(),
+        _ => return false,
+    }
+    true
+}
+
+/// The names of the control devices alive now.
+fn control_links() -> String {
+    with(|k| {
+        let links: Vec<String> = k
+            .objects
+            .iter()
+            .filter(|o| !o.deleted)
+            .filter_map(|o| match &o.kind {
+                Kind::Device(d) if d.role == Role::Control => Some(d.links.join(" ")),
+                _ => None,
+            })
+            .collect();
+        format!("[{}]", links.join(", "))
+    })
+}
+
+/// D5: an unsupported function offered first, then the adapter disabled and enabled three
+/// times with the driver loaded (Device Manager's disable, `pnputil /restart-device`): its
+/// control device is `\\.\HcaBus0` each time, where hcactl looks by default. Numbers are
+/// the lowest free: a second adapter beside it is HcaBus1, and a number given back is
+/// taken again.
+fn names_across_disable() {
+    let (mut m, status) = Machine::boot(FakeConnectX::new(identity()), &[]);
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("DriverEntry: {status:#x}"),
+    );
+    let refused = m.add_device(UNSUPPORTED_ID);
+    expect(refused < 0, "an Intel function was taken");
+    for round in 1..=3 {
+        let added = m.add_device(HARDWARE_ID);
+        expect(added == STATUS_SUCCESS, &format!("add {round}: {added:#x}"));
+        let started = m.start();
+        expect(
+            started == STATUS_SUCCESS,
+            &format!("start {round}: {started:#x}"),
+        );
+        m.run();
+        let Some(handle) = m.open(admin::LINK) else {
+            expect(
+                false,
+                &format!(
+                    "enable {round}: no {}; the control devices are {}",
+                    admin::LINK,
+                    control_links()
+                ),
+            );
+            return;
+        };
+        m.close(handle);
+        if round == 1 {
+            // Beside the first adapter, the next numbers, lowest first.
+            let (a, b) = (
+                crate::windows::objects::claim_instance(),
+                crate::windows::objects::claim_instance(),
+            );
+            expect(
+                a == Some(1) && b == Some(2),
+                &format!("claimed {a:?} {b:?}"),
+            );
+            crate::windows::objects::release_instance(1);
+            let again = crate::windows::objects::claim_instance();
+            expect(again == Some(1), &format!("1 given back, then {again:?}"));
+            crate::windows::objects::release_instance(1);
+            crate::windows::objects::release_instance(2);
+        }
+        m.remove();
+    }
+    m.unload();
+}
+
+#[test]
+fn control_device_names_stay_put_across_disable_and_enable() {
+    assert_passes("names_across_disable");
+    assert_caught(
+        "names_across_disable",
+        Defect::NamesDrift,
+        &[
+            "Expectation",
+            "enable 1: no \\DosDevices\\HcaBus0",
+            "HcaBus1",
+        ],
+    );
+}
