@@ -63,13 +63,18 @@ impl<P: Platform> Bus<P> {
     /// EvtDeviceD0Exit, whatever the target (PASSIVE_LEVEL): waits (bounded) for a reset in
     /// flight, then stops touching the device: see the module's comment.
     pub fn d0_exit(&self) -> PowerDown {
+        // Time elapsed, not the sleeps asked for: Windows rounds each sleep up to the clock
+        // tick (15.6 ms by default), so a thousand 10 ms looks would be 15.6 s.
+        let started = self.platform.now();
+        let waited = || self.platform.now().saturating_since(started).as_ms();
         let mut waited_ms = 0;
-        while self.reset_in_flight() && waited_ms < D0_EXIT_WAIT_MS {
+        while self.reset_in_flight() && waited_ms < u64::from(D0_EXIT_WAIT_MS) {
             if !self.platform.delay_ms(D0_EXIT_LOOK_MS) {
                 break;
             }
-            waited_ms += D0_EXIT_LOOK_MS;
+            waited_ms = waited();
         }
+        let waited_ms = u32::try_from(waited_ms).unwrap_or(u32::MAX);
         let reset_held = self.core.with(|c| {
             c.powered = false;
             for timer in TimerId::ALL {

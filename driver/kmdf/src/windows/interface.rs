@@ -97,7 +97,7 @@ fn with_bus(
         return status::INVALID_PARAMETER;
     };
     let mut call = call;
-    let mut waited_ms = 0;
+    let started = WdfPlatform::interrupt_time();
     loop {
         match ctx.with_bus_or(call) {
             Ok(status) => return status,
@@ -109,11 +109,12 @@ fn with_bus(
         }
         // SAFETY: callable at any IRQL.
         let passive = unsafe { wdk_sys::ntddk::KeGetCurrentIrql() } == 0;
-        if !passive || waited_ms >= STOPPED_WAIT_MS {
+        // Time elapsed, not the sleeps counted: each 10 ms sleep lasts to the next tick.
+        let waited = WdfPlatform::interrupt_time().saturating_since(started);
+        if !passive || waited.as_ms() >= u64::from(STOPPED_WAIT_MS) {
             return status::DEVICE_BUSY;
         }
         WdfPlatform::sleep_ms(10);
-        waited_ms += 10;
     }
 }
 

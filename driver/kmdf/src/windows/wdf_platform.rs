@@ -334,12 +334,7 @@ impl Platform for WdfPlatform {
     type Callback = CCallback;
 
     fn now(&self) -> Instant {
-        // KeQueryInterruptTime is a macro over KUSER_SHARED_DATA on x64, not an export; the
-        // unbiased time does not advance while the machine sleeps, so a deadline is not
-        // overrun by a hibernation it could not have acted in.
-        // SAFETY: callable at any IRQL; 100 ns units.
-        let t = unsafe { wdk_sys::ntddk::KeQueryUnbiasedInterruptTime() };
-        Instant::from_us(t / 10)
+        Self::interrupt_time()
     }
 
     fn wall_clock_unix_ms(&self) -> Option<u64> {
@@ -515,7 +510,19 @@ impl WdfPlatform {
         self.device.cast()
     }
 
-    /// KeDelayExecutionThread for `ms`, at PASSIVE_LEVEL.
+    /// The unbiased interrupt time. KeQueryInterruptTime is a macro over KUSER_SHARED_DATA
+    /// on x64, not an export; the unbiased time does not advance while the machine sleeps,
+    /// so a deadline is not overrun by a hibernation it could not have acted in. It moves
+    /// by clock ticks (15.6 ms by default).
+    pub(crate) fn interrupt_time() -> Instant {
+        // SAFETY: callable at any IRQL; 100 ns units.
+        let t = unsafe { wdk_sys::ntddk::KeQueryUnbiasedInterruptTime() };
+        Instant::from_us(t / 10)
+    }
+
+    /// KeDelayExecutionThread for `ms`, at PASSIVE_LEVEL: at least `ms`, and to the next
+    /// clock tick (a 1 ms sleep is 15.6 ms by default), so a caller bounds a wait by the
+    /// time elapsed, never by the sleeps it counted.
     pub(crate) fn sleep_ms(ms: u32) {
         let mut interval = LARGE_INTEGER {
             QuadPart: -10_000 * i64::from(ms), // relative, in 100 ns units

@@ -65,6 +65,8 @@ struct World {
     waits: Vec<u64>,
     can_delay: bool,
     delays: Vec<u32>,
+    /// The clock tick a delay ends on, in µs (Windows': 15,625); 0 ends it when asked.
+    tick_us: u64,
     on_delay: Option<Hook>,
     wall_ms: Option<u64>,
     /// A creation ("spin", "wait") or a reservation key the fake refuses.
@@ -219,6 +221,13 @@ impl Platform for Fake {
             if !w.can_delay || w.delays.len() > 5_000 {
                 return false;
             }
+            // The other processors' time passes: to the first tick at or after the end.
+            let end = w.now.as_us() + u64::from(ms) * 1_000;
+            let end = match w.tick_us {
+                0 => end,
+                tick => end.div_ceil(tick) * tick,
+            };
+            w.now = Instant::from_us(end);
             (w.on_delay.clone(), w.me.upgrade())
         };
         if let (Some(hook), Some(bus)) = (hook, bus) {

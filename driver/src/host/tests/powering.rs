@@ -154,6 +154,29 @@ fn d0_exit_waits_at_most_its_bound() {
     assert!(delays.iter().all(|d| *d == D0_EXIT_LOOK));
 }
 
+/// The bound is time elapsed, not the looks counted: with Windows' clock each 10 ms look
+/// sleeps to the next 15.625 ms tick, and D0Exit gives up after 10 s (640 looks), not after
+/// 1,000 looks and 15.6 s.
+#[test]
+fn d0_exit_bounds_the_time_elapsed_on_windows_clock_tick() {
+    let (bus, _) = waiting_reset(false);
+    {
+        let mut world = w(&bus);
+        world.can_delay = true;
+        world.tick_us = 15_625;
+    }
+    let started = bus.now();
+    let down = bus.d0_exit();
+    let elapsed_ms = bus.now().saturating_since(started).as_ms();
+    assert!(down.reset_held);
+    assert!(
+        (10_000..10_016).contains(&elapsed_ms),
+        "D0Exit waited {elapsed_ms} ms for a bound of {D0_EXIT_WAIT_MS} ms"
+    );
+    assert_eq!(u64::from(down.waited_ms), elapsed_ms);
+    assert_eq!(w(&bus).delays.len(), 640);
+}
+
 /// A reset that ends while D0Exit waits (the other processors ran on) is not held.
 #[test]
 fn d0_exit_stops_waiting_when_the_reset_ends() {
@@ -171,7 +194,8 @@ fn d0_exit_stops_waiting_when_the_reset_ends() {
         world.can_delay = true;
         world.on_delay = Some(meanwhile);
     }
-    assert_eq!(bus.d0_exit(), power_down(30, false));
+    // Three looks of 10 ms, and the hardware poll the hook fires was due 1 ms after.
+    assert_eq!(bus.d0_exit(), power_down(31, false));
     assert_eq!(w(&bus).delays, [D0_EXIT_LOOK; 3]);
     assert_eq!((bus.state(), bus.epoch()), (State::Operational, Epoch(2)));
 }

@@ -5,10 +5,12 @@ use hcabus_sim::FakeConnectX;
 use wdk_sys::*;
 
 use super::admin;
+use super::cchild::CChild;
 use super::kernel::{Kind, Role};
 use super::machine::Machine;
-use super::tests::{assert_caught, assert_passes, expect, HARDWARE_ID};
+use super::tests::{assert_caught, assert_passes, expect, started, HARDWARE_ID};
 use super::with;
+use crate::kernel::ChildFunction;
 use crate::tests::identity;
 use crate::windows::defects::Defect;
 
@@ -19,6 +21,7 @@ const UNSUPPORTED_ID: &str = "PCI\\VEN_8086&DEV_1572&SUBSYS_00018086&REV_01";
 pub(super) fn scenario(name: &str) -> bool {
     match name {
         "names_across_disable" => names_across_disable(),
+        "stopped_wait_on_the_clock" => stopped_wait_on_the_clock(),
         _ => return false,
     }
     true
@@ -107,4 +110,38 @@ fn control_device_names_stay_put_across_disable_and_enable() {
             "HcaBus1",
         ],
     );
+}
+
+/// D4: a child's call while the bus is stopped (a PnP stop with no start after it) waits
+/// STOPPED_WAIT_MS of the clock, then is told DEVICE_BUSY. Its 10 ms sleeps each last to the
+/// next 15.625 ms tick: counted, 3,000 of them were 46.9 s.
+fn stopped_wait_on_the_clock() {
+    let mut m = started();
+    let fdo = m.fdo.unwrap_or_default();
+    let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    expect(m.stop() == STATUS_SUCCESS, "query stop");
+    let before_us = with(|k| k.now_us);
+    let (status, _, _) = child.query_state();
+    let waited_us = with(|k| k.now_us) - before_us;
+    expect(
+        status == hcabus::bus_abi::status::DEVICE_BUSY,
+        &format!("a child's call while the bus is stopped: {status:#x}"),
+    );
+    let tick_us = with(|k| k.tick.0);
+    expect(
+        (30_000_000..=30_000_000 + 2 * tick_us).contains(&waited_us),
+        &format!("the stopped wait took {waited_us} us of the clock, for 30 s"),
+    );
+    expect(m.start() == STATUS_SUCCESS, "restart");
+    m.run();
+    child.vetoes = false;
+    let status = child.detach();
+    expect(status == 0, &format!("the child's unregister: {status:#x}"));
+    m.surprise_remove();
+    m.unload();
+}
+
+#[test]
+fn a_childs_wait_for_a_stopped_bus_is_bounded_by_the_clock_not_its_sleeps() {
+    assert_passes("stopped_wait_on_the_clock");
 }

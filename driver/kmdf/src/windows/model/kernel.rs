@@ -236,6 +236,8 @@ pub(crate) struct Kernel {
     pub(crate) failures: Vec<(&'static str, u32)>,
     pub(crate) driver: Option<Handle>,
     pub(crate) now_us: u64,
+    /// Windows' clock tick: waits and timers end on one, the interrupt time moves by one.
+    pub(crate) tick: ClockTick,
     /// Bytes of contexts KMDF allocated for the driver's objects, live.
     pub(crate) context_bytes: usize,
     /// The FDO whose EvtDevicePrepareHardware is running (the cycle rule).
@@ -370,5 +372,37 @@ impl Kernel {
             }
         }
         out
+    }
+}
+
+/// Windows' clock tick (KeQueryTimeIncrement: 15.625 ms unless something asked the timer for
+/// a finer one). The kernel checks timers at each clock interrupt, so a relative wait or a
+/// timer ends at the first tick at or after its due time, and KeQueryUnbiasedInterruptTime
+/// is the time of the last tick. A driver that counts the milliseconds it asked for, not the
+/// time that passed, overruns its bounds by up to half again (D4).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClockTick(pub(crate) u64);
+
+impl Default for ClockTick {
+    fn default() -> Self {
+        ClockTick(15_625)
+    }
+}
+
+impl ClockTick {
+    /// The first tick at or after `us` (`us` itself with no tick).
+    pub(crate) fn ceil(self, us: u64) -> u64 {
+        match self.0 {
+            0 => us,
+            tick => us.div_ceil(tick) * tick,
+        }
+    }
+
+    /// The last tick at or before `us`.
+    pub(crate) fn floor(self, us: u64) -> u64 {
+        match self.0 {
+            0 => us,
+            tick => us / tick * tick,
+        }
     }
 }

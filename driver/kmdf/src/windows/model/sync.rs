@@ -195,12 +195,13 @@ pub(crate) unsafe extern "C" fn WdfTimerStart(
     const DDI: &str = "WdfTimerStart";
     let _kernel = super::enter(DDI, DISPATCH);
     with(|k| {
-        let now = k.now_us;
+        let (now, tick) = (k.now_us, k.tick);
         match &mut k.live(DDI, timer.cast()).kind {
             Kind::Timer { due_us, .. } => {
-                // Negative: relative, in 100 ns; positive: absolute system time (unused here).
+                // Negative: relative, in 100 ns; positive: absolute system time (unused
+                // here). It fires at the first clock tick at or after.
                 let at = if due < 0 {
-                    now + (due.unsigned_abs() / 10)
+                    tick.ceil(now + (due.unsigned_abs() / 10))
                 } else {
                     now
                 };

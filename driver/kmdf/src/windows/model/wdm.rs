@@ -19,7 +19,7 @@ extern "C" fn KeGetCurrentIrql() -> KIRQL {
 #[unsafe(no_mangle)]
 extern "C" fn KeQueryUnbiasedInterruptTime() -> ULONGLONG {
     let _kernel = super::enter("KeQueryUnbiasedInterruptTime", super::HIGH);
-    with(|k| k.now_us * 10)
+    with(|k| k.tick.floor(k.now_us) * 10)
 }
 
 /// The calling thread: 1 on the one-threaded machine (it runs DPCs, timers and work items
@@ -61,12 +61,14 @@ extern "C" fn KeDelayExecutionThread(
     // While this thread sleeps the other processors run: due timers fire and queued DPCs
     // and work items run, in virtual time. Under `conc` they are threads of their own: the
     // time passes, and they run as the schedule has it.
+    // The wait ends at the first clock tick at or after its due time.
     let us = t.unsigned_abs() / 10;
+    let (now, wake) = with(|k| (k.now_us, k.tick.ceil(k.now_us + us.max(1))));
     if super::conc::on() {
-        with(|k| k.now_us += us.max(1));
+        with(|k| k.now_us = k.now_us.max(wake));
         super::conc::point();
     } else {
-        super::machine::dispatch_for(us.max(1));
+        super::machine::dispatch_for(wake - now);
     }
     STATUS_SUCCESS
 }
