@@ -7,13 +7,14 @@
 
 use core::cell::UnsafeCell;
 use core::ptr::{null, null_mut};
-use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use core::sync::atomic::Ordering;
 
 use hcabus::host::{Bus, Parked};
 use hcabus_cabi::CCallback;
 use wdk_sys::*;
 
 use super::defects::{planted, Defect};
+use super::shared::{AtomicBool, AtomicPtr, AtomicU32};
 use super::wdf_platform::WdfPlatform;
 
 /// A context type's WDF_OBJECT_CONTEXT_TYPE_INFO.
@@ -68,11 +69,16 @@ pub(crate) struct FdoContext {
     /// Set by surprise removal and by the FDO's cleanup: a request that still reaches this
     /// context with no bus (through a handle kept open on the control device, or a child's
     /// interface, whose references keep it allocated) is answered as removed, not as a stop.
-    pub(crate) removed: core::sync::atomic::AtomicBool,
+    pub(crate) removed: AtomicBool,
     /// Between a PnP stop that parked the bus and the start that resumes it: a child's call
     /// then waits for the start. Cleared by that start, or by its failure (the parked bus is
     /// gone with it: the calls are then answered as removed).
-    pub(crate) stopped: core::sync::atomic::AtomicBool,
+    pub(crate) stopped: AtomicBool,
+    /// Starts that let callers in, counted by attach before it clears `stopped`: a caller
+    /// refused at the door reads it before trying, and a change after the refusal means a
+    /// start opened the door meanwhile (D1: a refusal, then the start's re-initialised
+    /// rundown and cleared `stopped`, read as a removal).
+    pub(crate) starts: AtomicU32,
     /// How many of each special file the storage stack above holds on this bus's path
     /// (index: WDF_SPECIAL_FILE_TYPE), from its usage notifications. A count, as KMDF keeps
     /// (FxPkgPnp's m_SpecialFileCount): two paging files on the boot LUN are two
@@ -216,8 +222,9 @@ impl FdoContext {
             bus: AtomicPtr::new(null_mut()),
             generations: AtomicU32::new(0),
             parked: AtomicPtr::new(null_mut()),
-            removed: core::sync::atomic::AtomicBool::new(false),
-            stopped: core::sync::atomic::AtomicBool::new(false),
+            removed: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            starts: AtomicU32::new(0),
             special_files: [const { AtomicU32::new(0) }; SPECIAL_FILE_TYPES],
             instance,
         };
@@ -286,6 +293,7 @@ impl FdoContext {
             .store(alloc::boxed::Box::into_raw(bus), Ordering::Release);
         // SAFETY: as in with_bus; PASSIVE_LEVEL in prepare hardware, with no wait under way.
         unsafe { wdk_sys::ntddk::ExReInitializeRundownProtection(self.rundown.get()) };
+        self.starts.fetch_add(1, Ordering::Release);
         // Only now: a child's call refused before the line above saw `stopped` and waits
         // for this start; cleared first, it would have been told the device was removed.
         if !planted(Defect::StoppedAfterRundown) {

@@ -130,6 +130,9 @@ pub(crate) enum Defect {
     /// D5: a control device's number is never given back: after a disable and enable with
     /// the driver loaded, the first adapter is `HcaBus1`, and hcactl looks for `HcaBus0`.
     NamesDrift,
+    /// D1: a child's call refused at the door reads `removed` and `stopped` after a start
+    /// re-initialised the rundown and cleared `stopped`, and is told the device was removed.
+    StartMissedAfterRefusal,
 }
 
 #[cfg(all(test, wdk_fake))]

@@ -9,6 +9,7 @@ use hcabus::bus_abi::*;
 use wdk_sys::*;
 
 use super::context::{context, FdoContext, FDO_CONTEXT};
+use super::defects::{planted, Defect};
 use super::wdf_platform::WdfPlatform;
 use hcabus::host::Bus;
 
@@ -99,12 +100,22 @@ fn with_bus(
     let mut call = call;
     let started = WdfPlatform::interrupt_time();
     loop {
+        let order = core::sync::atomic::Ordering::Acquire;
+        let starts = ctx.starts.load(order);
         match ctx.with_bus_or(call) {
             Ok(status) => return status,
             Err(back) => call = back,
         }
-        let order = core::sync::atomic::Ordering::Acquire;
-        if ctx.removed.load(order) || !ctx.stopped.load(order) {
+        if ctx.removed.load(order) {
+            return status::of_refusal(hcabus::errors::RefusalCode::DeviceRemoved);
+        }
+        if !ctx.stopped.load(order) {
+            // Not stopped: either never started or released for good (removed), or a start
+            // let callers in after this one was refused. Then it tries again: as often as
+            // starts come, which PnP serialises.
+            if ctx.starts.load(order) != starts && !planted(Defect::StartMissedAfterRefusal) {
+                continue;
+            }
             return status::of_refusal(hcabus::errors::RefusalCode::DeviceRemoved);
         }
         // SAFETY: callable at any IRQL.

@@ -17,6 +17,7 @@ mod interface;
 mod io;
 mod objects;
 mod resources;
+mod shared;
 mod wdf_platform;
 
 #[cfg(all(test, wdk_fake))]

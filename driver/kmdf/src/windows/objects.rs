@@ -2,7 +2,7 @@
 //! KMDF creates them. Type-checked against the KMDF 1.33 headers and run on the KMDF model
 //! (`model/`); never linked (docs/windows.md).
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 
 use wdk_sys::*;
 
@@ -10,6 +10,7 @@ use super::children;
 use super::context::{attributes, context, init_context, ControlContext, FdoContext};
 use super::context::{CONTROL_CONTEXT, FDO_CONTEXT};
 use super::defects::{planted, Defect};
+use super::shared::AtomicU64;
 use super::{evt_d0_entry, evt_d0_exit, evt_io_device_control, evt_prepare_hardware};
 use super::{evt_release_hardware, evt_surprise_removal, evt_usage_notification};
 use crate::device::FdoSetup;

@@ -256,7 +256,7 @@ pub(crate) struct WdfPlatform {
     /// IB ports: the children are an IPoIB per port and the SRP initiator.
     ports: u8,
     /// Callbacks that returned, for Unregister's rundown.
-    deliveries: core::sync::atomic::AtomicU64,
+    deliveries: super::shared::AtomicU64,
 }
 
 impl WdfPlatform {
@@ -277,7 +277,7 @@ impl WdfPlatform {
             translated,
             deferred,
             ports,
-            deliveries: core::sync::atomic::AtomicU64::new(0),
+            deliveries: super::shared::AtomicU64::new(0),
         })
     }
 

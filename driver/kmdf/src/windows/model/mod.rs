@@ -37,6 +37,7 @@ mod races;
 mod rules;
 #[cfg(test)]
 mod sdv_plants;
+pub(crate) mod shared;
 mod sync;
 mod table;
 #[cfg(test)]

@@ -253,8 +253,10 @@ fn the_layer_holds_on_four_processors_through_rebalance_reset_sleep_and_surprise
 }
 
 /// The bus is freed under a DPC, a timer, a child or an IOCTL still inside it: whichever
-/// comes first of a deleted lock or timer used (the platform's objects go with the bus) and
-/// a thread that never gets out (its state read from freed memory no longer changes). Freed
+/// comes first of a deleted lock or timer used (the platform's objects go with the bus), a
+/// lock deleted while its holder is still inside (what the schedules find first since the
+/// layer's atomics are scheduling points too) and a thread that never gets out (its state
+/// read from freed memory no longer changes). Freed
 /// memory is held back while schedules run, so the finding is the same every run.
 #[test]
 fn a_rundown_released_before_the_call_is_caught_as_a_bus_freed_under_its_caller() {
@@ -271,7 +273,9 @@ fn a_rundown_released_before_the_call_is_caught_as_a_bus_freed_under_its_caller(
         o.stderr
     );
     assert!(
-        line.contains("UsedAfterDelete") || line.contains("Deadlock"),
+        line.contains("UsedAfterDelete")
+            || line.contains("Deadlock")
+            || line.contains("a lock deleted while held"),
         "caught as something else: {line}"
     );
 }
@@ -287,5 +291,17 @@ fn a_stop_published_after_the_rundown_is_caught_as_a_removal_seen_by_a_child() {
         "races",
         Defect::StoppedAfterRundown,
         &["RemovedDuringRebalance"],
+    );
+}
+
+/// D1, found once every access of the layer to shared memory is a scheduling point (not
+/// only its DDI calls): a child's call refused at the door, then a start that opens it and
+/// clears `stopped`, then the child's loads: taken for a removal.
+#[test]
+fn a_start_between_a_refused_call_and_its_loads_is_caught_as_a_removal_seen_by_a_child() {
+    assert_caught(
+        "races",
+        Defect::StartMissedAfterRefusal,
+        &["RemovedDuringRebalance", "query_state"],
     );
 }

@@ -134,6 +134,7 @@ fn scenario() {
         Defect::SharedContext,
         Defect::StoppedAfterRundown,
         Defect::NamesDrift,
+        Defect::StartMissedAfterRefusal,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     super::fault::install();
