@@ -70,6 +70,7 @@ thread_local! {
 }
 
 pub(crate) const PASSIVE: u8 = 0;
+pub(crate) const APC: u8 = 1;
 pub(crate) const DISPATCH: u8 = 2;
 pub(crate) const HIGH: u8 = 15;
 

@@ -350,13 +350,15 @@ fn rundown(r: PEX_RUNDOWN_REF) -> &'static mut ULONG_PTR {
 
 #[unsafe(no_mangle)]
 extern "C" fn ExInitializeRundownProtection(r: PEX_RUNDOWN_REF) {
-    let _kernel = super::enter("ExInitializeRundownProtection", super::HIGH);
+    // Documented IRQL <= APC_LEVEL (wdm.h), though it only writes the reference.
+    let _kernel = super::enter("ExInitializeRundownProtection", super::APC);
     *rundown(r) = 0;
 }
 
 #[unsafe(no_mangle)]
 extern "C" fn ExReInitializeRundownProtection(r: PEX_RUNDOWN_REF) {
-    let _kernel = super::enter("ExReInitializeRundownProtection", super::HIGH);
+    // Documented IRQL <= APC_LEVEL (wdm.h).
+    let _kernel = super::enter("ExReInitializeRundownProtection", super::APC);
     let c = rundown(r);
     if *c != 1 {
         violation(
