@@ -58,7 +58,8 @@ pub(crate) enum Defect {
     // the model shows it catches each (docs/sdv-rules.md names the rule each stands for).
     /// SDV WdfSpinlock: the spin lock acquired again by its holder.
     SpinLockTwice,
-    /// SDV WdfSpinlockRelease: the spin lock never released.
+    /// SDV WdfSpinlockRelease: a spin lock never released (a timer callback returns holding
+    /// one; kept everywhere, it broke the IRQL of the next PASSIVE_LEVEL DDI first).
     SpinLockKept,
     /// SDV WdfWaitlock: the wait lock acquired again by its holder.
     WaitLockTwice,

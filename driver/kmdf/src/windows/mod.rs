@@ -341,6 +341,22 @@ extern "C" fn evt_work_item(item: wdk_sys::WDFWORKITEM) {
     }
 }
 
+/// The planted SpinLockKept: a spin lock, parented to `parent`, acquired and never released.
+///
+/// # Safety
+/// None: the planted violation. `parent` is a live object.
+unsafe fn keep_a_spin_lock(parent: wdk_sys::WDFOBJECT) {
+    let mut attributes = context::attributes(parent, None);
+    let mut lock: wdk_sys::WDFSPINLOCK = core::ptr::null_mut();
+    // SAFETY: the attributes and the handle live for the call.
+    let s =
+        unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockCreate, &mut attributes, &mut lock) };
+    if s >= 0 {
+        // SAFETY: the lock just created; never released: the violation.
+        unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockAcquire, lock) };
+    }
+}
+
 extern "C" fn evt_timer(timer: wdk_sys::WDFTIMER) {
     // SAFETY: as in evt_dpc: the timer carries its TimerId.
     let Some(id) = (unsafe { resources::timer_id(timer) }) else {
@@ -349,6 +365,11 @@ extern "C" fn evt_timer(timer: wdk_sys::WDFTIMER) {
     // SAFETY: as in evt_dpc.
     if let Some(ctx) = unsafe { parent_fdo(Child::Timer(timer)) } {
         ctx.with_bus(|bus| bus.timer_fired(id));
+        if planted(Defect::SpinLockKept) {
+            // SAFETY: none: the planted violation (a lock still held as the callback
+            // returns), which the model stops at.
+            unsafe { keep_a_spin_lock(timer.cast()) };
+        }
     }
 }
 

@@ -53,10 +53,8 @@ impl<T> Lock<T> for WdfSpinLock<T> {
         }
         // SAFETY: the lock is held: this is the only reference to the data.
         let r = f(unsafe { &mut *self.data.get() });
-        if !planted(Defect::SpinLockKept) {
-            // SAFETY: acquired above on this thread.
-            unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockRelease, self.lock) };
-        }
+        // SAFETY: acquired above on this thread.
+        unsafe { call_unsafe_wdf_function_binding!(WdfSpinLockRelease, self.lock) };
         r
     }
 

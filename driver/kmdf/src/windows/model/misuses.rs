@@ -117,7 +117,11 @@ fn each_planted_sdv_violation_is_caught_by_the_rule_it_breaks() {
         ),
         (
             Defect::SpinLockKept,
-            ["LockHeldOnReturn", "", "returned at IRQL 2"],
+            [
+                "LockHeldOnReturn",
+                "EvtTimerFunc",
+                "returned holding a lock",
+            ],
         ),
         (
             Defect::WaitLockTwice,
