@@ -134,6 +134,9 @@ pub(crate) enum Defect {
     /// D1: a child's call refused at the door reads `removed` and `stopped` after a start
     /// re-initialised the rundown and cleared `stopped`, and is told the device was removed.
     StartMissedAfterRefusal,
+    /// D3: a start after a PnP stop that fails below the FDO is not heard: `stopped` stays
+    /// set, and each child's unregister in its remove path waits the whole stopped wait.
+    FailedRestartKeepsWaiting,
 }
 
 #[cfg(all(test, wdk_fake))]

@@ -272,6 +272,25 @@ extern "C" fn evt_d0_exit(device: WDFDEVICE, target: WDF_POWER_DEVICE_STATE) -> 
     STATUS_SUCCESS
 }
 
+/// EvtDeviceSelfManagedIoFlush (PASSIVE_LEVEL): KMDF calls it as the device is being
+/// removed (PnpCleanupForRemove), and on one path where nothing else is said: a start after a
+/// PnP stop that fails below the FDO (Stopped, StartDeviceFailed, Failed), after which no
+/// prepare hardware comes. A bus still parked then never resumes: the children's calls
+/// waiting for the start (their unregister in their own remove path among them) are told
+/// at once that the device is removed, not after the stopped wait (D3).
+extern "C" fn evt_self_managed_io_flush(device: WDFDEVICE) {
+    // SAFETY: as in evt_prepare_hardware.
+    let Some(ctx) = (unsafe { fdo(device) }) else {
+        return;
+    };
+    let order = core::sync::atomic::Ordering::Acquire;
+    if ctx.stopped.load(order) && !planted(Defect::FailedRestartKeepsWaiting) {
+        log::warn!("the start after a PnP stop failed: the children's calls end as removed");
+        ctx.removed
+            .store(true, core::sync::atomic::Ordering::Release);
+    }
+}
+
 /// EvtDeviceUsageNotificationEx of the FDO (PASSIVE_LEVEL): the storage stack above the SRP
 /// child starts (`in_path`) or stops holding a special file on the bus's path. Accepted and
 /// recorded: a bus that holds the paging file must never make its children page.

@@ -160,6 +160,7 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
         EvtDeviceD0Exit: Some(evt_d0_exit),
         EvtDeviceUsageNotificationEx: Some(evt_usage_notification),
         EvtDeviceQueryStop: Some(super::evt_query_stop),
+        EvtDeviceSelfManagedIoFlush: Some(super::evt_self_managed_io_flush),
         ..WDF_PNPPOWER_EVENT_CALLBACKS::default()
     };
     // SAFETY: `init` is live; the callbacks struct outlives the call (KMDF copies it).

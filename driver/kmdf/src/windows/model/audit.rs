@@ -22,6 +22,7 @@ pub(super) fn scenario(name: &str) -> bool {
     match name {
         "names_across_disable" => names_across_disable(),
         "stopped_wait_on_the_clock" => stopped_wait_on_the_clock(),
+        "failed_restart" => failed_restart(),
         _ => return false,
     }
     true
@@ -144,4 +145,40 @@ fn stopped_wait_on_the_clock() {
 #[test]
 fn a_childs_wait_for_a_stopped_bus_is_bounded_by_the_clock_not_its_sleeps() {
     assert_passes("stopped_wait_on_the_clock");
+}
+
+/// D3: a rebalance whose start the bus driver below fails. KMDF calls no prepare and no
+/// D0Entry, only EvtDeviceSelfManagedIoFlush; the PnP manager then removes the children,
+/// whose drivers unregister in their remove path (at PASSIVE_LEVEL), then the FDO. Each
+/// unregister is answered at once, DEVICE_REMOVED, not after the stopped wait (30 s of the
+/// clock a child before).
+fn failed_restart() {
+    let mut m = started();
+    let fdo = m.fdo.unwrap_or_default();
+    let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    expect(m.stop() == STATUS_SUCCESS, "query stop");
+    m.fail_restart();
+    let before_us = with(|k| k.now_us);
+    let status = child.detach();
+    let waited_us = with(|k| k.now_us) - before_us;
+    let removed = hcabus::bus_abi::status::of_refusal(hcabus::errors::RefusalCode::DeviceRemoved);
+    expect(
+        status == removed && waited_us == 0,
+        &format!(
+            "the child's unregister after a failed restart: {status:#x} after {waited_us} us \
+             (DEVICE_REMOVED at once expected)"
+        ),
+    );
+    m.remove_failed();
+    m.unload();
+}
+
+#[test]
+fn a_restart_that_fails_below_the_fdo_releases_the_waiting_children_at_once() {
+    assert_passes("failed_restart");
+    assert_caught(
+        "failed_restart",
+        Defect::FailedRestartKeepsWaiting,
+        &["Expectation", "0x80000011 after 30"],
+    );
 }

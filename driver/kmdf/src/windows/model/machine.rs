@@ -497,13 +497,46 @@ impl Machine {
         self.remove();
     }
 
-    /// Remove: the children first, D0Exit to D3Final, release hardware, then KMDF deletes
-    /// the FDO and everything under it (cleanup callbacks run).
+    /// Remove: the children first, EvtDeviceSelfManagedIoFlush (PnpCleanupForRemove),
+    /// D0Exit to D3Final, release hardware, then KMDF deletes the FDO and everything under it
+    /// (cleanup callbacks run).
     pub(crate) fn remove(&mut self) {
         let fdo = self.fdo("remove");
         super::children::remove_all(fdo);
+        self.flush_self_managed_io();
         self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
         self.release();
+        self.delete_fdo(fdo);
+    }
+
+    /// A start after a PnP stop that the bus driver below fails (PCI refuses the
+    /// rebalance's resources): KMDF's FDO goes Stopped, StartDeviceFailed, Failed, and the
+    /// one driver callback on that path is EvtDeviceSelfManagedIoFlush (pnpstatemachine.cpp,
+    /// PnpEventFailed, PnpCleanupForRemove): no prepare, no D0Entry, no release (the stop
+    /// released the hardware). The PnP manager then removes the device: [`Self::remove_failed`].
+    pub(crate) fn fail_restart(&mut self) {
+        self.flush_self_managed_io();
+    }
+
+    /// IRP_MN_REMOVE_DEVICE of a device that failed: the children first (KMDF's FDO waits in
+    /// PnpRemovedWaitForChildren), then the FDO deleted, with no power-down and no release.
+    pub(crate) fn remove_failed(&mut self) {
+        let fdo = self.fdo("remove after a failure");
+        super::children::remove_all(fdo);
+        self.delete_fdo(fdo);
+    }
+
+    fn flush_self_managed_io(&mut self) {
+        let fdo = self.fdo("self-managed I/O flush");
+        if let Some(f) = self.pnp().EvtDeviceSelfManagedIoFlush {
+            // SAFETY: the driver's callback for its FDO, at PASSIVE_LEVEL as KMDF calls it.
+            at("EvtDeviceSelfManagedIoFlush", PASSIVE, || unsafe {
+                f(fdo as WDFDEVICE)
+            });
+        }
+    }
+
+    fn delete_fdo(&mut self, fdo: Handle) {
         let cleanups = with(|k| k.delete("remove", fdo));
         at("EvtCleanupCallback", PASSIVE, || {
             super::objects::run_cleanups(cleanups)

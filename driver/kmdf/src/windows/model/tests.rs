@@ -135,6 +135,7 @@ fn scenario() {
         Defect::StoppedAfterRundown,
         Defect::NamesDrift,
         Defect::StartMissedAfterRefusal,
+        Defect::FailedRestartKeepsWaiting,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     super::fault::install();
