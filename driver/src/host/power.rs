@@ -100,10 +100,19 @@ impl<P: Platform> Bus<P> {
     /// re-armed (one due meanwhile fires at once), held hardware steps run, and the DPC runs
     /// for whatever the coordinator asked while the device was down.
     pub fn d0_entry(&self) {
+        let now = self.platform.now();
         let held = self.core.with(|c| {
             c.powered = true;
+            // A health read held in Dx runs in the work item after this; a poll due long ago
+            // (a wake after a sleep) would fire first and take that read for one the device
+            // never answered. The poll waits a whole interval: the read answers first.
+            let poll_from = now + c.coord.policy().health_poll_interval();
             for timer in TimerId::ALL {
                 if let Some((at, _)) = c.timers.armed(timer) {
+                    let at = match timer {
+                        TimerId::HealthPoll if !c.hw_queue.is_empty() => at.max(poll_from),
+                        _ => at,
+                    };
                     self.platform.arm_timer(timer, at);
                 }
             }

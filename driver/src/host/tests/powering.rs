@@ -292,3 +292,38 @@ fn resuming_fails_on_a_lock_the_platform_refuses_and_works_in_place() {
 
 /// D0Exit looks again every 10 ms (power.rs' D0_EXIT_LOOK_MS, private there).
 const D0_EXIT_LOOK: u32 = 10;
+
+/// A health read the poll issued just before D0Exit waits in Dx with the other held steps.
+/// At D0Entry the poll's old due time has long passed (a minute asleep); armed there, it
+/// fires at once, ahead of the work item that runs the read, and takes the read for one the
+/// device never answered: a catastrophic reset after every such wake. D0Entry arms the poll
+/// a whole interval on instead, so the held read answers first.
+#[test]
+fn a_health_read_held_across_dx_is_not_taken_for_an_unanswered_one() {
+    let bus = new_bus(false);
+    let _a = bus.register(desc("a"), quiet()).expect("registers").id;
+    let due = w(&bus).armed[TimerId::HealthPoll as usize]
+        .take()
+        .expect("the poll is armed");
+    w(&bus).now = due;
+    bus.timer_fired(TimerId::HealthPoll);
+    bus.dpc();
+    assert_eq!(bus.core.with(|c| c.hw_queue.len()), 1, "the read waits");
+    // A step waits for D0 (the read): held, in D0Exit's words.
+    assert_eq!(bus.d0_exit(), power_down(0, true));
+    w(&bus).now = at(60_000);
+    bus.d0_entry();
+    let armed = w(&bus).armed[TimerId::HealthPoll as usize].expect("re-armed");
+    assert!(
+        armed >= at(61_000),
+        "the poll re-armed at {armed}, before the held read can answer"
+    );
+    // The platform's order on Windows: what is due fires before the work item runs.
+    if armed <= w(&bus).now {
+        fire(&bus, TimerId::HealthPoll);
+    }
+    settle(&bus);
+    fire(&bus, TimerId::HealthPoll);
+    assert_eq!(bus.state(), State::Operational);
+    assert_eq!(bus.epoch(), Epoch(1));
+}
