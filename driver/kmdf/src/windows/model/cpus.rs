@@ -83,7 +83,7 @@ fn processor(work: Runs, stop: &AtomicBool) {
 }
 
 /// The next DPC or work item queued and not running, or the next timer due (virtual time
-/// moves to it; stopping, no timer fires).
+/// moves to it once no DPC or work item is queued or running; stopping, no timer fires).
 fn next(work: Runs, stopping: bool) -> Option<Handle> {
     with(|k| {
         let live = k
@@ -126,7 +126,28 @@ fn next(work: Runs, stopping: bool) -> Option<Handle> {
                 .min(),
         };
         let (due_us, h) = found?;
+        // Time passes only once the work already queued has run: a DPC or work item queued
+        // or running holds the next timer until it is done, as microseconds of work hold a
+        // timer a second away on a machine. Otherwise the timer processor jumped a whole
+        // poll interval over a queued health read, and the next poll took it for one the
+        // device never answered (a catastrophic reset in nearly every schedule).
+        if due_us > k.now_us && pending_work(k) {
+            return None;
+        }
         k.now_us = k.now_us.max(due_us);
         Some(h)
+    })
+}
+
+/// A DPC or work item queued or running.
+fn pending_work(k: &Kernel) -> bool {
+    k.objects.iter().filter(|o| !o.deleted).any(|o| {
+        matches!(
+            o.kind,
+            Kind::Dpc { queued: true, .. }
+                | Kind::Dpc { running: 1.., .. }
+                | Kind::WorkItem { queued: true, .. }
+                | Kind::WorkItem { running: 1.., .. }
+        )
     })
 }

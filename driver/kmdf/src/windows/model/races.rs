@@ -187,7 +187,7 @@ fn life_on_four_processors() {
         thread::spawn(administrator),
     ];
     // The PnP manager: a rebalance (refused while a reset is open), a forced reset, a
-    // sleep and a wake, a surprise removal.
+    // sleep and a wake, another forced reset and a surprise removal while it runs.
     STOPPING.store(true, Ordering::Release);
     let stopped = m.stop() == STATUS_SUCCESS;
     if stopped {
@@ -207,6 +207,13 @@ fn life_on_four_processors() {
     m.power_down(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
     let status = m.power_up();
     expect(status == STATUS_SUCCESS, &format!("D0Entry: {status:#x}"));
+    // A reset still in flight as the device is pulled: its DPC, timers and work item run
+    // on while release hardware runs the bus down.
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(
+        asked == STATUS_SUCCESS || asked == STATUS_DEVICE_BUSY,
+        &format!("a forced reset before the removal: {asked:#x}"),
+    );
     REMOVING.store(true, Ordering::Release);
     m.surprise_remove();
     removed_done.store(true, Ordering::Release);
