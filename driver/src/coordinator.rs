@@ -26,6 +26,7 @@ mod build;
 mod hardware;
 mod health;
 mod history;
+mod hold;
 mod inputs;
 mod mutants;
 mod order;
@@ -205,6 +206,8 @@ pub struct Coordinator {
     /// restored"). An observer of the port history, not protocol state: no event depends on
     /// it, so the fingerprint leaves it out.
     awaiting_ports: u8,
+    /// Resets held while a PnP stop is pending (hold.rs).
+    hold: hold::Hold,
     #[cfg(feature = "mutants")]
     mutant: Option<Mutant>,
 }
@@ -341,6 +344,14 @@ impl Coordinator {
             client: Some(id),
             call: Call::ResetRequest,
         });
+        if self.held_now() {
+            return Err(self.refused(
+                Some(id),
+                Call::ResetRequest,
+                RequestError::StopPending,
+                RequestError::code,
+            ));
+        }
         self.start_or_join(ResetReason::ClientRequest)
             .map_err(|e| self.refused(Some(id), Call::ResetRequest, e, RequestError::code))
     }
@@ -568,7 +579,7 @@ impl Coordinator {
         let mut w = HashWriter(h);
         let _ = write!(
             w,
-            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
             self.stage,
             self.epoch,
             self.slots,
@@ -581,7 +592,8 @@ impl Coordinator {
             self.storm,
             self.fw,
             self.replacement,
-            self.ports
+            self.ports,
+            self.hold
         );
         for a in actions {
             let _ = write!(w, "{a:?}");

@@ -22,6 +22,7 @@ wire_enum! {
         Throttled = 15 => "client request limit reached",
         NotQueried = 16 => "client was not queried for this reset",
         NoQueryPending = 17 => "no reset query is pending",
+        StopPending = 18 => "a PnP stop is pending",
     }
 }
 
@@ -95,6 +96,9 @@ op_error! {
         StormLimit => (StormLimit, "storm limit reached: the device is being failed"),
         DeviceFailed => (DeviceFailed, "device has failed; an administrator restart is needed"),
         DeviceRemoved => (DeviceRemoved, "device has been removed"),
+        /// PnP was told the adapter may stop (a rebalance): no reset starts until it has
+        /// stopped and started again, or the stop was cancelled. Ask again after.
+        StopPending => (StopPending, "a PnP stop of the adapter is pending: ask again after it"),
     }
 }
 
@@ -145,6 +149,7 @@ op_error! {
         /// and RESTART is the way out (docs/design.md §5).
         DeviceFailed => (DeviceFailed, "device has failed: a planned reset cannot run; restart it"),
         DeviceRemoved => (DeviceRemoved, "device has been removed"),
+        StopPending => (StopPending, "a PnP stop of the adapter is pending: ask again after it"),
     }
 }
 
@@ -153,6 +158,7 @@ op_error! {
     RestartError {
         NotFailed => (NotFailed, "device is not failed: nothing to restart"),
         DeviceRemoved => (DeviceRemoved, "device has been removed"),
+        StopPending => (StopPending, "a PnP stop of the adapter is pending: ask again after it"),
     }
 }
 

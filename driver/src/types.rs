@@ -482,6 +482,10 @@ wire_enum! {
         CommandTimeout = 10 => "command_timeout",
         Catastrophic = 11 => "catastrophic_error",
         ResetConsent = 12 => "reset_consent",
+        /// PnP may stop the adapter (EvtDeviceQueryStop said yes): resets held.
+        HoldResets = 13 => "hold_resets",
+        /// The stop is over (the adapter started again) or was cancelled: resets released.
+        ReleaseResets = 14 => "release_resets",
     }
 }
 

@@ -63,7 +63,9 @@ fn cell(host: &Host, rec: &Record) -> Option<(Option<usize>, String)> {
             | Call::SetPolicy
             | Call::SurpriseRemoval
             | Call::CommandTimeout
-            | Call::Catastrophic => return None,
+            | Call::Catastrophic
+            | Call::HoldResets
+            | Call::ReleaseResets => return None,
         },
         RecordKind::Call { client: None, call } => (None, call.as_str().to_string()),
         RecordKind::Refused { client, call, code } => (

@@ -96,6 +96,7 @@ impl Coordinator {
             health_report: HealthReport::default(),
             ports: [None; MAX_PORTS as usize],
             awaiting_ports: 0,
+            hold: super::hold::Hold::default(),
             #[cfg(feature = "mutants")]
             mutant: None,
         }

@@ -152,6 +152,16 @@ impl Coordinator {
         if self.health_outstanding {
             log::warn!("the last health read never answered: the device is unreadable");
             self.health_sample(HwResult::Failed(HwError::Timeout));
+            // A fault held while a PnP stop is pending (hold.rs) leaves the device serving,
+            // and its monitor must go on: the next poll, as a read would have armed it.
+            if self.state() == State::Operational
+                && self.timers[TimerId::HealthPoll as usize].is_none()
+            {
+                self.arm(
+                    TimerId::HealthPoll,
+                    self.now + self.policy.health_poll_interval(),
+                );
+            }
             return;
         }
         self.read_health();

@@ -48,6 +48,14 @@ impl Coordinator {
     }
 
     fn admin_reset_inner(&mut self, kind: AdminReset) -> Result<Epoch, AdminResetError> {
+        if self.held_now() {
+            return Err(self.refused(
+                None,
+                Call::AdminReset,
+                AdminResetError::StopPending,
+                AdminResetError::code,
+            ));
+        }
         match self.state() {
             State::Removed => Err(self.refused(
                 None,
@@ -89,6 +97,12 @@ impl Coordinator {
             call: Call::AdminRestart,
         });
         match self.state() {
+            State::Failed if self.held_now() => Err(self.refused(
+                None,
+                Call::AdminRestart,
+                RestartError::StopPending,
+                RestartError::code,
+            )),
             State::Failed => {
                 self.restart(ResetReason::AdminForced);
                 Ok(self.epoch)
@@ -199,6 +213,9 @@ impl Coordinator {
 
     pub(super) fn fault(&mut self, reason: ResetReason) {
         if matches!(self.state(), State::Failed | State::Removed) {
+            return;
+        }
+        if self.defer_fault(reason) {
             return;
         }
         self.health_report.error(self.now, reason);

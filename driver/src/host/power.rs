@@ -116,12 +116,37 @@ impl<P: Platform> Bus<P> {
                     self.platform.arm_timer(timer, at);
                 }
             }
+            // The restart after a PnP stop: resets held since the query may start again
+            // (a fault found meanwhile now resets the adapter as the restart left it).
+            c.coord.release_resets(self.platform.now());
             !c.hw_queue.is_empty()
         });
         self.kick();
         if held && self.platform.queue_work_item() == Scheduled::RunHere {
             self.work_item();
         }
+    }
+
+    /// EvtDeviceQueryStop: yes when no reset is open (the config space a reset saved names
+    /// BARs a rebalance moves), and then no reset may start before the stop (which releases
+    /// the mapping the config space is saved in) or its cancel: held, in the same step as
+    /// the look, until D0Entry after the restart or [`Bus::release_resets`] at a cancel.
+    pub fn query_stop(&self) -> bool {
+        let now = self.platform.now();
+        let granted = self.core.with(|c| {
+            let open = c.coord.reset_in_progress() || !c.hw_queue.is_empty() || c.stepping;
+            if !open {
+                c.coord.hold_resets(now);
+            }
+            !open
+        });
+        self.kick();
+        granted
+    }
+
+    /// The stop was cancelled: resets may start again.
+    pub fn release_resets(&self) {
+        self.input(|c, now| c.release_resets(now));
     }
 
     /// Whether the device is in D0 for the bus (from its start, and between D0Entry and

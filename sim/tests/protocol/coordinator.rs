@@ -251,6 +251,7 @@ mod calls;
 mod counters;
 mod hardware;
 mod health;
+mod hold;
 mod ports;
 mod query;
 mod removal;

@@ -137,6 +137,9 @@ pub(crate) enum Defect {
     /// D3: a start after a PnP stop that fails below the FDO is not heard: `stopped` stays
     /// set, and each child's unregister in its remove path waits the whole stopped wait.
     FailedRestartKeepsWaiting,
+    /// D2: EvtDeviceQueryStop allows the stop and holds nothing: a reset can start before
+    /// the stop, which drops the mapping its saved config space is in.
+    ResetAfterQueryStop,
 }
 
 #[cfg(all(test, wdk_fake))]

@@ -228,13 +228,37 @@ extern "C" fn evt_surprise_removal(device: WDFDEVICE) {
 /// while a reset is open: the config space it saved names the BARs a rebalance moves, so it
 /// could not finish on the new resources. PnP asks again later.
 extern "C" fn evt_query_stop(device: WDFDEVICE) -> NTSTATUS {
+    if planted(Defect::StopDuringReset) {
+        return STATUS_SUCCESS;
+    }
     // SAFETY: as in evt_prepare_hardware.
-    let open = unsafe { fdo(device) }.and_then(|ctx| ctx.with_bus(|bus| bus.reset_open()));
-    if open == Some(true) && !planted(Defect::StopDuringReset) {
+    let granted = unsafe { fdo(device) }.and_then(|ctx| {
+        ctx.with_bus(|bus| {
+            if planted(Defect::ResetAfterQueryStop) {
+                !bus.reset_open()
+            } else {
+                bus.query_stop()
+            }
+        })
+    });
+    if granted == Some(false) {
         log::info!("query stop refused: a reset is open");
         return wdk_sys::STATUS_DEVICE_BUSY;
     }
     STATUS_SUCCESS
+}
+
+/// The FDO entered WdfDevStatePnpQueryCanceled (PASSIVE_LEVEL): a stop EvtDeviceQueryStop
+/// allowed was cancelled (IRP_MN_CANCEL_STOP_DEVICE, which KMDF answers with no EvtDevice
+/// callback): the resets held since the query may start again.
+extern "C" fn evt_query_canceled(
+    device: WDFDEVICE,
+    _data: wdk_sys::PCWDF_DEVICE_PNP_NOTIFICATION_DATA,
+) {
+    // SAFETY: as in evt_prepare_hardware.
+    if let Some(ctx) = unsafe { fdo(device) } {
+        ctx.with_bus(|bus| bus.release_resets());
+    }
 }
 
 /// EvtDeviceD0Entry (PASSIVE_LEVEL): the device is powered: the bus re-arms its timers, runs

@@ -167,6 +167,21 @@ pub(crate) unsafe fn create_fdo(init: PWDFDEVICE_INIT, setup: &FdoSetup) -> NTST
     unsafe {
         call_unsafe_wdf_function_binding!(WdfDeviceInitSetPnpPowerEventCallbacks, init, &mut pnp);
     }
+    // A cancelled stop has no EvtDevice callback: entering WdfDevStatePnpQueryCanceled is
+    // how the bus hears it (its resets were held from the query on).
+    // SAFETY: `init` is live; a valid state, callback and notification type.
+    let status = unsafe {
+        call_unsafe_wdf_function_binding!(
+            WdfDeviceInitRegisterPnpStateChangeCallback,
+            init,
+            _WDF_DEVICE_PNP_STATE::WdfDevStatePnpQueryCanceled,
+            Some(super::evt_query_canceled),
+            _WDF_STATE_NOTIFICATION_TYPE::StateNotificationEnterState as ULONG
+        )
+    };
+    if status < 0 {
+        return status;
+    }
     // SAFETY: as above.
     unsafe {
         call_unsafe_wdf_function_binding!(WdfDeviceInitSetDeviceType, init, setup.device_type)

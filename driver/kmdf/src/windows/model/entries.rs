@@ -2,7 +2,7 @@
 
 use wdk_sys::*;
 
-use super::{objects as o, pnp as p, sync as s, table as t, usage as u};
+use super::{notify as n, objects as o, pnp as p, sync as s, table as t, usage as u};
 
 /// A fake's fn pointer as the table's type-erased entry (what WdfLdr's table holds).
 macro_rules! entry {
@@ -18,6 +18,11 @@ macro_rules! entry {
 
 pub(crate) fn entries() -> Vec<(WDFFUNCENUM, WDFFUNC)> {
     vec![
+        entry!(
+            WdfDeviceInitRegisterPnpStateChangeCallbackTableIndex,
+            n::WdfDeviceInitRegisterPnpStateChangeCallback,
+            PFN_WDFDEVICEINITREGISTERPNPSTATECHANGECALLBACK
+        ),
         entry!(
             WdfDeviceSetSpecialFileSupportTableIndex,
             u::WdfDeviceSetSpecialFileSupport,

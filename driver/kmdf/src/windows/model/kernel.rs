@@ -55,6 +55,8 @@ pub(crate) struct Device {
     pub(crate) special_files: u32,
     /// The special files on its path now, by type (KMDF's m_SpecialFileCount).
     pub(crate) special_use: [u32; 8],
+    /// Its PnP state-change callbacks (WdfDeviceInitRegisterPnpStateChangeCallback).
+    pub(crate) pnp_notify: Vec<super::notify::PnpNotify>,
 }
 
 pub(crate) struct Child {
@@ -191,6 +193,7 @@ pub(crate) struct Init {
     /// A setup call on it that failed (fxdeviceinit: the init is then unusable): a create
     /// from it breaks SDV's InitFreeDeviceCreate.
     pub(crate) failed: Option<&'static str>,
+    pub(crate) pnp_notify: Vec<super::notify::PnpNotify>,
 }
 
 /// An adapter on the PCI bus: its register file, its BAR and its bus interface references.

@@ -424,20 +424,32 @@ impl Machine {
     /// powerstatemachine.cpp, PowerGotoD3Stopped), then releases the hardware (and the
     /// cycle rule). The children stay: their PDOs are not touched. The query's answer.
     pub(crate) fn stop(&mut self) -> NTSTATUS {
-        let fdo = self.fdo("query stop");
-        let mut status = super::usage::query_stop_or_remove(fdo);
-        // Then the driver's own say (pnpstatemachine.cpp, PnpEventQueryStop).
-        if let (true, Some(f)) = (status >= 0, self.pnp().EvtDeviceQueryStop) {
-            // SAFETY: the driver's callback for its FDO.
-            status = at("EvtDeviceQueryStop", PASSIVE, || unsafe {
-                f(fdo as WDFDEVICE)
-            });
-        }
+        let status = self.query_stop();
         if status >= 0 {
-            self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
-            self.release();
+            self.stop_after_query();
         }
         status
+    }
+
+    /// IRP_MN_QUERY_STOP_DEVICE alone: KMDF's answer, then the driver's
+    /// (pnpstatemachine.cpp, PnpEventQueryStop). What follows an allowed one is
+    /// [`Self::stop_after_query`] or [`Self::cancel_stop`].
+    pub(crate) fn query_stop(&mut self) -> NTSTATUS {
+        let fdo = self.fdo("query stop");
+        let status = super::usage::query_stop_or_remove(fdo);
+        match (status >= 0, self.pnp().EvtDeviceQueryStop) {
+            // SAFETY: the driver's callback for its FDO.
+            (true, Some(f)) => at("EvtDeviceQueryStop", PASSIVE, || unsafe {
+                f(fdo as WDFDEVICE)
+            }),
+            _ => status,
+        }
+    }
+
+    /// IRP_MN_STOP_DEVICE: D0Exit to D3Final, then release hardware.
+    pub(crate) fn stop_after_query(&mut self) {
+        self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
+        self.release();
     }
 
     /// IRP_MN_QUERY_REMOVE_DEVICE: KMDF's answer (the driver has no callback for it).

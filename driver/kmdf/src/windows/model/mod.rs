@@ -30,6 +30,7 @@ mod leaks;
 mod machine;
 #[cfg(test)]
 mod misuses;
+mod notify;
 mod objects;
 mod pnp;
 #[cfg(test)]

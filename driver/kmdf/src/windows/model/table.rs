@@ -257,6 +257,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreate(
             wdm: Box::new(unsafe { core::mem::zeroed() }),
             special_files: 0,
             special_use: [0; 8],
+            pnp_notify: core::mem::take(&mut i.pnp_notify),
         });
         let list = i.child_list;
         let driver = k.driver;
@@ -491,6 +492,7 @@ impl Init {
             compatible_ids,
             adapter,
             failed: None,
+            pnp_notify: Vec::new(),
         }
     }
 }

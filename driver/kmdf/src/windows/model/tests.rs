@@ -136,6 +136,7 @@ fn scenario() {
         Defect::NamesDrift,
         Defect::StartMissedAfterRefusal,
         Defect::FailedRestartKeepsWaiting,
+        Defect::ResetAfterQueryStop,
     ];
     plant(all.into_iter().find(|d| format!("{d:?}") == planted));
     super::fault::install();

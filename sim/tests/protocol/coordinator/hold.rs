@@ -1,0 +1,81 @@
+//! Resets held while a PnP stop is pending (the driver told PnP the adapter may stop): no
+//! request or administrator's reset starts, a fault found meanwhile waits for the release,
+//! and the release starts it.
+
+use super::*;
+
+/// Between the hold and its release nothing starts a reset: a client's request and an
+/// administrator's are refused STOP_PENDING (recorded), and a catastrophic error the health
+/// poll finds is held, then reset at the release.
+#[test]
+fn no_reset_starts_while_a_stop_is_pending_and_a_fault_found_meanwhile_resets_after() {
+    let mut h = harness();
+    let a = h.reg("a");
+    let now = h.now();
+    h.call(|c, now| c.hold_resets(now));
+    assert!(h.c().resets_held());
+    assert_eq!(h.request(a), Err(RequestError::StopPending));
+    assert_eq!(
+        h.admin(AdminReset::Forced),
+        Err(AdminResetError::StopPending)
+    );
+    h.hca_mut().set_now(now);
+    h.hca_mut().inject_catastrophic(0x77);
+    h.advance(3_000);
+    assert_eq!(h.c().state(), State::Operational, "held while the stop is pending");
+    assert_eq!(h.asserts(), 0);
+    let refused: Vec<_> = h
+        .c()
+        .recorder()
+        .iter()
+        .filter_map(|r| match r.kind {
+            RecordKind::Refused { call, code, .. } => Some((call, code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            (Call::ResetRequest, RefusalCode::StopPending),
+            (Call::AdminReset, RefusalCode::StopPending),
+            (Call::Catastrophic, RefusalCode::StopPending),
+        ]
+    );
+    h.call(|c, now| c.release_resets(now));
+    h.pump();
+    assert!(!h.c().resets_held());
+    assert_eq!(h.c().state(), State::Quiescing, "the held fault resets now");
+    assert_eq!(
+        h.c().last_reset().expect("record").reason,
+        ResetReason::Catastrophic
+    );
+    h.complete(&[a]);
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().epoch(), Epoch(2));
+    assert_eq!(h.request(a), Ok(Epoch(2)), "requests are taken again");
+}
+
+/// A release with nothing held does nothing, and one with nothing found starts nothing.
+#[test]
+fn a_release_with_nothing_found_starts_nothing() {
+    let mut h = harness();
+    let _a = h.reg("a");
+    h.call(|c, now| c.release_resets(now));
+    h.call(|c, now| c.hold_resets(now));
+    h.advance(2_000);
+    h.call(|c, now| c.release_resets(now));
+    h.pump();
+    assert_eq!(h.c().state(), State::Operational);
+    assert_eq!(h.c().epoch(), Epoch(1));
+    let calls: Vec<_> = h
+        .c()
+        .recorder()
+        .iter()
+        .filter_map(|r| match r.kind {
+            RecordKind::Call { call, .. } => Some(call),
+            _ => None,
+        })
+        .filter(|c| matches!(c, Call::HoldResets | Call::ReleaseResets))
+        .collect();
+    assert_eq!(calls, [Call::HoldResets, Call::ReleaseResets]);
+}
