@@ -44,7 +44,10 @@ impl Coordinator {
         });
         let deferred = core::mem::take(&mut self.hold).deferred;
         if let Some(reason) = deferred {
-            log::warn!("{} found while a PnP stop was pending: reset now", reason.as_str());
+            log::warn!(
+                "{} found while a PnP stop was pending: reset now",
+                reason.as_str()
+            );
             self.fault(reason);
         }
     }

@@ -4,7 +4,7 @@
 use super::codec::*;
 use super::*;
 use crate::coordinator::Coordinator;
-use crate::errors::RefusalCode;
+use crate::errors::{AdminResetError, RefusalCode, RestartError};
 use crate::policy::{Policy, PolicyError};
 use crate::recorder::RECORD_V4_BYTES;
 use crate::types::{Actor, State};
@@ -366,6 +366,8 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
                     EpochOut { epoch: epoch.0 }.encode(out);
                     Reply::ok(size_of::<EpochOut>())
                 }
+                // PnP may stop the adapter: ask again once it has restarted.
+                Err(AdminResetError::StopPending) => Reply::status(NtStatus::DEVICE_BUSY),
                 Err(_) => Reply::status(NtStatus::INVALID_DEVICE_REQUEST),
             }
         }
@@ -378,6 +380,7 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
                     Reply::ok(size_of::<EpochOut>())
                 }
                 Err(_) if busy => Reply::status(NtStatus::DEVICE_BUSY),
+                Err(RestartError::StopPending) => Reply::status(NtStatus::DEVICE_BUSY),
                 Err(_) => Reply::status(NtStatus::INVALID_DEVICE_REQUEST),
             }
         }

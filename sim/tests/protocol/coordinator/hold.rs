@@ -22,7 +22,11 @@ fn no_reset_starts_while_a_stop_is_pending_and_a_fault_found_meanwhile_resets_af
     h.hca_mut().set_now(now);
     h.hca_mut().inject_catastrophic(0x77);
     h.advance(3_000);
-    assert_eq!(h.c().state(), State::Operational, "held while the stop is pending");
+    assert_eq!(
+        h.c().state(),
+        State::Operational,
+        "held while the stop is pending"
+    );
     assert_eq!(h.asserts(), 0);
     let refused: Vec<_> = h
         .c()

@@ -4,7 +4,7 @@
 use hcabus_sim::FakeConnectX;
 use wdk_sys::*;
 
-use super::admin;
+use super::admin::{self, ADMIN};
 use super::cchild::CChild;
 use super::kernel::{Kind, Role};
 use super::machine::Machine;
@@ -23,6 +23,7 @@ pub(super) fn scenario(name: &str) -> bool {
         "names_across_disable" => names_across_disable(),
         "stopped_wait_on_the_clock" => stopped_wait_on_the_clock(),
         "failed_restart" => failed_restart(),
+        "reset_after_query_stop" => reset_after_query_stop(),
         _ => return false,
     }
     true
@@ -180,5 +181,67 @@ fn a_restart_that_fails_below_the_fdo_releases_the_waiting_children_at_once() {
         "failed_restart",
         Defect::FailedRestartKeepsWaiting,
         &["Expectation", "0x80000011 after 30"],
+    );
+}
+
+/// D2: once EvtDeviceQueryStop has allowed a stop, no reset starts before the stop and the
+/// restart (the stop drops the mapping a reset saves the config space in), nor before the
+/// stop's cancel: an administrator's forced reset is answered DEVICE_BUSY (ask again). After
+/// the restart it is taken; after a cancelled stop (heard through the
+/// WdfDevStatePnpQueryCanceled state-change callback) as well.
+fn reset_after_query_stop() {
+    let mut m = started();
+    let fdo = m.fdo.unwrap_or_default();
+    let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
+    let epoch = admin::state(&mut m).epoch;
+    let forced = |m: &mut Machine| admin::request_reset(m, ADMIN, hcabus::ioctl::ResetMode::Forced);
+    expect(m.query_stop() == STATUS_SUCCESS, "query stop");
+    let asked = forced(&mut m);
+    m.advance(2_000);
+    let now = admin::state(&mut m).epoch;
+    expect(
+        asked == STATUS_DEVICE_BUSY && now == epoch,
+        &format!("a forced reset between an allowed query-stop and the stop: {asked:#x}, epoch {epoch} then {now}"),
+    );
+    m.stop_after_query();
+    expect(m.start() == STATUS_SUCCESS, "restart");
+    m.run();
+    let asked = forced(&mut m);
+    m.advance(5_000);
+    let after = admin::state(&mut m).epoch;
+    expect(
+        asked == STATUS_SUCCESS && after == epoch + 1,
+        &format!("a forced reset after the restart: {asked:#x}, epoch {after}"),
+    );
+    expect(m.query_stop() == STATUS_SUCCESS, "a second query stop");
+    expect(
+        forced(&mut m) == STATUS_DEVICE_BUSY,
+        "a reset while the second stop is pending",
+    );
+    m.cancel_stop();
+    let asked = forced(&mut m);
+    m.advance(5_000);
+    let last = admin::state(&mut m).epoch;
+    expect(
+        asked == STATUS_SUCCESS && last == epoch + 2,
+        &format!("a forced reset after a cancelled stop: {asked:#x}, epoch {last}"),
+    );
+    child.vetoes = false;
+    let status = child.detach();
+    expect(status == 0, &format!("the child's unregister: {status:#x}"));
+    m.surprise_remove();
+    m.unload();
+}
+
+#[test]
+fn no_reset_starts_between_an_allowed_query_stop_and_the_stop_or_its_cancel() {
+    assert_passes("reset_after_query_stop");
+    assert_caught(
+        "reset_after_query_stop",
+        Defect::ResetAfterQueryStop,
+        &[
+            "Expectation",
+            "between an allowed query-stop and the stop: 0x0",
+        ],
     );
 }

@@ -63,13 +63,16 @@ impl Machine {
     /// IRP_MN_CANCEL_STOP_DEVICE after a query-stop the driver allowed: KMDF enters
     /// WdfDevStatePnpQueryCanceled and calls what was registered for entering it.
     pub(crate) fn cancel_stop(&mut self) {
-        let fdo = self.fdo.unwrap_or_else(|| {
-            violation(Rule::Expectation, "cancel stop", "no FDO")
-        });
+        let fdo = self
+            .fdo
+            .unwrap_or_else(|| violation(Rule::Expectation, "cancel stop", "no FDO"));
         use _WDF_DEVICE_PNP_STATE::*;
         let entered = WdfDevStatePnpQueryCanceled;
         let callbacks: Vec<PnpNotify> = with(|k| k.device(fdo).pnp_notify.clone());
-        for n in callbacks.iter().filter(|n| n.state == entered && n.types & 1 != 0) {
+        for n in callbacks
+            .iter()
+            .filter(|n| n.state == entered && n.types & 1 != 0)
+        {
             let data = WDF_DEVICE_PNP_NOTIFICATION_DATA {
                 Type: _WDF_STATE_NOTIFICATION_TYPE::StateNotificationEnterState,
                 Data: _WDF_DEVICE_PNP_NOTIFICATION_DATA__bindgen_ty_1 {
