@@ -141,6 +141,7 @@ static const struct layout_entry table[] = {
     CONST(HCABUS_STATUS_THROTTLED),
     CONST(HCABUS_STATUS_NOT_QUERIED),
     CONST(HCABUS_STATUS_NO_QUERY_PENDING),
+    CONST(HCABUS_STATUS_STOP_PENDING),
 };
 
 const struct layout_entry *hcabus_c_layout(size_t *count)
