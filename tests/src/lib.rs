@@ -111,3 +111,15 @@ impl std::fmt::Write for Fingerprint {
         Ok(())
     }
 }
+
+/// The moves from the start to node `at` of a breadth-first search that keeps each state as
+/// its (parent, move) node: replayed to expand a state, and the counterexample's trace.
+pub fn path_to<M: Copy>(nodes: &[(u32, Option<M>)], mut at: u32) -> Vec<M> {
+    let mut trace = Vec::new();
+    while let (parent, Some(m)) = nodes[at as usize] {
+        trace.push(m);
+        at = parent;
+    }
+    trace.reverse();
+    trace
+}

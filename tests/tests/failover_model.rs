@@ -543,20 +543,11 @@ fn explore(mutant: Option<SlotMutant>, depth: usize) -> (usize, Option<(String, 
     let mut seen = HashSet::from([first.fingerprint()]);
     // Path nodes: (parent, move); a layer is a list of nodes.
     let mut nodes: Vec<(u32, Option<Move>)> = vec![(0, None)];
-    let path = |nodes: &[(u32, Option<Move>)], mut at: u32| {
-        let mut trace = Vec::new();
-        while let (parent, Some(m)) = nodes[at as usize] {
-            trace.push(m);
-            at = parent;
-        }
-        trace.reverse();
-        trace
-    };
     let mut layer = vec![0u32];
     for d in 0..=depth {
         let mut next_layer = Vec::new();
         for node in layer {
-            let trace = path(&nodes, node);
+            let trace = hcabus_tests::path_to(&nodes, node);
             let mut w = first.clone();
             for mv in &trace {
                 w.apply(*mv);

@@ -654,27 +654,18 @@ fn counterexample_to(mutant: Mutant, max_depth: usize) -> Option<(Vec<Move>, Str
     // Path nodes: (parent, move); a layer is a list of nodes.
     let mut nodes: Vec<(u32, Option<Move>)> = vec![(0, None)];
     let mut layer = vec![0u32];
-    let path = |nodes: &[(u32, Option<Move>)], mut at: u32| {
-        let mut trace = Vec::new();
-        while let (parent, Some(m)) = nodes[at as usize] {
-            trace.push(m);
-            at = parent;
-        }
-        trace.reverse();
-        trace
-    };
     for _ in 0..max_depth {
         let mut next_layer = Vec::new();
         for node in layer {
             let mut w = start.clone();
-            for mv in path(&nodes, node) {
+            for mv in hcabus_tests::path_to(&nodes, node) {
                 w.apply(mv);
             }
             for mv in w.moves() {
                 let mut next = w.clone();
                 next.apply(mv);
                 if let Err(why) = next.check(&w, mv) {
-                    let mut trace = path(&nodes, node);
+                    let mut trace = hcabus_tests::path_to(&nodes, node);
                     trace.push(mv);
                     return Some((trace, why, seen.len()));
                 }

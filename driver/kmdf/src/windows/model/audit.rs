@@ -136,11 +136,7 @@ fn stopped_wait_on_the_clock() {
     );
     expect(m.start() == STATUS_SUCCESS, "restart");
     m.run();
-    child.vetoes = false;
-    let status = child.detach();
-    expect(status == 0, &format!("the child's unregister: {status:#x}"));
-    m.surprise_remove();
-    m.unload();
+    leave_and_unload(m, &mut child);
 }
 
 #[test]
@@ -226,11 +222,7 @@ fn reset_after_query_stop() {
         asked == STATUS_SUCCESS && last == epoch + 2,
         &format!("a forced reset after a cancelled stop: {asked:#x}, epoch {last}"),
     );
-    child.vetoes = false;
-    let status = child.detach();
-    expect(status == 0, &format!("the child's unregister: {status:#x}"));
-    m.surprise_remove();
-    m.unload();
+    leave_and_unload(m, &mut child);
 }
 
 #[test]
@@ -244,4 +236,14 @@ fn no_reset_starts_between_an_allowed_query_stop_and_the_stop_or_its_cancel() {
             "between an allowed query-stop and the stop: 0x0",
         ],
     );
+}
+
+/// The end of a scenario with a child: it unregisters and lets the interface go, the device
+/// is pulled, the driver unloads (and the model finds nothing left).
+fn leave_and_unload(mut m: Machine, child: &mut CChild) {
+    child.vetoes = false;
+    let status = child.detach();
+    expect(status == 0, &format!("the child's unregister: {status:#x}"));
+    m.surprise_remove();
+    m.unload();
 }
