@@ -25,6 +25,9 @@ pub const D0_EXIT_WAIT_MS: u32 = 10_000;
 /// How often D0Exit looks again while it waits.
 const D0_EXIT_LOOK_MS: u32 = 10;
 
+/// The most looks D0Exit makes: twice the wait's worth, for a clock that stands still.
+const MAX_LOOKS: u32 = 2 * D0_EXIT_WAIT_MS / D0_EXIT_LOOK_MS;
+
 /// What D0Exit found and did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PowerDown {
@@ -68,10 +71,14 @@ impl<P: Platform> Bus<P> {
         let started = self.platform.now();
         let waited = || self.platform.now().saturating_since(started).as_ms();
         let mut waited_ms = 0;
-        while self.reset_in_flight() && waited_ms < u64::from(D0_EXIT_WAIT_MS) {
+        // A backstop on the looks too: a clock that does not move must not hold D0Exit.
+        let mut looks = 0;
+        while self.reset_in_flight() && waited_ms < u64::from(D0_EXIT_WAIT_MS) && looks < MAX_LOOKS
+        {
             if !self.platform.delay_ms(D0_EXIT_LOOK_MS) {
                 break;
             }
+            looks += 1;
             waited_ms = waited();
         }
         let waited_ms = u32::try_from(waited_ms).unwrap_or(u32::MAX);

@@ -327,3 +327,88 @@ fn a_health_read_held_across_dx_is_not_taken_for_an_unanswered_one() {
     assert_eq!(bus.state(), State::Operational);
     assert_eq!(bus.epoch(), Epoch(1));
 }
+
+/// A clock that does not move (each look sleeps, and no time passes) does not hold D0Exit:
+/// it gives up after twice the wait's worth of looks.
+#[test]
+fn d0_exit_gives_up_after_its_looks_on_a_clock_that_stands_still() {
+    // Shared, so that the fake reaches the bus for the hook.
+    let bus = shared(false);
+    let _a = bus.register(desc("a"), quiet()).expect("registers").id;
+    assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(1)));
+    settle(&bus);
+    w(&bus).can_delay = true;
+    let stand_still: Hook = Rc::new(|bus: &Bus<Fake>| {
+        let mut w = w(bus);
+        w.now = w.now - crate::time::Duration::from_ms(10);
+    });
+    w(&bus).on_delay = Some(stand_still);
+    let down = bus.d0_exit();
+    assert!(down.reset_held);
+    assert_eq!(w(&bus).delays.len(), 2_000);
+}
+
+/// With no step waiting, D0Entry arms the health poll at its kept due time: one due
+/// meanwhile fires at once, and the watch resumes with a poll.
+#[test]
+fn d0_entry_with_no_step_waiting_keeps_the_polls_due_time() {
+    let bus = new_bus(false);
+    assert_eq!(bus.d0_exit(), power_down(0, false));
+    w(&bus).now = at(60_000);
+    bus.d0_entry();
+    assert_eq!(
+        w(&bus).armed[TimerId::HealthPoll as usize],
+        Some(at(1_000)),
+        "due during the sleep: fires at once"
+    );
+}
+
+/// A query-stop is allowed with no reset open, and holds resets from then on: an
+/// administrator's reset is refused STOP_PENDING until the release, then taken.
+#[test]
+fn an_allowed_query_stop_holds_resets_until_they_are_released() {
+    let bus = new_bus(false);
+    let _a = bus.register(desc("a"), quiet()).expect("registers").id;
+    assert!(bus.query_stop());
+    assert!(bus.inspect(|c| c.resets_held()));
+    assert_eq!(
+        bus.admin_reset(AdminReset::Forced),
+        Err(AdminResetError::StopPending)
+    );
+    bus.release_resets();
+    assert!(!bus.inspect(|c| c.resets_held()));
+    assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(1)));
+}
+
+/// With a reset open, or a step waiting, the query-stop is refused and nothing is held.
+#[test]
+fn a_query_stop_with_a_reset_open_is_refused_and_holds_nothing() {
+    let (bus, _) = waiting_reset(false);
+    assert!(!bus.query_stop());
+    assert!(!bus.inspect(|c| c.resets_held()));
+}
+
+/// D0Entry after the restart releases what the query held.
+#[test]
+fn d0_entry_releases_the_resets_a_query_stop_held() {
+    let bus = new_bus(false);
+    assert!(bus.query_stop());
+    assert_eq!(bus.d0_exit(), power_down(0, false));
+    bus.d0_entry();
+    assert!(!bus.inspect(|c| c.resets_held()));
+}
+
+/// A step waiting with no reset open (a health read queued for the work item) also refuses
+/// the query-stop: its mapping goes with the stop.
+#[test]
+fn a_query_stop_with_a_step_waiting_is_refused() {
+    let bus = new_bus(false);
+    let due = w(&bus).armed[TimerId::HealthPoll as usize]
+        .take()
+        .expect("the poll is armed");
+    w(&bus).now = due;
+    bus.timer_fired(TimerId::HealthPoll);
+    bus.dpc();
+    assert!(!bus.inspect(|c| c.reset_in_progress()));
+    assert!(!bus.query_stop());
+}

@@ -83,3 +83,33 @@ fn a_release_with_nothing_found_starts_nothing() {
         .collect();
     assert_eq!(calls, [Call::HoldResets, Call::ReleaseResets]);
 }
+
+/// A command timeout while resets are held is recorded as the command timeout it is, and
+/// resets for that reason at the release.
+#[test]
+fn a_command_timeout_while_held_is_recorded_as_one_and_resets_at_the_release() {
+    let mut h = harness();
+    let a = h.reg("a");
+    h.call(|c, now| c.hold_resets(now));
+    h.call(|c, now| c.command_timeout(now));
+    h.pump();
+    assert_eq!(h.c().state(), State::Operational);
+    let refused: Vec<_> = h
+        .c()
+        .recorder()
+        .iter()
+        .filter_map(|r| match r.kind {
+            RecordKind::Refused { call, code, .. } => Some((call, code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused, [(Call::CommandTimeout, RefusalCode::StopPending)]);
+    h.call(|c, now| c.release_resets(now));
+    h.pump();
+    assert_eq!(
+        h.c().last_reset().expect("record").reason,
+        ResetReason::CommandTimeout
+    );
+    h.complete(&[a]);
+    assert_eq!(h.c().epoch(), Epoch(2));
+}
