@@ -370,7 +370,7 @@ fn expect_last_path(file: &str, r: &Value) {
     assert_eq!(r["io"]["paging_failed"], 0, "{file}");
     match file {
         // Vetoed at once (cable-out), or after a consent that no longer held when hca1's
-        // cable was pulled before the query closed (withdrawn, SPEC §3): the same veto.
+        // cable was pulled before the query closed (withdrawn, docs/design.md §3): the same veto.
         "last-path-cable-out.toml" | "last-path-withdrawn.toml" => {
             assert_eq!(outcomes(r), ["Aborted"]);
             let reset = &r["resets"][0];

@@ -650,7 +650,7 @@ fn consent_then_down(iops: u32) -> World {
     })
 }
 
-/// The guard's answer holds until the query closes (SPEC §3): path 1 consents to a planned
+/// The guard's answer holds until the query closes (docs/design.md §3): path 1 consents to a planned
 /// reset of its adapter while path 0 serves; the query stays open (a client that never
 /// answers); path 0's adapter then resets, and path 1 withdraws its consent with a veto
 /// instead of letting the silence at the deadline take the disk's last path.

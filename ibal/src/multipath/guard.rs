@@ -3,7 +3,7 @@
 //! is missing. Only planned resets ask (RESET_QUERY): a forced reset or a fatal error is
 //! never refused, since the guard protects maintenance, not recovery.
 //!
-//! The answer must still hold when the reset goes ahead (SPEC §3: the last answer before the
+//! The answer must still hold when the reset goes ahead (docs/design.md §3: the last answer before the
 //! query closes counts). A path whose planned reset the disk consented to counts as
 //! resetting from the consent until it is back after that reset, so of two overlapping
 //! planned resets of the disk's adapters the second is refused; and while the query is

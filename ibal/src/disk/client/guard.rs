@@ -1,5 +1,5 @@
 //! The last-path guard's side of a disk's client (docs/design.md §7): the answer to
-//! RESET_QUERY, and the answer kept true until the query closes (SPEC §3).
+//! RESET_QUERY, and the answer kept true until the query closes (docs/design.md §3).
 
 use hcabus::types::*;
 
@@ -70,8 +70,8 @@ impl SrpClient {
         mp.last_path(p.index).map(|_| mp.now())
     }
 
-    /// While the query this path consented to is open, its answer must still hold (SPEC
-    /// §3): if the disk would now be left with no path, it vetoes after all. A veto the bus
+    /// While the query this path consented to is open, its answer must still hold
+    /// (docs/design.md §3): if the disk would now be left with no path, it vetoes after all. A veto the bus
     /// refuses came too late (the query closed as it was sent): counted, and the reset that
     /// goes ahead finds this path as any reset does.
     pub(super) fn recheck_consent<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
