@@ -302,12 +302,7 @@ const D0_EXIT_LOOK: u32 = 10;
 fn a_health_read_held_across_dx_is_not_taken_for_an_unanswered_one() {
     let bus = new_bus(false);
     let _a = bus.register(desc("a"), quiet()).expect("registers").id;
-    let due = w(&bus).armed[TimerId::HealthPoll as usize]
-        .take()
-        .expect("the poll is armed");
-    w(&bus).now = due;
-    bus.timer_fired(TimerId::HealthPoll);
-    bus.dpc();
+    queue_a_health_read(&bus);
     assert_eq!(bus.core.with(|c| c.hw_queue.len()), 1, "the read waits");
     // A step waits for D0 (the read): held, in D0Exit's words.
     assert_eq!(bus.d0_exit(), power_down(0, true));
@@ -403,12 +398,17 @@ fn d0_entry_releases_the_resets_a_query_stop_held() {
 #[test]
 fn a_query_stop_with_a_step_waiting_is_refused() {
     let bus = new_bus(false);
-    let due = w(&bus).armed[TimerId::HealthPoll as usize]
-        .take()
-        .expect("the poll is armed");
-    w(&bus).now = due;
-    bus.timer_fired(TimerId::HealthPoll);
-    bus.dpc();
+    queue_a_health_read(&bus);
     assert!(!bus.inspect(|c| c.reset_in_progress()));
     assert!(!bus.query_stop());
+}
+
+/// The health poll fires and its read waits in the queue for the work item, not yet run.
+fn queue_a_health_read(bus: &Bus<Fake>) {
+    let due = w(bus).armed[TimerId::HealthPoll as usize]
+        .take()
+        .expect("the poll is armed");
+    w(bus).now = due;
+    bus.timer_fired(TimerId::HealthPoll);
+    bus.dpc();
 }

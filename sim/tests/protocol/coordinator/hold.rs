@@ -28,15 +28,7 @@ fn no_reset_starts_while_a_stop_is_pending_and_a_fault_found_meanwhile_resets_af
         "held while the stop is pending"
     );
     assert_eq!(h.asserts(), 0);
-    let refused: Vec<_> = h
-        .c()
-        .recorder()
-        .iter()
-        .filter_map(|r| match r.kind {
-            RecordKind::Refused { call, code, .. } => Some((call, code)),
-            _ => None,
-        })
-        .collect();
+    let refused = refusals(&h);
     assert_eq!(
         refused,
         [
@@ -94,15 +86,7 @@ fn a_command_timeout_while_held_is_recorded_as_one_and_resets_at_the_release() {
     h.call(|c, now| c.command_timeout(now));
     h.pump();
     assert_eq!(h.c().state(), State::Operational);
-    let refused: Vec<_> = h
-        .c()
-        .recorder()
-        .iter()
-        .filter_map(|r| match r.kind {
-            RecordKind::Refused { call, code, .. } => Some((call, code)),
-            _ => None,
-        })
-        .collect();
+    let refused = refusals(&h);
     assert_eq!(refused, [(Call::CommandTimeout, RefusalCode::StopPending)]);
     h.call(|c, now| c.release_resets(now));
     h.pump();
@@ -112,4 +96,16 @@ fn a_command_timeout_while_held_is_recorded_as_one_and_resets_at_the_release() {
     );
     h.complete(&[a]);
     assert_eq!(h.c().epoch(), Epoch(2));
+}
+
+/// The refusals the flight recorder holds: (call, code), in order.
+fn refusals(h: &H) -> Vec<(Call, RefusalCode)> {
+    h.c()
+        .recorder()
+        .iter()
+        .filter_map(|r| match r.kind {
+            RecordKind::Refused { call, code, .. } => Some((call, code)),
+            _ => None,
+        })
+        .collect()
 }
