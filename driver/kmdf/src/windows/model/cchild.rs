@@ -10,6 +10,7 @@ use hcabus::bus_abi::*;
 use hcabus::types::{ClientFlags, ClientKind, EventKind};
 use wdk_sys::GUID;
 
+use super::driver::{callable, DriverFn};
 use super::kernel::{Handle, Kernel};
 use super::machine::at;
 use super::{irql, violation, with, Rule, DISPATCH, PASSIVE};
@@ -96,7 +97,7 @@ impl CChild {
             kind: ClientKind::Srp as u16,
             flags: (ClientFlags::CAN_VETO | ClientFlags::BOOT_CRITICAL).bits(),
             name: name.as_ptr(),
-            event_callback: Some(on_event),
+            event_callback: callable(Some(on_event)),
             client_context: (&mut *child as *mut CChild).cast(),
         };
         let mut reg = HcabusRegistration::default();
@@ -105,7 +106,9 @@ impl CChild {
         // SAFETY: the driver's function with its own context, a whole descriptor and a
         // registration to fill; the child outlives its registration (detach unregisters).
         let status = at("C child: register", PASSIVE, || unsafe {
-            register.map_or(status::NOT_SUPPORTED, |f| f(context, &desc, &mut reg))
+            register.map_or(status::NOT_SUPPORTED, |f| {
+                f.run((context, &raw const desc, &raw mut reg))
+            })
         });
         expect(status == status::SUCCESS, &format!("register: {status:#x}"));
         child.id = reg.client_id;
@@ -131,7 +134,9 @@ impl CChild {
         let query = self.iface.query_state;
         // SAFETY: the driver's function with its context and a sized state to fill.
         let status = at("C child: query_state", PASSIVE, || unsafe {
-            query.map_or(status::NOT_SUPPORTED, |f| f(self.iface.context, &mut state))
+            query.map_or(status::NOT_SUPPORTED, |f| {
+                f.run((self.iface.context, &raw mut state))
+            })
         });
         (status, state.state, state.epoch)
     }
@@ -142,7 +147,9 @@ impl CChild {
         self.unregistered_during_callback |= self.in_callback;
         // SAFETY: the driver's function with its context and the child's own id.
         let status = at("C child: unregister", PASSIVE, || unsafe {
-            unregister.map_or(status::NOT_SUPPORTED, |f| f(self.iface.context, self.id))
+            unregister.map_or(status::NOT_SUPPORTED, |f| {
+                f.run((self.iface.context, self.id))
+            })
         });
         let removed = status::of_refusal(hcabus::errors::RefusalCode::DeviceRemoved);
         self.unregistered |= status == status::SUCCESS || status == removed;
@@ -156,7 +163,7 @@ impl CChild {
         if let Some(f) = self.iface.interface_dereference {
             // SAFETY: gives back the reference the query took, with its own context.
             at("C child: InterfaceDereference", PASSIVE, || unsafe {
-                f(self.iface.context)
+                f.run((self.iface.context,))
             });
         }
         status
@@ -197,12 +204,12 @@ unsafe extern "C" fn on_event(context: *mut c_void, event: *const HcabusEvent) {
         // child's id and the event's epoch; the reason is a NUL-terminated literal.
         k if k == EventKind::ResetQuery as u16 && child.vetoes => unsafe {
             child.iface.reset_veto.map_or(status::NOT_SUPPORTED, |f| {
-                f(
+                f.run((
                     ctx,
                     child.id,
                     epoch,
                     c"its last path to the boot LUN".as_ptr(),
-                )
+                ))
             })
         },
         // SAFETY: as above.
@@ -210,14 +217,14 @@ unsafe extern "C" fn on_event(context: *mut c_void, event: *const HcabusEvent) {
             child
                 .iface
                 .reset_consent
-                .map_or(status::NOT_SUPPORTED, |f| f(ctx, child.id, epoch))
+                .map_or(status::NOT_SUPPORTED, |f| f.run((ctx, child.id, epoch)))
         },
         // SAFETY: as above.
         k if k == EventKind::Reset as u16 => unsafe {
             child
                 .iface
                 .reset_execute
-                .map_or(status::NOT_SUPPORTED, |f| f(ctx, child.id, epoch))
+                .map_or(status::NOT_SUPPORTED, |f| f.run((ctx, child.id, epoch)))
         },
         k if k == EventKind::ResetEnd as u16 => {
             child.restored_epoch = epoch;

@@ -6,6 +6,7 @@ use std::vec::Vec;
 
 use wdk_sys::*;
 
+use super::driver::DriverFn;
 use super::kernel::{Handle, Init, InitOrigin, InitState, Kernel, Kind, Role};
 use super::machine::at;
 use super::{violation, with, Rule, PASSIVE};
@@ -55,11 +56,13 @@ pub(crate) fn enumerate(fdo: Handle) {
         // SAFETY: the driver's callback with its list, a copy of the identification and an
         // init KMDF owns.
         let status = at("EvtChildListCreateDevice", PASSIVE, || unsafe {
-            create(
+            create.run((
                 list as WDFCHILDLIST,
-                identification.as_mut_ptr().cast(),
+                identification
+                    .as_mut_ptr()
+                    .cast::<WDF_CHILD_IDENTIFICATION_DESCRIPTION_HEADER>(),
                 init,
-            )
+            ))
         });
         with(|k| {
             let n = Kernel::init_index(init);
@@ -244,7 +247,7 @@ pub(crate) fn query_interface(
     if let Some(reference) = header.InterfaceReference {
         // SAFETY: the interface's own function and context, as KMDF calls it.
         at("InterfaceReference", PASSIVE, || unsafe {
-            reference(header.Context)
+            reference.run((header.Context,))
         });
     }
     Some(bytes)

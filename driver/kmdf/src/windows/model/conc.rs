@@ -84,7 +84,33 @@ pub(crate) fn yield_now() {
             &format!("{MAX_YIELDS} scheduling points and no end: a thread waits for ever"),
         );
     }
-    shuttle::thread::yield_now();
+    switching(shuttle::thread::yield_now);
+}
+
+/// Runs a shuttle operation that may let other threads run first: the crossing between the
+/// model and the image (`image::switch`) is per processor, so the caller's is put back.
+pub(crate) fn switching<R>(f: impl FnOnce() -> R) -> R {
+    let saved = super::image::save();
+    let r = f();
+    super::image::restore(saved);
+    r
+}
+
+/// Starts another processor (a shuttle thread), with no call into the image under way.
+pub(crate) fn spawn<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> shuttle::thread::JoinHandle<T> {
+    switching(|| {
+        shuttle::thread::spawn(move || {
+            super::image::restore((0, 0));
+            f()
+        })
+    })
+}
+
+/// Waits for a processor started by [`spawn`] to end.
+pub(crate) fn join<T>(t: shuttle::thread::JoinHandle<T>) -> std::thread::Result<T> {
+    switching(|| t.join())
 }
 
 pub(crate) fn irql() -> Option<u8> {

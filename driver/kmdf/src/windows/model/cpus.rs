@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::vec::Vec;
 
-use shuttle::thread::{self, JoinHandle};
+use shuttle::thread::JoinHandle;
 
 use super::kernel::{Handle, Kernel, Kind};
 use super::machine::{fire_timer, run_dpc, run_work_item};
@@ -41,7 +41,7 @@ impl Processors {
             .into_iter()
             .map(|work| {
                 let stop = Arc::clone(&stop);
-                thread::spawn(move || processor(work, &stop))
+                super::conc::spawn(move || processor(work, &stop))
             })
             .collect();
         Processors { stop, threads }
@@ -52,7 +52,7 @@ impl Processors {
     pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::Release);
         for t in self.threads {
-            if t.join().is_err() {
+            if super::conc::join(t).is_err() {
                 super::violation(super::Rule::Expectation, "processor", "a thread panicked");
             }
         }

@@ -15,6 +15,9 @@ use super::{Rule, BUGCHECK_EXIT};
 /// only write and exit).
 static REPORT: OnceLock<(String, String)> = OnceLock::new();
 
+/// The handler's stack (the model's register file runs on it for the image's accesses).
+const ALTERNATE_BYTES: usize = 1 << 20;
+
 /// Installs the handler for the scenario's process.
 pub(crate) fn install() {
     let rule = Rule::NullDereference;
@@ -45,11 +48,25 @@ pub(crate) fn install() {
         }
         rust(info);
     }));
+    // The handler's own stack: a fault on a kernel stack's guard page has no stack left,
+    // and the register accesses the handler does for the image need more than a signal's.
+    static ALTERNATE: OnceLock<usize> = OnceLock::new();
+    let alternate = *ALTERNATE.get_or_init(|| {
+        let stack = vec![0u8; ALTERNATE_BYTES].leak();
+        stack.as_mut_ptr() as usize
+    });
+    let ss = libc::stack_t {
+        ss_sp: alternate as *mut c_void,
+        ss_flags: 0,
+        ss_size: ALTERNATE_BYTES,
+    };
+    // SAFETY: a leaked buffer of that size, never freed: the handler's for the process.
+    unsafe { libc::sigaltstack(&ss, core::ptr::null_mut()) };
     for signal in [libc::SIGSEGV, libc::SIGBUS] {
         // SAFETY: an all-zero sigaction is valid (no flags, an empty mask, filled below).
         let mut action: libc::sigaction = unsafe { core::mem::zeroed() };
         action.sa_sigaction = on_fault as *const () as libc::sighandler_t;
-        action.sa_flags = libc::SA_SIGINFO;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
         // SAFETY: the action's own mask, a valid sigset_t.
         unsafe { libc::sigemptyset(&mut action.sa_mask) };
         // SAFETY: a handler that only writes to stderr and exits (async-signal-safe).
@@ -70,11 +87,16 @@ fn write_all(bytes: &[u8]) {
     }
 }
 
-extern "C" fn on_fault(_signal: c_int, info: *mut libc::siginfo_t, _context: *mut c_void) {
+extern "C" fn on_fault(_signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
     // SAFETY: the kernel passes the fault's siginfo (SA_SIGINFO), live for the handler.
     let info = unsafe { &*info };
     // SAFETY: a SIGSEGV's or SIGBUS's siginfo carries the faulting address.
     let address = unsafe { info.si_addr() } as usize;
+    // The image's register accesses, its calls to what the model lacks, its stack's guard
+    // page: taken (or reported) there. Everything else is the driver's page fault.
+    if super::image::trap::handle(address, context) {
+        return;
+    }
     let mut hex = [0u8; 18];
     hex[0] = b'0';
     hex[1] = b'x';

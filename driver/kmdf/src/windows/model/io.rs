@@ -6,6 +6,7 @@ use std::vec::Vec;
 
 use wdk_sys::*;
 
+use super::driver::DriverFn;
 use super::kernel::{Handle, Kernel, Kind, Role};
 use super::machine::{at, Machine, Request, FILE_READ_DATA, FILE_WRITE_DATA};
 use super::{violation, with, Rule, DISPATCH, PASSIVE};
@@ -165,13 +166,13 @@ impl Machine {
         });
         // SAFETY: the driver's callback with its queue and a request it now owns.
         at("EvtIoDeviceControl", level, || unsafe {
-            callback(
+            callback.run((
                 queue,
                 request as WDFREQUEST,
                 output_length,
                 input.len(),
                 code,
-            )
+            ))
         });
         with(|k| {
             let o = &mut k.objects[Kernel::index_of(request as _)];

@@ -208,9 +208,10 @@ pub(crate) struct Adapter {
 
 /// A live MmMapIoSpaceEx mapping.
 pub(crate) struct Mapping {
-    /// The mapping's backing store: kept alive, never read (the register file answers).
+    /// The mapping's pages: no access, so that a load or store of the image's faults and is
+    /// answered by the register file (`image/trap.rs`); the Linux build never touches them.
     #[allow(dead_code)]
-    pub(crate) memory: Box<[u32]>,
+    pub(crate) memory: super::image::memory::Region,
     pub(crate) length: usize,
     pub(crate) adapter: usize,
 }

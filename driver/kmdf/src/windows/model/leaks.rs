@@ -54,8 +54,12 @@ pub(crate) fn cycle(fdo: Handle) {
     });
 }
 
-/// Unload: no control device left, no object but the driver, no init, no reference.
+/// Unload: no control device left, no object but the driver, no init, no reference, and
+/// (the image's) no pool block.
 pub(crate) fn unload() {
+    if super::image::get().is_some() {
+        super::image::unload();
+    }
     with(|k| {
         for o in &k.objects {
             if let Kind::Device(d) = &o.kind {

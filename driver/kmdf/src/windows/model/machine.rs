@@ -9,6 +9,7 @@ use std::vec::Vec;
 use hcabus_sim::FakeConnectX;
 use wdk_sys::*;
 
+use super::driver::DriverFn;
 use super::kernel::{Adapter, Handle, Init, InitOrigin, InitState, Kernel, Kind, Role};
 use super::{irql, set_irql, violation, with, Rule, DISPATCH, PASSIVE};
 
@@ -42,7 +43,8 @@ pub(crate) fn at<R>(what: &str, level: u8, f: impl FnOnce() -> R) -> R {
     let before = irql();
     let held_before = held_locks();
     set_irql(level);
-    let counting = crate::fake::count_bytes(true);
+    super::image::stacks::naming(what);
+    let counting = crate::fake::count_bytes(super::driver::heap_is_counted());
     let r = f();
     crate::fake::count_bytes(counting);
     if irql() != level {
@@ -188,7 +190,9 @@ pub(crate) fn run_work_item(h: Handle) {
     });
     if let Some(f) = f {
         // SAFETY: the driver's callback for its work item.
-        at("EvtWorkItem", PASSIVE, || unsafe { f(h as WDFWORKITEM) });
+        at("EvtWorkItem", PASSIVE, || unsafe {
+            f.run((h as WDFWORKITEM,))
+        });
     }
     with(|k| {
         if let Kind::WorkItem { running, .. } = &mut k.objects[Kernel::index_of(h as _)].kind {
@@ -232,9 +236,21 @@ impl Machine {
             MaximumLength: (path.len() * 2) as u16,
             Buffer: path.as_ptr().cast_mut(),
         };
-        let status = at("DriverEntry", PASSIVE, || {
-            super::super::driver_entry(&raw mut *m.driver_object, &raw const registry)
-        });
+        if let Some(image) = super::image::get() {
+            image.fresh();
+        }
+        let object = &raw mut *m.driver_object;
+        let status = match super::image::get() {
+            // FxDriverEntry, by its address, as the I/O manager calls a driver's entry.
+            // SAFETY: the image's entry point, with a driver object and its registry path.
+            Some(image) => at("DriverEntry", PASSIVE, || unsafe {
+                super::image::call(image.entry(), &[object as u64, &raw const registry as u64])
+                    as NTSTATUS
+            }),
+            None => at("DriverEntry", PASSIVE, || {
+                super::super::driver_entry(object, &raw const registry)
+            }),
+        };
         if status >= 0 && with(|k| k.driver.is_none()) {
             violation(
                 Rule::NoDriverObject,
@@ -265,7 +281,7 @@ impl Machine {
         };
         // SAFETY: the driver's callback with its driver and an init KMDF owns.
         let status = at("EvtDriverDeviceAdd", PASSIVE, || unsafe {
-            add(driver as WDFDRIVER, init)
+            add.run((driver as WDFDRIVER, init))
         });
         if status >= 0 {
             control_devices_finished();
@@ -365,11 +381,11 @@ impl Machine {
         let status = prepare.map_or(STATUS_SUCCESS, |f| {
             // SAFETY: the driver's callback with its FDO and two resource lists.
             at("EvtDevicePrepareHardware", PASSIVE, || unsafe {
-                f(
+                f.run((
                     fdo as WDFDEVICE,
                     raw as WDFCMRESLIST,
                     translated as WDFCMRESLIST,
-                )
+                ))
             })
         });
         with(|k| {
@@ -398,7 +414,7 @@ impl Machine {
         };
         // SAFETY: the driver's callback for its FDO.
         at("EvtDeviceD0Entry", PASSIVE, || unsafe {
-            f(fdo as WDFDEVICE, previous)
+            f.run((fdo as WDFDEVICE, previous))
         })
     }
 
@@ -440,7 +456,7 @@ impl Machine {
         match (status >= 0, self.pnp().EvtDeviceQueryStop) {
             // SAFETY: the driver's callback for its FDO.
             (true, Some(f)) => at("EvtDeviceQueryStop", PASSIVE, || unsafe {
-                f(fdo as WDFDEVICE)
+                f.run((fdo as WDFDEVICE,))
             }),
             _ => status,
         }
@@ -477,7 +493,7 @@ impl Machine {
         if let Some(f) = self.pnp().EvtDeviceD0Exit {
             // SAFETY: the driver's callback for its FDO.
             at("EvtDeviceD0Exit", PASSIVE, || unsafe {
-                f(fdo as WDFDEVICE, target)
+                f.run((fdo as WDFDEVICE, target))
             });
         }
         with(|k| k.adapters.iter_mut().for_each(|a| a.d0 = false));
@@ -489,7 +505,7 @@ impl Machine {
         if let Some(f) = self.pnp().EvtDeviceReleaseHardware {
             // SAFETY: the driver's callback for its FDO.
             at("EvtDeviceReleaseHardware", PASSIVE, || unsafe {
-                f(fdo as WDFDEVICE, core::ptr::null_mut())
+                f.run((fdo as WDFDEVICE, core::ptr::null_mut::<core::ffi::c_void>()))
             });
         }
         super::leaks::cycle(fdo);
@@ -502,7 +518,7 @@ impl Machine {
         if let Some(f) = self.pnp().EvtDeviceSurpriseRemoval {
             // SAFETY: the driver's callback for its FDO.
             at("EvtDeviceSurpriseRemoval", PASSIVE, || unsafe {
-                f(fdo as WDFDEVICE)
+                f.run((fdo as WDFDEVICE,))
             });
         }
         self.run();
@@ -543,7 +559,7 @@ impl Machine {
         if let Some(f) = self.pnp().EvtDeviceSelfManagedIoFlush {
             // SAFETY: the driver's callback for its FDO, at PASSIVE_LEVEL as KMDF calls it.
             at("EvtDeviceSelfManagedIoFlush", PASSIVE, || unsafe {
-                f(fdo as WDFDEVICE)
+                f.run((fdo as WDFDEVICE,))
             });
         }
     }
@@ -570,7 +586,7 @@ impl Machine {
         if let Some(f) = unload {
             // SAFETY: the driver's callback with its driver, as KMDF calls it at unload.
             at("EvtDriverUnload", PASSIVE, || unsafe {
-                f(driver as WDFDRIVER)
+                f.run((driver as WDFDRIVER,))
             });
         }
         super::leaks::unload();
@@ -607,7 +623,7 @@ pub(crate) fn run_dpc(h: Handle) {
     });
     if let Some(f) = f {
         // SAFETY: the driver's callback for its DPC.
-        at("EvtDpcFunc", DISPATCH, || unsafe { f(h as WDFDPC) });
+        at("EvtDpcFunc", DISPATCH, || unsafe { f.run((h as WDFDPC,)) });
     }
     with(|k| {
         if let Kind::Dpc { running, .. } = &mut k.objects[Kernel::index_of(h as _)].kind {
@@ -631,7 +647,9 @@ pub(crate) fn fire_timer(h: Handle) {
     });
     if let Some(f) = f {
         // SAFETY: the driver's callback for its timer.
-        at("EvtTimerFunc", DISPATCH, || unsafe { f(h as WDFTIMER) });
+        at("EvtTimerFunc", DISPATCH, || unsafe {
+            f.run((h as WDFTIMER,))
+        });
     }
     with(|k| {
         if let Kind::Timer { running, .. } = &mut k.objects[Kernel::index_of(h as _)].kind {

@@ -21,9 +21,11 @@ mod children;
 mod conc;
 #[cfg(test)]
 mod cpus;
+pub(crate) mod driver;
 mod entries;
 #[cfg(test)]
 mod fault;
+pub(crate) mod image;
 mod io;
 mod kernel;
 mod leaks;

@@ -7,6 +7,7 @@
 
 use wdk_sys::*;
 
+use super::driver::DriverFn;
 use super::machine::{at, Machine};
 use super::{violation, with, Rule, PASSIVE};
 
@@ -86,7 +87,7 @@ impl Machine {
                 // SAFETY: the driver's callback for its FDO, with data that lives for the
                 // call, at PASSIVE_LEVEL as KMDF calls it from its PnP state machine.
                 at("EvtDevicePnpStateChange", PASSIVE, || unsafe {
-                    f(fdo as WDFDEVICE, &data)
+                    f.run((fdo as WDFDEVICE, &raw const data))
                 });
             }
         }

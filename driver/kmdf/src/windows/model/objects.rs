@@ -4,6 +4,7 @@
 
 use wdk_sys::*;
 
+use super::driver::DriverFn;
 use super::kernel::{Context, Handle, Kernel, Kind, Object};
 use super::{violation, with, Rule, DISPATCH};
 
@@ -223,9 +224,9 @@ impl Kernel {
 pub(crate) fn run_cleanups(cleanups: Vec<(PFN_WDF_OBJECT_CONTEXT_CLEANUP, Handle)>) {
     for &(cleanup, h) in &cleanups {
         if let Some(f) = cleanup {
-            let counting = crate::fake::count_bytes(true);
+            let counting = crate::fake::count_bytes(super::driver::heap_is_counted());
             // SAFETY: the driver's callback, for its object, as KMDF calls it.
-            unsafe { f(h as WDFOBJECT) };
+            unsafe { f.run((h as WDFOBJECT,)) };
             crate::fake::count_bytes(counting);
         }
         with(|k| k.objects[Kernel::index_of(h as _)].disposing = false);
@@ -250,9 +251,9 @@ pub(crate) fn destroy_if_unreferenced(h: Handle) {
         }
     });
     if let Some(f) = destroy {
-        let counting = crate::fake::count_bytes(true);
+        let counting = crate::fake::count_bytes(super::driver::heap_is_counted());
         // SAFETY: the driver's callback, for its object, its context still there.
-        unsafe { f(h as WDFOBJECT) };
+        unsafe { f.run((h as WDFOBJECT,)) };
         crate::fake::count_bytes(counting);
         with(|k| k.objects[Kernel::index_of(h as _)].disposing = false);
     }

@@ -3,6 +3,7 @@
 
 use wdk_sys::*;
 
+use super::driver::callable;
 use super::kernel::{Child, Kernel, Kind, Role};
 use super::table::text;
 use super::wdm::{bus_data, pci_dereference, pci_reference};
@@ -306,12 +307,12 @@ pub(crate) unsafe extern "C" fn WdfFdoQueryForInterface(
             Size: core::mem::size_of::<BUS_INTERFACE_STANDARD>() as USHORT,
             Version: 1,
             Context: context,
-            InterfaceReference: Some(pci_reference),
-            InterfaceDereference: Some(pci_dereference),
+            InterfaceReference: callable::<PINTERFACE_REFERENCE>(Some(pci_reference)),
+            InterfaceDereference: callable::<PINTERFACE_DEREFERENCE>(Some(pci_dereference)),
             TranslateBusAddress: None,
             GetDmaAdapter: None,
-            SetBusData: Some(bus_data::<true>),
-            GetBusData: Some(bus_data::<false>),
+            SetBusData: callable::<PGET_SET_DEVICE_DATA>(Some(bus_data::<true>)),
+            GetBusData: callable::<PGET_SET_DEVICE_DATA>(Some(bus_data::<false>)),
         })
     };
     // The exporting driver references the interface before it returns it.

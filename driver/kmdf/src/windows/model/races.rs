@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use hcabus::bus_abi::status;
 use hcabus::errors::RefusalCode;
 use hcabus::ioctl::ResetMode;
-use shuttle::thread;
 use wdk_sys::*;
 
 use super::admin::{self, ADMIN};
@@ -182,9 +181,9 @@ fn life_on_four_processors() {
     let cpus = Processors::start();
     let done = std::sync::Arc::clone(&removed_done);
     let threads = [
-        thread::spawn(move || staying_child(staying, &done)),
-        thread::spawn(move || leaving_child(leaving)),
-        thread::spawn(administrator),
+        super::conc::spawn(move || staying_child(staying, &done)),
+        super::conc::spawn(move || leaving_child(leaving)),
+        super::conc::spawn(administrator),
     ];
     // The PnP manager: a rebalance (refused while a reset is open), a forced reset, a
     // sleep and a wake, another forced reset and a surprise removal while it runs.
@@ -218,7 +217,7 @@ fn life_on_four_processors() {
     m.surprise_remove();
     removed_done.store(true, Ordering::Release);
     for t in threads {
-        if t.join().is_err() {
+        if super::conc::join(t).is_err() {
             violation(Rule::Expectation, "races", "a thread panicked");
         }
     }

@@ -41,6 +41,9 @@ pub(crate) enum Rule {
     BufferAfterCompletion,
     LockWithoutParent,
     NullDereference,
+    StackOverflow,
+    DriverBugCheck,
+    Unmodelled,
     Expectation,
 }
 
@@ -52,8 +55,11 @@ impl Rule {
             Rule::NullDereference => 0x50,              // PAGE_FAULT_IN_NONPAGED_AREA
             Rule::MappingLeak | Rule::BadUnmap => 0xC4, // DRIVER_VERIFIER_DETECTED_VIOLATION
             Rule::ControlDeviceAtUnload | Rule::CycleLeak | Rule::ObjectLeak => 0xCE, // DRIVER_UNLOADED_WITHOUT_CANCELLING_PENDING_OPERATIONS
+            Rule::StackOverflow => 0x7F, // UNEXPECTED_KERNEL_MODE_TRAP (a double fault)
             Rule::Expectation
             | Rule::NoKernel
+            | Rule::DriverBugCheck
+            | Rule::Unmodelled
             | Rule::DeviceInDx
             | Rule::CallbackAfterUnregister
             | Rule::RemovedDuringRebalance => 0,
@@ -102,6 +108,9 @@ impl Rule {
             Rule::LockWithoutParent => "a spin lock or wait lock is created with a parent object",
             Rule::NullDereference => "the driver dereferences no NULL a DDI may return, nor any address it does not own",
             Rule::RemovedDuringRebalance => "a child's call during a PnP stop and restart is never answered DEVICE_REMOVED",
+            Rule::StackOverflow => "a call into the driver stays within the kernel stack (24 KiB on x64, a guard page below)",
+            Rule::DriverBugCheck => "the driver never stops the machine itself (KeBugCheckEx: its panic handler)",
+            Rule::Unmodelled => "the image calls only what the model gives (a limit of the model's, not the driver's)",
             Rule::Expectation => "what the scenario expects of the driver",
         }
     }
@@ -109,7 +118,9 @@ impl Rule {
     /// Where the rule comes from.
     pub(crate) fn source(self) -> &'static str {
         match self {
-            Rule::NoKernel | Rule::Expectation => "the model's scenario",
+            Rule::NoKernel | Rule::Expectation | Rule::Unmodelled => "the model's scenario",
+            Rule::StackOverflow => "KERNEL_STACK_SIZE (ntddk.h, 0x6000 on x64); an overflow into the guard page is a double fault",
+            Rule::DriverBugCheck => "KeBugCheckEx documentation; wdk-panic's handler",
             Rule::ControlNoCleanup => "SDV rule Cleanup4CtlDeviceRegistered; Using Control Device Objects",
             Rule::NullDereference => "SDV rule NullCheck; a page fault in kernel code is PAGE_FAULT_IN_NONPAGED_AREA (the scenario's process catches SIGSEGV and SIGBUS)",
             Rule::LockWithoutParent => "SDV rule ParentObjectCheckLock (KMDF itself parents such a lock to the driver)",

@@ -7,6 +7,7 @@
 
 use wdk_sys::*;
 
+use super::driver::DriverFn;
 use super::kernel::{Handle, Kernel, Kind, Role};
 use super::machine::at;
 use super::{violation, with, Rule, DISPATCH, PASSIVE};
@@ -64,7 +65,7 @@ pub(crate) fn notify(device: Handle, file: WDF_SPECIAL_FILE_TYPE, in_path: bool)
     let status = callback.map_or(STATUS_SUCCESS, |f| {
         // SAFETY: the driver's callback for its device, at PASSIVE_LEVEL as KMDF calls it.
         at("EvtDeviceUsageNotificationEx", PASSIVE, || unsafe {
-            f(device as WDFDEVICE, file, BOOLEAN::from(in_path))
+            f.run((device as WDFDEVICE, file, BOOLEAN::from(in_path)))
         })
     });
     if status < 0 && in_path {

@@ -114,8 +114,11 @@ extern "C" fn MmMapIoSpaceEx(physical: PHYSICAL_ADDRESS, bytes: SIZE_T, _protect
         else {
             return core::ptr::null_mut();
         };
-        let mut memory = vec![0u32; (bytes as usize).div_ceil(4)].into_boxed_slice();
-        let base = memory.as_mut_ptr();
+        let Ok(memory) = super::uncounted(|| super::image::memory::Region::reserve(bytes as usize))
+        else {
+            return core::ptr::null_mut();
+        };
+        let base = memory.base() as *mut u32;
         k.mappings.insert(
             base as usize,
             Mapping {
@@ -437,7 +440,7 @@ extern "C" fn ExWaitForRundownProtectionRelease(r: PEX_RUNDOWN_REF) {
 
 /// DbgPrint's sink (the C shim formats; see dbgprint.c).
 #[unsafe(no_mangle)]
-extern "C" fn hcabus_model_dbg_print(text: *const core::ffi::c_char) {
+pub(crate) extern "C" fn hcabus_model_dbg_print(text: *const core::ffi::c_char) {
     let _kernel = super::enter("DbgPrint", super::HIGH);
     let s = super::uncounted(|| {
         // SAFETY: the shim passes a NUL-terminated buffer.
@@ -446,4 +449,67 @@ extern "C" fn hcabus_model_dbg_print(text: *const core::ffi::c_char) {
             .into_owned()
     });
     with(|k| k.debug_output.push(s));
+}
+
+/// Whether `at` is in a live register mapping (for the image's faults there).
+pub(crate) fn is_register(at: usize) -> bool {
+    with(|k| {
+        k.mappings
+            .range(..=at)
+            .next_back()
+            .is_some_and(|(base, m)| at < base + m.length)
+    })
+}
+
+/// The exports above, by name, as the image's loader binds them.
+pub(crate) fn exports() -> [(&'static str, usize); 14] {
+    [
+        ("KeGetCurrentIrql", KeGetCurrentIrql as *const () as usize),
+        (
+            "KeQueryUnbiasedInterruptTime",
+            KeQueryUnbiasedInterruptTime as *const () as usize,
+        ),
+        (
+            "PsGetCurrentThreadId",
+            PsGetCurrentThreadId as *const () as usize,
+        ),
+        (
+            "KeDelayExecutionThread",
+            KeDelayExecutionThread as *const () as usize,
+        ),
+        (
+            "KeQuerySystemTimePrecise",
+            KeQuerySystemTimePrecise as *const () as usize,
+        ),
+        ("MmMapIoSpaceEx", MmMapIoSpaceEx as *const () as usize),
+        ("MmUnmapIoSpace", MmUnmapIoSpace as *const () as usize),
+        (
+            "IoAllocateErrorLogEntry",
+            IoAllocateErrorLogEntry as *const () as usize,
+        ),
+        (
+            "IoWriteErrorLogEntry",
+            IoWriteErrorLogEntry as *const () as usize,
+        ),
+        (
+            "ExInitializeRundownProtection",
+            ExInitializeRundownProtection as *const () as usize,
+        ),
+        (
+            "ExReInitializeRundownProtection",
+            ExReInitializeRundownProtection as *const () as usize,
+        ),
+        (
+            "ExAcquireRundownProtection",
+            ExAcquireRundownProtection as *const () as usize,
+        ),
+        (
+            "ExReleaseRundownProtection",
+            ExReleaseRundownProtection as *const () as usize,
+        ),
+        (
+            "ExWaitForRundownProtectionRelease",
+            ExWaitForRundownProtectionRelease as *const () as usize,
+        ),
+    ]
 }
