@@ -58,7 +58,7 @@ pub(crate) fn run_on(scenario: &str, defect: Option<Defect>, image: Option<&str>
     }
 }
 
-pub(super) fn assert_passes(scenario: &str) {
+pub(crate) fn assert_passes(scenario: &str) {
     let o = run(scenario, None);
     assert_eq!(o.code, Some(0), "scenario {scenario} failed:\n{}", o.stderr);
 }
@@ -66,7 +66,16 @@ pub(super) fn assert_passes(scenario: &str) {
 /// A planted defect: the scenario must stop on the model with a line naming each of `what`
 /// (the rule, the DDI, the reason).
 pub(super) fn assert_caught(scenario: &str, defect: Defect, what: &[&str]) {
-    let o = run(scenario, Some(defect));
+    caught(scenario, Some(defect), what);
+}
+
+/// The scenario, nothing planted, must stop on the model with a line naming each of `what`.
+pub(crate) fn assert_caught_bare(scenario: &str, what: &[&str]) {
+    caught(scenario, None, what);
+}
+
+fn caught(scenario: &str, defect: Option<Defect>, what: &[&str]) {
+    let o = run(scenario, defect);
     assert_eq!(
         o.code,
         Some(BUGCHECK_EXIT),
@@ -170,6 +179,7 @@ fn scenario() {
             _ if super::races::scenario(other) => {}
             _ if super::sdv_plants::scenario(other) => {}
             _ if super::audit::scenario(other) => {}
+            _ if super::image::tests::scenario(other) => {}
             _ => panic!("no scenario {other:?}"),
         },
     }
@@ -177,7 +187,7 @@ fn scenario() {
 }
 
 /// Fails the scenario (in the child) as a rule the model enforces would.
-pub(super) fn expect(ok: bool, what: &str) {
+pub(crate) fn expect(ok: bool, what: &str) {
     if !ok {
         super::violation(super::Rule::Expectation, "scenario", what);
     }
@@ -199,7 +209,7 @@ fn booted() -> Machine {
     m
 }
 
-pub(super) fn started() -> Machine {
+pub(crate) fn started() -> Machine {
     let mut m = booted();
     let status = m.start();
     let refusals = with(|k| format!("{:?}", k.refusals));

@@ -16,6 +16,8 @@ mod pool;
 pub(crate) mod run;
 pub(crate) mod stacks;
 mod switch;
+#[cfg(test)]
+pub(crate) mod tests;
 pub(crate) mod trap;
 
 use std::string::String;
@@ -125,6 +127,39 @@ pub(crate) fn pool_bytes() -> usize {
 /// At the driver's unload: the pool it held is all given back.
 pub(crate) fn unload() {
     pool::unload();
+}
+
+/// Code the tests wrote to run as the image's would (`tests.rs`): each page of it.
+#[cfg(test)]
+static TEST_CODE: Mutex<Vec<Region>> = Mutex::new(Vec::new());
+
+/// `bytes` of machine code in a page that may run, as the image's code: its address.
+#[cfg(test)]
+pub(crate) fn test_code(bytes: &[u8]) -> usize {
+    let mut page = Region::reserve(bytes.len()).expect("a page of code");
+    let len = page.len();
+    page.protect(0, len, true, true)
+        .expect("writable and executable");
+    page.bytes_mut()[..bytes.len()].copy_from_slice(bytes);
+    let at = page.base();
+    TEST_CODE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(page);
+    at
+}
+
+/// Whether `rip` is the driver's code: the image's text (or a test's), where a fault on the
+/// register window is the driver's register access (from the fault handler: never waits).
+pub(crate) fn is_driver_code(rip: usize) -> bool {
+    #[cfg(test)]
+    if TEST_CODE
+        .try_lock()
+        .is_ok_and(|pages| pages.iter().any(|p| p.contains(rip)))
+    {
+        return true;
+    }
+    IMAGE.get().is_some_and(|i| i.in_text(rip))
 }
 
 /// The loaded image, if the driver is one.

@@ -68,6 +68,8 @@ pub(crate) const SCENARIOS: &[(&str, Ends)] = &[
     ("reset_after_query_stop", Ends::Passes),
     ("name_fails", Ends::Passes),
     ("error_log_refused", Ends::Passes),
+    // Four processors (shuttle), each running the image on its own kernel stack.
+    ("races", Ends::Passes),
 ];
 
 /// How a scenario on the image must end.

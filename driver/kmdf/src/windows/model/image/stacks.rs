@@ -13,6 +13,8 @@ use super::memory::{Region, PAGE};
 /// KERNEL_STACK_SIZE on x64 (ntddk.h: 0x6000).
 pub(crate) const STACK_BYTES: usize = 0x6000;
 const PAINT: u8 = 0x5A;
+/// Stack kept above the first frame of a call from the model (see [`begin`]).
+const ABOVE: usize = 64;
 
 struct Stack {
     processor: usize,
@@ -75,7 +77,9 @@ fn begin_uncounted() -> usize {
         }
     };
     stacks[i].usable().fill(PAINT);
-    stacks[i].top()
+    // The stubs read the eight argument slots a DDI may have (`switch.rs`), four of them
+    // above the caller's frame: on Windows KMDF's frames are there; here, room for them.
+    stacks[i].top() - ABOVE
 }
 
 /// The call that [`begin`] began has returned: how deep it went, recorded.
@@ -91,7 +95,14 @@ fn end_uncounted() {
             return;
         };
         let bytes = s.usable();
-        let untouched = bytes.iter().take_while(|b| **b == PAINT).count();
+        // Whole pages compared first (a memcmp), then bytes in the first page touched.
+        let painted = [PAINT; PAGE];
+        let pages = bytes
+            .chunks(PAGE)
+            .take_while(|c| *c == &painted[..c.len()])
+            .count();
+        let rest = &bytes[(pages * PAGE).min(bytes.len())..];
+        let untouched = pages * PAGE + rest.iter().take_while(|b| **b == PAINT).count();
         bytes.len() - untouched
     };
     let name = ENTRIES

@@ -14,20 +14,6 @@ use super::super::{violation, Rule};
 /// whether it did (the context then resumes after the instruction). Reports and ends the
 /// process for an unmodelled DDI or a stack overflow.
 pub(crate) fn handle(address: usize, context: *mut c_void) -> bool {
-    let Some(image) = super::get() else {
-        return false;
-    };
-    if image.unmodelled.contains(address) {
-        violation(
-            Rule::Unmodelled,
-            "(function table)",
-            &format!(
-                "the image called KMDF 1.33's function number {} (WDFFUNCENUM), which the \
-                 model does not give",
-                address - image.unmodelled.base()
-            ),
-        );
-    }
     if let Some(entry) = super::stacks::overflowed(address) {
         violation(
             Rule::StackOverflow,
@@ -38,10 +24,23 @@ pub(crate) fn handle(address: usize, context: *mut c_void) -> bool {
             ),
         );
     }
+    if let Some(image) = super::get() {
+        if image.unmodelled.contains(address) {
+            violation(
+                Rule::Unmodelled,
+                "(function table)",
+                &format!(
+                    "the image called KMDF 1.33's function number {} (WDFFUNCENUM), which \
+                     the model does not give",
+                    address - image.unmodelled.base()
+                ),
+            );
+        }
+    }
     // SAFETY: the handler's context (SA_SIGINFO), live and ours to change for the handler.
     let uc = unsafe { &mut *context.cast::<libc::ucontext_t>() };
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
-    if !image.in_text(rip) || !super::super::wdm::is_register(address) {
+    if !super::is_driver_code(rip) || !super::super::wdm::is_register(address) {
         return false;
     }
     // SAFETY: up to 15 bytes of the image's code at the faulting instruction (in .text).
