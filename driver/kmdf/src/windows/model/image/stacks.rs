@@ -103,7 +103,8 @@ fn end_uncounted() {
             .count();
         let rest = &bytes[(pages * PAGE).min(bytes.len())..];
         let untouched = pages * PAGE + rest.iter().take_while(|b| **b == PAINT).count();
-        bytes.len() - untouched
+        // The room kept above the first frame is not the call's.
+        (bytes.len() - untouched).saturating_sub(ABOVE)
     };
     let name = ENTRIES
         .lock()
