@@ -6,6 +6,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+
 fn fleet_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/scenarios/fleet")
@@ -78,13 +80,25 @@ fn every_run_keeps_the_fleet_guarantees_but_resets(doc: &Value) {
 /// one gets every host's every path back within 1.5 times the theoretical minimum; the fixed
 /// 10 s retry of NVMe-oF and the backoff without jitter leave hosts out for minutes, and the
 /// naive IPoIB resets adapters by the thousand.
+/// The runs are made once, in this process, by what `hcasim fleet` runs (`fleet::run`): the
+/// figures are read from their JSON report, and their table (`fleet::text`, what the program
+/// prints) is the one README.md quotes (docs_output.rs leaves that quote to this test).
 #[test]
 fn a_thousand_hosts_get_every_path_back_within_one_and_a_half_times_the_minimum() {
-    let doc = json_of(&hcasim(&[
-        "fleet",
-        fleet_file("thousand-hosts.toml").to_str().expect("utf-8"),
-        "--json",
-    ]));
+    use hcabus_tools::{fleet, scenario};
+    let file = fleet_file("thousand-hosts.toml");
+    let text = std::fs::read_to_string(&file).expect("the scenario");
+    let scenario = scenario::fleet::parse(&text).expect("a fleet scenario");
+    let seed = scenario.setup.seed;
+    let jobs = std::thread::available_parallelism().map_or(1, usize::from);
+    let runs = fleet::run(&scenario, seed..seed + 1, jobs).expect("the fleet runs");
+    if let Err(why) = common::quotes::check(
+        "hcasim fleet tests/scenarios/fleet/thousand-hosts.toml",
+        &fleet::text(&scenario, &runs),
+    ) {
+        panic!("{why}");
+    }
+    let doc: Value = serde_json::from_str(&fleet::json(&scenario, &runs)).expect("JSON");
     assert_eq!(doc["hosts"], 1000);
     every_run_keeps_the_fleet_guarantees(&doc);
     let runs = doc["runs"].as_array().expect("runs");

@@ -1,6 +1,8 @@
 //! What the socket suites share: a live `hcasim serve` and reading hcactl's output.
 #![allow(dead_code)]
 
+pub mod quotes;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
