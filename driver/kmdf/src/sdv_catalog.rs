@@ -18,22 +18,22 @@ const SETS: [(&str, usize); 8] = [
     ("warnings", 17),
 ];
 
-fn read(relative: &str) -> String {
+pub(crate) fn read(relative: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// One row of the catalog: its six cells.
-struct Row {
-    rule: String,
+pub(crate) struct Row {
+    pub(crate) rule: String,
     set: String,
     applies: String,
     never: String,
-    how: String,
-    planted: String,
+    pub(crate) how: String,
+    pub(crate) planted: String,
 }
 
-fn rows(doc: &str) -> Vec<Row> {
+pub(crate) fn rows(doc: &str) -> Vec<Row> {
     doc.lines()
         .skip_while(|l| !l.starts_with("| rule | set | applies |"))
         .skip(2)
@@ -59,7 +59,7 @@ fn rows(doc: &str) -> Vec<Row> {
 }
 
 /// The names in backticks of `text` that start with `prefix` (without it).
-fn ticked<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+pub(crate) fn ticked<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
     text.split('`')
         .skip(1)
         .step_by(2)

@@ -247,6 +247,9 @@ pub(crate) struct Kernel {
     /// The FDO whose EvtDevicePrepareHardware is running (the cycle rule).
     pub(crate) preparing: Option<Handle>,
     pub(crate) debug_output: Vec<String>,
+    /// What a warning rule of SDV flags and KMDF allows (DriverAttributeChanged): the run
+    /// goes on as it would on Windows, and the unload reports it (`leaks::unload`).
+    pub(crate) sdv_warnings: Vec<(super::Rule, &'static str, String)>,
     /// Who holds each EX_RUNDOWN_REF now: (its address, the thread, `conc::me`).
     pub(crate) rundown_holders: Vec<(usize, usize)>,
     /// Every IRP_MN_DEVICE_USAGE_NOTIFICATION a device answered, in order.

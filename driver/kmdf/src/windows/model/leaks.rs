@@ -61,6 +61,9 @@ pub(crate) fn unload() {
         super::image::unload();
     }
     with(|k| {
+        if let Some((rule, ddi, why)) = k.sdv_warnings.first() {
+            violation(*rule, ddi, &format!("{why}; reported at unload"));
+        }
         for o in &k.objects {
             if let Kind::Device(d) = &o.kind {
                 if d.role == Role::Control && !o.deleted {

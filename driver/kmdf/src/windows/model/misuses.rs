@@ -85,6 +85,12 @@ fn the_control_device_goes_with_its_fdo() {
         Defect::ControlDeviceKept,
         &["Expectation", "an IOCTL after removal: 0xc00002b6"],
     );
+    // With no IOCTL after the removal, the rule SDV's ControlDeviceDeleted stands for.
+    assert_caught(
+        "child_outlives_fdo",
+        Defect::ControlDeviceKept,
+        &["ControlDeviceAtUnload in DriverUnload", "never deleted"],
+    );
 }
 
 #[test]

@@ -21,10 +21,14 @@ mod children;
 mod conc;
 #[cfg(test)]
 mod cpus;
+#[cfg(test)]
+mod documented;
 pub(crate) mod driver;
 mod entries;
 #[cfg(test)]
 mod fault;
+#[cfg(test)]
+mod hlk;
 pub(crate) mod image;
 mod io;
 mod kernel;
@@ -75,6 +79,8 @@ thread_local! {
 pub(crate) const PASSIVE: u8 = 0;
 pub(crate) const APC: u8 = 1;
 pub(crate) const DISPATCH: u8 = 2;
+/// DISPATCH_LEVEL + 1: the lowest device IRQL (WdfObjectGetTypedContextWorker's maximum).
+pub(crate) const DISPATCH_PLUS_ONE: u8 = 3;
 pub(crate) const HIGH: u8 = 15;
 
 pub(crate) fn irql() -> u8 {

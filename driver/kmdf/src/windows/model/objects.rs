@@ -265,7 +265,7 @@ pub(crate) unsafe extern "C" fn WdfObjectGetTypedContextWorker(
     info: PCWDF_OBJECT_CONTEXT_TYPE_INFO,
 ) -> PVOID {
     const DDI: &str = "WdfObjectGetTypedContextWorker";
-    let _kernel = super::enter(DDI, super::HIGH);
+    let _kernel = super::enter(DDI, super::DISPATCH_PLUS_ONE);
     if info.is_null() {
         violation(Rule::NullParameter, DDI, "TypeInfo is NULL");
     }
@@ -341,8 +341,8 @@ pub(crate) unsafe extern "C" fn WdfObjectDereferenceActual(
 }
 
 /// The parent of a DPC, work item or timer.
-fn parent_of(ddi: &str, handle: WDFOBJECT, kind: &str) -> WDFOBJECT {
-    let _kernel = super::enter(ddi, DISPATCH);
+fn parent_of(ddi: &str, handle: WDFOBJECT, kind: &str, max_irql: u8) -> WDFOBJECT {
+    let _kernel = super::enter(ddi, max_irql);
     with(|k| {
         let o = k.live(ddi, handle);
         if o.kind.name() != kind {
@@ -360,19 +360,29 @@ pub(crate) unsafe extern "C" fn WdfDpcGetParentObject(
     _: PWDF_DRIVER_GLOBALS,
     dpc: WDFDPC,
 ) -> WDFOBJECT {
-    parent_of("WdfDpcGetParentObject", dpc.cast(), "WDFDPC")
+    parent_of("WdfDpcGetParentObject", dpc.cast(), "WDFDPC", super::HIGH)
 }
 
 pub(crate) unsafe extern "C" fn WdfWorkItemGetParentObject(
     _: PWDF_DRIVER_GLOBALS,
     item: WDFWORKITEM,
 ) -> WDFOBJECT {
-    parent_of("WdfWorkItemGetParentObject", item.cast(), "WDFWORKITEM")
+    parent_of(
+        "WdfWorkItemGetParentObject",
+        item.cast(),
+        "WDFWORKITEM",
+        DISPATCH,
+    )
 }
 
 pub(crate) unsafe extern "C" fn WdfTimerGetParentObject(
     _: PWDF_DRIVER_GLOBALS,
     timer: WDFTIMER,
 ) -> WDFOBJECT {
-    parent_of("WdfTimerGetParentObject", timer.cast(), "WDFTIMER")
+    parent_of(
+        "WdfTimerGetParentObject",
+        timer.cast(),
+        "WDFTIMER",
+        DISPATCH,
+    )
 }

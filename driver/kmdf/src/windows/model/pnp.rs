@@ -9,8 +9,13 @@ use super::table::text;
 use super::wdm::{bus_data, pci_dereference, pci_reference};
 use super::{violation, with, Rule, DISPATCH, PASSIVE};
 
-fn pdo_init(ddi: &str, init: PWDFDEVICE_INIT, f: impl FnOnce(&mut super::kernel::Identity)) {
-    let _kernel = super::enter(ddi, PASSIVE);
+fn pdo_init(
+    ddi: &str,
+    init: PWDFDEVICE_INIT,
+    max_irql: u8,
+    f: impl FnOnce(&mut super::kernel::Identity),
+) {
+    let _kernel = super::enter(ddi, max_irql);
     with(|k| {
         let i = k.init(ddi, init);
         if i.origin != super::kernel::InitOrigin::Child {
@@ -26,7 +31,9 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAssignDeviceID(
     id: PCUNICODE_STRING,
 ) -> NTSTATUS {
     let id = text("WdfPdoInitAssignDeviceID", id);
-    pdo_init("WdfPdoInitAssignDeviceID", init, |i| i.device_id = Some(id));
+    pdo_init("WdfPdoInitAssignDeviceID", init, PASSIVE, |i| {
+        i.device_id = Some(id)
+    });
     STATUS_SUCCESS
 }
 
@@ -36,7 +43,9 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAddHardwareID(
     id: PCUNICODE_STRING,
 ) -> NTSTATUS {
     let id = text("WdfPdoInitAddHardwareID", id);
-    pdo_init("WdfPdoInitAddHardwareID", init, |i| i.hardware_ids.push(id));
+    pdo_init("WdfPdoInitAddHardwareID", init, PASSIVE, |i| {
+        i.hardware_ids.push(id)
+    });
     STATUS_SUCCESS
 }
 
@@ -46,7 +55,7 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAssignInstanceID(
     id: PCUNICODE_STRING,
 ) -> NTSTATUS {
     let id = text("WdfPdoInitAssignInstanceID", id);
-    pdo_init("WdfPdoInitAssignInstanceID", init, |i| {
+    pdo_init("WdfPdoInitAssignInstanceID", init, PASSIVE, |i| {
         i.instance_id = Some(id)
     });
     STATUS_SUCCESS
@@ -61,7 +70,7 @@ pub(crate) unsafe extern "C" fn WdfPdoInitAddDeviceText(
 ) -> NTSTATUS {
     let d = text("WdfPdoInitAddDeviceText", description);
     let l = text("WdfPdoInitAddDeviceText", location);
-    pdo_init("WdfPdoInitAddDeviceText", init, |i| {
+    pdo_init("WdfPdoInitAddDeviceText", init, PASSIVE, |i| {
         i.text.push((locale, d, l))
     });
     STATUS_SUCCESS
@@ -72,7 +81,7 @@ pub(crate) unsafe extern "C" fn WdfPdoInitSetDefaultLocale(
     init: PWDFDEVICE_INIT,
     locale: LCID,
 ) {
-    pdo_init("WdfPdoInitSetDefaultLocale", init, |i| {
+    pdo_init("WdfPdoInitSetDefaultLocale", init, PASSIVE, |i| {
         i.default_locale = Some(locale)
     });
 }
@@ -151,8 +160,8 @@ pub(crate) unsafe extern "C" fn WdfFdoGetDefaultChildList(
     })
 }
 
-fn scan(ddi: &str, list: WDFCHILDLIST, begin: bool) {
-    let _kernel = super::enter(ddi, DISPATCH);
+fn scan(ddi: &str, list: WDFCHILDLIST, begin: bool, max_irql: u8) {
+    let _kernel = super::enter(ddi, max_irql);
     with(|k| match &mut k.live(ddi, list).kind {
         Kind::ChildList {
             children, scanning, ..
@@ -172,11 +181,11 @@ fn scan(ddi: &str, list: WDFCHILDLIST, begin: bool) {
 }
 
 pub(crate) unsafe extern "C" fn WdfChildListBeginScan(_: PWDF_DRIVER_GLOBALS, list: WDFCHILDLIST) {
-    scan("WdfChildListBeginScan", list, true);
+    scan("WdfChildListBeginScan", list, true, DISPATCH);
 }
 
 pub(crate) unsafe extern "C" fn WdfChildListEndScan(_: PWDF_DRIVER_GLOBALS, list: WDFCHILDLIST) {
-    scan("WdfChildListEndScan", list, false);
+    scan("WdfChildListEndScan", list, false, DISPATCH);
 }
 
 pub(crate) unsafe extern "C" fn WdfChildListAddOrUpdateChildDescriptionAsPresent(

@@ -83,6 +83,23 @@ fn schedules() -> usize {
 pub(super) fn scenario(name: &str) -> bool {
     match name {
         "races" => super::conc::explore(seed(), schedules(), life_on_four_processors),
+        "chaos" => {
+            let n = std::env::var("HCABUS_MODEL_SCHEDULES")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(CHAOS_SCHEDULES);
+            super::conc::explore(seed(), n, chaos_on_four_processors);
+            let c = &CHAOS;
+            println!(
+                "chaos reached: rebalances {}, sleeps {}, hibernations {}, cancelled stops {}, \
+                 resets {}",
+                c[0].load(Ordering::Relaxed),
+                c[1].load(Ordering::Relaxed),
+                c[2].load(Ordering::Relaxed),
+                c[3].load(Ordering::Relaxed),
+                c[4].load(Ordering::Relaxed),
+            );
+        }
         _ => return false,
     }
     let r = &REACHED;
@@ -223,6 +240,115 @@ fn life_on_four_processors() {
     }
     cpus.stop();
     m.unload();
+}
+
+/// Schedules per scheduler for CHAOS: each draws its own order of transitions.
+const CHAOS_SCHEDULES: usize = 50;
+
+/// Over all schedules of CHAOS: rebalances, sleeps, hibernations, cancelled stops and
+/// resets that went through.
+static CHAOS: [AtomicUsize; 5] = [
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+    AtomicUsize::new(0),
+];
+
+/// DF - Concurrent Hardware And Operating System (CHAOS): the PnP manager's and the power
+/// manager's transitions, four of them in an order drawn for each schedule (xorshift from the
+/// seed and the schedule's number: the same schedule draws the same order), while a child and
+/// an administrator do I/O on other processors and the DPC, timers and work item run; then
+/// a surprise removal. The child is never told the device was removed before it is.
+fn chaos_on_four_processors() {
+    REMOVING.store(false, Ordering::Release);
+    STOPPING.store(false, Ordering::Release);
+    let mut m = started();
+    let fdo = m.fdo.unwrap_or_default();
+    let staying = Sendable(CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0"));
+    let removed_done = std::sync::Arc::new(AtomicBool::new(false));
+    let cpus = Processors::start();
+    let done = std::sync::Arc::clone(&removed_done);
+    let threads = [
+        super::conc::spawn(move || staying_child(staying, &done)),
+        super::conc::spawn(administrator),
+    ];
+    let schedule = super::conc::whereabouts().unwrap_or(0) as u64;
+    let mut draw = (seed() ^ schedule.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1;
+    for _ in 0..4 {
+        draw ^= draw << 13;
+        draw ^= draw >> 7;
+        draw ^= draw << 17;
+        let went = match draw % 5 {
+            0 => {
+                STOPPING.store(true, Ordering::Release);
+                let stopped = m.stop() == STATUS_SUCCESS;
+                if stopped {
+                    let status = m.start();
+                    expect(status == STATUS_SUCCESS, &format!("restart: {status:#x}"));
+                }
+                STOPPING.store(false, Ordering::Release);
+                stopped
+            }
+            n @ (1 | 2) => {
+                m.power_down(if n == 1 {
+                    _WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3
+                } else {
+                    _WDF_POWER_DEVICE_STATE::WdfPowerDevicePrepareForHibernation
+                });
+                let status = m.power_up();
+                expect(status == STATUS_SUCCESS, &format!("D0Entry: {status:#x}"));
+                true
+            }
+            3 => {
+                let allowed = m.query_stop() == STATUS_SUCCESS;
+                if allowed {
+                    m.cancel_stop();
+                }
+                allowed
+            }
+            _ => {
+                let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+                expect(
+                    asked == STATUS_SUCCESS || asked == STATUS_DEVICE_BUSY,
+                    &format!("a forced reset: {asked:#x}"),
+                );
+                asked == STATUS_SUCCESS
+            }
+        };
+        if went {
+            count(&CHAOS[(draw % 5) as usize]);
+        }
+    }
+    REMOVING.store(true, Ordering::Release);
+    m.surprise_remove();
+    removed_done.store(true, Ordering::Release);
+    for t in threads {
+        if super::conc::join(t).is_err() {
+            violation(Rule::Expectation, "chaos", "a thread panicked");
+        }
+    }
+    cpus.stop();
+    m.unload();
+}
+
+#[test]
+fn chaos_pnp_and_power_transitions_at_once_with_io() {
+    let o = run("chaos", None);
+    assert_eq!(o.code, Some(0), "CHAOS failed:\n{}", o.stderr);
+    for name in [
+        "rebalances",
+        "sleeps",
+        "hibernations",
+        "cancelled stops",
+        "resets",
+    ] {
+        assert!(
+            figure(&o.stdout, "chaos reached:", name) > 0,
+            "{name}: not reached in\n{}",
+            o.stdout
+        );
+    }
 }
 
 /// The figure `name` on the line of `out` that starts with `line`: `name N`.

@@ -43,6 +43,7 @@ pub(crate) enum Rule {
     NullDereference,
     StackOverflow,
     DriverBugCheck,
+    DriverAttributeChanged,
     Unmodelled,
     Expectation,
 }
@@ -59,6 +60,7 @@ impl Rule {
             Rule::Expectation
             | Rule::NoKernel
             | Rule::DriverBugCheck
+            | Rule::DriverAttributeChanged
             | Rule::Unmodelled
             | Rule::DeviceInDx
             | Rule::CallbackAfterUnregister
@@ -110,6 +112,7 @@ impl Rule {
             Rule::RemovedDuringRebalance => "a child's call during a PnP stop and restart is never answered DEVICE_REMOVED",
             Rule::StackOverflow => "a call into the driver stays within the kernel stack (24 KiB on x64, a guard page below)",
             Rule::DriverBugCheck => "the driver never stops the machine itself (KeBugCheckEx: its panic handler)",
+            Rule::DriverAttributeChanged => "the driver leaves the driver object's execution level and synchronization scope to KMDF (a warning rule: KMDF takes them, the model reports them at unload)",
             Rule::Unmodelled => "the image calls only what the model gives (a limit of the model's, not the driver's)",
             Rule::Expectation => "what the scenario expects of the driver",
         }
@@ -121,6 +124,7 @@ impl Rule {
             Rule::NoKernel | Rule::Expectation | Rule::Unmodelled => "the model's scenario",
             Rule::StackOverflow => "KERNEL_STACK_SIZE (ntddk.h, 0x6000 on x64); an overflow into the guard page is a double fault",
             Rule::DriverBugCheck => "KeBugCheckEx documentation; wdk-panic's handler",
+            Rule::DriverAttributeChanged => "SDV rule DriverAttributeChanged (warnings set); fxdriverapi.cpp, WdfDriverCreate (validates the attributes' parent only)",
             Rule::ControlNoCleanup => "SDV rule Cleanup4CtlDeviceRegistered; Using Control Device Objects",
             Rule::NullDereference => "SDV rule NullCheck; a page fault in kernel code is PAGE_FAULT_IN_NONPAGED_AREA (the scenario's process catches SIGSEGV and SIGBUS)",
             Rule::LockWithoutParent => "SDV rule ParentObjectCheckLock (KMDF itself parents such a lock to the driver)",

@@ -17,13 +17,14 @@ const DEFERRED: Options = Options {
 /// queue parent) or lock (`LOCK`: the driver its parent unless the attributes name one).
 fn create_sync(
     ddi: &'static str,
+    max_irql: u8,
     size_ok: bool,
     attributes: PWDF_OBJECT_ATTRIBUTES,
     out: *mut WDFOBJECT,
     kind: Kind,
     options: Options,
 ) -> NTSTATUS {
-    let _kernel = super::enter(ddi, DISPATCH);
+    let _kernel = super::enter(ddi, max_irql);
     if out.is_null() {
         violation(Rule::NullParameter, ddi, "the out handle is NULL");
     }
@@ -73,7 +74,7 @@ fn create_sync(
 /// `WdfDpcCreate`, `WdfWorkItemCreate` and `WdfTimerCreate`: each takes a config, the
 /// attributes and an out handle, and is checked alike by [`create_sync`].
 macro_rules! deferred_creates {
-    ($($ddi:ident($config:ty, $handle:ty) => $kind:ident { $($f:ident: $v:expr),* };)*) => {$(
+    ($($ddi:ident($config:ty, $handle:ty, $max:ident) => $kind:ident { $($f:ident: $v:expr),* };)*) => {$(
         pub(crate) unsafe extern "C" fn $ddi(
             _: PWDF_DRIVER_GLOBALS,
             config: $config,
@@ -86,16 +87,16 @@ macro_rules! deferred_creates {
             };
             let ok = c.Size as usize == core::mem::size_of_val(c);
             let kind = Kind::$kind { config: *c, $($f: $v),* };
-            create_sync(stringify!($ddi), ok, attributes, out.cast(), kind, DEFERRED)
+            create_sync(stringify!($ddi), $max, ok, attributes, out.cast(), kind, DEFERRED)
         }
     )*};
 }
 
 deferred_creates! {
-    WdfDpcCreate(PWDF_DPC_CONFIG, WDFDPC) => Dpc { queued: false, running: 0 };
-    WdfWorkItemCreate(PWDF_WORKITEM_CONFIG, WDFWORKITEM) =>
+    WdfDpcCreate(PWDF_DPC_CONFIG, WDFDPC, DISPATCH) => Dpc { queued: false, running: 0 };
+    WdfWorkItemCreate(PWDF_WORKITEM_CONFIG, WDFWORKITEM, DISPATCH) =>
         WorkItem { queued: false, running: 0 };
-    WdfTimerCreate(PWDF_TIMER_CONFIG, WDFTIMER) => Timer { due_us: None, running: 0 };
+    WdfTimerCreate(PWDF_TIMER_CONFIG, WDFTIMER, DISPATCH) => Timer { due_us: None, running: 0 };
 }
 
 /// A DPC queued from PASSIVE_LEVEL runs at once, as another processor would run it before
@@ -271,7 +272,15 @@ pub(crate) unsafe extern "C" fn WdfSpinLockCreate(
         holder: 0,
         saved_irql: 0,
     };
-    create_sync("WdfSpinLockCreate", true, a, lock.cast(), kind, LOCK)
+    create_sync(
+        "WdfSpinLockCreate",
+        DISPATCH,
+        true,
+        a,
+        lock.cast(),
+        kind,
+        LOCK,
+    )
 }
 
 pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
@@ -281,7 +290,15 @@ pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
 ) -> NTSTATUS {
     lock_parented("WdfWaitLockCreate", a);
     let kind = Kind::WaitLock { holder: 0 };
-    create_sync("WdfWaitLockCreate", true, a, lock.cast(), kind, LOCK)
+    create_sync(
+        "WdfWaitLockCreate",
+        DISPATCH,
+        true,
+        a,
+        lock.cast(),
+        kind,
+        LOCK,
+    )
 }
 
 pub(crate) unsafe extern "C" fn WdfSpinLockAcquire(_: PWDF_DRIVER_GLOBALS, lock: WDFSPINLOCK) {

@@ -42,14 +42,37 @@ pub(crate) unsafe extern "C" fn WdfDriverCreate(
         if c.Size as usize != core::mem::size_of::<WDF_DRIVER_CONFIG>() {
             return k.refuse(DDI, STATUS_INFO_LENGTH_MISMATCH, "WDF_DRIVER_CONFIG.Size");
         }
+        // KMDF takes an execution level and a synchronization scope for the driver object
+        // (its devices inherit them: fxdriverapi.cpp validates only the parent); SDV's
+        // warning rule DriverAttributeChanged flags a driver that sets them.
         if let Err((s, why)) = validate(
             a,
             Options {
                 parent_not_allowed: true,
+                execution_level_allowed: true,
+                synchronization_scope_allowed: true,
                 ..Options::default()
             },
         ) {
             return k.refuse(DDI, s, why);
+        }
+        // SAFETY: the driver's attributes, validated above, or NULL.
+        if let Some(a) = unsafe { a.as_ref() } {
+            let level =
+                a.ExecutionLevel != _WDF_EXECUTION_LEVEL::WdfExecutionLevelInheritFromParent;
+            let scope = a.SynchronizationScope
+                != _WDF_SYNCHRONIZATION_SCOPE::WdfSynchronizationScopeInheritFromParent;
+            if level || scope {
+                k.sdv_warnings.push((
+                    Rule::DriverAttributeChanged,
+                    DDI,
+                    format!(
+                        "the driver object's ExecutionLevel {} / SynchronizationScope {} set \
+                         (KMDF takes them; its devices inherit them)",
+                        a.ExecutionLevel, a.SynchronizationScope
+                    ),
+                ));
+            }
         }
         let h = k.create(DDI, Kind::Driver { config: *c }, a, None);
         k.driver = Some(h);
@@ -109,7 +132,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceInitSetPnpPowerEventCallbacks(
     pnp: PWDF_PNPPOWER_EVENT_CALLBACKS,
 ) {
     const DDI: &str = "WdfDeviceInitSetPnpPowerEventCallbacks";
-    let _kernel = super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, DISPATCH);
     // SAFETY: the driver's callbacks.
     let Some(p) = (unsafe { pnp.as_ref() }) else {
         violation(Rule::NullParameter, DDI, "NULL callbacks")
@@ -129,7 +152,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceInitSetDeviceType(
     init: PWDFDEVICE_INIT,
     _t: ULONG,
 ) {
-    let _kernel = super::enter("WdfDeviceInitSetDeviceType", PASSIVE);
+    let _kernel = super::enter("WdfDeviceInitSetDeviceType", DISPATCH);
     with(|k| {
         k.init("WdfDeviceInitSetDeviceType", init);
     });
@@ -344,7 +367,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceInitAssignName(
 
 pub(crate) unsafe extern "C" fn WdfDeviceInitFree(_: PWDF_DRIVER_GLOBALS, init: PWDFDEVICE_INIT) {
     const DDI: &str = "WdfDeviceInitFree";
-    let _kernel = super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, DISPATCH);
     with(|k| {
         let i = k.init(DDI, init);
         if i.origin != InitOrigin::Control {
@@ -438,7 +461,7 @@ pub(crate) unsafe extern "C" fn WdfControlFinishInitializing(
     device: WDFDEVICE,
 ) {
     const DDI: &str = "WdfControlFinishInitializing";
-    let _kernel = super::enter(DDI, PASSIVE);
+    let _kernel = super::enter(DDI, DISPATCH);
     with(|k| match &mut k.live(DDI, device).kind {
         Kind::Device(d) if d.role == Role::Control => d.finished = true,
         _ => violation(Rule::WrongObjectType, DDI, "not a control device"),

@@ -93,67 +93,74 @@ fn caught(scenario: &str, defect: Option<Defect>, what: &[&str]) {
 }
 
 /// The entry point of the child process (ignored in a normal run).
+/// Every defect that can be planted back (`windows/defects.rs`).
+const PLANTABLE: &[Defect] = &[
+    Defect::NullContextType,
+    Defect::SizeWithoutType,
+    Defect::ControlInitNotFreed,
+    Defect::InvalidExecutionLevel,
+    Defect::ReleaseWithoutRundown,
+    Defect::MappingKept,
+    Defect::OutputFromInput,
+    Defect::ControlDeviceKept,
+    Defect::LockStatusIgnored,
+    Defect::BarePdo,
+    Defect::ShareAccessAsGranted,
+    Defect::FixedIdBuffer,
+    Defect::FinalExitAsRemoval,
+    Defect::NothingInDx,
+    Defect::ResetRunsPastD0Exit,
+    Defect::ControlHoldsNoReference,
+    Defect::NoSpecialFiles,
+    Defect::InfallibleAllocation,
+    Defect::StopDuringReset,
+    Defect::SpinLockTwice,
+    Defect::SpinLockKept,
+    Defect::WaitLockTwice,
+    Defect::WaitLockKept,
+    Defect::CompletedTwice,
+    Defect::TouchedAfterCompletion,
+    Defect::LeftPending,
+    Defect::PassiveCallAtDispatch,
+    Defect::FdoInitAfterCreate,
+    Defect::PdoInitAfterCreate,
+    Defect::ControlInitAfterCreate,
+    Defect::ControlInitFreedTwice,
+    Defect::ControlCreateOnFreedInit,
+    Defect::FreeNullInit,
+    Defect::CreateFailureIgnored,
+    Defect::NoChildListConfig,
+    Defect::NoDriverCreate,
+    Defect::ControlNotFinished,
+    Defect::RundownReleasedEarly,
+    Defect::DriverLevelChanged,
+    Defect::LockWithoutParent,
+    Defect::ErrorLogUnchecked,
+    Defect::WrittenAfterCompletion,
+    Defect::QueueLevelInherited,
+    Defect::ControlFromPnpInit,
+    Defect::CreateAfterFailedName,
+    Defect::NameFailureNotFreed,
+    Defect::ControlNoCleanupCallback,
+    Defect::SharedContext,
+    Defect::StoppedAfterRundown,
+    Defect::NamesDrift,
+    Defect::StartMissedAfterRefusal,
+    Defect::FailedRestartKeepsWaiting,
+    Defect::ResetAfterQueryStop,
+];
+
+/// The defect of that name (its `Debug`), if there is one.
+pub(crate) fn defect_named(name: &str) -> Option<Defect> {
+    PLANTABLE.iter().copied().find(|d| format!("{d:?}") == name)
+}
+
 #[test]
 #[ignore = "run by the model's tests in a child process"]
 fn scenario() {
     let name = std::env::var(SCENARIO).unwrap_or_default();
     let planted = std::env::var(PLANT).unwrap_or_default();
-    let all = [
-        Defect::NullContextType,
-        Defect::SizeWithoutType,
-        Defect::ControlInitNotFreed,
-        Defect::InvalidExecutionLevel,
-        Defect::ReleaseWithoutRundown,
-        Defect::MappingKept,
-        Defect::OutputFromInput,
-        Defect::ControlDeviceKept,
-        Defect::LockStatusIgnored,
-        Defect::BarePdo,
-        Defect::ShareAccessAsGranted,
-        Defect::FixedIdBuffer,
-        Defect::FinalExitAsRemoval,
-        Defect::NothingInDx,
-        Defect::ResetRunsPastD0Exit,
-        Defect::ControlHoldsNoReference,
-        Defect::NoSpecialFiles,
-        Defect::InfallibleAllocation,
-        Defect::StopDuringReset,
-        Defect::SpinLockTwice,
-        Defect::SpinLockKept,
-        Defect::WaitLockTwice,
-        Defect::WaitLockKept,
-        Defect::CompletedTwice,
-        Defect::TouchedAfterCompletion,
-        Defect::LeftPending,
-        Defect::PassiveCallAtDispatch,
-        Defect::FdoInitAfterCreate,
-        Defect::PdoInitAfterCreate,
-        Defect::ControlInitAfterCreate,
-        Defect::ControlInitFreedTwice,
-        Defect::ControlCreateOnFreedInit,
-        Defect::FreeNullInit,
-        Defect::CreateFailureIgnored,
-        Defect::NoChildListConfig,
-        Defect::NoDriverCreate,
-        Defect::ControlNotFinished,
-        Defect::RundownReleasedEarly,
-        Defect::DriverLevelChanged,
-        Defect::LockWithoutParent,
-        Defect::ErrorLogUnchecked,
-        Defect::WrittenAfterCompletion,
-        Defect::QueueLevelInherited,
-        Defect::ControlFromPnpInit,
-        Defect::CreateAfterFailedName,
-        Defect::NameFailureNotFreed,
-        Defect::ControlNoCleanupCallback,
-        Defect::SharedContext,
-        Defect::StoppedAfterRundown,
-        Defect::NamesDrift,
-        Defect::StartMissedAfterRefusal,
-        Defect::FailedRestartKeepsWaiting,
-        Defect::ResetAfterQueryStop,
-    ];
-    plant(all.into_iter().find(|d| format!("{d:?}") == planted));
+    plant(defect_named(&planted));
     super::fault::install();
     super::image::run::load_if_asked();
     match name.as_str() {
@@ -180,6 +187,7 @@ fn scenario() {
             _ if super::sdv_plants::scenario(other) => {}
             _ if super::audit::scenario(other) => {}
             _ if super::image::tests::scenario(other) => {}
+            _ if super::hlk::scenario(other) => {}
             _ => panic!("no scenario {other:?}"),
         },
     }

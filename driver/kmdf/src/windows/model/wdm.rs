@@ -39,7 +39,7 @@ extern "C" fn KeDelayExecutionThread(
     interval: PLARGE_INTEGER,
 ) -> NTSTATUS {
     const DDI: &str = "KeDelayExecutionThread";
-    let kernel = super::enter(DDI, PASSIVE);
+    let kernel = super::enter(DDI, super::APC);
     if interval.is_null() {
         violation(Rule::NullParameter, DDI, "a NULL interval");
     }
@@ -414,7 +414,7 @@ extern "C" fn ExReleaseRundownProtection(r: PEX_RUNDOWN_REF) {
 #[unsafe(no_mangle)]
 extern "C" fn ExWaitForRundownProtectionRelease(r: PEX_RUNDOWN_REF) {
     const DDI: &str = "ExWaitForRundownProtectionRelease";
-    let _kernel = super::enter(DDI, PASSIVE + 1);
+    let _kernel = super::enter(DDI, super::APC);
     let me = super::conc::me();
     let at = r as usize;
     let c = rundown(r);

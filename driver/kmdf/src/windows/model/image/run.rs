@@ -68,8 +68,15 @@ pub(crate) const SCENARIOS: &[(&str, Ends)] = &[
     ("reset_after_query_stop", Ends::Passes),
     ("name_fails", Ends::Passes),
     ("error_log_refused", Ends::Passes),
-    // Four processors (shuttle), each running the image on its own kernel stack.
+    // The HLK's Device Fundamentals sequences (`hlk.rs`).
+    ("df_disable_enable", Ends::Passes),
+    ("df_rebalance", Ends::Passes),
+    ("df_surprise_remove", Ends::Passes),
+    ("df_sleep", Ends::Passes),
+    // Four processors (shuttle), each running the image on its own kernel stack: the races
+    // of docs/windows.md, and CHAOS.
     ("races", Ends::Passes),
+    ("chaos", Ends::Passes),
 ];
 
 /// How a scenario on the image must end.
