@@ -1,4 +1,4 @@
-//! Protocol bugs planted on purpose, to show that the model check (tests/tests/model_check.rs)
+//! Protocol bugs planted on purpose, to show that the model check (tests/tests/suites/model_check.rs)
 //! catches each with a counterexample. Compiled in only with the `mutants` feature, which only
 //! the test crate turns on; without it [`Coordinator::planted`] is `false` and folds away.
 

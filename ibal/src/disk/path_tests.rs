@@ -1,7 +1,7 @@
 //! The disk as one path of a multipath disk, two adapters each with one path: a slow path
 //! given up and its commands aborted, a blackholed one dropped, an adapter's reset moving
 //! the commands to the other path, the last-path guard, the counters each path reports.
-//! tests/tests/multipath.rs and the failover model run these among whole stacks; here each
+//! tests/tests/suites/multipath.rs and the failover model run these among whole stacks; here each
 //! rule is pinned by the numbers it implies, fast enough for mutation testing.
 
 use std::vec::Vec;

@@ -1,7 +1,7 @@
 //! The command slots of one SRP initiator, without any I/O: which I/O each slot holds, which
 //! send of it the target may still answer, and what an answer means. The disk drives it
 //! from its completions, its RESET and its fast path failover; the failover model check
-//! (tests/tests/failover_model.rs) drives the same table through every interleaving of a
+//! (tests/tests/suites/failover_model.rs) drives the same table through every interleaving of a
 //! late answer, an abort and an adapter's reset.
 //!
 //! A command's tag is its slot and the generation of its send. A slot is reused only once

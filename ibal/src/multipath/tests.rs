@@ -1,5 +1,5 @@
 //! The disk's queue on its own: the hold while no path is up, the fast fail past it, the
-//! accounting, the turns and the room (the suites of tests/tests/multipath.rs run it inside
+//! accounting, the turns and the room (the suites of tests/tests/suites/multipath.rs run it inside
 //! whole hosts; these pin its rules one by one, fast enough for mutation testing).
 
 use super::*;
