@@ -6,9 +6,10 @@ use wdk_sys::*;
 
 use super::admin::{self, ADMIN};
 use super::cchild::CChild;
+use super::harness::{assert_caught, assert_passes, expect};
 use super::kernel::{Kind, Role};
 use super::machine::Machine;
-use super::tests::{assert_caught, assert_passes, expect, started, HARDWARE_ID};
+use super::tests::{enable, started};
 use super::with;
 use crate::kernel::ChildFunction;
 use crate::tests::identity;
@@ -59,14 +60,7 @@ fn names_across_disable() {
     let refused = m.add_device(UNSUPPORTED_ID);
     expect(refused < 0, "an Intel function was taken");
     for round in 1..=3 {
-        let added = m.add_device(HARDWARE_ID);
-        expect(added == STATUS_SUCCESS, &format!("add {round}: {added:#x}"));
-        let started = m.start();
-        expect(
-            started == STATUS_SUCCESS,
-            &format!("start {round}: {started:#x}"),
-        );
-        m.run();
+        enable(&mut m, &format!("enable {round}"));
         let Some(handle) = m.open(admin::LINK) else {
             expect(
                 false,

@@ -16,8 +16,9 @@ use wdk_sys::*;
 
 use super::admin::{self, ADMIN};
 use super::cchild::CChild;
+use super::harness::{assert_passes, expect};
 use super::machine::{Machine, FILE_READ_DATA};
-use super::tests::{assert_passes, expect, started, HARDWARE_ID};
+use super::tests::{enable, started};
 use crate::kernel::ChildFunction;
 use crate::tests::identity;
 
@@ -82,14 +83,7 @@ fn disable_enable() {
         &format!("DriverEntry: {status:#x}"),
     );
     for round in 1..=3 {
-        let added = m.add_device(HARDWARE_ID);
-        expect(added == STATUS_SUCCESS, &format!("add {round}: {added:#x}"));
-        let started = m.start();
-        expect(
-            started == STATUS_SUCCESS,
-            &format!("start {round}: {started:#x}"),
-        );
-        m.run();
+        enable(&mut m, &format!("enable {round}"));
         let fdo = m.fdo.unwrap_or_default();
         let mut child = CChild::attach(fdo, ChildFunction::Srp.serial(), c"srp0");
         reset(&mut m, &child, &format!("enable {round}"));
@@ -220,14 +214,7 @@ fn sleep_and_hibernate() {
         &format!("query-remove: {query:#x}"),
     );
     m.remove();
-    let added = m.add_device(HARDWARE_ID);
-    expect(added == STATUS_SUCCESS, &format!("enable: add {added:#x}"));
-    let restarted = m.start();
-    expect(
-        restarted == STATUS_SUCCESS,
-        &format!("enable: start {restarted:#x}"),
-    );
-    m.run();
+    enable(&mut m, "enable after the sleeps");
     let (status, s) = admin::query_state(&mut m, FILE_READ_DATA);
     expect(
         status == STATUS_SUCCESS && s.is_some(),

@@ -1,7 +1,7 @@
 //! The misuses the layer once had (docs/windows.md, A to R) and the SDV rules on locks,
 //! requests and inits, each planted back and caught by the rule it breaks.
 
-use super::tests::*;
+use super::harness::*;
 use crate::windows::defects::Defect;
 
 #[test]

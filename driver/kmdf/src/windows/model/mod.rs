@@ -28,6 +28,8 @@ mod entries;
 #[cfg(test)]
 mod fault;
 #[cfg(test)]
+mod harness;
+#[cfg(test)]
 mod hlk;
 pub(crate) mod image;
 mod io;

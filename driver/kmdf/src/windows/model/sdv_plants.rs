@@ -6,8 +6,9 @@ use hcabus_sim::FakeConnectX;
 use wdk_sys::STATUS_SUCCESS;
 
 use super::admin::{self, ADMIN};
+use super::harness::{assert_caught, assert_passes, expect, run};
 use super::machine::Machine;
-use super::tests::{assert_caught, assert_passes, expect, run, started, HARDWARE_ID};
+use super::tests::{started, HARDWARE_ID};
 use super::with;
 use crate::tests::identity;
 use crate::windows::defects::Defect;
@@ -190,7 +191,7 @@ fn each_plant_the_sdv_table_names_fires_a_rule_its_row_names() {
                             row.rule
                         );
                     };
-                    let defect = super::tests::defect_named(plant)
+                    let defect = super::harness::defect_named(plant)
                         .unwrap_or_else(|| panic!("Defect::{plant} is not plantable"));
                     let o = run(scenario, Some(defect));
                     // "KMDF MODEL BUGCHECK 0x10d RuleName in DDI: ..."

@@ -6,7 +6,7 @@
 use std::string::String;
 use std::vec::Vec;
 
-use super::super::tests::{run_on, Outcome};
+use super::super::harness::{run_on, Outcome};
 use super::super::{violation, Rule};
 
 /// The child's variable: the image its scenario runs on (empty: the Linux build).
