@@ -7,7 +7,7 @@
 //! input did (refused with which error; accepted, the stage it led to and the actions it
 //! asked for; deferred, and until what) is kept per stage ([`Coordinator::stage_name`]) and
 //! input. The test fails when the document's copy differs from what the code does now:
-//! `HCABUS_BLESS=1 cargo test -p hcabus-tests --test protocol_table` rewrites it.
+//! `HCABUS_BLESS=1 cargo test -p hcabus-tests --test suites protocol_table` rewrites it.
 //!
 //! Two properties are checked on the way: every fault, administrative act, removal, policy
 //! change, port change and stray completion has an outcome in every stage reached (those
@@ -608,7 +608,7 @@ fn docs_protocol_table_is_what_the_coordinator_does() {
         }
         panic!(
             "docs/protocol.md's table differs from what the coordinator does; \
-             HCABUS_BLESS=1 cargo test -p hcabus-tests --test protocol_table rewrites it"
+             HCABUS_BLESS=1 cargo test -p hcabus-tests --test suites protocol_table rewrites it"
         );
     }
 }
