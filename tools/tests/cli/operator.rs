@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use super::common;
 use common::{json, text, Server};
 
 /// A boot disk and a client that never answers RESET, with a short quiesce deadline.

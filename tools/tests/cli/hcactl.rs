@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use hcabus::ioctl::*;
 use hcabus_tools::transport::{read_request, write_response};
 
-mod common;
+use super::common;
 use common::{text, Server};
 
 fn hcactl(socket: &Path, args: &[&str]) -> std::process::Output {

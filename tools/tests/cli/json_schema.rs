@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod common;
+use super::common;
 use common::{text, Server};
 
 fn validator() -> jsonschema::Validator {

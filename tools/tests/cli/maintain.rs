@@ -3,7 +3,7 @@
 //! waited out, or, past the bound, the run stopped naming the device and the reason.
 #![cfg(unix)]
 
-mod common;
+use super::common;
 use common::{json, text, Server};
 
 /// A number the server's closing report gives after `label` (`"no path for "` -> 0).

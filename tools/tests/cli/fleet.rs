@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod common;
+use super::common;
 
 fn fleet_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

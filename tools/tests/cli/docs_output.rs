@@ -10,7 +10,7 @@
 
 use std::process::Command;
 
-mod common;
+use super::common;
 
 use common::quotes::{all_quotes, matches, root, Quote, CHECKED_ELSEWHERE};
 

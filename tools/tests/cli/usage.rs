@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use super::common;
 use common::{json, text, Server};
 
 fn epoch(server: &Server, device: Option<&str>) -> Value {

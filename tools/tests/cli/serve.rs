@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use hcabus::ioctl::*;
 use serde_json::Value;
 
-mod common;
+use super::common;
 use common::{json, text, Server};
 
 /// QUERY_STATE's answer in the ABI version this build speaks.

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-mod common;
+use super::common;
 use common::{json, text, Server};
 
 fn status(server: &Server, device: &str) -> Value {
