@@ -73,23 +73,20 @@ fn seed() -> u64 {
     parsed.unwrap_or(SEED)
 }
 
-fn schedules() -> usize {
+/// Schedules per scheduler: `HCABUS_MODEL_SCHEDULES`, or the scenario's `default`.
+fn schedules(default: usize) -> usize {
     std::env::var("HCABUS_MODEL_SCHEDULES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(SCHEDULES)
+        .unwrap_or(default)
 }
 
 /// The scenarios of this file (in the child process); `false` for another name.
 pub(super) fn scenario(name: &str) -> bool {
     match name {
-        "races" => super::conc::explore(seed(), schedules(), life_on_four_processors),
+        "races" => super::conc::explore(seed(), schedules(SCHEDULES), life_on_four_processors),
         "chaos" => {
-            let n = std::env::var("HCABUS_MODEL_SCHEDULES")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(CHAOS_SCHEDULES);
-            super::conc::explore(seed(), n, chaos_on_four_processors);
+            super::conc::explore(seed(), schedules(CHAOS_SCHEDULES), chaos_on_four_processors);
             let c = &CHAOS;
             println!(
                 "chaos reached: rebalances {}, sleeps {}, hibernations {}, cancelled stops {}, \
@@ -187,6 +184,47 @@ fn administrator() {
     }
 }
 
+/// A rebalance: the stop (refused while a reset is open) and the restart. Whether it stopped.
+fn rebalance(m: &mut Machine) -> bool {
+    STOPPING.store(true, Ordering::Release);
+    let stopped = m.stop() == STATUS_SUCCESS;
+    if stopped {
+        let status = m.start();
+        expect(status == STATUS_SUCCESS, &format!("restart: {status:#x}"));
+    }
+    STOPPING.store(false, Ordering::Release);
+    stopped
+}
+
+/// The administrator's forced reset, taken or refused busy (another is open). Whether taken.
+fn forced_reset(m: &mut Machine, what: &str) -> bool {
+    let asked = admin::request_reset(m, ADMIN, ResetMode::Forced);
+    expect(
+        asked == STATUS_SUCCESS || asked == STATUS_DEVICE_BUSY,
+        &format!("{what}: {asked:#x}"),
+    );
+    asked == STATUS_SUCCESS
+}
+
+/// The surprise removal that ends a schedule, the other processors joined, the unload.
+fn remove_and_unload<const N: usize>(
+    mut m: Machine,
+    removed_done: &AtomicBool,
+    threads: [shuttle::thread::JoinHandle<()>; N],
+    cpus: Processors,
+) {
+    REMOVING.store(true, Ordering::Release);
+    m.surprise_remove();
+    removed_done.store(true, Ordering::Release);
+    for t in threads {
+        if super::conc::join(t).is_err() {
+            violation(Rule::Expectation, "processor", "a thread panicked");
+        }
+    }
+    cpus.stop();
+    m.unload();
+}
+
 fn life_on_four_processors() {
     REMOVING.store(false, Ordering::Release);
     STOPPING.store(false, Ordering::Release);
@@ -205,20 +243,10 @@ fn life_on_four_processors() {
     ];
     // The PnP manager: a rebalance (refused while a reset is open), a forced reset, a
     // sleep and a wake, another forced reset and a surprise removal while it runs.
-    STOPPING.store(true, Ordering::Release);
-    let stopped = m.stop() == STATUS_SUCCESS;
-    if stopped {
+    if rebalance(&mut m) {
         count(&REACHED.stops);
-        let status = m.start();
-        expect(status == STATUS_SUCCESS, &format!("restart: {status:#x}"));
     }
-    STOPPING.store(false, Ordering::Release);
-    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
-    expect(
-        asked == STATUS_SUCCESS || asked == STATUS_DEVICE_BUSY,
-        &format!("a forced reset: {asked:#x}"),
-    );
-    if asked == STATUS_SUCCESS {
+    if forced_reset(&mut m, "a forced reset") {
         count(&REACHED.resets);
     }
     m.power_down(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
@@ -226,21 +254,8 @@ fn life_on_four_processors() {
     expect(status == STATUS_SUCCESS, &format!("D0Entry: {status:#x}"));
     // A reset still in flight as the device is pulled: its DPC, timers and work item run
     // on while release hardware runs the bus down.
-    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
-    expect(
-        asked == STATUS_SUCCESS || asked == STATUS_DEVICE_BUSY,
-        &format!("a forced reset before the removal: {asked:#x}"),
-    );
-    REMOVING.store(true, Ordering::Release);
-    m.surprise_remove();
-    removed_done.store(true, Ordering::Release);
-    for t in threads {
-        if super::conc::join(t).is_err() {
-            violation(Rule::Expectation, "races", "a thread panicked");
-        }
-    }
-    cpus.stop();
-    m.unload();
+    forced_reset(&mut m, "a forced reset before the removal");
+    remove_and_unload(m, &removed_done, threads, cpus);
 }
 
 /// Schedules per scheduler for CHAOS: each draws its own order of transitions.
@@ -248,13 +263,7 @@ const CHAOS_SCHEDULES: usize = 50;
 
 /// Over all schedules of CHAOS: rebalances, sleeps, hibernations, cancelled stops and
 /// resets that went through.
-static CHAOS: [AtomicUsize; 5] = [
-    AtomicUsize::new(0),
-    AtomicUsize::new(0),
-    AtomicUsize::new(0),
-    AtomicUsize::new(0),
-    AtomicUsize::new(0),
-];
+static CHAOS: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
 
 /// DF - Concurrent Hardware And Operating System (CHAOS): the PnP manager's and the power
 /// manager's transitions, four of them in an order drawn for each schedule (xorshift from the
@@ -281,16 +290,7 @@ fn chaos_on_four_processors() {
         draw ^= draw >> 7;
         draw ^= draw << 17;
         let went = match draw % 5 {
-            0 => {
-                STOPPING.store(true, Ordering::Release);
-                let stopped = m.stop() == STATUS_SUCCESS;
-                if stopped {
-                    let status = m.start();
-                    expect(status == STATUS_SUCCESS, &format!("restart: {status:#x}"));
-                }
-                STOPPING.store(false, Ordering::Release);
-                stopped
-            }
+            0 => rebalance(&mut m),
             n @ (1 | 2) => {
                 m.power_down(if n == 1 {
                     _WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3
@@ -308,29 +308,13 @@ fn chaos_on_four_processors() {
                 }
                 allowed
             }
-            _ => {
-                let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
-                expect(
-                    asked == STATUS_SUCCESS || asked == STATUS_DEVICE_BUSY,
-                    &format!("a forced reset: {asked:#x}"),
-                );
-                asked == STATUS_SUCCESS
-            }
+            _ => forced_reset(&mut m, "a forced reset"),
         };
         if went {
             count(&CHAOS[(draw % 5) as usize]);
         }
     }
-    REMOVING.store(true, Ordering::Release);
-    m.surprise_remove();
-    removed_done.store(true, Ordering::Release);
-    for t in threads {
-        if super::conc::join(t).is_err() {
-            violation(Rule::Expectation, "chaos", "a thread panicked");
-        }
-    }
-    cpus.stop();
-    m.unload();
+    remove_and_unload(m, &removed_done, threads, cpus);
 }
 
 #[test]

@@ -33,8 +33,6 @@ pub(crate) use switch::{restore, save};
 /// The loaded image, for the scenario's process.
 pub(crate) struct Image {
     mapped: pe::Mapped,
-    /// Where its code is: a fault elsewhere is not the image's register access.
-    text: (usize, usize),
     /// The KMDF function table WdfVersionBind hands it: a stub per DDI the model gives, an
     /// address in [`Image::unmodelled`] (index = offset) for each it does not.
     table: Vec<usize>,
@@ -96,10 +94,12 @@ fn stub_uncounted(target: usize) -> usize {
 
 /// Loads the image at `path` and binds it to the model: once per process.
 pub(crate) fn load(path: &str) -> Result<&'static Image, LoadError> {
+    if IMAGE.get().is_some() {
+        return Err(LoadError::AlreadyLoaded);
+    }
     let data = std::fs::read(path).map_err(|e| LoadError::Read(path.into(), e))?;
     let mut resolve = |dll: &str, name: &str| resolve(dll, name).map(stub);
     let mapped = pe::map(&data, &mut resolve)?;
-    let text = text_range(&data, mapped.region.base());
     let unmodelled = Region::reserve(memory::PAGE).map_err(LoadError::Map)?;
     let table = function_table(unmodelled.base());
     // SAFETY: all-zero is a valid WDF_DRIVER_GLOBALS (integers, a NULL pointer, a name).
@@ -109,12 +109,11 @@ pub(crate) fn load(path: &str) -> Result<&'static Image, LoadError> {
     }
     let image = Image {
         mapped,
-        text,
         table,
         unmodelled,
         globals,
     };
-    let _ = IMAGE.set(image);
+    IMAGE.set(image).map_err(|_| LoadError::AlreadyLoaded)?;
     super::driver::set_image();
     Ok(IMAGE.get().expect("just set"))
 }
@@ -190,7 +189,10 @@ impl Image {
     }
 
     pub(crate) fn in_text(&self, at: usize) -> bool {
-        at >= self.text.0 && at < self.text.1
+        self.mapped
+            .code
+            .iter()
+            .any(|&(from, to)| at >= from && at < to)
     }
 }
 
@@ -302,22 +304,6 @@ extern "C" fn wdf_version_unbind(
 ) -> NTSTATUS {
     let _kernel = super::enter("WdfVersionUnbind", super::PASSIVE);
     STATUS_SUCCESS
-}
-
-/// The range of the `.text` section once mapped at `base`.
-fn text_range(data: &[u8], base: usize) -> (usize, usize) {
-    use object::read::pe::PeFile64;
-    use object::LittleEndian as LE;
-    let Ok(file) = PeFile64::parse(data) else {
-        return (0, 0);
-    };
-    file.section_table()
-        .iter()
-        .find(|s| &s.name[..5] == b".text")
-        .map_or((0, 0), |s| {
-            let at = base + s.virtual_address.get(LE) as usize;
-            (at, at + s.virtual_size.get(LE) as usize)
-        })
 }
 
 #[cfg(test)]

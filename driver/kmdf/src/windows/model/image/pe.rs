@@ -21,6 +21,8 @@ pub(crate) enum LoadError {
     Relocation(u16),
     Unresolved(String),
     Map(String),
+    /// One image per scenario process.
+    AlreadyLoaded,
 }
 
 impl core::fmt::Display for LoadError {
@@ -32,6 +34,7 @@ impl core::fmt::Display for LoadError {
             Self::Relocation(kind) => write!(f, "a base relocation of type {kind} (only DIR64)"),
             Self::Unresolved(name) => write!(f, "an import the model does not give: {name}"),
             Self::Map(why) => write!(f, "cannot map the image: {why}"),
+            Self::AlreadyLoaded => write!(f, "an image is loaded already (one per process)"),
         }
     }
 }
@@ -53,6 +56,9 @@ pub(crate) struct Mapped {
     pub(crate) imports: Vec<String>,
     /// Each writable section as loaded (relocated): (offset, bytes), to load it afresh.
     pub(crate) writable: Vec<(usize, Vec<u8>)>,
+    /// Where the executable sections are once mapped: a fault from elsewhere is not the
+    /// image's register access.
+    pub(crate) code: Vec<(usize, usize)>,
 }
 
 /// Maps `data` and binds each import `(dll, name)` to `resolve`'s address.
@@ -102,6 +108,14 @@ pub(crate) fn map(
             (at, image[at..at + len].to_vec())
         })
         .collect();
+    let code = sections
+        .iter()
+        .filter(|s| s.characteristics.get(LE) & pe::IMAGE_SCN_MEM_EXECUTE != 0)
+        .map(|s| {
+            let at = base + s.virtual_address.get(LE) as usize;
+            (at, at + s.virtual_size.get(LE) as usize)
+        })
+        .collect();
     for s in sections.iter() {
         let c = s.characteristics.get(LE);
         let rva = s.virtual_address.get(LE) as usize;
@@ -124,6 +138,7 @@ pub(crate) fn map(
         entry,
         imports,
         writable,
+        code,
     })
 }
 
