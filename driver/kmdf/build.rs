@@ -6,14 +6,6 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=messages.mc");
-    // The Linux host tests of the FFI layer (../shared/wdk-kit/hosttest.sh, `--cfg wdk_fake`)
-    // run it on the KMDF model, which needs DbgPrint as a C variadic function.
-    if std::env::var_os("CARGO_CFG_WDK_FAKE").is_some() {
-        println!("cargo:rerun-if-changed=src/windows/model/dbgprint.c");
-        cc::Build::new()
-            .file("src/windows/model/dbgprint.c")
-            .compile("hcabus_model_dbgprint");
-    }
     #[cfg(windows)]
     {
         wdk_build::configure_wdk_binary_build()?;

@@ -24,62 +24,6 @@ thread_local! {
     /// Allocations made by this thread, and those made at DISPATCH_LEVEL.
     pub static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
     pub static DISPATCH_ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-    /// Bytes counted as the driver's (while [`count_bytes`] is on): allocated minus freed.
-    static DRIVER_BYTES: Cell<isize> = const { Cell::new(0) };
-    static COUNTING_BYTES: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Turns the counting of the driver's bytes on or off on this thread; returns what it was.
-/// The KMDF model turns it on while driver code runs and off inside its own DDIs, so the
-/// figure is what the driver asked the pool for.
-#[cfg_attr(not(wdk_fake), allow(dead_code))]
-pub fn count_bytes(on: bool) -> bool {
-    COUNTING_BYTES.try_with(|c| c.replace(on)).unwrap_or(false)
-}
-
-/// The driver's bytes live on this thread (allocated minus freed while counted).
-#[cfg_attr(not(wdk_fake), allow(dead_code))]
-pub fn driver_bytes() -> isize {
-    DRIVER_BYTES.with(Cell::get)
-}
-
-/// The pool's allocations the driver asked for (its heap while counted, and the KMDF
-/// objects the model creates for it), and the one the model refuses: the walk of
-/// `model/checks.rs` fails each in turn and checks the driver answers
-/// STATUS_INSUFFICIENT_RESOURCES and leaks nothing.
-static POOL_ASKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-static POOL_REFUSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
-
-/// From now on, refuse the pool allocation numbered `n` (0 the next one), or none.
-#[cfg_attr(not(wdk_fake), allow(dead_code))]
-pub fn refuse_pool_allocation(n: Option<u64>) {
-    use std::sync::atomic::Ordering::SeqCst;
-    POOL_ASKED.store(0, SeqCst);
-    POOL_REFUSES.store(n.unwrap_or(u64::MAX), SeqCst);
-}
-
-/// One pool allocation asked for: `true` if it is the one refused.
-pub fn pool_refuses() -> bool {
-    use std::sync::atomic::Ordering::SeqCst;
-    POOL_ASKED.fetch_add(1, SeqCst) == POOL_REFUSES.load(SeqCst)
-}
-
-/// How many pool allocations were asked for since [`refuse_pool_allocation`].
-#[cfg_attr(not(wdk_fake), allow(dead_code))]
-pub fn pool_asked() -> u64 {
-    POOL_ASKED.load(std::sync::atomic::Ordering::SeqCst)
-}
-
-/// Whether the heap's allocations are the driver's now (counted).
-pub fn counting() -> bool {
-    COUNTING_BYTES.try_with(Cell::get) == Ok(true)
-}
-
-/// Called by the test's global allocator with each change of the heap's size.
-pub fn count_size(delta: isize) {
-    if COUNTING_BYTES.try_with(Cell::get) == Ok(true) {
-        let _ = DRIVER_BYTES.try_with(|c| c.set(c.get() + delta));
-    }
 }
 
 /// The calling thread's IRQL.

@@ -4,9 +4,9 @@
 //! [`wdf_platform::Platform`], the kernel as the driver uses it; the driver's own decisions are in
 //! [`device`]. Both are built and tested on every host with a fake platform that records the
 //! IRQL of every call. The Windows implementation of the platform, the
-//! DriverEntry and the KMDF event callbacks live in `src/windows/`, compiled on Windows only
-//! (windows-drivers-rs cannot be built elsewhere): see docs/windows.md for what was never
-//! compiled.
+//! DriverEntry and the KMDF event callbacks live in `src/windows/`, compiled for Windows, and
+//! on Linux under `--cfg wdk_fake` for the KMDF model (the crate `hcabus-kmdf-model`, which
+//! loads this build or the linked image as Windows loads a driver): see docs/windows.md.
 #![cfg_attr(all(windows, not(test), panic = "abort"), no_std)]
 
 // The kernel cannot unwind: a driver built with an unwinding profile (dev, release, bench)
@@ -32,9 +32,12 @@ pub mod kernel;
 #[cfg(any(windows, wdk_fake))]
 mod windows;
 
+/// What the KMDF model (the crate `hcabus-kmdf-model`) sees of the layer beyond what Windows
+/// gives a kernel: only under `--cfg wdk_fake`; the driver image has none of it.
+#[cfg(wdk_fake)]
+pub use windows::lab;
+
 #[cfg(test)]
 mod fake;
-#[cfg(test)]
-mod sdv_catalog;
 #[cfg(test)]
 mod tests;

@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex, Weak};
 
 use hcabus::bus_abi::HcabusEvent;
 use hcabus::coordinator::Config;
-use hcabus::hca::Identity;
 use hcabus::ioctl::Wire;
 use hcabus::ioctl::{self, NtStatus, Rights};
 use hcabus::types::*;
 use hcabus::Policy;
+use hcabus_sim::fixtures::identity;
 use hcabus_sim::{FakeConnectX, FakeFaults};
 
 use crate::device::*;
@@ -25,28 +25,16 @@ struct Counting;
 // that need no allocation.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if counting() && pool_refuses() {
-            return std::ptr::null_mut();
-        }
         count_allocation();
-        count_size(layout.size() as isize);
         // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count_size(-(layout.size() as isize));
-        if quarantined(ptr, layout) {
-            return;
-        }
         // SAFETY: `ptr` came from System.alloc with this layout.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, size: usize) -> *mut u8 {
-        if counting() && pool_refuses() {
-            return std::ptr::null_mut();
-        }
         count_allocation();
-        count_size(size as isize - layout.size() as isize);
         // SAFETY: as GlobalAlloc::realloc requires, forwarded.
         unsafe { System.realloc(ptr, layout, size) }
     }
@@ -54,73 +42,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-/// Frees held back while the KMDF model explores schedules (`windows/model/conc.rs`): a use
-/// after free then reads what was there, the same in every run of a seed, instead of
-/// whatever the heap put there since. A fixed table (the allocator may not allocate); once
-/// full, frees go through.
-struct Quarantine {
-    on: bool,
-    len: usize,
-    held: [(usize, usize, usize); QUARANTINE_ENTRIES],
-}
-
-const QUARANTINE_ENTRIES: usize = 1 << 16;
-
-static QUARANTINE: Mutex<Quarantine> = Mutex::new(Quarantine {
-    on: false,
-    len: 0,
-    held: [(0, 0, 0); QUARANTINE_ENTRIES],
-});
-
-fn quarantined(ptr: *mut u8, layout: Layout) -> bool {
-    let Ok(mut q) = QUARANTINE.try_lock() else {
-        return false;
-    };
-    if !q.on || q.len == QUARANTINE_ENTRIES {
-        return false;
-    }
-    let at = q.len;
-    q.held[at] = (ptr as usize, layout.size(), layout.align());
-    q.len += 1;
-    true
-}
-
-/// Holds frees back from now (`true`), or frees what was held and stops (`false`).
-#[cfg_attr(not(wdk_fake), allow(dead_code))]
-pub(crate) fn quarantine(on: bool) {
-    let mut q = QUARANTINE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    q.on = on;
-    if on {
-        return;
-    }
-    let held = q.len;
-    q.len = 0;
-    for &(ptr, size, align) in &q.held[..held] {
-        // A layout that was valid when it was allocated.
-        let Ok(layout) = Layout::from_size_align(size, align) else {
-            continue;
-        };
-        // SAFETY: a block System.alloc gave out with this layout, held back once and freed
-        // once, here.
-        unsafe { System.dealloc(ptr as *mut u8, layout) };
-    }
-}
-
-/// The adapter every test drives (the KMDF model's too).
-pub(crate) fn identity() -> Identity {
-    Identity {
-        node_guid: 0x0002_c903_0044_5566,
-        vendor_id: 0x15B3,
-        device_id: 0x1003,
-        subsys_vendor_id: 0x15B3,
-        subsys_id: 0x0050,
-        serial: 0x5EED,
-        fw_version: Identity::fw_version(2, 42, 5000),
-    }
-}
 
 fn config() -> BusConfig {
     BusConfig {

@@ -1,7 +1,7 @@
 //! The FDO's default child list: an IPoIB child per port and the SRP initiator, reported
 //! present in prepare hardware, all missing and back again around a reset that re-enumerates.
-//! Type-checked against the KMDF 1.33 headers and run on the KMDF model (`model/`); never
-//! linked (docs/windows.md).
+//! Type-checked against the KMDF 1.33 headers and run on the KMDF model (hcabus-kmdf-model); linked
+//! and its image run there too (docs/windows.md).
 
 use wdk_sys::*;
 

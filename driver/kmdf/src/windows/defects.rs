@@ -1,12 +1,12 @@
 //! Misuses of KMDF this layer once had, planted back on purpose so that the KMDF model
-//! (`model/`, tests only) shows it catches each. On Windows [`planted`] is `false` and every
-//! planted branch folds away; only the model's tests plant one, one test at a time.
+//! (hcabus-kmdf-model, tests only) shows it catches each. On Windows [`planted`] is `false` and
+//! every planted branch folds away; only the model's tests plant one, one test at a time.
 
 /// A misuse the layer had before it ran against the model (docs/windows.md lists each with
 /// the KMDF rule it breaks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(all(test, wdk_fake)), allow(dead_code))]
-pub(crate) enum Defect {
+#[cfg_attr(not(wdk_fake), allow(dead_code))]
+pub enum Defect {
     /// A: context lookups pass a null type info.
     NullContextType,
     /// B: object attributes give a context size with no context type.
@@ -142,12 +142,12 @@ pub(crate) enum Defect {
     ResetAfterQueryStop,
 }
 
-#[cfg(all(test, wdk_fake))]
+#[cfg(wdk_fake)]
 static PLANTED: std::sync::Mutex<Option<Defect>> = std::sync::Mutex::new(None);
 
 /// Plants `defect` (or none) for the model's next runs.
-#[cfg(all(test, wdk_fake))]
-pub(crate) fn plant(defect: Option<Defect>) {
+#[cfg(wdk_fake)]
+pub fn plant(defect: Option<Defect>) {
     *PLANTED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = defect;
@@ -156,14 +156,14 @@ pub(crate) fn plant(defect: Option<Defect>) {
 /// Whether `defect` is planted: always `false` outside the model's tests.
 #[inline(always)]
 pub(crate) fn planted(defect: Defect) -> bool {
-    #[cfg(all(test, wdk_fake))]
+    #[cfg(wdk_fake)]
     {
         *PLANTED
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             == Some(defect)
     }
-    #[cfg(not(all(test, wdk_fake)))]
+    #[cfg(not(wdk_fake))]
     {
         let _ = defect;
         false

@@ -1,7 +1,7 @@
-//! HCABUS_BUS_INTERFACE_V1 on each child PDO (WdfDeviceAddQueryInterface), its functions
-//! bound to the FDO's bus. Type-checked against the KMDF 1.33 headers and run on the KMDF
-//! model (`model/`); never linked (docs/windows.md). The Linux twin of these functions, over
-//! the threaded host, is driver/capi/src/interface.rs, tested from C.
+//! HCABUS_BUS_INTERFACE_V1 on each child PDO (WdfDeviceAddQueryInterface), its functions bound to
+//! the FDO's bus. Type-checked against the KMDF 1.33 headers and run on the KMDF model
+//! (hcabus-kmdf-model); linked and its image run there too (docs/windows.md). The Linux twin of
+//! these functions, over the threaded host, is driver/capi/src/interface.rs, tested from C.
 
 use core::ffi::c_void;
 

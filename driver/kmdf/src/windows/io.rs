@@ -1,6 +1,6 @@
 //! Requests, the registry and the event log: the kernel calls behind the IOCTL queue, the
 //! policy and IoWriteErrorLogEntry. Type-checked against the KMDF 1.33 headers and run on the
-//! KMDF model (`model/`); never linked (docs/windows.md).
+//! KMDF model (hcabus-kmdf-model); linked and its image run there too (docs/windows.md).
 
 use core::ffi::c_void;
 

@@ -1,9 +1,10 @@
 //! The FFI layer: DriverEntry and the KMDF event callbacks on windows-drivers-rs.
 //!
 //! Type-checked and clippy-clean against windows-drivers-rs over the KMDF 1.33 headers
-//! (../shared/wdk-kit, in CI), and run on Linux against the KMDF model of `model/`
-//! (`hosttest.sh`, in CI), which enforces KMDF's rules as KMDF's own source does; never
-//! linked: that needs Windows and the WDK (docs/windows.md).
+//! (../shared/wdk-kit, in CI), and run on Linux against the KMDF model, the crate
+//! hcabus-kmdf-model (`hosttest.sh`, in CI), which enforces KMDF's rules as KMDF's own source
+//! does; linked into a .sys against stand-ins of the WDK's libraries, and that image run on the
+//! same model; never loaded by Windows (docs/windows.md).
 //! It is kept mechanical: each callback finds the FDO's context and calls the tested logic
 //! in the core host (`hcabus::host::Bus`) and [`crate::device`] under the context's rundown
 //! protection; the platform's Windows side is in `wdf_platform.rs`, the C ABI's functions in
@@ -20,8 +21,8 @@ mod resources;
 mod shared;
 mod wdf_platform;
 
-#[cfg(all(test, wdk_fake))]
-mod model;
+#[cfg(wdk_fake)]
+pub mod lab;
 
 use wdk_sys::{
     call_unsafe_wdf_function_binding, NTSTATUS, PCUNICODE_STRING, PDRIVER_OBJECT, PWDFDEVICE_INIT,

@@ -1,6 +1,6 @@
 //! The driver's devices: the FDO of each HCA, its control device and its children's PDOs, as
 //! KMDF creates them. Type-checked against the KMDF 1.33 headers and run on the KMDF model
-//! (`model/`); never linked (docs/windows.md).
+//! (hcabus-kmdf-model); linked and its image run there too (docs/windows.md).
 
 use core::sync::atomic::Ordering;
 
@@ -25,8 +25,9 @@ use crate::kernel::ChildFunction;
 static INSTANCES: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh image's statics, as Windows loads the driver: the KMDF model boots the driver
-/// more than once in a process (`model/conc.rs`, a machine per schedule).
-#[cfg(all(test, wdk_fake))]
+/// more than once in a process (hcabus-kmdf-model's `conc.rs`, a machine per schedule), and
+/// calls this through `lab::image_loaded`.
+#[cfg(wdk_fake)]
 pub(crate) fn image_loaded() {
     INSTANCES.store(0, Ordering::Relaxed);
 }

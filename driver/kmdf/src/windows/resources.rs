@@ -1,7 +1,7 @@
 //! What prepare hardware creates and release hardware gives back: the delivery DPC, the
 //! hardware work item, a timer per TimerId (all parented to the FDO), BAR0's mapping and the
 //! PCI bus interface. Type-checked against the KMDF 1.33 headers and run on the KMDF model
-//! (`model/`); never linked (docs/windows.md).
+//! (hcabus-kmdf-model); linked and its image run there too (docs/windows.md).
 
 use hcabus::types::TimerId;
 use wdk_sys::*;

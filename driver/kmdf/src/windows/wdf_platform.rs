@@ -1,6 +1,7 @@
-//! The platform on KMDF and WDM: each method of [`crate::kernel::Platform`] (the core host's)
-//! and of [`crate::kernel::KmdfPlatform`] is one or two kernel calls. Type-checked against
-//! the KMDF 1.33 headers and run on the KMDF model (`model/`); never linked (docs/windows.md).
+//! The platform on KMDF and WDM: each method of [`crate::kernel::Platform`] (the core host's) and
+//! of [`crate::kernel::KmdfPlatform`] is one or two kernel calls. Type-checked against the KMDF
+//! 1.33 headers and run on the KMDF model (hcabus-kmdf-model); linked and its image run there too
+//! (docs/windows.md).
 
 use core::cell::UnsafeCell;
 
@@ -154,6 +155,16 @@ impl Drop for WdfRegs {
     }
 }
 
+/// The register file of the KMDF model (`hcabus-kmdf-model`), which defines these as it
+/// defines the kernel's exports: the Linux build of the layer cannot map a BAR.
+#[cfg(wdk_fake)]
+mod model_hooks {
+    extern "C" {
+        pub(super) fn hcabus_model_register_read(register: *const u32) -> u32;
+        pub(super) fn hcabus_model_register_write(register: *mut u32, value: u32);
+    }
+}
+
 /// READ_REGISTER_ULONG: on x64 Windows a volatile load (wdm.h's inline function). Under the
 /// KMDF model the load goes to its register file, which gives reads and writes the side
 /// effects a ConnectX has: the one place the model stands in below the FFI layer.
@@ -161,12 +172,12 @@ impl Drop for WdfRegs {
 /// # Safety
 /// `register` is in a live mapping, dword aligned.
 unsafe fn read_register(register: *const u32) -> u32 {
-    #[cfg(all(test, wdk_fake))]
+    #[cfg(wdk_fake)]
     {
-        // SAFETY: the caller's contract.
-        unsafe { super::model::register_read(register) }
+        // SAFETY: the caller's contract; the model defines the function.
+        unsafe { model_hooks::hcabus_model_register_read(register) }
     }
-    #[cfg(not(all(test, wdk_fake)))]
+    #[cfg(not(wdk_fake))]
     {
         // SAFETY: the caller's contract.
         unsafe { core::ptr::read_volatile(register) }
@@ -178,12 +189,12 @@ unsafe fn read_register(register: *const u32) -> u32 {
 /// # Safety
 /// As [`read_register`].
 unsafe fn write_register(register: *mut u32, value: u32) {
-    #[cfg(all(test, wdk_fake))]
+    #[cfg(wdk_fake)]
     {
-        // SAFETY: the caller's contract.
-        unsafe { super::model::register_write(register, value) }
+        // SAFETY: the caller's contract; the model defines the function.
+        unsafe { model_hooks::hcabus_model_register_write(register, value) }
     }
-    #[cfg(not(all(test, wdk_fake)))]
+    #[cfg(not(wdk_fake))]
     {
         // SAFETY: the caller's contract.
         unsafe { core::ptr::write_volatile(register, value) }

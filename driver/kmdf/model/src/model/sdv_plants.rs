@@ -10,8 +10,8 @@ use super::harness::{assert_caught, assert_passes, expect, run};
 use super::machine::Machine;
 use super::tests::{started, HARDWARE_ID};
 use super::with;
-use crate::tests::identity;
-use crate::windows::defects::Defect;
+use hcabus_kmdf::lab::Defect;
+use hcabus_sim::fixtures::identity;
 
 /// The scenarios of this file (in the child process); `false` for another name.
 pub(super) fn scenario(name: &str) -> bool {
@@ -175,8 +175,8 @@ const SCENARIO_OF: &[(&str, &str)] = &[
 /// and the rule the model stops on must be one the row says enforces it.
 #[test]
 fn each_plant_the_sdv_table_names_fires_a_rule_its_row_names() {
-    use crate::sdv_catalog::{read, rows, ticked};
-    let doc = read("../../docs/sdv-rules.md");
+    use crate::catalog::{read, rows, ticked};
+    let doc = read("../../../docs/sdv-rules.md");
     let mut fired: Vec<(String, String)> = Vec::new();
     let mut checked = 0;
     for row in rows(&doc) {

@@ -203,6 +203,27 @@ pub(crate) unsafe fn register_write(at: *mut u32, value: u32) {
     });
 }
 
+/// The Linux build's READ_REGISTER_ULONG: hcabus-kmdf declares it under `--cfg wdk_fake`,
+/// where it cannot map a BAR (the image's own loads fault into [`register_read`] instead).
+///
+/// # Safety
+/// As [`register_read`].
+#[unsafe(no_mangle)]
+unsafe extern "C" fn hcabus_model_register_read(at: *const u32) -> u32 {
+    // SAFETY: the caller's contract.
+    unsafe { register_read(at) }
+}
+
+/// The Linux build's WRITE_REGISTER_ULONG, as [`hcabus_model_register_read`].
+///
+/// # Safety
+/// As [`register_read`].
+#[unsafe(no_mangle)]
+unsafe extern "C" fn hcabus_model_register_write(at: *mut u32, value: u32) {
+    // SAFETY: the caller's contract.
+    unsafe { register_write(at, value) }
+}
+
 /// The PCI bus interface's context: the adapter's index + 1 (never NULL).
 fn adapter_of(context: PVOID) -> usize {
     context as usize - 1

@@ -1,7 +1,7 @@
 //! The model's scenarios on the driver image, from `cargo test --workspace`: with
 //! `HCABUS_IMAGE` naming a .sys (CI sets it to what ../shared/wdk-kit/linkcheck.sh links),
 //! this runs the image tests of the KMDF model through ../shared/wdk-kit/hosttest.sh, the
-//! one way the model builds on Linux (it needs the kit's bindings of the KMDF headers), and
+//! one way this crate's model builds (it needs the kit's bindings of the KMDF headers), and
 //! prints their line: `image: N scenarios passed on sha256 HEX`. Without the variable, or
 //! without the kit, it says it skipped and why.
 
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
 #[test]
@@ -40,6 +40,7 @@ fn the_models_scenarios_pass_on_the_image() {
         .args(["image::run", "--nocapture"])
         .current_dir(root())
         .env("HCABUS_IMAGE", &image)
+        .env("WDK_KIT_PACKAGE", env!("CARGO_PKG_NAME"))
         .output()
         .expect("hosttest.sh runs");
     let stdout = String::from_utf8_lossy(&out.stdout);

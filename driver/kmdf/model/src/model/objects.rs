@@ -224,10 +224,10 @@ impl Kernel {
 pub(crate) fn run_cleanups(cleanups: Vec<(PFN_WDF_OBJECT_CONTEXT_CLEANUP, Handle)>) {
     for &(cleanup, h) in &cleanups {
         if let Some(f) = cleanup {
-            let counting = crate::fake::count_bytes(super::driver::heap_is_counted());
+            let counting = crate::model::heap::count_bytes(super::driver::heap_is_counted());
             // SAFETY: the driver's callback, for its object, as KMDF calls it.
             unsafe { f.run((h as WDFOBJECT,)) };
-            crate::fake::count_bytes(counting);
+            crate::model::heap::count_bytes(counting);
         }
         with(|k| k.objects[Kernel::index_of(h as _)].disposing = false);
     }
@@ -251,10 +251,10 @@ pub(crate) fn destroy_if_unreferenced(h: Handle) {
         }
     });
     if let Some(f) = destroy {
-        let counting = crate::fake::count_bytes(super::driver::heap_is_counted());
+        let counting = crate::model::heap::count_bytes(super::driver::heap_is_counted());
         // SAFETY: the driver's callback, for its object, its context still there.
         unsafe { f.run((h as WDFOBJECT,)) };
-        crate::fake::count_bytes(counting);
+        crate::model::heap::count_bytes(counting);
         with(|k| k.objects[Kernel::index_of(h as _)].disposing = false);
     }
 }

@@ -66,6 +66,13 @@ pub(crate) fn me() -> usize {
     }
 }
 
+/// The Linux build's atomics call this before each access (hcabus-kmdf's `shared.rs`), so
+/// that a schedule can split the layer's code between any two accesses to shared memory.
+#[unsafe(no_mangle)]
+extern "C" fn hcabus_model_point() {
+    point();
+}
+
 /// A scheduling point: another thread may run here.
 pub(crate) fn point() {
     if on() {
@@ -189,11 +196,11 @@ pub(crate) fn explore(seed: u64, iterations: usize, body: fn()) {
         SCHEDULE.fetch_add(1, Ordering::Relaxed);
         ON.store(true, Ordering::Relaxed);
         IRQLS.lock().unwrap_or_else(PoisonError::into_inner).clear();
-        crate::tests::quarantine(true);
+        crate::model::heap::quarantine(true);
         YIELDS.store(0, Ordering::Relaxed);
         body();
         MOST_YIELDS.fetch_max(YIELDS.load(Ordering::Relaxed), Ordering::Relaxed);
-        crate::tests::quarantine(false);
+        crate::model::heap::quarantine(false);
         ON.store(false, Ordering::Relaxed);
     };
     let random = RandomScheduler::new_from_seed(seed, iterations);

@@ -2,7 +2,7 @@
 //! requests and inits, each planted back and caught by the rule it breaks.
 
 use super::harness::*;
-use crate::windows::defects::Defect;
+use hcabus_kmdf::lab::Defect;
 
 #[test]
 fn a_null_context_type_bugchecks_in_the_first_lookup() {

@@ -9,6 +9,16 @@ use super::table::text;
 use super::wdm::{bus_data, pci_dereference, pci_reference};
 use super::{violation, with, Rule, DISPATCH, PASSIVE};
 
+/// GUID_BUS_INTERFACE_STANDARD of wdmguid.h, which wdk-sys does not bind, as the PCI bus
+/// driver knows it: {496B8280-6F25-11D0-BEAF-08002BE2092F}. The kernel's own copy, so that a
+/// driver asking with another GUID is refused.
+const GUID_BUS_INTERFACE_STANDARD: GUID = GUID {
+    Data1: 0x496B_8280,
+    Data2: 0x6F25,
+    Data3: 0x11D0,
+    Data4: [0xBE, 0xAF, 0x08, 0x00, 0x2B, 0xE2, 0x09, 0x2F],
+};
+
 fn pdo_init(
     ddi: &str,
     init: PWDFDEVICE_INIT,
@@ -296,7 +306,7 @@ pub(crate) unsafe extern "C" fn WdfFdoQueryForInterface(
     }
     // SAFETY: a GUID the driver passes.
     let g = unsafe { *guid };
-    let want = super::super::resources::GUID_BUS_INTERFACE_STANDARD;
+    let want = GUID_BUS_INTERFACE_STANDARD;
     let same = g.Data1 == want.Data1
         && g.Data2 == want.Data2
         && g.Data3 == want.Data3

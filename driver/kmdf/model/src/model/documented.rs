@@ -102,7 +102,7 @@ const LEVELS: [&str; 5] = ["PASSIVE", "APC", "DISPATCH", "DISPATCH_PLUS_ONE", "H
 /// The model's source, every file.
 fn source() -> String {
     let mut text = String::new();
-    for dir in ["src/windows/model", "src/windows/model/image"] {
+    for dir in ["src/model", "src/model/image"] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
         let mut files: Vec<_> = std::fs::read_dir(&path)
             .expect("the model's source")

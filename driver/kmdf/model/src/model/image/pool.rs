@@ -50,13 +50,13 @@ extern "C" fn ex_allocate_pool2(flags: u64, bytes: SIZE_T, _tag: ULONG) -> PVOID
             &format!("pool flags {flags:#x}: the model gives non-paged pool only"),
         );
     }
-    if crate::fake::pool_refuses() {
+    if crate::model::heap::pool_refuses() {
         return core::ptr::null_mut();
     }
     let Ok(layout) = std::alloc::Layout::from_size_align((bytes as usize).max(1), 16) else {
         return core::ptr::null_mut();
     };
-    // The driver's bytes, counted as the Linux build's heap is (`crate::fake`).
+    // The driver's bytes, counted as the Linux build's heap is (`super::super::heap`).
     drop(kernel);
     // SAFETY: a non-zero size.
     let p = unsafe { std::alloc::alloc_zeroed(layout) };

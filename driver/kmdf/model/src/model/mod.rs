@@ -10,52 +10,39 @@
 //! test binary (`tests.rs`), whose parent reads the verdict.
 #![allow(non_upper_case_globals, non_snake_case)]
 
-#[cfg(test)]
 mod admin;
 mod audit;
-#[cfg(test)]
 mod cchild;
-#[cfg(test)]
 mod checks;
 mod children;
 mod conc;
-#[cfg(test)]
 mod cpus;
-#[cfg(test)]
 mod documented;
 pub(crate) mod driver;
 mod entries;
-#[cfg(test)]
 mod fault;
-#[cfg(test)]
 mod harness;
-#[cfg(test)]
+mod heap;
 mod hlk;
 pub(crate) mod image;
 mod io;
 mod kernel;
 mod leaks;
 mod machine;
-#[cfg(test)]
 mod misuses;
 mod notify;
 mod objects;
 mod pnp;
-#[cfg(test)]
 mod races;
 mod rules;
-#[cfg(test)]
 mod sdv_plants;
-pub(crate) mod shared;
 mod sync;
 mod table;
-#[cfg(test)]
 mod tests;
 mod usage;
 mod wdm;
 
 pub(crate) use rules::Rule;
-pub(crate) use wdm::{register_read, register_write};
 
 use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -103,9 +90,9 @@ pub(crate) fn with<R>(f: impl FnOnce(&mut Kernel) -> R) -> R {
 
 /// Runs kernel code that allocates or frees outside [`with`]: not the driver's bytes.
 pub(crate) fn uncounted<R>(f: impl FnOnce() -> R) -> R {
-    let counting = crate::fake::count_bytes(false);
+    let counting = crate::model::heap::count_bytes(false);
     let r = f();
-    crate::fake::count_bytes(counting);
+    crate::model::heap::count_bytes(counting);
     r
 }
 
@@ -148,7 +135,7 @@ pub(crate) struct KernelSide(bool);
 
 impl Drop for KernelSide {
     fn drop(&mut self) {
-        crate::fake::count_bytes(self.0);
+        crate::model::heap::count_bytes(self.0);
     }
 }
 
@@ -156,7 +143,7 @@ impl Drop for KernelSide {
 /// each DDI's documented "IRQL <= ..."). Until the guard drops, allocations are the kernel's.
 pub(crate) fn enter(ddi: &str, max_irql: u8) -> KernelSide {
     conc::point();
-    let side = KernelSide(crate::fake::count_bytes(false));
+    let side = KernelSide(crate::model::heap::count_bytes(false));
     let now = irql();
     if now > max_irql {
         violation(

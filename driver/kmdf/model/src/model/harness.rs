@@ -6,7 +6,7 @@ use std::process::Command;
 
 use super::tests::{PLANT, SCENARIO};
 use super::BUGCHECK_EXIT;
-use crate::windows::defects::Defect;
+use hcabus_kmdf::lab::Defect;
 
 /// How a scenario's process ended.
 pub(crate) struct Outcome {
@@ -27,7 +27,7 @@ pub(crate) fn run_on(scenario: &str, defect: Option<Defect>, image: Option<&str>
         .env(super::image::run::IMAGE, image.unwrap_or_default())
         .args([
             "--exact",
-            "windows::model::tests::scenario",
+            "model::tests::scenario",
             "--ignored",
             "--nocapture",
             "--test-threads=1",

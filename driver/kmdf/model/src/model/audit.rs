@@ -11,9 +11,9 @@ use super::kernel::{Kind, Role};
 use super::machine::Machine;
 use super::tests::{enable, started};
 use super::with;
-use crate::kernel::ChildFunction;
-use crate::tests::identity;
-use crate::windows::defects::Defect;
+use hcabus_kmdf::kernel::ChildFunction;
+use hcabus_kmdf::lab::Defect;
+use hcabus_sim::fixtures::identity;
 
 /// A PCI function this driver does not take (an Intel NIC).
 const UNSUPPORTED_ID: &str = "PCI\\VEN_8086&DEV_1572&SUBSYS_00018086&REV_01";
@@ -77,18 +77,18 @@ fn names_across_disable() {
         if round == 1 && !super::driver::is_image() {
             // Beside the first adapter, the next numbers, lowest first.
             let (a, b) = (
-                crate::windows::objects::claim_instance(),
-                crate::windows::objects::claim_instance(),
+                hcabus_kmdf::lab::claim_instance(),
+                hcabus_kmdf::lab::claim_instance(),
             );
             expect(
                 a == Some(1) && b == Some(2),
                 &format!("claimed {a:?} {b:?}"),
             );
-            crate::windows::objects::release_instance(1);
-            let again = crate::windows::objects::claim_instance();
+            hcabus_kmdf::lab::release_instance(1);
+            let again = hcabus_kmdf::lab::claim_instance();
             expect(again == Some(1), &format!("1 given back, then {again:?}"));
-            crate::windows::objects::release_instance(1);
-            crate::windows::objects::release_instance(2);
+            hcabus_kmdf::lab::release_instance(1);
+            hcabus_kmdf::lab::release_instance(2);
         }
         m.remove();
     }

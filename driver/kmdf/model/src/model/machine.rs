@@ -13,6 +13,11 @@ use super::driver::DriverFn;
 use super::kernel::{Adapter, Handle, Init, InitOrigin, InitState, Kernel, Kind, Role};
 use super::{irql, set_irql, violation, with, Rule, DISPATCH, PASSIVE};
 
+extern "system" {
+    /// The Linux build's entry: hcabus-kmdf exports it by the name the image's loader finds.
+    fn DriverEntry(driver: PDRIVER_OBJECT, registry_path: PCUNICODE_STRING) -> NTSTATUS;
+}
+
 /// A METHOD_BUFFERED request as the I/O manager builds it.
 pub(crate) struct Request {
     pub(crate) input_length: usize,
@@ -38,15 +43,15 @@ const BAR_PHYSICAL: i64 = 0xF000_0000;
 const BAR_LENGTH: usize = 1 << 20;
 
 /// Calls driver code at `level`; afterwards the IRQL must be back and no lock held.
-/// What the driver allocates meanwhile is counted as its own (`crate::fake::driver_bytes`).
+/// What the driver allocates meanwhile is counted as its own (`crate::model::heap::driver_bytes`).
 pub(crate) fn at<R>(what: &str, level: u8, f: impl FnOnce() -> R) -> R {
     let before = irql();
     let held_before = held_locks();
     set_irql(level);
     super::image::stacks::naming(what);
-    let counting = crate::fake::count_bytes(super::driver::heap_is_counted());
+    let counting = crate::model::heap::count_bytes(super::driver::heap_is_counted());
     let r = f();
-    crate::fake::count_bytes(counting);
+    crate::model::heap::count_bytes(counting);
     if irql() != level {
         violation(
             Rule::LockHeldOnReturn,
@@ -221,7 +226,7 @@ impl Machine {
         });
         kernel.parameters = values.iter().map(|(k, v)| (String::from(*k), *v)).collect();
         super::install(kernel);
-        super::super::objects::image_loaded();
+        hcabus_kmdf::lab::image_loaded();
         let mut m = Machine {
             fdo: None,
             // SAFETY: an all-zero DRIVER_OBJECT (plain integers and pointers) is what the
@@ -248,7 +253,8 @@ impl Machine {
                     as NTSTATUS
             }),
             None => at("DriverEntry", PASSIVE, || {
-                super::super::driver_entry(object, &raw const registry)
+                // SAFETY: the Linux build's entry, with a driver object and its registry path.
+                unsafe { DriverEntry(object, &raw const registry) }
             }),
         };
         if status >= 0 && with(|k| k.driver.is_none()) {

@@ -13,10 +13,10 @@ use super::cchild::{self, CChild};
 use super::harness::{defect_named, expect};
 use super::machine::{Machine, FILE_READ_DATA};
 use super::with;
-use crate::device::RECORDER_RECORDS_KEY;
-use crate::kernel::ChildFunction;
-use crate::tests::identity;
-use crate::windows::defects::plant;
+use hcabus_kmdf::device::RECORDER_RECORDS_KEY;
+use hcabus_kmdf::kernel::ChildFunction;
+use hcabus_kmdf::lab::plant;
+use hcabus_sim::fixtures::identity;
 
 pub(super) const SCENARIO: &str = "HCABUS_MODEL_SCENARIO";
 pub(super) const PLANT: &str = "HCABUS_MODEL_PLANT";
@@ -318,12 +318,12 @@ fn rebalance_with_a_child() {
 fn pool_short(n: u64) {
     let (mut m, status) = Machine::boot(FakeConnectX::new(identity()), &[]);
     expect(status == STATUS_SUCCESS, "DriverEntry");
-    let bytes = crate::fake::driver_bytes();
-    crate::fake::refuse_pool_allocation(Some(n));
+    let bytes = crate::model::heap::driver_bytes();
+    crate::model::heap::refuse_pool_allocation(Some(n));
     let added = m.add_device(HARDWARE_ID);
     let started = if added >= 0 { m.start_fdo() } else { added };
-    let asked = crate::fake::pool_asked();
-    crate::fake::refuse_pool_allocation(None);
+    let asked = crate::model::heap::pool_asked();
+    crate::model::heap::refuse_pool_allocation(None);
     let refused = asked > n;
     let answer = if started >= 0 {
         STATUS_SUCCESS
@@ -338,7 +338,7 @@ fn pool_short(n: u64) {
         m.remove();
     }
     m.unload();
-    let left = crate::fake::driver_bytes() - bytes;
+    let left = crate::model::heap::driver_bytes() - bytes;
     expect(
         left == 0,
         &format!("allocation {n} refused: {left} bytes never freed"),
@@ -377,7 +377,7 @@ fn special_files() {
     let image = super::driver::is_image();
     let held = |fdo| {
         // SAFETY: the FDO is live.
-        unsafe { super::super::fdo(fdo as WDFDEVICE) }.map_or(0, |c| c.special_files_held())
+        unsafe { hcabus_kmdf::lab::special_files_held(fdo as WDFDEVICE) }
     };
     let all = files.iter().fold(0, |bits, f| bits | 1 << f);
     expect(
@@ -612,7 +612,7 @@ fn footprint_now() -> (isize, usize, usize) {
     });
     let heap = match super::image::get() {
         Some(_) => super::image::pool_bytes() as isize,
-        None => crate::fake::driver_bytes(),
+        None => crate::model::heap::driver_bytes(),
     };
     (heap, contexts, objects)
 }

@@ -19,8 +19,8 @@ use super::cchild::CChild;
 use super::harness::{assert_passes, expect};
 use super::machine::{Machine, FILE_READ_DATA};
 use super::tests::{enable, started};
-use crate::kernel::ChildFunction;
-use crate::tests::identity;
+use hcabus_kmdf::kernel::ChildFunction;
+use hcabus_sim::fixtures::identity;
 
 /// The scenarios of this file (in the child process); `false` for another name.
 pub(crate) fn scenario(name: &str) -> bool {

@@ -348,7 +348,7 @@ impl Kernel {
     /// Whether this call of `ddi` is one the scenario asked to fail.
     pub(crate) fn fails(&mut self, ddi: &'static str) -> bool {
         // Each object KMDF creates is a pool allocation, which a scenario may refuse.
-        if crate::fake::pool_refuses() {
+        if crate::model::heap::pool_refuses() {
             return true;
         }
         for (name, after) in &mut self.failures {

@@ -5,8 +5,8 @@
 use super::harness::*;
 use super::tests::*;
 use super::BUGCHECK_EXIT;
-use crate::device::DEFAULT_RECORDER_RECORDS;
-use crate::windows::defects::Defect;
+use hcabus_kmdf::device::DEFAULT_RECORDER_RECORDS;
+use hcabus_kmdf::lab::Defect;
 
 #[test]
 fn the_driver_lives_on_the_kmdf_model_from_driver_entry_to_unload() {

@@ -24,8 +24,8 @@ use super::harness::{assert_caught, expect, run};
 use super::machine::{Machine, FILE_READ_DATA};
 use super::tests::started;
 use super::{violation, Rule};
-use crate::kernel::ChildFunction;
-use crate::windows::defects::Defect;
+use hcabus_kmdf::kernel::ChildFunction;
+use hcabus_kmdf::lab::Defect;
 
 const SEED: u64 = 0x6b6d_6466_7261_6365;
 
