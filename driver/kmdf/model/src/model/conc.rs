@@ -5,9 +5,10 @@
 //! cancel or flush with Wait TRUE, KMDF's delete of a DPC still running) yields until another
 //! thread ends it, as it would on a machine with more than one processor.
 //!
-//! What is one step: the layer's code between two DDIs runs without another thread in between
-//! (its atomics are not scheduling points); a DDI's effect comes after the point, so an atomic
-//! read just before a DDI and the DDI's effect can be split by another thread. A wait that
+//! What is one step: the layer's code between two scheduling points runs without another
+//! thread in between; the points are every DDI and, on the Linux build, every access of the
+//! layer to a shared atomic (`hcabus_model_point`). A DDI's effect comes after its point, so
+//! an atomic read just before a DDI and the DDI's effect can be split by another thread. A wait that
 //! never ends is shuttle's step bound ([`MAX_STEPS`]): the schedule is printed and the process
 //! fails.
 
@@ -44,6 +45,22 @@ static MOST_YIELDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUs
 /// A schedule longer than this never ends (the suite's longest is printed by [`explore`];
 /// this is far above it, and below shuttle's own bound, [`MAX_STEPS`]).
 const MAX_YIELDS: usize = 50_000;
+
+/// Processor switches: the thread last seen running, the switches of the schedule under way,
+/// the most any schedule had, and all of them (printed by [`explore`]).
+static RUNNING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static SWITCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static MOST_SWITCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static ALL_SWITCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The calling thread runs now: a switch if another ran last. Called wherever a thread
+/// resumes (after a yield or a join, at its start), so every switch is seen once.
+fn running() {
+    let me = me();
+    if RUNNING.swap(me, Ordering::Relaxed) != me {
+        SWITCHES.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 /// The schedule under way (from 1), for the report of a broken rule.
 static SCHEDULE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -92,6 +109,7 @@ pub(crate) fn yield_now() {
         );
     }
     switching(shuttle::thread::yield_now);
+    running();
 }
 
 /// Runs a shuttle operation that may let other threads run first: the crossing between the
@@ -110,6 +128,7 @@ pub(crate) fn spawn<T: Send + 'static>(
     switching(|| {
         shuttle::thread::spawn(move || {
             super::image::restore((0, 0));
+            running();
             f()
         })
     })
@@ -117,7 +136,9 @@ pub(crate) fn spawn<T: Send + 'static>(
 
 /// Waits for a processor started by [`spawn`] to end.
 pub(crate) fn join<T>(t: shuttle::thread::JoinHandle<T>) -> std::thread::Result<T> {
-    switching(|| t.join())
+    let r = switching(|| t.join());
+    running();
+    r
 }
 
 pub(crate) fn irql() -> Option<u8> {
@@ -198,8 +219,13 @@ pub(crate) fn explore(seed: u64, iterations: usize, body: fn()) {
         IRQLS.lock().unwrap_or_else(PoisonError::into_inner).clear();
         crate::model::heap::quarantine(true);
         YIELDS.store(0, Ordering::Relaxed);
+        SWITCHES.store(0, Ordering::Relaxed);
+        RUNNING.store(me(), Ordering::Relaxed);
         body();
         MOST_YIELDS.fetch_max(YIELDS.load(Ordering::Relaxed), Ordering::Relaxed);
+        let switches = SWITCHES.load(Ordering::Relaxed);
+        MOST_SWITCHES.fetch_max(switches, Ordering::Relaxed);
+        ALL_SWITCHES.fetch_add(switches, Ordering::Relaxed);
         crate::model::heap::quarantine(false);
         ON.store(false, Ordering::Relaxed);
     };
@@ -212,11 +238,15 @@ pub(crate) fn explore(seed: u64, iterations: usize, body: fn()) {
         .iter()
         .map(|(d, n, longest)| format!("{d} {n} (longest {longest} turns)"))
         .collect();
+    let schedules = SCHEDULE.load(Ordering::Relaxed);
     println!(
-        "conc: {} schedules from seed {seed:#x}, the longest {} scheduling points; waits \
-         that let another thread run: {}",
-        SCHEDULE.load(Ordering::Relaxed),
+        "conc: {schedules} schedules from seed {seed:#x}, the longest {} scheduling points; \
+         processor switches {} in all, {} a schedule on average, at most {}; waits that let \
+         another thread run: {}",
         MOST_YIELDS.load(Ordering::Relaxed),
+        ALL_SWITCHES.load(Ordering::Relaxed),
+        ALL_SWITCHES.load(Ordering::Relaxed) / schedules.max(1),
+        MOST_SWITCHES.load(Ordering::Relaxed),
         waits.join(", ")
     );
 }

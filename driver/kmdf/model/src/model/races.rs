@@ -20,7 +20,7 @@ use wdk_sys::*;
 use super::admin::{self, ADMIN};
 use super::cchild::CChild;
 use super::cpus::{Processors, Sendable};
-use super::harness::{assert_caught, expect, run};
+use super::harness::{assert_caught, expect, run, Outcome};
 use super::machine::{Machine, FILE_READ_DATA};
 use super::tests::started;
 use super::{violation, Rule};
@@ -321,6 +321,7 @@ fn chaos_on_four_processors() {
 fn chaos_pnp_and_power_transitions_at_once_with_io() {
     let o = run("chaos", None);
     assert_eq!(o.code, Some(0), "CHAOS failed:\n{}", o.stderr);
+    show_reached(&o);
     for name in [
         "rebalances",
         "sleeps",
@@ -333,6 +334,21 @@ fn chaos_pnp_and_power_transitions_at_once_with_io() {
             "{name}: not reached in\n{}",
             o.stdout
         );
+    }
+}
+
+/// What a line of a scenario's output says its schedules reached, if it says so (libtest may
+/// have written the test's name before it on the same line).
+pub(super) fn reached(line: &str) -> Option<&str> {
+    ["conc:", "races reached:", "chaos reached:"]
+        .iter()
+        .find_map(|head| line.find(head).map(|at| &line[at..]))
+}
+
+/// Prints what the schedules of `o` reached (for CI's log and the docs' figures).
+fn show_reached(o: &Outcome) {
+    for line in o.stdout.lines().filter_map(reached) {
+        println!("{line}");
     }
 }
 
@@ -349,10 +365,12 @@ fn figure(out: &str, line: &str, name: &str) -> usize {
 fn the_layer_holds_on_four_processors_through_rebalance_reset_sleep_and_surprise_removal() {
     let o = run("races", None);
     assert_eq!(o.code, Some(0), "the races failed:\n{}", o.stderr);
-    // Each race was reached, not only survived: the rundown waited for a holder, a lock was
-    // contended, a child was answered busy across a stop and removed after the removal, an
-    // unregister was called with the child's callback running.
+    show_reached(&o);
+    // Each race was reached, not only survived: the processors switched, the rundown waited
+    // for a holder, a lock was contended, a child was answered busy across a stop and removed
+    // after the removal, an unregister was called with the child's callback running.
     for (line, name) in [
+        ("conc:", "processor switches"),
         ("conc:", "ExWaitForRundownProtectionRelease"),
         ("conc:", "WdfSpinLockAcquire"),
         ("races reached:", "stops"),

@@ -165,6 +165,12 @@ fn the_scenarios_pass_on_the_image() {
     for (name, bytes, calls) in stacks(&outcomes) {
         println!("image stack: {name}: {bytes} bytes, {calls} calls");
     }
+    // What the schedules on other processors reached, and how often they switched.
+    for (name, o) in &outcomes {
+        for line in o.stdout.lines().filter_map(super::super::races::reached) {
+            println!("image {name}: {line}");
+        }
+    }
     println!(
         "image: {} scenarios passed on sha256 {sha256}",
         outcomes.len()
