@@ -49,7 +49,7 @@ pub fn record(data: &[u8]) {
 /// The socket frame decoder of `hcasim serve` on any byte stream: never panics, never reads a
 /// frame larger than its limit, and every frame it accepts is written back byte for byte.
 pub fn frame(data: &[u8]) {
-    use hcabus_tools::transport::{read_request, write_request, MAX_INPUT};
+    use hcactl::transport::{read_request, write_request, MAX_INPUT};
     let mut stream = data;
     let mut consumed = 0usize;
     loop {

@@ -47,7 +47,7 @@ fn ioctl_seeds(out: &mut Vec<Seed>) {
 }
 
 fn frame_seeds(out: &mut Vec<Seed>) {
-    use hcabus_tools::transport::write_request;
+    use hcactl::transport::write_request;
     let mut all = Vec::new();
     for (code, name) in CODES {
         let input = vec![0u8; hcabus::ioctl::input_size(code).unwrap_or(0)];

@@ -364,7 +364,7 @@ fn run_json(r: &FleetRun) -> Value {
 pub fn json(scenario: &FleetScenario, runs: &[FleetRun]) -> String {
     let s = &scenario.setup;
     let v = json!({
-        "schema": crate::contract::schema("hcasim", "fleet"),
+        "schema": hcactl::contract::schema("hcasim", "fleet"),
         "name": s.name,
         "hosts": s.hosts,
         "duration_ms": s.duration.as_ms(),

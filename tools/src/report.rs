@@ -6,7 +6,7 @@ use ibal::stack;
 use ibal::stack::{Host, World};
 use serde::Serialize;
 
-use crate::contract::{schema, state_word};
+use hcactl::contract::{schema, state_word};
 use ibal::disk::PathTimeout;
 
 #[derive(Debug, Serialize)]

@@ -25,9 +25,9 @@ use hcabus::Instant;
 use ibal::stack::World;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
-use crate::device;
 use crate::scenario::Scenario;
-use crate::transport::{read_request, write_response, FrameError, MAX_OUTPUT};
+use hcactl::device;
+use hcactl::transport::{read_request, write_response, FrameError, MAX_OUTPUT};
 
 /// One request for the host thread, with where to send the answer.
 struct Job {
@@ -75,7 +75,7 @@ fn build(setup: &Scenario) -> Result<(World, Vec<String>), String> {
 
 /// Serves `setup` until `stop` is set (by SIGINT or SIGTERM in `hcasim`): a host of one
 /// adapter on `socket`; a host of several on `socket.NAME` for each adapter NAME, and on
-/// `socket` for the first (see [`crate::device`]).
+/// `socket` for the first (see [`hcactl::device`]).
 pub fn serve(setup: Scenario, socket: &Path, stop: Arc<AtomicBool>) -> io::Result<()> {
     let (jobs, inbox) = mpsc::channel::<Job>();
     let host_stop = stop.clone();

@@ -31,7 +31,7 @@ macro_rules! complain {
 fn say_error(message: &str) {
     if JSON_ERRORS.load(std::sync::atomic::Ordering::Relaxed) {
         let v = serde_json::json!({
-            "schema": hcabus_tools::contract::schema("hcasim", "error"),
+            "schema": hcactl::contract::schema("hcasim", "error"),
             "error": { "message": message },
         });
         eprintln!("{v}");
@@ -139,9 +139,7 @@ enum Command {
     },
     /// Print the completion script for SHELL (bash, zsh, fish, powershell, elvish), e.g.
     /// `hcasim completions bash > /etc/bash_completion.d/hcasim`.
-    Completions {
-        shell: hcabus_tools::generate::Shell,
-    },
+    Completions { shell: hcactl::generate::Shell },
     /// Print the manual page (roff), e.g. `hcasim man > hcasim.1; man ./hcasim.1`.
     Man,
 }
@@ -551,10 +549,10 @@ fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
             *jobs,
         )),
         Some(Command::Completions { shell }) => Err(generated(|out| {
-            hcabus_tools::generate::completions(Cli::command(), *shell, out)
+            hcactl::generate::completions(Cli::command(), *shell, out)
         })),
         Some(Command::Man) => Err(generated(|out| {
-            hcabus_tools::generate::man(Cli::command(), EXIT_STATUS, out)
+            hcactl::generate::man(Cli::command(), EXIT_STATUS, out)
         })),
         None => match cli.random {
             Some(seed) => {

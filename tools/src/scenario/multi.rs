@@ -108,8 +108,8 @@ fn adapter_names(file: &File) -> Result<Vec<&str>, ScenarioError> {
     for (i, h) in file.hcas.iter().enumerate() {
         let name = h.name.as_deref().unwrap_or_default();
         // The name is also the adapter's device name (`hcactl --device NAME`).
-        if !crate::device::valid_name(name) {
-            return Err(err(format!("hcas[{i}].name"), crate::device::NAME_RULE));
+        if !hcactl::device::valid_name(name) {
+            return Err(err(format!("hcas[{i}].name"), hcactl::device::NAME_RULE));
         }
         if names.contains(&name) {
             return Err(err(

@@ -103,7 +103,7 @@ fn each_adapter_of_a_multipath_host_is_its_own_device() {
     for name in ["h", "hca0", "hca1"] {
         let path = match name {
             "h" => base.clone(),
-            n => hcabus_tools::device::socket_of(&base, n),
+            n => hcactl::device::socket_of(&base, n),
         };
         assert!(!path.exists(), "{} left behind", path.display());
     }
@@ -179,7 +179,7 @@ fn a_device_socket_that_cannot_be_made_leaves_nothing_behind() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     let base = dir.join("h.sock");
-    let taken = hcabus_tools::device::socket_of(&base, "hca1");
+    let taken = hcactl::device::socket_of(&base, "hca1");
     std::fs::write(&taken, "precious").expect("write");
     let out = Command::new(env!("CARGO_BIN_EXE_hcasim"))
         .args(["--multipath", "serve", "--socket"])

@@ -17,7 +17,7 @@ use common::quotes::{all_quotes, matches, root, Quote, CHECKED_ELSEWHERE};
 fn run(q: &Quote) -> Vec<String> {
     let program = match q.args[0].as_str() {
         "hcasim" => env!("CARGO_BIN_EXE_hcasim"),
-        "hcactl" => env!("CARGO_BIN_EXE_hcactl"),
+        "hcactl" => crate::common::hcactl(),
         "infcheck" => env!("CARGO_BIN_EXE_infcheck"),
         other => panic!("{}: no such program {other}", q.at),
     };

@@ -13,14 +13,13 @@ fn stdout(bin: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8")
 }
 
-const HCACTL: &str = env!("CARGO_BIN_EXE_hcactl");
 const HCASIM: &str = env!("CARGO_BIN_EXE_hcasim");
 
 #[test]
 fn each_tool_prints_a_manual_page_naming_itself_and_every_subcommand() {
     for (bin, name, subcommands) in [
         (
-            HCACTL,
+            crate::common::hcactl(),
             "hcactl",
             &[
                 "devices", "status", "health", "clients", "log", "policy", "reset", "restart",
@@ -62,7 +61,7 @@ fn each_tool_prints_completions_for_every_shell_clap_knows() {
             "fish" => format!("-l {name}"),
             _ => format!("--{name}"),
         };
-        let script = stdout(HCACTL, &["completions", shell]);
+        let script = stdout(crate::common::hcactl(), &["completions", shell]);
         assert!(
             script.contains("hcactl") && script.contains(&option("device")),
             "{shell}"
@@ -74,7 +73,7 @@ fn each_tool_prints_completions_for_every_shell_clap_knows() {
             "{shell}"
         );
     }
-    let out = run(HCACTL, &["completions", "tcsh"]);
+    let out = run(crate::common::hcactl(), &["completions", "tcsh"]);
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -88,7 +87,7 @@ fn the_bash_completion_script_is_valid_bash() {
         eprintln!("skipped: no bash");
         return;
     };
-    for bin in [HCACTL, HCASIM] {
+    for bin in [crate::common::hcactl(), HCASIM] {
         let script = stdout(bin, &["completions", "bash"]);
         let out = Command::new(&bash)
             .args(["-n", "-c", &script])

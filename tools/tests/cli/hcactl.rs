@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use hcabus::ioctl::*;
-use hcabus_tools::transport::{read_request, write_response};
+use hcactl::transport::{read_request, write_response};
 
 use super::common;
 use common::{text, Server};
 
 fn hcactl(socket: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hcactl"))
+    Command::new(crate::common::hcactl())
         .arg("--socket")
         .arg(socket)
         .args(args)
@@ -84,7 +84,7 @@ fn a_reader_that_closes_stdout_early_ends_hcactl_and_hcasim_quietly() {
     let server = Server::start("pipe");
     for (bin, args) in [
         (
-            env!("CARGO_BIN_EXE_hcactl"),
+            crate::common::hcactl(),
             vec!["--socket", server.socket.to_str().expect("utf-8"), "log"],
         ),
         (env!("CARGO_BIN_EXE_hcasim"), vec!["--flight-record"]),

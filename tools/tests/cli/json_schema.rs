@@ -163,7 +163,7 @@ fn every_json_document_of_hcactl_and_hcasim_validates_against_the_documented_sch
     let dir = server.dir.clone();
     assert!(server.stop().success());
     let gone = dir.join("gone.sock");
-    let nobody = Command::new(env!("CARGO_BIN_EXE_hcactl"))
+    let nobody = Command::new(crate::common::hcactl())
         .args([
             "--json",
             "--socket",

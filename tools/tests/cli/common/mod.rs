@@ -3,11 +3,46 @@
 
 pub mod quotes;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+/// The hcactl binary. It is a crate of its own (hcactl/, which links no simulator), so it is
+/// not one of this package's `CARGO_BIN_EXE_*`: the same cargo that built these tests builds
+/// the workspace's test targets again, once per run, into the directory `hcasim` is in. Under
+/// `cargo test --workspace` that build is the one just done and changes nothing; run alone,
+/// `cargo test -p hcabus-tools` gets an hcactl as current as its sources, never a stale one.
+pub fn hcactl() -> &'static str {
+    static BIN: OnceLock<String> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let hcasim = Path::new(env!("CARGO_BIN_EXE_hcasim"));
+        let profile_dir = hcasim.parent().expect("hcasim is in a profile's directory");
+        let target_dir = profile_dir
+            .parent()
+            .expect("the profile's directory is in target");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args(["test", "--workspace", "--no-run", "--quiet", "--target-dir"])
+            .arg(target_dir)
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+        if profile_dir.ends_with("release") {
+            build.arg("--release");
+        }
+        let out = build.output().expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "building hcactl for the tools' suites failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let bin = profile_dir.join(format!("hcactl{}", std::env::consts::EXE_SUFFIX));
+        assert!(bin.is_file(), "no {} after the build", bin.display());
+        bin.to_string_lossy().into_owned()
+    })
+}
 
 /// A running `hcasim serve`, stopped with SIGTERM when dropped.
 pub struct Server {
@@ -54,7 +89,7 @@ impl Server {
     }
 
     pub fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_hcactl"))
+        Command::new(hcactl())
             .arg("--socket")
             .arg(&self.socket)
             .args(args)

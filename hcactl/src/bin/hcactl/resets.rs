@@ -2,7 +2,7 @@
 //! (READ_RESETS), which polling cannot evict.
 
 use hcabus::ioctl::*;
-use hcabus_tools::answer::Answer;
+use hcactl::answer::Answer;
 use serde_json::{json, Value};
 
 use crate::control::{ControlDevice, Failure, Outcome};

@@ -11,11 +11,11 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{json, Map, Value};
 
-pub(crate) use hcabus_tools::contract::state_word;
+pub(crate) use hcactl::contract::state_word;
 
 /// `hcactl.NAME/1`: what a JSON document is and which layout it has.
 pub(crate) fn schema(name: &str) -> String {
-    hcabus_tools::contract::schema("hcactl", name)
+    hcactl::contract::schema("hcactl", name)
 }
 
 /// `v` (an object) with its `schema` first.

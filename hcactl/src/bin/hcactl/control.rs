@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use hcabus::ioctl::*;
 use hcabus::Policy;
 
-impl From<hcabus_tools::answer::BadAnswer> for Failure {
-    fn from(e: hcabus_tools::answer::BadAnswer) -> Self {
+impl From<hcactl::answer::BadAnswer> for Failure {
+    fn from(e: hcactl::answer::BadAnswer) -> Self {
         Failure::Usage(format!("connection: {e}"))
     }
 }
@@ -63,9 +63,9 @@ pub(crate) struct ControlDevice {
     /// command without it goes to the default device.
     name: Option<String>,
     #[cfg(unix)]
-    client: hcabus_tools::transport::Client,
+    client: hcactl::transport::Client,
     #[cfg(windows)]
-    device: hcabus_tools::windows::Device,
+    device: hcactl::windows::Device,
 }
 
 impl ControlDevice {
@@ -73,16 +73,16 @@ impl ControlDevice {
     /// `socket`, or `socket.NAME` for a device NAME; on Windows `\\.\NAME` (`HcaBus0` by
     /// default).
     pub(crate) fn open(socket: Option<&PathBuf>, device: Option<&str>) -> Result<Self, Failure> {
-        if let Some(name) = device.filter(|n| !hcabus_tools::device::valid_name(n)) {
+        if let Some(name) = device.filter(|n| !hcactl::device::valid_name(n)) {
             return Err(Failure::Usage(format!(
                 "--device {name:?}: {}",
-                hcabus_tools::device::NAME_RULE
+                hcactl::device::NAME_RULE
             )));
         }
         #[cfg(unix)]
         {
             let path = device_socket(socket, device)?;
-            let client = hcabus_tools::transport::Client::connect(&path).map_err(|e| {
+            let client = hcactl::transport::Client::connect(&path).map_err(|e| {
                 Failure::Usage(format!("cannot connect to {}: {e}", path.display()))
             })?;
             Ok(ControlDevice {
@@ -100,8 +100,8 @@ impl ControlDevice {
                 ));
             }
             let name = device.map(str::to_owned);
-            let path = windows_path(device.unwrap_or(hcabus_tools::windows::DEFAULT_NAME));
-            let device = hcabus_tools::windows::Device::open(&path)
+            let path = windows_path(device.unwrap_or(hcactl::windows::DEFAULT_NAME));
+            let device = hcactl::windows::Device::open(&path)
                 .map_err(|e| Failure::Usage(format!("cannot open {path}: {e}")))?;
             Ok(ControlDevice { name, device })
         }
@@ -136,7 +136,7 @@ impl ControlDevice {
         #[cfg(windows)]
         let answer = self.device.call(code, input, capacity as u32);
         #[cfg(not(any(unix, windows)))]
-        let answer: hcabus_tools::IoctlAnswer = {
+        let answer: hcactl::IoctlAnswer = {
             let _ = (code, input, capacity);
             Err(std::io::Error::other("no transport"))
         };
@@ -197,7 +197,7 @@ pub(crate) fn device_socket(
     let Some(name) = device else {
         return Ok(base.clone());
     };
-    let path = hcabus_tools::device::socket_of(base, name);
+    let path = hcactl::device::socket_of(base, name);
     if std::fs::symlink_metadata(&path).is_err() {
         return Err(Failure::Usage(format!(
             "no device {name} at {}: nothing at {} (`hcactl devices` lists them)",

@@ -1,6 +1,6 @@
 //! `hcactl devices`: every HCA bus the administrator can reach, with its state.
 //!
-//! On Unix the devices are the simulator's sockets (`hcabus_tools::device`): `PATH` and
+//! On Unix the devices are the simulator's sockets (`hcactl::device`): `PATH` and
 //! each `PATH.NAME` beside it. On Windows they are the control devices `\\.\HcaBus0` to
 //! `\\.\HcaBus63` that exist.
 
@@ -35,7 +35,7 @@ fn query(socket: Option<&PathBuf>, device: Option<&str>) -> Result<StateOut, Str
 pub(crate) fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
     use std::os::unix::fs::MetadataExt;
     let base = crate::control::device_socket(socket, None)?;
-    let names = hcabus_tools::device::names_beside(&base).map_err(|e| {
+    let names = hcactl::device::names_beside(&base).map_err(|e| {
         Failure::Usage(format!(
             "cannot list the devices beside {}: {e}",
             base.display()
@@ -46,7 +46,7 @@ pub(crate) fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
     let mut found: Vec<Found> = names
         .into_iter()
         .map(|name| {
-            let path = hcabus_tools::device::socket_of(&base, &name);
+            let path = hcactl::device::socket_of(&base, &name);
             Found {
                 default: base_inode.is_some() && inode(&path) == base_inode,
                 path: path.display().to_string(),
@@ -79,19 +79,19 @@ pub(crate) fn find(socket: Option<&PathBuf>) -> Result<Vec<Found>, Failure> {
         ));
     }
     let mut found = Vec::new();
-    for n in 0..hcabus_tools::windows::MAX_DEVICES {
+    for n in 0..hcactl::windows::MAX_DEVICES {
         let name = format!("HcaBus{n}");
         let path = crate::control::windows_path(&name);
-        match hcabus_tools::windows::Device::open(&path) {
+        match hcactl::windows::Device::open(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => found.push(Found {
                 name: Some(name.clone()),
                 path,
-                default: name == hcabus_tools::windows::DEFAULT_NAME,
+                default: name == hcactl::windows::DEFAULT_NAME,
                 state: Err(format!("cannot open: {e}")),
             }),
             Ok(_) => found.push(Found {
-                default: name == hcabus_tools::windows::DEFAULT_NAME,
+                default: name == hcactl::windows::DEFAULT_NAME,
                 state: query(None, Some(&name)),
                 name: Some(name),
                 path,

@@ -10,7 +10,7 @@ use std::time::Duration as WallDuration;
 use clap::{CommandFactory, Parser, Subcommand};
 use hcabus::ioctl::*;
 use hcabus::types::MAX_PORTS;
-use hcabus_tools::answer::Answer;
+use hcactl::answer::Answer;
 use serde_json::json;
 
 mod control;
@@ -198,9 +198,7 @@ enum Command {
     },
     /// Print the completion script for SHELL (bash, zsh, fish, powershell, elvish), e.g.
     /// `hcactl completions bash > /etc/bash_completion.d/hcactl`.
-    Completions {
-        shell: hcabus_tools::generate::Shell,
-    },
+    Completions { shell: hcactl::generate::Shell },
     /// Print the manual page (roff), e.g. `hcactl man > hcactl.1; man ./hcactl.1`.
     Man,
 }
@@ -288,12 +286,10 @@ fn run(cli: Cli) -> Outcome {
             });
         }
         Command::Completions { shell } => {
-            return generated(|out| {
-                hcabus_tools::generate::completions(Cli::command(), *shell, out)
-            })
+            return generated(|out| hcactl::generate::completions(Cli::command(), *shell, out))
         }
         Command::Man => {
-            return generated(|out| hcabus_tools::generate::man(Cli::command(), EXIT_STATUS, out))
+            return generated(|out| hcactl::generate::man(Cli::command(), EXIT_STATUS, out))
         }
         Command::Inject {
             fault,
@@ -317,7 +313,7 @@ fn run(cli: Cli) -> Outcome {
             input,
             ..
         } => {
-            let filter = hcabus_tools::log_json::Filter {
+            let filter = hcactl::log_json::Filter {
                 since: *since,
                 kinds: kind.clone(),
                 client: client.clone(),
@@ -328,7 +324,7 @@ fn run(cli: Cli) -> Outcome {
             }
             filter
         }
-        _ => hcabus_tools::log_json::Filter::default(),
+        _ => hcactl::log_json::Filter::default(),
     };
     let mut bus = ControlDevice::open(cli.socket.as_ref(), cli.device.as_deref())?;
     match cli.command {

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use hcabus::ioctl::*;
 use hcabus::recorder::{Record, RecordKind, RECORD_BYTES};
-use hcabus_tools::answer::Answer;
-use hcabus_tools::log_json::{record_json, Filter, KINDS};
+use hcactl::answer::Answer;
+use hcactl::log_json::{record_json, Filter, KINDS};
 use serde_json::{json, Value};
 
 use crate::control::{ControlDevice, Failure, Outcome};

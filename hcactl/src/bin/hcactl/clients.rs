@@ -3,7 +3,7 @@
 use comfy_table::{presets, Table};
 use hcabus::ioctl::*;
 use hcabus::types::{ClientFlags, ClientId, ClientKind};
-use hcabus_tools::answer::Answer;
+use hcactl::answer::Answer;
 use serde_json::{json, Value};
 
 use crate::control::{ControlDevice, Failure, Outcome};
