@@ -12,7 +12,6 @@ use hcabus::verbs::VerbsLimits;
 use crate::access::IbalConfig;
 use crate::disk::DiskConfig;
 use crate::ipoib::IpoibConfig;
-use crate::stack::StackSetup;
 use crate::uverbs;
 
 /// One client's share of the adapter at its peak.
@@ -90,7 +89,8 @@ pub(crate) fn user_verbs() -> Needs {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("client {client}{}: {message}", key.map_or(String::new(), |k| format!(" `{k}`")))]
 pub struct BudgetError {
-    /// Index into [`StackSetup::clients`].
+    /// The client's index, in the order the clients were given (a stack's
+    /// `StackSetup::clients`).
     pub client: usize,
     /// The client's key that sizes what is missing (`queue_depth`), or `None` when the
     /// client as a whole does not fit.
@@ -98,16 +98,22 @@ pub struct BudgetError {
     pub message: String,
 }
 
-/// Checks that every client of `setup` fits the adapter and the access layer, in the order
-/// they start (what runs out is charged to the first client that would not get it).
-pub fn check(setup: &StackSetup) -> Result<(), BudgetError> {
-    let dev = setup.sim.hca.verbs;
-    let al = setup.ibal.unwrap_or_default();
+/// What a client needs and the key that sizes it (a disk's queue depth: what runs out is
+/// charged to it), or `None` for a client that takes nothing of the adapter.
+pub type ClientNeeds = Option<(Needs, Option<&'static str>)>;
+
+/// Checks that every client fits the adapter (`dev`) and the access layer (`al`), in the
+/// order they start (what runs out is charged to the first client that would not get it).
+pub fn check(
+    dev: VerbsLimits,
+    al: IbalConfig,
+    clients: impl IntoIterator<Item = ClientNeeds>,
+) -> Result<(), BudgetError> {
     let mut used = Needs::default();
-    for (i, spec) in setup.clients.iter().enumerate() {
+    for (i, needs) in clients.into_iter().enumerate() {
         // What runs out is charged to the key that sizes it (a disk's queue depth), else to
         // the client as a whole.
-        let Some((n, sized)) = spec.config().needs() else {
+        let Some((n, sized)) = needs else {
             continue;
         };
         let refuse = |key: Option<&'static str>, message: String| BudgetError {

@@ -46,6 +46,17 @@ pub struct StackSetup {
     pub clients: Vec<ClientSpec>,
 }
 
+impl StackSetup {
+    /// Whether every client fits the adapter and the access layer ([`crate::budget`]).
+    pub fn budget(&self) -> Result<(), crate::budget::BudgetError> {
+        crate::budget::check(
+            self.sim.hca.verbs,
+            self.ibal.unwrap_or_default(),
+            self.clients.iter().map(|spec| spec.config().needs()),
+        )
+    }
+}
+
 /// Why a stack could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {
@@ -70,7 +81,7 @@ pub enum BuildError {
 
 /// Builds the host with IBAL and every client of `setup`.
 pub fn build(setup: &StackSetup) -> Result<Host, BuildError> {
-    crate::budget::check(setup).map_err(BuildError::Budget)?;
+    setup.budget().map_err(BuildError::Budget)?;
     build_unchecked(setup)
 }
 
@@ -96,7 +107,7 @@ pub fn build_fleet_host(
     targets: &[(Lid, SharedAdmission)],
     subnet: Option<&SharedSubnet>,
 ) -> Result<Host, BuildError> {
-    crate::budget::check(setup).map_err(BuildError::Budget)?;
+    setup.budget().map_err(BuildError::Budget)?;
     let agents = agents_with(setup, &[], (targets, subnet))?;
     SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
 }
@@ -114,7 +125,7 @@ pub(crate) fn build_with(
 /// A new access layer and every client of `setup`, not yet started: what a host adds
 /// again after removing its clients ([`SimHost::add_agents`]).
 pub fn agents(setup: &StackSetup) -> Result<Vec<Box<dyn StackClient>>, BuildError> {
-    crate::budget::check(setup).map_err(BuildError::Budget)?;
+    setup.budget().map_err(BuildError::Budget)?;
     agents_with(setup, &[], (&[], None))
 }
 

@@ -6,7 +6,6 @@ use hcabus::bus::ClientReport;
 use hcabus::{Duration, Instant, State};
 use hcabus_sim::Fault;
 use ibal::block::IoStats;
-use ibal::budget;
 use ibal::disk::DiskConfig;
 use ibal::stack::{self, ClientSpec, Host, StackSetup};
 
@@ -43,7 +42,7 @@ fn the_budget_accepts_exactly_the_stacks_whose_clients_all_come_up() {
     for n in 1..=4 {
         for qd in [1, 32, 64, 128, 200, 252, 253, 256] {
             let setup = disks(n, qd);
-            let verdict = budget::check(&setup);
+            let verdict = setup.budget();
             let mut host = stack::build_unchecked(&setup).expect("builds");
             host.run();
             let down: Vec<(String, Option<String>)> = ibal::stack::disks(&host)

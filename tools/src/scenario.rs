@@ -171,7 +171,7 @@ fn stack(
 
 /// The budget check of one adapter's stack, its refusal keyed by the file's client index.
 fn budget(setup: &StackSetup, file_index: &[usize]) -> Result<(), ScenarioError> {
-    ibal::budget::check(setup).map_err(|e| {
+    setup.budget().map_err(|e| {
         let i = file_index[e.client];
         let key = match e.key {
             Some(k) => format!("clients[{i}].{k}"),

@@ -48,7 +48,7 @@ pub fn adapter_seed(seed: u64, i: usize) -> u64 {
 /// Builds every adapter's stack, checked against its budget, on one clock.
 pub fn build_multi(setup: &MultiSetup) -> Result<World, BuildError> {
     for a in &setup.adapters {
-        crate::budget::check(&a.stack).map_err(BuildError::Budget)?;
+        a.stack.budget().map_err(BuildError::Budget)?;
     }
     build_multi_unchecked(setup)
 }
@@ -67,7 +67,7 @@ pub fn build_multi_sharing(
     subnet: Option<&SharedSubnet>,
 ) -> Result<World, BuildError> {
     for a in &setup.adapters {
-        crate::budget::check(&a.stack).map_err(BuildError::Budget)?;
+        a.stack.budget().map_err(BuildError::Budget)?;
     }
     build_multi_on(setup, (targets, subnet))
 }

@@ -59,7 +59,7 @@ pub(super) struct Hca {
     pub(super) target_latency_ms: Option<u64>,
     /// How the route behaves from given instants on: the fail-slow phases.
     #[serde(default)]
-    pub(super) route: Vec<super::paths::RouteKeys>,
+    pub(super) route: Vec<RouteKeys>,
     /// The transport timer of its reliable connections: T_tr = 4.096 us x 2^this (0: none).
     pub(super) local_ack_timeout: Option<u8>,
     /// Retransmissions of an unacknowledged send before it completes in error (0 to 7).
@@ -279,4 +279,18 @@ mod tests {
             assert_eq!(word, want, "the documented default of {line:?}");
         }
     }
+}
+
+/// One `[[hcas.route]]` phase: what the route to the targets does from `at_ms` on (every
+/// key it leaves out is a healthy route's).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RouteKeys {
+    pub(super) at_ms: u64,
+    pub(super) latency_us: Option<u64>,
+    pub(super) service_max_us: Option<u64>,
+    pub(super) load_us: Option<u64>,
+    pub(super) spike_ms: Option<u64>,
+    pub(super) spike_per_million: Option<u32>,
+    pub(super) blackhole: Option<bool>,
 }

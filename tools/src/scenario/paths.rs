@@ -5,24 +5,9 @@
 use hcabus::{Duration, Instant};
 use ibal::disk::PathTimeout;
 use ibal::srp_target::{Route, RoutePhase, SERVICE_MIN};
-use serde::Deserialize;
 
-use super::keys::{Client, Hca};
+use super::keys::{Client, Hca, RouteKeys};
 use super::{err, ScenarioError};
-
-/// One `[[hcas.route]]` phase: what the route to the targets does from `at_ms` on (every
-/// key it leaves out is a healthy route's).
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RouteKeys {
-    pub(super) at_ms: u64,
-    pub(super) latency_us: Option<u64>,
-    pub(super) service_max_us: Option<u64>,
-    pub(super) load_us: Option<u64>,
-    pub(super) spike_ms: Option<u64>,
-    pub(super) spike_per_million: Option<u32>,
-    pub(super) blackhole: Option<bool>,
-}
 
 /// The longest latency, spike or phase start a scenario may give, in ms.
 const MAX_ROUTE_MS: u64 = 60_000;

@@ -16,8 +16,9 @@ use serde_json::{json, Value};
 use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
 use crate::resets;
-use crate::state::{result, us, waiting_for};
+use crate::state::waiting_for;
 use crate::view::{document, duration_ms};
+use crate::view::{result, us};
 use crate::wait::{
     came_back, deadline_after, failure, outcome_of, progress, service_of, worst_case,
 };

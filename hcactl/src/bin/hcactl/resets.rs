@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 
 use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
-use crate::state::{reason_name, result, us};
 use crate::view::{document, Clock};
+use crate::view::{reason_name, result, us};
 
 /// Summaries the bus holds at most (it keeps 16; room for more costs nothing).
 const ROOM: usize = 64;

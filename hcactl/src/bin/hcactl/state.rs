@@ -8,21 +8,11 @@ use hcabus::types::ResetReason;
 
 use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
-use crate::view::{document, duration_ms, port_text, ports, ports_json, state_word, Clock};
+use crate::view::{
+    document, duration_ms, port_text, ports, ports_json, reason_name, result, state_word, us, Clock,
+};
 
 /// A duration of the bus in microseconds, in the one format of every view.
-pub(crate) fn us(v: u64) -> String {
-    crate::view::duration_us(v)
-}
-
-pub(crate) fn result(code: u32) -> &'static str {
-    result_name(code).unwrap_or("?")
-}
-
-pub(crate) fn reason_name(code: u32) -> &'static str {
-    hcabus::types::ResetReason::try_from(code).map_or("-", |r| r.as_str())
-}
-
 /// The stack's counters (QUERY_COUNTERS), or nothing from a host that counts none (the KMDF
 /// driver: NOT_SUPPORTED) or a bus that predates them (version 7).
 pub(crate) fn fetch_counters(bus: &mut ControlDevice) -> Result<Option<CountersOut>, Failure> {

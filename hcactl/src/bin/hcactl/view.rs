@@ -28,6 +28,21 @@ pub(crate) fn document(name: &str, v: Value) -> Value {
     Value::Object(out)
 }
 
+/// A duration in microseconds, as every view prints one.
+pub(crate) fn us(v: u64) -> String {
+    duration_us(v)
+}
+
+/// A reset's result code by name ("?" for a code this hcactl does not know).
+pub(crate) fn result(code: u32) -> &'static str {
+    hcabus::ioctl::result_name(code).unwrap_or("?")
+}
+
+/// A reset's reason code by name ("-" for none or one this hcactl does not know).
+pub(crate) fn reason_name(code: u32) -> &'static str {
+    hcabus::types::ResetReason::try_from(code).map_or("-", |r| r.as_str())
+}
+
 /// A duration in the one format every view uses (jiff's friendly format: `3s 496ms`);
 /// `-` for none.
 pub(crate) fn duration_us(us: u64) -> String {

@@ -9,8 +9,9 @@ use serde_json::{json, Value};
 
 use crate::control::{ControlDevice, Failure, Outcome};
 use crate::emit;
-use crate::state::{result, us, waiting_for};
+use crate::state::waiting_for;
 use crate::view::document;
+use crate::view::{result, us};
 use crate::{log, resets};
 
 /// A spinner with the phase and the time elapsed, on stderr when it is a terminal (indicatif
