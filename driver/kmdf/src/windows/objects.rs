@@ -25,7 +25,7 @@ use crate::kernel::ChildFunction;
 static INSTANCES: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh image's statics, as Windows loads the driver: the KMDF model boots the driver
-/// more than once in a process (hcabus-kmdf-model's `conc.rs`, a machine per schedule), and
+/// more than once in a process (hcabus-kmdf-model's `schedule.rs`, a machine per schedule), and
 /// calls this through `lab::image_loaded`.
 #[cfg(wdk_fake)]
 pub(crate) fn image_loaded() {

@@ -17,7 +17,7 @@ mod hooked {
     use core::sync::atomic::Ordering;
 
     extern "C" {
-        /// The model's scheduling point (`hcabus-kmdf-model`, kmdf/conc.rs).
+        /// The model's scheduling point (`hcabus-kmdf-model`, kmdf/schedule.rs).
         fn hcabus_model_point();
     }
 

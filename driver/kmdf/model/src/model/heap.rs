@@ -61,7 +61,7 @@ pub(crate) fn pool_asked() -> u64 {
     POOL_ASKED.load(SeqCst)
 }
 
-/// Frees held back while the model explores schedules (`conc.rs`): a use after free then
+/// Frees held back while the model explores schedules (`schedule.rs`): a use after free then
 /// reads what was there, the same in every run of a seed, instead of whatever the heap put
 /// there since. A fixed table (the allocator may not allocate); once full, frees go through.
 struct Quarantine {

@@ -75,7 +75,7 @@ pub(crate) enum Kind {
         device: Handle,
         config: WDF_IO_QUEUE_CONFIG,
     },
-    // `running`, `holder`: the thread (`conc::me`) running the callback or holding the
+    // `running`, `holder`: the thread (`schedule::me`) running the callback or holding the
     // lock; 0 for none.
     Dpc {
         config: WDF_DPC_CONFIG,
@@ -250,7 +250,7 @@ pub(crate) struct Kernel {
     /// What a warning rule of SDV flags and KMDF allows (DriverAttributeChanged): the run
     /// goes on as it would on Windows, and the unload reports it (`leaks::unload`).
     pub(crate) sdv_warnings: Vec<(super::Rule, &'static str, String)>,
-    /// Who holds each EX_RUNDOWN_REF now: (its address, the thread, `conc::me`).
+    /// Who holds each EX_RUNDOWN_REF now: (its address, the thread, `schedule::me`).
     pub(crate) rundown_holders: Vec<(usize, usize)>,
     /// Every IRP_MN_DEVICE_USAGE_NOTIFICATION a device answered, in order.
     pub(crate) usage: Vec<super::usage::Notified>,

@@ -70,7 +70,7 @@ pub(crate) fn at<R>(what: &str, level: u8, f: impl FnOnce() -> R) -> R {
 /// the driver: a DPC the model runs at once, as another processor would, can start while its
 /// enqueuer holds a wait lock).
 fn held_locks() -> Vec<Handle> {
-    let me = super::conc::me();
+    let me = super::schedule::me();
     with(|k| {
         k.objects
             .iter()
@@ -188,7 +188,7 @@ pub(crate) fn run_work_item(h: Handle) {
         Kind::WorkItem {
             config, running, ..
         } => {
-            *running = super::conc::me();
+            *running = super::schedule::me();
             config.EvtWorkItemFunc
         }
         _ => None,
@@ -322,7 +322,7 @@ impl Machine {
         status
     }
 
-    /// The I/O manager's side alone, for a thread of its own (`cpus`): IOCTLs through the
+    /// The I/O manager's side alone, for a thread of its own (`processors`): IOCTLs through the
     /// symbolic link, no FDO of its own.
     pub(crate) fn io_manager() -> Machine {
         Machine {
@@ -622,7 +622,7 @@ pub(crate) fn run_dpc(h: Handle) {
             running,
         } => {
             *queued = false;
-            *running = super::conc::me();
+            *running = super::schedule::me();
             config.EvtDpcFunc
         }
         _ => None,
@@ -646,7 +646,7 @@ pub(crate) fn fire_timer(h: Handle) {
             running,
         } => {
             *due_us = None;
-            *running = super::conc::me();
+            *running = super::schedule::me();
             config.EvtTimerFunc
         }
         _ => None,

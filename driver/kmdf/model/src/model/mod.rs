@@ -15,8 +15,6 @@ mod audit;
 mod cchild;
 mod checks;
 mod children;
-mod conc;
-mod cpus;
 mod documented;
 pub(crate) mod driver;
 mod entries;
@@ -33,8 +31,10 @@ mod misuses;
 mod notify;
 mod objects;
 mod pnp;
+mod processors;
 mod races;
 mod rules;
+mod schedule;
 mod sdv_plants;
 mod sync;
 mod table;
@@ -73,11 +73,11 @@ pub(crate) const DISPATCH_PLUS_ONE: u8 = 3;
 pub(crate) const HIGH: u8 = 15;
 
 pub(crate) fn irql() -> u8 {
-    conc::irql().unwrap_or_else(|| IRQL.with(Cell::get))
+    schedule::irql().unwrap_or_else(|| IRQL.with(Cell::get))
 }
 
 pub(crate) fn set_irql(level: u8) {
-    if !conc::set_irql(level) {
+    if !schedule::set_irql(level) {
         IRQL.with(|c| c.set(level));
     }
 }
@@ -122,7 +122,7 @@ pub(crate) fn violation(rule: Rule, ddi: &str, detail: &str) -> ! {
         rule.says(),
         rule.source()
     );
-    if let Some(n) = conc::whereabouts() {
+    if let Some(n) = schedule::whereabouts() {
         eprintln!("KMDF MODEL SCHEDULE {n} (replayed by the same seed and count)");
     }
     std::process::exit(BUGCHECK_EXIT)
@@ -142,7 +142,7 @@ impl Drop for KernelSide {
 /// Every DDI starts here (a scheduling point when other processors run): the IRQL it allows (KMDF's verifier, FxVerifierCheckIrqlLevel, and
 /// each DDI's documented "IRQL <= ..."). Until the guard drops, allocations are the kernel's.
 pub(crate) fn enter(ddi: &str, max_irql: u8) -> KernelSide {
-    conc::point();
+    schedule::point();
     let side = KernelSide(crate::model::heap::count_bytes(false));
     let now = irql();
     if now > max_irql {

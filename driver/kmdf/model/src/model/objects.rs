@@ -285,8 +285,8 @@ pub(crate) unsafe extern "C" fn WdfObjectDelete(_: PWDF_DRIVER_GLOBALS, handle: 
     let _kernel = super::enter(DDI, DISPATCH);
     // KMDF's dispose of a DPC, timer or work item waits for a run on another processor
     // (FxDpc::FlushAndRundown, FxTimer::Stop(TRUE), FxWorkItem::FlushAndWait).
-    let me = super::conc::me();
-    super::conc::wait_until(Rule::SelfDeadlock, DDI, "never settles", |k| {
+    let me = super::schedule::me();
+    super::schedule::wait_until(Rule::SelfDeadlock, DDI, "never settles", |k| {
         k.live(DDI, handle);
         let mut gone = k.descendants(handle as Handle);
         gone.push(handle as Handle);

@@ -1,5 +1,5 @@
 //! The races docs/windows.md argues, run: the layer on the model with other processors
-//! (`conc`, `cpus`). A DPC processor, a timer processor and a worker run the bus's deferred
+//! (`schedule`, `processors`). A DPC processor, a timer processor and a worker run the bus's deferred
 //! work; an administrator's thread sends IOCTLs; two C children call through
 //! HCABUS_BUS_INTERFACE_V1, one of them unregistering while a reset is delivered and the other
 //! holding the interface past the removal; the PnP manager, on the scenario's own thread,
@@ -19,9 +19,9 @@ use wdk_sys::*;
 
 use super::admin::{self, ADMIN};
 use super::cchild::CChild;
-use super::cpus::{Processors, Sendable};
 use super::harness::{assert_caught, expect, run, Outcome};
 use super::machine::{Machine, FILE_READ_DATA};
+use super::processors::{Processors, Sendable};
 use super::tests::started;
 use super::{violation, Rule};
 use hcabus_kmdf::kernel::ChildFunction;
@@ -84,9 +84,9 @@ fn schedules(default: usize) -> usize {
 /// The scenarios of this file (in the child process); `false` for another name.
 pub(super) fn scenario(name: &str) -> bool {
     match name {
-        "races" => super::conc::explore(seed(), schedules(SCHEDULES), life_on_four_processors),
+        "races" => super::schedule::explore(seed(), schedules(SCHEDULES), life_on_four_processors),
         "chaos" => {
-            super::conc::explore(seed(), schedules(CHAOS_SCHEDULES), chaos_on_four_processors);
+            super::schedule::explore(seed(), schedules(CHAOS_SCHEDULES), chaos_on_four_processors);
             let c = &CHAOS;
             println!(
                 "chaos reached: rebalances {}, sleeps {}, hibernations {}, cancelled stops {}, \
@@ -166,7 +166,7 @@ fn leaving_child(child: Sendable<Box<CChild>>) {
     let (answer, _, _) = child.query_state();
     check_answer("the leaving child's query_state", answer);
     while !child.in_callback() && !REMOVING.load(Ordering::Acquire) {
-        super::conc::yield_now();
+        super::schedule::yield_now();
     }
     check_answer("the leaving child's unregister", child.detach());
     if child.unregistered_during_callback {
@@ -217,7 +217,7 @@ fn remove_and_unload<const N: usize>(
     m.surprise_remove();
     removed_done.store(true, Ordering::Release);
     for t in threads {
-        if super::conc::join(t).is_err() {
+        if super::schedule::join(t).is_err() {
             violation(Rule::Expectation, "processor", "a thread panicked");
         }
     }
@@ -237,9 +237,9 @@ fn life_on_four_processors() {
     let cpus = Processors::start();
     let done = std::sync::Arc::clone(&removed_done);
     let threads = [
-        super::conc::spawn(move || staying_child(staying, &done)),
-        super::conc::spawn(move || leaving_child(leaving)),
-        super::conc::spawn(administrator),
+        super::schedule::spawn(move || staying_child(staying, &done)),
+        super::schedule::spawn(move || leaving_child(leaving)),
+        super::schedule::spawn(administrator),
     ];
     // The PnP manager: a rebalance (refused while a reset is open), a forced reset, a
     // sleep and a wake, another forced reset and a surprise removal while it runs.
@@ -280,10 +280,10 @@ fn chaos_on_four_processors() {
     let cpus = Processors::start();
     let done = std::sync::Arc::clone(&removed_done);
     let threads = [
-        super::conc::spawn(move || staying_child(staying, &done)),
-        super::conc::spawn(administrator),
+        super::schedule::spawn(move || staying_child(staying, &done)),
+        super::schedule::spawn(administrator),
     ];
-    let schedule = super::conc::whereabouts().unwrap_or(0) as u64;
+    let schedule = super::schedule::whereabouts().unwrap_or(0) as u64;
     let mut draw = (seed() ^ schedule.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1;
     for _ in 0..4 {
         draw ^= draw << 13;

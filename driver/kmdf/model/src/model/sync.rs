@@ -102,7 +102,7 @@ deferred_creates! {
 /// A DPC queued from PASSIVE_LEVEL runs at once, as another processor would run it before
 /// the caller's next line: a driver that queues a DPC before the state it reads is
 /// published finds that out here. Queued at DISPATCH_LEVEL (from a DPC or a timer, or under
-/// a spin lock), or when other processors run (`conc`), it waits for the dispatcher.
+/// a spin lock), or when other processors run (`schedule`), it waits for the dispatcher.
 pub(crate) unsafe extern "C" fn WdfDpcEnqueue(_: PWDF_DRIVER_GLOBALS, dpc: WDFDPC) -> BOOLEAN {
     let _kernel = super::enter("WdfDpcEnqueue", super::HIGH);
     let (added, idle) = with(|k| match &mut k.live("WdfDpcEnqueue", dpc.cast()).kind {
@@ -111,7 +111,7 @@ pub(crate) unsafe extern "C" fn WdfDpcEnqueue(_: PWDF_DRIVER_GLOBALS, dpc: WDFDP
         } => (!core::mem::replace(queued, true), *running == 0),
         other => violation(Rule::WrongObjectType, "WdfDpcEnqueue", other.name()),
     });
-    if added && idle && irql() == PASSIVE && !super::conc::on() {
+    if added && idle && irql() == PASSIVE && !super::schedule::on() {
         super::machine::run_dpc(dpc as Handle);
     }
     BOOLEAN::from(added)
@@ -124,7 +124,7 @@ pub(crate) unsafe extern "C" fn WdfDpcCancel(
 ) -> BOOLEAN {
     const DDI: &str = "WdfDpcCancel";
     let _kernel = super::enter(DDI, if wait != 0 { PASSIVE } else { super::HIGH });
-    let me = super::conc::me();
+    let me = super::schedule::me();
     let removed = with(|k| match &mut k.live(DDI, dpc.cast()).kind {
         Kind::Dpc {
             queued, running, ..
@@ -149,7 +149,7 @@ pub(crate) unsafe extern "C" fn WdfDpcCancel(
 
 /// Waits until the DPC, timer or work item `h` runs on no other thread.
 fn settle(ddi: &'static str, h: WDFOBJECT) {
-    super::conc::wait_until(Rule::SelfDeadlock, ddi, "never settles", |k| {
+    super::schedule::wait_until(Rule::SelfDeadlock, ddi, "never settles", |k| {
         match k.object(ddi, h).kind {
             Kind::Dpc { running, .. }
             | Kind::Timer { running, .. }
@@ -172,7 +172,7 @@ pub(crate) unsafe extern "C" fn WdfWorkItemEnqueue(_: PWDF_DRIVER_GLOBALS, item:
 pub(crate) unsafe extern "C" fn WdfWorkItemFlush(_: PWDF_DRIVER_GLOBALS, item: WDFWORKITEM) {
     const DDI: &str = "WdfWorkItemFlush";
     let _kernel = super::enter(DDI, PASSIVE);
-    let me = super::conc::me();
+    let me = super::schedule::me();
     let run = with(|k| match &mut k.live(DDI, item.cast()).kind {
         Kind::WorkItem { running, .. } if *running == me => {
             violation(Rule::SelfDeadlock, DDI, "from the work item's own callback")
@@ -220,7 +220,7 @@ pub(crate) unsafe extern "C" fn WdfTimerStop(
 ) -> BOOLEAN {
     const DDI: &str = "WdfTimerStop";
     let _kernel = super::enter(DDI, if wait != 0 { PASSIVE } else { DISPATCH });
-    let me = super::conc::me();
+    let me = super::schedule::me();
     let stopped = with(|k| match &mut k.live(DDI, timer.cast()).kind {
         Kind::Timer {
             due_us, running, ..
@@ -307,8 +307,8 @@ pub(crate) unsafe extern "C" fn WdfSpinLockAcquire(_: PWDF_DRIVER_GLOBALS, lock:
     let before = irql();
     // KeAcquireSpinLock raises the IRQL, then spins while another processor holds it.
     set_irql(DISPATCH);
-    let me = super::conc::me();
-    super::conc::wait_until(
+    let me = super::schedule::me();
+    super::schedule::wait_until(
         Rule::SpinLockMisused,
         DDI,
         "held by another",
@@ -334,7 +334,7 @@ pub(crate) unsafe extern "C" fn WdfSpinLockAcquire(_: PWDF_DRIVER_GLOBALS, lock:
 pub(crate) unsafe extern "C" fn WdfSpinLockRelease(_: PWDF_DRIVER_GLOBALS, lock: WDFSPINLOCK) {
     const DDI: &str = "WdfSpinLockRelease";
     let _kernel = super::enter(DDI, DISPATCH);
-    let me = super::conc::me();
+    let me = super::schedule::me();
     let restore = with(|k| match &mut k.live(DDI, lock.cast()).kind {
         Kind::SpinLock { holder, saved_irql } => {
             if *holder != me {
@@ -355,10 +355,10 @@ pub(crate) unsafe extern "C" fn WdfWaitLockAcquire(
 ) -> NTSTATUS {
     const DDI: &str = "WdfWaitLockAcquire";
     let _kernel = super::enter(DDI, if timeout.is_null() { PASSIVE } else { DISPATCH });
-    let me = super::conc::me();
+    let me = super::schedule::me();
     // No timeout: the caller waits while another thread holds it (the layer never asks
     // for one, so a timeout is not modelled).
-    super::conc::wait_until(
+    super::schedule::wait_until(
         Rule::WaitLockMisused,
         DDI,
         "held by another",
@@ -384,7 +384,7 @@ pub(crate) unsafe extern "C" fn WdfWaitLockAcquire(
 pub(crate) unsafe extern "C" fn WdfWaitLockRelease(_: PWDF_DRIVER_GLOBALS, lock: WDFWAITLOCK) {
     const DDI: &str = "WdfWaitLockRelease";
     let _kernel = super::enter(DDI, DISPATCH);
-    let me = super::conc::me();
+    let me = super::schedule::me();
     with(|k| match &mut k.live(DDI, lock.cast()).kind {
         Kind::WaitLock { holder } => {
             if *holder != me {

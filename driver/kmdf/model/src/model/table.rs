@@ -552,7 +552,7 @@ pub(crate) fn pci_function_ids(full: &str) -> (Vec<String>, Vec<String>) {
 
 /// The table, every other entry NULL (a call to one panics in the macro: a DDI the model
 /// does not have). Built once per process and kept: a process may boot the driver many times
-/// (`conc.rs`, a machine per schedule), as WdfLdr binds each load to the same table.
+/// (`schedule.rs`, a machine per schedule), as WdfLdr binds each load to the same table.
 pub(crate) fn install() {
     static TABLE: std::sync::OnceLock<Vec<WDFFUNC>> = std::sync::OnceLock::new();
     let table = TABLE.get_or_init(|| {

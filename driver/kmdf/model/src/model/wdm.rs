@@ -23,11 +23,11 @@ extern "C" fn KeQueryUnbiasedInterruptTime() -> ULONGLONG {
 }
 
 /// The calling thread: 1 on the one-threaded machine (it runs DPCs, timers and work items
-/// itself, one after another), each shuttle thread its own under `conc`.
+/// itself, one after another), each shuttle thread its own under `schedule`.
 #[unsafe(no_mangle)]
 extern "C" fn PsGetCurrentThreadId() -> HANDLE {
     let _kernel = super::enter("PsGetCurrentThreadId", super::HIGH);
-    super::conc::me() as HANDLE
+    super::schedule::me() as HANDLE
 }
 
 /// A wait the one-threaded model cannot end (nothing else runs while it waits): a
@@ -59,14 +59,14 @@ extern "C" fn KeDelayExecutionThread(
     }
     drop(kernel);
     // While this thread sleeps the other processors run: due timers fire and queued DPCs
-    // and work items run, in virtual time. Under `conc` they are threads of their own: the
+    // and work items run, in virtual time. Under `schedule` they are threads of their own: the
     // time passes, and they run as the schedule has it.
     // The wait ends at the first clock tick at or after its due time.
     let us = t.unsigned_abs() / 10;
     let (now, wake) = with(|k| (k.now_us, k.tick.ceil(k.now_us + us.max(1))));
-    if super::conc::on() {
+    if super::schedule::on() {
         with(|k| k.now_us = k.now_us.max(wake));
-        super::conc::point();
+        super::schedule::point();
     } else {
         super::machine::dispatch_for(wake - now);
     }
@@ -402,7 +402,7 @@ extern "C" fn ExAcquireRundownProtection(r: PEX_RUNDOWN_REF) -> BOOLEAN {
         return 0;
     }
     *c += 2;
-    let me = super::conc::me();
+    let me = super::schedule::me();
     with(|k| k.rundown_holders.push((r as usize, me)));
     1
 }
@@ -419,7 +419,7 @@ extern "C" fn ExReleaseRundownProtection(r: PEX_RUNDOWN_REF) {
         );
     }
     *c -= 2;
-    let me = super::conc::me();
+    let me = super::schedule::me();
     with(|k| {
         let mine = k
             .rundown_holders
@@ -436,12 +436,12 @@ extern "C" fn ExReleaseRundownProtection(r: PEX_RUNDOWN_REF) {
 extern "C" fn ExWaitForRundownProtectionRelease(r: PEX_RUNDOWN_REF) {
     const DDI: &str = "ExWaitForRundownProtectionRelease";
     let _kernel = super::enter(DDI, super::APC);
-    let me = super::conc::me();
+    let me = super::schedule::me();
     let at = r as usize;
     let c = rundown(r);
     // From here no one acquires it; the holders that are in go out in their own time.
     *c |= 1;
-    super::conc::wait_until(
+    super::schedule::wait_until(
         Rule::SelfDeadlock,
         DDI,
         "a holder is on this very call chain: the wait never ends",

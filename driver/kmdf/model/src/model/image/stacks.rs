@@ -46,7 +46,7 @@ fn naming_uncounted(what: &str) {
     if super::switch::guest_sp() != 0 {
         return; // a callback inside another call: counted with it
     }
-    let me = super::super::conc::me();
+    let me = super::super::schedule::me();
     let mut e = ENTRIES.lock().unwrap_or_else(PoisonError::into_inner);
     match e.iter_mut().find(|(p, _)| *p == me) {
         Some((_, name)) => what.clone_into(name),
@@ -60,7 +60,7 @@ pub(crate) fn begin() -> usize {
 }
 
 fn begin_uncounted() -> usize {
-    let me = super::super::conc::me();
+    let me = super::super::schedule::me();
     let mut stacks = STACKS.lock().unwrap_or_else(PoisonError::into_inner);
     let i = match stacks.iter().position(|s| s.processor == me) {
         Some(i) => i,
@@ -88,7 +88,7 @@ pub(crate) fn end() {
 }
 
 fn end_uncounted() {
-    let me = super::super::conc::me();
+    let me = super::super::schedule::me();
     let used = {
         let mut stacks = STACKS.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(s) = stacks.iter_mut().find(|s| s.processor == me) else {

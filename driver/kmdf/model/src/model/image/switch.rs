@@ -14,7 +14,7 @@
 //! left; the guest's stack pointer is kept for a nested [`enter`].
 //!
 //! The two stack pointers are one pair per processor: the model's processors are shuttle
-//! continuations on one thread, so `conc` saves the pair when a processor yields and
+//! continuations on one thread, so `schedule` saves the pair when a processor yields and
 //! restores it when it runs again ([`save`], [`restore`]).
 
 use core::arch::{asm, global_asm};

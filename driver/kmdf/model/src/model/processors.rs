@@ -1,4 +1,4 @@
-//! The other processors, under `conc`: one runs the DPCs, one the timers (and with them
+//! The other processors, under `schedule`: one runs the DPCs, one the timers (and with them
 //! virtual time), one the work items, each a shuttle thread, until it is told to stop.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,7 +41,7 @@ impl Processors {
             .into_iter()
             .map(|work| {
                 let stop = Arc::clone(&stop);
-                super::conc::spawn(move || processor(work, &stop))
+                super::schedule::spawn(move || processor(work, &stop))
             })
             .collect();
         Processors { stop, threads }
@@ -52,7 +52,7 @@ impl Processors {
     pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::Release);
         for t in self.threads {
-            if super::conc::join(t).is_err() {
+            if super::schedule::join(t).is_err() {
                 super::violation(super::Rule::Expectation, "processor", "a thread panicked");
             }
         }
@@ -77,7 +77,7 @@ fn processor(work: Runs, stop: &AtomicBool) {
                 }
             },
             (None, true) => return,
-            (None, false) => super::conc::yield_now(),
+            (None, false) => super::schedule::yield_now(),
         }
     }
 }
