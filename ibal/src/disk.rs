@@ -14,11 +14,11 @@ use hcabus::verbs::*;
 use hcabus::{Duration, Instant};
 
 use crate::access::{Dest, FabricBus, Send};
-use crate::block::*;
 use crate::handle::*;
 use crate::ibal_client::SharedIbal;
-use crate::pattern::{checksum, fill_pattern, write_seed, BLOCK_SIZE};
-use crate::srp_target::*;
+use crate::io::*;
+use crate::pattern::{checksum, fill_pattern, write_seed};
+use crate::srp::*;
 
 mod bound;
 mod client;

@@ -18,10 +18,12 @@ pub mod errors;
 pub mod fleet;
 pub mod handle;
 pub mod ibal_client;
+pub mod io;
 pub mod ipoib;
 pub mod multipath;
 pub mod pattern;
 pub mod retry;
+pub mod srp;
 pub mod srp_target;
 #[cfg(feature = "sim")]
 pub mod stack;

@@ -19,8 +19,9 @@ use std::vec::Vec;
 use hcabus::{Duration, Instant};
 use rand::Rng;
 
-use crate::block::*;
+use crate::block::{BlockWorkload, WorkloadConfig};
 use crate::disk::DiskConfig;
+use crate::io::*;
 use crate::srp_target::Lun;
 
 mod events;

@@ -2,9 +2,6 @@
 //! the target all know what a block must hold without keeping its data. A leaf module: the
 //! block layer and SRP both build on it.
 
-/// Bytes of one logical block.
-pub const BLOCK_SIZE: usize = 4096;
-
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
@@ -61,6 +58,7 @@ pub fn write_seed(id: u64, lba: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::BLOCK_SIZE;
 
     #[test]
     fn any_changed_byte_changes_the_checksum_tail_included() {

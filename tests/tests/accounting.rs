@@ -5,13 +5,8 @@
 use hcabus::bus::ClientReport;
 use hcabus::{Duration, Instant, State};
 use hcabus_sim::Fault;
-use ibal::block::IoStats;
 use ibal::disk::DiskConfig;
 use ibal::stack::{self, ClientSpec, Host, StackSetup};
-
-fn closes(io: &IoStats) -> bool {
-    io.submitted == io.completed + io.failed + io.in_flight + io.lost
-}
 
 /// A stack of `n` data disks at queue depth `qd`, nothing else but the access layer.
 fn disks(n: usize, qd: u16) -> StackSetup {
@@ -106,14 +101,14 @@ fn a_refused_login_backs_off_gives_up_with_a_record_and_recovers_after_the_reset
     );
     let io = d.io_stats();
     assert!(io.retryable > 0, "what it held failed as retryable: {io:?}");
-    assert!(closes(&io), "{io:?}");
+    assert!(io.closes(), "{io:?}");
     host.run();
     let d = stack::disks(&host).next().expect("disk");
     assert_eq!(d.error(), None, "cleared by the login after RESET_END");
     assert!(d.disk().is_up());
     assert_eq!(host.coordinator().state(), State::Operational);
     let io = d.io_stats();
-    assert!(closes(&io), "{io:?}");
+    assert!(io.closes(), "{io:?}");
     assert_eq!(io.lost, 0, "{io:?}");
 }
 
@@ -131,7 +126,7 @@ fn the_io_of_a_disk_that_never_came_up_is_lost_not_in_flight() {
     let io = d.io_stats();
     assert!(io.lost > 0, "{io:?}");
     assert_eq!(io.in_flight, 0, "{io:?}");
-    assert!(closes(&io), "{io:?}");
+    assert!(io.closes(), "{io:?}");
 }
 
 #[test]
@@ -139,7 +134,7 @@ fn the_default_run_accounts_for_every_io() {
     let mut host = stack::build(&stack::boot_from_san_fast()).expect("valid");
     host.run();
     let io = stack::io_stats(&host);
-    assert!(closes(&io), "{io:?}");
+    assert!(io.closes(), "{io:?}");
     assert_eq!(io.lost, 0, "{io:?}");
     assert_eq!(io.paging_failed, 0, "{io:?}");
 }

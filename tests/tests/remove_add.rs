@@ -3,12 +3,7 @@
 //! again.
 
 use hcabus::{Duration, EventKind};
-use ibal::block::IoStats;
 use ibal::stack::{self, compare};
-
-fn closes(io: &IoStats) -> bool {
-    io.submitted == io.completed + io.failed + io.in_flight + io.lost
-}
 
 #[test]
 fn a_soft_reset_brings_the_stack_back_without_failing_io() {
@@ -19,7 +14,7 @@ fn a_soft_reset_brings_the_stack_back_without_failing_io() {
     assert!(c.back, "{c:?}");
     assert_eq!((c.io_dropped, c.removed), (0, 0), "{c:?}");
     assert_eq!(host.agents().len(), agents, "nobody was built again");
-    assert!(closes(&stack::io_stats(&host)));
+    assert!(stack::io_stats(&host).closes());
 }
 
 #[test]
@@ -68,7 +63,7 @@ fn remove_add_brings_a_new_stack_up_and_fails_what_was_in_flight() {
             d.problem()
         );
     }
-    assert!(closes(&stack::io_stats(&host)));
+    assert!(stack::io_stats(&host).closes());
     // The new stack holds what the old one did, no more: the old one's memory came back.
     assert_eq!(host.hca().verbs().dma_in_use(), dma_before);
     assert_eq!(host.checker().violations, Vec::<String>::new());

@@ -100,7 +100,7 @@ fn run_seed(seed: u64, stack_run: bool) -> (Vec<HuntFailure>, Vec<String>) {
     outcomes.extend(host.resets().into_iter().map(|r| r.outcome().to_string()));
     if stack_run {
         let io = stack::io_stats(&host);
-        let open = io.submitted != io.completed + io.failed + io.in_flight + io.lost;
+        let open = !io.closes();
         if open || !crate::report::clean(&io, false) {
             failures.push(fail(format!("I/O: {io:?}")));
         }
@@ -131,7 +131,7 @@ fn multipath_seed(seed: u64, failures: &mut Vec<HuntFailure>, outcomes: &mut Vec
     }
     outcomes.extend(world.resets().into_iter().map(|r| r.outcome().to_string()));
     let io = stack::io_stats_all(&world);
-    let open = io.submitted != io.completed + io.failed + io.in_flight + io.lost;
+    let open = !io.closes();
     if open || !crate::report::clean(&io, false) {
         failures.push(fail(format!("multipath I/O: {io:?}")));
     }

@@ -293,7 +293,7 @@ pub fn multipath(world: &World) -> Vec<MultipathJson> {
 /// `report` with its I/O and network totals filled in.
 fn totals(
     report: Report,
-    io: &ibal::block::IoStats,
+    io: &ibal::io::IoStats,
     net: &ibal::ipoib::NetStats,
     (logins, logins_refused): (u64, u64),
 ) -> Report {
@@ -324,7 +324,7 @@ fn totals(
 /// Whether a run ended clean: no invariant violated (`violated`), and every I/O accounted
 /// for, none lost, duplicated or corrupted, and no command left out past its bound,
 /// whatever kept it there. `hcasim` exits 1 otherwise.
-pub fn clean(io: &ibal::block::IoStats, violated: bool) -> bool {
+pub fn clean(io: &ibal::io::IoStats, violated: bool) -> bool {
     !violated && io.lost == 0 && io.duplicated == 0 && io.read_mismatches == 0 && io.overdue == 0
 }
 
@@ -342,7 +342,7 @@ pub fn json(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::clean;
-    use ibal::block::IoStats;
+    use ibal::io::IoStats;
 
     #[test]
     fn a_run_with_a_command_out_past_its_bound_is_not_clean_whatever_else_held() {

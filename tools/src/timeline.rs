@@ -372,7 +372,7 @@ fn disks(host: &Host, out: &mut String) {
 }
 
 /// The I/O totals of a run, and the loud lines: paging I/O failed, I/O lost.
-pub fn io_lines(io: &ibal::block::IoStats, out: &mut String) {
+pub fn io_lines(io: &ibal::io::IoStats, out: &mut String) {
     let _ = writeln!(
         out,
         "io: {} submitted, {} completed, {} failed ({} retryable), {} in flight, {} lost, {} \

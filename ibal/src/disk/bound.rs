@@ -142,8 +142,8 @@ mod tests {
     use hcabus::verbs::{RcTransport, WcStatus};
     use hcabus::{Duration, Instant};
 
-    use crate::block::IoRequest;
     use crate::disk::{DiskConfig, PathTimeout, SrpDisk};
+    use crate::io::IoRequest;
 
     fn at(ms: u64) -> Instant {
         Instant::from_ms(ms)

@@ -6,8 +6,9 @@ use hcabus::types::*;
 use hcabus::verbs::Lid;
 use hcabus::{Duration, Instant};
 
-use crate::block::*;
+use crate::block::{BlockWorkload, WorkloadConfig};
 use crate::ibal_client::{EventLog, SharedIbal};
+use crate::io::*;
 use crate::multipath::SharedMultipath;
 use crate::retry::{ClientProblem, Connector, Probe};
 use crate::srp_target::*;

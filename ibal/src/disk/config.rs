@@ -6,9 +6,10 @@ use hcabus::verbs::Lid;
 use hcabus::Duration;
 
 use super::PathTimeout;
-use crate::pattern::BLOCK_SIZE;
+use crate::io::BLOCK_SIZE;
 use crate::retry::RetryPolicy;
-use crate::srp_target::{Route, IU_SIZE};
+use crate::srp::IU_SIZE;
+use crate::srp_target::Route;
 
 /// How a disk is set up (the `[[clients]]` keys of docs/design.md §9 for `srp` and `bootdisk`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

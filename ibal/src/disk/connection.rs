@@ -7,6 +7,7 @@ use hcabus::verbs::*;
 use super::{Link, SrpDisk, NO_RESOURCES};
 use crate::access::{FabricBus, MrFlags, MrSpec, QpSpec};
 use crate::ibal_client::SharedIbal;
+use crate::srp::IU_SIZE;
 use crate::srp_target::*;
 
 impl SrpDisk {

@@ -11,10 +11,11 @@ use hcabus::verbs::RcTransport;
 use hcabus::{Duration, Instant, Policy};
 use hcabus_sim::{Fault, SimSetup};
 
-use crate::block::IoStats;
 use crate::disk::{DiskConfig, DiskStats, PathTimeout, SrpClient};
+use crate::io::IoStats;
 use crate::multipath::{PathStats, SharedMultipath};
-use crate::srp_target::{Route, RoutePhase, SrpRsp, SrpStatus, IU_SIZE};
+use crate::srp::{SrpRsp, SrpStatus, IU_SIZE};
+use crate::srp_target::{Route, RoutePhase};
 use crate::stack::{
     self, AdapterSetup, ClientSpec, MultiSetup, MultipathSpec, PathConfig, StackSetup, World,
 };
@@ -172,8 +173,8 @@ fn run_to(world: &mut World, ms: u64) -> (IoStats, [PathStats; 2], [DiskStats; 2
     assert!(violations.is_empty(), "at {ms} ms: {violations:?}");
     let io = stack::io_stats_all(world);
     assert_eq!(
-        io.submitted,
-        io.completed + io.failed + io.in_flight + io.lost,
+        io.unaccounted(),
+        0,
         "the accounting closes at {ms} ms: {io:?}"
     );
     assert_eq!(

@@ -15,7 +15,7 @@ use std::vec::Vec;
 
 use hcabus::{Duration, Instant};
 
-use crate::block::IoRequest;
+use crate::io::IoRequest;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotState {

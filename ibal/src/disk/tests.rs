@@ -10,11 +10,12 @@ use hcabus::fabric::Fabric;
 use hcabus::{Duration, Instant, Policy};
 use hcabus_sim::{Fault, SimSetup};
 
-use crate::block::IoStats;
 use crate::disk::{DiskConfig, DiskStats, SrpClient};
-use crate::pattern::BLOCK_SIZE;
+use crate::io::IoStats;
+use crate::io::BLOCK_SIZE;
 use crate::retry::ClientProblem;
-use crate::srp_target::{Route, SrpRsp, SrpStatus, IU_SIZE};
+use crate::srp::{SrpRsp, SrpStatus, IU_SIZE};
+use crate::srp_target::Route;
 use crate::stack::{self, ClientSpec, Host, StackSetup};
 
 /// One I/O a millisecond; four on the wire at once; twelve more held.
@@ -72,8 +73,8 @@ fn run_to(host: &mut Host, ms: u64) -> (DiskStats, IoStats) {
         (s.logins.into(), s.login_retries.into())
     );
     assert_eq!(
-        io.submitted,
-        io.completed + io.failed + io.in_flight + io.lost,
+        io.unaccounted(),
+        0,
         "the accounting closes at {ms} ms: {io:?}"
     );
     assert_eq!(

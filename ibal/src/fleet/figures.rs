@@ -10,7 +10,7 @@ use hcabus::Duration;
 use hcabus::Instant;
 
 use super::{Fleet, FleetFault};
-use crate::block::IoStats;
+use crate::io::IoStats;
 use crate::retry::RetryPolicy;
 use crate::srp_target::{AdmissionStats, LoginCapacity};
 
@@ -116,7 +116,7 @@ impl FleetFigures {
             && io.read_mismatches == 0
             && io.paging_failed == 0
             && io.overdue == 0
-            && io.submitted == io.completed + io.failed + io.in_flight + io.lost
+            && io.closes()
     }
 }
 

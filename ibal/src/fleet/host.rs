@@ -7,8 +7,8 @@ use std::vec::Vec;
 
 use hcabus::Instant;
 
-use crate::block::IoStats;
 use crate::disk::SrpClient;
+use crate::io::IoStats;
 use crate::ipoib::IpoibClient;
 use crate::stack::{self, Host, World};
 

@@ -14,7 +14,7 @@ use hcabus::{Duration, Instant};
 use rand::Rng;
 
 use super::Multipath;
-use crate::block::IoRequest;
+use crate::io::IoRequest;
 
 /// A given-up write of I/O `id` to block `lba` on `path` that may still run at the target.
 #[derive(Debug, Clone, Copy)]

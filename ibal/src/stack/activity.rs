@@ -12,9 +12,9 @@ use std::vec::Vec;
 use hcabus::PolicyError;
 use hcabus_sim::{Agent, MultiHost, ScriptedAgent, SimHost, SimSetup};
 
-use crate::block::IoStats;
 use crate::disk::SrpClient;
 use crate::ibal_client::IbalClient;
+use crate::io::IoStats;
 use crate::ipoib::{IpoibClient, NetStats};
 use crate::uverbs::UverbsClient;
 

@@ -7,8 +7,8 @@ use std::vec::Vec;
 use hcabus_sim::MultiHost;
 
 use super::{build_with, io_stats, net_stats, BuildError, ClientSpec, StackSetup, World};
-use crate::block::IoStats;
 use crate::disk::{DiskConfig, SrpClient};
+use crate::io::IoStats;
 use crate::ipoib::NetStats;
 use crate::multipath::{SharedMultipath, MAX_PATHS};
 use crate::srp_target::SharedAdmission;

@@ -23,9 +23,9 @@ use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 
 use hcabus::{Duration, Instant};
-use ibal::block::IoRequest;
 use ibal::disk::slots::{Answer, GiveUpRule, SlotMutant, SlotTable};
 use ibal::disk::{DiskConfig, PathTimeout, PathTiming};
+use ibal::io::IoRequest;
 use ibal::multipath::{Multipath, SharedMultipath};
 
 const PATHS: usize = 2;

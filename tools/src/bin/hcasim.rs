@@ -288,7 +288,7 @@ impl World {
         }
         t
     }
-    fn io(&self) -> ibal::block::IoStats {
+    fn io(&self) -> ibal::io::IoStats {
         match self {
             World::One(h) => ibal::stack::io_stats(h),
             World::Many(w) => ibal::stack::io_stats_all(w),

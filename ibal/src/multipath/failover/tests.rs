@@ -1,5 +1,5 @@
-use crate::block::IoRequest;
 use crate::disk::{DiskConfig, PathTimeout};
+use crate::io::IoRequest;
 use crate::multipath::{Multipath, SharedMultipath, PROBES_TO_SERVE, PROBE_BACKOFF_MAX};
 use hcabus::{Duration, Instant};
 use rand::rngs::mock::StepRng;
