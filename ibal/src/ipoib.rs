@@ -23,7 +23,7 @@ use crate::ibal_client::{EventLog, SharedIbal};
 mod rejoin;
 mod stats;
 use crate::retry::{ClientProblem, Connector};
-pub use rejoin::{Joins, OnSaTimeout, Rejoin, RejoinStats};
+pub use rejoin::{Joins, OnSaTimeout, Rejoin, RejoinStats, SubnetAdmin};
 pub use stats::NetStats;
 
 /// The IPv4 broadcast group of partition 0xffff.

@@ -63,6 +63,16 @@ impl SharedSubnet {
     }
 }
 
+impl crate::ipoib::SubnetAdmin for SharedSubnet {
+    fn query(&self, now: Instant) -> bool {
+        SharedSubnet::query(self, now)
+    }
+
+    fn reregistrations(&self) -> u32 {
+        SharedSubnet::reregistrations(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,12 +10,25 @@
 //! IPoIB) reports itself hung at the first timeout, and NDIS resets the adapter: the
 //! reset-storm cascade a fleet must never see.
 
+use std::sync::Arc;
+
 use hcabus::{Duration, Instant};
 use rand::Rng;
 
 use crate::access::FabricBus;
 use crate::retry::{Backoff, Next};
-use crate::subnet::SharedSubnet;
+
+/// The subnet administrator as an interface's joins see it. On a fabric the queries are MADs
+/// to the SA's QP1; in the simulator a fabric's one SM answers them (the lab's subnet, shared
+/// by every host of a fleet).
+pub trait SubnetAdmin: core::fmt::Debug + Send + Sync {
+    /// A query (an MCMemberRecord join or a PathRecord) sent at `now`: answered, or not (it
+    /// times out at the asker).
+    fn query(&self, now: Instant) -> bool;
+    /// How many times a master has set ClientReregister on the port: a count the interface
+    /// has not answered with a join means join again.
+    fn reregistrations(&self) -> u32;
+}
 
 /// What an interface does when an SA query times out.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -66,7 +79,7 @@ pub struct RejoinStats {
 /// An interface's joins through the SA.
 #[derive(Debug, Clone)]
 pub struct Rejoin {
-    subnet: SharedSubnet,
+    subnet: Arc<dyn SubnetAdmin>,
     on_timeout: OnSaTimeout,
     timeout: Duration,
     /// Reregistrations already answered by a join.
@@ -79,7 +92,7 @@ pub struct Rejoin {
 }
 
 impl Rejoin {
-    pub fn new(subnet: SharedSubnet, on_timeout: OnSaTimeout, timeout: Duration) -> Self {
+    pub fn new(subnet: Arc<dyn SubnetAdmin>, on_timeout: OnSaTimeout, timeout: Duration) -> Self {
         let seen = subnet.reregistrations();
         Rejoin {
             subnet,
@@ -182,7 +195,7 @@ impl Rejoin {
 impl super::IpoibClient {
     /// The interface on a fleet's fabric: its joins go through `subnet`'s SA, again at
     /// every ClientReregister.
-    pub fn with_subnet(mut self, subnet: crate::subnet::SharedSubnet) -> Self {
+    pub fn with_subnet(mut self, subnet: Arc<dyn SubnetAdmin>) -> Self {
         let (timeout, on) = (self.config.sa_timeout, self.config.on_sa_timeout);
         self.rejoin = Some(Rejoin::new(subnet, on, timeout));
         self
@@ -235,9 +248,53 @@ impl super::IpoibClient {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Mutex;
 
     fn at(ms: u64) -> Instant {
         Instant::from_ms(ms)
+    }
+
+    /// An SA that answers `per_second` queries in each whole second of virtual time and
+    /// none while it is away.
+    #[derive(Debug)]
+    struct FakeSa {
+        per_second: u32,
+        /// The second being answered in, and how many were answered in it.
+        answered: Mutex<(u64, u32)>,
+        away_until: Mutex<Instant>,
+        reregistered: AtomicU32,
+    }
+
+    impl FakeSa {
+        fn new(per_second: u32) -> Arc<Self> {
+            Arc::new(FakeSa {
+                per_second,
+                answered: Mutex::new((0, 0)),
+                away_until: Mutex::new(Instant::ZERO),
+                reregistered: AtomicU32::new(0),
+            })
+        }
+    }
+
+    impl SubnetAdmin for FakeSa {
+        fn query(&self, now: Instant) -> bool {
+            if now < *self.away_until.lock().expect("not poisoned") {
+                return false;
+            }
+            let mut a = self.answered.lock().expect("not poisoned");
+            let second = now.as_ms() / 1_000;
+            if a.0 != second {
+                *a = (second, 0);
+            }
+            let answer = a.1 < self.per_second;
+            a.1 += u32::from(answer);
+            answer
+        }
+
+        fn reregistrations(&self) -> u32 {
+            self.reregistered.load(Ordering::Relaxed)
+        }
     }
 
     /// Joins through an SA that answers two queries a second: four queries take two
@@ -245,7 +302,7 @@ mod tests {
     #[test]
     fn queries_the_sa_drops_are_retried_until_every_one_is_answered() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-        let subnet = SharedSubnet::new(2).expect("capacity");
+        let subnet = FakeSa::new(2);
         let mut r = Rejoin::new(subnet.clone(), OnSaTimeout::Retry, Duration::from_ms(100));
         r.start(at(0), 4);
         let mut now = at(0);
@@ -261,7 +318,7 @@ mod tests {
             (4, 1, 0)
         );
         assert!(s.sa_timeouts > 0);
-        subnet.reregister();
+        subnet.reregistered.fetch_add(1, Ordering::Relaxed);
         r.run(at(20_000), true, 4, &mut rng);
         assert!(!r.joined());
         assert_eq!(r.stats().joins_started, 2);
@@ -271,8 +328,8 @@ mod tests {
     #[test]
     fn the_naive_interface_asks_for_a_reset_at_the_first_timeout() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-        let subnet = SharedSubnet::new(10).expect("capacity");
-        subnet.away(at(0), Duration::from_ms(5_000));
+        let subnet = FakeSa::new(10);
+        *subnet.away_until.lock().expect("not poisoned") = at(5_000);
         let mut r = Rejoin::new(subnet, OnSaTimeout::ResetAdapter, Duration::from_ms(100));
         r.start(at(0), 3);
         assert_eq!(r.run(at(0), true, 3, &mut rng), Joins::Fine);

@@ -142,7 +142,7 @@ impl ClientConfig for IpoibConfig {
         built(
             name,
             c.map(|c| match on.subnet {
-                Some(s) => c.with_subnet(s.clone()),
+                Some(s) => c.with_subnet(std::sync::Arc::new(s.clone())),
                 None => c,
             }),
         )
