@@ -21,7 +21,7 @@ use crate::stack::BuildError;
 use crate::subnet::SharedSubnet;
 
 mod figures;
-mod host;
+mod node;
 mod recovery;
 mod rollout;
 mod sm;
@@ -30,7 +30,7 @@ mod template;
 mod tests;
 
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
-pub use host::FleetHost;
+pub use node::FleetNode;
 use recovery::Recovery;
 pub use rollout::RolloutFigures;
 pub use sm::SmSetup;
@@ -144,7 +144,7 @@ pub enum FleetError {
     #[error("host: the template has no disk: a fleet's hosts log in to its targets")]
     NoDisk,
     #[error("host {0}: {1}")]
-    Host(u32, BuildError),
+    Node(u32, BuildError),
 }
 
 /// A fleet's seed for host `i`: a stream of its own for each.
@@ -159,7 +159,7 @@ pub struct Fleet {
     seed: u64,
     retry: RetryPolicy,
     naive_ipoib: bool,
-    hosts: Vec<FleetHost>,
+    hosts: Vec<FleetNode>,
     /// The fabric's subnet manager as the hosts see it (its SA, its ClientReregisters).
     subnet: SharedSubnet,
     sm: SmSetup,
@@ -263,7 +263,7 @@ impl Fleet {
     pub fn end(&self) -> Instant {
         self.end
     }
-    pub fn hosts(&self) -> &[FleetHost] {
+    pub fn hosts(&self) -> &[FleetNode] {
         &self.hosts
     }
     pub fn targets(&self) -> &[(TargetSetup, SharedAdmission)] {

@@ -29,7 +29,7 @@ pub use embedded::{
 pub use spec::{ClientConfig, ClientSpec, Parts, PathConfig, ScriptedConfig};
 
 pub use activity::{
-    disks, io_stats, net_stats, nets, processes, scripted, Activity, Host, StackClient, World,
+    disks, io_stats, net_stats, nets, processes, scripted, Activity, MultiNode, Node, StackClient,
 };
 pub use multi::{
     adapter_seed, build_multi, build_multi_sharing, build_multi_unchecked, io_stats_all,
@@ -80,14 +80,14 @@ pub enum BuildError {
 }
 
 /// Builds the host with IBAL and every client of `setup`.
-pub fn build(setup: &StackSetup) -> Result<Host, BuildError> {
+pub fn build(setup: &StackSetup) -> Result<Node, BuildError> {
     setup.budget().map_err(BuildError::Budget)?;
     build_unchecked(setup)
 }
 
 /// Builds without the budget check: for tests that show what a stack the budget refuses
 /// would do at run time (a client that cannot come up, recorded).
-pub fn build_unchecked(setup: &StackSetup) -> Result<Host, BuildError> {
+pub fn build_unchecked(setup: &StackSetup) -> Result<Node, BuildError> {
     build_with(setup, &[], (&[], None))
 }
 
@@ -96,7 +96,7 @@ pub fn build_unchecked(setup: &StackSetup) -> Result<Host, BuildError> {
 pub fn build_sharing(
     setup: &StackSetup,
     targets: &[(Lid, SharedAdmission)],
-) -> Result<Host, BuildError> {
+) -> Result<Node, BuildError> {
     build_fleet_host(setup, targets, None)
 }
 
@@ -106,7 +106,7 @@ pub fn build_fleet_host(
     setup: &StackSetup,
     targets: &[(Lid, SharedAdmission)],
     subnet: Option<&SharedSubnet>,
-) -> Result<Host, BuildError> {
+) -> Result<Node, BuildError> {
     setup.budget().map_err(BuildError::Budget)?;
     let agents = agents_with(setup, &[], (targets, subnet))?;
     SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
@@ -117,7 +117,7 @@ pub(crate) fn build_with(
     setup: &StackSetup,
     disks: &[SharedMultipath],
     shared: (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
-) -> Result<Host, BuildError> {
+) -> Result<Node, BuildError> {
     let agents = agents_with(setup, disks, shared)?;
     SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
 }

@@ -11,8 +11,8 @@ use std::string::String;
 use std::vec::Vec;
 
 use crate::agent::Agent;
-use crate::host::SimHost;
 use crate::report::ResetReport;
+use crate::sim_host::SimHost;
 use hcabus::time::Instant;
 
 /// Most rounds at one instant: adapters that keep waking each other up without time moving
@@ -103,7 +103,7 @@ impl<A: ?Sized + Agent> MultiHost<A> {
     }
 
     /// Counts allocations per reset on every adapter.
-    pub fn set_alloc_probe(&mut self, probe: crate::host::AllocProbe) {
+    pub fn set_alloc_probe(&mut self, probe: crate::sim_host::AllocProbe) {
         for (_, h) in &mut self.hosts {
             h.set_alloc_probe(probe);
         }

@@ -6,7 +6,7 @@ use hcabus::bus::ClientReport;
 use hcabus::{Duration, Instant, State};
 use hcabus_sim::Fault;
 use ibal::disk::DiskConfig;
-use ibal::stack::{self, ClientSpec, Host, StackSetup};
+use ibal::stack::{self, ClientSpec, Node, StackSetup};
 
 /// A stack of `n` data disks at queue depth `qd`, nothing else but the access layer.
 fn disks(n: usize, qd: u16) -> StackSetup {
@@ -119,7 +119,7 @@ fn the_io_of_a_disk_that_never_came_up_is_lost_not_in_flight() {
     let mut setup = disks(1, 32);
     setup.sim.duration = Duration::from_ms(400);
     setup.sim.faults = vec![(Instant::ZERO, Fault::Catastrophic)];
-    let mut host: Host = stack::build(&setup).expect("valid");
+    let mut host: Node = stack::build(&setup).expect("valid");
     host.run();
     let d = stack::disks(&host).next().expect("disk");
     assert_eq!(d.disk().stats().logins, 0);

@@ -7,7 +7,7 @@ use std::alloc::System;
 
 use hcabus::Instant;
 use ibal::stack;
-use ibal::stack::Host;
+use ibal::stack::Node;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -18,7 +18,7 @@ fn allocations() -> u64 {
     (s.allocations + s.reallocations) as u64
 }
 
-fn in_flight(host: &Host) -> u64 {
+fn in_flight(host: &Node) -> u64 {
     ibal::stack::disks(host)
         .map(|d| u64::from(d.disk().in_flight()))
         .sum()

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use hcabus_sim::random_setup;
 use ibal::stack;
-use ibal::stack::Host;
+use ibal::stack::Node;
 
 /// What to hunt.
 #[derive(Debug, Clone)]
@@ -65,7 +65,7 @@ fn run_seed(seed: u64, stack_run: bool) -> (Vec<HuntFailure>, Vec<String>) {
         stack: stack_run,
         what,
     };
-    let host: Option<Host> = if stack_run {
+    let host: Option<Node> = if stack_run {
         match stack::build(&stack::random_stack(seed)) {
             Ok(mut h) => {
                 h.run();

@@ -3,7 +3,7 @@
 
 use hcabus_sim::ResetReport;
 use ibal::stack;
-use ibal::stack::{Host, World};
+use ibal::stack::{MultiNode, Node};
 use serde::Serialize;
 
 use hcactl::contract::{schema, state_word};
@@ -133,7 +133,7 @@ pub struct InvariantsJson {
     pub violated: Vec<String>,
 }
 
-fn clients(host: &Host, hca: Option<&str>) -> Vec<ClientJson> {
+fn clients(host: &Node, hca: Option<&str>) -> Vec<ClientJson> {
     let coord = host.coordinator();
     let hca = hca.map(String::from);
     host.agents()
@@ -153,7 +153,7 @@ fn clients(host: &Host, hca: Option<&str>) -> Vec<ClientJson> {
 }
 
 /// SRP logins that succeeded and were refused, over every disk of `host`.
-fn logins(host: &Host) -> (u64, u64) {
+fn logins(host: &Node) -> (u64, u64) {
     ibal::stack::disks(host)
         .map(|d| d.disk().stats())
         .fold((0, 0), |(l, r), s| {
@@ -162,7 +162,7 @@ fn logins(host: &Host) -> (u64, u64) {
 }
 
 /// The report of a finished run.
-pub fn build(host: &Host) -> Report {
+pub fn build(host: &Node) -> Report {
     let coord = host.coordinator();
     let checker = host.checker();
     totals(
@@ -190,7 +190,7 @@ pub fn build(host: &Host) -> Report {
 }
 
 /// The report of a finished run of several adapters.
-pub fn build_many(world: &World) -> Report {
+pub fn build_many(world: &MultiNode) -> Report {
     let several = world.hosts().len() > 1;
     let hca = |name: &str| several.then_some(name.to_string());
     let first = world.hosts().first().map(|(_, h)| h.coordinator());
@@ -235,7 +235,7 @@ pub fn build_many(world: &World) -> Report {
 }
 
 /// Each multipath disk of `world`, as the report shows it.
-pub fn multipath(world: &World) -> Vec<MultipathJson> {
+pub fn multipath(world: &MultiNode) -> Vec<MultipathJson> {
     stack::multipath_disks(world)
         .into_iter()
         .map(|(mp, paths)| {
@@ -329,7 +329,7 @@ pub fn clean(io: &ibal::io::IoStats, violated: bool) -> bool {
 }
 
 /// The report as pretty-printed JSON.
-pub fn to_json(host: &Host) -> String {
+pub fn to_json(host: &Node) -> String {
     json(&build(host))
 }
 

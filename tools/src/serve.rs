@@ -22,7 +22,7 @@ use std::time::{Duration, Instant as WallInstant};
 
 use hcabus::ioctl::{Caller, NtStatus, Rights};
 use hcabus::Instant;
-use ibal::stack::World;
+use ibal::stack::MultiNode;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
 use crate::scenario::Scenario;
@@ -51,9 +51,9 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// The most virtual time one step of the host simulates before it answers requests again.
 pub const MAX_STEP: hcabus::Duration = hcabus::Duration::from_ms(10);
 
-/// Builds the host of `setup`: a host of one adapter is a [`World`] of one, whose
+/// Builds the host of `setup`: a host of one adapter is a [`MultiNode`] of one, whose
 /// adapter has no name. Returns it with the adapters' device names (none for one).
-fn build(setup: &Scenario) -> Result<(World, Vec<String>), String> {
+fn build(setup: &Scenario) -> Result<(MultiNode, Vec<String>), String> {
     match setup {
         Scenario::One(s) => {
             let host = ibal::stack::build(s).map_err(|e| e.to_string())?;
@@ -316,7 +316,7 @@ fn bind_temporary(socket: &Path) -> io::Result<(UnixListener, PathBuf)> {
     Err(last.unwrap_or_else(|| io::Error::other("no temporary name")))
 }
 
-fn run_host(mut host: World, inbox: mpsc::Receiver<Job>, stop: Arc<AtomicBool>) {
+fn run_host(mut host: MultiNode, inbox: mpsc::Receiver<Job>, stop: Arc<AtomicBool>) {
     let start = WallInstant::now();
     let mut said_behind = WallInstant::now();
     loop {
@@ -360,7 +360,7 @@ fn run_host(mut host: World, inbox: mpsc::Receiver<Job>, stop: Arc<AtomicBool>) 
     }
 }
 
-fn answer(host: &mut World, job: Job) {
+fn answer(host: &mut MultiNode, job: Job) {
     let cap = job.output_capacity.min(MAX_OUTPUT) as usize;
     let mut out = vec![0u8; cap];
     // Every listener's index is an adapter's: the fallback is never taken.

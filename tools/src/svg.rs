@@ -8,7 +8,7 @@ use hcabus::hca::HwStep;
 use hcabus::recorder::{Record, RecordKind};
 use hcabus::types::EventKind;
 use hcabus::types::{Call, State};
-use ibal::stack::Host;
+use ibal::stack::Node;
 
 pub mod fleet;
 mod io;
@@ -100,14 +100,14 @@ fn marker(kind: EventKind) -> (&'static str, &'static str) {
 }
 
 /// The picture of `host`'s run, focused on its resets.
-pub fn render(host: &Host) -> String {
+pub fn render(host: &Node) -> String {
     let records: Vec<&Record> = host.coordinator().recorder().iter().collect();
     render_in(host, window(host, &records), None, io::disk_lanes(host)).0
 }
 
 /// The picture of a run of several adapters: one lane group per adapter, one above the
 /// other on one time axis (the window spans every adapter's resets).
-pub fn render_many(hosts: &[(String, Host)]) -> String {
+pub fn render_many(hosts: &[(String, Node)]) -> String {
     // An adapter where nothing happened does not stretch the window to the whole run.
     let windows: Vec<(u64, u64)> = hosts
         .iter()
@@ -149,7 +149,7 @@ pub fn render_many(hosts: &[(String, Host)]) -> String {
 /// The picture of one adapter over `lo..hi`, titled with its adapter's name in a host of
 /// several, with the I/O lanes `io`; with its height.
 fn render_in(
-    host: &Host,
+    host: &Node,
     (lo, hi): (u64, u64),
     adapter: Option<&str>,
     io: Vec<IoLane>,
@@ -198,12 +198,12 @@ fn is_attempt(step: HwStep) -> bool {
 
 /// The window: from a little before the first thing drawn (a fault, a reset, a marker) to a
 /// little after the last; the whole run if nothing happened.
-fn window(host: &Host, records: &[&Record]) -> (u64, u64) {
+fn window(host: &Node, records: &[&Record]) -> (u64, u64) {
     busy_window(host, records).unwrap_or((0, host.end().as_us().max(1)))
 }
 
 /// [`window`], or `None` when nothing happened.
-fn busy_window(host: &Host, records: &[&Record]) -> Option<(u64, u64)> {
+fn busy_window(host: &Node, records: &[&Record]) -> Option<(u64, u64)> {
     let interesting: Vec<u64> = records
         .iter()
         .filter(|r| drawn(r))
@@ -248,7 +248,7 @@ impl Canvas {
         TOP + self.lanes_height() + 54.0 + 18.0 * self.legend_rows() as f64
     }
 
-    fn header(&mut self, host: &Host, adapter: Option<&str>) {
+    fn header(&mut self, host: &Node, adapter: Option<&str>) {
         let coord = host.coordinator();
         let height = self.height();
         let _ = writeln!(
@@ -268,7 +268,7 @@ impl Canvas {
         );
     }
 
-    fn lanes(&mut self, host: &Host) {
+    fn lanes(&mut self, host: &Node) {
         let mut names = vec!["bus".to_string()];
         names.extend(host.agents().iter().map(|a| a.name().to_string()));
         for (i, name) in names.iter().enumerate() {
@@ -320,7 +320,7 @@ impl Canvas {
 
     /// What each reset was and how it ended (a removal, a veto and a failure included), one
     /// caption at its start on the bus lane; a reset still running at the end says so.
-    fn captions(&mut self, host: &Host, records: &[&Record]) {
+    fn captions(&mut self, host: &Node, records: &[&Record]) {
         let mut captions: Vec<(u64, String)> = host
             .resets()
             .iter()
@@ -406,7 +406,7 @@ impl Canvas {
         }
     }
 
-    fn faults(&mut self, host: &Host) {
+    fn faults(&mut self, host: &Node) {
         for (at, fault) in host.faults_applied() {
             let fx = self.x(at.as_us());
             let label = format!("{fault:?}");
@@ -430,7 +430,7 @@ impl Canvas {
     }
 
     /// Events and calls on client lanes.
-    fn markers(&mut self, host: &Host, records: &[&Record]) {
+    fn markers(&mut self, host: &Node, records: &[&Record]) {
         for r in records {
             let vetoed;
             let (client, colour, label, round) = match r.kind {

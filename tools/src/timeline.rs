@@ -8,7 +8,7 @@ use hcabus::recorder::{HwOutcome, Record, RecordKind};
 use hcabus::types::Call;
 use hcabus::types::{ClientId, PortState};
 use hcabus_sim::Fault;
-use ibal::stack::Host;
+use ibal::stack::Node;
 
 const TIME_W: usize = 10;
 const BUS_W: usize = 34;
@@ -23,7 +23,7 @@ pub fn us(v: Option<u64>) -> String {
 }
 
 /// Where a record goes: the bus column (`None`) or a client lane, and its text.
-fn cell(host: &Host, rec: &Record) -> Option<(Option<usize>, String)> {
+fn cell(host: &Node, rec: &Record) -> Option<(Option<usize>, String)> {
     let lane = |id: ClientId| host.agent_of(id);
     Some(match &rec.kind {
         RecordKind::Transition { from, to } => (None, format!("{from} -> {to}")),
@@ -147,7 +147,7 @@ impl Grid<'_> {
 }
 
 /// Renders the run: header, timeline and summary.
-pub fn render(host: &Host) -> String {
+pub fn render(host: &Node) -> String {
     let mut out = format!(
         "hcasim: scenario '{}', seed {}, {} ms of virtual time, {} clients\n\n",
         host.name(),
@@ -161,7 +161,7 @@ pub fn render(host: &Host) -> String {
 
 /// What the timeline shows, in order: faults at their instants, and every record that
 /// says something (registrations at start are noise).
-fn puts(host: &Host) -> Vec<Put> {
+fn puts(host: &Node) -> Vec<Put> {
     let faults = host.faults_applied();
     let mut next_fault = 0;
     let mut puts = Vec::new();
@@ -202,7 +202,7 @@ fn puts(host: &Host) -> Vec<Put> {
 /// The instant each port started training, a row of its own: the link comes up
 /// `link_up` after it started, so `link_up` before each port's Init record (the simulated
 /// adapter's timings; a real one's events say the same).
-fn training(host: &Host, puts: &mut Vec<Put>) {
+fn training(host: &Node, puts: &mut Vec<Put>) {
     let (link_up, _) = host.hca().ports().timings();
     if link_up.as_us() == 0 {
         return;
@@ -229,7 +229,7 @@ fn training(host: &Host, puts: &mut Vec<Put>) {
 }
 
 /// The timeline of one adapter, one lane per client, and its summary.
-pub fn lanes(host: &Host) -> String {
+pub fn lanes(host: &Node) -> String {
     let mut out = String::new();
     let coord = host.coordinator();
     let agents = host.agents();
@@ -277,7 +277,7 @@ pub fn lanes(host: &Host) -> String {
 }
 
 /// The reset table, clients, invariants and final state.
-pub fn summary(host: &Host) -> String {
+pub fn summary(host: &Node) -> String {
     let mut out = String::new();
     let coord = host.coordinator();
     let _ = writeln!(out, "resets:");
@@ -351,7 +351,7 @@ pub fn summary(host: &Host) -> String {
 }
 
 /// Every flight-recorder record (each names its client).
-pub fn flight_record(host: &Host) -> String {
+pub fn flight_record(host: &Node) -> String {
     let mut out = String::new();
     for rec in host.coordinator().recorder().iter() {
         let _ = writeln!(out, "{rec}");
@@ -360,7 +360,7 @@ pub fn flight_record(host: &Host) -> String {
 }
 
 /// The disks' lines of the workload: the I/O totals, the loud ones, then one per disk.
-fn disks(host: &Host, out: &mut String) {
+fn disks(host: &Node, out: &mut String) {
     use ibal::disk::SrpClient;
     let disks: Vec<&SrpClient> = ibal::stack::disks(host).collect();
     if !disks.is_empty() {
@@ -453,7 +453,7 @@ fn refused_logins(s: &ibal::disk::DiskStats) -> String {
 }
 
 /// The I/O and network summary of a run with the access layer's clients.
-pub fn workload(host: &Host) -> String {
+pub fn workload(host: &Node) -> String {
     let mut out = String::new();
     disks(host, &mut out);
     if ibal::stack::nets(host).next().is_some() {
@@ -480,7 +480,7 @@ pub fn net_line(n: &ibal::ipoib::NetStats, out: &mut String) {
 }
 
 /// The user-verbs process's line, when the host has one.
-pub fn uverbs_line(host: &Host, out: &mut String) {
+pub fn uverbs_line(host: &Node, out: &mut String) {
     if let Some(u) = ibal::stack::processes(host).next() {
         let p = u.process();
         let _ = writeln!(

@@ -7,12 +7,12 @@ use std::fmt::Write as _;
 use hcabus::bus::ClientReport;
 use ibal::disk::SrpClient;
 use ibal::multipath::PathEventKind;
-use ibal::stack::World;
+use ibal::stack::MultiNode;
 
 use crate::timeline::{disk_line, io_lines, lanes, net_line, us, uverbs_line};
 
 /// Renders the run: header, one lane group per adapter, the workload.
-pub fn render(world: &World) -> String {
+pub fn render(world: &MultiNode) -> String {
     let names: Vec<&str> = world.hosts().iter().map(|(n, _)| n.as_str()).collect();
     let mut out = format!(
         "hcasim: scenario '{}', seed {}, {} ms of virtual time, {} adapters ({})\n",
@@ -56,7 +56,7 @@ fn timeout_words(t: ibal::disk::PathTimeout) -> String {
 
 /// What happened to each multipath disk's paths, in time order: when each went down and
 /// came back, the commands it moved at a failover, the commands fast path failover gave up.
-pub fn paths_timeline(world: &World) -> String {
+pub fn paths_timeline(world: &MultiNode) -> String {
     let mut out = String::new();
     for (mp, paths) in ibal::stack::multipath_disks(world) {
         let mp = mp.lock();
@@ -105,7 +105,7 @@ pub fn paths_timeline(world: &World) -> String {
 }
 
 /// The I/O and network summary over every adapter.
-pub fn workload(world: &World) -> String {
+pub fn workload(world: &MultiNode) -> String {
     let mut out = String::new();
     let several = world.hosts().len() > 1;
     let singles: Vec<(String, &SrpClient)> = world

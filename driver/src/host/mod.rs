@@ -22,23 +22,23 @@ mod power;
 #[cfg(test)]
 mod tests;
 
+#[cfg(feature = "std")]
+pub mod facade;
 /// The host on std: mutexes for locks, a timer thread for the WDFTIMERs (the threaded host the
 /// C library and the shuttle suite run).
 #[cfg(feature = "std")]
 pub mod irql;
 #[cfg(feature = "std")]
 pub mod threaded;
-#[cfg(feature = "std")]
-pub mod threads;
 
 pub use bus::{Bus, NewError};
 pub use client::{ClientCtx, ClientView};
 pub use event_log::EventLogEntry;
+#[cfg(feature = "std")]
+pub use facade::{StdThreads, Threads};
 pub use platform::{Lock, Platform, PlatformError, Scheduled};
 pub use power::{Parked, PowerDown, D0_EXIT_WAIT_MS};
 #[cfg(feature = "std")]
 pub use threaded::{
     EventCallback, StartError, StdPlatform, ThreadPlatform, ThreadedBus, ThreadedHost,
 };
-#[cfg(feature = "std")]
-pub use threads::{StdThreads, Threads};

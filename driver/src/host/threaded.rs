@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use crate::coordinator::Config;
 use crate::hca::Hca;
+use crate::host::facade::{StdThreads, Threads};
 use crate::host::irql::BlockAtDispatch;
-use crate::host::threads::{StdThreads, Threads};
 use crate::host::{
     Bus, ClientView, EventLogEntry, Lock, NewError, Platform, PlatformError, Scheduled,
 };

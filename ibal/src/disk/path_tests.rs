@@ -17,7 +17,7 @@ use crate::multipath::{PathStats, SharedMultipath};
 use crate::srp::{SrpRsp, SrpStatus, IU_SIZE};
 use crate::srp_target::{Route, RoutePhase};
 use crate::stack::{
-    self, AdapterSetup, ClientSpec, MultiSetup, MultipathSpec, PathConfig, StackSetup, World,
+    self, AdapterSetup, ClientSpec, MultiNode, MultiSetup, MultipathSpec, PathConfig, StackSetup,
 };
 use hcabus::fabric::Fabric;
 
@@ -78,7 +78,7 @@ impl Default for Paths {
     }
 }
 
-fn world(p: Paths) -> World {
+fn world(p: Paths) -> MultiNode {
     let adapter = |i: usize| {
         let mut sim = hcabus_sim::scenarios::boot_from_san_run();
         sim.name = std::format!("hca{i}");
@@ -153,11 +153,11 @@ fn world(p: Paths) -> World {
     }
 }
 
-fn path(world: &World, i: usize) -> &SrpClient {
+fn path(world: &MultiNode, i: usize) -> &SrpClient {
     stack::disks(&world.hosts()[i].1).next().expect("a path")
 }
 
-fn shared(world: &World) -> SharedMultipath {
+fn shared(world: &MultiNode) -> SharedMultipath {
     path(world, 0)
         .multipath()
         .expect("a path of a disk")
@@ -167,7 +167,7 @@ fn shared(world: &World) -> SharedMultipath {
 
 /// Runs to `ms` and checks what holds at every instant: no violation, the accounting
 /// closes, nothing lost or duplicated, and each path's report agrees with the disk's queue.
-fn run_to(world: &mut World, ms: u64) -> (IoStats, [PathStats; 2], [DiskStats; 2]) {
+fn run_to(world: &mut MultiNode, ms: u64) -> (IoStats, [PathStats; 2], [DiskStats; 2]) {
     world.run_until(Instant::from_ms(ms));
     let (_, violations) = world.invariants();
     assert!(violations.is_empty(), "at {ms} ms: {violations:?}");
@@ -275,7 +275,7 @@ fn a_slow_path_gives_its_commands_up_then_learns_its_latency_and_serves_again() 
     let (_, p, d) = run_to(&mut w, 300);
     assert_eq!((p[0].ios, p[0].probes, p[0].restored), (51, 1, 0), "probed");
     assert_eq!(d[0].late_discarded, 0, "nothing back from the route yet");
-    let srtt = |w: &World| path(w, 0).disk().timing().estimator().srtt();
+    let srtt = |w: &MultiNode| path(w, 0).disk().timing().estimator().srtt();
     assert_eq!(srtt(&w), Some(Duration::from_us(347)));
     // The first probe's late answer at 405 ms: one 300 ms sample lifts the timeout over
     // the route's latency, so the next probe is answered within it.
@@ -638,7 +638,7 @@ fn planned_resets_of_both_adapters_at_once_leave_the_disk_a_path() {
 
 /// Path 1 consents at 300 ms to its adapter's planned reset, whose query a silent client
 /// keeps open; path 0's adapter resets at 400 ms; the disk issues `iops`.
-fn consent_then_down(iops: u32) -> World {
+fn consent_then_down(iops: u32) -> MultiNode {
     world(Paths {
         faults: [
             std::vec![(400, Fault::AdminReset)],

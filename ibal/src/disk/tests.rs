@@ -16,7 +16,7 @@ use crate::io::BLOCK_SIZE;
 use crate::retry::ClientProblem;
 use crate::srp::{SrpRsp, SrpStatus, IU_SIZE};
 use crate::srp_target::Route;
-use crate::stack::{self, ClientSpec, Host, StackSetup};
+use crate::stack::{self, ClientSpec, Node, StackSetup};
 
 /// One I/O a millisecond; four on the wire at once; twelve more held.
 fn config() -> DiskConfig {
@@ -49,11 +49,11 @@ fn setup(config: DiskConfig, faults: Vec<(u64, Fault)>) -> StackSetup {
     }
 }
 
-fn host(config: DiskConfig, faults: Vec<(u64, Fault)>) -> Host {
+fn host(config: DiskConfig, faults: Vec<(u64, Fault)>) -> Node {
     stack::build(&setup(config, faults)).expect("builds")
 }
 
-fn run_to(host: &mut Host, ms: u64) -> (DiskStats, IoStats) {
+fn run_to(host: &mut Node, ms: u64) -> (DiskStats, IoStats) {
     host.run_until(Instant::from_ms(ms));
     let v = &host.checker().violations;
     assert!(v.is_empty(), "at {ms} ms: {v:?}");
@@ -85,7 +85,7 @@ fn run_to(host: &mut Host, ms: u64) -> (DiskStats, IoStats) {
     (*d.disk().stats(), io)
 }
 
-fn disk(host: &Host) -> &SrpClient {
+fn disk(host: &Node) -> &SrpClient {
     stack::disks(host).next().expect("one disk")
 }
 
@@ -157,7 +157,7 @@ fn routed() -> DiskConfig {
     }
 }
 
-fn with_policy(config: DiskConfig, faults: Vec<(u64, Fault)>, policy: Policy) -> Host {
+fn with_policy(config: DiskConfig, faults: Vec<(u64, Fault)>, policy: Policy) -> Node {
     let mut s = setup(config, faults);
     s.sim.policy = policy;
     stack::build(&s).expect("builds")
@@ -614,7 +614,7 @@ fn a_data_lun_acknowledges_its_quiesce_after_its_delay_and_the_boot_disk_at_once
 
 /// A data LUN and an IPoIB interface that acknowledge their quiesce as deferred work 400 ms
 /// after RESET, under a quiesce deadline of 50 ms: every reset goes ahead without them.
-fn late_acks(faults: Vec<(u64, Fault)>) -> Host {
+fn late_acks(faults: Vec<(u64, Fault)>) -> Node {
     let config = DiskConfig {
         ack_delay: Duration::from_ms(400),
         ..routed()
@@ -729,6 +729,6 @@ fn a_disk_that_cannot_open_or_register_says_why() {
     }
 }
 
+mod admission;
 mod bound;
 mod events;
-mod fleet;

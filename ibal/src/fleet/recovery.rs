@@ -5,7 +5,7 @@ use std::vec::Vec;
 use hcabus::{Duration, Instant};
 
 use super::FleetFault;
-use super::FleetHost;
+use super::FleetNode;
 
 /// A disk the fault does not touch.
 const UNTOUCHED: u32 = u32::MAX;
@@ -43,7 +43,7 @@ impl Recovery {
         fault: FleetFault,
         at: Instant,
         affected: Vec<u32>,
-        hosts: &[FleetHost],
+        hosts: &[FleetNode],
         disk_targets: &[Vec<usize>],
     ) -> Self {
         let hosts: Vec<Affected> = affected
@@ -90,7 +90,7 @@ impl Recovery {
 
     /// Looks at host `i` after a step at `now`: back once every disk the fault touched has
     /// logged in again and is up, and every interface whose link it took is up.
-    pub(super) fn look(&mut self, i: u32, host: &FleetHost, now: Instant) {
+    pub(super) fn look(&mut self, i: u32, host: &FleetNode, now: Instant) {
         if self.pending == 0 {
             return;
         }
@@ -147,7 +147,7 @@ impl Recovery {
 }
 
 /// Joins through the SA that `host`'s interfaces completed.
-fn joins(host: &FleetHost) -> u32 {
+fn joins(host: &FleetNode) -> u32 {
     host.nets()
         .filter_map(|n| n.rejoin_stats())
         .map(|s| s.joins_done)

@@ -11,7 +11,7 @@ use std::vec::Vec;
 
 use hcabus::{Duration, Instant};
 
-use super::FleetHost;
+use super::FleetNode;
 use crate::stack;
 
 /// How often the operator looks at the rollout.
@@ -63,7 +63,7 @@ pub struct Rollout {
 
 impl Rollout {
     /// Every adapter of every host, host by host.
-    pub fn new(hosts: &[FleetHost], targets: usize, max_per_target: u32, now: Instant) -> Self {
+    pub fn new(hosts: &[FleetNode], targets: usize, max_per_target: u32, now: Instant) -> Self {
         let pending: VecDeque<(u32, usize)> = hosts
             .iter()
             .enumerate()
@@ -95,7 +95,7 @@ impl Rollout {
     /// the hosts it touched (to be scheduled again).
     pub fn look(
         &mut self,
-        hosts: &mut [FleetHost],
+        hosts: &mut [FleetNode],
         disk_targets: &[Vec<usize>],
         now: Instant,
     ) -> Vec<u32> {
@@ -130,7 +130,7 @@ impl Rollout {
     /// refused it), to be tried at a later look.
     fn start(
         &mut self,
-        hosts: &mut [FleetHost],
+        hosts: &mut [FleetNode],
         (h, a): (u32, usize),
         targets: [Option<usize>; 4],
         now: Instant,
@@ -163,7 +163,7 @@ impl Rollout {
     /// Adapters whose reset is over: done once restored with every path and interface back;
     /// one that did not restore is counted and tried again; one not back by its deadline is
     /// given up. Each frees its place.
-    fn collect_done(&mut self, hosts: &[FleetHost], now: Instant) {
+    fn collect_done(&mut self, hosts: &[FleetNode], now: Instant) {
         let mut k = 0;
         while k < self.in_reset.len() {
             let r = self.in_reset[k];
@@ -186,7 +186,7 @@ impl Rollout {
         }
     }
 
-    fn state_of(&self, hosts: &[FleetHost], r: &InReset, now: Instant) -> Adapter {
+    fn state_of(&self, hosts: &[FleetNode], r: &InReset, now: Instant) -> Adapter {
         let adapters = hosts[r.host as usize].adapters();
         let Some(adapter) = adapters.get(r.adapter) else {
             return Adapter::Late;
@@ -219,7 +219,7 @@ enum Adapter {
 
 /// The targets adapter `a` of `host` logs in to (at most four distinct ones), from the
 /// host's disk targets in the order of its disks.
-fn adapter_targets(host: &FleetHost, a: usize, disk_targets: &[usize]) -> [Option<usize>; 4] {
+fn adapter_targets(host: &FleetNode, a: usize, disk_targets: &[usize]) -> [Option<usize>; 4] {
     let adapters = host.adapters();
     let skip: usize = adapters
         .iter()

@@ -6,7 +6,7 @@ use std::vec::Vec;
 use hcabus::verbs::Lid;
 use hcabus::Duration;
 
-use super::{host_seed, FleetError, FleetHost, FleetSetup};
+use super::{host_seed, FleetError, FleetNode, FleetSetup};
 use crate::access::IbalConfig;
 use crate::ipoib::OnSaTimeout;
 use crate::srp_target::SharedAdmission;
@@ -150,7 +150,7 @@ pub fn multipath_host(iops: u32, pps: u32) -> MultiSetup {
     m
 }
 
-/// The target of each of a host's disk clients, in the order of [`FleetHost::disks`], and
+/// The target of each of a host's disk clients, in the order of [`FleetNode::disks`], and
 /// the template with every disk on its target under the fleet's policies: logical disk `k`
 /// of host `i` (its multipath disks first, then its single disks, in order) logs in to
 /// target `(i + k) % targets`, every path of a multipath disk to its disk's.
@@ -190,13 +190,13 @@ fn place(
     out
 }
 
-/// Host `i` of the fleet: the template with its own name and seed, its disks on their
+/// Node `i` of the fleet: the template with its own name and seed, its disks on their
 /// targets under the fleet's retry policy, its interfaces on the fleet's SA.
 pub(super) fn fleet_host(
     setup: &FleetSetup,
     i: u32,
     (shared, subnet): (&[(Lid, SharedAdmission)], &SharedSubnet),
-) -> Result<(FleetHost, Vec<usize>), FleetError> {
+) -> Result<(FleetNode, Vec<usize>), FleetError> {
     let name = std::format!("host{i}");
     let seed = host_seed(setup.seed, i);
     match &setup.host {
@@ -207,8 +207,8 @@ pub(super) fn fleet_host(
             s.sim.duration = setup.duration;
             let targets = place(setup, i, &mut [&mut s], 0);
             let host = stack::build_fleet_host(&s, shared, Some(subnet))
-                .map_err(|e| FleetError::Host(i, e))?;
-            Ok((FleetHost::One(host), targets))
+                .map_err(|e| FleetError::Node(i, e))?;
+            Ok((FleetNode::One(host), targets))
         }
         FleetTemplate::Many(t) => {
             let mut m = t.clone();
@@ -227,8 +227,8 @@ pub(super) fn fleet_host(
                 d.config.target_lid = setup.targets[(i as usize + k) % setup.targets.len()].lid;
             }
             let world = stack::build_multi_sharing(&m, shared, Some(subnet))
-                .map_err(|e| FleetError::Host(i, e))?;
-            Ok((FleetHost::Many(world), targets))
+                .map_err(|e| FleetError::Node(i, e))?;
+            Ok((FleetNode::Many(world), targets))
         }
     }
 }

@@ -393,7 +393,7 @@ fn multipath_hosts_ride_a_target_restart_on_every_path() {
     assert!(f.held(), "{f:?}");
     assert_eq!(f.resets, 0);
     let r = &f.faults[1];
-    // Host i's boot disk is on target i % 2, its data LUN on the other: all ten lost one.
+    // Node i's boot disk is on target i % 2, its data LUN on the other: all ten lost one.
     assert_eq!((r.hosts, r.back), (10, 10), "{r:?}");
     // Target 0 holds five boot disks' two paths each and five data LUNs.
     assert_eq!(f.targets[0].stats.accepted, 2 * (5 * 2 + 5));

@@ -40,10 +40,11 @@ pub enum Activity<'a> {
     Control(&'a dyn Agent),
 }
 
-/// A host of a stack's clients.
-pub type Host = SimHost<dyn StackClient>;
-/// A host of several adapters with a stack's clients.
-pub type World = MultiHost<dyn StackClient>;
+/// A node: one computer with one adapter and a stack's clients on it, run by a virtual-time
+/// host. ("Host" names the runtime that runs a coordinator; a computer is a node.)
+pub type Node = SimHost<dyn StackClient>;
+/// A node with several adapters, their buses on one clock.
+pub type MultiNode = MultiHost<dyn StackClient>;
 
 macro_rules! says {
     ($($ty:ty => $variant:ident),* $(,)?) => {
@@ -65,7 +66,7 @@ says! {
 
 /// A host of scripted clients alone (a scenario without the access layer), held the way a
 /// stack's host is so that every report reads it alike.
-pub fn scripted(setup: &SimSetup) -> Result<Host, PolicyError> {
+pub fn scripted(setup: &SimSetup) -> Result<Node, PolicyError> {
     let agents: Vec<Box<dyn StackClient>> = setup
         .clients
         .iter()
@@ -75,7 +76,7 @@ pub fn scripted(setup: &SimSetup) -> Result<Host, PolicyError> {
 }
 
 /// Every SRP initiator of `host`, in registration order (a multipath disk's paths each).
-pub fn disks(host: &Host) -> impl Iterator<Item = &SrpClient> {
+pub fn disks(host: &Node) -> impl Iterator<Item = &SrpClient> {
     host.agents().iter().filter_map(|a| match a.activity() {
         Activity::Disk(d) => Some(d),
         Activity::Net(_) | Activity::Verbs(_) | Activity::Control(_) => None,
@@ -83,7 +84,7 @@ pub fn disks(host: &Host) -> impl Iterator<Item = &SrpClient> {
 }
 
 /// Every IPoIB interface of `host`.
-pub fn nets(host: &Host) -> impl Iterator<Item = &IpoibClient> {
+pub fn nets(host: &Node) -> impl Iterator<Item = &IpoibClient> {
     host.agents().iter().filter_map(|a| match a.activity() {
         Activity::Net(n) => Some(n),
         Activity::Disk(_) | Activity::Verbs(_) | Activity::Control(_) => None,
@@ -91,7 +92,7 @@ pub fn nets(host: &Host) -> impl Iterator<Item = &IpoibClient> {
 }
 
 /// Every user-verbs process of `host`.
-pub fn processes(host: &Host) -> impl Iterator<Item = &UverbsClient> {
+pub fn processes(host: &Node) -> impl Iterator<Item = &UverbsClient> {
     host.agents().iter().filter_map(|a| match a.activity() {
         Activity::Verbs(u) => Some(u),
         Activity::Disk(_) | Activity::Net(_) | Activity::Control(_) => None,
@@ -99,7 +100,7 @@ pub fn processes(host: &Host) -> impl Iterator<Item = &UverbsClient> {
 }
 
 /// The I/O accounting of every disk of `host`, summed.
-pub fn io_stats(host: &Host) -> IoStats {
+pub fn io_stats(host: &Node) -> IoStats {
     let mut total = IoStats::default();
     for d in disks(host) {
         total.add(&d.io_stats());
@@ -108,7 +109,7 @@ pub fn io_stats(host: &Host) -> IoStats {
 }
 
 /// The network accounting of every IPoIB interface of `host`, summed.
-pub fn net_stats(host: &Host) -> NetStats {
+pub fn net_stats(host: &Node) -> NetStats {
     let mut total = NetStats::default();
     for n in nets(host) {
         total.add(n.stats());

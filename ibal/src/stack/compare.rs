@@ -15,7 +15,7 @@
 use hcabus::{Duration, Instant, State};
 use hcabus_sim::Fault;
 
-use super::{agents, BuildError, Host, StackSetup};
+use super::{agents, BuildError, Node, StackSetup};
 
 /// How long either way may take to bring the stack back before it counts as not back.
 pub const BACK_WITHIN: Duration = Duration::from_ms(60_000);
@@ -37,7 +37,7 @@ pub struct Cycle {
 }
 
 /// A host of `setup`'s stack, without its scripted faults, run until its I/O is flowing.
-pub fn warm(setup: &StackSetup) -> Result<Host, BuildError> {
+pub fn warm(setup: &StackSetup) -> Result<Node, BuildError> {
     let mut setup = setup.clone();
     setup.sim.faults.clear();
     setup.sim.duration = Duration::from_ms(3_600_000);
@@ -48,7 +48,7 @@ pub fn warm(setup: &StackSetup) -> Result<Host, BuildError> {
 
 /// `clients` are registered (as many as before the reset), every registered disk is up and
 /// every registered IPoIB interface has its link.
-pub fn stack_is_back(host: &Host, clients: usize) -> bool {
+pub fn stack_is_back(host: &Node, clients: usize) -> bool {
     host.coordinator().state() == State::Operational
         && host.coordinator().client_count() >= clients
         && host.coordinator().clients().all(|c| {
@@ -62,7 +62,7 @@ pub fn stack_is_back(host: &Host, clients: usize) -> bool {
 /// ever had. Read from the workloads as they stand: the full accounting
 /// ([`super::io_stats`]) copies each workload to settle what is owed, which would count as
 /// the cycle's own allocations.
-fn dropped(host: &Host) -> u64 {
+fn dropped(host: &Node) -> u64 {
     super::disks(host)
         .map(|d| {
             let s = d.workload().stats();
@@ -73,7 +73,7 @@ fn dropped(host: &Host) -> u64 {
 }
 
 /// Runs until `done` holds, a step at a time, up to [`BACK_WITHIN`] after `since`.
-fn run_until_back(host: &mut Host, since: Instant, done: impl Fn(&Host) -> bool) -> bool {
+fn run_until_back(host: &mut Node, since: Instant, done: impl Fn(&Node) -> bool) -> bool {
     while !done(host) {
         if host.now() >= since + BACK_WITHIN {
             return false;
@@ -85,7 +85,7 @@ fn run_until_back(host: &mut Host, since: Instant, done: impl Fn(&Host) -> bool)
 }
 
 /// An administrator's forced reset under the clients: the soft reset.
-pub fn soft_reset(host: &mut Host) -> Cycle {
+pub fn soft_reset(host: &mut Node) -> Cycle {
     let (start, before, epoch) = (host.now(), dropped(host), host.coordinator().epoch());
     let clients = host.coordinator().client_count();
     host.inject(Fault::AdminReset);
@@ -101,7 +101,7 @@ pub fn soft_reset(host: &mut Host) -> Cycle {
 }
 
 /// Every client removed, the adapter reset alone, `setup`'s clients added anew.
-pub fn remove_add(host: &mut Host, setup: &StackSetup) -> Result<Cycle, BuildError> {
+pub fn remove_add(host: &mut Node, setup: &StackSetup) -> Result<Cycle, BuildError> {
     let (start, before, epoch) = (host.now(), dropped(host), host.coordinator().epoch());
     let clients = host.coordinator().client_count();
     let removed = host.remove_clients();

@@ -1,12 +1,12 @@
 //! A host of several adapters (docs/design.md §9 `[[hcas]]`): one stack per adapter, the paths of
-//! multipath disks spread over them, all on one clock ([`World`]).
+//! multipath disks spread over them, all on one clock ([`MultiNode`]).
 
 use std::string::String;
 use std::vec::Vec;
 
 use hcabus_sim::MultiHost;
 
-use super::{build_with, io_stats, net_stats, BuildError, ClientSpec, StackSetup, World};
+use super::{build_with, io_stats, net_stats, BuildError, ClientSpec, MultiNode, StackSetup};
 use crate::disk::{DiskConfig, SrpClient};
 use crate::io::IoStats;
 use crate::ipoib::NetStats;
@@ -46,7 +46,7 @@ pub fn adapter_seed(seed: u64, i: usize) -> u64 {
 }
 
 /// Builds every adapter's stack, checked against its budget, on one clock.
-pub fn build_multi(setup: &MultiSetup) -> Result<World, BuildError> {
+pub fn build_multi(setup: &MultiSetup) -> Result<MultiNode, BuildError> {
     for a in &setup.adapters {
         a.stack.budget().map_err(BuildError::Budget)?;
     }
@@ -55,7 +55,7 @@ pub fn build_multi(setup: &MultiSetup) -> Result<World, BuildError> {
 
 /// Builds without the budget check: for tests that show what an adapter the budget
 /// refuses would do at run time (a path that cannot log in, recorded).
-pub fn build_multi_unchecked(setup: &MultiSetup) -> Result<World, BuildError> {
+pub fn build_multi_unchecked(setup: &MultiSetup) -> Result<MultiNode, BuildError> {
     build_multi_on(setup, (&[], None))
 }
 
@@ -65,7 +65,7 @@ pub fn build_multi_sharing(
     setup: &MultiSetup,
     targets: &[(Lid, SharedAdmission)],
     subnet: Option<&SharedSubnet>,
-) -> Result<World, BuildError> {
+) -> Result<MultiNode, BuildError> {
     for a in &setup.adapters {
         a.stack.budget().map_err(BuildError::Budget)?;
     }
@@ -75,7 +75,7 @@ pub fn build_multi_sharing(
 fn build_multi_on(
     setup: &MultiSetup,
     shared: (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
-) -> Result<World, BuildError> {
+) -> Result<MultiNode, BuildError> {
     let disks: Vec<SharedMultipath> = setup
         .disks
         .iter()
@@ -101,7 +101,7 @@ fn build_multi_on(
 }
 
 /// The multipath disks of `world`, each with its paths' clients and their adapters.
-pub fn multipath_disks(world: &World) -> Vec<(SharedMultipath, Vec<(&str, &SrpClient)>)> {
+pub fn multipath_disks(world: &MultiNode) -> Vec<(SharedMultipath, Vec<(&str, &SrpClient)>)> {
     let mut out: Vec<(SharedMultipath, Vec<(&str, &SrpClient)>)> = Vec::new();
     for (hca, host) in world.hosts() {
         for c in super::disks(host) {
@@ -118,7 +118,7 @@ pub fn multipath_disks(world: &World) -> Vec<(SharedMultipath, Vec<(&str, &SrpCl
 }
 
 /// The I/O accounting of every disk of every adapter, multipath disks once each.
-pub fn io_stats_all(world: &World) -> IoStats {
+pub fn io_stats_all(world: &MultiNode) -> IoStats {
     let mut total = IoStats::default();
     for (_, host) in world.hosts() {
         total.add(&io_stats(host));
@@ -141,7 +141,7 @@ pub fn multipath_io(mp: &SharedMultipath, paths: &[(&str, &SrpClient)]) -> IoSta
 }
 
 /// The network accounting of every adapter.
-pub fn net_stats_all(world: &World) -> NetStats {
+pub fn net_stats_all(world: &MultiNode) -> NetStats {
     let mut total = NetStats::default();
     for (_, host) in world.hosts() {
         total.add(&net_stats(host));

@@ -43,7 +43,7 @@ shuttle::thread_local! {
     static DEFERRING: Cell<u32> = Cell::new(0);
     /// The thread's IRQL: raised in a callback, or by a child holding its own spin lock.
     static RAISED: Cell<bool> = Cell::new(false);
-    static CONTEXT: usize = hcabus::host::threads::next_context();
+    static CONTEXT: usize = hcabus::host::facade::next_context();
 }
 
 /// KeRaiseIrql to DISPATCH_LEVEL for a child on a shuttle thread; returns whether it was

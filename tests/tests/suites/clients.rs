@@ -8,17 +8,17 @@ use hcabus::verbs::*;
 use hcabus::{Duration, Instant, State};
 use hcabus_sim::{Behavior, Fault, RemoteError};
 use ibal::disk::SrpClient;
-use ibal::stack::{self, ClientSpec, Host, ScriptedConfig, StackSetup};
+use ibal::stack::{self, ClientSpec, Node, ScriptedConfig, StackSetup};
 use ibal::uverbs::{UverbsClient, UverbsError};
 use ibal::*;
 
-fn run(setup: &StackSetup) -> Host {
+fn run(setup: &StackSetup) -> Node {
     let mut host = stack::build(setup).expect("valid stack");
     host.run();
     host
 }
 
-fn disk<'a>(host: &'a Host, name: &str) -> &'a SrpClient {
+fn disk<'a>(host: &'a Node, name: &str) -> &'a SrpClient {
     ibal::stack::disks(host)
         .find(|d| d.name() == name)
         .unwrap_or_else(|| panic!("no disk {name}"))
@@ -532,7 +532,7 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
 
 /// The default stack with a planned reset at 1 s and `first` registered right after IBAL;
 /// returns the host run to 0.9 s and the adapter's live objects then.
-fn planned_with(mut setup: StackSetup, first: (&str, ClientFlags, Behavior)) -> (Host, usize) {
+fn planned_with(mut setup: StackSetup, first: (&str, ClientFlags, Behavior)) -> (Node, usize) {
     setup.sim.faults = vec![(Instant::from_ms(1_000), Fault::PlannedReset)];
     let (name, flags, behavior) = first;
     setup.clients.insert(
@@ -564,7 +564,7 @@ fn unguarded(mut setup: StackSetup) -> StackSetup {
     setup
 }
 
-fn ibal_stats(host: &Host) -> IbalStats {
+fn ibal_stats(host: &Node) -> IbalStats {
     *host
         .agent::<IbalClient>()
         .expect("ibal")
@@ -635,7 +635,7 @@ fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothin
 }
 
 /// QUERY_STATE's flags as an operator's tool reads them.
-fn state_flags(host: &mut Host) -> u32 {
+fn state_flags(host: &mut Node) -> u32 {
     use hcabus::ioctl::{encode_empty, StateOut, IOCTL_HCABUS_QUERY_STATE};
     let mut input = [0u8; 8];
     encode_empty(&mut input);

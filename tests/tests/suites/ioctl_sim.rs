@@ -4,18 +4,18 @@
 use hcabus::ioctl::*;
 use hcabus::{Instant, State};
 use ibal::stack;
-use ibal::stack::Host;
+use ibal::stack::Node;
 
 const ALL: Rights = Rights::READ.union(Rights::WRITE);
 
-fn ioctl(host: &mut Host, code: u32, input: &[u8], cap: usize) -> (Reply, Vec<u8>) {
+fn ioctl(host: &mut Node, code: u32, input: &[u8], cap: usize) -> (Reply, Vec<u8>) {
     let mut out = vec![0u8; cap];
     let r = host.ioctl(code, input, &mut out, ALL);
     out.truncate(r.bytes);
     (r, out)
 }
 
-fn state(host: &mut Host) -> StateOut {
+fn state(host: &mut Node) -> StateOut {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
     let (r, out) = ioctl(
@@ -28,7 +28,7 @@ fn state(host: &mut Host) -> StateOut {
     StateOut::decode(&out).expect("state")
 }
 
-fn quiet_host() -> Host {
+fn quiet_host() -> Node {
     let mut setup = stack::boot_from_san_fast();
     setup.sim.faults.clear();
     setup.sim.duration = hcabus::Duration::from_ms(60_000);
@@ -140,14 +140,14 @@ fn a_failed_device_is_restarted_through_the_dispatcher() {
     assert_eq!((io.lost, io.duplicated), (0, 0), "{io:?}");
 }
 
-fn inject(host: &mut Host, fault: FaultRequest) -> NtStatus {
+fn inject(host: &mut Node, fault: FaultRequest) -> NtStatus {
     let mut input = [0u8; size_of::<InjectFaultIn>()];
     encode_inject_fault(&fault, &mut input);
     ioctl(host, IOCTL_HCABUS_INJECT_FAULT, &input, 0).0.status
 }
 
 /// `(state, lid)` of ports 1 and 2 as QUERY_STATE gives them.
-fn ports(host: &mut Host) -> [(u32, u32); 2] {
+fn ports(host: &mut Node) -> [(u32, u32); 2] {
     state(host).ports.map(|p| (p.state, p.lid))
 }
 
@@ -206,7 +206,7 @@ fn a_cable_pull_on_a_port_the_adapter_lacks_is_refused_and_changes_nothing() {
     assert_eq!(ports(&mut host), [(0, 0); 2]);
 }
 
-fn health(host: &mut Host) -> HealthOut {
+fn health(host: &mut Node) -> HealthOut {
     let mut input = [0u8; 8];
     encode_empty(&mut input);
     let (r, out) = ioctl(

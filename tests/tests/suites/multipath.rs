@@ -8,22 +8,22 @@ use hcabus::{Duration, Instant};
 use hcabus_sim::Fault;
 use ibal::disk::{PathTimeout, SrpClient};
 use ibal::srp_target::Route;
-use ibal::stack::{self, ClientSpec, MultiSetup, World};
+use ibal::stack::{self, ClientSpec, MultiNode, MultiSetup};
 
-fn run(setup: &MultiSetup) -> World {
+fn run(setup: &MultiSetup) -> MultiNode {
     let mut world = stack::build_multi(setup).expect("valid host");
     world.run();
     world
 }
 
-fn boot_paths(world: &World) -> Vec<(&str, &SrpClient)> {
+fn boot_paths(world: &MultiNode) -> Vec<(&str, &SrpClient)> {
     let disks = stack::multipath_disks(world);
     assert_eq!(disks.len(), 1, "one multipath disk");
     disks.into_iter().next().expect("one").1
 }
 
 /// The boot disk's own accounting, and its queue's statistics.
-fn boot_disk(world: &World) -> (ibal::io::IoStats, ibal::multipath::MultipathStats) {
+fn boot_disk(world: &MultiNode) -> (ibal::io::IoStats, ibal::multipath::MultipathStats) {
     let disks = stack::multipath_disks(world);
     let (mp, paths) = &disks[0];
     let live = paths.iter().any(|(_, c)| c.is_live_path());
@@ -32,7 +32,7 @@ fn boot_disk(world: &World) -> (ibal::io::IoStats, ibal::multipath::MultipathSta
     (io, mp.stats())
 }
 
-fn assert_exactly_once(world: &World) {
+fn assert_exactly_once(world: &MultiNode) {
     assert_io_once(world);
     let (checked, violated) = world.invariants();
     assert!(checked > 0);
@@ -40,7 +40,7 @@ fn assert_exactly_once(world: &World) {
 }
 
 /// Every I/O completed or failed exactly once, none lost, every read what was last written.
-fn assert_io_once(world: &World) {
+fn assert_io_once(world: &MultiNode) {
     let io = stack::io_stats_all(world);
     assert_eq!(io.lost, 0, "{io:?}");
     assert_eq!(io.duplicated, 0, "{io:?}");
@@ -255,7 +255,7 @@ fn tune_paths(
 }
 
 /// The paths' disk statistics, summed.
-fn path_disk_stats(world: &World) -> ibal::disk::DiskStats {
+fn path_disk_stats(world: &MultiNode) -> ibal::disk::DiskStats {
     let mut sum = ibal::disk::DiskStats::default();
     for (_, c) in boot_paths(world) {
         let s = c.disk().stats();

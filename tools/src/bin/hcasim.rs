@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 use hcabus_sim::random_setup;
 use hcabus_tools::{report, scenario, timeline};
-use ibal::stack::Host;
+use ibal::stack::Node;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -222,62 +222,62 @@ fn read_any_scenario(file: &std::path::Path) -> Result<scenario::Scenario, ExitC
 /// A run: one adapter's host, or several adapters' on one clock.
 // One per process, built once: boxing the large variant buys nothing.
 #[allow(clippy::large_enum_variant)]
-enum World {
-    One(Host),
-    Many(ibal::stack::World),
+enum Run {
+    One(Node),
+    Many(ibal::stack::MultiNode),
 }
 
-impl World {
+impl Run {
     fn end(&self) -> hcabus::Instant {
         match self {
-            World::One(h) => h.end(),
-            World::Many(w) => w.end(),
+            Run::One(h) => h.end(),
+            Run::Many(w) => w.end(),
         }
     }
     fn run_until(&mut self, t: hcabus::Instant) {
         match self {
-            World::One(h) => h.run_until(t),
-            World::Many(w) => w.run_until(t),
+            Run::One(h) => h.run_until(t),
+            Run::Many(w) => w.run_until(t),
         }
     }
     fn reset_in_progress(&self) -> bool {
         match self {
-            World::One(h) => h.coordinator().reset_in_progress(),
-            World::Many(w) => w.reset_in_progress(),
+            Run::One(h) => h.coordinator().reset_in_progress(),
+            Run::Many(w) => w.reset_in_progress(),
         }
     }
     fn set_alloc_probe(&mut self, probe: hcabus_sim::AllocProbe) {
         match self {
-            World::One(h) => h.set_alloc_probe(probe),
-            World::Many(w) => w.set_alloc_probe(probe),
+            Run::One(h) => h.set_alloc_probe(probe),
+            Run::Many(w) => w.set_alloc_probe(probe),
         }
     }
     fn svg(&self) -> String {
         match self {
-            World::One(h) => hcabus_tools::svg::render(h),
-            World::Many(w) => hcabus_tools::svg::render_many(w.hosts()),
+            Run::One(h) => hcabus_tools::svg::render(h),
+            Run::Many(w) => hcabus_tools::svg::render_many(w.hosts()),
         }
     }
     fn json(&self) -> String {
         match self {
-            World::One(h) => report::to_json(h),
-            World::Many(w) => report::json(&report::build_many(w)),
+            Run::One(h) => report::to_json(h),
+            Run::Many(w) => report::json(&report::build_many(w)),
         }
     }
     fn text(&self, flight_record: bool) -> String {
         let mut t = match self {
-            World::One(h) => {
+            Run::One(h) => {
                 let mut t = timeline::render(h);
                 t.push_str(&timeline::workload(h));
                 t
             }
-            World::Many(w) => hcabus_tools::world::render(w),
+            Run::Many(w) => hcabus_tools::world::render(w),
         };
         if flight_record {
             t.push_str("\nflight record:\n");
-            let hosts: Vec<(&str, &Host)> = match self {
-                World::One(h) => std::vec![("", h)],
-                World::Many(w) => w.hosts().iter().map(|(n, h)| (n.as_str(), h)).collect(),
+            let hosts: Vec<(&str, &Node)> = match self {
+                Run::One(h) => std::vec![("", h)],
+                Run::Many(w) => w.hosts().iter().map(|(n, h)| (n.as_str(), h)).collect(),
             };
             for (name, h) in hosts {
                 if !name.is_empty() {
@@ -290,21 +290,21 @@ impl World {
     }
     fn io(&self) -> ibal::io::IoStats {
         match self {
-            World::One(h) => ibal::stack::io_stats(h),
-            World::Many(w) => ibal::stack::io_stats_all(w),
+            Run::One(h) => ibal::stack::io_stats(h),
+            Run::Many(w) => ibal::stack::io_stats_all(w),
         }
     }
     fn violated(&self) -> bool {
         match self {
-            World::One(h) => !h.checker().violations.is_empty(),
-            World::Many(w) => !w.invariants().1.is_empty(),
+            Run::One(h) => !h.checker().violations.is_empty(),
+            Run::Many(w) => !w.invariants().1.is_empty(),
         }
     }
 }
 
 /// Runs to the end; a long run shows a progress bar when stdout is a terminal. The run is
 /// the same either way: stepping to intermediate instants changes nothing.
-fn run_with_progress(host: &mut World) {
+fn run_with_progress(host: &mut Run) {
     use std::io::IsTerminal;
     let end = host.end();
     const LONG_US: u64 = 60_000_000;
@@ -470,20 +470,20 @@ fn built<T>(name: &str, host: Result<T, String>) -> Result<T, ExitCode> {
     })
 }
 
-fn stack_world(setup: &ibal::stack::StackSetup) -> Result<World, ExitCode> {
+fn stack_world(setup: &ibal::stack::StackSetup) -> Result<Run, ExitCode> {
     built(
         &setup.sim.name,
         ibal::stack::build(setup).map_err(|e| e.to_string()),
     )
-    .map(World::One)
+    .map(Run::One)
 }
 
-fn many_world(setup: &ibal::stack::MultiSetup) -> Result<World, ExitCode> {
+fn many_world(setup: &ibal::stack::MultiSetup) -> Result<Run, ExitCode> {
     built(
         &setup.name,
         ibal::stack::build_multi(setup).map_err(|e| e.to_string()),
     )
-    .map(World::Many)
+    .map(Run::Many)
 }
 
 /// `hcasim run FILE`: its scenario, with the seed `run --seed` or `hcasim --seed` gives.
@@ -491,7 +491,7 @@ fn run_world(
     file: &std::path::Path,
     seed: Option<u64>,
     global: Option<u64>,
-) -> Result<World, ExitCode> {
+) -> Result<Run, ExitCode> {
     let setup = read_any_scenario(file)?;
     // `hcasim --seed N run FILE` means what `hcasim run FILE --seed N` does.
     let seed = match (seed, global) {
@@ -521,7 +521,7 @@ fn run_world(
 /// The host a command line runs (a scenario file, a random scenario or the embedded
 /// default) and whether it wants JSON. `Err` is the exit code of a command that is over:
 /// `serve`, `hunt`, or a refusal already reported.
-fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
+fn host_for(cli: &Cli) -> Result<(Run, bool), ExitCode> {
     match &cli.command {
         Some(Command::Run {
             file, json, seed, ..
@@ -561,7 +561,7 @@ fn host_for(cli: &Cli) -> Result<(World, bool), ExitCode> {
                     setup.seed = seed;
                 }
                 let host = ibal::stack::scripted(&setup).map_err(|e| e.to_string());
-                Ok((World::One(built(&setup.name, host)?), false))
+                Ok((Run::One(built(&setup.name, host)?), false))
             }
             None if cli.multipath => {
                 let mut setup = ibal::stack::boot_from_san_multipath();

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use hcabus::bus::ClientReport;
 use ibal::block::{IoBucket, IoSeries};
 use ibal::multipath::{Multipath, PathEventKind, SharedMultipath};
-use ibal::stack::Host;
+use ibal::stack::Node;
 
 use super::{escape, span, Canvas, LEFT, WIDTH};
 
@@ -51,7 +51,7 @@ pub struct IoLane {
 
 /// The lanes of `host`'s disks that carry their own workload (a multipath path's is the
 /// disk's, drawn by [`multipath_lanes`]).
-pub fn disk_lanes(host: &Host) -> Vec<IoLane> {
+pub fn disk_lanes(host: &Node) -> Vec<IoLane> {
     ibal::stack::disks(host)
         .filter(|c| c.multipath().is_none())
         .map(|c| IoLane {
@@ -65,7 +65,7 @@ pub fn disk_lanes(host: &Host) -> Vec<IoLane> {
 }
 
 /// The lanes of the multipath disks over `hosts`, one per disk however many paths it has.
-pub fn multipath_lanes(hosts: &[(String, Host)]) -> Vec<IoLane> {
+pub fn multipath_lanes(hosts: &[(String, Node)]) -> Vec<IoLane> {
     let end_us = hosts
         .iter()
         .map(|(_, h)| h.end().as_us())
@@ -97,7 +97,7 @@ pub fn multipath_lanes(hosts: &[(String, Host)]) -> Vec<IoLane> {
 
 /// Each path of a multipath disk in a line: its adapter, I/Os, commands moved off it (and
 /// given up slow), its time down.
-fn path_lines(hosts: &[(String, Host)], mp: &SharedMultipath, disk: &Multipath) -> Vec<String> {
+fn path_lines(hosts: &[(String, Node)], mp: &SharedMultipath, disk: &Multipath) -> Vec<String> {
     let mut lines = Vec::new();
     for (name, host) in hosts {
         for c in ibal::stack::disks(host) {
@@ -121,7 +121,7 @@ fn path_lines(hosts: &[(String, Host)], mp: &SharedMultipath, disk: &Multipath) 
 
 /// A multipath disk's path events as marks: each path named by its adapter.
 fn path_marks(
-    hosts: &[(String, Host)],
+    hosts: &[(String, Node)],
     mp: &SharedMultipath,
     disk: &Multipath,
 ) -> Vec<(u64, String, &'static str)> {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use hcabus::hca::HwStep;
 use hcabus::recorder::{HwOutcome, Record, RecordKind};
 use hcabus::types::PortState;
-use ibal::stack::Host;
+use ibal::stack::Node;
 
 use super::{escape, span, Canvas};
 
@@ -78,7 +78,7 @@ fn push(out: &mut Vec<Segment>, port: u8, (from, to): (u64, u64), state: PortSta
 impl Canvas {
     /// One thin bar per port along the top of the bus lane, and a diamond where a health
     /// poll found an error.
-    pub(super) fn ports(&mut self, host: &Host, records: &[&Record]) {
+    pub(super) fn ports(&mut self, host: &Node, records: &[&Record]) {
         let (link_up, _) = host.hca().ports().timings();
         let link_up = link_up.as_us();
         let mut segs = segments(records, host.end().as_us());

@@ -1,14 +1,14 @@
 //! The threaded host (threaded.rs) on real threads, the IRQL verifier (irql.rs) and std's
-//! threads as the host sees them (threads.rs). Every outcome asserted is one the code
+//! threads as the host sees them (facade.rs). Every outcome asserted is one the code
 //! guarantees, whatever the scheduling: ordering comes from joins and channels, and the
 //! only waits are the host's own bounded ones.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 
+use crate::host::facade::{next_context, StdThreads, Threads};
 use crate::host::irql::{self, BlockAtDispatch, Irql};
 use crate::host::threaded::{EventCallback, StartError, StdPlatform, ThreadPlatform, ThreadedHost};
-use crate::host::threads::{next_context, StdThreads, Threads};
 
 use super::*;
 

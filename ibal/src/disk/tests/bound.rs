@@ -13,11 +13,11 @@ use hcabus::{Duration, Instant};
 use super::{config, disk, routed, run_to, setup};
 use crate::disk::{DiskConfig, MAX_BOUND_STRIKES};
 use crate::srp_target::{Route, RoutePhase};
-use crate::stack::{self, Host};
+use crate::stack::{self, Node};
 
 /// The disk of `routed` (2.5 ms answers, four on the wire), its route swallowing everything
 /// from `from` to `to` ms, on an adapter whose transport is `transport`.
-fn blackholed(config: DiskConfig, (from, to): (u64, u64), transport: RcTransport) -> Host {
+fn blackholed(config: DiskConfig, (from, to): (u64, u64), transport: RcTransport) -> Node {
     let mut route = Route::constant(Duration::from_us(2_500));
     for (at, blackhole) in [(from, true), (to, false)] {
         let phase = RoutePhase {

@@ -10,71 +10,71 @@ use hcabus::Instant;
 use crate::disk::SrpClient;
 use crate::io::IoStats;
 use crate::ipoib::IpoibClient;
-use crate::stack::{self, Host, World};
+use crate::stack::{self, MultiNode, Node};
 
-/// One host of a fleet.
+/// One node of a fleet: a computer of one adapter or of several.
 #[derive(Debug)]
 // A fleet holds thousands, of one kind each: boxing the larger would cost a pointer chase a
 // step for nothing.
 #[allow(clippy::large_enum_variant)]
-pub enum FleetHost {
-    One(Host),
-    Many(World),
+pub enum FleetNode {
+    One(Node),
+    Many(MultiNode),
 }
 
-impl FleetHost {
+impl FleetNode {
     pub fn name(&self) -> &str {
         match self {
-            FleetHost::One(h) => h.name(),
-            FleetHost::Many(w) => w.name(),
+            FleetNode::One(h) => h.name(),
+            FleetNode::Many(w) => w.name(),
         }
     }
 
     /// When something is next due on any of its adapters.
     pub fn next_due(&self) -> Option<Instant> {
         match self {
-            FleetHost::One(h) => h.next_due(),
-            FleetHost::Many(w) => w.next_due(),
+            FleetNode::One(h) => h.next_due(),
+            FleetNode::Many(w) => w.next_due(),
         }
     }
 
     pub fn run_until(&mut self, t: Instant) {
         match self {
-            FleetHost::One(h) => h.run_until(t),
-            FleetHost::Many(w) => w.run_until(t),
+            FleetNode::One(h) => h.run_until(t),
+            FleetNode::Many(w) => w.run_until(t),
         }
     }
 
     /// Whether a run of it stopped at a livelock (its checker holds the violation).
     pub fn livelocked(&self) -> bool {
         match self {
-            FleetHost::One(h) => h.livelocked(),
-            FleetHost::Many(w) => {
+            FleetNode::One(h) => h.livelocked(),
+            FleetNode::Many(w) => {
                 w.livelocks() > 0 || w.hosts().iter().any(|(_, h)| h.livelocked())
             }
         }
     }
 
     /// Its adapters' hosts, in order.
-    pub fn adapters(&self) -> Vec<&Host> {
+    pub fn adapters(&self) -> Vec<&Node> {
         match self {
-            FleetHost::One(h) => std::vec![h],
-            FleetHost::Many(w) => w.hosts().iter().map(|(_, h)| h).collect(),
+            FleetNode::One(h) => std::vec![h],
+            FleetNode::Many(w) => w.hosts().iter().map(|(_, h)| h).collect(),
         }
     }
 
     /// Adapter `i`'s host.
-    pub fn adapter_mut(&mut self, i: usize) -> Option<&mut Host> {
+    pub fn adapter_mut(&mut self, i: usize) -> Option<&mut Node> {
         match self {
-            FleetHost::One(h) => (i == 0).then_some(h),
-            FleetHost::Many(w) => w.host_mut(i),
+            FleetNode::One(h) => (i == 0).then_some(h),
+            FleetNode::Many(w) => w.host_mut(i),
         }
     }
 
     pub fn adapter_count(&self) -> usize {
         match self {
-            FleetHost::One(_) => 1,
-            FleetHost::Many(w) => w.hosts().len(),
+            FleetNode::One(_) => 1,
+            FleetNode::Many(w) => w.hosts().len(),
         }
     }
 
@@ -92,8 +92,8 @@ impl FleetHost {
     /// Its I/O accounting: each disk once (a multipath disk once, not per path).
     pub fn io_stats(&self) -> IoStats {
         match self {
-            FleetHost::One(h) => stack::io_stats(h),
-            FleetHost::Many(w) => stack::io_stats_all(w),
+            FleetNode::One(h) => stack::io_stats(h),
+            FleetNode::Many(w) => stack::io_stats_all(w),
         }
     }
 
@@ -108,16 +108,16 @@ impl FleetHost {
     /// Invariant points checked, and every violation (named by adapter with several).
     pub fn invariants(&self) -> (u64, Vec<String>) {
         match self {
-            FleetHost::One(h) => (h.checker().checked, h.checker().violations.clone()),
-            FleetHost::Many(w) => w.invariants(),
+            FleetNode::One(h) => (h.checker().checked, h.checker().violations.clone()),
+            FleetNode::Many(w) => w.invariants(),
         }
     }
 
     /// The longest its multipath disks went with no path (0 for a host of one adapter).
     pub fn no_path_us(&self) -> u64 {
         match self {
-            FleetHost::One(_) => 0,
-            FleetHost::Many(w) => stack::multipath_disks(w)
+            FleetNode::One(_) => 0,
+            FleetNode::Many(w) => stack::multipath_disks(w)
                 .iter()
                 .map(|(mp, _)| mp.lock().stats().no_path_us)
                 .max()

@@ -1,4 +1,4 @@
-//! Hosts that share a target's login capacity (docs/design.md §11): each disk is the real
+//! Nodes that share a target's login capacity (docs/design.md §11): each disk is the real
 //! one, and a login the target has no room for is rejected and retried with the backoff.
 
 use std::vec::Vec;
@@ -8,7 +8,7 @@ use hcabus::{Duration, Instant};
 use super::{disk, routed, setup};
 use crate::disk::DiskConfig;
 use crate::srp_target::{LoginCapacity, SharedAdmission};
-use crate::stack::{self, Host};
+use crate::stack::{self, Node};
 
 /// Two hosts whose disks log in at 0 ms to one target that takes one login at a time (each
 /// takes 20 ms): the second is rejected, backs off, and logs in once the first is done. The
@@ -25,7 +25,7 @@ fn a_login_the_target_has_no_room_for_is_retried_after_a_backoff() {
     };
     let target = SharedAdmission::new(capacity).expect("a capacity that can be");
     let shared = [(config.target_lid, target.clone())];
-    let mut hosts: Vec<Host> = (0..2)
+    let mut hosts: Vec<Node> = (0..2)
         .map(|_| stack::build_sharing(&setup(config, Vec::new()), &shared).expect("builds"))
         .collect();
     for ms in 1..=200 {
@@ -74,7 +74,7 @@ fn a_target_restart_brings_every_host_back_within_its_capacity() {
     };
     let target = SharedAdmission::new(capacity).expect("a capacity that can be");
     let shared = [(config.target_lid, target.clone())];
-    let mut hosts: Vec<Host> = (0..HOSTS)
+    let mut hosts: Vec<Node> = (0..HOSTS)
         .map(|i| {
             let mut s = setup(config, Vec::new());
             s.sim.seed = i as u64;
