@@ -92,46 +92,64 @@ macro_rules! policy_keys {
 }
 hcabus::with_policy_keys!(policy_keys);
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Client {
-    pub(super) name: String,
-    pub(super) kind: String,
-    // srp and bootdisk
-    pub(super) iops: Option<u32>,
-    pub(super) queue_depth: Option<u16>,
-    pub(super) read_pct: Option<u8>,
-    pub(super) blocks: Option<u64>,
-    // srp, bootdisk, ipoib
-    pub(super) port: Option<u8>,
-    // ipoib
-    pub(super) pps: Option<u32>,
-    // srp, ipoib, custom
-    pub(super) ack_delay_ms: Option<u64>,
-    // custom
-    pub(super) never_ack: Option<bool>,
+/// A `[[clients]]` table's keys besides `name` and `kind`, each with the client kinds that
+/// take it: the one list the table's fields, the per-kind rule and the check for a key the
+/// kind does not take are made from (a key given to a kind that does not take it is an
+/// impossible combination, refused by name). In the table's order, which serde's message
+/// for an unknown key lists.
+macro_rules! client_keys {
+    ($( $(#[$doc:meta])* $key:ident : $ty:ty => [$($kind:ident),+]; )+) => {
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct Client {
+            pub(super) name: String,
+            pub(super) kind: String,
+            $( $(#[$doc])* pub(super) $key: Option<$ty>, )+
+        }
+
+        impl Client {
+            /// The first key set that a client of `kind` does not take.
+            pub(super) fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
+                $( if self.$key.is_some() && ![$(ClientKind::$kind),+].contains(&kind) {
+                    return Some(stringify!($key));
+                } )+
+                None
+            }
+        }
+    };
+}
+
+client_keys! {
+    iops: u32 => [BootDisk, Srp];
+    queue_depth: u16 => [BootDisk, Srp];
+    read_pct: u8 => [BootDisk, Srp];
+    blocks: u64 => [BootDisk, Srp];
+    port: u8 => [BootDisk, Srp, Ipoib];
+    pps: u32 => [Ipoib];
+    ack_delay_ms: u64 => [Srp, Ipoib, Custom];
+    never_ack: bool => [Custom];
     /// Registers with CAN_VETO: it is asked before a planned reset (and consents unless
     /// `veto_planned`, or stays silent with `never_ack`).
-    pub(super) can_veto: Option<bool>,
-    pub(super) veto_planned: Option<bool>,
-    pub(super) unregister_on_reset: Option<bool>,
-    pub(super) reregister_on_reset: Option<bool>,
-    pub(super) request_reset_at_ms: Option<u64>,
-    pub(super) request_every_ms: Option<u64>,
-    pub(super) request_on_reset_end: Option<bool>,
-    /// Its adapter, with several (`[[hcas]]`).
-    pub(super) hca: Option<String>,
-    /// srp and bootdisk with several adapters: one path through each adapter named.
-    pub(super) paths: Option<Vec<String>>,
-    /// srp and bootdisk: the last-path guard (default: on for a boot disk, off otherwise).
-    pub(super) guard_last_path: Option<bool>,
-    /// srp and bootdisk with `paths`: fast path failover's fixed timeout (0: off); without
-    /// it the timeout is learned per path within `path_timeout_min_ms..=path_timeout_max_ms`.
-    pub(super) path_io_timeout_ms: Option<u64>,
-    pub(super) path_timeout_min_ms: Option<u64>,
-    pub(super) path_timeout_max_ms: Option<u64>,
-    /// srp and bootdisk: the command bound's ceiling (docs/design.md §7 "Every command ends").
-    pub(super) command_timeout_ms: Option<u64>,
+    can_veto: bool => [Custom];
+    veto_planned: bool => [Custom];
+    unregister_on_reset: bool => [Custom];
+    reregister_on_reset: bool => [Custom];
+    request_reset_at_ms: u64 => [Custom];
+    request_every_ms: u64 => [Custom];
+    request_on_reset_end: bool => [Custom];
+    /// Its adapter, with several (`[[hcas]]`): any kind.
+    hca: String => [Ibal, BootDisk, Srp, Ipoib, Uverbs, Custom];
+    /// With several adapters: one path through each adapter named.
+    paths: Vec<String> => [BootDisk, Srp];
+    /// The last-path guard (default: on for a boot disk, off otherwise).
+    guard_last_path: bool => [BootDisk, Srp];
+    /// With `paths`: fast path failover's fixed timeout (0: off); without it the timeout
+    /// is learned per path within `path_timeout_min_ms..=path_timeout_max_ms`.
+    path_io_timeout_ms: u64 => [BootDisk, Srp];
+    path_timeout_min_ms: u64 => [BootDisk, Srp];
+    path_timeout_max_ms: u64 => [BootDisk, Srp];
+    /// The command bound's ceiling (docs/design.md §7 "Every command ends").
+    command_timeout_ms: u64 => [BootDisk, Srp];
 }
 
 #[derive(Debug, Deserialize)]
@@ -149,108 +167,65 @@ pub(super) struct EventKeys {
     pub(super) hca: Option<String>,
 }
 
-/// How a scenario makes a client of one kind: the keys it takes besides `name` and `kind`
-/// (anything else set is an impossible combination), and its spec from them (`None` for
-/// the access layer, which the stack adds itself).
+/// How a scenario makes a client of one kind from its keys (which keys it takes is
+/// `client_keys!`'s): its spec, `None` for the access layer, which the stack adds itself.
 pub(super) struct KindRule {
-    keys: &'static [&'static str],
     pub(super) make: fn(&mut Clients, usize, &Client) -> Result<Option<ClientSpec>, ScenarioError>,
 }
 
-/// Each kind's rule: a new kind of client is one arm here.
+/// Each kind's rule: a new kind of client is one arm here and its keys in `client_keys!`.
 pub(super) fn rule(kind: ClientKind) -> KindRule {
-    let (keys, make): (_, fn(&mut Clients, usize, &Client) -> _) = match kind {
-        ClientKind::Ibal => (&[][..], Clients::ibal),
-        ClientKind::BootDisk => (
-            &[
-                "iops",
-                "queue_depth",
-                "read_pct",
-                "blocks",
-                "port",
-                "paths",
-                "guard_last_path",
-                "path_io_timeout_ms",
-                "path_timeout_min_ms",
-                "path_timeout_max_ms",
-                "command_timeout_ms",
-            ][..],
-            |s, i, c| s.disk(i, c, true),
-        ),
-        ClientKind::Srp => (
-            &[
-                "paths",
-                "guard_last_path",
-                "path_io_timeout_ms",
-                "path_timeout_min_ms",
-                "path_timeout_max_ms",
-                "command_timeout_ms",
-                "iops",
-                "queue_depth",
-                "read_pct",
-                "blocks",
-                "port",
-                "ack_delay_ms",
-            ][..],
-            |s, i, c| s.disk(i, c, false),
-        ),
-        ClientKind::Ipoib => (&["port", "pps", "ack_delay_ms"][..], Clients::ipoib),
-        ClientKind::Uverbs => (&[][..], Clients::uverbs),
-        ClientKind::Custom => (
-            &[
-                "ack_delay_ms",
-                "never_ack",
-                "can_veto",
-                "veto_planned",
-                "unregister_on_reset",
-                "reregister_on_reset",
-                "request_reset_at_ms",
-                "request_every_ms",
-                "request_on_reset_end",
-            ][..],
-            |_, i, c| super::custom(i, c),
-        ),
+    let make: fn(&mut Clients, usize, &Client) -> _ = match kind {
+        ClientKind::Ibal => Clients::ibal,
+        ClientKind::BootDisk => |s, i, c| s.disk(i, c, true),
+        ClientKind::Srp => |s, i, c| s.disk(i, c, false),
+        ClientKind::Ipoib => Clients::ipoib,
+        ClientKind::Uverbs => Clients::uverbs,
+        ClientKind::Custom => |_, i, c| super::custom(i, c),
     };
-    KindRule { keys, make }
-}
-
-impl Client {
-    /// The first key set that a client of `kind` does not take.
-    pub(super) fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
-        let set: [(&str, bool); 21] = [
-            ("iops", self.iops.is_some()),
-            ("queue_depth", self.queue_depth.is_some()),
-            ("read_pct", self.read_pct.is_some()),
-            ("blocks", self.blocks.is_some()),
-            ("port", self.port.is_some()),
-            ("pps", self.pps.is_some()),
-            ("ack_delay_ms", self.ack_delay_ms.is_some()),
-            ("never_ack", self.never_ack.is_some()),
-            ("can_veto", self.can_veto.is_some()),
-            ("veto_planned", self.veto_planned.is_some()),
-            ("unregister_on_reset", self.unregister_on_reset.is_some()),
-            ("reregister_on_reset", self.reregister_on_reset.is_some()),
-            ("request_reset_at_ms", self.request_reset_at_ms.is_some()),
-            ("request_every_ms", self.request_every_ms.is_some()),
-            ("request_on_reset_end", self.request_on_reset_end.is_some()),
-            ("paths", self.paths.is_some()),
-            ("guard_last_path", self.guard_last_path.is_some()),
-            ("path_io_timeout_ms", self.path_io_timeout_ms.is_some()),
-            ("path_timeout_min_ms", self.path_timeout_min_ms.is_some()),
-            ("path_timeout_max_ms", self.path_timeout_max_ms.is_some()),
-            ("command_timeout_ms", self.command_timeout_ms.is_some()),
-        ];
-        let allowed = rule(kind).keys;
-        set.into_iter()
-            .find(|(k, on)| *on && !allowed.contains(k))
-            .map(|(k, _)| k)
-    }
+    KindRule { make }
 }
 
 #[cfg(test)]
 mod tests {
     use hcabus::policy::Limit;
     use hcabus::Policy;
+
+    /// A scenario of one client of `kind` with `extra` keys, as the parser sees it.
+    fn client(kind: &str, extra: &str) -> Result<(), super::super::ScenarioError> {
+        let text = format!(
+            "name = \"t\"\n[[clients]]\nname = \"ibal\"\nkind = \"ibal\"\n\
+             [[clients]]\nname = \"c\"\nkind = \"{kind}\"\n{extra}\n"
+        );
+        super::super::parse(&text).map(|_| ())
+    }
+
+    /// The table of client keys decides, for each kind, which keys are taken and which are
+    /// refused by name; of several keys a kind does not take, the table's first is named.
+    #[test]
+    fn a_key_a_clients_kind_does_not_take_is_refused_by_name() {
+        for (kind, key) in [
+            ("srp", "pps = 10"),
+            ("bootdisk", "ack_delay_ms = 5"),
+            ("ipoib", "iops = 10"),
+            ("custom", "iops = 10"),
+            ("uverbs", "port = 1"),
+        ] {
+            let e = client(kind, key).expect_err(key);
+            let name = key.split(' ').next().unwrap_or_default();
+            assert_eq!(e.key, format!("clients[1].{name}"), "{kind}: {e:?}");
+            assert!(e.message.contains(kind), "{e:?}");
+        }
+        for (kind, key) in [
+            ("srp", "ack_delay_ms = 5"),
+            ("ipoib", "port = 1"),
+            ("custom", "can_veto = true"),
+        ] {
+            assert!(client(kind, key).is_ok(), "{kind} takes {key}");
+        }
+        let e = client("srp", "never_ack = true\npps = 3").expect_err("two stray keys");
+        assert_eq!(e.key, "clients[1].pps", "the table's first: {e:?}");
+    }
 
     /// docs/hcasim.md's `[policy]` block is the table as a user reads it: every key, in the
     /// table's order, each commented with its default first.
