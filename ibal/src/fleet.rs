@@ -90,6 +90,20 @@ impl FleetFault {
             FleetFault::RolloutLook => "rollout_look",
         }
     }
+
+    /// Whether it takes the links of every host down, so that its recovery waits for each
+    /// interface to be up again. No wildcard: a new fault says.
+    pub fn takes_links(&self) -> bool {
+        match self {
+            FleetFault::LinkFlap { .. } | FleetFault::PowerOn => true,
+            FleetFault::TargetRestart { .. }
+            | FleetFault::SmFailover
+            | FleetFault::SaOverload { .. }
+            | FleetFault::Reregister
+            | FleetFault::Rollout { .. }
+            | FleetFault::RolloutLook => false,
+        }
+    }
 }
 
 /// A fleet to build.

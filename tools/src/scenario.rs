@@ -15,6 +15,7 @@ use ibal::uverbs::UverbsConfig;
 use ibal::IbalConfig;
 
 pub mod fleet;
+mod fleet_faults;
 mod keys;
 mod multi;
 mod paths;

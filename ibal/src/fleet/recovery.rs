@@ -69,7 +69,7 @@ impl Recovery {
                     host: h,
                     // A failover takes no disk's path: none to look at.
                     logins_before: if sm { Vec::new() } else { logins_before },
-                    nets: matches!(fault, FleetFault::LinkFlap { .. } | FleetFault::PowerOn),
+                    nets: fault.takes_links(),
                     joins_before: sm.then(|| joins(host)),
                     back_at: None,
                 }

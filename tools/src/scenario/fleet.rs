@@ -11,6 +11,7 @@ use ibal::srp_target::{Admission, LoginCapacity};
 use ibal::stack::ClientSpec;
 use serde::Deserialize;
 
+use super::fleet_faults::{self, EventArgs};
 use super::{err, ScenarioError, MAX_FABRIC_MS};
 
 #[derive(Debug, Deserialize)]
@@ -270,103 +271,13 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
         if e.at_ms >= duration_ms {
             return Err(err(at("at_ms"), "at or after the run's end (duration_ms)"));
         }
-        let down = |kind: &str| match e.down_ms {
-            Some(ms) if (1..=MAX_FABRIC_MS).contains(&ms) => Ok(Duration::from_ms(ms)),
-            Some(_) => Err(err(at("down_ms"), format!("must be 1..={MAX_FABRIC_MS}"))),
-            None => Err(err(
-                at("down_ms"),
-                format!("a {kind} says how long (down_ms)"),
-            )),
+        let args = EventArgs {
+            target: e.target,
+            down_ms: e.down_ms,
+            max_in_reset_per_target: e.max_in_reset_per_target,
         };
-        let no_target = |kind: &str| match e.target {
-            Some(_) => Err(err(
-                at("target"),
-                format!("a {kind} is fabric-wide: no target"),
-            )),
-            None => Ok(()),
-        };
-        if e.kind != "rollout" && e.max_in_reset_per_target.is_some() {
-            return Err(err(
-                at("max_in_reset_per_target"),
-                "only a rollout takes it",
-            ));
-        }
-        let fault = match e.kind.as_str() {
-            "target_restart" => match e.target {
-                Some(target) if target < keys.targets.len() => FleetFault::TargetRestart {
-                    target,
-                    down: down("target restart")?,
-                },
-                Some(t) => {
-                    return Err(err(
-                        at("target"),
-                        format!("no target {t}: the fleet has {}", keys.targets.len()),
-                    ))
-                }
-                None => return Err(err(at("target"), "a target restart names its target")),
-            },
-            "link_flap" => {
-                no_target("link flap")?;
-                FleetFault::LinkFlap {
-                    down: down("link flap")?,
-                }
-            }
-            "sa_overload" => {
-                no_target("SA overload")?;
-                FleetFault::SaOverload {
-                    down: down("SA overload")?,
-                }
-            }
-            "rollout" => {
-                if keys.host != "multipath" {
-                    return Err(err(
-                        at("kind"),
-                        "a rollout needs hosts of two adapters (fleet.host = \"multipath\"): \
-                         a boot disk's last-path guard refuses every activation of its only one",
-                    ));
-                }
-                no_target("rollout")?;
-                if e.down_ms.is_some() {
-                    return Err(err(
-                        at("down_ms"),
-                        "a rollout lasts until every adapter is done",
-                    ));
-                }
-                match e.max_in_reset_per_target {
-                    Some(n) if (1..=MAX_HOSTS).contains(&n) => {
-                        FleetFault::Rollout { max_per_target: n }
-                    }
-                    _ => {
-                        return Err(err(
-                            at("max_in_reset_per_target"),
-                            format!(
-                                "a rollout says how many adapters of a target may be in reset \
-                                 at once, 1..={MAX_HOSTS}"
-                            ),
-                        ))
-                    }
-                }
-            }
-            "sm_failover" => {
-                no_target("subnet-manager failover")?;
-                if e.down_ms.is_some() {
-                    return Err(err(
-                        at("down_ms"),
-                        "a failover lasts until the standby takes over and sweeps ([fleet.sm])",
-                    ));
-                }
-                FleetFault::SmFailover
-            }
-            other => {
-                return Err(err(
-                    at("kind"),
-                    format!(
-                        "{other:?}: one of \"target_restart\", \"link_flap\", \"sm_failover\", \
-                         \"sa_overload\", \"rollout\""
-                    ),
-                ))
-            }
-        };
+        let multipath = keys.host == "multipath";
+        let fault = fleet_faults::fault(i, &e.kind, args, keys.targets.len(), multipath)?;
         out.push((Instant::from_ms(e.at_ms), fault));
     }
     Ok(out)
