@@ -104,6 +104,31 @@ impl FleetFault {
             | FleetFault::RolloutLook => false,
         }
     }
+
+    /// Which disks of a host its recovery waits for to log in again. No wildcard.
+    pub fn disks_waited(&self) -> DisksWaited {
+        match self {
+            FleetFault::TargetRestart { target, .. } => DisksWaited::OfTarget(*target),
+            FleetFault::PowerOn => DisksWaited::EveryFirstLogin,
+            FleetFault::LinkFlap { .. }
+            | FleetFault::SmFailover
+            | FleetFault::SaOverload { .. }
+            | FleetFault::Reregister
+            | FleetFault::Rollout { .. }
+            | FleetFault::RolloutLook => DisksWaited::EveryUp,
+        }
+    }
+}
+
+/// The disks a fault's recovery waits for ([`FleetFault::disks_waited`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisksWaited {
+    /// Those of one target that were up: they log in again.
+    OfTarget(usize),
+    /// Every disk that was up.
+    EveryUp,
+    /// Every disk, from its first login (the fleet powers on).
+    EveryFirstLogin,
 }
 
 /// A fleet to build.

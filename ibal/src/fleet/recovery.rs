@@ -4,8 +4,8 @@ use std::vec::Vec;
 
 use hcabus::{Duration, Instant};
 
-use super::FleetFault;
 use super::FleetNode;
+use super::{DisksWaited, FleetFault};
 
 /// A disk the fault does not touch.
 const UNTOUCHED: u32 = u32::MAX;
@@ -55,10 +55,10 @@ impl Recovery {
                 let logins_before = hosts[h as usize]
                     .disks()
                     .zip(targets)
-                    .map(|(d, t)| match fault {
-                        FleetFault::TargetRestart { target, .. } if target != *t => UNTOUCHED,
+                    .map(|(d, t)| match fault.disks_waited() {
+                        DisksWaited::OfTarget(target) if target != *t => UNTOUCHED,
                         // Every disk of a fleet powering on has its first login to make.
-                        FleetFault::PowerOn => 0,
+                        DisksWaited::EveryFirstLogin => 0,
                         _ if !d.disk().is_up() => UNTOUCHED,
                         _ => d.disk().stats().logins,
                     })
