@@ -2,8 +2,8 @@
 //! run in its own process: the life itself, a child past removal, a rebalance, a handle past
 //! the FDO, the special files, the pool walk, power, the hardware ids, the footprint.
 
+use super::harness::HARDWARE_ID;
 use super::harness::*;
-use super::tests::*;
 use super::BUGCHECK_EXIT;
 use hcabus_kmdf::device::DEFAULT_RECORDER_RECORDS;
 use hcabus_kmdf::lab::Defect;

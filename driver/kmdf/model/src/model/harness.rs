@@ -4,9 +4,22 @@
 
 use std::process::Command;
 
-use super::tests::{PLANT, SCENARIO};
 use super::BUGCHECK_EXIT;
 use hcabus_kmdf::lab::Defect;
+use hcabus_sim::fixtures::identity;
+use hcabus_sim::FakeConnectX;
+use wdk_sys::STATUS_SUCCESS;
+
+use super::machine::Machine;
+use super::with;
+
+/// What the child process runs, and the defect planted in it (by name).
+pub(super) const SCENARIO: &str = "HCABUS_MODEL_SCENARIO";
+pub(super) const PLANT: &str = "HCABUS_MODEL_PLANT";
+/// The image the child runs the scenario on (empty: the Linux build).
+pub(crate) const IMAGE: &str = "HCABUS_MODEL_IMAGE";
+/// A ConnectX-3's PCI function, as PnP names it.
+pub(super) const HARDWARE_ID: &str = "PCI\\VEN_15B3&DEV_1003&SUBSYS_005015B3&REV_00";
 
 /// How a scenario's process ended.
 pub(crate) struct Outcome {
@@ -24,7 +37,7 @@ pub(super) fn run(scenario: &str, defect: Option<Defect>) -> Outcome {
 pub(crate) fn run_on(scenario: &str, defect: Option<Defect>, image: Option<&str>) -> Outcome {
     let exe = std::env::current_exe().expect("the test binary");
     let out = Command::new(exe)
-        .env(super::image::run::IMAGE, image.unwrap_or_default())
+        .env(IMAGE, image.unwrap_or_default())
         .args([
             "--exact",
             "model::tests::scenario",
@@ -144,4 +157,59 @@ pub(crate) fn expect(ok: bool, what: &str) {
     if !ok {
         super::violation(super::Rule::Expectation, "scenario", what);
     }
+}
+
+/// PnP's enable of the adapter on a loaded driver: AddDevice, the start, the deferred work
+/// it queued run; `what` names it in a failure.
+pub(crate) fn enable(m: &mut Machine, what: &str) {
+    let added = m.add_device(HARDWARE_ID);
+    expect(added == STATUS_SUCCESS, &format!("{what}: add {added:#x}"));
+    let started = m.start();
+    expect(
+        started == STATUS_SUCCESS,
+        &format!("{what}: start {started:#x}"),
+    );
+    m.run();
+}
+
+pub(super) fn booted() -> Machine {
+    let (mut m, status) = Machine::boot(FakeConnectX::new(identity()), &[]);
+    let refusals = with(|k| format!("{:?}", k.refusals));
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("DriverEntry: {status:#x}; refused: {refusals}"),
+    );
+    let status = m.add_device(HARDWARE_ID);
+    let refusals = with(|k| format!("{:?}", k.refusals));
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("EvtDriverDeviceAdd: {status:#x}; refused: {refusals}"),
+    );
+    m
+}
+
+pub(crate) fn started() -> Machine {
+    let mut m = booted();
+    let status = m.start();
+    let refusals = with(|k| format!("{:?}", k.refusals));
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("EvtDevicePrepareHardware: {status:#x}; refused: {refusals}"),
+    );
+    m.run();
+    // Watching the device from D0 entry on, before anyone asks anything of it.
+    let armed = with(|k| {
+        k.objects.iter().any(|o| {
+            !o.deleted
+                && matches!(
+                    o.kind,
+                    super::kernel::Kind::Timer {
+                        due_us: Some(_),
+                        ..
+                    }
+                )
+        })
+    });
+    expect(armed, "no health poll armed once the device is in D0");
+    m
 }

@@ -17,8 +17,8 @@ use wdk_sys::*;
 use super::admin::{self, ADMIN};
 use super::cchild::CChild;
 use super::harness::{assert_passes, expect};
+use super::harness::{enable, started};
 use super::machine::{Machine, FILE_READ_DATA};
-use super::tests::{enable, started};
 use hcabus_kmdf::kernel::ChildFunction;
 use hcabus_sim::fixtures::identity;
 

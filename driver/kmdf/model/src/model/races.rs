@@ -19,10 +19,10 @@ use wdk_sys::*;
 
 use super::admin::{self, ADMIN};
 use super::cchild::CChild;
+use super::harness::started;
 use super::harness::{assert_caught, expect, run, Outcome};
 use super::machine::{Machine, FILE_READ_DATA};
 use super::processors::{Processors, Sendable};
-use super::tests::started;
 use super::{violation, Rule};
 use hcabus_kmdf::kernel::ChildFunction;
 use hcabus_kmdf::lab::Defect;

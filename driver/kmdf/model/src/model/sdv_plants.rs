@@ -7,8 +7,8 @@ use wdk_sys::STATUS_SUCCESS;
 
 use super::admin::{self, ADMIN};
 use super::harness::{assert_caught, assert_passes, expect, run};
+use super::harness::{started, HARDWARE_ID};
 use super::machine::Machine;
-use super::tests::{started, HARDWARE_ID};
 use super::with;
 use hcabus_kmdf::lab::Defect;
 use hcabus_sim::fixtures::identity;

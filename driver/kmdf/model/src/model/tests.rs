@@ -10,17 +10,13 @@ use wdk_sys::*;
 
 use super::admin::{self, ADMIN};
 use super::cchild::{self, CChild};
-use super::harness::{defect_named, expect};
+use super::harness::{booted, defect_named, expect, started, HARDWARE_ID, PLANT, SCENARIO};
 use super::machine::{Machine, FILE_READ_DATA};
 use super::with;
 use hcabus_kmdf::device::RECORDER_RECORDS_KEY;
 use hcabus_kmdf::kernel::ChildFunction;
 use hcabus_kmdf::lab::plant;
 use hcabus_sim::fixtures::identity;
-
-pub(super) const SCENARIO: &str = "HCABUS_MODEL_SCENARIO";
-pub(super) const PLANT: &str = "HCABUS_MODEL_PLANT";
-pub(super) const HARDWARE_ID: &str = "PCI\\VEN_15B3&DEV_1003&SUBSYS_005015B3&REV_00";
 
 /// The entry point of the child process (ignored in a normal run).
 #[test]
@@ -60,61 +56,6 @@ fn scenario() {
         },
     }
     super::image::run::report();
-}
-
-/// PnP's enable of the adapter on a loaded driver: AddDevice, the start, the deferred work
-/// it queued run; `what` names it in a failure.
-pub(crate) fn enable(m: &mut Machine, what: &str) {
-    let added = m.add_device(HARDWARE_ID);
-    expect(added == STATUS_SUCCESS, &format!("{what}: add {added:#x}"));
-    let started = m.start();
-    expect(
-        started == STATUS_SUCCESS,
-        &format!("{what}: start {started:#x}"),
-    );
-    m.run();
-}
-
-fn booted() -> Machine {
-    let (mut m, status) = Machine::boot(FakeConnectX::new(identity()), &[]);
-    let refusals = with(|k| format!("{:?}", k.refusals));
-    expect(
-        status == STATUS_SUCCESS,
-        &format!("DriverEntry: {status:#x}; refused: {refusals}"),
-    );
-    let status = m.add_device(HARDWARE_ID);
-    let refusals = with(|k| format!("{:?}", k.refusals));
-    expect(
-        status == STATUS_SUCCESS,
-        &format!("EvtDriverDeviceAdd: {status:#x}; refused: {refusals}"),
-    );
-    m
-}
-
-pub(crate) fn started() -> Machine {
-    let mut m = booted();
-    let status = m.start();
-    let refusals = with(|k| format!("{:?}", k.refusals));
-    expect(
-        status == STATUS_SUCCESS,
-        &format!("EvtDevicePrepareHardware: {status:#x}; refused: {refusals}"),
-    );
-    m.run();
-    // Watching the device from D0 entry on, before anyone asks anything of it.
-    let armed = with(|k| {
-        k.objects.iter().any(|o| {
-            !o.deleted
-                && matches!(
-                    o.kind,
-                    super::kernel::Kind::Timer {
-                        due_us: Some(_),
-                        ..
-                    }
-                )
-        })
-    });
-    expect(armed, "no health poll armed once the device is in D0");
-    m
 }
 
 /// The whole life: load, add, start (D0 entry), a C child on the SRP PDO through the

@@ -1,16 +1,14 @@
 //! The model's scenarios on the image: `HCABUS_IMAGE` names the .sys (CI sets it to
 //! linkcheck's output); each scenario runs in its own process as on the Linux build, the
-//! child told which image by [`IMAGE`]. Without `HCABUS_IMAGE` the test says it was skipped
+//! child told which image by `harness::IMAGE`. Without `HCABUS_IMAGE` the test says it was skipped
 //! and why.
 
 use std::string::String;
 use std::vec::Vec;
 
-use super::super::harness::{run_on, Outcome};
+use super::super::harness::{run_on, Outcome, IMAGE};
 use super::super::{violation, Rule};
 
-/// The child's variable: the image its scenario runs on (empty: the Linux build).
-pub(crate) const IMAGE: &str = "HCABUS_MODEL_IMAGE";
 /// The user's (and CI's) variable: the image to run the scenarios on.
 const USER_IMAGE: &str = "HCABUS_IMAGE";
 

@@ -3,9 +3,9 @@
 //! the driver's loads and stores on the register window reach the model's device, and an
 //! access the device does not take (a byte) is refused, not guessed at.
 
+use super::super::harness::started;
 use super::super::harness::{assert_caught_bare, assert_passes, expect};
 use super::super::machine::at;
-use super::super::tests::started;
 use super::super::{with, PASSIVE};
 
 /// `sub rsp, 0x800; call <itself>`: 2 KiB more stack per call, for ever.
