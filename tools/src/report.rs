@@ -325,7 +325,12 @@ fn totals(
 /// for, none lost, duplicated or corrupted, and no command left out past its bound,
 /// whatever kept it there. `hcasim` exits 1 otherwise.
 pub fn clean(io: &ibal::io::IoStats, violated: bool) -> bool {
-    !violated && io.lost == 0 && io.duplicated == 0 && io.read_mismatches == 0 && io.overdue == 0
+    !violated
+        && io.closes()
+        && io.lost == 0
+        && io.duplicated == 0
+        && io.read_mismatches == 0
+        && io.overdue == 0
 }
 
 /// The report as pretty-printed JSON.
@@ -368,6 +373,8 @@ mod tests {
                 read_mismatches: 1,
                 ..io
             },
+            // One I/O neither completed, failed, in flight nor lost: the accounting open.
+            IoStats { completed: 6, ..io },
         ] {
             assert!(!clean(&broken, false), "{broken:?}");
         }
