@@ -272,6 +272,10 @@ pub const STATE_RESET_IN_PROGRESS: u32 = 1;
 /// last one is not Active again: the adapter is back, the service not yet (docs/design.md §5
 /// "Service restored").
 pub const STATE_RECOVERING: u32 = 2;
+/// `StateOut::flags` bit 2: a PnP stop of the adapter is pending (the driver allowed a
+/// query-stop): a reset or restart asked for now is refused busy until the stop and the
+/// restart, or the stop's cancel. A caller that predates the bit ignores it.
+pub const STATE_STOP_PENDING: u32 = 4;
 /// `StateOut::flags` bits 8-15: the ports (bit 8: port 1) that were Active before the last
 /// reset and are not Active again.
 pub const STATE_AWAITED_PORTS_SHIFT: u32 = 8;
@@ -284,7 +288,8 @@ pub const STATE_AWAITED_PORTS_SHIFT: u32 = 8;
 pub struct StateOut {
     /// `State` as its number (1 Operational .. 6 Removed).
     pub state: u32,
-    /// [`STATE_RESET_IN_PROGRESS`], [`STATE_RECOVERING`], and the ports awaited from
+    /// [`STATE_RESET_IN_PROGRESS`], [`STATE_RECOVERING`], [`STATE_STOP_PENDING`], and the
+    /// ports awaited from
     /// [`STATE_AWAITED_PORTS_SHIFT`].
     pub flags: u32,
     pub epoch: u64,

@@ -400,7 +400,7 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
 }
 
 /// QUERY_STATE's flags: a reset in progress, or the service still recovering and the ports
-/// it waits for.
+/// it waits for; a PnP stop pending.
 fn state_flags(coord: &Coordinator) -> u32 {
     let awaited = u32::from(coord.awaiting_ports());
     let mut flags = awaited << STATE_AWAITED_PORTS_SHIFT;
@@ -408,6 +408,9 @@ fn state_flags(coord: &Coordinator) -> u32 {
         flags |= STATE_RESET_IN_PROGRESS;
     } else if awaited != 0 {
         flags |= STATE_RECOVERING;
+    }
+    if coord.resets_held() {
+        flags |= STATE_STOP_PENDING;
     }
     flags
 }

@@ -435,6 +435,7 @@ fn restart_refused(bus: &mut ControlDevice, status: NtStatus) -> Failure {
     let state = bus.state().map(|s| state_name(s.state));
     let d = bus.device_flag();
     let why = match (status, state) {
+        (NtStatus::DEVICE_BUSY, _) if stop_pending(bus) => STOP_PENDING_WHY.to_string(),
         (NtStatus::DEVICE_BUSY, _) => format!(
             "a reset is under way; restart applies to a Failed device once it has concluded \
              (`hcactl {d}reset --wait` or `hcactl {d}status --watch` shows it)"
@@ -448,6 +449,17 @@ fn restart_refused(bus: &mut ControlDevice, status: NtStatus) -> Failure {
     Failure::RefusedBecause(status, why)
 }
 
+/// Why a reset or restart is refused busy while PnP may stop the adapter.
+const STOP_PENDING_WHY: &str = "a PnP stop of the adapter is pending (Windows is rebalancing \
+     its resources): no reset starts until the adapter is started again or the stop is \
+     cancelled; ask again then";
+
+/// Whether the device says a PnP stop is pending (QUERY_STATE's flag; `false` when it
+/// cannot be read).
+fn stop_pending(bus: &mut ControlDevice) -> bool {
+    bus.state().is_ok_and(|s| s.flags & STATE_STOP_PENDING != 0)
+}
+
 /// REQUEST_RESET; returns the epoch the reset tears down.
 fn request_reset(bus: &mut ControlDevice, mode: ResetMode, reason: &str) -> Result<u64, Failure> {
     if reason.len() > 64 {
@@ -455,7 +467,16 @@ fn request_reset(bus: &mut ControlDevice, mode: ResetMode, reason: &str) -> Resu
     }
     let mut input = [0u8; 80];
     RequestResetIn::new(mode, reason).encode(&mut input);
-    let out = bus.call(IOCTL_HCABUS_REQUEST_RESET, &input, 8)?;
+    let out = match bus.call(IOCTL_HCABUS_REQUEST_RESET, &input, 8) {
+        Ok(out) => out,
+        Err(Failure::Refused(NtStatus::DEVICE_BUSY)) if stop_pending(bus) => {
+            return Err(Failure::RefusedBecause(
+                NtStatus::DEVICE_BUSY,
+                STOP_PENDING_WHY.into(),
+            ))
+        }
+        Err(e) => return Err(e),
+    };
     Ok(Answer::new("REQUEST_RESET", &out).u64(0)?)
 }
 

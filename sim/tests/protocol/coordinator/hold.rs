@@ -14,6 +14,9 @@ fn no_reset_starts_while_a_stop_is_pending_and_a_fault_found_meanwhile_resets_af
     let now = h.now();
     h.call(|c, now| c.hold_resets(now));
     assert!(h.c().resets_held());
+    // QUERY_STATE says so, for the administrator's tool to tell why a reset is busy.
+    let flags = |h: &H| hcabus::ioctl::state_out(h.c(), h.now()).flags;
+    assert_ne!(flags(&h) & hcabus::ioctl::STATE_STOP_PENDING, 0);
     assert_eq!(h.request(a), Err(RequestError::StopPending));
     assert_eq!(
         h.admin(AdminReset::Forced),
@@ -40,6 +43,7 @@ fn no_reset_starts_while_a_stop_is_pending_and_a_fault_found_meanwhile_resets_af
     h.call(|c, now| c.release_resets(now));
     h.pump();
     assert!(!h.c().resets_held());
+    assert_eq!(flags(&h) & hcabus::ioctl::STATE_STOP_PENDING, 0);
     assert_eq!(h.c().state(), State::Quiescing, "the held fault resets now");
     assert_eq!(
         h.c().last_reset().expect("record").reason,

@@ -189,17 +189,26 @@ fn reset_after_query_stop() {
     expect(m.query_stop() == STATUS_SUCCESS, "query stop");
     let asked = forced(&mut m);
     m.advance(2_000);
-    let now = admin::state(&mut m).epoch;
+    let state = admin::state(&mut m);
+    let now = state.epoch;
     expect(
         asked == STATUS_DEVICE_BUSY && now == epoch,
         &format!("a forced reset between an allowed query-stop and the stop: {asked:#x}, epoch {epoch} then {now}"),
     );
+    // QUERY_STATE says why, for hcactl to tell the administrator.
+    let pending = hcabus::ioctl::STATE_STOP_PENDING;
+    expect(state.flags & pending != 0, "QUERY_STATE: the stop pending");
     m.stop_after_query();
     expect(m.start() == STATUS_SUCCESS, "restart");
     m.run();
     let asked = forced(&mut m);
     m.advance(5_000);
-    let after = admin::state(&mut m).epoch;
+    let state = admin::state(&mut m);
+    let after = state.epoch;
+    expect(
+        state.flags & pending == 0,
+        "QUERY_STATE: no stop pending after the restart",
+    );
     expect(
         asked == STATUS_SUCCESS && after == epoch + 1,
         &format!("a forced reset after the restart: {asked:#x}, epoch {after}"),
