@@ -9,10 +9,11 @@
 use std::vec::Vec;
 
 use hcabus::{Duration, Instant};
-use rand::Rng;
+use rand::{Rng, RngCore};
 
 use crate::io::{IoCompletion, IoRequest, IoStats, IoStatus, BLOCK_SIZE};
 use crate::pattern::*;
+use crate::workload::{Workload, WriteData};
 
 mod histogram;
 mod series;
@@ -113,7 +114,11 @@ impl BlockWorkload {
     }
 
     /// The next I/O, if one is due at `now`.
-    pub fn next_request(&mut self, now: Instant, rng: &mut impl Rng) -> Option<IoRequest> {
+    pub fn next_request(
+        &mut self,
+        now: Instant,
+        rng: &mut (impl Rng + ?Sized),
+    ) -> Option<IoRequest> {
         if let Some(r) = self.retry.take() {
             return Some(r);
         }
@@ -209,6 +214,12 @@ impl BlockWorkload {
     /// Splits every outstanding I/O into `in_flight` (`live` says a live path still holds
     /// it) and `lost` (nobody will complete it), and returns `lost`.
     pub fn count_outstanding(&mut self, live: impl Fn(u64) -> bool) -> u64 {
+        self.stats = self.accounted(&live);
+        self.stats.lost
+    }
+
+    /// Its statistics with every outstanding I/O counted `in_flight` or `lost` by `live`.
+    fn accounted(&self, live: &dyn Fn(u64) -> bool) -> IoStats {
         let (mut in_flight, mut lost) = (0, 0);
         for o in &self.outstanding {
             if live(o.id) {
@@ -217,9 +228,46 @@ impl BlockWorkload {
                 lost += 1;
             }
         }
-        self.stats.in_flight = in_flight;
-        self.stats.lost = lost;
-        lost
+        IoStats {
+            in_flight,
+            lost,
+            ..self.stats
+        }
+    }
+}
+
+/// Writes the data of I/O `req`: the pattern of its id and block.
+fn write_data(req: &IoRequest, block: &mut [u8]) {
+    fill_pattern(write_seed(req.id, req.lba), block);
+}
+
+impl Workload for BlockWorkload {
+    fn next_request(&mut self, now: Instant, rng: &mut dyn RngCore) -> Option<IoRequest> {
+        BlockWorkload::next_request(self, now, rng)
+    }
+    fn accepted(&mut self, req: IoRequest) {
+        BlockWorkload::accepted(self, req);
+    }
+    fn refused(&mut self, req: IoRequest) {
+        BlockWorkload::refused(self, req);
+    }
+    fn complete(&mut self, c: IoCompletion, now: Instant) {
+        BlockWorkload::complete(self, c, now);
+    }
+    fn next_at(&self) -> Option<Instant> {
+        self.next_at
+    }
+    fn stats(&self) -> &IoStats {
+        &self.stats
+    }
+    fn accounted(&self, live: &dyn Fn(u64) -> bool) -> IoStats {
+        BlockWorkload::accounted(self, live)
+    }
+    fn write_data(&self) -> WriteData {
+        write_data
+    }
+    fn as_any(&self) -> &dyn core::any::Any {
+        self
     }
 }
 

@@ -17,8 +17,8 @@ use crate::access::{Dest, FabricBus, Send};
 use crate::handle::*;
 use crate::ibal_client::SharedIbal;
 use crate::io::*;
-use crate::pattern::{checksum, fill_pattern, write_seed};
 use crate::srp::*;
+use crate::workload::WriteData;
 
 mod bound;
 mod client;
@@ -140,11 +140,13 @@ pub struct SrpDisk {
     send_iu_base: u64,
     recv_iu_base: u64,
     dma_len: u64,
+    /// How a write's data reaches its DMA block (the layer above's buffer).
+    write_data: WriteData,
     stats: DiskStats,
 }
 
 impl SrpDisk {
-    fn new(config: DiskConfig) -> Self {
+    fn new(config: DiskConfig, write_data: WriteData) -> Self {
         let n = usize::from(config.queue_depth) + usize::from(config.hold_capacity);
         SrpDisk {
             config,
@@ -166,6 +168,7 @@ impl SrpDisk {
             send_iu_base: 0,
             recv_iu_base: 0,
             dma_len: 0,
+            write_data,
             stats: DiskStats::default(),
         }
     }
@@ -288,8 +291,9 @@ impl SrpDisk {
         if req.write {
             // The caller's data, in the slot's DMA buffer.
             let addr = self.data_addr(i);
+            let write_data = self.write_data;
             bus.device().with_dma(addr, BLOCK_SIZE as u64, |buf| {
-                fill_pattern(write_seed(req.id, req.lba), buf);
+                write_data(&req, buf);
             });
         }
         if self.blocked {

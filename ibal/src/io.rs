@@ -9,6 +9,31 @@ use crate::srp::SrpStatus;
 /// Bytes of one logical block.
 pub const BLOCK_SIZE: usize = 4096;
 
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// The checksum a disk takes of a read's data and a write carries of its own, so that the
+/// layer above can tell the data it gets from the data it wanted.
+///
+/// FNV-1a, 64 bits, taken a 64-bit word at a time (bytes for a tail): enough to tell one
+/// block's contents from another's. Each step is a bijection of the running hash for a
+/// given word, so two blocks that differ in one word always differ in their checksums. A
+/// word at a time is 8x fewer multiplies than FNV's byte at a time, which was two thirds
+/// of hcasim's instructions.
+pub fn checksum(data: &[u8]) -> u64 {
+    let mut words = data.chunks_exact(8);
+    let mut h = FNV_OFFSET;
+    for w in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(word)).wrapping_mul(FNV_PRIME);
+    }
+    for b in words.remainder() {
+        h = (h ^ u64::from(*b)).wrapping_mul(FNV_PRIME);
+    }
+    h
+}
+
 /// How an I/O completed upward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IoStatus {

@@ -28,7 +28,9 @@ pub mod srp_target;
 #[cfg(feature = "sim")]
 pub mod stack;
 pub mod subnet;
+pub mod target;
 pub mod uverbs;
+pub mod workload;
 
 pub use access::{
     ClientBus, Dest, FabricBus, Ibal, IbalConfig, IbalStats, MrFlags, MrSpec, Phase, QpSpec, Send,

@@ -17,12 +17,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
 use hcabus::{Duration, Instant};
-use rand::Rng;
+use rand::RngCore;
 
-use crate::block::{BlockWorkload, WorkloadConfig};
 use crate::disk::DiskConfig;
 use crate::io::*;
-use crate::srp_target::Lun;
+use crate::workload::{Workload, WriteData};
 
 mod events;
 mod failover;
@@ -111,8 +110,7 @@ impl PathState {
 pub struct Multipath {
     name: String,
     config: DiskConfig,
-    lun: Lun,
-    workload: BlockWorkload,
+    workload: Box<dyn Workload>,
     /// I/Os on no path: new ones, and those taken back from a path that went down. Reserved
     /// to `queue_limit` at creation (a bound kept apart from the capacity, which a clone
     /// does not keep).
@@ -141,19 +139,13 @@ pub struct Multipath {
 pub struct SharedMultipath(Arc<Mutex<Multipath>>);
 
 impl SharedMultipath {
-    /// A disk named `name` with `paths` paths; `config` is the workload and the LUN (its
-    /// `port` and `hold_capacity` are each path's business).
-    pub fn new(name: &str, config: DiskConfig, paths: usize) -> Self {
+    /// A disk named `name` with `paths` paths whose I/O `workload` issues; `config` is the
+    /// disk's request limit and hold (its `port` and `hold_capacity` are each path's
+    /// business).
+    pub fn new(name: &str, config: DiskConfig, paths: usize, workload: Box<dyn Workload>) -> Self {
         let paths = paths.clamp(1, MAX_PATHS);
-        let capacity = usize::from(config.hold_capacity) + paths * usize::from(config.queue_depth);
+        let capacity = Self::capacity(&config, paths);
         let fence_limit = paths * usize::from(config.queue_depth);
-        let workload = BlockWorkload::new(WorkloadConfig {
-            iops: config.iops,
-            read_pct: config.read_pct.min(100),
-            lun_id: config.lun_id,
-            n_blocks: config.n_blocks,
-            max_outstanding: capacity,
-        });
         let path = PathState {
             up: false,
             dead: None,
@@ -171,7 +163,6 @@ impl SharedMultipath {
         SharedMultipath(Arc::new(Mutex::new(Multipath {
             name: name.into(),
             config,
-            lun: Lun::new(config.lun_id, config.n_blocks),
             workload,
             queue: VecDeque::with_capacity(capacity),
             queue_limit: capacity,
@@ -187,6 +178,13 @@ impl SharedMultipath {
             events: events::PathLog::new(),
             stats: MultipathStats::default(),
         })))
+    }
+
+    /// The most I/Os a disk of `paths` paths configured by `config` owes at once: what its
+    /// queue holds and every path's request limit (what its workload may have out).
+    pub fn capacity(config: &DiskConfig, paths: usize) -> usize {
+        let paths = paths.clamp(1, MAX_PATHS);
+        usize::from(config.hold_capacity) + paths * usize::from(config.queue_depth)
     }
 
     /// Locks the queue. Its methods leave it whole between statements, so a lock held by
@@ -209,13 +207,13 @@ impl Multipath {
     pub fn config(&self) -> &DiskConfig {
         &self.config
     }
-    /// The LUN every path's target port serves.
-    pub fn lun(&self) -> &Lun {
-        &self.lun
+    /// The layer above every path.
+    pub fn workload(&self) -> &dyn Workload {
+        &*self.workload
     }
-    /// The workload above every path.
-    pub fn workload(&self) -> &BlockWorkload {
-        &self.workload
+    /// How the writes of the layer above carry their data, for each path's initiator.
+    pub fn write_data(&self) -> WriteData {
+        self.workload.write_data()
     }
     /// What the disk did, a time with no path still running counted up to the latest
     /// instant a path reported.
@@ -292,7 +290,7 @@ impl Multipath {
 
     /// Takes the workload's I/O due at `now` into the queue: held there while no path is
     /// up, failed at once past the hold timeout or when every path's device is gone.
-    pub fn generate(&mut self, now: Instant, rng: &mut impl Rng) {
+    pub fn generate(&mut self, now: Instant, rng: &mut dyn RngCore) {
         self.see(now);
         while let Some(req) = self.workload.next_request(now, rng) {
             let dead = self.paths.iter().all(|p| p.dead.is_some());
@@ -555,9 +553,9 @@ impl Multipath {
     /// The I/O accounting: an owed I/O is in flight when the queue or a path still has it
     /// and some path is live (`live` says which paths are), else lost.
     pub fn io_stats(&self, live: bool, on_a_path: impl Fn(u64) -> bool) -> IoStats {
-        let mut w = self.workload.clone();
-        w.count_outstanding(|id| live && (self.tracks(id) || on_a_path(id)));
-        let mut stats = *w.stats();
+        let mut stats = self
+            .workload
+            .accounted(&|id| live && (self.tracks(id) || on_a_path(id)));
         if self.config.boot {
             stats.paging_failed = stats.failed;
         }

@@ -2,27 +2,7 @@
 //! the target all know what a block must hold without keeping its data. A leaf module: the
 //! block layer and SRP both build on it.
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
-
-/// FNV-1a, 64 bits, taken a 64-bit word at a time (bytes for a tail): enough to tell one
-/// block's contents from another's. Each step is a bijection of the running hash for a
-/// given word, so two blocks that differ in one word always differ in their checksums. A
-/// word at a time is 8x fewer multiplies than FNV's byte at a time, which was two thirds
-/// of hcasim's instructions.
-pub fn checksum(data: &[u8]) -> u64 {
-    let mut words = data.chunks_exact(8);
-    let mut h = FNV_OFFSET;
-    for w in &mut words {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(w);
-        h = (h ^ u64::from_le_bytes(word)).wrapping_mul(FNV_PRIME);
-    }
-    for b in words.remainder() {
-        h = (h ^ u64::from(*b)).wrapping_mul(FNV_PRIME);
-    }
-    h
-}
+pub use crate::io::checksum;
 
 fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);

@@ -16,10 +16,12 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
-use hcabus::fabric::{Fabric, RemoteError, RemoteRdma, WireMsg};
-use hcabus::verbs::{Lid, Qpn, RemoteQp, Verbs};
+use hcabus::fabric::{RemoteError, RemoteRdma, WireMsg};
+use hcabus::verbs::{Lid, Qpn, RemoteQp};
+
+use crate::target::{Target, Wire};
 use hcabus::{Duration, Instant};
-use rand::Rng;
+use rand::{Rng, RngCore};
 
 use crate::io::BLOCK_SIZE;
 use crate::pattern::{checksum, fill_pattern, initial_seed};
@@ -257,18 +259,18 @@ impl SrpTarget {
     /// reliable connection delivers in order: one still being retransmitted holds the
     /// rest), and schedules each. What arrives for a connection it no longer has is lost
     /// here, unacknowledged: its sender's transport gives it up.
-    pub fn intake(&mut self, hca: &mut (impl Fabric + Verbs), now: Instant, rng: &mut impl Rng) {
+    pub fn intake(&mut self, hca: &mut dyn Wire, now: Instant, rng: &mut dyn RngCore) {
         let lid = self.lid;
         let rc = hca.rc_transport();
         self.retransmit_in = None;
-        while let Some(msg) = hca.wire_front(|m| m.dlid == lid) {
+        while let Some(msg) = hca.wire_front(&|m| m.dlid == lid) {
             let same = |m: &WireMsg| m.dlid == lid && m.seq == msg.seq && m.src_qpn == msg.src_qpn;
             let current = self
                 .conn
                 .filter(|(q, i)| *q == msg.dqpn && i.qpn == msg.src_qpn && i.lid == msg.src_lid);
             if current.is_none() {
                 self.stats.stale_messages += 1;
-                hca.wire_drop(same);
+                hca.wire_drop(&same);
                 continue;
             }
             match self.carried(msg.sent_at, rc, now) {
@@ -276,7 +278,7 @@ impl SrpTarget {
                     if at > msg.sent_at {
                         self.stats.blackholed += 1;
                     }
-                    hca.wire_take(same);
+                    hca.wire_take(&same);
                 }
                 Err(next) => {
                     // Swallowed so far: the transport sends it again at `next` (or has given
@@ -310,7 +312,7 @@ impl SrpTarget {
     }
 
     /// How long the target takes over a command that finds `waiting` others at the port.
-    fn service_time(phase: &RoutePhase, waiting: usize, rng: &mut impl Rng) -> Duration {
+    fn service_time(phase: &RoutePhase, waiting: usize, rng: &mut dyn RngCore) -> Duration {
         let span = phase
             .service_max
             .as_us()
@@ -366,7 +368,7 @@ impl SrpTarget {
 
     /// Executes every command that is due (moves the data, makes its answer) and sends the
     /// answers that are due.
-    pub fn process(&mut self, hca: &mut (impl Fabric + Verbs), now: Instant) {
+    pub fn process(&mut self, hca: &mut dyn Wire, now: Instant) {
         while let Some(i) = self.queue.iter().position(|p| p.due <= now) {
             let Some(p) = self.queue.remove(i) else {
                 break;
@@ -385,7 +387,7 @@ impl SrpTarget {
 
     fn execute(
         &mut self,
-        hca: &mut impl Fabric,
+        hca: &mut dyn Wire,
         me: RemoteQp,
         initiator: RemoteQp,
         cmd: &SrpCmd,
@@ -430,6 +432,33 @@ impl SrpTarget {
             }
             Err(_) => rsp(SrpStatus::TransferFailed, 0),
         }
+    }
+}
+
+impl Target for SrpTarget {
+    fn reachable(&self, now: Instant) -> bool {
+        SrpTarget::reachable(self, now)
+    }
+    fn admit(&mut self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
+        SrpTarget::admit(self, now, takes)
+    }
+    fn login(&mut self, initiator: RemoteQp) -> RemoteQp {
+        SrpTarget::login(self, initiator)
+    }
+    fn take_dropped(&mut self) -> bool {
+        SrpTarget::take_dropped(self)
+    }
+    fn next_due(&self) -> Option<Instant> {
+        SrpTarget::next_due(self)
+    }
+    fn intake(&mut self, wire: &mut dyn Wire, now: Instant, rng: &mut dyn RngCore) {
+        SrpTarget::intake(self, wire, now, rng);
+    }
+    fn process(&mut self, wire: &mut dyn Wire, now: Instant) {
+        SrpTarget::process(self, wire, now);
+    }
+    fn as_any(&self) -> &dyn core::any::Any {
+        self
     }
 }
 

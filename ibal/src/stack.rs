@@ -10,7 +10,6 @@ use hcabus_sim::{SimHost, SimSetup};
 
 use crate::access::{Ibal, IbalConfig};
 use crate::ibal_client::{IbalClient, SharedIbal};
-use crate::multipath::SharedMultipath;
 use crate::srp_target::SharedAdmission;
 use crate::subnet::SharedSubnet;
 use hcabus::verbs::Lid;
@@ -20,13 +19,17 @@ pub mod compare;
 mod embedded;
 mod multi;
 mod spec;
+mod views;
 
 pub use embedded::{
     boot_from_san, boot_from_san_fast, boot_from_san_multipath, random_multipath, random_stack,
     REALISTIC,
 };
 
-pub use spec::{ClientConfig, ClientSpec, Parts, PathConfig, ScriptedConfig};
+pub use spec::{
+    disk, workload, ClientConfig, ClientSpec, LabDisk, Parts, PathConfig, ScriptedConfig,
+};
+pub use views::{multipath_workload, LabParts};
 
 pub use activity::{
     disks, io_stats, net_stats, nets, processes, scripted, Activity, MultiNode, Node, StackClient,
@@ -115,7 +118,7 @@ pub fn build_fleet_host(
 /// Builds one adapter's host whose disk paths belong to `disks`.
 pub(crate) fn build_with(
     setup: &StackSetup,
-    disks: &[SharedMultipath],
+    disks: &[LabDisk],
     shared: (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
 ) -> Result<Node, BuildError> {
     let agents = agents_with(setup, disks, shared)?;
@@ -131,7 +134,7 @@ pub fn agents(setup: &StackSetup) -> Result<Vec<Box<dyn StackClient>>, BuildErro
 
 fn agents_with(
     setup: &StackSetup,
-    disks: &[SharedMultipath],
+    disks: &[LabDisk],
     (targets, subnet): (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
 ) -> Result<Vec<Box<dyn StackClient>>, BuildError> {
     let ibal = SharedIbal::new(Ibal::new(setup.ibal.unwrap_or_default()));

@@ -87,7 +87,8 @@ impl Stack {
             let seed = 2 + i as u64;
             match spec {
                 ClientSpec::Disk { name, config } => {
-                    let c = SrpClient::new(name, *config, shared.clone()).expect("name fits");
+                    let c =
+                        ibal::stack::disk(name, config, shared.clone(), &[]).expect("name fits");
                     s.disks.push(Hosted::start(bus, c, hca.clone(), seed));
                 }
                 ClientSpec::Ipoib { name, config } => {

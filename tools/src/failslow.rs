@@ -150,12 +150,13 @@ pub fn run(
         out.duplicated += io.duplicated;
         out.mismatched += io.read_mismatches;
         out.max_latency_us = out.max_latency_us.max(io.max_latency_us);
-        if let Some(t) = mp.workload().oldest_outstanding() {
+        if let Some(t) = ibal::stack::multipath_workload(&mp).oldest_outstanding() {
             out.max_latency_us = out
                 .max_latency_us
                 .max(world.end().saturating_since(t).as_us());
         }
-        out.latencies.add(mp.workload().latencies());
+        out.latencies
+            .add(ibal::stack::multipath_workload(&mp).latencies());
         if let Some((path, start)) = blackhole_start(&setup) {
             let (events, _) = mp.path_events();
             out.dead_found_us = events

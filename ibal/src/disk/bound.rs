@@ -151,7 +151,7 @@ mod tests {
 
     /// A disk of `config` whose path answered a command in `rtt` (`None`: never).
     fn disk(config: DiskConfig, rtt: Option<Duration>) -> SrpDisk {
-        let mut d = SrpDisk::new(config);
+        let mut d = SrpDisk::new(config, |_, _| {});
         if let Some(rtt) = rtt {
             d.timing.answered(config.path_timeout, at(0), at(0) + rtt);
         }

@@ -3,15 +3,14 @@
 
 use hcabus::bus::{Client, ClientReport};
 use hcabus::types::*;
-use hcabus::verbs::Lid;
 use hcabus::{Duration, Instant};
 
-use crate::block::{BlockWorkload, WorkloadConfig};
 use crate::ibal_client::{EventLog, SharedIbal};
 use crate::io::*;
 use crate::multipath::SharedMultipath;
 use crate::retry::{ClientProblem, Connector, Probe};
-use crate::srp_target::*;
+use crate::target::Target;
+use crate::workload::Workload;
 
 use super::{DiskConfig, Link, SrpDisk};
 
@@ -20,14 +19,16 @@ use crate::access::FabricBus;
 mod failover;
 mod guard;
 
-/// The bus client of one disk, with its workload and its remote target.
+/// The bus client of one disk, with the layer above it and its remote target.
 #[derive(Debug)]
 pub struct SrpClient {
     desc: ClientDesc,
     ibal: SharedIbal,
     disk: SrpDisk,
-    workload: BlockWorkload,
-    target: SrpTarget,
+    /// The layer above a disk of its own; `None` for a path of a multipath disk, whose I/O
+    /// comes from the disk's queue.
+    workload: Option<Box<dyn Workload>>,
+    target: Box<dyn Target>,
     id: Option<ClientId>,
     events: EventLog,
     /// Deferred work: connect (after start, RESET_END or RESET_ABORTED, or a retry).
@@ -64,7 +65,27 @@ struct PathOf {
 }
 
 impl SrpClient {
-    pub fn new(name: &str, config: DiskConfig, ibal: SharedIbal) -> Option<Self> {
+    /// The disk `name` configured by `config`, on the adapter whose access layer is `ibal`,
+    /// logging in to `target`, its I/O issued by `workload`.
+    pub fn new(
+        name: &str,
+        config: DiskConfig,
+        ibal: SharedIbal,
+        target: Box<dyn Target>,
+        workload: Box<dyn Workload>,
+    ) -> Option<Self> {
+        let write_data = workload.write_data();
+        Self::build(name, config, ibal, target, write_data, Some(workload))
+    }
+
+    fn build(
+        name: &str,
+        config: DiskConfig,
+        ibal: SharedIbal,
+        target: Box<dyn Target>,
+        write_data: crate::workload::WriteData,
+        workload: Option<Box<dyn Workload>>,
+    ) -> Option<Self> {
         let (kind, mut flags) = if config.boot {
             (
                 ClientKind::BootDisk,
@@ -76,21 +97,12 @@ impl SrpClient {
         if config.guard_last_path {
             flags |= ClientFlags::CAN_VETO;
         }
-        let disk = SrpDisk::new(config);
-        let workload = BlockWorkload::new(WorkloadConfig {
-            iops: config.iops,
-            read_pct: config.read_pct.min(100),
-            lun_id: config.lun_id,
-            n_blocks: config.n_blocks,
-            max_outstanding: disk.slots.len(),
-        });
         Some(SrpClient {
             desc: ClientDesc::new(name, kind, flags)?,
             ibal,
-            disk,
+            disk: SrpDisk::new(config, write_data),
             workload,
-            target: SrpTarget::new(config.target_lid, config.lun_id, config.n_blocks)
-                .with_route(config.route),
+            target,
             id: None,
             events: EventLog::new(),
             connect_at: None,
@@ -107,36 +119,25 @@ impl SrpClient {
     }
 
     /// Path `index` of the multipath disk `mp`, on the adapter whose access layer is
-    /// `ibal`: its own initiator, QP and target port onto the disk's shared LUN; `config`
-    /// gives its port and queue depth, the workload is the disk's.
+    /// `ibal`: its own initiator, QP and target port (`target`, onto the disk's LUN);
+    /// `config` gives its port and queue depth, the I/O is the disk's.
     pub fn new_path(
         name: &str,
         config: DiskConfig,
         ibal: SharedIbal,
         mp: SharedMultipath,
         index: usize,
+        target: Box<dyn Target>,
     ) -> Option<Self> {
         let config = DiskConfig {
-            iops: 0,
             // Waiting I/O waits in the disk's queue, not on a path.
             hold_capacity: 0,
             ..config
         };
-        let mut client = Self::new(name, config, ibal)?;
-        client.target = SrpTarget::with_lun(config.target_lid, mp.lock().lun().clone())
-            .with_route(config.route);
+        let write_data = mp.lock().write_data();
+        let mut client = Self::build(name, config, ibal, target, write_data, None)?;
         client.path = Some(PathOf { mp, index });
         Some(client)
-    }
-
-    /// Its target's login capacity, when the target is one of `targets` (by LID): one
-    /// that the other hosts of a fleet log in to too.
-    pub fn sharing(mut self, targets: &[(Lid, SharedAdmission)]) -> Self {
-        let lid = self.disk.config.target_lid;
-        if let Some((_, a)) = targets.iter().find(|(l, _)| *l == lid) {
-            self.target.set_admission(a.clone());
-        }
-        self
     }
 
     /// The multipath disk this client is a path of, and which path.
@@ -148,12 +149,14 @@ impl SrpClient {
         &self.disk
     }
 
-    pub fn target(&self) -> &SrpTarget {
-        &self.target
+    /// The target port it logs in to.
+    pub fn target(&self) -> &dyn Target {
+        &*self.target
     }
 
-    pub fn workload(&self) -> &BlockWorkload {
-        &self.workload
+    /// The layer above a disk of its own (`None` for a path of a multipath disk).
+    pub fn workload(&self) -> Option<&dyn Workload> {
+        self.workload.as_deref()
     }
 
     /// Why the disk is not serving I/O, if it is not.
@@ -180,9 +183,10 @@ impl SrpClient {
             held: s.submitted.saturating_sub(s.completed + s.failed),
             ..Default::default()
         };
-        let mut c = match &self.path {
-            None => io(self.workload.stats()),
-            Some(p) => {
+        let mut c = match (&self.path, &self.workload) {
+            (None, Some(w)) => io(w.stats()),
+            (None, None) => hcabus::bus::ClientCounters::default(),
+            (Some(p), _) => {
                 let mp = p.mp.lock();
                 let path = mp.path_stats(p.index).unwrap_or_default();
                 // What the disk's queue holds and what failed there without reaching a
@@ -220,10 +224,11 @@ impl SrpClient {
             // The disk's queue accounts for it (see `Multipath::io_stats`).
             return IoStats::default();
         }
-        let mut w = self.workload.clone();
+        let Some(w) = &self.workload else {
+            return IoStats::default();
+        };
         let live = self.is_live_path();
-        w.count_outstanding(|id| live && self.disk.tracks(id));
-        let mut stats = *w.stats();
+        let mut stats = w.accounted(&|id| live && self.disk.tracks(id));
         if self.desc.flags.contains(ClientFlags::PAGING_PATH) {
             stats.paging_failed = stats.failed;
         }
@@ -302,7 +307,9 @@ impl SrpClient {
             }
             None => {
                 while let Some(c) = self.disk.upward.pop_front() {
-                    self.workload.complete(c, now);
+                    if let Some(w) = &mut self.workload {
+                        w.complete(c, now);
+                    }
                 }
             }
         }
@@ -360,11 +367,14 @@ impl SrpClient {
     /// New I/O from the workload: its own, or for a path the disk's queue's.
     fn take_work<B: FabricBus + ?Sized>(&mut self, bus: &mut B, now: Instant) {
         let Some(p) = &self.path else {
-            while let Some(req) = self.workload.next_request(now, bus.rng()) {
+            let Some(w) = &mut self.workload else {
+                return;
+            };
+            while let Some(req) = w.next_request(now, bus.rng()) {
                 match self.disk.submit(bus, req, false) {
-                    Ok(()) => self.workload.accepted(req),
+                    Ok(()) => w.accepted(req),
                     Err(req) => {
-                        self.workload.refused(req);
+                        w.refused(req);
                         break;
                     }
                 }
@@ -523,7 +533,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
                 (p.mp.lock().next_wake(p.index, room), None)
             }
             None => (
-                self.workload.next_at(),
+                self.workload.as_ref().and_then(|w| w.next_at()),
                 self.disk
                     .hold_deadline
                     .filter(|_| self.disk.blocked && !self.disk.fast_fail),
@@ -572,7 +582,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         }
         if self.connect_at.is_some_and(|t| t <= now) {
             self.connect_at = None;
-            match self.disk.connect(&self.ibal, bus, &mut self.target) {
+            match self.disk.connect(&self.ibal, bus, &mut *self.target) {
                 Ok(()) => self.login.connected(),
                 Err(e) => self.login_refused(bus, e),
             }

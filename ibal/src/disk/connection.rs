@@ -8,7 +8,7 @@ use super::{Link, SrpDisk, NO_RESOURCES};
 use crate::access::{FabricBus, MrFlags, MrSpec, QpSpec};
 use crate::ibal_client::SharedIbal;
 use crate::srp::IU_SIZE;
-use crate::srp_target::*;
+use crate::target::{LoginRejected, Target};
 
 impl SrpDisk {
     pub(super) fn post_recv<B: FabricBus + ?Sized>(
@@ -38,7 +38,7 @@ impl SrpDisk {
         &mut self,
         ibal: &SharedIbal,
         bus: &mut B,
-        target: &mut SrpTarget,
+        target: &mut dyn Target,
     ) -> Result<(), crate::errors::CreateError> {
         let Some(c) = self.consumer else {
             return Ok(());

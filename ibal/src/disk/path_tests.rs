@@ -17,7 +17,8 @@ use crate::multipath::{PathStats, SharedMultipath};
 use crate::srp::{SrpRsp, SrpStatus, IU_SIZE};
 use crate::srp_target::{Route, RoutePhase};
 use crate::stack::{
-    self, AdapterSetup, ClientSpec, MultiNode, MultiSetup, MultipathSpec, PathConfig, StackSetup,
+    self, AdapterSetup, ClientSpec, LabParts, MultiNode, MultiSetup, MultipathSpec, PathConfig,
+    StackSetup,
 };
 use hcabus::fabric::Fabric;
 
@@ -311,7 +312,7 @@ fn a_slow_path_gives_its_commands_up_then_learns_its_latency_and_serves_again() 
         ),
         (0, 0, 0)
     );
-    let t = c.target().stats();
+    let t = c.lab_target().stats();
     assert_eq!(t.aborted + t.aborts_too_late, 5, "{t:?}");
     // The worst I/O is the route's own latency, no worse than with failover off.
     assert!(
@@ -348,7 +349,10 @@ fn a_blackholed_path_drops_its_connection_when_its_aborts_go_unanswered() {
     // Nothing sent after 100 ms reached the target, and the abort timeout (0.5 s after
     // the first give-up) dropped the connection before the transport's budget (537 ms
     // after the first swallowed send) would have.
-    assert_eq!((d[0].commands_sent, c.target().stats().commands), (55, 51));
+    assert_eq!(
+        (d[0].commands_sent, c.lab_target().stats().commands),
+        (55, 51)
+    );
     assert_eq!(d[0].transport_errors, 0);
     let (io, p, _) = run_to(&mut w, 1_500);
     assert_eq!((io.failed, p[0].ios), (0, 51));
@@ -442,7 +446,7 @@ fn a_path_issues_nothing_and_holds_nothing_of_its_own() {
     let w = world(Paths::default());
     for i in 0..2 {
         let c = path(&w, i);
-        assert_eq!(c.workload().next_at(), None, "path {i}");
+        assert!(c.workload().is_none(), "path {i}: its I/O is the disk's");
         assert_eq!(c.disk().slots.len(), 8, "its request limit, no hold");
     }
 }
@@ -510,7 +514,7 @@ fn a_target_error_fails_the_io_on_its_path_once() {
         .flat_map(|slot| (1..200u64).map(move |g| (slot << 32) | g))
         .find(|t| c.disk().slots.holds(*t))
         .expect("a command out on path 0");
-    let (me, to) = c.target().connection().expect("logged in");
+    let (me, to) = c.lab_target().connection().expect("logged in");
     let rsp = SrpRsp {
         tag,
         status: SrpStatus::LbaOutOfRange,

@@ -16,7 +16,7 @@ use crate::io::BLOCK_SIZE;
 use crate::retry::ClientProblem;
 use crate::srp::{SrpRsp, SrpStatus, IU_SIZE};
 use crate::srp_target::Route;
-use crate::stack::{self, ClientSpec, Node, StackSetup};
+use crate::stack::{self, ClientSpec, LabParts, Node, StackSetup};
 
 /// One I/O a millisecond; four on the wire at once; twelve more held.
 fn config() -> DiskConfig {
@@ -113,11 +113,11 @@ fn a_disk_logs_in_and_serves_checking_every_block_it_reads() {
     );
     assert_eq!((d.answers, d.stale_responses, d.late_discarded), (98, 0, 0));
     assert_eq!(
-        c.target().stats().commands,
+        c.lab_target().stats().commands,
         100,
         "the last, sent at 100 ms, is on the wire"
     );
-    let t = c.target().stats();
+    let t = c.lab_target().stats();
     assert_eq!(
         t.reads + t.writes,
         100,
@@ -139,7 +139,7 @@ fn a_disk_logs_in_and_serves_checking_every_block_it_reads() {
         "{}",
         io.max_latency_us
     );
-    let oldest = c.workload().outstanding().next().expect("three out").id;
+    let oldest = c.lab_workload().outstanding().next().expect("three out").id;
     assert!(c.disk().tracks(oldest) && !c.disk().tracks(io.submitted + 1));
     assert_eq!(
         c.disk().path_timeout(),
@@ -186,7 +186,7 @@ fn a_reset_takes_back_what_is_out_holds_what_comes_and_reissues_it_all() {
         "two taken back, two new, all held"
     );
     assert_eq!(d.max_held, 4);
-    let mut ids: Vec<u64> = c.workload().outstanding().map(|r| r.id).collect();
+    let mut ids: Vec<u64> = c.lab_workload().outstanding().map(|r| r.id).collect();
     ids.sort_unstable();
     assert_eq!(ids, [99, 100, 101, 102], "ids count from 1");
     assert!(ids.iter().all(|&id| c.disk().tracks(id)) && !c.disk().tracks(98));
@@ -508,7 +508,7 @@ fn a_disk_on_the_second_port_is_answered_there() {
 fn answers_that_match_no_command_are_counted_and_dropped() {
     let mut h = host(routed(), Vec::new());
     let (before, io_before) = run_to(&mut h, 50);
-    let (me, to) = disk(&h).target().connection().expect("logged in");
+    let (me, to) = disk(&h).lab_target().connection().expect("logged in");
     let unknown = SrpRsp {
         tag: (999 << 32) | 1,
         status: SrpStatus::Good,
@@ -549,7 +549,7 @@ fn a_saturated_disk_keeps_its_request_limit_and_every_block_intact() {
     assert_eq!(most, 16, "the request limit, reached and kept");
     let (d, io) = run_to(&mut h, 600);
     let c = disk(&h);
-    let t = c.target().stats();
+    let t = c.lab_target().stats();
     assert_eq!((t.overflowed, t.write_mismatches, t.malformed), (0, 0, 0));
     // Every slot held through the reset; the workload asks no more than there are slots.
     assert_eq!((d.max_held, io.busy, io.in_flight), (32, 0, 32));

@@ -147,7 +147,12 @@ mod tests {
     use crate::multipath::SharedMultipath;
 
     fn disk(paths: usize) -> SharedMultipath {
-        let mp = SharedMultipath::new("bootdisk", DiskConfig::default(), paths);
+        let mp = SharedMultipath::new(
+            "bootdisk",
+            DiskConfig::default(),
+            paths,
+            crate::workload::fake::Steady::new(0, 0),
+        );
         for p in 0..paths {
             mp.lock().place_path(p, &std::format!("hca{p}"), 1);
         }

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::disk::PathTimeout;
+use crate::workload::fake::Steady;
 use rand::SeedableRng;
 
 fn at(ms: u64) -> Instant {
@@ -23,7 +24,8 @@ fn disk(iops: u32, hold: u16) -> SharedMultipath {
         path_timeout: PathTimeout::DEFAULT,
         ..DiskConfig::default()
     };
-    SharedMultipath::new("disk", config, 2)
+    let workload = Steady::new(iops, SharedMultipath::capacity(&config, 2));
+    SharedMultipath::new("disk", config, 2, workload)
 }
 
 fn io(id: u64) -> IoRequest {

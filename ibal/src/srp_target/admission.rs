@@ -39,16 +39,7 @@ pub enum CapacityError {
     PerSecond(u32),
 }
 
-/// A login the target did not take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum LoginRejected {
-    /// SRP_LOGIN_REJ, insufficient resources: past one of its limits.
-    #[error("login rejected: insufficient resources ({0})")]
-    Busy(&'static str),
-    /// The target is restarting: nothing answers the CM REQ.
-    #[error("no answer: the target is restarting")]
-    Restarting,
-}
+pub use crate::target::LoginRejected;
 
 /// What a target's admission saw, for the fleet's figures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -2,8 +2,9 @@
 //! transport"): which transmission of a message its route carries, its answers sent in order
 //! and retried the same way, and a connection its queue pair gives up.
 
-use hcabus::fabric::Fabric;
-use hcabus::verbs::{RcTransport, RemoteQp, Verbs};
+use hcabus::verbs::{RcTransport, RemoteQp};
+
+use crate::target::Wire;
 use hcabus::{Duration, Instant};
 
 use super::{SrpTarget, IU_SIZE};
@@ -57,7 +58,7 @@ impl SrpTarget {
     /// Sends the answers that are due, in the order they were made. One the route swallows
     /// is sent again by the target's own transport and holds those behind it; past its
     /// retry budget the target's queue pair is in error and the connection is gone.
-    pub(super) fn send_due(&mut self, hca: &mut (impl Fabric + Verbs), now: Instant) {
+    pub(super) fn send_due(&mut self, hca: &mut dyn Wire, now: Instant) {
         let rc = hca.rc_transport();
         self.retransmit_out = None;
         while let Some(o) = self.outbox.front().copied().filter(|o| o.due <= now) {

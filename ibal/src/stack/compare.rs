@@ -65,7 +65,7 @@ pub fn stack_is_back(host: &Node, clients: usize) -> bool {
 fn dropped(host: &Node) -> u64 {
     super::disks(host)
         .map(|d| {
-            let s = d.workload().stats();
+            let s = d.workload().map(|w| *w.stats()).unwrap_or_default();
             let owed = s.submitted - s.completed - s.failed;
             s.failed + if d.is_live_path() { 0 } else { owed }
         })

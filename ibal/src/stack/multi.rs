@@ -6,12 +6,14 @@ use std::vec::Vec;
 
 use hcabus_sim::MultiHost;
 
-use super::{build_with, io_stats, net_stats, BuildError, ClientSpec, MultiNode, StackSetup};
+use super::{
+    build_with, io_stats, net_stats, BuildError, ClientSpec, LabDisk, MultiNode, StackSetup,
+};
 use crate::disk::{DiskConfig, SrpClient};
 use crate::io::IoStats;
 use crate::ipoib::NetStats;
 use crate::multipath::{SharedMultipath, MAX_PATHS};
-use crate::srp_target::SharedAdmission;
+use crate::srp_target::{Lun, SharedAdmission};
 use crate::subnet::SharedSubnet;
 use hcabus::verbs::Lid;
 
@@ -76,17 +78,27 @@ fn build_multi_on(
     setup: &MultiSetup,
     shared: (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
 ) -> Result<MultiNode, BuildError> {
-    let disks: Vec<SharedMultipath> = setup
+    let disks: Vec<LabDisk> = setup
         .disks
         .iter()
-        .map(|d| SharedMultipath::new(&d.name, d.config, d.paths.min(MAX_PATHS)))
+        .map(|d| {
+            let paths = d.paths.min(MAX_PATHS);
+            let max_outstanding = SharedMultipath::capacity(&d.config, paths);
+            let workload = super::workload(&d.config, max_outstanding);
+            LabDisk {
+                queue: SharedMultipath::new(&d.name, d.config, paths, workload),
+                lun: Lun::new(d.config.lun_id, d.config.n_blocks),
+            }
+        })
         .collect();
     // Where each path runs, for the last-path guard's reasons.
     for a in &setup.adapters {
         for c in &a.stack.clients {
             if let ClientSpec::DiskPath { config: p, .. } = c {
-                if let Some(mp) = disks.get(p.disk) {
-                    mp.lock().place_path(p.path, &a.name, p.initiator.port);
+                if let Some(disk) = disks.get(p.disk) {
+                    disk.queue
+                        .lock()
+                        .place_path(p.path, &a.name, p.initiator.port);
                 }
             }
         }

@@ -10,24 +10,72 @@ use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
 use hcabus_sim::{Behavior, ScriptedAgent};
 
 use super::{BuildError, StackClient};
+use crate::block::{BlockWorkload, WorkloadConfig};
 use crate::budget::{self, Needs};
 use crate::disk::{DiskConfig, SrpClient};
 use crate::ibal_client::SharedIbal;
 use crate::ipoib::{IpoibClient, IpoibConfig};
 use crate::multipath::SharedMultipath;
-use crate::srp_target::SharedAdmission;
+use crate::srp_target::{Lun, SharedAdmission, SrpTarget};
+use crate::target::Target;
 use crate::uverbs::{UverbsClient, UverbsConfig};
+use crate::workload::Workload;
 use hcabus::verbs::Lid;
 
 /// What a client is built on: the stack's access layer and its multipath disks.
 #[derive(Debug, Clone, Copy)]
 pub struct Parts<'a> {
     pub ibal: &'a SharedIbal,
-    pub disks: &'a [SharedMultipath],
+    pub disks: &'a [LabDisk],
     /// The login capacity of targets other hosts share, by the target's LID.
     pub targets: &'a [(Lid, SharedAdmission)],
     /// A fleet's subnet manager and SA, which IPoIB joins its groups through.
     pub subnet: Option<&'a crate::subnet::SharedSubnet>,
+}
+
+/// A multipath disk as the lab builds it: the queue above its paths, and the LUN every
+/// path's target port serves.
+#[derive(Debug, Clone)]
+pub struct LabDisk {
+    pub queue: SharedMultipath,
+    pub lun: Lun,
+}
+
+/// The workload a disk configured by `config` carries, with at most `max_outstanding`
+/// I/Os owed at once.
+pub fn workload(config: &DiskConfig, max_outstanding: usize) -> Box<dyn Workload> {
+    Box::new(BlockWorkload::new(WorkloadConfig {
+        iops: config.iops,
+        read_pct: config.read_pct.min(100),
+        lun_id: config.lun_id,
+        n_blocks: config.n_blocks,
+        max_outstanding,
+    }))
+}
+
+/// `target` with the login capacity it shares with other hosts, when it is one of
+/// `targets` (by LID).
+fn shared(mut target: SrpTarget, lid: Lid, targets: &[(Lid, SharedAdmission)]) -> Box<dyn Target> {
+    if let Some((_, a)) = targets.iter().find(|(l, _)| *l == lid) {
+        target.set_admission(a.clone());
+    }
+    Box::new(target)
+}
+
+/// The disk `name` as `config` sets it up, on the access layer `ibal`: its target port
+/// (sharing its login capacity when it is one of `targets`) and its workload the lab's.
+/// `None` when the bus would refuse the name.
+pub fn disk(
+    name: &str,
+    config: &DiskConfig,
+    ibal: SharedIbal,
+    targets: &[(Lid, SharedAdmission)],
+) -> Option<SrpClient> {
+    let target =
+        SrpTarget::new(config.target_lid, config.lun_id, config.n_blocks).with_route(config.route);
+    let target = shared(target, config.target_lid, targets);
+    let workload = workload(config, config.slots() as usize);
+    SrpClient::new(name, *config, ibal, target, workload)
 }
 
 /// A client's configuration: what the client takes of the adapter, and the client itself.
@@ -113,8 +161,7 @@ impl ClientConfig for DiskConfig {
         Some((budget::disk(self), DISK_SIZED_BY))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
-        let c = SrpClient::new(name, *self, on.ibal.clone());
-        built(name, c.map(|c| c.sharing(on.targets)))
+        built(name, disk(name, self, on.ibal.clone(), on.targets))
     }
 }
 
@@ -123,13 +170,19 @@ impl ClientConfig for PathConfig {
         Some((budget::disk(&self.initiator), DISK_SIZED_BY))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
-        let mp = on
+        let disk = on
             .disks
             .get(self.disk)
             .ok_or_else(|| BuildError::NoSuchDisk(name.into()))?;
-        let (ibal, mp) = (on.ibal.clone(), mp.clone());
-        let c = SrpClient::new_path(name, self.initiator, ibal, mp, self.path);
-        built(name, c.map(|c| c.sharing(on.targets)))
+        let config = &self.initiator;
+        let target =
+            SrpTarget::with_lun(config.target_lid, disk.lun.clone()).with_route(config.route);
+        let target = shared(target, config.target_lid, on.targets);
+        let (ibal, mp) = (on.ibal.clone(), disk.queue.clone());
+        built(
+            name,
+            SrpClient::new_path(name, *config, ibal, mp, self.path, target),
+        )
     }
 }
 

@@ -8,7 +8,7 @@ use hcabus::verbs::*;
 use hcabus::{Duration, Instant, State};
 use hcabus_sim::{Behavior, Fault, RemoteError};
 use ibal::disk::SrpClient;
-use ibal::stack::{self, ClientSpec, Node, ScriptedConfig, StackSetup};
+use ibal::stack::{self, ClientSpec, LabParts, Node, ScriptedConfig, StackSetup};
 use ibal::uverbs::{UverbsClient, UverbsError};
 use ibal::*;
 
@@ -44,7 +44,7 @@ fn a_catastrophic_error_under_load_loses_no_io() {
             "{name}: all taken back"
         );
         assert_eq!(
-            d.target().stats().write_mismatches,
+            d.lab_target().stats().write_mismatches,
             0,
             "{name}: target verified writes"
         );
@@ -60,7 +60,7 @@ fn a_catastrophic_error_under_load_loses_no_io() {
     assert!(io.reads_verified > 5_000, "{io:?}");
     // Whatever is not completed is still in flight at the end of the run, and tracked.
     let outstanding: u64 = ibal::stack::disks(&host)
-        .map(|d| d.workload().outstanding().count() as u64)
+        .map(|d| d.lab_workload().outstanding().count() as u64)
         .sum();
     assert_eq!(io.completed + outstanding, io.submitted);
     assert!(outstanding <= 64, "nothing stuck: {outstanding}");
@@ -149,7 +149,7 @@ fn a_reset_that_ends_in_failed_fails_held_io_once_and_nothing_hangs() {
     assert_eq!((io.lost, io.duplicated), (0, 0), "{io:?}");
     for d in ibal::stack::disks(&host) {
         assert_eq!(
-            d.workload().outstanding().count(),
+            d.lab_workload().outstanding().count(),
             0,
             "{}: nothing hangs",
             d.name()
@@ -495,7 +495,7 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
             );
         }
         for d in ibal::stack::disks(&host) {
-            assert_eq!(d.target().stats().write_mismatches, 0, "{}", why());
+            assert_eq!(d.lab_target().stats().write_mismatches, 0, "{}", why());
         }
         assert!(
             host.checker().violations.is_empty(),

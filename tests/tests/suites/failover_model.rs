@@ -139,7 +139,10 @@ impl World {
             n_blocks: 2,
             ..DiskConfig::default()
         };
-        let mut mp = SharedMultipath::new("disk", config, PATHS).lock().clone();
+        let workload = ibal::stack::workload(&config, SharedMultipath::capacity(&config, PATHS));
+        let mut mp = SharedMultipath::new("disk", config, PATHS, workload)
+            .lock()
+            .clone();
         let path = |_| {
             let mut table = SlotTable::new(usize::from(QD));
             if let Some(m) = mutant {

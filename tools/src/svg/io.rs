@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use hcabus::bus::ClientReport;
 use ibal::block::{IoBucket, IoSeries};
 use ibal::multipath::{Multipath, PathEventKind, SharedMultipath};
-use ibal::stack::Node;
+use ibal::stack::{LabParts, Node};
 
 use super::{escape, span, Canvas, LEFT, WIDTH};
 
@@ -56,7 +56,7 @@ pub fn disk_lanes(host: &Node) -> Vec<IoLane> {
         .filter(|c| c.multipath().is_none())
         .map(|c| IoLane {
             name: format!("I/O {}", c.name()),
-            series: c.workload().series().clone(),
+            series: c.lab_workload().series().clone(),
             end_us: host.end().as_us(),
             marks: Vec::new(),
             paths: Vec::new(),
@@ -85,7 +85,7 @@ pub fn multipath_lanes(hosts: &[(String, Node)]) -> Vec<IoLane> {
             let disk = mp.lock();
             lanes.push(IoLane {
                 name: format!("I/O {} (multipath)", disk.name()),
-                series: disk.workload().series().clone(),
+                series: ibal::stack::multipath_workload(&disk).series().clone(),
                 end_us,
                 marks: path_marks(hosts, mp, &disk),
                 paths: path_lines(hosts, mp, &disk),

@@ -1,5 +1,6 @@
 //! Fast path failover's escalations and a probing path's count of its answers.
 
+use crate::stack::LabParts;
 use hcabus::{Duration, Instant, Policy};
 use hcabus_sim::Fault;
 
@@ -100,6 +101,6 @@ fn a_steady_slow_path_beside_a_fast_one_learns_its_latency_and_carries_io() {
             srtt >= latency && srtt < latency + Duration::from_ms(1),
             "{ms} ms: {srtt}"
         );
-        assert_eq!(path(&w, 0).target().stats().aborted, 0, "no abort sent");
+        assert_eq!(path(&w, 0).lab_target().stats().aborted, 0, "no abort sent");
     }
 }

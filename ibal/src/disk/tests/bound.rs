@@ -13,7 +13,7 @@ use hcabus::{Duration, Instant};
 use super::{config, disk, routed, run_to, setup};
 use crate::disk::{DiskConfig, MAX_BOUND_STRIKES};
 use crate::srp_target::{Route, RoutePhase};
-use crate::stack::{self, Node};
+use crate::stack::{self, LabParts, Node};
 
 /// The disk of `routed` (2.5 ms answers, four on the wire), its route swallowing everything
 /// from `from` to `to` ms, on an adapter whose transport is `transport`.
@@ -51,7 +51,7 @@ fn a_blackhole_shorter_than_the_retry_budget_is_ridden_through_by_the_transport(
         (1, 0, 0)
     );
     assert_eq!((io.failed, io.submitted - io.completed), (0, 3));
-    let t = disk(&h).target().stats();
+    let t = disk(&h).lab_target().stats();
     // The four answers out when the route went dark, each carried by a retransmission;
     // with every credit taken by them, no command was sent into the dark.
     assert_eq!(t.blackholed, 4, "{t:?}");

@@ -1,6 +1,7 @@
 use crate::disk::{DiskConfig, PathTimeout};
 use crate::io::IoRequest;
 use crate::multipath::{Multipath, SharedMultipath, PROBES_TO_SERVE, PROBE_BACKOFF_MAX};
+use crate::workload::fake::Steady;
 use hcabus::{Duration, Instant};
 use rand::rngs::mock::StepRng;
 use rand::SeedableRng;
@@ -25,7 +26,7 @@ fn two_paths() -> SharedMultipath {
         path_timeout: PathTimeout::DEFAULT,
         ..DiskConfig::default()
     };
-    let mp = SharedMultipath::new("disk", config, 2);
+    let mp = SharedMultipath::new("disk", config, 2, Steady::new(0, 0));
     {
         let mut m = mp.lock();
         m.path_is_up(0, at(0));
@@ -231,7 +232,7 @@ fn a_long_fixed_timeout_probes_within_the_backoffs_bound() {
         path_timeout: PathTimeout::Fixed(Duration::from_ms(30_000)),
         ..DiskConfig::default()
     };
-    let mp = SharedMultipath::new("disk", config, 2);
+    let mp = SharedMultipath::new("disk", config, 2, Steady::new(0, 0));
     let mut m = mp.lock();
     m.path_is_up(0, at(0));
     m.path_is_up(1, at(0));
