@@ -92,7 +92,7 @@ pub fn scenario(data: &[u8]) {
         hcabus_tools::scenario::Scenario::One(s) => s,
         hcabus_tools::scenario::Scenario::Many(m) => return several_adapters(&m),
     };
-    let built = ibal::stack::build(&setup);
+    let built = hcabus_lab::stack::build(&setup);
     let mut host = built.unwrap_or_else(|e| panic!("an accepted scenario does not build: {e}"));
     // Long runs would make the fuzzer crawl; the parse and the build are what is fuzzed.
     if setup.sim.duration > hcabus::Duration::from_ms(2_000) {
@@ -100,20 +100,20 @@ pub fn scenario(data: &[u8]) {
     }
     host.run();
     assert_eq!(host.checker().violations, Vec::<String>::new());
-    let io = ibal::stack::io_stats(&host);
+    let io = hcabus_lab::stack::io_stats(&host);
     check_io(&io);
 }
 
 /// An accepted scenario of several adapters builds, and a short one runs as one does.
-fn several_adapters(setup: &ibal::stack::MultiSetup) {
-    let built = ibal::stack::build_multi(setup);
+fn several_adapters(setup: &hcabus_lab::stack::MultiSetup) {
+    let built = hcabus_lab::stack::build_multi(setup);
     let mut world = built.unwrap_or_else(|e| panic!("an accepted scenario does not build: {e}"));
     if world.end() > hcabus::Instant::from_ms(2_000) {
         return;
     }
     world.run();
     assert_eq!(world.invariants().1, Vec::<String>::new());
-    check_io(&ibal::stack::io_stats_all(&world));
+    check_io(&hcabus_lab::stack::io_stats_all(&world));
 }
 
 /// The I/O accounting closes, and nothing is lost, duplicated or corrupted.

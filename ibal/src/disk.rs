@@ -24,18 +24,15 @@ mod bound;
 mod client;
 mod config;
 mod connection;
-#[cfg(all(test, feature = "sim"))]
-mod path_tests;
 pub mod rtt;
 pub mod slots;
-#[cfg(all(test, feature = "sim"))]
-mod tests;
 
 pub use bound::{CommandBound, DEFAULT_COMMAND_TIMEOUT, MAX_BOUND_STRIKES};
 pub use client::SrpClient;
 pub use config::DiskConfig;
 pub use rtt::{PathTimeout, PathTiming, RttEstimator};
-use slots::{Answer, SlotTable};
+use slots::Answer;
+pub use slots::SlotTable;
 pub use slots::{GiveUpRule, SlotMutant};
 
 /// Marks the work request id of an ABORT TASK's send (a command's is its slot).
@@ -206,6 +203,36 @@ impl SrpDisk {
     /// Receive buffer `index`: one per credit of the request limit.
     fn recv_iu_addr(&self, index: u64) -> u64 {
         self.recv_iu_base + index * IU_SIZE as u64
+    }
+
+    /// Its setup.
+    pub fn config(&self) -> &DiskConfig {
+        &self.config
+    }
+
+    /// Its command slots: the request limit and the hold.
+    pub fn slots(&self) -> &SlotTable {
+        &self.slots
+    }
+
+    /// The DMA memory it reserved at start: where it begins and how long it is (0, 0 before).
+    pub fn dma_reserved(&self) -> (u64, u64) {
+        (self.data_base, self.dma_len)
+    }
+
+    /// Every buffer the adapter may hold at once, as (address, length): each slot's data
+    /// block, command IU and ABORT TASK IU, and each credit's response IU.
+    pub fn dma_buffers(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let per_slot = (0..self.slots.len()).flat_map(move |slot| {
+            [
+                (self.data_addr(slot), BLOCK_SIZE as u64),
+                (self.send_iu_addr(slot), IU_SIZE as u64),
+                (self.abort_iu_addr(slot), IU_SIZE as u64),
+            ]
+        });
+        let per_credit = (0..u64::from(self.config.queue_depth))
+            .map(move |i| (self.recv_iu_addr(i), IU_SIZE as u64));
+        per_slot.chain(per_credit)
     }
 
     /// Whether the disk still owes a completion for `id`. What it completed is handed up

@@ -4,30 +4,24 @@
 //!
 //! Everything here is generic over [`hcabus::bus::BusHandle`]: the access layer and its
 //! clients run unchanged on the virtual-time host and on the threaded host (the model of
-//! the KMDF glue), and need only `hcabus`'s `std` feature. Feature `sim` adds [`stack`] and
-//! [`budget`], which assemble a virtual-time host from a scenario.
+//! the KMDF glue), and need only `hcabus`'s `std` feature.
+//!
+//! Nothing here is simulated. What a disk meets beyond its adapter, its target port
+//! ([`target::Target`]) and the layer above it ([`workload::Workload`]), and the subnet
+//! administrator IPoIB rejoins through ([`ipoib::SubnetAdmin`]) are traits; the lab
+//! (`hcabus-lab`) gives the simulated ones and builds whole hosts.
 #![forbid(unsafe_code)]
 
 pub mod access;
-pub mod block;
-#[cfg(feature = "sim")]
-pub mod budget;
 pub mod disk;
 pub mod errors;
-#[cfg(feature = "sim")]
-pub mod fleet;
 pub mod handle;
 pub mod ibal_client;
 pub mod io;
 pub mod ipoib;
 pub mod multipath;
-pub mod pattern;
 pub mod retry;
 pub mod srp;
-pub mod srp_target;
-#[cfg(feature = "sim")]
-pub mod stack;
-pub mod subnet;
 pub mod target;
 pub mod uverbs;
 pub mod workload;

@@ -25,7 +25,7 @@ fn acks_after(ms: u64) -> Behavior {
 /// The boot-from-SAN host with scripted stand-ins for its clients — the access layer, IPoIB
 /// on two ports, the boot disk on the paging path, a data LUN and a user-verbs context — that
 /// hits a catastrophic firmware error at 1.4 s and recovers. The coordinator's own suites use
-/// it; `ibal::stack::boot_from_san` is the same host with the real clients under load (the
+/// it; `hcabus_lab::stack::boot_from_san` is the same host with the real clients under load (the
 /// `hcasim` default).
 ///
 /// Each client's acknowledgement delay stands for its own quiesce work (completing or
@@ -72,7 +72,7 @@ pub fn scripted_boot_from_san() -> SimSetup {
 /// default policy, five seconds, and a catastrophic firmware error at 1.4 s (between two
 /// health polls, so I/O piles up on the dead device before anyone knows). The one
 /// definition both hosts of the default build on: [`scripted_boot_from_san`] here, and
-/// `ibal::stack::boot_from_san` (the `hcasim` default) with the real clients.
+/// `hcabus_lab::stack::boot_from_san` (the `hcasim` default) with the real clients.
 pub fn boot_from_san_run() -> SimSetup {
     SimSetup {
         name: "boot-from-san".into(),

@@ -4,9 +4,9 @@
 
 use hcabus::bus::ClientReport;
 use hcabus::{Duration, Instant, State};
+use hcabus_lab::stack::{self, ClientSpec, DiskSpec, Node, StackSetup};
 use hcabus_sim::Fault;
 use ibal::disk::DiskConfig;
-use ibal::stack::{self, ClientSpec, Node, StackSetup};
 
 /// A stack of `n` data disks at queue depth `qd`, nothing else but the access layer.
 fn disks(n: usize, qd: u16) -> StackSetup {
@@ -16,12 +16,15 @@ fn disks(n: usize, qd: u16) -> StackSetup {
     setup.clients = (0..n)
         .map(|i| ClientSpec::Disk {
             name: format!("d{i}"),
-            config: DiskConfig {
-                queue_depth: qd,
-                target_lid: 0x100 + i as u16,
-                lun_id: i as u32,
-                port: 1,
-                ..DiskConfig::default()
+            config: DiskSpec {
+                initiator: DiskConfig {
+                    queue_depth: qd,
+                    target_lid: 0x100 + i as u16,
+                    lun_id: i as u32,
+                    port: 1,
+                    ..DiskConfig::default()
+                },
+                ..DiskSpec::default()
             },
         })
         .collect();
@@ -40,7 +43,7 @@ fn the_budget_accepts_exactly_the_stacks_whose_clients_all_come_up() {
             let verdict = setup.budget();
             let mut host = stack::build_unchecked(&setup).expect("builds");
             host.run();
-            let down: Vec<(String, Option<String>)> = ibal::stack::disks(&host)
+            let down: Vec<(String, Option<String>)> = hcabus_lab::stack::disks(&host)
                 .filter(|d| !d.disk().is_up())
                 .map(|d| (d.name().to_string(), d.error()))
                 .collect();

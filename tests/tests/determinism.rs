@@ -83,14 +83,14 @@ fn random_scenarios_keep_every_invariant() {
 #[test]
 fn the_stack_under_load_replays_from_its_seed() {
     let run = |seed| {
-        let mut setup = ibal::stack::boot_from_san_fast();
+        let mut setup = hcabus_lab::stack::boot_from_san_fast();
         setup.sim.seed = seed;
-        let mut host = ibal::stack::build(&setup).expect("stack");
+        let mut host = hcabus_lab::stack::build(&setup).expect("stack");
         host.run();
         (
             host.flight_record_bytes(),
-            ibal::stack::io_stats(&host),
-            ibal::stack::net_stats(&host),
+            hcabus_lab::stack::io_stats(&host),
+            hcabus_lab::stack::net_stats(&host),
         )
     };
     let a = run(7);

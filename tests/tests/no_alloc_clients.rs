@@ -6,8 +6,8 @@
 use std::alloc::System;
 
 use hcabus::Instant;
-use ibal::stack;
-use ibal::stack::Node;
+use hcabus_lab::stack;
+use hcabus_lab::stack::Node;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -19,7 +19,7 @@ fn allocations() -> u64 {
 }
 
 fn in_flight(host: &Node) -> u64 {
-    ibal::stack::disks(host)
+    hcabus_lab::stack::disks(host)
         .map(|d| u64::from(d.disk().in_flight()))
         .sum()
 }

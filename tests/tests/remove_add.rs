@@ -1,9 +1,9 @@
-//! The soft reset beside Linux's remove/add on the default stack (ibal::stack::compare):
+//! The soft reset beside Linux's remove/add on the default stack (hcabus_lab::stack::compare):
 //! both bring the stack back, but only remove/add fails I/O upward and builds every client
 //! again.
 
 use hcabus::{Duration, EventKind};
-use ibal::stack::{self, compare};
+use hcabus_lab::stack::{self, compare};
 
 #[test]
 fn a_soft_reset_brings_the_stack_back_without_failing_io() {
@@ -43,20 +43,20 @@ fn remove_add_brings_a_new_stack_up_and_fails_what_was_in_flight() {
         assert!(!a.events().contains(&EventKind::Reset), "{}", a.name());
     }
     // The new disks serve I/O, and the whole run's accounting closes.
-    let done_before: u64 = ibal::stack::disks(&host)
+    let done_before: u64 = hcabus_lab::stack::disks(&host)
         .skip(2)
         .map(|d| d.io_stats().completed)
         .sum();
     let later = host.now() + Duration::from_ms(500);
     host.run_until(later);
-    let done_after: u64 = ibal::stack::disks(&host)
+    let done_after: u64 = hcabus_lab::stack::disks(&host)
         .skip(2)
         .map(|d| d.io_stats().completed)
         .sum();
     assert!(done_after > done_before, "{done_before} -> {done_after}");
     // Every client of the new stack came up: nothing the old one held was kept from it.
     assert_eq!(host.coordinator().client_count(), old);
-    for d in ibal::stack::disks(&host).skip(2) {
+    for d in hcabus_lab::stack::disks(&host).skip(2) {
         assert!(
             d.disk().is_up() && d.problem().is_none(),
             "{:?}",

@@ -18,12 +18,12 @@ use hcabus::host::{ClientView, EventCallback, StdPlatform, ThreadedBus, Threaded
 use hcabus::types::State;
 use hcabus::types::*;
 use hcabus::{Duration, Policy};
+use hcabus_lab::stack::{self, ClientSpec};
 use hcabus_sim::{Hosted, SharedSimHca, SimHca, SimHcaConfig, Wake, Workers};
 use hcabus_tests::{desc, wait_for};
 use ibal::disk::SrpClient;
 use ibal::io::IoStats;
 use ibal::ipoib::IpoibClient;
-use ibal::stack::{self, ClientSpec};
 use ibal::uverbs::UverbsClient;
 use ibal::{Ibal, IbalClient, SharedIbal};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -87,8 +87,8 @@ impl Stack {
             let seed = 2 + i as u64;
             match spec {
                 ClientSpec::Disk { name, config } => {
-                    let c =
-                        ibal::stack::disk(name, config, shared.clone(), &[]).expect("name fits");
+                    let c = hcabus_lab::stack::disk(name, config, shared.clone(), &[])
+                        .expect("name fits");
                     s.disks.push(Hosted::start(bus, c, hca.clone(), seed));
                 }
                 ClientSpec::Ipoib { name, config } => {

@@ -18,11 +18,11 @@ use std::time::Instant as Wall;
 
 use hcabus::types::Epoch;
 use hcabus::{Duration, Instant};
+use hcabus_lab::stack::compare::{self, Cycle};
 use hcabus_sim::bench::{
     bench_setup, threaded_faults, FaultCounter, FaultScope, Floor, MinimalHost,
 };
 use hcabus_sim::{Fault, SimHost};
-use ibal::stack::compare::{self, Cycle};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -229,10 +229,10 @@ fn hcasim_speed() -> (f64, f64) {
     let mut samples = Vec::new();
     let mut virtual_s = 0.0;
     for _ in 0..3 {
-        let mut setup = ibal::stack::boot_from_san();
+        let mut setup = hcabus_lab::stack::boot_from_san();
         setup.sim.seed = 1;
         let t = Wall::now();
-        let mut host = ibal::stack::build(&setup).expect("the default stack");
+        let mut host = hcabus_lab::stack::build(&setup).expect("the default stack");
         host.run();
         samples.push(t.elapsed().as_secs_f64());
         virtual_s = host.end().as_us() as f64 / 1e6;
@@ -267,7 +267,7 @@ fn measure(cycle: impl FnOnce() -> Cycle) -> Way {
 /// adapter, the coordinator and the setup kept), each from the fault to the stack being
 /// back, on fresh warm hosts, interleaved; the median round of each by time.
 fn soft_vs_remove_add() -> (Way, Way) {
-    let setup = ibal::stack::boot_from_san_fast();
+    let setup = hcabus_lab::stack::boot_from_san_fast();
     let mut soft = Vec::new();
     let mut removal = Vec::new();
     for _ in 0..ROUNDS {

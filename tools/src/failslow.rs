@@ -8,9 +8,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use hcabus::Duration;
-use ibal::block::LatencyHistogram;
+use hcabus_lab::block::LatencyHistogram;
+use hcabus_lab::stack::{self, ClientSpec, MultiSetup};
 use ibal::disk::PathTimeout;
-use ibal::stack::{self, ClientSpec, MultiSetup};
 
 use crate::scenario::{parse_any, Scenario};
 
@@ -150,13 +150,13 @@ pub fn run(
         out.duplicated += io.duplicated;
         out.mismatched += io.read_mismatches;
         out.max_latency_us = out.max_latency_us.max(io.max_latency_us);
-        if let Some(t) = ibal::stack::multipath_workload(&mp).oldest_outstanding() {
+        if let Some(t) = hcabus_lab::stack::multipath_workload(&mp).oldest_outstanding() {
             out.max_latency_us = out
                 .max_latency_us
                 .max(world.end().saturating_since(t).as_us());
         }
         out.latencies
-            .add(ibal::stack::multipath_workload(&mp).latencies());
+            .add(hcabus_lab::stack::multipath_workload(&mp).latencies());
         if let Some((path, start)) = blackhole_start(&setup) {
             let (events, _) = mp.path_events();
             out.dead_found_us = events
@@ -188,13 +188,7 @@ fn blackhole_start(setup: &MultiSetup) -> Option<(usize, hcabus::Instant)> {
             _ => None,
         })
         .filter_map(|p| {
-            let at = p
-                .initiator
-                .route
-                .phases()
-                .iter()
-                .find(|ph| ph.blackhole)?
-                .at;
+            let at = p.route.phases().iter().find(|ph| ph.blackhole)?.at;
             Some((p.path, at))
         })
         .min_by_key(|(_, at)| *at)

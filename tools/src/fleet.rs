@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Mutex;
 
-use ibal::fleet::{FaultFigures, Fleet, FleetFault, FleetFigures};
+use hcabus_fleet::{FaultFigures, Fleet, FleetFault, FleetFigures};
 use ibal::retry::RetryPolicy;
 use serde_json::{json, Value};
 
@@ -246,7 +246,7 @@ fn seed_table(runs: &[FleetRun]) -> String {
 /// The rollout's rows: how far it got and how long it took, its peak against its limit, the
 /// guard's refusals, and the longest a boot disk went with no path.
 fn rollout_rows(t: &mut comfy_table::Table, runs: &[FleetRun]) {
-    let mut row = |name: &str, f: &dyn Fn(&ibal::fleet::RolloutFigures, &FleetRun) -> String| {
+    let mut row = |name: &str, f: &dyn Fn(&hcabus_fleet::RolloutFigures, &FleetRun) -> String| {
         let mut r = vec![name.to_string()];
         r.extend(
             runs.iter()

@@ -13,9 +13,9 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use hcabus_lab::stack;
+use hcabus_lab::stack::Node;
 use hcabus_sim::random_setup;
-use ibal::stack;
-use ibal::stack::Node;
 
 /// What to hunt.
 #[derive(Debug, Clone)]

@@ -1,9 +1,9 @@
 //! The JSON report of docs/design.md §9. Field names and their order are a contract with outside
 //! tools: keep them exactly.
 
+use hcabus_lab::stack;
+use hcabus_lab::stack::{MultiNode, Node};
 use hcabus_sim::ResetReport;
-use ibal::stack;
-use ibal::stack::{MultiNode, Node};
 use serde::Serialize;
 
 use hcactl::contract::{schema, state_word};
@@ -154,7 +154,7 @@ fn clients(host: &Node, hca: Option<&str>) -> Vec<ClientJson> {
 
 /// SRP logins that succeeded and were refused, over every disk of `host`.
 fn logins(host: &Node) -> (u64, u64) {
-    ibal::stack::disks(host)
+    hcabus_lab::stack::disks(host)
         .map(|d| d.disk().stats())
         .fold((0, 0), |(l, r), s| {
             (l + u64::from(s.logins), r + u64::from(s.login_retries))

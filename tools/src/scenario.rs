@@ -7,10 +7,10 @@
 use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
 use hcabus::verbs::{RcTransport, TransportError};
 use hcabus::{Duration, Identity, Instant, Policy};
+use hcabus_lab::stack::{ClientSpec, DiskSpec, Load, ScriptedConfig, StackSetup};
 use hcabus_sim::{Behavior, Fault, FaultArgs, SimHcaConfig, SimSetup};
 use ibal::disk::DiskConfig;
 use ibal::ipoib::IpoibConfig;
-use ibal::stack::{ClientSpec, ScriptedConfig, StackSetup};
 use ibal::uverbs::UverbsConfig;
 use ibal::IbalConfig;
 
@@ -55,7 +55,7 @@ const NAME_RULE: &str = "must be 1 to 32 bytes of UTF-8 with no control characte
 #[derive(Debug, Clone)]
 pub enum Scenario {
     One(StackSetup),
-    Many(ibal::stack::MultiSetup),
+    Many(hcabus_lab::stack::MultiSetup),
 }
 
 /// Parses a scenario of one adapter or several.
@@ -264,7 +264,7 @@ struct Clients {
     nets: u16,
     ports: u8,
     /// The fabric route from the targets to this adapter.
-    route: ibal::srp_target::Route,
+    route: hcabus_lab::srp_target::Route,
 }
 
 impl Clients {
@@ -272,7 +272,7 @@ impl Clients {
     /// its index in the file.
     fn build(
         clients: &[(usize, &Client)],
-        (ports, route): (u8, ibal::srp_target::Route),
+        (ports, route): (u8, hcabus_lab::srp_target::Route),
     ) -> Result<Self, ScenarioError> {
         let mut out = Clients {
             route,
@@ -377,19 +377,21 @@ impl Clients {
         let at = |key: &str| format!("clients[{i}].{key}");
         self.needs_ibal = true;
         let d = DiskConfig::default();
+        let l = Load::default();
+        let load = Load {
+            iops: c.iops.unwrap_or(l.iops),
+            read_pct: c.read_pct.unwrap_or(l.read_pct),
+            n_blocks: c.blocks.unwrap_or(l.n_blocks),
+        };
         let config = DiskConfig {
             boot,
-            iops: c.iops.unwrap_or(d.iops),
             queue_depth: c.queue_depth.unwrap_or(d.queue_depth),
-            read_pct: c.read_pct.unwrap_or(d.read_pct),
-            n_blocks: c.blocks.unwrap_or(d.n_blocks),
             port: self.port(i, c, if boot { 1 } else { 2 })?,
             target_lid: 0x100 + self.disks,
             lun_id: u32::from(self.disks),
             ack_delay: Duration::from_ms(c.ack_delay_ms.unwrap_or(0)),
             guard_last_path: c.guard_last_path.unwrap_or(boot),
             path_timeout: paths::path_timeout(c).map_err(|(k, e)| err(at(k), e))?,
-            route: self.route,
             command_timeout: c
                 .command_timeout_ms
                 .map_or(d.command_timeout, Duration::from_ms),
@@ -404,17 +406,22 @@ impl Clients {
         if !(1..=256).contains(&config.queue_depth) {
             return Err(err(at("queue_depth"), "must be between 1 and 256"));
         }
-        if config.iops > 100_000 {
+        if load.iops > 100_000 {
             return Err(err(at("iops"), "at most 100000"));
         }
-        if config.read_pct > 100 {
+        if load.read_pct > 100 {
             return Err(err(at("read_pct"), "a percentage: 0 to 100"));
         }
-        if !(64..=4096).contains(&config.n_blocks) {
+        if !(64..=4096).contains(&load.n_blocks) {
             return Err(err(at("blocks"), "must be between 64 and 4096"));
         }
         self.disks += 1;
         let name = c.name.clone();
+        let config = DiskSpec {
+            initiator: config,
+            load,
+            route: self.route,
+        };
         Ok(Some(ClientSpec::Disk { name, config }))
     }
 

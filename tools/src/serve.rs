@@ -22,7 +22,7 @@ use std::time::{Duration, Instant as WallInstant};
 
 use hcabus::ioctl::{Caller, NtStatus, Rights};
 use hcabus::Instant;
-use ibal::stack::MultiNode;
+use hcabus_lab::stack::MultiNode;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
 use crate::scenario::Scenario;
@@ -56,7 +56,7 @@ pub const MAX_STEP: hcabus::Duration = hcabus::Duration::from_ms(10);
 fn build(setup: &Scenario) -> Result<(MultiNode, Vec<String>), String> {
     match setup {
         Scenario::One(s) => {
-            let host = ibal::stack::build(s).map_err(|e| e.to_string())?;
+            let host = hcabus_lab::stack::build(s).map_err(|e| e.to_string())?;
             let world =
                 hcabus_sim::MultiHost::new(&s.sim.name, s.sim.seed, vec![(String::new(), host)])
                     .map_err(|e| e.to_string())?;
@@ -66,7 +66,7 @@ fn build(setup: &Scenario) -> Result<(MultiNode, Vec<String>), String> {
             if let Some(a) = m.adapters.iter().find(|a| !device::valid_name(&a.name)) {
                 return Err(format!("adapter {:?}: {}", a.name, device::NAME_RULE));
             }
-            let world = ibal::stack::build_multi(m).map_err(|e| e.to_string())?;
+            let world = hcabus_lab::stack::build_multi(m).map_err(|e| e.to_string())?;
             let names = m.adapters.iter().map(|a| a.name.clone()).collect();
             Ok((world, names))
         }

@@ -8,7 +8,7 @@ use hcabus::hca::HwStep;
 use hcabus::recorder::{Record, RecordKind};
 use hcabus::types::EventKind;
 use hcabus::types::{Call, State};
-use ibal::stack::Node;
+use hcabus_lab::stack::Node;
 
 pub mod fleet;
 mod io;

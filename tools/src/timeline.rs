@@ -7,8 +7,8 @@ use hcabus::hca::HwStep;
 use hcabus::recorder::{HwOutcome, Record, RecordKind};
 use hcabus::types::Call;
 use hcabus::types::{ClientId, PortState};
+use hcabus_lab::stack::Node;
 use hcabus_sim::Fault;
-use ibal::stack::Node;
 
 const TIME_W: usize = 10;
 const BUS_W: usize = 34;
@@ -362,9 +362,9 @@ pub fn flight_record(host: &Node) -> String {
 /// The disks' lines of the workload: the I/O totals, the loud ones, then one per disk.
 fn disks(host: &Node, out: &mut String) {
     use ibal::disk::SrpClient;
-    let disks: Vec<&SrpClient> = ibal::stack::disks(host).collect();
+    let disks: Vec<&SrpClient> = hcabus_lab::stack::disks(host).collect();
     if !disks.is_empty() {
-        io_lines(&ibal::stack::io_stats(host), out);
+        io_lines(&hcabus_lab::stack::io_stats(host), out);
         for d in disks {
             disk_line(hcabus::bus::ClientReport::name(d), d, out);
         }
@@ -456,8 +456,8 @@ fn refused_logins(s: &ibal::disk::DiskStats) -> String {
 pub fn workload(host: &Node) -> String {
     let mut out = String::new();
     disks(host, &mut out);
-    if ibal::stack::nets(host).next().is_some() {
-        net_line(&ibal::stack::net_stats(host), &mut out);
+    if hcabus_lab::stack::nets(host).next().is_some() {
+        net_line(&hcabus_lab::stack::net_stats(host), &mut out);
     }
     uverbs_line(host, &mut out);
     out
@@ -481,7 +481,7 @@ pub fn net_line(n: &ibal::ipoib::NetStats, out: &mut String) {
 
 /// The user-verbs process's line, when the host has one.
 pub fn uverbs_line(host: &Node, out: &mut String) {
-    if let Some(u) = ibal::stack::processes(host).next() {
+    if let Some(u) = hcabus_lab::stack::processes(host).next() {
         let p = u.process();
         let _ = writeln!(
             out,

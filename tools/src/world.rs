@@ -5,9 +5,9 @@
 use std::fmt::Write as _;
 
 use hcabus::bus::ClientReport;
+use hcabus_lab::stack::MultiNode;
 use ibal::disk::SrpClient;
 use ibal::multipath::PathEventKind;
-use ibal::stack::MultiNode;
 
 use crate::timeline::{disk_line, io_lines, lanes, net_line, us, uverbs_line};
 
@@ -58,7 +58,7 @@ fn timeout_words(t: ibal::disk::PathTimeout) -> String {
 /// came back, the commands it moved at a failover, the commands fast path failover gave up.
 pub fn paths_timeline(world: &MultiNode) -> String {
     let mut out = String::new();
-    for (mp, paths) in ibal::stack::multipath_disks(world) {
+    for (mp, paths) in hcabus_lab::stack::multipath_disks(world) {
         let mp = mp.lock();
         let names: Vec<&str> = paths.iter().map(|(hca, _)| *hca).collect();
         let _ = writeln!(
@@ -112,7 +112,7 @@ pub fn workload(world: &MultiNode) -> String {
         .hosts()
         .iter()
         .flat_map(|(hca, h)| {
-            ibal::stack::disks(h)
+            hcabus_lab::stack::disks(h)
                 .filter(|d| d.multipath().is_none())
                 .map(move |d| match several {
                     true => (format!("{}@{hca}", d.name()), d),
@@ -122,7 +122,7 @@ pub fn workload(world: &MultiNode) -> String {
         .collect();
     let multipath = crate::report::multipath(world);
     if !singles.is_empty() || !multipath.is_empty() {
-        io_lines(&ibal::stack::io_stats_all(world), &mut out);
+        io_lines(&hcabus_lab::stack::io_stats_all(world), &mut out);
     }
     for (label, d) in &singles {
         disk_line(label, d, &mut out);
@@ -160,9 +160,9 @@ pub fn workload(world: &MultiNode) -> String {
     let has_net = world
         .hosts()
         .iter()
-        .any(|(_, h)| ibal::stack::nets(h).next().is_some());
+        .any(|(_, h)| hcabus_lab::stack::nets(h).next().is_some());
     if has_net {
-        net_line(&ibal::stack::net_stats_all(world), &mut out);
+        net_line(&hcabus_lab::stack::net_stats_all(world), &mut out);
     }
     for (_, h) in world.hosts() {
         uverbs_line(h, &mut out);

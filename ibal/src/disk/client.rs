@@ -175,7 +175,7 @@ impl SrpClient {
     /// one adapter, and each adapter's accounting closes) and its own failovers, and its
     /// first path also what waits in the disk's queue or failed there without reaching a
     /// path.
-    fn counters(&self) -> hcabus::bus::ClientCounters {
+    pub fn counters(&self) -> hcabus::bus::ClientCounters {
         let io = |s: &IoStats| hcabus::bus::ClientCounters {
             submitted: s.submitted,
             completed: s.completed,

@@ -1,6 +1,7 @@
-//! How a disk is set up: its workload, queue and hold, its target, its path timeout and
-//! route, and what that asks of the adapter (DMA memory, CQ entries), which the budget checks
-//! before a run and the disk reserves at start.
+//! How a disk's initiator is set up: its queue and hold, its target and LUN, its login,
+//! its path timeout and command bound, and what that asks of the adapter (DMA memory, CQ
+//! entries), which a host checks before a run and the disk reserves at start. What it
+//! carries and how far its target is are not the initiator's: the lab sets them apart.
 
 use hcabus::verbs::Lid;
 use hcabus::Duration;
@@ -9,20 +10,16 @@ use super::PathTimeout;
 use crate::io::BLOCK_SIZE;
 use crate::retry::RetryPolicy;
 use crate::srp::IU_SIZE;
-use crate::srp_target::Route;
 
 /// How a disk is set up (the `[[clients]]` keys of docs/design.md §9 for `srp` and `bootdisk`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiskConfig {
     /// The boot disk: paging path, executes from inside its RESET callback.
     pub boot: bool,
-    pub iops: u32,
     /// Commands on the wire at once (the SRP request limit).
     pub queue_depth: u16,
     /// Further I/Os the disk accepts and holds while the queue or the link is busy.
     pub hold_capacity: u16,
-    pub read_pct: u8,
-    pub n_blocks: u64,
     pub port: u8,
     pub target_lid: Lid,
     pub lun_id: u32,
@@ -34,10 +31,6 @@ pub struct DiskConfig {
     /// path answers, before it is given up here (the target told to abort it) and re-issued
     /// there (docs/design.md §7 "Fast path failover", "Adaptive path timeout").
     pub path_timeout: PathTimeout,
-    /// How the simulated target port's route behaves: its answers' latency (a congested or
-    /// long route), and the phases of a fail-slow trace. What makes a path slow without
-    /// making it dead.
-    pub route: Route,
     /// The last-path guard (docs/design.md §7): registers CAN_VETO and refuses a planned
     /// reset that would leave the disk with no Active, logged-in path. On for a boot disk
     /// unless its configuration says otherwise.
@@ -88,18 +81,14 @@ impl Default for DiskConfig {
     fn default() -> Self {
         DiskConfig {
             boot: false,
-            iops: 2_000,
             queue_depth: 32,
             hold_capacity: 224,
-            read_pct: 70,
-            n_blocks: 1024,
             port: 1,
             target_lid: 0x100,
             lun_id: 0,
             login_delay: Duration::from_us(500),
             ack_delay: Duration::ZERO,
             path_timeout: PathTimeout::Off,
-            route: Route::constant(Duration::ZERO),
             guard_last_path: false,
             login_retry: RetryPolicy::Backoff,
             command_timeout: super::DEFAULT_COMMAND_TIMEOUT,

@@ -18,7 +18,6 @@ fn rng() -> rand_chacha::ChaCha8Rng {
 /// A disk of two paths issuing `iops`, the adaptive timeout, room for `hold` held I/Os.
 fn disk(iops: u32, hold: u16) -> SharedMultipath {
     let config = DiskConfig {
-        iops,
         queue_depth: 1,
         hold_capacity: hold,
         path_timeout: PathTimeout::DEFAULT,
@@ -37,7 +36,7 @@ fn the_queue_holds_io_while_no_path_is_up_and_fails_it_past_the_hold() {
     let mp = disk(1_000, 224);
     assert!(mp.same(&mp.clone()) && !mp.same(&disk(1_000, 224)));
     let mut m = mp.lock();
-    assert_eq!((m.name(), m.config().iops), ("disk", 1_000));
+    assert_eq!((m.name(), m.config().hold_capacity), ("disk", 224));
     let mut r = rng();
     m.path_is_up(0, at(0));
     m.path_is_up(1, at(0));

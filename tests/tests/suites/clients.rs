@@ -6,9 +6,9 @@ use hcabus::ioctl::Wire;
 use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant, State};
+use hcabus_lab::stack::{self, ClientSpec, LabParts, Node, ScriptedConfig, StackSetup};
 use hcabus_sim::{Behavior, Fault, RemoteError};
 use ibal::disk::SrpClient;
-use ibal::stack::{self, ClientSpec, LabParts, Node, ScriptedConfig, StackSetup};
 use ibal::uverbs::{UverbsClient, UverbsError};
 use ibal::*;
 
@@ -19,7 +19,7 @@ fn run(setup: &StackSetup) -> Node {
 }
 
 fn disk<'a>(host: &'a Node, name: &str) -> &'a SrpClient {
-    ibal::stack::disks(host)
+    hcabus_lab::stack::disks(host)
         .find(|d| d.name() == name)
         .unwrap_or_else(|| panic!("no disk {name}"))
 }
@@ -59,7 +59,7 @@ fn a_catastrophic_error_under_load_loses_no_io() {
     assert_eq!(io.read_mismatches, 0, "{io:?}");
     assert!(io.reads_verified > 5_000, "{io:?}");
     // Whatever is not completed is still in flight at the end of the run, and tracked.
-    let outstanding: u64 = ibal::stack::disks(&host)
+    let outstanding: u64 = hcabus_lab::stack::disks(&host)
         .map(|d| d.lab_workload().outstanding().count() as u64)
         .sum();
     assert_eq!(io.completed + outstanding, io.submitted);
@@ -147,7 +147,7 @@ fn a_reset_that_ends_in_failed_fails_held_io_once_and_nothing_hangs() {
     );
     assert_eq!(io.retryable, 0, "a dead device is not retryable: {io:?}");
     assert_eq!((io.lost, io.duplicated), (0, 0), "{io:?}");
-    for d in ibal::stack::disks(&host) {
+    for d in hcabus_lab::stack::disks(&host) {
         assert_eq!(
             d.lab_workload().outstanding().count(),
             0,
@@ -173,11 +173,11 @@ fn ipoib_hands_sends_back_and_rejoins_its_groups() {
     let setup = stack::boot_from_san_fast();
     let mut host = stack::build(&setup).expect("stack");
     host.run_until(Instant::from_ms(1_300));
-    let before: Vec<_> = ibal::stack::nets(&host)
+    let before: Vec<_> = hcabus_lab::stack::nets(&host)
         .map(|n| (*n.stats(), n.qpn()))
         .collect();
     host.run();
-    for (n, (was, old_qpn)) in ibal::stack::nets(&host).zip(before) {
+    for (n, (was, old_qpn)) in hcabus_lab::stack::nets(&host).zip(before) {
         let s = n.stats();
         assert!(s.completed_back > 0, "{}: {s:?}", n.name());
         assert_eq!(s.dropped, 0, "{}: {s:?}", n.name());
@@ -494,7 +494,7 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
                 why()
             );
         }
-        for d in ibal::stack::disks(&host) {
+        for d in hcabus_lab::stack::disks(&host) {
             assert_eq!(d.lab_target().stats().write_mismatches, 0, "{}", why());
         }
         assert!(
@@ -518,7 +518,7 @@ fn random_faults_never_lose_duplicate_or_corrupt_io() {
             .iter()
             .any(|(_, f)| matches!(f, Fault::PortDown { .. } | Fault::TargetBusy(_)));
         if host.coordinator().state() == State::Operational && settled && !fabric_faults {
-            for d in ibal::stack::disks(&host) {
+            for d in hcabus_lab::stack::disks(&host) {
                 assert!(d.disk().is_up(), "{}: {} is not back", why(), d.name());
             }
         }
@@ -558,7 +558,7 @@ fn planned_with(mut setup: StackSetup, first: (&str, ClientFlags, Behavior)) -> 
 fn unguarded(mut setup: StackSetup) -> StackSetup {
     for c in &mut setup.clients {
         if let ClientSpec::Disk { config, .. } = c {
-            config.guard_last_path = false;
+            config.initiator.guard_last_path = false;
         }
     }
     setup
@@ -589,7 +589,7 @@ fn a_vetoed_planned_reset_disturbs_nobody_and_tears_nothing_down() {
     let ibal = ibal_stats(&host);
     assert_eq!((ibal.released, ibal.orphans_destroyed), (0, 0), "{ibal:?}");
     assert_eq!(host.hca().verbs().live_objects(), objects_before);
-    for d in ibal::stack::disks(&host) {
+    for d in hcabus_lab::stack::disks(&host) {
         assert!(d.disk().is_up(), "{}", d.name());
         assert!(d.events().is_empty(), "{} heard {:?}", d.name(), d.events());
         assert_eq!(d.disk().stats().logins, 1, "{} logged in once", d.name());
@@ -626,7 +626,7 @@ fn an_aborted_planned_reset_restarts_everyone_on_the_same_epoch_and_leaks_nothin
         objects_before,
         "everything re-created once, every orphan destroyed in the device"
     );
-    for d in ibal::stack::disks(&host) {
+    for d in hcabus_lab::stack::disks(&host) {
         assert!(d.disk().is_up(), "{}", d.name());
         assert_eq!(d.events(), [EventKind::Reset, EventKind::ResetAborted]);
     }

@@ -133,13 +133,17 @@ impl World {
     fn new(mutant: Option<SlotMutant>) -> Self {
         let config = DiskConfig {
             path_timeout: MODE,
-            iops: 0,
             queue_depth: QD,
             hold_capacity: 4,
-            n_blocks: 2,
             ..DiskConfig::default()
         };
-        let workload = ibal::stack::workload(&config, SharedMultipath::capacity(&config, PATHS));
+        let load = hcabus_lab::stack::Load {
+            iops: 0,
+            n_blocks: 2,
+            ..Default::default()
+        };
+        let max_outstanding = SharedMultipath::capacity(&config, PATHS);
+        let workload = hcabus_lab::stack::workload(&load, config.lun_id, max_outstanding);
         let mut mp = SharedMultipath::new("disk", config, PATHS, workload)
             .lock()
             .clone();

@@ -3,8 +3,8 @@
 
 use hcabus::ioctl::*;
 use hcabus::{Instant, State};
-use ibal::stack;
-use ibal::stack::Node;
+use hcabus_lab::stack;
+use hcabus_lab::stack::Node;
 
 const ALL: Rights = Rights::READ.union(Rights::WRITE);
 
@@ -169,7 +169,7 @@ fn a_cable_pull_by_ioctl_on_a_host_without_a_modelled_fabric_is_reported_and_rid
     assert_eq!(state(&mut host).epoch, 1, "no reset");
     let io = stack::io_stats(&host);
     assert_eq!((io.lost, io.duplicated, io.failed), (0, 0, 0), "{io:?}");
-    let disks: Vec<_> = ibal::stack::disks(&host)
+    let disks: Vec<_> = hcabus_lab::stack::disks(&host)
         .map(|d| *d.disk().stats())
         .collect();
     assert!(
@@ -188,7 +188,7 @@ fn a_cable_pull_by_ioctl_on_a_host_without_a_modelled_fabric_is_reported_and_rid
 fn a_cable_pull_on_a_port_the_adapter_lacks_is_refused_and_changes_nothing() {
     let mut setup = hcabus_sim::SimSetup::default();
     setup.hca.ports = 1;
-    let mut host = ibal::stack::scripted(&setup).expect("host");
+    let mut host = hcabus_lab::stack::scripted(&setup).expect("host");
     let before = host.coordinator().recorder().next_seq();
     let pull = FaultRequest::port_down(2, 1_000);
     assert_eq!(inject(&mut host, pull), NtStatus::INVALID_PARAMETER);

@@ -5,10 +5,10 @@
 use hcabus::bus::ClientReport;
 use hcabus::types::EventKind;
 use hcabus::{Duration, Instant};
+use hcabus_lab::srp_target::Route;
+use hcabus_lab::stack::{self, ClientSpec, MultiNode, MultiSetup};
 use hcabus_sim::Fault;
 use ibal::disk::{PathTimeout, SrpClient};
-use ibal::srp_target::Route;
-use ibal::stack::{self, ClientSpec, MultiNode, MultiSetup};
 
 fn run(setup: &MultiSetup) -> MultiNode {
     let mut world = stack::build_multi(setup).expect("valid host");
@@ -120,7 +120,7 @@ fn the_boot_disk_fails_over_at_reset_and_uses_both_paths_again() {
 fn the_multipath_boot_disk_waits_far_less_than_the_single_path_one() {
     let mut host = stack::build(&stack::boot_from_san()).expect("valid");
     host.run();
-    let boot = ibal::stack::disks(&host).find(|d| d.name() == "bootdisk");
+    let boot = hcabus_lab::stack::disks(&host).find(|d| d.name() == "bootdisk");
     let single = boot.expect("boot disk").io_stats().max_latency_us;
     let multi = boot_disk(&run(&stack::boot_from_san_multipath()))
         .0
@@ -247,7 +247,7 @@ fn tune_paths(
             if let ClientSpec::DiskPath { config, .. } = c {
                 config.initiator.path_timeout = timeout;
                 if adapter.is_none_or(|x| x == i) {
-                    config.initiator.route = Route::constant(latency);
+                    config.route = Route::constant(latency);
                 }
             }
         }

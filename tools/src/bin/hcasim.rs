@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use hcabus_lab::stack::Node;
 use hcabus_sim::random_setup;
 use hcabus_tools::{report, scenario, timeline};
-use ibal::stack::Node;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -173,14 +173,14 @@ fn serve(
             Err(code) => return code,
         },
         (None, true) => {
-            let mut s = ibal::stack::boot_from_san_multipath();
+            let mut s = hcabus_lab::stack::boot_from_san_multipath();
             for a in &mut s.adapters {
                 a.stack.sim.faults.clear();
             }
             scenario::Scenario::Many(s)
         }
         (None, false) => {
-            let mut s = ibal::stack::boot_from_san();
+            let mut s = hcabus_lab::stack::boot_from_san();
             s.sim.faults.clear();
             scenario::Scenario::One(s)
         }
@@ -224,7 +224,7 @@ fn read_any_scenario(file: &std::path::Path) -> Result<scenario::Scenario, ExitC
 #[allow(clippy::large_enum_variant)]
 enum Run {
     One(Node),
-    Many(ibal::stack::MultiNode),
+    Many(hcabus_lab::stack::MultiNode),
 }
 
 impl Run {
@@ -290,8 +290,8 @@ impl Run {
     }
     fn io(&self) -> ibal::io::IoStats {
         match self {
-            Run::One(h) => ibal::stack::io_stats(h),
-            Run::Many(w) => ibal::stack::io_stats_all(w),
+            Run::One(h) => hcabus_lab::stack::io_stats(h),
+            Run::Many(w) => hcabus_lab::stack::io_stats_all(w),
         }
     }
     fn violated(&self) -> bool {
@@ -470,18 +470,18 @@ fn built<T>(name: &str, host: Result<T, String>) -> Result<T, ExitCode> {
     })
 }
 
-fn stack_world(setup: &ibal::stack::StackSetup) -> Result<Run, ExitCode> {
+fn stack_world(setup: &hcabus_lab::stack::StackSetup) -> Result<Run, ExitCode> {
     built(
         &setup.sim.name,
-        ibal::stack::build(setup).map_err(|e| e.to_string()),
+        hcabus_lab::stack::build(setup).map_err(|e| e.to_string()),
     )
     .map(Run::One)
 }
 
-fn many_world(setup: &ibal::stack::MultiSetup) -> Result<Run, ExitCode> {
+fn many_world(setup: &hcabus_lab::stack::MultiSetup) -> Result<Run, ExitCode> {
     built(
         &setup.name,
-        ibal::stack::build_multi(setup).map_err(|e| e.to_string()),
+        hcabus_lab::stack::build_multi(setup).map_err(|e| e.to_string()),
     )
     .map(Run::Many)
 }
@@ -560,18 +560,18 @@ fn host_for(cli: &Cli) -> Result<(Run, bool), ExitCode> {
                 if let Some(seed) = cli.seed {
                     setup.seed = seed;
                 }
-                let host = ibal::stack::scripted(&setup).map_err(|e| e.to_string());
+                let host = hcabus_lab::stack::scripted(&setup).map_err(|e| e.to_string());
                 Ok((Run::One(built(&setup.name, host)?), false))
             }
             None if cli.multipath => {
-                let mut setup = ibal::stack::boot_from_san_multipath();
+                let mut setup = hcabus_lab::stack::boot_from_san_multipath();
                 if let Some(seed) = cli.seed {
                     setup.seed = seed;
                 }
                 Ok((many_world(&setup)?, false))
             }
             None => {
-                let mut setup = ibal::stack::boot_from_san();
+                let mut setup = hcabus_lab::stack::boot_from_san();
                 if let Some(seed) = cli.seed {
                     setup.sim.seed = seed;
                 }

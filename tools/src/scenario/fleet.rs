@@ -2,13 +2,13 @@
 //! `[[clients]]`. Every key is refused by name when unknown or out of range, as a host's.
 
 use hcabus::{Duration, Instant};
-use ibal::fleet::{
+use hcabus_fleet::{
     boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, SmSetup, TargetSetup,
     MAX_HOSTS, MAX_TARGETS,
 };
+use hcabus_lab::srp_target::{Admission, LoginCapacity};
+use hcabus_lab::stack::ClientSpec;
 use ibal::retry::RetryPolicy;
-use ibal::srp_target::{Admission, LoginCapacity};
-use ibal::stack::ClientSpec;
 use serde::Deserialize;
 
 use super::fleet_faults::{self, EventArgs};
@@ -199,10 +199,10 @@ fn host(keys: &FleetKeys) -> Result<FleetTemplate, ScenarioError> {
         return Err(err("fleet.login_ms", "must be 1..=60000"));
     }
     let login = Duration::from_ms(keys.login_ms);
-    let with_login = |stack: &mut ibal::stack::StackSetup| {
+    let with_login = |stack: &mut hcabus_lab::stack::StackSetup| {
         for c in &mut stack.clients {
             match c {
-                ClientSpec::Disk { config, .. } => config.login_delay = login,
+                ClientSpec::Disk { config, .. } => config.initiator.login_delay = login,
                 ClientSpec::DiskPath { config, .. } => config.initiator.login_delay = login,
                 _ => {}
             }
@@ -239,8 +239,8 @@ fn targets(keys: &FleetKeys) -> Result<Vec<TargetSetup>, ScenarioError> {
         };
         if let Err(e) = Admission::new(capacity) {
             let key = match e {
-                ibal::srp_target::CapacityError::Concurrent(_) => "login_concurrency",
-                ibal::srp_target::CapacityError::PerSecond(_) => "logins_per_second",
+                hcabus_lab::srp_target::CapacityError::Concurrent(_) => "login_concurrency",
+                hcabus_lab::srp_target::CapacityError::PerSecond(_) => "logins_per_second",
             };
             return Err(err(format!("fleet.targets[{i}].{key}"), e.to_string()));
         }
@@ -357,10 +357,13 @@ fn sm(keys: &SmKeys) -> Result<SmSetup, ScenarioError> {
         sm.sweep_per_host = Duration::from_us(us);
     }
     if let Some(q) = keys.sa_queries_per_second {
-        if q == 0 || q > ibal::subnet::MAX_SA_QUERIES_PER_SECOND {
+        if q == 0 || q > hcabus_lab::subnet::MAX_SA_QUERIES_PER_SECOND {
             return Err(err(
                 "fleet.sm.sa_queries_per_second",
-                format!("must be 1..={}", ibal::subnet::MAX_SA_QUERIES_PER_SECOND),
+                format!(
+                    "must be 1..={}",
+                    hcabus_lab::subnet::MAX_SA_QUERIES_PER_SECOND
+                ),
             ));
         }
         sm.sa_queries_per_second = q;

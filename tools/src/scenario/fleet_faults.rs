@@ -5,7 +5,7 @@
 //! leads to, a rollout's next look) is the fleet's own, never a file's.
 
 use hcabus::Duration;
-use ibal::fleet::{FleetFault, MAX_HOSTS};
+use hcabus_fleet::{FleetFault, MAX_HOSTS};
 
 use super::{err, ScenarioError, MAX_FABRIC_MS};
 

@@ -2,7 +2,7 @@
 //! Every table refuses an unknown key by name (`deny_unknown_fields`).
 
 use hcabus::types::ClientKind;
-use ibal::stack::ClientSpec;
+use hcabus_lab::stack::ClientSpec;
 use serde::Deserialize;
 
 use super::{Clients, ScenarioError};

@@ -2,7 +2,7 @@
 //! adapter with `hca`, a multipath disk its adapters with `paths`; each adapter then gets
 //! the stack of one, checked as one is, with every refusal keyed by the file's own index.
 
-use ibal::stack::{AdapterSetup, MultiSetup, MultipathSpec, PathConfig};
+use hcabus_lab::stack::{AdapterSetup, MultiSetup, MultipathSpec, PathConfig};
 
 use super::*;
 
@@ -60,8 +60,8 @@ pub(super) fn build(file: File) -> Result<MultiSetup, ScenarioError> {
                 continue;
             };
             if let Some(&(_, id)) = disk_ids.iter().find(|(i, _)| i == fi) {
-                config.target_lid = 0x100 + id;
-                config.lun_id = u32::from(id);
+                config.initiator.target_lid = 0x100 + id;
+                config.initiator.lun_id = u32::from(id);
             }
             let Some(d) = placed.multipath.iter().position(|(i, _)| i == fi) else {
                 continue;
@@ -70,7 +70,8 @@ pub(super) fn build(file: File) -> Result<MultiSetup, ScenarioError> {
             let path = paths.iter().position(|&x| x == a).unwrap_or(0);
             disks[d].get_or_insert_with(|| MultipathSpec {
                 name: name.clone(),
-                config: *config,
+                config: config.initiator,
+                load: config.load,
                 paths: paths.len(),
             });
             *spec = ClientSpec::DiskPath {
@@ -79,8 +80,9 @@ pub(super) fn build(file: File) -> Result<MultiSetup, ScenarioError> {
                     // Waiting I/O waits in the disk's queue, not on a path.
                     initiator: DiskConfig {
                         hold_capacity: 0,
-                        ..*config
+                        ..config.initiator
                     },
+                    route: config.route,
                     disk: d,
                     path,
                 },

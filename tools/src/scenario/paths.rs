@@ -3,8 +3,8 @@
 //! (`path_io_timeout_ms`, `path_timeout_min_ms`, `path_timeout_max_ms`).
 
 use hcabus::{Duration, Instant};
+use hcabus_lab::srp_target::{Route, RoutePhase, SERVICE_MIN};
 use ibal::disk::PathTimeout;
-use ibal::srp_target::{Route, RoutePhase, SERVICE_MIN};
 
 use super::keys::{Client, Hca, RouteKeys};
 use super::{err, ScenarioError};

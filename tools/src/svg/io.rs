@@ -6,9 +6,9 @@
 use std::fmt::Write as _;
 
 use hcabus::bus::ClientReport;
-use ibal::block::{IoBucket, IoSeries};
+use hcabus_lab::block::{IoBucket, IoSeries};
+use hcabus_lab::stack::{LabParts, Node};
 use ibal::multipath::{Multipath, PathEventKind, SharedMultipath};
-use ibal::stack::{LabParts, Node};
 
 use super::{escape, span, Canvas, LEFT, WIDTH};
 
@@ -52,7 +52,7 @@ pub struct IoLane {
 /// The lanes of `host`'s disks that carry their own workload (a multipath path's is the
 /// disk's, drawn by [`multipath_lanes`]).
 pub fn disk_lanes(host: &Node) -> Vec<IoLane> {
-    ibal::stack::disks(host)
+    hcabus_lab::stack::disks(host)
         .filter(|c| c.multipath().is_none())
         .map(|c| IoLane {
             name: format!("I/O {}", c.name()),
@@ -74,7 +74,7 @@ pub fn multipath_lanes(hosts: &[(String, Node)]) -> Vec<IoLane> {
     let mut seen: Vec<ibal::multipath::SharedMultipath> = Vec::new();
     let mut lanes = Vec::new();
     for (_, host) in hosts {
-        for c in ibal::stack::disks(host) {
+        for c in hcabus_lab::stack::disks(host) {
             let Some((mp, _)) = c.multipath() else {
                 continue;
             };
@@ -85,7 +85,9 @@ pub fn multipath_lanes(hosts: &[(String, Node)]) -> Vec<IoLane> {
             let disk = mp.lock();
             lanes.push(IoLane {
                 name: format!("I/O {} (multipath)", disk.name()),
-                series: ibal::stack::multipath_workload(&disk).series().clone(),
+                series: hcabus_lab::stack::multipath_workload(&disk)
+                    .series()
+                    .clone(),
                 end_us,
                 marks: path_marks(hosts, mp, &disk),
                 paths: path_lines(hosts, mp, &disk),
@@ -100,7 +102,7 @@ pub fn multipath_lanes(hosts: &[(String, Node)]) -> Vec<IoLane> {
 fn path_lines(hosts: &[(String, Node)], mp: &SharedMultipath, disk: &Multipath) -> Vec<String> {
     let mut lines = Vec::new();
     for (name, host) in hosts {
-        for c in ibal::stack::disks(host) {
+        for c in hcabus_lab::stack::disks(host) {
             let Some((m, i)) = c.multipath() else {
                 continue;
             };
@@ -129,7 +131,7 @@ fn path_marks(
         hosts
             .iter()
             .find(|(_, h)| {
-                ibal::stack::disks(h)
+                hcabus_lab::stack::disks(h)
                     .any(|c| c.multipath().is_some_and(|(m, i)| i == path && m.same(mp)))
             })
             .map_or("?", |(n, _)| n.as_str())

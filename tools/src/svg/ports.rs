@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use hcabus::hca::HwStep;
 use hcabus::recorder::{HwOutcome, Record, RecordKind};
 use hcabus::types::PortState;
-use ibal::stack::Node;
+use hcabus_lab::stack::Node;
 
 use super::{escape, span, Canvas};
 

@@ -22,7 +22,6 @@ fn io(id: u64, lba: u64, write: bool) -> IoRequest {
 /// A disk of two paths, both up, with no workload of its own.
 fn two_paths() -> SharedMultipath {
     let config = DiskConfig {
-        iops: 0,
         path_timeout: PathTimeout::DEFAULT,
         ..DiskConfig::default()
     };
@@ -228,7 +227,6 @@ fn a_probe_given_back_unsent_is_out_no_more_and_a_reset_ends_the_probing() {
 #[test]
 fn a_long_fixed_timeout_probes_within_the_backoffs_bound() {
     let config = DiskConfig {
-        iops: 0,
         path_timeout: PathTimeout::Fixed(Duration::from_ms(30_000)),
         ..DiskConfig::default()
     };

@@ -1,0 +1,301 @@
+//! A fleet run's figures (docs/design.md §11): how long until every host had every path
+//! back against the theoretical minimum, per host p50 and p99, each target's peak login
+//! rate against its capacity, logins refused, adapter resets, I/O lost and paging failed.
+
+use std::string::String;
+use std::vec::Vec;
+
+use hcabus::verbs::Lid;
+use hcabus::Duration;
+use hcabus::Instant;
+
+use super::{Fleet, FleetFault};
+use hcabus_lab::srp_target::{AdmissionStats, LoginCapacity};
+use ibal::io::IoStats;
+use ibal::retry::RetryPolicy;
+
+/// The most violations a fleet's figures quote (all are counted).
+const QUOTED_VIOLATIONS: usize = 8;
+
+/// What one fleet fault cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultFigures {
+    pub fault: FleetFault,
+    pub at: Instant,
+    /// Hosts it took a path from.
+    pub hosts: u64,
+    /// Of those, hosts with every path back by the run's end.
+    pub back: u64,
+    /// Until the last host had every path back (`None` while one has not).
+    pub all_back_after: Option<Duration>,
+    /// The least that could be: the fault's own outage, then the logins it made necessary
+    /// at the busiest target's capacity (a second's worth each second, or its concurrent
+    /// logins, whichever binds; `logins_take`).
+    pub theoretical_min: Duration,
+    /// The median and 99th percentile host's time to every path back, of every host it
+    /// touched: `None` while the one at that rank is not back.
+    pub p50: Option<Duration>,
+    pub p99: Option<Duration>,
+    /// How long each host that came back took, sorted: the picture of hosts over time.
+    pub back_after: Vec<Duration>,
+}
+
+impl FaultFigures {
+    /// The fault took no host's path: there was nothing to recover, and no ratio.
+    pub fn no_host(&self) -> bool {
+        self.hosts == 0
+    }
+
+    /// The time until every host was back over the theoretical minimum.
+    pub fn over_min(&self) -> Option<f64> {
+        let all = self.all_back_after?;
+        Some(all.as_us() as f64 / self.theoretical_min.as_us().max(1) as f64)
+    }
+}
+
+/// What one target saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetFigures {
+    pub lid: Lid,
+    pub capacity: LoginCapacity,
+    pub stats: AdmissionStats,
+}
+
+/// A fleet run's figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetFigures {
+    pub name: String,
+    pub seed: u64,
+    pub retry: RetryPolicy,
+    /// IPoIB took an SA timeout for a hung adapter (the naive policy).
+    pub naive_ipoib: bool,
+    pub hosts: u64,
+    pub now: Instant,
+    /// Host steps taken: what the run cost.
+    pub steps: u64,
+    pub faults: Vec<FaultFigures>,
+    pub targets: Vec<TargetFigures>,
+    /// Adapter resets across the fleet: a fleet fault must cause none.
+    pub resets: u64,
+    /// A rollout's figures, and the longest any host's multipath boot disk went with no
+    /// path (a rollout must keep it at 0).
+    pub rollout: Option<super::RolloutFigures>,
+    pub max_no_path_us: u64,
+    /// What the SA answered and dropped, against its capacity.
+    pub sa: AdmissionStats,
+    pub sa_queries_per_second: u32,
+    /// SA queries that timed out at an IPoIB interface, and the adapter resets interfaces
+    /// asked for over them (the naive policy's cascade).
+    pub sa_timeouts: u64,
+    pub ipoib_resets_asked: u64,
+    /// Every host's disks, summed.
+    pub io: IoStats,
+    pub invariants_checked: u64,
+    pub violations: u64,
+    /// The first few, each prefixed with its host.
+    pub quoted_violations: Vec<String>,
+}
+
+impl FleetFigures {
+    /// Logins the targets refused, for any reason.
+    pub fn logins_refused(&self) -> u64 {
+        self.targets
+            .iter()
+            .map(|t| t.stats.refused_busy + t.stats.refused_rate + t.stats.refused_down)
+            .sum()
+    }
+
+    /// Whether the run kept every guarantee: no invariant violated, no I/O lost or
+    /// duplicated, no paging I/O failed, no command out past its bound, the accounting
+    /// closed.
+    pub fn held(&self) -> bool {
+        let io = &self.io;
+        self.violations == 0
+            && io.lost == 0
+            && io.duplicated == 0
+            && io.read_mismatches == 0
+            && io.paging_failed == 0
+            && io.overdue == 0
+            && io.closes()
+    }
+}
+
+/// The `q`th quantile (0..=1) by nearest rank of `of` hosts, of which those in `sorted` are
+/// back: `None` when the rank falls on a host that is not (it has no time yet).
+fn quantile(sorted: &[Duration], of: usize, q: f64) -> Option<Duration> {
+    let rank = ((q * of as f64).ceil() as usize).clamp(1, of.max(1));
+    sorted.get(rank - 1).copied()
+}
+
+/// The least time a fleet could take to log `logins` in to a target of `capacity`, each
+/// login taking `login`: the last starts no sooner than its target's window lets it (a
+/// second's worth at a time) nor before the logins ahead of it have freed its place
+/// (`concurrent` at a time), then takes `login`.
+fn logins_take(logins: u64, capacity: LoginCapacity, login: Duration) -> Duration {
+    let Some(last) = logins.checked_sub(1) else {
+        return Duration::ZERO;
+    };
+    let by_rate_us = last / u64::from(capacity.per_second) * 1_000_000;
+    let by_concurrency_us = last / u64::from(capacity.concurrent) * login.as_us();
+    Duration::from_us(by_rate_us.max(by_concurrency_us) + login.as_us())
+}
+
+pub(super) fn of(fleet: &Fleet) -> FleetFigures {
+    let faults = fleet
+        .recoveries
+        .iter()
+        .map(|r| {
+            let back_after = r.back_after();
+            let logins = |t: usize| r.logins_on(t, &fleet.disk_targets);
+            let cap = |t: usize| fleet.targets[t].0.capacity;
+            // Every host's joins through the SA, at its capacity.
+            let joins = || {
+                let queries = fleet.sa_queries_per_host * r.affected() as u64;
+                let capacity = LoginCapacity {
+                    concurrent: u16::MAX,
+                    per_second: fleet.sm.sa_queries_per_second,
+                };
+                logins_take(queries, capacity, Duration::ZERO)
+            };
+            // The logins at the busiest target, or the joins at the SA, whichever is longer.
+            let every_target = || {
+                (0..fleet.targets.len())
+                    .map(|t| logins_take(logins(t), cap(t), fleet.login))
+                    .max()
+                    .unwrap_or(Duration::ZERO)
+                    .max(joins())
+            };
+            let (outage, busiest) = match r.fault {
+                FleetFault::TargetRestart { target, down } => {
+                    (down, logins_take(logins(target), cap(target), fleet.login))
+                }
+                FleetFault::LinkFlap { down } => (
+                    Duration::from_us(down.as_us() + fleet.fabric.as_us()),
+                    every_target(),
+                ),
+                // The ports are Active as an adapter starts: the logins alone.
+                FleetFault::PowerOn => (Duration::ZERO, every_target()),
+                // Until the new master's sweep is done, then every host's joins at the SA's
+                // capacity.
+                FleetFault::SmFailover => {
+                    let sm = &fleet.sm;
+                    let swept = sm.takeover_at(r.at) + sm.sweep(fleet.hosts.len() as u32);
+                    (swept.saturating_since(r.at), joins())
+                }
+                // No recovery of their own (`Fleet::apply`).
+                FleetFault::SaOverload { .. }
+                | FleetFault::Reregister
+                | FleetFault::Rollout { .. }
+                | FleetFault::RolloutLook => (Duration::ZERO, Duration::ZERO),
+            };
+            // A fault that took no host's path has no recovery to time: no "all back", no
+            // ratio (it is not over "at once", below its own outage).
+            let all_back = r.affected() > 0 && back_after.len() == r.affected();
+            FaultFigures {
+                fault: r.fault,
+                at: r.at,
+                hosts: r.affected() as u64,
+                back: back_after.len() as u64,
+                all_back_after: back_after.last().copied().filter(|_| all_back),
+                theoretical_min: Duration::from_us(outage.as_us() + busiest.as_us()),
+                p50: quantile(&back_after, r.affected(), 0.5),
+                p99: quantile(&back_after, r.affected(), 0.99),
+                back_after,
+            }
+        })
+        .collect();
+    let mut io = IoStats::default();
+    let (mut resets, mut checked, mut violations) = (0, 0, 0);
+    let (mut sa_timeouts, mut ipoib_resets_asked) = (0, 0);
+    let mut quoted = Vec::new();
+    for h in &fleet.hosts {
+        io.add(&h.io_stats());
+        resets += h.resets_started();
+        for s in h.nets().filter_map(|n| n.rejoin_stats()) {
+            sa_timeouts += u64::from(s.sa_timeouts);
+            ipoib_resets_asked += u64::from(s.resets_asked);
+        }
+        let (c, v) = h.invariants();
+        checked += c;
+        violations += v.len() as u64;
+        for v in v {
+            if quoted.len() < QUOTED_VIOLATIONS {
+                quoted.push(std::format!("{}: {v}", h.name()));
+            }
+        }
+    }
+    FleetFigures {
+        name: fleet.name.clone(),
+        seed: fleet.seed,
+        retry: fleet.retry,
+        naive_ipoib: fleet.naive_ipoib,
+        hosts: fleet.hosts.len() as u64,
+        now: fleet.now,
+        steps: fleet.steps,
+        faults,
+        targets: fleet
+            .targets
+            .iter()
+            .map(|(t, a)| TargetFigures {
+                lid: t.lid,
+                capacity: t.capacity,
+                stats: a.lock().stats(),
+            })
+            .collect(),
+        resets,
+        rollout: fleet.rollout(),
+        max_no_path_us: fleet
+            .hosts
+            .iter()
+            .map(|h| h.no_path_us())
+            .max()
+            .unwrap_or(0),
+        sa: fleet.subnet.stats(),
+        sa_queries_per_second: fleet.sm.sa_queries_per_second,
+        sa_timeouts,
+        ipoib_resets_asked,
+        io,
+        invariants_checked: checked,
+        violations,
+        quoted_violations: quoted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_are_by_nearest_rank() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_ms).collect();
+        assert_eq!(quantile(&v, 100, 0.5), Some(Duration::from_ms(50)));
+        assert_eq!(quantile(&v, 100, 0.99), Some(Duration::from_ms(99)));
+        assert_eq!(quantile(&v[..1], 1, 0.99), Some(Duration::from_ms(1)));
+        assert_eq!(quantile(&[], 0, 0.5), None);
+        // Of 200 hosts 100 are back: the median is the last of them, the p99 not yet.
+        assert_eq!(quantile(&v, 200, 0.5), Some(Duration::from_ms(100)));
+        assert_eq!(quantile(&v, 200, 0.99), None);
+    }
+
+    #[test]
+    fn the_minimum_is_set_by_the_tighter_of_the_two_limits() {
+        let cap = |concurrent, per_second| LoginCapacity {
+            concurrent,
+            per_second,
+        };
+        let login = Duration::from_ms(20);
+        // 16 at once for 20 ms each is 800 a second: the rate of 200 binds; the last
+        // login is of the fifth second (4 s) and takes 20 ms.
+        assert_eq!(
+            logins_take(1_000, cap(16, 200), login),
+            Duration::from_ms(4_000 + 20)
+        );
+        // 2 at once is 100 a second: concurrency binds (499 rounds before the last).
+        assert_eq!(
+            logins_take(1_000, cap(2, 200), login),
+            Duration::from_ms(499 * 20 + 20)
+        );
+        assert_eq!(logins_take(1, cap(2, 200), login), login);
+        assert_eq!(logins_take(0, cap(2, 200), login), Duration::ZERO);
+    }
+}

@@ -1,0 +1,560 @@
+//! A fleet (docs/design.md §11): many hosts on one fabric, each the real stack (coordinator,
+//! host, IBAL and its clients), whose disks log in to a few SRP targets with a login capacity
+//! each. The hosts run in one virtual time, deterministic for a seed.
+//!
+//! Hosts touch each other only through what they share (a target's admission), so the fleet
+//! steps them in the order of their next due instant, one host at a time: whatever a host
+//! does at `t` happens after everything any host did before `t`. A host with nothing due is
+//! not touched: a fleet costs what its hosts do, not how many there are.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::string::String;
+use std::vec::Vec;
+
+use hcabus::verbs::Lid;
+use hcabus::{Duration, Instant};
+
+use hcabus_lab::srp_target::{CapacityError, LoginCapacity, SharedAdmission};
+use hcabus_lab::stack::BuildError;
+use hcabus_lab::subnet::SharedSubnet;
+use ibal::retry::RetryPolicy;
+
+mod figures;
+mod node;
+mod recovery;
+mod rollout;
+mod sm;
+mod template;
+#[cfg(test)]
+mod tests;
+
+pub use figures::{FaultFigures, FleetFigures, TargetFigures};
+pub use node::FleetNode;
+use recovery::Recovery;
+pub use rollout::RolloutFigures;
+pub use sm::SmSetup;
+pub use template::{boot_host, multipath_host, FleetTemplate};
+
+/// The most hosts a fleet may have: what one process can hold (each host is a whole stack).
+pub const MAX_HOSTS: u32 = 10_000;
+/// The most targets: a fabric's storage arrays, not its hosts; each is an admission every
+/// host's disks on it lock.
+pub const MAX_TARGETS: usize = 64;
+
+/// An SRP target of the fleet: its LID and what it can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetSetup {
+    pub lid: Lid,
+    pub capacity: LoginCapacity,
+}
+
+/// Something that happens to the whole fleet at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetFault {
+    /// Target `target` (its index) restarts: every connection to it drops, and it answers no
+    /// login for `down`.
+    TargetRestart { target: usize, down: Duration },
+    /// Every port of every host loses its link for `down` (a core switch reboots).
+    LinkFlap { down: Duration },
+    /// Every host starts at once (the fleet's power-on, a boot storm): not injected, the
+    /// first thing every fleet recovers from.
+    PowerOn,
+    /// The master subnet manager fails: its standby notices at its last unanswered poll,
+    /// sweeps and sets ClientReregister on every port; the SA answers nothing meanwhile.
+    SmFailover,
+    /// The SA answers nothing for `down` (a master too busy to serve it).
+    SaOverload { down: Duration },
+    /// The new master's sweep is done and ClientReregister set: what an `SmFailover` leads
+    /// to, not given by a file.
+    Reregister,
+    /// A rolling firmware rollout starts: every adapter of every host activates new
+    /// firmware, at most `max_per_target` in reset at once among those of one target
+    /// (`rollout.rs`).
+    Rollout { max_per_target: u32 },
+    /// The operator's next look at the rollout: not given by a file.
+    RolloutLook,
+}
+
+impl FleetFault {
+    /// Its name in scenario files and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FleetFault::TargetRestart { .. } => "target_restart",
+            FleetFault::LinkFlap { .. } => "link_flap",
+            FleetFault::PowerOn => "power_on",
+            FleetFault::SmFailover => "sm_failover",
+            FleetFault::SaOverload { .. } => "sa_overload",
+            FleetFault::Reregister => "reregister",
+            FleetFault::Rollout { .. } => "rollout",
+            FleetFault::RolloutLook => "rollout_look",
+        }
+    }
+
+    /// Whether it takes the links of every host down, so that its recovery waits for each
+    /// interface to be up again. No wildcard: a new fault says.
+    pub fn takes_links(&self) -> bool {
+        match self {
+            FleetFault::LinkFlap { .. } | FleetFault::PowerOn => true,
+            FleetFault::TargetRestart { .. }
+            | FleetFault::SmFailover
+            | FleetFault::SaOverload { .. }
+            | FleetFault::Reregister
+            | FleetFault::Rollout { .. }
+            | FleetFault::RolloutLook => false,
+        }
+    }
+
+    /// Which disks of a host its recovery waits for to log in again. No wildcard.
+    pub fn disks_waited(&self) -> DisksWaited {
+        match self {
+            FleetFault::TargetRestart { target, .. } => DisksWaited::OfTarget(*target),
+            FleetFault::PowerOn => DisksWaited::EveryFirstLogin,
+            FleetFault::LinkFlap { .. }
+            | FleetFault::SmFailover
+            | FleetFault::SaOverload { .. }
+            | FleetFault::Reregister
+            | FleetFault::Rollout { .. }
+            | FleetFault::RolloutLook => DisksWaited::EveryUp,
+        }
+    }
+}
+
+/// The disks a fault's recovery waits for ([`FleetFault::disks_waited`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisksWaited {
+    /// Those of one target that were up: they log in again.
+    OfTarget(usize),
+    /// Every disk that was up.
+    EveryUp,
+    /// Every disk, from its first login (the fleet powers on).
+    EveryFirstLogin,
+}
+
+/// A fleet to build.
+#[derive(Debug, Clone)]
+pub struct FleetSetup {
+    pub name: String,
+    pub seed: u64,
+    pub duration: Duration,
+    pub hosts: u32,
+    /// Every host is this one (its own seed): disk `k` of host `i` logs in to target
+    /// `(i + k) % targets`, whatever LID the template gives it (`template.rs`).
+    pub host: FleetTemplate,
+    pub targets: Vec<TargetSetup>,
+    pub faults: Vec<(Instant, FleetFault)>,
+    /// How every disk retries a refused login.
+    pub retry: RetryPolicy,
+    /// The subnet manager and its SA.
+    pub sm: SmSetup,
+    /// Every IPoIB interface takes an SA timeout for a hung adapter (the naive policy the
+    /// fleet shows the reset-storm cascade with) instead of retrying.
+    pub naive_ipoib: bool,
+}
+
+/// Why a fleet could not be built: named by the key of docs/design.md §11's `[fleet]`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FleetError {
+    #[error("hosts must be 1..={MAX_HOSTS}, not {0}")]
+    Hosts(u32),
+    #[error("targets: a fleet has 1..={MAX_TARGETS} targets, not {0}")]
+    Targets(usize),
+    #[error("targets[{0}]: {1}")]
+    Capacity(usize, CapacityError),
+    #[error("targets[{0}].lid: {1:#x} is also targets[{2}]'s")]
+    SameLid(usize, Lid, usize),
+    #[error("faults[{0}].target: no target {1} (the fleet has {2})")]
+    NoTarget(usize, usize, usize),
+    #[error("faults[{0}].at_ms: at or after the run's end")]
+    AfterEnd(usize),
+    #[error("faults[{0}]: a fleet powers on once, at its start, and reregisters after a failover")]
+    Implied(usize),
+    #[error("sm.sa_queries_per_second: {0}")]
+    Sa(CapacityError),
+    #[error("sm.poll_interval_ms and sm.polls_missed must be at least 1")]
+    Polls,
+    #[error("faults[{0}]: one rollout a run, of at least one adapter in reset per target")]
+    Rollout(usize),
+    #[error(
+        "faults[{0}]: a rollout needs hosts of several adapters: the boot disk's last-path \
+         guard refuses every activation of a host's only adapter"
+    )]
+    RolloutOnOnePath(usize),
+    #[error("host: the template has no disk: a fleet's hosts log in to its targets")]
+    NoDisk,
+    #[error("host {0}: {1}")]
+    Node(u32, BuildError),
+}
+
+/// A fleet's seed for host `i`: a stream of its own for each.
+pub fn host_seed(seed: u64, i: u32) -> u64 {
+    hcabus_lab::stack::adapter_seed(seed, i as usize + 1)
+}
+
+/// A fleet in virtual time.
+#[derive(Debug)]
+pub struct Fleet {
+    name: String,
+    seed: u64,
+    retry: RetryPolicy,
+    naive_ipoib: bool,
+    hosts: Vec<FleetNode>,
+    /// The fabric's subnet manager as the hosts see it (its SA, its ClientReregisters).
+    subnet: SharedSubnet,
+    sm: SmSetup,
+    /// SA queries one host makes to join everything again (each interface's groups and
+    /// path).
+    sa_queries_per_host: u64,
+    targets: Vec<(TargetSetup, SharedAdmission)>,
+    /// Each host's target per disk (the index of `targets`), in the order of its disks.
+    disk_targets: Vec<Vec<usize>>,
+    /// Hosts by their next due instant; an entry other than `scheduled[host]` is stale.
+    queue: BinaryHeap<Reverse<(Instant, u32)>>,
+    scheduled: Vec<Option<Instant>>,
+    faults: Vec<(Instant, FleetFault)>,
+    next_fault: usize,
+    recoveries: Vec<Recovery>,
+    rollout: Option<rollout::Rollout>,
+    /// The longest login of the template's disks, and its fabric's time from a link back
+    /// to Active ports (training and sweep): what the theoretical minimums are made of.
+    login: Duration,
+    fabric: Duration,
+    now: Instant,
+    end: Instant,
+    /// Host steps taken: what the run cost.
+    steps: u64,
+    /// A host livelocked: the run stops there (its checker holds the violation), as one
+    /// host's run does, rather than step every other host through the same bug.
+    stopped: bool,
+}
+
+impl Fleet {
+    /// Builds every host and target; refuses, by key, what cannot be.
+    pub fn build(setup: &FleetSetup) -> Result<Self, FleetError> {
+        check(setup)?;
+        let mut targets = Vec::with_capacity(setup.targets.len());
+        for (i, t) in setup.targets.iter().enumerate() {
+            let a = SharedAdmission::new(t.capacity).map_err(|e| FleetError::Capacity(i, e))?;
+            targets.push((*t, a));
+        }
+        let shared: Vec<(Lid, SharedAdmission)> =
+            targets.iter().map(|(t, a)| (t.lid, a.clone())).collect();
+        let subnet = SharedSubnet::new(setup.sm.sa_queries_per_second).map_err(FleetError::Sa)?;
+        let n = setup.hosts as usize;
+        let mut fleet = Fleet {
+            name: setup.name.clone(),
+            seed: setup.seed,
+            retry: setup.retry,
+            naive_ipoib: setup.naive_ipoib,
+            hosts: Vec::with_capacity(n),
+            subnet: subnet.clone(),
+            sm: setup.sm,
+            sa_queries_per_host: setup.host.sa_queries(),
+            targets,
+            disk_targets: Vec::with_capacity(n),
+            queue: BinaryHeap::with_capacity(n),
+            scheduled: std::vec![None; n],
+            faults: setup.faults.clone(),
+            next_fault: 0,
+            recoveries: Vec::new(),
+            rollout: None,
+            login: setup.host.login(),
+            fabric: setup.host.fabric(),
+            now: Instant::ZERO,
+            end: Instant::ZERO + setup.duration,
+            steps: 0,
+            stopped: false,
+        };
+        fleet.faults.sort_by_key(|(t, _)| *t);
+        for i in 0..setup.hosts {
+            let (host, disk_targets) = template::fleet_host(setup, i, (&shared, &subnet))?;
+            fleet.hosts.push(host);
+            fleet.disk_targets.push(disk_targets);
+            fleet.schedule(i);
+        }
+        let all = (0..setup.hosts).collect();
+        let boot = Recovery::new(
+            FleetFault::PowerOn,
+            Instant::ZERO,
+            all,
+            &fleet.hosts,
+            &fleet.disk_targets,
+        );
+        fleet.recoveries.push(boot);
+        Ok(fleet)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    pub fn retry(&self) -> RetryPolicy {
+        self.retry
+    }
+    pub fn subnet(&self) -> &SharedSubnet {
+        &self.subnet
+    }
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+    pub fn end(&self) -> Instant {
+        self.end
+    }
+    pub fn hosts(&self) -> &[FleetNode] {
+        &self.hosts
+    }
+    pub fn targets(&self) -> &[(TargetSetup, SharedAdmission)] {
+        &self.targets
+    }
+    /// Host steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Runs to the end.
+    pub fn run(&mut self) {
+        self.run_until(self.end);
+    }
+
+    /// Advances to `until`: each fault at its instant, each host at each instant it has
+    /// something due, in the order of those instants (a fault before a host at the same one).
+    pub fn run_until(&mut self, until: Instant) {
+        while !self.stopped {
+            let fault_at = self.faults.get(self.next_fault).map(|(t, _)| *t);
+            let host = self.peek_host();
+            let next = match (fault_at, host) {
+                (Some(f), Some((h, _))) if f <= h => Err(f),
+                (_, Some((h, i))) => Ok((h, i)),
+                (Some(f), None) => Err(f),
+                (None, None) => break,
+            };
+            match next {
+                Err(at) if at <= until => {
+                    self.now = self.now.max(at);
+                    let (_, fault) = self.faults[self.next_fault];
+                    self.next_fault += 1;
+                    self.apply(fault);
+                }
+                Ok((at, i)) if at <= until => {
+                    self.queue.pop();
+                    self.scheduled[i as usize] = None;
+                    self.now = self.now.max(at);
+                    self.step(i);
+                }
+                _ => break,
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// The host due first, its stale entries dropped.
+    fn peek_host(&mut self) -> Option<(Instant, u32)> {
+        while let Some(Reverse((t, i))) = self.queue.peek().copied() {
+            if self.scheduled[i as usize] == Some(t) {
+                return Some((t, i));
+            }
+            self.queue.pop();
+        }
+        None
+    }
+
+    fn step(&mut self, i: u32) {
+        let now = self.now;
+        let host = &mut self.hosts[i as usize];
+        host.run_until(now);
+        self.steps += 1;
+        for r in &mut self.recoveries {
+            r.look(i, host, now);
+        }
+        self.schedule(i);
+    }
+
+    /// Queues host `i` at its next due instant; a host that livelocked stops the fleet (its
+    /// checker holds the violation).
+    fn schedule(&mut self, i: u32) {
+        let host = &self.hosts[i as usize];
+        if host.livelocked() {
+            log::error!("fleet {}: host {i} livelocked; the run stops", self.name);
+            self.stopped = true;
+            return;
+        }
+        if let Some(t) = host.next_due() {
+            let t = t.max(self.now);
+            self.scheduled[i as usize] = Some(t);
+            self.queue.push(Reverse((t, i)));
+        }
+    }
+
+    fn apply(&mut self, fault: FleetFault) {
+        let now = self.now;
+        log::warn!("[{now}] fleet {}: {}", self.name, fault.name());
+        let n = self.hosts.len() as u32;
+        let everyone = || (0..n).collect::<Vec<u32>>();
+        let affected: Vec<u32> = match fault {
+            FleetFault::TargetRestart { target, .. } => (0..self.hosts.len() as u32)
+                .filter(|h| self.disk_targets[*h as usize].contains(&target))
+                .collect(),
+            FleetFault::LinkFlap { .. } => {
+                // Each host at the instant, with what it had due then done, before its
+                // paths are marked: the fault takes them from there.
+                for h in &mut self.hosts {
+                    h.run_until(now);
+                }
+                everyone()
+            }
+            FleetFault::SmFailover => everyone(),
+            // Only at build (`Fleet::build`); the others take no path by themselves (a
+            // rollout keeps every boot disk's path: its own figures say so).
+            FleetFault::PowerOn
+            | FleetFault::SaOverload { .. }
+            | FleetFault::Reregister
+            | FleetFault::Rollout { .. }
+            | FleetFault::RolloutLook => Vec::new(),
+        };
+        // Every fault the file names has its row, one that took no host's path too (a
+        // target no disk uses, every disk already down): the report says it had no host
+        // to recover rather than leave it out. What the fleet makes itself has none.
+        if !matches!(fault, FleetFault::Reregister | FleetFault::RolloutLook) {
+            let r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
+            self.recoveries.push(r);
+        }
+        self.take(fault);
+    }
+
+    /// What `fault` does to the fleet.
+    fn take(&mut self, fault: FleetFault) {
+        let now = self.now;
+        match fault {
+            FleetFault::TargetRestart { target, down } => {
+                self.targets[target].1.lock().restart(now, down);
+            }
+            FleetFault::LinkFlap { down } => {
+                for i in 0..self.hosts.len() as u32 {
+                    self.flap(i, down);
+                }
+            }
+            FleetFault::SmFailover => {
+                let swept = self.sm.takeover_at(now) + self.sm.sweep(self.hosts.len() as u32);
+                self.subnet.away(now, swept.saturating_since(now));
+                self.insert_fault(swept, FleetFault::Reregister);
+                // A port that trains meanwhile (a reset, a cable) has no master to sweep it.
+                for i in 0..self.hosts.len() as u32 {
+                    let host = &mut self.hosts[i as usize];
+                    for a in 0..host.adapter_count() {
+                        if let Some(adapter) = host.adapter_mut(a) {
+                            adapter.hca_mut().sm_away(now, swept);
+                        }
+                    }
+                    self.schedule(i);
+                }
+            }
+            FleetFault::SaOverload { down } => self.subnet.away(now, down),
+            FleetFault::Reregister => self.subnet.reregister(),
+            FleetFault::PowerOn => {}
+            FleetFault::Rollout { max_per_target } => {
+                let r = rollout::Rollout::new(&self.hosts, self.targets.len(), max_per_target, now);
+                self.rollout = Some(r);
+                self.take(FleetFault::RolloutLook);
+            }
+            FleetFault::RolloutLook => {
+                let Some(r) = &mut self.rollout else {
+                    return;
+                };
+                let touched = r.look(&mut self.hosts, &self.disk_targets, now);
+                let finished = r.finished();
+                for h in touched {
+                    self.schedule(h);
+                }
+                if !finished {
+                    self.insert_fault(now + rollout::LOOK_EVERY, FleetFault::RolloutLook);
+                }
+            }
+        }
+    }
+
+    /// Schedules a fault a fault leads to, after those already due then.
+    fn insert_fault(&mut self, at: Instant, fault: FleetFault) {
+        let pos = self.faults[self.next_fault..]
+            .iter()
+            .position(|(t, _)| *t > at)
+            .map_or(self.faults.len(), |p| p + self.next_fault);
+        self.faults.insert(pos, (at, fault));
+    }
+
+    /// Pulls every cable of host `i` (already at the instant) for `down`.
+    fn flap(&mut self, i: u32, down: Duration) {
+        let host = &mut self.hosts[i as usize];
+        for a in 0..host.adapter_count() {
+            let Some(adapter) = host.adapter_mut(a) else {
+                continue;
+            };
+            for port in 1..=adapter.hca().port_count() {
+                adapter.inject(hcabus_sim::Fault::PortDown {
+                    port,
+                    duration: down,
+                });
+            }
+        }
+        self.schedule(i);
+    }
+
+    /// The rollout's figures, if one started.
+    pub fn rollout(&self) -> Option<RolloutFigures> {
+        self.rollout.as_ref().map(rollout::Rollout::figures)
+    }
+
+    /// The figures of the run so far.
+    pub fn figures(&self) -> FleetFigures {
+        figures::of(self)
+    }
+}
+
+fn check(setup: &FleetSetup) -> Result<(), FleetError> {
+    if setup.sm.poll_interval == Duration::ZERO || setup.sm.polls_missed == 0 {
+        return Err(FleetError::Polls);
+    }
+    if setup.hosts == 0 || setup.hosts > MAX_HOSTS {
+        return Err(FleetError::Hosts(setup.hosts));
+    }
+    let n = setup.targets.len();
+    if n == 0 || n > MAX_TARGETS {
+        return Err(FleetError::Targets(n));
+    }
+    for (i, t) in setup.targets.iter().enumerate() {
+        if let Some(j) = setup.targets[..i].iter().position(|o| o.lid == t.lid) {
+            return Err(FleetError::SameLid(i, t.lid, j));
+        }
+    }
+    let end = Instant::ZERO + setup.duration;
+    for (i, (at, f)) in setup.faults.iter().enumerate() {
+        if *at >= end {
+            return Err(FleetError::AfterEnd(i));
+        }
+        match f {
+            FleetFault::TargetRestart { target, .. } if *target >= n => {
+                return Err(FleetError::NoTarget(i, *target, n));
+            }
+            FleetFault::PowerOn | FleetFault::Reregister | FleetFault::RolloutLook => {
+                return Err(FleetError::Implied(i))
+            }
+            FleetFault::Rollout { max_per_target } => {
+                let earlier = setup.faults[..i]
+                    .iter()
+                    .any(|(_, f)| matches!(f, FleetFault::Rollout { .. }));
+                if *max_per_target == 0 || earlier {
+                    return Err(FleetError::Rollout(i));
+                }
+                if matches!(setup.host, FleetTemplate::One(_)) {
+                    return Err(FleetError::RolloutOnOnePath(i));
+                }
+            }
+            _ => {}
+        }
+    }
+    if setup.host.disks() == 0 {
+        return Err(FleetError::NoDisk);
+    }
+    Ok(())
+}

@@ -1,0 +1,233 @@
+//! What a fleet's hosts are: the default boot host or the multipath boot host, at a
+//! fleet's load, and host `i` built from it with its own seed, its disks on their targets.
+
+use std::vec::Vec;
+
+use hcabus::verbs::Lid;
+use hcabus::Duration;
+
+use super::{host_seed, FleetError, FleetNode, FleetSetup};
+use hcabus_lab::srp_target::SharedAdmission;
+use hcabus_lab::stack::{self, ClientSpec, MultiSetup, StackSetup};
+use hcabus_lab::subnet::SharedSubnet;
+use ibal::access::IbalConfig;
+use ibal::ipoib::OnSaTimeout;
+
+/// The host every host of a fleet is.
+#[derive(Debug, Clone)]
+// One per fleet: boxing the larger buys nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum FleetTemplate {
+    /// One adapter: the default boot host.
+    One(StackSetup),
+    /// Several adapters: the multipath boot host (its boot disk on a path through each).
+    Many(MultiSetup),
+}
+
+impl FleetTemplate {
+    fn stacks(&self) -> Vec<&StackSetup> {
+        match self {
+            FleetTemplate::One(s) => std::vec![s],
+            FleetTemplate::Many(m) => m.adapters.iter().map(|a| &a.stack).collect(),
+        }
+    }
+
+    fn clients(&self) -> impl Iterator<Item = &ClientSpec> + '_ {
+        self.stacks().into_iter().flat_map(|s| s.clients.iter())
+    }
+
+    /// Its disks: each single disk, and each multipath disk once.
+    pub fn disks(&self) -> usize {
+        let single = self
+            .clients()
+            .filter(|c| matches!(c, ClientSpec::Disk { .. }))
+            .count();
+        single
+            + match self {
+                FleetTemplate::One(_) => 0,
+                FleetTemplate::Many(m) => m.disks.len(),
+            }
+    }
+
+    /// The SA queries a host makes to join everything again: each interface's groups (the
+    /// broadcast one and its extra ones) and its peer's path.
+    pub(super) fn sa_queries(&self) -> u64 {
+        self.clients()
+            .map(|c| match c {
+                ClientSpec::Ipoib { config, .. } => u64::from(config.groups) + 2,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// The longest login of its disks.
+    pub(super) fn login(&self) -> Duration {
+        self.clients()
+            .filter_map(|c| match c {
+                ClientSpec::Disk { config, .. } => Some(config.initiator.login_delay),
+                ClientSpec::DiskPath { config, .. } => Some(config.initiator.login_delay),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// Its fabric's time from a link back to Active ports: training and the sweep.
+    pub(super) fn fabric(&self) -> Duration {
+        let hca = &self.stacks()[0].sim.hca;
+        Duration::from_us(hca.link_up.as_us() + hca.sm_sweep.as_us())
+    }
+}
+
+/// A stack at a fleet's load: its disks at `iops` each over a small LUN and a short queue,
+/// IPoIB and the user-verbs process at `pps` (packets, calls), an adapter and IBAL with the
+/// memory that asks for (1.5 MB a host), no fault of its own.
+fn at_fleet_load(s: &mut StackSetup, iops: u32, pps: u32) {
+    s.sim.faults.clear();
+    let verbs = &mut s.sim.hca.verbs;
+    verbs.dma_bytes = 512 << 10;
+    verbs.wire_capacity = 256;
+    verbs.max_cq_entries = 128;
+    verbs.max_cqs = 16;
+    verbs.max_qps = 16;
+    verbs.max_wr = 128;
+    // A thousand hosts' flight recorders: the last thousand records each.
+    s.sim.recorder_capacity = 1_024;
+    s.ibal = Some(IbalConfig {
+        max_cqs: 16,
+        max_qps: 16,
+        max_mrs: 32,
+        max_ahs: 16,
+        max_cq_entries: 128,
+        max_wr: 128,
+        ..IbalConfig::default()
+    });
+    for c in &mut s.clients {
+        match c {
+            ClientSpec::Disk { config, .. } => {
+                config.load.iops = iops;
+                config.load.n_blocks = 64;
+                config.initiator.queue_depth = 8;
+                config.initiator.hold_capacity = 24;
+            }
+            ClientSpec::DiskPath { config, .. } => {
+                // A path holds nothing: its disk's queue does (and its LUN is the disk's).
+                config.initiator.queue_depth = 8;
+                config.initiator.hold_capacity = 0;
+            }
+            ClientSpec::Ipoib { config, .. } => {
+                config.pps = pps;
+                config.peer_pps = pps;
+            }
+            ClientSpec::Uverbs { config, .. } => config.ops_per_sec = pps,
+            _ => {}
+        }
+    }
+}
+
+/// The default boot host (docs/design.md §9) at a fleet's load: what a fleet's hosts are
+/// unless a file says otherwise.
+pub fn boot_host(iops: u32, pps: u32) -> StackSetup {
+    let mut s = stack::boot_from_san();
+    at_fleet_load(&mut s, iops, pps);
+    s
+}
+
+/// The multipath boot host (`hcasim --multipath`: a second adapter, the boot disk on a path
+/// through each) at a fleet's load.
+pub fn multipath_host(iops: u32, pps: u32) -> MultiSetup {
+    let mut m = stack::boot_from_san_multipath();
+    for a in &mut m.adapters {
+        at_fleet_load(&mut a.stack, iops, pps);
+    }
+    for d in &mut m.disks {
+        d.load.iops = iops;
+        d.load.n_blocks = 64;
+        d.config.queue_depth = 8;
+        d.config.hold_capacity = 24;
+    }
+    m
+}
+
+/// The target of each of a host's disk clients, in the order of [`FleetNode::disks`], and
+/// the template with every disk on its target under the fleet's policies: logical disk `k`
+/// of host `i` (its multipath disks first, then its single disks, in order) logs in to
+/// target `(i + k) % targets`, every path of a multipath disk to its disk's.
+fn place(
+    setup: &FleetSetup,
+    i: u32,
+    stacks: &mut [&mut StackSetup],
+    multipath: usize,
+) -> Vec<usize> {
+    let n = setup.targets.len();
+    let target = |k: usize| (i as usize + k) % n;
+    let mut singles = multipath;
+    let mut out = Vec::new();
+    for s in stacks.iter_mut() {
+        for c in &mut s.clients {
+            match c {
+                ClientSpec::Disk { config, .. } => {
+                    let t = target(singles);
+                    singles += 1;
+                    config.initiator.target_lid = setup.targets[t].lid;
+                    config.initiator.login_retry = setup.retry;
+                    out.push(t);
+                }
+                ClientSpec::DiskPath { config, .. } => {
+                    let t = target(config.disk);
+                    config.initiator.target_lid = setup.targets[t].lid;
+                    config.initiator.login_retry = setup.retry;
+                    out.push(t);
+                }
+                ClientSpec::Ipoib { config, .. } if setup.naive_ipoib => {
+                    config.on_sa_timeout = OnSaTimeout::ResetAdapter;
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Node `i` of the fleet: the template with its own name and seed, its disks on their
+/// targets under the fleet's retry policy, its interfaces on the fleet's SA.
+pub(super) fn fleet_host(
+    setup: &FleetSetup,
+    i: u32,
+    (shared, subnet): (&[(Lid, SharedAdmission)], &SharedSubnet),
+) -> Result<(FleetNode, Vec<usize>), FleetError> {
+    let name = std::format!("host{i}");
+    let seed = host_seed(setup.seed, i);
+    match &setup.host {
+        FleetTemplate::One(t) => {
+            let mut s = t.clone();
+            s.sim.name = name;
+            s.sim.seed = seed;
+            s.sim.duration = setup.duration;
+            let targets = place(setup, i, &mut [&mut s], 0);
+            let host = stack::build_fleet_host(&s, shared, Some(subnet))
+                .map_err(|e| FleetError::Node(i, e))?;
+            Ok((FleetNode::One(host), targets))
+        }
+        FleetTemplate::Many(t) => {
+            let mut m = t.clone();
+            m.name = name;
+            m.seed = seed;
+            for d in &mut m.disks {
+                d.config.login_retry = setup.retry;
+            }
+            for a in &mut m.adapters {
+                a.stack.sim.duration = setup.duration;
+            }
+            let mut stacks: Vec<&mut StackSetup> =
+                m.adapters.iter_mut().map(|a| &mut a.stack).collect();
+            let targets = place(setup, i, &mut stacks, t.disks.len());
+            for (k, d) in m.disks.iter_mut().enumerate() {
+                d.config.target_lid = setup.targets[(i as usize + k) % setup.targets.len()].lid;
+            }
+            let world = stack::build_multi_sharing(&m, shared, Some(subnet))
+                .map_err(|e| FleetError::Node(i, e))?;
+            Ok((FleetNode::Many(world), targets))
+        }
+    }
+}

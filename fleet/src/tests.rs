@@ -1,0 +1,697 @@
+//! The fleet: hosts in one virtual time sharing targets, their faults and their figures.
+
+use std::vec::Vec;
+
+use hcabus::{Duration, Instant};
+
+use super::*;
+use hcabus_lab::srp_target::LoginCapacity;
+use hcabus_lab::stack::ClientSpec;
+
+const LOGIN: Duration = Duration::from_ms(20);
+
+/// `hosts` default boot hosts at a light load on two targets that take 4 logins at a time
+/// and 100 a second; `faults` at their instants; 6 s.
+fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPolicy) -> FleetSetup {
+    let mut host = boot_host(20, 10);
+    for c in &mut host.clients {
+        if let ClientSpec::Disk { config, .. } = c {
+            config.initiator.login_delay = LOGIN;
+        }
+    }
+    let capacity = LoginCapacity {
+        concurrent: 4,
+        per_second: 100,
+    };
+    FleetSetup {
+        name: "fleet".into(),
+        seed: 5,
+        duration: Duration::from_ms(6_000),
+        hosts,
+        host: FleetTemplate::One(host),
+        targets: std::vec![
+            TargetSetup {
+                lid: 0x100,
+                capacity
+            },
+            TargetSetup {
+                lid: 0x101,
+                capacity
+            },
+        ],
+        faults: faults
+            .into_iter()
+            .map(|(ms, f)| (Instant::from_ms(ms), f))
+            .collect(),
+        retry,
+        sm: SmSetup::default(),
+        naive_ipoib: false,
+    }
+}
+
+fn restart(target: usize, down_ms: u64) -> FleetFault {
+    FleetFault::TargetRestart {
+        target,
+        down: Duration::from_ms(down_ms),
+    }
+}
+
+fn run(setup: &FleetSetup) -> FleetFigures {
+    let mut fleet = Fleet::build(setup).expect("builds");
+    fleet.run();
+    fleet.figures()
+}
+
+/// Every host's boot disk and data LUN are on the two targets, one each: a restart of one
+/// takes a path from every host. Every one is back, the target never let more in than its
+/// capacity, no adapter was reset and nothing was lost.
+#[test]
+fn a_target_restart_takes_a_path_from_every_host_and_gives_it_back() {
+    let f = run(&setup(
+        30,
+        std::vec![(2_000, restart(0, 500))],
+        RetryPolicy::Backoff,
+    ));
+    assert!(f.held(), "{f:?}");
+    assert_eq!((f.resets, f.io.failed, f.io.paging_failed), (0, 0, 0));
+    let boot = &f.faults[0];
+    assert_eq!(
+        (boot.fault, boot.hosts, boot.back),
+        (FleetFault::PowerOn, 30, 30)
+    );
+    let r = &f.faults[1];
+    assert_eq!((r.hosts, r.back), (30, 30), "{r:?}");
+    // 30 logins, 4 at a time for 20 ms: 7 rounds before the last, after 500 ms down.
+    assert_eq!(r.theoretical_min, Duration::from_ms(500 + 7 * 20 + 20));
+    let all = r.all_back_after.expect("every host back");
+    // None is back before the target is: each logged in again after its 500 ms.
+    assert!(r.back_after[0] >= Duration::from_ms(500), "{r:?}");
+    assert!(all >= r.theoretical_min, "{r:?}");
+    assert!(r.p50 <= r.p99 && r.p99 <= Some(all), "{r:?}");
+    assert_eq!(r.back_after.len(), 30);
+    let t = &f.targets[0].stats;
+    assert_eq!(t.restarts, 1);
+    assert!(t.refused_down > 0, "{t:?}");
+    assert!(t.peak_per_second <= 100, "{t:?}");
+    // Each host logged in twice to each target: at start, and target 0 again.
+    assert_eq!((t.accepted, f.targets[1].stats.accepted), (60, 30));
+    let refused =
+        |t: &TargetFigures| t.stats.refused_busy + t.stats.refused_rate + t.stats.refused_down;
+    assert_eq!(
+        f.logins_refused(),
+        f.targets.iter().map(refused).sum::<u64>()
+    );
+    assert!(
+        f.logins_refused() > t.refused_down,
+        "busy refusals too at the boot"
+    );
+    assert!(f.io.completed > 0);
+}
+
+/// One seed, one run: two builds of a setup give the same figures to the microsecond.
+#[test]
+fn a_fleet_is_deterministic_for_a_seed() {
+    let s = setup(
+        12,
+        std::vec![(1_500, restart(1, 300))],
+        RetryPolicy::Backoff,
+    );
+    let a = run(&s);
+    assert_eq!(a, run(&s));
+    let other = run(&FleetSetup { seed: 6, ..s });
+    assert_ne!(a.faults[1].back_after, other.faults[1].back_after);
+}
+
+/// Hosts refused while the target is down retry: under the fixed 10 s of NVMe-oF each waits
+/// 10 s out, and one refused again (the target takes 4 at a time) 10 s more; under the
+/// shipped backoff they are back within a second and a half. The hosts' own boot is such a
+/// storm too: under the fixed retry the last of 10 is in only at 20 s.
+#[test]
+fn a_fixed_ten_second_retry_keeps_hosts_out_for_ten_seconds_and_more() {
+    let faults = || std::vec![(25_000, restart(0, 500))];
+    let fixed = RetryPolicy::Fixed(Duration::from_ms(10_000));
+    let mut s = setup(10, faults(), fixed);
+    s.duration = Duration::from_ms(60_000);
+    let slow = run(&s);
+    let fast = run(&FleetSetup {
+        retry: RetryPolicy::Backoff,
+        ..s
+    });
+    assert_eq!(slow.retry, fixed);
+    let (slow_r, fast_r) = (&slow.faults[1], &fast.faults[1]);
+    let slow_all = slow_r.all_back_after.expect("back after the waits");
+    let fast_all = fast_r.all_back_after.expect("back");
+    assert!(slow_all >= Duration::from_ms(10_000), "{slow_r:?}");
+    assert!(fast_all < Duration::from_ms(1_500), "{fast_r:?}");
+    assert!(slow.held() && fast.held());
+    assert!(slow.targets[0].stats.refused_busy > 0);
+}
+
+/// A core switch reboots: every port of every host is down for 300 ms, then trains and is
+/// swept. Every disk logs in again and every interface is back, with no adapter reset.
+#[test]
+fn a_link_flap_takes_every_path_and_every_host_gets_them_back() {
+    let flap = FleetFault::LinkFlap {
+        down: Duration::from_ms(300),
+    };
+    let f = run(&setup(8, std::vec![(1_000, flap)], RetryPolicy::Backoff));
+    assert!(f.held(), "{f:?}");
+    assert_eq!(f.resets, 0);
+    let r = &f.faults[1];
+    assert_eq!((r.hosts, r.back), (8, 8), "{r:?}");
+    // Down 300 ms, 1.5 s of training and a 2 s sweep before any login.
+    assert!(r.theoretical_min >= Duration::from_ms(3_800), "{r:?}");
+    assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
+}
+
+/// Hosts with nothing to do cost nearly nothing: the fleet steps a host only when it has
+/// something due (here its health poll, once a second), however many there are.
+#[test]
+fn hosts_that_idle_cost_nothing_between_what_they_have_due() {
+    let mut s = setup(50, Vec::new(), RetryPolicy::Backoff);
+    let mut idle = boot_host(0, 0);
+    idle.clients
+        .retain(|c| matches!(c, ClientSpec::Disk { .. }));
+    s.host = FleetTemplate::One(idle);
+    s.duration = Duration::from_ms(60_000);
+    let f = run(&s);
+    assert!(f.held());
+    // Start-up (logins, the ports' sweep) and then about one step a second each.
+    let per_host = f.steps / 50;
+    assert!((60..200).contains(&per_host), "{} steps", f.steps);
+}
+
+#[test]
+fn a_fleet_that_cannot_be_is_refused_by_key() {
+    let ok = setup(2, std::vec![(1_000, restart(0, 10))], RetryPolicy::Backoff);
+    let refused = |s: FleetSetup| Fleet::build(&s).expect_err("refused").to_string();
+    assert!(refused(FleetSetup {
+        hosts: 0,
+        ..ok.clone()
+    })
+    .starts_with("hosts"));
+    assert!(refused(FleetSetup {
+        hosts: MAX_HOSTS + 1,
+        ..ok.clone()
+    })
+    .starts_with("hosts"));
+    let mut s = ok.clone();
+    s.targets.clear();
+    assert!(refused(s).starts_with("targets"));
+    let mut s = ok.clone();
+    s.targets[1].lid = 0x100;
+    assert!(refused(s).starts_with("targets[1].lid"));
+    let mut s = ok.clone();
+    s.targets[0].capacity.concurrent = 0;
+    assert!(refused(s).contains("login_concurrency"));
+    let mut s = ok.clone();
+    s.faults[0].1 = restart(2, 10);
+    assert!(refused(s).starts_with("faults[0].target"));
+    let mut s = ok.clone();
+    s.faults[0].0 = Instant::from_ms(7_000);
+    assert!(refused(s).starts_with("faults[0].at_ms"));
+    let mut s = ok;
+    let mut diskless = boot_host(2, 1);
+    diskless
+        .clients
+        .retain(|c| !matches!(c, ClientSpec::Disk { .. }));
+    s.host = FleetTemplate::One(diskless);
+    assert!(refused(s).starts_with("host"));
+}
+
+/// A fault that strikes while the disks still make their first login takes nothing from
+/// them: the hosts' boot is the power-on's to count. A fault that touched no host had no
+/// host to recover: it is listed, with no time back and no ratio (not "back at once", below
+/// its own outage).
+#[test]
+fn a_fault_during_the_boot_takes_no_path_that_was_not_up() {
+    let f = run(&setup(
+        6,
+        std::vec![(0, restart(0, 100))],
+        RetryPolicy::Backoff,
+    ));
+    let (boot, r) = (&f.faults[0], &f.faults[1]);
+    assert_eq!((boot.hosts, boot.back), (6, 6));
+    assert_eq!((r.hosts, r.back, r.all_back_after), (0, 0, None));
+    assert!(r.no_host() && !boot.no_host());
+    assert_eq!((r.over_min(), r.p50, r.p99), (None, None, None));
+    assert!(f.held());
+}
+
+/// Every fault the file names is in the report, in order: an SA overload (which takes no
+/// path) and a restart of a target no disk uses are listed with no host to recover.
+#[test]
+fn a_fault_with_no_host_to_recover_is_listed_with_no_ratio() {
+    // One host: its two disks are on targets 0 and 1 (`(i + k) % targets`), none on 2.
+    let mut s = setup(
+        1,
+        std::vec![
+            (
+                1_000,
+                FleetFault::SaOverload {
+                    down: Duration::from_ms(500)
+                }
+            ),
+            (2_000, restart(2, 500)),
+        ],
+        RetryPolicy::Backoff,
+    );
+    s.targets.push(TargetSetup {
+        lid: 0x102,
+        capacity: s.targets[0].capacity,
+    });
+    let f = run(&s);
+    let names: Vec<&str> = f.faults.iter().map(|r| r.fault.name()).collect();
+    assert_eq!(names, ["power_on", "sa_overload", "target_restart"]);
+    for r in &f.faults[1..] {
+        assert_eq!(
+            (r.hosts, r.back, r.all_back_after, r.over_min(), r.p50),
+            (0, 0, None, None, None),
+            "{r:?}"
+        );
+        assert!(r.no_host());
+    }
+    assert!(f.faults[0].over_min().is_some(), "the boot had hosts");
+    assert!(f.held());
+}
+
+/// The master subnet manager fails at 5 s: the standby's polls at 10, 20, 30 and 40 s go
+/// unanswered, it takes over at 40 s and sweeps (500 ms and 2 ms a host), then sets
+/// ClientReregister. Every interface joins its groups again through the SA; no adapter is
+/// reset, no disk loses its path.
+#[test]
+fn a_subnet_manager_failover_brings_every_interface_back_through_the_sa() {
+    let mut s = setup(
+        20,
+        std::vec![(5_000, FleetFault::SmFailover)],
+        RetryPolicy::Backoff,
+    );
+    s.duration = Duration::from_ms(50_000);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    let r = &f.faults[1];
+    assert_eq!(
+        (r.fault, r.hosts, r.back),
+        (FleetFault::SmFailover, 20, 20),
+        "{r:?}"
+    );
+    // Down from 5 s to the sweep's end at 40.54 s; 80 joins at 2,000 a second after it.
+    assert_eq!(r.theoretical_min, Duration::from_ms(35_540));
+    assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
+    assert!(r.all_back_after < Some(Duration::from_ms(37_000)), "{r:?}");
+    assert_eq!((f.resets, f.ipoib_resets_asked), (0, 0));
+    // Each host's two interfaces joined their broadcast group, two groups and a path: at
+    // power-on and again after the reregister.
+    assert_eq!(f.sa.accepted, 2 * 20 * 2 * 4);
+    assert_eq!(f.io.failed, 0);
+}
+
+/// The reset-storm cascade: an SA that answers 20 queries a second against 160 that the
+/// reregister asks for at once. The naive interface takes its first timeout for a hung
+/// adapter and has it reset; each reset makes it join again, into the same SA. The shipped
+/// interface retries under its backoff: every host back, no reset, no paging I/O failed.
+#[test]
+fn an_sa_timeout_taken_for_a_hung_adapter_resets_adapters_and_the_shipped_interface_never_does() {
+    let mut s = setup(
+        20,
+        std::vec![(5_000, FleetFault::SmFailover)],
+        RetryPolicy::Backoff,
+    );
+    s.duration = Duration::from_ms(60_000);
+    s.sm.sa_queries_per_second = 20;
+    let shipped = run(&s);
+    let naive = run(&FleetSetup {
+        naive_ipoib: true,
+        ..s
+    });
+    assert!(shipped.held(), "{shipped:?}");
+    assert_eq!((shipped.resets, shipped.ipoib_resets_asked), (0, 0));
+    assert!(shipped.sa_timeouts > 0, "the SA fell behind");
+    let r = &shipped.faults[1];
+    assert_eq!((r.hosts, r.back), (20, 20), "{r:?}");
+    assert!(naive.naive_ipoib);
+    assert!(
+        naive.ipoib_resets_asked > 0 && naive.resets > 0,
+        "{naive:?}"
+    );
+    assert!(
+        naive.resets > 20,
+        "more resets than hosts: a storm: {}",
+        naive.resets
+    );
+}
+
+/// A link flap while no master is up: the ports train, but nobody sweeps them until the
+/// standby has taken over and swept, 30 s later. Every host waits, and every host is back
+/// then. The boot disks hold their paging I/O throughout; the data LUNs' hold (30 s) runs out
+/// first, and they fail what they hold upward as retryable.
+#[test]
+fn ports_that_train_while_no_master_is_up_wait_for_the_new_one() {
+    let flap = FleetFault::LinkFlap {
+        down: Duration::from_ms(300),
+    };
+    let faults = std::vec![(5_000, FleetFault::SmFailover), (10_000, flap)];
+    let mut s = setup(10, faults, RetryPolicy::Backoff);
+    s.duration = Duration::from_ms(50_000);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    let r = f.faults.iter().find(|r| r.fault == flap).expect("the flap");
+    assert_eq!((r.hosts, r.back), (10, 10), "{r:?}");
+    // The sweep ends at 40.52 s (500 ms and 2 ms a host after the takeover at 40 s).
+    let swept_after = Duration::from_ms(40_520 - 10_000);
+    assert!(r.all_back_after >= Some(swept_after), "{r:?}");
+    assert_eq!((f.resets, f.io.paging_failed), (0, 0));
+    assert!(
+        f.io.failed > 0 && f.io.failed == f.io.retryable,
+        "{:?}",
+        f.io
+    );
+}
+
+/// Multipath hosts (two adapters, the boot disk on a path through each, on one target):
+/// a target restart takes every path of the boot disk and the data LUN's; each path logs in
+/// again and every host is back, nothing lost, no adapter reset.
+#[test]
+fn multipath_hosts_ride_a_target_restart_on_every_path() {
+    let mut s = setup(
+        10,
+        std::vec![(2_000, restart(0, 300))],
+        RetryPolicy::Backoff,
+    );
+    let mut m = multipath_host(20, 10);
+    for a in &mut m.adapters {
+        for c in &mut a.stack.clients {
+            match c {
+                ClientSpec::Disk { config, .. } => config.initiator.login_delay = LOGIN,
+                ClientSpec::DiskPath { config, .. } => config.initiator.login_delay = LOGIN,
+                _ => {}
+            }
+        }
+    }
+    s.host = FleetTemplate::Many(m);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    assert_eq!(f.resets, 0);
+    let r = &f.faults[1];
+    // Node i's boot disk is on target i % 2, its data LUN on the other: all ten lost one.
+    assert_eq!((r.hosts, r.back), (10, 10), "{r:?}");
+    // Target 0 holds five boot disks' two paths each and five data LUNs.
+    assert_eq!(f.targets[0].stats.accepted, 2 * (5 * 2 + 5));
+    assert!(f.io.completed > 0 && f.io.failed == 0);
+}
+
+/// A rolling firmware rollout across ten multipath hosts, at most two adapters in reset at
+/// once among those of a target: every adapter activates its new firmware, one adapter of a
+/// host at a time, and no boot disk is ever without a path.
+#[test]
+fn a_rollout_activates_every_adapter_within_the_limit_and_no_boot_disk_loses_its_last_path() {
+    let rollout = FleetFault::Rollout { max_per_target: 2 };
+    let mut s = setup(10, std::vec![(2_000, rollout)], RetryPolicy::Backoff);
+    s.host = FleetTemplate::Many(multipath_host(20, 10));
+    s.duration = Duration::from_ms(120_000);
+    let mut fleet = Fleet::build(&s).expect("builds");
+    let fw_before: Vec<u64> = fleet.hosts()[0]
+        .adapters()
+        .iter()
+        .map(|h| h.hca().current_identity().fw_version)
+        .collect();
+    fleet.run();
+    let f = fleet.figures();
+    assert!(f.held(), "{f:?}");
+    let r = f.rollout.expect("a rollout");
+    assert_eq!(
+        (r.adapters, r.done, r.failed, r.given_up),
+        (20, 20, 0, 0),
+        "{r:?}"
+    );
+    assert!(r.finished_at.is_some(), "{r:?}");
+    assert!((1..=2).contains(&r.peak_per_target), "{r:?}");
+    assert_eq!(f.resets, 20, "one activation an adapter");
+    assert_eq!(f.max_no_path_us, 0, "a boot disk always had a path");
+    assert_eq!((f.io.failed, f.io.paging_failed), (0, 0));
+    for host in fleet.hosts() {
+        for (a, h) in host.adapters().iter().enumerate() {
+            assert_eq!(h.hca().current_identity().fw_version, fw_before[a] + 1);
+        }
+    }
+}
+
+#[test]
+fn a_rollout_of_hosts_of_one_adapter_is_refused() {
+    let rollout = FleetFault::Rollout { max_per_target: 2 };
+    let s = setup(2, std::vec![(1_000, rollout)], RetryPolicy::Backoff);
+    let e = Fleet::build(&s).expect_err("the guard would refuse every activation");
+    assert!(e.to_string().contains("last-path guard"), "{e}");
+}
+
+/// A fleet run in pieces is the run in one: stepping to intermediate instants changes
+/// nothing, and each piece stops at its instant, no fault or host step past it.
+#[test]
+fn a_fleet_run_in_pieces_is_the_same_run_and_stops_where_it_is_told() {
+    let s = setup(8, std::vec![(2_000, restart(0, 300))], RetryPolicy::Backoff);
+    let whole = run(&s);
+    let mut fleet = Fleet::build(&s).expect("builds");
+    fleet.run_until(Instant::from_ms(1_000));
+    assert_eq!(fleet.now(), Instant::from_ms(1_000));
+    let early = fleet.figures();
+    assert_eq!(early.faults.len(), 1, "the restart at 2 s has not happened");
+    assert_eq!(early.targets[0].stats.restarts, 0);
+    assert!(early.steps > 0 && early.steps < whole.steps);
+    assert!(fleet
+        .hosts()
+        .iter()
+        .all(|h| h.adapters()[0].now() <= Instant::from_ms(1_000)));
+    for ms in [1_500, 2_000, 2_001, 4_000] {
+        fleet.run_until(Instant::from_ms(ms));
+    }
+    fleet.run();
+    assert_eq!(fleet.figures(), whole);
+    assert_eq!(fleet.end(), Instant::from_ms(6_000));
+    assert_eq!((fleet.name(), fleet.seed()), ("fleet", 5));
+    assert_eq!(fleet.retry(), RetryPolicy::Backoff);
+    assert_eq!(fleet.targets().len(), 2);
+    assert_eq!(fleet.hosts()[3].name(), "host3");
+    assert_eq!(fleet.hosts()[3].adapter_count(), 1);
+    assert_eq!(fleet.subnet().reregistrations(), 0);
+    // The figures' own arithmetic.
+    let r = &whole.faults[1];
+    let over = r.over_min().expect("all back");
+    let want =
+        r.all_back_after.expect("all back").as_us() as f64 / r.theoretical_min.as_us() as f64;
+    assert!((over - want).abs() < 1e-12 && over >= 1.0, "{over} {want}");
+    assert_eq!(whole.retry.name(), "backoff");
+    assert_eq!(RetryPolicy::NoJitter.name(), "no_jitter");
+    assert_eq!(RetryPolicy::Fixed(Duration::from_ms(1)).name(), "fixed");
+    let names: Vec<&str> = whole.faults.iter().map(|f| f.fault.name()).collect();
+    assert_eq!(names, ["power_on", "target_restart"]);
+}
+
+/// What one host asks of the SA is every interface's groups and path: the failover's
+/// minimum counts them (two interfaces, two extra groups each: 8 queries a host).
+#[test]
+fn a_failovers_minimum_counts_every_interfaces_queries() {
+    let mut s = setup(
+        250,
+        std::vec![(5_000, FleetFault::SmFailover)],
+        RetryPolicy::Backoff,
+    );
+    s.duration = Duration::from_ms(6_000);
+    s.sm.sa_queries_per_second = 100;
+    let f = run(&s);
+    let r = &f.faults[1];
+    // 2,000 queries at 100 a second: the last in second 19; the sweep ends at 41 s.
+    let swept = Duration::from_us(35_000_000 + 500_000 + 250 * 2_000);
+    assert_eq!(
+        r.theoretical_min,
+        Duration::from_us(swept.as_us() + 19_000_000)
+    );
+}
+
+/// A run holds only if every guarantee does: one lost, duplicated or mismatched I/O, one
+/// paging I/O failed, one violation, or an accounting that does not close, and it does not.
+#[test]
+fn a_run_holds_only_if_every_guarantee_does() {
+    let f = run(&setup(2, Vec::new(), RetryPolicy::Backoff));
+    assert!(f.held());
+    let broken = |change: &dyn Fn(&mut FleetFigures)| {
+        let mut g = f.clone();
+        change(&mut g);
+        g.held()
+    };
+    assert!(!broken(&|g| g.io.lost += 1));
+    assert!(!broken(&|g| g.io.duplicated += 1));
+    assert!(!broken(&|g| g.io.read_mismatches += 1));
+    assert!(!broken(&|g| g.io.paging_failed += 1));
+    assert!(!broken(&|g| g.violations += 1));
+    assert!(!broken(&|g| g.io.submitted += 1));
+    let mut g = f.clone();
+    g.targets[0].stats.refused_busy = 1;
+    g.targets[0].stats.refused_rate = 2;
+    g.targets[0].stats.refused_down = 4;
+    g.targets[1].stats.refused_busy = 8;
+    g.targets[1].stats.refused_rate = 0;
+    g.targets[1].stats.refused_down = 0;
+    assert_eq!(g.logins_refused(), 15);
+    // A failed I/O, counted as such, breaks nothing: the accounting still closes.
+    assert!(broken(&|g| {
+        g.io.submitted += 1;
+        g.io.failed += 1;
+    }));
+}
+
+/// An SA overloaded from the start answers none of the power-on's joins for 3 s: every
+/// interface times out and retries, and every host is back once the SA answers again, with
+/// no adapter reset; the naive interface has its adapter reset instead.
+#[test]
+fn an_sa_that_answers_nothing_delays_the_joins_and_resets_nothing() {
+    let overload = FleetFault::SaOverload {
+        down: Duration::from_ms(3_000),
+    };
+    let s = setup(10, std::vec![(0, overload)], RetryPolicy::Backoff);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    let boot = &f.faults[0];
+    assert_eq!((boot.hosts, boot.back), (10, 10));
+    assert!(
+        boot.all_back_after >= Some(Duration::from_ms(3_000)),
+        "{boot:?}"
+    );
+    assert_eq!((f.resets, f.ipoib_resets_asked), (0, 0));
+    assert!(f.sa_timeouts > 0 && f.sa.refused_down > 0, "{:?}", f.sa);
+    assert_eq!(f.faults.len(), 2, "the boot, and the overload's own row");
+    assert!(f.faults[1].no_host(), "an overload takes no path by itself");
+    let naive = run(&FleetSetup {
+        naive_ipoib: true,
+        ..s
+    });
+    assert!(naive.resets > 0 && naive.ipoib_resets_asked > 0);
+}
+
+/// A fault due after the instant a run is told to stop at stays for later, even when no host
+/// has anything due before it: idle hosts (their health poll once a second) and a fault at
+/// 1.5 s, a run to 1.2 s.
+#[test]
+fn a_fault_past_the_instant_asked_for_waits_even_with_every_host_idle() {
+    let mut s = setup(3, std::vec![(1_500, restart(0, 10))], RetryPolicy::Backoff);
+    let mut idle = boot_host(0, 0);
+    idle.clients
+        .retain(|c| matches!(c, ClientSpec::Disk { .. }));
+    s.host = FleetTemplate::One(idle);
+    let mut fleet = Fleet::build(&s).expect("builds");
+    fleet.run_until(Instant::from_ms(1_200));
+    assert_eq!(fleet.now(), Instant::from_ms(1_200));
+    assert_eq!(fleet.targets()[0].1.lock().restarts(), 0);
+    fleet.run_until(Instant::from_ms(1_500));
+    assert_eq!(fleet.targets()[0].1.lock().restarts(), 1);
+    assert_eq!(fleet.steps(), fleet.figures().steps);
+}
+
+/// A failover between two later faults: the reregister it leads to lands among them in
+/// time order, and each of the three does its work.
+#[test]
+fn a_failovers_reregister_lands_in_time_among_later_faults() {
+    let flap = FleetFault::LinkFlap {
+        down: Duration::from_ms(100),
+    };
+    let faults = std::vec![
+        (5_000, FleetFault::SmFailover),
+        (10_000, restart(1, 100)),
+        (45_000, flap),
+    ];
+    let mut s = setup(6, faults, RetryPolicy::Backoff);
+    s.duration = Duration::from_ms(60_000);
+    let mut fleet = Fleet::build(&s).expect("builds");
+    fleet.run();
+    let f = fleet.figures();
+    assert_eq!(fleet.subnet().reregistrations(), 1);
+    let kinds: Vec<&str> = f.faults.iter().map(|r| r.fault.name()).collect();
+    assert_eq!(
+        kinds,
+        ["power_on", "sm_failover", "target_restart", "link_flap"]
+    );
+    for r in &f.faults {
+        assert_eq!(r.back, r.hosts, "{r:?}");
+    }
+}
+
+/// Each host draws from a stream of its own, none the fleet's own seed.
+#[test]
+fn every_host_has_a_seed_of_its_own() {
+    let seeds: std::collections::BTreeSet<u64> = (0..1_000).map(|i| host_seed(7, i)).collect();
+    assert_eq!(seeds.len(), 1_000);
+    assert!(!seeds.contains(&7));
+}
+
+/// A subnet manager whose standby never polls, or takes over at no missed poll, cannot be.
+#[test]
+fn a_standby_that_never_notices_is_refused() {
+    let ok = setup(1, Vec::new(), RetryPolicy::Backoff);
+    for sm in [
+        SmSetup {
+            polls_missed: 0,
+            ..SmSetup::default()
+        },
+        SmSetup {
+            poll_interval: Duration::ZERO,
+            ..SmSetup::default()
+        },
+    ] {
+        let e = Fleet::build(&FleetSetup { sm, ..ok.clone() }).expect_err("refused");
+        assert!(e.to_string().starts_with("sm.poll_interval_ms"), "{e}");
+    }
+    let fixed = RetryPolicy::Fixed(Duration::from_ms(3));
+    let f = Fleet::build(&FleetSetup { retry: fixed, ..ok }).expect("builds");
+    assert_eq!(f.retry(), fixed);
+}
+
+/// What a fleet does by itself (its power-on, a failover's reregister, a rollout's looks)
+/// is not a fault a setup may give, and one rollout a run.
+#[test]
+fn faults_the_fleet_makes_itself_are_refused_from_a_setup() {
+    for fault in [
+        FleetFault::PowerOn,
+        FleetFault::Reregister,
+        FleetFault::RolloutLook,
+    ] {
+        let s = setup(1, std::vec![(1_000, fault)], RetryPolicy::Backoff);
+        let e = Fleet::build(&s).expect_err("refused");
+        assert!(e.to_string().starts_with("faults[0]"), "{e}");
+    }
+    let rollout = FleetFault::Rollout { max_per_target: 1 };
+    let mut s = setup(
+        1,
+        std::vec![(1_000, rollout), (2_000, rollout)],
+        RetryPolicy::Backoff,
+    );
+    s.host = FleetTemplate::Many(multipath_host(2, 1));
+    let e = Fleet::build(&s).expect_err("one rollout");
+    assert!(e.to_string().starts_with("faults[1]"), "{e}");
+    s.faults.truncate(1);
+    s.faults[0].1 = FleetFault::Rollout { max_per_target: 0 };
+    assert!(Fleet::build(&s).is_err());
+}
+
+/// Two failovers, one after the other: each reregister brings every interface through the
+/// SA again, the second counted from the joins of the first.
+#[test]
+fn a_second_failover_is_recovered_from_as_the_first() {
+    let faults = std::vec![
+        (5_000, FleetFault::SmFailover),
+        (60_000, FleetFault::SmFailover)
+    ];
+    let mut s = setup(4, faults, RetryPolicy::Backoff);
+    s.duration = Duration::from_ms(120_000);
+    let mut fleet = Fleet::build(&s).expect("builds");
+    fleet.run();
+    let f = fleet.figures();
+    assert_eq!(fleet.subnet().reregistrations(), 2);
+    for r in &f.faults[1..] {
+        assert_eq!(
+            (r.fault, r.hosts, r.back),
+            (FleetFault::SmFailover, 4, 4),
+            "{r:?}"
+        );
+        assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
+    }
+    assert!(f.held());
+}

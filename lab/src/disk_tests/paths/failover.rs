@@ -1,0 +1,106 @@
+//! Fast path failover's escalations and a probing path's count of its answers.
+
+use crate::stack::LabParts;
+use hcabus::{Duration, Instant, Policy};
+use hcabus_sim::Fault;
+
+use super::{path, run_to, slow_from, world, Paths};
+use crate::srp_target::{Route, RoutePhase};
+use ibal::disk::PathTimeout;
+use ibal::multipath::PROBES_TO_SERVE;
+
+/// A checker with a 50 ms interval on a route that answers in 80 ms from 100 to 400 ms:
+/// a command is given up only at a tick, so some answers come back past the timeout first
+/// (slow answers), and the path is probed. Healed at 400 ms, it is restored after exactly
+/// the prompt answers a probe streak needs, counted from what is new since the last look.
+#[test]
+fn a_probing_path_counts_only_its_new_answers() {
+    let mut healed = slow_from(100, Duration::from_ms(80), false);
+    let fast = RoutePhase::plain(Instant::from_ms(400), Duration::from_us(200));
+    healed.push(fast).expect("a third phase");
+    let mut w = world(Paths {
+        routes: [healed, super::healthy_route()],
+        timeout: PathTimeout::Checker {
+            interval: Duration::from_ms(50),
+        },
+        ..Paths::default()
+    });
+    let (_, p, _) = run_to(&mut w, 399);
+    let (_, slow) = path(&w, 0).disk().timing().answers();
+    assert_eq!(
+        (slow, p[0].given_up, p[0].probes, p[0].restored),
+        (8, 8, 1, 0)
+    );
+    let (io, p, _) = run_to(&mut w, 700);
+    // The probe out when the route healed is given up too; then a streak of prompt ones.
+    let probes = 1 + u64::from(PROBES_TO_SERVE);
+    assert_eq!((p[0].probes, p[0].restored, p[0].given_up), (probes, 1, 9));
+    assert!(p[0].ios > 59 + 100, "serving again: {p:?}");
+    assert_eq!(io.failed, 0);
+}
+
+/// Path 0's adapter hangs twice; each client may ask for one reset a minute. The first
+/// stall gets its reset; the second's request is refused (throttled), counted once, and
+/// not asked again at every look while the reset it asked for never comes.
+#[test]
+fn a_stalled_path_whose_reset_is_refused_asks_once() {
+    let r = Route::constant(Duration::from_us(2_500));
+    let mut w = world(Paths {
+        routes: [r, r],
+        faults: [
+            std::vec![(100, Fault::Hang), (600, Fault::Hang)],
+            std::vec![],
+        ],
+        policy: Policy {
+            client_request_limit: 1,
+            ..Policy::default()
+        },
+        transport: super::QUICK_TRANSPORT,
+        ..Paths::default()
+    });
+    let (io, p, _) = run_to(&mut w, 1_200);
+    let resets = w.resets();
+    assert_eq!(resets.len(), 1, "{resets:?}");
+    assert_eq!(resets[0].facts.started_at, Instant::from_ms(201));
+    assert_eq!(path(&w, 0).refusals, 1, "the second request, once");
+    assert_eq!(
+        p[0].slow_failovers, 2,
+        "each hang's commands moved to path 1"
+    );
+    assert_eq!(io.failed, 0);
+}
+
+/// A healthy path of any latency up to the command bound carries I/O beside a fast one: 8,
+/// 50 and 500 ms routes, steady from the start. Before its first answer a path's timeout is
+/// RFC 6298's second (not the 5 ms floor, which gave every command of an 8 ms path up before
+/// its answer could teach anything, for ever), so each path learns its own latency from its
+/// first answers and nothing is given up.
+#[test]
+fn a_steady_slow_path_beside_a_fast_one_learns_its_latency_and_carries_io() {
+    for ms in [8, 50, 500] {
+        let slow = Route::constant(Duration::from_ms(ms));
+        let mut w = world(Paths {
+            routes: [slow, super::healthy_route()],
+            ..Paths::default()
+        });
+        let (io, p, d) = run_to(&mut w, 4_000);
+        assert_eq!(
+            (io.failed, p[0].given_up, d[0].late_discarded),
+            (0, 0, 0),
+            "{ms} ms: {p:?}"
+        );
+        assert!(p[0].ios > 3_000 / ms.max(1), "{ms} ms carries I/O: {p:?}");
+        let srtt = path(&w, 0)
+            .disk()
+            .timing()
+            .estimator()
+            .srtt()
+            .expect("measured");
+        let latency = Duration::from_ms(ms);
+        assert!(
+            srtt >= latency && srtt < latency + Duration::from_ms(1),
+            "{ms} ms: {srtt}"
+        );
+        assert_eq!(path(&w, 0).lab_target().stats().aborted, 0, "no abort sent");
+    }
+}

@@ -1,0 +1,126 @@
+//! Nodes that share a target's login capacity (docs/design.md §11): each disk is the real
+//! one, and a login the target has no room for is rejected and retried with the backoff.
+
+use std::vec::Vec;
+
+use hcabus::{Duration, Instant};
+
+use super::{disk, routed, setup};
+use crate::srp_target::{LoginCapacity, SharedAdmission};
+use crate::stack::{self, DiskSpec, Node};
+use ibal::disk::DiskConfig;
+
+/// Two hosts whose disks log in at 0 ms to one target that takes one login at a time (each
+/// takes 20 ms): the second is rejected, backs off, and logs in once the first is done. The
+/// hosts run in step, a millisecond at a time, as a fleet's do.
+#[test]
+fn a_login_the_target_has_no_room_for_is_retried_after_a_backoff() {
+    let config = DiskSpec {
+        initiator: DiskConfig {
+            login_delay: Duration::from_ms(20),
+            ..routed().initiator
+        },
+        ..routed()
+    };
+    let capacity = LoginCapacity {
+        concurrent: 1,
+        per_second: 1_000,
+    };
+    let target = SharedAdmission::new(capacity).expect("a capacity that can be");
+    let shared = [(config.initiator.target_lid, target.clone())];
+    let mut hosts: Vec<Node> = (0..2)
+        .map(|_| stack::build_sharing(&setup(config, Vec::new()), &shared).expect("builds"))
+        .collect();
+    for ms in 1..=200 {
+        for h in &mut hosts {
+            h.run_until(Instant::from_ms(ms));
+        }
+    }
+    let s = target.lock().stats();
+    let d: Vec<_> = hosts.iter().map(|h| *disk(h).disk().stats()).collect();
+    assert_eq!((d[0].logins, d[0].login_retries), (1, 0));
+    assert_eq!(d[1].logins, 1);
+    assert!(d[1].login_retries > 0, "{:?}", d[1]);
+    assert_eq!(
+        (
+            s.accepted,
+            s.refused_busy,
+            s.refused_rate,
+            s.peak_per_second
+        ),
+        (2, u64::from(d[1].login_retries), 0, 2)
+    );
+    for h in &hosts {
+        let c = disk(h);
+        assert!(c.disk().is_up(), "{:?}", c.problem());
+        assert!(h.checker().violations.is_empty());
+        let io = c.io_stats();
+        assert_eq!(io.unaccounted(), 0, "{io:?}");
+        assert_eq!((io.failed, io.lost), (0, 0));
+    }
+}
+
+/// Forty hosts on one target that takes 8 logins at a time (20 ms each) and 200 a second.
+/// The target restarts at 1 s and answers nothing for half a second: every disk loses its
+/// connection, takes its commands back, and logs in again under its backoff. None is ever
+/// let in past the target's capacity, every one is back, and nothing is lost or failed.
+#[test]
+fn a_target_restart_brings_every_host_back_within_its_capacity() {
+    const HOSTS: usize = 40;
+    let config = DiskSpec {
+        initiator: DiskConfig {
+            login_delay: Duration::from_ms(20),
+            ..routed().initiator
+        },
+        ..routed()
+    };
+    let capacity = LoginCapacity {
+        concurrent: 8,
+        per_second: 200,
+    };
+    let target = SharedAdmission::new(capacity).expect("a capacity that can be");
+    let shared = [(config.initiator.target_lid, target.clone())];
+    let mut hosts: Vec<Node> = (0..HOSTS)
+        .map(|i| {
+            let mut s = setup(config, Vec::new());
+            s.sim.seed = i as u64;
+            s.sim.duration = Duration::from_ms(3_000);
+            stack::build_sharing(&s, &shared).expect("builds")
+        })
+        .collect();
+    let mut back_at = [None; HOSTS];
+    for ms in 1..=3_000 {
+        if ms == 1_000 {
+            target
+                .lock()
+                .restart(Instant::from_ms(ms), Duration::from_ms(500));
+        }
+        for (i, h) in hosts.iter_mut().enumerate() {
+            h.run_until(Instant::from_ms(ms));
+            if ms > 1_000 && back_at[i].is_none() && disk(h).disk().is_up() {
+                back_at[i] = Some(ms);
+            }
+        }
+    }
+    let s = target.lock().stats();
+    assert_eq!((s.accepted, s.restarts), (2 * HOSTS as u64, 1));
+    assert!(s.refused_down > 0 && s.refused_busy > 0, "{s:?}");
+    assert!(s.peak_per_second <= capacity.per_second, "{s:?}");
+    let back: Vec<u64> = back_at
+        .iter()
+        .map(|t| t.expect("every host back"))
+        .collect();
+    // Back at 1.5 s, the target lets 8 in at a time for 20 ms each: 5 rounds for 40 hosts.
+    let first = back.iter().min().copied();
+    let last = back.iter().max().copied();
+    assert!(first >= Some(1_520), "{back:?}");
+    assert!(last >= Some(1_500 + 5 * 20), "{back:?}");
+    for h in &hosts {
+        assert!(h.checker().violations.is_empty());
+        let c = disk(h);
+        assert_eq!(c.disk().stats().logins, 2);
+        let io = c.io_stats();
+        assert_eq!(io.unaccounted(), 0, "{io:?}");
+        assert_eq!((io.failed, io.lost, io.duplicated), (0, 0, 0));
+    }
+}

@@ -1,0 +1,25 @@
+//! The lab around the product's access layer (`ibal`): what a real host would find on the
+//! other side of its adapter, simulated, and the builder that puts a host together from a
+//! scenario.
+//!
+//! - [`srp_target`]: the SRP target port a disk logs in to (its LUN, its route, its login
+//!   admission), behind the product's `ibal::target::Target`;
+//! - [`subnet`]: the subnet manager and SA that IPoIB rejoins through, behind
+//!   `ibal::ipoib::SubnetAdmin`;
+//! - [`block`] and [`pattern`]: the workload above a disk, behind
+//!   `ibal::workload::Workload`, which issues reads and writes and checks every block;
+//! - [`stack`] and [`budget`]: a virtual-time host (`hcabus-sim`) with the access layer and
+//!   the clients a scenario names, checked against what the adapter can give.
+//!
+//! Nothing here ships: the product crates never depend on it.
+#![forbid(unsafe_code)]
+
+pub mod block;
+pub mod budget;
+pub mod pattern;
+pub mod srp_target;
+pub mod stack;
+pub mod subnet;
+
+#[cfg(test)]
+mod disk_tests;

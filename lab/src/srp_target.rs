@@ -1,0 +1,504 @@
+//! SRP on the simulated fabric: the information units, and a target with LUNs that hold
+//! real block contents.
+//!
+//! The initiator sends an SRP_CMD naming its data buffer (address, R-Key, length); the
+//! target moves the data with RDMA (READ for a write command, WRITE for a read command)
+//! and answers with an SRP_RSP. Only the connection setup is compressed: the CM REQ/REP
+//! and SRP_LOGIN exchange is one call, [`SrpTarget::login`], which the initiator pays for
+//! with a login delay.
+//!
+//! Task management is ABORT TASK only ([`SrpTskMgmt`]): the initiator gives a command up
+//! (fast path failover) and tells the target, which drops it if it has not run it yet. The
+//! target answers every abort, after any answer of the command itself, on the same
+//! connection: the initiator knows the command's tag is free once that answer comes.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::vec::Vec;
+
+use hcabus::fabric::{RemoteError, RemoteRdma, WireMsg};
+use hcabus::verbs::{Lid, Qpn, RemoteQp};
+
+use hcabus::{Duration, Instant};
+use ibal::target::{Target, Wire};
+use rand::{Rng, RngCore};
+
+use crate::pattern::{checksum, fill_pattern, initial_seed};
+use ibal::io::BLOCK_SIZE;
+use ibal::srp::{SrpCmd, SrpRsp, SrpStatus, SrpTskMgmt, IU_SIZE};
+
+mod admission;
+mod route;
+mod transport;
+pub use admission::{
+    Admission, AdmissionStats, CapacityError, LoginCapacity, LoginRejected, SharedAdmission,
+    MAX_CONCURRENT_LOGINS, MAX_LOGINS_PER_SECOND,
+};
+pub use route::{Route, RouteError, RoutePhase, MAX_ROUTE_PHASES, SERVICE_MAX, SERVICE_MIN};
+
+/// Counts kept by the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TargetStats {
+    pub logins: u32,
+    pub commands: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Writes whose data did not match their checksum: corruption on the path.
+    pub write_mismatches: u64,
+    /// Commands or responses the host never got (its adapter was down, the QP gone).
+    pub undeliverable: u64,
+    /// Messages for a connection that no longer exists.
+    pub stale_messages: u64,
+    pub malformed: u64,
+    /// ABORT TASKs that found their command waiting and dropped it.
+    pub aborted: u64,
+    /// ABORT TASKs that came after their command had run.
+    pub aborts_too_late: u64,
+    /// Commands refused because the target's queue was full.
+    pub overflowed: u64,
+    /// Commands, aborts and answers a blackholed route swallowed at least once: each got
+    /// through on a retransmission, or its transport gave it up.
+    pub blackholed: u64,
+    /// Connections the target's own transport gave up: an answer the route swallowed for
+    /// the whole retry budget put its queue pair in error, and the connection went.
+    pub transport_failures: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    due: Instant,
+    /// The target QP the command came in on.
+    via: Qpn,
+    cmd: SrpCmd,
+}
+
+/// Most commands the target holds at once.
+const TARGET_QUEUE: usize = 1024;
+
+/// The blocks of one LUN, shared by the target ports every path to it reaches: what one
+/// path writes, another reads.
+#[derive(Debug, Clone)]
+pub struct Lun(Arc<Mutex<Vec<u8>>>);
+
+impl Lun {
+    /// `n_blocks` blocks, each filled with a pattern the initiator's workload can predict.
+    pub fn new(lun_id: u32, n_blocks: u64) -> Self {
+        let mut blocks = std::vec![0u8; n_blocks as usize * BLOCK_SIZE];
+        for (lba, b) in blocks.chunks_exact_mut(BLOCK_SIZE).enumerate() {
+            fill_pattern(initial_seed(lun_id, lba as u64), b);
+        }
+        Lun(Arc::new(Mutex::new(blocks)))
+    }
+
+    /// The blocks; a port that panicked with them held left them whole (a block is
+    /// written by one copy), so the lock is taken over.
+    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// An answer on its way back to the initiator.
+#[derive(Debug, Clone, Copy)]
+struct Outgoing {
+    /// When it arrives, if the route carries its first transmission; each retransmission
+    /// arrives a transport timeout later.
+    due: Instant,
+    /// The target QP it goes out on.
+    via: Qpn,
+    rsp: SrpRsp,
+}
+
+/// A remote SRP target port with one LUN of real blocks.
+#[derive(Debug, Clone)]
+pub struct SrpTarget {
+    lid: Lid,
+    blocks: Lun,
+    /// The live connection: the target's QP and the initiator's.
+    conn: Option<(Qpn, RemoteQp)>,
+    next_qpn: u32,
+    queue: VecDeque<Pending>,
+    /// Answers in the order they were made: they leave in that order (a reliable
+    /// connection delivers in order), each no sooner than `latency` after it was made.
+    outbox: VecDeque<Outgoing>,
+    scratch: Vec<u8>,
+    /// How this port's route and service behave over time (a constant latency, or the
+    /// phases of a fail-slow trace).
+    route: Route,
+    /// The target's login capacity and restarts, shared by its ports (`None`: it takes
+    /// every login and never restarts).
+    admission: Option<SharedAdmission>,
+    /// The target's count of restarts when this port's connection was made.
+    restarts_at_login: u32,
+    /// The next transmission of a command (or abort) the route swallowed, and of an
+    /// answer: when each is tried again.
+    retransmit_in: Option<Instant>,
+    retransmit_out: Option<Instant>,
+    stats: TargetStats,
+}
+
+impl SrpTarget {
+    /// A target at `lid` whose LUN has `n_blocks` blocks, each filled with a pattern the
+    /// initiator's workload can predict.
+    pub fn new(lid: Lid, lun_id: u32, n_blocks: u64) -> Self {
+        Self::with_lun(lid, Lun::new(lun_id, n_blocks))
+    }
+
+    /// A target port at `lid` onto `lun`, which other ports may share.
+    pub fn with_lun(lid: Lid, lun: Lun) -> Self {
+        SrpTarget {
+            lid,
+            blocks: lun,
+            conn: None,
+            next_qpn: 0x40_0000 | (u32::from(lid) << 8),
+            queue: VecDeque::with_capacity(TARGET_QUEUE),
+            outbox: VecDeque::with_capacity(TARGET_QUEUE),
+            scratch: std::vec![0u8; BLOCK_SIZE],
+            route: Route::default(),
+            admission: None,
+            restarts_at_login: 0,
+            retransmit_in: None,
+            retransmit_out: None,
+            stats: TargetStats::default(),
+        }
+    }
+
+    /// Logins through this port count against `admission`, the target's (the fleet's
+    /// targets, docs/design.md §11).
+    pub fn set_admission(&mut self, admission: SharedAdmission) {
+        self.admission = Some(admission);
+    }
+
+    /// Whether the target takes a login arriving at `now` that is in progress for `takes`;
+    /// a target with no capacity set takes every one.
+    pub fn admit(&mut self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
+        let Some(a) = &self.admission else {
+            return Ok(());
+        };
+        let mut a = a.lock();
+        a.try_login(now, takes)?;
+        self.restarts_at_login = a.restarts();
+        Ok(())
+    }
+
+    /// Whether the target restarted since this port's connection was made: the connection
+    /// is gone, with every command and answer on it (the initiator hears a CM DREQ, or its
+    /// QP errors out). It is forgotten here; `true` once per restart.
+    pub fn take_dropped(&mut self) -> bool {
+        let restarts = match &self.admission {
+            Some(a) if self.conn.is_some() => a.lock().restarts(),
+            _ => return false,
+        };
+        if restarts == self.restarts_at_login {
+            return false;
+        }
+        self.conn = None;
+        self.queue.clear();
+        self.stats.undeliverable += self.outbox.len() as u64;
+        self.outbox.clear();
+        self.retransmit_out = None;
+        true
+    }
+
+    /// Answers from this port take `latency` to reach the initiator: a congested or long
+    /// route, the slow path of fast path failover.
+    pub fn with_latency(self, latency: Duration) -> Self {
+        self.with_route(Route::constant(latency))
+    }
+
+    /// This port's route behaves as `route` says, phase by phase.
+    pub fn with_route(mut self, route: Route) -> Self {
+        self.route = route;
+        self
+    }
+
+    pub fn stats(&self) -> &TargetStats {
+        &self.stats
+    }
+
+    /// Whether a login through this port's route reaches the target at `now`.
+    pub fn reachable(&self, now: Instant) -> bool {
+        !self.route.at(now).blackhole
+    }
+
+    /// The CM exchange and SRP_LOGIN: a new target QP connected to `initiator`. The old
+    /// connection, if any, is gone: whatever still arrives on it is dropped.
+    /// The live connection as the fabric names it: the target's side and the initiator's
+    /// queue pair. For a test to send what a broken target would.
+    #[cfg(test)]
+    pub(crate) fn connection(&self) -> Option<(RemoteQp, Qpn)> {
+        self.conn
+            .map(|(qpn, initiator)| (RemoteQp { lid: self.lid, qpn }, initiator.qpn))
+    }
+
+    pub fn login(&mut self, initiator: RemoteQp) -> RemoteQp {
+        self.next_qpn = (self.next_qpn + 1) & 0x00ff_ffff;
+        let qpn = Qpn(self.next_qpn);
+        self.conn = Some((qpn, initiator));
+        // Commands of the old connection die with it; its answers have nowhere to go.
+        self.queue.clear();
+        self.stats.undeliverable += self.outbox.len() as u64;
+        self.outbox.clear();
+        self.retransmit_out = None;
+        self.stats.logins += 1;
+        RemoteQp { lid: self.lid, qpn }
+    }
+
+    /// When the target next has work due: a command to run, an answer to send, or a
+    /// transmission the route swallowed to try again.
+    pub fn next_due(&self) -> Option<Instant> {
+        let out = self.retransmit_out.or(self.outbox.front().map(|o| o.due));
+        self.queue
+            .iter()
+            .map(|p| p.due)
+            .chain(out)
+            .chain(self.retransmit_in)
+            .min()
+    }
+
+    /// Takes the commands on the wire for this target that its route carried, in order (a
+    /// reliable connection delivers in order: one still being retransmitted holds the
+    /// rest), and schedules each. What arrives for a connection it no longer has is lost
+    /// here, unacknowledged: its sender's transport gives it up.
+    pub fn intake(&mut self, hca: &mut dyn Wire, now: Instant, rng: &mut dyn RngCore) {
+        let lid = self.lid;
+        let rc = hca.rc_transport();
+        self.retransmit_in = None;
+        while let Some(msg) = hca.wire_front(&|m| m.dlid == lid) {
+            let same = |m: &WireMsg| m.dlid == lid && m.seq == msg.seq && m.src_qpn == msg.src_qpn;
+            let current = self
+                .conn
+                .filter(|(q, i)| *q == msg.dqpn && i.qpn == msg.src_qpn && i.lid == msg.src_lid);
+            if current.is_none() {
+                self.stats.stale_messages += 1;
+                hca.wire_drop(&same);
+                continue;
+            }
+            match self.carried(msg.sent_at, rc, now) {
+                Ok(at) => {
+                    if at > msg.sent_at {
+                        self.stats.blackholed += 1;
+                    }
+                    hca.wire_take(&same);
+                }
+                Err(next) => {
+                    // Swallowed so far: the transport sends it again at `next` (or has given
+                    // up, and the adapter fails the send).
+                    self.retransmit_in = next;
+                    break;
+                }
+            }
+            let phase = *self.route.at(now);
+            if let Some(tmf) = SrpTskMgmt::decode(msg.payload()) {
+                self.abort(now, msg.dqpn, tmf);
+                continue;
+            }
+            let Some(cmd) = SrpCmd::decode(msg.payload()) else {
+                self.stats.malformed += 1;
+                continue;
+            };
+            let due = now + Self::service_time(&phase, self.queue.len(), rng);
+            if self.queue.len() < self.queue.capacity() {
+                self.queue.push_back(Pending {
+                    due,
+                    via: msg.dqpn,
+                    cmd,
+                });
+            } else {
+                // The initiator's request limit keeps this from happening; counted if it does.
+                self.stats.overflowed += 1;
+            }
+        }
+        self.send_due(hca, now);
+    }
+
+    /// How long the target takes over a command that finds `waiting` others at the port.
+    fn service_time(phase: &RoutePhase, waiting: usize, rng: &mut dyn RngCore) -> Duration {
+        let span = phase
+            .service_max
+            .as_us()
+            .saturating_sub(SERVICE_MIN.as_us());
+        let mut us = SERVICE_MIN.as_us() + rng.gen_range(0..=span);
+        us = us.saturating_add(phase.load.as_us().saturating_mul(waiting as u64));
+        // Drawn only on a route with spikes: every other run keeps its random sequence.
+        if phase.spike_per_million > 0 && rng.gen_range(0..1_000_000) < phase.spike_per_million {
+            us = us.saturating_add(phase.spike.as_us());
+        }
+        Duration::from_us(us)
+    }
+
+    /// ABORT TASK on connection `via`: drops the command if it is still waiting, and
+    /// answers either way. Its answer leaves after any answer of the command (the command
+    /// ran before the abort came), so the initiator may reuse the tag once it has it.
+    fn abort(&mut self, now: Instant, via: Qpn, tmf: SrpTskMgmt) {
+        let waiting = self
+            .queue
+            .iter()
+            .position(|p| p.via == via && p.cmd.tag == tmf.task_tag);
+        let status = match waiting.and_then(|i| self.queue.remove(i)) {
+            Some(_) => {
+                self.stats.aborted += 1;
+                SrpStatus::TaskAborted
+            }
+            None => {
+                self.stats.aborts_too_late += 1;
+                SrpStatus::TaskNotFound
+            }
+        };
+        let rsp = SrpRsp {
+            tag: tmf.task_tag,
+            status,
+            checksum: 0,
+        };
+        self.answer(now, via, rsp);
+    }
+
+    fn answer(&mut self, now: Instant, via: Qpn, rsp: SrpRsp) {
+        if self.outbox.len() == self.outbox.capacity() {
+            self.stats.undeliverable += 1;
+            return;
+        }
+        // A later phase's shorter latency does not let an answer pass one made before it.
+        let after = self.outbox.back().map_or(Instant::ZERO, |o| o.due);
+        self.outbox.push_back(Outgoing {
+            due: (now + self.route.at(now).latency).max(after),
+            via,
+            rsp,
+        });
+    }
+
+    /// Executes every command that is due (moves the data, makes its answer) and sends the
+    /// answers that are due.
+    pub fn process(&mut self, hca: &mut dyn Wire, now: Instant) {
+        while let Some(i) = self.queue.iter().position(|p| p.due <= now) {
+            let Some(p) = self.queue.remove(i) else {
+                break;
+            };
+            let Some((qpn, initiator)) = self.conn.filter(|(q, _)| *q == p.via) else {
+                self.stats.stale_messages += 1;
+                continue;
+            };
+            let me = RemoteQp { lid: self.lid, qpn };
+            self.stats.commands += 1;
+            let rsp = self.execute(hca, me, initiator, &p.cmd);
+            self.answer(now, p.via, rsp);
+        }
+        self.send_due(hca, now);
+    }
+
+    fn execute(
+        &mut self,
+        hca: &mut dyn Wire,
+        me: RemoteQp,
+        initiator: RemoteQp,
+        cmd: &SrpCmd,
+    ) -> SrpRsp {
+        let rsp = |status, checksum| SrpRsp {
+            tag: cmd.tag,
+            status,
+            checksum,
+        };
+        let mut blocks = self.blocks.lock();
+        let Some(start) = usize::try_from(cmd.lba)
+            .ok()
+            .and_then(|l| l.checked_mul(BLOCK_SIZE))
+            .filter(|s| s + BLOCK_SIZE <= blocks.len())
+        else {
+            return rsp(SrpStatus::LbaOutOfRange, 0);
+        };
+        if cmd.len as usize != BLOCK_SIZE {
+            return rsp(SrpStatus::LbaOutOfRange, 0);
+        }
+        // The command's own buffer, reached through the initiator's connection.
+        let rdma = RemoteRdma::new(me, initiator.qpn, cmd.rkey, cmd.addr);
+        let moved: Result<u64, RemoteError> = if cmd.write {
+            self.stats.writes += 1;
+            hca.remote_rdma_read(rdma, &mut self.scratch)
+                .map(|()| checksum(&self.scratch))
+        } else {
+            self.stats.reads += 1;
+            let block = &blocks[start..start + BLOCK_SIZE];
+            hca.remote_rdma_write(rdma, block).map(|()| checksum(block))
+        };
+        match moved {
+            Ok(sum) if cmd.write && sum != cmd.checksum => {
+                self.stats.write_mismatches += 1;
+                rsp(SrpStatus::DataMismatch, sum)
+            }
+            Ok(sum) => {
+                if cmd.write {
+                    blocks[start..start + BLOCK_SIZE].copy_from_slice(&self.scratch);
+                }
+                rsp(SrpStatus::Good, sum)
+            }
+            Err(_) => rsp(SrpStatus::TransferFailed, 0),
+        }
+    }
+}
+
+impl Target for SrpTarget {
+    fn reachable(&self, now: Instant) -> bool {
+        SrpTarget::reachable(self, now)
+    }
+    fn admit(&mut self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
+        SrpTarget::admit(self, now, takes)
+    }
+    fn login(&mut self, initiator: RemoteQp) -> RemoteQp {
+        SrpTarget::login(self, initiator)
+    }
+    fn take_dropped(&mut self) -> bool {
+        SrpTarget::take_dropped(self)
+    }
+    fn next_due(&self) -> Option<Instant> {
+        SrpTarget::next_due(self)
+    }
+    fn intake(&mut self, wire: &mut dyn Wire, now: Instant, rng: &mut dyn RngCore) {
+        SrpTarget::intake(self, wire, now, rng);
+    }
+    fn process(&mut self, wire: &mut dyn Wire, now: Instant) {
+        SrpTarget::process(self, wire, now);
+    }
+    fn as_any(&self) -> &dyn core::any::Any {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn information_units_round_trip_and_garbage_is_refused() {
+        let cmd = SrpCmd {
+            tag: 0x1234_0000_0007,
+            write: true,
+            lba: 99,
+            addr: 0x10_2000,
+            rkey: 0x1f03,
+            len: BLOCK_SIZE as u32,
+            checksum: 0xfeed,
+        };
+        let mut iu = [0u8; IU_SIZE];
+        let n = cmd.encode(&mut iu);
+        assert_eq!(SrpCmd::decode(&iu[..n]), Some(cmd));
+        assert_eq!(SrpCmd::decode(&iu[..n - 1]), None, "truncated");
+        assert_eq!(SrpRsp::decode(&iu[..n]), None, "not a response");
+        let rsp = SrpRsp {
+            tag: 5,
+            status: SrpStatus::DataMismatch,
+            checksum: 9,
+        };
+        let n = rsp.encode(&mut iu);
+        assert_eq!(SrpRsp::decode(&iu[..n]), Some(rsp));
+        iu[1] = 200;
+        assert_eq!(SrpRsp::decode(&iu[..n]), None, "unknown status");
+        let tmf = SrpTskMgmt {
+            task_tag: 0x7_0000_0003,
+        };
+        let n = tmf.encode(&mut iu);
+        assert_eq!(SrpTskMgmt::decode(&iu[..n]), Some(tmf));
+        assert_eq!(SrpCmd::decode(&iu[..n]), None, "not a command");
+        iu[1] = 2;
+        assert_eq!(SrpTskMgmt::decode(&iu[..n]), None, "only ABORT TASK");
+        assert!(SrpStatus::TaskNotFound.answers_abort() && !SrpStatus::Good.answers_abort());
+    }
+}

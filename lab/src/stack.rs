@@ -1,0 +1,158 @@
+//! Assembles a host: the access layer first (so it gets RESET last and RESET_END first),
+//! then the clients a scenario names, and sums up their I/O and network accounting.
+
+use std::boxed::Box;
+use std::string::String;
+use std::vec::Vec;
+
+use hcabus::PolicyError;
+use hcabus_sim::{SimHost, SimSetup};
+
+use crate::srp_target::SharedAdmission;
+use crate::subnet::SharedSubnet;
+use hcabus::verbs::Lid;
+use ibal::access::{Ibal, IbalConfig};
+use ibal::ibal_client::{IbalClient, SharedIbal};
+
+mod activity;
+pub mod compare;
+mod embedded;
+mod multi;
+mod spec;
+mod views;
+
+pub use embedded::{
+    boot_from_san, boot_from_san_fast, boot_from_san_multipath, random_multipath, random_stack,
+    REALISTIC,
+};
+
+pub use spec::{
+    disk, workload, ClientConfig, ClientSpec, DiskSpec, LabDisk, Load, Parts, PathConfig,
+    ScriptedConfig,
+};
+pub use views::{multipath_workload, LabParts};
+
+pub use activity::{
+    disks, io_stats, net_stats, nets, processes, scripted, Activity, MultiNode, Node, StackClient,
+};
+pub use multi::{
+    adapter_seed, build_multi, build_multi_sharing, build_multi_unchecked, io_stats_all,
+    multipath_disks, multipath_io, net_stats_all, AdapterSetup, MultiSetup, MultipathSpec,
+};
+
+/// A host to build: the run (name, seed, duration, adapter, policy, faults) and its
+/// clients. `sim.clients` is ignored: clients come from `clients`.
+#[derive(Debug, Clone)]
+pub struct StackSetup {
+    pub sim: SimSetup,
+    /// The access layer; `None` only for a host of scripted clients alone.
+    pub ibal: Option<IbalConfig>,
+    pub clients: Vec<ClientSpec>,
+}
+
+impl StackSetup {
+    /// Whether every client fits the adapter and the access layer ([`crate::budget`]).
+    pub fn budget(&self) -> Result<(), crate::budget::BudgetError> {
+        crate::budget::check(
+            self.sim.hca.verbs,
+            self.ibal.unwrap_or_default(),
+            self.clients.iter().map(|spec| spec.config().needs()),
+        )
+    }
+}
+
+/// Why a stack could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    #[error("policy: {0}")]
+    Policy(PolicyError),
+    /// A client name is empty or longer than the bus allows.
+    #[error("client name {0:?} is empty or too long")]
+    BadName(String),
+    /// A client that uses verbs, in a host without the access layer.
+    #[error("client {0:?} needs the access layer (ibal)")]
+    NeedsIbal(String),
+    /// A client the adapter or the access layer cannot serve.
+    #[error("{0}")]
+    Budget(crate::budget::BudgetError),
+    /// A disk path whose disk does not exist (or a path in a host of one adapter).
+    #[error("client {0:?} is a path of no disk")]
+    NoSuchDisk(String),
+    /// The adapters could not be put in one host.
+    #[error("{0}")]
+    Adapters(hcabus_sim::MultiHostError),
+}
+
+/// Builds the host with IBAL and every client of `setup`.
+pub fn build(setup: &StackSetup) -> Result<Node, BuildError> {
+    setup.budget().map_err(BuildError::Budget)?;
+    build_unchecked(setup)
+}
+
+/// Builds without the budget check: for tests that show what a stack the budget refuses
+/// would do at run time (a client that cannot come up, recorded).
+pub fn build_unchecked(setup: &StackSetup) -> Result<Node, BuildError> {
+    build_with(setup, &[], (&[], None))
+}
+
+/// Builds one host of a fleet: its disks log in to targets whose login capacity other
+/// hosts share (`targets`, by the target's LID; docs/design.md §11).
+pub fn build_sharing(
+    setup: &StackSetup,
+    targets: &[(Lid, SharedAdmission)],
+) -> Result<Node, BuildError> {
+    build_fleet_host(setup, targets, None)
+}
+
+/// Builds one host of a fleet on `subnet`'s fabric too: its IPoIB interfaces join their
+/// groups through the fleet's SA (docs/design.md §11).
+pub fn build_fleet_host(
+    setup: &StackSetup,
+    targets: &[(Lid, SharedAdmission)],
+    subnet: Option<&SharedSubnet>,
+) -> Result<Node, BuildError> {
+    setup.budget().map_err(BuildError::Budget)?;
+    let agents = agents_with(setup, &[], (targets, subnet))?;
+    SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
+}
+
+/// Builds one adapter's host whose disk paths belong to `disks`.
+pub(crate) fn build_with(
+    setup: &StackSetup,
+    disks: &[LabDisk],
+    shared: (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
+) -> Result<Node, BuildError> {
+    let agents = agents_with(setup, disks, shared)?;
+    SimHost::with_agents(&setup.sim, agents).map_err(BuildError::Policy)
+}
+
+/// A new access layer and every client of `setup`, not yet started: what a host adds
+/// again after removing its clients ([`SimHost::add_agents`]).
+pub fn agents(setup: &StackSetup) -> Result<Vec<Box<dyn StackClient>>, BuildError> {
+    setup.budget().map_err(BuildError::Budget)?;
+    agents_with(setup, &[], (&[], None))
+}
+
+fn agents_with(
+    setup: &StackSetup,
+    disks: &[LabDisk],
+    (targets, subnet): (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
+) -> Result<Vec<Box<dyn StackClient>>, BuildError> {
+    let ibal = SharedIbal::new(Ibal::new(setup.ibal.unwrap_or_default()));
+    let mut agents: Vec<Box<dyn StackClient>> = Vec::with_capacity(setup.clients.len() + 1);
+    if setup.ibal.is_some() {
+        agents.push(Box::new(IbalClient::new(ibal.clone())));
+    } else if let Some(spec) = setup.clients.iter().find(|c| c.config().needs().is_some()) {
+        return Err(BuildError::NeedsIbal(spec.name().into()));
+    }
+    let on = Parts {
+        ibal: &ibal,
+        disks,
+        targets,
+        subnet,
+    };
+    for spec in &setup.clients {
+        agents.push(spec.config().build(spec.name(), on)?);
+    }
+    Ok(agents)
+}

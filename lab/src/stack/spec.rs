@@ -1,0 +1,257 @@
+//! What a stack's clients are built from. Each client's configuration builds the client and
+//! says what it takes of the adapter ([`ClientConfig`]); [`ClientSpec`] is one line per kind
+//! of client, so that a new kind is its own module and one line here (docs/protocol.md,
+//! "where a change belongs").
+
+use std::boxed::Box;
+use std::string::String;
+
+use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
+use hcabus_sim::{Behavior, ScriptedAgent};
+
+use super::{BuildError, StackClient};
+use crate::block::{BlockWorkload, WorkloadConfig};
+use crate::budget::{self, Needs};
+use crate::srp_target::{Lun, Route, SharedAdmission, SrpTarget};
+use hcabus::verbs::Lid;
+use ibal::disk::{DiskConfig, SrpClient};
+use ibal::ibal_client::SharedIbal;
+use ibal::ipoib::{IpoibClient, IpoibConfig};
+use ibal::multipath::SharedMultipath;
+use ibal::target::Target;
+use ibal::uverbs::{UverbsClient, UverbsConfig};
+use ibal::workload::Workload;
+
+/// What a client is built on: the stack's access layer and its multipath disks.
+#[derive(Debug, Clone, Copy)]
+pub struct Parts<'a> {
+    pub ibal: &'a SharedIbal,
+    pub disks: &'a [LabDisk],
+    /// The login capacity of targets other hosts share, by the target's LID.
+    pub targets: &'a [(Lid, SharedAdmission)],
+    /// A fleet's subnet manager and SA, which IPoIB joins its groups through.
+    pub subnet: Option<&'a crate::subnet::SharedSubnet>,
+}
+
+/// A multipath disk as the lab builds it: the queue above its paths, and the LUN every
+/// path's target port serves.
+#[derive(Debug, Clone)]
+pub struct LabDisk {
+    pub queue: SharedMultipath,
+    pub lun: Lun,
+}
+
+/// The workload `load` on LUN `lun_id`, with at most `max_outstanding` I/Os owed at once.
+pub fn workload(load: &Load, lun_id: u32, max_outstanding: usize) -> Box<dyn Workload> {
+    Box::new(BlockWorkload::new(WorkloadConfig {
+        iops: load.iops,
+        read_pct: load.read_pct.min(100),
+        lun_id,
+        n_blocks: load.n_blocks,
+        max_outstanding,
+    }))
+}
+
+/// `target` with the login capacity it shares with other hosts, when it is one of
+/// `targets` (by LID).
+fn shared(mut target: SrpTarget, lid: Lid, targets: &[(Lid, SharedAdmission)]) -> Box<dyn Target> {
+    if let Some((_, a)) = targets.iter().find(|(l, _)| *l == lid) {
+        target.set_admission(a.clone());
+    }
+    Box::new(target)
+}
+
+/// The disk `name` as `spec` sets it up, on the access layer `ibal`: its target port
+/// (sharing its login capacity when it is one of `targets`) and its workload the lab's.
+/// `None` when the bus would refuse the name.
+pub fn disk(
+    name: &str,
+    spec: &DiskSpec,
+    ibal: SharedIbal,
+    targets: &[(Lid, SharedAdmission)],
+) -> Option<SrpClient> {
+    let c = &spec.initiator;
+    let target = SrpTarget::new(c.target_lid, c.lun_id, spec.load.n_blocks).with_route(spec.route);
+    let target = shared(target, c.target_lid, targets);
+    let workload = workload(&spec.load, c.lun_id, c.slots() as usize);
+    SrpClient::new(name, *c, ibal, target, workload)
+}
+
+/// A client's configuration: what the client takes of the adapter, and the client itself.
+pub trait ClientConfig {
+    /// What the client takes at its peak, and the key that sizes it (charged when it does
+    /// not fit); `None` for a client that uses no verbs (and so needs no access layer).
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)>;
+    /// The client called `name`; `BadName` when the bus would refuse the name.
+    fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError>;
+}
+
+/// Declares [`ClientSpec`], one variant a kind of client, each a name and its configuration.
+macro_rules! client_specs {
+    ($($(#[$doc:meta])* $variant:ident($config:ty),)*) => {
+        /// One client of a stack: its name and what it is built from.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum ClientSpec {
+            $($(#[$doc])* $variant { name: String, config: $config },)*
+        }
+
+        impl ClientSpec {
+            pub fn name(&self) -> &str {
+                match self {
+                    $(ClientSpec::$variant { name, .. } => name,)*
+                }
+            }
+
+            /// What builds the client and says what it needs.
+            pub fn config(&self) -> &dyn ClientConfig {
+                match self {
+                    $(ClientSpec::$variant { config, .. } => config,)*
+                }
+            }
+        }
+    };
+}
+
+client_specs! {
+    /// An SRP data LUN or the boot disk, with its workload and target.
+    Disk(DiskSpec),
+    /// One path of a multipath disk: an initiator on this adapter whose I/O comes from the
+    /// disk's queue.
+    DiskPath(PathConfig),
+    Ipoib(IpoibConfig),
+    Uverbs(UverbsConfig),
+    /// A scripted client (kind `custom`, or any kind the scenario only scripts).
+    Scripted(ScriptedConfig),
+}
+
+/// A disk of its own as the lab sets it up: the product's initiator, and the lab's side
+/// of it: the workload above it and the route to its target port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskSpec {
+    pub initiator: DiskConfig,
+    pub load: Load,
+    /// How the target port's route behaves: its answers' latency (a congested or long
+    /// route), and the phases of a fail-slow trace. What makes a path slow without making
+    /// it dead.
+    pub route: Route,
+}
+
+/// What the workload above a disk does, and the LUN its target serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Load {
+    /// I/Os a second (none at 0).
+    pub iops: u32,
+    /// Percentage of reads, 0..=100.
+    pub read_pct: u8,
+    /// Blocks of the LUN.
+    pub n_blocks: u64,
+}
+
+impl Default for Load {
+    fn default() -> Self {
+        Load {
+            iops: 2_000,
+            read_pct: 70,
+            n_blocks: 1024,
+        }
+    }
+}
+
+/// Path `path` of the multipath disk `disk` (an index into
+/// [`MultiSetup::disks`](super::MultiSetup::disks)), its initiator configured by
+/// `initiator`, its target port reached over `route`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathConfig {
+    pub initiator: DiskConfig,
+    pub route: Route,
+    pub disk: usize,
+    pub path: usize,
+}
+
+/// A scripted client: its kind and flags as it registers, and what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptedConfig {
+    pub kind: ClientKind,
+    pub flags: ClientFlags,
+    pub behavior: Behavior,
+}
+
+/// A client made under `name`, or `BadName` when the bus would refuse the name.
+fn built<C: StackClient + 'static>(
+    name: &str,
+    client: Option<C>,
+) -> Result<Box<dyn StackClient>, BuildError> {
+    match client {
+        Some(c) => Ok(Box::new(c)),
+        None => Err(BuildError::BadName(name.into())),
+    }
+}
+
+/// The key a disk's queue depth sizes: what runs out is charged to it.
+const DISK_SIZED_BY: Option<&str> = Some("queue_depth");
+
+impl ClientConfig for DiskSpec {
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
+        Some((budget::disk(&self.initiator), DISK_SIZED_BY))
+    }
+    fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        built(name, disk(name, self, on.ibal.clone(), on.targets))
+    }
+}
+
+impl ClientConfig for PathConfig {
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
+        Some((budget::disk(&self.initiator), DISK_SIZED_BY))
+    }
+    fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        let disk = on
+            .disks
+            .get(self.disk)
+            .ok_or_else(|| BuildError::NoSuchDisk(name.into()))?;
+        let config = &self.initiator;
+        let target =
+            SrpTarget::with_lun(config.target_lid, disk.lun.clone()).with_route(self.route);
+        let target = shared(target, config.target_lid, on.targets);
+        let (ibal, mp) = (on.ibal.clone(), disk.queue.clone());
+        built(
+            name,
+            SrpClient::new_path(name, *config, ibal, mp, self.path, target),
+        )
+    }
+}
+
+impl ClientConfig for IpoibConfig {
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
+        Some((budget::ipoib(self), None))
+    }
+    fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        let c = IpoibClient::new(name, *self, on.ibal.clone());
+        built(
+            name,
+            c.map(|c| match on.subnet {
+                Some(s) => c.with_subnet(std::sync::Arc::new(s.clone())),
+                None => c,
+            }),
+        )
+    }
+}
+
+impl ClientConfig for UverbsConfig {
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
+        Some((budget::user_verbs(), None))
+    }
+    fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        let c = UverbsClient::new(name, *self, on.ibal.clone());
+        built(name, c)
+    }
+}
+
+impl ClientConfig for ScriptedConfig {
+    fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
+        None
+    }
+    fn build(&self, name: &str, _: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        let desc = ClientDesc::new(name, self.kind, self.flags);
+        built(name, desc.map(|d| ScriptedAgent::new(d, self.behavior)))
+    }
+}
