@@ -399,6 +399,3 @@ impl Ibal {
         Ok(())
     }
 }
-
-#[cfg(test)]
-mod tests;

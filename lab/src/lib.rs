@@ -22,4 +22,6 @@ pub mod stack;
 pub mod subnet;
 
 #[cfg(test)]
+mod access_tests;
+#[cfg(test)]
 mod disk_tests;

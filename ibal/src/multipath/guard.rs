@@ -151,7 +151,7 @@ mod tests {
             "bootdisk",
             DiskConfig::default(),
             paths,
-            crate::workload::fake::Steady::new(0, 0),
+            crate::workload::fake::Steady::boxed(0, 0),
         );
         for p in 0..paths {
             mp.lock().place_path(p, &std::format!("hca{p}"), 1);

@@ -23,7 +23,7 @@ fn disk(iops: u32, hold: u16) -> SharedMultipath {
         path_timeout: PathTimeout::DEFAULT,
         ..DiskConfig::default()
     };
-    let workload = Steady::new(iops, SharedMultipath::capacity(&config, 2));
+    let workload = Steady::boxed(iops, SharedMultipath::capacity(&config, 2));
     SharedMultipath::new("disk", config, 2, workload)
 }
 

@@ -23,7 +23,7 @@ pub(crate) struct Steady {
 }
 
 impl Steady {
-    pub(crate) fn new(iops: u32, max_outstanding: usize) -> Box<dyn Workload> {
+    pub(crate) fn boxed(iops: u32, max_outstanding: usize) -> Box<dyn Workload> {
         Box::new(Steady {
             interval: Duration::from_us(1_000_000 / u64::from(iops.max(1))),
             next_at: (iops > 0).then_some(Instant::ZERO),

@@ -546,7 +546,6 @@ fn a_saturated_disk_keeps_its_request_limit_and_every_block_intact() {
             ..config().load
         },
         route: Route::constant(Duration::from_ms(1)),
-        ..config()
     };
     let mut h = host(config, std::vec![(30, Fault::AdminReset)]);
     let mut most = 0;

@@ -25,7 +25,7 @@ fn two_paths() -> SharedMultipath {
         path_timeout: PathTimeout::DEFAULT,
         ..DiskConfig::default()
     };
-    let mp = SharedMultipath::new("disk", config, 2, Steady::new(0, 0));
+    let mp = SharedMultipath::new("disk", config, 2, Steady::boxed(0, 0));
     {
         let mut m = mp.lock();
         m.path_is_up(0, at(0));
@@ -230,7 +230,7 @@ fn a_long_fixed_timeout_probes_within_the_backoffs_bound() {
         path_timeout: PathTimeout::Fixed(Duration::from_ms(30_000)),
         ..DiskConfig::default()
     };
-    let mp = SharedMultipath::new("disk", config, 2, Steady::new(0, 0));
+    let mp = SharedMultipath::new("disk", config, 2, Steady::boxed(0, 0));
     let mut m = mp.lock();
     m.path_is_up(0, at(0));
     m.path_is_up(1, at(0));

@@ -1,13 +1,20 @@
 //! One test per cell of the behaviour table of docs/design.md §7, plus the reset paths around it.
 
-use super::*;
+use hcabus::bus::BusHandle;
 use hcabus::coordinator::Registration;
 use hcabus::errors::{RegisterError, UnregisterError};
+use hcabus::fabric::Fabric;
 use hcabus::fabric::RemoteRdma;
 use hcabus::hca::Hca;
+use hcabus::types::Epoch;
 use hcabus::types::{ClientDesc, ClientId};
+use hcabus::verbs::*;
+use hcabus::State;
 use hcabus::{Instant, Policy};
 use hcabus_sim::{RemoteError, SimHca, SimHcaConfig};
+use ibal::access::*;
+use ibal::errors::*;
+use ibal::handle::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
