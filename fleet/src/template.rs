@@ -54,7 +54,7 @@ impl FleetTemplate {
     pub(super) fn sa_queries(&self) -> u64 {
         self.clients()
             .map(|c| match c {
-                ClientSpec::Ipoib { config, .. } => u64::from(config.groups) + 2,
+                ClientSpec::Ipoib { config, .. } => u64::from(config.interface.groups) + 2,
                 _ => 0,
             })
             .sum()
@@ -116,7 +116,7 @@ fn at_fleet_load(s: &mut StackSetup, iops: u32, pps: u32) {
                 config.initiator.hold_capacity = 0;
             }
             ClientSpec::Ipoib { config, .. } => {
-                config.pps = pps;
+                config.interface.pps = pps;
                 config.peer_pps = pps;
             }
             ClientSpec::Uverbs { config, .. } => config.ops_per_sec = pps,
@@ -180,7 +180,7 @@ fn place(
                     out.push(t);
                 }
                 ClientSpec::Ipoib { config, .. } if setup.naive_ipoib => {
-                    config.on_sa_timeout = OnSaTimeout::ResetAdapter;
+                    config.interface.on_sa_timeout = OnSaTimeout::ResetAdapter;
                 }
                 _ => {}
             }

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use bitflags::bitflags;
 use hcabus::bus::Client;
-use hcabus::fabric::{Fabric, HOST_LID_BASE};
+use hcabus::fabric::HOST_LID_BASE;
 use hcabus::types::*;
 use hcabus::verbs::*;
 use hcabus::{Duration, Instant};
@@ -19,6 +19,7 @@ use hcabus::{Duration, Instant};
 use crate::access::{Dest, FabricBus, MrFlags, MrSpec, QpSpec, Send};
 use crate::handle::*;
 use crate::ibal_client::{EventLog, SharedIbal};
+use crate::target::Wire;
 
 mod rejoin;
 mod stats;
@@ -34,13 +35,15 @@ pub const MAX_GROUPS: usize = 4;
 /// The peer's fixed UD queue pair number.
 pub const PEER_QPN: Qpn = Qpn(0x00ab_cd00);
 
-const FRAME: usize = 32;
+/// Bytes of one frame.
+pub const FRAME: usize = 32;
 /// Packets the stack queues above the interface (Linux's default txqueuelen).
 const STACK_QUEUE: usize = 1000;
 const RING: usize = 64;
-const KIND_DATA: u8 = 1;
-const KIND_MCAST: u8 = 2;
-const KIND_ARP: u8 = 3;
+/// A frame's first byte: its kind.
+pub const KIND_DATA: u8 = 1;
+pub const KIND_MCAST: u8 = 2;
+pub const KIND_ARP: u8 = 3;
 
 /// The `i`th extra multicast group of a port.
 pub fn group_mgid(port: u8, i: usize) -> Mgid {
@@ -69,8 +72,6 @@ pub struct IpoibConfig {
     /// Extra multicast groups joined besides broadcast.
     pub groups: u8,
     pub peer_lid: Lid,
-    /// Unicast packets per second the peer sends to us (multicast: one tenth as many).
-    pub peer_pps: u32,
     /// IPoIB finishes its quiesce as deferred work, this long after RESET.
     pub ack_delay: Duration,
     /// In a fleet with a subnet administrator: how long an SA query may go unanswered, and
@@ -101,7 +102,6 @@ impl Default for IpoibConfig {
             pps: 1_000,
             groups: 2,
             peer_lid: 0x200,
-            peer_pps: 500,
             ack_delay: Duration::from_ms(1),
             sa_timeout: Duration::from_ms(1_000),
             on_sa_timeout: OnSaTimeout::Retry,
@@ -128,78 +128,20 @@ const NO_RES: Res = Res {
     bcast_ah: None,
 };
 
-/// The remote IPoIB endpoint: learns our QPN from ARP, sends unicast and multicast.
-#[derive(Debug, Clone)]
-pub struct IpoibPeer {
-    lid: Lid,
-    /// Our QPN as last announced.
-    host_qpn: Option<Qpn>,
-    next_unicast: Option<Instant>,
-    next_mcast: Option<Instant>,
-    interval: Duration,
-    pub received: u64,
-    pub sent_ok: u64,
-    pub send_failures: u64,
-}
-
-impl IpoibPeer {
-    fn new(lid: Lid, pps: u32) -> Self {
-        let interval = Duration::from_us(1_000_000 / u64::from(pps.max(1)));
-        IpoibPeer {
-            lid,
-            host_qpn: None,
-            next_unicast: (pps > 0).then_some(Instant::ZERO + interval),
-            next_mcast: (pps > 0).then_some(Instant::ZERO + interval),
-            interval,
-            received: 0,
-            sent_ok: 0,
-            send_failures: 0,
-        }
-    }
-
-    fn next_due(&self) -> Option<Instant> {
-        [self.next_unicast, self.next_mcast]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    fn run(&mut self, hca: &mut impl Fabric, now: Instant, port: u8, groups: u8) {
-        let lid = self.lid;
-        // Broadcasts only from our own subnet: the other port's go to its own peer.
-        let host = port_lid(port);
-        while let Some(m) = hca.wire_take(|m| {
-            m.dlid == lid || (m.dlid == BROADCAST_MLID && m.dqpn == PEER_QPN && m.src_lid == host)
-        }) {
-            match m.payload().first() {
-                Some(&KIND_ARP) => self.host_qpn = Some(m.src_qpn),
-                Some(&KIND_DATA) => self.received += 1,
-                _ => {}
-            }
-        }
-        let me = RemoteQp { lid, qpn: PEER_QPN };
-        let mut frame = [0u8; FRAME];
-        while let Some(t) = self.next_unicast.filter(|t| *t <= now) {
-            self.next_unicast = Some(t + self.interval);
-            let Some(to) = self.host_qpn else {
-                continue;
-            };
-            frame[0] = KIND_DATA;
-            match hca.remote_send(me, to, &frame) {
-                Ok(()) => self.sent_ok += 1,
-                Err(_) => self.send_failures += 1,
-            }
-        }
-        while let Some(t) = self.next_mcast.filter(|t| *t <= now) {
-            self.next_mcast = Some(t + Duration::from_us(self.interval.as_us() * 10));
-            frame[0] = KIND_MCAST;
-            for i in 0..usize::from(groups) {
-                if hca.remote_send_mcast(group_mgid(port, i), &frame).is_ok() {
-                    self.sent_ok += 1;
-                }
-            }
-        }
-    }
+/// The remote IPoIB endpoint the interface talks to, run on the interface's turn (as a
+/// disk's target is, `crate::target`): on a real fabric it is another host; the lab's
+/// simulated one (`hcabus-lab`) learns the interface's QPN from its ARP and sends unicast
+/// and multicast.
+pub trait Peer: core::fmt::Debug + core::marker::Send + core::any::Any {
+    /// When it next sends on its own.
+    fn next_due(&self) -> Option<Instant>;
+    /// Hears what the interface on `port` sent and sends what is due at `now` (to the
+    /// interface, and to its `groups` multicast groups).
+    fn run(&mut self, wire: &mut dyn Wire, now: Instant, port: u8, groups: u8);
+    /// Packets it received from the interface.
+    fn received(&self) -> u64;
+    /// The concrete peer, for the host that made it.
+    fn as_any(&self) -> &dyn core::any::Any;
 }
 
 /// The bus client of one IPoIB interface, with the stack above it and its peer.
@@ -223,7 +165,7 @@ pub struct IpoibClient {
     connect_at: Option<Instant>,
     execute_at: Option<(Instant, Epoch)>,
     buf_base: u64,
-    peer: IpoibPeer,
+    peer: Box<dyn Peer>,
     stats: NetStats,
     /// Refused connects back off up to `io_hold_timeout`.
     reconnect: Connector,
@@ -235,7 +177,14 @@ pub struct IpoibClient {
 }
 
 impl IpoibClient {
-    pub fn new(name: &str, config: IpoibConfig, ibal: SharedIbal) -> Option<Self> {
+    /// The interface `name` configured by `config`, on the access layer `ibal`, talking to
+    /// `peer`.
+    pub fn new(
+        name: &str,
+        config: IpoibConfig,
+        ibal: SharedIbal,
+        peer: Box<dyn Peer>,
+    ) -> Option<Self> {
         let interval = Duration::from_us(1_000_000 / u64::from(config.pps.max(1)));
         Some(IpoibClient {
             desc: ClientDesc::new(name, ClientKind::Ipoib, ClientFlags::empty())?,
@@ -257,7 +206,7 @@ impl IpoibClient {
             connect_at: None,
             execute_at: None,
             buf_base: 0,
-            peer: IpoibPeer::new(config.peer_lid, config.peer_pps),
+            peer,
             stats: NetStats::default(),
             reconnect: Connector::new("IPoIB connect"),
             port_up: true,
@@ -293,8 +242,8 @@ impl IpoibClient {
         &self.stats
     }
 
-    pub fn peer(&self) -> &IpoibPeer {
-        &self.peer
+    pub fn peer(&self) -> &dyn Peer {
+        &*self.peer
     }
 
     pub fn link_up(&self) -> bool {
@@ -674,7 +623,7 @@ impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
         // The peer hears what was just sent.
         self.peer
             .run(bus.device(), now, self.config.port, self.config.groups);
-        self.stats.peer_received = self.peer.received;
+        self.stats.peer_received = self.peer.received();
     }
 }
 

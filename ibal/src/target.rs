@@ -1,5 +1,6 @@
 //! The far end of an SRP initiator's connection, as the initiator meets it: a target port
-//! it logs in to, which answers what it sends over the wire.
+//! it logs in to, which answers what it sends over the wire; and [`Wire`], the adapter as
+//! every far end (a target, an IPoIB peer) is handed it.
 //!
 //! On a real fabric the target is another machine and the initiator only sends and
 //! receives. A host that simulates the fabric has to run the target somewhere; it runs it
@@ -11,7 +12,7 @@ use core::any::Any;
 use core::fmt::Debug;
 
 use hcabus::fabric::{Fabric, RemoteError, RemoteRdma, WireMsg};
-use hcabus::verbs::{Qpn, RcTransport, RemoteQp, Verbs};
+use hcabus::verbs::{Mgid, Qpn, RcTransport, RemoteQp, Verbs};
 use hcabus::{Duration, Instant};
 use rand::RngCore;
 
@@ -35,6 +36,7 @@ pub trait Wire {
     fn wire_front(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
     fn wire_drop(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
     fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError>;
+    fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError>;
     fn remote_rdma_write(&mut self, rdma: RemoteRdma, data: &[u8]) -> Result<(), RemoteError>;
     fn remote_rdma_read(&mut self, rdma: RemoteRdma, out: &mut [u8]) -> Result<(), RemoteError>;
 }
@@ -54,6 +56,9 @@ impl<D: Fabric + Verbs + ?Sized> Wire for D {
     }
     fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError> {
         Fabric::remote_send(self, from, to, data)
+    }
+    fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError> {
+        Fabric::remote_send_mcast(self, mgid, data)
     }
     fn remote_rdma_write(&mut self, rdma: RemoteRdma, data: &[u8]) -> Result<(), RemoteError> {
         Fabric::remote_rdma_write(self, rdma, data)

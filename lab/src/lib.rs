@@ -4,6 +4,8 @@
 //!
 //! - [`srp_target`]: the SRP target port a disk logs in to (its LUN, its route, its login
 //!   admission), behind the product's `ibal::target::Target`;
+//! - [`ipoib_peer`]: the remote IPoIB endpoint an interface talks to, behind
+//!   `ibal::ipoib::Peer`;
 //! - [`subnet`]: the subnet manager and SA that IPoIB rejoins through, behind
 //!   `ibal::ipoib::SubnetAdmin`;
 //! - [`block`] and [`pattern`]: the workload above a disk, behind
@@ -16,6 +18,7 @@
 
 pub mod block;
 pub mod budget;
+pub mod ipoib_peer;
 pub mod pattern;
 pub mod srp_target;
 pub mod stack;

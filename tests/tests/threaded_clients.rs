@@ -92,7 +92,8 @@ impl Stack {
                     s.disks.push(Hosted::start(bus, c, hca.clone(), seed));
                 }
                 ClientSpec::Ipoib { name, config } => {
-                    let c = IpoibClient::new(name, *config, shared.clone()).expect("name fits");
+                    let c =
+                        hcabus_lab::stack::ipoib(name, config, shared.clone()).expect("name fits");
                     s.nets.push(Hosted::start(bus, c, hca.clone(), seed));
                 }
                 ClientSpec::Uverbs { name, config } => {

@@ -7,7 +7,7 @@
 use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
 use hcabus::verbs::{RcTransport, TransportError};
 use hcabus::{Duration, Identity, Instant, Policy};
-use hcabus_lab::stack::{ClientSpec, DiskSpec, Load, ScriptedConfig, StackSetup};
+use hcabus_lab::stack::{ClientSpec, DiskSpec, IpoibSpec, Load, ScriptedConfig, StackSetup};
 use hcabus_sim::{Behavior, Fault, FaultArgs, SimHcaConfig, SimSetup};
 use ibal::disk::DiskConfig;
 use ibal::ipoib::IpoibConfig;
@@ -440,6 +440,10 @@ impl Clients {
         }
         self.nets += 1;
         let name = c.name.clone();
+        let config = IpoibSpec {
+            interface: config,
+            ..IpoibSpec::default()
+        };
         Ok(Some(ClientSpec::Ipoib { name, config }))
     }
 }

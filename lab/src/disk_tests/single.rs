@@ -642,8 +642,11 @@ fn late_acks(faults: Vec<(u64, Fault)>) -> Node {
     };
     s.clients.push(ClientSpec::Ipoib {
         name: "ib0".into(),
-        config: ibal::ipoib::IpoibConfig {
-            ack_delay: Duration::from_ms(400),
+        config: crate::stack::IpoibSpec {
+            interface: ibal::ipoib::IpoibConfig {
+                ack_delay: Duration::from_ms(400),
+                ..Default::default()
+            },
             ..Default::default()
         },
     });

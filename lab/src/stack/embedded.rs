@@ -8,7 +8,7 @@ use hcabus::{Duration, Instant};
 use hcabus_sim::{Behavior, SimHcaConfig};
 
 use super::{
-    AdapterSetup, ClientSpec, DiskSpec, Load, MultiSetup, MultipathSpec, PathConfig,
+    AdapterSetup, ClientSpec, DiskSpec, IpoibSpec, Load, MultiSetup, MultipathSpec, PathConfig,
     ScriptedConfig, StackSetup,
 };
 use crate::srp_target::{Route, RoutePhase};
@@ -71,11 +71,14 @@ fn disk(boot: bool, port: u8, target_lid: u16, lun_id: u32, iops: u32, ack_ms: u
     }
 }
 
-fn ipoib(port: u8, peer_lid: u16) -> IpoibConfig {
-    IpoibConfig {
-        port,
-        peer_lid,
-        ..IpoibConfig::default()
+fn ipoib(port: u8, peer_lid: u16) -> IpoibSpec {
+    IpoibSpec {
+        interface: IpoibConfig {
+            port,
+            peer_lid,
+            ..IpoibConfig::default()
+        },
+        ..IpoibSpec::default()
     }
 }
 

@@ -12,6 +12,7 @@ use hcabus_sim::{Behavior, ScriptedAgent};
 use super::{BuildError, StackClient};
 use crate::block::{BlockWorkload, WorkloadConfig};
 use crate::budget::{self, Needs};
+use crate::ipoib_peer::IpoibPeer;
 use crate::srp_target::{Lun, Route, SharedAdmission, SrpTarget};
 use hcabus::verbs::Lid;
 use ibal::disk::{DiskConfig, SrpClient};
@@ -77,6 +78,31 @@ pub fn disk(
     SrpClient::new(name, *c, ibal, target, workload)
 }
 
+/// An IPoIB interface as the lab sets it up: the product's interface, and the lab's peer
+/// at the far end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpoibSpec {
+    pub interface: IpoibConfig,
+    /// Unicast packets a second the peer sends the interface (multicast: one tenth as many).
+    pub peer_pps: u32,
+}
+
+impl Default for IpoibSpec {
+    fn default() -> Self {
+        IpoibSpec {
+            interface: IpoibConfig::default(),
+            peer_pps: 500,
+        }
+    }
+}
+
+/// The interface `name` as `spec` sets it up, on the access layer `ibal`, talking to the
+/// lab's peer at its `peer_lid`. `None` when the bus would refuse the name.
+pub fn ipoib(name: &str, spec: &IpoibSpec, ibal: SharedIbal) -> Option<IpoibClient> {
+    let peer = IpoibPeer::new(spec.interface.peer_lid, spec.peer_pps);
+    IpoibClient::new(name, spec.interface, ibal, Box::new(peer))
+}
+
 /// A client's configuration: what the client takes of the adapter, and the client itself.
 pub trait ClientConfig {
     /// What the client takes at its peak, and the key that sizes it (charged when it does
@@ -118,7 +144,7 @@ client_specs! {
     /// One path of a multipath disk: an initiator on this adapter whose I/O comes from the
     /// disk's queue.
     DiskPath(PathConfig),
-    Ipoib(IpoibConfig),
+    Ipoib(IpoibSpec),
     Uverbs(UverbsConfig),
     /// A scripted client (kind `custom`, or any kind the scenario only scripts).
     Scripted(ScriptedConfig),
@@ -220,12 +246,12 @@ impl ClientConfig for PathConfig {
     }
 }
 
-impl ClientConfig for IpoibConfig {
+impl ClientConfig for IpoibSpec {
     fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
-        Some((budget::ipoib(self), None))
+        Some((budget::ipoib(&self.interface), None))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
-        let c = IpoibClient::new(name, *self, on.ibal.clone());
+        let c = ipoib(name, self, on.ibal.clone());
         built(
             name,
             c.map(|c| match on.subnet {
