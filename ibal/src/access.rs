@@ -38,10 +38,10 @@ pub trait ClientBus: BusHandle<Device: Verbs + DmaMemory> {}
 impl<B: BusHandle<Device: Verbs + DmaMemory> + ?Sized> ClientBus for B {}
 
 /// A client bus whose device also carries the far side of the wire ([`Fabric`]): the SRP
-/// initiator and IPoIB model their peers (the target, the other hosts) inside themselves,
-/// so they need it. The simulated adapter is one on every host; on a real host the far side
-/// is the network, and these two models would move out to the host that simulates it
-/// (docs/design.md §7).
+/// initiator and IPoIB run their far ends (a [`crate::target::Target`], an
+/// [`crate::ipoib::Peer`], which the lab implements) on their own turn, handing them the
+/// device as a [`crate::target::Wire`]. The simulated adapter is one on every host; on a
+/// real host the far side is the network (docs/clients.md).
 pub trait FabricBus: ClientBus<Device: Fabric> {}
 
 impl<B: ClientBus<Device: Fabric> + ?Sized> FabricBus for B {}
