@@ -17,6 +17,16 @@ pub const CATASTROPHIC_WORD: u32 = 0x0bad_0001;
 macro_rules! faults {
     (@example $variant:ident) => { Fault::$variant };
     (@example $variant:ident $example:expr) => { $example };
+    // A variant of one unnamed field takes a count: that field.
+    (@count $fault:expr, $variant:ident $count:ty) => {
+        match $fault {
+            Fault::$variant(n) => Some(n),
+            _ => None,
+        }
+    };
+    (@count $fault:expr, $variant:ident $($other:ty),*) => { None };
+    (@with_count $fault:expr, $n:expr, $variant:ident $count:ty) => { Fault::$variant($n) };
+    (@with_count $fault:expr, $n:expr, $variant:ident $($other:ty),*) => { $fault };
     ($(
         $(#[$m:meta])*
         $variant:ident $(( $($tuple:ty),* ))? $({ $($field:ident: $fty:ty),* })?
@@ -41,6 +51,22 @@ macro_rules! faults {
                 use What::{Act, Device};
                 match self {
                     $( Fault::$variant { .. } => $what, )+
+                }
+            }
+
+            /// The count it carries: the one field of a fault declared with one unnamed
+            /// field (`reset_fails`, `target_busy`), `None` for every other shape.
+            pub const fn count(self) -> Option<u32> {
+                match self {
+                    $( Fault::$variant { .. } => faults!(@count self, $variant $($($tuple),*)?), )+
+                }
+            }
+
+            /// The same kind with `count` where it takes one (as [`Fault::count`] reads it).
+            pub const fn with_count(self, count: u32) -> Fault {
+                match self {
+                    $( Fault::$variant { .. } =>
+                        faults!(@with_count self, count, $variant $($($tuple),*)?), )+
                 }
             }
         }
@@ -176,15 +202,6 @@ impl Fault {
             .map(|f| f.with_count(count))
     }
 
-    /// The same kind with `count` where it takes one.
-    pub fn with_count(self, count: u32) -> Fault {
-        match self {
-            Fault::ResetFails(_) => Fault::ResetFails(count),
-            Fault::TargetBusy(_) => Fault::TargetBusy(count),
-            f => f,
-        }
-    }
-
     /// The INJECT_FAULT request this fault is (`None` for administrator actions), to be
     /// checked by the same rule as a request that came by IOCTL.
     pub fn request(self) -> Option<FaultRequest> {
@@ -193,8 +210,7 @@ impl Fault {
             Fault::PortDown { port, duration } => {
                 FaultRequest::port_down(port, u32::try_from(duration.as_ms()).unwrap_or(u32::MAX))
             }
-            Fault::ResetFails(n) | Fault::TargetBusy(n) => FaultRequest::new(code, n),
-            _ => FaultRequest::new(code, 0),
+            f => FaultRequest::new(code, f.count().unwrap_or(0)),
         })
     }
 
@@ -209,5 +225,31 @@ impl Fault {
             },
             f => f.with_count(r.count),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fault takes a count exactly when its INJECT_FAULT code's ranges give it one, and
+    /// the count is its one unnamed field: set, read back and carried to the request.
+    #[test]
+    fn a_fault_takes_a_count_by_its_shape_and_its_code_agrees() {
+        let mut counted = 0;
+        for f in Fault::ALL {
+            assert_eq!(f.count().is_some(), f.takes_count(), "{f:?}");
+            let seven = f.with_count(7);
+            if f.takes_count() {
+                counted += 1;
+                assert_eq!(seven.count(), Some(7), "{f:?}");
+                let request = seven.request().expect("a device fault");
+                assert_eq!(request.check(), Ok(()), "{f:?}");
+                assert_eq!(request, FaultRequest::new(f.code().expect("a code"), 7));
+            } else {
+                assert_eq!(seven, f, "a fault without a count is left as it is");
+            }
+        }
+        assert_eq!(counted, 2, "reset_fails and target_busy");
     }
 }
