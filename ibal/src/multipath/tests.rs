@@ -266,3 +266,20 @@ fn the_path_log_keeps_the_newest_events_and_counts_the_rest() {
     assert_eq!(events[0].at, at(300 - 256), "the oldest kept");
     assert_eq!(events[255].at, at(299), "the newest");
 }
+
+/// A disk owes at most what its queue holds and what each path has on the wire; a disk of
+/// no path counts one, a disk of too many the most there may be.
+#[test]
+fn a_disks_capacity_is_its_hold_and_every_paths_request_limit() {
+    let config = DiskConfig {
+        queue_depth: 32,
+        hold_capacity: 224,
+        ..DiskConfig::default()
+    };
+    assert_eq!(SharedMultipath::capacity(&config, 2), 224 + 2 * 32);
+    assert_eq!(SharedMultipath::capacity(&config, 0), 224 + 32);
+    assert_eq!(
+        SharedMultipath::capacity(&config, MAX_PATHS + 5),
+        224 + MAX_PATHS * 32
+    );
+}

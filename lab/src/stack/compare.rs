@@ -59,9 +59,9 @@ pub fn stack_is_back(host: &Node, clients: usize) -> bool {
 }
 
 /// I/O failed upward, or owed by a disk that is gone (lost), so far, by every disk the host
-/// ever had. Read from the workloads as they stand: the full accounting
-/// ([`super::io_stats`]) copies each workload to settle what is owed, which would count as
-/// the cycle's own allocations.
+/// ever had. Read from the workloads' counters as they stand, a disk that is not a live
+/// path owing all it holds: what the full accounting ([`super::io_stats`]) settles I/O by
+/// I/O.
 fn dropped(host: &Node) -> u64 {
     super::disks(host)
         .map(|d| {

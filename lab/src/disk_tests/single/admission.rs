@@ -10,18 +10,23 @@ use crate::srp_target::{LoginCapacity, SharedAdmission};
 use crate::stack::{self, DiskSpec, Node};
 use ibal::disk::DiskConfig;
 
-/// Two hosts whose disks log in at 0 ms to one target that takes one login at a time (each
-/// takes 20 ms): the second is rejected, backs off, and logs in once the first is done. The
-/// hosts run in step, a millisecond at a time, as a fleet's do.
-#[test]
-fn a_login_the_target_has_no_room_for_is_retried_after_a_backoff() {
-    let config = DiskSpec {
+/// The disk of `routed` whose login takes 20 ms: long enough for logins to overlap.
+fn slow_login() -> DiskSpec {
+    DiskSpec {
         initiator: DiskConfig {
             login_delay: Duration::from_ms(20),
             ..routed().initiator
         },
         ..routed()
-    };
+    }
+}
+
+/// Two hosts whose disks log in at 0 ms to one target that takes one login at a time (each
+/// takes 20 ms): the second is rejected, backs off, and logs in once the first is done. The
+/// hosts run in step, a millisecond at a time, as a fleet's do.
+#[test]
+fn a_login_the_target_has_no_room_for_is_retried_after_a_backoff() {
+    let config = slow_login();
     let capacity = LoginCapacity {
         concurrent: 1,
         per_second: 1_000,
@@ -67,13 +72,7 @@ fn a_login_the_target_has_no_room_for_is_retried_after_a_backoff() {
 #[test]
 fn a_target_restart_brings_every_host_back_within_its_capacity() {
     const HOSTS: usize = 40;
-    let config = DiskSpec {
-        initiator: DiskConfig {
-            login_delay: Duration::from_ms(20),
-            ..routed().initiator
-        },
-        ..routed()
-    };
+    let config = slow_login();
     let capacity = LoginCapacity {
         concurrent: 8,
         per_second: 200,
