@@ -129,7 +129,7 @@ fn a_fleet_is_deterministic_for_a_seed() {
 #[test]
 fn a_fixed_ten_second_retry_keeps_hosts_out_for_ten_seconds_and_more() {
     let faults = || std::vec![(25_000, restart(0, 500))];
-    let fixed = RetryPolicy::Fixed(Duration::from_ms(10_000));
+    let fixed = hcabus_lab::baselines::fixed(Duration::from_ms(10_000));
     let mut s = setup(10, faults(), fixed);
     s.duration = Duration::from_ms(60_000);
     let slow = run(&s);
@@ -480,8 +480,11 @@ fn a_fleet_run_in_pieces_is_the_same_run_and_stops_where_it_is_told() {
         r.all_back_after.expect("all back").as_us() as f64 / r.theoretical_min.as_us() as f64;
     assert!((over - want).abs() < 1e-12 && over >= 1.0, "{over} {want}");
     assert_eq!(whole.retry.name(), "backoff");
-    assert_eq!(RetryPolicy::NoJitter.name(), "no_jitter");
-    assert_eq!(RetryPolicy::Fixed(Duration::from_ms(1)).name(), "fixed");
+    assert_eq!(hcabus_lab::baselines::NO_JITTER.name(), "no_jitter");
+    assert_eq!(
+        hcabus_lab::baselines::fixed(Duration::from_ms(1)).name(),
+        "fixed"
+    );
     let names: Vec<&str> = whole.faults.iter().map(|f| f.fault.name()).collect();
     assert_eq!(names, ["power_on", "target_restart"]);
 }
@@ -639,7 +642,7 @@ fn a_standby_that_never_notices_is_refused() {
         let e = Fleet::build(&FleetSetup { sm, ..ok.clone() }).expect_err("refused");
         assert!(e.to_string().starts_with("sm.poll_interval_ms"), "{e}");
     }
-    let fixed = RetryPolicy::Fixed(Duration::from_ms(3));
+    let fixed = hcabus_lab::baselines::fixed(Duration::from_ms(3));
     let f = Fleet::build(&FleetSetup { retry: fixed, ..ok }).expect("builds");
     assert_eq!(f.retry(), fixed);
 }

@@ -31,38 +31,61 @@ pub enum Next {
     GiveUp { attempts: u32 },
 }
 
-/// How a refused login is retried. The shipped policy is [`RetryPolicy::Backoff`]; the
-/// others are what the fleet compares it with (docs/design.md §11).
+/// How a refused login is retried: the shipped backoff, or a rule of the host's own (the
+/// lab's fleet compares the shipped one with rules it supplies, docs/design.md §11).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum RetryPolicy {
     /// Capped exponential ([`BACKOFF_FIRST`] doubling to [`BACKOFF_CAP`]) with up to 50%
     /// jitter: hosts refused together come back spread out.
     #[default]
     Backoff,
-    /// The same waits without jitter: hosts refused together retry together.
-    NoJitter,
-    /// A fixed wait between attempts, no jitter (NVMe-oF's `reconnect_delay`, 10 s).
-    Fixed(Duration),
+    /// A wait rule a host supplies instead.
+    Rule(WaitRule),
+}
+
+/// A wait rule of a host's own: a name for reports, and the wait after the `n`th refusal
+/// in a row, drawn from `param` and without randomness.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitRule {
+    pub name: &'static str,
+    pub param: Duration,
+    pub wait: fn(refusals: u32, param: Duration) -> Duration,
+}
+
+/// Two rules are the same when their names and parameters are: a name stands for one
+/// rule, and a function's address is no identity (one function may have two).
+impl PartialEq for WaitRule {
+    fn eq(&self, other: &Self) -> bool {
+        (self.name, self.param) == (other.name, other.param)
+    }
+}
+
+impl Eq for WaitRule {}
+
+/// The shipped backoff's wait after the `refusals`th refusal in a row (from 1), before its
+/// jitter: [`BACKOFF_FIRST`] doubling to [`BACKOFF_CAP`].
+pub fn capped_exponential(refusals: u32) -> Duration {
+    let shift = refusals.saturating_sub(1).min(20);
+    Duration::from_us((BACKOFF_FIRST.as_us() << shift).min(BACKOFF_CAP.as_us()))
 }
 
 impl RetryPolicy {
     /// The wait after the `refusals`th refusal in a row (from 1).
     fn wait(self, refusals: u32, rng: &mut impl Rng) -> Duration {
-        let shift = refusals.saturating_sub(1).min(20);
-        let exp_us = (BACKOFF_FIRST.as_us() << shift).min(BACKOFF_CAP.as_us());
-        Duration::from_us(match self {
-            RetryPolicy::Backoff => exp_us + rng.gen_range(0..=exp_us / 2),
-            RetryPolicy::NoJitter => exp_us,
-            RetryPolicy::Fixed(d) => d.as_us(),
-        })
+        match self {
+            RetryPolicy::Backoff => {
+                let exp_us = capped_exponential(refusals).as_us();
+                Duration::from_us(exp_us + rng.gen_range(0..=exp_us / 2))
+            }
+            RetryPolicy::Rule(r) => (r.wait)(refusals, r.param),
+        }
     }
 
     /// The policy's name in scenario files and reports.
     pub fn name(self) -> &'static str {
         match self {
             RetryPolicy::Backoff => "backoff",
-            RetryPolicy::NoJitter => "no_jitter",
-            RetryPolicy::Fixed(_) => "fixed",
+            RetryPolicy::Rule(r) => r.name,
         }
     }
 }
@@ -352,8 +375,9 @@ mod tests {
         );
     }
 
-    /// The policies the fleet compares: without jitter two hosts refused together retry
-    /// together; a fixed wait never grows; a reset keeps the policy.
+    /// The shipped backoff against a rule of the host's own (the lab's are the fleet's
+    /// baselines): without jitter two hosts refused together retry together; a rule's waits
+    /// are its own; a reset keeps the policy.
     #[test]
     fn each_policy_waits_its_own_way_and_a_reset_keeps_it() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
@@ -373,11 +397,23 @@ mod tests {
             assert_eq!(b, Backoff::with_policy(policy), "a reset keeps the policy");
             w
         };
-        let plain = waits(RetryPolicy::NoJitter, &mut rng);
-        assert_eq!(plain, waits(RetryPolicy::NoJitter, &mut rng));
+        let no_jitter = RetryPolicy::Rule(WaitRule {
+            name: "no_jitter",
+            param: Duration::ZERO,
+            wait: |n, _| capped_exponential(n),
+        });
+        let plain = waits(no_jitter, &mut rng);
+        assert_eq!(plain, waits(no_jitter, &mut rng));
         assert_eq!(&plain[..3], &[1_000, 2_000, 4_000]);
         assert_eq!(plain.last(), Some(&BACKOFF_CAP.as_us()));
-        let fixed = waits(RetryPolicy::Fixed(Duration::from_ms(10_000)), &mut rng);
+        let fixed = RetryPolicy::Rule(WaitRule {
+            name: "fixed",
+            param: Duration::from_ms(10_000),
+            wait: |_, d| d,
+        });
+        assert_eq!((fixed.name(), no_jitter.name()), ("fixed", "no_jitter"));
+        assert_ne!(fixed, no_jitter);
+        let fixed = waits(fixed, &mut rng);
         assert!(fixed.iter().all(|w| *w == 10_000_000), "{fixed:?}");
         let jittered = waits(RetryPolicy::Backoff, &mut rng);
         assert_ne!(jittered, plain, "the shipped policy spreads its retries");

@@ -10,12 +10,15 @@
 //!   `ibal::ipoib::SubnetAdmin`;
 //! - [`block`] and [`pattern`]: the workload above a disk, behind
 //!   `ibal::workload::Workload`, which issues reads and writes and checks every block;
+//! - [`baselines`]: what the fleet compares the product's behaviour with (the retry rules
+//!   other than the shipped backoff), given to the product through its extension points;
 //! - [`stack`] and [`budget`]: a virtual-time host (`hcabus-sim`) with the access layer and
 //!   the clients a scenario names, checked against what the adapter can give.
 //!
 //! Nothing here ships: the product crates never depend on it.
 #![forbid(unsafe_code)]
 
+pub mod baselines;
 pub mod block;
 pub mod budget;
 pub mod ipoib_peer;

@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 
 use hcabus_fleet::{FaultFigures, Fleet, FleetFault, FleetFigures};
+use hcabus_lab::baselines::fixed_wait;
 use ibal::retry::RetryPolicy;
 use serde_json::{json, Value};
 
@@ -86,9 +87,9 @@ pub fn policy_label(f: &FleetFigures) -> String {
     if f.naive_ipoib {
         return "naive IPoIB".into();
     }
-    match f.retry {
-        RetryPolicy::Fixed(d) => format!("fixed {} s", d.as_ms() as f64 / 1e3),
-        other => other.name().replace('_', " "),
+    match fixed_wait(f.retry) {
+        Some(d) => format!("fixed {} s", d.as_ms() as f64 / 1e3),
+        None => f.retry.name().replace('_', " "),
     }
 }
 
@@ -306,7 +307,7 @@ fn run_json(r: &FleetRun) -> Value {
     json!({
         "seed": f.seed,
         "retry": f.retry.name(),
-        "retry_wait_ms": match f.retry { RetryPolicy::Fixed(d) => Some(ms(d)), _ => None },
+        "retry_wait_ms": fixed_wait(f.retry).map(ms),
         "ipoib": if f.naive_ipoib { "reset_on_sa_timeout" } else { "retry" },
         "held": f.held(),
         "wall_ms": r.wall_ms,

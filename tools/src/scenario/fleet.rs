@@ -6,6 +6,7 @@ use hcabus_fleet::{
     boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, SmSetup, TargetSetup,
     MAX_HOSTS, MAX_TARGETS,
 };
+use hcabus_lab::baselines;
 use hcabus_lab::srp_target::{Admission, LoginCapacity};
 use hcabus_lab::stack::ClientSpec;
 use ibal::retry::RetryPolicy;
@@ -301,8 +302,8 @@ fn policies(keys: &FleetKeys) -> Result<Vec<FleetPolicy>, ScenarioError> {
         };
         let p = match name.as_str() {
             "backoff" => FleetPolicy::SHIPPED,
-            "no_jitter" => retry(RetryPolicy::NoJitter),
-            "fixed" => retry(RetryPolicy::Fixed(Duration::from_ms(keys.fixed_retry_ms))),
+            "no_jitter" => retry(baselines::NO_JITTER),
+            "fixed" => retry(baselines::fixed(Duration::from_ms(keys.fixed_retry_ms))),
             "naive_ipoib" => FleetPolicy {
                 naive_ipoib: true,
                 ..FleetPolicy::SHIPPED

@@ -1,0 +1,67 @@
+//! Behaviours the fleet compares the product's with, kept out of the product: the rules a
+//! refused login could be retried by instead of the shipped backoff
+//! (`ibal::retry::RetryPolicy::Backoff`), given to the product as its `WaitRule`s.
+
+use hcabus::Duration;
+use ibal::retry::{capped_exponential, RetryPolicy, WaitRule};
+
+/// The shipped backoff's waits without their jitter: hosts refused together retry together.
+pub const NO_JITTER: RetryPolicy = RetryPolicy::Rule(WaitRule {
+    name: "no_jitter",
+    param: Duration::ZERO,
+    wait: no_jitter,
+});
+
+const FIXED: &str = "fixed";
+
+fn no_jitter(refusals: u32, _: Duration) -> Duration {
+    capped_exponential(refusals)
+}
+
+fn fixed_wait_rule(_: u32, wait: Duration) -> Duration {
+    wait
+}
+
+/// A fixed `wait` between attempts, no jitter (NVMe-oF's `reconnect_delay`, 10 s).
+pub const fn fixed(wait: Duration) -> RetryPolicy {
+    RetryPolicy::Rule(WaitRule {
+        name: FIXED,
+        param: wait,
+        wait: fixed_wait_rule,
+    })
+}
+
+/// The wait of a [`fixed`] policy; `None` for any other.
+pub fn fixed_wait(policy: RetryPolicy) -> Option<Duration> {
+    match policy {
+        RetryPolicy::Rule(r) if r.name == FIXED => Some(r.param),
+        RetryPolicy::Rule(_) | RetryPolicy::Backoff => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_baseline_waits_its_own_way() {
+        let waits = |p: RetryPolicy| match p {
+            RetryPolicy::Rule(r) => (1..=12).map(|n| (r.wait)(n, r.param).as_us()).collect(),
+            RetryPolicy::Backoff => std::vec::Vec::new(),
+        };
+        let plain: std::vec::Vec<u64> = waits(NO_JITTER);
+        assert_eq!(&plain[..3], &[1_000, 2_000, 4_000]);
+        assert_eq!(plain.last(), Some(&1_000_000), "capped");
+        let ten = fixed(Duration::from_ms(10_000));
+        assert!(waits(ten).iter().all(|w| *w == 10_000_000));
+        assert_eq!((NO_JITTER.name(), ten.name()), ("no_jitter", "fixed"));
+        assert_eq!(fixed_wait(ten), Some(Duration::from_ms(10_000)));
+        assert_eq!(fixed_wait(NO_JITTER), None);
+        assert_eq!(fixed_wait(RetryPolicy::Backoff), None);
+        assert_ne!(
+            ten,
+            fixed(Duration::from_ms(1)),
+            "the wait is part of the rule"
+        );
+    }
+}
