@@ -11,7 +11,6 @@ use hcabus_lab::srp_target::SharedAdmission;
 use hcabus_lab::stack::{self, ClientSpec, MultiSetup, StackSetup};
 use hcabus_lab::subnet::SharedSubnet;
 use ibal::access::IbalConfig;
-use ibal::ipoib::OnSaTimeout;
 
 /// The host every host of a fleet is.
 #[derive(Debug, Clone)]
@@ -180,7 +179,7 @@ fn place(
                     out.push(t);
                 }
                 ClientSpec::Ipoib { config, .. } if setup.naive_ipoib => {
-                    config.interface.on_sa_timeout = OnSaTimeout::ResetAdapter;
+                    config.interface.on_sa_timeout = hcabus_lab::baselines::NAIVE_IPOIB;
                 }
                 _ => {}
             }

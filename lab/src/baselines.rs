@@ -1,8 +1,10 @@
 //! Behaviours the fleet compares the product's with, kept out of the product: the rules a
 //! refused login could be retried by instead of the shipped backoff
-//! (`ibal::retry::RetryPolicy::Backoff`), given to the product as its `WaitRule`s.
+//! (`ibal::retry::RetryPolicy::Backoff`), given to the product as its `WaitRule`s, and the
+//! naive IPoIB's answer to an SA timeout, given as an `SaTimeoutRule`.
 
 use hcabus::Duration;
+use ibal::ipoib::{OnSaTimeout, SaTimeoutRule};
 use ibal::retry::{capped_exponential, RetryPolicy, WaitRule};
 
 /// The shipped backoff's waits without their jitter: hosts refused together retry together.
@@ -13,6 +15,13 @@ pub const NO_JITTER: RetryPolicy = RetryPolicy::Rule(WaitRule {
 });
 
 const FIXED: &str = "fixed";
+
+/// The naive IPoIB (the 2008 Windows one): it takes its first SA timeout, and every one
+/// after, for a hung adapter and asks for the adapter's reset.
+pub const NAIVE_IPOIB: OnSaTimeout = OnSaTimeout::Rule(SaTimeoutRule {
+    name: "naive_ipoib",
+    hung_at: |_| true,
+});
 
 fn no_jitter(refusals: u32, _: Duration) -> Duration {
     capped_exponential(refusals)
@@ -63,5 +72,17 @@ mod tests {
             fixed(Duration::from_ms(1)),
             "the wait is part of the rule"
         );
+    }
+
+    #[test]
+    fn the_naive_ipoib_takes_every_sa_timeout_for_a_hung_adapter() {
+        let OnSaTimeout::Rule(rule) = NAIVE_IPOIB else {
+            panic!("a rule of the lab's own");
+        };
+        assert!(
+            (1..=5).all(rule.hung_at),
+            "the first timeout and every one after"
+        );
+        assert_ne!(NAIVE_IPOIB, OnSaTimeout::Retry);
     }
 }

@@ -6,9 +6,9 @@
 //!
 //! What a timeout means is the point: an SA that is slow or away is not a hung adapter. The
 //! shipped interface retries the queries still unanswered under the backoff with jitter and
-//! never asks for a reset. The naive one ([`OnSaTimeout::ResetAdapter`], the 2008 Windows
-//! IPoIB) reports itself hung at the first timeout, and NDIS resets the adapter: the
-//! reset-storm cascade a fleet must never see.
+//! never asks for a reset. A host may give it a rule of its own ([`OnSaTimeout::Rule`]): the
+//! lab's naive one (the 2008 Windows IPoIB) reports itself hung at the first timeout, and
+//! NDIS resets the adapter: the reset-storm cascade a fleet must never see.
 
 use std::sync::Arc;
 
@@ -36,9 +36,36 @@ pub enum OnSaTimeout {
     /// Retry the unanswered queries under the backoff: the shipped behaviour.
     #[default]
     Retry,
-    /// Report itself hung, so that the adapter is reset: the naive behaviour, for the fleet
-    /// to show what it does.
-    ResetAdapter,
+    /// A rule a host supplies instead.
+    Rule(SaTimeoutRule),
+}
+
+/// A host's own rule for an SA timeout: a name for reports, and whether the interface takes
+/// its `n`th timeout (from 1) for a hung adapter and asks for the adapter's reset, rather
+/// than retrying.
+#[derive(Debug, Clone, Copy)]
+pub struct SaTimeoutRule {
+    pub name: &'static str,
+    pub hung_at: fn(sa_timeouts: u32) -> bool,
+}
+
+/// Two rules are the same when their names are: a function's address is no identity.
+impl PartialEq for SaTimeoutRule {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for SaTimeoutRule {}
+
+impl OnSaTimeout {
+    /// Whether the interface takes its `sa_timeouts`th timeout for a hung adapter.
+    fn hung_at(self, sa_timeouts: u32) -> bool {
+        match self {
+            OnSaTimeout::Retry => false,
+            OnSaTimeout::Rule(r) => (r.hung_at)(sa_timeouts),
+        }
+    }
 }
 
 /// Where the interface's queries stand.
@@ -174,7 +201,7 @@ impl Rejoin {
             }
             Phase::TimeoutAt(t) if t <= now => {
                 self.stats.sa_timeouts += 1;
-                if self.on_timeout == OnSaTimeout::ResetAdapter {
+                if self.on_timeout.hung_at(self.stats.sa_timeouts) {
                     self.phase = Phase::Hung;
                     self.stats.resets_asked += 1;
                     return Joins::Hung;
@@ -324,13 +351,18 @@ mod tests {
         assert_eq!(r.stats().joins_started, 2);
     }
 
-    /// The naive interface takes the first timeout for a hung adapter.
+    /// An interface whose rule takes every timeout for a hung adapter (the lab's naive one)
+    /// asks for a reset at the first.
     #[test]
     fn the_naive_interface_asks_for_a_reset_at_the_first_timeout() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         let subnet = FakeSa::new(10);
         *subnet.away_until.lock().expect("not poisoned") = at(5_000);
-        let mut r = Rejoin::new(subnet, OnSaTimeout::ResetAdapter, Duration::from_ms(100));
+        let naive = OnSaTimeout::Rule(SaTimeoutRule {
+            name: "naive",
+            hung_at: |_| true,
+        });
+        let mut r = Rejoin::new(subnet, naive, Duration::from_ms(100));
         r.start(at(0), 3);
         assert_eq!(r.run(at(0), true, 3, &mut rng), Joins::Fine);
         assert_eq!(r.due(), Some(at(100)));
