@@ -30,7 +30,7 @@ pub mod slots;
 pub use bound::{CommandBound, DEFAULT_COMMAND_TIMEOUT, MAX_BOUND_STRIKES};
 pub use client::SrpClient;
 pub use config::DiskConfig;
-pub use rtt::{PathTimeout, PathTiming, RttEstimator};
+pub use rtt::{PathTimeout, PathTiming, PollRule, RttEstimator};
 use slots::Answer;
 pub use slots::SlotTable;
 pub use slots::{GiveUpRule, SlotMutant};

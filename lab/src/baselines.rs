@@ -1,9 +1,11 @@
 //! Behaviours the fleet compares the product's with, kept out of the product: the rules a
 //! refused login could be retried by instead of the shipped backoff
 //! (`ibal::retry::RetryPolicy::Backoff`), given to the product as its `WaitRule`s, and the
-//! naive IPoIB's answer to an SA timeout, given as an `SaTimeoutRule`.
+//! naive IPoIB's answer to an SA timeout, given as an `SaTimeoutRule`, and dm-multipath's path
+//! checker, given as a `PollRule`.
 
-use hcabus::Duration;
+use hcabus::{Duration, Instant};
+use ibal::disk::{PathTimeout, PollRule};
 use ibal::ipoib::{OnSaTimeout, SaTimeoutRule};
 use ibal::retry::{capped_exponential, RetryPolicy, WaitRule};
 
@@ -15,6 +17,31 @@ pub const NO_JITTER: RetryPolicy = RetryPolicy::Rule(WaitRule {
 });
 
 const FIXED: &str = "fixed";
+const CHECKER: &str = "checker";
+
+/// dm-multipath's path checker: every `interval`, a path whose command has been out a whole
+/// interval is given up (its detection takes one to two intervals).
+pub const fn checker(interval: Duration) -> PathTimeout {
+    PathTimeout::Polled(PollRule {
+        name: CHECKER,
+        timeout: interval,
+        noticed: next_tick,
+    })
+}
+
+/// The checker's first tick at or after `due`.
+fn next_tick(due: Instant, interval: Duration) -> Instant {
+    let q = interval.as_us().max(1);
+    Instant::from_us(due.as_us().div_ceil(q) * q)
+}
+
+/// The interval of a [`checker`]; `None` for any other path timeout.
+pub fn checker_interval(timeout: PathTimeout) -> Option<Duration> {
+    match timeout {
+        PathTimeout::Polled(r) if r.name == CHECKER => Some(r.timeout),
+        _ => None,
+    }
+}
 
 /// The naive IPoIB (the 2008 Windows one): it takes its first SA timeout, and every one
 /// after, for a hung adapter and asks for the adapter's reset.
@@ -84,5 +111,22 @@ mod tests {
             "the first timeout and every one after"
         );
         assert_ne!(NAIVE_IPOIB, OnSaTimeout::Retry);
+    }
+
+    #[test]
+    fn the_checker_notices_a_give_up_at_its_next_tick() {
+        let every_50 = checker(Duration::from_ms(50));
+        let PathTimeout::Polled(rule) = every_50 else {
+            panic!("a rule of the lab's own");
+        };
+        let at = |ms| Instant::from_ms(ms);
+        let tick = |due| (rule.noticed)(due, rule.timeout);
+        assert_eq!(
+            (tick(at(100)), tick(at(101)), tick(at(149))),
+            (at(100), at(150), at(150))
+        );
+        assert_eq!(checker_interval(every_50), Some(Duration::from_ms(50)));
+        assert_eq!(checker_interval(PathTimeout::DEFAULT), None);
+        assert_eq!(every_50.cap(), Some(Duration::from_ms(50)));
     }
 }

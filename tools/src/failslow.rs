@@ -24,9 +24,7 @@ pub const MODES: [(&str, PathTimeout); 4] = [
     ),
     (
         "5 s checker (dm-multipath)",
-        PathTimeout::Checker {
-            interval: Duration::from_ms(5_000),
-        },
+        hcabus_lab::baselines::checker(Duration::from_ms(5_000)),
     ),
 ];
 

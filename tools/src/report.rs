@@ -254,7 +254,7 @@ pub fn multipath(world: &MultiNode) -> Vec<MultipathJson> {
                     PathTimeout::Off => "off",
                     PathTimeout::Fixed(_) => "fixed",
                     PathTimeout::Adaptive { .. } => "adaptive",
-                    PathTimeout::Checker { .. } => "checker",
+                    PathTimeout::Polled(r) => r.name,
                 },
                 path_timeout_min_ms: match mp.config().path_timeout {
                     PathTimeout::Adaptive { min, .. } => Some(min.as_ms()),

@@ -50,7 +50,10 @@ fn timeout_words(t: ibal::disk::PathTimeout) -> String {
         PathTimeout::Off => "off".into(),
         PathTimeout::Fixed(t) => t.to_string(),
         PathTimeout::Adaptive { min, max } => format!("adaptive {min} to {max}"),
-        PathTimeout::Checker { interval } => format!("a checker every {interval}"),
+        PathTimeout::Polled(r) => match hcabus_lab::baselines::checker_interval(t) {
+            Some(interval) => format!("a checker every {interval}"),
+            None => format!("{} every {}", r.name, r.timeout),
+        },
     }
 }
 

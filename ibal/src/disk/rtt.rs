@@ -23,11 +23,29 @@ pub enum PathTimeout {
     Fixed(Duration),
     /// Learned per path, within `[min, max]`.
     Adaptive { min: Duration, max: Duration },
-    /// A path checker: every `interval`, a path whose command has been out a whole interval
-    /// is given up (dm-multipath's checker, for comparison; its detection takes one to two
-    /// intervals).
-    Checker { interval: Duration },
+    /// A fixed timeout whose give-ups a host's own rule notices (the lab's dm-multipath
+    /// checker notices them at its next tick).
+    Polled(PollRule),
 }
+
+/// A fixed `timeout`, and when a command past it is noticed: `noticed(due, timeout)`, no
+/// sooner than `due`. A name for reports.
+#[derive(Debug, Clone, Copy)]
+pub struct PollRule {
+    pub name: &'static str,
+    pub timeout: Duration,
+    pub noticed: fn(due: Instant, timeout: Duration) -> Instant,
+}
+
+/// Two rules are the same when their names and timeouts are: a function's address is no
+/// identity.
+impl PartialEq for PollRule {
+    fn eq(&self, other: &Self) -> bool {
+        (self.name, self.timeout) == (other.name, other.timeout)
+    }
+}
+
+impl Eq for PollRule {}
 
 /// The defaults of the adaptive mode: docs/design.md §7 says why.
 pub const DEFAULT_PATH_TIMEOUT_MIN: Duration = Duration::from_ms(5);
@@ -47,7 +65,7 @@ impl PathTimeout {
             PathTimeout::Off => None,
             PathTimeout::Fixed(t) => Some(t),
             PathTimeout::Adaptive { max, .. } => Some(max),
-            PathTimeout::Checker { interval } => Some(interval),
+            PathTimeout::Polled(r) => Some(r.timeout),
         }
     }
 
@@ -153,7 +171,7 @@ impl PathTiming {
             PathTimeout::Off => None,
             PathTimeout::Fixed(t) => Some(t),
             PathTimeout::Adaptive { min, max } => Some(self.rtt.timeout(min, max)),
-            PathTimeout::Checker { interval } => Some(interval),
+            PathTimeout::Polled(r) => Some(r.timeout),
         }
     }
 
@@ -351,10 +369,12 @@ mod tests {
         let mut t = PathTiming::default();
         assert_eq!(t.timeout(fixed), Some(Duration::from_ms(100)));
         assert_eq!(t.timeout(PathTimeout::Off), None);
-        let checker = PathTimeout::Checker {
-            interval: Duration::from_ms(5_000),
-        };
-        assert_eq!(t.timeout(checker), Some(Duration::from_ms(5_000)));
+        let polled = PathTimeout::Polled(PollRule {
+            name: "polled",
+            timeout: Duration::from_ms(5_000),
+            noticed: |due, _| due,
+        });
+        assert_eq!(t.timeout(polled), Some(Duration::from_ms(5_000)));
         assert_eq!((t.freshest_prompt(), t.freshest_any()), (None, None));
         // Sent at 10, answered 50 ms later: prompt.
         t.answered(fixed, at(10), at(60));

@@ -580,9 +580,7 @@ fn a_checker_gives_up_only_at_its_ticks() {
             slow_from(100, Duration::from_ms(300), false),
             healthy_route(),
         ],
-        timeout: PathTimeout::Checker {
-            interval: Duration::from_ms(50),
-        },
+        timeout: crate::baselines::checker(Duration::from_ms(50)),
         ..Paths::default()
     });
     let (_, p, _) = run_to(&mut w, 199);

@@ -123,10 +123,11 @@ impl SrpClient {
         let due = self.disk.slots.next_overdue(rule)?;
         let bound = self.disk.slots.oldest_sent().map(|t| t + rule.bound);
         Some(match self.disk.config.path_timeout {
-            PathTimeout::Checker { interval } => {
-                let q = interval.as_us().max(1);
-                let tick = Instant::from_us(due.as_us().div_ceil(q) * q);
-                bound.map_or(tick, |b| tick.min(b))
+            PathTimeout::Polled(r) => {
+                // Noticed when the rule says, never before it is due; the command bound
+                // still ends it first.
+                let noticed = (r.noticed)(due, r.timeout).max(due);
+                bound.map_or(noticed, |b| noticed.min(b))
             }
             _ => due,
         })

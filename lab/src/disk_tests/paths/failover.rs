@@ -6,7 +6,6 @@ use hcabus_sim::Fault;
 
 use super::{path, run_to, slow_from, world, Paths};
 use crate::srp_target::{Route, RoutePhase};
-use ibal::disk::PathTimeout;
 use ibal::multipath::PROBES_TO_SERVE;
 
 /// A checker with a 50 ms interval on a route that answers in 80 ms from 100 to 400 ms:
@@ -20,9 +19,7 @@ fn a_probing_path_counts_only_its_new_answers() {
     healed.push(fast).expect("a third phase");
     let mut w = world(Paths {
         routes: [healed, super::healthy_route()],
-        timeout: PathTimeout::Checker {
-            interval: Duration::from_ms(50),
-        },
+        timeout: crate::baselines::checker(Duration::from_ms(50)),
         ..Paths::default()
     });
     let (_, p, _) = run_to(&mut w, 399);
