@@ -1,7 +1,7 @@
 //! SRP's information units as the initiator and a target exchange them (SRP_CMD, SRP_TSK_MGMT
 //! with ABORT TASK, SRP_RSP), reduced to the fields this stack moves, and their encoding in
-//! an information unit buffer. The initiator's wire: product code, which the simulated
-//! target (`srp_target`) speaks too.
+//! an information unit buffer. The initiator's wire: product code, which the lab's simulated
+//! target (`hcabus_lab::srp_target`) speaks too.
 
 /// Bytes of one information unit buffer.
 pub const IU_SIZE: usize = 64;
