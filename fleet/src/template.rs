@@ -63,8 +63,8 @@ impl FleetTemplate {
     pub(super) fn login(&self) -> Duration {
         self.clients()
             .filter_map(|c| match c {
-                ClientSpec::Disk { config, .. } => Some(config.initiator.login_delay),
-                ClientSpec::DiskPath { config, .. } => Some(config.initiator.login_delay),
+                ClientSpec::Disk { config, .. } => Some(config.route.login()),
+                ClientSpec::DiskPath { config, .. } => Some(config.route.login()),
                 _ => None,
             })
             .max()

@@ -16,7 +16,7 @@ fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPolicy) -> Flee
     let mut host = boot_host(20, 10);
     for c in &mut host.clients {
         if let ClientSpec::Disk { config, .. } = c {
-            config.initiator.login_delay = LOGIN;
+            config.route = config.route.with_login(LOGIN);
         }
     }
     let capacity = LoginCapacity {
@@ -382,8 +382,10 @@ fn multipath_hosts_ride_a_target_restart_on_every_path() {
     for a in &mut m.adapters {
         for c in &mut a.stack.clients {
             match c {
-                ClientSpec::Disk { config, .. } => config.initiator.login_delay = LOGIN,
-                ClientSpec::DiskPath { config, .. } => config.initiator.login_delay = LOGIN,
+                ClientSpec::Disk { config, .. } => config.route = config.route.with_login(LOGIN),
+                ClientSpec::DiskPath { config, .. } => {
+                    config.route = config.route.with_login(LOGIN)
+                }
                 _ => {}
             }
         }

@@ -25,6 +25,9 @@ pub enum LoginRejected {
     /// The target is restarting: nothing answers the CM REQ.
     #[error("no answer: the target is restarting")]
     Restarting,
+    /// The CM REQ does not reach the target: its route is cut.
+    #[error("no answer: the route to the target is cut")]
+    Unreachable,
 }
 
 /// What a remote peer can do to the host's adapter, object-safe: [`Fabric`]'s calls with
@@ -32,6 +35,7 @@ pub enum LoginRejected {
 /// carries a fabric is one, so a [`Target`] is handed the device as it is.
 pub trait Wire {
     fn rc_transport(&self) -> RcTransport;
+    fn login_refused(&mut self) -> bool;
     fn wire_take(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
     fn wire_front(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
     fn wire_drop(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
@@ -44,6 +48,9 @@ pub trait Wire {
 impl<D: Fabric + Verbs + ?Sized> Wire for D {
     fn rc_transport(&self) -> RcTransport {
         Verbs::rc_transport(self)
+    }
+    fn login_refused(&mut self) -> bool {
+        Fabric::remote_login_refused(self)
     }
     fn wire_take(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg> {
         Fabric::wire_take(self, wanted)
@@ -70,10 +77,10 @@ impl<D: Fabric + Verbs + ?Sized> Wire for D {
 
 /// The target port an initiator logs in to, run on the initiator's turn.
 pub trait Target: Debug + Send + Any {
-    /// Whether the CM REQ reaches it at `now` (its route may be cut).
-    fn reachable(&self, now: Instant) -> bool;
-    /// A login arriving at `now` that, accepted, is in progress for `takes`.
-    fn admit(&mut self, now: Instant, takes: Duration) -> Result<(), LoginRejected>;
+    /// The CM REQ of a login sent at `now` over `wire`: accepted, how long the exchange
+    /// and the SRP login take until the connection carries commands (the target's and
+    /// the route's time, not the initiator's); else why not.
+    fn admit(&mut self, wire: &mut dyn Wire, now: Instant) -> Result<Duration, LoginRejected>;
     /// The login from `initiator`: the target's queue pair for the connection.
     fn login(&mut self, initiator: RemoteQp) -> RemoteQp;
     /// Whether the target dropped the connection since last asked (once per drop).

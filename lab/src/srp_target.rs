@@ -4,8 +4,8 @@
 //! The initiator sends an SRP_CMD naming its data buffer (address, R-Key, length); the
 //! target moves the data with RDMA (READ for a write command, WRITE for a read command)
 //! and answers with an SRP_RSP. Only the connection setup is compressed: the CM REQ/REP
-//! and SRP_LOGIN exchange is one call, [`SrpTarget::login`], which the initiator pays for
-//! with a login delay.
+//! and SRP_LOGIN exchange is one call, [`SrpTarget::admit`] then [`SrpTarget::login`],
+//! and the connection carries commands once the route's login time has passed.
 //!
 //! Task management is ABORT TASK only ([`SrpTskMgmt`]): the initiator gives a command up
 //! (fast path failover) and tells the target, which drops it if it has not run it yet. The
@@ -34,7 +34,9 @@ pub use admission::{
     Admission, AdmissionStats, CapacityError, LoginCapacity, LoginRejected, SharedAdmission,
     MAX_CONCURRENT_LOGINS, MAX_LOGINS_PER_SECOND,
 };
-pub use route::{Route, RouteError, RoutePhase, MAX_ROUTE_PHASES, SERVICE_MAX, SERVICE_MIN};
+pub use route::{
+    Route, RouteError, RoutePhase, LOGIN_TIME, MAX_ROUTE_PHASES, SERVICE_MAX, SERVICE_MIN,
+};
 
 /// Counts kept by the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -168,16 +170,25 @@ impl SrpTarget {
         self.admission = Some(admission);
     }
 
-    /// Whether the target takes a login arriving at `now` that is in progress for `takes`;
-    /// a target with no capacity set takes every one.
-    pub fn admit(&mut self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
+    /// The CM REQ of a login arriving at `now` over `wire`: refused when the adapter's
+    /// fabric turns logins away as busy (the `TargetBusy` fault), unanswered when the
+    /// route is cut, else counted against the target's capacity if it has one. Accepted,
+    /// it is in progress for the route's login time, which it returns.
+    pub fn admit(&mut self, wire: &mut dyn Wire, now: Instant) -> Result<Duration, LoginRejected> {
+        if wire.login_refused() {
+            return Err(LoginRejected::Busy("the fabric refuses logins"));
+        }
+        if !self.reachable(now) {
+            return Err(LoginRejected::Unreachable);
+        }
+        let takes = self.route.login();
         let Some(a) = &self.admission else {
-            return Ok(());
+            return Ok(takes);
         };
         let mut a = a.lock();
         a.try_login(now, takes)?;
         self.restarts_at_login = a.restarts();
-        Ok(())
+        Ok(takes)
     }
 
     /// Whether the target restarted since this port's connection was made: the connection
@@ -436,11 +447,8 @@ impl SrpTarget {
 }
 
 impl Target for SrpTarget {
-    fn reachable(&self, now: Instant) -> bool {
-        SrpTarget::reachable(self, now)
-    }
-    fn admit(&mut self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
-        SrpTarget::admit(self, now, takes)
+    fn admit(&mut self, wire: &mut dyn Wire, now: Instant) -> Result<Duration, LoginRejected> {
+        SrpTarget::admit(self, wire, now)
     }
     fn login(&mut self, initiator: RemoteQp) -> RemoteQp {
         SrpTarget::login(self, initiator)

@@ -1,5 +1,5 @@
-//! How a disk's initiator is set up: its queue and hold, its target and LUN, its login,
-//! its path timeout and command bound, and what that asks of the adapter (DMA memory, CQ
+//! How a disk's initiator is set up: its queue and hold, its target and LUN, how it
+//! retries a refused login, its path timeout and command bound, and what that asks of the adapter (DMA memory, CQ
 //! entries), which a host checks before a run and the disk reserves at start. What it
 //! carries and how far its target is are not the initiator's: the lab sets them apart.
 
@@ -23,8 +23,6 @@ pub struct DiskConfig {
     pub port: u8,
     pub target_lid: Lid,
     pub lun_id: u32,
-    /// The CM exchange and SRP login.
-    pub login_delay: Duration,
     /// A data LUN finishes its quiesce as deferred work, this long after RESET.
     pub ack_delay: Duration,
     /// A path of a multipath disk: how long a command may be outstanding, while another
@@ -86,7 +84,6 @@ impl Default for DiskConfig {
             port: 1,
             target_lid: 0x100,
             lun_id: 0,
-            login_delay: Duration::from_us(500),
             ack_delay: Duration::ZERO,
             path_timeout: PathTimeout::Off,
             guard_last_path: false,

@@ -1,7 +1,7 @@
 //! The disk's connection to its target: the resources it holds on the adapter and the SRP
 //! login that makes them a connection, and their teardown.
 
-use hcabus::fabric::{Fabric, HOST_LID_BASE};
+use hcabus::fabric::HOST_LID_BASE;
 use hcabus::verbs::*;
 
 use super::{Link, SrpDisk, NO_RESOURCES};
@@ -89,35 +89,33 @@ impl SrpDisk {
                 lid: HOST_LID_BASE + Lid::from(self.config.port - 1),
                 qpn,
             };
-            if bus.device().remote_login_refused() {
-                return Err(crate::errors::CreateError::TargetBusy);
-            }
-            if !target.reachable(bus.now()) {
-                return Err(crate::errors::CreateError::Unreachable);
-            }
             // SRP_LOGIN_REJ "insufficient resources" is retried as a busy target is; a
             // restarting target answers nothing, as an unreachable one.
-            target
-                .admit(bus.now(), self.config.login_delay)
-                .map_err(|e| match e {
-                    LoginRejected::Busy(_) => crate::errors::CreateError::TargetBusy,
-                    LoginRejected::Restarting => crate::errors::CreateError::Unreachable,
-                })?;
+            let now = bus.now();
+            let takes = target.admit(bus.device(), now).map_err(|e| match e {
+                LoginRejected::Busy(_) => crate::errors::CreateError::TargetBusy,
+                LoginRejected::Restarting | LoginRejected::Unreachable => {
+                    crate::errors::CreateError::Unreachable
+                }
+            })?;
             let peer = target.login(me);
             al.modify_qp(bus, c, qp, QpState::Rtr, Some(peer))?;
             al.modify_qp(bus, c, qp, QpState::Rts, None)?;
-            Ok(())
+            Ok(takes)
         })();
-        if let Err(e) = result {
-            self.teardown(ibal, bus);
-            return Err(e);
-        }
+        let takes = match result {
+            Ok(takes) => takes,
+            Err(e) => {
+                self.teardown(ibal, bus);
+                return Err(e);
+            }
+        };
         for i in 0..u64::from(self.config.queue_depth) {
             self.post_recv(ibal, bus, i);
         }
         self.stats.logins += 1;
         self.link = Link::LoggingIn {
-            ready_at: bus.now() + self.config.login_delay,
+            ready_at: bus.now() + takes,
         };
         Ok(())
     }

@@ -98,8 +98,7 @@ fn disk(host: &Node) -> &SrpClient {
 fn a_disk_logs_in_and_serves_checking_every_block_it_reads() {
     let mut config = config();
     // Three commands on the wire at a time, of the four the request limit allows.
-    config.route = Route::constant(Duration::from_us(2_500));
-    config.initiator.login_delay = Duration::from_ms(2);
+    config.route = Route::constant(Duration::from_us(2_500)).with_login(Duration::from_ms(2));
     let mut h = host(config, Vec::new());
     let (d, io) = run_to(&mut h, 100);
     let c = disk(&h);

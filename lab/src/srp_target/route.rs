@@ -52,7 +52,14 @@ pub struct Route {
     len: u8,
     /// A phase at 0 was given (it replaced the constant one; another at 0 is out of order).
     started: bool,
+    /// How long a login through the route takes: the CM REQ/REP exchange and the SRP
+    /// login, compressed into one wait (the initiator's connection carries commands when
+    /// it is over).
+    login: Duration,
 }
+
+/// A login's CM exchange and SRP login, unless a route says otherwise.
+pub const LOGIN_TIME: Duration = Duration::from_us(500);
 
 /// Why a phase was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -70,7 +77,19 @@ impl Route {
             phases: [RoutePhase::plain(Instant::ZERO, latency); MAX_ROUTE_PHASES + 1],
             len: 1,
             started: false,
+            login: LOGIN_TIME,
         }
+    }
+
+    /// This route with logins through it taking `login`.
+    pub const fn with_login(mut self, login: Duration) -> Route {
+        self.login = login;
+        self
+    }
+
+    /// How long a login through the route takes.
+    pub const fn login(&self) -> Duration {
+        self.login
     }
 
     /// Adds a phase after the last one.

@@ -203,8 +203,10 @@ fn host(keys: &FleetKeys) -> Result<FleetTemplate, ScenarioError> {
     let with_login = |stack: &mut hcabus_lab::stack::StackSetup| {
         for c in &mut stack.clients {
             match c {
-                ClientSpec::Disk { config, .. } => config.initiator.login_delay = login,
-                ClientSpec::DiskPath { config, .. } => config.initiator.login_delay = login,
+                ClientSpec::Disk { config, .. } => config.route = config.route.with_login(login),
+                ClientSpec::DiskPath { config, .. } => {
+                    config.route = config.route.with_login(login)
+                }
                 _ => {}
             }
         }
@@ -213,9 +215,6 @@ fn host(keys: &FleetKeys) -> Result<FleetTemplate, ScenarioError> {
         let mut m = multipath_host(keys.iops, keys.pps);
         for a in &mut m.adapters {
             with_login(&mut a.stack);
-        }
-        for d in &mut m.disks {
-            d.config.login_delay = login;
         }
         FleetTemplate::Many(m)
     } else {

@@ -8,16 +8,13 @@ use hcabus::{Duration, Instant};
 use super::{disk, routed, setup};
 use crate::srp_target::{LoginCapacity, SharedAdmission};
 use crate::stack::{self, DiskSpec, Node};
-use ibal::disk::DiskConfig;
 
 /// The disk of `routed` whose login takes 20 ms: long enough for logins to overlap.
 fn slow_login() -> DiskSpec {
+    let routed = routed();
     DiskSpec {
-        initiator: DiskConfig {
-            login_delay: Duration::from_ms(20),
-            ..routed().initiator
-        },
-        ..routed()
+        route: routed.route.with_login(Duration::from_ms(20)),
+        ..routed
     }
 }
 
