@@ -115,7 +115,7 @@ fn at_fleet_load(s: &mut StackSetup, iops: u32, pps: u32) {
                 config.initiator.hold_capacity = 0;
             }
             ClientSpec::Ipoib { config, .. } => {
-                config.interface.pps = pps;
+                config.pps = pps;
                 config.peer_pps = pps;
             }
             ClientSpec::Uverbs { config, .. } => config.ops_per_sec = pps,

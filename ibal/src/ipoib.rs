@@ -67,8 +67,6 @@ bitflags! {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpoibConfig {
     pub port: u8,
-    /// Packets per second the stack sends.
-    pub pps: u32,
     /// Extra multicast groups joined besides broadcast.
     pub groups: u8,
     pub peer_lid: Lid,
@@ -99,7 +97,6 @@ impl Default for IpoibConfig {
     fn default() -> Self {
         IpoibConfig {
             port: 1,
-            pps: 1_000,
             groups: 2,
             peer_lid: 0x200,
             ack_delay: Duration::from_ms(1),
@@ -144,6 +141,17 @@ pub trait Peer: core::fmt::Debug + core::marker::Send + core::any::Any {
     fn as_any(&self) -> &dyn core::any::Any;
 }
 
+/// The network stack above the interface, as the interface meets it: it hands packets
+/// down to be sent. On a host that is NDIS's protocol drivers; the lab's sends at a
+/// steady rate. The interface keeps what it is handed in the stack's queue
+/// (`txqueuelen`) while the link is down.
+pub trait Traffic: core::fmt::Debug + core::marker::Send {
+    /// When it next hands a packet down.
+    fn next_due(&self) -> Option<Instant>;
+    /// The packets it hands down by `now`, each counted once.
+    fn take_due(&mut self, now: Instant) -> u32;
+}
+
 /// The bus client of one IPoIB interface, with the stack above it and its peer.
 #[derive(Debug)]
 pub struct IpoibClient {
@@ -160,7 +168,7 @@ pub struct IpoibClient {
     stack_queue: VecDeque<u64>,
     /// Posted, not yet completed, oldest first.
     posted: VecDeque<u64>,
-    next_packet: Option<Instant>,
+    traffic: Box<dyn Traffic>,
     next_seq: u64,
     connect_at: Option<Instant>,
     execute_at: Option<(Instant, Epoch)>,
@@ -178,14 +186,14 @@ pub struct IpoibClient {
 
 impl IpoibClient {
     /// The interface `name` configured by `config`, on the access layer `ibal`, talking to
-    /// `peer`.
+    /// `peer`, sending what `traffic` hands it.
     pub fn new(
         name: &str,
         config: IpoibConfig,
         ibal: SharedIbal,
         peer: Box<dyn Peer>,
+        traffic: Box<dyn Traffic>,
     ) -> Option<Self> {
-        let interval = Duration::from_us(1_000_000 / u64::from(config.pps.max(1)));
         Some(IpoibClient {
             desc: ClientDesc::new(name, ClientKind::Ipoib, ClientFlags::empty())?,
             config: IpoibConfig {
@@ -201,7 +209,7 @@ impl IpoibClient {
             filter: PacketFilter::all(),
             stack_queue: VecDeque::with_capacity(STACK_QUEUE),
             posted: VecDeque::with_capacity(RING),
-            next_packet: (config.pps > 0).then_some(Instant::ZERO + interval),
+            traffic,
             next_seq: 1,
             connect_at: None,
             execute_at: None,
@@ -576,7 +584,7 @@ impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
 
     fn next_wake(&self) -> Option<Instant> {
         [
-            self.next_packet,
+            self.traffic.next_due(),
             self.connect_at,
             self.execute_at.map(|(t, _)| t),
             self.peer.next_due(),
@@ -608,9 +616,7 @@ impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
             }
         }
         self.run_joins(bus);
-        let interval = Duration::from_us(1_000_000 / u64::from(self.config.pps.max(1)));
-        while let Some(t) = self.next_packet.filter(|t| *t <= now) {
-            self.next_packet = Some(t + interval);
+        for _ in 0..self.traffic.take_due(now) {
             // The stack queues while the link is down; past its queue it drops.
             if self.stack_queue.len() < self.stack_queue.capacity() {
                 self.stack_queue.push_back(self.next_seq);

@@ -4,7 +4,8 @@
 use hcabus::verbs::{Lid, Qpn, RemoteQp};
 use hcabus::{Duration, Instant};
 use ibal::ipoib::{
-    group_mgid, port_lid, Peer, BROADCAST_MLID, FRAME, KIND_ARP, KIND_DATA, KIND_MCAST, PEER_QPN,
+    group_mgid, port_lid, Peer, Traffic, BROADCAST_MLID, FRAME, KIND_ARP, KIND_DATA, KIND_MCAST,
+    PEER_QPN,
 };
 use ibal::target::Wire;
 
@@ -95,5 +96,58 @@ impl Peer for IpoibPeer {
     }
     fn as_any(&self) -> &dyn core::any::Any {
         self
+    }
+}
+
+/// The stack above an interface as the lab runs it: a packet every `1 / pps` seconds, the
+/// first one interval in (none at 0 pps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SteadyTraffic {
+    interval: Duration,
+    next: Option<Instant>,
+}
+
+impl SteadyTraffic {
+    pub fn new(pps: u32) -> Self {
+        let interval = Duration::from_us(1_000_000 / u64::from(pps.max(1)));
+        SteadyTraffic {
+            interval,
+            next: (pps > 0).then_some(Instant::ZERO + interval),
+        }
+    }
+}
+
+impl Traffic for SteadyTraffic {
+    fn next_due(&self) -> Option<Instant> {
+        self.next
+    }
+
+    fn take_due(&mut self, now: Instant) -> u32 {
+        let mut n = 0;
+        while let Some(t) = self.next.filter(|t| *t <= now) {
+            self.next = Some(t + self.interval);
+            n += 1;
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steady_traffic_hands_each_packet_down_once_at_its_rate() {
+        let mut t = SteadyTraffic::new(1_000);
+        assert_eq!(t.next_due(), Some(Instant::from_ms(1)), "one interval in");
+        assert_eq!(t.take_due(Instant::from_us(999)), 0);
+        assert_eq!(t.take_due(Instant::from_ms(10)), 10);
+        assert_eq!(t.take_due(Instant::from_ms(10)), 0, "counted once");
+        assert_eq!(t.next_due(), Some(Instant::from_ms(11)));
+        let mut none = SteadyTraffic::new(0);
+        assert_eq!(
+            (none.next_due(), none.take_due(Instant::from_ms(1_000))),
+            (None, 0)
+        );
     }
 }

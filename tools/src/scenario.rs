@@ -428,21 +428,23 @@ impl Clients {
     fn ipoib(&mut self, i: usize, c: &Client) -> Result<Option<ClientSpec>, ScenarioError> {
         self.needs_ibal = true;
         let d = IpoibConfig::default();
-        let config = IpoibConfig {
+        let interface = IpoibConfig {
             port: self.port(i, c, 1 + (self.nets % 2) as u8)?,
-            pps: c.pps.unwrap_or(d.pps),
             peer_lid: 0x200 + self.nets,
             ack_delay: c.ack_delay_ms.map_or(d.ack_delay, Duration::from_ms),
             ..d
         };
-        if config.pps > 100_000 {
+        let lab = IpoibSpec::default();
+        let pps = c.pps.unwrap_or(lab.pps);
+        if pps > 100_000 {
             return Err(err(format!("clients[{i}].pps"), "at most 100000"));
         }
         self.nets += 1;
         let name = c.name.clone();
         let config = IpoibSpec {
-            interface: config,
-            ..IpoibSpec::default()
+            interface,
+            pps,
+            ..lab
         };
         Ok(Some(ClientSpec::Ipoib { name, config }))
     }

@@ -12,7 +12,7 @@ use hcabus_sim::{Behavior, ScriptedAgent};
 use super::{BuildError, StackClient};
 use crate::block::{BlockWorkload, WorkloadConfig};
 use crate::budget::{self, Needs};
-use crate::ipoib_peer::IpoibPeer;
+use crate::ipoib_peer::{IpoibPeer, SteadyTraffic};
 use crate::srp_target::{Lun, Route, SharedAdmission, SrpTarget};
 use hcabus::verbs::Lid;
 use ibal::disk::{DiskConfig, SrpClient};
@@ -83,6 +83,8 @@ pub fn disk(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpoibSpec {
     pub interface: IpoibConfig,
+    /// Packets a second the stack above the interface sends.
+    pub pps: u32,
     /// Unicast packets a second the peer sends the interface (multicast: one tenth as many).
     pub peer_pps: u32,
 }
@@ -91,6 +93,7 @@ impl Default for IpoibSpec {
     fn default() -> Self {
         IpoibSpec {
             interface: IpoibConfig::default(),
+            pps: 1_000,
             peer_pps: 500,
         }
     }
@@ -100,7 +103,14 @@ impl Default for IpoibSpec {
 /// lab's peer at its `peer_lid`. `None` when the bus would refuse the name.
 pub fn ipoib(name: &str, spec: &IpoibSpec, ibal: SharedIbal) -> Option<IpoibClient> {
     let peer = IpoibPeer::new(spec.interface.peer_lid, spec.peer_pps);
-    IpoibClient::new(name, spec.interface, ibal, Box::new(peer))
+    let traffic = SteadyTraffic::new(spec.pps);
+    IpoibClient::new(
+        name,
+        spec.interface,
+        ibal,
+        Box::new(peer),
+        Box::new(traffic),
+    )
 }
 
 /// A client's configuration: what the client takes of the adapter, and the client itself.
