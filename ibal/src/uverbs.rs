@@ -4,13 +4,17 @@
 //! later call on it returns EIO (`DeviceReset`), but the process keeps running. After
 //! RESET_END a fresh open gives a new context on the new epoch. Opening a device known to
 //! be gone fails; it never hands out a stale instance.
+//!
+//! The provider is the product; the process that calls it is not. It meets its user as a
+//! [`UserProcess`] that calls through [`UserVerbs`] when it is due (the lab's makes a call
+//! at a steady rate and reopens after EIO).
 
 use std::vec::Vec;
 
 use hcabus::bus::Client;
 use hcabus::types::*;
 use hcabus::verbs::*;
-use hcabus::{Duration, Instant, State};
+use hcabus::{Instant, State};
 
 use crate::access::{ClientBus, MrFlags, MrSpec, QpSpec};
 use crate::errors::CreateError;
@@ -28,23 +32,6 @@ pub const WORK_REQUESTS: u32 = 4;
 /// DMA memory the process reserves at start: a buffer per context.
 pub const fn dma_bytes() -> u64 {
     CTX_BUF * MAX_CONTEXTS as u64
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UverbsConfig {
-    /// Verbs calls per second the user process makes.
-    pub ops_per_sec: u32,
-    /// How long the process waits before reopening after EIO.
-    pub reopen_delay: Duration,
-}
-
-impl Default for UverbsConfig {
-    fn default() -> Self {
-        UverbsConfig {
-            ops_per_sec: 200,
-            reopen_delay: Duration::from_ms(5),
-        }
-    }
 }
 
 /// A user context, as the process holds it (a file descriptor, in effect).
@@ -95,24 +82,64 @@ struct Context {
     cq: Option<CqHandle>,
 }
 
-/// What the simulated user process experienced.
+/// What the provider answered its user processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ProcessStats {
+pub struct UserStats {
+    /// Contexts opened.
     pub opens: u32,
+    /// Calls on an open context that succeeded.
     pub ops_ok: u64,
-    /// Calls that returned EIO on a disassociated context.
+    /// Calls on a context that failed: EIO on a disassociated one (ENODEV once the device
+    /// is gone).
     pub eio: u32,
+    /// Opens refused while a reset is under way or every slot is taken (EAGAIN, EMFILE).
     pub refused_resetting: u32,
+    /// Opens refused on a failed or removed device (ENODEV).
     pub refused_gone: u32,
     /// Epoch of the context opened last.
     pub last_epoch: Option<Epoch>,
 }
 
-/// The user-verbs provider on the bus, with one user process using it.
+/// The calls a user process makes on the provider.
+pub trait UserVerbs {
+    /// Opens a context (`ibv_open_device` and what it sets up).
+    fn open(&mut self) -> Result<CtxHandle, UverbsError>;
+    /// One unit of work on `ctx`.
+    fn work(&mut self, ctx: CtxHandle) -> Result<(), UverbsError>;
+    /// Closes `ctx`.
+    fn close(&mut self, ctx: CtxHandle) -> Result<(), UverbsError>;
+}
+
+/// A user process using the provider, run on the provider's turn when it is due.
+pub trait UserProcess: core::fmt::Debug + core::marker::Send {
+    /// When it next calls.
+    fn next_due(&self) -> Option<Instant>;
+    /// Makes the calls due at `now`.
+    fn run(&mut self, verbs: &mut dyn UserVerbs, now: Instant);
+}
+
+/// The provider and the bus it calls through, as a process's [`UserVerbs`].
+struct Calls<'a, B: ?Sized> {
+    provider: &'a mut UverbsClient,
+    bus: &'a mut B,
+}
+
+impl<B: ClientBus + ?Sized> UserVerbs for Calls<'_, B> {
+    fn open(&mut self) -> Result<CtxHandle, UverbsError> {
+        self.provider.open(self.bus)
+    }
+    fn work(&mut self, ctx: CtxHandle) -> Result<(), UverbsError> {
+        self.provider.work(self.bus, ctx)
+    }
+    fn close(&mut self, ctx: CtxHandle) -> Result<(), UverbsError> {
+        self.provider.close(self.bus, ctx)
+    }
+}
+
+/// The user-verbs provider on the bus, with the user process using it.
 #[derive(Debug)]
 pub struct UverbsClient {
     desc: ClientDesc,
-    config: UverbsConfig,
     ibal: SharedIbal,
     id: Option<ClientId>,
     events: EventLog,
@@ -120,16 +147,20 @@ pub struct UverbsClient {
     /// The device failed or left: opens fail until a RESET_END.
     gone: bool,
     buf_base: u64,
-    process_ctx: Option<CtxHandle>,
-    next_op: Option<Instant>,
-    reopen_at: Instant,
-    stats: ProcessStats,
+    /// Its user (`None`: tests that call the provider themselves).
+    process: Option<Box<dyn UserProcess>>,
+    stats: UserStats,
     problem: Option<crate::retry::ClientProblem>,
     pub refusals: u32,
 }
 
 impl UverbsClient {
-    pub fn new(name: &str, config: UverbsConfig, ibal: SharedIbal) -> Option<Self> {
+    /// The provider `name` on the access layer `ibal`, used by `process`.
+    pub fn new(
+        name: &str,
+        ibal: SharedIbal,
+        process: Option<Box<dyn UserProcess>>,
+    ) -> Option<Self> {
         let blank = Context {
             live: false,
             generation: 0,
@@ -141,29 +172,26 @@ impl UverbsClient {
         };
         Some(UverbsClient {
             desc: ClientDesc::new(name, ClientKind::Uverbs, ClientFlags::USER_MODE)?,
-            config,
             ibal,
             id: None,
             events: EventLog::new(),
             contexts: std::vec![blank; MAX_CONTEXTS],
             gone: false,
             buf_base: 0,
-            process_ctx: None,
-            next_op: (config.ops_per_sec > 0).then_some(Instant::ZERO),
-            reopen_at: Instant::ZERO,
-            stats: ProcessStats::default(),
+            process,
+            stats: UserStats::default(),
             problem: None,
             refusals: 0,
         })
     }
 
-    pub fn process(&self) -> &ProcessStats {
+    pub fn stats(&self) -> &UserStats {
         &self.stats
     }
 
-    /// Stops the simulated process (tests that drive the interface themselves).
+    /// Stops the user process (tests that drive the interface themselves).
     pub fn stop_process(&mut self) {
-        self.next_op = None;
+        self.process = None;
     }
 
     /// The epoch a context was opened in, while it is open.
@@ -180,6 +208,22 @@ impl UverbsClient {
 
     /// Opens a context: an IBAL consumer with a PD, a CQ and a registered buffer.
     pub fn open<B: ClientBus + ?Sized>(&mut self, bus: &mut B) -> Result<CtxHandle, UverbsError> {
+        let opened = self.open_context(bus);
+        match opened {
+            Ok(ctx) => {
+                self.stats.opens += 1;
+                self.stats.last_epoch = self.context_epoch(ctx);
+            }
+            Err(UverbsError::DeviceGone) => self.stats.refused_gone += 1,
+            Err(_) => self.stats.refused_resetting += 1,
+        }
+        opened
+    }
+
+    fn open_context<B: ClientBus + ?Sized>(
+        &mut self,
+        bus: &mut B,
+    ) -> Result<CtxHandle, UverbsError> {
         if self.gone || matches!(bus.state(), State::Failed | State::Removed) {
             return Err(UverbsError::DeviceGone);
         }
@@ -233,6 +277,19 @@ impl UverbsClient {
 
     /// One unit of user work: create and destroy a queue pair, poll the CQ.
     pub fn work<B: ClientBus + ?Sized>(
+        &mut self,
+        bus: &mut B,
+        ctx: CtxHandle,
+    ) -> Result<(), UverbsError> {
+        let done = self.work_on(bus, ctx);
+        match done {
+            Ok(()) => self.stats.ops_ok += 1,
+            Err(_) => self.stats.eio += 1,
+        }
+        done
+    }
+
+    fn work_on<B: ClientBus + ?Sized>(
         &mut self,
         bus: &mut B,
         ctx: CtxHandle,
@@ -292,37 +349,6 @@ impl UverbsClient {
             cx.cq = None;
         }
     }
-
-    fn run_process<B: ClientBus + ?Sized>(&mut self, bus: &mut B) {
-        let now = bus.now();
-        match self.process_ctx {
-            Some(ctx) => match self.work(bus, ctx) {
-                Ok(()) => self.stats.ops_ok += 1,
-                Err(_) => {
-                    self.stats.eio += 1;
-                    let _ = self.close(bus, ctx);
-                    self.process_ctx = None;
-                    self.reopen_at = now + self.config.reopen_delay;
-                }
-            },
-            None if now >= self.reopen_at => match self.open(bus) {
-                Ok(ctx) => {
-                    self.stats.opens += 1;
-                    self.stats.last_epoch = self.context_epoch(ctx);
-                    self.process_ctx = Some(ctx);
-                }
-                Err(UverbsError::DeviceGone) => {
-                    self.stats.refused_gone += 1;
-                    self.reopen_at = now + Duration::from_us(self.config.reopen_delay.as_us() * 20);
-                }
-                Err(_) => {
-                    self.stats.refused_resetting += 1;
-                    self.reopen_at = now + self.config.reopen_delay;
-                }
-            },
-            None => {}
-        }
-    }
 }
 
 impl<B: ClientBus + ?Sized> Client<B> for UverbsClient {
@@ -364,16 +390,24 @@ impl<B: ClientBus + ?Sized> Client<B> for UverbsClient {
     }
 
     fn next_wake(&self) -> Option<Instant> {
-        self.next_op
+        self.process.as_ref().and_then(|p| p.next_due())
     }
 
     fn wake(&mut self, bus: &mut B) {
         let now = bus.now();
-        if let Some(t) = self.next_op.filter(|t| *t <= now) {
-            let interval = 1_000_000 / u64::from(self.config.ops_per_sec.max(1));
-            self.next_op = Some(t + Duration::from_us(interval));
-            self.run_process(bus);
+        let Some(mut process) = self.process.take() else {
+            return;
+        };
+        if process.next_due().is_some_and(|t| t <= now) {
+            process.run(
+                &mut Calls {
+                    provider: self,
+                    bus,
+                },
+                now,
+            );
         }
+        self.process = Some(process);
     }
 }
 

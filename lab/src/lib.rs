@@ -26,6 +26,7 @@ pub mod pattern;
 pub mod srp_target;
 pub mod stack;
 pub mod subnet;
+pub mod user_process;
 
 #[cfg(test)]
 mod access_tests;

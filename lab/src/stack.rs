@@ -27,8 +27,8 @@ pub use embedded::{
 };
 
 pub use spec::{
-    disk, ipoib, workload, ClientConfig, ClientSpec, DiskSpec, IpoibSpec, LabDisk, Load, Parts,
-    PathConfig, ScriptedConfig,
+    disk, ipoib, uverbs, workload, ClientConfig, ClientSpec, DiskSpec, IpoibSpec, LabDisk, Load,
+    Parts, PathConfig, ScriptedConfig,
 };
 pub use views::{multipath_workload, LabParts};
 

@@ -97,7 +97,8 @@ impl Stack {
                     s.nets.push(Hosted::start(bus, c, hca.clone(), seed));
                 }
                 ClientSpec::Uverbs { name, config } => {
-                    let c = UverbsClient::new(name, *config, shared.clone()).expect("name fits");
+                    let c =
+                        hcabus_lab::stack::uverbs(name, config, shared.clone()).expect("name fits");
                     s.uverbs.push(Hosted::start(bus, c, hca.clone(), seed));
                 }
                 // The default's clients are the three above; a client of another kind

@@ -11,7 +11,6 @@ use hcabus_lab::stack::{ClientSpec, DiskSpec, IpoibSpec, Load, ScriptedConfig, S
 use hcabus_sim::{Behavior, Fault, FaultArgs, SimHcaConfig, SimSetup};
 use ibal::disk::DiskConfig;
 use ibal::ipoib::IpoibConfig;
-use ibal::uverbs::UverbsConfig;
 use ibal::IbalConfig;
 
 pub mod fleet;
@@ -351,7 +350,7 @@ impl Clients {
 
     fn uverbs(&mut self, _: usize, c: &Client) -> Result<Option<ClientSpec>, ScenarioError> {
         self.needs_ibal = true;
-        let config = UverbsConfig::default();
+        let config = hcabus_lab::user_process::UverbsSpec::default();
         let name = c.name.clone();
         Ok(Some(ClientSpec::Uverbs { name, config }))
     }

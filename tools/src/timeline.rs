@@ -482,7 +482,7 @@ pub fn net_line(n: &ibal::ipoib::NetStats, out: &mut String) {
 /// The user-verbs process's line, when the host has one.
 pub fn uverbs_line(host: &Node, out: &mut String) {
     if let Some(u) = hcabus_lab::stack::processes(host).next() {
-        let p = u.process();
+        let p = u.stats();
         let _ = writeln!(
             out,
             "uverbs: {} opens, {} EIO, {} calls ok, last context on {}",

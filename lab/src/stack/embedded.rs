@@ -12,10 +12,10 @@ use super::{
     ScriptedConfig, StackSetup,
 };
 use crate::srp_target::{Route, RoutePhase};
+use crate::user_process::UverbsSpec;
 use ibal::access::IbalConfig;
 use ibal::disk::{DiskConfig, PathTimeout};
 use ibal::ipoib::IpoibConfig;
-use ibal::uverbs::UverbsConfig;
 
 /// How long a ConnectX adapter and its fabric take to come back, as the defaults model them
 /// (docs/hcasim.md cites the sources): the device may be touched 1 s after the reset is
@@ -113,7 +113,7 @@ pub fn boot_from_san() -> StackSetup {
             },
             ClientSpec::Uverbs {
                 name: "uverbs".into(),
-                config: UverbsConfig::default(),
+                config: UverbsSpec::default(),
             },
         ],
     }

@@ -14,13 +14,14 @@ use crate::block::{BlockWorkload, WorkloadConfig};
 use crate::budget::{self, Needs};
 use crate::ipoib_peer::{IpoibPeer, SteadyTraffic};
 use crate::srp_target::{Lun, Route, SharedAdmission, SrpTarget};
+use crate::user_process::{SteadyProcess, UverbsSpec};
 use hcabus::verbs::Lid;
 use ibal::disk::{DiskConfig, SrpClient};
 use ibal::ibal_client::SharedIbal;
 use ibal::ipoib::{IpoibClient, IpoibConfig};
 use ibal::multipath::SharedMultipath;
 use ibal::target::Target;
-use ibal::uverbs::{UverbsClient, UverbsConfig};
+use ibal::uverbs::UverbsClient;
 use ibal::workload::Workload;
 
 /// What a client is built on: the stack's access layer and its multipath disks.
@@ -113,6 +114,12 @@ pub fn ipoib(name: &str, spec: &IpoibSpec, ibal: SharedIbal) -> Option<IpoibClie
     )
 }
 
+/// The user-verbs provider `name` on the access layer `ibal`, with the lab's process as
+/// `spec` sets it up. `None` when the bus would refuse the name.
+pub fn uverbs(name: &str, spec: &UverbsSpec, ibal: SharedIbal) -> Option<UverbsClient> {
+    UverbsClient::new(name, ibal, Some(Box::new(SteadyProcess::new(spec))))
+}
+
 /// A client's configuration: what the client takes of the adapter, and the client itself.
 pub trait ClientConfig {
     /// What the client takes at its peak, and the key that sizes it (charged when it does
@@ -155,7 +162,7 @@ client_specs! {
     /// disk's queue.
     DiskPath(PathConfig),
     Ipoib(IpoibSpec),
-    Uverbs(UverbsConfig),
+    Uverbs(UverbsSpec),
     /// A scripted client (kind `custom`, or any kind the scenario only scripts).
     Scripted(ScriptedConfig),
 }
@@ -272,13 +279,12 @@ impl ClientConfig for IpoibSpec {
     }
 }
 
-impl ClientConfig for UverbsConfig {
+impl ClientConfig for UverbsSpec {
     fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
         Some((budget::user_verbs(), None))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
-        let c = UverbsClient::new(name, *self, on.ibal.clone());
-        built(name, c)
+        built(name, uverbs(name, self, on.ibal.clone()))
     }
 }
 

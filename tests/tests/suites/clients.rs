@@ -162,10 +162,7 @@ fn a_reset_that_ends_in_failed_fails_held_io_once_and_nothing_hangs() {
         );
     }
     let u = stack::processes(&host).next().expect("uverbs");
-    assert!(
-        u.process().refused_gone > 0,
-        "opens fail on a failed device"
-    );
+    assert!(u.stats().refused_gone > 0, "opens fail on a failed device");
 }
 
 #[test]
@@ -251,12 +248,28 @@ fn user_contexts_get_eio_then_reopen_on_the_new_epoch_and_not_after_removal() {
         after,
         (Err(UverbsError::DeviceGone), Err(UverbsError::DeviceReset))
     );
+    // The provider counts what it answered, whoever called.
+    let s = host
+        .with_agent::<UverbsClient, _>(|u, _| *u.stats())
+        .expect("agent");
+    assert_eq!(
+        (
+            s.opens,
+            s.ops_ok,
+            s.eio,
+            s.refused_gone,
+            s.refused_resetting
+        ),
+        (2, 2, 2, 1, 0),
+        "{s:?}"
+    );
+    assert_eq!(s.last_epoch, Some(Epoch(2)));
 }
 
 #[test]
 fn the_default_user_process_sees_eio_once_and_keeps_running_on_the_new_epoch() {
     let host = run(&stack::boot_from_san_fast());
-    let p = *stack::processes(&host).next().expect("uverbs").process();
+    let p = *stack::processes(&host).next().expect("uverbs").stats();
     assert_eq!(p.eio, 1, "{p:?}");
     assert_eq!(p.opens, 2, "{p:?}");
     assert_eq!(p.last_epoch, Some(Epoch(2)));
