@@ -72,6 +72,13 @@ pub enum BuildError {
     /// A client that uses verbs, in a host without the access layer.
     #[error("client {0:?} needs the access layer (ibal)")]
     NeedsIbal(String),
+    /// A client built on the access layer whose configuration declares nothing it takes
+    /// of the adapter: the budget check would pass it unseen, so it is not built.
+    #[error(
+        "client {0:?} uses the access layer but its configuration declares no needs \
+         (ClientConfig::needs)"
+    )]
+    Undeclared(String),
     /// A client the adapter or the access layer cannot serve.
     #[error("{0}")]
     Budget(crate::budget::BudgetError),
@@ -145,14 +152,63 @@ fn agents_with(
     } else if let Some(spec) = setup.clients.iter().find(|c| c.config().needs().is_some()) {
         return Err(BuildError::NeedsIbal(spec.name().into()));
     }
+    for spec in &setup.clients {
+        let parts = (&ibal, disks, targets, subnet);
+        agents.push(build_one(spec.config(), spec.name(), parts)?);
+    }
+    Ok(agents)
+}
+
+type Shared<'a> = (
+    &'a SharedIbal,
+    &'a [LabDisk],
+    &'a [(Lid, SharedAdmission)],
+    Option<&'a SharedSubnet>,
+);
+
+/// The client `name` from `config`, handed the access layer only if it said what it takes
+/// of the adapter.
+fn build_one(
+    config: &dyn ClientConfig,
+    name: &str,
+    (ibal, disks, targets, subnet): Shared<'_>,
+) -> Result<Box<dyn StackClient>, BuildError> {
     let on = Parts {
-        ibal: &ibal,
+        ibal: config.needs().is_some().then_some(ibal),
         disks,
         targets,
         subnet,
     };
-    for spec in &setup.clients {
-        agents.push(spec.config().build(spec.name(), on)?);
+    config.build(name, on)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kind whose configuration forgets to say what it takes of the adapter.
+    struct Forgetful;
+
+    impl ClientConfig for Forgetful {
+        fn needs(&self) -> Option<(crate::budget::Needs, Option<&'static str>)> {
+            None
+        }
+        fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+            let ibal = on.ibal(name)?;
+            Ok(Box::new(IbalClient::new(ibal)))
+        }
     }
-    Ok(agents)
+
+    #[test]
+    fn a_client_that_declares_no_needs_gets_no_access_layer() {
+        let ibal = SharedIbal::new(Ibal::new(IbalConfig::default()));
+        let built = build_one(&Forgetful, "sneaky", (&ibal, &[], &[], None));
+        assert_eq!(
+            built.err(),
+            Some(BuildError::Undeclared("sneaky".into())),
+            "refused by name, not built past the budget check"
+        );
+        let uverbs = crate::user_process::UverbsSpec::default();
+        assert!(build_one(&uverbs, "uverbs", (&ibal, &[], &[], None)).is_ok());
+    }
 }

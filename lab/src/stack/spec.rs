@@ -27,12 +27,25 @@ use ibal::workload::Workload;
 /// What a client is built on: the stack's access layer and its multipath disks.
 #[derive(Debug, Clone, Copy)]
 pub struct Parts<'a> {
-    pub ibal: &'a SharedIbal,
+    /// The access layer, handed only to a client whose [`ClientConfig::needs`] says what it
+    /// takes of the adapter: one that declares nothing cannot reach the verbs the budget
+    /// check did not count. Read through [`Parts::ibal`].
+    pub(super) ibal: Option<&'a SharedIbal>,
     pub disks: &'a [LabDisk],
     /// The login capacity of targets other hosts share, by the target's LID.
     pub targets: &'a [(Lid, SharedAdmission)],
     /// A fleet's subnet manager and SA, which IPoIB joins its groups through.
     pub subnet: Option<&'a crate::subnet::SharedSubnet>,
+}
+
+impl Parts<'_> {
+    /// The access layer for the client `name`, or `Undeclared` when its configuration
+    /// declared no needs.
+    pub fn ibal(&self, name: &str) -> Result<SharedIbal, BuildError> {
+        self.ibal
+            .cloned()
+            .ok_or_else(|| BuildError::Undeclared(name.into()))
+    }
 }
 
 /// A multipath disk as the lab builds it: the queue above its paths, and the LUN every
@@ -238,7 +251,7 @@ impl ClientConfig for DiskSpec {
         Some((budget::disk(&self.initiator), DISK_SIZED_BY))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
-        built(name, disk(name, self, on.ibal.clone(), on.targets))
+        built(name, disk(name, self, on.ibal(name)?, on.targets))
     }
 }
 
@@ -255,7 +268,7 @@ impl ClientConfig for PathConfig {
         let target =
             SrpTarget::with_lun(config.target_lid, disk.lun.clone()).with_route(self.route);
         let target = shared(target, config.target_lid, on.targets);
-        let (ibal, mp) = (on.ibal.clone(), disk.queue.clone());
+        let (ibal, mp) = (on.ibal(name)?, disk.queue.clone());
         built(
             name,
             SrpClient::new_path(name, *config, ibal, mp, self.path, target),
@@ -268,7 +281,7 @@ impl ClientConfig for IpoibSpec {
         Some((budget::ipoib(&self.interface), None))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
-        let c = ipoib(name, self, on.ibal.clone());
+        let c = ipoib(name, self, on.ibal(name)?);
         built(
             name,
             c.map(|c| match on.subnet {
@@ -284,7 +297,7 @@ impl ClientConfig for UverbsSpec {
         Some((budget::user_verbs(), None))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
-        built(name, uverbs(name, self, on.ibal.clone()))
+        built(name, uverbs(name, self, on.ibal(name)?))
     }
 }
 
