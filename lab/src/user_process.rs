@@ -47,14 +47,13 @@ impl SteadyProcess {
     /// One step: a call on its context, or an open when it has none and may try again.
     fn step(&mut self, verbs: &mut dyn UserVerbs, now: Instant) {
         match self.ctx {
-            Some(ctx) => {
-                if verbs.work(ctx).is_err() {
-                    // Closing a context the provider disassociated always succeeds.
-                    let _ = verbs.close(ctx);
-                    self.ctx = None;
-                    self.reopen_at = now + self.reopen_delay;
-                }
+            // Closing a context the provider disassociated always succeeds.
+            Some(ctx) if verbs.work(ctx).is_err() => {
+                let _ = verbs.close(ctx);
+                self.ctx = None;
+                self.reopen_at = now + self.reopen_delay;
             }
+            Some(_) => {}
             None if now >= self.reopen_at => match verbs.open() {
                 Ok(ctx) => self.ctx = Some(ctx),
                 Err(UverbsError::DeviceGone) => {
