@@ -26,10 +26,8 @@ pub use embedded::{
     REALISTIC,
 };
 
-pub use spec::{
-    disk, ipoib, uverbs, workload, ClientConfig, ClientSpec, DiskSpec, IpoibSpec, LabDisk, Load,
-    Parts, PathConfig, ScriptedConfig,
-};
+// Every kind's configuration, and the builders: a new kind's is exported with no edit here.
+pub use spec::*;
 pub use views::{multipath_workload, LabParts};
 
 pub use activity::{

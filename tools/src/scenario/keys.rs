@@ -97,8 +97,18 @@ hcabus::with_policy_keys!(policy_keys);
 /// kind does not take are made from (a key given to a kind that does not take it is an
 /// impossible combination, refused by name). In the table's order, which serde's message
 /// for an unknown key lists.
+/// The kinds a key of `client_keys!` is for: `ANY`, or a list.
+macro_rules! kinds {
+    (ANY) => {
+        ClientKind::ALL.as_slice()
+    };
+    ([$($kind:ident),+]) => {
+        [$(ClientKind::$kind),+].as_slice()
+    };
+}
+
 macro_rules! client_keys {
-    ($( $(#[$doc:meta])* $key:ident : $ty:ty => [$($kind:ident),+]; )+) => {
+    ($( $(#[$doc:meta])* $key:ident : $ty:ty => $kinds:tt; )+) => {
         #[derive(Debug, Default, Deserialize)]
         #[serde(deny_unknown_fields)]
         pub(super) struct Client {
@@ -110,7 +120,7 @@ macro_rules! client_keys {
         impl Client {
             /// The first key set that a client of `kind` does not take.
             pub(super) fn stray_key(&self, kind: ClientKind) -> Option<&'static str> {
-                $( if self.$key.is_some() && ![$(ClientKind::$kind),+].contains(&kind) {
+                $( if self.$key.is_some() && !kinds!($kinds).contains(&kind) {
                     return Some(stringify!($key));
                 } )+
                 None
@@ -137,8 +147,8 @@ client_keys! {
     request_reset_at_ms: u64 => [Custom];
     request_every_ms: u64 => [Custom];
     request_on_reset_end: bool => [Custom];
-    /// Its adapter, with several (`[[hcas]]`): any kind.
-    hca: String => [Ibal, BootDisk, Srp, Ipoib, Uverbs, Custom];
+    /// Its adapter, with several (`[[hcas]]`).
+    hca: String => ANY;
     /// With several adapters: one path through each adapter named.
     paths: Vec<String> => [BootDisk, Srp];
     /// The last-path guard (default: on for a boot disk, off otherwise).
