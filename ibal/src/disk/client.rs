@@ -25,9 +25,9 @@ pub struct SrpClient {
     desc: ClientDesc,
     ibal: SharedIbal,
     disk: SrpDisk,
-    /// The layer above a disk of its own; `None` for a path of a multipath disk, whose I/O
-    /// comes from the disk's queue.
-    workload: Option<Box<dyn Workload>>,
+    /// Where its I/O comes from: a workload of its own, or the queue of the multipath disk
+    /// it is a path of.
+    above: Above,
     target: Box<dyn Target>,
     id: Option<ClientId>,
     events: EventLog,
@@ -40,8 +40,6 @@ pub struct SrpClient {
     /// Its port is usable: Active, or never reported (a bus that does not model ports).
     /// After RESET it counts as down until PORT_ACTIVE (docs/design.md §4).
     port_up: bool,
-    /// One path of a multipath disk: I/O comes from, and goes back to, the disk's queue.
-    path: Option<PathOf>,
     /// From RESET to its end (RESET_END, RESET_ABORTED, RESET_FAILED): what the last-path
     /// guard of another path of the disk says of this one.
     resetting: bool,
@@ -64,6 +62,24 @@ struct PathOf {
     index: usize,
 }
 
+/// What issues a disk's I/O and takes its answers.
+#[derive(Debug)]
+enum Above {
+    /// The layer above a disk of its own.
+    Own(Box<dyn Workload>),
+    /// One path of a multipath disk: I/O comes from, and goes back to, the disk's queue.
+    Path(PathOf),
+}
+
+impl Above {
+    fn path(&self) -> Option<&PathOf> {
+        match self {
+            Above::Path(p) => Some(p),
+            Above::Own(_) => None,
+        }
+    }
+}
+
 impl SrpClient {
     /// The disk `name` configured by `config`, on the adapter whose access layer is `ibal`,
     /// logging in to `target`, its I/O issued by `workload`.
@@ -75,7 +91,7 @@ impl SrpClient {
         workload: Box<dyn Workload>,
     ) -> Option<Self> {
         let write_data = workload.write_data();
-        Self::build(name, config, ibal, target, write_data, Some(workload))
+        Self::build(name, config, ibal, target, write_data, Above::Own(workload))
     }
 
     fn build(
@@ -84,7 +100,7 @@ impl SrpClient {
         ibal: SharedIbal,
         target: Box<dyn Target>,
         write_data: crate::workload::WriteData,
-        workload: Option<Box<dyn Workload>>,
+        above: Above,
     ) -> Option<Self> {
         let (kind, mut flags) = if config.boot {
             (
@@ -101,7 +117,7 @@ impl SrpClient {
             desc: ClientDesc::new(name, kind, flags)?,
             ibal,
             disk: SrpDisk::new(config, write_data),
-            workload,
+            above,
             target,
             id: None,
             events: EventLog::new(),
@@ -109,7 +125,6 @@ impl SrpClient {
             execute_at: None,
             login: Connector::with_policy("SRP login", config.login_retry),
             port_up: true,
-            path: None,
             resetting: false,
             told_answers: (0, 0),
             escalated: false,
@@ -135,14 +150,13 @@ impl SrpClient {
             ..config
         };
         let write_data = mp.lock().write_data();
-        let mut client = Self::build(name, config, ibal, target, write_data, None)?;
-        client.path = Some(PathOf { mp, index });
-        Some(client)
+        let path = Above::Path(PathOf { mp, index });
+        Self::build(name, config, ibal, target, write_data, path)
     }
 
     /// The multipath disk this client is a path of, and which path.
     pub fn multipath(&self) -> Option<(&SharedMultipath, usize)> {
-        self.path.as_ref().map(|p| (&p.mp, p.index))
+        self.above.path().map(|p| (&p.mp, p.index))
     }
 
     pub fn disk(&self) -> &SrpDisk {
@@ -156,7 +170,10 @@ impl SrpClient {
 
     /// The layer above a disk of its own (`None` for a path of a multipath disk).
     pub fn workload(&self) -> Option<&dyn Workload> {
-        self.workload.as_deref()
+        match &self.above {
+            Above::Own(w) => Some(&**w),
+            Above::Path(_) => None,
+        }
     }
 
     /// Why the disk is not serving I/O, if it is not.
@@ -183,10 +200,9 @@ impl SrpClient {
             held: s.submitted.saturating_sub(s.completed + s.failed),
             ..Default::default()
         };
-        let mut c = match (&self.path, &self.workload) {
-            (None, Some(w)) => io(w.stats()),
-            (None, None) => hcabus::bus::ClientCounters::default(),
-            (Some(p), _) => {
+        let mut c = match &self.above {
+            Above::Own(w) => io(w.stats()),
+            Above::Path(p) => {
                 let mp = p.mp.lock();
                 let path = mp.path_stats(p.index).unwrap_or_default();
                 // What the disk's queue holds and what failed there without reaching a
@@ -220,11 +236,8 @@ impl SrpClient {
     /// The I/O accounting: every I/O the workload is owed counts `in_flight` when this disk
     /// tracks it on a live path, `lost` otherwise.
     pub fn io_stats(&self) -> IoStats {
-        if self.path.is_some() {
+        let Above::Own(w) = &self.above else {
             // The disk's queue accounts for it (see `Multipath::io_stats`).
-            return IoStats::default();
-        }
-        let Some(w) = &self.workload else {
             return IoStats::default();
         };
         let live = self.is_live_path();
@@ -251,9 +264,9 @@ impl SrpClient {
         // of a multipath disk holds nothing (its disk's queue does) and keeps trying too, at
         // the backoff's bound: a route that swallowed its logins for longer than the hold
         // timeout is used again once it heals.
-        let limit = match self.path {
-            Some(_) => Duration::MAX,
-            None => self
+        let limit = match self.above {
+            Above::Path(_) => Duration::MAX,
+            Above::Own(_) => self
                 .disk
                 .config
                 .hold_timeout(&bus.policy())
@@ -276,7 +289,7 @@ impl SrpClient {
                 // A path holds nothing (the disk's queue times out on its own) and never
                 // gets here.
                 self.connect_at = probe_at;
-                if first && self.path.is_none() && !self.disk.fast_fail {
+                if first && self.above.path().is_none() && !self.disk.fast_fail {
                     self.disk.hold_expired();
                 }
             }
@@ -298,18 +311,16 @@ impl SrpClient {
     }
 
     fn deliver_upward(&mut self, now: Instant) {
-        match &self.path {
-            Some(p) => {
+        match &mut self.above {
+            Above::Path(p) => {
                 let mut mp = p.mp.lock();
                 while let Some(c) = self.disk.upward.pop_front() {
                     mp.complete(p.index, c, now);
                 }
             }
-            None => {
+            Above::Own(w) => {
                 while let Some(c) = self.disk.upward.pop_front() {
-                    if let Some(w) = &mut self.workload {
-                        w.complete(c, now);
-                    }
+                    w.complete(c, now);
                 }
             }
         }
@@ -318,7 +329,7 @@ impl SrpClient {
     /// Tells the disk's queue whether this path serves; a path that does not gives every
     /// command it still has back to the queue, for another path to re-issue at once.
     fn sync_path<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
-        let Some(p) = &self.path else {
+        let Some(p) = self.above.path() else {
             return;
         };
         let (shared, index) = (p.mp.clone(), p.index);
@@ -353,7 +364,7 @@ impl SrpClient {
 
     /// The device of this disk failed (`DeviceFailed`) or left (`DeviceRemoved`).
     fn device_lost<B: FabricBus + ?Sized>(&mut self, bus: &mut B, status: IoStatus) {
-        if self.path.is_some() {
+        if self.above.path().is_some() {
             // Another path may still serve what this one held: give it back, not fail it.
             self.disk.on_reset(&self.ibal, bus);
             self.disk.failed = Some(status);
@@ -366,20 +377,20 @@ impl SrpClient {
 
     /// New I/O from the workload: its own, or for a path the disk's queue's.
     fn take_work<B: FabricBus + ?Sized>(&mut self, bus: &mut B, now: Instant) {
-        let Some(p) = &self.path else {
-            let Some(w) = &mut self.workload else {
-                return;
-            };
-            while let Some(req) = w.next_request(now, bus.rng()) {
-                match self.disk.submit(bus, req, false) {
-                    Ok(()) => w.accepted(req),
-                    Err(req) => {
-                        w.refused(req);
-                        break;
+        let p = match &mut self.above {
+            Above::Path(p) => p,
+            Above::Own(w) => {
+                while let Some(req) = w.next_request(now, bus.rng()) {
+                    match self.disk.submit(bus, req, false) {
+                        Ok(()) => w.accepted(req),
+                        Err(req) => {
+                            w.refused(req);
+                            break;
+                        }
                     }
                 }
+                return;
             }
-            return;
         };
         let mut mp = p.mp.lock();
         mp.generate(now, bus.rng());
@@ -444,7 +455,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
                 self.query_closed(true);
                 self.resetting = true;
                 self.escalated = false;
-                if let Some(p) = &self.path {
+                if let Some(p) = self.above.path() {
                     // Whatever made it slow, its adapter's reset makes it fresh, even while
                     // it was down already (logging in again after dropping its connection).
                     p.mp.lock().path_reset(p.index);
@@ -527,13 +538,13 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             Link::LoggingIn { ready_at } => Some(ready_at),
             _ => None,
         };
-        let (work, hold) = match &self.path {
-            Some(p) => {
+        let (work, hold) = match &self.above {
+            Above::Path(p) => {
                 let room = self.disk.can_send_more();
                 (p.mp.lock().next_wake(p.index, room), None)
             }
-            None => (
-                self.workload.as_ref().and_then(|w| w.next_at()),
+            Above::Own(w) => (
+                w.next_at(),
                 self.disk
                     .hold_deadline
                     .filter(|_| self.disk.blocked && !self.disk.fast_fail),
@@ -593,7 +604,8 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             }
         }
         let held_too_long = self.disk.hold_deadline.is_some_and(|d| d <= now);
-        if self.path.is_none() && self.disk.blocked && !self.disk.fast_fail && held_too_long {
+        if self.above.path().is_none() && self.disk.blocked && !self.disk.fast_fail && held_too_long
+        {
             self.disk.hold_expired();
         }
         self.deliver_upward(now);

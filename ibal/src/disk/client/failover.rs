@@ -69,7 +69,7 @@ impl SrpClient {
         if !self.disk.is_connected() {
             return;
         }
-        let Some(p) = &self.path else {
+        let Some(p) = self.above.path() else {
             let rule = self.give_up_rule(None);
             if self.due(&rule).is_some_and(|t| t <= bus.now()) {
                 let n = self.disk.give_up_overdue(&self.ibal, bus, &rule, |_| false);
@@ -176,7 +176,7 @@ impl SrpClient {
             self.desc.name,
             status.as_str()
         );
-        if let Some(p) = &self.path {
+        if let Some(p) = self.above.path() {
             p.mp.lock().keep_probing(p.index);
         }
         self.disk.on_reset(&self.ibal, bus);
@@ -205,7 +205,7 @@ impl SrpClient {
             "{}: an ABORT TASK unanswered for {limit}: the connection is dropped",
             self.desc.name
         );
-        if let Some(p) = &self.path {
+        if let Some(p) = self.above.path() {
             // Its own doing, not its adapter's reset: it stays given up while it logs in.
             p.mp.lock().keep_probing(p.index);
         }
@@ -243,14 +243,14 @@ impl SrpClient {
     pub(super) fn failover_deadlines(&self) -> [Option<Instant>; 4] {
         let connected = self.disk.is_connected();
         let overdue = connected
-            .then(|| match &self.path {
+            .then(|| match self.above.path() {
                 Some(p) => self.due(&self.give_up_rule(Some((&p.mp.lock(), p.index)))),
                 None => self.due(&self.give_up_rule(None)),
             })
             .flatten();
         // A path that gave commands up looks again when a send it never completed would
         // make a stall (the same conditions as `fail_over_slow`'s look).
-        let stall = self.path.as_ref().and_then(|p| {
+        let stall = self.above.path().and_then(|p| {
             let limit = self.stall_limit()?;
             let suspect = p.mp.lock().path_suspect(p.index);
             suspect

@@ -30,14 +30,14 @@ impl SrpClient {
         let Some(id) = self.id else {
             return;
         };
-        let missing = match &self.path {
+        let missing = match self.above.path() {
             Some(p) => p.mp.lock().last_path(p.index),
             None => Some(only_path()),
         };
         let answered = match missing {
             None => {
                 let ok = bus.reset_consent(id, epoch).is_ok();
-                if let (true, Some(p)) = (ok, &self.path) {
+                if let (true, Some(p)) = (ok, self.above.path()) {
                     p.mp.lock().consent_given(p.index);
                     self.consented = Some(epoch);
                 }
@@ -65,7 +65,7 @@ impl SrpClient {
     /// query is open and another path has since gone down, lost its login or been consented
     /// away.
     pub(super) fn recheck_due(&self) -> Option<hcabus::Instant> {
-        let p = self.path.as_ref().filter(|_| self.consented.is_some())?;
+        let p = self.above.path().filter(|_| self.consented.is_some())?;
         let mp = p.mp.lock();
         mp.last_path(p.index).map(|_| mp.now())
     }
@@ -75,7 +75,7 @@ impl SrpClient {
     /// refuses came too late (the query closed as it was sent): counted, and the reset that
     /// goes ahead finds this path as any reset does.
     pub(super) fn recheck_consent<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
-        let (Some(p), Some(epoch), Some(id)) = (&self.path, self.consented, self.id) else {
+        let (Some(p), Some(epoch), Some(id)) = (self.above.path(), self.consented, self.id) else {
             return;
         };
         let Some(reason) = p.mp.lock().last_path(p.index) else {
@@ -92,7 +92,7 @@ impl SrpClient {
     /// The query this path consented to closed: the reset went ahead (`began`) or not.
     pub(super) fn query_closed(&mut self, began: bool) {
         self.consented = None;
-        if let Some(p) = &self.path {
+        if let Some(p) = self.above.path() {
             let mut mp = p.mp.lock();
             if began {
                 mp.consented_reset_began(p.index);
