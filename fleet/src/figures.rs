@@ -183,10 +183,9 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
                     (swept.saturating_since(r.at), joins())
                 }
                 // No recovery of their own (`Fleet::apply`).
-                FleetFault::SaOverload { .. }
-                | FleetFault::Reregister
-                | FleetFault::Rollout { .. }
-                | FleetFault::RolloutLook => (Duration::ZERO, Duration::ZERO),
+                FleetFault::SaOverload { .. } | FleetFault::Rollout { .. } => {
+                    (Duration::ZERO, Duration::ZERO)
+                }
             };
             // A fault that took no host's path has no recovery to time: no "all back", no
             // ratio (it is not over "at once", below its own outage).

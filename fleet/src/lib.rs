@@ -65,15 +65,32 @@ pub enum FleetFault {
     SmFailover,
     /// The SA answers nothing for `down` (a master too busy to serve it).
     SaOverload { down: Duration },
-    /// The new master's sweep is done and ClientReregister set: what an `SmFailover` leads
-    /// to, not given by a file.
-    Reregister,
     /// A rolling firmware rollout starts: every adapter of every host activates new
     /// firmware, at most `max_per_target` in reset at once among those of one target
     /// (`rollout.rs`).
     Rollout { max_per_target: u32 },
-    /// The operator's next look at the rollout: not given by a file.
+}
+
+/// What the fleet has to do at an instant: a fault, or a step one led to. A step is the
+/// fleet's own and never a setup's: it has no recovery of its own and no row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Fault(FleetFault),
+    /// The new master's sweep is done and ClientReregister set: what an `SmFailover` leads
+    /// to.
+    Reregister,
+    /// The operator's next look at the rollout.
     RolloutLook,
+}
+
+impl Step {
+    fn name(&self) -> &'static str {
+        match self {
+            Step::Fault(f) => f.name(),
+            Step::Reregister => "reregister",
+            Step::RolloutLook => "rollout_look",
+        }
+    }
 }
 
 impl FleetFault {
@@ -85,9 +102,7 @@ impl FleetFault {
             FleetFault::PowerOn => "power_on",
             FleetFault::SmFailover => "sm_failover",
             FleetFault::SaOverload { .. } => "sa_overload",
-            FleetFault::Reregister => "reregister",
             FleetFault::Rollout { .. } => "rollout",
-            FleetFault::RolloutLook => "rollout_look",
         }
     }
 
@@ -99,9 +114,7 @@ impl FleetFault {
             FleetFault::TargetRestart { .. }
             | FleetFault::SmFailover
             | FleetFault::SaOverload { .. }
-            | FleetFault::Reregister
-            | FleetFault::Rollout { .. }
-            | FleetFault::RolloutLook => false,
+            | FleetFault::Rollout { .. } => false,
         }
     }
 
@@ -113,9 +126,7 @@ impl FleetFault {
             FleetFault::LinkFlap { .. }
             | FleetFault::SmFailover
             | FleetFault::SaOverload { .. }
-            | FleetFault::Reregister
-            | FleetFault::Rollout { .. }
-            | FleetFault::RolloutLook => DisksWaited::EveryUp,
+            | FleetFault::Rollout { .. } => DisksWaited::EveryUp,
         }
     }
 }
@@ -167,7 +178,7 @@ pub enum FleetError {
     NoTarget(usize, usize, usize),
     #[error("faults[{0}].at_ms: at or after the run's end")]
     AfterEnd(usize),
-    #[error("faults[{0}]: a fleet powers on once, at its start, and reregisters after a failover")]
+    #[error("faults[{0}]: a fleet powers on once, at its start")]
     Implied(usize),
     #[error("sm.sa_queries_per_second: {0}")]
     Sa(CapacityError),
@@ -211,7 +222,8 @@ pub struct Fleet {
     /// Hosts by their next due instant; an entry other than `scheduled[host]` is stale.
     queue: BinaryHeap<Reverse<(Instant, u32)>>,
     scheduled: Vec<Option<Instant>>,
-    faults: Vec<(Instant, FleetFault)>,
+    /// The setup's faults and the steps they led to, in order of their instants.
+    faults: Vec<(Instant, Step)>,
     next_fault: usize,
     recoveries: Vec<Recovery>,
     rollout: Option<rollout::Rollout>,
@@ -254,7 +266,11 @@ impl Fleet {
             disk_targets: Vec::with_capacity(n),
             queue: BinaryHeap::with_capacity(n),
             scheduled: std::vec![None; n],
-            faults: setup.faults.clone(),
+            faults: setup
+                .faults
+                .iter()
+                .map(|(t, f)| (*t, Step::Fault(*f)))
+                .collect(),
             next_fault: 0,
             recoveries: Vec::new(),
             rollout: None,
@@ -333,9 +349,9 @@ impl Fleet {
             match next {
                 Err(at) if at <= until => {
                     self.now = self.now.max(at);
-                    let (_, fault) = self.faults[self.next_fault];
+                    let (_, step) = self.faults[self.next_fault];
                     self.next_fault += 1;
-                    self.apply(fault);
+                    self.apply(step);
                 }
                 Ok((at, i)) if at <= until => {
                     self.queue.pop();
@@ -387,9 +403,14 @@ impl Fleet {
         }
     }
 
-    fn apply(&mut self, fault: FleetFault) {
+    fn apply(&mut self, step: Step) {
         let now = self.now;
-        log::warn!("[{now}] fleet {}: {}", self.name, fault.name());
+        log::warn!("[{now}] fleet {}: {}", self.name, step.name());
+        let fault = match step {
+            Step::Fault(fault) => fault,
+            Step::Reregister => return self.subnet.reregister(),
+            Step::RolloutLook => return self.look_at_rollout(),
+        };
         let n = self.hosts.len() as u32;
         let everyone = || (0..n).collect::<Vec<u32>>();
         let affected: Vec<u32> = match fault {
@@ -407,19 +428,15 @@ impl Fleet {
             FleetFault::SmFailover => everyone(),
             // Only at build (`Fleet::build`); the others take no path by themselves (a
             // rollout keeps every boot disk's path: its own figures say so).
-            FleetFault::PowerOn
-            | FleetFault::SaOverload { .. }
-            | FleetFault::Reregister
-            | FleetFault::Rollout { .. }
-            | FleetFault::RolloutLook => Vec::new(),
+            FleetFault::PowerOn | FleetFault::SaOverload { .. } | FleetFault::Rollout { .. } => {
+                Vec::new()
+            }
         };
         // Every fault the file names has its row, one that took no host's path too (a
         // target no disk uses, every disk already down): the report says it had no host
-        // to recover rather than leave it out. What the fleet makes itself has none.
-        if !matches!(fault, FleetFault::Reregister | FleetFault::RolloutLook) {
-            let r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
-            self.recoveries.push(r);
-        }
+        // to recover rather than leave it out.
+        let r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
+        self.recoveries.push(r);
         self.take(fault);
     }
 
@@ -438,7 +455,7 @@ impl Fleet {
             FleetFault::SmFailover => {
                 let swept = self.sm.takeover_at(now) + self.sm.sweep(self.hosts.len() as u32);
                 self.subnet.away(now, swept.saturating_since(now));
-                self.insert_fault(swept, FleetFault::Reregister);
+                self.insert_step(swept, Step::Reregister);
                 // A port that trains meanwhile (a reset, a cable) has no master to sweep it.
                 for i in 0..self.hosts.len() as u32 {
                     let host = &mut self.hosts[i as usize];
@@ -451,36 +468,39 @@ impl Fleet {
                 }
             }
             FleetFault::SaOverload { down } => self.subnet.away(now, down),
-            FleetFault::Reregister => self.subnet.reregister(),
             FleetFault::PowerOn => {}
             FleetFault::Rollout { max_per_target } => {
                 let r = rollout::Rollout::new(&self.hosts, self.targets.len(), max_per_target, now);
                 self.rollout = Some(r);
-                self.take(FleetFault::RolloutLook);
-            }
-            FleetFault::RolloutLook => {
-                let Some(r) = &mut self.rollout else {
-                    return;
-                };
-                let touched = r.look(&mut self.hosts, &self.disk_targets, now);
-                let finished = r.finished();
-                for h in touched {
-                    self.schedule(h);
-                }
-                if !finished {
-                    self.insert_fault(now + rollout::LOOK_EVERY, FleetFault::RolloutLook);
-                }
+                self.look_at_rollout();
             }
         }
     }
 
-    /// Schedules a fault a fault leads to, after those already due then.
-    fn insert_fault(&mut self, at: Instant, fault: FleetFault) {
+    /// The operator's look at the rollout: the next adapters activate, and the next look is
+    /// scheduled until it is done.
+    fn look_at_rollout(&mut self) {
+        let now = self.now;
+        let Some(r) = &mut self.rollout else {
+            return;
+        };
+        let touched = r.look(&mut self.hosts, &self.disk_targets, now);
+        let finished = r.finished();
+        for h in touched {
+            self.schedule(h);
+        }
+        if !finished {
+            self.insert_step(now + rollout::LOOK_EVERY, Step::RolloutLook);
+        }
+    }
+
+    /// Schedules a step a fault leads to, after those already due then.
+    fn insert_step(&mut self, at: Instant, step: Step) {
         let pos = self.faults[self.next_fault..]
             .iter()
             .position(|(t, _)| *t > at)
             .map_or(self.faults.len(), |p| p + self.next_fault);
-        self.faults.insert(pos, (at, fault));
+        self.faults.insert(pos, (at, step));
     }
 
     /// Pulls every cable of host `i` (already at the instant) for `down`.
@@ -536,9 +556,7 @@ fn check(setup: &FleetSetup) -> Result<(), FleetError> {
             FleetFault::TargetRestart { target, .. } if *target >= n => {
                 return Err(FleetError::NoTarget(i, *target, n));
             }
-            FleetFault::PowerOn | FleetFault::Reregister | FleetFault::RolloutLook => {
-                return Err(FleetError::Implied(i))
-            }
+            FleetFault::PowerOn => return Err(FleetError::Implied(i)),
             FleetFault::Rollout { max_per_target } => {
                 let earlier = setup.faults[..i]
                     .iter()

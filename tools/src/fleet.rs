@@ -120,7 +120,6 @@ fn fault_words(f: &FaultFigures) -> String {
             "a firmware rollout starts at {at:.3} s, at most {max_per_target} in reset a \
              target (its figures below)"
         ),
-        FleetFault::Reregister | FleetFault::RolloutLook => f.fault.name().into(),
     }
 }
 
@@ -280,11 +279,9 @@ fn fault_json(f: &FaultFigures) -> Value {
     let (target, down) = match f.fault {
         FleetFault::TargetRestart { target, down } => (Some(target), down),
         FleetFault::LinkFlap { down } | FleetFault::SaOverload { down } => (None, down),
-        FleetFault::PowerOn
-        | FleetFault::SmFailover
-        | FleetFault::Reregister
-        | FleetFault::Rollout { .. }
-        | FleetFault::RolloutLook => (None, hcabus::Duration::ZERO),
+        FleetFault::PowerOn | FleetFault::SmFailover | FleetFault::Rollout { .. } => {
+            (None, hcabus::Duration::ZERO)
+        }
     };
     json!({
         "kind": f.fault.name(),
