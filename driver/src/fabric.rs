@@ -107,7 +107,9 @@ impl RemoteRdma {
 /// What a remote peer can do to the host's adapter over the fabric.
 pub trait Fabric {
     /// Whether the remote target an initiator logs in to refuses this login as busy (a
-    /// thousand hosts logging in at once). Only the simulator's fabric is ever busy.
+    /// thousand hosts logging in at once): asked by a simulated target as a login arrives
+    /// (the lab's `SrpTarget::admit`), never by the initiator. Only the simulator's fabric
+    /// is ever busy.
     fn remote_login_refused(&mut self) -> bool {
         false
     }

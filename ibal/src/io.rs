@@ -1,6 +1,6 @@
 //! Block I/O between a disk and the layer above it: a request, its completion and how it
 //! ended, and the accounting every disk keeps. Product code: the disks (single-path,
-//! multipath, the boot disk) take and give these; the simulated workload issues them.
+//! multipath, the boot disk) take and give these; a `Workload` above the disk issues them.
 
 use hcabus::Instant;
 

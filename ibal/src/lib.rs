@@ -6,10 +6,12 @@
 //! clients run unchanged on the virtual-time host and on the threaded host (the model of
 //! the KMDF glue), and need only `hcabus`'s `std` feature.
 //!
-//! Nothing here is simulated. What a disk meets beyond its adapter, its target port
-//! ([`target::Target`]) and the layer above it ([`workload::Workload`]), and the subnet
-//! administrator IPoIB rejoins through ([`ipoib::SubnetAdmin`]) are traits; the lab
-//! (`hcabus-lab`) gives the simulated ones and builds whole hosts.
+//! Nothing here is simulated. What a client meets beyond its adapter (a disk's target
+//! port, [`target::Target`], which also says how long a login takes; IPoIB's peer,
+//! [`ipoib::Peer`]; the subnet administrator IPoIB rejoins through, [`ipoib::SubnetAdmin`])
+//! and what drives it from above (a disk's [`workload::Workload`], an interface's
+//! [`ipoib::Traffic`], the user-verbs provider's [`uverbs::UserProcess`]) are traits; the
+//! lab (`hcabus-lab`) gives the simulated ones and builds whole hosts.
 #![forbid(unsafe_code)]
 
 pub mod access;

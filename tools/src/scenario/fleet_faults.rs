@@ -51,7 +51,7 @@ pub(super) struct Checked {
 }
 
 /// Every fault a fleet file may give, in the order an unknown kind is told them.
-pub(super) const FILE_FAULTS: [FileFault; 5] = [
+pub(super) const FILE_FAULTS: &[FileFault] = &[
     FileFault {
         name: "target_restart",
         phrase: "target restart",
@@ -208,16 +208,70 @@ mod tests {
     #[test]
     fn each_fault_takes_its_keys_and_refuses_the_others_by_name() {
         let refused = [
-            ("reboot", args(None, None, None), "kind", "\"reboot\": one of \"target_restart\", \"link_flap\", \"sm_failover\", \"sa_overload\", \"rollout\""),
-            ("link_flap", args(None, Some(5), Some(1)), "max_in_reset_per_target", "only a rollout takes it"),
-            ("target_restart", args(None, Some(5), None), "target", "a target restart names its target"),
-            ("target_restart", args(Some(2), Some(5), None), "target", "no target 2: the fleet has 2"),
-            ("link_flap", args(None, None, None), "down_ms", "a link flap says how long (down_ms)"),
-            ("sa_overload", args(Some(0), Some(5), None), "target", "a SA overload is fabric-wide: no target"),
-            ("sa_overload", args(None, Some(0), None), "down_ms", "must be 1..=3600000"),
-            ("sm_failover", args(None, Some(5), None), "down_ms", "a failover lasts until the standby takes over and sweeps ([fleet.sm])"),
-            ("rollout", args(None, None, Some(0)), "max_in_reset_per_target", "a rollout says how many adapters of a target may be in reset at once, 1..=10000"),
+            (
+                "link_flap",
+                args(None, Some(5), Some(1)),
+                "max_in_reset_per_target",
+                "only a rollout takes it",
+            ),
+            (
+                "target_restart",
+                args(None, Some(5), None),
+                "target",
+                "a target restart names its target",
+            ),
+            (
+                "target_restart",
+                args(Some(2), Some(5), None),
+                "target",
+                "no target 2: the fleet has 2",
+            ),
+            (
+                "link_flap",
+                args(None, None, None),
+                "down_ms",
+                "a link flap says how long (down_ms)",
+            ),
+            (
+                "sa_overload",
+                args(Some(0), Some(5), None),
+                "target",
+                "a SA overload is fabric-wide: no target",
+            ),
+            (
+                "sa_overload",
+                args(None, Some(0), None),
+                "down_ms",
+                "must be 1..=3600000",
+            ),
+            (
+                "sm_failover",
+                args(None, Some(5), None),
+                "down_ms",
+                "a failover lasts until the standby takes over and sweeps ([fleet.sm])",
+            ),
+            (
+                "rollout",
+                args(None, None, Some(0)),
+                "max_in_reset_per_target",
+                "a rollout says how many adapters of a target may be in reset at once, 1..=10000",
+            ),
         ];
+        // An unknown kind is told every kind of the table, in its order.
+        let e = fault(3, "reboot", args(None, None, None), 2, true).expect_err("unknown");
+        assert_eq!(e.key, "fleet.events[3].kind");
+        let kinds: Vec<String> = FILE_FAULTS
+            .iter()
+            .map(|f| format!("{:?}", f.name))
+            .collect();
+        assert_eq!(
+            e.message,
+            format!("\"reboot\": one of {}", kinds.join(", "))
+        );
+        assert!(
+            kinds.len() >= 5 && e.message.contains("\"sm_failover\""),
+            "{e:?}"
+        );
         for (kind, a, key, message) in refused {
             let e = fault(3, kind, a, 2, true).expect_err(kind);
             assert_eq!(e.key, format!("fleet.events[3].{key}"), "{kind}");
@@ -250,6 +304,23 @@ mod tests {
         for ((kind, a), want) in made.into_iter().zip(want) {
             assert_eq!(fault(0, kind, a, 2, true), Ok(want), "{kind}");
             assert_eq!(want.name(), kind, "the name a report gives it");
+        }
+    }
+
+    /// docs/hcasim.md's row for `[[fleet.events]]` names every fault a file may give.
+    #[test]
+    fn the_documented_fleet_events_name_every_file_fault() {
+        let doc = include_str!("../../../docs/hcasim.md");
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with("| `[[fleet.events]]`"))
+            .expect("the row");
+        for f in FILE_FAULTS {
+            assert!(
+                row.contains(&format!("\"{}\"", f.name)),
+                "{} missing",
+                f.name
+            );
         }
     }
 }
