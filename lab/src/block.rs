@@ -109,6 +109,17 @@ impl BlockWorkload {
         self.outstanding.iter()
     }
 
+    /// What its callers waited, as of `now`: every completed or failed I/O's latency, and
+    /// each I/O still owed counted at its age. A command stuck for good is in the
+    /// percentiles and the maximum, not left out of them.
+    pub fn waited(&self, now: Instant) -> LatencyHistogram {
+        let mut all = self.latencies.clone();
+        for r in &self.outstanding {
+            all.record(now.saturating_since(r.submitted_at).as_us());
+        }
+        all
+    }
+
     fn interval(&self) -> Duration {
         Duration::from_us(1_000_000 / u64::from(self.config.iops.max(1)))
     }
@@ -284,6 +295,38 @@ mod tests {
             n_blocks: 8,
             max_outstanding: 4,
         })
+    }
+
+    /// A command still owed counts at its age: a stuck one is the worst wait, not absent.
+    #[test]
+    fn what_callers_waited_counts_each_io_still_owed_at_its_age() {
+        let mut w = workload();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let a = w.next_request(Instant::ZERO, &mut rng).expect("due");
+        w.accepted(a);
+        let b = w.next_request(Instant::from_ms(1), &mut rng).expect("due");
+        w.accepted(b);
+        let ok = IoCompletion {
+            id: a.id,
+            status: IoStatus::Ok,
+            checksum: 0,
+        };
+        w.complete(ok, Instant::from_ms(3));
+        assert_eq!((w.latencies().count(), w.latencies().max()), (1, 3_000));
+        let waited = w.waited(Instant::from_ms(101));
+        assert_eq!(
+            waited.count(),
+            2,
+            "the completed one and the one still owed"
+        );
+        assert_eq!(waited.max(), 100_000, "the owed one at its age");
+        assert_eq!(waited.percentile(990_000), 100_000);
+        assert!((3_000..=3_000 + 3_000 / 16).contains(&waited.percentile(500_000)));
+        assert_eq!(
+            w.latencies().count(),
+            1,
+            "the workload's own record is untouched"
+        );
     }
 
     #[test]

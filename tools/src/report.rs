@@ -40,6 +40,11 @@ pub struct HcaJson {
 #[derive(Debug, Serialize)]
 pub struct MultipathJson {
     pub name: String,
+    /// What its callers waited, each I/O still owed at the end counted at its age (stuck
+    /// commands included): the median, the 99th percentile (each within 1/16 of its value)
+    /// and the worst.
+    pub p50_latency_us: u64,
+    pub p99_latency_us: u64,
     pub max_latency_us: u64,
     /// Time with no path up: the only time its I/O waited for the device.
     pub no_path_us: u64,
@@ -239,11 +244,13 @@ pub fn multipath(world: &MultiNode) -> Vec<MultipathJson> {
     stack::multipath_disks(world)
         .into_iter()
         .map(|(mp, paths)| {
-            let io = stack::multipath_io(&mp, &paths);
             let mp = mp.lock();
+            let waited = stack::multipath_workload(&mp).waited(world.now());
             MultipathJson {
                 name: mp.name().into(),
-                max_latency_us: io.max_latency_us,
+                p50_latency_us: waited.percentile(500_000),
+                p99_latency_us: waited.percentile(990_000),
+                max_latency_us: waited.max(),
                 no_path_us: mp.stats().no_path_us,
                 max_held: mp.stats().max_held,
                 path_io_timeout_ms: match mp.config().path_timeout {

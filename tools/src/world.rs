@@ -134,9 +134,12 @@ pub fn workload(world: &MultiNode) -> String {
         let _ =
             writeln!(
             out,
-            "    {:<10} max latency {}, no path for {}, {} held at most, path timeout {}; paths:",
+            "    {:<10} max latency {} (p50 {}, p99 {}), no path for {}, {} held at most, path \
+             timeout {}; paths:",
             m.name,
             us(Some(m.max_latency_us)),
+            us(Some(m.p50_latency_us)),
+            us(Some(m.p99_latency_us)),
             us(Some(m.no_path_us)),
             m.max_held,
             match (m.path_io_timeout_ms, m.path_timeout_min_ms, m.path_timeout_max_ms) {

@@ -59,6 +59,11 @@ impl LatencyHistogram {
         self.total
     }
 
+    /// The largest latency recorded (0 when none was).
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
     /// The latency `per_million` millionths of the I/Os were at most (rounded up to its
     /// bucket's top, never above the largest recorded); 0 when none was recorded.
     pub fn percentile(&self, per_million: u64) -> u64 {

@@ -160,3 +160,45 @@ fn a_healthy_path_of_any_latency_carries_io_beside_a_fast_one() {
         );
     }
 }
+
+/// A run that ends while every route is dark: the I/O the disk still owes is in its latency
+/// figures at its age. Its completed I/O alone never waited a millisecond, so a report of
+/// completions only would call this disk fast.
+#[test]
+fn a_command_still_owed_at_the_end_is_in_the_disks_latency_figures() {
+    let text = std::fs::read_to_string(dir().join("both-paths-blackholed-3s.toml"))
+        .expect("the scenario")
+        .replace("duration_ms = 15000", "duration_ms = 6500");
+    assert!(
+        text.contains("duration_ms = 6500"),
+        "the run ends in the dark"
+    );
+    let file = std::env::temp_dir().join(format!("hcabus-owed-{}.toml", std::process::id()));
+    std::fs::write(&file, text).expect("a temporary file");
+    let out = Command::new(env!("CARGO_BIN_EXE_hcasim"))
+        .args(["run", file.to_str().expect("utf-8"), "--json"])
+        .output()
+        .expect("hcasim runs");
+    let _ = std::fs::remove_file(&file);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let io = &r["io"];
+    assert!(n(&io["in_flight"]) > 100, "owed at the end: {io}");
+    assert!(
+        n(&io["max_latency_us"]) < 1_000_000,
+        "completions only: {io}"
+    );
+    let m = &r["multipath"][0];
+    let (p50, p99, max) = (
+        n(&m["p50_latency_us"]),
+        n(&m["p99_latency_us"]),
+        n(&m["max_latency_us"]),
+    );
+    assert!(p50 <= p99 && p99 <= max, "{m}");
+    // Owed since the routes went dark at 5 s, at the end 1.5 s later.
+    assert!((1_490_000..=1_500_000).contains(&max), "{m}");
+    assert!(
+        p99 >= 1_000_000,
+        "more than 1% of its I/O is still owed: {m}"
+    );
+    assert!(p50 < 1_000, "most of it was answered at once: {m}");
+}
