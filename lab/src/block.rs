@@ -297,14 +297,16 @@ mod tests {
         })
     }
 
-    /// A command still owed counts at its age: a stuck one is the worst wait, not absent.
-    #[test]
-    fn what_callers_waited_counts_each_io_still_owed_at_its_age() {
+    /// Two I/Os accepted at 0 and 1 ms, the first answered at 3 ms: the workload, that
+    /// answer, and the I/O still owed.
+    fn two_accepted_the_first_done_at_3ms() -> (BlockWorkload, IoCompletion, IoRequest) {
         let mut w = workload();
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         let a = w.next_request(Instant::ZERO, &mut rng).expect("due");
         w.accepted(a);
-        let b = w.next_request(Instant::from_ms(1), &mut rng).expect("due");
+        let b = w
+            .next_request(Instant::from_ms(1), &mut rng)
+            .expect("due again");
         w.accepted(b);
         let ok = IoCompletion {
             id: a.id,
@@ -312,6 +314,13 @@ mod tests {
             checksum: 0,
         };
         w.complete(ok, Instant::from_ms(3));
+        (w, ok, b)
+    }
+
+    /// A command still owed counts at its age: a stuck one is the worst wait, not absent.
+    #[test]
+    fn what_callers_waited_counts_each_io_still_owed_at_its_age() {
+        let (w, _, _) = two_accepted_the_first_done_at_3ms();
         assert_eq!((w.latencies().count(), w.latencies().max()), (1, 3_000));
         let waited = w.waited(Instant::from_ms(101));
         assert_eq!(
@@ -331,20 +340,7 @@ mod tests {
 
     #[test]
     fn a_second_completion_is_a_duplicate_and_a_forgotten_io_is_lost() {
-        let mut w = workload();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-        let a = w.next_request(Instant::ZERO, &mut rng).expect("due");
-        w.accepted(a);
-        let b = w
-            .next_request(Instant::from_ms(1), &mut rng)
-            .expect("due again");
-        w.accepted(b);
-        let ok = IoCompletion {
-            id: a.id,
-            status: IoStatus::Ok,
-            checksum: 0,
-        };
-        w.complete(ok, Instant::from_ms(3));
+        let (mut w, ok, b) = two_accepted_the_first_done_at_3ms();
         w.complete(ok, Instant::from_ms(4));
         assert_eq!(w.stats().completed, 1);
         assert_eq!(w.stats().duplicated, 1);
