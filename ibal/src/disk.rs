@@ -271,6 +271,30 @@ impl SrpDisk {
         self.is_up() && owed < u32::from(self.config.queue_depth)
     }
 
+    /// What a multipath disk's path selector prices this path by (`PathLoad::priced` says
+    /// how lateness counts): whether it could send another command, the commands it holds
+    /// to send or has out and how many of them are late, when its oldest one will be,
+    /// whether it answered a command sent after that one, and its recent round trip.
+    pub fn load(&self) -> crate::multipath::PathLoad {
+        // Midway from the round trip to the timeout: a check sent then has the other half
+        // of the margin to be answered.
+        let srtt = self.timing.estimator().srtt().unwrap_or(Duration::ZERO);
+        let late_after = self
+            .path_timeout()
+            .map(|t| Duration::from_us((srtt.as_us() + t.as_us().max(srtt.as_us())) / 2));
+        let late = late_after.map_or(0, |age| self.slots.out_since(self.seen, age));
+        let oldest = self.slots.oldest_sent();
+        crate::multipath::PathLoad {
+            room: self.can_send_more(),
+            owed: u64::from(self.slots.in_flight()) + self.slots.queued() as u64,
+            late,
+            late_at: oldest.zip(late_after).map(|(at, age)| at + age),
+            // It answered a command sent after its oldest one out.
+            moving: self.timing.freshest_any() > oldest,
+            rtt_us: self.timing.recent_rtt().map(|d| d.as_us()),
+        }
+    }
+
     /// What the target's answers say of this path.
     pub fn timing(&self) -> &PathTiming {
         &self.timing

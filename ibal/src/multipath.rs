@@ -26,9 +26,11 @@ use crate::workload::{Workload, WriteData};
 mod events;
 mod failover;
 mod guard;
+mod select;
 pub use events::{PathEvent, PathEventKind};
 pub use failover::{DEFAULT_PATH_IO_TIMEOUT, PROBES_TO_SERVE, PROBE_BACKOFF_MAX};
 pub use guard::{only_path, PathGap, PathPlace};
+pub use select::{PathLoad, STALE_AFTER};
 
 /// Most paths one disk may have.
 pub const MAX_PATHS: usize = 4;
@@ -91,8 +93,10 @@ struct PathState {
     /// The backoff of its last probing and when it served again after it: a path given up
     /// again soon starts from there, not from the floor.
     last_backoff: Option<(Duration, Instant)>,
-    /// It could send another command when it last said (see [`Multipath::note_room`]).
-    room: bool,
+    /// Its load when it last said (see [`Multipath::note_load`]), and when it last took an
+    /// I/O: what the path selector prices it by.
+    load: PathLoad,
+    last_taken: Option<Instant>,
     /// Where a planned reset of its adapter that the disk consented to stands: the guard
     /// counts the path as resetting until it is back after that reset.
     consent: guard::Consent,
@@ -157,7 +161,11 @@ impl SharedMultipath {
             probe: None,
             keep_probe: false,
             last_backoff: None,
-            room: true,
+            load: PathLoad {
+                room: true,
+                ..PathLoad::default()
+            },
+            last_taken: None,
             consent: guard::Consent::None,
         };
         SharedMultipath(Arc::new(Mutex::new(Multipath {
@@ -258,7 +266,8 @@ impl Multipath {
             (r.id, r.lba, r.write).hash(h);
         }
         for p in &self.paths {
-            (p.up, p.dead.is_some(), p.probe, p.room, p.last_answer).hash(h);
+            (p.up, p.dead.is_some(), p.probe, p.load, p.last_answer).hash(h);
+            p.last_taken.hash(h);
             (p.keep_probe, p.last_backoff).hash(h);
             p.consent.hash(h);
         }
@@ -331,23 +340,18 @@ impl Multipath {
         self.workload.complete(c, now);
     }
 
-    /// Whether `path` may take the next I/O: it serves (up, not probing) and has room, there
-    /// is one it may send, and it is its turn or the path whose turn it is cannot take it
-    /// (a full path does not hold the others up); or it is probing and its probe may go.
-    /// A probing path with no other path serving serves in full: a slow path is better
-    /// than none.
+    /// Whether `path` may take the next I/O: it serves (up, not probing), has room, there is
+    /// one it may send, and the path selector chooses it among the paths that serve and
+    /// have room (a full path does not hold the others up); or it is probing and its probe
+    /// may go. A probing path with no other path serving serves in full: a slow path is
+    /// better than none.
     pub fn may_take(&self, path: usize, has_room: bool) -> bool {
-        let turn_takes = self.turn != path
-            && self
-                .paths
-                .get(self.turn)
-                .is_some_and(|p| p.serves() && p.room);
         let Some(me) = self.paths.get(path) else {
             return false;
         };
         let full = me.serves() || (me.up && self.alone(path));
         let probes = me.up && me.probe.is_some_and(|pr| pr.ready(self.now));
-        ((full && !turn_takes) || probes) && has_room && self.next_takeable().is_some()
+        ((full && self.chosen(path)) || probes) && has_room && self.next_takeable().is_some()
     }
 
     /// Whether no path but `path` serves.
@@ -359,21 +363,15 @@ impl Multipath {
             .any(|(i, p)| i != path && p.serves())
     }
 
-    /// Whether `path` could send another command now (a free slot and a credit): a path
-    /// that cannot does not keep its turn.
-    pub fn note_room(&mut self, path: usize, room: bool) {
-        if let Some(p) = self.paths.get_mut(path) {
-            p.room = room;
-        }
-    }
-
-    /// The next I/O for `path`, if it may take one; the turn passes to the next up path.
+    /// The next I/O for `path`, if it may take one; the turn (what breaks a tie between
+    /// paths that cost the same) passes to the next path that serves.
     pub fn take(&mut self, path: usize) -> Option<IoRequest> {
         if !self.may_take(path, true) {
             return None;
         }
         let req = self.queue.remove(self.next_takeable()?)?;
         let alone = self.alone(path);
+        self.took(path, self.now);
         if let Some(p) = self.paths.get_mut(path) {
             p.stats.taken += 1;
             if let Some(probe) = p.probe.as_mut().filter(|_| !alone) {

@@ -405,7 +405,7 @@ impl SrpClient {
                 break;
             }
         }
-        mp.note_room(p.index, self.disk.can_send_more());
+        mp.note_load(p.index, self.disk.load());
     }
 }
 

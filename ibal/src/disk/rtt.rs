@@ -162,6 +162,9 @@ pub struct PathTiming {
     /// Answers within the timeout and past it: what a probing path is judged by.
     prompt: u64,
     slow: u64,
+    /// The youngest command answered, by send time, and its round trip (see
+    /// [`PathTiming::recent_rtt`]).
+    youngest: Option<(Instant, Duration)>,
 }
 
 impl PathTiming {
@@ -186,13 +189,36 @@ impl PathTiming {
         }
         self.freshest_any = self.freshest_any.max(Some(sent_at));
         self.rtt.sample(rtt);
+        self.remember(sent_at, rtt);
+    }
+
+    /// Keeps `rtt` if its command was sent after the one kept: the late answer of an old
+    /// command says nothing of the path now.
+    fn remember(&mut self, sent_at: Instant, rtt: Duration) {
+        if self.youngest.is_none_or(|(at, _)| at < sent_at) {
+            self.youngest = Some((sent_at, rtt));
+        }
+    }
+
+    /// What the path selector prices a path's round trip at: SRTT, or the round trip of
+    /// the youngest command answered when that was faster. SRTT's gain of an eighth takes
+    /// some twenty answers to forget a slow regime, and a path that healed gets few answers
+    /// while it is priced by the old one: its youngest answer is what it does now. A slower
+    /// youngest answer is left to SRTT (and a straggler's to nothing: it is not the
+    /// youngest), so one slow answer does not shut a path out (docs/design.md §7 "Path
+    /// selection").
+    pub fn recent_rtt(&self) -> Option<Duration> {
+        let srtt = self.rtt.srtt()?;
+        Some(self.youngest.map_or(srtt, |(_, rtt)| srtt.min(rtt)))
     }
 
     /// The answer to a probe this path gave up, sent at `sent_at`, came at `now`: too late
     /// to complete it, not too late to measure the path (the tag names that one send). Only
     /// the round trip learns from it; the probe stays a failed one.
     pub fn answered_late(&mut self, sent_at: Instant, now: Instant) {
-        self.rtt.sample(now.saturating_since(sent_at));
+        let rtt = now.saturating_since(sent_at);
+        self.rtt.sample(rtt);
+        self.remember(sent_at, rtt);
     }
 
     /// Commands were given up on this path (see [`RttEstimator::backed_off`]).

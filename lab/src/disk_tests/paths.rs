@@ -266,8 +266,9 @@ fn two_healthy_paths_share_the_load_and_never_give_up() {
 /// (5.35 ms here) is given up there, aborted at the target and re-issued on path 1; the
 /// path is then probed, one command at a time. Each probe's late answer still measures the
 /// route (the tag names that one send), so the path learns its new latency, its probes
-/// come back within it, and it serves again at 300 ms: a path slow but steady carries I/O
-/// (what its request limit allows), and gives nothing more up.
+/// come back within it, and it serves again at 300 ms, giving nothing more up. Priced at
+/// 300 ms beside a 200 us path that is never full, it wins only what the selector gives a
+/// path idle for a second: one I/O, which keeps its round trip current.
 #[test]
 fn a_slow_path_gives_its_commands_up_then_learns_its_latency_and_serves_again() {
     let mut w = world(Paths {
@@ -278,31 +279,50 @@ fn a_slow_path_gives_its_commands_up_then_learns_its_latency_and_serves_again() 
         ..Paths::default()
     });
     let (_, p, d) = run_to(&mut w, 99);
-    assert_eq!((p[0].ios, d[0].given_up, d[0].answers), (50, 0, 50));
+    // Equal routes: the selector shares the I/O (docs/design.md §7 "Path selection").
+    let before = p[0].ios;
+    assert!((20..=80).contains(&before), "{p:?}");
+    assert_eq!((d[0].given_up, d[0].answers), (0, before));
     let (io, p, d) = run_to(&mut w, 110);
     assert_eq!((p[0].slow_failovers, p[0].given_up, p[0].moved), (1, 2, 2));
     assert_eq!(d[0].given_up, 2);
-    assert_eq!((io.failed, p[0].ios), (0, 51), "moved, not failed");
+    assert_eq!(io.failed, 0, "moved, not failed");
+    // What it answered before the route slowed, and nothing since.
+    let answered = p[0].ios;
+    assert!((before..=before + 1).contains(&answered), "{p:?}");
     let (_, p, d) = run_to(&mut w, 300);
-    assert_eq!((p[0].ios, p[0].probes, p[0].restored), (51, 1, 0), "probed");
+    assert_eq!(
+        (p[0].ios, p[0].probes, p[0].restored),
+        (answered, 2, 0),
+        "probed"
+    );
     assert_eq!(d[0].late_discarded, 0, "nothing back from the route yet");
     let srtt = |w: &MultiNode| path(w, 0).disk().timing().estimator().srtt();
-    assert_eq!(srtt(&w), Some(Duration::from_us(347)));
+    let healthy = srtt(&w).expect("measured");
+    assert!(
+        healthy < Duration::from_ms(1),
+        "still the route before: {healthy}"
+    );
     // The first probe's late answer at 405 ms: one 300 ms sample lifts the timeout over
     // the route's latency, so the next probe is answered within it.
-    let (_, p, _) = run_to(&mut w, 500);
+    let (_, p500, _) = run_to(&mut w, 500);
     let t = path(&w, 0).disk().path_timeout().expect("adaptive");
     assert!(t > Duration::from_ms(300), "{t}");
-    assert_eq!((p[0].given_up, p[0].restored), (5, 0));
+    assert_eq!((p500[0].given_up, p500[0].restored), (5, 0));
     let (io, p, d) = run_to(&mut w, 3_000);
     let c = path(&w, 0);
     assert!(c.disk().is_up(), "slow, not down");
     assert_eq!(io.failed, 0);
-    assert_eq!((p[0].restored, p[0].given_up, p[0].probes), (1, 5, 5));
-    assert!(p[0].ios > 90, "serving at its latency: {p:?}");
+    assert_eq!((p[0].restored, p[0].given_up, p[0].probes), (1, 5, 6));
+    let served = (p[0].taken - p[0].probes) - (p500[0].taken - p500[0].probes);
+    assert!(
+        (1..=3).contains(&served),
+        "a stale path's I/O, one a second: {p:?}"
+    );
+    // A handful of 300 ms samples, each an eighth of the way from under 1 ms: on its way.
     let learned = srtt(&w).expect("measured");
     assert!(
-        (Duration::from_ms(290)..Duration::from_ms(310)).contains(&learned),
+        (Duration::from_ms(100)..Duration::from_ms(310)).contains(&learned),
         "{learned}"
     );
     // Every command was answered or given up, every give-up's abort answered, and each
@@ -344,6 +364,9 @@ fn a_blackholed_path_drops_its_connection_when_its_aborts_go_unanswered() {
         ],
         ..Paths::default()
     });
+    let (_, p, d) = run_to(&mut w, 99);
+    let answered = d[0].answers;
+    assert_eq!(p[0].ios, answered);
     let (_, p, d) = run_to(&mut w, 400);
     assert!(path(&w, 0).disk().is_up());
     assert_eq!(
@@ -355,18 +378,24 @@ fn a_blackholed_path_drops_its_connection_when_its_aborts_go_unanswered() {
     assert!(!c.disk().is_up() && !shared(&w).lock().path_up(0));
     assert_eq!((d[0].abort_timeouts, d[0].logins), (1, 1));
     assert!(d[0].login_retries > 0 && p[0].down_us > 0, "{d:?} {p:?}");
-    assert_eq!((io.failed, d[0].late_discarded, d[0].answers), (0, 0, 51));
+    assert_eq!(
+        (io.failed, d[0].late_discarded, d[0].answers),
+        (0, 0, answered)
+    );
     // Nothing sent after 100 ms reached the target, and the abort timeout (0.5 s after
     // the first give-up) dropped the connection before the transport's budget (537 ms
     // after the first swallowed send) would have.
     assert_eq!(
         (d[0].commands_sent, c.lab_target().stats().commands),
-        (55, 51)
+        (answered + 4, answered)
     );
     assert_eq!(d[0].transport_errors, 0);
     let (io, p, _) = run_to(&mut w, 1_500);
-    assert_eq!((io.failed, p[0].ios), (0, 51));
-    assert!(io.max_latency_us < 6_000, "{}", io.max_latency_us);
+    assert_eq!((io.failed, p[0].ios), (0, answered));
+    // The longest wait is a newer write to a block whose given-up write may still run at
+    // the target (the write fence): until the connection is dropped, 0.5 s after the first
+    // give-up. Whether one comes depends on which blocks the writes hit.
+    assert!(io.max_latency_us < 600_000, "{}", io.max_latency_us);
 }
 
 /// Both routes 2.5 ms: two or three commands out on each path. A reset of path 0's adapter
@@ -410,9 +439,15 @@ fn a_removed_adapters_path_is_dead_and_the_other_serves() {
         faults: [std::vec![(100, Fault::SurpriseRemoval)], Vec::new()],
         ..Paths::default()
     });
+    let (_, p, _) = run_to(&mut w, 99);
+    let answered = p[0].ios;
     let (io, p, _) = run_to(&mut w, 700);
     assert!(shared(&w).lock().path_dead(0) && !path(&w, 0).disk().is_up());
-    assert_eq!((io.failed, p[0].ios), (0, 51));
+    assert!(
+        (answered..=answered + 1).contains(&p[0].ios),
+        "what it answered before it left: {p:?}"
+    );
+    assert_eq!(io.failed, 0);
     assert_eq!(p[0].down_us, 600_000, "down since it left, once");
     let m = shared(&w);
     let m = m.lock();
@@ -421,7 +456,7 @@ fn a_removed_adapters_path_is_dead_and_the_other_serves() {
         .filter(|e| e.path == 0 && e.kind == ibal::multipath::PathEventKind::Dead)
         .count();
     assert_eq!(dead, 1, "declared dead once");
-    assert_eq!(p[1].ios, io.completed - 51);
+    assert_eq!(p[1].ios, io.completed - p[0].ios);
 }
 
 /// The last-path guard: while path 0's adapter resets, a planned reset of path 1's would
@@ -557,27 +592,36 @@ fn a_slow_path_that_heals_is_restored_by_its_probes() {
         routes: [healed, healthy_route()],
         ..Paths::default()
     });
+    let (_, p, _) = run_to(&mut w, 99);
+    let answered = p[0].ios;
     let (_, p, _) = run_to(&mut w, 399);
-    assert_eq!((p[0].ios, p[0].given_up, p[0].restored), (51, 4, 0));
+    assert!((answered..=answered + 1).contains(&p[0].ios), "{p:?}");
+    assert_eq!((p[0].given_up, p[0].restored), (4, 0));
     let (io, p, d) = run_to(&mut w, 500);
     assert_eq!((p[0].restored, p[0].slow_failovers), (1, 1));
     assert!(p[0].probes >= 3, "restored after its probes: {p:?}");
     assert_eq!(d[0].aborts_answered, d[0].given_up, "every abort answered");
     assert_eq!(io.failed, 0);
-    let (_, p, _) = run_to(&mut w, 1_500);
-    // From 500 ms on, one I/O a millisecond over two paths: about half each.
-    assert!(p[0].ios > 51 + 400, "serving again: {p:?}");
-    assert_eq!(p[0].restored, 1);
+    // Serving again, it is priced by what it answers now: its answers come back a little
+    // slower than path 1's (about 400 us against 300), so it takes what path 1 is too busy
+    // for and the I/O the selector gives a path idle for a second (few, at this load),
+    // with nothing more given up.
+    let (_, p, _) = run_to(&mut w, 1_400);
+    let idle = p[0].taken;
+    let (_, p, _) = run_to(&mut w, 3_000);
+    assert!(p[0].taken > idle, "serving again: {p:?}");
+    assert!(!shared(&w).lock().path_suspect(0));
+    assert_eq!((p[0].restored, p[0].given_up), (1, 5));
 }
 
 /// A checker (dm-multipath's path checker) gives up a command out a whole interval, at its
-/// ticks only: with a 50 ms interval, path 0's first slow command (sent at 101 ms; the one
-/// of 100 ms went to path 1) is overdue at 151 ms and waits for the tick at 200 ms.
+/// ticks only: with a 50 ms interval, path 0's first slow command (sent at 101 ms or just
+/// after) is overdue at 151 ms or just after, and waits for the tick at 200 ms.
 #[test]
 fn a_checker_gives_up_only_at_its_ticks() {
     let mut w = world(Paths {
         routes: [
-            slow_from(100, Duration::from_ms(300), false),
+            slow_from(101, Duration::from_ms(300), false),
             healthy_route(),
         ],
         timeout: crate::baselines::checker(Duration::from_ms(50)),
@@ -590,8 +634,8 @@ fn a_checker_gives_up_only_at_its_ticks() {
     let (io, _, _) = run_to(&mut w, 205);
     let worst = io.max_latency_us;
     assert!(
-        (99_000..100_000).contains(&worst),
-        "the I/O of 101 ms, moved at 200: {worst}"
+        (98_000..100_000).contains(&worst),
+        "the first I/O on path 0 after 100 ms, moved at 200: {worst}"
     );
 }
 
@@ -623,8 +667,8 @@ fn a_path_whose_sends_stall_asks_for_its_adapters_reset() {
     assert_eq!(f.reason, hcabus::types::ResetReason::ClientRequest);
     assert_eq!(
         f.started_at,
-        Instant::from_ms(201),
-        "100 ms after the last send"
+        Instant::from_ms(200),
+        "100 ms after the last send, at the hang"
     );
     assert!(path(&w, 0).disk().is_up() && p[0].given_up > 0);
     assert_eq!((io.failed, path(&w, 0).refusals), (0, 0));

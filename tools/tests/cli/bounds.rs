@@ -131,8 +131,10 @@ fn a_blackhole_past_the_retry_budget_ends_in_a_new_login_and_every_command_ends(
     }
 }
 
-/// A healthy path of 8, 50 or 500 ms beside a fast one carries I/O at its own latency:
-/// nothing given up, its learned round trip its route's, the worst I/O its latency.
+/// A healthy path of 8, 50 or 500 ms beside a fast one is not shut out: nothing given up,
+/// its learned round trip its route's, the worst I/O its latency. The selector prices it at
+/// that latency, so it carries what a path idle for a second gets (one I/O a second over
+/// the 30 s runs) and the disk's p99 stays the fast path's.
 #[test]
 fn a_healthy_path_of_any_latency_carries_io_beside_a_fast_one() {
     for ms in [8u64, 50, 500] {
@@ -145,9 +147,10 @@ fn a_healthy_path_of_any_latency_carries_io_beside_a_fast_one() {
             assert_eq!((n(&p["given_up"]), n(&p["moved"])), (0, 0), "{file}: {m}");
         }
         assert!(
-            n(&slow["ios"]) >= 30_000 / ms,
-            "{file}: the slow path carries I/O: {m}"
+            (29..=31).contains(&n(&slow["ios"])),
+            "{file}: the slow path carries one I/O a second: {m}"
         );
+        assert!(n(&m["p99_latency_us"]) < 1_000, "{file}: {m}");
         let srtt = n(&slow["srtt_us"]);
         assert!(
             (ms * 1_000..ms * 1_000 + 500).contains(&srtt),

@@ -36,7 +36,7 @@ impl SrpClient {
             mp.path_answered(index, news, now, bus.rng());
         }
         mp.set_fences(index, disk.slots.fenced_writes());
-        mp.note_room(index, disk.can_send_more());
+        mp.note_load(index, disk.load());
     }
 
     /// The rule this disk's commands are given up by now: the command bound always, and
