@@ -29,7 +29,7 @@ pub mod slots;
 
 pub use bound::{CommandBound, DEFAULT_COMMAND_TIMEOUT, MAX_BOUND_STRIKES};
 pub use client::SrpClient;
-pub use config::DiskConfig;
+pub use config::{DiskConfig, PathGroups, MAX_PATHS};
 pub use rtt::{PathTimeout, PathTiming, PollRule, RttEstimator};
 use slots::Answer;
 pub use slots::SlotTable;

@@ -32,8 +32,7 @@ pub use failover::{DEFAULT_PATH_IO_TIMEOUT, PROBES_TO_SERVE, PROBE_BACKOFF_MAX};
 pub use guard::{only_path, PathGap, PathPlace};
 pub use select::{PathLoad, STALE_AFTER};
 
-/// Most paths one disk may have.
-pub const MAX_PATHS: usize = 4;
+pub use crate::disk::MAX_PATHS;
 
 /// What one path did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -97,6 +96,9 @@ struct PathState {
     /// I/O: what the path selector prices it by.
     load: PathLoad,
     last_taken: Option<Instant>,
+    /// When it came back (up again after being down, or serving again after probes): a
+    /// path of a better group counts for it only a failback delay after that.
+    back_at: Option<Instant>,
     /// Where a planned reset of its adapter that the disk consented to stands: the guard
     /// counts the path as resetting until it is back after that reset.
     consent: guard::Consent,
@@ -166,6 +168,7 @@ impl SharedMultipath {
                 ..PathLoad::default()
             },
             last_taken: None,
+            back_at: None,
             consent: guard::Consent::None,
         };
         SharedMultipath(Arc::new(Mutex::new(Multipath {
@@ -267,7 +270,7 @@ impl Multipath {
         }
         for p in &self.paths {
             (p.up, p.dead.is_some(), p.probe, p.load, p.last_answer).hash(h);
-            p.last_taken.hash(h);
+            (p.last_taken, p.back_at).hash(h);
             (p.keep_probe, p.last_backoff).hash(h);
             p.consent.hash(h);
         }
@@ -415,6 +418,7 @@ impl Multipath {
         };
         if let Some(since) = p.down_since.take() {
             p.stats.down_us += now.saturating_since(since).as_us();
+            p.back_at = Some(now);
         }
         if !p.up {
             self.events.push(now, path, PathEventKind::Up);

@@ -64,6 +64,8 @@ pub struct MultipathJson {
 #[derive(Debug, Serialize)]
 pub struct PathJson {
     pub hca: String,
+    /// Its path group, 0 the best.
+    pub group: u8,
     /// I/Os completed through this path.
     pub ios: u64,
     /// Times it went down with commands that another path took over.
@@ -274,9 +276,11 @@ pub fn multipath(world: &MultiNode) -> Vec<MultipathJson> {
                 paths: paths
                     .iter()
                     .filter_map(|(hca, c)| {
-                        let s = mp.path_stats(c.multipath()?.1)?;
+                        let index = c.multipath()?.1;
+                        let s = mp.path_stats(index)?;
                         Some(PathJson {
                             hca: (*hca).into(),
+                            group: mp.path_group(index),
                             ios: s.ios,
                             failovers: s.failovers,
                             moved: s.moved,

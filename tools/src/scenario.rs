@@ -394,6 +394,7 @@ impl Clients {
             command_timeout: c
                 .command_timeout_ms
                 .map_or(d.command_timeout, Duration::from_ms),
+            path_groups: paths::path_groups(c).map_err(|(k, e)| err(at(k), e))?,
             ..d
         };
         if !(MIN_COMMAND_TIMEOUT_MS..=600_000).contains(&config.command_timeout.as_ms()) {

@@ -64,9 +64,23 @@ pub fn paths_timeline(world: &MultiNode) -> String {
     for (mp, paths) in hcabus_lab::stack::multipath_disks(world) {
         let mp = mp.lock();
         let names: Vec<&str> = paths.iter().map(|(hca, _)| *hca).collect();
+        let groups = mp.config().path_groups;
+        let grouped = (0..names.len()).any(|i| mp.path_group(i) != 0);
+        let groups = if grouped {
+            let each: Vec<String> = (0..names.len())
+                .map(|i| mp.path_group(i).to_string())
+                .collect();
+            format!(
+                ", groups {} (failback {})",
+                each.join(", "),
+                groups.failback
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "\n== multipath disk {}: paths {}, path timeout {} ==\n",
+            "\n== multipath disk {}: paths {}{groups}, path timeout {} ==\n",
             mp.name(),
             names.join(", "),
             timeout_words(mp.config().path_timeout)

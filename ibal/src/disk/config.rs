@@ -39,6 +39,22 @@ pub struct DiskConfig {
     /// The command bound's ceiling (docs/design.md §7 "Every command ends"): no command is
     /// out longer before it is given up and sent again.
     pub command_timeout: Duration,
+    /// A multipath disk's path groups: each path's priority and when I/O fails back to a
+    /// better group (docs/design.md §7 "Path groups").
+    pub path_groups: PathGroups,
+}
+
+/// Most paths a disk may have (a multipath disk's bound).
+pub const MAX_PATHS: usize = 4;
+
+/// Each path's group (0 the best: ALUA's active/optimized; higher, worse) and how long a
+/// path of a better group must have been back before I/O returns to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct PathGroups {
+    pub priority: [u8; MAX_PATHS],
+    /// Zero: at once (dm-multipath's `failback immediate`); else deferred this long
+    /// (`failback N`), so a path that flaps is not given the load at each return.
+    pub failback: Duration,
 }
 
 impl DiskConfig {
@@ -89,6 +105,7 @@ impl Default for DiskConfig {
             guard_last_path: false,
             login_retry: RetryPolicy::Backoff,
             command_timeout: super::DEFAULT_COMMAND_TIMEOUT,
+            path_groups: PathGroups::default(),
         }
     }
 }

@@ -179,6 +179,7 @@ impl Multipath {
             Some(probe)
         };
         if p.probe.is_none() {
+            p.back_at = Some(now);
             p.stats.restored += 1;
             p.last_backoff = Some((probe.backoff, now));
             self.events.push(now, path, super::PathEventKind::Serves);

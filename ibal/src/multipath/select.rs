@@ -111,16 +111,50 @@ impl Multipath {
         (step(self.price(path)), self.rank(path))
     }
 
-    /// Whether `path` is the one to take the next I/O among those that serve: no other
-    /// serving path with room comes before it. A path that is full does not hold the
-    /// others up.
+    /// `path`'s group (0 the best).
+    pub fn path_group(&self, path: usize) -> u8 {
+        self.config
+            .path_groups
+            .priority
+            .get(path)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The group I/O goes to: the best one with a path that serves and has been back for
+    /// the failback delay; with none such, the best with a path that serves (a path that
+    /// just came back is better than none). `None` while no path serves.
+    pub fn active_group(&self) -> Option<u8> {
+        let failback = self.config.path_groups.failback;
+        let serving = || (0..self.paths.len()).filter(|&i| self.paths[i].serves());
+        let settled = serving()
+            .filter(|&i| {
+                self.paths[i]
+                    .back_at
+                    .is_none_or(|t| self.now.saturating_since(t) >= failback)
+            })
+            .map(|i| self.path_group(i))
+            .min();
+        settled.or_else(|| serving().map(|i| self.path_group(i)).min())
+    }
+
+    /// Whether `path` is the one to take the next I/O among those that serve: it is in the
+    /// active group, and no other serving path of that group with room comes before it. A
+    /// path that is full does not hold the others up; a worse group does not take what a
+    /// full better one cannot (ALUA's non-optimized paths are for when no optimized path
+    /// is available, not busy).
     pub(super) fn chosen(&self, path: usize) -> bool {
+        let active = self.active_group();
+        if active.is_some_and(|g| g != self.path_group(path)) {
+            return false;
+        }
         let mine = self.order(path);
         !self
             .paths
             .iter()
             .enumerate()
             .filter(|(i, p)| *i != path && p.serves() && p.load.room)
+            .filter(|(i, _)| active.is_none_or(|g| g == self.path_group(*i)))
             .any(|(i, _)| self.order(i) < mine)
     }
 
@@ -275,6 +309,74 @@ mod tests {
             ..late
         };
         assert_eq!(dead.priced(m.now), Some(3));
+    }
+
+    /// Two paths up, path 1 in the better group, with `failback` and `n` I/Os queued.
+    fn grouped(failback_ms: u64, n: u64) -> SharedMultipath {
+        let config = DiskConfig {
+            path_timeout: PathTimeout::DEFAULT,
+            path_groups: crate::disk::PathGroups {
+                priority: [1, 0, 0, 0],
+                failback: Duration::from_ms(failback_ms),
+            },
+            ..DiskConfig::default()
+        };
+        let mp = SharedMultipath::new("disk", config, 2, Steady::boxed(0, 0));
+        {
+            let mut m = mp.lock();
+            m.path_is_up(0, Instant::ZERO);
+            m.path_is_up(1, Instant::ZERO);
+            for id in 1..=n {
+                m.enqueue(IoRequest::stamped(id, id, false)).expect("room");
+            }
+            for p in 0..2 {
+                m.paths[p].last_taken = Some(Instant::ZERO);
+            }
+        }
+        mp
+    }
+
+    #[test]
+    fn the_better_group_takes_everything_while_a_path_of_it_serves_even_when_slower() {
+        let mp = grouped(0, 4);
+        let mut m = mp.lock();
+        m.see(at_us(10));
+        m.note_load(0, load(0, 100));
+        m.note_load(1, load(5, 10_000));
+        assert_eq!(m.active_group(), Some(0));
+        assert!(m.may_take(1, true) && !m.may_take(0, true));
+        // Full: the worse group does not take what the better cannot.
+        m.note_room(1, false);
+        assert!(!m.may_take(0, true), "a busy optimized path is no failover");
+        // Down: the worse group takes over at once.
+        m.path_is_down(1, at_us(20), None);
+        assert_eq!(m.active_group(), Some(1));
+        assert!(m.may_take(0, true));
+    }
+
+    #[test]
+    fn a_better_path_back_takes_the_load_after_the_failback_delay_and_at_once_when_alone() {
+        let mp = grouped(500, 4);
+        let mut m = mp.lock();
+        m.note_load(0, load(0, 200));
+        m.note_load(1, load(0, 200));
+        m.path_is_down(1, Instant::from_ms(1_000), None);
+        m.path_is_up(1, Instant::from_ms(2_000));
+        m.see(Instant::from_ms(2_499));
+        assert_eq!(m.active_group(), Some(1), "back 499 ms: not yet");
+        assert!(m.may_take(0, true) && !m.may_take(1, true));
+        m.see(Instant::from_ms(2_500));
+        assert_eq!(m.active_group(), Some(0), "back 500 ms: failed back");
+        assert!(m.may_take(1, true) && !m.may_take(0, true));
+        // Back again, and the other path gone meanwhile: a path just back beats none.
+        m.path_is_down(1, Instant::from_ms(3_000), None);
+        m.path_is_up(1, Instant::from_ms(3_100));
+        m.path_is_down(0, Instant::from_ms(3_100), None);
+        assert_eq!(m.active_group(), Some(0));
+        assert!(m.may_take(1, true));
+        // No path serves: no group.
+        m.path_is_down(1, Instant::from_ms(3_200), None);
+        assert_eq!(m.active_group(), None);
     }
 
     #[test]

@@ -160,6 +160,11 @@ client_keys! {
     path_timeout_max_ms: u64 => [BootDisk, Srp];
     /// The command bound's ceiling (docs/design.md §7 "Every command ends").
     command_timeout_ms: u64 => [BootDisk, Srp];
+    /// With `paths`: each path's group, 0 the best (docs/design.md §7 "Path groups").
+    path_groups: Vec<u8> => [BootDisk, Srp];
+    /// With `paths`: how long a path of a better group must be back before I/O returns
+    /// to it (0: at once).
+    failback_ms: u64 => [BootDisk, Srp];
 }
 
 #[derive(Debug, Deserialize)]

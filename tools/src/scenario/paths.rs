@@ -4,7 +4,7 @@
 
 use hcabus::{Duration, Instant};
 use hcabus_lab::srp_target::{Route, RoutePhase, SERVICE_MIN};
-use ibal::disk::PathTimeout;
+use ibal::disk::{PathGroups, PathTimeout};
 
 use super::keys::{Client, Hca, RouteKeys};
 use super::{err, ScenarioError};
@@ -78,6 +78,45 @@ fn phase(p: &RouteKeys, key: &dyn Fn(&str) -> String) -> Result<RoutePhase, Scen
     }
     phase.blackhole = p.blackhole.unwrap_or(false);
     Ok(phase)
+}
+
+/// The path groups of a disk: `path_groups` (one per path, in the order of `paths`) and
+/// `failback_ms`, both only on a disk with `paths`. Returns the key at fault with its
+/// message.
+pub(super) fn path_groups(c: &Client) -> Result<PathGroups, (&'static str, String)> {
+    let Some(paths) = &c.paths else {
+        let given = [
+            ("path_groups", c.path_groups.is_some()),
+            ("failback_ms", c.failback_ms.is_some()),
+        ];
+        return match given.into_iter().find(|(_, set)| *set) {
+            Some((key, _)) => Err((key, "takes a disk with paths (a multipath disk)".into())),
+            None => Ok(PathGroups::default()),
+        };
+    };
+    let mut groups = PathGroups::default();
+    if let Some(g) = &c.path_groups {
+        if g.len() != paths.len() {
+            return Err((
+                "path_groups",
+                format!(
+                    "one group per path: {} paths, {} groups",
+                    paths.len(),
+                    g.len()
+                ),
+            ));
+        }
+        for (slot, &group) in groups.priority.iter_mut().zip(g) {
+            *slot = group;
+        }
+    }
+    if let Some(ms) = c.failback_ms {
+        if ms > 3_600_000 {
+            return Err(("failback_ms", "at most 3600000 (an hour)".into()));
+        }
+        groups.failback = Duration::from_ms(ms);
+    }
+    Ok(groups)
 }
 
 /// The path timeout of a disk: adaptive by default for a disk with `paths`, fixed by

@@ -255,6 +255,13 @@ fn bad_route_and_path_timeout_keys_are_refused_by_name() {
             one("path_timeout_min_ms = 10"),
             "clients[0].path_timeout_min_ms",
         ),
+        // Path groups: one per path, on a disk with paths, and a failback within an hour.
+        (two("", "path_groups = [0]"), "clients[0].path_groups"),
+        (two("", "path_groups = [0, 1, 2]"), "clients[0].path_groups"),
+        (two("", "path_groups = [0, 256]"), "path_groups"),
+        (one("path_groups = [0]"), "clients[0].path_groups"),
+        (one("failback_ms = 10"), "clients[0].failback_ms"),
+        (two("", "failback_ms = 3600001"), "clients[0].failback_ms"),
     ];
     for (text, key) in cases {
         let e = parse_any(&text).expect_err(&text);
@@ -280,6 +287,7 @@ fn bad_route_and_path_timeout_keys_are_refused_by_name() {
     );
     parse_any(&ok).expect("twelve phases after a base latency, min = max");
     parse_any(&two(&format!("route = [{}]", phases(0)), "")).expect("twelve from 0");
+    parse_any(&two("", "path_groups = [1, 0]\nfailback_ms = 3600000")).expect("groups");
 }
 
 /// README.md, docs/design.md and docs/failslow.md quote the benchmark's tables: each must

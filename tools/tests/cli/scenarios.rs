@@ -165,6 +165,7 @@ fn every_scenario_file_has_its_expected_outcome() {
         "multipath-both-reset.toml",
         "multipath-cable-out.toml",
         "multipath-failover.toml",
+        "multipath-path-groups.toml",
         "multipath-slow-path.toml",
         "multipath-slow-target.toml",
         "paging-long-outage.toml",
@@ -194,6 +195,7 @@ fn every_scenario_file_has_its_expected_outcome() {
             | "multipath-both-reset.toml"
             | "multipath-adapter-replaced.toml"
             | "multipath-cable-out.toml"
+            | "multipath-path-groups.toml"
             | "multipath-slow-path.toml"
             | "multipath-slow-target.toml" => expect_multipath(file, &r),
             "last-path-cable-out.toml"
@@ -361,6 +363,23 @@ fn expect_multipath(file: &str, r: &Value) {
             let down = m["paths"][1]["down_us"].as_u64().expect("down_us");
             assert!((4_300_000..4_400_000).contains(&down), "{m}");
             assert_eq!(m["no_path_us"], 0, "hca0 carried the disk: {m}");
+            assert_eq!(r["io"]["failed"], 0);
+        }
+        "multipath-path-groups.toml" => {
+            // hca0 (group 0) carries everything but the 1.8 s from its cable's pull
+            // (2000 ms) to 500 ms after its path is back (3300.5 ms): 2,000 IOPS there.
+            assert_eq!(outcomes(r), Vec::<&str>::new());
+            let m = &r["multipath"][0];
+            let (p0, p1) = (&m["paths"][0], &m["paths"][1]);
+            assert_eq!(
+                (&p0["group"], &p1["group"]),
+                (&Value::from(0), &Value::from(1))
+            );
+            let carried = p1["ios"].as_u64().expect("ios");
+            assert!((3_550..=3_650).contains(&carried), "{m}");
+            assert_eq!(p0["ios"].as_u64(), Some(12_000 - carried), "{m}");
+            assert_eq!(m["no_path_us"], 0, "{m}");
+            assert!(m["max_latency_us"].as_u64() < Some(5_000), "{m}");
             assert_eq!(r["io"]["failed"], 0);
         }
         other => unreachable!("{other}"),
