@@ -21,6 +21,7 @@ use crate::srp::*;
 use crate::workload::WriteData;
 
 mod bound;
+mod check;
 mod client;
 mod config;
 mod connection;
@@ -28,6 +29,7 @@ pub mod rtt;
 pub mod slots;
 
 pub use bound::{CommandBound, DEFAULT_COMMAND_TIMEOUT, MAX_BOUND_STRIKES};
+pub use check::CHECK_IDLE;
 pub use client::SrpClient;
 pub use config::{DiskConfig, PathGroups, MAX_PATHS};
 pub use rtt::{PathTimeout, PathTiming, PollRule, RttEstimator};
@@ -106,6 +108,9 @@ pub struct DiskStats {
     /// budget (retry exceeded) put the queue pair in error; the disk took its commands back
     /// and logged in again.
     pub transport_errors: u32,
+    /// Idle checks sent (a path with nothing out for a second), and answered.
+    pub checks_sent: u64,
+    pub checks_answered: u64,
 }
 
 /// The initiator side of one LUN.
@@ -133,6 +138,8 @@ pub struct SrpDisk {
     qp_error: Option<WcStatus>,
     /// The latest instant the disk saw: what the report judges its commands' age by.
     seen: Instant,
+    /// When it last sent a command or logged in: an idle check is due a second after.
+    last_sent: Option<Instant>,
     data_base: u64,
     send_iu_base: u64,
     recv_iu_base: u64,
@@ -161,6 +168,7 @@ impl SrpDisk {
             transport: RcTransport::DEFAULT,
             qp_error: None,
             seen: Instant::ZERO,
+            last_sent: None,
             data_base: 0,
             send_iu_base: 0,
             recv_iu_base: 0,
@@ -307,7 +315,13 @@ impl SrpDisk {
 
     /// The newest I/O waiting to be sent, taken out of the disk (for another path).
     fn pop_queued_back(&mut self) -> Option<IoRequest> {
-        self.slots.pop_queued_back()
+        // A check is this path's own business: dropped, not handed to another path.
+        while let Some(req) = self.slots.pop_queued_back() {
+            if !req.is_check() {
+                return Some(req);
+            }
+        }
+        None
     }
 
     pub fn is_up(&self) -> bool {
@@ -354,6 +368,10 @@ impl SrpDisk {
     }
 
     fn complete_upward(&mut self, id: u64, status: IoStatus, checksum: u64) {
+        if id == IoRequest::CHECK_ID {
+            // Nobody's I/O: a check failed with its path, which says so otherwise.
+            return;
+        }
         // Reserved for every slot twice over, and handed up before each of the client's
         // calls returns: within one call a slot answers once and `submit` refuses at the
         // reserve, so this never grows it.
@@ -384,7 +402,8 @@ impl SrpDisk {
                 lba: req.lba,
                 addr: self.data_addr(slot),
                 rkey: keys.rkey,
-                len: BLOCK_SIZE as u32,
+                // A check moves no data.
+                len: if req.is_check() { 0 } else { BLOCK_SIZE as u32 },
                 checksum: req.checksum,
             };
             let mut iu = [0u8; IU_SIZE];
@@ -395,6 +414,7 @@ impl SrpDisk {
                 break;
             }
             self.slots.sent(bus.now());
+            self.last_sent = Some(bus.now());
             // A command is sent once per slot it takes: the slot is in flight now, out of
             // the queue (a table that lost track would flood the target with copies).
             debug_assert!(self.slots.next_send().is_none_or(|(next, ..)| next != slot));
@@ -494,6 +514,10 @@ impl SrpDisk {
                 return;
             }
         };
+        if req.is_check() {
+            self.stats.checks_answered += 1;
+            return;
+        }
         let (status, sum) = match rsp.status {
             SrpStatus::Good if !req.write => {
                 // The disk checks the data it hands up, not the target's word for it.
@@ -599,6 +623,7 @@ impl SrpDisk {
 
     /// The login is done: unblock and re-issue in order.
     fn up(&mut self) {
+        self.last_sent = Some(self.seen);
         self.link = Link::Up;
         self.blocked = false;
         self.fast_fail = false;

@@ -85,6 +85,27 @@ impl IoRequest {
     }
 }
 
+impl IoRequest {
+    /// The id of an idle path's check: no workload issues it (ids count up from 1).
+    pub const CHECK_ID: u64 = u64::MAX;
+
+    /// An idle path's check (SCSI's TEST UNIT READY): no data and no block, nobody's I/O;
+    /// its answer says the path moves (docs/design.md §7 "Idle checks").
+    pub const fn check(at: Instant) -> Self {
+        IoRequest {
+            id: Self::CHECK_ID,
+            lba: 0,
+            write: false,
+            checksum: 0,
+            submitted_at: at,
+        }
+    }
+
+    pub const fn is_check(&self) -> bool {
+        self.id == Self::CHECK_ID
+    }
+}
+
 /// One I/O completed upward by a disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IoCompletion {

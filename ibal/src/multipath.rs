@@ -494,6 +494,10 @@ impl Multipath {
     /// first, so the oldest ends up at the front). A probing path's probe, given back, is
     /// out no more.
     pub fn give_back(&mut self, path: usize, req: IoRequest) {
+        if req.is_check() {
+            // An idle check is its path's own: nobody's I/O to re-issue.
+            return;
+        }
         if let Some(probe) = self.paths.get_mut(path).and_then(|p| p.probe.as_mut()) {
             probe.out = false;
         }

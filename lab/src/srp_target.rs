@@ -45,6 +45,8 @@ pub struct TargetStats {
     pub commands: u64,
     pub reads: u64,
     pub writes: u64,
+    /// TEST UNIT READYs (an idle path's checks): no data moved.
+    pub checks: u64,
     /// Writes whose data did not match their checksum: corruption on the path.
     pub write_mismatches: u64,
     /// Commands or responses the host never got (its adapter was down, the QP gone).
@@ -416,6 +418,11 @@ impl SrpTarget {
         else {
             return rsp(SrpStatus::LbaOutOfRange, 0);
         };
+        if cmd.len == 0 {
+            // TEST UNIT READY: the unit is ready; no data moves.
+            self.stats.checks += 1;
+            return rsp(SrpStatus::Good, 0);
+        }
         if cmd.len as usize != BLOCK_SIZE {
             return rsp(SrpStatus::LbaOutOfRange, 0);
         }

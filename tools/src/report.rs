@@ -85,6 +85,9 @@ pub struct PathJson {
     /// Single commands it sent while given up (probes), and times it served again.
     pub probes: u64,
     pub restored: u32,
+    /// Idle checks it sent (nothing out for a second: a TEST UNIT READY), and answered.
+    pub checks: u64,
+    pub checks_answered: u64,
     /// Its timeout at the end (null when off) and its smoothed round trip (null before
     /// any answer).
     pub timeout_us: Option<u64>,
@@ -290,6 +293,8 @@ pub fn multipath(world: &MultiNode) -> Vec<MultipathJson> {
                             abort_timeouts: c.disk().stats().abort_timeouts,
                             probes: s.probes,
                             restored: s.restored,
+                            checks: c.disk().stats().checks_sent,
+                            checks_answered: c.disk().stats().checks_answered,
                             timeout_us: c.disk().path_timeout().map(|t| t.as_us()),
                             srtt_us: c.disk().timing().estimator().srtt().map(|t| t.as_us()),
                             down_us: s.down_us,

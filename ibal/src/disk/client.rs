@@ -541,7 +541,10 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         let (work, hold) = match &self.above {
             Above::Path(p) => {
                 let room = self.disk.can_send_more();
-                (p.mp.lock().next_wake(p.index, room), None)
+                let work = p.mp.lock().next_wake(p.index, room);
+                // Its idle check is due then too (a path of a multipath disk only).
+                let check = self.disk.check_due();
+                ([work, check].into_iter().flatten().min(), None)
             }
             Above::Own(w) => (
                 w.next_at(),
@@ -611,6 +614,9 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         self.deliver_upward(now);
         self.sync_path(bus);
         self.take_work(bus, now);
+        if self.above.path().is_some() {
+            self.disk.check_if_idle(bus);
+        }
         self.disk.pump(&self.ibal, bus);
         self.deliver_upward(now);
         // A command the link refused to post stays with a path that is going down.

@@ -165,6 +165,7 @@ fn every_scenario_file_has_its_expected_outcome() {
         "multipath-both-reset.toml",
         "multipath-cable-out.toml",
         "multipath-failover.toml",
+        "multipath-idle-check.toml",
         "multipath-path-groups.toml",
         "multipath-slow-path.toml",
         "multipath-slow-target.toml",
@@ -195,6 +196,7 @@ fn every_scenario_file_has_its_expected_outcome() {
             | "multipath-both-reset.toml"
             | "multipath-adapter-replaced.toml"
             | "multipath-cable-out.toml"
+            | "multipath-idle-check.toml"
             | "multipath-path-groups.toml"
             | "multipath-slow-path.toml"
             | "multipath-slow-target.toml" => expect_multipath(file, &r),
@@ -363,6 +365,36 @@ fn expect_multipath(file: &str, r: &Value) {
             let down = m["paths"][1]["down_us"].as_u64().expect("down_us");
             assert!((4_300_000..4_400_000).contains(&down), "{m}");
             assert_eq!(m["no_path_us"], 0, "hca0 carried the disk: {m}");
+            assert_eq!(r["io"]["failed"], 0);
+        }
+        "multipath-idle-check.toml" => {
+            // hca1 (standby) carries nothing; its idle checks, one a second, find its
+            // route dead from 2000 ms: the first check after it is given up within that
+            // second and its path's timeout, and no I/O was ever on it.
+            assert_eq!(outcomes(r), Vec::<&str>::new());
+            let m = &r["multipath"][0];
+            let p1 = &m["paths"][1];
+            assert_eq!(
+                (p1["ios"].as_u64(), p1["given_up"].as_u64()),
+                (Some(0), Some(1)),
+                "{m}"
+            );
+            let checks = p1["checks"].as_u64().expect("checks");
+            assert_eq!(p1["checks_answered"].as_u64(), Some(checks - 1), "{m}");
+            assert!((2..=3).contains(&checks), "one a second, until 2 s: {m}");
+            // Down (its connection dropped) half a second after the give-up: found at
+            // most 1 s + its timeout after the route died.
+            let down = p1["down_us"].as_u64().expect("down");
+            let found_ms = 5_000 - down / 1_000 - 500;
+            assert!(
+                (2_000..=2_000 + 1_000 + 6).contains(&found_ms),
+                "{found_ms} {m}"
+            );
+            assert_eq!(m["paths"][0]["ios"].as_u64(), Some(10_000), "{m}");
+            assert!(
+                m["max_latency_us"].as_u64() < Some(1_000),
+                "no I/O waited on it: {m}"
+            );
             assert_eq!(r["io"]["failed"], 0);
         }
         "multipath-path-groups.toml" => {

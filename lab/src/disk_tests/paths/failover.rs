@@ -114,3 +114,30 @@ fn a_steady_slow_path_beside_a_fast_one_learns_its_latency_and_carries_io() {
         assert_eq!(path(&w, 0).lab_target().stats().aborted, 0, "no abort sent");
     }
 }
+
+/// With no I/O at all, each path checks itself once a second (a TEST UNIT READY a second
+/// after its login, then a second after each check): answered, completed upward never,
+/// nothing owed; the target ran each without moving data.
+#[test]
+fn an_idle_path_checks_itself_once_a_second_and_the_checks_are_nobodys_io() {
+    let mut w = world(Paths {
+        iops: 0,
+        ..Paths::default()
+    });
+    let (io, p, d) = run_to(&mut w, 3_500);
+    for i in 0..2 {
+        // Logged in at 0.5 ms: checks at 1000.5, 2000.5 and 3000.5 ms.
+        assert_eq!((d[i].checks_sent, d[i].checks_answered), (3, 3), "{d:?}");
+        assert_eq!(d[i].answers, 3, "the checks' answers, nothing else");
+        assert_eq!((p[i].ios, p[i].taken), (0, 0), "nobody's I/O: {p:?}");
+        let t = path(&w, i).lab_target().stats();
+        assert_eq!((t.checks, t.reads, t.writes), (3, 0, 0), "{t:?}");
+        // Each check is a round trip of the path's.
+        assert!(path(&w, i).disk().timing().estimator().srtt().is_some());
+    }
+    assert_eq!((io.submitted, io.completed, io.in_flight), (0, 0, 0));
+    // Busy, a path sends none: its I/O is its check.
+    let mut busy = world(Paths::default());
+    let (_, _, d) = run_to(&mut busy, 3_500);
+    assert_eq!((d[0].checks_sent, d[1].checks_sent), (0, 0), "{d:?}");
+}
