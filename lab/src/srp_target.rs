@@ -35,7 +35,7 @@ pub use admission::{
     MAX_CONCURRENT_LOGINS, MAX_LOGINS_PER_SECOND,
 };
 pub use route::{
-    Route, RouteError, RoutePhase, LOGIN_TIME, MAX_ROUTE_PHASES, SERVICE_MAX, SERVICE_MIN,
+    Route, RouteError, RoutePhase, Slowness, LOGIN_TIME, MAX_ROUTE_PHASES, SERVICE_MAX, SERVICE_MIN,
 };
 
 /// Counts kept by the target.
@@ -60,6 +60,8 @@ pub struct TargetStats {
     pub aborts_too_late: u64,
     /// Commands refused because the target's queue was full.
     pub overflowed: u64,
+    /// Commands whose transmission a lossy route lost with no transport timer to resend it.
+    pub lost: u64,
     /// Commands, aborts and answers a blackholed route swallowed at least once: each got
     /// through on a retransmission, or its transport gave it up.
     pub blackholed: u64,
@@ -310,6 +312,12 @@ impl SrpTarget {
                 continue;
             };
             let due = now + Self::service_time(&phase, self.queue.len(), rng);
+            let when = (phase.at, due, cmd.write);
+            let Some(due) = phase.slow.serve(when, rc.retransmission(1), rng) else {
+                // Lost, and no transport timer sends it again: never run, never answered.
+                self.stats.lost += 1;
+                continue;
+            };
             if self.queue.len() < self.queue.capacity() {
                 self.queue.push_back(Pending {
                     due,

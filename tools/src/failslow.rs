@@ -30,7 +30,7 @@ pub const MODES: [(&str, PathTimeout); 4] = [
 
 /// The traces, and whether giving a command up is ever warranted in each (in the others
 /// every give-up is spurious: no path is worse than another).
-pub const TRACES: [(&str, bool); 9] = [
+pub const TRACES: [(&str, bool); 13] = [
     ("healthy-jitter", false),
     ("spikes", false),
     ("slow-every-path", false),
@@ -40,6 +40,10 @@ pub const TRACES: [(&str, bool); 9] = [
     ("flapping", true),
     ("blackhole", true),
     ("slow-writes", true),
+    ("writes-only", true),
+    ("gc-pauses", true),
+    ("partial-loss", true),
+    ("four-paths-blackhole", true),
 ];
 
 /// One trace under one timeout.

@@ -27,6 +27,64 @@ pub struct RoutePhase {
     pub spike_per_million: u32,
     /// Commands and aborts are taken and never answered, and answers are lost.
     pub blackhole: bool,
+    /// Slowness of a kind the phase's other fields do not give: writes only, periodic
+    /// pauses, lost transmissions.
+    pub slow: Slowness,
+}
+
+/// Fail-slow patterns beyond a steady latency (Gunawi et al., FAST'18 "Fail-Slow at
+/// Scale"): what one command meets at the target port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Slowness {
+    /// Each write takes this much longer: SRP writes are the target's RDMA READs, bounded
+    /// by its `responder_resources`, and a port short of them is slow for writes alone.
+    pub write_extra: Duration,
+    /// The target stalls for `pause` every `pause_every` from the phase's start (a garbage
+    /// collection, a firmware housekeeping pass): a command due inside a pause is served
+    /// at its end.
+    pub pause_every: Duration,
+    pub pause: Duration,
+    /// A command's first transmission is lost with this chance in a million and carried by
+    /// the transport's first retransmission, one local ACK timeout later (the reliable
+    /// connection's bimodal latency); with no retransmission timer it is lost for good.
+    pub loss_per_million: u32,
+}
+
+impl Slowness {
+    pub const NONE: Slowness = Slowness {
+        write_extra: Duration::ZERO,
+        pause_every: Duration::ZERO,
+        pause: Duration::ZERO,
+        loss_per_million: 0,
+    };
+
+    /// When a command `write` with a service due at `due`, in a phase that began at
+    /// `start`, is served instead: `None` when its transmission is lost for good
+    /// (`retransmit`: the transport's first retransmission after a loss, if any). Draws
+    /// from `rng` only with a loss rate, so routes without one keep their sequence.
+    pub fn serve(
+        &self,
+        (start, due, write): (Instant, Instant, bool),
+        retransmit: Option<Duration>,
+        rng: &mut dyn rand::RngCore,
+    ) -> Option<Instant> {
+        use rand::Rng;
+        let mut due = due;
+        if write {
+            due = due + self.write_extra;
+        }
+        if self.loss_per_million > 0 && rng.gen_range(0..1_000_000) < self.loss_per_million {
+            due = due + retransmit?;
+        }
+        if self.pause_every > Duration::ZERO {
+            let every = self.pause_every.as_us();
+            let into = due.saturating_since(start).as_us() % every;
+            if into < self.pause.as_us() {
+                due = due + Duration::from_us(self.pause.as_us() - into);
+            }
+        }
+        Some(due)
+    }
 }
 
 impl RoutePhase {
@@ -40,6 +98,7 @@ impl RoutePhase {
             spike: Duration::ZERO,
             spike_per_million: 0,
             blackhole: false,
+            slow: Slowness::NONE,
         }
     }
 }
@@ -143,6 +202,56 @@ impl Default for Route {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slowness_delays_writes_waits_out_pauses_and_resends_what_it_loses() {
+        let ms = Instant::from_ms;
+        let mut rng = rand::rngs::mock::StepRng::new(0, 0);
+        let none = Slowness::NONE;
+        assert_eq!(
+            none.serve((ms(0), ms(7), true), None, &mut rng),
+            Some(ms(7))
+        );
+        let writes = Slowness {
+            write_extra: Duration::from_ms(50),
+            ..none
+        };
+        assert_eq!(
+            writes.serve((ms(0), ms(7), true), None, &mut rng),
+            Some(ms(57))
+        );
+        assert_eq!(
+            writes.serve((ms(0), ms(7), false), None, &mut rng),
+            Some(ms(7))
+        );
+        // 80 ms pauses every 1.5 s from a phase that began at 2 s: due at 3.51 s, in the
+        // pause from 3.5 s, served at its end; due at 3.6 s, untouched.
+        let gc = Slowness {
+            pause_every: Duration::from_ms(1_500),
+            pause: Duration::from_ms(80),
+            ..none
+        };
+        assert_eq!(
+            gc.serve((ms(2_000), ms(3_510), false), None, &mut rng),
+            Some(ms(3_580))
+        );
+        assert_eq!(
+            gc.serve((ms(2_000), ms(3_600), false), None, &mut rng),
+            Some(ms(3_600))
+        );
+        // Every transmission lost (a zero draw is under any rate): the retransmission carries
+        // it, or nothing does.
+        let lossy = Slowness {
+            loss_per_million: 1,
+            ..none
+        };
+        let ack = Some(Duration::from_ms(67));
+        assert_eq!(
+            lossy.serve((ms(0), ms(1), false), ack, &mut rng),
+            Some(ms(68))
+        );
+        assert_eq!(lossy.serve((ms(0), ms(1), false), None, &mut rng), None);
+    }
 
     #[test]
     fn phases_hold_from_their_instant_until_the_next() {

@@ -283,4 +283,8 @@ pub(super) struct RouteKeys {
     pub(super) spike_ms: Option<u64>,
     pub(super) spike_per_million: Option<u32>,
     pub(super) blackhole: Option<bool>,
+    pub(super) write_extra_us: Option<u64>,
+    pub(super) pause_every_ms: Option<u64>,
+    pub(super) pause_ms: Option<u64>,
+    pub(super) loss_per_million: Option<u32>,
 }

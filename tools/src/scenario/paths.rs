@@ -3,7 +3,7 @@
 //! (`path_io_timeout_ms`, `path_timeout_min_ms`, `path_timeout_max_ms`).
 
 use hcabus::{Duration, Instant};
-use hcabus_lab::srp_target::{Route, RoutePhase, SERVICE_MIN};
+use hcabus_lab::srp_target::{Route, RoutePhase, Slowness, SERVICE_MIN};
 use ibal::disk::{PathGroups, PathTimeout};
 
 use super::keys::{Client, Hca, RouteKeys};
@@ -77,7 +77,44 @@ fn phase(p: &RouteKeys, key: &dyn Fn(&str) -> String) -> Result<RoutePhase, Scen
         }
     }
     phase.blackhole = p.blackhole.unwrap_or(false);
+    phase.slow = slowness(p, key)?;
     Ok(phase)
+}
+
+/// A phase's writes-only slowness, periodic pauses and lost transmissions.
+fn slowness(p: &RouteKeys, key: &dyn Fn(&str) -> String) -> Result<Slowness, ScenarioError> {
+    let mut slow = Slowness::NONE;
+    if let Some(us) = p.write_extra_us {
+        if us > MAX_ROUTE_MS * 1_000 {
+            return Err(err(key("write_extra_us"), "at most 60000000"));
+        }
+        slow.write_extra = Duration::from_us(us);
+    }
+    match (p.pause_every_ms, p.pause_ms) {
+        (None, None) => {}
+        (Some(_), None) => return Err(err(key("pause_every_ms"), "takes pause_ms")),
+        (None, Some(_)) => return Err(err(key("pause_ms"), "takes pause_every_ms")),
+        (Some(every), _) if !(1..=MAX_ROUTE_MS).contains(&every) => {
+            return Err(err(key("pause_every_ms"), "between 1 and 60000"))
+        }
+        (Some(every), Some(pause)) if pause == 0 || pause >= every => {
+            return Err(err(
+                key("pause_ms"),
+                "more than 0 and less than pause_every_ms",
+            ))
+        }
+        (Some(every), Some(pause)) => {
+            slow.pause_every = Duration::from_ms(every);
+            slow.pause = Duration::from_ms(pause);
+        }
+    }
+    if let Some(n) = p.loss_per_million {
+        if n > 1_000_000 {
+            return Err(err(key("loss_per_million"), "at most 1000000"));
+        }
+        slow.loss_per_million = n;
+    }
+    Ok(slow)
 }
 
 /// The path groups of a disk: `path_groups` (one per path, in the order of `paths`) and

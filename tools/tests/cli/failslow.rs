@@ -255,6 +255,38 @@ fn bad_route_and_path_timeout_keys_are_refused_by_name() {
             one("path_timeout_min_ms = 10"),
             "clients[0].path_timeout_min_ms",
         ),
+        // Writes-only slowness, pauses, loss: bounded, pauses as a pair shorter than their
+        // period.
+        (
+            two("route = [{ at_ms = 5, write_extra_us = 60000001 }]", ""),
+            "hcas[0].route[0].write_extra_us",
+        ),
+        (
+            two("route = [{ at_ms = 5, pause_ms = 10 }]", ""),
+            "hcas[0].route[0].pause_ms",
+        ),
+        (
+            two("route = [{ at_ms = 5, pause_every_ms = 10 }]", ""),
+            "hcas[0].route[0].pause_every_ms",
+        ),
+        (
+            two(
+                "route = [{ at_ms = 5, pause_every_ms = 10, pause_ms = 10 }]",
+                "",
+            ),
+            "hcas[0].route[0].pause_ms",
+        ),
+        (
+            two(
+                "route = [{ at_ms = 5, pause_every_ms = 60001, pause_ms = 1 }]",
+                "",
+            ),
+            "hcas[0].route[0].pause_every_ms",
+        ),
+        (
+            two("route = [{ at_ms = 5, loss_per_million = 1000001 }]", ""),
+            "hcas[0].route[0].loss_per_million",
+        ),
         // Path groups: one per path, on a disk with paths, and a failback within an hour.
         (two("", "path_groups = [0]"), "clients[0].path_groups"),
         (two("", "path_groups = [0, 1, 2]"), "clients[0].path_groups"),
