@@ -292,13 +292,18 @@ impl SrpDisk {
             .map(|t| Duration::from_us((srtt.as_us() + t.as_us().max(srtt.as_us())) / 2));
         let late = late_after.map_or(0, |age| self.slots.out_since(self.seen, age));
         let oldest = self.slots.oldest_sent();
+        let answered = self.timing.freshest_any();
+        // Its youngest command out, while nothing sent as late or later was answered: the
+        // one a younger command's answer would show moving.
+        let unanswered = self.slots.youngest_sent().filter(|&t| answered < Some(t));
         crate::multipath::PathLoad {
             room: self.can_send_more(),
             owed: u64::from(self.slots.in_flight()) + self.slots.queued() as u64,
             late,
             late_at: oldest.zip(late_after).map(|(at, age)| at + age),
             // It answered a command sent after its oldest one out.
-            moving: self.timing.freshest_any() > oldest,
+            moving: answered > oldest,
+            check_at: unanswered.zip(late_after).map(|(at, age)| at + age),
             rtt_us: self.timing.recent_rtt().map(|d| d.as_us()),
         }
     }

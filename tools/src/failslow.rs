@@ -14,6 +14,8 @@ use ibal::disk::PathTimeout;
 
 use crate::scenario::{parse_any, Scenario};
 
+pub mod campaign;
+
 /// The timeouts compared: the shipped adaptive one against fixed settings of its peers.
 pub const MODES: [(&str, PathTimeout); 4] = [
     ("adaptive", PathTimeout::DEFAULT),

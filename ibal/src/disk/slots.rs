@@ -344,6 +344,15 @@ impl SlotTable {
             .count() as u64
     }
 
+    /// When the youngest command in flight was sent.
+    pub fn youngest_sent(&self) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter(|s| s.state == SlotState::InFlight)
+            .map(|s| s.sent_at)
+            .max()
+    }
+
     /// When the oldest command in flight was sent.
     pub fn oldest_sent(&self) -> Option<Instant> {
         self.slots
@@ -539,6 +548,9 @@ pub struct GiveUpRule {
     pub overtaken_at: Option<Instant>,
     /// The send time of the youngest command this path answered.
     pub own_answered_at: Option<Instant>,
+    /// The round trip of the fastest other path that serves: a command is overtaken only
+    /// once it has been out twice that long (`None`: no such path known).
+    pub overtaker_rtt: Option<Duration>,
     /// The command bound: no command is out longer than this, on any number of paths.
     pub bound: Duration,
 }
@@ -552,10 +564,16 @@ impl GiveUpRule {
             return bound;
         }
         let moving = self.own_answered_at.is_some_and(|t| t > sent_at);
+        // Overtaken means by a path clearly faster: a target slow on every path, whose
+        // answers spread over tens of milliseconds, answers younger commands sooner on any
+        // path now and then, and that is no sign against this one.
+        let faster = self.overtaker_rtt.map_or(Duration::ZERO, |rtt| {
+            Duration::from_us(rtt.as_us().saturating_mul(2))
+        });
         let wait = if moving {
             self.cap.max(self.timeout)
         } else {
-            self.timeout
+            self.timeout.max(faster)
         };
         (sent_at + wait).min(bound)
     }

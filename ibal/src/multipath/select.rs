@@ -26,12 +26,14 @@ use super::Multipath;
 /// How long a serving path may go without I/O before it takes one whatever it costs.
 pub const STALE_AFTER: Duration = Duration::from_ms(1_000);
 
-/// What a path's client says of its load (see `Disk::load` for why lateness matters):
-/// whether it could send another command, the commands it holds to send or has out, how
-/// many of those were late (out past the midpoint from its round trip to its timeout: a
-/// check sent then has the other half of the margin to come back) when it said and when
-/// its oldest one is, whether it answered a command sent after its oldest one out, and its recent
-/// round trip (`None` before its first answer).
+/// What a path's client says of its load (see [`PathLoad::priced`] for why lateness
+/// matters): whether it could send another command, the commands it holds to send or has
+/// out, how many of those were late (out past the midpoint from its round trip to its
+/// timeout: a check sent then has the other half of the margin to come back) when it said
+/// and when its oldest one is, whether it answered a command sent after its oldest one
+/// out, when its youngest command out turns late if nothing sent as late or later was
+/// answered (the check is due then), and its recent round trip (`None` before its first
+/// answer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct PathLoad {
     pub room: bool,
@@ -39,27 +41,31 @@ pub struct PathLoad {
     pub late: u64,
     pub late_at: Option<Instant>,
     pub moving: bool,
+    pub check_at: Option<Instant>,
     pub rtt_us: Option<u64>,
 }
 
 impl PathLoad {
     /// The commands it is priced for at `now`, or `None` when it asks for the next I/O
-    /// whatever that costs (the check): a command out late is the target's straggler on a
+    /// whatever that costs (the check). A command out late is the target's straggler on a
     /// path free to serve, or the first sign of a dead path, and only a younger command's
-    /// answer tells (fast path failover gives a straggler up as dead unless its path
-    /// answered something younger). So a path whose one command out is late and which
-    /// answered nothing sent after it gets the next I/O; once it moves, its late commands
-    /// are not priced; several late and no answer look like a dead path: all are priced.
+    /// answer tells (fast path failover gives a command up as dead unless its path
+    /// answered something younger). So a path whose youngest command out is late, with
+    /// nothing sent as late or later answered, gets the next I/O; once it answered a
+    /// command sent after its oldest one out (it moves), its late commands are not priced;
+    /// otherwise all of it is.
     pub(super) fn priced(&self, now: Instant) -> Option<u64> {
+        if self.check_at.is_some_and(|t| t <= now) {
+            return None;
+        }
         let late = self
             .late
             .max(u64::from(self.late_at.is_some_and(|t| t <= now)));
-        match (late, self.moving) {
-            (0, _) => Some(self.owed),
-            (_, true) => Some(self.owed.saturating_sub(late)),
-            (_, false) if self.owed == 1 => None,
-            (_, false) => Some(self.owed),
-        }
+        Some(if self.moving {
+            self.owed.saturating_sub(late)
+        } else {
+            self.owed
+        })
     }
 }
 
@@ -158,10 +164,24 @@ impl Multipath {
             .any(|(i, _)| self.order(i) < mine)
     }
 
+    /// The round trip of the fastest path but `me` that serves (what overtakes `me`'s
+    /// commands, see `GiveUpRule::overtaker_rtt`).
+    pub fn others_rtt(&self, me: usize) -> Option<Duration> {
+        self.paths
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| *i != me && p.serves())
+            .filter_map(|(_, p)| p.load.rtt_us)
+            .min()
+            .map(Duration::from_us)
+    }
+
     /// `path` took an I/O at `now`: it owes one more.
     pub(super) fn took(&mut self, path: usize, now: Instant) {
         if let Some(p) = self.paths.get_mut(path) {
             p.load.owed = p.load.owed.saturating_add(1);
+            // The command just taken is the youngest: the check, if one was due, is it.
+            p.load.check_at = None;
             p.last_taken = Some(now);
         }
     }
@@ -266,7 +286,7 @@ mod tests {
     }
 
     #[test]
-    fn a_path_whose_one_command_is_late_gets_the_next_io_as_its_check() {
+    fn a_path_whose_youngest_command_is_late_and_unanswered_gets_the_next_io_as_its_check() {
         let mp = two_paths(4);
         let mut m = mp.lock();
         m.see(at_us(10));
@@ -277,6 +297,7 @@ mod tests {
         let late = PathLoad {
             owed: 1,
             late_at: Some(at_us(3_000)),
+            check_at: Some(at_us(3_000)),
             moving: false,
             ..load(1, 200)
         };
@@ -292,23 +313,23 @@ mod tests {
         // Two out, the older late, nothing answered: all of it priced.
         assert_eq!(m.paths[1].load.priced(m.now), Some(2));
         // It answered the check: it moves, and the late one is not priced.
-        m.note_load(
-            1,
-            PathLoad {
-                moving: true,
-                late: 1,
-                ..late
-            },
-        );
-        assert_eq!(m.paths[1].load.priced(m.now), Some(0));
-        // Several late and nothing answered: a dead path's look, no check.
-        let dead = PathLoad {
-            owed: 3,
-            late: 3,
-            moving: false,
+        let moving = PathLoad {
+            owed: 1,
+            late: 1,
+            moving: true,
+            check_at: None,
             ..late
         };
-        assert_eq!(dead.priced(m.now), Some(3));
+        assert_eq!(moving.priced(m.now), Some(0));
+        // A second straggler behind the first, nothing answered since it was sent: its
+        // own check, though the path moved past the first.
+        let second = PathLoad {
+            owed: 2,
+            late: 1,
+            check_at: Some(at_us(3_000)),
+            ..moving
+        };
+        assert_eq!(second.priced(m.now), None);
     }
 
     /// Two paths up, path 1 in the better group, with `failback` and `n` I/Os queued.

@@ -294,6 +294,7 @@ impl World {
             cap: LIMIT,
             overtaken_at: Some(self.mp.others_answered_at(p)?),
             own_answered_at: self.paths[p].timing.freshest_any(),
+            overtaker_rtt: None,
             bound: BOUND,
         })
     }
@@ -305,6 +306,7 @@ impl World {
             cap: BOUND,
             overtaken_at: None,
             own_answered_at: None,
+            overtaker_rtt: None,
             bound: BOUND,
         }
     }

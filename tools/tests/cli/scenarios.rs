@@ -971,7 +971,7 @@ fn the_multipath_default_shows_a_lane_group_per_adapter_and_each_path() {
         // SRTT + 5 ms): the one it had out and the check the selector sent after it, then
         // its probes, and nothing left on it for the RESET to move: its connection was
         // dropped when its first abort went unanswered.
-        "0 failover(s), 7 commands moved off it (7 given up slow, 0 late answers discarded)",
+        "0 failover(s), 8 commands moved off it (8 given up slow, 0 late answers discarded)",
         "  1905.148 | hca0     | down: no new I/O",
         // The whole outage on the bus lane: the health poll, the link, the subnet manager.
         "health poll: catastrophic error",

@@ -45,15 +45,16 @@ impl SrpClient {
     fn give_up_rule(&self, mp: Option<(&Multipath, usize)>) -> GiveUpRule {
         let bound = self.disk.command_bound().bound;
         let mode = self.disk.config.path_timeout;
-        let overtaken_at = match (mode, mp) {
-            (PathTimeout::Off, _) | (_, None) => None,
-            (_, Some((mp, index))) => mp.others_answered_at(index),
+        let (overtaken_at, overtaker_rtt) = match (mode, mp) {
+            (PathTimeout::Off, _) | (_, None) => (None, None),
+            (_, Some((mp, index))) => (mp.others_answered_at(index), mp.others_rtt(index)),
         };
         GiveUpRule {
             timeout: self.disk.path_timeout().unwrap_or(bound),
             cap: mode.cap().unwrap_or(bound),
             overtaken_at,
             own_answered_at: self.disk.timing().freshest_any(),
+            overtaker_rtt,
             bound,
         }
     }

@@ -16,6 +16,7 @@ fn rule(limit: Duration, overtaken_at: Instant) -> GiveUpRule {
         cap: limit,
         overtaken_at: Some(overtaken_at),
         own_answered_at: None,
+        overtaker_rtt: None,
         bound: BOUND,
     }
 }
@@ -233,6 +234,7 @@ fn a_straggler_its_path_answered_around_waits_for_the_cap_until_the_path_sticks(
         overtaken_at: Some(at(50)),
         // This path answered a command sent at 8 ms: it moves; command 1 is a straggler.
         own_answered_at: Some(at(8)),
+        overtaker_rtt: None,
         bound: BOUND,
     };
     assert_eq!(r.due(at(0)), at(3_000), "the straggler waits for the cap");
@@ -269,6 +271,7 @@ fn a_command_overtaken_by_one_sent_the_same_instant_is_overtaken() {
         cap: Duration::from_ms(3_000),
         overtaken_at: Some(at(50)),
         own_answered_at: Some(at(40)),
+        overtaker_rtt: None,
         bound: BOUND,
     };
     assert_eq!(r.due(at(50)), at(55), "sent no later than the one answered");
@@ -365,6 +368,7 @@ fn a_command_given_up_to_its_own_table_goes_again_once_its_abort_is_answered() {
         cap: bound,
         overtaken_at: None,
         own_answered_at: None,
+        overtaker_rtt: None,
         bound,
     };
     assert_eq!(t.next_overdue(&own), Some(at(120)), "the oldest's bound");
@@ -420,6 +424,7 @@ fn a_connection_lost_sends_again_what_was_given_up_to_its_own_table() {
         cap: Duration::from_ms(100),
         overtaken_at: None,
         own_answered_at: None,
+        overtaker_rtt: None,
         bound: Duration::from_ms(100),
     };
     assert_eq!(t.give_up_overdue(at(105), &own, |_, _| false), 1);
