@@ -25,6 +25,7 @@ mod check;
 mod client;
 mod config;
 mod connection;
+mod load;
 pub mod rtt;
 pub mod slots;
 
@@ -32,6 +33,7 @@ pub use bound::{CommandBound, DEFAULT_COMMAND_TIMEOUT, MAX_BOUND_STRIKES};
 pub use check::CHECK_IDLE;
 pub use client::SrpClient;
 pub use config::{DiskConfig, PathGroups, MAX_PATHS};
+pub use load::PathLoad;
 pub use rtt::{PathTimeout, PathTiming, PollRule, RttEstimator};
 use slots::Answer;
 pub use slots::SlotTable;
@@ -283,7 +285,7 @@ impl SrpDisk {
     /// how lateness counts): whether it could send another command, the commands it holds
     /// to send or has out and how many of them are late, when its oldest one will be,
     /// whether it answered a command sent after that one, and its recent round trip.
-    pub fn load(&self) -> crate::multipath::PathLoad {
+    pub fn load(&self) -> PathLoad {
         // Midway from the round trip to the timeout: a check sent then has the other half
         // of the margin to be answered.
         let srtt = self.timing.estimator().srtt().unwrap_or(Duration::ZERO);
@@ -296,7 +298,7 @@ impl SrpDisk {
         // Its youngest command out, while nothing sent as late or later was answered: the
         // one a younger command's answer would show moving.
         let unanswered = self.slots.youngest_sent().filter(|&t| answered < Some(t));
-        crate::multipath::PathLoad {
+        PathLoad {
             room: self.can_send_more(),
             owed: u64::from(self.slots.in_flight()) + self.slots.queued() as u64,
             late,

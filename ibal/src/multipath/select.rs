@@ -22,52 +22,10 @@
 use hcabus::{Duration, Instant};
 
 use super::Multipath;
+pub use crate::disk::PathLoad;
 
 /// How long a serving path may go without I/O before it takes one whatever it costs.
 pub const STALE_AFTER: Duration = Duration::from_ms(1_000);
-
-/// What a path's client says of its load (see [`PathLoad::priced`] for why lateness
-/// matters): whether it could send another command, the commands it holds to send or has
-/// out, how many of those were late (out past the midpoint from its round trip to its
-/// timeout: a check sent then has the other half of the margin to come back) when it said
-/// and when its oldest one is, whether it answered a command sent after its oldest one
-/// out, when its youngest command out turns late if nothing sent as late or later was
-/// answered (the check is due then), and its recent round trip (`None` before its first
-/// answer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct PathLoad {
-    pub room: bool,
-    pub owed: u64,
-    pub late: u64,
-    pub late_at: Option<Instant>,
-    pub moving: bool,
-    pub check_at: Option<Instant>,
-    pub rtt_us: Option<u64>,
-}
-
-impl PathLoad {
-    /// The commands it is priced for at `now`, or `None` when it asks for the next I/O
-    /// whatever that costs (the check). A command out late is the target's straggler on a
-    /// path free to serve, or the first sign of a dead path, and only a younger command's
-    /// answer tells (fast path failover gives a command up as dead unless its path
-    /// answered something younger). So a path whose youngest command out is late, with
-    /// nothing sent as late or later answered, gets the next I/O; once it answered a
-    /// command sent after its oldest one out (it moves), its late commands are not priced;
-    /// otherwise all of it is.
-    pub(super) fn priced(&self, now: Instant) -> Option<u64> {
-        if self.check_at.is_some_and(|t| t <= now) {
-            return None;
-        }
-        let late = self
-            .late
-            .max(u64::from(self.late_at.is_some_and(|t| t <= now)));
-        Some(if self.moving {
-            self.owed.saturating_sub(late)
-        } else {
-            self.owed
-        })
-    }
-}
 
 impl Multipath {
     /// What `path`'s client says of its load now (it says so after each change).
@@ -219,6 +177,10 @@ mod tests {
             path_timeout: PathTimeout::DEFAULT,
             ..DiskConfig::default()
         };
+        two_paths_of(config, n)
+    }
+
+    fn two_paths_of(config: DiskConfig, n: u64) -> SharedMultipath {
         let mp = SharedMultipath::new("disk", config, 2, Steady::boxed(0, 0));
         {
             let mut m = mp.lock();
@@ -342,17 +304,9 @@ mod tests {
             },
             ..DiskConfig::default()
         };
-        let mp = SharedMultipath::new("disk", config, 2, Steady::boxed(0, 0));
-        {
-            let mut m = mp.lock();
-            m.path_is_up(0, Instant::ZERO);
-            m.path_is_up(1, Instant::ZERO);
-            for id in 1..=n {
-                m.enqueue(IoRequest::stamped(id, id, false)).expect("room");
-            }
-            for p in 0..2 {
-                m.paths[p].last_taken = Some(Instant::ZERO);
-            }
+        let mp = two_paths_of(config, n);
+        for p in &mut mp.lock().paths {
+            p.last_taken = Some(Instant::ZERO);
         }
         mp
     }

@@ -614,31 +614,6 @@ fn a_slow_path_that_heals_is_restored_by_its_probes() {
     assert_eq!((p[0].restored, p[0].given_up), (1, 5));
 }
 
-/// A checker (dm-multipath's path checker) gives up a command out a whole interval, at its
-/// ticks only: with a 50 ms interval, path 0's first slow command (sent at 101 ms or just
-/// after) is overdue at 151 ms or just after, and waits for the tick at 200 ms.
-#[test]
-fn a_checker_gives_up_only_at_its_ticks() {
-    let mut w = world(Paths {
-        routes: [
-            slow_from(101, Duration::from_ms(300), false),
-            healthy_route(),
-        ],
-        timeout: crate::baselines::checker(Duration::from_ms(50)),
-        ..Paths::default()
-    });
-    let (_, p, _) = run_to(&mut w, 199);
-    assert_eq!(p[0].given_up, 0, "no tick since the first became overdue");
-    let (_, p, _) = run_to(&mut w, 200);
-    assert!(p[0].given_up > 0, "{p:?}");
-    let (io, _, _) = run_to(&mut w, 205);
-    let worst = io.max_latency_us;
-    assert!(
-        (98_000..100_000).contains(&worst),
-        "the first I/O on path 0 after 100 ms, moved at 200: {worst}"
-    );
-}
-
 /// A transport whose every send completes, in success or in error, within 67.1 ms
 /// (2.1 ms timeouts, 7 retries, each timeout up to four times as long): a send out longer
 /// is the adapter's stall, not the route's, from 100 ms.
@@ -646,33 +621,6 @@ pub(super) const QUICK_TRANSPORT: RcTransport = RcTransport {
     local_ack_timeout: 9,
     retry_count: 7,
 };
-
-/// Path 0's adapter hangs at 100 ms: its sends are never completed. The path sees its
-/// data path stalled 100 ms later (its transport would have completed any send by then)
-/// and asks for its adapter's reset, long before the health poll would; the reset brings
-/// the path back.
-#[test]
-fn a_path_whose_sends_stall_asks_for_its_adapters_reset() {
-    let r = Route::constant(Duration::from_us(2_500));
-    let mut w = world(Paths {
-        routes: [r, r],
-        faults: [std::vec![(100, Fault::Hang)], Vec::new()],
-        transport: QUICK_TRANSPORT,
-        ..Paths::default()
-    });
-    let (io, p, _) = run_to(&mut w, 800);
-    let resets = w.resets();
-    assert_eq!(resets.len(), 1, "{resets:?}");
-    let f = &resets[0].facts;
-    assert_eq!(f.reason, hcabus::types::ResetReason::ClientRequest);
-    assert_eq!(
-        f.started_at,
-        Instant::from_ms(200),
-        "100 ms after the last send, at the hang"
-    );
-    assert!(path(&w, 0).disk().is_up() && p[0].given_up > 0);
-    assert_eq!((io.failed, path(&w, 0).refusals), (0, 0));
-}
 
 /// Planned resets of both adapters at once, with the guard: each path's answer counts the
 /// other consented away, so exactly one goes ahead and the other is vetoed by the disk.

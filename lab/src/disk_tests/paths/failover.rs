@@ -1,10 +1,11 @@
-//! Fast path failover's escalations and a probing path's count of its answers.
+//! Fast path failover's escalations, a checker's ticks, a probing path's count of its
+//! answers, and idle checks.
 
 use crate::stack::LabParts;
 use hcabus::{Duration, Instant, Policy};
 use hcabus_sim::Fault;
 
-use super::{path, run_to, slow_from, world, Paths};
+use super::{healthy_route, path, run_to, slow_from, world, Paths, QUICK_TRANSPORT};
 use crate::srp_target::{Route, RoutePhase};
 use ibal::multipath::PROBES_TO_SERVE;
 
@@ -18,7 +19,7 @@ fn a_probing_path_counts_only_its_new_answers() {
     let fast = RoutePhase::plain(Instant::from_ms(400), Duration::from_us(200));
     healed.push(fast).expect("a third phase");
     let mut w = world(Paths {
-        routes: [healed, super::healthy_route()],
+        routes: [healed, healthy_route()],
         timeout: crate::baselines::checker(Duration::from_ms(50)),
         ..Paths::default()
     });
@@ -63,7 +64,7 @@ fn a_stalled_path_whose_reset_is_refused_asks_once() {
             client_request_limit: 1,
             ..Policy::default()
         },
-        transport: super::QUICK_TRANSPORT,
+        transport: QUICK_TRANSPORT,
         ..Paths::default()
     });
     let (io, p, _) = run_to(&mut w, 1_200);
@@ -90,7 +91,7 @@ fn a_steady_slow_path_beside_a_fast_one_learns_its_latency_and_carries_io() {
     for ms in [8, 50, 500] {
         let slow = Route::constant(Duration::from_ms(ms));
         let mut w = world(Paths {
-            routes: [slow, super::healthy_route()],
+            routes: [slow, healthy_route()],
             ..Paths::default()
         });
         let (io, p, d) = run_to(&mut w, 4_000);
@@ -140,4 +141,56 @@ fn an_idle_path_checks_itself_once_a_second_and_the_checks_are_nobodys_io() {
     let mut busy = world(Paths::default());
     let (_, _, d) = run_to(&mut busy, 3_500);
     assert_eq!((d[0].checks_sent, d[1].checks_sent), (0, 0), "{d:?}");
+}
+
+/// A checker (dm-multipath's path checker) gives up a command out a whole interval, at its
+/// ticks only: with a 50 ms interval, path 0's first slow command (sent at 101 ms or just
+/// after) is overdue at 151 ms or just after, and waits for the tick at 200 ms.
+#[test]
+fn a_checker_gives_up_only_at_its_ticks() {
+    let mut w = world(Paths {
+        routes: [
+            slow_from(101, Duration::from_ms(300), false),
+            healthy_route(),
+        ],
+        timeout: crate::baselines::checker(Duration::from_ms(50)),
+        ..Paths::default()
+    });
+    let (_, p, _) = run_to(&mut w, 199);
+    assert_eq!(p[0].given_up, 0, "no tick since the first became overdue");
+    let (_, p, _) = run_to(&mut w, 200);
+    assert!(p[0].given_up > 0, "{p:?}");
+    let (io, _, _) = run_to(&mut w, 205);
+    let worst = io.max_latency_us;
+    assert!(
+        (98_000..100_000).contains(&worst),
+        "the first I/O on path 0 after 100 ms, moved at 200: {worst}"
+    );
+}
+
+/// Path 0's adapter hangs at 100 ms: its sends are never completed. The path sees its
+/// data path stalled 100 ms later (its transport would have completed any send by then)
+/// and asks for its adapter's reset, long before the health poll would; the reset brings
+/// the path back.
+#[test]
+fn a_path_whose_sends_stall_asks_for_its_adapters_reset() {
+    let r = Route::constant(Duration::from_us(2_500));
+    let mut w = world(Paths {
+        routes: [r, r],
+        faults: [std::vec![(100, Fault::Hang)], Vec::new()],
+        transport: QUICK_TRANSPORT,
+        ..Paths::default()
+    });
+    let (io, p, _) = run_to(&mut w, 800);
+    let resets = w.resets();
+    assert_eq!(resets.len(), 1, "{resets:?}");
+    let f = &resets[0].facts;
+    assert_eq!(f.reason, hcabus::types::ResetReason::ClientRequest);
+    assert_eq!(
+        f.started_at,
+        Instant::from_ms(200),
+        "100 ms after the last send, at the hang"
+    );
+    assert!(path(&w, 0).disk().is_up() && p[0].given_up > 0);
+    assert_eq!((io.failed, path(&w, 0).refusals), (0, 0));
 }
