@@ -23,6 +23,7 @@ pub mod block;
 pub mod budget;
 pub mod ipoib_peer;
 pub mod pattern;
+pub mod peers;
 pub mod srp_target;
 pub mod stack;
 pub mod subnet;

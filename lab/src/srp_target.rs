@@ -21,7 +21,7 @@ use hcabus::verbs::{Lid, Qpn, RemoteQp};
 
 use hcabus::{Duration, Instant};
 use ibal::target::{Target, Wire};
-use rand::{Rng, RngCore};
+use rand::RngCore;
 
 use crate::pattern::{checksum, fill_pattern, initial_seed};
 use ibal::io::BLOCK_SIZE;
@@ -311,7 +311,7 @@ impl SrpTarget {
                 self.stats.malformed += 1;
                 continue;
             };
-            let due = now + Self::service_time(&phase, self.queue.len(), rng);
+            let due = now + phase.service_time(self.queue.len(), rng);
             let when = (phase.at, due, cmd.write);
             let Some(due) = phase.slow.serve(when, rc.retransmission(1), rng) else {
                 // Lost, and no transport timer sends it again: never run, never answered.
@@ -330,21 +330,6 @@ impl SrpTarget {
             }
         }
         self.send_due(hca, now);
-    }
-
-    /// How long the target takes over a command that finds `waiting` others at the port.
-    fn service_time(phase: &RoutePhase, waiting: usize, rng: &mut dyn RngCore) -> Duration {
-        let span = phase
-            .service_max
-            .as_us()
-            .saturating_sub(SERVICE_MIN.as_us());
-        let mut us = SERVICE_MIN.as_us() + rng.gen_range(0..=span);
-        us = us.saturating_add(phase.load.as_us().saturating_mul(waiting as u64));
-        // Drawn only on a route with spikes: every other run keeps its random sequence.
-        if phase.spike_per_million > 0 && rng.gen_range(0..1_000_000) < phase.spike_per_million {
-            us = us.saturating_add(phase.spike.as_us());
-        }
-        Duration::from_us(us)
     }
 
     /// ABORT TASK on connection `via`: drops the command if it is still waiting, and

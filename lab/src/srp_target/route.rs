@@ -88,6 +88,20 @@ impl Slowness {
 }
 
 impl RoutePhase {
+    /// How long the target takes over a command that finds `waiting` others at the port
+    /// (the lab target's and the peers' models draw it the same way).
+    pub fn service_time(&self, waiting: usize, rng: &mut dyn rand::RngCore) -> Duration {
+        use rand::Rng;
+        let span = self.service_max.as_us().saturating_sub(SERVICE_MIN.as_us());
+        let mut us = SERVICE_MIN.as_us() + rng.gen_range(0..=span);
+        us = us.saturating_add(self.load.as_us().saturating_mul(waiting as u64));
+        // Drawn only on a route with spikes: every other run keeps its random sequence.
+        if self.spike_per_million > 0 && rng.gen_range(0..1_000_000) < self.spike_per_million {
+            us = us.saturating_add(self.spike.as_us());
+        }
+        Duration::from_us(us)
+    }
+
     /// A healthy route from `at` on, but for `latency`.
     pub const fn plain(at: Instant, latency: Duration) -> RoutePhase {
         RoutePhase {
