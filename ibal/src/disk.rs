@@ -112,6 +112,8 @@ pub struct DiskStats {
     pub transport_errors: u32,
     /// Idle checks sent (a path with nothing out for a second), and answered.
     pub checks_sent: u64,
+    /// Of them, sent at once for another path's late command (docs/design.md §7).
+    pub checks_on_demand: u64,
     pub checks_answered: u64,
 }
 

@@ -85,6 +85,9 @@ struct PathState {
     /// The send time of the youngest command it has answered promptly; whether it gave
     /// commands up for being slow and is being probed.
     last_answer: Option<Instant>,
+    /// The send time of its oldest command out past its timeout that no younger answer on
+    /// another path overtook: the other paths, when idle, check at once to answer it.
+    wants_evidence: Option<Instant>,
     probe: Option<failover::Probe>,
     /// The path dropped its own connection while probed: it stays probed through the
     /// re-login (only an adapter's reset makes it fresh).
@@ -160,6 +163,7 @@ impl SharedMultipath {
             place: None,
             gap: Some(PathGap::LoggedOut),
             last_answer: None,
+            wants_evidence: None,
             probe: None,
             keep_probe: false,
             last_backoff: None,

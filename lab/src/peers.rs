@@ -11,8 +11,8 @@
 //! What each model simplifies is said where it does; docs/peers.md gives every timer's
 //! source.
 
-use hcabus::{Duration, Instant};
 use hcabus::verbs::RcTransport;
+use hcabus::{Duration, Instant};
 
 use crate::block::LatencyHistogram;
 use crate::srp_target::Route;
@@ -136,6 +136,9 @@ pub struct PeerSetup {
     pub lun_id: u32,
     /// Commands one path carries at once (the product's `queue_depth`).
     pub queue_depth: u16,
+    /// I/Os the workload keeps owed at once, waiting ones included (the product's disk
+    /// capacity: its hold and every path's slots).
+    pub max_outstanding: usize,
     /// The reliable connection's timers (the adapter's).
     pub rc: RcTransport,
     /// Each path's route, path 0 first.
@@ -165,7 +168,11 @@ impl PeerRun {
 
     /// The first time path `path` was taken out of use at or after `from`.
     pub fn taken_out_after(&self, path: usize, from: Instant) -> Option<Instant> {
-        self.taken_out.get(path)?.iter().copied().find(|t| *t >= from)
+        self.taken_out
+            .get(path)?
+            .iter()
+            .copied()
+            .find(|t| *t >= from)
     }
 }
 

@@ -11,21 +11,20 @@ use hcabus::Duration;
 use hcabus_lab::block::LatencyHistogram;
 use hcabus_lab::stack::{self, ClientSpec, MultiSetup};
 use ibal::disk::PathTimeout;
+use ibal::multipath::MAX_PATHS;
 
 use crate::scenario::{parse_any, Scenario};
 
 pub mod campaign;
+pub mod matrix;
 
 /// The timeouts compared: the shipped adaptive one against fixed settings of its peers.
 pub const MODES: [(&str, PathTimeout); 4] = [
     ("adaptive", PathTimeout::DEFAULT),
     ("fixed 100 ms", PathTimeout::Fixed(Duration::from_ms(100))),
+    ("fixed 30 s", PathTimeout::Fixed(Duration::from_ms(30_000))),
     (
-        "fixed 30 s (NVMe io_timeout)",
-        PathTimeout::Fixed(Duration::from_ms(30_000)),
-    ),
-    (
-        "5 s checker (dm-multipath)",
+        "5 s polled checker",
         hcabus_lab::baselines::checker(Duration::from_ms(5_000)),
     ),
 ];
@@ -69,6 +68,13 @@ pub struct TraceRun {
     pub duplicated: u64,
     pub mismatched: u64,
     pub failed: u64,
+    /// Every I/O's wait, each still owed at the end counted at its age.
+    pub waited: LatencyHistogram,
+    /// Commands given up, path by path.
+    pub given_up_on: [u64; MAX_PATHS],
+    /// Each command moved off a path (given up, or taken back as it went down): the
+    /// path and when.
+    pub moved_at: Vec<(usize, hcabus::Instant)>,
 }
 
 impl TraceRun {
@@ -128,7 +134,7 @@ pub fn run(
     let setup = with_timeout(setup.clone(), mode);
     let mut world =
         stack::build_multi(&setup).map_err(|e| TraceError::Build(trace.into(), e.to_string()))?;
-    world.run();
+    let moved_at = run_collecting(&mut world);
     let mut out = TraceRun {
         trace,
         mode: mode_name,
@@ -144,7 +150,18 @@ pub fn run(
         duplicated: 0,
         mismatched: 0,
         failed: 0,
+        waited: LatencyHistogram::default(),
+        given_up_on: [0; MAX_PATHS],
+        moved_at,
     };
+    if let Some((path, start)) = blackhole_start(&setup) {
+        out.dead_found_us = out
+            .moved_at
+            .iter()
+            .filter(|(p, at)| *p == path && *at >= start)
+            .map(|(_, at)| at.saturating_since(start).as_us())
+            .min();
+    }
     for (mp, paths) in stack::multipath_disks(&world) {
         let io = stack::multipath_io(&mp, &paths);
         let mp = mp.lock();
@@ -159,26 +176,55 @@ pub fn run(
                 .max_latency_us
                 .max(world.end().saturating_since(t).as_us());
         }
-        out.latencies
-            .add(hcabus_lab::stack::multipath_workload(&mp).latencies());
-        if let Some((path, start)) = blackhole_start(&setup) {
-            let (events, _) = mp.path_events();
-            out.dead_found_us = events
-                .filter(|e| e.path == path && e.at >= start)
-                .find(|e| {
-                    use ibal::multipath::PathEventKind::{GaveUp, Moved};
-                    matches!(e.kind, GaveUp { .. } | Moved { .. })
-                })
-                .map(|e| e.at.saturating_since(start).as_us());
-        }
+        let workload = hcabus_lab::stack::multipath_workload(&mp);
+        out.latencies.add(workload.latencies());
+        out.waited.add(&workload.waited(world.end()));
+
         for (i, (_, c)) in paths.iter().enumerate() {
             let s = mp.path_stats(i).unwrap_or_default();
             out.given_up += s.given_up;
+            if let Some(g) = out.given_up_on.get_mut(i) {
+                *g += s.given_up;
+            }
             out.probes += s.probes;
             out.abort_timeouts += u64::from(c.disk().stats().abort_timeouts);
         }
     }
     Ok(out)
+}
+
+/// Runs `world` to its end in slices short enough that no disk's bounded path-event log
+/// turns over within one, and returns every command moved off a path: the path and when.
+fn run_collecting(world: &mut stack::MultiNode) -> Vec<(usize, hcabus::Instant)> {
+    use ibal::multipath::PathEventKind::{GaveUp, Moved};
+    let slice = Duration::from_ms(20);
+    let mut seen: Vec<u64> = Vec::new();
+    let mut moved = Vec::new();
+    let mut t = hcabus::Instant::ZERO;
+    loop {
+        t = (t + slice).min(world.end());
+        world.run_until(t);
+        for (k, (mp, _)) in stack::multipath_disks(world).into_iter().enumerate() {
+            let mp = mp.lock();
+            let (events, dropped) = mp.path_events();
+            let events: Vec<_> = events.copied().collect();
+            let total = dropped + events.len() as u64;
+            if seen.len() <= k {
+                seen.push(0);
+            }
+            let new = (total - seen[k]).min(events.len() as u64) as usize;
+            seen[k] = total;
+            moved.extend(
+                events[events.len() - new..]
+                    .iter()
+                    .filter(|e| matches!(e.kind, GaveUp { .. } | Moved { .. }))
+                    .map(|e| (e.path, e.at)),
+            );
+        }
+        if t >= world.end() {
+            return moved;
+        }
+    }
 }
 
 /// The first path whose route turns into a blackhole, and when.

@@ -541,10 +541,15 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         let (work, hold) = match &self.above {
             Above::Path(p) => {
                 let room = self.disk.can_send_more();
-                let work = p.mp.lock().next_wake(p.index, room);
-                // Its idle check is due then too (a path of a multipath disk only).
+                let mp = p.mp.lock();
+                let work = mp.next_wake(p.index, room);
+                // Its idle check is due then too (a path of a multipath disk only), and a
+                // check another path's late command wants.
                 let check = self.disk.check_due();
-                ([work, check].into_iter().flatten().min(), None)
+                let demand = mp
+                    .evidence_wanted(p.index)
+                    .and_then(|since| self.disk.demand_check_due(since));
+                ([work, check, demand].into_iter().flatten().min(), None)
             }
             Above::Own(w) => (
                 w.next_at(),
@@ -614,7 +619,11 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         self.deliver_upward(now);
         self.sync_path(bus);
         self.take_work(bus, now);
-        if self.above.path().is_some() {
+        if let Some(p) = self.above.path() {
+            let wanted = p.mp.lock().evidence_wanted(p.index);
+            if let Some(since) = wanted {
+                self.disk.check_on_demand(bus, since);
+            }
             self.disk.check_if_idle(bus);
         }
         self.disk.pump(&self.ibal, bus);

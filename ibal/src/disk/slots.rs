@@ -344,6 +344,15 @@ impl SlotTable {
             .count() as u64
     }
 
+    /// When the first command in flight sent after `t` was sent.
+    pub fn first_sent_after(&self, t: Instant) -> Option<Instant> {
+        self.slots
+            .iter()
+            .filter(|s| s.state == SlotState::InFlight && s.sent_at > t)
+            .map(|s| s.sent_at)
+            .min()
+    }
+
     /// When the youngest command in flight was sent.
     pub fn youngest_sent(&self) -> Option<Instant> {
         self.slots

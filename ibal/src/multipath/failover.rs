@@ -117,6 +117,31 @@ impl Multipath {
             .max()
     }
 
+    /// `path`'s oldest command out past its timeout with nothing younger answered on another
+    /// path was sent at `since` (`None`: it has none).
+    pub fn want_evidence(&mut self, path: usize, since: Option<Instant>) {
+        if let Some(p) = self.paths.get_mut(path) {
+            p.wants_evidence = since;
+        }
+    }
+
+    /// What `path` wants evidence for (see [`Multipath::want_evidence`]).
+    pub fn wants_evidence(&self, path: usize) -> Option<Instant> {
+        self.paths.get(path).and_then(|p| p.wants_evidence)
+    }
+
+    /// The youngest command another path that is up waits on evidence for: a check sent
+    /// from here after it and answered overtakes it, and a dead path is known within its
+    /// timeout and a round trip, not at the next I/O another path happens to carry.
+    pub fn evidence_wanted(&self, me: usize) -> Option<Instant> {
+        self.paths
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| *i != me && p.up)
+            .filter_map(|(_, p)| p.wants_evidence)
+            .max()
+    }
+
     /// The target answered on `path` a command sent at `at`.
     pub fn note_answer(&mut self, path: usize, at: Instant) {
         if let Some(p) = self.paths.get_mut(path) {

@@ -45,7 +45,10 @@ pub(super) enum Ev {
 pub(super) enum Conn {
     Live,
     /// Its transport erred at `since` (SRP: blocked; NVMe: connecting; MPIO: failed).
-    Down { since: Instant, fail_fast: bool },
+    Down {
+        since: Instant,
+        fail_fast: bool,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -99,13 +102,12 @@ pub(super) struct Engine {
 
 impl Engine {
     pub fn new(peer: Peer, s: &PeerSetup) -> Engine {
-        let paths = s.routes.len();
         let config = WorkloadConfig {
             iops: s.iops,
             read_pct: s.read_pct.min(100),
             lun_id: s.lun_id,
             n_blocks: s.n_blocks,
-            max_outstanding: paths * usize::from(s.queue_depth) + 64,
+            max_outstanding: s.max_outstanding.max(1),
         };
         let mut block = std::vec![0u8; ibal::io::BLOCK_SIZE];
         let lun = (0..s.n_blocks)
@@ -235,20 +237,24 @@ impl Engine {
 
     fn choose(&mut self) -> Option<usize> {
         let n = self.paths.len();
-        let open: Vec<usize> = (0..n).filter(|p| self.room(*p)).collect();
         let pick = match self.peer.selector() {
             Selector::First => {
                 // The sticky current path: the first usable one, waited for when busy.
                 let first = (0..n).find(|p| self.paths[*p].usable)?;
-                open.contains(&first).then_some(first)
+                self.room(first).then_some(first)
             }
-            Selector::LeastQueue => open.iter().copied().min_by_key(|p| self.load(*p)),
-            Selector::RoundRobin | Selector::ServiceTime => {
-                let least = open.iter().map(|p| self.load(*p)).min()?;
-                let fair = self.peer.selector() == Selector::ServiceTime;
+            Selector::LeastQueue => (0..n)
+                .filter(|p| self.room(*p))
+                .min_by_key(|p| self.load(*p)),
+            Selector::RoundRobin => (0..n).map(|k| (self.turn + k) % n).find(|p| self.room(*p)),
+            Selector::ServiceTime => {
+                let least = (0..n)
+                    .filter(|p| self.room(*p))
+                    .map(|p| self.load(p))
+                    .min()?;
                 (0..n)
                     .map(|k| (self.turn + k) % n)
-                    .find(|p| open.contains(p) && (!fair || self.load(*p) == least))
+                    .find(|p| self.room(*p) && self.load(*p) == least)
             }
         }?;
         self.turn = (pick + 1) % n;
@@ -406,10 +412,12 @@ impl Engine {
     }
 
     pub fn finish(mut self) -> PeerRun {
-        let owed = self.cmds.keys().copied().collect::<std::collections::HashSet<u64>>();
-        self.out.io = ibal::workload::Workload::accounted(&self.workload, &|id| {
-            owed.contains(&id)
-        });
+        let owed = self
+            .cmds
+            .keys()
+            .copied()
+            .collect::<std::collections::HashSet<u64>>();
+        self.out.io = ibal::workload::Workload::accounted(&self.workload, &|id| owed.contains(&id));
         self.out.latencies = self.workload.waited(self.end);
         self.out
     }

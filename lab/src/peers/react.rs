@@ -149,7 +149,9 @@ impl Engine {
         match self.paths[p].conn {
             Conn::Live => self.transmit(p, Tag::Check(seq)),
             // A TUR to a failed-fast device fails at once; to a blocked one it waits.
-            Conn::Down { fail_fast: true, .. } => self.check_result(p, false),
+            Conn::Down {
+                fail_fast: true, ..
+            } => self.check_result(p, false),
             Conn::Down { .. } => {}
         }
     }
@@ -284,7 +286,10 @@ impl Engine {
             since,
             fail_fast: true,
         };
-        self.at(self.now + timers::SRP_RECONNECT_DELAY, Ev::Reconnect(p, self.paths[p].gen));
+        self.at(
+            self.now + timers::SRP_RECONNECT_DELAY,
+            Ev::Reconnect(p, self.paths[p].gen),
+        );
         self.take_out(p);
         self.fail_over(p, ids);
     }
@@ -296,7 +301,11 @@ impl Engine {
             Peer::DmSrp(_) => self.fail_held(),
             // Held on the head's requeue list while a controller reconnects.
             Peer::Nvme(_) => {
-                if !self.paths.iter().any(|p| matches!(p.conn, Conn::Down { .. })) {
+                if !self
+                    .paths
+                    .iter()
+                    .any(|p| matches!(p.conn, Conn::Down { .. }))
+                {
                     self.fail_held();
                 }
             }

@@ -13,6 +13,7 @@ fn setup(routes: Vec<Route>, iops: u32, secs: u64) -> PeerSetup {
         n_blocks: 1024,
         lun_id: 0,
         queue_depth: 32,
+        max_outstanding: 96,
         rc: RcTransport::DEFAULT,
         routes,
     }
@@ -38,7 +39,11 @@ fn closes(run: &PeerRun) {
         io.completed + io.failed + io.in_flight + io.lost,
         "{io:?}"
     );
-    assert_eq!((io.lost, io.duplicated, io.read_mismatches), (0, 0, 0), "{io:?}");
+    assert_eq!(
+        (io.lost, io.duplicated, io.read_mismatches),
+        (0, 0, 0),
+        "{io:?}"
+    );
 }
 
 #[test]
@@ -94,17 +99,28 @@ fn a_dead_path_is_found_by_each_peer_through_its_own_timers() {
             );
         }
         assert_eq!(run.io.failed, 0, "{}: the other path serves", peer.name());
-        if matches!(peer.selector(), Selector::RoundRobin | Selector::ServiceTime) {
+        if matches!(
+            peer.selector(),
+            Selector::RoundRobin | Selector::ServiceTime
+        ) {
             // Its commands on the dead path waited until it was found.
             let stuck = run.latencies.max();
-            assert!(stuck >= found.as_us() - 1_000, "{}: {stuck} us", peer.name());
+            assert!(
+                stuck >= found.as_us() - 1_000,
+                "{}: {stuck} us",
+                peer.name()
+            );
         }
     }
 }
 
 #[test]
 fn a_blackhole_shorter_than_the_retry_budget_is_ridden_through_by_every_peer() {
-    let s = setup(vec![Route::default(), blackhole(2_000, Some(2_200))], 2_000, 6);
+    let s = setup(
+        vec![Route::default(), blackhole(2_000, Some(2_200))],
+        2_000,
+        6,
+    );
     for peer in Peer::ALL {
         let run = run(peer, &s).expect("valid");
         closes(&run);
@@ -113,7 +129,10 @@ fn a_blackhole_shorter_than_the_retry_budget_is_ridden_through_by_every_peer() {
         // Retransmitted after the blackhole: its commands waited it out (a selector that
         // keeps to the first idle path sent path 1 nothing to wait).
         let waited = run.latencies.max() >= 200_000;
-        let spreads = matches!(peer.selector(), Selector::RoundRobin | Selector::ServiceTime);
+        let spreads = matches!(
+            peer.selector(),
+            Selector::RoundRobin | Selector::ServiceTime
+        );
         assert_eq!(waited, spreads, "{}", peer.name());
     }
 }
@@ -129,7 +148,11 @@ fn with_every_path_dead_dm_fails_io_nvme_holds_it_and_mpio_holds_it_twenty_secon
         closes(r);
     }
     assert!(dm.io.failed > 0, "no_path_retry fail: {:?}", dm.io);
-    assert_eq!(nvme.io.failed, 0, "requeued while reconnecting: {:?}", nvme.io);
+    assert_eq!(
+        nvme.io.failed, 0,
+        "requeued while reconnecting: {:?}",
+        nvme.io
+    );
     assert!(nvme.io.in_flight > 0);
     assert!(mpio.io.failed > 0, "PDORemovePeriod over: {:?}", mpio.io);
     assert!(mpio.io.in_flight == 0, "{:?}", mpio.io);
@@ -137,8 +160,15 @@ fn with_every_path_dead_dm_fails_io_nvme_holds_it_and_mpio_holds_it_twenty_secon
 
 #[test]
 fn a_path_that_comes_back_is_reconnected_and_used_again() {
-    let s = setup(vec![Route::default(), blackhole(2_000, Some(5_000))], 2_000, 60);
-    for peer in [Peer::Nvme(Selector::LeastQueue), Peer::DmSrp(Selector::ServiceTime)] {
+    let s = setup(
+        vec![Route::default(), blackhole(2_000, Some(5_000))],
+        2_000,
+        60,
+    );
+    for peer in [
+        Peer::Nvme(Selector::LeastQueue),
+        Peer::DmSrp(Selector::ServiceTime),
+    ] {
         let run = run(peer, &s).expect("valid");
         closes(&run);
         assert_eq!(run.io.failed, 0);

@@ -90,6 +90,7 @@ impl SrpClient {
         let now = bus.now();
         let mut mp = mp.lock();
         self.sync_answers(&mut mp, index, bus);
+        self.seek_evidence(&mut mp, index, bus);
         let rule = self.give_up_rule(Some((&mp, index)));
         if self.due(&rule).is_some_and(|t| t <= now) {
             let n = self.disk.give_up_overdue(&self.ibal, bus, &rule, |req| {
@@ -120,6 +121,72 @@ impl SrpClient {
 
     /// When the first command `rule` gives up is due. A checker acts at its ticks only, the
     /// first at or after that, but the command bound does not wait for a tick.
+    /// Where this path's oldest command stands against evidence on demand: `None` when it
+    /// needs none (no command out, failover off, overtaken already, or this path answered
+    /// something younger: it is alive and the command a straggler); else the command's
+    /// send time and when the other paths are asked to check. Before that, once the
+    /// command is late, this path checks itself (`Err`: when), unless it sent something
+    /// since the command: the first answer after it says the path lives.
+    fn evidence_plan(
+        &self,
+        mp: &Multipath,
+        index: usize,
+    ) -> Option<(Instant, Result<Instant, Instant>)> {
+        if self.disk.config.path_timeout == PathTimeout::Off || !self.disk.is_connected() {
+            return None;
+        }
+        let oldest = self.disk.slots.oldest_sent()?;
+        let timeout = self.disk.path_timeout()?;
+        let overtaken = mp.others_answered_at(index).is_some_and(|t| t >= oldest);
+        let alive = self
+            .disk
+            .timing()
+            .freshest_any()
+            .is_some_and(|t| t >= oldest);
+        if overtaken || alive {
+            return None;
+        }
+        let late = oldest + timeout;
+        // Its first later send had the path's whole timeout to answer: one round trip
+        // sampled is no bound (service times spread), the timeout is the path's own. (A
+        // later send answered would have made it alive.)
+        let after = self.disk.slots.first_sent_after(oldest);
+        Some((
+            oldest,
+            match after {
+                Some(t) => Ok(late.max(t + timeout)),
+                None if self.disk.can_send_more() && self.disk.is_up() => Err(late),
+                None => Ok(late + timeout),
+            },
+        ))
+    }
+
+    /// Tells the disk's queue what this path's late command wants (the other paths check
+    /// for it once asked), and checks this path itself when that is due.
+    fn seek_evidence<B: FabricBus + ?Sized>(
+        &mut self,
+        mp: &mut Multipath,
+        index: usize,
+        bus: &mut B,
+    ) {
+        let now = bus.now();
+        let plan = self.evidence_plan(mp, index);
+        let ask = plan.and_then(|(oldest, at)| at.ok().filter(|t| *t <= now).map(|_| oldest));
+        mp.want_evidence(index, ask);
+        if plan.is_some_and(|(_, at)| at.is_err_and(|t| t <= now)) {
+            self.disk.check_self(bus);
+        }
+    }
+
+    /// When this path next acts on its late command: checks itself, or asks the others.
+    fn evidence_deadline(&self, mp: &Multipath, index: usize) -> Option<Instant> {
+        let (oldest, at) = self.evidence_plan(mp, index)?;
+        match at {
+            Ok(_) if mp.wants_evidence(index) == Some(oldest) => None,
+            Ok(t) | Err(t) => Some(t),
+        }
+    }
+
     fn due(&self, rule: &GiveUpRule) -> Option<Instant> {
         let due = self.disk.slots.next_overdue(rule)?;
         let bound = self.disk.slots.oldest_sent().map(|t| t + rule.bound);
@@ -245,7 +312,12 @@ impl SrpClient {
         let connected = self.disk.is_connected();
         let overdue = connected
             .then(|| match self.above.path() {
-                Some(p) => self.due(&self.give_up_rule(Some((&p.mp.lock(), p.index)))),
+                Some(p) => {
+                    let mp = p.mp.lock();
+                    let due = self.due(&self.give_up_rule(Some((&mp, p.index))));
+                    let tell = self.evidence_deadline(&mp, p.index);
+                    [due, tell].into_iter().flatten().min()
+                }
                 None => self.due(&self.give_up_rule(None)),
             })
             .flatten();

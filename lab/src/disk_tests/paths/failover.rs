@@ -194,3 +194,56 @@ fn a_path_whose_sends_stall_asks_for_its_adapters_reset() {
     assert!(path(&w, 0).disk().is_up() && p[0].given_up > 0);
     assert_eq!((io.failed, path(&w, 0).refusals), (0, 0));
 }
+
+/// At 2 IOPS the next I/O on the other path is 500 ms away. Path 0 goes dead at 1 s: the
+/// first command it takes after is late at its timeout, it checks itself (swallowed), and
+/// a timeout later path 1, idle, checks at once; its answer overtakes the command, which
+/// is given up and done on path 1 within a few milliseconds, not at the next I/O.
+#[test]
+fn a_late_command_gets_its_evidence_from_checks_on_demand() {
+    let mut w = world(Paths {
+        routes: [slow_from(1_000, Duration::ZERO, true), healthy_route()],
+        iops: 2,
+        ..Paths::default()
+    });
+    let (io, p, d) = run_to(&mut w, 4_000);
+    // The I/O, and the self-check with it.
+    assert!(p[0].given_up >= 1 && p[0].moved >= 1, "{p:?}");
+    assert!(d[0].checks_on_demand >= 1, "path 0 checked itself: {d:?}");
+    assert!(d[1].checks_on_demand >= 1, "path 1 checked for it: {d:?}");
+    // The one I/O path 0 took after 1 s waited two of its timeouts and a round trip, not
+    // the 500 ms to the next I/O.
+    assert!(io.max_latency_us < 20_000, "{io:?}");
+    assert_eq!((io.failed, io.lost), (0, 0));
+}
+
+/// A straggler is not a dead path: path 0 answers 50 ms late from 1 s on, every command.
+/// Its late command's own path is asked first; with each command 50 ms late, nothing on
+/// it answers within the timeout, so the others are asked and it is given up (the path is
+/// slow, as the rule means). On a healthy route the self-check answers and nothing is.
+#[test]
+fn a_path_that_answers_its_own_check_keeps_its_late_command() {
+    let mut w = world(Paths {
+        iops: 2,
+        ..Paths::default()
+    });
+    let (io, p, d) = run_to(&mut w, 4_000);
+    assert_eq!((p[0].given_up, p[1].given_up), (0, 0), "{p:?}");
+    assert_eq!(
+        (d[0].checks_on_demand, d[1].checks_on_demand),
+        (0, 0),
+        "nothing late"
+    );
+    assert_eq!(io.failed, 0);
+    let mut slow = world(Paths {
+        routes: [
+            slow_from(1_000, Duration::from_ms(50), false),
+            healthy_route(),
+        ],
+        iops: 2,
+        ..Paths::default()
+    });
+    let (_, p, d) = run_to(&mut slow, 4_000);
+    assert!(p[0].given_up >= 1, "slow for good: {p:?}");
+    assert!(d[0].checks_on_demand >= 1, "{d:?}");
+}
