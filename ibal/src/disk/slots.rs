@@ -320,7 +320,7 @@ impl SlotTable {
         self.slots
             .iter()
             .filter(|s| s.state == SlotState::InFlight)
-            .filter(|s| rule.due(s.sent_at) <= now)
+            .filter(|s| self.due_of(s.sent_at, rule) <= now)
             .map(|s| s.sent_at)
             .max()
     }
@@ -332,8 +332,26 @@ impl SlotTable {
         self.slots
             .iter()
             .filter(|s| s.state == SlotState::InFlight)
-            .map(|s| rule.due(s.sent_at))
+            .map(|s| self.due_of(s.sent_at, rule))
             .min()
+    }
+
+    /// When a command sent at `sent_at` is due under `rule`, its own path's test included:
+    /// failover moves it only once the first command this path sent after it has been out
+    /// the path's timeout unanswered too (the path, not only this command, is stuck; one
+    /// answered would have made it moving). With nothing sent after it, not before its
+    /// bound: the path's client checks itself then (docs/design.md §7 "Evidence on
+    /// demand"), and that check is the test.
+    fn due_of(&self, sent_at: Instant, rule: &GiveUpRule) -> Instant {
+        let due = rule.due(sent_at);
+        let bound = sent_at + rule.bound;
+        if due >= bound || !rule.tested {
+            return due;
+        }
+        match self.first_sent_after(sent_at) {
+            Some(t) => due.max(t + rule.timeout).min(bound),
+            None => bound,
+        }
     }
 
     /// Commands in flight sent `age` or more before `now`.
@@ -562,6 +580,10 @@ pub struct GiveUpRule {
     pub overtaker_rtt: Option<Duration>,
     /// The command bound: no command is out longer than this, on any number of paths.
     pub bound: Duration,
+    /// Failover also waits for the path's own test: the first command it sent after this
+    /// one out the path's timeout unanswered too (off for a path being probed, whose probe
+    /// is its test, and for the model checks of the rule alone).
+    pub tested: bool,
 }
 
 impl GiveUpRule {

@@ -291,11 +291,11 @@ fn a_slow_path_gives_its_commands_up_then_learns_its_latency_and_serves_again() 
     let answered = p[0].ios;
     assert!((before..=before + 1).contains(&answered), "{p:?}");
     let (_, p, d) = run_to(&mut w, 300);
-    assert_eq!(
-        (p[0].ios, p[0].probes, p[0].restored),
-        (answered, 2, 0),
-        "probed"
-    );
+    // Probed: the first probe waits for the path's own check, which the route holds as
+    // it holds everything, to be given up with the commands (docs/design.md §7 "Evidence
+    // on demand"); one or two probes by 300 ms.
+    assert_eq!((p[0].ios, p[0].restored), (answered, 0), "probed: {p:?}");
+    assert!((1..=2).contains(&p[0].probes), "{p:?}");
     assert_eq!(d[0].late_discarded, 0, "nothing back from the route yet");
     let srtt = |w: &MultiNode| path(w, 0).disk().timing().estimator().srtt();
     let healthy = srtt(&w).expect("measured");
@@ -313,7 +313,9 @@ fn a_slow_path_gives_its_commands_up_then_learns_its_latency_and_serves_again() 
     let c = path(&w, 0);
     assert!(c.disk().is_up(), "slow, not down");
     assert_eq!(io.failed, 0);
-    assert_eq!((p[0].restored, p[0].given_up, p[0].probes), (1, 5, 6));
+    assert_eq!((p[0].restored, p[0].given_up), (1, 5));
+    // Its own check stood for one probe when the route first slowed (see above).
+    assert!((5..=6).contains(&p[0].probes), "{p:?}");
     let served = (p[0].taken - p[0].probes) - (p500[0].taken - p500[0].probes);
     assert!(
         (1..=3).contains(&served),

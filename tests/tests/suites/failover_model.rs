@@ -296,6 +296,7 @@ impl World {
             own_answered_at: self.paths[p].timing.freshest_any(),
             overtaker_rtt: None,
             bound: BOUND,
+            tested: false,
         })
     }
 
@@ -308,6 +309,7 @@ impl World {
             own_answered_at: None,
             overtaker_rtt: None,
             bound: BOUND,
+            tested: false,
         }
     }
 

@@ -11,6 +11,13 @@ use crate::access::FabricBus;
 use crate::disk::{GiveUpRule, PathTimeout};
 use crate::multipath::Multipath;
 
+/// What a path's late commands want: see `SrpClient::evidence_plan`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Evidence {
+    check_at: Option<Instant>,
+    ask: Option<(Instant, Instant)>,
+}
+
 /// How long a send may go unacknowledged by the adapter before the path asks for its reset
 /// (at least; a longer path timeout or transport bound waits that long).
 const STALL_AFTER: Duration = Duration::from_ms(100);
@@ -45,9 +52,13 @@ impl SrpClient {
     fn give_up_rule(&self, mp: Option<(&Multipath, usize)>) -> GiveUpRule {
         let bound = self.disk.command_bound().bound;
         let mode = self.disk.config.path_timeout;
-        let (overtaken_at, overtaker_rtt) = match (mode, mp) {
-            (PathTimeout::Off, _) | (_, None) => (None, None),
-            (_, Some((mp, index))) => (mp.others_answered_at(index), mp.others_rtt(index)),
+        let (overtaken_at, overtaker_rtt, tested) = match (mode, mp) {
+            (PathTimeout::Off, _) | (_, None) => (None, None, false),
+            (_, Some((mp, index))) => (
+                mp.others_answered_at(index),
+                mp.others_rtt(index),
+                !mp.path_suspect(index),
+            ),
         };
         GiveUpRule {
             timeout: self.disk.path_timeout().unwrap_or(bound),
@@ -56,6 +67,7 @@ impl SrpClient {
             own_answered_at: self.disk.timing().freshest_any(),
             overtaker_rtt,
             bound,
+            tested,
         }
     }
 
@@ -90,7 +102,6 @@ impl SrpClient {
         let now = bus.now();
         let mut mp = mp.lock();
         self.sync_answers(&mut mp, index, bus);
-        self.seek_evidence(&mut mp, index, bus);
         let rule = self.give_up_rule(Some((&mp, index)));
         if self.due(&rule).is_some_and(|t| t <= now) {
             let n = self.disk.give_up_overdue(&self.ibal, bus, &rule, |req| {
@@ -109,6 +120,9 @@ impl SrpClient {
                 mp.gave_up(index, n, now, bus.rng());
             }
         }
+        // After the give-up: a path that just gave its commands up is probed, and checks
+        // nothing of its own.
+        self.seek_evidence(&mut mp, index, bus);
         let suspect = mp.path_suspect(index);
         drop(mp);
         // The adapter's own acknowledgement of a send is not the route's business: a send
@@ -121,44 +135,37 @@ impl SrpClient {
 
     /// When the first command `rule` gives up is due. A checker acts at its ticks only, the
     /// first at or after that, but the command bound does not wait for a tick.
-    /// Where this path's oldest command stands against evidence on demand: `None` when it
-    /// needs none (no command out, failover off, overtaken already, or this path answered
-    /// something younger: it is alive and the command a straggler); else the command's
-    /// send time and when the other paths are asked to check. Before that, once the
-    /// command is late, this path checks itself (`Err`: when), unless it sent something
-    /// since the command: the first answer after it says the path lives.
-    fn evidence_plan(
-        &self,
-        mp: &Multipath,
-        index: usize,
-    ) -> Option<(Instant, Result<Instant, Instant>)> {
+    /// What this path's late commands want (docs/design.md §7 "Evidence on demand"):
+    /// when it checks itself (its youngest command out is late and nothing was sent after
+    /// it), and which command the other paths are asked to check for, from when (the
+    /// oldest late one, once the first command sent after it has been out the path's
+    /// timeout unanswered too). A command is not asked for when failover is off, it was
+    /// overtaken already, or this path answered something younger (it is alive and the
+    /// command a straggler).
+    fn evidence_plan(&self, mp: &Multipath, index: usize) -> Evidence {
+        let none = Evidence::default();
         if self.disk.config.path_timeout == PathTimeout::Off || !self.disk.is_connected() {
-            return None;
+            return none;
         }
-        let oldest = self.disk.slots.oldest_sent()?;
-        let timeout = self.disk.path_timeout()?;
+        let (Some(timeout), Some(oldest), Some(youngest)) = (
+            self.disk.path_timeout(),
+            self.disk.slots.oldest_sent(),
+            self.disk.slots.youngest_sent(),
+        ) else {
+            return none;
+        };
+        let answered = self.disk.timing().freshest_any();
+        let quiet = |t: Instant| answered.is_none_or(|a| a < t);
+        // A path being probed has its probe for a test: it sends no check of its own.
+        let can_check = self.disk.can_send_more() && self.disk.is_up() && !mp.path_suspect(index);
         let overtaken = mp.others_answered_at(index).is_some_and(|t| t >= oldest);
-        let alive = self
-            .disk
-            .timing()
-            .freshest_any()
-            .is_some_and(|t| t >= oldest);
-        if overtaken || alive {
-            return None;
+        Evidence {
+            check_at: (quiet(youngest) && can_check).then_some(youngest + timeout),
+            ask: (quiet(oldest) && !overtaken)
+                .then(|| self.disk.slots.first_sent_after(oldest))
+                .flatten()
+                .map(|t| (oldest, (oldest + timeout).max(t + timeout))),
         }
-        let late = oldest + timeout;
-        // Its first later send had the path's whole timeout to answer: one round trip
-        // sampled is no bound (service times spread), the timeout is the path's own. (A
-        // later send answered would have made it alive.)
-        let after = self.disk.slots.first_sent_after(oldest);
-        Some((
-            oldest,
-            match after {
-                Some(t) => Ok(late.max(t + timeout)),
-                None if self.disk.can_send_more() && self.disk.is_up() => Err(late),
-                None => Ok(late + timeout),
-            },
-        ))
     }
 
     /// Tells the disk's queue what this path's late command wants (the other paths check
@@ -171,20 +178,24 @@ impl SrpClient {
     ) {
         let now = bus.now();
         let plan = self.evidence_plan(mp, index);
-        let ask = plan.and_then(|(oldest, at)| at.ok().filter(|t| *t <= now).map(|_| oldest));
+        let ask = plan
+            .ask
+            .filter(|(_, at)| *at <= now)
+            .map(|(oldest, _)| oldest);
         mp.want_evidence(index, ask);
-        if plan.is_some_and(|(_, at)| at.is_err_and(|t| t <= now)) {
+        if plan.check_at.is_some_and(|t| t <= now) {
             self.disk.check_self(bus);
         }
     }
 
-    /// When this path next acts on its late command: checks itself, or asks the others.
+    /// When this path next acts on its late commands: checks itself, or asks the others.
     fn evidence_deadline(&self, mp: &Multipath, index: usize) -> Option<Instant> {
-        let (oldest, at) = self.evidence_plan(mp, index)?;
-        match at {
-            Ok(_) if mp.wants_evidence(index) == Some(oldest) => None,
-            Ok(t) | Err(t) => Some(t),
-        }
+        let plan = self.evidence_plan(mp, index);
+        let ask = plan
+            .ask
+            .filter(|(oldest, _)| mp.wants_evidence(index) != Some(*oldest))
+            .map(|(_, at)| at);
+        [plan.check_at, ask].into_iter().flatten().min()
     }
 
     fn due(&self, rule: &GiveUpRule) -> Option<Instant> {

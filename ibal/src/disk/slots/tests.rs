@@ -18,6 +18,7 @@ fn rule(limit: Duration, overtaken_at: Instant) -> GiveUpRule {
         own_answered_at: None,
         overtaker_rtt: None,
         bound: BOUND,
+        tested: false,
     }
 }
 
@@ -236,6 +237,7 @@ fn a_straggler_its_path_answered_around_waits_for_the_cap_until_the_path_sticks(
         own_answered_at: Some(at(8)),
         overtaker_rtt: None,
         bound: BOUND,
+        tested: false,
     };
     assert_eq!(r.due(at(0)), at(3_000), "the straggler waits for the cap");
     assert_eq!(
@@ -273,6 +275,7 @@ fn a_command_overtaken_by_one_sent_the_same_instant_is_overtaken() {
         own_answered_at: Some(at(40)),
         overtaker_rtt: None,
         bound: BOUND,
+        tested: false,
     };
     assert_eq!(r.due(at(50)), at(55), "sent no later than the one answered");
     assert_eq!(
@@ -370,6 +373,7 @@ fn a_command_given_up_to_its_own_table_goes_again_once_its_abort_is_answered() {
         own_answered_at: None,
         overtaker_rtt: None,
         bound,
+        tested: false,
     };
     assert_eq!(t.next_overdue(&own), Some(at(120)), "the oldest's bound");
     assert_eq!(t.out_since(at(120), bound), 1);
@@ -426,6 +430,7 @@ fn a_connection_lost_sends_again_what_was_given_up_to_its_own_table() {
         own_answered_at: None,
         overtaker_rtt: None,
         bound: Duration::from_ms(100),
+        tested: false,
     };
     assert_eq!(t.give_up_overdue(at(105), &own, |_, _| false), 1);
     assert_eq!(
@@ -464,5 +469,33 @@ fn a_probes_late_answer_says_when_it_was_sent_and_the_transport_deadlines_follow
         Answer::Late {
             sent_at: Some(at(10))
         }
+    );
+}
+
+/// With its path's own test, a command overtaken elsewhere is given up only once the
+/// first command its path sent after it has been out the timeout too; with nothing sent
+/// after it, at its bound (the path checks itself first).
+#[test]
+fn a_tested_command_waits_for_the_first_command_after_it() {
+    let mut t = SlotTable::new(4);
+    send(&mut t, io(1, 4, false), at(0));
+    let tested = GiveUpRule {
+        tested: true,
+        ..rule(Duration::from_ms(5), at(0))
+    };
+    assert_eq!(
+        t.next_overdue(&rule(Duration::from_ms(5), at(0))),
+        Some(at(5))
+    );
+    assert_eq!(
+        t.next_overdue(&tested),
+        Some(at(0) + BOUND),
+        "nothing after it"
+    );
+    send(&mut t, io(2, 5, false), at(3));
+    assert_eq!(
+        t.next_overdue(&tested),
+        Some(at(8)),
+        "the later one out 5 ms too"
     );
 }
