@@ -163,7 +163,7 @@ impl Engine {
     }
 
     pub(super) fn check_timed_out(&mut self, p: usize, seq: u32) {
-        if !self.paths[p].check_out.is_some_and(|(s, _)| s == seq) {
+        if self.paths[p].check_out.is_none_or(|(s, _)| s != seq) {
             return;
         }
         match self.peer {
