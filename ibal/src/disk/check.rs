@@ -23,58 +23,53 @@ use crate::io::IoRequest;
 pub const CHECK_IDLE: Duration = Duration::from_ms(1_000);
 
 impl SrpDisk {
+    /// Nothing out and nothing waiting to be sent.
+    fn idle(&self) -> bool {
+        self.slots.answers_owed() == 0 && self.slots.queued() == 0
+    }
+
     /// When this path's next idle check is due: a second after it last sent anything (or
     /// logged in), while it is up with nothing out and nothing waiting to be sent.
     pub(super) fn check_due(&self) -> Option<Instant> {
-        let idle = self.slots.answers_owed() == 0 && self.slots.queued() == 0;
-        let since = self.last_sent.filter(|_| idle && self.is_up())?;
+        let since = self.last_sent.filter(|_| self.idle() && self.is_up())?;
         Some(since + CHECK_IDLE)
     }
 
     /// Queues the idle check when it is due (the caller's pump sends it).
     pub(super) fn check_if_idle<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
-        let now = bus.now();
-        if self.check_due().is_none_or(|t| t > now) {
-            return;
-        }
-        if self.submit(bus, IoRequest::check(now), false).is_ok() {
-            self.stats.checks_sent += 1;
-            // Counted as sent once it is queued: the next one waits a second from here
-            // whether or not the pump could send this one.
-            self.last_sent = Some(now);
+        if self.check_due().is_some_and(|t| t <= bus.now()) {
+            self.send_check(bus, false);
         }
     }
-}
 
-impl SrpDisk {
     /// When this path checks at once to give another path's late command (sent at
     /// `since`) its evidence: it is up with nothing out or waiting, and sent nothing since
     /// then. One check per late command at most: once sent, it has sent after `since`.
     pub(super) fn demand_check_due(&self, since: Instant) -> Option<Instant> {
-        let idle = self.slots.answers_owed() == 0 && self.slots.queued() == 0;
         let quiet = self.last_sent.is_none_or(|t| t < since);
-        (idle && quiet && self.is_up()).then_some(since)
-    }
-
-    /// Checks this path at once: its oldest command is late and it sent nothing after it.
-    pub(super) fn check_self<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
-        let now = bus.now();
-        if self.submit(bus, IoRequest::check(now), false).is_ok() {
-            self.stats.checks_sent += 1;
-            self.stats.checks_on_demand += 1;
-            self.last_sent = Some(now);
-        }
+        (self.idle() && quiet && self.is_up()).then_some(since)
     }
 
     /// Sends the check another path's late command wants, when due.
     pub(super) fn check_on_demand<B: FabricBus + ?Sized>(&mut self, bus: &mut B, since: Instant) {
-        let now = bus.now();
-        if self.demand_check_due(since).is_none_or(|t| t > now) {
-            return;
+        if self.demand_check_due(since).is_some_and(|t| t <= bus.now()) {
+            self.send_check(bus, true);
         }
+    }
+
+    /// Checks this path at once: its youngest command out is late and nothing was
+    /// answered since it was sent (the caller decides when).
+    pub(super) fn check_self<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
+        self.send_check(bus, true);
+    }
+
+    /// Queues a check. Counted as sent once it is queued: the next idle one waits a second
+    /// from here whether or not the pump could send this one.
+    fn send_check<B: FabricBus + ?Sized>(&mut self, bus: &mut B, on_demand: bool) {
+        let now = bus.now();
         if self.submit(bus, IoRequest::check(now), false).is_ok() {
             self.stats.checks_sent += 1;
-            self.stats.checks_on_demand += 1;
+            self.stats.checks_on_demand += u64::from(on_demand);
             self.last_sent = Some(now);
         }
     }

@@ -84,20 +84,18 @@ fn a_dead_path_is_found_by_each_peer_through_its_own_timers() {
         let found = found.unwrap_or_else(|| panic!("{} never found it", peer.name()));
         let window = match peer {
             // fast_io_fail_tmo after the queue pair's error.
-            Peer::DmSrp(_) => Some(qp_error + timers::SRP_FAST_IO_FAIL),
-            Peer::Mpio(_) => Some(qp_error),
+            Peer::DmSrp(_) => qp_error + timers::SRP_FAST_IO_FAIL,
+            Peer::Mpio(_) => qp_error,
             // A selector that keeps to the first idle path may send path 1 nothing but
-            // the keep-alive, every 2.5 s; MPIO verifies no path (its default).
-            Peer::Nvme(_) => Some(timers::KEEP_ALIVE_PERIOD + qp_error),
+            // the keep-alive, every 2.5 s.
+            Peer::Nvme(_) => timers::KEEP_ALIVE_PERIOD + qp_error,
         };
         assert!(found >= qp_error, "{}: {found:?}", peer.name());
-        if let Some(window) = window {
-            assert!(
-                found <= window + Duration::from_ms(2),
-                "{}: {found:?} past {window:?}",
-                peer.name()
-            );
-        }
+        assert!(
+            found <= window + Duration::from_ms(2),
+            "{}: {found:?} past {window:?}",
+            peer.name()
+        );
         assert_eq!(run.io.failed, 0, "{}: the other path serves", peer.name());
         if matches!(
             peer.selector(),

@@ -133,8 +133,6 @@ impl SrpClient {
         }
     }
 
-    /// When the first command `rule` gives up is due. A checker acts at its ticks only, the
-    /// first at or after that, but the command bound does not wait for a tick.
     /// What this path's late commands want (docs/design.md §7 "Evidence on demand"):
     /// when it checks itself (its youngest command out is late and nothing was sent after
     /// it), and which command the other paths are asked to check for, from when (the
@@ -198,6 +196,8 @@ impl SrpClient {
         [plan.check_at, ask].into_iter().flatten().min()
     }
 
+    /// When the first command `rule` gives up is due. A checker acts at its ticks only, the
+    /// first at or after that, but the command bound does not wait for a tick.
     fn due(&self, rule: &GiveUpRule) -> Option<Instant> {
         let due = self.disk.slots.next_overdue(rule)?;
         let bound = self.disk.slots.oldest_sent().map(|t| t + rule.bound);
