@@ -2,7 +2,8 @@
 //! 2, 200, 2,000 and 50,000 IOPS, by the product and by each peer as it is.
 //!
 //! `cargo bench -p hcabus-tools --bench matrix -- run 1..31 --out shard.jsonl` runs seeds
-//! 1 to 30 (a shard: any range; `--iops 2,200` and `--paths 2` narrow it) and writes one
+//! 1 to 30 (a shard: any range; `--iops 2,200`, `--paths 2` and `--traces ramp,heavy-tail`
+//! narrow it) and writes one
 //! JSON record a run; `-- merge a.jsonl b.jsonl --svg m.svg --table m.md` merges shards and
 //! prints the summary. With no arguments: seed 1 of every cell, merged.
 //!
@@ -24,6 +25,7 @@ struct Args {
     seeds: std::ops::Range<u64>,
     iops: Vec<u32>,
     paths: Vec<usize>,
+    traces: Vec<&'static str>,
     out: Option<PathBuf>,
     svg: Option<PathBuf>,
     table: Option<PathBuf>,
@@ -44,6 +46,7 @@ fn args() -> Result<Args, String> {
         seeds: 1..2,
         iops: IOPS.to_vec(),
         paths: PATHS.to_vec(),
+        traces: TRACES.iter().map(|t| t.0).collect(),
         out: None,
         svg: None,
         table: None,
@@ -57,6 +60,19 @@ fn args() -> Result<Args, String> {
             "merge" => merging = true,
             "--iops" => a.iops = list(&value("--iops")?, "--iops")?,
             "--paths" => a.paths = list(&value("--paths")?, "--paths")?,
+            "--traces" => {
+                let v = value("--traces")?;
+                a.traces = v
+                    .split(',')
+                    .map(|t| {
+                        TRACES
+                            .iter()
+                            .map(|k| k.0)
+                            .find(|k| *k == t)
+                            .ok_or(format!("--traces: no trace {t:?}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
             "--out" => a.out = Some(value("--out")?.into()),
             "--svg" => a.svg = Some(value("--svg")?.into()),
             "--table" => a.table = Some(value("--table")?.into()),
@@ -76,7 +92,7 @@ fn args() -> Result<Args, String> {
 
 fn run(a: &Args, dir: &Path) -> Result<Vec<Record>, String> {
     let mut jobs = Vec::new();
-    for (trace, _) in TRACES {
+    for &trace in &a.traces {
         for &paths in &a.paths {
             for &iops in &a.iops {
                 for seed in a.seeds.clone() {

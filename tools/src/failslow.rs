@@ -31,7 +31,7 @@ pub const MODES: [(&str, PathTimeout); 4] = [
 
 /// The traces, and whether giving a command up is ever warranted in each (in the others
 /// every give-up is spurious: no path is worse than another).
-pub const TRACES: [(&str, bool); 13] = [
+pub const TRACES: [(&str, bool); 17] = [
     ("healthy-jitter", false),
     ("spikes", false),
     ("slow-every-path", false),
@@ -45,6 +45,10 @@ pub const TRACES: [(&str, bool); 13] = [
     ("gc-pauses", true),
     ("partial-loss", true),
     ("four-paths-blackhole", true),
+    ("ramp", true),
+    ("heavy-tail", true),
+    ("shared-slowness", false),
+    ("congestion-spreading", true),
 ];
 
 /// One trace under one timeout.
@@ -244,16 +248,41 @@ fn blackhole_start(setup: &MultiSetup) -> Option<(usize, hcabus::Instant)> {
         .min_by_key(|(_, at)| *at)
 }
 
-/// Every trace under every mode, trace by trace.
+/// Every trace under every mode, trace by trace. The runs are independent simulations, each
+/// deterministic for its trace's seed, so they are spread over the machine's processors and
+/// come back in the same order, with the same figures, on any machine.
 pub fn run_all(dir: &Path) -> Result<Vec<TraceRun>, TraceError> {
-    let mut runs = Vec::new();
-    for trace in TRACES {
-        let setup = load(dir, trace.0)?;
-        for mode in MODES {
-            runs.push(run(&setup, trace, mode)?);
-        }
-    }
-    Ok(runs)
+    let setups = TRACES
+        .iter()
+        .map(|t| load(dir, t.0))
+        .collect::<Result<Vec<_>, _>>()?;
+    let jobs: Vec<(usize, usize)> = (0..TRACES.len())
+        .flat_map(|t| (0..MODES.len()).map(move |m| (t, m)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(jobs.len()));
+    let mut done: Vec<(usize, Result<TraceRun, TraceError>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(t, m)) = jobs.get(i) else {
+                            return mine;
+                        };
+                        mine.push((i, run(&setups[t], TRACES[t], MODES[m])));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// One mode's figures over the whole set.

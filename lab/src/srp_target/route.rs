@@ -48,6 +48,13 @@ pub struct Slowness {
     /// the transport's first retransmission, one local ACK timeout later (the reliable
     /// connection's bimodal latency); with no retransmission timer it is lost for good.
     pub loss_per_million: u32,
+    /// Service times with a heavy (Pareto) tail: each command takes
+    /// `tail * (u^(-1/shape) - 1)` longer, `u` uniform in (0, 1], so half take under
+    /// `tail * (2^(1/shape) - 1)` more and one in `k^shape` more than `(k - 1) * tail` (a
+    /// disk or a flash translation layer at its worst, Gunawi et al.'s heavy-tailed
+    /// fail-slow). The shape is in hundredths: 150 is 1.5, whose variance is infinite.
+    pub tail: Duration,
+    pub tail_shape_centi: u16,
 }
 
 impl Slowness {
@@ -56,7 +63,26 @@ impl Slowness {
         pause_every: Duration::ZERO,
         pause: Duration::ZERO,
         loss_per_million: 0,
+        tail: Duration::ZERO,
+        tail_shape_centi: 0,
     };
+
+    /// The longest a heavy tail adds to one command: a minute, as long as any route phase.
+    pub const TAIL_MAX: Duration = Duration::from_ms(60_000);
+
+    /// What the heavy tail adds to one command's service. Draws from `rng` only with a
+    /// tail, so routes without one keep their sequence.
+    pub fn tail_extra(&self, rng: &mut dyn rand::RngCore) -> Duration {
+        use rand::Rng;
+        if self.tail == Duration::ZERO || self.tail_shape_centi == 0 {
+            return Duration::ZERO;
+        }
+        // 1 - [0, 1) is (0, 1]: never a division by zero.
+        let u = 1.0 - rng.gen::<f64>();
+        let shape = f64::from(self.tail_shape_centi) / 100.0;
+        let extra_us = self.tail.as_us() as f64 * (u.powf(-1.0 / shape) - 1.0);
+        Duration::from_us((extra_us as u64).min(Self::TAIL_MAX.as_us()))
+    }
 
     /// When a command `write` with a service due at `due`, in a phase that began at
     /// `start`, is served instead: `None` when its transmission is lost for good
@@ -99,6 +125,7 @@ impl RoutePhase {
         if self.spike_per_million > 0 && rng.gen_range(0..1_000_000) < self.spike_per_million {
             us = us.saturating_add(self.spike.as_us());
         }
+        us = us.saturating_add(self.slow.tail_extra(rng).as_us());
         Duration::from_us(us)
     }
 
@@ -265,6 +292,35 @@ mod tests {
             Some(ms(68))
         );
         assert_eq!(lossy.serve((ms(0), ms(1), false), None, &mut rng), None);
+    }
+
+    #[test]
+    fn a_heavy_tail_adds_little_to_most_commands_and_much_to_a_few() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let none = Slowness::NONE;
+        assert_eq!(none.tail_extra(&mut rng), Duration::ZERO);
+        let heavy = Slowness {
+            tail: Duration::from_us(500),
+            tail_shape_centi: 120,
+            ..none
+        };
+        let mut extra: Vec<u64> = (0..100_000)
+            .map(|_| heavy.tail_extra(&mut rng).as_us())
+            .collect();
+        extra.sort_unstable();
+        // Median 500 us x (2^(1/1.2) - 1) = 390 us; beyond 100 ms, (0.5 / 100.5)^1.2 =
+        // 0.17% of commands: 170 of 100,000 expected.
+        let median = extra[extra.len() / 2];
+        assert!((350..430).contains(&median), "median {median} us");
+        let over = extra.iter().filter(|us| **us > 100_000).count();
+        assert!((100..250).contains(&over), "{over} over 100 ms");
+        assert!(*extra.last().expect("drawn") <= Slowness::TAIL_MAX.as_us());
+        // Without a tail the generator is not touched.
+        let mut a = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let mut b = a.clone();
+        let _ = none.tail_extra(&mut a);
+        assert_eq!(rand::Rng::gen::<u64>(&mut a), rand::Rng::gen::<u64>(&mut b));
     }
 
     #[test]

@@ -97,11 +97,17 @@ pub fn variant(
     }
 }
 
-/// `n` of the trace's adapters in their order: every faulted one first chosen, then the
-/// healthy ones; past the trace's own, copies of its first healthy adapter (of its first,
-/// when all share the trace's condition). Returns them and which are faulted.
+/// `n` of the trace's adapters in their order: the faulted ones first chosen (leaving room
+/// for one healthy path where the trace has one: a cut trace keeps somewhere to move to),
+/// then the healthy ones; past the trace's own, copies of its first healthy adapter (of its
+/// first, when all share the trace's condition). Returns them and which are faulted.
 fn choose_paths(hcas: &[toml::Value], faulted: &[bool], n: usize) -> (Vec<toml::Value>, Vec<bool>) {
-    let mut keep: Vec<usize> = (0..hcas.len()).filter(|i| faulted[*i]).take(n).collect();
+    let room = if faulted.iter().all(|f| *f) {
+        n
+    } else {
+        n.saturating_sub(1).max(1)
+    };
+    let mut keep: Vec<usize> = (0..hcas.len()).filter(|i| faulted[*i]).take(room).collect();
     for i in (0..hcas.len()).filter(|i| !faulted[*i]) {
         if keep.len() < n {
             keep.push(i);
@@ -268,6 +274,11 @@ mod tests {
         assert!(setup.routes[1..]
             .iter()
             .all(|r| r.phases().iter().all(|p| !p.blackhole)));
+        // Two faulted paths of three cut to two: the first fault and the healthy path.
+        let (cut, faults) = variant(&dir(), "congestion-spreading", (2, 2, 1)).expect("a trace");
+        assert_eq!(faults, [true, false]);
+        let names: Vec<&str> = cut.adapters.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["hca0", "hca2"]);
         // A trace with no fault has no faulted path, even with routes of its own.
         let (_, faults) = variant(&dir(), "spikes", (2, 2, 1)).expect("a trace");
         assert_eq!(faults, [false, false]);

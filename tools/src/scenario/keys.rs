@@ -287,4 +287,6 @@ pub(super) struct RouteKeys {
     pub(super) pause_every_ms: Option<u64>,
     pub(super) pause_ms: Option<u64>,
     pub(super) loss_per_million: Option<u32>,
+    pub(super) tail_us: Option<u64>,
+    pub(super) tail_shape: Option<f64>,
 }

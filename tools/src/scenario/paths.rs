@@ -114,6 +114,22 @@ fn slowness(p: &RouteKeys, key: &dyn Fn(&str) -> String) -> Result<Slowness, Sce
         }
         slow.loss_per_million = n;
     }
+    match (p.tail_us, p.tail_shape) {
+        (None, None) => {}
+        (Some(_), None) => return Err(err(key("tail_us"), "takes tail_shape")),
+        (None, Some(_)) => return Err(err(key("tail_shape"), "takes tail_us")),
+        (Some(us), _) if !(1..=1_000_000).contains(&us) => {
+            return Err(err(key("tail_us"), "between 1 and 1000000"))
+        }
+        // A shape of 1 or less has no mean: no path's average could be learned.
+        (Some(_), Some(shape)) if !(1.01..=10.0).contains(&shape) => {
+            return Err(err(key("tail_shape"), "between 1.01 and 10"))
+        }
+        (Some(us), Some(shape)) => {
+            slow.tail = Duration::from_us(us);
+            slow.tail_shape_centi = (shape * 100.0).round() as u16;
+        }
+    }
     Ok(slow)
 }
 

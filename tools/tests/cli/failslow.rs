@@ -123,6 +123,25 @@ fn a_slow_route_is_given_up_a_bounded_number_of_times_and_waits_no_longer_than_w
     );
 }
 
+/// The patterns a timeout alone cannot handle well, each priced away by the selector:
+/// a ramp that a learned timeout follows (a fixed 100 ms one gives up what crosses it), a
+/// heavy tail and a congestion that spreads to a second path of three, both kept out of
+/// the disk's tail, and slowness shared by both paths, where nothing is worth giving up.
+#[test]
+fn a_ramp_a_heavy_tail_and_spreading_congestion_are_priced_away_not_given_up() {
+    let ramp = run("ramp", ADAPTIVE);
+    assert_eq!(ramp.given_up, 0, "{ramp:?}");
+    let fixed = run("ramp", "fixed 100 ms");
+    assert!(fixed.given_up > 0, "the ramp crosses 100 ms: {fixed:?}");
+    for trace in ["heavy-tail", "congestion-spreading"] {
+        let r = run(trace, ADAPTIVE);
+        assert_eq!(r.given_up, 0, "{r:?}");
+        assert!(r.p999_us() < 1_000, "the tail is the healthy path's: {r:?}");
+    }
+    let shared = run("shared-slowness", ADAPTIVE);
+    assert_eq!(shared.given_up, 0, "{shared:?}");
+}
+
 #[test]
 fn a_blackhole_drops_the_connection_once_its_aborts_go_unanswered() {
     let r = run("blackhole", ADAPTIVE);
@@ -203,6 +222,21 @@ fn bad_route_and_path_timeout_keys_are_refused_by_name() {
             "hcas[0].route[0].at_ms",
         ),
         (two("route = [{ at_ms = 5, colour = 1 }]", ""), "colour"),
+        (
+            two("route = [{ at_ms = 5, tail_us = 500 }]", ""),
+            "hcas[0].route[0].tail_us",
+        ),
+        (
+            two(
+                "route = [{ at_ms = 5, tail_us = 500, tail_shape = 1.0 }]",
+                "",
+            ),
+            "hcas[0].route[0].tail_shape",
+        ),
+        (
+            two("route = [{ at_ms = 5, tail_us = 0, tail_shape = 1.5 }]", ""),
+            "hcas[0].route[0].tail_us",
+        ),
         (
             two(
                 &format!(
