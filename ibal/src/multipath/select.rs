@@ -3,16 +3,18 @@
 //!
 //! A path's expected wait is its recent round trip times the commands it would then hold:
 //! `rtt x (owed + 1)`. It is the least-expected-completion rule of dm-multipath's
-//! `historical-service-time`, with two differences. The round trip is the median of the
-//! path's last three answers, which follows a change of regime from its second answer and
-//! ignores one straggler (an EWMA such as SRTT takes some twenty answers to forget a regime,
-//! and a path that healed gets few answers while it is priced by the old one). And since
-//! that round trip grows with the path's own queue, a loaded slow path is priced twice
-//! over, which moves load off a path that slows under load sooner than a linear price
-//! would (the `slow-under-load` trace). Prices are compared on a log scale of eight steps a
-//! doubling: paths within about a tenth of each other tie, and ties go round robin from the
-//! path whose turn it is. Equal paths thus share evenly, as the round robin before did, and
-//! each keeps answering, which is what fast path failover judges a path by.
+//! `historical-service-time`, with two differences. The round trip is the path's SRTT, or
+//! the round trip of the youngest command it answered when that was faster
+//! (`PathTiming::recent_rtt`): SRTT alone takes some twenty answers to forget a slow regime,
+//! and a path that healed gets few answers while it is priced by the old one; a straggler's
+//! late answer is never the youngest. And since that round trip grows with the path's own
+//! queue, a loaded slow path is priced twice over, which moves load off a path that slows
+//! under load sooner than a linear price would (the `slow-under-load` trace). Prices are
+//! compared on a log scale of eight steps a doubling: paths within about a tenth of each
+//! other tie, and ties go round robin from the path whose turn it is. Equal paths share
+//! while their prices tie; a path whose last answer drew a slower service than the
+//! other's recent ones is priced out until the other's queue grows or it goes stale (the
+//! `blackhole` trace's two equal paths carry 70% and 30% of the I/O before its fault).
 //!
 //! A path the rule starves of I/O keeps the round trip it last had: should it recover, the
 //! rule would never learn it. A serving path that has taken nothing for [`STALE_AFTER`]
