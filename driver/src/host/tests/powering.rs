@@ -412,3 +412,29 @@ fn queue_a_health_read(bus: &Bus<Fake>) {
     bus.timer_fired(TimerId::HealthPoll);
     bus.dpc();
 }
+
+/// A health read that never answers while a query-stop holds resets: the fault waits for
+/// the release and the device goes on serving, so its monitor goes on too, the next poll a
+/// whole interval after this one (at once would poll in a loop; never would stop the watch).
+#[test]
+fn an_unanswered_health_read_under_a_held_stop_arms_the_next_poll_an_interval_on() {
+    let bus = new_bus(false);
+    let _a = bus.register(desc("a"), quiet()).expect("registers").id;
+    assert!(bus.query_stop());
+    // The poll at 1 s queues its read and arms the next at 2 s; the read is never run.
+    queue_a_health_read(&bus);
+    let due = w(&bus).armed[TimerId::HealthPoll as usize]
+        .take()
+        .expect("the next poll");
+    assert_eq!(due, at(2_000));
+    w(&bus).now = due;
+    bus.timer_fired(TimerId::HealthPoll);
+    bus.dpc();
+    assert_eq!(bus.state(), State::Operational, "held, not reset");
+    assert!(bus.inspect(|c| c.resets_held()));
+    assert_eq!(
+        w(&bus).armed[TimerId::HealthPoll as usize],
+        Some(at(3_000)),
+        "the next poll, an interval on"
+    );
+}
