@@ -134,7 +134,19 @@ fn build(file: File) -> Result<StackSetup, ScenarioError> {
     let route = paths::route(&keys, "hca")?;
     let policy = policy(&file.policy)?;
     let clients: Vec<(usize, &Client)> = file.clients.iter().enumerate().collect();
-    let clients = Clients::build(&clients, (hca.ports, route))?;
+    let mut clients = Clients::build(&clients, (hca.ports, route))?;
+    let disks: Vec<&str> = file
+        .clients
+        .iter()
+        .filter(|c| matches!(c.kind.as_str(), "srp" | "bootdisk"))
+        .map(|c| c.name.as_str())
+        .collect();
+    paths::check_disks(&keys, "hca", &disks)?;
+    for spec in &mut clients.specs {
+        if let ClientSpec::Disk { name, config } = spec {
+            config.route = paths::route_for(&keys, "hca", name)?.with_login(config.route.login());
+        }
+    }
     let with_ibal = clients.with_ibal();
     let events: Vec<(usize, &EventKeys)> = file.events.iter().enumerate().collect();
     let faults = faults(&file, &events, &clients.specs, with_ibal, hca.ports)?;

@@ -289,4 +289,8 @@ pub(super) struct RouteKeys {
     pub(super) loss_per_million: Option<u32>,
     pub(super) tail_us: Option<u64>,
     pub(super) tail_shape: Option<f64>,
+    /// The disk client (by name) whose commands alone the phase applies to: one slow LUN
+    /// behind a port that serves the others as before. Every other disk keeps the phase
+    /// before it.
+    pub(super) disk: Option<String>,
 }

@@ -47,10 +47,16 @@ pub(super) fn build(file: File) -> Result<MultiSetup, ScenarioError> {
         .enumerate()
         .map(|(n, (i, _))| (i, n as u16))
         .collect();
+    let disk_names: Vec<&str> = disk_ids
+        .iter()
+        .map(|(i, _)| file.clients[*i].name.as_str())
+        .collect();
     let mut disks: Vec<Option<MultipathSpec>> = std::vec![None; placed.multipath.len()];
     let mut adapters = Vec::with_capacity(names.len());
     for (a, name) in names.iter().enumerate() {
-        let route = super::paths::route(&file.hcas[a], &format!("hcas[{a}]"))?;
+        let at = format!("hcas[{a}]");
+        let route = super::paths::route(&file.hcas[a], &at)?;
+        super::paths::check_disks(&file.hcas[a], &at, &disk_names)?;
         let clients = Clients::build(&placed.clients[a], (hcas[a].ports, route))?;
         let with_ibal = clients.with_ibal();
         let file_index = clients.file_index;
@@ -63,6 +69,8 @@ pub(super) fn build(file: File) -> Result<MultiSetup, ScenarioError> {
                 config.initiator.target_lid = 0x100 + id;
                 config.initiator.lun_id = u32::from(id);
             }
+            config.route =
+                super::paths::route_for(&file.hcas[a], &at, name)?.with_login(config.route.login());
             let Some(d) = placed.multipath.iter().position(|(i, _)| i == fi) else {
                 continue;
             };

@@ -12,6 +12,40 @@ use super::{err, ScenarioError};
 /// The longest latency, spike or phase start a scenario may give, in ms.
 const MAX_ROUTE_MS: u64 = 60_000;
 
+/// Refuses a phase of the adapter of `keys` (named under `at`) whose `disk` is none of
+/// `disks`, the file's disk clients, whether or not that disk is on this adapter.
+pub(super) fn check_disks(keys: &Hca, at: &str, disks: &[&str]) -> Result<(), ScenarioError> {
+    for (i, p) in keys.route.iter().enumerate() {
+        if let Some(d) = p.disk.as_deref().filter(|d| !disks.contains(d)) {
+            return Err(err(
+                format!("{at}.route[{i}].disk"),
+                format!(
+                    "no disk client called {d:?}; the disks are {}",
+                    disks.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The route from the targets to the adapter of `keys` as the disk client `disk` meets it
+/// (its keys named under `at`): every phase but those given for another disk (`disk =`).
+pub(super) fn route_for(keys: &Hca, at: &str, disk: &str) -> Result<Route, ScenarioError> {
+    // Checked whole first, so that a fault is named by its place in the file.
+    route(keys, at)?;
+    let mine = Hca {
+        route: keys
+            .route
+            .iter()
+            .filter(|p| p.disk.as_deref().is_none_or(|d| d == disk))
+            .cloned()
+            .collect(),
+        ..keys.clone()
+    };
+    route(&mine, at)
+}
+
 /// The route from the targets to the adapter of `keys`, whose keys are named under `at`.
 pub(super) fn route(keys: &Hca, at: &str) -> Result<Route, ScenarioError> {
     let latency = match keys.target_latency_ms {

@@ -239,6 +239,13 @@ fn bad_route_and_path_timeout_keys_are_refused_by_name() {
         ),
         (
             two(
+                "route = [{ at_ms = 5 }, { at_ms = 9, disk = \"nope\" }]",
+                "",
+            ),
+            "hcas[0].route[1].disk",
+        ),
+        (
+            two(
                 &format!(
                     "route = [{}]",
                     (1..=13)

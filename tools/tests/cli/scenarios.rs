@@ -166,6 +166,7 @@ fn every_scenario_file_has_its_expected_outcome() {
         "multipath-cable-out.toml",
         "multipath-failover.toml",
         "multipath-idle-check.toml",
+        "multipath-one-slow-lun.toml",
         "multipath-path-groups.toml",
         "multipath-slow-path.toml",
         "multipath-slow-target.toml",
@@ -197,6 +198,7 @@ fn every_scenario_file_has_its_expected_outcome() {
             | "multipath-adapter-replaced.toml"
             | "multipath-cable-out.toml"
             | "multipath-idle-check.toml"
+            | "multipath-one-slow-lun.toml"
             | "multipath-path-groups.toml"
             | "multipath-slow-path.toml"
             | "multipath-slow-target.toml" => expect_multipath(file, &r),
@@ -365,6 +367,32 @@ fn expect_multipath(file: &str, r: &Value) {
             let down = m["paths"][1]["down_us"].as_u64().expect("down_us");
             assert!((4_300_000..4_400_000).contains(&down), "{m}");
             assert_eq!(m["no_path_us"], 0, "hca0 carried the disk: {m}");
+            assert_eq!(r["io"]["failed"], 0);
+        }
+        "multipath-one-slow-lun.toml" => {
+            // The data LUN is slow behind both ports alike: no path of either disk is
+            // worse than the other, so nothing is given up; the boot LUN, served as
+            // before by the same ports, keeps a healthy path's latency.
+            assert_eq!(outcomes(r), Vec::<&str>::new());
+            let disks = r["multipath"].as_array().expect("disks");
+            assert_eq!(disks.len(), 2, "{disks:?}");
+            for m in disks {
+                for p in m["paths"].as_array().expect("paths") {
+                    assert_eq!(
+                        (p["given_up"].as_u64(), p["moved"].as_u64()),
+                        (Some(0), Some(0)),
+                        "{m}"
+                    );
+                }
+            }
+            let (boot, data) = (&disks[0], &disks[1]);
+            assert_eq!(boot["name"], "bootdisk");
+            assert!(boot["max_latency_us"].as_u64() < Some(1_000), "{boot}");
+            // A third of its I/O before 2 s in 0.2 ms, the rest served in 60 us to 30 ms:
+            // a median near 8 ms, a p99 near 30.
+            let p50 = data["p50_latency_us"].as_u64().expect("p50");
+            assert!((5_000..12_000).contains(&p50), "{data}");
+            assert!(data["p99_latency_us"].as_u64() > Some(25_000), "{data}");
             assert_eq!(r["io"]["failed"], 0);
         }
         "multipath-idle-check.toml" => {
