@@ -12,8 +12,6 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Instant as Wall;
 
 use hcabus_lab::peers::Peer;
@@ -103,24 +101,11 @@ fn run(a: &Args, dir: &Path) -> Result<Vec<Record>, String> {
     }
     // The costly cells first, so that the threads end together.
     jobs.sort_by_key(|j| std::cmp::Reverse(j.2));
-    let next = AtomicUsize::new(0);
-    let done = Mutex::new(Vec::new());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(trace, paths, iops, seed)) = jobs.get(i) else {
-                    return;
-                };
-                let r = matrix::run_cell(dir, trace, (paths, iops, seed), &Peer::ALL)
-                    .map_err(|e| e.to_string());
-                done.lock().unwrap_or_else(|p| p.into_inner()).push(r);
-            });
-        }
+    let done = hcabus_tools::par::map(&jobs, hcabus_tools::par::processors(), |&(t, p, r, s)| {
+        matrix::run_cell(dir, t, (p, r, s), &Peer::ALL).map_err(|e| e.to_string())
     });
     let mut out = Vec::new();
-    for r in done.into_inner().unwrap_or_else(|p| p.into_inner()) {
+    for r in done {
         out.extend(r?);
     }
     Ok(out)

@@ -259,30 +259,11 @@ pub fn run_all(dir: &Path) -> Result<Vec<TraceRun>, TraceError> {
     let jobs: Vec<(usize, usize)> = (0..TRACES.len())
         .flat_map(|t| (0..MODES.len()).map(move |m| (t, m)))
         .collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(jobs.len()));
-    let mut done: Vec<(usize, Result<TraceRun, TraceError>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&(t, m)) = jobs.get(i) else {
-                            return mine;
-                        };
-                        mine.push((i, run(&setups[t], TRACES[t], MODES[m])));
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
-    done.sort_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, r)| r).collect()
+    crate::par::map(&jobs, crate::par::processors(), |&(t, m)| {
+        run(&setups[t], TRACES[t], MODES[m])
+    })
+    .into_iter()
+    .collect()
 }
 
 /// One mode's figures over the whole set.

@@ -4,6 +4,7 @@ pub mod failslow;
 pub mod fleet;
 pub mod hunt;
 pub mod inf;
+pub mod par;
 pub mod report;
 pub mod scenario;
 #[cfg(unix)]

@@ -38,30 +38,11 @@ pub fn spurious(
                 d.load.iops = iops;
             }
             let all: Vec<u64> = seeds.clone().collect();
-            let chunk = all.len().div_ceil(threads.max(1)).max(1);
-            let results: Vec<Result<(u64, u64, u64), TraceError>> = std::thread::scope(|s| {
-                let handles: Vec<_> = all
-                    .chunks(chunk)
-                    .map(|part| {
-                        let setup = &setup;
-                        s.spawn(move || {
-                            let mut sum = (0, 0, 0);
-                            for &seed in part {
-                                let mut one = setup.clone();
-                                one.seed = seed;
-                                let r = run(&one, trace, adaptive)?;
-                                sum.0 += r.ios;
-                                sum.1 += r.given_up;
-                                sum.2 += r.lost + r.duplicated + r.mismatched;
-                            }
-                            Ok(sum)
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                    .collect()
+            let results = crate::par::map(&all, threads, |&seed| {
+                let mut one = setup.clone();
+                one.seed = seed;
+                run(&one, trace, adaptive)
+                    .map(|r| (r.ios, r.given_up, r.lost + r.duplicated + r.mismatched))
             });
             let mut cell = Cell {
                 trace: trace.0,
