@@ -274,6 +274,18 @@ impl Multipath {
         self.fences.iter().any(|f| f.on(path))
     }
 
+    /// Whether a write in the queue waits behind a write given up on `path` (a fence of
+    /// `path`'s holds I/O, not only a block).
+    pub fn fence_holds_io(&self, path: usize) -> bool {
+        self.fences.iter().any(|f| {
+            f.on(path)
+                && self
+                    .queue
+                    .iter()
+                    .any(|r| r.write && r.lba == f.lba && r.id != f.id)
+        })
+    }
+
     /// Whether `req` is a write that must wait: a given-up write of another I/O to its block
     /// may still run.
     fn fenced(&self, req: &IoRequest) -> bool {

@@ -269,7 +269,7 @@ impl SrpClient {
     /// logs in again (refused while the route swallows the login too).
     pub(super) fn drop_stuck_connection<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
         let now = bus.now();
-        let limit = self.disk.abort_timeout();
+        let limit = self.abort_limit();
         if !self.disk.is_connected()
             || self
                 .disk
@@ -290,6 +290,22 @@ impl SrpClient {
         }
         self.disk.on_reset(&self.ibal, bus);
         self.connect_at = self.port_up.then_some(now);
+    }
+
+    /// How long this path's aborts may go unanswered before its connection is dropped: the
+    /// disk's abort timeout, or, while a write of the disk's queue waits behind a write this
+    /// path gave up (its fence), the timeout without its floor (docs/design.md §7 "The write
+    /// fence").
+    fn abort_limit(&self) -> Duration {
+        let holding = self
+            .above
+            .path()
+            .is_some_and(|p| p.mp.lock().fence_holds_io(p.index));
+        if holding {
+            self.disk.abort_timeout_holding()
+        } else {
+            self.disk.abort_timeout()
+        }
     }
 
     /// A path whose adapter has not completed a send in the stall limit has a stalled data
@@ -342,7 +358,7 @@ impl SrpClient {
                 .flatten()
         });
         // A connection dropped frees every abort.
-        let abort = self.disk.slots.abort_deadline(self.disk.abort_timeout());
+        let abort = self.disk.slots.abort_deadline(self.abort_limit());
         [overdue, abort, stall, self.disk.transport_deadline()]
     }
 }
