@@ -96,6 +96,15 @@ pub struct RttEstimator {
 }
 
 impl RttEstimator {
+    /// Starts over from one round trip, as from a first measurement (RFC 6298 §2.2): SRTT
+    /// that round trip, RTTVAR half of it.
+    pub fn restart(&mut self, rtt: Duration) {
+        let r = rtt.as_us();
+        self.backoff = 0;
+        self.srtt_us = Some(r);
+        self.rttvar_us = r / 2;
+    }
+
     /// One answered command's round trip (RFC 6298 §2.2 and §2.3: alpha 1/8, beta 1/4).
     pub fn sample(&mut self, rtt: Duration) {
         let r = rtt.as_us();
@@ -219,6 +228,19 @@ impl PathTiming {
         let rtt = now.saturating_since(sent_at);
         self.rtt.sample(rtt);
         self.remember(sent_at, rtt);
+    }
+
+    /// The path served again after its probes (docs/design.md §7 "Adaptive path timeout"):
+    /// its estimate starts over from its youngest answer, one of those that restored it.
+    /// What it learned while given up describes the trouble, not the route now: one late
+    /// answer from a blackhole that lifted (a command the reliable connection delivered
+    /// 470 ms late) left a 0.2 ms route's timeout at 310 ms a second and a half later, and a
+    /// path the selector rightly leaves idle gets too few answers to decay it, so the next
+    /// blackhole held its command 485 ms instead of 10.
+    pub fn restored(&mut self) {
+        if let Some((_, rtt)) = self.youngest {
+            self.rtt.restart(rtt);
+        }
     }
 
     /// Commands were given up on this path (see [`RttEstimator::backed_off`]).
@@ -432,5 +454,32 @@ mod tests {
         let mut off = PathTiming::default();
         off.answered(PathTimeout::Off, at(0), at(50_000));
         assert_eq!(off.answers(), (1, 0));
+    }
+
+    #[test]
+    fn a_path_served_again_starts_its_estimate_over_from_its_youngest_answer() {
+        let adaptive = PathTimeout::Adaptive { min: MIN, max: MAX };
+        let us = Instant::from_us;
+        let mut t = PathTiming::default();
+        for i in 0..50 {
+            t.answered(adaptive, us(i * 1_000), us(i * 1_000 + 200));
+        }
+        assert_eq!(t.timeout(adaptive), Some(Duration::from_us(5_200)));
+        // A command held by a blackhole that lifted, answered 470 ms late after its
+        // give-up, then the three prompt probes that restore the path.
+        t.answered_late(us(60_000), us(530_000));
+        for i in 0..3 {
+            let sent = 600_000 + i * 5_000;
+            t.answered(adaptive, us(sent), us(sent + 190));
+        }
+        let inflated = t.timeout(adaptive).expect("adaptive");
+        assert!(inflated > Duration::from_ms(300), "{inflated}");
+        t.restored();
+        assert_eq!(t.estimator().srtt(), Some(Duration::from_us(190)));
+        assert_eq!(t.timeout(adaptive), Some(Duration::from_us(5_190)));
+        // Nothing answered yet: nothing to start from, the estimate stays.
+        let mut fresh = PathTiming::default();
+        fresh.restored();
+        assert_eq!(fresh.estimator().srtt(), None);
     }
 }

@@ -182,19 +182,20 @@ impl Multipath {
 
     /// `path` had answers come back, `prompt` within its timeout and `slow` past it: a
     /// probing path counts them, and serves again after enough prompt ones in a row.
+    /// Whether it serves again now (its client then restarts its round-trip estimate).
     pub fn path_answered(
         &mut self,
         path: usize,
         (prompt, slow): (u64, u64),
         now: Instant,
         rng: &mut impl Rng,
-    ) {
+    ) -> bool {
         self.see(now);
         let Some(p) = self.paths.get_mut(path) else {
-            return;
+            return false;
         };
         let Some(probe) = p.probe else {
-            return;
+            return false;
         };
         p.probe = if slow > 0 {
             Some(probe.failed(now, rng))
@@ -208,7 +209,9 @@ impl Multipath {
             p.stats.restored += 1;
             p.last_backoff = Some((probe.backoff, now));
             self.events.push(now, path, super::PathEventKind::Serves);
+            return true;
         }
+        false
     }
 
     /// Where a probing path's backoff starts: the shortest timeout the disk's mode gives,

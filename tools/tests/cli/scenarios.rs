@@ -279,11 +279,11 @@ fn expect_multipath(file: &str, r: &Value) {
                     given_up >= 1 && (given_up..=given_up + probes).contains(&moved),
                     "{m}"
                 );
-                // The longest wait is a newer write to a block whose given-up write may
-                // still run (the write fence): until hca0's connection is dropped, 0.5 s
-                // after its first give-up, short of the health poll's 600 ms; whether
-                // one comes depends on the blocks the writes hit.
-                assert!(latency < 510_000, "not the health poll's 600 ms: {m}");
+                // The longest wait is a give-up's, or a newer write's to a block whose
+                // given-up write may still run (the write fence): that drops hca0's
+                // connection at two of its timeouts, not the abort's half second, nor the
+                // health poll's 600 ms.
+                assert!(latency < 20_000, "a give-up's, not a poll's: {m}");
                 assert!(m["p99_latency_us"].as_u64() < Some(1_000), "{m}");
                 assert!(m["paths"][0]["ios"].as_u64() > Some(1_000), "{m}");
                 assert!(m["paths"][0]["down_us"].as_u64() > Some(4_000_000), "{m}");

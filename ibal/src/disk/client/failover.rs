@@ -32,7 +32,7 @@ impl SrpClient {
         index: usize,
         bus: &mut B,
     ) {
-        let (disk, told, now) = (&self.disk, &mut self.told_answers, bus.now());
+        let (disk, told, now) = (&mut self.disk, &mut self.told_answers, bus.now());
         if let Some(sent_at) = disk.timing().freshest_prompt() {
             mp.note_answer(index, sent_at);
         }
@@ -40,7 +40,9 @@ impl SrpClient {
         if (prompt, slow) != *told {
             let news = (prompt - told.0, slow - told.1);
             *told = (prompt, slow);
-            mp.path_answered(index, news, now, bus.rng());
+            if mp.path_answered(index, news, now, bus.rng()) {
+                disk.timing.restored();
+            }
         }
         mp.set_fences(index, disk.slots.fenced_writes());
         mp.note_load(index, disk.load());
