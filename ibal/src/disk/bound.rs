@@ -86,7 +86,7 @@ impl SrpDisk {
     /// second (an abort is answered in one round trip of the route; the floor keeps a route
     /// merely slower than the timeout from losing its connection at each give-up).
     pub fn abort_timeout(&self) -> Duration {
-        self.abort_timeout_unfloored().max(ABORT_TIMEOUT_MIN)
+        self.abort_timeout_holding().max(ABORT_TIMEOUT_MIN)
     }
 
     /// How long an ABORT TASK may go unanswered when a write waits behind the write it
@@ -94,10 +94,6 @@ impl SrpDisk {
     /// floor costs that write up to half a second; dropping the connection of a route that
     /// was only slow costs a login on a path that is probing anyway.
     pub fn abort_timeout_holding(&self) -> Duration {
-        self.abort_timeout_unfloored()
-    }
-
-    fn abort_timeout_unfloored(&self) -> Duration {
         let t = self
             .path_timeout()
             .unwrap_or_else(|| self.learned_timeout());
