@@ -320,7 +320,7 @@ impl SlotTable {
         self.slots
             .iter()
             .filter(|s| s.state == SlotState::InFlight)
-            .filter(|s| self.due_of(s.sent_at, rule) <= now)
+            .filter(|s| self.due_of(s, rule) <= now)
             .map(|s| s.sent_at)
             .max()
     }
@@ -332,24 +332,26 @@ impl SlotTable {
         self.slots
             .iter()
             .filter(|s| s.state == SlotState::InFlight)
-            .map(|s| self.due_of(s.sent_at, rule))
+            .map(|s| self.due_of(s, rule))
             .min()
     }
 
-    /// When a command sent at `sent_at` is due under `rule`, its own path's test included:
+    /// When the command in `s` is due under `rule`, its own path's test included:
     /// failover moves it only once the first command this path sent after it has been out
-    /// the path's timeout unanswered too (the path, not only this command, is stuck; one
+    /// unanswered too, for `test_wait` (the path, not only this command, is stuck; one
     /// answered would have made it moving). With nothing sent after it, not before its
     /// bound: the path's client checks itself then (docs/design.md §7 "Evidence on
     /// demand"), and that check is the test.
-    fn due_of(&self, sent_at: Instant, rule: &GiveUpRule) -> Instant {
-        let due = rule.due(sent_at);
-        let bound = sent_at + rule.bound;
+    fn due_of(&self, s: &Slot, rule: &GiveUpRule) -> Instant {
+        let due = rule.due(s.sent_at);
+        let bound = s.sent_at + rule.bound;
         if due >= bound || !rule.tested {
             return due;
         }
-        match self.first_sent_after(sent_at) {
-            Some(t) => due.max(t + rule.timeout).min(bound),
+        match self.first_sent_after(s.sent_at) {
+            Some(t) => due
+                .max(t + test_wait(rule.timeout, s.req.is_check()))
+                .min(bound),
             None => bound,
         }
     }
@@ -369,6 +371,24 @@ impl SlotTable {
             .filter(|s| s.state == SlotState::InFlight && s.sent_at > t)
             .map(|s| s.sent_at)
             .min()
+    }
+
+    /// The youngest command in flight: when it was sent, and whether it is a check.
+    pub fn youngest(&self) -> Option<Sent> {
+        self.slots
+            .iter()
+            .filter(|s| s.state == SlotState::InFlight)
+            .max_by_key(|s| s.sent_at)
+            .map(Sent::of)
+    }
+
+    /// The oldest command in flight: when it was sent, and whether it is a check.
+    pub fn oldest(&self) -> Option<Sent> {
+        self.slots
+            .iter()
+            .filter(|s| s.state == SlotState::InFlight)
+            .min_by_key(|s| s.sent_at)
+            .map(Sent::of)
     }
 
     /// When the youngest command in flight was sent.
@@ -557,6 +577,37 @@ impl SlotTable {
                 && !s.acked
                 && now.saturating_since(s.sent_at) >= limit
         })
+    }
+}
+
+/// A command in flight as its path's failover sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub at: Instant,
+    /// A check (TEST UNIT READY): nobody's I/O.
+    pub check: bool,
+}
+
+impl Sent {
+    fn of(s: &Slot) -> Sent {
+        Sent {
+            at: s.sent_at,
+            check: s.req.is_check(),
+        }
+    }
+}
+
+/// How long a path's command is out unanswered before the path tests itself, and how long
+/// that test is out unanswered before it counts against the path (docs/design.md §7
+/// "Evidence on demand"): the path's `timeout` for a command of I/O, whose give-up moves
+/// it; half of it for a check, which moves nobody's I/O, so that a dead idle path is known
+/// within one timeout of the check that found it, not two. Rounded up: a check's test is
+/// not itself tested before the check is due.
+pub fn test_wait(timeout: Duration, check: bool) -> Duration {
+    if check {
+        Duration::from_us(timeout.as_us().div_ceil(2))
+    } else {
+        timeout
     }
 }
 

@@ -8,6 +8,7 @@ use hcabus::{Duration, Instant};
 
 use super::SrpClient;
 use crate::access::FabricBus;
+use crate::disk::slots::test_wait;
 use crate::disk::{GiveUpRule, PathTimeout};
 use crate::multipath::Multipath;
 
@@ -136,35 +137,45 @@ impl SrpClient {
     }
 
     /// What this path's late commands want (docs/design.md §7 "Evidence on demand"):
-    /// when it checks itself (its youngest command out is late and nothing was sent after
-    /// it), and which command the other paths are asked to check for, from when (the
-    /// oldest late one, once the first command sent after it has been out the path's
-    /// timeout unanswered too). A command is not asked for when failover is off, it was
-    /// overtaken already, or this path answered something younger (it is alive and the
-    /// command a straggler).
+    /// when it checks itself (its youngest command out is late, `test_wait`, and nothing
+    /// was sent after it), and which command the other paths are asked to check for, from
+    /// when (the oldest late one: a command of I/O once the first command sent after it has
+    /// been out the path's timeout unanswered too; a check once that test is out, so that
+    /// their answers are in when it is due). A command is not asked for when failover is
+    /// off, it was overtaken already, or this path answered something younger (it is alive
+    /// and the command a straggler).
     fn evidence_plan(&self, mp: &Multipath, index: usize) -> Evidence {
         let none = Evidence::default();
         if self.disk.config.path_timeout == PathTimeout::Off || !self.disk.is_connected() {
             return none;
         }
-        let (Some(timeout), Some(oldest), Some(youngest)) = (
+        let (Some(timeout), Some(first), Some(last)) = (
             self.disk.path_timeout(),
-            self.disk.slots.oldest_sent(),
-            self.disk.slots.youngest_sent(),
+            self.disk.slots.oldest(),
+            self.disk.slots.youngest(),
         ) else {
             return none;
         };
+        let (oldest, youngest) = (first.at, last.at);
         let answered = self.disk.timing().freshest_any();
         let quiet = |t: Instant| answered.is_none_or(|a| a < t);
         // A path being probed has its probe for a test: it sends no check of its own.
         let can_check = self.disk.can_send_more() && self.disk.is_up() && !mp.path_suspect(index);
         let overtaken = mp.others_answered_at(index).is_some_and(|t| t >= oldest);
+        let test_at = youngest + test_wait(timeout, last.check);
+        let ask_at = |t: Instant| {
+            if first.check {
+                (oldest + test_wait(timeout, true)).max(t)
+            } else {
+                (oldest + timeout).max(t + timeout)
+            }
+        };
         Evidence {
-            check_at: (quiet(youngest) && can_check).then_some(youngest + timeout),
+            check_at: (quiet(youngest) && can_check).then_some(test_at),
             ask: (quiet(oldest) && !overtaken)
                 .then(|| self.disk.slots.first_sent_after(oldest))
                 .flatten()
-                .map(|t| (oldest, (oldest + timeout).max(t + timeout))),
+                .map(|t| (oldest, ask_at(t))),
         }
     }
 

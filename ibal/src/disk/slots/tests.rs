@@ -499,3 +499,33 @@ fn a_tested_command_waits_for_the_first_command_after_it() {
         "the later one out 5 ms too"
     );
 }
+
+/// A check, nobody's I/O, waits half as long for its path's test: overtaken at 0 and
+/// tested by a check sent 2.5 ms later, it is due at its timeout (5 ms), where a command of
+/// I/O tested so would wait for that test's whole timeout (7.5 ms).
+#[test]
+fn a_checks_test_waits_half_a_timeout() {
+    let tested = GiveUpRule {
+        tested: true,
+        ..rule(Duration::from_ms(5), at(0))
+    };
+    let half = Duration::from_us(2_500);
+    for (first, due) in [
+        (IoRequest::check(at(0)), at(5)),
+        (io(1, 4, false), at(7) + Duration::from_us(500)),
+    ] {
+        let mut t = SlotTable::new(4);
+        send(&mut t, first, at(0));
+        assert_eq!(t.youngest().map(|s| s.check), Some(first.is_check()));
+        send(&mut t, IoRequest::check(at(0) + half), at(0) + half);
+        assert_eq!(
+            t.oldest().map(|s| (s.at, s.check)),
+            Some((at(0), first.is_check()))
+        );
+        assert_eq!(t.next_overdue(&tested), Some(due), "{first:?}");
+    }
+    assert_eq!(
+        test_wait(Duration::from_us(5_001), true),
+        half + Duration::from_us(1)
+    );
+}

@@ -5,7 +5,7 @@ use crate::stack::LabParts;
 use hcabus::{Duration, Instant, Policy};
 use hcabus_sim::Fault;
 
-use super::{healthy_route, path, run_to, slow_from, world, Paths, QUICK_TRANSPORT};
+use super::{healthy_route, path, run_to, shared, slow_from, world, Paths, QUICK_TRANSPORT};
 use crate::srp_target::{Route, RoutePhase};
 use ibal::multipath::PROBES_TO_SERVE;
 
@@ -140,6 +140,50 @@ fn an_idle_path_checks_itself_once_a_second_and_the_checks_are_nobodys_io() {
     let mut busy = world(Paths::default());
     let (_, _, d) = run_to(&mut busy, 3_500);
     assert_eq!((d[0].checks_sent, d[1].checks_sent), (0, 0), "{d:?}");
+}
+
+/// A dead idle path is known within one of its timeouts of the check that finds it: both
+/// paths idle, path 0's route swallows everything from 1.5 s. Its check at 2000.5 ms goes
+/// unanswered; half its timeout later the path tests itself (a check is nobody's I/O: it
+/// waits half as long as a command of I/O), and at the timeout, path 1 having answered its
+/// own check of the same instant, the check is given up and the path probed. Not a timeout
+/// later, as a command of I/O would be.
+#[test]
+fn a_dead_idle_path_is_known_one_timeout_after_its_check() {
+    let mut w = world(Paths {
+        routes: [slow_from(1_500, Duration::ZERO, true), healthy_route()],
+        iops: 0,
+        ..Paths::default()
+    });
+    run_to(&mut w, 1_999);
+    let timeout = path(&w, 0).disk().path_timeout().expect("adaptive");
+    assert!(timeout < Duration::from_ms(10), "near the floor: {timeout}");
+    let found = Instant::from_us(2_000_500) + timeout;
+    let (_, p, d) = run_to(&mut w, 2_000);
+    assert_eq!(
+        (p[0].given_up, d[0].checks_on_demand),
+        (0, 0),
+        "{p:?} {d:?}"
+    );
+    w.run_until(found - Duration::from_us(1));
+    let m = shared(&w);
+    assert_eq!(m.lock().path_stats(0).expect("path 0").given_up, 0);
+    assert_eq!(path(&w, 0).disk().stats().checks_on_demand, 1, "its test");
+    // The check leaves a few microseconds after its timer (the adapter's post).
+    w.run_until(found + Duration::from_us(20));
+    let given_up = m.lock().path_stats(0).expect("path 0").given_up;
+    assert!(given_up >= 1, "known at {found}");
+    let (io, p, d) = run_to(&mut w, 3_000);
+    assert!(p[0].down_us > 0, "its connection dropped after: {p:?}");
+    assert_eq!(
+        d[1].checks_on_demand, 0,
+        "path 1's own check was the evidence"
+    );
+    assert_eq!(
+        (p[0].ios, p[1].ios, io.submitted),
+        (0, 0, 0),
+        "nobody's I/O"
+    );
 }
 
 /// A checker (dm-multipath's path checker) gives up a command out a whole interval, at its
