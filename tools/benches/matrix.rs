@@ -3,7 +3,8 @@
 //!
 //! `cargo bench -p hcabus-tools --bench matrix -- run 1..31 --out shard.jsonl` runs seeds
 //! 1 to 30 (a shard: any range; `--iops 2,200`, `--paths 2` and `--traces ramp,heavy-tail`
-//! narrow it) and writes one
+//! narrow it; `--product-only` runs no peer, for a product changed beside peers' records that
+//! stand: their models share none of its code) and writes one
 //! JSON record a run; `-- merge a.jsonl b.jsonl --svg m.svg --table m.md` merges shards and
 //! prints the summary. With no arguments: seed 1 of every cell, merged.
 //!
@@ -27,6 +28,7 @@ struct Args {
     out: Option<PathBuf>,
     svg: Option<PathBuf>,
     table: Option<PathBuf>,
+    product_only: bool,
 }
 
 fn list<T: std::str::FromStr>(v: &str, key: &str) -> Result<Vec<T>, String> {
@@ -48,6 +50,7 @@ fn args() -> Result<Args, String> {
         out: None,
         svg: None,
         table: None,
+        product_only: false,
     };
     let mut it = std::env::args().skip(1).filter(|x| x != "--bench");
     let mut merging = false;
@@ -71,6 +74,7 @@ fn args() -> Result<Args, String> {
                     })
                     .collect::<Result<_, _>>()?;
             }
+            "--product-only" => a.product_only = true,
             "--out" => a.out = Some(value("--out")?.into()),
             "--svg" => a.svg = Some(value("--svg")?.into()),
             "--table" => a.table = Some(value("--table")?.into()),
@@ -101,8 +105,9 @@ fn run(a: &Args, dir: &Path) -> Result<Vec<Record>, String> {
     }
     // The costly cells first, so that the threads end together.
     jobs.sort_by_key(|j| std::cmp::Reverse(j.2));
+    let peers: &[Peer] = if a.product_only { &[] } else { &Peer::ALL };
     let done = hcabus_tools::par::map(&jobs, hcabus_tools::par::processors(), |&(t, p, r, s)| {
-        matrix::run_cell(dir, t, (p, r, s), &Peer::ALL).map_err(|e| e.to_string())
+        matrix::run_cell(dir, t, (p, r, s), peers).map_err(|e| e.to_string())
     });
     let mut out = Vec::new();
     for r in done {
