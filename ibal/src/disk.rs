@@ -191,14 +191,14 @@ impl SrpDisk {
             return false;
         };
         self.data_base = base;
-        self.send_iu_base = base + n * BLOCK_SIZE as u64;
+        self.send_iu_base = base + n * self.config.data_bytes();
         self.recv_iu_base = self.send_iu_base + 2 * n * IU_SIZE as u64;
         self.dma_len = len;
         true
     }
 
     fn data_addr(&self, slot: usize) -> u64 {
-        self.data_base + (slot * BLOCK_SIZE) as u64
+        self.data_base + slot as u64 * self.config.data_bytes()
     }
 
     /// Slot `slot`'s command IU.
@@ -237,7 +237,7 @@ impl SrpDisk {
     pub fn dma_buffers(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         let per_slot = (0..self.slots.len()).flat_map(move |slot| {
             [
-                (self.data_addr(slot), BLOCK_SIZE as u64),
+                (self.data_addr(slot), self.config.data_bytes()),
                 (self.send_iu_addr(slot), IU_SIZE as u64),
                 (self.abort_iu_addr(slot), IU_SIZE as u64),
             ]
@@ -356,6 +356,11 @@ impl SrpDisk {
             self.complete_upward(req.id, IoStatus::Retryable, 0);
             return Ok(());
         }
+        if req.blocks > self.config.max_blocks || (req.blocks == 0 && !req.is_check()) {
+            // Its buffers were sized at start for the largest command configured.
+            self.complete_upward(req.id, IoStatus::TooLarge, 0);
+            return Ok(());
+        }
         let Some(i) = self.slots.admit(req) else {
             return Err(req);
         };
@@ -366,7 +371,7 @@ impl SrpDisk {
             // The caller's data, in the slot's DMA buffer.
             let addr = self.data_addr(i);
             let write_data = self.write_data;
-            bus.device().with_dma(addr, BLOCK_SIZE as u64, |buf| {
+            bus.device().with_dma(addr, req.bytes(), |buf| {
                 write_data(&req, buf);
             });
         }
@@ -412,7 +417,7 @@ impl SrpDisk {
                 addr: self.data_addr(slot),
                 rkey: keys.rkey,
                 // A check moves no data.
-                len: if req.is_check() { 0 } else { BLOCK_SIZE as u32 },
+                len: req.bytes() as u32,
                 checksum: req.checksum,
             };
             let mut iu = [0u8; IU_SIZE];
@@ -533,7 +538,7 @@ impl SrpDisk {
                 let addr = self.data_addr(slot);
                 let sum = bus
                     .device()
-                    .with_dma(addr, BLOCK_SIZE as u64, |b| checksum(b))
+                    .with_dma(addr, req.bytes(), |b| checksum_blocks(b))
                     .unwrap_or(0);
                 (IoStatus::Ok, sum)
             }

@@ -34,6 +34,26 @@ pub fn checksum(data: &[u8]) -> u64 {
     h
 }
 
+/// The checksum of a command's data, block by block: one block's is [`checksum`]'s; a
+/// command of several folds each block's checksum into the first's, so that a layer that
+/// keeps one checksum per block (the peers' models) can tell what a read of several should
+/// carry without the data.
+pub fn checksum_blocks(data: &[u8]) -> u64 {
+    let mut blocks = data.chunks(BLOCK_SIZE);
+    let mut h = blocks.next().map_or(FNV_OFFSET, checksum);
+    for b in blocks {
+        h = fold_block(h, checksum(b));
+    }
+    h
+}
+
+/// The running checksum of a command's data once its next block, whose own checksum is
+/// `block`, is taken in (see [`checksum_blocks`]). Multiplied before the block is taken in
+/// (FNV-1's order), so that two blocks swapped give another checksum.
+pub const fn fold_block(h: u64, block: u64) -> u64 {
+    h.wrapping_mul(FNV_PRIME) ^ block
+}
+
 /// How an I/O completed upward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IoStatus {
@@ -46,6 +66,8 @@ pub enum IoStatus {
     DeviceRemoved,
     /// The target answered with an error.
     Target(SrpStatus),
+    /// More blocks than the disk's buffers take (its `max_blocks`), or none: never sent.
+    TooLarge,
 }
 
 impl IoStatus {
@@ -56,6 +78,7 @@ impl IoStatus {
             IoStatus::DeviceFailed => "device failed",
             IoStatus::DeviceRemoved => "device removed",
             IoStatus::Target(_) => "target error",
+            IoStatus::TooLarge => "larger than the disk takes",
         }
     }
 }
@@ -66,7 +89,10 @@ pub struct IoRequest {
     pub id: u64,
     pub lba: u64,
     pub write: bool,
-    /// Checksum of the data a write carries.
+    /// Blocks it moves, from `lba` on: 1 for most, more for a large transfer, 0 for a
+    /// check (which moves no data).
+    pub blocks: u16,
+    /// Checksum of the data a write carries ([`checksum_blocks`]).
     pub checksum: u64,
     pub submitted_at: Instant,
 }
@@ -79,9 +105,15 @@ impl IoRequest {
             id,
             lba,
             write,
+            blocks: 1,
             checksum: id,
             submitted_at: Instant::ZERO,
         }
+    }
+
+    /// Bytes of data it moves.
+    pub const fn bytes(&self) -> u64 {
+        self.blocks as u64 * BLOCK_SIZE as u64
     }
 }
 
@@ -96,6 +128,7 @@ impl IoRequest {
             id: Self::CHECK_ID,
             lba: 0,
             write: false,
+            blocks: 0,
             checksum: 0,
             submitted_at: at,
         }
@@ -236,9 +269,38 @@ mod tests {
             (IoStatus::DeviceFailed, "device failed"),
             (IoStatus::DeviceRemoved, "device removed"),
             (IoStatus::Target(SrpStatus::LbaOutOfRange), "target error"),
+            (IoStatus::TooLarge, "larger than the disk takes"),
         ];
         for (status, text) in all {
             assert_eq!(status.as_str(), text);
         }
+    }
+
+    /// One block's checksum is the plain one; several fold their blocks' in order, so a
+    /// layer that keeps a checksum per block gets the same without the data, and blocks
+    /// swapped give another.
+    #[test]
+    fn a_commands_checksum_folds_its_blocks() {
+        let mut data = std::vec![0u8; 3 * BLOCK_SIZE];
+        for (i, b) in data.iter_mut().enumerate() {
+            *b = (i * 7 / 5) as u8;
+        }
+        let one = &data[..BLOCK_SIZE];
+        assert_eq!(checksum_blocks(one), checksum(one));
+        let sums: std::vec::Vec<u64> = data.chunks(BLOCK_SIZE).map(checksum).collect();
+        let folded = fold_block(fold_block(sums[0], sums[1]), sums[2]);
+        assert_eq!(checksum_blocks(&data), folded);
+        let swapped = fold_block(fold_block(sums[1], sums[0]), sums[2]);
+        assert_ne!(checksum_blocks(&data), swapped);
+    }
+
+    #[test]
+    fn a_request_moves_its_blocks_and_a_check_none() {
+        let large = IoRequest {
+            blocks: 16,
+            ..IoRequest::stamped(1, 0, true)
+        };
+        assert_eq!(large.bytes(), 65_536);
+        assert_eq!(IoRequest::check(Instant::ZERO).bytes(), 0);
     }
 }

@@ -154,7 +154,8 @@ impl SharedMultipath {
     pub fn new(name: &str, config: DiskConfig, paths: usize, workload: Box<dyn Workload>) -> Self {
         let paths = paths.clamp(1, MAX_PATHS);
         let capacity = Self::capacity(&config, paths);
-        let fence_limit = paths * usize::from(config.queue_depth);
+        let fence_limit =
+            paths * usize::from(config.queue_depth) * usize::from(config.max_blocks.max(1));
         let path = PathState {
             up: false,
             dead: None,

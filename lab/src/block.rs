@@ -12,7 +12,9 @@ use hcabus::{Duration, Instant};
 use rand::{Rng, RngCore};
 
 use crate::pattern::*;
-use ibal::io::{IoCompletion, IoRequest, IoStats, IoStatus, BLOCK_SIZE};
+use ibal::io::{
+    checksum_blocks, fold_block, IoCompletion, IoRequest, IoStats, IoStatus, BLOCK_SIZE,
+};
 use ibal::workload::{Workload, WriteData};
 
 mod histogram;
@@ -30,6 +32,31 @@ pub struct WorkloadConfig {
     pub n_blocks: u64,
     /// Most I/Os outstanding at once (the disk's slots).
     pub max_outstanding: usize,
+    /// Large transfers among its I/Os.
+    pub large: LargeIo,
+}
+
+/// A share of a workload's I/Os that move several blocks at once (a file's read-ahead, a
+/// page-file cluster); the rest move one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LargeIo {
+    /// Percentage of I/Os, 0..=100.
+    pub pct: u8,
+    /// Blocks each moves.
+    pub blocks: u16,
+}
+
+impl LargeIo {
+    pub const NONE: LargeIo = LargeIo { pct: 0, blocks: 1 };
+
+    /// The most blocks one I/O moves: what the disk's buffers must take.
+    pub fn max_blocks(&self) -> u16 {
+        if self.pct > 0 {
+            self.blocks.max(1)
+        } else {
+            1
+        }
+    }
 }
 
 /// Issues I/O at a steady rate and checks every completion.
@@ -140,35 +167,58 @@ impl BlockWorkload {
         if self.outstanding.len() >= self.config.max_outstanding {
             return None;
         }
-        // A free block: two I/Os to one block at once would make the expected data
+        // Drawn only with large transfers: every other run keeps its random sequence.
+        let large = self.config.large;
+        let blocks = if large.pct > 0 && rng.gen_range(0..100u8) < large.pct {
+            large.max_blocks()
+        } else {
+            1
+        };
+        // Free blocks: two I/Os to one block at once would make the expected data
         // ambiguous.
         let n = self.config.n_blocks;
         let start = rng.gen_range(0..n);
+        let span = u64::from(blocks);
+        let free = |l: u64| (l..l + span).all(|b| !self.busy_lba[b as usize]);
         let lba = (0..n)
             .map(|k| (start + k) % n)
-            .find(|l| !self.busy_lba[*l as usize])?;
+            .find(|l| l + span <= n && free(*l))?;
         let write = rng.gen_range(0..100u8) >= self.config.read_pct;
         let id = self.next_id;
         self.next_id += 1;
-        let checksum = if write {
-            fill_pattern(write_seed(id, lba), &mut self.scratch);
-            checksum(&self.scratch)
-        } else {
-            0
-        };
-        Some(IoRequest {
+        let mut req = IoRequest {
             id,
             lba,
             write,
-            checksum,
+            blocks,
+            checksum: 0,
             submitted_at: now,
-        })
+        };
+        if write {
+            self.scratch.resize(req.bytes() as usize, 0);
+            write_data(&req, &mut self.scratch);
+            req.checksum = checksum_blocks(&self.scratch);
+        }
+        Some(req)
+    }
+
+    /// What a read of `req`'s blocks must deliver, while every one of them is known.
+    fn expected_read(&self, req: &IoRequest) -> Option<u64> {
+        let mut blocks = self.blocks_of(req).map(|b| self.expected[b]);
+        let first = blocks.next()??;
+        blocks.try_fold(first, |h, b| Some(fold_block(h, b?)))
+    }
+
+    fn blocks_of(&self, req: &IoRequest) -> std::ops::Range<usize> {
+        req.lba as usize..req.lba as usize + usize::from(req.blocks)
     }
 
     /// The disk took `req`: it now owes exactly one completion.
     pub fn accepted(&mut self, req: IoRequest) {
         self.stats.submitted += 1;
-        self.busy_lba[req.lba as usize] = true;
+        for b in self.blocks_of(&req) {
+            self.busy_lba[b] = true;
+        }
         // Reserved for `max_outstanding`, which `next_request` never goes past: pushed
         // within the reserve, so it never allocates.
         self.outstanding.push(req);
@@ -188,7 +238,9 @@ impl BlockWorkload {
             return;
         };
         let req = self.outstanding.swap_remove(i);
-        self.busy_lba[req.lba as usize] = false;
+        for b in self.blocks_of(&req) {
+            self.busy_lba[b] = false;
+        }
         let lba = req.lba as usize;
         let latency = now.saturating_since(req.submitted_at).as_us();
         self.stats.max_latency_us = self.stats.max_latency_us.max(latency);
@@ -199,9 +251,20 @@ impl BlockWorkload {
         match c.status {
             IoStatus::Ok => {
                 self.stats.completed += 1;
-                if req.write {
+                if req.write && req.blocks == 1 {
                     self.expected[lba] = Some(req.checksum);
-                } else if let Some(want) = self.expected[lba] {
+                } else if req.write {
+                    for b in self.blocks_of(&req) {
+                        let one = IoRequest {
+                            lba: b as u64,
+                            blocks: 1,
+                            ..req
+                        };
+                        self.scratch.resize(BLOCK_SIZE, 0);
+                        write_data(&one, &mut self.scratch);
+                        self.expected[b] = Some(checksum(&self.scratch));
+                    }
+                } else if let Some(want) = self.expected_read(&req) {
                     self.stats.reads_verified += 1;
                     if want != c.checksum {
                         self.stats.read_mismatches += 1;
@@ -215,8 +278,10 @@ impl BlockWorkload {
                     self.stats.retryable += 1;
                 }
                 if req.write {
-                    // The target may or may not have written it.
-                    self.expected[lba] = None;
+                    // The target may or may not have written them.
+                    for b in self.blocks_of(&req) {
+                        self.expected[b] = None;
+                    }
                 }
             }
         }
@@ -247,9 +312,11 @@ impl BlockWorkload {
     }
 }
 
-/// Writes the data of I/O `req`: the pattern of its id and block.
-fn write_data(req: &IoRequest, block: &mut [u8]) {
-    fill_pattern(write_seed(req.id, req.lba), block);
+/// Writes the data of I/O `req`: each block the pattern of its id and that block.
+fn write_data(req: &IoRequest, data: &mut [u8]) {
+    for (k, block) in data.chunks_mut(BLOCK_SIZE).enumerate() {
+        fill_pattern(write_seed(req.id, req.lba + k as u64), block);
+    }
 }
 
 impl Workload for BlockWorkload {
@@ -294,6 +361,7 @@ mod tests {
             lun_id: 1,
             n_blocks: 8,
             max_outstanding: 4,
+            large: LargeIo::NONE,
         })
     }
 

@@ -139,6 +139,8 @@ pub struct PeerSetup {
     /// I/Os the workload keeps owed at once, waiting ones included (the product's disk
     /// capacity: its hold and every path's slots).
     pub max_outstanding: usize,
+    /// Large transfers among its I/Os.
+    pub large: crate::block::LargeIo,
     /// The reliable connection's timers (the adapter's).
     pub rc: RcTransport,
     /// Each path's route, path 0 first.

@@ -23,8 +23,8 @@ use hcabus::{Duration, Instant};
 use ibal::target::{Target, Wire};
 use rand::RngCore;
 
-use crate::pattern::{checksum, fill_pattern, initial_seed};
-use ibal::io::BLOCK_SIZE;
+use crate::pattern::{fill_pattern, initial_seed};
+use ibal::io::{checksum_blocks, BLOCK_SIZE};
 use ibal::srp::{SrpCmd, SrpRsp, SrpStatus, SrpTskMgmt, IU_SIZE};
 
 mod admission;
@@ -35,7 +35,8 @@ pub use admission::{
     MAX_CONCURRENT_LOGINS, MAX_LOGINS_PER_SECOND,
 };
 pub use route::{
-    Route, RouteError, RoutePhase, Slowness, LOGIN_TIME, MAX_ROUTE_PHASES, SERVICE_MAX, SERVICE_MIN,
+    LinkQueue, Route, RouteError, RoutePhase, Slowness, LOGIN_TIME, MAX_ROUTE_PHASES, SERVICE_MAX,
+    SERVICE_MIN,
 };
 
 /// Counts kept by the target.
@@ -139,6 +140,8 @@ pub struct SrpTarget {
     /// answer: when each is tried again.
     retransmit_in: Option<Instant>,
     retransmit_out: Option<Instant>,
+    /// The data its link has carried (a route with a bandwidth).
+    link: LinkQueue,
     stats: TargetStats,
 }
 
@@ -164,6 +167,7 @@ impl SrpTarget {
             restarts_at_login: 0,
             retransmit_in: None,
             retransmit_out: None,
+            link: LinkQueue::default(),
             stats: TargetStats::default(),
         }
     }
@@ -318,6 +322,10 @@ impl SrpTarget {
                 self.stats.lost += 1;
                 continue;
             };
+            let bytes = u64::from(cmd.len);
+            let due = self
+                .link
+                .transfer(due, bytes, cmd.write, phase.slow.bandwidth_mb_s);
             if self.queue.len() < self.queue.capacity() {
                 self.queue.push_back(Pending {
                     due,
@@ -404,31 +412,32 @@ impl SrpTarget {
             checksum,
         };
         let mut blocks = self.blocks.lock();
+        // Whole blocks, at least one, all on the LUN (a check's length is 0).
+        let len = cmd.len as usize;
         let Some(start) = usize::try_from(cmd.lba)
             .ok()
             .and_then(|l| l.checked_mul(BLOCK_SIZE))
-            .filter(|s| s + BLOCK_SIZE <= blocks.len())
+            .filter(|s| s + len.max(BLOCK_SIZE) <= blocks.len() && len.is_multiple_of(BLOCK_SIZE))
         else {
             return rsp(SrpStatus::LbaOutOfRange, 0);
         };
-        if cmd.len == 0 {
+        if len == 0 {
             // TEST UNIT READY: the unit is ready; no data moves.
             self.stats.checks += 1;
             return rsp(SrpStatus::Good, 0);
-        }
-        if cmd.len as usize != BLOCK_SIZE {
-            return rsp(SrpStatus::LbaOutOfRange, 0);
         }
         // The command's own buffer, reached through the initiator's connection.
         let rdma = RemoteRdma::new(me, initiator.qpn, cmd.rkey, cmd.addr);
         let moved: Result<u64, RemoteError> = if cmd.write {
             self.stats.writes += 1;
+            self.scratch.resize(len, 0);
             hca.remote_rdma_read(rdma, &mut self.scratch)
-                .map(|()| checksum(&self.scratch))
+                .map(|()| checksum_blocks(&self.scratch))
         } else {
             self.stats.reads += 1;
-            let block = &blocks[start..start + BLOCK_SIZE];
-            hca.remote_rdma_write(rdma, block).map(|()| checksum(block))
+            let data = &blocks[start..start + len];
+            hca.remote_rdma_write(rdma, data)
+                .map(|()| checksum_blocks(data))
         };
         match moved {
             Ok(sum) if cmd.write && sum != cmd.checksum => {
@@ -437,7 +446,7 @@ impl SrpTarget {
             }
             Ok(sum) => {
                 if cmd.write {
-                    blocks[start..start + BLOCK_SIZE].copy_from_slice(&self.scratch);
+                    blocks[start..start + len].copy_from_slice(&self.scratch);
                 }
                 rsp(SrpStatus::Good, sum)
             }

@@ -83,6 +83,13 @@ pub enum BuildError {
     /// A disk path whose disk does not exist (or a path in a host of one adapter).
     #[error("client {0:?} is a path of no disk")]
     NoSuchDisk(String),
+    /// A disk whose workload moves more blocks at once than its buffers take.
+    #[error("client {client:?}: its I/O moves up to {moves} blocks, its buffers take {takes} (max_blocks)")]
+    TooLarge {
+        client: String,
+        moves: u16,
+        takes: u16,
+    },
     /// The adapters could not be put in one host.
     #[error("{0}")]
     Adapters(hcabus_sim::MultiHostError),

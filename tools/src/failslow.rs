@@ -31,7 +31,7 @@ pub const MODES: [(&str, PathTimeout); 4] = [
 
 /// The traces, and whether giving a command up is ever warranted in each (in the others
 /// every give-up is spurious: no path is worse than another).
-pub const TRACES: [(&str, bool); 17] = [
+pub const TRACES: [(&str, bool); 18] = [
     ("healthy-jitter", false),
     ("spikes", false),
     ("slow-every-path", false),
@@ -49,6 +49,7 @@ pub const TRACES: [(&str, bool); 17] = [
     ("heavy-tail", true),
     ("shared-slowness", false),
     ("congestion-spreading", true),
+    ("reduced-width", true),
 ];
 
 /// One trace under one timeout.

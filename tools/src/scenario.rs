@@ -7,7 +7,9 @@
 use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
 use hcabus::verbs::{RcTransport, TransportError};
 use hcabus::{Duration, Identity, Instant, Policy};
-use hcabus_lab::stack::{ClientSpec, DiskSpec, IpoibSpec, Load, ScriptedConfig, StackSetup};
+use hcabus_lab::stack::{
+    ClientSpec, DiskSpec, IpoibSpec, LargeIo, Load, ScriptedConfig, StackSetup,
+};
 use hcabus_sim::{Behavior, Fault, FaultArgs, SimHcaConfig, SimSetup};
 use ibal::disk::DiskConfig;
 use ibal::ipoib::IpoibConfig;
@@ -393,6 +395,7 @@ impl Clients {
             iops: c.iops.unwrap_or(l.iops),
             read_pct: c.read_pct.unwrap_or(l.read_pct),
             n_blocks: c.blocks.unwrap_or(l.n_blocks),
+            large: large_io(c).map_err(|(k, e)| err(at(k), e))?,
         };
         let config = DiskConfig {
             boot,
@@ -407,6 +410,7 @@ impl Clients {
                 .command_timeout_ms
                 .map_or(d.command_timeout, Duration::from_ms),
             path_groups: paths::path_groups(c).map_err(|(k, e)| err(at(k), e))?,
+            max_blocks: load.large.max_blocks(),
             ..d
         };
         if !(MIN_COMMAND_TIMEOUT_MS..=600_000).contains(&config.command_timeout.as_ms()) {
@@ -426,6 +430,9 @@ impl Clients {
         }
         if !(64..=4096).contains(&load.n_blocks) {
             return Err(err(at("blocks"), "must be between 64 and 4096"));
+        }
+        if u64::from(load.large.blocks) * 4 > load.n_blocks {
+            return Err(err(at("large_blocks"), "at most a quarter of blocks"));
         }
         self.disks += 1;
         let name = c.name.clone();
@@ -459,6 +466,23 @@ impl Clients {
             ..lab
         };
         Ok(Some(ClientSpec::Ipoib { name, config }))
+    }
+}
+
+/// A disk client's large transfers: `large_pct` and `large_blocks`, both or neither.
+fn large_io(c: &Client) -> Result<LargeIo, (&'static str, String)> {
+    match (c.large_pct, c.large_blocks) {
+        (None, None) => Ok(LargeIo::NONE),
+        (Some(_), None) => Err(("large_pct", "takes large_blocks".into())),
+        (None, Some(_)) => Err(("large_blocks", "takes large_pct".into())),
+        (Some(pct), _) if !(1..=100).contains(&pct) => {
+            Err(("large_pct", "a percentage: 1 to 100".into()))
+        }
+        // 256 blocks: 1 MiB, SRP's usual largest transfer.
+        (_, Some(blocks)) if !(2..=256).contains(&blocks) => {
+            Err(("large_blocks", "between 2 and 256".into()))
+        }
+        (Some(pct), Some(blocks)) => Ok(LargeIo { pct, blocks }),
     }
 }
 

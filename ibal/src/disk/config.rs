@@ -42,6 +42,10 @@ pub struct DiskConfig {
     /// A multipath disk's path groups: each path's priority and when I/O fails back to a
     /// better group (docs/design.md §7 "Path groups").
     pub path_groups: PathGroups,
+    /// The largest command it takes, in blocks: each slot's data buffer is this long,
+    /// reserved at start (1 unless its workload moves more at once). A larger I/O is
+    /// completed upward at once as [`IoStatus::TooLarge`](crate::io::IoStatus::TooLarge).
+    pub max_blocks: u16,
 }
 
 /// Most paths a disk may have (a multipath disk's bound).
@@ -76,11 +80,16 @@ impl DiskConfig {
         u64::from(self.queue_depth) + u64::from(self.hold_capacity)
     }
 
-    /// DMA memory the disk reserves at start: a data block, a command IU and an ABORT
+    /// Bytes of one slot's data buffer: its largest command's.
+    pub fn data_bytes(&self) -> u64 {
+        u64::from(self.max_blocks.max(1)) * BLOCK_SIZE as u64
+    }
+
+    /// DMA memory the disk reserves at start: a data buffer, a command IU and an ABORT
     /// TASK IU per slot, a response IU per request-limit credit.
     pub fn dma_bytes(&self) -> u64 {
         let n = self.slots();
-        n * BLOCK_SIZE as u64
+        n * self.data_bytes()
             + 2 * n * IU_SIZE as u64
             + u64::from(self.queue_depth) * IU_SIZE as u64
     }
@@ -106,6 +115,7 @@ impl Default for DiskConfig {
             login_retry: RetryPolicy::Backoff,
             command_timeout: super::DEFAULT_COMMAND_TIMEOUT,
             path_groups: PathGroups::default(),
+            max_blocks: 1,
         }
     }
 }

@@ -149,6 +149,7 @@ impl SlotTable {
                 id: 0,
                 lba: 0,
                 write: false,
+                blocks: 0,
                 checksum: 0,
                 submitted_at: Instant::ZERO,
             },
@@ -539,7 +540,8 @@ impl SlotTable {
         Some(self.slots[i].req)
     }
 
-    /// The writes given up whose abort the target has not answered, as (I/O id, block): a
+    /// The writes given up whose abort the target has not answered, as (I/O id, block), a
+    /// pair for each block a write moves: a
     /// stale copy of each may still run there, so no newer write to those blocks may go out
     /// anywhere. Even one whose send has not completed: a reliable connection may still
     /// deliver it, late, until the connection is gone.
@@ -548,7 +550,7 @@ impl SlotTable {
         self.slots
             .iter()
             .filter(move |s| !none && s.state == SlotState::Aborting && !s.requeue && s.req.write)
-            .map(|s| (s.req.id, s.req.lba))
+            .flat_map(|s| (0..u64::from(s.req.blocks)).map(move |k| (s.req.id, s.req.lba + k)))
     }
 
     /// When a command out with its send never completed will have been out `limit`.

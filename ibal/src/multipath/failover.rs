@@ -28,6 +28,11 @@ impl Fence {
     pub(super) fn on(&self, path: usize) -> bool {
         usize::from(self.path) == path
     }
+
+    /// Whether it fences a block `req` moves, and `req` is another I/O.
+    fn covers(&self, req: &IoRequest) -> bool {
+        req.id != self.id && (req.lba..req.lba + u64::from(req.blocks)).contains(&self.lba)
+    }
 }
 
 /// The fixed timeout of the mode before the adaptive one (docs/design.md §7 "Fast path
@@ -280,23 +285,15 @@ impl Multipath {
     /// Whether a write in the queue waits behind a write given up on `path` (a fence of
     /// `path`'s holds I/O, not only a block).
     pub fn fence_holds_io(&self, path: usize) -> bool {
-        self.fences.iter().any(|f| {
-            f.on(path)
-                && self
-                    .queue
-                    .iter()
-                    .any(|r| r.write && r.lba == f.lba && r.id != f.id)
-        })
+        self.fences
+            .iter()
+            .any(|f| f.on(path) && self.queue.iter().any(|r| r.write && f.covers(r)))
     }
 
     /// Whether `req` is a write that must wait: a given-up write of another I/O to its block
     /// may still run.
     fn fenced(&self, req: &IoRequest) -> bool {
-        req.write
-            && self
-                .fences
-                .iter()
-                .any(|f| f.lba == req.lba && f.id != req.id)
+        req.write && self.fences.iter().any(|f| f.covers(req))
     }
 
     /// Where the next I/O a path may take waits in the queue: the first one not fenced.

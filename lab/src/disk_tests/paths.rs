@@ -35,6 +35,7 @@ const LOAD: Load = Load {
     iops: 1_000,
     read_pct: 50,
     n_blocks: 1024,
+    large: crate::block::LargeIo::NONE,
 };
 
 /// Blocks enough that no write in a test's second comes to a block a given-up write holds

@@ -657,4 +657,5 @@ fn a_disk_that_cannot_open_or_register_says_why() {
 mod admission;
 mod bound;
 mod events;
+mod large;
 mod memory;

@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use super::port::{Carried, Port};
 use super::{timers, Peer, PeerRun, PeerSetup, Selector};
 use crate::block::{BlockWorkload, WorkloadConfig};
-use crate::pattern::{checksum, fill_pattern, initial_seed};
+use crate::pattern::{checksum, fill_pattern, initial_seed, write_seed};
 
 /// What a message on a path is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -108,6 +108,7 @@ impl Engine {
             lun_id: s.lun_id,
             n_blocks: s.n_blocks,
             max_outstanding: s.max_outstanding.max(1),
+            large: s.large,
         };
         let mut block = std::vec![0u8; ibal::io::BLOCK_SIZE];
         let lun = (0..s.n_blocks)
@@ -298,6 +299,26 @@ impl Engine {
         }
     }
 
+    /// The target writes `req`'s blocks: each block's checksum, as the workload made them.
+    fn store(&mut self, req: &IoRequest) {
+        if req.blocks == 1 {
+            self.lun[req.lba as usize] = req.checksum;
+            return;
+        }
+        let mut block = [0u8; ibal::io::BLOCK_SIZE];
+        for b in req.lba..req.lba + u64::from(req.blocks) {
+            fill_pattern(write_seed(req.id, b), &mut block);
+            self.lun[b as usize] = checksum(&block);
+        }
+    }
+
+    /// What a read of `req`'s blocks carries ([`ibal::io::checksum_blocks`]).
+    fn read(&self, req: &IoRequest) -> u64 {
+        let mut sums = (req.lba..req.lba + u64::from(req.blocks)).map(|b| self.lun[b as usize]);
+        let first = sums.next().unwrap_or(0);
+        sums.fold(first, ibal::io::fold_block)
+    }
+
     fn current(&self, p: usize, gen: u32, tag: Tag) -> bool {
         if self.paths[p].gen != gen {
             return false;
@@ -312,11 +333,14 @@ impl Engine {
         if !self.current(p, gen, tag) {
             return;
         }
-        let write = match tag {
-            Tag::Io(id, _) => self.cmds.get(&id).is_some_and(|c| c.req.write),
-            Tag::Check(_) => false,
+        let data = match tag {
+            Tag::Io(id, _) => self
+                .cmds
+                .get(&id)
+                .map_or((false, 0), |c| (c.req.write, c.req.bytes())),
+            Tag::Check(_) => (false, 0),
         };
-        let due = self.paths[p].port.arrive(self.now, write, &mut self.rng);
+        let due = self.paths[p].port.arrive(self.now, data, &mut self.rng);
         if let Some(due) = due {
             self.at(due, Ev::Execute(p, gen, tag));
         }
@@ -329,12 +353,12 @@ impl Engine {
             return;
         }
         let sum = match tag {
-            Tag::Io(id, _) => match self.cmds.get(&id) {
-                Some(c) if c.req.write => {
-                    self.lun[c.req.lba as usize] = c.req.checksum;
+            Tag::Io(id, _) => match self.cmds.get(&id).map(|c| c.req) {
+                Some(req) if req.write => {
+                    self.store(&req);
                     0
                 }
-                Some(c) => self.lun[c.req.lba as usize],
+                Some(req) => self.read(&req),
                 None => return,
             },
             Tag::Check(_) => 0,

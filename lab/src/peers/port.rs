@@ -9,7 +9,7 @@ use hcabus::verbs::RcTransport;
 use hcabus::{Duration, Instant};
 use rand::RngCore;
 
-use crate::srp_target::Route;
+use crate::srp_target::{LinkQueue, Route};
 
 /// What became of a transmission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,8 @@ pub struct Port {
     last_out: Instant,
     /// Commands at the port not yet served (each new one's load).
     waiting: usize,
+    /// The data its link has carried (a route with a bandwidth).
+    link: LinkQueue,
 }
 
 impl Port {
@@ -40,6 +42,7 @@ impl Port {
             rc,
             last_out: Instant::ZERO,
             waiting: 0,
+            link: LinkQueue::default(),
         }
     }
 
@@ -69,14 +72,23 @@ impl Port {
         }
     }
 
-    /// A command (a `write`, or not) arriving at `now`: when it is served, or `None` when
-    /// its transmission is lost for good. It waits at the port until [`Port::served`].
-    pub fn arrive(&mut self, now: Instant, write: bool, rng: &mut dyn RngCore) -> Option<Instant> {
+    /// A command (a `write`, or not, moving `bytes`) arriving at `now`: when it is
+    /// served, or `None` when its transmission is lost for good. It waits at the port
+    /// until [`Port::served`].
+    pub fn arrive(
+        &mut self,
+        now: Instant,
+        (write, bytes): (bool, u64),
+        rng: &mut dyn RngCore,
+    ) -> Option<Instant> {
         let phase = *self.route.at(now);
         let due = now + phase.service_time(self.waiting, rng);
         let due = phase
             .slow
             .serve((phase.at, due, write), self.rc.retransmission(1), rng)?;
+        let due = self
+            .link
+            .transfer(due, bytes, write, phase.slow.bandwidth_mb_s);
         self.waiting += 1;
         Some(due)
     }

@@ -14,6 +14,7 @@ fn setup(routes: Vec<Route>, iops: u32, secs: u64) -> PeerSetup {
         lun_id: 0,
         queue_depth: 32,
         max_outstanding: 96,
+        large: crate::block::LargeIo::NONE,
         rc: RcTransport::DEFAULT,
         routes,
     }

@@ -55,6 +55,43 @@ pub struct Slowness {
     /// fail-slow). The shape is in hundredths: 150 is 1.5, whose variance is infinite.
     pub tail: Duration,
     pub tail_shape_centi: u16,
+    /// The link's data rate, in MB/s (bytes a microsecond): each command's data crosses it
+    /// in its size over this, after the data before it in the same direction (a link
+    /// trained down to a reduced width or speed is slow in proportion to the size). 0: the
+    /// link is never what limits.
+    pub bandwidth_mb_s: u32,
+}
+
+/// The data a route's link has carried, one direction at a time: a transfer waits for the
+/// ones before it in its direction (a write's data goes to the target, a read's comes back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinkQueue {
+    to_target_free: Instant,
+    from_target_free: Instant,
+}
+
+impl LinkQueue {
+    /// When `bytes` of a command's data, ready to cross at `at` (to the target for a
+    /// `write`), have crossed at `bandwidth_mb_s` (no time at 0, nor for no data).
+    pub fn transfer(
+        &mut self,
+        at: Instant,
+        bytes: u64,
+        write: bool,
+        bandwidth_mb_s: u32,
+    ) -> Instant {
+        if bandwidth_mb_s == 0 || bytes == 0 {
+            return at;
+        }
+        let free = if write {
+            &mut self.to_target_free
+        } else {
+            &mut self.from_target_free
+        };
+        let done = at.max(*free) + Duration::from_us(bytes.div_ceil(u64::from(bandwidth_mb_s)));
+        *free = done;
+        done
+    }
 }
 
 impl Slowness {
@@ -65,6 +102,7 @@ impl Slowness {
         loss_per_million: 0,
         tail: Duration::ZERO,
         tail_shape_centi: 0,
+        bandwidth_mb_s: 0,
     };
 
     /// The longest a heavy tail adds to one command: a minute, as long as any route phase.
@@ -292,6 +330,32 @@ mod tests {
             Some(ms(68))
         );
         assert_eq!(lossy.serve((ms(0), ms(1), false), None, &mut rng), None);
+    }
+
+    /// A link of 250 MB/s carries 64 KiB in 263 us: each transfer after the one before it
+    /// in its direction, the two directions apart; at no bandwidth, or with no data, at once.
+    #[test]
+    fn a_link_carries_data_in_its_size_over_its_rate_one_transfer_after_another() {
+        let us = Instant::from_us;
+        let mut link = LinkQueue::default();
+        assert_eq!(link.transfer(us(100), 65_536, true, 0), us(100));
+        assert_eq!(link.transfer(us(100), 0, true, 250), us(100));
+        assert_eq!(link.transfer(us(100), 65_536, true, 250), us(363));
+        assert_eq!(
+            link.transfer(us(110), 4_096, true, 250),
+            us(380),
+            "behind it"
+        );
+        assert_eq!(
+            link.transfer(us(110), 4_096, false, 250),
+            us(127),
+            "the other way"
+        );
+        assert_eq!(
+            link.transfer(us(1_000), 4_096, true, 250),
+            us(1_017),
+            "idle again"
+        );
     }
 
     #[test]

@@ -82,6 +82,9 @@ fn build_multi_on(
     setup: &MultiSetup,
     shared: (&[(Lid, SharedAdmission)], Option<&SharedSubnet>),
 ) -> Result<MultiNode, BuildError> {
+    for d in &setup.disks {
+        super::spec::fits(&d.name, d.load.large.max_blocks(), &d.config)?;
+    }
     let disks: Vec<LabDisk> = setup
         .disks
         .iter()

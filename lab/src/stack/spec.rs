@@ -10,6 +10,7 @@ use hcabus::types::{ClientDesc, ClientFlags, ClientKind};
 use hcabus_sim::{Behavior, ScriptedAgent};
 
 use super::{BuildError, StackClient};
+pub use crate::block::LargeIo;
 use crate::block::{BlockWorkload, WorkloadConfig};
 use crate::budget::{self, Needs};
 use crate::ipoib_peer::{IpoibPeer, SteadyTraffic};
@@ -64,6 +65,7 @@ pub fn workload(load: &Load, lun_id: u32, max_outstanding: usize) -> Box<dyn Wor
         lun_id,
         n_blocks: load.n_blocks,
         max_outstanding,
+        large: load.large,
     }))
 }
 
@@ -201,6 +203,8 @@ pub struct Load {
     pub read_pct: u8,
     /// Blocks of the LUN.
     pub n_blocks: u64,
+    /// Large transfers among its I/Os (each disk's buffers are sized for them).
+    pub large: LargeIo,
 }
 
 impl Default for Load {
@@ -209,6 +213,7 @@ impl Default for Load {
             iops: 2_000,
             read_pct: 70,
             n_blocks: 1024,
+            large: LargeIo::NONE,
         }
     }
 }
@@ -243,21 +248,47 @@ fn built<C: StackClient + 'static>(
     }
 }
 
-/// The key a disk's queue depth sizes: what runs out is charged to it.
-const DISK_SIZED_BY: Option<&str> = Some("queue_depth");
+/// Refuses a disk whose buffers cannot take `moves` blocks at once.
+pub(super) fn fits(name: &str, moves: u16, config: &DiskConfig) -> Result<(), BuildError> {
+    if moves > config.max_blocks.max(1) {
+        return Err(BuildError::TooLarge {
+            client: name.into(),
+            moves,
+            takes: config.max_blocks,
+        });
+    }
+    Ok(())
+}
+
+/// The key that sizes what a disk needs: what runs out is charged to it. Its queue depth,
+/// or with large transfers their size (each slot's buffer takes the largest).
+fn disk_sized_by(c: &DiskConfig) -> Option<&'static str> {
+    Some(if c.max_blocks > 1 {
+        "large_blocks"
+    } else {
+        "queue_depth"
+    })
+}
 
 impl ClientConfig for DiskSpec {
     fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
-        Some((budget::disk(&self.initiator), DISK_SIZED_BY))
+        Some((
+            budget::disk(&self.initiator),
+            disk_sized_by(&self.initiator),
+        ))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
+        fits(name, self.load.large.max_blocks(), &self.initiator)?;
         built(name, disk(name, self, on.ibal(name)?, on.targets))
     }
 }
 
 impl ClientConfig for PathConfig {
     fn needs(&self) -> Option<(Needs, Option<&'static str>)> {
-        Some((budget::disk(&self.initiator), DISK_SIZED_BY))
+        Some((
+            budget::disk(&self.initiator),
+            disk_sized_by(&self.initiator),
+        ))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
         let disk = on
@@ -265,6 +296,7 @@ impl ClientConfig for PathConfig {
             .get(self.disk)
             .ok_or_else(|| BuildError::NoSuchDisk(name.into()))?;
         let config = &self.initiator;
+        fits(name, disk.queue.lock().config().max_blocks, config)?;
         let target =
             SrpTarget::with_lun(config.target_lid, disk.lun.clone()).with_route(self.route);
         let target = shared(target, config.target_lid, on.targets);

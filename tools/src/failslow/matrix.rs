@@ -151,6 +151,7 @@ pub fn peer_setup(setup: &MultiSetup) -> Option<PeerSetup> {
         lun_id: disk.config.lun_id,
         queue_depth: disk.config.queue_depth,
         max_outstanding: ibal::multipath::SharedMultipath::capacity(&disk.config, disk.paths),
+        large: disk.load.large,
         rc: sim.hca.transport,
         routes: routes.into_iter().collect::<Option<Vec<_>>>()?,
     })

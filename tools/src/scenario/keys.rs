@@ -134,6 +134,10 @@ client_keys! {
     queue_depth: u16 => [BootDisk, Srp];
     read_pct: u8 => [BootDisk, Srp];
     blocks: u64 => [BootDisk, Srp];
+    /// With `large_blocks`: the percentage of I/Os that move `large_blocks` blocks at once
+    /// (the rest move one); each slot's buffer is sized for them.
+    large_pct: u8 => [BootDisk, Srp];
+    large_blocks: u16 => [BootDisk, Srp];
     port: u8 => [BootDisk, Srp, Ipoib];
     pps: u32 => [Ipoib];
     ack_delay_ms: u64 => [Srp, Ipoib, Custom];
@@ -289,6 +293,9 @@ pub(super) struct RouteKeys {
     pub(super) loss_per_million: Option<u32>,
     pub(super) tail_us: Option<u64>,
     pub(super) tail_shape: Option<f64>,
+    /// The link's data rate in MB/s: a command's data crosses it in its size over this,
+    /// after the data before it (a link trained down to a reduced width or speed).
+    pub(super) bandwidth_mb_s: Option<u32>,
     /// The disk client (by name) whose commands alone the phase applies to: one slow LUN
     /// behind a port that serves the others as before. Every other disk keeps the phase
     /// before it.

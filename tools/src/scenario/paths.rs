@@ -164,6 +164,13 @@ fn slowness(p: &RouteKeys, key: &dyn Fn(&str) -> String) -> Result<Slowness, Sce
             slow.tail_shape_centi = (shape * 100.0).round() as u16;
         }
     }
+    if let Some(mb_s) = p.bandwidth_mb_s {
+        // 1x SDR carries 250 MB/s, 4x NDR 50,000.
+        if !(1..=100_000).contains(&mb_s) {
+            return Err(err(key("bandwidth_mb_s"), "between 1 and 100000"));
+        }
+        slow.bandwidth_mb_s = mb_s;
+    }
     Ok(slow)
 }
 

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use hcabus_lab::peers::Peer;
 use hcabus_tools::failslow::{self, TraceRun};
 use hcabus_tools::scenario::parse_any;
 
@@ -160,6 +161,29 @@ fn a_path_back_from_a_blackhole_meets_the_next_at_its_own_timeout() {
     );
     assert!(mine.detected_us.is_some(), "{mine:?}");
     assert!(mine.max_us < 20_000, "{mine:?}");
+}
+
+/// Slow in proportion to the size: a link trained down to 250 MB/s, one I/O in five of 64
+/// KiB. Every stack moves and checks every block (0 bad) and none moves a command (the
+/// narrow link answers within any timeout); the product's selector prices the path by
+/// what its commands cost and keeps its p99 a healthy link's, where round robin sends
+/// half the large commands across the narrow link (263 us each, more in a queue).
+#[test]
+fn a_narrow_link_is_priced_by_the_size_of_what_crosses_it() {
+    let recs = failslow::matrix::run_cell(&dir(), "reduced-width", (2, 2_000, 1), &Peer::ALL)
+        .expect("the cell runs");
+    for r in &recs {
+        assert_eq!((r.bad, r.failed, r.spurious), (0, 0, 0), "{r:?}");
+        assert!(r.ios > 39_000, "{r:?}");
+    }
+    let mine = &recs[0];
+    for rr in recs
+        .iter()
+        .filter(|r| r.who.contains("round-robin") || r.who.contains("round robin"))
+    {
+        assert!(mine.p99_us + 200 < rr.p99_us, "{mine:?} {rr:?}");
+    }
+    assert!(recs.iter().all(|r| r.p99_us >= mine.p99_us), "{recs:?}");
 }
 
 #[test]
@@ -350,6 +374,33 @@ fn bad_route_and_path_timeout_keys_are_refused_by_name() {
         (
             two("route = [{ at_ms = 5, loss_per_million = 1000001 }]", ""),
             "hcas[0].route[0].loss_per_million",
+        ),
+        // A link's data rate, bounded; large transfers as a pair, within the LUN and 1 MiB.
+        (
+            two("route = [{ at_ms = 5, bandwidth_mb_s = 0 }]", ""),
+            "hcas[0].route[0].bandwidth_mb_s",
+        ),
+        (
+            two("route = [{ at_ms = 5, bandwidth_mb_s = 100001 }]", ""),
+            "hcas[0].route[0].bandwidth_mb_s",
+        ),
+        (two("", "large_pct = 20"), "clients[0].large_pct"),
+        (two("", "large_blocks = 16"), "clients[0].large_blocks"),
+        (
+            two("", "large_pct = 0\nlarge_blocks = 16"),
+            "clients[0].large_pct",
+        ),
+        (
+            two("", "large_pct = 20\nlarge_blocks = 257"),
+            "clients[0].large_blocks",
+        ),
+        (
+            two("", "large_pct = 20\nlarge_blocks = 32\nblocks = 64"),
+            "clients[0].large_blocks",
+        ),
+        (
+            one("large_pct = 20\nlarge_blocks = 1"),
+            "clients[0].large_blocks",
         ),
         // Path groups: one per path, on a disk with paths, and a failback within an hour.
         (two("", "path_groups = [0]"), "clients[0].path_groups"),

@@ -332,3 +332,34 @@ fn the_jitter_spreads_probes_over_half_the_backoff() {
         "spread over most of the half: {lo}..{hi}"
     );
 }
+
+/// A large write is fenced by any block it moves: path 0 gave up a write of blocks 20 to
+/// 35 (one fence a block); a newer write of 16 blocks that ends on block 20, or of one in
+/// the middle, waits, and one that ends just before it goes by; so does the given-up
+/// write's own re-issue.
+#[test]
+fn a_large_write_is_fenced_by_any_block_it_moves() {
+    let mp = two_paths();
+    let mut m = mp.lock();
+    m.gave_up(0, 1, at(1), &mut least());
+    let given_up = IoRequest {
+        blocks: 16,
+        ..io(9, 20, true)
+    };
+    m.set_fences(0, (20..36u64).map(|b| (9u64, b)));
+    let large = |id, lba| IoRequest {
+        blocks: 16,
+        ..io(id, lba, true)
+    };
+    queue(
+        &mut m,
+        &[large(1, 5), io(2, 27, true), large(3, 4), given_up],
+    );
+    assert!(m.fence_holds_io(0), "a write waits behind path 0's fences");
+    assert_eq!(m.take(1).map(|r| r.id), Some(3), "blocks 4 to 19");
+    assert_eq!(m.take(1).map(|r| r.id), Some(9), "its own re-issue");
+    assert_eq!(m.take(1), None, "5 to 20 and 27 wait");
+    m.set_fences(0, core::iter::empty());
+    assert_eq!(m.take(1).map(|r| r.id), Some(1));
+    assert_eq!(m.take(1).map(|r| r.id), Some(2));
+}
