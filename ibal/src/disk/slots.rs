@@ -374,40 +374,32 @@ impl SlotTable {
             .min()
     }
 
+    fn in_flight_slots(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.iter().filter(|s| s.state == SlotState::InFlight)
+    }
+
     /// The youngest command in flight: when it was sent, and whether it is a check.
     pub fn youngest(&self) -> Option<Sent> {
-        self.slots
-            .iter()
-            .filter(|s| s.state == SlotState::InFlight)
+        self.in_flight_slots()
             .max_by_key(|s| s.sent_at)
             .map(Sent::of)
     }
 
     /// The oldest command in flight: when it was sent, and whether it is a check.
     pub fn oldest(&self) -> Option<Sent> {
-        self.slots
-            .iter()
-            .filter(|s| s.state == SlotState::InFlight)
+        self.in_flight_slots()
             .min_by_key(|s| s.sent_at)
             .map(Sent::of)
     }
 
     /// When the youngest command in flight was sent.
     pub fn youngest_sent(&self) -> Option<Instant> {
-        self.slots
-            .iter()
-            .filter(|s| s.state == SlotState::InFlight)
-            .map(|s| s.sent_at)
-            .max()
+        self.youngest().map(|s| s.at)
     }
 
     /// When the oldest command in flight was sent.
     pub fn oldest_sent(&self) -> Option<Instant> {
-        self.slots
-            .iter()
-            .filter(|s| s.state == SlotState::InFlight)
-            .map(|s| s.sent_at)
-            .min()
+        self.oldest().map(|s| s.at)
     }
 
     /// When, after `after`, the adapter's transport (a retry budget of `budget`) may next
