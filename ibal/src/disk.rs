@@ -356,7 +356,7 @@ impl SrpDisk {
             self.complete_upward(req.id, IoStatus::Retryable, 0);
             return Ok(());
         }
-        if req.blocks > self.config.max_blocks || (req.blocks == 0 && !req.is_check()) {
+        if req.blocks > self.config.max_blocks.max(1) || (req.blocks == 0 && !req.is_check()) {
             // Its buffers were sized at start for the largest command configured.
             self.complete_upward(req.id, IoStatus::TooLarge, 0);
             return Ok(());

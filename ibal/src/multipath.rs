@@ -271,7 +271,7 @@ impl Multipath {
     pub fn hash_state<H: core::hash::Hasher>(&self, h: &mut H) {
         use core::hash::Hash;
         for r in &self.queue {
-            (r.id, r.lba, r.write).hash(h);
+            (r.id, r.lba, r.blocks, r.write).hash(h);
         }
         for p in &self.paths {
             (p.up, p.dead.is_some(), p.probe, p.load, p.last_answer).hash(h);

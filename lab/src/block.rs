@@ -81,7 +81,9 @@ pub struct BlockWorkload {
 
 impl BlockWorkload {
     pub fn new(config: WorkloadConfig) -> Self {
-        let mut scratch = std::vec![0u8; BLOCK_SIZE];
+        // Room for its largest I/O's data: a write's is made without allocating.
+        let mut scratch = Vec::with_capacity(usize::from(config.large.max_blocks()) * BLOCK_SIZE);
+        scratch.resize(BLOCK_SIZE, 0);
         let expected = (0..config.n_blocks)
             .map(|lba| {
                 fill_pattern(initial_seed(config.lun_id, lba), &mut scratch);

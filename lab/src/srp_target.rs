@@ -230,6 +230,14 @@ impl SrpTarget {
         self
     }
 
+    /// Room for a write of `blocks` blocks, reserved now: taking one allocates nothing.
+    /// A larger one is taken too, its room made then.
+    pub fn with_max_blocks(mut self, blocks: u16) -> Self {
+        let len = usize::from(blocks.max(1)) * BLOCK_SIZE;
+        self.scratch.reserve(len.saturating_sub(self.scratch.len()));
+        self
+    }
+
     pub fn stats(&self) -> &TargetStats {
         &self.stats
     }

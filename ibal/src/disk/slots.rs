@@ -339,20 +339,25 @@ impl SlotTable {
 
     /// When the command in `s` is due under `rule`, its own path's test included:
     /// failover moves it only once the first command this path sent after it has been out
-    /// unanswered too, for `test_wait` (the path, not only this command, is stuck; one
-    /// answered would have made it moving). With nothing sent after it, not before its
-    /// bound: the path's client checks itself then (docs/design.md §7 "Evidence on
-    /// demand"), and that check is the test.
+    /// unanswered too, the path's timeout, or `rule.check_wait` for a check tested by a
+    /// check (the path, not only this command, is stuck; one answered would have made it
+    /// moving). With nothing sent after it, not before its bound: the path's client checks
+    /// itself then (docs/design.md §7 "Evidence on demand"), and that check is the test.
     fn due_of(&self, s: &Slot, rule: &GiveUpRule) -> Instant {
         let due = rule.due(s.sent_at);
         let bound = s.sent_at + rule.bound;
         if due >= bound || !rule.tested {
             return due;
         }
-        match self.first_sent_after(s.sent_at) {
-            Some(t) => due
-                .max(t + test_wait(rule.timeout, s.req.is_check()))
-                .min(bound),
+        match self.first_after(s.sent_at) {
+            Some(t) => {
+                let wait = if s.req.is_check() && t.check {
+                    rule.check_wait
+                } else {
+                    rule.timeout
+                };
+                due.max(t.at + wait).min(bound)
+            }
             None => bound,
         }
     }
@@ -367,11 +372,15 @@ impl SlotTable {
 
     /// When the first command in flight sent after `t` was sent.
     pub fn first_sent_after(&self, t: Instant) -> Option<Instant> {
-        self.slots
-            .iter()
-            .filter(|s| s.state == SlotState::InFlight && s.sent_at > t)
-            .map(|s| s.sent_at)
-            .min()
+        self.first_after(t).map(|s| s.at)
+    }
+
+    /// The first command in flight sent after `t`: when, and whether it is a check.
+    pub fn first_after(&self, t: Instant) -> Option<Sent> {
+        self.in_flight_slots()
+            .filter(|s| s.sent_at > t)
+            .min_by_key(|s| s.sent_at)
+            .map(Sent::of)
     }
 
     fn in_flight_slots(&self) -> impl Iterator<Item = &Slot> {
@@ -591,17 +600,20 @@ impl Sent {
     }
 }
 
-/// How long a path's command is out unanswered before the path tests itself, and how long
-/// that test is out unanswered before it counts against the path (docs/design.md §7
-/// "Evidence on demand"): the path's `timeout` for a command of I/O, whose give-up moves
-/// it; half of it for a check, which moves nobody's I/O, so that a dead idle path is known
-/// within one timeout of the check that found it, not two. Rounded up: a check's test is
-/// not itself tested before the check is due.
-pub fn test_wait(timeout: Duration, check: bool) -> Duration {
-    if check {
-        Duration::from_us(timeout.as_us().div_ceil(2))
-    } else {
-        timeout
+/// How long a check out unanswered waits before its path tests itself with another check,
+/// and how long that test is out before it counts against the path (docs/design.md §7
+/// "Evidence on demand"; a command of I/O, whose give-up moves it, waits the path's whole
+/// `timeout` for each): half the timeout, so that a dead idle path is known within one
+/// timeout of the check that met it, not two; but only while half the timeout is at least
+/// two of the path's round trips (`srtt`), else the whole timeout. Half a timeout of a
+/// path slow by nature (50 ms answers, a 55 ms timeout) is shorter than its round trip: its
+/// every check would be late at half, test itself, and the test never answer in time.
+/// Rounded up: a check's test is not itself tested before the check is due.
+pub fn check_wait(timeout: Duration, srtt: Option<Duration>) -> Duration {
+    let half = timeout.as_us().div_ceil(2);
+    match srtt {
+        Some(rtt) if rtt.as_us().saturating_mul(2) <= half => Duration::from_us(half),
+        _ => timeout,
     }
 }
 
@@ -629,6 +641,8 @@ pub struct GiveUpRule {
     /// one out the path's timeout unanswered too (off for a path being probed, whose probe
     /// is its test, and for the model checks of the rule alone).
     pub tested: bool,
+    /// How long a check's test, a check too, waits instead of `timeout` ([`check_wait`]).
+    pub check_wait: Duration,
 }
 
 impl GiveUpRule {

@@ -88,7 +88,9 @@ pub fn disk(
     targets: &[(Lid, SharedAdmission)],
 ) -> Option<SrpClient> {
     let c = &spec.initiator;
-    let target = SrpTarget::new(c.target_lid, c.lun_id, spec.load.n_blocks).with_route(spec.route);
+    let target = SrpTarget::new(c.target_lid, c.lun_id, spec.load.n_blocks)
+        .with_route(spec.route)
+        .with_max_blocks(c.max_blocks);
     let target = shared(target, c.target_lid, targets);
     let workload = workload(&spec.load, c.lun_id, c.slots() as usize);
     SrpClient::new(name, *c, ibal, target, workload)
@@ -297,8 +299,9 @@ impl ClientConfig for PathConfig {
             .ok_or_else(|| BuildError::NoSuchDisk(name.into()))?;
         let config = &self.initiator;
         fits(name, disk.queue.lock().config().max_blocks, config)?;
-        let target =
-            SrpTarget::with_lun(config.target_lid, disk.lun.clone()).with_route(self.route);
+        let target = SrpTarget::with_lun(config.target_lid, disk.lun.clone())
+            .with_route(self.route)
+            .with_max_blocks(config.max_blocks);
         let target = shared(target, config.target_lid, on.targets);
         let (ibal, mp) = (on.ibal(name)?, disk.queue.clone());
         built(

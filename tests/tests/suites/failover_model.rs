@@ -297,6 +297,7 @@ impl World {
             overtaker_rtt: None,
             bound: BOUND,
             tested: false,
+            check_wait: LIMIT,
         })
     }
 
@@ -310,6 +311,7 @@ impl World {
             overtaker_rtt: None,
             bound: BOUND,
             tested: false,
+            check_wait: BOUND,
         }
     }
 

@@ -174,6 +174,10 @@ fn a_narrow_link_is_priced_by_the_size_of_what_crosses_it() {
         .expect("the cell runs");
     for r in &recs {
         assert_eq!((r.bad, r.failed, r.spurious), (0, 0, 0), "{r:?}");
+        assert_eq!(
+            r.detected_us, None,
+            "nothing moved off the narrow link: {r:?}"
+        );
         assert!(r.ios > 39_000, "{r:?}");
     }
     let mine = &recs[0];

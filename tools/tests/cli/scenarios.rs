@@ -898,6 +898,7 @@ fn bad_scenarios_are_refused_naming_the_key() {
         // What the adapter cannot serve is refused too, naming the key that asks for it.
         ("a queue depth whose CQ exceeds the adapter's", format!("{base}[[clients]]\nname = \"b\"\nkind = \"bootdisk\"\nqueue_depth = 256\n"), "clients[0].queue_depth"),
         ("disks that exhaust the DMA memory", format!("{base}{}", ["d1", "d2", "d3"].map(|n| format!("[[clients]]\nname = \"{n}\"\nkind = \"srp\"\nqueue_depth = 128\n")).concat()), "clients[2].queue_depth"),
+        ("large transfers whose buffers exhaust the DMA memory", format!("{base}[[clients]]\nname = \"d\"\nkind = \"srp\"\nlarge_pct = 10\nlarge_blocks = 64\n"), "clients[0].large_blocks"),
         ("more consumers than the access layer has", format!("{base}{}", (0..20).map(|i| format!("[[clients]]\nname = \"n{i}\"\nkind = \"ipoib\"\n")).collect::<String>()), "clients[16]"),
         ("pps over its limit", format!("{base}[[clients]]\nname = \"n\"\nkind = \"ipoib\"\npps = 200000\n"), "clients[0].pps"),
         ("a NUL in a name", format!("{base}[[clients]]\nname = \"a\\u0000b\"\nkind = \"custom\"\n"), "clients[0].name"),

@@ -8,7 +8,8 @@ use hcabus::{Duration, Instant};
 
 use super::SrpClient;
 use crate::access::FabricBus;
-use crate::disk::slots::test_wait;
+use crate::disk::slots::check_wait;
+use crate::disk::slots::Sent;
 use crate::disk::{GiveUpRule, PathTimeout};
 use crate::multipath::Multipath;
 
@@ -63,8 +64,10 @@ impl SrpClient {
                 !mp.path_suspect(index),
             ),
         };
+        let timeout = self.disk.path_timeout().unwrap_or(bound);
         GiveUpRule {
-            timeout: self.disk.path_timeout().unwrap_or(bound),
+            timeout,
+            check_wait: check_wait(timeout, self.disk.timing().estimator().srtt()),
             cap: mode.cap().unwrap_or(bound),
             overtaken_at,
             own_answered_at: self.disk.timing().freshest_any(),
@@ -137,13 +140,13 @@ impl SrpClient {
     }
 
     /// What this path's late commands want (docs/design.md §7 "Evidence on demand"):
-    /// when it checks itself (its youngest command out is late, `test_wait`, and nothing
-    /// was sent after it), and which command the other paths are asked to check for, from
-    /// when (the oldest late one: a command of I/O once the first command sent after it has
-    /// been out the path's timeout unanswered too; a check once that test is out, so that
-    /// their answers are in when it is due). A command is not asked for when failover is
-    /// off, it was overtaken already, or this path answered something younger (it is alive
-    /// and the command a straggler).
+    /// when it checks itself (its youngest command out is late, its timeout or a check's
+    /// `check_wait`, and nothing was sent after it), and which command the other paths are
+    /// asked to check for, from when (the oldest late one: once the first command sent
+    /// after it has been out the path's timeout unanswered too; a check tested by a check,
+    /// once that test is out, so that their answers are in when it is due). A command is
+    /// not asked for when failover is off, it was overtaken already, or this path answered
+    /// something younger (it is alive and the command a straggler).
     fn evidence_plan(&self, mp: &Multipath, index: usize) -> Evidence {
         let none = Evidence::default();
         if self.disk.config.path_timeout == PathTimeout::Off || !self.disk.is_connected() {
@@ -162,18 +165,19 @@ impl SrpClient {
         // A path being probed has its probe for a test: it sends no check of its own.
         let can_check = self.disk.can_send_more() && self.disk.is_up() && !mp.path_suspect(index);
         let overtaken = mp.others_answered_at(index).is_some_and(|t| t >= oldest);
-        let test_at = youngest + test_wait(timeout, last.check);
-        let ask_at = |t: Instant| {
-            if first.check {
-                (oldest + test_wait(timeout, true)).max(t)
+        let half = check_wait(timeout, self.disk.timing().estimator().srtt());
+        let test_at = youngest + if last.check { half } else { timeout };
+        let ask_at = |t: Sent| {
+            if first.check && t.check {
+                (oldest + half).max(t.at)
             } else {
-                (oldest + timeout).max(t + timeout)
+                (oldest + timeout).max(t.at + timeout)
             }
         };
         Evidence {
             check_at: (quiet(youngest) && can_check).then_some(test_at),
             ask: (quiet(oldest) && !overtaken)
-                .then(|| self.disk.slots.first_sent_after(oldest))
+                .then(|| self.disk.slots.first_after(oldest))
                 .flatten()
                 .map(|t| (oldest, ask_at(t))),
         }

@@ -19,6 +19,7 @@ fn rule(limit: Duration, overtaken_at: Instant) -> GiveUpRule {
         overtaker_rtt: None,
         bound: BOUND,
         tested: false,
+        check_wait: limit,
     }
 }
 
@@ -238,6 +239,7 @@ fn a_straggler_its_path_answered_around_waits_for_the_cap_until_the_path_sticks(
         overtaker_rtt: None,
         bound: BOUND,
         tested: false,
+        check_wait: Duration::from_ms(5),
     };
     assert_eq!(r.due(at(0)), at(3_000), "the straggler waits for the cap");
     assert_eq!(
@@ -276,6 +278,7 @@ fn a_command_overtaken_by_one_sent_the_same_instant_is_overtaken() {
         overtaker_rtt: None,
         bound: BOUND,
         tested: false,
+        check_wait: Duration::from_ms(5),
     };
     assert_eq!(r.due(at(50)), at(55), "sent no later than the one answered");
     assert_eq!(
@@ -374,6 +377,7 @@ fn a_command_given_up_to_its_own_table_goes_again_once_its_abort_is_answered() {
         overtaker_rtt: None,
         bound,
         tested: false,
+        check_wait: Duration::from_ms(5),
     };
     assert_eq!(t.next_overdue(&own), Some(at(120)), "the oldest's bound");
     assert_eq!(t.out_since(at(120), bound), 1);
@@ -431,6 +435,7 @@ fn a_connection_lost_sends_again_what_was_given_up_to_its_own_table() {
         overtaker_rtt: None,
         bound: Duration::from_ms(100),
         tested: false,
+        check_wait: Duration::from_ms(5),
     };
     assert_eq!(t.give_up_overdue(at(105), &own, |_, _| false), 1);
     assert_eq!(
@@ -500,32 +505,48 @@ fn a_tested_command_waits_for_the_first_command_after_it() {
     );
 }
 
-/// A check, nobody's I/O, waits half as long for its path's test: overtaken at 0 and
-/// tested by a check sent 2.5 ms later, it is due at its timeout (5 ms), where a command of
-/// I/O tested so would wait for that test's whole timeout (7.5 ms).
+/// A check, nobody's I/O, tested by a check waits half as long: overtaken at 0 and tested
+/// by a check sent 2.5 ms later, it is due at its timeout (5 ms), where a command of I/O
+/// tested so, or a check tested by a command of I/O, waits for that test's whole timeout
+/// (7.5 ms).
 #[test]
-fn a_checks_test_waits_half_a_timeout() {
+fn a_check_tested_by_a_check_waits_half_a_timeout() {
+    let half = Duration::from_us(2_500);
     let tested = GiveUpRule {
         tested: true,
+        check_wait: half,
         ..rule(Duration::from_ms(5), at(0))
     };
-    let half = Duration::from_us(2_500);
-    for (first, due) in [
-        (IoRequest::check(at(0)), at(5)),
-        (io(1, 4, false), at(7) + Duration::from_us(500)),
+    let whole = at(7) + Duration::from_us(500);
+    let check = IoRequest::check;
+    for (first, test, due) in [
+        (check(at(0)), check(at(0) + half), at(5)),
+        (io(1, 4, false), check(at(0) + half), whole),
+        (check(at(0)), io(2, 5, false), whole),
     ] {
         let mut t = SlotTable::new(4);
         send(&mut t, first, at(0));
         assert_eq!(t.youngest().map(|s| s.check), Some(first.is_check()));
-        send(&mut t, IoRequest::check(at(0) + half), at(0) + half);
+        send(&mut t, test, at(0) + half);
         assert_eq!(
             t.oldest().map(|s| (s.at, s.check)),
             Some((at(0), first.is_check()))
         );
-        assert_eq!(t.next_overdue(&tested), Some(due), "{first:?}");
+        let after = t.first_after(at(0)).map(|s| (s.at, s.check));
+        assert_eq!(after, Some((at(0) + half, test.is_check())));
+        assert_eq!(t.next_overdue(&tested), Some(due), "{first:?} {test:?}");
     }
-    assert_eq!(
-        test_wait(Duration::from_us(5_001), true),
-        half + Duration::from_us(1)
-    );
+}
+
+/// Half a timeout, rounded up, while it holds two of the path's round trips; else the
+/// whole timeout: a path slow by nature (50 ms answers, a 55 ms timeout) or not measured yet.
+#[test]
+fn a_checks_wait_is_half_the_timeout_only_beside_a_short_round_trip() {
+    let us = Duration::from_us;
+    let ms = Duration::from_ms;
+    assert_eq!(check_wait(us(5_001), Some(us(200))), us(2_501));
+    assert_eq!(check_wait(ms(10), Some(ms(2) + us(500))), ms(5));
+    assert_eq!(check_wait(ms(10), Some(ms(2) + us(501))), ms(10));
+    assert_eq!(check_wait(ms(55), Some(ms(50))), ms(55));
+    assert_eq!(check_wait(ms(5), None), ms(5));
 }
