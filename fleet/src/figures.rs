@@ -11,6 +11,7 @@ use hcabus::Instant;
 
 use super::{Fleet, FleetFault};
 use hcabus_lab::srp_target::{AdmissionStats, LoginCapacity};
+use hcabus_lab::subnet::{SaSetup, SaStats};
 use ibal::io::IoStats;
 use ibal::retry::RetryPolicy;
 
@@ -81,9 +82,11 @@ pub struct FleetFigures {
     /// path (a rollout must keep it at 0).
     pub rollout: Option<super::RolloutFigures>,
     pub max_no_path_us: u64,
-    /// What the SA answered and dropped, against its capacity.
-    pub sa: AdmissionStats,
-    pub sa_queries_per_second: u32,
+    /// What the SA answered, late, BUSY and dropped, against its setup, and the answers
+    /// still to come at the run's end.
+    pub sa: SaStats,
+    pub sa_setup: SaSetup,
+    pub sa_queued: u64,
     /// SA queries that timed out at an IPoIB interface, and the adapter resets interfaces
     /// asked for over them (the naive policy's cascade).
     pub sa_timeouts: u64,
@@ -153,7 +156,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
                 let queries = fleet.sa_queries_per_host * r.affected() as u64;
                 let capacity = LoginCapacity {
                     concurrent: u16::MAX,
-                    per_second: fleet.sm.sa_queries_per_second,
+                    per_second: fleet.sm.sa.queries_per_second,
                 };
                 logins_take(queries, capacity, Duration::ZERO)
             };
@@ -223,6 +226,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
             }
         }
     }
+    let (sa, sa_queued) = fleet.subnet.stats(fleet.now);
     FleetFigures {
         name: fleet.name.clone(),
         seed: fleet.seed,
@@ -249,8 +253,9 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
             .map(|h| h.no_path_us())
             .max()
             .unwrap_or(0),
-        sa: fleet.subnet.stats(),
-        sa_queries_per_second: fleet.sm.sa_queries_per_second,
+        sa,
+        sa_setup: fleet.sm.sa,
+        sa_queued,
         sa_timeouts,
         ipoib_resets_asked,
         io,

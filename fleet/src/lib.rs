@@ -180,8 +180,8 @@ pub enum FleetError {
     AfterEnd(usize),
     #[error("faults[{0}]: a fleet powers on once, at its start")]
     Implied(usize),
-    #[error("sm.sa_queries_per_second: {0}")]
-    Sa(CapacityError),
+    #[error("sm.{0}")]
+    Sa(hcabus_lab::subnet::SaError),
     #[error("sm.poll_interval_ms and sm.polls_missed must be at least 1")]
     Polls,
     #[error("faults[{0}]: one rollout a run, of at least one adapter in reset per target")]
@@ -251,7 +251,7 @@ impl Fleet {
         }
         let shared: Vec<(Lid, SharedAdmission)> =
             targets.iter().map(|(t, a)| (t.lid, a.clone())).collect();
-        let subnet = SharedSubnet::new(setup.sm.sa_queries_per_second).map_err(FleetError::Sa)?;
+        let subnet = SharedSubnet::new(setup.sm.sa).map_err(FleetError::Sa)?;
         let n = setup.hosts as usize;
         let mut fleet = Fleet {
             name: setup.name.clone(),

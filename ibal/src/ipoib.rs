@@ -24,7 +24,7 @@ use crate::target::Wire;
 mod rejoin;
 mod stats;
 use crate::retry::{ClientProblem, Connector};
-pub use rejoin::{Joins, OnSaTimeout, Rejoin, RejoinStats, SaTimeoutRule, SubnetAdmin};
+pub use rejoin::{Joins, OnSaTimeout, Rejoin, RejoinStats, SaAnswer, SaTimeoutRule, SubnetAdmin};
 pub use stats::NetStats;
 
 /// The IPv4 broadcast group of partition 0xffff.

@@ -1,71 +1,328 @@
 //! The subnet manager as a fleet's hosts see it (docs/design.md §11): its subnet
-//! administrator (SA), which answers so many queries a second and none while no master is
-//! up, and the ClientReregister a new master sets on every port after its sweep, upon which
-//! every IPoIB interface joins its multicast groups again and re-resolves its paths through
-//! that SA. Shared by every host of a fleet, as the fabric's one SM is.
+//! administrator (SA), and the ClientReregister a new master sets on every port after its
+//! sweep, upon which every IPoIB interface joins its multicast groups again and re-resolves
+//! its paths through that SA. Shared by every host of a fleet, as the fabric's one SM is.
+//!
+//! The SA is a queue, as a real one is (docs/fleet.md gives each figure its source): a query
+//! is a MAD that lands in the SM port's QP1 receive queue, or is dropped when that queue is
+//! full (no receive buffer: the asker times out); the kernel moves each MAD off QP1 in turn
+//! onto the SM's receive list, which holds so many; the SA serves them one after another. A
+//! query that arrives when the SA's backlog has waited longer than `max_wait` is dropped
+//! (OpenSM's `max_msg_fifo_timeout`; its BUSY answer is commented out), or answered BUSY by
+//! an SA set to. An answer that comes after its asker's timeout is late: it cost the SA as
+//! much as any and served nobody, which is how an SA behind its load falls further behind.
+//! While no master is up nothing is answered, and what was queued when the master failed
+//! is lost.
+//!
+//! Both stages serve in arrival order at a fixed cost, so a query's fate is known the moment
+//! it arrives: the fleet steps its hosts in time order, so queries reach the SA in order.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::vec::Vec;
 
 use hcabus::{Duration, Instant};
+use ibal::ipoib::SaAnswer;
 
-use crate::srp_target::{CapacityError, LoginCapacity, SharedAdmission};
+/// The most queries an SA may serve a second.
+pub const MAX_SA_QUERIES_PER_SECOND: u32 = 1_000_000;
+/// The deepest receive queue an SA's port may have (what it reserves).
+pub const MAX_RECEIVE_QUEUE: u32 = 65_536;
+/// The longest receive list an SA may have.
+pub const MAX_BACKLOG: u32 = 1_000_000;
 
-/// The most queries an SA may answer a second (a bound on the window it reserves).
-pub const MAX_SA_QUERIES_PER_SECOND: u32 = crate::srp_target::MAX_LOGINS_PER_SECOND;
+/// The SA's capacities and timers; the defaults are the real systems' (docs/fleet.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaSetup {
+    /// Queries the SA serves a second, one after another (OpenSM: "approximately 100k
+    /// packets per second", its developers' estimate).
+    pub queries_per_second: u32,
+    /// MADs the SM port's QP1 receive queue holds (ib_mad's `recv_queue_size`, 512).
+    pub receive_queue: u32,
+    /// How long the kernel takes to move one MAD off QP1 (no source: an estimate).
+    pub receive: Duration,
+    /// Queries the SM's receive list holds (ib_umad's `MAX_UMAD_RECV_LIST_SIZE`, 200,000).
+    pub backlog_limit: u32,
+    /// A query arriving when the backlog has waited longer than this is dropped, or
+    /// answered BUSY (OpenSM's `max_msg_fifo_timeout`, 10 s).
+    pub max_wait: Duration,
+    /// Whether the SA answers BUSY rather than drop (OpenSM drops).
+    pub busy_answers: bool,
+}
+
+impl Default for SaSetup {
+    fn default() -> Self {
+        SaSetup {
+            queries_per_second: 100_000,
+            receive_queue: 512,
+            receive: Duration::from_us(1),
+            backlog_limit: 200_000,
+            max_wait: Duration::from_ms(10_000),
+            busy_answers: false,
+        }
+    }
+}
+
+/// An SA setup that cannot be: named by its key under `fleet.sm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SaError {
+    #[error("sa_queries_per_second must be 1..={MAX_SA_QUERIES_PER_SECOND}, not {0}")]
+    Rate(u32),
+    #[error("sa_receive_queue must be 1..={MAX_RECEIVE_QUEUE}, not {0}")]
+    ReceiveQueue(u32),
+    #[error("sa_receive_us must be at most 1000000 (a MAD a second), not {0}")]
+    Receive(u64),
+    #[error("sa_backlog_limit must be 1..={MAX_BACKLOG}, not {0}")]
+    Backlog(u32),
+}
+
+impl SaSetup {
+    pub fn check(&self) -> Result<(), SaError> {
+        if !(1..=MAX_SA_QUERIES_PER_SECOND).contains(&self.queries_per_second) {
+            return Err(SaError::Rate(self.queries_per_second));
+        }
+        if !(1..=MAX_RECEIVE_QUEUE).contains(&self.receive_queue) {
+            return Err(SaError::ReceiveQueue(self.receive_queue));
+        }
+        if self.receive.as_us() > 1_000_000 {
+            return Err(SaError::Receive(self.receive.as_us()));
+        }
+        if !(1..=MAX_BACKLOG).contains(&self.backlog_limit) {
+            return Err(SaError::Backlog(self.backlog_limit));
+        }
+        Ok(())
+    }
+
+    /// What one query costs the SA to serve.
+    pub fn service(&self) -> Duration {
+        Duration::from_us((1_000_000 / u64::from(self.queries_per_second.max(1))).max(1))
+    }
+}
+
+/// What the SA did with its queries, for the fleet's figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaStats {
+    /// Answered within their asker's timeout.
+    pub answered: u64,
+    /// Answered after it: served for nobody (the SA cannot tell; the fleet can).
+    pub late: u64,
+    /// Answered BUSY (an SA set to), or dropped: the backlog had waited too long.
+    pub busy: u64,
+    pub dropped_old: u64,
+    /// Dropped at a full QP1 receive queue, or a full receive list.
+    pub dropped_full: u64,
+    pub dropped_backlog: u64,
+    /// Dropped while no master served the SA.
+    pub dropped_away: u64,
+    /// Queued when the master failed: never answered.
+    pub lost_in_failover: u64,
+    /// The most answers (in time or late) sent within any one second.
+    pub peak_per_second: u32,
+    /// The longest any query waited to be served, and the most queries waiting at once.
+    pub peak_wait: Duration,
+    pub peak_backlog: u64,
+}
+
+/// A query taken in and not answered yet.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    arrived: Instant,
+    /// When its answer goes, and whether that is after its asker's timeout.
+    at: Instant,
+    late: bool,
+}
+
+/// The SA's queue.
+#[derive(Debug)]
+struct Sa {
+    setup: SaSetup,
+    service: Duration,
+    /// When the receiver will have moved every MAD now on QP1, and when the SA will have
+    /// served every query it took.
+    received_at: Instant,
+    served_at: Instant,
+    /// Until when no master answers.
+    away_until: Instant,
+    /// Each instant a master failed, for [`SharedSubnet::survived`]: a handful a run.
+    failures: Vec<Instant>,
+    /// The answers not sent yet, in the order they will be (the queue's own order).
+    pending: VecDeque<Pending>,
+    /// The answers of the last second (reserved at the rate), for the peak.
+    window: VecDeque<Instant>,
+    stats: SaStats,
+}
+
+impl Sa {
+    fn query(&mut self, now: Instant, timeout: Duration) -> SaAnswer {
+        if now < self.away_until {
+            self.stats.dropped_away += 1;
+            return SaAnswer::Lost;
+        }
+        let receive = self.setup.receive.as_us().max(1);
+        let on_qp1 = self
+            .received_at
+            .saturating_since(now)
+            .as_us()
+            .div_ceil(receive);
+        if on_qp1 >= u64::from(self.setup.receive_queue) {
+            self.stats.dropped_full += 1;
+            return SaAnswer::Lost;
+        }
+        self.received_at = self.received_at.max(now) + self.setup.receive;
+        let taken = self.received_at;
+        self.settle(now);
+        if self.pending.len() >= self.setup.backlog_limit as usize {
+            self.stats.dropped_backlog += 1;
+            return SaAnswer::Lost;
+        }
+        // OpenSM looks at how long the query it is serving had waited, and only with more
+        // than one queued.
+        let serving_waited = self.pending.front().map_or(Duration::ZERO, |p| {
+            (p.at - self.service).saturating_since(p.arrived)
+        });
+        if self.pending.len() > 1 && serving_waited > self.setup.max_wait {
+            if self.setup.busy_answers {
+                self.stats.busy += 1;
+                return SaAnswer::Busy(taken);
+            }
+            self.stats.dropped_old += 1;
+            return SaAnswer::Lost;
+        }
+        self.served_at = self.served_at.max(taken) + self.service;
+        let at = self.served_at;
+        self.pending.push_back(Pending {
+            arrived: now,
+            at,
+            late: at > now + timeout,
+        });
+        // Every query taken in is pending until answered, on QP1 or in the SA's queue.
+        let backlog = self.pending.len() as u64;
+        self.stats.peak_backlog = self.stats.peak_backlog.max(backlog);
+        self.stats.peak_wait = self.stats.peak_wait.max(at.saturating_since(now));
+        SaAnswer::At(at)
+    }
+
+    /// Sends the answers due by `now`: counted, in time or late.
+    fn settle(&mut self, now: Instant) {
+        while let Some(&Pending { at, late, .. }) = self.pending.front().filter(|p| p.at <= now) {
+            self.pending.pop_front();
+            if late {
+                self.stats.late += 1;
+            } else {
+                self.stats.answered += 1;
+            }
+            let second_before = at.as_us().checked_sub(1_000_000).map(Instant::from_us);
+            while self
+                .window
+                .front()
+                .is_some_and(|&t| Some(t) <= second_before)
+            {
+                self.window.pop_front();
+            }
+            self.window.push_back(at);
+            let in_second = u32::try_from(self.window.len()).unwrap_or(u32::MAX);
+            self.stats.peak_per_second = self.stats.peak_per_second.max(in_second);
+        }
+    }
+
+    /// The master fails at `now` and none answers until `now + for_`: what was queued is
+    /// lost (its askers time out).
+    fn away(&mut self, now: Instant, for_: Duration) {
+        self.settle(now);
+        self.stats.lost_in_failover += self.pending.len() as u64;
+        self.pending.clear();
+        self.away_until = self.away_until.max(now + for_);
+        self.received_at = self.received_at.min(now);
+        self.served_at = self.served_at.min(now);
+        self.failures.push(now);
+    }
+}
 
 /// The fabric's SM and SA, shared by every host.
 #[derive(Debug, Clone)]
 pub struct SharedSubnet {
-    /// Its queries, admitted as a target admits logins: a sliding second's worth, none
-    /// while it is away (a query takes no time of its own, so no limit on those at once).
-    sa: SharedAdmission,
+    sa: Arc<Mutex<Sa>>,
     /// How many times a master set ClientReregister on every port.
-    reregistered: Arc<AtomicU32>,
+    reregistered: Arc<Mutex<u32>>,
 }
 
 impl SharedSubnet {
-    /// An SA that answers `queries_per_second` (1..=100,000).
-    pub fn new(queries_per_second: u32) -> Result<Self, CapacityError> {
-        let sa = SharedAdmission::new(LoginCapacity {
-            concurrent: crate::srp_target::MAX_CONCURRENT_LOGINS,
-            per_second: queries_per_second,
-        })?;
+    /// An SA of `setup`, refused by its key when it cannot be.
+    pub fn new(setup: SaSetup) -> Result<Self, SaError> {
+        setup.check()?;
+        let sa = Sa {
+            setup,
+            service: setup.service(),
+            received_at: Instant::ZERO,
+            served_at: Instant::ZERO,
+            away_until: Instant::ZERO,
+            failures: Vec::new(),
+            pending: VecDeque::new(),
+            window: VecDeque::with_capacity(setup.queries_per_second as usize),
+            stats: SaStats::default(),
+        };
         Ok(SharedSubnet {
-            sa,
-            reregistered: Arc::new(AtomicU32::new(0)),
+            sa: Arc::new(Mutex::new(sa)),
+            reregistered: Arc::new(Mutex::new(0)),
         })
     }
 
-    /// A query to the SA at `now`: answered, or dropped (it will time out at the asker).
-    pub fn query(&self, now: Instant) -> bool {
-        self.sa.lock().try_login(now, Duration::ZERO).is_ok()
+    /// The SA; a poisoned lock is taken anyway (no query leaves it half changed).
+    fn sa(&self) -> MutexGuard<'_, Sa> {
+        self.sa.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// No master answers from `now` for `for_`: the SA drops every query.
+    /// A query to the SA at `now` from an asker that waits `timeout` for its answer.
+    pub fn query(&self, now: Instant, timeout: Duration) -> SaAnswer {
+        self.sa().query(now, timeout)
+    }
+
+    /// Whether an answer sent for a query of `sent` at `at` reached its asker: no master
+    /// failed in between.
+    pub fn survived(&self, sent: Instant, at: Instant) -> bool {
+        !self.sa().failures.iter().any(|&f| sent <= f && f < at)
+    }
+
+    /// No master answers from `now` for `for_`: what was queued is lost.
     pub fn away(&self, now: Instant, for_: Duration) {
-        self.sa.lock().restart(now, for_);
+        self.sa().away(now, for_);
     }
 
     /// A new master swept and set ClientReregister on every port.
     pub fn reregister(&self) {
-        self.reregistered.fetch_add(1, Ordering::Relaxed);
+        *self
+            .reregistered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) += 1;
     }
 
     /// How many times ClientReregister was set: a port that saw fewer must join again.
     pub fn reregistrations(&self) -> u32 {
-        self.reregistered.load(Ordering::Relaxed)
+        *self
+            .reregistered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// What the SA answered and dropped.
-    pub fn stats(&self) -> crate::srp_target::AdmissionStats {
-        self.sa.lock().stats()
+    /// What the SA answered and dropped by `now`, and how many answers are still to come.
+    pub fn stats(&self, now: Instant) -> (SaStats, u64) {
+        let mut sa = self.sa();
+        sa.settle(now);
+        (sa.stats, sa.pending.len() as u64)
+    }
+
+    pub fn setup(&self) -> SaSetup {
+        self.sa().setup
     }
 }
 
 impl ibal::ipoib::SubnetAdmin for SharedSubnet {
-    fn query(&self, now: Instant) -> bool {
-        SharedSubnet::query(self, now)
+    fn query(&self, now: Instant, timeout: Duration) -> SaAnswer {
+        SharedSubnet::query(self, now, timeout)
+    }
+
+    fn survived(&self, sent: Instant, at: Instant) -> bool {
+        SharedSubnet::survived(self, sent, at)
     }
 
     fn reregistrations(&self) -> u32 {
@@ -74,23 +331,4 @@ impl ibal::ipoib::SubnetAdmin for SharedSubnet {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_sa_answers_its_capacity_a_second_and_nothing_while_away() {
-        let s = SharedSubnet::new(3).expect("a capacity");
-        let t = Instant::from_ms(10);
-        let answered = (0..5).filter(|_| s.query(t)).count();
-        assert_eq!(answered, 3);
-        s.away(Instant::from_ms(2_000), Duration::from_ms(500));
-        assert!(!s.query(Instant::from_ms(2_100)));
-        assert!(s.query(Instant::from_ms(2_500)));
-        let st = s.stats();
-        assert_eq!((st.accepted, st.refused_rate, st.refused_down), (4, 2, 1));
-        let other = s.clone();
-        other.reregister();
-        assert_eq!(s.reregistrations(), 1);
-        assert!(SharedSubnet::new(0).is_err());
-    }
-}
+mod tests;

@@ -209,10 +209,20 @@ fn seed_table(runs: &[FleetRun]) -> String {
     row(&mut t, "logins refused", &|r| {
         r.figures.logins_refused().to_string()
     });
-    row(&mut t, "SA peak queries/s", &|r| {
+    row(&mut t, "SA peak answers/s", &|r| {
         format!(
             "{} of {}",
-            r.figures.sa.peak_per_second, r.figures.sa_queries_per_second
+            r.figures.sa.peak_per_second, r.figures.sa_setup.queries_per_second
+        )
+    });
+    row(&mut t, "SA answered / late / dropped", &|r| {
+        let sa = &r.figures.sa;
+        let dropped = sa.dropped_full + sa.dropped_backlog + sa.dropped_old + sa.dropped_away;
+        format!(
+            "{} / {} / {}",
+            sa.answered,
+            sa.late,
+            dropped + sa.lost_in_failover
         )
     });
     row(&mut t, "SA queries timed out", &|r| {
@@ -335,11 +345,24 @@ fn run_json(r: &FleetRun) -> Value {
         })),
         "max_no_path_ms": f.max_no_path_us as f64 / 1e3,
         "sa": {
-            "queries_per_second": f.sa_queries_per_second,
+            "queries_per_second": f.sa_setup.queries_per_second,
+            "receive_queue": f.sa_setup.receive_queue,
+            "backlog_limit": f.sa_setup.backlog_limit,
+            "max_wait_ms": f.sa_setup.max_wait.as_us() as f64 / 1e3,
+            "busy_answers": f.sa_setup.busy_answers,
             "peak_per_second": f.sa.peak_per_second,
-            "answered": f.sa.accepted,
-            "dropped_busy": f.sa.refused_rate,
-            "dropped_away": f.sa.refused_down,
+            "answered": f.sa.answered,
+            "late": f.sa.late,
+            "busy": f.sa.busy,
+            "dropped_busy": f.sa.dropped_full + f.sa.dropped_backlog + f.sa.dropped_old,
+            "dropped_full": f.sa.dropped_full,
+            "dropped_backlog": f.sa.dropped_backlog,
+            "dropped_old": f.sa.dropped_old,
+            "dropped_away": f.sa.dropped_away,
+            "lost_in_failover": f.sa.lost_in_failover,
+            "queued_at_end": f.sa_queued,
+            "peak_backlog": f.sa.peak_backlog,
+            "peak_wait_ms": f.sa.peak_wait.as_us() as f64 / 1e3,
         },
         "sa_timeouts": f.sa_timeouts,
         "ipoib_resets_asked": f.ipoib_resets_asked,

@@ -1,12 +1,13 @@
 //! IPoIB's joins through the subnet administrator (docs/design.md §11). Once its queue pair
 //! is up, and again whenever the subnet manager sets ClientReregister (a new master after a
 //! handover), an interface joins its multicast groups (an MCMemberRecord each) and resolves
-//! its peer's path (a PathRecord) through the SA. The SA answers so many queries a second and
-//! none while no master is up; an unanswered query times out.
+//! its peer's path (a PathRecord) through the SA. The SA serves its queries in turn: an
+//! answer may come late, BUSY, or not at all (no master, no room); an unanswered query times
+//! out.
 //!
 //! What a timeout means is the point: an SA that is slow or away is not a hung adapter. The
-//! shipped interface retries the queries still unanswered under the backoff with jitter and
-//! never asks for a reset. A host may give it a rule of its own ([`OnSaTimeout::Rule`]): the
+//! shipped interface retries the queries still unanswered under a backoff with jitter whose
+//! cap keeps a fabric's demand under what a slow SA serves, and never asks for a reset. A host may give it a rule of its own ([`OnSaTimeout::Rule`]): the
 //! lab's naive one (the 2008 Windows IPoIB) reports itself hung at the first timeout, and
 //! NDIS resets the adapter: the reset-storm cascade a fleet must never see.
 
@@ -16,15 +17,47 @@ use hcabus::{Duration, Instant};
 use rand::Rng;
 
 use crate::access::FabricBus;
-use crate::retry::{Backoff, Next};
+
+/// The first retry of an SA query waits this long, and each failure in a row doubles it up
+/// to [`SA_BACKOFF_CAP`], with up to half again of jitter: Linux IPoIB's multicast join
+/// backoff (1 s doubling to `IPOIB_MAX_BACKOFF_SECONDS`, 16 s). A retry of an SA that is
+/// behind adds to its queue, so the cap is what lets a fabric's interfaces ask less than an
+/// SA slower than their demand can serve, and the SA catch up.
+pub const SA_BACKOFF_FIRST: Duration = Duration::from_ms(1_000);
+pub const SA_BACKOFF_CAP: Duration = Duration::from_ms(16_000);
+
+/// No query waits longer than this for its answer.
+pub const SA_TIMEOUT_CAP: Duration = Duration::from_ms(16_000);
+
+/// The wait after the `failures`th failed batch in a row (from 1), jitter included.
+fn sa_retry_wait(failures: u32, rng: &mut impl Rng) -> Duration {
+    let shift = failures.saturating_sub(1).min(16);
+    let base_us = (SA_BACKOFF_FIRST.as_us() << shift).min(SA_BACKOFF_CAP.as_us());
+    Duration::from_us(base_us + rng.gen_range(0..=base_us / 2))
+}
+
+/// What became of a query to the SA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaAnswer {
+    /// Its answer reaches the asker at this instant (after the asker's timeout: late, and
+    /// as good as none).
+    At(Instant),
+    /// The SA answered BUSY at this instant: too far behind to serve it now.
+    Busy(Instant),
+    /// Never answered (no master, no room on the SA's queue pair): the asker times out.
+    Lost,
+}
 
 /// The subnet administrator as an interface's joins see it. On a fabric the queries are MADs
 /// to the SA's QP1; in the simulator a fabric's one SM answers them (the lab's subnet, shared
 /// by every host of a fleet).
 pub trait SubnetAdmin: core::fmt::Debug + Send + Sync {
-    /// A query (an MCMemberRecord join or a PathRecord) sent at `now`: answered, or not (it
-    /// times out at the asker).
-    fn query(&self, now: Instant) -> bool;
+    /// A query (an MCMemberRecord join or a PathRecord) sent at `now` by an asker that waits
+    /// `timeout` for its answer.
+    fn query(&self, now: Instant, timeout: Duration) -> SaAnswer;
+    /// Whether an answer the SA sent at `at` to a query of `sent` reached the asker: no
+    /// master failed in between and took it with it.
+    fn survived(&self, sent: Instant, at: Instant) -> bool;
     /// How many times a master has set ClientReregister on the port: a count the interface
     /// has not answered with a join means join again.
     fn reregistrations(&self) -> u32;
@@ -75,10 +108,24 @@ enum Phase {
     Joined,
     /// The unanswered queries go (again) at this instant.
     QueryAt(Instant),
-    /// Queries went unanswered: they time out at this instant.
-    TimeoutAt(Instant),
+    /// Queries sent at `sent` are out: every one answered (some BUSY) by `at`, or, with
+    /// `lost`, some never will be and they time out at `at`.
+    Waiting(Batch),
     /// A timeout taken for a hung adapter: nothing more until the QP is up again.
     Hung,
+}
+
+/// The queries an interface sent together, and what the SA made of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Batch {
+    sent: Instant,
+    /// How long its queries wait for their answers.
+    timeout: Duration,
+    /// When the batch is settled: its last answer, or its timeout when one was lost.
+    at: Instant,
+    answered: u8,
+    busy: u8,
+    lost: bool,
 }
 
 /// What a look at the interface's queries found.
@@ -99,6 +146,8 @@ pub struct RejoinStats {
     pub joins_done: u32,
     pub queries_answered: u64,
     pub sa_timeouts: u32,
+    /// Batches the SA answered (in part) BUSY: retried under the backoff, no timeout.
+    pub sa_busy: u32,
     /// Adapter resets the interface asked for because an SA query timed out.
     pub resets_asked: u32,
 }
@@ -114,7 +163,9 @@ pub struct Rejoin {
     /// Queries not yet answered.
     pending: u8,
     phase: Phase,
-    backoff: Backoff,
+    /// Batches failed (timed out, BUSY) in a row, and of them timed out.
+    failures: u32,
+    timeouts_in_row: u32,
     stats: RejoinStats,
 }
 
@@ -128,7 +179,8 @@ impl Rejoin {
             seen,
             pending: 0,
             phase: Phase::Joined,
-            backoff: Backoff::default(),
+            failures: 0,
+            timeouts_in_row: 0,
             stats: RejoinStats::default(),
         }
     }
@@ -138,7 +190,8 @@ impl Rejoin {
         self.seen = self.subnet.reregistrations();
         self.pending = queries;
         self.phase = Phase::QueryAt(now);
-        self.backoff.reset();
+        self.failures = 0;
+        self.timeouts_in_row = 0;
         self.stats.joins_started += 1;
     }
 
@@ -161,7 +214,8 @@ impl Rejoin {
     pub fn due(&self) -> Option<Instant> {
         match self.phase {
             Phase::Joined | Phase::Hung => None,
-            Phase::QueryAt(t) | Phase::TimeoutAt(t) => Some(t),
+            Phase::QueryAt(t) => Some(t),
+            Phase::Waiting(b) => Some(b.at),
         }
     }
 
@@ -169,10 +223,8 @@ impl Rejoin {
     /// Failed): it asks again at its next timeout, the unanswered queries retried meanwhile.
     pub fn reset_refused(&mut self, now: Instant, rng: &mut impl Rng) {
         if self.phase == Phase::Hung {
-            self.phase = match self.backoff.refused(now, Duration::MAX, true, rng) {
-                Next::RetryAt(at) => Phase::QueryAt(at),
-                Next::GiveUp { .. } => Phase::QueryAt(now + crate::retry::BACKOFF_CAP),
-            };
+            self.failures = self.failures.saturating_add(1);
+            self.phase = Phase::QueryAt(now + sa_retry_wait(self.failures, rng));
         }
     }
 
@@ -186,36 +238,93 @@ impl Rejoin {
         }
         match self.phase {
             Phase::QueryAt(t) if t <= now => {
-                while self.pending > 0 && self.subnet.query(now) {
-                    self.pending -= 1;
-                    self.stats.queries_answered += 1;
-                }
-                self.phase = if self.pending == 0 {
-                    self.stats.joins_done += 1;
-                    self.backoff.reset();
-                    Phase::Joined
-                } else {
-                    Phase::TimeoutAt(now + self.timeout)
-                };
+                self.phase = Phase::Waiting(self.send(now));
                 Joins::Fine
             }
-            Phase::TimeoutAt(t) if t <= now => {
-                self.stats.sa_timeouts += 1;
-                if self.on_timeout.hung_at(self.stats.sa_timeouts) {
-                    self.phase = Phase::Hung;
-                    self.stats.resets_asked += 1;
-                    return Joins::Hung;
-                }
-                // Unbounded in time (the interface must come back by itself), bounded in
-                // rate by the backoff's cap; each timeout is counted.
-                self.phase = match self.backoff.refused(now, Duration::MAX, true, rng) {
-                    Next::RetryAt(at) => Phase::QueryAt(at),
-                    Next::GiveUp { .. } => Phase::QueryAt(now + crate::retry::BACKOFF_CAP),
-                };
-                Joins::Fine
-            }
+            Phase::Waiting(b) if b.at <= now => self.settle(b, now, rng),
             _ => Joins::Fine,
         }
+    }
+
+    /// How long the next batch waits for its answers: the configured timeout, doubled at
+    /// each timeout in a row up to [`SA_TIMEOUT_CAP`]. An SA behind its load answers late,
+    /// and a late answer is one it served for nobody; waiting longer for it (as TCP backs
+    /// its retransmission timer off) turns that work into a join.
+    fn timeout(&self) -> Duration {
+        let shift = self.timeouts_in_row.min(16);
+        let us = self.timeout.as_us().saturating_mul(1 << shift);
+        Duration::from_us(us.min(SA_TIMEOUT_CAP.as_us().max(self.timeout.as_us())))
+    }
+
+    /// Sends every unanswered query at `now`.
+    fn send(&mut self, now: Instant) -> Batch {
+        let timeout = self.timeout();
+        let mut b = Batch {
+            timeout,
+            sent: now,
+            at: now,
+            answered: 0,
+            busy: 0,
+            lost: false,
+        };
+        for _ in 0..self.pending {
+            match self.subnet.query(now, timeout) {
+                SaAnswer::At(at) if at <= now + timeout => {
+                    b.answered += 1;
+                    b.at = b.at.max(at);
+                }
+                SaAnswer::Busy(at) => {
+                    b.busy += 1;
+                    b.at = b.at.max(at);
+                }
+                SaAnswer::At(_) | SaAnswer::Lost => b.lost = true,
+            }
+        }
+        if b.lost {
+            b.at = now + timeout;
+        }
+        b
+    }
+
+    /// The batch `b` is settled at `now`: joined, or retried (after a timeout, or BUSY).
+    fn settle(&mut self, b: Batch, now: Instant, rng: &mut impl Rng) -> Joins {
+        // A master that failed meanwhile took the answers still queued with it: the asker
+        // waits its whole timeout for them.
+        let survived = self.subnet.survived(b.sent, b.at);
+        if !survived && !b.lost {
+            self.phase = Phase::Waiting(Batch {
+                at: b.sent + b.timeout,
+                lost: true,
+                ..b
+            });
+            return Joins::Fine;
+        }
+        let answered = if survived { b.answered } else { 0 };
+        self.pending -= answered.min(self.pending);
+        self.stats.queries_answered += u64::from(answered);
+        if self.pending == 0 {
+            self.stats.joins_done += 1;
+            self.failures = 0;
+            self.timeouts_in_row = 0;
+            self.phase = Phase::Joined;
+            return Joins::Fine;
+        }
+        if b.lost {
+            self.stats.sa_timeouts += 1;
+            self.timeouts_in_row = self.timeouts_in_row.saturating_add(1);
+            if self.on_timeout.hung_at(self.stats.sa_timeouts) {
+                self.phase = Phase::Hung;
+                self.stats.resets_asked += 1;
+                return Joins::Hung;
+            }
+        } else {
+            self.stats.sa_busy += 1;
+        }
+        // Unbounded in time (the interface must come back by itself), bounded in rate by
+        // the backoff's cap; each timeout and BUSY is counted.
+        self.failures = self.failures.saturating_add(1);
+        self.phase = Phase::QueryAt(now + sa_retry_wait(self.failures, rng));
+        Joins::Fine
     }
 }
 
@@ -275,7 +384,7 @@ impl super::IpoibClient {
 mod tests {
     use super::*;
     use rand::SeedableRng;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     use std::sync::Mutex;
 
     fn at(ms: u64) -> Instant {
@@ -291,6 +400,11 @@ mod tests {
         answered: Mutex<(u64, u32)>,
         away_until: Mutex<Instant>,
         reregistered: AtomicU32,
+        /// Past its rate it answers BUSY rather than nothing.
+        busy: AtomicBool,
+        /// How long an answer takes, and when a master failed.
+        delay: Mutex<Duration>,
+        failed_at: Mutex<Option<Instant>>,
     }
 
     impl FakeSa {
@@ -300,14 +414,17 @@ mod tests {
                 answered: Mutex::new((0, 0)),
                 away_until: Mutex::new(Instant::ZERO),
                 reregistered: AtomicU32::new(0),
+                busy: AtomicBool::new(false),
+                delay: Mutex::new(Duration::ZERO),
+                failed_at: Mutex::new(None),
             })
         }
     }
 
     impl SubnetAdmin for FakeSa {
-        fn query(&self, now: Instant) -> bool {
+        fn query(&self, now: Instant, _timeout: Duration) -> SaAnswer {
             if now < *self.away_until.lock().expect("not poisoned") {
-                return false;
+                return SaAnswer::Lost;
             }
             let mut a = self.answered.lock().expect("not poisoned");
             let second = now.as_ms() / 1_000;
@@ -316,7 +433,16 @@ mod tests {
             }
             let answer = a.1 < self.per_second;
             a.1 += u32::from(answer);
-            answer
+            match (answer, self.busy.load(Ordering::Relaxed)) {
+                (true, _) => SaAnswer::At(now + *self.delay.lock().expect("not poisoned")),
+                (false, true) => SaAnswer::Busy(now),
+                (false, false) => SaAnswer::Lost,
+            }
+        }
+
+        fn survived(&self, sent: Instant, at: Instant) -> bool {
+            let f = *self.failed_at.lock().expect("not poisoned");
+            !f.is_some_and(|f| sent <= f && f < at)
         }
 
         fn reregistrations(&self) -> u32 {
@@ -380,5 +506,58 @@ mod tests {
         let timeout = r.due().expect("waiting for answers");
         assert_eq!(r.run(timeout, true, 3, &mut rng), Joins::Hung);
         assert_eq!(r.stats().resets_asked, 2);
+    }
+
+    /// An SA that answers BUSY past its rate: the interface retries under its backoff and
+    /// counts no timeout (a BUSY is an answer), so even the naive rule asks for no reset.
+    #[test]
+    fn a_busy_answer_is_retried_and_is_no_timeout() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let subnet = FakeSa::new(1);
+        subnet.busy.store(true, Ordering::Relaxed);
+        let naive = OnSaTimeout::Rule(SaTimeoutRule {
+            name: "naive",
+            hung_at: |_| true,
+        });
+        let mut r = Rejoin::new(subnet, naive, Duration::from_ms(100));
+        r.start(at(0), 3);
+        let mut now = at(0);
+        while let Some(t) = r.due() {
+            now = t;
+            assert_eq!(r.run(now, true, 3, &mut rng), Joins::Fine);
+            assert!(now < at(60_000), "bounded");
+        }
+        let s = *r.stats();
+        assert!(r.joined() && now >= at(2_000), "{now}");
+        assert_eq!(
+            (s.sa_timeouts, s.resets_asked, s.queries_answered),
+            (0, 0, 3)
+        );
+        assert!(s.sa_busy >= 2, "{s:?}");
+    }
+
+    /// Answers take 30 ms: the interface is joined when the last arrives, not when it asked;
+    /// a master that fails while they are queued takes them with it, and the interface
+    /// waits out its timeout before it asks again.
+    #[test]
+    fn joined_at_the_last_answer_and_answers_a_failed_master_held_are_waited_out() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let subnet = FakeSa::new(100);
+        *subnet.delay.lock().expect("not poisoned") = Duration::from_ms(30);
+        let mut r = Rejoin::new(subnet.clone(), OnSaTimeout::Retry, Duration::from_ms(100));
+        r.start(at(0), 2);
+        r.run(at(0), true, 2, &mut rng);
+        assert_eq!(r.due(), Some(at(30)));
+        assert!(!r.joined());
+        r.run(at(30), true, 2, &mut rng);
+        assert!(r.joined());
+        r.start(at(1_000), 2);
+        r.run(at(1_000), true, 2, &mut rng);
+        *subnet.failed_at.lock().expect("not poisoned") = Some(at(1_010));
+        r.run(at(1_030), true, 2, &mut rng);
+        assert_eq!(r.due(), Some(at(1_100)), "waits its timeout");
+        r.run(at(1_100), true, 2, &mut rng);
+        assert_eq!(r.stats().sa_timeouts, 1);
+        assert!(!r.joined() && r.due().is_some_and(|t| t > at(1_100)));
     }
 }

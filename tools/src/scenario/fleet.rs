@@ -72,6 +72,11 @@ struct SmKeys {
     sweep_base_ms: Option<u64>,
     sweep_per_host_us: Option<u64>,
     sa_queries_per_second: Option<u32>,
+    sa_receive_queue: Option<u32>,
+    sa_receive_us: Option<u64>,
+    sa_backlog_limit: Option<u32>,
+    sa_max_wait_ms: Option<u64>,
+    sa_busy_answers: Option<bool>,
 }
 
 fn boot() -> String {
@@ -324,9 +329,9 @@ fn policies(keys: &FleetKeys) -> Result<Vec<FleetPolicy>, ScenarioError> {
     Ok(out)
 }
 
-fn sm(keys: &SmKeys) -> Result<SmSetup, ScenarioError> {
-    let mut sm = SmSetup::default();
-    let ms = |key: &str, v: Option<u64>, min: u64, to: &mut Duration| match v {
+/// A duration under `fleet.sm`, in milliseconds from `min`, into `to` when given.
+fn ms(key: &str, v: Option<u64>, min: u64, to: &mut Duration) -> Result<(), ScenarioError> {
+    match v {
         Some(v) if (min..=MAX_FABRIC_MS).contains(&v) => {
             *to = Duration::from_ms(v);
             Ok(())
@@ -336,7 +341,11 @@ fn sm(keys: &SmKeys) -> Result<SmSetup, ScenarioError> {
             format!("must be {min}..={MAX_FABRIC_MS}"),
         )),
         None => Ok(()),
-    };
+    }
+}
+
+fn sm(keys: &SmKeys) -> Result<SmSetup, ScenarioError> {
+    let mut sm = SmSetup::default();
     ms(
         "poll_interval_ms",
         keys.poll_interval_ms,
@@ -356,17 +365,33 @@ fn sm(keys: &SmKeys) -> Result<SmSetup, ScenarioError> {
         }
         sm.sweep_per_host = Duration::from_us(us);
     }
-    if let Some(q) = keys.sa_queries_per_second {
-        if q == 0 || q > hcabus_lab::subnet::MAX_SA_QUERIES_PER_SECOND {
-            return Err(err(
-                "fleet.sm.sa_queries_per_second",
-                format!(
-                    "must be 1..={}",
-                    hcabus_lab::subnet::MAX_SA_QUERIES_PER_SECOND
-                ),
-            ));
-        }
-        sm.sa_queries_per_second = q;
-    }
+    sm.sa = sa(keys)?;
     Ok(sm)
+}
+
+/// The SA's keys, checked by the SA's own rules and named under `fleet.sm`.
+fn sa(keys: &SmKeys) -> Result<hcabus_lab::subnet::SaSetup, ScenarioError> {
+    let mut sa = hcabus_lab::subnet::SaSetup::default();
+    if let Some(q) = keys.sa_queries_per_second {
+        sa.queries_per_second = q;
+    }
+    if let Some(n) = keys.sa_receive_queue {
+        sa.receive_queue = n;
+    }
+    if let Some(us) = keys.sa_receive_us {
+        sa.receive = Duration::from_us(us);
+    }
+    if let Some(n) = keys.sa_backlog_limit {
+        sa.backlog_limit = n;
+    }
+    if let Some(b) = keys.sa_busy_answers {
+        sa.busy_answers = b;
+    }
+    ms("sa_max_wait_ms", keys.sa_max_wait_ms, 1, &mut sa.max_wait)?;
+    sa.check().map_err(|e| {
+        let text = e.to_string();
+        let key = text.split(' ').next().unwrap_or("sa").to_string();
+        err(format!("fleet.sm.{key}"), text)
+    })?;
+    Ok(sa)
 }

@@ -36,12 +36,14 @@ fn f(v: &Value) -> f64 {
 }
 
 /// What every run of every policy must show, whatever its speed: no target above its
-/// capacity, no adapter reset (but by the naive IPoIB), no paging I/O failed, no invariant
-/// violated.
+/// capacity, no adapter reset and no paging I/O failed (but by the naive IPoIB), no
+/// invariant violated.
 fn every_run_keeps_the_fleet_guarantees(doc: &Value) {
-    every_run_keeps_the_fleet_guarantees_but_resets(doc);
+    every_run_keeps_the_fleet_guarantees_but(doc, Except::NaiveIpoib);
     for run in doc["runs"].as_array().expect("runs") {
-        // Only the naive IPoIB, there to show the cascade, may have adapters reset.
+        // Only the naive IPoIB, there to show the cascade, may have adapters reset: past
+        // the bus's storm limit (its two interfaces asking) a device is failed, and its
+        // boot disk's paging I/O with it.
         if run["ipoib"] == "retry" {
             assert_eq!(
                 run["adapter_resets"], 0,
@@ -52,8 +54,21 @@ fn every_run_keeps_the_fleet_guarantees(doc: &Value) {
     }
 }
 
+/// Whose runs may fail paging I/O.
+#[derive(Clone, Copy, PartialEq)]
+enum Except {
+    /// No run's.
+    Nobody,
+    /// The naive IPoIB's, whose resets may fail a device.
+    NaiveIpoib,
+}
+
 /// The same, where adapters are reset on purpose (a rollout).
 fn every_run_keeps_the_fleet_guarantees_but_resets(doc: &Value) {
+    every_run_keeps_the_fleet_guarantees_but(doc, Except::Nobody);
+}
+
+fn every_run_keeps_the_fleet_guarantees_but(doc: &Value, except: Except) {
     for run in doc["runs"].as_array().expect("runs") {
         let who = format!("{} seed {}", run["retry"], run["seed"]);
         for t in run["targets"].as_array().expect("targets") {
@@ -62,7 +77,9 @@ fn every_run_keeps_the_fleet_guarantees_but_resets(doc: &Value) {
                 "{who}: {t}"
             );
         }
-        assert_eq!(run["io"]["paging_failed"], 0, "{who}");
+        if !(except == Except::NaiveIpoib && run["ipoib"] != "retry") {
+            assert_eq!(run["io"]["paging_failed"], 0, "{who}");
+        }
         assert_eq!(run["io"]["duplicated"], 0, "{who}");
         assert_eq!(run["invariants_violated"], 0, "{who}");
         let io = &run["io"];
@@ -152,10 +169,13 @@ fn a_thousand_hosts_get_every_path_back_within_one_and_a_half_times_the_minimum(
     let resets = naive["adapter_resets"].as_u64();
     assert!(resets > Some(1000), "a storm: {resets:?}");
     assert!(naive["ipoib_resets_asked"].as_u64() >= resets);
+    // Its two interfaces' requests pass the bus's storm limit: devices are failed, and
+    // their boot disks' paging I/O with them, where the shipped interface failed none.
+    assert!(naive["io"]["paging_failed"].as_u64() > Some(0), "{naive}");
     let sm = &shipped["faults"][3];
     assert_eq!(sm["back"], 1000, "{sm}");
-    // The standby notices 40 s after the failure: nothing is back sooner.
-    assert!(f(&sm["theoretical_min_ms"]) >= 40_000.0, "{sm}");
+    // The standby notices 50 to 60 s after the failure: nothing is back sooner.
+    assert!(f(&sm["theoretical_min_ms"]) >= 50_000.0, "{sm}");
 }
 
 /// A seed range is what a batch engine shards: each seed's runs are the same whether it runs
@@ -232,7 +252,7 @@ fn the_table_and_the_picture_show_each_policy() {
 #[test]
 fn a_bad_fleet_file_is_refused_by_key() {
     let good = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
-    let cases: [(&str, &str, &str); 15] = [
+    let cases: [(&str, &str, &str); 19] = [
         ("hosts = 100", "hosts = 0", "fleet.hosts"),
         (
             "kind = \"link_flap\"",
@@ -248,6 +268,26 @@ fn a_bad_fleet_file_is_refused_by_key() {
             "hosts = 100",
             "hosts = 100\n[fleet.sm]\nsa_queries_per_second = 0",
             "fleet.sm.sa_queries_per_second",
+        ),
+        (
+            "hosts = 100",
+            "hosts = 100\n[fleet.sm]\nsa_receive_queue = 0",
+            "fleet.sm.sa_receive_queue",
+        ),
+        (
+            "hosts = 100",
+            "hosts = 100\n[fleet.sm]\nsa_backlog_limit = 2000000",
+            "fleet.sm.sa_backlog_limit",
+        ),
+        (
+            "hosts = 100",
+            "hosts = 100\n[fleet.sm]\nsa_receive_us = 5000000",
+            "fleet.sm.sa_receive_us",
+        ),
+        (
+            "hosts = 100",
+            "hosts = 100\n[fleet.sm]\nsa_max_wait_ms = 0",
+            "fleet.sm.sa_max_wait_ms",
         ),
         (
             "hosts = 100",
