@@ -91,6 +91,9 @@ pub struct FleetFigures {
     /// asked for over them (the naive policy's cascade).
     pub sa_timeouts: u64,
     pub ipoib_resets_asked: u64,
+    /// The PathRecords disks asked for before their logins, and those the SA did not
+    /// resolve (each a failed login, retried).
+    pub path_records: ibal::disk::PathRecordStats,
     /// Every host's disks, summed.
     pub io: IoStats,
     pub invariants_checked: u64,
@@ -209,6 +212,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
     let mut io = IoStats::default();
     let (mut resets, mut checked, mut violations) = (0, 0, 0);
     let (mut sa_timeouts, mut ipoib_resets_asked) = (0, 0);
+    let mut path_records = ibal::disk::PathRecordStats::default();
     let mut quoted = Vec::new();
     for h in &fleet.hosts {
         io.add(&h.io_stats());
@@ -216,6 +220,10 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         for s in h.nets().filter_map(|n| n.rejoin_stats()) {
             sa_timeouts += u64::from(s.sa_timeouts);
             ipoib_resets_asked += u64::from(s.resets_asked);
+        }
+        for p in h.disks().filter_map(|d| d.path_records()) {
+            path_records.queries += p.queries;
+            path_records.failed += p.failed;
         }
         let (c, v) = h.invariants();
         checked += c;
@@ -258,6 +266,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         sa_queued,
         sa_timeouts,
         ipoib_resets_asked,
+        path_records,
         io,
         invariants_checked: checked,
         violations,

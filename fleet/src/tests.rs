@@ -301,10 +301,14 @@ fn a_subnet_manager_failover_brings_every_interface_back_through_the_sa() {
     assert!(r.all_back_after < Some(Duration::from_ms(57_000)), "{r:?}");
     assert_eq!((f.resets, f.ipoib_resets_asked), (0, 0));
     // Each host's two interfaces joined their broadcast group, two groups and a path: at
-    // power-on and again after the reregister.
+    // power-on and again after the reregister; and each login of a disk asked for its path
+    // first, once a host's two disks at power-on and again each time a target refused it.
+    let joins = 2 * 20 * 2 * 4;
+    let p = f.path_records;
+    assert!(p.queries >= 2 * 20 && p.failed == 0, "{p:?}");
     assert_eq!(
         (f.sa.answered, f.sa.late, f.sa_queued),
-        (2 * 20 * 2 * 4, 0, 0)
+        (joins + p.queries, 0, 0)
     );
     assert_eq!(f.io.failed, 0);
 }
@@ -322,7 +326,7 @@ fn an_sa_timeout_taken_for_a_hung_adapter_resets_adapters_and_the_shipped_interf
         std::vec![(5_000, FleetFault::SmFailover)],
         RetryPolicy::Backoff,
     );
-    s.duration = Duration::from_ms(120_000);
+    s.duration = Duration::from_ms(180_000);
     s.sm.sa.queries_per_second = 20;
     let shipped = run(&s);
     let naive = run(&FleetSetup {
@@ -707,4 +711,41 @@ fn a_second_failover_is_recovered_from_as_the_first() {
         assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
     }
     assert!(f.held());
+}
+
+/// Each login asks the SA for its path first (ib_srp's PathRecord lookup), so a target
+/// restart while the SA answers nothing is a restart that lasts as long as the SA's silence:
+/// the targets are back at 2.3 s, but no disk logs in before the SA is back at 5 s. Without
+/// the lookup the same restart is over within a second.
+#[test]
+fn a_login_waits_for_its_path_record_so_a_silent_sa_holds_a_target_restart() {
+    let overload = FleetFault::SaOverload {
+        down: Duration::from_ms(3_000),
+    };
+    let mut s = setup(
+        10,
+        std::vec![(2_000, restart(0, 300)), (2_000, overload)],
+        RetryPolicy::Backoff,
+    );
+    s.duration = Duration::from_ms(12_000);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    let r = f
+        .faults
+        .iter()
+        .find(|r| matches!(r.fault, FleetFault::TargetRestart { .. }))
+        .expect("the restart");
+    assert_eq!((r.hosts, r.back), (10, 10), "{r:?}");
+    assert!(r.all_back_after >= Some(Duration::from_ms(3_000)), "{r:?}");
+    assert!(f.path_records.failed > 0, "{:?}", f.path_records);
+    // The same restart with the SA answering.
+    let quiet = run(&setup(
+        10,
+        std::vec![(2_000, restart(0, 300))],
+        RetryPolicy::Backoff,
+    ));
+    let q = &quiet.faults[1];
+    assert_eq!((q.hosts, q.back), (10, 10), "{q:?}");
+    assert!(q.all_back_after < Some(Duration::from_ms(1_000)), "{q:?}");
+    assert_eq!(quiet.path_records.failed, 0);
 }

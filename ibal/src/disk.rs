@@ -31,7 +31,7 @@ pub mod slots;
 
 pub use bound::{CommandBound, DEFAULT_COMMAND_TIMEOUT, MAX_BOUND_STRIKES};
 pub use check::CHECK_IDLE;
-pub use client::SrpClient;
+pub use client::{PathRecordStats, SrpClient, PATH_RECORD_TIMEOUT};
 pub use config::{DiskConfig, PathGroups, MAX_PATHS};
 pub use load::PathLoad;
 pub use rtt::{PathTimeout, PathTiming, PollRule, RttEstimator};

@@ -35,6 +35,10 @@ pub enum CreateError {
     /// The route to the target swallowed the login (a blackholed path): try again later.
     #[error("the target did not answer the login")]
     Unreachable,
+    /// The SA did not resolve the path to the target (no answer in time, or BUSY): try
+    /// again later.
+    #[error("the SA did not resolve the path to the target")]
+    PathUnresolved,
 }
 
 impl CreateError {
@@ -46,6 +50,7 @@ impl CreateError {
             CreateError::Resetting
                 | CreateError::TargetBusy
                 | CreateError::Unreachable
+                | CreateError::PathUnresolved
                 | CreateError::NoResources
                 | CreateError::Hardware(VerbsError::DeviceError | VerbsError::NoResources)
         )

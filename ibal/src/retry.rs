@@ -22,6 +22,20 @@ pub const BACKOFF_CAP: Duration = Duration::from_ms(1_000);
 /// host's adapter.
 pub const DEV_LOSS: Duration = Duration::from_ms(600_000);
 
+/// The first retry of an SA query waits this long, and each failure in a row doubles it up
+/// to [`SA_BACKOFF_CAP`], with up to half again of jitter: Linux IPoIB's multicast join
+/// backoff (1 s doubling to `IPOIB_MAX_BACKOFF_SECONDS`, 16 s). A retry of an SA that is
+/// behind adds to its queue, so the cap is what lets a fabric's interfaces ask less than an
+/// SA slower than their demand can serve, and the SA catch up.
+pub const SA_BACKOFF_FIRST: Duration = Duration::from_ms(1_000);
+pub const SA_BACKOFF_CAP: Duration = Duration::from_ms(16_000);
+
+/// The wait after the `failures`th failed SA query in a row (from 1), jitter included.
+pub fn sa_retry_wait(failures: u32, rng: &mut impl Rng) -> Duration {
+    let shift = failures.saturating_sub(1).min(16);
+    let base_us = (SA_BACKOFF_FIRST.as_us() << shift).min(SA_BACKOFF_CAP.as_us());
+    Duration::from_us(base_us + rng.gen_range(0..=base_us / 2))
+}
 /// What to do after a refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {

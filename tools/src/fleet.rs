@@ -228,6 +228,10 @@ fn seed_table(runs: &[FleetRun]) -> String {
     row(&mut t, "SA queries timed out", &|r| {
         r.figures.sa_timeouts.to_string()
     });
+    row(&mut t, "logins' PathRecords (unresolved)", &|r| {
+        let p = r.figures.path_records;
+        format!("{} ({})", p.queries, p.failed)
+    });
     row(&mut t, "adapter resets (asked by IPoIB)", &|r| {
         format!("{} ({})", r.figures.resets, r.figures.ipoib_resets_asked)
     });
@@ -366,6 +370,10 @@ fn run_json(r: &FleetRun) -> Value {
         },
         "sa_timeouts": f.sa_timeouts,
         "ipoib_resets_asked": f.ipoib_resets_asked,
+        "path_records": {
+            "queries": f.path_records.queries,
+            "failed": f.path_records.failed,
+        },
         "io": {
             "submitted": io.submitted,
             "completed": io.completed,

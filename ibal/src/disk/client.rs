@@ -18,6 +18,10 @@ use crate::access::FabricBus;
 
 mod failover;
 mod guard;
+mod path_record;
+
+pub use path_record::{PathRecordStats, PATH_RECORD_TIMEOUT};
+use path_record::{PathRecords, PathStep};
 
 /// The bus client of one disk, with the layer above it and its remote target.
 #[derive(Debug)]
@@ -33,6 +37,8 @@ pub struct SrpClient {
     events: EventLog,
     /// Deferred work: connect (after start, RESET_END or RESET_ABORTED, or a retry).
     connect_at: Option<Instant>,
+    /// On a fabric with an SA: the PathRecord each login asks for first.
+    paths: Option<PathRecords>,
     /// Deferred execute of a data LUN's quiesce.
     execute_at: Option<(Instant, Epoch)>,
     /// Refused logins back off up to `io_hold_timeout`.
@@ -122,6 +128,7 @@ impl SrpClient {
             id: None,
             events: EventLog::new(),
             connect_at: None,
+            paths: None,
             execute_at: None,
             login: Connector::with_policy("SRP login", config.login_retry),
             port_up: true,
@@ -152,6 +159,47 @@ impl SrpClient {
         let write_data = mp.lock().write_data();
         let path = Above::Path(PathOf { mp, index });
         Self::build(name, config, ibal, target, write_data, path)
+    }
+
+    /// The disk on a fabric's SA: each login first asks it for the path to the target.
+    pub fn with_subnet(mut self, subnet: std::sync::Arc<dyn crate::ipoib::SubnetAdmin>) -> Self {
+        self.paths = Some(PathRecords::new(subnet));
+        self
+    }
+
+    /// Its PathRecord lookups, on a fabric with an SA.
+    pub fn path_records(&self) -> Option<PathRecordStats> {
+        self.paths.as_ref().map(PathRecords::stats)
+    }
+
+    /// A login is due: its path first (on a fabric with an SA), then the login.
+    fn login_due<B: FabricBus + ?Sized>(&mut self, bus: &mut B, now: Instant) {
+        let step = match &mut self.paths {
+            Some(p) => p.step(now, bus.rng()),
+            None => PathStep::Resolved,
+        };
+        match step {
+            PathStep::WaitUntil(t) => self.connect_at = Some(t),
+            PathStep::Failed => self.login_refused(bus, crate::errors::CreateError::PathUnresolved),
+            PathStep::Resolved => {
+                let result = self.disk.connect(&self.ibal, bus, &mut *self.target);
+                if let Some(p) = &mut self.paths {
+                    p.login_answered(result != Err(crate::errors::CreateError::Unreachable));
+                }
+                match result {
+                    Ok(()) => self.login.connected(),
+                    Err(e) => self.login_refused(bus, e),
+                }
+            }
+        }
+    }
+
+    /// No login is due any more: a lookup under way is forgotten with it.
+    fn cancel_connect(&mut self) {
+        self.connect_at = None;
+        if let Some(p) = &mut self.paths {
+            p.cancel();
+        }
     }
 
     /// The multipath disk this client is a path of, and which path.
@@ -371,7 +419,7 @@ impl SrpClient {
         } else {
             self.disk.on_failed(&self.ibal, bus, status);
         }
-        self.connect_at = None;
+        self.cancel_connect();
         self.deliver_upward(bus.now());
     }
 
@@ -461,7 +509,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
                     p.mp.lock().path_reset(p.index);
                 }
                 self.disk.on_reset(&self.ibal, bus);
-                self.connect_at = None;
+                self.cancel_connect();
                 // After the hardware reset every port the bus knows is down until
                 // PORT_ACTIVE; one it never reported is taken as up.
                 self.port_up = bus.port(self.disk.config.port).is_none();
@@ -515,7 +563,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             }
             Event::PortDown { port, .. } if port == self.disk.config.port => {
                 self.port_up = false;
-                self.connect_at = None;
+                self.cancel_connect();
                 if self.disk.is_connected() {
                     // A transport loss: take the commands in flight back, as at RESET, and
                     // log in again when the port is back.
@@ -601,10 +649,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         }
         if self.connect_at.is_some_and(|t| t <= now) {
             self.connect_at = None;
-            match self.disk.connect(&self.ibal, bus, &mut *self.target) {
-                Ok(()) => self.login.connected(),
-                Err(e) => self.login_refused(bus, e),
-            }
+            self.login_due(bus, now);
         }
         if let Link::LoggingIn { ready_at } = self.disk.link {
             if ready_at <= now {

@@ -47,6 +47,14 @@ impl Parts<'_> {
             .cloned()
             .ok_or_else(|| BuildError::Undeclared(name.into()))
     }
+
+    /// A disk on a fleet's fabric asks its SA for the path before each login.
+    pub fn on_fabric(&self, disk: SrpClient) -> SrpClient {
+        match self.subnet {
+            Some(s) => disk.with_subnet(std::sync::Arc::new(s.clone())),
+            None => disk,
+        }
+    }
 }
 
 /// A multipath disk as the lab builds it: the queue above its paths, and the LUN every
@@ -281,7 +289,8 @@ impl ClientConfig for DiskSpec {
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
         fits(name, self.load.large.max_blocks(), &self.initiator)?;
-        built(name, disk(name, self, on.ibal(name)?, on.targets))
+        let client = disk(name, self, on.ibal(name)?, on.targets);
+        built(name, client.map(|c| on.on_fabric(c)))
     }
 }
 
@@ -304,10 +313,8 @@ impl ClientConfig for PathConfig {
             .with_max_blocks(config.max_blocks);
         let target = shared(target, config.target_lid, on.targets);
         let (ibal, mp) = (on.ibal(name)?, disk.queue.clone());
-        built(
-            name,
-            SrpClient::new_path(name, *config, ibal, mp, self.path, target),
-        )
+        let client = SrpClient::new_path(name, *config, ibal, mp, self.path, target);
+        built(name, client.map(|c| on.on_fabric(c)))
     }
 }
 
