@@ -93,7 +93,7 @@ pub fn serve(setup: Scenario, socket: &Path, stop: Arc<AtomicBool>) -> io::Resul
                     i += 1;
                 }
                 let _ = built.send(Ok(names));
-                run_host(world, inbox, host_stop);
+                run_host(world, inbox, host_stop, &mut io::stderr());
             }
             Err(e) => {
                 let _ = built.send(Err(e));
@@ -316,26 +316,42 @@ fn bind_temporary(socket: &Path) -> io::Result<(UnixListener, PathBuf)> {
     Err(last.unwrap_or_else(|| io::Error::other("no temporary name")))
 }
 
-fn run_host(mut host: MultiNode, inbox: mpsc::Receiver<Job>, stop: Arc<AtomicBool>) {
+fn run_host(
+    mut host: MultiNode,
+    inbox: mpsc::Receiver<Job>,
+    stop: Arc<AtomicBool>,
+    report: &mut dyn io::Write,
+) {
+    serve_host(&mut host, &inbox, &stop);
+    // What the clients' I/O went through while served: the accounting, each disk's latency,
+    // each multipath disk's time with no path. Said however serving ended: the stop flag, or
+    // the accept loop gone first (it drops the queue as it ends, and this thread may see
+    // that before it sees the flag).
+    let said = write!(
+        report,
+        "hcasim: stopped after {} ms of virtual time\n{}",
+        host.now().as_ms(),
+        crate::world::workload(&host)
+    );
+    // Nowhere left to say it (stderr closed): the process ends anyway.
+    drop(said);
+}
+
+/// Runs the host on the wall clock and answers its requests until told to stop or no
+/// request can come any more.
+fn serve_host(host: &mut MultiNode, inbox: &mpsc::Receiver<Job>, stop: &AtomicBool) {
     let start = WallInstant::now();
     let mut said_behind = WallInstant::now();
     loop {
         // Every request already waiting is answered before the next step.
         loop {
             match inbox.try_recv() {
-                Ok(job) => answer(&mut host, job),
+                Ok(job) => answer(host, job),
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => return,
             }
         }
         if stop.load(Ordering::Relaxed) {
-            // What the clients' I/O went through while served: the accounting, each disk's
-            // latency, each multipath disk's time with no path.
-            eprint!(
-                "hcasim: stopped after {} ms of virtual time\n{}",
-                host.now().as_ms(),
-                crate::world::workload(&host)
-            );
             return;
         }
         let wall = Instant::from_us(start.elapsed().as_micros() as u64);
@@ -353,7 +369,7 @@ fn run_host(mut host: MultiNode, inbox: mpsc::Receiver<Job>, stop: Arc<AtomicBoo
             continue;
         }
         match inbox.recv_timeout(Duration::from_millis(2)) {
-            Ok(job) => answer(&mut host, job),
+            Ok(job) => answer(host, job),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
@@ -458,5 +474,26 @@ fn connection(stream: UnixStream, device: usize, jobs: mpsc::Sender<Job>, server
         if write_response(&mut &stream, status, &out).is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The closing report is said when the accept loop ended first and dropped the queue
+    /// before this thread saw the stop flag (a race a loaded machine loses): it was lost.
+    #[test]
+    fn the_report_is_said_when_the_queue_closes_before_the_stop_flag_is_seen() {
+        let mut s = hcabus_lab::stack::boot_from_san();
+        s.sim.faults.clear();
+        let (world, _) = build(&Scenario::One(s)).expect("builds");
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        drop(jobs);
+        let mut said = Vec::new();
+        run_host(world, inbox, Arc::new(AtomicBool::new(false)), &mut said);
+        let said = String::from_utf8(said).expect("text");
+        assert!(said.starts_with("hcasim: stopped after"), "{said}");
+        assert!(said.contains("bootdisk"), "{said}");
     }
 }
