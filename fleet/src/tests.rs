@@ -12,7 +12,7 @@ const LOGIN: Duration = Duration::from_ms(20);
 
 /// `hosts` default boot hosts at a light load on two targets that take 4 logins at a time
 /// and 100 a second; `faults` at their instants; 6 s.
-fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPolicy) -> FleetSetup {
+pub(super) fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPolicy) -> FleetSetup {
     let mut host = boot_host(20, 10);
     for c in &mut host.clients {
         if let ClientSpec::Disk { config, .. } = c {
@@ -49,14 +49,14 @@ fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPolicy) -> Flee
     }
 }
 
-fn restart(target: usize, down_ms: u64) -> FleetFault {
+pub(super) fn restart(target: usize, down_ms: u64) -> FleetFault {
     FleetFault::TargetRestart {
         target,
         down: Duration::from_ms(down_ms),
     }
 }
 
-fn run(setup: &FleetSetup) -> FleetFigures {
+pub(super) fn run(setup: &FleetSetup) -> FleetFigures {
     let mut fleet = Fleet::build(setup).expect("builds");
     fleet.run();
     fleet.figures()
@@ -275,111 +275,6 @@ fn a_fault_with_no_host_to_recover_is_listed_with_no_ratio() {
     assert!(f.held());
 }
 
-/// The master subnet manager fails at 5 s: the standby's polls at 10 to 50 s go unanswered,
-/// it takes over at the tick of 60 s and sweeps (500 ms and 2 ms a host), then sets
-/// ClientReregister. Every interface joins its groups again through the SA; no adapter is
-/// reset, no disk loses its path.
-#[test]
-fn a_subnet_manager_failover_brings_every_interface_back_through_the_sa() {
-    let mut s = setup(
-        20,
-        std::vec![(5_000, FleetFault::SmFailover)],
-        RetryPolicy::Backoff,
-    );
-    s.duration = Duration::from_ms(70_000);
-    let f = run(&s);
-    assert!(f.held(), "{f:?}");
-    let r = &f.faults[1];
-    assert_eq!(
-        (r.fault, r.hosts, r.back),
-        (FleetFault::SmFailover, 20, 20),
-        "{r:?}"
-    );
-    // Down from 5 s to the sweep's end at 60.54 s; 160 joins at 100,000 a second after it.
-    assert_eq!(r.theoretical_min, Duration::from_ms(55_540));
-    assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
-    assert!(r.all_back_after < Some(Duration::from_ms(57_000)), "{r:?}");
-    assert_eq!((f.resets, f.ipoib_resets_asked), (0, 0));
-    // Each host's two interfaces joined their broadcast group, two groups and a path: at
-    // power-on and again after the reregister; and each login of a disk asked for its path
-    // first, once a host's two disks at power-on and again each time a target refused it.
-    let joins = 2 * 20 * 2 * 4;
-    let p = f.path_records;
-    assert!(p.queries >= 2 * 20 && p.failed == 0, "{p:?}");
-    assert_eq!(
-        (f.sa.answered, f.sa.late, f.sa_queued),
-        (joins + p.queries, 0, 0)
-    );
-    assert_eq!(f.io.failed, 0);
-}
-
-/// The reset-storm cascade: an SA that serves 20 queries a second against 160 that the
-/// reregister asks for at once. The naive interface takes its first timeout for a hung
-/// adapter and has it reset; each reset makes it join again, into the same SA. The shipped
-/// interface retries under its backoff, whose 16 s cap brings the fabric's demand under
-/// what the SA serves: every host back (some 80 s after the failover: the SA spent most of
-/// it on late answers), no reset, no paging I/O failed.
-#[test]
-fn an_sa_timeout_taken_for_a_hung_adapter_resets_adapters_and_the_shipped_interface_never_does() {
-    let mut s = setup(
-        20,
-        std::vec![(5_000, FleetFault::SmFailover)],
-        RetryPolicy::Backoff,
-    );
-    s.duration = Duration::from_ms(180_000);
-    s.sm.sa.queries_per_second = 20;
-    let shipped = run(&s);
-    let naive = run(&FleetSetup {
-        naive_ipoib: true,
-        ..s
-    });
-    assert!(shipped.held(), "{shipped:?}");
-    assert_eq!((shipped.resets, shipped.ipoib_resets_asked), (0, 0));
-    assert!(shipped.sa_timeouts > 0, "the SA fell behind");
-    // Behind, it served answers nobody waited for any more: each a query's worth of its
-    // time lost, until the interfaces' backoff asked less than it serves.
-    assert!(shipped.sa.late > shipped.sa.answered, "{:?}", shipped.sa);
-    let r = &shipped.faults[1];
-    assert_eq!((r.hosts, r.back), (20, 20), "{r:?}");
-    assert!(naive.naive_ipoib);
-    assert!(
-        naive.ipoib_resets_asked > 0 && naive.resets > 0,
-        "{naive:?}"
-    );
-    assert!(
-        naive.resets > 20,
-        "more resets than hosts: a storm: {}",
-        naive.resets
-    );
-}
-
-/// A link flap while no master is up: the ports train, but nobody sweeps them until the
-/// standby has taken over and swept, 50 s later. Every host waits, and every host is back
-/// then. The boot disks hold their paging I/O throughout; the data LUNs' hold (30 s) runs out
-/// first, and they fail what they hold upward as retryable.
-#[test]
-fn ports_that_train_while_no_master_is_up_wait_for_the_new_one() {
-    let flap = FleetFault::LinkFlap {
-        down: Duration::from_ms(300),
-    };
-    let faults = std::vec![(5_000, FleetFault::SmFailover), (10_000, flap)];
-    let mut s = setup(10, faults, RetryPolicy::Backoff);
-    s.duration = Duration::from_ms(70_000);
-    let f = run(&s);
-    assert!(f.held(), "{f:?}");
-    let r = f.faults.iter().find(|r| r.fault == flap).expect("the flap");
-    assert_eq!((r.hosts, r.back), (10, 10), "{r:?}");
-    // The sweep ends at 60.52 s (500 ms and 2 ms a host after the takeover at 60 s).
-    let swept_after = Duration::from_ms(60_520 - 10_000);
-    assert!(r.all_back_after >= Some(swept_after), "{r:?}");
-    assert_eq!((f.resets, f.io.paging_failed), (0, 0));
-    assert!(
-        f.io.failed > 0 && f.io.failed == f.io.retryable,
-        "{:?}",
-        f.io
-    );
-}
-
 /// Multipath hosts (two adapters, the boot disk on a path through each, on one target):
 /// a target restart takes every path of the boot disk and the data LUN's; each path logs in
 /// again and every host is back, nothing lost, no adapter reset.
@@ -503,27 +398,6 @@ fn a_fleet_run_in_pieces_is_the_same_run_and_stops_where_it_is_told() {
     assert_eq!(names, ["power_on", "target_restart"]);
 }
 
-/// What one host asks of the SA is every interface's groups and path: the failover's
-/// minimum counts them (two interfaces, two extra groups each: 8 queries a host).
-#[test]
-fn a_failovers_minimum_counts_every_interfaces_queries() {
-    let mut s = setup(
-        250,
-        std::vec![(5_000, FleetFault::SmFailover)],
-        RetryPolicy::Backoff,
-    );
-    s.duration = Duration::from_ms(6_000);
-    s.sm.sa.queries_per_second = 100;
-    let f = run(&s);
-    let r = &f.faults[1];
-    // 2,000 queries at 100 a second: the last in second 19; the sweep ends at 61 s.
-    let swept = Duration::from_us(55_000_000 + 500_000 + 250 * 2_000);
-    assert_eq!(
-        r.theoretical_min,
-        Duration::from_us(swept.as_us() + 19_000_000)
-    );
-}
-
 /// A run holds only if every guarantee does: one lost, duplicated or mismatched I/O, one
 /// paging I/O failed, one violation, or an accounting that does not close, and it does not.
 #[test]
@@ -556,35 +430,6 @@ fn a_run_holds_only_if_every_guarantee_does() {
     }));
 }
 
-/// An SA overloaded from the start answers none of the power-on's joins for 3 s: every
-/// interface times out and retries, and every host is back once the SA answers again, with
-/// no adapter reset; the naive interface has its adapter reset instead.
-#[test]
-fn an_sa_that_answers_nothing_delays_the_joins_and_resets_nothing() {
-    let overload = FleetFault::SaOverload {
-        down: Duration::from_ms(3_000),
-    };
-    let mut s = setup(10, std::vec![(0, overload)], RetryPolicy::Backoff);
-    s.duration = Duration::from_ms(12_000);
-    let f = run(&s);
-    assert!(f.held(), "{f:?}");
-    let boot = &f.faults[0];
-    assert_eq!((boot.hosts, boot.back), (10, 10));
-    assert!(
-        boot.all_back_after >= Some(Duration::from_ms(3_000)),
-        "{boot:?}"
-    );
-    assert_eq!((f.resets, f.ipoib_resets_asked), (0, 0));
-    assert!(f.sa_timeouts > 0 && f.sa.dropped_away > 0, "{:?}", f.sa);
-    assert_eq!(f.faults.len(), 2, "the boot, and the overload's own row");
-    assert!(f.faults[1].no_host(), "an overload takes no path by itself");
-    let naive = run(&FleetSetup {
-        naive_ipoib: true,
-        ..s
-    });
-    assert!(naive.resets > 0 && naive.ipoib_resets_asked > 0);
-}
-
 /// A fault due after the instant a run is told to stop at stays for later, even when no host
 /// has anything due before it: idle hosts (their health poll once a second) and a fault at
 /// 1.5 s, a run to 1.2 s.
@@ -604,62 +449,12 @@ fn a_fault_past_the_instant_asked_for_waits_even_with_every_host_idle() {
     assert_eq!(fleet.steps(), fleet.figures().steps);
 }
 
-/// A failover between two later faults: the reregister it leads to lands among them in
-/// time order, and each of the three does its work.
-#[test]
-fn a_failovers_reregister_lands_in_time_among_later_faults() {
-    let flap = FleetFault::LinkFlap {
-        down: Duration::from_ms(100),
-    };
-    let faults = std::vec![
-        (5_000, FleetFault::SmFailover),
-        (10_000, restart(1, 100)),
-        (65_000, flap),
-    ];
-    let mut s = setup(6, faults, RetryPolicy::Backoff);
-    s.duration = Duration::from_ms(80_000);
-    let mut fleet = Fleet::build(&s).expect("builds");
-    fleet.run();
-    let f = fleet.figures();
-    assert_eq!(fleet.subnet().reregistrations(), 1);
-    let kinds: Vec<&str> = f.faults.iter().map(|r| r.fault.name()).collect();
-    assert_eq!(
-        kinds,
-        ["power_on", "sm_failover", "target_restart", "link_flap"]
-    );
-    for r in &f.faults {
-        assert_eq!(r.back, r.hosts, "{r:?}");
-    }
-}
-
 /// Each host draws from a stream of its own, none the fleet's own seed.
 #[test]
 fn every_host_has_a_seed_of_its_own() {
     let seeds: std::collections::BTreeSet<u64> = (0..1_000).map(|i| host_seed(7, i)).collect();
     assert_eq!(seeds.len(), 1_000);
     assert!(!seeds.contains(&7));
-}
-
-/// A subnet manager whose standby never polls, or takes over at no missed poll, cannot be.
-#[test]
-fn a_standby_that_never_notices_is_refused() {
-    let ok = setup(1, Vec::new(), RetryPolicy::Backoff);
-    for sm in [
-        SmSetup {
-            polls_missed: 0,
-            ..SmSetup::default()
-        },
-        SmSetup {
-            poll_interval: Duration::ZERO,
-            ..SmSetup::default()
-        },
-    ] {
-        let e = Fleet::build(&FleetSetup { sm, ..ok.clone() }).expect_err("refused");
-        assert!(e.to_string().starts_with("sm.poll_interval_ms"), "{e}");
-    }
-    let fixed = hcabus_lab::baselines::fixed(Duration::from_ms(3));
-    let f = Fleet::build(&FleetSetup { retry: fixed, ..ok }).expect("builds");
-    assert_eq!(f.retry(), fixed);
 }
 
 /// The power-on, which every fleet starts with, is not a fault a setup may give (the steps
@@ -688,64 +483,4 @@ fn faults_the_fleet_makes_itself_are_refused_from_a_setup() {
     assert!(Fleet::build(&s).is_err());
 }
 
-/// Two failovers, one after the other: each reregister brings every interface through the
-/// SA again, the second counted from the joins of the first.
-#[test]
-fn a_second_failover_is_recovered_from_as_the_first() {
-    let faults = std::vec![
-        (5_000, FleetFault::SmFailover),
-        (80_000, FleetFault::SmFailover)
-    ];
-    let mut s = setup(4, faults, RetryPolicy::Backoff);
-    s.duration = Duration::from_ms(160_000);
-    let mut fleet = Fleet::build(&s).expect("builds");
-    fleet.run();
-    let f = fleet.figures();
-    assert_eq!(fleet.subnet().reregistrations(), 2);
-    for r in &f.faults[1..] {
-        assert_eq!(
-            (r.fault, r.hosts, r.back),
-            (FleetFault::SmFailover, 4, 4),
-            "{r:?}"
-        );
-        assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
-    }
-    assert!(f.held());
-}
-
-/// Each login asks the SA for its path first (ib_srp's PathRecord lookup), so a target
-/// restart while the SA answers nothing is a restart that lasts as long as the SA's silence:
-/// the targets are back at 2.3 s, but no disk logs in before the SA is back at 5 s. Without
-/// the lookup the same restart is over within a second.
-#[test]
-fn a_login_waits_for_its_path_record_so_a_silent_sa_holds_a_target_restart() {
-    let overload = FleetFault::SaOverload {
-        down: Duration::from_ms(3_000),
-    };
-    let mut s = setup(
-        10,
-        std::vec![(2_000, restart(0, 300)), (2_000, overload)],
-        RetryPolicy::Backoff,
-    );
-    s.duration = Duration::from_ms(12_000);
-    let f = run(&s);
-    assert!(f.held(), "{f:?}");
-    let r = f
-        .faults
-        .iter()
-        .find(|r| matches!(r.fault, FleetFault::TargetRestart { .. }))
-        .expect("the restart");
-    assert_eq!((r.hosts, r.back), (10, 10), "{r:?}");
-    assert!(r.all_back_after >= Some(Duration::from_ms(3_000)), "{r:?}");
-    assert!(f.path_records.failed > 0, "{:?}", f.path_records);
-    // The same restart with the SA answering.
-    let quiet = run(&setup(
-        10,
-        std::vec![(2_000, restart(0, 300))],
-        RetryPolicy::Backoff,
-    ));
-    let q = &quiet.faults[1];
-    assert_eq!((q.hosts, q.back), (10, 10), "{q:?}");
-    assert!(q.all_back_after < Some(Duration::from_ms(1_000)), "{q:?}");
-    assert_eq!(quiet.path_records.failed, 0);
-}
+mod subnet;
