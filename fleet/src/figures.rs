@@ -91,6 +91,8 @@ pub struct FleetFigures {
     /// asked for over them (the naive policy's cascade).
     pub sa_timeouts: u64,
     pub ipoib_resets_asked: u64,
+    /// Join batches the SA answered (in part) BUSY at an IPoIB interface.
+    pub sa_busy: u64,
     /// The PathRecords disks asked for before their logins, and those the SA did not
     /// resolve (each a failed login, retried).
     pub path_records: ibal::disk::PathRecordStats,
@@ -211,7 +213,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         .collect();
     let mut io = IoStats::default();
     let (mut resets, mut checked, mut violations) = (0, 0, 0);
-    let (mut sa_timeouts, mut ipoib_resets_asked) = (0, 0);
+    let (mut sa_timeouts, mut sa_busy, mut ipoib_resets_asked) = (0, 0, 0);
     let mut path_records = ibal::disk::PathRecordStats::default();
     let mut quoted = Vec::new();
     for h in &fleet.hosts {
@@ -219,6 +221,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         resets += h.resets_started();
         for s in h.nets().filter_map(|n| n.rejoin_stats()) {
             sa_timeouts += u64::from(s.sa_timeouts);
+            sa_busy += u64::from(s.sa_busy);
             ipoib_resets_asked += u64::from(s.resets_asked);
         }
         for p in h.disks().filter_map(|d| d.path_records()) {
@@ -266,6 +269,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         sa_queued,
         sa_timeouts,
         ipoib_resets_asked,
+        sa_busy,
         path_records,
         io,
         invariants_checked: checked,

@@ -36,6 +36,7 @@ pub fn sa_retry_wait(failures: u32, rng: &mut impl Rng) -> Duration {
     let base_us = (SA_BACKOFF_FIRST.as_us() << shift).min(SA_BACKOFF_CAP.as_us());
     Duration::from_us(base_us + rng.gen_range(0..=base_us / 2))
 }
+
 /// What to do after a refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {

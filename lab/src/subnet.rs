@@ -41,7 +41,8 @@ pub struct SaSetup {
     pub receive_queue: u32,
     /// How long the kernel takes to move one MAD off QP1 (no source: an estimate).
     pub receive: Duration,
-    /// Queries the SM's receive list holds (ib_umad's `MAX_UMAD_RECV_LIST_SIZE`, 200,000).
+    /// Queries the SM's receive list holds (ib_umad's `MAX_UMAD_RECV_LIST_SIZE`, 200,000),
+    /// counted as every query taken in and not answered yet: on QP1, waiting, or served.
     pub backlog_limit: u32,
     /// A query arriving when the backlog has waited longer than this is dropped, or
     /// answered BUSY (OpenSM's `max_msg_fifo_timeout`, 10 s).
@@ -76,6 +77,18 @@ pub enum SaError {
     Backlog(u32),
 }
 
+impl SaError {
+    /// The key under `fleet.sm` it names.
+    pub fn key(&self) -> &'static str {
+        match self {
+            SaError::Rate(_) => "sa_queries_per_second",
+            SaError::ReceiveQueue(_) => "sa_receive_queue",
+            SaError::Receive(_) => "sa_receive_us",
+            SaError::Backlog(_) => "sa_backlog_limit",
+        }
+    }
+}
+
 impl SaSetup {
     pub fn check(&self) -> Result<(), SaError> {
         if !(1..=MAX_SA_QUERIES_PER_SECOND).contains(&self.queries_per_second) {
@@ -93,9 +106,10 @@ impl SaSetup {
         Ok(())
     }
 
-    /// What one query costs the SA to serve.
-    pub fn service(&self) -> Duration {
-        Duration::from_us((1_000_000 / u64::from(self.queries_per_second.max(1))).max(1))
+    /// What one query costs the SA to serve, in nanoseconds: a rate that does not divide a
+    /// second into whole microseconds is served at that rate still.
+    pub fn service_ns(&self) -> u64 {
+        (1_000_000_000 / u64::from(self.queries_per_second.max(1))).max(1)
     }
 }
 
@@ -118,7 +132,8 @@ pub struct SaStats {
     pub lost_in_failover: u64,
     /// The most answers (in time or late) sent within any one second.
     pub peak_per_second: u32,
-    /// The longest any query waited to be served, and the most queries waiting at once.
+    /// The longest any query waited for its answer (from its arrival), and the most queries
+    /// taken in and not answered at once.
     pub peak_wait: Duration,
     pub peak_backlog: u64,
 }
@@ -127,6 +142,8 @@ pub struct SaStats {
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     arrived: Instant,
+    /// When the SA began serving it.
+    started: Instant,
     /// When its answer goes, and whether that is after its asker's timeout.
     at: Instant,
     late: bool,
@@ -136,11 +153,11 @@ struct Pending {
 #[derive(Debug)]
 struct Sa {
     setup: SaSetup,
-    service: Duration,
-    /// When the receiver will have moved every MAD now on QP1, and when the SA will have
-    /// served every query it took.
+    service_ns: u64,
+    /// When the receiver will have moved every MAD now on QP1, and when (in nanoseconds)
+    /// the SA will have served every query it took.
     received_at: Instant,
-    served_at: Instant,
+    served_ns: u64,
     /// Until when no master answers.
     away_until: Instant,
     /// Each instant a master failed, for [`SharedSubnet::survived`]: a handful a run.
@@ -177,9 +194,10 @@ impl Sa {
         }
         // OpenSM looks at how long the query it is serving had waited, and only with more
         // than one queued.
-        let serving_waited = self.pending.front().map_or(Duration::ZERO, |p| {
-            (p.at - self.service).saturating_since(p.arrived)
-        });
+        let serving_waited = self
+            .pending
+            .front()
+            .map_or(Duration::ZERO, |p| p.started.saturating_since(p.arrived));
         if self.pending.len() > 1 && serving_waited > self.setup.max_wait {
             if self.setup.busy_answers {
                 self.stats.busy += 1;
@@ -188,10 +206,12 @@ impl Sa {
             self.stats.dropped_old += 1;
             return SaAnswer::Lost;
         }
-        self.served_at = self.served_at.max(taken) + self.service;
-        let at = self.served_at;
+        let start_ns = self.served_ns.max(taken.as_us() * 1_000);
+        self.served_ns = start_ns + self.service_ns;
+        let at = Instant::from_us(self.served_ns.div_ceil(1_000));
         self.pending.push_back(Pending {
             arrived: now,
+            started: Instant::from_us(start_ns / 1_000),
             at,
             late: at > now + timeout,
         });
@@ -233,7 +253,7 @@ impl Sa {
         self.pending.clear();
         self.away_until = self.away_until.max(now + for_);
         self.received_at = self.received_at.min(now);
-        self.served_at = self.served_at.min(now);
+        self.served_ns = self.served_ns.min(now.as_us() * 1_000);
         self.failures.push(now);
     }
 }
@@ -252,9 +272,9 @@ impl SharedSubnet {
         setup.check()?;
         let sa = Sa {
             setup,
-            service: setup.service(),
+            service_ns: setup.service_ns(),
             received_at: Instant::ZERO,
-            served_at: Instant::ZERO,
+            served_ns: 0,
             away_until: Instant::ZERO,
             failures: Vec::new(),
             pending: VecDeque::new(),

@@ -209,29 +209,7 @@ fn seed_table(runs: &[FleetRun]) -> String {
     row(&mut t, "logins refused", &|r| {
         r.figures.logins_refused().to_string()
     });
-    row(&mut t, "SA peak answers/s", &|r| {
-        format!(
-            "{} of {}",
-            r.figures.sa.peak_per_second, r.figures.sa_setup.queries_per_second
-        )
-    });
-    row(&mut t, "SA answered / late / dropped", &|r| {
-        let sa = &r.figures.sa;
-        let dropped = sa.dropped_full + sa.dropped_backlog + sa.dropped_old + sa.dropped_away;
-        format!(
-            "{} / {} / {}",
-            sa.answered,
-            sa.late,
-            dropped + sa.lost_in_failover
-        )
-    });
-    row(&mut t, "SA queries timed out", &|r| {
-        r.figures.sa_timeouts.to_string()
-    });
-    row(&mut t, "logins' PathRecords (unresolved)", &|r| {
-        let p = r.figures.path_records;
-        format!("{} ({})", p.queries, p.failed)
-    });
+    subnet_rows(&mut t, runs);
     row(&mut t, "adapter resets (asked by IPoIB)", &|r| {
         format!("{} ({})", r.figures.resets, r.figures.ipoib_resets_asked)
     });
@@ -255,6 +233,32 @@ fn seed_table(runs: &[FleetRun]) -> String {
         }
     }
     out
+}
+
+/// The subnet manager's rows: what the SA answered, late and dropped against its rate, the
+/// interfaces' timeouts, and the PathRecords the logins asked for.
+fn subnet_rows(t: &mut comfy_table::Table, runs: &[FleetRun]) {
+    let mut row = |name: &str, f: &dyn Fn(&FleetFigures) -> String| {
+        let mut r = vec![name.to_string()];
+        r.extend(runs.iter().map(|run| f(&run.figures)));
+        t.add_row(r);
+    };
+    row("SA peak answers/s", &|f| {
+        format!(
+            "{} of {}",
+            f.sa.peak_per_second, f.sa_setup.queries_per_second
+        )
+    });
+    row("SA answered / late / dropped", &|f| {
+        let sa = &f.sa;
+        let dropped = sa.dropped_full + sa.dropped_backlog + sa.dropped_old + sa.dropped_away;
+        let lost = dropped + sa.lost_in_failover;
+        format!("{} / {} / {lost}", sa.answered, sa.late)
+    });
+    row("SA queries timed out", &|f| f.sa_timeouts.to_string());
+    row("logins' PathRecords (unresolved)", &|f| {
+        format!("{} ({})", f.path_records.queries, f.path_records.failed)
+    });
 }
 
 /// The rollout's rows: how far it got and how long it took, its peak against its limit, the
@@ -351,6 +355,7 @@ fn run_json(r: &FleetRun) -> Value {
         "sa": {
             "queries_per_second": f.sa_setup.queries_per_second,
             "receive_queue": f.sa_setup.receive_queue,
+            "receive_us": f.sa_setup.receive.as_us(),
             "backlog_limit": f.sa_setup.backlog_limit,
             "max_wait_ms": f.sa_setup.max_wait.as_us() as f64 / 1e3,
             "busy_answers": f.sa_setup.busy_answers,
@@ -369,6 +374,7 @@ fn run_json(r: &FleetRun) -> Value {
             "peak_wait_ms": f.sa.peak_wait.as_us() as f64 / 1e3,
         },
         "sa_timeouts": f.sa_timeouts,
+        "sa_busy": f.sa_busy,
         "ipoib_resets_asked": f.ipoib_resets_asked,
         "path_records": {
             "queries": f.path_records.queries,

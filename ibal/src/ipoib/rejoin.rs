@@ -7,11 +7,12 @@
 //!
 //! What a timeout means is the point: an SA that is slow or away is not a hung adapter. The
 //! shipped interface retries the queries still unanswered under a backoff with jitter whose
-//! cap keeps a fabric's demand under what a slow SA serves, and never asks for a reset. A host may give it a rule of its own ([`OnSaTimeout::Rule`]): the
-//! lab's naive one (the 2008 Windows IPoIB) reports itself hung at the first timeout, and
+//! cap keeps a fabric's demand under what a slow SA serves, and never asks for a reset. A
+//! host may give it a rule of its own ([`OnSaTimeout::Rule`]): the lab's naive one (the 2008 Windows IPoIB) reports itself hung at the first timeout, and
 //! NDIS resets the adapter: the reset-storm cascade a fleet must never see.
 
 use std::sync::Arc;
+use std::vec::Vec;
 
 use hcabus::{Duration, Instant};
 use rand::Rng;
@@ -109,7 +110,6 @@ struct Batch {
     timeout: Duration,
     /// When the batch is settled: its last answer, or its timeout when one was lost.
     at: Instant,
-    answered: u8,
     busy: u8,
     lost: bool,
 }
@@ -149,9 +149,11 @@ pub struct Rejoin {
     /// Queries not yet answered.
     pending: u8,
     phase: Phase,
-    /// Batches failed (timed out, BUSY) in a row, and of them timed out.
+    /// Batches failed (timed out, BUSY) in a row, and timed out in a row.
     failures: u32,
     timeouts_in_row: u32,
+    /// When each answer of the batch out came, of those that came in time.
+    answers: Vec<Instant>,
     stats: RejoinStats,
 }
 
@@ -167,6 +169,7 @@ impl Rejoin {
             phase: Phase::Joined,
             failures: 0,
             timeouts_in_row: 0,
+            answers: Vec::new(),
             stats: RejoinStats::default(),
         }
     }
@@ -175,6 +178,7 @@ impl Rejoin {
     pub fn start(&mut self, now: Instant, queries: u8) {
         self.seen = self.subnet.reregistrations();
         self.pending = queries;
+        self.answers.reserve(usize::from(queries));
         self.phase = Phase::QueryAt(now);
         self.failures = 0;
         self.timeouts_in_row = 0;
@@ -184,6 +188,7 @@ impl Rejoin {
     /// The QP is gone (a reset, a port down): nothing to join until it is back.
     pub fn stop(&mut self) {
         self.pending = 0;
+        self.answers.clear();
         self.phase = Phase::Joined;
     }
 
@@ -242,21 +247,22 @@ impl Rejoin {
         Duration::from_us(us.min(SA_TIMEOUT_CAP.as_us().max(self.timeout.as_us())))
     }
 
-    /// Sends every unanswered query at `now`.
+    /// Sends every unanswered query at `now`; the instants of the answers that come in time
+    /// are kept for [`Rejoin::settle`].
     fn send(&mut self, now: Instant) -> Batch {
         let timeout = self.timeout();
         let mut b = Batch {
             timeout,
             sent: now,
             at: now,
-            answered: 0,
             busy: 0,
             lost: false,
         };
+        self.answers.clear();
         for _ in 0..self.pending {
             match self.subnet.query(now, timeout) {
                 SaAnswer::At(at) if at <= now + timeout => {
-                    b.answered += 1;
+                    self.answers.push(at);
                     b.at = b.at.max(at);
                 }
                 SaAnswer::Busy(at) => {
@@ -274,10 +280,13 @@ impl Rejoin {
 
     /// The batch `b` is settled at `now`: joined, or retried (after a timeout, or BUSY).
     fn settle(&mut self, b: Batch, now: Instant, rng: &mut impl Rng) -> Joins {
-        // A master that failed meanwhile took the answers still queued with it: the asker
-        // waits its whole timeout for them.
-        let survived = self.subnet.survived(b.sent, b.at);
-        if !survived && !b.lost {
+        // A master that failed meanwhile took the answers still queued with it; those it
+        // sent before are the asker's. One taken means waiting out the whole timeout.
+        let (sent, subnet) = (b.sent, &self.subnet);
+        let survived = self.answers.iter().filter(|&&at| subnet.survived(sent, at));
+        let answered = u8::try_from(survived.count()).unwrap_or(u8::MAX);
+        let taken = usize::from(answered) < self.answers.len();
+        if taken && !b.lost {
             self.phase = Phase::Waiting(Batch {
                 at: b.sent + b.timeout,
                 lost: true,
@@ -285,7 +294,7 @@ impl Rejoin {
             });
             return Joins::Fine;
         }
-        let answered = if survived { b.answered } else { 0 };
+        self.answers.clear();
         self.pending -= answered.min(self.pending);
         self.stats.queries_answered += u64::from(answered);
         if self.pending == 0 {
@@ -304,7 +313,9 @@ impl Rejoin {
                 return Joins::Hung;
             }
         } else {
+            // Every query answered, some BUSY: the row of timeouts is broken.
             self.stats.sa_busy += 1;
+            self.timeouts_in_row = 0;
         }
         // Unbounded in time (the interface must come back by itself), bounded in rate by
         // the backoff's cap; each timeout and BUSY is counted.
@@ -391,6 +402,8 @@ mod tests {
         /// How long an answer takes, and when a master failed.
         delay: Mutex<Duration>,
         failed_at: Mutex<Option<Instant>>,
+        spread: AtomicBool,
+        asked: AtomicU32,
     }
 
     impl FakeSa {
@@ -403,6 +416,8 @@ mod tests {
                 busy: AtomicBool::new(false),
                 delay: Mutex::new(Duration::ZERO),
                 failed_at: Mutex::new(None),
+                spread: AtomicBool::new(false),
+                asked: AtomicU32::new(0),
             })
         }
     }
@@ -419,8 +434,15 @@ mod tests {
             }
             let answer = a.1 < self.per_second;
             a.1 += u32::from(answer);
+            // With `spread`, the kth answer comes k delays after its query.
+            let k = if self.spread.load(Ordering::Relaxed) {
+                u64::from(self.asked.fetch_add(1, Ordering::Relaxed)) + 1
+            } else {
+                1
+            };
+            let delay = self.delay.lock().expect("not poisoned").as_us() * k;
             match (answer, self.busy.load(Ordering::Relaxed)) {
-                (true, _) => SaAnswer::At(now + *self.delay.lock().expect("not poisoned")),
+                (true, _) => SaAnswer::At(now + Duration::from_us(delay)),
                 (false, true) => SaAnswer::Busy(now),
                 (false, false) => SaAnswer::Lost,
             }
@@ -545,5 +567,58 @@ mod tests {
         r.run(at(1_100), true, 2, &mut rng);
         assert_eq!(r.stats().sa_timeouts, 1);
         assert!(!r.joined() && r.due().is_some_and(|t| t > at(1_100)));
+    }
+
+    /// A master that fails between a batch's answers took only those after it: the ones
+    /// before reached the interface and count, the rest are asked again after the timeout.
+    #[test]
+    fn answers_sent_before_a_master_failed_are_kept() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let subnet = FakeSa::new(1_000);
+        *subnet.delay.lock().expect("not poisoned") = Duration::from_ms(30);
+        subnet.spread.store(true, Ordering::Relaxed);
+        let mut r = Rejoin::new(subnet.clone(), OnSaTimeout::Retry, Duration::from_ms(100));
+        r.start(at(0), 2);
+        r.run(at(0), true, 2, &mut rng);
+        // Answers at 30 and 60 ms; the master fails at 45 ms: the first went.
+        assert_eq!(r.due(), Some(at(60)));
+        *subnet.failed_at.lock().expect("not poisoned") = Some(at(45));
+        r.run(at(60), true, 2, &mut rng);
+        assert_eq!(r.due(), Some(at(100)), "the second is waited out");
+        r.run(at(100), true, 2, &mut rng);
+        let s = *r.stats();
+        assert_eq!((s.queries_answered, s.sa_timeouts), (1, 1));
+        assert!(!r.joined());
+    }
+
+    /// Each timeout in a row doubles how long the next batch waits (100, 200, 400 ms); a
+    /// join starts the row over.
+    #[test]
+    fn the_timeout_doubles_at_each_timeout_in_a_row_and_a_join_resets_it() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let subnet = FakeSa::new(1_000);
+        *subnet.away_until.lock().expect("not poisoned") = at(100_000);
+        let mut r = Rejoin::new(subnet.clone(), OnSaTimeout::Retry, Duration::from_ms(100));
+        r.start(at(0), 1);
+        let mut waits = Vec::new();
+        for _ in 0..3 {
+            let sent = r.due().expect("a query due");
+            r.run(sent, true, 1, &mut rng);
+            let timeout_at = r.due().expect("waiting");
+            waits.push(timeout_at.saturating_since(sent).as_ms());
+            r.run(timeout_at, true, 1, &mut rng);
+        }
+        assert_eq!(waits, [100, 200, 400]);
+        *subnet.away_until.lock().expect("not poisoned") = Instant::ZERO;
+        let sent = r.due().expect("a query due");
+        r.run(sent, true, 1, &mut rng);
+        // Answered in the same instant: settled at the interface's next look, then.
+        assert_eq!(r.due(), Some(sent));
+        r.run(sent, true, 1, &mut rng);
+        assert!(r.joined());
+        r.start(at(200_000), 1);
+        *subnet.away_until.lock().expect("not poisoned") = at(300_000);
+        r.run(at(200_000), true, 1, &mut rng);
+        assert_eq!(r.due(), Some(at(200_100)), "the row starts over");
     }
 }

@@ -388,10 +388,7 @@ fn sa(keys: &SmKeys) -> Result<hcabus_lab::subnet::SaSetup, ScenarioError> {
         sa.busy_answers = b;
     }
     ms("sa_max_wait_ms", keys.sa_max_wait_ms, 1, &mut sa.max_wait)?;
-    sa.check().map_err(|e| {
-        let text = e.to_string();
-        let key = text.split(' ').next().unwrap_or("sa").to_string();
-        err(format!("fleet.sm.{key}"), text)
-    })?;
+    sa.check()
+        .map_err(|e| err(format!("fleet.sm.{}", e.key()), e.to_string()))?;
     Ok(sa)
 }
