@@ -18,6 +18,7 @@
 //! it arrives: the fleet steps its hosts in time order, so queries reach the SA in order.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
@@ -263,7 +264,7 @@ impl Sa {
 pub struct SharedSubnet {
     sa: Arc<Mutex<Sa>>,
     /// How many times a master set ClientReregister on every port.
-    reregistered: Arc<Mutex<u32>>,
+    reregistered: Arc<AtomicU32>,
 }
 
 impl SharedSubnet {
@@ -283,7 +284,7 @@ impl SharedSubnet {
         };
         Ok(SharedSubnet {
             sa: Arc::new(Mutex::new(sa)),
-            reregistered: Arc::new(Mutex::new(0)),
+            reregistered: Arc::new(AtomicU32::new(0)),
         })
     }
 
@@ -310,18 +311,12 @@ impl SharedSubnet {
 
     /// A new master swept and set ClientReregister on every port.
     pub fn reregister(&self) {
-        *self
-            .reregistered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) += 1;
+        self.reregistered.fetch_add(1, Ordering::Relaxed);
     }
 
     /// How many times ClientReregister was set: a port that saw fewer must join again.
     pub fn reregistrations(&self) -> u32 {
-        *self
-            .reregistered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.reregistered.load(Ordering::Relaxed)
     }
 
     /// What the SA answered and dropped by `now`, and how many answers are still to come.
@@ -329,10 +324,6 @@ impl SharedSubnet {
         let mut sa = self.sa();
         sa.settle(now);
         (sa.stats, sa.pending.len() as u64)
-    }
-
-    pub fn setup(&self) -> SaSetup {
-        self.sa().setup
     }
 }
 
