@@ -81,9 +81,17 @@ fn a_target_restart_takes_a_path_from_every_host_and_gives_it_back() {
     );
     let r = &f.faults[1];
     assert_eq!((r.hosts, r.back), (30, 30), "{r:?}");
-    // 30 logins, 4 at a time for 20 ms: 7 rounds before the last, after 500 ms down.
+    // 30 logins, 4 at a time for 20 ms: 7 rounds before the last, after 500 ms down. The
+    // path of each disk is kept across a target's restart: no PathRecord before a login.
+    assert_eq!(r.outage, Duration::from_ms(500));
+    assert_eq!(r.controlled_min, Duration::from_ms(7 * 20 + 20));
     assert_eq!(r.theoretical_min, Duration::from_ms(500 + 7 * 20 + 20));
     let all = r.all_back_after.expect("every host back");
+    let excess = all.as_us() as i64 - r.theoretical_min.as_us() as i64;
+    assert_eq!(r.excess_us(), Some(excess));
+    // The policy's part over its least excludes the 500 ms it had no say in.
+    let ratio = (all.as_us() - 500_000) as f64 / 160_000.0;
+    assert_eq!(r.controlled_over_min(), Some(ratio));
     // None is back before the target is: each logged in again after its 500 ms.
     assert!(r.back_after[0] >= Duration::from_ms(500), "{r:?}");
     assert!(all >= r.theoretical_min, "{r:?}");
@@ -159,9 +167,13 @@ fn a_link_flap_takes_every_path_and_every_host_gets_them_back() {
     assert_eq!(f.resets, 0);
     let r = &f.faults[1];
     assert_eq!((r.hosts, r.back), (8, 8), "{r:?}");
-    // Down 300 ms, 1.5 s of training and a 2 s sweep before any login.
-    assert!(r.theoretical_min >= Duration::from_ms(3_800), "{r:?}");
+    // Down 300 ms, 1.5 s of training and a 2 s sweep before any login: the outage.
+    assert!(r.outage >= Duration::from_ms(3_800), "{r:?}");
+    // A link lost is a path forgotten: the logins wait for the first PathRecord answer
+    // (1 us received, 10 us served) on top of 8 logins a target, 4 at a time for 20 ms.
+    assert_eq!(r.controlled_min, Duration::from_us(11 + 20_000 + 20_000));
     assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
+    assert!(r.controlled_over_min() >= Some(1.0), "{r:?}");
 }
 
 /// Hosts with nothing to do cost nearly nothing: the fleet steps a host only when it has

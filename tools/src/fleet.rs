@@ -8,9 +8,57 @@ use std::sync::Mutex;
 use hcabus_fleet::{FaultFigures, Fleet, FleetFault, FleetFigures};
 use hcabus_lab::baselines::fixed_wait;
 use ibal::retry::RetryPolicy;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::scenario::fleet::{FleetPolicy, FleetScenario};
+
+pub mod campaign;
+mod json;
+mod merge;
+pub use json::json;
+pub use merge::{merge, MergeError};
+
+/// Where a fleet scenario came from: its path as given (a replay command names it) and the
+/// SHA-256 of its text (shards of different scenarios are not merged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub file: String,
+    pub sha256: String,
+}
+
+impl Source {
+    pub fn of(file: &str, text: &str) -> Self {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(text.as_bytes());
+        Source {
+            file: file.to_string(),
+            sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
+}
+
+/// Shard `index` of `count` of `seeds`: a contiguous slice, the slices of every index
+/// together `seeds` once each, their sizes within one of each other.
+pub fn shard(seeds: Range<u64>, index: u64, count: u64) -> Result<Range<u64>, String> {
+    if count == 0 || index >= count {
+        return Err(format!(
+            "--shard {index}/{count}: a shard is I/N with I below N"
+        ));
+    }
+    let n = seeds.end.saturating_sub(seeds.start);
+    let at = |i: u64| seeds.start + (u128::from(n) * u128::from(i) / u128::from(count)) as u64;
+    Ok(at(index)..at(index + 1))
+}
+
+/// `I/N` of `--shard`.
+pub fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("--shard {s}: expected I/N, e.g. 3/100");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    Ok((
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    ))
+}
 
 /// The most seeds one `hcasim fleet` takes: a shard, not a sweep.
 pub const MAX_SEEDS: u64 = 100_000;
@@ -123,8 +171,10 @@ fn fault_words(f: &FaultFigures) -> String {
     }
 }
 
-/// The runs of one seed as a table, a column per policy.
-pub fn text(scenario: &FleetScenario, runs: &[FleetRun]) -> String {
+/// The runs as tables: a table of each seed's, a column per policy; with several seeds the
+/// campaign across them instead (`campaign.rs`), whose worst seed a table of its own
+/// replays.
+pub fn text(source: &Source, scenario: &FleetScenario, runs: &[FleetRun]) -> String {
     let mut out = String::new();
     let s = &scenario.setup;
     out.push_str(&format!(
@@ -140,9 +190,15 @@ pub fn text(scenario: &FleetScenario, runs: &[FleetRun]) -> String {
             "policies"
         }
     ));
-    for seed_runs in runs.chunks(scenario.policies.len().max(1)) {
-        out.push_str(&seed_table(seed_runs));
+    let per_seed = scenario.policies.len().max(1);
+    if runs.len() <= per_seed {
+        for seed_runs in runs.chunks(per_seed) {
+            out.push_str(&seed_table(seed_runs));
+        }
+        return out;
     }
+    let values: Vec<Value> = runs.iter().map(json::run_json).collect();
+    out.push_str(&campaign::text(&source.file, &campaign::of(&values)));
     out
 }
 
@@ -174,15 +230,20 @@ fn seed_table(runs: &[FleetRun]) -> String {
         row(&mut t, "  all back after", &|r| {
             secs(fault_of(r, k).all_back_after)
         });
-        row(&mut t, "  theoretical minimum", &|r| {
-            secs(Some(fault_of(r, k).theoretical_min))
-        });
-        row(&mut t, "  over the minimum", &|r| {
+        row(&mut t, "  minimum: outage + the policy's part", &|r| {
             let f = fault_of(r, k);
-            match f.over_min() {
-                Some(x) => format!("{x:.2}x"),
-                None if f.no_host() => "no host to recover".into(),
-                None => "-".into(),
+            format!(
+                "{} + {}",
+                secs(Some(f.outage)),
+                secs(Some(f.controlled_min))
+            )
+        });
+        row(&mut t, "  over it: excess / the part's ratio", &|r| {
+            let f = fault_of(r, k);
+            match (f.excess_us(), f.controlled_over_min()) {
+                (Some(us), Some(x)) => format!("{:+.3} s / {x:.2}x", us as f64 / 1e6),
+                _ if f.no_host() => "no host to recover".into(),
+                _ => "-".into(),
             }
         });
         row(&mut t, "  per host p50 / p99", &|r| {
@@ -289,125 +350,6 @@ fn rollout_rows(t: &mut comfy_table::Table, runs: &[FleetRun]) {
     });
 }
 
-fn ms(d: hcabus::Duration) -> f64 {
-    d.as_us() as f64 / 1e3
-}
-
-fn fault_json(f: &FaultFigures) -> Value {
-    let (target, down) = match f.fault {
-        FleetFault::TargetRestart { target, down } => (Some(target), down),
-        FleetFault::LinkFlap { down } | FleetFault::SaOverload { down } => (None, down),
-        FleetFault::PowerOn | FleetFault::SmFailover | FleetFault::Rollout { .. } => {
-            (None, hcabus::Duration::ZERO)
-        }
-    };
-    json!({
-        "kind": f.fault.name(),
-        "at_ms": f.at.as_us() as f64 / 1e3,
-        "target": target,
-        "down_ms": ms(down),
-        "hosts": f.hosts,
-        "back": f.back,
-        "all_back_ms": f.all_back_after.map(ms),
-        "theoretical_min_ms": ms(f.theoretical_min),
-        "over_min": f.over_min(),
-        "p50_ms": f.p50.map(ms),
-        "p99_ms": f.p99.map(ms),
-    })
-}
-
-fn run_json(r: &FleetRun) -> Value {
-    let f = &r.figures;
-    let io = &f.io;
-    json!({
-        "seed": f.seed,
-        "retry": f.retry.name(),
-        "retry_wait_ms": fixed_wait(f.retry).map(ms),
-        "ipoib": if f.naive_ipoib { "reset_on_sa_timeout" } else { "retry" },
-        "held": f.held(),
-        "wall_ms": r.wall_ms,
-        "host_steps": f.steps,
-        "faults": f.faults.iter().map(fault_json).collect::<Vec<_>>(),
-        "targets": f.targets.iter().map(|t| json!({
-            "lid": t.lid,
-            "login_concurrency": t.capacity.concurrent,
-            "logins_per_second": t.capacity.per_second,
-            "peak_per_second": t.stats.peak_per_second,
-            "accepted": t.stats.accepted,
-            "refused_busy": t.stats.refused_busy,
-            "refused_rate": t.stats.refused_rate,
-            "refused_down": t.stats.refused_down,
-        })).collect::<Vec<_>>(),
-        "logins_refused": f.logins_refused(),
-        "adapter_resets": f.resets,
-        "rollout": f.rollout.map(|ro| json!({
-            "started_ms": ro.started_at.as_us() as f64 / 1e3,
-            "took_ms": ro.finished_at.map(|e| ms(e.saturating_since(ro.started_at))),
-            "adapters": ro.adapters,
-            "done": ro.done,
-            "refused_by_guard": ro.vetoed,
-            "not_restored": ro.failed,
-            "given_up": ro.given_up,
-            "peak_in_reset_per_target": ro.peak_per_target,
-            "max_in_reset_per_target": ro.max_per_target,
-        })),
-        "max_no_path_ms": f.max_no_path_us as f64 / 1e3,
-        "sa": {
-            "queries_per_second": f.sa_setup.queries_per_second,
-            "receive_queue": f.sa_setup.receive_queue,
-            "receive_us": f.sa_setup.receive.as_us(),
-            "backlog_limit": f.sa_setup.backlog_limit,
-            "max_wait_ms": f.sa_setup.max_wait.as_us() as f64 / 1e3,
-            "busy_answers": f.sa_setup.busy_answers,
-            "peak_per_second": f.sa.peak_per_second,
-            "answered": f.sa.answered,
-            "late": f.sa.late,
-            "busy": f.sa.busy,
-            "dropped_busy": f.sa.dropped_full + f.sa.dropped_backlog + f.sa.dropped_old,
-            "dropped_full": f.sa.dropped_full,
-            "dropped_backlog": f.sa.dropped_backlog,
-            "dropped_old": f.sa.dropped_old,
-            "dropped_away": f.sa.dropped_away,
-            "lost_in_failover": f.sa.lost_in_failover,
-            "queued_at_end": f.sa_queued,
-            "peak_backlog": f.sa.peak_backlog,
-            "peak_wait_ms": f.sa.peak_wait.as_us() as f64 / 1e3,
-        },
-        "sa_timeouts": f.sa_timeouts,
-        "sa_busy": f.sa_busy,
-        "ipoib_resets_asked": f.ipoib_resets_asked,
-        "path_records": {
-            "queries": f.path_records.queries,
-            "failed": f.path_records.failed,
-        },
-        "io": {
-            "submitted": io.submitted,
-            "completed": io.completed,
-            "failed": io.failed,
-            "in_flight": io.in_flight,
-            "lost": io.lost,
-            "duplicated": io.duplicated,
-            "paging_failed": io.paging_failed,
-            "overdue": io.overdue,
-        },
-        "invariants_violated": f.violations,
-        "violations": f.quoted_violations,
-    })
-}
-
-/// The `hcasim.fleet/1` document of `runs`.
-pub fn json(scenario: &FleetScenario, runs: &[FleetRun]) -> String {
-    let s = &scenario.setup;
-    let v = json!({
-        "schema": hcactl::contract::schema("hcasim", "fleet"),
-        "name": s.name,
-        "hosts": s.hosts,
-        "duration_ms": s.duration.as_ms(),
-        "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
-    });
-    v.to_string()
-}
-
 /// Whether every run under the shipped policy kept every guarantee. The policies it is
 /// compared with are there to be worse (a fixed 10 s retry can leave a boot disk that never
 /// logged in, whose I/O is lost by the report's rule): their figures are shown, not judged,
@@ -418,5 +360,16 @@ pub fn held(runs: &[FleetRun]) -> bool {
         runs.iter().filter(shipped).all(|r| r.figures.held())
     } else {
         runs.iter().all(|r| r.figures.held())
+    }
+}
+
+/// [`held`] of runs read back from JSON (a merge's): the shipped policy's runs judged, or
+/// every run when it is not among them.
+pub fn held_json(runs: &[Value]) -> bool {
+    let shipped = |r: &&Value| r["retry"] == "backoff" && r["ipoib"] == "retry";
+    if runs.iter().any(|r| shipped(&r)) {
+        runs.iter().filter(shipped).all(|r| r["held"] == true)
+    } else {
+        runs.iter().all(|r| r["held"] == true)
     }
 }

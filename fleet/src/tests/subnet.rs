@@ -28,8 +28,12 @@ fn a_subnet_manager_failover_brings_every_interface_back_through_the_sa() {
         (FleetFault::SmFailover, 20, 20),
         "{r:?}"
     );
-    // Down from 5 s to the sweep's end at 60.54 s; 160 joins at 100,000 a second after it.
-    assert_eq!(r.theoretical_min, Duration::from_ms(55_540));
+    // Down from 5 s to the sweep's end at 60.54 s: the outage, which no policy changes.
+    // Then 160 joins at the SA: the first received (1 us) and served (10 us), the other
+    // 159 served in turn, 10 us each.
+    assert_eq!(r.outage, Duration::from_ms(55_540));
+    assert_eq!(r.controlled_min, Duration::from_us(1 + 160 * 10));
+    assert_eq!(r.theoretical_min, r.outage + r.controlled_min);
     assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
     assert!(r.all_back_after < Some(Duration::from_ms(57_000)), "{r:?}");
     assert_eq!((f.resets, f.ipoib_resets_asked), (0, 0));
@@ -126,12 +130,10 @@ fn a_failovers_minimum_counts_every_interfaces_queries() {
     s.sm.sa.queries_per_second = 100;
     let f = run(&s);
     let r = &f.faults[1];
-    // 2,000 queries at 100 a second: the last in second 19; the sweep ends at 61 s.
+    // 2,000 queries at 100 a second, 10 ms each in turn after the first's receive (1 us);
+    // the sweep ends at 61 s.
     let swept = Duration::from_us(55_000_000 + 500_000 + 250 * 2_000);
-    assert_eq!(
-        r.theoretical_min,
-        Duration::from_us(swept.as_us() + 19_000_000)
-    );
+    assert_eq!((r.outage, r.controlled_min), (swept, Duration::from_us(1 + 20_000_000)));
 }
 
 /// An SA overloaded from the start answers none of the power-on's joins for 3 s: every

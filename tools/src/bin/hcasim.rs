@@ -40,6 +40,10 @@ fn say_error(message: &str) {
     }
 }
 
+// A directory of its own: a file beside this one would be a binary of its own.
+#[path = "hcasim/fleet.rs"]
+mod fleet;
+
 /// What hcasim's exit status says (`--help`, the manual page's EXIT STATUS).
 const EXIT_STATUS: &str = "\
 Exit status:
@@ -123,6 +127,21 @@ enum Command {
         /// Threads (default: every core).
         #[arg(long)]
         jobs: Option<usize>,
+        /// Run only shard I of N of the seeds (a contiguous slice): one task of a batch
+        /// engine's array (`$SLURM_ARRAY_TASK_ID/100`); `fleet-merge` joins their JSON.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<String>,
+    },
+    /// Merge the JSON documents of a fleet sweep's shards into one, as one process running
+    /// every seed would have printed it, and summarise the campaign across the seeds. Exit
+    /// 1 when a run of the shipped policy broke a guarantee, 2 when the shards do not fit.
+    FleetMerge {
+        /// The shards' `hcasim fleet --json` outputs.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print the merged JSON document (hcasim.fleet/1) instead of the campaign's table.
+        #[arg(long)]
+        json: bool,
     },
     /// Run a live host in real time and serve the IOCTL interface on a Unix socket. A host
     /// of several adapters (`[[hcas]]`, `--multipath`) also serves each adapter NAME on
@@ -541,13 +560,15 @@ fn host_for(cli: &Cli) -> Result<(Run, bool), ExitCode> {
             json,
             svg,
             jobs,
-        }) => Err(fleet(
+            shard,
+        }) => Err(fleet::run(
             file,
-            (seeds.as_deref(), cli.seed),
+            (seeds.as_deref(), cli.seed, shard.as_deref()),
             *json,
             svg.as_deref(),
             *jobs,
         )),
+        Some(Command::FleetMerge { files, json }) => Err(fleet::merge(files, *json)),
         Some(Command::Completions { shell }) => Err(generated(|out| {
             hcactl::generate::completions(Cli::command(), *shell, out)
         })),
@@ -579,87 +600,6 @@ fn host_for(cli: &Cli) -> Result<(Run, bool), ExitCode> {
             }
         },
     }
-}
-
-/// `hcasim fleet FILE`: the table (or JSON) on stdout, the picture where `--svg` says.
-fn fleet(
-    file: &std::path::Path,
-    (seeds, global): (Option<&str>, Option<u64>),
-    json: bool,
-    svg: Option<&std::path::Path>,
-    jobs: Option<usize>,
-) -> ExitCode {
-    use hcabus_tools::fleet;
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => {
-            complain!("cannot read {}: {e}", file.display());
-            return ExitCode::from(2);
-        }
-    };
-    let scenario = match scenario::fleet::parse(&text) {
-        Ok(s) => s,
-        Err(e) => {
-            complain!("{}: {e}", file.display());
-            return ExitCode::from(2);
-        }
-    };
-    // `hcasim --seed N fleet FILE` runs seed N alone, as `run` does.
-    let seeds = match (seeds.map(hcabus_tools::hunt::parse_seeds), global) {
-        (Some(_), Some(_)) => {
-            complain!("--seed and --seeds: give one");
-            return ExitCode::from(2);
-        }
-        (None, seed) => {
-            let s = seed.unwrap_or(scenario.setup.seed);
-            match s.checked_add(1) {
-                Some(end) => s..end,
-                None => {
-                    complain!(
-                        "seed {s}: the largest seed a fleet runs is {}",
-                        u64::MAX - 1
-                    );
-                    return ExitCode::from(2);
-                }
-            }
-        }
-        (Some(Ok(s)), None) => s,
-        (Some(Err(e)), None) => {
-            complain!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    let jobs = jobs
-        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
-        .unwrap_or(1);
-    let runs = match fleet::run(&scenario, seeds, jobs) {
-        Ok(r) => r,
-        Err(e) => {
-            complain!("{}: {e}", file.display());
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(out) = svg {
-        let first = &runs[..scenario.policies.len().min(runs.len())];
-        if let Err(e) = std::fs::write(
-            out,
-            hcabus_tools::svg::fleet::render(&scenario.setup.name, first),
-        ) {
-            complain!("cannot write {}: {e}", out.display());
-            return ExitCode::from(2);
-        }
-    }
-    let out = if json {
-        format!("{}\n", fleet::json(&scenario, &runs))
-    } else {
-        fleet::text(&scenario, &runs)
-    };
-    let verdict = if fleet::held(&runs) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    };
-    emit(&out).unwrap_or(verdict)
 }
 
 /// Writes what `write` generates to stdout; a closed pipe is not an error (as for `emit`).

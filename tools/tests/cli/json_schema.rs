@@ -186,6 +186,16 @@ fn every_json_document_of_hcactl_and_hcasim_validates_against_the_documented_sch
         let run = hcasim(&["fleet", fleet.to_str().expect("utf-8"), "--json"]);
         c.stdout(file, &run, false);
     }
+    // A campaign of several seeds, and the merge of its shards.
+    let small = scenarios.join("fleet/small.toml");
+    let small = small.to_str().expect("utf-8");
+    let campaign = hcasim(&["fleet", small, "--json", "--seeds", "1..3"]);
+    c.stdout("a fleet campaign", &campaign, false);
+    let shard = std::env::temp_dir().join(format!("hcasim-schema-{}.json", std::process::id()));
+    std::fs::write(&shard, &campaign.stdout).expect("write the shard");
+    let merged = hcasim(&["fleet-merge", "--json", shard.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_file(&shard);
+    c.stdout("a merged campaign", &merged, false);
     c.error(
         "no scenario file",
         &hcasim(&["--json", "run", "/nonexistent.toml"]),

@@ -3,6 +3,7 @@
 //! against a live server, the fail-slow tables) share the machine's cores.
 
 mod bounds;
+mod campaign;
 mod common;
 mod devices;
 mod docs_output;
