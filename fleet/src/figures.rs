@@ -253,7 +253,11 @@ fn fault_of(fleet: &Fleet, r: &Recovery) -> FaultFigures {
 }
 
 pub(super) fn of(fleet: &Fleet) -> FleetFigures {
-    let faults = fleet.recoveries.iter().map(|r| fault_of(fleet, r)).collect();
+    let faults = fleet
+        .recoveries
+        .iter()
+        .map(|r| fault_of(fleet, r))
+        .collect();
     let mut io = IoStats::default();
     let (mut resets, mut checked, mut violations) = (0, 0, 0);
     let (mut sa_timeouts, mut sa_busy, mut ipoib_resets_asked) = (0, 0, 0);

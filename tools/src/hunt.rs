@@ -194,6 +194,28 @@ pub fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
     Ok(a..b)
 }
 
+/// The `hcasim.hunt/1` document of a hunt: what ran, how resets ended, and each failure
+/// with the command that replays it.
+pub fn json(config: &HuntConfig, report: &HuntReport, wall_ms: u64) -> serde_json::Value {
+    serde_json::json!({
+        "schema": hcactl::contract::schema("hcasim", "hunt"),
+        "seeds": { "start": config.seeds.start, "end": config.seeds.end },
+        "jobs": config.jobs,
+        "stack_every": config.stack_every,
+        "wall_ms": wall_ms,
+        "runs": report.runs,
+        "stack_runs": report.stack_runs,
+        "failed": report.failures.len(),
+        "failures": report.failures.iter().map(|f| serde_json::json!({
+            "seed": f.seed,
+            "stack": f.stack,
+            "what": f.what,
+            "replay": f.replay(),
+        })).collect::<Vec<_>>(),
+        "outcomes": report.outcomes,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +226,40 @@ mod tests {
         assert!(parse_seeds("5..5").is_err());
         assert!(parse_seeds("7").is_err());
         assert!(parse_seeds("a..3").expect_err("refused").contains("\"a\""));
+    }
+
+    #[test]
+    fn the_json_report_carries_each_failure_and_its_replay() {
+        let config = HuntConfig {
+            seeds: 10..20,
+            jobs: 2,
+            stack_every: 5,
+        };
+        let mut report = HuntReport {
+            runs: 12,
+            stack_runs: 2,
+            ..HuntReport::default()
+        };
+        report.failures.push(HuntFailure {
+            seed: 15,
+            stack: true,
+            what: "lost an I/O".into(),
+        });
+        report.outcomes.insert("Restored".into(), 7);
+        let doc = json(&config, &report, 3);
+        assert_eq!(doc["schema"], "hcasim.hunt/1");
+        assert_eq!(
+            (doc["failed"].as_u64(), doc["runs"].as_u64()),
+            (Some(1), Some(12))
+        );
+        let f = &doc["failures"][0];
+        assert_eq!(
+            (f["seed"].as_u64(), f["stack"].as_bool()),
+            (Some(15), Some(true))
+        );
+        assert_eq!(f["replay"], report.failures[0].replay());
+        assert_eq!(doc["outcomes"]["Restored"], 7);
+        assert_eq!(doc["seeds"]["end"], 20);
     }
 
     #[test]

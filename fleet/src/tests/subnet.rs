@@ -133,7 +133,10 @@ fn a_failovers_minimum_counts_every_interfaces_queries() {
     // 2,000 queries at 100 a second, 10 ms each in turn after the first's receive (1 us);
     // the sweep ends at 61 s.
     let swept = Duration::from_us(55_000_000 + 500_000 + 250 * 2_000);
-    assert_eq!((r.outage, r.controlled_min), (swept, Duration::from_us(1 + 20_000_000)));
+    assert_eq!(
+        (r.outage, r.controlled_min),
+        (swept, Duration::from_us(1 + 20_000_000))
+    );
 }
 
 /// An SA overloaded from the start answers none of the power-on's joins for 3 s: every

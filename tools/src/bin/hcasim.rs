@@ -108,6 +108,9 @@ enum Command {
         /// Every this many seeds also runs the full stack under load (0: never).
         #[arg(long, default_value_t = 50)]
         stack_every: u64,
+        /// Print the JSON report (hcasim.hunt/1) instead of the text.
+        #[arg(long)]
+        json: bool,
     },
     /// Run a fleet scenario (`[fleet]`, docs/design.md §11): many hosts sharing SRP targets,
     /// under each retry policy it compares, side by side. Exit 1 when a run of the shipped
@@ -350,7 +353,7 @@ fn run_with_progress(host: &mut Run) {
 }
 
 /// `hcasim hunt`: the summary on stdout, a progress bar on a terminal's stderr.
-fn hunt(seeds: &str, jobs: Option<usize>, stack_every: u64) -> ExitCode {
+fn hunt(seeds: &str, jobs: Option<usize>, stack_every: u64, json: bool) -> ExitCode {
     use hcabus_tools::hunt::{hunt, parse_seeds, HuntConfig};
     let seeds = match parse_seeds(seeds) {
         Ok(s) => s,
@@ -375,6 +378,16 @@ fn hunt(seeds: &str, jobs: Option<usize>, stack_every: u64) -> ExitCode {
     let started = std::time::Instant::now();
     let report = hunt(&config, &|_| bar.inc(1));
     bar.finish_and_clear();
+    let verdict = if report.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    if json {
+        let wall_ms = started.elapsed().as_millis() as u64;
+        let doc = hcabus_tools::hunt::json(&config, &report, wall_ms);
+        return emit(&format!("{doc}\n")).unwrap_or(verdict);
+    }
     let mut out = format!(
         "hunt: seeds {}..{} on {jobs} threads in {:.1} s: {} runs ({} of the full stack), {} failed\n",
         seeds.start,
@@ -397,11 +410,6 @@ fn hunt(seeds: &str, jobs: Option<usize>, stack_every: u64) -> ExitCode {
         out.push_str(&format!(" {outcome} {n};"));
     }
     out.push('\n');
-    let verdict = if report.failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    };
     emit(&out).unwrap_or(verdict)
 }
 
@@ -553,7 +561,8 @@ fn host_for(cli: &Cli) -> Result<(Run, bool), ExitCode> {
             seeds,
             jobs,
             stack_every,
-        }) => Err(hunt(seeds, *jobs, *stack_every)),
+            json,
+        }) => Err(hunt(seeds, *jobs, *stack_every, *json)),
         Some(Command::Fleet {
             file,
             seeds,

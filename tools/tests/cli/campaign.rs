@@ -72,16 +72,17 @@ fn shards_run_as_processes_merge_into_what_one_process_gives() {
     let shards: Vec<PathBuf> = (0..3)
         .map(|i| {
             let shard = format!("{i}/3");
-            let o = hcasim(&["fleet", &file, "--json", "--seeds", "1..7", "--shard", &shard]);
+            let o = hcasim(&[
+                "fleet", &file, "--json", "--seeds", "1..7", "--shard", &shard,
+            ]);
             let path = scratch.0.join(format!("shard-{i}.json"));
             std::fs::write(&path, ok(&o)).expect("write the shard");
             path
         })
         .collect();
-    let one: Value = serde_json::from_slice(ok(&hcasim(&[
-        "fleet", &file, "--json", "--seeds", "1..7",
-    ])))
-    .expect("JSON");
+    let one: Value =
+        serde_json::from_slice(ok(&hcasim(&["fleet", &file, "--json", "--seeds", "1..7"])))
+            .expect("JSON");
     let paths: Vec<&str> = shards.iter().rev().filter_map(|p| p.to_str()).collect();
     let mut args = vec!["fleet-merge", "--json"];
     args.extend(&paths);
@@ -101,7 +102,10 @@ fn shards_run_as_processes_merge_into_what_one_process_gives() {
     assert_eq!(campaign["policy"], "backoff");
     assert_eq!(campaign["runs"], 6);
     let replay = campaign["replay"].as_str().expect("replay");
-    assert!(replay.starts_with("hcasim --seed ") && replay.ends_with(&file), "{replay}");
+    assert!(
+        replay.starts_with("hcasim --seed ") && replay.ends_with(&file),
+        "{replay}"
+    );
     // The table says the same campaign.
     let mut args = vec!["fleet-merge"];
     args.extend(&paths);
@@ -114,10 +118,9 @@ fn shards_run_as_processes_merge_into_what_one_process_gives() {
 #[test]
 fn the_worst_seed_replays_to_its_figures() {
     let file = small();
-    let doc: Value = serde_json::from_slice(ok(&hcasim(&[
-        "fleet", &file, "--json", "--seeds", "1..5",
-    ])))
-    .expect("JSON");
+    let doc: Value =
+        serde_json::from_slice(ok(&hcasim(&["fleet", &file, "--json", "--seeds", "1..5"])))
+            .expect("JSON");
     let backoff = &doc["campaign"]["policies"][0];
     let worst = backoff["worst_seed"].as_u64().expect("worst seed");
     let replay = backoff["replay"].as_str().expect("replay");
@@ -181,10 +184,16 @@ fn shards_that_do_not_fit_are_refused_by_name() {
     refused(&hcasim(&["fleet-merge", &a, &c]), "c.json");
     refused(&hcasim(&["fleet-merge", &a, &b, &a]), "seed 1");
     let report = write("report.json", br#"{"schema": "hcasim.report/1"}"#);
-    refused(&hcasim(&["fleet-merge", &a, &report]), "not an hcasim.fleet/1");
+    refused(
+        &hcasim(&["fleet-merge", &a, &report]),
+        "not an hcasim.fleet/1",
+    );
     let junk = write("junk.json", b"{not json");
     refused(&hcasim(&["fleet-merge", &junk]), "not JSON");
-    refused(&hcasim(&["fleet-merge", "/nonexistent.json"]), "cannot read");
+    refused(
+        &hcasim(&["fleet-merge", "/nonexistent.json"]),
+        "cannot read",
+    );
     assert_eq!(hcasim(&["fleet-merge"]).status.code(), Some(2));
     for shard in ["3/3", "1/0", "x/2", "1"] {
         let o = hcasim(&["fleet", &file, "--seeds", "1..3", "--shard", shard]);

@@ -116,8 +116,7 @@ fn a_thousand_hosts_get_every_path_back_within_one_and_a_half_times_the_minimum(
     ) {
         panic!("{why}");
     }
-    let doc: Value =
-        serde_json::from_str(&fleet::json(&source, &scenario, &runs)).expect("JSON");
+    let doc: Value = serde_json::from_str(&fleet::json(&source, &scenario, &runs)).expect("JSON");
     assert_eq!(doc["hosts"], 1000);
     every_run_keeps_the_fleet_guarantees(&doc);
     let runs = doc["runs"].as_array().expect("runs");
@@ -151,7 +150,10 @@ fn a_thousand_hosts_get_every_path_back_within_one_and_a_half_times_the_minimum(
         assert!((f(&fault["excess_ms"]) - excess).abs() < 1e-6, "{fault}");
         assert!(f(&fault["controlled_over_min"]) >= 1.0, "{fault}");
         let min = f(&fault["outage_ms"]) + f(&fault["controlled_min_ms"]);
-        assert!((f(&fault["theoretical_min_ms"]) - min).abs() < 1e-6, "{fault}");
+        assert!(
+            (f(&fault["theoretical_min_ms"]) - min).abs() < 1e-6,
+            "{fault}"
+        );
     }
     // The goal is of the fleet's faults (its power-on is every host in the same
     // microsecond), over the whole minimum; and the restart's logins, the one part a retry
@@ -168,8 +170,7 @@ fn a_thousand_hosts_get_every_path_back_within_one_and_a_half_times_the_minimum(
             "{worse}: {restart}"
         );
         assert!(
-            restart["excess_ms"].is_null()
-                || f(&restart["excess_ms"]) > f(&faults[1]["excess_ms"]),
+            restart["excess_ms"].is_null() || f(&restart["excess_ms"]) > f(&faults[1]["excess_ms"]),
             "{worse}: {restart}"
         );
     }

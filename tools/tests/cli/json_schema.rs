@@ -186,6 +186,9 @@ fn every_json_document_of_hcactl_and_hcasim_validates_against_the_documented_sch
         let run = hcasim(&["fleet", fleet.to_str().expect("utf-8"), "--json"]);
         c.stdout(file, &run, false);
     }
+    // A hunt's report.
+    let hunt = hcasim(&["hunt", "--json", "--seeds", "0..20", "--stack-every", "10"]);
+    c.stdout("a hunt", &hunt, false);
     // A campaign of several seeds, and the merge of its shards.
     let small = scenarios.join("fleet/small.toml");
     let small = small.to_str().expect("utf-8");
@@ -224,6 +227,7 @@ fn every_json_document_of_hcactl_and_hcasim_validates_against_the_documented_sch
         "hcactl.wait/1",
         "hcasim.error/1",
         "hcasim.fleet/1",
+        "hcasim.hunt/1",
         "hcasim.report/1",
     ];
     assert_eq!(

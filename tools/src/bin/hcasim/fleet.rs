@@ -21,7 +21,10 @@ fn seeds_of(
         (None, seed) => {
             let s = seed.unwrap_or(own);
             let end = s.checked_add(1).ok_or_else(|| {
-                format!("seed {s}: the largest seed a fleet runs is {}", u64::MAX - 1)
+                format!(
+                    "seed {s}: the largest seed a fleet runs is {}",
+                    u64::MAX - 1
+                )
             })?;
             s..end
         }

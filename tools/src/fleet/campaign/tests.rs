@@ -70,11 +70,20 @@ fn a_host_never_back_is_the_worst_seed_and_a_fault_with_no_host_is_no_sample() {
     assert_eq!((all_back.max, all_back.worst_seed), (Sample::Never, 17));
     // The 15th of 29 values 101..=130 (17 missing) and never.
     assert_eq!(all_back.p50, Sample::Value(115.0));
-    assert_eq!(all_back.p50_ci, (Some(Sample::Value(110.0)), Some(Sample::Value(122.0))));
+    assert_eq!(
+        all_back.p50_ci,
+        (Some(Sample::Value(110.0)), Some(Sample::Value(122.0)))
+    );
     // The restart took no host in any seed: no figure, rather than 30 "never".
-    assert!(c.figures.iter().all(|f| !f.name.starts_with("target_restart")));
+    assert!(c
+        .figures
+        .iter()
+        .all(|f| !f.name.starts_with("target_restart")));
     let refused = c.figures.iter().find(|f| f.name == "logins_refused");
-    assert_eq!(refused.map(|f| (f.max, f.worst_seed)), Some((Sample::Value(30.0), 30)));
+    assert_eq!(
+        refused.map(|f| (f.max, f.worst_seed)),
+        Some((Sample::Value(30.0), 30))
+    );
 }
 
 #[test]
@@ -91,5 +100,8 @@ fn a_broken_run_is_worse_than_any_slow_one_and_policies_keep_their_order() {
     // Every seed of `no_jitter` is as bad: the lowest is its worst.
     assert_eq!(c[0].worst_seed, 1);
     let text = text("f.toml", &c);
-    assert!(text.contains("worst seed 2: hcasim --seed 2 fleet f.toml"), "{text}");
+    assert!(
+        text.contains("worst seed 2: hcasim --seed 2 fleet f.toml"),
+        "{text}"
+    );
 }
