@@ -120,6 +120,9 @@ pub struct FleetFigures {
     pub path_records: ibal::disk::PathRecordStats,
     /// Every host's disks, summed.
     pub io: IoStats,
+    /// Messages the model's rings (an adapter's wire, a target's queue) had no room for:
+    /// a run with any is not the run it says (`held`).
+    pub model_overflows: u64,
     pub invariants_checked: u64,
     pub violations: u64,
     /// The first few, each prefixed with its host.
@@ -141,6 +144,7 @@ impl FleetFigures {
     pub fn held(&self) -> bool {
         let io = &self.io;
         self.violations == 0
+            && self.model_overflows == 0
             && io.lost == 0
             && io.duplicated == 0
             && io.read_mismatches == 0
@@ -259,13 +263,14 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         .map(|r| fault_of(fleet, r))
         .collect();
     let mut io = IoStats::default();
-    let (mut resets, mut checked, mut violations) = (0, 0, 0);
+    let (mut resets, mut checked, mut violations, mut model_overflows) = (0, 0, 0, 0);
     let (mut sa_timeouts, mut sa_busy, mut ipoib_resets_asked) = (0, 0, 0);
     let mut path_records = ibal::disk::PathRecordStats::default();
     let mut quoted = Vec::new();
     for h in &fleet.hosts {
         io.add(&h.io_stats());
         resets += h.resets_started();
+        model_overflows += h.model_overflows();
         for s in h.nets().filter_map(|n| n.rejoin_stats()) {
             sa_timeouts += u64::from(s.sa_timeouts);
             sa_busy += u64::from(s.sa_busy);
@@ -319,6 +324,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         sa_busy,
         path_records,
         io,
+        model_overflows,
         invariants_checked: checked,
         violations,
         quoted_violations: quoted,

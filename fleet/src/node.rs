@@ -7,6 +7,7 @@ use std::vec::Vec;
 
 use hcabus::Instant;
 
+use hcabus_lab::srp_target::SrpTarget;
 use hcabus_lab::stack::{self, MultiNode, Node};
 use ibal::disk::SrpClient;
 use ibal::io::IoStats;
@@ -123,5 +124,22 @@ impl FleetNode {
                 .max()
                 .unwrap_or(0),
         }
+    }
+
+    /// Messages its adapters' simulated wire and its targets' queues had no room for: the
+    /// model's rings, sized for a fleet's load (`template.rs`), must never fill, or the run
+    /// is not the one it says.
+    pub fn model_overflows(&self) -> u64 {
+        let wire: u64 = self
+            .adapters()
+            .iter()
+            .map(|h| h.hca().verbs().stats().wire_drops)
+            .sum();
+        let targets: u64 = self
+            .disks()
+            .filter_map(|d| d.target().as_any().downcast_ref::<SrpTarget>())
+            .map(|t| t.stats().overflowed)
+            .sum();
+        wire + targets
     }
 }

@@ -79,26 +79,36 @@ impl FleetTemplate {
 }
 
 /// A stack at a fleet's load: its disks at `iops` each over a small LUN and a short queue,
-/// IPoIB and the user-verbs process at `pps` (packets, calls), an adapter and IBAL with the
-/// memory that asks for (1.5 MB a host), no fault of its own.
+/// IPoIB and the user-verbs process at `pps` (packets, calls), no fault of its own, and an
+/// adapter, IBAL and a bus sized to what those clients take rather than a server's
+/// defaults: about 300 KB a host, so that ten thousand fit in 3 GB (docs/fleet.md "Cost").
+/// The rings are sized so that none fills at this load; a run where one did says so
+/// (`FleetFigures::model_overflows`) and does not hold.
 fn at_fleet_load(s: &mut StackSetup, iops: u32, pps: u32) {
     s.sim.faults.clear();
     let verbs = &mut s.sim.hca.verbs;
-    verbs.dma_bytes = 512 << 10;
-    verbs.wire_capacity = 256;
+    // Messages in flight on the simulated wire grow with the load: 16 a second of it, from
+    // 32 to the adapter's default 256 (past it a send is dropped: counted, and the run does
+    // not hold).
+    let per_second = u64::from(iops).saturating_add(u64::from(pps));
+    verbs.wire_capacity = per_second.saturating_mul(16).clamp(32, 256) as u32;
     verbs.max_cq_entries = 128;
-    verbs.max_cqs = 16;
-    verbs.max_qps = 16;
-    verbs.max_wr = 128;
-    // A thousand hosts' flight recorders: the last thousand records each.
-    s.sim.recorder_capacity = 1_024;
+    verbs.max_cqs = 8;
+    verbs.max_qps = 8;
+    verbs.max_wr = 64;
+    // The last 64 records of each host's flight recorder; the bus's tables for eight clients
+    // (the boot host registers six; slots go lowest first, so ids are the same); the
+    // report's first 4 resets of a host (past them counted, not kept).
+    s.sim.recorder_capacity = 64;
+    s.sim.max_clients = 8;
+    s.sim.reported_resets = 4;
     s.ibal = Some(IbalConfig {
-        max_cqs: 16,
-        max_qps: 16,
+        max_cqs: 8,
+        max_qps: 8,
         max_mrs: 32,
         max_ahs: 16,
         max_cq_entries: 128,
-        max_wr: 128,
+        max_wr: 64,
         ..IbalConfig::default()
     });
     for c in &mut s.clients {
@@ -106,8 +116,10 @@ fn at_fleet_load(s: &mut StackSetup, iops: u32, pps: u32) {
             ClientSpec::Disk { config, .. } => {
                 config.load.iops = iops;
                 config.load.n_blocks = 64;
+                // Nobody draws a fleet host's I/O over time: 16 buckets, not 1,024.
+                config.load.series_buckets = 16;
                 config.initiator.queue_depth = 8;
-                config.initiator.hold_capacity = 24;
+                config.initiator.hold_capacity = 4;
             }
             ClientSpec::DiskPath { config, .. } => {
                 // A path holds nothing: its disk's queue does (and its LUN is the disk's).
@@ -117,11 +129,17 @@ fn at_fleet_load(s: &mut StackSetup, iops: u32, pps: u32) {
             ClientSpec::Ipoib { config, .. } => {
                 config.pps = pps;
                 config.peer_pps = pps;
+                // A minute of its traffic queued while it cannot send, Linux's 1,000 at most.
+                let minute = u16::try_from(pps.saturating_mul(64)).unwrap_or(u16::MAX);
+                config.interface.stack_queue = minute.clamp(64, 1_000);
             }
             ClientSpec::Uverbs { config, .. } => config.ops_per_sec = pps,
             _ => {}
         }
     }
+    // The DMA memory its clients take, a page rounded, rather than half a megabyte each.
+    let needed = s.dma_needed().next_multiple_of(4096);
+    s.sim.hca.verbs.dma_bytes = u32::try_from(needed).unwrap_or(u32::MAX);
 }
 
 /// The default boot host (docs/design.md §9) at a fleet's load: what a fleet's hosts are

@@ -30,6 +30,7 @@ fn host() -> SimHost {
         name: "fuzz-ioctl".into(),
         duration: Duration::from_ms(3_600_000),
         recorder_capacity: 256,
+        reported_resets: hcabus_sim::REPORTED_RESETS,
         clients: vec![
             client("inline", ClientFlags::empty(), Behavior::default()),
             client(

@@ -166,6 +166,11 @@ impl<B: VerbsBus + ?Sized> Client<B> for IbalClient {
         }
     }
 
+    /// Only its own events set its cleanup.
+    fn wake_is_own(&self) -> bool {
+        true
+    }
+
     fn next_wake(&self) -> Option<hcabus::Instant> {
         // Deferred work runs at once, but outside the callback (at PASSIVE_LEVEL).
         self.cleanup.then_some(hcabus::Instant::ZERO)

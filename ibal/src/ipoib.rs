@@ -37,8 +37,9 @@ pub const PEER_QPN: Qpn = Qpn(0x00ab_cd00);
 
 /// Bytes of one frame.
 pub const FRAME: usize = 32;
-/// Packets the stack queues above the interface (Linux's default txqueuelen).
-const STACK_QUEUE: usize = 1000;
+/// Packets the stack queues above the interface unless configured (Linux's default
+/// txqueuelen).
+const STACK_QUEUE: u16 = 1000;
 const RING: usize = 64;
 /// A frame's first byte: its kind.
 pub const KIND_DATA: u8 = 1;
@@ -76,6 +77,9 @@ pub struct IpoibConfig {
     /// what a timeout means (the shipped retry, or the naive reset; `rejoin.rs`).
     pub sa_timeout: Duration,
     pub on_sa_timeout: OnSaTimeout,
+    /// Packets the stack queues above the interface while it cannot send (Linux's
+    /// `txqueuelen`, 1,000 by default); past it the stack drops. Reserved at start.
+    pub stack_queue: u16,
 }
 
 impl IpoibConfig {
@@ -102,6 +106,7 @@ impl Default for IpoibConfig {
             ack_delay: Duration::from_ms(1),
             sa_timeout: Duration::from_ms(1_000),
             on_sa_timeout: OnSaTimeout::Retry,
+            stack_queue: STACK_QUEUE,
         }
     }
 }
@@ -207,7 +212,7 @@ impl IpoibClient {
             res: NO_RES,
             link_up: false,
             filter: PacketFilter::all(),
-            stack_queue: VecDeque::with_capacity(STACK_QUEUE),
+            stack_queue: VecDeque::with_capacity(usize::from(config.stack_queue.max(1))),
             posted: VecDeque::with_capacity(RING),
             traffic,
             next_seq: 1,
@@ -580,6 +585,12 @@ impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
             }
             Event::PortActive { .. } | Event::PortDown { .. } => {}
         }
+    }
+
+    /// Its traffic, its peer and its joins are its own: nothing another client does moves
+    /// its next wake.
+    fn wake_is_own(&self) -> bool {
+        true
     }
 
     fn next_wake(&self) -> Option<Instant> {

@@ -389,6 +389,11 @@ impl<B: ClientBus + ?Sized> Client<B> for UverbsClient {
         }
     }
 
+    /// Its process is its own.
+    fn wake_is_own(&self) -> bool {
+        true
+    }
+
     fn next_wake(&self) -> Option<Instant> {
         self.process.as_ref().and_then(|p| p.next_due())
     }

@@ -34,6 +34,8 @@ pub struct WorkloadConfig {
     pub max_outstanding: usize,
     /// Large transfers among its I/Os.
     pub large: LargeIo,
+    /// Buckets of its I/O series over time (`IoSeries`).
+    pub series_buckets: usize,
 }
 
 /// A share of a workload's I/Os that move several blocks at once (a file's read-ahead, a
@@ -100,7 +102,7 @@ impl BlockWorkload {
             busy_lba: std::vec![false; config.n_blocks as usize],
             scratch,
             stats: IoStats::default(),
-            series: IoSeries::new(),
+            series: IoSeries::with_buckets(config.series_buckets),
             latencies: LatencyHistogram::default(),
         }
     }
@@ -364,6 +366,7 @@ mod tests {
             n_blocks: 8,
             max_outstanding: 4,
             large: LargeIo::NONE,
+            series_buckets: SERIES_BUCKETS,
         })
     }
 

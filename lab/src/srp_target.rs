@@ -13,7 +13,6 @@
 //! connection: the initiator knows the command's tag is free once that answer comes.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
 use hcabus::fabric::{RemoteError, RemoteRdma, WireMsg};
@@ -23,11 +22,12 @@ use hcabus::{Duration, Instant};
 use ibal::target::{Target, Wire};
 use rand::RngCore;
 
-use crate::pattern::{fill_pattern, initial_seed};
 use ibal::io::{checksum_blocks, BLOCK_SIZE};
 use ibal::srp::{SrpCmd, SrpRsp, SrpStatus, SrpTskMgmt, IU_SIZE};
 
 mod admission;
+mod lun;
+pub use lun::Lun;
 mod route;
 mod transport;
 pub use admission::{
@@ -61,6 +61,9 @@ pub struct TargetStats {
     pub aborts_too_late: u64,
     /// Commands refused because the target's queue was full.
     pub overflowed: u64,
+    /// Blocks of its LUN written with something other than a pattern (kept whole: the lab's
+    /// workloads write none).
+    pub data_blocks: u64,
     /// Commands whose transmission a lossy route lost with no transport timer to resend it.
     pub lost: u64,
     /// Commands, aborts and answers a blackholed route swallowed at least once: each got
@@ -79,30 +82,9 @@ struct Pending {
     cmd: SrpCmd,
 }
 
-/// Most commands the target holds at once.
+/// Most commands the target holds at once unless its initiator's queue says fewer
+/// (`with_queue_for`).
 const TARGET_QUEUE: usize = 1024;
-
-/// The blocks of one LUN, shared by the target ports every path to it reaches: what one
-/// path writes, another reads.
-#[derive(Debug, Clone)]
-pub struct Lun(Arc<Mutex<Vec<u8>>>);
-
-impl Lun {
-    /// `n_blocks` blocks, each filled with a pattern the initiator's workload can predict.
-    pub fn new(lun_id: u32, n_blocks: u64) -> Self {
-        let mut blocks = std::vec![0u8; n_blocks as usize * BLOCK_SIZE];
-        for (lba, b) in blocks.chunks_exact_mut(BLOCK_SIZE).enumerate() {
-            fill_pattern(initial_seed(lun_id, lba as u64), b);
-        }
-        Lun(Arc::new(Mutex::new(blocks)))
-    }
-
-    /// The blocks; a port that panicked with them held left them whole (a block is
-    /// written by one copy), so the lock is taken over.
-    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// An answer on its way back to the initiator.
 #[derive(Debug, Clone, Copy)]
@@ -170,6 +152,20 @@ impl SrpTarget {
             link: LinkQueue::default(),
             stats: TargetStats::default(),
         }
+    }
+
+    /// Room for the commands of an initiator of `slots` (its queue depth and held I/O),
+    /// four times over: its request limit keeps it to `slots` on the live connection, and
+    /// the rest is for commands of connections it left that are still queued. A fleet's
+    /// ten thousand targets would otherwise reserve 1,024 each. Counted if it ever fills
+    /// (`overflowed`).
+    pub fn with_queue_for(mut self, slots: u64) -> Self {
+        let n = usize::try_from(slots.saturating_mul(4))
+            .unwrap_or(TARGET_QUEUE)
+            .clamp(32, TARGET_QUEUE);
+        self.queue = VecDeque::with_capacity(n);
+        self.outbox = VecDeque::with_capacity(n);
+        self
     }
 
     /// Logins through this port count against `admission`, the target's (the fleet's
@@ -443,9 +439,10 @@ impl SrpTarget {
                 .map(|()| checksum_blocks(&self.scratch))
         } else {
             self.stats.reads += 1;
-            let data = &blocks[start..start + len];
-            hca.remote_rdma_write(rdma, data)
-                .map(|()| checksum_blocks(data))
+            self.scratch.resize(len, 0);
+            blocks.read(start, &mut self.scratch);
+            hca.remote_rdma_write(rdma, &self.scratch)
+                .map(|()| checksum_blocks(&self.scratch))
         };
         match moved {
             Ok(sum) if cmd.write && sum != cmd.checksum => {
@@ -454,7 +451,8 @@ impl SrpTarget {
             }
             Ok(sum) => {
                 if cmd.write {
-                    blocks[start..start + len].copy_from_slice(&self.scratch);
+                    blocks.write(start, &self.scratch);
+                    self.stats.data_blocks = blocks.data_blocks();
                 }
                 rsp(SrpStatus::Good, sum)
             }

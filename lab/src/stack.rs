@@ -49,6 +49,16 @@ pub struct StackSetup {
 }
 
 impl StackSetup {
+    /// The DMA memory its clients take at their peak ([`crate::budget`]): what an adapter
+    /// sized to its clients reserves.
+    pub fn dma_needed(&self) -> u64 {
+        self.clients
+            .iter()
+            .filter_map(|spec| spec.config().needs())
+            .map(|(n, _)| n.dma_bytes)
+            .sum()
+    }
+
     /// Whether every client fits the adapter and the access layer ([`crate::budget`]).
     pub fn budget(&self) -> Result<(), crate::budget::BudgetError> {
         crate::budget::check(

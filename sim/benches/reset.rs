@@ -17,6 +17,7 @@ fn setup(clients: usize) -> SimSetup {
         duration: Duration::from_ms(2_000),
         max_clients: 256,
         recorder_capacity: 8192,
+        reported_resets: hcabus_sim::REPORTED_RESETS,
         clients: (0..clients)
             .map(|i| {
                 let d = ClientDesc::new(&format!("c{i}"), ClientKind::Custom, ClientFlags::empty())

@@ -9,6 +9,7 @@
 //! - [`bench_setup`]: the virtual-time host ([`crate::SimHost`]) with N clients doing
 //!   the same, for the whole simulator's cost.
 
+use crate::report::REPORTED_RESETS;
 use std::boxed::Box;
 use std::format;
 use std::vec::Vec;
@@ -238,6 +239,7 @@ pub fn bench_setup(clients: usize, reregister: bool) -> SimSetup {
         max_clients: BENCH_MAX_CLIENTS,
         policy: bench_policy(),
         recorder_capacity: 8192,
+        reported_resets: REPORTED_RESETS,
         clients: (0..clients)
             .map(|i| {
                 let d = ClientDesc::new(&format!("c{i}"), ClientKind::Custom, ClientFlags::empty())

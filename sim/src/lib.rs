@@ -40,6 +40,7 @@ pub use hosted::{Hosted, ThreadCtx, Wake, Workers};
 pub use invariants::InvariantChecker;
 pub use multi::{MultiHost, MultiHostError};
 pub use report::ResetReport;
+pub use report::REPORTED_RESETS;
 pub use setup::{draw_recovery_policy, random_setup, shaped_faults, SimSetup, COMMAND_TIMEOUT};
 pub use shared::SharedSimHca;
 pub use sim_host::{AllocProbe, HostStats, SimHost, MAX_STEPS_AT_ONE_INSTANT};

@@ -34,8 +34,9 @@ impl core::ops::Deref for ResetReport {
     }
 }
 
-/// Most resets a run reports; reserved so that reporting never grows a vector mid-run.
-const MAX_REPORTED_RESETS: usize = 256;
+/// Most resets a run reports unless its setup says fewer; reserved so that reporting never
+/// grows a vector mid-run.
+pub const REPORTED_RESETS: usize = 256;
 
 /// The finished resets of a run, kept as the coordinator's own records in space reserved at
 /// start: [`ResetRecord::copy_from`] reuses each record's forced list, so keeping one never
@@ -48,12 +49,12 @@ pub(crate) struct ResetLog {
 }
 
 impl ResetLog {
-    pub(crate) fn new(max_clients: usize) -> Self {
+    pub(crate) fn new(max_clients: usize, kept: usize) -> Self {
         ResetLog {
-            records: (0..MAX_REPORTED_RESETS)
+            records: (0..kept)
                 .map(|_| ResetRecord::with_capacity(max_clients))
                 .collect(),
-            allocations: Vec::with_capacity(MAX_REPORTED_RESETS),
+            allocations: Vec::with_capacity(kept),
             len: 0,
         }
     }
@@ -63,7 +64,8 @@ impl ResetLog {
         let Some(slot) = self.records.get_mut(self.len) else {
             if self.len == self.records.len() {
                 log::warn!(
-                    "more than {MAX_REPORTED_RESETS} resets: the report shows the first ones"
+                    "more than {} resets: the report shows the first ones",
+                    self.records.len()
                 );
                 self.len += 1;
             }

@@ -1,5 +1,6 @@
 //! Built-in scenarios.
 
+use crate::report::REPORTED_RESETS;
 use std::vec::Vec;
 
 use crate::agent::Behavior;
@@ -86,6 +87,7 @@ pub fn boot_from_san_run() -> SimSetup {
         policy: Policy::default(),
         max_clients: 64,
         recorder_capacity: 8192,
+        reported_resets: REPORTED_RESETS,
         clients: Vec::new(),
         faults: std::vec![(Instant::from_ms(1_400), Fault::Catastrophic)],
     }

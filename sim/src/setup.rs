@@ -1,6 +1,7 @@
 //! What a run is made of: the fault vocabulary, the scenario a host runs, and random
 //! scenarios for hunting violations.
 
+use crate::report::REPORTED_RESETS;
 use std::string::String;
 use std::vec::Vec;
 
@@ -27,6 +28,9 @@ pub struct SimSetup {
     pub policy: Policy,
     pub max_clients: u16,
     pub recorder_capacity: usize,
+    /// Finished resets the run's report keeps, reserved at start (`REPORTED_RESETS` unless
+    /// a host of many, such as a fleet's, keeps fewer); past it they are counted, not kept.
+    pub reported_resets: usize,
     pub clients: Vec<(ClientDesc, Behavior)>,
     pub faults: Vec<(Instant, Fault)>,
 }
@@ -41,6 +45,7 @@ impl Default for SimSetup {
             policy: Policy::default(),
             max_clients: 64,
             recorder_capacity: 8192,
+            reported_resets: REPORTED_RESETS,
             clients: Vec::new(),
             faults: Vec::new(),
         }
@@ -196,6 +201,7 @@ pub fn random_setup(seed: u64) -> SimSetup {
         policy,
         max_clients: 16,
         recorder_capacity: 1 << 14,
+        reported_resets: REPORTED_RESETS,
         clients,
         faults,
     }

@@ -191,7 +191,7 @@ impl<A: ?Sized + Agent> SimHost<A> {
             checker: InvariantChecker::new(max),
             alloc_probe: None,
             window_start: None,
-            resets: ResetLog::new(max),
+            resets: ResetLog::new(max, setup.reported_resets),
             name: setup.name.clone(),
             seed: setup.seed,
         };

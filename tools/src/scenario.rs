@@ -175,6 +175,7 @@ fn stack(
             policy,
             max_clients: 64,
             recorder_capacity: 1 << 14,
+            reported_resets: hcabus_sim::REPORTED_RESETS,
             clients: Vec::new(),
             faults,
         },
@@ -396,6 +397,7 @@ impl Clients {
             read_pct: c.read_pct.unwrap_or(l.read_pct),
             n_blocks: c.blocks.unwrap_or(l.n_blocks),
             large: large_io(c).map_err(|(k, e)| err(at(k), e))?,
+            series_buckets: l.series_buckets,
         };
         let config = DiskConfig {
             boot,

@@ -581,6 +581,13 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         self.sync_path(bus);
     }
 
+    /// A disk of its own reads nothing another client changes to know when it wakes (its
+    /// target, workload and slots are its own); a path of a multipath disk reads the queue
+    /// every path drives, so it is asked at every step.
+    fn wake_is_own(&self) -> bool {
+        matches!(self.above, Above::Own(_))
+    }
+
     fn next_wake(&self) -> Option<Instant> {
         let login = match self.disk.link {
             Link::LoggingIn { ready_at } => Some(ready_at),

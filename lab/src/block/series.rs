@@ -65,10 +65,16 @@ impl Default for IoSeries {
 
 impl IoSeries {
     pub fn new() -> Self {
+        Self::with_buckets(SERIES_BUCKETS)
+    }
+
+    /// A series of `n` buckets (at least 2): fewer for a host of a fleet, whose series no
+    /// picture draws, than a host of its own.
+    pub fn with_buckets(n: usize) -> Self {
         IoSeries {
             interval_us: SERIES_START_US,
             // Written, not only reserved: `vec!` of a struct clones into every slot.
-            buckets: std::vec![IoBucket::default(); SERIES_BUCKETS],
+            buckets: std::vec![IoBucket::default(); n.max(2)],
         }
     }
 
@@ -87,7 +93,7 @@ impl IoSeries {
         let t = at.as_us();
         // Each coarsening doubles the interval: a bounded number of them reaches any time.
         for _ in 0..u64::BITS {
-            if t / self.interval_us < SERIES_BUCKETS as u64 {
+            if t / self.interval_us < self.buckets.len() as u64 {
                 break;
             }
             self.coarsen();

@@ -36,6 +36,7 @@ const LOAD: Load = Load {
     read_pct: 50,
     n_blocks: 1024,
     large: crate::block::LargeIo::NONE,
+    series_buckets: crate::block::SERIES_BUCKETS,
 };
 
 /// Blocks enough that no write in a test's second comes to a block a given-up write holds

@@ -109,6 +109,7 @@ impl Engine {
             n_blocks: s.n_blocks,
             max_outstanding: s.max_outstanding.max(1),
             large: s.large,
+            series_buckets: crate::block::SERIES_BUCKETS,
         };
         let mut block = std::vec![0u8; ibal::io::BLOCK_SIZE];
         let lun = (0..s.n_blocks)

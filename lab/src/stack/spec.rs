@@ -74,6 +74,7 @@ pub fn workload(load: &Load, lun_id: u32, max_outstanding: usize) -> Box<dyn Wor
         n_blocks: load.n_blocks,
         max_outstanding,
         large: load.large,
+        series_buckets: load.series_buckets,
     }))
 }
 
@@ -98,7 +99,8 @@ pub fn disk(
     let c = &spec.initiator;
     let target = SrpTarget::new(c.target_lid, c.lun_id, spec.load.n_blocks)
         .with_route(spec.route)
-        .with_max_blocks(c.max_blocks);
+        .with_max_blocks(c.max_blocks)
+        .with_queue_for(c.slots());
     let target = shared(target, c.target_lid, targets);
     let workload = workload(&spec.load, c.lun_id, c.slots() as usize);
     SrpClient::new(name, *c, ibal, target, workload)
@@ -215,6 +217,9 @@ pub struct Load {
     pub n_blocks: u64,
     /// Large transfers among its I/Os (each disk's buffers are sized for them).
     pub large: LargeIo,
+    /// Buckets of the disk's I/O series over time (the timeline's picture of it): a host
+    /// of a fleet, whose series nobody draws, keeps fewer.
+    pub series_buckets: usize,
 }
 
 impl Default for Load {
@@ -224,6 +229,7 @@ impl Default for Load {
             read_pct: 70,
             n_blocks: 1024,
             large: LargeIo::NONE,
+            series_buckets: crate::block::SERIES_BUCKETS,
         }
     }
 }

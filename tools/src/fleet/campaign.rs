@@ -153,6 +153,7 @@ fn figures(run: &Value) -> Vec<(Option<usize>, &'static str, &'static str, Optio
     out.push((None, "max_no_path_ms", "ms", num(&run["max_no_path_ms"])));
     out.push(count("io_lost", &run["io"]["lost"]));
     out.push(count("paging_failed", &run["io"]["paging_failed"]));
+    out.push(count("model_overflows", &run["model_overflows"]));
     out.push(count("invariants_violated", &run["invariants_violated"]));
     out
 }

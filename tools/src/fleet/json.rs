@@ -113,6 +113,7 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "paging_failed": io.paging_failed,
             "overdue": io.overdue,
         },
+        "model_overflows": f.model_overflows,
         "invariants_violated": f.violations,
         "violations": f.quoted_violations,
     })
