@@ -16,6 +16,12 @@ use hcabus_lab::subnet::{SaSetup, SaStats};
 use ibal::io::IoStats;
 use ibal::retry::RetryPolicy;
 
+/// MPIO's `PDORemovePeriod` (Microsoft Learn, MPIO_TIMERS_COUNTERS: "The default is 20
+/// seconds"), in ms.
+pub const PDO_REMOVE_PERIOD_MS: u64 = 20_000;
+/// A disk timeout as array vendors set it (docs/fleet.md), in ms.
+pub const DISK_TIMEOUT_MS: u64 = 60_000;
+
 /// The most violations a fleet's figures quote (all are counted).
 const QUOTED_VIOLATIONS: usize = 8;
 
@@ -45,6 +51,13 @@ pub struct FaultFigures {
     pub p99: Option<Duration>,
     /// How long each host that came back took, sorted: the picture of hosts over time.
     pub back_after: Vec<Duration>,
+    /// Hosts whose interfaces it took (their links, or their joins at a new master), and
+    /// how long until the last of them had every interface up and joined again, counted
+    /// from when multicast broke (the fault; for a failover, the new master's sweep): the
+    /// 99th percentile host and the last (`None` while one is not).
+    pub multicast_hosts: u64,
+    pub multicast_p99: Option<Duration>,
+    pub multicast_max: Option<Duration>,
 }
 
 impl FaultFigures {
@@ -120,6 +133,14 @@ pub struct FleetFigures {
     pub path_records: ibal::disk::PathRecordStats,
     /// Every host's disks, summed.
     pub io: IoStats,
+    /// The longest each host's boot disk's paging I/O waited (one still waiting at the end
+    /// as far as it has), across hosts: the median,
+    /// the 99th percentile and the worst host; and the hosts past MPIO's PDORemovePeriod
+    /// (20 s: a multipath pseudo-LUN with no path is removed) and past a disk timeout of
+    /// 60 s (the array vendors' usual setting: the operating system gives the I/O up).
+    pub paging_stall: [Duration; 3],
+    pub paging_over_pdo_remove: u64,
+    pub paging_over_disk_timeout: u64,
     /// Messages the model's rings (an adapter's wire, a target's queue) had no room for:
     /// a run with any is not the run it says (`held`).
     pub model_overflows: u64,
@@ -238,6 +259,13 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
 fn fault_of(fleet: &Fleet, r: &Recovery) -> FaultFigures {
     let back_after = r.back_after();
     let (outage, controlled_min) = minimum(fleet, r);
+    // Multicast breaks with the links, or when the new master sweeps and reregisters.
+    let broke = match r.fault {
+        FleetFault::SmFailover => r.at + outage,
+        _ => r.at,
+    };
+    let (multicast, multicast_hosts) = r.multicast_back_after(broke);
+    let all_joined = multicast.len() == multicast_hosts && multicast_hosts > 0;
     // A fault that took no host's path has no recovery to time: no "all back", no ratio
     // (it is not over "at once", below its own outage).
     let all_back = r.affected() > 0 && back_after.len() == r.affected();
@@ -253,6 +281,9 @@ fn fault_of(fleet: &Fleet, r: &Recovery) -> FaultFigures {
         p50: quantile(&back_after, r.affected(), 0.5),
         p99: quantile(&back_after, r.affected(), 0.99),
         back_after,
+        multicast_hosts: multicast_hosts as u64,
+        multicast_p99: quantile(&multicast, multicast_hosts, 0.99),
+        multicast_max: multicast.last().copied().filter(|_| all_joined),
     }
 }
 
@@ -290,6 +321,20 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         }
     }
     let (sa, sa_queued) = fleet.subnet.stats(fleet.now);
+    let mut stalls: Vec<Duration> = fleet
+        .hosts
+        .iter()
+        .map(|h| Duration::from_us(h.paging_stall_us(fleet.now)))
+        .collect();
+    stalls.sort_unstable();
+    let n = stalls.len();
+    let over = |limit_ms: u64| {
+        stalls
+            .iter()
+            .filter(|d| **d > Duration::from_ms(limit_ms))
+            .count() as u64
+    };
+    let at = |q: f64| quantile(&stalls, n, q).unwrap_or(Duration::ZERO);
     FleetFigures {
         name: fleet.name.clone(),
         seed: fleet.seed,
@@ -324,6 +369,13 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         sa_busy,
         path_records,
         io,
+        paging_stall: [
+            at(0.5),
+            at(0.99),
+            stalls.last().copied().unwrap_or(Duration::ZERO),
+        ],
+        paging_over_pdo_remove: over(PDO_REMOVE_PERIOD_MS),
+        paging_over_disk_timeout: over(DISK_TIMEOUT_MS),
         model_overflows,
         invariants_checked: checked,
         violations,
@@ -399,6 +451,9 @@ mod tests {
             p50: None,
             p99: None,
             back_after: Vec::new(),
+            multicast_hosts: 0,
+            multicast_p99: None,
+            multicast_max: None,
         };
         let (long, short) = (fault(60_000), fault(0));
         assert!(long.over_min() < Some(1.02));

@@ -7,6 +7,7 @@ use std::vec::Vec;
 
 use hcabus::Instant;
 
+use hcabus_lab::block::BlockWorkload;
 use hcabus_lab::srp_target::SrpTarget;
 use hcabus_lab::stack::{self, MultiNode, Node};
 use ibal::disk::SrpClient;
@@ -141,5 +142,35 @@ impl FleetNode {
             .map(|t| t.stats().overflowed)
             .sum();
         wire + targets
+    }
+
+    /// The longest its boot disk's paging I/O waited for its answer by `now`, in
+    /// microseconds: what its operating system saw of every fault, an I/O still waiting
+    /// counted as far as it has (a boot disk that never came up waits from its first I/O).
+    pub fn paging_stall_us(&self, now: Instant) -> u64 {
+        let waiting = |w: &dyn ibal::workload::Workload| {
+            w.as_any()
+                .downcast_ref::<BlockWorkload>()
+                .and_then(BlockWorkload::oldest_outstanding)
+                .map_or(0, |t| now.saturating_since(t).as_us())
+        };
+        match self {
+            FleetNode::One(_) => self
+                .disks()
+                .filter(|d| d.disk().config().boot)
+                .filter_map(|d| Some((d.io_stats().max_latency_us, waiting(d.workload()?))))
+                .map(|(done, owed)| done.max(owed))
+                .max()
+                .unwrap_or(0),
+            FleetNode::Many(w) => stack::multipath_disks(w)
+                .iter()
+                .filter(|(_, paths)| paths.iter().any(|(_, c)| c.disk().config().boot))
+                .map(|(mp, paths)| {
+                    let done = stack::multipath_io(mp, paths).max_latency_us;
+                    done.max(waiting(mp.lock().workload()))
+                })
+                .max()
+                .unwrap_or(0),
+        }
     }
 }

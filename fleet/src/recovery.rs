@@ -24,6 +24,8 @@ struct Affected {
     /// a join done is one after the ClientReregister).
     joins_before: Option<u32>,
     back_at: Option<Instant>,
+    /// When every interface it touched was up and joined again: multicast back.
+    nets_back_at: Option<Instant>,
 }
 
 /// A fault and the hosts it touched, each with when it had every path back.
@@ -72,6 +74,7 @@ impl Recovery {
                     nets: fault.takes_links(),
                     joins_before: sm.then(|| joins(host)),
                     back_at: None,
+                    nets_back_at: None,
                 }
             })
             .filter(|a: &Affected| {
@@ -101,6 +104,7 @@ impl Recovery {
         if a.back_at.is_some() {
             return;
         }
+        let nets = a.nets || a.joins_before.is_some();
         let disks_back = host.disks().zip(&a.logins_before).all(|(d, before)| {
             *before == UNTOUCHED || (d.disk().is_up() && d.disk().stats().logins > *before)
         });
@@ -110,6 +114,9 @@ impl Recovery {
         let joined = a.joins_before.is_none_or(|before| {
             joins(host) >= before + n_nets && host.nets().all(|n| n.link_up() && n.sa_joined())
         });
+        if nets && nets_back && joined && a.nets_back_at.is_none() {
+            a.nets_back_at = Some(now);
+        }
         if disks_back && nets_back && joined {
             a.back_at = Some(now);
             self.pending -= 1;
@@ -130,6 +137,22 @@ impl Recovery {
             .collect();
         v.sort_unstable();
         v
+    }
+
+    /// How long each host whose interfaces the fault touched took to have every one up and
+    /// joined again, counted from `from` (when multicast broke), sorted; and how many such
+    /// hosts there were.
+    pub(super) fn multicast_back_after(&self, from: Instant) -> (Vec<Duration>, usize) {
+        let touched = self
+            .hosts
+            .iter()
+            .filter(|a| a.nets || a.joins_before.is_some());
+        let mut v: Vec<Duration> = touched
+            .clone()
+            .filter_map(|a| a.nets_back_at.map(|t| t.saturating_since(from)))
+            .collect();
+        v.sort_unstable();
+        (v, touched.count())
     }
 
     /// Logins the fault made necessary on target `t` (every touched disk on it).

@@ -496,3 +496,69 @@ fn faults_the_fleet_makes_itself_are_refused_from_a_setup() {
 }
 
 mod subnet;
+
+/// The operator's question of a target restart: how long did a host's paging I/O wait? Its
+/// boot disk's I/O waits out the restart (held, then answered after the login again): a
+/// restart of 2 s stalls paging about that long, one of 25 s passes MPIO's PDORemovePeriod
+/// on every host whose boot disk is on that target, and none past the disk timeout.
+#[test]
+fn a_target_restart_stalls_the_paging_io_of_the_hosts_booted_from_it_and_says_how_long() {
+    let stall = |down_ms: u64| {
+        let mut s = setup(
+            10,
+            std::vec![(2_000, restart(0, down_ms))],
+            RetryPolicy::Backoff,
+        );
+        s.duration = Duration::from_ms(2_000 + down_ms + 10_000);
+        let f = run(&s);
+        assert!(f.held(), "{f:?}");
+        f
+    };
+    let (short, long) = (stall(2_000), stall(25_000));
+    // Disk 0 of host i (its boot disk) is on target i % 2: five hosts boot from target 0.
+    assert!(
+        short.paging_stall[2] >= Duration::from_ms(2_000),
+        "{short:?}"
+    );
+    assert!(
+        short.paging_stall[2] < Duration::from_ms(20_000),
+        "{short:?}"
+    );
+    assert_eq!(short.paging_over_pdo_remove, 0);
+    assert!(
+        long.paging_stall[2] >= Duration::from_ms(25_000),
+        "{long:?}"
+    );
+    assert_eq!(
+        (long.paging_over_pdo_remove, long.paging_over_disk_timeout),
+        (5, 0)
+    );
+    // The hosts booted from the other target never waited that long.
+    assert!(long.paging_stall[0] < Duration::from_ms(20_000), "{long:?}");
+}
+
+/// How long multicast was broken: a link flap takes every interface, and each is back only
+/// once its link is up and its groups joined again through the SA; a target restart takes
+/// no interface.
+#[test]
+fn a_link_flap_breaks_multicast_until_every_interface_joined_again() {
+    let flap = FleetFault::LinkFlap {
+        down: Duration::from_ms(300),
+    };
+    let f = run(&setup(
+        8,
+        std::vec![(1_000, flap), (3_000, restart(1, 500))],
+        RetryPolicy::Backoff,
+    ));
+    assert!(f.held(), "{f:?}");
+    let r = &f.faults[1];
+    assert_eq!(r.multicast_hosts, 8, "{r:?}");
+    // Down 300 ms, trained and swept (3.5 s) before any interface can join.
+    let max = r.multicast_max.expect("every interface joined again");
+    assert!(max >= r.outage, "{r:?}");
+    assert!(r.multicast_p99 <= Some(max));
+    // Multicast is back no later than the whole host (its disks too).
+    assert!(Some(max) <= r.all_back_after, "{r:?}");
+    let t = &f.faults[2];
+    assert_eq!((t.multicast_hosts, t.multicast_max), (0, None), "{t:?}");
+}

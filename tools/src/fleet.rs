@@ -253,6 +253,12 @@ fn seed_table(runs: &[FleetRun]) -> String {
                 secs(fault_of(r, k).p99)
             )
         });
+        if first.figures.faults[k].multicast_hosts > 0 {
+            row(&mut t, "  multicast joined again p99 / last", &|r| {
+                let f = fault_of(r, k);
+                format!("{} / {}", secs(f.multicast_p99), secs(f.multicast_max))
+            });
+        }
     }
     for (k, tf) in first.figures.targets.iter().enumerate() {
         row(
@@ -279,6 +285,21 @@ fn seed_table(runs: &[FleetRun]) -> String {
     });
     row(&mut t, "paging I/O failed", &|r| {
         r.figures.io.paging_failed.to_string()
+    });
+    row(&mut t, "paging stall p50 / p99 / worst host", &|r| {
+        let [p50, p99, max] = r.figures.paging_stall;
+        format!(
+            "{} / {} / {}",
+            secs(Some(p50)),
+            secs(Some(p99)),
+            secs(Some(max))
+        )
+    });
+    row(&mut t, "hosts stalled past 20 s / 60 s", &|r| {
+        format!(
+            "{} / {}",
+            r.figures.paging_over_pdo_remove, r.figures.paging_over_disk_timeout
+        )
     });
     row(&mut t, "invariants violated", &|r| {
         r.figures.violations.to_string()

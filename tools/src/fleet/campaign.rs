@@ -144,6 +144,9 @@ fn figures(run: &Value) -> Vec<(Option<usize>, &'static str, &'static str, Optio
         let ratio = or_never(&f["controlled_over_min"]);
         out.push((Some(k), "controlled_over_min", "x", ratio));
         out.push((Some(k), "p99_ms", "ms", or_never(&f["p99_ms"])));
+        let nets = f["multicast_hosts"].as_u64().unwrap_or(0) > 0;
+        let multicast = nets.then(|| num(&f["multicast_max_ms"]).unwrap_or(Sample::Never));
+        out.push((Some(k), "multicast_max_ms", "ms", multicast));
     }
     let count = |name: &'static str, v: &Value| (None, name, "", num(v));
     out.push(count("adapter_resets", &run["adapter_resets"]));
@@ -151,6 +154,10 @@ fn figures(run: &Value) -> Vec<(Option<usize>, &'static str, &'static str, Optio
     out.push(count("sa_late", &run["sa"]["late"]));
     out.push(count("sa_timeouts", &run["sa_timeouts"]));
     out.push((None, "max_no_path_ms", "ms", num(&run["max_no_path_ms"])));
+    let stall = &run["paging_stall"];
+    out.push((None, "paging_stall_max_ms", "ms", num(&stall["max_ms"])));
+    out.push(count("paging_over_20s", &stall["over_pdo_remove_period"]));
+    out.push(count("paging_over_60s", &stall["over_disk_timeout"]));
     out.push(count("io_lost", &run["io"]["lost"]));
     out.push(count("paging_failed", &run["io"]["paging_failed"]));
     out.push(count("model_overflows", &run["model_overflows"]));

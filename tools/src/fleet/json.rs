@@ -36,6 +36,9 @@ fn fault_json(f: &FaultFigures) -> Value {
         "controlled_over_min": f.controlled_over_min(),
         "p50_ms": f.p50.map(ms),
         "p99_ms": f.p99.map(ms),
+        "multicast_hosts": f.multicast_hosts,
+        "multicast_p99_ms": f.multicast_p99.map(ms),
+        "multicast_max_ms": f.multicast_max.map(ms),
     })
 }
 
@@ -112,6 +115,13 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "duplicated": io.duplicated,
             "paging_failed": io.paging_failed,
             "overdue": io.overdue,
+        },
+        "paging_stall": {
+            "p50_ms": ms(f.paging_stall[0]),
+            "p99_ms": ms(f.paging_stall[1]),
+            "max_ms": ms(f.paging_stall[2]),
+            "over_pdo_remove_period": f.paging_over_pdo_remove,
+            "over_disk_timeout": f.paging_over_disk_timeout,
         },
         "model_overflows": f.model_overflows,
         "invariants_violated": f.violations,
