@@ -238,11 +238,27 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
             .unwrap_or(Duration::ZERO)
             .max(sa_takes(joins + path_records, sa))
     };
+    // The sweep brings the hosts' ports back one after another: the last host's PathRecord
+    // and login wait for it, the others' logins need not.
+    let spread = Duration::from_us(
+        fleet.sm.sweep_per_host.as_us() * (fleet.hosts.len() as u64).saturating_sub(1),
+    );
+    let after_sweep = |bound: Duration| {
+        let last = first_answer + fleet.login;
+        Duration::from_us(
+            bound
+                .as_us()
+                .saturating_sub(spread.as_us())
+                .max(last.as_us()),
+        )
+    };
     match r.fault {
         FleetFault::TargetRestart { target, down } => (down, at_target(target)),
-        FleetFault::LinkFlap { down } => (down + fleet.fabric, every_target()),
-        // The ports are Active as an adapter starts: the SA and the logins alone.
-        FleetFault::PowerOn => (Duration::ZERO, every_target()),
+        FleetFault::LinkFlap { down } => {
+            (down + fleet.fabric + spread, after_sweep(every_target()))
+        }
+        // Every port trains and is swept from the start.
+        FleetFault::PowerOn => (fleet.fabric + spread, after_sweep(every_target())),
         // Until the new master's sweep is done, then every host's joins at the SA.
         FleetFault::SmFailover => {
             let sm = &fleet.sm;

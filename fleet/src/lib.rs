@@ -275,7 +275,7 @@ impl Fleet {
             recoveries: Vec::new(),
             rollout: None,
             login: setup.host.login(),
-            fabric: setup.host.fabric(),
+            fabric: setup.host.fabric(setup.sm.sweep_base),
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
             steps: 0,
@@ -503,8 +503,10 @@ impl Fleet {
         self.faults.insert(pos, (at, step));
     }
 
-    /// Pulls every cable of host `i` (already at the instant) for `down`.
+    /// Pulls every cable of host `i` (already at the instant) for `down`, and its ports
+    /// come back as the subnet manager's sweep reaches them.
     fn flap(&mut self, i: u32, down: Duration) {
+        let down = down + self.sweep_spread(i);
         let host = &mut self.hosts[i as usize];
         for a in 0..host.adapter_count() {
             let Some(adapter) = host.adapter_mut(a) else {
@@ -518,6 +520,11 @@ impl Fleet {
             }
         }
         self.schedule(i);
+    }
+
+    /// How much later than the first host the sweep reaches host `i`.
+    fn sweep_spread(&self, i: u32) -> Duration {
+        Duration::from_us(self.sm.sweep_per_host.as_us() * u64::from(i))
     }
 
     /// The rollout's figures, if one started.

@@ -71,10 +71,11 @@ impl FleetTemplate {
             .unwrap_or(Duration::ZERO)
     }
 
-    /// Its fabric's time from a link back to Active ports: training and the sweep.
-    pub(super) fn fabric(&self) -> Duration {
-        let hca = &self.stacks()[0].sim.hca;
-        Duration::from_us(hca.link_up.as_us() + hca.sm_sweep.as_us())
+    /// Its fabric's time from a link back to the first Active port: training, and the
+    /// subnet manager's sweep (`sweep_base`, the fleet's SM's; each host further on in it
+    /// waits `sweep_reaches` more).
+    pub(super) fn fabric(&self, sweep_base: Duration) -> Duration {
+        self.stacks()[0].sim.hca.link_up + sweep_base
     }
 }
 
@@ -170,6 +171,30 @@ pub fn multipath_host(iops: u32, pps: u32) -> MultiSetup {
 /// the template with every disk on its target under the fleet's policies: logical disk `k`
 /// of host `i` (its multipath disks first, then its single disks, in order) logs in to
 /// target `(i + k) % targets`, every path of a multipath disk to its disk's.
+/// How much later than the first host the subnet manager's sweep brings host `i`'s ports
+/// Active: OpenSM configures ports one after another, `sweep_per_host` each, in the order
+/// it walks the fabric (here the hosts' own). A fabric-wide event brings ten thousand
+/// ports back over seconds, not in one microsecond.
+pub(super) fn sweep_reaches(setup: &FleetSetup, i: u32) -> Duration {
+    Duration::from_us(setup.sm.sweep_per_host.as_us() * u64::from(i))
+}
+
+/// A stack as host `i` of the fleet: the fleet's subnet manager sweeps its ports (its
+/// sweep base, not the single host's own), and they come up at power-on as that sweep
+/// reaches them: down from the start for `sweep_reaches`, then trained and swept.
+fn on_fleet_fabric(s: &mut StackSetup, setup: &FleetSetup, i: u32) {
+    let hca = &mut s.sim.hca;
+    hca.sm_sweep = setup.sm.sweep_base;
+    let reach = Duration::from_us(1) + sweep_reaches(setup, i);
+    for port in 1..=hca.ports {
+        let down = hcabus_sim::Fault::PortDown {
+            port,
+            duration: reach,
+        };
+        s.sim.faults.push((hcabus::Instant::ZERO, down));
+    }
+}
+
 fn place(
     setup: &FleetSetup,
     i: u32,
@@ -221,6 +246,7 @@ pub(super) fn fleet_host(
             s.sim.name = name;
             s.sim.seed = seed;
             s.sim.duration = setup.duration;
+            on_fleet_fabric(&mut s, setup, i);
             let targets = place(setup, i, &mut [&mut s], 0);
             let host = stack::build_fleet_host(&s, shared, Some(subnet))
                 .map_err(|e| FleetError::Node(i, e))?;
@@ -235,6 +261,7 @@ pub(super) fn fleet_host(
             }
             for a in &mut m.adapters {
                 a.stack.sim.duration = setup.duration;
+                on_fleet_fabric(&mut a.stack, setup, i);
             }
             let mut stacks: Vec<&mut StackSetup> =
                 m.adapters.iter_mut().map(|a| &mut a.stack).collect();

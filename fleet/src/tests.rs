@@ -12,6 +12,11 @@ const LOGIN: Duration = Duration::from_ms(20);
 
 /// `hosts` default boot hosts at a light load on two targets that take 4 logins at a time
 /// and 100 a second; `faults` at their instants; 6 s.
+/// How long a test fleet takes to power on before its faults: every port trains (1.5 s) and
+/// is swept (500 ms, 2 ms a host further), then the disks log in. A test's fault at `ms`
+/// strikes at `BOOT_MS + ms`, once the fleet is up, and its run is that much longer.
+pub(super) const BOOT_MS: u64 = 3_000;
+
 pub(super) fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPolicy) -> FleetSetup {
     let mut host = boot_host(20, 10);
     for c in &mut host.clients {
@@ -26,7 +31,7 @@ pub(super) fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPoli
     FleetSetup {
         name: "fleet".into(),
         seed: 5,
-        duration: Duration::from_ms(6_000),
+        duration: Duration::from_ms(BOOT_MS + 6_000),
         hosts,
         host: FleetTemplate::One(host),
         targets: std::vec![
@@ -41,7 +46,7 @@ pub(super) fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPoli
         ],
         faults: faults
             .into_iter()
-            .map(|(ms, f)| (Instant::from_ms(ms), f))
+            .map(|(ms, f)| (Instant::from_ms(BOOT_MS + ms), f))
             .collect(),
         retry,
         sm: SmSetup::default(),
@@ -139,7 +144,7 @@ fn a_fixed_ten_second_retry_keeps_hosts_out_for_ten_seconds_and_more() {
     let faults = || std::vec![(25_000, restart(0, 500))];
     let fixed = hcabus_lab::baselines::fixed(Duration::from_ms(10_000));
     let mut s = setup(10, faults(), fixed);
-    s.duration = Duration::from_ms(60_000);
+    s.duration = Duration::from_ms(BOOT_MS + 60_000);
     let slow = run(&s);
     let fast = run(&FleetSetup {
         retry: RetryPolicy::Backoff,
@@ -167,11 +172,20 @@ fn a_link_flap_takes_every_path_and_every_host_gets_them_back() {
     assert_eq!(f.resets, 0);
     let r = &f.faults[1];
     assert_eq!((r.hosts, r.back), (8, 8), "{r:?}");
-    // Down 300 ms, 1.5 s of training and a 2 s sweep before any login: the outage.
-    assert!(r.outage >= Duration::from_ms(3_800), "{r:?}");
+    // Down 300 ms, 1.5 s of training and the sweep's 500 ms before the first host's port
+    // is Active, and 2 ms more for each host after it in the sweep: the outage.
+    assert_eq!(
+        r.outage,
+        Duration::from_ms(300 + 1_500 + 500 + 7 * 2),
+        "{r:?}"
+    );
     // A link lost is a path forgotten: the logins wait for the first PathRecord answer
-    // (1 us received, 10 us served) on top of 8 logins a target, 4 at a time for 20 ms.
-    assert_eq!(r.controlled_min, Duration::from_us(11 + 20_000 + 20_000));
+    // (1 us received, 10 us served), then 8 logins a target take 4 at a time for 20 ms;
+    // the 14 ms of the sweep's spread, in the outage, already let them begin.
+    assert_eq!(
+        r.controlled_min,
+        Duration::from_us(11 + 20_000 + 20_000 - 14_000)
+    );
     assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
     assert!(r.controlled_over_min() >= Some(1.0), "{r:?}");
 }
@@ -185,7 +199,7 @@ fn hosts_that_idle_cost_nothing_between_what_they_have_due() {
     idle.clients
         .retain(|c| matches!(c, ClientSpec::Disk { .. }));
     s.host = FleetTemplate::One(idle);
-    s.duration = Duration::from_ms(60_000);
+    s.duration = Duration::from_ms(BOOT_MS + 60_000);
     let f = run(&s);
     assert!(f.held());
     // Start-up (logins, the ports' sweep) and then about one step a second each.
@@ -220,7 +234,7 @@ fn a_fleet_that_cannot_be_is_refused_by_key() {
     s.faults[0].1 = restart(2, 10);
     assert!(refused(s).starts_with("faults[0].target"));
     let mut s = ok.clone();
-    s.faults[0].0 = Instant::from_ms(7_000);
+    s.faults[0].0 = Instant::from_ms(BOOT_MS + 7_000);
     assert!(refused(s).starts_with("faults[0].at_ms"));
     let mut s = ok;
     let mut diskless = boot_host(2, 1);
@@ -237,11 +251,10 @@ fn a_fleet_that_cannot_be_is_refused_by_key() {
 /// its own outage).
 #[test]
 fn a_fault_during_the_boot_takes_no_path_that_was_not_up() {
-    let f = run(&setup(
-        6,
-        std::vec![(0, restart(0, 100))],
-        RetryPolicy::Backoff,
-    ));
+    let mut s = setup(6, std::vec![(0, restart(0, 100))], RetryPolicy::Backoff);
+    // At 2.1 s: the ports are Active (trained and swept), the disks still logging in.
+    s.faults[0].0 = Instant::from_ms(2_010);
+    let f = run(&s);
     let (boot, r) = (&f.faults[0], &f.faults[1]);
     assert_eq!((boot.hosts, boot.back), (6, 6));
     assert_eq!((r.hosts, r.back, r.all_back_after), (0, 0, None));
@@ -329,7 +342,7 @@ fn a_rollout_activates_every_adapter_within_the_limit_and_no_boot_disk_loses_its
     let rollout = FleetFault::Rollout { max_per_target: 2 };
     let mut s = setup(10, std::vec![(2_000, rollout)], RetryPolicy::Backoff);
     s.host = FleetTemplate::Many(multipath_host(20, 10));
-    s.duration = Duration::from_ms(120_000);
+    s.duration = Duration::from_ms(BOOT_MS + 120_000);
     let mut fleet = Fleet::build(&s).expect("builds");
     let fw_before: Vec<u64> = fleet.hosts()[0]
         .adapters()
@@ -372,8 +385,9 @@ fn a_fleet_run_in_pieces_is_the_same_run_and_stops_where_it_is_told() {
     let s = setup(8, std::vec![(2_000, restart(0, 300))], RetryPolicy::Backoff);
     let whole = run(&s);
     let mut fleet = Fleet::build(&s).expect("builds");
-    fleet.run_until(Instant::from_ms(1_000));
-    assert_eq!(fleet.now(), Instant::from_ms(1_000));
+    let t = |ms: u64| Instant::from_ms(BOOT_MS + ms);
+    fleet.run_until(t(1_000));
+    assert_eq!(fleet.now(), t(1_000));
     let early = fleet.figures();
     assert_eq!(early.faults.len(), 1, "the restart at 2 s has not happened");
     assert_eq!(early.targets[0].stats.restarts, 0);
@@ -381,13 +395,13 @@ fn a_fleet_run_in_pieces_is_the_same_run_and_stops_where_it_is_told() {
     assert!(fleet
         .hosts()
         .iter()
-        .all(|h| h.adapters()[0].now() <= Instant::from_ms(1_000)));
+        .all(|h| h.adapters()[0].now() <= t(1_000)));
     for ms in [1_500, 2_000, 2_001, 4_000] {
-        fleet.run_until(Instant::from_ms(ms));
+        fleet.run_until(t(ms));
     }
     fleet.run();
     assert_eq!(fleet.figures(), whole);
-    assert_eq!(fleet.end(), Instant::from_ms(6_000));
+    assert_eq!(fleet.end(), t(6_000));
     assert_eq!((fleet.name(), fleet.seed()), ("fleet", 5));
     assert_eq!(fleet.retry(), RetryPolicy::Backoff);
     assert_eq!(fleet.targets().len(), 2);
@@ -453,10 +467,10 @@ fn a_fault_past_the_instant_asked_for_waits_even_with_every_host_idle() {
         .retain(|c| matches!(c, ClientSpec::Disk { .. }));
     s.host = FleetTemplate::One(idle);
     let mut fleet = Fleet::build(&s).expect("builds");
-    fleet.run_until(Instant::from_ms(1_200));
-    assert_eq!(fleet.now(), Instant::from_ms(1_200));
+    fleet.run_until(Instant::from_ms(BOOT_MS + 1_200));
+    assert_eq!(fleet.now(), Instant::from_ms(BOOT_MS + 1_200));
     assert_eq!(fleet.targets()[0].1.lock().restarts(), 0);
-    fleet.run_until(Instant::from_ms(1_500));
+    fleet.run_until(Instant::from_ms(BOOT_MS + 1_500));
     assert_eq!(fleet.targets()[0].1.lock().restarts(), 1);
     assert_eq!(fleet.steps(), fleet.figures().steps);
 }
@@ -509,7 +523,7 @@ fn a_target_restart_stalls_the_paging_io_of_the_hosts_booted_from_it_and_says_ho
             std::vec![(2_000, restart(0, down_ms))],
             RetryPolicy::Backoff,
         );
-        s.duration = Duration::from_ms(2_000 + down_ms + 10_000);
+        s.duration = Duration::from_ms(BOOT_MS + 2_000 + down_ms + 10_000);
         let f = run(&s);
         assert!(f.held(), "{f:?}");
         f
