@@ -93,25 +93,14 @@ fn at_fleet_load(s: &mut StackSetup, iops: u32, pps: u32) {
     // not hold).
     let per_second = u64::from(iops).saturating_add(u64::from(pps));
     verbs.wire_capacity = per_second.saturating_mul(16).clamp(32, 256) as u32;
-    verbs.max_cq_entries = 128;
-    verbs.max_cqs = 8;
-    verbs.max_qps = 8;
-    verbs.max_wr = 64;
     // The last 64 records of each host's flight recorder; the bus's tables for eight clients
     // (the boot host registers six; slots go lowest first, so ids are the same); the
     // report's first 4 resets of a host (past them counted, not kept).
     s.sim.recorder_capacity = 64;
     s.sim.max_clients = 8;
     s.sim.reported_resets = 4;
-    s.ibal = Some(IbalConfig {
-        max_cqs: 8,
-        max_qps: 8,
-        max_mrs: 32,
-        max_ahs: 16,
-        max_cq_entries: 128,
-        max_wr: 64,
-        ..IbalConfig::default()
-    });
+    // Room for the faults the fleet injects while it runs (a flap: one a port), not 256.
+    s.sim.derived_faults = 16;
     for c in &mut s.clients {
         match c {
             ClientSpec::Disk { config, .. } => {
@@ -120,7 +109,7 @@ fn at_fleet_load(s: &mut StackSetup, iops: u32, pps: u32) {
                 // Nobody draws a fleet host's I/O over time: 16 buckets, not 1,024.
                 config.load.series_buckets = 16;
                 config.initiator.queue_depth = 8;
-                config.initiator.hold_capacity = 4;
+                config.initiator.hold_capacity = 2;
             }
             ClientSpec::DiskPath { config, .. } => {
                 // A path holds nothing: its disk's queue does (and its LUN is the disk's).
@@ -138,9 +127,26 @@ fn at_fleet_load(s: &mut StackSetup, iops: u32, pps: u32) {
             _ => {}
         }
     }
-    // The DMA memory its clients take, a page rounded, rather than half a megabyte each.
-    let needed = s.dma_needed().next_multiple_of(4096);
-    s.sim.hca.verbs.dma_bytes = u32::try_from(needed).unwrap_or(u32::MAX);
+    // The adapter and the access layer hold what its clients take at their peak (the
+    // budget's own sums: the check and the sizes cannot disagree), not a server's defaults:
+    // its DMA memory a page rounded, its queues and completion queues, their depths.
+    let needed = s.needed();
+    let verbs = &mut s.sim.hca.verbs;
+    verbs.dma_bytes = u32::try_from(needed.dma_bytes.next_multiple_of(4096)).unwrap_or(u32::MAX);
+    let queues = |n: u32| u16::try_from(n.max(1)).unwrap_or(u16::MAX);
+    verbs.max_cqs = queues(needed.cqs);
+    verbs.max_qps = queues(needed.qps);
+    verbs.max_cq_entries = needed.cq_entries.max(1);
+    verbs.max_wr = needed.wr.max(1);
+    s.ibal = Some(IbalConfig {
+        max_cqs: queues(needed.cqs),
+        max_qps: queues(needed.qps),
+        max_mrs: 32,
+        max_ahs: 16,
+        max_cq_entries: needed.cq_entries.max(1),
+        max_wr: needed.wr.max(1),
+        ..IbalConfig::default()
+    });
 }
 
 /// The default boot host (docs/design.md §9) at a fleet's load: what a fleet's hosts are

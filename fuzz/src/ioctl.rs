@@ -31,6 +31,7 @@ fn host() -> SimHost {
         duration: Duration::from_ms(3_600_000),
         recorder_capacity: 256,
         reported_resets: hcabus_sim::REPORTED_RESETS,
+        derived_faults: hcabus_sim::DERIVED_FAULTS,
         clients: vec![
             client("inline", ClientFlags::empty(), Behavior::default()),
             client(

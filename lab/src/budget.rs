@@ -163,7 +163,7 @@ pub fn check(
     Ok(())
 }
 
-fn add(a: Needs, b: Needs) -> Needs {
+pub(crate) fn add(a: Needs, b: Needs) -> Needs {
     Needs {
         consumers: a.consumers + b.consumers,
         pds: a.pds + b.pds,

@@ -49,14 +49,15 @@ pub struct StackSetup {
 }
 
 impl StackSetup {
-    /// The DMA memory its clients take at their peak ([`crate::budget`]): what an adapter
-    /// sized to its clients reserves.
-    pub fn dma_needed(&self) -> u64 {
+    /// What its clients take of the adapter and the access layer at their peak, summed
+    /// ([`crate::budget`]): what an adapter sized to its clients reserves.
+    pub fn needed(&self) -> crate::budget::Needs {
         self.clients
             .iter()
             .filter_map(|spec| spec.config().needs())
-            .map(|(n, _)| n.dma_bytes)
-            .sum()
+            .fold(crate::budget::Needs::default(), |a, (n, _)| {
+                crate::budget::add(a, n)
+            })
     }
 
     /// Whether every client fits the adapter and the access layer ([`crate::budget`]).

@@ -18,6 +18,7 @@ fn setup(clients: usize) -> SimSetup {
         max_clients: 256,
         recorder_capacity: 8192,
         reported_resets: hcabus_sim::REPORTED_RESETS,
+        derived_faults: hcabus_sim::DERIVED_FAULTS,
         clients: (0..clients)
             .map(|i| {
                 let d = ClientDesc::new(&format!("c{i}"), ClientKind::Custom, ClientFlags::empty())

@@ -10,6 +10,7 @@
 //!   the same, for the whole simulator's cost.
 
 use crate::report::REPORTED_RESETS;
+use crate::sim_host::DERIVED_FAULTS;
 use std::boxed::Box;
 use std::format;
 use std::vec::Vec;
@@ -240,6 +241,7 @@ pub fn bench_setup(clients: usize, reregister: bool) -> SimSetup {
         policy: bench_policy(),
         recorder_capacity: 8192,
         reported_resets: REPORTED_RESETS,
+        derived_faults: DERIVED_FAULTS,
         clients: (0..clients)
             .map(|i| {
                 let d = ClientDesc::new(&format!("c{i}"), ClientKind::Custom, ClientFlags::empty())

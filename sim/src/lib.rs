@@ -43,6 +43,7 @@ pub use report::ResetReport;
 pub use report::REPORTED_RESETS;
 pub use setup::{draw_recovery_policy, random_setup, shaped_faults, SimSetup, COMMAND_TIMEOUT};
 pub use shared::SharedSimHca;
+pub use sim_host::DERIVED_FAULTS;
 pub use sim_host::{AllocProbe, HostStats, SimHost, MAX_STEPS_AT_ONE_INSTANT};
 pub use stepper::{SimDevice, Stepper, StepperError};
 pub use verbs::{SimVerbs, VerbsStats};

@@ -1,6 +1,7 @@
 //! Built-in scenarios.
 
 use crate::report::REPORTED_RESETS;
+use crate::sim_host::DERIVED_FAULTS;
 use std::vec::Vec;
 
 use crate::agent::Behavior;
@@ -88,6 +89,7 @@ pub fn boot_from_san_run() -> SimSetup {
         max_clients: 64,
         recorder_capacity: 8192,
         reported_resets: REPORTED_RESETS,
+        derived_faults: DERIVED_FAULTS,
         clients: Vec::new(),
         faults: std::vec![(Instant::from_ms(1_400), Fault::Catastrophic)],
     }

@@ -2,6 +2,7 @@
 //! scenarios for hunting violations.
 
 use crate::report::REPORTED_RESETS;
+use crate::sim_host::DERIVED_FAULTS;
 use std::string::String;
 use std::vec::Vec;
 
@@ -31,6 +32,10 @@ pub struct SimSetup {
     /// Finished resets the run's report keeps, reserved at start (`REPORTED_RESETS` unless
     /// a host of many, such as a fleet's, keeps fewer); past it they are counted, not kept.
     pub reported_resets: usize,
+    /// Room reserved for faults the harness adds while it runs (`DERIVED_FAULTS` unless a
+    /// host of many keeps less); past it the plan grows, and a reset it lands in reports
+    /// the allocation.
+    pub derived_faults: usize,
     pub clients: Vec<(ClientDesc, Behavior)>,
     pub faults: Vec<(Instant, Fault)>,
 }
@@ -46,6 +51,7 @@ impl Default for SimSetup {
             max_clients: 64,
             recorder_capacity: 8192,
             reported_resets: REPORTED_RESETS,
+            derived_faults: DERIVED_FAULTS,
             clients: Vec::new(),
             faults: Vec::new(),
         }
@@ -202,6 +208,7 @@ pub fn random_setup(seed: u64) -> SimSetup {
         max_clients: 16,
         recorder_capacity: 1 << 14,
         reported_resets: REPORTED_RESETS,
+        derived_faults: DERIVED_FAULTS,
         clients,
         faults,
     }

@@ -62,10 +62,11 @@ pub struct HostStats {
 /// Reads a global allocation counter (a counting allocator lives in the binary).
 pub type AllocProbe = fn() -> u64;
 
-/// Room for faults the harness adds at run time beyond those of the plan's own hangs: a
-/// hang injected by IOCTL adds its command timeout. A run that injects more grows the plan,
-/// and a reset that the growth lands in reports the allocation: nothing is hidden.
-const DERIVED_FAULTS: usize = 256;
+/// Room for faults the harness adds at run time beyond those of the plan's own hangs, unless
+/// a setup says otherwise (`SimSetup::derived_faults`): a hang injected by IOCTL adds its
+/// command timeout. A run that injects more grows the plan, and a reset that the growth
+/// lands in reports the allocation: nothing is hidden.
+pub const DERIVED_FAULTS: usize = 256;
 
 /// Steps at one instant past which a run is a livelock: something asks to be stepped again
 /// and again without time moving (a client whose wake-up lies in the past and never moves).
@@ -158,7 +159,7 @@ impl<A: ?Sized + Agent> SimHost<A> {
             .iter()
             .filter(|(_, f)| *f == Fault::Hang)
             .count();
-        let mut faults = Vec::with_capacity(setup.faults.len() + hangs + DERIVED_FAULTS);
+        let mut faults = Vec::with_capacity(setup.faults.len() + hangs + setup.derived_faults);
         faults.extend_from_slice(&setup.faults);
         // Stable sort keeps the scenario's order for faults at the same instant.
         faults.sort_by_key(|(at, _)| *at);

@@ -176,6 +176,7 @@ fn stack(
             max_clients: 64,
             recorder_capacity: 1 << 14,
             reported_resets: hcabus_sim::REPORTED_RESETS,
+            derived_faults: hcabus_sim::DERIVED_FAULTS,
             clients: Vec::new(),
             faults,
         },

@@ -187,7 +187,9 @@ fn a_failovers_reregister_lands_in_time_among_later_faults() {
         (65_000, flap),
     ];
     let mut s = setup(6, faults, RetryPolicy::Backoff);
-    s.duration = Duration::from_ms(BOOT_MS + 80_000);
+    // The restart's logins wait for the SA (their PathRecords fail while no master is up)
+    // and then its backoff (up to 16 s and half again): room after the flap for both.
+    s.duration = Duration::from_ms(BOOT_MS + 120_000);
     let mut fleet = Fleet::build(&s).expect("builds");
     fleet.run();
     let f = fleet.figures();
