@@ -10,7 +10,7 @@
 //!   the same, for the whole simulator's cost.
 
 use crate::report::REPORTED_RESETS;
-use crate::sim_host::DERIVED_FAULTS;
+use crate::setup::DERIVED_FAULTS;
 use std::boxed::Box;
 use std::format;
 use std::vec::Vec;

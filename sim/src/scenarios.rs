@@ -1,7 +1,7 @@
 //! Built-in scenarios.
 
 use crate::report::REPORTED_RESETS;
-use crate::sim_host::DERIVED_FAULTS;
+use crate::setup::DERIVED_FAULTS;
 use std::vec::Vec;
 
 use crate::agent::Behavior;

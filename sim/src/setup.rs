@@ -2,7 +2,6 @@
 //! scenarios for hunting violations.
 
 use crate::report::REPORTED_RESETS;
-use crate::sim_host::DERIVED_FAULTS;
 use std::string::String;
 use std::vec::Vec;
 
@@ -18,6 +17,12 @@ use hcabus::types::*;
 
 /// How long a hung firmware takes to be noticed by a command that never completes.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_ms(2_500);
+
+/// Room for faults the harness adds at run time beyond those of the plan's own hangs, unless
+/// a setup says otherwise (`SimSetup::derived_faults`): a hang injected by IOCTL adds its
+/// command timeout. A run that injects more grows the plan, and a reset that the growth
+/// lands in reports the allocation: nothing is hidden.
+pub const DERIVED_FAULTS: usize = 256;
 
 /// A scenario the host can run.
 #[derive(Debug, Clone)]

@@ -62,12 +62,6 @@ pub struct HostStats {
 /// Reads a global allocation counter (a counting allocator lives in the binary).
 pub type AllocProbe = fn() -> u64;
 
-/// Room for faults the harness adds at run time beyond those of the plan's own hangs, unless
-/// a setup says otherwise (`SimSetup::derived_faults`): a hang injected by IOCTL adds its
-/// command timeout. A run that injects more grows the plan, and a reset that the growth
-/// lands in reports the allocation: nothing is hidden.
-pub const DERIVED_FAULTS: usize = 256;
-
 /// Steps at one instant past which a run is a livelock: something asks to be stepped again
 /// and again without time moving (a client whose wake-up lies in the past and never moves).
 /// Recorded as a violation and the run stopped, instead of hanging the harness: a test, a

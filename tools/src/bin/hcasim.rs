@@ -352,6 +352,12 @@ fn run_with_progress(host: &mut Run) {
     bar.finish_and_clear();
 }
 
+/// The threads `--jobs` asks for, or every core.
+fn every_core_unless(jobs: Option<usize>) -> usize {
+    jobs.or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+        .unwrap_or(1)
+}
+
 /// `hcasim hunt`: the summary on stdout, a progress bar on a terminal's stderr.
 fn hunt(seeds: &str, jobs: Option<usize>, stack_every: u64, json: bool) -> ExitCode {
     use hcabus_tools::hunt::{hunt, parse_seeds, HuntConfig};
@@ -362,9 +368,7 @@ fn hunt(seeds: &str, jobs: Option<usize>, stack_every: u64, json: bool) -> ExitC
             return ExitCode::from(2);
         }
     };
-    let jobs = jobs
-        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
-        .unwrap_or(1);
+    let jobs = every_core_unless(jobs);
     let config = HuntConfig {
         seeds: seeds.clone(),
         jobs,

@@ -77,9 +77,7 @@ pub(super) fn run(
             return ExitCode::from(2);
         }
     };
-    let jobs = jobs
-        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
-        .unwrap_or(1);
+    let jobs = super::every_core_unless(jobs);
     let runs = match fleet::run(&scenario, seeds, jobs) {
         Ok(r) => r,
         Err(e) => {
