@@ -42,8 +42,8 @@ pub struct FaultFigures {
     /// bringing them Active again, the standby's detection and sweep.
     pub outage: Duration,
     /// The least the part a policy controls could take: what the fault made the SA and the
-    /// targets do, at their capacities, with the steps a host takes in series (a disk's
-    /// PathRecord before its login) in series (`controlled_min`).
+    /// targets do, each at its capacity, a host's serial steps (a disk's PathRecord before
+    /// its login) taken in series (`minimum`).
     pub controlled_min: Duration,
     /// The median and 99th percentile host's time to every path back, of every host it
     /// touched: `None` while the one at that rank is not back.
@@ -240,9 +240,8 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
     };
     // The sweep brings the hosts' ports back one after another: the last host's PathRecord
     // and login wait for it, the others' logins need not.
-    let spread = Duration::from_us(
-        fleet.sm.sweep_per_host.as_us() * (fleet.hosts.len() as u64).saturating_sub(1),
-    );
+    let last_host = (fleet.hosts.len() as u32).saturating_sub(1);
+    let spread = fleet.sm.reaches(last_host);
     let after_sweep = |bound: Duration| {
         let last = first_answer + fleet.login;
         Duration::from_us(

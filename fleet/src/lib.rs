@@ -506,7 +506,7 @@ impl Fleet {
     /// Pulls every cable of host `i` (already at the instant) for `down`, and its ports
     /// come back as the subnet manager's sweep reaches them.
     fn flap(&mut self, i: u32, down: Duration) {
-        let down = down + self.sweep_spread(i);
+        let down = down + self.sm.reaches(i);
         let host = &mut self.hosts[i as usize];
         for a in 0..host.adapter_count() {
             let Some(adapter) = host.adapter_mut(a) else {
@@ -520,11 +520,6 @@ impl Fleet {
             }
         }
         self.schedule(i);
-    }
-
-    /// How much later than the first host the sweep reaches host `i`.
-    fn sweep_spread(&self, i: u32) -> Duration {
-        Duration::from_us(self.sm.sweep_per_host.as_us() * u64::from(i))
     }
 
     /// The rollout's figures, if one started.

@@ -46,6 +46,14 @@ impl SmSetup {
         Instant::from_us(last)
     }
 
+    /// How much later than the first host's the sweep brings host `i`'s ports Active:
+    /// OpenSM configures ports one after another, `sweep_per_host` each, in the order it
+    /// walks the fabric (here the hosts' own), so a fabric-wide event brings ten thousand
+    /// ports back over seconds, not in one microsecond.
+    pub fn reaches(&self, i: u32) -> Duration {
+        Duration::from_us(self.sweep_per_host.as_us() * u64::from(i))
+    }
+
     /// How long a sweep of a fabric of `hosts` takes.
     pub fn sweep(&self, hosts: u32) -> Duration {
         Duration::from_us(self.sweep_base.as_us() + self.sweep_per_host.as_us() * u64::from(hosts))

@@ -73,7 +73,7 @@ impl FleetTemplate {
 
     /// Its fabric's time from a link back to the first Active port: training, and the
     /// subnet manager's sweep (`sweep_base`, the fleet's SM's; each host further on in it
-    /// waits `sweep_reaches` more).
+    /// waits `SmSetup::reaches` more).
     pub(super) fn fabric(&self, sweep_base: Duration) -> Duration {
         self.stacks()[0].sim.hca.link_up + sweep_base
     }
@@ -82,7 +82,8 @@ impl FleetTemplate {
 /// A stack at a fleet's load: its disks at `iops` each over a small LUN and a short queue,
 /// IPoIB and the user-verbs process at `pps` (packets, calls), no fault of its own, and an
 /// adapter, IBAL and a bus sized to what those clients take rather than a server's
-/// defaults: about 300 KB a host, so that ten thousand fit in 3 GB (docs/fleet.md "Cost").
+/// defaults: under 300 KB a host, so that ten thousand fit in 3 GB (docs/fleet.md "What a
+/// fleet host costs").
 /// The rings are sized so that none fills at this load; a run where one did says so
 /// (`FleetFigures::model_overflows`) and does not hold.
 fn at_fleet_load(s: &mut StackSetup, iops: u32, pps: u32) {
@@ -173,25 +174,14 @@ pub fn multipath_host(iops: u32, pps: u32) -> MultiSetup {
     m
 }
 
-/// The target of each of a host's disk clients, in the order of [`FleetNode::disks`], and
-/// the template with every disk on its target under the fleet's policies: logical disk `k`
-/// of host `i` (its multipath disks first, then its single disks, in order) logs in to
-/// target `(i + k) % targets`, every path of a multipath disk to its disk's.
-/// How much later than the first host the subnet manager's sweep brings host `i`'s ports
-/// Active: OpenSM configures ports one after another, `sweep_per_host` each, in the order
-/// it walks the fabric (here the hosts' own). A fabric-wide event brings ten thousand
-/// ports back over seconds, not in one microsecond.
-pub(super) fn sweep_reaches(setup: &FleetSetup, i: u32) -> Duration {
-    Duration::from_us(setup.sm.sweep_per_host.as_us() * u64::from(i))
-}
-
 /// A stack as host `i` of the fleet: the fleet's subnet manager sweeps its ports (its
 /// sweep base, not the single host's own), and they come up at power-on as that sweep
-/// reaches them: down from the start for `sweep_reaches`, then trained and swept.
+/// reaches them (`SmSetup::reaches`): down from the start until then, then trained and
+/// swept.
 fn on_fleet_fabric(s: &mut StackSetup, setup: &FleetSetup, i: u32) {
     let hca = &mut s.sim.hca;
     hca.sm_sweep = setup.sm.sweep_base;
-    let reach = Duration::from_us(1) + sweep_reaches(setup, i);
+    let reach = Duration::from_us(1) + setup.sm.reaches(i);
     for port in 1..=hca.ports {
         let down = hcabus_sim::Fault::PortDown {
             port,
@@ -201,6 +191,10 @@ fn on_fleet_fabric(s: &mut StackSetup, setup: &FleetSetup, i: u32) {
     }
 }
 
+/// The target of each of a host's disk clients, in the order of [`FleetNode::disks`], and
+/// the template with every disk on its target under the fleet's policies: logical disk `k`
+/// of host `i` (its multipath disks first, then its single disks, in order) logs in to
+/// target `(i + k) % targets`, every path of a multipath disk to its disk's.
 fn place(
     setup: &FleetSetup,
     i: u32,

@@ -156,9 +156,9 @@ impl SrpTarget {
 
     /// Room for the commands of an initiator of `slots` (its queue depth and held I/O),
     /// four times over: its request limit keeps it to `slots` on the live connection, and
-    /// the rest is for commands of connections it left that are still queued. A fleet's
-    /// ten thousand targets would otherwise reserve 1,024 each. Counted if it ever fills
-    /// (`overflowed`).
+    /// the rest is for commands of connections it left that are still queued. The target
+    /// ports of a fleet's ten thousand hosts would otherwise reserve 1,024 each. Counted if
+    /// it ever fills (`overflowed`).
     pub fn with_queue_for(mut self, slots: u64) -> Self {
         let n = usize::try_from(slots.saturating_mul(4))
             .unwrap_or(TARGET_QUEUE)
