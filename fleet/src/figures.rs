@@ -357,7 +357,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         naive_ipoib: fleet.naive_ipoib,
         hosts: fleet.hosts.len() as u64,
         now: fleet.now,
-        steps: fleet.steps,
+        steps: fleet.steps(),
         faults,
         targets: fleet
             .targets

@@ -2,14 +2,15 @@
 //! host, IBAL and its clients), whose disks log in to a few SRP targets with a login capacity
 //! each. The hosts run in one virtual time, deterministic for a seed.
 //!
-//! Hosts touch each other only through what they share (a target's admission), so the fleet
-//! steps them in the order of their next due instant, one host at a time: whatever a host
-//! does at `t` happens after everything any host did before `t`. A host with nothing due is
-//! not touched: a fleet costs what its hosts do, not how many there are.
+//! Hosts touch each other only through what they share (a target's admission, the SA), so
+//! the fleet steps them in the order of their next due instant: whatever a host does at `t`
+//! happens after everything any host did before `t`. A host with nothing due is not
+//! touched: a fleet costs what its hosts do, not how many there are. On several threads
+//! (`Fleet::set_workers`) the hosts are split into lanes that keep that order where hosts
+//! meet (`lanes.rs`): the same run, figure for figure.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::string::String;
+use std::sync::atomic::AtomicBool;
 use std::vec::Vec;
 
 use hcabus::verbs::Lid;
@@ -21,6 +22,7 @@ use hcabus_lab::subnet::SharedSubnet;
 use ibal::retry::RetryPolicy;
 
 mod figures;
+mod lanes;
 mod node;
 mod recovery;
 mod rollout;
@@ -30,6 +32,7 @@ mod template;
 mod tests;
 
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
+use lanes::{Bound, Lane, Window};
 pub use node::FleetNode;
 use recovery::Recovery;
 pub use rollout::RolloutFigures;
@@ -182,6 +185,8 @@ pub enum FleetError {
     Implied(usize),
     #[error("sm.{0}")]
     Sa(hcabus_lab::subnet::SaError),
+    #[error("duration: a fleet runs at most {} us", hcabus_lab::turns::LAST_US)]
+    Duration,
     #[error("sm.poll_interval_ms and sm.polls_missed must be at least 1")]
     Polls,
     #[error("faults[{0}]: one rollout a run, of at least one adapter in reset per target")]
@@ -219,9 +224,8 @@ pub struct Fleet {
     targets: Vec<(TargetSetup, SharedAdmission)>,
     /// Each host's target per disk (the index of `targets`), in the order of its disks.
     disk_targets: Vec<Vec<usize>>,
-    /// Hosts by their next due instant; an entry other than `scheduled[host]` is stale.
-    queue: BinaryHeap<Reverse<(Instant, u32)>>,
-    scheduled: Vec<Option<Instant>>,
+    /// The hosts' schedule, in lanes of contiguous hosts (one unless `set_workers`).
+    lanes: Vec<Lane>,
     /// The setup's faults and the steps they led to, in order of their instants.
     faults: Vec<(Instant, Step)>,
     next_fault: usize,
@@ -233,8 +237,6 @@ pub struct Fleet {
     fabric: Duration,
     now: Instant,
     end: Instant,
-    /// Host steps taken: what the run cost.
-    steps: u64,
     /// A host livelocked: the run stops there (its checker holds the violation), as one
     /// host's run does, rather than step every other host through the same bug.
     stopped: bool,
@@ -264,8 +266,7 @@ impl Fleet {
             sa_queries_per_host: setup.host.sa_queries(),
             targets,
             disk_targets: Vec::with_capacity(n),
-            queue: BinaryHeap::with_capacity(n),
-            scheduled: std::vec![None; n],
+            lanes: Lane::split(setup.hosts, 1),
             faults: setup
                 .faults
                 .iter()
@@ -278,7 +279,6 @@ impl Fleet {
             fabric: setup.host.fabric(setup.sm.sweep_base),
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
-            steps: 0,
             stopped: false,
         };
         fleet.faults.sort_by_key(|(t, _)| *t);
@@ -326,7 +326,36 @@ impl Fleet {
     }
     /// Host steps taken so far.
     pub fn steps(&self) -> u64 {
-        self.steps
+        self.lanes.iter().map(Lane::steps).sum()
+    }
+
+    /// Steps the hosts on `workers` threads from now on (1: this one): the hosts split into
+    /// as many lanes (`lanes.rs`). The run is the same whatever the number; only its wall
+    /// time changes.
+    pub fn set_workers(&mut self, workers: usize) {
+        let n = self.hosts.len() as u32;
+        let steps = self.steps();
+        let mut lanes = Lane::split(n, workers);
+        let due: Vec<(u32, Instant)> = self
+            .lanes
+            .iter()
+            .flat_map(|l| {
+                (l.first()..l.first() + l.len() as u32).filter_map(|i| Some((i, l.scheduled(i)?)))
+            })
+            .collect();
+        lanes[0].add_steps(steps);
+        self.lanes = lanes;
+        for (i, t) in due {
+            let k = self.lane_of(i);
+            let host = &self.hosts[i as usize];
+            // Scheduled before, so not livelocked; and at `t` again (already past `now`).
+            let _ = self.lanes[k].schedule(i, host, t);
+        }
+    }
+
+    /// Which lane host `i` is in.
+    fn lane_of(&self, i: u32) -> usize {
+        self.lanes.partition_point(|l| l.first() <= i) - 1
     }
 
     /// Runs to the end.
@@ -338,26 +367,18 @@ impl Fleet {
     /// something due, in the order of those instants (a fault before a host at the same one).
     pub fn run_until(&mut self, until: Instant) {
         while !self.stopped {
-            let fault_at = self.faults.get(self.next_fault).map(|(t, _)| *t);
-            let host = self.peek_host();
-            let next = match (fault_at, host) {
-                (Some(f), Some((h, _))) if f <= h => Err(f),
-                (_, Some((h, i))) => Ok((h, i)),
-                (Some(f), None) => Err(f),
-                (None, None) => break,
-            };
-            match next {
-                Err(at) if at <= until => {
+            let fault_at = self
+                .faults
+                .get(self.next_fault)
+                .map(|(t, _)| *t)
+                .filter(|t| *t <= until);
+            self.run_lanes(fault_at.map_or(Bound::Through(until), Bound::Before));
+            match fault_at {
+                Some(at) if !self.stopped => {
                     self.now = self.now.max(at);
                     let (_, step) = self.faults[self.next_fault];
                     self.next_fault += 1;
                     self.apply(step);
-                }
-                Ok((at, i)) if at <= until => {
-                    self.queue.pop();
-                    self.scheduled[i as usize] = None;
-                    self.now = self.now.max(at);
-                    self.step(i);
                 }
                 _ => break,
             }
@@ -365,41 +386,75 @@ impl Fleet {
         self.now = self.now.max(until);
     }
 
-    /// The host due first, its stale entries dropped.
-    fn peek_host(&mut self) -> Option<(Instant, u32)> {
-        while let Some(Reverse((t, i))) = self.queue.peek().copied() {
-            if self.scheduled[i as usize] == Some(t) {
-                return Some((t, i));
-            }
-            self.queue.pop();
-        }
-        None
-    }
-
-    fn step(&mut self, i: u32) {
-        let now = self.now;
-        let host = &mut self.hosts[i as usize];
-        host.run_until(now);
-        self.steps += 1;
+    /// Steps every host due within `bound`: on this thread for one lane, on a thread a
+    /// lane for several, each lane looking at its own part of every recovery.
+    fn run_lanes(&mut self, bound: Bound) {
+        let firsts: Vec<u32> = self.lanes.iter().map(Lane::first).collect();
+        let mut looks: Vec<Vec<recovery::Look<'_>>> = firsts.iter().map(|_| Vec::new()).collect();
         for r in &mut self.recoveries {
-            r.look(i, host, now);
+            for (k, part) in r.looks(&firsts).into_iter().enumerate() {
+                looks[k].push(part);
+            }
         }
-        self.schedule(i);
+        let mut parts = Vec::with_capacity(firsts.len());
+        let mut rest: &mut [FleetNode] = &mut self.hosts;
+        for l in &self.lanes {
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(l.len());
+            parts.push(part);
+            rest = tail;
+        }
+        let stop = AtomicBool::new(false);
+        let mut w = Window {
+            bound,
+            turns: None,
+            stop: &stop,
+            fleet: &self.name,
+        };
+        let n = self.lanes.len();
+        let lanes = self.lanes.iter_mut().zip(parts).zip(looks.iter_mut());
+        let last = if n == 1 {
+            lanes
+                .map(|((lane, hosts), looks)| lane.run(0, hosts, looks, w))
+                .max()
+                .flatten()
+        } else {
+            let turns = hcabus_lab::turns::Turns::new(n);
+            let mut lanes: Vec<_> = lanes.collect();
+            for (k, ((lane, _), _)) in lanes.iter_mut().enumerate() {
+                turns.publish(k, lane.next_in(bound));
+            }
+            w.turns = Some(&turns);
+            std::thread::scope(|s| {
+                let runs: Vec<_> = lanes
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, ((lane, hosts), looks))| {
+                        let turns = &turns;
+                        s.spawn(move || {
+                            let _lane = hcabus_lab::turns::enter(turns, k);
+                            lane.run(k, hosts, looks, w)
+                        })
+                    })
+                    .collect();
+                runs.into_iter()
+                    .map(|r| r.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .max()
+                    .flatten()
+            })
+        };
+        self.stopped |= stop.into_inner();
+        if let Some(at) = last {
+            self.now = self.now.max(at);
+        }
     }
 
     /// Queues host `i` at its next due instant; a host that livelocked stops the fleet (its
     /// checker holds the violation).
     fn schedule(&mut self, i: u32) {
-        let host = &self.hosts[i as usize];
-        if host.livelocked() {
+        let k = self.lane_of(i);
+        if !self.lanes[k].schedule(i, &self.hosts[i as usize], self.now) {
             log::error!("fleet {}: host {i} livelocked; the run stops", self.name);
             self.stopped = true;
-            return;
-        }
-        if let Some(t) = host.next_due() {
-            let t = t.max(self.now);
-            self.scheduled[i as usize] = Some(t);
-            self.queue.push(Reverse((t, i)));
         }
     }
 
@@ -550,6 +605,10 @@ fn check(setup: &FleetSetup) -> Result<(), FleetError> {
         }
     }
     let end = Instant::ZERO + setup.duration;
+    // The lanes' clocks hold an instant of the run (`hcabus_lab::turns`).
+    if end.as_us() > hcabus_lab::turns::LAST_US {
+        return Err(FleetError::Duration);
+    }
     for (i, (at, f)) in setup.faults.iter().enumerate() {
         if *at >= end {
             return Err(FleetError::AfterEnd(i));

@@ -35,6 +35,13 @@ pub(super) struct Recovery {
     pub(super) at: Instant,
     /// Sorted by host.
     hosts: Vec<Affected>,
+}
+
+/// The part of a recovery that one lane of the fleet's hosts looks at (`lanes.rs`): its
+/// hosts' entries, and how many of them are not back yet.
+#[derive(Debug)]
+pub(super) struct Look<'a> {
+    hosts: &'a mut [Affected],
     pending: usize,
 }
 
@@ -83,12 +90,29 @@ impl Recovery {
                     || a.logins_before.iter().any(|l| *l != UNTOUCHED)
             })
             .collect();
-        Recovery {
-            fault,
-            at,
-            pending: hosts.len(),
-            hosts,
+        Recovery { fault, at, hosts }
+    }
+
+    /// Its parts for lanes whose first hosts are `firsts` (ascending, the first 0): the
+    /// entries of hosts `firsts[k]..firsts[k + 1]` for lane `k`.
+    pub(super) fn looks(&mut self, firsts: &[u32]) -> Vec<Look<'_>> {
+        let mut parts = Vec::with_capacity(firsts.len());
+        let mut rest: &mut [Affected] = &mut self.hosts;
+        for next in firsts.iter().skip(1) {
+            let all = std::mem::take(&mut rest);
+            let (part, tail) = all.split_at_mut(all.partition_point(|a| a.host < *next));
+            parts.push(Look::new(part));
+            rest = tail;
         }
+        parts.push(Look::new(rest));
+        parts
+    }
+}
+
+impl<'a> Look<'a> {
+    fn new(hosts: &'a mut [Affected]) -> Self {
+        let pending = hosts.iter().filter(|a| a.back_at.is_none()).count();
+        Look { hosts, pending }
     }
 
     /// Looks at host `i` after a step at `now`: back once every disk the fault touched has
@@ -122,7 +146,9 @@ impl Recovery {
             self.pending -= 1;
         }
     }
+}
 
+impl Recovery {
     /// How many hosts the fault touched.
     pub(super) fn affected(&self) -> usize {
         self.hosts.len()

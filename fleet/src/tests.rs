@@ -509,6 +509,7 @@ fn faults_the_fleet_makes_itself_are_refused_from_a_setup() {
     assert!(Fleet::build(&s).is_err());
 }
 
+mod lanes;
 mod subnet;
 
 /// The operator's question of a target restart: how long did a host's paging I/O wait? Its

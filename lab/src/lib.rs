@@ -12,6 +12,8 @@
 //!   `ibal::workload::Workload`, which issues reads and writes and checks every block;
 //! - [`baselines`]: what the fleet compares the product's behaviour with (the retry rules
 //!   other than the shipped backoff), given to the product through its extension points;
+//! - [`turns`]: the order of a fleet's calls into what its hosts share when its hosts are
+//!   stepped on several threads;
 //! - [`stack`] and [`budget`]: a virtual-time host (`hcabus-sim`) with the access layer and
 //!   the clients a scenario names, checked against what the adapter can give.
 //!
@@ -27,6 +29,7 @@ pub mod peers;
 pub mod srp_target;
 pub mod stack;
 pub mod subnet;
+pub mod turns;
 pub mod user_process;
 
 #[cfg(test)]

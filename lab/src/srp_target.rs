@@ -189,6 +189,8 @@ impl SrpTarget {
         let Some(a) = &self.admission else {
             return Ok(takes);
         };
+        // Admitted by the logins before it, every host's (`turns`).
+        crate::turns::wait_turn();
         let mut a = a.lock();
         a.try_login(now, takes)?;
         self.restarts_at_login = a.restarts();

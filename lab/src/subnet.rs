@@ -295,6 +295,9 @@ impl SharedSubnet {
 
     /// A query to the SA at `now` from an asker that waits `timeout` for its answer.
     pub fn query(&self, now: Instant, timeout: Duration) -> SaAnswer {
+        // The SA answers by the queries before: on a fleet of several threads, those of
+        // every host stepped before this one go first (`turns`).
+        crate::turns::wait_turn();
         self.sa().query(now, timeout)
     }
 

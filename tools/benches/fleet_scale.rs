@@ -3,8 +3,9 @@
 //! restart and a subnet-manager failover, under the shipped policy; its wall time against
 //! 60 s and its peak resident memory a host against 300 KB, each printed with PASS or MISS.
 //!
-//! `cargo bench -p hcabus-tools --bench fleet_scale` (about a minute and a half on 2 cores;
-//! `--hosts N` runs the same fleet at another size, for the curve of cost against size).
+//! `cargo bench -p hcabus-tools --bench fleet_scale` (about a minute on 2 cores; `--hosts N`
+//! runs the same fleet at another size, for the curve of cost against size; `--workers N`
+//! steps it on N threads, every core by default: the same run on any number).
 //! The fleet runs alone in this process, so the process's peak resident set (Linux's
 //! `VmHWM`) is the fleet's: every host, its targets and SA, the allocator's overhead, and
 //! the program itself (a few MB, counted against the goal too). The run's figures are
@@ -36,6 +37,12 @@ fn main() {
         .position(|a| a == "--hosts")
         .and_then(|i| args.get(i + 1))
         .and_then(|n| n.parse::<u32>().ok());
+    let workers = args
+        .iter()
+        .position(|a| a == "--workers")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let file = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/scenarios/fleet/ten-thousand.toml"
@@ -48,12 +55,14 @@ fn main() {
     let started = Wall::now();
     let mut fleet = hcabus_fleet::Fleet::build(&s.setup).expect("the fleet builds");
     let built_s = started.elapsed().as_secs_f64();
+    fleet.set_workers(workers);
     fleet.run();
     let wall_s = started.elapsed().as_secs_f64();
     let f = fleet.figures();
     let n = u64::from(s.setup.hosts);
     println!(
-        "fleet {}: {n} hosts, {} targets, {} s of virtual time, the shipped policy",
+        "fleet {}: {n} hosts, {} targets, {} s of virtual time, the shipped policy, {workers} \
+         threads",
         s.setup.name,
         s.setup.targets.len(),
         s.setup.duration.as_ms() / 1000

@@ -73,7 +73,8 @@ pub struct FleetRun {
 }
 
 /// Runs `scenario` for each seed of `seeds` under each of its policies, on `jobs` threads;
-/// the runs come back in order (seed, then policy). `Err` names a host the fleet could not
+/// the runs come back in order (seed, then policy). With fewer runs than threads, each run
+/// steps its hosts on its share of them (`Fleet::set_workers`: the same figures). `Err` names a host the fleet could not
 /// build.
 pub fn run(
     scenario: &FleetScenario,
@@ -89,6 +90,7 @@ pub fn run(
     let work: Vec<(u64, FleetPolicy)> = seeds
         .flat_map(|s| scenario.policies.iter().map(move |p| (s, *p)))
         .collect();
+    let workers = (jobs / work.len().max(1)).max(1);
     let next = Mutex::new(0usize);
     let done: Mutex<Vec<Option<Result<FleetRun, String>>>> =
         Mutex::new(work.iter().map(|_| None).collect());
@@ -104,7 +106,7 @@ pub fn run(
                 let Some(&(seed, retry)) = work.get(i) else {
                     return;
                 };
-                let r = one(scenario, seed, retry);
+                let r = one(scenario, seed, retry, workers);
                 done.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
@@ -116,13 +118,19 @@ pub fn run(
         .collect()
 }
 
-fn one(scenario: &FleetScenario, seed: u64, policy: FleetPolicy) -> Result<FleetRun, String> {
+fn one(
+    scenario: &FleetScenario,
+    seed: u64,
+    policy: FleetPolicy,
+    workers: usize,
+) -> Result<FleetRun, String> {
     let started = std::time::Instant::now();
     let mut setup = scenario.setup.clone();
     setup.seed = seed;
     setup.retry = policy.retry;
     setup.naive_ipoib = policy.naive_ipoib;
     let mut fleet = Fleet::build(&setup).map_err(|e| format!("key `fleet`: {e}"))?;
+    fleet.set_workers(workers);
     fleet.run();
     Ok(FleetRun {
         figures: fleet.figures(),

@@ -20,7 +20,7 @@ use ibal::ipoib::{IpoibClient, NetStats};
 use ibal::uverbs::UverbsClient;
 
 /// A client of a stack: a simulated client that says what it did.
-pub trait StackClient: Agent {
+pub trait StackClient: Agent + Send {
     fn activity(&self) -> Activity<'_>;
 }
 
