@@ -325,6 +325,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         for p in h.disks().filter_map(|d| d.path_records()) {
             path_records.queries += p.queries;
             path_records.failed += p.failed;
+            path_records.rescans += p.rescans;
         }
         let (c, v) = h.invariants();
         checked += c;

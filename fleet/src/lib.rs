@@ -79,9 +79,6 @@ pub enum FleetFault {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     Fault(FleetFault),
-    /// The new master's sweep is done and ClientReregister set: what an `SmFailover` leads
-    /// to.
-    Reregister,
     /// The operator's next look at the rollout.
     RolloutLook,
 }
@@ -90,7 +87,6 @@ impl Step {
     fn name(&self) -> &'static str {
         match self {
             Step::Fault(f) => f.name(),
-            Step::Reregister => "reregister",
             Step::RolloutLook => "rollout_look",
         }
     }
@@ -463,7 +459,6 @@ impl Fleet {
         log::warn!("[{now}] fleet {}: {}", self.name, step.name());
         let fault = match step {
             Step::Fault(fault) => fault,
-            Step::Reregister => return self.subnet.reregister(),
             Step::RolloutLook => return self.look_at_rollout(),
         };
         let n = self.hosts.len() as u32;
@@ -508,12 +503,17 @@ impl Fleet {
                 }
             }
             FleetFault::SmFailover => {
-                let swept = self.sm.takeover_at(now) + self.sm.sweep(self.hosts.len() as u32);
+                let takeover = self.sm.takeover_at(now);
+                let swept = takeover + self.sm.sweep(self.hosts.len() as u32);
+                // The SA ignores every query until the new master's first sweep is over; in
+                // it, past its discovery (the base), each port gets ClientReregister in turn.
                 self.subnet.away(now, swept.saturating_since(now));
-                self.insert_step(swept, Step::Reregister);
+                self.subnet
+                    .reregister(takeover + self.sm.sweep_base, self.sm.sweep_per_host);
                 // A port that trains meanwhile (a reset, a cable) has no master to sweep it.
                 for i in 0..self.hosts.len() as u32 {
                     let host = &mut self.hosts[i as usize];
+                    host.rewake();
                     for a in 0..host.adapter_count() {
                         if let Some(adapter) = host.adapter_mut(a) {
                             adapter.hca_mut().sm_away(now, swept);

@@ -65,6 +65,16 @@ impl FleetNode {
         }
     }
 
+    /// Its clients are asked again what they wait for (`SimHost::rewake`): the fleet moved
+    /// it from outside (a new master's ClientReregister for its ports).
+    pub fn rewake(&mut self) {
+        for a in 0..self.adapter_count() {
+            if let Some(h) = self.adapter_mut(a) {
+                h.rewake();
+            }
+        }
+    }
+
     /// Adapter `i`'s host.
     pub fn adapter_mut(&mut self, i: usize) -> Option<&mut Node> {
         match self {

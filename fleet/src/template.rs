@@ -238,6 +238,8 @@ pub(super) fn fleet_host(
     i: u32,
     (shared, subnet): (&[(Lid, SharedAdmission)], &SharedSubnet),
 ) -> Result<(FleetNode, Vec<usize>), FleetError> {
+    // The host's view of the SM: where the sweep reaches its ports.
+    let subnet = &subnet.for_port(i);
     let name = std::format!("host{i}");
     let seed = host_seed(setup.seed, i);
     match &setup.host {

@@ -407,7 +407,7 @@ fn a_fleet_run_in_pieces_is_the_same_run_and_stops_where_it_is_told() {
     assert_eq!(fleet.targets().len(), 2);
     assert_eq!(fleet.hosts()[3].name(), "host3");
     assert_eq!(fleet.hosts()[3].adapter_count(), 1);
-    assert_eq!(fleet.subnet().reregistrations(), 0);
+    assert_eq!(fleet.subnet().reregister_sweeps(), 0);
     // The figures' own arithmetic.
     let r = &whole.faults[1];
     let over = r.over_min().expect("all back");

@@ -600,6 +600,12 @@ impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
             self.execute_at.map(|(t, _)| t),
             self.peer.next_due(),
             self.rejoin.as_ref().and_then(Rejoin::due),
+            // A ClientReregister is an event of the adapter's: seen when it comes, by an
+            // interface with a queue pair to join with (one without joins when it has).
+            self.rejoin
+                .as_ref()
+                .filter(|_| self.res.qp.is_some())
+                .and_then(Rejoin::reregister_due),
         ]
         .into_iter()
         .flatten()

@@ -1,7 +1,16 @@
 //! The subnet manager as a fleet's hosts see it (docs/design.md §11): its subnet
-//! administrator (SA), and the ClientReregister a new master sets on every port after its
-//! sweep, upon which every IPoIB interface joins its multicast groups again and re-resolves
-//! its paths through that SA. Shared by every host of a fleet, as the fabric's one SM is.
+//! administrator (SA), and the ClientReregister a new master sets on every port during its
+//! first sweep, upon which every IPoIB interface joins its multicast groups again and
+//! re-resolves its paths through that SA. Shared by every host of a fleet, as the fabric's
+//! one SM is; each host holds its own view ([`SharedSubnet::for_port`]), which knows where
+//! the sweep reaches its ports.
+//!
+//! OpenSM sets ClientReregister in the PortInfo it sends each port in the first sweep of a
+//! new master (`osm_lid_mgr.c`: `first_time_master_sweep`), port after port in the order it
+//! walks the fabric, and the adapter raises it at once as an asynchronous event
+//! (`IB_EVENT_CLIENT_REREGISTER`); the SA ignores every MAD until that first sweep is over
+//! (`osm_sa_mad_ctrl.c`: "SM in first sweep. MAD ignored"). So a port reached early in a long
+//! sweep joins into silence and retries under its backoff.
 //!
 //! The SA is a queue, as a real one is (docs/fleet.md gives each figure its source): a query
 //! is a MAD that lands in the SM port's QP1 receive queue, or is dropped when that queue is
@@ -18,7 +27,6 @@
 //! it arrives: the fleet steps its hosts in time order, so queries reach the SA in order.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::vec::Vec;
 
@@ -259,12 +267,30 @@ impl Sa {
     }
 }
 
-/// The fabric's SM and SA, shared by every host.
+/// A new master's ClientReregisters: the port of order `k` gets its own at `first +
+/// per_port x k`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Reregister {
+    first: Instant,
+    per_port: Duration,
+}
+
+impl Reregister {
+    fn at(&self, order: u32) -> Instant {
+        self.first + Duration::from_us(self.per_port.as_us().saturating_mul(u64::from(order)))
+    }
+}
+
+/// The fabric's SM and SA, shared by every host; a clone for each host is its view
+/// ([`SharedSubnet::for_port`]).
 #[derive(Debug, Clone)]
 pub struct SharedSubnet {
     sa: Arc<Mutex<Sa>>,
-    /// How many times a master set ClientReregister on every port.
-    reregistered: Arc<AtomicU32>,
+    /// Each ClientReregister a master set on every port, in order.
+    reregisters: Arc<Mutex<Vec<Reregister>>>,
+    /// Where the sweep reaches this view's ports (a fleet's host index; 0 for the fabric's
+    /// own view).
+    order: u32,
 }
 
 impl SharedSubnet {
@@ -284,8 +310,23 @@ impl SharedSubnet {
         };
         Ok(SharedSubnet {
             sa: Arc::new(Mutex::new(sa)),
-            reregistered: Arc::new(AtomicU32::new(0)),
+            reregisters: Arc::new(Mutex::new(Vec::new())),
+            order: 0,
         })
+    }
+
+    /// The view of the host whose ports the sweep reaches `order`th.
+    pub fn for_port(&self, order: u32) -> Self {
+        SharedSubnet {
+            order,
+            ..self.clone()
+        }
+    }
+
+    fn reregisters(&self) -> MutexGuard<'_, Vec<Reregister>> {
+        self.reregisters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The SA; a poisoned lock is taken anyway (no query leaves it half changed).
@@ -312,14 +353,34 @@ impl SharedSubnet {
         self.sa().away(now, for_);
     }
 
-    /// A new master swept and set ClientReregister on every port.
-    pub fn reregister(&self) {
-        self.reregistered.fetch_add(1, Ordering::Relaxed);
+    /// A new master sets ClientReregister on every port in its sweep: the port of order `k`
+    /// at `first + per_port x k`. Set between a fleet's steps (at the failover), never
+    /// while hosts run: every view reads the list as it stands.
+    pub fn reregister(&self, first: Instant, per_port: Duration) {
+        let mut r = self.reregisters();
+        // In order for every port: a port's count by `now` and its next instant agree.
+        let first = r.last().map_or(first, |l| first.max(l.first));
+        let per_port = r.last().map_or(per_port, |l| per_port.max(l.per_port));
+        r.push(Reregister { first, per_port });
     }
 
-    /// How many times ClientReregister was set: a port that saw fewer must join again.
-    pub fn reregistrations(&self) -> u32 {
-        self.reregistered.load(Ordering::Relaxed)
+    /// How many ClientReregisters this view's ports got by `now`: a port that answered
+    /// fewer must join again.
+    pub fn reregistrations(&self, now: Instant) -> u32 {
+        let r = self.reregisters();
+        r.iter().filter(|r| r.at(self.order) <= now).count() as u32
+    }
+
+    /// When this view's ports get their `n`th ClientReregister (from 0), if a master set
+    /// one: an asker waits for it as for a timer.
+    pub fn reregister_at(&self, n: u32) -> Option<Instant> {
+        let r = self.reregisters();
+        r.get(n as usize).map(|r| r.at(self.order))
+    }
+
+    /// How many times a master set ClientReregister on every port.
+    pub fn reregister_sweeps(&self) -> u32 {
+        self.reregisters().len() as u32
     }
 
     /// What the SA answered and dropped by `now`, and how many answers are still to come.
@@ -339,8 +400,12 @@ impl ibal::ipoib::SubnetAdmin for SharedSubnet {
         SharedSubnet::survived(self, sent, at)
     }
 
-    fn reregistrations(&self) -> u32 {
-        SharedSubnet::reregistrations(self)
+    fn reregistrations(&self, now: Instant) -> u32 {
+        SharedSubnet::reregistrations(self, now)
+    }
+
+    fn reregister_at(&self, n: u32) -> Option<Instant> {
+        SharedSubnet::reregister_at(self, n)
     }
 }
 

@@ -272,6 +272,15 @@ impl<A: ?Sized + Agent> SimHost<A> {
         Some(r)
     }
 
+    /// Something outside the host moved what its clients wait for (a fleet's new master set
+    /// when their ports get ClientReregister): every client is asked for its next wake
+    /// again, those whose wakes are their own too.
+    pub fn rewake(&mut self) {
+        for i in 0..self.agents.len() {
+            self.wakes.refresh(i, &self.agents);
+        }
+    }
+
     /// Index of the agent a client id belongs (or belonged) to.
     pub fn agent_of(&self, id: ClientId) -> Option<usize> {
         self.history

@@ -36,10 +36,14 @@ fn a_subnet_manager_failover_brings_every_interface_back_through_the_sa() {
     assert_eq!(r.controlled_min, Duration::from_us(1 + 160 * 10));
     assert_eq!(r.theoretical_min, r.outage + r.controlled_min);
     assert!(r.all_back_after >= Some(r.theoretical_min), "{r:?}");
-    assert!(
-        r.all_back_after < Some(r.outage + Duration::from_ms(1_500)),
-        "{r:?}"
-    );
+    // ClientReregister reaches host i's ports in the sweep, 2 ms a host past its base, each
+    // before the SA answers (it ignores every query until the first sweep is over): every
+    // interface's first joins go into silence, seen at once and sent at once, and are sent
+    // again after their timeout (1 s) and the backoff (1 to 1.5 s).
+    assert_eq!(f.sa.dropped_away, 2 * 20 * 4, "{:?}", f.sa);
+    let (early, late) = (Duration::from_ms(1_960), Duration::from_ms(2_500));
+    assert!(r.back_after.iter().all(|b| *b > r.outage + early), "{r:?}");
+    assert!(r.all_back_after < Some(r.outage + late), "{r:?}");
     assert_eq!((f.resets, f.ipoib_resets_asked), (0, 0));
     // Each host's two interfaces joined their broadcast group, two groups and a path: at
     // power-on and again after the reregister; and each login of a disk asked for its path
@@ -174,6 +178,33 @@ fn an_sa_that_answers_nothing_delays_the_joins_and_resets_nothing() {
     assert!(naive.resets > 0 && naive.ipoib_resets_asked > 0);
 }
 
+/// A target restarts while no master is up: its disks' PathRecords fail and their lookups
+/// back off to the SA's 16 s (and half again). The new master's ClientReregister reaches
+/// each port in its sweep and starts the lookup at once, the backoff over; that one goes
+/// into the SA's silence (it answers once the first sweep is over), the next a second and a
+/// half later is answered: every disk back within three seconds of the SA's return, not
+/// the backoff's twenty-four.
+#[test]
+fn a_new_masters_reregister_starts_a_failed_lookup_again_at_once() {
+    let faults = std::vec![(5_000, FleetFault::SmFailover), (10_000, restart(1, 100))];
+    let mut s = setup(6, faults, RetryPolicy::Backoff);
+    s.duration = Duration::from_ms(BOOT_MS + 75_000);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    // Failed at 8 s: polls at 10 to 50 s unanswered, the takeover at 60 s, the sweep 500 ms
+    // and 2 ms a host.
+    let swept = Instant::from_ms(60_512);
+    let r = &f.faults[2];
+    assert_eq!((r.fault.name(), r.hosts, r.back), ("target_restart", 6, 6));
+    let back = r.at + r.all_back_after.expect("every host back");
+    assert!(
+        back > swept && back < swept + Duration::from_ms(3_000),
+        "{back}"
+    );
+    // Each host has one disk on target 1: each rescanned once.
+    assert_eq!(f.path_records.rescans, 6, "{:?}", f.path_records);
+}
+
 /// A failover between two later faults: the reregister it leads to lands among them in
 /// time order, and each of the three does its work.
 #[test]
@@ -187,13 +218,13 @@ fn a_failovers_reregister_lands_in_time_among_later_faults() {
         (65_000, flap),
     ];
     let mut s = setup(6, faults, RetryPolicy::Backoff);
-    // The restart's logins wait for the SA (their PathRecords fail while no master is up)
-    // and then its backoff (up to 16 s and half again): room after the flap for both.
-    s.duration = Duration::from_ms(BOOT_MS + 120_000);
+    // The restart's logins wait for the SA (their PathRecords fail while no master is up),
+    // then look again at the reregister: room after the flap.
+    s.duration = Duration::from_ms(BOOT_MS + 90_000);
     let mut fleet = Fleet::build(&s).expect("builds");
     fleet.run();
     let f = fleet.figures();
-    assert_eq!(fleet.subnet().reregistrations(), 1);
+    assert_eq!(fleet.subnet().reregister_sweeps(), 1);
     let kinds: Vec<&str> = f.faults.iter().map(|r| r.fault.name()).collect();
     assert_eq!(
         kinds,
@@ -239,7 +270,7 @@ fn a_second_failover_is_recovered_from_as_the_first() {
     let mut fleet = Fleet::build(&s).expect("builds");
     fleet.run();
     let f = fleet.figures();
-    assert_eq!(fleet.subnet().reregistrations(), 2);
+    assert_eq!(fleet.subnet().reregister_sweeps(), 2);
     for r in &f.faults[1..] {
         assert_eq!(
             (r.fault, r.hosts, r.back),

@@ -625,6 +625,11 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             stall,
             transport,
             self.connect_at,
+            // A ClientReregister after a failed lookup is the adapter's event: a login
+            // waiting out the SA's backoff looks again when it comes.
+            self.connect_at
+                .and(self.paths.as_ref())
+                .and_then(PathRecords::rescan_due),
             self.execute_at.map(|(t, _)| t),
             login,
             hold,
@@ -653,6 +658,11 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         if let Some((_, epoch)) = self.execute_at.filter(|(t, _)| *t <= now) {
             self.execute_at = None;
             self.execute(bus, epoch);
+        }
+        if self.connect_at.is_some() && self.paths.as_mut().is_some_and(|p| p.rescan(now)) {
+            // A new master: the lookup goes at once, its backoff over (the login's own is
+            // at most a second and a half).
+            self.connect_at = Some(now);
         }
         if self.connect_at.is_some_and(|t| t <= now) {
             self.connect_at = None;

@@ -45,9 +45,16 @@ pub trait SubnetAdmin: core::fmt::Debug + Send + Sync {
     /// Whether an answer the SA sent at `at` to a query of `sent` reached the asker: no
     /// master failed in between and took it with it.
     fn survived(&self, sent: Instant, at: Instant) -> bool;
-    /// How many times a master has set ClientReregister on the port: a count the interface
-    /// has not answered with a join means join again.
-    fn reregistrations(&self) -> u32;
+    /// How many times a master has set ClientReregister on the port by `now`: a count the
+    /// interface has not answered with a join means join again.
+    fn reregistrations(&self, now: Instant) -> u32;
+    /// When the port gets its `n`th ClientReregister (from 0), if a master set one. The
+    /// adapter raises it as an asynchronous event, so the interface is woken then rather
+    /// than noticing at its next packet.
+    fn reregister_at(&self, n: u32) -> Option<Instant> {
+        let _ = n;
+        None
+    }
 }
 
 /// What an interface does when an SA query times out.
@@ -159,7 +166,8 @@ pub struct Rejoin {
 
 impl Rejoin {
     pub fn new(subnet: Arc<dyn SubnetAdmin>, on_timeout: OnSaTimeout, timeout: Duration) -> Self {
-        let seen = subnet.reregistrations();
+        // Built with its host, before anything ran.
+        let seen = subnet.reregistrations(Instant::ZERO);
         Rejoin {
             subnet,
             on_timeout,
@@ -176,7 +184,7 @@ impl Rejoin {
 
     /// Joins `queries` groups and paths from `now` (a QP just came up).
     pub fn start(&mut self, now: Instant, queries: u8) {
-        self.seen = self.subnet.reregistrations();
+        self.seen = self.subnet.reregistrations(now);
         self.pending = queries;
         self.answers.reserve(usize::from(queries));
         self.phase = Phase::QueryAt(now);
@@ -210,6 +218,12 @@ impl Rejoin {
         }
     }
 
+    /// When the next ClientReregister it has not answered reaches its port: an interface
+    /// with its queue pair up is woken for it (the adapter's event).
+    pub fn reregister_due(&self) -> Option<Instant> {
+        self.subnet.reregister_at(self.seen)
+    }
+
     /// The reset a hung interface asked for was refused (the bus throttles it, the device is
     /// Failed): it asks again at its next timeout, the unanswered queries retried meanwhile.
     pub fn reset_refused(&mut self, now: Instant, rng: &mut impl Rng) {
@@ -223,7 +237,7 @@ impl Rejoin {
     /// ClientReregister it has not answered starts a join; queries due go to the SA; a
     /// timeout is retried, or taken for a hung adapter.
     pub fn run(&mut self, now: Instant, up: bool, queries: u8, rng: &mut impl Rng) -> Joins {
-        if up && self.subnet.reregistrations() != self.seen {
+        if up && self.subnet.reregistrations(now) != self.seen {
             log::info!("[{now}] ClientReregister: joining the groups again through the SA");
             self.start(now, queries);
         }
@@ -453,7 +467,7 @@ mod tests {
             !f.is_some_and(|f| sent <= f && f < at)
         }
 
-        fn reregistrations(&self) -> u32 {
+        fn reregistrations(&self, _now: Instant) -> u32 {
             self.reregistered.load(Ordering::Relaxed)
         }
     }

@@ -187,7 +187,22 @@ fn a_setup_that_cannot_be_is_refused_by_its_key() {
     })
     .expect_err("refused");
     assert_eq!(e.key(), "sa_receive_queue");
+}
+
+/// A new master's ClientReregister reaches each port in the sweep's order: a view of a
+/// port further on gets it later, and sees it only from then.
+#[test]
+fn a_reregister_reaches_each_port_in_the_sweeps_order() {
     let s = small();
-    s.reregister();
-    assert_eq!(s.clone().reregistrations(), 1);
+    let (first, last) = (s.for_port(0), s.for_port(10));
+    s.reregister(Instant::from_ms(100), Duration::from_ms(2));
+    assert_eq!(s.reregister_sweeps(), 1);
+    assert_eq!(first.reregister_at(0), Some(Instant::from_ms(100)));
+    assert_eq!(last.reregister_at(0), Some(Instant::from_ms(120)));
+    assert_eq!(last.reregister_at(1), None);
+    assert_eq!(first.reregistrations(Instant::from_ms(100)), 1);
+    assert_eq!(last.reregistrations(Instant::from_ms(119)), 0);
+    assert_eq!(last.reregistrations(Instant::from_ms(120)), 1);
+    s.reregister(Instant::from_ms(500), Duration::from_ms(2));
+    assert_eq!(last.reregistrations(Instant::from_ms(600)), 2);
 }

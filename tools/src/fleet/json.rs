@@ -105,6 +105,7 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
         "path_records": {
             "queries": f.path_records.queries,
             "failed": f.path_records.failed,
+            "rescans": f.path_records.rescans,
         },
         "io": {
             "submitted": io.submitted,

@@ -11,7 +11,9 @@
 //! SA serves, for nothing. The path is asked again after what may move it: its port down or
 //! its adapter reset, a new master (ClientReregister), or three logins in a row the target
 //! never answered. A lookup that failed waits the SA's backoff (1 s doubling to 16 s) before
-//! the next, whatever the login's own backoff says.
+//! the next, whatever the login's own backoff says; but a ClientReregister that reaches the
+//! port meanwhile (a new master, with an SA that answers) starts the next lookup at once, and
+//! the backoff over, as srp_daemon rescans at once on one.
 
 use std::sync::Arc;
 
@@ -57,6 +59,8 @@ pub(crate) enum PathStep {
 pub struct PathRecordStats {
     pub queries: u64,
     pub failed: u64,
+    /// Lookups started at once by a ClientReregister after a failed one.
+    pub rescans: u64,
 }
 
 /// A disk's PathRecord lookups through its fabric's SA.
@@ -72,6 +76,9 @@ pub(crate) struct PathRecords {
     /// Lookups failed in a row, and no new one before this instant.
     failures: u32,
     not_before: Instant,
+    /// The ClientReregisters the port had when the last lookup failed: the next one is a
+    /// new SA to ask at once.
+    failed_under: Option<u32>,
 }
 
 impl PathRecords {
@@ -84,6 +91,7 @@ impl PathRecords {
             unanswered: 0,
             failures: 0,
             not_before: Instant::ZERO,
+            failed_under: None,
         }
     }
 
@@ -95,7 +103,7 @@ impl PathRecords {
     pub(crate) fn step(&mut self, now: Instant, rng: &mut impl Rng) -> PathStep {
         match self.lookup {
             Lookup::Idle => {
-                if self.cached == Some(self.subnet.reregistrations()) {
+                if self.cached == Some(self.subnet.reregistrations(now)) {
                     return PathStep::Resolved;
                 }
                 self.cached = None;
@@ -129,16 +137,40 @@ impl PathRecords {
                 }
                 self.lookup = Lookup::Idle;
                 if answered {
-                    self.cached = Some(self.subnet.reregistrations());
+                    self.cached = Some(self.subnet.reregistrations(now));
                     self.failures = 0;
+                    self.failed_under = None;
                     PathStep::Resolved
                 } else {
                     self.stats.failed += 1;
                     self.failures = self.failures.saturating_add(1);
                     self.not_before = now + sa_retry_wait(self.failures, rng);
+                    self.failed_under = Some(self.subnet.reregistrations(now));
                     PathStep::Failed
                 }
             }
+        }
+    }
+
+    /// When a ClientReregister reaches the port after the last lookup failed: the disk
+    /// looks again then ([`PathRecords::rescan`]).
+    pub(crate) fn rescan_due(&self) -> Option<Instant> {
+        self.failed_under.and_then(|n| self.subnet.reregister_at(n))
+    }
+
+    /// At `now`, past [`PathRecords::rescan_due`]: the failures are forgotten and the next
+    /// lookup may go at once; `true` if so.
+    pub(crate) fn rescan(&mut self, now: Instant) -> bool {
+        // The same test as `rescan_due`'s, so that a wake for it always clears it.
+        match self.failed_under {
+            Some(n) if self.subnet.reregister_at(n).is_some_and(|t| t <= now) => {
+                self.failed_under = None;
+                self.failures = 0;
+                self.not_before = now;
+                self.stats.rescans += 1;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -174,6 +206,8 @@ mod tests {
         answers: Mutex<Vec<SaAnswer>>,
         failed_at: Option<Instant>,
         reregistered: std::sync::atomic::AtomicU32,
+        /// ClientReregisters set for instants to come (after those `reregistered` counts).
+        rereg_at: Mutex<Vec<Instant>>,
     }
 
     impl SubnetAdmin for Scripted {
@@ -188,8 +222,15 @@ mod tests {
         fn survived(&self, sent: Instant, at: Instant) -> bool {
             !self.failed_at.is_some_and(|f| sent <= f && f < at)
         }
-        fn reregistrations(&self) -> u32 {
+        fn reregistrations(&self, now: Instant) -> u32 {
+            let later = self.rereg_at.lock().expect("not poisoned");
             self.reregistered.load(std::sync::atomic::Ordering::Relaxed)
+                + later.iter().filter(|t| **t <= now).count() as u32
+        }
+        fn reregister_at(&self, n: u32) -> Option<Instant> {
+            let before = self.reregistered.load(std::sync::atomic::Ordering::Relaxed);
+            let later = self.rereg_at.lock().expect("not poisoned");
+            later.get(n.checked_sub(before)? as usize).copied()
         }
     }
 
@@ -198,6 +239,7 @@ mod tests {
             answers: Mutex::new(answers.to_vec()),
             failed_at: failed_at.map(Instant::from_ms),
             reregistered: std::sync::atomic::AtomicU32::new(0),
+            rereg_at: Mutex::new(Vec::new()),
         })
     }
 
@@ -243,7 +285,8 @@ mod tests {
             p.stats(),
             PathRecordStats {
                 queries: 3,
-                failed: 2
+                failed: 2,
+                rescans: 0
             }
         );
     }
@@ -264,6 +307,43 @@ mod tests {
         assert_eq!(p.step(at(3_300), r), PathStep::WaitUntil(at(4_000)));
         assert_eq!(p.step(at(4_000), r), PathStep::Failed);
         assert_eq!(p.stats().failed, 2);
+    }
+
+    /// A lookup failed (no master up) waits the SA's backoff, but a ClientReregister that
+    /// reaches the port meanwhile says there is a new master: the lookup goes at once, the
+    /// backoff over, as srp_daemon rescans on one. Before it, nothing changes.
+    #[test]
+    fn a_client_reregister_after_a_failed_lookup_looks_again_at_once() {
+        let r = &mut rng();
+        let subnet = sa(&[SaAnswer::Lost, SaAnswer::Lost], None);
+        let mut p = PathRecords::new(subnet.clone());
+        assert_eq!(p.step(at(0), r), WaitUntil(at(1_000)));
+        assert_eq!(p.step(at(1_000), r), PathStep::Failed);
+        assert_eq!(p.rescan_due(), None, "no master set one");
+        // Two failures: the backoff has grown past 2 s.
+        let WaitUntil(next) = p.step(at(1_000), r) else {
+            panic!("the backoff");
+        };
+        assert_eq!(p.step(next, r), WaitUntil(next + PATH_RECORD_TIMEOUT));
+        let failed = next + PATH_RECORD_TIMEOUT;
+        assert_eq!(p.step(failed, r), PathStep::Failed);
+        let WaitUntil(backoff) = p.step(failed, r) else {
+            panic!("the backoff");
+        };
+        assert!(backoff >= failed + Duration::from_ms(2_000), "{backoff}");
+        // A new master sets ClientReregister on the port 100 ms after the failure.
+        let rereg = failed + Duration::from_ms(100);
+        subnet.rereg_at.lock().expect("not poisoned").push(rereg);
+        assert_eq!(p.rescan_due(), Some(rereg));
+        assert!(
+            !p.rescan(rereg - Duration::from_ms(1)),
+            "not before it comes"
+        );
+        assert!(p.rescan(rereg));
+        assert_eq!(p.rescan_due(), None);
+        assert_eq!(p.step(rereg, r), WaitUntil(rereg + Duration::from_ms(10)));
+        assert_eq!(p.step(rereg + Duration::from_ms(10), r), PathStep::Resolved);
+        assert_eq!((p.stats().rescans, p.stats().queries), (1, 3));
     }
 
     /// A resolved path serves the next logins (a busy target answered through it) until a
