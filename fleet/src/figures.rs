@@ -58,6 +58,11 @@ pub struct FaultFigures {
     pub multicast_hosts: u64,
     pub multicast_p99: Option<Duration>,
     pub multicast_max: Option<Duration>,
+    /// Its blast radius: the hosts it took a path from on each leaf switch (by a host's
+    /// first adapter), and those it took every path of the boot disk from (their paging
+    /// I/O waited it out).
+    pub per_leaf: Vec<u32>,
+    pub boot_disks_cut: u64,
 }
 
 impl FaultFigures {
@@ -77,6 +82,12 @@ impl FaultFigures {
     pub fn excess_us(&self) -> Option<i64> {
         let all = self.all_back_after?;
         Some(all.as_us() as i64 - self.theoretical_min.as_us() as i64)
+    }
+
+    /// Leaves it took a host's path on, and the most hosts it took one from on one leaf.
+    pub fn leaves_touched(&self) -> (u32, u32) {
+        let touched = self.per_leaf.iter().filter(|n| **n > 0).count() as u32;
+        (touched, self.per_leaf.iter().copied().max().unwrap_or(0))
     }
 
     /// The part the policy controls, taken over its least: the time from the end of the
@@ -256,6 +267,33 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
         FleetFault::LinkFlap { down } => {
             (down + fleet.fabric + spread, after_sweep(every_target()))
         }
+        // The leaf's ports train and are swept in turn; its hosts' joins are those of the
+        // adapters on it.
+        FleetFault::LeafReboot { leaf, down } => {
+            let on = r.affected() as u32;
+            let spread = fleet.sm.reaches(on.saturating_sub(1));
+            let adapters = fleet.hosts.first().map_or(1, |h| h.adapter_count()).max(1);
+            let on_leaf = r
+                .hosts()
+                .map(|h| {
+                    (0..adapters)
+                        .filter(|a| fleet.topology.leaf_of(h, *a) == leaf)
+                        .count() as u64
+                })
+                .sum::<u64>();
+            let joins = fleet.sa_queries_per_host * on_leaf / adapters as u64;
+            let bound = (0..fleet.targets.len())
+                .map(at_target)
+                .max()
+                .unwrap_or(Duration::ZERO)
+                .max(sa_takes(joins + path_records, sa));
+            let last = first_answer + fleet.login;
+            let controlled = bound
+                .as_us()
+                .saturating_sub(spread.as_us())
+                .max(last.as_us());
+            (down + fleet.fabric + spread, Duration::from_us(controlled))
+        }
         // Every port trains and is swept from the start.
         FleetFault::PowerOn => (fleet.fabric + spread, after_sweep(every_target())),
         // Until the new master's sweep is done, then every host's joins at the SA.
@@ -280,6 +318,7 @@ fn fault_of(fleet: &Fleet, r: &Recovery) -> FaultFigures {
         _ => r.at,
     };
     let (multicast, multicast_hosts) = r.multicast_back_after(broke);
+    let (per_leaf, boot_disks_cut) = r.blast(fleet.topology);
     let all_joined = multicast.len() == multicast_hosts && multicast_hosts > 0;
     // A fault that took no host's path has no recovery to time: no "all back", no ratio
     // (it is not over "at once", below its own outage).
@@ -299,6 +338,8 @@ fn fault_of(fleet: &Fleet, r: &Recovery) -> FaultFigures {
         multicast_hosts: multicast_hosts as u64,
         multicast_p99: quantile(&multicast, multicast_hosts, 0.99),
         multicast_max: multicast.last().copied().filter(|_| all_joined),
+        per_leaf,
+        boot_disks_cut,
     }
 }
 
@@ -470,6 +511,8 @@ mod tests {
             multicast_hosts: 0,
             multicast_p99: None,
             multicast_max: None,
+            per_leaf: std::vec![1, 0],
+            boot_disks_cut: 0,
         };
         let (long, short) = (fault(60_000), fault(0));
         assert!(long.over_min() < Some(1.02));

@@ -30,6 +30,7 @@ mod sm;
 mod template;
 #[cfg(test)]
 mod tests;
+mod topology;
 
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
 use lanes::{Bound, Lane, Window};
@@ -38,6 +39,7 @@ use recovery::Recovery;
 pub use rollout::RolloutFigures;
 pub use sm::SmSetup;
 pub use template::{boot_host, multipath_host, FleetTemplate};
+pub use topology::{Topology, MAX_HOSTS_PER_LEAF};
 
 /// The most hosts a fleet may have: what one process can hold (each host is a whole stack).
 pub const MAX_HOSTS: u32 = 10_000;
@@ -60,6 +62,9 @@ pub enum FleetFault {
     TargetRestart { target: usize, down: Duration },
     /// Every port of every host loses its link for `down` (a core switch reboots).
     LinkFlap { down: Duration },
+    /// Leaf switch `leaf` reboots: every port cabled to it loses its link for `down` (a
+    /// switch's reboot takes minutes).
+    LeafReboot { leaf: u32, down: Duration },
     /// Every host starts at once (the fleet's power-on, a boot storm): not injected, the
     /// first thing every fleet recovers from.
     PowerOn,
@@ -98,6 +103,7 @@ impl FleetFault {
         match self {
             FleetFault::TargetRestart { .. } => "target_restart",
             FleetFault::LinkFlap { .. } => "link_flap",
+            FleetFault::LeafReboot { .. } => "leaf_reboot",
             FleetFault::PowerOn => "power_on",
             FleetFault::SmFailover => "sm_failover",
             FleetFault::SaOverload { .. } => "sa_overload",
@@ -109,7 +115,9 @@ impl FleetFault {
     /// interface to be up again. No wildcard: a new fault says.
     pub fn takes_links(&self) -> bool {
         match self {
-            FleetFault::LinkFlap { .. } | FleetFault::PowerOn => true,
+            FleetFault::LinkFlap { .. } | FleetFault::LeafReboot { .. } | FleetFault::PowerOn => {
+                true
+            }
             FleetFault::TargetRestart { .. }
             | FleetFault::SmFailover
             | FleetFault::SaOverload { .. }
@@ -122,6 +130,7 @@ impl FleetFault {
         match self {
             FleetFault::TargetRestart { target, .. } => DisksWaited::OfTarget(*target),
             FleetFault::PowerOn => DisksWaited::EveryFirstLogin,
+            FleetFault::LeafReboot { leaf, .. } => DisksWaited::OnLeaf(*leaf),
             FleetFault::LinkFlap { .. }
             | FleetFault::SmFailover
             | FleetFault::SaOverload { .. }
@@ -139,6 +148,8 @@ pub enum DisksWaited {
     EveryUp,
     /// Every disk, from its first login (the fleet powers on).
     EveryFirstLogin,
+    /// Those that were up on an adapter cabled to one leaf.
+    OnLeaf(u32),
 }
 
 /// A fleet to build.
@@ -157,6 +168,8 @@ pub struct FleetSetup {
     pub retry: RetryPolicy,
     /// The subnet manager and its SA.
     pub sm: SmSetup,
+    /// Hosts a leaf switch: the fleet's topology (`topology.rs`).
+    pub hosts_per_leaf: u32,
     /// Every IPoIB interface takes an SA timeout for a hung adapter (the naive policy the
     /// fleet shows the reset-storm cascade with) instead of retrying.
     pub naive_ipoib: bool,
@@ -175,6 +188,10 @@ pub enum FleetError {
     SameLid(usize, Lid, usize),
     #[error("faults[{0}].target: no target {1} (the fleet has {2})")]
     NoTarget(usize, usize, usize),
+    #[error("faults[{0}].leaf: no leaf {1} (the fleet's hosts fill {2})")]
+    NoLeaf(usize, u32, u32),
+    #[error("hosts_per_leaf must be 1..={MAX_HOSTS_PER_LEAF}, not {0}")]
+    HostsPerLeaf(u32),
     #[error("faults[{0}].at_ms: at or after the run's end")]
     AfterEnd(usize),
     #[error("faults[{0}]: a fleet powers on once, at its start")]
@@ -222,6 +239,7 @@ pub struct Fleet {
     disk_targets: Vec<Vec<usize>>,
     /// The hosts' schedule, in lanes of contiguous hosts (one unless `set_workers`).
     lanes: Vec<Lane>,
+    topology: Topology,
     /// The setup's faults and the steps they led to, in order of their instants.
     faults: Vec<(Instant, Step)>,
     next_fault: usize,
@@ -263,6 +281,7 @@ impl Fleet {
             targets,
             disk_targets: Vec::with_capacity(n),
             lanes: Lane::split(setup.hosts, 1),
+            topology: Topology::new(setup.hosts, setup.hosts_per_leaf),
             faults: setup
                 .faults
                 .iter()
@@ -285,13 +304,7 @@ impl Fleet {
             fleet.schedule(i);
         }
         let all = (0..setup.hosts).collect();
-        let boot = Recovery::new(
-            FleetFault::PowerOn,
-            Instant::ZERO,
-            all,
-            &fleet.hosts,
-            &fleet.disk_targets,
-        );
+        let boot = Recovery::new(FleetFault::PowerOn, Instant::ZERO, all, fleet.seen());
         fleet.recoveries.push(boot);
         Ok(fleet)
     }
@@ -319,6 +332,19 @@ impl Fleet {
     }
     pub fn targets(&self) -> &[(TargetSetup, SharedAdmission)] {
         &self.targets
+    }
+    pub fn topology(&self) -> Topology {
+        self.topology
+    }
+
+    /// What a recovery looks at as a fault strikes: the hosts, each one's disks' targets,
+    /// the leaves.
+    fn seen(&self) -> recovery::Seen<'_> {
+        recovery::Seen {
+            hosts: &self.hosts,
+            disk_targets: &self.disk_targets,
+            topology: self.topology,
+        }
     }
     /// Host steps taken so far.
     pub fn steps(&self) -> u64 {
@@ -475,6 +501,15 @@ impl Fleet {
                 }
                 everyone()
             }
+            FleetFault::LeafReboot { leaf, .. } => {
+                let adapters = self.hosts.first().map_or(1, FleetNode::adapter_count);
+                let on = self.topology.hosts_on(leaf, n, adapters);
+                // As a flap: each host at the instant, with what it had due then done.
+                for h in &on {
+                    self.hosts[*h as usize].run_until(now);
+                }
+                on
+            }
             FleetFault::SmFailover => everyone(),
             // Only at build (`Fleet::build`); the others take no path by themselves (a
             // rollout keeps every boot disk's path: its own figures say so).
@@ -485,7 +520,7 @@ impl Fleet {
         // Every fault the file names has its row, one that took no host's path too (a
         // target no disk uses, every disk already down): the report says it had no host
         // to recover rather than leave it out.
-        let r = Recovery::new(fault, now, affected, &self.hosts, &self.disk_targets);
+        let r = Recovery::new(fault, now, affected, self.seen());
         self.recoveries.push(r);
         self.take(fault);
     }
@@ -499,7 +534,18 @@ impl Fleet {
             }
             FleetFault::LinkFlap { down } => {
                 for i in 0..self.hosts.len() as u32 {
-                    self.flap(i, down);
+                    self.flap(i, down, None);
+                }
+            }
+            FleetFault::LeafReboot { leaf, down } => {
+                let adapters = self.hosts.first().map_or(1, FleetNode::adapter_count);
+                let on = self
+                    .topology
+                    .hosts_on(leaf, self.hosts.len() as u32, adapters);
+                // The leaf's ports come back as the master's sweep reaches them, in turn.
+                for (k, i) in on.into_iter().enumerate() {
+                    let down = down + self.sm.reaches(k as u32);
+                    self.flap(i, down, Some(leaf));
                 }
             }
             FleetFault::SmFailover => {
@@ -558,12 +604,20 @@ impl Fleet {
         self.faults.insert(pos, (at, step));
     }
 
-    /// Pulls every cable of host `i` (already at the instant) for `down`, and its ports
-    /// come back as the subnet manager's sweep reaches them.
-    fn flap(&mut self, i: u32, down: Duration) {
-        let down = down + self.sm.reaches(i);
+    /// Pulls every cable of host `i` (already at the instant), or those to one leaf, for
+    /// `down`; with every cable its ports come back as the subnet manager's sweep of the
+    /// fabric reaches them (a leaf's reboot says its own).
+    fn flap(&mut self, i: u32, down: Duration, leaf: Option<u32>) {
+        let down = match leaf {
+            None => down + self.sm.reaches(i),
+            Some(_) => down,
+        };
+        let topology = self.topology;
         let host = &mut self.hosts[i as usize];
         for a in 0..host.adapter_count() {
+            if leaf.is_some_and(|l| topology.leaf_of(i, a) != l) {
+                continue;
+            }
             let Some(adapter) = host.adapter_mut(a) else {
                 continue;
             };
@@ -595,6 +649,10 @@ fn check(setup: &FleetSetup) -> Result<(), FleetError> {
     if setup.hosts == 0 || setup.hosts > MAX_HOSTS {
         return Err(FleetError::Hosts(setup.hosts));
     }
+    if setup.hosts_per_leaf == 0 || setup.hosts_per_leaf > MAX_HOSTS_PER_LEAF {
+        return Err(FleetError::HostsPerLeaf(setup.hosts_per_leaf));
+    }
+    let leaves = Topology::new(setup.hosts, setup.hosts_per_leaf).leaves;
     let n = setup.targets.len();
     if n == 0 || n > MAX_TARGETS {
         return Err(FleetError::Targets(n));
@@ -616,6 +674,9 @@ fn check(setup: &FleetSetup) -> Result<(), FleetError> {
         match f {
             FleetFault::TargetRestart { target, .. } if *target >= n => {
                 return Err(FleetError::NoTarget(i, *target, n));
+            }
+            FleetFault::LeafReboot { leaf, .. } if *leaf >= leaves => {
+                return Err(FleetError::NoLeaf(i, *leaf, leaves));
             }
             FleetFault::PowerOn => return Err(FleetError::Implied(i)),
             FleetFault::Rollout { max_per_target } => {

@@ -96,6 +96,14 @@ impl FleetNode {
         self.adapters().into_iter().flat_map(stack::disks)
     }
 
+    /// The same disks with the index of the adapter each is on.
+    pub fn disks_by_adapter(&self) -> impl Iterator<Item = (usize, &SrpClient)> + '_ {
+        self.adapters()
+            .into_iter()
+            .enumerate()
+            .flat_map(|(a, h)| stack::disks(h).map(move |d| (a, d)))
+    }
+
     /// Every IPoIB interface across its adapters.
     pub fn nets(&self) -> impl Iterator<Item = &IpoibClient> + '_ {
         self.adapters().into_iter().flat_map(stack::nets)

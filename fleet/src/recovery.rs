@@ -5,7 +5,7 @@ use std::vec::Vec;
 use hcabus::{Duration, Instant};
 
 use super::FleetNode;
-use super::{DisksWaited, FleetFault};
+use super::{DisksWaited, FleetFault, Topology};
 
 /// A disk the fault does not touch.
 const UNTOUCHED: u32 = u32::MAX;
@@ -26,6 +26,17 @@ struct Affected {
     back_at: Option<Instant>,
     /// When every interface it touched was up and joined again: multicast back.
     nets_back_at: Option<Instant>,
+    /// The fault took every path of its boot disk: its paging I/O waited it out.
+    boot_cut: bool,
+}
+
+/// What a recovery looks at as its fault strikes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Seen<'a> {
+    pub(super) hosts: &'a [FleetNode],
+    /// Each host's target per disk, in the order of its disks.
+    pub(super) disk_targets: &'a [Vec<usize>],
+    pub(super) topology: Topology,
 }
 
 /// A fault and the hosts it touched, each with when it had every path back.
@@ -48,42 +59,10 @@ pub(super) struct Look<'a> {
 impl Recovery {
     /// The fault at `at` touched `affected` (sorted): their disks' logins now are the mark
     /// each must pass.
-    pub(super) fn new(
-        fault: FleetFault,
-        at: Instant,
-        affected: Vec<u32>,
-        hosts: &[FleetNode],
-        disk_targets: &[Vec<usize>],
-    ) -> Self {
+    pub(super) fn new(fault: FleetFault, at: Instant, affected: Vec<u32>, seen: Seen<'_>) -> Self {
         let hosts: Vec<Affected> = affected
             .into_iter()
-            .map(|h| {
-                let targets = &disk_targets[h as usize];
-                // A disk that was not up when the fault struck (still logging in) lost
-                // nothing to it: its login is the boot's, not the fault's recovery.
-                let logins_before = hosts[h as usize]
-                    .disks()
-                    .zip(targets)
-                    .map(|(d, t)| match fault.disks_waited() {
-                        DisksWaited::OfTarget(target) if target != *t => UNTOUCHED,
-                        // Every disk of a fleet powering on has its first login to make.
-                        DisksWaited::EveryFirstLogin => 0,
-                        _ if !d.disk().is_up() => UNTOUCHED,
-                        _ => d.disk().stats().logins,
-                    })
-                    .collect();
-                let host = &hosts[h as usize];
-                let sm = fault == FleetFault::SmFailover;
-                Affected {
-                    host: h,
-                    // A failover takes no disk's path: none to look at.
-                    logins_before: if sm { Vec::new() } else { logins_before },
-                    nets: fault.takes_links(),
-                    joins_before: sm.then(|| joins(host)),
-                    back_at: None,
-                    nets_back_at: None,
-                }
-            })
+            .map(|h| touched(fault, h, seen))
             .filter(|a: &Affected| {
                 a.nets
                     || a.joins_before.is_some()
@@ -106,6 +85,46 @@ impl Recovery {
         }
         parts.push(Look::new(rest));
         parts
+    }
+}
+
+/// What `fault` took of host `h`: its disks' logins now (the mark each must pass, or
+/// [`UNTOUCHED`]), its interfaces, its boot disk.
+fn touched(fault: FleetFault, h: u32, seen: Seen<'_>) -> Affected {
+    let targets = &seen.disk_targets[h as usize];
+    let host = &seen.hosts[h as usize];
+    // A disk that was not up when the fault struck (still logging in) lost nothing to it:
+    // its login is the boot's, not the fault's recovery.
+    let marks: Vec<(u32, bool)> = host
+        .disks_by_adapter()
+        .zip(targets)
+        .map(|((a, d), t)| {
+            let mark = match fault.disks_waited() {
+                DisksWaited::OfTarget(target) if target != *t => UNTOUCHED,
+                DisksWaited::OnLeaf(leaf) if seen.topology.leaf_of(h, a) != leaf => UNTOUCHED,
+                // Every disk of a fleet powering on has its first login to make.
+                DisksWaited::EveryFirstLogin => 0,
+                _ if !d.disk().is_up() => UNTOUCHED,
+                _ => d.disk().stats().logins,
+            };
+            (mark, d.disk().config().boot)
+        })
+        .collect();
+    let sm = fault == FleetFault::SmFailover;
+    let boot = || marks.iter().filter(|(_, boot)| *boot);
+    Affected {
+        host: h,
+        // A failover takes no disk's path: none to look at.
+        logins_before: if sm {
+            Vec::new()
+        } else {
+            marks.iter().map(|(m, _)| *m).collect()
+        },
+        nets: fault.takes_links(),
+        joins_before: sm.then(|| joins(host)),
+        back_at: None,
+        nets_back_at: None,
+        boot_cut: !sm && boot().count() > 0 && boot().all(|(m, _)| *m != UNTOUCHED),
     }
 }
 
@@ -149,6 +168,11 @@ impl<'a> Look<'a> {
 }
 
 impl Recovery {
+    /// The hosts the fault touched, in order.
+    pub(super) fn hosts(&self) -> impl Iterator<Item = u32> + '_ {
+        self.hosts.iter().map(|a| a.host)
+    }
+
     /// How many hosts the fault touched.
     pub(super) fn affected(&self) -> usize {
         self.hosts.len()
@@ -179,6 +203,17 @@ impl Recovery {
             .collect();
         v.sort_unstable();
         (v, touched.count())
+    }
+
+    /// How many of its hosts are on each of `topology`'s leaves (by a host's first adapter),
+    /// and how many had every path of their boot disk taken: its blast radius.
+    pub(super) fn blast(&self, topology: Topology) -> (Vec<u32>, u64) {
+        let mut per_leaf = std::vec![0u32; topology.leaves as usize];
+        for a in &self.hosts {
+            per_leaf[topology.leaf_of(a.host, 0) as usize] += 1;
+        }
+        let cut = self.hosts.iter().filter(|a| a.boot_cut).count() as u64;
+        (per_leaf, cut)
     }
 
     /// Logins the fault made necessary on target `t` (every touched disk on it).

@@ -50,6 +50,7 @@ pub(super) fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPoli
             .collect(),
         retry,
         sm: SmSetup::default(),
+        hosts_per_leaf: 20,
         naive_ipoib: false,
     }
 }
@@ -510,6 +511,7 @@ fn faults_the_fleet_makes_itself_are_refused_from_a_setup() {
 }
 
 mod lanes;
+mod leaf;
 mod subnet;
 
 /// The operator's question of a target restart: how long did a host's paging I/O wait? Its

@@ -164,6 +164,10 @@ fn fault_words(f: &FaultFigures) -> String {
             "every link flaps at {at:.3} s, down {:.3} s",
             down.as_us() as f64 / 1e6
         ),
+        FleetFault::LeafReboot { leaf, down } => format!(
+            "leaf switch {leaf} reboots at {at:.3} s, down {:.3} s",
+            down.as_us() as f64 / 1e6
+        ),
         FleetFault::PowerOn => "every host powers on at 0 s (a boot storm)".into(),
         FleetFault::SmFailover => format!(
             "the master subnet manager fails at {at:.3} s (the standby polls, takes over, sweeps)"
@@ -261,6 +265,16 @@ fn seed_table(runs: &[FleetRun]) -> String {
                 secs(fault_of(r, k).p99)
             )
         });
+        row(
+            &mut t,
+            "  blast: leaves / most on one / boot disks cut",
+            &|r| {
+                let f = fault_of(r, k);
+                let (touched, most) = f.leaves_touched();
+                let leaves = f.per_leaf.len();
+                format!("{touched} of {leaves} / {most} / {}", f.boot_disks_cut)
+            },
+        );
         if first.figures.faults[k].multicast_hosts > 0 {
             row(&mut t, "  multicast joined again p99 / last", &|r| {
                 let f = fault_of(r, k);

@@ -13,17 +13,20 @@ fn ms(d: hcabus::Duration) -> f64 {
 }
 
 fn fault_json(f: &FaultFigures) -> Value {
-    let (target, down) = match f.fault {
-        FleetFault::TargetRestart { target, down } => (Some(target), down),
-        FleetFault::LinkFlap { down } | FleetFault::SaOverload { down } => (None, down),
+    let (target, leaf, down) = match f.fault {
+        FleetFault::TargetRestart { target, down } => (Some(target), None, down),
+        FleetFault::LeafReboot { leaf, down } => (None, Some(leaf), down),
+        FleetFault::LinkFlap { down } | FleetFault::SaOverload { down } => (None, None, down),
         FleetFault::PowerOn | FleetFault::SmFailover | FleetFault::Rollout { .. } => {
-            (None, hcabus::Duration::ZERO)
+            (None, None, hcabus::Duration::ZERO)
         }
     };
+    let (leaves_touched, most_on_one_leaf) = f.leaves_touched();
     json!({
         "kind": f.fault.name(),
         "at_ms": f.at.as_us() as f64 / 1e3,
         "target": target,
+        "leaf": leaf,
         "down_ms": ms(down),
         "hosts": f.hosts,
         "back": f.back,
@@ -39,6 +42,12 @@ fn fault_json(f: &FaultFigures) -> Value {
         "multicast_hosts": f.multicast_hosts,
         "multicast_p99_ms": f.multicast_p99.map(ms),
         "multicast_max_ms": f.multicast_max.map(ms),
+        "blast": {
+            "leaves_touched": leaves_touched,
+            "most_on_one_leaf": most_on_one_leaf,
+            "per_leaf": f.per_leaf,
+            "boot_disks_cut": f.boot_disks_cut,
+        },
     })
 }
 

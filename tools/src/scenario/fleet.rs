@@ -4,7 +4,7 @@
 use hcabus::{Duration, Instant};
 use hcabus_fleet::{
     boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, SmSetup, TargetSetup,
-    MAX_HOSTS, MAX_TARGETS,
+    Topology, MAX_HOSTS, MAX_HOSTS_PER_LEAF, MAX_TARGETS,
 };
 use hcabus_lab::baselines;
 use hcabus_lab::srp_target::{Admission, LoginCapacity};
@@ -12,7 +12,7 @@ use hcabus_lab::stack::ClientSpec;
 use ibal::retry::RetryPolicy;
 use serde::Deserialize;
 
-use super::fleet_faults::{self, EventArgs};
+use super::fleet_faults::{self, EventArgs, FabricSize};
 use super::{err, ScenarioError, MAX_FABRIC_MS};
 
 #[derive(Debug, Deserialize)]
@@ -61,6 +61,9 @@ struct FleetKeys {
     events: Vec<FleetEventKeys>,
     #[serde(default)]
     sm: SmKeys,
+    /// Hosts a leaf switch (the fleet's topology).
+    #[serde(default = "twenty_u32")]
+    hosts_per_leaf: u32,
 }
 
 /// `[fleet.sm]`: the subnet manager and its SA; what is not given keeps OpenSM's default.
@@ -91,6 +94,9 @@ fn one_u32() -> u32 {
 fn twenty() -> u64 {
     20
 }
+fn twenty_u32() -> u32 {
+    20
+}
 fn ten_seconds() -> u64 {
     10_000
 }
@@ -112,6 +118,8 @@ struct FleetEventKeys {
     at_ms: u64,
     kind: String,
     target: Option<usize>,
+    /// A leaf reboot's leaf switch (its index: hosts fill the leaves in order).
+    leaf: Option<u32>,
     down_ms: Option<u64>,
     /// A rollout's limit: adapters in reset at once among those of one target.
     max_in_reset_per_target: Option<u32>,
@@ -160,6 +168,12 @@ pub fn parse(text: &str) -> Result<FleetScenario, ScenarioError> {
     if keys.hosts == 0 || keys.hosts > MAX_HOSTS {
         return Err(err("fleet.hosts", format!("must be 1..={MAX_HOSTS}")));
     }
+    if keys.hosts_per_leaf == 0 || keys.hosts_per_leaf > MAX_HOSTS_PER_LEAF {
+        return Err(err(
+            "fleet.hosts_per_leaf",
+            format!("must be 1..={MAX_HOSTS_PER_LEAF} (a leaf switch's ports)"),
+        ));
+    }
     if keys.host != "boot" && keys.host != "multipath" {
         return Err(err(
             "fleet.host",
@@ -181,6 +195,7 @@ pub fn parse(text: &str) -> Result<FleetScenario, ScenarioError> {
         faults: events(keys, file.duration_ms)?,
         retry: RetryPolicy::Backoff,
         sm: sm(&keys.sm)?,
+        hosts_per_leaf: keys.hosts_per_leaf,
         naive_ipoib: false,
     };
     Ok(FleetScenario {
@@ -278,11 +293,16 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
         }
         let args = EventArgs {
             target: e.target,
+            leaf: e.leaf,
             down_ms: e.down_ms,
             max_in_reset_per_target: e.max_in_reset_per_target,
         };
         let multipath = keys.host == "multipath";
-        let fault = fleet_faults::fault(i, &e.kind, args, keys.targets.len(), multipath)?;
+        let size = FabricSize {
+            targets: keys.targets.len(),
+            leaves: Topology::new(keys.hosts, keys.hosts_per_leaf).leaves,
+        };
+        let fault = fleet_faults::fault(i, &e.kind, args, size, multipath)?;
         out.push((Instant::from_ms(e.at_ms), fault));
     }
     Ok(out)

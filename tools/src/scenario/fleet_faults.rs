@@ -13,8 +13,25 @@ use super::{err, ScenarioError, MAX_FABRIC_MS};
 #[derive(Debug, Clone, Copy)]
 pub(super) struct EventArgs {
     pub(super) target: Option<usize>,
+    pub(super) leaf: Option<u32>,
     pub(super) down_ms: Option<u64>,
     pub(super) max_in_reset_per_target: Option<u32>,
+}
+
+/// What a fault strikes, besides the whole fabric: one target (`target`), or one leaf
+/// switch's hosts (`leaf`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Aim {
+    Fabric,
+    Target,
+    Leaf,
+}
+
+/// How big the fabric is: its targets and its hosts' leaves.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FabricSize {
+    pub(super) targets: usize,
+    pub(super) leaves: u32,
 }
 
 /// What a fault does with `down_ms`: needs it, or refuses it and says why.
@@ -31,8 +48,8 @@ pub(super) struct FileFault {
     pub(super) name: &'static str,
     /// How its errors name it ("a {phrase} says how long").
     phrase: &'static str,
-    /// It strikes one target (`target` required), or the whole fabric (refused).
-    target: bool,
+    /// What it strikes: `target` or `leaf` required for one, both refused otherwise.
+    aim: Aim,
     down: Down,
     /// A rollout's limit (`max_in_reset_per_target`): taken by the faults marked so only.
     max_in_reset: bool,
@@ -46,6 +63,7 @@ pub(super) struct FileFault {
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Checked {
     target: usize,
+    leaf: u32,
     down: Duration,
     max_in_reset: u32,
 }
@@ -55,7 +73,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
     FileFault {
         name: "target_restart",
         phrase: "target restart",
-        target: true,
+        aim: Aim::Target,
         down: Down::Takes,
         max_in_reset: false,
         multipath: None,
@@ -67,16 +85,28 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
     FileFault {
         name: "link_flap",
         phrase: "link flap",
-        target: false,
+        aim: Aim::Fabric,
         down: Down::Takes,
         max_in_reset: false,
         multipath: None,
         make: |c| FleetFault::LinkFlap { down: c.down },
     },
     FileFault {
+        name: "leaf_reboot",
+        phrase: "leaf reboot",
+        aim: Aim::Leaf,
+        down: Down::Takes,
+        max_in_reset: false,
+        multipath: None,
+        make: |c| FleetFault::LeafReboot {
+            leaf: c.leaf,
+            down: c.down,
+        },
+    },
+    FileFault {
         name: "sm_failover",
         phrase: "subnet-manager failover",
-        target: false,
+        aim: Aim::Fabric,
         down: Down::Refuses(
             "a failover lasts until the standby takes over and sweeps ([fleet.sm])",
         ),
@@ -87,7 +117,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
     FileFault {
         name: "sa_overload",
         phrase: "SA overload",
-        target: false,
+        aim: Aim::Fabric,
         down: Down::Takes,
         max_in_reset: false,
         multipath: None,
@@ -96,7 +126,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
     FileFault {
         name: "rollout",
         phrase: "rollout",
-        target: false,
+        aim: Aim::Fabric,
         down: Down::Refuses("a rollout lasts until every adapter is done"),
         max_in_reset: true,
         multipath: Some(
@@ -115,7 +145,7 @@ pub(super) fn fault(
     i: usize,
     kind: &str,
     args: EventArgs,
-    targets: usize,
+    size: FabricSize,
     multipath: bool,
 ) -> Result<FleetFault, ScenarioError> {
     let at = |key: &str| format!("fleet.events[{i}].{key}");
@@ -141,22 +171,43 @@ pub(super) fn fault(
     }
     let phrase = row.phrase;
     let mut checked = Checked::default();
-    match (row.target, args.target) {
-        (true, Some(t)) if t < targets => checked.target = t,
-        (true, Some(t)) => {
+    let fabric_wide = |key: &str| err(at(key), format!("a {phrase} is fabric-wide: no {key}"));
+    match (row.aim, args.target, args.leaf) {
+        (Aim::Target, Some(t), None) if t < size.targets => checked.target = t,
+        (Aim::Target, Some(t), None) => {
             return Err(err(
                 at("target"),
-                format!("no target {t}: the fleet has {targets}"),
+                format!("no target {t}: the fleet has {}", size.targets),
             ))
         }
-        (true, None) => return Err(err(at("target"), format!("a {phrase} names its target"))),
-        (false, Some(_)) => {
+        (Aim::Target, None, None) => {
+            return Err(err(at("target"), format!("a {phrase} names its target")))
+        }
+        (Aim::Leaf, None, Some(l)) if l < size.leaves => checked.leaf = l,
+        (Aim::Leaf, None, Some(l)) => {
+            return Err(err(
+                at("leaf"),
+                format!("no leaf {l}: the fleet's hosts fill {}", size.leaves),
+            ))
+        }
+        (Aim::Leaf, None, None) => {
+            return Err(err(at("leaf"), format!("a {phrase} names its leaf")))
+        }
+        (Aim::Target, _, Some(_)) => {
+            return Err(err(
+                at("leaf"),
+                format!("a {phrase} names a target, not a leaf"),
+            ))
+        }
+        (Aim::Leaf, Some(_), _) => {
             return Err(err(
                 at("target"),
-                format!("a {phrase} is fabric-wide: no target"),
+                format!("a {phrase} names a leaf, not a target"),
             ))
         }
-        (false, None) => {}
+        (Aim::Fabric, Some(_), _) => return Err(fabric_wide("target")),
+        (Aim::Fabric, None, Some(_)) => return Err(fabric_wide("leaf")),
+        (Aim::Fabric, None, None) => {}
     }
     match (row.down, args.down_ms) {
         (Down::Takes, Some(ms)) if (1..=MAX_FABRIC_MS).contains(&ms) => {
@@ -198,9 +249,81 @@ mod tests {
     fn args(target: Option<usize>, down_ms: Option<u64>, max: Option<u32>) -> EventArgs {
         EventArgs {
             target,
+            leaf: None,
             down_ms,
             max_in_reset_per_target: max,
         }
+    }
+
+    const SIZE: FabricSize = FabricSize {
+        targets: 2,
+        leaves: 3,
+    };
+
+    fn leaf(leaf: Option<u32>, target: Option<usize>, down_ms: Option<u64>) -> EventArgs {
+        EventArgs {
+            leaf,
+            ..args(target, down_ms, None)
+        }
+    }
+
+    /// A leaf reboot names its leaf, one the hosts fill, and nothing else names one.
+    #[test]
+    fn a_leaf_reboot_names_a_leaf_the_hosts_fill() {
+        let refused = [
+            (
+                "leaf_reboot",
+                leaf(None, None, Some(5)),
+                "leaf",
+                "a leaf reboot names its leaf",
+            ),
+            (
+                "leaf_reboot",
+                leaf(Some(3), None, Some(5)),
+                "leaf",
+                "no leaf 3: the fleet's hosts fill 3",
+            ),
+            (
+                "leaf_reboot",
+                leaf(Some(0), Some(0), Some(5)),
+                "target",
+                "a leaf reboot names a leaf, not a target",
+            ),
+            (
+                "target_restart",
+                leaf(Some(0), Some(0), Some(5)),
+                "leaf",
+                "a target restart names a target, not a leaf",
+            ),
+            (
+                "link_flap",
+                leaf(Some(0), None, Some(5)),
+                "leaf",
+                "a link flap is fabric-wide: no leaf",
+            ),
+            (
+                "leaf_reboot",
+                leaf(Some(0), None, None),
+                "down_ms",
+                "a leaf reboot says how long (down_ms)",
+            ),
+        ];
+        for (kind, a, key, message) in refused {
+            let e = fault(1, kind, a, SIZE, false).expect_err(kind);
+            assert_eq!(
+                (e.key.as_str(), e.message.as_str()),
+                (format!("fleet.events[1].{key}").as_str(), message)
+            );
+        }
+        let made = fault(
+            1,
+            "leaf_reboot",
+            leaf(Some(2), None, Some(120_000)),
+            SIZE,
+            false,
+        );
+        let down = Duration::from_ms(120_000);
+        assert_eq!(made, Ok(FleetFault::LeafReboot { leaf: 2, down }));
     }
 
     /// Each row's checks, with the key and the words its error names, and the fault each
@@ -258,7 +381,7 @@ mod tests {
             ),
         ];
         // An unknown kind is told every kind of the table, in its order.
-        let e = fault(3, "reboot", args(None, None, None), 2, true).expect_err("unknown");
+        let e = fault(3, "reboot", args(None, None, None), SIZE, true).expect_err("unknown");
         assert_eq!(e.key, "fleet.events[3].kind");
         let kinds: Vec<String> = FILE_FAULTS
             .iter()
@@ -273,11 +396,11 @@ mod tests {
             "{e:?}"
         );
         for (kind, a, key, message) in refused {
-            let e = fault(3, kind, a, 2, true).expect_err(kind);
+            let e = fault(3, kind, a, SIZE, true).expect_err(kind);
             assert_eq!(e.key, format!("fleet.events[3].{key}"), "{kind}");
             assert_eq!(e.message, message, "{kind}");
         }
-        let e = fault(0, "rollout", args(None, None, Some(1)), 2, false).expect_err("single");
+        let e = fault(0, "rollout", args(None, None, Some(1)), SIZE, false).expect_err("single");
         assert!(
             e.message
                 .starts_with("a rollout needs hosts of two adapters"),
@@ -302,7 +425,7 @@ mod tests {
             FleetFault::Rollout { max_per_target: 4 },
         ];
         for ((kind, a), want) in made.into_iter().zip(want) {
-            assert_eq!(fault(0, kind, a, 2, true), Ok(want), "{kind}");
+            assert_eq!(fault(0, kind, a, SIZE, true), Ok(want), "{kind}");
             assert_eq!(want.name(), kind, "the name a report gives it");
         }
     }
