@@ -1,6 +1,7 @@
 //! A fleet's picture (docs/design.md §11): for each fleet fault, how many hosts had every
 //! path back over the time since it struck, one line per retry policy, against the
-//! theoretical minimum.
+//! theoretical minimum; under it the fault's blast radius, a cell a leaf switch shaded by
+//! how many of the leaf's hosts it took a path from.
 
 use std::fmt::Write as _;
 
@@ -77,12 +78,16 @@ fn panel(s: &mut String, runs: &[FleetRun], k: usize, top: f64) {
     }
     let _ = write!(
         s,
-        r#"<text x="{LEFT}" y="{}" font-weight="bold">{} at {}: {} hosts lost a path</text>"#,
+        r#"<text x="{LEFT}" y="{}" font-weight="bold">{} at {}: {} hosts lost a path, on {} of {} leaves; {} boot disks cut</text>"#,
         top + 8.0,
         first.fault.name(),
         span(first.at.as_us()),
-        first.hosts
+        first.hosts,
+        first.leaves_touched().0,
+        first.per_leaf.len(),
+        first.boot_disks_cut
     );
+    blast(s, &first.per_leaf, top + 62.0 + HEIGHT);
     let _ = write!(
         s,
         r##"<rect x="{LEFT}" y="{}" width="{WIDTH}" height="{HEIGHT}" fill="none" stroke="#999"/>"##,
@@ -150,6 +155,27 @@ fn panel(s: &mut String, runs: &[FleetRun], k: usize, top: f64) {
             top + 36.0 + 18.0 * i as f64,
             escape(&policy_label(&r.figures)),
             all
+        );
+    }
+}
+
+/// The blast radius at `y`: a cell a leaf, darker for more of its hosts touched.
+fn blast(s: &mut String, per_leaf: &[u32], y: f64) {
+    let most = per_leaf.iter().copied().max().unwrap_or(0).max(1);
+    let w = WIDTH / per_leaf.len().max(1) as f64;
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="end">leaves</text>"#,
+        LEFT - 6.0,
+        y + 9.0
+    );
+    for (i, n) in per_leaf.iter().enumerate() {
+        let _ = write!(
+            s,
+            r##"<rect x="{:.1}" y="{y}" width="{:.1}" height="10" fill="#d62728" fill-opacity="{:.2}" stroke="#ccc" stroke-width="0.5"><title>leaf {i}: {n} hosts</title></rect>"##,
+            LEFT + w * i as f64,
+            w,
+            f64::from(*n) / f64::from(most)
         );
     }
 }
