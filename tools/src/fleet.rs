@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::scenario::fleet::{FleetPolicy, FleetScenario};
 
 pub mod campaign;
+pub mod curve;
 mod json;
 mod merge;
 pub use json::json;

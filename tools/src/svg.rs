@@ -10,6 +10,7 @@ use hcabus::types::EventKind;
 use hcabus::types::{Call, State};
 use hcabus_lab::stack::Node;
 
+pub mod curve;
 pub mod fleet;
 mod io;
 mod ports;

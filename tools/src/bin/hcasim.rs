@@ -134,6 +134,10 @@ enum Command {
         /// engine's array (`$SLURM_ARRAY_TASK_ID/100`); `fleet-merge` joins their JSON.
         #[arg(long, value_name = "I/N")]
         shard: Option<String>,
+        /// The capacity curve: the fleet grown or shrunk to each load, `A,B,C` disks logging
+        /// in to each target, under its first policy; each fault's recovery by load.
+        #[arg(long, value_name = "A,B,C")]
+        curve: Option<String>,
     },
     /// Merge the JSON documents of a fleet sweep's shards into one, as one process running
     /// every seed would have printed it, and summarise the campaign across the seeds. Exit
@@ -574,6 +578,22 @@ fn host_for(cli: &Cli) -> Result<(Run, bool), ExitCode> {
             svg,
             jobs,
             shard,
+            curve: Some(points),
+        }) if seeds.is_none() && shard.is_none() => {
+            Err(fleet::curve(file, points, *json, svg.as_deref(), *jobs))
+        }
+        Some(Command::Fleet { curve: Some(_), .. }) => {
+            complain!("--curve runs one seed at each load: no --seeds or --shard");
+            Err(ExitCode::from(2))
+        }
+        Some(Command::Fleet {
+            file,
+            seeds,
+            json,
+            svg,
+            jobs,
+            shard,
+            curve: None,
         }) => Err(fleet::run(
             file,
             (seeds.as_deref(), cli.seed, shard.as_deref()),

@@ -198,6 +198,52 @@ fn a_thousand_hosts_get_every_path_back_within_one_and_a_half_times_the_minimum(
     assert!(f(&sm["outage_ms"]) >= 50_000.0, "{sm}");
 }
 
+/// The capacity curve: the fleet grown to each load a target, its restart's recovery
+/// growing with it; refused with a seed range, or with loads that are not ascending.
+#[test]
+fn a_capacity_curve_grows_the_fleet_to_each_load_and_the_restart_with_it() {
+    let file = fleet_file("small.toml");
+    let file = file.to_str().expect("utf-8");
+    let doc = json_of(&hcasim(&["fleet", file, "--json", "--curve", "25,100,400"]));
+    assert_eq!(doc["schema"], "hcasim.fleet-curve/1");
+    let points = doc["points"].as_array().expect("points");
+    // One target, two disks a host on it: hosts = load / 2, rounded up.
+    let hosts: Vec<u64> = points.iter().filter_map(|p| p["hosts"].as_u64()).collect();
+    assert_eq!(hosts, [13, 50, 200]);
+    let restart: Vec<f64> = points
+        .iter()
+        .map(|p| {
+            assert_eq!(p["held"], true, "{p}");
+            let r = &p["faults"][1];
+            assert_eq!(r["kind"], "target_restart");
+            assert_eq!(r["back"], r["hosts"], "{r}");
+            f(&r["all_back_ms"])
+        })
+        .collect();
+    assert!(
+        restart.windows(2).all(|w| w[0] < w[1]),
+        "the restart's recovery grows with the load: {restart:?}"
+    );
+    for (args, words) in [
+        (
+            vec!["--curve", "100,50"],
+            "--curve 100,50: expected disks a target",
+        ),
+        (
+            vec!["--curve", "50", "--seeds", "1..3"],
+            "no --seeds or --shard",
+        ),
+        (vec!["--curve", "30000"], "past 10000"),
+    ] {
+        let mut all = vec!["fleet", file];
+        all.extend(args);
+        let o = hcasim(&all);
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(words), "{err}");
+    }
+}
+
 /// A seed range is what a batch engine shards: each seed's runs are the same whether it runs
 /// alone or inside a range, and the runs come in seed order, then policy order.
 #[test]

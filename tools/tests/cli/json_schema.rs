@@ -186,6 +186,16 @@ fn every_json_document_of_hcactl_and_hcasim_validates_against_the_documented_sch
         let run = hcasim(&["fleet", fleet.to_str().expect("utf-8"), "--json"]);
         c.stdout(file, &run, false);
     }
+    // A capacity curve.
+    let small = scenarios.join("fleet/small.toml");
+    let curve = hcasim(&[
+        "fleet",
+        small.to_str().expect("utf-8"),
+        "--json",
+        "--curve",
+        "20,40",
+    ]);
+    c.stdout("a capacity curve", &curve, false);
     // A hunt's report.
     let hunt = hcasim(&["hunt", "--json", "--seeds", "0..20", "--stack-every", "10"]);
     c.stdout("a hunt", &hunt, false);
@@ -226,6 +236,7 @@ fn every_json_document_of_hcactl_and_hcasim_validates_against_the_documented_sch
         "hcactl.status/1",
         "hcactl.wait/1",
         "hcasim.error/1",
+        "hcasim.fleet-curve/1",
         "hcasim.fleet/1",
         "hcasim.hunt/1",
         "hcasim.report/1",

@@ -109,6 +109,58 @@ pub(super) fn run(
     emit(&out).unwrap_or(verdict)
 }
 
+/// `hcasim fleet FILE --curve A,B,C`: the capacity curve's table (or JSON), its picture
+/// where `--svg` says.
+pub(super) fn curve(
+    file: &Path,
+    points: &str,
+    json: bool,
+    svg: Option<&Path>,
+    jobs: Option<usize>,
+) -> ExitCode {
+    use fleet::curve;
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            complain!("cannot read {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let ran = scenario::fleet::parse(&text)
+        .map_err(|e| format!("{}: {e}", file.display()))
+        .and_then(|s| Ok((curve::parse_points(points)?, s)))
+        .and_then(|(p, s)| {
+            let jobs = super::every_core_unless(jobs);
+            Ok((curve::run(&s, &p, jobs)?, s))
+        });
+    let (points, scenario) = match ran {
+        Ok(r) => r,
+        Err(e) => {
+            complain!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(out) = svg {
+        let picture = hcabus_tools::svg::curve::render(&scenario.setup.name, &points);
+        if let Err(e) = std::fs::write(out, picture) {
+            complain!("cannot write {}: {e}", out.display());
+            return ExitCode::from(2);
+        }
+    }
+    let source = fleet::Source::of(&file.display().to_string(), &text);
+    let out = if json {
+        format!("{}\n", curve::json(&source, &scenario, &points))
+    } else {
+        curve::text(&scenario, &points)
+    };
+    let verdict = if curve::held(&points) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    emit(&out).unwrap_or(verdict)
+}
+
 /// `hcasim fleet-merge FILE...`: the shards' documents as one, its campaign as a table.
 pub(super) fn merge(files: &[PathBuf], json: bool) -> ExitCode {
     let mut shards = Vec::with_capacity(files.len());
