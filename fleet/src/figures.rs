@@ -297,9 +297,10 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
         // Every port trains and is swept from the start.
         FleetFault::PowerOn => (fleet.fabric + spread, after_sweep(every_target())),
         // Until the new master's sweep is done, then every host's joins at the SA.
-        FleetFault::SmFailover => {
+        FleetFault::SmFailover | FleetFault::SmHandover => {
             let sm = &fleet.sm;
-            let swept = sm.takeover_at(r.at) + sm.sweep(fleet.hosts.len() as u32);
+            let takeover = r.fault.new_master_at(r.at, sm).unwrap_or(r.at);
+            let swept = takeover + sm.sweep(fleet.hosts.len() as u32);
             (swept.saturating_since(r.at), sa_takes(joins, sa))
         }
         // No recovery of their own (`Fleet::apply`).
@@ -314,7 +315,7 @@ fn fault_of(fleet: &Fleet, r: &Recovery) -> FaultFigures {
     let (outage, controlled_min) = minimum(fleet, r);
     // Multicast breaks with the links, or when the new master sweeps and reregisters.
     let broke = match r.fault {
-        FleetFault::SmFailover => r.at + outage,
+        FleetFault::SmFailover | FleetFault::SmHandover => r.at + outage,
         _ => r.at,
     };
     let (multicast, multicast_hosts) = r.multicast_back_after(broke);

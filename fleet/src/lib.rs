@@ -71,6 +71,10 @@ pub enum FleetFault {
     /// The master subnet manager fails: its standby notices at its last unanswered poll,
     /// sweeps and sets ClientReregister on every port; the SA answers nothing meanwhile.
     SmFailover,
+    /// A subnet manager of higher priority comes up: the master hands over to it at once
+    /// (HANDOVER) and it sweeps as a new master does, the SA silent and ClientReregister on
+    /// every port; the LIDs are kept (OpenSM's `reassign_lids` is false).
+    SmHandover,
     /// The SA answers nothing for `down` (a master too busy to serve it).
     SaOverload { down: Duration },
     /// A rolling firmware rollout starts: every adapter of every host activates new
@@ -106,6 +110,7 @@ impl FleetFault {
             FleetFault::LeafReboot { .. } => "leaf_reboot",
             FleetFault::PowerOn => "power_on",
             FleetFault::SmFailover => "sm_failover",
+            FleetFault::SmHandover => "sm_handover",
             FleetFault::SaOverload { .. } => "sa_overload",
             FleetFault::Rollout { .. } => "rollout",
         }
@@ -120,8 +125,25 @@ impl FleetFault {
             }
             FleetFault::TargetRestart { .. }
             | FleetFault::SmFailover
+            | FleetFault::SmHandover
             | FleetFault::SaOverload { .. }
             | FleetFault::Rollout { .. } => false,
+        }
+    }
+
+    /// When a new master takes over, for a fault that brings one (its first sweep silences
+    /// the SA and sets ClientReregister on every port): a failover's standby at the tick
+    /// after its last missed poll, a handover's at once.
+    pub fn new_master_at(&self, at: Instant, sm: &SmSetup) -> Option<Instant> {
+        match self {
+            FleetFault::SmFailover => Some(sm.takeover_at(at)),
+            FleetFault::SmHandover => Some(at),
+            FleetFault::TargetRestart { .. }
+            | FleetFault::LinkFlap { .. }
+            | FleetFault::LeafReboot { .. }
+            | FleetFault::PowerOn
+            | FleetFault::SaOverload { .. }
+            | FleetFault::Rollout { .. } => None,
         }
     }
 
@@ -133,6 +155,7 @@ impl FleetFault {
             FleetFault::LeafReboot { leaf, .. } => DisksWaited::OnLeaf(*leaf),
             FleetFault::LinkFlap { .. }
             | FleetFault::SmFailover
+            | FleetFault::SmHandover
             | FleetFault::SaOverload { .. }
             | FleetFault::Rollout { .. } => DisksWaited::EveryUp,
         }
@@ -510,7 +533,7 @@ impl Fleet {
                 }
                 on
             }
-            FleetFault::SmFailover => everyone(),
+            FleetFault::SmFailover | FleetFault::SmHandover => everyone(),
             // Only at build (`Fleet::build`); the others take no path by themselves (a
             // rollout keeps every boot disk's path: its own figures say so).
             FleetFault::PowerOn | FleetFault::SaOverload { .. } | FleetFault::Rollout { .. } => {
@@ -548,8 +571,8 @@ impl Fleet {
                     self.flap(i, down, Some(leaf));
                 }
             }
-            FleetFault::SmFailover => {
-                let takeover = self.sm.takeover_at(now);
+            FleetFault::SmFailover | FleetFault::SmHandover => {
+                let takeover = fault.new_master_at(now, &self.sm).unwrap_or(now);
                 let swept = takeover + self.sm.sweep(self.hosts.len() as u32);
                 // The SA ignores every query until the new master's first sweep is over; in
                 // it, past its discovery (the base), each port gets ClientReregister in turn.

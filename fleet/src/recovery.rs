@@ -110,7 +110,7 @@ fn touched(fault: FleetFault, h: u32, seen: Seen<'_>) -> Affected {
             (mark, d.disk().config().boot)
         })
         .collect();
-    let sm = fault == FleetFault::SmFailover;
+    let sm = matches!(fault, FleetFault::SmFailover | FleetFault::SmHandover);
     let boot = || marks.iter().filter(|(_, boot)| *boot);
     Affected {
         host: h,

@@ -178,6 +178,33 @@ fn an_sa_that_answers_nothing_delays_the_joins_and_resets_nothing() {
     assert!(naive.resets > 0 && naive.ipoib_resets_asked > 0);
 }
 
+/// A subnet manager of higher priority comes up at 5 s: the master hands over at once, and
+/// the new one sweeps (500 ms and 2 ms a host) and sets ClientReregister port by port, the
+/// SA silent until its sweep is over. Every interface joins again as after a failover, but
+/// the minute of the standby's polls is not there: back within three seconds, not sixty.
+#[test]
+fn a_priority_handover_is_a_new_masters_sweep_without_the_standbys_minute() {
+    let mut s = setup(
+        20,
+        std::vec![(5_000, FleetFault::SmHandover)],
+        RetryPolicy::Backoff,
+    );
+    s.duration = Duration::from_ms(BOOT_MS + 10_000);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    let r = &f.faults[1];
+    assert_eq!(
+        (r.fault.name(), r.hosts, r.back),
+        ("sm_handover", 20, 20),
+        "{r:?}"
+    );
+    assert_eq!(r.outage, Duration::from_ms(540));
+    assert!(r.all_back_after < Some(Duration::from_ms(3_100)), "{r:?}");
+    // The joins the reregister set off in the sweep went into its silence, as a failover's.
+    assert_eq!(f.sa.dropped_away, 2 * 20 * 4, "{:?}", f.sa);
+    assert_eq!((f.resets, f.io.failed), (0, 0));
+}
+
 /// A target restarts while no master is up: its disks' PathRecords fail and their lookups
 /// back off to the SA's 16 s (and half again). The new master's ClientReregister reaches
 /// each port in its sweep and starts the lookup at once, the backoff over; that one goes

@@ -17,9 +17,10 @@ fn fault_json(f: &FaultFigures) -> Value {
         FleetFault::TargetRestart { target, down } => (Some(target), None, down),
         FleetFault::LeafReboot { leaf, down } => (None, Some(leaf), down),
         FleetFault::LinkFlap { down } | FleetFault::SaOverload { down } => (None, None, down),
-        FleetFault::PowerOn | FleetFault::SmFailover | FleetFault::Rollout { .. } => {
-            (None, None, hcabus::Duration::ZERO)
-        }
+        FleetFault::PowerOn
+        | FleetFault::SmFailover
+        | FleetFault::SmHandover
+        | FleetFault::Rollout { .. } => (None, None, hcabus::Duration::ZERO),
     };
     let (leaves_touched, most_on_one_leaf) = f.leaves_touched();
     json!({

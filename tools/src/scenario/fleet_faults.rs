@@ -115,6 +115,15 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         make: |_| FleetFault::SmFailover,
     },
     FileFault {
+        name: "sm_handover",
+        phrase: "subnet-manager handover",
+        aim: Aim::Fabric,
+        down: Down::Refuses("a handover lasts until the new master has swept ([fleet.sm])"),
+        max_in_reset: false,
+        multipath: None,
+        make: |_| FleetFault::SmHandover,
+    },
+    FileFault {
         name: "sa_overload",
         phrase: "SA overload",
         aim: Aim::Fabric,
@@ -374,6 +383,12 @@ mod tests {
                 "a failover lasts until the standby takes over and sweeps ([fleet.sm])",
             ),
             (
+                "sm_handover",
+                args(None, Some(5), None),
+                "down_ms",
+                "a handover lasts until the new master has swept ([fleet.sm])",
+            ),
+            (
                 "rollout",
                 args(None, None, Some(0)),
                 "max_in_reset_per_target",
@@ -410,6 +425,7 @@ mod tests {
             ("target_restart", args(Some(1), Some(5), None)),
             ("link_flap", args(None, Some(5), None)),
             ("sm_failover", args(None, None, None)),
+            ("sm_handover", args(None, None, None)),
             ("sa_overload", args(None, Some(5), None)),
             ("rollout", args(None, None, Some(4))),
         ];
@@ -421,6 +437,7 @@ mod tests {
             },
             FleetFault::LinkFlap { down: ms5 },
             FleetFault::SmFailover,
+            FleetFault::SmHandover,
             FleetFault::SaOverload { down: ms5 },
             FleetFault::Rollout { max_per_target: 4 },
         ];
