@@ -21,6 +21,7 @@ use hcabus_lab::stack::BuildError;
 use hcabus_lab::subnet::SharedSubnet;
 use ibal::retry::RetryPolicy;
 
+mod fault;
 mod figures;
 mod lanes;
 mod node;
@@ -32,6 +33,7 @@ mod template;
 mod tests;
 mod topology;
 
+pub use fault::{DisksWaited, FleetFault};
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
 use lanes::{Bound, Lane, Window};
 pub use node::FleetNode;
@@ -54,35 +56,6 @@ pub struct TargetSetup {
     pub capacity: LoginCapacity,
 }
 
-/// Something that happens to the whole fleet at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FleetFault {
-    /// Target `target` (its index) restarts: every connection to it drops, and it answers no
-    /// login for `down`.
-    TargetRestart { target: usize, down: Duration },
-    /// Every port of every host loses its link for `down` (a core switch reboots).
-    LinkFlap { down: Duration },
-    /// Leaf switch `leaf` reboots: every port cabled to it loses its link for `down` (a
-    /// switch's reboot takes minutes).
-    LeafReboot { leaf: u32, down: Duration },
-    /// Every host starts at once (the fleet's power-on, a boot storm): not injected, the
-    /// first thing every fleet recovers from.
-    PowerOn,
-    /// The master subnet manager fails: its standby notices at its last unanswered poll,
-    /// sweeps and sets ClientReregister on every port; the SA answers nothing meanwhile.
-    SmFailover,
-    /// A subnet manager of higher priority comes up: the master hands over to it at once
-    /// (HANDOVER) and it sweeps as a new master does, the SA silent and ClientReregister on
-    /// every port; the LIDs are kept (OpenSM's `reassign_lids` is false).
-    SmHandover,
-    /// The SA answers nothing for `down` (a master too busy to serve it).
-    SaOverload { down: Duration },
-    /// A rolling firmware rollout starts: every adapter of every host activates new
-    /// firmware, at most `max_per_target` in reset at once among those of one target
-    /// (`rollout.rs`).
-    Rollout { max_per_target: u32 },
-}
-
 /// What the fleet has to do at an instant: a fault, or a step one led to. A step is the
 /// fleet's own and never a setup's: it has no recovery of its own and no row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,80 +72,6 @@ impl Step {
             Step::RolloutLook => "rollout_look",
         }
     }
-}
-
-impl FleetFault {
-    /// Its name in scenario files and reports.
-    pub fn name(&self) -> &'static str {
-        match self {
-            FleetFault::TargetRestart { .. } => "target_restart",
-            FleetFault::LinkFlap { .. } => "link_flap",
-            FleetFault::LeafReboot { .. } => "leaf_reboot",
-            FleetFault::PowerOn => "power_on",
-            FleetFault::SmFailover => "sm_failover",
-            FleetFault::SmHandover => "sm_handover",
-            FleetFault::SaOverload { .. } => "sa_overload",
-            FleetFault::Rollout { .. } => "rollout",
-        }
-    }
-
-    /// Whether it takes the links of every host down, so that its recovery waits for each
-    /// interface to be up again. No wildcard: a new fault says.
-    pub fn takes_links(&self) -> bool {
-        match self {
-            FleetFault::LinkFlap { .. } | FleetFault::LeafReboot { .. } | FleetFault::PowerOn => {
-                true
-            }
-            FleetFault::TargetRestart { .. }
-            | FleetFault::SmFailover
-            | FleetFault::SmHandover
-            | FleetFault::SaOverload { .. }
-            | FleetFault::Rollout { .. } => false,
-        }
-    }
-
-    /// When a new master takes over, for a fault that brings one (its first sweep silences
-    /// the SA and sets ClientReregister on every port): a failover's standby at the tick
-    /// after its last missed poll, a handover's at once.
-    pub fn new_master_at(&self, at: Instant, sm: &SmSetup) -> Option<Instant> {
-        match self {
-            FleetFault::SmFailover => Some(sm.takeover_at(at)),
-            FleetFault::SmHandover => Some(at),
-            FleetFault::TargetRestart { .. }
-            | FleetFault::LinkFlap { .. }
-            | FleetFault::LeafReboot { .. }
-            | FleetFault::PowerOn
-            | FleetFault::SaOverload { .. }
-            | FleetFault::Rollout { .. } => None,
-        }
-    }
-
-    /// Which disks of a host its recovery waits for to log in again. No wildcard.
-    pub fn disks_waited(&self) -> DisksWaited {
-        match self {
-            FleetFault::TargetRestart { target, .. } => DisksWaited::OfTarget(*target),
-            FleetFault::PowerOn => DisksWaited::EveryFirstLogin,
-            FleetFault::LeafReboot { leaf, .. } => DisksWaited::OnLeaf(*leaf),
-            FleetFault::LinkFlap { .. }
-            | FleetFault::SmFailover
-            | FleetFault::SmHandover
-            | FleetFault::SaOverload { .. }
-            | FleetFault::Rollout { .. } => DisksWaited::EveryUp,
-        }
-    }
-}
-
-/// The disks a fault's recovery waits for ([`FleetFault::disks_waited`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DisksWaited {
-    /// Those of one target that were up: they log in again.
-    OfTarget(usize),
-    /// Every disk that was up.
-    EveryUp,
-    /// Every disk, from its first login (the fleet powers on).
-    EveryFirstLogin,
-    /// Those that were up on an adapter cabled to one leaf.
-    OnLeaf(u32),
 }
 
 /// A fleet to build.
