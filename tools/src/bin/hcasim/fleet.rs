@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use super::{emit, say_error};
 use hcabus_tools::fleet;
 use hcabus_tools::scenario;
+use hcabus_tools::scenario::fleet::FleetScenario;
 
 /// The seeds a command line asks for: `--seeds A..B` (or the scenario's seed, or the
 /// global `--seed N` alone), then its `--shard I/N` slice.
@@ -48,6 +49,41 @@ fn seeds_of(
     }
 }
 
+/// A fleet file's text and scenario, or the exit status of a file that cannot be read or is
+/// not one (said on stderr).
+fn fleet_file(file: &Path) -> Result<(String, FleetScenario), ExitCode> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        complain!("cannot read {}: {e}", file.display());
+        ExitCode::from(2)
+    })?;
+    let scenario = scenario::fleet::parse(&text).map_err(|e| {
+        complain!("{}: {e}", file.display());
+        ExitCode::from(2)
+    })?;
+    Ok((text, scenario))
+}
+
+/// Writes `picture` where `--svg` says, if it does.
+fn draw(svg: Option<&Path>, picture: impl FnOnce() -> String) -> Result<(), ExitCode> {
+    let Some(out) = svg else {
+        return Ok(());
+    };
+    std::fs::write(out, picture()).map_err(|e| {
+        complain!("cannot write {}: {e}", out.display());
+        ExitCode::from(2)
+    })
+}
+
+/// Prints `out`; the status says whether every judged run `held`.
+fn finish(out: &str, held: bool) -> ExitCode {
+    let verdict = if held {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    emit(out).unwrap_or(verdict)
+}
+
 /// `hcasim fleet FILE`: the table (or JSON) on stdout, the picture where `--svg` says.
 pub(super) fn run(
     file: &Path,
@@ -56,44 +92,25 @@ pub(super) fn run(
     svg: Option<&Path>,
     jobs: Option<usize>,
 ) -> ExitCode {
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => {
-            complain!("cannot read {}: {e}", file.display());
-            return ExitCode::from(2);
-        }
+    let (text, scenario) = match fleet_file(file) {
+        Ok(f) => f,
+        Err(status) => return status,
     };
-    let scenario = match scenario::fleet::parse(&text) {
-        Ok(s) => s,
-        Err(e) => {
-            complain!("{}: {e}", file.display());
-            return ExitCode::from(2);
-        }
-    };
-    let seeds = match seeds_of(seeds, scenario.setup.seed) {
-        Ok(s) => s,
+    let ran = seeds_of(seeds, scenario.setup.seed).and_then(|seeds| {
+        let jobs = super::every_core_unless(jobs);
+        fleet::run(&scenario, seeds, jobs).map_err(|e| format!("{}: {e}", file.display()))
+    });
+    let runs = match ran {
+        Ok(r) => r,
         Err(e) => {
             complain!("{e}");
             return ExitCode::from(2);
         }
     };
-    let jobs = super::every_core_unless(jobs);
-    let runs = match fleet::run(&scenario, seeds, jobs) {
-        Ok(r) => r,
-        Err(e) => {
-            complain!("{}: {e}", file.display());
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(out) = svg {
-        let first = &runs[..scenario.policies.len().min(runs.len())];
-        if let Err(e) = std::fs::write(
-            out,
-            hcabus_tools::svg::fleet::render(&scenario.setup.name, first),
-        ) {
-            complain!("cannot write {}: {e}", out.display());
-            return ExitCode::from(2);
-        }
+    let first = &runs[..scenario.policies.len().min(runs.len())];
+    let name = &scenario.setup.name;
+    if let Err(status) = draw(svg, || hcabus_tools::svg::fleet::render(name, first)) {
+        return status;
     }
     let source = fleet::Source::of(&file.display().to_string(), &text);
     let out = if json {
@@ -101,12 +118,7 @@ pub(super) fn run(
     } else {
         fleet::text(&source, &scenario, &runs)
     };
-    let verdict = if fleet::held(&runs) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    };
-    emit(&out).unwrap_or(verdict)
+    finish(&out, fleet::held(&runs))
 }
 
 /// `hcasim fleet FILE --curve A,B,C`: the capacity curve's table (or JSON), its picture
@@ -119,33 +131,24 @@ pub(super) fn curve(
     jobs: Option<usize>,
 ) -> ExitCode {
     use fleet::curve;
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => {
-            complain!("cannot read {}: {e}", file.display());
-            return ExitCode::from(2);
-        }
+    let (text, scenario) = match fleet_file(file) {
+        Ok(f) => f,
+        Err(status) => return status,
     };
-    let ran = scenario::fleet::parse(&text)
-        .map_err(|e| format!("{}: {e}", file.display()))
-        .and_then(|s| Ok((curve::parse_points(points)?, s)))
-        .and_then(|(p, s)| {
-            let jobs = super::every_core_unless(jobs);
-            Ok((curve::run(&s, &p, jobs)?, s))
-        });
-    let (points, scenario) = match ran {
+    let ran = curve::parse_points(points).and_then(|p| {
+        let jobs = super::every_core_unless(jobs);
+        curve::run(&scenario, &p, jobs)
+    });
+    let points = match ran {
         Ok(r) => r,
         Err(e) => {
             complain!("{e}");
             return ExitCode::from(2);
         }
     };
-    if let Some(out) = svg {
-        let picture = hcabus_tools::svg::curve::render(&scenario.setup.name, &points);
-        if let Err(e) = std::fs::write(out, picture) {
-            complain!("cannot write {}: {e}", out.display());
-            return ExitCode::from(2);
-        }
+    let name = &scenario.setup.name;
+    if let Err(status) = draw(svg, || hcabus_tools::svg::curve::render(name, &points)) {
+        return status;
     }
     let source = fleet::Source::of(&file.display().to_string(), &text);
     let out = if json {
@@ -153,12 +156,7 @@ pub(super) fn curve(
     } else {
         curve::text(&scenario, &points)
     };
-    let verdict = if curve::held(&points) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    };
-    emit(&out).unwrap_or(verdict)
+    finish(&out, curve::held(&points))
 }
 
 /// `hcasim fleet-merge FILE...`: the shards' documents as one, its campaign as a table.
