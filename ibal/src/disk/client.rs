@@ -20,8 +20,8 @@ mod failover;
 mod guard;
 mod path_record;
 
+use path_record::PathRecords;
 pub use path_record::{PathRecordStats, PATH_RECORD_TIMEOUT};
-use path_record::{PathRecords, PathStep};
 
 /// The bus client of one disk, with the layer above it and its remote target.
 #[derive(Debug)]
@@ -159,47 +159,6 @@ impl SrpClient {
         let write_data = mp.lock().write_data();
         let path = Above::Path(PathOf { mp, index });
         Self::build(name, config, ibal, target, write_data, path)
-    }
-
-    /// The disk on a fabric's SA: each login first asks it for the path to the target.
-    pub fn with_subnet(mut self, subnet: std::sync::Arc<dyn crate::ipoib::SubnetAdmin>) -> Self {
-        self.paths = Some(PathRecords::new(subnet));
-        self
-    }
-
-    /// Its PathRecord lookups, on a fabric with an SA.
-    pub fn path_records(&self) -> Option<PathRecordStats> {
-        self.paths.as_ref().map(PathRecords::stats)
-    }
-
-    /// A login is due: its path first (on a fabric with an SA), then the login.
-    fn login_due<B: FabricBus + ?Sized>(&mut self, bus: &mut B, now: Instant) {
-        let step = match &mut self.paths {
-            Some(p) => p.step(now, bus.rng()),
-            None => PathStep::Resolved,
-        };
-        match step {
-            PathStep::WaitUntil(t) => self.connect_at = Some(t),
-            PathStep::Failed => self.login_refused(bus, crate::errors::CreateError::PathUnresolved),
-            PathStep::Resolved => {
-                let result = self.disk.connect(&self.ibal, bus, &mut *self.target);
-                if let Some(p) = &mut self.paths {
-                    p.login_answered(result != Err(crate::errors::CreateError::Unreachable));
-                }
-                match result {
-                    Ok(()) => self.login.connected(),
-                    Err(e) => self.login_refused(bus, e),
-                }
-            }
-        }
-    }
-
-    /// No login is due any more: a lookup under way is forgotten with it.
-    fn cancel_connect(&mut self) {
-        self.connect_at = None;
-        if let Some(p) = &mut self.paths {
-            p.cancel();
-        }
     }
 
     /// The multipath disk this client is a path of, and which path.

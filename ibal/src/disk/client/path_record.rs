@@ -21,6 +21,7 @@ use hcabus::{Duration, Instant};
 
 use rand::Rng;
 
+use crate::access::FabricBus;
 use crate::ipoib::{SaAnswer, SubnetAdmin};
 use crate::retry::sa_retry_wait;
 
@@ -191,6 +192,50 @@ impl PathRecords {
         if self.unanswered >= UNANSWERED_BEFORE_LOOKUP {
             self.unanswered = 0;
             self.cached = None;
+        }
+    }
+}
+
+/// A disk's logins on a fabric with an SA: each through its path lookup.
+impl super::SrpClient {
+    /// The disk on a fabric's SA: each login first asks it for the path to the target.
+    pub fn with_subnet(mut self, subnet: std::sync::Arc<dyn crate::ipoib::SubnetAdmin>) -> Self {
+        self.paths = Some(PathRecords::new(subnet));
+        self
+    }
+
+    /// Its PathRecord lookups, on a fabric with an SA.
+    pub fn path_records(&self) -> Option<PathRecordStats> {
+        self.paths.as_ref().map(PathRecords::stats)
+    }
+
+    /// A login is due: its path first (on a fabric with an SA), then the login.
+    pub(super) fn login_due<B: FabricBus + ?Sized>(&mut self, bus: &mut B, now: Instant) {
+        let step = match &mut self.paths {
+            Some(p) => p.step(now, bus.rng()),
+            None => PathStep::Resolved,
+        };
+        match step {
+            PathStep::WaitUntil(t) => self.connect_at = Some(t),
+            PathStep::Failed => self.login_refused(bus, crate::errors::CreateError::PathUnresolved),
+            PathStep::Resolved => {
+                let result = self.disk.connect(&self.ibal, bus, &mut *self.target);
+                if let Some(p) = &mut self.paths {
+                    p.login_answered(result != Err(crate::errors::CreateError::Unreachable));
+                }
+                match result {
+                    Ok(()) => self.login.connected(),
+                    Err(e) => self.login_refused(bus, e),
+                }
+            }
+        }
+    }
+
+    /// No login is due any more: a lookup under way is forgotten with it.
+    pub(super) fn cancel_connect(&mut self) {
+        self.connect_at = None;
+        if let Some(p) = &mut self.paths {
+            p.cancel();
         }
     }
 }
