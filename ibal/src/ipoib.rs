@@ -333,7 +333,10 @@ impl IpoibClient {
         }
         self.link_up = true;
         self.stats.link_ups += 1;
-        self.send_frame(bus, KIND_ARP, 0, true);
+        if !self.send_frame(bus, KIND_ARP, 0, true) {
+            // The announcement is not the stack's to resend: lost, and counted so.
+            self.stats.dropped += 1;
+        }
         let queries = self.sa_queries();
         if let Some(r) = &mut self.rejoin {
             r.start(bus.now(), queries);

@@ -33,7 +33,12 @@ pub struct VerbsStats {
     pub recvs_posted: u64,
     /// Doorbells rung on a device in catastrophic error: accepted and never executed.
     pub lost_doorbells: u64,
+    /// Reliable sends with no room on the wire (they fail their queue pair): the model's
+    /// ring, which a fleet host sizes so that it never fills.
     pub wire_drops: u64,
+    /// Datagrams refused for want of room on the wire, as a full send queue refuses them:
+    /// their senders keep them.
+    pub sends_refused: u64,
     /// Sends posted on a port with no link: never on the wire (a reliable one completes
     /// with `RetryExceeded`, a datagram is lost).
     pub no_link_sends: u64,

@@ -31,6 +31,15 @@ impl SimVerbs {
             }
             _ => return Err(VerbsError::InvalidState),
         }
+        // The wire stands for the send queue here: a datagram with no room on it is refused,
+        // as a full send queue refuses a post, and its sender keeps it (IPoIB's stack queue
+        // sends its backlog at once after a long outage). A reliable send has its own room
+        // check (`send_reliable`).
+        let full = self.wire.len() >= self.wire.capacity();
+        if attr.qp_type == QpType::Ud && full && self.link(attr.port) {
+            self.stats.sends_refused += 1;
+            return Err(VerbsError::NoResources);
+        }
         self.stats.sends_posted += 1;
         let len = wr.sge.len as usize;
         if len > WIRE_MTU || !self.local_buffer(attr.pd, &wr.sge, Access::empty()) {
@@ -89,11 +98,7 @@ impl SimVerbs {
             self.send_reliable(i, wr.wr_id, msg);
             return Ok(());
         }
-        if self.wire.len() < self.wire.capacity() {
-            self.wire.push_back(msg);
-        } else {
-            self.stats.wire_drops += 1;
-        }
+        self.wire.push_back(msg);
         self.complete(attr.send_cq, cqe(WcStatus::Success, len as u32));
         Ok(())
     }

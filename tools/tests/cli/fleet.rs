@@ -198,6 +198,30 @@ fn a_thousand_hosts_get_every_path_back_within_one_and_a_half_times_the_minimum(
     assert!(f(&sm["outage_ms"]) >= 50_000.0, "{sm}");
 }
 
+/// A leaf's reboot of three minutes: its twenty single-homed hosts' boot disks wait it out
+/// and every host is back after it. The run holds: the backlog each interface's stack queued
+/// meanwhile goes out when its link is back, more at once than a fleet host's wire takes,
+/// and the adapter refuses what finds no room (as a full send queue does) rather than drop
+/// it (it once did: 640 datagrams, and the run did not hold).
+#[test]
+fn a_leaf_reboot_of_minutes_holds_and_its_boot_disks_wait_it_out() {
+    let file = fleet_file("leaf-reboot.toml");
+    let doc = json_of(&hcasim(&["fleet", file.to_str().expect("utf-8"), "--json"]));
+    every_run_keeps_the_fleet_guarantees(&doc);
+    let run = &doc["runs"][0];
+    assert_eq!(run["held"], true, "{run}");
+    assert_eq!(run["model_overflows"], 0);
+    let leaf = &run["faults"][1];
+    assert_eq!(
+        (leaf["kind"].as_str(), leaf["leaf"].as_u64()),
+        (Some("leaf_reboot"), Some(3))
+    );
+    assert_eq!((leaf["hosts"].as_u64(), leaf["back"].as_u64()), (Some(20), Some(20)));
+    assert_eq!(leaf["blast"]["boot_disks_cut"], 20);
+    assert_eq!(leaf["blast"]["leaves_touched"], 1);
+    assert_eq!(run["paging_stall"]["over_disk_timeout"], 20, "{run}");
+}
+
 /// The capacity curve: the fleet grown to each load a target, its restart's recovery
 /// growing with it; refused with a seed range, or with loads that are not ascending.
 #[test]
