@@ -216,7 +216,10 @@ fn a_leaf_reboot_of_minutes_holds_and_its_boot_disks_wait_it_out() {
         (leaf["kind"].as_str(), leaf["leaf"].as_u64()),
         (Some("leaf_reboot"), Some(3))
     );
-    assert_eq!((leaf["hosts"].as_u64(), leaf["back"].as_u64()), (Some(20), Some(20)));
+    assert_eq!(
+        (leaf["hosts"].as_u64(), leaf["back"].as_u64()),
+        (Some(20), Some(20))
+    );
     assert_eq!(leaf["blast"]["boot_disks_cut"], 20);
     assert_eq!(leaf["blast"]["leaves_touched"], 1);
     assert_eq!(run["paging_stall"]["over_disk_timeout"], 20, "{run}");
