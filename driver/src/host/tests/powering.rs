@@ -375,6 +375,31 @@ fn an_allowed_query_stop_holds_resets_until_they_are_released() {
     assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(1)));
 }
 
+/// A Failed device under a granted query-stop: the administrator's restart is a reset too,
+/// so it is refused STOP_PENDING and nothing is touched; after the release it is taken.
+#[test]
+fn a_restart_of_a_failed_device_waits_for_a_granted_query_stop() {
+    let bus = bus_with(
+        false,
+        FakeHca {
+            fail_save: true,
+            ..hca()
+        },
+    );
+    let _a = bus.register(desc("a"), executes()).expect("registers").id;
+    assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(1)));
+    settle(&bus);
+    assert_eq!(bus.state(), State::Failed);
+    bus.with_hca(|h| h.fail_save = false);
+    assert!(bus.query_stop(), "nothing open on a Failed device");
+    let calls = hw_calls(&bus).len();
+    assert_eq!(bus.admin_restart(), Err(RestartError::StopPending));
+    assert_eq!(bus.state(), State::Failed);
+    assert_eq!(hw_calls(&bus).len(), calls, "no hardware step");
+    bus.release_resets();
+    assert_eq!(bus.admin_restart(), Ok(Epoch(1)));
+}
+
 /// With a reset open, or a step waiting, the query-stop is refused and nothing is held.
 #[test]
 fn a_query_stop_with_a_reset_open_is_refused_and_holds_nothing() {
