@@ -578,29 +578,21 @@ fn host_for(cli: &Cli) -> Result<(Run, bool), ExitCode> {
             svg,
             jobs,
             shard,
-            curve: Some(points),
-        }) if seeds.is_none() && shard.is_none() => {
-            Err(fleet::curve(file, points, *json, svg.as_deref(), *jobs))
-        }
-        Some(Command::Fleet { curve: Some(_), .. }) => {
-            complain!("--curve runs one seed at each load: no --seeds or --shard");
-            Err(ExitCode::from(2))
-        }
-        Some(Command::Fleet {
-            file,
-            seeds,
-            json,
-            svg,
-            jobs,
-            shard,
-            curve: None,
-        }) => Err(fleet::run(
-            file,
-            (seeds.as_deref(), cli.seed, shard.as_deref()),
-            *json,
-            svg.as_deref(),
-            *jobs,
-        )),
+            curve,
+        }) => Err(match (curve, seeds, shard) {
+            (Some(points), None, None) => fleet::curve(file, points, *json, svg.as_deref(), *jobs),
+            (Some(_), _, _) => {
+                complain!("--curve runs one seed at each load: no --seeds or --shard");
+                ExitCode::from(2)
+            }
+            (None, _, _) => fleet::run(
+                file,
+                (seeds.as_deref(), cli.seed, shard.as_deref()),
+                *json,
+                svg.as_deref(),
+                *jobs,
+            ),
+        }),
         Some(Command::FleetMerge { files, json }) => Err(fleet::merge(files, *json)),
         Some(Command::Completions { shell }) => Err(generated(|out| {
             hcactl::generate::completions(Cli::command(), *shell, out)
