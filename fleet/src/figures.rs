@@ -63,6 +63,9 @@ pub struct FaultFigures {
     /// I/O waited it out).
     pub per_leaf: Vec<u32>,
     pub boot_disks_cut: u64,
+    /// Disks back by riding a flap with their connections kept: their ports came back
+    /// while the transport still retransmitted (docs/design.md §7), no login.
+    pub paths_ridden: u64,
 }
 
 impl FaultFigures {
@@ -228,7 +231,8 @@ fn sa_takes(queries: u64, sa: &SaSetup) -> Duration {
 /// the SA has answered one; joins and logins run side by side.
 fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
     let sa = &fleet.sm.sa;
-    let logins = |t: usize| r.logins_on(t, &fleet.disk_targets);
+    let rides = |h: u32| rides_out(fleet, r, h);
+    let logins = |t: usize| r.logins_on(t, &fleet.disk_targets, &rides);
     let all_logins = (0..fleet.targets.len()).map(logins).sum::<u64>();
     let joins = fleet.sa_queries_per_host * r.affected() as u64;
     // A link lost is a path forgotten: every disk asks for it again before its login.
@@ -254,7 +258,13 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
     let last_host = (fleet.hosts.len() as u32).saturating_sub(1);
     let spread = fleet.sm.reaches(last_host);
     let after_sweep = |bound: Duration| {
-        let last = first_answer + fleet.login;
+        // The last host back waits for its own login, or, where every connection rode
+        // the flap, for its own joins.
+        let last = if all_logins > 0 {
+            first_answer + fleet.login
+        } else {
+            sa_takes(fleet.sa_queries_per_host, sa)
+        };
         Duration::from_us(
             bound
                 .as_us()
@@ -287,7 +297,11 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
                 .max()
                 .unwrap_or(Duration::ZERO)
                 .max(sa_takes(joins + path_records, sa));
-            let last = first_answer + fleet.login;
+            let last = if all_logins > 0 {
+                first_answer + fleet.login
+            } else {
+                sa_takes(fleet.sa_queries_per_host, sa)
+            };
             let controlled = bound
                 .as_us()
                 .saturating_sub(spread.as_us())
@@ -308,6 +322,25 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
             (Duration::ZERO, Duration::ZERO)
         }
     }
+}
+
+/// Whether host `h`'s disks ride fault `r` with their connections kept: its port dark no
+/// longer than its transport rides (a link flap's port is back after the outage, training
+/// and its place in the sweep; a leaf's hosts are swept in their order on it). Their logins
+/// and PathRecords are no part of the minimum.
+fn rides_out(fleet: &Fleet, r: &Recovery, h: u32) -> bool {
+    let Some(ride) = fleet.port_ride else {
+        return false;
+    };
+    let dark = match r.fault {
+        FleetFault::LinkFlap { down } => down + fleet.fabric + fleet.sm.reaches(h),
+        FleetFault::LeafReboot { down, .. } => {
+            let k = r.hosts().position(|x| x == h).unwrap_or(0) as u32;
+            down + fleet.fabric + fleet.sm.reaches(k)
+        }
+        _ => return false,
+    };
+    dark <= ride
 }
 
 fn fault_of(fleet: &Fleet, r: &Recovery) -> FaultFigures {
@@ -341,6 +374,7 @@ fn fault_of(fleet: &Fleet, r: &Recovery) -> FaultFigures {
         multicast_max: multicast.last().copied().filter(|_| all_joined),
         per_leaf,
         boot_disks_cut,
+        paths_ridden: r.paths_ridden(),
     }
 }
 
@@ -514,6 +548,7 @@ mod tests {
             multicast_max: None,
             per_leaf: std::vec![1, 0],
             boot_disks_cut: 0,
+            paths_ridden: 0,
         };
         let (long, short) = (fault(60_000), fault(0));
         assert!(long.over_min() < Some(1.02));

@@ -171,6 +171,8 @@ pub struct Fleet {
     /// to Active ports (training and sweep): what the theoretical minimums are made of.
     login: Duration,
     fabric: Duration,
+    /// How long a disk's connection rides its port gone dark (`None`: not at all).
+    port_ride: Option<Duration>,
     now: Instant,
     end: Instant,
     /// A host livelocked: the run stops there (its checker holds the violation), as one
@@ -214,6 +216,7 @@ impl Fleet {
             rollout: None,
             login: setup.host.login(),
             fabric: setup.host.fabric(setup.sm.sweep_base),
+            port_ride: setup.host.port_ride(),
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
             stopped: false,

@@ -4,6 +4,8 @@ use std::vec::Vec;
 
 use hcabus::{Duration, Instant};
 
+use ibal::disk::SrpClient;
+
 use super::FleetNode;
 use super::{DisksWaited, FleetFault, Topology};
 
@@ -14,9 +16,14 @@ const UNTOUCHED: u32 = u32::MAX;
 #[derive(Debug, Clone)]
 struct Affected {
     host: u32,
-    /// Each disk's logins before the fault, in the order of its disks ([`UNTOUCHED`] for a
-    /// disk the fault leaves alone): it is back once it logged in again since.
+    /// Each disk's comebacks before the fault (its logins and flaps ridden), in the order
+    /// of its disks ([`UNTOUCHED`] for a disk the fault leaves alone): it is back once it
+    /// logged in again or rode the flap since.
     logins_before: Vec<u32>,
+    /// Its disks' flaps ridden before the fault, and, once it is back, how many of its
+    /// disks came back by riding the flap (no login).
+    rides_before: u32,
+    ridden: u32,
     /// Whether its IPoIB interfaces lost their link too (a link flap).
     nets: bool,
     /// Its interfaces' joins through the SA so far (a subnet-manager failover): it is back
@@ -105,7 +112,7 @@ fn touched(fault: FleetFault, h: u32, seen: Seen<'_>) -> Affected {
                 // Every disk of a fleet powering on has its first login to make.
                 DisksWaited::EveryFirstLogin => 0,
                 _ if !d.disk().is_up() => UNTOUCHED,
-                _ => d.disk().stats().logins,
+                _ => comebacks(d),
             };
             (mark, d.disk().config().boot)
         })
@@ -121,6 +128,8 @@ fn touched(fault: FleetFault, h: u32, seen: Seen<'_>) -> Affected {
             marks.iter().map(|(m, _)| *m).collect()
         },
         nets: fault.takes_links(),
+        rides_before: rides(host),
+        ridden: 0,
         joins_before: sm.then(|| joins(host)),
         back_at: None,
         nets_back_at: None,
@@ -149,7 +158,7 @@ impl<'a> Look<'a> {
         }
         let nets = a.nets || a.joins_before.is_some();
         let disks_back = host.disks().zip(&a.logins_before).all(|(d, before)| {
-            *before == UNTOUCHED || (d.disk().is_up() && d.disk().stats().logins > *before)
+            *before == UNTOUCHED || (d.disk().is_up() && comebacks(d) > *before)
         });
         // An interface passes traffic once its link is up and its joins are through the SA.
         let nets_back = !a.nets || host.nets().all(|n| n.link_up() && n.sa_joined());
@@ -162,6 +171,7 @@ impl<'a> Look<'a> {
         }
         if disks_back && nets_back && joined {
             a.back_at = Some(now);
+            a.ridden = rides(host).saturating_sub(a.rides_before);
             self.pending -= 1;
         }
     }
@@ -176,6 +186,11 @@ impl Recovery {
     /// How many hosts the fault touched.
     pub(super) fn affected(&self) -> usize {
         self.hosts.len()
+    }
+
+    /// Disks back by riding the flap, their connections kept (no login).
+    pub(super) fn paths_ridden(&self) -> u64 {
+        self.hosts.iter().map(|a| u64::from(a.ridden)).sum()
     }
 
     /// How long each host that is back took, sorted.
@@ -217,9 +232,15 @@ impl Recovery {
     }
 
     /// Logins the fault made necessary on target `t` (every touched disk on it).
-    pub(super) fn logins_on(&self, t: usize, disk_targets: &[Vec<usize>]) -> u64 {
+    pub(super) fn logins_on(
+        &self,
+        t: usize,
+        disk_targets: &[Vec<usize>],
+        rides: &dyn Fn(u32) -> bool,
+    ) -> u64 {
         self.hosts
             .iter()
+            .filter(|a| !rides(a.host))
             .flat_map(|a| {
                 disk_targets[a.host as usize]
                     .iter()
@@ -228,6 +249,19 @@ impl Recovery {
             })
             .count() as u64
     }
+}
+
+/// A disk's comebacks: its logins and the flaps it rode with its connection kept.
+fn comebacks(d: &SrpClient) -> u32 {
+    let s = d.disk().stats();
+    s.logins + s.port_flaps_ridden
+}
+
+/// The flaps `host`'s disks rode.
+fn rides(host: &FleetNode) -> u32 {
+    host.disks()
+        .map(|d| d.disk().stats().port_flaps_ridden)
+        .sum()
 }
 
 /// Joins through the SA that `host`'s interfaces completed.

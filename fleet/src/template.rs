@@ -77,6 +77,15 @@ impl FleetTemplate {
     pub(super) fn fabric(&self, sweep_base: Duration) -> Duration {
         self.stacks()[0].sim.hca.link_up + sweep_base
     }
+
+    /// How long after its port goes dark a disk's connection rides the flap: its adapter's
+    /// transport, to its last retransmission (docs/design.md §7 "A link flap ridden").
+    /// `None`: nothing is ridden.
+    pub(super) fn port_ride(&self) -> Option<Duration> {
+        let rc = self.stacks()[0].sim.hca.transport;
+        rc.retransmission(rc.retry_count)
+            .filter(|d| *d > Duration::ZERO)
+    }
 }
 
 /// A stack at a fleet's load: its disks at `iops` each over a small LUN and a short queue,

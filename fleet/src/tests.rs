@@ -512,6 +512,7 @@ fn faults_the_fleet_makes_itself_are_refused_from_a_setup() {
 
 mod lanes;
 mod leaf;
+mod ride;
 mod subnet;
 
 /// The operator's question of a target restart: how long did a host's paging I/O wait? Its

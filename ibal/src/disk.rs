@@ -45,8 +45,15 @@ const ABORT_WR: u64 = 1 << 63;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Link {
     Down,
-    LoggingIn { ready_at: Instant },
+    LoggingIn {
+        ready_at: Instant,
+    },
     Up,
+    /// Logged in, its port dark: the connection is kept until `until`, while the
+    /// transport's retransmissions can still carry what is out, and nothing new is sent.
+    PortDark {
+        until: Instant,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -80,8 +87,12 @@ pub struct DiskStats {
     pub login_retries: u32,
     /// Of those, refused by the target as busy.
     pub logins_refused_busy: u32,
-    /// Times its port went down under a logged-in disk (a transport loss, no reset).
+    /// Times its port went down under a logged-in disk and stayed down past what the
+    /// transport rides (a transport loss, no reset): the disk took its commands back.
     pub port_losses: u32,
+    /// Times its port went down under a logged-in disk and came back while the transport
+    /// could still carry what was out: the connection kept, no login.
+    pub port_flaps_ridden: u32,
     /// Every answer the target sent: completions, late ones, aborts' answers, unknown tags.
     pub answers: u64,
     /// Answers whose tag no send of this disk carried.

@@ -12,7 +12,7 @@ use core::any::Any;
 use core::fmt::Debug;
 
 use hcabus::fabric::{Fabric, RemoteError, RemoteRdma, WireMsg};
-use hcabus::verbs::{Mgid, Qpn, RcTransport, RemoteQp, Verbs};
+use hcabus::verbs::{Lid, Mgid, Qpn, RcTransport, RemoteQp, Verbs};
 use hcabus::{Duration, Instant};
 use rand::RngCore;
 
@@ -39,6 +39,7 @@ pub trait Wire {
     fn wire_take(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
     fn wire_front(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
     fn wire_drop(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
+    fn carries_at(&self, lid: Lid, at: Instant) -> bool;
     fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError>;
     fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError>;
     fn remote_rdma_write(&mut self, rdma: RemoteRdma, data: &[u8]) -> Result<(), RemoteError>;
@@ -60,6 +61,9 @@ impl<D: Fabric + Verbs + ?Sized> Wire for D {
     }
     fn wire_drop(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg> {
         Fabric::wire_drop(self, wanted)
+    }
+    fn carries_at(&self, lid: Lid, at: Instant) -> bool {
+        Fabric::carries_at(self, lid, at)
     }
     fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError> {
         Fabric::remote_send(self, from, to, data)

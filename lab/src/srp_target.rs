@@ -69,6 +69,9 @@ pub struct TargetStats {
     /// Commands, aborts and answers a blackholed route swallowed at least once: each got
     /// through on a retransmission, or its transport gave it up.
     pub blackholed: u64,
+    /// Commands, answers and data transfers that got through on a retransmission after the
+    /// initiator's port came back (a link flap ridden by the transport, no login).
+    pub port_dark_retransmits: u64,
     /// Connections the target's own transport gave up: an answer the route swallowed for
     /// the whole retry budget put its queue pair in error, and the connection went.
     pub transport_failures: u32,
@@ -77,6 +80,9 @@ pub struct TargetStats {
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     due: Instant,
+    /// When its data transfer was first tried and swallowed (the initiator's port dark):
+    /// it is tried again at each of the transport's retransmissions after that.
+    tried: Option<Instant>,
     /// The target QP the command came in on.
     via: Qpn,
     cmd: SrpCmd,
@@ -298,10 +304,11 @@ impl SrpTarget {
                 hca.wire_drop(&same);
                 continue;
             }
-            match self.carried(msg.sent_at, rc, now) {
+            let lost = |at| self.swallowed(hca, msg.src_lid, at);
+            match transport::carried(msg.sent_at, rc, now, lost) {
                 Ok(at) => {
                     if at > msg.sent_at {
-                        self.stats.blackholed += 1;
+                        self.count_retransmitted(hca, Some(msg.src_lid), msg.sent_at);
                     }
                     hca.wire_take(&same);
                 }
@@ -335,6 +342,7 @@ impl SrpTarget {
             if self.queue.len() < self.queue.capacity() {
                 self.queue.push_back(Pending {
                     due,
+                    tried: None,
                     via: msg.dqpn,
                     cmd,
                 });
@@ -397,12 +405,45 @@ impl SrpTarget {
                 self.stats.stale_messages += 1;
                 continue;
             };
+            if !self.transfer_carried(hca, p, initiator.lid, now) {
+                continue;
+            }
             let me = RemoteQp { lid: self.lid, qpn };
             self.stats.commands += 1;
             let rsp = self.execute(hca, me, initiator, &p.cmd);
             self.answer(now, p.via, rsp);
         }
         self.send_due(hca, now);
+    }
+
+    /// Whether command `p`'s data transfer crosses the wire now. While the initiator's port
+    /// carries nothing its RDMA is swallowed: the command waits for the transport's next
+    /// retransmission (`false`, queued again), or, past the retry budget, the connection
+    /// is gone with it. A route's blackhole does not hold data transfers (its own model).
+    fn transfer_carried(&mut self, hca: &dyn Wire, p: Pending, lid: Lid, now: Instant) -> bool {
+        let first = p.tried.unwrap_or(p.due);
+        let rc = hca.rc_transport();
+        match transport::carried(first, rc, now, |at| !hca.carries_at(lid, at)) {
+            Ok(at) => {
+                if at > first {
+                    self.stats.port_dark_retransmits += 1;
+                }
+                true
+            }
+            Err(Some(next)) => {
+                let again = Pending {
+                    due: next,
+                    tried: Some(first),
+                    ..p
+                };
+                self.queue.push_back(again);
+                false
+            }
+            Err(None) => {
+                self.transport_failed();
+                false
+            }
+        }
     }
 
     fn execute(

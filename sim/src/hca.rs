@@ -376,6 +376,15 @@ impl Fabric for SimHca {
         self.verbs.wire_take(wanted)
     }
 
+    fn carries_at(&self, lid: Lid, at: Instant) -> bool {
+        // The wire names a port by the LID its queue pairs send from (`HOST_LID_BASE` on).
+        let port = lid
+            .checked_sub(hcabus::fabric::HOST_LID_BASE)
+            .and_then(|i| u8::try_from(i).ok())
+            .and_then(|i| i.checked_add(1));
+        port.is_some_and(|port| self.ports.carried_at(port, at))
+    }
+
     peer_ops! {
         fn remote_send(from: RemoteQp, to: Qpn, data: &[u8]) -> ();
         fn remote_send_mcast(mgid: Mgid, data: &[u8]) -> u32;

@@ -39,8 +39,8 @@ pub struct VerbsStats {
     /// Datagrams refused for want of room on the wire, as a full send queue refuses them:
     /// their senders keep them.
     pub sends_refused: u64,
-    /// Sends posted on a port with no link: never on the wire (a reliable one completes
-    /// with `RetryExceeded`, a datagram is lost).
+    /// Sends posted on a port with no link: a datagram is lost; a reliable one waits on
+    /// the wire for a transmission after the port's return, or its budget.
     pub no_link_sends: u64,
     /// What remote peers sent, wrote or read through a port with no link: refused.
     pub no_link_remote: u64,

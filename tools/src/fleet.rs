@@ -279,6 +279,11 @@ fn seed_table(runs: &[FleetRun]) -> String {
                 format!("{touched} of {leaves} / {most} / {}", f.boot_disks_cut)
             },
         );
+        if runs.iter().any(|r| fault_of(r, k).paths_ridden > 0) {
+            row(&mut t, "  paths kept through the flap (no login)", &|r| {
+                fault_of(r, k).paths_ridden.to_string()
+            });
+        }
         if first.figures.faults[k].multicast_hosts > 0 {
             row(&mut t, "  multicast joined again p99 / last", &|r| {
                 let f = fault_of(r, k);

@@ -19,6 +19,7 @@ use crate::access::FabricBus;
 mod failover;
 mod guard;
 mod path_record;
+mod ride;
 
 use path_record::PathRecords;
 pub use path_record::{PathRecordStats, PATH_RECORD_TIMEOUT};
@@ -511,6 +512,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
             }
             Event::PortActive { port, .. } if port == self.disk.config.port => {
                 self.port_up = true;
+                self.port_came_back();
                 // Down and not failed: log in now (RESET_END may have come first). No port
                 // news comes inside a reset, and every end of one drops a deferred execute,
                 // so none is pending here. A login already due (a busy target's backoff)
@@ -524,10 +526,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
                 self.port_up = false;
                 self.cancel_connect();
                 if self.disk.is_connected() {
-                    // A transport loss: take the commands in flight back, as at RESET, and
-                    // log in again when the port is back.
-                    self.disk.stats.port_losses += 1;
-                    self.disk.on_reset(&self.ibal, bus);
+                    self.port_went_dark(bus);
                 }
             }
             // Another port's news.
@@ -590,6 +589,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
                 .and(self.paths.as_ref())
                 .and_then(PathRecords::rescan_due),
             self.execute_at.map(|(t, _)| t),
+            self.disk.port_dark_until(),
             login,
             hold,
         ]
@@ -609,6 +609,7 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
         }
         self.disk.poll(&self.ibal, bus);
         self.transport_lost(bus);
+        self.port_dark_too_long(bus);
         self.target_dropped(bus);
         self.recheck_consent(bus);
         self.fail_over_slow(bus);

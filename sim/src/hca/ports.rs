@@ -240,6 +240,30 @@ impl SimPorts {
         self.port(port).is_some_and(|p| p.cable_out(now))
     }
 
+    /// Whether `port` carried packets at `at`, now or in the past: a peer's transport asks
+    /// it of each transmission it made. Before the latest pull the port carried (its light
+    /// and sweep held then); before the device's latest light it carried nothing (in reset).
+    pub fn carried_at(&self, port: u8, at: Instant) -> bool {
+        let Some(p) = self.port(port) else {
+            return false;
+        };
+        if p.light == Light::Dark || p.cable_out(at) {
+            return false;
+        }
+        match p.training_from() {
+            None => true,
+            Some(from) if at >= from => at >= self.swept_at(from),
+            Some(_) => {
+                let lit = match p.light {
+                    Light::Up => true,
+                    Light::From(t) => at >= self.swept_at(t),
+                    Light::Dark => false,
+                };
+                lit && p.cable.is_some_and(|c| at < c.out_from)
+            }
+        }
+    }
+
     /// The state of `port` now (Down for a port the adapter does not have).
     pub fn state(&self, port: u8, now: Instant) -> PortState {
         self.port(port)

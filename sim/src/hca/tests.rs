@@ -309,13 +309,32 @@ fn nothing_crosses_a_port_without_a_link_either_way() {
         dest: SendDest::Connected,
     };
     h.post_send(qp, &wr).expect("the doorbell rings");
+    assert_eq!(
+        h.poll_cq(cq).expect("poll"),
+        None,
+        "retransmitted, not failed"
+    );
+    let lid = hcabus::fabric::HOST_LID_BASE;
+    assert!(
+        Fabric::carries_at(&h, lid, Instant::from_ms(99)),
+        "before the pull"
+    );
+    assert!(!Fabric::carries_at(&h, lid, Instant::from_ms(100)));
+    assert!(!Fabric::carries_at(&h, lid, Instant::from_ms(1_099)));
+    assert!(Fabric::carries_at(&h, lid, Instant::from_ms(1_100)), "back");
+    assert!(
+        !Fabric::carries_at(&h, lid + 2, Instant::from_ms(100)),
+        "no port 3"
+    );
+    // Its budget (8 x 67.1 ms) runs out with the port still dark.
+    h.set_now(Instant::from_ms(637));
     let cqe = h.poll_cq(cq).expect("poll").expect("a completion");
     assert_eq!(
         (cqe.wr_id, cqe.status),
         (4, WcStatus::RetryExceeded),
-        "a reliable send is never acknowledged"
+        "no transmission was ever acknowledged"
     );
-    assert_eq!(h.verbs().wire_len(), 0, "nothing left the port");
+    assert_eq!(h.verbs().wire_len(), 0, "nothing left on the wire");
     h.post_send(qp, &wr).expect("doorbell");
     let flushed = h.poll_cq(cq).expect("poll").expect("a completion");
     assert_eq!(
@@ -336,6 +355,40 @@ fn nothing_crosses_a_port_without_a_link_either_way() {
         Err(RemoteError::NotConnected),
         "the old queue pair stays in error"
     );
+}
+
+/// A reliable send posted while its port is dark stays on the wire; a peer that takes it
+/// after the port's return (a retransmission got through) acknowledges it: it completes
+/// in success and the queue pair stays in RTS.
+#[test]
+fn a_reliable_send_posted_in_the_dark_completes_when_a_peer_takes_it_after_the_return() {
+    let (mut h, qp, cq, keys, addr) = connected();
+    h.set_now(Instant::from_ms(100));
+    assert!(h.pull_cable(1, Duration::from_ms(50)));
+    let wr = SendWr {
+        wr_id: 7,
+        sge: Sge {
+            addr,
+            len: 8,
+            lkey: keys.lkey,
+        },
+        dest: SendDest::Connected,
+    };
+    h.post_send(qp, &wr).expect("the doorbell rings");
+    h.set_now(Instant::from_ms(168));
+    assert_eq!(h.poll_cq(cq).expect("poll"), None);
+    let m = Fabric::wire_take(&mut h, |m| m.src_qpn == qp).expect("on the wire");
+    assert!(
+        !Fabric::carries_at(&h, m.src_lid, m.sent_at),
+        "first sent in the dark"
+    );
+    let cqe = h.poll_cq(cq).expect("poll").expect("a completion");
+    assert_eq!((cqe.wr_id, cqe.status), (7, WcStatus::Success));
+    // Still in RTS: the next send waits for its acknowledgement, not flushed.
+    h.post_send(qp, &SendWr { wr_id: 8, ..wr })
+        .expect("doorbell");
+    assert_eq!(h.poll_cq(cq).expect("poll"), None);
+    assert_eq!(h.verbs().unacked(), 1);
 }
 
 #[test]

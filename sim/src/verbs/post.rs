@@ -50,19 +50,15 @@ impl SimVerbs {
             return Ok(());
         }
         if !self.link(attr.port) {
-            // Nothing leaves the port. A reliable send is never acknowledged: the hardware
-            // gives up after its retries (at once here) and the queue pair is in error. A
-            // datagram is simply lost, and its send completes.
+            // Nothing leaves the port. A datagram is simply lost, and its send completes. A
+            // reliable send goes on the wire all the same: its requester transmits it again
+            // at each timeout, and the peer takes the first transmission after the port's
+            // return (`Fabric::carries_at`), or none, and the budget fails the queue pair.
             self.stats.no_link_sends += 1;
-            if attr.qp_type == QpType::Rc {
-                self.flush_sends(i);
-                self.stats.retries_exceeded += 1;
-                self.complete(attr.send_cq, cqe(WcStatus::RetryExceeded, 0));
-                self.qps[i].state = QpState::Error;
-            } else {
+            if attr.qp_type == QpType::Ud {
                 self.complete(attr.send_cq, cqe(WcStatus::Success, len as u32));
+                return Ok(());
             }
-            return Ok(());
         }
         let (dlid, dqpn) = match (attr.qp_type, wr.dest) {
             (QpType::Rc, SendDest::Connected) => match remote {

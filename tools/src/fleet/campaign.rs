@@ -147,6 +147,13 @@ fn figures(run: &Value) -> Vec<(Option<usize>, &'static str, &'static str, Optio
         let nets = f["multicast_hosts"].as_u64().unwrap_or(0) > 0;
         let multicast = nets.then(|| num(&f["multicast_max_ms"]).unwrap_or(Sample::Never));
         out.push((Some(k), "multicast_max_ms", "ms", multicast));
+        let ridden = f["paths_ridden"].as_u64().is_some_and(|n| n > 0);
+        out.push((
+            Some(k),
+            "paths_ridden",
+            "",
+            ridden.then(|| num(&f["paths_ridden"])).flatten(),
+        ));
     }
     let count = |name: &'static str, v: &Value| (None, name, "", num(v));
     out.push(count("adapter_resets", &run["adapter_resets"]));

@@ -49,6 +49,7 @@ fn fault_json(f: &FaultFigures) -> Value {
             "per_leaf": f.per_leaf,
             "boot_disks_cut": f.boot_disks_cut,
         },
+        "paths_ridden": f.paths_ridden,
     })
 }
 

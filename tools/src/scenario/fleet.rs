@@ -1,6 +1,7 @@
 //! A fleet scenario (docs/design.md §11): the `[fleet]` table instead of a host's `[hca]` and
 //! `[[clients]]`. Every key is refused by name when unknown or out of range, as a host's.
 
+use hcabus::verbs::{RcTransport, TransportError};
 use hcabus::{Duration, Instant};
 use hcabus_fleet::{
     boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, SmSetup, TargetSetup,
@@ -64,6 +65,9 @@ struct FleetKeys {
     /// Hosts a leaf switch (the fleet's topology).
     #[serde(default = "twenty_u32")]
     hosts_per_leaf: u32,
+    /// Every adapter's transport timer (as `[hca]`'s): what a link flap it rides.
+    local_ack_timeout: Option<u8>,
+    retry_count: Option<u8>,
 }
 
 /// `[fleet.sm]`: the subnet manager and its SA; what is not given keeps OpenSM's default.
@@ -220,7 +224,20 @@ fn host(keys: &FleetKeys) -> Result<FleetTemplate, ScenarioError> {
         return Err(err("fleet.login_ms", "must be 1..=60000"));
     }
     let login = Duration::from_ms(keys.login_ms);
+    let d = RcTransport::DEFAULT;
+    let transport = RcTransport::new(
+        keys.local_ack_timeout.unwrap_or(d.local_ack_timeout),
+        keys.retry_count.unwrap_or(d.retry_count),
+    )
+    .map_err(|e| {
+        let key = match e {
+            TransportError::AckTimeout => "fleet.local_ack_timeout",
+            TransportError::RetryCount => "fleet.retry_count",
+        };
+        err(key, e.to_string())
+    })?;
     let with_login = |stack: &mut hcabus_lab::stack::StackSetup| {
+        stack.sim.hca.transport = transport;
         for c in &mut stack.clients {
             match c {
                 ClientSpec::Disk { config, .. } => config.route = config.route.with_login(login),

@@ -346,8 +346,18 @@ fn the_table_and_the_picture_show_each_policy() {
 #[test]
 fn a_bad_fleet_file_is_refused_by_key() {
     let good = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
-    let cases: [(&str, &str, &str); 19] = [
+    let cases: [(&str, &str, &str); 21] = [
         ("hosts = 100", "hosts = 0", "fleet.hosts"),
+        (
+            "hosts = 100",
+            "hosts = 100\nlocal_ack_timeout = 32",
+            "fleet.local_ack_timeout",
+        ),
+        (
+            "hosts = 100",
+            "hosts = 100\nretry_count = 8",
+            "fleet.retry_count",
+        ),
         (
             "kind = \"link_flap\"",
             "kind = \"rollout\"",
@@ -496,6 +506,59 @@ fn a_rollout_activates_every_adapter_and_keeps_every_boot_disk_on_a_path() {
 /// (a target restart while every disk is still logging in at power-on, an SA overload) says
 /// it had no host to recover, with no ratio, in the table and in the JSON, instead of "back
 /// after 0 s, 0.00x the minimum" or nothing at all.
+/// `small.toml` on a fabric whose transport rides 15 s (`local_ack_timeout = 19`): its
+/// 500 ms link flap is ridden by every disk (the table's row and the JSON's `paths_ridden`),
+/// with no login; under the default transport, none is, and the table has no such row.
+#[test]
+fn a_link_flap_the_transport_rides_costs_no_login() {
+    let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
+    let run = |extra: &str| {
+        let text = small.replace(
+            "hosts = 100",
+            &format!("hosts = 100\ncompare = [\"backoff\"]{extra}"),
+        );
+        let file = std::env::temp_dir().join(format!(
+            "hcasim-ride{}-{}.toml",
+            extra.len(),
+            std::process::id()
+        ));
+        std::fs::write(&file, text).expect("a scratch file");
+        let path = file.to_str().expect("utf-8");
+        let table = hcasim(&["fleet", path]);
+        let doc = json_of(&hcasim(&["fleet", path, "--json"]));
+        let _ = std::fs::remove_file(&file);
+        (table, doc)
+    };
+    let (table, doc) = run("\nlocal_ack_timeout = 19");
+    let (plain_table, plain) = run("");
+    let plain_table = String::from_utf8_lossy(&plain_table.stdout);
+    assert!(!plain_table.contains("paths kept"), "{plain_table}");
+    every_run_keeps_the_fleet_guarantees(&doc);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("paths kept through the flap (no login)"),
+        "{table}"
+    );
+    let flap = |d: &Value| d["runs"][0]["faults"][2].clone();
+    let (ridden, not) = (flap(&doc), flap(&plain));
+    assert_eq!(
+        (&ridden["kind"], &not["kind"]),
+        (&"link_flap".into(), &"link_flap".into())
+    );
+    // A hundred hosts, two disks each: every one rode the flap.
+    assert_eq!(
+        (&ridden["paths_ridden"], &not["paths_ridden"]),
+        (&200.into(), &0.into())
+    );
+    assert_eq!(ridden["back"], ridden["hosts"], "{ridden}");
+    assert!(
+        f(&ridden["all_back_ms"]) < f(&not["all_back_ms"]),
+        "{ridden} {not}"
+    );
+    let accepted = |d: &Value| f(&d["runs"][0]["targets"][0]["accepted"]);
+    assert!(accepted(&doc) < accepted(&plain), "no login for the flap");
+}
+
 #[test]
 fn a_fault_with_no_host_to_recover_is_listed_and_says_so() {
     let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");

@@ -6,20 +6,21 @@ use hcabus_sim::Fault;
 use super::{disk, routed, run_to, with_policy};
 use crate::stack;
 
-/// Port 1's cable is out from 100 to 400 ms, port 2's from 150 to 200 ms: port 2's
-/// PORT_ACTIVE is not the disk's, which logs in again only when port 1 is back.
+/// Port 1's cable is out from 100 to 700 ms (past what the transport rides: the
+/// connection is given up at 570 ms), port 2's from 150 to 200 ms: port 2's PORT_ACTIVE is
+/// not the disk's, which logs in again only when port 1 is back.
 #[test]
 fn another_ports_return_does_not_log_the_disk_in() {
     let pull = |port, ms| Fault::PortDown {
         port,
         duration: Duration::from_ms(ms),
     };
-    let faults = std::vec![(100, pull(1, 300)), (150, pull(2, 50))];
+    let faults = std::vec![(100, pull(1, 600)), (150, pull(2, 50))];
     let mut h = with_policy(routed(), faults, Policy::default());
-    let (d, _) = run_to(&mut h, 399);
+    let (d, _) = run_to(&mut h, 699);
     assert!(!disk(&h).disk().is_connected());
     assert_eq!((d.port_losses, d.logins, d.login_retries), (1, 1, 0));
-    let (d, io) = run_to(&mut h, 600);
+    let (d, io) = run_to(&mut h, 900);
     assert!(disk(&h).disk().is_up());
     assert_eq!((d.logins, d.login_retries, io.failed), (2, 0, 0));
 }
