@@ -123,12 +123,14 @@ pub trait Fabric {
     /// queue pair (a connection the peer no longer has), and its sender's transport gives
     /// up on it in time.
     fn wire_drop(&mut self, wanted: impl Fn(&WireMsg) -> bool) -> Option<WireMsg>;
-    /// Whether the host port whose queue pairs send from `lid` carried packets at `at`
-    /// (Active then). A peer's reliable transport judges each transmission of a message
-    /// by it, as by its route: a port that went dark swallows what crosses it, and the
-    /// transmission after its return gets through. Only a simulated port ever goes dark.
-    fn carries_at(&self, lid: Lid, at: Instant) -> bool {
-        let _ = (lid, at);
+    /// Whether a transmission at `at`, on a connection made at `since` with the host port
+    /// whose queue pairs send from `lid`, reached that port: Active then, and under the
+    /// LID it had at `since` (a port a new master renumbered answers its old address no
+    /// more). A peer's reliable transport judges each transmission of a message by it, as
+    /// by its route: a port that went dark swallows what crosses it, and the transmission
+    /// after its return gets through. Only a simulated port ever goes dark.
+    fn carries(&self, lid: Lid, since: Instant, at: Instant) -> bool {
+        let _ = (lid, since, at);
         true
     }
     /// A remote peer sends `data` to host queue pair `to`.

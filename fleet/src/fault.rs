@@ -24,8 +24,10 @@ pub enum FleetFault {
     SmFailover,
     /// A subnet manager of higher priority comes up: the master hands over to it at once
     /// (HANDOVER) and it sweeps as a new master does, the SA silent and ClientReregister on
-    /// every port; the LIDs are kept (OpenSM's `reassign_lids` is false).
-    SmHandover,
+    /// every port. The LIDs are kept (OpenSM's `reassign_lids` false), or, with
+    /// `reassign_lids`, every port gets a new one as the sweep reaches it: every connection
+    /// made under the old ones is gone.
+    SmHandover { reassign_lids: bool },
     /// The SA answers nothing for `down` (a master too busy to serve it).
     SaOverload { down: Duration },
     /// A rolling firmware rollout starts: every adapter of every host activates new
@@ -43,7 +45,7 @@ impl FleetFault {
             FleetFault::LeafReboot { .. } => "leaf_reboot",
             FleetFault::PowerOn => "power_on",
             FleetFault::SmFailover => "sm_failover",
-            FleetFault::SmHandover => "sm_handover",
+            FleetFault::SmHandover { .. } => "sm_handover",
             FleetFault::SaOverload { .. } => "sa_overload",
             FleetFault::Rollout { .. } => "rollout",
         }
@@ -58,7 +60,7 @@ impl FleetFault {
             }
             FleetFault::TargetRestart { .. }
             | FleetFault::SmFailover
-            | FleetFault::SmHandover
+            | FleetFault::SmHandover { .. }
             | FleetFault::SaOverload { .. }
             | FleetFault::Rollout { .. } => false,
         }
@@ -70,7 +72,7 @@ impl FleetFault {
     pub fn new_master_at(&self, at: Instant, sm: &SmSetup) -> Option<Instant> {
         match self {
             FleetFault::SmFailover => Some(sm.takeover_at(at)),
-            FleetFault::SmHandover => Some(at),
+            FleetFault::SmHandover { .. } => Some(at),
             FleetFault::TargetRestart { .. }
             | FleetFault::LinkFlap { .. }
             | FleetFault::LeafReboot { .. }
@@ -78,6 +80,17 @@ impl FleetFault {
             | FleetFault::SaOverload { .. }
             | FleetFault::Rollout { .. } => None,
         }
+    }
+
+    /// Whether it gives every port a new LID (a handover that reassigns them): every disk
+    /// logs in again, through a path asked for anew.
+    pub fn renumbers(&self) -> bool {
+        matches!(
+            self,
+            FleetFault::SmHandover {
+                reassign_lids: true
+            }
+        )
     }
 
     /// Which disks of a host its recovery waits for to log in again. No wildcard.
@@ -88,7 +101,7 @@ impl FleetFault {
             FleetFault::LeafReboot { leaf, .. } => DisksWaited::OnLeaf(*leaf),
             FleetFault::LinkFlap { .. }
             | FleetFault::SmFailover
-            | FleetFault::SmHandover
+            | FleetFault::SmHandover { .. }
             | FleetFault::SaOverload { .. }
             | FleetFault::Rollout { .. } => DisksWaited::EveryUp,
         }

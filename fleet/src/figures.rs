@@ -235,8 +235,10 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
     let logins = |t: usize| r.logins_on(t, &fleet.disk_targets, &rides);
     let all_logins = (0..fleet.targets.len()).map(logins).sum::<u64>();
     let joins = fleet.sa_queries_per_host * r.affected() as u64;
-    // A link lost is a path forgotten: every disk asks for it again before its login.
-    let path_records = if r.fault.takes_links() { all_logins } else { 0 };
+    // A link lost is a path forgotten, and a port renumbered a path moved: every disk asks
+    // for it again before its login.
+    let forgets_paths = r.fault.takes_links() || r.fault.renumbers();
+    let path_records = if forgets_paths { all_logins } else { 0 };
     let first_answer = if path_records > 0 {
         sa_takes(1, sa)
     } else {
@@ -311,11 +313,18 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
         // Every port trains and is swept from the start.
         FleetFault::PowerOn => (fleet.fabric + spread, after_sweep(every_target())),
         // Until the new master's sweep is done, then every host's joins at the SA.
-        FleetFault::SmFailover | FleetFault::SmHandover => {
+        FleetFault::SmFailover | FleetFault::SmHandover { .. } => {
             let sm = &fleet.sm;
             let takeover = r.fault.new_master_at(r.at, sm).unwrap_or(r.at);
             let swept = takeover + sm.sweep(fleet.hosts.len() as u32);
-            (swept.saturating_since(r.at), sa_takes(joins, sa))
+            // Renumbered ports log every disk in again, each through a PathRecord the SA
+            // answers only after the sweep; kept LIDs cost the joins alone.
+            let controlled = if r.fault.renumbers() {
+                every_target()
+            } else {
+                sa_takes(joins, sa)
+            };
+            (swept.saturating_since(r.at), controlled)
         }
         // No recovery of their own (`Fleet::apply`).
         FleetFault::SaOverload { .. } | FleetFault::Rollout { .. } => {
@@ -348,7 +357,7 @@ fn fault_of(fleet: &Fleet, r: &Recovery) -> FaultFigures {
     let (outage, controlled_min) = minimum(fleet, r);
     // Multicast breaks with the links, or when the new master sweeps and reregisters.
     let broke = match r.fault {
-        FleetFault::SmFailover | FleetFault::SmHandover => r.at + outage,
+        FleetFault::SmFailover | FleetFault::SmHandover { .. } => r.at + outage,
         _ => r.at,
     };
     let (multicast, multicast_hosts) = r.multicast_back_after(broke);

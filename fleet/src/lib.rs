@@ -435,7 +435,7 @@ impl Fleet {
                 }
                 on
             }
-            FleetFault::SmFailover | FleetFault::SmHandover => everyone(),
+            FleetFault::SmFailover | FleetFault::SmHandover { .. } => everyone(),
             // Only at build (`Fleet::build`); the others take no path by themselves (a
             // rollout keeps every boot disk's path: its own figures say so).
             FleetFault::PowerOn | FleetFault::SaOverload { .. } | FleetFault::Rollout { .. } => {
@@ -473,7 +473,7 @@ impl Fleet {
                     self.flap(i, down, Some(leaf));
                 }
             }
-            FleetFault::SmFailover | FleetFault::SmHandover => {
+            FleetFault::SmFailover | FleetFault::SmHandover { .. } => {
                 let takeover = fault.new_master_at(now, &self.sm).unwrap_or(now);
                 let swept = takeover + self.sm.sweep(self.hosts.len() as u32);
                 // The SA ignores every query until the new master's first sweep is over; in
@@ -482,12 +482,19 @@ impl Fleet {
                 self.subnet
                     .reregister(takeover + self.sm.sweep_base, self.sm.sweep_per_host);
                 // A port that trains meanwhile (a reset, a cable) has no master to sweep it.
+                // One that reassigns LIDs gives each port its new one in the same PortInfo
+                // as its ClientReregister.
+                let renumber = fault.renumbers();
                 for i in 0..self.hosts.len() as u32 {
+                    let reached = takeover + self.sm.sweep_base + self.sm.reaches(i);
                     let host = &mut self.hosts[i as usize];
                     host.rewake();
                     for a in 0..host.adapter_count() {
                         if let Some(adapter) = host.adapter_mut(a) {
                             adapter.hca_mut().sm_away(now, swept);
+                            if renumber {
+                                adapter.renumber_ports(reached);
+                            }
                         }
                     }
                     self.schedule(i);

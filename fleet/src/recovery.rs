@@ -20,9 +20,9 @@ struct Affected {
     /// of its disks ([`UNTOUCHED`] for a disk the fault leaves alone): it is back once it
     /// logged in again or rode the flap since.
     logins_before: Vec<u32>,
-    /// Its disks' flaps ridden before the fault, and, once it is back, how many of its
-    /// disks came back by riding the flap (no login).
-    rides_before: u32,
+    /// Each disk's flaps ridden before the fault (as `logins_before`), and, once it is
+    /// back, how many of the disks the fault touched came back by riding it (no login).
+    rides_before: Vec<u32>,
     ridden: u32,
     /// Whether its IPoIB interfaces lost their link too (a link flap).
     nets: bool,
@@ -117,23 +117,31 @@ fn touched(fault: FleetFault, h: u32, seen: Seen<'_>) -> Affected {
             (mark, d.disk().config().boot)
         })
         .collect();
-    let sm = matches!(fault, FleetFault::SmFailover | FleetFault::SmHandover);
+    // A new master that keeps the LIDs takes no disk's path: none to look at.
+    let sm = matches!(
+        fault,
+        FleetFault::SmFailover | FleetFault::SmHandover { .. }
+    );
+    let paths_kept = sm && !fault.renumbers();
     let boot = || marks.iter().filter(|(_, boot)| *boot);
     Affected {
         host: h,
-        // A failover takes no disk's path: none to look at.
-        logins_before: if sm {
+        logins_before: if paths_kept {
             Vec::new()
         } else {
             marks.iter().map(|(m, _)| *m).collect()
         },
         nets: fault.takes_links(),
-        rides_before: rides(host),
+        rides_before: if paths_kept {
+            Vec::new()
+        } else {
+            host.disks().map(rides).collect()
+        },
         ridden: 0,
         joins_before: sm.then(|| joins(host)),
         back_at: None,
         nets_back_at: None,
-        boot_cut: !sm && boot().count() > 0 && boot().all(|(m, _)| *m != UNTOUCHED),
+        boot_cut: !paths_kept && boot().count() > 0 && boot().all(|(m, _)| *m != UNTOUCHED),
     }
 }
 
@@ -171,7 +179,12 @@ impl<'a> Look<'a> {
         }
         if disks_back && nets_back && joined {
             a.back_at = Some(now);
-            a.ridden = rides(host).saturating_sub(a.rides_before);
+            let touched = a.logins_before.iter().zip(&a.rides_before);
+            a.ridden = host
+                .disks()
+                .zip(touched)
+                .filter(|(d, (mark, before))| **mark != UNTOUCHED && rides(d) > **before)
+                .count() as u32;
             self.pending -= 1;
         }
     }
@@ -257,11 +270,9 @@ fn comebacks(d: &SrpClient) -> u32 {
     s.logins + s.port_flaps_ridden
 }
 
-/// The flaps `host`'s disks rode.
-fn rides(host: &FleetNode) -> u32 {
-    host.disks()
-        .map(|d| d.disk().stats().port_flaps_ridden)
-        .sum()
+/// The flaps a disk rode.
+fn rides(d: &SrpClient) -> u32 {
+    d.disk().stats().port_flaps_ridden
 }
 
 /// Joins through the SA that `host`'s interfaces completed.

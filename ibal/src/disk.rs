@@ -93,6 +93,9 @@ pub struct DiskStats {
     /// Times its port went down under a logged-in disk and came back while the transport
     /// could still carry what was out: the connection kept, no login.
     pub port_flaps_ridden: u32,
+    /// Times its port came back Active with another LID under a connection (a new master
+    /// renumbered it): the connection's addresses were gone, and it logged in again.
+    pub lid_changes: u32,
     /// Every answer the target sent: completions, late ones, aborts' answers, unknown tags.
     pub answers: u64,
     /// Answers whose tag no send of this disk carried.

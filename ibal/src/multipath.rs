@@ -92,6 +92,9 @@ struct PathState {
     /// The path dropped its own connection while probed: it stays probed through the
     /// re-login (only an adapter's reset makes it fresh).
     keep_probe: bool,
+    /// Not serving while its port is dark, its connection kept (docs/design.md §7 "A link
+    /// flap ridden"): what that connection still runs keeps its fences and its probe.
+    dark: bool,
     /// The backoff of its last probing and when it served again after it: a path given up
     /// again soon starts from there, not from the floor.
     last_backoff: Option<(Duration, Instant)>,
@@ -167,6 +170,7 @@ impl SharedMultipath {
             wants_evidence: None,
             probe: None,
             keep_probe: false,
+            dark: false,
             last_backoff: None,
             load: PathLoad {
                 room: true,
@@ -276,7 +280,7 @@ impl Multipath {
         for p in &self.paths {
             (p.up, p.dead.is_some(), p.probe, p.load, p.last_answer).hash(h);
             (p.last_taken, p.back_at).hash(h);
-            (p.keep_probe, p.last_backoff).hash(h);
+            (p.keep_probe, p.dark, p.last_backoff).hash(h);
             p.consent.hash(h);
         }
         for f in &self.fences {
@@ -433,6 +437,7 @@ impl Multipath {
             p.consent = guard::Consent::None;
         }
         p.up = true;
+        p.dark = false;
         p.dead = None;
         if let Some(since) = self.no_path_since.take() {
             self.stats.no_path_us += now.saturating_since(since).as_us();
@@ -445,6 +450,18 @@ impl Multipath {
     /// `path` went down (RESET, its port, its device): no more I/O for it. With no path
     /// left, the queue holds until `hold` (the disk's hold timeout; `None`: for ever).
     pub fn path_is_down(&mut self, path: usize, now: Instant, hold: Option<Duration>) {
+        self.path_stops(path, now, hold, false);
+    }
+
+    /// `path`'s port went dark under its connection, kept while the transport may still
+    /// carry what is out: no more I/O for it, as down, but what the connection still runs
+    /// keeps its write fences (an old write given up on it may still land) and the path
+    /// its probe, until it serves again or goes down for good.
+    pub fn path_is_dark(&mut self, path: usize, now: Instant, hold: Option<Duration>) {
+        self.path_stops(path, now, hold, true);
+    }
+
+    fn path_stops(&mut self, path: usize, now: Instant, hold: Option<Duration>, kept: bool) {
         self.see(now);
         let Some(p) = self.paths.get_mut(path) else {
             return;
@@ -456,9 +473,10 @@ impl Multipath {
             self.events.push(now, path, PathEventKind::Down);
         }
         // Whatever made it slow, it comes back fresh (unless it dropped its own connection),
-        // and its connection runs nothing more. Judged as it goes down: the client says it
-        // is down at every look.
-        if p.up {
+        // and its connection runs nothing more. Judged as its connection ends: the client
+        // says it is down at every look.
+        let ends = !kept && (p.up || p.dark);
+        if ends {
             if std::mem::take(&mut p.keep_probe) {
                 p.probe = p.probe.map(failover::Probe::taken_back);
             } else {
@@ -466,10 +484,13 @@ impl Multipath {
                 p.last_backoff = None;
             }
         }
+        p.dark = kept && (p.up || p.dark);
         p.up = false;
         // Down but not dead: its device is back (RESET_END), or was never gone.
         p.dead = None;
-        self.fences.retain(|f| !f.on(path));
+        if !kept {
+            self.fences.retain(|f| !f.on(path));
+        }
         if self.turn == path {
             self.turn = (path + 1) % self.paths.len();
         }

@@ -39,7 +39,7 @@ pub trait Wire {
     fn wire_take(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
     fn wire_front(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
     fn wire_drop(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg>;
-    fn carries_at(&self, lid: Lid, at: Instant) -> bool;
+    fn carries(&self, lid: Lid, since: Instant, at: Instant) -> bool;
     fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError>;
     fn remote_send_mcast(&mut self, mgid: Mgid, data: &[u8]) -> Result<u32, RemoteError>;
     fn remote_rdma_write(&mut self, rdma: RemoteRdma, data: &[u8]) -> Result<(), RemoteError>;
@@ -62,8 +62,8 @@ impl<D: Fabric + Verbs + ?Sized> Wire for D {
     fn wire_drop(&mut self, wanted: &dyn Fn(&WireMsg) -> bool) -> Option<WireMsg> {
         Fabric::wire_drop(self, wanted)
     }
-    fn carries_at(&self, lid: Lid, at: Instant) -> bool {
-        Fabric::carries_at(self, lid, at)
+    fn carries(&self, lid: Lid, since: Instant, at: Instant) -> bool {
+        Fabric::carries(self, lid, since, at)
     }
     fn remote_send(&mut self, from: RemoteQp, to: Qpn, data: &[u8]) -> Result<(), RemoteError> {
         Fabric::remote_send(self, from, to, data)

@@ -124,6 +124,10 @@ pub struct SrpTarget {
     admission: Option<SharedAdmission>,
     /// The target's count of restarts when this port's connection was made.
     restarts_at_login: u32,
+    /// When the last login was admitted, and so when the live connection was made: its
+    /// addresses are the initiator port's then (`Wire::carries`).
+    admitted_at: Instant,
+    conn_since: Instant,
     /// The next transmission of a command (or abort) the route swallowed, and of an
     /// answer: when each is tried again.
     retransmit_in: Option<Instant>,
@@ -153,6 +157,8 @@ impl SrpTarget {
             route: Route::default(),
             admission: None,
             restarts_at_login: 0,
+            admitted_at: Instant::ZERO,
+            conn_since: Instant::ZERO,
             retransmit_in: None,
             retransmit_out: None,
             link: LinkQueue::default(),
@@ -191,6 +197,7 @@ impl SrpTarget {
         if !self.reachable(now) {
             return Err(LoginRejected::Unreachable);
         }
+        self.admitted_at = now;
         let takes = self.route.login();
         let Some(a) = &self.admission else {
             return Ok(takes);
@@ -265,6 +272,7 @@ impl SrpTarget {
         self.next_qpn = (self.next_qpn + 1) & 0x00ff_ffff;
         let qpn = Qpn(self.next_qpn);
         self.conn = Some((qpn, initiator));
+        self.conn_since = self.admitted_at;
         // Commands of the old connection die with it; its answers have nowhere to go.
         self.queue.clear();
         self.stats.undeliverable += self.outbox.len() as u64;
@@ -423,7 +431,8 @@ impl SrpTarget {
     fn transfer_carried(&mut self, hca: &dyn Wire, p: Pending, lid: Lid, now: Instant) -> bool {
         let first = p.tried.unwrap_or(p.due);
         let rc = hca.rc_transport();
-        match transport::carried(first, rc, now, |at| !hca.carries_at(lid, at)) {
+        let since = self.conn_since;
+        match transport::carried(first, rc, now, |at| !hca.carries(lid, since, at)) {
             Ok(at) => {
                 if at > first {
                     self.stats.port_dark_retransmits += 1;

@@ -228,6 +228,12 @@ impl SimHca {
     /// waits in Init for the new master (docs/design.md §11).
     pub fn sm_away(&mut self, from: Instant, until: Instant) {
         self.ports.sm_away(from, until);
+    }
+
+    /// A new master that reassigns LIDs reaches the device at `at`: every port gets a new
+    /// LID then (`SimPorts::renumber`).
+    pub fn renumber(&mut self, at: Instant) {
+        self.ports.renumber(at);
         self.sync_links();
     }
 
@@ -376,13 +382,13 @@ impl Fabric for SimHca {
         self.verbs.wire_take(wanted)
     }
 
-    fn carries_at(&self, lid: Lid, at: Instant) -> bool {
+    fn carries(&self, lid: Lid, since: Instant, at: Instant) -> bool {
         // The wire names a port by the LID its queue pairs send from (`HOST_LID_BASE` on).
         let port = lid
             .checked_sub(hcabus::fabric::HOST_LID_BASE)
             .and_then(|i| u8::try_from(i).ok())
             .and_then(|i| i.checked_add(1));
-        port.is_some_and(|port| self.ports.carried_at(port, at))
+        port.is_some_and(|port| self.ports.carried_since(port, since, at))
     }
 
     peer_ops! {

@@ -228,6 +228,12 @@ impl<A: ?Sized + Agent> SimHost<A> {
     pub fn hca_mut(&mut self) -> &mut SimHca {
         &mut self.hca
     }
+    /// A new master that reassigns LIDs reaches the adapter at `at`: its ports get new
+    /// LIDs then, and the bus hears of them (the fabric is modelled from now on).
+    pub fn renumber_ports(&mut self, at: Instant) {
+        self.ports_modelled = true;
+        self.hca.renumber(at);
+    }
     pub fn agents(&self) -> &[Box<A>] {
         &self.agents
     }

@@ -170,7 +170,7 @@ fn fault_words(f: &FaultFigures) -> String {
             down.as_us() as f64 / 1e6
         ),
         FleetFault::PowerOn => "every host powers on at 0 s (a boot storm)".into(),
-        FleetFault::SmHandover => format!(
+        FleetFault::SmHandover { .. } => format!(
             "a subnet manager of higher priority takes over at {at:.3} s (a handover: it sweeps)"
         ),
         FleetFault::SmFailover => format!(

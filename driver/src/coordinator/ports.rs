@@ -59,7 +59,29 @@ impl Coordinator {
             });
         }
         self.sync_ports();
+        let relabelled = before.is_some_and(|b| b.state == PortState::Active && b.lid != view.lid)
+            && view.state == PortState::Active;
+        if relabelled {
+            self.lid_changed(port, view.lid);
+        }
         Ok(())
+    }
+
+    /// An Active port's LID changed under it (a new master that reassigns LIDs): every
+    /// running client that has the port as Active hears PORT_ACTIVE again, with the new LID.
+    /// What it addressed by the old one (its connections, its peers' paths to it) is gone.
+    fn lid_changed(&mut self, port: u8, lid: u16) {
+        if !matches!(self.state(), State::Operational | State::Preparing) {
+            return;
+        }
+        let event = Event::PortActive {
+            epoch: self.epoch,
+            port,
+            lid,
+        };
+        self.deliver_each(Walk::OldestFirst, event, |e| {
+            e.state == ClientState::Active && e.ports & bit(port) != 0
+        });
     }
 
     /// The ports (bit 0: port 1) that were Active when a hardware reset took them down and

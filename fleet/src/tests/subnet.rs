@@ -186,7 +186,12 @@ fn an_sa_that_answers_nothing_delays_the_joins_and_resets_nothing() {
 fn a_priority_handover_is_a_new_masters_sweep_without_the_standbys_minute() {
     let mut s = setup(
         20,
-        std::vec![(5_000, FleetFault::SmHandover)],
+        std::vec![(
+            5_000,
+            FleetFault::SmHandover {
+                reassign_lids: false
+            }
+        )],
         RetryPolicy::Backoff,
     );
     s.duration = Duration::from_ms(BOOT_MS + 10_000);
@@ -203,6 +208,37 @@ fn a_priority_handover_is_a_new_masters_sweep_without_the_standbys_minute() {
     // The joins the reregister set off in the sweep went into its silence, as a failover's.
     assert_eq!(f.sa.dropped_away, 2 * 20 * 4, "{:?}", f.sa);
     assert_eq!((f.resets, f.io.failed), (0, 0));
+}
+
+/// The same handover by a master that reassigns LIDs: every port gets a new LID in the
+/// sweep, with its ClientReregister, and every connection made under the old one is gone.
+/// Each disk logs in again at once, through a PathRecord the SA answers only after the
+/// sweep: each target takes a login a host more than under the handover that keeps them,
+/// every host is back, and its least counts those logins.
+#[test]
+fn a_handover_that_reassigns_lids_logs_every_disk_in_again() {
+    let run_with = |reassign_lids| {
+        let handover = FleetFault::SmHandover { reassign_lids };
+        let mut s = setup(20, std::vec![(5_000, handover)], RetryPolicy::Backoff);
+        s.duration = Duration::from_ms(BOOT_MS + 10_000);
+        run(&s)
+    };
+    let (moved, kept) = (run_with(true), run_with(false));
+    for f in [&moved, &kept] {
+        assert!(f.held(), "{f:?}");
+        assert_eq!((f.resets, f.io.failed, f.io.lost), (0, 0, 0));
+        assert_eq!((f.faults[1].hosts, f.faults[1].back), (20, 20), "{f:?}");
+    }
+    let accepted =
+        |f: &FleetFigures| -> Vec<u64> { f.targets.iter().map(|t| t.stats.accepted).collect() };
+    assert_eq!(accepted(&kept), std::vec![20, 20], "the boot's logins only");
+    assert_eq!(accepted(&moved), std::vec![40, 40], "every disk again");
+    let (m, k) = (&moved.faults[1], &kept.faults[1]);
+    assert_eq!(m.outage, k.outage, "the same sweep");
+    assert!(m.controlled_min > k.controlled_min, "{m:?} {k:?}");
+    assert!(m.controlled_over_min() >= Some(1.0), "{m:?}");
+    assert!(m.all_back_after >= k.all_back_after, "{m:?} {k:?}");
+    assert_eq!(m.boot_disks_cut, 20, "every boot disk's one path");
 }
 
 /// A target restarts while no master is up: its disks' PathRecords fail and their lookups

@@ -47,6 +47,9 @@ pub struct SrpClient {
     /// Its port is usable: Active, or never reported (a bus that does not model ports).
     /// After RESET it counts as down until PORT_ACTIVE (docs/design.md §4).
     port_up: bool,
+    /// Its port's LID when it logged in: a PORT_ACTIVE with another one means the
+    /// connection's addresses are gone (a new master renumbered the port).
+    port_lid: Option<u16>,
     /// From RESET to its end (RESET_END, RESET_ABORTED, RESET_FAILED): what the last-path
     /// guard of another path of the disk says of this one.
     resetting: bool,
@@ -133,6 +136,7 @@ impl SrpClient {
             execute_at: None,
             login: Connector::with_policy("SRP login", config.login_retry),
             port_up: true,
+            port_lid: None,
             resetting: false,
             told_answers: (0, 0),
             escalated: false,
@@ -362,7 +366,11 @@ impl SrpClient {
             Some(_) => {}
             None => {
                 let hold = self.disk.config.hold_timeout(&bus.policy());
-                mp.path_is_down(index, now, hold);
+                if self.disk.port_dark_until().is_some() {
+                    mp.path_is_dark(index, now, hold);
+                } else {
+                    mp.path_is_down(index, now, hold);
+                }
             }
         }
         if moved > 0 {
@@ -510,9 +518,11 @@ impl<B: FabricBus + ?Sized> Client<B> for SrpClient {
                 self.execute_at = None;
                 self.device_lost(bus, IoStatus::DeviceRemoved);
             }
-            Event::PortActive { port, .. } if port == self.disk.config.port => {
+            Event::PortActive { port, lid, .. } if port == self.disk.config.port => {
                 self.port_up = true;
-                self.port_came_back();
+                if !self.port_renumbered(bus, lid) {
+                    self.port_came_back(bus);
+                }
                 // Down and not failed: log in now (RESET_END may have come first). No port
                 // news comes inside a reset, and every end of one drops a deferred execute,
                 // so none is pending here. A login already due (a busy target's backoff)

@@ -34,7 +34,7 @@ fn config() -> DiskSpec {
     }
 }
 
-fn setup(config: DiskSpec, faults: Vec<(u64, Fault)>) -> StackSetup {
+pub(super) fn setup(config: DiskSpec, faults: Vec<(u64, Fault)>) -> StackSetup {
     StackSetup {
         sim: SimSetup {
             name: "disk".into(),

@@ -43,7 +43,7 @@ impl SrpTarget {
     /// Whether a transmission to or from `initiator` at `at` is lost: the route swallows
     /// it, or the initiator's port carried nothing then.
     pub(super) fn swallowed(&self, hca: &dyn Wire, initiator: Lid, at: Instant) -> bool {
-        self.route.at(at).blackhole || !hca.carries_at(initiator, at)
+        self.route.at(at).blackhole || !hca.carries(initiator, self.conn_since, at)
     }
 
     /// The target's queue pair gave an answer up (retry exceeded): the connection is gone,
@@ -107,7 +107,7 @@ impl SrpTarget {
         initiator: Option<Lid>,
         first: Instant,
     ) {
-        if initiator.is_some_and(|lid| !hca.carries_at(lid, first)) {
+        if initiator.is_some_and(|lid| !hca.carries(lid, self.conn_since, first)) {
             self.stats.port_dark_retransmits += 1;
         } else {
             self.stats.blackholed += 1;

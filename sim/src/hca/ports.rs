@@ -47,7 +47,12 @@ struct Port {
     light: Light,
     /// The latest pull (`None`: never pulled). Once plugged back the link trains from then.
     cable: Option<Cable>,
+    /// The pull before the latest one, from its start until the port was Active again: a
+    /// peer's transport judges its retransmissions across two flaps close together by both.
+    dark_before: Option<(Instant, Instant)>,
     lid: u16,
+    /// The LID it had before a new master renumbered it, until that instant.
+    lid_before: Option<(Instant, u16)>,
     gid: [u8; 16],
     /// What the host was last told.
     reported: Option<PortAttrs>,
@@ -100,7 +105,9 @@ impl SimPorts {
             *p = Some(Port {
                 light: Light::Up,
                 cable: None,
+                dark_before: None,
                 lid: next_lid,
+                lid_before: None,
                 gid: default_gid(node_guid, number),
                 reported: None,
                 downed: 0,
@@ -165,12 +172,20 @@ impl SimPorts {
         }
     }
 
+    /// The LID `p` has at `at`.
+    fn lid_of(p: &Port, at: Instant) -> u16 {
+        match p.lid_before {
+            Some((from, old)) if at < from => old,
+            _ => p.lid,
+        }
+    }
+
     /// Everything an adapter reports of `p` at `now`.
     fn attrs_at(&self, p: &Port, now: Instant) -> PortAttrs {
         PortAttrs {
             state: self.state_at(p, now),
             phys: self.phys_at(p, now),
-            lid: p.lid,
+            lid: Self::lid_of(p, now),
             sm_lid: SM_LID,
             width: WIDTH,
             speed: Some(SPEED),
@@ -202,9 +217,30 @@ impl SimPorts {
     pub fn reset(&mut self, ready_at: Option<Instant>) {
         for p in self.ports.iter_mut().flatten() {
             p.light = ready_at.map_or(Light::Dark, Light::From);
+            p.lid_before = None;
             p.lid = self.next_lid;
             self.next_lid = self.next_lid.wrapping_add(1).max(FIRST_LID);
         }
+    }
+
+    /// A new master that reassigns LIDs sweeps the device at `at`: from then on every port
+    /// has a new LID, Active or not (an Active port stays Active under it).
+    pub fn renumber(&mut self, at: Instant) {
+        for p in self.ports.iter_mut().flatten() {
+            p.lid_before = Some((at, Self::lid_of(p, at)));
+            p.lid = self.next_lid;
+            self.next_lid = self.next_lid.wrapping_add(1).max(FIRST_LID);
+        }
+    }
+
+    /// Whether a transmission at `at` on a connection made at `since` reached `port`: it
+    /// carried packets then, under the LID it had at `since` (a renumbered port's old
+    /// address reaches nobody).
+    pub fn carried_since(&self, port: u8, since: Instant, at: Instant) -> bool {
+        self.carried_at(port, at)
+            && self
+                .port(port)
+                .is_some_and(|p| Self::lid_of(p, since) == Self::lid_of(p, at))
     }
 
     /// The device is gone: no port has light any more.
@@ -218,10 +254,19 @@ impl SimPorts {
     /// doing; a pull while the cable is already out keeps it out until the later plug-back.
     /// `false` for no such port.
     pub fn pull_cable(&mut self, port: u8, now: Instant, duration: Duration) -> bool {
+        let Some(old) = self.port(port).map(|p| p.cable) else {
+            return false;
+        };
+        let active_again = old.map(|c| self.swept_at(c.back_at));
         let Some(p) = self.port_mut(port) else {
             return false;
         };
         let back_at = now + duration;
+        if let (Some(c), Some(until)) = (old, active_again) {
+            if !p.cable_out(now) {
+                p.dark_before = Some((c.out_from, until));
+            }
+        }
         p.cable = Some(match p.cable {
             Some(c) if p.cable_out(now) => Cable {
                 out_from: c.out_from,
@@ -247,7 +292,10 @@ impl SimPorts {
         let Some(p) = self.port(port) else {
             return false;
         };
-        if p.light == Light::Dark || p.cable_out(at) {
+        let dark_before = p
+            .dark_before
+            .is_some_and(|(from, to)| from <= at && at < to);
+        if p.light == Light::Dark || p.cable_out(at) || dark_before {
             return false;
         }
         match p.training_from() {
@@ -295,19 +343,22 @@ impl SimPorts {
     }
 
     /// When a port's state next changes on its own (a cable plugged back, training or the
-    /// sweep ending).
+    /// sweep ending, a new master's LID).
     pub fn next_change(&self, now: Instant) -> Option<Instant> {
-        self.ports
-            .iter()
-            .flatten()
-            .filter(|p| p.light != Light::Dark)
-            .filter_map(|p| {
-                let from = p.training_from()?;
-                [from + self.link_up, self.swept_at(from)]
-                    .into_iter()
-                    .find(|t| *t > now)
-            })
-            .min()
+        let live = || {
+            self.ports
+                .iter()
+                .flatten()
+                .filter(|p| p.light != Light::Dark)
+        };
+        let trained = live().filter_map(|p| {
+            let from = p.training_from()?;
+            [from + self.link_up, self.swept_at(from)]
+                .into_iter()
+                .find(|t| *t > now)
+        });
+        let renumbered = live().filter_map(|p| p.lid_before.map(|(at, _)| at).filter(|t| *t > now));
+        trained.chain(renumbered).min()
     }
 }
 
@@ -535,5 +586,36 @@ mod tests {
         p.remove();
         assert_eq!(p.state(1, Instant::from_ms(50)), PortState::Down);
         assert_eq!(p.next_change(Instant::from_ms(50)), None);
+    }
+
+    /// What a peer's transport asks of past instants: a port carried nothing while its cable
+    /// was out, training or waiting for the sweep, in the latest pull and the one before it
+    /// (two flaps close together), and carried before and after; a port a new master
+    /// renumbered reaches a connection made under its old LID no more.
+    #[test]
+    fn a_port_carried_nothing_while_dark_in_either_of_two_flaps_or_to_its_old_lid() {
+        let mut p = SimPorts::new(1, 0, Duration::from_ms(10), Duration::from_ms(20));
+        let at = Instant::from_ms;
+        assert!(p.pull_cable(1, at(100), Duration::from_ms(50)));
+        // Out 100 to 150, training to 160, swept at 180.
+        assert!(p.pull_cable(1, at(200), Duration::from_ms(50)));
+        let carried: std::vec::Vec<bool> = [99, 100, 179, 180, 199, 200, 279, 280]
+            .into_iter()
+            .map(|ms| p.carried_at(1, at(ms)))
+            .collect();
+        assert_eq!(
+            carried,
+            [true, false, false, true, true, false, false, true],
+            "dark 100..180 and 200..280"
+        );
+        p.renumber(at(500));
+        assert!(p.carried_since(1, at(0), at(499)));
+        assert!(!p.carried_since(1, at(0), at(500)), "the old LID is gone");
+        assert!(
+            p.carried_since(1, at(500), at(600)),
+            "a new connection is fine"
+        );
+        assert_ne!(attrs(&mut p, 499).lid, attrs(&mut p, 500).lid);
+        assert_eq!(p.next_change(at(300)), Some(at(500)), "the new LID is news");
     }
 }

@@ -316,14 +316,27 @@ fn nothing_crosses_a_port_without_a_link_either_way() {
     );
     let lid = hcabus::fabric::HOST_LID_BASE;
     assert!(
-        Fabric::carries_at(&h, lid, Instant::from_ms(99)),
+        Fabric::carries(&h, lid, Instant::ZERO, Instant::from_ms(99)),
         "before the pull"
     );
-    assert!(!Fabric::carries_at(&h, lid, Instant::from_ms(100)));
-    assert!(!Fabric::carries_at(&h, lid, Instant::from_ms(1_099)));
-    assert!(Fabric::carries_at(&h, lid, Instant::from_ms(1_100)), "back");
+    assert!(!Fabric::carries(
+        &h,
+        lid,
+        Instant::ZERO,
+        Instant::from_ms(100)
+    ));
+    assert!(!Fabric::carries(
+        &h,
+        lid,
+        Instant::ZERO,
+        Instant::from_ms(1_099)
+    ));
     assert!(
-        !Fabric::carries_at(&h, lid + 2, Instant::from_ms(100)),
+        Fabric::carries(&h, lid, Instant::ZERO, Instant::from_ms(1_100)),
+        "back"
+    );
+    assert!(
+        !Fabric::carries(&h, lid + 2, Instant::ZERO, Instant::from_ms(100)),
         "no port 3"
     );
     // Its budget (8 x 67.1 ms) runs out with the port still dark.
@@ -379,7 +392,7 @@ fn a_reliable_send_posted_in_the_dark_completes_when_a_peer_takes_it_after_the_r
     assert_eq!(h.poll_cq(cq).expect("poll"), None);
     let m = Fabric::wire_take(&mut h, |m| m.src_qpn == qp).expect("on the wire");
     assert!(
-        !Fabric::carries_at(&h, m.src_lid, m.sent_at),
+        !Fabric::carries(&h, m.src_lid, Instant::ZERO, m.sent_at),
         "first sent in the dark"
     );
     let cqe = h.poll_cq(cq).expect("poll").expect("a completion");

@@ -53,7 +53,7 @@ impl SimVerbs {
             // Nothing leaves the port. A datagram is simply lost, and its send completes. A
             // reliable send goes on the wire all the same: its requester transmits it again
             // at each timeout, and the peer takes the first transmission after the port's
-            // return (`Fabric::carries_at`), or none, and the budget fails the queue pair.
+            // return (`Fabric::carries`), or none, and the budget fails the queue pair.
             self.stats.no_link_sends += 1;
             if attr.qp_type == QpType::Ud {
                 self.complete(attr.send_cq, cqe(WcStatus::Success, len as u32));

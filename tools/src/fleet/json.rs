@@ -19,7 +19,7 @@ fn fault_json(f: &FaultFigures) -> Value {
         FleetFault::LinkFlap { down } | FleetFault::SaOverload { down } => (None, None, down),
         FleetFault::PowerOn
         | FleetFault::SmFailover
-        | FleetFault::SmHandover
+        | FleetFault::SmHandover { .. }
         | FleetFault::Rollout { .. } => (None, None, hcabus::Duration::ZERO),
     };
     let (leaves_touched, most_on_one_leaf) = f.leaves_touched();

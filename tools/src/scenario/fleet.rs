@@ -127,6 +127,8 @@ struct FleetEventKeys {
     down_ms: Option<u64>,
     /// A rollout's limit: adapters in reset at once among those of one target.
     max_in_reset_per_target: Option<u32>,
+    /// A handover's new master gives every port a new LID.
+    reassign_lids: Option<bool>,
 }
 
 /// What a run compares: how disks retry a refused login, and whether IPoIB takes an SA
@@ -313,6 +315,7 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
             leaf: e.leaf,
             down_ms: e.down_ms,
             max_in_reset_per_target: e.max_in_reset_per_target,
+            reassign_lids: e.reassign_lids,
         };
         let multipath = keys.host == "multipath";
         let size = FabricSize {

@@ -16,6 +16,7 @@ pub(super) struct EventArgs {
     pub(super) leaf: Option<u32>,
     pub(super) down_ms: Option<u64>,
     pub(super) max_in_reset_per_target: Option<u32>,
+    pub(super) reassign_lids: Option<bool>,
 }
 
 /// What a fault strikes, besides the whole fabric: one target (`target`), or one leaf
@@ -53,6 +54,8 @@ pub(super) struct FileFault {
     down: Down,
     /// A rollout's limit (`max_in_reset_per_target`): taken by the faults marked so only.
     max_in_reset: bool,
+    /// Whether the new master reassigns LIDs (`reassign_lids`): a handover's only.
+    lids: bool,
     /// It needs hosts of two adapters (`fleet.host = "multipath"`), and why.
     multipath: Option<&'static str>,
     /// The fault, from arguments the table's checks let through.
@@ -66,6 +69,7 @@ pub(super) struct Checked {
     leaf: u32,
     down: Duration,
     max_in_reset: u32,
+    reassign_lids: bool,
 }
 
 /// Every fault a fleet file may give, in the order an unknown kind is told them.
@@ -76,6 +80,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         aim: Aim::Target,
         down: Down::Takes,
         max_in_reset: false,
+        lids: false,
         multipath: None,
         make: |c| FleetFault::TargetRestart {
             target: c.target,
@@ -88,6 +93,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         aim: Aim::Fabric,
         down: Down::Takes,
         max_in_reset: false,
+        lids: false,
         multipath: None,
         make: |c| FleetFault::LinkFlap { down: c.down },
     },
@@ -97,6 +103,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         aim: Aim::Leaf,
         down: Down::Takes,
         max_in_reset: false,
+        lids: false,
         multipath: None,
         make: |c| FleetFault::LeafReboot {
             leaf: c.leaf,
@@ -111,6 +118,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
             "a failover lasts until the standby takes over and sweeps ([fleet.sm])",
         ),
         max_in_reset: false,
+        lids: false,
         multipath: None,
         make: |_| FleetFault::SmFailover,
     },
@@ -120,8 +128,11 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         aim: Aim::Fabric,
         down: Down::Refuses("a handover lasts until the new master has swept ([fleet.sm])"),
         max_in_reset: false,
+        lids: true,
         multipath: None,
-        make: |_| FleetFault::SmHandover,
+        make: |c| FleetFault::SmHandover {
+            reassign_lids: c.reassign_lids,
+        },
     },
     FileFault {
         name: "sa_overload",
@@ -129,6 +140,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         aim: Aim::Fabric,
         down: Down::Takes,
         max_in_reset: false,
+        lids: false,
         multipath: None,
         make: |c| FleetFault::SaOverload { down: c.down },
     },
@@ -138,6 +150,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         aim: Aim::Fabric,
         down: Down::Refuses("a rollout lasts until every adapter is done"),
         max_in_reset: true,
+        lids: false,
         multipath: Some(
             "a rollout needs hosts of two adapters (fleet.host = \"multipath\"): a boot \
              disk's last-path guard refuses every activation of its only one",
@@ -163,6 +176,12 @@ pub(super) fn fault(
         return Err(err(
             at("max_in_reset_per_target"),
             "only a rollout takes it",
+        ));
+    }
+    if args.reassign_lids.is_some() && !row.is_some_and(|f| f.lids) {
+        return Err(err(
+            at("reassign_lids"),
+            "only a handover takes it (its new master's LIDs)",
         ));
     }
     let Some(row) = row else {
@@ -248,6 +267,7 @@ pub(super) fn fault(
             }
         }
     }
+    checked.reassign_lids = args.reassign_lids.unwrap_or(false);
     Ok((row.make)(checked))
 }
 
@@ -261,6 +281,7 @@ mod tests {
             leaf: None,
             down_ms,
             max_in_reset_per_target: max,
+            reassign_lids: None,
         }
     }
 
@@ -437,7 +458,9 @@ mod tests {
             },
             FleetFault::LinkFlap { down: ms5 },
             FleetFault::SmFailover,
-            FleetFault::SmHandover,
+            FleetFault::SmHandover {
+                reassign_lids: false,
+            },
             FleetFault::SaOverload { down: ms5 },
             FleetFault::Rollout { max_per_target: 4 },
         ];

@@ -346,7 +346,12 @@ fn the_table_and_the_picture_show_each_policy() {
 #[test]
 fn a_bad_fleet_file_is_refused_by_key() {
     let good = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
-    let cases: [(&str, &str, &str); 21] = [
+    let cases: [(&str, &str, &str); 22] = [
+        (
+            "kind = \"link_flap\"",
+            "kind = \"link_flap\"\nreassign_lids = true",
+            "fleet.events[1].reassign_lids",
+        ),
         ("hosts = 100", "hosts = 0", "fleet.hosts"),
         (
             "hosts = 100",

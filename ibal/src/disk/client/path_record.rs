@@ -224,7 +224,10 @@ impl super::SrpClient {
                     p.login_answered(result != Err(crate::errors::CreateError::Unreachable));
                 }
                 match result {
-                    Ok(()) => self.login.connected(),
+                    Ok(()) => {
+                        self.port_lid = bus.port(self.disk.config.port).map(|p| p.lid);
+                        self.login.connected()
+                    }
                     Err(e) => self.login_refused(bus, e),
                 }
             }

@@ -4,6 +4,8 @@
 //! through loses nothing, so the disk keeps its connection that long and sends nothing
 //! new (a multipath disk moves what waits to another path); past it, the port's loss is a
 //! transport loss: the disk takes its commands back and logs in again when the port is back.
+//! A port back with another LID (renumbered by a new master) has lost every connection
+//! made under the old one, however short the flap.
 
 use hcabus::{Duration, Instant};
 
@@ -47,17 +49,44 @@ impl SrpClient {
         self.port_lost(bus);
     }
 
-    /// PORT_ACTIVE: a connection kept through the flap serves again, nothing lost.
-    pub(super) fn port_came_back(&mut self) {
-        if self.disk.port_dark_until().is_some() {
-            self.disk.link = Link::Up;
-            self.disk.last_sent = Some(self.disk.seen);
-            self.disk.stats.port_flaps_ridden += 1;
-            log::info!(
-                "{}: its port is back within the transport's retries: no login",
-                self.desc.name
-            );
+    /// PORT_ACTIVE: a connection kept through the flap serves again, nothing lost; one
+    /// whose ride ended before this instant (its wake not run yet) is lost as at that end.
+    pub(super) fn port_came_back<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
+        let Some(until) = self.disk.port_dark_until() else {
+            return;
+        };
+        if until < bus.now() {
+            self.port_lost(bus);
+            return;
         }
+        self.disk.link = Link::Up;
+        self.disk.last_sent = Some(self.disk.seen);
+        self.disk.stats.port_flaps_ridden += 1;
+        log::info!(
+            "{}: its port is back within the transport's retries: no login",
+            self.desc.name
+        );
+    }
+
+    /// PORT_ACTIVE with `lid`: a connection made under another LID of its port addresses
+    /// nothing now (the target answers the old LID; a new master renumbered the port), so
+    /// it is dropped at once, its commands taken back, and the disk logs in again through
+    /// a path asked for anew, rather than wait for its transport to give up. `true` if so.
+    pub(super) fn port_renumbered<B: FabricBus + ?Sized>(&mut self, bus: &mut B, lid: u16) -> bool {
+        if !self.disk.is_connected() || self.port_lid.is_none_or(|l| l == lid) {
+            return false;
+        }
+        log::warn!(
+            "{}: its port is back as LID {lid:#x}, not {:#x}: logging in again",
+            self.desc.name,
+            self.port_lid.unwrap_or(0)
+        );
+        self.disk.stats.lid_changes += 1;
+        self.disk.on_reset(&self.ibal, bus);
+        // The path is asked for again: its source LID moved.
+        self.cancel_connect();
+        self.connect_at = Some(bus.now());
+        true
     }
 
     /// A port dark past what the transport rides: the connection is given up.

@@ -170,6 +170,31 @@ fn an_adapter_reset_clears_suspicion_and_fences() {
     assert_eq!(dropped, 0);
 }
 
+/// A path whose port went dark keeps its connection while the transport retransmits:
+/// a write it gave up may still land when the port is back, so its fence holds, and so does
+/// its probe; it takes no I/O meanwhile. Back with its connection, it is still probed; its
+/// connection lost after all (the ride's end), both go, as at any loss.
+#[test]
+fn a_path_riding_a_dark_port_keeps_its_fences_and_its_probe() {
+    let mp = two_paths();
+    let mut m = mp.lock();
+    m.gave_up(0, 1, at(1), &mut least());
+    m.set_fences(0, [(9u64, 4u64)].into_iter());
+    m.path_is_dark(0, at(10), None);
+    assert!(!m.path_up(0), "no I/O for it");
+    assert!(m.has_fences(0), "its given-up write may still run");
+    assert!(m.path_suspect(0));
+    queue(&mut m, &[io(1, 4, true)]);
+    assert_eq!(m.take(1), None, "the write behind the fence waits");
+    m.path_is_up(0, at(20));
+    assert!(m.has_fences(0) && m.path_suspect(0), "the same connection");
+    m.path_is_dark(0, at(30), None);
+    m.path_is_down(0, at(40), None);
+    assert!(!m.has_fences(0), "its connection runs nothing more");
+    assert!(!m.path_suspect(0), "fresh when it logs in again");
+    assert_eq!(m.take(1).map(|r| r.id), Some(1));
+}
+
 #[test]
 fn no_write_goes_out_to_a_block_whose_given_up_write_may_still_run() {
     let mp = two_paths();

@@ -114,6 +114,50 @@ fn a_port_going_down_and_up_while_operational_tells_every_running_client() {
     assert_eq!(s.c().port(2), Some(PortAttrs::bare(PortState::Active, 9)));
 }
 
+/// A new master that reassigns LIDs changes an Active port's LID under it: every running
+/// client that has the port as Active hears PORT_ACTIVE again, with the new LID (what it
+/// addressed by the old one is gone); a client that has it as down hears nothing new, and
+/// the other port's clients nothing at all.
+#[test]
+fn an_active_ports_new_lid_is_a_second_port_active_to_whoever_has_it_active() {
+    let mut s = stepper();
+    port(&mut s, 1, PortState::Active, 7);
+    port(&mut s, 2, PortState::Active, 8);
+    let a = reg(&mut s, "a");
+    port(&mut s, 1, PortState::Active, 17);
+    let epoch = Epoch(1);
+    let relabelled = Event::PortActive {
+        epoch,
+        port: 1,
+        lid: 17,
+    };
+    assert_eq!(port_events(&s, a), [relabelled]);
+    port(&mut s, 1, PortState::Active, 17);
+    assert_eq!(port_events(&s, a).len(), 1, "the same LID again is no news");
+    port(&mut s, 1, PortState::Down, 0);
+    port(&mut s, 1, PortState::Active, 27);
+    let back = Event::PortActive {
+        epoch,
+        port: 1,
+        lid: 27,
+    };
+    assert_eq!(
+        port_events(&s, a),
+        [relabelled, Event::PortDown { epoch, port: 1 }, back],
+        "a port back with a new LID is one PORT_ACTIVE, not two"
+    );
+    let recorded = s
+        .c()
+        .recorder()
+        .iter()
+        .filter(|r| matches!(r.kind, RecordKind::Port { port: 1, .. }))
+        .count();
+    assert_eq!(
+        recorded, 4,
+        "each change of state or LID in the flight recorder"
+    );
+}
+
 #[test]
 fn a_report_that_changes_nothing_is_ignored_and_a_port_that_does_not_exist_is_refused() {
     let mut s = stepper();
