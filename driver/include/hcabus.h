@@ -169,7 +169,8 @@ typedef struct HCABUS_DEVICE_FATAL_DATA {
 } HCABUS_DEVICE_FATAL_DATA;
 
 /* PORT_ACTIVE (Lid: the LID the subnet manager assigned) and PORT_DOWN (Lid 0). After every
- * RESET every port counts as down until its PORT_ACTIVE. */
+ * RESET every port counts as down until its PORT_ACTIVE. PORT_ACTIVE comes again, with the
+ * new Lid, to a client that has the port Active when a new master renumbers it. */
 typedef struct HCABUS_PORT_DATA {
     uint64_t Epoch;
     uint32_t Port; /* 1 or 2 */

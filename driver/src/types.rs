@@ -307,7 +307,9 @@ pub enum Event {
         deadline: Instant,
     },
     /// `port` reached Active: the subnet manager gave it `lid` (which may differ from the
-    /// one before a reset). IPoIB and SRP (re)connect only on an Active port.
+    /// one before a reset). IPoIB and SRP (re)connect only on an Active port. It comes again,
+    /// with the new LID, to a client that has the port Active when a new master renumbers
+    /// it: what the client addressed by the old LID is gone.
     PortActive { epoch: Epoch, port: u8, lid: u16 },
     /// `port` left Active (cable pulled, link lost, subnet manager gone).
     PortDown { epoch: Epoch, port: u8 },

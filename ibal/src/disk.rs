@@ -31,7 +31,7 @@ pub mod slots;
 
 pub use bound::{CommandBound, DEFAULT_COMMAND_TIMEOUT, MAX_BOUND_STRIKES};
 pub use check::CHECK_IDLE;
-pub use client::{PathRecordStats, SrpClient, PATH_RECORD_TIMEOUT};
+pub use client::{PathRecordStats, SrpClient, MAX_CM_RETRIES, PATH_RECORD_TIMEOUT, REQ_TIMEOUT};
 pub use config::{DiskConfig, PathGroups, MAX_PATHS};
 pub use load::PathLoad;
 pub use rtt::{PathTimeout, PathTiming, PollRule, RttEstimator};
@@ -85,6 +85,9 @@ pub struct DiskStats {
     pub logins: u32,
     /// Logins refused (target busy, or the device not ready), each retried after a backoff.
     pub login_retries: u32,
+    /// CM REQs sent again after their timeout passed with no answer (a target restarting,
+    /// a route cut): each waited the REQ's timeout first.
+    pub req_retries: u64,
     /// Of those, refused by the target as busy.
     pub logins_refused_busy: u32,
     /// Times its port went down under a logged-in disk and stayed down past what the

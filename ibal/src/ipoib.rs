@@ -574,8 +574,11 @@ impl<B: FabricBus + ?Sized> Client<B> for IpoibClient {
                 self.execute_at = None;
             }
             Event::PortActive { port, .. } if port == self.config.port => {
-                self.port_up = true;
-                if self.res.qp.is_none() && self.execute_at.is_none() {
+                // A second PORT_ACTIVE (a new LID on a port already Active) brings nothing
+                // up: a connect backing off keeps its time; the new master's
+                // ClientReregister, in the same sweep, rejoins the groups.
+                let back = !std::mem::replace(&mut self.port_up, true);
+                if back && self.res.qp.is_none() && self.execute_at.is_none() {
                     self.connect_at = Some(now);
                 }
             }

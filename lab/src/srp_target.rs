@@ -124,8 +124,9 @@ pub struct SrpTarget {
     admission: Option<SharedAdmission>,
     /// The target's count of restarts when this port's connection was made.
     restarts_at_login: u32,
-    /// When the last login was admitted, and so when the live connection was made: its
-    /// addresses are the initiator port's then (`Wire::carries`).
+    /// When the last login's REQ arrived (admitted or not; `login` follows an admission at
+    /// once), and so when the live connection was made: its addresses are the initiator
+    /// port's then (`Wire::carries`).
     admitted_at: Instant,
     conn_since: Instant,
     /// The next transmission of a command (or abort) the route swallowed, and of an

@@ -228,13 +228,13 @@ impl SimHca {
     /// waits in Init for the new master (docs/design.md §11).
     pub fn sm_away(&mut self, from: Instant, until: Instant) {
         self.ports.sm_away(from, until);
+        self.sync_links();
     }
 
     /// A new master that reassigns LIDs reaches the device at `at`: every port gets a new
-    /// LID then (`SimPorts::renumber`).
+    /// LID then (`SimPorts::renumber`); no port's state changes.
     pub fn renumber(&mut self, at: Instant) {
         self.ports.renumber(at);
-        self.sync_links();
     }
 
     /// The remote targets refuse the next `count` logins as busy.

@@ -170,8 +170,16 @@ fn fault_words(f: &FaultFigures) -> String {
             down.as_us() as f64 / 1e6
         ),
         FleetFault::PowerOn => "every host powers on at 0 s (a boot storm)".into(),
-        FleetFault::SmHandover { .. } => format!(
+        FleetFault::SmHandover {
+            reassign_lids: false,
+        } => format!(
             "a subnet manager of higher priority takes over at {at:.3} s (a handover: it sweeps)"
+        ),
+        FleetFault::SmHandover {
+            reassign_lids: true,
+        } => format!(
+            "a subnet manager of higher priority takes over at {at:.3} s (a handover: it \
+             sweeps and gives every port a new LID)"
         ),
         FleetFault::SmFailover => format!(
             "the master subnet manager fails at {at:.3} s (the standby polls, takes over, sweeps)"

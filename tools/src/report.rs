@@ -128,6 +128,9 @@ pub struct IoJson {
     pub logins: u64,
     /// Login attempts refused (target busy, device not ready), each retried after a backoff.
     pub logins_refused: u64,
+    /// Login REQs nobody answered (a target restarting, a route cut), each sent again by the
+    /// CM after its timeout (docs/design.md §7 "A login's REQ").
+    pub req_retries: u64,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -162,12 +165,17 @@ fn clients(host: &Node, hca: Option<&str>) -> Vec<ClientJson> {
         .collect()
 }
 
-/// SRP logins that succeeded and were refused, over every disk of `host`.
-fn logins(host: &Node) -> (u64, u64) {
+/// SRP logins that succeeded, were refused, and REQs sent again unanswered, over every
+/// disk of `host`.
+fn logins(host: &Node) -> (u64, u64, u64) {
     hcabus_lab::stack::disks(host)
         .map(|d| d.disk().stats())
-        .fold((0, 0), |(l, r), s| {
-            (l + u64::from(s.logins), r + u64::from(s.login_retries))
+        .fold((0, 0, 0), |(l, r, q), s| {
+            (
+                l + u64::from(s.logins),
+                r + u64::from(s.login_retries),
+                q + s.req_retries,
+            )
         })
 }
 
@@ -205,9 +213,9 @@ pub fn build_many(world: &MultiNode) -> Report {
     let hca = |name: &str| several.then_some(name.to_string());
     let first = world.hosts().first().map(|(_, h)| h.coordinator());
     let (checked, violated) = world.invariants();
-    let login_totals = world.hosts().iter().fold((0, 0), |(l, r), (_, h)| {
-        let (a, b) = logins(h);
-        (l + a, r + b)
+    let login_totals = world.hosts().iter().fold((0, 0, 0), |(l, r, q), (_, h)| {
+        let (a, b, c) = logins(h);
+        (l + a, r + b, q + c)
     });
     totals(
         Report {
@@ -311,7 +319,7 @@ fn totals(
     report: Report,
     io: &ibal::io::IoStats,
     net: &ibal::ipoib::NetStats,
-    (logins, logins_refused): (u64, u64),
+    (logins, logins_refused, req_retries): (u64, u64, u64),
 ) -> Report {
     Report {
         io: IoJson {
@@ -327,6 +335,7 @@ fn totals(
             overdue: io.overdue,
             logins,
             logins_refused,
+            req_retries,
         },
         net: NetJson {
             sent: net.sent,

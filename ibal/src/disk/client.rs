@@ -16,11 +16,13 @@ use super::{DiskConfig, Link, SrpDisk};
 
 use crate::access::FabricBus;
 
+mod cm;
 mod failover;
 mod guard;
 mod path_record;
 mod ride;
 
+pub use cm::{MAX_CM_RETRIES, REQ_TIMEOUT};
 use path_record::PathRecords;
 pub use path_record::{PathRecordStats, PATH_RECORD_TIMEOUT};
 
@@ -40,6 +42,8 @@ pub struct SrpClient {
     connect_at: Option<Instant>,
     /// On a fabric with an SA: the PathRecord each login asks for first.
     paths: Option<PathRecords>,
+    /// The login's CM REQ, out with no answer yet (`cm.rs`).
+    req: Option<cm::ReqOut>,
     /// Deferred execute of a data LUN's quiesce.
     execute_at: Option<(Instant, Epoch)>,
     /// Refused logins back off up to `io_hold_timeout`.
@@ -133,6 +137,7 @@ impl SrpClient {
             events: EventLog::new(),
             connect_at: None,
             paths: None,
+            req: None,
             execute_at: None,
             login: Connector::with_policy("SRP login", config.login_retry),
             port_up: true,

@@ -6,7 +6,11 @@
 //! (`sm_sweep`), then Active. A reset gives the port a new LID, as a subnet manager may; a
 //! cable pull keeps it. The cable is the fabric's: a reset darkens the device's side of the
 //! link but never plugs a pulled cable back in, so a port trains only once both the device
-//! gives light and the cable is in (docs/design.md §5 "Ports"). The host reads the changes with
+//! gives light and the cable is in (docs/design.md §5 "Ports"). A new master that reassigns
+//! LIDs gives every port a new one at the instant its sweep reaches it, Active or not
+//! (`renumber`). Peers ask of past instants too (`carried_at`, `carried_since`): the latest
+//! pull and the one before it, the latest light and the LID before the latest renumbering
+//! are remembered. The host reads the changes with
 //! [`SimPorts::poll`] and hands each to the coordinator, as a driver would from the adapter's
 //! port-change event.
 

@@ -50,6 +50,7 @@ fn fault_json(f: &FaultFigures) -> Value {
             "boot_disks_cut": f.boot_disks_cut,
         },
         "paths_ridden": f.paths_ridden,
+        "reassign_lids": f.fault.renumbers(),
     })
 }
 

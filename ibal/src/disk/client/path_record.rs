@@ -220,6 +220,13 @@ impl super::SrpClient {
             PathStep::Failed => self.login_refused(bus, crate::errors::CreateError::PathUnresolved),
             PathStep::Resolved => {
                 let result = self.disk.connect(&self.ibal, bus, &mut *self.target);
+                // Nobody answered the REQ: its CM learns so at its timeout, and sends it
+                // again then, until it has sent it as often as it may.
+                let silent = result == Err(crate::errors::CreateError::Unreachable);
+                if silent && self.req_unanswered(bus) {
+                    return;
+                }
+                self.req = None;
                 if let Some(p) = &mut self.paths {
                     p.login_answered(result != Err(crate::errors::CreateError::Unreachable));
                 }
@@ -237,6 +244,7 @@ impl super::SrpClient {
     /// No login is due any more: a lookup under way is forgotten with it.
     pub(super) fn cancel_connect(&mut self) {
         self.connect_at = None;
+        self.req = None;
         if let Some(p) = &mut self.paths {
             p.cancel();
         }

@@ -50,12 +50,13 @@ impl SrpClient {
     }
 
     /// PORT_ACTIVE: a connection kept through the flap serves again, nothing lost; one
-    /// whose ride ended before this instant (its wake not run yet) is lost as at that end.
+    /// whose ride ended by this instant (its wake not run yet) is lost as at that end.
     pub(super) fn port_came_back<B: FabricBus + ?Sized>(&mut self, bus: &mut B) {
         let Some(until) = self.disk.port_dark_until() else {
             return;
         };
-        if until < bus.now() {
+        // The same end as `port_dark_too_long`'s: a port back at `until` is too late.
+        if until <= bus.now() {
             self.port_lost(bus);
             return;
         }

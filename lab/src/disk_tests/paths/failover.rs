@@ -174,7 +174,15 @@ fn a_dead_idle_path_is_known_one_timeout_after_its_check() {
     let given_up = m.lock().path_stats(0).expect("path 0").given_up;
     assert!(given_up >= 1, "known at {found}");
     let (io, p, d) = run_to(&mut w, 3_000);
-    assert!(p[0].down_us > 0, "its connection dropped after: {p:?}");
+    assert!(
+        !shared(&w).lock().path_up(0) && !path(&w, 0).disk().is_connected(),
+        "its connection dropped after: {p:?} {d:?}"
+    );
+    // Its REQ goes into the blackhole: sent again at the CM's timeout, not at once.
+    assert_eq!(
+        (d[0].abort_timeouts, d[0].req_retries, d[0].login_retries),
+        (1, 1, 0)
+    );
     assert_eq!(
         d[1].checks_on_demand, 0,
         "path 1's own check was the evidence"

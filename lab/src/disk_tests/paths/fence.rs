@@ -8,7 +8,8 @@ use super::{healthy_route, path, run_to, shared, slow_from, world, Paths, WIDE};
 
 /// Path 0's route swallows everything from 100 ms: its commands are given up as on a slow
 /// route, but their aborts are never answered either; past the abort timeout (0.5 s) the
-/// path drops its connection, and its logins are refused while the route is dead.
+/// path drops its connection, and its REQs go unanswered while the route is dead (each
+/// sent again at the CM's timeout).
 #[test]
 fn a_blackholed_path_drops_its_connection_when_its_aborts_go_unanswered() {
     let mut w = world(Paths {
@@ -34,7 +35,7 @@ fn a_blackholed_path_drops_its_connection_when_its_aborts_go_unanswered() {
     let c = path(&w, 0);
     assert!(!c.disk().is_up() && !shared(&w).lock().path_up(0));
     assert_eq!((d[0].abort_timeouts, d[0].logins), (1, 1));
-    assert!(d[0].login_retries > 0 && p[0].down_us > 0, "{d:?} {p:?}");
+    assert!(d[0].req_retries > 0 && p[0].down_us > 0, "{d:?} {p:?}");
     assert_eq!(
         (io.failed, d[0].late_discarded, d[0].answers),
         (0, 0, answered)

@@ -8,6 +8,7 @@ use hcabus::{Duration, Instant};
 use super::{disk, routed, setup};
 use crate::srp_target::{LoginCapacity, SharedAdmission};
 use crate::stack::{self, DiskSpec, Node};
+use ibal::disk::REQ_TIMEOUT;
 
 /// The disk of `routed` whose login takes 20 ms: long enough for logins to overlap.
 fn slow_login() -> DiskSpec {
@@ -64,8 +65,10 @@ fn a_login_the_target_has_no_room_for_is_retried_after_a_backoff() {
 
 /// Forty hosts on one target that takes 8 logins at a time (20 ms each) and 200 a second.
 /// The target restarts at 1 s and answers nothing for half a second: every disk loses its
-/// connection, takes its commands back, and logs in again under its backoff. None is ever
-/// let in past the target's capacity, every one is back, and nothing is lost or failed.
+/// connection, takes its commands back, and logs in again. Its first REQ goes unanswered,
+/// which its CM learns only at the REQ's timeout (2.3 s): the REQ sent again then is
+/// answered, or refused as busy and retried under the backoff. None is ever let in past the
+/// target's capacity, every one is back, and nothing is lost or failed.
 #[test]
 fn a_target_restart_brings_every_host_back_within_its_capacity() {
     const HOSTS: usize = 40;
@@ -80,12 +83,12 @@ fn a_target_restart_brings_every_host_back_within_its_capacity() {
         .map(|i| {
             let mut s = setup(config, Vec::new());
             s.sim.seed = i as u64;
-            s.sim.duration = Duration::from_ms(3_000);
+            s.sim.duration = Duration::from_ms(5_000);
             stack::build_sharing(&s, &shared).expect("builds")
         })
         .collect();
     let mut back_at = [None; HOSTS];
-    for ms in 1..=3_000 {
+    for ms in 1..=5_000 {
         if ms == 1_000 {
             target
                 .lock()
@@ -100,17 +103,26 @@ fn a_target_restart_brings_every_host_back_within_its_capacity() {
     }
     let s = target.lock().stats();
     assert_eq!((s.accepted, s.restarts), (2 * HOSTS as u64, 1));
+    // Each REQ the restarting target left unanswered was sent again once, past its timeout.
+    let retries: u64 = hosts
+        .iter()
+        .map(|h| disk(h).disk().stats().req_retries)
+        .sum();
+    assert_eq!(retries, s.refused_down, "{s:?}");
     assert!(s.refused_down > 0 && s.refused_busy > 0, "{s:?}");
     assert!(s.peak_per_second <= capacity.per_second, "{s:?}");
     let back: Vec<u64> = back_at
         .iter()
         .map(|t| t.expect("every host back"))
         .collect();
-    // Back at 1.5 s, the target lets 8 in at a time for 20 ms each: 5 rounds for 40 hosts.
-    let first = back.iter().min().copied();
-    let last = back.iter().max().copied();
-    assert!(first >= Some(1_520), "{back:?}");
-    assert!(last >= Some(1_500 + 5 * 20), "{back:?}");
+    // Back at 1.5 s, but no host knows before its REQ's timeout: the first is back one
+    // timeout after the restart and its login's 20 ms, none before; the target lets 8 in
+    // at a time: 5 rounds for 40 hosts.
+    let first = back.iter().min().copied().expect("hosts");
+    let last = back.iter().max().copied().expect("hosts");
+    let timeout = REQ_TIMEOUT.as_ms();
+    assert!(first >= 1_000 + timeout + 20, "{back:?}");
+    assert!(last >= first + 4 * 20, "{back:?}");
     for h in &hosts {
         assert!(h.checker().violations.is_empty());
         let c = disk(h);

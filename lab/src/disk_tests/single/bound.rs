@@ -13,7 +13,7 @@ use hcabus::{Duration, Instant};
 use super::{config, disk, routed, run_to, setup};
 use crate::srp_target::{Route, RoutePhase};
 use crate::stack::{self, DiskSpec, LabParts, Load, Node};
-use ibal::disk::{DiskConfig, MAX_BOUND_STRIKES};
+use ibal::disk::{DiskConfig, MAX_BOUND_STRIKES, REQ_TIMEOUT};
 
 /// The disk of `routed` (2.5 ms answers, four on the wire), its route swallowing everything
 /// from `from` to `to` ms, on an adapter whose transport is `transport`.
@@ -85,8 +85,21 @@ fn a_blackhole_past_the_retry_budget_fails_the_connection_and_the_disk_logs_in_a
     assert!(!disk(&h).disk().is_up(), "logging in again");
     assert_eq!(d.taken_back, 4, "its commands taken back, to be sent again");
     assert_eq!(io.failed, 0);
-    let (d, io) = run_to(&mut h, 2_000);
-    assert!(d.logins >= 2 && d.login_retries >= 1, "{d:?}");
+    // Its REQ at 637 ms, with the transport's error, goes into the blackhole: its CM
+    // learns so at the REQ's timeout and sends it again then (2.94 s), past the route's
+    // healing: one login, no refusal.
+    let (d, _) = run_to(&mut h, 637 + REQ_TIMEOUT.as_ms() - 1);
+    assert_eq!(
+        (d.logins, d.req_retries, d.login_retries),
+        (1, 1, 0),
+        "{d:?}"
+    );
+    let (d, io) = run_to(&mut h, 3_500);
+    assert_eq!(
+        (d.logins, d.req_retries, d.login_retries),
+        (2, 1, 0),
+        "{d:?}"
+    );
     assert_eq!((io.failed, io.paging_failed, d.command_timeouts), (0, 0, 0));
     assert!(io.submitted - io.completed <= 4, "caught up: {io:?}");
     assert!(disk(&h).disk().is_up());
@@ -215,8 +228,9 @@ fn a_lone_swallowed_send_fails_its_connection_at_the_budget() {
         (2, 0, 0),
         "{d:?}"
     );
-    let (d, io) = run_to(&mut h, 3_000);
-    assert!(d.logins >= 2, "{d:?}");
+    // Its REQs go into the blackhole to 2 s, each known unanswered a timeout later.
+    let (d, io) = run_to(&mut h, 4_000);
+    assert!(d.logins >= 2 && d.req_retries >= 1, "{d:?}");
     assert_eq!(io.failed, 0);
     assert!(io.submitted - io.completed <= 1, "caught up: {io:?}");
 }

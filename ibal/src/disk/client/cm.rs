@@ -1,0 +1,84 @@
+//! A login's CM REQ (docs/design.md §7 "A login's REQ"): the initiator learns that nobody
+//! answered its REQ only when the REQ's timeout passes, and its communication manager sends
+//! the REQ again, up to `MAX_CM_RETRIES` times, before the login fails. A target that is
+//! restarting, or a route that swallows the REQ, costs the initiator those waits: a target
+//! back in the meantime answers the next retransmission, not at once.
+//!
+//! The timeout is the CM's (IBA 12.6.4, kernel `cm.c` `ib_send_cm_req()`): twice the path's
+//! packet lifetime and the response time the initiator grants the target, each an IBA time
+//! (4.096 us x 2^n), as the CM rounds it to milliseconds (`cm_convert_to_ms`: 2^(n - 8)).
+//! ib_srp grants the target the subnet timeout plus two (20: 4.1 s), 6.1 s a REQ with
+//! OpenSM's packet lifetime (18); the target's CM answers a REQ from its handler, so this
+//! initiator grants 16 (256 ms): 2.3 s a REQ.
+
+use hcabus::{Duration, Instant};
+
+use super::SrpClient;
+use crate::access::FabricBus;
+
+/// The CM's retransmissions of an unanswered REQ after the first: ib_srp's
+/// `max_cm_retries`, and the most the REQ's 4-bit field allows.
+pub const MAX_CM_RETRIES: u8 = 15;
+
+/// The packet lifetime of the path (OpenSM's default `packet_life_time`, 0x12).
+pub const PACKET_LIFE: u8 = 18;
+
+/// The response time this initiator grants the target's CM (an IBA time).
+pub const CM_RESPONSE_TIMEOUT: u8 = 16;
+
+/// An IBA time as the kernel's CM turns it into milliseconds.
+const fn cm_ms(iba_time: u8) -> u64 {
+    1 << iba_time.saturating_sub(8)
+}
+
+/// How long the CM waits for the answer to a REQ before it sends it again.
+pub const REQ_TIMEOUT: Duration =
+    Duration::from_ms(2 * cm_ms(PACKET_LIFE) + cm_ms(CM_RESPONSE_TIMEOUT));
+
+/// A REQ out with no answer yet: when it was first sent, and how many times since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ReqOut {
+    pub(super) first: Instant,
+    pub(super) retries: u8,
+}
+
+impl SrpClient {
+    /// The login's REQ went unanswered at `now` (a target restarting, a route cut): the CM
+    /// sends it again after its timeout; `false` once it has sent it as often as it may,
+    /// and the login has failed.
+    pub(super) fn req_unanswered<B: FabricBus + ?Sized>(&mut self, bus: &mut B) -> bool {
+        let now = bus.now();
+        let out = match self.req {
+            Some(r) if r.retries >= MAX_CM_RETRIES => {
+                self.req = None;
+                return false;
+            }
+            Some(r) => ReqOut {
+                retries: r.retries + 1,
+                ..r
+            },
+            None => ReqOut {
+                first: now,
+                retries: 0,
+            },
+        };
+        self.disk.stats.req_retries += 1;
+        self.req = Some(out);
+        self.connect_at = Some(now + REQ_TIMEOUT);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_req_waits_twice_the_packet_lifetime_and_the_response_time() {
+        assert_eq!(REQ_TIMEOUT, Duration::from_ms(2 * 1_024 + 256));
+        // ib_srp's grant (the subnet timeout 18, plus two) gives the 6.1 s docs/fleet.md
+        // sources.
+        assert_eq!(2 * cm_ms(18) + cm_ms(20), 6_144);
+        assert_eq!(cm_ms(5), 1, "below 2^8 x 4.096 us, a millisecond");
+    }
+}
