@@ -86,7 +86,7 @@ pub struct DiskStats {
     /// Logins refused (target busy, or the device not ready), each retried after a backoff.
     pub login_retries: u32,
     /// CM REQs sent again after their timeout passed with no answer (a target restarting,
-    /// a route cut): each waited the REQ's timeout first.
+    /// a route cut): each waited the REQ's timeout first (or the hold's end, sooner).
     pub req_retries: u64,
     /// Of those, refused by the target as busy.
     pub logins_refused_busy: u32,

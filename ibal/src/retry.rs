@@ -180,6 +180,25 @@ impl Connector {
         self.problem
     }
 
+    /// An attempt at `now` that nobody answered yet (a login's REQ its CM sends again): its
+    /// deadline counts from the first of them, as from a first refusal, and the client says
+    /// it is retrying. `e` names what failed.
+    pub fn unanswered(&mut self, now: Instant, e: CreateError) {
+        self.backoff.first_refused_at.get_or_insert(now);
+        if !self.given_up() {
+            self.problem = Some(ClientProblem::Retrying {
+                what: self.what,
+                attempts: self.backoff.refusals(),
+                last: e,
+            });
+        }
+    }
+
+    /// When `limit` from the first refusal (or unanswered attempt) runs out, if one came.
+    pub fn deadline(&self, limit: Duration) -> Option<Instant> {
+        self.backoff.first_refused_at.map(|t| t + limit)
+    }
+
     /// The client could not start: it stays down, and says why.
     pub fn start_failed(&mut self, problem: ClientProblem) {
         self.problem = Some(problem);

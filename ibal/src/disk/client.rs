@@ -269,6 +269,21 @@ impl SrpClient {
     /// The login was refused: back off and try again, or give up at the hold timeout,
     /// failing what is held as retryable so nothing waits on a dead path, and probe on at
     /// the backoff's cap until [`crate::retry::DEV_LOSS`] (then until the next RESET_END).
+    /// How long after its first refusal a login gives up. The paging path keeps trying as
+    /// long as it holds: until Failed or Removed. A path of a multipath disk holds nothing
+    /// (its disk's queue does) and keeps trying too, at the backoff's bound: a route that
+    /// swallowed its logins for longer than the hold timeout is used again once it heals.
+    fn login_limit<B: FabricBus + ?Sized>(&self, bus: &B) -> Duration {
+        match self.above {
+            Above::Path(_) => Duration::MAX,
+            Above::Own(_) => self
+                .disk
+                .config
+                .hold_timeout(&bus.policy())
+                .unwrap_or(Duration::MAX),
+        }
+    }
+
     fn login_refused<B: FabricBus + ?Sized>(&mut self, bus: &mut B, e: crate::errors::CreateError) {
         self.disk.stats.login_retries += 1;
         if e == crate::errors::CreateError::DeviceFailed {
@@ -277,18 +292,7 @@ impl SrpClient {
             return;
         }
         let now = bus.now();
-        // The paging path keeps trying as long as it holds: until Failed or Removed. A path
-        // of a multipath disk holds nothing (its disk's queue does) and keeps trying too, at
-        // the backoff's bound: a route that swallowed its logins for longer than the hold
-        // timeout is used again once it heals.
-        let limit = match self.above {
-            Above::Path(_) => Duration::MAX,
-            Above::Own(_) => self
-                .disk
-                .config
-                .hold_timeout(&bus.policy())
-                .unwrap_or(Duration::MAX),
-        };
+        let limit = self.login_limit(bus);
         if e == crate::errors::CreateError::TargetBusy {
             self.disk.stats.logins_refused_busy += 1;
         }

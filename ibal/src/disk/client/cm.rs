@@ -1,17 +1,19 @@
 //! A login's CM REQ (docs/design.md §7 "A login's REQ"): the initiator learns that nobody
 //! answered its REQ only when the REQ's timeout passes, and its communication manager sends
-//! the REQ again, up to `MAX_CM_RETRIES` times, before the login fails. A target that is
+//! the REQ again, up to `MAX_CM_RETRIES` times (16 REQs in all), before the login fails, or
+//! sooner at the login's own deadline (a data LUN's hold timeout). A target that is
 //! restarting, or a route that swallows the REQ, costs the initiator those waits: a target
 //! back in the meantime answers the next retransmission, not at once.
 //!
 //! The timeout is the CM's (IBA 12.6.4, kernel `cm.c` `ib_send_cm_req()`): twice the path's
 //! packet lifetime and the response time the initiator grants the target, each an IBA time
 //! (4.096 us x 2^n), as the CM rounds it to milliseconds (`cm_convert_to_ms`: 2^(n - 8)).
-//! ib_srp grants the target the subnet timeout plus two (20: 4.1 s), 6.1 s a REQ with
-//! OpenSM's packet lifetime (18); the target's CM answers a REQ from its handler, so this
-//! initiator grants 16 (256 ms): 2.3 s a REQ.
+//! ib_srp grants the target the subnet timeout plus two (20: 4.1 s), 6.1 s a REQ with the
+//! packet lifetime OpenSM puts in its PathRecords (its subnet timeout, 18); the target's CM
+//! answers a REQ from its handler, so this initiator grants 16 (256 ms): 2.3 s a REQ. The
+//! model re-creates the queue pair for each REQ sent again (a real CM resends the MAD).
 
-use hcabus::{Duration, Instant};
+use hcabus::Duration;
 
 use super::SrpClient;
 use crate::access::FabricBus;
@@ -20,7 +22,7 @@ use crate::access::FabricBus;
 /// `max_cm_retries`, and the most the REQ's 4-bit field allows.
 pub const MAX_CM_RETRIES: u8 = 15;
 
-/// The packet lifetime of the path (OpenSM's default `packet_life_time`, 0x12).
+/// The packet lifetime of the path: OpenSM's PathRecords carry its subnet timeout (18).
 pub const PACKET_LIFE: u8 = 18;
 
 /// The response time this initiator grants the target's CM (an IBA time).
@@ -35,36 +37,33 @@ const fn cm_ms(iba_time: u8) -> u64 {
 pub const REQ_TIMEOUT: Duration =
     Duration::from_ms(2 * cm_ms(PACKET_LIFE) + cm_ms(CM_RESPONSE_TIMEOUT));
 
-/// A REQ out with no answer yet: when it was first sent, and how many times since.
+/// A REQ out with no answer yet: how many times the CM has sent it again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ReqOut {
-    pub(super) first: Instant,
     pub(super) retries: u8,
 }
 
 impl SrpClient {
     /// The login's REQ went unanswered at `now` (a target restarting, a route cut): the CM
-    /// sends it again after its timeout; `false` once it has sent it as often as it may,
-    /// and the login has failed.
+    /// sends it again after its timeout; `false` once it has sent it again as often as it
+    /// may, or once the login's own deadline (a data LUN's hold timeout, counted from the
+    /// first REQ nobody answered) has passed: the login has then failed.
     pub(super) fn req_unanswered<B: FabricBus + ?Sized>(&mut self, bus: &mut B) -> bool {
         let now = bus.now();
-        let out = match self.req {
-            Some(r) if r.retries >= MAX_CM_RETRIES => {
-                self.req = None;
-                return false;
-            }
-            Some(r) => ReqOut {
-                retries: r.retries + 1,
-                ..r
-            },
-            None => ReqOut {
-                first: now,
-                retries: 0,
-            },
-        };
-        self.disk.stats.req_retries += 1;
-        self.req = Some(out);
-        self.connect_at = Some(now + REQ_TIMEOUT);
+        let retries = self.req.map_or(0, |r| r.retries);
+        self.login
+            .unanswered(now, crate::errors::CreateError::Unreachable);
+        let deadline = self.login.deadline(self.login_limit(bus));
+        if retries >= MAX_CM_RETRIES || deadline.is_some_and(|d| d <= now) {
+            self.req = None;
+            return false;
+        }
+        self.req = Some(ReqOut {
+            retries: retries + 1,
+        });
+        // Its hold ends no later than it would after a refusal.
+        let next = now + REQ_TIMEOUT;
+        self.connect_at = Some(deadline.map_or(next, |d| d.min(next)));
         true
     }
 }

@@ -217,8 +217,16 @@ impl super::SrpClient {
         };
         match step {
             PathStep::WaitUntil(t) => self.connect_at = Some(t),
-            PathStep::Failed => self.login_refused(bus, crate::errors::CreateError::PathUnresolved),
+            PathStep::Failed => {
+                // A REQ series cut short by a lookup that failed starts over next time.
+                self.req = None;
+                self.login_refused(bus, crate::errors::CreateError::PathUnresolved);
+            }
             PathStep::Resolved => {
+                if self.req.is_some() {
+                    // The CM sends the unanswered REQ again.
+                    self.disk.stats.req_retries += 1;
+                }
                 let result = self.disk.connect(&self.ibal, bus, &mut *self.target);
                 // Nobody answered the REQ: its CM learns so at its timeout, and sends it
                 // again then, until it has sent it as often as it may.

@@ -4,7 +4,10 @@ use hcabus::{Duration, Instant, Policy};
 use hcabus_sim::Fault;
 
 use super::{disk, routed, run_to, setup, with_policy};
+use crate::srp_target::{Route, RoutePhase};
+use crate::stack::DiskSpec;
 use crate::stack::{self, LabParts};
+use ibal::disk::REQ_TIMEOUT;
 
 /// Port 1's cable is out from 100 to 700 ms (past what the transport rides: the
 /// connection is given up at 570 ms), port 2's from 150 to 200 ms: port 2's PORT_ACTIVE is
@@ -69,4 +72,57 @@ fn a_port_renumbered_under_the_connection_logs_the_disk_in_again_at_once() {
     assert!(io.max_latency_us < 10_000, "{}", io.max_latency_us);
     let t = disk(&h).lab_target().stats();
     assert_eq!(t.logins, 2, "{t:?}");
+}
+
+/// The route swallows everything from 100 ms on: the transport gives the connection up at
+/// 637 ms, and the login's REQ goes unanswered; its CM sends it again a REQ's timeout later.
+/// A new master renumbers the port meanwhile (PORT_ACTIVE again, the disk logged out): the
+/// REQ waits its timeout all the same, not sent again at the PORT_ACTIVE.
+#[test]
+fn a_renumbering_port_active_does_not_cut_a_reqs_timeout_short() {
+    let mut route = Route::constant(Duration::from_us(2_500));
+    let dark = RoutePhase {
+        blackhole: true,
+        ..RoutePhase::plain(Instant::from_ms(100), Duration::from_us(2_500))
+    };
+    route.push(dark).expect("in order");
+    let mut s = setup(DiskSpec { route, ..routed() }, std::vec![]);
+    s.sim.hca.sm_sweep = Duration::from_ms(50);
+    let mut h = stack::build(&s).expect("builds");
+    let (d, _) = run_to(&mut h, 700);
+    assert_eq!((d.transport_errors, d.req_retries), (1, 0), "{d:?}");
+    h.renumber_ports(Instant::from_ms(1_000));
+    let first = 637 + REQ_TIMEOUT.as_ms();
+    let (d, _) = run_to(&mut h, first - 1);
+    assert_eq!(d.req_retries, 0, "not sent again at the PORT_ACTIVE: {d:?}");
+    let (d, _) = run_to(&mut h, first);
+    assert_eq!(d.req_retries, 1, "{d:?}");
+}
+
+/// A data LUN whose route swallows everything from 100 ms for good: its REQs go unanswered,
+/// and its login gives up at its hold timeout (30 s) from the first of them, as after a
+/// refusal, not after its CM's sixteen REQs; meanwhile it says it is retrying, and its held
+/// I/O fails upward (retryable) at the hold.
+#[test]
+fn a_data_luns_unanswered_reqs_give_up_at_its_hold_timeout() {
+    let mut route = Route::constant(Duration::from_us(2_500));
+    let dark = RoutePhase {
+        blackhole: true,
+        ..RoutePhase::plain(Instant::from_ms(100), Duration::from_us(2_500))
+    };
+    route.push(dark).expect("in order");
+    let mut s = setup(DiskSpec { route, ..routed() }, std::vec![]);
+    s.sim.duration = Duration::from_ms(60_000);
+    let mut h = stack::build(&s).expect("builds");
+    // The transport gives the connection up at 637 ms: the first REQ goes unanswered then.
+    let given_up_at = 637 + 30_000;
+    run_to(&mut h, 5_000);
+    let retrying = hcabus::bus::ClientReport::error(disk(&h)).expect("says so");
+    assert!(retrying.contains("retrying"), "{retrying}");
+    let (d, _) = run_to(&mut h, given_up_at - 1);
+    assert!(d.req_retries >= 12, "{d:?}");
+    let (_, io) = run_to(&mut h, given_up_at + 1);
+    let gave_up = hcabus::bus::ClientReport::error(disk(&h)).expect("says so");
+    assert!(gave_up.contains("gave up"), "{gave_up}");
+    assert!(io.failed > 0 && io.paging_failed == 0, "{io:?}");
 }
