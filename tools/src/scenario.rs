@@ -226,18 +226,11 @@ fn hca_config(keys: &Hca, at: &str) -> Result<SimHcaConfig, ScenarioError> {
             *to = Duration::from_ms(ms);
         }
     }
-    let d = hca.transport;
-    hca.transport = RcTransport::new(
-        keys.local_ack_timeout.unwrap_or(d.local_ack_timeout),
-        keys.retry_count.unwrap_or(d.retry_count),
-    )
-    .map_err(|e| {
-        let key = match e {
-            TransportError::AckTimeout => "local_ack_timeout",
-            TransportError::RetryCount => "retry_count",
-        };
-        err(format!("{at}.{key}"), e.to_string())
-    })?;
+    hca.transport = transport(
+        (keys.local_ack_timeout, keys.retry_count),
+        hca.transport,
+        at,
+    )?;
     if let Some(v) = &keys.fw_version {
         hca.identity.fw_version = fw_version(v).ok_or_else(|| {
             err(
@@ -257,6 +250,26 @@ fn hca_config(keys: &Hca, at: &str) -> Result<SimHcaConfig, ScenarioError> {
         };
     }
     Ok(hca)
+}
+
+/// An adapter's transport timer from its keys under table `at` (`hca`, `fleet`), what they
+/// leave out `default`'s; refused by the key that is wrong.
+pub(super) fn transport(
+    (ack_timeout, retry_count): (Option<u8>, Option<u8>),
+    default: RcTransport,
+    at: &str,
+) -> Result<RcTransport, ScenarioError> {
+    RcTransport::new(
+        ack_timeout.unwrap_or(default.local_ack_timeout),
+        retry_count.unwrap_or(default.retry_count),
+    )
+    .map_err(|e| {
+        let key = match e {
+            TransportError::AckTimeout => "local_ack_timeout",
+            TransportError::RetryCount => "retry_count",
+        };
+        err(format!("{at}.{key}"), e.to_string())
+    })
 }
 
 fn policy(p: &PolicyKeys) -> Result<Policy, ScenarioError> {

@@ -1,7 +1,7 @@
 //! A fleet scenario (docs/design.md §11): the `[fleet]` table instead of a host's `[hca]` and
 //! `[[clients]]`. Every key is refused by name when unknown or out of range, as a host's.
 
-use hcabus::verbs::{RcTransport, TransportError};
+use hcabus::verbs::RcTransport;
 use hcabus::{Duration, Instant};
 use hcabus_fleet::{
     boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, SmSetup, TargetSetup,
@@ -226,18 +226,11 @@ fn host(keys: &FleetKeys) -> Result<FleetTemplate, ScenarioError> {
         return Err(err("fleet.login_ms", "must be 1..=60000"));
     }
     let login = Duration::from_ms(keys.login_ms);
-    let d = RcTransport::DEFAULT;
-    let transport = RcTransport::new(
-        keys.local_ack_timeout.unwrap_or(d.local_ack_timeout),
-        keys.retry_count.unwrap_or(d.retry_count),
-    )
-    .map_err(|e| {
-        let key = match e {
-            TransportError::AckTimeout => "fleet.local_ack_timeout",
-            TransportError::RetryCount => "fleet.retry_count",
-        };
-        err(key, e.to_string())
-    })?;
+    let transport = super::transport(
+        (keys.local_ack_timeout, keys.retry_count),
+        RcTransport::DEFAULT,
+        "fleet",
+    )?;
     let with_login = |stack: &mut hcabus_lab::stack::StackSetup| {
         stack.sim.hca.transport = transport;
         for c in &mut stack.clients {

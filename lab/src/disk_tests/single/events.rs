@@ -80,13 +80,7 @@ fn a_port_renumbered_under_the_connection_logs_the_disk_in_again_at_once() {
 /// REQ waits its timeout all the same, not sent again at the PORT_ACTIVE.
 #[test]
 fn a_renumbering_port_active_does_not_cut_a_reqs_timeout_short() {
-    let mut route = Route::constant(Duration::from_us(2_500));
-    let dark = RoutePhase {
-        blackhole: true,
-        ..RoutePhase::plain(Instant::from_ms(100), Duration::from_us(2_500))
-    };
-    route.push(dark).expect("in order");
-    let mut s = setup(DiskSpec { route, ..routed() }, std::vec![]);
+    let mut s = dark_from_100_ms();
     s.sim.hca.sm_sweep = Duration::from_ms(50);
     let mut h = stack::build(&s).expect("builds");
     let (d, _) = run_to(&mut h, 700);
@@ -105,13 +99,7 @@ fn a_renumbering_port_active_does_not_cut_a_reqs_timeout_short() {
 /// I/O fails upward (retryable) at the hold.
 #[test]
 fn a_data_luns_unanswered_reqs_give_up_at_its_hold_timeout() {
-    let mut route = Route::constant(Duration::from_us(2_500));
-    let dark = RoutePhase {
-        blackhole: true,
-        ..RoutePhase::plain(Instant::from_ms(100), Duration::from_us(2_500))
-    };
-    route.push(dark).expect("in order");
-    let mut s = setup(DiskSpec { route, ..routed() }, std::vec![]);
+    let mut s = dark_from_100_ms();
     s.sim.duration = Duration::from_ms(60_000);
     let mut h = stack::build(&s).expect("builds");
     // The transport gives the connection up at 637 ms: the first REQ goes unanswered then.
@@ -125,4 +113,15 @@ fn a_data_luns_unanswered_reqs_give_up_at_its_hold_timeout() {
     let gave_up = hcabus::bus::ClientReport::error(disk(&h)).expect("says so");
     assert!(gave_up.contains("gave up"), "{gave_up}");
     assert!(io.failed > 0 && io.paging_failed == 0, "{io:?}");
+}
+
+/// `routed`'s disk, its route swallowing everything from 100 ms on, for good.
+fn dark_from_100_ms() -> crate::stack::StackSetup {
+    let mut route = Route::constant(Duration::from_us(2_500));
+    let dark = RoutePhase {
+        blackhole: true,
+        ..RoutePhase::plain(Instant::from_ms(100), Duration::from_us(2_500))
+    };
+    route.push(dark).expect("in order");
+    setup(DiskSpec { route, ..routed() }, std::vec![])
 }
