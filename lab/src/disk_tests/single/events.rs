@@ -1,9 +1,10 @@
-//! What a disk does with the bus's news that is not its own or comes after its reset.
+//! What a disk does with the bus's news (its port down and back, ridden or lost; a new LID;
+//! another port's news; what comes after its reset) and with a login REQ nobody answers.
 
 use hcabus::{Duration, Instant, Policy};
 use hcabus_sim::Fault;
 
-use super::{disk, routed, run_to, setup, with_policy};
+use super::{disk, host, routed, run_to, setup, with_policy};
 use crate::srp_target::{Route, RoutePhase};
 use crate::stack::DiskSpec;
 use crate::stack::{self, LabParts};
@@ -124,4 +125,77 @@ fn dark_from_100_ms() -> crate::stack::StackSetup {
     };
     route.push(dark).expect("in order");
     setup(DiskSpec { route, ..routed() }, std::vec![])
+}
+
+/// The cable is out from 100 to 700 ms, past the 470 ms the transport rides (7
+/// retransmissions 67.1 ms apart): the connection is kept until 570 ms, then given up, its
+/// commands taken back, and the disk logs in again when the port is back.
+#[test]
+fn a_port_loss_past_the_transports_retries_takes_back_what_is_out_and_logs_in_again() {
+    let pulled = Fault::PortDown {
+        port: 1,
+        duration: Duration::from_ms(600),
+    };
+    let mut h = host(routed(), std::vec![(100, pulled)]);
+    let (d, io) = run_to(&mut h, 101);
+    assert_eq!(
+        h.coordinator().state(),
+        hcabus::State::Operational,
+        "no reset"
+    );
+    let c = disk(&h).disk();
+    assert!(c.is_connected() && !c.is_up(), "kept, sending nothing");
+    assert_eq!((d.port_losses, d.taken_back, io.in_flight), (0, 0, 4));
+    let (d, _) = run_to(&mut h, 569);
+    assert_eq!((d.port_losses, d.taken_back), (0, 0), "still riding");
+    let (d, io) = run_to(&mut h, 571);
+    assert!(!disk(&h).disk().is_connected());
+    assert_eq!((d.port_losses, d.taken_back, io.in_flight), (1, 2, 16));
+    let (d, io) = run_to(&mut h, 1_000);
+    assert!(disk(&h).disk().is_up());
+    assert_eq!(
+        (d.port_losses, d.port_flaps_ridden, d.logins, io.failed),
+        (1, 0, 2, 0)
+    );
+    assert_eq!(
+        (d.stale_responses, d.late_discarded),
+        (0, 0),
+        "nothing flushed taken for an answer"
+    );
+    assert_eq!(d.commands_sent, io.completed + io.in_flight + d.taken_back);
+    // The I/O of 98 ms waited for the port (700 ms), the login and its route.
+    assert!(
+        (600_000..610_000).contains(&io.max_latency_us),
+        "{}",
+        io.max_latency_us
+    );
+}
+
+/// The cable is out from 100 to 150 ms: the transport carries what was out once the port
+/// is back (the target's answers on their next retransmission), the connection is kept
+/// and no command is taken back or sent twice.
+#[test]
+fn a_port_back_within_the_transports_retries_loses_nothing_and_logs_in_no_more() {
+    let pulled = Fault::PortDown {
+        port: 1,
+        duration: Duration::from_ms(50),
+    };
+    let mut h = host(routed(), std::vec![(100, pulled)]);
+    let (d, io) = run_to(&mut h, 400);
+    assert!(disk(&h).disk().is_up());
+    let t = disk(&h).lab_target().stats();
+    assert_eq!(
+        (d.port_losses, d.port_flaps_ridden, d.logins, d.taken_back),
+        (0, 1, 1, 0)
+    );
+    assert_eq!((io.failed, d.stale_responses, d.late_discarded), (0, 0, 0));
+    assert_eq!(d.commands_sent, io.completed + io.in_flight);
+    // The two answers due while the port was dark went out on their first retransmission
+    // after it (67.1 ms after the first): the worst I/O.
+    assert_eq!((t.port_dark_retransmits, t.transport_failures), (2, 0));
+    assert!(
+        (67_100..72_000).contains(&io.max_latency_us),
+        "{}",
+        io.max_latency_us
+    );
 }
