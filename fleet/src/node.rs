@@ -90,23 +90,32 @@ impl FleetNode {
         }
     }
 
+    /// Its adapters in order, as `adapters` gives them, with nothing allocated: what a
+    /// recovery's look at every step of every host walks.
+    fn each_adapter(&self) -> impl Iterator<Item = &Node> + '_ {
+        let (one, many): (Option<&Node>, &[(String, Node)]) = match self {
+            FleetNode::One(h) => (Some(h), &[]),
+            FleetNode::Many(w) => (None, w.hosts()),
+        };
+        one.into_iter().chain(many.iter().map(|(_, h)| h))
+    }
+
     /// Every disk client (a disk, or a path of a multipath disk) across its adapters, in
     /// adapter order then client order.
     pub fn disks(&self) -> impl Iterator<Item = &SrpClient> + '_ {
-        self.adapters().into_iter().flat_map(stack::disks)
+        self.each_adapter().flat_map(stack::disks)
     }
 
     /// The same disks with the index of the adapter each is on.
     pub fn disks_by_adapter(&self) -> impl Iterator<Item = (usize, &SrpClient)> + '_ {
-        self.adapters()
-            .into_iter()
+        self.each_adapter()
             .enumerate()
             .flat_map(|(a, h)| stack::disks(h).map(move |d| (a, d)))
     }
 
     /// Every IPoIB interface across its adapters.
     pub fn nets(&self) -> impl Iterator<Item = &IpoibClient> + '_ {
-        self.adapters().into_iter().flat_map(stack::nets)
+        self.each_adapter().flat_map(stack::nets)
     }
 
     /// Its I/O accounting: each disk once (a multipath disk once, not per path).
