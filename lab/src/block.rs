@@ -107,6 +107,13 @@ impl BlockWorkload {
         }
     }
 
+    /// Its first I/O due no sooner than `at`: its host powers on then (a fleet's host that
+    /// boots late), and a caller that has not started owes no I/O before.
+    pub fn starting_at(mut self, at: Instant) -> Self {
+        self.next_at = self.next_at.map(|t| t.max(at));
+        self
+    }
+
     pub fn stats(&self) -> &IoStats {
         &self.stats
     }

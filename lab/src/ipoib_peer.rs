@@ -39,6 +39,14 @@ impl IpoibPeer {
         }
     }
 
+    /// Its first packets one interval after `at` (its host powers on then), as from 0.
+    pub fn starting_at(mut self, at: Instant) -> Self {
+        let later = |t: Option<Instant>| t.map(|t| t.max(at + self.interval));
+        self.next_unicast = later(self.next_unicast);
+        self.next_mcast = later(self.next_mcast);
+        self
+    }
+
     pub fn next_due(&self) -> Option<Instant> {
         [self.next_unicast, self.next_mcast]
             .into_iter()
@@ -114,6 +122,12 @@ impl SteadyTraffic {
             interval,
             next: (pps > 0).then_some(Instant::ZERO + interval),
         }
+    }
+
+    /// Its first packet one interval after `at` (its host powers on then), as from 0.
+    pub fn starting_at(mut self, at: Instant) -> Self {
+        self.next = self.next.map(|t| t.max(at + self.interval));
+        self
     }
 }
 

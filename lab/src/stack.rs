@@ -5,7 +5,7 @@ use std::boxed::Box;
 use std::string::String;
 use std::vec::Vec;
 
-use hcabus::PolicyError;
+use hcabus::{Instant, PolicyError};
 use hcabus_sim::{SimHost, SimSetup};
 
 use crate::srp_target::SharedAdmission;
@@ -170,7 +170,12 @@ fn agents_with(
     }
     for spec in &setup.clients {
         let parts = (&ibal, disks, targets, subnet);
-        agents.push(build_one(spec.config(), spec.name(), parts)?);
+        agents.push(build_one(
+            spec.config(),
+            spec.name(),
+            parts,
+            setup.sim.start,
+        )?);
     }
     Ok(agents)
 }
@@ -188,12 +193,14 @@ fn build_one(
     config: &dyn ClientConfig,
     name: &str,
     (ibal, disks, targets, subnet): Shared<'_>,
+    start: Instant,
 ) -> Result<Box<dyn StackClient>, BuildError> {
     let on = Parts {
         ibal: config.needs().is_some().then_some(ibal),
         disks,
         targets,
         subnet,
+        start,
     };
     config.build(name, on)
 }
@@ -201,6 +208,7 @@ fn build_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hcabus::Duration;
 
     /// A kind whose configuration forgets to say what it takes of the adapter.
     struct Forgetful;
@@ -215,16 +223,55 @@ mod tests {
         }
     }
 
+    /// A host that powers on late runs as one that powers on at 0, every instant shifted:
+    /// its driver starts then, its workloads owe nothing before, its faults come as late.
+    #[test]
+    fn a_host_powered_on_late_is_the_same_host_shifted() {
+        let early = boot_from_san();
+        let shift = Duration::from_ms(30_000);
+        let mut late = early.clone();
+        late.sim.start = Instant::ZERO + shift;
+        late.sim.duration = early.sim.duration + shift;
+        for (at, _) in &mut late.sim.faults {
+            *at = *at + shift;
+        }
+        let run = |s: &StackSetup| {
+            let mut h = build(s).expect("the default host builds");
+            h.run();
+            h
+        };
+        let (a, b) = (run(&early), run(&late));
+        let (io_a, io_b) = (activity::io_stats(&a), activity::io_stats(&b));
+        assert!(io_a.completed > 1_000 && io_a.lost == 0, "{io_a:?}");
+        assert_eq!(io_a, io_b, "the same I/O, none owed before the power-on");
+        assert_eq!(activity::net_stats(&a), activity::net_stats(&b));
+        let times = |h: &Node, by: Duration| -> Vec<(Instant, Option<Instant>)> {
+            let back = |t: Instant| Instant::from_us(t.as_us() - by.as_us());
+            h.resets()
+                .iter()
+                .map(|r| (back(r.started_at), r.finished_at.map(back)))
+                .collect()
+        };
+        assert_eq!(times(&a, Duration::ZERO).len(), 1);
+        assert_eq!(times(&a, Duration::ZERO), times(&b, shift));
+        let first = |h: &Node| {
+            activity::disks(h)
+                .map(|d| d.disk().stats().logins)
+                .sum::<u32>()
+        };
+        assert_eq!(first(&a), first(&b));
+    }
+
     #[test]
     fn a_client_that_declares_no_needs_gets_no_access_layer() {
         let ibal = SharedIbal::new(Ibal::new(IbalConfig::default()));
-        let built = build_one(&Forgetful, "sneaky", (&ibal, &[], &[], None));
+        let built = build_one(&Forgetful, "sneaky", (&ibal, &[], &[], None), Instant::ZERO);
         assert_eq!(
             built.err(),
             Some(BuildError::Undeclared("sneaky".into())),
             "refused by name, not built past the budget check"
         );
         let uverbs = crate::user_process::UverbsSpec::default();
-        assert!(build_one(&uverbs, "uverbs", (&ibal, &[], &[], None)).is_ok());
+        assert!(build_one(&uverbs, "uverbs", (&ibal, &[], &[], None), Instant::ZERO).is_ok());
     }
 }

@@ -44,6 +44,13 @@ impl SteadyProcess {
         }
     }
 
+    /// Its first call at `at` (its host powers on then), as at 0.
+    pub fn starting_at(mut self, at: Instant) -> Self {
+        self.next = self.next.map(|t| t.max(at));
+        self.reopen_at = self.reopen_at.max(at);
+        self
+    }
+
     /// One step: a call on its context, or an open when it has none and may try again.
     fn step(&mut self, verbs: &mut dyn UserVerbs, now: Instant) {
         match self.ctx {

@@ -92,5 +92,6 @@ pub fn boot_from_san_run() -> SimSetup {
         derived_faults: DERIVED_FAULTS,
         clients: Vec::new(),
         faults: std::vec![(Instant::from_ms(1_400), Fault::Catastrophic)],
+        start: Instant::ZERO,
     }
 }

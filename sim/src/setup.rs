@@ -43,6 +43,9 @@ pub struct SimSetup {
     pub derived_faults: usize,
     pub clients: Vec<(ClientDesc, Behavior)>,
     pub faults: Vec<(Instant, Fault)>,
+    /// When the host powers on: its driver starts then, and nothing of it runs before (a
+    /// fleet's host that boots late). Its faults and its end are instants of the run.
+    pub start: Instant,
 }
 
 impl Default for SimSetup {
@@ -59,6 +62,7 @@ impl Default for SimSetup {
             derived_faults: DERIVED_FAULTS,
             clients: Vec::new(),
             faults: Vec::new(),
+            start: Instant::ZERO,
         }
     }
 }
@@ -216,5 +220,6 @@ pub fn random_setup(seed: u64) -> SimSetup {
         derived_faults: DERIVED_FAULTS,
         clients,
         faults,
+        start: Instant::ZERO,
     }
 }

@@ -137,7 +137,7 @@ impl<A: ?Sized + Agent> SimHost<A> {
     pub fn with_agents(setup: &SimSetup, agents: Vec<Box<A>>) -> Result<Self, PolicyError> {
         let mut hca = SimHca::new(setup.hca);
         let identity = hca.current_identity();
-        hca.set_now(Instant::ZERO);
+        hca.set_now(setup.start);
         let coord = Coordinator::new(
             Config {
                 max_clients: setup.max_clients,
@@ -145,7 +145,7 @@ impl<A: ?Sized + Agent> SimHost<A> {
                 policy: setup.policy,
             },
             identity,
-            Instant::ZERO,
+            setup.start,
         )?;
         let max = coord.max_clients();
         let hangs = setup
@@ -171,7 +171,7 @@ impl<A: ?Sized + Agent> SimHost<A> {
             steps_at_now: 0,
             livelocked: false,
             cable_back_at: [Instant::ZERO; MAX_PORTS as usize],
-            now: Instant::ZERO,
+            now: setup.start,
             end: Instant::ZERO + setup.duration,
             coord,
             hca,

@@ -17,7 +17,7 @@ use hcabus::coordinator::Config;
 use hcabus::host::{ClientView, EventCallback, StdPlatform, ThreadedBus, ThreadedHost};
 use hcabus::types::State;
 use hcabus::types::*;
-use hcabus::{Duration, Policy};
+use hcabus::{Duration, Instant, Policy};
 use hcabus_lab::stack::{self, ClientSpec};
 use hcabus_sim::{Hosted, SharedSimHca, SimHca, SimHcaConfig, Wake, Workers};
 use hcabus_tests::{desc, wait_for};
@@ -87,18 +87,19 @@ impl Stack {
             let seed = 2 + i as u64;
             match spec {
                 ClientSpec::Disk { name, config } => {
-                    let c = hcabus_lab::stack::disk(name, config, shared.clone(), &[])
-                        .expect("name fits");
+                    let c =
+                        hcabus_lab::stack::disk(name, config, shared.clone(), &[], Instant::ZERO)
+                            .expect("name fits");
                     s.disks.push(Hosted::start(bus, c, hca.clone(), seed));
                 }
                 ClientSpec::Ipoib { name, config } => {
-                    let c =
-                        hcabus_lab::stack::ipoib(name, config, shared.clone()).expect("name fits");
+                    let c = hcabus_lab::stack::ipoib(name, config, shared.clone(), Instant::ZERO)
+                        .expect("name fits");
                     s.nets.push(Hosted::start(bus, c, hca.clone(), seed));
                 }
                 ClientSpec::Uverbs { name, config } => {
-                    let c =
-                        hcabus_lab::stack::uverbs(name, config, shared.clone()).expect("name fits");
+                    let c = hcabus_lab::stack::uverbs(name, config, shared.clone(), Instant::ZERO)
+                        .expect("name fits");
                     s.uverbs.push(Hosted::start(bus, c, hca.clone(), seed));
                 }
                 // The default's clients are the three above; a client of another kind

@@ -179,6 +179,7 @@ fn stack(
             derived_faults: hcabus_sim::DERIVED_FAULTS,
             clients: Vec::new(),
             faults,
+            start: Instant::ZERO,
         },
         ibal: with_ibal.then(IbalConfig::default),
         clients,

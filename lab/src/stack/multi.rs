@@ -85,13 +85,18 @@ fn build_multi_on(
     for d in &setup.disks {
         super::spec::fits(&d.name, d.load.large.max_blocks(), &d.config)?;
     }
+    // The host powers on when its adapters do (the first's instant).
+    let start = setup
+        .adapters
+        .first()
+        .map_or(hcabus::Instant::ZERO, |a| a.stack.sim.start);
     let disks: Vec<LabDisk> = setup
         .disks
         .iter()
         .map(|d| {
             let paths = d.paths.min(MAX_PATHS);
             let max_outstanding = SharedMultipath::capacity(&d.config, paths);
-            let workload = super::workload(&d.load, d.config.lun_id, max_outstanding);
+            let workload = super::workload(&d.load, d.config.lun_id, max_outstanding, start);
             LabDisk {
                 queue: SharedMultipath::new(&d.name, d.config, paths, workload),
                 lun: Lun::new(d.config.lun_id, d.load.n_blocks),

@@ -17,6 +17,7 @@ use crate::ipoib_peer::{IpoibPeer, SteadyTraffic};
 use crate::srp_target::{Lun, Route, SharedAdmission, SrpTarget};
 use crate::user_process::{SteadyProcess, UverbsSpec};
 use hcabus::verbs::Lid;
+use hcabus::Instant;
 use ibal::disk::{DiskConfig, SrpClient};
 use ibal::ibal_client::SharedIbal;
 use ibal::ipoib::{IpoibClient, IpoibConfig};
@@ -37,6 +38,8 @@ pub struct Parts<'a> {
     pub targets: &'a [(Lid, SharedAdmission)],
     /// A fleet's subnet manager and SA, which IPoIB joins its groups through.
     pub subnet: Option<&'a crate::subnet::SharedSubnet>,
+    /// When the host powers on: its workloads and traffic start then.
+    pub start: Instant,
 }
 
 impl Parts<'_> {
@@ -65,9 +68,15 @@ pub struct LabDisk {
     pub lun: Lun,
 }
 
-/// The workload `load` on LUN `lun_id`, with at most `max_outstanding` I/Os owed at once.
-pub fn workload(load: &Load, lun_id: u32, max_outstanding: usize) -> Box<dyn Workload> {
-    Box::new(BlockWorkload::new(WorkloadConfig {
+/// The workload `load` on LUN `lun_id`, with at most `max_outstanding` I/Os owed at once,
+/// its first I/O due at `start` (its host's power-on).
+pub fn workload(
+    load: &Load,
+    lun_id: u32,
+    max_outstanding: usize,
+    start: Instant,
+) -> Box<dyn Workload> {
+    let w = BlockWorkload::new(WorkloadConfig {
         iops: load.iops,
         read_pct: load.read_pct.min(100),
         lun_id,
@@ -75,7 +84,8 @@ pub fn workload(load: &Load, lun_id: u32, max_outstanding: usize) -> Box<dyn Wor
         max_outstanding,
         large: load.large,
         series_buckets: load.series_buckets,
-    }))
+    });
+    Box::new(w.starting_at(start))
 }
 
 /// `target` with the login capacity it shares with other hosts, when it is one of
@@ -88,13 +98,14 @@ fn shared(mut target: SrpTarget, lid: Lid, targets: &[(Lid, SharedAdmission)]) -
 }
 
 /// The disk `name` as `spec` sets it up, on the access layer `ibal`: its target port
-/// (sharing its login capacity when it is one of `targets`) and its workload the lab's.
-/// `None` when the bus would refuse the name.
+/// (sharing its login capacity when it is one of `targets`) and its workload the lab's,
+/// from `start` on. `None` when the bus would refuse the name.
 pub fn disk(
     name: &str,
     spec: &DiskSpec,
     ibal: SharedIbal,
     targets: &[(Lid, SharedAdmission)],
+    start: Instant,
 ) -> Option<SrpClient> {
     let c = &spec.initiator;
     let target = SrpTarget::new(c.target_lid, c.lun_id, spec.load.n_blocks)
@@ -102,7 +113,7 @@ pub fn disk(
         .with_max_blocks(c.max_blocks)
         .with_queue_for(c.slots());
     let target = shared(target, c.target_lid, targets);
-    let workload = workload(&spec.load, c.lun_id, c.slots() as usize);
+    let workload = workload(&spec.load, c.lun_id, c.slots() as usize, start);
     SrpClient::new(name, *c, ibal, target, workload)
 }
 
@@ -128,10 +139,16 @@ impl Default for IpoibSpec {
 }
 
 /// The interface `name` as `spec` sets it up, on the access layer `ibal`, talking to the
-/// lab's peer at its `peer_lid`. `None` when the bus would refuse the name.
-pub fn ipoib(name: &str, spec: &IpoibSpec, ibal: SharedIbal) -> Option<IpoibClient> {
-    let peer = IpoibPeer::new(spec.interface.peer_lid, spec.peer_pps);
-    let traffic = SteadyTraffic::new(spec.pps);
+/// lab's peer at its `peer_lid`, both sending from `start` on. `None` when the bus would
+/// refuse the name.
+pub fn ipoib(
+    name: &str,
+    spec: &IpoibSpec,
+    ibal: SharedIbal,
+    start: Instant,
+) -> Option<IpoibClient> {
+    let peer = IpoibPeer::new(spec.interface.peer_lid, spec.peer_pps).starting_at(start);
+    let traffic = SteadyTraffic::new(spec.pps).starting_at(start);
     IpoibClient::new(
         name,
         spec.interface,
@@ -142,9 +159,15 @@ pub fn ipoib(name: &str, spec: &IpoibSpec, ibal: SharedIbal) -> Option<IpoibClie
 }
 
 /// The user-verbs provider `name` on the access layer `ibal`, with the lab's process as
-/// `spec` sets it up. `None` when the bus would refuse the name.
-pub fn uverbs(name: &str, spec: &UverbsSpec, ibal: SharedIbal) -> Option<UverbsClient> {
-    UverbsClient::new(name, ibal, Some(Box::new(SteadyProcess::new(spec))))
+/// `spec` sets it up, calling from `start` on. `None` when the bus would refuse the name.
+pub fn uverbs(
+    name: &str,
+    spec: &UverbsSpec,
+    ibal: SharedIbal,
+    start: Instant,
+) -> Option<UverbsClient> {
+    let process = SteadyProcess::new(spec).starting_at(start);
+    UverbsClient::new(name, ibal, Some(Box::new(process)))
 }
 
 /// A client's configuration: what the client takes of the adapter, and the client itself.
@@ -295,7 +318,7 @@ impl ClientConfig for DiskSpec {
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
         fits(name, self.load.large.max_blocks(), &self.initiator)?;
-        let client = disk(name, self, on.ibal(name)?, on.targets);
+        let client = disk(name, self, on.ibal(name)?, on.targets, on.start);
         built(name, client.map(|c| on.on_fabric(c)))
     }
 }
@@ -329,7 +352,7 @@ impl ClientConfig for IpoibSpec {
         Some((budget::ipoib(&self.interface), None))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
-        let c = ipoib(name, self, on.ibal(name)?);
+        let c = ipoib(name, self, on.ibal(name)?, on.start);
         built(
             name,
             c.map(|c| match on.subnet {
@@ -345,7 +368,7 @@ impl ClientConfig for UverbsSpec {
         Some((budget::user_verbs(), None))
     }
     fn build(&self, name: &str, on: Parts<'_>) -> Result<Box<dyn StackClient>, BuildError> {
-        built(name, uverbs(name, self, on.ibal(name)?))
+        built(name, uverbs(name, self, on.ibal(name)?, on.start))
     }
 }
 

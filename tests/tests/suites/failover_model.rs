@@ -143,7 +143,12 @@ impl World {
             ..Default::default()
         };
         let max_outstanding = SharedMultipath::capacity(&config, PATHS);
-        let workload = hcabus_lab::stack::workload(&load, config.lun_id, max_outstanding);
+        let workload = hcabus_lab::stack::workload(
+            &load,
+            config.lun_id,
+            max_outstanding,
+            hcabus::Instant::ZERO,
+        );
         let mut mp = SharedMultipath::new("disk", config, PATHS, workload)
             .lock()
             .clone();
