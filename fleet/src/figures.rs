@@ -145,6 +145,9 @@ pub struct FleetFigures {
     /// The PathRecords disks asked for before their logins, and those the SA did not
     /// resolve (each a failed login, retried).
     pub path_records: ibal::disk::PathRecordStats,
+    /// What the boot firmware did in a power-on host by host (`None`: every host powered on
+    /// at once, its operating system's login its first).
+    pub firmware: Option<super::FirmwareFigures>,
     /// Every host's disks, summed.
     pub io: IoStats,
     /// The longest each host's boot disk's paging I/O waited (one still waiting at the end
@@ -310,6 +313,14 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
                 .max(last.as_us());
             (down + fleet.fabric + spread, Duration::from_us(controlled))
         }
+        // Host by host: until the last host's operating system has its ports Active (its
+        // firmware's and its BMC's doing), then that host's own path, login and joins.
+        FleetFault::PowerOn if fleet.staged.is_some() => {
+            let active = fleet.firmware().and_then(|f| f.last_port_active);
+            let outage = active.unwrap_or(fleet.now).saturating_since(r.at);
+            let own = (first_answer + fleet.login).max(sa_takes(fleet.sa_queries_per_host, sa));
+            (outage, own)
+        }
         // Every port trains and is swept from the start.
         FleetFault::PowerOn => (fleet.fabric + spread, after_sweep(every_target())),
         // Until the new master's sweep is done, then every host's joins at the SA.
@@ -469,6 +480,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         ipoib_resets_asked,
         sa_busy,
         path_records,
+        firmware: fleet.firmware(),
         io,
         paging_stall: [
             at(0.5),

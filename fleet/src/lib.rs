@@ -21,6 +21,7 @@ use hcabus_lab::stack::BuildError;
 use hcabus_lab::subnet::SharedSubnet;
 use ibal::retry::RetryPolicy;
 
+mod boot;
 mod fault;
 mod figures;
 mod lanes;
@@ -33,6 +34,7 @@ mod template;
 mod tests;
 mod topology;
 
+pub use boot::{FirmwareFigures, PowerOnSetup};
 pub use fault::{DisksWaited, FleetFault};
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
 use lanes::{Bound, Lane, Window};
@@ -63,6 +65,20 @@ enum Step {
     Fault(FleetFault),
     /// The operator's next look at the rollout.
     RolloutLook,
+    /// A host (its index) powers on (a staged power-on, `boot.rs`)...
+    PowerOn(u32),
+    /// ...its firmware asks the SA for the path to its boot disk (its try `tries`)...
+    FirmwareLookup {
+        host: u32,
+        tries: u8,
+    },
+    /// ...logs in...
+    FirmwareLogin {
+        host: u32,
+        tries: u8,
+    },
+    /// ...and its operating system starts.
+    OsStart(u32),
 }
 
 impl Step {
@@ -70,6 +86,10 @@ impl Step {
         match self {
             Step::Fault(f) => f.name(),
             Step::RolloutLook => "rollout_look",
+            Step::PowerOn(_) => "host_power_on",
+            Step::FirmwareLookup { .. } => "firmware_lookup",
+            Step::FirmwareLogin { .. } => "firmware_login",
+            Step::OsStart(_) => "os_start",
         }
     }
 }
@@ -95,6 +115,9 @@ pub struct FleetSetup {
     /// Every IPoIB interface takes an SA timeout for a hung adapter (the naive policy the
     /// fleet shows the reset-storm cascade with) instead of retrying.
     pub naive_ipoib: bool,
+    /// How the hosts power on: all at once by default, or each after its own delay and
+    /// through its boot firmware (`boot.rs`).
+    pub power_on: PowerOnSetup,
 }
 
 /// Why a fleet could not be built: named by the key of docs/design.md §11's `[fleet]`.
@@ -135,6 +158,8 @@ pub enum FleetError {
     NoDisk,
     #[error("host {0}: {1}")]
     Node(u32, BuildError),
+    #[error("{0}")]
+    PowerOn(&'static str),
 }
 
 /// A fleet's seed for host `i`: a stream of its own for each.
@@ -175,6 +200,8 @@ pub struct Fleet {
     port_ride: Option<Duration>,
     now: Instant,
     end: Instant,
+    /// A power-on host by host (`None`: every host at once, from the fleet's build).
+    staged: Option<std::boxed::Box<boot::Staged>>,
     /// A host livelocked: the run stops there (its checker holds the violation), as one
     /// host's run does, rather than step every other host through the same bug.
     stopped: bool,
@@ -217,17 +244,21 @@ impl Fleet {
             login: setup.host.login(),
             fabric: setup.host.fabric(setup.sm.sweep_base),
             port_ride: setup.host.port_ride(),
+            staged: None,
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
             stopped: false,
         };
         fleet.faults.sort_by_key(|(t, _)| *t);
         for i in 0..setup.hosts {
-            let (host, disk_targets) = template::fleet_host(setup, i, (&shared, &subnet))?;
+            let (host, disk_targets) = template::fleet_host(setup, i, (&shared, &subnet), None)?;
             fleet.hosts.push(host);
             fleet.disk_targets.push(disk_targets);
-            fleet.schedule(i);
+            if !setup.power_on.staged() {
+                fleet.schedule(i);
+            }
         }
+        fleet.stage(setup, &shared, &subnet);
         let all = (0..setup.hosts).collect();
         let boot = Recovery::new(FleetFault::PowerOn, Instant::ZERO, all, fleet.seen());
         fleet.recoveries.push(boot);
@@ -398,6 +429,9 @@ impl Fleet {
     /// Queues host `i` at its next due instant; a host that livelocked stops the fleet (its
     /// checker holds the violation).
     fn schedule(&mut self, i: u32) {
+        if self.powered_off(i) {
+            return;
+        }
         let k = self.lane_of(i);
         if !self.lanes[k].schedule(i, &self.hosts[i as usize], self.now) {
             log::error!("fleet {}: host {i} livelocked; the run stops", self.name);
@@ -411,6 +445,7 @@ impl Fleet {
         let fault = match step {
             Step::Fault(fault) => fault,
             Step::RolloutLook => return self.look_at_rollout(),
+            _ => return self.power_step(step),
         };
         let n = self.hosts.len() as u32;
         let everyone = || (0..n).collect::<Vec<u32>>();
@@ -421,8 +456,10 @@ impl Fleet {
             FleetFault::LinkFlap { .. } => {
                 // Each host at the instant, with what it had due then done, before its
                 // paths are marked: the fault takes them from there.
-                for h in &mut self.hosts {
-                    h.run_until(now);
+                for i in 0..n {
+                    if !self.powered_off(i) {
+                        self.hosts[i as usize].run_until(now);
+                    }
                 }
                 everyone()
             }
@@ -431,7 +468,9 @@ impl Fleet {
                 let on = self.topology.hosts_on(leaf, n, adapters);
                 // As a flap: each host at the instant, with what it had due then done.
                 for h in &on {
-                    self.hosts[*h as usize].run_until(now);
+                    if !self.powered_off(*h) {
+                        self.hosts[*h as usize].run_until(now);
+                    }
                 }
                 on
             }
@@ -481,11 +520,17 @@ impl Fleet {
                 self.subnet.away(now, swept.saturating_since(now));
                 self.subnet
                     .reregister(takeover + self.sm.sweep_base, self.sm.sweep_per_host);
+                if let Some(s) = &mut self.staged {
+                    s.boot.sm_away = Some((now, swept));
+                }
                 // A port that trains meanwhile (a reset, a cable) has no master to sweep it.
                 // One that reassigns LIDs gives each port its new one in the same PortInfo
                 // as its ClientReregister.
                 let renumber = fault.renumbers();
                 for i in 0..self.hosts.len() as u32 {
+                    if self.powered_off(i) {
+                        continue;
+                    }
                     let reached = takeover + self.sm.sweep_base + self.sm.reaches(i);
                     let host = &mut self.hosts[i as usize];
                     host.rewake();
@@ -540,6 +585,9 @@ impl Fleet {
     /// `down`; with every cable its ports come back as the subnet manager's sweep of the
     /// fabric reaches them (a leaf's reboot says its own).
     fn flap(&mut self, i: u32, down: Duration, leaf: Option<u32>) {
+        if self.powered_off(i) {
+            return;
+        }
         let down = match leaf {
             None => down + self.sm.reaches(i),
             Some(_) => down,
@@ -578,6 +626,7 @@ fn check(setup: &FleetSetup) -> Result<(), FleetError> {
     if setup.sm.poll_interval == Duration::ZERO || setup.sm.polls_missed == 0 {
         return Err(FleetError::Polls);
     }
+    setup.power_on.check().map_err(FleetError::PowerOn)?;
     if setup.hosts == 0 || setup.hosts > MAX_HOSTS {
         return Err(FleetError::Hosts(setup.hosts));
     }

@@ -4,7 +4,7 @@
 use std::vec::Vec;
 
 use hcabus::verbs::Lid;
-use hcabus::Duration;
+use hcabus::{Duration, Instant};
 
 use super::{host_seed, FleetError, FleetNode, FleetSetup};
 use hcabus_lab::srp_target::SharedAdmission;
@@ -186,17 +186,25 @@ pub fn multipath_host(iops: u32, pps: u32) -> MultiSetup {
 /// A stack as host `i` of the fleet: the fleet's subnet manager sweeps its ports (its
 /// sweep base, not the single host's own), and they come up at power-on as that sweep
 /// reaches them (`SmSetup::reaches`): down from the start until then, then trained and
-/// swept.
-fn on_fleet_fabric(s: &mut StackSetup, setup: &FleetSetup, i: u32) {
+/// swept. A host that powers on later (`power`: its start, and how long its ports wait for
+/// the sweep that reaches them, `boot.rs`) starts then.
+fn on_fleet_fabric(
+    s: &mut StackSetup,
+    setup: &FleetSetup,
+    i: u32,
+    power: Option<(Instant, Duration)>,
+) {
     let hca = &mut s.sim.hca;
     hca.sm_sweep = setup.sm.sweep_base;
-    let reach = Duration::from_us(1) + setup.sm.reaches(i);
+    let (start, reach) =
+        power.unwrap_or((Instant::ZERO, Duration::from_us(1) + setup.sm.reaches(i)));
+    s.sim.start = start;
     for port in 1..=hca.ports {
         let down = hcabus_sim::Fault::PortDown {
             port,
             duration: reach,
         };
-        s.sim.faults.push((hcabus::Instant::ZERO, down));
+        s.sim.faults.push((start, down));
     }
 }
 
@@ -246,6 +254,7 @@ pub(super) fn fleet_host(
     setup: &FleetSetup,
     i: u32,
     (shared, subnet): (&[(Lid, SharedAdmission)], &SharedSubnet),
+    power: Option<(Instant, Duration)>,
 ) -> Result<(FleetNode, Vec<usize>), FleetError> {
     // The host's view of the SM: where the sweep reaches its ports.
     let subnet = &subnet.for_port(i);
@@ -257,7 +266,7 @@ pub(super) fn fleet_host(
             s.sim.name = name;
             s.sim.seed = seed;
             s.sim.duration = setup.duration;
-            on_fleet_fabric(&mut s, setup, i);
+            on_fleet_fabric(&mut s, setup, i, power);
             let targets = place(setup, i, &mut [&mut s], 0);
             let host = stack::build_fleet_host(&s, shared, Some(subnet))
                 .map_err(|e| FleetError::Node(i, e))?;
@@ -272,7 +281,7 @@ pub(super) fn fleet_host(
             }
             for a in &mut m.adapters {
                 a.stack.sim.duration = setup.duration;
-                on_fleet_fabric(&mut a.stack, setup, i);
+                on_fleet_fabric(&mut a.stack, setup, i, power);
             }
             let mut stacks: Vec<&mut StackSetup> =
                 m.adapters.iter_mut().map(|a| &mut a.stack).collect();

@@ -52,6 +52,7 @@ pub(super) fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPoli
         sm: SmSetup::default(),
         hosts_per_leaf: 20,
         naive_ipoib: false,
+        power_on: PowerOnSetup::default(),
     }
 }
 
@@ -521,6 +522,7 @@ fn faults_the_fleet_makes_itself_are_refused_from_a_setup() {
 
 mod lanes;
 mod leaf;
+mod power;
 mod ride;
 mod subnet;
 

@@ -380,6 +380,13 @@ fn subnet_rows(t: &mut comfy_table::Table, runs: &[FleetRun]) {
     row("logins' PathRecords (unresolved)", &|f| {
         format!("{} ({})", f.path_records.queries, f.path_records.failed)
     });
+    if runs.iter().any(|r| r.figures.firmware.is_some()) {
+        row("firmware logins (retries, boots failed)", &|f| {
+            f.firmware.map_or("-".into(), |fw| {
+                format!("{} ({}, {})", fw.logins, fw.retries, fw.boot_failures)
+            })
+        });
+    }
 }
 
 /// The rollout's rows: how far it got and how long it took, its peak against its limit, the

@@ -119,6 +119,13 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "failed": f.path_records.failed,
             "rescans": f.path_records.rescans,
         },
+        "firmware": f.firmware.map(|fw| json!({
+            "logins": fw.logins,
+            "retries": fw.retries,
+            "boot_failures": fw.boot_failures,
+            "last_os_start_ms": fw.last_os_start.map(|t| t.as_us() as f64 / 1e3),
+            "last_port_active_ms": fw.last_port_active.map(|t| t.as_us() as f64 / 1e3),
+        })),
         "io": {
             "submitted": io.submitted,
             "completed": io.completed,

@@ -4,8 +4,8 @@
 use hcabus::verbs::RcTransport;
 use hcabus::{Duration, Instant};
 use hcabus_fleet::{
-    boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, SmSetup, TargetSetup,
-    Topology, MAX_HOSTS, MAX_HOSTS_PER_LEAF, MAX_TARGETS,
+    boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, PowerOnSetup, SmSetup,
+    TargetSetup, Topology, MAX_HOSTS, MAX_HOSTS_PER_LEAF, MAX_TARGETS,
 };
 use hcabus_lab::baselines;
 use hcabus_lab::srp_target::{Admission, LoginCapacity};
@@ -68,6 +68,11 @@ struct FleetKeys {
     /// Every adapter's transport timer (as `[hca]`'s): what a link flap it rides.
     local_ack_timeout: Option<u8>,
     retry_count: Option<u8>,
+    /// Each host's power-restore delay, drawn from [least, most] (none by default).
+    #[serde(default)]
+    power_on_delay_ms: [u64; 2],
+    /// The boot firmware logs each host's boot disk in and loads the OS this long.
+    firmware_boot_ms: Option<u64>,
 }
 
 /// `[fleet.sm]`: the subnet manager and its SA; what is not given keeps OpenSM's default.
@@ -203,10 +208,33 @@ pub fn parse(text: &str) -> Result<FleetScenario, ScenarioError> {
         sm: sm(&keys.sm)?,
         hosts_per_leaf: keys.hosts_per_leaf,
         naive_ipoib: false,
+        power_on: power_on(keys)?,
     };
     Ok(FleetScenario {
         policies: policies(keys)?,
         setup,
+    })
+}
+
+/// How the hosts power on: all at once unless a delay or the boot firmware is given.
+fn power_on(keys: &FleetKeys) -> Result<PowerOnSetup, ScenarioError> {
+    let [least, most] = keys.power_on_delay_ms;
+    const HOUR_MS: u64 = 3_600_000;
+    if least > most || most > HOUR_MS {
+        return Err(err(
+            "fleet.power_on_delay_ms",
+            "must be [least, most] with least <= most <= 3600000",
+        ));
+    }
+    if keys
+        .firmware_boot_ms
+        .is_some_and(|ms| ms == 0 || ms > HOUR_MS)
+    {
+        return Err(err("fleet.firmware_boot_ms", "must be 1..=3600000"));
+    }
+    Ok(PowerOnSetup {
+        delay: (Duration::from_ms(least), Duration::from_ms(most)),
+        firmware: keys.firmware_boot_ms.map(Duration::from_ms),
     })
 }
 

@@ -351,7 +351,17 @@ fn the_table_and_the_picture_show_each_policy() {
 #[test]
 fn a_bad_fleet_file_is_refused_by_key() {
     let good = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
-    let cases: [(&str, &str, &str); 22] = [
+    let cases: [(&str, &str, &str); 24] = [
+        (
+            "hosts = 100",
+            "hosts = 100\npower_on_delay_ms = [2000, 1000]",
+            "fleet.power_on_delay_ms",
+        ),
+        (
+            "hosts = 100",
+            "hosts = 100\nfirmware_boot_ms = 0",
+            "fleet.firmware_boot_ms",
+        ),
         (
             "kind = \"link_flap\"",
             "kind = \"link_flap\"\nreassign_lids = true",
@@ -516,6 +526,62 @@ fn a_rollout_activates_every_adapter_and_keeps_every_boot_disk_on_a_path() {
 /// (a target restart while every disk is still logging in at power-on, an SA overload) says
 /// it had no host to recover, with no ratio, in the table and in the JSON, instead of "back
 /// after 0 s, 0.00x the minimum" or nothing at all.
+/// `small.toml` with its hosts booting from SAN through their firmware: each boot disk is
+/// logged in by the firmware first (the table's row and the JSON's `firmware`), the target
+/// takes a login more a host, and the power-on is back later by the OS's load at least.
+#[test]
+fn a_power_on_through_the_boot_firmware_logs_every_boot_disk_in_twice() {
+    let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
+    let run = |extra: &str| {
+        let text = small.replace(
+            "hosts = 100",
+            &format!("hosts = 100\ncompare = [\"backoff\"]{extra}"),
+        );
+        let file = std::env::temp_dir().join(format!(
+            "hcasim-firmware{}-{}.toml",
+            extra.len(),
+            std::process::id()
+        ));
+        std::fs::write(&file, text).expect("a scratch file");
+        let path = file.to_str().expect("utf-8");
+        let table = hcasim(&["fleet", path]);
+        let doc = json_of(&hcasim(&["fleet", path, "--json"]));
+        let _ = std::fs::remove_file(&file);
+        (String::from_utf8_lossy(&table.stdout).into_owned(), doc)
+    };
+    let (table, doc) = run("\nfirmware_boot_ms = 5000");
+    let (plain_table, plain) = run("");
+    every_run_keeps_the_fleet_guarantees(&doc);
+    assert!(
+        table.contains("firmware logins (retries, boots failed)"),
+        "{table}"
+    );
+    assert!(!plain_table.contains("firmware logins"), "{plain_table}");
+    let fw = &doc["runs"][0]["firmware"];
+    assert_eq!(
+        (&fw["logins"], &fw["boot_failures"]),
+        (&100.into(), &0.into()),
+        "{fw}"
+    );
+    assert!(plain["runs"][0]["firmware"].is_null());
+    let accepted = |d: &Value| f(&d["runs"][0]["targets"][0]["accepted"]);
+    assert_eq!(accepted(&doc), accepted(&plain) + 100.0);
+    let power = |d: &Value| d["runs"][0]["faults"][0].clone();
+    let (with, without) = (power(&doc), power(&plain));
+    assert_eq!(
+        (&with["kind"], &with["back"]),
+        (&"power_on".into(), &100.into())
+    );
+    assert!(
+        f(&with["all_back_ms"]) >= f(&without["all_back_ms"]) + 5_000.0,
+        "{with} {without}"
+    );
+    assert!(
+        f(&with["outage_ms"]) >= f(&fw["last_os_start_ms"]),
+        "{with} {fw}"
+    );
+}
+
 /// `small.toml` on a fabric whose transport rides 15 s (`local_ack_timeout = 19`): its
 /// 500 ms link flap is ridden by every disk (the table's row and the JSON's `paths_ridden`),
 /// with no login; under the default transport, none is, and the table has no such row.
