@@ -379,6 +379,13 @@ impl Fleet {
             .is_some_and(|s| !matches!(s.boot.phase[i as usize], Phase::Running(_)))
     }
 
+    /// How the hosts power on.
+    pub fn power_on(&self) -> PowerOnSetup {
+        self.staged
+            .as_ref()
+            .map_or(PowerOnSetup::default(), |s| s.boot.setup)
+    }
+
     /// What the staged power-on's firmware did (`None`: every host powered on at once).
     pub fn firmware(&self) -> Option<FirmwareFigures> {
         self.staged.as_ref().map(|s| s.boot.figures)

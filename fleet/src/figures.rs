@@ -148,6 +148,8 @@ pub struct FleetFigures {
     /// What the boot firmware did in a power-on host by host (`None`: every host powered on
     /// at once, its operating system's login its first).
     pub firmware: Option<super::FirmwareFigures>,
+    /// How the hosts powered on.
+    pub power_on: super::PowerOnSetup,
     /// Every host's disks, summed.
     pub io: IoStats,
     /// The longest each host's boot disk's paging I/O waited (one still waiting at the end
@@ -481,6 +483,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         sa_busy,
         path_records,
         firmware: fleet.firmware(),
+        power_on: fleet.power_on(),
         io,
         paging_stall: [
             at(0.5),

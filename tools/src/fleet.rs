@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Mutex;
 
-use hcabus_fleet::{FaultFigures, Fleet, FleetFault, FleetFigures};
+use hcabus_fleet::{FaultFigures, Fleet, FleetFault, FleetFigures, PowerOnSetup};
 use hcabus_lab::baselines::fixed_wait;
 use ibal::retry::RetryPolicy;
 use serde_json::Value;
@@ -154,7 +154,29 @@ fn secs(d: Option<hcabus::Duration>) -> String {
     d.map_or("-".into(), |d| format!("{:.3} s", d.as_us() as f64 / 1e6))
 }
 
-fn fault_words(f: &FaultFigures) -> String {
+/// How the fleet powered on, in the table's words.
+fn power_on_words(p: PowerOnSetup) -> String {
+    let s = |d: hcabus::Duration| d.as_us() as f64 / 1e6;
+    let when = if p.delay.1 > hcabus::Duration::ZERO {
+        format!(
+            "each host powers on {:.0} to {:.0} s in",
+            s(p.delay.0),
+            s(p.delay.1)
+        )
+    } else {
+        "every host powers on at 0 s".into()
+    };
+    match p.firmware {
+        Some(load) => format!(
+            "{when}, its firmware logs the boot disk in and loads the OS for {:.0} s",
+            s(load)
+        ),
+        None if p.delay.1 > hcabus::Duration::ZERO => when,
+        None => format!("{when} (a boot storm)"),
+    }
+}
+
+fn fault_words(f: &FaultFigures, power_on: PowerOnSetup) -> String {
     let at = f.at.as_us() as f64 / 1e6;
     match f.fault {
         FleetFault::TargetRestart { target, down } => format!(
@@ -169,7 +191,7 @@ fn fault_words(f: &FaultFigures) -> String {
             "leaf switch {leaf} reboots at {at:.3} s, down {:.3} s",
             down.as_us() as f64 / 1e6
         ),
-        FleetFault::PowerOn => "every host powers on at 0 s (a boot storm)".into(),
+        FleetFault::PowerOn => power_on_words(power_on),
         FleetFault::SmHandover {
             reassign_lids: false,
         } => format!(
@@ -247,7 +269,7 @@ fn seed_table(runs: &[FleetRun]) -> String {
         t.add_row(r);
     };
     for (k, ff) in first.figures.faults.iter().enumerate() {
-        t.add_row(vec![fault_words(ff)]);
+        t.add_row(vec![fault_words(ff, first.figures.power_on)]);
         row(&mut t, "  hosts back / that lost a path", &|r| {
             format!("{}/{}", fault_of(r, k).back, fault_of(r, k).hosts)
         });

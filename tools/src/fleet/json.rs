@@ -120,6 +120,8 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "rescans": f.path_records.rescans,
         },
         "firmware": f.firmware.map(|fw| json!({
+            "delay_ms": [ms(f.power_on.delay.0), ms(f.power_on.delay.1)],
+            "firmware_boot_ms": f.power_on.firmware.map(ms),
             "logins": fw.logins,
             "retries": fw.retries,
             "boot_failures": fw.boot_failures,
