@@ -14,6 +14,7 @@
 //! host that is still off does not reach it, but a subnet manager away meanwhile does (its
 //! ports wait for a master).
 
+use std::string::String;
 use std::vec::Vec;
 
 use hcabus::{Duration, Instant};
@@ -22,8 +23,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use hcabus::verbs::Lid;
-use hcabus_lab::srp_target::SharedAdmission;
+use hcabus_lab::srp_target::{Admission, LoginCapacity, SharedAdmission};
 use hcabus_lab::subnet::SharedSubnet;
+use std::collections::BinaryHeap;
 
 use super::{template, Fleet, FleetSetup, SmSetup, Step};
 
@@ -127,6 +129,8 @@ pub struct FirmwareFigures {
     pub retries: u64,
     /// Hosts whose firmware gave the boot disk up after its last try: never started.
     pub boot_failures: u64,
+    /// Hosts still off at the run's end (their delay or their firmware not done yet).
+    pub still_off: u64,
     /// When the last host's operating system started (none yet: `None`).
     pub last_os_start: Option<Instant>,
     /// When the last host's ports were Active under its operating system.
@@ -179,11 +183,8 @@ impl Boot {
         let (sm, hosts, link_up) = fabric;
         match (self.setup.firmware, self.boot_target[i as usize]) {
             (Some(_), Some(_)) => {
-                let reached = self.sweeps.reach(now + link_up, i, sm, hosts);
-                Next::Step(
-                    reached + sm.sweep_base,
-                    Step::FirmwareLookup { host: i, tries: 0 },
-                )
+                let active = self.active_at(now + link_up, i, (sm, hosts));
+                Next::Step(active, Step::FirmwareLookup { host: i, tries: 0 })
             }
             _ => self.os_starts(i, now, fabric),
         }
@@ -194,7 +195,12 @@ impl Boot {
     pub(super) fn looked_up(&mut self, i: u32, tries: u8, now: Instant, answer: SaAnswer) -> Next {
         match answer {
             SaAnswer::At(t) if t <= now + FIRMWARE_LOOKUP_TIMEOUT => {
-                Next::Step(t, Step::FirmwareLogin { host: i, tries })
+                let login = Step::FirmwareLogin {
+                    host: i,
+                    tries,
+                    asked: now,
+                };
+                Next::Step(t, login)
             }
             SaAnswer::At(_) | SaAnswer::Lost => {
                 self.failed(i, tries, now + FIRMWARE_LOOKUP_TIMEOUT)
@@ -251,19 +257,99 @@ impl Boot {
     ) -> Next {
         let (sm, hosts, link_up) = fabric;
         let trained = now + link_up;
-        let mut reached = self.sweeps.reach(trained, i, sm, hosts);
-        if let Some((gone, back)) = self.sm_away {
-            if gone <= reached && reached < back {
-                reached = back;
-            }
-        }
+        let active = self.active_at(trained, i, (sm, hosts));
         self.phase[i as usize] = Phase::Running(now);
         let f = &mut self.figures;
         f.last_os_start = f.last_os_start.max(Some(now));
-        f.last_port_active = f.last_port_active.max(Some(reached + sm.sweep_base));
+        f.last_port_active = f.last_port_active.max(Some(active));
+        // The adapter's model trains the port when its cable is back, then adds the sweep's
+        // base: the cable is out until the sweep reaches it.
+        let reached = active.saturating_since(trained + sm.sweep_base);
         Next::OsStarts {
-            pulled_for: reached.saturating_since(trained) + Duration::from_us(1),
+            pulled_for: reached + Duration::from_us(1),
         }
+    }
+
+    /// When host `i`'s port trained at `trained` is Active: a sweep reaches it, then the
+    /// sweep's base; or, if that falls while no master is there, once one is back (as the
+    /// adapter's own model has it, `SimPorts::swept_at`).
+    fn active_at(&mut self, trained: Instant, i: u32, (sm, hosts): (&SmSetup, u32)) -> Instant {
+        let active = self.sweeps.reach(trained, i, sm, hosts) + sm.sweep_base;
+        match self.sm_away {
+            Some((gone, back)) if gone <= active && active < back => back,
+            _ => active,
+        }
+    }
+}
+
+/// What the fabric and the firmware alone would make of the power-on, with no operating
+/// system's login in the way: when the first and the last host's ports are Active under
+/// their operating systems. The same rules as the run (the sweeps, each target's capacity,
+/// iPXE's tries), with the SA answering each lookup in its own time; what the run takes
+/// past it is the policies' doing. `None` when no host would start.
+pub(super) struct Ideal<'a> {
+    pub(super) power_on: PowerOnSetup,
+    pub(super) starts: &'a [Instant],
+    pub(super) boot_target: &'a [Option<usize>],
+    pub(super) capacities: &'a [LoginCapacity],
+    pub(super) sm: &'a SmSetup,
+    /// A link's training, a login, the SA's answer to one query.
+    pub(super) link_up: Duration,
+    pub(super) login: Duration,
+    pub(super) lookup: Duration,
+}
+
+/// An event of the ideal power-on: (instant, host, what): a port trained under the firmware
+/// (0), a firmware login tried (1 + the try), a port trained under the OS (`u8::MAX`).
+type IdealEvent = core::cmp::Reverse<(Instant, u32, u8)>;
+
+impl Ideal<'_> {
+    pub(super) fn active(&self) -> Option<(Instant, Instant)> {
+        const OS: u8 = u8::MAX;
+        let hosts = self.starts.len() as u32;
+        let mut admissions: Vec<Admission> = self
+            .capacities
+            .iter()
+            .filter_map(|c| Admission::new(*c).ok())
+            .collect();
+        let mut events: BinaryHeap<IdealEvent> = BinaryHeap::with_capacity(self.starts.len());
+        for (i, p) in self.starts.iter().enumerate() {
+            let firmware = self.power_on.firmware.is_some() && self.boot_target[i].is_some();
+            let what = if firmware { 0 } else { OS };
+            events.push(core::cmp::Reverse((*p + self.link_up, i as u32, what)));
+        }
+        let (mut sweeps, mut span) = (Sweeps::default(), None::<(Instant, Instant)>);
+        let load = self.power_on.firmware.unwrap_or(Duration::ZERO);
+        while let Some(core::cmp::Reverse((at, i, what))) = events.pop() {
+            let next = match what {
+                OS => {
+                    let active = sweeps.reach(at, i, self.sm, hosts) + self.sm.sweep_base;
+                    span = Some(
+                        span.map_or((active, active), |(a, b)| (a.min(active), b.max(active))),
+                    );
+                    continue;
+                }
+                0 => (
+                    sweeps.reach(at, i, self.sm, hosts) + self.sm.sweep_base + self.lookup,
+                    1,
+                ),
+                tried => {
+                    let t = self.boot_target[i as usize].unwrap_or(0);
+                    let accepted = admissions
+                        .get_mut(t)
+                        .is_some_and(|a| a.try_login(at, self.login).is_ok());
+                    if accepted {
+                        (at + self.login + load + self.link_up, OS)
+                    } else if tried <= FIRMWARE_RETRIES {
+                        (at + FIRMWARE_REOPEN_DELAY + self.lookup, tried + 1)
+                    } else {
+                        continue;
+                    }
+                }
+            };
+            events.push(core::cmp::Reverse((next.0, i, next.1)));
+        }
+        span
     }
 }
 
@@ -272,6 +358,12 @@ impl Boot {
 #[derive(Debug)]
 pub(super) struct Staged {
     pub(super) boot: Boot,
+    /// When the first and the last host's ports would be Active with the fabric and the
+    /// firmware alone ([`Ideal`]): the power-on's minimum.
+    pub(super) ideal: Option<(Instant, Instant)>,
+    /// Hosts that could not be built again at their operating system's start (a broken
+    /// invariant: the same template built them once), each with why: the run stops there.
+    pub(super) not_started: Vec<String>,
     setup: FleetSetup,
     shared: Vec<(Lid, SharedAdmission)>,
     subnet: SharedSubnet,
@@ -288,7 +380,7 @@ impl Fleet {
         if !setup.power_on.staged() {
             return;
         }
-        let boot_target = self
+        let boot_target: Vec<Option<usize>> = self
             .hosts
             .iter()
             .zip(&self.disk_targets)
@@ -297,31 +389,51 @@ impl Fleet {
                 targets.get(k).copied()
             })
             .collect();
-        for (i, at) in setup
-            .power_on
-            .delays(setup.seed, setup.hosts)
-            .into_iter()
-            .enumerate()
-        {
-            self.insert_step(at, Step::PowerOn(i as u32));
+        let starts = setup.power_on.delays(setup.seed, setup.hosts);
+        let capacities: Vec<LoginCapacity> = setup.targets.iter().map(|t| t.capacity).collect();
+        let ideal = Ideal {
+            power_on: setup.power_on,
+            starts: &starts,
+            boot_target: &boot_target,
+            capacities: &capacities,
+            sm: &self.sm,
+            link_up: self.link_up(),
+            login: self.login,
+            lookup: super::figures::sa_takes(1, &self.sm.sa),
         }
+        .active();
+        // Every host's power-on at once, then in order of their instants (a stable sort
+        // keeps the setup's faults before a power-on at the same instant).
+        let steps = starts
+            .iter()
+            .enumerate()
+            .map(|(i, at)| (*at, Step::PowerOn(i as u32)));
+        self.faults.extend(steps);
+        self.faults[self.next_fault..].sort_by_key(|(t, _)| *t);
         self.staged = Some(std::boxed::Box::new(Staged {
             boot: Boot::new(setup.power_on, boot_target),
+            ideal,
             setup: setup.clone(),
             shared: shared.to_vec(),
             subnet: subnet.clone(),
+            not_started: Vec::new(),
         }));
+    }
+
+    /// A link's training: the fabric's time to an Active port less the sweep's base.
+    fn link_up(&self) -> Duration {
+        Duration::from_us(
+            self.fabric
+                .as_us()
+                .saturating_sub(self.sm.sweep_base.as_us()),
+        )
     }
 
     /// A step of the staged power-on.
     pub(super) fn power_step(&mut self, step: Step) {
         let now = self.now;
         let hosts = self.hosts.len() as u32;
-        let link_up = Duration::from_us(
-            self.fabric
-                .as_us()
-                .saturating_sub(self.sm.sweep_base.as_us()),
-        );
+        let link_up = self.link_up();
         let Some(staged) = &mut self.staged else {
             return;
         };
@@ -333,11 +445,15 @@ impl Fleet {
                 let answer = staged.subnet.query(now, FIRMWARE_LOOKUP_TIMEOUT);
                 (host, boot.looked_up(host, tries, now, answer))
             }
-            Step::FirmwareLogin { host, tries } => {
-                let accepted = boot.boot_target[host as usize].and_then(|t| {
-                    let mut a = self.targets[t].1.lock();
-                    a.try_login(now, self.login).ok().map(|()| self.login)
-                });
+            // An answer a master's failure cut off on its way never came: a failed try.
+            Step::FirmwareLogin { host, tries, asked } => {
+                let answered = staged.subnet.survived(asked, now);
+                let accepted = boot.boot_target[host as usize]
+                    .filter(|_| answered)
+                    .and_then(|t| {
+                        let mut a = self.targets[t].1.lock();
+                        a.try_login(now, self.login).ok().map(|()| self.login)
+                    });
                 (host, boot.logged_in(host, tries, now, accepted))
             }
             Step::OsStart(i) => (i, boot.os_starts(i, now, fabric)),
@@ -363,9 +479,15 @@ impl Fleet {
                 self.hosts[i as usize] = host;
                 self.schedule(i);
             }
-            // Built once already from the same template: only a broken invariant lands here.
+            // Built once already from the same template: only a broken invariant lands here,
+            // and the run stops with it counted as a violation.
             Err(e) => {
                 log::error!("fleet {}: host {i} could not start: {e}", self.name);
+                if let Some(staged) = &mut self.staged {
+                    staged
+                        .not_started
+                        .push(std::format!("host{i}: could not start: {e}"));
+                }
                 self.stopped = true;
             }
         }
@@ -379,6 +501,16 @@ impl Fleet {
             .is_some_and(|s| !matches!(s.boot.phase[i as usize], Phase::Running(_)))
     }
 
+    /// The first and the last host's ports Active with the fabric and the firmware alone.
+    pub(super) fn ideal_active(&self) -> Option<(Instant, Instant)> {
+        self.staged.as_ref().and_then(|s| s.ideal)
+    }
+
+    /// Hosts that could not be built again at their start, each with why.
+    pub(super) fn not_started(&self) -> &[String] {
+        self.staged.as_ref().map_or(&[], |s| &s.not_started)
+    }
+
     /// How the hosts power on.
     pub fn power_on(&self) -> PowerOnSetup {
         self.staged
@@ -388,7 +520,10 @@ impl Fleet {
 
     /// What the staged power-on's firmware did (`None`: every host powered on at once).
     pub fn firmware(&self) -> Option<FirmwareFigures> {
-        self.staged.as_ref().map(|s| s.boot.figures)
+        self.staged.as_ref().map(|s| FirmwareFigures {
+            still_off: s.boot.phase.iter().filter(|p| **p == Phase::Off).count() as u64,
+            ..s.boot.figures
+        })
     }
 }
 
@@ -469,7 +604,14 @@ mod tests {
         let ok = b.looked_up(0, 0, at(0), SaAnswer::At(at(3)));
         assert_eq!(
             ok,
-            Next::Step(at(3), Step::FirmwareLogin { host: 0, tries: 0 })
+            Next::Step(
+                at(3),
+                Step::FirmwareLogin {
+                    host: 0,
+                    tries: 0,
+                    asked: at(0)
+                }
+            )
         );
         let login = b.logged_in(0, 0, at(3), Some(Duration::from_ms(20)));
         assert_eq!(login, Next::Step(at(20_023), Step::OsStart(0)));

@@ -218,7 +218,7 @@ fn logins_take(logins: u64, capacity: LoginCapacity, login: Duration) -> Duratio
 /// each off QP1 in turn and the SA serves them in turn, the two in a pipeline, so the last
 /// is answered one receive and one service after the slower of the two has passed over
 /// every one before it.
-fn sa_takes(queries: u64, sa: &SaSetup) -> Duration {
+pub(super) fn sa_takes(queries: u64, sa: &SaSetup) -> Duration {
     let Some(before) = queries.checked_sub(1) else {
         return Duration::ZERO;
     };
@@ -317,11 +317,17 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
         }
         // Host by host: until the last host's operating system has its ports Active (its
         // firmware's and its BMC's doing), then that host's own path, login and joins.
+        // The outage is what the fabric and the firmware alone make of it (`boot::Ideal`),
+        // whatever the policy's logins did to the firmware's; the policy's part is the
+        // last host's own lookup and login, or every login at the targets' capacity from
+        // the first host's start if that ends later.
         FleetFault::PowerOn if fleet.staged.is_some() => {
-            let active = fleet.firmware().and_then(|f| f.last_port_active);
-            let outage = active.unwrap_or(fleet.now).saturating_since(r.at);
+            let (first, last) = fleet.ideal_active().unwrap_or((fleet.now, fleet.now));
+            let outage = last.saturating_since(r.at);
             let own = (first_answer + fleet.login).max(sa_takes(fleet.sa_queries_per_host, sa));
-            (outage, own)
+            let all = first.saturating_since(r.at) + every_target();
+            let bound = Duration::from_us(all.as_us().saturating_sub(outage.as_us()));
+            (outage, own.max(bound))
         }
         // Every port trains and is swept from the start.
         FleetFault::PowerOn => (fleet.fabric + spread, after_sweep(every_target())),
@@ -432,6 +438,12 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
             if quoted.len() < QUOTED_VIOLATIONS {
                 quoted.push(std::format!("{}: {v}", h.name()));
             }
+        }
+    }
+    for v in fleet.not_started() {
+        violations += 1;
+        if quoted.len() < QUOTED_VIOLATIONS {
+            quoted.push(v.clone());
         }
     }
     let (sa, sa_queued) = fleet.subnet.stats(fleet.now);

@@ -72,10 +72,11 @@ enum Step {
         host: u32,
         tries: u8,
     },
-    /// ...logs in...
+    /// ...logs in with the path the SA answered the lookup made at `asked` with...
     FirmwareLogin {
         host: u32,
         tries: u8,
+        asked: Instant,
     },
     /// ...and its operating system starts.
     OsStart(u32),
@@ -441,7 +442,12 @@ impl Fleet {
 
     fn apply(&mut self, step: Step) {
         let now = self.now;
-        log::warn!("[{now}] fleet {}: {}", self.name, step.name());
+        match step {
+            Step::Fault(_) | Step::RolloutLook => {
+                log::warn!("[{now}] fleet {}: {}", self.name, step.name())
+            }
+            _ => log::debug!("[{now}] fleet {}: {}", self.name, step.name()),
+        }
         let fault = match step {
             Step::Fault(fault) => fault,
             Step::RolloutLook => return self.look_at_rollout(),
@@ -481,6 +487,11 @@ impl Fleet {
                 Vec::new()
             }
         };
+        // A host still off is no host the fault reached (`boot.rs`).
+        let affected: Vec<u32> = affected
+            .into_iter()
+            .filter(|h| !self.powered_off(*h))
+            .collect();
         // Every fault the file names has its row, one that took no host's path too (a
         // target no disk uses, every disk already down): the report says it had no host
         // to recover rather than leave it out.
@@ -506,8 +517,10 @@ impl Fleet {
                 let on = self
                     .topology
                     .hosts_on(leaf, self.hosts.len() as u32, adapters);
-                // The leaf's ports come back as the master's sweep reaches them, in turn.
-                for (k, i) in on.into_iter().enumerate() {
+                // The leaf's ports come back as the master's sweep reaches them, in turn
+                // (those of hosts still off are not there to sweep).
+                let on = on.into_iter().filter(|h| !self.powered_off(*h));
+                for (k, i) in on.collect::<Vec<u32>>().into_iter().enumerate() {
                     let down = down + self.sm.reaches(k as u32);
                     self.flap(i, down, Some(leaf));
                 }
@@ -548,7 +561,9 @@ impl Fleet {
             FleetFault::SaOverload { down } => self.subnet.away(now, down),
             FleetFault::PowerOn => {}
             FleetFault::Rollout { max_per_target } => {
-                let r = rollout::Rollout::new(&self.hosts, self.targets.len(), max_per_target, now);
+                let running = |h| !self.powered_off(h);
+                let limits = (self.targets.len(), max_per_target);
+                let r = rollout::Rollout::new(&self.hosts, &running, limits, now);
                 self.rollout = Some(r);
                 self.look_at_rollout();
             }

@@ -62,11 +62,18 @@ pub struct Rollout {
 }
 
 impl Rollout {
-    /// Every adapter of every host, host by host.
-    pub fn new(hosts: &[FleetNode], targets: usize, max_per_target: u32, now: Instant) -> Self {
+    /// Every adapter of every host `running` says is up (one still off, or whose boot
+    /// failed, has no firmware of the old kind to replace), host by host.
+    pub fn new(
+        hosts: &[FleetNode],
+        running: &dyn Fn(u32) -> bool,
+        (targets, max_per_target): (usize, u32),
+        now: Instant,
+    ) -> Self {
         let pending: VecDeque<(u32, usize)> = hosts
             .iter()
             .enumerate()
+            .filter(|(h, _)| running(*h as u32))
             .flat_map(|(h, host)| (0..host.adapter_count()).map(move |a| (h as u32, a)))
             .collect();
         Rollout {

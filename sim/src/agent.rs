@@ -118,6 +118,11 @@ impl ScriptedAgent {
 
 impl<B: BusHandle + ?Sized> Client<B> for ScriptedAgent {
     fn start(&mut self, bus: &mut B) {
+        // A period counts from the client's start: a host that powers on late asks no
+        // sooner than a period in.
+        if let (None, Some(every)) = (self.behavior.request_reset_at, self.behavior.request_every) {
+            self.next_request = Some(bus.now() + every);
+        }
         match bus.register(self.desc) {
             Ok(r) => self.id = Some(r.id),
             Err(_) => self.refusals += 1,

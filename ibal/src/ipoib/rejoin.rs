@@ -166,7 +166,8 @@ pub struct Rejoin {
 
 impl Rejoin {
     pub fn new(subnet: Arc<dyn SubnetAdmin>, on_timeout: OnSaTimeout, timeout: Duration) -> Self {
-        // Built with its host, before anything ran.
+        // Those set before time began; its start syncs it again once its queue pair is up
+        // (a host that powers on late has missed every one before).
         let seen = subnet.reregistrations(Instant::ZERO);
         Rejoin {
             subnet,

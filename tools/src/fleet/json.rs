@@ -125,6 +125,7 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "logins": fw.logins,
             "retries": fw.retries,
             "boot_failures": fw.boot_failures,
+            "still_off": fw.still_off,
             "last_os_start_ms": fw.last_os_start.map(|t| t.as_us() as f64 / 1e3),
             "last_port_active_ms": fw.last_port_active.map(|t| t.as_us() as f64 / 1e3),
         })),
