@@ -337,9 +337,9 @@ impl Ideal<'_> {
                     let t = self.boot_target[i as usize].unwrap_or(0);
                     let accepted = admissions
                         .get_mut(t)
-                        .is_some_and(|a| a.try_login(at, self.login).is_ok());
-                    if accepted {
-                        (at + self.login + load + self.link_up, OS)
+                        .and_then(|a| a.try_login(at, self.login).ok());
+                    if let Some(wait) = accepted {
+                        (at + wait + self.login + load + self.link_up, OS)
                     } else if tried <= FIRMWARE_RETRIES {
                         (at + FIRMWARE_REOPEN_DELAY + self.lookup, tried + 1)
                     } else {
@@ -452,7 +452,8 @@ impl Fleet {
                     .filter(|_| answered)
                     .and_then(|t| {
                         let mut a = self.targets[t].1.lock();
-                        a.try_login(now, self.login).ok().map(|()| self.login)
+                        let wait = a.try_login(now, self.login).ok()?;
+                        Some(wait + self.login)
                     });
                 (host, boot.logged_in(host, tries, now, accepted))
             }

@@ -150,6 +150,8 @@ pub struct FleetFigures {
     pub firmware: Option<super::FirmwareFigures>,
     /// How the hosts powered on.
     pub power_on: super::PowerOnSetup,
+    /// Logins a queueing target would have answered only after the initiator's CM gave up.
+    pub logins_answered_late: u64,
     /// Every host's disks, summed.
     pub io: IoStats,
     /// The longest each host's boot disk's paging I/O waited (one still waiting at the end
@@ -415,6 +417,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
     let mut io = IoStats::default();
     let (mut resets, mut checked, mut violations, mut model_overflows) = (0, 0, 0, 0);
     let (mut sa_timeouts, mut sa_busy, mut ipoib_resets_asked) = (0, 0, 0);
+    let mut late = 0;
     let mut path_records = ibal::disk::PathRecordStats::default();
     let mut quoted = Vec::new();
     for h in &fleet.hosts {
@@ -425,6 +428,9 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
             sa_timeouts += u64::from(s.sa_timeouts);
             sa_busy += u64::from(s.sa_busy);
             ipoib_resets_asked += u64::from(s.resets_asked);
+        }
+        for d in h.disks() {
+            late += u64::from(d.disk().stats().logins_answered_late);
         }
         for p in h.disks().filter_map(|d| d.path_records()) {
             path_records.queries += p.queries;
@@ -495,6 +501,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         sa_busy,
         path_records,
         firmware: fleet.firmware(),
+        logins_answered_late: late,
         power_on: fleet.power_on(),
         io,
         paging_stall: [
@@ -532,6 +539,7 @@ mod tests {
         let cap = |concurrent, per_second| LoginCapacity {
             concurrent,
             per_second,
+            queue: false,
         };
         let login = Duration::from_ms(20);
         // 16 at once for 20 ms each is 800 a second: the rate of 200 binds; the last

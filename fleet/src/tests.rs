@@ -27,6 +27,7 @@ pub(super) fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPoli
     let capacity = LoginCapacity {
         concurrent: 4,
         per_second: 100,
+        queue: false,
     };
     FleetSetup {
         name: "fleet".into(),
@@ -518,6 +519,37 @@ fn faults_the_fleet_makes_itself_are_refused_from_a_setup() {
     s.faults.truncate(1);
     s.faults[0].1 = FleetFault::Rollout { max_per_target: 0 };
     assert!(Fleet::build(&s).is_err());
+}
+
+/// On Linux targets (one login at a time, none refused) a restart's logins queue: no
+/// refusal, every host back once the target has served them in turn, and no sooner than
+/// their count at a login's time each.
+#[test]
+fn a_restart_of_a_linux_target_queues_every_login_and_refuses_none() {
+    let mut s = setup(
+        30,
+        std::vec![(2_000, restart(0, 500))],
+        RetryPolicy::Backoff,
+    );
+    for t in &mut s.targets {
+        t.capacity = LoginCapacity::IB_SRPT;
+    }
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    let busy: u64 = f
+        .targets
+        .iter()
+        .map(|t| t.stats.refused_busy + t.stats.refused_rate)
+        .sum();
+    assert_eq!(busy, 0, "{:?}", f.targets);
+    let r = &f.faults[1];
+    assert_eq!((r.hosts, r.back), (30, 30), "{r:?}");
+    // Thirty logins of 20 ms one after another after 500 ms down.
+    assert_eq!(r.controlled_min, Duration::from_ms(30 * 20));
+    assert!(r.all_back_after.expect("back") >= Duration::from_ms(500 + 30 * 20));
+    let t = &f.targets[0].stats;
+    assert!(t.queued > 0 && t.peak_per_second <= 50, "{t:?}");
+    assert_eq!(f.logins_answered_late, 0);
 }
 
 mod lanes;

@@ -86,8 +86,12 @@ pub struct DiskStats {
     /// Logins refused (target busy, or the device not ready), each retried after a backoff.
     pub login_retries: u32,
     /// CM REQs sent again after their timeout passed with no answer (a target restarting,
-    /// a route cut): each waited the REQ's timeout first (or the hold's end, sooner).
+    /// a route cut, a target serving logins one at a time and far behind): each waited the
+    /// REQ's timeout first (or the hold's end, sooner).
     pub req_retries: u64,
+    /// Logins the target would have answered only after the CM's last REQ timed out: given
+    /// up then, and retried as a refused login is.
+    pub logins_answered_late: u32,
     /// Of those, refused by the target as busy.
     pub logins_refused_busy: u32,
     /// Times its port went down under a logged-in disk and stayed down past what the

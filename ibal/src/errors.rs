@@ -39,6 +39,11 @@ pub enum CreateError {
     /// again later.
     #[error("the SA did not resolve the path to the target")]
     PathUnresolved,
+    /// The target's answer to the login would come after the CM's last REQ timed out (a
+    /// target that serves logins one at a time, far behind): the CM gives the login up at
+    /// its last timeout. Try again later.
+    #[error("the target answered the login after its CM gave up")]
+    AnsweredLate,
 }
 
 impl CreateError {
@@ -51,6 +56,7 @@ impl CreateError {
                 | CreateError::TargetBusy
                 | CreateError::Unreachable
                 | CreateError::PathUnresolved
+                | CreateError::AnsweredLate
                 | CreateError::NoResources
                 | CreateError::Hardware(VerbsError::DeviceError | VerbsError::NoResources)
         )

@@ -206,9 +206,9 @@ impl SrpTarget {
         // Admitted by the logins before it, every host's (`turns`).
         crate::turns::wait_turn();
         let mut a = a.lock();
-        a.try_login(now, takes)?;
+        let wait = a.try_login(now, takes)?;
         self.restarts_at_login = a.restarts();
-        Ok(takes)
+        Ok(wait + takes)
     }
 
     /// Whether the target restarted since this port's connection was made: the connection

@@ -327,7 +327,15 @@ fn seed_table(runs: &[FleetRun]) -> String {
             &format!("target {k} (lid {:#x}) peak logins/s", tf.lid),
             &|r| {
                 let s = r.figures.targets[k];
-                format!("{} of {}", s.stats.peak_per_second, s.capacity.per_second)
+                if s.capacity.queue {
+                    let wait = s.stats.longest_wait.as_us() as f64 / 1e6;
+                    format!(
+                        "{}, one at a time; waited {wait:.3} s at most",
+                        s.stats.peak_per_second
+                    )
+                } else {
+                    format!("{} of {}", s.stats.peak_per_second, s.capacity.per_second)
+                }
             },
         );
     }
@@ -337,6 +345,11 @@ fn seed_table(runs: &[FleetRun]) -> String {
     row(&mut t, "logins refused", &|r| {
         r.figures.logins_refused().to_string()
     });
+    if runs.iter().any(|r| r.figures.logins_answered_late > 0) {
+        row(&mut t, "logins given up before the target answered", &|r| {
+            r.figures.logins_answered_late.to_string()
+        });
+    }
     subnet_rows(&mut t, runs);
     row(&mut t, "adapter resets (asked by IPoIB)", &|r| {
         format!("{} ({})", r.figures.resets, r.figures.ipoib_resets_asked)

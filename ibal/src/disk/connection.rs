@@ -3,6 +3,7 @@
 
 use hcabus::fabric::HOST_LID_BASE;
 use hcabus::verbs::*;
+use hcabus::{Duration, Instant};
 
 use super::{Link, SrpDisk, NO_RESOURCES};
 use crate::access::{FabricBus, MrFlags, MrSpec, QpSpec};
@@ -39,9 +40,10 @@ impl SrpDisk {
         ibal: &SharedIbal,
         bus: &mut B,
         target: &mut dyn Target,
-    ) -> Result<(), crate::errors::CreateError> {
+        cm_until: Instant,
+    ) -> Result<Duration, crate::errors::CreateError> {
         let Some(c) = self.consumer else {
-            return Ok(());
+            return Ok(Duration::ZERO);
         };
         self.teardown(ibal, bus);
         // The connection's transport timer, as the adapter runs it: what bounds a command
@@ -98,6 +100,11 @@ impl SrpDisk {
                     crate::errors::CreateError::Unreachable
                 }
             })?;
+            // The answer comes when the target has served the login; the CM waits for it
+            // only until its last REQ times out (`cm_until`).
+            if now + takes > cm_until {
+                return Err(crate::errors::CreateError::AnsweredLate);
+            }
             let peer = target.login(me);
             al.modify_qp(bus, c, qp, QpState::Rtr, Some(peer))?;
             al.modify_qp(bus, c, qp, QpState::Rts, None)?;
@@ -117,7 +124,7 @@ impl SrpDisk {
         self.link = Link::LoggingIn {
             ready_at: bus.now() + takes,
         };
-        Ok(())
+        Ok(takes)
     }
 
     /// Destroys every resource. Software only during a reset: it never fails.

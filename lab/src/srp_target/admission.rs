@@ -8,6 +8,12 @@
 //! accepted in the second before it, so a burst of `per_second` is taken at once and no
 //! second, wherever it starts, ever holds more (a token bucket of a second's depth would let
 //! a burst and a second's rate into one second: twice the capacity).
+//!
+//! The Linux SRP target itself refuses nothing: its REQ handler runs on the kernel CM's
+//! work queue, one at a time (`alloc_workqueue("ib_cm", 0, 1)`), so a login past the one in
+//! progress waits its turn ([`LoginCapacity::IB_SRPT`], `queue`). The initiator's CM sends
+//! its REQ again meanwhile, and the target drops each copy as a duplicate: the answer comes
+//! when the login's turn does, or after the initiator gave up.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -25,6 +31,27 @@ pub struct LoginCapacity {
     pub concurrent: u16,
     /// Logins accepted per second, as a long-run rate.
     pub per_second: u32,
+    /// Past either limit a login waits its turn, in order of arrival, rather than being
+    /// refused.
+    pub queue: bool,
+}
+
+impl LoginCapacity {
+    /// The Linux SRP target: one login at a time, each after the one before, none refused.
+    pub const IB_SRPT: LoginCapacity = LoginCapacity {
+        concurrent: 1,
+        per_second: MAX_LOGINS_PER_SECOND,
+        queue: true,
+    };
+
+    /// A target that refuses logins past `concurrent` at once and `per_second` a second.
+    pub const fn refusing(concurrent: u16, per_second: u32) -> Self {
+        LoginCapacity {
+            concurrent,
+            per_second,
+            queue: false,
+        }
+    }
 }
 
 /// The most logins a target may accept a second (a bound on the window it reserves).
@@ -53,6 +80,9 @@ pub struct AdmissionStats {
     /// Logins tried while it restarted.
     pub refused_down: u64,
     pub restarts: u32,
+    /// Logins that waited for their turn (a capacity that queues), and the longest wait.
+    pub queued: u64,
+    pub longest_wait: Duration,
 }
 
 /// One target's admission of logins.
@@ -111,32 +141,61 @@ impl Admission {
         self.stats
     }
 
-    /// A login arriving at `now` that, accepted, is in progress for `takes`.
-    pub fn try_login(&mut self, now: Instant, takes: Duration) -> Result<(), LoginRejected> {
+    /// A login arriving at `now` that, accepted, is in progress for `takes` once it starts:
+    /// how long it waits for its turn first (none unless the capacity queues), or why not.
+    pub fn try_login(&mut self, now: Instant, takes: Duration) -> Result<Duration, LoginRejected> {
         if now < self.down_until {
             self.stats.refused_down += 1;
             return Err(LoginRejected::Restarting);
         }
         self.ending.retain(|&end| end > now);
-        if self.ending.len() >= usize::from(self.capacity.concurrent) {
-            self.stats.refused_busy += 1;
-            return Err(LoginRejected::Busy("logins in progress"));
+        let (concurrent, per_second) = (
+            usize::from(self.capacity.concurrent),
+            self.capacity.per_second as usize,
+        );
+        let mut start = now;
+        if self.ending.len() >= concurrent {
+            if !self.capacity.queue {
+                self.stats.refused_busy += 1;
+                return Err(LoginRejected::Busy("logins in progress"));
+            }
+            // Its turn: when all but `concurrent - 1` of those ahead of it have ended.
+            let k = self.ending.len() - concurrent;
+            let (_, nth, _) = self.ending.select_nth_unstable(k);
+            start = *nth;
+            self.stats.queued += 1;
         }
-        // A login a second old or older has left the window (none has, in the first second).
-        let second_ago = now.as_us().checked_sub(1_000_000).map(Instant::from_us);
-        while self.window.front().is_some_and(|&t| Some(t) <= second_ago) {
-            self.window.pop_front();
+        // A queue is served in order: none starts before one that arrived ahead of it.
+        if let Some(&last) = self.window.back().filter(|_| self.capacity.queue) {
+            start = start.max(last);
         }
-        if self.window.len() >= self.capacity.per_second as usize {
-            self.stats.refused_rate += 1;
-            return Err(LoginRejected::Busy("logins per second"));
+        self.leave_window(start);
+        if self.window.len() >= per_second {
+            if !self.capacity.queue {
+                self.stats.refused_rate += 1;
+                return Err(LoginRejected::Busy("logins per second"));
+            }
+            // Queued logins start in order, so the window is in order too.
+            let oldest = self.window[self.window.len() - per_second];
+            start = start.max(oldest + Duration::from_ms(1_000));
+            self.leave_window(start);
         }
-        self.window.push_back(now);
-        self.ending.push(now + takes);
+        self.window.push_back(start);
+        self.ending.push(start + takes);
         self.stats.accepted += 1;
         let in_second = self.window.len() as u32;
         self.stats.peak_per_second = self.stats.peak_per_second.max(in_second);
-        Ok(())
+        let wait = start.saturating_since(now);
+        self.stats.longest_wait = self.stats.longest_wait.max(wait);
+        Ok(wait)
+    }
+
+    /// Logins a second or more before `at` leave the window (none has, in the first second).
+    fn leave_window(&mut self, at: Instant) {
+        let second_ago = at.as_us().checked_sub(1_000_000).map(Instant::from_us);
+        while self.window.front().is_some_and(|&t| Some(t) <= second_ago) {
+            self.window.pop_front();
+        }
     }
 
     /// The target restarts at `now` and answers no login for `down_for`: every connection
@@ -169,6 +228,7 @@ mod tests {
         Admission::new(LoginCapacity {
             concurrent,
             per_second,
+            queue: false,
         })
         .expect("a capacity that can be")
     }
@@ -179,6 +239,7 @@ mod tests {
             Admission::new(LoginCapacity {
                 concurrent,
                 per_second,
+                queue: false,
             })
             .err()
             .map(|e| e.to_string())
@@ -277,11 +338,50 @@ mod tests {
         assert_eq!(a.stats().peak_per_second, 5);
     }
 
+    /// The Linux target refuses nothing: each login waits for the one before it, in order.
+    #[test]
+    fn the_linux_target_serves_logins_one_after_another_and_refuses_none() {
+        let mut a = Admission::new(LoginCapacity::IB_SRPT).expect("valid");
+        let takes = Duration::from_ms(20);
+        let waits: Vec<Duration> = (0..4)
+            .map(|_| a.try_login(at(0), takes).expect("queued, not refused"))
+            .collect();
+        let ms = Duration::from_ms;
+        assert_eq!(waits, [ms(0), ms(20), ms(40), ms(60)]);
+        // Arriving at 50 ms, behind the fourth (ends at 80 ms).
+        assert_eq!(a.try_login(at(50), takes), Ok(ms(30)));
+        // Long after: no wait.
+        assert_eq!(a.try_login(at(1_000), takes), Ok(ms(0)));
+        let s = a.stats();
+        assert_eq!((s.accepted, s.queued, s.refused_busy), (6, 4, 0));
+        assert_eq!(s.longest_wait, ms(60));
+        // A restart drops the queue with the logins in progress.
+        a.restart(at(1_000), ms(100));
+        assert_eq!(
+            a.try_login(at(1_050), takes),
+            Err(LoginRejected::Restarting)
+        );
+        assert_eq!(a.try_login(at(1_100), takes), Ok(ms(0)));
+    }
+
+    /// A queue past a rate: each second takes its share, the rest wait for the next one.
+    #[test]
+    fn a_queue_past_a_rate_waits_for_room_in_the_window() {
+        let mut a = admission(100, 2);
+        a.capacity.queue = true;
+        let waits: Vec<u64> = (0..5)
+            .map(|_| a.try_login(at(0), NO_TIME).expect("queued").as_ms())
+            .collect();
+        assert_eq!(waits, [0, 0, 1_000, 1_000, 2_000]);
+        assert_eq!(a.stats().peak_per_second, 2);
+    }
+
     #[test]
     fn ports_of_one_target_share_its_admission() {
         let shared = SharedAdmission::new(LoginCapacity {
             concurrent: 1,
             per_second: 100,
+            queue: false,
         })
         .expect("valid");
         let other = shared.clone();

@@ -75,8 +75,12 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "refused_busy": t.stats.refused_busy,
             "refused_rate": t.stats.refused_rate,
             "refused_down": t.stats.refused_down,
+            "queues": t.capacity.queue,
+            "queued": t.stats.queued,
+            "longest_wait_ms": ms(t.stats.longest_wait),
         })).collect::<Vec<_>>(),
         "logins_refused": f.logins_refused(),
+        "logins_answered_late": f.logins_answered_late,
         "adapter_resets": f.resets,
         "rollout": f.rollout.map(|ro| json!({
             "started_ms": ro.started_at.as_us() as f64 / 1e3,

@@ -117,8 +117,10 @@ fn all_policies() -> Vec<String> {
 #[serde(deny_unknown_fields)]
 struct TargetKeys {
     lid: u16,
-    login_concurrency: u16,
-    logins_per_second: u32,
+    /// An array's admission control: past these it refuses a login. Neither given: the
+    /// Linux target, which takes one login at a time and refuses none.
+    login_concurrency: Option<u16>,
+    logins_per_second: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -293,9 +295,16 @@ fn targets(keys: &FleetKeys) -> Result<Vec<TargetSetup>, ScenarioError> {
     }
     let mut out: Vec<TargetSetup> = Vec::with_capacity(keys.targets.len());
     for (i, t) in keys.targets.iter().enumerate() {
-        let capacity = LoginCapacity {
-            concurrent: t.login_concurrency,
-            per_second: t.logins_per_second,
+        let capacity = match (t.login_concurrency, t.logins_per_second) {
+            (None, None) => LoginCapacity::IB_SRPT,
+            (Some(c), Some(r)) => LoginCapacity::refusing(c, r),
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(err(
+                    format!("fleet.targets[{i}]"),
+                    "login_concurrency and logins_per_second go together (an array that \
+                     refuses past them); neither: the Linux target, one login at a time",
+                ));
+            }
         };
         if let Err(e) = Admission::new(capacity) {
             let key = match e {

@@ -351,7 +351,12 @@ fn the_table_and_the_picture_show_each_policy() {
 #[test]
 fn a_bad_fleet_file_is_refused_by_key() {
     let good = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
-    let cases: [(&str, &str, &str); 24] = [
+    let cases: [(&str, &str, &str); 25] = [
+        (
+            "login_concurrency = 8\nlogins_per_second = 50",
+            "login_concurrency = 8",
+            "fleet.targets[0]",
+        ),
         (
             "hosts = 100",
             "hosts = 100\npower_on_delay_ms = [2000, 1000]",

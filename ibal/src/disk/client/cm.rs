@@ -13,7 +13,7 @@
 //! answers a REQ from its handler, so this initiator grants 16 (256 ms): 2.3 s a REQ. The
 //! model re-creates the queue pair for each REQ sent again (a real CM resends the MAD).
 
-use hcabus::Duration;
+use hcabus::{Duration, Instant};
 
 use super::SrpClient;
 use crate::access::FabricBus;
@@ -37,10 +37,12 @@ const fn cm_ms(iba_time: u8) -> u64 {
 pub const REQ_TIMEOUT: Duration =
     Duration::from_ms(2 * cm_ms(PACKET_LIFE) + cm_ms(CM_RESPONSE_TIMEOUT));
 
-/// A REQ out with no answer yet: how many times the CM has sent it again.
+/// A REQ out with no answer yet: how many times the CM has sent it again, and, when the
+/// target's answer is known to come after the CM's last REQ has timed out, when that is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ReqOut {
     pub(super) retries: u8,
+    pub(super) gives_up_at: Option<Instant>,
 }
 
 impl SrpClient {
@@ -60,11 +62,40 @@ impl SrpClient {
         }
         self.req = Some(ReqOut {
             retries: retries + 1,
+            gives_up_at: None,
         });
         // Its hold ends no later than it would after a refusal.
         let next = now + REQ_TIMEOUT;
         self.connect_at = Some(deadline.map_or(next, |d| d.min(next)));
         true
+    }
+}
+
+impl SrpClient {
+    /// Until when the CM waits for the answer to the REQ it sends at `now`: to its last
+    /// REQ's timeout, or the login's own deadline if that is still to come and sooner (a
+    /// login past it is a probe, answered whenever the target does).
+    pub(super) fn cm_until<B: FabricBus + ?Sized>(&self, bus: &B, now: Instant) -> Instant {
+        let retries = self.req.map_or(0, |r| r.retries);
+        let left = u64::from(MAX_CM_RETRIES.saturating_sub(retries)) + 1;
+        let last = now + Duration::from_us(REQ_TIMEOUT.as_us() * left);
+        match self.login.deadline(self.login_limit(bus)) {
+            Some(d) if d > now => last.min(d),
+            _ => last,
+        }
+    }
+
+    /// The target will answer the REQ sent at `now` only after `cm_until`: the CM sends it
+    /// again at each timeout (the target drops the copies) and gives the login up then.
+    pub(super) fn answered_late(&mut self, now: Instant, cm_until: Instant) {
+        let waits = cm_until.saturating_since(now).as_us() / REQ_TIMEOUT.as_us().max(1);
+        self.disk.stats.req_retries += waits;
+        self.disk.stats.logins_answered_late += 1;
+        self.req = Some(ReqOut {
+            retries: MAX_CM_RETRIES,
+            gives_up_at: Some(cm_until),
+        });
+        self.connect_at = Some(cm_until);
     }
 }
 

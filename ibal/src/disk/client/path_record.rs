@@ -223,11 +223,35 @@ impl super::SrpClient {
                 self.login_refused(bus, crate::errors::CreateError::PathUnresolved);
             }
             PathStep::Resolved => {
+                if self
+                    .req
+                    .is_some_and(|r| r.gives_up_at.is_some_and(|t| t <= now))
+                {
+                    // The target's answer never came in time: the CM gave the login up.
+                    self.req = None;
+                    if let Some(p) = &mut self.paths {
+                        p.login_answered(false);
+                    }
+                    return self.login_refused(bus, crate::errors::CreateError::AnsweredLate);
+                }
                 if self.req.is_some() {
                     // The CM sends the unanswered REQ again.
                     self.disk.stats.req_retries += 1;
                 }
-                let result = self.disk.connect(&self.ibal, bus, &mut *self.target);
+                let cm_until = self.cm_until(bus, now);
+                let result = self
+                    .disk
+                    .connect(&self.ibal, bus, &mut *self.target, cm_until);
+                if result == Err(crate::errors::CreateError::AnsweredLate) {
+                    return self.answered_late(now, cm_until);
+                }
+                // The target answered after this many of the CM's timeouts: it sent the REQ
+                // again at each (the target drops the copies).
+                if let Ok(takes) = result {
+                    let resent = takes.as_us() / super::cm::REQ_TIMEOUT.as_us().max(1);
+                    self.disk.stats.req_retries += resent;
+                }
+                let result = result.map(|_| ());
                 // Nobody answered the REQ: its CM learns so at its timeout, and sends it
                 // again then, until it has sent it as often as it may.
                 let silent = result == Err(crate::errors::CreateError::Unreachable);

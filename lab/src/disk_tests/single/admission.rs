@@ -28,6 +28,7 @@ fn a_login_the_target_has_no_room_for_is_retried_after_a_backoff() {
     let capacity = LoginCapacity {
         concurrent: 1,
         per_second: 1_000,
+        queue: false,
     };
     let target = SharedAdmission::new(capacity).expect("a capacity that can be");
     let shared = [(config.initiator.target_lid, target.clone())];
@@ -76,6 +77,7 @@ fn a_target_restart_brings_every_host_back_within_its_capacity() {
     let capacity = LoginCapacity {
         concurrent: 8,
         per_second: 200,
+        queue: false,
     };
     let target = SharedAdmission::new(capacity).expect("a capacity that can be");
     let shared = [(config.initiator.target_lid, target.clone())];
@@ -131,4 +133,49 @@ fn a_target_restart_brings_every_host_back_within_its_capacity() {
         assert_eq!(io.unaccounted(), 0, "{io:?}");
         assert_eq!((io.failed, io.lost, io.duplicated), (0, 0, 0));
     }
+}
+
+/// The Linux target refuses no login: a disk behind others waits for its turn, its CM
+/// sending the REQ again at each timeout (the target drops the copies), and is up when the
+/// target serves it. One behind more than the CM's sixteen REQs (36.9 s) is given up at the
+/// last one's timeout, retried under the backoff, and up once the backlog has cleared.
+#[test]
+fn a_serial_target_answers_late_or_after_the_cm_gave_up() {
+    let config = slow_login();
+    let run = |backlog_ms: u64| {
+        let target = SharedAdmission::new(LoginCapacity::IB_SRPT).expect("valid");
+        // Other hosts' logins ahead of this one's, the last ending at `backlog_ms`.
+        target
+            .lock()
+            .try_login(Instant::ZERO, Duration::from_ms(backlog_ms))
+            .expect("queued");
+        let shared = [(config.initiator.target_lid, target.clone())];
+        let mut s = setup(config, Vec::new());
+        s.sim.duration = Duration::from_ms(backlog_ms + 60_000);
+        let mut h = stack::build_sharing(&s, &shared).expect("builds");
+        h.run();
+        let d = *disk(&h).disk().stats();
+        assert!(disk(&h).disk().is_up(), "{:?}", disk(&h).problem());
+        let io = disk(&h).io_stats();
+        assert_eq!((io.unaccounted(), io.failed, io.lost), (0, 0, 0), "{io:?}");
+        let stats = target.lock().stats();
+        (d, stats)
+    };
+    // Ten seconds behind: four timeouts of 2.3 s pass before the answer, no refusal.
+    let (d, s) = run(10_000);
+    assert_eq!(
+        (d.logins, d.login_retries, d.logins_answered_late),
+        (1, 0, 0),
+        "{d:?}"
+    );
+    let resent = 10_000 / REQ_TIMEOUT.as_ms();
+    assert_eq!(d.req_retries, resent, "{d:?}");
+    assert_eq!((s.refused_busy, s.queued), (0, 1));
+    assert!(s.longest_wait >= Duration::from_ms(9_990), "{s:?}");
+    // Forty seconds behind: past the CM's 16 x 2.3 s, given up, then in.
+    let (d, s) = run(40_000);
+    assert_eq!(d.logins_answered_late, 1, "{d:?}");
+    assert_eq!(d.logins, 1, "{d:?}");
+    assert!(d.login_retries >= 1 && d.req_retries >= 15, "{d:?}");
+    assert_eq!(s.refused_busy + s.refused_rate, 0, "{s:?}");
 }
