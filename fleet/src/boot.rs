@@ -37,6 +37,9 @@ pub const FIRMWARE_LOOKUP_TIMEOUT: Duration = Duration::from_ms(1_000);
 pub const FIRMWARE_REOPEN_DELAY: Duration = Duration::from_ms(5_000);
 /// iPXE's `SAN_DEFAULT_RETRIES`: the firmware's tries past the first before the boot fails.
 pub const FIRMWARE_RETRIES: u8 = 10;
+/// iPXE's `SAN_COMMAND_TIMEOUT`: a login the target answers later than this (behind others
+/// at a target that serves one at a time) is a failed try.
+pub const FIRMWARE_COMMAND_TIMEOUT: Duration = Duration::from_ms(15_000);
 
 /// How the fleet powers on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -337,7 +340,8 @@ impl Ideal<'_> {
                     let t = self.boot_target[i as usize].unwrap_or(0);
                     let accepted = admissions
                         .get_mut(t)
-                        .and_then(|a| a.try_login(at, self.login).ok());
+                        .and_then(|a| a.try_login(at, self.login).ok())
+                        .filter(|wait| *wait + self.login <= FIRMWARE_COMMAND_TIMEOUT);
                     if let Some(wait) = accepted {
                         (at + wait + self.login + load + self.link_up, OS)
                     } else if tried <= FIRMWARE_RETRIES {
@@ -453,7 +457,8 @@ impl Fleet {
                     .and_then(|t| {
                         let mut a = self.targets[t].1.lock();
                         let wait = a.try_login(now, self.login).ok()?;
-                        Some(wait + self.login)
+                        // Answered too late for iPXE, the target's time spent all the same.
+                        Some(wait + self.login).filter(|t| *t <= FIRMWARE_COMMAND_TIMEOUT)
                     });
                 (host, boot.logged_in(host, tries, now, accepted))
             }

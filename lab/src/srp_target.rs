@@ -122,8 +122,10 @@ pub struct SrpTarget {
     /// The target's login capacity and restarts, shared by its ports (`None`: it takes
     /// every login and never restarts).
     admission: Option<SharedAdmission>,
-    /// The target's count of restarts when this port's connection was made.
+    /// The target's count of restarts when this port's connection was made, and when its
+    /// last login was admitted.
     restarts_at_login: u32,
+    restarts_admitted: u32,
     /// When the last login's REQ arrived (admitted or not; `login` follows an admission at
     /// once), and so when the live connection was made: its addresses are the initiator
     /// port's then (`Wire::carries`).
@@ -158,6 +160,7 @@ impl SrpTarget {
             route: Route::default(),
             admission: None,
             restarts_at_login: 0,
+            restarts_admitted: 0,
             admitted_at: Instant::ZERO,
             conn_since: Instant::ZERO,
             retransmit_in: None,
@@ -207,7 +210,9 @@ impl SrpTarget {
         crate::turns::wait_turn();
         let mut a = a.lock();
         let wait = a.try_login(now, takes)?;
-        self.restarts_at_login = a.restarts();
+        // Taken on at `login`: an initiator that gives this one up keeps the connection it had.
+        self.restarts_admitted = a.restarts();
+        self.admitted_at = now + wait;
         Ok(wait + takes)
     }
 
@@ -274,6 +279,7 @@ impl SrpTarget {
         let qpn = Qpn(self.next_qpn);
         self.conn = Some((qpn, initiator));
         self.conn_since = self.admitted_at;
+        self.restarts_at_login = self.restarts_admitted;
         // Commands of the old connection die with it; its answers have nowhere to go.
         self.queue.clear();
         self.stats.undeliverable += self.outbox.len() as u64;

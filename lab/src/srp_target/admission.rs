@@ -9,9 +9,10 @@
 //! second, wherever it starts, ever holds more (a token bucket of a second's depth would let
 //! a burst and a second's rate into one second: twice the capacity).
 //!
-//! The Linux SRP target itself refuses nothing: its REQ handler runs on the kernel CM's
-//! work queue, one at a time (`alloc_workqueue("ib_cm", 0, 1)`), so a login past the one in
-//! progress waits its turn ([`LoginCapacity::IB_SRPT`], `queue`). The initiator's CM sends
+//! The Linux SRP target itself refuses nothing: it handles one login at a time (SCST's
+//! `srpt_cm_req_recv` under its port's mutex; the kernel CM's work queue runs one item at a
+//! time on each CPU), so a login past the one in progress waits its turn
+//! ([`LoginCapacity::IB_SRPT`], `queue`). The initiator's CM sends
 //! its REQ again meanwhile, and the target drops each copy as a duplicate: the answer comes
 //! when the login's turn does, or after the initiator gave up.
 
@@ -89,7 +90,8 @@ pub struct AdmissionStats {
 #[derive(Debug)]
 pub struct Admission {
     capacity: LoginCapacity,
-    /// When each login in progress ends (reserved at `concurrent`).
+    /// When each login in progress ends (reserved at `concurrent`; a queue's grows with the
+    /// logins waiting, outside any reset path).
     ending: Vec<Instant>,
     /// When each login of the last second was accepted, oldest first (reserved at
     /// `per_second`).
@@ -163,7 +165,6 @@ impl Admission {
             let k = self.ending.len() - concurrent;
             let (_, nth, _) = self.ending.select_nth_unstable(k);
             start = *nth;
-            self.stats.queued += 1;
         }
         // A queue is served in order: none starts before one that arrived ahead of it.
         if let Some(&last) = self.window.back().filter(|_| self.capacity.queue) {
@@ -186,6 +187,9 @@ impl Admission {
         let in_second = self.window.len() as u32;
         self.stats.peak_per_second = self.stats.peak_per_second.max(in_second);
         let wait = start.saturating_since(now);
+        if wait > Duration::ZERO {
+            self.stats.queued += 1;
+        }
         self.stats.longest_wait = self.stats.longest_wait.max(wait);
         Ok(wait)
     }
@@ -203,6 +207,8 @@ impl Admission {
     /// progress with them.
     pub fn restart(&mut self, now: Instant, down_for: Duration) {
         self.ending.clear();
+        // Logins queued to start later are gone with it: none holds a later one back.
+        self.window.retain(|&t| t <= now);
         // Overlapping outages are one: a shorter one never ends a longer one sooner.
         self.down_until = self.down_until.max(now + down_for);
         self.stats.restarts += 1;
@@ -373,7 +379,7 @@ mod tests {
             .map(|_| a.try_login(at(0), NO_TIME).expect("queued").as_ms())
             .collect();
         assert_eq!(waits, [0, 0, 1_000, 1_000, 2_000]);
-        assert_eq!(a.stats().peak_per_second, 2);
+        assert_eq!((a.stats().peak_per_second, a.stats().queued), (2, 3));
     }
 
     #[test]

@@ -252,8 +252,12 @@ fn host(keys: &FleetKeys) -> Result<FleetTemplate, ScenarioError> {
     if keys.pps > 10_000 {
         return Err(err("fleet.pps", "must be at most 10000"));
     }
-    if keys.login_ms == 0 || keys.login_ms > 60_000 {
-        return Err(err("fleet.login_ms", "must be 1..=60000"));
+    // The initiator's CM waits 16 x 2.3 s for a login's answer: a longer login never ends.
+    if keys.login_ms == 0 || keys.login_ms > 30_000 {
+        return Err(err(
+            "fleet.login_ms",
+            "must be 1..=30000 (a login the CM waits out its REQs for)",
+        ));
     }
     let login = Duration::from_ms(keys.login_ms);
     let transport = super::transport(
@@ -299,8 +303,13 @@ fn targets(keys: &FleetKeys) -> Result<Vec<TargetSetup>, ScenarioError> {
             (None, None) => LoginCapacity::IB_SRPT,
             (Some(c), Some(r)) => LoginCapacity::refusing(c, r),
             (Some(_), None) | (None, Some(_)) => {
+                let missing = if t.login_concurrency.is_none() {
+                    "login_concurrency"
+                } else {
+                    "logins_per_second"
+                };
                 return Err(err(
-                    format!("fleet.targets[{i}]"),
+                    format!("fleet.targets[{i}].{missing}"),
                     "login_concurrency and logins_per_second go together (an array that \
                      refuses past them); neither: the Linux target, one login at a time",
                 ));

@@ -355,7 +355,7 @@ fn a_bad_fleet_file_is_refused_by_key() {
         (
             "login_concurrency = 8\nlogins_per_second = 50",
             "login_concurrency = 8",
-            "fleet.targets[0]",
+            "fleet.targets[0].logins_per_second",
         ),
         (
             "hosts = 100",
@@ -585,6 +585,36 @@ fn a_power_on_through_the_boot_firmware_logs_every_boot_disk_in_twice() {
         f(&with["outage_ms"]) >= f(&fw["last_os_start_ms"]),
         "{with} {fw}"
     );
+}
+
+/// `small.toml` on a Linux target (neither limit given): it refuses no login, serves them
+/// one at a time (the table's row says so), and the run keeps every guarantee.
+#[test]
+fn a_target_with_no_limits_is_the_linux_one_and_refuses_no_login() {
+    let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
+    let text = small
+        .replace("login_concurrency = 8\nlogins_per_second = 50\n", "")
+        .replace("hosts = 100", "hosts = 100\ncompare = [\"backoff\"]");
+    let file = std::env::temp_dir().join(format!("hcasim-srpt-{}.toml", std::process::id()));
+    std::fs::write(&file, text).expect("a scratch file");
+    let path = file.to_str().expect("utf-8");
+    let table = hcasim(&["fleet", path]);
+    let doc = json_of(&hcasim(&["fleet", path, "--json"]));
+    let _ = std::fs::remove_file(&file);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("one at a time; waited"), "{table}");
+    every_run_keeps_the_fleet_guarantees(&doc);
+    let t = &doc["runs"][0]["targets"][0];
+    assert_eq!(
+        (&t["queues"], &t["refused_busy"], &t["refused_rate"]),
+        (&true.into(), &0.into(), &0.into()),
+        "{t}"
+    );
+    assert!(
+        f(&t["queued"]) > 0.0 && f(&t["longest_wait_ms"]) > 0.0,
+        "{t}"
+    );
+    assert_eq!(doc["runs"][0]["logins_answered_late"], 0);
 }
 
 /// `small.toml` on a fabric whose transport rides 15 s (`local_ack_timeout = 19`): its

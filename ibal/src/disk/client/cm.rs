@@ -71,6 +71,12 @@ impl SrpClient {
     }
 }
 
+/// The times the CM sends a REQ again while it waits `wait` for the answer: at each of its
+/// timeouts strictly before the answer comes (or it gives up).
+pub(super) fn resent_before(wait: Duration) -> u64 {
+    wait.as_us().saturating_sub(1) / REQ_TIMEOUT.as_us().max(1)
+}
+
 impl SrpClient {
     /// Until when the CM waits for the answer to the REQ it sends at `now`: to its last
     /// REQ's timeout, or the login's own deadline if that is still to come and sooner (a
@@ -79,23 +85,29 @@ impl SrpClient {
         let retries = self.req.map_or(0, |r| r.retries);
         let left = u64::from(MAX_CM_RETRIES.saturating_sub(retries)) + 1;
         let last = now + Duration::from_us(REQ_TIMEOUT.as_us() * left);
+        // A CM never abandons a REQ before its own timeout.
         match self.login.deadline(self.login_limit(bus)) {
-            Some(d) if d > now => last.min(d),
+            Some(d) if d > now => last.min(d.max(now + REQ_TIMEOUT)),
             _ => last,
         }
     }
 
-    /// The target will answer the REQ sent at `now` only after `cm_until`: the CM sends it
-    /// again at each timeout (the target drops the copies) and gives the login up then.
-    pub(super) fn answered_late(&mut self, now: Instant, cm_until: Instant) {
-        let waits = cm_until.saturating_since(now).as_us() / REQ_TIMEOUT.as_us().max(1);
-        self.disk.stats.req_retries += waits;
+    /// The target will answer the REQ sent at `now` only after the CM's last timeout (or
+    /// the login's deadline): the CM sends it again at each timeout (the target drops the
+    /// copies) and gives the login up then.
+    pub(super) fn answered_late<B: FabricBus + ?Sized>(&mut self, bus: &B, now: Instant) {
+        // Nobody answers meanwhile: the login is retrying, its hold counted from now, and a
+        // data LUN's hold ends the REQs sooner than their last timeout.
+        self.login
+            .unanswered(now, crate::errors::CreateError::AnsweredLate);
+        let until = self.cm_until(bus, now);
+        self.disk.stats.req_retries += resent_before(until.saturating_since(now));
         self.disk.stats.logins_answered_late += 1;
         self.req = Some(ReqOut {
             retries: MAX_CM_RETRIES,
-            gives_up_at: Some(cm_until),
+            gives_up_at: Some(until),
         });
-        self.connect_at = Some(cm_until);
+        self.connect_at = Some(until);
     }
 }
 
@@ -110,5 +122,17 @@ mod tests {
         // sources.
         assert_eq!(2 * cm_ms(18) + cm_ms(20), 6_144);
         assert_eq!(cm_ms(5), 1, "below 2^8 x 4.096 us, a millisecond");
+    }
+
+    /// A REQ is sent again at each timeout strictly before its answer: none for an answer
+    /// within the first, fifteen over the CM's whole series of sixteen.
+    #[test]
+    fn a_req_is_sent_again_at_each_timeout_before_its_answer() {
+        let t = REQ_TIMEOUT;
+        assert_eq!(resent_before(Duration::ZERO), 0);
+        assert_eq!(resent_before(t), 0, "answered as the first times out");
+        assert_eq!(resent_before(t + Duration::from_us(1)), 1);
+        let series = Duration::from_us(t.as_us() * (u64::from(MAX_CM_RETRIES) + 1));
+        assert_eq!(resent_before(series), u64::from(MAX_CM_RETRIES));
     }
 }

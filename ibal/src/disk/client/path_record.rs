@@ -211,6 +211,17 @@ impl super::SrpClient {
 
     /// A login is due: its path first (on a fabric with an SA), then the login.
     pub(super) fn login_due<B: FabricBus + ?Sized>(&mut self, bus: &mut B, now: Instant) {
+        if self
+            .req
+            .is_some_and(|r| r.gives_up_at.is_some_and(|t| t <= now))
+        {
+            // The target's answer never came in time: the CM gave the login up.
+            self.req = None;
+            if let Some(p) = &mut self.paths {
+                p.login_answered(false);
+            }
+            return self.login_refused(bus, crate::errors::CreateError::AnsweredLate);
+        }
         let step = match &mut self.paths {
             Some(p) => p.step(now, bus.rng()),
             None => PathStep::Resolved,
@@ -223,17 +234,6 @@ impl super::SrpClient {
                 self.login_refused(bus, crate::errors::CreateError::PathUnresolved);
             }
             PathStep::Resolved => {
-                if self
-                    .req
-                    .is_some_and(|r| r.gives_up_at.is_some_and(|t| t <= now))
-                {
-                    // The target's answer never came in time: the CM gave the login up.
-                    self.req = None;
-                    if let Some(p) = &mut self.paths {
-                        p.login_answered(false);
-                    }
-                    return self.login_refused(bus, crate::errors::CreateError::AnsweredLate);
-                }
                 if self.req.is_some() {
                     // The CM sends the unanswered REQ again.
                     self.disk.stats.req_retries += 1;
@@ -243,13 +243,12 @@ impl super::SrpClient {
                     .disk
                     .connect(&self.ibal, bus, &mut *self.target, cm_until);
                 if result == Err(crate::errors::CreateError::AnsweredLate) {
-                    return self.answered_late(now, cm_until);
+                    return self.answered_late(bus, now);
                 }
                 // The target answered after this many of the CM's timeouts: it sent the REQ
                 // again at each (the target drops the copies).
                 if let Ok(takes) = result {
-                    let resent = takes.as_us() / super::cm::REQ_TIMEOUT.as_us().max(1);
-                    self.disk.stats.req_retries += resent;
+                    self.disk.stats.req_retries += super::cm::resent_before(takes);
                 }
                 let result = result.map(|_| ());
                 // Nobody answered the REQ: its CM learns so at its timeout, and sends it
