@@ -463,7 +463,7 @@ impl Fleet {
                 (host, boot.logged_in(host, tries, now, accepted))
             }
             Step::OsStart(i) => (i, boot.os_starts(i, now, fabric)),
-            Step::Fault(_) | Step::RolloutLook => return,
+            Step::Fault(_) | Step::RolloutLook | Step::Rescan { .. } => return,
         };
         match next {
             Next::Step(at, step) => self.insert_step(at, step),
@@ -484,6 +484,9 @@ impl Fleet {
             Ok((host, _)) => {
                 self.hosts[i as usize] = host;
                 self.schedule(i);
+                // Its srp_daemon starts with it: a first rescan once its port is Active.
+                let active = self.now + pulled_for + self.fabric;
+                self.rescan_at(i, active, super::daemon::Cause::Period);
             }
             // Built once already from the same template: only a broken invariant lands here,
             // and the run stops with it counted as a violation.

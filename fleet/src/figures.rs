@@ -150,6 +150,8 @@ pub struct FleetFigures {
     pub firmware: Option<super::FirmwareFigures>,
     /// How the hosts powered on.
     pub power_on: super::PowerOnSetup,
+    /// What the hosts' srp_daemons did (`None`: none runs).
+    pub srp_daemon: Option<super::DaemonFigures>,
     /// Logins a queueing target would have answered only after the initiator's CM gave up.
     pub logins_answered_late: u64,
     /// Every host's disks, summed.
@@ -503,6 +505,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         firmware: fleet.firmware(),
         logins_answered_late: late,
         power_on: fleet.power_on(),
+        srp_daemon: fleet.daemons(),
         io,
         paging_stall: [
             at(0.5),

@@ -22,6 +22,8 @@ use hcabus_lab::subnet::SharedSubnet;
 use ibal::retry::RetryPolicy;
 
 mod boot;
+mod check;
+mod daemon;
 mod fault;
 mod figures;
 mod lanes;
@@ -35,6 +37,7 @@ mod tests;
 mod topology;
 
 pub use boot::{FirmwareFigures, PowerOnSetup};
+pub use daemon::{DaemonFigures, SrpDaemonSetup};
 pub use fault::{DisksWaited, FleetFault};
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
 use lanes::{Bound, Lane, Window};
@@ -80,6 +83,12 @@ enum Step {
     },
     /// ...and its operating system starts.
     OsStart(u32),
+    /// A host's srp_daemon rescans (its try `tries`; one of its period schedules the next).
+    Rescan {
+        host: u32,
+        tries: u8,
+        period: bool,
+    },
 }
 
 impl Step {
@@ -91,6 +100,7 @@ impl Step {
             Step::FirmwareLookup { .. } => "firmware_lookup",
             Step::FirmwareLogin { .. } => "firmware_login",
             Step::OsStart(_) => "os_start",
+            Step::Rescan { .. } => "srp_daemon_rescan",
         }
     }
 }
@@ -119,6 +129,8 @@ pub struct FleetSetup {
     /// How the hosts power on: all at once by default, or each after its own delay and
     /// through its boot firmware (`boot.rs`).
     pub power_on: PowerOnSetup,
+    /// srp_daemon on every host (`daemon.rs`; `None`: none, as on the product's Windows hosts).
+    pub srp_daemon: Option<SrpDaemonSetup>,
 }
 
 /// Why a fleet could not be built: named by the key of docs/design.md §11's `[fleet]`.
@@ -203,6 +215,8 @@ pub struct Fleet {
     end: Instant,
     /// A power-on host by host (`None`: every host at once, from the fleet's build).
     staged: Option<std::boxed::Box<boot::Staged>>,
+    /// Every host's srp_daemon, when the setup runs them.
+    daemons: Option<daemon::Daemons>,
     /// A host livelocked: the run stops there (its checker holds the violation), as one
     /// host's run does, rather than step every other host through the same bug.
     stopped: bool,
@@ -211,7 +225,7 @@ pub struct Fleet {
 impl Fleet {
     /// Builds every host and target; refuses, by key, what cannot be.
     pub fn build(setup: &FleetSetup) -> Result<Self, FleetError> {
-        check(setup)?;
+        check::check(setup)?;
         let mut targets = Vec::with_capacity(setup.targets.len());
         for (i, t) in setup.targets.iter().enumerate() {
             let a = SharedAdmission::new(t.capacity).map_err(|e| FleetError::Capacity(i, e))?;
@@ -246,6 +260,7 @@ impl Fleet {
             fabric: setup.host.fabric(setup.sm.sweep_base),
             port_ride: setup.host.port_ride(),
             staged: None,
+            daemons: None,
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
             stopped: false,
@@ -260,6 +275,7 @@ impl Fleet {
             }
         }
         fleet.stage(setup, &shared, &subnet);
+        fleet.start_daemons(setup.srp_daemon);
         let all = (0..setup.hosts).collect();
         let boot = Recovery::new(FleetFault::PowerOn, Instant::ZERO, all, fleet.seen());
         fleet.recoveries.push(boot);
@@ -451,6 +467,11 @@ impl Fleet {
         let fault = match step {
             Step::Fault(fault) => fault,
             Step::RolloutLook => return self.look_at_rollout(),
+            Step::Rescan {
+                host,
+                tries,
+                period,
+            } => return self.rescan(host, tries, period),
             _ => return self.power_step(step),
         };
         let n = self.hosts.len() as u32;
@@ -557,6 +578,11 @@ impl Fleet {
                     }
                     self.schedule(i);
                 }
+                // srp_daemon rescans at the ClientReregister (`daemon.rs`).
+                for i in 0..self.hosts.len() as u32 {
+                    let reached = takeover + self.sm.sweep_base + self.sm.reaches(i);
+                    self.rescan_at(i, reached, daemon::Cause::Event);
+                }
             }
             FleetFault::SaOverload { down } => self.subnet.away(now, down),
             FleetFault::PowerOn => {}
@@ -624,6 +650,9 @@ impl Fleet {
             }
         }
         self.schedule(i);
+        // srp_daemon rescans once its port is Active again (`daemon.rs`).
+        let back = self.now + down + self.fabric;
+        self.rescan_at(i, back, daemon::Cause::Event);
     }
 
     /// The rollout's figures, if one started.
@@ -635,62 +664,4 @@ impl Fleet {
     pub fn figures(&self) -> FleetFigures {
         figures::of(self)
     }
-}
-
-fn check(setup: &FleetSetup) -> Result<(), FleetError> {
-    if setup.sm.poll_interval == Duration::ZERO || setup.sm.polls_missed == 0 {
-        return Err(FleetError::Polls);
-    }
-    setup.power_on.check().map_err(FleetError::PowerOn)?;
-    if setup.hosts == 0 || setup.hosts > MAX_HOSTS {
-        return Err(FleetError::Hosts(setup.hosts));
-    }
-    if setup.hosts_per_leaf == 0 || setup.hosts_per_leaf > MAX_HOSTS_PER_LEAF {
-        return Err(FleetError::HostsPerLeaf(setup.hosts_per_leaf));
-    }
-    let leaves = Topology::new(setup.hosts, setup.hosts_per_leaf).leaves;
-    let n = setup.targets.len();
-    if n == 0 || n > MAX_TARGETS {
-        return Err(FleetError::Targets(n));
-    }
-    for (i, t) in setup.targets.iter().enumerate() {
-        if let Some(j) = setup.targets[..i].iter().position(|o| o.lid == t.lid) {
-            return Err(FleetError::SameLid(i, t.lid, j));
-        }
-    }
-    let end = Instant::ZERO + setup.duration;
-    // The lanes' clocks hold an instant of the run (`hcabus_lab::turns`).
-    if end.as_us() > hcabus_lab::turns::LAST_US {
-        return Err(FleetError::Duration);
-    }
-    for (i, (at, f)) in setup.faults.iter().enumerate() {
-        if *at >= end {
-            return Err(FleetError::AfterEnd(i));
-        }
-        match f {
-            FleetFault::TargetRestart { target, .. } if *target >= n => {
-                return Err(FleetError::NoTarget(i, *target, n));
-            }
-            FleetFault::LeafReboot { leaf, .. } if *leaf >= leaves => {
-                return Err(FleetError::NoLeaf(i, *leaf, leaves));
-            }
-            FleetFault::PowerOn => return Err(FleetError::Implied(i)),
-            FleetFault::Rollout { max_per_target } => {
-                let earlier = setup.faults[..i]
-                    .iter()
-                    .any(|(_, f)| matches!(f, FleetFault::Rollout { .. }));
-                if *max_per_target == 0 || earlier {
-                    return Err(FleetError::Rollout(i));
-                }
-                if matches!(setup.host, FleetTemplate::One(_)) {
-                    return Err(FleetError::RolloutOnOnePath(i));
-                }
-            }
-            _ => {}
-        }
-    }
-    if setup.host.disks() == 0 {
-        return Err(FleetError::NoDisk);
-    }
-    Ok(())
 }

@@ -54,6 +54,7 @@ pub(super) fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPoli
         hosts_per_leaf: 20,
         naive_ipoib: false,
         power_on: PowerOnSetup::default(),
+        srp_daemon: None,
     }
 }
 

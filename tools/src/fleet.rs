@@ -415,6 +415,13 @@ fn subnet_rows(t: &mut comfy_table::Table, runs: &[FleetRun]) {
     row("logins' PathRecords (unresolved)", &|f| {
         format!("{} ({})", f.path_records.queries, f.path_records.failed)
     });
+    if runs.iter().any(|r| r.figures.srp_daemon.is_some()) {
+        row("srp_daemon rescans (unanswered, given up)", &|f| {
+            f.srp_daemon.map_or("-".into(), |d| {
+                format!("{} ({}, {})", d.rescans, d.unanswered, d.given_up)
+            })
+        });
+    }
     if runs.iter().any(|r| r.figures.firmware.is_some()) {
         row("firmware logins (retries, boots failed)", &|f| {
             f.firmware.map_or("-".into(), |fw| {

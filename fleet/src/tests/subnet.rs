@@ -443,3 +443,47 @@ fn ports_come_back_across_the_sweep_and_their_queries_reach_the_sa_in_turn() {
     let outage = |f: &FleetFigures| f.faults[1].outage;
     assert_eq!(outage(&spread), outage(&at_once) + Duration::from_ms(38));
 }
+
+/// srp_daemon on every host (a fleet of Linux initiators) rescans every period, and at once
+/// after a flap and at a new master's ClientReregister: three queries and one a target each
+/// time, into the same SA as the joins. A handover's rescans meet the SA's silence through
+/// the new master's sweep and are made again after srp_daemon's 5 s; every host still comes
+/// back, and the SA served more queries than without the daemons.
+#[test]
+fn srp_daemon_rescans_load_the_sa_at_a_handover_and_every_period() {
+    let handover = FleetFault::SmHandover {
+        reassign_lids: false,
+    };
+    let faults = std::vec![(1_000, handover)];
+    let plain = super::setup(20, faults.clone(), RetryPolicy::Backoff);
+    let mut with = plain.clone();
+    with.srp_daemon = Some(crate::SrpDaemonSetup {
+        rescan: Duration::from_ms(2_000),
+    });
+    let (a, b) = (super::run(&plain), super::run(&with));
+    assert!(b.held(), "{b:?}");
+    assert_eq!(a.srp_daemon, None);
+    let d = b.srp_daemon.expect("running");
+    // Two targets: five queries a rescan.
+    assert_eq!(d.queries, d.rescans * 5, "{d:?}");
+    // Twenty hosts, a rescan each at their port's first Active, then every 2 s over the
+    // run (9 s), and one more at the ClientReregister.
+    assert!(d.rescans >= 20 * 4 + 20, "{d:?}");
+    assert!(
+        d.unanswered >= 20,
+        "the handover's rescans meet the silent SA: {d:?}"
+    );
+    assert_eq!(d.given_up, 0, "{d:?}");
+    // The SA saw the daemons' queries and nothing else more: answered, dropped while the
+    // new master swept, or still to answer at the run's end.
+    let more = |f: &crate::FleetFigures| f.sa.answered + f.sa.dropped_away + f.sa_queued;
+    assert_eq!(
+        more(&b) - more(&a),
+        d.queries,
+        "{d:?} {:?} {:?}",
+        a.sa,
+        b.sa
+    );
+    let r = &b.faults[1];
+    assert_eq!((r.hosts, r.back), (20, 20), "{r:?}");
+}

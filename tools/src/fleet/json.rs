@@ -123,6 +123,12 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "failed": f.path_records.failed,
             "rescans": f.path_records.rescans,
         },
+        "srp_daemon": f.srp_daemon.map(|d| json!({
+            "rescans": d.rescans,
+            "queries": d.queries,
+            "unanswered": d.unanswered,
+            "given_up": d.given_up,
+        })),
         "firmware": f.firmware.map(|fw| json!({
             "delay_ms": [ms(f.power_on.delay.0), ms(f.power_on.delay.1)],
             "firmware_boot_ms": f.power_on.firmware.map(ms),

@@ -5,7 +5,7 @@ use hcabus::verbs::RcTransport;
 use hcabus::{Duration, Instant};
 use hcabus_fleet::{
     boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, PowerOnSetup, SmSetup,
-    TargetSetup, Topology, MAX_HOSTS, MAX_HOSTS_PER_LEAF, MAX_TARGETS,
+    SrpDaemonSetup, TargetSetup, Topology, MAX_HOSTS, MAX_HOSTS_PER_LEAF, MAX_TARGETS,
 };
 use hcabus_lab::baselines;
 use hcabus_lab::srp_target::{Admission, LoginCapacity};
@@ -73,6 +73,8 @@ struct FleetKeys {
     power_on_delay_ms: [u64; 2],
     /// The boot firmware logs each host's boot disk in and loads the OS this long.
     firmware_boot_ms: Option<u64>,
+    /// Every host runs srp_daemon, rescanning this often (a fleet of Linux initiators).
+    srp_daemon_rescan_ms: Option<u64>,
 }
 
 /// `[fleet.sm]`: the subnet manager and its SA; what is not given keeps OpenSM's default.
@@ -211,11 +213,28 @@ pub fn parse(text: &str) -> Result<FleetScenario, ScenarioError> {
         hosts_per_leaf: keys.hosts_per_leaf,
         naive_ipoib: false,
         power_on: power_on(keys)?,
+        srp_daemon: srp_daemon(keys)?,
     };
     Ok(FleetScenario {
         policies: policies(keys)?,
         setup,
     })
+}
+
+/// srp_daemon on every host, when the file asks for it.
+fn srp_daemon(keys: &FleetKeys) -> Result<Option<SrpDaemonSetup>, ScenarioError> {
+    let Some(ms) = keys.srp_daemon_rescan_ms else {
+        return Ok(None);
+    };
+    if !(1_000..=3_600_000).contains(&ms) {
+        return Err(err(
+            "fleet.srp_daemon_rescan_ms",
+            "must be 1000..=3600000 (the shipped unit rescans every 60000)",
+        ));
+    }
+    Ok(Some(SrpDaemonSetup {
+        rescan: Duration::from_ms(ms),
+    }))
 }
 
 /// How the hosts power on: all at once unless a delay or the boot firmware is given.

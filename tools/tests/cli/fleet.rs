@@ -351,7 +351,12 @@ fn the_table_and_the_picture_show_each_policy() {
 #[test]
 fn a_bad_fleet_file_is_refused_by_key() {
     let good = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
-    let cases: [(&str, &str, &str); 25] = [
+    let cases: [(&str, &str, &str); 26] = [
+        (
+            "hosts = 100",
+            "hosts = 100\nsrp_daemon_rescan_ms = 10",
+            "fleet.srp_daemon_rescan_ms",
+        ),
         (
             "login_concurrency = 8\nlogins_per_second = 50",
             "login_concurrency = 8",
@@ -615,6 +620,42 @@ fn a_target_with_no_limits_is_the_linux_one_and_refuses_no_login() {
         "{t}"
     );
     assert_eq!(doc["runs"][0]["logins_answered_late"], 0);
+}
+
+/// `small.toml` with srp_daemon on every host: its rescans in the table and the JSON, five
+/// SA queries each (one target), and the SA served more than without them.
+#[test]
+fn srp_daemon_on_every_host_loads_the_sa() {
+    let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
+    let run = |extra: &str| {
+        let text = small.replace(
+            "hosts = 100",
+            &format!("hosts = 100\ncompare = [\"backoff\"]{extra}"),
+        );
+        let file = std::env::temp_dir().join(format!(
+            "hcasim-daemon{}-{}.toml",
+            extra.len(),
+            std::process::id()
+        ));
+        std::fs::write(&file, text).expect("a scratch file");
+        let path = file.to_str().expect("utf-8");
+        let table = hcasim(&["fleet", path]);
+        let doc = json_of(&hcasim(&["fleet", path, "--json"]));
+        let _ = std::fs::remove_file(&file);
+        (String::from_utf8_lossy(&table.stdout).into_owned(), doc)
+    };
+    let (table, doc) = run("\nsrp_daemon_rescan_ms = 60000");
+    let (_, plain) = run("");
+    every_run_keeps_the_fleet_guarantees(&doc);
+    assert!(table.contains("srp_daemon rescans"), "{table}");
+    let d = &doc["runs"][0]["srp_daemon"];
+    assert!(plain["runs"][0]["srp_daemon"].is_null());
+    // One target: four queries a rescan; a hundred hosts, each at least at its port's
+    // first Active and after the flap.
+    assert_eq!(f(&d["queries"]), 4.0 * f(&d["rescans"]), "{d}");
+    assert!(f(&d["rescans"]) >= 200.0, "{d}");
+    let answered = |x: &Value| f(&x["runs"][0]["sa"]["answered"]);
+    assert!(answered(&doc) > answered(&plain), "{d}");
 }
 
 /// `small.toml` on a fabric whose transport rides 15 s (`local_ack_timeout = 19`): its

@@ -1,0 +1,67 @@
+//! The checks a fleet's setup passes before anything is built: each refusal names its key.
+
+use hcabus::Instant;
+
+use super::{
+    FleetError, FleetFault, FleetSetup, FleetTemplate, Topology, MAX_HOSTS, MAX_HOSTS_PER_LEAF,
+    MAX_TARGETS,
+};
+use hcabus::Duration;
+
+pub(super) fn check(setup: &FleetSetup) -> Result<(), FleetError> {
+    if setup.sm.poll_interval == Duration::ZERO || setup.sm.polls_missed == 0 {
+        return Err(FleetError::Polls);
+    }
+    setup.power_on.check().map_err(FleetError::PowerOn)?;
+    if setup.hosts == 0 || setup.hosts > MAX_HOSTS {
+        return Err(FleetError::Hosts(setup.hosts));
+    }
+    if setup.hosts_per_leaf == 0 || setup.hosts_per_leaf > MAX_HOSTS_PER_LEAF {
+        return Err(FleetError::HostsPerLeaf(setup.hosts_per_leaf));
+    }
+    let leaves = Topology::new(setup.hosts, setup.hosts_per_leaf).leaves;
+    let n = setup.targets.len();
+    if n == 0 || n > MAX_TARGETS {
+        return Err(FleetError::Targets(n));
+    }
+    for (i, t) in setup.targets.iter().enumerate() {
+        if let Some(j) = setup.targets[..i].iter().position(|o| o.lid == t.lid) {
+            return Err(FleetError::SameLid(i, t.lid, j));
+        }
+    }
+    let end = Instant::ZERO + setup.duration;
+    // The lanes' clocks hold an instant of the run (`hcabus_lab::turns`).
+    if end.as_us() > hcabus_lab::turns::LAST_US {
+        return Err(FleetError::Duration);
+    }
+    for (i, (at, f)) in setup.faults.iter().enumerate() {
+        if *at >= end {
+            return Err(FleetError::AfterEnd(i));
+        }
+        match f {
+            FleetFault::TargetRestart { target, .. } if *target >= n => {
+                return Err(FleetError::NoTarget(i, *target, n));
+            }
+            FleetFault::LeafReboot { leaf, .. } if *leaf >= leaves => {
+                return Err(FleetError::NoLeaf(i, *leaf, leaves));
+            }
+            FleetFault::PowerOn => return Err(FleetError::Implied(i)),
+            FleetFault::Rollout { max_per_target } => {
+                let earlier = setup.faults[..i]
+                    .iter()
+                    .any(|(_, f)| matches!(f, FleetFault::Rollout { .. }));
+                if *max_per_target == 0 || earlier {
+                    return Err(FleetError::Rollout(i));
+                }
+                if matches!(setup.host, FleetTemplate::One(_)) {
+                    return Err(FleetError::RolloutOnOnePath(i));
+                }
+            }
+            _ => {}
+        }
+    }
+    if setup.host.disks() == 0 {
+        return Err(FleetError::NoDisk);
+    }
+    Ok(())
+}
