@@ -406,14 +406,10 @@ impl Fleet {
             lookup: super::figures::sa_takes(1, &self.sm.sa),
         }
         .active();
-        // Every host's power-on at once, then in order of their instants (a stable sort
-        // keeps the setup's faults before a power-on at the same instant).
-        let steps = starts
-            .iter()
-            .enumerate()
-            .map(|(i, at)| (*at, Step::PowerOn(i as u32)));
-        self.faults.extend(steps);
-        self.faults[self.next_fault..].sort_by_key(|(t, _)| *t);
+        // After the setup's faults: a fault comes before a power-on at the same instant.
+        for (i, at) in starts.iter().enumerate() {
+            self.insert_step(*at, Step::PowerOn(i as u32));
+        }
         self.staged = Some(std::boxed::Box::new(Staged {
             boot: Boot::new(setup.power_on, boot_target),
             ideal,

@@ -13,6 +13,12 @@ pub(super) fn check(setup: &FleetSetup) -> Result<(), FleetError> {
         return Err(FleetError::Polls);
     }
     setup.power_on.check().map_err(FleetError::PowerOn)?;
+    if setup
+        .srp_daemon
+        .is_some_and(|d| d.rescan < super::daemon::MIN_RESCAN)
+    {
+        return Err(FleetError::SrpDaemon);
+    }
     if setup.hosts == 0 || setup.hosts > MAX_HOSTS {
         return Err(FleetError::Hosts(setup.hosts));
     }

@@ -31,6 +31,7 @@ mod node;
 mod recovery;
 mod rollout;
 mod sm;
+mod steps;
 mod template;
 #[cfg(test)]
 mod tests;
@@ -173,6 +174,8 @@ pub enum FleetError {
     Node(u32, BuildError),
     #[error("{0}")]
     PowerOn(&'static str),
+    #[error("srp_daemon_rescan_ms must be at least {} (a rescan's three tries)", daemon::MIN_RESCAN.as_ms())]
+    SrpDaemon,
 }
 
 /// A fleet's seed for host `i`: a stream of its own for each.
@@ -201,8 +204,7 @@ pub struct Fleet {
     lanes: Vec<Lane>,
     topology: Topology,
     /// The setup's faults and the steps they led to, in order of their instants.
-    faults: Vec<(Instant, Step)>,
-    next_fault: usize,
+    faults: steps::Steps,
     recoveries: Vec<Recovery>,
     rollout: Option<rollout::Rollout>,
     /// The longest login of the template's disks, and its fabric's time from a link back
@@ -248,12 +250,7 @@ impl Fleet {
             disk_targets: Vec::with_capacity(n),
             lanes: Lane::split(setup.hosts, 1),
             topology: Topology::new(setup.hosts, setup.hosts_per_leaf),
-            faults: setup
-                .faults
-                .iter()
-                .map(|(t, f)| (*t, Step::Fault(*f)))
-                .collect(),
-            next_fault: 0,
+            faults: steps::Steps::default(),
             recoveries: Vec::new(),
             rollout: None,
             login: setup.host.login(),
@@ -265,7 +262,12 @@ impl Fleet {
             end: Instant::ZERO + setup.duration,
             stopped: false,
         };
-        fleet.faults.sort_by_key(|(t, _)| *t);
+        // The setup's faults in order of their instants, those of one instant as listed.
+        let mut faults = setup.faults.clone();
+        faults.sort_by_key(|(t, _)| *t);
+        for (t, f) in faults {
+            fleet.faults.push(t, Step::Fault(f));
+        }
         for i in 0..setup.hosts {
             let (host, disk_targets) = template::fleet_host(setup, i, (&shared, &subnet), None)?;
             fleet.hosts.push(host);
@@ -362,18 +364,17 @@ impl Fleet {
     /// something due, in the order of those instants (a fault before a host at the same one).
     pub fn run_until(&mut self, until: Instant) {
         while !self.stopped {
-            let fault_at = self
-                .faults
-                .get(self.next_fault)
-                .map(|(t, _)| *t)
-                .filter(|t| *t <= until);
-            self.run_lanes(fault_at.map_or(Bound::Through(until), Bound::Before));
+            let fault_at = self.faults.next_at().filter(|t| *t <= until);
+            // Steps of one instant one after another: no host is due between them.
+            if fault_at != Some(self.now) {
+                self.run_lanes(fault_at.map_or(Bound::Through(until), Bound::Before));
+            }
             match fault_at {
                 Some(at) if !self.stopped => {
                     self.now = self.now.max(at);
-                    let (_, step) = self.faults[self.next_fault];
-                    self.next_fault += 1;
-                    self.apply(step);
+                    if let Some((_, step)) = self.faults.pop() {
+                        self.apply(step);
+                    }
                 }
                 _ => break,
             }
@@ -577,10 +578,7 @@ impl Fleet {
                         }
                     }
                     self.schedule(i);
-                }
-                // srp_daemon rescans at the ClientReregister (`daemon.rs`).
-                for i in 0..self.hosts.len() as u32 {
-                    let reached = takeover + self.sm.sweep_base + self.sm.reaches(i);
+                    // srp_daemon rescans at the ClientReregister (`daemon.rs`).
                     self.rescan_at(i, reached, daemon::Cause::Event);
                 }
             }
@@ -615,11 +613,7 @@ impl Fleet {
 
     /// Schedules a step a fault leads to, after those already due then.
     fn insert_step(&mut self, at: Instant, step: Step) {
-        let pos = self.faults[self.next_fault..]
-            .iter()
-            .position(|(t, _)| *t > at)
-            .map_or(self.faults.len(), |p| p + self.next_fault);
-        self.faults.insert(pos, (at, step));
+        self.faults.push(at, step);
     }
 
     /// Pulls every cable of host `i` (already at the instant), or those to one leaf, for

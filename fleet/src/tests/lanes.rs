@@ -101,3 +101,27 @@ fn lanes_changed_in_the_middle_of_a_run_change_nothing() {
     tiny.duration = Duration::from_ms(BOOT_MS);
     assert_eq!(run_on(&tiny, 8), run_on(&tiny, 1));
 }
+
+/// A staged power-on through the firmware with srp_daemon on every port, on a Linux target
+/// that queues its logins, a handover after: the fleet's own steps (power-ons, firmware
+/// lookups and logins, rescans) between the lanes' windows, the same on every lane count.
+#[test]
+fn a_staged_power_on_with_srp_daemons_is_the_same_on_several_lanes() {
+    let handover = FleetFault::SmHandover {
+        reassign_lids: false,
+    };
+    let mut s = setup(24, std::vec![(8_000, handover)], RetryPolicy::Backoff);
+    s.duration = Duration::from_ms(BOOT_MS + 30_000);
+    s.targets[0].capacity = hcabus_lab::srp_target::LoginCapacity::IB_SRPT;
+    s.power_on = PowerOnSetup {
+        delay: (Duration::ZERO, Duration::from_ms(3_000)),
+        firmware: Some(Duration::from_ms(2_000)),
+    };
+    s.srp_daemon = Some(SrpDaemonSetup {
+        rescan: Duration::from_ms(15_000),
+    });
+    let f = same_on_every_lane_count(&s);
+    assert!(f.held(), "{f:?}");
+    let (fw, d) = (f.firmware.expect("staged"), f.srp_daemon.expect("on"));
+    assert!(fw.logins == 24 && d.rescans > 0, "{fw:?} {d:?}");
+}

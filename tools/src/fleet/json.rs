@@ -124,10 +124,12 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "rescans": f.path_records.rescans,
         },
         "srp_daemon": f.srp_daemon.map(|d| json!({
+            "rescan_ms": ms(d.rescan),
             "rescans": d.rescans,
             "queries": d.queries,
             "unanswered": d.unanswered,
             "given_up": d.given_up,
+            "merged": d.merged,
         })),
         "firmware": f.firmware.map(|fw| json!({
             "delay_ms": [ms(f.power_on.delay.0), ms(f.power_on.delay.1)],

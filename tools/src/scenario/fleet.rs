@@ -226,10 +226,11 @@ fn srp_daemon(keys: &FleetKeys) -> Result<Option<SrpDaemonSetup>, ScenarioError>
     let Some(ms) = keys.srp_daemon_rescan_ms else {
         return Ok(None);
     };
-    if !(1_000..=3_600_000).contains(&ms) {
+    if !(15_000..=3_600_000).contains(&ms) {
         return Err(err(
             "fleet.srp_daemon_rescan_ms",
-            "must be 1000..=3600000 (the shipped unit rescans every 60000)",
+            "must be 15000..=3600000, longer than a rescan's three tries (the shipped unit \
+             rescans every 60000)",
         ));
     }
     Ok(Some(SrpDaemonSetup {

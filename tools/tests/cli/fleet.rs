@@ -354,7 +354,7 @@ fn a_bad_fleet_file_is_refused_by_key() {
     let cases: [(&str, &str, &str); 26] = [
         (
             "hosts = 100",
-            "hosts = 100\nsrp_daemon_rescan_ms = 10",
+            "hosts = 100\nsrp_daemon_rescan_ms = 14999",
             "fleet.srp_daemon_rescan_ms",
         ),
         (
@@ -622,8 +622,8 @@ fn a_target_with_no_limits_is_the_linux_one_and_refuses_no_login() {
     assert_eq!(doc["runs"][0]["logins_answered_late"], 0);
 }
 
-/// `small.toml` with srp_daemon on every host: its rescans in the table and the JSON, five
-/// SA queries each (one target), and the SA served more than without them.
+/// `small.toml` with srp_daemon on every port: its rescans in the table and the JSON, eight
+/// SA queries each (two ports, one target), and the SA served more than without them.
 #[test]
 fn srp_daemon_on_every_host_loads_the_sa() {
     let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
@@ -644,16 +644,17 @@ fn srp_daemon_on_every_host_loads_the_sa() {
         let _ = std::fs::remove_file(&file);
         (String::from_utf8_lossy(&table.stdout).into_owned(), doc)
     };
-    let (table, doc) = run("\nsrp_daemon_rescan_ms = 60000");
+    let (table, doc) = run("\nsrp_daemon_rescan_ms = 20000");
     let (_, plain) = run("");
     every_run_keeps_the_fleet_guarantees(&doc);
     assert!(table.contains("srp_daemon rescans"), "{table}");
     let d = &doc["runs"][0]["srp_daemon"];
     assert!(plain["runs"][0]["srp_daemon"].is_null());
-    // One target: four queries a rescan; a hundred hosts, each at least at its port's
-    // first Active and after the flap.
-    assert_eq!(f(&d["queries"]), 4.0 * f(&d["rescans"]), "{d}");
-    assert!(f(&d["rescans"]) >= 200.0, "{d}");
+    // Two ports, one target: eight queries a rescan; a hundred hosts, each at its port's
+    // first Active, every 20 s after (twice more in the minute), and after the flap.
+    assert_eq!(f(&d["queries"]), 8.0 * f(&d["rescans"]), "{d}");
+    assert!(f(&d["rescans"]) >= 400.0, "{d}");
+    assert_eq!(d["rescan_ms"], 20_000.0);
     let answered = |x: &Value| f(&x["runs"][0]["sa"]["answered"]);
     assert!(answered(&doc) > answered(&plain), "{d}");
 }
