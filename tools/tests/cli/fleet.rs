@@ -532,33 +532,33 @@ fn a_rollout_activates_every_adapter_and_keeps_every_boot_disk_on_a_path() {
     );
 }
 
-/// Every fault the file names appears in the report, in order. One that takes no host's path
-/// (a target restart while every disk is still logging in at power-on, an SA overload) says
-/// it had no host to recover, with no ratio, in the table and in the JSON, instead of "back
-/// after 0 s, 0.00x the minimum" or nothing at all.
+/// `small.toml` under the shipped policy alone with `extra` keys in its `[fleet]`, run for
+/// its table and its JSON (through a scratch file named by `tag`).
+fn small_with(tag: &str, extra: &str) -> (String, Value) {
+    let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
+    let text = small.replace(
+        "hosts = 100",
+        &format!("hosts = 100\ncompare = [\"backoff\"]{extra}"),
+    );
+    let file = std::env::temp_dir().join(format!(
+        "hcasim-{tag}{}-{}.toml",
+        extra.len(),
+        std::process::id()
+    ));
+    std::fs::write(&file, text).expect("a scratch file");
+    let path = file.to_str().expect("utf-8");
+    let table = hcasim(&["fleet", path]);
+    let doc = json_of(&hcasim(&["fleet", path, "--json"]));
+    let _ = std::fs::remove_file(&file);
+    (String::from_utf8_lossy(&table.stdout).into_owned(), doc)
+}
+
 /// `small.toml` with its hosts booting from SAN through their firmware: each boot disk is
 /// logged in by the firmware first (the table's row and the JSON's `firmware`), the target
 /// takes a login more a host, and the power-on is back later by the OS's load at least.
 #[test]
 fn a_power_on_through_the_boot_firmware_logs_every_boot_disk_in_twice() {
-    let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
-    let run = |extra: &str| {
-        let text = small.replace(
-            "hosts = 100",
-            &format!("hosts = 100\ncompare = [\"backoff\"]{extra}"),
-        );
-        let file = std::env::temp_dir().join(format!(
-            "hcasim-firmware{}-{}.toml",
-            extra.len(),
-            std::process::id()
-        ));
-        std::fs::write(&file, text).expect("a scratch file");
-        let path = file.to_str().expect("utf-8");
-        let table = hcasim(&["fleet", path]);
-        let doc = json_of(&hcasim(&["fleet", path, "--json"]));
-        let _ = std::fs::remove_file(&file);
-        (String::from_utf8_lossy(&table.stdout).into_owned(), doc)
-    };
+    let run = |extra: &str| small_with("firmware", extra);
     let (table, doc) = run("\nfirmware_boot_ms = 5000");
     let (plain_table, plain) = run("");
     every_run_keeps_the_fleet_guarantees(&doc);
@@ -626,24 +626,7 @@ fn a_target_with_no_limits_is_the_linux_one_and_refuses_no_login() {
 /// SA queries each (two ports, one target), and the SA served more than without them.
 #[test]
 fn srp_daemon_on_every_host_loads_the_sa() {
-    let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
-    let run = |extra: &str| {
-        let text = small.replace(
-            "hosts = 100",
-            &format!("hosts = 100\ncompare = [\"backoff\"]{extra}"),
-        );
-        let file = std::env::temp_dir().join(format!(
-            "hcasim-daemon{}-{}.toml",
-            extra.len(),
-            std::process::id()
-        ));
-        std::fs::write(&file, text).expect("a scratch file");
-        let path = file.to_str().expect("utf-8");
-        let table = hcasim(&["fleet", path]);
-        let doc = json_of(&hcasim(&["fleet", path, "--json"]));
-        let _ = std::fs::remove_file(&file);
-        (String::from_utf8_lossy(&table.stdout).into_owned(), doc)
-    };
+    let run = |extra: &str| small_with("daemon", extra);
     let (table, doc) = run("\nsrp_daemon_rescan_ms = 20000");
     let (_, plain) = run("");
     every_run_keeps_the_fleet_guarantees(&doc);
@@ -664,30 +647,11 @@ fn srp_daemon_on_every_host_loads_the_sa() {
 /// with no login; under the default transport, none is, and the table has no such row.
 #[test]
 fn a_link_flap_the_transport_rides_costs_no_login() {
-    let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
-    let run = |extra: &str| {
-        let text = small.replace(
-            "hosts = 100",
-            &format!("hosts = 100\ncompare = [\"backoff\"]{extra}"),
-        );
-        let file = std::env::temp_dir().join(format!(
-            "hcasim-ride{}-{}.toml",
-            extra.len(),
-            std::process::id()
-        ));
-        std::fs::write(&file, text).expect("a scratch file");
-        let path = file.to_str().expect("utf-8");
-        let table = hcasim(&["fleet", path]);
-        let doc = json_of(&hcasim(&["fleet", path, "--json"]));
-        let _ = std::fs::remove_file(&file);
-        (table, doc)
-    };
+    let run = |extra: &str| small_with("ride", extra);
     let (table, doc) = run("\nlocal_ack_timeout = 19");
     let (plain_table, plain) = run("");
-    let plain_table = String::from_utf8_lossy(&plain_table.stdout);
     assert!(!plain_table.contains("paths kept"), "{plain_table}");
     every_run_keeps_the_fleet_guarantees(&doc);
-    let table = String::from_utf8_lossy(&table.stdout);
     assert!(
         table.contains("paths kept through the flap (no login)"),
         "{table}"
@@ -712,6 +676,10 @@ fn a_link_flap_the_transport_rides_costs_no_login() {
     assert!(accepted(&doc) < accepted(&plain), "no login for the flap");
 }
 
+/// Every fault the file names appears in the report, in order. One that takes no host's path
+/// (a target restart while every disk is still logging in at power-on, an SA overload) says
+/// it had no host to recover, with no ratio, in the table and in the JSON, instead of "back
+/// after 0 s, 0.00x the minimum" or nothing at all.
 #[test]
 fn a_fault_with_no_host_to_recover_is_listed_and_says_so() {
     let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
