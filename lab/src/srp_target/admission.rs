@@ -380,6 +380,14 @@ mod tests {
             .collect();
         assert_eq!(waits, [0, 0, 1_000, 1_000, 2_000]);
         assert_eq!((a.stats().peak_per_second, a.stats().queued), (2, 3));
+        // Logins a second apart from the oldest of the last two: one at 0 and one at 100 ms
+        // let the next in at 1 s, and the one after at 1.1 s.
+        let mut a = admission(100, 2);
+        a.capacity.queue = true;
+        let waits: Vec<u64> = [0, 100, 100, 100]
+            .map(|ms| a.try_login(at(ms), NO_TIME).expect("queued").as_ms())
+            .to_vec();
+        assert_eq!(waits, [0, 0, 900, 1_000]);
     }
 
     #[test]

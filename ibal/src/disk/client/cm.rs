@@ -71,6 +71,19 @@ impl SrpClient {
     }
 }
 
+/// When the CM gives up on a REQ sent at `now` after `retries` sent before it: at its last
+/// REQ's timeout, or at the login's `deadline` if that is still to come and sooner, but
+/// never before this REQ's own timeout (a login past its deadline is a probe, answered
+/// whenever the target does).
+pub(super) fn cm_gives_up(now: Instant, retries: u8, deadline: Option<Instant>) -> Instant {
+    let left = u64::from(MAX_CM_RETRIES.saturating_sub(retries)) + 1;
+    let last = now + Duration::from_us(REQ_TIMEOUT.as_us() * left);
+    match deadline {
+        Some(d) if d > now => last.min(d.max(now + REQ_TIMEOUT)),
+        _ => last,
+    }
+}
+
 /// The times the CM sends a REQ again while it waits `wait` for the answer: at each of its
 /// timeouts strictly before the answer comes (or it gives up).
 pub(super) fn resent_before(wait: Duration) -> u64 {
@@ -83,13 +96,7 @@ impl SrpClient {
     /// login past it is a probe, answered whenever the target does).
     pub(super) fn cm_until<B: FabricBus + ?Sized>(&self, bus: &B, now: Instant) -> Instant {
         let retries = self.req.map_or(0, |r| r.retries);
-        let left = u64::from(MAX_CM_RETRIES.saturating_sub(retries)) + 1;
-        let last = now + Duration::from_us(REQ_TIMEOUT.as_us() * left);
-        // A CM never abandons a REQ before its own timeout.
-        match self.login.deadline(self.login_limit(bus)) {
-            Some(d) if d > now => last.min(d.max(now + REQ_TIMEOUT)),
-            _ => last,
-        }
+        cm_gives_up(now, retries, self.login.deadline(self.login_limit(bus)))
     }
 
     /// The target will answer the REQ sent at `now` only after the CM's last timeout (or
@@ -122,6 +129,26 @@ mod tests {
         // sources.
         assert_eq!(2 * cm_ms(18) + cm_ms(20), 6_144);
         assert_eq!(cm_ms(5), 1, "below 2^8 x 4.096 us, a millisecond");
+    }
+
+    /// The CM waits out its sixteen REQs, or the login's deadline, never less than one REQ.
+    #[test]
+    fn the_cm_gives_up_at_its_last_timeout_or_the_deadline_never_within_one_req() {
+        let t = REQ_TIMEOUT.as_us();
+        let at = Instant::from_us;
+        let now = at(1_000_000);
+        assert_eq!(cm_gives_up(now, 0, None), at(1_000_000 + 16 * t));
+        assert_eq!(
+            cm_gives_up(now, 15, None),
+            at(1_000_000 + t),
+            "the last REQ"
+        );
+        assert_eq!(cm_gives_up(now, 40, None), at(1_000_000 + t), "never none");
+        // A deadline 10 s on cuts the series there; one a millisecond on leaves this REQ
+        // its whole timeout; one past is no deadline (a probe).
+        assert_eq!(cm_gives_up(now, 0, Some(at(11_000_000))), at(11_000_000));
+        assert_eq!(cm_gives_up(now, 0, Some(at(1_001_000))), at(1_000_000 + t));
+        assert_eq!(cm_gives_up(now, 3, Some(now)), at(1_000_000 + 13 * t));
     }
 
     /// A REQ is sent again at each timeout strictly before its answer: none for an answer
