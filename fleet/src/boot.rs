@@ -1,4 +1,4 @@
-//! A fleet powering on as one does (docs/fleet.md "Power-on"): each host's BMC waits its
+//! A fleet powering on as one does (docs/fleet.md, design.md §11 "A power-on host by host"): each host's BMC waits its
 //! power-restore delay; the boot firmware (FlexBoot) brings a port up, asks the SA for the
 //! path to the boot disk's target, logs in and loads the operating system through it; the
 //! operating system's driver then starts the stack, whose ports train again and whose disks
@@ -37,8 +37,9 @@ pub const FIRMWARE_LOOKUP_TIMEOUT: Duration = Duration::from_ms(1_000);
 pub const FIRMWARE_REOPEN_DELAY: Duration = Duration::from_ms(5_000);
 /// iPXE's `SAN_DEFAULT_RETRIES`: the firmware's tries past the first before the boot fails.
 pub const FIRMWARE_RETRIES: u8 = 10;
-/// iPXE's `SAN_COMMAND_TIMEOUT`: a login the target answers later than this (behind others
-/// at a target that serves one at a time) is a failed try.
+/// How long the firmware waits for its login's answer (a target serving logins one at a
+/// time, far behind): a failed try then. iPXE's own bound on a login was not read; this is
+/// its bound on a SAN command (`SAN_COMMAND_TIMEOUT`), an estimate.
 pub const FIRMWARE_COMMAND_TIMEOUT: Duration = Duration::from_ms(15_000);
 
 /// How the fleet powers on.
@@ -127,8 +128,9 @@ pub(super) enum Phase {
 pub struct FirmwareFigures {
     /// Logins the firmware made (each host's first, at its boot disk's target).
     pub logins: u64,
-    /// Tries that failed (the SA did not answer in time, the target refused) and were made
-    /// again after iPXE's reopen delay.
+    /// Tries that failed (the SA did not answer in time, the target refused, its answer later
+    /// than the firmware waits or cut off by a master's failure) and were made again after
+    /// iPXE's reopen delay.
     pub retries: u64,
     /// Hosts whose firmware gave the boot disk up after its last try: never started.
     pub boot_failures: u64,
@@ -152,6 +154,26 @@ pub(super) struct Boot {
     /// The latest window with no master (a failover): a host that starts in it waits.
     pub(super) sm_away: Option<(Instant, Instant)>,
     pub(super) figures: FirmwareFigures,
+}
+
+/// How a firmware login went: answered after this long, refused (or its answer cut off),
+/// or answered later than the firmware waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Login {
+    Answered(Duration),
+    Refused,
+    TooLate,
+}
+
+impl Login {
+    /// A login the target answers after `takes` (its wait and the login), or refused.
+    pub(super) fn of(takes: Option<Duration>) -> Self {
+        match takes {
+            Some(t) if t > FIRMWARE_COMMAND_TIMEOUT => Login::TooLate,
+            Some(t) => Login::Answered(t),
+            None => Login::Refused,
+        }
+    }
 }
 
 /// What the fleet does at a power-on step: the next step, or the operating system's start
@@ -214,18 +236,14 @@ impl Boot {
 
     /// The firmware's login at `now`: accepted (taking `login`), the operating system
     /// starts once it is loaded; refused, another try.
-    pub(super) fn logged_in(
-        &mut self,
-        i: u32,
-        tries: u8,
-        now: Instant,
-        accepted: Option<Duration>,
-    ) -> Next {
-        match (accepted, self.setup.firmware) {
-            (Some(login), Some(load)) => {
+    pub(super) fn logged_in(&mut self, i: u32, tries: u8, now: Instant, outcome: Login) -> Next {
+        match (outcome, self.setup.firmware) {
+            (Login::Answered(login), Some(load)) => {
                 self.figures.logins += 1;
                 Next::Step(now + login + load, Step::OsStart(i))
             }
+            // The firmware waits out its bound before it gives the try up.
+            (Login::TooLate, _) => self.failed(i, tries, now + FIRMWARE_COMMAND_TIMEOUT),
             _ => self.failed(i, tries, now),
         }
     }
@@ -338,17 +356,26 @@ impl Ideal<'_> {
                 ),
                 tried => {
                     let t = self.boot_target[i as usize].unwrap_or(0);
-                    let accepted = admissions
+                    let takes = admissions
                         .get_mut(t)
                         .and_then(|a| a.try_login(at, self.login).ok())
-                        .filter(|wait| *wait + self.login <= FIRMWARE_COMMAND_TIMEOUT);
-                    if let Some(wait) = accepted {
-                        (at + wait + self.login + load + self.link_up, OS)
-                    } else if tried <= FIRMWARE_RETRIES {
-                        (at + FIRMWARE_REOPEN_DELAY + self.lookup, tried + 1)
-                    } else {
+                        .map(|wait| wait + self.login);
+                    let failed_at = match Login::of(takes) {
+                        Login::Answered(takes) => {
+                            events.push(core::cmp::Reverse((
+                                at + takes + load + self.link_up,
+                                i,
+                                OS,
+                            )));
+                            continue;
+                        }
+                        Login::TooLate => at + FIRMWARE_COMMAND_TIMEOUT,
+                        Login::Refused => at,
+                    };
+                    if tried > FIRMWARE_RETRIES {
                         continue;
                     }
+                    (failed_at + FIRMWARE_REOPEN_DELAY + self.lookup, tried + 1)
                 }
             };
             events.push(core::cmp::Reverse((next.0, i, next.1)));
@@ -448,15 +475,15 @@ impl Fleet {
             // An answer a master's failure cut off on its way never came: a failed try.
             Step::FirmwareLogin { host, tries, asked } => {
                 let answered = staged.subnet.survived(asked, now);
-                let accepted = boot.boot_target[host as usize]
+                // Answered too late for the firmware, the target's time is spent all the same.
+                let takes = boot.boot_target[host as usize]
                     .filter(|_| answered)
                     .and_then(|t| {
                         let mut a = self.targets[t].1.lock();
                         let wait = a.try_login(now, self.login).ok()?;
-                        // Answered too late for iPXE, the target's time spent all the same.
-                        Some(wait + self.login).filter(|t| *t <= FIRMWARE_COMMAND_TIMEOUT)
+                        Some(wait + self.login)
                     });
-                (host, boot.logged_in(host, tries, now, accepted))
+                (host, boot.logged_in(host, tries, now, Login::of(takes)))
             }
             Step::OsStart(i) => (i, boot.os_starts(i, now, fabric)),
             Step::Fault(_) | Step::RolloutLook | Step::Rescan { .. } => return,
@@ -586,7 +613,7 @@ mod tests {
         let mut b = Boot::new(setup, std::vec![Some(0)]);
         let mut now = at(0);
         for tries in 0..=FIRMWARE_RETRIES {
-            match b.logged_in(0, tries, now, None) {
+            match b.logged_in(0, tries, now, Login::Refused) {
                 Next::Step(
                     t,
                     Step::FirmwareLookup {
@@ -618,7 +645,13 @@ mod tests {
                 }
             )
         );
-        let login = b.logged_in(0, 0, at(3), Some(Duration::from_ms(20)));
+        // A login answered past the firmware's wait fails the try when the wait is over.
+        let late = b.logged_in(0, 0, at(3), Login::of(Some(Duration::from_ms(15_001))));
+        let reopen = FIRMWARE_COMMAND_TIMEOUT + FIRMWARE_REOPEN_DELAY;
+        assert!(
+            matches!(late, Next::Step(t, Step::FirmwareLookup { tries: 1, .. }) if t == at(3) + reopen)
+        );
+        let login = b.logged_in(0, 0, at(3), Login::Answered(Duration::from_ms(20)));
         assert_eq!(login, Next::Step(at(20_023), Step::OsStart(0)));
     }
 }

@@ -1,7 +1,8 @@
 //! srp_daemon on every port of every host (docs/fleet.md; rdma-core runs one a port,
 //! `srp_daemon_port@`): a Linux initiator's discovery of its SRP targets, as SA load. It
-//! rescans the fabric every `rescan` (the shipped unit's `-R 60`), and at once when its port
-//! comes back from a flap or a leaf's reboot and at a ClientReregister; each rescan registers
+//! rescans the fabric every `rescan` (the shipped unit's `-R 60`), and at once when a flap or
+//! a leaf's reboot brings a port back (every port of the host rescans then: one leaf's
+//! reboot of a dual-rail host counts both) and at a ClientReregister; each rescan registers
 //! again for the SA's traps (64, a GID in service, and 144, a port's capabilities changed)
 //! and asks the SA for every port that manages devices and for a path to each target:
 //! `3 + targets` queries a port, each a MAD waited for 5 s. A rescan with a query unanswered

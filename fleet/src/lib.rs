@@ -37,7 +37,7 @@ mod template;
 mod tests;
 mod topology;
 
-pub use boot::{FirmwareFigures, PowerOnSetup};
+pub use boot::{FirmwareFigures, PowerOnSetup, FIRMWARE_COMMAND_TIMEOUT};
 pub use daemon::{DaemonFigures, SrpDaemonSetup};
 pub use fault::{DisksWaited, FleetFault};
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};

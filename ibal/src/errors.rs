@@ -39,9 +39,9 @@ pub enum CreateError {
     /// again later.
     #[error("the SA did not resolve the path to the target")]
     PathUnresolved,
-    /// The target's answer to the login would come after the CM's last REQ timed out (a
-    /// target that serves logins one at a time, far behind): the CM gives the login up at
-    /// its last timeout. Try again later.
+    /// The target's answer to the login would come after the CM's last REQ timed out, or
+    /// past a data LUN's hold (a target that serves logins one at a time, far behind): the
+    /// CM gives the login up then. Try again later.
     #[error("the target answered the login after its CM gave up")]
     AnsweredLate,
 }

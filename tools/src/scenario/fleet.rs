@@ -254,6 +254,14 @@ fn power_on(keys: &FleetKeys) -> Result<PowerOnSetup, ScenarioError> {
     {
         return Err(err("fleet.firmware_boot_ms", "must be 1..=3600000"));
     }
+    // The firmware waits 15 s for a login's answer: a longer login never boots a host.
+    let waits = hcabus_fleet::FIRMWARE_COMMAND_TIMEOUT.as_ms();
+    if keys.firmware_boot_ms.is_some() && keys.login_ms > waits {
+        return Err(err(
+            "fleet.login_ms",
+            format!("must be at most {waits} with fleet.firmware_boot_ms (the firmware's wait)"),
+        ));
+    }
     Ok(PowerOnSetup {
         delay: (Duration::from_ms(least), Duration::from_ms(most)),
         firmware: keys.firmware_boot_ms.map(Duration::from_ms),

@@ -96,7 +96,10 @@ impl SrpClient {
     /// login past it is a probe, answered whenever the target does).
     pub(super) fn cm_until<B: FabricBus + ?Sized>(&self, bus: &B, now: Instant) -> Instant {
         let retries = self.req.map_or(0, |r| r.retries);
-        cm_gives_up(now, retries, self.login.deadline(self.login_limit(bus)))
+        // A series not refused or unanswered yet holds from this REQ on.
+        let limit = self.login_limit(bus);
+        let deadline = self.login.deadline(limit).unwrap_or(now + limit);
+        cm_gives_up(now, retries, Some(deadline))
     }
 
     /// The target will answer the REQ sent at `now` only after the CM's last timeout (or

@@ -180,7 +180,7 @@ fn a_serial_target_answers_late_or_after_the_cm_gave_up() {
     assert!(s.longest_wait >= Duration::from_ms(9_990), "{s:?}");
     // Forty seconds behind: past the CM's 16 x 2.3 s, given up, then in.
     // Forty seconds behind: a data LUN's REQs end at its 30 s hold (sent again at each of
-    // the CM's twelve timeouts before it), its held I/O failed as retryable, never lost;
+    // the CM's thirteen timeouts before it), its held I/O failed as retryable, never lost;
     // the login given up then and retried.
     let (d, s, io) = run(40_000);
     assert_eq!(d.logins_answered_late, 1, "{d:?}");
