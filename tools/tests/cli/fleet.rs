@@ -545,11 +545,13 @@ fn small_with(tag: &str, extra: &str) -> (String, Value) {
         "hosts = 100",
         &format!("hosts = 100\ncompare = [\"backoff\"]{extra}"),
     );
-    let file = std::env::temp_dir().join(format!(
-        "hcasim-{tag}{}-{}.toml",
-        extra.len(),
-        std::process::id()
-    ));
+    fleet_of(&format!("{tag}{}", extra.len()), &text)
+}
+
+/// The fleet file `text`, run for its table and its JSON (through a scratch file named by
+/// `tag`).
+fn fleet_of(tag: &str, text: &str) -> (String, Value) {
+    let file = std::env::temp_dir().join(format!("hcasim-{tag}-{}.toml", std::process::id()));
     std::fs::write(&file, text).expect("a scratch file");
     let path = file.to_str().expect("utf-8");
     let table = hcasim(&["fleet", path]);
@@ -605,13 +607,7 @@ fn a_target_with_no_limits_is_the_linux_one_and_refuses_no_login() {
     let text = small
         .replace("login_concurrency = 8\nlogins_per_second = 50\n", "")
         .replace("hosts = 100", "hosts = 100\ncompare = [\"backoff\"]");
-    let file = std::env::temp_dir().join(format!("hcasim-srpt-{}.toml", std::process::id()));
-    std::fs::write(&file, text).expect("a scratch file");
-    let path = file.to_str().expect("utf-8");
-    let table = hcasim(&["fleet", path]);
-    let doc = json_of(&hcasim(&["fleet", path, "--json"]));
-    let _ = std::fs::remove_file(&file);
-    let table = String::from_utf8_lossy(&table.stdout);
+    let (table, doc) = fleet_of("srpt", &text);
     assert!(table.contains("one at a time; waited"), "{table}");
     every_run_keeps_the_fleet_guarantees(&doc);
     let t = &doc["runs"][0]["targets"][0];
@@ -693,13 +689,7 @@ fn a_fault_with_no_host_to_recover_is_listed_and_says_so() {
          down_ms = 100\n\n[[fleet.events]]\nat_ms = 30000\nkind = \"sa_overload\"\n\
          down_ms = 1000\n"
     );
-    let file = std::env::temp_dir().join(format!("hcasim-nohost-{}.toml", std::process::id()));
-    std::fs::write(&file, text).expect("a scratch file");
-    let path = file.to_str().expect("utf-8");
-    let table = hcasim(&["fleet", path]);
-    let doc = json_of(&hcasim(&["fleet", path, "--json"]));
-    let _ = std::fs::remove_file(&file);
-    let table = String::from_utf8_lossy(&table.stdout);
+    let (table, doc) = fleet_of("nohost", &text);
     assert!(table.contains("no host to recover"), "{table}");
     assert!(
         table.contains("the SA answers nothing at 30.000 s"),
