@@ -448,7 +448,7 @@ impl Fleet {
     }
 
     /// A link's training: the fabric's time to an Active port less the sweep's base.
-    fn link_up(&self) -> Duration {
+    pub(super) fn link_up(&self) -> Duration {
         Duration::from_us(
             self.fabric
                 .as_us()
@@ -486,7 +486,9 @@ impl Fleet {
                 (host, boot.logged_in(host, tries, now, Login::of(takes)))
             }
             Step::OsStart(i) => (i, boot.os_starts(i, now, fabric)),
-            Step::Fault(_) | Step::RolloutLook | Step::Rescan { .. } => return,
+            Step::Fault(_) | Step::RolloutLook | Step::Rescan { .. } | Step::Bounce { .. } => {
+                return
+            }
         };
         match next {
             Next::Step(at, step) => self.insert_step(at, step),
@@ -506,6 +508,8 @@ impl Fleet {
         match template::fleet_host(setup, i, (shared, &staged.subnet), power) {
             Ok((host, _)) => {
                 self.hosts[i as usize] = host;
+                // A trap storm's plan reaches it as it does every host (`traps.rs`).
+                self.install_sweeps(i);
                 self.schedule(i);
                 // Its srp_daemon starts with it: a first rescan once its port is Active.
                 let active = self.now + pulled_for + self.fabric;

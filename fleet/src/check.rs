@@ -51,6 +51,17 @@ pub(super) fn check(setup: &FleetSetup) -> Result<(), FleetError> {
             FleetFault::LeafReboot { leaf, .. } if *leaf >= leaves => {
                 return Err(FleetError::NoLeaf(i, *leaf, leaves));
             }
+            FleetFault::TrapStorm {
+                leaf,
+                down,
+                every,
+                bounces,
+            } => {
+                if *leaf >= leaves {
+                    return Err(FleetError::NoLeaf(i, *leaf, leaves));
+                }
+                storm(setup, i, (*at, end), (*down, *every, *bounces))?;
+            }
             FleetFault::PowerOn => return Err(FleetError::Implied(i)),
             FleetFault::Rollout { max_per_target } => {
                 let earlier = setup.faults[..i]
@@ -68,6 +79,39 @@ pub(super) fn check(setup: &FleetSetup) -> Result<(), FleetError> {
     }
     if setup.host.disks() == 0 {
         return Err(FleetError::NoDisk);
+    }
+    Ok(())
+}
+
+/// A trap storm's bounces: a cable that is back before its next one, all within the run,
+/// one storm a run (the master's plan is one).
+fn storm(
+    setup: &FleetSetup,
+    i: usize,
+    (at, end): (Instant, Instant),
+    (down, every, bounces): (Duration, Duration, u32),
+) -> Result<(), FleetError> {
+    let earlier = setup.faults[..i]
+        .iter()
+        .any(|(_, f)| matches!(f, FleetFault::TrapStorm { .. }));
+    if earlier {
+        return Err(FleetError::TrapStorm(i, "one trap storm a run"));
+    }
+    if !(1..=super::MAX_BOUNCES).contains(&bounces) {
+        return Err(FleetError::TrapStorm(i, "bounces must be 1..=10000"));
+    }
+    if down == Duration::ZERO || down >= every {
+        return Err(FleetError::TrapStorm(
+            i,
+            "down_ms must be at least 1 and below every_ms (the cable is back before its next bounce)",
+        ));
+    }
+    let last = every.as_us().saturating_mul(u64::from(bounces - 1));
+    if at.as_us().saturating_add(last) >= end.as_us() {
+        return Err(FleetError::TrapStorm(
+            i,
+            "its last bounce is at or after the run's end",
+        ));
     }
     Ok(())
 }

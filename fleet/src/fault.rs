@@ -16,6 +16,15 @@ pub enum FleetFault {
     /// Leaf switch `leaf` reboots: every port cabled to it loses its link for `down` (a
     /// switch's reboot takes minutes).
     LeafReboot { leaf: u32, down: Duration },
+    /// A bad cable on leaf switch `leaf`: the port of its first host goes dark for `down`
+    /// every `every`, `bounces` times, and the switch traps each change to the master
+    /// (`traps.rs`): a storm of traps and sweeps, the switch's ignored past OpenSM's count.
+    TrapStorm {
+        leaf: u32,
+        down: Duration,
+        every: Duration,
+        bounces: u32,
+    },
     /// Every host starts at once (the fleet's power-on, a boot storm): not injected, the
     /// first thing every fleet recovers from.
     PowerOn,
@@ -43,6 +52,7 @@ impl FleetFault {
             FleetFault::TargetRestart { .. } => "target_restart",
             FleetFault::LinkFlap { .. } => "link_flap",
             FleetFault::LeafReboot { .. } => "leaf_reboot",
+            FleetFault::TrapStorm { .. } => "trap_storm",
             FleetFault::PowerOn => "power_on",
             FleetFault::SmFailover => "sm_failover",
             FleetFault::SmHandover { .. } => "sm_handover",
@@ -55,9 +65,10 @@ impl FleetFault {
     /// interface to be up again. No wildcard: a new fault says.
     pub fn takes_links(&self) -> bool {
         match self {
-            FleetFault::LinkFlap { .. } | FleetFault::LeafReboot { .. } | FleetFault::PowerOn => {
-                true
-            }
+            FleetFault::LinkFlap { .. }
+            | FleetFault::LeafReboot { .. }
+            | FleetFault::TrapStorm { .. }
+            | FleetFault::PowerOn => true,
             FleetFault::TargetRestart { .. }
             | FleetFault::SmFailover
             | FleetFault::SmHandover { .. }
@@ -76,6 +87,7 @@ impl FleetFault {
             FleetFault::TargetRestart { .. }
             | FleetFault::LinkFlap { .. }
             | FleetFault::LeafReboot { .. }
+            | FleetFault::TrapStorm { .. }
             | FleetFault::PowerOn
             | FleetFault::SaOverload { .. }
             | FleetFault::Rollout { .. } => None,
@@ -98,7 +110,9 @@ impl FleetFault {
         match self {
             FleetFault::TargetRestart { target, .. } => DisksWaited::OfTarget(*target),
             FleetFault::PowerOn => DisksWaited::EveryFirstLogin,
-            FleetFault::LeafReboot { leaf, .. } => DisksWaited::OnLeaf(*leaf),
+            FleetFault::LeafReboot { leaf, .. } | FleetFault::TrapStorm { leaf, .. } => {
+                DisksWaited::OnLeaf(*leaf)
+            }
             FleetFault::LinkFlap { .. }
             | FleetFault::SmFailover
             | FleetFault::SmHandover { .. }

@@ -152,6 +152,8 @@ pub struct FleetFigures {
     pub power_on: super::PowerOnSetup,
     /// What the hosts' srp_daemons did (`None`: none runs).
     pub srp_daemon: Option<super::DaemonFigures>,
+    /// What a trap storm made the master do (`None`: no storm).
+    pub traps: Option<super::TrapFigures>,
     /// Logins a queueing target would have answered only after the initiator's CM gave up.
     pub logins_answered_late: u64,
     /// Every host's disks, summed.
@@ -290,7 +292,7 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
         }
         // The leaf's ports train and are swept in turn; its hosts' joins are those of the
         // adapters on it.
-        FleetFault::LeafReboot { leaf, down } => {
+        FleetFault::LeafReboot { leaf, down } | FleetFault::TrapStorm { leaf, down, .. } => {
             let on = r.affected() as u32;
             let spread = fleet.sm.reaches(on.saturating_sub(1));
             let adapters = fleet.hosts.first().map_or(1, |h| h.adapter_count()).max(1);
@@ -317,7 +319,13 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
                 .as_us()
                 .saturating_sub(spread.as_us())
                 .max(last.as_us());
-            (down + fleet.fabric + spread, Duration::from_us(controlled))
+            // A storm's port is back when the master sweeps it after the last bounce, as
+            // the storm left it (`traps.rs`): no policy changes that.
+            let outage = match r.fault {
+                FleetFault::TrapStorm { .. } => fleet.storm_port_back(r.at, down),
+                _ => down + fleet.fabric + spread,
+            };
+            (outage, Duration::from_us(controlled))
         }
         // Host by host: until the last host's operating system has its ports Active (its
         // firmware's and its BMC's doing), then that host's own path, login and joins.
@@ -370,6 +378,7 @@ fn rides_out(fleet: &Fleet, r: &Recovery, h: u32) -> bool {
             let k = r.hosts().position(|x| x == h).unwrap_or(0) as u32;
             down + fleet.fabric + fleet.sm.reaches(k)
         }
+        FleetFault::TrapStorm { down, .. } => fleet.storm_port_back(r.at, down),
         _ => return false,
     };
     dark <= ride
@@ -506,6 +515,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         logins_answered_late: late,
         power_on: fleet.power_on(),
         srp_daemon: fleet.daemons(),
+        traps: fleet.traps(),
         io,
         paging_stall: [
             at(0.5),

@@ -36,6 +36,7 @@ mod template;
 #[cfg(test)]
 mod tests;
 mod topology;
+mod traps;
 
 pub use boot::{FirmwareFigures, PowerOnSetup, FIRMWARE_COMMAND_TIMEOUT};
 pub use daemon::{DaemonFigures, SrpDaemonSetup};
@@ -48,6 +49,7 @@ pub use rollout::RolloutFigures;
 pub use sm::SmSetup;
 pub use template::{boot_host, multipath_host, FleetTemplate};
 pub use topology::{Topology, MAX_HOSTS_PER_LEAF};
+pub use traps::{TrapFigures, MAX_BOUNCES, SWEEP_INTERVAL, TRAP_AGING, TRAP_THRESHOLD};
 
 /// The most hosts a fleet may have: what one process can hold (each host is a whole stack).
 pub const MAX_HOSTS: u32 = 10_000;
@@ -90,6 +92,12 @@ enum Step {
         tries: u8,
         period: bool,
     },
+    /// A trap storm's cable goes dark (`traps.rs`); its last bounce starts the storm's row.
+    Bounce {
+        host: u32,
+        fault: FleetFault,
+        last: bool,
+    },
 }
 
 impl Step {
@@ -102,6 +110,7 @@ impl Step {
             Step::FirmwareLogin { .. } => "firmware_login",
             Step::OsStart(_) => "os_start",
             Step::Rescan { .. } => "srp_daemon_rescan",
+            Step::Bounce { .. } => "trap_storm_bounce",
         }
     }
 }
@@ -149,6 +158,8 @@ pub enum FleetError {
     NoTarget(usize, usize, usize),
     #[error("faults[{0}].leaf: no leaf {1} (the fleet's hosts fill {2})")]
     NoLeaf(usize, u32, u32),
+    #[error("faults[{0}]: {1}")]
+    TrapStorm(usize, &'static str),
     #[error("hosts_per_leaf must be 1..={MAX_HOSTS_PER_LEAF}, not {0}")]
     HostsPerLeaf(u32),
     #[error("faults[{0}].at_ms: at or after the run's end")]
@@ -219,6 +230,8 @@ pub struct Fleet {
     staged: Option<std::boxed::Box<boot::Staged>>,
     /// Every host's srp_daemon, when the setup runs them.
     daemons: Option<daemon::Daemons>,
+    /// The master's plan through a trap storm, if one struck (`traps.rs`).
+    storm: Option<traps::Storm>,
     /// A host livelocked: the run stops there (its checker holds the violation), as one
     /// host's run does, rather than step every other host through the same bug.
     stopped: bool,
@@ -258,6 +271,7 @@ impl Fleet {
             port_ride: setup.host.port_ride(),
             staged: None,
             daemons: None,
+            storm: None,
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
             stopped: false,
@@ -466,6 +480,7 @@ impl Fleet {
             _ => log::debug!("[{now}] fleet {}: {}", self.name, step.name()),
         }
         let fault = match step {
+            Step::Fault(f @ FleetFault::TrapStorm { .. }) => return self.start_storm(f),
             Step::Fault(fault) => fault,
             Step::RolloutLook => return self.look_at_rollout(),
             Step::Rescan {
@@ -473,6 +488,7 @@ impl Fleet {
                 tries,
                 period,
             } => return self.rescan(host, tries, period),
+            Step::Bounce { host, fault, last } => return self.bounce(host, fault, last),
             _ => return self.power_step(step),
         };
         let n = self.hosts.len() as u32;
@@ -503,6 +519,8 @@ impl Fleet {
                 on
             }
             FleetFault::SmFailover | FleetFault::SmHandover { .. } => everyone(),
+            // Its row is made at its last bounce (`traps.rs`).
+            FleetFault::TrapStorm { .. } => Vec::new(),
             // Only at build (`Fleet::build`); the others take no path by themselves (a
             // rollout keeps every boot disk's path: its own figures say so).
             FleetFault::PowerOn | FleetFault::SaOverload { .. } | FleetFault::Rollout { .. } => {
@@ -533,6 +551,8 @@ impl Fleet {
                 for i in 0..self.hosts.len() as u32 {
                     self.flap(i, down, None);
                 }
+                // Every switch traps the links' loss and their training (`traps.rs`).
+                self.heard_elsewhere(&[now, now + down + self.link_up()]);
             }
             FleetFault::LeafReboot { leaf, down } => {
                 let adapters = self.hosts.first().map_or(1, FleetNode::adapter_count);
@@ -546,6 +566,8 @@ impl Fleet {
                     let down = down + self.sm.reaches(k as u32);
                     self.flap(i, down, Some(leaf));
                 }
+                // The spine above traps the leaf's loss and its return (`traps.rs`).
+                self.heard_elsewhere(&[now, now + down + self.link_up()]);
             }
             FleetFault::SmFailover | FleetFault::SmHandover { .. } => {
                 let takeover = fault.new_master_at(now, &self.sm).unwrap_or(now);
@@ -583,7 +605,7 @@ impl Fleet {
                 }
             }
             FleetFault::SaOverload { down } => self.subnet.away(now, down),
-            FleetFault::PowerOn => {}
+            FleetFault::PowerOn | FleetFault::TrapStorm { .. } => {}
             FleetFault::Rollout { max_per_target } => {
                 let running = |h| !self.powered_off(h);
                 let limits = (self.targets.len(), max_per_target);

@@ -558,6 +558,7 @@ mod leaf;
 mod power;
 mod ride;
 mod subnet;
+mod traps;
 
 /// The operator's question of a target restart: how long did a host's paging I/O wait? Its
 /// boot disk's I/O waits out the restart (held, then answered after the login again): a

@@ -231,6 +231,12 @@ impl SimHca {
         self.sync_links();
     }
 
+    /// The subnet manager's sweeps from now on (`SimPorts::set_sweeps`).
+    pub fn set_sweeps(&mut self, sweeps: Option<std::sync::Arc<dyn ports::SweepSchedule>>) {
+        self.ports.set_sweeps(sweeps);
+        self.sync_links();
+    }
+
     /// A new master that reassigns LIDs reaches the device at `at`: every port gets a new
     /// LID then (`SimPorts::renumber`); no port's state changes.
     pub fn renumber(&mut self, at: Instant) {
@@ -565,7 +571,7 @@ impl Verbs for SimHca {
 
 mod ports;
 
-pub use ports::SimPorts;
+pub use ports::{SimPorts, SweepSchedule};
 
 #[cfg(test)]
 mod tests;

@@ -191,6 +191,16 @@ fn fault_words(f: &FaultFigures, power_on: PowerOnSetup) -> String {
             "leaf switch {leaf} reboots at {at:.3} s, down {:.3} s",
             down.as_us() as f64 / 1e6
         ),
+        FleetFault::TrapStorm {
+            leaf,
+            down,
+            every,
+            bounces,
+        } => format!(
+            "a cable on leaf switch {leaf} bounces {bounces} times from {at:.3} s, every {:.3} s, down {:.3} s (a trap storm)",
+            every.as_us() as f64 / 1e6,
+            down.as_us() as f64 / 1e6
+        ),
         FleetFault::PowerOn => power_on_words(power_on),
         FleetFault::SmHandover {
             reassign_lids: false,
@@ -419,6 +429,18 @@ fn subnet_rows(t: &mut comfy_table::Table, runs: &[FleetRun]) {
         row("srp_daemon rescans (unanswered, given up)", &|f| {
             f.srp_daemon.map_or("-".into(), |d| {
                 format!("{} ({}, {})", d.rescans, d.unanswered, d.given_up)
+            })
+        });
+    }
+    if runs.iter().any(|r| r.figures.traps.is_some()) {
+        row("trap storm: traps (ignored), heavy sweeps", &|f| {
+            f.traps.map_or("-".into(), |t| {
+                format!("{} ({}), {}", t.traps, t.ignored, t.sweeps)
+            })
+        });
+        row("trap storm: longest a leaf port waited", &|f| {
+            f.traps.map_or("-".into(), |t| {
+                format!("{:.3} s", t.longest_deaf.as_us() as f64 / 1e6)
             })
         });
     }

@@ -14,8 +14,18 @@
 //! [`SimPorts::poll`] and hands each to the coordinator, as a driver would from the adapter's
 //! port-change event.
 
+use std::sync::Arc;
+
 use hcabus::time::{Duration, Instant};
 use hcabus::types::{default_gid, LinkSpeed, PhysState, PortAttrs, PortState, MAX_PORTS};
+
+/// When a fabric's subnet manager begins the sweep that finds a port trained at an instant:
+/// at once when it is idle, later when it is busy sweeping or does not hear of the port (a
+/// fleet's trap storm, `hcabus-fleet`'s `traps.rs`). Without one, every sweep begins as the
+/// port trains.
+pub trait SweepSchedule: core::fmt::Debug + Send + Sync {
+    fn sweep_begins(&self, trained: Instant) -> Instant;
+}
 
 /// LIDs the simulated subnet manager hands out (unicast LIDs start at 1).
 const FIRST_LID: u16 = 0x10;
@@ -93,6 +103,8 @@ pub struct SimPorts {
     /// No subnet manager sweeps from the first instant to the second (a master failed; its
     /// standby has not taken over and swept yet): a port trained meanwhile waits in Init.
     sm_away: Option<(Instant, Instant)>,
+    /// When the sweep that finds a trained port begins (`None`: as it trains).
+    sweeps: Option<Arc<dyn SweepSchedule>>,
 }
 
 impl SimPorts {
@@ -124,13 +136,19 @@ impl SimPorts {
             sm_sweep,
             next_lid,
             sm_away: None,
+            sweeps: None,
         }
     }
 
     /// When a port whose link started training at `from` is swept: after its training and
     /// the sweep, or once a master is back if none is then.
     fn swept_at(&self, from: Instant) -> Instant {
-        let swept = from + self.link_up + self.sm_sweep;
+        let trained = from + self.link_up;
+        let begins = self
+            .sweeps
+            .as_ref()
+            .map_or(trained, |s| s.sweep_begins(trained).max(trained));
+        let swept = begins + self.sm_sweep;
         match self.sm_away {
             Some((gone, back)) if gone <= swept && swept < back => back,
             _ => swept,
@@ -145,6 +163,11 @@ impl SimPorts {
             Some((a, b)) if from <= b => (a.min(from), b.max(until)),
             _ => (from, until),
         });
+    }
+
+    /// The subnet manager's sweeps from now on (`None`: each as its port trains).
+    pub fn set_sweeps(&mut self, sweeps: Option<Arc<dyn SweepSchedule>>) {
+        self.sweeps = sweeps;
     }
 
     fn state_at(&self, p: &Port, now: Instant) -> PortState {
@@ -415,6 +438,37 @@ mod tests {
         assert!(p.pull_cable(2, Instant::from_ms(9_000), ms(100)));
         assert_eq!(at(&p, 2, 12_099), PortState::Init);
         assert_eq!(at(&p, 2, 12_100), PortState::Active);
+    }
+
+    /// A subnet manager that only sweeps at whole ten seconds (one deaf to the port's trap).
+    #[derive(Debug)]
+    struct EveryTen;
+    impl SweepSchedule for EveryTen {
+        fn sweep_begins(&self, trained: Instant) -> Instant {
+            Instant::from_ms(trained.as_ms().div_ceil(10_000) * 10_000)
+        }
+    }
+
+    /// A port trained while the subnet manager does not sweep it waits in Init for the
+    /// sweep its schedule gives, then its own sweep time; without a schedule it is swept as
+    /// it trains.
+    #[test]
+    fn a_trained_port_waits_for_the_sweep_its_schedule_gives() {
+        let ms = Duration::from_ms;
+        let mut p = SimPorts::new(1, 0x10, ms(1_000), ms(500));
+        p.set_sweeps(Some(Arc::new(EveryTen)));
+        assert!(p.pull_cable(1, Instant::from_ms(1_000), ms(100)));
+        let at = |p: &SimPorts, t| p.state(1, Instant::from_ms(t));
+        // Trained at 2.1 s; the sweep begins at 10 s and takes 0.5 s.
+        assert_eq!(at(&p, 2_200), PortState::Init);
+        assert_eq!(at(&p, 10_499), PortState::Init);
+        assert_eq!(
+            p.next_change(Instant::from_ms(2_200)),
+            Some(Instant::from_ms(10_500))
+        );
+        assert_eq!(at(&p, 10_500), PortState::Active);
+        p.set_sweeps(None);
+        assert_eq!(at(&p, 2_600), PortState::Active, "swept as it trains");
     }
 
     /// What `ibstat` shows through a reset: Disabled while the device is dark, Training

@@ -15,7 +15,9 @@ fn ms(d: hcabus::Duration) -> f64 {
 fn fault_json(f: &FaultFigures) -> Value {
     let (target, leaf, down) = match f.fault {
         FleetFault::TargetRestart { target, down } => (Some(target), None, down),
-        FleetFault::LeafReboot { leaf, down } => (None, Some(leaf), down),
+        FleetFault::LeafReboot { leaf, down } | FleetFault::TrapStorm { leaf, down, .. } => {
+            (None, Some(leaf), down)
+        }
         FleetFault::LinkFlap { down } | FleetFault::SaOverload { down } => (None, None, down),
         FleetFault::PowerOn
         | FleetFault::SmFailover
@@ -130,6 +132,14 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "unanswered": d.unanswered,
             "given_up": d.given_up,
             "merged": d.merged,
+        })),
+        "trap_storm": f.traps.map(|t| json!({
+            "changes": t.changes,
+            "traps": t.traps,
+            "ignored": t.ignored,
+            "sweeps": t.sweeps,
+            "busy_ms": ms(t.busy),
+            "longest_leaf_wait_ms": ms(t.longest_deaf),
         })),
         "firmware": f.firmware.map(|fw| json!({
             "delay_ms": [ms(f.power_on.delay.0), ms(f.power_on.delay.1)],

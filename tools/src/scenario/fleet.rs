@@ -138,6 +138,9 @@ struct FleetEventKeys {
     max_in_reset_per_target: Option<u32>,
     /// A handover's new master gives every port a new LID.
     reassign_lids: Option<bool>,
+    /// A trap storm's cable: a bounce every `every_ms`, `bounces` of them.
+    every_ms: Option<u64>,
+    bounces: Option<u32>,
 }
 
 /// What a run compares: how disks retry a refused login, and whether IPoIB takes an SA
@@ -383,6 +386,8 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
             down_ms: e.down_ms,
             max_in_reset_per_target: e.max_in_reset_per_target,
             reassign_lids: e.reassign_lids,
+            every_ms: e.every_ms,
+            bounces: e.bounces,
         };
         let multipath = keys.host == "multipath";
         let size = FabricSize {
@@ -390,6 +395,15 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
             leaves: Topology::new(keys.hosts, keys.hosts_per_leaf).leaves,
         };
         let fault = fleet_faults::fault(i, &e.kind, args, size, multipath)?;
+        if let FleetFault::TrapStorm { every, bounces, .. } = fault {
+            let last_ms = every.as_ms().saturating_mul(u64::from(bounces - 1));
+            if e.at_ms.saturating_add(last_ms) >= duration_ms {
+                return Err(err(
+                    at("bounces"),
+                    "its last bounce is at or after the run's end (duration_ms)",
+                ));
+            }
+        }
         out.push((Instant::from_ms(e.at_ms), fault));
     }
     Ok(out)

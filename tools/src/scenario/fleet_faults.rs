@@ -5,7 +5,7 @@
 //! leads to, a rollout's next look) is the fleet's own, never a file's.
 
 use hcabus::Duration;
-use hcabus_fleet::{FleetFault, MAX_HOSTS};
+use hcabus_fleet::{FleetFault, MAX_BOUNCES, MAX_HOSTS};
 
 use super::{err, ScenarioError, MAX_FABRIC_MS};
 
@@ -17,6 +17,8 @@ pub(super) struct EventArgs {
     pub(super) down_ms: Option<u64>,
     pub(super) max_in_reset_per_target: Option<u32>,
     pub(super) reassign_lids: Option<bool>,
+    pub(super) every_ms: Option<u64>,
+    pub(super) bounces: Option<u32>,
 }
 
 /// What a fault strikes, besides the whole fabric: one target (`target`), or one leaf
@@ -56,6 +58,8 @@ pub(super) struct FileFault {
     max_in_reset: bool,
     /// Whether the new master reassigns LIDs (`reassign_lids`): a handover's only.
     lids: bool,
+    /// Whether it bounces (`every_ms`, `bounces`): a trap storm's only.
+    bounces: bool,
     /// It needs hosts of two adapters (`fleet.host = "multipath"`), and why.
     multipath: Option<&'static str>,
     /// The fault, from arguments the table's checks let through.
@@ -70,6 +74,8 @@ pub(super) struct Checked {
     down: Duration,
     max_in_reset: u32,
     reassign_lids: bool,
+    every: Duration,
+    bounces: u32,
 }
 
 /// Every fault a fleet file may give, in the order an unknown kind is told them.
@@ -81,6 +87,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         down: Down::Takes,
         max_in_reset: false,
         lids: false,
+        bounces: false,
         multipath: None,
         make: |c| FleetFault::TargetRestart {
             target: c.target,
@@ -94,6 +101,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         down: Down::Takes,
         max_in_reset: false,
         lids: false,
+        bounces: false,
         multipath: None,
         make: |c| FleetFault::LinkFlap { down: c.down },
     },
@@ -104,10 +112,27 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         down: Down::Takes,
         max_in_reset: false,
         lids: false,
+        bounces: false,
         multipath: None,
         make: |c| FleetFault::LeafReboot {
             leaf: c.leaf,
             down: c.down,
+        },
+    },
+    FileFault {
+        name: "trap_storm",
+        phrase: "trap storm",
+        aim: Aim::Leaf,
+        down: Down::Takes,
+        max_in_reset: false,
+        lids: false,
+        bounces: true,
+        multipath: None,
+        make: |c| FleetFault::TrapStorm {
+            leaf: c.leaf,
+            down: c.down,
+            every: c.every,
+            bounces: c.bounces,
         },
     },
     FileFault {
@@ -119,6 +144,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         ),
         max_in_reset: false,
         lids: false,
+        bounces: false,
         multipath: None,
         make: |_| FleetFault::SmFailover,
     },
@@ -129,6 +155,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         down: Down::Refuses("a handover lasts until the new master has swept ([fleet.sm])"),
         max_in_reset: false,
         lids: true,
+        bounces: false,
         multipath: None,
         make: |c| FleetFault::SmHandover {
             reassign_lids: c.reassign_lids,
@@ -141,6 +168,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         down: Down::Takes,
         max_in_reset: false,
         lids: false,
+        bounces: false,
         multipath: None,
         make: |c| FleetFault::SaOverload { down: c.down },
     },
@@ -151,6 +179,7 @@ pub(super) const FILE_FAULTS: &[FileFault] = &[
         down: Down::Refuses("a rollout lasts until every adapter is done"),
         max_in_reset: true,
         lids: false,
+        bounces: false,
         multipath: Some(
             "a rollout needs hosts of two adapters (fleet.host = \"multipath\"): a boot \
              disk's last-path guard refuses every activation of its only one",
@@ -183,6 +212,17 @@ pub(super) fn fault(
             at("reassign_lids"),
             "only a handover takes it (its new master's LIDs)",
         ));
+    }
+    for (key, given) in [
+        ("every_ms", args.every_ms.is_some()),
+        ("bounces", args.bounces.is_some()),
+    ] {
+        if given && !row.is_some_and(|f| f.bounces) {
+            return Err(err(
+                at(key),
+                "only a trap storm takes it (its cable's bounces)",
+            ));
+        }
     }
     let Some(row) = row else {
         let names: Vec<String> = FILE_FAULTS
@@ -268,7 +308,46 @@ pub(super) fn fault(
         }
     }
     checked.reassign_lids = args.reassign_lids.unwrap_or(false);
+    if row.bounces {
+        (checked.every, checked.bounces) = bounces(&at, args, checked.down)?;
+    }
     Ok((row.make)(checked))
+}
+
+/// A trap storm's bounces: every `every_ms`, above its `down_ms` (the cable is back before
+/// the next), `bounces` of them.
+fn bounces(
+    at: &dyn Fn(&str) -> String,
+    args: EventArgs,
+    down: Duration,
+) -> Result<(Duration, u32), ScenarioError> {
+    let every = match args.every_ms {
+        Some(ms) if (1..=MAX_FABRIC_MS).contains(&ms) && Duration::from_ms(ms) > down => {
+            Duration::from_ms(ms)
+        }
+        Some(_) => {
+            return Err(err(
+                at("every_ms"),
+                format!(
+                    "must be above down_ms (the cable is back before its next bounce) and at \
+                     most {MAX_FABRIC_MS}"
+                ),
+            ))
+        }
+        None => {
+            return Err(err(
+                at("every_ms"),
+                "a trap storm says how often its cable bounces (every_ms)",
+            ))
+        }
+    };
+    match args.bounces {
+        Some(n) if (1..=MAX_BOUNCES).contains(&n) => Ok((every, n)),
+        _ => Err(err(
+            at("bounces"),
+            format!("a trap storm says how many times its cable bounces, 1..={MAX_BOUNCES}"),
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -282,6 +361,8 @@ mod tests {
             down_ms,
             max_in_reset_per_target: max,
             reassign_lids: None,
+            every_ms: None,
+            bounces: None,
         }
     }
 
@@ -354,6 +435,40 @@ mod tests {
         );
         let down = Duration::from_ms(120_000);
         assert_eq!(made, Ok(FleetFault::LeafReboot { leaf: 2, down }));
+    }
+
+    /// A trap storm names its leaf, how long each bounce is down, how often and how many;
+    /// no other fault takes its bounces.
+    #[test]
+    fn a_trap_storm_takes_its_bounces_and_nothing_else_does() {
+        let storm = |every_ms, bounces| EventArgs {
+            every_ms,
+            bounces,
+            ..leaf(Some(1), None, Some(100))
+        };
+        let refused = [
+            ("trap_storm", storm(None, Some(3)), "every_ms", "a trap storm says how often its cable bounces (every_ms)"),
+            ("trap_storm", storm(Some(100), Some(3)), "every_ms", "must be above down_ms (the cable is back before its next bounce) and at most 3600000"),
+            ("trap_storm", storm(Some(1_000), None), "bounces", "a trap storm says how many times its cable bounces, 1..=10000"),
+            ("trap_storm", storm(Some(1_000), Some(0)), "bounces", "a trap storm says how many times its cable bounces, 1..=10000"),
+            ("leaf_reboot", storm(Some(1_000), None), "every_ms", "only a trap storm takes it (its cable's bounces)"),
+            ("leaf_reboot", storm(None, Some(2)), "bounces", "only a trap storm takes it (its cable's bounces)"),
+        ];
+        for (kind, a, key, message) in refused {
+            let e = fault(1, kind, a, SIZE, false).expect_err(kind);
+            assert_eq!(
+                (e.key.as_str(), e.message.as_str()),
+                (format!("fleet.events[1].{key}").as_str(), message)
+            );
+        }
+        let made = fault(1, "trap_storm", storm(Some(1_000), Some(40)), SIZE, false);
+        let storm = FleetFault::TrapStorm {
+            leaf: 1,
+            down: Duration::from_ms(100),
+            every: Duration::from_ms(1_000),
+            bounces: 40,
+        };
+        assert_eq!(made, Ok(storm));
     }
 
     /// Each row's checks, with the key and the words its error names, and the fault each

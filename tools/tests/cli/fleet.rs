@@ -718,3 +718,53 @@ fn a_fault_with_no_host_to_recover_is_listed_and_says_so() {
     assert_eq!(faults[3]["down_ms"], 1000.0);
     assert!(faults[2]["over_min"].as_f64() >= Some(1.0), "{}", faults[2]);
 }
+
+/// `small.toml` with a trap storm after its flap: leaf 1's first host's cable bounces twelve
+/// times 3 s apart. The switch traps each change, the master sweeps for each (700 ms a
+/// sweep of a hundred hosts) until the 23rd trap, its key's twelfth within 5 s of the one
+/// before: ignored, the switch's bit left set, so the last bounce's port waits for the
+/// master's timer, 10 s after the last sweep. The table and the JSON say so; the run holds.
+#[test]
+fn a_trap_storm_is_swept_until_the_master_ignores_it_and_its_port_waits_for_the_timer() {
+    let small = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
+    let text = small
+        .replace("duration_ms = 60000", "duration_ms = 120000")
+        .replace("hosts = 100", "hosts = 100\ncompare = [\"backoff\"]")
+        + "\n[[fleet.events]]\nat_ms = 42000\nkind = \"trap_storm\"\nleaf = 1\ndown_ms = 100\n\
+           every_ms = 3000\nbounces = 12\n";
+    let (table, doc) = fleet_of("storm", &text);
+    every_run_keeps_the_fleet_guarantees(&doc);
+    for run in doc["runs"].as_array().expect("runs") {
+        assert_eq!(run["held"], true, "{run}");
+        let t = &run["trap_storm"];
+        assert_eq!(
+            (
+                t["changes"].as_u64(),
+                t["traps"].as_u64(),
+                t["ignored"].as_u64(),
+                t["sweeps"].as_u64()
+            ),
+            (Some(24), Some(23), Some(1), Some(23)),
+            "{t}"
+        );
+        let storm = &run["faults"][3];
+        assert_eq!(
+            (
+                storm["kind"].as_str(),
+                storm["leaf"].as_u64(),
+                storm["hosts"].as_u64(),
+                storm["back"].as_u64()
+            ),
+            (Some("trap_storm"), Some(1), Some(1), Some(1)),
+            "{storm}"
+        );
+        // From the last bounce: the timer's sweep 9.3 s on, then 500 ms.
+        assert_eq!(f(&storm["outage_ms"]), 9_800.0, "{storm}");
+        assert!(f(&t["longest_leaf_wait_ms"]) >= 9_300.0, "{t}");
+    }
+    assert!(
+        table.contains("trap storm: traps (ignored), heavy sweeps"),
+        "{table}"
+    );
+    assert!(table.contains("23 (1), 23"), "{table}");
+}

@@ -1,0 +1,89 @@
+//! A trap storm: a bad cable on a leaf bounces, its switch traps each change, and the master
+//! sweeps for each trap it hears until OpenSM's count makes it ignore the switch; a port on
+//! that leaf then waits for the master's timer.
+
+use hcabus::Duration;
+
+use super::super::*;
+use super::{run, setup, BOOT_MS};
+
+fn storm(bounces: u32) -> FleetFault {
+    FleetFault::TrapStorm {
+        leaf: 1,
+        down: Duration::from_ms(100),
+        every: Duration::from_ms(3_000),
+        bounces,
+    }
+}
+
+/// Forty hosts, twenty a leaf; host 20's cable on leaf 1 bounces every 3 s, dark 100 ms. One
+/// bounce is heard: two traps, two sweeps, its port swept as it trains. Twelve bounces: each
+/// change traps (each sweep, 580 ms, clears the switch's bit before the next), the downs one
+/// key and the ups the other, 3 s apart; the twelfth down is its key's twelfth: ignored, the
+/// bit stays set, its up sends nothing, and the port waits in Init for the timer's sweep
+/// 10 s after the last (the 22nd trap's). The storm's row says so, and the run holds.
+#[test]
+fn a_storm_past_opensms_count_leaves_its_port_to_the_timer() {
+    let mut at_once = None;
+    for bounces in [1, 12] {
+        let mut s = setup(40, std::vec![(2_000, storm(bounces))], RetryPolicy::Backoff);
+        s.duration = Duration::from_ms(BOOT_MS + 3_000 * u64::from(bounces) + 30_000);
+        let f = run(&s);
+        assert!(f.held(), "{f:?}");
+        let t = f.traps.expect("a storm's figures");
+        let r = f.faults.iter().find(|r| r.fault.name() == "trap_storm");
+        let r = r.expect("the storm's row");
+        assert_eq!(
+            (r.hosts, r.back, r.per_leaf.as_slice()),
+            (1, 1, [0, 1].as_slice())
+        );
+        assert_eq!(t.changes, 2 * u64::from(bounces));
+        // Trained 1.5 s after the cable is back, swept in 500 ms.
+        let heard = Duration::from_ms(100 + 1_500 + 500);
+        if bounces == 1 {
+            assert_eq!((t.traps, t.ignored, t.sweeps), (2, 0, 2), "{t:?}");
+            assert_eq!(r.outage, heard);
+            at_once = r.all_back_after;
+        } else {
+            // 22 heard and swept, the 23rd ignored, the last up silent; the timer's sweep.
+            assert_eq!((t.traps, t.ignored, t.sweeps), (23, 1, 23), "{t:?}");
+            // The last sweep ended 2.18 s after the eleventh bounce, 0.82 s before the
+            // twelfth: the timer's sweep 10 s after it, then 500 ms.
+            let timer = Duration::from_ms(10_000 - 820 + 500);
+            assert_eq!(r.outage, timer, "{r:?}");
+            assert!(r.all_back_after > at_once, "{r:?} against {at_once:?}");
+            assert!(
+                t.longest_deaf.as_us() + heard.as_us() >= r.outage.as_us(),
+                "{t:?}"
+            );
+        }
+    }
+}
+
+/// The master sweeps for each trap the storm's switch sends, one sweep at a time: leaf 0's
+/// reboot, whose ports train 4.7 s in (its spine's trap heard), while the sweep for the
+/// storm's second down (4.5 s, 580 ms) is in progress, waits for it to end before its own;
+/// its hosts are back later than with no storm.
+#[test]
+fn a_leaf_reboot_elsewhere_waits_for_the_sweep_in_progress() {
+    let reboot = FleetFault::LeafReboot {
+        leaf: 0,
+        down: Duration::from_ms(1_000),
+    };
+    let mut outages = Vec::new();
+    for with_storm in [false, true] {
+        let mut faults = std::vec![(2_200, reboot)];
+        if with_storm {
+            faults.insert(0, (1_500, storm(8)));
+        }
+        let mut s = setup(40, faults, RetryPolicy::Backoff);
+        s.duration = Duration::from_ms(BOOT_MS + 60_000);
+        let f = run(&s);
+        assert!(f.held(), "{f:?}");
+        let r = f.faults.iter().find(|r| r.fault.name() == "leaf_reboot");
+        let r = r.expect("the reboot's row");
+        assert_eq!((r.hosts, r.back), (20, 20), "{r:?}");
+        outages.push(r.all_back_after.expect("all back"));
+    }
+    assert!(outages[1] > outages[0], "{outages:?}");
+}
