@@ -486,9 +486,11 @@ impl Fleet {
                 (host, boot.logged_in(host, tries, now, Login::of(takes)))
             }
             Step::OsStart(i) => (i, boot.os_starts(i, now, fabric)),
-            Step::Fault(_) | Step::RolloutLook | Step::Rescan { .. } | Step::Bounce { .. } => {
-                return
-            }
+            Step::Fault(_)
+            | Step::RolloutLook
+            | Step::Rescan { .. }
+            | Step::Bounce { .. }
+            | Step::Linux { .. } => return,
         };
         match next {
             Next::Step(at, step) => self.insert_step(at, step),

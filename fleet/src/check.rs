@@ -19,6 +19,14 @@ pub(super) fn check(setup: &FleetSetup) -> Result<(), FleetError> {
     {
         return Err(FleetError::SrpDaemon);
     }
+    if let Some(l) = setup.linux {
+        if l.hosts > super::MAX_LINUX_HOSTS {
+            return Err(FleetError::Linux("linux_initiators must be 0..=10000"));
+        }
+        if l.ch_count == 0 {
+            return Err(FleetError::Linux("linux_ch_count must be 1..=255"));
+        }
+    }
     if setup.hosts == 0 || setup.hosts > MAX_HOSTS {
         return Err(FleetError::Hosts(setup.hosts));
     }

@@ -154,6 +154,8 @@ pub struct FleetFigures {
     pub srp_daemon: Option<super::DaemonFigures>,
     /// What a trap storm made the master do (`None`: no storm).
     pub traps: Option<super::TrapFigures>,
+    /// What the Linux initiators did (`None`: none).
+    pub linux: Option<super::LinuxFigures>,
     /// Logins a queueing target would have answered only after the initiator's CM gave up.
     pub logins_answered_late: u64,
     /// Every host's disks, summed.
@@ -516,6 +518,7 @@ pub(super) fn of(fleet: &Fleet) -> FleetFigures {
         power_on: fleet.power_on(),
         srp_daemon: fleet.daemons(),
         traps: fleet.traps(),
+        linux: fleet.linux_figures(),
         io,
         paging_stall: [
             at(0.5),

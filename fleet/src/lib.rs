@@ -27,6 +27,7 @@ mod daemon;
 mod fault;
 mod figures;
 mod lanes;
+mod linux;
 mod node;
 mod recovery;
 mod rollout;
@@ -43,6 +44,7 @@ pub use daemon::{DaemonFigures, SrpDaemonSetup};
 pub use fault::{DisksWaited, FleetFault};
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
 use lanes::{Bound, Lane, Window};
+pub use linux::{LinuxFigures, LinuxSetup, LINUX_CH_COUNT, MAX_LINUX_HOSTS};
 pub use node::FleetNode;
 use recovery::Recovery;
 pub use rollout::RolloutFigures;
@@ -92,6 +94,12 @@ enum Step {
         tries: u8,
         period: bool,
     },
+    /// A Linux initiator's next step in its login (`linux.rs`), of its login `generation`.
+    Linux {
+        host: u32,
+        generation: u32,
+        step: linux::LinuxStep,
+    },
     /// A trap storm's cable goes dark (`traps.rs`); its last bounce starts the storm's row.
     Bounce {
         host: u32,
@@ -111,6 +119,7 @@ impl Step {
             Step::OsStart(_) => "os_start",
             Step::Rescan { .. } => "srp_daemon_rescan",
             Step::Bounce { .. } => "trap_storm_bounce",
+            Step::Linux { .. } => "linux_login",
         }
     }
 }
@@ -141,6 +150,8 @@ pub struct FleetSetup {
     pub power_on: PowerOnSetup,
     /// srp_daemon on every host (`daemon.rs`; `None`: none, as on the product's Windows hosts).
     pub srp_daemon: Option<SrpDaemonSetup>,
+    /// Linux SRP initiators sharing the targets and the SA (`linux.rs`; `None`: none).
+    pub linux: Option<LinuxSetup>,
 }
 
 /// Why a fleet could not be built: named by the key of docs/design.md §11's `[fleet]`.
@@ -185,6 +196,8 @@ pub enum FleetError {
     Node(u32, BuildError),
     #[error("{0}")]
     PowerOn(&'static str),
+    #[error("{0}")]
+    Linux(&'static str),
     #[error("srp_daemon_rescan_ms must be at least {} (a rescan's three tries)", daemon::MIN_RESCAN.as_ms())]
     SrpDaemon,
 }
@@ -232,6 +245,8 @@ pub struct Fleet {
     daemons: Option<daemon::Daemons>,
     /// The master's plan through a trap storm, if one struck (`traps.rs`).
     storm: Option<traps::Storm>,
+    /// The Linux initiators, if the setup has some.
+    linux: Option<linux::Linux>,
     /// A host livelocked: the run stops there (its checker holds the violation), as one
     /// host's run does, rather than step every other host through the same bug.
     stopped: bool,
@@ -272,6 +287,7 @@ impl Fleet {
             staged: None,
             daemons: None,
             storm: None,
+            linux: None,
             now: Instant::ZERO,
             end: Instant::ZERO + setup.duration,
             stopped: false,
@@ -292,6 +308,7 @@ impl Fleet {
         }
         fleet.stage(setup, &shared, &subnet);
         fleet.start_daemons(setup.srp_daemon);
+        fleet.start_linux(setup.linux);
         let all = (0..setup.hosts).collect();
         let boot = Recovery::new(FleetFault::PowerOn, Instant::ZERO, all, fleet.seen());
         fleet.recoveries.push(boot);
@@ -489,6 +506,11 @@ impl Fleet {
                 period,
             } => return self.rescan(host, tries, period),
             Step::Bounce { host, fault, last } => return self.bounce(host, fault, last),
+            Step::Linux {
+                host,
+                generation,
+                step,
+            } => return self.linux(host, generation, step),
             _ => return self.power_step(step),
         };
         let n = self.hosts.len() as u32;
@@ -546,6 +568,8 @@ impl Fleet {
         match fault {
             FleetFault::TargetRestart { target, down } => {
                 self.targets[target].1.lock().restart(now, down);
+                // Its Linux initiators hear of it at once and log in again (`linux.rs`).
+                self.linux_lost(Some(target), now);
             }
             FleetFault::LinkFlap { down } => {
                 for i in 0..self.hosts.len() as u32 {
@@ -553,6 +577,7 @@ impl Fleet {
                 }
                 // Every switch traps the links' loss and their training (`traps.rs`).
                 self.heard_elsewhere(&[now, now + down + self.link_up()]);
+                self.linux_lost(None, now + down + self.fabric);
             }
             FleetFault::LeafReboot { leaf, down } => {
                 let adapters = self.hosts.first().map_or(1, FleetNode::adapter_count);
@@ -602,6 +627,10 @@ impl Fleet {
                     self.schedule(i);
                     // srp_daemon rescans at the ClientReregister (`daemon.rs`).
                     self.rescan_at(i, reached, daemon::Cause::Event);
+                }
+                if renumber {
+                    // Their connections made under the old LIDs are gone (`linux.rs`).
+                    self.linux_lost(None, swept);
                 }
             }
             FleetFault::SaOverload { down } => self.subnet.away(now, down),

@@ -55,6 +55,7 @@ pub(super) fn setup(hosts: u32, faults: Vec<(u64, FleetFault)>, retry: RetryPoli
         naive_ipoib: false,
         power_on: PowerOnSetup::default(),
         srp_daemon: None,
+        linux: None,
     }
 }
 
@@ -555,6 +556,7 @@ fn a_restart_of_a_linux_target_queues_every_login_and_refuses_none() {
 
 mod lanes;
 mod leaf;
+mod linux;
 mod power;
 mod ride;
 mod subnet;

@@ -432,6 +432,22 @@ fn subnet_rows(t: &mut comfy_table::Table, runs: &[FleetRun]) {
             })
         });
     }
+    if runs.iter().any(|r| r.figures.linux.is_some()) {
+        row("Linux initiators: channels (failed logins)", &|f| {
+            f.linux
+                .map_or("-".into(), |l| format!("{} ({})", l.channels, l.failed))
+        });
+        row("Linux initiators: up / longest login", &|f| {
+            f.linux.map_or("-".into(), |l| {
+                format!(
+                    "{} of {} / {:.3} s",
+                    l.up,
+                    l.hosts,
+                    l.longest_login.as_us() as f64 / 1e6
+                )
+            })
+        });
+    }
     if runs.iter().any(|r| r.figures.traps.is_some()) {
         row("trap storm: traps (ignored), heavy sweeps", &|f| {
             f.traps.map_or("-".into(), |t| {

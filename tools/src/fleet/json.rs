@@ -133,6 +133,16 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "given_up": d.given_up,
             "merged": d.merged,
         })),
+        "linux_initiators": f.linux.map(|l| json!({
+            "hosts": l.hosts,
+            "ch_count": l.ch_count,
+            "channels": l.channels,
+            "path_records": l.path_records,
+            "reqs_again": l.reqs_again,
+            "failed": l.failed,
+            "up": l.up,
+            "longest_login_ms": ms(l.longest_login),
+        })),
         "trap_storm": f.traps.map(|t| json!({
             "changes": t.changes,
             "traps": t.traps,

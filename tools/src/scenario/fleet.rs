@@ -4,8 +4,9 @@
 use hcabus::verbs::RcTransport;
 use hcabus::{Duration, Instant};
 use hcabus_fleet::{
-    boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, PowerOnSetup, SmSetup,
-    SrpDaemonSetup, TargetSetup, Topology, MAX_HOSTS, MAX_HOSTS_PER_LEAF, MAX_TARGETS,
+    boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, LinuxSetup, PowerOnSetup,
+    SmSetup, SrpDaemonSetup, TargetSetup, Topology, LINUX_CH_COUNT, MAX_HOSTS, MAX_HOSTS_PER_LEAF,
+    MAX_LINUX_HOSTS, MAX_TARGETS,
 };
 use hcabus_lab::baselines;
 use hcabus_lab::srp_target::{Admission, LoginCapacity};
@@ -75,6 +76,10 @@ struct FleetKeys {
     firmware_boot_ms: Option<u64>,
     /// Every host runs srp_daemon, rescanning this often (a fleet of Linux initiators).
     srp_daemon_rescan_ms: Option<u64>,
+    /// Linux SRP initiators beside the hosts, and the channels each login opens.
+    #[serde(default)]
+    linux_initiators: u32,
+    linux_ch_count: Option<u8>,
 }
 
 /// `[fleet.sm]`: the subnet manager and its SA; what is not given keeps OpenSM's default.
@@ -217,6 +222,7 @@ pub fn parse(text: &str) -> Result<FleetScenario, ScenarioError> {
         naive_ipoib: false,
         power_on: power_on(keys)?,
         srp_daemon: srp_daemon(keys)?,
+        linux: linux(keys)?,
     };
     Ok(FleetScenario {
         policies: policies(keys)?,
@@ -239,6 +245,29 @@ fn srp_daemon(keys: &FleetKeys) -> Result<Option<SrpDaemonSetup>, ScenarioError>
     Ok(Some(SrpDaemonSetup {
         rescan: Duration::from_ms(ms),
     }))
+}
+
+/// Linux initiators beside the hosts, when the file has some (`linux_ch_count` alone is
+/// refused: it would change nothing).
+fn linux(keys: &FleetKeys) -> Result<Option<LinuxSetup>, ScenarioError> {
+    if keys.linux_initiators > MAX_LINUX_HOSTS {
+        return Err(err(
+            "fleet.linux_initiators",
+            format!("must be at most {MAX_LINUX_HOSTS}"),
+        ));
+    }
+    let ch_count = keys.linux_ch_count.unwrap_or(LINUX_CH_COUNT);
+    if ch_count == 0 {
+        return Err(err("fleet.linux_ch_count", "must be 1..=255"));
+    }
+    match (keys.linux_initiators, keys.linux_ch_count) {
+        (0, Some(_)) => Err(err(
+            "fleet.linux_ch_count",
+            "needs fleet.linux_initiators (the Linux hosts whose logins it counts)",
+        )),
+        (0, None) => Ok(None),
+        (hosts, _) => Ok(Some(LinuxSetup { hosts, ch_count })),
+    }
 }
 
 /// How the hosts power on: all at once unless a delay or the boot firmware is given.

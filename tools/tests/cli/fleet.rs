@@ -351,7 +351,27 @@ fn the_table_and_the_picture_show_each_policy() {
 #[test]
 fn a_bad_fleet_file_is_refused_by_key() {
     let good = std::fs::read_to_string(fleet_file("small.toml")).expect("small.toml");
-    let cases: [(&str, &str, &str); 27] = [
+    let cases: [(&str, &str, &str); 31] = [
+        (
+            "hosts = 100",
+            "hosts = 100\nlinux_ch_count = 4",
+            "fleet.linux_ch_count",
+        ),
+        (
+            "hosts = 100",
+            "hosts = 100\nlinux_initiators = 3\nlinux_ch_count = 0",
+            "fleet.linux_ch_count",
+        ),
+        (
+            "hosts = 100",
+            "hosts = 100\nlinux_initiators = 10001",
+            "fleet.linux_initiators",
+        ),
+        (
+            "down_ms = 500",
+            "down_ms = 500\nbounces = 3",
+            "fleet.events[1].bounces",
+        ),
         (
             "hosts = 100",
             "hosts = 100\nfirmware_boot_ms = 5000\nlogin_ms = 15001",
@@ -767,4 +787,33 @@ fn a_trap_storm_is_swept_until_the_master_ignores_it_and_its_port_waits_for_the_
         "{table}"
     );
     assert!(table.contains("23 (1), 23"), "{table}");
+}
+
+/// `small.toml` with ten Linux initiators of four channels beside its hosts: every channel
+/// is a login its target serves (the JSON's `linux_initiators`, the table's rows); the
+/// channel count without initiators is refused by key.
+#[test]
+fn linux_initiators_beside_the_hosts_log_in_every_channel() {
+    let (table, doc) = small_with("linux", "\nlinux_initiators = 10\nlinux_ch_count = 4");
+    every_run_keeps_the_fleet_guarantees(&doc);
+    let run = &doc["runs"][0];
+    assert_eq!(run["held"], true, "{run}");
+    let l = &run["linux_initiators"];
+    assert_eq!(
+        (
+            l["hosts"].as_u64(),
+            l["ch_count"].as_u64(),
+            l["up"].as_u64()
+        ),
+        (Some(10), Some(4), Some(10)),
+        "{l}"
+    );
+    // Each logged in at the start and again after the restart and after the flap.
+    assert!(l["channels"].as_u64() >= Some(3 * 40), "{l}");
+    assert!(
+        table.contains("Linux initiators: channels (failed logins)"),
+        "{table}"
+    );
+    let alone = small_with("linux-none", "");
+    assert_eq!(alone.1["runs"][0]["linux_initiators"], Value::Null);
 }

@@ -1,0 +1,230 @@
+//! Linux SRP initiators beside the product's hosts (docs/fleet.md "Linux initiators"): the
+//! targets' other customers, as the kernel's ib_srp logs them in. A Linux host's login to
+//! its target is `ch_count` channels, one after another, each a PathRecord then a CM REQ the
+//! target serves as any login (`ib_srp.c` `srp_create_target()`, `srp_connect_ch()`; a
+//! reconnect, `srp_reconnect_rport()`, the same): a fleet of them multiplies a target's
+//! logins by its channel count, in the same queue as the product's. A REQ the target does
+//! not answer (restarting) is sent again at the CM's timeout (6.1 s, ib_srp's grant), 16 in
+//! all; a REJ (past an array's limits), a lookup unanswered or the REQs spent fail the
+//! login, tried again `reconnect_delay` (10 s) later, as the SRP transport does.
+//!
+//! They sit on a leaf of their own (no product leaf's reboot reaches them) and start with
+//! the fleet. A target's restart drops their connections to it; a link flap every one, each
+//! logging in again once its port is back; a handover that reassigns LIDs every one, after
+//! the new master's sweep. Not modelled: their I/O; the rport's `fast_io_fail_tmo` and
+//! `dev_loss_tmo`; the doubling of the reconnect delay past ten failures; srp_daemon's
+//! rescans on them (`fleet.srp_daemon_rescan_ms` is the product's hosts').
+
+use std::vec::Vec;
+
+use hcabus::{Duration, Instant};
+use hcabus_lab::srp_target::LoginRejected;
+use ibal::ipoib::SaAnswer;
+
+use super::{Fleet, Step};
+
+/// ib_srp's CM REQ: packet lifetime 18 (1,024 ms) twice and the grant of 20 (4,096 ms).
+pub const LINUX_REQ_TIMEOUT: Duration = Duration::from_ms(2 * 1_024 + 4_096);
+/// REQs a channel's login sends before it fails (`max_cm_retries` 15, and the first).
+pub const LINUX_REQS: u8 = 16;
+/// ib_srp's PathRecord timeout (`SRP_PATH_REC_TIMEOUT_MS`).
+pub const LINUX_PATH_TIMEOUT: Duration = Duration::from_ms(1_000);
+/// The SRP transport's `reconnect_delay` (ib_srp's default).
+pub const RECONNECT_DELAY: Duration = Duration::from_ms(10_000);
+/// ib_srp's channels on a two-socket host of 32 CPUs whose adapter has a completion
+/// vector a CPU: `min(max(4 x 2, 32), 32)`.
+pub const LINUX_CH_COUNT: u8 = 32;
+/// The most Linux initiators a fleet may have.
+pub const MAX_LINUX_HOSTS: u32 = 10_000;
+
+/// How long the CM still waits for a REQ's answer once it has sent `req` of them before.
+fn cm_waits(req: u8) -> Duration {
+    Duration::from_us(LINUX_REQ_TIMEOUT.as_us() * u64::from(LINUX_REQS.saturating_sub(req)))
+}
+
+/// Linux initiators beside the fleet's hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinuxSetup {
+    pub hosts: u32,
+    /// Channels a login opens: ib_srp's `min(ch_count ?: max(4 x NUMA nodes, completion
+    /// vectors), CPUs)`, 32 on a two-socket host of 32 CPUs whose adapter has a completion
+    /// vector each.
+    pub ch_count: u8,
+}
+
+/// What the Linux initiators did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinuxFigures {
+    pub hosts: u32,
+    pub ch_count: u8,
+    /// Channels logged in, their PathRecords, their REQs sent again unanswered.
+    pub channels: u64,
+    pub path_records: u64,
+    pub reqs_again: u64,
+    /// Logins that failed (a REJ, a lookup, the REQs spent) and were tried again later.
+    pub failed: u64,
+    /// How many were logged in at the end, and the longest any took from its connection's
+    /// loss (or the start) to its last channel.
+    pub up: u32,
+    pub longest_login: Duration,
+}
+
+/// One Linux host's login.
+#[derive(Debug, Clone, Copy)]
+struct Host {
+    target: usize,
+    /// Bumped at each loss: a step of an earlier login is stale.
+    generation: u32,
+    up: bool,
+    lost_at: Instant,
+}
+
+/// The Linux initiators.
+#[derive(Debug, Clone)]
+pub(super) struct Linux {
+    setup: LinuxSetup,
+    hosts: Vec<Host>,
+    figures: LinuxFigures,
+}
+
+/// What a Linux host's step does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LinuxStep {
+    /// Channel `ch`'s PathRecord.
+    Lookup { ch: u8 },
+    /// Channel `ch`'s REQ, its `req`th (0: the first).
+    Req { ch: u8, req: u8 },
+}
+
+impl Linux {
+    pub(super) fn new(setup: LinuxSetup, targets: usize) -> Self {
+        let hosts = (0..setup.hosts)
+            .map(|j| Host {
+                target: j as usize % targets.max(1),
+                generation: 0,
+                up: false,
+                lost_at: Instant::ZERO,
+            })
+            .collect();
+        Linux {
+            setup,
+            hosts,
+            figures: LinuxFigures {
+                hosts: setup.hosts,
+                ch_count: setup.ch_count,
+                ..LinuxFigures::default()
+            },
+        }
+    }
+}
+
+impl Fleet {
+    /// The Linux initiators log in once their ports are Active.
+    pub(super) fn start_linux(&mut self, setup: Option<LinuxSetup>) {
+        let Some(setup) = setup.filter(|s| s.hosts > 0) else {
+            return;
+        };
+        self.linux = Some(Linux::new(setup, self.targets.len()));
+        let at = Instant::ZERO + self.fabric;
+        for j in 0..setup.hosts {
+            self.linux_step(j, 0, at, LinuxStep::Lookup { ch: 0 });
+        }
+    }
+
+    fn linux_step(&mut self, host: u32, generation: u32, at: Instant, step: LinuxStep) {
+        self.insert_step(
+            at,
+            Step::Linux {
+                host,
+                generation,
+                step,
+            },
+        );
+    }
+
+    /// Linux hosts lose their connections now (those of `target` only, if given) and log
+    /// in again from `again`.
+    pub(super) fn linux_lost(&mut self, target: Option<usize>, again: Instant) {
+        let now = self.now;
+        let Some(l) = &mut self.linux else {
+            return;
+        };
+        let mut restart = Vec::new();
+        for (j, h) in l.hosts.iter_mut().enumerate() {
+            if target.is_some_and(|t| t != h.target) {
+                continue;
+            }
+            // One still logging in starts over too: its channels so far are gone.
+            h.generation = h.generation.wrapping_add(1);
+            h.up = false;
+            h.lost_at = now;
+            restart.push((j as u32, h.generation));
+        }
+        for (j, generation) in restart {
+            self.linux_step(j, generation, again, LinuxStep::Lookup { ch: 0 });
+        }
+    }
+
+    /// A Linux host's step, unless a loss since made it stale.
+    pub(super) fn linux(&mut self, host: u32, generation: u32, step: LinuxStep) {
+        let now = self.now;
+        let Some(l) = &mut self.linux else {
+            return;
+        };
+        let h = l.hosts[host as usize];
+        if h.generation != generation {
+            return;
+        }
+        let next = match step {
+            LinuxStep::Lookup { ch } => {
+                l.figures.path_records += 1;
+                match self.subnet.query(now, LINUX_PATH_TIMEOUT) {
+                    SaAnswer::At(at) if at <= now + LINUX_PATH_TIMEOUT => {
+                        Some((at, LinuxStep::Req { ch, req: 0 }))
+                    }
+                    SaAnswer::At(_) | SaAnswer::Busy(_) | SaAnswer::Lost => None,
+                }
+            }
+            LinuxStep::Req { ch, req } => {
+                let answer = self.targets[h.target].1.lock().try_login(now, self.login);
+                match answer {
+                    Ok(wait) if wait + self.login <= cm_waits(req) => {
+                        l.figures.channels += 1;
+                        let done = now + wait + self.login;
+                        if ch + 1 < l.setup.ch_count {
+                            Some((done, LinuxStep::Lookup { ch: ch + 1 }))
+                        } else {
+                            let h = &mut l.hosts[host as usize];
+                            h.up = true;
+                            let took = done.saturating_since(h.lost_at);
+                            l.figures.longest_login = l.figures.longest_login.max(took);
+                            return;
+                        }
+                    }
+                    // Served after the CM's last REQ timed out: the login failed.
+                    Ok(_) | Err(LoginRejected::Busy(_)) => None,
+                    Err(LoginRejected::Restarting | LoginRejected::Unreachable) => {
+                        l.figures.reqs_again += 1;
+                        (req + 1 < LINUX_REQS).then_some((
+                            now + LINUX_REQ_TIMEOUT,
+                            LinuxStep::Req { ch, req: req + 1 },
+                        ))
+                    }
+                }
+            }
+        };
+        let (at, step) = next.unwrap_or_else(|| {
+            l.figures.failed += 1;
+            (now + RECONNECT_DELAY, LinuxStep::Lookup { ch: 0 })
+        });
+        self.linux_step(host, generation, at, step);
+    }
+
+    /// What the Linux initiators did (`None`: the fleet has none).
+    pub fn linux_figures(&self) -> Option<LinuxFigures> {
+        self.linux.as_ref().map(|l| LinuxFigures {
+            up: l.hosts.iter().filter(|h| h.up).count() as u32,
+            ..l.figures
+        })
+    }
+}

@@ -1,0 +1,80 @@
+//! Linux initiators beside the hosts: ib_srp's channels, each a login the targets serve in
+//! the same queue as the product's disks.
+
+use hcabus::Duration;
+
+use hcabus_lab::srp_target::LoginCapacity;
+
+use super::super::*;
+use super::{restart, run, setup};
+
+/// Thirty hosts on two Linux targets (one login at a time, 20 ms each), with `linux`
+/// initiators of `ch_count` channels beside them.
+fn with_linux(faults: Vec<(u64, FleetFault)>, linux: u32, ch_count: u8) -> FleetSetup {
+    let mut s = setup(30, faults, RetryPolicy::Backoff);
+    for t in &mut s.targets {
+        t.capacity = LoginCapacity::IB_SRPT;
+    }
+    s.linux = (linux > 0).then_some(LinuxSetup {
+        hosts: linux,
+        ch_count,
+    });
+    s
+}
+
+/// Twenty Linux initiators of eight channels log in with the fleet: 160 logins, one
+/// PathRecord each, in the targets' queues beside the hosts' 60 disks. Every one is up, and
+/// the hosts' power-on is back later than with none: the targets served theirs too.
+#[test]
+fn linux_initiators_log_in_every_channel_and_the_hosts_wait_behind_them() {
+    let alone = run(&with_linux(Vec::new(), 0, 0));
+    let f = run(&with_linux(Vec::new(), 20, 8));
+    assert!(alone.held() && f.held(), "{f:?}");
+    assert_eq!(alone.linux, None);
+    let l = f.linux.expect("Linux figures");
+    assert_eq!(
+        (
+            l.hosts,
+            l.ch_count,
+            l.channels,
+            l.path_records,
+            l.failed,
+            l.up
+        ),
+        (20, 8, 160, 160, 0, 20),
+        "{l:?}"
+    );
+    // Each target took its 80 channels and its hosts' disks one at a time.
+    let accepted = |f: &FleetFigures| f.targets.iter().map(|t| t.stats.accepted).sum::<u64>();
+    assert_eq!(accepted(&f), accepted(&alone) + 160);
+    let back = |f: &FleetFigures| f.faults[0].all_back_after.expect("the power-on is back");
+    assert!(
+        back(&f) > back(&alone),
+        "{:?} against {:?}",
+        back(&f),
+        back(&alone)
+    );
+}
+
+/// A target's restart drops its Linux initiators' channels: each REQ meets the restarting
+/// target unanswered and is sent again at the CM's 6.1 s, then every channel logs in again.
+/// The other target's initiators never notice.
+#[test]
+fn a_target_restart_logs_its_linux_initiators_in_again_after_the_cms_timeout() {
+    let mut s = with_linux(std::vec![(2_000, restart(0, 1_000))], 20, 8);
+    s.duration = Duration::from_ms(super::BOOT_MS + 20_000);
+    let f = run(&s);
+    assert!(f.held(), "{f:?}");
+    let l = f.linux.expect("Linux figures");
+    // Ten of them on target 0: their first REQ unanswered, then eight channels again.
+    assert_eq!(
+        (l.reqs_again, l.channels, l.up, l.failed),
+        (10, 240, 20, 0),
+        "{l:?}"
+    );
+    assert!(l.longest_login > linux_req_timeout(), "{l:?}");
+}
+
+fn linux_req_timeout() -> Duration {
+    Duration::from_ms(6_144)
+}
