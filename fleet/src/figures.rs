@@ -295,39 +295,14 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
         // The leaf's ports train and are swept in turn; its hosts' joins are those of the
         // adapters on it.
         FleetFault::LeafReboot { leaf, down } | FleetFault::TrapStorm { leaf, down, .. } => {
-            let on = r.affected() as u32;
-            let spread = fleet.sm.reaches(on.saturating_sub(1));
-            let adapters = fleet.hosts.first().map_or(1, |h| h.adapter_count()).max(1);
-            let on_leaf = r
-                .hosts()
-                .map(|h| {
-                    (0..adapters)
-                        .filter(|a| fleet.topology.leaf_of(h, *a) == leaf)
-                        .count() as u64
-                })
-                .sum::<u64>();
-            let joins = fleet.sa_queries_per_host * on_leaf / adapters as u64;
-            let bound = (0..fleet.targets.len())
-                .map(at_target)
-                .max()
-                .unwrap_or(Duration::ZERO)
-                .max(sa_takes(joins + path_records, sa));
+            let targets = (0..fleet.targets.len()).map(at_target).max();
             let last = if all_logins > 0 {
                 first_answer + fleet.login
             } else {
                 sa_takes(fleet.sa_queries_per_host, sa)
             };
-            let controlled = bound
-                .as_us()
-                .saturating_sub(spread.as_us())
-                .max(last.as_us());
-            // A storm's port is back when the master sweeps it after the last bounce, as
-            // the storm left it (`traps.rs`): no policy changes that.
-            let outage = match r.fault {
-                FleetFault::TrapStorm { .. } => fleet.storm_port_back(r.at, down),
-                _ => down + fleet.fabric + spread,
-            };
-            (outage, Duration::from_us(controlled))
+            let bounds = (targets.unwrap_or(Duration::ZERO), path_records, last);
+            on_leaf(fleet, r, (leaf, down), bounds)
         }
         // Host by host: until the last host's operating system has its ports Active (its
         // firmware's and its BMC's doing), then that host's own path, login and joins.
@@ -364,6 +339,42 @@ fn minimum(fleet: &Fleet, r: &Recovery) -> (Duration, Duration) {
             (Duration::ZERO, Duration::ZERO)
         }
     }
+}
+
+/// The minimum of a fault on one leaf (its reboot, a storm's cable): the leaf's ports train
+/// and are swept in turn, its hosts' joins are those of the adapters on it, and each touched
+/// disk's PathRecord and login follow (`targets`: the slowest target's logins; `last`: the
+/// last host's own). A storm's port is back when the master sweeps it after the last
+/// bounce, as the storm left it (`traps.rs`): no policy changes that.
+fn on_leaf(
+    fleet: &Fleet,
+    r: &Recovery,
+    (leaf, down): (u32, Duration),
+    (targets, path_records, last): (Duration, u64, Duration),
+) -> (Duration, Duration) {
+    let sa = &fleet.sm.sa;
+    let on = r.affected() as u32;
+    let spread = fleet.sm.reaches(on.saturating_sub(1));
+    let adapters = fleet.hosts.first().map_or(1, |h| h.adapter_count()).max(1);
+    let on_leaf = r
+        .hosts()
+        .map(|h| {
+            (0..adapters)
+                .filter(|a| fleet.topology.leaf_of(h, *a) == leaf)
+                .count() as u64
+        })
+        .sum::<u64>();
+    let joins = fleet.sa_queries_per_host * on_leaf / adapters as u64;
+    let bound = targets.max(sa_takes(joins + path_records, sa));
+    let controlled = bound
+        .as_us()
+        .saturating_sub(spread.as_us())
+        .max(last.as_us());
+    let outage = match r.fault {
+        FleetFault::TrapStorm { .. } => fleet.storm_port_back(r.at, down),
+        _ => down + fleet.fabric + spread,
+    };
+    (outage, Duration::from_us(controlled))
 }
 
 /// Whether host `h`'s disks ride fault `r` with their connections kept: its port dark no

@@ -679,9 +679,17 @@ impl Fleet {
             Some(_) => down,
         };
         let topology = self.topology;
+        self.pull(i, down, |a| {
+            leaf.is_none_or(|l| topology.leaf_of(i, a) == l)
+        });
+    }
+
+    /// Pulls the cables of host `i`'s adapters that `which` names for `down` (the host
+    /// already at the instant); srp_daemon rescans once they are back.
+    fn pull(&mut self, i: u32, down: Duration, which: impl Fn(usize) -> bool) {
         let host = &mut self.hosts[i as usize];
         for a in 0..host.adapter_count() {
-            if leaf.is_some_and(|l| topology.leaf_of(i, a) != l) {
+            if !which(a) {
                 continue;
             }
             let Some(adapter) = host.adapter_mut(a) else {

@@ -25,6 +25,10 @@ fn fault_json(f: &FaultFigures) -> Value {
         | FleetFault::Rollout { .. } => (None, None, hcabus::Duration::ZERO),
     };
     let (leaves_touched, most_on_one_leaf) = f.leaves_touched();
+    let (every, bounces) = match f.fault {
+        FleetFault::TrapStorm { every, bounces, .. } => (Some(ms(every)), Some(bounces)),
+        _ => (None, None),
+    };
     json!({
         "kind": f.fault.name(),
         "at_ms": f.at.as_us() as f64 / 1e3,
@@ -53,6 +57,8 @@ fn fault_json(f: &FaultFigures) -> Value {
         },
         "paths_ridden": f.paths_ridden,
         "reassign_lids": f.fault.renumbers(),
+        "every_ms": every,
+        "bounces": bounces,
     })
 }
 

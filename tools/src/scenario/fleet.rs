@@ -425,6 +425,15 @@ fn events(keys: &FleetKeys, duration_ms: u64) -> Result<Vec<(Instant, FleetFault
         };
         let fault = fleet_faults::fault(i, &e.kind, args, size, multipath)?;
         if let FleetFault::TrapStorm { every, bounces, .. } = fault {
+            if out
+                .iter()
+                .any(|(_, f)| matches!(f, FleetFault::TrapStorm { .. }))
+            {
+                return Err(err(
+                    at("kind"),
+                    "one trap storm a run (the master's plan is one)",
+                ));
+            }
             let last_ms = every.as_ms().saturating_mul(u64::from(bounces - 1));
             if e.at_ms.saturating_add(last_ms) >= duration_ms {
                 return Err(err(

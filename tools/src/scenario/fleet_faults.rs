@@ -239,44 +239,7 @@ pub(super) fn fault(
     }
     let phrase = row.phrase;
     let mut checked = Checked::default();
-    let fabric_wide = |key: &str| err(at(key), format!("a {phrase} is fabric-wide: no {key}"));
-    match (row.aim, args.target, args.leaf) {
-        (Aim::Target, Some(t), None) if t < size.targets => checked.target = t,
-        (Aim::Target, Some(t), None) => {
-            return Err(err(
-                at("target"),
-                format!("no target {t}: the fleet has {}", size.targets),
-            ))
-        }
-        (Aim::Target, None, None) => {
-            return Err(err(at("target"), format!("a {phrase} names its target")))
-        }
-        (Aim::Leaf, None, Some(l)) if l < size.leaves => checked.leaf = l,
-        (Aim::Leaf, None, Some(l)) => {
-            return Err(err(
-                at("leaf"),
-                format!("no leaf {l}: the fleet's hosts fill {}", size.leaves),
-            ))
-        }
-        (Aim::Leaf, None, None) => {
-            return Err(err(at("leaf"), format!("a {phrase} names its leaf")))
-        }
-        (Aim::Target, _, Some(_)) => {
-            return Err(err(
-                at("leaf"),
-                format!("a {phrase} names a target, not a leaf"),
-            ))
-        }
-        (Aim::Leaf, Some(_), _) => {
-            return Err(err(
-                at("target"),
-                format!("a {phrase} names a leaf, not a target"),
-            ))
-        }
-        (Aim::Fabric, Some(_), _) => return Err(fabric_wide("target")),
-        (Aim::Fabric, None, Some(_)) => return Err(fabric_wide("leaf")),
-        (Aim::Fabric, None, None) => {}
-    }
+    (checked.target, checked.leaf) = aim(row, &at, args, size)?;
     match (row.down, args.down_ms) {
         (Down::Takes, Some(ms)) if (1..=MAX_FABRIC_MS).contains(&ms) => {
             checked.down = Duration::from_ms(ms);
@@ -312,6 +275,43 @@ pub(super) fn fault(
         (checked.every, checked.bounces) = bounces(&at, args, checked.down)?;
     }
     Ok((row.make)(checked))
+}
+
+/// What an event of `row` strikes: its target or its leaf (as `(target, leaf)`), each one
+/// the fabric has, and nothing the fault does not take.
+fn aim(
+    row: &FileFault,
+    at: &dyn Fn(&str) -> String,
+    args: EventArgs,
+    size: FabricSize,
+) -> Result<(usize, u32), ScenarioError> {
+    let phrase = row.phrase;
+    let fabric_wide = |key: &str| err(at(key), format!("a {phrase} is fabric-wide: no {key}"));
+    match (row.aim, args.target, args.leaf) {
+        (Aim::Target, Some(t), None) if t < size.targets => Ok((t, 0)),
+        (Aim::Target, Some(t), None) => Err(err(
+            at("target"),
+            format!("no target {t}: the fleet has {}", size.targets),
+        )),
+        (Aim::Target, None, None) => Err(err(at("target"), format!("a {phrase} names its target"))),
+        (Aim::Leaf, None, Some(l)) if l < size.leaves => Ok((0, l)),
+        (Aim::Leaf, None, Some(l)) => Err(err(
+            at("leaf"),
+            format!("no leaf {l}: the fleet's hosts fill {}", size.leaves),
+        )),
+        (Aim::Leaf, None, None) => Err(err(at("leaf"), format!("a {phrase} names its leaf"))),
+        (Aim::Target, _, Some(_)) => Err(err(
+            at("leaf"),
+            format!("a {phrase} names a target, not a leaf"),
+        )),
+        (Aim::Leaf, Some(_), _) => Err(err(
+            at("target"),
+            format!("a {phrase} names a leaf, not a target"),
+        )),
+        (Aim::Fabric, Some(_), _) => Err(fabric_wide("target")),
+        (Aim::Fabric, None, Some(_)) => Err(fabric_wide("leaf")),
+        (Aim::Fabric, None, None) => Ok((0, 0)),
+    }
 }
 
 /// A trap storm's bounces: every `every_ms`, above its `down_ms` (the cable is back before
