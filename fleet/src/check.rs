@@ -26,6 +26,11 @@ pub(super) fn check(setup: &FleetSetup) -> Result<(), FleetError> {
         if l.ch_count == 0 {
             return Err(FleetError::Linux("linux_ch_count must be 1..=255"));
         }
+        if u64::from(l.hosts) * u64::from(l.ch_count) > super::MAX_LINUX_CHANNELS {
+            return Err(FleetError::Linux(
+                "linux_initiators x linux_ch_count must be at most 100000",
+            ));
+        }
     }
     if setup.hosts == 0 || setup.hosts > MAX_HOSTS {
         return Err(FleetError::Hosts(setup.hosts));

@@ -44,7 +44,7 @@ pub use daemon::{DaemonFigures, SrpDaemonSetup};
 pub use fault::{DisksWaited, FleetFault};
 pub use figures::{FaultFigures, FleetFigures, TargetFigures};
 use lanes::{Bound, Lane, Window};
-pub use linux::{LinuxFigures, LinuxSetup, LINUX_CH_COUNT, MAX_LINUX_HOSTS};
+pub use linux::{LinuxFigures, LinuxSetup, LINUX_CH_COUNT, MAX_LINUX_CHANNELS, MAX_LINUX_HOSTS};
 pub use node::FleetNode;
 use recovery::Recovery;
 pub use rollout::RolloutFigures;
@@ -568,16 +568,22 @@ impl Fleet {
         match fault {
             FleetFault::TargetRestart { target, down } => {
                 self.targets[target].1.lock().restart(now, down);
-                // Its Linux initiators hear of it at once and log in again (`linux.rs`).
-                self.linux_lost(Some(target), now);
+                // Its Linux initiators hear of it at once (its DREQs) (`linux.rs`).
+                self.linux_lost(Some(target), now, now);
             }
             FleetFault::LinkFlap { down } => {
                 for i in 0..self.hosts.len() as u32 {
                     self.flap(i, down, None);
                 }
                 // Every switch traps the links' loss and their training (`traps.rs`).
-                self.heard_elsewhere(&[now, now + down + self.link_up()]);
-                self.linux_lost(None, now + down + self.fabric);
+                self.heard_elsewhere(&[now, now + down + self.link_up()], true);
+                // The Linux initiators' connections ride a flap their transport outlasts;
+                // a longer one errors their queue pairs at its last retransmission.
+                let back = now + down + self.fabric;
+                match self.port_ride {
+                    Some(ride) if down + self.fabric <= ride => {}
+                    ride => self.linux_lost(None, now + ride.unwrap_or(Duration::ZERO), back),
+                }
             }
             FleetFault::LeafReboot { leaf, down } => {
                 let adapters = self.hosts.first().map_or(1, FleetNode::adapter_count);
@@ -592,7 +598,7 @@ impl Fleet {
                     self.flap(i, down, Some(leaf));
                 }
                 // The spine above traps the leaf's loss and its return (`traps.rs`).
-                self.heard_elsewhere(&[now, now + down + self.link_up()]);
+                self.heard_elsewhere(&[now, now + down + self.link_up()], false);
             }
             FleetFault::SmFailover | FleetFault::SmHandover { .. } => {
                 let takeover = fault.new_master_at(now, &self.sm).unwrap_or(now);
@@ -630,7 +636,7 @@ impl Fleet {
                 }
                 if renumber {
                     // Their connections made under the old LIDs are gone (`linux.rs`).
-                    self.linux_lost(None, swept);
+                    self.linux_lost(None, swept, swept);
                 }
             }
             FleetFault::SaOverload { down } => self.subnet.away(now, down),

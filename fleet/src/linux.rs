@@ -29,8 +29,15 @@ pub const LINUX_REQ_TIMEOUT: Duration = Duration::from_ms(2 * 1_024 + 4_096);
 pub const LINUX_REQS: u8 = 16;
 /// ib_srp's PathRecord timeout (`SRP_PATH_REC_TIMEOUT_MS`).
 pub const LINUX_PATH_TIMEOUT: Duration = Duration::from_ms(1_000);
-/// The SRP transport's `reconnect_delay` (ib_srp's default).
+/// The SRP transport's `reconnect_delay` (ib_srp's default), after a connection's loss or
+/// a reconnect that failed.
 pub const RECONNECT_DELAY: Duration = Duration::from_ms(10_000);
+/// A first login that failed is made again at srp_daemon's next rescan (its unit's `-R 60`):
+/// the transport retries only a connection it had.
+pub const FIRST_LOGIN_RETRY: Duration = Duration::from_ms(60_000);
+/// The most channels a fleet's Linux initiators may have together: each channel's login
+/// is a few steps of the fleet.
+pub const MAX_LINUX_CHANNELS: u64 = 100_000;
 /// ib_srp's channels on a two-socket host of 32 CPUs whose adapter has a completion
 /// vector a CPU: `min(max(4 x 2, 32), 32)`.
 pub const LINUX_CH_COUNT: u8 = 32;
@@ -76,6 +83,8 @@ struct Host {
     /// Bumped at each loss: a step of an earlier login is stale.
     generation: u32,
     up: bool,
+    /// Whether it was ever logged in: a first login that fails waits for srp_daemon.
+    ever_up: bool,
     lost_at: Instant,
 }
 
@@ -92,8 +101,17 @@ pub(super) struct Linux {
 pub(super) enum LinuxStep {
     /// Channel `ch`'s PathRecord.
     Lookup { ch: u8 },
-    /// Channel `ch`'s REQ, its `req`th (0: the first).
-    Req { ch: u8, req: u8 },
+    /// Channel `ch`'s REQ, its `req`th (0: the first), its path asked for at `asked`.
+    Req { ch: u8, req: u8, asked: Instant },
+}
+
+/// What a Linux host's step came to.
+enum Next {
+    Step(Instant, LinuxStep),
+    /// Every channel logged in.
+    Up,
+    /// The login failed; the initiator learns of it at this instant.
+    Failed(Instant),
 }
 
 impl Linux {
@@ -103,6 +121,7 @@ impl Linux {
                 target: j as usize % targets.max(1),
                 generation: 0,
                 up: false,
+                ever_up: false,
                 lost_at: Instant::ZERO,
             })
             .collect();
@@ -142,9 +161,10 @@ impl Fleet {
         );
     }
 
-    /// Linux hosts lose their connections now (those of `target` only, if given) and log
-    /// in again from `again`.
-    pub(super) fn linux_lost(&mut self, target: Option<usize>, again: Instant) {
+    /// Linux hosts lose their connections now (those of `target` only, if given): each
+    /// learns of it at `detected` and reconnects `reconnect_delay` later, not before its
+    /// port is back (`back`).
+    pub(super) fn linux_lost(&mut self, target: Option<usize>, detected: Instant, back: Instant) {
         let now = self.now;
         let Some(l) = &mut self.linux else {
             return;
@@ -160,6 +180,7 @@ impl Fleet {
             h.lost_at = now;
             restart.push((j as u32, h.generation));
         }
+        let again = (detected + RECONNECT_DELAY).max(back);
         for (j, generation) in restart {
             self.linux_step(j, generation, again, LinuxStep::Lookup { ch: 0 });
         }
@@ -167,57 +188,103 @@ impl Fleet {
 
     /// A Linux host's step, unless a loss since made it stale.
     pub(super) fn linux(&mut self, host: u32, generation: u32, step: LinuxStep) {
+        let Some(l) = &self.linux else {
+            return;
+        };
+        if l.hosts[host as usize].generation != generation {
+            return;
+        }
+        let next = match step {
+            LinuxStep::Lookup { ch } => self.linux_lookup(ch),
+            LinuxStep::Req { ch, req, asked } => self.linux_req(host, (ch, req), asked),
+        };
         let now = self.now;
         let Some(l) = &mut self.linux else {
             return;
         };
-        let h = l.hosts[host as usize];
-        if h.generation != generation {
-            return;
-        }
-        let next = match step {
-            LinuxStep::Lookup { ch } => {
-                l.figures.path_records += 1;
-                match self.subnet.query(now, LINUX_PATH_TIMEOUT) {
-                    SaAnswer::At(at) if at <= now + LINUX_PATH_TIMEOUT => {
-                        Some((at, LinuxStep::Req { ch, req: 0 }))
-                    }
-                    SaAnswer::At(_) | SaAnswer::Busy(_) | SaAnswer::Lost => None,
-                }
-            }
-            LinuxStep::Req { ch, req } => {
-                let answer = self.targets[h.target].1.lock().try_login(now, self.login);
-                match answer {
-                    Ok(wait) if wait + self.login <= cm_waits(req) => {
-                        l.figures.channels += 1;
-                        let done = now + wait + self.login;
-                        if ch + 1 < l.setup.ch_count {
-                            Some((done, LinuxStep::Lookup { ch: ch + 1 }))
-                        } else {
-                            let h = &mut l.hosts[host as usize];
-                            h.up = true;
-                            let took = done.saturating_since(h.lost_at);
-                            l.figures.longest_login = l.figures.longest_login.max(took);
-                            return;
-                        }
-                    }
-                    // Served after the CM's last REQ timed out: the login failed.
-                    Ok(_) | Err(LoginRejected::Busy(_)) => None,
-                    Err(LoginRejected::Restarting | LoginRejected::Unreachable) => {
-                        l.figures.reqs_again += 1;
-                        (req + 1 < LINUX_REQS).then_some((
-                            now + LINUX_REQ_TIMEOUT,
-                            LinuxStep::Req { ch, req: req + 1 },
-                        ))
-                    }
-                }
+        let (at, step) = match next {
+            Next::Step(at, step) => (at, step),
+            Next::Up => return,
+            // A login that failed is tried again at the transport's delay (a first login
+            // at srp_daemon's next rescan), from when the initiator learned of it.
+            Next::Failed(noticed) => {
+                l.figures.failed += 1;
+                let h = &l.hosts[host as usize];
+                let delay = if h.ever_up {
+                    RECONNECT_DELAY
+                } else {
+                    FIRST_LOGIN_RETRY
+                };
+                (noticed.max(now) + delay, LinuxStep::Lookup { ch: 0 })
             }
         };
-        let (at, step) = next.unwrap_or_else(|| {
-            l.figures.failed += 1;
-            (now + RECONNECT_DELAY, LinuxStep::Lookup { ch: 0 })
-        });
         self.linux_step(host, generation, at, step);
+    }
+
+    /// Channel `ch`'s PathRecord, asked now.
+    fn linux_lookup(&mut self, ch: u8) -> Next {
+        let now = self.now;
+        let Some(l) = &mut self.linux else {
+            return Next::Up;
+        };
+        l.figures.path_records += 1;
+        match self.subnet.query(now, LINUX_PATH_TIMEOUT) {
+            SaAnswer::At(at) if at <= now + LINUX_PATH_TIMEOUT => Next::Step(
+                at,
+                LinuxStep::Req {
+                    ch,
+                    req: 0,
+                    asked: now,
+                },
+            ),
+            SaAnswer::Busy(at) => Next::Failed(at),
+            SaAnswer::At(_) | SaAnswer::Lost => Next::Failed(now + LINUX_PATH_TIMEOUT),
+        }
+    }
+
+    /// Channel `ch`'s REQ, its `req`th, sent now, its path asked for at `asked`.
+    fn linux_req(&mut self, host: u32, (ch, req): (u8, u8), asked: Instant) -> Next {
+        let now = self.now;
+        // An answer a master's failure cut off on its way never came.
+        if req == 0 && !self.subnet.survived(asked, now) {
+            return Next::Failed(asked + LINUX_PATH_TIMEOUT);
+        }
+        let Some(l) = &mut self.linux else {
+            return Next::Up;
+        };
+        let target = l.hosts[host as usize].target;
+        let answer = self.targets[target].1.lock().try_login(now, self.login);
+        match answer {
+            Ok(wait) if wait + self.login <= cm_waits(req) => {
+                l.figures.channels += 1;
+                let done = now + wait + self.login;
+                if ch + 1 < l.setup.ch_count {
+                    return Next::Step(done, LinuxStep::Lookup { ch: ch + 1 });
+                }
+                let h = &mut l.hosts[host as usize];
+                h.up = true;
+                h.ever_up = true;
+                let took = done.saturating_since(h.lost_at);
+                l.figures.longest_login = l.figures.longest_login.max(took);
+                Next::Up
+            }
+            // Served after the CM's last REQ timed out: it gave up then.
+            Ok(_) => Next::Failed(now + cm_waits(req)),
+            Err(LoginRejected::Busy(_)) => Next::Failed(now),
+            Err(LoginRejected::Restarting | LoginRejected::Unreachable) => {
+                if req + 1 < LINUX_REQS {
+                    l.figures.reqs_again += 1;
+                    let again = LinuxStep::Req {
+                        ch,
+                        req: req + 1,
+                        asked,
+                    };
+                    Next::Step(now + LINUX_REQ_TIMEOUT, again)
+                } else {
+                    Next::Failed(now + LINUX_REQ_TIMEOUT)
+                }
+            }
+        }
     }
 
     /// What the Linux initiators did (`None`: the fleet has none).

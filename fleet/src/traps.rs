@@ -73,8 +73,11 @@ pub(super) struct Storm {
     leaf: u32,
     downs: Vec<Instant>,
     down: Duration,
-    /// Whether the cable's port was Active as the storm began.
+    /// Whether the cable's link was up as the storm began.
     starts_up: bool,
+    /// The storm switch's other changes (a fabric event's on its other ports), and the
+    /// other switches' traps the master heard.
+    also: Vec<Instant>,
     heard: Vec<Instant>,
     plan: Arc<SweepPlan>,
 }
@@ -121,7 +124,7 @@ impl Fleet {
             let host = &mut self.hosts[h as usize];
             host.run_until(now);
             host.adapter_mut(a).is_some_and(|adapter| {
-                adapter.hca().ports().state(1, now) == hcabus::types::PortState::Active
+                adapter.hca().ports().state(1, now) != hcabus::types::PortState::Down
             })
         });
         let storm = Storm {
@@ -129,6 +132,7 @@ impl Fleet {
             downs: downs.clone(),
             down,
             starts_up,
+            also: Vec::new(),
             heard: Vec::new(),
             plan: Arc::new(SweepPlan::default()),
         };
@@ -175,6 +179,7 @@ impl Fleet {
             down: s.down,
             link_up,
             starts_up: s.starts_up,
+            also: &s.also,
         };
         s.plan = Arc::new(SweepPlan::new(cable, sweep, &s.heard));
         for i in 0..n {
@@ -183,10 +188,15 @@ impl Fleet {
         }
     }
 
-    /// Other switches trap at each of `at` (a fabric event's ports going down, then
-    /// training): each asks the master for a sweep, which finds the storm's leaf too.
-    pub(super) fn heard_elsewhere(&mut self, at: &[Instant]) {
+    /// A fabric event's ports change at each of `at` (going down, then trained), and other
+    /// switches trap them (a core switch, the spine above a rebooted leaf): each asks for a
+    /// sweep, which finds the storm's leaf too. With `storm_switch`, the storm's own switch
+    /// has ports among them: it counts those changes under its key and sets its bit.
+    pub(super) fn heard_elsewhere(&mut self, at: &[Instant], storm_switch: bool) {
         if let Some(s) = &mut self.storm {
+            if storm_switch {
+                s.also.extend_from_slice(at);
+            }
             s.heard.extend_from_slice(at);
             self.replan();
         }

@@ -22,8 +22,11 @@ pub struct Cable<'a> {
     pub downs: &'a [Instant],
     pub down: Duration,
     pub link_up: Duration,
-    /// Whether the port was Active as the storm began (else its first loss is no change).
+    /// Whether the port's link was up as the storm began (else its first loss is no change).
     pub starts_up: bool,
+    /// Other changes of the storm's switch (a fabric event's on its other ports): each
+    /// counts under its key and sets its bit as the cable's do.
+    pub also: &'a [Instant],
 }
 
 /// The master's sweeps through a storm, and when the storm's leaf was deaf: a change there
@@ -161,8 +164,9 @@ impl Master {
                 self.note_deaf(a);
                 continue;
             }
+            // A sweep due at `t` begins before what happens then, which it then serves.
             match due {
-                Some((at, storm)) if at < t => self.begin_sweep(at, storm),
+                Some((at, storm)) if at <= t => self.begin_sweep(at, storm),
                 _ => return,
             }
         }
@@ -187,6 +191,7 @@ impl SweepPlan {
                 events.push((trained, true));
             }
         }
+        events.extend(cable.also.iter().map(|t| (*t, true)));
         events.extend(heard.iter().map(|t| (*t, false)));
         events.sort();
         let mut m = Master {
@@ -310,6 +315,7 @@ mod tests {
             down: Duration::from_ms(100),
             link_up: Duration::from_ms(50),
             starts_up: true,
+            also: &[],
         };
         SweepPlan::new(cable, Duration::from_ms(2_500), heard)
     }
@@ -338,27 +344,38 @@ mod tests {
     fn a_long_storm_keeps_the_master_sweeping_until_its_traps_are_ignored() {
         let p = bouncing(120, &[]);
         let f = p.figures();
-        // One trap a sweep (the switch's bit), each 2.5 s after the last: the twelfth is
-        // counted past ten, ignored, and the bit stays set until the timer's sweep 10 s
-        // after the last; the key aged out by then, eleven more are heard, and so on.
+        // One trap a sweep (the switch's bit; a change as a sweep begins is found by it and
+        // traps again), back to back: the twelfth, at 28 s, is counted past ten, ignored,
+        // and the bit stays set until the timer's sweep 10 s after the last; the key aged
+        // out by then, eleven more are heard, and so on.
         assert_eq!(starts(&p)[..3], [ms(10_000), ms(12_500), ms(15_000)]);
-        assert_eq!(starts(&p)[10..12], [ms(35_000), ms(47_500)]);
+        assert_eq!(starts(&p)[7..9], [ms(27_500), ms(40_000)]);
         assert!(f.ignored >= 3 && f.traps < f.changes, "{f:?}");
-        // A leaf-mate trained just after the sweep of 35 s began waits for the timer's.
-        assert_eq!(p.begins(ms(35_100), true), ms(47_500));
+        // A leaf-mate trained just after the sweep of 27.5 s began waits for the timer's.
+        assert_eq!(p.begins(ms(27_600), true), ms(40_000));
         // A port elsewhere then waits only for the sweep in progress.
-        assert_eq!(p.begins(ms(35_100), false), ms(37_500));
+        assert_eq!(p.begins(ms(27_600), false), ms(30_000));
         assert!(f.longest_deaf >= Duration::from_ms(12_399), "{f:?}");
     }
 
     #[test]
     fn another_switchs_trap_sweeps_a_deaf_leaf_but_holds_no_port_up() {
-        // The storm's twelfth trap ignored at 37.5 s (its bit set): a trap elsewhere at
-        // 40 s asks for a sweep, which finds the leaf's port then, well before the timer.
-        let p = bouncing(40, &[ms(40_000)]);
-        assert_eq!(p.begins(ms(38_000), true), ms(40_000));
+        // The storm's twelfth trap ignored at 28 s (its bit set): a trap elsewhere at 34.5 s
+        // asks for a sweep, which finds the leaf's port then, before the timer's at 40 s.
+        let p = bouncing(40, &[ms(34_500)]);
+        assert_eq!(p.begins(ms(33_000), true), ms(34_500));
         // A port elsewhere trained during that sweep is not held for it.
-        assert_eq!(p.begins(ms(41_000), false), ms(41_000));
+        assert_eq!(p.begins(ms(35_500), false), ms(35_500));
+    }
+
+    #[test]
+    fn a_request_as_a_pending_sweep_begins_is_that_sweep() {
+        // The up at 10.15 s made a sweep pending for 12.5 s; a trap elsewhere at 12.5 s is
+        // that sweep, still the storm's: a port trained at 13 s waits for it to end.
+        let p = bouncing(1, &[ms(12_500)]);
+        assert_eq!(starts(&p), [ms(10_000), ms(12_500)]);
+        assert_eq!(p.figures().sweeps, 2);
+        assert_eq!(p.begins(ms(13_000), false), ms(15_000));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use hcabus::{Duration, Instant};
 use hcabus_fleet::{
     boot_host, multipath_host, FleetFault, FleetSetup, FleetTemplate, LinuxSetup, PowerOnSetup,
     SmSetup, SrpDaemonSetup, TargetSetup, Topology, LINUX_CH_COUNT, MAX_HOSTS, MAX_HOSTS_PER_LEAF,
-    MAX_LINUX_HOSTS, MAX_TARGETS,
+    MAX_LINUX_CHANNELS, MAX_LINUX_HOSTS, MAX_TARGETS,
 };
 use hcabus_lab::baselines;
 use hcabus_lab::srp_target::{Admission, LoginCapacity};
@@ -79,7 +79,7 @@ struct FleetKeys {
     /// Linux SRP initiators beside the hosts, and the channels each login opens.
     #[serde(default)]
     linux_initiators: u32,
-    linux_ch_count: Option<u8>,
+    linux_ch_count: Option<u32>,
 }
 
 /// `[fleet.sm]`: the subnet manager and its SA; what is not given keeps OpenSM's default.
@@ -256,9 +256,18 @@ fn linux(keys: &FleetKeys) -> Result<Option<LinuxSetup>, ScenarioError> {
             format!("must be at most {MAX_LINUX_HOSTS}"),
         ));
     }
-    let ch_count = keys.linux_ch_count.unwrap_or(LINUX_CH_COUNT);
-    if ch_count == 0 {
+    let ch_count = keys.linux_ch_count.unwrap_or(u32::from(LINUX_CH_COUNT));
+    let Some(ch_count) = u8::try_from(ch_count).ok().filter(|c| *c > 0) else {
         return Err(err("fleet.linux_ch_count", "must be 1..=255"));
+    };
+    if u64::from(keys.linux_initiators) * u64::from(ch_count) > MAX_LINUX_CHANNELS {
+        return Err(err(
+            "fleet.linux_ch_count",
+            format!(
+                "linux_initiators x linux_ch_count must be at most {MAX_LINUX_CHANNELS} (each \
+                 channel's login is steps of the fleet)"
+            ),
+        ));
     }
     match (keys.linux_initiators, keys.linux_ch_count) {
         (0, Some(_)) => Err(err(
