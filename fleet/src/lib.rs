@@ -309,7 +309,7 @@ impl Fleet {
         }
         fleet.stage(setup, &shared, &subnet);
         fleet.start_daemons(setup.srp_daemon);
-        fleet.start_linux(setup.linux);
+        fleet.start_linux(setup.linux, &setup.power_on);
         let all = (0..setup.hosts).collect();
         let boot = Recovery::new(FleetFault::PowerOn, Instant::ZERO, all, fleet.seen());
         fleet.recoveries.push(boot);

@@ -8,8 +8,9 @@
 //! all; a REJ (past an array's limits), a lookup unanswered or the REQs spent fail the
 //! login, tried again `reconnect_delay` (10 s) later, as the SRP transport does.
 //!
-//! They sit on a leaf of their own (no product leaf's reboot reaches them) and start with
-//! the fleet. A target's restart drops their connections to it; a link flap every one, each
+//! They sit on a leaf of their own (no product leaf's reboot reaches them) and power on as
+//! the hosts do, each after its own power-restore delay (`fleet.power_on_delay_ms`), with
+//! no boot firmware of their own. A target's restart drops their connections to it; a link flap every one, each
 //! logging in again once its port is back; a handover that reassigns LIDs every one, after
 //! the new master's sweep. Not modelled: their I/O; the rport's `fast_io_fail_tmo` and
 //! `dev_loss_tmo`; the doubling of the reconnect delay past ten failures; srp_daemon's
@@ -21,7 +22,10 @@ use hcabus::{Duration, Instant};
 use hcabus_lab::srp_target::LoginRejected;
 use ibal::ipoib::SaAnswer;
 
-use super::{Fleet, Step};
+use super::{Fleet, PowerOnSetup, Step};
+
+/// The Linux initiators' power-on delays are drawn from a stream of their own.
+const LINUX_STREAM: u64 = 0x4c69_6e75_7849_6e69;
 
 /// ib_srp's CM REQ: packet lifetime 18 (1,024 ms) twice and the grant of 20 (4,096 ms).
 pub const LINUX_REQ_TIMEOUT: Duration = Duration::from_ms(2 * 1_024 + 4_096);
@@ -138,14 +142,17 @@ impl Linux {
 }
 
 impl Fleet {
-    /// The Linux initiators log in once their ports are Active.
-    pub(super) fn start_linux(&mut self, setup: Option<LinuxSetup>) {
+    /// The Linux initiators log in once their ports are Active: each after a power-restore
+    /// delay drawn as the hosts' are (a stream of their own), none of them through a boot
+    /// firmware.
+    pub(super) fn start_linux(&mut self, setup: Option<LinuxSetup>, power_on: &PowerOnSetup) {
         let Some(setup) = setup.filter(|s| s.hosts > 0) else {
             return;
         };
         self.linux = Some(Linux::new(setup, self.targets.len()));
-        let at = Instant::ZERO + self.fabric;
-        for j in 0..setup.hosts {
+        let starts = power_on.delays(self.seed ^ LINUX_STREAM, setup.hosts);
+        for (j, start) in (0..setup.hosts).zip(starts) {
+            let at = start + self.fabric;
             self.linux_step(j, 0, at, LinuxStep::Lookup { ch: 0 });
         }
     }

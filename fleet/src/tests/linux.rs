@@ -96,3 +96,18 @@ fn a_first_login_an_array_refuses_waits_for_srp_daemons_rescan() {
     assert_eq!(l.up, 20, "{l:?}");
     assert!(l.longest_login > Duration::from_ms(60_000), "{l:?}");
 }
+
+/// With a power-restore delay of 10 to 20 s, each initiator powers on after its own (a
+/// stream of its own, as the hosts'): the last logs in no sooner than the shortest delay
+/// and its port's training, and every one is up.
+#[test]
+fn linux_initiators_power_on_after_their_own_delays() {
+    let mut s = with_linux(Vec::new(), 20, 2);
+    s.power_on.delay = (Duration::from_ms(10_000), Duration::from_ms(20_000));
+    s.duration = Duration::from_ms(40_000);
+    let f = run(&s);
+    let l = f.linux.expect("Linux figures");
+    assert_eq!((l.up, l.channels, l.failed), (20, 40, 0), "{l:?}");
+    assert!(l.longest_login > Duration::from_ms(10_000), "{l:?}");
+    assert!(l.longest_login < Duration::from_ms(25_000), "{l:?}");
+}
