@@ -12,9 +12,12 @@
 //! the hosts do, each after its own power-restore delay (`fleet.power_on_delay_ms`), with
 //! no boot firmware of their own. A target's restart drops their connections to it; a link flap every one, each
 //! logging in again once its port is back; a handover that reassigns LIDs every one, after
-//! the new master's sweep. Not modelled: their I/O; the rport's `fast_io_fail_tmo` and
-//! `dev_loss_tmo`; the doubling of the reconnect delay past ten failures; srp_daemon's
-//! rescans on them (`fleet.srp_daemon_rescan_ms` is the product's hosts').
+//! the new master's sweep. A reconnect that fails is tried again `reconnect_delay` later,
+//! longer past ten failures in a row; a connection not back `dev_loss_tmo` (600 s) after its
+//! loss is removed, and srp_daemon adds its target again at its next rescan, as it makes a
+//! first login that failed. Not modelled: their I/O and `fast_io_fail_tmo` (it fails I/O, not
+//! logins); srp_daemon's own queries on them (`fleet.srp_daemon_rescan_ms` is the product's
+//! hosts').
 
 use std::vec::Vec;
 
@@ -36,9 +39,13 @@ pub const LINUX_PATH_TIMEOUT: Duration = Duration::from_ms(1_000);
 /// The SRP transport's `reconnect_delay` (ib_srp's default), after a connection's loss or
 /// a reconnect that failed.
 pub const RECONNECT_DELAY: Duration = Duration::from_ms(10_000);
-/// A first login that failed is made again at srp_daemon's next rescan (its unit's `-R 60`):
-/// the transport retries only a connection it had.
-pub const FIRST_LOGIN_RETRY: Duration = Duration::from_ms(60_000);
+/// srp_daemon rescans every minute (its unit's `-R 60`) from when it started: a first login
+/// that failed, or a target whose connection was removed, is logged in again at the next
+/// rescan (the transport retries only a connection it still has).
+pub const SRP_DAEMON_RESCAN: Duration = Duration::from_ms(60_000);
+/// ib_srp's `dev_loss_tmo`: the rport of a connection not back this long after its loss is
+/// removed (`rport_dev_loss_timedout()`), its reconnects with it.
+pub const DEV_LOSS_TMO: Duration = Duration::from_ms(600_000);
 /// The most channels a fleet's Linux initiators may have together: each channel's login
 /// is a few steps of the fleet.
 pub const MAX_LINUX_CHANNELS: u64 = 100_000;
@@ -47,6 +54,13 @@ pub const MAX_LINUX_CHANNELS: u64 = 100_000;
 pub const LINUX_CH_COUNT: u8 = 32;
 /// The most Linux initiators a fleet may have.
 pub const MAX_LINUX_HOSTS: u32 = 10_000;
+
+/// The transport's wait before its next reconnect, after `failed` in a row
+/// (`srp_reconnect_work()`: `reconnect_delay x clamp(failed - 10, 1, 100)`).
+pub fn reconnect_delay(failed: u32) -> Duration {
+    let times = failed.saturating_sub(10).clamp(1, 100);
+    Duration::from_us(RECONNECT_DELAY.as_us() * u64::from(times))
+}
 
 /// How long the CM still waits for a REQ's answer once it has sent `req` of them before.
 fn cm_waits(req: u8) -> Duration {
@@ -74,6 +88,10 @@ pub struct LinuxFigures {
     pub reqs_again: u64,
     /// Logins that failed (a REJ, a lookup, the REQs spent) and were tried again later.
     pub failed: u64,
+    /// Connections removed at `dev_loss_tmo`, each added again at srp_daemon's next rescan;
+    /// and the longest wait the transport's reconnect delay reached.
+    pub removed: u64,
+    pub longest_reconnect_delay: Duration,
     /// How many were logged in at the end, and the longest any took from its connection's
     /// loss (or the start) to its last channel.
     pub up: u32,
@@ -87,9 +105,25 @@ struct Host {
     /// Bumped at each loss: a step of an earlier login is stale.
     generation: u32,
     up: bool,
-    /// Whether it was ever logged in: a first login that fails waits for srp_daemon.
+    /// Whether its transport has a connection to reconnect (an rport): a first login that
+    /// fails, and one whose rport was removed, wait for srp_daemon.
     ever_up: bool,
     lost_at: Instant,
+    /// Reconnects failed in a row (the rport's `failed_reconnects`).
+    failed_reconnects: u32,
+    /// When its rport goes if not reconnected by then (`dev_loss_tmo` after the first loss).
+    dev_loss_at: Option<Instant>,
+    /// When its srp_daemon made its first scan: it rescans every minute from then.
+    daemon_from: Instant,
+}
+
+impl Host {
+    /// srp_daemon's first rescan after `at`.
+    fn next_rescan(&self, at: Instant) -> Instant {
+        let since = at.saturating_since(self.daemon_from).as_us();
+        let every = SRP_DAEMON_RESCAN.as_us();
+        self.daemon_from + Duration::from_us((since / every + 1) * every)
+    }
 }
 
 /// The Linux initiators.
@@ -107,6 +141,8 @@ pub(super) enum LinuxStep {
     Lookup { ch: u8 },
     /// Channel `ch`'s REQ, its `req`th (0: the first), its path asked for at `asked`.
     Req { ch: u8, req: u8, asked: Instant },
+    /// Its rport's `dev_loss_tmo` runs out.
+    DevLoss,
 }
 
 /// What a Linux host's step came to.
@@ -127,6 +163,9 @@ impl Linux {
                 up: false,
                 ever_up: false,
                 lost_at: Instant::ZERO,
+                failed_reconnects: 0,
+                dev_loss_at: None,
+                daemon_from: Instant::ZERO,
             })
             .collect();
         Linux {
@@ -149,10 +188,15 @@ impl Fleet {
         let Some(setup) = setup.filter(|s| s.hosts > 0) else {
             return;
         };
-        self.linux = Some(Linux::new(setup, self.targets.len()));
+        let mut linux = Linux::new(setup, self.targets.len());
         let starts = power_on.delays(self.seed ^ LINUX_STREAM, setup.hosts);
-        for (j, start) in (0..setup.hosts).zip(starts) {
-            let at = start + self.fabric;
+        let mut first = Vec::with_capacity(starts.len());
+        for (h, start) in linux.hosts.iter_mut().zip(starts) {
+            h.daemon_from = start + self.fabric;
+            first.push(h.daemon_from);
+        }
+        self.linux = Some(linux);
+        for (j, at) in (0..setup.hosts).zip(first) {
             self.linux_step(j, 0, at, LinuxStep::Lookup { ch: 0 });
         }
     }
@@ -181,15 +225,26 @@ impl Fleet {
             if target.is_some_and(|t| t != h.target) {
                 continue;
             }
-            // One still logging in starts over too: its channels so far are gone.
+            // One still logging in starts over too: its channels so far are gone. Its
+            // rport's timer, once started, is not moved (`srp_start_tl_fail_timers()`).
             h.generation = h.generation.wrapping_add(1);
+            if h.up {
+                h.lost_at = now;
+                h.dev_loss_at = Some(detected + DEV_LOSS_TMO);
+            }
             h.up = false;
-            h.lost_at = now;
-            restart.push((j as u32, h.generation));
+            let again = if h.ever_up {
+                (detected + RECONNECT_DELAY).max(back)
+            } else {
+                h.next_rescan(detected.max(back))
+            };
+            restart.push((j as u32, h.generation, again, h.dev_loss_at));
         }
-        let again = (detected + RECONNECT_DELAY).max(back);
-        for (j, generation) in restart {
+        for (j, generation, again, dev_loss_at) in restart {
             self.linux_step(j, generation, again, LinuxStep::Lookup { ch: 0 });
+            if let Some(at) = dev_loss_at {
+                self.linux_step(j, generation, at, LinuxStep::DevLoss);
+            }
         }
     }
 
@@ -204,6 +259,7 @@ impl Fleet {
         let next = match step {
             LinuxStep::Lookup { ch } => self.linux_lookup(ch),
             LinuxStep::Req { ch, req, asked } => self.linux_req(host, (ch, req), asked),
+            LinuxStep::DevLoss => return self.linux_dev_loss(host),
         };
         let now = self.now;
         let Some(l) = &mut self.linux else {
@@ -212,20 +268,45 @@ impl Fleet {
         let (at, step) = match next {
             Next::Step(at, step) => (at, step),
             Next::Up => return,
-            // A login that failed is tried again at the transport's delay (a first login
-            // at srp_daemon's next rescan), from when the initiator learned of it.
+            // A reconnect that failed is tried again at the transport's delay, from when the
+            // initiator learned of it; a first login at srp_daemon's next rescan.
             Next::Failed(noticed) => {
                 l.figures.failed += 1;
-                let h = &l.hosts[host as usize];
-                let delay = if h.ever_up {
-                    RECONNECT_DELAY
+                let noticed = noticed.max(now);
+                let h = &mut l.hosts[host as usize];
+                let at = if h.ever_up {
+                    h.failed_reconnects = h.failed_reconnects.saturating_add(1);
+                    let delay = reconnect_delay(h.failed_reconnects);
+                    l.figures.longest_reconnect_delay =
+                        l.figures.longest_reconnect_delay.max(delay);
+                    noticed + delay
                 } else {
-                    FIRST_LOGIN_RETRY
+                    h.next_rescan(noticed)
                 };
-                (noticed.max(now) + delay, LinuxStep::Lookup { ch: 0 })
+                (at, LinuxStep::Lookup { ch: 0 })
             }
         };
         self.linux_step(host, generation, at, step);
+    }
+
+    /// `dev_loss_tmo` ran out on a connection not back: its rport goes, the login under way
+    /// with it, and srp_daemon adds the target again at its next rescan.
+    fn linux_dev_loss(&mut self, host: u32) {
+        let now = self.now;
+        let Some(l) = &mut self.linux else {
+            return;
+        };
+        let h = &mut l.hosts[host as usize];
+        if h.up || h.dev_loss_at != Some(now) {
+            return;
+        }
+        l.figures.removed += 1;
+        h.generation = h.generation.wrapping_add(1);
+        h.ever_up = false;
+        h.failed_reconnects = 0;
+        h.dev_loss_at = None;
+        let (generation, at) = (h.generation, h.next_rescan(now));
+        self.linux_step(host, generation, at, LinuxStep::Lookup { ch: 0 });
     }
 
     /// Channel `ch`'s PathRecord, asked now.
@@ -271,6 +352,8 @@ impl Fleet {
                 let h = &mut l.hosts[host as usize];
                 h.up = true;
                 h.ever_up = true;
+                h.failed_reconnects = 0;
+                h.dev_loss_at = None;
                 let took = done.saturating_since(h.lost_at);
                 l.figures.longest_login = l.figures.longest_login.max(took);
                 Next::Up

@@ -433,10 +433,14 @@ fn subnet_rows(t: &mut comfy_table::Table, runs: &[FleetRun]) {
         });
     }
     if runs.iter().any(|r| r.figures.linux.is_some()) {
-        row("Linux initiators: channels (failed logins)", &|f| {
-            f.linux
-                .map_or("-".into(), |l| format!("{} ({})", l.channels, l.failed))
-        });
+        row(
+            "Linux initiators: channels (failed logins, removed)",
+            &|f| {
+                f.linux.map_or("-".into(), |l| {
+                    format!("{} ({}, {})", l.channels, l.failed, l.removed)
+                })
+            },
+        );
         row("Linux initiators: up / longest login", &|f| {
             f.linux.map_or("-".into(), |l| {
                 format!(

@@ -111,3 +111,38 @@ fn linux_initiators_power_on_after_their_own_delays() {
     assert!(l.longest_login > Duration::from_ms(10_000), "{l:?}");
     assert!(l.longest_login < Duration::from_ms(25_000), "{l:?}");
 }
+
+/// The transport's wait between reconnects: 10 s up to ten failures in a row, then 10 s
+/// times the failures past ten, at most a hundred times (`srp_reconnect_work()`).
+#[test]
+fn the_reconnect_delay_grows_past_ten_failures_in_a_row() {
+    let secs = |n| crate::linux::reconnect_delay(n).as_us() / 1_000_000;
+    assert_eq!(
+        [0, 1, 11, 12, 13, 50, 110, 111, u32::MAX].map(secs),
+        [10, 10, 10, 20, 30, 400, 1_000, 1_000, 1_000]
+    );
+}
+
+/// A target down 700 s: its ten Linux initiators' reconnects (each sending its REQs into the
+/// silence for 98 s) go on until `dev_loss_tmo`, 600 s after the loss, removes their
+/// connections; srp_daemon adds each target again at its next rescan, and once the target
+/// is back every one logs in again. Down 60 s, none is removed.
+#[test]
+fn a_connection_not_back_by_dev_loss_tmo_is_removed_and_srp_daemon_adds_it_again() {
+    for (down_ms, removed, delay_ms) in [(60_000, 0, 0), (700_000, 10, 10_000)] {
+        let mut s = with_linux(std::vec![(2_000, restart(0, down_ms))], 20, 2);
+        s.duration = Duration::from_ms(super::BOOT_MS + 2_000 + down_ms + 120_000);
+        let f = run(&s);
+        assert!(f.held(), "{f:?}");
+        let l = f.linux.expect("Linux figures");
+        assert_eq!((l.removed, l.up), (removed, 20), "{l:?}");
+        // A reconnect into the silence fails only when its sixteen REQs are spent (none
+        // does in 60 s): never ten in a row before the rport goes, so the delay stays 10 s.
+        assert_eq!(
+            l.longest_reconnect_delay,
+            Duration::from_ms(delay_ms),
+            "{l:?}"
+        );
+        assert!(l.longest_login > Duration::from_ms(down_ms), "{l:?}");
+    }
+}

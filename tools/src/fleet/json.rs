@@ -146,6 +146,8 @@ pub(super) fn run_json(r: &FleetRun) -> Value {
             "path_records": l.path_records,
             "reqs_again": l.reqs_again,
             "failed": l.failed,
+            "removed": l.removed,
+            "longest_reconnect_delay_ms": ms(l.longest_reconnect_delay),
             "up": l.up,
             "longest_login_ms": ms(l.longest_login),
         })),

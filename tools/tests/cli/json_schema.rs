@@ -23,6 +23,19 @@ fn validator() -> jsonschema::Validator {
         .unwrap_or_else(|e| panic!("the schema compiles: {e}"))
 }
 
+/// Asserts that `doc`, printed by a test elsewhere, validates against the schema: the fleet's
+/// objects that only some fleet files fill (a trap storm's, the Linux initiators') are
+/// checked where those files run.
+pub(super) fn assert_conforms(what: &str, doc: &Value) {
+    let validator = validator();
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .take(5)
+        .collect();
+    assert!(errors.is_empty(), "{what}: {errors:#?}");
+}
+
 /// Checks every document of `out` (each line one under `lines`) and returns their schemas.
 struct Checker {
     validator: jsonschema::Validator,
