@@ -28,7 +28,11 @@ fn message_table() -> Result<(), Box<dyn std::error::Error>> {
             Err(format!("{cmd:?} failed: {status}").into())
         }
     };
+    // -c: the customer bit in every id, as EventLogEntry::message_id writes them (without
+    // it the table's ids would be 0x40AB.../0xC0AB... and Event Viewer would find no message
+    // for any entry).
     run(Command::new("mc.exe")
+        .arg("-c")
         .arg("-h")
         .arg(&out)
         .arg("-r")

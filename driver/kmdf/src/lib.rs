@@ -37,6 +37,11 @@ mod windows;
 #[cfg(wdk_fake)]
 pub use windows::lab;
 
+/// Event Viewer's reading of the entries the driver logs, for the layer's tests and the KMDF
+/// model's: not in the image.
+#[cfg(any(test, wdk_fake))]
+pub mod event_viewer;
+
 #[cfg(test)]
 mod fake;
 #[cfg(test)]

@@ -536,36 +536,6 @@ fn the_pci_ids_come_from_the_first_hardware_id() {
     assert_eq!(parse_pci_hardware_id("PCI\\VEN_ZZZZ&DEV_1003"), None);
 }
 
-#[test]
-fn the_message_table_defines_every_event_log_entry_with_its_id() {
-    let mc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("messages.mc");
-    let text = std::fs::read_to_string(mc).expect("messages.mc");
-    let entries = [
-        EventLogEntry::ResetStarted {
-            epoch: 0,
-            reason: 0,
-        },
-        EventLogEntry::ResetRestored { epoch: 0 },
-        EventLogEntry::ResetFailed { epoch: 0, error: 0 },
-        EventLogEntry::DeviceReplaced { epoch: 0 },
-    ];
-    for e in entries {
-        let id = e.message_id();
-        // Severity in bits 30-31, customer bit 29, facility 0xAB, then the code.
-        let severity = match id >> 30 {
-            1 => "Informational",
-            3 => "Error",
-            s => panic!("severity {s} of {e:?}"),
-        };
-        assert_eq!((id >> 16) & 0xFFF, 0xAB, "{e:?}");
-        let block = format!(
-            "MessageId=0x{:04X}\nFacility=Hcabus\nSeverity={severity}\n",
-            id & 0xFFFF
-        );
-        assert!(text.contains(&block), "{e:?}: {block:?} not in messages.mc");
-    }
-}
-
 /// A C child as the driver's PDO serves it: through hcabus-cabi's marshalling (what
 /// src/windows/interface.rs calls) with a C ABI callback that executes from inside itself.
 mod through_the_c_abi {

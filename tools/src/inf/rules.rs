@@ -43,7 +43,7 @@ const fn rule(name: &'static str, infverif: &'static str, what: &'static str) ->
 }
 
 /// Every rule, for `infcheck --rules`, its help and the docs.
-pub const RULES: [Rule; 22] = [
+pub const RULES: [Rule; 23] = [
     rule("version-signature", "1001", "[Version] Signature is \"$WINDOWS NT$\""),
     rule("class-system", "", "Class = System with the System class GUID (a boot bus driver)"),
     rule("version-provider", "1204", "[Version] names a Provider, and it is not Microsoft"),
@@ -63,6 +63,7 @@ pub const RULES: [Rule; 22] = [
     rule("section-exists", "1203", "every section a directive or a [Manufacturer] decoration names exists"),
     rule("kmdf-section", "", "the install section's .Wdf section names a KmdfService that the install adds, whose section sets KmdfLibraryVersion = 1.N"),
     rule("kmdf-min-build", "", "every [Manufacturer] decoration installs only on builds that carry the KMDF of KmdfLibraryVersion (Microsoft's KMDF Version History: 1.33 from build 20348)"),
+    rule("event-log", "", "the function driver's AddService names an event-log section for the System log whose AddReg sets EventMessageFile (REG_EXPAND_SZ) to IoLogMsg.dll and the service's own binary, and TypesSupported (REG_DWORD) 7: without them Event Viewer finds no message for the driver's IoWriteErrorLogEntry entries"),
     rule("boot-start", "", "the service is a kernel driver (ServiceType 1) started at boot (StartType 0) in a boot load-order group, ErrorControl 1 or 3; exactly one service of the install is the device's function driver (AddService flag 0x00000002)"),
     rule("security-sddl", "", "the device's HKR Security SDDL grants SYSTEM and Administrators only, with a protected DACL"),
     rule("strings-defined", "", "every %string% is defined in [Strings]"),

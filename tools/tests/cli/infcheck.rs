@@ -135,15 +135,44 @@ fn package_breaks() -> Vec<Break> {
             &["service-binary"],
         ),
         with_also(b("dirid-13", "DefaultDestDir = 13", ""), &["service-binary"]),
+        // The event log's message file is then not the binary that runs, either.
         with_also(
             b("service-binary", bin, "ServiceBinary  = %12%\\drivers\\hcabus.sys"),
-            &[],
+            &["event-log"],
         ),
         // A boot service whose binary the package never copies.
-        b("service-binary", bin, "ServiceBinary  = %13%\\hcabus2.sys"),
-        b("service-binary", bin, "ServiceBinary  = %13%\\hcabus.dll"),
+        with_also(
+            b("service-binary", bin, "ServiceBinary  = %13%\\hcabus2.sys"),
+            &["event-log"],
+        ),
+        with_also(
+            b("service-binary", bin, "ServiceBinary  = %13%\\hcabus.dll"),
+            &["event-log"],
+        ),
         b("service-binary", bin, ""),
-        b("service-binary", "%13%\\hcabus.sys\"", "%13%\\hcamsg.dll\""),
+        with_also(
+            b("service-binary", "%13%\\hcabus.sys\"", "%13%\\hcamsg.dll\""),
+            &["event-log"],
+        ),
+        // Event Viewer would find no text for the driver's entries.
+        b(
+            "event-log",
+            "AddService = hcabus, 0x00000002, HcaBus_Service_Install, HcaBus_EventLog_Install",
+            "AddService = hcabus, 0x00000002, HcaBus_Service_Install",
+        ),
+        b(
+            "event-log",
+            "AddService = hcabus, 0x00000002, HcaBus_Service_Install, HcaBus_EventLog_Install",
+            "AddService = hcabus, 0x00000002, HcaBus_Service_Install, HcaBus_EventLog_Install, Application",
+        ),
+        b(
+            "event-log",
+            "\"%%SystemRoot%%\\System32\\IoLogMsg.dll;%13%\\hcabus.sys\"",
+            "\"%13%\\hcabus.sys\"",
+        ),
+        b("event-log", "EventMessageFile,0x00020000", "EventMessageFile,0x00000000"),
+        b("event-log", "TypesSupported,0x00010001,7", "TypesSupported,0x00010001,3"),
+        b("event-log", "HKR,,TypesSupported,0x00010001,7", ""),
         b(
             "registry-hkr",
             "HKR,Parameters,paging_io_hold_timeout_ms",

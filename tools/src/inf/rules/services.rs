@@ -156,6 +156,13 @@ fn services(c: &mut Check<'_>, install: &Section, copies: &[Copy]) -> Vec<String
                 format!("AddService names [{log}], which does not exist"),
             ),
         }
+        if flags_of(add.value(1)).is_some_and(|f| f & ASSOCSERVICE != 0) {
+            let service = inf.section(add.value(2));
+            let binary = service
+                .and_then(|s| s.get("ServiceBinary"))
+                .map(|b| b.value(0));
+            message_files(c, add, inf.section(log), binary);
+        }
     }
     adds.iter().map(|a| a.value(0).to_string()).collect()
 }
@@ -259,6 +266,97 @@ fn event_log(c: &mut Check<'_>, log: &Section, install: &str, stored: &[String])
         for path in e.value(4).split(';') {
             stored_file(c, e.line, "EventMessageFile", path, install, stored);
         }
+    }
+}
+
+/// The function driver's entries reach Event Viewer with their text: its AddService names an
+/// event-log section of the System log that registers IoLogMsg.dll and its own binary (whose
+/// message table the entries' ids are in) for all three types of entry.
+fn message_files(c: &mut Check<'_>, add: &Entry, log: Option<&Section>, binary: Option<&str>) {
+    let inf = c.inf;
+    let Some(log) = log else {
+        c.add(
+            add.line,
+            "event-log",
+            format!(
+                "AddService = {} names no event-log section: Event Viewer would find no message for the driver's entries",
+                add.value(0)
+            ),
+        );
+        return;
+    };
+    let name = add.value(4);
+    if !name.is_empty() && !name.eq_ignore_ascii_case("System") {
+        c.add(
+            add.line,
+            "event-log",
+            format!("AddService logs to {name}: an I/O error log entry goes to the System log"),
+        );
+    }
+    let values: Vec<&Entry> = log
+        .all("AddReg")
+        .flat_map(|e| e.values.iter())
+        .filter_map(|n| inf.section(n))
+        .flat_map(|s| s.entries.iter())
+        .collect();
+    let find = |name: &str| {
+        values
+            .iter()
+            .find(|e| e.value(2).eq_ignore_ascii_case(name))
+    };
+    match find("EventMessageFile") {
+        None => c.add(
+            log.line,
+            "event-log",
+            format!("[{}] sets no EventMessageFile", log.name),
+        ),
+        Some(e) => {
+            let files: Vec<String> = e
+                .value(4)
+                .split(';')
+                .map(|f| f.trim().to_ascii_lowercase())
+                .collect();
+            let named = |f: &str| files.iter().any(|x| x.ends_with(&f.to_ascii_lowercase()));
+            if flags_of(e.value(3)) != Some(0x0002_0000) {
+                c.add(
+                    e.line,
+                    "event-log",
+                    format!("EventMessageFile's type {} is not REG_EXPAND_SZ (0x00020000): %SystemRoot% would not expand", e.value(3)),
+                );
+            }
+            if !named("\\iologmsg.dll") {
+                c.add(
+                    e.line,
+                    "event-log",
+                    "EventMessageFile does not name IoLogMsg.dll (the I/O manager's own messages)"
+                        .to_string(),
+                );
+            }
+            if let Some(binary) = binary.filter(|b| !named(b)) {
+                c.add(
+                    e.line,
+                    "event-log",
+                    format!("EventMessageFile does not name the service's binary {binary}, whose message table the entries' ids are in"),
+                );
+            }
+        }
+    }
+    match find("TypesSupported") {
+        Some(e) if flags_of(e.value(3)) == Some(0x0001_0001) && e.value(4) == "7" => {}
+        Some(e) => c.add(
+            e.line,
+            "event-log",
+            format!(
+                "TypesSupported = {}, {}: want 0x00010001, 7 (error, warning, information)",
+                e.value(3),
+                e.value(4)
+            ),
+        ),
+        None => c.add(
+            log.line,
+            "event-log",
+            format!("[{}] sets no TypesSupported", log.name),
+        ),
     }
 }
 

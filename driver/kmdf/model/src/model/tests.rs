@@ -98,12 +98,15 @@ fn life() {
         cchild::references(fdo) == 1,
         "the child let the interface go: only the control device's FDO reference left",
     );
-    // Each reset's start went to the System log with its message id and insertion strings.
+    // Each reset's start went to the System log, and each entry reads in Event Viewer as its
+    // message in the driver's table, every placeholder filled and every string shown.
     let events = with(|k| k.events.clone());
-    expect(
-        events.len() >= 2 && events.iter().all(|e| e.code != 0 && !e.strings.is_empty()),
-        &format!("event log: {events:?}"),
-    );
+    expect(events.len() >= 2, &format!("event log: {events:?}"));
+    let table = hcabus_kmdf::event_viewer::driver_messages();
+    for e in &events {
+        let shown = table.render(e.code, "\\Device\\hcabus0", &e.strings);
+        expect(shown.is_ok(), &format!("{e:?} in Event Viewer: {shown:?}"));
+    }
     rebalance(&mut m);
     m.surprise_remove();
     let (status, _) = admin::query_state(&mut m, FILE_READ_DATA);

@@ -1,0 +1,136 @@
+//! Every entry the driver logs, read as Event Viewer reads it.
+
+use hcabus::host::EventLogEntry;
+use hcabus::types::{FailReason, ResetReason};
+
+use super::*;
+
+const DEVICE: &str = "\\Device\\hcabus0";
+
+/// The entry's strings as the packet carries them (NUL-separated UTF-16).
+fn strings_of(e: EventLogEntry) -> Vec<String> {
+    let mut out = [0u16; 96];
+    let (count, used) = e.insertion_strings(&mut out);
+    let strings: Vec<String> = out[..used]
+        .split(|&c| c == 0)
+        .take(usize::from(count))
+        .map(String::from_utf16_lossy)
+        .collect();
+    assert_eq!(strings.len(), usize::from(count), "{e:?}");
+    strings
+}
+
+/// Every entry the driver can write, each reason and failure with its own name.
+fn every_entry() -> Vec<EventLogEntry> {
+    let mut all = std::vec![
+        EventLogEntry::ResetRestored { epoch: 7 },
+        EventLogEntry::DeviceReplaced { epoch: u64::MAX },
+    ];
+    for v in 0..=u8::MAX {
+        if ResetReason::from_u8(v).is_some() {
+            all.push(EventLogEntry::ResetStarted {
+                epoch: 7,
+                reason: v,
+            });
+        }
+        if FailReason::from_u8(v).is_some() {
+            all.push(EventLogEntry::ResetFailed { epoch: 7, error: v });
+        }
+    }
+    all
+}
+
+#[test]
+fn every_entry_the_driver_logs_reads_as_its_message_with_each_string_in_place() {
+    let table = driver_messages();
+    assert_eq!(table.len(), 4, "{table:?}");
+    let entries = every_entry();
+    assert!(entries.len() > 6, "{entries:?}");
+    for e in entries {
+        let strings = strings_of(e);
+        let shown = table
+            .render(e.message_id(), DEVICE, &strings)
+            .unwrap_or_else(|err| panic!("{e:?}: {err}"));
+        assert!(shown.starts_with(DEVICE), "{e:?}: {shown}");
+        for s in &strings {
+            assert!(
+                !s.is_empty() && shown.contains(s.as_str()),
+                "{e:?}: {s:?} in {shown}"
+            );
+        }
+        assert!(!shown.contains('%'), "{e:?}: {shown}");
+    }
+    let failed = table
+        .render(
+            EventLogEntry::ResetFailed { epoch: 4, error: 0 }.message_id(),
+            DEVICE,
+            &strings_of(EventLogEntry::ResetFailed { epoch: 4, error: 0 }),
+        )
+        .expect("renders");
+    assert!(failed.contains("(epoch e4, error "), "{failed}");
+}
+
+#[test]
+fn a_code_without_a_message_or_a_string_short_or_left_over_is_refused() {
+    let table = driver_messages();
+    let started = EventLogEntry::ResetStarted {
+        epoch: 2,
+        reason: 0,
+    }
+    .message_id();
+    assert_eq!(
+        table.render(started | 0xFFF, DEVICE, &[]),
+        Err(RenderError::NoSuchMessage {
+            code: started | 0xFFF
+        })
+    );
+    // Compiled without the customer bit (mc.exe without -c), no entry would find its text.
+    let plain = MessageTable::parse(include_str!("../../messages.mc"), false).expect("parses");
+    assert_eq!(
+        plain.render(started, DEVICE, &["e2".into(), "admin".into()]),
+        Err(RenderError::NoSuchMessage { code: started })
+    );
+    assert_eq!(
+        table.render(started, DEVICE, &["e2".into()]),
+        Err(RenderError::MissingString {
+            code: started,
+            n: 3
+        })
+    );
+    let restored = EventLogEntry::ResetRestored { epoch: 2 }.message_id();
+    assert_eq!(
+        table.render(restored, DEVICE, &["e2".into(), "stray".into()]),
+        Err(RenderError::UnusedString {
+            code: restored,
+            n: 3
+        })
+    );
+}
+
+#[test]
+fn build_rs_compiles_the_table_with_the_customer_bit_the_ids_carry() {
+    let build = include_str!("../../build.rs");
+    let mc = build
+        .find("Command::new(\"mc.exe\")")
+        .expect("build.rs runs mc.exe");
+    let rc = build[mc..].find("rc.exe").expect("then rc.exe") + mc;
+    assert!(build[mc..rc].contains(".arg(\"-c\")"), "mc.exe without -c");
+    for e in every_entry() {
+        assert_ne!(e.message_id() & CUSTOMER_BIT, 0, "{e:?}");
+    }
+}
+
+#[test]
+fn a_message_file_mc_exe_would_refuse_is_refused_with_its_line() {
+    for (text, line) in [
+        ("MessageId=0x1\nSeverity=Nope\n", 2),
+        ("Language=English\n", 1),
+        ("SeverityNames=(A=0x1:X\n", 1),
+        ("MessageId=0x1\nLanguage=English\nno end\n", 2),
+        ("MessageId=0x10000\n", 1),
+        ("Bogus=1\n", 1),
+    ] {
+        let err = MessageTable::parse(text, true).expect_err(text);
+        assert_eq!(err.line, line, "{text:?}: {err}");
+    }
+}
