@@ -134,3 +134,51 @@ fn a_message_file_mc_exe_would_refuse_is_refused_with_its_line() {
         assert_eq!(err.line, line, "{text:?}: {err}");
     }
 }
+
+/// docs/operations.md quotes, in its `text` blocks, what Event Viewer shows for each entry the
+/// driver can write (`%1` as `hcabus`, epoch 4): every line there is one of them, and every
+/// one of them is there.
+#[test]
+fn the_operators_page_quotes_every_entry_as_event_viewer_shows_it() {
+    let table = driver_messages();
+    let mut shown: Vec<String> = every_entry()
+        .into_iter()
+        .map(|e| {
+            let e = match e {
+                EventLogEntry::ResetStarted { reason, .. } => {
+                    EventLogEntry::ResetStarted { epoch: 4, reason }
+                }
+                EventLogEntry::ResetFailed { error, .. } => {
+                    EventLogEntry::ResetFailed { epoch: 4, error }
+                }
+                EventLogEntry::ResetRestored { .. } => EventLogEntry::ResetRestored { epoch: 4 },
+                EventLogEntry::DeviceReplaced { .. } => EventLogEntry::DeviceReplaced { epoch: 4 },
+            };
+            table
+                .render(e.message_id(), "hcabus", &strings_of(e))
+                .expect("renders")
+        })
+        .collect();
+    shown.sort();
+    let page = include_str!("../../../../docs/operations.md");
+    let mut quoted: Vec<String> = Vec::new();
+    let mut inside = false;
+    for line in page.lines() {
+        match line.trim() {
+            "```text" => inside = true,
+            "```" => inside = false,
+            l if inside => quoted.push(l.to_string()),
+            _ => {}
+        }
+    }
+    quoted.sort();
+    assert_eq!(
+        quoted, shown,
+        "docs/operations.md against Event Viewer's text"
+    );
+    // Each entry's Event ID, as Event Viewer gives it (the low 16 bits), is in its table.
+    for e in every_entry() {
+        let row = format!("| {} |", e.message_id() & 0xFFFF);
+        assert!(page.contains(&row), "{row} for {e:?}");
+    }
+}
