@@ -115,6 +115,8 @@ struct Host {
     dev_loss_at: Option<Instant>,
     /// When its srp_daemon made its first scan: it rescans every minute from then.
     daemon_from: Instant,
+    /// When its port is back after the last loss: srp_daemon finds nothing before.
+    port_back: Instant,
 }
 
 impl Host {
@@ -166,6 +168,7 @@ impl Linux {
                 failed_reconnects: 0,
                 dev_loss_at: None,
                 daemon_from: Instant::ZERO,
+                port_back: Instant::ZERO,
             })
             .collect();
         Linux {
@@ -214,7 +217,8 @@ impl Fleet {
 
     /// Linux hosts lose their connections now (those of `target` only, if given): each
     /// learns of it at `detected` and reconnects `reconnect_delay` later, not before its
-    /// port is back (`back`).
+    /// port is back (`back`); one with no connection yet (a first login under way) logs in
+    /// at srp_daemon's next rescan after that. A host not powered on yet has nothing to lose.
     pub(super) fn linux_lost(&mut self, target: Option<usize>, detected: Instant, back: Instant) {
         let now = self.now;
         let Some(l) = &mut self.linux else {
@@ -222,7 +226,7 @@ impl Fleet {
         };
         let mut restart = Vec::new();
         for (j, h) in l.hosts.iter_mut().enumerate() {
-            if target.is_some_and(|t| t != h.target) {
+            if target.is_some_and(|t| t != h.target) || now < h.daemon_from {
                 continue;
             }
             // One still logging in starts over too: its channels so far are gone. Its
@@ -233,6 +237,7 @@ impl Fleet {
                 h.dev_loss_at = Some(detected + DEV_LOSS_TMO);
             }
             h.up = false;
+            h.port_back = back;
             let again = if h.ever_up {
                 (detected + RECONNECT_DELAY).max(back)
             } else {
@@ -305,7 +310,7 @@ impl Fleet {
         h.ever_up = false;
         h.failed_reconnects = 0;
         h.dev_loss_at = None;
-        let (generation, at) = (h.generation, h.next_rescan(now));
+        let (generation, at) = (h.generation, h.next_rescan(now.max(h.port_back)));
         self.linux_step(host, generation, at, LinuxStep::Lookup { ch: 0 });
     }
 

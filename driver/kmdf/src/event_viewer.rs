@@ -81,23 +81,50 @@ pub struct MessageTable {
     messages: BTreeMap<u32, Message>,
 }
 
+/// How a message gives its id: mc.exe's `MessageId=N`, `MessageId=+N` (after the previous
+/// message of the same facility) or `MessageId=` (the next after it).
+#[derive(Clone, Copy)]
+enum IdGiven {
+    Absolute(u32),
+    After(u32),
+}
+
 /// The message being read: its header keys so far.
-#[derive(Default)]
 struct Pending {
-    id: Option<u32>,
+    id: IdGiven,
+    symbol: String,
+}
+
+/// What carries from one message to the next: mc.exe keeps the last Severity and Facility
+/// given (Success and Application at first) and counts ids per facility.
+struct Carried {
     severity: u32,
     facility: u32,
-    symbol: String,
+    last_id: BTreeMap<u32, u32>,
 }
 
 impl MessageTable {
     /// Reads a message text file as mc.exe does (`customer`: run with `-c`).
     pub fn parse(mc: &str, customer: bool) -> Result<Self, ParseError> {
-        let mut severities = BTreeMap::new();
-        let mut facilities = BTreeMap::new();
+        // mc.exe's own names, which a file's lists replace.
+        let mut severities: BTreeMap<String, u32> = [
+            ("Success", 0),
+            ("Informational", 1),
+            ("Warning", 2),
+            ("Error", 3),
+        ]
+        .map(|(n, v)| (n.to_string(), v))
+        .into();
+        let mut facilities: BTreeMap<String, u32> = [("System", 0x0FF), ("Application", 0xFFF)]
+            .map(|(n, v)| (n.to_string(), v))
+            .into();
         let mut table = MessageTable::default();
         let mut pending: Option<Pending> = None;
-        let mut last_id: Option<u32> = None;
+        let mut carried = Carried {
+            severity: 0,
+            facility: 0xFFF,
+            last_id: BTreeMap::new(),
+        };
         let mut lines = mc.lines().enumerate().map(|(n, l)| (n + 1, l));
         while let Some((line, raw)) = lines.next() {
             let err = |what: String| ParseError { line, what };
@@ -128,17 +155,15 @@ impl MessageTable {
                     }
                 }
                 "MessageId" => {
-                    let id = if value.is_empty() {
-                        last_id.map_or(1, |i| i + 1)
-                    } else {
-                        number(value).ok_or_else(|| err(format!("MessageId {value:?}")))?
+                    let bad = || err(format!("MessageId {value:?}"));
+                    let id = match value.strip_prefix('+') {
+                        _ if value.is_empty() => IdGiven::After(1),
+                        Some(n) => IdGiven::After(number(n).ok_or_else(bad)?),
+                        None => IdGiven::Absolute(number(value).ok_or_else(bad)?),
                     };
-                    if id > 0xFFFF {
-                        return Err(err(format!("MessageId {id:#x} past 16 bits")));
-                    }
                     pending = Some(Pending {
-                        id: Some(id),
-                        ..Pending::default()
+                        id,
+                        symbol: String::new(),
                     });
                 }
                 "Severity" | "Facility" | "SymbolicName" => {
@@ -152,8 +177,8 @@ impl MessageTable {
                             .ok_or_else(|| err(format!("{key} {value:?} is not declared")))
                     };
                     match key {
-                        "Severity" => p.severity = of(&severities)?,
-                        "Facility" => p.facility = of(&facilities)?,
+                        "Severity" => carried.severity = of(&severities)?,
+                        "Facility" => carried.facility = of(&facilities)?,
                         _ => p.symbol = value.to_string(),
                     }
                 }
@@ -161,7 +186,27 @@ impl MessageTable {
                     let p = pending
                         .take()
                         .ok_or_else(|| err("Language before a MessageId".to_string()))?;
-                    let id = p.id.unwrap_or(0);
+                    let (severity, facility) = (carried.severity, carried.facility);
+                    if severity > 3 || facility > 0xFFF {
+                        return Err(err(format!(
+                            "severity {severity:#x} or facility {facility:#x} out of its bits"
+                        )));
+                    }
+                    let id = match p.id {
+                        IdGiven::Absolute(id) => id,
+                        IdGiven::After(n) => match carried.last_id.get(&facility) {
+                            Some(last) => last.saturating_add(n),
+                            // Where mc.exe starts counting is not modelled: refused.
+                            None => {
+                                return Err(err(format!(
+                                    "MessageId counts from no earlier message of facility {facility:#x}"
+                                )))
+                            }
+                        },
+                    };
+                    if id > 0xFFFF {
+                        return Err(err(format!("MessageId {id:#x} past 16 bits")));
+                    }
                     let mut text = Vec::new();
                     loop {
                         let Some((_, t)) = lines.next() else {
@@ -172,9 +217,9 @@ impl MessageTable {
                         }
                         text.push(t.trim_end());
                     }
-                    let full = (p.severity << 30)
+                    let full = (severity << 30)
                         | if customer { CUSTOMER_BIT } else { 0 }
-                        | (p.facility << 16)
+                        | (facility << 16)
                         | id;
                     let message = Message {
                         symbol: p.symbol,
@@ -183,7 +228,7 @@ impl MessageTable {
                     if table.messages.insert(full, message).is_some() {
                         return Err(err(format!("message {full:#010x} twice")));
                     }
-                    last_id = Some(id);
+                    carried.last_id.insert(facility, id);
                 }
                 _ => return Err(err(format!("unknown key {key:?}"))),
             }
@@ -223,20 +268,38 @@ impl MessageTable {
                 out.push(c);
                 continue;
             }
+            // FormatMessage's insertions: one or two digits, then an optional !printf!.
             let mut digits = String::new();
             while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+                if digits.len() == 2 {
+                    break;
+                }
                 digits.push(d);
                 chars.next();
             }
             let Ok(n) = digits.parse::<usize>() else {
-                // %% and the like: the character itself.
-                if let Some(next) = chars.next() {
-                    out.push(next);
+                // Its escapes: %n a line break, %r, %t, %b, and %%, %. and the like.
+                match chars.next() {
+                    Some('n') => out.push_str("\r\n"),
+                    Some('r') => out.push('\r'),
+                    Some('t') => out.push('\t'),
+                    Some('b') => out.push(' '),
+                    Some(other) => out.push(other),
+                    None => {}
                 }
                 continue;
             };
+            if n > 0 && chars.peek() == Some(&'!') {
+                chars.next();
+                for f in chars.by_ref() {
+                    if f == '!' {
+                        break;
+                    }
+                }
+            }
             match n {
-                0 => {}
+                // The message ends here, with no line break after it.
+                0 => break,
                 1 => out.push_str(device),
                 _ => {
                     let s = strings

@@ -146,3 +146,20 @@ fn a_connection_not_back_by_dev_loss_tmo_is_removed_and_srp_daemon_adds_it_again
         assert!(l.longest_login > Duration::from_ms(down_ms), "{l:?}");
     }
 }
+
+/// A target restart before the initiators have powered on takes nothing from them: each
+/// still logs in once its own delay is over, none a rescan later.
+#[test]
+fn a_restart_before_an_initiator_powers_on_takes_nothing_from_it() {
+    let mut s = with_linux(std::vec![(1_000, restart(0, 1_000))], 20, 2);
+    s.power_on.delay = (Duration::from_ms(10_000), Duration::from_ms(20_000));
+    s.duration = Duration::from_ms(40_000);
+    let f = run(&s);
+    let l = f.linux.expect("Linux figures");
+    assert_eq!(
+        (l.up, l.channels, l.failed, l.removed),
+        (20, 40, 0, 0),
+        "{l:?}"
+    );
+    assert!(l.longest_login < Duration::from_ms(25_000), "{l:?}");
+}

@@ -173,6 +173,7 @@ fn package_breaks() -> Vec<Break> {
         b("event-log", "EventMessageFile,0x00020000", "EventMessageFile,0x00000000"),
         b("event-log", "TypesSupported,0x00010001,7", "TypesSupported,0x00010001,3"),
         b("event-log", "HKR,,TypesSupported,0x00010001,7", ""),
+        b("event-log", "HKR,,TypesSupported,", "HKR,Other,TypesSupported,"),
         b(
             "registry-hkr",
             "HKR,Parameters,paging_io_hold_timeout_ms",
@@ -285,6 +286,21 @@ fn what_the_rules_allow_is_not_flagged() {
         (
             "AddService = hcabus, 0x00000002,",
             "AddService = hcabus, 2,",
+        ),
+        // The event log's message files with NOCLOBBER, the types in hexadecimal, the log
+        // named, and the I/O manager's file by another spelling of its path.
+        ("EventMessageFile,0x00020000", "EventMessageFile,0x00020002"),
+        (
+            "TypesSupported,0x00010001,7",
+            "TypesSupported,0x00010001,0x7",
+        ),
+        (
+            "HcaBus_EventLog_Install\n",
+            "HcaBus_EventLog_Install, System\n",
+        ),
+        (
+            "%%SystemRoot%%\\System32\\IoLogMsg.dll",
+            "%%SystemRoot%%\\system32\\iologmsg.dll",
         ),
     ] {
         let (text, _) = broken(from, to);

@@ -127,7 +127,12 @@ fn a_message_file_mc_exe_would_refuse_is_refused_with_its_line() {
         ("Language=English\n", 1),
         ("SeverityNames=(A=0x1:X\n", 1),
         ("MessageId=0x1\nLanguage=English\nno end\n", 2),
-        ("MessageId=0x10000\n", 1),
+        ("MessageId=0x10000\nLanguage=English\nx\n.\n", 2),
+        ("MessageId=+1\nLanguage=English\nx\n.\n", 2),
+        (
+            "FacilityNames=(Big=0x1000:X)\nMessageId=1\nFacility=Big\nLanguage=English\nx\n.\n",
+            4,
+        ),
         ("Bogus=1\n", 1),
     ] {
         let err = MessageTable::parse(text, true).expect_err(text);
@@ -181,4 +186,49 @@ fn the_operators_page_quotes_every_entry_as_event_viewer_shows_it() {
         let row = format!("| {} |", e.message_id() & 0xFFFF);
         assert!(page.contains(&row), "{row} for {e:?}");
     }
+}
+
+/// mc.exe's defaults: a message without Severity or Facility keeps the previous one's
+/// (Success and Application before any), a blank MessageId is one past the previous of its
+/// facility and `+N` N past it.
+#[test]
+fn severity_and_facility_carry_over_and_ids_count_per_facility() {
+    let mc = "FacilityNames=(A=0x1:FA B=0x2:FB)\n\
+        MessageId=1\nLanguage=English\nfirst\n.\n\
+        MessageId=0x10\nSeverity=Error\nFacility=A\nLanguage=English\nten\n.\n\
+        MessageId=\nLanguage=English\neleven\n.\n\
+        MessageId=0x20\nFacility=B\nLanguage=English\ntwenty\n.\n\
+        MessageId=+3\nLanguage=English\ntwenty-three\n.\n\
+        MessageId=\nFacility=A\nLanguage=English\ntwelve\n.\n";
+    let table = MessageTable::parse(mc, false).expect("parses");
+    let text = |id: u32| table.get(id).map(|m| m.text.as_str());
+    // Facility names replace mc.exe's own (Application is gone, but the first message
+    // takes the facility in force: Application's 0xFFF, severity Success).
+    assert_eq!(text(0x0FFF_0001), Some("first"));
+    assert_eq!(text(0xC001_0010), Some("ten"));
+    assert_eq!(text(0xC001_0011), Some("eleven"));
+    assert_eq!(text(0xC002_0020), Some("twenty"));
+    assert_eq!(text(0xC002_0023), Some("twenty-three"));
+    assert_eq!(text(0xC001_0012), Some("twelve"));
+    assert_eq!(table.len(), 6);
+}
+
+/// FormatMessage's escapes and insertion forms as Event Viewer shows them.
+#[test]
+fn escapes_formats_and_the_end_mark_render_as_format_message_does() {
+    let mc = "MessageId=1\nLanguage=English\n%1 saw%b%2!s!%n100%% sure%t%3!ws!%0 never shown\n.\n";
+    let table = MessageTable::parse(mc, false).expect("parses");
+    let code = 0x0FFF_0001;
+    assert_eq!(
+        table.render(code, "dev", &["it".into(), "x".into()]),
+        Ok("dev saw it\r\n100% sure\tx".to_string())
+    );
+    // %12 is one insertion, %123 is %12 then a "3".
+    let mc = "MessageId=1\nLanguage=English\n%123\n.\n";
+    let table = MessageTable::parse(mc, false).expect("parses");
+    let strings: Vec<String> = (2..=12).map(|n| format!("s{n}")).collect();
+    assert_eq!(
+        table.render(code, "dev", &strings),
+        Err(RenderError::UnusedString { code, n: 2 })
+    );
 }

@@ -299,32 +299,48 @@ fn message_files(c: &mut Check<'_>, add: &Entry, log: Option<&Section>, binary: 
         .filter_map(|n| inf.section(n))
         .flat_map(|s| s.entries.iter())
         .collect();
+    // Values of the source's own key (HKR with no subkey): one under a subkey is another key's.
     let find = |name: &str| {
-        values
+        values.iter().find(|e| {
+            e.value(0).eq_ignore_ascii_case("HKR")
+                && e.value(1).is_empty()
+                && e.value(2).eq_ignore_ascii_case(name)
+        })
+    };
+    // A file by its name: the directory may be written as a DIRID or a path.
+    let file_name = |path: &str| {
+        let path = path.trim().to_ascii_lowercase();
+        path.rsplit('\\').next().unwrap_or_default().to_string()
+    };
+    // A value written elsewhere than the source's key is reported where it is.
+    let missing = |c: &mut Check<'_>, name: &str| {
+        let elsewhere = values
             .iter()
-            .find(|e| e.value(2).eq_ignore_ascii_case(name))
+            .find(|e| e.value(2).eq_ignore_ascii_case(name));
+        let (line, message) = match elsewhere {
+            Some(e) => (
+                e.line,
+                format!("{name} is written under {},{}: not the event source's own key (HKR with no subkey)", e.value(0), e.value(1)),
+            ),
+            None => (log.line, format!("[{}] sets no {name}", log.name)),
+        };
+        c.add(line, "event-log", message);
     };
     match find("EventMessageFile") {
-        None => c.add(
-            log.line,
-            "event-log",
-            format!("[{}] sets no EventMessageFile", log.name),
-        ),
+        None => missing(c, "EventMessageFile"),
         Some(e) => {
-            let files: Vec<String> = e
-                .value(4)
-                .split(';')
-                .map(|f| f.trim().to_ascii_lowercase())
-                .collect();
-            let named = |f: &str| files.iter().any(|x| x.ends_with(&f.to_ascii_lowercase()));
-            if flags_of(e.value(3)) != Some(0x0002_0000) {
+            let files: Vec<String> = e.value(4).split(';').map(file_name).collect();
+            let named = |f: &str| files.contains(&file_name(f));
+            // The type in the high word, FLG_ADDREG_BINVALUETYPE clear; other low flags
+            // (NOCLOBBER, APPEND, ...) do not change the type.
+            if flags_of(e.value(3)).is_none_or(|f| f & 0xFFFF_0001 != 0x0002_0000) {
                 c.add(
                     e.line,
                     "event-log",
                     format!("EventMessageFile's type {} is not REG_EXPAND_SZ (0x00020000): %SystemRoot% would not expand", e.value(3)),
                 );
             }
-            if !named("\\iologmsg.dll") {
+            if !named("IoLogMsg.dll") {
                 c.add(
                     e.line,
                     "event-log",
@@ -342,7 +358,9 @@ fn message_files(c: &mut Check<'_>, add: &Entry, log: Option<&Section>, binary: 
         }
     }
     match find("TypesSupported") {
-        Some(e) if flags_of(e.value(3)) == Some(0x0001_0001) && e.value(4) == "7" => {}
+        Some(e)
+            if flags_of(e.value(3)).is_some_and(|f| f & 0xFFFF_0001 == 0x0001_0001)
+                && flags_of(e.value(4)) == Some(7) => {}
         Some(e) => c.add(
             e.line,
             "event-log",
@@ -352,11 +370,7 @@ fn message_files(c: &mut Check<'_>, add: &Entry, log: Option<&Section>, binary: 
                 e.value(4)
             ),
         ),
-        None => c.add(
-            log.line,
-            "event-log",
-            format!("[{}] sets no TypesSupported", log.name),
-        ),
+        None => missing(c, "TypesSupported"),
     }
 }
 
