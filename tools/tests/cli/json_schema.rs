@@ -27,13 +27,17 @@ fn validator() -> jsonschema::Validator {
 /// objects that only some fleet files fill (a trap storm's, the Linux initiators') are
 /// checked where those files run.
 pub(super) fn assert_conforms(what: &str, doc: &Value) {
-    let validator = validator();
-    let errors: Vec<String> = validator
+    let errors = errors(&validator(), doc);
+    assert!(errors.is_empty(), "{what}: {errors:#?}");
+}
+
+/// The first few ways `doc` breaks the schema, each with where.
+fn errors(validator: &jsonschema::Validator, doc: &Value) -> Vec<String> {
+    validator
         .iter_errors(doc)
         .map(|e| format!("{e} at {}", e.instance_path()))
         .take(5)
-        .collect();
-    assert!(errors.is_empty(), "{what}: {errors:#?}");
+        .collect()
 }
 
 /// Checks every document of `out` (each line one under `lines`) and returns their schemas.
@@ -44,12 +48,7 @@ struct Checker {
 
 impl Checker {
     fn document(&mut self, what: &str, v: &Value) {
-        let errors: Vec<String> = self
-            .validator
-            .iter_errors(v)
-            .map(|e| format!("{e} at {}", e.instance_path()))
-            .take(5)
-            .collect();
+        let errors = errors(&self.validator, v);
         assert!(errors.is_empty(), "{what}: {errors:#?}\n{v:#}");
         let schema = v["schema"]
             .as_str()
