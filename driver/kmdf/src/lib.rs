@@ -25,6 +25,7 @@ compile_error!(
 extern crate alloc;
 
 pub mod device;
+pub mod etw;
 pub mod kernel;
 
 /// The FFI layer on windows-drivers-rs: type-checked off Windows with ../shared/wdk-kit, never
@@ -41,6 +42,11 @@ pub use windows::lab;
 /// model's: not in the image.
 #[cfg(any(test, wdk_fake))]
 pub mod event_viewer;
+
+/// A decoder's reading of the driver's ETW events, for the layer's tests and the KMDF
+/// model's: not in the image.
+#[cfg(any(test, wdk_fake))]
+pub mod etw_reader;
 
 #[cfg(test)]
 mod fake;

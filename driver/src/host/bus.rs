@@ -10,7 +10,7 @@ use crate::bus::{calls_as_inputs, with_client_calls};
 use crate::coordinator::{Config, Coordinator, ExecuteOutcome, Registration};
 use crate::errors::*;
 use crate::hca::{Hca, HwError, HwStep};
-use crate::host::{EventLogEntry, Lock, Platform, PlatformError, Scheduled};
+use crate::host::{EventLogEntry, Lock, Platform, PlatformError, ResetSpan, Scheduled};
 use crate::ioctl::{dispatch, IoctlDevice, Reply, Rights};
 use crate::policy::{Policy, PolicyError};
 use crate::reserve::Fifo;
@@ -41,8 +41,10 @@ pub(super) struct Core<C> {
     /// One runner of the work item at a time, so that hardware steps run in the order the
     /// coordinator asked for them.
     pub(super) stepping: bool,
-    /// Where the event-log scan of the flight recorder stopped.
+    /// Where the scan of the flight recorder (the trace, the event log) stopped.
     pub(super) log_seq: u64,
+    /// The reset under way as far as the scan has read ([`ResetSpan::follow`]).
+    pub(super) traced_reset: Option<ResetSpan>,
     /// Hardware steps or log entries that found their queue full (logged, counted).
     pub(super) overflows: u32,
     /// The callback the drain is running, with the lock released: what Unregister's
@@ -149,6 +151,7 @@ impl<P: Platform> Bus<P> {
             draining: false,
             stepping: false,
             log_seq: 0,
+            traced_reset: None,
             overflows: 0,
             running: None,
             powered: true,

@@ -13,7 +13,7 @@
 use crate::coordinator::Action;
 use crate::hca::execute;
 use crate::host::bus::{Core, Running};
-use crate::host::{Bus, EventLogEntry, Lock, Platform, Scheduled};
+use crate::host::{Bus, EventLogEntry, Lock, Platform, ResetSpan, Scheduled};
 use crate::recorder::RecordKind;
 use crate::types::*;
 
@@ -126,7 +126,7 @@ fn next_outside<P: Platform>(
     loop {
         let Some(action) = c.coord.pop_action() else {
             c.draining = false;
-            *work |= scan_for_log_entries(c);
+            *work |= scan_records(c, platform);
             return None;
         };
         match action {
@@ -175,19 +175,21 @@ fn next_outside<P: Platform>(
     }
 }
 
-/// Finds what the event log must hear among the records since the last scan; `true` when an
-/// entry was queued.
-fn scan_for_log_entries<C>(c: &mut Core<C>) -> bool {
+/// Hands each record since the last scan to the platform's tracing, and finds what the event
+/// log must hear among them; `true` when an entry was queued.
+fn scan_records<P: Platform>(c: &mut Core<P::Callback>, platform: &P) -> bool {
     let Core {
         coord,
         log_queue,
         log_seq,
+        traced_reset,
         overflows,
         ..
     } = c;
     let mut queued = false;
     for r in coord.recorder().since(*log_seq) {
         *log_seq = r.seq + 1;
+        platform.trace(r, ResetSpan::follow(traced_reset, r));
         let entry = match r.kind {
             RecordKind::ResetStarted { epoch, reason, .. } => EventLogEntry::ResetStarted {
                 epoch: epoch.0,

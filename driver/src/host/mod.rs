@@ -8,7 +8,8 @@
 //! * the DPC and the work item (drain.rs): the actions, with the lock released around each
 //!   callback and each hardware step;
 //! * [`ClientCtx`] (client.rs): [`crate::bus::BusHandle`] over the bus, for a Rust client;
-//! * [`Platform`] (platform.rs): what the bus needs from the system under it.
+//! * [`Platform`] (platform.rs): what the bus needs from the system under it;
+//! * [`ResetSpan`] (trace.rs): the reset each record falls in, for the system's tracing.
 //!
 //! Everything is reserved when the bus is built ([`Bus::new`]); nothing here allocates
 //! afterwards.
@@ -21,6 +22,7 @@ mod platform;
 mod power;
 #[cfg(test)]
 mod tests;
+mod trace;
 
 #[cfg(feature = "std")]
 pub mod facade;
@@ -42,3 +44,4 @@ pub use power::{Parked, PowerDown, D0_EXIT_WAIT_MS};
 pub use threaded::{
     EventCallback, StartError, StdPlatform, ThreadPlatform, ThreadedBus, ThreadedHost,
 };
+pub use trace::ResetSpan;

@@ -1,5 +1,5 @@
 //! What the one locked host needs from the system it runs on, as a trait: locks, timers,
-//! deferred calls, the clock, client callbacks, PnP and the event log.
+//! deferred calls, the clock, client callbacks, PnP, the event log and tracing.
 //!
 //! Three platforms implement it: the KMDF driver's (WDFSPINLOCK, WDFTIMER, WDFDPC,
 //! WDFWORKITEM; driver/kmdf/src/windows), the threaded host's on std ([`crate::host::threaded`]:
@@ -11,7 +11,8 @@ use alloc::boxed::Box;
 
 use crate::coordinator::{Config, Coordinator};
 use crate::hca::{Hca, Identity};
-use crate::host::{Bus, EventLogEntry, NewError};
+use crate::host::{Bus, EventLogEntry, NewError, ResetSpan};
+use crate::recorder::Record;
 use crate::reserve::Reserve;
 use crate::time::Instant;
 use crate::types::{ClientId, Event, PnpOp, TimerId};
@@ -90,6 +91,10 @@ pub trait Platform: Sized + Reserve {
     fn pnp(&self, op: PnpOp);
     /// Writes an entry to the system event log (PASSIVE_LEVEL, from the work item).
     fn log_event(&self, entry: EventLogEntry);
+    /// Hands a flight record to the system's tracing (ETW on Windows): each record once, in
+    /// order, with the reset it falls in. Called at the end of a drain, at DISPATCH_LEVEL with
+    /// the bus lock held: it must not block, allocate or call the bus. Nothing by default.
+    fn trace(&self, _record: &Record, _reset: Option<ResetSpan>) {}
     /// A drain (the DPC or the work item) has ended: a host that waits for the bus to go
     /// idle looks again. Nothing by default.
     fn settled(&self) {}

@@ -14,6 +14,7 @@
 mod children;
 mod context;
 mod defects;
+mod etw;
 mod interface;
 mod io;
 mod objects;
@@ -77,6 +78,7 @@ pub extern "system" fn driver_entry(
     let mut config = WDF_DRIVER_CONFIG {
         Size: core::mem::size_of::<WDF_DRIVER_CONFIG>() as ULONG,
         EvtDriverDeviceAdd: Some(evt_device_add),
+        EvtDriverUnload: Some(evt_driver_unload),
         ..WDF_DRIVER_CONFIG::default()
     };
     if planted(Defect::NoDriverCreate) {
@@ -91,9 +93,11 @@ pub extern "system" fn driver_entry(
     } else {
         WDF_NO_OBJECT_ATTRIBUTES
     };
+    // Before the framework driver: no device, and so no write, can come before it.
+    etw::register();
     // SAFETY: the driver object and registry path are the kernel's, valid for this call; the
     // config is initialised above and outlives the call.
-    unsafe {
+    let status = unsafe {
         call_unsafe_wdf_function_binding!(
             WdfDriverCreate,
             driver,
@@ -102,7 +106,17 @@ pub extern "system" fn driver_entry(
             &mut config,
             WDF_NO_HANDLE as *mut WDFDRIVER,
         )
+    };
+    if status < 0 {
+        // No unload callback will come for a driver whose DriverEntry fails.
+        etw::unregister();
     }
+    status
+}
+
+/// EvtDriverUnload (PASSIVE_LEVEL): every device is gone; the ETW provider goes last.
+extern "C" fn evt_driver_unload(_driver: WDFDRIVER) {
+    etw::unregister();
 }
 
 /// EvtDriverDeviceAdd: the FDO on the HCA's PCI function (PASSIVE_LEVEL).

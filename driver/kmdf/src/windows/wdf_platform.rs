@@ -468,6 +468,10 @@ impl Platform for WdfPlatform {
         unsafe { super::io::write_error_log(self.device, entry) };
     }
 
+    fn trace(&self, record: &hcabus::recorder::Record, reset: Option<hcabus::host::ResetSpan>) {
+        super::etw::write(record, reset);
+    }
+
     fn at_dispatch(&self) -> bool {
         self.irql() == Irql::Dispatch
     }

@@ -57,6 +57,8 @@ struct World {
     delivered: Vec<(ClientId, Event)>,
     pnp: Vec<PnpOp>,
     log: Vec<EventLogEntry>,
+    /// Each record the tracing was handed: its number, its kind and the reset it falls in.
+    traced: Vec<(u64, crate::recorder::RecordTag, Option<ResetSpan>)>,
     settled: u32,
     at_dispatch: bool,
     context: usize,
@@ -184,6 +186,10 @@ impl Platform for Fake {
     }
     fn log_event(&self, entry: EventLogEntry) {
         self.0.borrow_mut().log.push(entry);
+    }
+    fn trace(&self, record: &crate::recorder::Record, reset: Option<ResetSpan>) {
+        let mut world = self.0.borrow_mut();
+        world.traced.push((record.seq, record.kind.tag(), reset));
     }
     fn settled(&self) {
         self.0.borrow_mut().settled += 1;

@@ -92,6 +92,57 @@ fn a_forced_reset_runs_step_by_step_on_a_queuing_platform() {
     assert_eq!(scanned, bus.inspect(|c| c.recorder().next_seq()));
 }
 
+/// The tracing hears every record once, in the recorder's order, as drains end; the records
+/// of the reset, from its start to its end, carry it (epoch, reason, start), and those before
+/// and after carry none.
+#[test]
+fn the_trace_hears_each_record_once_with_the_reset_it_falls_in() {
+    use crate::recorder::RecordTag;
+    let bus = new_bus(false);
+    let _a = bus.register(desc("a"), executes()).expect("registers");
+    w(&bus).now = at(7);
+    let heard_before = w(&bus).traced.len();
+    assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(1)));
+    assert_eq!(
+        w(&bus).traced.len(),
+        heard_before,
+        "nothing is traced before a drain"
+    );
+    settle(&bus);
+    fire(&bus, TimerId::HwPoll);
+    settle(&bus);
+    assert_eq!(bus.state(), State::Operational);
+    let _b = bus.register(desc("b"), executes()).expect("registers");
+    settle(&bus);
+
+    let traced = w(&bus).traced.clone();
+    let recorded: Vec<(u64, RecordTag)> =
+        bus.inspect(|c| c.recorder().iter().map(|r| (r.seq, r.kind.tag())).collect());
+    let heard: Vec<(u64, RecordTag)> = traced.iter().map(|&(s, t, _)| (s, t)).collect();
+    assert_eq!(heard, recorded);
+    let start = traced
+        .iter()
+        .position(|t| t.1 == RecordTag::ResetStarted)
+        .expect("the reset started");
+    let end = traced
+        .iter()
+        .position(|t| t.1 == RecordTag::ResetFinished)
+        .expect("the reset finished");
+    let span = ResetSpan {
+        epoch: Epoch(1),
+        reason: ResetReason::AdminForced,
+        started: at(7),
+    };
+    for (i, (seq, tag, reset)) in traced.iter().enumerate() {
+        let inside = (start..=end).contains(&i);
+        assert_eq!(*reset, inside.then_some(span), "record {seq} ({tag:?})");
+    }
+    assert!(
+        end + 1 < traced.len(),
+        "a record after the reset carries none"
+    );
+}
+
 /// The same reset on a platform with no DPCs: everything runs on the caller's thread, a
 /// call from inside a callback only queues its actions for the drain under way, and the
 /// result is the same.
