@@ -140,6 +140,8 @@ pub enum Defect {
     /// D2: EvtDeviceQueryStop allows the stop and holds nothing: a reset can start before
     /// the stop, which drops the mapping its saved config space is in.
     ResetAfterQueryStop,
+    /// EvtDriverUnload leaves the ETW provider registered (issue 65).
+    EtwKeptAtUnload,
 }
 
 #[cfg(wdk_fake)]

@@ -116,6 +116,9 @@ pub extern "system" fn driver_entry(
 
 /// EvtDriverUnload (PASSIVE_LEVEL): every device is gone; the ETW provider goes last.
 extern "C" fn evt_driver_unload(_driver: WDFDRIVER) {
+    if planted(Defect::EtwKeptAtUnload) {
+        return;
+    }
     etw::unregister();
 }
 

@@ -58,6 +58,50 @@ pub(crate) fn state(m: &mut Machine) -> StateOut {
     }
 }
 
+/// The whole flight record, read with READ_LOG 64 records at a time from the first, as
+/// `hcactl log` pages it; the scenario stops if a record is overwritten or cannot be read.
+pub(crate) fn flight_record(m: &mut Machine) -> Vec<hcabus::recorder::Record> {
+    use hcabus::recorder::{Record, RECORD_BYTES};
+    let header = core::mem::size_of::<ReadLogOut>();
+    let mut records = Vec::new();
+    let mut from = 0;
+    // Bounded: a ring holds at most its reserved records, 64 a page.
+    for _ in 0..1_000 {
+        let mut input = [0u8; core::mem::size_of::<ReadLogIn>()];
+        encode_read_log(from, 64, &mut input);
+        let out = ok("READ_LOG", call(m, IOCTL_HCABUS_READ_LOG, &input, ROOM));
+        let word = |at: usize| {
+            out.get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(u64::MAX, u64::from_le_bytes)
+        };
+        let count = word(0) & 0xFFFF_FFFF;
+        expect(
+            word(16) == 0,
+            &format!("READ_LOG: {} records overwritten", word(16)),
+        );
+        for raw in out[header..]
+            .chunks_exact(RECORD_BYTES)
+            .take(count as usize)
+        {
+            let record = raw.try_into().ok().and_then(Record::decode);
+            let Some(record) = record else {
+                violation(
+                    Rule::Expectation,
+                    "READ_LOG",
+                    "a record that does not decode",
+                )
+            };
+            records.push(record);
+        }
+        if count == 0 {
+            return records;
+        }
+        from = word(8);
+    }
+    violation(Rule::Expectation, "READ_LOG", "the log never ended")
+}
+
 /// REQUEST_RESET as `hcactl reset` sends it.
 pub(crate) fn request_reset(m: &mut Machine, granted: u32, mode: ResetMode) -> NTSTATUS {
     let mut input = [0u8; core::mem::size_of::<RequestResetIn>()];

@@ -91,6 +91,10 @@ const DOCUMENTED: &[(&str, &[&str])] = &[
     ("ExAcquireRundownProtection", &["DISPATCH"]),
     ("ExReleaseRundownProtection", &["DISPATCH"]),
     ("ExWaitForRundownProtectionRelease", &["APC"]),
+    ("EtwRegister", &["PASSIVE"]),
+    ("EtwUnregister", &["PASSIVE"]),
+    ("EtwEventEnabled", &["HIGH"]),
+    ("EtwWriteTransfer", &["HIGH"]),
     // The image's: ExAllocatePool2 and ExFreePool (non-paged), KeBugCheckEx.
     ("ex_allocate_pool2", &["DISPATCH"]),
     ("ex_free_pool", &["DISPATCH"]),

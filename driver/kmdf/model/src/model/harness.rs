@@ -145,6 +145,7 @@ const PLANTABLE: &[Defect] = &[
     Defect::StartMissedAfterRefusal,
     Defect::FailedRestartKeepsWaiting,
     Defect::ResetAfterQueryStop,
+    Defect::EtwKeptAtUnload,
 ];
 
 /// The defect of that name (its `Debug`), if there is one.

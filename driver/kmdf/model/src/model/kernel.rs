@@ -231,6 +231,8 @@ pub(crate) struct Kernel {
     pub(crate) mappings: BTreeMap<usize, Mapping>,
     pub(crate) parameters: BTreeMap<String, u32>,
     pub(crate) events: Vec<LoggedEvent>,
+    /// ETW: the providers registered, the session, every event written.
+    pub(crate) etw: super::etw::Etw,
     pub(crate) error_log_allocated: usize,
     /// The packets IoAllocateErrorLogEntry gave out and IoWriteErrorLogEntry has not taken.
     pub(crate) error_log_packets: BTreeMap<usize, Box<[u64]>>,

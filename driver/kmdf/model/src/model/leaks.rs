@@ -60,6 +60,7 @@ pub(crate) fn unload() {
     if super::image::get().is_some() {
         super::image::unload();
     }
+    super::etw::at_unload();
     with(|k| {
         if let Some((rule, ddi, why)) = k.sdv_warnings.first() {
             violation(*rule, ddi, &format!("{why}; reported at unload"));

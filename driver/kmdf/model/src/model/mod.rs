@@ -18,6 +18,7 @@ mod children;
 mod documented;
 pub(crate) mod driver;
 mod entries;
+mod etw;
 mod fault;
 mod harness;
 mod heap;
@@ -39,6 +40,7 @@ mod sdv_plants;
 mod sync;
 mod table;
 mod tests;
+mod tracing;
 mod usage;
 mod wdm;
 

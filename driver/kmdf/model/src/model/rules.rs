@@ -27,6 +27,7 @@ pub(crate) enum Rule {
     MappingLeak,
     BadUnmap,
     InterfaceLeak,
+    EtwRegistration,
     PdoIdentity,
     ChildList,
     DeviceInDx,
@@ -64,7 +65,8 @@ impl Rule {
             | Rule::Unmodelled
             | Rule::DeviceInDx
             | Rule::CallbackAfterUnregister
-            | Rule::RemovedDuringRebalance => 0,
+            | Rule::RemovedDuringRebalance
+            | Rule::EtwRegistration => 0,
             _ => 0x10D, // WDF_VIOLATION
         }
     }
@@ -96,6 +98,7 @@ impl Rule {
             Rule::MappingLeak => "every MmMapIoSpaceEx has its MmUnmapIoSpace",
             Rule::BadUnmap => "MmUnmapIoSpace takes a mapping's base and length exactly",
             Rule::InterfaceLeak => "every interface reference a query took is dereferenced",
+            Rule::EtwRegistration => "an ETW provider is written to only while registered, and unregistered before the driver unloads",
             Rule::PdoIdentity => "a PDO answers PnP's queries: device id, hardware ids, a unique instance id, device text with a default locale",
             Rule::ChildList => "a child identification is the size the list was configured with",
             Rule::DeviceInDx => "nothing reads or writes a device's registers between its D0Exit and its next D0Entry",
@@ -150,6 +153,7 @@ impl Rule {
             Rule::ObjectLeak | Rule::ReferenceLeak => "KMDF verifier leak report at unload (fxverifier, TrackHandles)",
             Rule::MappingLeak | Rule::BadUnmap => "MmMapIoSpaceEx / MmUnmapIoSpace documentation; Driver Verifier",
             Rule::InterfaceLeak => "IRP_MN_QUERY_INTERFACE documentation (the caller dereferences what it got)",
+            Rule::EtwRegistration => "EtwRegister and EtwUnregister documentation (a driver unregisters before it unloads; no tracing call outside the code they bound)",
             Rule::PdoIdentity => "WdfPdoInitAssignDeviceID/InstanceID, WdfPdoInitAddDeviceText/SetDefaultLocale documentation; the toaster bus sample",
             Rule::ChildList => "fxchildlist.cpp, identification size check",
             Rule::DeviceInDx => "EvtDeviceD0Exit documentation (the device is in Dx once it returns); PCI PM: memory space is off in D3hot, a read answers all ones (no bugcheck: the model stops where hardware would mislead)",

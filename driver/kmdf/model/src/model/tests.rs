@@ -52,6 +52,7 @@ fn scenario() {
             _ if super::audit::scenario(other) => {}
             _ if super::image::tests::scenario(other) => {}
             _ if super::hlk::scenario(other) => {}
+            _ if super::tracing::scenario(other) => {}
             _ => panic!("no scenario {other:?}"),
         },
     }
@@ -106,6 +107,26 @@ fn life() {
     for e in &events {
         let shown = table.render(e.code, "\\Device\\hcabus0", &e.strings);
         expect(shown.is_ok(), &format!("{e:?} in Event Viewer: {shown:?}"));
+    }
+    // Every record of the run reached ETW once, in order, as a decoder reads it: every reset
+    // stage, each client's answer, each hardware step, each administrator's act.
+    let records = admin::flight_record(&mut m);
+    let kinds = super::etw::matches_flight_record(&records);
+    for kind in [
+        "reset_started",
+        "reset_finished",
+        "transition",
+        "hw",
+        "event",
+        "call",
+        "vetoed",
+        "policy_changed",
+        "refused",
+    ] {
+        expect(
+            kinds.iter().any(|k| k == kind),
+            &format!("no {kind} event in {kinds:?}"),
+        );
     }
     rebalance(&mut m);
     m.surprise_remove();

@@ -226,6 +226,7 @@ fn resolve(dll: &str, name: &str) -> Option<usize> {
         "ntoskrnl.exe" => super::wdm::exports()
             .iter()
             .chain(pool::exports().iter())
+            .chain(super::etw::exports().iter())
             .find(|(n, _)| *n == name)
             .map(|(_, a)| *a),
         _ => None,

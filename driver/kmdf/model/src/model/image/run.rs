@@ -66,6 +66,9 @@ pub(crate) const SCENARIOS: &[(&str, Ends)] = &[
     ("reset_after_query_stop", Ends::Passes),
     ("name_fails", Ends::Passes),
     ("error_log_refused", Ends::Passes),
+    // ETW and the System log (`tracing.rs`).
+    ("reset_fails", Ends::Passes),
+    ("etw_sessions", Ends::Passes),
     // The HLK's Device Fundamentals sequences (`hlk.rs`).
     ("df_disable_enable", Ends::Passes),
     ("df_rebalance", Ends::Passes),
