@@ -356,3 +356,34 @@ fn the_reader_refuses_a_damaged_event() {
         Err(DecodeError::Size { .. })
     ));
 }
+
+/// docs/operations.md names the provider's GUID as it is, every kind of event under its
+/// keyword, and each keyword's bit.
+#[test]
+fn the_operators_page_names_the_provider_and_every_event() {
+    let page = include_str!("../../../../docs/operations.md");
+    let (d1, d2, d3, d4) = PROVIDER_GUID;
+    let guid = format!(
+        "{d1:08x}-{d2:04x}-{d3:04x}-{:02x}{:02x}-{}",
+        d4[0],
+        d4[1],
+        d4[2..].iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
+    assert!(page.contains(&format!("{{{guid}}}")), "the GUID {guid}");
+    let section = page
+        .split("## ETW")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("an ETW section");
+    for tag in RecordTag::ALL {
+        assert!(
+            section.contains(&format!("`{}`", tag.as_str())),
+            "{} missing",
+            tag.as_str()
+        );
+    }
+    for (name, bit) in Keywords::all().iter_names() {
+        let row = format!("| {name} | {:#x} |", bit.bits());
+        assert!(section.contains(&row), "{row}");
+    }
+}
