@@ -23,6 +23,7 @@ use crate::types::*;
 
 mod accessors;
 mod build;
+pub mod bundle;
 mod hardware;
 mod health;
 mod history;
@@ -208,6 +209,8 @@ pub struct Coordinator {
     awaiting_ports: u8,
     /// Resets held while a PnP stop is pending (hold.rs).
     hold: hold::Hold,
+    /// The diagnostic bundle the last failure froze (bundle.rs).
+    kept: bundle::KeptBundle,
     #[cfg(feature = "mutants")]
     mutant: Option<Mutant>,
 }

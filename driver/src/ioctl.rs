@@ -22,6 +22,7 @@ use crate::coordinator::ResetResult;
 use crate::recorder::RECORD_BYTES;
 use crate::time::Instant;
 
+mod bundle_abi;
 mod codec;
 mod counters;
 mod dispatch;
@@ -32,6 +33,7 @@ mod policy_abi;
 use crate::types::{
     AbortCause, AdminReset, ClientId, ClientName, ClientState, FailReason, ResetOutcome,
 };
+pub use bundle_abi::*;
 pub use codec::*;
 pub use counters::*;
 pub use dispatch::*;
@@ -120,6 +122,10 @@ ioctl_codes! {
     /// Version 7: the stack's counters (a host that hosts no clients answers NOT_SUPPORTED).
     QueryCounters: IOCTL_HCABUS_QUERY_COUNTERS = (0x906, FILE_READ_ACCESS),
         EmptyIn => CountersOut;
+    /// Version 9: the diagnostic bundle; the answer is the whole bundle, at most
+    /// `BUNDLE_MAX_BYTES` (its header is the smallest room taken).
+    ReadBundle: IOCTL_HCABUS_READ_BUNDLE = (0x907, FILE_READ_ACCESS),
+        ReadBundleIn => crate::coordinator::bundle::BundleHeader;
 }
 
 const_assert_eq!(IOCTL_HCABUS_QUERY_STATE, 0x003B_6400);
@@ -150,6 +156,8 @@ impl NtStatus {
     pub const DEVICE_REMOVED: NtStatus = NtStatus(0xC000_02B6);
     /// The device is stopped (between a PnP stop and its next start).
     pub const DEVICE_NOT_READY: NtStatus = NtStatus(0xC000_00A3);
+    /// READ_BUNDLE of the kept bundle when the device has not failed since start.
+    pub const NOT_FOUND: NtStatus = NtStatus(0xC000_0225);
 
     pub const fn is_success(self) -> bool {
         self.0 == 0
@@ -168,6 +176,7 @@ impl NtStatus {
             0x8000_0011 => "STATUS_DEVICE_BUSY",
             0xC000_02B6 => "STATUS_DEVICE_REMOVED",
             0xC000_00A3 => "STATUS_DEVICE_NOT_READY",
+            0xC000_0225 => "STATUS_NOT_FOUND",
             _ => "STATUS_UNKNOWN",
         }
     }
@@ -200,8 +209,9 @@ bitflags! {
 /// wall-clock time of the bus's time zero, each port as `ibstat` shows it ([`PortInfoOut`])
 /// and the resets counted by reason, and added QUERY_COUNTERS, which any version may call;
 /// version 8 appended to the policy structure the slots that every later key takes (a new
-/// key is no new version: [`PolicyAbi`]). Every other structure is the same in all.
-pub const ABI_VERSION: u16 = 8;
+/// key is no new version: [`PolicyAbi`]); version 9 added READ_BUNDLE, which any version may
+/// call. Every other structure is the same in all.
+pub const ABI_VERSION: u16 = 9;
 /// The oldest version still served: a version-1 request gets the version-1 layout.
 pub const ABI_VERSION_MIN: u16 = 1;
 /// Bytes of QUERY_STATE's answer before version 3 (its first 160 bytes in version 3).

@@ -5,9 +5,10 @@
 //! Why not a crate: Microsoft's `tracelogging` (no_std, a `kernel_mode` feature) declares its
 //! events at compile time, one macro call per event with its field list, where the driver's
 //! events are the recorder's 17 kinds whose fields the records describe themselves
-//! ([`Record::describe`]); its kernel path also imports EtwSetInformation, which the kit's
-//! ntoskrnl export list has not, and it writes nothing off Windows, where the KMDF model runs
-//! the layer. `tracelogging_dynamic` builds events in `Vec`s, which the DISPATCH_LEVEL path
+//! ([`Record::describe`]); its kernel path imports EtwSetInformation, which the kit's
+//! ntoskrnl export list (mingw's) has not (the driver finds it with MmGetSystemRoutineAddress
+//! and sets the provider's traits with it, as TraceLogging does), and it writes nothing off
+//! Windows, where the KMDF model runs the layer. `tracelogging_dynamic` builds events in `Vec`s, which the DISPATCH_LEVEL path
 //! that writes them must not grow. The KMDF model decodes what this writes with its own
 //! reader, the type numbers and the provider's GUID taken from `tracelogging` itself.
 //!

@@ -237,7 +237,7 @@ pub fn expected(record: &Record, reset: Option<ResetSpan>) -> (String, Vec<(Stri
             "reset_reason".into(),
             Value::Str(span.reason.as_str().into()),
         ));
-        let elapsed = record.at.as_us() - span.started.as_us();
+        let elapsed = record.at.as_us().saturating_sub(span.started.as_us());
         fields.push(("reset_elapsed_us".into(), Value::U64(elapsed)));
     }
     if record.by != Actor::Nobody {

@@ -63,6 +63,7 @@ impl Coordinator {
         self.reset = ResetRecord::empty();
         self.concluded = ResetRecord::empty();
         self.history = ResetHistory::empty();
+        self.kept = super::bundle::KeptBundle::default();
     }
 
     /// Everything but what is reserved, which is empty (no allocation yet). Inlined into its
@@ -97,6 +98,7 @@ impl Coordinator {
             ports: [None; MAX_PORTS as usize],
             awaiting_ports: 0,
             hold: super::hold::Hold::default(),
+            kept: super::bundle::KeptBundle::default(),
             #[cfg(feature = "mutants")]
             mutant: None,
         }
@@ -133,6 +135,7 @@ impl Coordinator {
         self.reset.reserve(pool, max)?;
         self.concluded.reserve(pool, max)?;
         self.history.reserve(pool)?;
+        self.kept.reserve(pool, config.recorder_capacity)?;
         let now = self.now;
         self.arm(
             TimerId::HealthPoll,

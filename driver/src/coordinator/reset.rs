@@ -350,6 +350,7 @@ impl Coordinator {
             true
         });
         self.conclude(ResetResult::Failed(error));
+        self.keep_bundle();
     }
 
     pub(super) fn abort(&mut self, by: ClientId, cause: AbortCause) {

@@ -38,7 +38,7 @@ fn identity() -> Identity {
 }
 
 /// Bytes of room each part holds: what `reserve` took, and what `give_back` returns.
-fn room(c: &Coordinator) -> [usize; 8] {
+fn room(c: &Coordinator) -> [usize; 9] {
     [
         c.slots.capacity(),
         c.requests.capacity(),
@@ -48,6 +48,7 @@ fn room(c: &Coordinator) -> [usize; 8] {
         c.reset.room(),
         c.concluded.room(),
         c.history.capacity(),
+        c.kept.room(),
     ]
 }
 
@@ -57,6 +58,7 @@ fn every_part_the_reset_path_touches_is_reserved_when_the_coordinator_is_built()
     assert_eq!((c.slots.len(), c.requests.len()), (8, 8));
     assert_eq!(c.actions.capacity(), (3 + usize::from(MAX_PORTS)) * 8 + 32);
     assert_eq!(c.recorder.capacity(), 64);
+    assert_eq!(c.kept.room(), bundle::bundle_bytes(64));
     assert_eq!((c.reset.room(), c.concluded.room()), (8, 8));
     assert!(c.history.capacity() >= history::HISTORY_LEN);
     assert!(c.reset.forced().is_empty() && !c.reset_in_progress());
@@ -110,7 +112,7 @@ fn built_in_place_it_is_the_same_coordinator_and_a_refusal_gives_every_byte_back
     c.give_back();
     assert_eq!(
         room(c),
-        [0; 8],
+        [0; 9],
         "a refused init_in must leave nothing to free"
     );
 }

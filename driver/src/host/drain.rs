@@ -188,6 +188,15 @@ fn scan_records<P: Platform>(c: &mut Core<P::Callback>, platform: &P) -> bool {
     } = c;
     let mut queued = false;
     for r in coord.recorder().since(*log_seq) {
+        if r.seq > *log_seq {
+            // The ring went round between two drains: neither the trace nor the event log
+            // saw these.
+            log::warn!(
+                "records {} to {} overwritten before they were traced",
+                *log_seq,
+                r.seq - 1
+            );
+        }
         *log_seq = r.seq + 1;
         platform.trace(r, ResetSpan::follow(traced_reset, r));
         let entry = match r.kind {

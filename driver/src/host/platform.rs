@@ -92,7 +92,8 @@ pub trait Platform: Sized + Reserve {
     /// Writes an entry to the system event log (PASSIVE_LEVEL, from the work item).
     fn log_event(&self, entry: EventLogEntry);
     /// Hands a flight record to the system's tracing (ETW on Windows): each record once, in
-    /// order, with the reset it falls in. Called at the end of a drain, at DISPATCH_LEVEL with
+    /// order, with the reset it falls in (its repeats after that are the recorder's count;
+    /// records the ring overwrote before a drain are logged, not traced). Called at the end of a drain, at DISPATCH_LEVEL with
     /// the bus lock held: it must not block, allocate or call the bus. Nothing by default.
     fn trace(&self, _record: &Record, _reset: Option<ResetSpan>) {}
     /// A drain (the DPC or the work item) has ended: a host that waits for the bus to go

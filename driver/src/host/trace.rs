@@ -5,13 +5,14 @@
 
 use crate::recorder::{Record, RecordKind};
 use crate::time::Instant;
-use crate::types::{Epoch, ResetReason};
+use crate::types::{Epoch, ResetReason, State};
 
 #[cfg(doc)]
 use crate::host::Platform;
 
 /// The reset a record falls in: from its `reset_started` record to its `reset_finished` or
-/// `reset_failed`, both included.
+/// `reset_failed`, both included; a reset that ends with neither (a veto, a client past its
+/// deadline, a removal) ends at the state change that leaves it, which it includes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResetSpan {
     /// The epoch the reset started from.
@@ -28,10 +29,13 @@ impl ResetSpan {
     }
 
     /// The reset `record` falls in, given `open`, the reset under way before it; `open` is left
-    /// as the reset under way after it. A reset that starts while one is open (a follow-up,
-    /// a restart) takes over from it.
+    /// as the reset under way after it.
     pub fn follow(open: &mut Option<ResetSpan>, record: &Record) -> Option<ResetSpan> {
         match record.kind {
+            RecordKind::Transition {
+                to: State::Operational | State::Failed | State::Removed,
+                ..
+            } => open.take(),
             RecordKind::ResetStarted { epoch, reason, .. } => {
                 *open = Some(ResetSpan {
                     epoch,

@@ -118,6 +118,9 @@ enum Decoded<'a> {
         version: u16,
     },
     InjectFault(FaultRequest),
+    ReadBundle {
+        now: bool,
+    },
 }
 
 /// The input's header, checked against the code: a known code, a version this bus speaks,
@@ -185,6 +188,17 @@ fn decode(code: u32, input: &[u8]) -> Result<Decoded<'_>, NtStatus> {
             }
         }
         IoctlCode::InjectFault => Decoded::InjectFault(decode_fault(input, header.version)?),
+        IoctlCode::ReadBundle => {
+            let r = ReadBundleIn::decode(input).ok_or(size)?;
+            if r.reserved != 0 {
+                return Err(bad);
+            }
+            match r.which {
+                BUNDLE_KEPT => Decoded::ReadBundle { now: false },
+                BUNDLE_NOW => Decoded::ReadBundle { now: true },
+                _ => return Err(bad),
+            }
+        }
     })
 }
 
@@ -332,6 +346,7 @@ fn act<D: IoctlDevice + ?Sized>(dev: &mut D, request: Decoded<'_>, out: &mut [u8
             version,
         } => read_log(dev.coordinator(), since, max, version, out),
         Decoded::ReadResets => read_resets(dev.coordinator(), out),
+        Decoded::ReadBundle { now: taken_now } => read_bundle(dev.coordinator(), taken_now, out),
         Decoded::QueryCounters => match dev.counters() {
             Some(c) => {
                 c.encode(out);
@@ -650,4 +665,26 @@ pub fn state_name(v: u32) -> &'static str {
 /// Names of `ClientState` numbers, for tools.
 pub fn client_state_name(v: u32) -> &'static str {
     ClientState::try_from(v).map_or("?", ClientState::as_str)
+}
+
+/// READ_BUNDLE: the kept bundle, or one taken now, whole into `out` (too small: nothing is
+/// written and BUFFER_TOO_SMALL says so; docs/ioctl.md gives the most a bundle takes).
+fn read_bundle(coord: &Coordinator, taken_now: bool, out: &mut [u8]) -> Reply {
+    use crate::coordinator::bundle::BundleCause;
+    if taken_now {
+        return match coord.bundle_now(BundleCause::OnDemand, out) {
+            Ok(n) => Reply::ok(n),
+            Err(_) => Reply::status(NtStatus::BUFFER_TOO_SMALL),
+        };
+    }
+    match coord.kept_bundle() {
+        None => Reply::status(NtStatus::NOT_FOUND),
+        Some(kept) => match out.get_mut(..kept.len()) {
+            Some(room) => {
+                room.copy_from_slice(kept);
+                Reply::ok(kept.len())
+            }
+            None => Reply::status(NtStatus::BUFFER_TOO_SMALL),
+        },
+    }
 }

@@ -367,7 +367,10 @@ fn the_operators_page_names_the_provider_and_every_event() {
         "{d1:08x}-{d2:04x}-{d3:04x}-{:02x}{:02x}-{}",
         d4[0],
         d4[1],
-        d4[2..].iter().map(|b| format!("{b:02x}")).collect::<String>()
+        d4[2..]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
     );
     assert!(page.contains(&format!("{{{guid}}}")), "the GUID {guid}");
     let section = page

@@ -3,7 +3,7 @@
 //! at the end of each drain, at DISPATCH_LEVEL under the bus lock (EtwWriteTransfer takes any
 //! IRQL; what it is given is on the stack or in the image, never paged).
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hcabus::host::ResetSpan;
 use hcabus::recorder::Record;
@@ -15,6 +15,18 @@ use crate::etw::{self, EtwEvent};
 /// DriverEntry before any device exists and cleared in EvtDriverUnload after the last is
 /// gone: no write runs beside either.
 static REGISTRATION: AtomicU64 = AtomicU64::new(0);
+/// Events not written (encoding refused or EtwWriteTransfer failed): said once when it first
+/// happens (DISPATCH_LEVEL, the bus lock held: not a line per event) and in full at unload.
+static NOT_WRITTEN: AtomicU64 = AtomicU64::new(0);
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// One event not written: counted, and the first said.
+fn not_written(why: core::fmt::Arguments<'_>) {
+    NOT_WRITTEN.fetch_add(1, Ordering::Relaxed);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        log::warn!("ETW: {why}; further events not written are counted and said at unload");
+    }
+}
 
 /// EVENT_DATA_DESCRIPTOR as evntprov.h lays it out: the pointer, the size, then the block's
 /// type in the union's first byte (the kit's mingw binding names only `Reserved` there, the
@@ -55,8 +67,65 @@ impl DataDescriptor {
     }
 }
 
-/// EtwRegister (PASSIVE_LEVEL, DriverEntry). A provider that cannot register leaves the
-/// driver untraced, and says so; it does not fail the driver.
+/// EVENT_INFO_CLASS's EventProviderSetTraits: the provider's metadata block, after which
+/// ETW reads each EVENT_DATA_DESCRIPTOR's type (without it the metadata blocks would be taken
+/// for payload).
+const EVENT_PROVIDER_SET_TRAITS: u32 = 2;
+
+/// EtwSetInformation (wdm.h, Windows 10 on, where KMDF 1.33 runs), found at run time: the
+/// kit's import list (mingw's) lacks it, and a driver asks the kernel for a newer routine
+/// this way anyway.
+type EtwSetInformation = unsafe extern "system" fn(REGHANDLE, u32, PVOID, ULONG) -> NTSTATUS;
+
+/// "EtwSetInformation" in UTF-16, for MmGetSystemRoutineAddress.
+static SET_INFORMATION_NAME: [u16; 17] = {
+    let name = *b"EtwSetInformation";
+    let mut out = [0u16; 17];
+    let mut i = 0;
+    while i < name.len() {
+        out[i] = name[i] as u16;
+        i += 1;
+    }
+    out
+};
+
+/// EventProviderSetTraits with the provider's metadata block; `false` when the kernel has no
+/// EtwSetInformation or refuses the traits.
+fn set_traits(handle: REGHANDLE) -> bool {
+    let mut name = UNICODE_STRING {
+        Length: (SET_INFORMATION_NAME.len() * 2) as u16,
+        MaximumLength: (SET_INFORMATION_NAME.len() * 2) as u16,
+        Buffer: SET_INFORMATION_NAME.as_ptr().cast_mut(),
+    };
+    // SAFETY: PASSIVE_LEVEL; a counted UTF-16 name the kernel only reads.
+    let routine = unsafe { wdk_sys::ntddk::MmGetSystemRoutineAddress(&mut name) };
+    if routine.is_null() {
+        log::warn!("the kernel has no EtwSetInformation: the driver is not traced");
+        return false;
+    }
+    // SAFETY: the kernel's EtwSetInformation, whose signature wdm.h gives.
+    let set = unsafe { core::mem::transmute::<PVOID, EtwSetInformation>(routine) };
+    let traits = &etw::PROVIDER_METADATA;
+    // SAFETY: PASSIVE_LEVEL; a registered handle; the image's traits block, only read.
+    let status = unsafe {
+        set(
+            handle,
+            EVENT_PROVIDER_SET_TRAITS,
+            traits.as_ptr().cast_mut().cast(),
+            traits.len() as ULONG,
+        )
+    };
+    if status < 0 {
+        log::warn!(
+            "EtwSetInformation(EventProviderSetTraits): {status:#x}: the driver is not traced"
+        );
+    }
+    status >= 0
+}
+
+/// EtwRegister (PASSIVE_LEVEL, DriverEntry), then the provider's traits, as TraceLogging
+/// registers a provider. A provider that cannot register, or whose traits the kernel will not
+/// take, leaves the driver untraced, and says so; it does not fail the driver.
 pub(crate) fn register() {
     let (data1, data2, data3, data4) = etw::PROVIDER_GUID;
     let guid = GUID {
@@ -74,6 +143,11 @@ pub(crate) fn register() {
         log::warn!("ETW provider hcabus not registered: {status:#x}; the driver is not traced");
         return;
     }
+    if !set_traits(handle) {
+        // SAFETY: PASSIVE_LEVEL; the handle just registered, unregistered once.
+        let _ = unsafe { wdk_sys::ntddk::EtwUnregister(handle) };
+        return;
+    }
     REGISTRATION.store(handle, Ordering::Release);
 }
 
@@ -88,6 +162,11 @@ pub(crate) fn unregister() {
     if status < 0 {
         log::warn!("EtwUnregister: {status:#x}");
     }
+    let lost = NOT_WRITTEN.swap(0, Ordering::Relaxed);
+    if lost != 0 {
+        log::warn!("ETW: {lost} event(s) were not written");
+    }
+    WARNED.store(false, Ordering::Relaxed);
 }
 
 /// One record's event, if a session wants its level and keywords: asked before it is encoded,
@@ -112,7 +191,7 @@ pub(crate) fn write(record: &Record, reset: Option<ResetSpan>) {
     }
     let mut event = EtwEvent::default();
     if let Err(e) = event.encode(record, reset) {
-        log::warn!("{e}: record {} not traced", record.seq);
+        not_written(format_args!("{e}: record {} not traced", record.seq));
         return;
     }
     let blocks = [
@@ -137,9 +216,9 @@ pub(crate) fn write(record: &Record, reset: Option<ResetSpan>) {
         )
     };
     if status < 0 {
-        log::warn!(
+        not_written(format_args!(
             "EtwWriteTransfer: {status:#x}: record {} not traced",
             record.seq
-        );
+        ));
     }
 }

@@ -111,8 +111,16 @@ enum Command {
     /// format version. `hcactl log --input FILE` reads it back.
     Dump {
         /// Write to this new file (an existing file is not replaced) instead of stdout.
-        #[arg(short = 'o', long, value_name = "FILE")]
+        #[arg(short = 'o', long, value_name = "FILE", conflicts_with = "bundle")]
         output: Option<PathBuf>,
+        /// Write instead the diagnostic bundle the driver kept when the device last ended
+        /// Failed (its last records, identity, health, policy; docs/ioctl.md, READ_BUNDLE) to
+        /// this new file, as the driver gave it: what support asks for.
+        #[arg(long, value_name = "FILE")]
+        bundle: Option<PathBuf>,
+        /// With --bundle: a bundle of the device as it is now (the kept one stays).
+        #[arg(long, requires = "bundle")]
+        now: bool,
     },
     /// Show or change the policy.
     Policy {
@@ -247,6 +255,7 @@ macro_rules! say {
 }
 
 // After `say!`, which they use.
+mod bundle;
 mod clients;
 mod devices;
 mod log;
@@ -343,7 +352,14 @@ fn run(cli: Cli) -> Outcome {
         Command::Health => state::health(&mut bus, js),
         Command::Clients => clients::clients(&mut bus, js),
         Command::Log { follow, .. } => log::log(&mut bus, &filter, follow, js),
-        Command::Dump { output } => log::dump(&mut bus, cli.device.as_deref(), output.as_deref()),
+        Command::Dump {
+            bundle: Some(path),
+            now,
+            ..
+        } => bundle::dump_bundle(&mut bus, &path, now),
+        Command::Dump { output, .. } => {
+            log::dump(&mut bus, cli.device.as_deref(), output.as_deref())
+        }
         Command::Policy {
             action: PolicyAction::Get,
         } => {

@@ -95,6 +95,8 @@ const DOCUMENTED: &[(&str, &[&str])] = &[
     ("EtwUnregister", &["PASSIVE"]),
     ("EtwEventEnabled", &["HIGH"]),
     ("EtwWriteTransfer", &["HIGH"]),
+    ("EtwSetInformation", &["PASSIVE"]),
+    ("MmGetSystemRoutineAddress", &["PASSIVE"]),
     // The image's: ExAllocatePool2 and ExFreePool (non-paged), KeBugCheckEx.
     ("ex_allocate_pool2", &["DISPATCH"]),
     ("ex_free_pool", &["DISPATCH"]),

@@ -1,7 +1,8 @@
 //! What an administrator reads on Windows, on the model: the driver's ETW events read back
 //! against the flight record, and its System-log entries rendered as Event Viewer shows them,
 //! through a reset that ends Failed; a session that listens to nothing, or to the resets only,
-//! gets what it asked for; and a provider left registered at unload is caught.
+//! gets what it asked for; a provider ETW refuses leaves the driver untraced; and a provider
+//! left registered at unload is caught.
 
 use hcabus::ioctl::ResetMode;
 use hcabus::types::State;
@@ -19,6 +20,7 @@ pub(crate) fn scenario(name: &str) -> bool {
     match name {
         "reset_fails" => reset_fails(),
         "etw_sessions" => etw_sessions(),
+        "etw_refused" => etw_refused(),
         _ => return false,
     }
     true
@@ -67,9 +69,9 @@ fn reset_fails() {
     m.unload();
 }
 
-/// No session (from after the start): a reset writes no event (the driver asks EtwEventEnabled first). A session
-/// for the resets only: only events with the RESET keyword, and every record of a reset's
-/// course among them.
+/// No session (from after the start): a reset writes no event (the driver asks
+/// EtwEventEnabled first). A session for the resets only: only events with the RESET
+/// keyword, a reset's start, state changes and end among them, and no hardware step.
 fn etw_sessions() {
     let mut m = started();
     etw::set_session(None);
@@ -110,6 +112,25 @@ fn etw_sessions() {
     );
     m.surprise_remove();
     m.unload();
+}
+
+/// ETW refuses the provider: the driver loads and resets untraced, writes nothing, and
+/// unregisters nothing it does not hold.
+fn etw_refused() {
+    etw::REFUSE_REGISTER.store(true, core::sync::atomic::Ordering::Relaxed);
+    let mut m = started();
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(asked == 0, &format!("a forced reset: {asked:#x}"));
+    m.advance(5_000);
+    expect(admin::state(&mut m).epoch == 2, "the reset ran untraced");
+    expect(etw::written() == 0, "events written with no provider");
+    m.surprise_remove();
+    m.unload();
+}
+
+#[test]
+fn a_driver_whose_provider_etw_refuses_runs_untraced() {
+    assert_passes("etw_refused");
 }
 
 #[test]

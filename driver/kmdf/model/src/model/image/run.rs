@@ -69,6 +69,7 @@ pub(crate) const SCENARIOS: &[(&str, Ends)] = &[
     // ETW and the System log (`tracing.rs`).
     ("reset_fails", Ends::Passes),
     ("etw_sessions", Ends::Passes),
+    ("etw_refused", Ends::Passes),
     // The HLK's Device Fundamentals sequences (`hlk.rs`).
     ("df_disable_enable", Ends::Passes),
     ("df_rebalance", Ends::Passes),
