@@ -168,6 +168,44 @@ fn no_allocation_through_port_changes() {
     );
 }
 
+/// A reset that fails (every assertion refused) freezes the diagnostic bundle on the way to
+/// Failed (issue 65): in the room reserved at start, so the failed reset allocates nothing
+/// either, and the bundle is there after.
+fn no_allocation_on_the_way_to_failed() {
+    let clients = (0..4u64)
+        .map(|i| {
+            let kind = ClientKind::ALL[(i as usize) % ClientKind::ALL.len()];
+            (
+                desc(&format!("client{i}"), kind, ClientFlags::empty()),
+                acks_after(i),
+            )
+        })
+        .collect();
+    let setup = SimSetup {
+        name: "no-alloc-failed".into(),
+        duration: Duration::from_ms(10_000),
+        clients,
+        faults: vec![
+            (Instant::from_ms(2_500), Fault::ResetFails(4)),
+            (Instant::from_ms(2_500), Fault::AdminReset),
+        ],
+        ..SimSetup::default()
+    };
+    let mut host = SimHost::new(&setup).expect("setup");
+    host.set_alloc_probe(allocations);
+    host.run_until(Instant::from_ms(2_000));
+    assert!(host.coordinator().kept_bundle().is_none());
+    host.run();
+    let resets = host.resets();
+    assert_eq!(resets.len(), 1, "{resets:#?}");
+    assert_eq!(resets[0].outcome(), "HardwareDead", "{resets:#?}");
+    assert_eq!(resets[0].allocations, Some(0), "{resets:#?}");
+    assert_eq!(host.coordinator().state(), State::Failed);
+    let kept = host.coordinator().kept_bundle().expect("a bundle kept");
+    let bundle = hcabus::coordinator::bundle::read_bundle(kept).expect("reads back");
+    assert_eq!(bundle.state(), Some(State::Failed));
+}
+
 /// The suite's entry point (`harness = false`, see tests/Cargo.toml): a failed check panics,
 /// which fails `cargo test`; the closing line is in libtest's form so totals count it.
 fn main() {
@@ -175,5 +213,7 @@ fn main() {
     println!("test no_allocation_from_first_reset_to_last_reset_end ... ok");
     no_allocation_through_port_changes();
     println!("test no_allocation_through_port_changes ... ok");
-    println!("test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
+    no_allocation_on_the_way_to_failed();
+    println!("test no_allocation_on_the_way_to_failed ... ok");
+    println!("test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out");
 }

@@ -27,6 +27,7 @@ mod summary;
 mod v5;
 mod v7;
 mod v8;
+mod v9;
 
 // Raw little-endian access, for inputs no well-formed structure spells and for reading
 // answers without trusting the decoder under test.

@@ -258,3 +258,71 @@ fn status_watch_looks_again_until_its_count() {
     let refused = server.ctl(&["status", "--count", "2"]);
     assert_eq!(refused.status.code(), Some(2), "--count needs --watch");
 }
+
+/// `hcactl dump --bundle`: none kept before a failure (said, with the command that takes one
+/// now, and no file made); `--now` writes one; a reset that fails keeps one, which the file
+/// holds as the driver gave it; a file already there is never replaced.
+#[test]
+fn a_failed_recovery_leaves_a_bundle_that_dump_writes() {
+    use hcabus::coordinator::bundle::{read_bundle, BundleCause};
+    use hcabus::types::{FailReason, State};
+    let server = server("bundle");
+    let kept = server.dir.join("kept.bundle");
+    let kept_path = kept.to_str().expect("utf-8");
+    let none = server.ctl(&["dump", "--bundle", kept_path]);
+    assert_eq!(none.status.code(), Some(1), "{}", text(&none));
+    assert!(
+        text(&none).contains("STATUS_NOT_FOUND") && text(&none).contains("--bundle FILE --now"),
+        "{}",
+        text(&none)
+    );
+    assert!(!kept.exists(), "no file for no bundle");
+
+    let now = server.dir.join("now.bundle");
+    let taken = server.ctl(&["dump", "--bundle", now.to_str().expect("utf-8"), "--now"]);
+    assert_eq!(taken.status.code(), Some(0), "{}", text(&taken));
+    assert!(
+        text(&taken).contains("a bundle taken on demand"),
+        "{}",
+        text(&taken)
+    );
+    let b = read_bundle(&std::fs::read(&now).expect("written")).expect("a bundle");
+    assert_eq!(
+        (b.cause(), b.state()),
+        (Some(BundleCause::OnDemand), Some(State::Operational))
+    );
+
+    // Every assertion of the next reset fails: the device ends Failed.
+    let fails = server.ctl(&["inject", "reset_fails", "--count", "64"]);
+    assert_eq!(fails.status.code(), Some(0), "{}", text(&fails));
+    let reset = server.ctl(&["reset", "--forced", "--reason", "bundle test"]);
+    assert_eq!(reset.status.code(), Some(0), "{}", text(&reset));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let dumped = loop {
+        let o = server.ctl(&["dump", "--bundle", kept_path]);
+        if o.status.code() == Some(0) || Instant::now() > deadline {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(dumped.status.code(), Some(0), "{}", text(&dumped));
+    assert!(
+        text(&dumped).contains("kept when the device ended Failed"),
+        "{}",
+        text(&dumped)
+    );
+    let bytes = std::fs::read(&kept).expect("written");
+    let b = read_bundle(&bytes).expect("a bundle");
+    assert_eq!(
+        (b.cause(), b.state(), b.fail_reason()),
+        (
+            Some(BundleCause::Failed),
+            Some(State::Failed),
+            Some(FailReason::HardwareDead)
+        )
+    );
+    assert!(b.records.iter().any(|r| r.name.as_str() == "bundle test"));
+    let again = server.ctl(&["dump", "--bundle", kept_path]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert_eq!(std::fs::read(&kept).expect("kept"), bytes, "not replaced");
+}

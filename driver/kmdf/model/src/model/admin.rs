@@ -161,6 +161,26 @@ pub(crate) fn every_other_code(m: &mut Machine, vetoer: &str) {
         status == STATUS_NOT_SUPPORTED,
         &format!("INJECT_FAULT on hardware: {status:#x}"),
     );
+    // No failure yet: no bundle kept; one taken now reads back.
+    let (status, _) = read_bundle(m, BUNDLE_KEPT);
+    expect(
+        status == NtStatus::NOT_FOUND.0 as NTSTATUS,
+        &format!("READ_BUNDLE of a device that never failed: {status:#x}"),
+    );
+    let (status, now) = read_bundle(m, BUNDLE_NOW);
+    let view = hcabus::coordinator::bundle::read_bundle(&now);
+    expect(
+        status == STATUS_SUCCESS && view.as_ref().is_ok_and(|b| b.header.epoch == 3),
+        &format!("READ_BUNDLE now: {status:#x}, {view:?}"),
+    );
+}
+
+/// READ_BUNDLE as `hcactl dump --bundle` sends it, with the room it gives.
+pub(crate) fn read_bundle(m: &mut Machine, which: u32) -> (NTSTATUS, Vec<u8>) {
+    let mut input = [0u8; core::mem::size_of::<ReadBundleIn>()];
+    encode_read_bundle(which, &mut input);
+    let room = hcabus::coordinator::bundle::BUNDLE_MAX_BYTES;
+    call(m, IOCTL_HCABUS_READ_BUNDLE, &input, room)
 }
 
 /// GET_POLICY, then SET_POLICY of what it gave with one deadline changed: applied, and

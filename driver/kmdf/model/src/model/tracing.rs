@@ -41,6 +41,22 @@ fn reset_fails() {
         &format!("after the replacement: {s:?}"),
     );
     let records = admin::flight_record(&mut m);
+    // The bundle kept at the failure: its records are the flight record's up to it.
+    let (status, kept) = admin::read_bundle(&mut m, hcabus::ioctl::BUNDLE_KEPT);
+    let bundle = hcabus::coordinator::bundle::read_bundle(&kept);
+    let holds = bundle.as_ref().is_ok_and(|b| {
+        b.fail_reason() == Some(hcabus::types::FailReason::DeviceReplaced)
+            && b.state() == Some(State::Failed)
+            && !b.records.is_empty()
+            && b.records
+                .iter()
+                .zip(&records)
+                .all(|(x, y)| x.seq == y.seq && x.kind == y.kind)
+    });
+    expect(
+        status == 0 && holds,
+        &format!("the bundle kept at the failure: {status:#x} {bundle:?}"),
+    );
     let kinds = etw::matches_flight_record(&records);
     for kind in ["reset_started", "reset_failed", "pnp", "hw", "call"] {
         expect(
