@@ -301,7 +301,7 @@ fn bad_headers_get_their_status(socket: &Path) {
         "short output capacity"
     );
     let mut wrong_version = query();
-    wrong_version[4] = 9;
+    wrong_version[4..6].copy_from_slice(&(ABI_VERSION + 1).to_le_bytes());
     assert_eq!(
         status(frame(IOCTL_HCABUS_QUERY_STATE, &wrong_version, STATE_BYTES)),
         Some(NtStatus::REVISION_MISMATCH)
