@@ -219,7 +219,9 @@ extern "C" fn EtwWriteTransfer(
     let mut blocks = Vec::new();
     for i in 0..count as usize {
         // SAFETY: `count` descriptors at `data`, as the caller says.
-        let block = unsafe { &*data.add(i) };
+        let at = unsafe { data.add(i) };
+        // SAFETY: as above: one of them, read for the call.
+        let block = unsafe { &*at };
         // The type is the first byte after the size (evntprov.h's union); ETW reads it only
         // for a provider that set its traits, and takes every block for payload otherwise.
         let kind = if traits {
@@ -229,9 +231,10 @@ extern "C" fn EtwWriteTransfer(
         };
         let bytes = match block.Size {
             0 => Vec::new(),
-            // SAFETY: the caller's block of `Size` bytes at `Ptr`, live for the call.
             n => {
-                unsafe { core::slice::from_raw_parts(block.Ptr as *const u8, n as usize) }.to_vec()
+                // SAFETY: the caller's block of `Size` bytes at `Ptr`, live for the call.
+                let b = unsafe { core::slice::from_raw_parts(block.Ptr as *const u8, n as usize) };
+                b.to_vec()
             }
         };
         blocks.push((kind, bytes));
@@ -306,10 +309,9 @@ extern "C" fn MmGetSystemRoutineAddress(name: PUNICODE_STRING) -> PVOID {
         );
     }
     // SAFETY: the caller's counted UTF-16 string, read for the call.
-    let text = unsafe {
-        let n = &*name;
-        core::slice::from_raw_parts(n.Buffer, usize::from(n.Length / 2))
-    };
+    let n = unsafe { &*name };
+    // SAFETY: its `Length` bytes at `Buffer`, as the caller counted them.
+    let text = unsafe { core::slice::from_raw_parts(n.Buffer, usize::from(n.Length / 2)) };
     routine(&String::from_utf16_lossy(text))
 }
 
