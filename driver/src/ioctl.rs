@@ -30,9 +30,8 @@ mod fault;
 mod history;
 mod policy_abi;
 
-use crate::types::{
-    AbortCause, AdminReset, ClientId, ClientName, ClientState, FailReason, ResetOutcome,
-};
+pub use crate::client_entry::ClientEntry;
+use crate::types::{AbortCause, AdminReset, ClientId, ClientState, FailReason, ResetOutcome};
 pub use bundle_abi::*;
 pub use codec::*;
 pub use counters::*;
@@ -499,32 +498,6 @@ pub struct ListClientsOut {
     pub count: u32,
 }
 const_assert_eq!(size_of::<ListClientsOut>(), 8);
-
-/// One client in LIST_CLIENTS.
-#[repr(C)]
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, IntoBytes, FromBytes, KnownLayout, Immutable,
-)]
-pub struct ClientEntry {
-    /// `ClientId::to_raw`.
-    pub id: u64,
-    /// `ClientKind` number.
-    pub kind: u32,
-    /// `ClientFlags` bits.
-    pub flags: u32,
-    /// `ClientState` number.
-    pub state: u32,
-    pub in_barrier: u32,
-    /// Time from RESET to execute in the last reset; `NONE_U64` if none yet.
-    pub last_ack_latency_us: u64,
-    /// UTF-8, NUL-padded.
-    pub name: [u8; 32],
-}
-const_assert_eq!(size_of::<ClientEntry>(), 64);
-const_assert_eq!(offset_of!(ClientEntry, kind), 8);
-const_assert_eq!(offset_of!(ClientEntry, state), 16);
-const_assert_eq!(offset_of!(ClientEntry, last_ack_latency_us), 24);
-const_assert_eq!(offset_of!(ClientEntry, name), 32);
 
 /// Input of READ_LOG.
 #[repr(C)]

@@ -14,6 +14,7 @@ pub mod wire;
 
 pub mod bus;
 pub mod bus_abi;
+pub mod client_entry;
 pub mod coordinator;
 pub mod errors;
 pub mod fabric;

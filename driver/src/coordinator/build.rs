@@ -135,7 +135,7 @@ impl Coordinator {
         self.reset.reserve(pool, max)?;
         self.concluded.reserve(pool, max)?;
         self.history.reserve(pool)?;
-        self.kept.reserve(pool, config.recorder_capacity)?;
+        self.kept.reserve(pool, max, config.recorder_capacity)?;
         let now = self.now;
         self.arm(
             TimerId::HealthPoll,

@@ -6,8 +6,9 @@
 //! Layout (little-endian; docs/ioctl.md, READ_BUNDLE): a [`BundleHeader`] of 392 bytes (what
 //! was taken and why, the adapter's identity, the health watch, the config space when the
 //! host gave it), then the policy's values (`policy_keys` × u64, in `Policy::KEYS` order),
-//! then the last `record_count` flight records, oldest first, each `record_bytes` long (the
-//! READ_LOG record).
+//! then the clients registered (`client_count` LIST_CLIENTS entries, in registration order:
+//! what `hcasim replay` needs to rebuild the host), then the last `record_count` flight
+//! records, oldest first, each `record_bytes` long (the READ_LOG record).
 
 use alloc::vec::Vec;
 use core::mem::size_of;
@@ -16,6 +17,7 @@ use static_assertions::const_assert_eq;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::Coordinator;
+use crate::client_entry::ClientEntry;
 use crate::policy::Policy;
 use crate::recorder::{Record, RECORD_BYTES};
 use crate::reserve::{OutOfMemory, Reserve};
@@ -25,13 +27,15 @@ use crate::wire::WireByte;
 
 /// The bundle's first bytes.
 pub const BUNDLE_MAGIC: [u8; 8] = *b"HCABNDL\0";
-/// The layout's version.
-pub const BUNDLE_FORMAT: u16 = 1;
+/// The layout's version: 2 added the client table (format 1, read still, has none).
+pub const BUNDLE_FORMAT: u16 = 2;
 /// The most records a bundle keeps: the last resets' worth (a reset is 30 to 60 records).
 pub const BUNDLE_RECORDS: usize = 256;
-/// The largest bundle: its header, the policy, [`BUNDLE_RECORDS`] records.
-pub const BUNDLE_MAX_BYTES: usize =
-    size_of::<BundleHeader>() + Policy::KEYS.len() * 8 + BUNDLE_RECORDS * RECORD_BYTES;
+/// The most clients a bundle lists (the first registered; the records name the rest).
+pub const BUNDLE_CLIENTS: usize = 64;
+/// The largest bundle: its header, the policy, [`BUNDLE_CLIENTS`] clients,
+/// [`BUNDLE_RECORDS`] records.
+pub const BUNDLE_MAX_BYTES: usize = bundle_bytes(BUNDLE_CLIENTS, BUNDLE_RECORDS);
 /// Config space kept: the PCI header and the capabilities after it.
 pub const CONFIG_BYTES: usize = 256;
 
@@ -56,7 +60,9 @@ pub struct BundleHeader {
     pub state: u8,
     /// `FailReason` on the wire of the last reset's failure (0: it did not fail).
     pub fail_reason: u8,
-    pub reserved: [u8; 3],
+    /// Client entries after the policy (at most [`BUNDLE_CLIENTS`]; 0 in format 1).
+    pub client_count: u8,
+    pub reserved: [u8; 2],
     pub record_count: u32,
     pub record_bytes: u16,
     pub policy_keys: u16,
@@ -108,9 +114,10 @@ impl KeptBundle {
     pub(super) fn reserve(
         &mut self,
         pool: &impl Reserve,
+        clients: usize,
         records: usize,
     ) -> Result<(), OutOfMemory> {
-        let bytes = bundle_bytes(records.min(BUNDLE_RECORDS));
+        let bytes = bundle_bytes(clients.min(BUNDLE_CLIENTS), records.min(BUNDLE_RECORDS));
         self.bytes = pool.filled("recorder_capacity", bytes, 0u8)?;
         self.len = 0;
         Ok(())
@@ -127,9 +134,12 @@ impl KeptBundle {
     }
 }
 
-/// The bytes of a bundle of `records` records.
-pub const fn bundle_bytes(records: usize) -> usize {
-    size_of::<BundleHeader>() + Policy::KEYS.len() * 8 + records * RECORD_BYTES
+/// The bytes of a bundle of `clients` clients and `records` records.
+pub const fn bundle_bytes(clients: usize, records: usize) -> usize {
+    size_of::<BundleHeader>()
+        + Policy::KEYS.len() * 8
+        + clients * size_of::<ClientEntry>()
+        + records * RECORD_BYTES
 }
 
 /// `out` was too small for the bundle: it needs this many bytes.
@@ -146,16 +156,25 @@ impl Coordinator {
     /// Writes a bundle of the coordinator as it is now into `out`; its length.
     pub fn bundle_now(&self, cause: BundleCause, out: &mut [u8]) -> Result<usize, BundleTooSmall> {
         let records = self.recorder.len().min(BUNDLE_RECORDS);
-        let need = bundle_bytes(records);
+        let clients = self.client_count().min(BUNDLE_CLIENTS);
+        let need = bundle_bytes(clients, records);
         let out = out.get_mut(..need).ok_or(BundleTooSmall(need))?;
         let skip = self.recorder.len() - records;
         let first_seq = self.recorder.iter().nth(skip).map_or(0, |r| r.seq);
-        let header = self.bundle_header(cause, records, first_seq);
+        let mut header = self.bundle_header(cause, records, first_seq);
+        header.client_count = clients as u8;
         let (head, rest) = out.split_at_mut(size_of::<BundleHeader>());
         head.copy_from_slice(header.as_bytes());
-        let (policy, records_out) = rest.split_at_mut(Policy::KEYS.len() * 8);
+        let (policy, rest) = rest.split_at_mut(Policy::KEYS.len() * 8);
         for (slot, value) in policy.chunks_exact_mut(8).zip(self.policy.values()) {
             slot.copy_from_slice(&value.to_le_bytes());
+        }
+        let (table, records_out) = rest.split_at_mut(clients * size_of::<ClientEntry>());
+        for (slot, c) in table
+            .chunks_exact_mut(size_of::<ClientEntry>())
+            .zip(self.clients())
+        {
+            slot.copy_from_slice(ClientEntry::of(&c).as_bytes());
         }
         for (slot, r) in records_out
             .chunks_exact_mut(RECORD_BYTES)
@@ -190,7 +209,8 @@ impl Coordinator {
                 Some(super::ResetResult::Failed(e)) => WireByte::to_byte(e),
                 _ => 0,
             },
-            reserved: [0; 3],
+            client_count: 0,
+            reserved: [0; 2],
             record_count: records as u32,
             record_bytes: RECORD_BYTES as u16,
             policy_keys: Policy::KEYS.len() as u16,
@@ -225,6 +245,8 @@ impl Coordinator {
 pub struct BundleView {
     pub header: BundleHeader,
     pub policy: Vec<u64>,
+    /// The clients registered when it was taken (none in format 1).
+    pub clients: Vec<ClientEntry>,
     pub records: Vec<Record>,
 }
 
@@ -259,7 +281,7 @@ impl BundleView {
 pub enum BundleError {
     #[error("not a hcabus bundle (no HCABNDL magic)")]
     Magic,
-    #[error("bundle format {0}, this build reads {BUNDLE_FORMAT}")]
+    #[error("bundle format {0}, this build reads 1 to {BUNDLE_FORMAT}")]
     Format(u16),
     #[error("the bundle is {has} bytes, its header says {says}")]
     Length { has: usize, says: usize },
@@ -275,22 +297,30 @@ pub fn read_bundle(bytes: &[u8]) -> Result<BundleView, BundleError> {
     if header.magic != BUNDLE_MAGIC {
         return Err(BundleError::Magic);
     }
-    if header.format != BUNDLE_FORMAT {
+    if !(1..=BUNDLE_FORMAT).contains(&header.format) {
         return Err(BundleError::Format(header.format));
     }
     if usize::from(header.record_bytes) != RECORD_BYTES {
         return Err(BundleError::RecordBytes(header.record_bytes));
     }
     let policy_len = usize::from(header.policy_keys) * 8;
+    // Format 1 wrote 0 where the count now is.
+    let clients_len = usize::from(header.client_count) * size_of::<ClientEntry>();
     let records = header.record_count as usize;
-    let says = size_of::<BundleHeader>() + policy_len + records.saturating_mul(RECORD_BYTES);
+    let says =
+        size_of::<BundleHeader>() + policy_len + clients_len + records.saturating_mul(RECORD_BYTES);
     if rest.len() != says - size_of::<BundleHeader>() {
         return Err(BundleError::Length {
             has: bytes.len(),
             says,
         });
     }
-    let (policy, raw) = rest.split_at(policy_len);
+    let (policy, rest) = rest.split_at(policy_len);
+    let (table, raw) = rest.split_at(clients_len);
+    let clients = table
+        .chunks_exact(size_of::<ClientEntry>())
+        .filter_map(|b| ClientEntry::read_from_bytes(b).ok())
+        .collect();
     let policy = policy
         .chunks_exact(8)
         .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
@@ -303,6 +333,7 @@ pub fn read_bundle(bytes: &[u8]) -> Result<BundleView, BundleError> {
     Ok(BundleView {
         header,
         policy,
+        clients,
         records: out,
     })
 }

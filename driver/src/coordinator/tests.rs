@@ -58,7 +58,7 @@ fn every_part_the_reset_path_touches_is_reserved_when_the_coordinator_is_built()
     assert_eq!((c.slots.len(), c.requests.len()), (8, 8));
     assert_eq!(c.actions.capacity(), (3 + usize::from(MAX_PORTS)) * 8 + 32);
     assert_eq!(c.recorder.capacity(), 64);
-    assert_eq!(c.kept.room(), bundle::bundle_bytes(64));
+    assert_eq!(c.kept.room(), bundle::bundle_bytes(8, 64));
     assert_eq!((c.reset.room(), c.concluded.room()), (8, 8));
     assert!(c.history.capacity() >= history::HISTORY_LEN);
     assert!(c.reset.forced().is_empty() && !c.reset_in_progress());

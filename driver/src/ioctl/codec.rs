@@ -31,14 +31,6 @@ impl StateOut {
     }
 }
 
-impl ClientEntry {
-    /// The name, up to its first NUL.
-    pub fn name(&self) -> &str {
-        let end = self.name.iter().position(|b| *b == 0).unwrap_or(32);
-        core::str::from_utf8(&self.name[..end]).unwrap_or("?")
-    }
-}
-
 impl RequestResetIn {
     pub fn new(mode: ResetMode, reason: &str) -> Self {
         let mut r = [0u8; 64];

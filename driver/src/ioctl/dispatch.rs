@@ -539,19 +539,7 @@ fn list_clients(coord: &Coordinator, start: u32, out: &mut [u8]) -> Reply {
     let room = (out.len() - head) / entry;
     let mut count = 0usize;
     for c in coord.clients().skip(start as usize).take(room) {
-        let mut name = [0u8; 32];
-        let n = c.desc.name.as_str().len().min(ClientName::CAPACITY).min(32);
-        name[..n].copy_from_slice(&c.desc.name.as_str().as_bytes()[..n]);
-        ClientEntry {
-            id: c.id.to_raw(),
-            kind: c.desc.kind as u32,
-            flags: c.desc.flags.bits(),
-            state: c.state as u32,
-            in_barrier: u32::from(c.in_barrier),
-            last_ack_latency_us: us(c.last_ack_latency),
-            name,
-        }
-        .encode(&mut out[head + count * entry..]);
+        ClientEntry::of(&c).encode(&mut out[head + count * entry..]);
         count += 1;
     }
     ListClientsOut {

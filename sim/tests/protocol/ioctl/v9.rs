@@ -9,7 +9,7 @@ use hcabus_sim::{Fault, SimHost, SimSetup};
 
 use super::*;
 
-/// A reset at 1 s whose four assertions fail (the three soft ones and the FLR): the device
+/// Two clients; a reset at 1 s whose four assertions fail (the three soft ones and the FLR): the device
 /// ends Failed; an administrator's restart at 5 s brings it back, a catastrophic error at
 /// 8 s resets it again.
 fn host() -> SimHost {
@@ -22,6 +22,13 @@ fn host() -> SimHost {
             (Instant::from_ms(5_000), Fault::AdminRestart),
             (Instant::from_ms(8_000), Fault::Catastrophic),
         ],
+        clients: ["ipoib", "storage"]
+            .iter()
+            .map(|name| {
+                let desc = ClientDesc::new(name, ClientKind::Custom, ClientFlags::CAN_VETO);
+                (desc.expect("a name"), hcabus_sim::Behavior::default())
+            })
+            .collect(),
         ..SimSetup::default()
     };
     SimHost::new(&setup).expect("setup")
@@ -61,14 +68,33 @@ fn a_failure_keeps_a_bundle_that_the_resets_after_it_leave_alone() {
     let c = h.coordinator();
     let recorded: Vec<_> = c.recorder().iter().copied().collect();
     assert_eq!(b.records, recorded, "the whole record up to the failure");
-    assert!(matches!(
-        b.records.last().map(|r| r.kind),
-        Some(RecordKind::Transition {
-            to: State::Failed,
+    // It ends with the move to Failed and the clients told so.
+    let failed = b.records.iter().rposition(|r| {
+        matches!(
+            r.kind,
+            RecordKind::Transition {
+                to: State::Failed,
+                ..
+            }
+        )
+    });
+    let told = &b.records[failed.expect("the move to Failed") + 1..];
+    assert_eq!(told.len(), 2);
+    assert!(told.iter().all(|r| matches!(
+        r.kind,
+        RecordKind::Event {
+            event: EventKind::ResetFailed,
             ..
-        })
-    ));
+        }
+    )));
     assert_eq!(b.policy, c.policy().values().to_vec());
+    let listed: Vec<_> = c
+        .clients()
+        .map(|i| hcabus::ioctl::ClientEntry::of(&i))
+        .collect();
+    assert!(!listed.is_empty());
+    assert_eq!(b.clients, listed, "the client table, in registration order");
+    assert_eq!(usize::from(b.header.client_count), listed.len());
     assert_eq!(
         (b.header.node_guid, b.header.device_id),
         (c.identity().node_guid, c.identity().device_id)
@@ -115,7 +141,10 @@ fn a_bundle_keeps_the_last_records_and_says_where_they_start() {
     assert_eq!(b.records.len(), BUNDLE_RECORDS);
     assert_eq!(b.records[..], all[all.len() - BUNDLE_RECORDS..]);
     assert_eq!(b.header.first_seq, b.records[0].seq);
-    assert_eq!(now.len(), BUNDLE_MAX_BYTES);
+    assert_eq!(
+        now.len(),
+        bundle_bytes(h.coordinator().client_count(), BUNDLE_RECORDS)
+    );
 }
 
 /// Each malformed request is refused with its status and writes nothing; a room too small
@@ -188,6 +217,25 @@ fn a_damaged_bundle_does_not_read() {
     record[first_record + 16] = 0xFF;
     assert_eq!(read_bundle(&record), Err(BundleError::Record(0)));
     assert_eq!(read_bundle(&[]), Err(BundleError::Magic));
+}
+
+/// A bundle of format 1 (no client table; its count byte was reserved, 0) still reads.
+#[test]
+fn a_format_1_bundle_still_reads() {
+    let mut h = host();
+    h.run_until(Instant::from_ms(2_000));
+    let (_, good) = read(&mut h, &request(BUNDLE_KEPT), BUNDLE_MAX_BYTES);
+    let b = read_bundle(&good).expect("a bundle");
+    let table_at = size_of::<BundleHeader>() + b.policy.len() * 8;
+    let table_len = b.clients.len() * size_of::<hcabus::ioctl::ClientEntry>();
+    assert!(table_len > 0);
+    let mut old = good[..table_at].to_vec();
+    old.extend_from_slice(&good[table_at + table_len..]);
+    old[8] = 1;
+    old[13] = 0;
+    let v1 = read_bundle(&old).expect("format 1 reads");
+    assert!(v1.clients.is_empty());
+    assert_eq!((v1.records, v1.policy), (b.records, b.policy));
 }
 
 fn good_records(bytes: &[u8]) -> usize {
