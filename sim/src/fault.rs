@@ -179,10 +179,10 @@ impl Fault {
         }
     }
 
-    /// Whether a scenario file may name it: an administrator restart is not in the format,
-    /// and a client's request is an `admin_reset` with a `client` key.
+    /// Whether a scenario file may name it: a client's request is an `admin_reset` with a
+    /// `client` key.
     pub const fn in_scenarios(self) -> bool {
-        !matches!(self, Fault::AdminRestart | Fault::ClientRequest { .. })
+        !matches!(self, Fault::ClientRequest { .. })
     }
 
     /// Whether it takes a count (`reset_fails`, `target_busy`).
