@@ -5,6 +5,7 @@ pub mod fleet;
 pub mod hunt;
 pub mod inf;
 pub mod par;
+pub mod replay;
 pub mod report;
 pub mod scenario;
 #[cfg(unix)]

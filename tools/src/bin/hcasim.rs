@@ -43,6 +43,8 @@ fn say_error(message: &str) {
 // A directory of its own: a file beside this one would be a binary of its own.
 #[path = "hcasim/fleet.rs"]
 mod fleet;
+#[path = "hcasim/replay.rs"]
+mod replay;
 
 /// What hcasim's exit status says (`--help`, the manual page's EXIT STATUS).
 const EXIT_STATUS: &str = "\
@@ -149,6 +151,15 @@ enum Command {
         /// Print the merged JSON document (hcasim.fleet/1) instead of the campaign's table.
         #[arg(long)]
         json: bool,
+    },
+    /// Replay a diagnostic bundle (`hcactl dump --bundle FILE`): build the scenario its
+    /// records show, run it, and hold the replay's records against the bundle's, kind by
+    /// kind and in order. Exit 1 when they differ.
+    Replay {
+        file: PathBuf,
+        /// Also write the scenario made from the bundle into this new file.
+        #[arg(long, value_name = "OUT.toml")]
+        scenario: Option<PathBuf>,
     },
     /// Run a live host in real time and serve the IOCTL interface on a Unix socket. A host
     /// of several adapters (`[[hcas]]`, `--multipath`) also serves each adapter NAME on
@@ -594,6 +605,7 @@ fn host_for(cli: &Cli) -> Result<(Run, bool), ExitCode> {
             ),
         }),
         Some(Command::FleetMerge { files, json }) => Err(fleet::merge(files, *json)),
+        Some(Command::Replay { file, scenario }) => Err(replay::run(file, scenario.as_deref())),
         Some(Command::Completions { shell }) => Err(generated(|out| {
             hcactl::generate::completions(Cli::command(), *shell, out)
         })),

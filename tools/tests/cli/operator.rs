@@ -326,3 +326,74 @@ fn a_failed_recovery_leaves_a_bundle_that_dump_writes() {
     assert_eq!(again.status.code(), Some(2), "{}", text(&again));
     assert_eq!(std::fs::read(&kept).expect("kept"), bytes, "not replaced");
 }
+
+/// `hcasim replay` of the bundles hcactl wrote: the one kept at the failure (an injection,
+/// an administrator's reset, every assertion refused) and one taken on demand each replay
+/// to the same records; the scenario goes to a new file and never over one; a file that is
+/// not a bundle is refused with exit 2.
+#[test]
+fn the_bundles_hcactl_writes_replay_in_the_simulator() {
+    let server = server("replay");
+    let dir = &server.dir;
+    let path = |name: &str| dir.join(name).to_str().expect("utf-8").to_string();
+    let now = server.ctl(&["dump", "--bundle", &path("now.bundle"), "--now"]);
+    assert_eq!(now.status.code(), Some(0), "{}", text(&now));
+    for args in [
+        &["inject", "reset_fails", "--count", "64"][..],
+        &["reset", "--forced", "--reason", "replay test"],
+    ] {
+        let o = server.ctl(args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let kept = loop {
+        let o = server.ctl(&["dump", "--bundle", &path("kept.bundle")]);
+        if o.status.code() == Some(0) || Instant::now() > deadline {
+            break o;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(kept.status.code(), Some(0), "{}", text(&kept));
+    // The server's directory (the bundles' too) lasts as long as it does: it serves on.
+
+    let hcasim = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hcasim"))
+            .args(args)
+            .output()
+            .expect("hcasim runs")
+    };
+    let scenario = path("kept.toml");
+    let o = hcasim(&["replay", &path("kept.bundle"), "--scenario", &scenario]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("reset_fails (count = 64)"), "{out}");
+    assert!(out.contains("admin_reset"), "{out}");
+    assert!(
+        out.contains("kind by kind and in order") && out.contains("it ends Failed"),
+        "{out}"
+    );
+    let written = std::fs::read_to_string(&scenario).expect("the scenario written");
+    assert!(
+        written.contains("fault = \"reset_fails\"\ncount = 64"),
+        "{written}"
+    );
+    // The scenario written runs as any other.
+    let run = hcasim(&["run", &scenario]);
+    assert!(text(&run).contains("Failed"), "{}", text(&run));
+
+    let again = hcasim(&["replay", &path("kept.bundle"), "--scenario", &scenario]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert_eq!(
+        std::fs::read_to_string(&scenario).expect("kept"),
+        written,
+        "not replaced"
+    );
+
+    let o = hcasim(&["replay", &path("now.bundle")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("it ends Operational"), "{}", text(&o));
+
+    let o = hcasim(&["replay", &scenario]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not a hcabus bundle"), "{}", text(&o));
+}

@@ -1,0 +1,664 @@
+//! From a bundle's records back to what struck the device: each cause a record names (a
+//! health read that found the catastrophic buffer, a command that timed out, an
+//! administrator's or a client's request, a cable pulled, the adapter gone) becomes the
+//! scenario event that makes it, at the instant it was recorded; what a reset found (its
+//! assertions refused, the device never ready again, another adapter answering) is armed
+//! just before the reset that found it; the adapter's timings (reset, link training, the
+//! subnet manager's sweep) are read from the gaps between the records that bound them.
+
+use hcabus::coordinator::bundle::BundleView;
+use hcabus::fault::{FaultArgs, FaultCode};
+use hcabus::recorder::{HwOutcome, Record, RecordKind};
+use hcabus::types::{Call, ClientFlags, ClientKind, EventKind, FailReason, PortState};
+use hcabus::types::{ResetReason, State};
+use hcabus::{HwStep, Policy};
+
+/// One event of the scenario: when (to the microsecond the record says; the file rounds it
+/// up to its millisecond), its TOML keys after `at_ms`, and whether it arms the device
+/// (written before a cause at the same instant, which the format applies in order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Event {
+    pub at_us: u64,
+    pub arms: bool,
+    pub keys: String,
+}
+
+/// A client as the scenario declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ClientDraft {
+    pub name: String,
+    pub kind: ClientKind,
+    pub flags: ClientFlags,
+    pub vetoes: bool,
+    pub never_ack: bool,
+    pub ack_delay_ms: u64,
+    /// It asked for a reset as soon as it was told one ended.
+    pub request_on_reset_end: bool,
+}
+
+/// The adapter's timings read from the records (`None`: nothing showed it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Timings {
+    pub hw_reset_ms: Option<u64>,
+    pub link_up_ms: Option<u64>,
+    pub sm_sweep_ms: Option<u64>,
+    /// The highest port a record named: the fabric is modelled.
+    pub ports: Option<u8>,
+}
+
+/// What the records say.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Draft {
+    pub clients: Vec<ClientDraft>,
+    pub events: Vec<Event>,
+    pub timings: Timings,
+    pub notes: Vec<String>,
+}
+
+fn reason_of(kind: &RecordKind) -> Option<ResetReason> {
+    match *kind {
+        RecordKind::ResetStarted { reason, .. }
+        | RecordKind::ResetJoined { reason }
+        | RecordKind::FollowUpScheduled { reason } => Some(reason),
+        _ => None,
+    }
+}
+
+/// The clients: the bundle's table (format 2), or the names the records registered
+/// (format 1: custom clients, said in a note).
+fn clients(b: &BundleView, notes: &mut Vec<String>) -> Vec<ClientDraft> {
+    let draft = |name: &str, kind, flags| ClientDraft {
+        name: name.to_string(),
+        kind,
+        flags,
+        vetoes: false,
+        never_ack: false,
+        ack_delay_ms: 0,
+        request_on_reset_end: false,
+    };
+    if !b.clients.is_empty() {
+        return b
+            .clients
+            .iter()
+            .filter_map(|e| e.desc())
+            .map(|d| draft(d.name.as_str(), d.kind, d.flags))
+            .collect();
+    }
+    let mut out: Vec<ClientDraft> = Vec::new();
+    for r in &b.records {
+        if let RecordKind::Call {
+            client: Some(_),
+            call: Call::Register,
+        } = r.kind
+        {
+            if !out.iter().any(|c| c.name == r.name.as_str()) {
+                out.push(draft(
+                    r.name.as_str(),
+                    ClientKind::Custom,
+                    ClientFlags::empty(),
+                ));
+            }
+        }
+    }
+    if !out.is_empty() {
+        notes.push(format!(
+            "the bundle has no client table (format {}): its {} registered client(s) are \
+             replayed as custom clients",
+            b.header.format,
+            out.len()
+        ));
+    }
+    out
+}
+
+/// How each client that a scenario scripts answered: a veto, silence, a delay before its
+/// execute, a request at each reset's end.
+fn behaviours(records: &[Record], clients: &mut [ClientDraft]) {
+    let mut told_at: Vec<Option<u64>> = vec![None; clients.len()];
+    let mut last: Vec<Option<(u64, RecordKind)>> = vec![None; clients.len()];
+    let find = |clients: &[ClientDraft], r: &Record| {
+        clients.iter().position(|c| {
+            matches!(
+                c.kind,
+                ClientKind::Custom | ClientKind::Ipoib | ClientKind::Srp
+            ) && c.name == r.name.as_str()
+        })
+    };
+    for r in records {
+        let Some(i) = find(clients, r) else { continue };
+        match r.kind {
+            RecordKind::Event {
+                event: EventKind::Reset,
+                ..
+            } => told_at[i] = Some(r.at.as_us()),
+            RecordKind::Call {
+                call: Call::ResetExecute,
+                ..
+            } => {
+                if let Some(t) = told_at[i].take() {
+                    let delay = r.at.as_us().saturating_sub(t) / 1000;
+                    clients[i].ack_delay_ms = clients[i].ack_delay_ms.max(delay);
+                }
+            }
+            RecordKind::Call {
+                call: Call::ResetRequest,
+                ..
+            } if is_reset_end(last[i], r.at.as_us()) => clients[i].request_on_reset_end = true,
+            RecordKind::Vetoed { .. } => clients[i].vetoes = true,
+            RecordKind::Unresponsive { .. } => clients[i].never_ack = true,
+            _ => {}
+        }
+        last[i] = Some((r.at.as_us(), r.kind));
+    }
+}
+
+/// A storage client that consented to a planned reset had a path through another adapter,
+/// which a bundle (one adapter's) does not hold: the replay gives it this adapter's alone.
+fn other_paths(records: &[Record], clients: &[ClientDraft], notes: &mut Vec<String>) {
+    for c in clients {
+        if !matches!(c.kind, ClientKind::BootDisk | ClientKind::Srp) {
+            continue;
+        }
+        let consented = records.iter().any(|r| {
+            r.name.as_str() == c.name
+                && matches!(
+                    r.kind,
+                    RecordKind::Call {
+                        call: Call::ResetConsent,
+                        ..
+                    }
+                )
+        });
+        if consented {
+            notes.push(format!(
+                "{} consented to a planned reset: it had a path through another adapter, which \
+                 this adapter's bundle does not hold; the replay gives it this adapter's path \
+                 alone, and it may veto where it consented",
+                c.name
+            ));
+        }
+    }
+}
+
+/// Whether a client's last record was RESET_END at `at_us`: a request made in answer to it.
+fn is_reset_end(last: Option<(u64, RecordKind)>, at_us: u64) -> bool {
+    matches!(
+        last,
+        Some((t, RecordKind::Event { event: EventKind::ResetEnd, .. })) if t == at_us
+    )
+}
+
+/// Reads the records into a draft of the scenario.
+pub(super) fn draft(b: &BundleView, policy: &Policy) -> Draft {
+    let mut d = Draft::default();
+    d.clients = clients(b, &mut d.notes);
+    behaviours(&b.records, &mut d.clients);
+    other_paths(&b.records, &d.clients, &mut d.notes);
+    d.timings = timings(&b.records);
+    causes(b, policy, &mut d);
+    resets(&b.records, &mut d);
+    d
+}
+
+/// The causes recorded, each an event at its instant.
+fn causes(b: &BundleView, policy: &Policy, d: &mut Draft) {
+    let records = &b.records;
+    let mut state = records
+        .iter()
+        .find_map(|r| match r.kind {
+            RecordKind::Transition { from, .. } => Some(from),
+            _ => None,
+        })
+        .unwrap_or(State::Operational);
+    let mut cables = Cables::default();
+    for (i, r) in records.iter().enumerate() {
+        let (before, at_us) = (&records[..i], r.at.as_us());
+        match r.kind {
+            RecordKind::Transition { to, .. } => state = to,
+            RecordKind::FaultInjected {
+                fault: code,
+                count,
+                port,
+                duration_ms,
+                accepted: true,
+            } => d.events.push(event(
+                at_us,
+                false,
+                injection(code, count, port, duration_ms),
+            )),
+            RecordKind::Call { client: None, call } => {
+                if let Some(keys) = bus_call(call, before, &records[i + 1..]) {
+                    d.events.push(event(at_us, false, keys));
+                }
+            }
+            RecordKind::Call {
+                client: Some(_),
+                call: Call::ResetRequest,
+            }
+            | RecordKind::Throttled { .. }
+                if is_custom(&d.clients, r)
+                    && !(answers_reset_end(&d.clients, r)
+                        && is_reset_end(last_of(before, r), at_us)) =>
+            {
+                let keys = format!(
+                    "{}\nclient = {}",
+                    fault("admin_reset"),
+                    quoted(r.name.as_str())
+                );
+                d.events.push(event(at_us, false, keys));
+            }
+            RecordKind::Hw {
+                step: HwStep::ReadHealth,
+                outcome: HwOutcome::CounterUnchanged,
+                ..
+            } if state == State::Operational
+                && !stalled_before(before)
+                && !injected(before, STALLS) =>
+            {
+                // The counter stopped since the last read that saw it move.
+                stall(d, stall_start(before, policy));
+            }
+            RecordKind::Port {
+                port, state: ps, ..
+            } => {
+                let pulled = state != State::Resetting && !injected(before, &[FaultCode::PortDown]);
+                let link_up_us = d.timings.link_up_ms.unwrap_or(0) * 1000;
+                if let Some(e) = cables.port(port, ps, at_us, pulled, link_up_us) {
+                    d.events.push(e);
+                }
+            }
+            _ => {}
+        }
+        match reason_of(&r.kind) {
+            Some(ResetReason::Catastrophic)
+                if !caused_at(d, at_us, "catastrophic")
+                    && !injected(before, &[FaultCode::Catastrophic]) =>
+            {
+                d.events.push(event(at_us, false, fault("catastrophic")));
+            }
+            Some(ResetReason::HealthStall) if !injected(before, STALLS) => {
+                stall(d, stall_start(before, policy));
+            }
+            _ => {}
+        }
+    }
+    d.events.extend(cables.still_out(b.taken_at().as_us()));
+}
+
+/// A stopped health counter at `at_us`, once.
+fn stall(d: &mut Draft, at_us: u64) {
+    if !caused_at(d, at_us, "health_stall") {
+        d.events.push(event(at_us, false, fault("health_stall")));
+    }
+}
+
+/// The event of a call the bus recorded with no client (the hardware's, or an
+/// administrator's), unless an injection it follows made it.
+fn bus_call(call: Call, before: &[Record], after: &[Record]) -> Option<String> {
+    let made_by = |codes: &[FaultCode]| injected(before, codes);
+    match call {
+        Call::CommandTimeout if !made_by(&[FaultCode::CommandTimeout, FaultCode::Hang]) => {
+            Some(fault("command_timeout"))
+        }
+        Call::Catastrophic if !made_by(&[FaultCode::Catastrophic]) => Some(fault("catastrophic")),
+        Call::SurpriseRemoval if !made_by(&[FaultCode::SurpriseRemoval]) => {
+            Some(fault("surprise_removal"))
+        }
+        Call::AdminRestart => Some(fault("admin_restart")),
+        Call::AdminReset => Some(fault(admin_kind(after))),
+        _ => None,
+    }
+}
+
+/// Cables pulled: when each port went Down outside a reset, until it trained again.
+#[derive(Debug, Default)]
+struct Cables {
+    out_since_us: [Option<u64>; 2],
+}
+
+impl Cables {
+    /// A port's new state; the cable pull it ends, if it ends one.
+    fn port(
+        &mut self,
+        port: u8,
+        state: PortState,
+        at_us: u64,
+        pulled: bool,
+        link_up_us: u64,
+    ) -> Option<Event> {
+        let slot = &mut self.out_since_us[usize::from(port.clamp(1, 2) - 1)];
+        match state {
+            PortState::Down if pulled => {
+                *slot = Some(at_us);
+                None
+            }
+            PortState::Init => {
+                let down_us = slot.take()?;
+                // Plugged back when the link began to train.
+                let out_ms = at_us.saturating_sub(down_us + link_up_us) / 1000;
+                Some(event(down_us, false, port_down(port, out_ms.max(1))))
+            }
+            _ => None,
+        }
+    }
+
+    /// The cables still out when the bundle was taken: out until past it.
+    fn still_out(&self, taken_us: u64) -> Vec<Event> {
+        (1u8..)
+            .zip(self.out_since_us)
+            .filter_map(|(port, since)| {
+                let down_us = since?;
+                let out_ms = taken_us.saturating_sub(down_us) / 1000 + GRACE_OUT_MS;
+                Some(event(down_us, false, port_down(port, out_ms)))
+            })
+            .collect()
+    }
+}
+
+/// How long past the bundle a cable still out stays out: past the replay's end.
+const GRACE_OUT_MS: u64 = 2_000;
+
+fn port_down(port: u8, duration_ms: u64) -> String {
+    format!(
+        "{}\nport = {port}\nduration_ms = {duration_ms}",
+        fault("port_down")
+    )
+}
+
+impl Event {
+    /// Its instant as the file writes it: the millisecond, rounded up, so that an event
+    /// between two timers' milliseconds still comes after the first.
+    pub(super) fn at_ms(&self) -> u64 {
+        self.at_us.div_ceil(1000)
+    }
+
+    fn at_text(&self) -> String {
+        if self.at_us.is_multiple_of(1000) {
+            format!("{} ms", self.at_us / 1000)
+        } else {
+            format!("{:.3} ms", self.at_us as f64 / 1000.0)
+        }
+    }
+
+    /// `catastrophic at 1000 ms`, `reset_fails (count 4) at 999 ms`.
+    pub(super) fn summary(&self) -> String {
+        let mut lines = self.keys.lines();
+        let name = lines
+            .next()
+            .and_then(|l| l.strip_prefix("fault = "))
+            .unwrap_or("?")
+            .trim_matches('"');
+        let args: Vec<&str> = lines.map(|l| l.trim()).collect();
+        if args.is_empty() {
+            format!("{name} at {}", self.at_text())
+        } else {
+            format!("{name} ({}) at {}", args.join(", "), self.at_text())
+        }
+    }
+}
+
+/// The faults that stop the health counter.
+const STALLS: &[FaultCode] = &[FaultCode::HealthStall, FaultCode::Hang];
+
+/// An injection the simulator accepted (INJECT_FAULT, `hcactl inject`), as the scenario's
+/// event: the replay gives the same fault at the same instant.
+fn injection(code: FaultCode, count: u32, port: u8, duration_ms: u32) -> String {
+    match code.args() {
+        FaultArgs::Count => format!("{}\ncount = {count}", fault(code.as_str())),
+        FaultArgs::PortAndDuration => port_down(port, u64::from(duration_ms)),
+        FaultArgs::None | FaultArgs::Client => fault(code.as_str()),
+    }
+}
+
+/// Whether an injection of one of `codes` was accepted since the last reset ended: what
+/// the records show after it is its doing, not a fault of its own.
+fn injected(before: &[Record], codes: &[FaultCode]) -> bool {
+    before
+        .iter()
+        .rev()
+        .take_while(|r| {
+            !matches!(
+                r.kind,
+                RecordKind::ResetFinished { .. } | RecordKind::ResetFailed { .. }
+            )
+        })
+        .any(|r| {
+            matches!(
+                r.kind,
+                RecordKind::FaultInjected { fault, accepted: true, .. } if codes.contains(&fault)
+            )
+        })
+}
+
+fn event(at_us: u64, arms: bool, keys: String) -> Event {
+    Event { at_us, arms, keys }
+}
+
+fn fault(name: &str) -> String {
+    format!("fault = {}", quoted(name))
+}
+
+/// A TOML string.
+pub(super) fn quoted(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+fn caused_at(d: &Draft, at_us: u64, name: &str) -> bool {
+    let keys = fault(name);
+    d.events.iter().any(|e| e.at_us == at_us && e.keys == keys)
+}
+
+fn is_custom(clients: &[ClientDraft], r: &Record) -> bool {
+    clients
+        .iter()
+        .any(|c| c.kind == ClientKind::Custom && c.name == r.name.as_str())
+}
+
+fn answers_reset_end(clients: &[ClientDraft], r: &Record) -> bool {
+    clients
+        .iter()
+        .any(|c| c.request_on_reset_end && c.name == r.name.as_str())
+}
+
+/// The last record before these about the client `r` is about.
+fn last_of(before: &[Record], r: &Record) -> Option<(u64, RecordKind)> {
+    before
+        .iter()
+        .rev()
+        .find(|b| b.name == r.name && !b.name.as_str().is_empty())
+        .map(|b| (b.at.as_us(), b.kind))
+}
+
+/// Whether the last health read before these already found the counter stopped.
+fn stalled_before(before: &[Record]) -> bool {
+    let last = before.iter().rev().find_map(|r| match r.kind {
+        RecordKind::Hw {
+            step: HwStep::ReadHealth,
+            outcome,
+            ..
+        } => Some(outcome),
+        _ => None,
+    });
+    last == Some(HwOutcome::CounterUnchanged)
+}
+
+/// Which administrator's reset a call was: the reason of the reset it started or joined.
+fn admin_kind(after: &[Record]) -> &'static str {
+    let reason = after
+        .iter()
+        .take_while(|r| !matches!(r.kind, RecordKind::Call { .. }))
+        .find_map(|r| reason_of(&r.kind));
+    match reason {
+        Some(ResetReason::AdminPlanned) => "planned_reset",
+        Some(ResetReason::FirmwareActivate) => "fw_activate",
+        _ => "admin_reset",
+    }
+}
+
+/// When the health counter stopped: at the last read that saw it move (the counter
+/// advances each millisecond, so a stall a millisecond later would move it once more; the
+/// format applies an event before what runs at its instant, and the read still sees the
+/// counter move since the read before it).
+fn stall_start(before: &[Record], policy: &Policy) -> u64 {
+    let moved = before.iter().rev().find(|r| {
+        matches!(
+            r.kind,
+            RecordKind::Hw {
+                step: HwStep::ReadHealth,
+                outcome: HwOutcome::Healthy,
+                ..
+            }
+        )
+    });
+    let unchanged = before.iter().rev().find(|r| {
+        matches!(
+            r.kind,
+            RecordKind::Hw {
+                step: HwStep::ReadHealth,
+                outcome: HwOutcome::CounterUnchanged,
+                ..
+            }
+        )
+    });
+    match (moved, unchanged) {
+        (Some(m), _) => m.last_at.as_us(),
+        (None, Some(u)) => {
+            u.at.as_us()
+                .saturating_sub(policy.health_poll_interval_ms * 1000)
+        }
+        (None, None) => 0,
+    }
+}
+
+/// The adapter's timings: its reset (assertion to ready), its links' training (ready to
+/// Init) and the subnet manager's sweep (Init to Active), each the first seen.
+fn timings(records: &[Record]) -> Timings {
+    let mut t = Timings::default();
+    let mut asserted = None;
+    let mut ready = None;
+    let mut init = [None::<u64>; 2];
+    for r in records {
+        let us = r.at.as_us();
+        match r.kind {
+            RecordKind::Hw {
+                step: HwStep::AssertReset | HwStep::FunctionLevelReset,
+                outcome: HwOutcome::Done | HwOutcome::Asserted,
+                ..
+            } => asserted = Some(us),
+            RecordKind::Hw {
+                step: HwStep::ProbeReady,
+                outcome: HwOutcome::Ready,
+                ..
+            } => {
+                if let (None, Some(a)) = (t.hw_reset_ms, asserted) {
+                    t.hw_reset_ms = Some(us.saturating_sub(a) / 1000);
+                }
+                ready = Some(us);
+            }
+            RecordKind::Port { port, state, .. } => {
+                t.ports = t.ports.max(Some(port));
+                let slot = usize::from(port.clamp(1, 2) - 1);
+                match state {
+                    PortState::Init => {
+                        if let (None, Some(back)) = (t.link_up_ms, ready) {
+                            t.link_up_ms = Some(us.saturating_sub(back) / 1000);
+                        }
+                        init[slot] = Some(us);
+                    }
+                    PortState::Active => {
+                        if let (None, Some(i)) = (t.sm_sweep_ms, init[slot]) {
+                            t.sm_sweep_ms = Some(us.saturating_sub(i) / 1000);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    t
+}
+
+/// What each reset found, armed before it: assertions refused, a device never ready again,
+/// another adapter answering.
+fn resets(records: &[Record], d: &mut Draft) {
+    let mut start: Option<(usize, u64)> = None;
+    let mut last_end_us = 0u64;
+    let arm = |d: &mut Draft, from: usize, to: usize, start_us: u64, last_end_us: u64, ended| {
+        let reset = &records[from..to];
+        // A millisecond before the reset, unless the one before was still running.
+        let start_ms = start_us / 1000;
+        let arm_ms = if start_ms >= 1 && last_end_us < (start_ms - 1) * 1000 {
+            start_ms - 1
+        } else {
+            start_ms
+        };
+        for (code, keys) in found(reset, ended) {
+            if !injected(&records[..from], &[code]) {
+                d.events.push(event(arm_ms * 1000, true, keys));
+            }
+        }
+    };
+    for (i, r) in records.iter().enumerate() {
+        let ended = match r.kind {
+            RecordKind::ResetStarted { .. } if start.is_none() => {
+                start = Some((i, r.at.as_us()));
+                continue;
+            }
+            RecordKind::ResetFinished { .. } => Ended::Finished,
+            RecordKind::ResetFailed { error, .. } => Ended::Failed(error),
+            _ => continue,
+        };
+        if let Some((from, start_us)) = start.take() {
+            arm(d, from, i + 1, start_us, last_end_us, ended);
+            last_end_us = r.at.as_us();
+        }
+    }
+    // A reset still under way when the bundle was taken.
+    if let Some((from, start_us)) = start {
+        arm(d, from, records.len(), start_us, last_end_us, Ended::Open);
+    }
+}
+
+/// How a reset ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Finished,
+    Failed(FailReason),
+    /// Not by the bundle's end.
+    Open,
+}
+
+/// The faults a reset's records show the device had.
+fn found(reset: &[Record], ended: Ended) -> Vec<(FaultCode, String)> {
+    let mut out = Vec::new();
+    let refused: u32 = reset
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.kind,
+                RecordKind::Hw {
+                    step: HwStep::AssertReset | HwStep::FunctionLevelReset,
+                    outcome: HwOutcome::DeviceError | HwOutcome::Timeout,
+                    ..
+                }
+            )
+        })
+        .map(|r| r.count)
+        .sum();
+    if refused > 0 {
+        let keys = format!("{}\ncount = {}", fault("reset_fails"), refused.min(64));
+        out.push((FaultCode::ResetFails, keys));
+    }
+    let probed = |outcome: HwOutcome| {
+        reset.iter().any(|r| {
+            matches!(r.kind, RecordKind::Hw { step: HwStep::ProbeReady, outcome: o, .. } if o == outcome)
+        })
+    };
+    if ended == Ended::Failed(FailReason::DeviceReplaced) {
+        out.push((FaultCode::DeviceReplaced, fault("device_replaced")));
+    } else if ended != Ended::Finished && probed(HwOutcome::NotReady) && !probed(HwOutcome::Ready) {
+        out.push((FaultCode::NeverReturns, fault("never_returns")));
+    }
+    out
+}
