@@ -90,6 +90,12 @@ pub trait Hca {
     fn settle_after_reset(&self) -> Duration {
         Duration::ZERO
     }
+    /// The config space the last `save_config` kept, as its bytes (little-endian, from
+    /// offset 0), into `out`: how many. 0 when none is kept (the default).
+    fn saved_config(&self, out: &mut [u8]) -> usize {
+        let _ = out;
+        0
+    }
 }
 
 /// A boxed adapter is an adapter: the threaded host keeps any `Hca` behind one type.
@@ -120,6 +126,9 @@ impl<H: Hca + ?Sized> Hca for alloc::boxed::Box<H> {
     }
     fn settle_after_reset(&self) -> Duration {
         (**self).settle_after_reset()
+    }
+    fn saved_config(&self, out: &mut [u8]) -> usize {
+        (**self).saved_config(out)
     }
 }
 
@@ -154,6 +163,18 @@ pub enum HwResult {
 pub struct HwCompletion {
     pub step: HwStep,
     pub result: HwResult,
+}
+
+/// After a step: the config space a completed `save_config` kept, into `out` (how many
+/// bytes); 0 after any other step. Every host hands it to [`Coordinator::config_saved`],
+/// which the diagnostic bundle carries.
+///
+/// [`Coordinator::config_saved`]: crate::Coordinator::config_saved
+pub fn saved_config_after<H: Hca + ?Sized>(hca: &H, done: &HwCompletion, out: &mut [u8]) -> usize {
+    match (done.step, done.result) {
+        (HwStep::SaveConfig, HwResult::Done) => hca.saved_config(out).min(out.len()),
+        _ => 0,
+    }
 }
 
 /// Runs one step on a device. Every host (simulator, threaded host, KMDF glue) uses this, so

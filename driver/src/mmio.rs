@@ -200,6 +200,15 @@ impl<R: RegisterAccess> MmioHca<R> {
 }
 
 impl<R: RegisterAccess> Hca for MmioHca<R> {
+    fn saved_config(&self, out: &mut [u8]) -> usize {
+        let Some(saved) = &self.saved else { return 0 };
+        let mut n = 0;
+        for (word, room) in saved.header.iter().zip(out.chunks_exact_mut(4)) {
+            room.copy_from_slice(&word.to_le_bytes());
+            n += 4;
+        }
+        n
+    }
     fn save_config(&mut self) -> Result<(), HwError> {
         let mut header = [0u32; 64];
         for (i, word) in header.iter_mut().enumerate() {

@@ -80,6 +80,8 @@ pub struct SimHca {
     replace_with: Option<Identity>,
     staged_fw: Option<u64>,
     config_saved: bool,
+    /// The PCI header as `save_config` read it.
+    saved_header: [u8; 64],
     cmd_ready: bool,
     stats: SimHcaStats,
     verbs: SimVerbs,
@@ -102,6 +104,7 @@ impl SimHca {
             replace_with: None,
             staged_fw: None,
             config_saved: false,
+            saved_header: [0; 64],
             cmd_ready: true,
             stats: SimHcaStats::default(),
             verbs: SimVerbs::new(config.verbs, config.transport),
@@ -414,14 +417,44 @@ impl DmaMemory for SimHca {
     }
 }
 
+/// The type-0 PCI header a ConnectX function of `id` presents (PCI Local Bus 3.0 §6.1): its
+/// ids, memory space and bus mastering on, class 0x0C06 (InfiniBand), a 64-bit BAR 0, the
+/// capability list at 0x40, interrupt pin A.
+fn type0_header(id: &Identity) -> [u8; 64] {
+    let mut h = [0u8; 64];
+    let mut put = |at: usize, bytes: &[u8]| h[at..at + bytes.len()].copy_from_slice(bytes);
+    put(0x00, &id.vendor_id.to_le_bytes());
+    put(0x02, &id.device_id.to_le_bytes());
+    put(0x04, &0x0006u16.to_le_bytes());
+    put(0x06, &0x0010u16.to_le_bytes());
+    put(0x0A, &[0x06, 0x0C]);
+    put(0x0C, &[0x10]);
+    put(0x10, &0xF000_000Cu32.to_le_bytes());
+    put(0x2C, &id.subsys_vendor_id.to_le_bytes());
+    put(0x2E, &id.subsys_id.to_le_bytes());
+    put(0x34, &[0x40]);
+    put(0x3D, &[0x01]);
+    h
+}
+
 impl Hca for SimHca {
     fn save_config(&mut self) -> Result<(), HwError> {
         if self.phase == Phase::Removed {
             return Err(HwError::Absent);
         }
         self.config_saved = true;
+        self.saved_header = type0_header(&self.identity);
         self.stats.config_saves += 1;
         Ok(())
+    }
+
+    fn saved_config(&self, out: &mut [u8]) -> usize {
+        if !self.config_saved {
+            return 0;
+        }
+        let n = out.len().min(self.saved_header.len());
+        out[..n].copy_from_slice(&self.saved_header[..n]);
+        n
     }
 
     fn restore_config(&mut self) -> Result<(), HwError> {

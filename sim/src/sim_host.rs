@@ -20,8 +20,9 @@ use crate::invariants::InvariantChecker;
 use crate::report::{ResetLog, ResetReport};
 use crate::setup::{Fault, SimSetup, COMMAND_TIMEOUT};
 use crate::wakes::Wakes;
+use hcabus::coordinator::bundle::CONFIG_BYTES;
 use hcabus::coordinator::*;
-use hcabus::hca::execute;
+use hcabus::hca::{execute, saved_config_after};
 use hcabus::host::irql;
 use hcabus::ioctl::{self, FaultCode, FaultRequest, IoctlDevice, NtStatus, Reply};
 use hcabus::policy::PolicyError;
@@ -593,6 +594,11 @@ impl<A: ?Sized + Agent> SimHost<A> {
                     self.stats.hw_steps += 1;
                     self.checker.on_hw_step(&self.coord, step);
                     let done = execute(&mut self.hca, step);
+                    let mut config = [0u8; CONFIG_BYTES];
+                    let saved = saved_config_after(&self.hca, &done, &mut config);
+                    if saved > 0 {
+                        self.coord.config_saved(&config[..saved]);
+                    }
                     self.coord.hw_complete(now, done);
                 }
                 Action::Pnp(_) => self.stats.pnp_operations += 1,

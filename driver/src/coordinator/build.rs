@@ -63,7 +63,7 @@ impl Coordinator {
         self.reset = ResetRecord::empty();
         self.concluded = ResetRecord::empty();
         self.history = ResetHistory::empty();
-        self.kept = super::bundle::KeptBundle::default();
+        self.kept.give_back();
     }
 
     /// Everything but what is reserved, which is empty (no allocation yet). Inlined into its

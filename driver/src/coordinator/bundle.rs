@@ -103,11 +103,25 @@ const_assert_eq!(core::mem::offset_of!(BundleHeader, node_guid), 64);
 const_assert_eq!(core::mem::offset_of!(BundleHeader, health_errors), 96);
 const_assert_eq!(core::mem::offset_of!(BundleHeader, config), 136);
 
-/// The bundle a failure froze, in room reserved at start.
-#[derive(Debug, Clone, Default)]
+/// The bundle a failure froze, in room reserved at start, and the config space the host
+/// last saved, which a bundle carries.
+#[derive(Debug, Clone)]
 pub(super) struct KeptBundle {
     bytes: Vec<u8>,
     len: usize,
+    config: [u8; CONFIG_BYTES],
+    config_len: usize,
+}
+
+impl Default for KeptBundle {
+    fn default() -> Self {
+        KeptBundle {
+            bytes: Vec::new(),
+            len: 0,
+            config: [0; CONFIG_BYTES],
+            config_len: 0,
+        }
+    }
 }
 
 impl KeptBundle {
@@ -129,6 +143,12 @@ impl KeptBundle {
         self.bytes.capacity()
     }
 
+    /// Its room given back; the config space saved stays (it is no allocation).
+    pub(super) fn give_back(&mut self) {
+        self.bytes = Vec::new();
+        self.len = 0;
+    }
+
     pub(super) fn get(&self) -> Option<&[u8]> {
         (self.len != 0).then(|| &self.bytes[..self.len])
     }
@@ -148,6 +168,15 @@ pub const fn bundle_bytes(clients: usize, records: usize) -> usize {
 pub struct BundleTooSmall(pub usize);
 
 impl Coordinator {
+    /// The host saved the device's config space before a reset (`Hca::saved_config`): the
+    /// bundle keeps its first [`CONFIG_BYTES`] bytes, the last ones saved. Copied in place.
+    pub fn config_saved(&mut self, bytes: &[u8]) {
+        let n = bytes.len().min(CONFIG_BYTES);
+        self.kept.config[..n].copy_from_slice(&bytes[..n]);
+        self.kept.config[n..].fill(0);
+        self.kept.config_len = n;
+    }
+
     /// The bundle the last failure froze, if the device has failed since start.
     pub fn kept_bundle(&self) -> Option<&[u8]> {
         self.kept.get()
@@ -233,9 +262,9 @@ impl Coordinator {
             last_error_cause: last.map_or(0, |e| WireByte::to_byte(e.cause)),
             reserved2: 0,
             last_error_syndrome: last.map_or(0, |e| e.syndrome),
-            config_bytes: 0,
+            config_bytes: self.kept.config_len as u32,
             last_error_at_us: last.map_or(0, |e| e.at.as_us()),
-            config: [0; CONFIG_BYTES],
+            config: self.kept.config,
         }
     }
 }

@@ -10,8 +10,9 @@
 //! Each runs on one thread at a time: a second caller returns at once, and the first finds
 //! what the second would have done before it stops (both decide under the lock).
 
+use crate::coordinator::bundle::CONFIG_BYTES;
 use crate::coordinator::Action;
-use crate::hca::execute;
+use crate::hca::{execute, saved_config_after};
 use crate::host::bus::{Core, Running};
 use crate::host::{Bus, EventLogEntry, Lock, Platform, ResetSpan, Scheduled};
 use crate::recorder::RecordKind;
@@ -93,14 +94,23 @@ impl<P: Platform> Bus<P> {
                 Some(Ok(step)) => {
                     // Looked at again under the wait lock, which D0Exit takes after it lowers
                     // `powered`: a step taken just before runs before D0Exit returns, or not.
+                    // The config space a save kept, carried out of the device's lock into
+                    // the coordinator's (the bundle holds it).
+                    let mut config = [0u8; CONFIG_BYTES];
                     let done = self.hca.with(|hca| {
                         let powered = self.core.with(|c| c.powered);
-                        powered.then(|| execute(hca, step))
+                        powered.then(|| {
+                            let done = execute(hca, step);
+                            (done, saved_config_after(hca, &done, &mut config))
+                        })
                     });
                     let now = self.platform.now();
                     self.core.with(|c| {
-                        if let Some(done) = done {
+                        if let Some((done, saved)) = done {
                             let _ran = c.hw_queue.pop();
+                            if saved > 0 {
+                                c.coord.config_saved(&config[..saved]);
+                            }
                             c.coord.hw_complete(now, done);
                         }
                     });

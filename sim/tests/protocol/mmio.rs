@@ -34,6 +34,29 @@ fn identity_is_read_from_config_space_the_serial_capability_and_bar0() {
     assert_eq!(hca.identity(), Ok(identity()));
 }
 
+/// What `save_config` kept is the config space as it read it (the words it skips, 0):
+/// the diagnostic bundle carries it.
+#[test]
+fn the_saved_config_space_is_what_save_config_read() {
+    let mut hca = device(FakeFaults::default());
+    let mut out = [0u8; 256];
+    assert_eq!(hca.saved_config(&mut out), 0, "nothing saved yet");
+    let before: Vec<u32> = (0..64).map(|i| hca.regs().config_word(i)).collect();
+    assert_eq!(hca.save_config(), Ok(()));
+    assert_eq!(hca.saved_config(&mut out), 256);
+    for (i, word) in before.iter().enumerate() {
+        let expect = if regs::SKIPPED_DWORDS.contains(&i) {
+            0
+        } else {
+            *word
+        };
+        assert_eq!(out[i * 4..i * 4 + 4], expect.to_le_bytes(), "dword {i}");
+    }
+    assert_eq!(out[..2], 0x15B3u16.to_le_bytes(), "the vendor id first");
+    let mut short = [0u8; 10];
+    assert_eq!(hca.saved_config(&mut short), 8, "the whole dwords that fit");
+}
+
 #[test]
 fn a_behaving_device_goes_through_the_mlx4_sequence_and_comes_back_as_it_was() {
     let mut hca = device(FakeFaults::default());

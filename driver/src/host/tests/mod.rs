@@ -298,8 +298,13 @@ struct FakeHca {
     identity_reads: u32,
     fail_identity: bool,
     fail_save: bool,
+    /// A save worked: [`FAKE_CONFIG`] is its config space.
+    saved: bool,
     counter: u32,
 }
+
+/// The config space the fake's save keeps.
+const FAKE_CONFIG: [u8; 8] = [0xB3, 0x15, 0x03, 0x10, 0x06, 0x00, 0x10, 0x00];
 
 impl Hca for FakeHca {
     fn save_config(&mut self) -> Result<(), HwError> {
@@ -307,7 +312,16 @@ impl Hca for FakeHca {
         if self.fail_save {
             return Err(HwError::DeviceError);
         }
+        self.saved = true;
         Ok(())
+    }
+    fn saved_config(&self, out: &mut [u8]) -> usize {
+        if !self.saved {
+            return 0;
+        }
+        let n = out.len().min(FAKE_CONFIG.len());
+        out[..n].copy_from_slice(&FAKE_CONFIG[..n]);
+        n
     }
     fn restore_config(&mut self) -> Result<(), HwError> {
         self.calls.push("restore_config");
@@ -418,6 +432,7 @@ fn hca() -> FakeHca {
         identity_reads: 0,
         fail_identity: false,
         fail_save: false,
+        saved: false,
         counter: 0,
     }
 }

@@ -340,6 +340,11 @@ fn a_failed_reset_is_logged_and_a_restart_brings_the_device_back() {
     settle(&bus);
     assert_eq!(bus.state(), State::Failed);
     assert_eq!(hw_calls(&bus), ["identity", "read_health", "save_config"]);
+    let kept = bus.inspect(|c| {
+        let b = crate::coordinator::bundle::read_bundle(c.kept_bundle().expect("kept"));
+        b.expect("a bundle").header.config_bytes
+    });
+    assert_eq!(kept, 0, "a save that failed kept no config space");
     let failed = Event::ResetFailed {
         epoch: Epoch(1),
         error: FailReason::HardwareDead,
@@ -352,6 +357,15 @@ fn a_failed_reset_is_logged_and_a_restart_brings_the_device_back() {
     settle(&bus);
     fire(&bus, TimerId::HwPoll);
     assert_eq!((bus.state(), bus.epoch()), (State::Operational, Epoch(2)));
+    // The save that worked handed its config space through the host to the bundle.
+    let config = bus.inspect(|c| {
+        use crate::coordinator::bundle::{read_bundle, BundleCause, BUNDLE_MAX_BYTES};
+        let mut out = alloc::vec![0u8; BUNDLE_MAX_BYTES];
+        let n = c.bundle_now(BundleCause::OnDemand, &mut out).expect("room");
+        let b = read_bundle(&out[..n]).expect("a bundle");
+        b.header.config[..b.header.config_bytes as usize].to_vec()
+    });
+    assert_eq!(config, FAKE_CONFIG);
     assert_eq!(
         w(&bus).delivered,
         [(a, reset), (a, failed), (a, end_event(2))]

@@ -100,6 +100,21 @@ fn a_failure_keeps_a_bundle_that_the_resets_after_it_leave_alone() {
         (c.identity().node_guid, c.identity().device_id)
     );
     assert_eq!(b.header.driver_version[..5], *b"0.1.0");
+    // The config space saved before the reset: the simulated function's PCI header.
+    assert_eq!(b.header.config_bytes, 64);
+    let config = b.header.config;
+    let word = |at: usize| u16::from_le_bytes([config[at], config[at + 1]]);
+    assert_eq!(
+        (word(0x00), word(0x02), word(0x2C), word(0x2E)),
+        (
+            c.identity().vendor_id,
+            c.identity().device_id,
+            c.identity().subsys_vendor_id,
+            c.identity().subsys_id
+        )
+    );
+    assert_eq!((config[0x0B], config[0x0A]), (0x0C, 0x06), "InfiniBand");
+    assert!(config[64..].iter().all(|b| *b == 0));
 
     // Restarted, reset again: the kept bundle is the failure's, byte for byte.
     h.run_until(Instant::from_ms(20_000));

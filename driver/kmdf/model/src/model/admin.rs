@@ -173,6 +173,13 @@ pub(crate) fn every_other_code(m: &mut Machine, vetoer: &str) {
         status == STATUS_SUCCESS && view.as_ref().is_ok_and(|b| b.header.epoch == 3),
         &format!("READ_BUNDLE now: {status:#x}, {view:?}"),
     );
+    // The config space the last reset saved reached the bundle through the layer: the PCI
+    // header, its vendor id the adapter's.
+    let config_ok = view.as_ref().is_ok_and(|b| {
+        let c = &b.header.config;
+        b.header.config_bytes == 256 && u16::from_le_bytes([c[0], c[1]]) == b.header.vendor_id
+    });
+    expect(config_ok, "READ_BUNDLE now: the saved config space");
 }
 
 /// READ_BUNDLE as `hcactl dump --bundle` sends it, with the room it gives.
