@@ -17,6 +17,7 @@ use hcabus::{HwStep, Instant, Policy};
 
 use crate::scenario::{self, ScenarioError};
 
+mod clients;
 mod infer;
 
 use infer::quoted;
@@ -275,7 +276,7 @@ fn policy_section(t: &mut String, policy: &Policy) {
 }
 
 /// The `[[clients]]` tables; notes for what a scenario cannot declare.
-fn client_sections(t: &mut String, clients: &[infer::ClientDraft]) -> Vec<String> {
+fn client_sections(t: &mut String, clients: &[clients::ClientDraft]) -> Vec<String> {
     let mut notes = Vec::new();
     let stack = clients.iter().any(|c| {
         matches!(
@@ -302,6 +303,11 @@ fn client_sections(t: &mut String, clients: &[infer::ClientDraft]) -> Vec<String
         }
         if c.request_on_reset_end {
             t.push_str("request_on_reset_end = true\n");
+        }
+        if c.reregister_on_reset {
+            t.push_str("reregister_on_reset = true\n");
+        } else if c.unregister_on_reset {
+            t.push_str("unregister_on_reset = true\n");
         }
         if c.vetoes {
             t.push_str("veto_planned = true\n");

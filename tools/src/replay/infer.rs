@@ -9,9 +9,14 @@
 use hcabus::coordinator::bundle::BundleView;
 use hcabus::fault::{FaultArgs, FaultCode};
 use hcabus::recorder::{HwOutcome, Record, RecordKind};
-use hcabus::types::{Call, ClientFlags, ClientKind, EventKind, FailReason, PortState};
+use hcabus::types::{Call, FailReason, PortState};
 use hcabus::types::{ResetReason, State};
 use hcabus::{HwStep, Policy};
+
+use super::clients::{
+    answers_reset_end, behaviours, clients, is_custom, is_reset_end, last_of, other_paths,
+    ClientDraft,
+};
 
 /// One event of the scenario: when (to the microsecond the record says; the file rounds it
 /// up to its millisecond), its TOML keys after `at_ms`, and whether it arms the device
@@ -21,19 +26,6 @@ pub(super) struct Event {
     pub at_us: u64,
     pub arms: bool,
     pub keys: String,
-}
-
-/// A client as the scenario declares it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ClientDraft {
-    pub name: String,
-    pub kind: ClientKind,
-    pub flags: ClientFlags,
-    pub vetoes: bool,
-    pub never_ack: bool,
-    pub ack_delay_ms: u64,
-    /// It asked for a reset as soon as it was told one ended.
-    pub request_on_reset_end: bool,
 }
 
 /// The adapter's timings read from the records (`None`: nothing showed it).
@@ -62,130 +54,6 @@ fn reason_of(kind: &RecordKind) -> Option<ResetReason> {
         | RecordKind::FollowUpScheduled { reason } => Some(reason),
         _ => None,
     }
-}
-
-/// The clients: the bundle's table (format 2), or the names the records registered
-/// (format 1: custom clients, said in a note).
-fn clients(b: &BundleView, notes: &mut Vec<String>) -> Vec<ClientDraft> {
-    let draft = |name: &str, kind, flags| ClientDraft {
-        name: name.to_string(),
-        kind,
-        flags,
-        vetoes: false,
-        never_ack: false,
-        ack_delay_ms: 0,
-        request_on_reset_end: false,
-    };
-    if !b.clients.is_empty() {
-        return b
-            .clients
-            .iter()
-            .filter_map(|e| e.desc())
-            .map(|d| draft(d.name.as_str(), d.kind, d.flags))
-            .collect();
-    }
-    let mut out: Vec<ClientDraft> = Vec::new();
-    for r in &b.records {
-        if let RecordKind::Call {
-            client: Some(_),
-            call: Call::Register,
-        } = r.kind
-        {
-            if !out.iter().any(|c| c.name == r.name.as_str()) {
-                out.push(draft(
-                    r.name.as_str(),
-                    ClientKind::Custom,
-                    ClientFlags::empty(),
-                ));
-            }
-        }
-    }
-    if !out.is_empty() {
-        notes.push(format!(
-            "the bundle has no client table (format {}): its {} registered client(s) are \
-             replayed as custom clients",
-            b.header.format,
-            out.len()
-        ));
-    }
-    out
-}
-
-/// How each client that a scenario scripts answered: a veto, silence, a delay before its
-/// execute, a request at each reset's end.
-fn behaviours(records: &[Record], clients: &mut [ClientDraft]) {
-    let mut told_at: Vec<Option<u64>> = vec![None; clients.len()];
-    let mut last: Vec<Option<(u64, RecordKind)>> = vec![None; clients.len()];
-    let find = |clients: &[ClientDraft], r: &Record| {
-        clients.iter().position(|c| {
-            matches!(
-                c.kind,
-                ClientKind::Custom | ClientKind::Ipoib | ClientKind::Srp
-            ) && c.name == r.name.as_str()
-        })
-    };
-    for r in records {
-        let Some(i) = find(clients, r) else { continue };
-        match r.kind {
-            RecordKind::Event {
-                event: EventKind::Reset,
-                ..
-            } => told_at[i] = Some(r.at.as_us()),
-            RecordKind::Call {
-                call: Call::ResetExecute,
-                ..
-            } => {
-                if let Some(t) = told_at[i].take() {
-                    let delay = r.at.as_us().saturating_sub(t) / 1000;
-                    clients[i].ack_delay_ms = clients[i].ack_delay_ms.max(delay);
-                }
-            }
-            RecordKind::Call {
-                call: Call::ResetRequest,
-                ..
-            } if is_reset_end(last[i], r.at.as_us()) => clients[i].request_on_reset_end = true,
-            RecordKind::Vetoed { .. } => clients[i].vetoes = true,
-            RecordKind::Unresponsive { .. } => clients[i].never_ack = true,
-            _ => {}
-        }
-        last[i] = Some((r.at.as_us(), r.kind));
-    }
-}
-
-/// A storage client that consented to a planned reset had a path through another adapter,
-/// which a bundle (one adapter's) does not hold: the replay gives it this adapter's alone.
-fn other_paths(records: &[Record], clients: &[ClientDraft], notes: &mut Vec<String>) {
-    for c in clients {
-        if !matches!(c.kind, ClientKind::BootDisk | ClientKind::Srp) {
-            continue;
-        }
-        let consented = records.iter().any(|r| {
-            r.name.as_str() == c.name
-                && matches!(
-                    r.kind,
-                    RecordKind::Call {
-                        call: Call::ResetConsent,
-                        ..
-                    }
-                )
-        });
-        if consented {
-            notes.push(format!(
-                "{} consented to a planned reset: it had a path through another adapter, which \
-                 this adapter's bundle does not hold; the replay gives it this adapter's path \
-                 alone, and it may veto where it consented",
-                c.name
-            ));
-        }
-    }
-}
-
-/// Whether a client's last record was RESET_END at `at_us`: a request made in answer to it.
-fn is_reset_end(last: Option<(u64, RecordKind)>, at_us: u64) -> bool {
-    matches!(
-        last,
-        Some((t, RecordKind::Event { event: EventKind::ResetEnd, .. })) if t == at_us
-    )
 }
 
 /// Reads the records into a draft of the scenario.
@@ -446,27 +314,6 @@ pub(super) fn quoted(s: &str) -> String {
 fn caused_at(d: &Draft, at_us: u64, name: &str) -> bool {
     let keys = fault(name);
     d.events.iter().any(|e| e.at_us == at_us && e.keys == keys)
-}
-
-fn is_custom(clients: &[ClientDraft], r: &Record) -> bool {
-    clients
-        .iter()
-        .any(|c| c.kind == ClientKind::Custom && c.name == r.name.as_str())
-}
-
-fn answers_reset_end(clients: &[ClientDraft], r: &Record) -> bool {
-    clients
-        .iter()
-        .any(|c| c.request_on_reset_end && c.name == r.name.as_str())
-}
-
-/// The last record before these about the client `r` is about.
-fn last_of(before: &[Record], r: &Record) -> Option<(u64, RecordKind)> {
-    before
-        .iter()
-        .rev()
-        .find(|b| b.name == r.name && !b.name.as_str().is_empty())
-        .map(|b| (b.at.as_us(), b.kind))
 }
 
 /// Whether the last health read before these already found the counter stopped.

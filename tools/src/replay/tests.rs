@@ -291,3 +291,92 @@ fn a_bundle_with_no_records_is_refused() {
     b.records.clear();
     assert!(matches!(infer(&b, "empty"), Err(ReplayError::NoRecords)));
 }
+
+/// Failures of every class, each as a scenario a user would write: it ends Failed, and its
+/// kept bundle replays to the same records.
+#[test]
+fn a_failure_of_each_class_replays_to_its_record_sequence() {
+    let disk = "[[clients]]\nname = \"bootdisk\"\nkind = \"bootdisk\"\niops = 800\n";
+    let net = "[[clients]]\nname = \"ipoib\"\nkind = \"ipoib\"\n";
+    let ev = |at: u64, keys: &str| format!("[[events]]\nat_ms = {at}\n{keys}\n");
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "every assertion refused",
+            format!("{disk}{}", ev(1000, "fault = \"reset_fails\"\ncount = 5") + &ev(1500, "fault = \"catastrophic\"")),
+        ),
+        (
+            "auto-recover off",
+            format!("[policy]\nauto_recover = false\n{disk}{}", ev(1200, "fault = \"command_timeout\"")),
+        ),
+        (
+            "a hang, then never back",
+            format!(
+                "[policy]\nhw_ready_timeout_ms = 800\nauto_restart_window_ms = 3000\n{disk}{net}{}{}",
+                ev(300, "fault = \"never_returns\""),
+                ev(700, "fault = \"hang\"")
+            ),
+        ),
+        (
+            "a stalled counter, then another adapter",
+            format!("{net}{}{}", ev(400, "fault = \"device_replaced\""), ev(600, "fault = \"health_stall\"")),
+        ),
+        (
+            "a retry that worked, then one that did not",
+            format!(
+                "[policy]\nreset_retries = 1\n{disk}{}{}{}",
+                ev(500, "fault = \"reset_fails\"\ncount = 1"),
+                ev(600, "fault = \"catastrophic\""),
+                ev(2500, "fault = \"reset_fails\"\ncount = 3") + &ev(2600, "fault = \"admin_reset\"")
+            ),
+        ),
+        (
+            "a cable out, then the device dead",
+            format!(
+                "[hca]\nlink_up_ms = 100\nsm_sweep_ms = 200\n{disk}{net}{}{}{}",
+                ev(400, "fault = \"port_down\"\nport = 2\nduration_ms = 900"),
+                ev(800, "fault = \"reset_fails\"\ncount = 4"),
+                ev(900, "fault = \"catastrophic\"")
+            ),
+        ),
+        (
+            "a storm of client requests",
+            format!(
+                "[policy]\nmax_auto_resets = 2\nclient_request_limit = 16\n[[clients]]\nname = \"flaky\"\nkind = \"custom\"\n\
+                 request_every_ms = 600\n[[clients]]\nname = \"voter\"\nkind = \"custom\"\n\
+                 can_veto = true\nack_delay_ms = 40\n{disk}"
+            ),
+        ),
+        (
+            "a planned reset forced through a silent voter, then dead",
+            format!(
+                "[policy]\nquery_deadline_ms = 300\nhw_ready_timeout_ms = 1000\nauto_restart_window_ms = 3000\n[[clients]]\nname = \"silent\"\nkind = \"custom\"\n\
+                 can_veto = true\nnever_ack = true\n{disk}guard_last_path = false\n{}{}",
+                ev(500, "fault = \"never_returns\""),
+                ev(600, "fault = \"fw_activate\"")
+            ),
+        ),
+        (
+            "clients that leave at a reset, one of them to come back",
+            format!(
+                "[policy]\nreset_retries = 0\n[[clients]]\nname = \"leaver\"\nkind = \"custom\"\n\
+                 unregister_on_reset = true\n[[clients]]\nname = \"returner\"\nkind = \"custom\"\n\
+                 reregister_on_reset = true\n[[clients]]\nname = \"slow\"\nkind = \"custom\"\n\
+                 ack_delay_ms = 25\n{net}{}{}{}",
+                ev(500, "fault = \"admin_reset\""),
+                ev(1500, "fault = \"reset_fails\"\ncount = 2"),
+                ev(1600, "fault = \"catastrophic\"")
+            ),
+        ),
+    ];
+    for (what, body) in cases {
+        let text = format!("name = \"case\"\nduration_ms = 9000\n{body}");
+        let b = bundle_of(&text);
+        assert_eq!(
+            b.cause(),
+            Some(BundleCause::Failed),
+            "{what}: it fails\n{text}"
+        );
+        let v = replayed(what, &b);
+        assert_eq!(v.state, State::Failed, "{what}");
+    }
+}
