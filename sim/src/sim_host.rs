@@ -22,7 +22,7 @@ use crate::setup::{Fault, SimSetup, COMMAND_TIMEOUT};
 use crate::wakes::Wakes;
 use hcabus::coordinator::bundle::CONFIG_BYTES;
 use hcabus::coordinator::*;
-use hcabus::hca::{execute, saved_config_after};
+use hcabus::hca::{execute, saved_config_after, HwStep};
 use hcabus::host::irql;
 use hcabus::ioctl::{self, FaultCode, FaultRequest, IoctlDevice, NtStatus, Reply};
 use hcabus::policy::PolicyError;
@@ -596,7 +596,8 @@ impl<A: ?Sized + Agent> SimHost<A> {
                     let done = execute(&mut self.hca, step);
                     let mut config = [0u8; CONFIG_BYTES];
                     let saved = saved_config_after(&self.hca, &done, &mut config);
-                    if saved > 0 {
+                    // A save that failed keeps none: no older one stands in for it.
+                    if done.step == HwStep::SaveConfig {
                         self.coord.config_saved(&config[..saved]);
                     }
                     self.coord.hw_complete(now, done);

@@ -19,6 +19,9 @@ use crate::scenario::{self, ScenarioError};
 
 mod clients;
 mod infer;
+mod timebase;
+
+pub use timebase::Timebase;
 
 use infer::quoted;
 
@@ -34,6 +37,8 @@ pub struct Replay {
     pub instants: Vec<Instant>,
     /// What was taken as a default or left out, in words.
     pub notes: Vec<String>,
+    /// How the bundle's instants map onto the replay's.
+    pub timebase: Timebase,
 }
 
 /// Why a replay could not be run.
@@ -48,6 +53,40 @@ pub enum ReplayError {
     Scenario(ScenarioError, String),
     #[error("the scenario made from the bundle cannot be built: {0}")]
     Build(String),
+    #[error(
+        "the bundle spans {span_ms} ms once its quiet stretches are shortened: more than a \
+         scenario runs ({MAX_SCENARIO_MS} ms)"
+    )]
+    TooLong { span_ms: u64 },
+    #[error(
+        "nothing of the bundle is compared: its records end a reset whose start its ring had \
+         overwritten"
+    )]
+    NothingCompared,
+}
+
+/// The longest scenario (`duration_ms`'s bound).
+const MAX_SCENARIO_MS: u64 = 24 * 3_600_000;
+
+/// What a timebase did, in words.
+fn timebase_notes(t: &Timebase) -> Vec<String> {
+    let mut notes = Vec::new();
+    if t.t0_us > 0 {
+        notes.push(format!(
+            "the replay's 0 is the bundle's {} (the bus's start); its times are the bundle's \
+             less that",
+            Instant::from_us(t.t0_us)
+        ));
+    }
+    if t.stretches() > 0 {
+        notes.push(format!(
+            "{} quiet stretch(es) shortened by {} in all (whole health polls; every window of \
+             the policy kept)",
+            t.stretches(),
+            hcabus::Duration::from_us(t.shortened_us())
+        ));
+    }
+    notes
 }
 
 /// How long the replay runs past the bundle's instant.
@@ -175,6 +214,15 @@ pub fn infer(b: &BundleView, name: &str) -> Result<Replay, ReplayError> {
             Policy::KEYS.len()
         ));
     }
+    if let Err(e) = policy.validate() {
+        notes.push(format!(
+            "the bundle's policy is not one this build runs ({e}): the replay runs the defaults"
+        ));
+        policy = Policy::default();
+    }
+    let timebase = timebase::timebase(b, &policy);
+    notes.extend(timebase_notes(&timebase));
+    let b = &timebase.apply(b);
     let mut d = infer::draft(b, &policy);
     notes.append(&mut d.notes);
     let injections = b
@@ -192,6 +240,9 @@ pub fn infer(b: &BundleView, name: &str) -> Result<Replay, ReplayError> {
     let last_ms = d.events.iter().map(infer::Event::at_ms).max().unwrap_or(0);
     // A second past the bundle's instant: a replay a little late is still compared whole.
     let end_ms = (b.taken_at().as_us() / 1000).max(last_ms) + GRACE_MS;
+    if end_ms > MAX_SCENARIO_MS {
+        return Err(ReplayError::TooLong { span_ms: end_ms });
+    }
     let _ = writeln!(
         t,
         "# Made by `hcasim replay` from a bundle {} at {} (e{}).",
@@ -221,6 +272,7 @@ pub fn infer(b: &BundleView, name: &str) -> Result<Replay, ReplayError> {
         events,
         instants,
         notes,
+        timebase,
     })
 }
 
@@ -361,6 +413,7 @@ impl Verdict {
 /// Runs the replay's scenario and holds its records against the bundle's, record number by
 /// record number from the bundle's first.
 pub fn run(b: &BundleView, replay: &Replay) -> Result<Verdict, ReplayError> {
+    let b = &replay.timebase.apply(b);
     let mut setup =
         scenario::parse(&replay.toml).map_err(|e| ReplayError::Scenario(e, replay.toml.clone()))?;
     if setup.sim.faults.len() != replay.instants.len() {
@@ -387,6 +440,9 @@ pub fn run(b: &BundleView, replay: &Replay) -> Result<Verdict, ReplayError> {
     // records up to the next reset's start are not compared.
     let skipped = if whole { 0 } else { reset_tail(&original) };
     original.drain(..skipped);
+    if original.is_empty() {
+        return Err(ReplayError::NothingCompared);
+    }
     let all = comparable(&coord.recorder().iter().copied().collect::<Vec<_>>(), whole);
     // A replay that failed is cut where its own bundle was kept, and held whole against the
     // original (a record more is a difference); one that did not is cut at the original's

@@ -98,7 +98,10 @@ pub struct BundleHeader {
     pub config: [u8; CONFIG_BYTES],
 }
 const_assert_eq!(size_of::<BundleHeader>(), 392);
+const_assert_eq!(core::mem::offset_of!(BundleHeader, client_count), 13);
+const_assert_eq!(core::mem::offset_of!(BundleHeader, record_count), 16);
 const_assert_eq!(core::mem::offset_of!(BundleHeader, epoch), 24);
+const_assert_eq!(core::mem::offset_of!(BundleHeader, config_bytes), 124);
 const_assert_eq!(core::mem::offset_of!(BundleHeader, node_guid), 64);
 const_assert_eq!(core::mem::offset_of!(BundleHeader, health_errors), 96);
 const_assert_eq!(core::mem::offset_of!(BundleHeader, config), 136);
@@ -318,6 +321,13 @@ pub enum BundleError {
     Record(usize),
     #[error("records of {0} bytes, this build reads {RECORD_BYTES}")]
     RecordBytes(u16),
+    /// A count past what the format holds (a format 1 bundle has no client table).
+    #[error("the bundle's header gives {field} {value}, past the format's {most}")]
+    Count {
+        field: &'static str,
+        value: u32,
+        most: u32,
+    },
 }
 
 /// Reads a bundle; refuses anything that is not one whole.
@@ -332,12 +342,30 @@ pub fn read_bundle(bytes: &[u8]) -> Result<BundleView, BundleError> {
     if usize::from(header.record_bytes) != RECORD_BYTES {
         return Err(BundleError::RecordBytes(header.record_bytes));
     }
+    // Format 1 wrote 0 where the client count now is.
+    let most_clients = if header.format == 1 {
+        0
+    } else {
+        BUNDLE_CLIENTS
+    };
+    let counts = [
+        ("client_count", u32::from(header.client_count), most_clients),
+        ("record_count", header.record_count, BUNDLE_RECORDS),
+    ];
+    for (field, value, most) in counts {
+        if value as usize > most {
+            return Err(BundleError::Count {
+                field,
+                value,
+                most: most as u32,
+            });
+        }
+    }
     let policy_len = usize::from(header.policy_keys) * 8;
-    // Format 1 wrote 0 where the count now is.
     let clients_len = usize::from(header.client_count) * size_of::<ClientEntry>();
     let records = header.record_count as usize;
-    let says =
-        size_of::<BundleHeader>() + policy_len + clients_len + records.saturating_mul(RECORD_BYTES);
+    // Bounded by the counts just checked: no sum here can overflow.
+    let says = size_of::<BundleHeader>() + policy_len + clients_len + records * RECORD_BYTES;
     if rest.len() != says - size_of::<BundleHeader>() {
         return Err(BundleError::Length {
             has: bytes.len(),

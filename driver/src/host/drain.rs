@@ -12,7 +12,7 @@
 
 use crate::coordinator::bundle::CONFIG_BYTES;
 use crate::coordinator::Action;
-use crate::hca::{execute, saved_config_after};
+use crate::hca::{execute, saved_config_after, HwStep};
 use crate::host::bus::{Core, Running};
 use crate::host::{Bus, EventLogEntry, Lock, Platform, ResetSpan, Scheduled};
 use crate::recorder::RecordKind;
@@ -108,7 +108,8 @@ impl<P: Platform> Bus<P> {
                     self.core.with(|c| {
                         if let Some((done, saved)) = done {
                             let _ran = c.hw_queue.pop();
-                            if saved > 0 {
+                            // A save that failed keeps none: no older one stands in for it.
+                            if done.step == HwStep::SaveConfig {
                                 c.coord.config_saved(&config[..saved]);
                             }
                             c.coord.hw_complete(now, done);

@@ -54,9 +54,10 @@ Exit status:
      stopped on SIGINT or SIGTERM)
   1  a guarantee broke: an invariant violated, I/O lost, duplicated or corrupted, or a
      command left out past its bound (`hunt`: a seed did, printed with the command that
-     replays it)
+     replays it); `replay`: the replay's records differ from the bundle's
   2  a usage error, a scenario file that is refused (the key named), or a socket that
-     cannot be served";
+     cannot be served; `replay`: a file that is not a bundle, one with nothing to compare
+     or too long to replay, or a --scenario file that exists already";
 
 /// Run the hcabus soft-reset coordinator on a simulated HCA.
 ///

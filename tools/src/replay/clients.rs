@@ -43,6 +43,13 @@ pub(super) fn clients(b: &BundleView, notes: &mut Vec<String>) -> Vec<ClientDraf
         .filter_map(|e| e.desc())
         .map(|d| draft(d.name.as_str(), d.kind, d.flags))
         .collect();
+    if table.len() < b.clients.len() {
+        notes.push(format!(
+            "{} of the bundle's client entries name a kind or a name this build does not \
+             know: left out of the table (a record that registers one makes it a custom client)",
+            b.clients.len() - table.len()
+        ));
+    }
     let registered: Vec<&str> = b
         .records
         .iter()

@@ -137,20 +137,36 @@ fn causes(b: &BundleView, policy: &Policy, d: &mut Draft) {
             }
             _ => {}
         }
-        match reason_of(&r.kind) {
-            Some(ResetReason::Catastrophic)
-                if !caused_at(d, at_us, "catastrophic")
-                    && !injected(before, &[FaultCode::Catastrophic]) =>
-            {
-                d.events.push(event(at_us, false, fault("catastrophic")));
-            }
-            Some(ResetReason::HealthStall) if !injected(before, STALLS) => {
-                stall(d, stall_start(before, policy));
-            }
-            _ => {}
-        }
+        reason_cause(d, r, before, policy);
     }
     d.events.extend(cables.still_out(b.taken_at().as_us()));
+}
+
+/// The fault a reset's reason names, when no record before made it: a catastrophic error a
+/// health read found, a counter that stopped. A reset scheduled to follow another starts for
+/// the cause found then, which made its event already.
+fn reason_cause(d: &mut Draft, r: &Record, before: &[Record], policy: &Policy) {
+    let at_us = r.at.as_us();
+    let followed = |reason: ResetReason| {
+        let last = before
+            .iter()
+            .rev()
+            .find_map(|b| reason_of(&b.kind).map(|x| (b.kind, x)));
+        matches!(last, Some((RecordKind::FollowUpScheduled { .. }, x)) if x == reason)
+    };
+    match (r.kind, reason_of(&r.kind)) {
+        (RecordKind::ResetStarted { .. }, Some(reason)) if followed(reason) => {}
+        (_, Some(ResetReason::Catastrophic))
+            if !caused_at(d, at_us, "catastrophic")
+                && !injected(before, &[FaultCode::Catastrophic]) =>
+        {
+            d.events.push(event(at_us, false, fault("catastrophic")));
+        }
+        (_, Some(ResetReason::HealthStall)) if !injected(before, STALLS) => {
+            stall(d, stall_start(before, policy));
+        }
+        _ => {}
+    }
 }
 
 /// A stopped health counter at `at_us`, once.
@@ -203,7 +219,7 @@ impl Cables {
             PortState::Init => {
                 let down_us = slot.take()?;
                 // Plugged back when the link began to train.
-                let out_ms = at_us.saturating_sub(down_us + link_up_us) / 1000;
+                let out_ms = at_us.saturating_sub(down_us.saturating_add(link_up_us)) / 1000;
                 Some(event(down_us, false, port_down(port, out_ms.max(1))))
             }
             _ => None,
@@ -371,7 +387,7 @@ fn stall_start(before: &[Record], policy: &Policy) -> u64 {
         (Some(m), _) => m.last_at.as_us(),
         (None, Some(u)) => {
             u.at.as_us()
-                .saturating_sub(policy.health_poll_interval_ms * 1000)
+                .saturating_sub(policy.health_poll_interval_ms.saturating_mul(1000))
         }
         (None, None) => 0,
     }
@@ -430,24 +446,18 @@ fn timings(records: &[Record]) -> Timings {
 /// another adapter answering.
 fn resets(records: &[Record], d: &mut Draft) {
     let mut start: Option<(usize, u64)> = None;
-    let mut last_end_us = 0u64;
-    let arm = |d: &mut Draft, from: usize, to: usize, start_us: u64, last_end_us: u64, ended| {
-        let reset = &records[from..to];
-        // A millisecond before the reset, unless the one before was still running.
-        let start_ms = start_us / 1000;
-        let arm_ms = if start_ms >= 1 && last_end_us < (start_ms - 1) * 1000 {
-            start_ms - 1
-        } else {
-            start_ms
-        };
-        for (code, keys) in found(reset, ended) {
-            if !injected(&records[..from], &[code]) {
-                d.events.push(event(arm_ms * 1000, true, keys));
-            }
-        }
-    };
+    let mut arming = Arming::default();
     for (i, r) in records.iter().enumerate() {
         let ended = match r.kind {
+            RecordKind::FaultInjected {
+                fault: FaultCode::ResetFails,
+                count,
+                accepted: true,
+                ..
+            } => {
+                arming.outstanding = arming.outstanding.saturating_add(count);
+                continue;
+            }
             RecordKind::ResetStarted { .. } if start.is_none() => {
                 start = Some((i, r.at.as_us()));
                 continue;
@@ -457,29 +467,60 @@ fn resets(records: &[Record], d: &mut Draft) {
             _ => continue,
         };
         if let Some((from, start_us)) = start.take() {
-            arm(d, from, i + 1, start_us, last_end_us, ended);
-            last_end_us = r.at.as_us();
+            arming.arm(d, records, from..i + 1, start_us, ended);
+            arming.last_end_us = r.at.as_us();
         }
     }
     // A reset still under way when the bundle was taken.
     if let Some((from, start_us)) = start {
-        arm(d, from, records.len(), start_us, last_end_us, Ended::Open);
+        arming.arm(d, records, from..records.len(), start_us, Ended::Open);
     }
 }
 
-/// How a reset ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ended {
-    Finished,
-    Failed(FailReason),
-    /// Not by the bundle's end.
-    Open,
+/// What arms each reset's faults: when the one before ended, and the refusals injected
+/// (INJECT_FAULT) and not yet spent, which the device makes itself.
+#[derive(Debug, Default)]
+struct Arming {
+    last_end_us: u64,
+    outstanding: u32,
 }
 
-/// The faults a reset's records show the device had.
-fn found(reset: &[Record], ended: Ended) -> Vec<(FaultCode, String)> {
-    let mut out = Vec::new();
-    let refused: u32 = reset
+impl Arming {
+    fn arm(
+        &mut self,
+        d: &mut Draft,
+        records: &[Record],
+        range: core::ops::Range<usize>,
+        start_us: u64,
+        ended: Ended,
+    ) {
+        let from = range.start;
+        let reset = &records[range];
+        // A millisecond before the reset, unless the one before was still running.
+        let start_ms = start_us / 1000;
+        let arm_ms = if start_ms >= 1 && self.last_end_us < (start_ms - 1) * 1000 {
+            start_ms - 1
+        } else {
+            start_ms
+        };
+        let refused = refusals(reset);
+        let extra = refused.saturating_sub(self.outstanding);
+        self.outstanding = self.outstanding.saturating_sub(refused);
+        if extra > 0 {
+            let keys = format!("{}\ncount = {}", fault("reset_fails"), extra.min(64));
+            d.events.push(event(arm_ms * 1000, true, keys));
+        }
+        for (code, keys) in found(reset, ended) {
+            if !injected(&records[..from], &[code]) {
+                d.events.push(event(arm_ms * 1000, true, keys));
+            }
+        }
+    }
+}
+
+/// How many assertions (soft or FLR) a reset's records show refused.
+fn refusals(reset: &[Record]) -> u32 {
+    reset
         .iter()
         .filter(|r| {
             matches!(
@@ -491,12 +532,21 @@ fn found(reset: &[Record], ended: Ended) -> Vec<(FaultCode, String)> {
                 }
             )
         })
-        .map(|r| r.count)
-        .sum();
-    if refused > 0 {
-        let keys = format!("{}\ncount = {}", fault("reset_fails"), refused.min(64));
-        out.push((FaultCode::ResetFails, keys));
-    }
+        .fold(0u32, |n, r| n.saturating_add(r.count))
+}
+
+/// How a reset ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Finished,
+    Failed(FailReason),
+    /// Not by the bundle's end.
+    Open,
+}
+
+/// The faults a reset's records show the device had, besides refused assertions.
+fn found(reset: &[Record], ended: Ended) -> Vec<(FaultCode, String)> {
+    let mut out = Vec::new();
     let probed = |outcome: HwOutcome| {
         reset.iter().any(|r| {
             matches!(r.kind, RecordKind::Hw { step: HwStep::ProbeReady, outcome: o, .. } if o == outcome)

@@ -296,10 +296,25 @@ fn a_bundle_with_no_records_is_refused() {
 /// kept bundle replays to the same records.
 #[test]
 fn a_failure_of_each_class_replays_to_its_record_sequence() {
+    for (what, body) in failure_classes() {
+        let text = format!("name = \"case\"\nduration_ms = 9000\n{body}");
+        let b = bundle_of(&text);
+        assert_eq!(
+            b.cause(),
+            Some(BundleCause::Failed),
+            "{what}: it fails\n{text}"
+        );
+        let v = replayed(what, &b);
+        assert_eq!(v.state, State::Failed, "{what}");
+    }
+}
+
+/// One scenario of each class of failure (its clients, policy and events, no header).
+fn failure_classes() -> Vec<(&'static str, String)> {
     let disk = "[[clients]]\nname = \"bootdisk\"\nkind = \"bootdisk\"\niops = 800\n";
     let net = "[[clients]]\nname = \"ipoib\"\nkind = \"ipoib\"\n";
     let ev = |at: u64, keys: &str| format!("[[events]]\nat_ms = {at}\n{keys}\n");
-    let cases: Vec<(&str, String)> = vec![
+    vec![
         (
             "every assertion refused",
             format!("{disk}{}", ev(1000, "fault = \"reset_fails\"\ncount = 5") + &ev(1500, "fault = \"catastrophic\"")),
@@ -367,16 +382,66 @@ fn a_failure_of_each_class_replays_to_its_record_sequence() {
                 ev(1600, "fault = \"catastrophic\"")
             ),
         ),
-    ];
-    for (what, body) in cases {
-        let text = format!("name = \"case\"\nduration_ms = 9000\n{body}");
-        let b = bundle_of(&text);
-        assert_eq!(
-            b.cause(),
-            Some(BundleCause::Failed),
-            "{what}: it fails\n{text}"
-        );
-        let v = replayed(what, &b);
-        assert_eq!(v.state, State::Failed, "{what}");
+    ]
+}
+
+/// A bundle of a bus up for days (a driver's clock counts from boot): its clock is moved to
+/// the bus's start and a quiet stretch of three days shortened by whole health polls, and it
+/// replays to the same records in a minute of virtual time.
+#[test]
+fn a_bundle_days_after_boot_replays_on_the_buses_own_clock() {
+    let mut b = bundle_of(
+        "name = \"late\"\nduration_ms = 8000\n[[clients]]\nname = \"bootdisk\"\nkind = \"bootdisk\"\n\
+         [[events]]\nat_ms = 5000\nfault = \"reset_fails\"\ncount = 5\n\
+         [[events]]\nat_ms = 5000\nfault = \"catastrophic\"\n",
+    );
+    assert_eq!(b.cause(), Some(BundleCause::Failed));
+    const HOUR_US: u64 = 3_600_000_000;
+    let boot_us = 48 * HOUR_US;
+    let quiet_us = 72 * HOUR_US;
+    let struck = b
+        .records
+        .iter()
+        .position(|r| matches!(r.kind, RecordKind::ResetStarted { .. }))
+        .expect("a reset");
+    for (i, r) in b.records.iter_mut().enumerate() {
+        let later = boot_us + if i + 1 >= struck { quiet_us } else { 0 };
+        r.at = hcabus::Instant::from_us(r.at.as_us() + later);
+        r.last_at = hcabus::Instant::from_us(r.last_at.as_us() + later);
     }
+    b.header.taken_at_us += boot_us + quiet_us;
+    let replay = infer(&b, "late").expect("infers");
+    assert_eq!(replay.timebase.t0_us, boot_us);
+    assert_eq!(replay.timebase.stretches(), 1);
+    assert!(replay.timebase.shortened_us() > quiet_us - HOUR_US);
+    assert!(replay.notes.iter().any(|n| n.contains("quiet stretch")));
+    let v = replayed("days after boot", &b);
+    assert_eq!(v.state, State::Failed);
+    assert!(
+        v.original.last().is_some_and(|r| r.at.as_us() < HOUR_US),
+        "minutes, not days"
+    );
+}
+
+/// The timebase maps an instant before a shortened stretch by the start alone, one after it
+/// by the start and the stretch.
+#[test]
+fn the_timebase_moves_each_instant_by_what_came_before_it() {
+    let mut b = bundle_of(RESTARTED);
+    let base = b.records[0].at.as_us();
+    let last = b.records.len() - 1;
+    let gap_us = 10 * 3_600_000_000;
+    b.records[last].at = hcabus::Instant::from_us(b.records[last].at.as_us() + gap_us);
+    b.header.taken_at_us += gap_us;
+    let t = timebase::timebase(&b, &hcabus::Policy::default());
+    assert_eq!(t.map(base), 0);
+    let before = b.records[last - 1].at.as_us();
+    assert_eq!(t.map(before), before - t.t0_us);
+    let after = b.records[last].at.as_us();
+    assert_eq!(t.map(after), after - t.t0_us - t.shortened_us());
+    assert_eq!(t.shortened_us() % 1_000_000, 0, "whole polls");
+    assert!(
+        after - t.shortened_us() - before > 600_000_000,
+        "every window kept"
+    );
 }

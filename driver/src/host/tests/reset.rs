@@ -383,6 +383,19 @@ fn a_failed_reset_is_logged_and_a_restart_brings_the_device_back() {
             EventLogEntry::ResetRestored { epoch: 2 },
         ]
     );
+    // A later save that fails leaves none, not the earlier one.
+    bus.with_hca(|h| h.fail_save = true);
+    assert_eq!(bus.admin_reset(AdminReset::Forced), Ok(Epoch(2)));
+    settle(&bus);
+    assert_eq!(bus.state(), State::Failed);
+    let kept = bus.inspect(|c| {
+        let b = crate::coordinator::bundle::read_bundle(c.kept_bundle().expect("kept"));
+        b.expect("a bundle").header.config_bytes
+    });
+    assert_eq!(
+        kept, 0,
+        "the failed save's bundle carries no stale config space"
+    );
 }
 
 /// Another adapter behind the reset: PnP is told (children missing, then enumerated

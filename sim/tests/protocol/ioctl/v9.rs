@@ -232,6 +232,31 @@ fn a_damaged_bundle_does_not_read() {
     record[first_record + 16] = 0xFF;
     assert_eq!(read_bundle(&record), Err(BundleError::Record(0)));
     assert_eq!(read_bundle(&[]), Err(BundleError::Magic));
+    // Counts past the format's: refused before any length is computed from them.
+    let mut clients = good.clone();
+    clients[13] = 65;
+    assert!(matches!(
+        read_bundle(&clients),
+        Err(BundleError::Count {
+            field: "client_count",
+            ..
+        })
+    ));
+    let mut records = good.clone();
+    records[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(
+        read_bundle(&records),
+        Err(BundleError::Count {
+            field: "record_count",
+            ..
+        })
+    ));
+    let mut old = good.clone();
+    old[8] = 1;
+    assert!(
+        matches!(read_bundle(&old), Err(BundleError::Count { most: 0, .. })),
+        "a format 1 bundle has no client table"
+    );
 }
 
 /// A bundle of format 1 (no client table; its count byte was reserved, 0) still reads.

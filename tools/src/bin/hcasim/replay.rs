@@ -14,7 +14,7 @@ use super::{emit, say_error};
 /// (an existing one is not replaced). Exit 0 when the records are the same, 1 when they
 /// differ, 2 for a file that is not a bundle or a scenario that cannot be written.
 pub(crate) fn run(file: &Path, scenario_out: Option<&Path>) -> ExitCode {
-    let bytes = match std::fs::read(file) {
+    let bytes = match read_small(file) {
         Ok(b) => b,
         Err(e) => {
             complain!("cannot read {}: {e}", file.display());
@@ -57,6 +57,25 @@ pub(crate) fn run(file: &Path, scenario_out: Option<&Path>) -> ExitCode {
         ExitCode::from(1)
     };
     emit(&text(&bundle, &made, &verdict, scenario_out)).unwrap_or(code)
+}
+
+/// The most a file given as a bundle may hold: a bundle is at most tens of KiB, and a file
+/// far larger is not one (it is refused before it is read whole).
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("more than {MAX_FILE_BYTES} bytes: not a bundle"),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
@@ -125,11 +144,15 @@ fn text(b: &BundleView, made: &Replay, v: &Verdict, out: Option<&Path>) -> Strin
             let show = |r: Option<&hcabus::recorder::Record>| {
                 r.map_or("(none: it ends first)".to_string(), |r| r.to_string())
             };
+            let seq = v
+                .original
+                .get(i)
+                .map_or("its end".to_string(), |r| format!("#{}", r.seq));
             t.push_str(&format!(
-                "replay: DIFFERS at record {} of {} (the bundle's #{}):\n  bundle: {}\n  replay: {}\n",
+                "replay: DIFFERS at compared record {} of {} (the bundle's {seq}):\n  bundle: {}\n  \
+                 replay: {}\n",
                 i + 1,
                 v.original.len(),
-                b.header.first_seq + (v.skipped + i) as u64,
                 show(v.original.get(i)),
                 show(v.replayed.get(i))
             ));
