@@ -246,10 +246,7 @@ pub fn infer(b: &BundleView, name: &str) -> Result<Replay, ReplayError> {
     let _ = writeln!(
         t,
         "# Made by `hcasim replay` from a bundle {} at {} (e{}).",
-        match b.cause() {
-            Some(BundleCause::Failed) => "kept when the device ended Failed",
-            _ => "taken on demand",
-        },
+        b.why(),
         b.taken_at(),
         b.header.epoch
     );

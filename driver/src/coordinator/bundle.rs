@@ -306,6 +306,23 @@ impl BundleView {
     pub fn taken_at(&self) -> Instant {
         Instant::from_us(self.header.taken_at_us)
     }
+
+    /// Why it was taken, in the words hcactl's and hcasim's lines both use.
+    pub fn why(&self) -> &'static str {
+        match self.cause() {
+            Some(BundleCause::Failed) => "kept when the device ended Failed",
+            _ => "taken on demand",
+        }
+    }
+
+    /// The state it was taken in, and the last reset's failure: `Failed (DeviceReplaced)`.
+    pub fn outcome(&self) -> alloc::string::String {
+        let state = self.state().map_or("?", |s| s.as_str());
+        match self.fail_reason() {
+            Some(f) => alloc::format!("{state} ({})", f.as_str()),
+            None => state.into(),
+        }
+    }
 }
 
 /// Why bytes are not a bundle.

@@ -4,7 +4,7 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use hcabus::coordinator::bundle::{read_bundle, BundleCause, BUNDLE_MAX_BYTES};
+use hcabus::coordinator::bundle::{read_bundle, BUNDLE_MAX_BYTES};
 use hcabus::ioctl::*;
 
 use crate::control::{ControlDevice, Failure, Outcome};
@@ -39,19 +39,13 @@ pub(crate) fn dump_bundle(bus: &mut ControlDevice, path: &Path, now: bool) -> Ou
     file.write_all(&bytes)
         .and_then(|()| file.sync_all())
         .map_err(refuse)?;
-    let why = match view.cause() {
-        Some(BundleCause::Failed) => "kept when the device ended Failed",
-        _ => "taken on demand",
-    };
-    let state = view.state().map_or("?", |s| s.as_str());
-    let failure = view
-        .fail_reason()
-        .map_or(String::new(), |f| format!(" ({})", f.as_str()));
     eprintln!(
-        "hcactl: wrote {} ({} bytes: a bundle {why} at {}, {state}{failure} on e{}, {} record(s))",
+        "hcactl: wrote {} ({} bytes: a bundle {} at {}, {} on e{}, {} record(s))",
         path.display(),
         bytes.len(),
+        view.why(),
         view.taken_at(),
+        view.outcome(),
         view.header.epoch,
         view.records.len()
     );

@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
-use hcabus::coordinator::bundle::{read_bundle, BundleCause, BundleView};
+use hcabus::coordinator::bundle::{read_bundle, BundleView};
 use hcabus_tools::replay::{self, Replay, Verdict};
 
 use super::{emit, say_error};
@@ -89,17 +89,11 @@ fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
 
 /// What the replay found, for a person.
 fn text(b: &BundleView, made: &Replay, v: &Verdict, out: Option<&Path>) -> String {
-    let why = match b.cause() {
-        Some(BundleCause::Failed) => "kept when the device ended Failed",
-        _ => "taken on demand",
-    };
-    let state = b.state().map_or("?", |s| s.as_str());
-    let failure = b
-        .fail_reason()
-        .map_or(String::new(), |f| format!(" ({})", f.as_str()));
     let mut t = format!(
-        "bundle: {why} at {}: {state}{failure} on e{}; {} record(s) from #{}, {} client(s)\n",
+        "bundle: {} at {}: {} on e{}; {} record(s) from #{}, {} client(s)\n",
+        b.why(),
         b.taken_at(),
+        b.outcome(),
         b.header.epoch,
         b.records.len(),
         b.header.first_seq,
