@@ -123,6 +123,15 @@ fn every_single_adapter_scenario_replays_to_its_record_sequence() {
     assert!(replays >= 20, "{replays} scenarios of one adapter");
 }
 
+/// The bundle of one adapter's scenario of tests/scenarios, by file name, at its end.
+fn bundle_of_scenario(name: &str) -> BundleView {
+    let path = scenarios()
+        .into_iter()
+        .find(|p| p.ends_with(name))
+        .unwrap_or_else(|| panic!("no {name} in tests/scenarios"));
+    bundles(&path).pop().expect("a bundle").1
+}
+
 /// The bundle of an inline scenario at its end (the kept one if it ended Failed).
 fn bundle_of(text: &str) -> BundleView {
     let dir = std::env::temp_dir().join(format!("hcabus-replay-{}", std::process::id()));
@@ -191,11 +200,7 @@ fn a_failure_an_administrators_restart_and_a_planned_reset_replay() {
 /// in a note), which is all a scenario of custom clients needs.
 #[test]
 fn a_format_1_bundle_replays_its_clients_as_custom() {
-    let path = scenarios()
-        .into_iter()
-        .find(|p| p.ends_with("storm-limit.toml"))
-        .expect("storm-limit.toml");
-    let (_, mut b) = bundles(&path).pop().expect("a bundle");
+    let mut b = bundle_of_scenario("storm-limit.toml");
     b.clients.clear();
     b.header.format = 1;
     let replay = infer(&b, "old").expect("infers");
@@ -212,11 +217,7 @@ fn a_format_1_bundle_replays_its_clients_as_custom() {
 /// subnet manager gave) is not compared; a kind, a step or an outcome is.
 #[test]
 fn the_fields_numbers_are_not_compared_but_their_kinds_are() {
-    let path = scenarios()
-        .into_iter()
-        .find(|p| p.ends_with("sm-slow.toml"))
-        .expect("sm-slow.toml");
-    let (_, mut b) = bundles(&path).pop().expect("a bundle");
+    let mut b = bundle_of_scenario("sm-slow.toml");
     let mut touched = 0;
     for r in &mut b.records {
         match &mut r.kind {
