@@ -1,0 +1,322 @@
+//! The child's decisions: one state machine, kept under the child's spin lock, that takes
+//! the bus's events, its own queue's news and its own I/O, and answers with what the KMDF
+//! layer must do next. It holds no lock and calls nothing: each step returns an [`Action`],
+//! which the layer carries out once the lock is dropped (a KMDF call made under it could come
+//! back into the child on the same processor: WdfIoQueueStop calls its stop callback at once
+//! when the queue is already idle).
+#![forbid(unsafe_code)]
+
+use crate::abi::{BusEvent, ChildStats, STATS_LATE, STATS_VETO_ARMED};
+
+/// Where the child is in the reset protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Not registered: before prepare hardware's Register, after release hardware's
+    /// Unregister. Its I/O is refused.
+    Unbound,
+    /// Its I/O runs in `epoch`.
+    Running { epoch: u64 },
+    /// RESET of `epoch` heard: its I/O queue is stopping; the requests it already owns finish
+    /// in `epoch`, new ones wait in the queue.
+    Quiescing { epoch: u64 },
+    /// ResetExecute of `epoch` called (or it registered late, with nothing to release): it
+    /// owns no request and waits for the reset's end.
+    Executed { epoch: u64 },
+    /// RESET_FAILED or DEVICE_FATAL: the queue is purged, every request fails.
+    Failed,
+}
+
+impl Phase {
+    /// Its number in [`ChildStats::phase`].
+    pub fn number(self) -> u32 {
+        match self {
+            Phase::Unbound => 0,
+            Phase::Running { .. } => 1,
+            Phase::Quiescing { .. } => 2,
+            Phase::Executed { .. } => 3,
+            Phase::Failed => 4,
+        }
+    }
+
+    /// The epoch it holds, 0 when none.
+    pub fn epoch(self) -> u64 {
+        match self {
+            Phase::Running { epoch } | Phase::Quiescing { epoch } | Phase::Executed { epoch } => {
+                epoch
+            }
+            Phase::Unbound | Phase::Failed => 0,
+        }
+    }
+}
+
+/// What the KMDF layer does after a step, with the child's lock dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Nothing,
+    /// ResetConsent(epoch).
+    Consent(u64),
+    /// ResetVeto(epoch, reason).
+    Veto(u64),
+    /// WdfIoQueueStop on the I/O queue with the stop callback: its call of
+    /// [`Child::queue_idle`] with `epoch` follows once KMDF has no request of the driver's.
+    StopQueue(u64),
+    /// WdfIoQueueStop without a callback: a late registration holds the queue until
+    /// RESET_END, and owes the reset nothing.
+    HoldQueue,
+    /// ResetExecute(epoch).
+    Execute(u64),
+    /// WdfIoQueueStart: what waited runs now, in the new epoch.
+    StartQueue,
+    /// WdfIoQueuePurge: what waits fails, and so does what comes.
+    PurgeQueue,
+}
+
+/// Why an I/O is not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum IoRefused {
+    /// The child is not registered.
+    #[error("the child is not registered with the bus")]
+    Unbound,
+    /// The device failed or was removed: nothing runs on it.
+    #[error("the adapter failed or is gone")]
+    Failed,
+    /// The queue dispatched after the child told the bus it was ready: a reset was promised
+    /// no I/O of this child's while it runs.
+    #[error("a request was dispatched after ResetExecute (the queue was stopped)")]
+    AfterExecute,
+}
+
+/// The child's state and counters.
+#[derive(Debug, Clone)]
+pub struct Child {
+    phase: Phase,
+    vetoes: bool,
+    client_id: u64,
+    late: bool,
+    stats: ChildStats,
+}
+
+impl Default for Child {
+    fn default() -> Self {
+        Child::new()
+    }
+}
+
+impl Child {
+    pub const fn new() -> Child {
+        Child {
+            phase: Phase::Unbound,
+            vetoes: false,
+            client_id: 0,
+            late: false,
+            stats: ChildStats {
+                size: core::mem::size_of::<ChildStats>() as u32,
+                phase: 0,
+                epoch: 0,
+                client_id: 0,
+                dispatched: 0,
+                completed: 0,
+                failed: 0,
+                in_progress: 0,
+                executed: 0,
+                past_deadline: 0,
+                consents: 0,
+                vetoes: 0,
+                events: [0; 9],
+                last_refusal: 0,
+                flags: 0,
+                reserved: 0,
+            },
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn client_id(&self) -> u64 {
+        self.client_id
+    }
+
+    /// Register answered: the child runs in `epoch` (its queue started: a stop of the
+    /// child's own device may have come while a reset held it), or, registered while a reset
+    /// ran (`late`), holds its queue until RESET_END.
+    pub fn registered(&mut self, client_id: u64, epoch: u64, late: bool) -> Action {
+        self.client_id = client_id;
+        self.late = late;
+        if late {
+            self.set_phase(Phase::Executed { epoch });
+            Action::HoldQueue
+        } else {
+            self.set_phase(Phase::Running { epoch });
+            Action::StartQueue
+        }
+    }
+
+    /// Unregister returned (or answered DEVICE_REMOVED): no event follows.
+    pub fn unregistered(&mut self) {
+        self.set_phase(Phase::Unbound);
+    }
+
+    /// Whether it refuses planned resets from now on.
+    pub fn set_veto(&mut self, veto: bool) {
+        self.vetoes = veto;
+    }
+
+    /// An event from the bus.
+    pub fn on_event(&mut self, event: BusEvent) -> Action {
+        self.count(event);
+        match (event, self.phase) {
+            (_, Phase::Unbound) => Action::Nothing,
+            (BusEvent::ResetQuery { epoch }, _) if self.vetoes => {
+                self.stats.vetoes += 1;
+                Action::Veto(epoch)
+            }
+            (BusEvent::ResetQuery { epoch }, _) => {
+                self.stats.consents += 1;
+                Action::Consent(epoch)
+            }
+            // A reset of a failed device (an administrator's restart) comes with RESET too:
+            // the purged queue stays as it is until RESET_END starts it.
+            (BusEvent::Reset { epoch, .. }, Phase::Failed) => {
+                self.set_phase(Phase::Executed { epoch });
+                Action::Execute(epoch)
+            }
+            (BusEvent::Reset { epoch, .. }, Phase::Quiescing { epoch: q }) if q == epoch => {
+                Action::Nothing
+            }
+            (BusEvent::Reset { epoch, .. }, _) => {
+                self.set_phase(Phase::Quiescing { epoch });
+                Action::StopQueue(epoch)
+            }
+            (BusEvent::ResetEnd { epoch }, _) => {
+                self.set_phase(Phase::Running { epoch });
+                Action::StartQueue
+            }
+            (BusEvent::ResetAborted { epoch }, Phase::Running { .. }) => {
+                self.set_phase(Phase::Running { epoch });
+                Action::Nothing
+            }
+            (BusEvent::ResetAborted { epoch }, _) => {
+                self.set_phase(Phase::Running { epoch });
+                Action::StartQueue
+            }
+            (BusEvent::ResetFailed { .. } | BusEvent::DeviceFatal, _) => {
+                self.set_phase(Phase::Failed);
+                Action::PurgeQueue
+            }
+            (
+                BusEvent::PortActive { .. } | BusEvent::PortDown { .. } | BusEvent::Unknown { .. },
+                _,
+            ) => Action::Nothing,
+        }
+    }
+
+    /// KMDF's stop callback: the queue dispatches nothing more and every request the driver
+    /// owned is completed. Execute if it is still that reset's quiesce (a RESET_FAILED or a
+    /// remove may have come meanwhile).
+    pub fn queue_idle(&mut self, epoch: u64) -> Action {
+        if self.phase == (Phase::Quiescing { epoch }) {
+            self.set_phase(Phase::Executed { epoch });
+            Action::Execute(epoch)
+        } else {
+            Action::Nothing
+        }
+    }
+
+    /// ResetExecute answered `status`; `past_deadline`: it was PAST_DEADLINE.
+    pub fn executed(&mut self, status: i32, past_deadline: bool) {
+        if status >= 0 {
+            self.stats.executed += 1;
+            self.stats.past_deadline += u32::from(past_deadline);
+        } else {
+            self.refused(status);
+        }
+    }
+
+    /// A call of the interface was refused with `status`.
+    pub fn refused(&mut self, status: i32) {
+        self.stats.last_refusal = status;
+    }
+
+    /// The queue dispatched a request: run it in the epoch returned, or refuse it. A request
+    /// dispatched while the queue stops belongs to the old epoch: the stop waits for it.
+    pub fn begin_io(&mut self) -> Result<u64, IoRefused> {
+        let refused = match self.phase {
+            Phase::Running { epoch } | Phase::Quiescing { epoch } => {
+                self.stats.dispatched += 1;
+                self.stats.in_progress += 1;
+                return Ok(epoch);
+            }
+            Phase::Unbound => IoRefused::Unbound,
+            Phase::Failed => IoRefused::Failed,
+            Phase::Executed { .. } => IoRefused::AfterExecute,
+        };
+        self.stats.dispatched += 1;
+        self.stats.failed += 1;
+        Err(refused)
+    }
+
+    /// An I/O [`Child::begin_io`] let run is about to be completed (`ok`: with success).
+    pub fn end_io(&mut self, ok: bool) {
+        self.stats.in_progress = self.stats.in_progress.saturating_sub(1);
+        if ok {
+            self.stats.completed += 1;
+        } else {
+            self.stats.failed += 1;
+        }
+    }
+
+    /// A request the child owned was completed without being run (cancelled, purged).
+    pub fn io_failed_unrun(&mut self) {
+        self.stats.dispatched += 1;
+        self.stats.failed += 1;
+    }
+
+    /// The counters as IOCTL_HCABUS_CHILD_STATS answers them.
+    pub fn stats(&self) -> ChildStats {
+        let mut s = self.stats;
+        s.phase = self.phase.number();
+        s.epoch = self.phase.epoch();
+        s.client_id = self.client_id;
+        s.flags =
+            if self.vetoes { STATS_VETO_ARMED } else { 0 } | if self.late { STATS_LATE } else { 0 };
+        s
+    }
+
+    fn count(&mut self, event: BusEvent) {
+        let kind = match event {
+            BusEvent::Reset { .. } => 1,
+            BusEvent::ResetEnd { .. } => 2,
+            BusEvent::ResetFailed { .. } => 3,
+            BusEvent::ResetAborted { .. } => 4,
+            BusEvent::DeviceFatal => 5,
+            BusEvent::ResetQuery { .. } => 6,
+            BusEvent::PortActive { .. } => 7,
+            BusEvent::PortDown { .. } => 8,
+            BusEvent::Unknown { .. } => 0,
+        };
+        self.stats.events[kind] += 1;
+    }
+
+    /// The one place the phase changes: logged, and asserted legal.
+    fn set_phase(&mut self, to: Phase) {
+        let from = self.phase;
+        let legal = match (from, to) {
+            (_, Phase::Unbound) | (_, Phase::Failed) => true,
+            (Phase::Unbound, Phase::Running { .. } | Phase::Executed { .. }) => true,
+            (Phase::Unbound, _) => false,
+            (Phase::Running { .. } | Phase::Executed { .. }, Phase::Quiescing { .. }) => true,
+            (Phase::Quiescing { epoch: a }, Phase::Executed { epoch: b }) => a == b,
+            (Phase::Failed, Phase::Executed { .. }) => true,
+            (_, Phase::Running { .. }) => true,
+            _ => false,
+        };
+        debug_assert!(legal, "child phase {from:?} -> {to:?}");
+        if !legal {
+            log::error!("child: phase {from:?} -> {to:?} is not one the protocol has");
+        }
+        log::debug!("child: {from:?} -> {to:?}");
+        self.phase = to;
+    }
+}
