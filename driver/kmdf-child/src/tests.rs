@@ -377,3 +377,28 @@ fn an_unbound_child_hears_nothing_and_runs_nothing() {
     closes(&c);
     assert_eq!(c.stats().failed, 2);
 }
+
+/// The INF installs the driver on exactly the PDOs the bus enumerates, and each id it lists
+/// is one the driver takes.
+#[test]
+fn the_inf_lists_the_ids_the_driver_takes() {
+    let inx = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../inf/hcabus-child.inx"),
+    )
+    .expect("inf/hcabus-child.inx");
+    let listed: Vec<&str> = inx
+        .lines()
+        .filter(|l| l.contains("= HcaBusChild_Install,"))
+        .filter_map(|l| l.rsplit(',').next())
+        .map(str::trim)
+        .collect();
+    let enumerated: Vec<&str> = ChildFunction::of_bus(2).map(|f| f.hardware_id()).collect();
+    let mut sorted = listed.clone();
+    sorted.sort_unstable();
+    let mut expected = enumerated.clone();
+    expected.sort_unstable();
+    assert_eq!(sorted, expected);
+    for id in listed {
+        assert!(Function::of_hardware_id(id).is_some(), "{id}");
+    }
+}

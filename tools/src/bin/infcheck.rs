@@ -45,6 +45,16 @@ struct Cli {
     /// List the rules and exit.
     #[arg(long)]
     rules: bool,
+    /// What the package installs: the boot bus driver, or a function driver of one of its
+    /// PDOs (no event-log section required: it writes no error-log entries of its own).
+    #[arg(long, value_enum, default_value_t = RoleArg::Bus)]
+    role: RoleArg,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum RoleArg {
+    Bus,
+    Child,
 }
 
 fn main() -> ExitCode {
@@ -93,7 +103,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let findings = rules::check(&parsed);
+    let role = match cli.role {
+        RoleArg::Bus => rules::Role::Bus,
+        RoleArg::Child => rules::Role::Child,
+    };
+    let findings = rules::check_as(&parsed, role);
     for f in &findings {
         println!("{}:{}: [{}] {}", path.display(), f.line, f.rule, f.message);
     }

@@ -63,7 +63,7 @@ pub const RULES: [Rule; 23] = [
     rule("section-exists", "1203", "every section a directive or a [Manufacturer] decoration names exists"),
     rule("kmdf-section", "", "the install section's .Wdf section names a KmdfService that the install adds, whose section sets KmdfLibraryVersion = 1.N"),
     rule("kmdf-min-build", "", "every [Manufacturer] decoration installs only on builds that carry the KMDF of KmdfLibraryVersion (Microsoft's KMDF Version History: 1.33 from build 20348)"),
-    rule("event-log", "", "the function driver's AddService names an event-log section for the System log whose AddReg sets EventMessageFile (REG_EXPAND_SZ) to IoLogMsg.dll and the service's own binary, and TypesSupported (REG_DWORD) 7: without them Event Viewer finds no message for the driver's IoWriteErrorLogEntry entries"),
+    rule("event-log", "", "the function driver's AddService names an event-log section for the System log whose AddReg sets EventMessageFile (REG_EXPAND_SZ) to IoLogMsg.dll and the service's own binary, and TypesSupported (REG_DWORD) 7: without them Event Viewer finds no message for the driver's IoWriteErrorLogEntry entries (with --role child, only where the service names an event-log section: a child writes no entries of its own)"),
     rule("boot-start", "", "the service is a kernel driver (ServiceType 1) started at boot (StartType 0) in a boot load-order group, ErrorControl 1 or 3; exactly one service of the install is the device's function driver (AddService flag 0x00000002)"),
     rule("security-sddl", "", "the device's HKR Security SDDL grants SYSTEM and Administrators only, with a protected DACL"),
     rule("strings-defined", "", "every %string% is defined in [Strings]"),
@@ -80,9 +80,23 @@ pub fn infverif_codes() -> Vec<&'static str> {
     codes
 }
 
+/// What the package installs, which decides the rules that apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// The boot bus driver of the HCA's PCI function: it writes I/O error-log entries, so its
+    /// service registers a message file (`event-log`).
+    #[default]
+    Bus,
+    /// A function driver of one of the bus's PDOs (the sample child, an IPoIB or SRP driver):
+    /// boot start too, since the boot disk rides on it, but it writes no error-log entries of
+    /// its own, so an event-log section is checked only where it names one.
+    Child,
+}
+
 /// The findings of one pass over an INF.
 struct Check<'a> {
     inf: &'a Inf,
+    role: Role,
     findings: Vec<Finding>,
 }
 
@@ -107,10 +121,16 @@ impl Check<'_> {
     }
 }
 
-/// Checks an INF against every rule.
+/// Checks a boot bus driver's INF against every rule.
 pub fn check(inf: &Inf) -> Vec<Finding> {
+    check_as(inf, Role::Bus)
+}
+
+/// Checks an INF against every rule that applies to `role`.
+pub fn check_as(inf: &Inf, role: Role) -> Vec<Finding> {
     let mut c = Check {
         inf,
+        role,
         findings: Vec::new(),
     };
     version::check(&mut c);

@@ -419,3 +419,55 @@ fn the_binary_exits_0_1_or_2_and_never_claims_to_be_infverif() {
     assert_eq!(code, 0);
     assert!(help.contains("does not run Microsoft's InfVerif"), "{help}");
 }
+
+fn child_package() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../inf/hcabus-child.inx");
+    std::fs::read_to_string(path).expect("inf/hcabus-child.inx")
+}
+
+/// The child's INF keeps every rule of a child, and is told apart from a bus's: it adds no
+/// event-log section, which only the bus (which writes error-log entries) must have. A
+/// section it does name is checked as the bus's is.
+#[test]
+fn the_child_package_keeps_the_rules_of_a_child() {
+    let text = child_package();
+    let inf = parse(&text).expect("an INF");
+    assert_eq!(rules::check_as(&inf, rules::Role::Child), []);
+    let as_bus = rules::check_as(&inf, rules::Role::Bus);
+    assert_eq!(
+        as_bus.iter().map(|f| f.rule).collect::<Vec<_>>(),
+        ["event-log"],
+        "{as_bus:?}"
+    );
+    // A child that names an event-log section must make it a good one.
+    let named = text
+        .replace(
+            "AddService = hcabus_child, 0x00000002, HcaBusChild_Service_Install",
+            "AddService = hcabus_child, 0x00000002, HcaBusChild_Service_Install, Log",
+        )
+        .replace(
+            "[Strings]",
+            "[Log]\nAddReg = LogReg\n\n[LogReg]\nHKR,,TypesSupported,0x00010001,7\n\n[Strings]",
+        );
+    let findings = rules::check_as(&parse(&named).expect("an INF"), rules::Role::Child);
+    assert!(
+        findings.iter().any(|f| f.rule == "event-log"),
+        "{findings:?}"
+    );
+    // The rest holds for a child as for the bus: boot start, on the boot path.
+    let demand = text.replace("StartType      = 0", "StartType      = 3");
+    let findings = rules::check_as(&parse(&demand).expect("an INF"), rules::Role::Child);
+    assert!(
+        findings.iter().any(|f| f.rule == "boot-start"),
+        "{findings:?}"
+    );
+
+    let inx = Path::new(env!("CARGO_MANIFEST_DIR")).join("../inf/hcabus-child.inx");
+    let (code, out, _) = infcheck(&["--role", "child", inx.to_str().expect("utf-8")]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = infcheck(&[inx.to_str().expect("utf-8")]);
+    assert_eq!(code, 1, "{out}");
+    let (code, _, err) = infcheck(&["--role", "parent", inx.to_str().expect("utf-8")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--role"), "{err}");
+}

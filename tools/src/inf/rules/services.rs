@@ -156,7 +156,9 @@ fn services(c: &mut Check<'_>, install: &Section, copies: &[Copy]) -> Vec<String
                 format!("AddService names [{log}], which does not exist"),
             ),
         }
-        if flags_of(add.value(1)).is_some_and(|f| f & ASSOCSERVICE != 0) {
+        // A child writes no error-log entries of its own: its event-log section is optional.
+        let logs = c.role == super::Role::Bus || !log.is_empty();
+        if logs && flags_of(add.value(1)).is_some_and(|f| f & ASSOCSERVICE != 0) {
             let service = inf.section(add.value(2));
             let binary = service
                 .and_then(|s| s.get("ServiceBinary"))
