@@ -176,12 +176,6 @@ impl Child {
                 self.stats.consents += 1;
                 Action::Consent(epoch)
             }
-            // A reset of a failed device (an administrator's restart) comes with RESET too:
-            // the purged queue stays as it is until RESET_END starts it.
-            (BusEvent::Reset { epoch, .. }, Phase::Failed) => {
-                self.set_phase(Phase::Executed { epoch });
-                Action::Execute(epoch)
-            }
             (BusEvent::Reset { epoch, .. }, Phase::Quiescing { epoch: q }) if q == epoch => {
                 Action::Nothing
             }
@@ -306,9 +300,11 @@ impl Child {
             (_, Phase::Unbound) | (_, Phase::Failed) => true,
             (Phase::Unbound, Phase::Running { .. } | Phase::Executed { .. }) => true,
             (Phase::Unbound, _) => false,
-            (Phase::Running { .. } | Phase::Executed { .. }, Phase::Quiescing { .. }) => true,
+            (Phase::Running { .. }, Phase::Quiescing { .. }) => true,
             (Phase::Quiescing { epoch: a }, Phase::Executed { epoch: b }) => a == b,
-            (Phase::Failed, Phase::Executed { .. }) => true,
+            // Not sent by this bus (a restart of a failed device sends RESET_END alone), but
+            // a purged queue stops at once and the reset is answered as any other.
+            (Phase::Failed, Phase::Quiescing { .. }) => true,
             (_, Phase::Running { .. }) => true,
             _ => false,
         };
