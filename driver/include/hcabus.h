@@ -5,13 +5,16 @@
  * parent with IRP_MN_QUERY_INTERFACE, InterfaceType = GUID_HCABUS_BUS_INTERFACE,
  * Size = sizeof(HCABUS_BUS_INTERFACE_V1), Version = HCABUS_BUS_INTERFACE_VERSION. The
  * structure starts with the standard INTERFACE header, so a pointer to it may be passed as a
- * PINTERFACE. The bus references the interface before returning it; call
- * InterfaceDereference(Context) when done with it.
+ * PINTERFACE. It is referenced before it is returned; call InterfaceDereference(Context) once
+ * when done with it (after Unregister), also when refusing what the query returned. On
+ * Windows KMDF answers the query and copies the bus's own structure: check Size and Version
+ * before any call (a larger, later structure asked for gets version 1's bytes only).
  *
  * Every call returns an NTSTATUS (success when >= 0). Events arrive through the callback given
- * at registration, with no bus lock held, under DISPATCH_LEVEL rules: the callback must not
- * block or wait, and it may call any function of the interface (ResetExecute, Unregister,
- * Register included). See docs/bus-interface.md.
+ * at registration, with no bus lock held, under DISPATCH_LEVEL rules (on Windows at
+ * DISPATCH_LEVEL, from the bus's DPC): the callback must not block or wait, and it may call
+ * any function of the interface (ResetExecute, Unregister, Register included). See
+ * docs/child-driver.md (the pattern) and docs/bus-interface.md (the reference).
  *
  * The layout is the Rust definition's (driver/src/bus_abi.rs); a test compiles this header
  * and compares every size, offset and constant with it.
