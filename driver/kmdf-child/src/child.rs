@@ -57,12 +57,15 @@ pub enum Action {
     Consent(u64),
     /// ResetVeto(epoch, reason).
     Veto(u64),
-    /// WdfIoQueueStop on the I/O queue with the stop callback: its call of
-    /// [`Child::queue_idle`] with `epoch` follows once KMDF has no request of the driver's.
-    StopQueue(u64),
-    /// WdfIoQueueStop without a callback: a late registration holds the queue until
-    /// RESET_END, and owes the reset nothing.
-    HoldQueue,
+    /// WdfIoQueueStop on the I/O queue with the stop callback: [`Child::queue_idle`] follows
+    /// once KMDF has no request of the driver's. Never while another stop callback is
+    /// outstanding: KMDF takes one at a time, and a second is a WDF_VIOLATION bugcheck
+    /// (WdfIoQueueStop's FatalError).
+    StopQueue,
+    /// WdfIoQueueStop without a callback: the queue holds what comes. A late registration
+    /// holds it so until RESET_END, owing the reset nothing; a reset that finds a stop
+    /// callback still outstanding closes the queue so and waits for that callback.
+    CloseQueue,
     /// ResetExecute(epoch).
     Execute(u64),
     /// WdfIoQueueStart: what waited runs now, in the new epoch.
@@ -90,6 +93,11 @@ pub enum IoRefused {
 #[derive(Debug, Clone)]
 pub struct Child {
     phase: Phase,
+    /// A stop callback asked for and not yet come.
+    idle_outstanding: bool,
+    /// The outstanding callback was asked for before this quiesce closed the queue: when it
+    /// comes, what it saw may have been an open queue, so a fresh stop is asked for.
+    restop: bool,
     vetoes: bool,
     client_id: u64,
     late: bool,
@@ -106,6 +114,8 @@ impl Child {
     pub const fn new() -> Child {
         Child {
             phase: Phase::Unbound,
+            idle_outstanding: false,
+            restop: false,
             vetoes: false,
             client_id: 0,
             late: false,
@@ -146,7 +156,7 @@ impl Child {
         self.late = late;
         if late {
             self.set_phase(Phase::Executed { epoch });
-            Action::HoldQueue
+            Action::CloseQueue
         } else {
             self.set_phase(Phase::Running { epoch });
             Action::StartQueue
@@ -181,7 +191,7 @@ impl Child {
             }
             (BusEvent::Reset { epoch, .. }, _) => {
                 self.set_phase(Phase::Quiescing { epoch });
-                Action::StopQueue(epoch)
+                self.stop()
             }
             (BusEvent::ResetEnd { epoch }, _) => {
                 self.set_phase(Phase::Running { epoch });
@@ -207,14 +217,30 @@ impl Child {
     }
 
     /// KMDF's stop callback: the queue dispatches nothing more and every request the driver
-    /// owned is completed. Execute if it is still that reset's quiesce (a RESET_FAILED or a
-    /// remove may have come meanwhile).
-    pub fn queue_idle(&mut self, epoch: u64) -> Action {
-        if self.phase == (Phase::Quiescing { epoch }) {
-            self.set_phase(Phase::Executed { epoch });
-            Action::Execute(epoch)
+    /// owned is completed. Execute if a quiesce waits for it (a RESET_FAILED, an abort or a
+    /// remove may have come meanwhile); if it was asked for before this quiesce closed the
+    /// queue, ask again.
+    pub fn queue_idle(&mut self) -> Action {
+        self.idle_outstanding = false;
+        let Phase::Quiescing { epoch } = self.phase else {
+            self.restop = false;
+            return Action::Nothing;
+        };
+        if core::mem::take(&mut self.restop) {
+            return self.stop();
+        }
+        self.set_phase(Phase::Executed { epoch });
+        Action::Execute(epoch)
+    }
+
+    /// The stop a quiesce asks for: with a callback, or, one still outstanding, without.
+    fn stop(&mut self) -> Action {
+        if self.idle_outstanding {
+            self.restop = true;
+            Action::CloseQueue
         } else {
-            Action::Nothing
+            self.idle_outstanding = true;
+            Action::StopQueue
         }
     }
 

@@ -224,14 +224,14 @@ fn a_reset_stops_the_queue_executes_once_it_is_idle_and_starts_it_in_the_new_epo
             epoch: 1,
             planned: false
         }),
-        Action::StopQueue(1)
+        Action::StopQueue
     );
     // A request dispatched before the stop took effect is the old epoch's, and the stop
     // waits for it.
     assert_eq!(c.begin_io(), Ok(1));
     c.end_io(true);
     c.end_io(true);
-    assert_eq!(c.queue_idle(1), Action::Execute(1));
+    assert_eq!(c.queue_idle(), Action::Execute(1));
     assert_eq!(c.phase(), Phase::Executed { epoch: 1 });
     c.executed(0, false);
     // Nothing may run now: the bus was told this child holds nothing.
@@ -257,21 +257,19 @@ fn a_stale_stop_callback_executes_nothing() {
             epoch: 1,
             planned: true
         }),
-        Action::StopQueue(1)
+        Action::StopQueue
     );
     // The reset failed before the queue went idle: the purge answers, not ResetExecute.
     assert_eq!(
         c.on_event(BusEvent::ResetFailed { epoch: 1 }),
         Action::PurgeQueue
     );
-    assert_eq!(c.queue_idle(1), Action::Nothing);
-    // A callback of another reset's stop.
+    assert_eq!(c.queue_idle(), Action::Nothing);
     let mut d = running(1);
     d.on_event(BusEvent::Reset {
         epoch: 1,
         planned: false,
     });
-    assert_eq!(d.queue_idle(0), Action::Nothing);
     // RESET delivered twice (it is not: the bus sends it once) stops once.
     assert_eq!(
         d.on_event(BusEvent::Reset {
@@ -313,7 +311,7 @@ fn an_abort_after_reset_starts_the_queue_again_in_the_same_epoch() {
         epoch: 2,
         planned: true,
     });
-    assert_eq!(c.queue_idle(2), Action::Execute(2));
+    assert_eq!(c.queue_idle(), Action::Execute(2));
     assert_eq!(
         c.on_event(BusEvent::ResetAborted { epoch: 2 }),
         Action::StartQueue
@@ -328,7 +326,7 @@ fn a_failed_device_fails_its_io_and_an_administrators_restart_brings_it_back() {
         epoch: 1,
         planned: false,
     });
-    c.queue_idle(1);
+    c.queue_idle();
     assert_eq!(
         c.on_event(BusEvent::ResetFailed { epoch: 1 }),
         Action::PurgeQueue
@@ -350,7 +348,7 @@ fn a_failed_device_fails_its_io_and_an_administrators_restart_brings_it_back() {
 #[test]
 fn a_late_registration_holds_its_queue_until_the_reset_ends() {
     let mut c = Child::new();
-    assert_eq!(c.registered(3, 5, true), Action::HoldQueue);
+    assert_eq!(c.registered(3, 5, true), Action::CloseQueue);
     assert_eq!(c.stats().flags & STATS_LATE, STATS_LATE);
     assert_eq!(c.begin_io(), Err(IoRefused::AfterExecute));
     assert_eq!(
@@ -395,4 +393,39 @@ fn the_inf_lists_the_ids_the_driver_takes() {
     for id in listed {
         assert!(Function::of_hardware_id(id).is_some(), "{id}");
     }
+}
+
+/// KMDF takes one stop callback at a time (a second is a bugcheck): a reset that comes while
+/// an aborted reset's callback is still outstanding closes the queue without one, and when
+/// that old callback comes (it may have seen the queue open) asks for a fresh one, whose
+/// arrival alone executes.
+#[test]
+fn a_second_stop_callback_is_never_asked_for_while_one_is_outstanding() {
+    let mut c = running(3);
+    let reset = BusEvent::Reset {
+        epoch: 3,
+        planned: true,
+    };
+    assert_eq!(c.on_event(reset), Action::StopQueue);
+    // Another client did not answer in time: the planned reset is aborted before this
+    // child's queue went idle (a request of its own still running).
+    assert_eq!(
+        c.on_event(BusEvent::ResetAborted { epoch: 3 }),
+        Action::StartQueue
+    );
+    // The next reset: the first callback has not come.
+    assert_eq!(c.on_event(reset), Action::CloseQueue);
+    // It comes now: it may have seen the queue open, so it does not execute.
+    assert_eq!(c.queue_idle(), Action::StopQueue);
+    assert_eq!(c.phase(), Phase::Quiescing { epoch: 3 });
+    assert_eq!(c.queue_idle(), Action::Execute(3));
+    // A callback that comes once the child runs again only clears the books.
+    let mut d = running(1);
+    assert_eq!(d.on_event(reset), Action::StopQueue);
+    assert_eq!(
+        d.on_event(BusEvent::ResetAborted { epoch: 3 }),
+        Action::StartQueue
+    );
+    assert_eq!(d.queue_idle(), Action::Nothing);
+    assert_eq!(d.on_event(reset), Action::StopQueue);
 }

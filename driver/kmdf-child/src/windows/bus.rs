@@ -141,15 +141,15 @@ unsafe extern "C" fn evt_bus_event(context: *mut c_void, event: *const HcabusEve
 
 /// EvtIoQueueState of the I/O queue's stop: KMDF calls it once the queue dispatches nothing
 /// and every request it gave the driver is completed, possibly from inside WdfIoQueueStop
-/// (the queue already idle). The context is the reset's epoch.
-unsafe extern "C" fn evt_io_stopped(queue: WDFQUEUE, epoch: WDFCONTEXT) {
+/// (the queue already idle), at the caller's IRQL.
+unsafe extern "C" fn evt_io_stopped(queue: WDFQUEUE, _context: WDFCONTEXT) {
     // SAFETY: the queue is live for its callback.
     let device = unsafe { call_unsafe_wdf_function_binding!(WdfIoQueueGetDevice, queue) };
     // SAFETY: the queue's device is the child FDO that created it.
     let Some(ctx) = (unsafe { ChildContext::of(device) }) else {
         return;
     };
-    let action = ctx.with_child(|c| c.queue_idle(epoch as usize as u64));
+    let action = ctx.with_child(|c| c.queue_idle());
     ctx.act(action);
 }
 
@@ -187,20 +187,21 @@ pub(super) fn act(ctx: &ChildContext, action: Action) {
                 refused("ResetVeto", s);
             }
         }
-        Action::StopQueue(epoch) => {
-            // SAFETY: the queue lives with the device; callable at DISPATCH_LEVEL. The
-            // callback's context carries the epoch (a u64 in a pointer: x64 only).
+        Action::StopQueue => {
+            // SAFETY: the queue lives with the device; callable at DISPATCH_LEVEL. The state
+            // machine asks for it only with no stop callback outstanding (a second is a
+            // WDF_VIOLATION bugcheck).
             unsafe {
                 call_unsafe_wdf_function_binding!(
                     WdfIoQueueStop,
                     ctx.io_queue,
                     Some(evt_io_stopped),
-                    epoch as usize as WDFCONTEXT
+                    core::ptr::null_mut()
                 )
             };
         }
-        Action::HoldQueue => {
-            // SAFETY: as above, without a callback.
+        Action::CloseQueue => {
+            // SAFETY: as above, without a callback (which KMDF takes at any time).
             unsafe {
                 call_unsafe_wdf_function_binding!(
                     WdfIoQueueStop,
