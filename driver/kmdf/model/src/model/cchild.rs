@@ -59,14 +59,22 @@ impl CChild {
         };
         let size = core::mem::size_of::<HcabusBusInterfaceV1>();
         let bytes = at("IRP_MN_QUERY_INTERFACE", PASSIVE, || {
-            super::children::query_interface(fdo, serial, &guid, size)
+            super::children::query_interface(
+                fdo,
+                serial,
+                &guid,
+                size,
+                HCABUS_BUS_INTERFACE_VERSION,
+                0,
+            )
         });
-        let Some(bytes) = bytes else {
-            violation(
+        let bytes = match bytes {
+            Ok(bytes) => bytes,
+            Err(status) => violation(
                 Rule::Expectation,
                 "IRP_MN_QUERY_INTERFACE",
-                "the child's PDO does not publish HCABUS_BUS_INTERFACE_V1",
-            )
+                &format!("the child's PDO answered HCABUS_BUS_INTERFACE_V1's query {status:#x}"),
+            ),
         };
         // SAFETY: `size` bytes of the interface as the driver published it.
         let iface = unsafe {
@@ -252,3 +260,97 @@ unsafe extern "C" fn on_event(context: *mut c_void, event: *const HcabusEvent) {
 
 /// The IRQL the bus's callbacks must come at, at most.
 pub(crate) const CALLBACK_IRQL: u8 = DISPATCH;
+
+/// The scenarios of this file (`tests.rs` runs them by name).
+pub(crate) fn scenario(name: &str) -> bool {
+    match name {
+        "query_interface_as_kmdf" => query_interface_as_kmdf(),
+        _ => return false,
+    }
+    true
+}
+
+/// IRP_MN_QUERY_INTERFACE on a PDO answered as KMDF's PDO answers it: a request smaller than
+/// the interface the bus published, or of version 0, is STATUS_INVALID_BUFFER_SIZE and takes
+/// no reference; a larger one (a later header's) gets the bus's 88 bytes, its `Size` and
+/// `Version` 1, the rest of the caller's buffer untouched, and one reference; another GUID is
+/// STATUS_NOT_SUPPORTED. What docs/bus-interface.md tells a Windows child to expect.
+fn query_interface_as_kmdf() {
+    let mut m = super::harness::started();
+    let fdo = m.fdo.unwrap_or_default();
+    let serial = hcabus_kmdf::kernel::ChildFunction::Srp.serial();
+    let guid = GUID {
+        Data1: GUID_HCABUS_BUS_INTERFACE.data1,
+        Data2: GUID_HCABUS_BUS_INTERFACE.data2,
+        Data3: GUID_HCABUS_BUS_INTERFACE.data3,
+        Data4: GUID_HCABUS_BUS_INTERFACE.data4,
+    };
+    let v1 = core::mem::size_of::<HcabusBusInterfaceV1>();
+    let before = references(fdo);
+    let query = |size: usize, version: u16, guid: &GUID| {
+        at("IRP_MN_QUERY_INTERFACE", PASSIVE, || {
+            super::children::query_interface(fdo, serial, guid, size, version, 0xA5)
+        })
+    };
+    for (size, version) in [(v1 - 8, 1), (40, 1), (v1, 0)] {
+        let r = query(size, version, &guid);
+        expect(
+            r == Err(wdk_sys::STATUS_INVALID_BUFFER_SIZE),
+            &format!(
+                "a query for {size} bytes of version {version}: {:?}",
+                r.map(|b| b.len())
+            ),
+        );
+    }
+    expect(
+        references(fdo) == before,
+        "a refused query took a reference",
+    );
+    let other = GUID {
+        Data1: guid.Data1 ^ 1,
+        ..guid
+    };
+    let r = query(v1, 1, &other);
+    expect(
+        r == Err(wdk_sys::STATUS_NOT_SUPPORTED),
+        &format!("another GUID: {:?}", r.map(|b| b.len())),
+    );
+    let Ok(bytes) = query(v1 + 32, 2, &guid) else {
+        violation(
+            Rule::Expectation,
+            "IRP_MN_QUERY_INTERFACE",
+            "a later, larger query was refused",
+        )
+    };
+    // SAFETY: the buffer holds at least the bus's structure, as KMDF wrote it.
+    let iface = unsafe {
+        bytes
+            .as_ptr()
+            .cast::<HcabusBusInterfaceV1>()
+            .read_unaligned()
+    };
+    expect(
+        usize::from(iface.size) == v1 && iface.version == HCABUS_BUS_INTERFACE_VERSION,
+        &format!(
+            "a later query read Size {} Version {}",
+            iface.size, iface.version
+        ),
+    );
+    expect(
+        bytes[v1..].iter().all(|b| *b == 0xA5),
+        "KMDF wrote past the bus's structure",
+    );
+    expect(
+        references(fdo) == before + 1,
+        "the copy was referenced once",
+    );
+    if let Some(f) = iface.interface_dereference {
+        // SAFETY: gives back the reference the query took, with its own context.
+        at("InterfaceDereference", PASSIVE, || unsafe {
+            f.run((iface.context,))
+        });
+    }
+    expect(references(fdo) == before, "the dereference gave it back");
+    m.surprise_remove();
+    m.unload();
+}

@@ -27,6 +27,11 @@ fn a_child_holding_the_interface_past_removal_is_refused_and_its_reference_count
 }
 
 #[test]
+fn a_query_for_the_interface_is_answered_as_kmdf_answers_it() {
+    assert_passes("query_interface_as_kmdf");
+}
+
+#[test]
 fn a_rebalance_is_invisible_to_the_children() {
     assert_passes("rebalance_with_a_child");
     // D3Final comes on every PnP stop: taken for removal, the rebalance fails the children.

@@ -200,55 +200,66 @@ pub(crate) fn remove_all(fdo: Handle) {
 
 /// The PDO of the child whose serial is `serial`, if it has one.
 pub(crate) fn pdo_of(fdo: Handle, serial: u32) -> Option<Handle> {
-    with(|k| {
-        let list = k.device(fdo).child_list?;
-        match &k.objects[Kernel::index_of(list as _)].kind {
-            Kind::ChildList { children, .. } => {
-                children
-                    .iter()
-                    .find(|c| c.identification.get(4..8) == Some(&serial.to_le_bytes()[..]))?
-                    .pdo
-            }
-            _ => None,
-        }
-    })
+    with(|k| pdo_of_in(k, fdo, serial))
 }
 
-/// A child driver's IRP_MN_QUERY_INTERFACE on the PDO of the child whose serial is `serial`:
-/// the interface's bytes, referenced (KMDF calls InterfaceReference for the caller).
+/// A child driver's IRP_MN_QUERY_INTERFACE on the PDO of the child whose serial is `serial`,
+/// for `size` bytes of version `version`, answered as KMDF's PDO answers it
+/// (FxPkgPnp::HandleQueryInterface): the first interface published with that GUID is copied,
+/// its own `Size` bytes, when that size and its version are each at most the ones asked for,
+/// else STATUS_INVALID_BUFFER_SIZE; no interface of that GUID, STATUS_NOT_SUPPORTED. A copy is
+/// referenced before it is returned (KMDF calls its InterfaceReference); a refusal takes
+/// nothing. The bytes are the caller's buffer after the IRP: `size` of them, what KMDF did not
+/// write left as `filler`.
 pub(crate) fn query_interface(
     fdo: Handle,
     serial: u32,
     guid: &GUID,
     size: usize,
-) -> Option<Vec<u8>> {
-    let bytes = with(|k| {
-        let list = k.device(fdo).child_list?;
-        let pdo = match &k.objects[Kernel::index_of(list as _)].kind {
-            Kind::ChildList { children, .. } => {
-                children
-                    .iter()
-                    .find(|c| c.identification.get(4..8) == Some(&serial.to_le_bytes()[..]))?
-                    .pdo?
-            }
-            _ => return None,
-        };
+    version: u16,
+    filler: u8,
+) -> Result<Vec<u8>, NTSTATUS> {
+    let published = with(|k| {
+        let pdo = pdo_of_in(k, fdo, serial).ok_or(STATUS_NO_SUCH_DEVICE)?;
         let d = k.device(pdo);
-        let (_, bytes) = d.interfaces.iter().find(|(g, _)| {
-            g.Data1 == guid.Data1
-                && g.Data2 == guid.Data2
-                && g.Data3 == guid.Data3
-                && g.Data4 == guid.Data4
-        })?;
-        (bytes.len() >= size).then(|| bytes[..size].to_vec())
+        let (_, bytes) = d
+            .interfaces
+            .iter()
+            .find(|(g, _)| {
+                g.Data1 == guid.Data1
+                    && g.Data2 == guid.Data2
+                    && g.Data3 == guid.Data3
+                    && g.Data4 == guid.Data4
+            })
+            .ok_or(STATUS_NOT_SUPPORTED)?;
+        Ok::<Vec<u8>, NTSTATUS>(bytes.clone())
     })?;
-    // SAFETY: an INTERFACE header starts the bytes.
-    let header = unsafe { bytes.as_ptr().cast::<INTERFACE>().read_unaligned() };
+    // SAFETY: WdfDeviceAddQueryInterface kept only interfaces at least an INTERFACE long.
+    let header = unsafe { published.as_ptr().cast::<INTERFACE>().read_unaligned() };
+    if usize::from(header.Size) > size || header.Version > version {
+        return Err(STATUS_INVALID_BUFFER_SIZE);
+    }
+    let mut buffer = vec![filler; size];
+    buffer[..published.len()].copy_from_slice(&published);
     if let Some(reference) = header.InterfaceReference {
         // SAFETY: the interface's own function and context, as KMDF calls it.
         at("InterfaceReference", PASSIVE, || unsafe {
             reference.run((header.Context,))
         });
     }
-    Some(bytes)
+    Ok(buffer)
+}
+
+/// The PDO of `fdo`'s child whose serial is `serial`.
+fn pdo_of_in(k: &mut Kernel, fdo: Handle, serial: u32) -> Option<Handle> {
+    let list = k.device(fdo).child_list?;
+    match &k.objects[Kernel::index_of(list as _)].kind {
+        Kind::ChildList { children, .. } => {
+            children
+                .iter()
+                .find(|c| c.identification.get(4..8) == Some(&serial.to_le_bytes()[..]))?
+                .pdo
+        }
+        _ => None,
+    }
 }

@@ -116,6 +116,16 @@ pub(crate) unsafe extern "C" fn WdfDeviceAddQueryInterface(
     }
     // SAFETY: an INTERFACE starts with its Size (u16); KMDF copies that many bytes.
     let size = usize::from(unsafe { (*c.Interface).Size });
+    if size < core::mem::size_of::<INTERFACE>() {
+        // fxqueryinterfaceapi.cpp: an interface smaller than its own header is refused.
+        return with(|k| {
+            k.refuse(
+                DDI,
+                STATUS_INVALID_PARAMETER,
+                "Interface->Size below sizeof(INTERFACE)",
+            )
+        });
+    }
     // SAFETY: as above.
     let bytes = unsafe { core::slice::from_raw_parts(c.Interface.cast::<u8>(), size) }.to_vec();
     // SAFETY: a GUID the driver passes.

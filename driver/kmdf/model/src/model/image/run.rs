@@ -54,6 +54,7 @@ pub(crate) const SCENARIOS: &[(&str, Ends)] = &[
         Ends::Caught("ReferenceLeak in DriverUnload"),
     ),
     ("rebalance_with_a_child", Ends::Passes),
+    ("query_interface_as_kmdf", Ends::Passes),
     ("sleep", Ends::Passes),
     ("handle_outlives_fdo", Ends::Passes),
     ("special_files", Ends::Passes),
