@@ -54,4 +54,8 @@ fn the_models_scenarios_pass_on_the_image() {
         .find(|l| l.starts_with("image: ") && l.contains(" scenarios passed on sha256 "))
         .unwrap_or_else(|| panic!("no `image: N scenarios passed` line in:\n{stdout}"));
     println!("{line}");
+    // With HCABUS_CHILD_IMAGE (inherited), the child driver's image ran beside it.
+    if let Some(two) = stdout.lines().find(|l| l.starts_with("image+child: ")) {
+        println!("{two}");
+    }
 }

@@ -18,6 +18,8 @@ pub(super) const SCENARIO: &str = "HCABUS_MODEL_SCENARIO";
 pub(super) const PLANT: &str = "HCABUS_MODEL_PLANT";
 /// The image the child runs the scenario on (empty: the Linux build).
 pub(crate) const IMAGE: &str = "HCABUS_MODEL_IMAGE";
+/// The child driver's image loaded beside it (empty: none), for the two-image scenarios.
+pub(crate) const CHILD_IMAGE: &str = "HCABUS_MODEL_CHILD_IMAGE";
 /// A ConnectX-3's PCI function, as PnP names it.
 pub(super) const HARDWARE_ID: &str = "PCI\\VEN_15B3&DEV_1003&SUBSYS_005015B3&REV_00";
 
@@ -35,9 +37,21 @@ pub(super) fn run(scenario: &str, defect: Option<Defect>) -> Outcome {
 
 /// Runs `scenario` in a child process on `image` (a .sys), or on the Linux build.
 pub(crate) fn run_on(scenario: &str, defect: Option<Defect>, image: Option<&str>) -> Outcome {
+    run_with(scenario, defect, image, None)
+}
+
+/// Runs `scenario` in a child process on the bus's `image` with the child driver's image
+/// `child` loaded beside it.
+pub(crate) fn run_with(
+    scenario: &str,
+    defect: Option<Defect>,
+    image: Option<&str>,
+    child: Option<&str>,
+) -> Outcome {
     let exe = std::env::current_exe().expect("the test binary");
     let out = Command::new(exe)
         .env(IMAGE, image.unwrap_or_default())
+        .env(CHILD_IMAGE, child.unwrap_or_default())
         .args([
             "--exact",
             "model::tests::scenario",

@@ -240,7 +240,9 @@ pub(crate) struct Kernel {
     pub(crate) refusals: Vec<(&'static str, NTSTATUS, String)>,
     /// Calls to fail on purpose: (DDI, how many more calls succeed first).
     pub(crate) failures: Vec<(&'static str, u32)>,
-    pub(crate) driver: Option<Handle>,
+    /// Each image slot's WDFDRIVER (`image::BUS`, `image::CHILD`; the Linux build is the
+    /// bus's): WdfDriverCreate's, told apart by the globals the call passes.
+    pub(crate) drivers: [Option<Handle>; 2],
     pub(crate) now_us: u64,
     /// Windows' clock tick: waits and timers end on one, the interrupt time moves by one.
     pub(crate) tick: ClockTick,

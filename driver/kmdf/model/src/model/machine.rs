@@ -210,6 +210,8 @@ pub(crate) fn run_work_item(h: Handle) {
 pub(crate) struct Machine {
     pub(crate) fdo: Option<Handle>,
     driver_object: Box<DRIVER_OBJECT>,
+    /// The child driver's DRIVER_OBJECT while it is loaded (`two.rs`).
+    pub(super) child_driver_object: Option<Box<DRIVER_OBJECT>>,
 }
 
 impl Machine {
@@ -232,6 +234,7 @@ impl Machine {
             // SAFETY: an all-zero DRIVER_OBJECT (plain integers and pointers) is what the
             // model's WdfDriverCreate accepts.
             driver_object: Box::new(unsafe { core::mem::zeroed() }),
+            child_driver_object: None,
         };
         let path: Vec<u16> = "\\Registry\\Machine\\System\\CurrentControlSet\\Services\\hcabus"
             .encode_utf16()
@@ -257,7 +260,7 @@ impl Machine {
                 unsafe { DriverEntry(object, &raw const registry) }
             }),
         };
-        if status >= 0 && with(|k| k.driver.is_none()) {
+        if status >= 0 && with(|k| k.drivers[super::image::BUS].is_none()) {
             violation(
                 Rule::NoDriverObject,
                 "DriverEntry",
@@ -273,8 +276,7 @@ impl Machine {
             k.inits
                 .push(Init::new(InitOrigin::Pnp, hardware_id.into(), 0));
             let init = Kernel::init_handle(k.inits.len() - 1);
-            let driver = k
-                .driver
+            let driver = k.drivers[super::image::BUS]
                 .unwrap_or_else(|| violation(Rule::Expectation, "AddDevice", "no WdfDriverCreate"));
             let add = match &k.objects[Kernel::index_of(driver as _)].kind {
                 Kind::Driver { config } => config.EvtDriverDeviceAdd,
@@ -329,6 +331,7 @@ impl Machine {
             fdo: None,
             // SAFETY: as in `boot`; never passed to the driver.
             driver_object: Box::new(unsafe { core::mem::zeroed() }),
+            child_driver_object: None,
         }
     }
 
@@ -581,7 +584,7 @@ impl Machine {
     /// Unload: EvtDriverUnload (if the driver has one), then the leak report.
     pub(crate) fn unload(&mut self) {
         let (driver, unload) = with(|k| {
-            let driver = k.driver.unwrap_or_else(|| {
+            let driver = k.drivers[super::image::BUS].unwrap_or_else(|| {
                 violation(Rule::Expectation, "DriverUnload", "no WdfDriverCreate")
             });
             match &k.objects[Kernel::index_of(driver as _)].kind {

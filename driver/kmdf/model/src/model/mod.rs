@@ -41,6 +41,7 @@ mod sync;
 mod table;
 mod tests;
 mod tracing;
+mod two;
 mod usage;
 mod wdm;
 
@@ -110,6 +111,22 @@ fn with_uncounted<R>(f: impl FnOnce(&mut Kernel) -> R) -> R {
         );
     };
     f(kernel)
+}
+
+/// The image slot of the driver making a WDF call: the one whose globals it passes (each image
+/// is bound to its own by WdfVersionBind), the bus's for the Linux build's NULL. Globals that
+/// no image was bound to stop the machine (KMDF would dereference them).
+pub(crate) fn caller_slot(globals: wdk_sys::PWDF_DRIVER_GLOBALS, ddi: &str) -> usize {
+    if globals.is_null() {
+        return image::BUS;
+    }
+    image::slot_of_globals(globals).unwrap_or_else(|| {
+        violation(
+            Rule::Expectation,
+            ddi,
+            "DriverGlobals that WdfVersionBind gave no image",
+        )
+    })
 }
 
 /// The exit code of a process the model stopped: a bugcheck.

@@ -16,7 +16,7 @@ const DEFERRED: Options = Options {
 /// Creates a DPC, work item, timer (`DEFERRED`: a config of the right size, a device or
 /// queue parent) or lock (`LOCK`: the driver its parent unless the attributes name one).
 fn create_sync(
-    ddi: &'static str,
+    (ddi, globals): (&'static str, PWDF_DRIVER_GLOBALS),
     max_irql: u8,
     size_ok: bool,
     attributes: PWDF_OBJECT_ATTRIBUTES,
@@ -62,7 +62,7 @@ fn create_sync(
         let default_parent = if options.parent_required {
             None
         } else {
-            k.driver
+            k.drivers[super::caller_slot(globals, ddi)]
         };
         let h = k.create(ddi, kind, attributes, default_parent);
         // SAFETY: checked non-null above.
@@ -76,7 +76,7 @@ fn create_sync(
 macro_rules! deferred_creates {
     ($($ddi:ident($config:ty, $handle:ty, $max:ident) => $kind:ident { $($f:ident: $v:expr),* };)*) => {$(
         pub(crate) unsafe extern "C" fn $ddi(
-            _: PWDF_DRIVER_GLOBALS,
+            globals: PWDF_DRIVER_GLOBALS,
             config: $config,
             attributes: PWDF_OBJECT_ATTRIBUTES,
             out: *mut $handle,
@@ -87,7 +87,7 @@ macro_rules! deferred_creates {
             };
             let ok = c.Size as usize == core::mem::size_of_val(c);
             let kind = Kind::$kind { config: *c, $($f: $v),* };
-            create_sync(stringify!($ddi), $max, ok, attributes, out.cast(), kind, DEFERRED)
+            create_sync((stringify!($ddi), globals), $max, ok, attributes, out.cast(), kind, DEFERRED)
         }
     )*};
 }
@@ -263,7 +263,7 @@ fn lock_parented(ddi: &str, a: PWDF_OBJECT_ATTRIBUTES) {
 }
 
 pub(crate) unsafe extern "C" fn WdfSpinLockCreate(
-    _: PWDF_DRIVER_GLOBALS,
+    globals: PWDF_DRIVER_GLOBALS,
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFSPINLOCK,
 ) -> NTSTATUS {
@@ -273,7 +273,7 @@ pub(crate) unsafe extern "C" fn WdfSpinLockCreate(
         saved_irql: 0,
     };
     create_sync(
-        "WdfSpinLockCreate",
+        ("WdfSpinLockCreate", globals),
         DISPATCH,
         true,
         a,
@@ -284,14 +284,14 @@ pub(crate) unsafe extern "C" fn WdfSpinLockCreate(
 }
 
 pub(crate) unsafe extern "C" fn WdfWaitLockCreate(
-    _: PWDF_DRIVER_GLOBALS,
+    globals: PWDF_DRIVER_GLOBALS,
     a: PWDF_OBJECT_ATTRIBUTES,
     lock: *mut WDFWAITLOCK,
 ) -> NTSTATUS {
     lock_parented("WdfWaitLockCreate", a);
     let kind = Kind::WaitLock { holder: 0 };
     create_sync(
-        "WdfWaitLockCreate",
+        ("WdfWaitLockCreate", globals),
         DISPATCH,
         true,
         a,

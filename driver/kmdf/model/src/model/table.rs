@@ -25,7 +25,7 @@ pub(crate) fn text(ddi: &str, s: PCUNICODE_STRING) -> String {
 }
 
 pub(crate) unsafe extern "C" fn WdfDriverCreate(
-    _: PWDF_DRIVER_GLOBALS,
+    globals: PWDF_DRIVER_GLOBALS,
     _o: PDRIVER_OBJECT,
     _p: PCUNICODE_STRING,
     a: PWDF_OBJECT_ATTRIBUTES,
@@ -74,8 +74,17 @@ pub(crate) unsafe extern "C" fn WdfDriverCreate(
                 ));
             }
         }
+        let slot = super::caller_slot(globals, DDI);
+        if k.drivers[slot].is_some() {
+            // KMDF keeps one FxDriver per driver object (FxDriver::_CreateDriver).
+            violation(
+                Rule::Expectation,
+                DDI,
+                "a second WdfDriverCreate from one driver",
+            );
+        }
         let h = k.create(DDI, Kind::Driver { config: *c }, a, None);
-        k.driver = Some(h);
+        k.drivers[slot] = Some(h);
         if !out.is_null() {
             // SAFETY: a non-null out-pointer of the driver's.
             unsafe { *out = h as WDFDRIVER };
@@ -194,7 +203,7 @@ pub(crate) unsafe extern "C" fn WdfFdoInitSetDefaultChildListConfig(
 }
 
 pub(crate) unsafe extern "C" fn WdfDeviceCreate(
-    _: PWDF_DRIVER_GLOBALS,
+    globals: PWDF_DRIVER_GLOBALS,
     init: *mut PWDFDEVICE_INIT,
     a: PWDF_OBJECT_ATTRIBUTES,
     out: *mut WDFDEVICE,
@@ -283,7 +292,7 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreate(
             pnp_notify: core::mem::take(&mut i.pnp_notify),
         });
         let list = i.child_list;
-        let driver = k.driver;
+        let driver = k.drivers[super::caller_slot(globals, DDI)];
         let h = k.create(DDI, Kind::Device(device), a, driver);
         if let Some(config) = list {
             let l = k.create(
@@ -310,13 +319,14 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreate(
 }
 
 pub(crate) unsafe extern "C" fn WdfDeviceGetDriver(
-    _: PWDF_DRIVER_GLOBALS,
+    globals: PWDF_DRIVER_GLOBALS,
     device: WDFDEVICE,
 ) -> WDFDRIVER {
     let _kernel = super::enter("WdfDeviceGetDriver", DISPATCH);
     with(|k| {
         k.live("WdfDeviceGetDriver", device);
-        k.driver.map_or(core::ptr::null_mut(), |h| h as WDFDRIVER)
+        let slot = super::caller_slot(globals, "WdfDeviceGetDriver");
+        k.drivers[slot].map_or(core::ptr::null_mut(), |h| h as WDFDRIVER)
     })
 }
 

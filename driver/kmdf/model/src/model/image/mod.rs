@@ -30,8 +30,16 @@ use memory::Region;
 pub(crate) use pe::LoadError;
 pub(crate) use switch::{restore, save};
 
-/// The loaded image, for the scenario's process.
+/// The image slots: the bus's, and the sample child driver's (driver/kmdf-child), loaded
+/// beside it when a scenario runs both.
+pub(crate) const BUS: usize = 0;
+pub(crate) const CHILD: usize = 1;
+const SLOTS: usize = 2;
+
+/// A loaded image, for the scenario's process.
 pub(crate) struct Image {
+    /// Its slot: [`BUS`] or [`CHILD`].
+    pub(crate) slot: usize,
     mapped: pe::Mapped,
     /// The KMDF function table WdfVersionBind hands it: a stub per DDI the model gives, an
     /// address in [`Image::unmodelled`] (index = offset) for each it does not.
@@ -48,7 +56,7 @@ unsafe impl Sync for Image {}
 // SAFETY: as above.
 unsafe impl Send for Image {}
 
-static IMAGE: OnceLock<Image> = OnceLock::new();
+static IMAGES: [OnceLock<Image>; SLOTS] = [OnceLock::new(), OnceLock::new()];
 
 /// The stubs: pages of code, each stub a `(target, address)`.
 struct Stubs {
@@ -92,9 +100,17 @@ fn stub_uncounted(target: usize) -> usize {
     at
 }
 
-/// Loads the image at `path` and binds it to the model: once per process.
+/// Loads the bus's image at `path` and binds it to the model: once per process.
 pub(crate) fn load(path: &str) -> Result<&'static Image, LoadError> {
-    if IMAGE.get().is_some() {
+    load_slot(BUS, path, "hcabus")
+}
+
+/// Loads the image at `path` into `slot`, its driver named `name` (the service's name, which
+/// KMDF gives its globals' DriverName): once per slot and process. WDF calls are told apart
+/// by the globals each image was bound to ([`slot_of_globals`]).
+pub(crate) fn load_slot(slot: usize, path: &str, name: &str) -> Result<&'static Image, LoadError> {
+    let cell = &IMAGES[slot];
+    if cell.get().is_some() {
         return Err(LoadError::AlreadyLoaded);
     }
     let data = std::fs::read(path).map_err(|e| LoadError::Read(path.into(), e))?;
@@ -104,18 +120,19 @@ pub(crate) fn load(path: &str) -> Result<&'static Image, LoadError> {
     let table = function_table(unmodelled.base());
     // SAFETY: all-zero is a valid WDF_DRIVER_GLOBALS (integers, a NULL pointer, a name).
     let mut globals: Box<WDF_DRIVER_GLOBALS> = Box::new(unsafe { core::mem::zeroed() });
-    for (to, from) in globals.DriverName.iter_mut().zip(b"hcabus") {
-        *to = *from as _;
+    for (to, from) in globals.DriverName.iter_mut().zip(name.bytes()) {
+        *to = from as _;
     }
     let image = Image {
+        slot,
         mapped,
         table,
         unmodelled,
         globals,
     };
-    IMAGE.set(image).map_err(|_| LoadError::AlreadyLoaded)?;
+    cell.set(image).map_err(|_| LoadError::AlreadyLoaded)?;
     super::driver::set_image();
-    Ok(IMAGE.get().expect("just set"))
+    Ok(cell.get().expect("just set"))
 }
 
 /// The pool the image holds now, in bytes (its heap: what the footprint counts).
@@ -158,12 +175,32 @@ pub(crate) fn is_driver_code(rip: usize) -> bool {
     {
         return true;
     }
-    IMAGE.get().is_some_and(|i| i.in_text(rip))
+    IMAGES
+        .iter()
+        .any(|i| i.get().is_some_and(|i| i.in_text(rip)))
 }
 
-/// The loaded image, if the driver is one.
+/// The bus's image, if the driver is one.
 pub(crate) fn get() -> Option<&'static Image> {
-    IMAGE.get()
+    IMAGES[BUS].get()
+}
+
+/// The image in `slot`, if one is loaded there.
+pub(crate) fn get_slot(slot: usize) -> Option<&'static Image> {
+    IMAGES.get(slot)?.get()
+}
+
+/// Every image loaded.
+pub(crate) fn loaded() -> impl Iterator<Item = &'static Image> {
+    IMAGES.iter().filter_map(OnceLock::get)
+}
+
+/// The slot of the image whose WDF calls pass `globals` (what WdfVersionBind handed it);
+/// `None` for globals no image was given (the Linux build's NULL).
+pub(crate) fn slot_of_globals(globals: PWDF_DRIVER_GLOBALS) -> Option<usize> {
+    loaded()
+        .find(|i| core::ptr::eq(&*i.globals, globals.cast_const()))
+        .map(|i| i.slot)
 }
 
 impl Image {
@@ -177,7 +214,9 @@ impl Image {
     }
 
     /// The image as a fresh load leaves it (its data sections as relocated, nothing of a
-    /// previous driver's life in them), and the pool empty: each boot of the machine.
+    /// previous driver's life in them), and the pool empty: each boot of the machine, and
+    /// each load of the child's driver. The pool is the bus's: the child's image imports no
+    /// pool function (docs/child-driver.md), so one pool is the bus's alone.
     pub(crate) fn fresh(&self) {
         for (at, bytes) in &self.mapped.writable {
             let to = self.mapped.region.base() + at;
@@ -185,7 +224,24 @@ impl Image {
             // (the machine boots).
             unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), to as *mut u8, bytes.len()) };
         }
-        pool::forget();
+        if self.slot == BUS {
+            pool::forget();
+        }
+    }
+
+    /// The DriverName of the globals it was bound to (the service's name).
+    pub(crate) fn driver_name(&self) -> String {
+        self.globals
+            .DriverName
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| char::from(*c as u8))
+            .collect()
+    }
+
+    /// Whether `at` is inside this image's mapping (its code or its data).
+    pub(crate) fn contains(&self, at: usize) -> bool {
+        self.mapped.region.contains(at)
     }
 
     pub(crate) fn in_text(&self, at: usize) -> bool {
@@ -270,7 +326,15 @@ extern "C" fn wdf_version_bind(
 ) -> NTSTATUS {
     const DDI: &str = "WdfVersionBind";
     let _kernel = super::enter(DDI, super::PASSIVE);
-    let image = IMAGE.get().expect("bound after loading");
+    // The image binding is the one whose data holds the globals pointer it hands in (its own
+    // `WdfDriverGlobals`): two images bind, each to globals of its own.
+    let Some(image) = loaded().find(|i| i.contains(globals as usize)) else {
+        super::violation(
+            super::Rule::Expectation,
+            DDI,
+            "the globals' out-pointer is in no loaded image",
+        )
+    };
     // SAFETY: the image's bind info, or NULL.
     let Some(info) = (unsafe { info.as_mut() }) else {
         super::violation(super::Rule::NullParameter, DDI, "BindInfo is NULL")

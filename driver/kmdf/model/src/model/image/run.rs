@@ -6,13 +6,17 @@
 use std::string::String;
 use std::vec::Vec;
 
-use super::super::harness::{run_on, Outcome, IMAGE};
+use super::super::harness::{run_on, run_with, Outcome, CHILD_IMAGE, IMAGE};
 use super::super::{violation, Rule};
 
 /// The user's (and CI's) variable: the image to run the scenarios on.
 const USER_IMAGE: &str = "HCABUS_IMAGE";
 
-/// In the scenario's process: loads the image if the parent named one.
+/// The user's (and CI's) variable: the sample child driver's image, run beside the bus's.
+const USER_CHILD_IMAGE: &str = "HCABUS_CHILD_IMAGE";
+
+/// In the scenario's process: loads the image if the parent named one, and the child
+/// driver's beside it if it named that too.
 pub(crate) fn load_if_asked() {
     let path = std::env::var(IMAGE).unwrap_or_default();
     if path.is_empty() {
@@ -20,6 +24,13 @@ pub(crate) fn load_if_asked() {
     }
     if let Err(e) = super::load(&path) {
         violation(Rule::Expectation, "(loader)", &format!("{path}: {e}"));
+    }
+    let child = std::env::var(CHILD_IMAGE).unwrap_or_default();
+    if child.is_empty() {
+        return;
+    }
+    if let Err(e) = super::load_slot(super::CHILD, &child, "hcabus_child") {
+        violation(Rule::Expectation, "(loader)", &format!("{child}: {e}"));
     }
 }
 
@@ -81,6 +92,9 @@ pub(crate) const SCENARIOS: &[(&str, Ends)] = &[
     ("races", Ends::Passes),
     ("chaos", Ends::Passes),
 ];
+
+/// The scenarios of the bus's image and the child driver's together (`two.rs`).
+pub(crate) const TWO_SCENARIOS: &[(&str, Ends)] = &[("two_images_load", Ends::Passes)];
 
 /// How a scenario on the image must end.
 #[derive(Debug, Clone, Copy)]
@@ -177,6 +191,38 @@ fn the_scenarios_pass_on_the_image() {
     println!(
         "image: {} scenarios passed on sha256 {sha256}",
         outcomes.len()
+    );
+}
+
+/// The child driver's image named by `HCABUS_CHILD_IMAGE` with the bus's, or why the
+/// two-image scenarios are skipped.
+fn child_image() -> Option<(String, String, String, String)> {
+    let (bus, bus_sha) = image()?;
+    let path = std::env::var(USER_CHILD_IMAGE).unwrap_or_default();
+    if path.is_empty() {
+        println!(
+            "image+child: skipped: {USER_CHILD_IMAGE} names no child driver image \
+             (WDK_KIT_PACKAGE=hcabus-child-kmdf ../shared/wdk-kit/linkcheck.sh links \
+             target/wdk-kit/link/hcabus_child_kmdf.sys; .ci/run sets it)"
+        );
+        return None;
+    }
+    let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{USER_CHILD_IMAGE}={path}: {e}"));
+    Some((bus, bus_sha, path, super::sha256_hex(&data)))
+}
+
+#[test]
+fn the_bus_and_the_child_driver_run_together_as_images() {
+    let Some((bus, bus_sha, child, child_sha)) = child_image() else {
+        return;
+    };
+    for &(scenario, ends) in TWO_SCENARIOS {
+        let o = run_with(scenario, None, Some(&bus), Some(&child));
+        ended(scenario, &o, ends);
+    }
+    println!(
+        "image+child: {} scenarios passed on sha256 {bus_sha} with child sha256 {child_sha}",
+        TWO_SCENARIOS.len()
     );
 }
 

@@ -24,14 +24,15 @@ pub(crate) fn handle(address: usize, context: *mut c_void) -> bool {
             ),
         );
     }
-    if let Some(image) = super::get() {
+    for image in super::loaded() {
         if image.unmodelled.contains(address) {
             violation(
                 Rule::Unmodelled,
                 "(function table)",
                 &format!(
-                    "the image called KMDF 1.33's function number {} (WDFFUNCENUM), which \
-                     the model does not give",
+                    "the image in slot {} called KMDF 1.33's function number {} (WDFFUNCENUM), \
+                     which the model does not give",
+                    image.slot,
                     address - image.unmodelled.base()
                 ),
             );
