@@ -204,13 +204,8 @@ pub(crate) fn pdo_of(fdo: Handle, serial: u32) -> Option<Handle> {
 }
 
 /// A child driver's IRP_MN_QUERY_INTERFACE on the PDO of the child whose serial is `serial`,
-/// for `size` bytes of version `version`, answered as KMDF's PDO answers it
-/// (FxPkgPnp::HandleQueryInterface): the first interface published with that GUID is copied,
-/// its own `Size` bytes, when that size and its version are each at most the ones asked for,
-/// else STATUS_INVALID_BUFFER_SIZE; no interface of that GUID, STATUS_NOT_SUPPORTED. A copy is
-/// referenced before it is returned (KMDF calls its InterfaceReference); a refusal takes
-/// nothing. The bytes are the caller's buffer after the IRP: `size` of them, what KMDF did not
-/// write left as `filler`.
+/// for `size` bytes of version `version` ([`answer_query`]). The bytes are the caller's
+/// buffer after the IRP: `size` of them, what KMDF did not write left as `filler`.
 pub(crate) fn query_interface(
     fdo: Handle,
     serial: u32,
@@ -219,8 +214,26 @@ pub(crate) fn query_interface(
     version: u16,
     filler: u8,
 ) -> Result<Vec<u8>, NTSTATUS> {
+    let pdo = with(|k| pdo_of_in(k, fdo, serial)).ok_or(STATUS_NO_SUCH_DEVICE)?;
+    let published = answer_query(pdo, guid, size, version)?;
+    let mut buffer = vec![filler; size];
+    buffer[..published.len()].copy_from_slice(&published);
+    Ok(buffer)
+}
+
+/// IRP_MN_QUERY_INTERFACE on `pdo`, answered as KMDF's PDO answers it
+/// (FxPkgPnp::HandleQueryInterface): the first interface published with that GUID, its own
+/// `Size` bytes, when that size and its version are each at most the ones asked for, else
+/// STATUS_INVALID_BUFFER_SIZE; no interface of that GUID, STATUS_NOT_SUPPORTED. The copy is
+/// referenced before it is returned (KMDF calls its InterfaceReference); a refusal takes
+/// nothing. The bytes returned are what KMDF writes into the caller's buffer.
+pub(crate) fn answer_query(
+    pdo: Handle,
+    guid: &GUID,
+    size: usize,
+    version: u16,
+) -> Result<Vec<u8>, NTSTATUS> {
     let published = with(|k| {
-        let pdo = pdo_of_in(k, fdo, serial).ok_or(STATUS_NO_SUCH_DEVICE)?;
         let d = k.device(pdo);
         let (_, bytes) = d
             .interfaces
@@ -239,15 +252,13 @@ pub(crate) fn query_interface(
     if usize::from(header.Size) > size || header.Version > version {
         return Err(STATUS_INVALID_BUFFER_SIZE);
     }
-    let mut buffer = vec![filler; size];
-    buffer[..published.len()].copy_from_slice(&published);
     if let Some(reference) = header.InterfaceReference {
         // SAFETY: the interface's own function and context, as KMDF calls it.
         at("InterfaceReference", PASSIVE, || unsafe {
             reference.run((header.Context,))
         });
     }
-    Ok(buffer)
+    Ok(published)
 }
 
 /// The PDO of `fdo`'s child whose serial is `serial`.

@@ -43,6 +43,10 @@ const DOCUMENTED: &[(&str, &[&str])] = &[
     ("WdfFdoQueryForInterface", &["PASSIVE"]),
     ("WdfIoQueueCreate", &["DISPATCH"]),
     ("WdfIoQueueGetDevice", &["DISPATCH"]),
+    ("WdfIoQueuePurge", &["DISPATCH"]),
+    ("WdfIoQueueStart", &["DISPATCH"]),
+    ("WdfIoQueueStop", &["DISPATCH"]),
+    ("WdfDeviceCreateDeviceInterface", &["PASSIVE"]),
     ("WdfObjectDelete", &["DISPATCH"]),
     ("WdfObjectDereferenceActual", &["DISPATCH"]),
     // _IRQL_requires_max_(DISPATCH_LEVEL+1).

@@ -17,7 +17,28 @@ macro_rules! entry {
 }
 
 pub(crate) fn entries() -> Vec<(WDFFUNCENUM, WDFFUNC)> {
+    use super::queues as q;
     vec![
+        entry!(
+            WdfIoQueueStopTableIndex,
+            q::WdfIoQueueStop,
+            PFN_WDFIOQUEUESTOP
+        ),
+        entry!(
+            WdfIoQueueStartTableIndex,
+            q::WdfIoQueueStart,
+            PFN_WDFIOQUEUESTART
+        ),
+        entry!(
+            WdfIoQueuePurgeTableIndex,
+            q::WdfIoQueuePurge,
+            PFN_WDFIOQUEUEPURGE
+        ),
+        entry!(
+            WdfDeviceCreateDeviceInterfaceTableIndex,
+            q::WdfDeviceCreateDeviceInterface,
+            PFN_WDFDEVICECREATEDEVICEINTERFACE
+        ),
         entry!(
             WdfDeviceInitRegisterPnpStateChangeCallbackTableIndex,
             n::WdfDeviceInitRegisterPnpStateChangeCallback,

@@ -49,6 +49,11 @@ pub(crate) struct Device {
     pub(crate) identity: Identity,
     /// The adapter behind an FDO (index into `Kernel::adapters`).
     pub(crate) adapter: usize,
+    /// The PDO an FDO of another driver is stacked on (the child driver's on the bus's
+    /// PDO); `None` for the bus's FDO on the PCI function.
+    pub(crate) lower_pdo: Option<Handle>,
+    /// Its device interfaces (WdfDeviceCreateDeviceInterface), by class.
+    pub(crate) device_interfaces: Vec<GUID>,
     /// The WDM device object WdfDeviceWdmGetDeviceObject returns.
     pub(crate) wdm: Box<DEVICE_OBJECT>,
     /// The special files it supports (bit n: WDF_SPECIAL_FILE_TYPE n).
@@ -74,6 +79,7 @@ pub(crate) enum Kind {
     Queue {
         device: Handle,
         config: WDF_IO_QUEUE_CONFIG,
+        state: super::queues::QueueState,
     },
     // `running`, `holder`: the thread (`schedule::me`) running the callback or holding the
     // lock; 0 for none.
@@ -190,6 +196,8 @@ pub(crate) struct Init {
     pub(crate) hardware_ids: Vec<String>,
     pub(crate) compatible_ids: Vec<String>,
     pub(crate) adapter: usize,
+    /// The PDO the device is added on, for a driver above the bus (`two.rs`).
+    pub(crate) lower_pdo: Option<Handle>,
     /// A setup call on it that failed (fxdeviceinit: the init is then unusable): a create
     /// from it breaks SDV's InitFreeDeviceCreate.
     pub(crate) failed: Option<&'static str>,

@@ -33,6 +33,7 @@ mod notify;
 mod objects;
 mod pnp;
 mod processors;
+mod queues;
 mod races;
 mod rules;
 mod schedule;

@@ -296,13 +296,15 @@ pub(crate) unsafe extern "C" fn WdfCmResourceListGetDescriptor(
 }
 
 /// GUID_BUS_INTERFACE_STANDARD, as the PCI bus driver answers it.
+/// On an FDO stacked on a PDO of the bus's (the child driver's), the query goes down its
+/// stack to that PDO, which answers from what the bus published (`children::answer_query`).
 pub(crate) unsafe extern "C" fn WdfFdoQueryForInterface(
     _: PWDF_DRIVER_GLOBALS,
     fdo: WDFDEVICE,
     guid: LPCGUID,
     interface: PINTERFACE,
     size: USHORT,
-    _version: USHORT,
+    version: USHORT,
     _data: PVOID,
 ) -> NTSTATUS {
     const DDI: &str = "WdfFdoQueryForInterface";
@@ -321,10 +323,24 @@ pub(crate) unsafe extern "C" fn WdfFdoQueryForInterface(
         && g.Data2 == want.Data2
         && g.Data3 == want.Data3
         && g.Data4 == want.Data4;
-    let adapter = with(|k| match &k.live(DDI, fdo).kind {
-        Kind::Device(d) if d.role == Role::Fdo => d.adapter,
+    let (adapter, lower_pdo) = with(|k| match &k.live(DDI, fdo).kind {
+        Kind::Device(d) if d.role == Role::Fdo => (d.adapter, d.lower_pdo),
         _ => violation(Rule::WrongObjectType, DDI, "not an FDO"),
     });
+    if let Some(pdo) = lower_pdo {
+        drop(_kernel);
+        return match super::children::answer_query(pdo, &g, usize::from(size), version) {
+            Ok(bytes) => {
+                // SAFETY: `size` bytes of the caller's; KMDF writes the published size, no
+                // more than asked for (answer_query's check).
+                unsafe {
+                    core::ptr::copy_nonoverlapping(bytes.as_ptr(), interface.cast(), bytes.len())
+                };
+                STATUS_SUCCESS
+            }
+            Err(status) => status,
+        };
+    }
     if !same || usize::from(size) < core::mem::size_of::<BUS_INTERFACE_STANDARD>() {
         return STATUS_NOT_SUPPORTED;
     }

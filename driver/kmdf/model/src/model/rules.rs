@@ -46,6 +46,7 @@ pub(crate) enum Rule {
     DriverBugCheck,
     DriverAttributeChanged,
     Unmodelled,
+    QueueFatalError,
     Expectation,
 }
 
@@ -117,6 +118,7 @@ impl Rule {
             Rule::DriverBugCheck => "the driver never stops the machine itself (KeBugCheckEx: its panic handler)",
             Rule::DriverAttributeChanged => "the driver leaves the driver object's execution level and synchronization scope to KMDF (a warning rule: KMDF takes them, the model reports them at unload)",
             Rule::Unmodelled => "the image calls only what the model gives (a limit of the model's, not the driver's)",
+            Rule::QueueFatalError => "a queue takes one stop (or purge) callback at a time: a second while one is outstanding is the queue's fatal error",
             Rule::Expectation => "what the scenario expects of the driver",
         }
     }
@@ -125,6 +127,7 @@ impl Rule {
     pub(crate) fn source(self) -> &'static str {
         match self {
             Rule::NoKernel | Rule::Expectation | Rule::Unmodelled => "the model's scenario",
+            Rule::QueueFatalError => "fxioqueueapi.cpp, WdfIoQueueStop and WdfIoQueuePurge (FatalError: WDF_VIOLATION 0xA when QueueIdle or QueuePurge answer STATUS_INVALID_DEVICE_REQUEST); fxioqueue.cpp, QueueIdle",
             Rule::StackOverflow => "KERNEL_STACK_SIZE (ntddk.h, 0x6000 on x64); an overflow into the guard page is a double fault",
             Rule::DriverBugCheck => "KeBugCheckEx documentation; wdk-panic's handler",
             Rule::DriverAttributeChanged => "SDV rule DriverAttributeChanged (warnings set); fxdriverapi.cpp, WdfDriverCreate (validates the attributes' parent only)",

@@ -285,6 +285,8 @@ pub(crate) unsafe extern "C" fn WdfDeviceCreate(
             finished: role != Role::Control,
             identity: core::mem::take(&mut i.identity),
             adapter: i.adapter,
+            lower_pdo: i.lower_pdo,
+            device_interfaces: Vec::new(),
             // SAFETY: an all-zero DEVICE_OBJECT is what the model hands out.
             wdm: Box::new(unsafe { core::mem::zeroed() }),
             special_files: 0,
@@ -451,12 +453,16 @@ pub(crate) unsafe extern "C" fn WdfIoQueueCreate(
             Kind::Queue {
                 device: device as usize,
                 config: *c,
+                state: super::queues::QueueState::default(),
             },
             a,
             Some(device as usize),
         );
+        // The device's requests go to its default queue; another is the driver's to forward to.
         if let Kind::Device(d) = &mut k.live(DDI, device).kind {
-            d.queue = Some(q);
+            if c.DefaultQueue != 0 {
+                d.queue = Some(q);
+            }
         }
         if !out.is_null() {
             // SAFETY: the driver's out-pointer.
@@ -524,8 +530,20 @@ impl Init {
             hardware_ids,
             compatible_ids,
             adapter,
+            lower_pdo: None,
             failed: None,
             pnp_notify: Vec::new(),
+        }
+    }
+
+    /// An init for a function driver's device on `pdo`, whose hardware ids are the ones the
+    /// bus gave the PDO (WdfPdoInitAddHardwareID), as PnP reports them to the driver above.
+    pub(crate) fn for_pdo(pdo: super::kernel::Handle, hardware_ids: Vec<String>) -> Init {
+        Init {
+            hardware_ids,
+            compatible_ids: Vec::new(),
+            lower_pdo: Some(pdo),
+            ..Init::new(InitOrigin::Pnp, String::new(), usize::MAX)
         }
     }
 }

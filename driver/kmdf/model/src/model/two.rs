@@ -2,17 +2,27 @@
 //! loaded as Windows loads a driver, bound by WdfVersionBind to globals of its own, by which
 //! every WDF call is told to be one driver's or the other's (`super::caller_slot`).
 //!
-//! What runs so far: the child driver's load (its FxDriverEntry, DriverEntry, WdfDriverCreate
-//! of a driver of its own), its unload and its reload, beside a bus that keeps serving. Its
-//! device stacked on the bus's PDO, its queues and the resets it rides through come next
+//! What runs: the child driver's load (its FxDriverEntry, DriverEntry, WdfDriverCreate of a
+//! driver of its own), its unload and its reload, beside a bus that keeps serving; its FDO
+//! added on the bus's SRP PDO with the PDO's hardware ids, started (prepare hardware: the
+//! interface queried through the PDO, Register) and removed (release hardware: Unregister,
+//! InterfaceDereference); the resets it rides through, answered from its own callback inside
+//! the bus's DPC, image to image. Its own I/O held across them comes next
 //! (docs/child-driver.md, "What the model runs").
 
 use wdk_sys::*;
 
-use super::admin;
+use hcabus::ioctl::ResetMode;
+use hcabus::recorder::RecordKind;
+use hcabus::types::{Call, State};
+use hcabus_kmdf::kernel::ChildFunction;
+use hcabus_sim::Fault;
+
+use super::admin::{self, ADMIN};
+use super::driver::DriverFn;
 use super::harness::{expect, started};
 use super::image::{self, BUS, CHILD};
-use super::kernel::{Kernel, Kind};
+use super::kernel::{Handle, Init, InitState, Kernel, Kind, Role};
 use super::machine::{at, Machine, FILE_READ_DATA};
 use super::{violation, with, Rule, PASSIVE};
 
@@ -88,9 +98,203 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// PnP binds the child driver to the PDO of the bus's child `serial` (the INF's hardware
+    /// id): its EvtDriverDeviceAdd with an init that reports the PDO's hardware ids. Returns
+    /// the FDO it created on the PDO.
+    pub(crate) fn add_child_device(&mut self, serial: u32) -> Handle {
+        let bus_fdo = self
+            .fdo
+            .unwrap_or_else(|| violation(Rule::Expectation, "add child device", "no bus FDO"));
+        let Some(pdo) = super::children::pdo_of(bus_fdo, serial) else {
+            violation(
+                Rule::Expectation,
+                "add child device",
+                "no PDO of that serial",
+            )
+        };
+        let (driver, add, init, before) = with(|k| {
+            let ids = k.device(pdo).identity.hardware_ids.clone();
+            k.inits.push(Init::for_pdo(pdo, ids));
+            let init = Kernel::init_handle(k.inits.len() - 1);
+            let driver = k.drivers[CHILD].unwrap_or_else(|| {
+                violation(
+                    Rule::Expectation,
+                    "add child device",
+                    "the child driver is not loaded",
+                )
+            });
+            let add = match &k.objects[Kernel::index_of(driver as _)].kind {
+                Kind::Driver { config } => config.EvtDriverDeviceAdd,
+                _ => None,
+            };
+            (driver, add, init, k.objects.len())
+        });
+        let Some(add) = add else {
+            violation(
+                Rule::Expectation,
+                "add child device",
+                "no EvtDriverDeviceAdd",
+            )
+        };
+        // SAFETY: the child's callback with its driver and an init KMDF owns.
+        let status = at("hcabus_child!EvtDriverDeviceAdd", PASSIVE, || unsafe {
+            add.run((driver as WDFDRIVER, init))
+        });
+        let fdo = with(|k| {
+            let i = &mut k.inits[Kernel::init_index(init)];
+            if i.state == InitState::Open {
+                i.state = InitState::Freed;
+            }
+            (before..k.objects.len()).find_map(|n| {
+                let o = &k.objects[n];
+                match &o.kind {
+                    Kind::Device(d)
+                        if !o.deleted && d.role == Role::Fdo && d.lower_pdo == Some(pdo) =>
+                    {
+                        Some(Kernel::handle_of(n))
+                    }
+                    _ => None,
+                }
+            })
+        });
+        match fdo {
+            Some(fdo) if status >= 0 => fdo,
+            _ => violation(
+                Rule::Expectation,
+                "hcabus_child!EvtDriverDeviceAdd",
+                &format!("{status:#x}, no FDO on the PDO"),
+            ),
+        }
+    }
+
+    /// The child FDO's start, after its PDO's (the bus's PDOs have no PnP callbacks): prepare
+    /// hardware with empty resource lists (a PDO of this bus claims none), then D0Entry.
+    pub(crate) fn start_child_device(&mut self, fdo: Handle) -> NTSTATUS {
+        let (raw, translated, pnp) = with(|k| {
+            let mut list = || {
+                k.create(
+                    "start",
+                    Kind::ResourceList {
+                        descriptors: Vec::new(),
+                    },
+                    core::ptr::null_mut(),
+                    Some(fdo),
+                )
+            };
+            let (raw, translated) = (list(), list());
+            (raw, translated, k.device(fdo).pnp)
+        });
+        let status = pnp.EvtDevicePrepareHardware.map_or(STATUS_SUCCESS, |f| {
+            // SAFETY: the child's callback with its FDO and two resource lists.
+            at(
+                "hcabus_child!EvtDevicePrepareHardware",
+                PASSIVE,
+                || unsafe {
+                    f.run((
+                        fdo as WDFDEVICE,
+                        raw as WDFCMRESLIST,
+                        translated as WDFCMRESLIST,
+                    ))
+                },
+            )
+        });
+        with(|k| {
+            for list in [raw, translated] {
+                k.delete_now("start", list);
+            }
+        });
+        if status < 0 {
+            return status;
+        }
+        pnp.EvtDeviceD0Entry.map_or(STATUS_SUCCESS, |f| {
+            // SAFETY: the child's callback with its FDO and the state it leaves.
+            at("hcabus_child!EvtDeviceD0Entry", PASSIVE, || unsafe {
+                f.run((
+                    fdo as WDFDEVICE,
+                    _WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final,
+                ))
+            })
+        })
+    }
+
+    /// The child FDO's removal, before its PDO's: D0Exit to D3Final, release hardware, then
+    /// KMDF deletes the device (its queues and lock with it).
+    pub(crate) fn remove_child_device(&mut self, fdo: Handle) {
+        let (translated, pnp) = with(|k| {
+            let list = k.create(
+                "remove",
+                Kind::ResourceList {
+                    descriptors: Vec::new(),
+                },
+                core::ptr::null_mut(),
+                Some(fdo),
+            );
+            (list, k.device(fdo).pnp)
+        });
+        if let Some(f) = pnp.EvtDeviceD0Exit {
+            // SAFETY: the child's callback with its FDO and the state it goes to.
+            at("hcabus_child!EvtDeviceD0Exit", PASSIVE, || unsafe {
+                f.run((
+                    fdo as WDFDEVICE,
+                    _WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final,
+                ))
+            });
+        }
+        let status = pnp.EvtDeviceReleaseHardware.map_or(STATUS_SUCCESS, |f| {
+            // SAFETY: the child's callback with its FDO and its translated resources.
+            at(
+                "hcabus_child!EvtDeviceReleaseHardware",
+                PASSIVE,
+                || unsafe { f.run((fdo as WDFDEVICE, translated as WDFCMRESLIST)) },
+            )
+        });
+        expect(
+            status >= 0,
+            &format!("the child's release hardware: {status:#x}"),
+        );
+        let cleanups = with(|k| {
+            k.delete_now("remove", translated);
+            k.delete("remove", fdo)
+        });
+        at("EvtCleanupCallback", PASSIVE, || {
+            super::objects::run_cleanups(cleanups)
+        });
+    }
+}
+
+/// The child FDO's I/O queue: its queue that is not the default one.
+fn io_queue(fdo: Handle) -> Handle {
+    let found = with(|k| {
+        k.objects
+            .iter()
+            .enumerate()
+            .find_map(|(n, o)| match &o.kind {
+                Kind::Queue { device, config, .. }
+                    if !o.deleted && *device == fdo && config.DefaultQueue == 0 =>
+                {
+                    Some(Kernel::handle_of(n))
+                }
+                _ => None,
+            })
+    });
+    found.unwrap_or_else(|| violation(Rule::Expectation, "the child's I/O queue", "none"))
+}
+
+/// The calls the bus recorded of the client named `name`: (call, how many).
+fn calls_of(m: &mut Machine, name: &str, call: Call) -> usize {
+    admin::flight_record(m)
+        .iter()
+        .filter(|r| r.name.as_str() == name)
+        .filter(|r| matches!(r.kind, RecordKind::Call { call: c, .. } if c == call))
+        .map(|r| r.count as usize)
+        .sum()
+}
+
 /// The scenarios of this file (`tests.rs` runs them by name).
 pub(crate) fn scenario(name: &str) -> bool {
     match name {
+        "two_child_rides_resets" => two_child_rides_resets(),
         "two_images_load" => two_images_load(),
         _ => return false,
     }
@@ -150,6 +354,69 @@ fn two_images_load() {
             "the child's unload left the bus's driver as it was",
         );
     }
+    m.surprise_remove();
+    m.unload();
+}
+
+/// The child driver on the bus's SRP PDO: added with the PDO's hardware id, started (the
+/// interface through the PDO, one reference on the bus's FDO, Register), then an
+/// administrator's forced reset and a catastrophic error found by the health poll, each
+/// delivered to the child's callback inside the bus's DPC, answered by stopping its I/O
+/// queue, executing from the queue's stop callback and starting the queue at RESET_END; then
+/// its removal (Unregister, InterfaceDereference: the reference given back), its unload.
+fn two_child_rides_resets() {
+    let mut m = started();
+    let bus_fdo = m.fdo.unwrap_or_default();
+    expect(m.load_child() == STATUS_SUCCESS, "the child's DriverEntry");
+    let before = super::cchild::references(bus_fdo);
+    let child = m.add_child_device(ChildFunction::Srp.serial());
+    let status = m.start_child_device(child);
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("the child's start: {status:#x}"),
+    );
+    expect(
+        super::cchild::references(bus_fdo) == before + 1,
+        "the child's query holds one reference on the bus's FDO",
+    );
+    expect(
+        calls_of(&mut m, "child-srp", Call::Register) == 1,
+        "the bus recorded the child's Register",
+    );
+    let queue = io_queue(child);
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(
+        asked == STATUS_SUCCESS,
+        &format!("a forced reset: {asked:#x}"),
+    );
+    m.advance(5_000);
+    with(|k| k.adapters[0].hca.inject(Fault::Catastrophic));
+    m.advance(10_000);
+    let state = admin::state(&mut m);
+    expect(
+        state.epoch == 3 && state.state == State::Operational as u32,
+        &format!("after two resets: e{} state {}", state.epoch, state.state),
+    );
+    let executed = calls_of(&mut m, "child-srp", Call::ResetExecute);
+    expect(
+        executed == 2,
+        &format!("the child executed {executed} of 2 resets"),
+    );
+    let q = super::queues::state(queue);
+    expect(
+        q.stops == 2 && q.starts == 3 && q.dispatching && q.idle.is_none(),
+        &format!("the child's I/O queue: {q:?} (stopped at each RESET, started at register and each RESET_END)"),
+    );
+    m.remove_child_device(child);
+    expect(
+        super::cchild::references(bus_fdo) == before,
+        "the child's release gave the interface's reference back",
+    );
+    expect(
+        calls_of(&mut m, "child-srp", Call::Unregister) == 1,
+        "the bus recorded the child's Unregister",
+    );
+    m.unload_child();
     m.surprise_remove();
     m.unload();
 }

@@ -94,7 +94,10 @@ pub(crate) const SCENARIOS: &[(&str, Ends)] = &[
 ];
 
 /// The scenarios of the bus's image and the child driver's together (`two.rs`).
-pub(crate) const TWO_SCENARIOS: &[(&str, Ends)] = &[("two_images_load", Ends::Passes)];
+pub(crate) const TWO_SCENARIOS: &[(&str, Ends)] = &[
+    ("two_images_load", Ends::Passes),
+    ("two_child_rides_resets", Ends::Passes),
+];
 
 /// How a scenario on the image must end.
 #[derive(Debug, Clone, Copy)]
