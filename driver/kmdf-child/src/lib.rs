@@ -24,7 +24,7 @@ pub mod abi;
 pub mod child;
 
 /// The FFI layer on windows-drivers-rs (docs/child-driver.md says what runs where).
-#[cfg(any(windows, wdk_fake))]
+#[cfg(all(any(windows, wdk_fake), feature = "driver"))]
 mod windows;
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ const DOCUMENTED: &[(&str, &[&str])] = &[
     ("WdfIoQueuePurge", &["DISPATCH"]),
     ("WdfIoQueueStart", &["DISPATCH"]),
     ("WdfIoQueueStop", &["DISPATCH"]),
+    ("WdfRequestForwardToIoQueue", &["DISPATCH"]),
     ("WdfDeviceCreateDeviceInterface", &["PASSIVE"]),
     ("WdfObjectDelete", &["DISPATCH"]),
     ("WdfObjectDereferenceActual", &["DISPATCH"]),

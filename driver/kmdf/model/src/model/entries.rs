@@ -35,6 +35,11 @@ pub(crate) fn entries() -> Vec<(WDFFUNCENUM, WDFFUNC)> {
             PFN_WDFIOQUEUEPURGE
         ),
         entry!(
+            WdfRequestForwardToIoQueueTableIndex,
+            q::WdfRequestForwardToIoQueue,
+            PFN_WDFREQUESTFORWARDTOIOQUEUE
+        ),
+        entry!(
             WdfDeviceCreateDeviceInterfaceTableIndex,
             q::WdfDeviceCreateDeviceInterface,
             PFN_WDFDEVICECREATEDEVICEINTERFACE

@@ -127,43 +127,8 @@ impl Machine {
         if required & !have != 0 {
             return (STATUS_ACCESS_DENIED, Vec::new());
         }
-        let mut system_buffer = vec![0u8; input.len().max(output_length)];
-        system_buffer[..input.len()].copy_from_slice(input);
-        // SAFETY: all-zero IRP, stack location and file object are what the model hands out.
-        let mut r = Box::new(Request {
-            input_length: input.len(),
-            output_length,
-            system_buffer,
-            delivered: Vec::new(),
-            completed: false,
-            status: 0,
-            information: 0,
-            // SAFETY: here and below, IRP, IO_STACK_LOCATION and FILE_OBJECT are plain integers,
-            // pointers and unions, for which all zeroes is a valid value.
-            irp: Box::new(unsafe { core::mem::zeroed() }),
-            // SAFETY: as above.
-            stack: Box::new(unsafe { core::mem::zeroed() }),
-            // SAFETY: as above.
-            file: Box::new(unsafe { core::mem::zeroed() }),
-        });
-        // A KMDF control device records no share access: the file object's ReadAccess and
-        // WriteAccess stay 0 whatever the handle was granted.
-        r.stack.FileObject = &mut *r.file;
-        r.irp
-            .Tail
-            .Overlay
-            .__bindgen_anon_2
-            .__bindgen_anon_1
-            .CurrentStackLocation = &mut *r.stack;
-        let (request, level) = with(|k| {
-            let request = k.create(
-                "IRP_MJ_DEVICE_CONTROL",
-                Kind::Request(r),
-                core::ptr::null_mut(),
-                None,
-            );
-            (request, queue_irql(k, queue as Handle))
-        });
+        let request = new_request(code, input, output_length);
+        let level = with(|k| queue_irql(k, queue as Handle));
         // SAFETY: the driver's callback with its queue and a request it now owns.
         at("EvtIoDeviceControl", level, || unsafe {
             callback.run((
@@ -174,29 +139,80 @@ impl Machine {
                 code,
             ))
         });
-        with(|k| {
-            let o = &mut k.objects[Kernel::index_of(request as _)];
-            let Kind::Request(r) = &o.kind else {
-                unreachable!("a request")
-            };
-            if !r.completed {
-                violation(
-                    Rule::RequestNotCompleted,
-                    "EvtIoDeviceControl",
-                    "returned without completing the request (the sequential queue stalls)",
-                );
-            }
-            if r.system_buffer.iter().any(|b| *b != POISON) {
-                violation(
-                    Rule::BufferAfterCompletion,
-                    "EvtIoDeviceControl",
-                    "the request's buffer was written after WdfRequestCompleteWithInformation",
-                );
-            }
-            let out = r.delivered.clone();
-            let status = r.status;
-            k.delete_now("IoCompleteRequest", request);
-            (status, out)
-        })
+        match take_result(request) {
+            Some(result) => result,
+            None => violation(
+                Rule::RequestNotCompleted,
+                "EvtIoDeviceControl",
+                "returned without completing the request (the sequential queue stalls)",
+            ),
+        }
     }
+}
+
+/// IRP_MJ_DEVICE_CONTROL as the I/O manager builds it, METHOD_BUFFERED, as a WDFREQUEST
+/// (no parent: the I/O manager's).
+pub(crate) fn new_request(code: u32, input: &[u8], output_length: usize) -> Handle {
+    let mut system_buffer = vec![0u8; input.len().max(output_length)];
+    system_buffer[..input.len()].copy_from_slice(input);
+    let mut r = Box::new(Request {
+        code,
+        input_length: input.len(),
+        output_length,
+        system_buffer,
+        delivered: Vec::new(),
+        completed: false,
+        status: 0,
+        information: 0,
+        // SAFETY: here and below, IRP, IO_STACK_LOCATION and FILE_OBJECT are plain integers,
+        // pointers and unions, for which all zeroes is a valid value.
+        irp: Box::new(unsafe { core::mem::zeroed() }),
+        // SAFETY: as above.
+        stack: Box::new(unsafe { core::mem::zeroed() }),
+        // SAFETY: as above.
+        file: Box::new(unsafe { core::mem::zeroed() }),
+    });
+    // A KMDF control device records no share access: the file object's ReadAccess and
+    // WriteAccess stay 0 whatever the handle was granted.
+    r.stack.FileObject = &mut *r.file;
+    r.irp
+        .Tail
+        .Overlay
+        .__bindgen_anon_2
+        .__bindgen_anon_1
+        .CurrentStackLocation = &mut *r.stack;
+    with(|k| {
+        k.create(
+            "IRP_MJ_DEVICE_CONTROL",
+            Kind::Request(r),
+            core::ptr::null_mut(),
+            None,
+        )
+    })
+}
+
+/// A completed request's status and output, the I/O manager's copy, and the request gone
+/// (IoCompleteRequest); `None` while it is not completed. Its buffer must still be poisoned:
+/// nothing wrote it after the completion.
+pub(crate) fn take_result(request: Handle) -> Option<(NTSTATUS, Vec<u8>)> {
+    with(|k| {
+        let o = &mut k.objects[Kernel::index_of(request as _)];
+        let Kind::Request(r) = &o.kind else {
+            unreachable!("a request")
+        };
+        if !r.completed {
+            return None;
+        }
+        if r.system_buffer.iter().any(|b| *b != POISON) {
+            violation(
+                Rule::BufferAfterCompletion,
+                "EvtIoDeviceControl",
+                "the request's buffer was written after WdfRequestCompleteWithInformation",
+            );
+        }
+        let out = r.delivered.clone();
+        let status = r.status;
+        k.delete_now("IoCompleteRequest", request);
+        Some((status, out))
+    })
 }

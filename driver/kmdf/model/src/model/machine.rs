@@ -20,6 +20,8 @@ extern "system" {
 
 /// A METHOD_BUFFERED request as the I/O manager builds it.
 pub(crate) struct Request {
+    /// The IOCTL code (IoControlCode), for a queue that dispatches the request later.
+    pub(crate) code: u32,
     pub(crate) input_length: usize,
     pub(crate) output_length: usize,
     pub(crate) system_buffer: Vec<u8>,

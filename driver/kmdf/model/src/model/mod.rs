@@ -43,6 +43,7 @@ mod table;
 mod tests;
 mod tracing;
 mod two;
+mod twoio;
 mod usage;
 mod wdm;
 

@@ -548,6 +548,9 @@ pub(crate) unsafe extern "C" fn WdfRequestCompleteWithInformation(
         }
         other => violation(Rule::WrongObjectType, DDI, other.name()),
     });
+    drop(_kernel);
+    // A request a queue dispatched: its queue's events follow its completion.
+    super::queues::completed(r as usize);
 }
 
 impl Kernel {

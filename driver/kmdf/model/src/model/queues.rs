@@ -5,28 +5,38 @@
 //! call when it already owns none, at the caller's IRQL (fxioqueue.cpp, DispatchEvents and
 //! ProcessIdleComplete); a queue takes one at a time (`Rule::QueueFatalError`).
 //!
-//! The model's requests are synchronous today (`io.rs`): the driver owns none past its
-//! callback, so every stop callback comes from inside its WdfIoQueueStop. Pending requests,
-//! a forward into another queue and power-managed holding come with the child's I/O.
+//! A PnP device's requests (the child driver's, `two.rs`) go through its default queue here:
+//! queued, dispatched while the queue dispatches (inline, on the thread that delivered,
+//! started or completed: KMDF's DispatchEvents), owned by the driver until it completes them
+//! or forwards them to another of its queues, cancelled by a purge; one the driver does not
+//! complete in its callback stays pending with the I/O manager. The bus's control device keeps
+//! the synchronous path of `io.rs`. Not modelled yet: power-managed holding outside D0, and
+//! a request cancelled while queued by its caller.
 
 use wdk_sys::*;
 
+use std::vec::Vec;
+
 use super::driver::DriverFn;
-use super::kernel::Kind;
+use super::kernel::{Handle, Kernel, Kind};
 use super::machine::at;
 use super::{irql, violation, with, Rule, DISPATCH, PASSIVE};
 
-/// A queue's state (FxIoQueue's m_QueueState, m_IdleComplete, m_PurgeComplete,
-/// m_DriverIoCount).
-#[derive(Debug, Clone, Copy)]
+/// A queue's state (FxIoQueue's m_QueueState, m_IdleComplete, m_PurgeComplete, m_Queue,
+/// m_DriverOwned).
+#[derive(Debug, Clone)]
 pub(crate) struct QueueState {
     pub(crate) accepting: bool,
     pub(crate) dispatching: bool,
     /// The stop callback asked for and not yet called: (function, context).
     pub(crate) idle: Option<(PFN_WDF_IO_QUEUE_STATE, WDFCONTEXT)>,
     pub(crate) purge: Option<(PFN_WDF_IO_QUEUE_STATE, WDFCONTEXT)>,
-    /// Requests the driver owns (dispatched, not completed).
-    pub(crate) owned: u32,
+    /// Requests waiting in the queue, oldest first.
+    pub(crate) queued: Vec<Handle>,
+    /// Requests the driver owns (dispatched from this queue, not completed or forwarded).
+    pub(crate) owned: Vec<Handle>,
+    /// Requests dispatched from this queue, for the scenarios.
+    pub(crate) dispatched: u32,
     /// WdfIoQueueStop, WdfIoQueueStart and WdfIoQueuePurge calls, for the scenarios.
     pub(crate) stops: u32,
     pub(crate) starts: u32,
@@ -40,7 +50,9 @@ impl Default for QueueState {
             dispatching: true,
             idle: None,
             purge: None,
-            owned: 0,
+            queued: Vec::new(),
+            owned: Vec::new(),
+            dispatched: 0,
             stops: 0,
             starts: 0,
             purges: 0,
@@ -58,34 +70,221 @@ fn change<R>(ddi: &str, queue: WDFQUEUE, f: impl FnOnce(&mut QueueState) -> R) -
 
 /// The queue's state, for the scenarios.
 pub(crate) fn state(queue: usize) -> QueueState {
-    with(
-        |k| match &k.objects[super::kernel::Kernel::index_of(queue as _)].kind {
-            Kind::Queue { state, .. } => *state,
-            other => violation(Rule::WrongObjectType, "queue state", other.name()),
-        },
-    )
+    with(|k| match &k.objects[Kernel::index_of(queue as _)].kind {
+        Kind::Queue { state, .. } => state.clone(),
+        other => violation(Rule::WrongObjectType, "queue state", other.name()),
+    })
 }
 
-/// DispatchEvents' callbacks: the stop callback once the driver owns nothing; the purge
-/// callback then too. Each called at the caller's IRQL with no kernel lock held.
+/// What DispatchEvents does next.
+enum Next {
+    Callback(PFN_WDF_IO_QUEUE_STATE, WDFCONTEXT),
+    Dispatch(
+        Handle,
+        PFN_WDF_IO_QUEUE_IO_DEVICE_CONTROL,
+        u32,
+        usize,
+        usize,
+    ),
+    Done,
+}
+
+/// KMDF's DispatchEvents, on the calling thread at its IRQL with no kernel lock held: the
+/// stop callback once the driver owns nothing (requests may still wait: a stopped queue keeps
+/// them); the purge callback once nothing waits either; else, while the queue dispatches, the
+/// oldest waiting request to the driver's callback, owned by the driver from then on.
 fn dispatch_events(queue: WDFQUEUE) {
     loop {
-        let due = change("DispatchEvents", queue, |s| {
-            if s.owned != 0 {
-                return None;
+        match next_event(queue) {
+            Next::Done => return,
+            Next::Callback(f, context) => {
+                if let Some(f) = f {
+                    // SAFETY: the driver's EvtIoQueueState with its queue and its context.
+                    at("EvtIoQueueState", irql(), || unsafe {
+                        f.run((queue, context))
+                    });
+                }
             }
-            s.idle.take().or_else(|| s.purge.take())
-        });
-        let Some((f, context)) = due else {
-            return;
-        };
-        if let Some(f) = f {
-            // SAFETY: the driver's EvtIoQueueState with its queue and the context it gave.
-            at("EvtIoQueueState", irql(), || unsafe {
-                f.run((queue, context))
-            });
+            Next::Dispatch(request, Some(f), code, out, input) => {
+                // SAFETY: the driver's EvtIoDeviceControl with its queue and a request it owns
+                // now, its lengths and code.
+                at("EvtIoDeviceControl", irql(), || unsafe {
+                    f.run((queue, request as WDFREQUEST, out, input, code))
+                });
+            }
+            Next::Dispatch(request, None, ..) => {
+                // KMDF fails a request the queue has no callback for.
+                finish(request, STATUS_INVALID_DEVICE_REQUEST);
+                completed(request);
+            }
         }
     }
+}
+
+/// The next thing DispatchEvents does for `queue`, its state updated for it.
+fn next_event(queue: WDFQUEUE) -> Next {
+    with(|k| {
+        let (config, s) = match &mut k.live("DispatchEvents", queue.cast()).kind {
+            Kind::Queue { config, state, .. } => (*config, state),
+            other => violation(Rule::WrongObjectType, "DispatchEvents", other.name()),
+        };
+        if s.owned.is_empty() {
+            if let Some((f, c)) = s.idle.take() {
+                return Next::Callback(f, c);
+            }
+            if s.queued.is_empty() {
+                if let Some((f, c)) = s.purge.take() {
+                    return Next::Callback(f, c);
+                }
+            }
+        }
+        if !s.dispatching || s.queued.is_empty() {
+            return Next::Done;
+        }
+        let request = s.queued.remove(0);
+        s.owned.push(request);
+        s.dispatched += 1;
+        match &k.objects[Kernel::index_of(request as _)].kind {
+            Kind::Request(r) => Next::Dispatch(
+                request,
+                config.EvtIoDeviceControl,
+                r.code,
+                r.output_length,
+                r.input_length,
+            ),
+            other => violation(Rule::WrongObjectType, "DispatchEvents", other.name()),
+        }
+    })
+}
+
+/// The I/O manager hands `request` to a PnP device's default queue: it waits there, or is
+/// dispatched at once; a queue that accepts nothing (purged) fails it.
+pub(crate) fn deliver(queue: Handle, request: Handle) {
+    let accepted = change("IRP_MJ_DEVICE_CONTROL", queue as WDFQUEUE, |s| {
+        if s.accepting {
+            s.queued.push(request);
+        }
+        s.accepting
+    });
+    if !accepted {
+        finish(request, STATUS_INVALID_DEVICE_STATE);
+        return;
+    }
+    dispatch_events(queue as WDFQUEUE);
+}
+
+/// The model completes `request` itself (a purge, a queue with no callback).
+fn finish(request: Handle, status: NTSTATUS) {
+    with(|k| {
+        if let Kind::Request(r) = &mut k.objects[Kernel::index_of(request as _)].kind {
+            r.completed = true;
+            r.status = status;
+            r.information = 0;
+            r.delivered.clear();
+            r.system_buffer.fill(super::io::POISON);
+        }
+    });
+}
+
+/// The queue `request` is owned from, if the driver owns it through one.
+fn owner(k: &mut Kernel, request: Handle) -> Option<Handle> {
+    k.objects
+        .iter()
+        .enumerate()
+        .find_map(|(n, o)| match &o.kind {
+            Kind::Queue { state, .. } if !o.deleted && state.owned.contains(&request) => {
+                Some(Kernel::handle_of(n))
+            }
+            _ => None,
+        })
+}
+
+/// WdfRequestComplete* of a request a queue dispatched: the driver owns it no more, and the
+/// queue's events run (its stop callback, what waits), on the completing thread.
+pub(crate) fn completed(request: Handle) {
+    let queue = with(|k| {
+        let q = owner(k, request)?;
+        if let Kind::Queue { state, .. } = &mut k.objects[Kernel::index_of(q as _)].kind {
+            state.owned.retain(|r| *r != request);
+        }
+        Some(q)
+    });
+    if let Some(q) = queue {
+        dispatch_events(q as WDFQUEUE);
+    }
+}
+
+/// Every queue of `device` purged as KMDF purges them at removal: what waits is cancelled.
+pub(crate) fn purge_device(device: Handle) {
+    let queues: Vec<Handle> = with(|k| {
+        k.objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| {
+                !o.deleted && matches!(&o.kind, Kind::Queue { device: d, .. } if *d == device)
+            })
+            .map(|(n, _)| Kernel::handle_of(n))
+            .collect()
+    });
+    for queue in queues {
+        let cancelled = change("purge", queue as WDFQUEUE, |s| {
+            s.accepting = false;
+            s.dispatching = false;
+            core::mem::take(&mut s.queued)
+        });
+        for r in cancelled {
+            finish(r, STATUS_CANCELLED);
+        }
+    }
+}
+
+/// wdfstatus.h's STATUS_WDF_BUSY (not in the kit's bindings): a queue that accepts nothing.
+const STATUS_WDF_BUSY: NTSTATUS = 0xC020_0204_u32 as NTSTATUS;
+
+pub(crate) unsafe extern "C" fn WdfRequestForwardToIoQueue(
+    _: PWDF_DRIVER_GLOBALS,
+    request: WDFREQUEST,
+    destination: WDFQUEUE,
+) -> NTSTATUS {
+    const DDI: &str = "WdfRequestForwardToIoQueue";
+    let kernel = super::enter(DDI, DISPATCH);
+    let from = with(|k| {
+        k.object(DDI, request);
+        k.live(DDI, destination.cast());
+        owner(k, request as Handle)
+    });
+    let Some(from) = from else {
+        violation(
+            Rule::RequestUsedAfterCompletion,
+            DDI,
+            "a request the driver does not own through a queue",
+        )
+    };
+    let moved = with(|k| {
+        let accepting = match &k.objects[Kernel::index_of(destination as _)].kind {
+            Kind::Queue { state, .. } => state.accepting,
+            other => violation(Rule::WrongObjectType, DDI, other.name()),
+        };
+        if !accepting {
+            return false;
+        }
+        if let Kind::Queue { state, .. } = &mut k.objects[Kernel::index_of(from as _)].kind {
+            state.owned.retain(|r| *r != request as Handle);
+        }
+        if let Kind::Queue { state, .. } = &mut k.objects[Kernel::index_of(destination as _)].kind {
+            state.queued.push(request as Handle);
+        }
+        true
+    });
+    drop(kernel);
+    if !moved {
+        // FxIoQueue::QueueRequestFromForward: a queue that accepts nothing is busy; the
+        // driver still owns the request.
+        return STATUS_WDF_BUSY;
+    }
+    dispatch_events(destination);
+    dispatch_events(from as WDFQUEUE);
+    STATUS_SUCCESS
 }
 
 pub(crate) unsafe extern "C" fn WdfIoQueueStop(
@@ -136,7 +335,7 @@ pub(crate) unsafe extern "C" fn WdfIoQueuePurge(
 ) {
     const DDI: &str = "WdfIoQueuePurge";
     let kernel = super::enter(DDI, DISPATCH);
-    change(DDI, queue, |s| {
+    let cancelled = change(DDI, queue, |s| {
         if purge_complete.is_some() {
             if s.purge.is_some() {
                 violation(
@@ -151,8 +350,12 @@ pub(crate) unsafe extern "C" fn WdfIoQueuePurge(
         s.accepting = false;
         s.dispatching = false;
         s.purges += 1;
+        core::mem::take(&mut s.queued)
     });
     drop(kernel);
+    for r in cancelled {
+        finish(r, STATUS_CANCELLED);
+    }
     dispatch_events(queue);
 }
 

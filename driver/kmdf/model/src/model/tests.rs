@@ -50,6 +50,7 @@ fn scenario() {
             _ if super::races::scenario(other) => {}
             _ if super::cchild::scenario(other) => {}
             _ if super::two::scenario(other) => {}
+            _ if super::twoio::scenario(other) => {}
             _ if super::sdv_plants::scenario(other) => {}
             _ if super::audit::scenario(other) => {}
             _ if super::image::tests::scenario(other) => {}

@@ -218,9 +218,35 @@ impl Machine {
         })
     }
 
-    /// The child FDO's removal, before its PDO's: D0Exit to D3Final, release hardware, then
-    /// KMDF deletes the device (its queues and lock with it).
+    /// An IOCTL to the child's device (through its device interface): handed to its default
+    /// queue at PASSIVE_LEVEL. `Ok` with the status and output when the driver completed it
+    /// before the call returned, else `Err` with the request, pending ([`collect`]).
+    pub(crate) fn child_ioctl(
+        &mut self,
+        fdo: Handle,
+        code: u32,
+        input: &[u8],
+        output_length: usize,
+    ) -> Result<(NTSTATUS, Vec<u8>), Handle> {
+        let queue = with(|k| k.device(fdo).queue).unwrap_or_else(|| {
+            violation(
+                Rule::Expectation,
+                "child IOCTL",
+                "the child's device has no default queue",
+            )
+        });
+        let request = super::io::new_request(code, input, output_length);
+        at("IRP_MJ_DEVICE_CONTROL", PASSIVE, || {
+            super::queues::deliver(queue, request)
+        });
+        super::io::take_result(request).ok_or(request)
+    }
+
+    /// The child FDO's removal, before its PDO's: its queues purged (what waits is
+    /// cancelled), D0Exit to D3Final, release hardware, then KMDF deletes the device (its
+    /// queues and lock with it).
     pub(crate) fn remove_child_device(&mut self, fdo: Handle) {
+        super::queues::purge_device(fdo);
         let (translated, pnp) = with(|k| {
             let list = k.create(
                 "remove",
@@ -264,7 +290,7 @@ impl Machine {
 }
 
 /// The child FDO's I/O queue: its queue that is not the default one.
-fn io_queue(fdo: Handle) -> Handle {
+pub(crate) fn io_queue(fdo: Handle) -> Handle {
     let found = with(|k| {
         k.objects
             .iter()

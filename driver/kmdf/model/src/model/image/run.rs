@@ -97,6 +97,7 @@ pub(crate) const SCENARIOS: &[(&str, Ends)] = &[
 pub(crate) const TWO_SCENARIOS: &[(&str, Ends)] = &[
     ("two_images_load", Ends::Passes),
     ("two_child_rides_resets", Ends::Passes),
+    ("two_child_io_across_resets", Ends::Passes),
 ];
 
 /// How a scenario on the image must end.
