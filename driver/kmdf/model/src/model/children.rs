@@ -173,9 +173,29 @@ fn remove_missing(fdo: Handle) {
             _ => Vec::new(),
         };
         for pdo in gone {
+            stacked_on(k, pdo);
             k.delete_now("remove PDO", pdo);
         }
     });
+}
+
+/// A PDO is deleted only with no other driver's device on it: PnP removes the stack above a
+/// PDO first (the machine does, `Machine::remove_child_stacks`). A PDO re-enumerated away
+/// under a device (a reset that changed the firmware) is a removal the model does not make
+/// yet: it says so rather than leave a device on a deleted PDO.
+fn stacked_on(k: &mut Kernel, pdo: Handle) {
+    let above = k
+        .objects
+        .iter()
+        .any(|o| !o.deleted && matches!(&o.kind, Kind::Device(d) if d.lower_pdo == Some(pdo)));
+    if above {
+        violation(
+            Rule::Unmodelled,
+            "remove PDO",
+            "a PDO removed with a driver's device still on it (the model removes such a stack \
+             only before the bus's own removal)",
+        );
+    }
 }
 
 /// Removes every child's PDO (before the FDO goes, as PnP removes children first).
@@ -192,6 +212,7 @@ pub(crate) fn remove_all(fdo: Handle) {
         };
         for pdo in gone {
             if !k.objects[Kernel::index_of(pdo as _)].deleted {
+                stacked_on(k, pdo);
                 k.delete_now("remove PDO", pdo);
             }
         }

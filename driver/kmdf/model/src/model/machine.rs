@@ -214,6 +214,9 @@ pub(crate) struct Machine {
     driver_object: Box<DRIVER_OBJECT>,
     /// The child driver's DRIVER_OBJECT while it is loaded (`two.rs`).
     pub(super) child_driver_object: Option<Box<DRIVER_OBJECT>>,
+    /// The child driver's FDOs stacked on the bus's PDOs (`two.rs`): PnP removes them before
+    /// the PDOs below them, and those before the bus's FDO.
+    pub(super) child_stacks: Vec<Handle>,
 }
 
 impl Machine {
@@ -237,6 +240,7 @@ impl Machine {
             // model's WdfDriverCreate accepts.
             driver_object: Box::new(unsafe { core::mem::zeroed() }),
             child_driver_object: None,
+            child_stacks: Vec::new(),
         };
         let path: Vec<u16> = "\\Registry\\Machine\\System\\CurrentControlSet\\Services\\hcabus"
             .encode_utf16()
@@ -334,6 +338,7 @@ impl Machine {
             // SAFETY: as in `boot`; never passed to the driver.
             driver_object: Box::new(unsafe { core::mem::zeroed() }),
             child_driver_object: None,
+            child_stacks: Vec::new(),
         }
     }
 
@@ -488,12 +493,15 @@ impl Machine {
     /// (S3, and S4 hibernation, whose image the boot path wrote before), or D3Final for a
     /// shutdown. The children went to Dx first, as PnP powers a tree down.
     pub(crate) fn power_down(&mut self, target: WDF_POWER_DEVICE_STATE) {
+        self.power_down_children(target);
         self.d0_exit(target);
     }
 
     /// Back to D0 from D3 (a wake, a resume from sleep): D0Entry.
     pub(crate) fn power_up(&mut self) -> NTSTATUS {
-        self.d0_entry_from(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3)
+        let status = self.d0_entry_from(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
+        self.power_up_children();
+        status
     }
 
     /// D0Exit: the driver's callback runs with the device still in D0 (it may wait, as
@@ -525,6 +533,7 @@ impl Machine {
     /// Surprise removal, then the remove that follows it.
     pub(crate) fn surprise_remove(&mut self) {
         let fdo = self.fdo("surprise removal");
+        self.remove_child_stacks();
         super::children::remove_all(fdo);
         if let Some(f) = self.pnp().EvtDeviceSurpriseRemoval {
             // SAFETY: the driver's callback for its FDO.
@@ -541,6 +550,7 @@ impl Machine {
     /// (cleanup callbacks run).
     pub(crate) fn remove(&mut self) {
         let fdo = self.fdo("remove");
+        self.remove_child_stacks();
         super::children::remove_all(fdo);
         self.flush_self_managed_io();
         self.d0_exit(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3Final);
@@ -561,6 +571,7 @@ impl Machine {
     /// PnpRemovedWaitForChildren), then the FDO deleted, with no power-down and no release.
     pub(crate) fn remove_failed(&mut self) {
         let fdo = self.fdo("remove after a failure");
+        self.remove_child_stacks();
         super::children::remove_all(fdo);
         self.delete_fdo(fdo);
     }

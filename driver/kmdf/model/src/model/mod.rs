@@ -44,6 +44,7 @@ mod tests;
 mod tracing;
 mod two;
 mod twoio;
+mod twolife;
 mod usage;
 mod wdm;
 

@@ -28,6 +28,9 @@ use super::{irql, violation, with, Rule, DISPATCH, PASSIVE};
 pub(crate) struct QueueState {
     pub(crate) accepting: bool,
     pub(crate) dispatching: bool,
+    /// A power-managed queue's power state: held (false) while its device is out of D0, as
+    /// KMDF holds it (StopProcessingForPower), whatever the driver's own stop or start.
+    pub(crate) powered: bool,
     /// The stop callback asked for and not yet called: (function, context).
     pub(crate) idle: Option<(PFN_WDF_IO_QUEUE_STATE, WDFCONTEXT)>,
     pub(crate) purge: Option<(PFN_WDF_IO_QUEUE_STATE, WDFCONTEXT)>,
@@ -48,6 +51,7 @@ impl Default for QueueState {
         QueueState {
             accepting: true,
             dispatching: true,
+            powered: true,
             idle: None,
             purge: None,
             queued: Vec::new(),
@@ -138,7 +142,7 @@ fn next_event(queue: WDFQUEUE) -> Next {
                 }
             }
         }
-        if !s.dispatching || s.queued.is_empty() {
+        if !s.dispatching || !s.powered || s.queued.is_empty() {
             return Next::Done;
         }
         let request = s.queued.remove(0);
@@ -211,6 +215,31 @@ pub(crate) fn completed(request: Handle) {
     });
     if let Some(q) = queue {
         dispatch_events(q as WDFQUEUE);
+    }
+}
+
+/// The power-managed queues of `device` held (`false`: leaving D0, before D0Exit) or resumed
+/// (`true`: after D0Entry, what waited dispatched on this thread), as KMDF's power state
+/// machine does (StopProcessingForPower, ResumeProcessingForPower).
+pub(crate) fn power_device(device: Handle, on: bool) {
+    let queues: Vec<Handle> = with(|k| {
+        k.objects
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| {
+                !o.deleted
+                    && matches!(&o.kind, Kind::Queue { device: d, config, .. }
+                        if *d == device
+                            && config.PowerManaged != _WDF_TRI_STATE::WdfFalse)
+            })
+            .map(|(n, _)| Kernel::handle_of(n))
+            .collect()
+    });
+    for queue in queues {
+        change("power", queue as WDFQUEUE, |s| s.powered = on);
+        if on {
+            dispatch_events(queue as WDFQUEUE);
+        }
     }
 }
 

@@ -159,7 +159,10 @@ impl Machine {
             })
         });
         match fdo {
-            Some(fdo) if status >= 0 => fdo,
+            Some(fdo) if status >= 0 => {
+                self.child_stacks.push(fdo);
+                fdo
+            }
             _ => violation(
                 Rule::Expectation,
                 "hcabus_child!EvtDriverDeviceAdd",
@@ -246,6 +249,7 @@ impl Machine {
     /// cancelled), D0Exit to D3Final, release hardware, then KMDF deletes the device (its
     /// queues and lock with it).
     pub(crate) fn remove_child_device(&mut self, fdo: Handle) {
+        self.child_stacks.retain(|s| *s != fdo);
         super::queues::purge_device(fdo);
         let (translated, pnp) = with(|k| {
             let list = k.create(
@@ -286,6 +290,80 @@ impl Machine {
         at("EvtCleanupCallback", PASSIVE, || {
             super::objects::run_cleanups(cleanups)
         });
+    }
+}
+
+impl Machine {
+    /// The power manager's order going to Dx: the children first, each FDO's power-managed
+    /// queues held before its D0Exit.
+    pub(crate) fn power_down_children(&mut self, target: WDF_POWER_DEVICE_STATE) {
+        for fdo in self.child_stacks.clone().into_iter().rev() {
+            super::queues::power_device(fdo, false);
+            let d0_exit = with(|k| k.device(fdo).pnp.EvtDeviceD0Exit);
+            if let Some(f) = d0_exit {
+                // SAFETY: the child's callback with its FDO and the state it goes to.
+                at("hcabus_child!EvtDeviceD0Exit", PASSIVE, || unsafe {
+                    f.run((fdo as WDFDEVICE, target))
+                });
+            }
+        }
+    }
+
+    /// Back to D0: after the bus, each child's D0Entry, then its queues resumed (what waited
+    /// runs on this thread).
+    pub(crate) fn power_up_children(&mut self) {
+        for fdo in self.child_stacks.clone() {
+            let d0_entry = with(|k| k.device(fdo).pnp.EvtDeviceD0Entry);
+            if let Some(f) = d0_entry {
+                // SAFETY: the child's callback with its FDO and the state it leaves.
+                let status = at("hcabus_child!EvtDeviceD0Entry", PASSIVE, || unsafe {
+                    f.run((fdo as WDFDEVICE, _WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3))
+                });
+                expect(status >= 0, &format!("the child's D0Entry: {status:#x}"));
+            }
+            super::queues::power_device(fdo, true);
+        }
+    }
+
+    /// The child's own PnP stop and start (its rebalance): release hardware (Unregister,
+    /// InterfaceDereference), then prepare hardware again (a new query, a new Register).
+    pub(crate) fn restart_child_device(&mut self, fdo: Handle) -> NTSTATUS {
+        super::queues::power_device(fdo, false);
+        let (translated, pnp) = with(|k| {
+            let list = k.create(
+                "stop",
+                Kind::ResourceList {
+                    descriptors: Vec::new(),
+                },
+                core::ptr::null_mut(),
+                Some(fdo),
+            );
+            (list, k.device(fdo).pnp)
+        });
+        let status = pnp.EvtDeviceReleaseHardware.map_or(STATUS_SUCCESS, |f| {
+            // SAFETY: the child's callback with its FDO and its translated resources.
+            at(
+                "hcabus_child!EvtDeviceReleaseHardware",
+                PASSIVE,
+                || unsafe { f.run((fdo as WDFDEVICE, translated as WDFCMRESLIST)) },
+            )
+        });
+        with(|k| k.delete_now("stop", translated));
+        expect(
+            status >= 0,
+            &format!("the child's release at its stop: {status:#x}"),
+        );
+        let status = self.start_child_device(fdo);
+        super::queues::power_device(fdo, true);
+        status
+    }
+
+    /// PnP's order at the bus's removal (surprise or not): every device stacked on its PDOs
+    /// first, each the newest first.
+    pub(crate) fn remove_child_stacks(&mut self) {
+        while let Some(&fdo) = self.child_stacks.last() {
+            self.remove_child_device(fdo);
+        }
     }
 }
 

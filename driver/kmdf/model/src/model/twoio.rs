@@ -24,18 +24,18 @@ use super::with;
 
 /// The program's side: every request it sent, and how each ended.
 #[derive(Default)]
-struct Ledger {
-    submitted: usize,
+pub(crate) struct Ledger {
+    pub(crate) submitted: usize,
     /// Answered with success: the epoch each ran in.
-    ran_in: Vec<u64>,
+    pub(crate) ran_in: Vec<u64>,
     /// Answered with a failure: the status.
-    failed: Vec<NTSTATUS>,
-    pending: Vec<Handle>,
+    pub(crate) failed: Vec<NTSTATUS>,
+    pub(crate) pending: Vec<Handle>,
 }
 
 impl Ledger {
     /// One IOCTL_HCABUS_CHILD_IO.
-    fn submit(&mut self, m: &mut Machine, child: Handle) {
+    pub(crate) fn submit(&mut self, m: &mut Machine, child: Handle) {
         self.submitted += 1;
         let out = core::mem::size_of::<ChildIoResult>();
         match m.child_ioctl(child, IOCTL_HCABUS_CHILD_IO, &[], out) {
@@ -59,7 +59,7 @@ impl Ledger {
     }
 
     /// Collects every pending request that is completed now; returns how many.
-    fn collect(&mut self) -> usize {
+    pub(crate) fn collect(&mut self) -> usize {
         let mut done = 0;
         for request in core::mem::take(&mut self.pending) {
             match super::io::take_result(request) {
@@ -74,7 +74,7 @@ impl Ledger {
     }
 
     /// submitted = answered + pending, always.
-    fn closes(&self, when: &str) {
+    pub(crate) fn closes(&self, when: &str) {
         let answered = self.ran_in.len() + self.failed.len();
         expect(
             self.submitted == answered + self.pending.len(),
@@ -89,7 +89,7 @@ impl Ledger {
 
 /// The child's counters; its own books must close: dispatched = completed + failed + in
 /// progress.
-fn stats(m: &mut Machine, child: Handle) -> ChildStats {
+pub(crate) fn stats(m: &mut Machine, child: Handle) -> ChildStats {
     let out = core::mem::size_of::<ChildStats>();
     let result = m.child_ioctl(child, IOCTL_HCABUS_CHILD_STATS, &[], out);
     let Ok((STATUS_SUCCESS, bytes)) = result else {
@@ -117,7 +117,12 @@ fn set_veto(m: &mut Machine, child: Handle, veto: bool) {
 }
 
 /// Time goes on 1 ms at a time until `until` holds (at most `bound_ms`).
-fn advance_until(m: &mut Machine, bound_ms: u64, what: &str, until: impl Fn(&mut Machine) -> bool) {
+pub(crate) fn advance_until(
+    m: &mut Machine,
+    bound_ms: u64,
+    what: &str,
+    until: impl Fn(&mut Machine) -> bool,
+) {
     for _ in 0..bound_ms {
         if until(m) {
             return;

@@ -98,6 +98,8 @@ pub(crate) const TWO_SCENARIOS: &[(&str, Ends)] = &[
     ("two_images_load", Ends::Passes),
     ("two_child_rides_resets", Ends::Passes),
     ("two_child_io_across_resets", Ends::Passes),
+    ("two_child_power_rebalance_reload", Ends::Passes),
+    ("two_child_surprise_bus", Ends::Passes),
 ];
 
 /// How a scenario on the image must end.

@@ -1,0 +1,202 @@
+//! The child driver through the bus's and its own PnP and power life (`two.rs`, `twoio.rs`):
+//! the bus to D3 and back, the bus's rebalance, the child's own stop and start, the child
+//! unloaded and loaded again, and the bus surprise-removed during a reset while the child
+//! holds the interface and has I/O waiting.
+
+use hcabus::ioctl::ResetMode;
+use hcabus::types::{Call, State};
+use hcabus_kmdf::kernel::ChildFunction;
+use wdk_sys::*;
+
+use super::admin::{self, ADMIN};
+use super::harness::{expect, started};
+use super::machine::Machine;
+use super::twoio::{advance_until, stats, Ledger};
+
+/// The scenarios of this file.
+pub(crate) fn scenario(name: &str) -> bool {
+    match name {
+        "two_child_power_rebalance_reload" => power_rebalance_reload(),
+        "two_child_surprise_bus" => surprise_bus(),
+        _ => return false,
+    }
+    true
+}
+
+/// The child loaded, its device added and started on the SRP PDO.
+fn with_child() -> (Machine, usize) {
+    let mut m = started();
+    expect(m.load_child() == STATUS_SUCCESS, "the child's DriverEntry");
+    let child = m.add_child_device(ChildFunction::Srp.serial());
+    expect(
+        m.start_child_device(child) == STATUS_SUCCESS,
+        "the child's start",
+    );
+    (m, child)
+}
+
+/// D3 and back: the child's power-managed I/O queue is held while the bus is out of D0 (the
+/// child first), and what waited runs when both are back, in the same epoch. A rebalance of
+/// the bus: the child hears nothing, keeps its registration, its I/O runs in the same epoch.
+/// The child's own stop and start: a new query and a new Register. Its unload and a load
+/// from a fresh image: the same again. Both books close at every step.
+fn power_rebalance_reload() {
+    let (mut m, child) = with_child();
+    let bus_fdo = m.fdo.unwrap_or_default();
+    let references = super::cchild::references(bus_fdo);
+    let mut io = Ledger::default();
+    io.submit(&mut m, child);
+    m.power_down(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
+    for _ in 0..2 {
+        io.submit(&mut m, child);
+    }
+    expect(
+        io.pending.len() == 2,
+        "the child's I/O waits while out of D0",
+    );
+    // Its counters answer in D3: the default queue is not power-managed.
+    let held = stats(&mut m, child);
+    expect(held.dispatched == 1, &format!("in D3: {held:?}"));
+    io.closes("in D3");
+    expect(m.power_up() == STATUS_SUCCESS, "D0Entry");
+    expect(io.collect() == 2, "what waited in D3 ran at D0");
+    expect(
+        io.ran_in == [1, 1, 1],
+        &format!("across D3: {:?}", io.ran_in),
+    );
+
+    let id = stats(&mut m, child).client_id;
+    expect(m.stop() == STATUS_SUCCESS, "the bus's stop");
+    expect(
+        m.start() == STATUS_SUCCESS,
+        "the bus's start after the stop",
+    );
+    m.run();
+    io.submit(&mut m, child);
+    let after = stats(&mut m, child);
+    expect(
+        after.client_id == id
+            && io.ran_in.last() == Some(&1)
+            && after.events.iter().sum::<u32>() == 0,
+        &format!("across the bus's rebalance the child heard nothing: {after:?}"),
+    );
+
+    expect(
+        m.restart_child_device(child) == STATUS_SUCCESS,
+        "the child's own stop and start",
+    );
+    io.submit(&mut m, child);
+    let restarted = stats(&mut m, child);
+    expect(
+        restarted.client_id != id && restarted.executed == 0,
+        &format!("a new registration after the child's restart: {restarted:?}"),
+    );
+    expect(
+        super::cchild::references(bus_fdo) == references,
+        "one interface reference held across the child's restart",
+    );
+    io.closes("after the child's restart");
+
+    // Unloaded and loaded again: a fresh image, a new device on the same PDO, a reset ridden.
+    m.remove_child_device(child);
+    m.unload_child();
+    expect(
+        super::cchild::references(bus_fdo) == references - 1,
+        "the unloaded child holds no reference",
+    );
+    expect(
+        m.load_child() == STATUS_SUCCESS,
+        "the child's DriverEntry again",
+    );
+    let child = m.add_child_device(ChildFunction::Srp.serial());
+    expect(
+        m.start_child_device(child) == STATUS_SUCCESS,
+        "the reloaded child's start",
+    );
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(
+        asked == STATUS_SUCCESS,
+        &format!("a forced reset: {asked:#x}"),
+    );
+    m.advance(5_000);
+    let mut again = Ledger::default();
+    again.submit(&mut m, child);
+    expect(
+        again.ran_in == [2],
+        &format!("the reloaded child after a reset: {:?}", again.ran_in),
+    );
+    let s = stats(&mut m, child);
+    expect(
+        s.executed == 1 && s.events[2] == 1,
+        &format!("the reloaded child: {s:?}"),
+    );
+    m.remove_child_device(child);
+    m.unload_child();
+    m.surprise_remove();
+    m.unload();
+}
+
+/// The bus surprise-removed while a reset runs, the child registered, holding the interface,
+/// with I/O waiting in its stopped queue: PnP removes the child's stack first (what waits is
+/// cancelled, Unregister returns though its reset is open, the interface's reference given
+/// back), then the bus's. Nothing is left at either unload.
+fn surprise_bus() {
+    let (mut m, child) = with_child();
+    let bus_fdo = m.fdo.unwrap_or_default();
+    let references = super::cchild::references(bus_fdo);
+    let queue = super::two::io_queue(child);
+    let mut io = Ledger::default();
+    io.submit(&mut m, child);
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(
+        asked == STATUS_SUCCESS,
+        &format!("a forced reset: {asked:#x}"),
+    );
+    advance_until(&mut m, 10_000, "RESET stopping the child's queue", |_| {
+        !super::queues::state(queue).dispatching
+    });
+    for _ in 0..3 {
+        io.submit(&mut m, child);
+    }
+    expect(io.pending.len() == 3, "I/O waits in the reset");
+    let state = admin::state(&mut m);
+    expect(
+        state.state != State::Operational as u32,
+        &format!("the reset still runs: {}", state.state),
+    );
+    // The PnP manager's first step: the stack above the bus's PDO.
+    m.remove_child_stacks();
+    expect(
+        io.collect() == 3,
+        "the child's removal answered what waited",
+    );
+    expect(
+        io.failed == [STATUS_CANCELLED; 3] && io.ran_in == [1],
+        &format!("{:?} / {:?}", io.failed, io.ran_in),
+    );
+    io.closes("after the child's removal");
+    expect(
+        super::cchild::references(bus_fdo) == references - 1,
+        "the child gave the interface's reference back",
+    );
+    let unregistered = admin::flight_record(&mut m)
+        .iter()
+        .filter(|r| r.name.as_str() == "child-srp")
+        .any(|r| {
+            matches!(
+                r.kind,
+                hcabus::recorder::RecordKind::Call {
+                    call: Call::Unregister,
+                    ..
+                }
+            )
+        });
+    expect(
+        unregistered,
+        "the bus recorded the child's Unregister during its reset",
+    );
+    // Then the bus's own surprise removal; the reset it ran goes with it.
+    m.surprise_remove();
+    m.unload_child();
+    m.unload();
+}
