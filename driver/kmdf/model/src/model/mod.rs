@@ -43,6 +43,7 @@ mod table;
 mod tests;
 mod tracing;
 mod two;
+mod twoconc;
 mod twoio;
 mod twolife;
 mod usage;

@@ -64,7 +64,7 @@ fn count(counter: &AtomicUsize) {
 }
 
 /// `HCABUS_MODEL_SEED=N` (decimal or 0x-hex) explores from another seed.
-fn seed() -> u64 {
+pub(crate) fn seed() -> u64 {
     let s = std::env::var("HCABUS_MODEL_SEED").unwrap_or_default();
     let parsed = match s.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16).ok(),

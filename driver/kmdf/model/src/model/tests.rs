@@ -51,6 +51,7 @@ fn scenario() {
             _ if super::cchild::scenario(other) => {}
             _ if super::two::scenario(other) => {}
             _ if super::twoio::scenario(other) => {}
+            _ if super::twoconc::scenario(other) => {}
             _ if super::twolife::scenario(other) => {}
             _ if super::sdv_plants::scenario(other) => {}
             _ if super::audit::scenario(other) => {}

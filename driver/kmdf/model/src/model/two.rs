@@ -221,30 +221,6 @@ impl Machine {
         })
     }
 
-    /// An IOCTL to the child's device (through its device interface): handed to its default
-    /// queue at PASSIVE_LEVEL. `Ok` with the status and output when the driver completed it
-    /// before the call returned, else `Err` with the request, pending ([`collect`]).
-    pub(crate) fn child_ioctl(
-        &mut self,
-        fdo: Handle,
-        code: u32,
-        input: &[u8],
-        output_length: usize,
-    ) -> Result<(NTSTATUS, Vec<u8>), Handle> {
-        let queue = with(|k| k.device(fdo).queue).unwrap_or_else(|| {
-            violation(
-                Rule::Expectation,
-                "child IOCTL",
-                "the child's device has no default queue",
-            )
-        });
-        let request = super::io::new_request(code, input, output_length);
-        at("IRP_MJ_DEVICE_CONTROL", PASSIVE, || {
-            super::queues::deliver(queue, request)
-        });
-        super::io::take_result(request).ok_or(request)
-    }
-
     /// The child FDO's removal, before its PDO's: its queues purged (what waits is
     /// cancelled), D0Exit to D3Final, release hardware, then KMDF deletes the device (its
     /// queues and lock with it).
@@ -365,6 +341,30 @@ impl Machine {
             self.remove_child_device(fdo);
         }
     }
+}
+
+/// An IOCTL to the child's device (through its device interface), from any thread: handed to
+/// its default queue at PASSIVE_LEVEL. `Ok` with the status and output when the driver
+/// completed it before the call returned, else `Err` with the request, pending
+/// (`io::take_result` collects it).
+pub(crate) fn child_ioctl(
+    fdo: Handle,
+    code: u32,
+    input: &[u8],
+    output_length: usize,
+) -> Result<(NTSTATUS, Vec<u8>), Handle> {
+    let queue = with(|k| k.device(fdo).queue).unwrap_or_else(|| {
+        violation(
+            Rule::Expectation,
+            "child IOCTL",
+            "the child's device has no default queue",
+        )
+    });
+    let request = super::io::new_request(code, input, output_length);
+    at("IRP_MJ_DEVICE_CONTROL", PASSIVE, || {
+        super::queues::deliver(queue, request)
+    });
+    super::io::take_result(request).ok_or(request)
 }
 
 /// The child FDO's I/O queue: its queue that is not the default one.

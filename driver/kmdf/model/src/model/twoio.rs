@@ -35,10 +35,10 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     /// One IOCTL_HCABUS_CHILD_IO.
-    pub(crate) fn submit(&mut self, m: &mut Machine, child: Handle) {
+    pub(crate) fn submit(&mut self, child: Handle) {
         self.submitted += 1;
         let out = core::mem::size_of::<ChildIoResult>();
-        match m.child_ioctl(child, IOCTL_HCABUS_CHILD_IO, &[], out) {
+        match super::two::child_ioctl(child, IOCTL_HCABUS_CHILD_IO, &[], out) {
             Ok(result) => self.answered(result),
             Err(request) => self.pending.push(request),
         }
@@ -89,9 +89,9 @@ impl Ledger {
 
 /// The child's counters; its own books must close: dispatched = completed + failed + in
 /// progress.
-pub(crate) fn stats(m: &mut Machine, child: Handle) -> ChildStats {
+pub(crate) fn stats(child: Handle) -> ChildStats {
     let out = core::mem::size_of::<ChildStats>();
-    let result = m.child_ioctl(child, IOCTL_HCABUS_CHILD_STATS, &[], out);
+    let result = super::two::child_ioctl(child, IOCTL_HCABUS_CHILD_STATS, &[], out);
     let Ok((STATUS_SUCCESS, bytes)) = result else {
         expect(false, &format!("IOCTL_HCABUS_CHILD_STATS: {result:?}"));
         unreachable!("expect stops the machine")
@@ -107,9 +107,9 @@ pub(crate) fn stats(m: &mut Machine, child: Handle) -> ChildStats {
     s
 }
 
-fn set_veto(m: &mut Machine, child: Handle, veto: bool) {
+fn set_veto(child: Handle, veto: bool) {
     let input = ChildSetVeto { veto: veto.into() };
-    let r = m.child_ioctl(child, IOCTL_HCABUS_CHILD_SET_VETO, input.as_bytes(), 0);
+    let r = super::two::child_ioctl(child, IOCTL_HCABUS_CHILD_SET_VETO, input.as_bytes(), 0);
     expect(
         matches!(r, Ok((STATUS_SUCCESS, _))),
         &format!("SET_VETO {veto}: {r:?}"),
@@ -157,7 +157,7 @@ fn io_across_resets() {
     let queue = super::two::io_queue(child);
     let mut io = Ledger::default();
     for _ in 0..3 {
-        io.submit(&mut m, child);
+        io.submit(child);
     }
     expect(
         io.ran_in == [1, 1, 1],
@@ -172,7 +172,7 @@ fn io_across_resets() {
         !super::queues::state(queue).dispatching
     });
     for _ in 0..4 {
-        io.submit(&mut m, child);
+        io.submit(child);
     }
     expect(
         io.pending.len() == 4,
@@ -183,7 +183,7 @@ fn io_across_resets() {
         held.queued.len() == 4,
         &format!("the stopped queue holds {:?}", held.queued),
     );
-    let during = stats(&mut m, child);
+    let during = stats(child);
     expect(
         during.dispatched == 3 && during.executed == 1,
         &format!("during the reset: {during:?}"),
@@ -204,20 +204,20 @@ fn io_across_resets() {
     io.closes("after the reset");
 
     // A planned reset the child vetoes: nothing stops, the epoch stays.
-    set_veto(&mut m, child, true);
+    set_veto(child, true);
     let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Planned);
     expect(
         asked == STATUS_SUCCESS,
         &format!("a planned reset: {asked:#x}"),
     );
     m.advance(5_000);
-    set_veto(&mut m, child, false);
-    io.submit(&mut m, child);
+    set_veto(child, false);
+    io.submit(child);
     expect(
         io.ran_in.last() == Some(&2) && admin::state(&mut m).epoch == 2,
         "the vetoed reset left the child's I/O in epoch 2",
     );
-    let after = stats(&mut m, child);
+    let after = stats(child);
     expect(
         after.vetoes == 1 && after.executed == 1 && after.dispatched == 8 && after.failed == 0,
         &format!("after the veto: {after:?}"),
@@ -233,7 +233,7 @@ fn io_across_resets() {
         !super::queues::state(queue).dispatching
     });
     for _ in 0..2 {
-        io.submit(&mut m, child);
+        io.submit(child);
     }
     m.remove_child_device(child);
     expect(io.collect() == 2, "the removal answered what waited");

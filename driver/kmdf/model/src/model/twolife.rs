@@ -45,17 +45,17 @@ fn power_rebalance_reload() {
     let bus_fdo = m.fdo.unwrap_or_default();
     let references = super::cchild::references(bus_fdo);
     let mut io = Ledger::default();
-    io.submit(&mut m, child);
+    io.submit(child);
     m.power_down(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
     for _ in 0..2 {
-        io.submit(&mut m, child);
+        io.submit(child);
     }
     expect(
         io.pending.len() == 2,
         "the child's I/O waits while out of D0",
     );
     // Its counters answer in D3: the default queue is not power-managed.
-    let held = stats(&mut m, child);
+    let held = stats(child);
     expect(held.dispatched == 1, &format!("in D3: {held:?}"));
     io.closes("in D3");
     expect(m.power_up() == STATUS_SUCCESS, "D0Entry");
@@ -65,15 +65,15 @@ fn power_rebalance_reload() {
         &format!("across D3: {:?}", io.ran_in),
     );
 
-    let id = stats(&mut m, child).client_id;
+    let id = stats(child).client_id;
     expect(m.stop() == STATUS_SUCCESS, "the bus's stop");
     expect(
         m.start() == STATUS_SUCCESS,
         "the bus's start after the stop",
     );
     m.run();
-    io.submit(&mut m, child);
-    let after = stats(&mut m, child);
+    io.submit(child);
+    let after = stats(child);
     expect(
         after.client_id == id
             && io.ran_in.last() == Some(&1)
@@ -85,8 +85,8 @@ fn power_rebalance_reload() {
         m.restart_child_device(child) == STATUS_SUCCESS,
         "the child's own stop and start",
     );
-    io.submit(&mut m, child);
-    let restarted = stats(&mut m, child);
+    io.submit(child);
+    let restarted = stats(child);
     expect(
         restarted.client_id != id && restarted.executed == 0,
         &format!("a new registration after the child's restart: {restarted:?}"),
@@ -120,12 +120,12 @@ fn power_rebalance_reload() {
     );
     m.advance(5_000);
     let mut again = Ledger::default();
-    again.submit(&mut m, child);
+    again.submit(child);
     expect(
         again.ran_in == [2],
         &format!("the reloaded child after a reset: {:?}", again.ran_in),
     );
-    let s = stats(&mut m, child);
+    let s = stats(child);
     expect(
         s.executed == 1 && s.events[2] == 1,
         &format!("the reloaded child: {s:?}"),
@@ -146,7 +146,7 @@ fn surprise_bus() {
     let references = super::cchild::references(bus_fdo);
     let queue = super::two::io_queue(child);
     let mut io = Ledger::default();
-    io.submit(&mut m, child);
+    io.submit(child);
     let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
     expect(
         asked == STATUS_SUCCESS,
@@ -156,7 +156,7 @@ fn surprise_bus() {
         !super::queues::state(queue).dispatching
     });
     for _ in 0..3 {
-        io.submit(&mut m, child);
+        io.submit(child);
     }
     expect(io.pending.len() == 3, "I/O waits in the reset");
     let state = admin::state(&mut m);

@@ -100,6 +100,8 @@ pub(crate) const TWO_SCENARIOS: &[(&str, Ends)] = &[
     ("two_child_io_across_resets", Ends::Passes),
     ("two_child_power_rebalance_reload", Ends::Passes),
     ("two_child_surprise_bus", Ends::Passes),
+    // Four processors (shuttle), each running either image on its own kernel stack.
+    ("two_child_races", Ends::Passes),
 ];
 
 /// How a scenario on the image must end.
@@ -225,6 +227,13 @@ fn the_bus_and_the_child_driver_run_together_as_images() {
     for &(scenario, ends) in TWO_SCENARIOS {
         let o = run_with(scenario, None, Some(&bus), Some(&child));
         ended(scenario, &o, ends);
+        // What the schedules on other processors reached, and how often they switched.
+        for line in o.stdout.lines() {
+            if let Some(at) = line.find("conc: ").or_else(|| line.find(" reached: ")) {
+                let from = line[..at].rfind([' ', '.']).map_or(0, |i| i + 1);
+                println!("image+child {scenario}: {}", &line[from..]);
+            }
+        }
     }
     println!(
         "image+child: {} scenarios passed on sha256 {bus_sha} with child sha256 {child_sha}",
