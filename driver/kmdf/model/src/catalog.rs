@@ -182,3 +182,78 @@ fn sdv_catalog() {
         );
     }
 }
+
+/// Every identifier in the sample child driver's source (driver/kmdf-child/src).
+fn child_identifiers() -> BTreeSet<String> {
+    let mut text = String::new();
+    for dir in ["../../kmdf-child/src", "../../kmdf-child/src/windows"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        for entry in std::fs::read_dir(&path).expect("the child's source") {
+            let file = entry.expect("an entry").path();
+            if file.extension().is_some_and(|e| e == "rs") {
+                text += &std::fs::read_to_string(&file).expect("a source file");
+            }
+        }
+    }
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The child driver's rows: each rule one of the catalog's, once; each check, scenario and
+/// test they name real; each "no" resting on names the child's source never uses.
+#[test]
+fn sdv_child_rows() {
+    let doc = read("../../../docs/sdv-rules.md");
+    let catalog: BTreeSet<String> = rows(&doc).into_iter().map(|r| r.rule).collect();
+    let section = doc
+        .split("<!-- child_rows -->")
+        .nth(1)
+        .and_then(|s| s.split("<!-- /child_rows -->").next())
+        .expect("the child's rows between their markers");
+    let model_rules = read("src/model/rules.rs");
+    let model = ["two", "twoio", "twolife", "twoconc", "queues"]
+        .map(|f| read(&format!("src/model/{f}.rs")))
+        .concat();
+    let child_tests = read("../../kmdf-child/src/tests.rs");
+    let child = child_identifiers();
+    let mut seen = BTreeSet::new();
+    let lines = section.lines().filter(|l| l.starts_with("| ")).skip(2);
+    for line in lines {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 6, "four cells in {line}");
+        let (rule, applies, never, how) = (cells[1], cells[2], cells[3], cells[4]);
+        assert!(catalog.contains(rule), "{rule} is not in the catalog");
+        assert!(seen.insert(rule.to_string()), "{rule} twice");
+        match applies {
+            "no" => {
+                let names = ticked(never, "");
+                assert!(!names.is_empty(), "{rule}: what the child never uses");
+                for name in names {
+                    assert!(!child.contains(name), "{rule}: the child uses {name}");
+                }
+            }
+            "yes" => assert!(never.is_empty(), "{rule}: applies, so nothing is unused"),
+            other => panic!("{rule}: {other:?}, not yes or no"),
+        }
+        for r in ticked(how, "Rule::") {
+            assert!(
+                model_rules.contains(&format!("    {r},")),
+                "{rule}: no Rule::{r}"
+            );
+        }
+        for name in ticked(how, "") {
+            if name.starts_with("Rule::") || name.contains("::") {
+                continue;
+            }
+            let scenario = format!("\"{name}\"");
+            let test = format!("fn {name}(");
+            assert!(
+                model.contains(&scenario) || child_tests.contains(&test),
+                "{rule}: {name} is neither a two-image scenario nor a test of the child's"
+            );
+        }
+    }
+    assert!(seen.len() >= 10, "the child's rows: {}", seen.len());
+}
