@@ -211,7 +211,7 @@ typedef struct HCABUS_REGISTRATION {
     uint64_t ClientId;
     uint64_t Epoch;
     uint32_t State; /* HCABUS_STATE_* */
-    uint32_t Late;  /* 1: registered during a reset; hold nothing until RESET_END */
+    uint32_t Late;  /* 1: registered during a reset; hold nothing until its outcome */
 } HCABUS_REGISTRATION;
 
 typedef struct HCABUS_BUS_STATE {

@@ -160,7 +160,8 @@ pub struct HcabusRegistration {
     pub epoch: u64,
     /// A [`State`] value.
     pub state: u32,
-    /// 1 when registered while a reset runs: hold nothing until RESET_END (or RESET_FAILED).
+    /// 1 when registered while a reset runs: hold nothing until its outcome (RESET_END,
+    /// RESET_FAILED or RESET_ABORTED).
     pub late: u32,
 }
 

@@ -3,10 +3,11 @@
 //! layer must do next. It holds no lock and calls nothing: each step returns an [`Action`],
 //! which the layer carries out once the lock is dropped (a KMDF call made under it could come
 //! back into the child on the same processor: WdfIoQueueStop calls its stop callback at once
-//! when the queue is already idle).
+//! when the queue is already idle). Its queue's changes go through [`QueueBook`].
 #![forbid(unsafe_code)]
 
 use crate::abi::{BusEvent, ChildStats, STATS_LATE, STATS_VETO_ARMED};
+use crate::queue::{Change, Idle, QueueBook, QueueOp};
 
 /// Where the child is in the reset protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,21 +58,24 @@ pub enum Action {
     Consent(u64),
     /// ResetVeto(epoch, reason).
     Veto(u64),
-    /// WdfIoQueueStop on the I/O queue with the stop callback: [`Child::queue_idle`] follows
-    /// once KMDF has no request of the driver's. Never while another stop callback is
-    /// outstanding: KMDF takes one at a time, and a second is a WDF_VIOLATION bugcheck
-    /// (WdfIoQueueStop's FatalError).
-    StopQueue,
-    /// WdfIoQueueStop without a callback: the queue holds what comes. A late registration
-    /// holds it so until RESET_END, owing the reset nothing; a reset that finds a stop
-    /// callback still outstanding closes the queue so and waits for that callback.
-    CloseQueue,
     /// ResetExecute(epoch).
     Execute(u64),
-    /// WdfIoQueueStart: what waited runs now, in the new epoch.
-    StartQueue,
-    /// WdfIoQueuePurge: what waits fails, and so does what comes.
-    PurgeQueue,
+    /// A change of the I/O queue: [`Child::performing`], the KMDF call, [`Child::applied`].
+    Queue(QueueOp),
+}
+
+impl Action {
+    /// The queue change it asks for, if it is one.
+    pub fn change(self) -> Option<Change> {
+        match self {
+            Action::Queue(op) => Some(op.change),
+            _ => None,
+        }
+    }
+
+    fn of(op: Option<QueueOp>) -> Action {
+        op.map_or(Action::Nothing, Action::Queue)
+    }
 }
 
 /// Why an I/O is not run.
@@ -93,11 +97,7 @@ pub enum IoRefused {
 #[derive(Debug, Clone)]
 pub struct Child {
     phase: Phase,
-    /// A stop callback asked for and not yet come.
-    idle_outstanding: bool,
-    /// The outstanding callback was asked for before this quiesce closed the queue: when it
-    /// comes, what it saw may have been an open queue, so a fresh stop is asked for.
-    restop: bool,
+    queue: QueueBook,
     vetoes: bool,
     client_id: u64,
     late: bool,
@@ -114,8 +114,7 @@ impl Child {
     pub const fn new() -> Child {
         Child {
             phase: Phase::Unbound,
-            idle_outstanding: false,
-            restop: false,
+            queue: QueueBook::new(),
             vetoes: false,
             client_id: 0,
             late: false,
@@ -149,18 +148,19 @@ impl Child {
     }
 
     /// Register answered: the child runs in `epoch` (its queue started: a stop of the
-    /// child's own device may have come while a reset held it), or, registered while a reset
-    /// ran (`late`), holds its queue until RESET_END.
-    pub fn registered(&mut self, client_id: u64, epoch: u64, late: bool) -> Action {
+    /// child's own device may have come while a reset held it); or, registered while a reset
+    /// ran (`late`), holds its queue until the reset's outcome, owing it nothing; or, the
+    /// device Failed (`failed`), fails its I/O until RESET_END brings it back.
+    pub fn registered(&mut self, client_id: u64, epoch: u64, late: bool, failed: bool) -> Action {
         self.client_id = client_id;
         self.late = late;
-        if late {
-            self.set_phase(Phase::Executed { epoch });
-            Action::CloseQueue
-        } else {
-            self.set_phase(Phase::Running { epoch });
-            Action::StartQueue
-        }
+        let (phase, change) = match (late, failed) {
+            (_, true) => (Phase::Failed, Change::Purge),
+            (true, false) => (Phase::Executed { epoch }, Change::Close),
+            (false, false) => (Phase::Running { epoch }, Change::Start),
+        };
+        self.set_phase(phase);
+        Action::of(self.queue.want(change))
     }
 
     /// Unregister returned (or answered DEVICE_REMOVED): no event follows.
@@ -176,72 +176,76 @@ impl Child {
     /// An event from the bus.
     pub fn on_event(&mut self, event: BusEvent) -> Action {
         self.count(event);
-        match (event, self.phase) {
-            (_, Phase::Unbound) => Action::Nothing,
+        let (phase, change) = match (event, self.phase) {
+            (_, Phase::Unbound) => return Action::Nothing,
             (BusEvent::ResetQuery { epoch }, _) if self.vetoes => {
                 self.stats.vetoes += 1;
-                Action::Veto(epoch)
+                return Action::Veto(epoch);
             }
             (BusEvent::ResetQuery { epoch }, _) => {
                 self.stats.consents += 1;
-                Action::Consent(epoch)
+                return Action::Consent(epoch);
             }
-            (BusEvent::Reset { epoch, .. }, Phase::Quiescing { epoch: q }) if q == epoch => {
-                Action::Nothing
-            }
-            (BusEvent::Reset { epoch, .. }, _) => {
-                self.set_phase(Phase::Quiescing { epoch });
-                self.stop()
-            }
-            (BusEvent::ResetEnd { epoch }, _) => {
-                self.set_phase(Phase::Running { epoch });
-                Action::StartQueue
-            }
+            // RESET once per reset (the bus's guarantee): a second of the same epoch, were it
+            // sent, changes nothing.
+            (
+                BusEvent::Reset { epoch, .. },
+                Phase::Quiescing { epoch: q } | Phase::Executed { epoch: q },
+            ) if q == epoch => return Action::Nothing,
+            (BusEvent::Reset { epoch, .. }, _) => (Phase::Quiescing { epoch }, Change::Stop),
+            (BusEvent::ResetEnd { epoch }, _) => (Phase::Running { epoch }, Change::Start),
             (BusEvent::ResetAborted { epoch }, Phase::Running { .. }) => {
                 self.set_phase(Phase::Running { epoch });
-                Action::Nothing
+                return Action::Nothing;
             }
-            (BusEvent::ResetAborted { epoch }, _) => {
-                self.set_phase(Phase::Running { epoch });
-                Action::StartQueue
-            }
+            (BusEvent::ResetAborted { epoch }, _) => (Phase::Running { epoch }, Change::Start),
             (BusEvent::ResetFailed { .. } | BusEvent::DeviceFatal, _) => {
-                self.set_phase(Phase::Failed);
-                Action::PurgeQueue
+                (Phase::Failed, Change::Purge)
             }
             (
                 BusEvent::PortActive { .. } | BusEvent::PortDown { .. } | BusEvent::Unknown { .. },
                 _,
-            ) => Action::Nothing,
-        }
+            ) => return Action::Nothing,
+        };
+        self.set_phase(phase);
+        Action::of(self.queue.want(change))
     }
 
     /// KMDF's stop callback: the queue dispatches nothing more and every request the driver
-    /// owned is completed. Execute if a quiesce waits for it (a RESET_FAILED, an abort or a
-    /// remove may have come meanwhile); if it was asked for before this quiesce closed the
-    /// queue, ask again.
+    /// owned is completed. The quiesce executes if its own stop asked for this callback;
+    /// else (a callback left from an aborted reset's stop) it asks again.
     pub fn queue_idle(&mut self) -> Action {
-        self.idle_outstanding = false;
-        let Phase::Quiescing { epoch } = self.phase else {
-            self.restop = false;
-            return Action::Nothing;
+        let quiescing = match self.phase {
+            Phase::Quiescing { epoch } => Some(epoch),
+            _ => None,
         };
-        if core::mem::take(&mut self.restop) {
-            return self.stop();
+        match self.queue.idle(quiescing) {
+            Idle::Nothing => Action::Nothing,
+            Idle::Quiet(epoch) => {
+                self.set_phase(Phase::Executed { epoch });
+                Action::Execute(epoch)
+            }
+            Idle::StopAgain(op) => Action::of(op),
         }
-        self.set_phase(Phase::Executed { epoch });
-        Action::Execute(epoch)
     }
 
-    /// The stop a quiesce asks for: with a callback, or, one still outstanding, without.
-    fn stop(&mut self) -> Action {
-        if self.idle_outstanding {
-            self.restop = true;
-            Action::CloseQueue
-        } else {
-            self.idle_outstanding = true;
-            Action::StopQueue
-        }
+    /// Right before the KMDF call of `op`: the call to make ([`QueueBook::performing`]).
+    pub fn performing(&mut self, op: QueueOp) -> Change {
+        let quiescing = match self.phase {
+            Phase::Quiescing { epoch } => Some(epoch),
+            _ => None,
+        };
+        self.queue.performing(op, quiescing)
+    }
+
+    /// After the KMDF call of `op`: the next change to carry out, decided meanwhile.
+    pub fn applied(&mut self, op: QueueOp) -> Action {
+        Action::of(self.queue.applied(op))
+    }
+
+    /// The layer gave up carrying changes out (its bound spent).
+    pub fn abandon(&mut self) {
+        self.queue.abandon();
     }
 
     /// ResetExecute answered `status`; `past_deadline`: it was PAST_DEADLINE.
@@ -331,6 +335,7 @@ impl Child {
             // Not sent by this bus (a restart of a failed device sends RESET_END alone), but
             // a purged queue stops at once and the reset is answered as any other.
             (Phase::Failed, Phase::Quiescing { .. }) => true,
+            (Phase::Executed { .. }, Phase::Quiescing { .. }) => true,
             (_, Phase::Running { .. }) => true,
             _ => false,
         };

@@ -22,6 +22,7 @@ compile_error!(
 
 pub mod abi;
 pub mod child;
+pub mod queue;
 
 /// The FFI layer on windows-drivers-rs (docs/child-driver.md says what runs where).
 #[cfg(all(any(windows, wdk_fake), feature = "driver"))]

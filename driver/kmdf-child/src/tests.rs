@@ -10,6 +10,7 @@ use hcabus_kmdf::kernel::ChildFunction;
 
 use crate::abi::*;
 use crate::child::{Action, Child, IoRefused, Phase};
+use crate::queue::Change;
 
 #[test]
 fn the_child_takes_every_pdo_the_bus_enumerates_and_nothing_else() {
@@ -199,10 +200,108 @@ fn events_decode_from_the_union_as_the_bus_writes_them() {
     );
 }
 
-fn running(epoch: u64) -> Child {
+/// The KMDF layer and its I/O queue, faked: each queue change carried out as the layer does
+/// (`performing`, the call, `applied`, again while changes were decided meanwhile), the stop
+/// callback called from inside the stop when the driver owns nothing, as KMDF calls it.
+#[derive(Default)]
+struct Queue {
+    dispatching: bool,
+    accepting: bool,
+    callback: bool,
+    owned: u32,
+    calls: Vec<Change>,
+    /// The bus calls the child made (consent, veto, execute), in order.
+    bus: Vec<Action>,
+}
+
+impl Queue {
+    fn new() -> Queue {
+        Queue {
+            dispatching: true,
+            accepting: true,
+            ..Queue::default()
+        }
+    }
+
+    fn act(&mut self, c: &mut Child, action: Action) {
+        let Action::Queue(mut op) = action else {
+            if action != Action::Nothing {
+                self.bus.push(action);
+            }
+            return;
+        };
+        loop {
+            let change = c.performing(op);
+            self.call(c, change);
+            match c.applied(op) {
+                Action::Queue(next) => op = next,
+                _ => return,
+            }
+        }
+    }
+
+    fn call(&mut self, c: &mut Child, change: Change) {
+        self.calls.push(change);
+        match change {
+            Change::Stop | Change::Close => {
+                assert!(
+                    !(change == Change::Stop && self.callback),
+                    "a second stop callback"
+                );
+                self.dispatching = false;
+                self.accepting = true;
+                self.callback |= change == Change::Stop;
+            }
+            Change::Start => (self.dispatching, self.accepting) = (true, true),
+            // QueuePurge clears AcceptRequests only (fxioqueue.cpp).
+            Change::Purge => self.accepting = false,
+        }
+        self.idle(c);
+    }
+
+    /// KMDF's DispatchEvents: the stop callback once the driver owns nothing.
+    fn idle(&mut self, c: &mut Child) {
+        if self.callback && self.owned == 0 {
+            self.callback = false;
+            let next = c.queue_idle();
+            self.act(c, next);
+        }
+    }
+
+    /// A request dispatched to the child (only while the queue dispatches).
+    fn dispatch(&mut self, c: &mut Child) -> Result<u64, IoRefused> {
+        assert!(
+            self.dispatching,
+            "a request dispatched from a stopped queue"
+        );
+        let r = c.begin_io();
+        if r.is_ok() {
+            self.owned += 1;
+        }
+        r
+    }
+
+    fn complete(&mut self, c: &mut Child) {
+        c.end_io(true);
+        self.owned -= 1;
+        self.idle(c);
+    }
+}
+
+fn running(epoch: u64) -> (Child, Queue) {
     let mut c = Child::new();
-    assert_eq!(c.registered(11, epoch, false), Action::StartQueue);
-    c
+    let mut q = Queue::new();
+    let a = c.registered(11, epoch, false, false);
+    assert_eq!(a.change(), Some(Change::Start));
+    q.act(&mut c, a);
+    (c, q)
+}
+
+fn reset(epoch: u64) -> BusEvent {
+    BusEvent::Reset {
+        epoch,
+        planned: false,
+    }
 }
 
 /// dispatched = completed + failed + in progress, whatever happened.
@@ -217,72 +316,60 @@ fn closes(c: &Child) {
 
 #[test]
 fn a_reset_stops_the_queue_executes_once_it_is_idle_and_starts_it_in_the_new_epoch() {
-    let mut c = running(1);
-    assert_eq!(c.begin_io(), Ok(1));
-    assert_eq!(
-        c.on_event(BusEvent::Reset {
-            epoch: 1,
-            planned: false
-        }),
-        Action::StopQueue
-    );
-    // A request dispatched before the stop took effect is the old epoch's, and the stop
-    // waits for it.
-    assert_eq!(c.begin_io(), Ok(1));
-    c.end_io(true);
-    c.end_io(true);
-    assert_eq!(c.queue_idle(), Action::Execute(1));
+    let (mut c, mut q) = running(1);
+    assert_eq!(q.dispatch(&mut c), Ok(1));
+    let a = c.on_event(reset(1));
+    assert_eq!(a.change(), Some(Change::Stop));
+    q.act(&mut c, a);
+    // The request the driver owns holds the callback back: nothing executed yet.
+    assert_eq!((q.dispatching, q.bus.len()), (false, 0));
+    q.complete(&mut c);
+    assert_eq!(q.bus, [Action::Execute(1)]);
     assert_eq!(c.phase(), Phase::Executed { epoch: 1 });
     c.executed(0, false);
     // Nothing may run now: the bus was told this child holds nothing.
     assert_eq!(c.begin_io(), Err(IoRefused::AfterExecute));
-    assert_eq!(
-        c.on_event(BusEvent::ResetEnd { epoch: 2 }),
-        Action::StartQueue
-    );
-    assert_eq!(c.begin_io(), Ok(2));
-    c.end_io(true);
+    let a = c.on_event(BusEvent::ResetEnd { epoch: 2 });
+    q.act(&mut c, a);
+    assert!(q.dispatching);
+    assert_eq!(q.dispatch(&mut c), Ok(2));
+    q.complete(&mut c);
     let s = c.stats();
-    assert_eq!((s.completed, s.failed, s.executed, s.epoch), (3, 1, 1, 2));
-    assert_eq!(s.events[1], 1);
-    assert_eq!(s.events[2], 1);
+    assert_eq!((s.completed, s.failed, s.executed, s.epoch), (2, 1, 1, 2));
+    assert_eq!((s.events[1], s.events[2]), (1, 1));
+    assert_eq!(q.calls, [Change::Start, Change::Stop, Change::Start]);
     closes(&c);
 }
 
 #[test]
-fn a_stale_stop_callback_executes_nothing() {
-    let mut c = running(1);
-    assert_eq!(
-        c.on_event(BusEvent::Reset {
-            epoch: 1,
-            planned: true
-        }),
-        Action::StopQueue
-    );
-    // The reset failed before the queue went idle: the purge answers, not ResetExecute.
-    assert_eq!(
-        c.on_event(BusEvent::ResetFailed { epoch: 1 }),
-        Action::PurgeQueue
-    );
-    assert_eq!(c.queue_idle(), Action::Nothing);
-    let mut d = running(1);
-    d.on_event(BusEvent::Reset {
-        epoch: 1,
-        planned: false,
-    });
+fn a_stop_on_an_idle_queue_executes_from_inside_the_stop() {
+    let (mut c, mut q) = running(1);
+    let a = c.on_event(reset(1));
+    q.act(&mut c, a);
+    assert_eq!(q.bus, [Action::Execute(1)]);
     // RESET delivered twice (it is not: the bus sends it once) stops once.
-    assert_eq!(
-        d.on_event(BusEvent::Reset {
-            epoch: 1,
-            planned: false
-        }),
-        Action::Nothing
-    );
+    assert_eq!(c.on_event(reset(1)), Action::Nothing);
+}
+
+#[test]
+fn a_failed_reset_purges_and_its_late_callback_executes_nothing() {
+    let (mut c, mut q) = running(1);
+    q.owned = 1;
+    let a = c.on_event(reset(1));
+    q.act(&mut c, a);
+    let a = c.on_event(BusEvent::ResetFailed { epoch: 1 });
+    assert_eq!(a.change(), Some(Change::Purge));
+    q.act(&mut c, a);
+    q.owned = 0;
+    q.idle(&mut c);
+    assert!(q.bus.is_empty(), "{:?}", q.bus);
+    assert!(!q.accepting);
+    assert_eq!(c.begin_io(), Err(IoRefused::Failed));
 }
 
 #[test]
 fn a_query_is_consented_or_vetoed_as_armed() {
-    let mut c = running(4);
+    let (mut c, _) = running(4);
     assert_eq!(
         c.on_event(BusEvent::ResetQuery { epoch: 4 }),
         Action::Consent(4)
@@ -306,61 +393,83 @@ fn a_query_is_consented_or_vetoed_as_armed() {
 
 #[test]
 fn an_abort_after_reset_starts_the_queue_again_in_the_same_epoch() {
-    let mut c = running(2);
-    c.on_event(BusEvent::Reset {
+    let (mut c, mut q) = running(2);
+    let a = c.on_event(BusEvent::Reset {
         epoch: 2,
         planned: true,
     });
-    assert_eq!(c.queue_idle(), Action::Execute(2));
-    assert_eq!(
-        c.on_event(BusEvent::ResetAborted { epoch: 2 }),
-        Action::StartQueue
-    );
-    assert_eq!(c.begin_io(), Ok(2));
+    q.act(&mut c, a);
+    assert_eq!(q.bus, [Action::Execute(2)]);
+    let a = c.on_event(BusEvent::ResetAborted { epoch: 2 });
+    q.act(&mut c, a);
+    assert!(q.dispatching);
+    assert_eq!(q.dispatch(&mut c), Ok(2));
 }
 
 #[test]
 fn a_failed_device_fails_its_io_and_an_administrators_restart_brings_it_back() {
-    let mut c = running(1);
-    c.on_event(BusEvent::Reset {
-        epoch: 1,
-        planned: false,
-    });
-    c.queue_idle();
-    assert_eq!(
-        c.on_event(BusEvent::ResetFailed { epoch: 1 }),
-        Action::PurgeQueue
-    );
+    let (mut c, mut q) = running(1);
+    for e in [reset(1), BusEvent::ResetFailed { epoch: 1 }] {
+        let a = c.on_event(e);
+        q.act(&mut c, a);
+    }
     assert_eq!(c.begin_io(), Err(IoRefused::Failed));
     // An administrator's restart: RESET_END alone (nobody held hardware), which opens the
     // purged queue again.
-    assert_eq!(
-        c.on_event(BusEvent::ResetEnd { epoch: 2 }),
-        Action::StartQueue
-    );
-    assert_eq!(c.begin_io(), Ok(2));
-    c.end_io(true);
+    let a = c.on_event(BusEvent::ResetEnd { epoch: 2 });
+    q.act(&mut c, a);
+    assert!(q.dispatching && q.accepting);
+    assert_eq!(q.dispatch(&mut c), Ok(2));
+    q.complete(&mut c);
     closes(&c);
-    assert_eq!(c.on_event(BusEvent::DeviceFatal), Action::PurgeQueue);
+    assert_eq!(
+        c.on_event(BusEvent::DeviceFatal).change(),
+        Some(Change::Purge)
+    );
     assert_eq!(c.phase(), Phase::Failed);
 }
 
 #[test]
-fn a_late_registration_holds_its_queue_until_the_reset_ends() {
+fn a_late_registration_holds_its_queue_until_the_resets_outcome() {
+    for (outcome, dispatching) in [
+        (BusEvent::ResetEnd { epoch: 6 }, true),
+        (BusEvent::ResetAborted { epoch: 5 }, true),
+        (BusEvent::ResetFailed { epoch: 5 }, false),
+    ] {
+        let mut c = Child::new();
+        let mut q = Queue::new();
+        let a = c.registered(3, 5, true, false);
+        assert_eq!(a.change(), Some(Change::Close));
+        q.act(&mut c, a);
+        assert_eq!(c.stats().flags & STATS_LATE, STATS_LATE);
+        assert_eq!(c.begin_io(), Err(IoRefused::AfterExecute));
+        let a = c.on_event(outcome);
+        q.act(&mut c, a);
+        assert_eq!(q.dispatching, dispatching, "{outcome:?}");
+        assert!(
+            q.bus.is_empty(),
+            "a late registrant owes the reset nothing: {:?}",
+            q.bus
+        );
+    }
+}
+
+#[test]
+fn a_registration_on_a_failed_device_fails_its_io_until_reset_end() {
     let mut c = Child::new();
-    assert_eq!(c.registered(3, 5, true), Action::CloseQueue);
-    assert_eq!(c.stats().flags & STATS_LATE, STATS_LATE);
-    assert_eq!(c.begin_io(), Err(IoRefused::AfterExecute));
-    assert_eq!(
-        c.on_event(BusEvent::ResetEnd { epoch: 6 }),
-        Action::StartQueue
-    );
-    assert_eq!(c.begin_io(), Ok(6));
+    let mut q = Queue::new();
+    let a = c.registered(3, 4, false, true);
+    assert_eq!(a.change(), Some(Change::Purge));
+    q.act(&mut c, a);
+    assert_eq!(c.begin_io(), Err(IoRefused::Failed));
+    let a = c.on_event(BusEvent::ResetEnd { epoch: 5 });
+    q.act(&mut c, a);
+    assert_eq!(q.dispatch(&mut c), Ok(5));
 }
 
 #[test]
 fn an_unbound_child_hears_nothing_and_runs_nothing() {
-    let mut c = running(1);
+    let (mut c, _) = running(1);
     c.unregistered();
     assert_eq!(c.begin_io(), Err(IoRefused::Unbound));
     assert_eq!(c.on_event(BusEvent::ResetEnd { epoch: 9 }), Action::Nothing);
@@ -368,6 +477,74 @@ fn an_unbound_child_hears_nothing_and_runs_nothing() {
     c.io_failed_unrun();
     closes(&c);
     assert_eq!(c.stats().failed, 2);
+}
+
+/// KMDF takes one stop callback at a time (a second is a bugcheck): a reset that comes while
+/// an aborted reset's callback is still outstanding closes the queue without one, and when
+/// that old callback comes (it may have seen the queue open) asks for a fresh one, whose
+/// arrival alone executes.
+#[test]
+fn a_second_stop_callback_is_never_asked_for_while_one_is_outstanding() {
+    let (mut c, mut q) = running(3);
+    q.owned = 1;
+    let planned = BusEvent::Reset {
+        epoch: 3,
+        planned: true,
+    };
+    let a = c.on_event(planned);
+    q.act(&mut c, a);
+    // Another client did not answer in time: the planned reset is aborted before this
+    // child's queue went idle (a request of its own still running).
+    let a = c.on_event(BusEvent::ResetAborted { epoch: 3 });
+    q.act(&mut c, a);
+    assert!(q.callback && q.dispatching);
+    // The next reset: the first callback has not come; the queue closes without one.
+    let a = c.on_event(planned);
+    q.act(&mut c, a);
+    assert_eq!(q.calls.last(), Some(&Change::Close));
+    assert!(q.bus.is_empty());
+    // The request completes: the old callback asks again, and the fresh one executes.
+    q.complete(&mut c);
+    assert_eq!(
+        q.calls,
+        [
+            Change::Start,
+            Change::Stop,
+            Change::Start,
+            Change::Close,
+            Change::Stop
+        ]
+    );
+    assert_eq!(q.bus, [Action::Execute(3)]);
+}
+
+/// Two threads decide queue changes at once: one carries its change out, the other's waits
+/// for it, and the queue ends as last decided, whichever call ran first.
+#[test]
+fn changes_decided_while_another_thread_carries_one_out_end_as_last_decided() {
+    let (mut c, mut q) = running(1);
+    q.owned = 1;
+    // The DPC's RESET: its stop is handed to the DPC's thread, which has not made the call.
+    let stop = c.on_event(reset(1));
+    let Action::Queue(stop) = stop else {
+        panic!("a stop: {stop:?}")
+    };
+    // Meanwhile a RESET_FAILED on another thread: it decides the purge, and leaves it to the
+    // thread carrying changes out.
+    assert_eq!(
+        c.on_event(BusEvent::ResetFailed { epoch: 1 }),
+        Action::Nothing
+    );
+    // The DPC's thread makes its call now: a stop for a quiesce that is over only closes
+    // (no callback asked), then it carries out the purge decided meanwhile.
+    let change = c.performing(stop);
+    assert_eq!(change, Change::Close);
+    q.call(&mut c, change);
+    let next = c.applied(stop);
+    assert_eq!(next.change(), Some(Change::Purge));
+    q.act(&mut c, next);
+    assert!(!q.dispatching && !q.accepting && !q.callback);
+    assert!(q.bus.is_empty());
 }
 
 /// The INF installs the driver on exactly the PDOs the bus enumerates, and each id it lists
@@ -393,39 +570,4 @@ fn the_inf_lists_the_ids_the_driver_takes() {
     for id in listed {
         assert!(Function::of_hardware_id(id).is_some(), "{id}");
     }
-}
-
-/// KMDF takes one stop callback at a time (a second is a bugcheck): a reset that comes while
-/// an aborted reset's callback is still outstanding closes the queue without one, and when
-/// that old callback comes (it may have seen the queue open) asks for a fresh one, whose
-/// arrival alone executes.
-#[test]
-fn a_second_stop_callback_is_never_asked_for_while_one_is_outstanding() {
-    let mut c = running(3);
-    let reset = BusEvent::Reset {
-        epoch: 3,
-        planned: true,
-    };
-    assert_eq!(c.on_event(reset), Action::StopQueue);
-    // Another client did not answer in time: the planned reset is aborted before this
-    // child's queue went idle (a request of its own still running).
-    assert_eq!(
-        c.on_event(BusEvent::ResetAborted { epoch: 3 }),
-        Action::StartQueue
-    );
-    // The next reset: the first callback has not come.
-    assert_eq!(c.on_event(reset), Action::CloseQueue);
-    // It comes now: it may have seen the queue open, so it does not execute.
-    assert_eq!(c.queue_idle(), Action::StopQueue);
-    assert_eq!(c.phase(), Phase::Quiescing { epoch: 3 });
-    assert_eq!(c.queue_idle(), Action::Execute(3));
-    // A callback that comes once the child runs again only clears the books.
-    let mut d = running(1);
-    assert_eq!(d.on_event(reset), Action::StopQueue);
-    assert_eq!(
-        d.on_event(BusEvent::ResetAborted { epoch: 3 }),
-        Action::StartQueue
-    );
-    assert_eq!(d.queue_idle(), Action::Nothing);
-    assert_eq!(d.on_event(reset), Action::StopQueue);
 }

@@ -11,6 +11,7 @@ use wdk_sys::*;
 use super::context::ChildContext;
 use crate::abi::{check_interface, BusEvent, InterfaceError};
 use crate::child::Action;
+use crate::queue::{Change, QueueOp};
 
 /// WdfFdoQueryForInterface on the PDO below, for version 1 at its size. KMDF references the
 /// interface for the caller when it answers: every path after a successful query ends in
@@ -67,11 +68,16 @@ pub(super) unsafe fn dereference(iface: &HcabusBusInterfaceV1) {
     }
 }
 
-/// Register with the bus, the callback's context the FDO's.
+/// Register with the bus, the callback's context the FDO's, holding the child's spin lock
+/// across the call and telling the state machine before it is released. An event the
+/// registration sets in motion (a RESET, a late registrant's RESET_END) is then delivered to a
+/// child that knows it is registered: the call, at DISPATCH_LEVEL under the lock, runs no
+/// callback on this processor, and one delivered on another waits for the lock
+/// (docs/bus-interface.md, "Threading and IRQL"). Returns the step's action.
 ///
 /// # Safety
 /// `ctx` holds the interface `query` returned; PASSIVE_LEVEL.
-pub(super) unsafe fn register(ctx: &ChildContext) -> Result<HcabusRegistration, NTSTATUS> {
+pub(super) unsafe fn register(ctx: &ChildContext) -> Result<Action, NTSTATUS> {
     let bus = ctx.bus();
     let function = ctx.function;
     let desc = HcabusClientDesc {
@@ -86,15 +92,18 @@ pub(super) unsafe fn register(ctx: &ChildContext) -> Result<HcabusRegistration, 
     let Some(f) = bus.register else {
         return Err(STATUS_NOT_SUPPORTED);
     };
-    // SAFETY: the bus's function with its own context, a whole descriptor (its name read
-    // during the call only) and a registration to fill. The context handed over lives with
-    // the device, past release hardware's Unregister.
-    let status = unsafe { f(bus.context, &desc, &mut reg) };
-    if status < 0 {
-        log::error!("Register: {} ({status:#x})", status::name(status));
-        return Err(status);
-    }
-    Ok(reg)
+    let failed = hcabus::types::State::Failed as u32;
+    ctx.with_child(|c| {
+        // SAFETY: the bus's function with its own context, a whole descriptor (its name read
+        // during the call only) and a registration to fill; callable at DISPATCH_LEVEL. The
+        // context handed over lives with the device, past release hardware's Unregister.
+        let status = unsafe { f(bus.context, &desc, &mut reg) };
+        if status < 0 {
+            return Err(status);
+        }
+        Ok(c.registered(reg.client_id, reg.epoch, reg.late != 0, reg.state == failed))
+    })
+    .inspect_err(|s| log::error!("Register: {} ({s:#x})", status::name(*s)))
 }
 
 /// Unregister: returns when no callback of this child runs or will start (PASSIVE_LEVEL,
@@ -187,30 +196,6 @@ pub(super) fn act(ctx: &ChildContext, action: Action) {
                 refused("ResetVeto", s);
             }
         }
-        Action::StopQueue => {
-            // SAFETY: the queue lives with the device; callable at DISPATCH_LEVEL. The state
-            // machine asks for it only with no stop callback outstanding (a second is a
-            // WDF_VIOLATION bugcheck).
-            unsafe {
-                call_unsafe_wdf_function_binding!(
-                    WdfIoQueueStop,
-                    ctx.io_queue,
-                    Some(evt_io_stopped),
-                    core::ptr::null_mut()
-                )
-            };
-        }
-        Action::CloseQueue => {
-            // SAFETY: as above, without a callback (which KMDF takes at any time).
-            unsafe {
-                call_unsafe_wdf_function_binding!(
-                    WdfIoQueueStop,
-                    ctx.io_queue,
-                    None,
-                    core::ptr::null_mut()
-                )
-            };
-        }
         Action::Execute(epoch) => {
             if let Some(f) = bus.reset_execute {
                 // SAFETY: the bus's function with its context, this child's id and the
@@ -222,22 +207,58 @@ pub(super) fn act(ctx: &ChildContext, action: Action) {
                 }
             }
         }
-        Action::StartQueue => {
-            // SAFETY: the queue lives with the device; callable at DISPATCH_LEVEL (what it
-            // held may be dispatched from inside the call, on this processor).
-            unsafe { call_unsafe_wdf_function_binding!(WdfIoQueueStart, ctx.io_queue) };
+        Action::Queue(op) => carry_out(ctx, op),
+    }
+}
+
+/// Queue changes a thread carries out in a row before it gives up (each is a change another
+/// thread decided while this one made the last call: a handful at most).
+const QUEUE_CHANGES_IN_A_ROW: u32 = 64;
+
+/// Carries out `op` and then every queue change decided while it ran, this thread alone
+/// (`QueueBook`), so that the queue ends as last decided. An action a change brings (the
+/// stop callback from inside WdfIoQueueStop: ResetExecute) is carried out on the way.
+fn carry_out(ctx: &ChildContext, op: QueueOp) {
+    let mut op = op;
+    for _ in 0..QUEUE_CHANGES_IN_A_ROW {
+        let change = ctx.with_child(|c| c.performing(op));
+        queue_call(ctx.io_queue, change);
+        match ctx.with_child(|c| c.applied(op)) {
+            Action::Queue(next) => op = next,
+            _ => return,
         }
-        Action::PurgeQueue => {
-            // SAFETY: as above: what waits is cancelled, and new requests are refused
-            // until a start.
-            unsafe {
-                call_unsafe_wdf_function_binding!(
-                    WdfIoQueuePurge,
-                    ctx.io_queue,
-                    None,
-                    core::ptr::null_mut()
-                )
-            };
-        }
+    }
+    ctx.with_child(|c| c.abandon());
+    log::error!(
+        "the I/O queue's state changed {QUEUE_CHANGES_IN_A_ROW} times while one thread \
+         carried the changes out: left to the next change"
+    );
+}
+
+/// The KMDF call of a queue change (each callable at DISPATCH_LEVEL).
+fn queue_call(queue: WDFQUEUE, change: Change) {
+    match change {
+        // SAFETY: the queue lives with the device. Asked for only with no stop callback
+        // outstanding (QueueBook::performing: a second is a WDF_VIOLATION bugcheck).
+        Change::Stop => unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfIoQueueStop,
+                queue,
+                Some(evt_io_stopped),
+                core::ptr::null_mut()
+            )
+        },
+        // SAFETY: as above, without a callback (which KMDF takes at any time).
+        Change::Close => unsafe {
+            call_unsafe_wdf_function_binding!(WdfIoQueueStop, queue, None, core::ptr::null_mut())
+        },
+        // SAFETY: as above; what the queue held may be dispatched from inside the call, on
+        // this processor.
+        Change::Start => unsafe { call_unsafe_wdf_function_binding!(WdfIoQueueStart, queue) },
+        // SAFETY: as above: what waits is cancelled, and new requests are refused until a
+        // start.
+        Change::Purge => unsafe {
+            call_unsafe_wdf_function_binding!(WdfIoQueuePurge, queue, None, core::ptr::null_mut())
+        },
     }
 }

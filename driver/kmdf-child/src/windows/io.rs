@@ -40,23 +40,42 @@ unsafe fn complete(request: WDFREQUEST, status: NTSTATUS, bytes: usize) {
     };
 }
 
-/// The request's output buffer, at least `min` bytes, or the status to fail it with.
+/// The request's input (`output` false) or output buffer, at least `min` bytes, or the status
+/// to fail it with. METHOD_BUFFERED: both are the one system buffer, the request's until it
+/// is completed.
 ///
 /// # Safety
 /// `request` is live and not completed.
-unsafe fn output<'a>(request: WDFREQUEST, min: usize) -> Result<&'a mut [u8], NTSTATUS> {
+unsafe fn buffer<'a>(
+    request: WDFREQUEST,
+    min: usize,
+    output: bool,
+) -> Result<&'a mut [u8], NTSTATUS> {
     let mut buffer: *mut c_void = core::ptr::null_mut();
     let mut len = 0usize;
-    // SAFETY: the caller's contract; the out-pointers live for the call. KMDF refuses a
-    // buffer shorter than `min` (STATUS_BUFFER_TOO_SMALL).
-    let s = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfRequestRetrieveOutputBuffer,
-            request,
-            min,
-            &mut buffer,
-            &mut len
-        )
+    let s = if output {
+        // SAFETY: the caller's contract; the out-pointers live for the call. KMDF refuses a
+        // buffer shorter than `min` (STATUS_BUFFER_TOO_SMALL).
+        unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfRequestRetrieveOutputBuffer,
+                request,
+                min,
+                &mut buffer,
+                &mut len
+            )
+        }
+    } else {
+        // SAFETY: as above.
+        unsafe {
+            call_unsafe_wdf_function_binding!(
+                WdfRequestRetrieveInputBuffer,
+                request,
+                min,
+                &mut buffer,
+                &mut len
+            )
+        }
     };
     if s < 0 || buffer.is_null() || len < min {
         return Err(if s < 0 { s } else { STATUS_BUFFER_TOO_SMALL });
@@ -65,30 +84,24 @@ unsafe fn output<'a>(request: WDFREQUEST, min: usize) -> Result<&'a mut [u8], NT
     Ok(unsafe { core::slice::from_raw_parts_mut(buffer.cast::<u8>(), len) })
 }
 
-/// The request's input as a `T`, or the status to fail it with.
+/// The request's output buffer, at least `min` bytes.
+///
+/// # Safety
+/// `request` is live and not completed.
+unsafe fn output<'a>(request: WDFREQUEST, min: usize) -> Result<&'a mut [u8], NTSTATUS> {
+    // SAFETY: the caller's contract.
+    unsafe { buffer(request, min, true) }
+}
+
+/// The request's input as a `T`.
 ///
 /// # Safety
 /// `request` is live and not completed.
 unsafe fn input<T: FromBytes>(request: WDFREQUEST) -> Result<T, NTSTATUS> {
-    let mut buffer: *mut c_void = core::ptr::null_mut();
-    let mut len = 0usize;
     let min = core::mem::size_of::<T>();
-    // SAFETY: as in `output`.
-    let s = unsafe {
-        call_unsafe_wdf_function_binding!(
-            WdfRequestRetrieveInputBuffer,
-            request,
-            min,
-            &mut buffer,
-            &mut len
-        )
-    };
-    if s < 0 || buffer.is_null() || len < min {
-        return Err(if s < 0 { s } else { STATUS_BUFFER_TOO_SMALL });
-    }
-    // SAFETY: KMDF's buffer of `len` >= size_of::<T>() bytes, live for the request.
-    let bytes = unsafe { core::slice::from_raw_parts(buffer.cast::<u8>(), min) };
-    T::read_from_bytes(bytes).map_err(|_| STATUS_INVALID_PARAMETER)
+    // SAFETY: the caller's contract.
+    let bytes = unsafe { buffer(request, min, false) }?;
+    T::read_from_bytes(&bytes[..min]).map_err(|_| STATUS_INVALID_PARAMETER)
 }
 
 /// EvtIoDeviceControl of the default queue.
@@ -115,9 +128,11 @@ pub(super) extern "C" fn evt_io_device_control(
             if s >= 0 {
                 return;
             }
-            // The I/O queue refuses requests (purged: the adapter failed).
+            // The I/O queue refuses requests (purged: the adapter failed). KMDF's
+            // STATUS_WDF_BUSY is the framework's own: the program is told what it means.
+            log::info!("an I/O refused by the purged queue: {s:#x}");
             ctx.with_child(|c| c.io_failed_unrun());
-            (s, 0)
+            (STATUS_NO_SUCH_DEVICE, 0)
         }
         IOCTL_HCABUS_CHILD_STATS => {
             // SAFETY: as above.

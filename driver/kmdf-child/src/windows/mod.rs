@@ -214,6 +214,10 @@ unsafe fn create_queue(
         EvtIoDeviceControl: Some(callback),
         ..WDF_IO_QUEUE_CONFIG::default()
     };
+    // WDF_IO_QUEUE_CONFIG_INIT's value for a parallel queue: no limit. KMDF copies the field
+    // as given, and at 0 a parallel queue presents no request at all (FxIoQueue's
+    // m_MaxParallelQueuePresentedRequests).
+    config.Settings.Parallel.NumberOfPresentedRequests = ULONG::MAX;
     let mut queue: WDFQUEUE = core::ptr::null_mut();
     // SAFETY: the device is live; the config outlives the call; the queue is the device's.
     let s = unsafe {
@@ -248,8 +252,7 @@ extern "C" fn evt_prepare_hardware(
     unsafe { ctx.set_bus(iface) };
     // SAFETY: the context holds the interface just queried.
     match unsafe { bus::register(ctx) } {
-        Ok(reg) => {
-            let action = ctx.with_child(|c| c.registered(reg.client_id, reg.epoch, reg.late != 0));
+        Ok(action) => {
             ctx.act(action);
             STATUS_SUCCESS
         }

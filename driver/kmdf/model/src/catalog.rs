@@ -69,10 +69,15 @@ pub(crate) fn ticked<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
 
 /// Every identifier in the layer's source: the KMDF crate (this crate's parent directory).
 fn layer_identifiers() -> BTreeSet<String> {
+    identifiers(&["../src", "../src/windows"])
+}
+
+/// Every identifier in the Rust files of `dirs` (relative to this crate).
+fn identifiers(dirs: &[&str]) -> BTreeSet<String> {
     let mut text = String::new();
-    for dir in ["../src", "../src/windows"] {
+    for dir in dirs {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-        for entry in std::fs::read_dir(&path).expect("the layer's source") {
+        for entry in std::fs::read_dir(&path).expect("a source directory") {
             let file = entry.expect("an entry").path();
             if file.extension().is_some_and(|e| e == "rs") {
                 text += &std::fs::read_to_string(&file).expect("a source file");
@@ -183,24 +188,6 @@ fn sdv_catalog() {
     }
 }
 
-/// Every identifier in the sample child driver's source (driver/kmdf-child/src).
-fn child_identifiers() -> BTreeSet<String> {
-    let mut text = String::new();
-    for dir in ["../../kmdf-child/src", "../../kmdf-child/src/windows"] {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-        for entry in std::fs::read_dir(&path).expect("the child's source") {
-            let file = entry.expect("an entry").path();
-            if file.extension().is_some_and(|e| e == "rs") {
-                text += &std::fs::read_to_string(&file).expect("a source file");
-            }
-        }
-    }
-    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|w| !w.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
 /// The child driver's rows: each rule one of the catalog's, once; each check, scenario and
 /// test they name real; each "no" resting on names the child's source never uses.
 #[test]
@@ -217,7 +204,7 @@ fn sdv_child_rows() {
         .map(|f| read(&format!("src/model/{f}.rs")))
         .concat();
     let child_tests = read("../../kmdf-child/src/tests.rs");
-    let child = child_identifiers();
+    let child = identifiers(&["../../kmdf-child/src", "../../kmdf-child/src/windows"]);
     let mut seen = BTreeSet::new();
     let lines = section.lines().filter(|l| l.starts_with("| ")).skip(2);
     for line in lines {

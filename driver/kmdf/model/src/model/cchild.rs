@@ -51,12 +51,7 @@ impl CChild {
     /// IRP_MN_QUERY_INTERFACE on the PDO of the child `serial` of `fdo` (KMDF references
     /// the interface for the caller), then `register` with CAN_VETO.
     pub(crate) fn attach(fdo: Handle, serial: u32, name: &'static core::ffi::CStr) -> Box<Self> {
-        let guid = GUID {
-            Data1: GUID_HCABUS_BUS_INTERFACE.data1,
-            Data2: GUID_HCABUS_BUS_INTERFACE.data2,
-            Data3: GUID_HCABUS_BUS_INTERFACE.data3,
-            Data4: GUID_HCABUS_BUS_INTERFACE.data4,
-        };
+        let guid = bus_guid();
         let size = core::mem::size_of::<HcabusBusInterfaceV1>();
         let bytes = at("IRP_MN_QUERY_INTERFACE", PASSIVE, || {
             super::children::query_interface(
@@ -178,6 +173,16 @@ impl CChild {
     }
 }
 
+/// GUID_HCABUS_BUS_INTERFACE as the kernel's GUID.
+fn bus_guid() -> GUID {
+    GUID {
+        Data1: GUID_HCABUS_BUS_INTERFACE.data1,
+        Data2: GUID_HCABUS_BUS_INTERFACE.data2,
+        Data3: GUID_HCABUS_BUS_INTERFACE.data3,
+        Data4: GUID_HCABUS_BUS_INTERFACE.data4,
+    }
+}
+
 /// The references an object holds (the interface's on the FDO).
 pub(crate) fn references(object: Handle) -> u32 {
     with(|k| k.objects[Kernel::index_of(object as _)].references)
@@ -279,12 +284,7 @@ fn query_interface_as_kmdf() {
     let mut m = super::harness::started();
     let fdo = m.fdo.unwrap_or_default();
     let serial = hcabus_kmdf::kernel::ChildFunction::Srp.serial();
-    let guid = GUID {
-        Data1: GUID_HCABUS_BUS_INTERFACE.data1,
-        Data2: GUID_HCABUS_BUS_INTERFACE.data2,
-        Data3: GUID_HCABUS_BUS_INTERFACE.data3,
-        Data4: GUID_HCABUS_BUS_INTERFACE.data4,
-    };
+    let guid = bus_guid();
     let v1 = core::mem::size_of::<HcabusBusInterfaceV1>();
     let before = references(fdo);
     let query = |size: usize, version: u16, guid: &GUID| {

@@ -9,9 +9,10 @@
 //! queued, dispatched while the queue dispatches (inline, on the thread that delivered,
 //! started or completed: KMDF's DispatchEvents), owned by the driver until it completes them
 //! or forwards them to another of its queues, cancelled by a purge; one the driver does not
-//! complete in its callback stays pending with the I/O manager. The bus's control device keeps
-//! the synchronous path of `io.rs`. Not modelled yet: power-managed holding outside D0, and
-//! a request cancelled while queued by its caller.
+//! complete in its callback stays pending with the I/O manager; a power-managed queue is held
+//! out of D0. The bus's control device keeps the synchronous path of `io.rs`. Not modelled
+//! yet: a request cancelled while queued by its caller, and a queue's execution level (every
+//! callback runs at the IRQL of the thread that dispatches).
 
 use wdk_sys::*;
 
@@ -40,6 +41,10 @@ pub(crate) struct QueueState {
     pub(crate) owned: Vec<Handle>,
     /// Requests dispatched from this queue, for the scenarios.
     pub(crate) dispatched: u32,
+    /// Threads inside DispatchEvents for this queue (m_Dispatching): a completion runs the
+    /// queue's events only when none is (DispatchInternalEvents), and the stop or purge
+    /// callback comes only on the one thread in it.
+    pub(crate) dispatchers: u32,
     /// WdfIoQueueStop, WdfIoQueueStart and WdfIoQueuePurge calls, for the scenarios.
     pub(crate) stops: u32,
     pub(crate) starts: u32,
@@ -57,6 +62,7 @@ impl Default for QueueState {
             queued: Vec::new(),
             owned: Vec::new(),
             dispatched: 0,
+            dispatchers: 0,
             stops: 0,
             starts: 0,
             purges: 0,
@@ -98,6 +104,7 @@ enum Next {
 /// them); the purge callback once nothing waits either; else, while the queue dispatches, the
 /// oldest waiting request to the driver's callback, owned by the driver from then on.
 fn dispatch_events(queue: WDFQUEUE) {
+    change("DispatchEvents", queue, |s| s.dispatchers += 1);
     loop {
         match next_event(queue) {
             Next::Done => return,
@@ -125,14 +132,15 @@ fn dispatch_events(queue: WDFQUEUE) {
     }
 }
 
-/// The next thing DispatchEvents does for `queue`, its state updated for it.
+/// The next thing DispatchEvents does for `queue`, its state updated for it; `Done` leaves
+/// the loop in the same step (so a completion that found this thread in it is never lost).
 fn next_event(queue: WDFQUEUE) -> Next {
     with(|k| {
         let (config, s) = match &mut k.live("DispatchEvents", queue.cast()).kind {
             Kind::Queue { config, state, .. } => (*config, state),
             other => violation(Rule::WrongObjectType, "DispatchEvents", other.name()),
         };
-        if s.owned.is_empty() {
+        if s.owned.is_empty() && s.dispatchers == 1 {
             if let Some((f, c)) = s.idle.take() {
                 return Next::Callback(f, c);
             }
@@ -142,7 +150,12 @@ fn next_event(queue: WDFQUEUE) -> Next {
                 }
             }
         }
-        if !s.dispatching || !s.powered || s.queued.is_empty() {
+        if !s.dispatching
+            || !s.powered
+            || s.queued.is_empty()
+            || s.owned.len() >= presented(&config)
+        {
+            s.dispatchers -= 1;
             return Next::Done;
         }
         let request = s.queued.remove(0);
@@ -159,6 +172,21 @@ fn next_event(queue: WDFQUEUE) -> Next {
             other => violation(Rule::WrongObjectType, "DispatchEvents", other.name()),
         }
     })
+}
+
+/// How many requests the queue presents to the driver at once: one for a sequential queue;
+/// for a parallel one what its config says (KMDF copies NumberOfPresentedRequests as given:
+/// WDF_IO_QUEUE_CONFIG_INIT's is no limit, and 0 presents nothing); none for a manual one.
+fn presented(config: &WDF_IO_QUEUE_CONFIG) -> usize {
+    match config.DispatchType {
+        _WDF_IO_QUEUE_DISPATCH_TYPE::WdfIoQueueDispatchSequential => 1,
+        _WDF_IO_QUEUE_DISPATCH_TYPE::WdfIoQueueDispatchParallel => {
+            // SAFETY: the union's one member, plain integers.
+            let n = unsafe { config.Settings.Parallel.NumberOfPresentedRequests };
+            n as usize
+        }
+        _ => 0,
+    }
 }
 
 /// The I/O manager hands `request` to a PnP device's default queue: it waits there, or is
@@ -204,14 +232,20 @@ fn owner(k: &mut Kernel, request: Handle) -> Option<Handle> {
 }
 
 /// WdfRequestComplete* of a request a queue dispatched: the driver owns it no more, and the
-/// queue's events run (its stop callback, what waits), on the completing thread.
+/// queue's events run (its stop callback, what waits) on the completing thread, unless a
+/// thread is in the queue's DispatchEvents already: that one runs them (KMDF's
+/// RequestCompletedCallback, DispatchInternalEvents). A completion inside the driver's own
+/// EvtIoDeviceControl so never runs the stop callback nested in it.
 pub(crate) fn completed(request: Handle) {
     let queue = with(|k| {
         let q = owner(k, request)?;
-        if let Kind::Queue { state, .. } = &mut k.objects[Kernel::index_of(q as _)].kind {
-            state.owned.retain(|r| *r != request);
+        match &mut k.objects[Kernel::index_of(q as _)].kind {
+            Kind::Queue { state, .. } => {
+                state.owned.retain(|r| *r != request);
+                (state.dispatchers == 0).then_some(q)
+            }
+            _ => None,
         }
-        Some(q)
     });
     if let Some(q) = queue {
         dispatch_events(q as WDFQUEUE);
@@ -222,19 +256,7 @@ pub(crate) fn completed(request: Handle) {
 /// (`true`: after D0Entry, what waited dispatched on this thread), as KMDF's power state
 /// machine does (StopProcessingForPower, ResumeProcessingForPower).
 pub(crate) fn power_device(device: Handle, on: bool) {
-    let queues: Vec<Handle> = with(|k| {
-        k.objects
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| {
-                !o.deleted
-                    && matches!(&o.kind, Kind::Queue { device: d, config, .. }
-                        if *d == device
-                            && config.PowerManaged != _WDF_TRI_STATE::WdfFalse)
-            })
-            .map(|(n, _)| Kernel::handle_of(n))
-            .collect()
-    });
+    let queues = queues_of(device, |c| c.PowerManaged != _WDF_TRI_STATE::WdfFalse);
     for queue in queues {
         change("power", queue as WDFQUEUE, |s| s.powered = on);
         if on {
@@ -243,28 +265,35 @@ pub(crate) fn power_device(device: Handle, on: bool) {
     }
 }
 
-/// Every queue of `device` purged as KMDF purges them at removal: what waits is cancelled.
-pub(crate) fn purge_device(device: Handle) {
-    let queues: Vec<Handle> = with(|k| {
+/// The queues of `device` purged as KMDF purges them at removal, the power-managed ones
+/// (`managed`) or the others: what waits is cancelled.
+pub(crate) fn purge_device(device: Handle, managed: bool) {
+    let power_managed = |c: &WDF_IO_QUEUE_CONFIG| c.PowerManaged != _WDF_TRI_STATE::WdfFalse;
+    for queue in queues_of(device, |c| power_managed(c) == managed) {
+        stop_or_purge(
+            "remove",
+            queue as WDFQUEUE,
+            true,
+            None,
+            core::ptr::null_mut(),
+        );
+    }
+}
+
+/// The live queues of `device` whose config `which` takes.
+fn queues_of(device: Handle, which: impl Fn(&WDF_IO_QUEUE_CONFIG) -> bool) -> Vec<Handle> {
+    with(|k| {
         k.objects
             .iter()
             .enumerate()
             .filter(|(_, o)| {
-                !o.deleted && matches!(&o.kind, Kind::Queue { device: d, .. } if *d == device)
+                !o.deleted
+                    && matches!(&o.kind, Kind::Queue { device: d, config, .. }
+                        if *d == device && which(config))
             })
             .map(|(n, _)| Kernel::handle_of(n))
             .collect()
-    });
-    for queue in queues {
-        let cancelled = change("purge", queue as WDFQUEUE, |s| {
-            s.accepting = false;
-            s.dispatching = false;
-            core::mem::take(&mut s.queued)
-        });
-        for r in cancelled {
-            finish(r, STATUS_CANCELLED);
-        }
-    }
+    })
 }
 
 /// wdfstatus.h's STATUS_WDF_BUSY (not in the kit's bindings): a queue that accepts nothing.
@@ -323,25 +352,8 @@ pub(crate) unsafe extern "C" fn WdfIoQueueStop(
     context: WDFCONTEXT,
 ) {
     const DDI: &str = "WdfIoQueueStop";
-    let kernel = super::enter(DDI, DISPATCH);
-    change(DDI, queue, |s| {
-        if stop_complete.is_some() {
-            if s.idle.is_some() {
-                violation(
-                    Rule::QueueFatalError,
-                    DDI,
-                    "a stop callback while another is outstanding (QueueIdle: \
-                     STATUS_INVALID_DEVICE_REQUEST, then FatalError)",
-                );
-            }
-            s.idle = Some((stop_complete, context));
-        }
-        s.accepting = true;
-        s.dispatching = false;
-        s.stops += 1;
-    });
-    drop(kernel);
-    dispatch_events(queue);
+    drop(super::enter(DDI, DISPATCH));
+    stop_or_purge(DDI, queue, false, stop_complete, context);
 }
 
 pub(crate) unsafe extern "C" fn WdfIoQueueStart(_: PWDF_DRIVER_GLOBALS, queue: WDFQUEUE) {
@@ -363,25 +375,49 @@ pub(crate) unsafe extern "C" fn WdfIoQueuePurge(
     context: WDFCONTEXT,
 ) {
     const DDI: &str = "WdfIoQueuePurge";
-    let kernel = super::enter(DDI, DISPATCH);
-    let cancelled = change(DDI, queue, |s| {
-        if purge_complete.is_some() {
-            if s.purge.is_some() {
+    drop(super::enter(DDI, DISPATCH));
+    stop_or_purge(DDI, queue, true, purge_complete, context);
+}
+
+/// QueueIdle (`purge` false) and QueuePurge (`purge` true): the queue dispatches nothing more;
+/// a purge also accepts nothing more and cancels what waits (STATUS_CANCELLED). A callback
+/// asked for is the queue's one of its kind: a second while one is outstanding is the queue's
+/// fatal error. The queue's events follow, on this thread.
+fn stop_or_purge(
+    ddi: &'static str,
+    queue: WDFQUEUE,
+    purge: bool,
+    callback: PFN_WDF_IO_QUEUE_STATE,
+    context: WDFCONTEXT,
+) {
+    let cancelled = change(ddi, queue, |s| {
+        let slot = if purge { &mut s.purge } else { &mut s.idle };
+        if callback.is_some() {
+            if slot.is_some() {
                 violation(
                     Rule::QueueFatalError,
-                    DDI,
-                    "a purge callback while another is outstanding (QueuePurge: \
+                    ddi,
+                    "a callback of the kind already outstanding (QueueIdle or QueuePurge: \
                      STATUS_INVALID_DEVICE_REQUEST, then FatalError)",
                 );
             }
-            s.purge = Some((purge_complete, context));
+            *slot = Some((callback, context));
         }
-        s.accepting = false;
-        s.dispatching = false;
-        s.purges += 1;
-        core::mem::take(&mut s.queued)
+        // QueueIdle clears DispatchRequests; QueuePurge AcceptRequests only.
+        if purge {
+            s.accepting = false;
+        } else {
+            s.accepting = true;
+            s.dispatching = false;
+        }
+        if purge {
+            s.purges += 1;
+            core::mem::take(&mut s.queued)
+        } else {
+            s.stops += 1;
+            Vec::new()
+        }
     });
-    drop(kernel);
     for r in cancelled {
         finish(r, STATUS_CANCELLED);
     }

@@ -7,8 +7,8 @@
 //! added on the bus's SRP PDO with the PDO's hardware ids, started (prepare hardware: the
 //! interface queried through the PDO, Register) and removed (release hardware: Unregister,
 //! InterfaceDereference); the resets it rides through, answered from its own callback inside
-//! the bus's DPC, image to image. Its own I/O held across them comes next
-//! (docs/child-driver.md, "What the model runs").
+//! the bus's DPC, image to image. Its own I/O across them is `twoio.rs`'s, its PnP and power
+//! life `twolife.rs`'s, four processors `twoconc.rs`'s (docs/child-driver.md).
 
 use wdk_sys::*;
 
@@ -226,7 +226,8 @@ impl Machine {
     /// queues and lock with it).
     pub(crate) fn remove_child_device(&mut self, fdo: Handle) {
         self.child_stacks.retain(|s| *s != fdo);
-        super::queues::purge_device(fdo);
+        // PnpCleanupForRemove: the power-managed queues purged before the power-down.
+        super::queues::purge_device(fdo, true);
         let (translated, pnp) = with(|k| {
             let list = k.create(
                 "remove",
@@ -259,6 +260,8 @@ impl Machine {
             status >= 0,
             &format!("the child's release hardware: {status:#x}"),
         );
+        // PnpEventRemovedCommonCode: the others once the hardware is released.
+        super::queues::purge_device(fdo, false);
         let cleanups = with(|k| {
             k.delete_now("remove", translated);
             k.delete("remove", fdo)
@@ -365,6 +368,20 @@ pub(crate) fn child_ioctl(
         super::queues::deliver(queue, request)
     });
     super::io::take_result(request).ok_or(request)
+}
+
+/// A started bus with the child driver loaded and its device added and started on the SRP
+/// PDO: the machine and the child's FDO.
+pub(crate) fn started_with_child() -> (Machine, Handle) {
+    let mut m = started();
+    expect(m.load_child() == STATUS_SUCCESS, "the child's DriverEntry");
+    let child = m.add_child_device(ChildFunction::Srp.serial());
+    let status = m.start_child_device(child);
+    expect(
+        status == STATUS_SUCCESS,
+        &format!("the child's start: {status:#x}"),
+    );
+    (m, child)
 }
 
 /// The child FDO's I/O queue: its queue that is not the default one.

@@ -13,12 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hcabus::ioctl::ResetMode;
 use hcabus::types::State;
-use hcabus_kmdf::kernel::ChildFunction;
 use hcabus_sim::Fault;
 use wdk_sys::*;
 
 use super::admin::{self, ADMIN};
-use super::harness::{expect, started};
+use super::harness::expect;
 use super::processors::Processors;
 use super::twoio::{stats, Ledger};
 use super::{violation, with, Rule};
@@ -86,13 +85,7 @@ fn wait_ms(ms: u64) {
 }
 
 fn on_four_processors() {
-    let mut m = started();
-    expect(m.load_child() == STATUS_SUCCESS, "the child's DriverEntry");
-    let child = m.add_child_device(ChildFunction::Srp.serial());
-    expect(
-        m.start_child_device(child) == STATUS_SUCCESS,
-        "the child's start",
-    );
+    let (mut m, child) = super::two::started_with_child();
     let cpus = Processors::start();
     // The forced reset with the program's I/O, then (a hardware reset clears the device's
     // error state: the error comes once the first reset is over) the catastrophic error with

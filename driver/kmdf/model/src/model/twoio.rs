@@ -11,13 +11,12 @@ use hcabus_child_kmdf::abi::{
     ChildIoResult, ChildSetVeto, ChildStats, IOCTL_HCABUS_CHILD_IO, IOCTL_HCABUS_CHILD_SET_VETO,
     IOCTL_HCABUS_CHILD_STATS,
 };
-use hcabus_kmdf::kernel::ChildFunction;
 use hcabus_sim::Fault;
 use wdk_sys::*;
 use zerocopy::{FromBytes, IntoBytes};
 
 use super::admin::{self, ADMIN};
-use super::harness::{expect, started};
+use super::harness::expect;
 use super::kernel::Handle;
 use super::machine::Machine;
 use super::with;
@@ -147,15 +146,26 @@ pub(crate) fn scenario(name: &str) -> bool {
 /// the veto leaves its I/O running in the same epoch; what waits at its removal is
 /// cancelled. Both books close at every step.
 fn io_across_resets() {
-    let mut m = started();
-    expect(m.load_child() == STATUS_SUCCESS, "the child's DriverEntry");
-    let child = m.add_child_device(ChildFunction::Srp.serial());
-    expect(
-        m.start_child_device(child) == STATUS_SUCCESS,
-        "the child's start",
-    );
+    let (mut m, child) = super::two::started_with_child();
     let queue = super::two::io_queue(child);
     let mut io = Ledger::default();
+    held_across_a_catastrophic_error(&mut m, child, queue, &mut io);
+    vetoed(&mut m, child, &mut io);
+    cancelled_at_removal(&mut m, child, queue, &mut io);
+    m.advance(5_000);
+    m.unload_child();
+    m.surprise_remove();
+    m.unload();
+}
+
+/// I/O before the error runs in epoch 1; once RESET stopped the child's queue what comes waits
+/// in it, and runs at RESET_END in epoch 2.
+fn held_across_a_catastrophic_error(
+    m: &mut Machine,
+    child: Handle,
+    queue: Handle,
+    io: &mut Ledger,
+) {
     for _ in 0..3 {
         io.submit(child);
     }
@@ -164,11 +174,8 @@ fn io_across_resets() {
         &format!("before the error: {:?}", io.ran_in),
     );
     io.closes("before the error");
-
-    // The firmware's catastrophic error: once RESET has stopped the child's queue, what comes
-    // waits in it.
     with(|k| k.adapters[0].hca.inject(Fault::Catastrophic));
-    advance_until(&mut m, 10_000, "RESET stopping the child's queue", |_| {
+    advance_until(m, 10_000, "RESET stopping the child's queue", |_| {
         !super::queues::state(queue).dispatching
     });
     for _ in 0..4 {
@@ -189,7 +196,7 @@ fn io_across_resets() {
         &format!("during the reset: {during:?}"),
     );
     io.closes("during the reset");
-    advance_until(&mut m, 10_000, "the reset ending", |m| {
+    advance_until(m, 10_000, "the reset ending", |m| {
         let s = admin::state(m);
         s.epoch == 2 && s.state == State::Operational as u32
     });
@@ -202,10 +209,12 @@ fn io_across_resets() {
         &format!("after the reset: {:?}", io.ran_in),
     );
     io.closes("after the reset");
+}
 
-    // A planned reset the child vetoes: nothing stops, the epoch stays.
+/// A planned reset the child vetoes: nothing stops, the epoch stays.
+fn vetoed(m: &mut Machine, child: Handle, io: &mut Ledger) {
     set_veto(child, true);
-    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Planned);
+    let asked = admin::request_reset(m, ADMIN, ResetMode::Planned);
     expect(
         asked == STATUS_SUCCESS,
         &format!("a planned reset: {asked:#x}"),
@@ -214,7 +223,7 @@ fn io_across_resets() {
     set_veto(child, false);
     io.submit(child);
     expect(
-        io.ran_in.last() == Some(&2) && admin::state(&mut m).epoch == 2,
+        io.ran_in.last() == Some(&2) && admin::state(m).epoch == 2,
         "the vetoed reset left the child's I/O in epoch 2",
     );
     let after = stats(child);
@@ -222,14 +231,17 @@ fn io_across_resets() {
         after.vetoes == 1 && after.executed == 1 && after.dispatched == 8 && after.failed == 0,
         &format!("after the veto: {after:?}"),
     );
+}
 
-    // Another reset, and the child removed while requests wait in its stopped queue.
-    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+/// Another reset, and the child removed while requests wait in its stopped queue: they are
+/// cancelled.
+fn cancelled_at_removal(m: &mut Machine, child: Handle, queue: Handle, io: &mut Ledger) {
+    let asked = admin::request_reset(m, ADMIN, ResetMode::Forced);
     expect(
         asked == STATUS_SUCCESS,
         &format!("a forced reset: {asked:#x}"),
     );
-    advance_until(&mut m, 10_000, "RESET stopping the child's queue", |_| {
+    advance_until(m, 10_000, "RESET stopping the child's queue", |_| {
         !super::queues::state(queue).dispatching
     });
     for _ in 0..2 {
@@ -242,8 +254,4 @@ fn io_across_resets() {
         &format!("what waited at the removal: {:?}", io.failed),
     );
     io.closes("after the removal");
-    m.advance(5_000);
-    m.unload_child();
-    m.surprise_remove();
-    m.unload();
 }

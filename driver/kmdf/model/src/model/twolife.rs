@@ -9,7 +9,7 @@ use hcabus_kmdf::kernel::ChildFunction;
 use wdk_sys::*;
 
 use super::admin::{self, ADMIN};
-use super::harness::{expect, started};
+use super::harness::expect;
 use super::machine::Machine;
 use super::twoio::{advance_until, stats, Ledger};
 
@@ -23,28 +23,36 @@ pub(crate) fn scenario(name: &str) -> bool {
     true
 }
 
-/// The child loaded, its device added and started on the SRP PDO.
-fn with_child() -> (Machine, usize) {
-    let mut m = started();
-    expect(m.load_child() == STATUS_SUCCESS, "the child's DriverEntry");
-    let child = m.add_child_device(ChildFunction::Srp.serial());
-    expect(
-        m.start_child_device(child) == STATUS_SUCCESS,
-        "the child's start",
-    );
-    (m, child)
-}
-
 /// D3 and back: the child's power-managed I/O queue is held while the bus is out of D0 (the
 /// child first), and what waited runs when both are back, in the same epoch. A rebalance of
 /// the bus: the child hears nothing, keeps its registration, its I/O runs in the same epoch.
 /// The child's own stop and start: a new query and a new Register. Its unload and a load
 /// from a fresh image: the same again. Both books close at every step.
 fn power_rebalance_reload() {
-    let (mut m, child) = with_child();
+    let (mut m, child) = super::two::started_with_child();
     let bus_fdo = m.fdo.unwrap_or_default();
     let references = super::cchild::references(bus_fdo);
     let mut io = Ledger::default();
+    through_d3(&mut m, child, &mut io);
+    through_rebalances(&mut m, child, &mut io);
+    expect(
+        super::cchild::references(bus_fdo) == references,
+        "one interface reference held across the child's restart",
+    );
+    // Unloaded and loaded again: a fresh image, a new device on the same PDO, a reset ridden.
+    m.remove_child_device(child);
+    m.unload_child();
+    expect(
+        super::cchild::references(bus_fdo) == references - 1,
+        "the unloaded child holds no reference",
+    );
+    reloaded(&mut m);
+    m.surprise_remove();
+    m.unload();
+}
+
+/// The bus to D3 with the child's I/O held, and back.
+fn through_d3(m: &mut Machine, child: usize, io: &mut Ledger) {
     io.submit(child);
     m.power_down(_WDF_POWER_DEVICE_STATE::WdfPowerDeviceD3);
     for _ in 0..2 {
@@ -64,7 +72,10 @@ fn power_rebalance_reload() {
         io.ran_in == [1, 1, 1],
         &format!("across D3: {:?}", io.ran_in),
     );
+}
 
+/// The bus's rebalance (the child hears nothing), then the child's own (a new Register).
+fn through_rebalances(m: &mut Machine, child: usize, io: &mut Ledger) {
     let id = stats(child).client_id;
     expect(m.stop() == STATUS_SUCCESS, "the bus's stop");
     expect(
@@ -80,7 +91,6 @@ fn power_rebalance_reload() {
             && after.events.iter().sum::<u32>() == 0,
         &format!("across the bus's rebalance the child heard nothing: {after:?}"),
     );
-
     expect(
         m.restart_child_device(child) == STATUS_SUCCESS,
         "the child's own stop and start",
@@ -91,19 +101,12 @@ fn power_rebalance_reload() {
         restarted.client_id != id && restarted.executed == 0,
         &format!("a new registration after the child's restart: {restarted:?}"),
     );
-    expect(
-        super::cchild::references(bus_fdo) == references,
-        "one interface reference held across the child's restart",
-    );
     io.closes("after the child's restart");
+}
 
-    // Unloaded and loaded again: a fresh image, a new device on the same PDO, a reset ridden.
-    m.remove_child_device(child);
-    m.unload_child();
-    expect(
-        super::cchild::references(bus_fdo) == references - 1,
-        "the unloaded child holds no reference",
-    );
+/// The child loaded again from a fresh image, on the same PDO, through a reset; removed and
+/// unloaded.
+fn reloaded(m: &mut Machine) {
     expect(
         m.load_child() == STATUS_SUCCESS,
         "the child's DriverEntry again",
@@ -113,7 +116,7 @@ fn power_rebalance_reload() {
         m.start_child_device(child) == STATUS_SUCCESS,
         "the reloaded child's start",
     );
-    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    let asked = admin::request_reset(m, ADMIN, ResetMode::Forced);
     expect(
         asked == STATUS_SUCCESS,
         &format!("a forced reset: {asked:#x}"),
@@ -132,8 +135,6 @@ fn power_rebalance_reload() {
     );
     m.remove_child_device(child);
     m.unload_child();
-    m.surprise_remove();
-    m.unload();
 }
 
 /// The bus surprise-removed while a reset runs, the child registered, holding the interface,
@@ -141,7 +142,7 @@ fn power_rebalance_reload() {
 /// cancelled, Unregister returns though its reset is open, the interface's reference given
 /// back), then the bus's. Nothing is left at either unload.
 fn surprise_bus() {
-    let (mut m, child) = with_child();
+    let (mut m, child) = super::two::started_with_child();
     let bus_fdo = m.fdo.unwrap_or_default();
     let references = super::cchild::references(bus_fdo);
     let queue = super::two::io_queue(child);

@@ -114,7 +114,7 @@ pub(crate) fn load_slot(slot: usize, path: &str, name: &str) -> Result<&'static 
         return Err(LoadError::AlreadyLoaded);
     }
     let data = std::fs::read(path).map_err(|e| LoadError::Read(path.into(), e))?;
-    let mut resolve = |dll: &str, name: &str| resolve(dll, name).map(stub);
+    let mut resolve = |dll: &str, name: &str| resolve(dll, name, slot).map(stub);
     let mapped = pe::map(&data, &mut resolve)?;
     let unmodelled = Region::reserve(memory::PAGE).map_err(LoadError::Map)?;
     let table = function_table(unmodelled.base());
@@ -270,8 +270,11 @@ pub(crate) unsafe fn call(target: usize, args: &[u64]) -> u64 {
     r
 }
 
-/// The address the model's System V function for `dll!name` has, if the model gives it.
-fn resolve(dll: &str, name: &str) -> Option<usize> {
+/// The address the model's System V function for `dll!name` has, if the model gives it to
+/// the image in `slot`. The pool is the bus's image's alone (one pool, counted as its
+/// footprint): another image that imports a pool function is refused at load, not charged
+/// to the bus.
+fn resolve(dll: &str, name: &str, slot: usize) -> Option<usize> {
     let dll = dll.to_ascii_lowercase();
     match dll.as_str() {
         "wdfldr.sys" => match name {
@@ -281,7 +284,11 @@ fn resolve(dll: &str, name: &str) -> Option<usize> {
         },
         "ntoskrnl.exe" => super::wdm::exports()
             .iter()
-            .chain(pool::exports().iter())
+            .chain(
+                pool::exports()
+                    .iter()
+                    .filter(|(n, _)| slot == BUS || !n.starts_with("Ex")),
+            )
             .chain(super::etw::exports().iter())
             .find(|(n, _)| *n == name)
             .map(|(_, a)| *a),
