@@ -18,6 +18,7 @@ pub(crate) fn scenario(name: &str) -> bool {
     match name {
         "two_child_power_rebalance_reload" => power_rebalance_reload(),
         "two_child_surprise_bus" => surprise_bus(),
+        "two_child_late" => late(),
         _ => return false,
     }
     true
@@ -199,5 +200,59 @@ fn surprise_bus() {
     // Then the bus's own surprise removal; the reset it ran goes with it.
     m.surprise_remove();
     m.unload_child();
+    m.unload();
+}
+
+/// The child started while a reset runs (its device added when the bus is Resetting): its
+/// registration is late, its queue closed at once, what it is sent waits, and runs at the
+/// reset's RESET_END in the new epoch; it owed the reset nothing and executed nothing. The
+/// RESET_END its registration set in motion reached a child that knew it was registered.
+fn late() {
+    let mut m = super::harness::started();
+    expect(m.load_child() == STATUS_SUCCESS, "the child's DriverEntry");
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(
+        asked == STATUS_SUCCESS,
+        &format!("a forced reset: {asked:#x}"),
+    );
+    advance_until(&mut m, 10_000, "the bus resetting", |m| {
+        admin::state(m).state == State::Resetting as u32
+    });
+    let child = m.add_child_device(ChildFunction::Srp.serial());
+    expect(
+        m.start_child_device(child) == STATUS_SUCCESS,
+        "the child's start during the reset",
+    );
+    let registered = stats(child);
+    expect(
+        registered.flags & hcabus_child_kmdf::abi::STATS_LATE != 0,
+        &format!("a late registration: {registered:?}"),
+    );
+    let mut io = Ledger::default();
+    for _ in 0..2 {
+        io.submit(child);
+    }
+    expect(
+        io.pending.len() == 2,
+        "the late child's I/O waits for the reset's end",
+    );
+    advance_until(&mut m, 10_000, "the reset ending", |m| {
+        let s = admin::state(m);
+        s.epoch == 2 && s.state == State::Operational as u32
+    });
+    expect(io.collect() == 2, "what waited ran at RESET_END");
+    expect(
+        io.ran_in == [2, 2],
+        &format!("the late child's I/O: {:?}", io.ran_in),
+    );
+    let s = stats(child);
+    expect(
+        s.executed == 0 && s.events[2] == 1 && s.epoch == 2,
+        &format!("the late child owed nothing and heard RESET_END: {s:?}"),
+    );
+    io.closes("after the reset");
+    m.remove_child_device(child);
+    m.unload_child();
+    m.surprise_remove();
     m.unload();
 }
