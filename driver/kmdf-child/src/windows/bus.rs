@@ -21,12 +21,7 @@ use crate::queue::{Change, QueueOp};
 /// `device` is the child's live FDO, at PASSIVE_LEVEL (prepare hardware).
 pub(super) unsafe fn query(device: WDFDEVICE) -> Result<HcabusBusInterfaceV1, NTSTATUS> {
     let mut iface = HcabusBusInterfaceV1::EMPTY;
-    let guid = GUID {
-        Data1: GUID_HCABUS_BUS_INTERFACE.data1,
-        Data2: GUID_HCABUS_BUS_INTERFACE.data2,
-        Data3: GUID_HCABUS_BUS_INTERFACE.data3,
-        Data4: GUID_HCABUS_BUS_INTERFACE.data4,
-    };
+    let guid = super::kernel_guid(&GUID_HCABUS_BUS_INTERFACE);
     // SAFETY: the device is live; the GUID and the interface outlive the call, which writes
     // at most `Size` bytes of it.
     let status = unsafe {

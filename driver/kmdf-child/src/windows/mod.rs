@@ -166,12 +166,7 @@ unsafe fn create_children(device: WDFDEVICE, function: Function) -> Result<(), N
     }
     // SAFETY: the device is live; its context is written before any request can come.
     unsafe { create_queue(device, true, io::evt_io_device_control) }?;
-    let guid = GUID {
-        Data1: GUID_HCABUS_CHILD_INTERFACE.data1,
-        Data2: GUID_HCABUS_CHILD_INTERFACE.data2,
-        Data3: GUID_HCABUS_CHILD_INTERFACE.data3,
-        Data4: GUID_HCABUS_CHILD_INTERFACE.data4,
-    };
+    let guid = kernel_guid(&GUID_HCABUS_CHILD_INTERFACE);
     // SAFETY: the device is live; the GUID outlives the call; no reference string.
     let s = unsafe {
         call_unsafe_wdf_function_binding!(
@@ -182,6 +177,16 @@ unsafe fn create_children(device: WDFDEVICE, function: Function) -> Result<(), N
         )
     };
     check(s)
+}
+
+/// The ABI's GUID as the kernel's (the same four fields).
+fn kernel_guid(g: &hcabus::bus_abi::Guid) -> GUID {
+    GUID {
+        Data1: g.data1,
+        Data2: g.data2,
+        Data3: g.data3,
+        Data4: g.data4,
+    }
 }
 
 fn check(status: NTSTATUS) -> Result<(), NTSTATUS> {

@@ -19,6 +19,7 @@ pub(crate) fn scenario(name: &str) -> bool {
         "two_child_power_rebalance_reload" => power_rebalance_reload(),
         "two_child_surprise_bus" => surprise_bus(),
         "two_child_late" => late(),
+        "two_child_ipoib_and_srp" => ipoib_and_srp(),
         _ => return false,
     }
     true
@@ -254,5 +255,73 @@ fn late() {
     m.remove_child_device(child);
     m.unload_child();
     m.surprise_remove();
+    m.unload();
+}
+
+/// One child driver on two PDOs, the SRP initiator's and port 1's IPoIB: two devices, two
+/// registrations. The IPoIB function may not veto (it registers without CAN_VETO: its switch
+/// is refused); the SRP function's veto calls a planned reset off and the IPoIB function
+/// hears nothing of it; a forced reset is executed by both and their I/O runs in the new
+/// epoch; the bus's surprise removal takes both stacks down first.
+fn ipoib_and_srp() {
+    use hcabus_child_kmdf::abi::{ChildSetVeto, IOCTL_HCABUS_CHILD_SET_VETO};
+    use zerocopy::IntoBytes;
+    let (mut m, srp) = super::two::started_with_child();
+    let ipoib = m.add_child_device(ChildFunction::Ipoib { port: 1 }.serial());
+    expect(
+        m.start_child_device(ipoib) == STATUS_SUCCESS,
+        "the IPoIB function's start",
+    );
+    let veto = |child, on: bool| {
+        let input = ChildSetVeto { veto: on.into() };
+        super::two::child_ioctl(child, IOCTL_HCABUS_CHILD_SET_VETO, input.as_bytes(), 0)
+            .map(|(status, _)| status)
+    };
+    let refused = veto(ipoib, true);
+    expect(
+        refused == Ok(STATUS_NOT_SUPPORTED),
+        &format!("an IPoIB veto switch: {refused:?}"),
+    );
+    expect(veto(srp, true) == Ok(STATUS_SUCCESS), "the SRP veto switch");
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Planned);
+    expect(
+        asked == STATUS_SUCCESS,
+        &format!("a planned reset: {asked:#x}"),
+    );
+    m.advance(5_000);
+    let (s, i) = (stats(srp), stats(ipoib));
+    expect(
+        s.vetoes == 1 && i.events.iter().sum::<u32>() == 0 && s.epoch == 1,
+        &format!("the veto disturbed only the SRP function: {s:?} / {i:?}"),
+    );
+    expect(
+        veto(srp, false) == Ok(STATUS_SUCCESS),
+        "the SRP veto switch off",
+    );
+    let asked = admin::request_reset(&mut m, ADMIN, ResetMode::Forced);
+    expect(
+        asked == STATUS_SUCCESS,
+        &format!("a forced reset: {asked:#x}"),
+    );
+    m.advance(5_000);
+    let mut io = Ledger::default();
+    for child in [srp, ipoib] {
+        io.submit(child);
+        let c = stats(child);
+        expect(
+            c.executed == 1 && c.epoch == 2,
+            &format!("after the forced reset: {c:?}"),
+        );
+    }
+    expect(
+        io.ran_in == [2, 2],
+        &format!("both functions' I/O: {:?}", io.ran_in),
+    );
+    expect(
+        stats(srp).client_id != stats(ipoib).client_id,
+        "two registrations",
+    );
+    m.surprise_remove();
+    m.unload_child();
     m.unload();
 }

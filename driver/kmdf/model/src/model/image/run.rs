@@ -101,6 +101,7 @@ pub(crate) const TWO_SCENARIOS: &[(&str, Ends)] = &[
     ("two_child_power_rebalance_reload", Ends::Passes),
     ("two_child_surprise_bus", Ends::Passes),
     ("two_child_late", Ends::Passes),
+    ("two_child_ipoib_and_srp", Ends::Passes),
     // Four processors (shuttle), each running either image on its own kernel stack.
     ("two_child_races", Ends::Passes),
 ];
