@@ -88,6 +88,20 @@ pub(super) unsafe fn register(ctx: &ChildContext) -> Result<Action, NTSTATUS> {
         return Err(STATUS_NOT_SUPPORTED);
     };
     let failed = hcabus::types::State::Failed as u32;
+    // Register runs at DISPATCH_LEVEL under the lock, where a bus between a PnP stop and its
+    // start answers DEVICE_BUSY at once; QUERY_STATE at PASSIVE_LEVEL waits that start out
+    // first (up to 30 s), so a child starting during the bus's rebalance still registers.
+    if let Some(query) = bus.query_state {
+        let mut state = HcabusBusState {
+            size: core::mem::size_of::<HcabusBusState>() as u32,
+            ..HcabusBusState::default()
+        };
+        // SAFETY: the bus's function with its own context and a sized state to fill.
+        let s = unsafe { query(bus.context, &mut state) };
+        if s < 0 {
+            log::info!("QueryState before Register: {} ({s:#x})", status::name(s));
+        }
+    }
     ctx.with_child(|c| {
         // SAFETY: the bus's function with its own context, a whole descriptor (its name read
         // during the call only) and a registration to fill; callable at DISPATCH_LEVEL. The
