@@ -175,18 +175,8 @@ impl Machine {
     /// hardware with empty resource lists (a PDO of this bus claims none), then D0Entry.
     pub(crate) fn start_child_device(&mut self, fdo: Handle) -> NTSTATUS {
         let (raw, translated, pnp) = with(|k| {
-            let mut list = || {
-                k.create(
-                    "start",
-                    Kind::ResourceList {
-                        descriptors: Vec::new(),
-                    },
-                    core::ptr::null_mut(),
-                    Some(fdo),
-                )
-            };
-            let (raw, translated) = (list(), list());
-            (raw, translated, k.device(fdo).pnp)
+            let raw = no_resources(k, fdo);
+            (raw, no_resources(k, fdo), k.device(fdo).pnp)
         });
         let status = pnp.EvtDevicePrepareHardware.map_or(STATUS_SUCCESS, |f| {
             // SAFETY: the child's callback with its FDO and two resource lists.
@@ -228,17 +218,21 @@ impl Machine {
         self.child_stacks.retain(|s| *s != fdo);
         // PnpCleanupForRemove: the power-managed queues purged before the power-down.
         super::queues::purge_device(fdo, true);
-        let (translated, pnp) = with(|k| {
-            let list = k.create(
-                "remove",
-                Kind::ResourceList {
-                    descriptors: Vec::new(),
-                },
-                core::ptr::null_mut(),
-                Some(fdo),
-            );
-            (list, k.device(fdo).pnp)
+        self.release_child(fdo);
+        // PnpEventRemovedCommonCode: the others once the hardware is released.
+        super::queues::purge_device(fdo, false);
+        let cleanups = with(|k| k.delete("remove", fdo));
+        at("EvtCleanupCallback", PASSIVE, || {
+            super::objects::run_cleanups(cleanups)
         });
+    }
+}
+
+impl Machine {
+    /// The child FDO's power-down to D3Final and its release hardware (a stop's or a
+    /// removal's: KMDF calls both, in this order).
+    fn release_child(&mut self, fdo: Handle) {
+        let (translated, pnp) = with(|k| (no_resources(k, fdo), k.device(fdo).pnp));
         if let Some(f) = pnp.EvtDeviceD0Exit {
             // SAFETY: the child's callback with its FDO and the state it goes to.
             at("hcabus_child!EvtDeviceD0Exit", PASSIVE, || unsafe {
@@ -256,23 +250,13 @@ impl Machine {
                 || unsafe { f.run((fdo as WDFDEVICE, translated as WDFCMRESLIST)) },
             )
         });
+        with(|k| k.delete_now("release", translated));
         expect(
             status >= 0,
             &format!("the child's release hardware: {status:#x}"),
         );
-        // PnpEventRemovedCommonCode: the others once the hardware is released.
-        super::queues::purge_device(fdo, false);
-        let cleanups = with(|k| {
-            k.delete_now("remove", translated);
-            k.delete("remove", fdo)
-        });
-        at("EvtCleanupCallback", PASSIVE, || {
-            super::objects::run_cleanups(cleanups)
-        });
     }
-}
 
-impl Machine {
     /// The power manager's order going to Dx: the children first, each FDO's power-managed
     /// queues held before its D0Exit.
     pub(crate) fn power_down_children(&mut self, target: WDF_POWER_DEVICE_STATE) {
@@ -308,30 +292,7 @@ impl Machine {
     /// InterfaceDereference), then prepare hardware again (a new query, a new Register).
     pub(crate) fn restart_child_device(&mut self, fdo: Handle) -> NTSTATUS {
         super::queues::power_device(fdo, false);
-        let (translated, pnp) = with(|k| {
-            let list = k.create(
-                "stop",
-                Kind::ResourceList {
-                    descriptors: Vec::new(),
-                },
-                core::ptr::null_mut(),
-                Some(fdo),
-            );
-            (list, k.device(fdo).pnp)
-        });
-        let status = pnp.EvtDeviceReleaseHardware.map_or(STATUS_SUCCESS, |f| {
-            // SAFETY: the child's callback with its FDO and its translated resources.
-            at(
-                "hcabus_child!EvtDeviceReleaseHardware",
-                PASSIVE,
-                || unsafe { f.run((fdo as WDFDEVICE, translated as WDFCMRESLIST)) },
-            )
-        });
-        with(|k| k.delete_now("stop", translated));
-        expect(
-            status >= 0,
-            &format!("the child's release at its stop: {status:#x}"),
-        );
+        self.release_child(fdo);
         let status = self.start_child_device(fdo);
         super::queues::power_device(fdo, true);
         status
@@ -382,6 +343,18 @@ pub(crate) fn started_with_child() -> (Machine, Handle) {
         &format!("the child's start: {status:#x}"),
     );
     (m, child)
+}
+
+/// An empty resource list of `fdo`'s: a PDO of this bus claims no resources.
+fn no_resources(k: &mut Kernel, fdo: Handle) -> Handle {
+    k.create(
+        "resources",
+        Kind::ResourceList {
+            descriptors: Vec::new(),
+        },
+        core::ptr::null_mut(),
+        Some(fdo),
+    )
 }
 
 /// The child FDO's I/O queue: its queue that is not the default one.
